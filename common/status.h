@@ -1,0 +1,25 @@
+/*
+ * common/status.h -- internal error reporting shared by every module.
+ *
+ * Usage: `return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_insert: n=%zu
+ * ...", n);` -- sets the thread-local message read by rkv_last_error() and
+ * returns the status, so a failure is reported and returned in one line.
+ */
+#ifndef RKV_COMMON_STATUS_H
+#define RKV_COMMON_STATUS_H
+
+#include "radixkv.h"
+
+#if defined(__GNUC__)
+#define RKV_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define RKV_PRINTF(a, b)
+#endif
+
+rkv_status rkv_set_error(rkv_status status, const char *fmt, ...) RKV_PRINTF(2, 3);
+void rkv_clear_error(void);
+
+#define RKV_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RKV_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#endif

@@ -1,0 +1,439 @@
+/*
+ * radixkv.h -- the one public header of radixkv, a prefix-cache engine for
+ * LLM serving: a paged KV block pool (alloc/), a token radix tree over it
+ * (radix/), a cache-aware scheduler (sched/) and paged attention (attention/).
+ *
+ * Conventions every function follows:
+ *   - Handles are opaque; names are rkv_<noun>_<verb>().
+ *   - Every call that can fail returns rkv_status. On failure nothing the call
+ *     was given is changed: the pool, tree and scheduler are exactly as before.
+ *     rkv_last_error() returns a sentence naming what was wrong (thread-local).
+ *   - The library never aborts, never prints, and never calls exit().
+ *   - Objects are not thread-safe; use one thread per object or lock outside.
+ *   - Tokens are int32 ids (negative ids are invalid). Block ids are uint32.
+ */
+#ifndef RADIXKV_H
+#define RADIXKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RKV_VERSION_MAJOR 0
+#define RKV_VERSION_MINOR 1
+#define RKV_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum rkv_status {
+    RKV_OK = 0,
+    RKV_ERR_INVALID_ARG = 1,  /* NULL, out of range, wrong length, bad token  */
+    RKV_ERR_NOMEM = 2,        /* host memory allocation failed                */
+    RKV_ERR_NO_SPACE = 3,     /* no free KV block, even after eviction        */
+    RKV_ERR_STATE = 4,        /* not valid now: unlock without lock, unref of
+                                 a free block, commit without a step ...      */
+    RKV_ERR_STALE_HANDLE = 5, /* node handle from before a reset or eviction  */
+    RKV_ERR_BUSY = 6,         /* refused while paths are locked / requests run */
+    RKV_ERR_NOT_FOUND = 7,    /* unknown request id                           */
+    RKV_ERR_DUPLICATE = 8,    /* request id already submitted                 */
+    RKV_ERR_CUDA = 9,         /* a CUDA runtime or cuBLAS call failed         */
+    RKV_ERR_NO_DEVICE = 10,   /* built without CUDA, or no usable GPU         */
+    RKV_ERR_UNSUPPORTED = 11, /* valid but not supported (e.g. head_dim 96
+                                 on the GPU path)                             */
+    RKV_ERR_FORMAT = 12,      /* malformed input data (e.g. a trace line)     */
+    RKV_ERR_IO = 13,          /* file could not be read or written            */
+    RKV_ERR_CORRUPT = 14      /* a *_check() found a broken invariant         */
+} rkv_status;
+
+/* Short fixed text for a status ("invalid argument"). Never NULL. */
+const char *rkv_strerror(rkv_status status);
+
+/* Detail of the last failing call on this thread ("rkv_tree_unlock: node is
+ * not locked"). Empty string if none. Valid until the next failing call. */
+const char *rkv_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* alloc/: the KV block pool                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rkv_pool rkv_pool;
+typedef uint32_t rkv_block_id;
+#define RKV_NO_BLOCK ((rkv_block_id)UINT32_MAX)
+
+typedef enum rkv_dtype {
+    RKV_DTYPE_F16 = 0,
+    RKV_DTYPE_BF16 = 1,
+    RKV_DTYPE_F32 = 2
+} rkv_dtype;
+
+typedef enum rkv_device {
+    RKV_DEVICE_HOST = 0, /* aligned host memory                            */
+    RKV_DEVICE_CUDA = 1  /* one cudaMalloc; RKV_ERR_NO_DEVICE without CUDA */
+} rkv_device;
+
+typedef struct rkv_pool_config {
+    uint32_t num_blocks;   /* >= 1, < UINT32_MAX                             */
+    uint32_t page_size;    /* tokens per block, 1..256 (default 16)         */
+    uint32_t num_layers;   /* 0 = metadata only: no KV memory is allocated  */
+    uint32_t num_kv_heads; /* ignored when num_layers == 0                  */
+    uint32_t head_dim;     /* ignored when num_layers == 0                  */
+    rkv_dtype dtype;       /* element type of K and V                       */
+    rkv_device device;
+    int cuda_device;       /* device ordinal when device == RKV_DEVICE_CUDA  */
+} rkv_pool_config;
+
+/* Fills defaults: page_size 16, num_layers 0, F16, host. num_blocks is 0 and
+ * must be set. */
+void rkv_pool_config_init(rkv_pool_config *cfg);
+
+/*
+ * KV memory layout (one allocation for the whole pool):
+ *   for each layer l: K[l] then V[l], each laid out as
+ *     [num_blocks][page_size][num_kv_heads][head_dim]   (FlashInfer's "NHD")
+ *   so token t of block b, head h, dim d of K in layer l sits at element
+ *     ((l*2 + 0) * num_blocks * page_size + b*page_size + t) * H*D + h*D + d.
+ * bytes_per_block = num_layers * 2 * page_size * num_kv_heads * head_dim *
+ * sizeof(dtype). A token's slot is block * page_size + offset.
+ */
+rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out);
+void rkv_pool_destroy(rkv_pool *pool); /* NULL is fine */
+
+rkv_status rkv_pool_get_config(const rkv_pool *pool, rkv_pool_config *out);
+uint32_t rkv_pool_num_blocks(const rkv_pool *pool);
+uint32_t rkv_pool_num_free(const rkv_pool *pool);
+uint32_t rkv_pool_page_size(const rkv_pool *pool);
+size_t rkv_pool_bytes_per_block(const rkv_pool *pool);
+/* Host bytes the pool itself uses for metadata (not KV memory). */
+size_t rkv_pool_host_metadata_bytes(const rkv_pool *pool);
+
+/* K and V base pointers of one layer (device pointers for a CUDA pool).
+ * RKV_ERR_STATE for a metadata-only pool. */
+rkv_status rkv_pool_layer_kv(const rkv_pool *pool, uint32_t layer, void **k,
+                             void **v);
+
+/* O(1). A new block has ref count 1. alloc_n gives all n blocks or none
+ * (RKV_ERR_NO_SPACE, nothing taken). The pool never evicts: use
+ * rkv_tree_alloc_blocks() to evict cached prefixes as needed. */
+rkv_status rkv_pool_alloc(rkv_pool *pool, rkv_block_id *out);
+rkv_status rkv_pool_alloc_n(rkv_pool *pool, uint32_t n, rkv_block_id *out);
+
+/* ref adds one reference to an allocated block; unref drops one and frees the
+ * block at zero. Either on a free or out-of-range block: RKV_ERR_STATE /
+ * RKV_ERR_INVALID_ARG and nothing changes. unref_n validates all ids first
+ * (a free block, or one listed more times than it has references, refuses
+ * the whole call). */
+rkv_status rkv_pool_ref(rkv_pool *pool, rkv_block_id id);
+rkv_status rkv_pool_unref(rkv_pool *pool, rkv_block_id id);
+rkv_status rkv_pool_unref_n(rkv_pool *pool, uint32_t n, const rkv_block_id *ids);
+uint32_t rkv_pool_refcount(const rkv_pool *pool, rkv_block_id id); /* 0 = free */
+
+/* Chained block hash: h(i) = XXH3-64 over (h(i-1), namespace, the page's
+ * tokens); h(-1) = RKV_HASH_ROOT. Equal hashes mean equal full prefixes (up
+ * to 64-bit collisions; the tree itself always confirms with tokens). */
+#define RKV_HASH_ROOT ((uint64_t)0)
+uint64_t rkv_block_hash(uint64_t parent_hash, uint64_t ns,
+                        const int32_t *page_tokens, uint32_t page_size);
+uint64_t rkv_pool_block_hash(const rkv_pool *pool, rkv_block_id id);
+rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
+                                   uint64_t hash);
+
+/* Copies whole blocks (all layers, K and V). Device to device within the
+ * pool, or between the pool and a host buffer of n * bytes_per_block bytes
+ * (block i of the buffer <-> ids[i]). Works on host pools too. */
+rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n,
+                                const rkv_block_id *src,
+                                const rkv_block_id *dst);
+rkv_status rkv_pool_copy_to_host(rkv_pool *pool, uint32_t n,
+                                 const rkv_block_id *ids, void *host_buf);
+rkv_status rkv_pool_copy_from_host(rkv_pool *pool, uint32_t n,
+                                   const rkv_block_id *ids,
+                                   const void *host_buf);
+
+/* Verifies every invariant (free + used = total, free stack holds exactly the
+ * blocks with ref count 0, no duplicates). RKV_ERR_CORRUPT with a message. */
+rkv_status rkv_pool_check(const rkv_pool *pool);
+
+/* ------------------------------------------------------------------------ */
+/* radix/: the token radix tree                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rkv_tree rkv_tree;
+
+/* Isolation key (tenant, LoRA adapter, cache salt). Two namespaces never
+ * share a hit: each has its own subtree, found by exact comparison of the
+ * 64-bit value, never by mixing it into tokens. */
+typedef uint64_t rkv_namespace;
+
+/* A node handle is a value: an index plus a generation. It stays valid while
+ * the node's prefix is cached with the same pages; eviction of the node (or
+ * of any of its pages) and rkv_tree_reset() make it stale, and every call
+ * that takes it then returns RKV_ERR_STALE_HANDLE. A zeroed handle is never
+ * valid. */
+typedef struct rkv_node {
+    uint32_t id;
+    uint32_t gen;
+} rkv_node;
+
+typedef struct rkv_tree_config {
+    uint32_t initial_nodes; /* capacity hint; 0 = default                   */
+    int use_jemalloc;       /* 1 (default when built with jemalloc): node
+                               memory from a dedicated jemalloc arena        */
+} rkv_tree_config;
+void rkv_tree_config_init(rkv_tree_config *cfg);
+
+/* The tree keeps a pointer to the pool (which must outlive it) and takes
+ * pool references on the blocks it caches. cfg may be NULL. */
+rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
+                           rkv_tree **out);
+/* Drops the tree's block references. Locked paths are released too. */
+void rkv_tree_destroy(rkv_tree *tree);
+rkv_pool *rkv_tree_pool(const rkv_tree *tree);
+
+typedef struct rkv_match {
+    size_t matched_tokens; /* multiple of page_size                        */
+    uint32_t num_blocks;   /* matched_tokens / page_size                    */
+    rkv_node node;         /* deepest node of the match (root of the
+                              namespace if nothing matched); lockable       */
+} rkv_match;
+
+#define RKV_MATCH_PEEK 1u /* no recency update, no stats, no split; the
+                             handle is the deepest fully matched node, and
+                             matched_tokens may reach into its child        */
+
+/* Longest cached prefix of tokens[0..n) in namespace ns. Writes the block ids
+ * of the matched pages to blocks_out (capacity n / page_size; may be NULL).
+ * Without PEEK the matched path becomes most recently used and a match that
+ * ends inside a node splits it there, so out->node ends exactly at the
+ * match (a split needs memory: RKV_ERR_NOMEM leaves the tree unchanged). */
+rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
+                          const int32_t *tokens, size_t n,
+                          rkv_block_id *blocks_out, unsigned flags,
+                          rkv_match *out);
+
+/* Continue a PEEK match below a node found earlier for the same tokens:
+ * `from` with depth `from_tokens`. Only blocks from index from_tokens /
+ * page_size on are written. Always a peek. Cost is O(new part). */
+rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
+                               size_t from_tokens, const int32_t *tokens,
+                               size_t n, rkv_block_id *blocks_out,
+                               rkv_match *out);
+
+typedef struct rkv_insert_result {
+    size_t prefix_tokens;  /* tokens that were already cached               */
+    size_t cached_tokens;  /* tokens cached for this key after the call:
+                              floor(n / page_size) * page_size              */
+    uint32_t new_pages;    /* pages the tree took from `blocks`             */
+    uint32_t num_dups;     /* given blocks not kept: their page was already
+                              cached under another block                    */
+    rkv_node node;         /* deepest node of the key (lockable)            */
+} rkv_insert_result;
+
+/* Caches the full pages of tokens[0..n) with blocks[i] holding page i
+ * (n / page_size entries; every block must be allocated). The tree takes one
+ * reference on each block it keeps and never touches the caller's own
+ * references. A page that was already cached under a different block is a
+ * duplicate: its given block id is written to dups_out (capacity n /
+ * page_size; may be NULL) and the caller should release it. A page cached
+ * under the same block id is not a duplicate. The path becomes most
+ * recently used. A partial last page is ignored. */
+rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
+                           const int32_t *tokens, size_t n,
+                           const rkv_block_id *blocks, rkv_block_id *dups_out,
+                           rkv_insert_result *out);
+
+/* A locked node and all its ancestors are never evicted. Locks nest (a
+ * count). unlock of an unlocked node: RKV_ERR_STATE, nothing changes.
+ * unlock makes the path most recently used (it was in use until now). */
+rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node);
+rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_node node);
+
+/* Frees at least n blocks by removing least-recently-used unlocked leaves
+ * page by page from their tail (a parent that becomes a leaf joins the LRU
+ * list). RKV_ERR_NO_SPACE, changing nothing, if fewer than n blocks are
+ * evictable. freed_out (may be NULL) gets the number of blocks freed. */
+rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out);
+
+/* rkv_pool_alloc_n() that evicts through the tree when the pool is short.
+ * All or nothing: RKV_ERR_NO_SPACE if free + evictable < n (nothing
+ * evicted). */
+rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
+                                 rkv_block_id *out);
+
+/* Drops every cached prefix. RKV_ERR_BUSY (nothing changes) while any path
+ * is locked. Every handle from before becomes stale. */
+rkv_status rkv_tree_reset(rkv_tree *tree);
+
+typedef struct rkv_tree_stats {
+    uint64_t cached_blocks;    /* pages held by the tree                    */
+    uint64_t evictable_blocks; /* pages in unlocked nodes                   */
+    uint64_t locked_blocks;    /* pages in locked nodes                     */
+    uint64_t nodes;            /* excluding the namespace roots             */
+    uint64_t namespaces;
+    uint64_t queried_tokens;   /* sum of n over non-peek matches            */
+    uint64_t hit_tokens;       /* sum of matched_tokens over them           */
+    uint64_t inserted_pages;
+    uint64_t evicted_blocks;   /* pages removed by eviction                 */
+    uint64_t evicted_nodes;
+    uint64_t splits;
+    uint64_t lru_reorder_steps; /* list steps taken to place a node that
+                                   became a leaf (0 in the common case)     */
+    uint64_t host_bytes;       /* node metadata + tokens + child index      */
+} rkv_tree_stats;
+rkv_status rkv_tree_get_stats(const rkv_tree *tree, rkv_tree_stats *out);
+
+typedef struct rkv_node_info {
+    rkv_node parent;         /* zeroed for a namespace root                 */
+    rkv_namespace ns;
+    size_t depth_tokens;     /* tokens from the namespace root to node end  */
+    uint32_t num_pages;      /* pages on the node's own edge                */
+    uint32_t num_children;
+    uint32_t lock_count;
+    uint64_t last_access;    /* logical clock                               */
+    uint64_t children_epoch; /* changes whenever a child is added, removed,
+                                trimmed or split; with a valid handle, an
+                                unchanged epoch means a PEEK match that ended
+                                at or below this node is unchanged          */
+} rkv_node_info;
+rkv_status rkv_tree_node_info(const rkv_tree *tree, rkv_node node,
+                              rkv_node_info *out);
+
+/* Verifies every invariant: parent/child links, page alignment, child index
+ * entries, ref counts against the pool, LRU list = unlocked leaves, lock
+ * counts, stats. RKV_ERR_CORRUPT with a message. O(size of tree). */
+rkv_status rkv_tree_check(const rkv_tree *tree);
+
+/* ------------------------------------------------------------------------ */
+/* sched/: the cache-aware scheduler                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rkv_sched rkv_sched;
+
+typedef enum rkv_policy {
+    RKV_POLICY_FCFS = 0,     /* arrival order                               */
+    RKV_POLICY_LPM = 1,      /* longest cached prefix first                 */
+    RKV_POLICY_DFS = 2,      /* SGLang's DFS-weight order over the tree     */
+    RKV_POLICY_PRIORITY = 3, /* priority, with aging                        */
+    RKV_POLICY_BOUNDED = 4   /* lpm with a bound on any request's wait      */
+} rkv_policy;
+
+/* Parses "fcfs", "lpm", "dfs", "priority", "bounded". */
+rkv_status rkv_policy_from_name(const char *name, rkv_policy *out);
+const char *rkv_policy_name(rkv_policy policy);
+
+typedef struct rkv_sched_config {
+    rkv_policy policy;
+    uint32_t max_batch_tokens;  /* new tokens per step (prefill chunks +
+                                   decodes); default 8192                  */
+    uint32_t max_running;       /* default 256                             */
+    uint32_t dedup_min_tokens;  /* in-batch de-duplication: hold a request
+                                   whose uncached prefix shares at least
+                                   this many tokens with a prefill in
+                                   flight; 0 disables; default 256         */
+    double max_wait_ms;         /* bounded policy: a request waiting longer
+                                   goes first; default 10000               */
+    double aging_per_s;         /* priority policy: priority gained per
+                                   second of waiting; default 1.0          */
+} rkv_sched_config;
+void rkv_sched_config_init(rkv_sched_config *cfg);
+
+/* The scheduler uses the tree (and its pool) and must not outlive them. */
+rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
+                            rkv_sched **out);
+/* Aborts whatever is still waiting or running, releasing every block. */
+void rkv_sched_destroy(rkv_sched *sched);
+
+typedef struct rkv_request_desc {
+    uint64_t id;             /* unique among live requests                  */
+    rkv_namespace ns;
+    const int32_t *prompt;   /* copied                                      */
+    uint32_t prompt_len;     /* >= 1                                        */
+    uint32_t max_new_tokens; /* >= 1                                        */
+    int32_t priority;        /* larger runs first under RKV_POLICY_PRIORITY */
+    double arrival_ms;
+} rkv_request_desc;
+
+rkv_status rkv_sched_submit(rkv_sched *sched, const rkv_request_desc *req);
+
+/*
+ * A batch plan: what the attention kernels consume for one step. Request r's
+ * new tokens are rows qo_indptr[r]..qo_indptr[r+1] (a prefill chunk, or one
+ * decode token); they sit at positions prefix_len[r] .. prefix_len[r] +
+ * q_len - 1, and their K/V go to slots[row] (block * page_size + offset).
+ * The block table is in CSR form, after the new tokens are appended:
+ * kv_indices[kv_indptr[r] .. kv_indptr[r+1]) with kv_last_page_len[r] tokens
+ * in the last page (1..page_size). All arrays are host memory owned by the
+ * scheduler, valid until the next step or commit.
+ */
+typedef struct rkv_batch_plan {
+    uint32_t num_reqs;
+    uint32_t num_prefill;          /* requests 0..num_prefill-1 prefill     */
+    uint32_t num_tokens;           /* qo_indptr[num_reqs]                   */
+    const uint64_t *req_ids;
+    const uint32_t *qo_indptr;     /* [num_reqs + 1]                        */
+    const uint32_t *prefix_len;    /* [num_reqs] KV tokens before this step */
+    const uint32_t *cached_len;    /* [num_reqs] of prefix_len, tokens that
+                                      came from the cache at admission      */
+    const uint32_t *kv_indptr;     /* [num_reqs + 1]                        */
+    const uint32_t *kv_indices;    /* [kv_indptr[num_reqs]]                 */
+    const uint32_t *kv_last_page_len; /* [num_reqs]                         */
+    const uint32_t *slots;         /* [num_tokens]                          */
+    const int32_t *input_tokens;   /* [num_tokens] token ids to run         */
+    const uint8_t *emits_token;    /* [num_reqs] 1 if this step samples a
+                                      token for the request (decode, or the
+                                      last prefill chunk)                   */
+} rkv_batch_plan;
+
+/* Plans the next step at time now_ms. An empty plan (num_reqs == 0) means
+ * nothing can run now. The plan is valid until the next step/commit. */
+rkv_status rkv_sched_step(rkv_sched *sched, double now_ms,
+                          const rkv_batch_plan **plan_out);
+
+/* Reports the step's results: next_tokens[r] for each plan request r with
+ * emits_token[r] (other entries ignored), and finished[r] != 0 for a request
+ * that stopped (EOS); finished may be NULL. A request also finishes at
+ * max_new_tokens. A finished request's prompt + generated tokens are
+ * inserted into the tree and its locks released. */
+rkv_status rkv_sched_commit(rkv_sched *sched, const int32_t *next_tokens,
+                            const uint8_t *finished, double now_ms);
+
+/* Removes a waiting or running request, releasing everything it holds. */
+rkv_status rkv_sched_abort(rkv_sched *sched, uint64_t id);
+
+typedef enum rkv_req_state {
+    RKV_REQ_WAITING = 0,
+    RKV_REQ_RUNNING = 1,
+    RKV_REQ_FINISHED = 2
+} rkv_req_state;
+
+typedef struct rkv_sched_stats {
+    uint64_t waiting, running, finished, aborted;
+    uint64_t preemptions;
+    uint64_t steps;
+    uint64_t prompt_tokens;       /* of admitted requests                   */
+    uint64_t cached_tokens;       /* prompt tokens served from the cache    */
+    uint64_t computed_tokens;     /* prefill tokens computed                */
+    uint64_t dedup_holds;         /* times a request was held for dedup     */
+    uint64_t peak_blocks_used;
+    double sched_ns_total;        /* time spent inside rkv_sched_step       */
+} rkv_sched_stats;
+rkv_status rkv_sched_get_stats(const rkv_sched *sched, rkv_sched_stats *out);
+
+/* Verifies the scheduler's invariants (queues, block ownership, locks,
+ * budgets) and calls rkv_tree_check(). */
+rkv_status rkv_sched_check(const rkv_sched *sched);
+
+/* ------------------------------------------------------------------------ */
+/* attention/: paged attention (CPU reference and CUDA)                     */
+/* ------------------------------------------------------------------------ */
+/* Owned by attention/; see that section below once filled in. */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RADIXKV_H */
