@@ -16,8 +16,16 @@
 #define RKV_PRINTF(a, b)
 #endif
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 rkv_status rkv_set_error(rkv_status status, const char *fmt, ...) RKV_PRINTF(2, 3);
 void rkv_clear_error(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #define RKV_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RKV_UNLIKELY(x) __builtin_expect(!!(x), 0)
