@@ -76,9 +76,14 @@ typedef enum rkv_device {
     RKV_DEVICE_CUDA = 1  /* one cudaMalloc; RKV_ERR_NO_DEVICE without CUDA */
 } rkv_device;
 
+/* Largest page a pool accepts. The tree and scheduler work at any size up to
+ * this (the Mooncake trace uses 512-token blocks); the attention kernels are
+ * tested at 1..256. */
+#define RKV_MAX_PAGE_SIZE 4096u
+
 typedef struct rkv_pool_config {
     uint32_t num_blocks;   /* >= 1, < UINT32_MAX                             */
-    uint32_t page_size;    /* tokens per block, 1..256 (default 16)         */
+    uint32_t page_size;    /* tokens per block, 1..RKV_MAX_PAGE_SIZE (16)   */
     uint32_t num_layers;   /* 0 = metadata only: no KV memory is allocated  */
     uint32_t num_kv_heads; /* ignored when num_layers == 0                  */
     uint32_t head_dim;     /* ignored when num_layers == 0                  */
@@ -209,7 +214,13 @@ typedef struct rkv_match {
  * of the matched pages to blocks_out (capacity n / page_size; may be NULL).
  * Without PEEK the matched path becomes most recently used and a match that
  * ends inside a node splits it there, so out->node ends exactly at the
- * match (a split needs memory: RKV_ERR_NOMEM leaves the tree unchanged). */
+ * match (a split needs memory: RKV_ERR_NOMEM leaves the tree unchanged).
+ * A non-peek match in a namespace not seen before creates its (empty) root
+ * so the returned handle is lockable (that too may give RKV_ERR_NOMEM); a
+ * PEEK in an unknown namespace matches nothing and returns a zeroed handle.
+ * Match reads tokens only up to the first page it cannot match (its cost
+ * follows the matched part, not n) and does not reject negative ids: they
+ * are never cached (insert refuses them), so one simply ends the match. */
 rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
                           const int32_t *tokens, size_t n,
                           rkv_block_id *blocks_out, unsigned flags,
@@ -217,7 +228,9 @@ rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
 
 /* Continue a PEEK match below a node found earlier for the same tokens:
  * `from` with depth `from_tokens`. Only blocks from index from_tokens /
- * page_size on are written. Always a peek. Cost is O(new part). */
+ * page_size on are written. Always a peek. Cost is O(new part).
+ * from_tokens must be the node's depth (rkv_node_info.depth_tokens); it is
+ * checked for page alignment and <= n only. */
 rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
                                size_t from_tokens, const int32_t *tokens,
                                size_t n, rkv_block_id *blocks_out,
@@ -240,7 +253,9 @@ typedef struct rkv_insert_result {
  * duplicate: its given block id is written to dups_out (capacity n /
  * page_size; may be NULL) and the caller should release it. A page cached
  * under the same block id is not a duplicate. The path becomes most
- * recently used. A partial last page is ignored. */
+ * recently used. A partial last page is ignored. A block given for a new
+ * page that the tree already caches (for another page), or given for two
+ * new pages, is RKV_ERR_INVALID_ARG. */
 rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                            const int32_t *tokens, size_t n,
                            const rkv_block_id *blocks, rkv_block_id *dups_out,
@@ -255,17 +270,23 @@ rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_node node);
 /* Frees at least n blocks by removing least-recently-used unlocked leaves
  * page by page from their tail (a parent that becomes a leaf joins the LRU
  * list). RKV_ERR_NO_SPACE, changing nothing, if fewer than n blocks are
- * evictable. freed_out (may be NULL) gets the number of blocks freed. */
+ * evictable. freed_out (may be NULL) gets the number of blocks freed.
+ * A block counts as freed when its pool ref count reaches 0: if the caller
+ * holds references to cached blocks outside the tree without a lock,
+ * evicting every evictable page may free fewer than n; then the call
+ * returns RKV_ERR_NO_SPACE after that eviction (freed_out says how many). */
 rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out);
 
 /* rkv_pool_alloc_n() that evicts through the tree when the pool is short.
  * All or nothing: RKV_ERR_NO_SPACE if free + evictable < n (nothing
- * evicted). */
+ * evicted). Evicts only n - free blocks' worth; with blocks held outside
+ * the tree without a lock it can evict and still fail (see rkv_tree_evict). */
 rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
                                  rkv_block_id *out);
 
 /* Drops every cached prefix. RKV_ERR_BUSY (nothing changes) while any path
- * is locked. Every handle from before becomes stale. */
+ * is locked. Every handle from before becomes stale. Cumulative counters
+ * (queried/hit tokens, inserted, evicted, splits) are kept. */
 rkv_status rkv_tree_reset(rkv_tree *tree);
 
 typedef struct rkv_tree_stats {
@@ -357,6 +378,11 @@ typedef struct rkv_request_desc {
     double arrival_ms;
 } rkv_request_desc;
 
+/* Refused, changing nothing: RKV_ERR_DUPLICATE for a live id (finished or
+ * aborted ids may be reused); RKV_ERR_INVALID_ARG for prompt_len 0, a
+ * negative token or max_new_tokens 0; RKV_ERR_NO_SPACE for a request that
+ * could not fit the pool even alone: ceil((prompt_len + max_new_tokens - 1)
+ * / page_size) > num_blocks (the KV never holds the last sampled token). */
 rkv_status rkv_sched_submit(rkv_sched *sched, const rkv_request_desc *req);
 
 /*
@@ -389,7 +415,8 @@ typedef struct rkv_batch_plan {
 } rkv_batch_plan;
 
 /* Plans the next step at time now_ms. An empty plan (num_reqs == 0) means
- * nothing can run now. The plan is valid until the next step/commit. */
+ * nothing can run now and needs no commit. The plan is valid until the next
+ * step/commit. RKV_ERR_STATE while a non-empty plan awaits its commit. */
 rkv_status rkv_sched_step(rkv_sched *sched, double now_ms,
                           const rkv_batch_plan **plan_out);
 
@@ -397,11 +424,15 @@ rkv_status rkv_sched_step(rkv_sched *sched, double now_ms,
  * emits_token[r] (other entries ignored), and finished[r] != 0 for a request
  * that stopped (EOS); finished may be NULL. A request also finishes at
  * max_new_tokens. A finished request's prompt + generated tokens are
- * inserted into the tree and its locks released. */
+ * inserted into the tree and its locks released. RKV_ERR_STATE when no
+ * plan awaits a commit; a negative next token (RKV_ERR_INVALID_ARG)
+ * changes nothing. */
 rkv_status rkv_sched_commit(rkv_sched *sched, const int32_t *next_tokens,
                             const uint8_t *finished, double now_ms);
 
-/* Removes a waiting or running request, releasing everything it holds. */
+/* Removes a waiting or running request, releasing everything it holds (its
+ * computed full pages stay cached in the tree). Allowed between step and
+ * commit: commit then ignores that request's entry. */
 rkv_status rkv_sched_abort(rkv_sched *sched, uint64_t id);
 
 typedef enum rkv_req_state {
@@ -430,7 +461,111 @@ rkv_status rkv_sched_check(const rkv_sched *sched);
 /* ------------------------------------------------------------------------ */
 /* attention/: paged attention (CPU reference and CUDA)                     */
 /* ------------------------------------------------------------------------ */
-/* Owned by attention/; see that section below once filled in. */
+/*
+ * One rkv_attn context serves one pool (which must outlive it). Every
+ * operation runs where the pool's KV lives: a CUDA pool -> CUDA kernels on
+ * the context's stream (asynchronous; rkv_attn_sync waits), a host pool ->
+ * the CPU reference (synchronous). Both have the same semantics.
+ *
+ * Memory: q, k, v, out, lse, merge states are device pointers for a CUDA
+ * pool and host pointers for a host pool. Index arrays (slots, block tables,
+ * qo_indptr, shared pages) are always host memory; the CUDA path uploads
+ * them into a device workspace the context owns (grown on demand), so the
+ * caller may reuse them as soon as the call returns.
+ *
+ * Shapes (row-major, element type = the pool's dtype unless noted):
+ *   q, out    [num_rows][num_qo_heads][head_dim]
+ *   k, v      [num_tokens][num_kv_heads][head_dim]            (append)
+ *   lse       [num_rows][num_qo_heads] float, may be NULL: the natural-log
+ *             log-sum-exp of the SCALED scores (sm_scale * q.k) of the row,
+ *             so two partial states merge by log-sum-exp.
+ * Arithmetic: fp32 accumulation; outputs are rounded once to the dtype
+ * (round-to-nearest-even). GQA: q head h reads kv head h / (num_qo_heads /
+ * num_kv_heads). The CPU path supports any head_dim and f16/bf16/f32; the
+ * CUDA path head_dim 64 and 128 (else RKV_ERR_UNSUPPORTED), f16/bf16/f32.
+ *
+ * Block table (CSR, as FlashInfer): request r owns the pages
+ * indices[indptr[r] .. indptr[r+1]) (at least one), the last holding
+ * last_page_len[r] tokens (1..page_size): kv_len(r) = (pages - 1) *
+ * page_size + last_page_len[r]. Every page must be an allocated block.
+ *
+ * Validation: every input is checked (ranges, lengths, ids allocated,
+ * qo lengths <= kv lengths) before any memory is touched; on failure
+ * nothing is written and the status says what was wrong.
+ */
+typedef struct rkv_attn rkv_attn;
+
+typedef struct rkv_attn_params {
+    uint32_t layer;        /* < num_layers                                   */
+    uint32_t num_qo_heads; /* a positive multiple of num_kv_heads            */
+    float sm_scale;        /* > 0; 0 means 1 / sqrt(head_dim)                */
+} rkv_attn_params;
+
+typedef struct rkv_paged_kv {
+    uint32_t num_reqs;              /* >= 1                                  */
+    const uint32_t *indptr;         /* [num_reqs + 1], indptr[0] == 0        */
+    const uint32_t *indices;        /* [indptr[num_reqs]] block ids          */
+    const uint32_t *last_page_len;  /* [num_reqs], 1..page_size              */
+} rkv_paged_kv;
+
+/* RKV_ERR_STATE for a metadata-only pool (num_layers == 0). The CUDA
+ * resources (stream, workspace, cuBLAS handle) are created on first use. */
+rkv_status rkv_attn_create(rkv_pool *pool, rkv_attn **out);
+void rkv_attn_destroy(rkv_attn *attn); /* NULL is fine */
+/* cudaStream_t to run on (NULL: the default stream). Host pool: only NULL. */
+rkv_status rkv_attn_set_stream(rkv_attn *attn, void *cuda_stream);
+/* Waits for the context's queued work; reports a failed kernel. */
+rkv_status rkv_attn_sync(rkv_attn *attn);
+rkv_status rkv_attn_check(const rkv_attn *attn);
+
+/* Writes token i's K and V (k, v rows i) of layer `layer` at slot slots[i]
+ * = block * page_size + offset; the block must be allocated and slots
+ * distinct. */
+rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
+                           const uint32_t *slots, const void *k,
+                           const void *v);
+
+/* One query row per request (num_rows = kv->num_reqs) over all of the
+ * request's KV. CUDA: split along the KV length (flash-decoding) and merged
+ * by log-sum-exp. */
+rkv_status rkv_attn_decode(rkv_attn *attn, const rkv_attn_params *p,
+                           const rkv_paged_kv *kv, const void *q, void *out,
+                           float *lse);
+
+/* Prefill / extend: request r's rows qo_indptr[r] .. qo_indptr[r+1] (q_len
+ * may be 0) are its newest tokens, at positions kv_len - q_len .. kv_len - 1
+ * (their KV already appended); row i attends to KV positions 0 .. its own
+ * (the cached prefix, then causally). q_len <= kv_len. */
+rkv_status rkv_attn_prefill(rkv_attn *attn, const rkv_attn_params *p,
+                            const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                            const void *q, void *out, float *lse);
+
+/* Shared-prefix (cascade) attention: every row of every request attends to
+ * the num_shared_pages full pages of `shared_pages` (a prefix the group
+ * shares; may be 0 pages), then to its own suffix `kv` causally as in
+ * rkv_attn_prefill (positions counted after the shared prefix); the two
+ * partial states are merged by log-sum-exp. Same result as rkv_attn_prefill
+ * over the concatenated tables. CUDA: the shared part is two cuBLAS GEMMs
+ * (dtype in, fp32 out) over all rows at once, reading the prefix once. */
+rkv_status rkv_attn_cascade(rkv_attn *attn, const rkv_attn_params *p,
+                            uint32_t num_shared_pages,
+                            const uint32_t *shared_pages,
+                            const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                            const void *q, void *out, float *lse);
+
+/* Merges n partial states of head_dim values each (pool dtype) with their
+ * lse (natural log, -INFINITY = empty): out = (e^a v_a + e^b v_b) / (e^a +
+ * e^b), lse_out = log(e^a + e^b). out may alias v_a or v_b; lse_out may
+ * alias lse_a or lse_b or be NULL. Two empty states give 0 and -INFINITY. */
+rkv_status rkv_attn_merge(rkv_attn *attn, uint32_t n, const void *v_a,
+                          const float *lse_a, const void *v_b,
+                          const float *lse_b, void *v_out, float *lse_out);
+
+/* fp16 / bf16 <-> fp32 on the host (round-to-nearest-even; NaN stays NaN). */
+uint16_t rkv_f32_to_f16(float x);
+float rkv_f16_to_f32(uint16_t h);
+uint16_t rkv_f32_to_bf16(float x);
+float rkv_bf16_to_f32(uint16_t h);
 
 #ifdef __cplusplus
 }

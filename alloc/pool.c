@@ -1,0 +1,457 @@
+/*
+ * alloc/pool.c -- the KV block pool: KV memory for num_blocks pages, O(1)
+ * alloc/free from a free stack, per-block ref counts and chained hashes.
+ * Block copies (rkv_pool_copy_*) live in attention/.
+ *
+ * Invariants: see alloc/pool_internal.h. Every failing call changes nothing:
+ * alloc_n checks the count before popping, unref_n decrements in order and
+ * undoes its decrements if an id turns out to be free or listed more often
+ * than it is referenced (so multiplicity is counted without an extra
+ * allocation); only then are the blocks that reached 0 pushed on the free
+ * stack.
+ *
+ * Metadata is one host allocation of 12 bytes per block (hash or free-list
+ * link 8, refcount 4): 0.75 byte per token at page size 16.
+ *
+ * Block hash: h = XXH3_64bits_withSeed(tokens, P*4, XXH3_64bits({parent,
+ * ns}, 16)). The 16-byte seed record makes (parent, ns) an exact pair: no
+ * (parent, ns) value can be forged from another by choosing tokens.
+ */
+#include "alloc/pool_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "common/status.h"
+
+#ifdef RKV_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+void rkv_pool_config_init(rkv_pool_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->page_size = 16;
+    cfg->dtype = RKV_DTYPE_F16;
+    cfg->device = RKV_DEVICE_HOST;
+}
+
+static size_t rkv_dtype_size(rkv_dtype d)
+{
+    switch (d) {
+    case RKV_DTYPE_F16: return 2;
+    case RKV_DTYPE_BF16: return 2;
+    case RKV_DTYPE_F32: return 4;
+    }
+    return 0;
+}
+
+/* Allocates the KV memory (none for a metadata-only pool). */
+static rkv_status rkv_pool_alloc_kv(rkv_pool *p)
+{
+    p->kv = NULL;
+    if (p->cfg.device == RKV_DEVICE_CUDA) {
+#ifdef RKV_HAVE_CUDA
+        int count = 0;
+        if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0)
+            return rkv_set_error(RKV_ERR_NO_DEVICE,
+                                 "rkv_pool_create: no CUDA device is present");
+        if (p->cfg.cuda_device < 0 || p->cfg.cuda_device >= count)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "rkv_pool_create: cuda_device %d of %d devices",
+                                 p->cfg.cuda_device, count);
+        if (p->kv_bytes == 0)
+            return RKV_OK;
+        int prev = 0;
+        if (cudaGetDevice(&prev) != cudaSuccess)
+            prev = p->cfg.cuda_device;
+        cudaError_t e = cudaSetDevice(p->cfg.cuda_device);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&p->kv, p->kv_bytes);
+        if (e == cudaSuccess) {
+            e = cudaMemset(p->kv, 0, p->kv_bytes);
+            if (e != cudaSuccess) {
+                cudaFree(p->kv);
+                p->kv = NULL;
+            }
+        }
+        (void)cudaSetDevice(prev);
+        if (e != cudaSuccess) {
+            p->kv = NULL;
+            return rkv_set_error(RKV_ERR_CUDA,
+                                 "rkv_pool_create: cudaMalloc of %zu bytes: %s",
+                                 p->kv_bytes, cudaGetErrorString(e));
+        }
+        return RKV_OK;
+#else
+        return rkv_set_error(RKV_ERR_NO_DEVICE,
+                             "rkv_pool_create: radixkv was built without CUDA");
+#endif
+    }
+    if (p->kv_bytes == 0)
+        return RKV_OK;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 256, p->kv_bytes) != 0 || mem == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM,
+                             "rkv_pool_create: %zu bytes of host KV memory",
+                             p->kv_bytes);
+    memset(mem, 0, p->kv_bytes);
+    p->kv = mem;
+    return RKV_OK;
+}
+
+static void rkv_pool_free_kv(rkv_pool *p)
+{
+    if (p->kv == NULL)
+        return;
+#ifdef RKV_HAVE_CUDA
+    if (p->cfg.device == RKV_DEVICE_CUDA) {
+        int prev = 0;
+        if (cudaGetDevice(&prev) != cudaSuccess)
+            prev = p->cfg.cuda_device;
+        (void)cudaSetDevice(p->cfg.cuda_device);
+        (void)cudaFree(p->kv);
+        (void)cudaSetDevice(prev);
+        p->kv = NULL;
+        return;
+    }
+#endif
+    free(p->kv);
+    p->kv = NULL;
+}
+
+rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
+{
+    if (out == NULL || cfg == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_create: NULL %s",
+                             cfg == NULL ? "cfg" : "out");
+    if (cfg->num_blocks == 0 || cfg->num_blocks == UINT32_MAX)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_pool_create: num_blocks %u (1..%u)",
+                             cfg->num_blocks, UINT32_MAX - 1);
+    if (cfg->page_size == 0 || cfg->page_size > RKV_MAX_PAGE_SIZE)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_pool_create: page_size %u (1..%u)",
+                             cfg->page_size, (unsigned)RKV_MAX_PAGE_SIZE);
+    size_t esz = rkv_dtype_size(cfg->dtype);
+    if (esz == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_create: dtype %d",
+                             (int)cfg->dtype);
+    if (cfg->device != RKV_DEVICE_HOST && cfg->device != RKV_DEVICE_CUDA)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_create: device %d",
+                             (int)cfg->device);
+    size_t bpb = 0, kv_bytes = 0;
+    if (cfg->num_layers > 0) {
+        if (cfg->num_kv_heads == 0 || cfg->head_dim == 0)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "rkv_pool_create: num_kv_heads %u, head_dim %u",
+                                 cfg->num_kv_heads, cfg->head_dim);
+        size_t f[5] = {cfg->num_layers, 2, cfg->page_size, cfg->num_kv_heads,
+                       cfg->head_dim};
+        bpb = esz;
+        for (int i = 0; i < 5; i++)
+            if (__builtin_mul_overflow(bpb, f[i], &bpb))
+                return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                     "rkv_pool_create: block size overflows");
+        if (__builtin_mul_overflow(bpb, (size_t)cfg->num_blocks, &kv_bytes))
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "rkv_pool_create: pool size overflows");
+    }
+#ifndef RKV_HAVE_CUDA
+    if (cfg->device == RKV_DEVICE_CUDA)
+        return rkv_set_error(RKV_ERR_NO_DEVICE,
+                             "rkv_pool_create: radixkv was built without CUDA");
+#endif
+    rkv_pool *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_pool_create: pool struct");
+    p->cfg = *cfg;
+    if (p->cfg.num_layers == 0) {
+        p->cfg.num_kv_heads = cfg->num_kv_heads;
+        p->cfg.head_dim = cfg->head_dim;
+    }
+    p->bytes_per_block = bpb;
+    p->kv_bytes = kv_bytes;
+    size_t n = cfg->num_blocks;
+    p->meta_bytes = n * (sizeof(uint64_t) + sizeof(uint32_t));
+    p->meta = malloc(p->meta_bytes);
+    if (p->meta == NULL) {
+        size_t want = p->meta_bytes;
+        free(p);
+        return rkv_set_error(RKV_ERR_NOMEM,
+                             "rkv_pool_create: %zu bytes of block metadata",
+                             want);
+    }
+    /* hash first: 8-byte aligned */
+    p->hash = (uint64_t *)p->meta;
+    p->refcount = (uint32_t *)(p->hash + n);
+    memset(p->refcount, 0, n * sizeof *p->refcount);
+    /* block 0 on top: allocation order is 0, 1, 2 ... on a fresh pool */
+    for (size_t i = 0; i < n; i++)
+        p->hash[i] = i + 1 < n ? (uint64_t)(i + 1) : RKV_POOL_END;
+    p->free_head = 0;
+    p->num_free = (uint32_t)n;
+    rkv_status st = rkv_pool_alloc_kv(p);
+    if (st != RKV_OK) {
+        free(p->meta);
+        free(p);
+        return st;
+    }
+    *out = p;
+    return RKV_OK;
+}
+
+void rkv_pool_destroy(rkv_pool *pool)
+{
+    if (pool == NULL)
+        return;
+    rkv_pool_free_kv(pool);
+    free(pool->meta);
+    free(pool);
+}
+
+rkv_status rkv_pool_get_config(const rkv_pool *pool, rkv_pool_config *out)
+{
+    if (pool == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_get_config: NULL");
+    *out = pool->cfg;
+    return RKV_OK;
+}
+
+uint32_t rkv_pool_num_blocks(const rkv_pool *pool)
+{
+    return pool ? pool->cfg.num_blocks : 0;
+}
+
+uint32_t rkv_pool_num_free(const rkv_pool *pool)
+{
+    return pool ? pool->num_free : 0;
+}
+
+uint32_t rkv_pool_page_size(const rkv_pool *pool)
+{
+    return pool ? pool->cfg.page_size : 0;
+}
+
+size_t rkv_pool_bytes_per_block(const rkv_pool *pool)
+{
+    return pool ? pool->bytes_per_block : 0;
+}
+
+size_t rkv_pool_host_metadata_bytes(const rkv_pool *pool)
+{
+    return pool ? sizeof *pool + pool->meta_bytes : 0;
+}
+
+rkv_status rkv_pool_layer_kv(const rkv_pool *pool, uint32_t layer, void **k,
+                             void **v)
+{
+    if (pool == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_layer_kv: NULL pool");
+    if (pool->kv == NULL)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_pool_layer_kv: metadata-only pool has no KV memory");
+    if (layer >= pool->cfg.num_layers)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_pool_layer_kv: layer %u of %u", layer,
+                             pool->cfg.num_layers);
+    /* one K (or V) plane of a layer: num_blocks * bytes_per_block / (2 L) */
+    size_t plane = pool->kv_bytes / ((size_t)pool->cfg.num_layers * 2);
+    char *base = (char *)pool->kv;
+    if (k != NULL)
+        *k = base + (size_t)layer * 2 * plane;
+    if (v != NULL)
+        *v = base + ((size_t)layer * 2 + 1) * plane;
+    return RKV_OK;
+}
+
+rkv_status rkv_pool_alloc(rkv_pool *pool, rkv_block_id *out)
+{
+    return rkv_pool_alloc_n(pool, 1, out);
+}
+
+rkv_status rkv_pool_alloc_n(rkv_pool *pool, uint32_t n, rkv_block_id *out)
+{
+    if (pool == NULL || (out == NULL && n > 0))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_alloc_n: NULL %s",
+                             pool == NULL ? "pool" : "out");
+    if (n > pool->num_free)
+        return rkv_set_error(RKV_ERR_NO_SPACE,
+                             "rkv_pool_alloc_n: %u blocks asked, %u free", n,
+                             pool->num_free);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = pool->free_head;
+        pool->free_head = (uint32_t)pool->hash[id];
+        pool->num_free--;
+        pool->refcount[id] = 1;
+        pool->hash[id] = RKV_HASH_ROOT;
+        out[i] = id;
+    }
+    return RKV_OK;
+}
+
+rkv_status rkv_pool_ref(rkv_pool *pool, rkv_block_id id)
+{
+    if (pool == NULL || id >= pool->cfg.num_blocks)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_ref: block %u of %u",
+                             id, pool ? pool->cfg.num_blocks : 0);
+    if (pool->refcount[id] == 0)
+        return rkv_set_error(RKV_ERR_STATE, "rkv_pool_ref: block %u is free", id);
+    if (pool->refcount[id] == UINT32_MAX)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_pool_ref: block %u ref count would overflow", id);
+    pool->refcount[id]++;
+    return RKV_OK;
+}
+
+rkv_status rkv_pool_unref(rkv_pool *pool, rkv_block_id id)
+{
+    if (pool == NULL || id >= pool->cfg.num_blocks)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_pool_unref: block %u of %u", id,
+                             pool ? pool->cfg.num_blocks : 0);
+    if (pool->refcount[id] == 0)
+        return rkv_set_error(RKV_ERR_STATE, "rkv_pool_unref: block %u is free", id);
+    (void)rkv_pool_drop_ref(pool, id);
+    return RKV_OK;
+}
+
+rkv_status rkv_pool_unref_n(rkv_pool *pool, uint32_t n, const rkv_block_id *ids)
+{
+    if (pool == NULL || (ids == NULL && n > 0))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_unref_n: NULL %s",
+                             pool == NULL ? "pool" : "ids");
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] >= pool->cfg.num_blocks)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "rkv_pool_unref_n: ids[%u] = %u of %u blocks", i,
+                                 ids[i], pool->cfg.num_blocks);
+    /* Decrement in order; on a free id (or one listed more often than it
+     * is referenced) undo the decrements made so far. */
+    uint32_t i;
+    for (i = 0; i < n; i++) {
+        if (pool->refcount[ids[i]] == 0)
+            break;
+        pool->refcount[ids[i]]--;
+    }
+    if (i < n) {
+        uint32_t bad = ids[i];
+        while (i-- > 0)
+            pool->refcount[ids[i]]++;
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_pool_unref_n: block %u is free or listed more "
+                             "times than it is referenced", bad);
+    }
+    /* Push each block that reached 0 once: a pushed block is marked with
+     * UINT32_MAX (no count can be that high after a decrement), then the
+     * marks are cleared. */
+    for (i = 0; i < n; i++) {
+        if (pool->refcount[ids[i]] == 0) {
+            rkv_pool_push_free(pool, ids[i]);
+            pool->refcount[ids[i]] = UINT32_MAX;
+        }
+    }
+    for (i = 0; i < n; i++)
+        if (pool->refcount[ids[i]] == UINT32_MAX)
+            pool->refcount[ids[i]] = 0;
+    return RKV_OK;
+}
+
+uint32_t rkv_pool_refcount(const rkv_pool *pool, rkv_block_id id)
+{
+    if (pool == NULL || id >= pool->cfg.num_blocks)
+        return 0;
+    return pool->refcount[id];
+}
+
+uint64_t rkv_block_hash(uint64_t parent_hash, uint64_t ns,
+                        const int32_t *page_tokens, uint32_t page_size)
+{
+    uint64_t rec[2] = {parent_hash, ns};
+    uint64_t seed = XXH3_64bits(rec, sizeof rec);
+    if (page_tokens == NULL)
+        page_size = 0;
+    return XXH3_64bits_withSeed(page_tokens, (size_t)page_size * sizeof(int32_t),
+                                seed);
+}
+
+uint64_t rkv_pool_block_hash(const rkv_pool *pool, rkv_block_id id)
+{
+    if (pool == NULL || id >= pool->cfg.num_blocks || pool->refcount[id] == 0)
+        return RKV_HASH_ROOT;
+    return pool->hash[id];
+}
+
+rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
+                                   uint64_t hash)
+{
+    if (pool == NULL || id >= pool->cfg.num_blocks)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_pool_set_block_hash: block %u of %u", id,
+                             pool ? pool->cfg.num_blocks : 0);
+    if (pool->refcount[id] == 0)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_pool_set_block_hash: block %u is free", id);
+    pool->hash[id] = hash;
+    return RKV_OK;
+}
+
+rkv_status rkv_pool_check(const rkv_pool *pool)
+{
+    if (pool == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_check: NULL pool");
+    uint32_t n = pool->cfg.num_blocks;
+    if (pool->num_free > n)
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_pool_check: %u free of %u",
+                             pool->num_free, n);
+    if ((pool->kv == NULL) != (pool->kv_bytes == 0))
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "rkv_pool_check: KV memory and size disagree");
+    uint8_t *seen = calloc((size_t)n / 8 + 1, 1);
+    if (seen == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_pool_check: scratch bitmap");
+    rkv_status st = RKV_OK;
+    uint32_t id = pool->free_head;
+    for (uint32_t i = 0; i < pool->num_free && st == RKV_OK; i++) {
+        if (id >= n)
+            st = rkv_set_error(RKV_ERR_CORRUPT,
+                               "rkv_pool_check: free list entry %u is %u, out "
+                               "of range", i, id);
+        else if (seen[id / 8] & (1u << (id % 8)))
+            st = rkv_set_error(RKV_ERR_CORRUPT,
+                               "rkv_pool_check: block %u twice on the free list",
+                               id);
+        else if (pool->refcount[id] != 0)
+            st = rkv_set_error(RKV_ERR_CORRUPT,
+                               "rkv_pool_check: block %u free with ref count %u",
+                               id, pool->refcount[id]);
+        else {
+            seen[id / 8] |= (uint8_t)(1u << (id % 8));
+            uint64_t next = pool->hash[id];
+            id = next > RKV_POOL_END ? n : (uint32_t)next;
+        }
+    }
+    if (st == RKV_OK && id != RKV_POOL_END)
+        st = rkv_set_error(RKV_ERR_CORRUPT,
+                           "rkv_pool_check: free list does not end after %u "
+                           "blocks", pool->num_free);
+    uint32_t used = 0;
+    for (uint32_t b = 0; b < n && st == RKV_OK; b++) {
+        if (pool->refcount[b] > 0)
+            used++;
+        else if (!(seen[b / 8] & (1u << (b % 8))))
+            st = rkv_set_error(RKV_ERR_CORRUPT,
+                               "rkv_pool_check: block %u has ref count 0 but "
+                               "is not on the free list", b);
+    }
+    if (st == RKV_OK && used + pool->num_free != n)
+        st = rkv_set_error(RKV_ERR_CORRUPT,
+                           "rkv_pool_check: %u used + %u free != %u blocks", used,
+                           pool->num_free, n);
+    free(seen);
+    return st;
+}

@@ -1,0 +1,67 @@
+/*
+ * alloc/pool_internal.h -- the block pool's structure, for modules that need
+ * O(1) access without the public API's argument checks (the radix tree's hot
+ * paths). Only alloc/ changes these fields.
+ *
+ * Invariants (verified by rkv_pool_check):
+ *   - The free blocks form an intrusive LIFO list (a stack) threaded
+ *     through the hash array: a free block's hash slot holds the id of the
+ *     next free block (RKV_POOL_END ends it). The list holds exactly the
+ *     blocks with refcount 0, each once, and num_free of them; num_free +
+ *     (blocks with refcount >= 1) == num_blocks. Why not a separate array
+ *     of free ids: a free block has no hash, so the slot is reused and the
+ *     pool's metadata is 12 bytes per block (0.75 byte per token at page
+ *     size 16) instead of 16.
+ *   - kv is NULL iff kv_bytes == 0 (metadata-only pool, num_layers == 0);
+ *     otherwise one allocation of num_blocks * bytes_per_block bytes, host
+ *     (256-byte aligned) or device (cudaMalloc).
+ */
+#ifndef RKV_ALLOC_POOL_INTERNAL_H
+#define RKV_ALLOC_POOL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radixkv.h"
+
+#define RKV_POOL_END UINT32_MAX
+
+struct rkv_pool {
+    rkv_pool_config cfg;
+    size_t bytes_per_block;
+    size_t kv_bytes;          /* num_blocks * bytes_per_block (0 if none) */
+    void *kv;                 /* host or device memory, NULL if none      */
+    uint32_t num_free;
+    uint32_t free_head;       /* top of the free stack, or RKV_POOL_END    */
+    uint32_t *refcount;       /* [num_blocks]                             */
+    uint64_t *hash;           /* [num_blocks] chained hash of a used block;
+                                 next free id of a free block             */
+    void *meta;               /* the one allocation holding both arrays   */
+    size_t meta_bytes;
+};
+
+/* Pushes a block whose count just reached 0 on the free stack. */
+static inline void rkv_pool_push_free(rkv_pool *pool, uint32_t id)
+{
+    pool->hash[id] = pool->free_head;
+    pool->free_head = id;
+    pool->num_free++;
+}
+
+/* Drops one reference of a referenced block; returns 1 if it became free.
+ * For modules that already know the block is referenced (the tree). */
+static inline int rkv_pool_drop_ref(rkv_pool *pool, uint32_t id)
+{
+    if (--pool->refcount[id] != 0)
+        return 0;
+    rkv_pool_push_free(pool, id);
+    return 1;
+}
+
+/* Chained hash of a referenced block. */
+static inline uint64_t rkv_pool_hash_of(const rkv_pool *pool, uint32_t id)
+{
+    return pool->hash[id];
+}
+
+#endif

@@ -1,0 +1,273 @@
+/*
+ * cli/trace.c -- the Mooncake JSONL trace reader and block-id expansion
+ * (see trace.h for the format and the rules).
+ *
+ * Owns: the reader over a FILE* or a memory buffer (lines, blank lines,
+ * line numbers, sticky failure) and the token expansion. Parsing one line
+ * is trace_parse.c's job.
+ * Invariants: a reader reports every line in order exactly once; after a
+ * failure it stays failed (the same status and message on every later call),
+ * so a caller can never silently skip a bad line. Nothing here prints.
+ */
+#include "cli/trace.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+
+/* ------------------------------------------------------------------------ */
+/* token expansion                                                          */
+/* ------------------------------------------------------------------------ */
+
+uint64_t rkv_splitmix64(uint64_t x)
+{
+    uint64_t z = x + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+int32_t rkv_trace_block_token(uint64_t h, uint32_t offset)
+{
+    if (offset == 0)
+        return (int32_t)(h & 0x7fffffffu);
+    return (int32_t)(rkv_splitmix64(h * RKV_TRACE_BLOCK_TOKENS + offset) &
+                     0x7fffffffu);
+}
+
+void rkv_trace_block_tokens(uint64_t h, uint32_t offset, uint32_t n,
+                            int32_t *out)
+{
+    for (uint32_t j = 0; j < n; j++)
+        out[j] = rkv_trace_block_token(h, offset + j);
+}
+
+rkv_status rkv_trace_expand(const uint64_t *hash_ids, uint32_t num_hash_ids,
+                            uint32_t input_length, int32_t *out)
+{
+    uint64_t cap = (uint64_t)num_hash_ids * RKV_TRACE_BLOCK_TOKENS;
+    if (!out || (num_hash_ids && !hash_ids) || input_length > cap ||
+        (num_hash_ids && input_length <= cap - RKV_TRACE_BLOCK_TOKENS))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_trace_expand: input_length %u does not fit "
+                             "%u blocks of %u tokens",
+                             input_length, num_hash_ids,
+                             RKV_TRACE_BLOCK_TOKENS);
+    uint32_t done = 0;
+    for (uint32_t b = 0; b < num_hash_ids; b++) {
+        uint32_t n = input_length - done;
+        if (n > RKV_TRACE_BLOCK_TOKENS)
+            n = RKV_TRACE_BLOCK_TOKENS;
+        rkv_trace_block_tokens(hash_ids[b], 0, n, out + done);
+        done += n;
+    }
+    return RKV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the reader                                                               */
+/* ------------------------------------------------------------------------ */
+
+struct rkv_trace_reader {
+    FILE *f;            /* file mode                                       */
+    int close_f;        /* the reader opened f                             */
+    const char *buf;    /* memory mode                                     */
+    size_t len, pos;
+    char *line;         /* getline buffer (file mode)                      */
+    size_t line_cap;
+    uint64_t line_no;   /* lines consumed so far                           */
+    uint64_t *ids;      /* hash ids of the current record                  */
+    size_t ids_cap;
+    rkv_status failed;  /* sticky failure                                  */
+    char *fail_msg;
+    char name[256];
+};
+
+static rkv_status reader_new(const char *name, rkv_trace_reader **out)
+{
+    if (!out)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "trace reader: out is NULL");
+    rkv_trace_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return rkv_set_error(RKV_ERR_NOMEM, "trace reader: out of memory");
+    snprintf(r->name, sizeof r->name, "%s", name ? name : "<trace>");
+    *out = r;
+    return RKV_OK;
+}
+
+rkv_status rkv_trace_reader_open_file(FILE *f, const char *name,
+                                      rkv_trace_reader **out)
+{
+    if (!f)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_trace_reader_open_file: f is NULL");
+    rkv_trace_reader *r = NULL;
+    rkv_status st = reader_new(name, &r);
+    if (st != RKV_OK)
+        return st;
+    r->f = f;
+    *out = r;
+    return RKV_OK;
+}
+
+rkv_status rkv_trace_reader_open_path(const char *path,
+                                      rkv_trace_reader **out)
+{
+    if (!path || !out)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_trace_reader_open_path: NULL argument");
+    if (!strcmp(path, "-"))
+        return rkv_trace_reader_open_file(stdin, "<stdin>", out);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return rkv_set_error(RKV_ERR_IO, "%s: %s", path, strerror(errno));
+    rkv_trace_reader *r = NULL;
+    rkv_status st = reader_new(path, &r);
+    if (st != RKV_OK) {
+        fclose(f);
+        return st;
+    }
+    r->f = f;
+    r->close_f = 1;
+    *out = r;
+    return RKV_OK;
+}
+
+rkv_status rkv_trace_reader_open_memory(const char *buf, size_t len,
+                                        const char *name,
+                                        rkv_trace_reader **out)
+{
+    if (!buf && len)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_trace_reader_open_memory: buf is NULL");
+    rkv_trace_reader *r = NULL;
+    rkv_status st = reader_new(name, &r);
+    if (st != RKV_OK)
+        return st;
+    r->buf = buf ? buf : "";
+    r->len = len;
+    *out = r;
+    return RKV_OK;
+}
+
+rkv_status rkv_trace_reader_open_embedded(rkv_trace_reader **out)
+{
+    return rkv_trace_reader_open_memory(
+        rkv_embedded_trace_start,
+        (size_t)(rkv_embedded_trace_end - rkv_embedded_trace_start),
+        "<embedded>", out);
+}
+
+void rkv_trace_reader_close(rkv_trace_reader *r)
+{
+    if (!r)
+        return;
+    if (r->close_f && r->f)
+        fclose(r->f);
+    free(r->line);
+    free(r->ids);
+    free(r->fail_msg);
+    free(r);
+}
+
+const char *rkv_trace_reader_name(const rkv_trace_reader *r)
+{
+    return r ? r->name : "";
+}
+
+static rkv_status reader_fail(rkv_trace_reader *r, rkv_status st)
+{
+    r->failed = st;
+    free(r->fail_msg);
+    r->fail_msg = strdup(rkv_last_error());
+    return st;
+}
+
+/* The next raw line (without '\n'); *got = 0 at the end of input. */
+static rkv_status reader_line(rkv_trace_reader *r, const char **line,
+                              size_t *len, int *got)
+{
+    *got = 0;
+    if (r->f) {
+        errno = 0;
+        ssize_t n = getline(&r->line, &r->line_cap, r->f);
+        if (n < 0) {
+            if (ferror(r->f))
+                return rkv_set_error(RKV_ERR_IO, "%s:%llu: read error: %s",
+                                     r->name,
+                                     (unsigned long long)(r->line_no + 1),
+                                     strerror(errno ? errno : EIO));
+            if (errno == ENOMEM)
+                return rkv_set_error(RKV_ERR_NOMEM,
+                                     "%s:%llu: out of memory", r->name,
+                                     (unsigned long long)(r->line_no + 1));
+            return RKV_OK;
+        }
+        size_t l = (size_t)n;
+        if (l && r->line[l - 1] == '\n')
+            l--;
+        if (memchr(r->line, '\0', l)) {
+            r->line_no++;
+            return rkv_set_error(RKV_ERR_FORMAT,
+                                 "%s:%llu: malformed JSON: NUL byte in line",
+                                 r->name, (unsigned long long)r->line_no);
+        }
+        *line = r->line;
+        *len = l;
+    } else {
+        if (r->pos >= r->len)
+            return RKV_OK;
+        const char *b = r->buf + r->pos;
+        const char *nl = memchr(b, '\n', r->len - r->pos);
+        size_t l = nl ? (size_t)(nl - b) : r->len - r->pos;
+        r->pos += l + (nl ? 1 : 0);
+        if (memchr(b, '\0', l)) {
+            r->line_no++;
+            return rkv_set_error(RKV_ERR_FORMAT,
+                                 "%s:%llu: malformed JSON: NUL byte in line",
+                                 r->name, (unsigned long long)r->line_no);
+        }
+        *line = b;
+        *len = l;
+    }
+    r->line_no++;
+    *got = 1;
+    return RKV_OK;
+}
+
+rkv_status rkv_trace_reader_next(rkv_trace_reader *r, rkv_trace_record *out,
+                                 int *eof)
+{
+    if (!r || !out || !eof)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_trace_reader_next: NULL argument");
+    if (r->failed)
+        return rkv_set_error(r->failed, "%s",
+                             r->fail_msg ? r->fail_msg : "trace reader failed");
+    for (;;) {
+        const char *line = NULL;
+        size_t len = 0;
+        int got = 0;
+        rkv_status st = reader_line(r, &line, &len, &got);
+        if (st != RKV_OK)
+            return reader_fail(r, st);
+        if (!got) {
+            *eof = 1;
+            return RKV_OK;
+        }
+        size_t i = 0;
+        while (i < len && (line[i] == ' ' || line[i] == '\t' ||
+                           line[i] == '\r'))
+            i++;
+        if (i == len)
+            continue; /* blank line */
+        st = rkv_trace_parse_line(line, len, r->name, r->line_no, out,
+                                  &r->ids, &r->ids_cap);
+        if (st != RKV_OK)
+            return reader_fail(r, st);
+        *eof = 0;
+        return RKV_OK;
+    }
+}

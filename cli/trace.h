@@ -1,0 +1,105 @@
+/*
+ * cli/trace.h -- strict streaming reader of Mooncake-format request traces,
+ * and the expansion of 512-token block ids into deterministic token ids.
+ *
+ * Format (JSONL): one JSON object per line with the fields
+ *   timestamp      number, arrival in ms from the start of the trace (>= 0)
+ *   input_length   integer >= 1, prompt tokens
+ *   output_length  integer >= 0, generated tokens
+ *   hash_ids       array of integers >= 0, one per 512-token prompt block
+ * in any order; other fields are skipped (any JSON value). Blank lines
+ * (whitespace only) are skipped. Every other deviation is an error reported
+ * as RKV_ERR_FORMAT with the message "NAME:LINE: what" (NAME is the file
+ * name given at open, LINE is 1-based): malformed JSON, trailing text after
+ * the object, a missing or duplicated field, a wrong type, a negative or
+ * fractional length, or an input_length that does not fit its blocks
+ * (512 * (len - 1) < input_length <= 512 * len).
+ *
+ * Token expansion: block id h stands for 512 token ids
+ *   token 0     = (int32)(h & 0x7fffffff)
+ *   token j>=1  = (int32)(rkv_splitmix64(h * 512 + j) & 0x7fffffff)
+ * so equal ids give equal tokens and ids that differ in their low 31 bits
+ * differ at token 0. The prompt is the concatenation of its blocks, cut to
+ * input_length. All tokens are valid (non-negative) int32 ids.
+ */
+#ifndef RKV_CLI_TRACE_H
+#define RKV_CLI_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "radixkv.h"
+
+#define RKV_TRACE_BLOCK_TOKENS 512u
+
+/* Largest accepted input_length / output_length (keeps token counts and
+ * 512 * len arithmetic far from overflow). */
+#define RKV_TRACE_MAX_LENGTH (1u << 30)
+
+/* The default trace linked into rkv_cli (bench/traces/, via
+ * cmake/embedded_trace.S.in). */
+extern const char rkv_embedded_trace_start[];
+extern const char rkv_embedded_trace_end[];
+
+typedef struct rkv_trace_record {
+    uint64_t line;            /* 1-based line number in the source          */
+    double timestamp_ms;
+    uint32_t input_length;
+    uint32_t output_length;
+    uint32_t num_hash_ids;
+    const uint64_t *hash_ids; /* owned by the reader; valid until the next
+                                 rkv_trace_reader_next() or close           */
+} rkv_trace_record;
+
+typedef struct rkv_trace_reader rkv_trace_reader;
+
+/* Reads lines from f (not closed by the reader). name is used in messages
+ * (copied). */
+rkv_status rkv_trace_reader_open_file(FILE *f, const char *name,
+                                      rkv_trace_reader **out);
+/* Opens path for reading (RKV_ERR_IO "PATH: No such file ..." on failure);
+ * the reader closes it. "-" means stdin. */
+rkv_status rkv_trace_reader_open_path(const char *path,
+                                      rkv_trace_reader **out);
+/* Reads from buf[0..len) (not copied; must outlive the reader). */
+rkv_status rkv_trace_reader_open_memory(const char *buf, size_t len,
+                                        const char *name,
+                                        rkv_trace_reader **out);
+/* The embedded default trace, named "<embedded>". */
+rkv_status rkv_trace_reader_open_embedded(rkv_trace_reader **out);
+void rkv_trace_reader_close(rkv_trace_reader *r); /* NULL is fine */
+
+/* Next record. At the end of input: RKV_OK with *eof = 1. On a bad line:
+ * RKV_ERR_FORMAT (or RKV_ERR_IO / RKV_ERR_NOMEM); the reader then stays in
+ * that error state (every later call repeats the failure). */
+rkv_status rkv_trace_reader_next(rkv_trace_reader *r, rkv_trace_record *out,
+                                 int *eof);
+
+/* Name given at open ("<embedded>" for the default). */
+const char *rkv_trace_reader_name(const rkv_trace_reader *r);
+
+/* Parses one line (without its newline) as a record; the hash ids go to a
+ * buffer that *ids / *ids_cap describe (grown with realloc; free() it).
+ * Used by the reader; exposed for tests. Messages are "NAME:LINE: what". */
+rkv_status rkv_trace_parse_line(const char *line, size_t len,
+                                const char *name, uint64_t line_no,
+                                rkv_trace_record *out, uint64_t **ids,
+                                size_t *ids_cap);
+
+/* splitmix64 finalizer of x (the state increment is applied to x first):
+ * z = x + 0x9e3779b97f4a7c15, then the usual xor-shift-multiply rounds. */
+uint64_t rkv_splitmix64(uint64_t x);
+
+/* Token `offset` of block id h (offset < 512). */
+int32_t rkv_trace_block_token(uint64_t h, uint32_t offset);
+/* Tokens offset .. offset + n - 1 of block h into out (offset + n <= 512). */
+void rkv_trace_block_tokens(uint64_t h, uint32_t offset, uint32_t n,
+                            int32_t *out);
+/* The whole prompt of a record: input_length tokens into out, which must
+ * hold input_length entries. RKV_ERR_INVALID_ARG if input_length does not
+ * fit the blocks. */
+rkv_status rkv_trace_expand(const uint64_t *hash_ids, uint32_t num_hash_ids,
+                            uint32_t input_length, int32_t *out);
+
+#endif

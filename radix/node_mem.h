@@ -1,0 +1,37 @@
+/*
+ * radix/node_mem.h -- the one allocator behind every allocation of a tree.
+ *
+ * Owns: a dedicated jemalloc arena (when built with jemalloc and asked for
+ * it; else malloc/free), the OOM-injection counter of radix/tree_debug.h, and
+ * byte/allocation accounting. Invariants: live == allocations not yet freed;
+ * bytes == sum of the sizes of live allocations (what stats.host_bytes
+ * reports); the process-wide live counter is the sum of every tree's live.
+ * Callers pass the allocation size back to free (sized deallocation).
+ */
+#ifndef RKV_RADIX_NODE_MEM_H
+#define RKV_RADIX_NODE_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radixkv.h"
+
+typedef struct rkv_node_mem {
+    unsigned arena;       /* jemalloc arena index when use_jemalloc      */
+    int use_jemalloc;
+    int64_t fail_after;   /* < 0: no injection; k: the (k+1)-th call fails */
+    uint64_t calls;       /* allocations attempted                       */
+    int64_t live;         /* allocations not freed                        */
+    size_t bytes;         /* bytes of live allocations                    */
+} rkv_node_mem;
+
+/* use_jemalloc is honoured only when built with RKV_HAVE_JEMALLOC. */
+rkv_status rkv_node_mem_init(rkv_node_mem *m, int use_jemalloc);
+/* Every allocation must have been freed. Releases the arena. */
+void rkv_node_mem_fini(rkv_node_mem *m);
+/* NULL on failure (real or injected); size > 0. */
+void *rkv_node_mem_alloc(rkv_node_mem *m, size_t size);
+/* p may be NULL (then nothing happens); size is what was asked for. */
+void rkv_node_mem_free(rkv_node_mem *m, void *p, size_t size);
+
+#endif

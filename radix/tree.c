@@ -1,0 +1,275 @@
+/*
+ * radix/tree.c -- the radix tree's life cycle and memory: config, create,
+ * destroy, reset, the slot table and prepared allocations. Data structures
+ * and invariants: radix/tree_internal.h; match/insert/split live in
+ * radix/tree_match.c, recency/locks/eviction in radix/tree_lru.c.
+ *
+ * Failure atomicity: every call validates its arguments, walks the tree
+ * read-only, then prepares ALL the memory it may need (a larger slot table,
+ * a larger child index, node arrays) into an rkv_tree_prep without touching
+ * the tree (rkv_tree_prepare). If any allocation fails, the prepared pieces
+ * are freed and the tree is exactly as before. Only then does the commit
+ * phase run, which cannot fail; rkv_tree_prep_install swaps in grown tables
+ * first (no semantic change).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/pool_internal.h"
+#include "common/status.h"
+#include "radix/tree_internal.h"
+
+void rkv_tree_config_init(rkv_tree_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    cfg->initial_nodes = 0;
+#ifdef RKV_HAVE_JEMALLOC
+    cfg->use_jemalloc = 1;
+#else
+    cfg->use_jemalloc = 0;
+#endif
+}
+
+rkv_pool *rkv_tree_pool(const rkv_tree *tree)
+{
+    return tree ? tree->pool : NULL;
+}
+
+/* ---- slots --------------------------------------------------------------- */
+
+static void rkv_tnode_clear(rkv_tnode *x)
+{
+    uint32_t gen = x->gen;
+    memset(x, 0, sizeof *x);
+    x->gen = gen;
+    x->parent = RKV_NIL;
+    x->first_child = x->next_sib = x->prev_sib = RKV_NIL;
+    x->lru_prev = x->lru_next = RKV_NIL;
+}
+
+uint32_t rkv_tree_slot_take(rkv_tree *t)
+{
+    uint32_t id;
+    if (t->free_head != RKV_NIL) {
+        id = t->free_head;
+        t->free_head = t->nodes[id].next_sib;
+        t->free_count--;
+    } else {
+        id = t->nodes_used++;
+        t->nodes[id].gen = 1;
+    }
+    rkv_tnode_clear(&t->nodes[id]);
+    return id;
+}
+
+void rkv_tree_slot_free(rkv_tree *t, uint32_t id)
+{
+    rkv_tnode *x = &t->nodes[id];
+    rkv_tnode_clear(x);
+    rkv_tnode_bump_gen(x);
+    x->next_sib = t->free_head;
+    t->free_head = id;
+    t->free_count++;
+}
+
+/* ---- prepared memory ------------------------------------------------------- */
+
+
+static void rkv_tree_prep_abort(rkv_tree *t, rkv_tree_prep *p)
+{
+    for (int i = 0; i < p->ndata; i++)
+        rkv_node_mem_free(&t->mem, p->data[i],
+                          rkv_tree_data_bytes(t, p->data_pages[i]));
+    rkv_node_mem_free(&t->mem, p->idx, (size_t)p->idx_cap * sizeof *p->idx);
+    rkv_node_mem_free(&t->mem, p->nodes,
+                      (size_t)p->nodes_cap * sizeof *p->nodes);
+    memset(p, 0, sizeof *p);
+}
+
+rkv_status rkv_tree_prepare(rkv_tree *t, uint32_t add_nodes, int ndata,
+                                   const uint32_t *pages, rkv_tree_prep *p,
+                                   const char *fn)
+{
+    memset(p, 0, sizeof *p);
+    uint64_t avail = (uint64_t)(t->nodes_cap - t->nodes_used) + t->free_count;
+    if (avail < add_nodes) {
+        uint64_t need = (uint64_t)t->nodes_used + add_nodes;
+        uint64_t cap = (uint64_t)t->nodes_cap * 2;
+        while (cap < need)
+            cap *= 2;
+        if (cap >= RKV_NIL)
+            cap = RKV_NIL - 1;
+        if (cap < need)
+            return rkv_set_error(RKV_ERR_NOMEM, "%s: node id space exhausted", fn);
+        p->nodes = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *p->nodes);
+        if (p->nodes == NULL)
+            goto nomem;
+        p->nodes_cap = (uint32_t)cap;
+    }
+    if ((uint64_t)(t->idx_count + add_nodes) * 4 > (uint64_t)t->idx_cap * 3) {
+        uint32_t cap = rkv_cidx_cap_for((uint64_t)t->idx_count + add_nodes);
+        if ((uint64_t)(t->idx_count + add_nodes) * 4 > (uint64_t)cap * 3) {
+            rkv_tree_prep_abort(t, p);
+            return rkv_set_error(RKV_ERR_NOMEM, "%s: child index is full", fn);
+        }
+        p->idx = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *p->idx);
+        if (p->idx == NULL)
+            goto nomem;
+        p->idx_cap = cap;
+    }
+    for (int i = 0; i < ndata; i++) {
+        p->data[i] = rkv_node_mem_alloc(&t->mem, rkv_tree_data_bytes(t, pages[i]));
+        if (p->data[i] == NULL)
+            goto nomem;
+        p->data_pages[i] = pages[i];
+        p->ndata = i + 1;
+    }
+    return RKV_OK;
+nomem:
+    rkv_tree_prep_abort(t, p);
+    return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory for tree nodes", fn);
+}
+
+void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p)
+{
+    if (p->nodes != NULL) {
+        memcpy(p->nodes, t->nodes, (size_t)t->nodes_used * sizeof *t->nodes);
+        rkv_node_mem_free(&t->mem, t->nodes,
+                          (size_t)t->nodes_cap * sizeof *t->nodes);
+        t->nodes = p->nodes;
+        t->nodes_cap = p->nodes_cap;
+        p->nodes = NULL;
+    }
+    if (p->idx != NULL) {
+        rkv_cidx_rehash(t, p->idx, p->idx_cap);
+        p->idx = NULL;
+    }
+}
+
+/* ---- create / destroy ------------------------------------------------------ */
+
+rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
+                           rkv_tree **out)
+{
+    if (pool == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_create: NULL %s",
+                             pool == NULL ? "pool" : "out");
+    rkv_tree_config def;
+    rkv_tree_config_init(&def);
+    if (cfg == NULL)
+        cfg = &def;
+    if (cfg->initial_nodes > (1u << 30))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_tree_create: initial_nodes %u too large",
+                             cfg->initial_nodes);
+    rkv_tree *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree struct");
+    t->pool = pool;
+    t->P = pool->cfg.page_size;
+    t->page_bytes = (size_t)t->P * sizeof(int32_t);
+    rkv_status st = rkv_node_mem_init(&t->mem, cfg->use_jemalloc);
+    if (st != RKV_OK) {
+        free(t);
+        return st;
+    }
+    uint32_t want = cfg->initial_nodes ? cfg->initial_nodes + 1 : 64;
+    if (want < 64)
+        want = 64;
+    t->nodes_cap = want;
+    t->idx_cap = rkv_cidx_cap_for(want);
+    t->owned_bytes = ((size_t)pool->cfg.num_blocks + 7) / 8;
+    t->nodes = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *t->nodes);
+    t->idx = rkv_node_mem_alloc(&t->mem, (size_t)t->idx_cap * sizeof *t->idx);
+    t->owned = rkv_node_mem_alloc(&t->mem, t->owned_bytes);
+    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL) {
+        rkv_node_mem_free(&t->mem, t->nodes, (size_t)t->nodes_cap * sizeof *t->nodes);
+        rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
+        rkv_node_mem_free(&t->mem, t->owned, t->owned_bytes);
+        rkv_node_mem_fini(&t->mem);
+        free(t);
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree tables");
+    }
+    memset(t->owned, 0, t->owned_bytes);
+    for (uint32_t i = 0; i < t->idx_cap; i++) {
+        t->idx[i].tag = 0;
+        t->idx[i].id = RKV_NIL;
+    }
+    /* slot 0: the super-root; it is never "in use" as a handle target */
+    t->nodes[0].gen = 0;
+    rkv_tnode_clear(&t->nodes[0]);
+    t->nodes_used = 1;
+    t->free_head = RKV_NIL;
+    t->lru_head = t->lru_tail = RKV_NIL;
+    *out = t;
+    return RKV_OK;
+}
+
+/* Drops the tree's references and memory of every node; slots become free
+ * with bumped generations. Shared by destroy and reset. */
+static void rkv_tree_drop_all(rkv_tree *t)
+{
+    rkv_pool *pool = t->pool;
+    for (uint32_t id = t->nodes_used; id-- > 1;) {
+        rkv_tnode *x = &t->nodes[id];
+        if (x->parent == RKV_NIL)
+            continue;
+        if (x->parent != 0) {
+            rkv_block_id *b = rkv_tnode_blocks(t, x);
+            for (uint32_t i = 0; i < x->num_pages; i++) {
+                rkv_tree_clear_owned(t, b[i]);
+                if (b[i] < pool->cfg.num_blocks && pool->refcount[b[i]] > 0)
+                    (void)rkv_pool_drop_ref(pool, b[i]);
+            }
+            rkv_node_mem_free(&t->mem, x->u.tokens,
+                              rkv_tree_data_bytes(t, x->cap_pages));
+        }
+        rkv_tnode_clear(x);
+        rkv_tnode_bump_gen(x);
+    }
+    /* rebuild the free list so low ids are reused first */
+    t->free_head = RKV_NIL;
+    t->free_count = 0;
+    for (uint32_t id = t->nodes_used; id-- > 1;) {
+        t->nodes[id].next_sib = t->free_head;
+        t->free_head = id;
+        t->free_count++;
+    }
+    for (uint32_t i = 0; i < t->idx_cap; i++) {
+        t->idx[i].tag = 0;
+        t->idx[i].id = RKV_NIL;
+    }
+    t->idx_count = 0;
+    t->lru_head = t->lru_tail = RKV_NIL;
+    t->lock_total = 0;
+    t->cached_blocks = t->evictable_blocks = t->locked_blocks = 0;
+    t->num_nodes = t->num_namespaces = 0;
+}
+
+void rkv_tree_destroy(rkv_tree *tree)
+{
+    if (tree == NULL)
+        return;
+    rkv_tree_drop_all(tree);
+    rkv_node_mem_free(&tree->mem, tree->nodes,
+                      (size_t)tree->nodes_cap * sizeof *tree->nodes);
+    rkv_node_mem_free(&tree->mem, tree->idx,
+                      (size_t)tree->idx_cap * sizeof *tree->idx);
+    rkv_node_mem_free(&tree->mem, tree->owned, tree->owned_bytes);
+    rkv_node_mem_fini(&tree->mem);
+    free(tree);
+}
+
+rkv_status rkv_tree_reset(rkv_tree *tree)
+{
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_reset: NULL tree");
+    if (tree->lock_total > 0)
+        return rkv_set_error(RKV_ERR_BUSY,
+                             "rkv_tree_reset: %llu locks are held",
+                             (unsigned long long)tree->lock_total);
+    rkv_tree_drop_all(tree);
+    return RKV_OK;
+}
+

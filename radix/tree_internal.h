@@ -1,0 +1,216 @@
+/*
+ * radix/tree_internal.h -- the token radix tree's data structures, shared by
+ * the files of radix/ (tree.c: create, destroy, reset, slots, prepared
+ * memory; tree_match.c: match, insert, split; tree_lru.c: LRU list, lock,
+ * evict; child_index.c: the child hash index; tree_check.c: check, stats,
+ * node info, debug hooks; node_mem.c: the allocator).
+ *
+ * Layout:
+ *   - Nodes live in one slot table (nodes[]); a node id is its index. Slot 0
+ *     is a super-root that is never a handle target; every namespace has a
+ *     root node (0 pages, parent 0) that stores the namespace value itself,
+ *     found by exact comparison. A free slot has parent == RKV_NIL and is
+ *     chained through next_sib.
+ *   - A node's edge is num_pages full pages. Its memory `tokens` holds
+ *     cap_pages * P tokens followed by cap_pages block ids (one allocation);
+ *     eviction trims pages from the tail by lowering num_pages only (it must
+ *     not allocate), so cap_pages >= num_pages.
+ *   - Children of a node form a doubly linked sibling list (first_child,
+ *     next_sib, prev_sib). Child lookup goes through ONE global
+ *     open-addressing table: key = XXH3_64(first page, seed = parent id) for
+ *     a node, XXH3_64(ns, seed 0) for a namespace root; entries hold the top
+ *     32 bits of the key (home slot = tag & mask) and the node id; a hit is
+ *     confirmed by comparing the node's parent and first page (or ns).
+ *   - Evictable leaves (non-root, no child, lock_count 0) form an intrusive
+ *     doubly linked LRU list ordered by last_access, oldest at the head.
+ *     Membership is exactly that predicate (rkv_tree_in_lru), so it is never
+ *     stored.
+ *   - lock_count of a node = locks taken on it + locks of its subtree (lock
+ *     walks from the node itself up to the namespace root). A locked node is
+ *     never in the LRU list, so its lru_prev field holds its own lock count
+ *     (rkv_tnode_own_locks): unlock can tell "locked through a child" from
+ *     "locked itself" in O(1), even under a node with thousands of
+ *     children, and the node stays 64 bytes.
+ *
+ * Generations: a handle {id, gen} is valid iff the slot is in use and has
+ * that gen. Freeing a slot or trimming a node's tail bumps gen (never 0), so
+ * a zeroed handle is never valid.
+ */
+#ifndef RKV_RADIX_TREE_INTERNAL_H
+#define RKV_RADIX_TREE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radixkv.h"
+#include "radix/node_mem.h"
+
+#define RKV_NIL UINT32_MAX
+
+typedef struct rkv_tnode {
+    uint32_t parent;      /* RKV_NIL: free slot; 0: namespace root        */
+    uint32_t first_child;
+    uint32_t next_sib;    /* free slot: next free slot                    */
+    uint32_t prev_sib;
+    uint32_t lru_prev;    /* locked node (never listed): its OWN locks   */
+    uint32_t lru_next;
+    uint32_t num_pages;
+    uint32_t cap_pages;   /* pages the memory at `tokens` was sized for   */
+    uint32_t lock_count;
+    uint32_t gen;
+    uint64_t last_access; /* logical clock of the last use                */
+    uint64_t children_epoch;
+    union {
+        int32_t *tokens;  /* cap_pages * P tokens, then cap_pages ids     */
+        uint64_t ns;      /* namespace root: its namespace value          */
+    } u;
+} rkv_tnode;
+
+_Static_assert(sizeof(rkv_tnode) == 64, "a node is one cache line");
+
+typedef struct rkv_cidx_entry {
+    uint32_t tag; /* top 32 bits of the key; home = tag & mask          */
+    uint32_t id;  /* RKV_NIL: empty                                     */
+} rkv_cidx_entry;
+
+struct rkv_tree {
+    rkv_pool *pool;
+    uint32_t P;            /* page size in tokens                           */
+    size_t page_bytes;     /* P * sizeof(int32_t)                           */
+    rkv_node_mem mem;
+
+    rkv_tnode *nodes;
+    uint32_t nodes_cap;    /* slots allocated                               */
+    uint32_t nodes_used;   /* slots ever handed out (high-water mark)       */
+    uint32_t free_head;    /* free slot list below nodes_used               */
+    uint32_t free_count;
+
+    rkv_cidx_entry *idx;
+    uint32_t idx_cap;      /* power of two                                  */
+    uint32_t idx_count;
+
+    uint32_t lru_head, lru_tail;
+    uint64_t clock;        /* last_access values come from ++clock          */
+    uint64_t epoch;        /* children_epoch values come from ++epoch       */
+    uint64_t lock_total;   /* sum of locks held (== sum of roots' counts)   */
+
+    uint8_t *owned;        /* bit per pool block: cached by this tree       */
+    size_t owned_bytes;
+
+    /* stats (see rkv_tree_stats) */
+    uint64_t cached_blocks, evictable_blocks, locked_blocks;
+    uint64_t num_nodes, num_namespaces;
+    uint64_t queried_tokens, hit_tokens, inserted_pages;
+    uint64_t evicted_blocks, evicted_nodes, splits, lru_reorder_steps;
+};
+
+static inline rkv_block_id *rkv_tnode_blocks(const rkv_tree *t,
+                                             const rkv_tnode *x)
+{
+    return (rkv_block_id *)(x->u.tokens + (size_t)x->cap_pages * t->P);
+}
+
+static inline size_t rkv_tree_data_bytes(const rkv_tree *t, uint32_t pages)
+{
+    return (size_t)pages * (t->page_bytes + sizeof(rkv_block_id));
+}
+
+static inline int rkv_tree_in_lru(const rkv_tnode *x)
+{
+    return x->parent != 0 && x->parent != RKV_NIL &&
+           x->first_child == RKV_NIL && x->lock_count == 0;
+}
+
+/* Own lock count of a node with lock_count > 0. */
+static inline uint32_t *rkv_tnode_own_locks(rkv_tnode *x)
+{
+    return &x->lru_prev;
+}
+
+static inline int rkv_tree_handle_ok(const rkv_tree *t, rkv_node h)
+{
+    return h.id != 0 && h.id < t->nodes_used &&
+           t->nodes[h.id].parent != RKV_NIL && t->nodes[h.id].gen == h.gen;
+}
+
+static inline void rkv_tnode_bump_gen(rkv_tnode *x)
+{
+    x->gen++;
+    if (x->gen == 0)
+        x->gen = 1;
+}
+
+static inline int rkv_tree_owned(const rkv_tree *t, rkv_block_id b)
+{
+    return (t->owned[b >> 3] >> (b & 7)) & 1;
+}
+static inline void rkv_tree_set_owned(rkv_tree *t, rkv_block_id b)
+{
+    t->owned[b >> 3] |= (uint8_t)(1u << (b & 7));
+}
+static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
+{
+    t->owned[b >> 3] &= (uint8_t)~(1u << (b & 7));
+}
+
+/* child_index.c ---------------------------------------------------------- */
+uint64_t rkv_cidx_key_page(const rkv_tree *t, uint32_t parent,
+                           const int32_t *page);
+uint64_t rkv_cidx_key_ns(uint64_t ns);
+/* Key of an existing node (its first page or its ns). */
+uint64_t rkv_cidx_key_node(const rkv_tree *t, uint32_t id);
+/* Child of parent whose first page equals page, or RKV_NIL. */
+uint32_t rkv_cidx_find(const rkv_tree *t, uint32_t parent, const int32_t *page);
+/* Namespace root of ns, or RKV_NIL. */
+uint32_t rkv_cidx_find_ns(const rkv_tree *t, uint64_t ns);
+/* Capacity must have been ensured (rkv_tree_prepare). */
+void rkv_cidx_insert(rkv_tree *t, uint64_t key, uint32_t id);
+/* Entry (key, old_id) now names new_id. */
+void rkv_cidx_replace(rkv_tree *t, uint64_t key, uint32_t old_id,
+                      uint32_t new_id);
+void rkv_cidx_remove(rkv_tree *t, uint64_t key, uint32_t id);
+/* Moves every entry into `fresh` (cap entries, power of two), which
+ * becomes the table; the old one is freed. */
+void rkv_cidx_rehash(rkv_tree *t, rkv_cidx_entry *fresh, uint32_t cap);
+/* Smallest power-of-two capacity (>= 64) holding count entries at load
+ * <= 3/4. */
+uint32_t rkv_cidx_cap_for(uint64_t count);
+
+/* tree.c ----------------------------------------------------------------- */
+/* A cleared slot (in use from now on: the caller sets its parent). Capacity
+ * must have been prepared. */
+uint32_t rkv_tree_slot_take(rkv_tree *t);
+/* Frees a slot whose node was already unlinked (and its memory freed). */
+void rkv_tree_slot_free(rkv_tree *t, uint32_t id);
+
+/* Memory a call prepares before it changes anything. */
+typedef struct rkv_tree_prep {
+    rkv_tnode *nodes;       /* new slot table, or NULL                      */
+    uint32_t nodes_cap;
+    rkv_cidx_entry *idx;    /* new child index, or NULL                     */
+    uint32_t idx_cap;
+    int ndata;
+    void *data[3];          /* node arrays                                 */
+    uint32_t data_pages[3];
+} rkv_tree_prep;
+
+/* Allocates what adding add_nodes nodes (each with an index entry) and
+ * ndata node arrays of pages[i] pages need. Nothing in t changes except the
+ * allocator's counters; on failure nothing stays allocated (RKV_ERR_NOMEM,
+ * message names fn). */
+rkv_status rkv_tree_prepare(rkv_tree *t, uint32_t add_nodes, int ndata,
+                            const uint32_t *pages, rkv_tree_prep *p,
+                            const char *fn);
+/* Installs the grown slot table and index (no semantic change); the node
+ * arrays stay in p for the commit. */
+void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p);
+
+/* tree_lru.c ------------------------------------------------------------- */
+void rkv_lru_unlink(rkv_tree *t, uint32_t id);
+void rkv_lru_push_tail(rkv_tree *t, uint32_t id);
+/* Places a node by its last_access (two-ended walk; steps counted). */
+void rkv_lru_place(rkv_tree *t, uint32_t id);
+/* Path from id up to its namespace root becomes most recently used. */
+void rkv_tree_touch(rkv_tree *t, uint32_t id);
+
+#endif

@@ -1,0 +1,286 @@
+/*
+ * radix/tree_lru.c -- recency, locks and eviction of the radix tree.
+ *
+ * Owns: the intrusive LRU list of evictable leaves (non-root, no child,
+ * lock_count 0), ordered by last_access with the oldest at the head;
+ * rkv_tree_lock/unlock; rkv_tree_evict and rkv_tree_alloc_blocks.
+ *
+ * Recency: a use stamps last_access = ++clock on every node of the path
+ * from the used node up to its namespace root, so a node's stamp is the
+ * newest of its subtree's uses. Only the path's end can be a listed leaf,
+ * and it moves to the tail. A node that becomes an evictable leaf is placed
+ * by its stamp: at the head or tail when it is the oldest or newest (the
+ * common cases, O(1)), else by a walk from both ends at once, whose steps
+ * are counted in stats.lru_reorder_steps.
+ *
+ * Eviction: take the head leaf, drop its pages from the tail (one pool
+ * reference each; a block counts as freed when its ref count reaches 0),
+ * bump its generation when trimmed, remove it when empty, and let its
+ * parent join the list when it becomes an unlocked leaf (an empty namespace
+ * root is freed instead). O(1) per node plus its pages; no allocation, so
+ * eviction cannot fail half way. Only blocks that the caller also holds
+ * outside the tree (without a lock) can make an eviction free fewer blocks
+ * than it unlinked; then rkv_tree_evict returns RKV_ERR_NO_SPACE after
+ * having evicted everything evictable (the one case where a failing call
+ * changes the tree -- it cannot be predicted without scanning).
+ */
+#include "alloc/pool_internal.h"
+#include "common/status.h"
+#include "radix/tree_internal.h"
+
+/* ---- list primitives ------------------------------------------------------ */
+
+void rkv_lru_unlink(rkv_tree *t, uint32_t id)
+{
+    rkv_tnode *x = &t->nodes[id];
+    if (x->lru_prev != RKV_NIL)
+        t->nodes[x->lru_prev].lru_next = x->lru_next;
+    else
+        t->lru_head = x->lru_next;
+    if (x->lru_next != RKV_NIL)
+        t->nodes[x->lru_next].lru_prev = x->lru_prev;
+    else
+        t->lru_tail = x->lru_prev;
+    x->lru_prev = x->lru_next = RKV_NIL;
+}
+
+void rkv_lru_push_tail(rkv_tree *t, uint32_t id)
+{
+    rkv_tnode *x = &t->nodes[id];
+    x->lru_next = RKV_NIL;
+    x->lru_prev = t->lru_tail;
+    if (t->lru_tail != RKV_NIL)
+        t->nodes[t->lru_tail].lru_next = id;
+    else
+        t->lru_head = id;
+    t->lru_tail = id;
+}
+
+static void rkv_lru_push_head(rkv_tree *t, uint32_t id)
+{
+    rkv_tnode *x = &t->nodes[id];
+    x->lru_prev = RKV_NIL;
+    x->lru_next = t->lru_head;
+    if (t->lru_head != RKV_NIL)
+        t->nodes[t->lru_head].lru_prev = id;
+    else
+        t->lru_tail = id;
+    t->lru_head = id;
+}
+
+/* Inserts id right after `after` (never the tail here). */
+static void rkv_lru_insert_after(rkv_tree *t, uint32_t after, uint32_t id)
+{
+    rkv_tnode *x = &t->nodes[id], *a = &t->nodes[after];
+    x->lru_prev = after;
+    x->lru_next = a->lru_next;
+    t->nodes[a->lru_next].lru_prev = id;
+    a->lru_next = id;
+}
+
+void rkv_lru_place(rkv_tree *t, uint32_t id)
+{
+    uint64_t s = t->nodes[id].last_access;
+    if (t->lru_head == RKV_NIL || s <= t->nodes[t->lru_head].last_access) {
+        rkv_lru_push_head(t, id);
+        return;
+    }
+    if (s >= t->nodes[t->lru_tail].last_access) {
+        rkv_lru_push_tail(t, id);
+        return;
+    }
+    /* head < s < tail: walk from both ends; fwd looks for the last node
+     * with stamp <= s, bwd for the first from the tail with stamp <= s. */
+    uint32_t fwd = t->lru_head, bwd = t->lru_tail;
+    for (;;) {
+        t->lru_reorder_steps++;
+        uint32_t fn = t->nodes[fwd].lru_next;
+        if (t->nodes[fn].last_access > s) {
+            rkv_lru_insert_after(t, fwd, id);
+            return;
+        }
+        fwd = fn;
+        uint32_t bp = t->nodes[bwd].lru_prev;
+        if (t->nodes[bp].last_access <= s) {
+            rkv_lru_insert_after(t, bp, id);
+            return;
+        }
+        bwd = bp;
+    }
+}
+
+void rkv_tree_touch(rkv_tree *t, uint32_t id)
+{
+    uint64_t c = ++t->clock;
+    if (rkv_tree_in_lru(&t->nodes[id])) {
+        rkv_lru_unlink(t, id);
+        rkv_lru_push_tail(t, id);
+    }
+    for (uint32_t y = id; y != 0; y = t->nodes[y].parent)
+        t->nodes[y].last_access = c;
+}
+
+/* ---- lock / unlock -------------------------------------------------------- */
+
+rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node)
+{
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_lock: NULL tree");
+    if (!rkv_tree_handle_ok(tree, node))
+        return rkv_set_error(RKV_ERR_STALE_HANDLE,
+                             "rkv_tree_lock: stale handle {%u, %u}", node.id,
+                             node.gen);
+    rkv_tree *t = tree;
+    if (t->lock_total >= UINT32_MAX) /* bounds every node's count */
+        return rkv_set_error(RKV_ERR_STATE, "rkv_tree_lock: lock count saturated");
+    /* the node itself first, then every ancestor up to its namespace root */
+    for (uint32_t y = node.id; y != 0; y = t->nodes[y].parent) {
+        rkv_tnode *x = &t->nodes[y];
+        if (x->lock_count == 0) {
+            if (rkv_tree_in_lru(x))
+                rkv_lru_unlink(t, y);
+            *rkv_tnode_own_locks(x) = 0; /* lru fields now hold own locks */
+            x->lru_next = RKV_NIL;
+            t->evictable_blocks -= x->num_pages;
+            t->locked_blocks += x->num_pages;
+        }
+        x->lock_count++;
+    }
+    ++*rkv_tnode_own_locks(&t->nodes[node.id]);
+    t->lock_total++;
+    return RKV_OK;
+}
+
+rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_node node)
+{
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_unlock: NULL tree");
+    if (!rkv_tree_handle_ok(tree, node))
+        return rkv_set_error(RKV_ERR_STALE_HANDLE,
+                             "rkv_tree_unlock: stale handle {%u, %u}", node.id,
+                             node.gen);
+    rkv_tree *t = tree;
+    rkv_tnode *x = &t->nodes[node.id];
+    /* lock_count also counts the subtree's locks; a node locked only
+     * through a child has no own lock to release */
+    if (x->lock_count == 0 || *rkv_tnode_own_locks(x) == 0)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_tree_unlock: node {%u, %u} is not locked",
+                             node.id, node.gen);
+    --*rkv_tnode_own_locks(x);
+    uint64_t c = ++t->clock;
+    for (uint32_t y = node.id; y != 0; y = t->nodes[y].parent) {
+        rkv_tnode *z = &t->nodes[y];
+        z->last_access = c;
+        if (--z->lock_count == 0) {
+            z->lru_prev = z->lru_next = RKV_NIL; /* back to list links */
+            t->evictable_blocks += z->num_pages;
+            t->locked_blocks -= z->num_pages;
+            if (rkv_tree_in_lru(z))
+                rkv_lru_push_tail(t, y); /* newest: it was in use until now */
+        }
+    }
+    t->lock_total--;
+    return RKV_OK;
+}
+
+/* ---- eviction -------------------------------------------------------------- */
+
+/* Removes an empty, unlocked, childless node (listed in the LRU). */
+static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
+{
+    rkv_tnode *x = &t->nodes[id];
+    rkv_lru_unlink(t, id);
+    /* the first page's tokens are still in memory: trimming only lowered
+     * num_pages */
+    rkv_cidx_remove(t, rkv_cidx_key_page(t, x->parent, x->u.tokens), id);
+    uint32_t p = x->parent;
+    if (x->prev_sib != RKV_NIL)
+        t->nodes[x->prev_sib].next_sib = x->next_sib;
+    else
+        t->nodes[p].first_child = x->next_sib;
+    if (x->next_sib != RKV_NIL)
+        t->nodes[x->next_sib].prev_sib = x->prev_sib;
+    t->nodes[p].children_epoch = ++t->epoch;
+    rkv_node_mem_free(&t->mem, x->u.tokens, rkv_tree_data_bytes(t, x->cap_pages));
+    rkv_tree_slot_free(t, id);
+    t->num_nodes--;
+    t->evicted_nodes++;
+    rkv_tnode *px = &t->nodes[p];
+    if (px->first_child != RKV_NIL || px->lock_count != 0)
+        return;
+    if (px->parent == 0) {
+        /* an empty namespace root goes too */
+        rkv_cidx_remove(t, rkv_cidx_key_ns(px->u.ns), p);
+        rkv_tree_slot_free(t, p);
+        t->num_namespaces--;
+    } else {
+        rkv_lru_place(t, p);
+    }
+}
+
+static uint32_t rkv_tree_evict_some(rkv_tree *t, uint32_t n)
+{
+    rkv_pool *pool = t->pool;
+    uint32_t freed = 0;
+    while (freed < n && t->lru_head != RKV_NIL) {
+        uint32_t id = t->lru_head;
+        rkv_tnode *x = &t->nodes[id];
+        rkv_block_id *xb = rkv_tnode_blocks(t, x);
+        while (freed < n && x->num_pages > 0) {
+            rkv_block_id b = xb[--x->num_pages];
+            rkv_tree_clear_owned(t, b);
+            freed += (uint32_t)rkv_pool_drop_ref(pool, b);
+            t->cached_blocks--;
+            t->evictable_blocks--;
+            t->evicted_blocks++;
+        }
+        if (x->num_pages == 0) {
+            rkv_tree_remove_leaf(t, id);
+        } else {
+            /* trimmed: its end moved, so old handles must go stale */
+            rkv_tnode_bump_gen(x);
+            t->nodes[x->parent].children_epoch = ++t->epoch;
+        }
+    }
+    return freed;
+}
+
+rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out)
+{
+    if (freed_out != NULL)
+        *freed_out = 0;
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_evict: NULL tree");
+    if (tree->evictable_blocks < n)
+        return rkv_set_error(RKV_ERR_NO_SPACE,
+                             "rkv_tree_evict: %u blocks asked, %llu evictable", n,
+                             (unsigned long long)tree->evictable_blocks);
+    uint32_t freed = rkv_tree_evict_some(tree, n);
+    if (freed_out != NULL)
+        *freed_out = freed;
+    if (freed < n)
+        return rkv_set_error(RKV_ERR_NO_SPACE,
+                             "rkv_tree_evict: evicted everything evictable but "
+                             "freed only %u of %u blocks (others are referenced "
+                             "outside the tree)", freed, n);
+    return RKV_OK;
+}
+
+rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n, rkv_block_id *out)
+{
+    if (tree == NULL || (out == NULL && n > 0))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_alloc_blocks: NULL %s",
+                             tree == NULL ? "tree" : "out");
+    rkv_pool *pool = tree->pool;
+    if (pool->num_free < n) {
+        uint32_t need = n - pool->num_free;
+        if (tree->evictable_blocks < need)
+            return rkv_set_error(RKV_ERR_NO_SPACE,
+                                 "rkv_tree_alloc_blocks: %u blocks asked, %u free "
+                                 "+ %llu evictable", n, pool->num_free,
+                                 (unsigned long long)tree->evictable_blocks);
+        rkv_tree_evict_some(tree, need);
+    }
+    return rkv_pool_alloc_n(pool, n, out);
+}

@@ -1,0 +1,426 @@
+/*
+ * radix/tree_match.c -- match, match_from and insert on the radix tree, and
+ * the split and leaf creation they commit. Data structures and invariants:
+ * radix/tree_internal.h; the prepare-then-commit rule: radix/tree.c.
+ *
+ * Splits: when a non-peek match (or an insert) ends inside the edge of node
+ * X after k pages, a NEW node N takes X's first k pages and X's place under
+ * X's parent (it reuses X's index entry: same parent, same first page), and
+ * X keeps its tail pages and its children, so the index entries of X's
+ * children stay valid and X's handle keeps naming the same end position.
+ * N inherits X's lock count (N's subtree locks are exactly X's) and
+ * last_access. Both halves get exactly-sized new arrays (one memcpy of the
+ * node): keeping X's old array for its tail would avoid a copy but leave the
+ * head's bytes allocated twice, and host bytes per cached token matter more
+ * than one copy per split.
+ *
+ * Match does not scan token values (the tree holds only validated tokens),
+ * so its cost follows the matched part; insert validates everything.
+ */
+#include <string.h>
+
+#include "alloc/pool_internal.h"
+#include "common/status.h"
+#include "radix/tree_internal.h"
+
+/* ---- the walk -------------------------------------------------------------- */
+
+typedef struct rkv_walk {
+    uint32_t node;          /* deepest fully matched node                   */
+    uint32_t pages;         /* pages matched in total                       */
+    uint32_t partial;       /* node matched only in part, or RKV_NIL        */
+    uint32_t partial_pages; /* its matched pages (0 < . < its num_pages)    */
+    uint32_t num_dups;
+} rkv_walk;
+
+/* Read-only walk from node `from` at depth from_pages. Matched block ids go
+ * to blocks_out[from_pages..). With `given` (insert), a matched page whose
+ * cached block differs from given[i] is a duplicate: given[i] goes to
+ * dups_out (may be NULL) and is counted. */
+static void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
+                          const int32_t *tokens, uint32_t npages,
+                          rkv_block_id *blocks_out, const rkv_block_id *given,
+                          rkv_block_id *dups_out, rkv_walk *w)
+{
+    const uint32_t P = t->P;
+    const size_t pb = t->page_bytes;
+    uint32_t cur = from, d = from_pages;
+    w->partial = RKV_NIL;
+    w->partial_pages = 0;
+    w->num_dups = 0;
+    while (d < npages) {
+        const int32_t *q = tokens + (size_t)d * P;
+        uint32_t c = rkv_cidx_find(t, cur, q);
+        if (c == RKV_NIL)
+            break;
+        const rkv_tnode *x = &t->nodes[c];
+        uint32_t m = x->num_pages, avail = npages - d;
+        uint32_t lim = m < avail ? m : avail, k = 1;
+        if (lim > 1) {
+            /* one memcmp for the common all-equal case; pages on mismatch */
+            if (memcmp(x->u.tokens + P, q + P, (size_t)(lim - 1) * pb) == 0) {
+                k = lim;
+            } else {
+                while (k < lim && memcmp(x->u.tokens + (size_t)k * P,
+                                         q + (size_t)k * P, pb) == 0)
+                    k++;
+            }
+        }
+        const rkv_block_id *xb = rkv_tnode_blocks(t, x);
+        if (blocks_out != NULL)
+            memcpy(blocks_out + d, xb, (size_t)k * sizeof *xb);
+        if (given != NULL) {
+            for (uint32_t i = 0; i < k; i++) {
+                if (xb[i] != given[d + i]) {
+                    if (dups_out != NULL)
+                        dups_out[w->num_dups] = given[d + i];
+                    w->num_dups++;
+                }
+            }
+        }
+        d += k;
+        if (k < m) {
+            w->partial = c;
+            w->partial_pages = k;
+            break;
+        }
+        cur = c;
+    }
+    w->node = cur;
+    w->pages = d;
+}
+
+/* ---- commit helpers (cannot fail) ----------------------------------------- */
+
+static uint32_t rkv_tree_new_root(rkv_tree *t, uint64_t ns)
+{
+    uint32_t r = rkv_tree_slot_take(t);
+    rkv_tnode *x = &t->nodes[r];
+    x->parent = 0;
+    x->u.ns = ns;
+    x->last_access = t->clock;
+    x->children_epoch = ++t->epoch;
+    rkv_cidx_insert(t, rkv_cidx_key_ns(ns), r);
+    t->num_namespaces++;
+    return r;
+}
+
+/* Splits node xid after k pages using head/tail arrays of k and m-k pages;
+ * returns the new head node. */
+static uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k,
+                               void *head, void *tail)
+{
+    const uint32_t P = t->P;
+    uint32_t nid = rkv_tree_slot_take(t);
+    rkv_tnode *x = &t->nodes[xid], *n = &t->nodes[nid];
+    uint32_t m = x->num_pages;
+    uint64_t key = rkv_cidx_key_node(t, xid); /* first page, old parent */
+    const rkv_block_id *xb = rkv_tnode_blocks(t, x);
+
+    n->u.tokens = head;
+    n->cap_pages = n->num_pages = k;
+    memcpy(n->u.tokens, x->u.tokens, (size_t)k * t->page_bytes);
+    memcpy(rkv_tnode_blocks(t, n), xb, (size_t)k * sizeof *xb);
+
+    int32_t *tt = tail;
+    memcpy(tt, x->u.tokens + (size_t)k * P, (size_t)(m - k) * t->page_bytes);
+    memcpy(tt + (size_t)(m - k) * P, xb + k, (size_t)(m - k) * sizeof *xb);
+    rkv_node_mem_free(&t->mem, x->u.tokens, rkv_tree_data_bytes(t, x->cap_pages));
+    x->u.tokens = tt;
+    x->cap_pages = x->num_pages = m - k;
+
+    /* n takes x's place among its siblings */
+    n->parent = x->parent;
+    n->prev_sib = x->prev_sib;
+    n->next_sib = x->next_sib;
+    if (n->prev_sib != RKV_NIL)
+        t->nodes[n->prev_sib].next_sib = nid;
+    else
+        t->nodes[n->parent].first_child = nid;
+    if (n->next_sib != RKV_NIL)
+        t->nodes[n->next_sib].prev_sib = nid;
+    n->first_child = xid;
+    n->lock_count = x->lock_count;
+    if (n->lock_count > 0)
+        *rkv_tnode_own_locks(n) = 0; /* locked only through x */
+    n->last_access = x->last_access;
+    n->children_epoch = ++t->epoch;
+    t->nodes[n->parent].children_epoch = ++t->epoch;
+
+    x->parent = nid;
+    x->prev_sib = x->next_sib = RKV_NIL;
+
+    rkv_cidx_replace(t, key, xid, nid);
+    rkv_cidx_insert(t, rkv_cidx_key_node(t, xid), xid);
+    t->num_nodes++;
+    t->splits++;
+    return nid;
+}
+
+/* Adds a leaf under parent with npages pages (tokens, blocks); takes a pool
+ * reference on each block and sets its chained hash. */
+static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
+                                  const int32_t *tokens,
+                                  const rkv_block_id *blocks, uint32_t npages,
+                                  void *data)
+{
+    rkv_pool *pool = t->pool;
+    const uint32_t P = t->P;
+    /* hash of the page before the new ones */
+    uint64_t h = RKV_HASH_ROOT;
+    if (t->nodes[parent].parent != 0) {
+        const rkv_tnode *px = &t->nodes[parent];
+        h = pool->hash[rkv_tnode_blocks(t, px)[px->num_pages - 1]];
+    }
+    if (rkv_tree_in_lru(&t->nodes[parent]))
+        rkv_lru_unlink(t, parent);
+    uint32_t id = rkv_tree_slot_take(t);
+    rkv_tnode *x = &t->nodes[id];
+    rkv_tnode *p = &t->nodes[parent];
+    x->u.tokens = data;
+    x->cap_pages = x->num_pages = npages;
+    memcpy(x->u.tokens, tokens, (size_t)npages * t->page_bytes);
+    rkv_block_id *xb = rkv_tnode_blocks(t, x);
+    memcpy(xb, blocks, (size_t)npages * sizeof *xb);
+    for (uint32_t i = 0; i < npages; i++) {
+        h = rkv_block_hash(h, ns, tokens + (size_t)i * P, P);
+        pool->refcount[xb[i]]++;
+        pool->hash[xb[i]] = h;
+        rkv_tree_set_owned(t, xb[i]);
+    }
+    x->parent = parent;
+    x->next_sib = p->first_child;
+    if (p->first_child != RKV_NIL)
+        t->nodes[p->first_child].prev_sib = id;
+    p->first_child = id;
+    p->children_epoch = ++t->epoch;
+    x->children_epoch = ++t->epoch;
+    x->last_access = t->clock;
+    rkv_cidx_insert(t, rkv_cidx_key_page(t, parent, x->u.tokens), id);
+    rkv_lru_push_tail(t, id);
+    t->num_nodes++;
+    t->cached_blocks += npages;
+    t->evictable_blocks += npages;
+    t->inserted_pages += npages;
+    return id;
+}
+
+/* ---- argument checks ---------------------------------------------------- */
+
+static int rkv_tokens_valid(const int32_t *tokens, size_t n)
+{
+    int32_t acc = 0;
+    for (size_t i = 0; i < n; i++)
+        acc |= tokens[i];
+    return acc >= 0;
+}
+
+/* validate_values: insert checks every token; match does not read token
+ * values beyond the walk (see rkv_tree_match). */
+static rkv_status rkv_tree_check_tokens(const rkv_tree *t, const int32_t *tokens,
+                                        size_t n, int validate_values,
+                                        const char *fn)
+{
+    if (n > 0 && tokens == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tokens", fn);
+    if (n / t->P >= RKV_NIL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: n=%zu too large", fn, n);
+    if (validate_values && n > 0 && !rkv_tokens_valid(tokens, n))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: negative token id", fn);
+    return RKV_OK;
+}
+
+/* ---- match ---------------------------------------------------------------- */
+
+static void rkv_match_fill(const rkv_tree *t, rkv_match *out, uint32_t node,
+                           uint32_t pages)
+{
+    out->matched_tokens = (size_t)pages * t->P;
+    out->num_blocks = pages;
+    out->node.id = node;
+    out->node.gen = node == 0 || node == RKV_NIL ? 0 : t->nodes[node].gen;
+    if (node == 0 || node == RKV_NIL)
+        out->node.id = 0;
+}
+
+rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
+                          const int32_t *tokens, size_t n,
+                          rkv_block_id *blocks_out, unsigned flags,
+                          rkv_match *out)
+{
+    static const char fn[] = "rkv_tree_match";
+    if (tree == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             tree == NULL ? "tree" : "out");
+    if (flags & ~RKV_MATCH_PEEK)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: unknown flags %#x", fn,
+                             flags);
+    /* Token values are not scanned: the tree only holds validated
+     * (non-negative) tokens, so a negative id can only end the match, and
+     * the cost stays O(matched part + one page) instead of O(n). */
+    rkv_status st = rkv_tree_check_tokens(tree, tokens, n, 0, fn);
+    if (st != RKV_OK)
+        return st;
+    rkv_tree *t = tree;
+    uint32_t npages = (uint32_t)(n / t->P);
+    uint32_t root = rkv_cidx_find_ns(t, ns);
+    int peek = (flags & RKV_MATCH_PEEK) != 0;
+    rkv_walk w = {root, 0, RKV_NIL, 0, 0};
+    if (root != RKV_NIL)
+        rkv_tree_walk(t, root, 0, tokens, npages, blocks_out, NULL, NULL, &w);
+    if (peek) {
+        /* unknown namespace: nothing matched, zeroed (never valid) handle */
+        rkv_match_fill(t, out, root == RKV_NIL ? 0 : w.node,
+                       w.pages);
+        return RKV_OK;
+    }
+    rkv_tree_prep prep;
+    uint32_t node = w.node;
+    if (root == RKV_NIL) {
+        st = rkv_tree_prepare(t, 1, 0, NULL, &prep, fn);
+        if (st != RKV_OK)
+            return st;
+        rkv_tree_prep_install(t, &prep);
+        node = rkv_tree_new_root(t, ns);
+    } else if (w.partial != RKV_NIL) {
+        uint32_t pages[2] = {w.partial_pages,
+                             t->nodes[w.partial].num_pages - w.partial_pages};
+        st = rkv_tree_prepare(t, 1, 2, pages, &prep, fn);
+        if (st != RKV_OK)
+            return st;
+        rkv_tree_prep_install(t, &prep);
+        node = rkv_tree_split(t, w.partial, w.partial_pages, prep.data[0],
+                              prep.data[1]);
+    }
+    rkv_tree_touch(t, node);
+    t->queried_tokens += n;
+    t->hit_tokens += (uint64_t)w.pages * t->P;
+    rkv_match_fill(t, out, node, w.pages);
+    return RKV_OK;
+}
+
+rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
+                               size_t from_tokens, const int32_t *tokens,
+                               size_t n, rkv_block_id *blocks_out,
+                               rkv_match *out)
+{
+    static const char fn[] = "rkv_tree_match_from";
+    if (tree == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             tree == NULL ? "tree" : "out");
+    if (!rkv_tree_handle_ok(tree, from))
+        return rkv_set_error(RKV_ERR_STALE_HANDLE, "%s: stale handle {%u, %u}",
+                             fn, from.id, from.gen);
+    if (from_tokens % tree->P != 0 || from_tokens > n)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: from_tokens %zu (n %zu, page size %u)", fn,
+                             from_tokens, n, tree->P);
+    rkv_status st = rkv_tree_check_tokens(tree, tokens, n, 0, fn);
+    if (st != RKV_OK)
+        return st;
+    rkv_walk w;
+    rkv_tree_walk(tree, from.id, (uint32_t)(from_tokens / tree->P), tokens,
+                  (uint32_t)(n / tree->P), blocks_out, NULL, NULL, &w);
+    rkv_match_fill(tree, out, w.node, w.pages);
+    return RKV_OK;
+}
+
+/* ---- insert ----------------------------------------------------------------- */
+
+rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
+                           const int32_t *tokens, size_t n,
+                           const rkv_block_id *blocks, rkv_block_id *dups_out,
+                           rkv_insert_result *out)
+{
+    static const char fn[] = "rkv_tree_insert";
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tree", fn);
+    rkv_tree *t = tree;
+    rkv_status st = rkv_tree_check_tokens(t, tokens, n, 1, fn);
+    if (st != RKV_OK)
+        return st;
+    uint32_t npages = (uint32_t)(n / t->P);
+    if (npages > 0 && blocks == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL blocks", fn);
+    const rkv_pool *pool = t->pool;
+    for (uint32_t i = 0; i < npages; i++) {
+        rkv_block_id b = blocks[i];
+        if (b >= pool->cfg.num_blocks || pool->refcount[b] == 0)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: blocks[%u] = %u is not an allocated block",
+                                 fn, i, b);
+        if (pool->refcount[b] == UINT32_MAX)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: blocks[%u] = %u ref count is saturated",
+                                 fn, i, b);
+    }
+    uint32_t root = rkv_cidx_find_ns(t, ns);
+    rkv_walk w = {root, 0, RKV_NIL, 0, 0};
+    if (root != RKV_NIL)
+        rkv_tree_walk(t, root, 0, tokens, npages, NULL, blocks, dups_out, &w);
+    uint32_t d = w.pages, fresh = npages - d;
+    /* A new page's block must not be cached already (anywhere in the tree,
+     * or twice in this call): mark them, undo on conflict. */
+    uint32_t marked = 0;
+    for (; marked < fresh; marked++) {
+        rkv_block_id b = blocks[d + marked];
+        if (rkv_tree_owned(t, b))
+            break;
+        rkv_tree_set_owned(t, b);
+    }
+    if (marked < fresh) {
+        rkv_block_id bad = blocks[d + marked];
+        uint32_t bad_page = d + marked;
+        while (marked-- > 0)
+            rkv_tree_clear_owned(t, blocks[d + marked]);
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: block %u for new page %u is already cached "
+                             "or given twice", fn, bad, bad_page);
+    }
+    uint32_t add_nodes = (root == RKV_NIL) + (w.partial != RKV_NIL) + (fresh > 0);
+    uint32_t pages[3];
+    int ndata = 0;
+    if (w.partial != RKV_NIL) {
+        pages[ndata++] = w.partial_pages;
+        pages[ndata++] = t->nodes[w.partial].num_pages - w.partial_pages;
+    }
+    if (fresh > 0)
+        pages[ndata++] = fresh;
+    rkv_tree_prep prep;
+    memset(&prep, 0, sizeof prep);
+    if (add_nodes > 0) {
+        st = rkv_tree_prepare(t, add_nodes, ndata, pages, &prep, fn);
+        if (st != RKV_OK) {
+            for (uint32_t i = 0; i < fresh; i++)
+                rkv_tree_clear_owned(t, blocks[d + i]);
+            return st;
+        }
+        rkv_tree_prep_install(t, &prep);
+    }
+    /* commit */
+    uint32_t node = w.node;
+    int di = 0;
+    if (root == RKV_NIL)
+        node = rkv_tree_new_root(t, ns);
+    if (w.partial != RKV_NIL) {
+        node = rkv_tree_split(t, w.partial, w.partial_pages, prep.data[0],
+                              prep.data[1]);
+        di = 2;
+    }
+    if (fresh > 0) {
+        for (uint32_t i = 0; i < fresh; i++) /* add_leaf sets them again */
+            rkv_tree_clear_owned(t, blocks[d + i]);
+        node = rkv_tree_add_leaf(t, node, ns, tokens + (size_t)d * t->P,
+                                 blocks + d, fresh, prep.data[di]);
+    }
+    rkv_tree_touch(t, node);
+    if (out != NULL) {
+        out->prefix_tokens = (size_t)d * t->P;
+        out->cached_tokens = (size_t)npages * t->P;
+        out->new_pages = fresh;
+        out->num_dups = w.num_dups;
+        out->node.id = node;
+        out->node.gen = t->nodes[node].gen;
+    }
+    return RKV_OK;
+}
