@@ -1,0 +1,332 @@
+/*
+ * sched/sched.c -- the scheduler object: configuration, policy names,
+ * create/destroy, submit, abort, stats, and the waiting/running sets.
+ *
+ * Submission rules (each refusal changes nothing):
+ *   - RKV_ERR_DUPLICATE: the id is live (waiting or running). Finished and
+ *     aborted ids may be reused.
+ *   - RKV_ERR_INVALID_ARG: NULL, prompt_len 0, a negative token,
+ *     max_new_tokens 0, or prompt_len + max_new_tokens overflowing.
+ *   - RKV_ERR_NO_SPACE: the request could never fit the pool alone. Its KV
+ *     peaks at prompt_len + max_new_tokens - 1 tokens (the last sampled
+ *     token is never run through the model), so it is refused when
+ *     ceil((prompt_len + max_new_tokens - 1) / P) > num_blocks. Any request
+ *     accepted can therefore always run when it is the only one running.
+ * Invariants: every live request is in by_id and in exactly one of waiting[]
+ * (state WAITING, r == waiting[i] at some i) and running[] (state RUNNING,
+ * running[r->ridx] == r).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "sched/sched_internal.h"
+
+static const char *const rkv_policy_names[] = {"fcfs", "lpm", "dfs",
+                                               "priority", "bounded"};
+
+rkv_status rkv_policy_from_name(const char *name, rkv_policy *out)
+{
+    if (name == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_policy_from_name: NULL");
+    for (int i = 0; i < 5; i++) {
+        if (strcmp(name, rkv_policy_names[i]) == 0) {
+            *out = (rkv_policy)i;
+            return RKV_OK;
+        }
+    }
+    return rkv_set_error(RKV_ERR_INVALID_ARG,
+                         "rkv_policy_from_name: unknown policy '%s' (fcfs, "
+                         "lpm, dfs, priority, bounded)", name);
+}
+
+const char *rkv_policy_name(rkv_policy policy)
+{
+    if ((unsigned)policy < 5)
+        return rkv_policy_names[policy];
+    return "unknown";
+}
+
+void rkv_sched_config_init(rkv_sched_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->policy = RKV_POLICY_LPM;
+    cfg->max_batch_tokens = 8192;
+    cfg->max_running = 256;
+    cfg->dedup_min_tokens = 256;
+    cfg->max_wait_ms = 10000.0;
+    cfg->aging_per_s = 1.0;
+}
+
+rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need, size_t elem)
+{
+    if (need <= *cap)
+        return RKV_OK;
+    uint64_t c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    if (c > UINT32_MAX)
+        c = UINT32_MAX;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (q == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched: out of memory (%u)",
+                             need);
+    *p = q;
+    *cap = (uint32_t)c;
+    return RKV_OK;
+}
+
+rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
+                            rkv_sched **out)
+{
+    if (tree == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_sched_create: NULL %s",
+                             tree == NULL ? "tree" : "out");
+    rkv_sched_config c;
+    rkv_sched_config_init(&c);
+    if (cfg != NULL)
+        c = *cfg;
+    if ((unsigned)c.policy > RKV_POLICY_BOUNDED)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_sched_create: unknown policy %d", (int)c.policy);
+    if (c.max_batch_tokens == 0 || c.max_running == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_sched_create: max_batch_tokens %u and "
+                             "max_running %u must be >= 1",
+                             c.max_batch_tokens, c.max_running);
+    if (!(c.max_wait_ms >= 0) || !(c.aging_per_s >= 0) ||
+        !isfinite(c.aging_per_s))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_sched_create: max_wait_ms %g and aging_per_s "
+                             "%g must be >= 0", c.max_wait_ms, c.aging_per_s);
+    rkv_sched *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_create: out of memory");
+    s->tree = tree;
+    s->pool = rkv_tree_pool(tree);
+    s->P = rkv_pool_page_size(s->pool);
+    s->num_blocks = rkv_pool_num_blocks(s->pool);
+    s->cfg = c;
+    s->arrivals.by_arrival = 1;
+    s->order.by_arrival = c.policy == RKV_POLICY_FCFS;
+    s->dfs_dirty = 1;
+    s->new_token_ratio = 0.7;
+    *out = s;
+    return RKV_OK;
+}
+
+void rkv_sreq_free(rkv_sreq *r)
+{
+    if (r == NULL)
+        return;
+    free(r->tokens);
+    free(r->blocks);
+    free(r->hashes);
+    free(r);
+}
+
+void rkv_sched_destroy(rkv_sched *s)
+{
+    if (s == NULL)
+        return;
+    while (s->nrunning > 0) {
+        rkv_sreq *r = s->running[s->nrunning - 1];
+        rkv_sreq_release(s, r);
+        rkv_sched_running_remove(s, r);
+        rkv_sreq_free(r);
+    }
+    for (uint32_t i = 0; i < s->nwaiting; i++)
+        rkv_sreq_free(s->waiting[i]);
+    rkv_sched_free_grave(s);
+    free(s->grave);
+    rkv_u64map_fini(&s->by_id);
+    rkv_u64map_fini(&s->memo_epoch);
+    rkv_u64map_fini(&s->memo_depth);
+    rkv_u64map_fini(&s->inflight);
+    rkv_squeue_fini(&s->order);
+    rkv_squeue_fini(&s->arrivals);
+    free(s->waiting);
+    free(s->running);
+    free(s->plan_reqs);
+    free(s->p_ids);
+    free(s->p_qo);
+    free(s->p_prefix);
+    free(s->p_cached);
+    free(s->p_kvptr);
+    free(s->p_last);
+    free(s->p_kvidx);
+    free(s->p_slots);
+    free(s->p_inputs);
+    free(s->p_emits);
+    free(s->scratch);
+    free(s);
+}
+
+/* ---- waiting / running sets ------------------------------------------------ */
+
+rkv_status rkv_sched_waiting_add(rkv_sched *s, rkv_sreq *r)
+{
+    rkv_status st = rkv_ensure_cap((void **)&s->waiting, &s->waiting_cap,
+                                   s->nwaiting + 1, sizeof *s->waiting);
+    if (st != RKV_OK)
+        return st;
+    st = rkv_order_push(s, r);
+    if (st != RKV_OK)
+        return st;
+    r->ridx = s->nwaiting; /* a waiting request's index in waiting[] */
+    s->waiting[s->nwaiting++] = r;
+    r->state = RKV_REQ_WAITING;
+    return RKV_OK;
+}
+
+void rkv_sched_waiting_remove(rkv_sched *s, rkv_sreq *r)
+{
+    uint32_t i = r->ridx;
+    s->waiting[i] = s->waiting[--s->nwaiting];
+    s->waiting[i]->ridx = i;
+    r->state = RKV_REQ_RUNNING; /* callers set the final state */
+    r->qstamp++; /* its queue entries die */
+    r->astamp++;
+    s->order.dead++;
+    s->arrivals.dead++;
+    s->dfs_dirty = 1;
+}
+
+void rkv_sched_running_remove(rkv_sched *s, rkv_sreq *r)
+{
+    uint32_t i = r->ridx;
+    s->running[i] = s->running[--s->nrunning];
+    s->running[i]->ridx = i;
+}
+
+void rkv_sched_bury(rkv_sched *s, rkv_sreq *r)
+{
+    rkv_u64map_del(&s->by_id, r->id);
+    r->state = RKV_REQ_FINISHED;
+    s->grave[s->ngrave++] = r;
+}
+
+void rkv_sched_free_grave(rkv_sched *s)
+{
+    for (uint32_t i = 0; i < s->ngrave; i++)
+        rkv_sreq_free(s->grave[i]);
+    s->ngrave = 0;
+}
+
+/* ---- submit / abort ---------------------------------------------------------- */
+
+rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
+{
+    static const char fn[] = "rkv_sched_submit";
+    if (s == NULL || d == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             s == NULL ? "sched" : "request");
+    if (d->prompt == NULL || d->prompt_len == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: request %llu has an empty prompt", fn,
+                             (unsigned long long)d->id);
+    if (d->max_new_tokens == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: request %llu has max_new_tokens 0", fn,
+                             (unsigned long long)d->id);
+    if ((uint64_t)d->prompt_len + d->max_new_tokens > UINT32_MAX / 2)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: request %llu is too long (%u + %u)", fn,
+                             (unsigned long long)d->id, d->prompt_len,
+                             d->max_new_tokens);
+    if (!isfinite(d->arrival_ms))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: request %llu arrival_ms is not finite", fn,
+                             (unsigned long long)d->id);
+    for (uint32_t i = 0; i < d->prompt_len; i++) {
+        if (d->prompt[i] < 0)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: request %llu token %u is negative (%d)",
+                                 fn, (unsigned long long)d->id, i,
+                                 d->prompt[i]);
+    }
+    uint64_t peak = (uint64_t)d->prompt_len + d->max_new_tokens - 1;
+    uint64_t pages = (peak + s->P - 1) / s->P;
+    if (pages > s->num_blocks)
+        return rkv_set_error(RKV_ERR_NO_SPACE,
+                             "%s: request %llu needs %llu blocks of %u tokens "
+                             "but the pool has %u", fn,
+                             (unsigned long long)d->id,
+                             (unsigned long long)pages, s->P, s->num_blocks);
+    if (rkv_u64map_get(&s->by_id, d->id) != NULL)
+        return rkv_set_error(RKV_ERR_DUPLICATE, "%s: request %llu is live", fn,
+                             (unsigned long long)d->id);
+    rkv_status st = rkv_u64map_reserve(&s->by_id, 1);
+    if (st == RKV_OK)
+        st = rkv_ensure_cap((void **)&s->grave, &s->grave_cap,
+                            s->ngrave + s->nwaiting + s->nrunning + 1,
+                            sizeof *s->grave);
+    if (st != RKV_OK)
+        return st;
+    rkv_sreq *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    r->cap = d->prompt_len + d->max_new_tokens;
+    r->tokens = malloc((size_t)r->cap * sizeof *r->tokens);
+    if (r->tokens == NULL) {
+        free(r);
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    memcpy(r->tokens, d->prompt, (size_t)d->prompt_len * sizeof *r->tokens);
+    r->id = d->id;
+    r->ns = d->ns;
+    r->len = r->prompt_len = d->prompt_len;
+    r->max_new = d->max_new_tokens;
+    r->priority = d->priority;
+    r->arrival_ms = d->arrival_ms;
+    r->seq = s->next_seq;
+    st = rkv_sched_waiting_add(s, r);
+    if (st != RKV_OK) {
+        rkv_sreq_free(r);
+        return st;
+    }
+    s->next_seq++;
+    *rkv_u64map_put(&s->by_id, r->id) = (uint64_t)(uintptr_t)r;
+    return RKV_OK;
+}
+
+rkv_status rkv_sched_abort(rkv_sched *s, uint64_t id)
+{
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_sched_abort: NULL sched");
+    uint64_t *v = rkv_u64map_get(&s->by_id, id);
+    if (v == NULL)
+        return rkv_set_error(RKV_ERR_NOT_FOUND,
+                             "rkv_sched_abort: no live request %llu",
+                             (unsigned long long)id);
+    rkv_sreq *r = (rkv_sreq *)(uintptr_t)*v;
+    if (r->state == RKV_REQ_WAITING) {
+        rkv_sched_waiting_remove(s, r);
+    } else {
+        if (s->plan_pending) {
+            for (uint32_t i = 0; i < s->plan_n; i++) {
+                if (s->plan_reqs[i] == r)
+                    s->plan_reqs[i] = NULL; /* commit skips it */
+            }
+        }
+        rkv_sreq_shrink(s, r, r->kv_len);
+        rkv_sreq_release(s, r);
+        rkv_sched_running_remove(s, r);
+    }
+    rkv_sched_bury(s, r);
+    s->st.aborted++;
+    return RKV_OK;
+}
+
+rkv_status rkv_sched_get_stats(const rkv_sched *s, rkv_sched_stats *out)
+{
+    if (s == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_sched_get_stats: NULL");
+    *out = s->st;
+    out->waiting = s->nwaiting;
+    out->running = s->nrunning;
+    return RKV_OK;
+}

@@ -1,0 +1,220 @@
+/*
+ * sched/sched_internal.h -- the scheduler's data structures, shared by the
+ * files of sched/ (sched.c: create, submit, abort, stats; sched_map.c: the
+ * u64 hash map; sched_kv.c: a request's KV (admission, growth, insertion,
+ * release); sched_order.c: waiting-queue order per policy; sched_step.c:
+ * step, plan, commit; sched_check.c: invariants).
+ *
+ * Request model (one struct per live request, found by id in `by_id`):
+ *   tokens[0..len) = prompt + generated tokens; cap = prompt_len + max_new.
+ *   A RUNNING request has KV for tokens[0..kv_len), kv_len < len between
+ *   steps: the next step runs tokens[kv_len .. min(len, kv_len + chunk)), and
+ *   the step that reaches len samples a token (len grows by one). A decode is
+ *   the case kv_len == len - 1 after the prefill; a prefill chunk is
+ *   everything before. So after a prompt of L tokens and m sampled tokens the
+ *   KV holds L + m - 1 tokens, as the engine's does.
+ *   blocks[0..nblocks) is the block table, nblocks = ceil(kv_len / P) (plus
+ *   this step's growth while a plan is pending). blocks[0..locked_pages) are
+ *   tree pages covered by the lock on lock_node (depth locked_pages * P);
+ *   the request holds NO pool reference on them. blocks[locked_pages..) are
+ *   the request's own: exactly one pool reference each.
+ *   A WAITING request holds nothing: no lock, no blocks (a preempted request
+ *   keeps its tokens and generated count, and re-matches on readmission).
+ */
+#ifndef RKV_SCHED_INTERNAL_H
+#define RKV_SCHED_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radixkv.h"
+
+/* ---- u64 -> u64 open-addressing map (linear probing, backward-shift
+ * deletion). Used for id -> request and for the dedup page-hash multiset. */
+typedef struct rkv_u64map {
+    uint64_t *keys;
+    uint64_t *vals;
+    uint8_t *used;
+    uint32_t cap; /* power of two, or 0 */
+    uint32_t count;
+} rkv_u64map;
+
+void rkv_u64map_fini(rkv_u64map *m);
+/* Makes room for `extra` more entries (load <= 1/2). */
+rkv_status rkv_u64map_reserve(rkv_u64map *m, uint32_t extra);
+/* Pointer to the value of key, or NULL. */
+uint64_t *rkv_u64map_get(const rkv_u64map *m, uint64_t key);
+/* Inserts (capacity must have been reserved); returns the value slot
+ * (zero for a new key). */
+uint64_t *rkv_u64map_put(rkv_u64map *m, uint64_t key);
+void rkv_u64map_del(rkv_u64map *m, uint64_t key);
+
+/* ---- requests ---------------------------------------------------------- */
+
+typedef struct rkv_sreq {
+    uint64_t id;
+    rkv_namespace ns;
+    int32_t *tokens;
+    uint32_t len, cap, prompt_len, max_new, generated;
+    int32_t priority;
+    double arrival_ms;
+    uint64_t seq;          /* submission order: the last tie-break        */
+    rkv_req_state state;
+
+    /* waiting: cached PEEK match, refreshed when the tree changed */
+    size_t pm_tokens;
+    rkv_node pm_node;      /* zeroed: re-match from the root              */
+    size_t pm_depth;       /* depth of pm_node in tokens                  */
+    uint64_t pm_epoch;     /* pm_node's children_epoch at the match       */
+    int pm_valid;          /* matched at least once since it (re)queued   */
+    uint32_t qstamp;       /* live stamp of r's entry in sched->order     */
+    uint32_t astamp;       /* live stamp of r's entry in sched->arrivals  */
+    double key;            /* policy sort key (smaller first)             */
+
+    /* running */
+    rkv_block_id *blocks;
+    uint32_t nblocks, blocks_cap;
+    uint32_t kv_len;
+    uint32_t locked_pages;
+    rkv_node lock_node;
+    uint32_t cached_len;   /* tokens matched at admission                 */
+    int prefilling;        /* until the chunk that reaches len commits    */
+    uint32_t ridx;         /* index in sched->running                     */
+    uint32_t sched_q;      /* tokens planned this step (0: not planned)   */
+    uint32_t nblocks_before; /* nblocks before this step's growth         */
+
+    /* dedup: chained page hashes of tokens[0..nhash * P) */
+    uint64_t *hashes;
+    uint32_t nhash, hash_cap;
+    uint32_t infl_from, infl_to; /* pages registered as in flight         */
+    int dedup_held;        /* held for dedup at the last look             */
+} rkv_sreq;
+
+/* An order-array entry: live iff req->state == WAITING and stamp matches. */
+typedef struct rkv_qent {
+    rkv_sreq *req;
+    uint32_t stamp;
+} rkv_qent;
+
+/* A sorted queue of waiting requests with lazy removal and batched
+ * re-insertion (see sched_order.c). */
+typedef struct rkv_squeue {
+    rkv_qent *a;
+    uint32_t n, cap;
+    rkv_qent *add;    /* entries to insert at the next sort               */
+    uint32_t nadd, addcap;
+    uint32_t dead;    /* entries known to be dead                         */
+    int by_arrival;   /* comparator: 1 arrival order, 0 by req->key       */
+} rkv_squeue;
+
+typedef struct rkv_tree_sig {
+    uint64_t inserted, evicted, splits, nodes, namespaces, cached;
+} rkv_tree_sig;
+
+struct rkv_sched {
+    rkv_tree *tree;
+    rkv_pool *pool;
+    uint32_t P, num_blocks;
+    rkv_sched_config cfg;
+
+    rkv_u64map by_id;        /* id -> rkv_sreq *                          */
+    rkv_sreq **waiting;      /* unordered set of waiting requests         */
+    uint32_t nwaiting, waiting_cap;
+    rkv_sreq **running;
+    uint32_t nrunning, running_cap;
+    /* finished/aborted requests, freed at the next rkv_order_update once
+     * no queue entry can point at them (queues delete lazily); capacity
+     * reserved at submit, so burying never fails */
+    rkv_sreq **grave;
+    uint32_t ngrave, grave_cap;
+    uint64_t next_seq;
+
+    rkv_squeue order;        /* policy order                              */
+    rkv_squeue arrivals;     /* bounded policy: arrival order             */
+    int dfs_dirty;           /* dfs order must be rebuilt                 */
+    rkv_tree_sig sig;        /* tree signature at the last refresh        */
+    int sig_valid;
+    rkv_u64map memo_epoch;   /* per-refresh: handle -> children_epoch + 1  */
+    rkv_u64map memo_depth;   /* per-refresh: handle -> depth in tokens     */
+
+    rkv_u64map inflight;     /* page hash -> count of running prefills    */
+
+    /* the pending plan */
+    int plan_pending;
+    rkv_sreq **plan_reqs;    /* NULL entries: aborted since the step      */
+    uint32_t plan_n, plan_cap;
+    rkv_batch_plan plan;
+    uint64_t *p_ids;
+    uint32_t *p_qo, *p_prefix, *p_cached, *p_kvptr, *p_last;
+    uint32_t p_reqs_cap;
+    uint32_t *p_kvidx;
+    uint32_t p_kvidx_cap;
+    uint32_t *p_slots;
+    int32_t *p_inputs;
+    uint32_t p_tok_cap;
+    uint8_t *p_emits;
+
+    rkv_block_id *scratch;   /* n / P block ids for inserts / matches     */
+    uint32_t scratch_cap;
+
+    double new_token_ratio;  /* admission headroom (see sched_step.c)    */
+    int bounded_turn;        /* bounded: 1 = the next pick is overdue     */
+
+    rkv_sched_stats st;
+};
+
+/* sched.c */
+void rkv_sreq_free(rkv_sreq *r);
+/* Removes r from the waiting set (not from the order arrays: lazy). */
+void rkv_sched_waiting_remove(rkv_sched *s, rkv_sreq *r);
+rkv_status rkv_sched_waiting_add(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_running_remove(rkv_sched *s, rkv_sreq *r);
+/* A request leaves the scheduler (finished or aborted): off by_id, into
+ * the grave. */
+void rkv_sched_bury(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_free_grave(rkv_sched *s);
+rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need,
+                          size_t elem);
+
+/* sched_kv.c */
+/* Grows r's block table to hold `tokens` KV tokens, evicting through the
+ * tree. RKV_ERR_NO_SPACE / NOMEM: nothing changed. */
+rkv_status rkv_sreq_grow(rkv_sched *s, rkv_sreq *r, uint32_t tokens);
+/* Caches r's computed full pages (tokens[0..kv_len)) in the tree and moves
+ * its lock down to them. Best effort: a failure leaves r as it was. */
+void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r);
+/* Drops r's own block references beyond `tokens` KV tokens (after a step
+ * was cancelled). */
+void rkv_sreq_shrink(rkv_sched *s, rkv_sreq *r, uint32_t tokens);
+/* Inserts computed pages, unlocks, releases every block: r holds nothing. */
+void rkv_sreq_release(rkv_sched *s, rkv_sreq *r);
+/* Admission: non-peek match of tokens[0..len-1), lock. */
+rkv_status rkv_sreq_admit(rkv_sched *s, rkv_sreq *r);
+/* Chained page hashes up to `pages` pages. */
+rkv_status rkv_sreq_hashes(rkv_sched *s, rkv_sreq *r, uint32_t pages);
+void rkv_inflight_add(rkv_sched *s, rkv_sreq *r, uint32_t from, uint32_t to);
+void rkv_inflight_drop(rkv_sched *s, rkv_sreq *r, uint32_t upto);
+rkv_status rkv_ensure_scratch(rkv_sched *s, uint32_t pages);
+
+/* sched_order.c */
+void rkv_squeue_fini(rkv_squeue *q);
+/* Queues r for (re)insertion into the policy order (new arrival, changed
+ * key). */
+rkv_status rkv_order_push(rkv_sched *s, rkv_sreq *r);
+/* Refreshes matches when needed and brings the order up to date. */
+rkv_status rkv_order_update(rkv_sched *s, double now_ms);
+/* Walks the waiting requests in admission order (dead entries skipped). */
+typedef struct rkv_order_iter {
+    uint32_t i;      /* cursor in sched->order                            */
+    uint32_t ia;     /* bounded: cursor in sched->arrivals                */
+    int overdue_done; /* bounded: no overdue request left                 */
+    double now_ms;
+} rkv_order_iter;
+void rkv_order_iter_init(rkv_sched *s, rkv_order_iter *it, double now_ms);
+rkv_sreq *rkv_order_next(rkv_sched *s, rkv_order_iter *it);
+/* Live entries of a queue (for checks). */
+uint32_t rkv_order_live(const rkv_sched *s, const rkv_squeue *q);
+/* bounded policy: r has waited more than max_wait_ms. */
+int rkv_order_is_overdue(const rkv_sched *s, const rkv_sreq *r, double now_ms);
+
+#endif

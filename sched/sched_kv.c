@@ -1,0 +1,190 @@
+/*
+ * sched/sched_kv.c -- one request's KV: admission (match + lock), block
+ * table growth (allocation through the tree, which evicts), insertion of its
+ * computed pages into the tree (per prefill chunk, at finish, at
+ * preemption), release, and its entries in the in-flight page-hash set used
+ * by in-batch de-duplication.
+ *
+ * Ownership (see sched_internal.h): blocks[0..locked_pages) belong to the
+ * tree and are covered by the lock on lock_node; blocks[locked_pages..
+ * nblocks) carry one pool reference of the request each. Inserting computed
+ * pages moves the boundary down: the tree takes its own reference on the
+ * new pages (or already had the page under another block: a duplicate, and
+ * the request switches to the tree's block, whose KV is identical), the
+ * request locks the new deepest node, unlocks the old one and drops its own
+ * references on those pages. Other requests can then hit a prefix while the
+ * request that computed it is still running.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "sched/sched_internal.h"
+
+rkv_status rkv_ensure_scratch(rkv_sched *s, uint32_t pages)
+{
+    return rkv_ensure_cap((void **)&s->scratch, &s->scratch_cap, pages + 1,
+                          sizeof *s->scratch);
+}
+
+rkv_status rkv_sreq_grow(rkv_sched *s, rkv_sreq *r, uint32_t tokens)
+{
+    uint32_t need = (tokens + s->P - 1) / s->P;
+    if (need <= r->nblocks)
+        return RKV_OK;
+    rkv_status st = rkv_ensure_cap((void **)&r->blocks, &r->blocks_cap, need,
+                                   sizeof *r->blocks);
+    if (st != RKV_OK)
+        return st;
+    st = rkv_tree_alloc_blocks(s->tree, need - r->nblocks,
+                               r->blocks + r->nblocks);
+    if (st != RKV_OK)
+        return st;
+    r->nblocks = need;
+    return RKV_OK;
+}
+
+void rkv_sreq_shrink(rkv_sched *s, rkv_sreq *r, uint32_t tokens)
+{
+    uint32_t need = (tokens + s->P - 1) / s->P;
+    if (need < r->locked_pages)
+        need = r->locked_pages;
+    while (r->nblocks > need)
+        (void)rkv_pool_unref(s->pool, r->blocks[--r->nblocks]);
+}
+
+rkv_status rkv_sreq_hashes(rkv_sched *s, rkv_sreq *r, uint32_t pages)
+{
+    if (pages <= r->nhash)
+        return RKV_OK;
+    rkv_status st = rkv_ensure_cap((void **)&r->hashes, &r->hash_cap, pages,
+                                   sizeof *r->hashes);
+    if (st != RKV_OK)
+        return st;
+    uint64_t h = r->nhash ? r->hashes[r->nhash - 1] : RKV_HASH_ROOT;
+    for (uint32_t i = r->nhash; i < pages; i++) {
+        h = rkv_block_hash(h, r->ns, r->tokens + (size_t)i * s->P, s->P);
+        r->hashes[i] = h;
+    }
+    r->nhash = pages;
+    return RKV_OK;
+}
+
+void rkv_inflight_add(rkv_sched *s, rkv_sreq *r, uint32_t from, uint32_t to)
+{
+    r->infl_from = r->infl_to = from;
+    if (s->cfg.dedup_min_tokens == 0 || to <= from)
+        return;
+    /* best effort: without memory the request is simply not deduplicated */
+    if (rkv_sreq_hashes(s, r, to) != RKV_OK ||
+        rkv_u64map_reserve(&s->inflight, to - from) != RKV_OK)
+        return;
+    /* value: count in the low 32 bits, and the page where the first
+     * registrant's computation started in the high 32 bits (dedup measures
+     * a candidate's overlap with that computation, including the part
+     * already inserted) */
+    for (uint32_t i = from; i < to; i++) {
+        uint64_t *v = rkv_u64map_put(&s->inflight, r->hashes[i]);
+        if ((*v & 0xffffffffu) == 0)
+            *v = (uint64_t)from << 32;
+        (*v)++;
+    }
+    r->infl_to = to;
+}
+
+void rkv_inflight_drop(rkv_sched *s, rkv_sreq *r, uint32_t upto)
+{
+    uint32_t end = upto < r->infl_to ? upto : r->infl_to;
+    for (uint32_t i = r->infl_from; i < end; i++) {
+        uint64_t *c = rkv_u64map_get(&s->inflight, r->hashes[i]);
+        if (c == NULL)
+            continue;
+        if ((--*c & 0xffffffffu) == 0)
+            rkv_u64map_del(&s->inflight, r->hashes[i]);
+    }
+    if (end > r->infl_from)
+        r->infl_from = end;
+}
+
+void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r)
+{
+    uint32_t np = r->kv_len / s->P;
+    if (np <= r->locked_pages)
+        return;
+    if (rkv_ensure_scratch(s, np) != RKV_OK)
+        return;
+    rkv_insert_result res;
+    rkv_status st = rkv_tree_insert(s->tree, r->ns, r->tokens,
+                                    (size_t)np * s->P, r->blocks, s->scratch,
+                                    &res);
+    if (st != RKV_OK)
+        return; /* keeps its own references; retried at the next insert */
+    /* hold the new path before anything else can happen to it */
+    if (rkv_tree_lock(s->tree, res.node) != RKV_OK)
+        return;
+    const rkv_block_id *tree_blocks = r->blocks;
+    if (res.num_dups > 0) {
+        rkv_match m;
+        st = rkv_tree_match(s->tree, r->ns, r->tokens, (size_t)np * s->P,
+                            s->scratch, RKV_MATCH_PEEK, &m);
+        if (st != RKV_OK || m.num_blocks < np) {
+            /* cannot happen (the path is locked); stay consistent */
+            (void)rkv_tree_unlock(s->tree, res.node);
+            return;
+        }
+        tree_blocks = s->scratch;
+    }
+    (void)rkv_tree_unlock(s->tree, r->lock_node);
+    for (uint32_t i = r->locked_pages; i < np; i++) {
+        (void)rkv_pool_unref(s->pool, r->blocks[i]);
+        r->blocks[i] = tree_blocks[i];
+    }
+    r->locked_pages = np;
+    r->lock_node = res.node;
+    rkv_inflight_drop(s, r, np);
+}
+
+void rkv_sreq_release(rkv_sched *s, rkv_sreq *r)
+{
+    rkv_sreq_insert_computed(s, r);
+    rkv_inflight_drop(s, r, UINT32_MAX);
+    r->infl_from = r->infl_to = 0;
+    (void)rkv_tree_unlock(s->tree, r->lock_node);
+    while (r->nblocks > r->locked_pages)
+        (void)rkv_pool_unref(s->pool, r->blocks[--r->nblocks]);
+    r->nblocks = 0;
+    r->locked_pages = 0;
+    memset(&r->lock_node, 0, sizeof r->lock_node);
+    r->kv_len = 0;
+    r->sched_q = 0;
+}
+
+rkv_status rkv_sreq_admit(rkv_sched *s, rkv_sreq *r)
+{
+    /* match at most len - 1 tokens: the last one must run to sample */
+    size_t n = r->len - 1;
+    uint32_t total = (r->len + s->P - 1) / s->P;
+    rkv_status st = rkv_ensure_scratch(s, total);
+    if (st == RKV_OK)
+        st = rkv_ensure_cap((void **)&r->blocks, &r->blocks_cap, total,
+                            sizeof *r->blocks);
+    if (st != RKV_OK)
+        return st;
+    rkv_match m;
+    st = rkv_tree_match(s->tree, r->ns, r->tokens, n, s->scratch, 0, &m);
+    if (st != RKV_OK)
+        return st;
+    st = rkv_tree_lock(s->tree, m.node);
+    if (st != RKV_OK)
+        return st;
+    memcpy(r->blocks, s->scratch, (size_t)m.num_blocks * sizeof *r->blocks);
+    r->nblocks = r->locked_pages = m.num_blocks;
+    r->lock_node = m.node;
+    r->kv_len = r->cached_len = (uint32_t)m.matched_tokens;
+    r->prefilling = 1;
+    r->sched_q = 0;
+    s->st.prompt_tokens += r->len;
+    s->st.cached_tokens += m.matched_tokens;
+    rkv_inflight_add(s, r, m.num_blocks, r->len / s->P);
+    return RKV_OK;
+}

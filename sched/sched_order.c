@@ -1,0 +1,632 @@
+/*
+ * sched/sched_order.c -- the order in which waiting requests are admitted.
+ *
+ * Policies:
+ *   fcfs      arrival order (arrival_ms, then submission order).
+ *   lpm       longest cached prefix first (ties: arrival order).
+ *   dfs       SGLang's DFS-weight order: the weight of a tree node is the
+ *             number of waiting requests whose match (deepest fully matched
+ *             node of the PEEK match) ends in its subtree; a DFS over the
+ *             touched nodes (built from rkv_tree_node_info parent links,
+ *             nothing else of the tree is visited) visits children heaviest
+ *             first and emits a node's own requests (arrival order) after
+ *             its subtree, as SGLang does. Requests that share a prefix run
+ *             together.
+ *   priority  larger priority + aging_per_s * seconds waited first. All
+ *             requests age at the same rate, so the order equals the order
+ *             of the static key priority - aging_per_s * arrival_s: no
+ *             re-sort as time passes.
+ *   bounded   (ours) lpm order, plus a fast lane: requests that have
+ *             waited more than max_wait_ms, oldest first. Admissions
+ *             alternate between the lane and the lpm order (the turn
+ *             persists across steps). Under light load nothing is overdue
+ *             and this is lpm, with lpm's hit rate. Under overload, when
+ *             most requests are overdue, plain "overdue first" would
+ *             degenerate into FCFS and lose locality; alternating keeps half
+ *             the admissions cache-aware while the oldest request is
+ *             admitted at the lane's next turn, so no request waits more
+ *             than max_wait_ms plus the time the overdue requests older
+ *             than it take at half the admission rate. Overdue requests are
+ *             a prefix of the arrival order, found by walking a second,
+ *             arrival-ordered queue from its head (O(overdue + 1)). The
+ *             step stops admitting at the first candidate that does not
+ *             fit, so an overdue request is never overtaken for lack of
+ *             space.
+ * Scale (lpm, bounded, dfs need every waiting request's cached prefix):
+ *   each waiting request keeps its PEEK match (tokens, deepest fully matched
+ *   node, that node's depth and children_epoch). A refresh first compares a
+ *   signature of the tree (pages inserted / evicted, splits, node and
+ *   namespace counts, cached pages: the counters that move whenever any
+ *   children_epoch can move); if it is unchanged no request is looked at.
+ *   Otherwise each request is checked against a per-refresh memo of its
+ *   node (one rkv_tree_node_info per distinct node): a stale handle
+ *   re-matches from the root, a changed epoch continues with
+ *   rkv_tree_match_from below the node (O(new part)), else nothing.
+ *   The sorted order lives in an array with lazy deletion (entry stamps);
+ *   requests whose key changed and new arrivals are sorted alone and merged
+ *   in (O(n + k log k)); with no change there is no sort at all.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "sched/sched_internal.h"
+
+void rkv_squeue_fini(rkv_squeue *q)
+{
+    free(q->a);
+    free(q->add);
+    q->a = q->add = NULL;
+    q->n = q->cap = q->nadd = q->addcap = q->dead = 0;
+}
+
+static int rkv_cmp_arrival_req(const rkv_sreq *x, const rkv_sreq *y)
+{
+    if (x->arrival_ms != y->arrival_ms)
+        return x->arrival_ms < y->arrival_ms ? -1 : 1;
+    return x->seq < y->seq ? -1 : (x->seq > y->seq);
+}
+
+static int rkv_cmp_key_req(const rkv_sreq *x, const rkv_sreq *y)
+{
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return rkv_cmp_arrival_req(x, y);
+}
+
+static int rkv_qcmp_arrival(const void *a, const void *b)
+{
+    return rkv_cmp_arrival_req(((const rkv_qent *)a)->req,
+                               ((const rkv_qent *)b)->req);
+}
+
+static int rkv_qcmp_key(const void *a, const void *b)
+{
+    return rkv_cmp_key_req(((const rkv_qent *)a)->req,
+                           ((const rkv_qent *)b)->req);
+}
+
+/* The arrivals queue uses astamp, the order queue qstamp; which one a
+ * queue uses is fixed at creation. */
+static int rkv_uses_astamp(const rkv_sched *s, const rkv_squeue *q)
+{
+    return q == &s->arrivals;
+}
+
+static int rkv_entry_live(const rkv_sched *s, const rkv_squeue *q,
+                          const rkv_qent *e)
+{
+    const rkv_sreq *r = e->req;
+    if (r->state != RKV_REQ_WAITING)
+        return 0;
+    return e->stamp == (rkv_uses_astamp(s, q) ? r->astamp : r->qstamp);
+}
+
+static rkv_status rkv_squeue_add(rkv_squeue *q, rkv_sreq *r, uint32_t stamp)
+{
+    rkv_status st = rkv_ensure_cap((void **)&q->add, &q->addcap, q->nadd + 1,
+                                   sizeof *q->add);
+    if (st != RKV_OK)
+        return st;
+    q->add[q->nadd].req = r;
+    q->add[q->nadd].stamp = stamp;
+    q->nadd++;
+    return RKV_OK;
+}
+
+static double rkv_key_of(const rkv_sched *s, const rkv_sreq *r)
+{
+    switch (s->cfg.policy) {
+    case RKV_POLICY_PRIORITY:
+        return -((double)r->priority -
+                 s->cfg.aging_per_s * r->arrival_ms / 1000.0);
+    case RKV_POLICY_LPM:
+    case RKV_POLICY_BOUNDED:
+        return -(double)r->pm_tokens;
+    default:
+        return 0.0;
+    }
+}
+
+rkv_status rkv_order_push(rkv_sched *s, rkv_sreq *r)
+{
+    /* reserve both queues first so a failure changes nothing */
+    rkv_status st = rkv_ensure_cap((void **)&s->order.add, &s->order.addcap,
+                                   s->order.nadd + 1, sizeof *s->order.add);
+    if (st == RKV_OK)
+        st = rkv_ensure_cap((void **)&s->arrivals.add, &s->arrivals.addcap,
+                            s->arrivals.nadd + 1, sizeof *s->arrivals.add);
+    if (st != RKV_OK)
+        return st;
+    memset(&r->pm_node, 0, sizeof r->pm_node);
+    r->pm_tokens = r->pm_depth = 0;
+    r->pm_epoch = 0;
+    r->pm_valid = 0;
+    r->key = rkv_key_of(s, r);
+    (void)rkv_squeue_add(&s->order, r, ++r->qstamp);
+    if (s->cfg.policy == RKV_POLICY_BOUNDED || s->cfg.policy == RKV_POLICY_DFS)
+        (void)rkv_squeue_add(&s->arrivals, r, ++r->astamp);
+    s->dfs_dirty = 1;
+    return RKV_OK;
+}
+
+/* Drops dead entries, sorts the additions and merges them in. */
+static rkv_status rkv_squeue_sort(rkv_sched *s, rkv_squeue *q)
+{
+    if (q->nadd == 0 && q->dead == 0)
+        return RKV_OK;
+    int (*cmp)(const void *, const void *) =
+        q->by_arrival ? rkv_qcmp_arrival : rkv_qcmp_key;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < q->nadd; i++) {
+        if (rkv_entry_live(s, q, &q->add[i]))
+            q->add[k++] = q->add[i];
+    }
+    q->nadd = k;
+    qsort(q->add, k, sizeof *q->add, cmp);
+    uint64_t total = (uint64_t)q->n + k;
+    rkv_qent *fresh = malloc((total ? total : 1) * sizeof *fresh);
+    if (fresh == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
+    uint32_t i = 0, j = 0, o = 0;
+    while (i < q->n || j < k) {
+        if (i < q->n && !rkv_entry_live(s, q, &q->a[i])) {
+            i++;
+            continue;
+        }
+        if (j >= k || (i < q->n && cmp(&q->a[i], &q->add[j]) <= 0))
+            fresh[o++] = q->a[i++];
+        else
+            fresh[o++] = q->add[j++];
+    }
+    free(q->a);
+    q->a = fresh;
+    q->n = o;
+    q->cap = (uint32_t)(total ? total : 1);
+    q->nadd = 0;
+    q->dead = 0;
+    return RKV_OK;
+}
+
+uint32_t rkv_order_live(const rkv_sched *s, const rkv_squeue *q)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < q->n; i++)
+        n += rkv_entry_live(s, q, &q->a[i]) != 0;
+    return n;
+}
+
+/* ---- match refresh ------------------------------------------------------------ */
+
+static uint64_t rkv_node_key(rkv_node h)
+{
+    return ((uint64_t)h.gen << 32) | h.id;
+}
+
+/* children_epoch + 1 of a handle (0: stale), memoized for this refresh. */
+static rkv_status rkv_memo_node(rkv_sched *s, rkv_node h, uint64_t *epoch1,
+                                size_t *depth)
+{
+    uint64_t key = rkv_node_key(h);
+    uint64_t *e = rkv_u64map_get(&s->memo_epoch, key);
+    if (e != NULL) {
+        *epoch1 = *e;
+        *depth = *e ? (size_t)*rkv_u64map_get(&s->memo_depth, key) : 0;
+        return RKV_OK;
+    }
+    rkv_status st = rkv_u64map_reserve(&s->memo_epoch, 1);
+    if (st == RKV_OK)
+        st = rkv_u64map_reserve(&s->memo_depth, 1);
+    if (st != RKV_OK)
+        return st;
+    rkv_node_info info;
+    if (h.id == 0 || rkv_tree_node_info(s->tree, h, &info) != RKV_OK) {
+        *epoch1 = 0;
+        *depth = 0;
+    } else {
+        *epoch1 = info.children_epoch + 1;
+        *depth = info.depth_tokens;
+    }
+    *rkv_u64map_put(&s->memo_epoch, key) = *epoch1;
+    *rkv_u64map_put(&s->memo_depth, key) = *depth;
+    return RKV_OK;
+}
+
+/* Brings r's peek match up to date; *changed when its length moved. */
+static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sreq *r, int *changed)
+{
+    size_t n = r->len - 1;
+    uint64_t e1 = 0;
+    size_t depth = 0;
+    rkv_status st;
+    if (r->pm_node.id != 0) {
+        st = rkv_memo_node(s, r->pm_node, &e1, &depth);
+        if (st != RKV_OK)
+            return st;
+        if (e1 != 0 && e1 - 1 == r->pm_epoch)
+            return RKV_OK; /* nothing below the node changed */
+    }
+    rkv_match m;
+    if (e1 != 0)
+        st = rkv_tree_match_from(s->tree, r->pm_node, r->pm_depth, r->tokens,
+                                 n, NULL, &m);
+    else
+        st = rkv_tree_match(s->tree, r->ns, r->tokens, n, NULL,
+                            RKV_MATCH_PEEK, &m);
+    if (st != RKV_OK)
+        return st;
+    uint64_t ne1 = 0;
+    size_t ndepth = 0;
+    if (m.node.id != 0) {
+        st = rkv_memo_node(s, m.node, &ne1, &ndepth);
+        if (st != RKV_OK)
+            return st;
+    }
+    if (ne1 == 0) {
+        memset(&r->pm_node, 0, sizeof r->pm_node);
+        r->pm_depth = 0;
+        r->pm_epoch = 0;
+    } else {
+        r->pm_node = m.node;
+        r->pm_depth = ndepth;
+        r->pm_epoch = ne1 - 1;
+    }
+    if (m.matched_tokens != r->pm_tokens) {
+        r->pm_tokens = m.matched_tokens;
+        *changed = 1;
+    }
+    return RKV_OK;
+}
+
+static void rkv_tree_sig_get(const rkv_sched *s, rkv_tree_sig *g)
+{
+    rkv_tree_stats ts;
+    memset(g, 0, sizeof *g);
+    if (rkv_tree_get_stats(s->tree, &ts) != RKV_OK)
+        return;
+    g->inserted = ts.inserted_pages;
+    g->evicted = ts.evicted_blocks;
+    g->splits = ts.splits;
+    g->nodes = ts.nodes;
+    g->namespaces = ts.namespaces;
+    g->cached = ts.cached_blocks;
+}
+
+static rkv_status rkv_refresh_all(rkv_sched *s)
+{
+    rkv_tree_sig g;
+    rkv_tree_sig_get(s, &g);
+    int same = s->sig_valid && memcmp(&g, &s->sig, sizeof g) == 0;
+    rkv_u64map *me = &s->memo_epoch, *md = &s->memo_depth;
+    if (me->count) {
+        memset(me->used, 0, me->cap);
+        me->count = 0;
+        memset(md->used, 0, md->cap);
+        md->count = 0;
+    }
+    /* unchanged tree: only requests queued since the last refresh (they
+     * sit in order.add) need a first match -- O(new), not O(waiting) */
+    uint32_t n = same ? s->order.nadd : s->nwaiting;
+    for (uint32_t i = 0; i < n; i++) {
+        rkv_sreq *r = same ? s->order.add[i].req : s->waiting[i];
+        if (same && (r->state != RKV_REQ_WAITING || r->pm_valid))
+            continue;
+        int changed = 0;
+        rkv_status st = rkv_refresh_one(s, r, &changed);
+        if (st != RKV_OK)
+            return st;
+        r->pm_valid = 1;
+        if (changed) {
+            r->key = rkv_key_of(s, r);
+            s->dfs_dirty = 1;
+            if (s->cfg.policy != RKV_POLICY_DFS) {
+                st = rkv_squeue_add(&s->order, r, ++r->qstamp);
+                if (st != RKV_OK)
+                    return st;
+                s->order.dead++;
+            }
+        }
+    }
+    s->sig = g;
+    s->sig_valid = 1;
+    return RKV_OK;
+}
+
+/* ---- dfs ------------------------------------------------------------------------- */
+
+typedef struct rkv_dnode {
+    rkv_node h;
+    uint32_t parent;      /* local index; 0 = the virtual super-root      */
+    uint32_t weight;
+    uint32_t first_child; /* after sorting: children contiguous in kids[] */
+    uint32_t nkids;
+    uint32_t req_first, req_n; /* range in the sorted request array        */
+} rkv_dnode;
+
+typedef struct rkv_dfs_ctx {
+    rkv_dnode *nodes;
+    uint32_t n, cap;
+    rkv_u64map map; /* handle key -> local index */
+} rkv_dfs_ctx;
+
+/* Local index of handle h (creating it and its ancestors). */
+static rkv_status rkv_dfs_node(rkv_sched *s, rkv_dfs_ctx *c, rkv_node h,
+                               uint32_t *out)
+{
+    if (h.id == 0) {
+        *out = 0;
+        return RKV_OK;
+    }
+    uint64_t *v = rkv_u64map_get(&c->map, rkv_node_key(h));
+    if (v != NULL) {
+        *out = (uint32_t)*v;
+        return RKV_OK;
+    }
+    /* walk up until a known node, then create downwards */
+    uint32_t first_new = c->n;
+    rkv_node cur = h;
+    uint32_t attach = 0;
+    for (;;) {
+        rkv_status st = rkv_ensure_cap((void **)&c->nodes, &c->cap, c->n + 1,
+                                       sizeof *c->nodes);
+        if (st == RKV_OK)
+            st = rkv_u64map_reserve(&c->map, 1);
+        if (st != RKV_OK)
+            return st;
+        rkv_node_info info;
+        if (rkv_tree_node_info(s->tree, cur, &info) != RKV_OK)
+            memset(&info, 0, sizeof info); /* stale: hang it at the top */
+        rkv_dnode *d = &c->nodes[c->n];
+        memset(d, 0, sizeof *d);
+        d->h = cur;
+        *rkv_u64map_put(&c->map, rkv_node_key(cur)) = c->n;
+        c->n++;
+        if (info.parent.id == 0) {
+            attach = 0;
+            break;
+        }
+        uint64_t *pv = rkv_u64map_get(&c->map, rkv_node_key(info.parent));
+        if (pv != NULL) {
+            attach = (uint32_t)*pv;
+            break;
+        }
+        cur = info.parent;
+    }
+    /* nodes first_new .. n-1 form a chain child -> parent */
+    for (uint32_t i = first_new; i + 1 < c->n; i++)
+        c->nodes[i].parent = i + 1;
+    c->nodes[c->n - 1].parent = attach;
+    *out = first_new;
+    return RKV_OK;
+}
+
+static rkv_dfs_ctx *rkv_dfs_sort_ctx; /* qsort has no context argument */
+
+static int rkv_dfs_cmp_kid(const void *a, const void *b)
+{
+    const rkv_dnode *x = &rkv_dfs_sort_ctx->nodes[*(const uint32_t *)a];
+    const rkv_dnode *y = &rkv_dfs_sort_ctx->nodes[*(const uint32_t *)b];
+    if (x->parent != y->parent)
+        return x->parent < y->parent ? -1 : 1;
+    if (x->weight != y->weight)
+        return x->weight > y->weight ? -1 : 1;
+    /* deterministic: by node id */
+    return x->h.id < y->h.id ? -1 : (x->h.id > y->h.id);
+}
+
+typedef struct rkv_dreq {
+    uint32_t node;
+    rkv_sreq *r;
+} rkv_dreq;
+
+static rkv_status rkv_dfs_build(rkv_sched *s)
+{
+    rkv_dfs_ctx c;
+    memset(&c, 0, sizeof c);
+    rkv_status st = RKV_OK;
+    uint32_t n = s->nwaiting;
+    rkv_dreq *reqs = malloc((n ? n : 1) * sizeof *reqs);
+    uint32_t *kids = NULL, *stack = NULL;
+    rkv_qent *fresh = malloc((n ? n : 1) * sizeof *fresh);
+    if (reqs == NULL || fresh == NULL) {
+        st = rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
+        goto out;
+    }
+    /* local node 0: the virtual super-root */
+    if ((st = rkv_ensure_cap((void **)&c.nodes, &c.cap, 1, sizeof *c.nodes)) !=
+        RKV_OK)
+        goto out;
+    memset(&c.nodes[0], 0, sizeof c.nodes[0]);
+    c.n = 1;
+    /* requests in arrival order (the arrivals queue is sorted), so a
+     * stable counting sort by node below keeps arrival order per node */
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < s->arrivals.n; i++) {
+        const rkv_qent *e = &s->arrivals.a[i];
+        if (!rkv_entry_live(s, &s->arrivals, e))
+            continue;
+        rkv_sreq *r = e->req;
+        uint32_t li;
+        if (k >= n) {
+            st = rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_step: arrivals "
+                               "queue holds more than %u waiting", n);
+            goto out;
+        }
+        if ((st = rkv_dfs_node(s, &c, r->pm_node, &li)) != RKV_OK)
+            goto out;
+        reqs[k].node = li;
+        reqs[k].r = r;
+        k++;
+        for (uint32_t x = li; x != 0; x = c.nodes[x].parent)
+            c.nodes[x].weight++;
+        c.nodes[0].weight++;
+    }
+    if (k != n) {
+        st = rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_step: arrivals queue "
+                           "holds %u of %u waiting", k, n);
+        goto out;
+    }
+    /* children of each node, contiguous, heaviest first */
+    kids = malloc((size_t)c.n * sizeof *kids);
+    stack = malloc((size_t)c.n * 2 * sizeof *stack);
+    if (kids == NULL || stack == NULL) {
+        st = rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
+        goto out;
+    }
+    uint32_t nk = 0;
+    for (uint32_t i = 1; i < c.n; i++)
+        kids[nk++] = i;
+    rkv_dfs_sort_ctx = &c;
+    qsort(kids, nk, sizeof *kids, rkv_dfs_cmp_kid);
+    rkv_dfs_sort_ctx = NULL;
+    for (uint32_t i = 0; i < nk; i++) {
+        rkv_dnode *p = &c.nodes[c.nodes[kids[i]].parent];
+        if (p->nkids == 0)
+            p->first_child = i;
+        p->nkids++;
+    }
+    /* stable counting sort of the requests by node: req_first = start */
+    for (uint32_t i = 0; i < n; i++)
+        c.nodes[reqs[i].node].req_n++;
+    uint32_t acc = 0;
+    for (uint32_t i = 0; i < c.n; i++) {
+        c.nodes[i].req_first = acc;
+        acc += c.nodes[i].req_n;
+        c.nodes[i].req_n = 0;
+    }
+    rkv_dreq *sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (sorted == NULL) {
+        st = rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        rkv_dnode *d = &c.nodes[reqs[i].node];
+        sorted[d->req_first + d->req_n++] = reqs[i];
+    }
+    free(reqs);
+    reqs = sorted;
+    /* iterative post-order, as SGLang: children heaviest first, then the
+     * node's own requests (deeper matches run before shallower ones).
+     * Stack entries: node index * 2 + expanded. */
+    uint32_t sp = 0, o = 0;
+    stack[sp++] = 0;
+    while (sp > 0) {
+        uint32_t top = stack[--sp];
+        rkv_dnode *d = &c.nodes[top >> 1];
+        if (top & 1) {
+            for (uint32_t i = 0; i < d->req_n; i++) {
+                rkv_sreq *r = reqs[d->req_first + i].r;
+                fresh[o].req = r;
+                fresh[o].stamp = ++r->qstamp;
+                o++;
+            }
+            continue;
+        }
+        stack[sp++] = top | 1;
+        for (uint32_t i = d->nkids; i-- > 0;)
+            stack[sp++] = kids[d->first_child + i] << 1;
+    }
+    free(s->order.a);
+    s->order.a = fresh;
+    fresh = NULL;
+    s->order.n = o;
+    s->order.cap = n ? n : 1;
+    s->order.nadd = 0;
+    s->order.dead = 0;
+    s->dfs_dirty = 0;
+out:
+    free(reqs);
+    free(kids);
+    free(stack);
+    free(fresh);
+    free(c.nodes);
+    rkv_u64map_fini(&c.map);
+    return st;
+}
+
+rkv_status rkv_order_update(rkv_sched *s, double now_ms)
+{
+    (void)now_ms;
+    rkv_policy p = s->cfg.policy;
+    rkv_status st;
+    if (p == RKV_POLICY_LPM || p == RKV_POLICY_BOUNDED || p == RKV_POLICY_DFS) {
+        st = rkv_refresh_all(s);
+        if (st != RKV_OK)
+            return st;
+    }
+    if (p == RKV_POLICY_DFS) {
+        st = rkv_squeue_sort(s, &s->arrivals);
+        if (st == RKV_OK && (s->dfs_dirty || s->order.nadd > 0))
+            st = rkv_dfs_build(s);
+    } else {
+        st = rkv_squeue_sort(s, &s->order);
+        if (st == RKV_OK && p == RKV_POLICY_BOUNDED)
+            st = rkv_squeue_sort(s, &s->arrivals);
+    }
+    /* every dead entry is gone now: the grave can be freed */
+    if (st == RKV_OK)
+        rkv_sched_free_grave(s);
+    return st;
+}
+
+/* ---- iteration --------------------------------------------------------------------- */
+
+void rkv_order_iter_init(rkv_sched *s, rkv_order_iter *it, double now_ms)
+{
+    it->i = 0;
+    it->ia = 0;
+    it->overdue_done = s->cfg.policy != RKV_POLICY_BOUNDED;
+    it->now_ms = now_ms;
+}
+
+static int rkv_overdue(const rkv_sched *s, const rkv_sreq *r, double now_ms)
+{
+    return s->cfg.policy == RKV_POLICY_BOUNDED &&
+           now_ms - r->arrival_ms > s->cfg.max_wait_ms;
+}
+
+/* bounded: the oldest overdue request not yet offered, or NULL. */
+static rkv_sreq *rkv_next_overdue(rkv_sched *s, rkv_order_iter *it)
+{
+    while (!it->overdue_done && it->ia < s->arrivals.n) {
+        const rkv_qent *e = &s->arrivals.a[it->ia];
+        if (!rkv_entry_live(s, &s->arrivals, e)) {
+            it->ia++;
+            continue;
+        }
+        if (!rkv_overdue(s, e->req, it->now_ms))
+            break; /* arrival order: no later one is overdue either */
+        it->ia++;
+        return e->req;
+    }
+    it->overdue_done = 1;
+    return NULL;
+}
+
+rkv_sreq *rkv_order_next(rkv_sched *s, rkv_order_iter *it)
+{
+    /* bounded: overdue requests (oldest first) and the lpm order take
+     * turns; the turn survives across steps, so with one slot per step the
+     * two alternate too */
+    if (!it->overdue_done && s->bounded_turn) {
+        rkv_sreq *r = rkv_next_overdue(s, it);
+        if (r != NULL) {
+            s->bounded_turn = 0;
+            return r;
+        }
+    }
+    while (it->i < s->order.n) {
+        const rkv_qent *e = &s->order.a[it->i++];
+        if (!rkv_entry_live(s, &s->order, e))
+            continue;
+        if (s->cfg.policy == RKV_POLICY_BOUNDED)
+            s->bounded_turn = 1;
+        return e->req;
+    }
+    return rkv_next_overdue(s, it); /* lpm order exhausted */
+}
+
+int rkv_order_is_overdue(const rkv_sched *s, const rkv_sreq *r, double now_ms)
+{
+    return rkv_overdue(s, r, now_ms);
+}
