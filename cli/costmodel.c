@@ -1,0 +1,105 @@
+/*
+ * cli/costmodel.c -- the roofline step-time model documented in
+ * costmodel.h. Pure arithmetic, no state.
+ */
+#include "cli/costmodel.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/status.h"
+
+void rkv_cost_model_init(rkv_cost_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->layers = 32;
+    m->hidden = 4096;
+    m->kv_heads = 8;
+    m->head_dim = 128;
+    m->params = 8.03e9;
+    m->weight_bytes = 2.0;
+    m->kv_dtype_bytes = 2.0;
+    m->peak_tflops = 989.0;
+    m->bandwidth_tbs = 3.35;
+    m->memory_gb = 80.0;
+    m->mfu = 0.5;
+    m->mbu = 0.8;
+    m->overhead_ms = 0.1;
+}
+
+rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
+{
+    const char *bad = NULL;
+    if (!m)
+        bad = "model is NULL";
+    else if (m->layers == 0)
+        bad = "layers must be >= 1";
+    else if (m->hidden == 0)
+        bad = "hidden must be >= 1";
+    else if (m->kv_heads == 0)
+        bad = "kv_heads must be >= 1";
+    else if (m->head_dim == 0)
+        bad = "head_dim must be >= 1";
+    else if (!(m->params > 0) || !isfinite(m->params))
+        bad = "params must be > 0";
+    else if (!(m->weight_bytes > 0) || !isfinite(m->weight_bytes))
+        bad = "weight bytes must be > 0";
+    else if (!(m->kv_dtype_bytes > 0) || !isfinite(m->kv_dtype_bytes))
+        bad = "KV bytes must be > 0";
+    else if (!(m->peak_tflops > 0) || !isfinite(m->peak_tflops))
+        bad = "peak TFLOP/s must be > 0";
+    else if (!(m->bandwidth_tbs > 0) || !isfinite(m->bandwidth_tbs))
+        bad = "bandwidth must be > 0";
+    else if (!(m->memory_gb >= 0) || !isfinite(m->memory_gb))
+        bad = "GPU memory must be >= 0";
+    else if (!(m->mfu > 0 && m->mfu <= 1))
+        bad = "mfu must be in (0, 1]";
+    else if (!(m->mbu > 0 && m->mbu <= 1))
+        bad = "mbu must be in (0, 1]";
+    else if (!(m->overhead_ms >= 0) || !isfinite(m->overhead_ms))
+        bad = "step overhead must be >= 0";
+    if (bad)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "cost model: %s", bad);
+    return RKV_OK;
+}
+
+double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m)
+{
+    return 2.0 * m->layers * m->kv_heads * m->head_dim * m->kv_dtype_bytes;
+}
+
+uint64_t rkv_cost_default_capacity_tokens(const rkv_cost_model *m)
+{
+    double free_bytes = m->memory_gb * 0.9e9 - m->params * m->weight_bytes;
+    if (free_bytes <= 0)
+        return 0;
+    return (uint64_t)(free_bytes / rkv_cost_kv_bytes_per_token(m));
+}
+
+void rkv_cost_add_prefill(rkv_cost_step *s, double prefix, double q)
+{
+    /* Token i of the chunk (0-based) sits at position prefix + i and
+     * attends to prefix + i + 1 keys (causal, itself included). */
+    s->new_tokens += q;
+    s->attn_keys += q * prefix + q * (q + 1) / 2;
+}
+
+void rkv_cost_add_decode(rkv_cost_step *s, double ctx)
+{
+    s->new_tokens += 1;
+    s->attn_keys += ctx;
+    s->decode_kv_tokens += ctx;
+}
+
+double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s)
+{
+    if (s->new_tokens <= 0)
+        return 0.0;
+    double flops = 2.0 * m->params * s->new_tokens +
+                   4.0 * m->layers * (double)m->hidden * s->attn_keys;
+    double bytes = m->params * m->weight_bytes +
+                   rkv_cost_kv_bytes_per_token(m) * s->decode_kv_tokens;
+    double compute_ms = flops / (m->peak_tflops * 1e12 * m->mfu) * 1e3;
+    double memory_ms = bytes / (m->bandwidth_tbs * 1e12 * m->mbu) * 1e3;
+    return m->overhead_ms + (compute_ms > memory_ms ? compute_ms : memory_ms);
+}

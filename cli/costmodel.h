@@ -1,0 +1,81 @@
+/*
+ * cli/costmodel.h -- the simulated GPU that advances the replay's clock in
+ * `--order sched` mode. No kernel runs; a step's time is computed from the
+ * batch plan with a roofline model:
+ *
+ *   step_ms = overhead_ms + max(compute_ms, memory_ms)
+ *   compute_ms = FLOPs / (peak_tflops * 1e12 * mfu)
+ *   memory_ms  = bytes / (bandwidth_tbs * 1e12 * mbu)
+ *
+ *   FLOPs = 2 * params * (new tokens in the step)            (weight GEMMs)
+ *         + 4 * layers * q_heads * head_dim * sum over new tokens of the
+ *           keys each attends to                  (QK^T and PV, causal)
+ *   bytes = params * weight_bytes                       (weights, once)
+ *         + kv_bytes_per_token * (context tokens read by decode requests)
+ *   kv_bytes_per_token = 2 (K and V) * layers * kv_heads * head_dim
+ *                        * kv_dtype_bytes
+ *
+ * A prefill-only step is compute-bound: time per uncomputed token is the
+ * weight FLOPs plus its attention FLOPs over the context at the achieved
+ * fraction of peak. A decode-only step is memory-bound: (weight bytes + KV
+ * bytes of every decoding request) / achieved bandwidth. Mixed steps take
+ * the larger of the two. Prefill attention reads of cached KV are ignored
+ * (compute dominates), and so are sampling and CPU time other than the
+ * fixed per-step overhead.
+ *
+ * Defaults: an 8B Llama-3-like model (32 layers, hidden 4096, 32 query
+ * heads, 8 KV heads, head_dim 128, 8.03e9 parameters, bf16 weights and KV)
+ * on one H100 SXM (989 TFLOP/s dense bf16, 3.35 TB/s HBM3, 80 GB), with
+ * 50 % of peak FLOPs and 80 % of peak bandwidth achieved, 0.1 ms per step.
+ */
+#ifndef RKV_CLI_COSTMODEL_H
+#define RKV_CLI_COSTMODEL_H
+
+#include <stdint.h>
+
+#include "radixkv.h"
+
+typedef struct rkv_cost_model {
+    /* model */
+    uint32_t layers;
+    uint32_t hidden;        /* q_heads * head_dim                           */
+    uint32_t kv_heads;
+    uint32_t head_dim;
+    double params;          /* parameter count                              */
+    double weight_bytes;    /* bytes per parameter (2 = bf16)               */
+    double kv_dtype_bytes;  /* bytes per K or V element (2 = bf16)          */
+    /* GPU */
+    double peak_tflops;     /* dense tensor-core peak at the weight dtype   */
+    double bandwidth_tbs;   /* HBM bandwidth, TB/s (1e12 bytes/s)           */
+    double memory_gb;       /* HBM size, GB (1e9 bytes)                      */
+    double mfu;             /* achieved fraction of peak FLOPs               */
+    double mbu;             /* achieved fraction of peak bandwidth           */
+    double overhead_ms;     /* fixed time per step (launches, sampling)      */
+} rkv_cost_model;
+
+void rkv_cost_model_init(rkv_cost_model *m);
+/* RKV_ERR_INVALID_ARG naming the first bad parameter. */
+rkv_status rkv_cost_model_validate(const rkv_cost_model *m);
+
+/* Bytes of K and V per cached token (all layers). */
+double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m);
+
+/* KV tokens that fit in the GPU beside the weights: (memory_gb * 0.9 *
+ * 1e9 - params * weight_bytes) / kv_bytes_per_token (10 % kept for
+ * activations and the runtime); 0 if the weights do not fit. */
+uint64_t rkv_cost_default_capacity_tokens(const rkv_cost_model *m);
+
+/* Accumulates one step's work, then gives its time. */
+typedef struct rkv_cost_step {
+    double new_tokens;   /* prefill chunk tokens + decode tokens          */
+    double attn_keys;    /* sum over new tokens of keys attended          */
+    double decode_kv_tokens; /* KV tokens read by decode requests         */
+} rkv_cost_step;
+
+/* A prefill chunk of q tokens after prefix tokens of context. */
+void rkv_cost_add_prefill(rkv_cost_step *s, double prefix, double q);
+/* One decode token whose context (including itself) is ctx tokens. */
+void rkv_cost_add_decode(rkv_cost_step *s, double ctx);
+double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s);
+
+#endif

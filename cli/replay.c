@@ -1,0 +1,122 @@
+/*
+ * cli/replay.c -- what the two replay modes share: configuration defaults,
+ * the capacity -> pool conversion, the metadata-only cache, percentiles.
+ *
+ * Capacity convention: capacity_tokens / page_size blocks (rounded down),
+ * every cached block counting page_size tokens -- the convention of the
+ * reference table in shared/traces/README.md.
+ */
+#include "cli/replay_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/status.h"
+
+uint64_t rkv_replay_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void rkv_replay_config_init(rkv_replay_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->page_size = 16;
+    cfg->time_scale = 1.0;
+    rkv_sched_config_init(&cfg->sched);
+    rkv_cost_model_init(&cfg->cost);
+    cfg->capacity_tokens = rkv_cost_default_capacity_tokens(&cfg->cost);
+}
+
+uint64_t rkv_replay_unbounded_blocks(const rkv_workload *wl,
+                                     uint32_t page_size, int with_outputs)
+{
+    uint64_t n = 1;
+    if (!wl || page_size == 0)
+        return n;
+    for (size_t i = 0; i < wl->num_reqs; i++) {
+        uint64_t t = wl->reqs[i].input_length;
+        if (with_outputs)
+            t += wl->reqs[i].output_length + 1;
+        n += (t + page_size - 1) / page_size;
+    }
+    return n;
+}
+
+rkv_status rkv_replay_open_cache(const rkv_workload *wl,
+                                 const rkv_replay_config *cfg,
+                                 int with_outputs, rkv_pool **pool_out,
+                                 rkv_tree **tree_out)
+{
+    if (cfg->page_size == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "page size must be >= 1");
+    uint64_t blocks;
+    if (cfg->capacity_tokens == RKV_REPLAY_UNBOUNDED)
+        blocks = rkv_replay_unbounded_blocks(wl, cfg->page_size, with_outputs);
+    else
+        blocks = cfg->capacity_tokens / cfg->page_size;
+    if (blocks == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "capacity of %llu tokens holds no page of %u "
+                             "tokens",
+                             (unsigned long long)cfg->capacity_tokens,
+                             cfg->page_size);
+    if (blocks >= UINT32_MAX)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "capacity of %llu blocks exceeds the pool limit "
+                             "(%u)",
+                             (unsigned long long)blocks, UINT32_MAX - 1);
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = (uint32_t)blocks;
+    pc.page_size = cfg->page_size;
+    pc.num_layers = 0; /* metadata only: the replay runs no kernels */
+    rkv_pool *pool = NULL;
+    rkv_status st = rkv_pool_create(&pc, &pool);
+    if (st != RKV_OK)
+        return st;
+    rkv_tree *tree = NULL;
+    st = rkv_tree_create(pool, NULL, &tree);
+    if (st != RKV_OK) {
+        rkv_pool_destroy(pool);
+        return st;
+    }
+    *pool_out = pool;
+    *tree_out = tree;
+    return RKV_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double quantile(const double *v, size_t n, double q)
+{
+    double pos = q * (double)(n - 1);
+    size_t i = (size_t)pos;
+    if (i + 1 >= n)
+        return v[n - 1];
+    double f = pos - (double)i;
+    return v[i] + (v[i + 1] - v[i]) * f;
+}
+
+void rkv_latency_summarize(double *v, size_t n, rkv_latency_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!v || n == 0)
+        return;
+    qsort(v, n, sizeof *v, cmp_double);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += v[i];
+    out->mean = sum / (double)n;
+    out->max = v[n - 1];
+    out->p50 = quantile(v, n, 0.50);
+    out->p90 = quantile(v, n, 0.90);
+    out->p99 = quantile(v, n, 0.99);
+}

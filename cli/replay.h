@@ -1,0 +1,135 @@
+/*
+ * cli/replay.h -- replays a workload (cli/workload.h) through the prefix
+ * cache, in one of two modes:
+ *
+ *   file order (rkv_replay_file_order): the cache alone. Requests one after
+ *     another in file order; each: non-peek match, lock the matched node,
+ *     rkv_tree_alloc_blocks() for the rest of its full pages (evicting
+ *     least-recently-used unlocked leaves, page by page; the request's own
+ *     matched path is locked and its new pages are not in the tree yet, so
+ *     none of its blocks can be evicted), insert the whole prompt's full
+ *     pages, drop the replay's own block references (the tree keeps its
+ *     own), unlock. No scheduler, no output tokens. If a prompt has more
+ *     full pages than free + evictable blocks, only the prefix that fits is
+ *     cached (counted in truncated_requests). This is the convention of the
+ *     reference figures in shared/traces/README.md ("leaf-LRU, full pages
+ *     only" at page size 512).
+ *
+ *   scheduler (rkv_replay_sched): requests are released at their arrival
+ *     time (closed-loop requests -- agentic turns -- think_ms after their
+ *     parent finished), submitted to rkv_sched, and run step by step by a
+ *     fake engine: output token k of a request is rkv_workload_output_token
+ *     (deterministic from the request), the request finishes after
+ *     output_length tokens (at least 1). Each step advances a simulated
+ *     clock by the cost model (cli/costmodel.h). TTFT is first token time -
+ *     release time; latency is finish time - release time.
+ *
+ * Both modes use a metadata-only pool (num_layers = 0) of
+ * capacity_tokens / page_size blocks: no KV memory and no kernels.
+ */
+#ifndef RKV_CLI_REPLAY_H
+#define RKV_CLI_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/costmodel.h"
+#include "cli/workload.h"
+#include "radixkv.h"
+
+/* capacity_tokens value meaning "never evict": the pool gets one block per
+ * page the replay could ever cache (see rkv_replay_unbounded_blocks). */
+#define RKV_REPLAY_UNBOUNDED UINT64_MAX
+
+typedef void (*rkv_replay_progress_fn)(void *ctx, size_t done, size_t total);
+
+/* What one request saw (optional output, one entry per workload request). */
+typedef struct rkv_replay_request_stats {
+    uint32_t hit_tokens;   /* matched (file) / cached at first admission  */
+    uint8_t finished;      /* sched: 1 when it finished, 0 if rejected    */
+    double ttft_ms;        /* sched only                                  */
+    double latency_ms;     /* sched only                                  */
+} rkv_replay_request_stats;
+
+typedef struct rkv_replay_config {
+    uint64_t capacity_tokens;  /* KV capacity; RKV_REPLAY_UNBOUNDED          */
+    uint32_t page_size;        /* tokens per block                           */
+    rkv_sched_config sched;    /* scheduler mode only                        */
+    rkv_cost_model cost;       /* scheduler mode only                        */
+    double time_scale;         /* scheduler mode: open-loop arrival times are
+                                  multiplied by this (default 1; 2 = half
+                                  the request rate)                         */
+    uint32_t check_every;      /* run *_check() every N requests / steps
+                                  (tests); 0 = never                         */
+    rkv_replay_progress_fn progress; /* may be NULL; called now and then     */
+    void *progress_ctx;
+    rkv_replay_request_stats *per_request; /* may be NULL; wl->num_reqs  */
+} rkv_replay_config;
+
+/* Defaults: page size 16, capacity = what an H100 holds beside the 8B
+ * model (rkv_cost_default_capacity_tokens), scheduler and cost model
+ * defaults. */
+void rkv_replay_config_init(rkv_replay_config *cfg);
+
+typedef struct rkv_latency_summary {
+    double p50, p90, p99, mean, max; /* ms; percentiles interpolate
+                                        linearly between order statistics */
+} rkv_latency_summary;
+
+typedef struct rkv_replay_result {
+    int sched_mode;
+    uint32_t page_size;
+    uint64_t capacity_blocks;
+    uint64_t requests;         /* requests replayed                          */
+    uint64_t prompt_tokens;
+    uint64_t hit_tokens;       /* prompt tokens served from the cache (sched
+                                  mode: at each request's first admission)   */
+    double hit_rate;           /* hit_tokens / prompt_tokens                 */
+    uint64_t peak_blocks;      /* file order: most pool blocks in use (all
+                                  cached); sched: the scheduler's
+                                  peak_blocks_used (blocks held by requests) */
+    uint64_t peak_pool_blocks; /* most pool blocks in use, cache included    */
+    uint64_t evicted_blocks;
+    uint64_t tree_host_bytes;  /* tree metadata at the end                   */
+    double wall_s;             /* host time of the whole replay              */
+
+    /* file order */
+    uint64_t truncated_requests;
+    double match_ns, insert_ns, alloc_ns; /* per request, mean              */
+
+    /* scheduler */
+    uint64_t rejected_requests; /* prompt + output larger than the pool     */
+    uint64_t output_tokens;
+    uint64_t prefill_tokens;    /* prefill rows computed (re-computation
+                                   after preemption included)              */
+    uint64_t prefill_saved_tokens; /* = hit_tokens                          */
+    rkv_latency_summary ttft_ms;
+    rkv_latency_summary latency_ms;
+    double sim_ms;              /* simulated time at the last finish        */
+    double output_tokens_per_s; /* simulated                                */
+    double prompt_tokens_per_s;
+    double requests_per_s;
+    uint64_t steps;
+    uint64_t preemptions;
+    uint64_t dedup_holds;
+    double sched_us_per_step;   /* rkv_sched_stats.sched_ns_total / steps   */
+    double sched_us_per_step_max; /* slowest step, measured around the call */
+    uint64_t max_waiting;       /* most requests waiting at once            */
+} rkv_replay_result;
+
+/* Blocks that hold every full page the workload could cache (prompts, plus
+ * outputs when with_outputs), plus one. */
+uint64_t rkv_replay_unbounded_blocks(const rkv_workload *wl,
+                                     uint32_t page_size, int with_outputs);
+
+rkv_status rkv_replay_file_order(const rkv_workload *wl,
+                                 const rkv_replay_config *cfg,
+                                 rkv_replay_result *out);
+rkv_status rkv_replay_sched(const rkv_workload *wl,
+                            const rkv_replay_config *cfg,
+                            rkv_replay_result *out);
+
+/* Percentiles of v[0..n) (sorted in place). Zeros when n == 0. */
+void rkv_latency_summarize(double *v, size_t n, rkv_latency_summary *out);
+
+#endif

@@ -1,0 +1,176 @@
+/*
+ * cli/replay_file.c -- `--order file`: the cache alone, requests in file
+ * order (see replay.h for the exact per-request protocol).
+ *
+ * Invariant between requests: the replay holds no block reference and no
+ * lock; every used pool block is held by the tree alone (checked with
+ * rkv_tree_check / rkv_pool_check every cfg->check_every requests).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/replay_internal.h"
+#include "common/status.h"
+
+typedef struct file_bufs {
+    int32_t *tokens;
+    rkv_block_id *blocks; /* matched + new blocks, one per full page */
+    rkv_block_id *dups;
+} file_bufs;
+
+static void file_bufs_free(file_bufs *b)
+{
+    free(b->tokens);
+    free(b->blocks);
+    free(b->dups);
+}
+
+/* Serves request i: match, lock, allocate, insert, release. On failure the
+ * replay's own references and lock are already released. */
+static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
+                        size_t i, file_bufs *b, rkv_replay_result *res,
+                        rkv_replay_request_stats *per)
+{
+    const rkv_wl_request *q = &wl->reqs[i];
+    uint32_t P = rkv_pool_page_size(pool);
+    uint32_t pages = q->input_length / P;
+    rkv_status st = rkv_workload_prompt(wl, i, b->tokens);
+    if (st != RKV_OK)
+        return st;
+
+    uint64_t t0 = rkv_replay_now_ns();
+    rkv_match m;
+    st = rkv_tree_match(tree, 0, b->tokens, q->input_length, b->blocks, 0, &m);
+    uint64_t t1 = rkv_replay_now_ns();
+    if (st != RKV_OK)
+        return st;
+    res->hit_tokens += m.matched_tokens;
+    if (per)
+        per[i].hit_tokens = (uint32_t)m.matched_tokens;
+    res->match_ns += (double)(t1 - t0);
+    if (m.num_blocks >= pages)
+        return RKV_OK; /* everything cacheable is cached already */
+
+    if ((st = rkv_tree_lock(tree, m.node)) != RKV_OK)
+        return st;
+    uint32_t need = pages - m.num_blocks;
+    st = rkv_tree_alloc_blocks(tree, need, b->blocks + m.num_blocks);
+    if (st == RKV_ERR_NO_SPACE) {
+        /* The prompt does not fit beside the locked path: cache the
+         * prefix that does. */
+        rkv_tree_stats ts;
+        st = rkv_tree_get_stats(tree, &ts);
+        if (st == RKV_OK) {
+            uint64_t avail = rkv_pool_num_free(pool) + ts.evictable_blocks;
+            need = avail < need ? (uint32_t)avail : need;
+            res->truncated_requests++;
+            st = need ? rkv_tree_alloc_blocks(tree, need,
+                                              b->blocks + m.num_blocks)
+                      : RKV_OK;
+        }
+    }
+    uint64_t t2 = rkv_replay_now_ns();
+    res->alloc_ns += (double)(t2 - t1);
+    if (st != RKV_OK) {
+        rkv_tree_unlock(tree, m.node);
+        return st;
+    }
+    uint64_t used = rkv_pool_num_blocks(pool) - rkv_pool_num_free(pool);
+    if (used > res->peak_blocks)
+        res->peak_blocks = res->peak_pool_blocks = used;
+    if (need) {
+        rkv_insert_result ir;
+        size_t n = (size_t)(m.num_blocks + need) * P;
+        st = rkv_tree_insert(tree, 0, b->tokens, n, b->blocks, b->dups, &ir);
+        if (st == RKV_OK) {
+            /* The tree took its own reference on each page it kept; ours
+             * (from the allocation) go, which also frees the duplicates. */
+            st = rkv_pool_unref_n(pool, need, b->blocks + m.num_blocks);
+        } else {
+            rkv_pool_unref_n(pool, need, b->blocks + m.num_blocks);
+        }
+    }
+    uint64_t t3 = rkv_replay_now_ns();
+    res->insert_ns += (double)(t3 - t2);
+    rkv_status ust = rkv_tree_unlock(tree, m.node);
+    return st != RKV_OK ? st : ust;
+}
+
+rkv_status rkv_replay_file_order(const rkv_workload *wl,
+                                 const rkv_replay_config *cfg,
+                                 rkv_replay_result *out)
+{
+    if (!wl || !cfg || !out)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_replay_file_order: NULL argument");
+    uint64_t w0 = rkv_replay_now_ns();
+    rkv_replay_result res;
+    memset(&res, 0, sizeof res);
+    rkv_pool *pool = NULL;
+    rkv_tree *tree = NULL;
+    rkv_status st = rkv_replay_open_cache(wl, cfg, 0, &pool, &tree);
+    if (st != RKV_OK)
+        return st;
+    res.page_size = cfg->page_size;
+    res.capacity_blocks = rkv_pool_num_blocks(pool);
+
+    uint32_t max_in = rkv_workload_max_input(wl);
+    file_bufs b;
+    b.tokens = malloc(((size_t)max_in + 1) * sizeof *b.tokens);
+    b.blocks = malloc(((size_t)max_in / cfg->page_size + 1) * sizeof *b.blocks);
+    b.dups = malloc(((size_t)max_in / cfg->page_size + 1) * sizeof *b.dups);
+    if (!b.tokens || !b.blocks || !b.dups)
+        st = rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory for a "
+                                          "prompt of %u tokens", max_in);
+
+    for (size_t i = 0; st == RKV_OK && i < wl->num_reqs; i++) {
+        st = serve(tree, pool, wl, i, &b, &res, cfg->per_request);
+        if (st != RKV_OK)
+            break;
+        res.requests++;
+        res.prompt_tokens += wl->reqs[i].input_length;
+        if (cfg->check_every && (i + 1) % cfg->check_every == 0) {
+            st = rkv_tree_check(tree);
+            if (st == RKV_OK)
+                st = rkv_pool_check(pool);
+        }
+        if (cfg->progress && ((i & 255) == 0 || i + 1 == wl->num_reqs))
+            cfg->progress(cfg->progress_ctx, i + 1, wl->num_reqs);
+    }
+    if (st == RKV_OK && cfg->check_every) {
+        st = rkv_tree_check(tree);
+        if (st == RKV_OK)
+            st = rkv_pool_check(pool);
+    }
+    if (st == RKV_OK) {
+        rkv_tree_stats ts;
+        st = rkv_tree_get_stats(tree, &ts);
+        if (st == RKV_OK) {
+            res.evicted_blocks = ts.evicted_blocks;
+            res.tree_host_bytes = ts.host_bytes;
+            /* The tree's own count of hits must agree with ours. */
+            if (ts.hit_tokens != res.hit_tokens)
+                st = rkv_set_error(RKV_ERR_CORRUPT,
+                                   "replay: tree counted %llu hit tokens, "
+                                   "matches returned %llu",
+                                   (unsigned long long)ts.hit_tokens,
+                                   (unsigned long long)res.hit_tokens);
+        }
+    }
+    file_bufs_free(&b);
+    rkv_tree_destroy(tree);
+    rkv_pool_destroy(pool);
+    if (st != RKV_OK)
+        return st;
+    if (res.requests) {
+        res.match_ns /= (double)res.requests;
+        res.alloc_ns /= (double)res.requests;
+        res.insert_ns /= (double)res.requests;
+    }
+    res.hit_rate = res.prompt_tokens
+                       ? (double)res.hit_tokens / (double)res.prompt_tokens
+                       : 0.0;
+    res.wall_s = (double)(rkv_replay_now_ns() - w0) * 1e-9;
+    *out = res;
+    return RKV_OK;
+}

@@ -1,0 +1,22 @@
+/*
+ * cli/replay_internal.h -- helpers shared by the replay modes
+ * (replay.c, replay_file.c, replay_sched.c). Not part of rkv_cli's API.
+ */
+#ifndef RKV_CLI_REPLAY_INTERNAL_H
+#define RKV_CLI_REPLAY_INTERNAL_H
+
+#include <stdint.h>
+
+#include "cli/replay.h"
+
+/* Monotonic clock in nanoseconds. */
+uint64_t rkv_replay_now_ns(void);
+
+/* Creates the metadata-only pool (capacity in blocks as cfg and the
+ * workload ask) and a tree over it. On failure nothing is left allocated. */
+rkv_status rkv_replay_open_cache(const rkv_workload *wl,
+                                 const rkv_replay_config *cfg,
+                                 int with_outputs, rkv_pool **pool,
+                                 rkv_tree **tree);
+
+#endif

@@ -1,0 +1,460 @@
+/*
+ * cli/replay_sched.c -- `--order sched`: requests through rkv_sched with a
+ * fake engine and a simulated clock (see replay.h and costmodel.h).
+ *
+ * Loop: submit every request released by `now`; step; if the plan is empty,
+ * jump to the next release (or fail: nothing can ever run); otherwise
+ * advance `now` by the step's modelled time, emit one deterministic token
+ * per request that samples, commit, record first-token and finish times,
+ * and release closed-loop children think_ms after their parent finished.
+ *
+ * Invariants: every request is submitted exactly once and finishes exactly
+ * once (or is rejected at submission, RKV_ERR_NO_SPACE, because prompt +
+ * output cannot fit in the whole pool); the simulated clock never goes
+ * backwards.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/replay_internal.h"
+#include "common/status.h"
+
+/* ---- release queue: a binary min-heap on (time, id) ---------------------- */
+
+typedef struct rel_item {
+    double t;
+    uint64_t id;
+} rel_item;
+
+typedef struct rel_heap {
+    rel_item *a;
+    size_t n, cap;
+} rel_heap;
+
+static int rel_less(const rel_item *x, const rel_item *y)
+{
+    return x->t < y->t || (x->t == y->t && x->id < y->id);
+}
+
+static rkv_status rel_push(rel_heap *h, double t, uint64_t id)
+{
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? h->cap * 2 : 1024;
+        rel_item *a = realloc(h->a, nc * sizeof *a);
+        if (!a)
+            return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
+        h->a = a;
+        h->cap = nc;
+    }
+    size_t i = h->n++;
+    h->a[i] = (rel_item){t, id};
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!rel_less(&h->a[i], &h->a[p]))
+            break;
+        rel_item tmp = h->a[i];
+        h->a[i] = h->a[p];
+        h->a[p] = tmp;
+        i = p;
+    }
+    return RKV_OK;
+}
+
+static rel_item rel_pop(rel_heap *h)
+{
+    rel_item top = h->a[0];
+    h->a[0] = h->a[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && rel_less(&h->a[l], &h->a[m]))
+            m = l;
+        if (r < h->n && rel_less(&h->a[r], &h->a[m]))
+            m = r;
+        if (m == i)
+            break;
+        rel_item tmp = h->a[i];
+        h->a[i] = h->a[m];
+        h->a[m] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+/* ---- per-request bookkeeping ---------------------------------------------- */
+
+typedef struct req_state {
+    double release_ms;
+    double first_token_ms;
+    double finish_ms;
+    uint32_t generated;
+    uint32_t target;        /* tokens to generate: max(1, output_length)   */
+    uint32_t cached_first;  /* cached_len at first admission               */
+    uint8_t submitted, admitted, finished, rejected;
+    uint64_t first_child;   /* closed-loop children, linked                 */
+    uint64_t next_sibling;
+} req_state;
+
+typedef struct sched_run {
+    const rkv_workload *wl;
+    const rkv_replay_config *cfg;
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_sched *sched;
+    req_state *rs;
+    rel_heap heap;
+    int32_t *prompt;
+    int32_t *next_tokens;
+    uint8_t *finished;
+    size_t tok_cap;        /* capacity of next_tokens / finished           */
+    uint64_t pending;      /* submitted, not finished                      */
+    uint64_t done;         /* finished or rejected                         */
+    double now;
+} sched_run;
+
+static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
+{
+    while (r->heap.n && r->heap.a[0].t <= r->now) {
+        rel_item it = rel_pop(&r->heap);
+        const rkv_wl_request *q = &r->wl->reqs[it.id];
+        req_state *s = &r->rs[it.id];
+        s->release_ms = it.t;
+        s->target = q->output_length ? q->output_length : 1;
+        rkv_status st = rkv_workload_prompt(r->wl, it.id, r->prompt);
+        if (st != RKV_OK)
+            return st;
+        rkv_request_desc d;
+        memset(&d, 0, sizeof d);
+        d.id = it.id;
+        d.ns = 0;
+        d.prompt = r->prompt;
+        d.prompt_len = q->input_length;
+        d.max_new_tokens = s->target;
+        d.priority = 0;
+        d.arrival_ms = it.t;
+        st = rkv_sched_submit(r->sched, &d);
+        if (st == RKV_ERR_NO_SPACE) {
+            /* prompt + output can never fit the whole pool: the scheduler
+             * refuses it; count it and move on. */
+            s->rejected = 1;
+            res->rejected_requests++;
+            r->done++;
+            continue;
+        }
+        if (st != RKV_OK)
+            return st;
+        s->submitted = 1;
+        r->pending++;
+    }
+    return RKV_OK;
+}
+
+static rkv_status grow_step_bufs(sched_run *r, size_t n)
+{
+    if (n <= r->tok_cap)
+        return RKV_OK;
+    size_t nc = r->tok_cap ? r->tok_cap : 256;
+    while (nc < n)
+        nc *= 2;
+    int32_t *t = realloc(r->next_tokens, nc * sizeof *t);
+    if (!t)
+        return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
+    r->next_tokens = t;
+    uint8_t *f = realloc(r->finished, nc);
+    if (!f)
+        return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
+    r->finished = f;
+    r->tok_cap = nc;
+    return RKV_OK;
+}
+
+/* Runs one plan on the fake engine: its modelled time, then tokens. */
+static rkv_status run_plan(sched_run *r, const rkv_batch_plan *p,
+                           rkv_replay_result *res)
+{
+    rkv_status st = grow_step_bufs(r, p->num_reqs);
+    if (st != RKV_OK)
+        return st;
+    rkv_cost_step cs;
+    memset(&cs, 0, sizeof cs);
+    for (uint32_t i = 0; i < p->num_reqs; i++) {
+        uint64_t id = p->req_ids[i];
+        if (id >= r->wl->num_reqs || !r->rs[id].submitted ||
+            r->rs[id].finished)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "replay: plan names request %llu, which is "
+                                 "not running",
+                                 (unsigned long long)id);
+        uint32_t q = p->qo_indptr[i + 1] - p->qo_indptr[i];
+        req_state *s = &r->rs[id];
+        if (i < p->num_prefill) {
+            if (!s->admitted) {
+                s->admitted = 1;
+                s->cached_first = p->cached_len[i];
+            }
+            res->prefill_tokens += q;
+            rkv_cost_add_prefill(&cs, p->prefix_len[i], q);
+        } else {
+            rkv_cost_add_decode(&cs, (double)p->prefix_len[i] + q);
+        }
+    }
+    r->now += rkv_cost_step_ms(&r->cfg->cost, &cs);
+
+    for (uint32_t i = 0; i < p->num_reqs; i++) {
+        uint64_t id = p->req_ids[i];
+        req_state *s = &r->rs[id];
+        r->next_tokens[i] = 0;
+        r->finished[i] = 0;
+        if (!p->emits_token[i])
+            continue;
+        r->next_tokens[i] =
+            rkv_workload_output_token(&r->wl->reqs[id], s->generated);
+        if (s->generated == 0)
+            s->first_token_ms = r->now;
+        s->generated++;
+        res->output_tokens++;
+        if (s->generated >= s->target)
+            r->finished[i] = 1;
+    }
+    st = rkv_sched_commit(r->sched, r->next_tokens, r->finished, r->now);
+    if (st != RKV_OK)
+        return st;
+    for (uint32_t i = 0; i < p->num_reqs; i++) {
+        if (!r->finished[i])
+            continue;
+        uint64_t id = p->req_ids[i];
+        req_state *s = &r->rs[id];
+        s->finished = 1;
+        s->finish_ms = r->now;
+        r->pending--;
+        r->done++;
+        for (uint64_t c = s->first_child; c != RKV_WL_NO_PARENT;
+             c = r->rs[c].next_sibling) {
+            st = rel_push(&r->heap, r->now + r->wl->reqs[c].think_ms, c);
+            if (st != RKV_OK)
+                return st;
+        }
+    }
+    return RKV_OK;
+}
+
+static void run_free(sched_run *r)
+{
+    rkv_sched_destroy(r->sched);
+    rkv_tree_destroy(r->tree);
+    rkv_pool_destroy(r->pool);
+    free(r->rs);
+    free(r->heap.a);
+    free(r->prompt);
+    free(r->next_tokens);
+    free(r->finished);
+}
+
+static rkv_status run_init(sched_run *r, const rkv_workload *wl,
+                           const rkv_replay_config *cfg)
+{
+    memset(r, 0, sizeof *r);
+    r->wl = wl;
+    r->cfg = cfg;
+    rkv_status st = rkv_cost_model_validate(&cfg->cost);
+    if (st != RKV_OK)
+        return st;
+    if (!(cfg->time_scale >= 0) || !isfinite(cfg->time_scale))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "replay: time scale %g (must be >= 0)",
+                             cfg->time_scale);
+    st = rkv_replay_open_cache(wl, cfg, 1, &r->pool, &r->tree);
+    if (st != RKV_OK)
+        return st;
+    st = rkv_sched_create(r->tree, &cfg->sched, &r->sched);
+    if (st != RKV_OK)
+        return st;
+    size_t n = wl->num_reqs;
+    r->rs = calloc(n ? n : 1, sizeof *r->rs);
+    r->prompt = malloc(((size_t)rkv_workload_max_input(wl) + 1) *
+                       sizeof *r->prompt);
+    if (!r->rs || !r->prompt)
+        return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
+    for (size_t i = 0; i < n; i++)
+        r->rs[i].first_child = r->rs[i].next_sibling = RKV_WL_NO_PARENT;
+    /* Children in id order: push front while walking backwards. */
+    for (size_t i = n; i-- > 0;) {
+        uint64_t p = wl->reqs[i].parent;
+        if (p == RKV_WL_NO_PARENT) {
+            st = rel_push(&r->heap, wl->reqs[i].arrival_ms * cfg->time_scale, i);
+            if (st != RKV_OK)
+                return st;
+        } else {
+            if (p >= i)
+                return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                     "replay: request %zu has parent %llu",
+                                     i, (unsigned long long)p);
+            r->rs[i].next_sibling = r->rs[p].first_child;
+            r->rs[p].first_child = i;
+        }
+    }
+    return RKV_OK;
+}
+
+static rkv_status collect(sched_run *r, rkv_replay_result *res)
+{
+    size_t n = r->wl->num_reqs;
+    double *ttft = malloc((n ? n : 1) * sizeof *ttft);
+    double *lat = malloc((n ? n : 1) * sizeof *lat);
+    if (!ttft || !lat) {
+        free(ttft);
+        free(lat);
+        return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
+    }
+    size_t k = 0;
+    if (r->cfg->per_request)
+        memset(r->cfg->per_request, 0, n * sizeof *r->cfg->per_request);
+    for (size_t i = 0; i < n; i++) {
+        const req_state *s = &r->rs[i];
+        if (!s->finished)
+            continue;
+        ttft[k] = s->first_token_ms - s->release_ms;
+        lat[k] = s->finish_ms - s->release_ms;
+        if (r->cfg->per_request) {
+            rkv_replay_request_stats *ps = &r->cfg->per_request[i];
+            ps->hit_tokens = s->cached_first;
+            ps->finished = 1;
+            ps->ttft_ms = ttft[k];
+            ps->latency_ms = lat[k];
+        }
+        res->requests++;
+        res->prompt_tokens += r->wl->reqs[i].input_length;
+        res->hit_tokens += s->cached_first;
+        if (s->finish_ms > res->sim_ms)
+            res->sim_ms = s->finish_ms;
+        k++;
+    }
+    rkv_latency_summarize(ttft, k, &res->ttft_ms);
+    rkv_latency_summarize(lat, k, &res->latency_ms);
+    free(ttft);
+    free(lat);
+    res->hit_rate = res->prompt_tokens
+                        ? (double)res->hit_tokens / (double)res->prompt_tokens
+                        : 0.0;
+    res->prefill_saved_tokens = res->hit_tokens;
+    if (res->sim_ms > 0) {
+        res->output_tokens_per_s = (double)res->output_tokens / res->sim_ms * 1e3;
+        res->prompt_tokens_per_s = (double)res->prompt_tokens / res->sim_ms * 1e3;
+        res->requests_per_s = (double)res->requests / res->sim_ms * 1e3;
+    }
+    rkv_sched_stats ss;
+    rkv_status st = rkv_sched_get_stats(r->sched, &ss);
+    if (st != RKV_OK)
+        return st;
+    res->steps = ss.steps;
+    res->preemptions = ss.preemptions;
+    res->dedup_holds = ss.dedup_holds;
+    res->peak_blocks = ss.peak_blocks_used;
+    res->sched_us_per_step = ss.steps ? ss.sched_ns_total / (double)ss.steps / 1e3
+                                      : 0.0;
+    rkv_tree_stats ts;
+    st = rkv_tree_get_stats(r->tree, &ts);
+    if (st != RKV_OK)
+        return st;
+    res->evicted_blocks = ts.evicted_blocks;
+    res->tree_host_bytes = ts.host_bytes;
+    return RKV_OK;
+}
+
+static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
+{
+    size_t n = r->wl->num_reqs;
+    uint64_t steps = 0;
+    while (r->done < n) {
+        rkv_status st = submit_released(r, res);
+        if (st != RKV_OK)
+            return st;
+        const rkv_batch_plan *p = NULL;
+        uint64_t t0 = rkv_replay_now_ns();
+        st = rkv_sched_step(r->sched, r->now, &p);
+        double us = (double)(rkv_replay_now_ns() - t0) / 1e3;
+        if (st != RKV_OK)
+            return st;
+        if (us > res->sched_us_per_step_max)
+            res->sched_us_per_step_max = us;
+        rkv_sched_stats ss;
+        if ((st = rkv_sched_get_stats(r->sched, &ss)) != RKV_OK)
+            return st;
+        if (ss.waiting > res->max_waiting)
+            res->max_waiting = ss.waiting;
+        if (p->num_reqs == 0) {
+            if (r->heap.n) {
+                if (r->heap.a[0].t > r->now)
+                    r->now = r->heap.a[0].t;
+                continue;
+            }
+            if (r->done < n)
+                return rkv_set_error(RKV_ERR_STATE,
+                                     "replay: the scheduler planned nothing "
+                                     "with %llu waiting and %llu running "
+                                     "requests and no arrival left (a pool "
+                                     "of %u blocks of %u tokens may be too "
+                                     "small)",
+                                     (unsigned long long)ss.waiting,
+                                     (unsigned long long)ss.running,
+                                     rkv_pool_num_blocks(r->pool),
+                                     r->cfg->page_size);
+            break;
+        }
+        if (p->num_tokens == 0)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "replay: the scheduler planned %u requests "
+                                 "but no token",
+                                 p->num_reqs);
+        if ((st = run_plan(r, p, res)) != RKV_OK)
+            return st;
+        uint64_t used = rkv_pool_num_blocks(r->pool) -
+                        rkv_pool_num_free(r->pool);
+        if (used > res->peak_pool_blocks)
+            res->peak_pool_blocks = used;
+        steps++;
+        if (r->cfg->check_every && steps % r->cfg->check_every == 0 &&
+            (st = rkv_sched_check(r->sched)) != RKV_OK)
+            return st;
+        if (r->cfg->progress && (steps & 1023) == 0)
+            r->cfg->progress(r->cfg->progress_ctx, r->done, n);
+    }
+    if (r->cfg->progress)
+        r->cfg->progress(r->cfg->progress_ctx, r->done, n);
+    if (r->cfg->check_every) {
+        rkv_status st = rkv_sched_check(r->sched);
+        if (st != RKV_OK)
+            return st;
+    }
+    return RKV_OK;
+}
+
+rkv_status rkv_replay_sched(const rkv_workload *wl,
+                            const rkv_replay_config *cfg,
+                            rkv_replay_result *out)
+{
+    if (!wl || !cfg || !out)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_replay_sched: NULL argument");
+    uint64_t w0 = rkv_replay_now_ns();
+    rkv_replay_result res;
+    memset(&res, 0, sizeof res);
+    res.sched_mode = 1;
+    res.page_size = cfg->page_size;
+    sched_run r;
+    rkv_status st = run_init(&r, wl, cfg);
+    if (st == RKV_OK) {
+        res.capacity_blocks = rkv_pool_num_blocks(r.pool);
+        st = run_loop(&r, &res);
+    }
+    if (st == RKV_OK) {
+        st = collect(&r, &res);
+    }
+    run_free(&r);
+    if (st != RKV_OK)
+        return st;
+    res.wall_s = (double)(rkv_replay_now_ns() - w0) * 1e-9;
+    *out = res;
+    return RKV_OK;
+}

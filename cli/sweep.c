@@ -1,0 +1,253 @@
+/*
+ * cli/sweep.c -- runs the replay over capacities x policies and reports
+ * the grid (see sweep.h). Each cell is an independent replay from an empty
+ * cache, so cells never influence each other.
+ */
+#include "cli/sweep.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/svg.h"
+#include "common/status.h"
+
+void rkv_sweep_result_free(rkv_sweep_result *r)
+{
+    if (!r)
+        return;
+    free(r->capacity_tokens);
+    free(r->file);
+    free(r->sched);
+    memset(r, 0, sizeof *r);
+}
+
+rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
+                         rkv_sweep_result *out)
+{
+    if (!wl || !cfg || !out || !cfg->capacities || cfg->num_capacities == 0 ||
+        (cfg->sched && (!cfg->policies || cfg->num_policies == 0)))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_sweep_run: need capacities (and policies "
+                             "in scheduler mode)");
+    rkv_sweep_result r;
+    memset(&r, 0, sizeof r);
+    r.num_capacities = cfg->num_capacities;
+    r.num_policies = cfg->sched ? cfg->num_policies : 0;
+    r.capacity_tokens = calloc(cfg->num_capacities, sizeof *r.capacity_tokens);
+    if (cfg->file_order)
+        r.file = calloc(cfg->num_capacities, sizeof *r.file);
+    if (cfg->sched)
+        r.sched = calloc(cfg->num_capacities * cfg->num_policies,
+                         sizeof *r.sched);
+    if (!r.capacity_tokens || (cfg->file_order && !r.file) ||
+        (cfg->sched && !r.sched)) {
+        rkv_sweep_result_free(&r);
+        return rkv_set_error(RKV_ERR_NOMEM, "sweep: out of memory");
+    }
+    rkv_status st = RKV_OK;
+    size_t run = 0;
+    size_t runs = cfg->num_capacities *
+                  ((cfg->file_order ? 1 : 0) + (cfg->sched ? cfg->num_policies : 0));
+    char label[96];
+    for (size_t c = 0; c < cfg->num_capacities && st == RKV_OK; c++) {
+        rkv_replay_config rc = cfg->base;
+        rc.capacity_tokens = cfg->capacities[c];
+        char capname[32];
+        if (rc.capacity_tokens == RKV_REPLAY_UNBOUNDED)
+            snprintf(capname, sizeof capname, "unbounded");
+        else {
+            /* 1e6, 2.5e5 ... as a person writes them on the command line */
+            double v = (double)rc.capacity_tokens;
+            int e = (int)floor(log10(v));
+            snprintf(capname, sizeof capname, "%.3ge%d", v / pow(10.0, e), e);
+        }
+        if (cfg->file_order) {
+            if (cfg->on_run) {
+                snprintf(label, sizeof label, "file, capacity %s", capname);
+                cfg->on_run(cfg->on_run_ctx, run, runs, label);
+            }
+            run++;
+            st = rkv_replay_file_order(wl, &rc, &r.file[c]);
+            if (st != RKV_OK)
+                break;
+        }
+        for (size_t p = 0; cfg->sched && p < cfg->num_policies; p++) {
+            rc.sched.policy = cfg->policies[p];
+            if (cfg->on_run) {
+                snprintf(label, sizeof label, "sched %s, capacity %s",
+                         rkv_policy_name(rc.sched.policy), capname);
+                cfg->on_run(cfg->on_run_ctx, run, runs, label);
+            }
+            run++;
+            st = rkv_replay_sched(wl, &rc, &r.sched[c * cfg->num_policies + p]);
+            if (st != RKV_OK)
+                break;
+        }
+        const rkv_replay_result *any =
+            cfg->file_order ? &r.file[c] : &r.sched[c * cfg->num_policies];
+        r.capacity_tokens[c] = (double)any->capacity_blocks * rc.page_size;
+    }
+    if (st != RKV_OK) {
+        rkv_sweep_result_free(&r);
+        return st;
+    }
+    *out = r;
+    return RKV_OK;
+}
+
+static void fmt_capacity(char *buf, size_t cap, uint64_t requested,
+                         double effective)
+{
+    if (requested == RKV_REPLAY_UNBOUNDED)
+        snprintf(buf, cap, "unbounded");
+    else
+        snprintf(buf, cap, "%.0f", effective);
+}
+
+void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
+                           const rkv_sweep_result *r)
+{
+    fprintf(f, "%14s", "capacity");
+    if (r->file)
+        fprintf(f, "  %10s", "file hit%");
+    for (size_t p = 0; p < r->num_policies; p++) {
+        const char *n = rkv_policy_name(cfg->policies[p]);
+        char h[64];
+        snprintf(h, sizeof h, "%s hit%%", n);
+        fprintf(f, "  %12s", h);
+        snprintf(h, sizeof h, "%s ttft50", n);
+        fprintf(f, "  %13s", h);
+        snprintf(h, sizeof h, "%s ttft99", n);
+        fprintf(f, "  %13s", h);
+    }
+    fputc('\n', f);
+    for (size_t c = 0; c < r->num_capacities; c++) {
+        char buf[32];
+        fmt_capacity(buf, sizeof buf, cfg->capacities[c], r->capacity_tokens[c]);
+        fprintf(f, "%14s", buf);
+        if (r->file)
+            fprintf(f, "  %9.2f%%", 100.0 * r->file[c].hit_rate);
+        for (size_t p = 0; p < r->num_policies; p++) {
+            const rkv_replay_result *x = &r->sched[c * r->num_policies + p];
+            fprintf(f, "  %11.2f%%  %10.1f ms  %10.1f ms", 100.0 * x->hit_rate,
+                    x->ttft_ms.p50, x->ttft_ms.p99);
+        }
+        fputc('\n', f);
+    }
+    for (size_t c = 0; c < r->num_capacities && r->num_policies; c++) {
+        const rkv_replay_result *x = &r->sched[c * r->num_policies];
+        if (x->rejected_requests)
+            fprintf(f, "note: at capacity %.0f, %llu requests larger than the "
+                       "whole pool were skipped in sched mode\n",
+                    r->capacity_tokens[c],
+                    (unsigned long long)x->rejected_requests);
+    }
+}
+
+void rkv_sweep_print_json(FILE *f, const rkv_workload *wl,
+                          const rkv_sweep_config *cfg,
+                          const rkv_sweep_result *r)
+{
+    fprintf(f, "{\"command\":\"sweep\",\"requests\":%zu,\"prompt_tokens\":%llu,"
+               "\"page_size\":%u,\"rows\":[",
+            wl->num_reqs, (unsigned long long)wl->prompt_tokens,
+            cfg->base.page_size);
+    for (size_t c = 0; c < r->num_capacities; c++) {
+        fprintf(f, "%s{\"capacity_tokens\":%.0f,\"unbounded\":%s", c ? "," : "",
+                r->capacity_tokens[c],
+                cfg->capacities[c] == RKV_REPLAY_UNBOUNDED ? "true" : "false");
+        if (r->file)
+            fprintf(f, ",\"file\":{\"hit_tokens\":%llu,\"hit_rate\":%.6f}",
+                    (unsigned long long)r->file[c].hit_tokens,
+                    r->file[c].hit_rate);
+        if (r->num_policies) {
+            fputs(",\"sched\":{", f);
+            for (size_t p = 0; p < r->num_policies; p++) {
+                const rkv_replay_result *x = &r->sched[c * r->num_policies + p];
+                fprintf(f, "%s\"%s\":{\"hit_tokens\":%llu,\"hit_rate\":%.6f,"
+                           "\"ttft_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
+                           "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
+                           "\"preemptions\":%llu,\"rejected_requests\":%llu}",
+                        p ? "," : "", rkv_policy_name(cfg->policies[p]),
+                        (unsigned long long)x->hit_tokens, x->hit_rate,
+                        x->ttft_ms.p50, x->ttft_ms.p90, x->ttft_ms.p99,
+                        x->latency_ms.p50, x->latency_ms.p90, x->latency_ms.p99,
+                        (unsigned long long)x->preemptions,
+                        (unsigned long long)x->rejected_requests);
+            }
+            fputc('}', f);
+        }
+        fputc('}', f);
+    }
+    fputs("]}\n", f);
+}
+
+rkv_status rkv_sweep_write_svg(FILE *f, const char *title,
+                               const rkv_sweep_config *cfg,
+                               const rkv_sweep_result *r)
+{
+    size_t nc = r->num_capacities, np = r->num_policies;
+    size_t nhit = (r->file ? 1 : 0) + np;
+    double *hit = calloc((nhit ? nhit : 1) * nc, sizeof *hit);
+    size_t nttft = np ? 2 * np : 1;
+    double *ttft = calloc(nttft * nc, sizeof *ttft);
+    rkv_plot_series *hs = calloc(nhit ? nhit : 1, sizeof *hs);
+    rkv_plot_series *ts = calloc(nttft, sizeof *ts);
+    char (*labels)[48] = calloc(nhit + 2 * np + 1, sizeof *labels);
+    if (!hit || !ttft || !hs || !ts || !labels) {
+        free(hit);
+        free(ttft);
+        free(hs);
+        free(ts);
+        free(labels);
+        return rkv_set_error(RKV_ERR_NOMEM, "sweep: out of memory");
+    }
+    size_t s = 0, l = 0;
+    if (r->file) {
+        for (size_t c = 0; c < nc; c++)
+            hit[c] = 100.0 * r->file[c].hit_rate;
+        snprintf(labels[l], sizeof labels[l], "file order (cache only)");
+        hs[s] = (rkv_plot_series){labels[l++], r->capacity_tokens, hit, nc, 1, 0};
+        s++;
+    }
+    for (size_t p = 0; p < np; p++) {
+        double *y = hit + s * nc;
+        for (size_t c = 0; c < nc; c++)
+            y[c] = 100.0 * r->sched[c * np + p].hit_rate;
+        snprintf(labels[l], sizeof labels[l], "sched %s",
+                 rkv_policy_name(cfg->policies[p]));
+        hs[s] = (rkv_plot_series){labels[l++], r->capacity_tokens, y, nc, 0,
+                                  (int)p + 1};
+        s++;
+        double *y50 = ttft + 2 * p * nc, *y99 = y50 + nc;
+        for (size_t c = 0; c < nc; c++) {
+            y50[c] = r->sched[c * np + p].ttft_ms.p50 / 1e3;
+            y99[c] = r->sched[c * np + p].ttft_ms.p99 / 1e3;
+        }
+        snprintf(labels[l], sizeof labels[l], "%s p50",
+                 rkv_policy_name(cfg->policies[p]));
+        ts[2 * p] = (rkv_plot_series){labels[l++], r->capacity_tokens, y50, nc,
+                                      0, (int)p + 1};
+        snprintf(labels[l], sizeof labels[l], "%s p99",
+                 rkv_policy_name(cfg->policies[p]));
+        ts[2 * p + 1] = (rkv_plot_series){labels[l++], r->capacity_tokens, y99,
+                                          nc, 1, (int)p + 1};
+    }
+    char xlabel[64];
+    snprintf(xlabel, sizeof xlabel, "KV cache capacity (tokens, page %u)",
+             cfg->base.page_size);
+    rkv_plot_panel panels[2] = {
+        {"Prefix-cache hit rate", xlabel, "hit rate (% of prompt tokens)", 1, 0,
+         hs, nhit},
+        {"Time to first token (simulated)", xlabel, "TTFT (s, log scale)", 1, 1, ts,
+         2 * np},
+    };
+    rkv_status st = rkv_svg_write(f, title, panels, np ? 2 : 1);
+    free(hit);
+    free(ttft);
+    free(hs);
+    free(ts);
+    free(labels);
+    return st;
+}

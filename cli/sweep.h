@@ -1,0 +1,50 @@
+/*
+ * cli/sweep.h -- `radixkv sweep`: the replay over a grid of capacities
+ * (and, in scheduler mode, policies), printed as a table and plotted as
+ * SVG (hit rate vs capacity; TTFT p50 and p99 vs capacity).
+ */
+#ifndef RKV_CLI_SWEEP_H
+#define RKV_CLI_SWEEP_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cli/replay.h"
+
+/* Told before each replay of the grid: its index, the count, a label. */
+typedef void (*rkv_sweep_run_fn)(void *ctx, size_t run, size_t runs,
+                                 const char *label);
+
+typedef struct rkv_sweep_config {
+    rkv_replay_config base;       /* capacity_tokens / policy overridden  */
+    const uint64_t *capacities;   /* tokens; RKV_REPLAY_UNBOUNDED allowed */
+    size_t num_capacities;
+    const rkv_policy *policies;
+    size_t num_policies;
+    int file_order;               /* run --order file at each capacity    */
+    int sched;                    /* run --order sched per policy         */
+    rkv_sweep_run_fn on_run;      /* may be NULL                          */
+    void *on_run_ctx;
+} rkv_sweep_config;
+
+typedef struct rkv_sweep_result {
+    size_t num_capacities, num_policies;
+    double *capacity_tokens;      /* effective capacity (tokens) per row  */
+    rkv_replay_result *file;      /* [num_capacities] or NULL             */
+    rkv_replay_result *sched;     /* [cap * num_policies + pol] or NULL   */
+} rkv_sweep_result;
+
+rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
+                         rkv_sweep_result *out);
+void rkv_sweep_result_free(rkv_sweep_result *r);
+
+void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
+                           const rkv_sweep_result *r);
+void rkv_sweep_print_json(FILE *f, const rkv_workload *wl,
+                          const rkv_sweep_config *cfg,
+                          const rkv_sweep_result *r);
+rkv_status rkv_sweep_write_svg(FILE *f, const char *title,
+                               const rkv_sweep_config *cfg,
+                               const rkv_sweep_result *r);
+
+#endif

@@ -1,0 +1,499 @@
+/*
+ * cli/workload.c -- request records: trace loading and the synthetic
+ * generators (see workload.h for the segment model).
+ *
+ * Owns the workload arrays. Invariants are those listed in workload.h and
+ * verified by rkv_workload_check(). Generators are pure functions of their
+ * config and seed (a splitmix64 stream), so a seed names a workload on every
+ * machine. On any failure a workload is left empty (freed), never half
+ * built.
+ */
+#include "cli/workload.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+
+void rkv_workload_init(rkv_workload *wl)
+{
+    memset(wl, 0, sizeof *wl);
+}
+
+void rkv_workload_free(rkv_workload *wl)
+{
+    if (!wl)
+        return;
+    free(wl->reqs);
+    free(wl->seg_keys);
+    free(wl->seg_lens);
+    rkv_workload_init(wl);
+}
+
+static rkv_status wl_reserve_reqs(rkv_workload *wl, size_t need)
+{
+    if (need <= wl->reqs_cap)
+        return RKV_OK;
+    size_t nc = wl->reqs_cap ? wl->reqs_cap * 2 : 1024;
+    while (nc < need)
+        nc *= 2;
+    rkv_wl_request *n = realloc(wl->reqs, nc * sizeof *n);
+    if (!n)
+        return rkv_set_error(RKV_ERR_NOMEM,
+                             "workload: out of memory for %zu requests", nc);
+    wl->reqs = n;
+    wl->reqs_cap = nc;
+    return RKV_OK;
+}
+
+static rkv_status wl_reserve_segs(rkv_workload *wl, size_t need)
+{
+    if (need <= wl->segs_cap)
+        return RKV_OK;
+    size_t nc = wl->segs_cap ? wl->segs_cap * 2 : 4096;
+    while (nc < need)
+        nc *= 2;
+    uint64_t *k = realloc(wl->seg_keys, nc * sizeof *k);
+    if (!k)
+        return rkv_set_error(RKV_ERR_NOMEM,
+                             "workload: out of memory for %zu segments", nc);
+    wl->seg_keys = k;
+    uint32_t *l = realloc(wl->seg_lens, nc * sizeof *l);
+    if (!l)
+        return rkv_set_error(RKV_ERR_NOMEM,
+                             "workload: out of memory for %zu segments", nc);
+    wl->seg_lens = l;
+    wl->segs_cap = nc;
+    return RKV_OK;
+}
+
+static uint32_t blocks_for(uint64_t tokens)
+{
+    return (uint32_t)((tokens + RKV_TRACE_BLOCK_TOKENS - 1) /
+                      RKV_TRACE_BLOCK_TOKENS);
+}
+
+rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
+                                   size_t limit)
+{
+    if (!wl || !r)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_workload_load_trace: NULL argument");
+    if (wl->num_reqs)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_workload_load_trace: workload not empty");
+    snprintf(wl->name, sizeof wl->name, "%s", rkv_trace_reader_name(r));
+    uint64_t max_key = 0;
+    while (!limit || wl->num_reqs < limit) {
+        rkv_trace_record rec;
+        int eof = 0;
+        rkv_status st = rkv_trace_reader_next(r, &rec, &eof);
+        if (st == RKV_OK && eof)
+            break;
+        if (st == RKV_OK)
+            st = wl_reserve_reqs(wl, wl->num_reqs + 1);
+        if (st == RKV_OK)
+            st = wl_reserve_segs(wl, wl->num_segs + rec.num_hash_ids);
+        if (st != RKV_OK) {
+            rkv_workload_free(wl);
+            return st;
+        }
+        rkv_wl_request *q = &wl->reqs[wl->num_reqs];
+        memset(q, 0, sizeof *q);
+        q->id = wl->num_reqs;
+        q->arrival_ms = rec.timestamp_ms;
+        q->input_length = rec.input_length;
+        q->output_length = rec.output_length;
+        q->seg_begin = wl->num_segs;
+        q->num_segs = rec.num_hash_ids;
+        q->line = rec.line;
+        q->parent = RKV_WL_NO_PARENT;
+        uint32_t left = rec.input_length;
+        for (uint32_t i = 0; i < rec.num_hash_ids; i++) {
+            uint32_t len = left > RKV_TRACE_BLOCK_TOKENS
+                               ? RKV_TRACE_BLOCK_TOKENS : left;
+            wl->seg_keys[wl->num_segs] = rec.hash_ids[i];
+            wl->seg_lens[wl->num_segs] = len;
+            wl->num_segs++;
+            left -= len;
+            if (rec.hash_ids[i] > max_key)
+                max_key = rec.hash_ids[i];
+        }
+        wl->prompt_tokens += rec.input_length;
+        wl->output_tokens += rec.output_length;
+        wl->num_reqs++;
+    }
+    /* Output tokens get block ids no prompt uses, so an output never
+     * pretends to be prompt content. */
+    wl->next_key = max_key + 1;
+    for (size_t i = 0; i < wl->num_reqs; i++) {
+        wl->reqs[i].output_key = wl->next_key;
+        wl->next_key += blocks_for(wl->reqs[i].output_length);
+    }
+    return RKV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* synthetic generators                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct wl_rng {
+    uint64_t s;
+} wl_rng;
+
+static uint64_t rng_next(wl_rng *g)
+{
+    uint64_t r = rkv_splitmix64(g->s);
+    g->s += 0x9e3779b97f4a7c15ULL;
+    return r;
+}
+
+static double rng_unit(wl_rng *g)
+{
+    return (double)(rng_next(g) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Uniform integer in [lo, hi]. */
+static uint32_t rng_range(wl_rng *g, uint32_t lo, uint32_t hi)
+{
+    if (hi <= lo)
+        return lo;
+    return lo + (uint32_t)(rng_next(g) % ((uint64_t)hi - lo + 1));
+}
+
+/* A piece of content: tokens of consecutive block ids first, first+1, ... */
+typedef struct wl_piece {
+    uint64_t first;
+    uint32_t len;
+} wl_piece;
+
+static wl_piece wl_new_piece(rkv_workload *wl, uint32_t len)
+{
+    wl_piece p = {wl->next_key, len};
+    wl->next_key += blocks_for(len);
+    return p;
+}
+
+/* Appends a request whose prompt is pieces[0..n) followed by its output
+ * piece (allocated here). */
+static rkv_status wl_add(rkv_workload *wl, const wl_piece *pieces, size_t n,
+                         uint32_t output_length, double arrival,
+                         uint64_t parent, double think)
+{
+    uint64_t in = 0;
+    size_t segs = 0;
+    for (size_t i = 0; i < n; i++) {
+        in += pieces[i].len;
+        segs += blocks_for(pieces[i].len);
+    }
+    if (in == 0 || in > RKV_TRACE_MAX_LENGTH)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "workload: prompt of %llu tokens",
+                             (unsigned long long)in);
+    rkv_status st = wl_reserve_reqs(wl, wl->num_reqs + 1);
+    if (st == RKV_OK)
+        st = wl_reserve_segs(wl, wl->num_segs + segs);
+    if (st != RKV_OK)
+        return st;
+    rkv_wl_request *q = &wl->reqs[wl->num_reqs];
+    memset(q, 0, sizeof *q);
+    q->id = wl->num_reqs;
+    q->arrival_ms = arrival;
+    q->input_length = (uint32_t)in;
+    q->output_length = output_length;
+    q->seg_begin = wl->num_segs;
+    q->num_segs = (uint32_t)segs;
+    q->parent = parent;
+    q->think_ms = think;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t left = pieces[i].len;
+        for (uint64_t k = pieces[i].first; left; k++) {
+            uint32_t len = left > RKV_TRACE_BLOCK_TOKENS
+                               ? RKV_TRACE_BLOCK_TOKENS : left;
+            wl->seg_keys[wl->num_segs] = k;
+            wl->seg_lens[wl->num_segs] = len;
+            wl->num_segs++;
+            left -= len;
+        }
+    }
+    q->output_key = wl_new_piece(wl, output_length).first;
+    wl->prompt_tokens += in;
+    wl->output_tokens += output_length;
+    wl->num_reqs++;
+    return RKV_OK;
+}
+
+void rkv_agentic_config_init(rkv_agentic_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->sessions = 48;
+    cfg->turns_min = 4;
+    cfg->turns_max = 16;
+    cfg->system_tokens = 1500;
+    cfg->tools_tokens = 3000;
+    cfg->user_min = 50;
+    cfg->user_max = 1500;
+    cfg->output_min = 20;
+    cfg->output_max = 400;
+    cfg->think_ms_mean = 1000.0;
+    cfg->start_span_ms = 30000.0;
+    cfg->max_prompt_tokens = 32768;
+}
+
+typedef struct wl_pending {
+    double arrival;
+    size_t index;
+} wl_pending;
+
+static int cmp_arrival(const void *a, const void *b)
+{
+    const rkv_wl_request *x = a, *y = b;
+    if (x->arrival_ms != y->arrival_ms)
+        return x->arrival_ms < y->arrival_ms ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Sorts requests by nominal arrival (stable on generation order) and
+ * renumbers ids, remapping parent links. */
+static rkv_status wl_sort_by_arrival(rkv_workload *wl)
+{
+    size_t n = wl->num_reqs;
+    if (n < 2)
+        return RKV_OK;
+    uint64_t *newid = malloc(n * sizeof *newid);
+    if (!newid)
+        return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory");
+    qsort(wl->reqs, n, sizeof *wl->reqs, cmp_arrival);
+    for (size_t i = 0; i < n; i++)
+        newid[wl->reqs[i].id] = i;
+    for (size_t i = 0; i < n; i++) {
+        wl->reqs[i].id = i;
+        if (wl->reqs[i].parent != RKV_WL_NO_PARENT)
+            wl->reqs[i].parent = newid[wl->reqs[i].parent];
+    }
+    free(newid);
+    return RKV_OK;
+}
+
+/* A rough service-time estimate for nominal (open-loop) arrivals only:
+ * 50 ms to first token plus 15 ms per output token. Closed-loop replay
+ * uses the parent link instead. */
+static double est_service_ms(uint32_t output_length)
+{
+    return 50.0 + 15.0 * output_length;
+}
+
+rkv_status rkv_workload_agentic(rkv_workload *wl,
+                                const rkv_agentic_config *cfg, uint64_t seed)
+{
+    if (!wl || !cfg)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_workload_agentic: NULL argument");
+    if (wl->num_reqs)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_workload_agentic: workload not empty");
+    if (cfg->sessions == 0 || cfg->turns_min == 0 ||
+        cfg->turns_max < cfg->turns_min || cfg->user_min == 0 ||
+        cfg->user_max < cfg->user_min || cfg->output_min == 0 ||
+        cfg->output_max < cfg->output_min || !(cfg->think_ms_mean >= 0) ||
+        !(cfg->start_span_ms >= 0) ||
+        cfg->max_prompt_tokens > RKV_TRACE_MAX_LENGTH ||
+        (uint64_t)cfg->system_tokens + cfg->tools_tokens + cfg->user_max >
+            cfg->max_prompt_tokens)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_workload_agentic: inconsistent config "
+                             "(need sessions, turns, user and output ranges "
+                             ">= 1, and system + tools + user_max <= "
+                             "max_prompt_tokens)");
+    snprintf(wl->name, sizeof wl->name, "agentic");
+    wl_rng g = {seed};
+    /* history: system, tools, then (user, output) per turn, then the new
+     * user message. 2 + 2 * turns_max pieces at most. */
+    size_t hcap = 3 + 2 * (size_t)cfg->turns_max;
+    wl_piece *hist = malloc(hcap * sizeof *hist);
+    if (!hist)
+        return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory");
+    size_t nshared = 0;
+    if (cfg->system_tokens)
+        hist[nshared++] = wl_new_piece(wl, cfg->system_tokens);
+    if (cfg->tools_tokens)
+        hist[nshared++] = wl_new_piece(wl, cfg->tools_tokens);
+    wl_piece shared[2];
+    memcpy(shared, hist, nshared * sizeof *hist);
+
+    rkv_status st = RKV_OK;
+    for (uint32_t s = 0; s < cfg->sessions && st == RKV_OK; s++) {
+        uint32_t turns = rng_range(&g, cfg->turns_min, cfg->turns_max);
+        double t = rng_unit(&g) * cfg->start_span_ms;
+        size_t n = nshared;
+        uint64_t tokens = 0;
+        memcpy(hist, shared, nshared * sizeof *hist);
+        for (size_t i = 0; i < n; i++)
+            tokens += hist[i].len;
+        uint64_t parent = RKV_WL_NO_PARENT;
+        for (uint32_t k = 0; k < turns; k++) {
+            uint32_t user = rng_range(&g, cfg->user_min, cfg->user_max);
+            uint32_t out = rng_range(&g, cfg->output_min, cfg->output_max);
+            double think = -log(1.0 - rng_unit(&g)) * cfg->think_ms_mean;
+            if (tokens + user > cfg->max_prompt_tokens)
+                break;
+            hist[n++] = wl_new_piece(wl, user);
+            tokens += user;
+            if (parent != RKV_WL_NO_PARENT)
+                t += est_service_ms(wl->reqs[parent].output_length) + think;
+            st = wl_add(wl, hist, n, out, t, parent, think);
+            if (st != RKV_OK)
+                break;
+            parent = wl->num_reqs - 1;
+            /* The next turn extends this one by its output. */
+            hist[n++] = (wl_piece){wl->reqs[parent].output_key, out};
+            tokens += out;
+        }
+    }
+    free(hist);
+    if (st == RKV_OK)
+        st = wl_sort_by_arrival(wl);
+    if (st != RKV_OK) {
+        rkv_workload_free(wl);
+        return st;
+    }
+    return RKV_OK;
+}
+
+void rkv_fewshot_config_init(rkv_fewshot_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->requests = 2000;
+    cfg->header_tokens = 4000;
+    cfg->suffix_min = 20;
+    cfg->suffix_max = 200;
+    cfg->output_min = 1;
+    cfg->output_max = 64;
+    cfg->waves = 1;
+    cfg->wave_gap_ms = 10000.0;
+}
+
+rkv_status rkv_workload_fewshot(rkv_workload *wl,
+                                const rkv_fewshot_config *cfg, uint64_t seed)
+{
+    if (!wl || !cfg)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_workload_fewshot: NULL argument");
+    if (wl->num_reqs)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_workload_fewshot: workload not empty");
+    if (cfg->requests == 0 || cfg->suffix_min == 0 ||
+        cfg->suffix_max < cfg->suffix_min || cfg->output_min == 0 ||
+        cfg->output_max < cfg->output_min || cfg->waves == 0 ||
+        !(cfg->wave_gap_ms >= 0) ||
+        (uint64_t)cfg->header_tokens + cfg->suffix_max > RKV_TRACE_MAX_LENGTH)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_workload_fewshot: inconsistent config "
+                             "(need requests, waves, suffix and output "
+                             "ranges >= 1)");
+    snprintf(wl->name, sizeof wl->name, "fewshot");
+    wl_rng g = {seed};
+    wl_piece p[2];
+    size_t np = 0;
+    if (cfg->header_tokens)
+        p[np++] = wl_new_piece(wl, cfg->header_tokens);
+    rkv_status st = RKV_OK;
+    for (uint32_t i = 0; i < cfg->requests && st == RKV_OK; i++) {
+        uint32_t wave = (uint32_t)((uint64_t)i * cfg->waves / cfg->requests);
+        p[np] = wl_new_piece(wl, rng_range(&g, cfg->suffix_min,
+                                           cfg->suffix_max));
+        uint32_t out = rng_range(&g, cfg->output_min, cfg->output_max);
+        st = wl_add(wl, p, np + 1, out, wave * cfg->wave_gap_ms,
+                    RKV_WL_NO_PARENT, 0.0);
+    }
+    if (st != RKV_OK) {
+        rkv_workload_free(wl);
+        return st;
+    }
+    return RKV_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* expansion and checks                                                     */
+/* ------------------------------------------------------------------------ */
+
+rkv_status rkv_workload_prompt(const rkv_workload *wl, size_t i, int32_t *out)
+{
+    if (!wl || !out || i >= wl->num_reqs)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_workload_prompt: bad request index %zu", i);
+    const rkv_wl_request *q = &wl->reqs[i];
+    size_t pos = 0;
+    for (uint32_t s = 0; s < q->num_segs; s++) {
+        uint32_t len = wl->seg_lens[q->seg_begin + s];
+        rkv_trace_block_tokens(wl->seg_keys[q->seg_begin + s], 0, len,
+                               out + pos);
+        pos += len;
+    }
+    return RKV_OK;
+}
+
+int32_t rkv_workload_output_token(const rkv_wl_request *req, uint32_t k)
+{
+    return rkv_trace_block_token(req->output_key + k / RKV_TRACE_BLOCK_TOKENS,
+                                 k % RKV_TRACE_BLOCK_TOKENS);
+}
+
+uint32_t rkv_workload_max_input(const rkv_workload *wl)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; wl && i < wl->num_reqs; i++)
+        if (wl->reqs[i].input_length > m)
+            m = wl->reqs[i].input_length;
+    return m;
+}
+
+rkv_status rkv_workload_check(const rkv_workload *wl)
+{
+    if (!wl)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_workload_check: NULL");
+    if (wl->num_reqs > wl->reqs_cap || wl->num_segs > wl->segs_cap)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "workload: counts exceed capacities");
+    uint64_t in = 0, out = 0;
+    for (size_t i = 0; i < wl->num_reqs; i++) {
+        const rkv_wl_request *q = &wl->reqs[i];
+        if (q->id != i)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "workload: request %zu has id %llu", i,
+                                 (unsigned long long)q->id);
+        if (!isfinite(q->arrival_ms) || q->arrival_ms < 0)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "workload: request %zu arrival %g", i,
+                                 q->arrival_ms);
+        if (q->parent != RKV_WL_NO_PARENT && q->parent >= i)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "workload: request %zu has parent %llu", i,
+                                 (unsigned long long)q->parent);
+        if (q->seg_begin + q->num_segs > wl->num_segs)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "workload: request %zu segments out of "
+                                 "range", i);
+        uint64_t sum = 0;
+        for (uint32_t s = 0; s < q->num_segs; s++) {
+            uint32_t len = wl->seg_lens[q->seg_begin + s];
+            if (len == 0 || len > RKV_TRACE_BLOCK_TOKENS)
+                return rkv_set_error(RKV_ERR_CORRUPT,
+                                     "workload: request %zu segment %u has "
+                                     "%u tokens", i, s, len);
+            sum += len;
+        }
+        if (q->input_length == 0 || sum != q->input_length)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "workload: request %zu input_length %u but "
+                                 "segments hold %llu tokens", i,
+                                 q->input_length, (unsigned long long)sum);
+        in += q->input_length;
+        out += q->output_length;
+    }
+    if (in != wl->prompt_tokens || out != wl->output_tokens)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "workload: token totals do not match requests");
+    return RKV_OK;
+}

@@ -1,0 +1,120 @@
+/*
+ * cli/workload.h -- request records for replay: loaded from a trace or
+ * generated from a seed (agentic sessions, few-shot batches).
+ *
+ * A request's prompt is a list of segments; segment (key, len) stands for
+ * the first len (1..512) tokens of the expansion of block id `key`
+ * (rkv_trace_block_token in trace.h). A trace request's segments are its
+ * hash_ids, all 512 tokens long but the last, cut to input_length -- the
+ * trace convention, so seg_keys of a trace request ARE its hash_ids.
+ * Synthetic workloads draw keys from a counter, so equal content (a shared
+ * system prompt, a previous turn) has equal keys and anything new has keys
+ * never used before.
+ *
+ * Output tokens are deterministic too: output token k of a request is token
+ * k % 512 of block id output_key + k / 512. The replay's fake engine emits
+ * exactly these, so an agentic turn whose prompt contains the previous
+ * turn's output (segments with those keys) hits the cached output.
+ *
+ * Invariants (rkv_workload_check): segment lengths are 1..512 and sum to
+ * input_length; every request has input_length >= 1; ids are 0..n-1 in
+ * order; arrival times are finite and >= 0; a parent precedes its child.
+ */
+#ifndef RKV_CLI_WORKLOAD_H
+#define RKV_CLI_WORKLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/trace.h"
+#include "radixkv.h"
+
+#define RKV_WL_NO_PARENT UINT64_MAX
+
+typedef struct rkv_wl_request {
+    uint64_t id;           /* index in the workload                      */
+    double arrival_ms;     /* nominal arrival (open loop)                 */
+    uint32_t input_length; /* prompt tokens                              */
+    uint32_t output_length;
+    uint64_t seg_begin;    /* first segment in the workload's arrays     */
+    uint32_t num_segs;
+    uint64_t output_key;   /* block id of output tokens 0..511           */
+    uint64_t line;         /* 1-based trace line; 0 when synthetic       */
+    uint64_t parent;       /* closed loop: this request is sent think_ms
+                              after `parent` finished (agentic turns);
+                              RKV_WL_NO_PARENT otherwise                 */
+    double think_ms;
+} rkv_wl_request;
+
+typedef struct rkv_workload {
+    char name[256];        /* trace name, "agentic" or "fewshot"          */
+    rkv_wl_request *reqs;
+    size_t num_reqs, reqs_cap;
+    uint64_t *seg_keys;
+    uint32_t *seg_lens;
+    size_t num_segs, segs_cap;
+    uint64_t prompt_tokens; /* sum of input_length                        */
+    uint64_t output_tokens; /* sum of output_length                       */
+    uint64_t next_key;      /* above every key in use                     */
+} rkv_workload;
+
+void rkv_workload_init(rkv_workload *wl);
+void rkv_workload_free(rkv_workload *wl); /* then it is empty again       */
+
+/* Reads every record of r (at most limit; 0 = all) into wl (which must be
+ * empty). Errors of the reader pass through unchanged ("NAME:LINE: what");
+ * on failure wl is left empty. */
+rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
+                                   size_t limit);
+
+/* Agentic sessions: every prompt starts with one shared system prompt and
+ * tool list; turn t+1's prompt = turn t's prompt + turn t's output + a new
+ * user message (a tool result). Turn t+1 is sent think_ms after turn t
+ * finished (parent link; nominal arrival = parent's arrival + an estimate
+ * of its service time + think time, used by open-loop consumers). */
+typedef struct rkv_agentic_config {
+    uint32_t sessions;          /* default 48                              */
+    uint32_t turns_min;         /* default 4                               */
+    uint32_t turns_max;         /* default 16                              */
+    uint32_t system_tokens;     /* shared system prompt, default 1500      */
+    uint32_t tools_tokens;      /* shared tool list, default 3000          */
+    uint32_t user_min;          /* new tokens per turn, default 50         */
+    uint32_t user_max;          /* default 1500                            */
+    uint32_t output_min;        /* default 20                              */
+    uint32_t output_max;        /* default 400                             */
+    double think_ms_mean;       /* exponential think time, default 1000    */
+    double start_span_ms;       /* sessions start uniformly in [0, span),
+                                   default 30000                           */
+    uint32_t max_prompt_tokens; /* a session ends before exceeding it,
+                                   default 32768                           */
+} rkv_agentic_config;
+void rkv_agentic_config_init(rkv_agentic_config *cfg);
+rkv_status rkv_workload_agentic(rkv_workload *wl,
+                                const rkv_agentic_config *cfg, uint64_t seed);
+
+/* Few-shot batch: `requests` prompts = one shared header + a short distinct
+ * suffix, arriving together in `waves` waves wave_gap_ms apart. */
+typedef struct rkv_fewshot_config {
+    uint32_t requests;      /* default 2000                                */
+    uint32_t header_tokens; /* default 4000                                */
+    uint32_t suffix_min;    /* default 20                                  */
+    uint32_t suffix_max;    /* default 200                                 */
+    uint32_t output_min;    /* default 1                                   */
+    uint32_t output_max;    /* default 64                                  */
+    uint32_t waves;         /* default 1                                   */
+    double wave_gap_ms;     /* default 10000                               */
+} rkv_fewshot_config;
+void rkv_fewshot_config_init(rkv_fewshot_config *cfg);
+rkv_status rkv_workload_fewshot(rkv_workload *wl,
+                                const rkv_fewshot_config *cfg, uint64_t seed);
+
+/* The prompt of request i: input_length tokens into out. */
+rkv_status rkv_workload_prompt(const rkv_workload *wl, size_t i, int32_t *out);
+/* Output token k of request req. */
+int32_t rkv_workload_output_token(const rkv_wl_request *req, uint32_t k);
+/* Largest input_length in the workload. */
+uint32_t rkv_workload_max_input(const rkv_workload *wl);
+
+rkv_status rkv_workload_check(const rkv_workload *wl);
+
+#endif

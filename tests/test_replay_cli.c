@@ -1,0 +1,231 @@
+/*
+ * tests/test_replay_cli.c -- the `radixkv` command end to end: exit codes,
+ * error messages with line numbers, the --json contract, the sweep's SVG.
+ *
+ * Runs the radixkv binary built next to this test (same build directory,
+ * found through /proc/self/exe); skipped when it is not there (e.g. only
+ * this target was built).
+ */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char exe[PATH_MAX];
+static char tmpdir[] = "/tmp/rkv_cli_test_XXXXXX";
+
+static void find_exe(void)
+{
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 16);
+    cr_assert_gt(n, 0);
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    cr_assert_not_null(slash);
+    strcpy(slash + 1, "radixkv");
+    if (access(exe, X_OK) != 0)
+        cr_skip_test("radixkv binary not built next to the test (%s)", exe);
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void cleanup(void)
+{
+    char cmd[PATH_MAX + 16];
+    if (strcmp(tmpdir, "/tmp/rkv_cli_test_XXXXXX") != 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        cr_assert_eq(system(cmd), 0);
+    }
+}
+
+TestSuite(cli, .init = find_exe, .fini = cleanup, .timeout = 600);
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    cr_assert_not_null(b);
+    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* Runs `radixkv ARGS`; returns the exit status, stdout and stderr. */
+static int run(const char *args, char **out, char **err)
+{
+    char cmd[4 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s/out' 2>'%s/err' </dev/null", exe,
+             args, tmpdir, tmpdir);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st), "'%s' did not exit normally", cmd);
+    char p[PATH_MAX + 8];
+    snprintf(p, sizeof p, "%s/out", tmpdir);
+    *out = slurp(p);
+    snprintf(p, sizeof p, "%s/err", tmpdir);
+    *err = slurp(p);
+    return WEXITSTATUS(st);
+}
+
+static void write_file(const char *name, const char *text, char *path,
+                       size_t cap)
+{
+    snprintf(path, cap, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(cli, help_and_usage_errors)
+{
+    char *out, *err;
+    cr_assert_eq(run("help", &out, &err), 0);
+    cr_assert(strstr(out, "usage: radixkv replay") != NULL);
+    cr_assert(strstr(out, "--capacity-tokens") != NULL);
+    cr_assert(strstr(out, "roofline") != NULL, "help documents the cost model");
+    free(out);
+    free(err);
+    cr_assert_eq(run("--help", &out, &err), 0);
+    cr_assert(strstr(out, "usage:") != NULL);
+    free(out);
+    free(err);
+
+    static const char *const bad[] = {
+        "", "frobnicate", "replay --bogus", "replay --page-size", "replay --page-size 0",
+        "replay --page-size x", "replay --order random", "replay --eviction lfu",
+        "replay --policy nope", "replay --capacity-tokens -5",
+        "replay --capacity-tokens 1.5", "replay --json=1x --bogus",
+        "replay a.jsonl b.jsonl", "replay --workload agentic x.jsonl",
+        "sweep --capacities ''", "replay --capacities 1e6", "replay --mfu 2",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(run(bad[i], &out, &err), 2, "'radixkv %s' should be a usage "
+                     "error; stderr: %s", bad[i], err);
+        cr_assert(strncmp(err, "radixkv: ", 9) == 0, "%s", err);
+        cr_assert(strstr(err, "radixkv help") != NULL, "%s", err);
+        cr_assert_str_empty(out);
+        free(out);
+        free(err);
+    }
+}
+
+Test(cli, bad_trace_lines_name_file_and_line)
+{
+    static const struct {
+        const char *text;
+        const char *needle;
+    } cases[] = {
+        {"{\"timestamp\":0,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n"
+         "{\"timestamp\":1,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n"
+         "{\"timestamp\":2,\"input_length\":-600,\"output_length\":5,\"hash_ids\":[1,2]}\n",
+         ":3: negative input_length"},
+        {"{\"timestamp\":0,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n"
+         "{\"timestamp\":1,\"input_length\":600,\"output_length\":5}\n",
+         ":2: missing field \"hash_ids\""},
+        {"{\"timestamp\":0,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]\n",
+         ":1: malformed JSON"},
+        {"\n\n{\"timestamp\":0,\"input_length\":600,\"output_length\":\"5\",\"hash_ids\":[1,2]}\n",
+         ":3: output_length: expected an integer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[PATH_MAX], args[2 * PATH_MAX], want[2 * PATH_MAX];
+        write_file("bad.jsonl", cases[i].text, path, sizeof path);
+        for (int order = 0; order < 2; order++) {
+            snprintf(args, sizeof args, "replay '%s' --order %s", path,
+                     order ? "sched" : "file");
+            char *out, *err;
+            cr_assert_eq(run(args, &out, &err), 1, "case %zu: %s", i, err);
+            snprintf(want, sizeof want, "radixkv: %s%s", path, cases[i].needle);
+            cr_assert(strncmp(err, want, strlen(want)) == 0,
+                      "case %zu: stderr '%s', expected '%s...'", i, err, want);
+            cr_assert_str_empty(out);
+            free(out);
+            free(err);
+        }
+    }
+    char *out, *err;
+    cr_assert_eq(run("replay /nonexistent/dir/trace.jsonl", &out, &err), 1);
+    cr_assert(strstr(err, "radixkv: /nonexistent/dir/trace.jsonl: No such file") == err,
+              "%s", err);
+    free(out);
+    free(err);
+}
+
+static void assert_json_object(const char *out)
+{
+    size_t n = strlen(out);
+    cr_assert_gt(n, 2);
+    cr_assert_eq(out[0], '{', "%s", out);
+    cr_assert_eq(out[n - 1], '\n');
+    cr_assert_eq(out[n - 2], '}');
+    cr_assert(strchr(out, '\n') == out + n - 1, "exactly one line: %s", out);
+}
+
+Test(cli, json_contract)
+{
+    char *out, *err;
+    cr_assert_eq(run("replay --order file --json --limit 300 --page-size 16 "
+                     "--capacity-tokens 2e5", &out, &err), 0, "%s", err);
+    assert_json_object(out);
+    static const char *const file_keys[] = {"\"requests\":300", "\"prompt_tokens\":",
+                                            "\"hit_tokens\":", "\"hit_rate\":0.",
+                                            "\"capacity_tokens\":200000"};
+    for (size_t i = 0; i < sizeof file_keys / sizeof file_keys[0]; i++)
+        cr_assert(strstr(out, file_keys[i]) != NULL, "%s missing in %s",
+                  file_keys[i], out);
+    free(out);
+    free(err);
+
+    cr_assert_eq(run("replay --json --limit 150 --capacity-tokens 1e6", &out, &err), 0,
+                 "%s", err);
+    assert_json_object(out);
+    static const char *const keys[] = {
+        "\"requests\":150", "\"prompt_tokens\":", "\"hit_tokens\":", "\"hit_rate\":",
+        "\"ttft_ms\":{\"p50\":", "\"p90\":", "\"p99\":", "\"latency_ms\":{\"p50\":",
+        "\"preemptions\":", "\"peak_blocks\":", "\"sched_us_per_step\":",
+        "\"order\":\"sched\""};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        cr_assert(strstr(out, keys[i]) != NULL, "%s missing in %s", keys[i], out);
+    free(out);
+    free(err);
+
+    /* Synthetic workloads run too, and a human report is the default. */
+    cr_assert_eq(run("replay --workload agentic --sessions 6 --seed 3", &out, &err),
+                 0, "%s", err);
+    cr_assert(strstr(out, "hit rate") != NULL && strstr(out, "TTFT") != NULL,
+              "%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run("replay --workload fewshot --requests 100 --order file", &out,
+                     &err), 0, "%s", err);
+    cr_assert(strstr(out, "hit rate") != NULL, "%s", out);
+    free(out);
+    free(err);
+}
+
+Test(cli, sweep_writes_table_and_svg)
+{
+    char args[2 * PATH_MAX], svg[PATH_MAX + 16];
+    snprintf(svg, sizeof svg, "%s/s.svg", tmpdir);
+    snprintf(args, sizeof args, "sweep --limit 200 --capacities 2e5,1e6,unbounded "
+             "--policies fcfs,lpm --svg '%s'", svg);
+    char *out, *err;
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert(strstr(out, "file hit%") != NULL, "%s", out);
+    cr_assert(strstr(out, "lpm ttft50") != NULL, "%s", out);
+    cr_assert(strstr(out, "unbounded") != NULL, "%s", out);
+    char *s = slurp(svg);
+    cr_assert(strstr(s, "<svg") != NULL && strstr(s, "</svg>") != NULL);
+    cr_assert(strstr(s, "polyline") != NULL, "lines are drawn");
+    cr_assert(strstr(s, "sched lpm") != NULL, "legend names the series");
+    cr_assert(strstr(s, "hit rate") != NULL, "axis label");
+    free(s);
+    free(out);
+    free(err);
+}
