@@ -1,0 +1,605 @@
+/*
+ * attention/attn.c -- the rkv_attn context and the front end of every
+ * attention operation: full validation, lowering to rows (see
+ * attn_internal.h), and dispatch to the CPU reference (host pool) or the
+ * CUDA backend (CUDA pool).
+ *
+ * Invariants: a call validates everything (params, block tables, qo
+ * lengths, slots) and allocates its host temporaries before it writes a
+ * byte of output or KV, so a failing call changes nothing. The CUDA
+ * backend is created on first use on a CUDA pool and never on a host pool.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attn_internal.h"
+#include "common/status.h"
+
+struct rkv_attn {
+    rkv_pool *pool;
+    rkv_pool_config cfg;
+    void *stream;
+#ifdef RKV_HAVE_CUDA
+    rkv_attn_cuda *cuda;
+#endif
+};
+
+rkv_status rkv_attn_create(rkv_pool *pool, rkv_attn **out)
+{
+    if (pool == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_create: NULL argument");
+    rkv_pool_config cfg;
+    rkv_status st = rkv_pool_get_config(pool, &cfg);
+    if (st != RKV_OK)
+        return st;
+    if (cfg.num_layers == 0)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_attn_create: pool is metadata-only (num_layers 0)");
+    if (rkv_attn_dtype_size(cfg.dtype) == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_create: bad dtype %d",
+                             (int)cfg.dtype);
+    rkv_attn *a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_attn_create: out of memory");
+    a->pool = pool;
+    a->cfg = cfg;
+    *out = a;
+    return RKV_OK;
+}
+
+void rkv_attn_destroy(rkv_attn *attn)
+{
+    if (attn == NULL)
+        return;
+#ifdef RKV_HAVE_CUDA
+    rkv_attn_cuda_destroy(attn->cuda);
+#endif
+    free(attn);
+}
+
+static int on_cuda(const rkv_attn *a)
+{
+    return a->cfg.device == RKV_DEVICE_CUDA;
+}
+
+#ifdef RKV_HAVE_CUDA
+/* Creates the CUDA backend on first use. */
+static rkv_status need_cuda(rkv_attn *a, rkv_attn_cuda **out)
+{
+    if (a->cuda == NULL) {
+        rkv_attn_cuda *c = NULL;
+        rkv_status st = rkv_attn_cuda_create(a->cfg.cuda_device, &c);
+        if (st != RKV_OK)
+            return st;
+        st = rkv_attn_cuda_set_stream(c, a->stream);
+        if (st != RKV_OK) {
+            rkv_attn_cuda_destroy(c);
+            return st;
+        }
+        a->cuda = c;
+    }
+    *out = a->cuda;
+    return RKV_OK;
+}
+#endif
+
+rkv_status rkv_attn_set_stream(rkv_attn *attn, void *cuda_stream)
+{
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_set_stream: NULL attn");
+    if (!on_cuda(attn)) {
+        if (cuda_stream != NULL)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "rkv_attn_set_stream: a host pool takes no stream");
+        return RKV_OK;
+    }
+#ifdef RKV_HAVE_CUDA
+    if (attn->cuda != NULL) {
+        rkv_status st = rkv_attn_cuda_set_stream(attn->cuda, cuda_stream);
+        if (st != RKV_OK)
+            return st;
+    }
+#endif
+    attn->stream = cuda_stream;
+    return RKV_OK;
+}
+
+rkv_status rkv_attn_sync(rkv_attn *attn)
+{
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_sync: NULL attn");
+#ifdef RKV_HAVE_CUDA
+    if (attn->cuda != NULL)
+        return rkv_attn_cuda_sync(attn->cuda);
+#endif
+    return RKV_OK;
+}
+
+rkv_status rkv_attn_check(const rkv_attn *attn)
+{
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_attn_check: NULL attn");
+    rkv_pool_config cfg;
+    if (rkv_pool_get_config(attn->pool, &cfg) != RKV_OK ||
+        memcmp(&cfg, &attn->cfg, sizeof cfg) != 0)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "rkv_attn_check: pool configuration changed");
+    if (!on_cuda(attn) && attn->stream != NULL)
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_attn_check: host pool with a stream");
+#ifdef RKV_HAVE_CUDA
+    if (!on_cuda(attn) && attn->cuda != NULL)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "rkv_attn_check: CUDA backend on a host pool");
+#endif
+    return RKV_OK;
+}
+
+/* ---- validation ----------------------------------------------------------- */
+
+static rkv_attn_geom geom_of(const rkv_attn *a, uint32_t num_qo_heads)
+{
+    rkv_attn_geom g;
+    g.num_blocks = a->cfg.num_blocks;
+    g.page_size = a->cfg.page_size;
+    g.num_kv_heads = a->cfg.num_kv_heads;
+    g.head_dim = a->cfg.head_dim;
+    g.num_qo_heads = num_qo_heads;
+    g.dtype = a->cfg.dtype;
+    g.elem_size = rkv_attn_dtype_size(a->cfg.dtype);
+    return g;
+}
+
+static rkv_status check_block(const rkv_attn *a, const char *fn, uint32_t id)
+{
+    if (id >= a->cfg.num_blocks)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u out of range (%u blocks)",
+                             fn, id, a->cfg.num_blocks);
+    if (rkv_pool_refcount(a->pool, id) == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u is not allocated", fn, id);
+    return RKV_OK;
+}
+
+static rkv_status check_params(const rkv_attn *a, const char *fn,
+                               const rkv_attn_params *p, float *scale)
+{
+    if (p == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL params", fn);
+    if (p->layer >= a->cfg.num_layers)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: layer %u of %u", fn, p->layer,
+                             a->cfg.num_layers);
+    if (p->num_qo_heads == 0 || p->num_qo_heads % a->cfg.num_kv_heads != 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: num_qo_heads %u is not a positive multiple of %u kv heads",
+                             fn, p->num_qo_heads, a->cfg.num_kv_heads);
+    float s = p->sm_scale;
+    if (s == 0.0f)
+        s = 1.0f / sqrtf((float)a->cfg.head_dim);
+    if (!(s > 0.0f) || !isfinite(s))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: sm_scale %g must be > 0", fn,
+                             (double)p->sm_scale);
+    *scale = s;
+    return RKV_OK;
+}
+
+/* Validates a block table; kv_len[r] gets each request's KV length. */
+static rkv_status check_table(const rkv_attn *a, const char *fn,
+                              const rkv_paged_kv *kv, uint32_t *kv_len)
+{
+    if (kv == NULL || kv->indptr == NULL || kv->last_page_len == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL block table", fn);
+    if (kv->num_reqs == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: num_reqs is 0", fn);
+    if (kv->indptr[0] != 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: kv_indptr[0] = %u", fn, kv->indptr[0]);
+    const uint32_t P = a->cfg.page_size;
+    for (uint32_t r = 0; r < kv->num_reqs; r++) {
+        uint32_t lo = kv->indptr[r], hi = kv->indptr[r + 1];
+        if (hi <= lo)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: request %u has no pages (kv_indptr %u..%u)", fn, r,
+                                 lo, hi);
+        uint32_t last = kv->last_page_len[r];
+        if (last < 1 || last > P)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: kv_last_page_len[%u] = %u not in 1..%u", fn, r, last,
+                                 P);
+        uint64_t len = (uint64_t)(hi - lo - 1) * P + last;
+        if (len > UINT32_MAX / 2)
+            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: request %u too long", fn, r);
+        kv_len[r] = (uint32_t)len;
+    }
+    uint32_t total = kv->indptr[kv->num_reqs];
+    if (total > 0 && kv->indices == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL kv_indices", fn);
+    for (uint32_t i = 0; i < total; i++) {
+        rkv_status st = check_block(a, fn, kv->indices[i]);
+        if (st != RKV_OK)
+            return st;
+    }
+    return RKV_OK;
+}
+
+/* ---- rows ----------------------------------------------------------------- */
+
+typedef struct rows_buf {
+    rkv_attn_rows rows;
+    uint32_t *mem;   /* row_req, row_len, kv_len */
+    uint32_t *kv_len;
+} rows_buf;
+
+static rkv_status rows_alloc(const char *fn, rows_buf *rb, uint32_t num_reqs,
+                             uint32_t num_rows)
+{
+    size_t n = (size_t)num_reqs + 2 * (size_t)num_rows + 1;
+    rb->mem = malloc(n * sizeof(uint32_t));
+    if (rb->mem == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    rb->kv_len = rb->mem;
+    memset(&rb->rows, 0, sizeof rb->rows);
+    rb->rows.row_req = rb->mem + num_reqs;
+    rb->rows.row_len = rb->mem + num_reqs + num_rows;
+    return RKV_OK;
+}
+
+/* Validates the table and qo_indptr (NULL: decode, one row per request) and
+ * fills the rows. */
+static rkv_status build_rows(const rkv_attn *a, const char *fn,
+                             const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                             rows_buf *rb)
+{
+    rb->mem = NULL;
+    if (kv == NULL || kv->indptr == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL block table", fn);
+    if (kv->num_reqs == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: num_reqs is 0", fn);
+    uint32_t num_rows = kv->num_reqs;
+    if (qo_indptr != NULL) {
+        if (qo_indptr[0] != 0)
+            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: qo_indptr[0] = %u", fn,
+                                 qo_indptr[0]);
+        for (uint32_t r = 0; r < kv->num_reqs; r++)
+            if (qo_indptr[r + 1] < qo_indptr[r])
+                return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                     "%s: qo_indptr decreases at request %u", fn, r);
+        num_rows = qo_indptr[kv->num_reqs];
+        if (num_rows == 0)
+            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: no query rows", fn);
+    }
+    rkv_status st = rows_alloc(fn, rb, kv->num_reqs, num_rows);
+    if (st != RKV_OK)
+        return st;
+    st = check_table(a, fn, kv, rb->kv_len);
+    if (st != RKV_OK)
+        goto fail;
+    uint32_t *row_req = (uint32_t *)rb->rows.row_req;
+    uint32_t *row_len = (uint32_t *)rb->rows.row_len;
+    uint32_t max_len = 0;
+    for (uint32_t r = 0; r < kv->num_reqs; r++) {
+        uint32_t L = rb->kv_len[r];
+        uint32_t lo = qo_indptr ? qo_indptr[r] : r;
+        uint32_t qn = qo_indptr ? qo_indptr[r + 1] - lo : 1;
+        if (qn > L) {
+            st = rkv_set_error(RKV_ERR_INVALID_ARG,
+                               "%s: request %u has %u query rows but %u KV tokens", fn, r,
+                               qn, L);
+            goto fail;
+        }
+        for (uint32_t i = 0; i < qn; i++) {
+            row_req[lo + i] = r;
+            row_len[lo + i] = L - qn + i + 1; /* causal: up to its own position */
+        }
+        max_len = L > max_len ? L : max_len;
+    }
+    rb->rows.num_rows = num_rows;
+    rb->rows.num_reqs = kv->num_reqs;
+    rb->rows.kv_indptr = kv->indptr;
+    rb->rows.kv_indices = kv->indices;
+    rb->rows.max_len = max_len;
+    return RKV_OK;
+fail:
+    free(rb->mem);
+    rb->mem = NULL;
+    return st;
+}
+
+static rkv_status check_ptrs(const char *fn, const void *q, const void *out)
+{
+    if (q == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL q or out", fn);
+    return RKV_OK;
+}
+
+static rkv_status check_cuda_geom(const rkv_attn *a, const char *fn)
+{
+    if (a->cfg.head_dim != 64 && a->cfg.head_dim != 128)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: head_dim %u on the GPU (64 and 128 are supported)", fn,
+                             a->cfg.head_dim);
+    return RKV_OK;
+}
+
+/* ---- CPU execution ---------------------------------------------------------- */
+
+/* Merges state b into a (fp32), in place. */
+static void merge_f32(uint32_t D, float *oa, float *la, const float *ob, float lb)
+{
+    float m = *la > lb ? *la : lb;
+    if (m == -INFINITY) {
+        for (uint32_t d = 0; d < D; d++)
+            oa[d] = 0.0f;
+        return;
+    }
+    float wa = expf(*la - m), wb = expf(lb - m), s = wa + wb;
+    for (uint32_t d = 0; d < D; d++)
+        oa[d] = (oa[d] * wa + ob[d] * wb) / s;
+    *la = m + logf(s);
+}
+
+/* Runs rows (and an optional shared prefix) on the CPU into out / lse. */
+static rkv_status cpu_run(const rkv_attn *a, const char *fn, const rkv_attn_geom *g,
+                          uint32_t layer, const rkv_attn_rows *rows,
+                          const rkv_attn_shared *shared, const void *q, float scale,
+                          void *out, float *lse)
+{
+    void *kb, *vb;
+    rkv_status st = rkv_pool_layer_kv(a->pool, layer, &kb, &vb);
+    if (st != RKV_OK)
+        return st;
+    const size_t D = g->head_dim, Hq = g->num_qo_heads;
+    uint32_t S = shared ? shared->num_pages * g->page_size : 0;
+    uint32_t ml = rows->max_len > S ? rows->max_len : S;
+    size_t nstate = (size_t)rows->num_rows * Hq;
+    size_t nfl = rkv_attn_cpu_scratch(g, ml) + nstate * (D + 1) * (shared ? 2 : 1);
+    uint32_t *srows = NULL;
+    if (S > 0)
+        srows = malloc(((size_t)rows->num_rows * 2 + 2) * sizeof(uint32_t));
+    float *mem = malloc(nfl * sizeof(float));
+    if (mem == NULL || (S > 0 && srows == NULL)) {
+        free(mem);
+        free(srows);
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    float *o32 = mem, *l32 = o32 + nstate * D, *scratch = l32 + nstate;
+    rkv_attn_cpu_rows(g, kb, vb, rows, q, scale, scratch, o32, l32);
+    if (S > 0) {
+        float *so = scratch + rkv_attn_cpu_scratch(g, ml), *sl = so + nstate * D;
+        rkv_attn_rows sr = {0};
+        uint32_t *sreq = srows, *slen = srows + rows->num_rows;
+        uint32_t *sptr = slen + rows->num_rows;
+        for (uint32_t i = 0; i < rows->num_rows; i++) {
+            sreq[i] = 0;
+            slen[i] = S;
+        }
+        sptr[0] = 0;
+        sptr[1] = shared->num_pages;
+        sr.num_rows = rows->num_rows;
+        sr.num_reqs = 1;
+        sr.row_req = sreq;
+        sr.row_len = slen;
+        sr.kv_indptr = sptr;
+        sr.kv_indices = shared->pages;
+        sr.max_len = S;
+        rkv_attn_cpu_rows(g, kb, vb, &sr, q, scale, scratch, so, sl);
+        for (size_t i = 0; i < nstate; i++)
+            merge_f32((uint32_t)D, o32 + i * D, l32 + i, so + i * D, sl[i]);
+    }
+    for (size_t i = 0; i < nstate * D; i++)
+        rkv_attn_cpu_store(g->dtype, out, i, o32[i]);
+    if (lse != NULL)
+        memcpy(lse, l32, nstate * sizeof(float));
+    free(mem);
+    free(srows);
+    return RKV_OK;
+}
+
+/* Common path of decode / prefill / cascade once validated. */
+static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p,
+                           float scale, const rkv_attn_rows *rows,
+                           const rkv_attn_shared *shared, const void *q, void *out,
+                           float *lse)
+{
+    rkv_attn_geom g = geom_of(a, p->num_qo_heads);
+    if (!on_cuda(a))
+        return cpu_run(a, fn, &g, p->layer, rows, shared, q, scale, out, lse);
+#ifdef RKV_HAVE_CUDA
+    rkv_status st = check_cuda_geom(a, fn);
+    if (st != RKV_OK)
+        return st;
+    rkv_attn_cuda *c;
+    if ((st = need_cuda(a, &c)) != RKV_OK)
+        return st;
+    void *kb, *vb;
+    if ((st = rkv_pool_layer_kv(a->pool, p->layer, &kb, &vb)) != RKV_OK)
+        return st;
+    return rkv_attn_cuda_rows(c, &g, kb, vb, rows, shared, q, scale, out, lse);
+#else
+    (void)check_cuda_geom;
+    return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: radixkv was built without CUDA", fn);
+#endif
+}
+
+/* ---- public operations ---------------------------------------------------- */
+
+rkv_status rkv_attn_decode(rkv_attn *attn, const rkv_attn_params *p,
+                           const rkv_paged_kv *kv, const void *q, void *out,
+                           float *lse)
+{
+    static const char fn[] = "rkv_attn_decode";
+    float scale = 0.0f;
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
+    rkv_status st = check_params(attn, fn, p, &scale);
+    if (st == RKV_OK)
+        st = check_ptrs(fn, q, out);
+    if (st != RKV_OK)
+        return st;
+    rows_buf rb;
+    if ((st = build_rows(attn, fn, NULL, kv, &rb)) != RKV_OK)
+        return st;
+    st = run_rows(attn, fn, p, scale, &rb.rows, NULL, q, out, lse);
+    free(rb.mem);
+    return st;
+}
+
+rkv_status rkv_attn_prefill(rkv_attn *attn, const rkv_attn_params *p,
+                            const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                            const void *q, void *out, float *lse)
+{
+    static const char fn[] = "rkv_attn_prefill";
+    float scale = 0.0f;
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
+    rkv_status st = check_params(attn, fn, p, &scale);
+    if (st == RKV_OK)
+        st = check_ptrs(fn, q, out);
+    if (st == RKV_OK && qo_indptr == NULL)
+        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL qo_indptr", fn);
+    if (st != RKV_OK)
+        return st;
+    rows_buf rb;
+    if ((st = build_rows(attn, fn, qo_indptr, kv, &rb)) != RKV_OK)
+        return st;
+    st = run_rows(attn, fn, p, scale, &rb.rows, NULL, q, out, lse);
+    free(rb.mem);
+    return st;
+}
+
+rkv_status rkv_attn_cascade(rkv_attn *attn, const rkv_attn_params *p,
+                            uint32_t num_shared_pages, const uint32_t *shared_pages,
+                            const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                            const void *q, void *out, float *lse)
+{
+    static const char fn[] = "rkv_attn_cascade";
+    float scale = 0.0f;
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
+    rkv_status st = check_params(attn, fn, p, &scale);
+    if (st == RKV_OK)
+        st = check_ptrs(fn, q, out);
+    if (st == RKV_OK && qo_indptr == NULL)
+        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL qo_indptr", fn);
+    if (st == RKV_OK && num_shared_pages > 0 && shared_pages == NULL)
+        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL shared_pages", fn);
+    if (st == RKV_OK &&
+        (uint64_t)num_shared_pages * attn->cfg.page_size > UINT32_MAX / 2)
+        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: shared prefix too long", fn);
+    for (uint32_t i = 0; st == RKV_OK && i < num_shared_pages; i++)
+        st = check_block(attn, fn, shared_pages[i]);
+    if (st != RKV_OK)
+        return st;
+    rows_buf rb;
+    if ((st = build_rows(attn, fn, qo_indptr, kv, &rb)) != RKV_OK)
+        return st;
+    rkv_attn_shared sh = {num_shared_pages, shared_pages};
+    st = run_rows(attn, fn, p, scale, &rb.rows, num_shared_pages ? &sh : NULL, q, out,
+                  lse);
+    free(rb.mem);
+    return st;
+}
+
+rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
+                           const uint32_t *slots, const void *k, const void *v)
+{
+    static const char fn[] = "rkv_attn_append";
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
+    if (layer >= attn->cfg.num_layers)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: layer %u of %u", fn, layer,
+                             attn->cfg.num_layers);
+    if (num_tokens == 0)
+        return RKV_OK;
+    if (slots == NULL || k == NULL || v == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL slots, k or v", fn);
+    const uint32_t P = attn->cfg.page_size;
+    uint64_t nslots = (uint64_t)attn->cfg.num_blocks * P;
+    uint8_t *seen = calloc((size_t)((nslots + 7) / 8), 1);
+    if (seen == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    rkv_status st = RKV_OK;
+    for (uint32_t i = 0; i < num_tokens && st == RKV_OK; i++) {
+        uint32_t s = slots[i];
+        if (s >= nslots) {
+            st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: slot %u out of range", fn, s);
+            break;
+        }
+        if ((st = check_block(attn, fn, s / P)) != RKV_OK)
+            break;
+        if (seen[s / 8] & (1u << (s % 8)))
+            st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: slot %u listed twice", fn, s);
+        seen[s / 8] |= (uint8_t)(1u << (s % 8));
+    }
+    free(seen);
+    if (st != RKV_OK)
+        return st;
+    void *kb, *vb;
+    if ((st = rkv_pool_layer_kv(attn->pool, layer, &kb, &vb)) != RKV_OK)
+        return st;
+    rkv_attn_geom g = geom_of(attn, 0);
+    if (on_cuda(attn)) {
+#ifdef RKV_HAVE_CUDA
+        rkv_attn_cuda *c;
+        if ((st = need_cuda(attn, &c)) != RKV_OK)
+            return st;
+        return rkv_attn_cuda_append(c, &g, kb, vb, num_tokens, slots, k, v);
+#else
+        return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: radixkv was built without CUDA", fn);
+#endif
+    }
+    size_t row = (size_t)g.num_kv_heads * g.head_dim * g.elem_size;
+    for (uint32_t i = 0; i < num_tokens; i++) {
+        memcpy((char *)kb + (size_t)slots[i] * row, (const char *)k + i * row, row);
+        memcpy((char *)vb + (size_t)slots[i] * row, (const char *)v + i * row, row);
+    }
+    return RKV_OK;
+}
+
+rkv_status rkv_attn_merge(rkv_attn *attn, uint32_t n, const void *v_a,
+                          const float *lse_a, const void *v_b, const float *lse_b,
+                          void *v_out, float *lse_out)
+{
+    static const char fn[] = "rkv_attn_merge";
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
+    if (n == 0)
+        return RKV_OK;
+    if (v_a == NULL || lse_a == NULL || v_b == NULL || lse_b == NULL || v_out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL state", fn);
+    rkv_attn_geom g = geom_of(attn, 0);
+    if (on_cuda(attn)) {
+#ifdef RKV_HAVE_CUDA
+        rkv_status st = check_cuda_geom(attn, fn);
+        rkv_attn_cuda *c;
+        if (st == RKV_OK)
+            st = need_cuda(attn, &c);
+        if (st != RKV_OK)
+            return st;
+        return rkv_attn_cuda_merge(c, &g, n, v_a, lse_a, v_b, lse_b, v_out, lse_out);
+#else
+        return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: radixkv was built without CUDA", fn);
+#endif
+    }
+    const uint32_t D = g.head_dim;
+    for (uint32_t i = 0; i < n; i++) {
+        float la = lse_a[i], lb = lse_b[i];
+        float m = la > lb ? la : lb;
+        float wa = 0.0f, wb = 0.0f, ls = -INFINITY;
+        if (m != -INFINITY) {
+            wa = expf(la - m);
+            wb = expf(lb - m);
+            ls = m + logf(wa + wb);
+            float inv = 1.0f / (wa + wb);
+            wa *= inv;
+            wb *= inv;
+        }
+        for (uint32_t d = 0; d < D; d++) {
+            size_t e = (size_t)i * D + d;
+            float x = rkv_attn_cpu_load(g.dtype, v_a, e) * wa +
+                      rkv_attn_cpu_load(g.dtype, v_b, e) * wb;
+            rkv_attn_cpu_store(g.dtype, v_out, e, x);
+        }
+        if (lse_out != NULL)
+            lse_out[i] = ls;
+    }
+    return RKV_OK;
+}

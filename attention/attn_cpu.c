@@ -1,0 +1,123 @@
+/*
+ * attention/attn_cpu.c -- the CPU reference of paged attention: the
+ * semantics every backend must match, written for clarity first.
+ *
+ * For one query row and one kv head (all G = Hq / Hkv query heads that read
+ * it at once, so each K/V row is converted once): scores s_t = sm_scale *
+ * q.k_t in fp32, m = max s, p_t = exp(s_t - m), l = sum p, o = sum p_t v_t
+ * / l, lse = m + log(l) (natural log of the scaled scores). Two passes
+ * (scores, then values); the fp32 state goes to o32 / lse32, and the front
+ * end rounds it once into the output dtype. Deterministic: the same inputs
+ * give the same bits, whatever the batch around a row (the end-to-end test
+ * relies on this for exact reuse).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attention/attn_internal.h"
+
+size_t rkv_attn_dtype_size(rkv_dtype d)
+{
+    switch (d) {
+    case RKV_DTYPE_F16: return 2;
+    case RKV_DTYPE_BF16: return 2;
+    case RKV_DTYPE_F32: return 4;
+    }
+    return 0;
+}
+
+float rkv_attn_cpu_load(rkv_dtype dt, const void *src, size_t i)
+{
+    switch (dt) {
+    case RKV_DTYPE_F16: return rkv_f16_to_f32(((const uint16_t *)src)[i]);
+    case RKV_DTYPE_BF16: return rkv_bf16_to_f32(((const uint16_t *)src)[i]);
+    case RKV_DTYPE_F32: return ((const float *)src)[i];
+    }
+    return 0.0f;
+}
+
+void rkv_attn_cpu_store(rkv_dtype dt, void *dst, size_t i, float x)
+{
+    switch (dt) {
+    case RKV_DTYPE_F16: ((uint16_t *)dst)[i] = rkv_f32_to_f16(x); break;
+    case RKV_DTYPE_BF16: ((uint16_t *)dst)[i] = rkv_f32_to_bf16(x); break;
+    case RKV_DTYPE_F32: ((float *)dst)[i] = x; break;
+    }
+}
+
+size_t rkv_attn_cpu_scratch(const rkv_attn_geom *g, uint32_t max_len)
+{
+    size_t gq = g->num_qo_heads / g->num_kv_heads;
+    return gq * (size_t)max_len + g->head_dim + 2 * gq * g->head_dim;
+}
+
+/* Converts n elements starting at element i of src into dst. */
+static void load_row(rkv_dtype dt, const void *src, size_t i, uint32_t n,
+                     float *dst)
+{
+    for (uint32_t d = 0; d < n; d++)
+        dst[d] = rkv_attn_cpu_load(dt, src, i + d);
+}
+
+void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
+                       const void *vbase, const rkv_attn_rows *rows,
+                       const void *q, float sm_scale, float *scratch,
+                       float *o32, float *lse32)
+{
+    const uint32_t P = g->page_size, Hkv = g->num_kv_heads, D = g->head_dim;
+    const uint32_t Hq = g->num_qo_heads, G = Hq / Hkv;
+    float *scores = scratch;                       /* [G][max_len] */
+    float *kv = scores + (size_t)G * rows->max_len; /* [D] */
+    float *qf = kv + D;                             /* [G][D] */
+    float *acc = qf + (size_t)G * D;                /* [G][D] */
+
+    for (uint32_t r = 0; r < rows->num_rows; r++) {
+        const uint32_t req = rows->row_req[r], len = rows->row_len[r];
+        const uint32_t *pages = rows->kv_indices + rows->kv_indptr[req];
+        for (uint32_t h = 0; h < Hkv; h++) {
+            for (uint32_t gi = 0; gi < G; gi++)
+                load_row(g->dtype, q, ((size_t)r * Hq + h * G + gi) * D, D,
+                         qf + (size_t)gi * D);
+            for (uint32_t t = 0; t < len; t++) {
+                size_t tok = (size_t)pages[t / P] * P + t % P;
+                load_row(g->dtype, kbase, (tok * Hkv + h) * D, D, kv);
+                for (uint32_t gi = 0; gi < G; gi++) {
+                    const float *qq = qf + (size_t)gi * D;
+                    float s = 0.0f;
+                    for (uint32_t d = 0; d < D; d++)
+                        s += qq[d] * kv[d];
+                    scores[(size_t)gi * len + t] = s * sm_scale;
+                }
+            }
+            for (uint32_t gi = 0; gi < G; gi++) {
+                float *sc = scores + (size_t)gi * len;
+                float mx = -INFINITY, l = 0.0f;
+                for (uint32_t t = 0; t < len; t++)
+                    mx = sc[t] > mx ? sc[t] : mx;
+                for (uint32_t t = 0; t < len; t++) {
+                    sc[t] = expf(sc[t] - mx);
+                    l += sc[t];
+                }
+                memset(acc + (size_t)gi * D, 0, sizeof(float) * D);
+                lse32[(size_t)r * Hq + h * G + gi] = mx + logf(l);
+                /* normalise p now so acc is the final output */
+                float inv = 1.0f / l;
+                for (uint32_t t = 0; t < len; t++)
+                    sc[t] *= inv;
+            }
+            for (uint32_t t = 0; t < len; t++) {
+                size_t tok = (size_t)pages[t / P] * P + t % P;
+                load_row(g->dtype, vbase, (tok * Hkv + h) * D, D, kv);
+                for (uint32_t gi = 0; gi < G; gi++) {
+                    float p = scores[(size_t)gi * len + t];
+                    float *a = acc + (size_t)gi * D;
+                    for (uint32_t d = 0; d < D; d++)
+                        a[d] += p * kv[d];
+                }
+            }
+            for (uint32_t gi = 0; gi < G; gi++)
+                memcpy(o32 + ((size_t)r * Hq + h * G + gi) * D,
+                       acc + (size_t)gi * D, sizeof(float) * D);
+        }
+    }
+}

@@ -1,0 +1,868 @@
+/*
+ * attention/attn_cuda.cu -- the CUDA backend of paged attention (see
+ * attn_internal.h for the "rows" every operation is lowered to).
+ *
+ * Kernels:
+ *   - append: one block per token copies its K and V rows into their slots.
+ *   - rows (decode and prefill): flash-decoding. Grid (row, q-head chunk of
+ *     GB heads sharing one kv head, KV split). Each of 4 warps walks every
+ *     4th token of its split; a lane holds D/32 contiguous dims (d = lane *
+ *     D/32 + e: one 4..16-byte load per lane, a warp reads a K/V row in one
+ *     coalesced sweep); scores are reduced with shuffles and folded into an
+ *     online softmax; the warps merge through shared memory and write an
+ *     fp32 partial (o, lse) per split. A finalize kernel merges the splits
+ *     (and, for cascade, the shared-prefix state) by log-sum-exp and rounds
+ *     once into the output dtype (with one split and no shared prefix the
+ *     rows kernel writes the output itself). Prefill uses the same kernel
+ *     with causal row lengths: simple, but not tensor-core tiled, so expect
+ *     prefill FLOP/s far below the GEMM rate (a tiled kernel is future work).
+ *   - cascade shared prefix: the prefix's K and V are gathered once into
+ *     [Hkv][S][D], the queries packed to [Hkv][rows*G][D]; per KV chunk two
+ *     strided-batched cuBLAS GEMMs (scores = Q K^T in fp32, then P V with P
+ *     rounded to the dtype) with a row softmax between them, and an online
+ *     merge of the chunk states in fp32.
+ * Every launch is followed by cudaGetLastError; every runtime and cuBLAS
+ * call is checked and turned into RKV_ERR_CUDA with its message. The
+ * workspace (uploaded index arrays, partial states, cascade buffers) is one
+ * device allocation that only grows; it is reused in stream order.
+ *
+ * NOTE: these kernels have been compiled (sm_90 + PTX) but, at the time of
+ * writing, not yet run on a GPU.
+ */
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cublas_v2.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attn_internal.h"
+#include "common/status.h"
+
+struct rkv_attn_cuda {
+    int device;
+    int num_sms;
+    cudaStream_t stream;
+    cublasHandle_t blas; /* created lazily (cascade only) */
+    void *ws;            /* device workspace */
+    size_t ws_bytes;
+};
+
+/* ---- error plumbing ------------------------------------------------------ */
+
+#define CU_TRY(call, what)                                                       \
+    do {                                                                         \
+        cudaError_t e_ = (call);                                                 \
+        if (e_ != cudaSuccess)                                                   \
+            return rkv_set_error(RKV_ERR_CUDA, "%s: %s", (what),                 \
+                                 cudaGetErrorString(e_));                        \
+    } while (0)
+
+#define LAUNCH_CHECK(what) CU_TRY(cudaGetLastError(), what)
+
+#define BLAS_TRY(call, what)                                                     \
+    do {                                                                         \
+        cublasStatus_t s_ = (call);                                              \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                         \
+            return rkv_set_error(RKV_ERR_CUDA, "%s: cuBLAS: %s", (what),         \
+                                 cublasGetStatusString(s_));                     \
+    } while (0)
+
+/* Runs on the context's device and restores the caller's. */
+struct device_guard {
+    int prev;
+    bool ok;
+    explicit device_guard(int dev) : prev(0), ok(false)
+    {
+        if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess)
+            ok = true;
+    }
+    ~device_guard()
+    {
+        if (ok)
+            (void)cudaSetDevice(prev);
+    }
+};
+
+#define GUARD(dev, what)                                                         \
+    device_guard guard_(dev);                                                    \
+    if (!guard_.ok)                                                              \
+        return rkv_set_error(RKV_ERR_CUDA, "%s: cannot select CUDA device %d",  \
+                             (what), (dev));
+
+/* ---- element access ------------------------------------------------------ */
+
+struct f16_t { unsigned short b; };
+struct bf16_t { unsigned short b; };
+
+template <typename T> struct elem;
+template <> struct elem<f16_t> {
+    typedef unsigned short raw;
+    static __device__ __forceinline__ float load(const raw *p, size_t i)
+    {
+        return __half2float(__ushort_as_half(p[i]));
+    }
+    static __device__ __forceinline__ void store(raw *p, size_t i, float x)
+    {
+        p[i] = __half_as_ushort(__float2half_rn(x));
+    }
+};
+template <> struct elem<bf16_t> {
+    typedef unsigned short raw;
+    static __device__ __forceinline__ float load(const raw *p, size_t i)
+    {
+        return __bfloat162float(__ushort_as_bfloat16(p[i]));
+    }
+    static __device__ __forceinline__ void store(raw *p, size_t i, float x)
+    {
+        p[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    }
+};
+template <> struct elem<float> {
+    typedef float raw;
+    static __device__ __forceinline__ float load(const raw *p, size_t i) { return p[i]; }
+    static __device__ __forceinline__ void store(raw *p, size_t i, float x) { p[i] = x; }
+};
+
+/* An aligned vector of N raw elements, for one wide load. */
+template <typename R, int N> struct __align__(sizeof(R) * N) rvec {
+    R v[N];
+};
+
+/* Loads EL contiguous elements at p[i..i+EL) (i * sizeof(raw) * EL-aligned:
+ * the pool's rows are, as D * elem_size is a multiple of 128 bytes). */
+template <typename T, int EL>
+static __device__ __forceinline__ void load_vec(const typename elem<T>::raw *p, size_t i,
+                                                float *out)
+{
+    typedef typename elem<T>::raw raw;
+    rvec<raw, EL> r = *reinterpret_cast<const rvec<raw, EL> *>(p + i);
+#pragma unroll
+    for (int e = 0; e < EL; e++)
+        out[e] = elem<T>::load(r.v, e);
+}
+
+/* ---- workspace ------------------------------------------------------------ */
+
+static size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
+
+/* Carves a workspace: add() reserves, then base + offset. */
+struct carve {
+    size_t total;
+    carve() : total(0) {}
+    size_t add(size_t bytes)
+    {
+        size_t off = total;
+        total += align_up(bytes);
+        return off;
+    }
+};
+
+static rkv_status ws_reserve(rkv_attn_cuda *c, size_t bytes, const char *fn)
+{
+    if (bytes <= c->ws_bytes)
+        return RKV_OK;
+    size_t want = bytes + bytes / 4;
+    void *p = NULL;
+    /* the old buffer may still be read by queued work: wait for it */
+    CU_TRY(cudaStreamSynchronize(c->stream), fn);
+    cudaError_t e = cudaMalloc(&p, want);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return rkv_set_error(RKV_ERR_CUDA, "%s: workspace of %zu bytes: %s", fn, want,
+                             cudaGetErrorString(e));
+    }
+    if (c->ws != NULL)
+        (void)cudaFree(c->ws);
+    c->ws = p;
+    c->ws_bytes = want;
+    return RKV_OK;
+}
+
+/* ---- context -------------------------------------------------------------- */
+
+extern "C" rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out)
+{
+    GUARD(device, "rkv_attn_create");
+    int sms = 0;
+    CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+           "rkv_attn_create");
+    rkv_attn_cuda *c = (rkv_attn_cuda *)calloc(1, sizeof *c);
+    if (c == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_attn_create: out of memory");
+    c->device = device;
+    c->num_sms = sms > 0 ? sms : 1;
+    c->stream = 0;
+    *out = c;
+    return RKV_OK;
+}
+
+extern "C" void rkv_attn_cuda_destroy(rkv_attn_cuda *c)
+{
+    if (c == NULL)
+        return;
+    device_guard g(c->device);
+    if (c->stream != 0 || c->ws != NULL)
+        (void)cudaStreamSynchronize(c->stream);
+    if (c->blas != NULL)
+        (void)cublasDestroy(c->blas);
+    if (c->ws != NULL)
+        (void)cudaFree(c->ws);
+    free(c);
+}
+
+extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
+{
+    c->stream = (cudaStream_t)stream;
+    if (c->blas != NULL)
+        BLAS_TRY(cublasSetStream(c->blas, c->stream), "rkv_attn_set_stream");
+    return RKV_OK;
+}
+
+extern "C" rkv_status rkv_attn_cuda_sync(rkv_attn_cuda *c)
+{
+    GUARD(c->device, "rkv_attn_sync");
+    CU_TRY(cudaStreamSynchronize(c->stream), "rkv_attn_sync");
+    return RKV_OK;
+}
+
+/* ---- append --------------------------------------------------------------- */
+
+/* Copies one token's rows as 16-bit units (every row is an even number of
+ * bytes). grid.x = token. */
+__global__ void append_kernel(unsigned short *kb, unsigned short *vb,
+                              const unsigned short *k, const unsigned short *v,
+                              const unsigned *slots, unsigned row_units)
+{
+    size_t src = (size_t)blockIdx.x * row_units;
+    size_t dst = (size_t)slots[blockIdx.x] * row_units;
+    for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x) {
+        kb[dst + i] = k[src + i];
+        vb[dst + i] = v[src + i];
+    }
+}
+
+extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                           void *kbase, void *vbase, uint32_t n,
+                                           const uint32_t *slots, const void *k,
+                                           const void *v)
+{
+    static const char fn[] = "rkv_attn_append";
+    GUARD(c->device, fn);
+    rkv_status st = ws_reserve(c, (size_t)n * 4, fn);
+    if (st != RKV_OK)
+        return st;
+    CU_TRY(cudaMemcpyAsync(c->ws, slots, (size_t)n * 4, cudaMemcpyHostToDevice, c->stream),
+           fn);
+    unsigned units = (unsigned)((size_t)g->num_kv_heads * g->head_dim * g->elem_size / 2);
+    append_kernel<<<n, 128, 0, c->stream>>>((unsigned short *)kbase, (unsigned short *)vbase,
+                                            (const unsigned short *)k,
+                                            (const unsigned short *)v,
+                                            (const unsigned *)c->ws, units);
+    LAUNCH_CHECK(fn);
+    return RKV_OK;
+}
+
+/* ---- rows: split-KV flash-decoding ---------------------------------------- */
+
+struct rows_args {
+    const void *q;
+    const void *kb, *vb;
+    const unsigned *row_req, *row_len, *kv_indptr, *kv_indices;
+    float *po, *plse; /* [splits][rows][Hq][D], [splits][rows][Hq] */
+    void *out;        /* non-NULL: one split, write the result directly */
+    float *lse;       /* with out: optional lse */
+    unsigned rows, Hq, Hkv, G, P, chunk;
+    float scale;
+};
+
+#define NW 4
+
+template <typename T, int D, int GB>
+__global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
+{
+    typedef elem<T> E;
+    typedef typename E::raw raw;
+    const int EL = D / 32;
+    __shared__ float sm_m[NW][GB], sm_l[NW][GB];
+    __shared__ float sm_o[NW][GB][D];
+
+    const unsigned row = blockIdx.x, qh0 = blockIdx.y * GB, split = blockIdx.z;
+    const unsigned kvh = qh0 / a.G;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned req = a.row_req[row], len = a.row_len[row];
+    const unsigned t0 = split * a.chunk;
+    const unsigned t1 = min(len, t0 + a.chunk);
+    const unsigned *pages = a.kv_indices + a.kv_indptr[req];
+    const raw *q = (const raw *)a.q, *kb = (const raw *)a.kb, *vb = (const raw *)a.vb;
+
+    float qv[GB][EL], acc[GB][EL], m[GB], l[GB];
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        size_t qo = ((size_t)row * a.Hq + qh0 + g) * D;
+#pragma unroll
+        for (int e = 0; e < EL; e++) {
+            qv[g][e] = E::load(q, qo + lane * EL + e); /* q may be unaligned */
+            acc[g][e] = 0.0f;
+        }
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+    }
+    for (unsigned t = t0 + warp; t < t1; t += NW) {
+        size_t tok = (size_t)pages[t / a.P] * a.P + t % a.P;
+        size_t base = (tok * a.Hkv + kvh) * D;
+        float kf[EL], vf[EL];
+        load_vec<T, EL>(kb, base + lane * EL, kf);
+        load_vec<T, EL>(vb, base + lane * EL, vf);
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int e = 0; e < EL; e++)
+                s += qv[g][e] * kf[e];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+            s *= a.scale;
+            float mn = fmaxf(m[g], s);
+            float corr = __expf(m[g] - mn);
+            float p = __expf(s - mn);
+            l[g] = l[g] * corr + p;
+#pragma unroll
+            for (int e = 0; e < EL; e++)
+                acc[g][e] = acc[g][e] * corr + p * vf[e];
+            m[g] = mn;
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        if (lane == 0) {
+            sm_m[warp][g] = m[g];
+            sm_l[warp][g] = l[g];
+        }
+#pragma unroll
+        for (int e = 0; e < EL; e++)
+            sm_o[warp][g][lane * EL + e] = acc[g][e];
+    }
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < (unsigned)(GB * D); i += blockDim.x) {
+        unsigned g = i / D, d = i % D;
+        float M = -INFINITY;
+        for (int w = 0; w < NW; w++)
+            M = fmaxf(M, sm_m[w][g]);
+        float L = 0.0f, O = 0.0f;
+        if (M != -INFINITY) {
+            for (int w = 0; w < NW; w++) {
+                float wt = sm_m[w][g] == -INFINITY ? 0.0f : __expf(sm_m[w][g] - M);
+                L += sm_l[w][g] * wt;
+                O += sm_o[w][g][d] * wt;
+            }
+        }
+        size_t sidx = ((size_t)split * a.rows + row) * a.Hq + qh0 + g;
+        float o = M == -INFINITY ? 0.0f : O / L;
+        float ls = M == -INFINITY ? -INFINITY : M + logf(L);
+        if (a.out != NULL) { /* split == 0 here: sidx is the output index */
+            E::store((raw *)a.out, sidx * D + d, o);
+            if (d == 0 && a.lse != NULL)
+                a.lse[sidx] = ls;
+        } else {
+            a.po[sidx * D + d] = o;
+            if (d == 0)
+                a.plse[sidx] = ls;
+        }
+    }
+}
+
+struct fin_args {
+    const float *po, *plse;
+    const float *xo, *xlse; /* cascade shared state [Hkv][rows][G][D], or NULL */
+    void *out;
+    float *lse;
+    unsigned rows, Hq, G, D, splits;
+};
+
+/* grid.x = row * Hq + head, block = D threads. */
+template <typename T>
+__global__ void finalize_kernel(fin_args f)
+{
+    typedef elem<T> E;
+    const size_t idx = blockIdx.x;
+    const unsigned d = threadIdx.x;
+    const size_t n = (size_t)f.rows * f.Hq;
+    const unsigned row = (unsigned)(idx / f.Hq), h = (unsigned)(idx % f.Hq);
+    size_t xi = 0;
+    if (f.xo != NULL)
+        xi = ((size_t)(h / f.G) * f.rows + row) * f.G + h % f.G;
+    float M = -INFINITY;
+    for (unsigned s = 0; s < f.splits; s++)
+        M = fmaxf(M, f.plse[s * n + idx]);
+    if (f.xo != NULL)
+        M = fmaxf(M, f.xlse[xi]);
+    float L = 0.0f, O = 0.0f;
+    if (M != -INFINITY) {
+        for (unsigned s = 0; s < f.splits; s++) {
+            float ls = f.plse[s * n + idx];
+            float w = ls == -INFINITY ? 0.0f : __expf(ls - M);
+            L += w;
+            O += w * f.po[(s * n + idx) * f.D + d];
+        }
+        if (f.xo != NULL) {
+            float ls = f.xlse[xi];
+            float w = ls == -INFINITY ? 0.0f : __expf(ls - M);
+            L += w;
+            O += w * f.xo[xi * f.D + d];
+        }
+    }
+    E::store((typename E::raw *)f.out, idx * f.D + d, M == -INFINITY ? 0.0f : O / L);
+    if (f.lse != NULL && d == 0)
+        f.lse[idx] = M == -INFINITY ? -INFINITY : M + logf(L);
+}
+
+template <typename T, int D>
+static void launch_rows_d(dim3 grid, cudaStream_t s, const rows_args &a, unsigned gb)
+{
+    switch (gb) {
+    case 8: rows_kernel<T, D, 8><<<grid, NW * 32, 0, s>>>(a); break;
+    case 4: rows_kernel<T, D, 4><<<grid, NW * 32, 0, s>>>(a); break;
+    case 2: rows_kernel<T, D, 2><<<grid, NW * 32, 0, s>>>(a); break;
+    default: rows_kernel<T, D, 1><<<grid, NW * 32, 0, s>>>(a); break;
+    }
+}
+
+template <typename T>
+static void launch_rows(dim3 grid, cudaStream_t s, const rows_args &a, unsigned D,
+                        unsigned gb)
+{
+    if (D == 64)
+        launch_rows_d<T, 64>(grid, s, a, gb);
+    else
+        launch_rows_d<T, 128>(grid, s, a, gb);
+}
+
+/* ---- cascade: shared prefix by GEMM ------------------------------------- */
+
+/* Qp[h][row][g][:] = q[row][h*G+g][:]. grid.x = row * Hq + head. */
+__global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, unsigned rows,
+                              unsigned Hq, unsigned G, unsigned row_units)
+{
+    unsigned row = blockIdx.x / Hq, h = blockIdx.x % Hq;
+    size_t dst = (((size_t)(h / G) * rows + row) * G + h % G) * row_units;
+    size_t src = (size_t)blockIdx.x * row_units;
+    for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x)
+        qp[dst + i] = q[src + i];
+}
+
+/* Kg[h][s][:] = K[token s of the shared pages][h][:]. grid.x = s * Hkv + h. */
+__global__ void gather_kv_kernel(const unsigned short *kb, const unsigned short *vb,
+                                 unsigned short *kg, unsigned short *vg,
+                                 const unsigned *pages, unsigned S, unsigned Hkv,
+                                 unsigned P, unsigned row_units)
+{
+    unsigned s = blockIdx.x / Hkv, h = blockIdx.x % Hkv;
+    size_t tok = (size_t)pages[s / P] * P + s % P;
+    size_t src = (tok * Hkv + h) * row_units;
+    size_t dst = ((size_t)h * S + s) * row_units;
+    for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x) {
+        kg[dst + i] = kb[src + i];
+        vg[dst + i] = vb[src + i];
+    }
+}
+
+__global__ void fill_kernel(float *p, size_t n, float x)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        p[i] = x;
+}
+
+/* Row softmax of one score chunk: p = exp(scale*s - m) rounded to T;
+ * cm/cl get m and the sum of the rounded p. grid.x = score row, 256 thr. */
+template <typename T>
+__global__ void softmax_kernel(const float *scores, void *p, float *cm, float *cl,
+                               unsigned cols, float scale)
+{
+    typedef elem<T> E;
+    __shared__ float red[256 / 32];
+    const size_t base = (size_t)blockIdx.x * cols;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float mx = -INFINITY;
+    for (unsigned i = threadIdx.x; i < cols; i += blockDim.x)
+        mx = fmaxf(mx, scores[base + i] * scale);
+    for (int o = 16; o > 0; o >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0)
+        red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (unsigned w = 1; w < blockDim.x / 32; w++)
+        mx = fmaxf(mx, red[w]);
+    __syncthreads();
+    float sum = 0.0f;
+    for (unsigned i = threadIdx.x; i < cols; i += blockDim.x) {
+        E::store((typename E::raw *)p, base + i, __expf(scores[base + i] * scale - mx));
+        sum += E::load((const typename E::raw *)p, base + i);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0)
+        red[warp] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (unsigned w = 0; w < blockDim.x / 32; w++)
+            t += red[w];
+        cm[blockIdx.x] = mx;
+        cl[blockIdx.x] = t;
+    }
+}
+
+/* acc <- merge(acc, chunk): chunk o = oc / cl, lse = cm + log(cl).
+ * grid.x = score row, block = D. */
+__global__ void combine_kernel(float *ao, float *alse, const float *oc, const float *cm,
+                               const float *cl, unsigned D)
+{
+    const size_t r = blockIdx.x;
+    const unsigned d = threadIdx.x;
+    float lc = cm[r] + logf(cl[r]);
+    float la = alse[r];
+    float M = fmaxf(la, lc);
+    float wa = la == -INFINITY ? 0.0f : __expf(la - M);
+    float wc = __expf(lc - M);
+    float s = wa + wc;
+    ao[r * D + d] = (ao[r * D + d] * wa + oc[r * D + d] / cl[r] * wc) / s;
+    __syncthreads(); /* every thread has read alse[r] */
+    if (d == 0)
+        alse[r] = M + logf(s);
+}
+
+static cudaDataType_t blas_type(rkv_dtype dt)
+{
+    switch (dt) {
+    case RKV_DTYPE_F16: return CUDA_R_16F;
+    case RKV_DTYPE_BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+    }
+}
+
+template <typename T>
+static void launch_softmax(unsigned nrows, cudaStream_t s, const float *sc, void *p,
+                           float *cm, float *cl, unsigned cols, float scale)
+{
+    softmax_kernel<T><<<nrows, 256, 0, s>>>(sc, p, cm, cl, cols, scale);
+}
+
+/* Shared-prefix state of every (row, head) into xo [Hkv][rows*G][D], xl. */
+static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                 const void *kbase, const void *vbase,
+                                 const rkv_attn_rows *rows, const rkv_attn_shared *sh,
+                                 const void *q, float scale, char *ws, size_t off_pages,
+                                 size_t off_qp, size_t off_kg, size_t off_vg,
+                                 size_t off_sc, size_t off_p, size_t off_oc, size_t off_cm,
+                                 size_t off_cl, float *xo, float *xl, unsigned C)
+{
+    static const char fn[] = "rkv_attn_cascade";
+    const unsigned Hkv = g->num_kv_heads, Hq = g->num_qo_heads, G = Hq / Hkv;
+    const unsigned D = g->head_dim, S = sh->num_pages * g->page_size;
+    const unsigned M = rows->num_rows * G;
+    const unsigned row_bytes = (unsigned)(D * g->elem_size);
+    if (c->blas == NULL) {
+        BLAS_TRY(cublasCreate(&c->blas), fn);
+        BLAS_TRY(cublasSetStream(c->blas, c->stream), fn);
+    }
+    /* row_bytes / 2 below: both copy kernels move 16-bit units */
+    pack_q_kernel<<<rows->num_rows * Hq, 64, 0, c->stream>>>(
+        (const unsigned short *)q, (unsigned short *)(ws + off_qp), rows->num_rows, Hq, G,
+        row_bytes / 2);
+    LAUNCH_CHECK(fn);
+    gather_kv_kernel<<<S * Hkv, 64, 0, c->stream>>>(
+        (const unsigned short *)kbase, (const unsigned short *)vbase,
+        (unsigned short *)(ws + off_kg), (unsigned short *)(ws + off_vg),
+        (const unsigned *)(ws + off_pages), S, Hkv, g->page_size, row_bytes / 2);
+    LAUNCH_CHECK(fn);
+    size_t nst = (size_t)Hkv * M;
+    CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
+    fill_kernel<<<(unsigned)((nst + 255) / 256), 256, 0, c->stream>>>(xl, nst, -INFINITY);
+    LAUNCH_CHECK(fn);
+    const cudaDataType_t dt = blas_type(g->dtype);
+    const float one = 1.0f, zero = 0.0f;
+    const size_t es = g->elem_size;
+    for (unsigned c0 = 0; c0 < S; c0 += C) {
+        unsigned Cn = S - c0 < C ? S - c0 : C;
+        /* scores[h] (M x Cn, row-major) = Qp[h] (M x D) . Kg[h][c0..]^T */
+        BLAS_TRY(cublasGemmStridedBatchedEx(
+                     c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Cn, (int)M, (int)D, &one,
+                     ws + off_kg + (size_t)c0 * D * es, dt, (int)D, (long long)S * D,
+                     ws + off_qp, dt, (int)D, (long long)M * D, &zero, ws + off_sc,
+                     CUDA_R_32F, (int)Cn, (long long)M * Cn, (int)Hkv, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT),
+                 fn);
+        float *cm = (float *)(ws + off_cm), *cl = (float *)(ws + off_cl);
+        switch (g->dtype) {
+        case RKV_DTYPE_F16:
+            launch_softmax<f16_t>((unsigned)nst, c->stream, (const float *)(ws + off_sc),
+                                  ws + off_p, cm, cl, Cn, scale);
+            break;
+        case RKV_DTYPE_BF16:
+            launch_softmax<bf16_t>((unsigned)nst, c->stream, (const float *)(ws + off_sc),
+                                   ws + off_p, cm, cl, Cn, scale);
+            break;
+        default:
+            launch_softmax<float>((unsigned)nst, c->stream, (const float *)(ws + off_sc),
+                                  ws + off_p, cm, cl, Cn, scale);
+            break;
+        }
+        LAUNCH_CHECK(fn);
+        /* oc[h] (M x D) = P[h] (M x Cn) . Vg[h][c0..] (Cn x D) */
+        BLAS_TRY(cublasGemmStridedBatchedEx(
+                     c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)D, (int)M, (int)Cn, &one,
+                     ws + off_vg + (size_t)c0 * D * es, dt, (int)D, (long long)S * D,
+                     ws + off_p, dt, (int)Cn, (long long)M * Cn, &zero, ws + off_oc,
+                     CUDA_R_32F, (int)D, (long long)M * D, (int)Hkv, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT),
+                 fn);
+        combine_kernel<<<(unsigned)nst, D, 0, c->stream>>>(
+            xo, xl, (const float *)(ws + off_oc), cm, cl, D);
+        LAUNCH_CHECK(fn);
+    }
+    return RKV_OK;
+}
+
+extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                         const void *kbase, const void *vbase,
+                                         const rkv_attn_rows *rows,
+                                         const rkv_attn_shared *shared, const void *q,
+                                         float sm_scale, void *out, float *lse)
+{
+    const char *fn = shared ? "rkv_attn_cascade" : "rkv_attn_rows";
+    GUARD(c->device, fn);
+    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
+    const unsigned D = g->head_dim, nrows = rows->num_rows;
+    unsigned gb = G % 8 == 0 ? 8 : G % 4 == 0 ? 4 : G % 2 == 0 ? 2 : 1;
+    /* splits: enough blocks to fill the GPU, at least 64 tokens each */
+    size_t blocks = (size_t)nrows * (Hq / gb);
+    size_t want = ((size_t)c->num_sms * 4 + blocks - 1) / blocks;
+    size_t maxs = (rows->max_len + 63) / 64;
+    size_t splits = want < maxs ? want : maxs;
+    if (splits < 1)
+        splits = 1;
+    if (splits > 1024)
+        splits = 1024;
+    unsigned chunk = (unsigned)((rows->max_len + splits - 1) / splits);
+
+    const uint32_t total_pages = rows->kv_indptr[rows->num_reqs];
+    const size_t nst = (size_t)nrows * Hq;
+    carve cv;
+    size_t off_req = cv.add((size_t)nrows * 4), off_len = cv.add((size_t)nrows * 4);
+    size_t off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
+    size_t off_idx = cv.add((size_t)total_pages * 4);
+    size_t off_pages = shared ? cv.add((size_t)shared->num_pages * 4) : 0;
+    size_t host_bytes = cv.total; /* the index arrays, uploaded in one copy */
+    /* one split and no shared prefix: the rows kernel writes the output */
+    const bool direct = splits == 1 && shared == NULL;
+    size_t off_po = cv.add(direct ? 0 : splits * nst * D * 4);
+    size_t off_pl = cv.add(direct ? 0 : splits * nst * 4);
+    size_t off_qp = 0, off_kg = 0, off_vg = 0, off_sc = 0, off_p = 0;
+    size_t off_oc = 0, off_cm = 0, off_cl = 0, off_xo = 0, off_xl = 0;
+    unsigned C = 0;
+    if (shared != NULL) {
+        const size_t S = (size_t)shared->num_pages * g->page_size, M = (size_t)nrows * G;
+        const size_t es = g->elem_size;
+        /* score chunk: keep Hkv * M * C * (4 + es) within 256 MiB */
+        size_t cmax = ((size_t)256 << 20) / (Hkv * M * (4 + es));
+        cmax = cmax / 64 * 64;
+        if (cmax < 64)
+            cmax = 64;
+        C = (unsigned)(S < cmax ? S : cmax);
+        off_qp = cv.add(Hkv * M * D * es);
+        off_kg = cv.add(Hkv * S * D * es);
+        off_vg = cv.add(Hkv * S * D * es);
+        off_sc = cv.add(Hkv * M * C * 4);
+        off_p = cv.add(Hkv * M * C * es);
+        off_oc = cv.add(Hkv * M * D * 4);
+        off_cm = cv.add(Hkv * M * 4);
+        off_cl = cv.add(Hkv * M * 4);
+        off_xo = cv.add(Hkv * M * D * 4);
+        off_xl = cv.add(Hkv * M * 4);
+    }
+    char *stage = (char *)calloc(1, host_bytes);
+    if (stage == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy(stage + off_req, rows->row_req, (size_t)nrows * 4);
+    memcpy(stage + off_len, rows->row_len, (size_t)nrows * 4);
+    memcpy(stage + off_ind, rows->kv_indptr, ((size_t)rows->num_reqs + 1) * 4);
+    memcpy(stage + off_idx, rows->kv_indices, (size_t)total_pages * 4);
+    if (shared != NULL)
+        memcpy(stage + off_pages, shared->pages, (size_t)shared->num_pages * 4);
+    rkv_status st = ws_reserve(c, cv.total, fn);
+    if (st == RKV_OK) {
+        cudaError_t e = cudaMemcpyAsync(c->ws, stage, host_bytes, cudaMemcpyHostToDevice,
+                                        c->stream);
+        /* a pageable source is staged before the call returns */
+        if (e != cudaSuccess)
+            st = rkv_set_error(RKV_ERR_CUDA, "%s: upload: %s", fn, cudaGetErrorString(e));
+    }
+    free(stage);
+    if (st != RKV_OK)
+        return st;
+    char *ws = (char *)c->ws;
+
+    rows_args a;
+    a.q = q;
+    a.kb = kbase;
+    a.vb = vbase;
+    a.row_req = (const unsigned *)(ws + off_req);
+    a.row_len = (const unsigned *)(ws + off_len);
+    a.kv_indptr = (const unsigned *)(ws + off_ind);
+    a.kv_indices = (const unsigned *)(ws + off_idx);
+    a.po = (float *)(ws + off_po);
+    a.plse = (float *)(ws + off_pl);
+    a.out = direct ? out : NULL;
+    a.lse = direct ? lse : NULL;
+    a.rows = nrows;
+    a.Hq = Hq;
+    a.Hkv = Hkv;
+    a.G = G;
+    a.P = g->page_size;
+    a.chunk = chunk;
+    a.scale = sm_scale;
+    dim3 grid(nrows, Hq / gb, (unsigned)splits);
+    switch (g->dtype) {
+    case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, gb); break;
+    case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, gb); break;
+    default: launch_rows<float>(grid, c->stream, a, D, gb); break;
+    }
+    LAUNCH_CHECK(fn);
+    if (direct)
+        return RKV_OK;
+
+    fin_args f;
+    f.po = a.po;
+    f.plse = a.plse;
+    f.xo = NULL;
+    f.xlse = NULL;
+    if (shared != NULL) {
+        f.xo = (const float *)(ws + off_xo);
+        f.xlse = (const float *)(ws + off_xl);
+        st = cascade_shared(c, g, kbase, vbase, rows, shared, q, sm_scale, ws, off_pages,
+                            off_qp, off_kg, off_vg, off_sc, off_p, off_oc, off_cm, off_cl,
+                            (float *)(ws + off_xo), (float *)(ws + off_xl), C);
+        if (st != RKV_OK)
+            return st;
+    }
+    f.out = out;
+    f.lse = lse;
+    f.rows = nrows;
+    f.Hq = Hq;
+    f.G = G;
+    f.D = D;
+    f.splits = (unsigned)splits;
+    switch (g->dtype) {
+    case RKV_DTYPE_F16: finalize_kernel<f16_t><<<(unsigned)nst, D, 0, c->stream>>>(f); break;
+    case RKV_DTYPE_BF16:
+        finalize_kernel<bf16_t><<<(unsigned)nst, D, 0, c->stream>>>(f);
+        break;
+    default: finalize_kernel<float><<<(unsigned)nst, D, 0, c->stream>>>(f); break;
+    }
+    LAUNCH_CHECK(fn);
+    return RKV_OK;
+}
+
+/* ---- merge ---------------------------------------------------------------- */
+
+template <typename T>
+__global__ void merge_kernel(const void *va, const float *la, const void *vb,
+                             const float *lb, void *vo, float *lo, unsigned D)
+{
+    typedef elem<T> E;
+    typedef typename E::raw raw;
+    const size_t i = blockIdx.x;
+    const unsigned d = threadIdx.x;
+    float a = la[i], b = lb[i];
+    float M = fmaxf(a, b);
+    float wa = 0.0f, wb = 0.0f, ls = -INFINITY;
+    if (M != -INFINITY) {
+        wa = __expf(a - M);
+        wb = __expf(b - M);
+        ls = M + logf(wa + wb);
+        float inv = 1.0f / (wa + wb);
+        wa *= inv;
+        wb *= inv;
+    }
+    float x = E::load((const raw *)va, i * D + d) * wa + E::load((const raw *)vb, i * D + d) * wb;
+    __syncthreads(); /* every thread has read its inputs before out may alias them */
+    E::store((raw *)vo, i * D + d, x);
+    if (lo != NULL && d == 0)
+        lo[i] = ls;
+}
+
+extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                          uint32_t n, const void *v_a, const float *lse_a,
+                                          const void *v_b, const float *lse_b, void *v_out,
+                                          float *lse_out)
+{
+    static const char fn[] = "rkv_attn_merge";
+    GUARD(c->device, fn);
+    switch (g->dtype) {
+    case RKV_DTYPE_F16:
+        merge_kernel<f16_t><<<n, g->head_dim, 0, c->stream>>>(v_a, lse_a, v_b, lse_b, v_out,
+                                                              lse_out, g->head_dim);
+        break;
+    case RKV_DTYPE_BF16:
+        merge_kernel<bf16_t><<<n, g->head_dim, 0, c->stream>>>(v_a, lse_a, v_b, lse_b,
+                                                               v_out, lse_out, g->head_dim);
+        break;
+    default:
+        merge_kernel<float><<<n, g->head_dim, 0, c->stream>>>(v_a, lse_a, v_b, lse_b, v_out,
+                                                              lse_out, g->head_dim);
+        break;
+    }
+    LAUNCH_CHECK(fn);
+    return RKV_OK;
+}
+
+/* ---- block copies --------------------------------------------------------- */
+
+extern "C" rkv_status rkv_attn_cuda_copy_blocks(int device, void *base, size_t seg,
+                                                size_t stride, uint32_t height, uint32_t n,
+                                                const uint32_t *src, const uint32_t *dst)
+{
+    static const char fn[] = "rkv_pool_copy_blocks";
+    GUARD(device, fn);
+    char *b = (char *)base;
+    for (uint32_t i = 0; i < n; i++) {
+        if (src[i] == dst[i])
+            continue;
+        CU_TRY(cudaMemcpy2DAsync(b + (size_t)dst[i] * seg, stride, b + (size_t)src[i] * seg,
+                                 stride, seg, height, cudaMemcpyDeviceToDevice, 0),
+               fn);
+    }
+    CU_TRY(cudaDeviceSynchronize(), fn);
+    return RKV_OK;
+}
+
+extern "C" rkv_status rkv_attn_cuda_copy_host(int device, void *base, size_t seg,
+                                              size_t stride, uint32_t height, uint32_t n,
+                                              const uint32_t *ids, void *host, int to_host)
+{
+    const char *fn = to_host ? "rkv_pool_copy_to_host" : "rkv_pool_copy_from_host";
+    GUARD(device, fn);
+    char *b = (char *)base, *h = (char *)host;
+    const size_t bpb = seg * height;
+    /* other streams may still write these blocks: order after all work */
+    CU_TRY(cudaDeviceSynchronize(), fn);
+    for (uint32_t i = 0; i < n; i++) {
+        char *blk = b + (size_t)ids[i] * seg;
+        if (to_host)
+            CU_TRY(cudaMemcpy2D(h + i * bpb, seg, blk, stride, seg, height,
+                                cudaMemcpyDeviceToHost),
+                   fn);
+        else
+            CU_TRY(cudaMemcpy2D(blk, stride, h + i * bpb, seg, seg, height,
+                                cudaMemcpyHostToDevice),
+                   fn);
+    }
+    CU_TRY(cudaDeviceSynchronize(), fn);
+    return RKV_OK;
+}

@@ -1,0 +1,98 @@
+/*
+ * attention/attn_internal.h -- what the attention front end (attn.c), the
+ * CPU reference (attn_cpu.c) and the CUDA backend (attn_cuda.cu) share.
+ *
+ * The front end validates a call completely, then lowers every attention
+ * operation to "rows": query row i belongs to request row_req[i] of a block
+ * table and attends to the first row_len[i] KV tokens of that request
+ * (decode: the whole request; prefill: causal prefix). A backend only ever
+ * sees validated rows, so it never checks ranges.
+ */
+#ifndef RKV_ATTENTION_ATTN_INTERNAL_H
+#define RKV_ATTENTION_ATTN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radixkv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rkv_attn_geom {
+    uint32_t num_blocks;
+    uint32_t page_size;
+    uint32_t num_kv_heads;
+    uint32_t head_dim;
+    uint32_t num_qo_heads; /* 0 for operations without queries */
+    rkv_dtype dtype;
+    size_t elem_size;
+} rkv_attn_geom;
+
+typedef struct rkv_attn_rows {
+    uint32_t num_rows;
+    uint32_t num_reqs;
+    const uint32_t *row_req;   /* [num_rows] */
+    const uint32_t *row_len;   /* [num_rows], >= 1 */
+    const uint32_t *kv_indptr; /* [num_reqs + 1] */
+    const uint32_t *kv_indices;
+    uint32_t max_len;          /* max of row_len */
+} rkv_attn_rows;
+
+/* The shared prefix of a cascade call: len = num_pages * page_size tokens
+ * that every row attends to before its own rows. */
+typedef struct rkv_attn_shared {
+    uint32_t num_pages;
+    const uint32_t *pages;
+} rkv_attn_shared;
+
+size_t rkv_attn_dtype_size(rkv_dtype d);
+
+/* CPU reference. o32 / lse32: fp32 partial state of every (row, head). */
+void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
+                       const void *vbase, const rkv_attn_rows *rows,
+                       const void *q, float sm_scale, float *scratch,
+                       float *o32, float *lse32);
+/* Floats of scratch rkv_attn_cpu_rows needs. */
+size_t rkv_attn_cpu_scratch(const rkv_attn_geom *g, uint32_t max_len);
+void rkv_attn_cpu_store(rkv_dtype dt, void *dst, size_t i, float x);
+float rkv_attn_cpu_load(rkv_dtype dt, const void *src, size_t i);
+
+#ifdef RKV_HAVE_CUDA
+typedef struct rkv_attn_cuda rkv_attn_cuda;
+rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out);
+void rkv_attn_cuda_destroy(rkv_attn_cuda *c);
+rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream);
+rkv_status rkv_attn_cuda_sync(rkv_attn_cuda *c);
+rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                void *kbase, void *vbase, uint32_t n,
+                                const uint32_t *slots, const void *k,
+                                const void *v);
+/* shared may be NULL (plain decode / prefill). */
+rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                              const void *kbase, const void *vbase,
+                              const rkv_attn_rows *rows,
+                              const rkv_attn_shared *shared, const void *q,
+                              float sm_scale, void *out, float *lse);
+rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                               uint32_t n, const void *v_a, const float *lse_a,
+                               const void *v_b, const float *lse_b,
+                               void *v_out, float *lse_out);
+/* Block copies of a CUDA pool: a block's 2 * num_layers segments of seg
+ * bytes sit at stride `stride` from base + id * seg. Synchronous. */
+rkv_status rkv_attn_cuda_copy_blocks(int device, void *base, size_t seg,
+                                     size_t stride, uint32_t height,
+                                     uint32_t n, const uint32_t *src,
+                                     const uint32_t *dst);
+rkv_status rkv_attn_cuda_copy_host(int device, void *base, size_t seg,
+                                   size_t stride, uint32_t height, uint32_t n,
+                                   const uint32_t *ids, void *host,
+                                   int to_host);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

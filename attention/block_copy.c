@@ -1,0 +1,180 @@
+/*
+ * attention/block_copy.c -- rkv_pool_copy_blocks / _to_host / _from_host
+ * (declared in the pool section of radixkv.h), written against the public
+ * pool API only.
+ *
+ * A block's KV is 2 * num_layers segments (K[l], V[l] pages) of seg =
+ * page_size * num_kv_heads * head_dim * sizeof(dtype) bytes; in the pool's
+ * one allocation they sit at stride num_blocks * seg starting at
+ * K[0] + id * seg. The host buffer of to/from_host holds block i at i *
+ * bytes_per_block, its segments in the same order (K[0], V[0], K[1], ...).
+ *
+ * Invariants: every id is validated (in range, allocated; copy_blocks also:
+ * no destination twice, no destination that is also a source, since the
+ * result would depend on order) before any byte moves; on a CUDA pool the
+ * copies have completed when the call returns.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attn_internal.h"
+#include "common/status.h"
+
+typedef struct seg_layout {
+    rkv_pool_config cfg;
+    char *base;
+    size_t seg, stride, bpb;
+    uint32_t height;
+} seg_layout;
+
+static rkv_status layout_of(rkv_pool *pool, const char *fn, seg_layout *L)
+{
+    if (pool == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL pool", fn);
+    rkv_status st = rkv_pool_get_config(pool, &L->cfg);
+    if (st != RKV_OK)
+        return st;
+    if (L->cfg.num_layers == 0)
+        return rkv_set_error(RKV_ERR_STATE, "%s: pool has no KV memory", fn);
+    void *k, *v;
+    if ((st = rkv_pool_layer_kv(pool, 0, &k, &v)) != RKV_OK)
+        return st;
+    L->base = k;
+    L->seg = (size_t)L->cfg.page_size * L->cfg.num_kv_heads * L->cfg.head_dim *
+             rkv_attn_dtype_size(L->cfg.dtype);
+    L->stride = L->seg * L->cfg.num_blocks;
+    L->height = 2 * L->cfg.num_layers;
+    L->bpb = rkv_pool_bytes_per_block(pool);
+    if (L->bpb != L->seg * L->height)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "%s: bytes_per_block %zu disagrees with the layout (%zu)", fn,
+                             L->bpb, L->seg * L->height);
+    return RKV_OK;
+}
+
+static rkv_status check_ids(const rkv_pool *pool, const char *fn, uint32_t nb,
+                            uint32_t n, const uint32_t *ids)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (ids[i] >= nb)
+            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u out of range", fn,
+                                 ids[i]);
+        if (rkv_pool_refcount(pool, ids[i]) == 0)
+            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u is not allocated", fn,
+                                 ids[i]);
+    }
+    return RKV_OK;
+}
+
+static void host_copy(const seg_layout *L, char *dst, size_t dpitch, const char *src,
+                      size_t spitch)
+{
+    for (uint32_t h = 0; h < L->height; h++)
+        memcpy(dst + h * dpitch, src + h * spitch, L->seg);
+}
+
+rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n, const rkv_block_id *src,
+                                const rkv_block_id *dst)
+{
+    static const char fn[] = "rkv_pool_copy_blocks";
+    seg_layout L;
+    rkv_status st = layout_of(pool, fn, &L);
+    if (st != RKV_OK || n == 0)
+        return st;
+    if (src == NULL || dst == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL ids", fn);
+    if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, src)) != RKV_OK ||
+        (st = check_ids(pool, fn, L.cfg.num_blocks, n, dst)) != RKV_OK)
+        return st;
+    /* 2 bits per block: 1 = a source, 2 = a destination */
+    uint8_t *mark = calloc(L.cfg.num_blocks, 1);
+    if (mark == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    for (uint32_t i = 0; i < n; i++)
+        mark[src[i]] |= 1;
+    for (uint32_t i = 0; i < n && st == RKV_OK; i++) {
+        if (src[i] == dst[i])
+            continue;
+        if (mark[dst[i]] & 2)
+            st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: destination %u listed twice", fn,
+                               dst[i]);
+        else if (mark[dst[i]] & 1)
+            st = rkv_set_error(RKV_ERR_INVALID_ARG,
+                               "%s: block %u is both a source and a destination", fn,
+                               dst[i]);
+        mark[dst[i]] |= 2;
+    }
+    free(mark);
+    if (st != RKV_OK)
+        return st;
+    if (L.cfg.device == RKV_DEVICE_CUDA) {
+#ifdef RKV_HAVE_CUDA
+        return rkv_attn_cuda_copy_blocks(L.cfg.cuda_device, L.base, L.seg, L.stride,
+                                         L.height, n, src, dst);
+#else
+        return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: built without CUDA", fn);
+#endif
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (src[i] != dst[i])
+            host_copy(&L, L.base + (size_t)dst[i] * L.seg, L.stride,
+                      L.base + (size_t)src[i] * L.seg, L.stride);
+    return RKV_OK;
+}
+
+static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
+                            const rkv_block_id *ids, void *host, int to_host)
+{
+    seg_layout L;
+    rkv_status st = layout_of(pool, fn, &L);
+    if (st != RKV_OK || n == 0)
+        return st;
+    if (ids == NULL || host == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL ids or buffer", fn);
+    if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, ids)) != RKV_OK)
+        return st;
+    if (!to_host) {
+        /* the same block twice would make the result depend on order */
+        uint8_t *mark = calloc(L.cfg.num_blocks, 1);
+        if (mark == NULL)
+            return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+        for (uint32_t i = 0; i < n && st == RKV_OK; i++) {
+            if (mark[ids[i]])
+                st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u listed twice", fn,
+                                   ids[i]);
+            mark[ids[i]] = 1;
+        }
+        free(mark);
+        if (st != RKV_OK)
+            return st;
+    }
+    if (L.cfg.device == RKV_DEVICE_CUDA) {
+#ifdef RKV_HAVE_CUDA
+        return rkv_attn_cuda_copy_host(L.cfg.cuda_device, L.base, L.seg, L.stride,
+                                       L.height, n, ids, host, to_host);
+#else
+        return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: built without CUDA", fn);
+#endif
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        char *blk = L.base + (size_t)ids[i] * L.seg;
+        char *hb = (char *)host + (size_t)i * L.bpb;
+        if (to_host)
+            host_copy(&L, hb, L.seg, blk, L.stride);
+        else
+            host_copy(&L, blk, L.stride, hb, L.seg);
+    }
+    return RKV_OK;
+}
+
+rkv_status rkv_pool_copy_to_host(rkv_pool *pool, uint32_t n, const rkv_block_id *ids,
+                                 void *host_buf)
+{
+    return copy_host(pool, "rkv_pool_copy_to_host", n, ids, host_buf, 1);
+}
+
+rkv_status rkv_pool_copy_from_host(rkv_pool *pool, uint32_t n, const rkv_block_id *ids,
+                                   const void *host_buf)
+{
+    return copy_host(pool, "rkv_pool_copy_from_host", n, ids, (void *)host_buf, 0);
+}

@@ -1,0 +1,386 @@
+/*
+ * tests/test_attention_gpu.c -- every CUDA attention operation against the
+ * CPU reference on the same inputs: a CUDA pool and a host pool with the
+ * same contents (copied through rkv_pool_copy_from_host), the same q.
+ *
+ * Where no GPU is present (rkv_pool_create with RKV_DEVICE_CUDA returns
+ * RKV_ERR_NO_DEVICE, or radixkv was built without CUDA) every test reports
+ * itself skipped: "no CUDA device: GPU attention tests skipped".
+ *
+ * Bounds (GPU vs CPU, both rounded once to the dtype; the GPU uses __expf
+ * and, in cascade, P rounded to the dtype before the P.V GEMM): per element
+ * relative to the head vector's max |value|: f32 1e-4, f16 4e-3, bf16 2e-2;
+ * lse 1e-3 * (1 + |lse|).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "radixkv.h"
+#include "tests/support/test_util.h"
+
+#ifdef RKV_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
+#define SKIP_MSG "no CUDA device: GPU attention tests skipped"
+
+/* Skips the calling test unless a CUDA pool can be created. */
+static void need_gpu(void)
+{
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 1;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 64;
+    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool *p = NULL;
+    rkv_status s = rkv_pool_create(&pc, &p);
+    if (s == RKV_ERR_NO_DEVICE)
+        cr_skip_test(SKIP_MSG);
+    cr_assert_eq(s, RKV_OK, "CUDA pool: %s", rkv_last_error());
+    rkv_pool_destroy(p);
+}
+
+#ifdef RKV_HAVE_CUDA
+
+static float ld(rkv_dtype dt, const void *p, size_t i)
+{
+    if (dt == RKV_DTYPE_F32)
+        return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return dt == RKV_DTYPE_F16 ? rkv_f16_to_f32(h) : rkv_bf16_to_f32(h);
+}
+
+static void fill_random(rkv_rng *rng, rkv_dtype dt, void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = (float)(rkv_rng_unit(rng) * 2.0 - 1.0);
+        if (dt == RKV_DTYPE_F32)
+            ((float *)p)[i] = x;
+        else
+            ((uint16_t *)p)[i] = dt == RKV_DTYPE_F16 ? rkv_f32_to_f16(x) : rkv_f32_to_bf16(x);
+    }
+}
+
+static void *dev_copy(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    cr_assert_eq(cudaMalloc(&d, bytes ? bytes : 1), cudaSuccess);
+    if (h != NULL)
+        cr_assert_eq(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    else
+        cr_assert_eq(cudaMemset(d, 0xff, bytes), cudaSuccess); /* poison */
+    return d;
+}
+
+static void host_of(void *h, const void *d, size_t bytes)
+{
+    cr_assert_eq(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
+typedef struct pair {
+    rkv_pool *hp, *dp;
+    rkv_attn *ha, *da;
+    rkv_pool_config cfg;
+    size_t es;
+} pair;
+
+/* A host and a CUDA pool with identical random contents, all blocks
+ * allocated. */
+static void pair_open(pair *pr, rkv_rng *rng, uint32_t P, uint32_t Hkv, uint32_t D,
+                      rkv_dtype dt, uint32_t nblocks)
+{
+    rkv_pool_config_init(&pr->cfg);
+    pr->cfg.num_blocks = nblocks;
+    pr->cfg.page_size = P;
+    pr->cfg.num_layers = 2;
+    pr->cfg.num_kv_heads = Hkv;
+    pr->cfg.head_dim = D;
+    pr->cfg.dtype = dt;
+    pr->es = dt == RKV_DTYPE_F32 ? 4 : 2;
+    OK(rkv_pool_create(&pr->cfg, &pr->hp));
+    rkv_pool_config dc = pr->cfg;
+    dc.device = RKV_DEVICE_CUDA;
+    OK(rkv_pool_create(&dc, &pr->dp));
+    uint32_t *ids = malloc(4 * nblocks);
+    cr_assert(ids);
+    OK(rkv_pool_alloc_n(pr->hp, nblocks, ids));
+    OK(rkv_pool_alloc_n(pr->dp, nblocks, ids));
+    for (uint32_t i = 0; i < nblocks; i++)
+        ids[i] = i;
+    for (uint32_t l = 0; l < 2; l++) {
+        void *k, *v;
+        OK(rkv_pool_layer_kv(pr->hp, l, &k, &v));
+        size_t n = (size_t)nblocks * P * Hkv * D;
+        fill_random(rng, dt, k, n);
+        fill_random(rng, dt, v, n);
+    }
+    size_t bpb = rkv_pool_bytes_per_block(pr->hp);
+    void *buf = malloc(bpb * nblocks);
+    cr_assert(buf);
+    OK(rkv_pool_copy_to_host(pr->hp, nblocks, ids, buf));
+    OK(rkv_pool_copy_from_host(pr->dp, nblocks, ids, buf));
+    free(buf);
+    free(ids);
+    OK(rkv_attn_create(pr->hp, &pr->ha));
+    OK(rkv_attn_create(pr->dp, &pr->da));
+}
+
+static void pair_close(pair *pr)
+{
+    OK(rkv_attn_check(pr->ha));
+    OK(rkv_attn_check(pr->da));
+    rkv_attn_destroy(pr->ha);
+    rkv_attn_destroy(pr->da);
+    rkv_pool_destroy(pr->hp);
+    rkv_pool_destroy(pr->dp);
+}
+
+static void compare(rkv_dtype dt, uint32_t D, size_t nvec, const void *got, const void *want,
+                    const float *gl, const float *wl, const char *what)
+{
+    double tol = dt == RKV_DTYPE_F32 ? 1e-4 : dt == RKV_DTYPE_F16 ? 4e-3 : 2e-2;
+    for (size_t i = 0; i < nvec; i++) {
+        double mx = 1e-30;
+        for (uint32_t d = 0; d < D; d++)
+            mx = fmax(mx, fabs(ld(dt, want, i * D + d)));
+        for (uint32_t d = 0; d < D; d++) {
+            double g = ld(dt, got, i * D + d), w = ld(dt, want, i * D + d);
+            cr_assert(fabs(g - w) <= tol * mx, "%s: vec %zu dim %u: gpu %g cpu %g", what, i,
+                      d, g, w);
+        }
+        if (gl != NULL)
+            cr_assert(fabs(gl[i] - wl[i]) <= 1e-3 * (1 + fabs(wl[i])),
+                      "%s: lse %zu: gpu %g cpu %g", what, i, gl[i], wl[i]);
+    }
+}
+
+typedef enum { OP_DECODE, OP_PREFILL, OP_CASCADE } op_kind;
+
+static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype dt,
+                     op_kind op, uint32_t max_ctx)
+{
+    const uint32_t Hkv = 2, Hq = Hkv * G;
+    uint32_t nreq = 1 + (uint32_t)rkv_rng_below(rng, 6);
+    uint32_t qmax = op == OP_DECODE ? 1 : 50;
+    uint32_t maxpages = (max_ctx + qmax) / P + 2;
+    uint32_t nshared = op == OP_CASCADE ? (uint32_t)rkv_rng_below(rng, max_ctx / P + 2) : 0;
+    uint32_t nblocks = nreq * maxpages + nshared + 1;
+    pair pr;
+    pair_open(&pr, rng, P, Hkv, D, dt, nblocks);
+    uint32_t *qo = calloc(nreq + 1, 4), *kvp = calloc(nreq + 1, 4), *last = calloc(nreq, 4);
+    uint32_t *idx = malloc(4 * nblocks), *shared = malloc(4 * (nshared + 1));
+    cr_assert(qo && kvp && last && idx && shared);
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < nshared; i++)
+        shared[i] = next++;
+    for (uint32_t r = 0; r < nreq; r++) {
+        uint32_t ql = 1 + (uint32_t)rkv_rng_below(rng, qmax);
+        uint32_t len = (uint32_t)rkv_rng_below(rng, max_ctx) + ql;
+        uint32_t pages = (len + P - 1) / P;
+        last[r] = len - (pages - 1) * P;
+        kvp[r + 1] = kvp[r] + pages;
+        qo[r + 1] = qo[r] + ql;
+        for (uint32_t i = 0; i < pages; i++) /* reversed: a scattered table */
+            idx[kvp[r] + i] = nblocks - 1 - (next++ - nshared);
+    }
+    uint32_t rows = qo[nreq];
+    size_t qn = (size_t)rows * Hq * D, ob = qn * pr.es;
+    void *q = malloc(ob), *oh = malloc(ob), *og = malloc(ob);
+    float *lh = malloc(4 * (size_t)rows * Hq), *lg = malloc(4 * (size_t)rows * Hq);
+    cr_assert(q && oh && og && lh && lg);
+    fill_random(rng, dt, q, qn);
+    void *dq = dev_copy(q, ob), *dout = dev_copy(NULL, ob);
+    float *dl = dev_copy(NULL, 4 * (size_t)rows * Hq);
+    rkv_attn_params p = {1, Hq, 0.0f};
+    rkv_paged_kv t = {nreq, kvp, idx, last};
+    const char *what = op == OP_DECODE ? "decode" : op == OP_PREFILL ? "prefill" : "cascade";
+    if (op == OP_DECODE) {
+        OK(rkv_attn_decode(pr.ha, &p, &t, q, oh, lh));
+        OK(rkv_attn_decode(pr.da, &p, &t, dq, dout, dl));
+    } else if (op == OP_PREFILL) {
+        OK(rkv_attn_prefill(pr.ha, &p, qo, &t, q, oh, lh));
+        OK(rkv_attn_prefill(pr.da, &p, qo, &t, dq, dout, dl));
+    } else {
+        OK(rkv_attn_cascade(pr.ha, &p, nshared, shared, qo, &t, q, oh, lh));
+        OK(rkv_attn_cascade(pr.da, &p, nshared, shared, qo, &t, dq, dout, dl));
+    }
+    OK(rkv_attn_sync(pr.da));
+    host_of(og, dout, ob);
+    host_of(lg, dl, 4 * (size_t)rows * Hq);
+    cr_log_info("%s P=%u G=%u D=%u dt=%d rows=%u", what, P, G, D, (int)dt, rows);
+    compare(dt, D, (size_t)rows * Hq, og, oh, lg, lh, what);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dl);
+    free(q);
+    free(oh);
+    free(og);
+    free(lh);
+    free(lg);
+    free(qo);
+    free(kvp);
+    free(last);
+    free(idx);
+    free(shared);
+    pair_close(&pr);
+}
+
+static const rkv_dtype DTS[] = {RKV_DTYPE_F16, RKV_DTYPE_BF16, RKV_DTYPE_F32};
+static const uint32_t PAGES[] = {1, 16, 64, 256};
+static const uint32_t GQA[] = {1, 3, 4, 8};
+
+static void sweep(const char *name, op_kind op)
+{
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed(name));
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t pi = 0; pi < 4; pi++)
+            for (size_t gi = 0; gi < 4; gi++)
+                for (uint32_t D = 64; D <= 128; D += 64)
+                    run_case(&rng, PAGES[pi], GQA[gi], D, DTS[ti], op, 700);
+    /* long contexts exercise the split-KV path */
+    run_case(&rng, 16, 4, 128, RKV_DTYPE_BF16, op, 9000);
+}
+#endif
+
+Test(attention_gpu, decode)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    sweep("attention_gpu.decode", OP_DECODE);
+#endif
+}
+
+Test(attention_gpu, prefill)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    sweep("attention_gpu.prefill", OP_PREFILL);
+#endif
+}
+
+Test(attention_gpu, cascade)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    sweep("attention_gpu.cascade", OP_CASCADE);
+#endif
+}
+
+Test(attention_gpu, append_merge_copy)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.append_merge_copy"));
+    for (size_t ti = 0; ti < 3; ti++) {
+        rkv_dtype dt = DTS[ti];
+        pair pr;
+        pair_open(&pr, &rng, 16, 2, 128, dt, 8);
+        const size_t row = 2 * 128 * pr.es, bpb = rkv_pool_bytes_per_block(pr.hp);
+        /* append the same tokens to both pools, then compare all KV bytes */
+        uint32_t n = 40, slots[40];
+        for (uint32_t i = 0; i < n; i++)
+            slots[i] = (uint32_t)(i * 3 % 128);
+        void *k = malloc(n * row), *v = malloc(n * row);
+        cr_assert(k && v);
+        fill_random(&rng, dt, k, n * row / pr.es);
+        fill_random(&rng, dt, v, n * row / pr.es);
+        void *dk = dev_copy(k, n * row), *dv = dev_copy(v, n * row);
+        OK(rkv_attn_append(pr.ha, 1, n, slots, k, v));
+        OK(rkv_attn_append(pr.da, 1, n, slots, dk, dv));
+        OK(rkv_attn_sync(pr.da));
+        uint32_t ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        char *bh = malloc(8 * bpb), *bd = malloc(8 * bpb);
+        cr_assert(bh && bd);
+        OK(rkv_pool_copy_to_host(pr.hp, 8, ids, bh));
+        OK(rkv_pool_copy_to_host(pr.dp, 8, ids, bd));
+        cr_assert(memcmp(bh, bd, 8 * bpb) == 0, "append differs");
+        /* device block copy */
+        uint32_t s3[3] = {0, 1, 2}, d3[3] = {5, 6, 7};
+        OK(rkv_pool_copy_blocks(pr.hp, 3, s3, d3));
+        OK(rkv_pool_copy_blocks(pr.dp, 3, s3, d3));
+        OK(rkv_pool_copy_to_host(pr.hp, 8, ids, bh));
+        OK(rkv_pool_copy_to_host(pr.dp, 8, ids, bd));
+        cr_assert(memcmp(bh, bd, 8 * bpb) == 0, "copy_blocks differs");
+        /* merge */
+        const uint32_t ns = 30;
+        size_t vb = (size_t)ns * 128 * pr.es;
+        void *va = malloc(vb), *vbb = malloc(vb), *oh = malloc(vb), *og = malloc(vb);
+        float la[30], lb[30], lh[30], lg[30];
+        cr_assert(va && vbb && oh && og);
+        fill_random(&rng, dt, va, vb / pr.es);
+        fill_random(&rng, dt, vbb, vb / pr.es);
+        for (uint32_t i = 0; i < ns; i++) {
+            la[i] = (float)(rkv_rng_unit(&rng) * 10 - 5);
+            lb[i] = (float)(rkv_rng_unit(&rng) * 10 - 5);
+        }
+        la[2] = -INFINITY;
+        la[4] = lb[4] = -INFINITY;
+        void *dva = dev_copy(va, vb), *dvb = dev_copy(vbb, vb), *dvo = dev_copy(NULL, vb);
+        float *dla = dev_copy(la, sizeof la), *dlb = dev_copy(lb, sizeof lb);
+        float *dlo = dev_copy(NULL, sizeof lg);
+        OK(rkv_attn_merge(pr.ha, ns, va, la, vbb, lb, oh, lh));
+        OK(rkv_attn_merge(pr.da, ns, dva, dla, dvb, dlb, dvo, dlo));
+        OK(rkv_attn_sync(pr.da));
+        host_of(og, dvo, vb);
+        host_of(lg, dlo, sizeof lg);
+        cr_assert(lg[4] == -INFINITY);
+        lg[4] = lh[4] = 0; /* compared above */
+        compare(dt, 128, ns, og, oh, lg, lh, "merge");
+        cudaFree(dk);
+        cudaFree(dv);
+        cudaFree(dva);
+        cudaFree(dvb);
+        cudaFree(dvo);
+        cudaFree(dla);
+        cudaFree(dlb);
+        cudaFree(dlo);
+        free(k);
+        free(v);
+        free(bh);
+        free(bd);
+        free(va);
+        free(vbb);
+        free(oh);
+        free(og);
+        pair_close(&pr);
+    }
+#endif
+}
+
+Test(attention_gpu, unsupported_head_dim)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.unsupported_head_dim"));
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 2;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 96;
+    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool *p;
+    OK(rkv_pool_create(&pc, &p));
+    rkv_attn *a;
+    OK(rkv_attn_create(p, &a));
+    uint32_t b;
+    OK(rkv_pool_alloc(p, &b));
+    uint32_t indptr[2] = {0, 1}, last[1] = {3};
+    rkv_paged_kv t = {1, indptr, &b, last};
+    rkv_attn_params prm = {0, 1, 0.0f};
+    void *dq = dev_copy(NULL, 96 * 2), *dout = dev_copy(NULL, 96 * 2);
+    cr_assert_eq(rkv_attn_decode(a, &prm, &t, dq, dout, NULL), RKV_ERR_UNSUPPORTED);
+    cudaFree(dq);
+    cudaFree(dout);
+    rkv_attn_destroy(a);
+    rkv_pool_destroy(p);
+#endif
+}
