@@ -79,8 +79,9 @@ typedef struct bench_env {
     volatile int sink;
 } bench_env;
 
-/* The pool takes pages of 1..256 tokens. A larger logical page L (512 for
- * the trace) runs on pool pages of P = L / 2^k <= 256 with every request
+/* The pool takes pages of 1..RKV_MAX_PAGE_SIZE tokens (the trace's 512
+ * runs natively). A larger logical page L runs on pool pages of
+ * P = L / 2^k <= RKV_MAX_PAGE_SIZE with every request
  * cut to a multiple of L: then every match, split, insert and eviction
  * (alloc_blocks evicts multiples of L / P pages from leaves that hold
  * multiples of L / P pages) happens at L boundaries, exactly as a cache
@@ -88,7 +89,7 @@ typedef struct bench_env {
 static uint32_t bench_page(uint32_t L)
 {
     uint32_t P = L;
-    while (P > 256 && P % 2 == 0)
+    while (P > RKV_MAX_PAGE_SIZE && P % 2 == 0)
         P /= 2;
     return P;
 }
@@ -97,7 +98,7 @@ static void env_open(bench_env *e, uint32_t L, uint64_t capacity_tokens)
 {
     memset(e, 0, sizeof *e);
     uint32_t P = bench_page(L);
-    if (P > 256 || L % P != 0) {
+    if (P > RKV_MAX_PAGE_SIZE || L % P != 0) {
         fprintf(stderr, "tree_bench: page size %u cannot be emulated\n", L);
         exit(2);
     }
@@ -438,8 +439,8 @@ int main(int argc, char **argv)
             trace_arg = argv[++i];
         } else if (strcmp(argv[i], "--page-size") == 0 && i + 1 < argc) {
             page_arg = (uint32_t)strtoul(argv[++i], NULL, 10);
-            if (page_arg < 1 || page_arg > 65536 || bench_page(page_arg) > 256) {
-                fprintf(stderr, "tree_bench: --page-size must be 1..256 or a "
+            if (page_arg < 1 || page_arg > 65536 || bench_page(page_arg) > RKV_MAX_PAGE_SIZE) {
+                fprintf(stderr, "tree_bench: --page-size must be 1..4096 or a "
                                 "power-of-two multiple of one\n");
                 return 2;
             }
@@ -532,8 +533,7 @@ int main(int argc, char **argv)
            "insert time / chained XXH3 of the same new pages; B/tok = "
            "(tree host bytes + pool metadata) / cached tokens at the end; tree_s "
            "= match + alloc + insert time of the whole run; treeB/t = tree host "
-           "bytes only. ev_pages counts pool pages (page 512 runs on 256-token "
-           "pool pages, two per 512-token page).\n");
+           "bytes only. ev_pages counts evicted pool pages.\n");
     if (quick)
         printf("(--quick: first %zu trace requests only; not comparable to the "
                "full-trace SGLang figures)\n", ts.n);
