@@ -421,48 +421,51 @@ static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p
 
 /* ---- public operations ---------------------------------------------------- */
 
-rkv_status rkv_attn_decode(rkv_attn *attn, const rkv_attn_params *p,
-                           const rkv_paged_kv *kv, const void *q, void *out,
-                           float *lse)
+/* What decode, prefill and cascade share: validation, row building, the run.
+ * qo_indptr NULL with !needs_qo: one query token per request (decode).
+ * shared NULL: no shared prefix. */
+static rkv_status attend(rkv_attn *attn, const char *fn, const rkv_attn_params *p,
+                         int needs_qo, const uint32_t *qo_indptr,
+                         const rkv_paged_kv *kv, const rkv_attn_shared *shared,
+                         const void *q, void *out, float *lse)
 {
-    static const char fn[] = "rkv_attn_decode";
     float scale = 0.0f;
     if (attn == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
     rkv_status st = check_params(attn, fn, p, &scale);
     if (st == RKV_OK)
         st = check_ptrs(fn, q, out);
+    if (st == RKV_OK && needs_qo && qo_indptr == NULL)
+        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL qo_indptr", fn);
+    if (st == RKV_OK && shared != NULL && shared->pages == NULL)
+        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL shared_pages", fn);
+    if (st == RKV_OK && shared != NULL &&
+        (uint64_t)shared->num_pages * attn->cfg.page_size > UINT32_MAX / 2)
+        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: shared prefix too long", fn);
+    for (uint32_t i = 0; st == RKV_OK && shared != NULL && i < shared->num_pages; i++)
+        st = check_block(attn, fn, shared->pages[i]);
     if (st != RKV_OK)
         return st;
     rows_buf rb;
-    if ((st = build_rows(attn, fn, NULL, kv, &rb)) != RKV_OK)
+    if ((st = build_rows(attn, fn, qo_indptr, kv, &rb)) != RKV_OK)
         return st;
-    st = run_rows(attn, fn, p, scale, &rb.rows, NULL, q, out, lse);
+    st = run_rows(attn, fn, p, scale, &rb.rows, shared, q, out, lse);
     free(rb.mem);
     return st;
+}
+
+rkv_status rkv_attn_decode(rkv_attn *attn, const rkv_attn_params *p,
+                           const rkv_paged_kv *kv, const void *q, void *out,
+                           float *lse)
+{
+    return attend(attn, "rkv_attn_decode", p, 0, NULL, kv, NULL, q, out, lse);
 }
 
 rkv_status rkv_attn_prefill(rkv_attn *attn, const rkv_attn_params *p,
                             const uint32_t *qo_indptr, const rkv_paged_kv *kv,
                             const void *q, void *out, float *lse)
 {
-    static const char fn[] = "rkv_attn_prefill";
-    float scale = 0.0f;
-    if (attn == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
-    rkv_status st = check_params(attn, fn, p, &scale);
-    if (st == RKV_OK)
-        st = check_ptrs(fn, q, out);
-    if (st == RKV_OK && qo_indptr == NULL)
-        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL qo_indptr", fn);
-    if (st != RKV_OK)
-        return st;
-    rows_buf rb;
-    if ((st = build_rows(attn, fn, qo_indptr, kv, &rb)) != RKV_OK)
-        return st;
-    st = run_rows(attn, fn, p, scale, &rb.rows, NULL, q, out, lse);
-    free(rb.mem);
-    return st;
+    return attend(attn, "rkv_attn_prefill", p, 1, qo_indptr, kv, NULL, q, out, lse);
 }
 
 rkv_status rkv_attn_cascade(rkv_attn *attn, const rkv_attn_params *p,
@@ -470,32 +473,9 @@ rkv_status rkv_attn_cascade(rkv_attn *attn, const rkv_attn_params *p,
                             const uint32_t *qo_indptr, const rkv_paged_kv *kv,
                             const void *q, void *out, float *lse)
 {
-    static const char fn[] = "rkv_attn_cascade";
-    float scale = 0.0f;
-    if (attn == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
-    rkv_status st = check_params(attn, fn, p, &scale);
-    if (st == RKV_OK)
-        st = check_ptrs(fn, q, out);
-    if (st == RKV_OK && qo_indptr == NULL)
-        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL qo_indptr", fn);
-    if (st == RKV_OK && num_shared_pages > 0 && shared_pages == NULL)
-        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL shared_pages", fn);
-    if (st == RKV_OK &&
-        (uint64_t)num_shared_pages * attn->cfg.page_size > UINT32_MAX / 2)
-        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: shared prefix too long", fn);
-    for (uint32_t i = 0; st == RKV_OK && i < num_shared_pages; i++)
-        st = check_block(attn, fn, shared_pages[i]);
-    if (st != RKV_OK)
-        return st;
-    rows_buf rb;
-    if ((st = build_rows(attn, fn, qo_indptr, kv, &rb)) != RKV_OK)
-        return st;
     rkv_attn_shared sh = {num_shared_pages, shared_pages};
-    st = run_rows(attn, fn, p, scale, &rb.rows, num_shared_pages ? &sh : NULL, q, out,
-                  lse);
-    free(rb.mem);
-    return st;
+    return attend(attn, "rkv_attn_cascade", p, 1, qo_indptr, kv,
+                  num_shared_pages ? &sh : NULL, q, out, lse);
 }
 
 rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,

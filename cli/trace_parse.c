@@ -226,6 +226,36 @@ static rkv_status jnumber(jscan *p, jnum *n)
 
 static rkv_status jskip(jscan *p, int depth);
 
+/* After '[' or '{': consumes an immediate close; says whether the
+ * container was empty. */
+static int jempty(jscan *p, char close)
+{
+    jws(p);
+    if (p->s < p->end && *p->s == close) {
+        p->s++;
+        return 1;
+    }
+    return 0;
+}
+
+/* After a member: ',' means another follows (*more = 1), close ends the
+ * container (*more = 0); anything else is a syntax error. */
+static rkv_status jnext(jscan *p, char close, int *more)
+{
+    jws(p);
+    if (p->s < p->end && *p->s == ',') {
+        p->s++;
+        *more = 1;
+        return RKV_OK;
+    }
+    if (p->s < p->end && *p->s == close) {
+        p->s++;
+        *more = 0;
+        return RKV_OK;
+    }
+    return jsyntax(p, close == ']' ? "',' or ']'" : "',' or '}'");
+}
+
 static rkv_status jskip_literal(jscan *p, const char *lit)
 {
     size_t n = strlen(lit);
@@ -255,33 +285,15 @@ static rkv_status jskip(jscan *p, int depth)
         return jskip_literal(p, "null");
     case '[':
         p->s++;
-        jws(p);
-        if (p->s < p->end && *p->s == ']') {
-            p->s++;
-            return RKV_OK;
-        }
-        for (;;) {
-            if ((st = jskip(p, depth + 1)) != RKV_OK)
+        for (int more = !jempty(p, ']'); more;) {
+            if ((st = jskip(p, depth + 1)) != RKV_OK ||
+                (st = jnext(p, ']', &more)) != RKV_OK)
                 return st;
-            jws(p);
-            if (p->s < p->end && *p->s == ',') {
-                p->s++;
-                continue;
-            }
-            if (p->s < p->end && *p->s == ']') {
-                p->s++;
-                return RKV_OK;
-            }
-            return jsyntax(p, "',' or ']'");
         }
+        return RKV_OK;
     case '{':
         p->s++;
-        jws(p);
-        if (p->s < p->end && *p->s == '}') {
-            p->s++;
-            return RKV_OK;
-        }
-        for (;;) {
+        for (int more = !jempty(p, '}'); more;) {
             jws(p);
             if ((st = jstring(p, NULL, 0, NULL)) != RKV_OK)
                 return st;
@@ -289,19 +301,11 @@ static rkv_status jskip(jscan *p, int depth)
             if (p->s >= p->end || *p->s != ':')
                 return jsyntax(p, "':'");
             p->s++;
-            if ((st = jskip(p, depth + 1)) != RKV_OK)
+            if ((st = jskip(p, depth + 1)) != RKV_OK ||
+                (st = jnext(p, '}', &more)) != RKV_OK)
                 return st;
-            jws(p);
-            if (p->s < p->end && *p->s == ',') {
-                p->s++;
-                continue;
-            }
-            if (p->s < p->end && *p->s == '}') {
-                p->s++;
-                return RKV_OK;
-            }
-            return jsyntax(p, "',' or '}'");
         }
+        return RKV_OK;
     default:
         if (*p->s == '-' || (*p->s >= '0' && *p->s <= '9')) {
             jnum n;
@@ -423,13 +427,7 @@ static rkv_status jhash_ids(jscan *p, uint64_t **ids, size_t *cap,
         return jfail(p, what);
     }
     p->s++;
-    jws(p);
-    if (p->s < p->end && *p->s == ']') {
-        p->s++;
-        *count = 0;
-        return RKV_OK;
-    }
-    for (;;) {
+    for (int more = !jempty(p, ']'); more;) {
         jws(p);
         if (p->s >= p->end)
             return jsyntax(p, "a value");
@@ -456,16 +454,8 @@ static rkv_status jhash_ids(jscan *p, uint64_t **ids, size_t *cap,
         if ((st = jgrow(ids, cap, n + 1)) != RKV_OK)
             return st;
         (*ids)[n++] = v.u;
-        jws(p);
-        if (p->s < p->end && *p->s == ',') {
-            p->s++;
-            continue;
-        }
-        if (p->s < p->end && *p->s == ']') {
-            p->s++;
-            break;
-        }
-        return jsyntax(p, "',' or ']'");
+        if ((st = jnext(p, ']', &more)) != RKV_OK)
+            return st;
     }
     *count = (uint32_t)n;
     return RKV_OK;
@@ -493,56 +483,41 @@ rkv_status rkv_trace_parse_line(const char *line, size_t len,
     if (p.s >= p.end || *p.s != '{')
         return jsyntax(&p, "'{' (one JSON object per line)");
     p.s++;
-    jws(&p);
-    if (p.s < p.end && *p.s == '}') {
+    for (int more = !jempty(&p, '}'); more;) {
+        char key[32];
+        int key_ok = 0;
+        jws(&p);
+        if ((st = jstring(&p, key, sizeof key, &key_ok)) != RKV_OK)
+            return st;
+        jws(&p);
+        if (p.s >= p.end || *p.s != ':')
+            return jsyntax(&p, "':'");
         p.s++;
-    } else {
-        for (;;) {
-            char key[32];
-            int key_ok = 0;
-            jws(&p);
-            if ((st = jstring(&p, key, sizeof key, &key_ok)) != RKV_OK)
-                return st;
-            jws(&p);
-            if (p.s >= p.end || *p.s != ':')
-                return jsyntax(&p, "':'");
-            p.s++;
-            unsigned f = 0;
-            if (key_ok) {
-                if (!strcmp(key, "timestamp"))
-                    f = F_TS;
-                else if (!strcmp(key, "input_length"))
-                    f = F_IN;
-                else if (!strcmp(key, "output_length"))
-                    f = F_OUT;
-                else if (!strcmp(key, "hash_ids"))
-                    f = F_IDS;
-            }
-            if (f & seen) {
-                snprintf(what, sizeof what, "duplicate field \"%s\"", key);
-                return jfail(&p, what);
-            }
-            seen |= f;
-            switch (f) {
-            case F_TS: st = jtimestamp(&p, &rec.timestamp_ms); break;
-            case F_IN: st = jlength(&p, "input_length", &rec.input_length); break;
-            case F_OUT: st = jlength(&p, "output_length", &rec.output_length); break;
-            case F_IDS: st = jhash_ids(&p, ids, ids_cap, &rec.num_hash_ids); break;
-            default: st = jskip(&p, 1); break;
-            }
-            if (st != RKV_OK)
-                return st;
-            jws(&p);
-            if (p.s < p.end && *p.s == ',') {
-                p.s++;
-                continue;
-            }
-            if (p.s < p.end && *p.s == '}') {
-                p.s++;
-                break;
-            }
-            return jsyntax(&p, "',' or '}'");
+        unsigned f = 0;
+        if (key_ok) {
+            if (!strcmp(key, "timestamp"))
+                f = F_TS;
+            else if (!strcmp(key, "input_length"))
+                f = F_IN;
+            else if (!strcmp(key, "output_length"))
+                f = F_OUT;
+            else if (!strcmp(key, "hash_ids"))
+                f = F_IDS;
         }
+        if (f & seen) {
+            snprintf(what, sizeof what, "duplicate field \"%s\"", key);
+            return jfail(&p, what);
+        }
+        seen |= f;
+        switch (f) {
+        case F_TS: st = jtimestamp(&p, &rec.timestamp_ms); break;
+        case F_IN: st = jlength(&p, "input_length", &rec.input_length); break;
+        case F_OUT: st = jlength(&p, "output_length", &rec.output_length); break;
+        case F_IDS: st = jhash_ids(&p, ids, ids_cap, &rec.num_hash_ids); break;
+        default: st = jskip(&p, 1); break;
+        }
+        if (st != RKV_OK || (st = jnext(&p, '}', &more)) != RKV_OK)
+            return st;
     }
     jws(&p);
     if (p.s != p.end)
