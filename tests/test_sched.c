@@ -17,12 +17,6 @@ static rkv_sched_config base_cfg(rkv_policy pol)
     return c;
 }
 
-static void fill_tokens(int32_t *t, uint32_t n, uint64_t key)
-{
-    for (uint32_t i = 0; i < n; i++)
-        t[i] = (int32_t)(eng_mix(key, i) % 30000) + 1;
-}
-
 /* ---- bad input, lifecycle errors ------------------------------------------ */
 
 Test(sched, bad_input_rejected_state_intact)
