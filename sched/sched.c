@@ -70,7 +70,7 @@ rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need, size_t elem)
         c *= 2;
     if (c > UINT32_MAX)
         c = UINT32_MAX;
-    void *q = realloc(*p, (size_t)c * elem);
+    void *q = rkv_sched_mem_realloc(*p, (size_t)c * elem);
     if (q == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched: out of memory (%u)",
                              need);
@@ -102,7 +102,7 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_sched_create: max_wait_ms %g and aging_per_s "
                              "%g must be >= 0", c.max_wait_ms, c.aging_per_s);
-    rkv_sched *s = calloc(1, sizeof *s);
+    rkv_sched *s = rkv_sched_mem_calloc(1, sizeof *s);
     if (s == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_create: out of memory");
     s->tree = tree;
@@ -266,11 +266,11 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
                             sizeof *s->grave);
     if (st != RKV_OK)
         return st;
-    rkv_sreq *r = calloc(1, sizeof *r);
+    rkv_sreq *r = rkv_sched_mem_calloc(1, sizeof *r);
     if (r == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
     r->cap = d->prompt_len + d->max_new_tokens;
-    r->tokens = malloc((size_t)r->cap * sizeof *r->tokens);
+    r->tokens = rkv_sched_mem_malloc((size_t)r->cap * sizeof *r->tokens);
     if (r->tokens == NULL) {
         free(r);
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);

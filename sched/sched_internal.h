@@ -173,6 +173,13 @@ void rkv_sched_running_remove(rkv_sched *s, rkv_sreq *r);
  * the grave. */
 void rkv_sched_bury(rkv_sched *s, rkv_sreq *r);
 void rkv_sched_free_grave(rkv_sched *s);
+
+/* libc allocation with the test-only injection of sched/sched_debug.h;
+ * release with free(). */
+void *rkv_sched_mem_malloc(size_t n);
+void *rkv_sched_mem_calloc(size_t n, size_t size);
+void *rkv_sched_mem_realloc(void *p, size_t n);
+
 rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need,
                           size_t elem);
 

@@ -41,9 +41,9 @@ rkv_status rkv_u64map_reserve(rkv_u64map *m, uint32_t extra)
     rkv_u64map f;
     memset(&f, 0, sizeof f);
     f.cap = (uint32_t)cap;
-    f.keys = malloc(cap * sizeof *f.keys);
-    f.vals = malloc(cap * sizeof *f.vals);
-    f.used = calloc(cap, 1);
+    f.keys = rkv_sched_mem_malloc(cap * sizeof *f.keys);
+    f.vals = rkv_sched_mem_malloc(cap * sizeof *f.vals);
+    f.used = rkv_sched_mem_calloc(cap, 1);
     if (f.keys == NULL || f.vals == NULL || f.used == NULL) {
         rkv_u64map_fini(&f);
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_u64map: out of memory");

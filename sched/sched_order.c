@@ -165,7 +165,7 @@ static rkv_status rkv_squeue_sort(rkv_sched *s, rkv_squeue *q)
     q->nadd = k;
     qsort(q->add, k, sizeof *q->add, cmp);
     uint64_t total = (uint64_t)q->n + k;
-    rkv_qent *fresh = malloc((total ? total : 1) * sizeof *fresh);
+    rkv_qent *fresh = rkv_sched_mem_malloc((total ? total : 1) * sizeof *fresh);
     if (fresh == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
     uint32_t i = 0, j = 0, o = 0;
@@ -425,9 +425,9 @@ static rkv_status rkv_dfs_build(rkv_sched *s)
     memset(&c, 0, sizeof c);
     rkv_status st = RKV_OK;
     uint32_t n = s->nwaiting;
-    rkv_dreq *reqs = malloc((n ? n : 1) * sizeof *reqs);
+    rkv_dreq *reqs = rkv_sched_mem_malloc((n ? n : 1) * sizeof *reqs);
     uint32_t *kids = NULL, *stack = NULL;
-    rkv_qent *fresh = malloc((n ? n : 1) * sizeof *fresh);
+    rkv_qent *fresh = rkv_sched_mem_malloc((n ? n : 1) * sizeof *fresh);
     if (reqs == NULL || fresh == NULL) {
         st = rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
         goto out;
@@ -467,8 +467,8 @@ static rkv_status rkv_dfs_build(rkv_sched *s)
         goto out;
     }
     /* children of each node, contiguous, heaviest first */
-    kids = malloc((size_t)c.n * sizeof *kids);
-    stack = malloc((size_t)c.n * 2 * sizeof *stack);
+    kids = rkv_sched_mem_malloc((size_t)c.n * sizeof *kids);
+    stack = rkv_sched_mem_malloc((size_t)c.n * 2 * sizeof *stack);
     if (kids == NULL || stack == NULL) {
         st = rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
         goto out;
@@ -494,7 +494,7 @@ static rkv_status rkv_dfs_build(rkv_sched *s)
         acc += c.nodes[i].req_n;
         c.nodes[i].req_n = 0;
     }
-    rkv_dreq *sorted = malloc((n ? n : 1) * sizeof *sorted);
+    rkv_dreq *sorted = rkv_sched_mem_malloc((n ? n : 1) * sizeof *sorted);
     if (sorted == NULL) {
         st = rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
         goto out;

@@ -271,7 +271,7 @@ static rkv_status rkv_step_running(rkv_sched *s, uint32_t *budget)
     uint32_t R = s->nrunning;
     if (R == 0)
         return RKV_OK;
-    rkv_sreq **ord = malloc((size_t)R * sizeof *ord);
+    rkv_sreq **ord = rkv_sched_mem_malloc((size_t)R * sizeof *ord);
     if (ord == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
     memcpy(ord, s->running, (size_t)R * sizeof *ord);

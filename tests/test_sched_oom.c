@@ -1,6 +1,6 @@
 /*
- * tests/test_sched_oom.c -- the scheduler when the radix tree runs out of
- * node memory (radix/tree_debug.h injection).
+ * tests/test_sched_oom.c -- the scheduler when memory runs out: the radix
+ * tree's node memory (radix/tree_debug.h) or its own (sched/sched_debug.h).
  *
  * The scheduler inserts finished chunks and finished requests into the tree;
  * an insert that fails with RKV_ERR_NOMEM must not lose, leak or corrupt
@@ -21,11 +21,13 @@
  * allocations must return to where it started. Some failures surface as a
  * step's RKV_ERR_NOMEM (admitting a request whose match must split a node):
  * the scheduler must pass its check and the retried step must succeed.
- * Not covered: the scheduler's own malloc calls (no injection hook yet).
+ * The second test fails each of the scheduler's own allocations in turn
+ * (sched/sched_debug.h), under every policy.
  */
 #include <criterion/criterion.h>
 
 #include "radix/tree_debug.h"
+#include "sched/sched_debug.h"
 #include "tests/test_sched_engine.h"
 
 #define NREQ 30u
@@ -44,12 +46,31 @@ static void prompt_of(uint32_t i, int32_t *out, uint32_t *len, uint64_t *ns)
     *ns = i < 20 ? 0 : 42;
 }
 
-/* Runs the scenario; returns the tree allocations it made. */
-static uint64_t scenario(int64_t fail_k, uint64_t *nomem_surfaced)
+enum { TREE_ALLOCS, SCHED_ALLOCS };
+#define COUNT_ONLY (INT64_MAX / 2)
+
+/* Submits, retrying once after an injected NOMEM. */
+static void submit(eng *e, uint64_t id, uint64_t ns, const int32_t *p,
+                   uint32_t len, uint32_t max_new, int32_t prio)
+{
+    rkv_status st = eng_submit(e, id, ns, p, len, max_new, prio);
+    if (st == RKV_ERR_NOMEM) {
+        OK(rkv_sched_check(e->s));
+        e->nomem_seen++;
+        st = eng_submit(e, id, ns, p, len, max_new, prio);
+    }
+    cr_assert_eq(st, RKV_OK, "submit %llu: %s", (unsigned long long)id,
+                 rkv_last_error());
+}
+
+/* Runs the scenario with the (fail_k+1)-th allocation of `which` failing
+ * (fail_k < 0: none); returns how many allocations of `which` it made. */
+static uint64_t scenario(int which, rkv_policy pol, int64_t fail_k,
+                         uint64_t *nomem_surfaced)
 {
     rkv_sched_config c;
     rkv_sched_config_init(&c);
-    c.policy = RKV_POLICY_LPM;
+    c.policy = pol;
     c.max_running = 6;
     c.max_batch_tokens = 24; /* chunked prefill of the 40+ token prompts */
     c.dedup_min_tokens = 8;
@@ -57,15 +78,17 @@ static uint64_t scenario(int64_t fail_k, uint64_t *nomem_surfaced)
     eng_init(&e, POOL_BLOCKS, PAGE, &c, NREQ + 4);
     e.seed = 2026;
     e.tolerate_nomem = 1;
-    if (fail_k >= 0)
+    if (which == TREE_ALLOCS && fail_k >= 0)
         rkv_tree_debug_fail_alloc_after(e.tree, fail_k);
+    if (which == SCHED_ALLOCS)
+        rkv_sched_debug_fail_alloc_after(fail_k >= 0 ? fail_k : COUNT_ONLY);
 
     int32_t p[SYS_TOKENS + 64];
     uint32_t len;
     uint64_t ns;
     for (uint32_t i = 0; i < NREQ; i++) {
         prompt_of(i, p, &len, &ns);
-        OK(eng_submit(&e, i, ns, p, len, 6 + i % 5, (int32_t)(i % 3)));
+        submit(&e, i, ns, p, len, 6 + i % 5, (int32_t)(i % 3));
     }
     uint64_t step = 0;
     int turn_sent = 0;
@@ -84,11 +107,11 @@ static uint64_t scenario(int64_t fail_k, uint64_t *nomem_surfaced)
             cr_assert_leq(r0->len + 7, SYS_TOKENS + 64);
             memcpy(t, r0->tok, r0->len * sizeof *t);
             fill_tokens(t + r0->len, 7, 31337);
-            OK(eng_submit(&e, NREQ, 0, t, r0->len + 7, 5, 0));
+            submit(&e, NREQ, 0, t, r0->len + 7, 5, 0);
             /* and a request that branches inside request 0's cached path:
              * admitting it splits a node, which allocates */
             fill_tokens(t + SYS_TOKENS + PAGE, 5, 4711);
-            OK(eng_submit(&e, NREQ + 1, 0, t, SYS_TOKENS + PAGE + 5, 4, 0));
+            submit(&e, NREQ + 1, 0, t, SYS_TOKENS + PAGE + 5, 4, 0);
             turn_sent = 1;
         }
         (void)eng_step(&e); /* checks the plan and the scheduler itself */
@@ -102,7 +125,17 @@ static uint64_t scenario(int64_t fail_k, uint64_t *nomem_surfaced)
                      (long long)fail_k, i, e.reqs[i].gen, e.reqs[i].max_new);
     }
     OK(rkv_tree_check(e.tree));
-    uint64_t calls = rkv_tree_debug_alloc_calls(e.tree);
+    uint64_t calls;
+    if (which == TREE_ALLOCS) {
+        calls = rkv_tree_debug_alloc_calls(e.tree);
+    } else {
+        int64_t left = rkv_sched_debug_alloc_countdown();
+        calls = fail_k >= 0 ? (uint64_t)fail_k + 1 : (uint64_t)(COUNT_ONLY - left);
+        if (fail_k >= 0)
+            cr_assert_eq(left, -1, "k %lld: the injected failure never happened",
+                         (long long)fail_k);
+        rkv_sched_debug_fail_alloc_after(-1);
+    }
     if (fail_k >= 0)
         cr_assert_gt(calls, (uint64_t)fail_k,
                      "k %lld: the injected failure never happened",
@@ -118,12 +151,12 @@ Test(sched_oom, every_tree_allocation_failure_is_survived)
 {
     int64_t live0 = rkv_debug_live_tree_allocs_global();
     uint64_t surfaced = 0;
-    uint64_t n = scenario(-1, &surfaced);
+    uint64_t n = scenario(TREE_ALLOCS, RKV_POLICY_LPM, -1, &surfaced);
     cr_assert_eq(surfaced, 0);
     cr_assert_gt(n, 10, "scenario too small to mean anything (%llu)",
                  (unsigned long long)n);
     for (uint64_t k = 0; k < n; k++)
-        scenario((int64_t)k, &surfaced);
+        scenario(TREE_ALLOCS, RKV_POLICY_LPM, (int64_t)k, &surfaced);
     /* some failures surface as a step's NOMEM (a match that must split a
      * node), the others are absorbed (an insert that could not cache) */
     cr_log_info("%llu tree allocations; %llu failures surfaced as NOMEM",
@@ -132,4 +165,31 @@ Test(sched_oom, every_tree_allocation_failure_is_survived)
     cr_assert_lt(surfaced, n);
     cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0,
                  "tree allocations leaked");
+}
+
+/* The scheduler's own allocations, under every policy (dfs and bounded
+ * allocate their own order structures). A failure either surfaces as NOMEM
+ * from the call that allocates -- the scheduler consistent, the retried
+ * call succeeding -- or is absorbed by a best-effort path (in-batch dedup
+ * registration, the scratch of an insert: that prefix is just not
+ * deduplicated or cached); either way the run must complete exactly. */
+Test(sched_oom, every_scheduler_allocation_failure_is_survived)
+{
+    for (int pol = 0; pol <= RKV_POLICY_BOUNDED; pol++) {
+        uint64_t surfaced = 0;
+        uint64_t n = scenario(SCHED_ALLOCS, (rkv_policy)pol, -1, &surfaced);
+        cr_assert_eq(surfaced, 0);
+        cr_assert_gt(n, 10, "%s: scenario too small (%llu allocations)",
+                     rkv_policy_name((rkv_policy)pol), (unsigned long long)n);
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t before = surfaced;
+            scenario(SCHED_ALLOCS, (rkv_policy)pol, (int64_t)k, &surfaced);
+            cr_assert_leq(surfaced, before + 1);
+        }
+        cr_log_info("%s: %llu scheduler allocations, each failed once; "
+                    "%llu surfaced as NOMEM, the rest absorbed",
+                    rkv_policy_name((rkv_policy)pol), (unsigned long long)n,
+                    (unsigned long long)surfaced);
+        cr_assert_gt(surfaced, 0);
+    }
 }

@@ -1,0 +1,46 @@
+/*
+ * sched/sched_mem.c -- the scheduler's allocator: libc's, plus the
+ * out-of-memory injection of sched/sched_debug.h.
+ *
+ * Invariant: fail_after is -1 except while a test has armed it; it is
+ * written only by the debug setter and by the countdown of an armed run.
+ */
+#include <stdlib.h>
+
+#include "sched/sched_debug.h"
+#include "sched/sched_internal.h"
+
+static int64_t fail_after = -1;
+
+void rkv_sched_debug_fail_alloc_after(int64_t k)
+{
+    fail_after = k < 0 ? -1 : k;
+}
+
+int64_t rkv_sched_debug_alloc_countdown(void)
+{
+    return fail_after;
+}
+
+/* 1 when this allocation must fail. */
+static int injected(void)
+{
+    if (fail_after < 0)
+        return 0;
+    return fail_after-- == 0;
+}
+
+void *rkv_sched_mem_malloc(size_t n)
+{
+    return injected() ? NULL : malloc(n);
+}
+
+void *rkv_sched_mem_calloc(size_t n, size_t size)
+{
+    return injected() ? NULL : calloc(n, size);
+}
+
+void *rkv_sched_mem_realloc(void *p, size_t n)
+{
+    return injected() ? NULL : realloc(p, n);
+}
