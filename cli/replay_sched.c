@@ -113,6 +113,19 @@ typedef struct sched_run {
     double now;
 } sched_run;
 
+/* Request id ended (finished or refused) at time t: its next turns arrive
+ * after their think time. */
+static rkv_status release_children(sched_run *r, uint64_t id, double t)
+{
+    for (uint64_t c = r->rs[id].first_child; c != RKV_WL_NO_PARENT;
+         c = r->rs[c].next_sibling) {
+        rkv_status st = rel_push(&r->heap, t + r->wl->reqs[c].think_ms, c);
+        if (st != RKV_OK)
+            return st;
+    }
+    return RKV_OK;
+}
+
 static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
 {
     while (r->heap.n && r->heap.a[0].t <= r->now) {
@@ -140,6 +153,10 @@ static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
             s->rejected = 1;
             res->rejected_requests++;
             r->done++;
+            /* its next turns still arrive (and are refused in turn if
+             * they cannot fit either); else they would wait forever */
+            if ((st = release_children(r, it.id, it.t)) != RKV_OK)
+                return st;
             continue;
         }
         if (st != RKV_OK)
@@ -229,12 +246,8 @@ static rkv_status run_plan(sched_run *r, const rkv_batch_plan *p,
         s->finish_ms = r->now;
         r->pending--;
         r->done++;
-        for (uint64_t c = s->first_child; c != RKV_WL_NO_PARENT;
-             c = r->rs[c].next_sibling) {
-            st = rel_push(&r->heap, r->now + r->wl->reqs[c].think_ms, c);
-            if (st != RKV_OK)
-                return st;
-        }
+        if ((st = release_children(r, id, r->now)) != RKV_OK)
+            return st;
     }
     return RKV_OK;
 }

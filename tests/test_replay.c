@@ -459,6 +459,42 @@ Test(replay, sched_agentic_turns_hit_their_history, .timeout = 600)
     rkv_workload_free(&wl);
 }
 
+/* Turns too large for the whole pool are refused; the session's later
+ * turns must still arrive (and be served or refused), not wait forever. */
+Test(replay, sched_refused_turn_releases_the_next)
+{
+    uint64_t seed = rkv_test_seed("replay.sched_refused_turn");
+    rkv_agentic_config ac;
+    rkv_agentic_config_init(&ac);
+    ac.sessions = 6;
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_agentic(&wl, &ac, seed), RKV_OK);
+    uint64_t capacity = 8000;
+    size_t too_big = 0, refused_parent = 0;
+    for (size_t i = 0; i < wl.num_reqs; i++) {
+        const rkv_wl_request *q = &wl.reqs[i];
+        too_big += (uint64_t)q->input_length + q->output_length > capacity;
+        refused_parent += q->parent != RKV_WL_NO_PARENT &&
+                          (uint64_t)wl.reqs[q->parent].input_length +
+                                  wl.reqs[q->parent].output_length > capacity;
+    }
+    cr_assert_gt(refused_parent, 0, "seed must give a turn after a refused one");
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = capacity;
+    cfg.check_every = 5;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s",
+                 rkv_last_error());
+    /* every request ends: served, or refused for its size */
+    cr_assert_eq(res.requests + res.rejected_requests, wl.num_reqs);
+    cr_assert_gt(res.rejected_requests, 0);
+    cr_assert_leq(res.rejected_requests, too_big);
+    cr_assert_gt(res.requests, 0);
+    rkv_workload_free(&wl);
+}
+
 Test(replay, sched_small_pool_and_fewshot, .timeout = 600)
 {
     uint64_t seed = rkv_test_seed("replay.sched_small_pool_and_fewshot");
