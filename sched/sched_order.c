@@ -307,6 +307,16 @@ static rkv_status rkv_refresh_all(rkv_sched *s)
     /* unchanged tree: only requests queued since the last refresh (they
      * sit in order.add) need a first match -- O(new), not O(waiting) */
     uint32_t n = same ? s->order.nadd : s->nwaiting;
+    /* Room for every re-keyed entry up front: once a request's match has
+     * moved, its old queue entry is dead, so failing to add the new one
+     * would drop it from the order for good. */
+    if (s->cfg.policy != RKV_POLICY_DFS) {
+        rkv_status st = rkv_ensure_cap((void **)&s->order.add,
+                                       &s->order.addcap, s->order.nadd + n,
+                                       sizeof *s->order.add);
+        if (st != RKV_OK)
+            return st;
+    }
     for (uint32_t i = 0; i < n; i++) {
         rkv_sreq *r = same ? s->order.add[i].req : s->waiting[i];
         if (same && (r->state != RKV_REQ_WAITING || r->pm_valid))
@@ -320,9 +330,7 @@ static rkv_status rkv_refresh_all(rkv_sched *s)
             r->key = rkv_key_of(s, r);
             s->dfs_dirty = 1;
             if (s->cfg.policy != RKV_POLICY_DFS) {
-                st = rkv_squeue_add(&s->order, r, ++r->qstamp);
-                if (st != RKV_OK)
-                    return st;
+                (void)rkv_squeue_add(&s->order, r, ++r->qstamp); /* reserved */
                 s->order.dead++;
             }
         }
