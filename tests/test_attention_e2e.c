@@ -278,6 +278,7 @@ static void run_workload(const char *name, rkv_dtype dt)
     cr_assert_eq(st.finished, NREQ, "workload did not finish");
     cr_assert(st.cached_tokens > 0, "no prefix was reused: the test would prove nothing");
     cr_assert(decode_rows > 0);
+    cr_assert_gt(chunked, 0, "%s: max_batch_tokens 24 must chunk the prompts", name);
     cr_log_info("%s: %u plans, %u decode rows, %llu cached tokens, %u chunked prefill "
                 "chunks, all bit-identical to scratch",
                 name, plans_checked, decode_rows, (unsigned long long)st.cached_tokens,

@@ -219,6 +219,7 @@ static inline void eng_verify_plan(eng *e, const rkv_batch_plan *p)
             cr_assert_eq(p->input_tokens[row], s->tok[pos]);
             cr_assert_neq(e->wstamp[slot], e->stamp, "slot %u written twice",
                           slot);
+            e->wstamp[slot] = e->stamp;
             cr_assert_eq(rkv_pool_refcount(e->pool, bt[pos / P]), 1,
                          "written block %u is shared", bt[pos / P]);
         }
@@ -238,7 +239,6 @@ static inline void eng_verify_plan(eng *e, const rkv_batch_plan *p)
              pos++) {
             uint32_t slot = bt[pos / P] * P + pos % P;
             e->kv[slot] = s->ph[pos];
-            e->wstamp[slot] = e->stamp;
         }
     }
 }
