@@ -52,12 +52,16 @@ struct rkv_attn_cuda {
 
 /* ---- error plumbing ------------------------------------------------------ */
 
+/* On failure the runtime's last error is cleared as well: LAUNCH_CHECK reads
+ * it, and a stale non-sticky error must not be blamed on a later launch. */
 #define CU_TRY(call, what)                                                       \
     do {                                                                         \
         cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess)                                                   \
+        if (e_ != cudaSuccess) {                                                 \
+            (void)cudaGetLastError();                                            \
             return rkv_set_error(RKV_ERR_CUDA, "%s: %s", (what),                 \
                                  cudaGetErrorString(e_));                        \
+        }                                                                        \
     } while (0)
 
 #define LAUNCH_CHECK(what) CU_TRY(cudaGetLastError(), what)
@@ -78,6 +82,8 @@ struct device_guard {
     {
         if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess)
             ok = true;
+        else
+            (void)cudaGetLastError(); /* as CU_TRY does */
     }
     ~device_guard()
     {
@@ -215,9 +221,17 @@ extern "C" void rkv_attn_cuda_destroy(rkv_attn_cuda *c)
 
 extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
 {
-    c->stream = (cudaStream_t)stream;
+    static const char fn[] = "rkv_attn_set_stream";
+    cudaStream_t next = (cudaStream_t)stream;
+    if (next == c->stream)
+        return RKV_OK;
+    /* the workspace is reused in stream order: work queued on the old
+     * stream may still read it when the new stream overwrites it */
+    if (c->ws != NULL)
+        CU_TRY(cudaStreamSynchronize(c->stream), fn);
     if (c->blas != NULL)
-        BLAS_TRY(cublasSetStream(c->blas, c->stream), "rkv_attn_set_stream");
+        BLAS_TRY(cublasSetStream(c->blas, next), fn);
+    c->stream = next;
     return RKV_OK;
 }
 
@@ -831,6 +845,9 @@ extern "C" rkv_status rkv_attn_cuda_copy_blocks(int device, void *base, size_t s
     static const char fn[] = "rkv_pool_copy_blocks";
     GUARD(device, fn);
     char *b = (char *)base;
+    /* stream 0 does not wait for non-blocking streams that may still
+     * write these blocks: order after all work, as copy_host does */
+    CU_TRY(cudaDeviceSynchronize(), fn);
     for (uint32_t i = 0; i < n; i++) {
         if (src[i] == dst[i])
             continue;
