@@ -173,10 +173,6 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
     if (p == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_pool_create: pool struct");
     p->cfg = *cfg;
-    if (p->cfg.num_layers == 0) {
-        p->cfg.num_kv_heads = cfg->num_kv_heads;
-        p->cfg.head_dim = cfg->head_dim;
-    }
     p->bytes_per_block = bpb;
     p->kv_bytes = kv_bytes;
     size_t n = cfg->num_blocks;

@@ -58,10 +58,4 @@ static inline int rkv_pool_drop_ref(rkv_pool *pool, uint32_t id)
     return 1;
 }
 
-/* Chained hash of a referenced block. */
-static inline uint64_t rkv_pool_hash_of(const rkv_pool *pool, uint32_t id)
-{
-    return pool->hash[id];
-}
-
 #endif

@@ -140,12 +140,17 @@ void rkv_cidx_remove(rkv_tree *t, uint64_t key, uint32_t id)
     t->idx_count--;
 }
 
-void rkv_cidx_rehash(rkv_tree *t, rkv_cidx_entry *fresh, uint32_t cap)
+void rkv_cidx_clear(rkv_cidx_entry *tab, uint32_t cap)
 {
     for (uint32_t i = 0; i < cap; i++) {
-        fresh[i].tag = 0;
-        fresh[i].id = RKV_NIL;
+        tab[i].tag = 0;
+        tab[i].id = RKV_NIL;
     }
+}
+
+void rkv_cidx_rehash(rkv_tree *t, rkv_cidx_entry *fresh, uint32_t cap)
+{
+    rkv_cidx_clear(fresh, cap);
     for (uint32_t i = 0; i < t->idx_cap; i++)
         if (t->idx[i].id != RKV_NIL)
             rkv_cidx_put(fresh, cap - 1, t->idx[i].tag, t->idx[i].id);

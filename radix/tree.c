@@ -192,10 +192,7 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree tables");
     }
     memset(t->owned, 0, t->owned_bytes);
-    for (uint32_t i = 0; i < t->idx_cap; i++) {
-        t->idx[i].tag = 0;
-        t->idx[i].id = RKV_NIL;
-    }
+    rkv_cidx_clear(t->idx, t->idx_cap);
     /* slot 0: the super-root; it is never "in use" as a handle target */
     t->nodes[0].gen = 0;
     rkv_tnode_clear(&t->nodes[0]);
@@ -236,10 +233,7 @@ static void rkv_tree_drop_all(rkv_tree *t)
         t->free_head = id;
         t->free_count++;
     }
-    for (uint32_t i = 0; i < t->idx_cap; i++) {
-        t->idx[i].tag = 0;
-        t->idx[i].id = RKV_NIL;
-    }
+    rkv_cidx_clear(t->idx, t->idx_cap);
     t->idx_count = 0;
     t->lru_head = t->lru_tail = RKV_NIL;
     t->lock_total = 0;

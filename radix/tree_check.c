@@ -138,9 +138,7 @@ static rkv_status rkv_check_node(const rkv_tree *t, uint32_t id, uint64_t ns,
                        x->lock_count, x->lock_count ? x->lru_prev : 0,
                        (unsigned long long)below);
     const rkv_block_id *xb = rkv_tnode_blocks(t, x);
-    uint64_t h = RKV_HASH_ROOT;
-    if (p->parent != 0)
-        h = pool->hash[rkv_tnode_blocks(t, p)[p->num_pages - 1]];
+    uint64_t h = rkv_tree_prev_hash(t, x->parent);
     for (uint32_t i = 0; i < x->num_pages; i++) {
         rkv_block_id b = xb[i];
         if (b >= pool->cfg.num_blocks)
@@ -154,9 +152,8 @@ static rkv_status rkv_check_node(const rkv_tree *t, uint32_t id, uint64_t ns,
         if (!rkv_tree_owned(t, b))
             return CORRUPT("block %u of node %u is not marked owned", b, id);
         const int32_t *pg = x->u.tokens + (size_t)i * t->P;
-        for (uint32_t k = 0; k < t->P; k++)
-            if (pg[k] < 0)
-                return CORRUPT("node %u page %u holds a negative token", id, i);
+        if (!rkv_tokens_valid(pg, t->P))
+            return CORRUPT("node %u page %u holds a negative token", id, i);
         h = rkv_block_hash(h, ns, pg, t->P);
         if (pool->hash[b] != h)
             return CORRUPT("node %u page %u: block %u hash does not chain", id,

@@ -153,6 +153,20 @@ static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
     t->owned[b >> 3] &= (uint8_t)~(1u << (b & 7));
 }
 
+/* No negative token id among tokens[0..n). */
+static inline int rkv_tokens_valid(const int32_t *tokens, size_t n)
+{
+    int32_t acc = 0;
+    for (size_t i = 0; i < n; i++)
+        acc |= tokens[i];
+    return acc >= 0;
+}
+
+/* tree_match.c ------------------------------------------------------------ */
+/* Chained hash of the page before a new child of parent: RKV_HASH_ROOT
+ * under a namespace root, else the hash of parent's last block. */
+uint64_t rkv_tree_prev_hash(const rkv_tree *t, uint32_t parent);
+
 /* child_index.c ---------------------------------------------------------- */
 uint64_t rkv_cidx_key_page(const rkv_tree *t, uint32_t parent,
                            const int32_t *page);
@@ -169,6 +183,8 @@ void rkv_cidx_insert(rkv_tree *t, uint64_t key, uint32_t id);
 void rkv_cidx_replace(rkv_tree *t, uint64_t key, uint32_t old_id,
                       uint32_t new_id);
 void rkv_cidx_remove(rkv_tree *t, uint64_t key, uint32_t id);
+/* Marks every entry of tab[0..cap) empty. */
+void rkv_cidx_clear(rkv_cidx_entry *tab, uint32_t cap);
 /* Moves every entry into `fresh` (cap entries, power of two), which
  * becomes the table; the old one is freed. */
 void rkv_cidx_rehash(rkv_tree *t, rkv_cidx_entry *fresh, uint32_t cap);

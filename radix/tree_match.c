@@ -157,8 +157,17 @@ static uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k,
     return nid;
 }
 
+uint64_t rkv_tree_prev_hash(const rkv_tree *t, uint32_t parent)
+{
+    const rkv_tnode *p = &t->nodes[parent];
+    if (p->parent == 0)
+        return RKV_HASH_ROOT;
+    return t->pool->hash[rkv_tnode_blocks(t, p)[p->num_pages - 1]];
+}
+
 /* Adds a leaf under parent with npages pages (tokens, blocks); takes a pool
- * reference on each block and sets its chained hash. */
+ * reference on each block and sets its chained hash. The caller has already
+ * marked the blocks as tree-owned (rkv_tree_insert validates with them). */
 static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
                                   const int32_t *tokens,
                                   const rkv_block_id *blocks, uint32_t npages,
@@ -166,12 +175,7 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
 {
     rkv_pool *pool = t->pool;
     const uint32_t P = t->P;
-    /* hash of the page before the new ones */
-    uint64_t h = RKV_HASH_ROOT;
-    if (t->nodes[parent].parent != 0) {
-        const rkv_tnode *px = &t->nodes[parent];
-        h = pool->hash[rkv_tnode_blocks(t, px)[px->num_pages - 1]];
-    }
+    uint64_t h = rkv_tree_prev_hash(t, parent);
     if (rkv_tree_in_lru(&t->nodes[parent]))
         rkv_lru_unlink(t, parent);
     uint32_t id = rkv_tree_slot_take(t);
@@ -186,7 +190,6 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
         h = rkv_block_hash(h, ns, tokens + (size_t)i * P, P);
         pool->refcount[xb[i]]++;
         pool->hash[xb[i]] = h;
-        rkv_tree_set_owned(t, xb[i]);
     }
     x->parent = parent;
     x->next_sib = p->first_child;
@@ -206,14 +209,6 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
 }
 
 /* ---- argument checks ---------------------------------------------------- */
-
-static int rkv_tokens_valid(const int32_t *tokens, size_t n)
-{
-    int32_t acc = 0;
-    for (size_t i = 0; i < n; i++)
-        acc |= tokens[i];
-    return acc >= 0;
-}
 
 /* validate_values: insert checks every token; match does not read token
  * values beyond the walk (see rkv_tree_match). */
@@ -408,8 +403,6 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
         di = 2;
     }
     if (fresh > 0) {
-        for (uint32_t i = 0; i < fresh; i++) /* add_leaf sets them again */
-            rkv_tree_clear_owned(t, blocks[d + i]);
         node = rkv_tree_add_leaf(t, node, ns, tokens + (size_t)d * t->P,
                                  blocks + d, fresh, prep.data[di]);
     }
