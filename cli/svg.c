@@ -68,8 +68,8 @@ static void axis_fit(axis *a, double lo, double hi, int log, int from_zero)
 {
     a->log = log;
     if (!(lo <= hi)) { /* no data */
-        lo = log ? 0.0 : 0.0;
-        hi = log ? 1.0 : 1.0;
+        lo = 0.0;
+        hi = 1.0;
     } else if (log) {
         lo = log10(lo);
         hi = log10(hi);

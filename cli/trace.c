@@ -123,15 +123,12 @@ rkv_status rkv_trace_reader_open_path(const char *path,
     FILE *f = fopen(path, "r");
     if (!f)
         return rkv_set_error(RKV_ERR_IO, "%s: %s", path, strerror(errno));
-    rkv_trace_reader *r = NULL;
-    rkv_status st = reader_new(path, &r);
+    rkv_status st = rkv_trace_reader_open_file(f, path, out);
     if (st != RKV_OK) {
         fclose(f);
         return st;
     }
-    r->f = f;
-    r->close_f = 1;
-    *out = r;
+    (*out)->close_f = 1;
     return RKV_OK;
 }
 
@@ -208,12 +205,6 @@ static rkv_status reader_line(rkv_trace_reader *r, const char **line,
         size_t l = (size_t)n;
         if (l && r->line[l - 1] == '\n')
             l--;
-        if (memchr(r->line, '\0', l)) {
-            r->line_no++;
-            return rkv_set_error(RKV_ERR_FORMAT,
-                                 "%s:%llu: malformed JSON: NUL byte in line",
-                                 r->name, (unsigned long long)r->line_no);
-        }
         *line = r->line;
         *len = l;
     } else {
@@ -223,16 +214,14 @@ static rkv_status reader_line(rkv_trace_reader *r, const char **line,
         const char *nl = memchr(b, '\n', r->len - r->pos);
         size_t l = nl ? (size_t)(nl - b) : r->len - r->pos;
         r->pos += l + (nl ? 1 : 0);
-        if (memchr(b, '\0', l)) {
-            r->line_no++;
-            return rkv_set_error(RKV_ERR_FORMAT,
-                                 "%s:%llu: malformed JSON: NUL byte in line",
-                                 r->name, (unsigned long long)r->line_no);
-        }
         *line = b;
         *len = l;
     }
     r->line_no++;
+    if (memchr(*line, '\0', *len))
+        return rkv_set_error(RKV_ERR_FORMAT,
+                             "%s:%llu: malformed JSON: NUL byte in line",
+                             r->name, (unsigned long long)r->line_no);
     *got = 1;
     return RKV_OK;
 }

@@ -226,6 +226,11 @@ static rkv_status jnumber(jscan *p, jnum *n)
 
 static rkv_status jskip(jscan *p, int depth);
 
+static int jnum_start(char c)
+{
+    return c == '-' || (c >= '0' && c <= '9');
+}
+
 /* After '[' or '{': consumes an immediate close; says whether the
  * container was empty. */
 static int jempty(jscan *p, char close)
@@ -307,7 +312,7 @@ static rkv_status jskip(jscan *p, int depth)
         }
         return RKV_OK;
     default:
-        if (*p->s == '-' || (*p->s >= '0' && *p->s <= '9')) {
+        if (jnum_start(*p->s)) {
             jnum n;
             return jnumber(p, &n);
         }
@@ -328,24 +333,46 @@ static const char *jtype_name(char c)
     }
 }
 
+static int jarray_start(char c)
+{
+    return c == '[';
+}
+
+#define JNO_INDEX ((size_t)-1)
+
+/* Skips to the next value. If it does not start as `starts` accepts, the
+ * value is skipped (so malformed JSON is blamed before its type) and the
+ * error is "FIELD[INDEX]: expected EXPECTED, got TYPE" (no [INDEX] for
+ * JNO_INDEX). */
+static rkv_status jexpect(jscan *p, int (*starts)(char), const char *field,
+                          size_t index, const char *expected)
+{
+    jws(p);
+    if (p->s >= p->end)
+        return jsyntax(p, "a value");
+    if (starts(*p->s))
+        return RKV_OK;
+    char what[160];
+    const char *type = jtype_name(*p->s);
+    if (index == JNO_INDEX)
+        snprintf(what, sizeof what, "%s: expected %s, got %s", field, expected,
+                 type);
+    else
+        snprintf(what, sizeof what, "%s[%zu]: expected %s, got %s", field, index,
+                 expected, type);
+    rkv_status st = jskip(p, 1);
+    return st != RKV_OK ? st : jfail(p, what);
+}
+
 /* A length field: a non-negative integer <= RKV_TRACE_MAX_LENGTH. */
 static rkv_status jlength(jscan *p, const char *field, uint32_t *out)
 {
     char what[160];
-    jws(p);
-    if (p->s >= p->end)
-        return jsyntax(p, "a value");
-    if (!(*p->s == '-' || (*p->s >= '0' && *p->s <= '9'))) {
-        rkv_status st;
-        snprintf(what, sizeof what, "%s: expected an integer, got %s", field,
-                 jtype_name(*p->s));
-        /* Make sure the value is at least valid JSON before blaming type. */
-        if ((st = jskip(p, 1)) != RKV_OK)
-            return st;
-        return jfail(p, what);
-    }
+    rkv_status st = jexpect(p, jnum_start, field, JNO_INDEX, "an integer");
+    if (st != RKV_OK)
+        return st;
     jnum n;
-    rkv_status st = jnumber(p, &n);
+    st = jnumber(p, &n);
     if (st != RKV_OK)
         return st;
     if (n.negative && (n.u != 0 || !n.integer)) {
@@ -369,19 +396,11 @@ static rkv_status jlength(jscan *p, const char *field, uint32_t *out)
 static rkv_status jtimestamp(jscan *p, double *out)
 {
     char what[160];
-    jws(p);
-    if (p->s >= p->end)
-        return jsyntax(p, "a value");
-    if (!(*p->s == '-' || (*p->s >= '0' && *p->s <= '9'))) {
-        rkv_status st;
-        snprintf(what, sizeof what, "timestamp: expected a number, got %s",
-                 jtype_name(*p->s));
-        if ((st = jskip(p, 1)) != RKV_OK)
-            return st;
-        return jfail(p, what);
-    }
+    rkv_status st = jexpect(p, jnum_start, "timestamp", JNO_INDEX, "a number");
+    if (st != RKV_OK)
+        return st;
     jnum n;
-    rkv_status st = jnumber(p, &n);
+    st = jnumber(p, &n);
     if (st != RKV_OK)
         return st;
     if (!isfinite(n.d) || n.d > 1e15)
@@ -416,29 +435,14 @@ static rkv_status jhash_ids(jscan *p, uint64_t **ids, size_t *cap,
     char what[160];
     rkv_status st;
     size_t n = 0;
-    jws(p);
-    if (p->s >= p->end)
-        return jsyntax(p, "a value");
-    if (*p->s != '[') {
-        snprintf(what, sizeof what, "hash_ids: expected an array, got %s",
-                 jtype_name(*p->s));
-        if ((st = jskip(p, 1)) != RKV_OK)
-            return st;
-        return jfail(p, what);
-    }
+    if ((st = jexpect(p, jarray_start, "hash_ids", JNO_INDEX, "an array")) !=
+        RKV_OK)
+        return st;
     p->s++;
     for (int more = !jempty(p, ']'); more;) {
-        jws(p);
-        if (p->s >= p->end)
-            return jsyntax(p, "a value");
-        if (!(*p->s == '-' || (*p->s >= '0' && *p->s <= '9'))) {
-            snprintf(what, sizeof what,
-                     "hash_ids[%zu]: expected a non-negative integer, got %s",
-                     n, jtype_name(*p->s));
-            if ((st = jskip(p, 1)) != RKV_OK)
-                return st;
-            return jfail(p, what);
-        }
+        if ((st = jexpect(p, jnum_start, "hash_ids", n,
+                          "a non-negative integer")) != RKV_OK)
+            return st;
         jnum v;
         if ((st = jnumber(p, &v)) != RKV_OK)
             return st;
