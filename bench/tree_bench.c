@@ -32,6 +32,7 @@
  * 16). --quick: fewer sessions and the first 2,000 trace requests.
  */
 #include <limits.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,8 +169,6 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
         die("lock", st);
     uint32_t np = (uint32_t)(n_insert / e->P);
     uint32_t need = np > m.num_blocks ? np - m.num_blocks : 0;
-    rkv_tree_stats before;
-    rkv_tree_get_stats(e->tree, &before);
     double t3 = now_ns();
     st = rkv_tree_alloc_blocks(e->tree, need, e->blocks + m.num_blocks);
     double t4 = now_ns();
@@ -428,6 +427,20 @@ static const sglang_ref kSglang[2] = {
     {512, 14.22, 96.5, 66.5, 172.5, 60.0, 7.95},
 };
 
+/* A whole decimal number and nothing else ("3e6" and "16x" are refused). */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return 0;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return 0;
+    *out = v;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *trace_arg = NULL;
@@ -438,16 +451,18 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
             trace_arg = argv[++i];
         } else if (strcmp(argv[i], "--page-size") == 0 && i + 1 < argc) {
-            page_arg = (uint32_t)strtoul(argv[++i], NULL, 10);
-            if (page_arg < 1 || page_arg > 65536 || bench_page(page_arg) > RKV_MAX_PAGE_SIZE) {
+            uint64_t v = 0;
+            if (!parse_u64(argv[++i], &v) || v > 65536)
+                v = 0;
+            page_arg = (uint32_t)v;
+            if (page_arg < 1 || bench_page(page_arg) > RKV_MAX_PAGE_SIZE) {
                 fprintf(stderr, "tree_bench: --page-size must be 1..4096 or a "
                                 "power-of-two multiple of one\n");
                 return 2;
             }
         } else if (strcmp(argv[i], "--capacity-tokens") == 0 && i + 1 < argc) {
-            capacity = strtoull(argv[++i], NULL, 10);
-            if (capacity < 1) {
-                fprintf(stderr, "tree_bench: --capacity-tokens must be >= 1\n");
+            if (!parse_u64(argv[++i], &capacity) || capacity < 1) {
+                fprintf(stderr, "tree_bench: --capacity-tokens must be a whole number >= 1\n");
                 return 2;
             }
         } else if (strcmp(argv[i], "--quick") == 0) {

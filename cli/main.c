@@ -319,7 +319,8 @@ static void parse_args(int argc, char **argv, options *o)
             o->rc.capacity_tokens = need_capacity("--capacity-tokens", v);
             o->capacity_set = 1;
         } else if ((v = opt_value(argc, argv, &i, "--page-size"))) {
-            o->rc.page_size = (uint32_t)need_count("--page-size", v, 1, 65536);
+            o->rc.page_size =
+                (uint32_t)need_count("--page-size", v, 1, RKV_MAX_PAGE_SIZE);
         } else if ((v = opt_value(argc, argv, &i, "--eviction"))) {
             if (strcmp(v, "lru"))
                 usage_error("--eviction: unknown policy '%s' (only 'lru' is "
@@ -342,13 +343,13 @@ static void parse_args(int argc, char **argv, options *o)
         } else if ((v = opt_value(argc, argv, &i, "--check"))) {
             o->rc.check_every = (uint32_t)need_count("--check", v, 0, UINT32_MAX);
         } else if ((v = opt_value(argc, argv, &i, "--model-layers"))) {
-            o->rc.cost.layers = (uint32_t)need_count(a, v, 1, 100000);
+            o->rc.cost.layers = (uint32_t)need_count("--model-layers", v, 1, 100000);
         } else if ((v = opt_value(argc, argv, &i, "--model-hidden"))) {
-            o->rc.cost.hidden = (uint32_t)need_count(a, v, 1, 10000000);
+            o->rc.cost.hidden = (uint32_t)need_count("--model-hidden", v, 1, 10000000);
         } else if ((v = opt_value(argc, argv, &i, "--model-kv-heads"))) {
-            o->rc.cost.kv_heads = (uint32_t)need_count(a, v, 1, 100000);
+            o->rc.cost.kv_heads = (uint32_t)need_count("--model-kv-heads", v, 1, 100000);
         } else if ((v = opt_value(argc, argv, &i, "--model-head-dim"))) {
-            o->rc.cost.head_dim = (uint32_t)need_count(a, v, 1, 100000);
+            o->rc.cost.head_dim = (uint32_t)need_count("--model-head-dim", v, 1, 100000);
         } else if ((v = opt_value(argc, argv, &i, "--model-params"))) {
             o->rc.cost.params = need_real("--model-params", v, 1, 1e15);
         } else if ((v = opt_value(argc, argv, &i, "--weight-bytes"))) {
@@ -387,6 +388,8 @@ static void parse_args(int argc, char **argv, options *o)
         usage_error("--sessions applies to --workload agentic");
     if (o->requests_set && o->workload != WL_FEWSHOT)
         usage_error("--requests applies to --workload fewshot");
+    if (o->sweep && o->capacity_set)
+        usage_error("--capacity-tokens: sweep takes a list, --capacities");
     if (o->sweep) {
         if (!o->order_set)
             o->order = ORDER_BOTH;

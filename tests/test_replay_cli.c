@@ -103,6 +103,8 @@ Test(cli, help_and_usage_errors)
         "replay --capacity-tokens 1.5", "replay --json=1x --bogus",
         "replay a.jsonl b.jsonl", "replay --workload agentic x.jsonl",
         "sweep --capacities ''", "replay --capacities 1e6", "replay --mfu 2",
+        "replay --page-size 4097", "sweep --capacity-tokens 1e6",
+        "replay --model-layers=0",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(run(bad[i], &out, &err), 2, "'radixkv %s' should be a usage "
@@ -113,6 +115,11 @@ Test(cli, help_and_usage_errors)
         free(out);
         free(err);
     }
+    /* a flag given as --flag=value is named without its value */
+    cr_assert_eq(run("replay --model-layers=0", &out, &err), 2);
+    cr_assert(strstr(err, "radixkv: --model-layers: ") != NULL, "%s", err);
+    free(out);
+    free(err);
 }
 
 Test(cli, bad_trace_lines_name_file_and_line)
