@@ -312,7 +312,6 @@ rkv_status rkv_sched_abort(rkv_sched *s, uint64_t id)
                     s->plan_reqs[i] = NULL; /* commit skips it */
             }
         }
-        rkv_sreq_shrink(s, r, r->kv_len);
         rkv_sreq_release(s, r);
         rkv_sched_running_remove(s, r);
     }

@@ -81,7 +81,6 @@ typedef struct rkv_sreq {
     int prefilling;        /* until the chunk that reaches len commits    */
     uint32_t ridx;         /* index in sched->running                     */
     uint32_t sched_q;      /* tokens planned this step (0: not planned)   */
-    uint32_t nblocks_before; /* nblocks before this step's growth         */
 
     /* dedup: chained page hashes of tokens[0..nhash * P) */
     uint64_t *hashes;
@@ -209,7 +208,7 @@ void rkv_squeue_fini(rkv_squeue *q);
  * key). */
 rkv_status rkv_order_push(rkv_sched *s, rkv_sreq *r);
 /* Refreshes matches when needed and brings the order up to date. */
-rkv_status rkv_order_update(rkv_sched *s, double now_ms);
+rkv_status rkv_order_update(rkv_sched *s);
 /* Walks the waiting requests in admission order (dead entries skipped). */
 typedef struct rkv_order_iter {
     uint32_t i;      /* cursor in sched->order                            */
@@ -221,7 +220,5 @@ void rkv_order_iter_init(rkv_sched *s, rkv_order_iter *it, double now_ms);
 rkv_sreq *rkv_order_next(rkv_sched *s, rkv_order_iter *it);
 /* Live entries of a queue (for checks). */
 uint32_t rkv_order_live(const rkv_sched *s, const rkv_squeue *q);
-/* bounded policy: r has waited more than max_wait_ms. */
-int rkv_order_is_overdue(const rkv_sched *s, const rkv_sreq *r, double now_ms);
 
 #endif

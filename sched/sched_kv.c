@@ -150,8 +150,7 @@ void rkv_sreq_release(rkv_sched *s, rkv_sreq *r)
     rkv_inflight_drop(s, r, UINT32_MAX);
     r->infl_from = r->infl_to = 0;
     (void)rkv_tree_unlock(s->tree, r->lock_node);
-    while (r->nblocks > r->locked_pages)
-        (void)rkv_pool_unref(s->pool, r->blocks[--r->nblocks]);
+    rkv_sreq_shrink(s, r, 0); /* keeps the locked (tree-held) pages */
     r->nblocks = 0;
     r->locked_pages = 0;
     memset(&r->lock_node, 0, sizeof r->lock_node);

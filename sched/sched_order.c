@@ -552,9 +552,8 @@ out:
     return st;
 }
 
-rkv_status rkv_order_update(rkv_sched *s, double now_ms)
+rkv_status rkv_order_update(rkv_sched *s)
 {
-    (void)now_ms;
     rkv_policy p = s->cfg.policy;
     rkv_status st;
     if (p == RKV_POLICY_LPM || p == RKV_POLICY_BOUNDED || p == RKV_POLICY_DFS) {
@@ -632,9 +631,4 @@ rkv_sreq *rkv_order_next(rkv_sched *s, rkv_order_iter *it)
         return e->req;
     }
     return rkv_next_overdue(s, it); /* lpm order exhausted */
-}
-
-int rkv_order_is_overdue(const rkv_sched *s, const rkv_sreq *r, double now_ms)
-{
-    return rkv_overdue(s, r, now_ms);
 }

@@ -95,7 +95,6 @@ static rkv_status rkv_step_reserve(rkv_sched *s)
 
 static void rkv_preempt(rkv_sched *s, rkv_sreq *r)
 {
-    rkv_sreq_shrink(s, r, r->kv_len);
     rkv_sreq_release(s, r);
     rkv_sched_running_remove(s, r);
     (void)rkv_sched_waiting_add(s, r); /* capacity reserved: cannot fail */
@@ -395,7 +394,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     uint64_t t0 = rkv_now_ns();
     rkv_status st = rkv_step_reserve(s);
     if (st == RKV_OK)
-        st = rkv_order_update(s, now_ms);
+        st = rkv_order_update(s);
     if (st != RKV_OK)
         return st;
     uint32_t budget = s->cfg.max_batch_tokens;
