@@ -576,6 +576,20 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
             (unsigned long long)w->n_stale, (unsigned long long)w->n_state,
             (unsigned long long)w->n_nospace, (unsigned long long)w->n_resets,
             (unsigned long long)w->n_busy);
+    /* The generator must keep reaching every path it exists to test; a
+     * change that stopped producing one would otherwise still pass. */
+    if (ops >= 50000) {
+        const struct { const char *what; uint64_t n; } seen[] = {
+            {"hits", s.hit_tokens},        {"evictions", s.evicted_blocks},
+            {"splits", s.splits},          {"duplicate pages", w->n_dups},
+            {"locks", w->n_locks},         {"stale handles", w->n_stale},
+            {"not-locked unlocks", w->n_state}, {"NO_SPACE", w->n_nospace},
+            {"resets", w->n_resets},       {"BUSY resets", w->n_busy},
+        };
+        for (size_t i = 0; i < sizeof seen / sizeof seen[0]; i++)
+            cr_assert_gt(seen[i].n, 0, "%s: no %s in %llu operations", name,
+                         seen[i].what, (unsigned long long)ops);
+    }
     world_fini(w);
     free(w);
 }
