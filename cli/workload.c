@@ -74,6 +74,59 @@ static uint32_t blocks_for(uint64_t tokens)
                       RKV_TRACE_BLOCK_TOKENS);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Output tokens get block ids no prompt uses, so an output never pretends
+ * to be prompt content: one run of consecutive ids [start, start + need)
+ * that holds no prompt id, for ANY prompt ids. Right above the largest id
+ * when that does not wrap (always, for real traces); else the lowest gap
+ * between the sorted ids that is wide enough. Ids number at most 2^32 *
+ * 2^21 < 2^64 in total, so such a gap exists. */
+static rkv_status wl_place_outputs(rkv_workload *wl, uint64_t max_key)
+{
+    uint64_t need = 0;
+    for (size_t i = 0; i < wl->num_reqs; i++)
+        need += blocks_for(wl->reqs[i].output_length);
+    uint64_t start = max_key + 1;
+    if (wl->num_segs && (max_key == UINT64_MAX || UINT64_MAX - max_key < need)) {
+        uint64_t *k = malloc(wl->num_segs * sizeof *k);
+        if (!k)
+            return rkv_set_error(RKV_ERR_NOMEM,
+                                 "workload: out of memory for %zu block ids",
+                                 wl->num_segs);
+        memcpy(k, wl->seg_keys, wl->num_segs * sizeof *k);
+        qsort(k, wl->num_segs, sizeof *k, cmp_u64);
+        uint64_t lo = 0; /* first id not known to be used */
+        int found = 0;
+        for (size_t i = 0; i < wl->num_segs && !found; i++) {
+            if (k[i] >= lo && k[i] - lo >= need) {
+                start = lo;
+                found = 1;
+            } else if (k[i] >= lo) {
+                lo = k[i] + 1; /* k[i] < UINT64_MAX here or the loop ends */
+                if (k[i] == UINT64_MAX)
+                    break;
+            }
+        }
+        free(k);
+        if (!found)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "workload: no room for %llu output block ids "
+                                 "beside the trace's ids",
+                                 (unsigned long long)need);
+    }
+    wl->next_key = start;
+    for (size_t i = 0; i < wl->num_reqs; i++) {
+        wl->reqs[i].output_key = wl->next_key;
+        wl->next_key += blocks_for(wl->reqs[i].output_length);
+    }
+    return RKV_OK;
+}
+
 rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
                                    size_t limit)
 {
@@ -124,14 +177,10 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
         wl->output_tokens += rec.output_length;
         wl->num_reqs++;
     }
-    /* Output tokens get block ids no prompt uses, so an output never
-     * pretends to be prompt content. */
-    wl->next_key = max_key + 1;
-    for (size_t i = 0; i < wl->num_reqs; i++) {
-        wl->reqs[i].output_key = wl->next_key;
-        wl->next_key += blocks_for(wl->reqs[i].output_length);
-    }
-    return RKV_OK;
+    rkv_status st = wl_place_outputs(wl, max_key);
+    if (st != RKV_OK)
+        rkv_workload_free(wl);
+    return st;
 }
 
 /* ------------------------------------------------------------------------ */

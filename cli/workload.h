@@ -15,6 +15,8 @@
  * k % 512 of block id output_key + k / 512. The replay's fake engine emits
  * exactly these, so an agentic turn whose prompt contains the previous
  * turn's output (segments with those keys) hits the cached output.
+ * A trace's output keys are one run of ids that no prompt of the trace
+ * uses, for any ids (2^64-1 included), so an output never aliases a prompt.
  *
  * Invariants (rkv_workload_check): segment lengths are 1..512 and sum to
  * input_length; every request has input_length >= 1; ids are 0..n-1 in
@@ -55,7 +57,8 @@ typedef struct rkv_workload {
     size_t num_segs, segs_cap;
     uint64_t prompt_tokens; /* sum of input_length                        */
     uint64_t output_tokens; /* sum of output_length                       */
-    uint64_t next_key;      /* above every key in use                     */
+    uint64_t next_key;      /* next unused key of the run that output keys
+                               (and synthetic content) are drawn from     */
 } rkv_workload;
 
 void rkv_workload_init(rkv_workload *wl);
