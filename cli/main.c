@@ -41,6 +41,7 @@ static const char usage_text[] =
 "        Mooncake conversation trace (12,031 requests, Apache-2.0). Block id\n"
 "        h expands to 512 deterministic tokens (token 0 = h & 0x7fffffff,\n"
 "        token j = splitmix64(h*512 + j) & 0x7fffffff), cut to input_length.\n"
+"        A line holds at most 1 MiB (1048576 bytes).\n"
 "sweep   Runs the replay at several capacities (and policies) and prints a\n"
 "        table; writes an SVG plot of hit rate and TTFT vs capacity.\n"
 "\n"

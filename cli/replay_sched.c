@@ -126,6 +126,40 @@ static rkv_status release_children(sched_run *r, uint64_t id, double t)
     return RKV_OK;
 }
 
+/* The scheduler's own admission bound (rkv_sched_submit refuses with
+ * RKV_ERR_NO_SPACE what is larger than the whole pool): prompt + output
+ * - 1 tokens in pages of P. */
+static int fits_pool(const sched_run *r, const rkv_wl_request *q)
+{
+    uint64_t P = r->cfg->page_size;
+    uint64_t target = q->output_length ? q->output_length : 1;
+    uint64_t pages = ((uint64_t)q->input_length + target - 1 + P - 1) / P;
+    return pages <= rkv_pool_num_blocks(r->pool);
+}
+
+/* Expands request id's prompt and submits it. What can never fit is
+ * refused (RKV_ERR_NO_SPACE) before its prompt is expanded: a 2^30-token
+ * prompt would cost GBs and seconds to build only to be refused. */
+static rkv_status submit_one(sched_run *r, uint64_t id, double t)
+{
+    const rkv_wl_request *q = &r->wl->reqs[id];
+    if (!fits_pool(r, q))
+        return RKV_ERR_NO_SPACE;
+    rkv_status st = rkv_workload_prompt(r->wl, id, r->prompt);
+    if (st != RKV_OK)
+        return st;
+    rkv_request_desc d;
+    memset(&d, 0, sizeof d);
+    d.id = id;
+    d.ns = 0;
+    d.prompt = r->prompt;
+    d.prompt_len = q->input_length;
+    d.max_new_tokens = r->rs[id].target;
+    d.priority = 0;
+    d.arrival_ms = t;
+    return rkv_sched_submit(r->sched, &d);
+}
+
 static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
 {
     while (r->heap.n && r->heap.a[0].t <= r->now) {
@@ -134,19 +168,7 @@ static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
         req_state *s = &r->rs[it.id];
         s->release_ms = it.t;
         s->target = q->output_length ? q->output_length : 1;
-        rkv_status st = rkv_workload_prompt(r->wl, it.id, r->prompt);
-        if (st != RKV_OK)
-            return st;
-        rkv_request_desc d;
-        memset(&d, 0, sizeof d);
-        d.id = it.id;
-        d.ns = 0;
-        d.prompt = r->prompt;
-        d.prompt_len = q->input_length;
-        d.max_new_tokens = s->target;
-        d.priority = 0;
-        d.arrival_ms = it.t;
-        st = rkv_sched_submit(r->sched, &d);
+        rkv_status st = submit_one(r, it.id, it.t);
         if (st == RKV_ERR_NO_SPACE) {
             /* prompt + output can never fit the whole pool: the scheduler
              * refuses it; count it and move on. */
@@ -285,8 +307,11 @@ static rkv_status run_init(sched_run *r, const rkv_workload *wl,
         return st;
     size_t n = wl->num_reqs;
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
-    r->prompt = malloc(((size_t)rkv_workload_max_input(wl) + 1) *
-                       sizeof *r->prompt);
+    uint32_t max_in = 0; /* of the requests that can be admitted */
+    for (size_t i = 0; i < n; i++)
+        if (fits_pool(r, &wl->reqs[i]) && wl->reqs[i].input_length > max_in)
+            max_in = wl->reqs[i].input_length;
+    r->prompt = malloc(((size_t)max_in + 1) * sizeof *r->prompt);
     if (!r->rs || !r->prompt)
         return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
     for (size_t i = 0; i < n; i++)

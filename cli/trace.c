@@ -75,15 +75,20 @@ struct rkv_trace_reader {
     int close_f;        /* the reader opened f                             */
     const char *buf;    /* memory mode                                     */
     size_t len, pos;
-    char *line;         /* getline buffer (file mode)                      */
+    char *chunk;        /* file mode: bytes read ahead of the line        */
+    size_t chunk_pos, chunk_len;
+    int src_eof;
+    char *line;         /* the current line (file mode)                    */
     size_t line_cap;
     uint64_t line_no;   /* lines consumed so far                           */
     uint64_t *ids;      /* hash ids of the current record                  */
     size_t ids_cap;
     rkv_status failed;  /* sticky failure                                  */
     char *fail_msg;
-    char name[256];
+    char *name;
 };
+
+#define RKV_TRACE_CHUNK 65536u
 
 static rkv_status reader_new(const char *name, rkv_trace_reader **out)
 {
@@ -92,7 +97,11 @@ static rkv_status reader_new(const char *name, rkv_trace_reader **out)
     rkv_trace_reader *r = calloc(1, sizeof *r);
     if (!r)
         return rkv_set_error(RKV_ERR_NOMEM, "trace reader: out of memory");
-    snprintf(r->name, sizeof r->name, "%s", name ? name : "<trace>");
+    r->name = strdup(name ? name : "<trace>");
+    if (!r->name) {
+        free(r);
+        return rkv_set_error(RKV_ERR_NOMEM, "trace reader: out of memory");
+    }
     *out = r;
     return RKV_OK;
 }
@@ -163,8 +172,10 @@ void rkv_trace_reader_close(rkv_trace_reader *r)
         return;
     if (r->close_f && r->f)
         fclose(r->f);
+    free(r->chunk);
     free(r->line);
     free(r->ids);
+    free(r->name);
     free(r->fail_msg);
     free(r);
 }
@@ -182,37 +193,114 @@ static rkv_status reader_fail(rkv_trace_reader *r, rkv_status st)
     return st;
 }
 
+static rkv_status line_too_long(const rkv_trace_reader *r)
+{
+    return rkv_set_error(RKV_ERR_FORMAT,
+                         "%s:%llu: line longer than %u bytes (the limit for "
+                         "one trace line)",
+                         r->name, (unsigned long long)(r->line_no + 1),
+                         RKV_TRACE_MAX_LINE);
+}
+
+/* Appends n bytes to the line being assembled (at most
+ * RKV_TRACE_MAX_LINE bytes in all). */
+static rkv_status line_append(rkv_trace_reader *r, size_t *used,
+                              const char *b, size_t n)
+{
+    if (n > RKV_TRACE_MAX_LINE - *used)
+        return line_too_long(r);
+    if (*used + n + 1 > r->line_cap) {
+        size_t nc = r->line_cap ? r->line_cap : 4096;
+        while (nc < *used + n + 1)
+            nc *= 2;
+        char *l = realloc(r->line, nc);
+        if (!l)
+            return rkv_set_error(RKV_ERR_NOMEM, "%s:%llu: out of memory",
+                                 r->name,
+                                 (unsigned long long)(r->line_no + 1));
+        r->line = l;
+        r->line_cap = nc;
+    }
+    memcpy(r->line + *used, b, n);
+    *used += n;
+    return RKV_OK;
+}
+
+/* Refills the chunk from the source; chunk_len = 0 at the end. */
+static rkv_status chunk_fill(rkv_trace_reader *r)
+{
+    r->chunk_pos = r->chunk_len = 0;
+    if (r->src_eof)
+        return RKV_OK;
+    if (!r->chunk && !(r->chunk = malloc(RKV_TRACE_CHUNK)))
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", r->name);
+    size_t n = fread(r->chunk, 1, RKV_TRACE_CHUNK, r->f);
+    if (n < RKV_TRACE_CHUNK) {
+        if (ferror(r->f))
+            return rkv_set_error(RKV_ERR_IO, "%s:%llu: read error: %s",
+                                 r->name,
+                                 (unsigned long long)(r->line_no + 1),
+                                 strerror(errno ? errno : EIO));
+        r->src_eof = 1;
+    }
+    r->chunk_len = n;
+    return RKV_OK;
+}
+
+/* File mode: the next line, at most RKV_TRACE_MAX_LINE bytes, so an
+ * endless line (/dev/zero) is an error, not unbounded memory. */
+static rkv_status file_line(rkv_trace_reader *r, const char **line,
+                            size_t *len, int *got)
+{
+    size_t used = 0;
+    int any = 0;
+    for (;;) {
+        if (r->chunk_pos == r->chunk_len) {
+            errno = 0;
+            rkv_status st = chunk_fill(r);
+            if (st != RKV_OK)
+                return st;
+            if (r->chunk_len == 0)
+                break; /* end of input: a last line without '\n' */
+        }
+        any = 1;
+        const char *b = r->chunk + r->chunk_pos;
+        size_t avail = r->chunk_len - r->chunk_pos;
+        const char *nl = memchr(b, '\n', avail);
+        size_t n = nl ? (size_t)(nl - b) : avail;
+        rkv_status st = line_append(r, &used, b, n);
+        if (st != RKV_OK)
+            return st;
+        r->chunk_pos += n + (nl ? 1 : 0);
+        if (nl)
+            break;
+    }
+    if (!any)
+        return RKV_OK;
+    *line = r->line;
+    *len = used;
+    *got = 1;
+    return RKV_OK;
+}
+
 /* The next raw line (without '\n'); *got = 0 at the end of input. */
 static rkv_status reader_line(rkv_trace_reader *r, const char **line,
                               size_t *len, int *got)
 {
     *got = 0;
     if (r->f) {
-        errno = 0;
-        ssize_t n = getline(&r->line, &r->line_cap, r->f);
-        if (n < 0) {
-            if (ferror(r->f))
-                return rkv_set_error(RKV_ERR_IO, "%s:%llu: read error: %s",
-                                     r->name,
-                                     (unsigned long long)(r->line_no + 1),
-                                     strerror(errno ? errno : EIO));
-            if (errno == ENOMEM)
-                return rkv_set_error(RKV_ERR_NOMEM,
-                                     "%s:%llu: out of memory", r->name,
-                                     (unsigned long long)(r->line_no + 1));
-            return RKV_OK;
-        }
-        size_t l = (size_t)n;
-        if (l && r->line[l - 1] == '\n')
-            l--;
-        *line = r->line;
-        *len = l;
+        int have = 0;
+        rkv_status st = file_line(r, line, len, &have);
+        if (st != RKV_OK || !have)
+            return st;
     } else {
         if (r->pos >= r->len)
             return RKV_OK;
         const char *b = r->buf + r->pos;
         const char *nl = memchr(b, '\n', r->len - r->pos);
         size_t l = nl ? (size_t)(nl - b) : r->len - r->pos;
+        if (l > RKV_TRACE_MAX_LINE)
+            return line_too_long(r);
         r->pos += l + (nl ? 1 : 0);
         *line = b;
         *len = l;

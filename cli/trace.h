@@ -8,7 +8,8 @@
  *   output_length  integer >= 0, generated tokens
  *   hash_ids       array of integers >= 0, one per 512-token prompt block
  * in any order; other fields are skipped (any JSON value). Blank lines
- * (whitespace only) are skipped. Every other deviation is an error reported
+ * (whitespace only) are skipped. A line holds at most RKV_TRACE_MAX_LINE
+ * bytes. Every other deviation is an error reported
  * as RKV_ERR_FORMAT with the message "NAME:LINE: what" (NAME is the file
  * name given at open, LINE is 1-based): malformed JSON, trailing text after
  * the object, a missing or duplicated field, a wrong type, a negative or
@@ -36,6 +37,12 @@
 /* Largest accepted input_length / output_length (keeps token counts and
  * 512 * len arithmetic far from overflow). */
 #define RKV_TRACE_MAX_LENGTH (1u << 30)
+
+/* Longest accepted line, in bytes without its newline: 1 MiB. A real
+ * Mooncake line is a few KB (126,195 tokens = 247 ids ~ 2 KB); the bound
+ * keeps a hostile file (one endless line, /dev/zero) from growing memory
+ * without limit: "NAME:LINE: line longer than 1048576 bytes". */
+#define RKV_TRACE_MAX_LINE (1u << 20)
 
 /* The default trace linked into rkv_cli (bench/traces/, via
  * cmake/embedded_trace.S.in). */

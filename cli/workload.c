@@ -469,13 +469,25 @@ rkv_status rkv_workload_fewshot(rkv_workload *wl,
 
 rkv_status rkv_workload_prompt(const rkv_workload *wl, size_t i, int32_t *out)
 {
-    if (!wl || !out || i >= wl->num_reqs)
+    if (!wl || i >= wl->num_reqs)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_workload_prompt: bad request index %zu", i);
+    return rkv_workload_prompt_n(wl, i, wl->reqs[i].input_length, out);
+}
+
+rkv_status rkv_workload_prompt_n(const rkv_workload *wl, size_t i, uint32_t n,
+                                 int32_t *out)
+{
+    if (!wl || !out || i >= wl->num_reqs || n > wl->reqs[i].input_length)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_workload_prompt_n: bad request index %zu or "
+                             "length %u", i, n);
     const rkv_wl_request *q = &wl->reqs[i];
     size_t pos = 0;
-    for (uint32_t s = 0; s < q->num_segs; s++) {
+    for (uint32_t s = 0; s < q->num_segs && pos < n; s++) {
         uint32_t len = wl->seg_lens[q->seg_begin + s];
+        if (len > n - pos)
+            len = (uint32_t)(n - pos);
         rkv_trace_block_tokens(wl->seg_keys[q->seg_begin + s], 0, len,
                                out + pos);
         pos += len;

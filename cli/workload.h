@@ -113,6 +113,10 @@ rkv_status rkv_workload_fewshot(rkv_workload *wl,
 
 /* The prompt of request i: input_length tokens into out. */
 rkv_status rkv_workload_prompt(const rkv_workload *wl, size_t i, int32_t *out);
+/* Its first n (<= input_length) tokens: a replay expands no more of a
+ * prompt than its cache could ever hold. */
+rkv_status rkv_workload_prompt_n(const rkv_workload *wl, size_t i, uint32_t n,
+                                 int32_t *out);
 /* Output token k of request req. */
 int32_t rkv_workload_output_token(const rkv_wl_request *req, uint32_t k);
 /* Largest input_length in the workload. */

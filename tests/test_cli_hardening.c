@@ -95,3 +95,155 @@ Test(keys, outputs_find_a_gap_anywhere)
     assert_disjoint_keys(&wl);
     rkv_workload_free(&wl);
 }
+
+/* ---- issue 10 item 6: work bounded by what can fit ------------------------ */
+
+#include <sys/resource.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define RKV_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RKV_ASAN 1
+#endif
+#endif
+
+/* Caps this test process's address space at what it uses now plus
+ * `extra` bytes, so work proportional to a hostile input's claims fails
+ * instead of passing slowly. Not under ASan (it reserves terabytes). */
+static void limit_memory(size_t extra)
+{
+#ifndef RKV_ASAN
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    unsigned long pages = 0;
+    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max =
+        (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + extra;
+    cr_assert_eq(setrlimit(RLIMIT_AS, &rl), 0);
+#else
+    (void)extra;
+#endif
+}
+
+Test(bounds, line_longer_than_the_limit_names_file_and_line)
+{
+    size_t n = (size_t)RKV_TRACE_MAX_LINE + 10;
+    const char *good =
+        "{\"timestamp\":0,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n";
+    char *buf = malloc(strlen(good) + n + 2);
+    cr_assert_not_null(buf);
+    strcpy(buf, good);
+    memset(buf + strlen(good), ' ', n);
+    strcpy(buf + strlen(good) + n, "\n");
+    rkv_trace_reader *r = NULL;
+    rkv_trace_record rec;
+    int eof = 0;
+    cr_assert_eq(rkv_trace_reader_open_memory(buf, strlen(buf), "m.jsonl", &r),
+                 RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_ERR_FORMAT);
+    cr_assert(strstr(rkv_last_error(), "m.jsonl:2: line longer than 1048576 "
+                                       "bytes") == rkv_last_error(),
+              "%s", rkv_last_error());
+    rkv_trace_reader_close(r);
+
+    FILE *f = fmemopen(buf, strlen(buf), "r");
+    cr_assert_not_null(f);
+    cr_assert_eq(rkv_trace_reader_open_file(f, "f.jsonl", &r), RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_ERR_FORMAT);
+    cr_assert(strstr(rkv_last_error(), "f.jsonl:2: line longer than") ==
+                  rkv_last_error(), "%s", rkv_last_error());
+    rkv_trace_reader_close(r);
+    fclose(f);
+    free(buf);
+
+    /* A line of exactly the limit is read (and judged as JSON). */
+    buf = malloc((size_t)RKV_TRACE_MAX_LINE + 2);
+    cr_assert_not_null(buf);
+    memset(buf, ' ', RKV_TRACE_MAX_LINE);
+    memcpy(buf, good, strlen(good) - 1);
+    strcpy(buf + RKV_TRACE_MAX_LINE, "\n");
+    f = fmemopen(buf, strlen(buf), "r");
+    cr_assert_eq(rkv_trace_reader_open_file(f, "x", &r), RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(rec.input_length, 600);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_OK);
+    cr_assert(eof);
+    rkv_trace_reader_close(r);
+    fclose(f);
+    free(buf);
+}
+
+Test(bounds, dev_zero_is_an_error_not_unbounded_memory, .timeout = 60)
+{
+    limit_memory((size_t)256 << 20);
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_path("/dev/zero", &r), RKV_OK);
+    rkv_trace_record rec;
+    int eof = 0;
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_ERR_FORMAT);
+    cr_assert(strstr(rkv_last_error(), "/dev/zero:1: line longer than") ==
+                  rkv_last_error(), "%s", rkv_last_error());
+    rkv_trace_reader_close(r);
+}
+
+/* One request claiming 2^30 prompt tokens (valid: 2^21 block ids). */
+static void huge_workload(rkv_workload *wl)
+{
+    rkv_workload_init(wl);
+    uint32_t nseg = RKV_TRACE_MAX_LENGTH / RKV_TRACE_BLOCK_TOKENS;
+    wl->reqs = calloc(2, sizeof *wl->reqs);
+    wl->seg_keys = malloc((nseg + 1) * sizeof *wl->seg_keys);
+    wl->seg_lens = malloc((nseg + 1) * sizeof *wl->seg_lens);
+    cr_assert(wl->reqs && wl->seg_keys && wl->seg_lens);
+    wl->reqs_cap = 2;
+    wl->segs_cap = nseg + 1;
+    for (uint32_t i = 0; i < nseg; i++) {
+        wl->seg_keys[i] = i;
+        wl->seg_lens[i] = RKV_TRACE_BLOCK_TOKENS;
+    }
+    wl->seg_keys[nseg] = 7;
+    wl->seg_lens[nseg] = 100;
+    wl->reqs[0] = (rkv_wl_request){.id = 0, .input_length = RKV_TRACE_MAX_LENGTH,
+                                   .output_length = 4, .num_segs = nseg,
+                                   .output_key = nseg, .line = 1,
+                                   .parent = RKV_WL_NO_PARENT};
+    wl->reqs[1] = (rkv_wl_request){.id = 1, .arrival_ms = 1, .input_length = 100,
+                                   .output_length = 4, .seg_begin = nseg,
+                                   .num_segs = 1, .output_key = nseg + 1,
+                                   .line = 2, .parent = RKV_WL_NO_PARENT};
+    wl->num_reqs = 2;
+    wl->num_segs = nseg + 1;
+    wl->prompt_tokens = (uint64_t)RKV_TRACE_MAX_LENGTH + 100;
+    wl->output_tokens = 8;
+    wl->next_key = nseg + 2;
+    cr_assert_eq(rkv_workload_check(wl), RKV_OK, "%s", rkv_last_error());
+}
+
+Test(bounds, what_cannot_fit_is_refused_before_it_is_expanded, .timeout = 120)
+{
+    rkv_workload wl;
+    huge_workload(&wl);
+    /* 2^30 tokens would need 4 GiB expanded; allow far less. */
+    limit_memory((size_t)512 << 20);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 100000;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(res.rejected_requests, 1);
+    cr_assert_eq(res.requests, 1);
+
+    cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &res), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(res.requests, 2);
+    cr_assert_eq(res.truncated_requests, 1);
+    cr_assert_eq(res.peak_blocks, 100000 / 16, "the prefix that fits is cached");
+    rkv_workload_free(&wl);
+}

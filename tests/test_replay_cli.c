@@ -236,3 +236,16 @@ Test(cli, sweep_writes_table_and_svg)
     free(out);
     free(err);
 }
+
+/* Issue 10 item 6: an endless line ends with a clear error naming
+ * FILE:LINE (it used to grow until killed). */
+Test(cli, dev_zero_is_refused_with_file_and_line)
+{
+    char *out, *err;
+    cr_assert_eq(run("replay /dev/zero --no-progress", &out, &err), 1, "%s", err);
+    cr_assert(strstr(err, "radixkv: /dev/zero:1: line longer than 1048576 bytes") ==
+                  err, "%s", err);
+    cr_assert_str_empty(out);
+    free(out);
+    free(err);
+}
