@@ -16,7 +16,8 @@
  *     only" at page size 512).
  *
  *   scheduler (rkv_replay_sched): requests are released at their arrival
- *     time (closed-loop requests -- agentic turns -- think_ms after their
+ *     time, counted from the first arrival and multiplied by time_scale
+ *     (closed-loop requests -- agentic turns -- think_ms after their
  *     parent finished), submitted to rkv_sched, and run step by step by a
  *     fake engine: output token k of a request is rkv_workload_output_token
  *     (deterministic from the request), the request finishes after
@@ -40,6 +41,14 @@
 /* capacity_tokens value meaning "never evict": the pool gets one block per
  * page the replay could ever cache (see rkv_replay_unbounded_blocks). */
 #define RKV_REPLAY_UNBOUNDED UINT64_MAX
+
+/* Latest simulated time (ms from the first arrival): 2^40 ms, 34.8 years.
+ * A double's step there is 2^-12 ms, so a million step-time additions stay
+ * well inside a millisecond; beyond it TTFTs of a few ms would round away
+ * (at 1e21 ms the step is ~131 s). Arrivals whose scaled span exceeds it
+ * are refused (RKV_ERR_INVALID_ARG), and a clock that passes it ends the
+ * run (RKV_ERR_STATE). */
+#define RKV_REPLAY_MAX_SIM_MS 1099511627776.0
 
 typedef void (*rkv_replay_progress_fn)(void *ctx, size_t done, size_t total);
 

@@ -316,11 +316,29 @@ static rkv_status run_init(sched_run *r, const rkv_workload *wl,
         return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
     for (size_t i = 0; i < n; i++)
         r->rs[i].first_child = r->rs[i].next_sibling = RKV_WL_NO_PARENT;
+    /* The clock starts at the first arrival (a trace may carry absolute
+     * Unix times); the scaled span must keep the clock precise. */
+    double t0 = INFINITY, t1 = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (wl->reqs[i].parent != RKV_WL_NO_PARENT)
+            continue;
+        t0 = fmin(t0, wl->reqs[i].arrival_ms);
+        t1 = fmax(t1, wl->reqs[i].arrival_ms);
+    }
+    if (n && (t1 - t0) * cfg->time_scale > RKV_REPLAY_MAX_SIM_MS)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "replay: arrivals span %.6g ms x time scale %g = "
+                             "%.6g simulated ms, beyond 2^40 ms (34.8 years), "
+                             "where the simulated clock loses millisecond "
+                             "precision; lower --time-scale",
+                             t1 - t0, cfg->time_scale,
+                             (t1 - t0) * cfg->time_scale);
     /* Children in id order: push front while walking backwards. */
     for (size_t i = n; i-- > 0;) {
         uint64_t p = wl->reqs[i].parent;
         if (p == RKV_WL_NO_PARENT) {
-            st = rel_push(&r->heap, wl->reqs[i].arrival_ms * cfg->time_scale, i);
+            st = rel_push(&r->heap,
+                          (wl->reqs[i].arrival_ms - t0) * cfg->time_scale, i);
             if (st != RKV_OK)
                 return st;
         } else {
@@ -447,6 +465,11 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
                                  p->num_reqs);
         if ((st = run_plan(r, p, res)) != RKV_OK)
             return st;
+        if (r->now > RKV_REPLAY_MAX_SIM_MS)
+            return rkv_set_error(RKV_ERR_STATE,
+                                 "replay: the simulated clock passed 2^40 ms "
+                                 "(34.8 years), where it loses millisecond "
+                                 "precision");
         uint64_t used = rkv_pool_num_blocks(r->pool) -
                         rkv_pool_num_free(r->pool);
         if (used > res->peak_pool_blocks)

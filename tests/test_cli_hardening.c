@@ -247,3 +247,47 @@ Test(bounds, what_cannot_fit_is_refused_before_it_is_expanded, .timeout = 120)
     cr_assert_eq(res.peak_blocks, 100000 / 16, "the prefix that fits is cached");
     rkv_workload_free(&wl);
 }
+
+/* ---- issue 10 item 7: the simulated clock keeps its precision ------------ */
+
+Test(clock, precision_loss_is_refused)
+{
+    const char *text =
+        "{\"timestamp\":0,\"input_length\":100,\"output_length\":4,\"hash_ids\":[1]}\n"
+        "{\"timestamp\":1e15,\"input_length\":100,\"output_length\":4,\"hash_ids\":[2]}\n";
+    rkv_workload wl;
+    load_text(&wl, text, "late.jsonl");
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.time_scale = 1e6;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_ERR_INVALID_ARG,
+                 "1e21 simulated ms must be refused, not rounded");
+    cr_assert(strstr(rkv_last_error(), "millisecond precision") != NULL, "%s",
+              rkv_last_error());
+    rkv_workload_free(&wl);
+}
+
+/* Absolute (Unix epoch) timestamps are fine: the clock starts at the first
+ * arrival, and TTFTs keep their sub-millisecond digits. */
+Test(clock, epoch_timestamps_keep_ttft)
+{
+    const char *one =
+        "{\"timestamp\":0,\"input_length\":100,\"output_length\":4,\"hash_ids\":[1]}\n";
+    const char *epoch =
+        "{\"timestamp\":1700000000000.25,\"input_length\":100,\"output_length\":4,\"hash_ids\":[1]}\n";
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.time_scale = 1000;
+    rkv_replay_result a, b;
+    rkv_workload wl;
+    load_text(&wl, one, "one.jsonl");
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &a), RKV_OK, "%s", rkv_last_error());
+    rkv_workload_free(&wl);
+    load_text(&wl, epoch, "epoch.jsonl");
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &b), RKV_OK, "%s", rkv_last_error());
+    rkv_workload_free(&wl);
+    cr_assert_gt(a.ttft_ms.p50, 0.0);
+    cr_assert_eq(a.ttft_ms.p50, b.ttft_ms.p50, "%.17g vs %.17g", a.ttft_ms.p50,
+                 b.ttft_ms.p50);
+}
