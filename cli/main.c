@@ -574,15 +574,17 @@ int main(int argc, char **argv)
                 rkv_sweep_print_json(stdout, &wl, &sc, &sr);
             else
                 rkv_sweep_print_table(stdout, &sc, &sr);
-            char title[400];
-            snprintf(title, sizeof title, "radixkv sweep: %s (%zu requests)",
-                     wl.name, wl.num_reqs);
+            char *title = NULL;
+            if (asprintf(&title, "radixkv sweep: %s (%zu requests)", wl.name,
+                         wl.num_reqs) < 0)
+                title = NULL;
             FILE *f = fopen(o.svg, "w");
             if (!f) {
                 fprintf(stderr, "radixkv: %s: %s\n", o.svg, strerror(errno));
                 rc = 1;
             } else {
-                st = rkv_sweep_write_svg(f, title, &sc, &sr);
+                st = rkv_sweep_write_svg(f, title ? title : "radixkv sweep",
+                                         &sc, &sr);
                 if (fclose(f) != 0 && st == RKV_OK)
                     st = RKV_ERR_IO;
                 if (st != RKV_OK) {
@@ -592,6 +594,7 @@ int main(int argc, char **argv)
                     printf("plot written to %s\n", o.svg);
                 }
             }
+            free(title);
         }
         rkv_sweep_result_free(&sr);
     }

@@ -28,6 +28,7 @@ void rkv_workload_free(rkv_workload *wl)
     free(wl->reqs);
     free(wl->seg_keys);
     free(wl->seg_lens);
+    free(wl->name);
     rkv_workload_init(wl);
 }
 
@@ -65,6 +66,16 @@ static rkv_status wl_reserve_segs(rkv_workload *wl, size_t need)
                              "workload: out of memory for %zu segments", nc);
     wl->seg_lens = l;
     wl->segs_cap = nc;
+    return RKV_OK;
+}
+
+static rkv_status wl_set_name(rkv_workload *wl, const char *name)
+{
+    char *n = strdup(name);
+    if (!n)
+        return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory");
+    free(wl->name);
+    wl->name = n;
     return RKV_OK;
 }
 
@@ -136,7 +147,8 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
     if (wl->num_reqs)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_workload_load_trace: workload not empty");
-    snprintf(wl->name, sizeof wl->name, "%s", rkv_trace_reader_name(r));
+    if (wl_set_name(wl, rkv_trace_reader_name(r)) != RKV_OK)
+        return RKV_ERR_NOMEM;
     uint64_t max_key = 0;
     while (!limit || wl->num_reqs < limit) {
         rkv_trace_record rec;
@@ -178,6 +190,10 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
         wl->num_reqs++;
     }
     rkv_status st = wl_place_outputs(wl, max_key);
+    if (st == RKV_OK && wl->num_reqs == 0)
+        st = rkv_set_error(RKV_ERR_FORMAT,
+                           "%s: no requests (the trace is empty or holds only "
+                           "blank lines)", wl->name);
     if (st != RKV_OK)
         rkv_workload_free(wl);
     return st;
@@ -355,14 +371,17 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
                              "(need sessions, turns, user and output ranges "
                              ">= 1, and system + tools + user_max <= "
                              "max_prompt_tokens)");
-    snprintf(wl->name, sizeof wl->name, "agentic");
+    if (wl_set_name(wl, "agentic") != RKV_OK)
+        return RKV_ERR_NOMEM;
     wl_rng g = {seed};
     /* history: system, tools, then (user, output) per turn, then the new
      * user message. 2 + 2 * turns_max pieces at most. */
     size_t hcap = 3 + 2 * (size_t)cfg->turns_max;
     wl_piece *hist = malloc(hcap * sizeof *hist);
-    if (!hist)
+    if (!hist) {
+        rkv_workload_free(wl);
         return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory");
+    }
     size_t nshared = 0;
     if (cfg->system_tokens)
         hist[nshared++] = wl_new_piece(wl, cfg->system_tokens);
@@ -441,7 +460,8 @@ rkv_status rkv_workload_fewshot(rkv_workload *wl,
                              "rkv_workload_fewshot: inconsistent config "
                              "(need requests, waves, suffix and output "
                              "ranges >= 1)");
-    snprintf(wl->name, sizeof wl->name, "fewshot");
+    if (wl_set_name(wl, "fewshot") != RKV_OK)
+        return RKV_ERR_NOMEM;
     wl_rng g = {seed};
     wl_piece p[2];
     size_t np = 0;

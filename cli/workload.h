@@ -49,7 +49,8 @@ typedef struct rkv_wl_request {
 } rkv_wl_request;
 
 typedef struct rkv_workload {
-    char name[256];        /* trace name, "agentic" or "fewshot"          */
+    char *name;            /* trace name (in full), "agentic" or
+                              "fewshot"; owned, freed with the workload  */
     rkv_wl_request *reqs;
     size_t num_reqs, reqs_cap;
     uint64_t *seg_keys;
@@ -66,7 +67,8 @@ void rkv_workload_free(rkv_workload *wl); /* then it is empty again       */
 
 /* Reads every record of r (at most limit; 0 = all) into wl (which must be
  * empty). Errors of the reader pass through unchanged ("NAME:LINE: what");
- * on failure wl is left empty. */
+ * a trace without a single record is RKV_ERR_FORMAT "NAME: no requests
+ * ...". On failure wl is left empty. */
 rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
                                    size_t limit);
 

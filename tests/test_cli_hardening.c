@@ -291,3 +291,50 @@ Test(clock, epoch_timestamps_keep_ttft)
     cr_assert_eq(a.ttft_ms.p50, b.ttft_ms.p50, "%.17g vs %.17g", a.ttft_ms.p50,
                  b.ttft_ms.p50);
 }
+
+/* ---- issue 10 item 8: messages name the whole file ----------------------- */
+
+Test(names, long_trace_name_is_not_cut)
+{
+    char name[1200];
+    memset(name, 'n', sizeof name - 7);
+    strcpy(name + sizeof name - 7, ".jsonl");
+    const char *text =
+        "{\"timestamp\":0,\"input_length\":100,\"output_length\":4,\"hash_ids\":[1]}\n"
+        "{\"timestamp\":0,\"input_length\":100}\n";
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_memory(text, strlen(text), name, &r), RKV_OK);
+    cr_assert_str_eq(rkv_trace_reader_name(r), name);
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_load_trace(&wl, r, 1), RKV_OK);
+    cr_assert_str_eq(wl.name, name);
+    rkv_workload_free(&wl);
+    rkv_trace_reader_close(r);
+
+    cr_assert_eq(rkv_trace_reader_open_memory(text, strlen(text), name, &r), RKV_OK);
+    cr_assert_eq(rkv_workload_load_trace(&wl, r, 0), RKV_ERR_FORMAT);
+    char want[1300];
+    snprintf(want, sizeof want, "%s:2: missing field", name);
+    cr_assert(strncmp(rkv_last_error(), want, strlen(want)) == 0, "%s",
+              rkv_last_error());
+    rkv_trace_reader_close(r);
+}
+
+Test(names, empty_or_blank_trace_names_the_file)
+{
+    static const char *const texts[] = {"", "\n", "  \n\t\r\n   "};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rkv_trace_reader *r = NULL;
+        cr_assert_eq(rkv_trace_reader_open_memory(texts[i], strlen(texts[i]),
+                                                  "empty.jsonl", &r), RKV_OK);
+        rkv_workload wl;
+        rkv_workload_init(&wl);
+        cr_assert_eq(rkv_workload_load_trace(&wl, r, 0), RKV_ERR_FORMAT);
+        cr_assert(strncmp(rkv_last_error(), "empty.jsonl: no requests", 24) == 0,
+                  "%s", rkv_last_error());
+        cr_assert_eq(wl.num_reqs, 0);
+        cr_assert_null(wl.name, "a failed load leaves the workload empty");
+        rkv_trace_reader_close(r);
+    }
+}

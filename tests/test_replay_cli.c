@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -246,6 +247,39 @@ Test(cli, dev_zero_is_refused_with_file_and_line)
     cr_assert(strstr(err, "radixkv: /dev/zero:1: line longer than 1048576 bytes") ==
                   err, "%s", err);
     cr_assert_str_empty(out);
+    free(out);
+    free(err);
+}
+
+/* Issue 10 item 8: an empty or blank-only file is named; a long path is
+ * not cut in FILE:LINE messages. */
+Test(cli, empty_file_and_long_path_are_named)
+{
+    char path[PATH_MAX], args[2 * PATH_MAX], want[2 * PATH_MAX];
+    char *out, *err;
+    write_file("blank.jsonl", "\n   \n", path, sizeof path);
+    snprintf(args, sizeof args, "replay '%s'", path);
+    cr_assert_eq(run(args, &out, &err), 1, "%s", err);
+    snprintf(want, sizeof want, "radixkv: %s: no requests", path);
+    cr_assert(strncmp(err, want, strlen(want)) == 0, "%s", err);
+    free(out);
+    free(err);
+
+    /* two directories of 200 bytes (a name is at most 255) */
+    char dir[500];
+    memset(dir, 'd', 200);
+    dir[200] = '\0';
+    snprintf(path, sizeof path, "%s/%s", tmpdir, dir);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/%s", dir);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    snprintf(dir, sizeof dir, "%s/bad.jsonl", path + strlen(tmpdir) + 1);
+    write_file(dir, "{\"timestamp\":0}\n", path, sizeof path);
+    cr_assert_gt(strlen(path), 300);
+    snprintf(args, sizeof args, "replay '%s'", path);
+    cr_assert_eq(run(args, &out, &err), 1, "%s", err);
+    snprintf(want, sizeof want, "radixkv: %s:1: missing field", path);
+    cr_assert(strncmp(err, want, strlen(want)) == 0, "%s", err);
     free(out);
     free(err);
 }
