@@ -22,9 +22,12 @@
 extern "C" {
 #endif
 
-#define RKV_VERSION_MAJOR 0
-#define RKV_VERSION_MINOR 1
-#define RKV_VERSION_PATCH 0
+/* RKV_VERSION_MAJOR, _MINOR, _PATCH and RKV_VERSION_STRING ("0.1.0"),
+ * generated from the build's project(VERSION): the version compiled
+ * against. rkv_version() gives the version of the library running. */
+#include "radixkv_version.h"
+
+const char *rkv_version(void);
 
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                             */

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "radixkv.h"
+
 static char exe[PATH_MAX];
 static char tmpdir[] = "/tmp/rkv_cli_test_XXXXXX";
 
@@ -105,13 +107,19 @@ Test(cli, help_and_usage_errors)
         "replay a.jsonl b.jsonl", "replay --workload agentic x.jsonl",
         "sweep --capacities ''", "replay --capacities 1e6", "replay --mfu 2",
         "replay --page-size 4097", "sweep --capacity-tokens 1e6",
-        "replay --model-layers=0",
+        "replay --model-layers=0", "replay --page-size 0x10",
+        "replay --page-size ' 16'", "replay --page-size 16x", "replay --seed +1",
+        "replay --mfu 0x1p-1", "replay --mfu inf", "sweep --capacities 1e5,,1e6",
+        "sweep --capacities ,1e6", "sweep --policies lpm,", "replay --svg x.svg",
+        "sweep --policy lpm", "replya", "replay --capasity-tokens 1e6",
+        "replay --json=1", "help frobnicate", "--version extra",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(run(bad[i], &out, &err), 2, "'radixkv %s' should be a usage "
                      "error; stderr: %s", bad[i], err);
         cr_assert(strncmp(err, "radixkv: ", 9) == 0, "%s", err);
-        cr_assert(strstr(err, "radixkv help") != NULL, "%s", err);
+        cr_assert(strstr(err, "radixkv help") != NULL ||
+                      strstr(err, "--help'") != NULL, "%s", err);
         cr_assert_str_empty(out);
         free(out);
         free(err);
@@ -280,6 +288,75 @@ Test(cli, empty_file_and_long_path_are_named)
     cr_assert_eq(run(args, &out, &err), 1, "%s", err);
     snprintf(want, sizeof want, "radixkv: %s:1: missing field", path);
     cr_assert(strncmp(err, want, strlen(want)) == 0, "%s", err);
+    free(out);
+    free(err);
+}
+
+/* Issue 15 item 7: getopt_long parsing -- version, '--', per-subcommand
+ * help, suggestions, options of the other subcommand named as such. */
+Test(cli, parsing_version_help_suggestions)
+{
+    char *out, *err;
+    char want[64];
+    snprintf(want, sizeof want, "radixkv %s\n", rkv_version());
+    cr_assert_eq(run("--version", &out, &err), 0, "%s", err);
+    cr_assert_str_eq(out, want);
+    free(out);
+    free(err);
+    cr_assert_eq(run("replay --version", &out, &err), 0, "%s", err);
+    cr_assert_str_eq(out, want);
+    free(out);
+    free(err);
+
+    cr_assert_eq(run("replay --help", &out, &err), 0);
+    cr_assert(strstr(out, "--capacity-tokens") && !strstr(out, "--capacities"),
+              "replay's help is replay's: %s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run("sweep -h", &out, &err), 0);
+    cr_assert(strstr(out, "--capacities") && !strstr(out, "--capacity-tokens"),
+              "sweep's help is sweep's: %s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run("help sweep", &out, &err), 0);
+    cr_assert(strstr(out, "--svg") != NULL);
+    free(out);
+    free(err);
+
+    static const struct {
+        const char *args, *needle;
+    } cases[] = {
+        {"replay --capasity-tokens 1e6", "did you mean '--capacity-tokens'?"},
+        {"replay --polcy lpm", "did you mean '--policy'?"},
+        {"replya", "did you mean 'replay'?"},
+        {"replay --capacities 1e6", "--capacities is an option of 'sweep', not of 'replay'"},
+        {"sweep --svg", "--svg needs a value"},
+        {"replay --svg a.svg", "--svg is an option of 'sweep'"},
+        {"sweep --capacity-tokens 1e6", "--capacity-tokens is an option of 'replay'"},
+        {"sweep --capacities 1e5,,1e6", "--capacities: empty item 2"},
+        {"replay --page-size 0x10", "--page-size: expected a whole number"},
+        {"replay --time-scale ' 2'", "--time-scale: expected a number"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(run(cases[i].args, &out, &err), 2, "%s: %s", cases[i].args, err);
+        cr_assert(strstr(err, cases[i].needle) != NULL, "%s: %s", cases[i].args, err);
+        free(out);
+        free(err);
+    }
+
+    /* '--' ends the options: a trace named like an option is a file. */
+    char path[PATH_MAX], args[2 * PATH_MAX];
+    write_file("-odd.jsonl",
+               "{\"timestamp\":0,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n",
+               path, sizeof path);
+    snprintf(args, sizeof args, "replay --order file --json -- '%s'", path);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert(strstr(out, "\"requests\":1") != NULL, "%s", out);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "replay --order file -- -odd.jsonl");
+    cr_assert_eq(run(args, &out, &err), 1, "a relative name from another dir");
+    cr_assert(strstr(err, "-odd.jsonl: No such file") != NULL, "%s", err);
     free(out);
     free(err);
 }
