@@ -811,18 +811,18 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
         rkv_json_string(f, o->svg);
     }
     fprintf(f, ",\"page_size\":%u,\"eviction\":\"lru\",\"max_batch_tokens\":%u,"
-               "\"max_running\":%u,\"dedup_min_tokens\":%u,\"max_wait_ms\":%.17g,"
-               "\"time_scale\":%.17g,\"time_scale_auto\":%s,\"check\":%u,"
+               "\"max_running\":%u,\"dedup_min_tokens\":%u,\"max_wait_ms\":%.15g,"
+               "\"time_scale\":%.15g,\"time_scale_auto\":%s,\"check\":%u,"
                "\"json\":%s,\"progress\":%s",
             rc->page_size, rc->sched.max_batch_tokens, rc->sched.max_running,
             rc->sched.dedup_min_tokens, rc->sched.max_wait_ms, rc->time_scale,
             o->time_scale_auto ? "true" : "false", rc->check_every,
             o->json ? "true" : "false", o->progress ? "true" : "false");
     fprintf(f, ",\"model_layers\":%u,\"model_hidden\":%u,\"model_kv_heads\":%u,"
-               "\"model_head_dim\":%u,\"model_params\":%.17g,\"weight_bytes\":%.17g,"
-               "\"kv_bytes\":%.17g,\"gpu_tflops\":%.17g,\"gpu_bandwidth_tbs\":%.17g,"
-               "\"gpu_memory_gb\":%.17g,\"mfu\":%.17g,\"mbu\":%.17g,"
-               "\"step_overhead_ms\":%.17g}",
+               "\"model_head_dim\":%u,\"model_params\":%.15g,\"weight_bytes\":%.15g,"
+               "\"kv_bytes\":%.15g,\"gpu_tflops\":%.15g,\"gpu_bandwidth_tbs\":%.15g,"
+               "\"gpu_memory_gb\":%.15g,\"mfu\":%.15g,\"mbu\":%.15g,"
+               "\"step_overhead_ms\":%.15g}",
             m->layers, m->hidden, m->kv_heads, m->head_dim, m->params,
             m->weight_bytes, m->kv_dtype_bytes, m->peak_tflops, m->bandwidth_tbs,
             m->memory_gb, m->mfu, m->mbu, m->overhead_ms);

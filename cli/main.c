@@ -6,23 +6,32 @@
  *   radixkv help [COMMAND]             usage (also --help, -h); --version
  *
  * Exit status: 0 success, 1 a runtime failure (unreadable or malformed
- * trace, replay error), 2 a usage error (unknown option or bad value).
+ * trace, replay error, a failed write to stdout -- /dev/full, a closed
+ * stdout, a closed pipe: SIGPIPE is ignored so the write fails with EPIPE
+ * and is reported --, a run in which every request was refused), 2 a usage
+ * error (unknown option or bad value).
  * All real work lives in rkv_cli (args.c parses the command line;
  * trace*.c, workload.c, replay*.c, report.c, sweep.c, svg.c, costmodel.c);
  * this file only runs what was asked, draws the progress bar and picks the
  * report.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/costmodel.h"
+#include "cli/load.h"
 #include "cli/replay.h"
 #include "cli/report.h"
 #include "cli/sweep.h"
@@ -47,14 +56,25 @@ static int fail(const char *what)
     return 1;
 }
 
-/* ---- progress bar ---------------------------------------------------------- */
+/* ---- progress ---------------------------------------------------------------- */
 
+/* A progress line on stderr (only when it is a terminal): a bar, the
+ * overall fraction done and an estimate of the time left. A sweep is many
+ * replays; each kind (file order, scheduler) is weighted by the mean time
+ * its finished replays took (a first guess before any finished). */
 typedef struct progress {
-    uint64_t start_ns;
+    uint64_t start_ns;     /* of the whole command                        */
+    uint64_t run_ns;       /* of the current replay                       */
     uint64_t last_ns;
     int shown;
-    const char *label;
-    char buf[160];
+    size_t run, runs;      /* the sweep's current replay and count         */
+    int run_sched;         /* the current replay is in scheduler mode      */
+    double done_weight;    /* weight of the finished replays               */
+    double total_weight;
+    double kind_ms[2];     /* mean ms of finished replays, per kind        */
+    size_t kind_n[2];
+    size_t file_runs, sched_runs;
+    char label[160];
 } progress;
 
 static uint64_t now_ns(void)
@@ -64,52 +84,94 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+static double kind_weight(const progress *p, int sched)
+{
+    if (p->kind_n[sched])
+        return p->kind_ms[sched];
+    if (p->kind_n[!sched]) /* a scheduler replay is ~5x a file-order one */
+        return sched ? p->kind_ms[0] * 5 : p->kind_ms[1] / 5;
+    return sched ? 5.0 : 1.0;
+}
+
+static void progress_clear(progress *p)
+{
+    if (p->shown)
+        fputs("\r\033[K", stderr);
+    p->shown = 0;
+}
+
 static void progress_fn(void *ctx, size_t done, size_t total)
 {
     progress *p = ctx;
     uint64_t t = now_ns();
-    /* Only long replays get a bar: nothing in the first half second, then
-     * at most ten updates per second. */
-    if (t - p->start_ns < 500000000ULL && done < total)
-        return;
-    if (t - p->last_ns < 100000000ULL && done < total)
-        return;
-    if (!p->shown && done >= total)
+    /* Nothing in the first half second, then ten updates per second. */
+    if (t - p->start_ns < 500000000ULL || t - p->last_ns < 100000000ULL)
         return;
     p->last_ns = t;
     p->shown = 1;
-    int width = 40;
-    int fill = total ? (int)((double)done / (double)total * width) : width;
+    double frac_run = total ? (double)done / (double)total : 1.0;
+    double total_w = p->runs ? (double)p->file_runs * kind_weight(p, 0) +
+                                   (double)p->sched_runs * kind_weight(p, 1)
+                             : 1.0;
+    double done_w = p->runs ? p->done_weight + frac_run * kind_weight(p, p->run_sched)
+                            : frac_run;
+    double frac = total_w > 0 ? done_w / total_w : 1.0;
+    if (frac > 1)
+        frac = 1;
+    double elapsed = (double)(t - p->start_ns) * 1e-9;
+    char eta[32] = "";
+    if (frac > 0.01)
+        snprintf(eta, sizeof eta, ", ~%.0f s left", elapsed / frac * (1 - frac));
+    int width = 30;
+    int fill = (int)(frac * width);
     char bar[64];
     for (int k = 0; k < width; k++)
         bar[k] = k < fill ? '#' : '.';
     bar[width] = '\0';
-    fprintf(stderr, "\r%s[%s] %5.1f%% %zu/%zu requests  %.1f s ",
-            p->label ? p->label : "", bar,
-            total ? 100.0 * (double)done / (double)total : 100.0, done, total,
-            (double)(t - p->start_ns) * 1e-9);
+    fprintf(stderr, "\r\033[K[%s] %5.1f%%  %.0f s%s  %s", bar, 100.0 * frac,
+            elapsed, eta, p->label);
     fflush(stderr);
 }
 
-static void progress_reset(progress *p, const char *label)
-{
-    if (p->shown)
-        fputs("\r\033[K", stderr);
-    p->start_ns = p->last_ns = now_ns();
-    p->shown = 0;
-    p->label = label;
-}
-
-/* Sweep: one bar per replay of the grid, labelled with its place. */
+/* Sweep: told before each replay of the grid. */
 static void sweep_run_fn(void *ctx, size_t run, size_t runs, const char *label)
 {
     progress *p = ctx;
-    progress_reset(p, NULL);
-    snprintf(p->buf, sizeof p->buf, "%zu/%zu %s ", run + 1, runs, label);
-    p->label = p->buf;
+    uint64_t t = now_ns();
+    if (run > 0) { /* the previous replay finished */
+        double ms = (double)(t - p->run_ns) * 1e-6;
+        int k = p->run_sched;
+        p->kind_ms[k] = (p->kind_ms[k] * (double)p->kind_n[k] + ms) /
+                        (double)(p->kind_n[k] + 1);
+        p->kind_n[k]++;
+        /* re-weigh what is done with what is now known */
+        p->done_weight = (double)p->kind_n[0] * kind_weight(p, 0) +
+                         (double)p->kind_n[1] * kind_weight(p, 1);
+    }
+    p->run = run;
+    p->runs = runs;
+    p->run_ns = t;
+    p->run_sched = strncmp(label, "file", 4) != 0;
+    snprintf(p->label, sizeof p->label, "replay %zu/%zu: %s", run + 1, runs, label);
 }
 
-/* ---- main ---------------------------------------------------------------------- */
+/* ---- stdout --------------------------------------------------------------------- */
+
+/* Every subcommand ends here: output that did not reach stdout is a
+ * failure, never a silent success. */
+static int finish_stdout(int rc)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int e = errno ? errno : EIO;
+        fprintf(stderr, "radixkv: writing to standard output failed: %s\n",
+                strerror(e));
+        return 1;
+    }
+    return rc;
+}
+
+/* ---- workload --------------------------------------------------------------------- */
 
 static int load_workload(const rkv_cli_options *o, rkv_workload *wl)
 {
@@ -154,8 +216,198 @@ static int load_workload(const rkv_cli_options *o, rkv_workload *wl)
     return 0;
 }
 
+/* ---- the SVG file ------------------------------------------------------------------- */
+
+/* The plot goes to a temporary file beside the target, created before the
+ * sweep runs (so an unwritable path fails in a second, not after the
+ * work), then renamed over the target: a failed run never leaves a
+ * truncated plot behind. */
+typedef struct svg_out {
+    char *tmp;      /* the temporary file's path                         */
+    FILE *f;
+} svg_out;
+
+static int svg_open(const char *path, svg_out *s)
+{
+    memset(s, 0, sizeof s[0]);
+    char *copy = strdup(path);
+    if (!copy || asprintf(&s->tmp, "%s/.%s.XXXXXX", dirname(copy),
+                          basename((char *)path)) < 0) {
+        free(copy);
+        s->tmp = NULL;
+        return fail("out of memory");
+    }
+    free(copy);
+    int fd = mkstemp(s->tmp);
+    if (fd < 0) {
+        fprintf(stderr, "radixkv: %s: cannot write the plot there: %s\n", path,
+                strerror(errno));
+        free(s->tmp);
+        s->tmp = NULL;
+        return 1;
+    }
+    s->f = fdopen(fd, "w");
+    if (!s->f) {
+        close(fd);
+        unlink(s->tmp);
+        free(s->tmp);
+        s->tmp = NULL;
+        return fail("out of memory");
+    }
+    return 0;
+}
+
+static void svg_abandon(svg_out *s)
+{
+    if (s->f)
+        fclose(s->f);
+    if (s->tmp) {
+        unlink(s->tmp);
+        free(s->tmp);
+    }
+    memset(s, 0, sizeof s[0]);
+}
+
+/* Writes the plot and puts it in place; *where gets its absolute path
+ * (malloc'd) for the report. */
+static int svg_commit(svg_out *s, const char *path, const rkv_workload *wl,
+                      const rkv_sweep_config *sc, const rkv_sweep_result *sr,
+                      char **where)
+{
+    char *title = NULL;
+    if (asprintf(&title, "radixkv sweep: %s (%zu requests)", wl->name,
+                 wl->num_reqs) < 0)
+        title = NULL;
+    /* mode 0644 like a plain fopen'd file (mkstemp made it 0600) */
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fileno(s->f), 0666 & ~mask);
+    rkv_status st = rkv_sweep_write_svg(s->f, title ? title : "radixkv sweep",
+                                        sc, sr);
+    free(title);
+    int bad = st != RKV_OK || fflush(s->f) != 0 || ferror(s->f);
+    int e = errno;
+    if (fclose(s->f) != 0)
+        bad = 1;
+    s->f = NULL;
+    if (bad || rename(s->tmp, path) != 0) {
+        fprintf(stderr, "radixkv: %s: writing the plot failed: %s\n", path,
+                strerror(bad ? (e ? e : EIO) : errno));
+        svg_abandon(s);
+        return 1;
+    }
+    free(s->tmp);
+    s->tmp = NULL;
+    char *abs = realpath(path, NULL);
+    *where = abs ? abs : strdup(path);
+    return 0;
+}
+
+/* ---- the subcommands ---------------------------------------------------------------- */
+
+static int all_refused(const rkv_replay_result *r)
+{
+    return r->sched_mode && r->requests == 0 && r->rejected_requests > 0;
+}
+
+static int refused_message(const rkv_replay_result *r, const char *where)
+{
+    fprintf(stderr, "radixkv: %severy request (%llu) was refused: each needs "
+                    "more KV blocks than the whole pool (%llu tokens) holds; "
+                    "give a larger capacity\n",
+            where, (unsigned long long)r->rejected_requests,
+            (unsigned long long)(r->capacity_blocks * r->page_size));
+    return 1;
+}
+
+static int run_replay(rkv_cli_options *o, const rkv_workload *wl,
+                      const rkv_load_estimate *load, progress *pr)
+{
+    rkv_replay_result res, alone;
+    rkv_status st;
+    int have_alone = 0;
+    if (o->order == RKV_ORDER_FILE) {
+        st = rkv_replay_file_order(wl, &o->rc, &res);
+    } else {
+        st = rkv_replay_sched(wl, &o->rc, &res);
+        /* The cache alone, beside it: the same capacity and page size. */
+        if (st == RKV_OK) {
+            rkv_replay_config fc = o->rc;
+            fc.progress = NULL;
+            st = rkv_replay_file_order(wl, &fc, &alone);
+            have_alone = st == RKV_OK;
+        }
+    }
+    progress_clear(pr);
+    if (st != RKV_OK)
+        return fail(rkv_last_error());
+    rkv_report_ctx ctx = {o, have_alone ? &alone : NULL,
+                          o->order == RKV_ORDER_FILE ? NULL : load};
+    if (o->json)
+        rkv_report_json(stdout, &o->rc, wl, &res, &ctx);
+    else
+        rkv_report_text(stdout, &o->rc, wl, &res, &ctx);
+    return all_refused(&res) ? refused_message(&res, "") : 0;
+}
+
+static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, progress *pr)
+{
+    svg_out svg;
+    if (svg_open(o->svg, &svg))
+        return 1;
+    rkv_sweep_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.base = o->rc;
+    sc.capacities = o->capacities;
+    sc.num_capacities = o->num_capacities;
+    sc.policies = o->policies;
+    sc.num_policies = o->num_policies;
+    sc.file_order = o->order != RKV_ORDER_SCHED;
+    sc.sched = o->order != RKV_ORDER_FILE;
+    if (o->rc.progress) {
+        sc.on_run = sweep_run_fn;
+        sc.on_run_ctx = pr;
+        pr->file_runs = sc.file_order ? sc.num_capacities : 0;
+        pr->sched_runs = sc.sched ? sc.num_capacities * sc.num_policies : 0;
+    }
+    rkv_sweep_result sr;
+    memset(&sr, 0, sizeof sr);
+    rkv_status st = rkv_sweep_run(wl, &sc, &sr);
+    progress_clear(pr);
+    if (st != RKV_OK) {
+        svg_abandon(&svg);
+        return fail(rkv_last_error());
+    }
+    char *where = NULL;
+    int rc = svg_commit(&svg, o->svg, wl, &sc, &sr, &where);
+    if (o->json)
+        rkv_sweep_print_json(stdout, wl, &sc, &sr, o, where);
+    else
+        rkv_sweep_print_table(stdout, &sc, &sr);
+    if (where && !o->json)
+        printf("plot written to %s\n", where);
+    free(where);
+    /* every scheduler replay of the grid refused everything: nothing ran */
+    size_t cells = sr.num_policies * sr.num_capacities, refused = 0;
+    for (size_t i = 0; i < cells; i++)
+        refused += all_refused(&sr.sched[i]);
+    if (rc == 0 && cells && refused == cells)
+        rc = refused_message(&sr.sched[0], "at every capacity, ");
+    rkv_sweep_result_free(&sr);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    /* A closed pipe must be a reported write error, not a silent death. */
+    signal(SIGPIPE, SIG_IGN);
+    /* A closed stdout: say so now, before a file we open takes its
+     * descriptor and receives the report. */
+    if (fcntl(1, F_GETFD) < 0) {
+        fprintf(stderr, "radixkv: writing to standard output failed: %s "
+                        "(it is closed)\n", strerror(errno));
+        return 1;
+    }
     rkv_cli_options o;
     char msg[1024];
     switch (rkv_cli_parse(argc, argv, &o, msg, sizeof msg)) {
@@ -164,86 +416,32 @@ int main(int argc, char **argv)
         return 2;
     case RKV_ACT_HELP:
         rkv_cli_usage(stdout, o.help_topic);
-        return 0;
+        return finish_stdout(0);
     case RKV_ACT_VERSION:
         printf("radixkv %s\n", rkv_version());
-        return 0;
+        return finish_stdout(0);
     case RKV_ACT_RUN:
         break;
     }
-    rkv_workload wl;
-    if (load_workload(&o, &wl))
-        return 1;
-
     progress pr;
     memset(&pr, 0, sizeof pr);
+    pr.start_ns = now_ns();
     if (o.progress && isatty(2)) {
         o.rc.progress = progress_fn;
         o.rc.progress_ctx = &pr;
     }
-    progress_reset(&pr, "");
-    int rc = 0;
-    if (o.cmd == RKV_CMD_REPLAY) {
-        rkv_replay_result res;
-        rkv_status st = o.order == RKV_ORDER_FILE ? rkv_replay_file_order(&wl, &o.rc, &res)
-                                              : rkv_replay_sched(&wl, &o.rc, &res);
-        progress_reset(&pr, "");
-        if (st != RKV_OK) {
-            rc = fail(rkv_last_error());
-        } else if (o.json) {
-            rkv_report_json(stdout, &o.rc, &wl, &res);
-        } else {
-            rkv_report_text(stdout, &o.rc, &wl, &res);
-        }
-    } else {
-        rkv_sweep_config sc;
-        memset(&sc, 0, sizeof sc);
-        sc.base = o.rc;
-        sc.capacities = o.capacities;
-        sc.num_capacities = o.num_capacities;
-        sc.policies = o.policies;
-        sc.num_policies = o.num_policies;
-        sc.file_order = o.order != RKV_ORDER_SCHED;
-        sc.sched = o.order != RKV_ORDER_FILE;
-        if (o.rc.progress) {
-            sc.on_run = sweep_run_fn;
-            sc.on_run_ctx = &pr;
-        }
-        rkv_sweep_result sr;
-        memset(&sr, 0, sizeof sr);
-        rkv_status st = rkv_sweep_run(&wl, &sc, &sr);
-        progress_reset(&pr, "");
-        if (st != RKV_OK) {
-            rc = fail(rkv_last_error());
-        } else {
-            if (o.json)
-                rkv_sweep_print_json(stdout, &wl, &sc, &sr);
-            else
-                rkv_sweep_print_table(stdout, &sc, &sr);
-            char *title = NULL;
-            if (asprintf(&title, "radixkv sweep: %s (%zu requests)", wl.name,
-                         wl.num_reqs) < 0)
-                title = NULL;
-            FILE *f = fopen(o.svg, "w");
-            if (!f) {
-                fprintf(stderr, "radixkv: %s: %s\n", o.svg, strerror(errno));
-                rc = 1;
-            } else {
-                st = rkv_sweep_write_svg(f, title ? title : "radixkv sweep",
-                                         &sc, &sr);
-                if (fclose(f) != 0 && st == RKV_OK)
-                    st = RKV_ERR_IO;
-                if (st != RKV_OK) {
-                    fprintf(stderr, "radixkv: %s: writing failed\n", o.svg);
-                    rc = 1;
-                } else if (!o.json) {
-                    printf("plot written to %s\n", o.svg);
-                }
-            }
-            free(title);
-        }
-        rkv_sweep_result_free(&sr);
+    rkv_workload wl;
+    if (load_workload(&o, &wl))
+        return 1;
+    rkv_load_estimate load;
+    if (rkv_load_estimate_of(&wl, &o.rc, &load) != RKV_OK) {
+        rkv_workload_free(&wl);
+        return fail(rkv_last_error());
     }
+    if (o.time_scale_auto)
+        o.rc.time_scale = load.auto_scale;
+    int rc = o.cmd == RKV_CMD_REPLAY ? run_replay(&o, &wl, &load, &pr)
+                                     : run_sweep(&o, &wl, &pr);
     rkv_workload_free(&wl);
-    return rc;
+    return finish_stdout(rc);
 }

@@ -124,6 +124,12 @@ typedef struct rkv_replay_result {
     double sched_us_per_step;   /* rkv_sched_stats.sched_ns_total / steps   */
     double sched_us_per_step_max; /* slowest step, measured around the call */
     uint64_t max_waiting;       /* most requests waiting at once            */
+    double busy_ms;             /* simulated time spent in steps            */
+    double first_release_ms;    /* earliest / latest release on the         */
+    double last_release_ms;     /*   simulated clock                        */
+    rkv_latency_summary wait_ms; /* TTFT minus the request's own prefill
+                                    time on an idle GPU (from its cached
+                                    prefix at admission): queueing          */
 } rkv_replay_result;
 
 /* Blocks that hold every full page the workload could cache (prompts, plus
@@ -137,6 +143,11 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
 rkv_status rkv_replay_sched(const rkv_workload *wl,
                             const rkv_replay_config *cfg,
                             rkv_replay_result *out);
+
+/* Simulated time of a prefill of q tokens after `prefix` cached tokens on
+ * an idle GPU: chunks of at most max_batch_tokens, one step each. */
+double rkv_replay_prefill_alone_ms(const rkv_replay_config *cfg,
+                                   uint64_t prefix, uint64_t q);
 
 /* Percentiles of v[0..n) (sorted in place). Zeros when n == 0. */
 void rkv_latency_summarize(double *v, size_t n, rkv_latency_summary *out);

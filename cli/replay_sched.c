@@ -110,6 +110,7 @@ typedef struct sched_run {
     size_t tok_cap;        /* capacity of next_tokens / finished           */
     uint64_t pending;      /* submitted, not finished                      */
     uint64_t done;         /* finished or rejected                         */
+    uint64_t released;     /* requests released so far                     */
     double now;
 } sched_run;
 
@@ -168,6 +169,10 @@ static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
         req_state *s = &r->rs[it.id];
         s->release_ms = it.t;
         s->target = q->output_length ? q->output_length : 1;
+        if (r->released++ == 0 || it.t < res->first_release_ms)
+            res->first_release_ms = it.t;
+        if (it.t > res->last_release_ms)
+            res->last_release_ms = it.t;
         rkv_status st = submit_one(r, it.id, it.t);
         if (st == RKV_ERR_NO_SPACE) {
             /* prompt + output can never fit the whole pool: the scheduler
@@ -238,7 +243,9 @@ static rkv_status run_plan(sched_run *r, const rkv_batch_plan *p,
             rkv_cost_add_decode(&cs, (double)p->prefix_len[i] + q);
         }
     }
-    r->now += rkv_cost_step_ms(&r->cfg->cost, &cs);
+    double step_ms = rkv_cost_step_ms(&r->cfg->cost, &cs);
+    r->now += step_ms;
+    res->busy_ms += step_ms;
 
     for (uint32_t i = 0; i < p->num_reqs; i++) {
         uint64_t id = p->req_ids[i];
@@ -358,9 +365,11 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
     size_t n = r->wl->num_reqs;
     double *ttft = malloc((n ? n : 1) * sizeof *ttft);
     double *lat = malloc((n ? n : 1) * sizeof *lat);
-    if (!ttft || !lat) {
+    double *wait = malloc((n ? n : 1) * sizeof *wait);
+    if (!ttft || !lat || !wait) {
         free(ttft);
         free(lat);
+        free(wait);
         return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
     }
     size_t k = 0;
@@ -372,6 +381,12 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
             continue;
         ttft[k] = s->first_token_ms - s->release_ms;
         lat[k] = s->finish_ms - s->release_ms;
+        uint32_t in = r->wl->reqs[i].input_length;
+        wait[k] = ttft[k] - rkv_replay_prefill_alone_ms(
+                                r->cfg, s->cached_first,
+                                in > s->cached_first ? in - s->cached_first : 0);
+        if (wait[k] < 0)
+            wait[k] = 0;
         if (r->cfg->per_request) {
             rkv_replay_request_stats *ps = &r->cfg->per_request[i];
             ps->hit_tokens = s->cached_first;
@@ -388,8 +403,10 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
     }
     rkv_latency_summarize(ttft, k, &res->ttft_ms);
     rkv_latency_summarize(lat, k, &res->latency_ms);
+    rkv_latency_summarize(wait, k, &res->wait_ms);
     free(ttft);
     free(lat);
+    free(wait);
     res->hit_rate = res->prompt_tokens
                         ? (double)res->hit_tokens / (double)res->prompt_tokens
                         : 0.0;

@@ -2,8 +2,11 @@
  * cli/trace.c -- the Mooncake JSONL trace reader and block-id expansion
  * (see trace.h for the format and the rules).
  *
- * Owns: the reader over a FILE* or a memory buffer (lines, blank lines,
- * line numbers, sticky failure) and the token expansion. Parsing one line
+ * Owns: the reader over a FILE*, a zlib stream (built with zlib: paths and
+ * '-' are read through gzread, so .gz traces are decompressed and plain
+ * ones read as they are) or a memory buffer (lines of at most
+ * RKV_TRACE_MAX_LINE bytes, blank lines, line numbers, sticky failure) and
+ * the token expansion. Parsing one line
  * is trace_parse.c's job.
  * Invariants: a reader reports every line in order exactly once; after a
  * failure it stays failed (the same status and message on every later call),
@@ -12,10 +15,15 @@
 #include "cli/trace.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/status.h"
+
+#ifdef RKV_HAVE_ZLIB
+#include <zlib.h>
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* token expansion                                                          */
@@ -71,13 +79,15 @@ rkv_status rkv_trace_expand(const uint64_t *hash_ids, uint32_t num_hash_ids,
 /* ------------------------------------------------------------------------ */
 
 struct rkv_trace_reader {
-    FILE *f;            /* file mode                                       */
+    FILE *f;            /* file mode: a stdio stream, or                   */
+    void *gz;           /*   a zlib stream (gzFile; plain or gzip data)    */
     int close_f;        /* the reader opened f                             */
     const char *buf;    /* memory mode                                     */
     size_t len, pos;
     char *chunk;        /* file mode: bytes read ahead of the line        */
     size_t chunk_pos, chunk_len;
     int src_eof;
+    uint64_t bytes_read; /* from the source so far                        */
     char *line;         /* the current line (file mode)                    */
     size_t line_cap;
     uint64_t line_no;   /* lines consumed so far                           */
@@ -121,12 +131,53 @@ rkv_status rkv_trace_reader_open_file(FILE *f, const char *name,
     return RKV_OK;
 }
 
+#ifdef RKV_HAVE_ZLIB
+/* Through zlib: gzip data is decompressed, anything else read as is. */
+static rkv_status open_gz(int fd, const char *path, const char *name,
+                          rkv_trace_reader **out)
+{
+    gzFile gz = fd >= 0 ? gzdopen(fd, "rb") : gzopen(path, "rb");
+    if (!gz) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return rkv_set_error(e ? RKV_ERR_IO : RKV_ERR_NOMEM, "%s: %s", name,
+                             e ? strerror(e) : "out of memory");
+    }
+    rkv_trace_reader *r = NULL;
+    rkv_status st = reader_new(name, &r);
+    if (st != RKV_OK) {
+        gzclose(gz);
+        return st;
+    }
+    gzbuffer(gz, 1u << 17);
+    r->gz = gz;
+    *out = r;
+    return RKV_OK;
+}
+#endif
+
 rkv_status rkv_trace_reader_open_path(const char *path,
                                       rkv_trace_reader **out)
 {
     if (!path || !out)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_trace_reader_open_path: NULL argument");
+#ifdef RKV_HAVE_ZLIB
+    if (!strcmp(path, "-")) {
+        int fd = dup(0);
+        if (fd < 0)
+            return rkv_set_error(RKV_ERR_IO, "<stdin>: %s", strerror(errno));
+        return open_gz(fd, NULL, "<stdin>", out);
+    }
+    /* gzopen would create nothing, but check first for a clear message
+     * on a missing file or a directory */
+    FILE *probe = fopen(path, "r");
+    if (!probe)
+        return rkv_set_error(RKV_ERR_IO, "%s: %s", path, strerror(errno));
+    fclose(probe);
+    return open_gz(-1, path, path, out);
+#else
     if (!strcmp(path, "-"))
         return rkv_trace_reader_open_file(stdin, "<stdin>", out);
     FILE *f = fopen(path, "r");
@@ -139,6 +190,7 @@ rkv_status rkv_trace_reader_open_path(const char *path,
     }
     (*out)->close_f = 1;
     return RKV_OK;
+#endif
 }
 
 rkv_status rkv_trace_reader_open_memory(const char *buf, size_t len,
@@ -172,6 +224,10 @@ void rkv_trace_reader_close(rkv_trace_reader *r)
         return;
     if (r->close_f && r->f)
         fclose(r->f);
+#ifdef RKV_HAVE_ZLIB
+    if (r->gz)
+        gzclose((gzFile)r->gz);
+#endif
     free(r->chunk);
     free(r->line);
     free(r->ids);
@@ -234,7 +290,42 @@ static rkv_status chunk_fill(rkv_trace_reader *r)
         return RKV_OK;
     if (!r->chunk && !(r->chunk = malloc(RKV_TRACE_CHUNK)))
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", r->name);
-    size_t n = fread(r->chunk, 1, RKV_TRACE_CHUNK, r->f);
+    size_t n;
+#ifdef RKV_HAVE_ZLIB
+    if (r->gz) {
+        int got = gzread((gzFile)r->gz, r->chunk, RKV_TRACE_CHUNK);
+        if (got < 0) {
+            int zerr = 0;
+            const char *m = gzerror((gzFile)r->gz, &zerr);
+            return rkv_set_error(RKV_ERR_IO, "%s:%llu: read error: %s",
+                                 r->name,
+                                 (unsigned long long)(r->line_no + 1),
+                                 zerr == Z_ERRNO ? strerror(errno ? errno : EIO)
+                                                 : m);
+        }
+        n = (size_t)got;
+        if (n == 0) {
+            /* zlib reports a cut-off stream at its end, not as a read
+             * failure */
+            int zerr = 0;
+            const char *m = gzerror((gzFile)r->gz, &zerr);
+            size_t nl = strlen(r->name);
+            if (!strncmp(m, r->name, nl) && !strncmp(m + nl, ": ", 2))
+                m += nl + 2; /* zlib names the file too */
+            if (zerr != Z_OK)
+                return rkv_set_error(RKV_ERR_IO,
+                                     "%s:%llu: read error: %s (truncated or "
+                                     "corrupt gzip data)",
+                                     r->name,
+                                     (unsigned long long)(r->line_no + 1), m);
+            r->src_eof = 1;
+        }
+        r->bytes_read += n;
+        r->chunk_len = n;
+        return RKV_OK;
+    }
+#endif
+    n = fread(r->chunk, 1, RKV_TRACE_CHUNK, r->f);
     if (n < RKV_TRACE_CHUNK) {
         if (ferror(r->f))
             return rkv_set_error(RKV_ERR_IO, "%s:%llu: read error: %s",
@@ -243,6 +334,22 @@ static rkv_status chunk_fill(rkv_trace_reader *r)
                                  strerror(errno ? errno : EIO));
         r->src_eof = 1;
     }
+    /* gzip data on a stream read as plain text: say so, not "malformed
+     * JSON at column 1" */
+    if (r->bytes_read == 0 && n >= 2 && (unsigned char)r->chunk[0] == 0x1f &&
+        (unsigned char)r->chunk[1] == 0x8b)
+#ifdef RKV_HAVE_ZLIB
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: gzip-compressed data on a stream; open it "
+                             "by path (or '-') to decompress it", r->name);
+#else
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: gzip-compressed, but this radixkv was built "
+                             "without zlib (install zlib1g-dev and rebuild, "
+                             "or: gunzip -c FILE | radixkv replay -)",
+                             r->name);
+#endif
+    r->bytes_read += n;
     r->chunk_len = n;
     return RKV_OK;
 }
@@ -288,7 +395,7 @@ static rkv_status reader_line(rkv_trace_reader *r, const char **line,
                               size_t *len, int *got)
 {
     *got = 0;
-    if (r->f) {
+    if (r->f || r->gz) {
         int have = 0;
         rkv_status st = file_line(r, line, len, &have);
         if (st != RKV_OK || !have)

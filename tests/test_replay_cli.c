@@ -8,6 +8,7 @@
  */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,6 +358,255 @@ Test(cli, parsing_version_help_suggestions)
     snprintf(args, sizeof args, "replay --order file -- -odd.jsonl");
     cr_assert_eq(run(args, &out, &err), 1, "a relative name from another dir");
     cr_assert(strstr(err, "-odd.jsonl: No such file") != NULL, "%s", err);
+    free(out);
+    free(err);
+}
+
+/* Runs `radixkv ARGS` with stdout redirected as REDIR (a shell
+ * redirection); returns the exit status and stderr. */
+static int run_redir(const char *args, const char *redir, char **err)
+{
+    char cmd[4 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "'%s' %s %s 2>'%s/err' </dev/null", exe, args,
+             redir, tmpdir);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st), "'%s' did not exit normally", cmd);
+    char p[PATH_MAX + 8];
+    snprintf(p, sizeof p, "%s/err", tmpdir);
+    *err = slurp(p);
+    return WEXITSTATUS(st);
+}
+
+/* Runs it with stdout a pipe whose reading end is already closed, SIGPIPE
+ * at its default (as from a shell): the write must fail with EPIPE and be
+ * reported, not kill the process silently. */
+static int run_broken_pipe(const char *args, char **err)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    close(fds[0]);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL);
+        dup2(fds[1], 1);
+        close(fds[1]);
+        char cmd[4 * PATH_MAX];
+        snprintf(cmd, sizeof cmd, "exec '%s' %s 2>'%s/err' </dev/null", exe, args,
+                 tmpdir);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st), "killed by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    char p[PATH_MAX + 8];
+    snprintf(p, sizeof p, "%s/err", tmpdir);
+    *err = slurp(p);
+    return WEXITSTATUS(st);
+}
+
+/* Issue 15 item 8: a failed write to stdout is an error, for every
+ * subcommand. */
+Test(cli, failed_stdout_writes_are_errors)
+{
+    char args[3][2 * PATH_MAX];
+    const char *cmds[9] = {"help", "--version", "sweep --help",
+                           "replay --order file --limit 50",
+                           "replay --limit 30 --json --capacity-tokens 1e6"};
+    snprintf(args[0], sizeof args[0],
+             "sweep --limit 30 --order file --capacities 1e5 --svg '%s/s.svg'", tmpdir);
+    snprintf(args[1], sizeof args[1],
+             "sweep --limit 30 --order file --capacities 1e5 --json --svg '%s/s.svg'",
+             tmpdir);
+    cmds[5] = args[0];
+    cmds[6] = args[1];
+    static const char *const redirs[] = {">/dev/full", ">&-"};
+    for (size_t c = 0; c < 7; c++) {
+        for (size_t r = 0; r < 2; r++) {
+            char *err;
+            cr_assert_eq(run_redir(cmds[c], redirs[r], &err), 1, "%s %s: %s",
+                         cmds[c], redirs[r], err);
+            cr_assert(strstr(err, "radixkv: writing to standard output failed") != NULL,
+                      "%s %s: %s", cmds[c], redirs[r], err);
+            free(err);
+        }
+        char *err;
+        cr_assert_eq(run_broken_pipe(cmds[c], &err), 1, "%s: %s", cmds[c], err);
+        cr_assert(strstr(err, "writing to standard output failed: Broken pipe") != NULL,
+                  "%s: %s", cmds[c], err);
+        free(err);
+    }
+}
+
+/* Issue 15 item 8: --json records the inputs and the version, null where
+ * there is no data; a run that refused every request fails and says so. */
+Test(cli, json_inputs_nulls_and_all_refused)
+{
+    char *out, *err;
+    cr_assert_eq(run("replay --json --limit 40 --capacity-tokens 1e6 --seed 9", &out, &err),
+                 0, "%s", err);
+    char want[64];
+    snprintf(want, sizeof want, "\"version\":\"%s\"", rkv_version());
+    static const char *const keys[] = {
+        "\"options\":{\"trace\":\"<embedded>\"", "\"workload\":\"trace\"",
+        "\"seed\":null", "\"limit\":40", "\"capacity_tokens\":1000000",
+        "\"policy\":\"lpm\"", "\"page_size\":16", "\"max_batch_tokens\":8192",
+        "\"max_running\":", "\"dedup_min_tokens\":", "\"max_wait_ms\":",
+        "\"time_scale\":", "\"time_scale_auto\":", "\"check\":0",
+        "\"model_layers\":32", "\"gpu_tflops\":989", "\"mbu\":0.8",
+        "\"step_overhead_ms\":", "\"cache_alone\":{", "\"regime\":"};
+    cr_assert(strstr(out, want) != NULL, "%s", out);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        cr_assert(strstr(out, keys[i]) != NULL, "%s missing in %s", keys[i], out);
+    free(out);
+    free(err);
+
+    char path[PATH_MAX], args[2 * PATH_MAX];
+    write_file("big.jsonl",
+               "{\"timestamp\":0,\"input_length\":600,\"output_length\":500,\"hash_ids\":[1,2]}\n"
+               "{\"timestamp\":5,\"input_length\":900,\"output_length\":500,\"hash_ids\":[3,4]}\n",
+               path, sizeof path);
+    snprintf(args, sizeof args, "replay '%s' --json --capacity-tokens 1000", path);
+    cr_assert_eq(run(args, &out, &err), 1, "%s", err);
+    cr_assert(strstr(err, "radixkv: every request (2) was refused") == err, "%s", err);
+    static const char *const nulls[] = {"\"hit_rate\":null", "\"ttft_ms\":null",
+                                        "\"latency_ms\":null", "\"throughput\":null",
+                                        "\"rejected_requests\":2", "\"requests\":0"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+        cr_assert(strstr(out, nulls[i]) != NULL, "%s missing in %s", nulls[i], out);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "replay '%s' --capacity-tokens 1000", path);
+    cr_assert_eq(run(args, &out, &err), 1, "%s", err);
+    cr_assert(strstr(out, "rejected       2 requests") != NULL, "%s", out);
+    cr_assert(strstr(err, "every request (2) was refused") != NULL, "%s", err);
+    free(out);
+    free(err);
+}
+
+static void assert_utf8(const char *s, const char *what)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2
+                 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
+        cr_assert_gt(k, 0, "%s: invalid UTF-8 byte 0x%02x at %zu", what, c, i);
+        for (size_t j = 1; j < k; j++)
+            cr_assert(i + j < n && ((unsigned char)s[i + j] & 0xc0) == 0x80,
+                      "%s: invalid UTF-8 at %zu", what, i);
+        i += k;
+    }
+}
+
+/* Issue 15 item 8: a name that is not UTF-8 (and holds JSON/XML
+ * specials) is escaped in the JSON and in the SVG. */
+Test(cli, names_not_utf8_are_escaped)
+{
+    char path[PATH_MAX], args[3 * PATH_MAX], svg[PATH_MAX + 16];
+    write_file("n\xff\xfe<&\"q.jsonl",
+               "{\"timestamp\":0,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n",
+               path, sizeof path);
+    char *out, *err;
+    snprintf(args, sizeof args, "replay --order file --json '%s'", path);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    assert_utf8(out, "json");
+    cr_assert(strstr(out, "n\\ufffd\\ufffd<&\\\"q.jsonl") != NULL, "%s", out);
+    free(out);
+    free(err);
+    snprintf(svg, sizeof svg, "%s/n.svg", tmpdir);
+    snprintf(args, sizeof args, "sweep --order file --capacities 1e5 --svg '%s' '%s'",
+             svg, path);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    free(out);
+    free(err);
+    char *s = slurp(svg);
+    assert_utf8(s, "svg");
+    cr_assert(strstr(s, "n\xef\xbf\xbd\xef\xbf\xbd&lt;&amp;&quot;q.jsonl") != NULL, "%s", s);
+    free(s);
+}
+
+/* Issue 15 item 9: the SVG path is checked before the work; the report
+ * says where the plot went; capacities beyond the GPU are marked. */
+Test(cli, sweep_svg_checked_early_and_marks)
+{
+    char *out, *err;
+    cr_assert_eq(run("sweep --limit 100 --svg /nonexistent/dir/s.svg", &out, &err), 1);
+    cr_assert(strstr(err, "radixkv: /nonexistent/dir/s.svg: cannot write the plot "
+                          "there") == err, "%s", err);
+    cr_assert_str_empty(out);
+    free(out);
+    free(err);
+
+    char args[2 * PATH_MAX], svg[PATH_MAX + 16], want[PATH_MAX + 64];
+    snprintf(svg, sizeof svg, "%s/m.svg", tmpdir);
+    snprintf(args, sizeof args, "sweep --limit 60 --order file --capacities "
+             "1e5,1e6,unbounded --svg '%s'", svg);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    char *real = realpath(svg, NULL);
+    cr_assert_not_null(real);
+    snprintf(want, sizeof want, "plot written to %s\n", real);
+    cr_assert(strstr(out, want) != NULL, "%s", out);
+    cr_assert(strstr(out, " 100000 ") != NULL, "%s", out);
+    cr_assert(strstr(out, "1000000*") != NULL, "%s", out);
+    cr_assert(strstr(out, "unbounded*") != NULL, "%s", out);
+    cr_assert(strstr(out, "* beyond the simulated GPU's memory") != NULL, "%s", out);
+    char *s = slurp(svg);
+    cr_assert(strstr(s, "GPU memory") != NULL, "the plot marks the GPU's capacity");
+    free(s);
+    free(out);
+    free(err);
+
+    snprintf(args, sizeof args, "sweep --limit 60 --order file --capacities "
+             "1e5,1e6 --json --svg '%s'", svg);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    snprintf(want, sizeof want, "\"svg\":\"%s\"", real);
+    cr_assert(strstr(out, want) != NULL, "%s", out);
+    cr_assert(strstr(out, "\"capacity_tokens\":100000,\"unbounded\":false,"
+                          "\"beyond_gpu_memory\":false") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"capacity_tokens\":1000000,\"unbounded\":false,"
+                          "\"beyond_gpu_memory\":true") != NULL, "%s", out);
+    free(real);
+    free(out);
+    free(err);
+}
+
+/* Issue 15 item 10: 'replay -' reads standard input (gzip too, when built
+ * with zlib). */
+Test(cli, stdin_trace)
+{
+    char path[PATH_MAX], cmd[4 * PATH_MAX];
+    write_file("in.jsonl",
+               "{\"timestamp\":0,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n"
+               "{\"timestamp\":1,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n",
+               path, sizeof path);
+    snprintf(cmd, sizeof cmd, "'%s' replay - --order file --json <'%s' >'%s/out'", exe,
+             path, tmpdir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/out", tmpdir);
+    char *out = slurp(cmd);
+    cr_assert(strstr(out, "\"workload\":\"<stdin>\"") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"requests\":2") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"hit_tokens\":592") != NULL, "%s", out);
+    free(out);
+    if (system("command -v gzip >/dev/null") != 0)
+        return;
+    snprintf(cmd, sizeof cmd, "gzip -c '%s' | '%s' replay - --order file --json "
+             ">'%s/out' 2>'%s/err'", path, exe, tmpdir, tmpdir);
+    int st = system(cmd);
+    snprintf(cmd, sizeof cmd, "%s/out", tmpdir);
+    out = slurp(cmd);
+    snprintf(cmd, sizeof cmd, "%s/err", tmpdir);
+    char *err = slurp(cmd);
+#ifdef RKV_HAVE_ZLIB
+    cr_assert_eq(WEXITSTATUS(st), 0, "%s", err);
+    cr_assert(strstr(out, "\"requests\":2") != NULL, "%s", out);
+#else
+    cr_assert_eq(WEXITSTATUS(st), 1);
+    cr_assert(strstr(err, "built without zlib") != NULL, "%s", err);
+#endif
     free(out);
     free(err);
 }
