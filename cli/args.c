@@ -497,6 +497,7 @@ static void defaults(rkv_cli_options *o)
     o->seed = 1;
     o->progress = 1;
     o->svg = "sweep.svg";
+    o->time_scale_auto = 1; /* a load the simulated GPU sustains */
     rkv_replay_config_init(&o->rc);
     o->rc.sched.policy = RKV_POLICY_LPM;
 }

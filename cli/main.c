@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <math.h>
 #include <stdarg.h>
@@ -320,28 +321,65 @@ static int refused_message(const rkv_replay_result *r, const char *where)
     return 1;
 }
 
+/* The cache-alone replay, run on a second thread beside the scheduler's
+ * (separate objects; the workload is only read). */
+typedef struct alone_job {
+    const rkv_workload *wl;
+    rkv_replay_config cfg;
+    rkv_replay_result res;
+    rkv_status st;
+    char msg[1024];
+} alone_job;
+
+static void *alone_main(void *arg)
+{
+    alone_job *j = arg;
+    j->st = rkv_replay_file_order(j->wl, &j->cfg, &j->res);
+    if (j->st != RKV_OK)
+        snprintf(j->msg, sizeof j->msg, "%s", rkv_last_error());
+    return NULL;
+}
+
 static int run_replay(rkv_cli_options *o, const rkv_workload *wl,
                       const rkv_load_estimate *load, progress *pr)
 {
-    rkv_replay_result res, alone;
+    rkv_replay_result res;
     rkv_status st;
     int have_alone = 0;
+    alone_job job;
     if (o->order == RKV_ORDER_FILE) {
         st = rkv_replay_file_order(wl, &o->rc, &res);
     } else {
-        st = rkv_replay_sched(wl, &o->rc, &res);
         /* The cache alone, beside it: the same capacity and page size. */
-        if (st == RKV_OK) {
-            rkv_replay_config fc = o->rc;
-            fc.progress = NULL;
-            st = rkv_replay_file_order(wl, &fc, &alone);
-            have_alone = st == RKV_OK;
+        memset(&job, 0, sizeof job);
+        job.wl = wl;
+        job.cfg = o->rc;
+        job.cfg.progress = NULL;
+        job.cfg.per_request = NULL;
+        pthread_t th;
+        int threaded = pthread_create(&th, NULL, alone_main, &job) == 0;
+        st = rkv_replay_sched(wl, &o->rc, &res);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", rkv_last_error());
+        if (threaded)
+            pthread_join(th, NULL);
+        else
+            alone_main(&job);
+        if (st != RKV_OK) {
+            progress_clear(pr);
+            return fail(msg);
         }
+        st = job.st;
+        if (st != RKV_OK) {
+            progress_clear(pr);
+            return fail(job.msg);
+        }
+        have_alone = 1;
     }
     progress_clear(pr);
     if (st != RKV_OK)
         return fail(rkv_last_error());
-    rkv_report_ctx ctx = {o, have_alone ? &alone : NULL,
+    rkv_report_ctx ctx = {o, have_alone ? &job.res : NULL,
                           o->order == RKV_ORDER_FILE ? NULL : load};
     if (o->json)
         rkv_report_json(stdout, &o->rc, wl, &res, &ctx);

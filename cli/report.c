@@ -201,9 +201,9 @@ static void text_regime(FILE *f, const rkv_replay_config *cfg,
     if (ld) {
         int is_auto = ctx->opts && ctx->opts->time_scale_auto;
         if (ld->closed_loop)
-            fprintf(f, "  time scale     %g%s (closed loop: agentic turns follow "
+            fprintf(f, "  time scale     %g (%sclosed loop: agentic turns follow "
                        "their previous turn)\n",
-                    cfg->time_scale, is_auto ? " (auto)" : "");
+                    cfg->time_scale, is_auto ? "auto; " : "");
         else if (ld->span_ms > 0)
             fprintf(f, "  time scale     %g%s: arrivals over %s; estimated GPU "
                        "work %s = %.0f %% of it%s\n",

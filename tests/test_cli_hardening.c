@@ -338,3 +338,75 @@ Test(names, empty_or_blank_trace_names_the_file)
         rkv_trace_reader_close(r);
     }
 }
+
+/* ---- issue 15 item 4: the auto time scale ---------------------------------- */
+
+#include "cli/load.h"
+
+Test(load, auto_scale_is_the_smallest_sustained_one)
+{
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_embedded(&r), RKV_OK);
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_load_trace(&wl, r, 1500), RKV_OK);
+    rkv_trace_reader_close(r);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    rkv_load_estimate e;
+    cr_assert_eq(rkv_load_estimate_of(&wl, &cfg, &e), RKV_OK, "%s", rkv_last_error());
+    cr_assert_gt(e.work_ms, 0);
+    cr_assert_gt(e.span_ms, 0);
+    cr_assert(!e.closed_loop);
+    /* the trace overloads one GPU at scale 1 */
+    cr_assert_gt(rkv_load_at(&e, 1.0), 1.0);
+    cr_assert_gt(e.auto_scale, 1.0);
+    cr_assert_leq(rkv_load_at(&e, e.auto_scale), RKV_LOAD_TARGET + 1e-12);
+    cr_assert_gt(rkv_load_at(&e, e.auto_scale - 0.1), RKV_LOAD_TARGET,
+                 "auto picks the smallest 0.1 step");
+
+    /* the estimate is the sum of each request's own work */
+    double sum = 0;
+    double kv = rkv_cost_kv_bytes_per_token(&cfg.cost) /
+                (cfg.cost.bandwidth_tbs * 1e12 * cfg.cost.mbu) * 1e3;
+    for (size_t i = 0; i < wl.num_reqs; i++) {
+        double in = wl.reqs[i].input_length, o = wl.reqs[i].output_length;
+        sum += rkv_replay_prefill_alone_ms(&cfg, 0, wl.reqs[i].input_length);
+        for (double k = 1; k <= o; k++)
+            sum += kv * (in + k);
+    }
+    cr_assert_float_eq(e.work_ms, sum, sum * 1e-9);
+
+    /* a faster GPU needs a smaller scale */
+    cfg.cost.peak_tflops *= 4;
+    cfg.cost.bandwidth_tbs *= 4;
+    rkv_load_estimate f;
+    cr_assert_eq(rkv_load_estimate_of(&wl, &cfg, &f), RKV_OK);
+    cr_assert_lt(f.auto_scale, e.auto_scale);
+    rkv_workload_free(&wl);
+
+    /* closed loop: scale 1 */
+    rkv_agentic_config ac;
+    rkv_agentic_config_init(&ac);
+    ac.sessions = 4;
+    cr_assert_eq(rkv_workload_agentic(&wl, &ac, 3), RKV_OK);
+    cr_assert_eq(rkv_load_estimate_of(&wl, &cfg, &e), RKV_OK);
+    cr_assert(e.closed_loop);
+    cr_assert_eq(e.auto_scale, 1.0);
+    rkv_workload_free(&wl);
+}
+
+Test(load, prefill_alone_is_chunked_steps)
+{
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.sched.max_batch_tokens = 1000;
+    rkv_cost_step a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    rkv_cost_add_prefill(&a, 100, 1000);
+    rkv_cost_add_prefill(&b, 1100, 500);
+    double want = rkv_cost_step_ms(&cfg.cost, &a) + rkv_cost_step_ms(&cfg.cost, &b);
+    cr_assert_float_eq(rkv_replay_prefill_alone_ms(&cfg, 100, 1500), want, 1e-9);
+    cr_assert_eq(rkv_replay_prefill_alone_ms(&cfg, 100, 0), 0.0);
+}

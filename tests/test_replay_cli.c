@@ -610,3 +610,43 @@ Test(cli, stdin_trace)
     free(out);
     free(err);
 }
+
+/* Issue 15 item 4: the default run is a load the simulated GPU sustains,
+ * says so, and gives the cache-alone figure beside the scheduler's. */
+Test(cli, default_run_is_a_sustained_operating_point)
+{
+    char *out, *err;
+    cr_assert_eq(run("replay --json --no-progress", &out, &err), 0, "%s", err);
+    cr_assert(strstr(out, "\"time_scale_auto\":true") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"regime\":\"sustained\"") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"cache_alone\":{\"order\":\"file\"") != NULL, "%s", out);
+    const char *ts = strstr(out, "\"time_scale\":{\"value\":");
+    cr_assert_not_null(ts);
+    double scale = atof(ts + strlen("\"time_scale\":{\"value\":"));
+    cr_assert_gt(scale, 1.0, "the trace overloads one GPU at scale 1");
+    const char *ld = strstr(out, "\"estimated_load\":");
+    cr_assert_not_null(ld);
+    cr_assert_leq(atof(ld + strlen("\"estimated_load\":")), 0.7 + 1e-9);
+    /* TTFT is seconds at most, not the tens of minutes of a backlog */
+    const char *t = strstr(out, "\"ttft_ms\":{\"p50\":");
+    cr_assert_not_null(t);
+    cr_assert_lt(atof(t + strlen("\"ttft_ms\":{\"p50\":")), 60e3, "%s", out);
+    free(out);
+    free(err);
+
+    cr_assert_eq(run("replay --no-progress", &out, &err), 0, "%s", err);
+    cr_assert(strstr(out, "regime         sustained") != NULL, "%s", out);
+    cr_assert(strstr(out, "cache alone    ") != NULL, "%s", out);
+    cr_assert(strstr(out, "TTFT is mostly ") != NULL, "%s", out);
+    cr_assert(strstr(out, " (auto)") != NULL, "%s", out);
+    free(out);
+    free(err);
+
+    /* at scale 1 the report says the GPU is overloaded */
+    cr_assert_eq(run("replay --no-progress --time-scale 1 --limit 2000", &out, &err), 0,
+                 "%s", err);
+    cr_assert(strstr(out, "regime         overloaded") != NULL, "%s", out);
+    cr_assert(strstr(out, "TTFT is mostly queueing") != NULL, "%s", out);
+    free(out);
+    free(err);
+}
