@@ -36,12 +36,13 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     uint32_t pages = q->input_length / P;
     /* No more than the pool's pages can ever be matched or cached, so a
      * longer prompt is expanded (and inserted) only that far. */
+    uint64_t pool_tokens = (uint64_t)rkv_pool_num_blocks(pool) * P;
     uint32_t len = q->input_length;
     int cut = pages > rkv_pool_num_blocks(pool);
-    if (cut) {
+    if (cut)
         pages = rkv_pool_num_blocks(pool);
-        len = pages * P;
-    }
+    if (len > pool_tokens) /* also a partial page past a full pool */
+        len = (uint32_t)pool_tokens;
     rkv_status st = rkv_workload_prompt_n(wl, i, len, b->tokens);
     if (st != RKV_OK)
         return st;

@@ -410,3 +410,23 @@ Test(load, prefill_alone_is_chunked_steps)
     cr_assert_float_eq(rkv_replay_prefill_alone_ms(&cfg, 100, 1500), want, 1e-9);
     cr_assert_eq(rkv_replay_prefill_alone_ms(&cfg, 100, 0), 0.0);
 }
+
+/* A prompt of exactly the pool's full pages plus a partial page: the
+ * expansion must stop at the pool (ASan saw a write past the buffer). */
+Test(bounds, partial_page_past_a_full_pool)
+{
+    const char *text =
+        "{\"timestamp\":0,\"input_length\":1000,\"output_length\":4,\"hash_ids\":[1,2]}\n"
+        "{\"timestamp\":1,\"input_length\":1000,\"output_length\":4,\"hash_ids\":[1,2]}\n";
+    rkv_workload wl;
+    load_text(&wl, text, "p.jsonl");
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 992; /* 62 pages of 16; the prompt has 62 + 8/16 */
+    cfg.check_every = 1;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &res), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(res.hit_tokens, 992, "the second request hits every cached page");
+    cr_assert_eq(res.truncated_requests, 0);
+    rkv_workload_free(&wl);
+}
