@@ -420,8 +420,14 @@ static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, progress *pr)
     int rc = svg_commit(&svg, o->svg, wl, &sc, &sr, &where);
     if (o->json)
         rkv_sweep_print_json(stdout, wl, &sc, &sr, o, where);
-    else
+    else {
+        if (sc.sched)
+            printf("sched replays at time scale %g%s\n", o->rc.time_scale,
+                   o->time_scale_auto ? " (auto: a load the simulated GPU "
+                                        "sustains, see --help)"
+                                      : "");
         rkv_sweep_print_table(stdout, &sc, &sr);
+    }
     if (where && !o->json)
         printf("plot written to %s\n", where);
     free(where);

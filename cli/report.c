@@ -205,16 +205,12 @@ static void text_regime(FILE *f, const rkv_replay_config *cfg,
                        "their previous turn)\n",
                     cfg->time_scale, is_auto ? "auto; " : "");
         else if (ld->span_ms > 0)
-            fprintf(f, "  time scale     %g%s: arrivals over %s; estimated GPU "
-                       "work %s = %.0f %% of it%s\n",
+            fprintf(f, "  time scale     %g%s: estimated GPU work %s = %.0f %% of "
+                       "the %s of arrivals\n",
                     cfg->time_scale, is_auto ? " (auto)" : "",
-                    rkv_fmt_duration(a, sizeof a, ld->span_ms * cfg->time_scale),
                     rkv_fmt_duration(b, sizeof b, ld->work_ms),
                     100.0 * rkv_load_at(ld, cfg->time_scale),
-                    is_auto && cfg->time_scale > 1
-                        ? " (auto: the smallest scale >= 1 at which it is "
-                          "<= 70 %)"
-                        : "");
+                    rkv_fmt_duration(a, sizeof a, ld->span_ms * cfg->time_scale));
         else
             fprintf(f, "  time scale     %g: every request arrives at once\n",
                     cfg->time_scale);
