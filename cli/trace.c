@@ -48,8 +48,16 @@ int32_t rkv_trace_block_token(uint64_t h, uint32_t offset)
 void rkv_trace_block_tokens(uint64_t h, uint32_t offset, uint32_t n,
                             int32_t *out)
 {
-    for (uint32_t j = 0; j < n; j++)
-        out[j] = rkv_trace_block_token(h, offset + j);
+    /* the hot loop of every replay (each prompt token, every request):
+     * token 0 apart, one splitmix64 per token, no per-token branch */
+    uint32_t j = 0;
+    if (n && offset == 0) {
+        out[0] = (int32_t)(h & 0x7fffffffu);
+        j = 1;
+    }
+    uint64_t base = h * RKV_TRACE_BLOCK_TOKENS + offset;
+    for (; j < n; j++)
+        out[j] = (int32_t)(rkv_splitmix64(base + j) & 0x7fffffffu);
 }
 
 rkv_status rkv_trace_expand(const uint64_t *hash_ids, uint32_t num_hash_ids,
