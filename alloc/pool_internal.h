@@ -1,7 +1,8 @@
 /*
  * alloc/pool_internal.h -- the block pool's structure, for modules that need
  * O(1) access without the public API's argument checks (the radix tree's hot
- * paths). Only alloc/ changes these fields.
+ * paths). Only alloc/ changes these fields, except `trees_made`, which
+ * belongs to radix/tree.c.
  *
  * Invariants (verified by rkv_pool_check):
  *   - The free blocks form an intrusive LIFO list (a stack) threaded
@@ -38,6 +39,7 @@ struct rkv_pool {
                                  next free id of a free block             */
     void *meta;               /* the one allocation holding both arrays   */
     size_t meta_bytes;
+    uint64_t trees_made;      /* trees created on it so far (lease keys)  */
 };
 
 /* Pushes a block whose count just reached 0 on the free stack. */

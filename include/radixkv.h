@@ -53,8 +53,9 @@ typedef enum rkv_status {
 /* Short fixed text for a status ("invalid argument"). Never NULL. */
 const char *rkv_strerror(rkv_status status);
 
-/* Detail of the last failing call on this thread ("rkv_tree_unlock: node is
- * not locked"). Empty string if none. Valid until the next failing call. */
+/* Detail of the last failing call on this thread ("rkv_tree_unlock: lease
+ * ... is not held in this tree"). Empty string if none. Valid until the
+ * next failing call. */
 const char *rkv_last_error(void);
 
 /* ------------------------------------------------------------------------ */
@@ -195,7 +196,8 @@ void rkv_tree_config_init(rkv_tree_config *cfg);
  * pool references on the blocks it caches. cfg may be NULL. */
 rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
                            rkv_tree **out);
-/* Drops the tree's block references. Locked paths are released too. */
+/* Drops the tree's block references. Locked paths are released too: every
+ * lease of the tree dies with it. */
 void rkv_tree_destroy(rkv_tree *tree);
 rkv_pool *rkv_tree_pool(const rkv_tree *tree);
 
@@ -261,11 +263,39 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                            const rkv_block_id *blocks, rkv_block_id *dups_out,
                            rkv_insert_result *out);
 
-/* A locked node and all its ancestors are never evicted. Locks nest (a
- * count). unlock of an unlocked node: RKV_ERR_STATE, nothing changes.
- * unlock makes the path most recently used (it was in use until now). */
-rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node);
-rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_node node);
+/*
+ * Locks are owned: each rkv_tree_lock() creates one lock and hands back the
+ * lease that owns it; only rkv_tree_unlock() of that lease releases it. A
+ * lease is a value the caller keeps (copying it copies the right to
+ * release; release it once). Nobody can release a lock through a node
+ * handle, and nobody but the scheduler holds the scheduler's leases, so
+ * an embedder's mistakes cannot unpin a running request's prefix.
+ *
+ *   - A node with a live lease on it or below it is never evicted, trimmed
+ *     or split away from its handle: its handle stays valid while the lease
+ *     lives. Locks of one node nest: each lock is its own lease.
+ *   - lock: RKV_ERR_STALE_HANDLE (stale or zeroed handle), RKV_ERR_NOMEM
+ *     (the lease table could not grow), RKV_ERR_STATE (2^24 leases already
+ *     held in this tree); on any failure nothing changes and *out is zeroed.
+ *   - unlock releases exactly that lock, zeroes *lease and makes the path
+ *     most recently used (it was in use until now). A lease that is not
+ *     held -- all-zero, already released, forged, or from another tree --
+ *     is RKV_ERR_STATE and nothing changes. (A released lease stays refused
+ *     until its table slot has been reused 2^40 times.)
+ *   - rkv_tree_reset() refuses (RKV_ERR_BUSY) while any lease is held;
+ *     rkv_tree_destroy() releases every lock, and its leases die with it.
+ *   - Leases live in the tree's memory: rkv_tree_stats.host_bytes counts
+ *     the table, which grows to the most leases held at once.
+ * Cost: O(depth of the node) for both, plus an amortized table growth.
+ */
+typedef struct rkv_lease {
+    uint64_t id; /* opaque; all-zero = no lease                             */
+} rkv_lease;
+
+/* Locks node's path; *out receives the lease that owns this lock. */
+rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out);
+/* Releases exactly the lock *lease owns and zeroes *lease. */
+rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease);
 
 /* Frees at least n blocks by removing least-recently-used unlocked leaves
  * page by page from their tail (a parent that becomes a leaf joins the LRU
@@ -284,8 +314,8 @@ rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out);
 rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
                                  rkv_block_id *out);
 
-/* Drops every cached prefix. RKV_ERR_BUSY (nothing changes) while any path
- * is locked. Every handle from before becomes stale. Cumulative counters
+/* Drops every cached prefix. RKV_ERR_BUSY (nothing changes) while any lease
+ * is held. Every handle from before becomes stale. Cumulative counters
  * (queried/hit tokens, inserted, evicted, splits) are kept. */
 rkv_status rkv_tree_reset(rkv_tree *tree);
 
@@ -313,7 +343,7 @@ typedef struct rkv_node_info {
     size_t depth_tokens;     /* tokens from the namespace root to node end  */
     uint32_t num_pages;      /* pages on the node's own edge                */
     uint32_t num_children;
-    uint32_t lock_count;
+    uint32_t lock_count;     /* live leases on this node and below it       */
     uint64_t last_access;    /* logical clock                               */
     uint64_t children_epoch; /* changes whenever a child is added, removed,
                                 trimmed or split; with a valid handle, an

@@ -2,7 +2,8 @@
  * radix/tree.c -- the radix tree's life cycle and memory: config, create,
  * destroy, reset, the slot table and prepared allocations. Data structures
  * and invariants: radix/tree_internal.h; match/insert/split live in
- * radix/tree_match.c, recency/locks/eviction in radix/tree_lru.c.
+ * radix/tree_match.c, recency/eviction in radix/tree_lru.c, locks in
+ * radix/tree_lease.c.
  *
  * Failure atomicity: every call validates its arguments, walks the tree
  * read-only, then prepares ALL the memory it may need (a larger slot table,
@@ -199,6 +200,8 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->nodes_used = 1;
     t->free_head = RKV_NIL;
     t->lru_head = t->lru_tail = RKV_NIL;
+    rkv_lease_init(t);
+    pool->trees_made++;
     *out = t;
     return RKV_OK;
 }
@@ -245,7 +248,8 @@ void rkv_tree_destroy(rkv_tree *tree)
 {
     if (tree == NULL)
         return;
-    rkv_tree_drop_all(tree);
+    rkv_tree_drop_all(tree); /* outstanding leases die with the table */
+    rkv_lease_fini(tree);
     rkv_node_mem_free(&tree->mem, tree->nodes,
                       (size_t)tree->nodes_cap * sizeof *tree->nodes);
     rkv_node_mem_free(&tree->mem, tree->idx,
@@ -261,7 +265,7 @@ rkv_status rkv_tree_reset(rkv_tree *tree)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_reset: NULL tree");
     if (tree->lock_total > 0)
         return rkv_set_error(RKV_ERR_BUSY,
-                             "rkv_tree_reset: %llu locks are held",
+                             "rkv_tree_reset: %llu leases are held",
                              (unsigned long long)tree->lock_total);
     rkv_tree_drop_all(tree);
     return RKV_OK;
