@@ -38,7 +38,8 @@ typedef enum rkv_status {
     RKV_ERR_STATE = 4,        /* not valid now: unlock without lock, unref of
                                  a free block, commit without a step ...      */
     RKV_ERR_STALE_HANDLE = 5, /* node handle from before a reset or eviction  */
-    RKV_ERR_BUSY = 6,         /* refused while paths are locked / requests run */
+    RKV_ERR_BUSY = 6,         /* refused while paths are locked / requests
+                                 run, or the pool already has a tree        */
     RKV_ERR_NOT_FOUND = 7,    /* unknown request id                           */
     RKV_ERR_DUPLICATE = 8,    /* request id already submitted                 */
     RKV_ERR_CUDA = 9,         /* a CUDA runtime or cuBLAS call failed         */
@@ -193,11 +194,15 @@ typedef struct rkv_tree_config {
 void rkv_tree_config_init(rkv_tree_config *cfg);
 
 /* The tree keeps a pointer to the pool (which must outlive it) and takes
- * pool references on the blocks it caches. cfg may be NULL. */
+ * pool references on the blocks it caches. cfg may be NULL.
+ * One tree per pool: the pool stores one chained hash per block, which two
+ * trees would overwrite in each other, so rkv_tree_create on a pool that
+ * already has a live tree is RKV_ERR_BUSY (nothing changes). After
+ * rkv_tree_destroy the pool takes a new tree. */
 rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
                            rkv_tree **out);
 /* Drops the tree's block references. Locked paths are released too: every
- * lease of the tree dies with it. */
+ * lease of the tree dies with it. The pool is free for another tree. */
 void rkv_tree_destroy(rkv_tree *tree);
 rkv_pool *rkv_tree_pool(const rkv_tree *tree);
 

@@ -329,7 +329,9 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
     }
     uint64_t roots = 0, in_use = 0;
     rkv_status st = RKV_OK;
-    if (t->nodes_used > 0 && t->nodes_used <= t->nodes_cap)
+    if (t->pool->tree != t)
+        st = CORRUPT("the pool names another tree as its own");
+    if (st == RKV_OK && t->nodes_used > 0 && t->nodes_used <= t->nodes_cap)
         st = rkv_lease_check(t, a.own);
     if (st == RKV_OK)
         st = rkv_check_slots(t, &a, &roots, &in_use);

@@ -638,3 +638,29 @@ Test(sched, embedder_double_unlock_keeps_running_prefix)
     eng_assert_no_leak(&e);
     eng_fini(&e);
 }
+
+/* issue 10 item 4 from the scheduler's side: its tree's pool takes no
+ * second tree, and a destroyed tree frees the pool for a new one. */
+Test(sched, second_tree_on_a_pool_is_busy)
+{
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM);
+    eng e;
+    eng_init(&e, 32, 4, &c, 1);
+    int32_t p[12];
+    fill_tokens(p, 12, 4);
+    OK(eng_submit(&e, 0, 0, p, 12, 2, 0));
+    eng_drain(&e, 10);
+    rkv_tree *t2 = NULL;
+    cr_assert_eq(rkv_tree_create(e.pool, NULL, &t2), RKV_ERR_BUSY);
+    cr_assert_null(t2);
+    OK(rkv_sched_check(e.s));
+    rkv_sched_destroy(e.s);
+    rkv_tree_destroy(e.tree);
+    OK(rkv_tree_create(e.pool, NULL, &e.tree));
+    OK(rkv_sched_create(e.tree, &c, &e.s));
+    OK(eng_submit(&e, 0, 0, p, 12, 2, 0));
+    eng_drain(&e, 10);
+    cr_assert_eq(e.reqs[0].first_cached, 0, "a new tree starts empty");
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}

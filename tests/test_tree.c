@@ -605,6 +605,38 @@ Test(tree, lease_survives_split)
     cr_assert_eq(stats().locked_blocks, 0);
 }
 
+/* issue 10 item 4: one tree per pool */
+Test(tree, one_tree_per_pool)
+{
+    int32_t a[8];
+    seq(a, 8, 1);
+    rkv_insert_result r = insert_release(0, a, 8);
+    rkv_block_id got[2];
+    match(0, a, 8, got, RKV_MATCH_PEEK);
+    snap s;
+    snap_take(&s);
+    rkv_tree *t2 = NULL;
+    ERR(RKV_ERR_BUSY, rkv_tree_create(g_pool, NULL, &t2));
+    cr_assert_null(t2);
+    CHECK();
+    snap_same(&s, 0);
+    cr_assert_eq(rkv_tree_pool(g_tree), g_pool);
+    (void)r;
+    /* after destroy the pool takes a new tree, and the hashes it writes
+     * are its own */
+    rkv_tree_destroy(g_tree);
+    g_tree = NULL;
+    cr_assert_eq(rkv_pool_num_free(g_pool), 64);
+    OK(rkv_tree_create(g_pool, NULL, &g_tree));
+    ERR(RKV_ERR_BUSY, rkv_tree_create(g_pool, NULL, &t2));
+    int32_t other[8];
+    seq(other, 8, 900);
+    insert_release(5, other, 8);
+    insert_release(0, a, 8);
+    CHECK();
+    cr_assert_eq(match(0, a, 8, NULL, RKV_MATCH_PEEK).matched_tokens, 8);
+}
+
 Test(tree, lock_of_leaf_protects_the_leaf_itself)
 {
     int32_t a[8], b[8];
@@ -1334,6 +1366,11 @@ Test(tree, check_detects_planted_bugs)
     g_tree->leases[ls].node = 0;
     ERR(RKV_ERR_CORRUPT, rkv_tree_check(g_tree));
     g_tree->leases[ls].node = rb.node.id;
+    /* the pool taken by another tree */
+    const rkv_tree *owner = g_pool->tree;
+    g_pool->tree = NULL;
+    ERR(RKV_ERR_CORRUPT, rkv_tree_check(g_tree));
+    g_pool->tree = owner;
     CHECK();
     /* an unlocked leaf missing from the LRU list */
     OK(rkv_tree_unlock(g_tree, &lb));
