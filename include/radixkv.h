@@ -9,7 +9,14 @@
  *     was given is changed: the pool, tree and scheduler are exactly as before.
  *     rkv_last_error() returns a sentence naming what was wrong (thread-local).
  *   - The library never aborts, never prints, and never calls exit().
- *   - Objects are not thread-safe; use one thread per object or lock outside.
+ *   - Threads: an object is not thread-safe. Use each pool, tree, scheduler
+ *     and attention context from one thread at a time, counting what it
+ *     uses (a tree uses its pool, a scheduler its tree and pool): one
+ *     thread per object group, or a lock of your own around it. Separate
+ *     groups are safe on separate threads (the library keeps no shared
+ *     mutable state). rkv_last_error() is per thread.
+ *   - Locks on tree paths are owned (rkv_lease, see rkv_tree_lock): only
+ *     the lease that took a lock releases it.
  *   - Tokens are int32 ids (negative ids are invalid). Block ids are uint32.
  */
 #ifndef RADIXKV_H
@@ -206,6 +213,60 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
 void rkv_tree_destroy(rkv_tree *tree);
 rkv_pool *rkv_tree_pool(const rkv_tree *tree);
 
+/*
+ * Block ownership protocol (the one place it is written down).
+ *
+ * A block is allocated while its pool ref count is >= 1 and is freed when
+ * the count reaches 0. Each reference has exactly one holder, who drops it
+ * exactly once:
+ *   - rkv_pool_alloc / rkv_pool_alloc_n / rkv_tree_alloc_blocks: the
+ *     CALLER holds one reference on each block returned. rkv_pool_ref adds
+ *     one more, held by the caller.
+ *   - The TREE holds one reference on each page it caches, taken by
+ *     rkv_tree_insert and dropped by eviction, rkv_tree_reset and
+ *     rkv_tree_destroy. No other call moves references between caller and
+ *     tree.
+ *   - The SCHEDULER holds its requests' references (and leases) itself;
+ *     rkv_sched_abort and rkv_sched_destroy release them. A batch plan's
+ *     block ids are the scheduler's, valid until the next step or commit.
+ *
+ * What each tree call leaves the caller:
+ *   - rkv_tree_match: the block ids of the matched pages, and NO reference.
+ *     They are the tree's pages: they stay allocated and keep their KV only
+ *     while a lease on out->node (from a non-peek match) is held, or until
+ *     the next call that can evict (rkv_tree_evict, rkv_tree_alloc_blocks,
+ *     rkv_tree_reset, rkv_tree_destroy, and rkv_sched_step of a scheduler
+ *     on the same tree). So lock out->node before allocating.
+ *     A PEEK match's node may end above matched_tokens: its lease protects
+ *     only the node's own depth. The caller never unrefs matched blocks.
+ *   - rkv_tree_lock / rkv_tree_unlock: no reference changes; a lease only
+ *     keeps the path's pages from eviction.
+ *   - rkv_tree_insert(blocks): blocks[i] is either page i's cached block
+ *     (as a match returned it: nothing happens) or a block the caller
+ *     holds a reference on. For each new page the tree takes ITS OWN
+ *     reference on blocks[i] (the block now has the caller's reference and
+ *     the tree's). A page that was already cached under another block is a
+ *     duplicate: the tree takes nothing, and dups_out lists the caller's
+ *     block, whose KV the cached page already holds. The caller's own
+ *     references are untouched in every case, duplicates included.
+ *   - Afterwards the caller drops its own reference on EVERY block it
+ *     allocated for the request, once (rkv_pool_unref_n over them):
+ *     blocks the tree kept stay allocated under the tree's reference, and
+ *     duplicates are freed. Do NOT also unref the ids in dups_out: they are
+ *     among the blocks already released (a second unref is the error "block
+ *     is free or listed more times than it is referenced"). To keep using
+ *     the KV after dropping those references (decoding on), lock the node
+ *     insert returned and read the cached path's blocks (a PEEK match), as
+ *     the scheduler does; or keep the references until done.
+ *   - On failure insert changes nothing: the caller still holds its
+ *     references. Aborting a request: unref the blocks it allocated,
+ *     unlock its lease; matched blocks need nothing.
+ *   - Eviction drops only the tree's reference: a block the caller still
+ *     references stays allocated (no longer cached), which is why
+ *     rkv_tree_evict / rkv_tree_alloc_blocks can free fewer blocks than
+ *     they unlinked.
+ */
+
 typedef struct rkv_match {
     size_t matched_tokens; /* multiple of page_size                        */
     uint32_t num_blocks;   /* matched_tokens / page_size                    */
@@ -258,11 +319,13 @@ typedef struct rkv_insert_result {
  * reference on each block it keeps and never touches the caller's own
  * references. A page that was already cached under a different block is a
  * duplicate: its given block id is written to dups_out (capacity n /
- * page_size; may be NULL) and the caller should release it. A page cached
- * under the same block id is not a duplicate. The path becomes most
- * recently used. A partial last page is ignored. A block given for a new
- * page that the tree already caches (for another page), or given for two
- * new pages, is RKV_ERR_INVALID_ARG. */
+ * page_size; may be NULL); the tree did not keep it, so the caller's own
+ * reference is its last (see the block ownership protocol above: the
+ * caller drops its reference on every block it allocated, once, and that
+ * frees the duplicates). A page cached under the same block id is not a
+ * duplicate. The path becomes most recently used. A partial last page is
+ * ignored. A block given for a new page that the tree already caches (for
+ * another page), or given for two new pages, is RKV_ERR_INVALID_ARG. */
 rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                            const int32_t *tokens, size_t n,
                            const rkv_block_id *blocks, rkv_block_id *dups_out,
