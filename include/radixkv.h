@@ -286,6 +286,9 @@ typedef struct rkv_match {
  * A non-peek match in a namespace not seen before creates its (empty) root
  * so the returned handle is lockable (that too may give RKV_ERR_NOMEM); a
  * PEEK in an unknown namespace matches nothing and returns a zeroed handle.
+ * An empty root is freed (its handles go stale) when its last page is
+ * evicted or its last lease released, whichever comes last; one that is
+ * never locked nor filled stays until reset, so probe with PEEK.
  * Match reads tokens only up to the first page it cannot match (its cost
  * follows the matched part, not n) and does not reject negative ids: they
  * are never cached (insert refuses them), so one simply ends the match. */
