@@ -1,6 +1,8 @@
 #!/bin/sh
-# tests/check_exports.sh NM CC HEADER LIBRARY -- the dynamic symbols
-# LIBRARY defines must be exactly the functions HEADER declares.
+# tests/check_exports.sh NM CC HEADER LIBRARY [CC_FLAGS...] -- the dynamic
+# symbols LIBRARY defines must be exactly the functions HEADER declares.
+# CC_FLAGS (e.g. -I dirs for headers the header includes) go to the
+# preprocessor.
 #
 # Declared: the header is run through the C preprocessor (comments and
 # conditionals resolved as a C compiler sees them), then every top-level
@@ -13,10 +15,11 @@
 # Fails, listing both sides' extras, on any difference.
 set -eu
 nm=$1 cc=$2 header=$3 lib=$4
+shift 4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-"$cc" -E -P -x c "$header" | grep -v '^[[:space:]]*#' | awk '
+"$cc" "$@" -E -P -x c "$header" | grep -v '^[[:space:]]*#' | awk '
 { text = text $0 " " }
 END {
     depth = 0; stmt = ""
