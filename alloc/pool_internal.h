@@ -15,7 +15,9 @@
  *     size 16) instead of 16.
  *   - kv is NULL iff kv_bytes == 0 (metadata-only pool, num_layers == 0);
  *     otherwise one allocation of num_blocks * bytes_per_block bytes, host
- *     (256-byte aligned) or device (cudaMalloc).
+ *     (256-byte aligned) or device (cudaMalloc, by the CUDA backend).
+ *   - cuda.be is non-NULL iff cfg.device is RKV_DEVICE_CUDA: a CUDA pool
+ *     holds the backend loaded for as long as it lives.
  */
 #ifndef RKV_ALLOC_POOL_INTERNAL_H
 #define RKV_ALLOC_POOL_INTERNAL_H
@@ -23,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cuda_backend.h"
 #include "radixkv.h"
 
 #define RKV_POOL_END UINT32_MAX
@@ -42,6 +45,8 @@ struct rkv_pool {
     /* A pool stores one hash per block, so it can serve one tree only.   */
     const rkv_tree *tree;     /* the live tree on this pool, or NULL      */
     uint64_t trees_made;      /* trees created on it so far (lease keys)  */
+    rkv_cuda_lib cuda;        /* the CUDA backend of a CUDA pool (its table
+                                 owns kv); zeroed for a host pool          */
 };
 
 /* Pushes a block whose count just reached 0 on the free stack. */

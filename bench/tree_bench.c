@@ -20,7 +20,7 @@
  * pages (the hashing every insert must do). The agentic loop runs 5 times
  * and each trace replay 3 times; the fastest repetition is reported (the
  * others differ only by noise: the work is deterministic).
- * SGLang's published figures on the same trace (shared/traces/README.md)
+ * SGLang's published figures on the same trace (bench/traces/README.md)
  * are printed alongside for comparison.
  *
  * Usage: tree_bench [--trace FILE] [--page-size P] [--capacity-tokens N]
@@ -421,7 +421,7 @@ typedef struct sglang_ref {
     double hit, match_us, insert_us, evict_us, bytes, tree_s;
 } sglang_ref;
 
-/* shared/traces/README.md: SGLang RadixCache, 3M tokens, file order
+/* bench/traces/README.md: SGLang RadixCache, 3M tokens, file order
  * (midpoints of the published ranges). */
 static const sglang_ref kSglang[2] = {
     {16, 13.90, 99.5, 67.5, 249.5, 57.0, 9.25},
@@ -518,7 +518,7 @@ int main(int argc, char **argv)
     }
 
     /* against SGLang's published replay of the same trace */
-    printf("\nvs SGLang RadixCache on this trace (shared/traces/README.md, 3M "
+    printf("\nvs SGLang RadixCache on this trace (bench/traces/README.md, 3M "
            "tokens, full trace):\n");
     printf("%5s %14s %16s %16s %16s %18s %16s\n", "page", "hit% (theirs)",
            "match us (x)", "insert us (x)", "evict us (x)", "B/cached tok (x)",

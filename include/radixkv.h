@@ -29,6 +29,12 @@
 extern "C" {
 #endif
 
+/* The library is built with -fvisibility=hidden: what this header declares
+ * is exactly what libradixkv exports (tests/check_exports.sh verifies it). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define RKV_VERSION_MAJOR 0
 #define RKV_VERSION_MINOR 1
 #define RKV_VERSION_PATCH 0
@@ -671,6 +677,10 @@ uint16_t rkv_f32_to_f16(float x);
 float rkv_f16_to_f32(uint16_t h);
 uint16_t rkv_f32_to_bf16(float x);
 float rkv_bf16_to_f32(uint16_t h);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
