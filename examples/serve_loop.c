@@ -463,10 +463,12 @@ int main(void)
             printf(" %d", (int)cached.tokens[id][i]);
         printf("\n");
     }
-    printf("prefill with the cache:    %6" PRIu64 " tokens, %8.2f ms\n",
-           cached.prefill_tokens, cached.prefill_ms);
-    printf("prefill without the cache: %6" PRIu64 " tokens, %8.2f ms\n",
-           uncached.prefill_tokens, uncached.prefill_ms);
+    printf("prefill with the cache:    %6" PRIu64 " tokens, %8.2f ms "
+           "(%" PRIu64 " steps)\n",
+           cached.prefill_tokens, cached.prefill_ms, cached.steps);
+    printf("prefill without the cache: %6" PRIu64 " tokens, %8.2f ms "
+           "(%" PRIu64 " steps)\n",
+           uncached.prefill_tokens, uncached.prefill_ms, uncached.steps);
     printf("the cache saved %" PRIu64 " prefill tokens and %.2f ms of prefill "
            "time (%.0f%%); decode took %.2f vs %.2f ms\n",
            uncached.prefill_tokens - cached.prefill_tokens,
