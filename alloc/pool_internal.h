@@ -1,7 +1,8 @@
 /*
  * alloc/pool_internal.h -- the block pool's structure, for modules that need
  * O(1) access without the public API's argument checks (the radix tree's hot
- * paths). Only alloc/ changes these fields.
+ * paths). Only alloc/ changes these fields, except `tree` and `trees_made`,
+ * which belong to radix/tree.c (one tree per pool: see rkv_tree_create).
  *
  * Invariants (verified by rkv_pool_check):
  *   - The free blocks form an intrusive LIFO list (a stack) threaded
@@ -38,6 +39,9 @@ struct rkv_pool {
                                  next free id of a free block             */
     void *meta;               /* the one allocation holding both arrays   */
     size_t meta_bytes;
+    /* A pool stores one hash per block, so it can serve one tree only.   */
+    const rkv_tree *tree;     /* the live tree on this pool, or NULL      */
+    uint64_t trees_made;      /* trees created on it so far (lease keys)  */
 };
 
 /* Pushes a block whose count just reached 0 on the free stack. */

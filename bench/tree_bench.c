@@ -165,7 +165,8 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
     /* the floor: compare the same matched tokens once */
     e->sink += memcmp(tokens, e->copy, m.matched_tokens * sizeof *tokens);
     double t2 = now_ns();
-    if ((st = rkv_tree_lock(e->tree, m.node)) != RKV_OK)
+    rkv_lease lease;
+    if ((st = rkv_tree_lock(e->tree, m.node, &lease)) != RKV_OK)
         die("lock", st);
     uint32_t np = (uint32_t)(n_insert / e->P);
     uint32_t need = np > m.num_blocks ? np - m.num_blocks : 0;
@@ -188,7 +189,7 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
         h = rkv_block_hash(h, ns, tokens + i * e->P, e->P);
     double t8 = now_ns();
     e->sink += (int)(h & 1);
-    if ((st = rkv_tree_unlock(e->tree, m.node)) != RKV_OK)
+    if ((st = rkv_tree_unlock(e->tree, &lease)) != RKV_OK)
         die("unlock", st);
     if (need > 0 &&
         (st = rkv_pool_unref_n(e->pool, need, e->blocks + m.num_blocks)) != RKV_OK)
