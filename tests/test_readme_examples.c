@@ -208,6 +208,8 @@ Test(readme, quotes_equal_the_examples)
                          sizeof quoted);
     cr_assert_geq(n, 0, "%s", msg);
     /* the README quotes each example at least once */
+    cr_assert_not_null(strstr(quoted, "examples/agent_loop.c\n"),
+                       "README does not quote examples/agent_loop.c");
     cr_assert_not_null(strstr(quoted, "examples/serve_loop.c\n"),
                        "README does not quote examples/serve_loop.c");
     free(readme);
