@@ -169,7 +169,7 @@ static int check_quotes(const char *readme, const char *srcdir, char *msg,
         snprintf(full, sizeof full, "%s/%s", srcdir, path);
         char *src = read_file(full);
         if (src == NULL) {
-            snprintf(msg, cap, "%s: cannot read %s", path, full);
+            snprintf(msg, cap, "%s: cannot read %.700s", path, full);
             return -1;
         }
         const char *rs;
