@@ -265,7 +265,8 @@ static int run(rkv_tree *tree, rkv_block_id *tables, size_t table)
             /* the output joins the context, and a tool answers it */
             len[a] += OUTPUT_LEN;
             for (size_t i = 0; i < TOOL_LEN; i++)
-                ctx[a][len[a] + i] = token_at(2000 + (uint64_t)(a * 100 + r), i);
+                ctx[a][len[a] + i] =
+                    token_at(2000 + (uint64_t)(a * 100 + r), i);
             len[a] += TOOL_LEN;
         }
         printf("turn %d: hit rate %.1f%% (%zu of %zu prompt tokens cached)\n",

@@ -34,7 +34,7 @@
 
 #include <radixkv.h>
 
-/* ---- the model ------------------------------------------------------------ */
+/* ---- the model --------------------------------------------------------- */
 
 enum {
     VOCAB = 256,
@@ -131,8 +131,10 @@ static void rms_norm(float *y, const float *x, uint32_t n)
 /* Activations for up to MAX_BATCH rows. */
 typedef struct acts {
     float x[MAX_BATCH * DIM], h[MAX_BATCH * DIM];
-    float q[MAX_BATCH * QO_HEADS * HEAD_DIM], o[MAX_BATCH * QO_HEADS * HEAD_DIM];
-    float k[MAX_BATCH * KV_HEADS * HEAD_DIM], v[MAX_BATCH * KV_HEADS * HEAD_DIM];
+    float q[MAX_BATCH * QO_HEADS * HEAD_DIM];
+    float o[MAX_BATCH * QO_HEADS * HEAD_DIM];
+    float k[MAX_BATCH * KV_HEADS * HEAD_DIM];
+    float v[MAX_BATCH * KV_HEADS * HEAD_DIM];
     float u[MAX_BATCH * FFN];
     uint32_t qo[MAX_BATCH + 1], kv_indptr[MAX_BATCH + 1];
 } acts;
@@ -206,7 +208,8 @@ static int forward(const model *m, rkv_attn *attn, const rkv_batch_plan *pl,
     for (uint32_t r = r0; r < r1; r++) {
         if (!pl->emits_token[r])
             continue;
-        const float *x = a->x + (size_t)(pl->qo_indptr[r + 1] - 1 - row0) * DIM;
+        uint32_t last = pl->qo_indptr[r + 1] - 1 - row0; /* its last row */
+        const float *x = a->x + (size_t)last * DIM;
         float h[DIM];
         rms_norm(h, x, 1);
         matmul(logits + (size_t)r * VOCAB, h, m->unembed, 1, DIM, VOCAB, 0);
@@ -214,7 +217,7 @@ static int forward(const model *m, rkv_attn *attn, const rkv_batch_plan *pl,
     return 0;
 }
 
-/* ---- the workload ------------------------------------------------------------ */
+/* ---- the workload ------------------------------------------------------ */
 
 enum {
     CONVS = 6,
@@ -359,7 +362,8 @@ static int serve(server *sv, outputs *out)
                 continue;
             out->info[ids[r]] = info;
             live--;
-            uint32_t c = (uint32_t)(ids[r] / TURNS), t = (uint32_t)(ids[r] % TURNS);
+            uint32_t c = (uint32_t)(ids[r] / TURNS);
+            uint32_t t = (uint32_t)(ids[r] % TURNS);
             /* the answer joins the conversation; the user asks again */
             memcpy(sv->history[c] + sv->history_len[c], out->tokens[ids[r]],
                    info.generated_tokens * sizeof(int32_t));

@@ -529,7 +529,8 @@ rkv_status rkv_sched_step(rkv_sched *sched, double now_ms,
  * emits_token[r] (other entries ignored), and finished[r] != 0 for a request
  * that stopped (EOS); finished may be NULL. A request also finishes at
  * max_new_tokens. A finished request's prompt + generated tokens are
- * inserted into the tree and its locks released. RKV_ERR_STATE when no
+ * inserted into the tree and its locks released; rkv_sched_request_info()
+ * then reports it finished, until the next step. RKV_ERR_STATE when no
  * plan awaits a commit; a negative next token (RKV_ERR_INVALID_ARG)
  * changes nothing. */
 rkv_status rkv_sched_commit(rkv_sched *sched, const int32_t *next_tokens,
@@ -578,11 +579,11 @@ typedef struct rkv_request_info {
  * queryable as RKV_REQ_FINISHED, with its final counts and finish reason,
  * until the next rkv_sched_step(): a step forgets it (one that fails may
  * or may not), and its id is then unknown. So the pattern is: commit, then
- * query the plan's ids (or the aborted id) to learn which finished. Those ended since the last step
- * are searched linearly (few). If an id was reused (an ended id submitted
- * again), the live request is reported, else the most recently ended one.
- * An id never submitted or forgotten: RKV_ERR_NOT_FOUND, *out unchanged.
- * Reads only: never changes the scheduler. */
+ * query the plan's ids (or the aborted id) to learn which finished. The
+ * requests ended since the last step are searched linearly (few). If an
+ * id was reused (an ended id submitted again), the live request is
+ * reported, else the most recently ended one. An id never submitted or
+ * already forgotten: RKV_ERR_NOT_FOUND, *out unchanged. Read-only. */
 rkv_status rkv_sched_request_info(const rkv_sched *sched, uint64_t id,
                                   rkv_request_info *out);
 

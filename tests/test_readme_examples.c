@@ -8,10 +8,11 @@
  *     ...
  *     ```
  * The block must equal, byte for byte, the lines of that file between the
- * comment lines "ANCHOR: turn" and "ANCHOR_END: turn" (each a C comment
- * alone on its line; without #name, the whole file). The examples themselves are
- * compiled and run as tests (example_*), so what the README shows builds
- * and works. When an example changes, copy the region into the README.
+ * comment lines "ANCHOR: loop" and "ANCHOR_END: loop" (each a C comment
+ * alone on its line; without #name, the whole file). The examples
+ * themselves are compiled and run as tests (example_*), so what the README
+ * shows builds and works. When an example changes, copy the region into
+ * the README.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
