@@ -535,7 +535,8 @@ rkv_status rkv_sched_step(rkv_sched *sched, double now_ms,
  * emits_token[r] (other entries ignored), and finished[r] != 0 for a request
  * that stopped (EOS); finished may be NULL. A request also finishes at
  * max_new_tokens. A finished request's prompt + generated tokens are
- * inserted into the tree and its locks released. RKV_ERR_STATE when no
+ * inserted into the tree and its locks released; rkv_sched_request_info()
+ * then reports it finished, until the next step. RKV_ERR_STATE when no
  * plan awaits a commit; a negative next token (RKV_ERR_INVALID_ARG)
  * changes nothing. */
 rkv_status rkv_sched_commit(rkv_sched *sched, const int32_t *next_tokens,
@@ -549,8 +550,48 @@ rkv_status rkv_sched_abort(rkv_sched *sched, uint64_t id);
 typedef enum rkv_req_state {
     RKV_REQ_WAITING = 0,
     RKV_REQ_RUNNING = 1,
-    RKV_REQ_FINISHED = 2
+    RKV_REQ_FINISHED = 2  /* finished or aborted: holds nothing any more   */
 } rkv_req_state;
+
+typedef enum rkv_finish_reason {
+    RKV_FINISH_NONE = 0,   /* not finished (waiting or running)            */
+    RKV_FINISH_STOP = 1,   /* commit's finished[r] was set (EOS, stop word);
+                              wins over LENGTH when both hold              */
+    RKV_FINISH_LENGTH = 2, /* reached max_new_tokens                       */
+    RKV_FINISH_ABORT = 3   /* rkv_sched_abort()                            */
+} rkv_finish_reason;
+
+typedef struct rkv_request_info {
+    uint64_t id;
+    rkv_req_state state;
+    rkv_finish_reason finish;
+    uint32_t prompt_len;
+    uint32_t max_new_tokens;
+    uint32_t generated_tokens; /* sampled tokens committed so far (a
+                                  pending plan's are not counted yet)      */
+    uint32_t cached_tokens;    /* tokens the cache served at the latest
+                                  admission (prompt plus, after a
+                                  preemption, generated tokens); 0 before
+                                  the first admission                      */
+    uint32_t kv_tokens;        /* tokens whose KV it holds now, cached or
+                                  computed (RUNNING; a pending plan's not
+                                  counted; 0 while waiting, once finished) */
+    uint32_t preemptions;      /* times it was preempted back to waiting   */
+} rkv_request_info;
+
+/* What a server needs to follow a request: its state, why it finished,
+ * and its token counts. Live requests (waiting, running) are found in
+ * O(1). A request that finished (at a commit) or was aborted stays
+ * queryable as RKV_REQ_FINISHED, with its final counts and finish reason,
+ * until the next rkv_sched_step(): a step forgets it (one that fails may
+ * or may not), and its id is then unknown. So the pattern is: commit, then
+ * query the plan's ids (or the aborted id) to learn which finished. The
+ * requests ended since the last step are searched linearly (few). If an
+ * id was reused (an ended id submitted again), the live request is
+ * reported, else the most recently ended one. An id never submitted or
+ * already forgotten: RKV_ERR_NOT_FOUND, *out unchanged. Read-only. */
+rkv_status rkv_sched_request_info(const rkv_sched *sched, uint64_t id,
+                                  rkv_request_info *out);
 
 typedef struct rkv_sched_stats {
     uint64_t waiting, running, finished, aborted;

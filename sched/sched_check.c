@@ -93,6 +93,17 @@ rkv_status rkv_sched_check(const rkv_sched *s)
             return CORRUPT("rkv_sched_check: waiting request %llu len %u",
                            (unsigned long long)r->id, r->len);
     }
+    for (uint32_t i = 0; i < s->ngrave; i++) {
+        const rkv_sreq *r = s->grave[i];
+        if (r->state != RKV_REQ_FINISHED || r->finish == RKV_FINISH_NONE ||
+            (unsigned)r->finish > RKV_FINISH_ABORT || r->nblocks != 0 ||
+            r->locked_pages != 0 || r->kv_len != 0 ||
+            r->generated > r->max_new)
+            return CORRUPT("rkv_sched_check: ended request %llu (grave[%u]) "
+                           "state %d finish %d holds %u blocks",
+                           (unsigned long long)r->id, i, (int)r->state,
+                           (int)r->finish, r->nblocks);
+    }
     if (s->cfg.policy != RKV_POLICY_DFS &&
         rkv_order_live(s, &s->order) + s->order.nadd < s->nwaiting)
         return CORRUPT("rkv_sched_check: order queue lost requests");

@@ -3,7 +3,8 @@
  * files of sched/ (sched.c: create, submit, abort, stats; sched_map.c: the
  * u64 hash map; sched_kv.c: a request's KV (admission, growth, insertion,
  * release); sched_order.c: waiting-queue order per policy; sched_step.c:
- * step, plan, commit; sched_check.c: invariants).
+ * step, plan, commit; sched_check.c: invariants; sched_query.c: the
+ * per-request query).
  *
  * Request model (one struct per live request, found by id in `by_id`):
  *   tokens[0..len) = prompt + generated tokens; cap = prompt_len + max_new.
@@ -61,6 +62,8 @@ typedef struct rkv_sreq {
     double arrival_ms;
     uint64_t seq;          /* submission order: the last tie-break        */
     rkv_req_state state;
+    rkv_finish_reason finish; /* set when it leaves (commit or abort)     */
+    uint32_t preemptions;
 
     /* waiting: cached PEEK match, refreshed when the tree changed */
     size_t pm_tokens;
@@ -125,9 +128,10 @@ struct rkv_sched {
     uint32_t nwaiting, waiting_cap;
     rkv_sreq **running;
     uint32_t nrunning, running_cap;
-    /* finished/aborted requests, freed at the next rkv_order_update once
-     * no queue entry can point at them (queues delete lazily); capacity
-     * reserved at submit, so burying never fails */
+    /* finished/aborted requests, in the order they ended, freed at the
+     * next rkv_order_update once no queue entry can point at them (queues
+     * delete lazily); capacity reserved at submit, so burying never fails.
+     * Until then rkv_sched_request_info reports them (sched_query.c). */
     rkv_sreq **grave;
     uint32_t ngrave, grave_cap;
     uint64_t next_seq;
