@@ -315,6 +315,7 @@ rkv_status rkv_sched_abort(rkv_sched *s, uint64_t id)
         rkv_sreq_release(s, r);
         rkv_sched_running_remove(s, r);
     }
+    r->finish = RKV_FINISH_ABORT;
     rkv_sched_bury(s, r);
     s->st.aborted++;
     return RKV_OK;

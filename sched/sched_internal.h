@@ -3,7 +3,8 @@
  * files of sched/ (sched.c: create, submit, abort, stats; sched_map.c: the
  * u64 hash map; sched_kv.c: a request's KV (admission, growth, insertion,
  * release); sched_order.c: waiting-queue order per policy; sched_step.c:
- * step, plan, commit; sched_check.c: invariants).
+ * step, plan, commit; sched_check.c: invariants; sched_query.c: the
+ * per-request query).
  *
  * Request model (one struct per live request, found by id in `by_id`):
  *   tokens[0..len) = prompt + generated tokens; cap = prompt_len + max_new.
@@ -15,7 +16,8 @@
  *   KV holds L + m - 1 tokens, as the engine's does.
  *   blocks[0..nblocks) is the block table, nblocks = ceil(kv_len / P) (plus
  *   this step's growth while a plan is pending). blocks[0..locked_pages) are
- *   tree pages covered by the lock on lock_node (depth locked_pages * P);
+ *   tree pages covered by the lock on lock_node (depth locked_pages * P),
+ *   owned by the request's lease (rkv_tree_lock), which never leaves sched/;
  *   the request holds NO pool reference on them. blocks[locked_pages..) are
  *   the request's own: exactly one pool reference each.
  *   A WAITING request holds nothing: no lock, no blocks (a preempted request
@@ -60,6 +62,8 @@ typedef struct rkv_sreq {
     double arrival_ms;
     uint64_t seq;          /* submission order: the last tie-break        */
     rkv_req_state state;
+    rkv_finish_reason finish; /* set when it leaves (commit or abort)     */
+    uint32_t preemptions;
 
     /* waiting: cached PEEK match, refreshed when the tree changed */
     size_t pm_tokens;
@@ -77,6 +81,9 @@ typedef struct rkv_sreq {
     uint32_t kv_len;
     uint32_t locked_pages;
     rkv_node lock_node;
+    rkv_lease lease;       /* owns the lock on lock_node (only the
+                              scheduler holds it: nobody else can unpin
+                              a running request's prefix)                 */
     uint32_t cached_len;   /* tokens matched at admission                 */
     int prefilling;        /* until the chunk that reaches len commits    */
     uint32_t ridx;         /* index in sched->running                     */
@@ -121,9 +128,10 @@ struct rkv_sched {
     uint32_t nwaiting, waiting_cap;
     rkv_sreq **running;
     uint32_t nrunning, running_cap;
-    /* finished/aborted requests, freed at the next rkv_order_update once
-     * no queue entry can point at them (queues delete lazily); capacity
-     * reserved at submit, so burying never fails */
+    /* finished/aborted requests, in the order they ended, freed at the
+     * next rkv_order_update once no queue entry can point at them (queues
+     * delete lazily); capacity reserved at submit, so burying never fails.
+     * Until then rkv_sched_request_info reports them (sched_query.c). */
     rkv_sreq **grave;
     uint32_t ngrave, grave_cap;
     uint64_t next_seq;

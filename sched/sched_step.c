@@ -98,6 +98,7 @@ static void rkv_preempt(rkv_sched *s, rkv_sreq *r)
     rkv_sreq_release(s, r);
     rkv_sched_running_remove(s, r);
     (void)rkv_sched_waiting_add(s, r); /* capacity reserved: cannot fail */
+    r->preemptions++;
     s->st.preemptions++;
 }
 
@@ -464,6 +465,8 @@ rkv_status rkv_sched_commit(rkv_sched *s, const int32_t *next_tokens,
                    r->generated >= r->max_new || r->len >= r->cap;
         }
         if (done) {
+            r->finish = finished != NULL && finished[i] ? RKV_FINISH_STOP
+                                                        : RKV_FINISH_LENGTH;
             rkv_sreq_release(s, r);
             rkv_sched_running_remove(s, r);
             rkv_sched_bury(s, r);
