@@ -231,14 +231,25 @@ typedef struct svg_out {
 static int svg_open(const char *path, svg_out *s)
 {
     memset(s, 0, sizeof s[0]);
-    char *copy = strdup(path);
-    if (!copy || asprintf(&s->tmp, "%s/.%s.XXXXXX", dirname(copy),
-                          basename((char *)path)) < 0) {
-        free(copy);
+    struct stat sb;
+    size_t len = strlen(path);
+    if ((len && path[len - 1] == '/') ||
+        (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
+        fprintf(stderr, "radixkv: %s: cannot write the plot there: it names "
+                        "a directory\n", path);
+        return 1;
+    }
+    /* POSIX dirname/basename may write into their argument: copies */
+    char *d = strdup(path), *b = strdup(path);
+    if (!d || !b || asprintf(&s->tmp, "%s/.%s.XXXXXX", dirname(d),
+                             basename(b)) < 0) {
+        free(d);
+        free(b);
         s->tmp = NULL;
         return fail("out of memory");
     }
-    free(copy);
+    free(d);
+    free(b);
     int fd = mkstemp(s->tmp);
     if (fd < 0) {
         fprintf(stderr, "radixkv: %s: cannot write the plot there: %s\n", path,

@@ -541,6 +541,13 @@ Test(cli, sweep_svg_checked_early_and_marks)
     free(err);
 
     char args[2 * PATH_MAX], svg[PATH_MAX + 16], want[PATH_MAX + 64];
+    snprintf(args, sizeof args, "sweep --limit 100 --svg '%s'", tmpdir);
+    cr_assert_eq(run(args, &out, &err), 1);
+    cr_assert(strstr(err, "cannot write the plot there: it names a directory") != NULL,
+              "%s", err);
+    cr_assert_str_empty(out);
+    free(out);
+    free(err);
     snprintf(svg, sizeof svg, "%s/m.svg", tmpdir);
     snprintf(args, sizeof args, "sweep --limit 60 --order file --capacities "
              "1e5,1e6,unbounded --svg '%s'", svg);
