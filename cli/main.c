@@ -12,8 +12,8 @@
  * error (unknown option or bad value).
  * All real work lives in rkv_cli (args.c parses the command line;
  * trace*.c, workload.c, replay*.c, report.c, sweep.c, svg.c, costmodel.c);
- * this file only runs what was asked, draws the progress bar and picks the
- * report.
+ * this file only runs what was asked, shows progress (cli/progress.c) when
+ * stderr is a terminal, and picks the report.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +33,7 @@
 #include "cli/args.h"
 #include "cli/costmodel.h"
 #include "cli/load.h"
+#include "cli/progress.h"
 #include "cli/replay.h"
 #include "cli/report.h"
 #include "cli/sweep.h"
@@ -57,26 +58,7 @@ static int fail(const char *what)
     return 1;
 }
 
-/* ---- progress ---------------------------------------------------------------- */
-
-/* A progress line on stderr (only when it is a terminal): a bar, the
- * overall fraction done and an estimate of the time left. A sweep is many
- * replays; each kind (file order, scheduler) is weighted by the mean time
- * its finished replays took (a first guess before any finished). */
-typedef struct progress {
-    uint64_t start_ns;     /* of the whole command                        */
-    uint64_t run_ns;       /* of the current replay                       */
-    uint64_t last_ns;
-    int shown;
-    size_t run, runs;      /* the sweep's current replay and count         */
-    int run_sched;         /* the current replay is in scheduler mode      */
-    double done_weight;    /* weight of the finished replays               */
-    double total_weight;
-    double kind_ms[2];     /* mean ms of finished replays, per kind        */
-    size_t kind_n[2];
-    size_t file_runs, sched_runs;
-    char label[160];
-} progress;
+/* ---- progress (cli/progress.c draws it; here: the clock) ----------------- */
 
 static uint64_t now_ns(void)
 {
@@ -85,75 +67,15 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static double kind_weight(const progress *p, int sched)
-{
-    if (p->kind_n[sched])
-        return p->kind_ms[sched];
-    if (p->kind_n[!sched]) /* a scheduler replay is ~5x a file-order one */
-        return sched ? p->kind_ms[0] * 5 : p->kind_ms[1] / 5;
-    return sched ? 5.0 : 1.0;
-}
-
-static void progress_clear(progress *p)
-{
-    if (p->shown)
-        fputs("\r\033[K", stderr);
-    p->shown = 0;
-}
-
 static void progress_fn(void *ctx, size_t done, size_t total)
 {
-    progress *p = ctx;
-    uint64_t t = now_ns();
-    /* Nothing in the first half second, then ten updates per second. */
-    if (t - p->start_ns < 500000000ULL || t - p->last_ns < 100000000ULL)
-        return;
-    p->last_ns = t;
-    p->shown = 1;
-    double frac_run = total ? (double)done / (double)total : 1.0;
-    double total_w = p->runs ? (double)p->file_runs * kind_weight(p, 0) +
-                                   (double)p->sched_runs * kind_weight(p, 1)
-                             : 1.0;
-    double done_w = p->runs ? p->done_weight + frac_run * kind_weight(p, p->run_sched)
-                            : frac_run;
-    double frac = total_w > 0 ? done_w / total_w : 1.0;
-    if (frac > 1)
-        frac = 1;
-    double elapsed = (double)(t - p->start_ns) * 1e-9;
-    char eta[32] = "";
-    if (frac > 0.01)
-        snprintf(eta, sizeof eta, ", ~%.0f s left", elapsed / frac * (1 - frac));
-    int width = 30;
-    int fill = (int)(frac * width);
-    char bar[64];
-    for (int k = 0; k < width; k++)
-        bar[k] = k < fill ? '#' : '.';
-    bar[width] = '\0';
-    fprintf(stderr, "\r\033[K[%s] %5.1f%%  %.0f s%s  %s", bar, 100.0 * frac,
-            elapsed, eta, p->label);
-    fflush(stderr);
+    rkv_progress_update(ctx, done, total, now_ns());
 }
 
-/* Sweep: told before each replay of the grid. */
 static void sweep_run_fn(void *ctx, size_t run, size_t runs, const char *label)
 {
-    progress *p = ctx;
-    uint64_t t = now_ns();
-    if (run > 0) { /* the previous replay finished */
-        double ms = (double)(t - p->run_ns) * 1e-6;
-        int k = p->run_sched;
-        p->kind_ms[k] = (p->kind_ms[k] * (double)p->kind_n[k] + ms) /
-                        (double)(p->kind_n[k] + 1);
-        p->kind_n[k]++;
-        /* re-weigh what is done with what is now known */
-        p->done_weight = (double)p->kind_n[0] * kind_weight(p, 0) +
-                         (double)p->kind_n[1] * kind_weight(p, 1);
-    }
-    p->run = run;
-    p->runs = runs;
-    p->run_ns = t;
-    p->run_sched = strncmp(label, "file", 4) != 0;
-    snprintf(p->label, sizeof p->label, "replay %zu/%zu: %s", run + 1, runs, label);
+    (void)runs;
+    rkv_progress_run(ctx, run, strncmp(label, "file", 4) != 0, label, now_ns());
 }
 
 /* ---- stdout --------------------------------------------------------------------- */
@@ -352,7 +274,7 @@ static void *alone_main(void *arg)
 }
 
 static int run_replay(rkv_cli_options *o, const rkv_workload *wl,
-                      const rkv_load_estimate *load, progress *pr)
+                      const rkv_load_estimate *load, rkv_progress *pr)
 {
     rkv_replay_result res;
     rkv_status st;
@@ -377,17 +299,17 @@ static int run_replay(rkv_cli_options *o, const rkv_workload *wl,
         else
             alone_main(&job);
         if (st != RKV_OK) {
-            progress_clear(pr);
+            rkv_progress_clear(pr);
             return fail(msg);
         }
         st = job.st;
         if (st != RKV_OK) {
-            progress_clear(pr);
+            rkv_progress_clear(pr);
             return fail(job.msg);
         }
         have_alone = 1;
     }
-    progress_clear(pr);
+    rkv_progress_clear(pr);
     if (st != RKV_OK)
         return fail(rkv_last_error());
     rkv_report_ctx ctx = {o, have_alone ? &job.res : NULL,
@@ -399,7 +321,7 @@ static int run_replay(rkv_cli_options *o, const rkv_workload *wl,
     return all_refused(&res) ? refused_message(&res, "") : 0;
 }
 
-static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, progress *pr)
+static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, rkv_progress *pr)
 {
     svg_out svg;
     if (svg_open(o->svg, &svg))
@@ -416,13 +338,13 @@ static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, progress *pr)
     if (o->rc.progress) {
         sc.on_run = sweep_run_fn;
         sc.on_run_ctx = pr;
-        pr->file_runs = sc.file_order ? sc.num_capacities : 0;
-        pr->sched_runs = sc.sched ? sc.num_capacities * sc.num_policies : 0;
+        rkv_progress_plan(pr, sc.file_order ? sc.num_capacities : 0,
+                          sc.sched ? sc.num_capacities * sc.num_policies : 0);
     }
     rkv_sweep_result sr;
     memset(&sr, 0, sizeof sr);
     rkv_status st = rkv_sweep_run(wl, &sc, &sr);
-    progress_clear(pr);
+    rkv_progress_clear(pr);
     if (st != RKV_OK) {
         svg_abandon(&svg);
         return fail(rkv_last_error());
@@ -478,9 +400,8 @@ int main(int argc, char **argv)
     case RKV_ACT_RUN:
         break;
     }
-    progress pr;
-    memset(&pr, 0, sizeof pr);
-    pr.start_ns = now_ns();
+    rkv_progress pr;
+    rkv_progress_init(&pr, stderr, now_ns());
     if (o.progress && isatty(2)) {
         o.rc.progress = progress_fn;
         o.rc.progress_ctx = &pr;
