@@ -8,10 +8,9 @@
  * RKV_ERR_NOMEM with the scheduler consistent (rkv_sched_check passes) and
  * able to go on: a retried call succeeds.
  *
- * The setting is process-wide and not synchronised: arm it only in a test
- * that owns the process (Criterion runs each test in its own). When
- * unarmed, the allocators read one global and never write it, so
- * production use from several threads stays race-free.
+ * The setting is per thread: it counts and fails only the allocations
+ * made on the thread that armed it, so schedulers on other threads are
+ * never affected.
  */
 #ifndef RKV_SCHED_DEBUG_H
 #define RKV_SCHED_DEBUG_H

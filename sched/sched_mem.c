@@ -4,13 +4,16 @@
  *
  * Invariant: fail_after is -1 except while a test has armed it; it is
  * written only by the debug setter and by the countdown of an armed run.
+ * It is thread-local, so an injection armed on one thread never fails (or
+ * races with) allocations of schedulers other threads run: the library
+ * keeps no process-wide mutable state.
  */
 #include <stdlib.h>
 
 #include "sched/sched_debug.h"
 #include "sched/sched_internal.h"
 
-static int64_t fail_after = -1;
+static _Thread_local int64_t fail_after = -1;
 
 void rkv_sched_debug_fail_alloc_after(int64_t k)
 {
