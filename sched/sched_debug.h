@@ -15,6 +15,7 @@
 #ifndef RKV_SCHED_DEBUG_H
 #define RKV_SCHED_DEBUG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The (k+1)-th scheduler allocation from now fails (k = 0: the next one);
@@ -24,5 +25,11 @@ void rkv_sched_debug_fail_alloc_after(int64_t k);
 /* Allocations left before the armed failure (-1 when unarmed). Arming with
  * a large k and reading this later counts a scenario's allocations. */
 int64_t rkv_sched_debug_alloc_countdown(void);
+
+/* The largest single allocation (bytes) the scheduler asked for on this
+ * thread since the last reset (a test's check that no array is sized by a
+ * configured limit). */
+size_t rkv_sched_debug_largest_alloc(void);
+void rkv_sched_debug_reset_largest_alloc(void);
 
 #endif
