@@ -10,7 +10,8 @@
  * (reading past the end gives zeros, so every input is a valid program).
  *
  * The harness is an honest caller: it unlocks only locks it took, unrefs
- * only references it holds, gives only blocks it holds to insert. Locks use
+ * only references it holds, gives only blocks it holds to insert; its only
+ * misuse is what the library can detect (op_misuse). Locks use
  * rkv_tree_lock(tree, node) / rkv_tree_unlock(tree, node), the API on main
  * when this was written (before lock leases). What must hold:
  *   - no call returns RKV_ERR_CORRUPT, and rkv_pool_check, rkv_tree_check
@@ -452,6 +453,54 @@ static void op_info(world *w, in *s)
     called(w, rkv_tree_node_info(w->tree, n, &info), "node_info");
 }
 
+/* Misuse the library can detect must be refused and change nothing: a
+ * free or out-of-range block given to ref / unref / insert, a commit with
+ * no plan pending. (Misuse it cannot tell from use -- releasing another
+ * owner's reference -- is not attempted.) */
+static void op_misuse(world *w, in *s)
+{
+    rkv_block_id b = below(s, w->nblocks + 2);
+    int is_free = b >= w->nblocks || rkv_pool_refcount(w->pool, b) == 0;
+    uint32_t free0 = rkv_pool_num_free(w->pool);
+    switch (get8(s) % 4) {
+    case 0:
+        if (is_free && called(w, rkv_pool_unref(w->pool, b), "unref free") ==
+                           RKV_OK)
+            die(w, "unref of free block %u accepted", b);
+        break;
+    case 1:
+        if (is_free && called(w, rkv_pool_ref(w->pool, b), "ref free") ==
+                           RKV_OK)
+            die(w, "ref of free block %u accepted", b);
+        break;
+    case 2: {
+        int32_t t[MAX_TOKENS];
+        rkv_block_id blocks[MAX_TOKENS];
+        uint32_t n = w->P * (1 + below(s, 2));
+        for (uint32_t i = 0; i < n; i++)
+            t[i] = (int32_t)(get8(s) % 3);
+        for (uint32_t i = 0; i < n / w->P; i++)
+            blocks[i] = b;
+        rkv_insert_result res;
+        if (is_free && called(w, rkv_tree_insert(w->tree, 0, t, n, blocks,
+                                                 NULL, &res), "insert free") ==
+                           RKV_OK)
+            die(w, "insert of free block %u accepted", b);
+        break;
+    }
+    default:
+        if (w->plan == NULL) {
+            int32_t tok = 0;
+            if (called(w, rkv_sched_commit(w->sched, &tok, NULL, w->op),
+                       "commit without step") != RKV_ERR_STATE)
+                die(w, "commit without a plan not refused with STATE");
+        }
+        break;
+    }
+    if (is_free && rkv_pool_num_free(w->pool) != free0)
+        die(w, "a refused call changed the free count");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     in s = {data, size};
@@ -475,14 +524,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rkv_tree_create(w.pool, NULL, &w.tree) != RKV_OK ||
         rkv_sched_create(w.tree, &w.cfg, &w.sched) != RKV_OK)
         die(&w, "setup failed");
-    static void (*const ops[])(world *, in *) = {
+    /* 32 opcode slots, fixed: a new operation takes a free (NULL) slot so
+     * the meaning of existing corpus and regression inputs stays put */
+    static void (*const ops[32])(world *, in *) = {
         op_submit, op_submit, op_step, op_step, op_step, op_abort,
         op_alloc, op_ref_unref, op_insert, op_match, op_lock, op_unlock,
-        op_evict, op_reset, op_info,
+        op_evict, op_reset, op_info, op_misuse,
+        op_submit, op_step, op_step, op_match, op_insert, op_alloc,
+        op_ref_unref, op_lock, op_unlock, op_abort, op_evict,
     };
     const uint32_t nops = sizeof ops / sizeof ops[0];
     for (w.op = 0; s.n > 0 && w.op < MAX_OPS; w.op++) {
-        ops[get8(&s) % nops](&w, &s);
+        void (*op)(world *, in *) = ops[get8(&s) % nops];
+        if (op == NULL)
+            continue;
+        op(&w, &s);
         check_model(&w);
     }
     /* wind down: finish the pending plan, drop what the harness holds */
