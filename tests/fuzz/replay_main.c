@@ -92,7 +92,8 @@ static long run_dir(const char *dir)
         n++;
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n > 0) /* qsort(NULL, 0, ...) is undefined */
+        qsort(names, n, sizeof *names, cmp_str);
     long ran = 0;
     for (size_t i = 0; i < n; i++) {
         struct stat st;
