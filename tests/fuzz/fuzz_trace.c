@@ -6,7 +6,9 @@
  *   1. line level: its first line through rkv_trace_parse_line;
  *   2. file level: the whole input through a memory reader, record by
  *      record, to the end or the first failure, then once more (a failed
- *      reader must repeat its failure, never skip on);
+ *      reader must repeat its failure, never skip on); and through a FILE*
+ *      reader (fmemopen: the getline path), which must give the same
+ *      records and the same end or failure message;
  *   3. workload level: the whole input through rkv_workload_load_trace.
  * What must hold, whatever the bytes:
  *   - a failure is RKV_ERR_FORMAT (or NOMEM) with a message that starts
@@ -102,14 +104,31 @@ static void fuzz_line(const char *buf, size_t size, rkv_trace_record *first,
     free(ids);
 }
 
-/* File level: every record; returns records read, *ended = 1 at the end. */
-static size_t fuzz_reader(const char *buf, size_t size,
+/* A digest of what a reader produced: records and how it ended. */
+typedef struct outcome {
+    uint64_t digest;
+    size_t records;
+    rkv_status end;
+    char msg[512];
+} outcome;
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    return rkv_splitmix64(h ^ v);
+}
+
+/* File level: every record; returns records read, *ended = 1 at the end.
+ * fm: read through a FILE* instead of memory. */
+static size_t fuzz_reader(const char *buf, size_t size, FILE *fm,
                           const rkv_trace_record *first, int first_ok,
-                          int *ended)
+                          int *ended, outcome *oc)
 {
     rkv_trace_reader *r = NULL;
-    if (rkv_trace_reader_open_memory(buf, size, NAME, &r) != RKV_OK)
-        die("open_memory failed");
+    rkv_status ost = fm ? rkv_trace_reader_open_file(fm, NAME, &r)
+                        : rkv_trace_reader_open_memory(buf, size, NAME, &r);
+    if (ost != RKV_OK)
+        die("open failed");
+    memset(oc, 0, sizeof *oc);
     size_t n = 0;
     uint64_t last_line = 0;
     *ended = 0;
@@ -129,6 +148,8 @@ static size_t fuzz_reader(const char *buf, size_t size,
                 die("failure at line %llu after a record at line %llu", line,
                     (unsigned long long)last_line);
             check_failure(st, line);
+            oc->end = st;
+            snprintf(oc->msg, sizeof oc->msg, "%s", m);
             char *msg = strdup(m);
             rkv_trace_record again;
             rkv_status st2 = rkv_trace_reader_next(r, &again, &eof);
@@ -149,6 +170,11 @@ static size_t fuzz_reader(const char *buf, size_t size,
             die("line numbers not increasing: %llu after %llu",
                 (unsigned long long)rec.line, (unsigned long long)last_line);
         last_line = rec.line;
+        oc->digest = mix(oc->digest, rec.line);
+        oc->digest = mix(oc->digest, rec.input_length);
+        oc->digest = mix(oc->digest, rec.output_length);
+        for (uint32_t i = 0; i < rec.num_hash_ids; i++)
+            oc->digest = mix(oc->digest, rec.hash_ids[i]);
         if (rec.line == 1 && (!first_ok ||
                               rec.input_length != first->input_length ||
                               rec.output_length != first->output_length ||
@@ -159,6 +185,7 @@ static size_t fuzz_reader(const char *buf, size_t size,
         n++;
     }
     rkv_trace_reader_close(r);
+    oc->records = n;
     return n;
 }
 
@@ -224,7 +251,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int first_ok = 0;
     fuzz_line(buf, size, &first, &first_ok);
     int ended = 0;
-    size_t records = fuzz_reader(buf, size, &first, first_ok, &ended);
+    outcome om, of;
+    size_t records = fuzz_reader(buf, size, NULL, &first, first_ok, &ended,
+                                 &om);
+    FILE *fm = size ? fmemopen(buf, size, "r") : NULL;
+    if (fm != NULL) {
+        int fended = 0;
+        fuzz_reader(buf, size, fm, &first, first_ok, &fended, &of);
+        fclose(fm);
+        if (fended != ended || of.records != om.records ||
+            of.digest != om.digest || of.end != om.end ||
+            strcmp(of.msg, om.msg) != 0)
+            die("FILE and memory readers differ: %zu vs %zu records, "
+                "'%s' vs '%s'", of.records, om.records, of.msg, om.msg);
+    }
     fuzz_workload(buf, size, records, ended);
     free(buf);
     return 0;
