@@ -5,6 +5,9 @@
  * would make them (its own blocks, inserts, matches, locks, evictions,
  * resets, next to the scheduler's submit / step / commit / abort).
  *
+ * Out-of-memory injection (sched/sched_debug.h, radix/tree_debug.h) is one
+ * of the operations, so failure paths run too.
+ *
  * Input: 4 bytes of configuration (pool size and page, policy and
  * budgets), then operations of one opcode byte plus the bytes it reads
  * (reading past the end gives zeros, so every input is a valid program).
@@ -33,7 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "sched/sched_debug.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -316,7 +321,7 @@ static void op_step(world *w, in *s)
     const rkv_batch_plan *p = NULL;
     rkv_status st = called(w, rkv_sched_step(w->sched, w->op, &p), "step");
     if (st != RKV_OK)
-        return; /* NOMEM cannot happen here; NO_SPACE is never returned */
+        return; /* NOMEM (injected): no plan, nothing changed */
     validate_plan(w, p);
     if (p->num_reqs > 0)
         w->plan = p;
@@ -453,6 +458,20 @@ static void op_info(world *w, in *s)
     called(w, rkv_tree_node_info(w->tree, n, &info), "node_info");
 }
 
+/* Out of memory: one of the next few allocations of the scheduler or of
+ * the tree fails (the test-only injection; per thread for the scheduler,
+ * per tree for the tree). Whatever call meets it must fail with NOMEM --
+ * or absorb it where that is documented -- and leave everything
+ * consistent, which the checks after every call verify. */
+static void op_oom(world *w, in *s)
+{
+    uint8_t b = get8(s);
+    if (b & 1)
+        rkv_sched_debug_fail_alloc_after(b >> 4);
+    else
+        rkv_tree_debug_fail_alloc_after(w->tree, b >> 4);
+}
+
 /* Misuse the library can detect must be refused and change nothing: a
  * free or out-of-range block given to ref / unref / insert, a commit with
  * no plan pending. (Misuse it cannot tell from use -- releasing another
@@ -531,7 +550,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         op_alloc, op_ref_unref, op_insert, op_match, op_lock, op_unlock,
         op_evict, op_reset, op_info, op_misuse,
         op_submit, op_step, op_step, op_match, op_insert, op_alloc,
-        op_ref_unref, op_lock, op_unlock, op_abort, op_evict,
+        op_ref_unref, op_lock, op_unlock, op_abort, op_evict, op_oom,
     };
     const uint32_t nops = sizeof ops / sizeof ops[0];
     for (w.op = 0; s.n > 0 && w.op < MAX_OPS; w.op++) {
@@ -542,6 +561,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_model(&w);
     }
     /* wind down: finish the pending plan, drop what the harness holds */
+    rkv_sched_debug_fail_alloc_after(-1);
+    rkv_tree_debug_fail_alloc_after(w.tree, -1);
     if (w.plan != NULL) {
         in none = {NULL, 0};
         commit(&w, &none);
