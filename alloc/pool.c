@@ -27,11 +27,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "common/cuda_backend.h"
 #include "common/status.h"
-
-#ifdef RKV_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 void rkv_pool_config_init(rkv_pool_config *cfg)
 {
@@ -53,47 +50,26 @@ static size_t rkv_dtype_size(rkv_dtype d)
     return 0;
 }
 
-/* Allocates the KV memory (none for a metadata-only pool). */
+/* Allocates the KV memory (none for a metadata-only pool). A CUDA pool
+ * loads the CUDA backend first (common/cuda_loader.c): the device memory
+ * is the backend's, and the pool keeps the backend loaded until destroyed. */
 static rkv_status rkv_pool_alloc_kv(rkv_pool *p)
 {
     p->kv = NULL;
     if (p->cfg.device == RKV_DEVICE_CUDA) {
-#ifdef RKV_HAVE_CUDA
-        int count = 0;
-        if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0)
-            return rkv_set_error(RKV_ERR_NO_DEVICE,
-                                 "rkv_pool_create: no CUDA device is present");
-        if (p->cfg.cuda_device < 0 || p->cfg.cuda_device >= count)
-            return rkv_set_error(RKV_ERR_INVALID_ARG,
-                                 "rkv_pool_create: cuda_device %d of %d devices",
-                                 p->cfg.cuda_device, count);
-        if (p->kv_bytes == 0)
-            return RKV_OK;
-        int prev = 0;
-        if (cudaGetDevice(&prev) != cudaSuccess)
-            prev = p->cfg.cuda_device;
-        cudaError_t e = cudaSetDevice(p->cfg.cuda_device);
-        if (e == cudaSuccess)
-            e = cudaMalloc(&p->kv, p->kv_bytes);
-        if (e == cudaSuccess) {
-            e = cudaMemset(p->kv, 0, p->kv_bytes);
-            if (e != cudaSuccess) {
-                cudaFree(p->kv);
-                p->kv = NULL;
-            }
-        }
-        (void)cudaSetDevice(prev);
-        if (e != cudaSuccess) {
+        rkv_cuda_lib lib;
+        rkv_status st = rkv_cuda_load("rkv_pool_create", &lib);
+        if (st != RKV_OK)
+            return st;
+        st = rkv_cuda_status(lib.be, lib.be->mem_alloc(p->cfg.cuda_device,
+                                                        p->kv_bytes, &p->kv));
+        if (st != RKV_OK) {
             p->kv = NULL;
-            return rkv_set_error(RKV_ERR_CUDA,
-                                 "rkv_pool_create: cudaMalloc of %zu bytes: %s",
-                                 p->kv_bytes, cudaGetErrorString(e));
+            rkv_cuda_unload(&lib);
+            return st;
         }
+        p->cuda = lib;
         return RKV_OK;
-#else
-        return rkv_set_error(RKV_ERR_NO_DEVICE,
-                             "rkv_pool_create: radixkv was built without CUDA");
-#endif
     }
     if (p->kv_bytes == 0)
         return RKV_OK;
@@ -109,22 +85,18 @@ static rkv_status rkv_pool_alloc_kv(rkv_pool *p)
 
 static void rkv_pool_free_kv(rkv_pool *p)
 {
-    if (p->kv == NULL)
-        return;
-#ifdef RKV_HAVE_CUDA
-    if (p->cfg.device == RKV_DEVICE_CUDA) {
-        int prev = 0;
-        if (cudaGetDevice(&prev) != cudaSuccess)
-            prev = p->cfg.cuda_device;
-        (void)cudaSetDevice(p->cfg.cuda_device);
-        (void)cudaFree(p->kv);
-        (void)cudaSetDevice(prev);
-        p->kv = NULL;
-        return;
+    if (p->cuda.be != NULL) {
+        p->cuda.be->mem_free(p->cfg.cuda_device, p->kv);
+        rkv_cuda_unload(&p->cuda);
+    } else {
+        free(p->kv);
     }
-#endif
-    free(p->kv);
     p->kv = NULL;
+}
+
+const rkv_cuda_backend *rkv_pool_cuda_backend(const rkv_pool *pool)
+{
+    return pool != NULL ? pool->cuda.be : NULL;
 }
 
 rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
@@ -164,11 +136,6 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
             return rkv_set_error(RKV_ERR_INVALID_ARG,
                                  "rkv_pool_create: pool size overflows");
     }
-#ifndef RKV_HAVE_CUDA
-    if (cfg->device == RKV_DEVICE_CUDA)
-        return rkv_set_error(RKV_ERR_NO_DEVICE,
-                             "rkv_pool_create: radixkv was built without CUDA");
-#endif
     rkv_pool *p = calloc(1, sizeof *p);
     if (p == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_pool_create: pool struct");
@@ -410,6 +377,9 @@ rkv_status rkv_pool_check(const rkv_pool *pool)
     if ((pool->kv == NULL) != (pool->kv_bytes == 0))
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "rkv_pool_check: KV memory and size disagree");
+    if ((pool->cuda.be != NULL) != (pool->cfg.device == RKV_DEVICE_CUDA))
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "rkv_pool_check: CUDA backend and device disagree");
     uint8_t *seen = calloc((size_t)n / 8 + 1, 1);
     if (seen == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_pool_check: scratch bitmap");

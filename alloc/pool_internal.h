@@ -1,7 +1,8 @@
 /*
  * alloc/pool_internal.h -- the block pool's structure, for modules that need
  * O(1) access without the public API's argument checks (the radix tree's hot
- * paths). Only alloc/ changes these fields.
+ * paths). Only alloc/ changes these fields, except `tree` and `trees_made`,
+ * which belong to radix/tree.c (one tree per pool: see rkv_tree_create).
  *
  * Invariants (verified by rkv_pool_check):
  *   - The free blocks form an intrusive LIFO list (a stack) threaded
@@ -14,7 +15,9 @@
  *     size 16) instead of 16.
  *   - kv is NULL iff kv_bytes == 0 (metadata-only pool, num_layers == 0);
  *     otherwise one allocation of num_blocks * bytes_per_block bytes, host
- *     (256-byte aligned) or device (cudaMalloc).
+ *     (256-byte aligned) or device (cudaMalloc, by the CUDA backend).
+ *   - cuda.be is non-NULL iff cfg.device is RKV_DEVICE_CUDA: a CUDA pool
+ *     holds the backend loaded for as long as it lives.
  */
 #ifndef RKV_ALLOC_POOL_INTERNAL_H
 #define RKV_ALLOC_POOL_INTERNAL_H
@@ -22,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cuda_backend.h"
 #include "radixkv.h"
 
 #define RKV_POOL_END UINT32_MAX
@@ -38,6 +42,11 @@ struct rkv_pool {
                                  next free id of a free block             */
     void *meta;               /* the one allocation holding both arrays   */
     size_t meta_bytes;
+    /* A pool stores one hash per block, so it can serve one tree only.   */
+    const rkv_tree *tree;     /* the live tree on this pool, or NULL      */
+    uint64_t trees_made;      /* trees created on it so far (lease keys)  */
+    rkv_cuda_lib cuda;        /* the CUDA backend of a CUDA pool (its table
+                                 owns kv); zeroed for a host pool          */
 };
 
 /* Pushes a block whose count just reached 0 on the free stack. */

@@ -2,27 +2,29 @@
  * attention/attn.c -- the rkv_attn context and the front end of every
  * attention operation: full validation, lowering to rows (see
  * attn_internal.h), and dispatch to the CPU reference (host pool) or the
- * CUDA backend (CUDA pool).
+ * CUDA backend (CUDA pool), reached through the pool's backend table
+ * (common/cuda_backend.h): this file has no CUDA dependency.
  *
  * Invariants: a call validates everything (params, block tables, qo
  * lengths, slots) and allocates its host temporaries before it writes a
  * byte of output or KV, so a failing call changes nothing. The CUDA
- * backend is created on first use on a CUDA pool and never on a host pool.
+ * backend's context is created on first use on a CUDA pool and never on a
+ * host pool.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "common/cuda_backend.h"
 #include "common/status.h"
 
 struct rkv_attn {
     rkv_pool *pool;
     rkv_pool_config cfg;
     void *stream;
-#ifdef RKV_HAVE_CUDA
-    rkv_attn_cuda *cuda;
-#endif
+    const rkv_cuda_backend *be; /* the pool's backend (CUDA pool only) */
+    rkv_attn_cuda *cuda;        /* the backend's context, made on first use */
 };
 
 rkv_status rkv_attn_create(rkv_pool *pool, rkv_attn **out)
@@ -44,6 +46,7 @@ rkv_status rkv_attn_create(rkv_pool *pool, rkv_attn **out)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_attn_create: out of memory");
     a->pool = pool;
     a->cfg = cfg;
+    a->be = rkv_pool_cuda_backend(pool);
     *out = a;
     return RKV_OK;
 }
@@ -52,9 +55,8 @@ void rkv_attn_destroy(rkv_attn *attn)
 {
     if (attn == NULL)
         return;
-#ifdef RKV_HAVE_CUDA
-    rkv_attn_cuda_destroy(attn->cuda);
-#endif
+    if (attn->cuda != NULL)
+        attn->be->attn_destroy(attn->cuda);
     free(attn);
 }
 
@@ -63,18 +65,19 @@ static int on_cuda(const rkv_attn *a)
     return a->cfg.device == RKV_DEVICE_CUDA;
 }
 
-#ifdef RKV_HAVE_CUDA
-/* Creates the CUDA backend on first use. */
+/* Creates the backend's context on first use (a CUDA pool always has a
+ * backend: rkv_pool_create loaded it). */
 static rkv_status need_cuda(rkv_attn *a, rkv_attn_cuda **out)
 {
     if (a->cuda == NULL) {
+        const rkv_cuda_backend *be = a->be;
         rkv_attn_cuda *c = NULL;
-        rkv_status st = rkv_attn_cuda_create(a->cfg.cuda_device, &c);
+        rkv_status st = rkv_cuda_status(be, be->attn_create(a->cfg.cuda_device, &c));
         if (st != RKV_OK)
             return st;
-        st = rkv_attn_cuda_set_stream(c, a->stream);
+        st = rkv_cuda_status(be, be->attn_set_stream(c, a->stream));
         if (st != RKV_OK) {
-            rkv_attn_cuda_destroy(c);
+            be->attn_destroy(c);
             return st;
         }
         a->cuda = c;
@@ -82,7 +85,6 @@ static rkv_status need_cuda(rkv_attn *a, rkv_attn_cuda **out)
     *out = a->cuda;
     return RKV_OK;
 }
-#endif
 
 rkv_status rkv_attn_set_stream(rkv_attn *attn, void *cuda_stream)
 {
@@ -94,13 +96,12 @@ rkv_status rkv_attn_set_stream(rkv_attn *attn, void *cuda_stream)
                                  "rkv_attn_set_stream: a host pool takes no stream");
         return RKV_OK;
     }
-#ifdef RKV_HAVE_CUDA
     if (attn->cuda != NULL) {
-        rkv_status st = rkv_attn_cuda_set_stream(attn->cuda, cuda_stream);
+        rkv_status st = rkv_cuda_status(attn->be,
+                                        attn->be->attn_set_stream(attn->cuda, cuda_stream));
         if (st != RKV_OK)
             return st;
     }
-#endif
     attn->stream = cuda_stream;
     return RKV_OK;
 }
@@ -109,10 +110,8 @@ rkv_status rkv_attn_sync(rkv_attn *attn)
 {
     if (attn == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_sync: NULL attn");
-#ifdef RKV_HAVE_CUDA
     if (attn->cuda != NULL)
-        return rkv_attn_cuda_sync(attn->cuda);
-#endif
+        return rkv_cuda_status(attn->be, attn->be->attn_sync(attn->cuda));
     return RKV_OK;
 }
 
@@ -127,11 +126,12 @@ rkv_status rkv_attn_check(const rkv_attn *attn)
                              "rkv_attn_check: pool configuration changed");
     if (!on_cuda(attn) && attn->stream != NULL)
         return rkv_set_error(RKV_ERR_CORRUPT, "rkv_attn_check: host pool with a stream");
-#ifdef RKV_HAVE_CUDA
-    if (!on_cuda(attn) && attn->cuda != NULL)
+    if (!on_cuda(attn) && (attn->cuda != NULL || attn->be != NULL))
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "rkv_attn_check: CUDA backend on a host pool");
-#endif
+    if (on_cuda(attn) && attn->be != rkv_pool_cuda_backend(attn->pool))
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "rkv_attn_check: CUDA backend differs from the pool's");
     return RKV_OK;
 }
 
@@ -402,7 +402,6 @@ static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p
     rkv_attn_geom g = geom_of(a, p->num_qo_heads);
     if (!on_cuda(a))
         return cpu_run(a, fn, &g, p->layer, rows, shared, q, scale, out, lse);
-#ifdef RKV_HAVE_CUDA
     rkv_status st = check_cuda_geom(a, fn);
     if (st != RKV_OK)
         return st;
@@ -412,11 +411,8 @@ static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p
     void *kb, *vb;
     if ((st = rkv_pool_layer_kv(a->pool, p->layer, &kb, &vb)) != RKV_OK)
         return st;
-    return rkv_attn_cuda_rows(c, &g, kb, vb, rows, shared, q, scale, out, lse);
-#else
-    (void)check_cuda_geom;
-    return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: radixkv was built without CUDA", fn);
-#endif
+    return rkv_cuda_status(a->be, a->be->attn_rows(c, &g, kb, vb, rows, shared, q,
+                                                   scale, out, lse));
 }
 
 /* ---- public operations ---------------------------------------------------- */
@@ -517,14 +513,11 @@ rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
         return st;
     rkv_attn_geom g = geom_of(attn, 0);
     if (on_cuda(attn)) {
-#ifdef RKV_HAVE_CUDA
         rkv_attn_cuda *c;
         if ((st = need_cuda(attn, &c)) != RKV_OK)
             return st;
-        return rkv_attn_cuda_append(c, &g, kb, vb, num_tokens, slots, k, v);
-#else
-        return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: radixkv was built without CUDA", fn);
-#endif
+        return rkv_cuda_status(attn->be, attn->be->attn_append(c, &g, kb, vb, num_tokens,
+                                                               slots, k, v));
     }
     size_t row = (size_t)g.num_kv_heads * g.head_dim * g.elem_size;
     for (uint32_t i = 0; i < num_tokens; i++) {
@@ -547,17 +540,14 @@ rkv_status rkv_attn_merge(rkv_attn *attn, uint32_t n, const void *v_a,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL state", fn);
     rkv_attn_geom g = geom_of(attn, 0);
     if (on_cuda(attn)) {
-#ifdef RKV_HAVE_CUDA
         rkv_status st = check_cuda_geom(attn, fn);
         rkv_attn_cuda *c;
         if (st == RKV_OK)
             st = need_cuda(attn, &c);
         if (st != RKV_OK)
             return st;
-        return rkv_attn_cuda_merge(c, &g, n, v_a, lse_a, v_b, lse_b, v_out, lse_out);
-#else
-        return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: radixkv was built without CUDA", fn);
-#endif
+        return rkv_cuda_status(attn->be, attn->be->attn_merge(c, &g, n, v_a, lse_a, v_b,
+                                                              lse_b, v_out, lse_out));
     }
     const uint32_t D = g.head_dim;
     for (uint32_t i = 0; i < n; i++) {

@@ -59,7 +59,9 @@ size_t rkv_attn_cpu_scratch(const rkv_attn_geom *g, uint32_t max_len);
 void rkv_attn_cpu_store(rkv_dtype dt, void *dst, size_t i, float x);
 float rkv_attn_cpu_load(rkv_dtype dt, const void *src, size_t i);
 
-#ifdef RKV_HAVE_CUDA
+/* The CUDA backend (attn_cuda.cu, in libradixkv_cuda). The core never
+ * calls these directly: it reaches them through the backend table
+ * (common/cuda_backend.h). */
 typedef struct rkv_attn_cuda rkv_attn_cuda;
 rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out);
 void rkv_attn_cuda_destroy(rkv_attn_cuda *c);
@@ -89,7 +91,6 @@ rkv_status rkv_attn_cuda_copy_host(int device, void *base, size_t seg,
                                    size_t stride, uint32_t height, uint32_t n,
                                    const uint32_t *ids, void *host,
                                    int to_host);
-#endif
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
  * attention/block_copy.c -- rkv_pool_copy_blocks / _to_host / _from_host
  * (declared in the pool section of radixkv.h), written against the public
- * pool API only.
+ * pool API only (plus the pool's CUDA backend table for a CUDA pool).
  *
  * A block's KV is 2 * num_layers segments (K[l], V[l] pages) of seg =
  * page_size * num_kv_heads * head_dim * sizeof(dtype) bytes; in the pool's
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "common/cuda_backend.h"
 #include "common/status.h"
 
 typedef struct seg_layout {
@@ -108,12 +109,9 @@ rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n, const rkv_block_id *
     if (st != RKV_OK)
         return st;
     if (L.cfg.device == RKV_DEVICE_CUDA) {
-#ifdef RKV_HAVE_CUDA
-        return rkv_attn_cuda_copy_blocks(L.cfg.cuda_device, L.base, L.seg, L.stride,
-                                         L.height, n, src, dst);
-#else
-        return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: built without CUDA", fn);
-#endif
+        const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
+        return rkv_cuda_status(be, be->copy_blocks(L.cfg.cuda_device, L.base, L.seg,
+                                                   L.stride, L.height, n, src, dst));
     }
     for (uint32_t i = 0; i < n; i++)
         if (src[i] != dst[i])
@@ -149,12 +147,10 @@ static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
             return st;
     }
     if (L.cfg.device == RKV_DEVICE_CUDA) {
-#ifdef RKV_HAVE_CUDA
-        return rkv_attn_cuda_copy_host(L.cfg.cuda_device, L.base, L.seg, L.stride,
-                                       L.height, n, ids, host, to_host);
-#else
-        return rkv_set_error(RKV_ERR_NO_DEVICE, "%s: built without CUDA", fn);
-#endif
+        const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
+        return rkv_cuda_status(be, be->copy_host(L.cfg.cuda_device, L.base, L.seg,
+                                                 L.stride, L.height, n, ids, host,
+                                                 to_host));
     }
     for (uint32_t i = 0; i < n; i++) {
         char *blk = L.base + (size_t)ids[i] * L.seg;

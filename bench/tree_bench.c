@@ -20,7 +20,7 @@
  * pages (the hashing every insert must do). The agentic loop runs 5 times
  * and each trace replay 3 times; the fastest repetition is reported (the
  * others differ only by noise: the work is deterministic).
- * SGLang's published figures on the same trace (shared/traces/README.md)
+ * SGLang's published figures on the same trace (bench/traces/README.md)
  * are printed alongside for comparison.
  *
  * Usage: tree_bench [--trace FILE] [--page-size P] [--capacity-tokens N]
@@ -165,7 +165,8 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
     /* the floor: compare the same matched tokens once */
     e->sink += memcmp(tokens, e->copy, m.matched_tokens * sizeof *tokens);
     double t2 = now_ns();
-    if ((st = rkv_tree_lock(e->tree, m.node)) != RKV_OK)
+    rkv_lease lease;
+    if ((st = rkv_tree_lock(e->tree, m.node, &lease)) != RKV_OK)
         die("lock", st);
     uint32_t np = (uint32_t)(n_insert / e->P);
     uint32_t need = np > m.num_blocks ? np - m.num_blocks : 0;
@@ -188,7 +189,7 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
         h = rkv_block_hash(h, ns, tokens + i * e->P, e->P);
     double t8 = now_ns();
     e->sink += (int)(h & 1);
-    if ((st = rkv_tree_unlock(e->tree, m.node)) != RKV_OK)
+    if ((st = rkv_tree_unlock(e->tree, &lease)) != RKV_OK)
         die("unlock", st);
     if (need > 0 &&
         (st = rkv_pool_unref_n(e->pool, need, e->blocks + m.num_blocks)) != RKV_OK)
@@ -420,7 +421,7 @@ typedef struct sglang_ref {
     double hit, match_us, insert_us, evict_us, bytes, tree_s;
 } sglang_ref;
 
-/* shared/traces/README.md: SGLang RadixCache, 3M tokens, file order
+/* bench/traces/README.md: SGLang RadixCache, 3M tokens, file order
  * (midpoints of the published ranges). */
 static const sglang_ref kSglang[2] = {
     {16, 13.90, 99.5, 67.5, 249.5, 57.0, 9.25},
@@ -517,7 +518,7 @@ int main(int argc, char **argv)
     }
 
     /* against SGLang's published replay of the same trace */
-    printf("\nvs SGLang RadixCache on this trace (shared/traces/README.md, 3M "
+    printf("\nvs SGLang RadixCache on this trace (bench/traces/README.md, 3M "
            "tokens, full trace):\n");
     printf("%5s %14s %16s %16s %16s %18s %16s\n", "page", "hit% (theirs)",
            "match us (x)", "insert us (x)", "evict us (x)", "B/cached tok (x)",

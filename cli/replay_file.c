@@ -51,7 +51,8 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     if (m.num_blocks >= pages)
         return RKV_OK; /* everything cacheable is cached already */
 
-    if ((st = rkv_tree_lock(tree, m.node)) != RKV_OK)
+    rkv_lease lease;
+    if ((st = rkv_tree_lock(tree, m.node, &lease)) != RKV_OK)
         return st;
     uint32_t need = pages - m.num_blocks;
     st = rkv_tree_alloc_blocks(tree, need, b->blocks + m.num_blocks);
@@ -72,7 +73,7 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     uint64_t t2 = rkv_replay_now_ns();
     res->alloc_ns += (double)(t2 - t1);
     if (st != RKV_OK) {
-        rkv_tree_unlock(tree, m.node);
+        rkv_tree_unlock(tree, &lease);
         return st;
     }
     uint64_t used = rkv_pool_num_blocks(pool) - rkv_pool_num_free(pool);
@@ -92,7 +93,7 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     }
     uint64_t t3 = rkv_replay_now_ns();
     res->insert_ns += (double)(t3 - t2);
-    rkv_status ust = rkv_tree_unlock(tree, m.node);
+    rkv_status ust = rkv_tree_unlock(tree, &lease);
     return st != RKV_OK ? st : ust;
 }
 

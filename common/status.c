@@ -23,7 +23,7 @@ const char *rkv_strerror(rkv_status status)
     case RKV_ERR_NO_SPACE: return "no free KV block, even after eviction";
     case RKV_ERR_STATE: return "operation not valid in the current state";
     case RKV_ERR_STALE_HANDLE: return "stale node handle";
-    case RKV_ERR_BUSY: return "busy: paths are locked or requests are running";
+    case RKV_ERR_BUSY: return "busy: locks are held, requests are running or the pool has a tree";
     case RKV_ERR_NOT_FOUND: return "not found";
     case RKV_ERR_DUPLICATE: return "duplicate id";
     case RKV_ERR_CUDA: return "CUDA error";

@@ -9,7 +9,14 @@
  *     was given is changed: the pool, tree and scheduler are exactly as before.
  *     rkv_last_error() returns a sentence naming what was wrong (thread-local).
  *   - The library never aborts, never prints, and never calls exit().
- *   - Objects are not thread-safe; use one thread per object or lock outside.
+ *   - Threads: an object is not thread-safe. Use each pool, tree, scheduler
+ *     and attention context from one thread at a time, counting what it
+ *     uses (a tree uses its pool, a scheduler its tree and pool): one
+ *     thread per object group, or a lock of your own around it. Separate
+ *     groups are safe on separate threads (the library keeps no shared
+ *     mutable state). rkv_last_error() is per thread.
+ *   - Locks on tree paths are owned (rkv_lease, see rkv_tree_lock): only
+ *     the lease that took a lock releases it.
  *   - Tokens are int32 ids (negative ids are invalid). Block ids are uint32.
  */
 #ifndef RADIXKV_H
@@ -20,6 +27,12 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* The library is built with -fvisibility=hidden: what this header declares
+ * is exactly what libradixkv exports (tests/check_exports.sh verifies it). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 #define RKV_VERSION_MAJOR 0
@@ -38,7 +51,8 @@ typedef enum rkv_status {
     RKV_ERR_STATE = 4,        /* not valid now: unlock without lock, unref of
                                  a free block, commit without a step ...      */
     RKV_ERR_STALE_HANDLE = 5, /* node handle from before a reset or eviction  */
-    RKV_ERR_BUSY = 6,         /* refused while paths are locked / requests run */
+    RKV_ERR_BUSY = 6,         /* refused while paths are locked / requests
+                                 run, or the pool already has a tree        */
     RKV_ERR_NOT_FOUND = 7,    /* unknown request id                           */
     RKV_ERR_DUPLICATE = 8,    /* request id already submitted                 */
     RKV_ERR_CUDA = 9,         /* a CUDA runtime or cuBLAS call failed         */
@@ -53,8 +67,9 @@ typedef enum rkv_status {
 /* Short fixed text for a status ("invalid argument"). Never NULL. */
 const char *rkv_strerror(rkv_status status);
 
-/* Detail of the last failing call on this thread ("rkv_tree_unlock: node is
- * not locked"). Empty string if none. Valid until the next failing call. */
+/* Detail of the last failing call on this thread ("rkv_tree_unlock: lease
+ * ... is not held in this tree"). Empty string if none. Valid until the
+ * next failing call. */
 const char *rkv_last_error(void);
 
 /* ------------------------------------------------------------------------ */
@@ -192,12 +207,73 @@ typedef struct rkv_tree_config {
 void rkv_tree_config_init(rkv_tree_config *cfg);
 
 /* The tree keeps a pointer to the pool (which must outlive it) and takes
- * pool references on the blocks it caches. cfg may be NULL. */
+ * pool references on the blocks it caches. cfg may be NULL.
+ * One tree per pool: the pool stores one chained hash per block, which two
+ * trees would overwrite in each other, so rkv_tree_create on a pool that
+ * already has a live tree is RKV_ERR_BUSY (nothing changes). After
+ * rkv_tree_destroy the pool takes a new tree. */
 rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
                            rkv_tree **out);
-/* Drops the tree's block references. Locked paths are released too. */
+/* Drops the tree's block references. Locked paths are released too: every
+ * lease of the tree dies with it. The pool is free for another tree. */
 void rkv_tree_destroy(rkv_tree *tree);
 rkv_pool *rkv_tree_pool(const rkv_tree *tree);
+
+/*
+ * Block ownership protocol (the one place it is written down).
+ *
+ * A block is allocated while its pool ref count is >= 1 and is freed when
+ * the count reaches 0. Each reference has exactly one holder, who drops it
+ * exactly once:
+ *   - rkv_pool_alloc / rkv_pool_alloc_n / rkv_tree_alloc_blocks: the
+ *     CALLER holds one reference on each block returned. rkv_pool_ref adds
+ *     one more, held by the caller.
+ *   - The TREE holds one reference on each page it caches, taken by
+ *     rkv_tree_insert and dropped by eviction, rkv_tree_reset and
+ *     rkv_tree_destroy. No other call moves references between caller and
+ *     tree.
+ *   - The SCHEDULER holds its requests' references (and leases) itself;
+ *     rkv_sched_abort and rkv_sched_destroy release them. A batch plan's
+ *     block ids are the scheduler's, valid until the next step or commit.
+ *
+ * What each tree call leaves the caller:
+ *   - rkv_tree_match: the block ids of the matched pages, and NO reference.
+ *     They are the tree's pages. They stay allocated with their KV while a
+ *     lease on out->node (from a non-peek match) is held; without a lease,
+ *     only until the next call that can evict (rkv_tree_evict,
+ *     rkv_tree_alloc_blocks, rkv_tree_reset, rkv_tree_destroy, and
+ *     rkv_sched_step of a scheduler on the same tree), which may hand the
+ *     same ids out again as fresh blocks. So lock out->node before
+ *     allocating.
+ *     A PEEK match's node may end above matched_tokens: its lease protects
+ *     only the node's own depth. The caller never unrefs matched blocks.
+ *   - rkv_tree_lock / rkv_tree_unlock: no reference changes; a lease only
+ *     keeps the path's pages from eviction.
+ *   - rkv_tree_insert(blocks): blocks[i] is either page i's cached block
+ *     (as a match returned it: nothing happens) or a block the caller
+ *     holds a reference on. For each new page the tree takes ITS OWN
+ *     reference on blocks[i] (the block now has the caller's reference and
+ *     the tree's). A page that was already cached under another block is a
+ *     duplicate: the tree takes nothing, and dups_out lists the caller's
+ *     block, whose KV the cached page already holds. The caller's own
+ *     references are untouched in every case, duplicates included.
+ *   - Afterwards the caller drops its own reference on EVERY block it
+ *     allocated for the request, once (rkv_pool_unref_n over them):
+ *     blocks the tree kept stay allocated under the tree's reference, and
+ *     duplicates are freed. Do NOT also unref the ids in dups_out: they are
+ *     among the blocks already released (a second unref is the error "block
+ *     is free or listed more times than it is referenced"). To keep using
+ *     the KV after dropping those references (decoding on), lock the node
+ *     insert returned and read the cached path's blocks (a PEEK match), as
+ *     the scheduler does; or keep the references until done.
+ *   - On failure insert changes nothing: the caller still holds its
+ *     references. Aborting a request: unref the blocks it allocated,
+ *     unlock its lease; matched blocks need nothing.
+ *   - Eviction drops only the tree's reference: a block the caller still
+ *     references stays allocated (no longer cached), which is why
+ *     rkv_tree_evict / rkv_tree_alloc_blocks can free fewer blocks than
+ *     they unlinked.
+ */
 
 typedef struct rkv_match {
     size_t matched_tokens; /* multiple of page_size                        */
@@ -218,6 +294,9 @@ typedef struct rkv_match {
  * A non-peek match in a namespace not seen before creates its (empty) root
  * so the returned handle is lockable (that too may give RKV_ERR_NOMEM); a
  * PEEK in an unknown namespace matches nothing and returns a zeroed handle.
+ * An empty root is freed (its handles go stale) when its last page is
+ * evicted or its last lease released, whichever comes last; one that is
+ * never locked nor filled stays until reset, so probe with PEEK.
  * Match reads tokens only up to the first page it cannot match (its cost
  * follows the matched part, not n) and does not reject negative ids: they
  * are never cached (insert refuses them), so one simply ends the match. */
@@ -251,21 +330,53 @@ typedef struct rkv_insert_result {
  * reference on each block it keeps and never touches the caller's own
  * references. A page that was already cached under a different block is a
  * duplicate: its given block id is written to dups_out (capacity n /
- * page_size; may be NULL) and the caller should release it. A page cached
- * under the same block id is not a duplicate. The path becomes most
- * recently used. A partial last page is ignored. A block given for a new
- * page that the tree already caches (for another page), or given for two
- * new pages, is RKV_ERR_INVALID_ARG. */
+ * page_size; may be NULL); the tree did not keep it, so the caller's own
+ * reference is its last (see the block ownership protocol above: the
+ * caller drops its reference on every block it allocated, once, and that
+ * frees the duplicates). A page cached under the same block id is not a
+ * duplicate. The path becomes most recently used. A partial last page is
+ * ignored. A block given for a new page that the tree already caches (for
+ * another page), or given for two new pages, is RKV_ERR_INVALID_ARG. */
 rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                            const int32_t *tokens, size_t n,
                            const rkv_block_id *blocks, rkv_block_id *dups_out,
                            rkv_insert_result *out);
 
-/* A locked node and all its ancestors are never evicted. Locks nest (a
- * count). unlock of an unlocked node: RKV_ERR_STATE, nothing changes.
- * unlock makes the path most recently used (it was in use until now). */
-rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node);
-rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_node node);
+/*
+ * Locks are owned: each rkv_tree_lock() creates one lock and hands back the
+ * lease that owns it; only rkv_tree_unlock() of that lease releases it. A
+ * lease is a value the caller keeps (copying it copies the right to
+ * release; release it once). Nobody can release a lock through a node
+ * handle, and nobody but the scheduler holds the scheduler's leases, so
+ * an embedder's mistakes cannot unpin a running request's prefix.
+ *
+ *   - A node with a live lease on it or below it is never evicted, trimmed
+ *     or split away from its handle: its handle stays valid while the lease
+ *     lives. Locks of one node nest: each lock is its own lease.
+ *   - lock: RKV_ERR_STALE_HANDLE (stale or zeroed handle), RKV_ERR_NOMEM
+ *     (the lease table could not grow), RKV_ERR_STATE (2^24 leases already
+ *     held in this tree); on any failure nothing changes and *out is zeroed.
+ *   - unlock releases exactly that lock, zeroes *lease and makes the path
+ *     most recently used (it was in use until now); a namespace root left
+ *     with no page and no lease is freed (its handles go stale). A lease
+ *     that is not held -- all-zero, already released, forged, or from
+ *     another tree -- is RKV_ERR_STATE and nothing changes. (A released
+ *     lease stays refused until its table slot has been released about
+ *     2^40 more times.)
+ *   - rkv_tree_reset() refuses (RKV_ERR_BUSY) while any lease is held;
+ *     rkv_tree_destroy() releases every lock, and its leases die with it.
+ *   - Leases live in the tree's memory: rkv_tree_stats.host_bytes counts
+ *     the table, which grows to the most leases held at once.
+ * Cost: O(depth of the node) for both, plus an amortized table growth.
+ */
+typedef struct rkv_lease {
+    uint64_t id; /* opaque; all-zero = no lease                             */
+} rkv_lease;
+
+/* Locks node's path; *out receives the lease that owns this lock. */
+rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out);
+/* Releases exactly the lock *lease owns and zeroes *lease. */
+rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease);
 
 /* Frees at least n blocks by removing least-recently-used unlocked leaves
  * page by page from their tail (a parent that becomes a leaf joins the LRU
@@ -284,8 +395,8 @@ rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out);
 rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
                                  rkv_block_id *out);
 
-/* Drops every cached prefix. RKV_ERR_BUSY (nothing changes) while any path
- * is locked. Every handle from before becomes stale. Cumulative counters
+/* Drops every cached prefix. RKV_ERR_BUSY (nothing changes) while any lease
+ * is held. Every handle from before becomes stale. Cumulative counters
  * (queried/hit tokens, inserted, evicted, splits) are kept. */
 rkv_status rkv_tree_reset(rkv_tree *tree);
 
@@ -313,7 +424,7 @@ typedef struct rkv_node_info {
     size_t depth_tokens;     /* tokens from the namespace root to node end  */
     uint32_t num_pages;      /* pages on the node's own edge                */
     uint32_t num_children;
-    uint32_t lock_count;
+    uint32_t lock_count;     /* live leases on this node and below it       */
     uint64_t last_access;    /* logical clock                               */
     uint64_t children_epoch; /* changes whenever a child is added, removed,
                                 trimmed or split; with a valid handle, an
@@ -579,6 +690,10 @@ uint16_t rkv_f32_to_f16(float x);
 float rkv_f16_to_f32(uint16_t h);
 uint16_t rkv_f32_to_bf16(float x);
 float rkv_bf16_to_f32(uint16_t h);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
  * radix/tree.c -- the radix tree's life cycle and memory: config, create,
  * destroy, reset, the slot table and prepared allocations. Data structures
  * and invariants: radix/tree_internal.h; match/insert/split live in
- * radix/tree_match.c, recency/locks/eviction in radix/tree_lru.c.
+ * radix/tree_match.c, recency/eviction in radix/tree_lru.c, locks in
+ * radix/tree_lease.c. A pool serves at most one live tree (pool->tree).
  *
  * Failure atomicity: every call validates its arguments, walks the tree
  * read-only, then prepares ALL the memory it may need (a larger slot table,
@@ -163,6 +164,11 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_tree_create: initial_nodes %u too large",
                              cfg->initial_nodes);
+    /* the pool keeps one chained hash per block: a second tree would
+     * overwrite the first one's */
+    if (pool->tree != NULL)
+        return rkv_set_error(RKV_ERR_BUSY, "rkv_tree_create: the pool already "
+                             "has a tree (one tree per pool; destroy it first)");
     rkv_tree *t = calloc(1, sizeof *t);
     if (t == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree struct");
@@ -199,6 +205,9 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->nodes_used = 1;
     t->free_head = RKV_NIL;
     t->lru_head = t->lru_tail = RKV_NIL;
+    rkv_lease_init(t);
+    pool->tree = t;
+    pool->trees_made++;
     *out = t;
     return RKV_OK;
 }
@@ -245,7 +254,10 @@ void rkv_tree_destroy(rkv_tree *tree)
 {
     if (tree == NULL)
         return;
-    rkv_tree_drop_all(tree);
+    rkv_tree_drop_all(tree); /* outstanding leases die with the table */
+    rkv_lease_fini(tree);
+    if (tree->pool->tree == tree)
+        tree->pool->tree = NULL;
     rkv_node_mem_free(&tree->mem, tree->nodes,
                       (size_t)tree->nodes_cap * sizeof *tree->nodes);
     rkv_node_mem_free(&tree->mem, tree->idx,
@@ -261,7 +273,7 @@ rkv_status rkv_tree_reset(rkv_tree *tree)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_reset: NULL tree");
     if (tree->lock_total > 0)
         return rkv_set_error(RKV_ERR_BUSY,
-                             "rkv_tree_reset: %llu locks are held",
+                             "rkv_tree_reset: %llu leases are held",
                              (unsigned long long)tree->lock_total);
     rkv_tree_drop_all(tree);
     return RKV_OK;

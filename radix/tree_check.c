@@ -6,8 +6,11 @@
  * The check walks each namespace subtree depth-first through the sibling
  * links (no stack: up via parent pointers), so it knows each node's
  * namespace and the hash of the page before it, and verifies every page's
- * chained hash in the pool. Scratch memory (a bitmap of blocks seen) comes
- * from calloc, not the tree allocator, so OOM injection never hits it.
+ * chained hash in the pool. Each node's lock count must equal the live
+ * leases naming it plus its children's counts (the lease table is checked
+ * first and counted per node). Scratch memory (a bitmap of blocks seen,
+ * per-node lease counts) comes from calloc, not the tree allocator, so OOM
+ * injection never hits it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +101,7 @@ rkv_status rkv_tree_node_info(const rkv_tree *tree, rkv_node node,
 typedef struct rkv_check_acc {
     uint64_t pages, evictable, locked, nodes, lru_members;
     uint8_t *seen; /* blocks met in the tree */
+    uint32_t *own; /* live leases per node (from the lease table) */
 } rkv_check_acc;
 
 /* Verifies one non-root node (its links, index entry, pages, hashes). */
@@ -133,9 +137,9 @@ static rkv_status rkv_check_node(const rkv_tree *t, uint32_t id, uint64_t ns,
                            t->nodes[c].parent);
         below += t->nodes[c].lock_count;
     }
-    if (x->lock_count != below + (x->lock_count ? x->lru_prev : 0))
-        return CORRUPT("node %u lock count %u != own %u + children's %llu", id,
-                       x->lock_count, x->lock_count ? x->lru_prev : 0,
+    if (x->lock_count != below + a->own[id])
+        return CORRUPT("node %u lock count %u != its leases %u + children's "
+                       "%llu", id, x->lock_count, a->own[id],
                        (unsigned long long)below);
     const rkv_block_id *xb = rkv_tnode_blocks(t, x);
     uint64_t h = rkv_tree_prev_hash(t, x->parent);
@@ -267,8 +271,10 @@ static rkv_status rkv_check_slots(const rkv_tree *t, rkv_check_acc *a,
                 return CORRUPT("child %u of root %u names another parent", c, y);
             below += t->nodes[c].lock_count;
         }
-        if (x->lock_count != below + (x->lock_count ? x->lru_prev : 0))
-            return CORRUPT("root %u lock count != own + children's", y);
+        if (x->lock_count != below + a->own[y])
+            return CORRUPT("root %u lock count %u != its leases %u + "
+                           "children's %llu", y, x->lock_count, a->own[y],
+                           (unsigned long long)below);
         rkv_status st = rkv_check_subtree(t, y, a);
         if (st != RKV_OK)
             return st;
@@ -315,10 +321,20 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
     rkv_check_acc a;
     memset(&a, 0, sizeof a);
     a.seen = calloc(t->owned_bytes + 1, 1);
-    if (a.seen == NULL)
-        return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_check: scratch bitmap");
+    a.own = calloc(t->nodes_used, sizeof *a.own);
+    if (a.seen == NULL || a.own == NULL) {
+        free(a.seen);
+        free(a.own);
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_check: scratch memory");
+    }
     uint64_t roots = 0, in_use = 0;
-    rkv_status st = rkv_check_slots(t, &a, &roots, &in_use);
+    rkv_status st = RKV_OK;
+    if (t->pool->tree != t)
+        st = CORRUPT("the pool names another tree as its own");
+    if (st == RKV_OK && t->nodes_used > 0 && t->nodes_used <= t->nodes_cap)
+        st = rkv_lease_check(t, a.own);
+    if (st == RKV_OK)
+        st = rkv_check_slots(t, &a, &roots, &in_use);
     if (st == RKV_OK && in_use != roots + a.nodes)
         st = CORRUPT("%llu nodes in use, %llu reachable from %llu roots",
                      (unsigned long long)in_use, (unsigned long long)a.nodes,
@@ -353,5 +369,6 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
     if (st == RKV_OK && t->mem.bytes == 0)
         st = CORRUPT("allocator reports no live bytes");
     free(a.seen);
+    free(a.own);
     return st;
 }

@@ -1,9 +1,10 @@
 /*
  * radix/tree_internal.h -- the token radix tree's data structures, shared by
  * the files of radix/ (tree.c: create, destroy, reset, slots, prepared
- * memory; tree_match.c: match, insert, split; tree_lru.c: LRU list, lock,
- * evict; child_index.c: the child hash index; tree_check.c: check, stats,
- * node info, debug hooks; node_mem.c: the allocator).
+ * memory; tree_match.c: match, insert, split; tree_lru.c: LRU list, evict;
+ * tree_lease.c: the lease table, lock, unlock; child_index.c: the child
+ * hash index; tree_check.c: check, stats, node info, debug hooks;
+ * node_mem.c: the allocator).
  *
  * Layout:
  *   - Nodes live in one slot table (nodes[]); a node id is its index. Slot 0
@@ -25,12 +26,19 @@
  *     doubly linked LRU list ordered by last_access, oldest at the head.
  *     Membership is exactly that predicate (rkv_tree_in_lru), so it is never
  *     stored.
- *   - lock_count of a node = locks taken on it + locks of its subtree (lock
- *     walks from the node itself up to the namespace root). A locked node is
- *     never in the LRU list, so its lru_prev field holds its own lock count
- *     (rkv_tnode_own_locks): unlock can tell "locked through a child" from
- *     "locked itself" in O(1), even under a node with thousands of
- *     children, and the node stays 64 bytes.
+ *   - lock_count of a node = live leases on it + lock_count of its children
+ *     (lock walks from the node itself up to the namespace root). A locked
+ *     node is never in the LRU list (its lru links are RKV_NIL).
+ *   - Leases (tree_lease.c): every lock is one slot of the lease table,
+ *     naming the locked node; lock_total == live slots. A lease id is an
+ *     invertible scramble of ((gen << RKV_LEASE_SLOT_BITS) | slot) XOR
+ *     lease_key: the slot's generation changes at every release, so a
+ *     released lease no longer names its slot, and the per-tree key makes
+ *     ids of other trees (and forged values) decode to slots that are free
+ *     or carry another generation. A locked node is never evicted, trimmed
+ *     or freed (reset refuses while leases live), and a split keeps the
+ *     locked end's id, so a live slot's node id stays valid for the lease's
+ *     whole life.
  *
  * Generations: a handle {id, gen} is valid iff the slot is in use and has
  * that gen. Freeing a slot or trimming a node's tail bumps gen (never 0), so
@@ -68,6 +76,17 @@ typedef struct rkv_tnode {
 
 _Static_assert(sizeof(rkv_tnode) == 64, "a node is one cache line");
 
+/* One lease: live iff node != 0 (slot 0, the super-root, is never locked). */
+typedef struct rkv_lease_slot {
+    uint64_t gen;  /* 1 .. 2^RKV_LEASE_GEN_BITS - 1; bumped at release     */
+    uint32_t node; /* the locked node, or 0: free                           */
+    uint32_t next; /* free: next free slot in FIFO order, RKV_NIL ends      */
+} rkv_lease_slot;
+
+#define RKV_LEASE_SLOT_BITS 24
+#define RKV_LEASE_GEN_BITS (64 - RKV_LEASE_SLOT_BITS)
+#define RKV_LEASE_MAX_SLOTS (1u << RKV_LEASE_SLOT_BITS) /* leases held at once */
+
 typedef struct rkv_cidx_entry {
     uint32_t tag; /* top 32 bits of the key; home = tag & mask          */
     uint32_t id;  /* RKV_NIL: empty                                     */
@@ -92,7 +111,13 @@ struct rkv_tree {
     uint32_t lru_head, lru_tail;
     uint64_t clock;        /* last_access values come from ++clock          */
     uint64_t epoch;        /* children_epoch values come from ++epoch       */
-    uint64_t lock_total;   /* sum of locks held (== sum of roots' counts)   */
+    uint64_t lock_total;   /* leases held (== sum of roots' counts)         */
+
+    rkv_lease_slot *leases; /* lease table (tree_lease.c), NULL until used  */
+    uint32_t leases_cap;   /* slots allocated                               */
+    uint32_t leases_used;  /* slots ever handed out (high-water mark)       */
+    uint32_t lease_free_head, lease_free_tail; /* FIFO of released slots    */
+    uint64_t lease_key;    /* XORed into ids: ties them to this tree        */
 
     uint8_t *owned;        /* bit per pool block: cached by this tree       */
     size_t owned_bytes;
@@ -119,12 +144,6 @@ static inline int rkv_tree_in_lru(const rkv_tnode *x)
 {
     return x->parent != 0 && x->parent != RKV_NIL &&
            x->first_child == RKV_NIL && x->lock_count == 0;
-}
-
-/* Own lock count of a node with lock_count > 0. */
-static inline uint32_t *rkv_tnode_own_locks(rkv_tnode *x)
-{
-    return &x->lru_prev;
 }
 
 static inline int rkv_tree_handle_ok(const rkv_tree *t, rkv_node h)
@@ -221,6 +240,18 @@ rkv_status rkv_tree_prepare(rkv_tree *t, uint32_t add_nodes, int ndata,
  * arrays stay in p for the commit. */
 void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p);
 
+/* tree_lease.c ----------------------------------------------------------- */
+/* Derives this tree's lease key (at create; t->pool set, trees_made not
+ * yet counted). */
+void rkv_lease_init(rkv_tree *t);
+/* Frees the lease table (destroy). */
+void rkv_lease_fini(rkv_tree *t);
+/* Slot of a live lease with this id, or RKV_NIL. */
+uint32_t rkv_lease_find(const rkv_tree *t, uint64_t id);
+/* Verifies the lease table and adds one to own[node] per live lease
+ * (own has nodes_used entries). RKV_ERR_CORRUPT with a message. */
+rkv_status rkv_lease_check(const rkv_tree *t, uint32_t *own);
+
 /* tree_lru.c ------------------------------------------------------------- */
 void rkv_lru_unlink(rkv_tree *t, uint32_t id);
 void rkv_lru_push_tail(rkv_tree *t, uint32_t id);
@@ -228,5 +259,8 @@ void rkv_lru_push_tail(rkv_tree *t, uint32_t id);
 void rkv_lru_place(rkv_tree *t, uint32_t id);
 /* Path from id up to its namespace root becomes most recently used. */
 void rkv_tree_touch(rkv_tree *t, uint32_t id);
+/* Frees a namespace root that has no child and no lock (its handles go
+ * stale; a later non-peek match or insert creates it again). */
+void rkv_tree_free_root(rkv_tree *t, uint32_t root);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * Owns: the intrusive LRU list of evictable leaves (non-root, no child,
  * lock_count 0), ordered by last_access with the oldest at the head;
- * rkv_tree_lock/unlock; rkv_tree_evict and rkv_tree_alloc_blocks.
+ * rkv_tree_evict and rkv_tree_alloc_blocks. (Locks: radix/tree_lease.c.)
  *
  * Recency: a use stamps last_access = ++clock on every node of the path
  * from the used node up to its namespace root, so a node's stamp is the
@@ -17,7 +17,7 @@
  * reference each; a block counts as freed when its ref count reaches 0),
  * bump its generation when trimmed, remove it when empty, and let its
  * parent join the list when it becomes an unlocked leaf (an empty namespace
- * root is freed instead). O(1) per node plus its pages; no allocation, so
+ * root is freed instead; so is one whose last lease goes, in unlock). O(1) per node plus its pages; no allocation, so
  * eviction cannot fail half way. Only blocks that the caller also holds
  * outside the tree (without a lock) can make an eviction free fewer blocks
  * than it unlinked; then rkv_tree_evict returns RKV_ERR_NO_SPACE after
@@ -120,71 +120,14 @@ void rkv_tree_touch(rkv_tree *t, uint32_t id)
         t->nodes[y].last_access = c;
 }
 
-/* ---- lock / unlock -------------------------------------------------------- */
-
-rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node)
-{
-    if (tree == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_lock: NULL tree");
-    if (!rkv_tree_handle_ok(tree, node))
-        return rkv_set_error(RKV_ERR_STALE_HANDLE,
-                             "rkv_tree_lock: stale handle {%u, %u}", node.id,
-                             node.gen);
-    rkv_tree *t = tree;
-    if (t->lock_total >= UINT32_MAX) /* bounds every node's count */
-        return rkv_set_error(RKV_ERR_STATE, "rkv_tree_lock: lock count saturated");
-    /* the node itself first, then every ancestor up to its namespace root */
-    for (uint32_t y = node.id; y != 0; y = t->nodes[y].parent) {
-        rkv_tnode *x = &t->nodes[y];
-        if (x->lock_count == 0) {
-            if (rkv_tree_in_lru(x))
-                rkv_lru_unlink(t, y);
-            *rkv_tnode_own_locks(x) = 0; /* lru fields now hold own locks */
-            x->lru_next = RKV_NIL;
-            t->evictable_blocks -= x->num_pages;
-            t->locked_blocks += x->num_pages;
-        }
-        x->lock_count++;
-    }
-    ++*rkv_tnode_own_locks(&t->nodes[node.id]);
-    t->lock_total++;
-    return RKV_OK;
-}
-
-rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_node node)
-{
-    if (tree == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_unlock: NULL tree");
-    if (!rkv_tree_handle_ok(tree, node))
-        return rkv_set_error(RKV_ERR_STALE_HANDLE,
-                             "rkv_tree_unlock: stale handle {%u, %u}", node.id,
-                             node.gen);
-    rkv_tree *t = tree;
-    rkv_tnode *x = &t->nodes[node.id];
-    /* lock_count also counts the subtree's locks; a node locked only
-     * through a child has no own lock to release */
-    if (x->lock_count == 0 || *rkv_tnode_own_locks(x) == 0)
-        return rkv_set_error(RKV_ERR_STATE,
-                             "rkv_tree_unlock: node {%u, %u} is not locked",
-                             node.id, node.gen);
-    --*rkv_tnode_own_locks(x);
-    uint64_t c = ++t->clock;
-    for (uint32_t y = node.id; y != 0; y = t->nodes[y].parent) {
-        rkv_tnode *z = &t->nodes[y];
-        z->last_access = c;
-        if (--z->lock_count == 0) {
-            z->lru_prev = z->lru_next = RKV_NIL; /* back to list links */
-            t->evictable_blocks += z->num_pages;
-            t->locked_blocks -= z->num_pages;
-            if (rkv_tree_in_lru(z))
-                rkv_lru_push_tail(t, y); /* newest: it was in use until now */
-        }
-    }
-    t->lock_total--;
-    return RKV_OK;
-}
-
 /* ---- eviction -------------------------------------------------------------- */
+
+void rkv_tree_free_root(rkv_tree *t, uint32_t root)
+{
+    rkv_cidx_remove(t, rkv_cidx_key_ns(t->nodes[root].u.ns), root);
+    rkv_tree_slot_free(t, root);
+    t->num_namespaces--;
+}
 
 /* Removes an empty, unlocked, childless node (listed in the LRU). */
 static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
@@ -210,10 +153,7 @@ static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
     if (px->first_child != RKV_NIL || px->lock_count != 0)
         return;
     if (px->parent == 0) {
-        /* an empty namespace root goes too */
-        rkv_cidx_remove(t, rkv_cidx_key_ns(px->u.ns), p);
-        rkv_tree_slot_free(t, p);
-        t->num_namespaces--;
+        rkv_tree_free_root(t, p); /* an empty namespace root goes too */
     } else {
         rkv_lru_place(t, p);
     }

@@ -8,11 +8,11 @@
  * X's parent (it reuses X's index entry: same parent, same first page), and
  * X keeps its tail pages and its children, so the index entries of X's
  * children stay valid and X's handle keeps naming the same end position.
- * N inherits X's lock count (N's subtree locks are exactly X's) and
- * last_access. Both halves get exactly-sized new arrays (one memcpy of the
- * node): keeping X's old array for its tail would avoid a copy but leave the
- * head's bytes allocated twice, and host bytes per cached token matter more
- * than one copy per split.
+ * N inherits X's lock count (N's subtree locks are exactly X's; the
+ * leases keep naming X) and last_access. Both halves get exactly-sized new
+ * arrays (one memcpy of the node): keeping X's old array for its tail would
+ * avoid a copy but leave the head's bytes allocated twice, and host bytes
+ * per cached token matter more than one copy per split.
  *
  * Match does not scan token values (the tree holds only validated tokens),
  * so its cost follows the matched part; insert validates everything.
@@ -140,9 +140,7 @@ static uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k,
     if (n->next_sib != RKV_NIL)
         t->nodes[n->next_sib].prev_sib = nid;
     n->first_child = xid;
-    n->lock_count = x->lock_count;
-    if (n->lock_count > 0)
-        *rkv_tnode_own_locks(n) = 0; /* locked only through x */
+    n->lock_count = x->lock_count; /* locked only through x: no lease */
     n->last_access = x->last_access;
     n->children_epoch = ++t->epoch;
     t->nodes[n->parent].children_epoch = ++t->epoch;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "radix/tree_lease.h"
 #include "sched/sched_internal.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, __VA_ARGS__)
@@ -34,8 +35,13 @@ static rkv_status rkv_check_running(const rkv_sched *s, const rkv_sreq *r,
         return CORRUPT("rkv_sched_check: request %llu locks %u pages of %u "
                        "computed tokens", id, r->locked_pages, r->kv_len);
     rkv_node_info info;
+    rkv_node leased;
     if (rkv_tree_node_info(s->tree, r->lock_node, &info) != RKV_OK)
         return CORRUPT("rkv_sched_check: request %llu lock node is stale", id);
+    if (rkv_tree_lease_node(s->tree, &r->lease, &leased) != RKV_OK ||
+        leased.id != r->lock_node.id || leased.gen != r->lock_node.gen)
+        return CORRUPT("rkv_sched_check: request %llu does not hold a lease "
+                       "on its lock node", id);
     if (info.lock_count == 0 || info.depth_tokens != (size_t)r->locked_pages * P ||
         info.ns != r->ns)
         return CORRUPT("rkv_sched_check: request %llu lock node depth %zu "
@@ -80,7 +86,7 @@ rkv_status rkv_sched_check(const rkv_sched *s)
                            "state %d index %u", i,
                            (unsigned long long)r->id, (int)r->state, r->ridx);
         if (r->nblocks != 0 || r->locked_pages != 0 || r->kv_len != 0 ||
-            r->infl_to != r->infl_from)
+            r->infl_to != r->infl_from || r->lease.id != 0)
             return CORRUPT("rkv_sched_check: waiting request %llu holds KV",
                            (unsigned long long)r->id);
         if (r->len != r->prompt_len + r->generated || r->len > r->tok_cap ||

@@ -18,7 +18,8 @@
  *   KV holds L + m - 1 tokens, as the engine's does.
  *   blocks[0..nblocks) is the block table, nblocks = ceil(kv_len / P) (plus
  *   this step's growth while a plan is pending). blocks[0..locked_pages) are
- *   tree pages covered by the lock on lock_node (depth locked_pages * P);
+ *   tree pages covered by the lock on lock_node (depth locked_pages * P),
+ *   owned by the request's lease (rkv_tree_lock), which never leaves sched/;
  *   the request holds NO pool reference on them. blocks[locked_pages..) are
  *   the request's own: exactly one pool reference each.
  *   A WAITING request holds nothing: no lock, no blocks (a preempted request
@@ -81,6 +82,9 @@ typedef struct rkv_sreq {
     uint32_t kv_len;
     uint32_t locked_pages;
     rkv_node lock_node;
+    rkv_lease lease;       /* owns the lock on lock_node (only the
+                              scheduler holds it: nobody else can unpin
+                              a running request's prefix)                 */
     uint32_t cached_len;   /* tokens matched at admission                 */
     int prefilling;        /* until the chunk that reaches len commits    */
     uint32_t ridx;         /* index in sched->running                     */

@@ -6,13 +6,14 @@
  * by in-batch de-duplication.
  *
  * Ownership (see sched_internal.h): blocks[0..locked_pages) belong to the
- * tree and are covered by the lock on lock_node; blocks[locked_pages..
- * nblocks) carry one pool reference of the request each. Inserting computed
- * pages moves the boundary down: the tree takes its own reference on the
- * new pages (or already had the page under another block: a duplicate, and
- * the request switches to the tree's block, whose KV is identical), the
- * request locks the new deepest node, unlocks the old one and drops its own
- * references on those pages. Other requests can then hit a prefix while the
+ * tree and are covered by the lock on lock_node, owned by the request's
+ * lease; blocks[locked_pages..nblocks) carry one pool reference of the
+ * request each. Inserting computed pages moves the boundary down: the tree
+ * takes its own reference on the new pages (or already had the page under
+ * another block: a duplicate, and the request switches to the tree's
+ * block, whose KV is identical), the request locks the new deepest node
+ * (a new lease), releases its old lease and drops its own references on
+ * those pages. Other requests can then hit a prefix while the
  * request that computed it is still running.
  */
 #include <stdlib.h>
@@ -120,7 +121,8 @@ void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r)
     if (st != RKV_OK)
         return; /* keeps its own references; retried at the next insert */
     /* hold the new path before anything else can happen to it */
-    if (rkv_tree_lock(s->tree, res.node) != RKV_OK)
+    rkv_lease lease;
+    if (rkv_tree_lock(s->tree, res.node, &lease) != RKV_OK)
         return;
     const rkv_block_id *tree_blocks = r->blocks;
     if (res.num_dups > 0) {
@@ -129,18 +131,19 @@ void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r)
                             s->scratch, RKV_MATCH_PEEK, &m);
         if (st != RKV_OK || m.num_blocks < np) {
             /* cannot happen (the path is locked); stay consistent */
-            (void)rkv_tree_unlock(s->tree, res.node);
+            (void)rkv_tree_unlock(s->tree, &lease);
             return;
         }
         tree_blocks = s->scratch;
     }
-    (void)rkv_tree_unlock(s->tree, r->lock_node);
+    (void)rkv_tree_unlock(s->tree, &r->lease);
     for (uint32_t i = r->locked_pages; i < np; i++) {
         (void)rkv_pool_unref(s->pool, r->blocks[i]);
         r->blocks[i] = tree_blocks[i];
     }
     r->locked_pages = np;
     r->lock_node = res.node;
+    r->lease = lease;
     rkv_inflight_drop(s, r, np);
 }
 
@@ -149,7 +152,7 @@ void rkv_sreq_release(rkv_sched *s, rkv_sreq *r)
     rkv_sreq_insert_computed(s, r);
     rkv_inflight_drop(s, r, UINT32_MAX);
     r->infl_from = r->infl_to = 0;
-    (void)rkv_tree_unlock(s->tree, r->lock_node);
+    (void)rkv_tree_unlock(s->tree, &r->lease); /* zeroes r->lease */
     rkv_sreq_shrink(s, r, 0); /* keeps the locked (tree-held) pages */
     r->nblocks = 0;
     r->locked_pages = 0;
@@ -173,7 +176,7 @@ rkv_status rkv_sreq_admit(rkv_sched *s, rkv_sreq *r)
     st = rkv_tree_match(s->tree, r->ns, r->tokens, n, s->scratch, 0, &m);
     if (st != RKV_OK)
         return st;
-    st = rkv_tree_lock(s->tree, m.node);
+    st = rkv_tree_lock(s->tree, m.node, &r->lease);
     if (st != RKV_OK)
         return st;
     memcpy(r->blocks, s->scratch, (size_t)m.num_blocks * sizeof *r->blocks);

@@ -723,3 +723,107 @@ Test(sched, lpm_matches_follow_tree_changes)
     cr_assert_lt(lpm_after_change(0), 0, "without eviction 3 goes first");
     cr_assert_gt(lpm_after_change(1), 0, "after eviction 4 goes first");
 }
+
+/* ---- issue 10 item 3: the scheduler's locks are its own ------------------- */
+
+/* An embedder locks the path a running request holds, unlocks, and unlocks
+ * again. With bare lock counts the second unlock released the scheduler's
+ * lock, and the eviction below removed the running request's prefix
+ * (rkv_sched_check: "request 1 lock node is stale"). With leases the second
+ * unlock is RKV_ERR_STATE and changes nothing. */
+Test(sched, embedder_double_unlock_keeps_running_prefix)
+{
+    enum { P = 4, L = 32 };
+    rkv_sched_config c = base_cfg(RKV_POLICY_FCFS);
+    eng e;
+    eng_init(&e, 64, P, &c, 2);
+    e.seed = 3;
+    int32_t a[L + 1];
+    fill_tokens(a, L + 1, 21);
+    OK(eng_submit(&e, 0, 0, a, L, 1, 0)); /* caches a[0..L) */
+    eng_drain(&e, 10);
+    /* request 1 hits all of a[0..L) and runs its one new token: its lock
+     * stays on the node at depth L while it decodes */
+    OK(eng_submit(&e, 1, 0, a, L + 1, 8, 0));
+    eng_step(&e);
+    cr_assert(e.reqs[1].live);
+    cr_assert_eq(e.reqs[1].first_cached, L);
+    rkv_match m;
+    OK(rkv_tree_match(e.tree, 0, a, L, NULL, 0, &m));
+    cr_assert_eq(m.matched_tokens, L);
+    rkv_node_info info;
+    OK(rkv_tree_node_info(e.tree, m.node, &info));
+    cr_assert_eq(info.lock_count, 1, "the scheduler's lock");
+    rkv_lease mine;
+    OK(rkv_tree_lock(e.tree, m.node, &mine));
+    rkv_lease again = mine;
+    OK(rkv_tree_unlock(e.tree, &mine));
+    cr_assert_eq(rkv_tree_unlock(e.tree, &again), RKV_ERR_STATE);
+    cr_assert_eq(rkv_tree_unlock(e.tree, &mine), RKV_ERR_STATE);
+    OK(rkv_tree_node_info(e.tree, m.node, &info));
+    cr_assert_eq(info.lock_count, 1, "the scheduler's lock is still held");
+    OK(rkv_sched_check(e.s));
+    /* evict everything evictable: the running request's prefix stays */
+    rkv_tree_stats ts;
+    OK(rkv_tree_get_stats(e.tree, &ts));
+    cr_assert_geq(ts.locked_blocks, L / P);
+    uint32_t freed = 0;
+    if (ts.evictable_blocks > 0)
+        OK(rkv_tree_evict(e.tree, (uint32_t)ts.evictable_blocks, &freed));
+    OK(rkv_tree_match(e.tree, 0, a, L, NULL, RKV_MATCH_PEEK, &m));
+    cr_assert_eq(m.matched_tokens, L, "the running request's prefix went");
+    OK(rkv_sched_check(e.s));
+    eng_drain(&e, 100); /* the fake engine verifies every KV position */
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}
+
+/* issue 10 item 4 from the scheduler's side: its tree's pool takes no
+ * second tree, and a destroyed tree frees the pool for a new one. */
+Test(sched, second_tree_on_a_pool_is_busy)
+{
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM);
+    eng e;
+    eng_init(&e, 32, 4, &c, 1);
+    int32_t p[12];
+    fill_tokens(p, 12, 4);
+    OK(eng_submit(&e, 0, 0, p, 12, 2, 0));
+    eng_drain(&e, 10);
+    rkv_tree *t2 = NULL;
+    cr_assert_eq(rkv_tree_create(e.pool, NULL, &t2), RKV_ERR_BUSY);
+    cr_assert_null(t2);
+    OK(rkv_sched_check(e.s));
+    rkv_sched_destroy(e.s);
+    rkv_tree_destroy(e.tree);
+    OK(rkv_tree_create(e.pool, NULL, &e.tree));
+    OK(rkv_sched_create(e.tree, &c, &e.s));
+    OK(eng_submit(&e, 0, 0, p, 12, 2, 0));
+    eng_drain(&e, 10);
+    cr_assert_eq(e.reqs[0].first_cached, 0, "a new tree starts empty");
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}
+
+/* A request in a fresh namespace that caches no page (aborted while its
+ * prompt is shorter than a page) leaves no empty namespace root behind. */
+Test(sched, aborted_request_leaves_no_empty_namespace)
+{
+    rkv_sched_config c = base_cfg(RKV_POLICY_FCFS);
+    eng e;
+    eng_init(&e, 16, 4, &c, 4);
+    rkv_tree_stats ts;
+    for (uint64_t id = 0; id < 3; id++) {
+        int32_t p[3];
+        fill_tokens(p, 3, 70 + id);
+        OK(eng_submit(&e, id, 1000 + id, p, 3, 4, 0)); /* own namespace */
+        eng_step(&e); /* admitted: its (empty) root is locked */
+        OK(rkv_tree_get_stats(e.tree, &ts));
+        cr_assert_eq(ts.namespaces, 1);
+        eng_abort(&e, id);
+        OK(rkv_tree_get_stats(e.tree, &ts));
+        cr_assert_eq(ts.namespaces, 0, "empty root of namespace %llu stayed",
+                     (unsigned long long)(1000 + id));
+    }
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}

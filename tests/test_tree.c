@@ -168,9 +168,15 @@ Test(tree, config_and_create)
     ERR(RKV_ERR_INVALID_ARG, rkv_tree_create(g_pool, NULL, NULL));
     cfg.use_jemalloc = 0;
     cfg.initial_nodes = 1000;
-    OK(rkv_tree_create(g_pool, &cfg, &t2));
+    rkv_pool *p2 = NULL;
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 8;
+    OK(rkv_pool_create(&pc, &p2));
+    OK(rkv_tree_create(p2, &cfg, &t2));
     OK(rkv_tree_check(t2));
     rkv_tree_destroy(t2);
+    rkv_pool_destroy(p2);
     rkv_tree_destroy(NULL);
     rkv_tree_stats s = stats();
     cr_assert_eq(s.cached_blocks, 0);
@@ -250,7 +256,8 @@ Test(tree, match_ending_inside_node_splits)
     cr_assert_eq(info.parent.id, m.node.id);
     cr_assert_eq(info.num_pages, 2);
     /* locking the head protects it but not the tail */
-    OK(rkv_tree_lock(g_tree, m.node));
+    rkv_lease lm;
+    OK(rkv_tree_lock(g_tree, m.node, &lm));
     CHECK();
     s1 = stats();
     cr_assert_eq(s1.locked_blocks, 2);
@@ -259,7 +266,7 @@ Test(tree, match_ending_inside_node_splits)
     rkv_match pk = match(0, tok, 4, NULL, RKV_MATCH_PEEK);
     cr_assert_eq(pk.matched_tokens, 4);
     cr_assert_eq(stats().splits, 1);
-    OK(rkv_tree_unlock(g_tree, m.node));
+    OK(rkv_tree_unlock(g_tree, &lm));
     CHECK();
 }
 
@@ -373,7 +380,9 @@ Test(tree, namespaces_isolated)
     rkv_match m = match(12345, tok, 8, NULL, RKV_MATCH_PEEK);
     cr_assert_eq(m.node.id, 0);
     cr_assert_eq(m.node.gen, 0);
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, m.node));
+    rkv_lease lz = {12345};
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, m.node, &lz));
+    cr_assert_eq(lz.id, 0, "a failed lock hands out no lease");
     /* same tokens in ns 2 get their own blocks */
     insert_release(2, tok, 8);
     rkv_block_id b1[2], b2[2];
@@ -396,36 +405,236 @@ Test(tree, lock_unlock_misuse)
     insert_release(0, a, 8);
     insert_release(0, b, 8);
     rkv_match ma = match(0, a, 8, NULL, 0);
-    rkv_match parent = match(0, a, 4, NULL, 0);
+    snap s;
+    rkv_lease l1, l2;
+    OK(rkv_tree_lock(g_tree, ma.node, &l1));
+    CHECK();
+    cr_assert_neq(l1.id, 0);
+    OK(rkv_tree_lock(g_tree, ma.node, &l2)); /* locks nest: two leases */
+    CHECK();
+    cr_assert_neq(l2.id, 0);
+    cr_assert_neq(l1.id, l2.id, "each lock has its own lease");
+    rkv_lease copy1 = l1;
+    OK(rkv_tree_unlock(g_tree, &l1));
+    cr_assert_eq(l1.id, 0, "unlock zeroes the lease");
+    CHECK();
+    cr_assert_eq(stats().locked_blocks, 2, "the other lease still holds");
+    /* the released lease (a copy, or the zeroed original) releases nothing */
+    snap_take(&s);
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &copy1));
+    cr_assert_neq(copy1.id, 0, "a refused lease is left as it was");
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &l1));
+    CHECK();
+    snap_same(&s, 0);
+    rkv_node_info info;
+    OK(rkv_tree_node_info(g_tree, ma.node, &info));
+    cr_assert_eq(info.lock_count, 1);
+    /* forged leases: neighbours of a live id in every bit, and values */
+    snap_take(&s);
+    for (int bit = 0; bit < 64; bit++) {
+        rkv_lease f = {l2.id ^ (UINT64_C(1) << bit)};
+        ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &f));
+    }
+    const uint64_t forged[] = {1, 2, UINT64_MAX, l2.id + 1, l2.id - 1,
+                               copy1.id + 1};
+    for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+        rkv_lease f = {forged[i]};
+        ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &f));
+    }
+    rkv_lease zero = {0};
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &zero));
+    ERR(RKV_ERR_INVALID_ARG, rkv_tree_unlock(g_tree, NULL));
+    ERR(RKV_ERR_INVALID_ARG, rkv_tree_unlock(NULL, &l2));
+    CHECK();
+    snap_same(&s, 0);
+    OK(rkv_tree_unlock(g_tree, &l2));
+    CHECK();
+    cr_assert_eq(stats().locked_blocks, 0);
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &l2));
+    /* lock misuse */
+    rkv_node znode = {0, 0};
+    rkv_lease out = {99};
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, znode, &out));
+    cr_assert_eq(out.id, 0);
+    rkv_node forged_node = {ma.node.id, ma.node.gen + 1};
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, forged_node, &out));
+    rkv_node far = {1000000, 1};
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, far, &out));
+    ERR(RKV_ERR_INVALID_ARG, rkv_tree_lock(NULL, ma.node, &out));
+    ERR(RKV_ERR_INVALID_ARG, rkv_tree_lock(g_tree, ma.node, NULL));
+    CHECK();
+    cr_assert_eq(stats().locked_blocks, 0);
+}
+
+/* issue 10 item 3, in the tree alone: a caller's second unlock must not
+ * release a lock someone else holds on the same node */
+Test(tree, double_unlock_cannot_release_another_owners_lock)
+{
+    int32_t a[8];
+    seq(a, 8, 1);
+    rkv_insert_result r = insert_release(0, a, 8);
+    rkv_lease theirs, mine;
+    OK(rkv_tree_lock(g_tree, r.node, &theirs)); /* e.g. the scheduler's */
+    OK(rkv_tree_lock(g_tree, r.node, &mine));
+    rkv_lease again = mine;
+    OK(rkv_tree_unlock(g_tree, &mine));
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &again));
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &mine));
+    CHECK();
+    uint32_t freed = 0;
+    ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 1, &freed));
+    cr_assert_eq(match(0, a, 8, NULL, RKV_MATCH_PEEK).matched_tokens, 8,
+                 "the other owner's path stays cached");
+    OK(rkv_tree_unlock(g_tree, &theirs));
+    OK(rkv_tree_evict(g_tree, 2, &freed));
+    CHECK();
+}
+
+/* A released lease stays refused after its slot is reused by new locks. */
+Test(tree, released_lease_refused_after_slot_reuse)
+{
+    int32_t a[8];
+    seq(a, 8, 1);
+    rkv_insert_result r = insert_release(0, a, 8);
+    rkv_lease old;
+    OK(rkv_tree_lock(g_tree, r.node, &old));
+    rkv_lease stale = old;
+    OK(rkv_tree_unlock(g_tree, &old));
+    rkv_lease held[40];
+    for (int i = 0; i < 40; i++) { /* the table grows past its first size */
+        OK(rkv_tree_lock(g_tree, r.node, &held[i]));
+        cr_assert_neq(held[i].id, stale.id);
+        for (int j = 0; j < i; j++)
+            cr_assert_neq(held[i].id, held[j].id, "two live leases alike");
+    }
+    CHECK();
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &stale));
+    for (int i = 0; i < 40; i++) {
+        rkv_lease l = held[i];
+        OK(rkv_tree_unlock(g_tree, &held[i]));
+        OK(rkv_tree_lock(g_tree, r.node, &held[i])); /* reuse each slot */
+        cr_assert_neq(held[i].id, l.id);
+        ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &l));
+        ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &stale));
+    }
+    CHECK();
+    for (int i = 0; i < 40; i++)
+        OK(rkv_tree_unlock(g_tree, &held[i]));
+    CHECK();
+    cr_assert_eq(stats().locked_blocks, 0);
+    /* after a reset the old leases stay refused */
+    OK(rkv_tree_reset(g_tree));
+    r = insert_release(0, a, 8);
+    OK(rkv_tree_lock(g_tree, r.node, &old));
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &stale));
+    OK(rkv_tree_unlock(g_tree, &old));
+    CHECK();
+}
+
+/* A lease from another tree is refused, in both directions, even where
+ * both trees hold the same number of leases at the same depth. */
+Test(tree, lease_from_another_tree_refused)
+{
+    rkv_pool *p2;
+    rkv_tree *t2;
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 64;
+    pc.page_size = P;
+    OK(rkv_pool_create(&pc, &p2));
+    OK(rkv_tree_create(p2, NULL, &t2));
+    int32_t a[8];
+    seq(a, 8, 1);
+    rkv_insert_result r = insert_release(0, a, 8);
+    rkv_block_id b[2];
+    rkv_insert_result r2;
+    OK(rkv_tree_alloc_blocks(t2, 2, b));
+    OK(rkv_tree_insert(t2, 0, a, 8, b, NULL, &r2));
+    OK(rkv_pool_unref_n(p2, 2, b));
+    rkv_lease l1, l2;
+    OK(rkv_tree_lock(g_tree, r.node, &l1));
+    OK(rkv_tree_lock(t2, r2.node, &l2));
+    cr_assert_neq(l1.id, l2.id);
+    rkv_lease c1 = l1, c2 = l2;
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(t2, &c1));
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &c2));
+    CHECK();
+    OK(rkv_tree_check(t2));
+    cr_assert_eq(stats().locked_blocks, 2);
+    /* a tree destroyed and re-created on the same pool: new leases */
+    OK(rkv_tree_unlock(t2, &l2));
+    rkv_tree_destroy(t2);
+    OK(rkv_tree_create(p2, NULL, &t2));
+    OK(rkv_tree_alloc_blocks(t2, 2, b));
+    OK(rkv_tree_insert(t2, 0, a, 8, b, NULL, &r2));
+    OK(rkv_pool_unref_n(p2, 2, b));
+    OK(rkv_tree_lock(t2, r2.node, &l2));
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(t2, &c2));
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(t2, &c1));
+    OK(rkv_tree_unlock(t2, &l2));
+    OK(rkv_tree_check(t2));
+    OK(rkv_tree_unlock(g_tree, &l1));
+    CHECK();
+    rkv_tree_destroy(t2);
+    cr_assert_eq(rkv_pool_num_free(p2), 64);
+    rkv_pool_destroy(p2);
+}
+
+/* A lease keeps naming its node across a split above it and releases
+ * exactly what it locked. */
+Test(tree, lease_survives_split)
+{
+    int32_t a[16];
+    seq(a, 16, 1);
+    rkv_insert_result r = insert_release(0, a, 16); /* one node, 4 pages */
+    rkv_lease l;
+    OK(rkv_tree_lock(g_tree, r.node, &l));
+    rkv_match m = match(0, a, 8, NULL, 0); /* splits the locked node */
+    cr_assert_eq(stats().splits, 1);
+    cr_assert_eq(node_depth(r.node), 16);
+    rkv_lease lh;
+    OK(rkv_tree_lock(g_tree, m.node, &lh));
+    CHECK();
+    OK(rkv_tree_unlock(g_tree, &l));
+    CHECK();
+    rkv_tree_stats s = stats();
+    cr_assert_eq(s.locked_blocks, 2, "only the head stays locked");
+    cr_assert_eq(s.evictable_blocks, 2);
+    OK(rkv_tree_unlock(g_tree, &lh));
+    CHECK();
+    cr_assert_eq(stats().locked_blocks, 0);
+}
+
+/* issue 10 item 4: one tree per pool */
+Test(tree, one_tree_per_pool)
+{
+    int32_t a[8];
+    seq(a, 8, 1);
+    rkv_insert_result r = insert_release(0, a, 8);
+    rkv_block_id got[2];
+    match(0, a, 8, got, RKV_MATCH_PEEK);
     snap s;
     snap_take(&s);
-    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, ma.node));
+    rkv_tree *t2 = NULL;
+    ERR(RKV_ERR_BUSY, rkv_tree_create(g_pool, NULL, &t2));
+    cr_assert_null(t2);
     CHECK();
     snap_same(&s, 0);
-    OK(rkv_tree_lock(g_tree, ma.node));
+    cr_assert_eq(rkv_tree_pool(g_tree), g_pool);
+    (void)r;
+    /* after destroy the pool takes a new tree, and the hashes it writes
+     * are its own */
+    rkv_tree_destroy(g_tree);
+    g_tree = NULL;
+    cr_assert_eq(rkv_pool_num_free(g_pool), 64);
+    OK(rkv_tree_create(g_pool, NULL, &g_tree));
+    ERR(RKV_ERR_BUSY, rkv_tree_create(g_pool, NULL, &t2));
+    int32_t other[8];
+    seq(other, 8, 900);
+    insert_release(5, other, 8);
+    insert_release(0, a, 8);
     CHECK();
-    /* the parent is locked through its child but was never locked itself */
-    snap_take(&s);
-    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, parent.node));
-    CHECK();
-    snap_same(&s, 0);
-    OK(rkv_tree_lock(g_tree, ma.node)); /* locks nest */
-    OK(rkv_tree_unlock(g_tree, ma.node));
-    CHECK();
-    cr_assert_eq(stats().locked_blocks, 2);
-    OK(rkv_tree_unlock(g_tree, ma.node));
-    CHECK();
-    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, ma.node));
-    cr_assert_eq(stats().locked_blocks, 0);
-    rkv_node zero = {0, 0};
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, zero));
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_unlock(g_tree, zero));
-    rkv_node forged = {ma.node.id, ma.node.gen + 1};
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, forged));
-    rkv_node far = {1000000, 1};
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, far));
-    ERR(RKV_ERR_INVALID_ARG, rkv_tree_lock(NULL, ma.node));
-    CHECK();
+    cr_assert_eq(match(0, a, 8, NULL, RKV_MATCH_PEEK).matched_tokens, 8);
 }
 
 Test(tree, lock_of_leaf_protects_the_leaf_itself)
@@ -435,7 +644,8 @@ Test(tree, lock_of_leaf_protects_the_leaf_itself)
     seq(b, 8, 500);
     rkv_insert_result ra = insert_release(0, a, 8);
     insert_release(0, b, 8);
-    OK(rkv_tree_lock(g_tree, ra.node)); /* a single-node path: the leaf */
+    rkv_lease la;
+    OK(rkv_tree_lock(g_tree, ra.node, &la)); /* a single-node path: the leaf */
     CHECK();
     rkv_tree_stats s = stats();
     cr_assert_eq(s.locked_blocks, 2);
@@ -452,7 +662,7 @@ Test(tree, lock_of_leaf_protects_the_leaf_itself)
     cr_assert_eq(match(0, a, 8, NULL, RKV_MATCH_PEEK).matched_tokens, 8);
     cr_assert_eq(match(0, b, 8, NULL, RKV_MATCH_PEEK).matched_tokens, 0);
     ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 1, &freed));
-    OK(rkv_tree_unlock(g_tree, ra.node));
+    OK(rkv_tree_unlock(g_tree, &la));
     CHECK();
     OK(rkv_tree_evict(g_tree, 2, &freed));
     CHECK();
@@ -490,9 +700,10 @@ Test(tree, unlock_counts_as_use)
     seq(a, 4, 10);
     seq(b, 4, 20);
     rkv_insert_result ra = insert_release(0, a, 4);
-    OK(rkv_tree_lock(g_tree, ra.node));
+    rkv_lease la;
+    OK(rkv_tree_lock(g_tree, ra.node, &la));
     insert_release(0, b, 4); /* b used after a was locked */
-    OK(rkv_tree_unlock(g_tree, ra.node)); /* a in use until now */
+    OK(rkv_tree_unlock(g_tree, &la)); /* a in use until now */
     CHECK();
     uint32_t freed;
     OK(rkv_tree_evict(g_tree, 1, &freed));
@@ -514,7 +725,8 @@ Test(tree, tail_page_eviction)
     cr_assert_eq(freed, 1);
     cr_assert_eq(rkv_pool_refcount(g_pool, before[3]), 0, "the tail page went");
     cr_assert_eq(rkv_pool_refcount(g_pool, before[0]), 1);
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, r.node));
+    rkv_lease l;
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, r.node, &l));
     rkv_node_info info;
     ERR(RKV_ERR_STALE_HANDLE, rkv_tree_node_info(g_tree, r.node, &info));
     rkv_block_id got[4];
@@ -527,7 +739,7 @@ Test(tree, tail_page_eviction)
     CHECK();
     cr_assert_eq(stats().nodes, 0);
     cr_assert_eq(stats().namespaces, 0, "an empty namespace root goes too");
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, m.node));
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, m.node, &l));
 }
 
 Test(tree, parent_joins_lru_when_it_becomes_a_leaf)
@@ -589,19 +801,20 @@ Test(tree, evictable_accounting_with_shared_prefix)
     insert_release(0, b, 16);
     rkv_match ma = match(0, a, 16, NULL, 0);
     rkv_match mb = match(0, b, 16, NULL, 0);
-    OK(rkv_tree_lock(g_tree, ma.node));
-    OK(rkv_tree_lock(g_tree, mb.node));
+    rkv_lease la, lb;
+    OK(rkv_tree_lock(g_tree, ma.node, &la));
+    OK(rkv_tree_lock(g_tree, mb.node, &lb));
     CHECK();
     rkv_tree_stats s = stats();
     cr_assert_eq(s.cached_blocks, 5);
     cr_assert_eq(s.locked_blocks, 5, "shared prefix counted once");
     cr_assert_eq(s.evictable_blocks, 0);
-    OK(rkv_tree_unlock(g_tree, ma.node));
+    OK(rkv_tree_unlock(g_tree, &la));
     CHECK();
     s = stats();
     cr_assert_eq(s.locked_blocks, 4);
     cr_assert_eq(s.evictable_blocks, 1);
-    OK(rkv_tree_unlock(g_tree, mb.node));
+    OK(rkv_tree_unlock(g_tree, &lb));
     CHECK();
     s = stats();
     cr_assert_eq(s.evictable_blocks, 5);
@@ -615,13 +828,12 @@ Test(tree, evictable_accounting_with_shared_prefix)
 Test(tree, exhaustion_changes_nothing)
 {
     /* fill the pool: 64 blocks = 16 paths of 4 pages, all locked */
-    rkv_node locked[16];
+    rkv_lease locked[16];
     int32_t tok[16];
     for (int i = 0; i < 16; i++) {
         seq(tok, 16, 10000 * (i + 1));
         rkv_insert_result r = insert_release(0, tok, 16);
-        locked[i] = r.node;
-        OK(rkv_tree_lock(g_tree, r.node));
+        OK(rkv_tree_lock(g_tree, r.node, &locked[i]));
     }
     CHECK();
     cr_assert_eq(rkv_pool_num_free(g_pool), 0);
@@ -633,7 +845,7 @@ Test(tree, exhaustion_changes_nothing)
     CHECK();
     snap_same(&s, 0);
     /* one path unlocked: 4 evictable; asking 5 changes nothing */
-    OK(rkv_tree_unlock(g_tree, locked[3]));
+    OK(rkv_tree_unlock(g_tree, &locked[3]));
     snap_take(&s);
     rkv_block_id b5[5];
     ERR(RKV_ERR_NO_SPACE, rkv_tree_alloc_blocks(g_tree, 5, b5));
@@ -645,7 +857,7 @@ Test(tree, exhaustion_changes_nothing)
     OK(rkv_pool_unref_n(g_pool, 2, b));
     for (int i = 0; i < 16; i++)
         if (i != 3)
-            OK(rkv_tree_unlock(g_tree, locked[i]));
+            OK(rkv_tree_unlock(g_tree, &locked[i]));
     CHECK();
 }
 
@@ -654,13 +866,15 @@ Test(tree, reset_while_locked_and_stale_handles)
     int32_t tok[8];
     seq(tok, 8, 1);
     rkv_insert_result r = insert_release(3, tok, 8);
-    OK(rkv_tree_lock(g_tree, r.node));
+    rkv_lease l;
+    OK(rkv_tree_lock(g_tree, r.node, &l));
+    rkv_lease copy = l;
     snap s;
     snap_take(&s);
     ERR(RKV_ERR_BUSY, rkv_tree_reset(g_tree));
     CHECK();
     snap_same(&s, 0);
-    OK(rkv_tree_unlock(g_tree, r.node));
+    OK(rkv_tree_unlock(g_tree, &l));
     OK(rkv_tree_reset(g_tree));
     CHECK();
     rkv_tree_stats st = stats();
@@ -668,14 +882,14 @@ Test(tree, reset_while_locked_and_stale_handles)
     cr_assert_eq(st.nodes, 0);
     cr_assert_eq(st.namespaces, 0);
     cr_assert_eq(rkv_pool_num_free(g_pool), 64);
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, r.node));
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_unlock(g_tree, r.node));
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, r.node, &l));
+    ERR(RKV_ERR_STATE, rkv_tree_unlock(g_tree, &copy));
     rkv_match m;
     ERR(RKV_ERR_STALE_HANDLE, rkv_tree_match_from(g_tree, r.node, 8, tok, 8, NULL, &m));
     /* the slot is reused by a new node: the old handle stays stale */
     rkv_insert_result r2 = insert_release(3, tok, 8);
     (void)r2;
-    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, r.node));
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_lock(g_tree, r.node, &l));
     cr_assert_eq(match(3, tok, 8, NULL, 0).matched_tokens, 8);
 }
 
@@ -796,7 +1010,8 @@ Test(tree, node_info_fields)
     cr_assert_eq(info.parent.id, head.node.id);
     cr_assert_eq(info.parent.gen, head.node.gen);
     cr_assert_eq(info.lock_count, 0);
-    OK(rkv_tree_lock(g_tree, r.node));
+    rkv_lease l;
+    OK(rkv_tree_lock(g_tree, r.node, &l));
     rkv_node_info hi;
     OK(rkv_tree_node_info(g_tree, head.node, &hi));
     cr_assert_eq(hi.lock_count, 1, "lock walks through ancestors");
@@ -808,7 +1023,7 @@ Test(tree, node_info_fields)
     cr_assert_eq(ri.depth_tokens, 0);
     cr_assert_eq(ri.parent.id, 0);
     cr_assert_eq(ri.lock_count, 1);
-    OK(rkv_tree_unlock(g_tree, r.node));
+    OK(rkv_tree_unlock(g_tree, &l));
     CHECK();
 }
 
@@ -902,7 +1117,7 @@ Test(tree_mid, random_ops_check_every_step)
     rkv_rng_init(&rng, seed);
     enum { MAXP = 12 };
     int32_t tok[MAXP * 16 + 16];
-    rkv_node locked[64];
+    rkv_lease locked[64];
     int nlocked = 0;
     for (int step = 0; step < 3000; step++) {
         /* tokens from a small alphabet of pages so prefixes are shared */
@@ -928,14 +1143,12 @@ Test(tree_mid, random_ops_check_every_step)
             OK(rkv_pool_unref_n(g_pool, np, b));
         } else if (op < 7) {
             rkv_match m = match(ns, tok, n, NULL, rkv_rng_below(&rng, 2) ? RKV_MATCH_PEEK : 0);
-            if (nlocked < 64 && m.node.id != 0 && rkv_rng_below(&rng, 2)) {
-                OK(rkv_tree_lock(g_tree, m.node));
-                locked[nlocked++] = m.node;
-            }
+            if (nlocked < 64 && m.node.id != 0 && rkv_rng_below(&rng, 2))
+                OK(rkv_tree_lock(g_tree, m.node, &locked[nlocked++]));
         } else if (op < 9) {
             if (nlocked > 0) {
                 uint32_t i = (uint32_t)rkv_rng_below(&rng, (uint64_t)nlocked);
-                OK(rkv_tree_unlock(g_tree, locked[i]));
+                OK(rkv_tree_unlock(g_tree, &locked[i]));
                 locked[i] = locked[--nlocked];
             }
         } else {
@@ -947,7 +1160,7 @@ Test(tree_mid, random_ops_check_every_step)
         CHECK();
     }
     while (nlocked > 0)
-        OK(rkv_tree_unlock(g_tree, locked[--nlocked]));
+        OK(rkv_tree_unlock(g_tree, &locked[--nlocked]));
     CHECK();
 }
 
@@ -961,7 +1174,7 @@ static void random_stress(uint32_t page, uint64_t seed, int steps)
     rkv_rng_init(&rng, seed);
     enum { MAXP = 10 };
     int32_t tok[MAXP * 16 + 16];
-    rkv_node locked[32];
+    rkv_lease locked[32];
     int nlocked = 0;
     rkv_block_id held[64]; /* blocks the "caller" keeps referencing */
     int nheld = 0;
@@ -1026,14 +1239,24 @@ static void random_stress(uint32_t page, uint64_t seed, int steps)
                                        NULL, &m2));
                 cr_assert_eq(m2.matched_tokens, m.matched_tokens);
                 if (nlocked < 32 && rkv_rng_below(&rng, 2)) {
-                    OK(rkv_tree_lock(g_tree, m.node));
-                    locked[nlocked++] = m.node;
+                    /* the injection may still be armed: a lock that
+                     * fails (the lease table could not grow) must change
+                     * nothing since the match */
+                    free(s.ref);
+                    free(s.hash);
+                    snap_take(&s);
+                    live = rkv_tree_debug_live_allocs(g_tree);
+                    st = rkv_tree_lock(g_tree, m.node, &locked[nlocked]);
+                    if (st == RKV_OK)
+                        nlocked++;
+                    else
+                        cr_assert_eq(locked[nlocked].id, 0);
                 }
             }
         } else if (op < 85) {
             if (nlocked > 0) {
                 uint32_t i = (uint32_t)rkv_rng_below(&rng, (uint64_t)nlocked);
-                OK(rkv_tree_unlock(g_tree, locked[i]));
+                OK(rkv_tree_unlock(g_tree, &locked[i]));
                 locked[i] = locked[--nlocked];
             }
             if (nheld > 0 && rkv_rng_below(&rng, 2))
@@ -1071,7 +1294,7 @@ static void random_stress(uint32_t page, uint64_t seed, int steps)
         }
     }
     while (nlocked > 0)
-        OK(rkv_tree_unlock(g_tree, locked[--nlocked]));
+        OK(rkv_tree_unlock(g_tree, &locked[--nlocked]));
     while (nheld > 0)
         OK(rkv_pool_unref(g_pool, held[--nheld]));
     CHECK();
@@ -1103,7 +1326,8 @@ Test(tree, check_detects_planted_bugs)
     seq(b + 4, 4, 50);
     insert_release(0, a, 8);
     rkv_insert_result rb = insert_release(0, b, 8);
-    OK(rkv_tree_lock(g_tree, rb.node));
+    rkv_lease lb;
+    OK(rkv_tree_lock(g_tree, rb.node, &lb));
     CHECK();
     rkv_tnode *x = &g_tree->nodes[rb.node.id];
     /* a lock walk that skipped the node itself */
@@ -1128,12 +1352,75 @@ Test(tree, check_detects_planted_bugs)
     x->u.tokens[0] ^= 0x40;
     ERR(RKV_ERR_CORRUPT, rkv_tree_check(g_tree));
     x->u.tokens[0] ^= 0x40;
+    /* a lease slot naming another node than the one it locked */
+    uint32_t ls = UINT32_MAX;
+    for (uint32_t i = 0; i < g_tree->leases_used; i++)
+        if (g_tree->leases[i].node == rb.node.id)
+            ls = i;
+    cr_assert_neq(ls, UINT32_MAX);
+    uint32_t parent = x->parent;
+    g_tree->leases[ls].node = parent;
+    ERR(RKV_ERR_CORRUPT, rkv_tree_check(g_tree));
+    g_tree->leases[ls].node = rb.node.id;
+    /* a lease slot freed behind the table's back (a lock with no lease) */
+    g_tree->leases[ls].node = 0;
+    ERR(RKV_ERR_CORRUPT, rkv_tree_check(g_tree));
+    g_tree->leases[ls].node = rb.node.id;
+    /* the pool taken by another tree */
+    const rkv_tree *owner = g_pool->tree;
+    g_pool->tree = NULL;
+    ERR(RKV_ERR_CORRUPT, rkv_tree_check(g_tree));
+    g_pool->tree = owner;
+    CHECK();
     /* an unlocked leaf missing from the LRU list */
-    OK(rkv_tree_unlock(g_tree, rb.node));
+    OK(rkv_tree_unlock(g_tree, &lb));
     CHECK();
     uint32_t head = g_tree->lru_head;
     g_tree->lru_head = g_tree->nodes[head].lru_next;
     ERR(RKV_ERR_CORRUPT, rkv_tree_check(g_tree));
     g_tree->lru_head = head;
     CHECK();
+}
+
+/* Review note "radix, namespace roots": an empty namespace root must not
+ * outlive its last lock (it used to stay until reset, so one-off
+ * namespaces accumulated). */
+Test(tree, empty_namespace_root_goes_with_its_last_lease)
+{
+    int32_t a[8];
+    seq(a, 8, 1);
+    /* locked while empty: a match that creates the root, lock, unlock */
+    rkv_match m = match(41, a, 3, NULL, 0); /* less than a page */
+    cr_assert_eq(stats().namespaces, 1);
+    rkv_lease l1, l2;
+    OK(rkv_tree_lock(g_tree, m.node, &l1));
+    OK(rkv_tree_lock(g_tree, m.node, &l2));
+    OK(rkv_tree_unlock(g_tree, &l1));
+    CHECK();
+    cr_assert_eq(stats().namespaces, 1, "still locked by l2");
+    OK(rkv_tree_unlock(g_tree, &l2));
+    CHECK();
+    cr_assert_eq(stats().namespaces, 0);
+    rkv_node_info info;
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_node_info(g_tree, m.node, &info));
+    /* emptied under a lock: its pages evicted while the root was locked */
+    insert_release(42, a, 8);
+    m = match(42, a, 0, NULL, 0); /* the root's handle */
+    OK(rkv_tree_lock(g_tree, m.node, &l1));
+    uint32_t freed;
+    OK(rkv_tree_evict(g_tree, 2, &freed));
+    CHECK();
+    cr_assert_eq(stats().cached_blocks, 0);
+    cr_assert_eq(stats().namespaces, 1, "a locked root stays");
+    OK(rkv_tree_unlock(g_tree, &l1));
+    CHECK();
+    cr_assert_eq(stats().namespaces, 0);
+    /* a root with pages stays after its lease goes */
+    insert_release(43, a, 8);
+    m = match(43, a, 0, NULL, 0);
+    OK(rkv_tree_lock(g_tree, m.node, &l1));
+    OK(rkv_tree_unlock(g_tree, &l1));
+    CHECK();
+    cr_assert_eq(stats().namespaces, 1);
+    cr_assert_eq(match(43, a, 8, NULL, RKV_MATCH_PEEK).matched_tokens, 8);
 }

@@ -5,8 +5,9 @@
  * The scenario (sc_run, a few hundred calls) is a server's life in small:
  * a shared system prompt, a hundred sessions branching under it (the child
  * index and the slot table must grow), matches and inserts that end inside
- * nodes (splits), other namespaces, locks held across evictions, unlocks of
- * positions holding no lock, alloc_blocks with eviction, reset while locked
+ * nodes (splits), other namespaces, locks held across evictions (enough of
+ * them at once that the lease table grows twice), unlocks of leases not
+ * held (zero, released), alloc_blocks with eviction, reset while locked
  * (BUSY) and after, and a long sequence matched at many depths.
  *
  * First a baseline run without injection records, per call, its status and
@@ -36,6 +37,7 @@
 #define MAX_SEQS 512
 #define MAX_TOK 160
 #define MAX_HANDLES 64
+#define MAX_LEASES 64
 
 typedef struct seq {
     uint64_t ns;
@@ -75,6 +77,8 @@ typedef struct ctx {
     uint32_t nseqs;
     rkv_node h[MAX_HANDLES];
     uint32_t nh;
+    rkv_lease leases[MAX_LEASES]; /* zero: never taken, or released     */
+    uint32_t nl;
     snap *before, *after;
 } ctx;
 
@@ -149,7 +153,8 @@ typedef enum op_kind { OP_INSERT, OP_MATCH, OP_LOCK, OP_UNLOCK, OP_EVICT,
 typedef struct op {
     op_kind kind;
     uint32_t seq;       /* OP_INSERT / OP_MATCH                              */
-    uint32_t handle;    /* OP_LOCK / OP_UNLOCK                               */
+    uint32_t handle;    /* OP_LOCK                                           */
+    uint32_t lease;     /* OP_LOCK (receives it) / OP_UNLOCK                 */
     uint32_t n;         /* OP_EVICT                                          */
 } op;
 
@@ -175,10 +180,23 @@ static rkv_status op_call(ctx *c, const op *o, rkv_node *node_out,
             *node_out = m.node;
         return st;
     }
-    case OP_LOCK:
-        return rkv_tree_lock(c->tree, c->h[o->handle]);
-    case OP_UNLOCK:
-        return rkv_tree_unlock(c->tree, c->h[o->handle]);
+    case OP_LOCK: {
+        rkv_status st = rkv_tree_lock(c->tree, c->h[o->handle],
+                                      &c->leases[o->lease]);
+        if (st != RKV_OK)
+            cr_assert_eq(c->leases[o->lease].id, 0,
+                         "k=%lld step %u: a failed lock left a lease",
+                         (long long)c->k, c->step);
+        return st;
+    }
+    case OP_UNLOCK: {
+        rkv_lease before = c->leases[o->lease];
+        rkv_status st = rkv_tree_unlock(c->tree, &c->leases[o->lease]);
+        cr_assert_eq(c->leases[o->lease].id, st == RKV_OK ? 0 : before.id,
+                     "k=%lld step %u: unlock left the lease wrong",
+                     (long long)c->k, c->step);
+        return st;
+    }
     case OP_EVICT: {
         uint32_t freed;
         return rkv_tree_evict(c->tree, o->n, &freed);
@@ -266,33 +284,51 @@ static uint32_t add_seq(ctx *c, uint64_t ns, const int32_t *tok, uint32_t n)
 
 static int sc_insert(ctx *c, uint64_t ns, const int32_t *tok, uint32_t n)
 {
-    op o = {OP_INSERT, add_seq(c, ns, tok, n), 0, 0};
+    op o = {OP_INSERT, add_seq(c, ns, tok, n), 0, 0, 0};
     return sc_step(c, &o);
 }
 
 static int sc_match(ctx *c, uint64_t ns, const int32_t *tok, uint32_t n)
 {
-    op o = {OP_MATCH, add_seq(c, ns, tok, n), 0, 0};
+    op o = {OP_MATCH, add_seq(c, ns, tok, n), 0, 0, 0};
     return sc_step(c, &o);
 }
 
-static void sc_lock(ctx *c, int h, int unlock)
+/* Locks handle h; returns the index of its lease (or -1 without h). */
+static int sc_lock(ctx *c, int h)
 {
     if (h < 0)
+        return -1;
+    cr_assert(c->nl < MAX_LEASES, "too many leases");
+    op o = {OP_LOCK, 0, (uint32_t)h, c->nl++, 0};
+    sc_step(c, &o);
+    return (int)o.lease;
+}
+
+/* A lease index that was never locked: unlock gives STATE. */
+static int sc_no_lease(ctx *c)
+{
+    cr_assert(c->nl < MAX_LEASES, "too many leases");
+    return (int)c->nl++;
+}
+
+static void sc_unlock(ctx *c, int l)
+{
+    if (l < 0)
         return;
-    op o = {unlock ? OP_UNLOCK : OP_LOCK, 0, (uint32_t)h, 0};
+    op o = {OP_UNLOCK, 0, 0, (uint32_t)l, 0};
     sc_step(c, &o);
 }
 
 static void sc_evict(ctx *c, uint32_t n)
 {
-    op o = {OP_EVICT, 0, 0, n};
+    op o = {OP_EVICT, 0, 0, 0, n};
     sc_step(c, &o);
 }
 
 static void sc_reset(ctx *c)
 {
-    op o = {OP_RESET, 0, 0, 0};
+    op o = {OP_RESET, 0, 0, 0, 0};
     sc_step(c, &o);
 }
 
@@ -304,12 +340,12 @@ static void sc_run(ctx *c)
     for (uint32_t i = 0; i < SYS; i++)
         sys[i] = (int32_t)(1000 + i);
     int hsys = sc_insert(c, 0, sys, SYS);
-    sc_lock(c, hsys, 0); /* the system prompt stays pinned for a while */
+    int lsys = sc_lock(c, hsys); /* the system prompt stays pinned a while */
 
     /* a hundred sessions under the system prompt: 2 pages each (child
      * index and slot table growth); every 10th is matched part way,
      * which splits the session's node */
-    int hsess[100];
+    int hsess[100], lsess[100];
     memcpy(t, sys, sizeof sys);
     for (uint32_t i = 0; i < 100; i++) {
         for (uint32_t j = 0; j < 8; j++)
@@ -319,8 +355,7 @@ static void sc_run(ctx *c)
             t[SYS + 4] = 7; /* diverges in the second page */
             sc_match(c, 0, t, SYS + 8);
         }
-        if (i % 25 == 0)
-            sc_lock(c, hsess[i], 0);
+        lsess[i] = i % 25 == 0 ? sc_lock(c, hsess[i]) : -1;
     }
 
     if (c->baseline) {
@@ -333,7 +368,7 @@ static void sc_run(ctx *c)
 
     /* matches ending inside the system prompt's node: splits */
     int hm32 = sc_match(c, 0, sys, 32);
-    sc_lock(c, hm32, 0);
+    int lm32 = sc_lock(c, hm32);
     memcpy(t, sys, 48 * sizeof *t);
     t[48] = 5;
     t[49] = 6;
@@ -355,10 +390,11 @@ static void sc_run(ctx *c)
     sc_match(c, 1, sys, 36);
 
     /* locks, bad unlocks, eviction with locks held */
-    sc_lock(c, hbranch, 0);
-    sc_lock(c, hns1, 1);       /* never locked: STATE */
-    sc_lock(c, hsys, 1);
-    sc_lock(c, hsys, 1);       /* second unlock: STATE */
+    int lbranch = sc_lock(c, hbranch);
+    (void)hns1;
+    sc_unlock(c, sc_no_lease(c)); /* a zero lease: STATE */
+    sc_unlock(c, lsys);
+    sc_unlock(c, lsys);           /* second unlock: STATE */
     sc_evict(c, 20);
     sc_evict(c, 100000);       /* more than evictable: NO_SPACE */
     for (uint32_t i = 0; i < 30; i++) {
@@ -368,36 +404,44 @@ static void sc_run(ctx *c)
         int h = sc_insert(c, i % 3 == 0 ? 1 : 0, t, SYS + 16);
         if (i % 7 == 0)
             sc_match(c, 0, t, SYS + 8);
-        if (i % 10 == 0) {
-            sc_lock(c, h, 0);
-            sc_lock(c, h, 1);
-        }
+        if (i % 10 == 0)
+            sc_unlock(c, sc_lock(c, h));
     }
-    sc_lock(c, hsess[0], 1);   /* possibly stale by now: whatever it gives */
+    sc_unlock(c, lsess[0]);
 
     /* reset refused while locked, then done for real */
     sc_reset(c);
-    sc_lock(c, hm32, 1);
-    sc_lock(c, hbranch, 1);
+    sc_unlock(c, lm32);
+    sc_unlock(c, lbranch);
     for (uint32_t i = 25; i < 100; i += 25)
-        sc_lock(c, hsess[i], 1);
+        sc_unlock(c, lsess[i]);
     sc_reset(c);
     sc_reset(c); /* nothing cached: OK */
-    sc_lock(c, hsess[0], 1);
+    sc_unlock(c, lsess[0]); /* released before the reset: STATE */
     sc_reset(c);
 
     /* after the reset: a long sequence matched at many depths */
     for (uint32_t i = 0; i < 120; i++)
         t[i] = (int32_t)(9000 + i);
     int hlong = sc_insert(c, 0, t, 120);
-    sc_lock(c, hlong, 0);
+    int llong = sc_lock(c, hlong);
+    /* nested locks: 18 leases at once, the lease table grows 8 -> 32 */
+    int lnest[17];
+    for (uint32_t i = 0; i < 17; i++)
+        lnest[i] = sc_lock(c, hlong);
     for (uint32_t d = 116; d >= 8 && d <= 116; d -= 12)
         sc_match(c, 0, t, d);
+    for (uint32_t i = 0; i < 17; i += 2)
+        sc_unlock(c, lnest[i]);
+    for (uint32_t i = 0; i < 17; i += 2)
+        sc_unlock(c, lnest[i]); /* second unlocks: STATE */
     for (uint32_t i = 0; i < 20; i++) {
         t[60 + (i % 50)] = (int32_t)(20000 + i);
         sc_insert(c, 0, t, 120 - i);
     }
-    sc_lock(c, hlong, 1);
+    for (uint32_t i = 1; i < 17; i += 2)
+        sc_unlock(c, lnest[i]);
+    sc_unlock(c, llong);
     sc_evict(c, 40);
     sc_match(c, 0, sys, SYS);
 }
@@ -415,6 +459,8 @@ static void run_once(ctx *c, int64_t k)
     c->step = 0;
     c->nseqs = 0;
     c->nh = 0;
+    c->nl = 0;
+    memset(c->leases, 0, sizeof c->leases);
     c->nomem_steps = 0;
     c->extra_calls = 0;
     c->calls0 = rkv_tree_debug_alloc_calls(c->tree);

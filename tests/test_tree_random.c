@@ -7,9 +7,12 @@
  * the pool is always full and every insert evicts. Operations, as a server
  * issues them: match (peek, non-peek, match_from), insert (after a locked
  * match with fresh blocks for the rest, or with fresh blocks for everything
- * so the cached part comes back as duplicates), lock and unlock (valid,
- * stale, and unlocks of positions that hold no lock), evict, alloc_blocks,
- * reset (BUSY while locked) and zeroed handles. Token streams share
+ * so the cached part comes back as duplicates), lock (valid and stale
+ * handles) and unlock (held leases; leases released earlier, forged ids,
+ * ids one bit away from a held one, zero: RKV_ERR_STATE), evict,
+ * alloc_blocks, reset (BUSY while locked) and zeroed handles and leases.
+ * The model knows a lease only by the id the tree handed out: every new id
+ * must be nonzero and unlike every held one. Token streams share
  * prefixes heavily (a few base sequences, short random extensions over a
  * 4-token alphabet; a 64-token one in page1_wide) and use five namespaces
  * chosen to collide under plausible mistakes (see kNamespaces). Fresh
@@ -43,12 +46,19 @@
 #define MAXTOK 128
 #define NHANDLES 32
 #define NHELD 4
+#define NPAST 16
 #define CHECK_EVERY 1000
 
 typedef struct hpair {
     rkv_node h;
     ref_handle r;
 } hpair;
+
+/* A held lock: its lease and the position it locks. */
+typedef struct held_lock {
+    rkv_lease l;
+    hpair hp;
+} held_lock;
 
 typedef struct world {
     uint32_t P, num_blocks, max_tokens;
@@ -61,8 +71,10 @@ typedef struct world {
     int32_t base[NBASE][MAXTOK];
     hpair hs[NHANDLES];
     uint32_t nhs;
-    hpair held[NHELD];
+    held_lock held[NHELD];
     uint32_t nheld;
+    rkv_lease past[NPAST]; /* leases handed out (copies; most released)   */
+    uint32_t npast;
     /* scratch */
     int32_t tok[MAXTOK];
     int32_t tok2[MAXTOK];
@@ -71,6 +83,7 @@ typedef struct world {
     ref_evicted *ev; /* num_blocks records */
     /* coverage counters, printed at the end */
     uint64_t n_stale, n_state, n_nospace, n_dups, n_locks, n_resets, n_busy;
+    uint64_t n_any_held; /* op_unlock_any that hit a held lease          */
 } world;
 
 #define REQ(w, cond, fmt, ...)                                                 \
@@ -247,9 +260,13 @@ static void full_check(world *w)
     for (uint32_t i = 0; i < w->nhs; i++)
         compare_handle(w, &w->hs[i]);
     for (uint32_t i = 0; i < w->nheld; i++) {
-        REQ(w, ref_handle_valid(m, w->held[i].r), "%s", "held lock went stale");
-        compare_handle(w, &w->held[i]);
+        REQ(w, ref_handle_valid(m, w->held[i].hp.r), "%s", "held lock went stale");
+        REQ(w, ref_lease_held(m, w->held[i].l.id), "%s",
+            "the model lost a held lease");
+        compare_handle(w, &w->held[i].hp);
     }
+    REQ(w, m->nleases >= w->nheld, "model holds %u leases, test %u",
+        m->nleases, w->nheld);
 }
 
 /* ---- operations ------------------------------------------------------------------ */
@@ -354,9 +371,50 @@ static hpair do_insert(world *w, uint64_t ns, size_t n)
     return hp;
 }
 
-static void push_held(world *w, hpair hp)
+/* Locks hp in the tree and the model; returns the status (both agree).
+ * On success the lease is in *out and remembered in past[]. */
+static rkv_status lock_both(world *w, const hpair *hp, rkv_lease *out)
 {
-    w->held[w->nheld++] = hp;
+    rkv_status st = rkv_tree_lock(w->tree, hp->h, out);
+    rkv_status exp = ref_handle_valid(&w->m, hp->r) ? RKV_OK
+                                                     : RKV_ERR_STALE_HANDLE;
+    REQ(w, st == exp, "lock {%u,%u}: %d, model %d", hp->h.id, hp->h.gen,
+        (int)st, (int)exp);
+    if (st != RKV_OK) {
+        REQ(w, out->id == 0, "failed lock (%d) left lease %#llx", (int)st,
+            (unsigned long long)out->id);
+        return st;
+    }
+    REQ(w, out->id != 0 && !ref_lease_held(&w->m, out->id),
+        "lock handed out lease %#llx: zero or already held",
+        (unsigned long long)out->id);
+    exp = ref_lock(&w->m, hp->r, out->id);
+    REQ(w, exp == RKV_OK, "lock {%u,%u} succeeded, model %d", hp->h.id,
+        hp->h.gen, (int)exp);
+    if (w->npast < NPAST)
+        w->past[w->npast++] = *out;
+    else
+        w->past[rkv_rng_below(&w->rng, NPAST)] = *out;
+    return st;
+}
+
+/* Unlocks a copy of l in both; returns the status (both agree). */
+static rkv_status unlock_both(world *w, rkv_lease l)
+{
+    rkv_lease c = l;
+    rkv_status st = rkv_tree_unlock(w->tree, &c);
+    rkv_status exp = ref_unlock(&w->m, l.id);
+    REQ(w, st == exp, "unlock of lease %#llx: %d, model %d",
+        (unsigned long long)l.id, (int)st, (int)exp);
+    REQ(w, c.id == (st == RKV_OK ? 0 : l.id), "unlock (%d) left lease %#llx",
+        (int)st, (unsigned long long)c.id);
+    return st;
+}
+
+static void push_held(world *w, rkv_lease l, hpair hp)
+{
+    held_lock h = {l, hp};
+    w->held[w->nheld++] = h;
 }
 
 /* Server flow: locked match, fresh blocks for the rest, insert, unlock. */
@@ -367,8 +425,8 @@ static void op_insert_after_match(world *w)
     hpair mh;
     uint32_t k = do_match(w, ns, n, 0, &mh);
     memcpy(w->all, w->bt, k * sizeof *w->all);
-    REQ(w, rkv_tree_lock(w->tree, mh.h) == RKV_OK, "%s", "lock after match");
-    REQ(w, ref_lock(&w->m, mh.r) == RKV_OK, "%s", "model lock after match");
+    rkv_lease ml;
+    REQ(w, lock_both(w, &mh, &ml) == RKV_OK, "%s", "lock after match");
     compare_stats(w);
     uint32_t np = (uint32_t)(n / w->P), need = np - k;
     if (do_alloc(w, need, w->fresh) == RKV_OK) {
@@ -378,14 +436,13 @@ static void op_insert_after_match(world *w)
             "caller releases its fresh blocks");
         if (w->nheld < NHELD && rkv_rng_below(&w->rng, 4) == 0) {
             /* keep the new path locked, as a request still running */
-            REQ(w, rkv_tree_lock(w->tree, ih.h) == RKV_OK, "%s", "lock insert");
-            REQ(w, ref_lock(&w->m, ih.r) == RKV_OK, "%s", "model lock insert");
-            push_held(w, ih);
+            rkv_lease il;
+            REQ(w, lock_both(w, &ih, &il) == RKV_OK, "%s", "lock insert");
+            push_held(w, il, ih);
         }
         remember(w, ih.h, ih.r);
     }
-    REQ(w, rkv_tree_unlock(w->tree, mh.h) == RKV_OK, "%s", "unlock after insert");
-    REQ(w, ref_unlock(&w->m, mh.r) == RKV_OK, "%s", "model unlock");
+    REQ(w, unlock_both(w, ml) == RKV_OK, "%s", "unlock after insert");
     remember(w, mh.h, mh.r);
 }
 
@@ -433,14 +490,12 @@ static void op_lock(world *w)
     hpair *p = pick_handle(w);
     if (p == NULL || w->nheld >= NHELD)
         return;
-    rkv_status st = rkv_tree_lock(w->tree, p->h);
-    rkv_status exp = ref_lock(&w->m, p->r);
-    REQ(w, st == exp, "lock {%u,%u}: %d, model %d", p->h.id, p->h.gen, (int)st,
-        (int)exp);
+    rkv_lease l;
+    rkv_status st = lock_both(w, p, &l);
     w->n_stale += st == RKV_ERR_STALE_HANDLE;
     w->n_locks += st == RKV_OK;
     if (st == RKV_OK)
-        push_held(w, *p);
+        push_held(w, l, *p);
 }
 
 static void op_unlock_held(world *w)
@@ -448,37 +503,39 @@ static void op_unlock_held(world *w)
     if (w->nheld == 0)
         return;
     uint32_t i = (uint32_t)rkv_rng_below(&w->rng, w->nheld);
-    hpair p = w->held[i];
+    held_lock h = w->held[i];
     w->held[i] = w->held[--w->nheld];
-    rkv_status st = rkv_tree_unlock(w->tree, p.h);
-    rkv_status exp = ref_unlock(&w->m, p.r);
-    REQ(w, st == RKV_OK && exp == RKV_OK, "unlock of a held lock {%u,%u}: %d, model %d",
-        p.h.id, p.h.gen, (int)st, (int)exp);
+    REQ(w, unlock_both(w, h.l) == RKV_OK, "unlock of a held lease %#llx",
+        (unsigned long long)h.l.id);
 }
 
-/* Unlock of any stored handle: mostly stale or not locked there. */
+/* Unlock of a lease that is mostly not held: one handed out earlier
+ * (released, or still held), one bit away from a held one, random, or
+ * zero. Only the held ones may succeed. */
 static void op_unlock_any(world *w)
 {
-    hpair *p = pick_handle(w);
-    if (p == NULL)
-        return;
-    rkv_status st = rkv_tree_unlock(w->tree, p->h);
-    rkv_status exp = ref_unlock(&w->m, p->r);
-    REQ(w, st == exp, "unlock {%u,%u} (model depth %u): %d, model %d", p->h.id,
-        p->h.gen, ref_handle_valid(&w->m, p->r) ? ref_handle_depth(&w->m, p->r) : 0,
-        (int)st, (int)exp);
-    w->n_stale += st == RKV_ERR_STALE_HANDLE;
+    rkv_lease l = {0};
+    uint64_t r = rkv_rng_below(&w->rng, 10);
+    if (r < 6 && w->npast > 0)
+        l = w->past[rkv_rng_below(&w->rng, w->npast)];
+    else if (r < 8 && w->nheld > 0)
+        l.id = w->held[rkv_rng_below(&w->rng, w->nheld)].l.id ^
+               (UINT64_C(1) << rkv_rng_below(&w->rng, 64));
+    else if (r < 9)
+        l.id = rkv_rng_next(&w->rng);
+    rkv_status st = unlock_both(w, l);
     w->n_state += st == RKV_ERR_STATE;
     if (st != RKV_OK)
         return;
-    /* it released one of our held locks at that position: forget it */
+    /* it released one of our held locks: forget it */
+    w->n_any_held++;
     for (uint32_t i = 0; i < w->nheld; i++) {
-        if (w->held[i].h.id == p->h.id && w->held[i].h.gen == p->h.gen) {
+        if (w->held[i].l.id == l.id) {
             w->held[i] = w->held[--w->nheld];
             return;
         }
     }
-    REQ(w, 0, "%s", "unlock succeeded on a position we never locked");
+    REQ(w, 0, "%s", "unlock succeeded on a lease we do not hold");
 }
 
 static void op_evict(world *w)
@@ -516,9 +573,12 @@ static void op_reset(world *w)
 static void op_zero_handle(world *w)
 {
     rkv_node z = {0, 0};
+    rkv_lease zl = {0};
     rkv_match mm;
-    REQ(w, rkv_tree_lock(w->tree, z) == RKV_ERR_STALE_HANDLE, "%s", "lock {0,0}");
-    REQ(w, rkv_tree_unlock(w->tree, z) == RKV_ERR_STALE_HANDLE, "%s", "unlock {0,0}");
+    REQ(w, rkv_tree_lock(w->tree, z, &zl) == RKV_ERR_STALE_HANDLE, "%s",
+        "lock {0,0}");
+    REQ(w, rkv_tree_unlock(w->tree, &zl) == RKV_ERR_STATE, "%s",
+        "unlock of a zero lease");
     REQ(w, rkv_tree_match_from(w->tree, z, 0, w->tok, 0, NULL, &mm) ==
                RKV_ERR_STALE_HANDLE, "%s", "match_from {0,0}");
 }
@@ -567,7 +627,7 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
     fprintf(stderr,
             "[%s] %llu ops: hit %llu of %llu tokens, %llu pages inserted, %llu "
             "evicted, %llu splits, %llu dups, %llu locks, %llu stale, %llu "
-            "not-locked unlocks, %llu no-space, %llu resets, %llu busy\n",
+            "unlocks not held, %llu no-space, %llu resets, %llu busy\n",
             name, (unsigned long long)ops, (unsigned long long)s.hit_tokens,
             (unsigned long long)s.queried_tokens,
             (unsigned long long)s.inserted_pages,
@@ -583,8 +643,9 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
             {"hits", s.hit_tokens},        {"evictions", s.evicted_blocks},
             {"splits", s.splits},          {"duplicate pages", w->n_dups},
             {"locks", w->n_locks},         {"stale handles", w->n_stale},
-            {"not-locked unlocks", w->n_state}, {"NO_SPACE", w->n_nospace},
+            {"unlocks of leases not held", w->n_state}, {"NO_SPACE", w->n_nospace},
             {"resets", w->n_resets},       {"BUSY resets", w->n_busy},
+            {"unlocks of a remembered lease still held", w->n_any_held},
         };
         for (size_t i = 0; i < sizeof seen / sizeof seen[0]; i++)
             cr_assert_gt(seen[i].n, 0, "%s: no %s in %llu operations", name,

@@ -12,14 +12,17 @@
  * budgets), then operations of one opcode byte plus the bytes it reads
  * (reading past the end gives zeros, so every input is a valid program).
  *
- * The harness is an honest caller: it unlocks only locks it took, unrefs
+ * The harness is an honest caller: it releases only leases it took, unrefs
  * only references it holds, gives only blocks it holds to insert; its only
- * misuse is what the library can detect (op_misuse). Locks use
- * rkv_tree_lock(tree, node) / rkv_tree_unlock(tree, node), the API on main
- * when this was written (before lock leases). What must hold:
+ * misuse is what the library can detect (op_misuse): free blocks, a commit
+ * with no plan, a second tree on the pool, and leases that are not held --
+ * all-zero, already released, or from another tree (never a guessed id: a
+ * guess could name a live lease, which is indistinguishable from holding
+ * it). What must hold:
  *   - no call returns RKV_ERR_CORRUPT, and rkv_pool_check, rkv_tree_check
  *     and rkv_sched_check pass after every call;
- *   - a lock the harness took can be released with its handle;
+ *   - a lease the harness took releases exactly once (and is zeroed); a
+ *     lease not held is RKV_ERR_STATE and changes nothing;
  *   - every batch plan is well formed: at most max_running requests and
  *     max_batch_tokens tokens, distinct live request ids, monotone CSR
  *     arrays, last page lengths in 1..page_size, KV length = prefix +
@@ -80,8 +83,14 @@ typedef struct world {
     uint32_t nheld;
     rkv_node nodes[MAX_NODES];
     uint32_t nnodes;
-    rkv_node locks[MAX_LOCKS];
+    rkv_lease locks[MAX_LOCKS];
     uint32_t nlocks;
+    rkv_lease released[MAX_LOCKS]; /* copies of leases released already */
+    uint32_t nreleased;
+    rkv_pool *pool2;       /* a second pool and tree, holding one lease:  */
+    rkv_tree *tree2;       /* its lease is "from another tree" here       */
+    rkv_lease lease2;
+    rkv_block_id block2;
     uint8_t live[MAX_IDS]; /* submitted and not finished / aborted       */
     uint32_t stamp[MAX_IDS];  /* submissions of the id so far           */
     uint32_t max_new[MAX_IDS], gen[MAX_IDS];
@@ -416,9 +425,15 @@ static void op_lock(world *w, in *s)
     if (w->nnodes == 0 || w->nlocks >= MAX_LOCKS)
         return;
     rkv_node n = w->nodes[below(s, w->nnodes)];
-    rkv_status st = called(w, rkv_tree_lock(w->tree, n), "lock");
-    if (st == RKV_OK)
-        w->locks[w->nlocks++] = n;
+    rkv_lease l = {12345};
+    rkv_status st = called(w, rkv_tree_lock(w->tree, n, &l), "lock");
+    if (st == RKV_OK) {
+        if (l.id == 0)
+            die(w, "lock handed back an all-zero lease");
+        w->locks[w->nlocks++] = l;
+    } else if (l.id != 0) {
+        die(w, "a failed lock left *out non-zero");
+    }
 }
 
 static void op_unlock(world *w, in *s)
@@ -426,10 +441,14 @@ static void op_unlock(world *w, in *s)
     if (w->nlocks == 0)
         return;
     uint32_t i = below(s, w->nlocks);
-    rkv_status st = called(w, rkv_tree_unlock(w->tree, w->locks[i]),
+    rkv_lease copy = w->locks[i];
+    rkv_status st = called(w, rkv_tree_unlock(w->tree, &w->locks[i]),
                            "unlock");
     if (st != RKV_OK)
-        die(w, "unlock of a lock the harness holds: %s", rkv_strerror(st));
+        die(w, "unlock of a lease the harness holds: %s", rkv_strerror(st));
+    if (w->locks[i].id != 0)
+        die(w, "unlock did not zero the lease");
+    w->released[w->nreleased++ % MAX_LOCKS] = copy;
     w->locks[i] = w->locks[--w->nlocks];
 }
 
@@ -481,7 +500,7 @@ static void op_misuse(world *w, in *s)
     rkv_block_id b = below(s, w->nblocks + 2);
     int is_free = b >= w->nblocks || rkv_pool_refcount(w->pool, b) == 0;
     uint32_t free0 = rkv_pool_num_free(w->pool);
-    switch (get8(s) % 4) {
+    switch (get8(s) % 8) {
     case 0:
         if (is_free && called(w, rkv_pool_unref(w->pool, b), "unref free") ==
                            RKV_OK)
@@ -507,8 +526,45 @@ static void op_misuse(world *w, in *s)
             die(w, "insert of free block %u accepted", b);
         break;
     }
+    case 4: /* leases not held: nothing may change */
+    case 5:
+    case 6: {
+        uint32_t k = below(s, 3);
+        rkv_lease l = {0};
+        if (k == 1 && w->nreleased > 0)
+            l = w->released[below(s, w->nreleased < MAX_LOCKS
+                                           ? w->nreleased : MAX_LOCKS)];
+        else if (k == 2)
+            l = w->lease2;
+        rkv_lease before = l;
+        rkv_tree_stats t0, t1;
+        if (rkv_tree_get_stats(w->tree, &t0) != RKV_OK)
+            die(w, "stats");
+        if (called(w, rkv_tree_unlock(w->tree, &l), "unlock not held") !=
+            RKV_ERR_STATE)
+            die(w, "unlock of a lease not held (kind %u) not refused", k);
+        if (l.id != before.id)
+            die(w, "a refused unlock changed the lease");
+        if (rkv_tree_get_stats(w->tree, &t1) != RKV_OK ||
+            t1.locked_blocks != t0.locked_blocks ||
+            t1.evictable_blocks != t0.evictable_blocks)
+            die(w, "a refused unlock changed the tree");
+        /* and this tree's own lease is foreign to the other tree */
+        if (w->nlocks > 0) {
+            rkv_lease mine = w->locks[below(s, w->nlocks)];
+            if (rkv_tree_unlock(w->tree2, &mine) != RKV_ERR_STATE ||
+                rkv_tree_check(w->tree2) != RKV_OK)
+                die(w, "another tree released this tree's lease");
+        }
+        break;
+    }
     default:
-        if (w->plan == NULL) {
+        if (get8(s) & 1) {
+            rkv_tree *t2 = NULL;
+            if (called(w, rkv_tree_create(w->pool, NULL, &t2),
+                       "second tree") != RKV_ERR_BUSY || t2 != NULL)
+                die(w, "a second tree on the pool was not refused (BUSY)");
+        } else if (w->plan == NULL) {
             int32_t tok = 0;
             if (called(w, rkv_sched_commit(w->sched, &tok, NULL, w->op),
                        "commit without step") != RKV_ERR_STATE)
@@ -543,6 +599,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rkv_tree_create(w.pool, NULL, &w.tree) != RKV_OK ||
         rkv_sched_create(w.tree, &w.cfg, &w.sched) != RKV_OK)
         die(&w, "setup failed");
+    {
+        rkv_pool_config pc2;
+        rkv_pool_config_init(&pc2);
+        pc2.num_blocks = 2;
+        pc2.page_size = w.P;
+        int32_t t2[8] = {0};
+        rkv_insert_result r2;
+        if (rkv_pool_create(&pc2, &w.pool2) != RKV_OK ||
+            rkv_tree_create(w.pool2, NULL, &w.tree2) != RKV_OK ||
+            rkv_pool_alloc(w.pool2, &w.block2) != RKV_OK ||
+            rkv_tree_insert(w.tree2, 0, t2, w.P, &w.block2, NULL, &r2) !=
+                RKV_OK ||
+            rkv_tree_lock(w.tree2, r2.node, &w.lease2) != RKV_OK)
+            die(&w, "setup of the second tree failed");
+    }
     /* 32 opcode slots, fixed: a new operation takes a free (NULL) slot so
      * the meaning of existing corpus and regression inputs stays put */
     static void (*const ops[32])(world *, in *) = {
@@ -584,5 +655,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         die(&w, "%u of %u blocks free after destroy",
             rkv_pool_num_free(w.pool), w.nblocks);
     rkv_pool_destroy(w.pool);
+    if (rkv_tree_unlock(w.tree2, &w.lease2) != RKV_OK ||
+        rkv_tree_check(w.tree2) != RKV_OK)
+        die(&w, "the second tree's own lease");
+    rkv_tree_destroy(w.tree2);
+    if (rkv_pool_unref(w.pool2, w.block2) != RKV_OK ||
+        rkv_pool_num_free(w.pool2) != 2)
+        die(&w, "the second pool's blocks");
+    rkv_pool_destroy(w.pool2);
     return 0;
 }

@@ -57,6 +57,7 @@ void ref_model_fini(ref_model *m)
 {
     free(m->pages);
     free(m->buckets);
+    free(m->leases);
     memset(m, 0, sizeof *m);
 }
 
@@ -294,10 +295,36 @@ uint32_t ref_handle_depth(const ref_model *m, ref_handle h)
     return h.slot == REF_NIL ? 0 : m->pages[h.slot].depth;
 }
 
-rkv_status ref_lock(ref_model *m, ref_handle h)
+static uint32_t ref_lease_find(const ref_model *m, uint64_t lease)
+{
+    for (uint32_t i = 0; i < m->nleases; i++)
+        if (m->leases[i].id == lease)
+            return i;
+    return REF_NIL;
+}
+
+int ref_lease_held(const ref_model *m, uint64_t lease)
+{
+    return lease != 0 && ref_lease_find(m, lease) != REF_NIL;
+}
+
+rkv_status ref_lock(ref_model *m, ref_handle h, uint64_t lease)
 {
     if (!ref_handle_valid(m, h))
         return RKV_ERR_STALE_HANDLE;
+    if (lease == 0 || ref_lease_held(m, lease))
+        abort(); /* test bug: the caller checks the implementation's id */
+    if (m->nleases == m->lease_cap) {
+        uint32_t cap = m->lease_cap ? 2 * m->lease_cap : 16;
+        ref_lease *l = realloc(m->leases, cap * sizeof *l);
+        if (l == NULL)
+            abort();
+        m->leases = l;
+        m->lease_cap = cap;
+    }
+    m->leases[m->nleases].id = lease;
+    m->leases[m->nleases].h = h;
+    m->nleases++;
     if (h.slot == REF_NIL) {
         ref_find_root(m, h.ns)->own_locks++;
     } else {
@@ -310,23 +337,21 @@ rkv_status ref_lock(ref_model *m, ref_handle h)
     return RKV_OK;
 }
 
-rkv_status ref_unlock(ref_model *m, ref_handle h)
+rkv_status ref_unlock(ref_model *m, uint64_t lease)
 {
+    uint32_t i = lease == 0 ? REF_NIL : ref_lease_find(m, lease);
+    if (i == REF_NIL)
+        return RKV_ERR_STATE;
+    ref_handle h = m->leases[i].h;
+    m->leases[i] = m->leases[--m->nleases];
     if (!ref_handle_valid(m, h))
-        return RKV_ERR_STALE_HANDLE;
+        abort(); /* a locked position cannot go */
     uint64_t c = ++m->clock;
     if (h.slot == REF_NIL) {
         ref_root *r = ref_find_root(m, h.ns);
-        if (r->own_locks == 0) {
-            m->clock--;
-            return RKV_ERR_STATE;
-        }
-        r->own_locks--;
+        if (--r->own_locks == 0 && r->children == 0)
+            r->exists = 0; /* an empty root goes with its last lock */
     } else {
-        if (m->pages[h.slot].own_locks == 0) {
-            m->clock--;
-            return RKV_ERR_STATE;
-        }
         m->pages[h.slot].own_locks--;
         for (uint32_t s = h.slot; s != REF_NIL; s = m->pages[s].parent) {
             m->pages[s].stamp = c;

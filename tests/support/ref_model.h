@@ -15,14 +15,17 @@
  *   - insert walks, then creates the missing pages with the given blocks; a
  *     walked page cached under another block is a duplicate; every page of
  *     the key gets one new stamp.
- *   - lock/unlock name a position (a page, or the namespace root); a lock
- *     covers every page from the root to the position; unlock needs a lock
- *     taken at exactly that position (else RKV_ERR_STATE) and stamps the
- *     path.
+ *   - lock names a position (a page, or the namespace root) and creates a
+ *     lease, identified by the opaque id the implementation handed out; a
+ *     lock covers every page from the root to the position. unlock names a
+ *     lease: one that is not held (zero, released, forged) is RKV_ERR_STATE
+ *     and changes nothing; a held one releases exactly its lock and stamps
+ *     the path.
  *   - evict(n) removes n pages, one at a time: among pages with no cached
  *     extension and no lock cover, the one with the oldest stamp, ties
  *     broken deepest first. A namespace root disappears when its last page
- *     is evicted and it holds no lock.
+ *     is evicted and it holds no lock, or when its last lock is released
+ *     and it has no page.
  *   - a handle is (page, incarnation) or (namespace root, incarnation): it
  *     is valid while that exact page (root) exists.
  * Everything is O(pages) scans or short hash walks: slow, but obviously
@@ -72,6 +75,12 @@ typedef struct ref_handle {
     uint64_t inc;
 } ref_handle;
 
+/* A held lease: the implementation's id and the position it locks. */
+typedef struct ref_lease {
+    uint64_t id;
+    ref_handle h;
+} ref_lease;
+
 typedef struct ref_model {
     uint32_t P;
     uint32_t cap;        /* page slots (= pool blocks)                   */
@@ -84,6 +93,8 @@ typedef struct ref_model {
     uint64_t cached, locked_pages, lock_total;
     uint64_t queried_tokens, hit_tokens;
     uint64_t inserted_pages, evicted_pages;
+    ref_lease *leases;   /* held leases, unordered                       */
+    uint32_t nleases, lease_cap;
 } ref_model;
 
 typedef struct ref_insert_result {
@@ -108,8 +119,13 @@ void ref_insert(ref_model *m, uint64_t ns, const int32_t *tokens, size_t n,
 int ref_handle_valid(const ref_model *m, ref_handle h);
 /* Depth in pages of a valid handle. */
 uint32_t ref_handle_depth(const ref_model *m, ref_handle h);
-rkv_status ref_lock(ref_model *m, ref_handle h);
-rkv_status ref_unlock(ref_model *m, ref_handle h);
+/* Locks h's position under the lease id the implementation returned
+ * (nonzero and not held: check with ref_lease_held first). STALE_HANDLE
+ * (nothing recorded) for an invalid handle. */
+rkv_status ref_lock(ref_model *m, ref_handle h, uint64_t lease);
+/* RKV_ERR_STATE if lease is not held; else releases its lock. */
+rkv_status ref_unlock(ref_model *m, uint64_t lease);
+int ref_lease_held(const ref_model *m, uint64_t lease);
 #define REF_MAX_TOKENS 128u /* longest prefix an evicted record holds */
 typedef struct ref_evicted {
     uint64_t ns;

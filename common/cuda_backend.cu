@@ -1,0 +1,34 @@
+/*
+ * common/cuda_backend.cu -- the one symbol libradixkv_cuda exports: the
+ * table the core loads (see common/cuda_backend.h). Everything else in the
+ * backend is hidden (-fvisibility=hidden), so its copy of the error
+ * reporting (common/status.c) never clashes with the core's.
+ *
+ * Invariant: the table is a constant; entries are in the order of the
+ * struct and every one is set (the core does not check for NULL entries).
+ */
+#include "alloc/pool_cuda.h"
+#include "common/cuda_backend.h"
+
+static const rkv_cuda_backend rkv_cuda_table = {
+    RKV_CUDA_BACKEND_ABI,
+    (uint32_t)sizeof(rkv_cuda_backend),
+    rkv_last_error,
+    rkv_pool_cuda_alloc,
+    rkv_pool_cuda_free,
+    rkv_attn_cuda_create,
+    rkv_attn_cuda_destroy,
+    rkv_attn_cuda_set_stream,
+    rkv_attn_cuda_sync,
+    rkv_attn_cuda_append,
+    rkv_attn_cuda_rows,
+    rkv_attn_cuda_merge,
+    rkv_attn_cuda_copy_blocks,
+    rkv_attn_cuda_copy_host,
+};
+
+extern "C" __attribute__((visibility("default"))) const rkv_cuda_backend *
+RKV_CUDA_BACKEND_ENTRY(void)
+{
+    return &rkv_cuda_table;
+}

@@ -1,0 +1,120 @@
+/*
+ * common/cuda_backend.h -- the interface between the core library
+ * (libradixkv, which has no CUDA dependency) and the CUDA backend
+ * (libradixkv_cuda: alloc/ *.cu, attention/ *.cu, common/cuda_backend.cu).
+ *
+ * The backend exports exactly one function, RKV_CUDA_BACKEND_ENTRY, which
+ * returns a constant table of function pointers. The core finds it
+ * (common/cuda_loader.c) when a CUDA pool is created, in this order:
+ *   1. $RKV_CUDA_BACKEND, if set and not empty: that file and nothing else;
+ *   2. a backend the application linked (the entry resolves at link or load
+ *      time, no dlopen);
+ *   3. dlopen(RKV_CUDA_BACKEND_SONAME) through the usual library path;
+ *   4. RKV_CUDA_BACKEND_SONAME in the directory libradixkv itself was loaded
+ *      from (dladdr), so an installed prefix works without ld.so.cache.
+ * A table whose abi differs from RKV_CUDA_BACKEND_ABI, or whose size is
+ * smaller than this struct, is refused (RKV_ERR_NO_DEVICE).
+ *
+ * Invariants: the table is immutable and lives as long as the library is
+ * loaded; every backend function returns an rkv_status and, on failure,
+ * leaves a sentence in the backend's own thread-local message, read through
+ * last_error() (the backend carries its own copy of common/status.c, so
+ * nothing is shared between the two libraries but this table). The core
+ * copies that sentence into its rkv_last_error() (rkv_cuda_status).
+ * Change anything in the table: bump RKV_CUDA_BACKEND_ABI.
+ */
+#ifndef RKV_COMMON_CUDA_BACKEND_H
+#define RKV_COMMON_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention/attn_internal.h"
+#include "common/status.h"
+#include "radixkv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RKV_CUDA_BACKEND_ABI 1u
+#define RKV_CUDA_BACKEND_ENTRY rkv_cuda_backend_v1
+#define RKV_CUDA_BACKEND_ENTRY_NAME "rkv_cuda_backend_v1"
+#define RKV_CUDA_BACKEND_SONAME "libradixkv_cuda.so.0"
+#define RKV_CUDA_BACKEND_ENV "RKV_CUDA_BACKEND"
+
+
+typedef struct rkv_cuda_backend {
+    uint32_t abi;  /* RKV_CUDA_BACKEND_ABI of the backend's build */
+    uint32_t size; /* sizeof(rkv_cuda_backend) of the backend's build */
+    /* The backend's message for its last failing call on this thread. */
+    const char *(*last_error)(void);
+
+    /* Pool memory: checks that `device` exists (RKV_ERR_NO_DEVICE if no
+     * device is present), then, if bytes > 0, one zeroed cudaMalloc. */
+    rkv_status (*mem_alloc)(int device, size_t bytes, void **out);
+    void (*mem_free)(int device, void *p);
+
+    /* Paged attention and block copies: see attention/attn_internal.h. */
+    rkv_status (*attn_create)(int device, rkv_attn_cuda **out);
+    void (*attn_destroy)(rkv_attn_cuda *c);
+    rkv_status (*attn_set_stream)(rkv_attn_cuda *c, void *stream);
+    rkv_status (*attn_sync)(rkv_attn_cuda *c);
+    rkv_status (*attn_append)(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                              void *kbase, void *vbase, uint32_t n,
+                              const uint32_t *slots, const void *k,
+                              const void *v);
+    rkv_status (*attn_rows)(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                            const void *kbase, const void *vbase,
+                            const rkv_attn_rows *rows,
+                            const rkv_attn_shared *shared, const void *q,
+                            float sm_scale, void *out, float *lse);
+    rkv_status (*attn_merge)(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                             uint32_t n, const void *v_a, const float *lse_a,
+                             const void *v_b, const float *lse_b, void *v_out,
+                             float *lse_out);
+    rkv_status (*copy_blocks)(int device, void *base, size_t seg,
+                              size_t stride, uint32_t height, uint32_t n,
+                              const uint32_t *src, const uint32_t *dst);
+    rkv_status (*copy_host)(int device, void *base, size_t seg, size_t stride,
+                            uint32_t height, uint32_t n, const uint32_t *ids,
+                            void *host, int to_host);
+} rkv_cuda_backend;
+
+/* The backend's one exported symbol (defined in common/cuda_backend.cu). */
+typedef const rkv_cuda_backend *(*rkv_cuda_backend_entry_fn)(void);
+
+/* ---- core side (common/cuda_loader.c) ------------------------------------ */
+
+/* A loaded backend: handle is the dlopen handle (NULL when the application
+ * linked the backend), be the validated table (NULL when none). */
+typedef struct rkv_cuda_lib {
+    void *handle;
+    const rkv_cuda_backend *be;
+} rkv_cuda_lib;
+
+/* Finds, loads and validates the backend (order above). fn names the public
+ * call in the message. On failure: RKV_ERR_NO_DEVICE naming every file it
+ * tried, *out untouched. */
+rkv_status rkv_cuda_load(const char *fn, rkv_cuda_lib *out);
+/* Releases what rkv_cuda_load took; zeroes *lib. NULL / zeroed: no-op. */
+void rkv_cuda_unload(rkv_cuda_lib *lib);
+
+/* The backend of a CUDA pool (NULL for a host pool): alloc/pool.c. */
+const rkv_cuda_backend *rkv_pool_cuda_backend(const rkv_pool *pool);
+
+/* Turns a backend status into a core one: on failure the backend's message
+ * becomes rkv_last_error(). */
+static inline rkv_status rkv_cuda_status(const rkv_cuda_backend *be,
+                                         rkv_status st)
+{
+    if (st == RKV_OK)
+        return st;
+    return rkv_set_error(st, "%s", be->last_error());
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
