@@ -118,7 +118,7 @@ rkv_status rkv_attn_sync(rkv_attn *attn)
 rkv_status rkv_attn_check(const rkv_attn *attn)
 {
     if (attn == NULL)
-        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_attn_check: NULL attn");
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_check: NULL attn");
     rkv_pool_config cfg;
     if (rkv_pool_get_config(attn->pool, &cfg) != RKV_OK ||
         memcmp(&cfg, &attn->cfg, sizeof cfg) != 0)

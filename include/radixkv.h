@@ -457,19 +457,32 @@ typedef enum rkv_policy {
 rkv_status rkv_policy_from_name(const char *name, rkv_policy *out);
 const char *rkv_policy_name(rkv_policy policy);
 
+/* Largest max_batch_tokens: a plan's token rows are indexed by uint32 with
+ * room to spare. */
+#define RKV_SCHED_MAX_BATCH_TOKENS 0x7fffffffu
+
+/* rkv_sched_create refuses any field outside its range with
+ * RKV_ERR_INVALID_ARG and a message naming the field and the range. No
+ * field sizes an allocation: memory follows the live requests. */
 typedef struct rkv_sched_config {
-    rkv_policy policy;
+    rkv_policy policy;          /* RKV_POLICY_FCFS .. RKV_POLICY_BOUNDED   */
     uint32_t max_batch_tokens;  /* new tokens per step (prefill chunks +
-                                   decodes); default 8192                  */
-    uint32_t max_running;       /* default 256                             */
+                                   decodes); 1 .. RKV_SCHED_MAX_BATCH_TOKENS;
+                                   default 8192                            */
+    uint32_t max_running;       /* requests running at once; 1 ..
+                                   UINT32_MAX; default 256                 */
     uint32_t dedup_min_tokens;  /* in-batch de-duplication: hold a request
                                    whose uncached prefix shares at least
                                    this many tokens with a prefill in
-                                   flight; 0 disables; default 256         */
+                                   flight; 0 disables; any value;
+                                   default 256                             */
     double max_wait_ms;         /* bounded policy: a request waiting longer
-                                   goes first; default 10000               */
+                                   goes first; >= 0, +INFINITY allowed
+                                   (never overdue), NaN refused;
+                                   default 10000                           */
     double aging_per_s;         /* priority policy: priority gained per
-                                   second of waiting; default 1.0          */
+                                   second of waiting; finite, >= 0;
+                                   default 1.0                             */
 } rkv_sched_config;
 void rkv_sched_config_init(rkv_sched_config *cfg);
 

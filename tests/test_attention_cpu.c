@@ -608,6 +608,17 @@ Test(attention_cpu, invalid_inputs)
     fix_close(&f);
 }
 
+/* Every *_check() refuses NULL the same way: an invalid argument, not a
+ * corrupt object (issue 10, item 9: rkv_attn_check said CORRUPT). */
+Test(attention_cpu, check_null_is_invalid_arg)
+{
+    cr_assert_eq(rkv_attn_check(NULL), RKV_ERR_INVALID_ARG, "%s",
+                 rkv_last_error());
+    cr_assert_eq(rkv_pool_check(NULL), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_tree_check(NULL), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_sched_check(NULL), RKV_ERR_INVALID_ARG);
+}
+
 Test(attention_cpu, block_copy)
 {
     rkv_rng rng;
