@@ -1,14 +1,36 @@
 /*
  * router/index.c -- the router's block table: open addressing over the
- * dense entry array (layout and invariants: router/router_internal.h).
+ * entries themselves (layout and invariants: router/router_internal.h).
  * Growth happens only in rkv_rt_reserve, before any change, so a caller
  * that reserved can add without failing.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/status.h"
 #include "router/router_internal.h"
+
+/* A zeroed table of cap entries. A large table is looked up at random
+ * (one access per page of every query and every event hash): on 4 KiB
+ * pages nearly every lookup also misses the TLB, so a table of 2 MiB and
+ * more is 2 MiB-aligned and asks for transparent huge pages (a hint; the
+ * kernel may ignore it). */
+static rkv_rt_entry *rkv_rt_table_alloc(size_t cap)
+{
+    size_t bytes = cap * sizeof(rkv_rt_entry);
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge)
+        return calloc(cap, sizeof(rkv_rt_entry));
+    void *p = NULL;
+    if (posix_memalign(&p, huge, bytes) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, bytes);
+    return p;
+}
 
 static uint32_t rkv_rt_log2(uint32_t x)
 {
@@ -18,31 +40,14 @@ static uint32_t rkv_rt_log2(uint32_t x)
     return k;
 }
 
-static rkv_rt_slot *rkv_rt_table_new(uint32_t cap)
-{
-    rkv_rt_slot *t = malloc((size_t)cap * sizeof *t);
-    if (t == NULL)
-        return NULL;
-    for (uint32_t i = 0; i < cap; i++)
-        t[i].idx = RKV_RT_EMPTY;
-    return t;
-}
-
 rkv_status rkv_rt_index_init(rkv_router *r, uint32_t initial)
 {
     uint32_t cap = 64;
     while (cap < 2ull * initial && cap < (1u << 31))
         cap *= 2;
-    r->table = rkv_rt_table_new(cap);
-    r->entries_cap = cap / 2;
-    r->entries = malloc((size_t)r->entries_cap * sizeof *r->entries);
-    if (r->table == NULL || r->entries == NULL) {
-        free(r->table);
-        free(r->entries);
-        r->table = NULL;
-        r->entries = NULL;
-        return rkv_set_error(RKV_ERR_NOMEM, "rkv_router_create: index tables");
-    }
+    r->entries = rkv_rt_table_alloc(cap);
+    if (r->entries == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_router_create: index table");
     r->table_cap = cap;
     r->shift = 64 - rkv_rt_log2(cap);
     r->count = 0;
@@ -51,9 +56,7 @@ rkv_status rkv_rt_index_init(rkv_router *r, uint32_t initial)
 
 void rkv_rt_index_fini(rkv_router *r)
 {
-    free(r->table);
     free(r->entries);
-    r->table = NULL;
     r->entries = NULL;
 }
 
@@ -61,90 +64,68 @@ uint32_t rkv_rt_find(const rkv_router *r, uint64_t hash)
 {
     uint32_t mask = r->table_cap - 1;
     for (uint32_t i = rkv_rt_home(r, hash);; i = (i + 1) & mask) {
-        const rkv_rt_slot *s = &r->table[i];
-        if (s->idx == RKV_RT_EMPTY)
+        const rkv_rt_entry *e = &r->entries[i];
+        if (e->hash == hash && rkv_rt_any(e) != 0)
+            return i;
+        if (rkv_rt_any(e) == 0)
             return RKV_RT_EMPTY;
-        if (s->hash == hash)
-            return s->idx;
     }
 }
 
-uint32_t rkv_rt_table_slot(const rkv_router *r, uint64_t hash)
+static uint32_t rkv_rt_free_slot(const rkv_router *r, uint64_t hash)
 {
-    uint32_t mask = r->table_cap - 1;
-    uint32_t i = rkv_rt_home(r, hash);
-    while (r->table[i].hash != hash || r->table[i].idx == RKV_RT_EMPTY)
+    uint32_t mask = r->table_cap - 1, i = rkv_rt_home(r, hash);
+    while (rkv_rt_any(&r->entries[i]) != 0)
         i = (i + 1) & mask;
     return i;
-}
-
-static void rkv_rt_table_put(rkv_rt_slot *t, uint32_t mask, uint32_t home,
-                             uint64_t hash, uint32_t idx)
-{
-    uint32_t i = home;
-    while (t[i].idx != RKV_RT_EMPTY)
-        i = (i + 1) & mask;
-    t[i].hash = hash;
-    t[i].idx = idx;
 }
 
 rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more)
 {
     uint64_t need = (uint64_t)r->count + more;
-    if (need > (1u << 30))
+    if (need * 2 <= r->table_cap)
+        return RKV_OK;
+    if (need > (1u << 29))
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: index full (%llu "
                              "entries)", (unsigned long long)need);
-    if (need > r->entries_cap) {
-        uint64_t cap = r->entries_cap;
-        while (cap < need)
-            cap *= 2;
-        rkv_rt_entry *e = realloc(r->entries, (size_t)cap * sizeof *e);
-        if (e == NULL)
-            return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: entry array");
-        r->entries = e;
-        r->entries_cap = (uint32_t)cap;
-    }
-    if (need * 2 > r->table_cap) {
-        uint64_t cap = r->table_cap;
-        while (cap < need * 2)
-            cap *= 2;
-        rkv_rt_slot *t = rkv_rt_table_new((uint32_t)cap);
-        if (t == NULL)
-            return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: hash table");
-        free(r->table);
-        r->table = t;
-        r->table_cap = (uint32_t)cap;
-        r->shift = 64 - rkv_rt_log2((uint32_t)cap);
-        for (uint32_t i = 0; i < r->count; i++)
-            rkv_rt_table_put(t, r->table_cap - 1,
-                             rkv_rt_home(r, r->entries[i].hash),
-                             r->entries[i].hash, i);
-    }
+    uint64_t cap = r->table_cap;
+    while (cap < need * 2)
+        cap *= 2;
+    rkv_rt_entry *t = rkv_rt_table_alloc((size_t)cap);
+    if (t == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: index table");
+    rkv_rt_entry *old = r->entries;
+    uint32_t old_cap = r->table_cap;
+    r->entries = t;
+    r->table_cap = (uint32_t)cap;
+    r->shift = 64 - rkv_rt_log2((uint32_t)cap);
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (rkv_rt_any(&old[i]) != 0)
+            t[rkv_rt_free_slot(r, old[i].hash)] = old[i];
+    free(old);
     return RKV_OK;
 }
 
 uint32_t rkv_rt_add(rkv_router *r, uint64_t hash, uint64_t ns, uint64_t parent)
 {
-    uint32_t idx = r->count++;
-    rkv_rt_entry *e = &r->entries[idx];
+    uint32_t i = rkv_rt_free_slot(r, hash);
+    rkv_rt_entry *e = &r->entries[i];
     memset(e, 0, sizeof *e);
     e->hash = hash;
     e->ns = ns;
     e->parent = parent;
-    rkv_rt_table_put(r->table, r->table_cap - 1, rkv_rt_home(r, hash), hash,
-                     idx);
-    return idx;
+    r->count++;
+    return i;
 }
 
-/* Backward-shift deletion of table slot i. */
-static void rkv_rt_table_delete(rkv_router *r, uint32_t i)
+void rkv_rt_remove(rkv_router *r, uint32_t i)
 {
     uint32_t mask = r->table_cap - 1;
-    rkv_rt_slot *t = r->table;
+    rkv_rt_entry *t = r->entries;
     uint32_t j = i;
     for (;;) {
         j = (j + 1) & mask;
-        if (t[j].idx == RKV_RT_EMPTY)
+        if (rkv_rt_any(&t[j]) == 0)
             break;
         uint32_t k = rkv_rt_home(r, t[j].hash);
         /* t[j] may move to i iff its home is not cyclically in (i, j] */
@@ -154,15 +135,6 @@ static void rkv_rt_table_delete(rkv_router *r, uint32_t i)
             i = j;
         }
     }
-    t[i].idx = RKV_RT_EMPTY;
-}
-
-void rkv_rt_remove(rkv_router *r, uint32_t idx)
-{
-    rkv_rt_table_delete(r, rkv_rt_table_slot(r, r->entries[idx].hash));
-    uint32_t last = --r->count;
-    if (idx != last) {
-        r->entries[idx] = r->entries[last];
-        r->table[rkv_rt_table_slot(r, r->entries[idx].hash)].idx = idx;
-    }
+    memset(&t[i], 0, sizeof t[i]);
+    r->count--;
 }

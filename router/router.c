@@ -105,12 +105,20 @@ static void rkv_rt_clear_slot(rkv_router *r, uint32_t s)
     uint64_t bit = 1ull << s;
     rkv_rt_instance *in = &r->inst[s];
     if (in->blocks[0] + in->blocks[1] + in->blocks[2] != 0) {
-        for (uint32_t i = r->count; i-- > 0;) {
+        /* A deletion at i may pull a later entry of the cluster into i
+         * (look at i again) or a wrapped one from the table's start (seen
+         * already: its bit is clear, looking again is harmless). */
+        for (uint32_t i = 0; i < r->table_cap;) {
             rkv_rt_entry *e = &r->entries[i];
-            for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
-                e->mask[m] &= ~bit;
-            if (rkv_rt_any(e) == 0)
-                rkv_rt_remove(r, i);
+            if (rkv_rt_any(e) & bit) {
+                for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
+                    e->mask[m] &= ~bit;
+                if (rkv_rt_any(e) == 0) {
+                    rkv_rt_remove(r, i);
+                    continue;
+                }
+            }
+            i++;
         }
     }
     memset(in->blocks, 0, sizeof in->blocks);
@@ -203,6 +211,9 @@ static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
     rkv_rt_instance *in = &r->inst[s];
     if (e->medium >= RKV_MEDIUM_COUNT || e->num_hashes > RKV_EVENT_MAX_HASHES)
         return 1;
+    /* the event's hashes are random lookups: start their misses at once */
+    for (uint32_t j = 0; j < e->num_hashes; j++)
+        __builtin_prefetch(&r->entries[rkv_rt_home(r, e->hashes[j])]);
     switch (e->kind) {
     case RKV_EVENT_BLOCK_STORED: {
         if (rkv_rt_reserve(r, e->num_hashes) != RKV_OK)
@@ -413,8 +424,7 @@ rkv_status rkv_router_get_stats(const rkv_router *router, rkv_router_stats *out)
     out->instances = router->num_instances;
     out->entries = router->count;
     out->host_bytes = sizeof *router +
-                      (uint64_t)router->entries_cap * sizeof *router->entries +
-                      (uint64_t)router->table_cap * sizeof *router->table;
+                      (uint64_t)router->table_cap * sizeof *router->entries;
     return RKV_OK;
 }
 
@@ -429,9 +439,9 @@ rkv_status rkv_router_check(const rkv_router *router)
     const rkv_router *r = router;
     if (r->table_cap == 0 || (r->table_cap & (r->table_cap - 1)) != 0 ||
         r->shift != 64 - (uint32_t)__builtin_ctz(r->table_cap) ||
-        (uint64_t)r->count * 2 > r->table_cap || r->count > r->entries_cap)
-        return CORRUPT("table cap %u shift %u count %u entries cap %u",
-                       r->table_cap, r->shift, r->count, r->entries_cap);
+        (uint64_t)r->count * 2 > r->table_cap)
+        return CORRUPT("table cap %u shift %u count %u", r->table_cap,
+                       r->shift, r->count);
     uint64_t used = 0, live = 0;
     for (uint32_t s = 0; s < RKV_ROUTER_MAX_INSTANCES; s++) {
         if (!r->inst[s].used)
@@ -455,32 +465,25 @@ rkv_status rkv_router_check(const rkv_router *router)
     memset(held, 0, sizeof held);
     uint32_t in_table = 0;
     for (uint32_t i = 0; i < r->table_cap; i++) {
-        const rkv_rt_slot *t = &r->table[i];
-        if (t->idx == RKV_RT_EMPTY)
+        const rkv_rt_entry *e = &r->entries[i];
+        if (rkv_rt_any(e) == 0)
             continue;
         in_table++;
-        if (t->idx >= r->count || r->entries[t->idx].hash != t->hash)
-            return CORRUPT("table slot %u names entry %u wrongly", i, t->idx);
-        /* every slot from its home to i is occupied (probe reaches it) */
-        for (uint32_t j = rkv_rt_home(r, t->hash); j != i;
+        /* every slot from its home to i is in use (a probe reaches it) */
+        for (uint32_t j = rkv_rt_home(r, e->hash); j != i;
              j = (j + 1) & (r->table_cap - 1))
-            if (r->table[j].idx == RKV_RT_EMPTY)
-                return CORRUPT("table slot %u unreachable from its home", i);
-    }
-    if (in_table != r->count)
-        return CORRUPT("%u table slots for %u entries", in_table, r->count);
-    for (uint32_t i = 0; i < r->count; i++) {
-        const rkv_rt_entry *e = &r->entries[i];
+            if (rkv_rt_any(&r->entries[j]) == 0)
+                return CORRUPT("slot %u unreachable from its home", i);
         if (rkv_rt_find(r, e->hash) != i)
-            return CORRUPT("entry %u not found by its hash", i);
-        if (rkv_rt_any(e) == 0)
-            return CORRUPT("entry %u has no holder", i);
+            return CORRUPT("slot %u: its hash is found elsewhere (twice)", i);
         if (rkv_rt_any(e) & ~live)
-            return CORRUPT("entry %u held by a free or resyncing slot", i);
+            return CORRUPT("slot %u held by a free or resyncing instance", i);
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             for (uint64_t b = e->mask[m]; b; b &= b - 1)
                 held[__builtin_ctzll(b)][m]++;
     }
+    if (in_table != r->count)
+        return CORRUPT("%u entries in the table, count %u", in_table, r->count);
     for (uint32_t s = 0; s < RKV_ROUTER_MAX_INSTANCES; s++)
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             if ((r->inst[s].used ? r->inst[s].blocks[m] : 0) != held[s][m])

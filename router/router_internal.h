@@ -4,16 +4,16 @@
  * snapshots, stats, check) and router/route.c (overlap walk and scoring).
  *
  * Layout:
- *   - Entries: one per distinct block hash held by any instance, in a dense
- *     array (entries[0..count)); an entry names its hash, namespace, parent
- *     hash and, per medium, a 64-bit mask of the instance slots holding it.
- *     An entry whose masks are all zero is removed at once (swap with the
- *     last), so every stored entry has a holder.
- *   - Table: open addressing with linear probing, load <= 1/2, keyed by the
- *     block hash (home = (hash * golden) >> shift: the hashes are chained
- *     XXH3 values, but an embedder may feed anything); a slot holds the
- *     hash and the entry index, idx == RKV_RT_EMPTY marks it free. Deletion
- *     shifts back (no tombstones), so a probe ends at the first free slot.
+ *   - One open-addressing table (linear probing, load <= 1/2) of entries,
+ *     one per distinct block hash held by any instance; an entry names its
+ *     hash, namespace, parent hash and, per medium, a 64-bit mask of the
+ *     instance slots holding it. A slot is free iff all its masks are zero
+ *     (an entry that loses its last holder is deleted at once). Home =
+ *     (hash * golden) >> shift: the hashes are chained XXH3 values, but an
+ *     embedder may feed anything. Deletion shifts back (no tombstones), so
+ *     a probe ends at the first free slot. Entries live in the table itself
+ *     so a lookup is one cache miss (a separate index + entry array was two
+ *     or more, and measurably slower: bench/RESULTS.md).
  *   - Instances: RKV_ROUTER_MAX_INSTANCES slots; slot s is bit s of every
  *     mask. order[0..num_instances) lists used slots by instance id.
  *     blocks[m] counts the entries whose mask m has the slot's bit.
@@ -42,12 +42,6 @@ typedef struct rkv_rt_entry {
     uint64_t mask[RKV_MEDIUM_COUNT];
 } rkv_rt_entry;
 
-typedef struct rkv_rt_slot {
-    uint64_t hash;
-    uint32_t idx; /* RKV_RT_EMPTY: free                                   */
-    uint32_t pad;
-} rkv_rt_slot;
-
 typedef struct rkv_rt_instance {
     uint64_t id;
     int used;
@@ -60,9 +54,8 @@ typedef struct rkv_rt_instance {
 
 struct rkv_router {
     rkv_router_config cfg;
-    rkv_rt_entry *entries;
-    uint32_t count, entries_cap;
-    rkv_rt_slot *table;
+    rkv_rt_entry *entries; /* the table: [table_cap]                    */
+    uint32_t count;     /* entries in use                                 */
     uint32_t table_cap; /* power of two                                   */
     uint32_t shift;     /* 64 - log2(table_cap)                           */
     rkv_rt_instance inst[RKV_ROUTER_MAX_INSTANCES];
@@ -75,17 +68,18 @@ struct rkv_router {
 /* index.c ------------------------------------------------------------------ */
 rkv_status rkv_rt_index_init(rkv_router *r, uint32_t initial);
 void rkv_rt_index_fini(rkv_router *r);
-/* Entry index of hash, or RKV_RT_EMPTY. */
+/* Table slot of hash's entry, or RKV_RT_EMPTY. */
 uint32_t rkv_rt_find(const rkv_router *r, uint64_t hash);
 /* Room for `more` new entries without allocating later; RKV_ERR_NOMEM
  * (nothing changes). */
 rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more);
-/* New entry with empty masks (room reserved); returns its index. */
+/* New entry with empty masks (room reserved); returns its slot. Until a
+ * mask bit is set the slot counts as free: set one, or rkv_rt_remove it,
+ * before the next add. */
 uint32_t rkv_rt_add(rkv_router *r, uint64_t hash, uint64_t ns, uint64_t parent);
-/* Removes entry idx (the last entry moves into its place). */
+/* Deletes the entry in slot idx (later entries of its cluster may move
+ * back, into idx included). */
 void rkv_rt_remove(rkv_router *r, uint32_t idx);
-/* Slot of a table entry for hash (which must be present). */
-uint32_t rkv_rt_table_slot(const rkv_router *r, uint64_t hash);
 static inline uint32_t rkv_rt_home(const rkv_router *r, uint64_t hash)
 {
     return (uint32_t)((hash * 0x9E3779B97F4A7C15ull) >> r->shift);
