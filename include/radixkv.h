@@ -235,11 +235,13 @@ rkv_pool *rkv_tree_pool(const rkv_tree *tree);
  *
  * What each tree call leaves the caller:
  *   - rkv_tree_match: the block ids of the matched pages, and NO reference.
- *     They are the tree's pages: they stay allocated and keep their KV only
- *     while a lease on out->node (from a non-peek match) is held, or until
- *     the next call that can evict (rkv_tree_evict, rkv_tree_alloc_blocks,
- *     rkv_tree_reset, rkv_tree_destroy, and rkv_sched_step of a scheduler
- *     on the same tree). So lock out->node before allocating.
+ *     They are the tree's pages. They stay allocated with their KV while a
+ *     lease on out->node (from a non-peek match) is held; without a lease,
+ *     only until the next call that can evict (rkv_tree_evict,
+ *     rkv_tree_alloc_blocks, rkv_tree_reset, rkv_tree_destroy, and
+ *     rkv_sched_step of a scheduler on the same tree), which may hand the
+ *     same ids out again as fresh blocks. So lock out->node before
+ *     allocating.
  *     A PEEK match's node may end above matched_tokens: its lease protects
  *     only the node's own depth. The caller never unrefs matched blocks.
  *   - rkv_tree_lock / rkv_tree_unlock: no reference changes; a lease only
@@ -289,6 +291,9 @@ typedef struct rkv_match {
  * A non-peek match in a namespace not seen before creates its (empty) root
  * so the returned handle is lockable (that too may give RKV_ERR_NOMEM); a
  * PEEK in an unknown namespace matches nothing and returns a zeroed handle.
+ * An empty root is freed (its handles go stale) when its last page is
+ * evicted or its last lease released, whichever comes last; one that is
+ * never locked nor filled stays until reset, so probe with PEEK.
  * Match reads tokens only up to the first page it cannot match (its cost
  * follows the matched part, not n) and does not reject negative ids: they
  * are never cached (insert refuses them), so one simply ends the match. */
@@ -349,10 +354,12 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
  *     (the lease table could not grow), RKV_ERR_STATE (2^24 leases already
  *     held in this tree); on any failure nothing changes and *out is zeroed.
  *   - unlock releases exactly that lock, zeroes *lease and makes the path
- *     most recently used (it was in use until now). A lease that is not
- *     held -- all-zero, already released, forged, or from another tree --
- *     is RKV_ERR_STATE and nothing changes. (A released lease stays refused
- *     until its table slot has been reused 2^40 times.)
+ *     most recently used (it was in use until now); a namespace root left
+ *     with no page and no lease is freed (its handles go stale). A lease
+ *     that is not held -- all-zero, already released, forged, or from
+ *     another tree -- is RKV_ERR_STATE and nothing changes. (A released
+ *     lease stays refused until its table slot has been released about
+ *     2^40 more times.)
  *   - rkv_tree_reset() refuses (RKV_ERR_BUSY) while any lease is held;
  *     rkv_tree_destroy() releases every lock, and its leases die with it.
  *   - Leases live in the tree's memory: rkv_tree_stats.host_bytes counts

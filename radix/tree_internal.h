@@ -263,5 +263,8 @@ void rkv_lru_push_tail(rkv_tree *t, uint32_t id);
 void rkv_lru_place(rkv_tree *t, uint32_t id);
 /* Path from id up to its namespace root becomes most recently used. */
 void rkv_tree_touch(rkv_tree *t, uint32_t id);
+/* Frees a namespace root that has no child and no lock (its handles go
+ * stale; a later non-peek match or insert creates it again). */
+void rkv_tree_free_root(rkv_tree *t, uint32_t root);
 
 #endif

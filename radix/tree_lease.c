@@ -215,10 +215,11 @@ rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease)
                              "%s: lease %#llx is not held in this tree (zero, "
                              "already released, forged or from another tree)",
                              fn, (unsigned long long)lease->id);
-    uint32_t id = t->leases[slot].node;
+    uint32_t id = t->leases[slot].node, root = id;
     uint64_t c = ++t->clock;
     for (uint32_t y = id; y != 0; y = t->nodes[y].parent) {
         rkv_tnode *z = &t->nodes[y];
+        root = y;
         z->last_access = c;
         if (--z->lock_count == 0) {
             t->evictable_blocks += z->num_pages;
@@ -230,6 +231,11 @@ rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease)
     rkv_lease_release(t, slot);
     t->lock_total--;
     lease->id = 0;
+    /* a namespace root emptied while it was locked (or locked while empty:
+     * a request that computed no full page) would otherwise stay until
+     * reset */
+    if (t->nodes[root].lock_count == 0 && t->nodes[root].first_child == RKV_NIL)
+        rkv_tree_free_root(t, root);
     return RKV_OK;
 }
 

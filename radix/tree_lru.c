@@ -17,7 +17,7 @@
  * reference each; a block counts as freed when its ref count reaches 0),
  * bump its generation when trimmed, remove it when empty, and let its
  * parent join the list when it becomes an unlocked leaf (an empty namespace
- * root is freed instead). O(1) per node plus its pages; no allocation, so
+ * root is freed instead; so is one whose last lease goes, in unlock). O(1) per node plus its pages; no allocation, so
  * eviction cannot fail half way. Only blocks that the caller also holds
  * outside the tree (without a lock) can make an eviction free fewer blocks
  * than it unlinked; then rkv_tree_evict returns RKV_ERR_NO_SPACE after
@@ -122,6 +122,13 @@ void rkv_tree_touch(rkv_tree *t, uint32_t id)
 
 /* ---- eviction -------------------------------------------------------------- */
 
+void rkv_tree_free_root(rkv_tree *t, uint32_t root)
+{
+    rkv_cidx_remove(t, rkv_cidx_key_ns(t->nodes[root].u.ns), root);
+    rkv_tree_slot_free(t, root);
+    t->num_namespaces--;
+}
+
 /* Removes an empty, unlocked, childless node (listed in the LRU). */
 static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
 {
@@ -146,10 +153,7 @@ static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
     if (px->first_child != RKV_NIL || px->lock_count != 0)
         return;
     if (px->parent == 0) {
-        /* an empty namespace root goes too */
-        rkv_cidx_remove(t, rkv_cidx_key_ns(px->u.ns), p);
-        rkv_tree_slot_free(t, p);
-        t->num_namespaces--;
+        rkv_tree_free_root(t, p); /* an empty namespace root goes too */
     } else {
         rkv_lru_place(t, p);
     }

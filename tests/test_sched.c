@@ -664,3 +664,27 @@ Test(sched, second_tree_on_a_pool_is_busy)
     eng_assert_no_leak(&e);
     eng_fini(&e);
 }
+
+/* A request in a fresh namespace that caches no page (aborted while its
+ * prompt is shorter than a page) leaves no empty namespace root behind. */
+Test(sched, aborted_request_leaves_no_empty_namespace)
+{
+    rkv_sched_config c = base_cfg(RKV_POLICY_FCFS);
+    eng e;
+    eng_init(&e, 16, 4, &c, 4);
+    rkv_tree_stats ts;
+    for (uint64_t id = 0; id < 3; id++) {
+        int32_t p[3];
+        fill_tokens(p, 3, 70 + id);
+        OK(eng_submit(&e, id, 1000 + id, p, 3, 4, 0)); /* own namespace */
+        eng_step(&e); /* admitted: its (empty) root is locked */
+        OK(rkv_tree_get_stats(e.tree, &ts));
+        cr_assert_eq(ts.namespaces, 1);
+        eng_abort(&e, id);
+        OK(rkv_tree_get_stats(e.tree, &ts));
+        cr_assert_eq(ts.namespaces, 0, "empty root of namespace %llu stayed",
+                     (unsigned long long)(1000 + id));
+    }
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}

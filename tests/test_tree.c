@@ -1381,3 +1381,46 @@ Test(tree, check_detects_planted_bugs)
     g_tree->lru_head = head;
     CHECK();
 }
+
+/* Review note "radix, namespace roots": an empty namespace root must not
+ * outlive its last lock (it used to stay until reset, so one-off
+ * namespaces accumulated). */
+Test(tree, empty_namespace_root_goes_with_its_last_lease)
+{
+    int32_t a[8];
+    seq(a, 8, 1);
+    /* locked while empty: a match that creates the root, lock, unlock */
+    rkv_match m = match(41, a, 3, NULL, 0); /* less than a page */
+    cr_assert_eq(stats().namespaces, 1);
+    rkv_lease l1, l2;
+    OK(rkv_tree_lock(g_tree, m.node, &l1));
+    OK(rkv_tree_lock(g_tree, m.node, &l2));
+    OK(rkv_tree_unlock(g_tree, &l1));
+    CHECK();
+    cr_assert_eq(stats().namespaces, 1, "still locked by l2");
+    OK(rkv_tree_unlock(g_tree, &l2));
+    CHECK();
+    cr_assert_eq(stats().namespaces, 0);
+    rkv_node_info info;
+    ERR(RKV_ERR_STALE_HANDLE, rkv_tree_node_info(g_tree, m.node, &info));
+    /* emptied under a lock: its pages evicted while the root was locked */
+    insert_release(42, a, 8);
+    m = match(42, a, 0, NULL, 0); /* the root's handle */
+    OK(rkv_tree_lock(g_tree, m.node, &l1));
+    uint32_t freed;
+    OK(rkv_tree_evict(g_tree, 2, &freed));
+    CHECK();
+    cr_assert_eq(stats().cached_blocks, 0);
+    cr_assert_eq(stats().namespaces, 1, "a locked root stays");
+    OK(rkv_tree_unlock(g_tree, &l1));
+    CHECK();
+    cr_assert_eq(stats().namespaces, 0);
+    /* a root with pages stays after its lease goes */
+    insert_release(43, a, 8);
+    m = match(43, a, 0, NULL, 0);
+    OK(rkv_tree_lock(g_tree, m.node, &l1));
+    OK(rkv_tree_unlock(g_tree, &l1));
+    CHECK();
+    cr_assert_eq(stats().namespaces, 1);
+    cr_assert_eq(match(43, a, 8, NULL, RKV_MATCH_PEEK).matched_tokens, 8);
+}

@@ -348,7 +348,9 @@ rkv_status ref_unlock(ref_model *m, uint64_t lease)
         abort(); /* a locked position cannot go */
     uint64_t c = ++m->clock;
     if (h.slot == REF_NIL) {
-        ref_find_root(m, h.ns)->own_locks--;
+        ref_root *r = ref_find_root(m, h.ns);
+        if (--r->own_locks == 0 && r->children == 0)
+            r->exists = 0; /* an empty root goes with its last lock */
     } else {
         m->pages[h.slot].own_locks--;
         for (uint32_t s = h.slot; s != REF_NIL; s = m->pages[s].parent) {

@@ -24,7 +24,8 @@
  *   - evict(n) removes n pages, one at a time: among pages with no cached
  *     extension and no lock cover, the one with the oldest stamp, ties
  *     broken deepest first. A namespace root disappears when its last page
- *     is evicted and it holds no lock.
+ *     is evicted and it holds no lock, or when its last lock is released
+ *     and it has no page.
  *   - a handle is (page, incarnation) or (namespace root, incarnation): it
  *     is valid while that exact page (root) exists.
  * Everything is O(pages) scans or short hash walks: slow, but obviously
