@@ -28,6 +28,8 @@
  * the seq that state is after (rkv_tree_snapshot). Events with a larger
  * seq then apply on top. A new instance expects seq 1 next (a fresh tree);
  * anything else is a gap, so an instance joining late resyncs on its own.
+ * An instance whose tree is recreated (its seqs start again at 1) must be
+ * removed and added again: the router would take its new events as stale.
  *
  * Invariant (what the differential test checks): for every instance that
  * does not need a resync, the index holds hash h for it exactly when its
