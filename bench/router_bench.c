@@ -295,11 +295,18 @@ typedef struct pass {
     uint64_t entries;
 } pass;
 
-static void run_router(const recorded *rec, uint32_t N, uint32_t P, pass *out)
+/* Both indexes are sized up front for what the fleet can cache (N
+ * instances of `blocks` pages each), as a deployed router would be: table
+ * growth (rehashing hundreds of MB) would otherwise land in the timed
+ * event application. */
+static void run_router(const recorded *rec, uint32_t N, uint32_t P,
+                       uint64_t blocks, pass *out)
 {
     rkv_router_config cfg;
     rkv_router_config_init(&cfg);
     cfg.page_tokens = P;
+    uint64_t want = (uint64_t)N * blocks;
+    cfg.initial_blocks = (uint32_t)(want > (1u << 29) ? (1u << 29) : want);
     rkv_router *r;
     rkv_status st = rkv_router_create(&cfg, &r);
     if (st != RKV_OK)
@@ -344,11 +351,15 @@ static void run_router(const recorded *rec, uint32_t N, uint32_t P, pass *out)
     rkv_router_destroy(r);
 }
 
-static void run_baseline(const recorded *rec, uint32_t N, pass *out)
+static void run_baseline(const recorded *rec, uint32_t N, uint64_t blocks,
+                         pass *out)
 {
     hset *sets = xmalloc(N * sizeof *sets);
+    uint64_t cap = 1024;
+    while (cap < 2 * blocks)
+        cap *= 2;
     for (uint32_t i = 0; i < N; i++)
-        hset_init(&sets[i], 1024);
+        hset_init(&sets[i], cap);
     out->apply_ns = 0;
     for (size_t i = 0; i < rec->n; i++) {
         const req *q = &rec->r[i];
@@ -489,9 +500,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < 2; k++) {
         for (uint64_t r = 0; r < reps; r++) {
             if (k == 0)
-                run_router(&rec, (uint32_t)N, (uint32_t)P, &cur);
+                run_router(&rec, (uint32_t)N, (uint32_t)P, capacity / P, &cur);
             else
-                run_baseline(&rec, (uint32_t)N, &cur);
+                run_baseline(&rec, (uint32_t)N, capacity / P, &cur);
             double tot = cur.apply_ns, btot = best[k].apply_ns;
             for (size_t i = 0; i < rec.n; i++) {
                 tot += cur.q_ns[i];
