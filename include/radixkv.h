@@ -203,6 +203,9 @@ typedef struct rkv_tree_config {
     uint32_t initial_nodes; /* capacity hint; 0 = default                   */
     int use_jemalloc;       /* 1 (default when built with jemalloc): node
                                memory from a dedicated jemalloc arena        */
+    uint32_t event_ring;    /* KV events (rkv_tree_events_drain): ring
+                               capacity in events, 2..2^24; 0 (default) =
+                               off, and events cost nothing                 */
 } rkv_tree_config;
 void rkv_tree_config_init(rkv_tree_config *cfg);
 
@@ -399,6 +402,97 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
  * is held. Every handle from before becomes stale. Cumulative counters
  * (queried/hit tokens, inserted, evicted, splits) are kept. */
 rkv_status rkv_tree_reset(rkv_tree *tree);
+
+/*
+ * KV events: what the tree caches and drops, for an embedder that tells a
+ * fleet router (router/, include/radixkv_router.h) or any other consumer.
+ * Off unless rkv_tree_config.event_ring > 0; then the ring of that many
+ * events is allocated at create time and recording never allocates, so it
+ * cannot make a call fail.
+ *
+ *   BLOCK_STORED   pages became cached: hashes[] are their chained block
+ *                  hashes (rkv_block_hash) in chain order, parent_hash is
+ *                  the hash before hashes[0] (RKV_HASH_ROOT at the
+ *                  namespace root), ns and page_size say what they cover.
+ *   BLOCK_REMOVED  pages were evicted: hashes[] in the order dropped (a
+ *                  node's tail first); ns is set, parent_hash is 0.
+ *   ALL_CLEARED    rkv_tree_reset dropped everything.
+ *   RESYNC         events were lost (the ring was full): `lost` events
+ *                  starting at seq were dropped. The consumer must rebuild
+ *                  its view from rkv_tree_snapshot().
+ *
+ * Every event has a sequence number, per tree, from 1, strictly increasing;
+ * dropped events use up theirs too, so the next event after a RESYNC has
+ * seq == resync.seq + resync.lost. A long store or eviction is split into
+ * events of at most RKV_EVENT_MAX_HASHES hashes (each with its own seq and
+ * the right parent_hash). medium is RKV_MEDIUM_DEVICE for now (tiers later).
+ *
+ * Exactness: replaying the events in order into a set of (ns, hash, parent)
+ * gives rkv_tree_snapshot() after every call. A call that fails records
+ * nothing, with one documented exception: rkv_tree_evict and
+ * rkv_tree_alloc_blocks can evict and then fail (blocks referenced outside
+ * the tree; see rkv_tree_evict), and record the evictions that happened.
+ *
+ * Overflow: an event is recorded only while it leaves one slot free; when
+ * it would not, a RESYNC marker takes that slot at the point of loss and
+ * every later event is dropped (counted in the marker) until the marker is
+ * drained. Nothing is lost silently.
+ */
+#define RKV_EVENT_MAX_HASHES 16u
+
+typedef enum rkv_event_kind {
+    RKV_EVENT_BLOCK_STORED = 1,
+    RKV_EVENT_BLOCK_REMOVED = 2,
+    RKV_EVENT_ALL_CLEARED = 3,
+    RKV_EVENT_RESYNC = 4
+} rkv_event_kind;
+
+typedef enum rkv_medium {
+    RKV_MEDIUM_DEVICE = 0, /* the pool's memory (GPU or host pool)         */
+    RKV_MEDIUM_HOST = 1,   /* reserved for a host tier                      */
+    RKV_MEDIUM_DISK = 2,   /* reserved for a storage tier                   */
+    RKV_MEDIUM_COUNT = 3
+} rkv_medium;
+
+typedef struct rkv_event {
+    uint64_t seq;
+    uint8_t kind;          /* rkv_event_kind                                */
+    uint8_t medium;        /* rkv_medium                                    */
+    uint16_t num_hashes;   /* 0..RKV_EVENT_MAX_HASHES                       */
+    uint32_t page_size;    /* tokens per block                              */
+    rkv_namespace ns;
+    uint64_t parent_hash;  /* BLOCK_STORED: hash before hashes[0]           */
+    uint64_t lost;         /* RESYNC: events dropped from seq on            */
+    uint64_t hashes[RKV_EVENT_MAX_HASHES];
+} rkv_event;
+
+/* Moves up to max of the oldest recorded events into out[] (caller-owned
+ * memory; nothing in it points into the tree, so it stays valid for as
+ * long as the caller keeps it) and frees their ring slots. *n_out gets the
+ * count (0: none pending). Draining a RESYNC marker re-arms recording.
+ * RKV_ERR_STATE when the tree was created with events off. */
+rkv_status rkv_tree_events_drain(rkv_tree *tree, rkv_event *out, uint32_t max,
+                                 uint32_t *n_out);
+
+/* One cached block, as a snapshot lists it. */
+typedef struct rkv_block_entry {
+    rkv_namespace ns;
+    uint64_t hash;
+    uint64_t parent_hash;  /* RKV_HASH_ROOT for a namespace's first page    */
+    uint32_t medium;       /* rkv_medium                                    */
+    uint32_t reserved;     /* 0                                             */
+} rkv_block_entry;
+
+/* Every cached block (parents before children) into out[0..cap): the full
+ * state for a consumer that must resync. *n_out gets the number of cached
+ * blocks; out == NULL (cap 0) only counts. cap too small: RKV_ERR_NO_SPACE
+ * (nothing written; *n_out says how many are needed). *seq_out (may be
+ * NULL) gets the seq of the last event recorded or dropped so far (0 if
+ * none, or events off): the snapshot is the state after that event, so a
+ * consumer applies it and then only events with a larger seq. Read-only;
+ * works with events off too. O(cached blocks + nodes). */
+rkv_status rkv_tree_snapshot(const rkv_tree *tree, rkv_block_entry *out,
+                             size_t cap, size_t *n_out, uint64_t *seq_out);
 
 typedef struct rkv_tree_stats {
     uint64_t cached_blocks;    /* pages held by the tree                    */

@@ -30,6 +30,7 @@ void rkv_tree_config_init(rkv_tree_config *cfg)
 #else
     cfg->use_jemalloc = 0;
 #endif
+    cfg->event_ring = 0;
 }
 
 rkv_pool *rkv_tree_pool(const rkv_tree *tree)
@@ -164,6 +165,10 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_tree_create: initial_nodes %u too large",
                              cfg->initial_nodes);
+    if (cfg->event_ring == 1 || cfg->event_ring > RKV_EV_MAX_RING)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_tree_create: event_ring %u (0 = off, or "
+                             "2..%u events)", cfg->event_ring, RKV_EV_MAX_RING);
     /* the pool keeps one chained hash per block: a second tree would
      * overwrite the first one's */
     if (pool->tree != NULL)
@@ -189,7 +194,9 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->nodes = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *t->nodes);
     t->idx = rkv_node_mem_alloc(&t->mem, (size_t)t->idx_cap * sizeof *t->idx);
     t->owned = rkv_node_mem_alloc(&t->mem, t->owned_bytes);
-    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL) {
+    int ev_ok = rkv_ev_init(&t->events, &t->mem, cfg->event_ring);
+    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL || !ev_ok) {
+        rkv_ev_fini(&t->events, &t->mem);
         rkv_node_mem_free(&t->mem, t->nodes, (size_t)t->nodes_cap * sizeof *t->nodes);
         rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
         rkv_node_mem_free(&t->mem, t->owned, t->owned_bytes);
@@ -263,6 +270,7 @@ void rkv_tree_destroy(rkv_tree *tree)
     rkv_node_mem_free(&tree->mem, tree->idx,
                       (size_t)tree->idx_cap * sizeof *tree->idx);
     rkv_node_mem_free(&tree->mem, tree->owned, tree->owned_bytes);
+    rkv_ev_fini(&tree->events, &tree->mem);
     rkv_node_mem_fini(&tree->mem);
     free(tree);
 }
@@ -276,6 +284,8 @@ rkv_status rkv_tree_reset(rkv_tree *tree)
                              "rkv_tree_reset: %llu leases are held",
                              (unsigned long long)tree->lock_total);
     rkv_tree_drop_all(tree);
+    if (RKV_UNLIKELY(tree->events.cap != 0))
+        rkv_ev_cleared(tree);
     return RKV_OK;
 }
 

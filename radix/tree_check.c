@@ -366,6 +366,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
                      (unsigned long long)a.nodes,
                      (unsigned long long)t->num_nodes, (unsigned long long)roots,
                      (unsigned long long)t->num_namespaces);
+    if (st == RKV_OK)
+        st = rkv_ev_check(&t->events);
     if (st == RKV_OK && t->mem.bytes == 0)
         st = CORRUPT("allocator reports no live bytes");
     free(a.seen);

@@ -2,7 +2,8 @@
  * radix/tree_internal.h -- the token radix tree's data structures, shared by
  * the files of radix/ (tree.c: create, destroy, reset, slots, prepared
  * memory; tree_match.c: match, insert, split; tree_lru.c: LRU list, evict;
- * tree_lease.c: the lease table, lock, unlock; child_index.c: the child
+ * tree_lease.c: the lease table, lock, unlock; tree_events.c: the KV event
+ * ring and snapshot; child_index.c: the child
  * hash index; tree_check.c: check, stats, node info, debug hooks;
  * node_mem.c: the allocator).
  *
@@ -52,6 +53,7 @@
 
 #include "radixkv.h"
 #include "radix/node_mem.h"
+#include "radix/tree_events.h"
 
 #define RKV_NIL UINT32_MAX
 
@@ -118,6 +120,8 @@ struct rkv_tree {
     uint32_t leases_used;  /* slots ever handed out (high-water mark)       */
     uint32_t lease_free_head, lease_free_tail; /* FIFO of released slots    */
     uint64_t lease_key;    /* XORed into ids: ties them to this tree        */
+
+    rkv_ev_ring events;    /* KV events (tree_events.c); cap 0 = off       */
 
     uint8_t *owned;        /* bit per pool block: cached by this tree       */
     size_t owned_bytes;

@@ -159,22 +159,44 @@ static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
     }
 }
 
+/* Namespace of node id (walks up to its root). */
+static uint64_t rkv_tree_node_ns(const rkv_tree *t, uint32_t id)
+{
+    while (t->nodes[id].parent != 0)
+        id = t->nodes[id].parent;
+    return t->nodes[id].u.ns;
+}
+
 static uint32_t rkv_tree_evict_some(rkv_tree *t, uint32_t n)
 {
     rkv_pool *pool = t->pool;
     uint32_t freed = 0;
+    const int events = t->events.cap != 0;
+    uint64_t gone[RKV_EVENT_MAX_HASHES];
     while (freed < n && t->lru_head != RKV_NIL) {
         uint32_t id = t->lru_head;
         rkv_tnode *x = &t->nodes[id];
         rkv_block_id *xb = rkv_tnode_blocks(t, x);
+        uint64_t ns = RKV_UNLIKELY(events) ? rkv_tree_node_ns(t, id) : 0;
+        uint32_t ngone = 0;
         while (freed < n && x->num_pages > 0) {
             rkv_block_id b = xb[--x->num_pages];
+            if (RKV_UNLIKELY(events)) {
+                /* read before the drop: a freed block's hash slot is reused */
+                gone[ngone++] = pool->hash[b];
+                if (ngone == RKV_EVENT_MAX_HASHES) {
+                    rkv_ev_removed(t, ns, gone, ngone);
+                    ngone = 0;
+                }
+            }
             rkv_tree_clear_owned(t, b);
             freed += (uint32_t)rkv_pool_drop_ref(pool, b);
             t->cached_blocks--;
             t->evictable_blocks--;
             t->evicted_blocks++;
         }
+        if (ngone > 0)
+            rkv_ev_removed(t, ns, gone, ngone);
         if (x->num_pages == 0) {
             rkv_tree_remove_leaf(t, id);
         } else {

@@ -184,11 +184,14 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     memcpy(x->u.tokens, tokens, (size_t)npages * t->page_bytes);
     rkv_block_id *xb = rkv_tnode_blocks(t, x);
     memcpy(xb, blocks, (size_t)npages * sizeof *xb);
+    uint64_t parent_hash = h;
     for (uint32_t i = 0; i < npages; i++) {
         h = rkv_block_hash(h, ns, tokens + (size_t)i * P, P);
         pool->refcount[xb[i]]++;
         pool->hash[xb[i]] = h;
     }
+    if (RKV_UNLIKELY(t->events.cap != 0))
+        rkv_ev_stored(t, ns, parent_hash, xb, npages);
     x->parent = parent;
     x->next_sib = p->first_child;
     if (p->first_child != RKV_NIL)
