@@ -128,6 +128,7 @@ static uint32_t ref_add(ref_model *m, uint64_t ns, uint32_t parent,
     p->depth = parent == REF_NIL ? 1 : m->pages[parent].depth + 1;
     memcpy(p->tokens, tokens, m->P * sizeof *tokens);
     p->block = block;
+    p->prio = RKV_PRIORITY_DEFAULT;
     p->inc = ++m->next_inc;
     p->hash = ref_key(m, ns, parent, tokens);
     uint32_t b = (uint32_t)(p->hash & (m->nbuckets - 1));
@@ -380,9 +381,13 @@ rkv_status ref_evict(ref_model *m, uint32_t n, ref_evicted *evicted_out)
             const ref_page *p = &m->pages[s];
             if (!p->used || p->children != 0 || p->cover != 0)
                 continue;
-            if (best == REF_NIL || p->stamp < m->pages[best].stamp ||
-                (p->stamp == m->pages[best].stamp &&
-                 p->depth > m->pages[best].depth))
+            int pb = m->policy == RKV_EVICT_PRIORITY ? p->prio : 0;
+            int bb = best == REF_NIL || m->policy != RKV_EVICT_PRIORITY
+                         ? 0 : m->pages[best].prio;
+            if (best == REF_NIL || pb < bb ||
+                (pb == bb && (p->stamp < m->pages[best].stamp ||
+                              (p->stamp == m->pages[best].stamp &&
+                               p->depth > m->pages[best].depth))))
                 best = s;
         }
         if (best == REF_NIL)
@@ -402,6 +407,25 @@ rkv_status ref_evict(ref_model *m, uint32_t n, ref_evicted *evicted_out)
         m->evicted_pages++;
     }
     return RKV_OK;
+}
+
+uint32_t ref_set_priority(ref_model *m, uint64_t ns, const int32_t *tokens,
+                          size_t n, size_t begin, size_t end, int prio)
+{
+    uint32_t slots[REF_MAX_TOKENS + 1];
+    uint32_t npages = (uint32_t)(n / m->P);
+    if (npages > REF_MAX_TOKENS)
+        abort(); /* test bug: longer than the model walks */
+    uint32_t k = ref_find_root(m, ns) != NULL
+                     ? ref_walk(m, ns, tokens, npages, slots) : 0;
+    uint32_t set = 0;
+    for (uint32_t d = 0; d < k; d++) {
+        if ((size_t)d * m->P >= begin && (size_t)(d + 1) * m->P <= end) {
+            m->pages[slots[d]].prio = prio;
+            set++;
+        }
+    }
+    return set;
 }
 
 rkv_status ref_reset(ref_model *m)

@@ -23,7 +23,11 @@
  *     the path.
  *   - evict(n) removes n pages, one at a time: among pages with no cached
  *     extension and no lock cover, the one with the oldest stamp, ties
- *     broken deepest first. A namespace root disappears when its last page
+ *     broken deepest first; under RKV_EVICT_PRIORITY (policy), the lowest
+ *     priority first, then that order.
+ *   - priorities (rkv_tree_retain): each page has one, 35 when created; a
+ *     retain sets it on the cached pages wholly inside its token range and
+ *     changes nothing else (no stamp). A namespace root disappears when its last page
  *     is evicted and it holds no lock, or when its last lock is released
  *     and it has no page.
  *   - a handle is (page, incarnation) or (namespace root, incarnation): it
@@ -50,6 +54,7 @@ typedef struct ref_page {
     uint32_t depth;      /* 1-based page index in its prefix             */
     int32_t tokens[REF_MAX_PAGE];
     rkv_block_id block;
+    int prio;            /* retention priority 0..100                    */
     uint64_t stamp;
     uint64_t inc;        /* incarnation                                  */
     uint32_t children;   /* cached pages extending this one              */
@@ -83,6 +88,7 @@ typedef struct ref_lease {
 
 typedef struct ref_model {
     uint32_t P;
+    int policy;          /* rkv_evict_policy (set after init)            */
     uint32_t cap;        /* page slots (= pool blocks)                   */
     ref_page *pages;
     uint32_t *buckets;   /* hash heads, nbuckets (power of two)          */
@@ -139,6 +145,10 @@ typedef struct ref_evicted {
  * n; may be NULL), in eviction order. */
 rkv_status ref_evict(ref_model *m, uint32_t n, ref_evicted *evicted_out);
 rkv_status ref_reset(ref_model *m);
+/* Sets prio on the cached pages of tokens[0..n) wholly inside tokens
+ * [begin, end); returns how many. */
+uint32_t ref_set_priority(ref_model *m, uint64_t ns, const int32_t *tokens,
+                          size_t n, size_t begin, size_t end, int prio);
 uint64_t ref_evictable(const ref_model *m);
 uint32_t ref_namespaces(const ref_model *m);
 /* Writes the full prefix of a page (depth * P tokens) and its blocks
