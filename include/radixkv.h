@@ -384,9 +384,9 @@ rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out);
 /* Releases exactly the lock *lease owns and zeroes *lease. */
 rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease);
 
-/* Frees at least n blocks by removing least-recently-used unlocked leaves
- * page by page from their tail (a parent that becomes a leaf joins the LRU
- * list). RKV_ERR_NO_SPACE, changing nothing, if fewer than n blocks are
+/* Frees at least n blocks by removing unlocked, unpinned leaves in the
+ * tree's eviction order (rkv_evict_policy) page by page from their tail (a
+ * parent that becomes a leaf joins the LRU lists). Never revokes a pin. RKV_ERR_NO_SPACE, changing nothing, if fewer than n blocks are
  * evictable. freed_out (may be NULL) gets the number of blocks freed.
  * A block counts as freed when its pool ref count reaches 0: if the caller
  * holds references to cached blocks outside the tree without a lock,
@@ -500,7 +500,7 @@ rkv_status rkv_tree_reset(rkv_tree *tree);
 typedef struct rkv_tree_stats {
     uint64_t cached_blocks;    /* pages held by the tree                    */
     uint64_t evictable_blocks; /* pages in unlocked nodes                   */
-    uint64_t locked_blocks;    /* pages in locked nodes                     */
+    uint64_t locked_blocks;    /* pages in locked nodes (pins included)     */
     uint64_t nodes;            /* excluding the namespace roots             */
     uint64_t namespaces;
     uint64_t queried_tokens;   /* sum of n over non-peek matches            */
