@@ -107,6 +107,7 @@ typedef struct rkv_tmeta {
 typedef struct rkv_pin {
     uint64_t owner;
     uint64_t deadline;  /* ms; > the tree's now_ms while live           */
+    uint64_t seq;       /* creation order: breaks deadline ties         */
     rkv_lease lease;    /* internal lease on node                       */
     uint32_t node;
     uint32_t heap_pos;  /* live: index in pin_heap; free: next free pin */
@@ -153,7 +154,7 @@ struct rkv_tree {
     rkv_pin *pins;         /* pins_cap entries, NULL until the first pin    */
     uint32_t *pin_heap;    /* pins_cap entries: min-heap by deadline        */
     uint32_t pins_cap, pins_used, pin_free, npins;
-    uint64_t now_ms;
+    uint64_t now_ms, pin_seq;
     uint64_t pin_cap_blocks, pinned_blocks;
     uint64_t pins_made, pins_renewed, pins_expired, pins_released,
              pins_revoked, pins_refused;

@@ -20,7 +20,8 @@
  *     pin_count > 0 (a shared prefix counts once).
  *   - Deadlines sit in a binary min-heap: expiry (every call with now_ms)
  *     is O(log pins) per expired pin plus its path; revocation under space
- *     pressure takes the earliest deadline first. Releasing a pin does not
+ *     pressure takes the earliest deadline first, the oldest pin among
+ *     equal deadlines. Releasing a pin does not
  *     stamp its path: expiry is not a use, so the pages go back to eviction
  *     in their last-use order.
  *   - Owners are looked up by a scan of the pin table (O(pins held)); pins
@@ -56,11 +57,13 @@ static uint64_t rkv_sat_add(uint64_t a, uint64_t b)
 
 /* ---- deadline heap --------------------------------------------------------- */
 
-/* Ties by pin index keep the order deterministic. */
+/* Equal deadlines: the older pin first (deterministic, and independent of
+ * which table slot a pin reused). */
 static int rkv_pin_before(const rkv_tree *t, uint32_t a, uint32_t b)
 {
-    uint64_t da = t->pins[a].deadline, db = t->pins[b].deadline;
-    return da < db || (da == db && a < b);
+    const rkv_pin *x = &t->pins[a], *y = &t->pins[b];
+    return x->deadline < y->deadline ||
+           (x->deadline == y->deadline && x->seq < y->seq);
 }
 
 static void rkv_heap_set(rkv_tree *t, uint32_t pos, uint32_t pin)
@@ -542,6 +545,7 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         rkv_pin *e = &t->pins[p];
         e->owner = r->owner;
         e->deadline = dl;
+        e->seq = ++t->pin_seq;
         e->lease = lease;
         e->node = target;
         t->pin_heap[t->npins] = p;

@@ -11,9 +11,11 @@
  * handles) and unlock (held leases; leases released earlier, forged ids,
  * ids one bit away from a held one, zero: RKV_ERR_STATE), evict,
  * alloc_blocks, reset (BUSY while locked) and zeroed handles and leases,
- * and retention priorities on random token ranges (rkv_tree_retain; the
+ * and retention (rkv_tree_retain): priorities on random token ranges (the
  * *_priority tests run the RKV_EVICT_PRIORITY policy, the others LRU, where
- * priorities must not change the order).
+ * priorities must not change the order), TTL pins of four owners under a
+ * 25 % cap, time steps that expire them, release and extension by owner,
+ * and allocations that revoke pins.
  * The model knows a lease only by the id the tree handed out: every new id
  * must be nonzero and unlike every held one. Token streams share
  * prefixes heavily (a few base sequences, short random extensions over a
@@ -89,6 +91,8 @@ typedef struct world {
     uint64_t n_stale, n_state, n_nospace, n_dups, n_locks, n_resets, n_busy;
     uint64_t n_any_held; /* op_unlock_any that hit a held lease          */
     uint64_t n_prio;     /* pages given a priority                        */
+    uint64_t now;        /* the tree's time                               */
+    uint64_t n_pins, n_pin_cap; /* pins made or renewed; refused          */
 } world;
 
 #define REQ(w, cond, fmt, ...)                                                 \
@@ -122,10 +126,12 @@ static void world_init(world *w, uint32_t P, uint32_t num_blocks,
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.evict_policy = policy;
+    tc.max_pinned_pct = 25;
     cr_assert_eq(rkv_tree_create(w->pool, &tc, &w->tree), RKV_OK, "%s",
                  rkv_last_error());
     cr_assert_eq(ref_model_init(&w->m, P, num_blocks), 0);
     w->m.policy = policy;
+    w->m.pin_cap = (uint64_t)num_blocks * 25 / 100;
     w->ev = calloc(num_blocks, sizeof *w->ev);
     cr_assert_not_null(w->ev);
     /* base sequences: 0 and 1 share their first half, 2 is 0 shifted by
@@ -202,6 +208,12 @@ static void compare_stats(world *w)
         (unsigned long long)s.inserted_pages, (unsigned long long)m->inserted_pages);
     REQ(w, s.evicted_blocks == m->evicted_pages, "evicted %llu, model %llu",
         (unsigned long long)s.evicted_blocks, (unsigned long long)m->evicted_pages);
+    rkv_retention_stats rs;
+    REQ(w, rkv_tree_retention_stats(w->tree, &rs) == RKV_OK, "%s", "retention");
+    REQ(w, rs.pins == m->npins && rs.pinned_blocks == m->pinned_pages,
+        "pins %llu pinning %llu pages, model %u pinning %llu",
+        (unsigned long long)rs.pins, (unsigned long long)rs.pinned_blocks,
+        m->npins, (unsigned long long)m->pinned_pages);
     /* between operations the caller holds no block: free = total - cached */
     REQ(w, rkv_pool_num_free(w->pool) == w->num_blocks - m->cached,
         "pool free %u, expected %llu", rkv_pool_num_free(w->pool),
@@ -340,7 +352,9 @@ static rkv_status do_alloc(world *w, uint32_t n, rkv_block_id *out)
     uint32_t nev = 0;
     if (free_now < n) {
         nev = (uint32_t)(n - free_now);
-        exp = ref_evict(&w->m, nev, w->ev);
+        exp = ref_make_room(&w->m, nev); /* pins yield if they must */
+        if (exp == RKV_OK)
+            exp = ref_evict(&w->m, nev, w->ev);
         if (exp != RKV_OK)
             nev = 0;
     }
@@ -503,13 +517,60 @@ static void op_priority(world *w)
     r.prio_begin = rkv_rng_below(&w->rng, n + 1);
     r.prio_end = r.prio_begin + rkv_rng_below(&w->rng, n - r.prio_begin + 1);
     rkv_retain_result out;
-    rkv_status st = rkv_tree_retain(w->tree, ns, w->tok, n, &r, 0, &out);
+    rkv_status st = rkv_tree_retain(w->tree, ns, w->tok, n, &r, w->now, &out);
     REQ(w, st == RKV_OK, "retain: status %d", (int)st);
     uint32_t want = ref_set_priority(&w->m, ns, w->tok, n, r.prio_begin,
                                      r.prio_end, r.priority);
     REQ(w, out.prio_pages == want, "retain set %u pages, model %u",
         out.prio_pages, want);
     w->n_prio += want;
+}
+
+/* A pin of a random prefix by one of four owners. */
+static void op_pin(world *w)
+{
+    uint64_t ns;
+    size_t n = gen_seq(w, &ns);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = rkv_rng_below(&w->rng, n + 1);
+    r.ttl_ms = 1 + rkv_rng_below(&w->rng, 40);
+    r.owner = rkv_rng_below(&w->rng, 4);
+    rkv_retain_result out;
+    rkv_status st = rkv_tree_retain(w->tree, ns, w->tok, n, &r, w->now, &out);
+    uint32_t pinned = 0;
+    rkv_status exp = ref_pin_prefix(&w->m, ns, w->tok, n, r.pin_tokens, r.ttl_ms,
+                                    r.owner, &pinned);
+    REQ(w, st == exp, "pin: status %d, model %d", (int)st, (int)exp);
+    if (st == RKV_OK)
+        REQ(w, out.pinned_pages == pinned, "pinned %u pages, model %u",
+            out.pinned_pages, pinned);
+    w->n_pins += st == RKV_OK && pinned > 0;
+    w->n_pin_cap += st == RKV_ERR_PIN_CAP;
+}
+
+static void op_time(world *w)
+{
+    w->now += rkv_rng_below(&w->rng, 7);
+    REQ(w, rkv_tree_set_time(w->tree, w->now) == RKV_OK, "%s", "set_time");
+    ref_set_time(&w->m, w->now);
+}
+
+static void op_owner(world *w)
+{
+    uint64_t owner = rkv_rng_below(&w->rng, 4);
+    uint32_t n = 12345, want;
+    if (rkv_rng_below(&w->rng, 3) == 0) {
+        REQ(w, rkv_tree_pins_release(w->tree, owner, &n) == RKV_OK, "%s",
+            "pins_release");
+        want = ref_pins_release(&w->m, owner);
+    } else {
+        uint64_t ttl = rkv_rng_below(&w->rng, 40);
+        REQ(w, rkv_tree_pins_extend(w->tree, owner, ttl, w->now, &n) == RKV_OK,
+            "%s", "pins_extend");
+        want = ref_pins_extend(&w->m, owner, ttl);
+    }
+    REQ(w, n == want, "owner call counted %u pins, model %u", n, want);
 }
 
 static hpair *pick_handle(world *w)
@@ -625,10 +686,16 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
     ops = rkv_test_scaled(ops);
     for (w->op = 1; w->op <= ops; w->op++) {
         uint64_t r = rkv_rng_below(&w->rng, 1000);
-        if (r < 170)
+        if (r < 140)
             op_match(w, 0);
-        else if (r < 200)
+        else if (r < 160)
             op_priority(w);
+        else if (r < 180)
+            op_pin(w);
+        else if (r < 190)
+            op_time(w);
+        else if (r < 200)
+            op_owner(w);
         else if (r < 300)
             op_match(w, 1);
         else if (r < 520)
@@ -659,6 +726,15 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
     full_check(w);
     rkv_tree_stats s;
     rkv_tree_get_stats(w->tree, &s);
+    rkv_retention_stats rs;
+    rkv_tree_retention_stats(w->tree, &rs);
+    fprintf(stderr, "[%s] pins: %llu made, %llu renewed, %llu expired, %llu "
+            "released, %llu revoked, %llu refused\n", name,
+            (unsigned long long)rs.pins_made, (unsigned long long)rs.pins_renewed,
+            (unsigned long long)rs.pins_expired,
+            (unsigned long long)rs.pins_released,
+            (unsigned long long)rs.pins_revoked,
+            (unsigned long long)rs.pins_refused);
     fprintf(stderr,
             "[%s] %llu ops: hit %llu of %llu tokens, %llu pages inserted, %llu "
             "evicted, %llu splits, %llu dups, %llu locks, %llu stale, %llu "
@@ -682,6 +758,13 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
             {"resets", w->n_resets},       {"BUSY resets", w->n_busy},
             {"unlocks of a remembered lease still held", w->n_any_held},
             {"priorities set", w->n_prio},
+            {"pins made or renewed", w->n_pins},
+            {"pins refused at the cap", w->n_pin_cap},
+            {"pins expired", rs.pins_expired},
+            /* only the small pools run short often enough to revoke in
+             * every run (page16 and page1_wide: a few times, or none) */
+            {"pins revoked for an allocation",
+             w->P <= 4 && w->num_blocks <= 96 ? rs.pins_revoked : 1},
         };
         for (size_t i = 0; i < sizeof seen / sizeof seen[0]; i++)
             cr_assert_gt(seen[i].n, 0, "%s: no %s in %llu operations", name,
