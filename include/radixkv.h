@@ -61,7 +61,9 @@ typedef enum rkv_status {
                                  on the GPU path)                             */
     RKV_ERR_FORMAT = 12,      /* malformed input data (e.g. a trace line)     */
     RKV_ERR_IO = 13,          /* file could not be read or written            */
-    RKV_ERR_CORRUPT = 14      /* a *_check() found a broken invariant         */
+    RKV_ERR_CORRUPT = 14,     /* a *_check() found a broken invariant         */
+    RKV_ERR_PIN_CAP = 15      /* a pin would take pinned pages past the
+                                 tree's cap (rkv_tree_config.max_pinned_pct) */
 } rkv_status;
 
 /* Short fixed text for a status ("invalid argument"). Never NULL. */
@@ -199,6 +201,13 @@ typedef struct rkv_node {
     uint32_t gen;
 } rkv_node;
 
+/* Which unlocked, unpinned leaf eviction takes first. */
+typedef enum rkv_evict_policy {
+    RKV_EVICT_LRU = 0,      /* least recently used (default)                */
+    RKV_EVICT_PRIORITY = 1  /* lowest retention priority, then least
+                               recently used (TensorRT-LLM's priority LRU) */
+} rkv_evict_policy;
+
 typedef struct rkv_tree_config {
     uint32_t initial_nodes; /* capacity hint; 0 = default                   */
     int use_jemalloc;       /* 1 (default when built with jemalloc): node
@@ -206,6 +215,9 @@ typedef struct rkv_tree_config {
     uint32_t event_ring;    /* KV events (rkv_tree_events_drain): ring
                                capacity in events, 2..2^24; 0 (default) =
                                off, and events cost nothing                 */
+    int evict_policy;       /* rkv_evict_policy; default RKV_EVICT_LRU      */
+    uint32_t max_pinned_pct; /* pinned pages <= this % of the pool's blocks
+                               (0..100; default 50; 0: no pins)             */
 } rkv_tree_config;
 void rkv_tree_config_init(rkv_tree_config *cfg);
 
@@ -381,9 +393,9 @@ rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out);
 /* Releases exactly the lock *lease owns and zeroes *lease. */
 rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease);
 
-/* Frees at least n blocks by removing least-recently-used unlocked leaves
- * page by page from their tail (a parent that becomes a leaf joins the LRU
- * list). RKV_ERR_NO_SPACE, changing nothing, if fewer than n blocks are
+/* Frees at least n blocks by removing unlocked, unpinned leaves in the
+ * tree's eviction order (rkv_evict_policy) page by page from their tail (a
+ * parent that becomes a leaf joins the LRU lists). Never revokes a pin. RKV_ERR_NO_SPACE, changing nothing, if fewer than n blocks are
  * evictable. freed_out (may be NULL) gets the number of blocks freed.
  * A block counts as freed when its pool ref count reaches 0: if the caller
  * holds references to cached blocks outside the tree without a lock,
@@ -397,6 +409,97 @@ rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out);
  * the tree without a lock it can evict and still fail (see rkv_tree_evict). */
 rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
                                  rkv_block_id *out);
+
+/*
+ * Retention (radix/tree_retain.c): priorities and TTL pins for agentic
+ * serving. Time is the caller's: every call that needs it takes now_ms
+ * (any monotonic millisecond clock; it must never go back) and the library
+ * never reads a clock. Calls without now_ms (match, insert, evict,
+ * alloc_blocks) use the time of the last call that had one.
+ *
+ *   - Priority (0..100, default 35; TensorRT-LLM's semantics: higher is
+ *     evicted later) belongs to cached pages; with RKV_EVICT_PRIORITY,
+ *     eviction takes the lowest-priority leaf first, least recently used
+ *     among equals (101 LRU lists, O(1) per eviction). RKV_EVICT_LRU keeps
+ *     priorities but ignores them. New pages get 35; a split keeps them.
+ *   - A pin keeps tokens[0..pin_tokens) (full pages) cached until its
+ *     deadline, now_ms + ttl_ms; a later retain of the same prefix by the
+ *     same owner, or rkv_tree_pins_extend, pushes the deadline out (never
+ *     in): each use of the prefix should renew it ("t ms after last use").
+ *     Pinned pages are out of eviction like locked ones (they count in
+ *     stats.locked_blocks). A pin whose deadline is <= now_ms expires at the
+ *     next call with now_ms and its pages return to ordinary eviction with
+ *     their last-use order (expiry is not a use).
+ *   - Cap: pages under pins (counted once, the whole prefix) never exceed
+ *     max_pinned_pct of the pool; a pin that would is refused
+ *     (RKV_ERR_PIN_CAP, nothing changes; retry without the pin).
+ *   - Progress: rkv_tree_alloc_blocks evicts unpinned pages first; only
+ *     when free + unpinned-evictable blocks cannot serve it does it revoke
+ *     pins, earliest deadline first, just enough (stats pins_revoked), so a
+ *     pin never makes a running request fail for space. rkv_tree_evict never
+ *     revokes pins.
+ *   - Owners: any 64-bit session id. rkv_tree_pins_release drops all of an
+ *     owner's pins (session ended); rkv_tree_pins_extend renews them (a
+ *     tool call started; expected back in ttl_ms). Both are O(pins held).
+ *   - rkv_tree_reset drops every pin (it still refuses while leases are
+ *     held); rkv_tree_destroy drops them with the tree.
+ */
+#define RKV_PRIORITY_MAX 100
+#define RKV_PRIORITY_DEFAULT 35
+
+typedef struct rkv_retention {
+    int priority;        /* 0..100 for pages wholly inside
+                            [prio_begin, prio_end) tokens; -1: unchanged   */
+    size_t prio_begin, prio_end;
+    size_t pin_tokens;   /* pin tokens[0..pin_tokens) (rounded down to full
+                            pages, <= n); 0: no pin                        */
+    uint64_t ttl_ms;     /* pin deadline = now_ms + ttl_ms (> 0 with a pin) */
+    uint64_t owner;      /* session that owns the pin                      */
+} rkv_retention;
+/* priority -1, no pin. */
+void rkv_retention_init(rkv_retention *r);
+
+typedef struct rkv_retain_result {
+    uint32_t prio_pages;   /* cached pages whose priority was set          */
+    uint32_t pinned_pages; /* cached pages the pin covers (0: no pin made) */
+    uint32_t new_pinned_pages; /* of those, pages not pinned before        */
+} rkv_retain_result;
+
+/* Applies r to the cached part of tokens[0..n) in ns (pages not cached are
+ * ignored: insert first). Advances the time to now_ms first, expiring pins
+ * as rkv_tree_set_time does; that part stays even when the rest fails
+ * (RKV_ERR_INVALID_ARG, RKV_ERR_NOMEM, RKV_ERR_PIN_CAP), which changes
+ * nothing else. May split nodes at range ends (handles stay valid). out may
+ * be NULL. */
+rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
+                           const int32_t *tokens, size_t n,
+                           const rkv_retention *r, uint64_t now_ms,
+                           rkv_retain_result *out);
+/* Sets the tree's time; pins with deadline <= now_ms expire.
+ * RKV_ERR_INVALID_ARG if now_ms is before the tree's time. */
+rkv_status rkv_tree_set_time(rkv_tree *tree, uint64_t now_ms);
+/* Every pin of owner gets deadline max(deadline, now_ms + ttl_ms) (after
+ * the time moved to now_ms). count (may be NULL): pins extended. */
+rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner,
+                                uint64_t ttl_ms, uint64_t now_ms,
+                                uint32_t *count);
+/* Drops every pin of owner now; count (may be NULL): pins dropped. */
+rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner,
+                                 uint32_t *count);
+
+typedef struct rkv_retention_stats {
+    uint64_t pins;          /* pins held                                    */
+    uint64_t pinned_blocks; /* pages under at least one pin                 */
+    uint64_t pin_cap_blocks; /* the cap on pinned_blocks                    */
+    uint64_t now_ms;        /* the tree's time                              */
+    uint64_t pins_made, pins_renewed, pins_expired, pins_released,
+             pins_revoked, pins_refused;
+} rkv_retention_stats;
+rkv_status rkv_tree_retention_stats(const rkv_tree *tree,
+                                    rkv_retention_stats *out);
+/* A cached node's priority. */
+rkv_status rkv_tree_node_priority(const rkv_tree *tree, rkv_node node,
+                                  int *priority);
 
 /* Drops every cached prefix. RKV_ERR_BUSY (nothing changes) while any lease
  * is held. Every handle from before becomes stale. Cumulative counters
@@ -497,7 +600,7 @@ rkv_status rkv_tree_snapshot(const rkv_tree *tree, rkv_block_entry *out,
 typedef struct rkv_tree_stats {
     uint64_t cached_blocks;    /* pages held by the tree                    */
     uint64_t evictable_blocks; /* pages in unlocked nodes                   */
-    uint64_t locked_blocks;    /* pages in locked nodes                     */
+    uint64_t locked_blocks;    /* pages in locked nodes (pins included)     */
     uint64_t nodes;            /* excluding the namespace roots             */
     uint64_t namespaces;
     uint64_t queried_tokens;   /* sum of n over non-peek matches            */

@@ -105,10 +105,8 @@ static uint32_t rkv_tree_new_root(rkv_tree *t, uint64_t ns)
     return r;
 }
 
-/* Splits node xid after k pages using head/tail arrays of k and m-k pages;
- * returns the new head node. */
-static uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k,
-                               void *head, void *tail)
+uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
+                        void *tail)
 {
     const uint32_t P = t->P;
     uint32_t nid = rkv_tree_slot_take(t);
@@ -142,6 +140,8 @@ static uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k,
     n->first_child = xid;
     n->lock_count = x->lock_count; /* locked only through x: no lease */
     n->last_access = x->last_access;
+    if (t->meta != NULL) /* same pins pass through, same priority */
+        t->meta[nid] = t->meta[xid];
     n->children_epoch = ++t->epoch;
     t->nodes[n->parent].children_epoch = ++t->epoch;
 
