@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "attention/launch.h"
 #include "common/status.h"
 
 struct rkv_attn_cuda {
@@ -271,7 +272,7 @@ extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom
     CU_TRY(cudaMemcpyAsync(c->ws, slots, (size_t)n * 4, cudaMemcpyHostToDevice, c->stream),
            fn);
     unsigned units = (unsigned)((size_t)g->num_kv_heads * g->head_dim * g->elem_size / 2);
-    append_kernel<<<n, 128, 0, c->stream>>>((unsigned short *)kbase, (unsigned short *)vbase,
+    RKV_LAUNCH(n, 128, 0, c->stream, append_kernel)((unsigned short *)kbase, (unsigned short *)vbase,
                                             (const unsigned short *)k,
                                             (const unsigned short *)v,
                                             (const unsigned *)c->ws, units);
@@ -438,10 +439,10 @@ template <typename T, int D>
 static void launch_rows_d(dim3 grid, cudaStream_t s, const rows_args &a, unsigned gb)
 {
     switch (gb) {
-    case 8: rows_kernel<T, D, 8><<<grid, NW * 32, 0, s>>>(a); break;
-    case 4: rows_kernel<T, D, 4><<<grid, NW * 32, 0, s>>>(a); break;
-    case 2: rows_kernel<T, D, 2><<<grid, NW * 32, 0, s>>>(a); break;
-    default: rows_kernel<T, D, 1><<<grid, NW * 32, 0, s>>>(a); break;
+    case 8: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 8>)(a); break;
+    case 4: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 4>)(a); break;
+    case 2: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 2>)(a); break;
+    default: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 1>)(a); break;
     }
 }
 
@@ -564,7 +565,7 @@ template <typename T>
 static void launch_softmax(unsigned nrows, cudaStream_t s, const float *sc, void *p,
                            float *cm, float *cl, unsigned cols, float scale)
 {
-    softmax_kernel<T><<<nrows, 256, 0, s>>>(sc, p, cm, cl, cols, scale);
+    RKV_LAUNCH(nrows, 256, 0, s, softmax_kernel<T>)(sc, p, cm, cl, cols, scale);
 }
 
 /* Shared-prefix state of every (row, head) into xo [Hkv][rows*G][D], xl. */
@@ -586,18 +587,18 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
         BLAS_TRY(cublasSetStream(c->blas, c->stream), fn);
     }
     /* row_bytes / 2 below: both copy kernels move 16-bit units */
-    pack_q_kernel<<<rows->num_rows * Hq, 64, 0, c->stream>>>(
+    RKV_LAUNCH(rows->num_rows * Hq, 64, 0, c->stream, pack_q_kernel)(
         (const unsigned short *)q, (unsigned short *)(ws + off_qp), rows->num_rows, Hq, G,
         row_bytes / 2);
     LAUNCH_CHECK(fn);
-    gather_kv_kernel<<<S * Hkv, 64, 0, c->stream>>>(
+    RKV_LAUNCH(S * Hkv, 64, 0, c->stream, gather_kv_kernel)(
         (const unsigned short *)kbase, (const unsigned short *)vbase,
         (unsigned short *)(ws + off_kg), (unsigned short *)(ws + off_vg),
         (const unsigned *)(ws + off_pages), S, Hkv, g->page_size, row_bytes / 2);
     LAUNCH_CHECK(fn);
     size_t nst = (size_t)Hkv * M;
     CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
-    fill_kernel<<<(unsigned)((nst + 255) / 256), 256, 0, c->stream>>>(xl, nst, -INFINITY);
+    RKV_LAUNCH((unsigned)((nst + 255) / 256), 256, 0, c->stream, fill_kernel)(xl, nst, -INFINITY);
     LAUNCH_CHECK(fn);
     const cudaDataType_t dt = blas_type(g->dtype);
     const float one = 1.0f, zero = 0.0f;
@@ -636,7 +637,7 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
                      CUDA_R_32F, (int)D, (long long)M * D, (int)Hkv, CUBLAS_COMPUTE_32F,
                      CUBLAS_GEMM_DEFAULT),
                  fn);
-        combine_kernel<<<(unsigned)nst, D, 0, c->stream>>>(
+        RKV_LAUNCH((unsigned)nst, D, 0, c->stream, combine_kernel)(
             xo, xl, (const float *)(ws + off_oc), cm, cl, D);
         LAUNCH_CHECK(fn);
     }
@@ -773,11 +774,11 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     f.D = D;
     f.splits = (unsigned)splits;
     switch (g->dtype) {
-    case RKV_DTYPE_F16: finalize_kernel<f16_t><<<(unsigned)nst, D, 0, c->stream>>>(f); break;
+    case RKV_DTYPE_F16: RKV_LAUNCH((unsigned)nst, D, 0, c->stream, finalize_kernel<f16_t>)(f); break;
     case RKV_DTYPE_BF16:
-        finalize_kernel<bf16_t><<<(unsigned)nst, D, 0, c->stream>>>(f);
+        RKV_LAUNCH((unsigned)nst, D, 0, c->stream, finalize_kernel<bf16_t>)(f);
         break;
-    default: finalize_kernel<float><<<(unsigned)nst, D, 0, c->stream>>>(f); break;
+    default: RKV_LAUNCH((unsigned)nst, D, 0, c->stream, finalize_kernel<float>)(f); break;
     }
     LAUNCH_CHECK(fn);
     return RKV_OK;
@@ -820,15 +821,15 @@ extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom 
     GUARD(c->device, fn);
     switch (g->dtype) {
     case RKV_DTYPE_F16:
-        merge_kernel<f16_t><<<n, g->head_dim, 0, c->stream>>>(v_a, lse_a, v_b, lse_b, v_out,
+        RKV_LAUNCH(n, g->head_dim, 0, c->stream, merge_kernel<f16_t>)(v_a, lse_a, v_b, lse_b, v_out,
                                                               lse_out, g->head_dim);
         break;
     case RKV_DTYPE_BF16:
-        merge_kernel<bf16_t><<<n, g->head_dim, 0, c->stream>>>(v_a, lse_a, v_b, lse_b,
+        RKV_LAUNCH(n, g->head_dim, 0, c->stream, merge_kernel<bf16_t>)(v_a, lse_a, v_b, lse_b,
                                                                v_out, lse_out, g->head_dim);
         break;
     default:
-        merge_kernel<float><<<n, g->head_dim, 0, c->stream>>>(v_a, lse_a, v_b, lse_b, v_out,
+        RKV_LAUNCH(n, g->head_dim, 0, c->stream, merge_kernel<float>)(v_a, lse_a, v_b, lse_b, v_out,
                                                               lse_out, g->head_dim);
         break;
     }
