@@ -574,8 +574,12 @@ rkv_status rkv_attn_merge(rkv_attn *attn, uint32_t n, const void *v_a,
         }
         for (uint32_t d = 0; d < D; d++) {
             size_t e = (size_t)i * D + d;
-            float x = rkv_attn_cpu_load(g.dtype, v_a, e) * wa +
-                      rkv_attn_cpu_load(g.dtype, v_b, e) * wb;
+            /* an empty state is skipped, not multiplied: it may hold NaN */
+            float x = 0.0f;
+            if (wa != 0.0f)
+                x += rkv_attn_cpu_load(g.dtype, v_a, e) * wa;
+            if (wb != 0.0f)
+                x += rkv_attn_cpu_load(g.dtype, v_b, e) * wb;
             rkv_attn_cpu_store(g.dtype, v_out, e, x);
         }
         if (lse_out != NULL)

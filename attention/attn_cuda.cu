@@ -226,6 +226,8 @@ extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
     cudaStream_t next = (cudaStream_t)stream;
     if (next == c->stream)
         return RKV_OK;
+    /* stream 0 names the current device's default stream */
+    GUARD(c->device, fn);
     /* the workspace is reused in stream order: work queued on the old
      * stream may still read it when the new stream overwrites it */
     if (c->ws != NULL)
@@ -269,8 +271,17 @@ extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom
     rkv_status st = ws_reserve(c, (size_t)n * 4, fn);
     if (st != RKV_OK)
         return st;
-    CU_TRY(cudaMemcpyAsync(c->ws, slots, (size_t)n * 4, cudaMemcpyHostToDevice, c->stream),
-           fn);
+    /* the caller may reuse slots on return; a pinned array would be read
+     * when the copy runs: upload a private copy (pageable, so CUDA stages
+     * it before the call returns, as the rows path does) */
+    uint32_t *stage = (uint32_t *)malloc((size_t)n * 4 + 4);
+    if (stage == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy(stage, slots, (size_t)n * 4);
+    cudaError_t e = cudaMemcpyAsync(c->ws, stage, (size_t)n * 4, cudaMemcpyHostToDevice,
+                                    c->stream);
+    free(stage);
+    CU_TRY(e, fn);
     unsigned units = (unsigned)((size_t)g->num_kv_heads * g->head_dim * g->elem_size / 2);
     RKV_LAUNCH(n, 128, 0, c->stream, append_kernel)((unsigned short *)kbase, (unsigned short *)vbase,
                                             (const unsigned short *)k,
@@ -805,7 +816,13 @@ __global__ void merge_kernel(const void *va, const float *la, const void *vb,
         wa *= inv;
         wb *= inv;
     }
-    float x = E::load((const raw *)va, i * D + d) * wa + E::load((const raw *)vb, i * D + d) * wb;
+    /* an empty state (weight 0) is skipped, not multiplied: its values
+     * may be anything, NaN included */
+    float x = 0.0f;
+    if (wa != 0.0f)
+        x += E::load((const raw *)va, i * D + d) * wa;
+    if (wb != 0.0f)
+        x += E::load((const raw *)vb, i * D + d) * wb;
     __syncthreads(); /* every thread has read its inputs before out may alias them */
     E::store((raw *)vo, i * D + d, x);
     if (lo != NULL && d == 0)

@@ -407,3 +407,211 @@ Test(attention_gpu, unsupported_head_dim)
     rkv_pool_destroy(p);
 #endif
 }
+
+/* ---- stream, pinned-memory and defect regression tests ------------------ */
+
+#ifdef RKV_HAVE_CUDA
+#ifdef RKV_CUDASIM
+/* Deferred mode: asynchronous work waits until a synchronisation, and
+ * pinned host memory is read when a copy runs, as DMA does. */
+#define SIM_DEFER(on) rkvsim_set_deferred(on)
+#else
+#define SIM_DEFER(on) ((void)0)
+#endif
+
+/* Bytes that differ between the host and the CUDA pool of a pair. */
+static size_t pool_diff(pair *pr)
+{
+    uint32_t nb = pr->cfg.num_blocks;
+    size_t bpb = rkv_pool_bytes_per_block(pr->hp), diff = 0;
+    uint32_t *ids = malloc(4 * nb);
+    char *bh = malloc(nb * bpb), *bd = malloc(nb * bpb);
+    cr_assert(ids && bh && bd);
+    for (uint32_t i = 0; i < nb; i++)
+        ids[i] = i;
+    OK(rkv_pool_copy_to_host(pr->hp, nb, ids, bh));
+    OK(rkv_pool_copy_to_host(pr->dp, nb, ids, bd));
+    for (size_t i = 0; i < nb * bpb; i++)
+        diff += bh[i] != bd[i];
+    free(ids);
+    free(bh);
+    free(bd);
+    return diff;
+}
+#endif
+
+/* rkv_attn_append may return before its copies ran; the header lets the
+ * caller reuse `slots` at once. With pinned slots the upload used to read
+ * them late and write K/V where the next batch's slots point. */
+Test(attention_gpu, append_slots_reused_at_once)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.append_slots_reused_at_once"));
+    SIM_DEFER(1);
+    pair pr;
+    pair_open(&pr, &rng, 16, 2, 128, RKV_DTYPE_F32, 8);
+    const uint32_t n = 40;
+    const size_t row = 2 * 128 * pr.es;
+    uint32_t *slots = NULL;
+    cr_assert_eq(cudaHostAlloc((void **)&slots, n * 4, cudaHostAllocDefault), cudaSuccess);
+    for (uint32_t i = 0; i < n; i++)
+        slots[i] = i * 3 % 128;
+    void *k = malloc(n * row), *v = malloc(n * row);
+    cr_assert(k && v);
+    fill_random(&rng, pr.cfg.dtype, k, n * row / pr.es);
+    fill_random(&rng, pr.cfg.dtype, v, n * row / pr.es);
+    void *dk = dev_copy(k, n * row), *dv = dev_copy(v, n * row);
+    OK(rkv_attn_append(pr.ha, 1, n, slots, k, v));
+    OK(rkv_attn_append(pr.da, 1, n, slots, dk, dv));
+    for (uint32_t i = 0; i < n; i++)
+        slots[i] = 127 - i; /* the caller's next batch */
+    OK(rkv_attn_sync(pr.da));
+    size_t diff = pool_diff(&pr);
+    cr_assert_eq(diff, 0, "%zu pool bytes differ after append", diff);
+    SIM_DEFER(0);
+    cudaFreeHost(slots);
+    cudaFree(dk);
+    cudaFree(dv);
+    free(k);
+    free(v);
+    pair_close(&pr);
+#endif
+}
+
+#ifdef RKV_HAVE_CUDA
+/* One decode row of Hq heads over `np` pages (last page full) on both
+ * pools; the device result lands in dout / dl, the host one in oh / lh. */
+static void decode_both(pair *pr, uint32_t Hq, uint32_t np, uint32_t *pages, const void *q,
+                        const void *dq, void *oh, float *lh, void *dout, float *dl)
+{
+    static uint32_t indptr[2];
+    uint32_t last = pr->cfg.page_size;
+    indptr[0] = 0;
+    indptr[1] = np;
+    rkv_paged_kv t = {1, indptr, pages, &last};
+    rkv_attn_params p = {1, Hq, 0.0f};
+    OK(rkv_attn_decode(pr->ha, &p, &t, q, oh, lh));
+    OK(rkv_attn_decode(pr->da, &p, &t, dq, dout, dl));
+}
+#endif
+
+/* Switching streams waits for work queued on the old one, on the
+ * context's device even when the caller has another device current:
+ * the workspace is reused in stream order. */
+Test(attention_gpu, set_stream_with_another_device_current)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2)
+        cr_skip_test("needs two CUDA devices");
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.set_stream_with_another_device_current"));
+    SIM_DEFER(1);
+    pair pr;
+    pair_open(&pr, &rng, 16, 2, 128, RKV_DTYPE_F32, 16);
+    const uint32_t Hq = 4, D = 128;
+    const size_t ob = (size_t)Hq * D * 4;
+    uint32_t pa[4] = {0, 1, 2, 3}, pb[4] = {8, 9, 10, 11};
+    void *q = malloc(ob), *oha = malloc(ob), *ohb = malloc(ob), *oga = malloc(ob),
+         *ogb = malloc(ob);
+    float lha[4], lhb[4], lga[4], lgb[4];
+    cr_assert(q && oha && ohb && oga && ogb);
+    fill_random(&rng, RKV_DTYPE_F32, q, ob / 4);
+    void *dq = dev_copy(q, ob), *da = dev_copy(NULL, ob), *db = dev_copy(NULL, ob);
+    float *dla = dev_copy(NULL, sizeof lga), *dlb = dev_copy(NULL, sizeof lgb);
+    cudaStream_t s;
+    cr_assert_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    decode_both(&pr, Hq, 4, pa, q, dq, oha, lha, da, dla); /* on the default stream */
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    OK(rkv_attn_set_stream(pr.da, s));
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    decode_both(&pr, Hq, 4, pb, q, dq, ohb, lhb, db, dlb); /* on s */
+    OK(rkv_attn_sync(pr.da));
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    host_of(oga, da, ob);
+    host_of(ogb, db, ob);
+    host_of(lga, dla, sizeof lga);
+    host_of(lgb, dlb, sizeof lgb);
+    compare(RKV_DTYPE_F32, D, Hq, oga, oha, lga, lha, "decode queued before the switch");
+    compare(RKV_DTYPE_F32, D, Hq, ogb, ohb, lgb, lhb, "decode after the switch");
+    OK(rkv_attn_set_stream(pr.da, NULL));
+    SIM_DEFER(0);
+    cudaStreamDestroy(s);
+    cudaFree(dq);
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dla);
+    cudaFree(dlb);
+    free(q);
+    free(oha);
+    free(ohb);
+    free(oga);
+    free(ogb);
+    pair_close(&pr);
+#endif
+}
+
+/* An empty state (lse -inf) contributes nothing, whatever its values hold:
+ * the header promises merge(empty, x) = x and two empty states give 0. */
+Test(attention_gpu, merge_ignores_empty_states)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.merge_ignores_empty_states"));
+    for (size_t ti = 0; ti < 3; ti++) {
+        rkv_dtype dt = DTS[ti];
+        pair pr;
+        pair_open(&pr, &rng, 16, 1, 64, dt, 1);
+        const uint32_t D = 64;
+        const size_t vb = 3 * D * pr.es;
+        char *va = malloc(vb), *vbb = malloc(vb), *oh = malloc(vb), *og = malloc(vb);
+        cr_assert(va && vbb && oh && og);
+        fill_random(&rng, dt, va, 3 * D);
+        fill_random(&rng, dt, vbb, 3 * D);
+        memset(va, 0xff, D * pr.es);                   /* state 0: a empty, NaN */
+        memset(vbb + D * pr.es, 0xff, D * pr.es);      /* state 1: b empty, NaN */
+        memset(va + 2 * D * pr.es, 0xff, D * pr.es);  /* state 2: both empty, NaN */
+        memset(vbb + 2 * D * pr.es, 0xff, D * pr.es);
+        float la[3] = {-INFINITY, 1.0f, -INFINITY}, lb[3] = {0.25f, -INFINITY, -INFINITY};
+        float lh[3], lg[3];
+        void *dva = dev_copy(va, vb), *dvb = dev_copy(vbb, vb), *dvo = dev_copy(NULL, vb);
+        float *dla = dev_copy(la, sizeof la), *dlb = dev_copy(lb, sizeof lb);
+        float *dlo = dev_copy(NULL, sizeof lg);
+        OK(rkv_attn_merge(pr.ha, 3, va, la, vbb, lb, oh, lh));
+        OK(rkv_attn_merge(pr.da, 3, dva, dla, dvb, dlb, dvo, dlo));
+        OK(rkv_attn_sync(pr.da));
+        host_of(og, dvo, vb);
+        host_of(lg, dlo, sizeof lg);
+        const char *out[2] = {oh, og};
+        const float *ls[2] = {lh, lg};
+        for (int b = 0; b < 2; b++) {
+            const char *who = b ? "cuda" : "host";
+            for (uint32_t d = 0; d < D; d++) {
+                cr_assert_eq(ld(dt, out[b], d), ld(dt, vbb, d), "%s: merge(empty, b)", who);
+                cr_assert_eq(ld(dt, out[b], D + d), ld(dt, va, D + d), "%s: merge(a, empty)",
+                             who);
+                cr_assert_eq(ld(dt, out[b], 2 * D + d), 0.0f, "%s: two empty states: %g", who,
+                             ld(dt, out[b], 2 * D + d));
+            }
+            cr_assert(fabsf(ls[b][0] - 0.25f) < 1e-6f && fabsf(ls[b][1] - 1.0f) < 1e-6f &&
+                          ls[b][2] == -INFINITY,
+                      "%s: lse %g %g %g", who, ls[b][0], ls[b][1], ls[b][2]);
+        }
+        cudaFree(dva);
+        cudaFree(dvb);
+        cudaFree(dvo);
+        cudaFree(dla);
+        cudaFree(dlb);
+        cudaFree(dlo);
+        free(va);
+        free(vbb);
+        free(oh);
+        free(og);
+        pair_close(&pr);
+    }
+#endif
+}

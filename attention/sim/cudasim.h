@@ -34,7 +34,9 @@
  *     stream until something synchronises with it; copies from pageable
  *     memory are staged at the call (as CUDA does) but copies from/to
  *     pinned memory (cudaHostAlloc) read/write the host at execution, as
- *     DMA does.
+ *     DMA does; when a stream is synchronised, the other streams of its
+ *     device first complete the copies at their heads (copy engines run
+ *     ahead of kernels), a legal order that exposes unordered buffer reuse.
  *   - Thread schedule: the order fibres (and blocks) run between
  *     synchronisation points is forward, reverse or random
  *     (RKV_CUDASIM_SCHEDULE=forward|reverse|random[:seed]), so races

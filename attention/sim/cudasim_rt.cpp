@@ -80,6 +80,7 @@ struct Alloc {
 
 struct Op {
     uint64_t seq;
+    bool kernel; /* a kernel or GEMM, not a copy/memset/wait */
     std::function<cudaError_t()> run;
 };
 
@@ -422,7 +423,8 @@ cudaError_t sync_device(int dev)
 }
 
 /* Queues (deferred) or runs op on s. */
-cudaError_t enqueue(rkvsim_stream *s, std::function<cudaError_t()> fn, uint64_t *seq_out)
+cudaError_t enqueue(rkvsim_stream *s, std::function<cudaError_t()> fn, uint64_t *seq_out,
+                    bool kernel = false)
 {
     uint64_t seq = ++G.seq;
     if (seq_out != nullptr)
@@ -430,8 +432,27 @@ cudaError_t enqueue(rkvsim_stream *s, std::function<cudaError_t()> fn, uint64_t 
     s->last = seq;
     if (!G.deferred)
         return fn();
-    s->q.push_back(Op{seq, std::move(fn)});
+    s->q.push_back(Op{seq, kernel, std::move(fn)});
     return cudaSuccess;
+}
+
+/* Deferred mode, before s is synchronised: the copy engines run ahead,
+ * so every other stream of s's device completes the copies and memsets
+ * at its head (not its kernels). A legal GPU schedule, and the one that
+ * exposes a buffer reused across streams without ordering. */
+void copies_run_ahead(rkvsim_stream *s)
+{
+    std::vector<rkvsim_stream *> all(G.streams.begin(), G.streams.end());
+    all.push_back(G.legacy[(size_t)s->dev]);
+    for (rkvsim_stream *t : all) {
+        if (t == s || t->dev != s->dev || (!s->nonblocking && !t->nonblocking))
+            continue; /* implicitly ordered with s: runs with it anyway */
+        while (!t->q.empty() && !t->q.front().kernel) {
+            uint64_t seq = t->q.front().seq;
+            if (run_until(t, seq) != cudaSuccess)
+                break;
+        }
+    }
 }
 
 /* ---- fibres ---- */
@@ -1238,6 +1259,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
     cudaError_t e = resolve(s, &st, "cudaStreamSynchronize");
     if (e != cudaSuccess)
         return e;
+    if (G.deferred)
+        copies_run_ahead(st);
     return note(run_until(st, UINT64_MAX));
 }
 
@@ -1311,7 +1334,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
                 return cudaSuccess;
             return run_until(on, seq);
         },
-        nullptr));
+        nullptr, true));
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
@@ -1453,7 +1476,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
         }
         return cudaSuccess;
     };
-    if (enqueue(st, run, nullptr) != cudaSuccess)
+    if (enqueue(st, run, nullptr, true) != cudaSuccess)
         return blas_fail(CUBLAS_STATUS_EXECUTION_FAILED, "%s", G.msg.c_str());
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -1584,6 +1607,6 @@ void rkvsim_launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStr
     k->body = body;
     k->sh_begin = sh_begin;
     k->sh_end = sh_end;
-    cudaError_t e = enqueue(st, [k]() { return run_kernel(*k); }, nullptr);
+    cudaError_t e = enqueue(st, [k]() { return run_kernel(*k); }, nullptr, true);
     (void)note(e);
 }
