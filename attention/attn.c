@@ -20,6 +20,7 @@ struct rkv_attn {
     rkv_pool *pool;
     rkv_pool_config cfg;
     void *stream;
+    size_t cascade_budget; /* 0: the backend's default */
 #ifdef RKV_HAVE_CUDA
     rkv_attn_cuda *cuda;
 #endif
@@ -77,6 +78,7 @@ static rkv_status need_cuda(rkv_attn *a, rkv_attn_cuda **out)
             rkv_attn_cuda_destroy(c);
             return st;
         }
+        rkv_attn_cuda_set_cascade_budget(c, a->cascade_budget);
         a->cuda = c;
     }
     *out = a->cuda;
@@ -103,6 +105,15 @@ rkv_status rkv_attn_set_stream(rkv_attn *attn, void *cuda_stream)
 #endif
     attn->stream = cuda_stream;
     return RKV_OK;
+}
+
+void rkv_attn_set_cascade_budget(rkv_attn *attn, size_t bytes)
+{
+    attn->cascade_budget = bytes;
+#ifdef RKV_HAVE_CUDA
+    if (attn->cuda != NULL)
+        rkv_attn_cuda_set_cascade_budget(attn->cuda, bytes);
+#endif
 }
 
 rkv_status rkv_attn_sync(rkv_attn *attn)

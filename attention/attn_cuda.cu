@@ -49,6 +49,7 @@ struct rkv_attn_cuda {
     cublasHandle_t blas; /* created lazily (cascade only) */
     void *ws;            /* device workspace */
     size_t ws_bytes;
+    size_t cascade_budget; /* bytes of shared-prefix chunk buffers */
 };
 
 /* ---- error plumbing ------------------------------------------------------ */
@@ -202,6 +203,7 @@ extern "C" rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out)
     c->device = device;
     c->num_sms = sms > 0 ? sms : 1;
     c->stream = 0;
+    c->cascade_budget = RKV_ATTN_CASCADE_BUDGET;
     *out = c;
     return RKV_OK;
 }
@@ -236,6 +238,11 @@ extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
         BLAS_TRY(cublasSetStream(c->blas, next), fn);
     c->stream = next;
     return RKV_OK;
+}
+
+extern "C" void rkv_attn_cuda_set_cascade_budget(rkv_attn_cuda *c, size_t bytes)
+{
+    c->cascade_budget = bytes != 0 ? bytes : RKV_ATTN_CASCADE_BUDGET;
 }
 
 extern "C" rkv_status rkv_attn_cuda_sync(rkv_attn_cuda *c)
@@ -695,8 +702,8 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     if (shared != NULL) {
         const size_t S = (size_t)shared->num_pages * g->page_size, M = (size_t)nrows * G;
         const size_t es = g->elem_size;
-        /* score chunk: keep Hkv * M * C * (4 + es) within 256 MiB */
-        size_t cmax = ((size_t)256 << 20) / (Hkv * M * (4 + es));
+        /* score chunk: keep Hkv * M * C * (4 + es) within the budget */
+        size_t cmax = c->cascade_budget / (Hkv * M * (4 + es));
         cmax = cmax / 64 * 64;
         if (cmax < 64)
             cmax = 64;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/attn_internal.h"
 #include "radixkv.h"
 #include "tests/support/test_util.h"
 
@@ -161,6 +162,10 @@ static void compare(rkv_dtype dt, uint32_t D, size_t nvec, const void *got, cons
 
 typedef enum { OP_DECODE, OP_PREFILL, OP_CASCADE } op_kind;
 
+/* Cascade budget given to the CUDA context of the next run_case (0: the
+ * default); a small one makes the shared prefix run in many chunks. */
+static size_t case_budget;
+
 static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype dt,
                      op_kind op, uint32_t max_ctx)
 {
@@ -176,6 +181,7 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     uint32_t nblocks = nreq * maxpages + nshared + 1;
     pair pr;
     pair_open(&pr, rng, P, Hkv, D, dt, nblocks);
+    rkv_attn_set_cascade_budget(pr.da, case_budget);
     uint32_t *qo = calloc(nreq + 1, 4), *kvp = calloc(nreq + 1, 4), *last = calloc(nreq, 4);
     uint32_t *idx = malloc(4 * nblocks), *shared = malloc(4 * (nshared + 1));
     cr_assert(qo && kvp && last && idx && shared);
@@ -611,6 +617,227 @@ Test(attention_gpu, merge_ignores_empty_states)
         free(vbb);
         free(oh);
         free(og);
+        pair_close(&pr);
+    }
+#endif
+}
+
+/* The cascade's shared prefix in many chunks (a tiny budget gives chunks
+ * of 64 tokens), every dtype, against the CPU. */
+Test(attention_gpu, cascade_many_chunks)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.cascade_many_chunks"));
+    case_budget = 1;
+    for (size_t ti = 0; ti < 3; ti++)
+        run_case(&rng, 16, 2, 64, DTS[ti], OP_CASCADE, 400);
+    run_case(&rng, 64, 4, 128, RKV_DTYPE_F32, OP_CASCADE, 400);
+    case_budget = 0;
+#endif
+}
+
+#ifdef RKV_HAVE_CUDA
+/* ---- known answers: every backend against arithmetic, not each other ---- */
+
+/* Copies the host pool of a pair into its CUDA pool. */
+static void pair_sync(pair *pr)
+{
+    uint32_t nb = pr->cfg.num_blocks;
+    size_t bpb = rkv_pool_bytes_per_block(pr->hp);
+    uint32_t *ids = malloc(4 * nb);
+    void *buf = malloc(nb * bpb);
+    cr_assert(ids && buf);
+    for (uint32_t i = 0; i < nb; i++)
+        ids[i] = i;
+    OK(rkv_pool_copy_to_host(pr->hp, nb, ids, buf));
+    OK(rkv_pool_copy_from_host(pr->dp, nb, ids, buf));
+    free(ids);
+    free(buf);
+}
+
+static double kat_tol(rkv_dtype dt)
+{
+    return dt == RKV_DTYPE_F32 ? 2e-5 : dt == RKV_DTYPE_F16 ? 2e-3 : 1.6e-2;
+}
+
+/* Runs op on both pools (same inputs) and returns host and device results
+ * in oh[0..1] / lh[0..1]. */
+static void run_both(pair *pr, op_kind op, const rkv_attn_params *p, const rkv_paged_kv *t,
+                     const uint32_t *qo, uint32_t nshared, const uint32_t *shared,
+                     const void *q, size_t rows, void *o[2], float *l[2])
+{
+    const size_t nv = rows * p->num_qo_heads, ob = nv * pr->cfg.head_dim * pr->es;
+    void *dq = dev_copy(q, ob), *dout = dev_copy(NULL, ob);
+    float *dl = dev_copy(NULL, 4 * nv);
+    rkv_attn *as[2] = {pr->ha, pr->da};
+    for (int b = 0; b < 2; b++) {
+        const void *qq = b ? dq : q;
+        void *oo = b ? dout : o[0];
+        float *ll = b ? dl : l[0];
+        if (op == OP_DECODE)
+            OK(rkv_attn_decode(as[b], p, t, qq, oo, ll));
+        else if (op == OP_PREFILL)
+            OK(rkv_attn_prefill(as[b], p, qo, t, qq, oo, ll));
+        else
+            OK(rkv_attn_cascade(as[b], p, nshared, shared, qo, t, qq, oo, ll));
+    }
+    OK(rkv_attn_sync(pr->da));
+    host_of(o[1], dout, ob);
+    host_of(l[1], dl, 4 * nv);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dl);
+}
+
+/* Pool slot of token i of a request whose pages are pages[]. */
+static size_t slot_of(const pair *pr, const uint32_t *pages, size_t i)
+{
+    uint32_t P = pr->cfg.page_size;
+    return (size_t)pages[i / P] * P + i % P;
+}
+
+/* q = 0: every token scores 0, so lse = log(n) and the output is the mean
+ * of V over the n tokens a row sees: the front end's row lengths (decode,
+ * causal prefill, shared prefix plus own tokens) checked by arithmetic on
+ * both backends. */
+static void kat_mean(rkv_rng *rng, op_kind op, rkv_dtype dt)
+{
+    const uint32_t P = 16, Hkv = 2, G = 2, Hq = Hkv * G, D = 64, nreq = 2;
+    const uint32_t nshared = op == OP_CASCADE ? 3 : 0, S = nshared * P;
+    pair pr;
+    pair_open(&pr, rng, P, Hkv, D, dt, 24);
+    uint32_t shared[3] = {0, 1, 2}, kvp[3] = {0}, last[2], qo[3] = {0}, idx[24];
+    uint32_t lens[2] = {37, 90}, next = 3;
+    for (uint32_t r = 0; r < nreq; r++) {
+        uint32_t pages = (lens[r] + P - 1) / P;
+        kvp[r + 1] = kvp[r] + pages;
+        last[r] = lens[r] - (pages - 1) * P;
+        qo[r + 1] = qo[r] + (op == OP_DECODE ? 1 : 5);
+        for (uint32_t i = 0; i < pages; i++)
+            idx[kvp[r] + i] = next++;
+    }
+    const uint32_t rows = op == OP_DECODE ? nreq : qo[nreq];
+    const size_t nv = (size_t)rows * Hq, ob = nv * D * pr.es;
+    void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
+    float *l[2] = {malloc(4 * nv), malloc(4 * nv)};
+    cr_assert(q && o[0] && o[1] && l[0] && l[1]);
+    rkv_attn_params p = {1, Hq, 0.3f};
+    rkv_paged_kv t = {nreq, kvp, idx, last};
+    run_both(&pr, op, &p, &t, qo, nshared, shared, q, rows, o, l);
+    void *kb, *vb;
+    OK(rkv_pool_layer_kv(pr.hp, 1, &kb, &vb));
+    for (uint32_t r = 0, row = 0; r < nreq; r++)
+        for (uint32_t j = 0; j < qo[r + 1] - qo[r]; j++, row++) {
+            uint32_t ql = qo[r + 1] - qo[r], own = lens[r] - ql + j + 1;
+            for (uint32_t h = 0; h < Hq; h++)
+                for (uint32_t d = 0; d < D; d++) {
+                    double sum = 0;
+                    for (uint32_t i = 0; i < S + own; i++) {
+                        size_t sl = i < S ? slot_of(&pr, shared, i)
+                                          : slot_of(&pr, idx + kvp[r], i - S);
+                        sum += ld(dt, vb, (sl * Hkv + h / G) * D + d);
+                    }
+                    double want = sum / (S + own);
+                    for (int b = 0; b < 2; b++) {
+                        double got = ld(dt, o[b], ((size_t)row * Hq + h) * D + d);
+                        cr_assert(fabs(got - want) <= kat_tol(dt),
+                                  "%s op %d row %u head %u dim %u: %g, mean of V is %g",
+                                  b ? "cuda" : "host", (int)op, row, h, d, got, want);
+                    }
+                }
+            for (int b = 0; b < 2; b++)
+                for (uint32_t h = 0; h < Hq; h++)
+                    cr_assert(fabs(l[b][row * Hq + h] - log((double)(S + own))) < 1e-4,
+                              "%s op %d row %u: lse %g, log(%u) = %g", b ? "cuda" : "host",
+                              (int)op, row, l[b][row * Hq + h], S + own, log((double)(S + own)));
+        }
+    free(q);
+    free(o[0]);
+    free(o[1]);
+    free(l[0]);
+    free(l[1]);
+    pair_close(&pr);
+}
+#endif
+
+Test(attention_gpu, known_answer_zero_query)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.known_answer_zero_query"));
+    for (size_t ti = 0; ti < 3; ti++) {
+        kat_mean(&rng, OP_DECODE, DTS[ti]);
+        kat_mean(&rng, OP_PREFILL, DTS[ti]);
+        kat_mean(&rng, OP_CASCADE, DTS[ti]);
+    }
+#endif
+}
+
+/* One token of a long context carries a spike (q.k = 32, the rest 0): the
+ * output is that token's V and lse ~ 32, wherever it sits -- first and
+ * last token, both sides of every page boundary and of every multiple of
+ * 64 (the KV split granularity). A token a split or page loop drops or
+ * reads twice shows. */
+Test(attention_gpu, known_answer_spikes)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.known_answer_spikes"));
+    const rkv_dtype dts[2] = {RKV_DTYPE_F32, RKV_DTYPE_F16};
+    for (size_t ti = 0; ti < 2; ti++) {
+        const rkv_dtype dt = dts[ti];
+        const uint32_t P = 64, Hkv = 1, Hq = 2, D = 64, L = 777;
+        const uint32_t np = (L + P - 1) / P;
+        pair pr;
+        pair_open(&pr, &rng, P, Hkv, D, dt, np + 1);
+        void *kb, *vb;
+        OK(rkv_pool_layer_kv(pr.hp, 1, &kb, &vb));
+        uint32_t pages[16], kvp[2] = {0, np}, last = L - (np - 1) * P;
+        for (uint32_t i = 0; i < np; i++)
+            pages[i] = np - i; /* scattered */
+        memset(kb, 0, (size_t)(np + 1) * P * Hkv * D * pr.es);
+        const size_t ob = (size_t)Hq * D * pr.es;
+        void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
+        float lh[2], lg[2], *l[2] = {lh, lg};
+        cr_assert(q && o[0] && o[1]);
+        for (uint32_t h = 0; h < Hq; h++)
+            rkv_attn_cpu_store(dt, q, (size_t)h * D, 4.0f);
+        rkv_attn_params p = {1, Hq, 1.0f};
+        rkv_paged_kv t = {1, kvp, pages, &last};
+        uint32_t pos[64], npos = 0;
+        pos[npos++] = 0;
+        pos[npos++] = L - 1;
+        for (uint32_t b = 64; b < L && npos + 2 <= 64; b += 64) {
+            pos[npos++] = b - 1;
+            pos[npos++] = b;
+        }
+        for (uint32_t pi = 0; pi < npos; pi++) {
+            size_t sl = slot_of(&pr, pages, pos[pi]);
+            rkv_attn_cpu_store(dt, kb, sl * Hkv * D, 8.0f);
+            pair_sync(&pr);
+            run_both(&pr, OP_DECODE, &p, &t, NULL, 0, NULL, q, 1, o, l);
+            for (int b = 0; b < 2; b++) {
+                for (uint32_t h = 0; h < Hq; h++) {
+                    cr_assert(fabs(l[b][h] - 32.0) < 1e-3, "%s spike at %u: lse %g",
+                              b ? "cuda" : "host", pos[pi], l[b][h]);
+                    for (uint32_t d = 0; d < D; d++) {
+                        double got = ld(dt, o[b], (size_t)h * D + d);
+                        double want = ld(dt, vb, sl * Hkv * D + d);
+                        cr_assert(fabs(got - want) <= kat_tol(dt),
+                                  "%s spike at %u: dim %u: %g, V of the token %g",
+                                  b ? "cuda" : "host", pos[pi], d, got, want);
+                    }
+                }
+            }
+            rkv_attn_cpu_store(dt, kb, sl * Hkv * D, 0.0f);
+        }
+        free(q);
+        free(o[0]);
+        free(o[1]);
         pair_close(&pr);
     }
 #endif
