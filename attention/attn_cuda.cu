@@ -16,11 +16,12 @@
  *     rows kernel writes the output itself). Prefill uses the same kernel
  *     with causal row lengths: simple, but not tensor-core tiled, so expect
  *     prefill FLOP/s far below the GEMM rate (a tiled kernel is future work).
- *   - cascade shared prefix: the prefix's K and V are gathered once into
- *     [Hkv][S][D], the queries packed to [Hkv][rows*G][D]; per KV chunk two
- *     strided-batched cuBLAS GEMMs (scores = Q K^T in fp32, then P V with P
- *     rounded to the dtype) with a row softmax between them, and an online
- *     merge of the chunk states in fp32.
+ *   - cascade shared prefix: per KV chunk of C tokens the prefix's K and V
+ *     are gathered into [Hkv][C][D]; per block of Mb score rows the queries
+ *     are packed to [Hkv][Mb][D]; two strided-batched cuBLAS GEMMs (scores
+ *     = Q K^T in fp32, then P V with P rounded to the dtype) with a row
+ *     softmax between them, and an online merge of the chunk states in
+ *     fp32. C and Mb keep every chunk buffer within the cascade budget.
  * Every launch is followed by cudaGetLastError; every runtime and cuBLAS
  * call is checked and turned into RKV_ERR_CUDA with its message. The
  * workspace (uploaded index arrays, partial states, cascade buffers) is one
@@ -476,30 +477,33 @@ static void launch_rows(dim3 grid, cudaStream_t s, const rows_args &a, unsigned 
 
 /* ---- cascade: shared prefix by GEMM ------------------------------------- */
 
-/* Qp[h][row][g][:] = q[row][h*G+g][:]. grid.x = row * Hq + head. */
-__global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, unsigned rows,
-                              unsigned Hq, unsigned G, unsigned row_units)
+/* Qp[h][i][:] = q[row][h*G+g][:] for score rows m = m0 + i = row*G + g of
+ * one row block of mb. grid.x = i * Hkv + h. */
+__global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, unsigned m0,
+                              unsigned mb, unsigned Hkv, unsigned G, unsigned row_units)
 {
-    unsigned row = blockIdx.x / Hq, h = blockIdx.x % Hq;
-    size_t dst = (((size_t)(h / G) * rows + row) * G + h % G) * row_units;
-    size_t src = (size_t)blockIdx.x * row_units;
-    for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x)
-        qp[dst + i] = q[src + i];
+    unsigned i = blockIdx.x / Hkv, h = blockIdx.x % Hkv;
+    unsigned m = m0 + i, row = m / G, qh = h * G + m % G;
+    size_t src = ((size_t)row * Hkv * G + qh) * row_units;
+    size_t dst = ((size_t)h * mb + i) * row_units;
+    for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x)
+        qp[dst + u] = q[src + u];
 }
 
-/* Kg[h][s][:] = K[token s of the shared pages][h][:]. grid.x = s * Hkv + h. */
+/* Kg[h][j][:] = K[token c0 + j of the shared pages][h][:] for one KV chunk
+ * of cn tokens (V likewise). grid.x = j * Hkv + h. */
 __global__ void gather_kv_kernel(const unsigned short *kb, const unsigned short *vb,
                                  unsigned short *kg, unsigned short *vg,
-                                 const unsigned *pages, unsigned S, unsigned Hkv,
-                                 unsigned P, unsigned row_units)
+                                 const unsigned *pages, unsigned c0, unsigned cn,
+                                 unsigned Hkv, unsigned P, unsigned row_units)
 {
-    unsigned s = blockIdx.x / Hkv, h = blockIdx.x % Hkv;
+    unsigned j = blockIdx.x / Hkv, h = blockIdx.x % Hkv, s = c0 + j;
     size_t tok = (size_t)pages[s / P] * P + s % P;
     size_t src = (tok * Hkv + h) * row_units;
-    size_t dst = ((size_t)h * S + s) * row_units;
-    for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x) {
-        kg[dst + i] = kb[src + i];
-        vg[dst + i] = vb[src + i];
+    size_t dst = ((size_t)h * cn + j) * row_units;
+    for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x) {
+        kg[dst + u] = kb[src + u];
+        vg[dst + u] = vb[src + u];
     }
 }
 
@@ -551,23 +555,26 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
     }
 }
 
-/* acc <- merge(acc, chunk): chunk o = oc / cl, lse = cm + log(cl).
- * grid.x = score row, block = D. */
+/* acc <- merge(acc, chunk): chunk o = oc / cl, lse = cm + log(cl). The
+ * chunk covers score rows m0 .. m0+mb of every kv head; acc holds all M.
+ * grid.x = h * mb + i, block = D. */
 __global__ void combine_kernel(float *ao, float *alse, const float *oc, const float *cm,
-                               const float *cl, unsigned D)
+                               const float *cl, unsigned D, unsigned m0, unsigned mb,
+                               unsigned M)
 {
     const size_t r = blockIdx.x;
+    const size_t a = (r / mb) * M + m0 + r % mb;
     const unsigned d = threadIdx.x;
     float lc = cm[r] + logf(cl[r]);
-    float la = alse[r];
-    float M = fmaxf(la, lc);
-    float wa = la == -INFINITY ? 0.0f : __expf(la - M);
-    float wc = __expf(lc - M);
+    float la = alse[a];
+    float Mx = fmaxf(la, lc);
+    float wa = la == -INFINITY ? 0.0f : __expf(la - Mx);
+    float wc = __expf(lc - Mx);
     float s = wa + wc;
-    ao[r * D + d] = (ao[r * D + d] * wa + oc[r * D + d] / cl[r] * wc) / s;
-    __syncthreads(); /* every thread has read alse[r] */
+    ao[a * D + d] = (ao[a * D + d] * wa + oc[r * D + d] / cl[r] * wc) / s;
+    __syncthreads(); /* every thread has read alse[a] */
     if (d == 0)
-        alse[r] = M + logf(s);
+        alse[a] = Mx + logf(s);
 }
 
 static cudaDataType_t blas_type(rkv_dtype dt)
@@ -586,14 +593,16 @@ static void launch_softmax(unsigned nrows, cudaStream_t s, const float *sc, void
     RKV_LAUNCH(nrows, 256, 0, s, softmax_kernel<T>)(sc, p, cm, cl, cols, scale);
 }
 
-/* Shared-prefix state of every (row, head) into xo [Hkv][rows*G][D], xl. */
+/* Shared-prefix state of every (row, head) into xo [Hkv][rows*G][D], xl,
+ * in KV chunks of C tokens (gathered once each) and score-row blocks of
+ * Mb rows, so that the chunk buffers stay within the cascade budget. */
 static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                  const void *kbase, const void *vbase,
                                  const rkv_attn_rows *rows, const rkv_attn_shared *sh,
                                  const void *q, float scale, char *ws, size_t off_pages,
                                  size_t off_qp, size_t off_kg, size_t off_vg,
                                  size_t off_sc, size_t off_p, size_t off_oc, size_t off_cm,
-                                 size_t off_cl, float *xo, float *xl, unsigned C)
+                                 size_t off_cl, float *xo, float *xl, unsigned C, unsigned Mb)
 {
     static const char fn[] = "rkv_attn_cascade";
     const unsigned Hkv = g->num_kv_heads, Hq = g->num_qo_heads, G = Hq / Hkv;
@@ -604,60 +613,61 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
         BLAS_TRY(cublasCreate(&c->blas), fn);
         BLAS_TRY(cublasSetStream(c->blas, c->stream), fn);
     }
-    /* row_bytes / 2 below: both copy kernels move 16-bit units */
-    RKV_LAUNCH(rows->num_rows * Hq, 64, 0, c->stream, pack_q_kernel)(
-        (const unsigned short *)q, (unsigned short *)(ws + off_qp), rows->num_rows, Hq, G,
-        row_bytes / 2);
-    LAUNCH_CHECK(fn);
-    RKV_LAUNCH(S * Hkv, 64, 0, c->stream, gather_kv_kernel)(
-        (const unsigned short *)kbase, (const unsigned short *)vbase,
-        (unsigned short *)(ws + off_kg), (unsigned short *)(ws + off_vg),
-        (const unsigned *)(ws + off_pages), S, Hkv, g->page_size, row_bytes / 2);
-    LAUNCH_CHECK(fn);
     size_t nst = (size_t)Hkv * M;
     CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
     RKV_LAUNCH((unsigned)((nst + 255) / 256), 256, 0, c->stream, fill_kernel)(xl, nst, -INFINITY);
     LAUNCH_CHECK(fn);
     const cudaDataType_t dt = blas_type(g->dtype);
     const float one = 1.0f, zero = 0.0f;
-    const size_t es = g->elem_size;
+    float *cm = (float *)(ws + off_cm), *cl = (float *)(ws + off_cl);
     for (unsigned c0 = 0; c0 < S; c0 += C) {
-        unsigned Cn = S - c0 < C ? S - c0 : C;
-        /* scores[h] (M x Cn, row-major) = Qp[h] (M x D) . Kg[h][c0..]^T */
-        BLAS_TRY(cublasGemmStridedBatchedEx(
-                     c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Cn, (int)M, (int)D, &one,
-                     ws + off_kg + (size_t)c0 * D * es, dt, (int)D, (long long)S * D,
-                     ws + off_qp, dt, (int)D, (long long)M * D, &zero, ws + off_sc,
-                     CUDA_R_32F, (int)Cn, (long long)M * Cn, (int)Hkv, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT),
-                 fn);
-        float *cm = (float *)(ws + off_cm), *cl = (float *)(ws + off_cl);
-        switch (g->dtype) {
-        case RKV_DTYPE_F16:
-            launch_softmax<f16_t>((unsigned)nst, c->stream, (const float *)(ws + off_sc),
-                                  ws + off_p, cm, cl, Cn, scale);
-            break;
-        case RKV_DTYPE_BF16:
-            launch_softmax<bf16_t>((unsigned)nst, c->stream, (const float *)(ws + off_sc),
-                                   ws + off_p, cm, cl, Cn, scale);
-            break;
-        default:
-            launch_softmax<float>((unsigned)nst, c->stream, (const float *)(ws + off_sc),
-                                  ws + off_p, cm, cl, Cn, scale);
-            break;
+        const unsigned Cn = S - c0 < C ? S - c0 : C;
+        /* row_bytes / 2: the copy kernels move 16-bit units */
+        RKV_LAUNCH(Cn * Hkv, 64, 0, c->stream, gather_kv_kernel)(
+            (const unsigned short *)kbase, (const unsigned short *)vbase,
+            (unsigned short *)(ws + off_kg), (unsigned short *)(ws + off_vg),
+            (const unsigned *)(ws + off_pages), c0, Cn, Hkv, g->page_size, row_bytes / 2);
+        LAUNCH_CHECK(fn);
+        for (unsigned m0 = 0; m0 < M; m0 += Mb) {
+            const unsigned mb = M - m0 < Mb ? M - m0 : Mb;
+            const unsigned nsb = Hkv * mb;
+            RKV_LAUNCH(nsb, 64, 0, c->stream, pack_q_kernel)(
+                (const unsigned short *)q, (unsigned short *)(ws + off_qp), m0, mb, Hkv, G,
+                row_bytes / 2);
+            LAUNCH_CHECK(fn);
+            /* scores[h] (mb x Cn, row-major) = Qp[h] (mb x D) . Kg[h]^T */
+            BLAS_TRY(cublasGemmStridedBatchedEx(
+                         c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Cn, (int)mb, (int)D, &one,
+                         ws + off_kg, dt, (int)D, (long long)Cn * D, ws + off_qp, dt, (int)D,
+                         (long long)mb * D, &zero, ws + off_sc, CUDA_R_32F, (int)Cn,
+                         (long long)mb * Cn, (int)Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     fn);
+            switch (g->dtype) {
+            case RKV_DTYPE_F16:
+                launch_softmax<f16_t>(nsb, c->stream, (const float *)(ws + off_sc), ws + off_p,
+                                      cm, cl, Cn, scale);
+                break;
+            case RKV_DTYPE_BF16:
+                launch_softmax<bf16_t>(nsb, c->stream, (const float *)(ws + off_sc), ws + off_p,
+                                       cm, cl, Cn, scale);
+                break;
+            default:
+                launch_softmax<float>(nsb, c->stream, (const float *)(ws + off_sc), ws + off_p,
+                                      cm, cl, Cn, scale);
+                break;
+            }
+            LAUNCH_CHECK(fn);
+            /* oc[h] (mb x D) = P[h] (mb x Cn) . Vg[h] (Cn x D) */
+            BLAS_TRY(cublasGemmStridedBatchedEx(
+                         c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)D, (int)mb, (int)Cn, &one,
+                         ws + off_vg, dt, (int)D, (long long)Cn * D, ws + off_p, dt, (int)Cn,
+                         (long long)mb * Cn, &zero, ws + off_oc, CUDA_R_32F, (int)D,
+                         (long long)mb * D, (int)Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     fn);
+            RKV_LAUNCH(nsb, D, 0, c->stream, combine_kernel)(
+                xo, xl, (const float *)(ws + off_oc), cm, cl, D, m0, mb, M);
+            LAUNCH_CHECK(fn);
         }
-        LAUNCH_CHECK(fn);
-        /* oc[h] (M x D) = P[h] (M x Cn) . Vg[h][c0..] (Cn x D) */
-        BLAS_TRY(cublasGemmStridedBatchedEx(
-                     c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)D, (int)M, (int)Cn, &one,
-                     ws + off_vg + (size_t)c0 * D * es, dt, (int)D, (long long)S * D,
-                     ws + off_p, dt, (int)Cn, (long long)M * Cn, &zero, ws + off_oc,
-                     CUDA_R_32F, (int)D, (long long)M * D, (int)Hkv, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT),
-                 fn);
-        RKV_LAUNCH((unsigned)nst, D, 0, c->stream, combine_kernel)(
-            xo, xl, (const float *)(ws + off_oc), cm, cl, D);
-        LAUNCH_CHECK(fn);
     }
     return RKV_OK;
 }
@@ -698,24 +708,34 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     size_t off_pl = cv.add(direct ? 0 : splits * nst * 4);
     size_t off_qp = 0, off_kg = 0, off_vg = 0, off_sc = 0, off_p = 0;
     size_t off_oc = 0, off_cm = 0, off_cl = 0, off_xo = 0, off_xl = 0;
-    unsigned C = 0;
+    unsigned C = 0, MB = 0;
     if (shared != NULL) {
         const size_t S = (size_t)shared->num_pages * g->page_size, M = (size_t)nrows * G;
         const size_t es = g->elem_size;
-        /* score chunk: keep Hkv * M * C * (4 + es) within the budget */
-        size_t cmax = c->cascade_budget / (Hkv * M * (4 + es));
-        cmax = cmax / 64 * 64;
-        if (cmax < 64)
+        /* Chunk buffers per kv head: Mb*(D*es + D*4 + 8) for packed q,
+         * chunk output and chunk m/l; 2*C*D*es for the gathered K and V;
+         * Mb*C*(4 + es) for scores and P. Keep them within the budget: all
+         * rows with the largest C (>= 64) that fits, else fewer rows. */
+        const size_t per_row = D * es + D * 4 + 8, per_tok = 2 * D * es;
+        const size_t bud = c->cascade_budget / Hkv;
+        size_t Mb = M, cmax = 0;
+        if (bud > M * (per_row + 64 * (4 + es)) + 64 * per_tok)
+            cmax = (bud - M * per_row) / (per_tok + M * (4 + es)) / 64 * 64;
+        if (cmax < 64) {
             cmax = 64;
+            size_t fit = bud > 64 * per_tok ? (bud - 64 * per_tok) / (per_row + 64 * (4 + es)) : 0;
+            Mb = fit < 1 ? 1 : fit < M ? fit : M;
+        }
         C = (unsigned)(S < cmax ? S : cmax);
-        off_qp = cv.add(Hkv * M * D * es);
-        off_kg = cv.add(Hkv * S * D * es);
-        off_vg = cv.add(Hkv * S * D * es);
-        off_sc = cv.add(Hkv * M * C * 4);
-        off_p = cv.add(Hkv * M * C * es);
-        off_oc = cv.add(Hkv * M * D * 4);
-        off_cm = cv.add(Hkv * M * 4);
-        off_cl = cv.add(Hkv * M * 4);
+        MB = (unsigned)Mb;
+        off_qp = cv.add(Hkv * Mb * D * es);
+        off_kg = cv.add(Hkv * C * D * es);
+        off_vg = cv.add(Hkv * C * D * es);
+        off_sc = cv.add(Hkv * Mb * C * 4);
+        off_p = cv.add(Hkv * Mb * C * es);
+        off_oc = cv.add(Hkv * Mb * D * 4);
+        off_cm = cv.add(Hkv * Mb * 4);
+        off_cl = cv.add(Hkv * Mb * 4);
         off_xo = cv.add(Hkv * M * D * 4);
         off_xl = cv.add(Hkv * M * 4);
     }
@@ -780,7 +800,7 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
         f.xlse = (const float *)(ws + off_xl);
         st = cascade_shared(c, g, kbase, vbase, rows, shared, q, sm_scale, ws, off_pages,
                             off_qp, off_kg, off_vg, off_sc, off_p, off_oc, off_cm, off_cl,
-                            (float *)(ws + off_xo), (float *)(ws + off_xl), C);
+                            (float *)(ws + off_xo), (float *)(ws + off_xl), C, MB);
         if (st != RKV_OK)
             return st;
     }

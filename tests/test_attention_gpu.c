@@ -842,3 +842,41 @@ Test(attention_gpu, known_answer_spikes)
     }
 #endif
 }
+
+/* A long shared prefix needs more chunks, not more memory: with a 256 KiB
+ * budget and a device that has 1 MiB to spare, a 4096-token prefix (4 MiB
+ * of K and V) still runs, and matches the CPU. */
+Test(attention_gpu, cascade_long_prefix_within_budget)
+{
+    need_gpu();
+#if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM)
+    cr_skip_test("needs the simulator's device memory limit");
+#endif
+#ifdef RKV_CUDASIM
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.cascade_long_prefix_within_budget"));
+    const uint32_t P = 64, Hkv = 1, Hq = 4, D = 128, nshared = 64;
+    pair pr;
+    pair_open(&pr, &rng, P, Hkv, D, RKV_DTYPE_F32, nshared + 2);
+    rkv_attn_set_cascade_budget(pr.da, (size_t)256 << 10);
+    uint32_t shared[64], kvp[2] = {0, 2}, idx[2] = {nshared, nshared + 1}, last = 20;
+    uint32_t qo[2] = {0, 3};
+    for (uint32_t i = 0; i < nshared; i++)
+        shared[i] = i;
+    const size_t ob = (size_t)3 * Hq * D * 4;
+    void *q = malloc(ob), *o[2] = {malloc(ob), malloc(ob)};
+    float lh[12], lg[12], *l[2] = {lh, lg};
+    cr_assert(q && o[0] && o[1]);
+    fill_random(&rng, RKV_DTYPE_F32, q, ob / 4);
+    rkv_attn_params p = {1, Hq, 0.0f};
+    rkv_paged_kv t = {1, kvp, idx, &last};
+    rkvsim_set_mem_limit(rkvsim_mem_in_use(0) + ((size_t)1 << 20));
+    run_both(&pr, OP_CASCADE, &p, &t, qo, nshared, shared, q, 3, o, l);
+    rkvsim_set_mem_limit(0);
+    compare(RKV_DTYPE_F32, D, 3 * Hq, o[1], o[0], lg, lh, "cascade, long prefix");
+    free(q);
+    free(o[0]);
+    free(o[1]);
+    pair_close(&pr);
+#endif
+}
