@@ -51,6 +51,7 @@ struct rkv_attn_cuda {
     void *ws;            /* device workspace */
     size_t ws_bytes;
     size_t cascade_budget; /* bytes of shared-prefix chunk buffers */
+    unsigned max_grid_x;   /* the device's limit; larger 1D grids are split */
 };
 
 /* ---- error plumbing ------------------------------------------------------ */
@@ -68,6 +69,13 @@ struct rkv_attn_cuda {
     } while (0)
 
 #define LAUNCH_CHECK(what) CU_TRY(cudaGetLastError(), what)
+
+#define ST_TRY(expr)                                                             \
+    do {                                                                         \
+        rkv_status st_ = (expr);                                                 \
+        if (st_ != RKV_OK)                                                       \
+            return st_;                                                          \
+    } while (0)
 
 #define BLAS_TRY(call, what)                                                     \
     do {                                                                         \
@@ -190,14 +198,31 @@ static rkv_status ws_reserve(rkv_attn_cuda *c, size_t bytes, const char *fn)
     return RKV_OK;
 }
 
+/* ---- launches ------------------------------------------------------------- */
+
+/* A 1D launch of n blocks (counted in 64 bits) as grids of at most the
+ * device's max grid x: launch(blocks, first) for each, where first is the
+ * index of its first block, which the kernel adds to blockIdx.x. */
+template <typename F>
+static rkv_status launch_1d(const rkv_attn_cuda *c, size_t n, const char *fn, F launch)
+{
+    for (size_t b0 = 0; b0 < n; b0 += c->max_grid_x) {
+        size_t nb = n - b0 < c->max_grid_x ? n - b0 : c->max_grid_x;
+        launch((unsigned)nb, b0);
+        LAUNCH_CHECK(fn);
+    }
+    return RKV_OK;
+}
+
 /* ---- context -------------------------------------------------------------- */
 
 extern "C" rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out)
 {
     GUARD(device, "rkv_attn_create");
-    int sms = 0;
+    int sms = 0, gx = 0;
     CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
            "rkv_attn_create");
+    CU_TRY(cudaDeviceGetAttribute(&gx, cudaDevAttrMaxGridDimX, device), "rkv_attn_create");
     rkv_attn_cuda *c = (rkv_attn_cuda *)calloc(1, sizeof *c);
     if (c == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_attn_create: out of memory");
@@ -205,6 +230,7 @@ extern "C" rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out)
     c->num_sms = sms > 0 ? sms : 1;
     c->stream = 0;
     c->cascade_budget = RKV_ATTN_CASCADE_BUDGET;
+    c->max_grid_x = gx > 0 ? (unsigned)gx : 65535u;
     *out = c;
     return RKV_OK;
 }
@@ -259,10 +285,11 @@ extern "C" rkv_status rkv_attn_cuda_sync(rkv_attn_cuda *c)
  * bytes). grid.x = token. */
 __global__ void append_kernel(unsigned short *kb, unsigned short *vb,
                               const unsigned short *k, const unsigned short *v,
-                              const unsigned *slots, unsigned row_units)
+                              const unsigned *slots, unsigned row_units, size_t b0)
 {
-    size_t src = (size_t)blockIdx.x * row_units;
-    size_t dst = (size_t)slots[blockIdx.x] * row_units;
+    const size_t t = b0 + blockIdx.x;
+    size_t src = t * row_units;
+    size_t dst = (size_t)slots[t] * row_units;
     for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x) {
         kb[dst + i] = k[src + i];
         vb[dst + i] = v[src + i];
@@ -291,12 +318,12 @@ extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom
     free(stage);
     CU_TRY(e, fn);
     unsigned units = (unsigned)((size_t)g->num_kv_heads * g->head_dim * g->elem_size / 2);
-    RKV_LAUNCH(n, 128, 0, c->stream, append_kernel)((unsigned short *)kbase, (unsigned short *)vbase,
-                                            (const unsigned short *)k,
-                                            (const unsigned short *)v,
-                                            (const unsigned *)c->ws, units);
-    LAUNCH_CHECK(fn);
-    return RKV_OK;
+    const unsigned short *ws = (const unsigned short *)c->ws;
+    return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
+        RKV_LAUNCH(nb, 128, 0, c->stream, append_kernel)(
+            (unsigned short *)kbase, (unsigned short *)vbase, (const unsigned short *)k,
+            (const unsigned short *)v, (const unsigned *)ws, units, b0);
+    });
 }
 
 /* ---- rows: split-KV flash-decoding ---------------------------------------- */
@@ -309,6 +336,7 @@ struct rows_args {
     void *out;        /* non-NULL: one split, write the result directly */
     float *lse;       /* with out: optional lse */
     unsigned rows, Hq, Hkv, G, P, chunk;
+    unsigned row0; /* first row of this launch (grids are split in x) */
     float scale;
 };
 
@@ -323,7 +351,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
     __shared__ float sm_m[NW][GB], sm_l[NW][GB];
     __shared__ float sm_o[NW][GB][D];
 
-    const unsigned row = blockIdx.x, qh0 = blockIdx.y * GB, split = blockIdx.z;
+    const unsigned row = a.row0 + blockIdx.x, qh0 = blockIdx.y * GB, split = blockIdx.z;
     const unsigned kvh = qh0 / a.G;
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned req = a.row_req[row], len = a.row_len[row];
@@ -419,10 +447,10 @@ struct fin_args {
 
 /* grid.x = row * Hq + head, block = D threads. */
 template <typename T>
-__global__ void finalize_kernel(fin_args f)
+__global__ void finalize_kernel(fin_args f, size_t b0)
 {
     typedef elem<T> E;
-    const size_t idx = blockIdx.x;
+    const size_t idx = b0 + blockIdx.x;
     const unsigned d = threadIdx.x;
     const size_t n = (size_t)f.rows * f.Hq;
     const unsigned row = (unsigned)(idx / f.Hq), h = (unsigned)(idx % f.Hq);
@@ -479,12 +507,13 @@ static void launch_rows(dim3 grid, cudaStream_t s, const rows_args &a, unsigned 
 
 /* Qp[h][i][:] = q[row][h*G+g][:] for score rows m = m0 + i = row*G + g of
  * one row block of mb. grid.x = i * Hkv + h. */
-__global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, unsigned m0,
-                              unsigned mb, unsigned Hkv, unsigned G, unsigned row_units)
+__global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, size_t m0,
+                              size_t mb, unsigned Hkv, unsigned G, unsigned row_units,
+                              size_t b0)
 {
-    unsigned i = blockIdx.x / Hkv, h = blockIdx.x % Hkv;
-    unsigned m = m0 + i, row = m / G, qh = h * G + m % G;
-    size_t src = ((size_t)row * Hkv * G + qh) * row_units;
+    const size_t bi = b0 + blockIdx.x, i = bi / Hkv, m = m0 + i;
+    const unsigned h = (unsigned)(bi % Hkv), qh = h * G + (unsigned)(m % G);
+    size_t src = ((m / G) * Hkv * G + qh) * row_units;
     size_t dst = ((size_t)h * mb + i) * row_units;
     for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x)
         qp[dst + u] = q[src + u];
@@ -494,10 +523,11 @@ __global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, unsig
  * of cn tokens (V likewise). grid.x = j * Hkv + h. */
 __global__ void gather_kv_kernel(const unsigned short *kb, const unsigned short *vb,
                                  unsigned short *kg, unsigned short *vg,
-                                 const unsigned *pages, unsigned c0, unsigned cn,
-                                 unsigned Hkv, unsigned P, unsigned row_units)
+                                 const unsigned *pages, size_t c0, size_t cn,
+                                 unsigned Hkv, unsigned P, unsigned row_units, size_t b0)
 {
-    unsigned j = blockIdx.x / Hkv, h = blockIdx.x % Hkv, s = c0 + j;
+    const size_t bi = b0 + blockIdx.x, j = bi / Hkv, s = c0 + j;
+    const unsigned h = (unsigned)(bi % Hkv);
     size_t tok = (size_t)pages[s / P] * P + s % P;
     size_t src = (tok * Hkv + h) * row_units;
     size_t dst = ((size_t)h * cn + j) * row_units;
@@ -507,9 +537,9 @@ __global__ void gather_kv_kernel(const unsigned short *kb, const unsigned short 
     }
 }
 
-__global__ void fill_kernel(float *p, size_t n, float x)
+__global__ void fill_kernel(float *p, size_t n, float x, size_t b0)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t i = (b0 + blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n)
         p[i] = x;
 }
@@ -518,11 +548,11 @@ __global__ void fill_kernel(float *p, size_t n, float x)
  * cm/cl get m and the sum of the rounded p. grid.x = score row, 256 thr. */
 template <typename T>
 __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *cl,
-                               unsigned cols, float scale)
+                               unsigned cols, float scale, size_t b0)
 {
     typedef elem<T> E;
     __shared__ float red[256 / 32];
-    const size_t base = (size_t)blockIdx.x * cols;
+    const size_t r = b0 + blockIdx.x, base = r * cols;
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float mx = -INFINITY;
     for (unsigned i = threadIdx.x; i < cols; i += blockDim.x)
@@ -550,8 +580,8 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
         float t = 0.0f;
         for (unsigned w = 0; w < blockDim.x / 32; w++)
             t += red[w];
-        cm[blockIdx.x] = mx;
-        cl[blockIdx.x] = t;
+        cm[r] = mx;
+        cl[r] = t;
     }
 }
 
@@ -559,10 +589,10 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
  * chunk covers score rows m0 .. m0+mb of every kv head; acc holds all M.
  * grid.x = h * mb + i, block = D. */
 __global__ void combine_kernel(float *ao, float *alse, const float *oc, const float *cm,
-                               const float *cl, unsigned D, unsigned m0, unsigned mb,
-                               unsigned M)
+                               const float *cl, unsigned D, size_t m0, size_t mb, size_t M,
+                               size_t b0)
 {
-    const size_t r = blockIdx.x;
+    const size_t r = b0 + blockIdx.x;
     const size_t a = (r / mb) * M + m0 + r % mb;
     const unsigned d = threadIdx.x;
     float lc = cm[r] + logf(cl[r]);
@@ -587,10 +617,13 @@ static cudaDataType_t blas_type(rkv_dtype dt)
 }
 
 template <typename T>
-static void launch_softmax(unsigned nrows, cudaStream_t s, const float *sc, void *p,
-                           float *cm, float *cl, unsigned cols, float scale)
+static rkv_status launch_softmax(const rkv_attn_cuda *c, size_t nrows, const float *sc,
+                                 void *p, float *cm, float *cl, unsigned cols, float scale,
+                                 const char *fn)
 {
-    RKV_LAUNCH(nrows, 256, 0, s, softmax_kernel<T>)(sc, p, cm, cl, cols, scale);
+    return launch_1d(c, nrows, fn, [&](unsigned nb, size_t b0) {
+        RKV_LAUNCH(nb, 256, 0, c->stream, softmax_kernel<T>)(sc, p, cm, cl, cols, scale, b0);
+    });
 }
 
 /* Shared-prefix state of every (row, head) into xo [Hkv][rows*G][D], xl,
@@ -606,8 +639,8 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
 {
     static const char fn[] = "rkv_attn_cascade";
     const unsigned Hkv = g->num_kv_heads, Hq = g->num_qo_heads, G = Hq / Hkv;
-    const unsigned D = g->head_dim, S = sh->num_pages * g->page_size;
-    const unsigned M = rows->num_rows * G;
+    const unsigned D = g->head_dim;
+    const size_t S = (size_t)sh->num_pages * g->page_size, M = (size_t)rows->num_rows * G;
     const unsigned row_bytes = (unsigned)(D * g->elem_size);
     if (c->blas == NULL) {
         BLAS_TRY(cublasCreate(&c->blas), fn);
@@ -615,26 +648,30 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
     }
     size_t nst = (size_t)Hkv * M;
     CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
-    RKV_LAUNCH((unsigned)((nst + 255) / 256), 256, 0, c->stream, fill_kernel)(xl, nst, -INFINITY);
-    LAUNCH_CHECK(fn);
+    ST_TRY(launch_1d(c, (nst + 255) / 256, fn, [&](unsigned nb, size_t b0) {
+        RKV_LAUNCH(nb, 256, 0, c->stream, fill_kernel)(xl, nst, -INFINITY, b0);
+    }));
     const cudaDataType_t dt = blas_type(g->dtype);
     const float one = 1.0f, zero = 0.0f;
     float *cm = (float *)(ws + off_cm), *cl = (float *)(ws + off_cl);
-    for (unsigned c0 = 0; c0 < S; c0 += C) {
-        const unsigned Cn = S - c0 < C ? S - c0 : C;
+    for (size_t c0 = 0; c0 < S; c0 += C) {
+        const unsigned Cn = (unsigned)(S - c0 < C ? S - c0 : C);
         /* row_bytes / 2: the copy kernels move 16-bit units */
-        RKV_LAUNCH(Cn * Hkv, 64, 0, c->stream, gather_kv_kernel)(
-            (const unsigned short *)kbase, (const unsigned short *)vbase,
-            (unsigned short *)(ws + off_kg), (unsigned short *)(ws + off_vg),
-            (const unsigned *)(ws + off_pages), c0, Cn, Hkv, g->page_size, row_bytes / 2);
-        LAUNCH_CHECK(fn);
-        for (unsigned m0 = 0; m0 < M; m0 += Mb) {
-            const unsigned mb = M - m0 < Mb ? M - m0 : Mb;
-            const unsigned nsb = Hkv * mb;
-            RKV_LAUNCH(nsb, 64, 0, c->stream, pack_q_kernel)(
-                (const unsigned short *)q, (unsigned short *)(ws + off_qp), m0, mb, Hkv, G,
-                row_bytes / 2);
-            LAUNCH_CHECK(fn);
+        ST_TRY(launch_1d(c, (size_t)Cn * Hkv, fn, [&](unsigned nb, size_t b0) {
+            RKV_LAUNCH(nb, 64, 0, c->stream, gather_kv_kernel)(
+                (const unsigned short *)kbase, (const unsigned short *)vbase,
+                (unsigned short *)(ws + off_kg), (unsigned short *)(ws + off_vg),
+                (const unsigned *)(ws + off_pages), c0, (size_t)Cn, Hkv, g->page_size,
+                row_bytes / 2, b0);
+        }));
+        for (size_t m0 = 0; m0 < M; m0 += Mb) {
+            const size_t mb = M - m0 < Mb ? M - m0 : Mb;
+            const size_t nsb = Hkv * mb;
+            ST_TRY(launch_1d(c, nsb, fn, [&](unsigned nb, size_t b0) {
+                RKV_LAUNCH(nb, 64, 0, c->stream, pack_q_kernel)(
+                    (const unsigned short *)q, (unsigned short *)(ws + off_qp), m0, mb, Hkv,
+                    G, row_bytes / 2, b0);
+            }));
             /* scores[h] (mb x Cn, row-major) = Qp[h] (mb x D) . Kg[h]^T */
             BLAS_TRY(cublasGemmStridedBatchedEx(
                          c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Cn, (int)mb, (int)D, &one,
@@ -642,21 +679,18 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
                          (long long)mb * D, &zero, ws + off_sc, CUDA_R_32F, (int)Cn,
                          (long long)mb * Cn, (int)Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                      fn);
+            const float *sc = (const float *)(ws + off_sc);
             switch (g->dtype) {
             case RKV_DTYPE_F16:
-                launch_softmax<f16_t>(nsb, c->stream, (const float *)(ws + off_sc), ws + off_p,
-                                      cm, cl, Cn, scale);
+                ST_TRY(launch_softmax<f16_t>(c, nsb, sc, ws + off_p, cm, cl, Cn, scale, fn));
                 break;
             case RKV_DTYPE_BF16:
-                launch_softmax<bf16_t>(nsb, c->stream, (const float *)(ws + off_sc), ws + off_p,
-                                       cm, cl, Cn, scale);
+                ST_TRY(launch_softmax<bf16_t>(c, nsb, sc, ws + off_p, cm, cl, Cn, scale, fn));
                 break;
             default:
-                launch_softmax<float>(nsb, c->stream, (const float *)(ws + off_sc), ws + off_p,
-                                      cm, cl, Cn, scale);
+                ST_TRY(launch_softmax<float>(c, nsb, sc, ws + off_p, cm, cl, Cn, scale, fn));
                 break;
             }
-            LAUNCH_CHECK(fn);
             /* oc[h] (mb x D) = P[h] (mb x Cn) . Vg[h] (Cn x D) */
             BLAS_TRY(cublasGemmStridedBatchedEx(
                          c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)D, (int)mb, (int)Cn, &one,
@@ -664,9 +698,10 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
                          (long long)mb * Cn, &zero, ws + off_oc, CUDA_R_32F, (int)D,
                          (long long)mb * D, (int)Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                      fn);
-            RKV_LAUNCH(nsb, D, 0, c->stream, combine_kernel)(
-                xo, xl, (const float *)(ws + off_oc), cm, cl, D, m0, mb, M);
-            LAUNCH_CHECK(fn);
+            ST_TRY(launch_1d(c, nsb, fn, [&](unsigned nb, size_t b0) {
+                RKV_LAUNCH(nb, D, 0, c->stream, combine_kernel)(
+                    xo, xl, (const float *)(ws + off_oc), cm, cl, D, m0, mb, M, b0);
+            }));
         }
     }
     return RKV_OK;
@@ -780,13 +815,20 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     a.P = g->page_size;
     a.chunk = chunk;
     a.scale = sm_scale;
-    dim3 grid(nrows, Hq / gb, (unsigned)splits);
-    switch (g->dtype) {
-    case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, gb); break;
-    case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, gb); break;
-    default: launch_rows<float>(grid, c->stream, a, D, gb); break;
-    }
-    LAUNCH_CHECK(fn);
+    if (Hq / gb > 65535)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: %u query head groups exceed a grid's y (65535)", fn, Hq / gb);
+    st = launch_1d(c, nrows, fn, [&](unsigned nb, size_t b0) {
+        dim3 grid(nb, Hq / gb, (unsigned)splits);
+        a.row0 = (unsigned)b0;
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, gb); break;
+        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, gb); break;
+        default: launch_rows<float>(grid, c->stream, a, D, gb); break;
+        }
+    });
+    if (st != RKV_OK)
+        return st;
     if (direct)
         return RKV_OK;
 
@@ -811,26 +853,26 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     f.G = G;
     f.D = D;
     f.splits = (unsigned)splits;
-    switch (g->dtype) {
-    case RKV_DTYPE_F16: RKV_LAUNCH((unsigned)nst, D, 0, c->stream, finalize_kernel<f16_t>)(f); break;
-    case RKV_DTYPE_BF16:
-        RKV_LAUNCH((unsigned)nst, D, 0, c->stream, finalize_kernel<bf16_t>)(f);
-        break;
-    default: RKV_LAUNCH((unsigned)nst, D, 0, c->stream, finalize_kernel<float>)(f); break;
-    }
-    LAUNCH_CHECK(fn);
-    return RKV_OK;
+    return launch_1d(c, nst, fn, [&](unsigned nb, size_t b0) {
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
+        case RKV_DTYPE_BF16:
+            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
+            break;
+        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
+        }
+    });
 }
 
 /* ---- merge ---------------------------------------------------------------- */
 
 template <typename T>
 __global__ void merge_kernel(const void *va, const float *la, const void *vb,
-                             const float *lb, void *vo, float *lo, unsigned D)
+                             const float *lb, void *vo, float *lo, unsigned D, size_t b0)
 {
     typedef elem<T> E;
     typedef typename E::raw raw;
-    const size_t i = blockIdx.x;
+    const size_t i = b0 + blockIdx.x;
     const unsigned d = threadIdx.x;
     float a = la[i], b = lb[i];
     float M = fmaxf(a, b);
@@ -863,22 +905,23 @@ extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom 
 {
     static const char fn[] = "rkv_attn_merge";
     GUARD(c->device, fn);
-    switch (g->dtype) {
-    case RKV_DTYPE_F16:
-        RKV_LAUNCH(n, g->head_dim, 0, c->stream, merge_kernel<f16_t>)(v_a, lse_a, v_b, lse_b, v_out,
-                                                              lse_out, g->head_dim);
-        break;
-    case RKV_DTYPE_BF16:
-        RKV_LAUNCH(n, g->head_dim, 0, c->stream, merge_kernel<bf16_t>)(v_a, lse_a, v_b, lse_b,
-                                                               v_out, lse_out, g->head_dim);
-        break;
-    default:
-        RKV_LAUNCH(n, g->head_dim, 0, c->stream, merge_kernel<float>)(v_a, lse_a, v_b, lse_b, v_out,
-                                                              lse_out, g->head_dim);
-        break;
-    }
-    LAUNCH_CHECK(fn);
-    return RKV_OK;
+    const unsigned D = g->head_dim;
+    return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
+        switch (g->dtype) {
+        case RKV_DTYPE_F16:
+            RKV_LAUNCH(nb, D, 0, c->stream, merge_kernel<f16_t>)(v_a, lse_a, v_b, lse_b, v_out,
+                                                                 lse_out, D, b0);
+            break;
+        case RKV_DTYPE_BF16:
+            RKV_LAUNCH(nb, D, 0, c->stream, merge_kernel<bf16_t>)(v_a, lse_a, v_b, lse_b, v_out,
+                                                                  lse_out, D, b0);
+            break;
+        default:
+            RKV_LAUNCH(nb, D, 0, c->stream, merge_kernel<float>)(v_a, lse_a, v_b, lse_b, v_out,
+                                                                 lse_out, D, b0);
+            break;
+        }
+    });
 }
 
 /* ---- block copies --------------------------------------------------------- */

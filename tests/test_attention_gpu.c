@@ -880,3 +880,68 @@ Test(attention_gpu, cascade_long_prefix_within_budget)
     pair_close(&pr);
 #endif
 }
+
+/* Grids are sized in 64 bits and split to the device's limits: with a
+ * (simulated) device whose grid x is at most 7 blocks, every operation
+ * still runs and matches the CPU. */
+Test(attention_gpu, grids_split_to_the_device_limit)
+{
+    need_gpu();
+#if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM)
+    cr_skip_test("needs the simulator's grid limit");
+#endif
+#ifdef RKV_CUDASIM
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.grids_split_to_the_device_limit"));
+    rkvsim_set_max_grid_x(7);
+    run_case(&rng, 16, 4, 64, RKV_DTYPE_F16, OP_DECODE, 300);
+    run_case(&rng, 16, 2, 128, RKV_DTYPE_F32, OP_PREFILL, 300);
+    case_budget = 1; /* many chunks and row blocks */
+    run_case(&rng, 16, 3, 64, RKV_DTYPE_BF16, OP_CASCADE, 300);
+    case_budget = 0;
+    pair pr;
+    pair_open(&pr, &rng, 16, 2, 64, RKV_DTYPE_F32, 8);
+    const uint32_t n = 40;
+    const size_t row = 2 * 64 * 4;
+    uint32_t slots[40];
+    for (uint32_t i = 0; i < n; i++)
+        slots[i] = i * 3 % 128;
+    void *k = malloc(n * row), *v = malloc(n * row);
+    cr_assert(k && v);
+    fill_random(&rng, RKV_DTYPE_F32, k, n * row / 4);
+    fill_random(&rng, RKV_DTYPE_F32, v, n * row / 4);
+    void *dk = dev_copy(k, n * row), *dv = dev_copy(v, n * row);
+    OK(rkv_attn_append(pr.ha, 1, n, slots, k, v));
+    OK(rkv_attn_append(pr.da, 1, n, slots, dk, dv));
+    OK(rkv_attn_sync(pr.da));
+    cr_assert_eq(pool_diff(&pr), 0);
+    float la[40], lb[40], lh[40], lg[40];
+    for (uint32_t i = 0; i < n; i++) {
+        la[i] = (float)rkv_rng_unit(&rng);
+        lb[i] = (float)rkv_rng_unit(&rng);
+    }
+    void *oh = malloc(n * 64 * 4), *og = malloc(n * 64 * 4);
+    cr_assert(oh && og);
+    void *dvo = dev_copy(NULL, n * 64 * 4);
+    float *dla = dev_copy(la, sizeof la), *dlb = dev_copy(lb, sizeof lb),
+          *dlo = dev_copy(NULL, sizeof lg);
+    OK(rkv_attn_merge(pr.ha, n, k, la, v, lb, oh, lh));
+    OK(rkv_attn_merge(pr.da, n, dk, dla, dv, dlb, dvo, dlo));
+    OK(rkv_attn_sync(pr.da));
+    host_of(og, dvo, n * 64 * 4);
+    host_of(lg, dlo, sizeof lg);
+    compare(RKV_DTYPE_F32, 64, n, og, oh, lg, lh, "merge");
+    rkvsim_set_max_grid_x(0);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dvo);
+    cudaFree(dla);
+    cudaFree(dlb);
+    cudaFree(dlo);
+    free(k);
+    free(v);
+    free(oh);
+    free(og);
+    pair_close(&pr);
+#endif
+}
