@@ -161,6 +161,15 @@ struct State {
     volatile sig_atomic_t in_kernel = 0;
     void *fault = nullptr;
     char *altstack = nullptr;
+    ~State()
+    { /* at exit: what a process never released goes with the "driver" */
+        for (rkvsim_stream *s : legacy)
+            delete s;
+        for (rkvsim_stream *s : streams)
+            delete s;
+        for (rkvsim_event *e : events)
+            delete e;
+    }
 };
 
 State G;
