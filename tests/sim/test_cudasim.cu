@@ -17,6 +17,12 @@
 
 #define CK(x) cr_assert_eq((x), cudaSuccess, "%s: %s", #x, rkvsim_last_message())
 
+/* Kernels run at launch, so their errors come back from cudaGetLastError
+ * (CI also runs this file with RKV_CUDASIM_DEFER=1; the deferred test
+ * turns deferral on itself). */
+static void eager(void) { rkvsim_set_deferred(0); }
+TestSuite(cudasim, .init = eager);
+
 /* The last error is `want` and the simulator's message contains `frag`. */
 static void expect(cudaError_t got, cudaError_t want, const char *frag)
 {
