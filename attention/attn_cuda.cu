@@ -27,8 +27,12 @@
  * workspace (uploaded index arrays, partial states, cascade buffers) is one
  * device allocation that only grows; it is reused in stream order.
  *
- * NOTE: these kernels have been compiled (sm_90 + PTX) but, at the time of
- * writing, not yet run on a GPU.
+ * Launches go through RKV_LAUNCH (attention/launch.h) so that the same
+ * kernel bodies also build against the CPU simulator (-DRKV_CUDA=SIM),
+ * where test_attention_gpu runs them in CI.
+ *
+ * NOTE: these kernels have been compiled (sm_90 + PTX) and run on the CPU
+ * simulator but, at the time of writing, not yet on a GPU.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>

@@ -5,7 +5,12 @@
  *
  * Where no GPU is present (rkv_pool_create with RKV_DEVICE_CUDA returns
  * RKV_ERR_NO_DEVICE, or radixkv was built without CUDA) every test reports
- * itself skipped: "no CUDA device: GPU attention tests skipped".
+ * itself skipped: "no CUDA device: GPU attention tests skipped". In the
+ * simulator build (-DRKV_CUDA=SIM, RKV_CUDASIM) every test runs on the CPU
+ * simulator, with smaller sizes; a few tests use its controls (deferred
+ * work, device memory and grid limits) and skip on a real GPU.
+ * Besides the GPU-vs-CPU comparisons: known-answer tests of both backends,
+ * stream and pinned-memory tests, and the regression tests of issue 11.
  *
  * Bounds (GPU vs CPU, both rounded once to the dtype; the GPU uses __expf
  * and, in cascade, P rounded to the dtype before the P.V GEMM): per element
