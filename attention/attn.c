@@ -25,6 +25,7 @@ struct rkv_attn {
     void *stream;
     const rkv_cuda_backend *be; /* the pool's backend (CUDA pool only) */
     rkv_attn_cuda *cuda;        /* the backend's context, made on first use */
+    size_t cascade_budget;      /* 0: the backend's default */
 };
 
 rkv_status rkv_attn_create(rkv_pool *pool, rkv_attn **out)
@@ -80,6 +81,7 @@ static rkv_status need_cuda(rkv_attn *a, rkv_attn_cuda **out)
             be->attn_destroy(c);
             return st;
         }
+        be->attn_set_cascade_budget(c, a->cascade_budget);
         a->cuda = c;
     }
     *out = a->cuda;
@@ -106,6 +108,13 @@ rkv_status rkv_attn_set_stream(rkv_attn *attn, void *cuda_stream)
     return RKV_OK;
 }
 
+void rkv_attn_set_cascade_budget(rkv_attn *attn, size_t bytes)
+{
+    attn->cascade_budget = bytes;
+    if (attn->cuda != NULL)
+        attn->be->attn_set_cascade_budget(attn->cuda, bytes);
+}
+
 rkv_status rkv_attn_sync(rkv_attn *attn)
 {
     if (attn == NULL)
@@ -118,7 +127,7 @@ rkv_status rkv_attn_sync(rkv_attn *attn)
 rkv_status rkv_attn_check(const rkv_attn *attn)
 {
     if (attn == NULL)
-        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_attn_check: NULL attn");
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_check: NULL attn");
     rkv_pool_config cfg;
     if (rkv_pool_get_config(attn->pool, &cfg) != RKV_OK ||
         memcmp(&cfg, &attn->cfg, sizeof cfg) != 0)
@@ -564,8 +573,12 @@ rkv_status rkv_attn_merge(rkv_attn *attn, uint32_t n, const void *v_a,
         }
         for (uint32_t d = 0; d < D; d++) {
             size_t e = (size_t)i * D + d;
-            float x = rkv_attn_cpu_load(g.dtype, v_a, e) * wa +
-                      rkv_attn_cpu_load(g.dtype, v_b, e) * wb;
+            /* an empty state is skipped, not multiplied: it may hold NaN */
+            float x = 0.0f;
+            if (wa != 0.0f)
+                x += rkv_attn_cpu_load(g.dtype, v_a, e) * wa;
+            if (wb != 0.0f)
+                x += rkv_attn_cpu_load(g.dtype, v_b, e) * wb;
             rkv_attn_cpu_store(g.dtype, v_out, e, x);
         }
         if (lse_out != NULL)

@@ -16,18 +16,23 @@
  *     rows kernel writes the output itself). Prefill uses the same kernel
  *     with causal row lengths: simple, but not tensor-core tiled, so expect
  *     prefill FLOP/s far below the GEMM rate (a tiled kernel is future work).
- *   - cascade shared prefix: the prefix's K and V are gathered once into
- *     [Hkv][S][D], the queries packed to [Hkv][rows*G][D]; per KV chunk two
- *     strided-batched cuBLAS GEMMs (scores = Q K^T in fp32, then P V with P
- *     rounded to the dtype) with a row softmax between them, and an online
- *     merge of the chunk states in fp32.
+ *   - cascade shared prefix: per KV chunk of C tokens the prefix's K and V
+ *     are gathered into [Hkv][C][D]; per block of Mb score rows the queries
+ *     are packed to [Hkv][Mb][D]; two strided-batched cuBLAS GEMMs (scores
+ *     = Q K^T in fp32, then P V with P rounded to the dtype) with a row
+ *     softmax between them, and an online merge of the chunk states in
+ *     fp32. C and Mb keep every chunk buffer within the cascade budget.
  * Every launch is followed by cudaGetLastError; every runtime and cuBLAS
  * call is checked and turned into RKV_ERR_CUDA with its message. The
  * workspace (uploaded index arrays, partial states, cascade buffers) is one
  * device allocation that only grows; it is reused in stream order.
  *
- * NOTE: these kernels have been compiled (sm_90 + PTX) but, at the time of
- * writing, not yet run on a GPU.
+ * Launches go through RKV_LAUNCH (attention/launch.h) so that the same
+ * kernel bodies also build against the CPU simulator (-DRKV_CUDA=SIM),
+ * where test_attention_gpu runs them in CI.
+ *
+ * NOTE: these kernels have been compiled (sm_90 + PTX) and run on the CPU
+ * simulator but, at the time of writing, not yet on a GPU.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -39,6 +44,7 @@
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "attention/launch.h"
 #include "common/status.h"
 
 struct rkv_attn_cuda {
@@ -48,6 +54,8 @@ struct rkv_attn_cuda {
     cublasHandle_t blas; /* created lazily (cascade only) */
     void *ws;            /* device workspace */
     size_t ws_bytes;
+    size_t cascade_budget; /* bytes of shared-prefix chunk buffers */
+    unsigned max_grid_x;   /* the device's limit; larger 1D grids are split */
 };
 
 /* ---- error plumbing ------------------------------------------------------ */
@@ -65,6 +73,13 @@ struct rkv_attn_cuda {
     } while (0)
 
 #define LAUNCH_CHECK(what) CU_TRY(cudaGetLastError(), what)
+
+#define ST_TRY(expr)                                                             \
+    do {                                                                         \
+        rkv_status st_ = (expr);                                                 \
+        if (st_ != RKV_OK)                                                       \
+            return st_;                                                          \
+    } while (0)
 
 #define BLAS_TRY(call, what)                                                     \
     do {                                                                         \
@@ -187,20 +202,39 @@ static rkv_status ws_reserve(rkv_attn_cuda *c, size_t bytes, const char *fn)
     return RKV_OK;
 }
 
+/* ---- launches ------------------------------------------------------------- */
+
+/* A 1D launch of n blocks (counted in 64 bits) as grids of at most the
+ * device's max grid x: launch(blocks, first) for each, where first is the
+ * index of its first block, which the kernel adds to blockIdx.x. */
+template <typename F>
+static rkv_status launch_1d(const rkv_attn_cuda *c, size_t n, const char *fn, F launch)
+{
+    for (size_t b0 = 0; b0 < n; b0 += c->max_grid_x) {
+        size_t nb = n - b0 < c->max_grid_x ? n - b0 : c->max_grid_x;
+        launch((unsigned)nb, b0);
+        LAUNCH_CHECK(fn);
+    }
+    return RKV_OK;
+}
+
 /* ---- context -------------------------------------------------------------- */
 
 extern "C" rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out)
 {
     GUARD(device, "rkv_attn_create");
-    int sms = 0;
+    int sms = 0, gx = 0;
     CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
            "rkv_attn_create");
+    CU_TRY(cudaDeviceGetAttribute(&gx, cudaDevAttrMaxGridDimX, device), "rkv_attn_create");
     rkv_attn_cuda *c = (rkv_attn_cuda *)calloc(1, sizeof *c);
     if (c == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_attn_create: out of memory");
     c->device = device;
     c->num_sms = sms > 0 ? sms : 1;
     c->stream = 0;
+    c->cascade_budget = RKV_ATTN_CASCADE_BUDGET;
+    c->max_grid_x = gx > 0 ? (unsigned)gx : 65535u;
     *out = c;
     return RKV_OK;
 }
@@ -225,6 +259,8 @@ extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
     cudaStream_t next = (cudaStream_t)stream;
     if (next == c->stream)
         return RKV_OK;
+    /* stream 0 names the current device's default stream */
+    GUARD(c->device, fn);
     /* the workspace is reused in stream order: work queued on the old
      * stream may still read it when the new stream overwrites it */
     if (c->ws != NULL)
@@ -233,6 +269,11 @@ extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
         BLAS_TRY(cublasSetStream(c->blas, next), fn);
     c->stream = next;
     return RKV_OK;
+}
+
+extern "C" void rkv_attn_cuda_set_cascade_budget(rkv_attn_cuda *c, size_t bytes)
+{
+    c->cascade_budget = bytes != 0 ? bytes : RKV_ATTN_CASCADE_BUDGET;
 }
 
 extern "C" rkv_status rkv_attn_cuda_sync(rkv_attn_cuda *c)
@@ -248,10 +289,11 @@ extern "C" rkv_status rkv_attn_cuda_sync(rkv_attn_cuda *c)
  * bytes). grid.x = token. */
 __global__ void append_kernel(unsigned short *kb, unsigned short *vb,
                               const unsigned short *k, const unsigned short *v,
-                              const unsigned *slots, unsigned row_units)
+                              const unsigned *slots, unsigned row_units, size_t b0)
 {
-    size_t src = (size_t)blockIdx.x * row_units;
-    size_t dst = (size_t)slots[blockIdx.x] * row_units;
+    const size_t t = b0 + blockIdx.x;
+    size_t src = t * row_units;
+    size_t dst = (size_t)slots[t] * row_units;
     for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x) {
         kb[dst + i] = k[src + i];
         vb[dst + i] = v[src + i];
@@ -268,15 +310,24 @@ extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom
     rkv_status st = ws_reserve(c, (size_t)n * 4, fn);
     if (st != RKV_OK)
         return st;
-    CU_TRY(cudaMemcpyAsync(c->ws, slots, (size_t)n * 4, cudaMemcpyHostToDevice, c->stream),
-           fn);
+    /* the caller may reuse slots on return; a pinned array would be read
+     * when the copy runs: upload a private copy (pageable, so CUDA stages
+     * it before the call returns, as the rows path does) */
+    uint32_t *stage = (uint32_t *)malloc((size_t)n * 4 + 4);
+    if (stage == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy(stage, slots, (size_t)n * 4);
+    cudaError_t e = cudaMemcpyAsync(c->ws, stage, (size_t)n * 4, cudaMemcpyHostToDevice,
+                                    c->stream);
+    free(stage);
+    CU_TRY(e, fn);
     unsigned units = (unsigned)((size_t)g->num_kv_heads * g->head_dim * g->elem_size / 2);
-    append_kernel<<<n, 128, 0, c->stream>>>((unsigned short *)kbase, (unsigned short *)vbase,
-                                            (const unsigned short *)k,
-                                            (const unsigned short *)v,
-                                            (const unsigned *)c->ws, units);
-    LAUNCH_CHECK(fn);
-    return RKV_OK;
+    const unsigned short *ws = (const unsigned short *)c->ws;
+    return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
+        RKV_LAUNCH(nb, 128, 0, c->stream, append_kernel)(
+            (unsigned short *)kbase, (unsigned short *)vbase, (const unsigned short *)k,
+            (const unsigned short *)v, (const unsigned *)ws, units, b0);
+    });
 }
 
 /* ---- rows: split-KV flash-decoding ---------------------------------------- */
@@ -289,6 +340,7 @@ struct rows_args {
     void *out;        /* non-NULL: one split, write the result directly */
     float *lse;       /* with out: optional lse */
     unsigned rows, Hq, Hkv, G, P, chunk;
+    unsigned row0; /* first row of this launch (grids are split in x) */
     float scale;
 };
 
@@ -303,7 +355,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
     __shared__ float sm_m[NW][GB], sm_l[NW][GB];
     __shared__ float sm_o[NW][GB][D];
 
-    const unsigned row = blockIdx.x, qh0 = blockIdx.y * GB, split = blockIdx.z;
+    const unsigned row = a.row0 + blockIdx.x, qh0 = blockIdx.y * GB, split = blockIdx.z;
     const unsigned kvh = qh0 / a.G;
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned req = a.row_req[row], len = a.row_len[row];
@@ -399,10 +451,10 @@ struct fin_args {
 
 /* grid.x = row * Hq + head, block = D threads. */
 template <typename T>
-__global__ void finalize_kernel(fin_args f)
+__global__ void finalize_kernel(fin_args f, size_t b0)
 {
     typedef elem<T> E;
-    const size_t idx = blockIdx.x;
+    const size_t idx = b0 + blockIdx.x;
     const unsigned d = threadIdx.x;
     const size_t n = (size_t)f.rows * f.Hq;
     const unsigned row = (unsigned)(idx / f.Hq), h = (unsigned)(idx % f.Hq);
@@ -438,10 +490,10 @@ template <typename T, int D>
 static void launch_rows_d(dim3 grid, cudaStream_t s, const rows_args &a, unsigned gb)
 {
     switch (gb) {
-    case 8: rows_kernel<T, D, 8><<<grid, NW * 32, 0, s>>>(a); break;
-    case 4: rows_kernel<T, D, 4><<<grid, NW * 32, 0, s>>>(a); break;
-    case 2: rows_kernel<T, D, 2><<<grid, NW * 32, 0, s>>>(a); break;
-    default: rows_kernel<T, D, 1><<<grid, NW * 32, 0, s>>>(a); break;
+    case 8: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 8>)(a); break;
+    case 4: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 4>)(a); break;
+    case 2: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 2>)(a); break;
+    default: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 1>)(a); break;
     }
 }
 
@@ -457,36 +509,41 @@ static void launch_rows(dim3 grid, cudaStream_t s, const rows_args &a, unsigned 
 
 /* ---- cascade: shared prefix by GEMM ------------------------------------- */
 
-/* Qp[h][row][g][:] = q[row][h*G+g][:]. grid.x = row * Hq + head. */
-__global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, unsigned rows,
-                              unsigned Hq, unsigned G, unsigned row_units)
+/* Qp[h][i][:] = q[row][h*G+g][:] for score rows m = m0 + i = row*G + g of
+ * one row block of mb. grid.x = i * Hkv + h. */
+__global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, size_t m0,
+                              size_t mb, unsigned Hkv, unsigned G, unsigned row_units,
+                              size_t b0)
 {
-    unsigned row = blockIdx.x / Hq, h = blockIdx.x % Hq;
-    size_t dst = (((size_t)(h / G) * rows + row) * G + h % G) * row_units;
-    size_t src = (size_t)blockIdx.x * row_units;
-    for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x)
-        qp[dst + i] = q[src + i];
+    const size_t bi = b0 + blockIdx.x, i = bi / Hkv, m = m0 + i;
+    const unsigned h = (unsigned)(bi % Hkv), qh = h * G + (unsigned)(m % G);
+    size_t src = ((m / G) * Hkv * G + qh) * row_units;
+    size_t dst = ((size_t)h * mb + i) * row_units;
+    for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x)
+        qp[dst + u] = q[src + u];
 }
 
-/* Kg[h][s][:] = K[token s of the shared pages][h][:]. grid.x = s * Hkv + h. */
+/* Kg[h][j][:] = K[token c0 + j of the shared pages][h][:] for one KV chunk
+ * of cn tokens (V likewise). grid.x = j * Hkv + h. */
 __global__ void gather_kv_kernel(const unsigned short *kb, const unsigned short *vb,
                                  unsigned short *kg, unsigned short *vg,
-                                 const unsigned *pages, unsigned S, unsigned Hkv,
-                                 unsigned P, unsigned row_units)
+                                 const unsigned *pages, size_t c0, size_t cn,
+                                 unsigned Hkv, unsigned P, unsigned row_units, size_t b0)
 {
-    unsigned s = blockIdx.x / Hkv, h = blockIdx.x % Hkv;
+    const size_t bi = b0 + blockIdx.x, j = bi / Hkv, s = c0 + j;
+    const unsigned h = (unsigned)(bi % Hkv);
     size_t tok = (size_t)pages[s / P] * P + s % P;
     size_t src = (tok * Hkv + h) * row_units;
-    size_t dst = ((size_t)h * S + s) * row_units;
-    for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x) {
-        kg[dst + i] = kb[src + i];
-        vg[dst + i] = vb[src + i];
+    size_t dst = ((size_t)h * cn + j) * row_units;
+    for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x) {
+        kg[dst + u] = kb[src + u];
+        vg[dst + u] = vb[src + u];
     }
 }
 
-__global__ void fill_kernel(float *p, size_t n, float x)
+__global__ void fill_kernel(float *p, size_t n, float x, size_t b0)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t i = (b0 + blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n)
         p[i] = x;
 }
@@ -495,11 +552,11 @@ __global__ void fill_kernel(float *p, size_t n, float x)
  * cm/cl get m and the sum of the rounded p. grid.x = score row, 256 thr. */
 template <typename T>
 __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *cl,
-                               unsigned cols, float scale)
+                               unsigned cols, float scale, size_t b0)
 {
     typedef elem<T> E;
     __shared__ float red[256 / 32];
-    const size_t base = (size_t)blockIdx.x * cols;
+    const size_t r = b0 + blockIdx.x, base = r * cols;
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float mx = -INFINITY;
     for (unsigned i = threadIdx.x; i < cols; i += blockDim.x)
@@ -527,28 +584,31 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
         float t = 0.0f;
         for (unsigned w = 0; w < blockDim.x / 32; w++)
             t += red[w];
-        cm[blockIdx.x] = mx;
-        cl[blockIdx.x] = t;
+        cm[r] = mx;
+        cl[r] = t;
     }
 }
 
-/* acc <- merge(acc, chunk): chunk o = oc / cl, lse = cm + log(cl).
- * grid.x = score row, block = D. */
+/* acc <- merge(acc, chunk): chunk o = oc / cl, lse = cm + log(cl). The
+ * chunk covers score rows m0 .. m0+mb of every kv head; acc holds all M.
+ * grid.x = h * mb + i, block = D. */
 __global__ void combine_kernel(float *ao, float *alse, const float *oc, const float *cm,
-                               const float *cl, unsigned D)
+                               const float *cl, unsigned D, size_t m0, size_t mb, size_t M,
+                               size_t b0)
 {
-    const size_t r = blockIdx.x;
+    const size_t r = b0 + blockIdx.x;
+    const size_t a = (r / mb) * M + m0 + r % mb;
     const unsigned d = threadIdx.x;
     float lc = cm[r] + logf(cl[r]);
-    float la = alse[r];
-    float M = fmaxf(la, lc);
-    float wa = la == -INFINITY ? 0.0f : __expf(la - M);
-    float wc = __expf(lc - M);
+    float la = alse[a];
+    float Mx = fmaxf(la, lc);
+    float wa = la == -INFINITY ? 0.0f : __expf(la - Mx);
+    float wc = __expf(lc - Mx);
     float s = wa + wc;
-    ao[r * D + d] = (ao[r * D + d] * wa + oc[r * D + d] / cl[r] * wc) / s;
-    __syncthreads(); /* every thread has read alse[r] */
+    ao[a * D + d] = (ao[a * D + d] * wa + oc[r * D + d] / cl[r] * wc) / s;
+    __syncthreads(); /* every thread has read alse[a] */
     if (d == 0)
-        alse[r] = M + logf(s);
+        alse[a] = Mx + logf(s);
 }
 
 static cudaDataType_t blas_type(rkv_dtype dt)
@@ -561,84 +621,92 @@ static cudaDataType_t blas_type(rkv_dtype dt)
 }
 
 template <typename T>
-static void launch_softmax(unsigned nrows, cudaStream_t s, const float *sc, void *p,
-                           float *cm, float *cl, unsigned cols, float scale)
+static rkv_status launch_softmax(const rkv_attn_cuda *c, size_t nrows, const float *sc,
+                                 void *p, float *cm, float *cl, unsigned cols, float scale,
+                                 const char *fn)
 {
-    softmax_kernel<T><<<nrows, 256, 0, s>>>(sc, p, cm, cl, cols, scale);
+    return launch_1d(c, nrows, fn, [&](unsigned nb, size_t b0) {
+        RKV_LAUNCH(nb, 256, 0, c->stream, softmax_kernel<T>)(sc, p, cm, cl, cols, scale, b0);
+    });
 }
 
-/* Shared-prefix state of every (row, head) into xo [Hkv][rows*G][D], xl. */
+/* Shared-prefix state of every (row, head) into xo [Hkv][rows*G][D], xl,
+ * in KV chunks of C tokens (gathered once each) and score-row blocks of
+ * Mb rows, so that the chunk buffers stay within the cascade budget. */
 static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                  const void *kbase, const void *vbase,
                                  const rkv_attn_rows *rows, const rkv_attn_shared *sh,
                                  const void *q, float scale, char *ws, size_t off_pages,
                                  size_t off_qp, size_t off_kg, size_t off_vg,
                                  size_t off_sc, size_t off_p, size_t off_oc, size_t off_cm,
-                                 size_t off_cl, float *xo, float *xl, unsigned C)
+                                 size_t off_cl, float *xo, float *xl, unsigned C, unsigned Mb)
 {
     static const char fn[] = "rkv_attn_cascade";
     const unsigned Hkv = g->num_kv_heads, Hq = g->num_qo_heads, G = Hq / Hkv;
-    const unsigned D = g->head_dim, S = sh->num_pages * g->page_size;
-    const unsigned M = rows->num_rows * G;
+    const unsigned D = g->head_dim;
+    const size_t S = (size_t)sh->num_pages * g->page_size, M = (size_t)rows->num_rows * G;
     const unsigned row_bytes = (unsigned)(D * g->elem_size);
     if (c->blas == NULL) {
         BLAS_TRY(cublasCreate(&c->blas), fn);
         BLAS_TRY(cublasSetStream(c->blas, c->stream), fn);
     }
-    /* row_bytes / 2 below: both copy kernels move 16-bit units */
-    pack_q_kernel<<<rows->num_rows * Hq, 64, 0, c->stream>>>(
-        (const unsigned short *)q, (unsigned short *)(ws + off_qp), rows->num_rows, Hq, G,
-        row_bytes / 2);
-    LAUNCH_CHECK(fn);
-    gather_kv_kernel<<<S * Hkv, 64, 0, c->stream>>>(
-        (const unsigned short *)kbase, (const unsigned short *)vbase,
-        (unsigned short *)(ws + off_kg), (unsigned short *)(ws + off_vg),
-        (const unsigned *)(ws + off_pages), S, Hkv, g->page_size, row_bytes / 2);
-    LAUNCH_CHECK(fn);
     size_t nst = (size_t)Hkv * M;
     CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
-    fill_kernel<<<(unsigned)((nst + 255) / 256), 256, 0, c->stream>>>(xl, nst, -INFINITY);
-    LAUNCH_CHECK(fn);
+    ST_TRY(launch_1d(c, (nst + 255) / 256, fn, [&](unsigned nb, size_t b0) {
+        RKV_LAUNCH(nb, 256, 0, c->stream, fill_kernel)(xl, nst, -INFINITY, b0);
+    }));
     const cudaDataType_t dt = blas_type(g->dtype);
     const float one = 1.0f, zero = 0.0f;
-    const size_t es = g->elem_size;
-    for (unsigned c0 = 0; c0 < S; c0 += C) {
-        unsigned Cn = S - c0 < C ? S - c0 : C;
-        /* scores[h] (M x Cn, row-major) = Qp[h] (M x D) . Kg[h][c0..]^T */
-        BLAS_TRY(cublasGemmStridedBatchedEx(
-                     c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Cn, (int)M, (int)D, &one,
-                     ws + off_kg + (size_t)c0 * D * es, dt, (int)D, (long long)S * D,
-                     ws + off_qp, dt, (int)D, (long long)M * D, &zero, ws + off_sc,
-                     CUDA_R_32F, (int)Cn, (long long)M * Cn, (int)Hkv, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT),
-                 fn);
-        float *cm = (float *)(ws + off_cm), *cl = (float *)(ws + off_cl);
-        switch (g->dtype) {
-        case RKV_DTYPE_F16:
-            launch_softmax<f16_t>((unsigned)nst, c->stream, (const float *)(ws + off_sc),
-                                  ws + off_p, cm, cl, Cn, scale);
-            break;
-        case RKV_DTYPE_BF16:
-            launch_softmax<bf16_t>((unsigned)nst, c->stream, (const float *)(ws + off_sc),
-                                   ws + off_p, cm, cl, Cn, scale);
-            break;
-        default:
-            launch_softmax<float>((unsigned)nst, c->stream, (const float *)(ws + off_sc),
-                                  ws + off_p, cm, cl, Cn, scale);
-            break;
+    float *cm = (float *)(ws + off_cm), *cl = (float *)(ws + off_cl);
+    for (size_t c0 = 0; c0 < S; c0 += C) {
+        const unsigned Cn = (unsigned)(S - c0 < C ? S - c0 : C);
+        /* row_bytes / 2: the copy kernels move 16-bit units */
+        ST_TRY(launch_1d(c, (size_t)Cn * Hkv, fn, [&](unsigned nb, size_t b0) {
+            RKV_LAUNCH(nb, 64, 0, c->stream, gather_kv_kernel)(
+                (const unsigned short *)kbase, (const unsigned short *)vbase,
+                (unsigned short *)(ws + off_kg), (unsigned short *)(ws + off_vg),
+                (const unsigned *)(ws + off_pages), c0, (size_t)Cn, Hkv, g->page_size,
+                row_bytes / 2, b0);
+        }));
+        for (size_t m0 = 0; m0 < M; m0 += Mb) {
+            const size_t mb = M - m0 < Mb ? M - m0 : Mb;
+            const size_t nsb = Hkv * mb;
+            ST_TRY(launch_1d(c, nsb, fn, [&](unsigned nb, size_t b0) {
+                RKV_LAUNCH(nb, 64, 0, c->stream, pack_q_kernel)(
+                    (const unsigned short *)q, (unsigned short *)(ws + off_qp), m0, mb, Hkv,
+                    G, row_bytes / 2, b0);
+            }));
+            /* scores[h] (mb x Cn, row-major) = Qp[h] (mb x D) . Kg[h]^T */
+            BLAS_TRY(cublasGemmStridedBatchedEx(
+                         c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Cn, (int)mb, (int)D, &one,
+                         ws + off_kg, dt, (int)D, (long long)Cn * D, ws + off_qp, dt, (int)D,
+                         (long long)mb * D, &zero, ws + off_sc, CUDA_R_32F, (int)Cn,
+                         (long long)mb * Cn, (int)Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     fn);
+            const float *sc = (const float *)(ws + off_sc);
+            switch (g->dtype) {
+            case RKV_DTYPE_F16:
+                ST_TRY(launch_softmax<f16_t>(c, nsb, sc, ws + off_p, cm, cl, Cn, scale, fn));
+                break;
+            case RKV_DTYPE_BF16:
+                ST_TRY(launch_softmax<bf16_t>(c, nsb, sc, ws + off_p, cm, cl, Cn, scale, fn));
+                break;
+            default:
+                ST_TRY(launch_softmax<float>(c, nsb, sc, ws + off_p, cm, cl, Cn, scale, fn));
+                break;
+            }
+            /* oc[h] (mb x D) = P[h] (mb x Cn) . Vg[h] (Cn x D) */
+            BLAS_TRY(cublasGemmStridedBatchedEx(
+                         c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)D, (int)mb, (int)Cn, &one,
+                         ws + off_vg, dt, (int)D, (long long)Cn * D, ws + off_p, dt, (int)Cn,
+                         (long long)mb * Cn, &zero, ws + off_oc, CUDA_R_32F, (int)D,
+                         (long long)mb * D, (int)Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     fn);
+            ST_TRY(launch_1d(c, nsb, fn, [&](unsigned nb, size_t b0) {
+                RKV_LAUNCH(nb, D, 0, c->stream, combine_kernel)(
+                    xo, xl, (const float *)(ws + off_oc), cm, cl, D, m0, mb, M, b0);
+            }));
         }
-        LAUNCH_CHECK(fn);
-        /* oc[h] (M x D) = P[h] (M x Cn) . Vg[h][c0..] (Cn x D) */
-        BLAS_TRY(cublasGemmStridedBatchedEx(
-                     c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)D, (int)M, (int)Cn, &one,
-                     ws + off_vg + (size_t)c0 * D * es, dt, (int)D, (long long)S * D,
-                     ws + off_p, dt, (int)Cn, (long long)M * Cn, &zero, ws + off_oc,
-                     CUDA_R_32F, (int)D, (long long)M * D, (int)Hkv, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT),
-                 fn);
-        combine_kernel<<<(unsigned)nst, D, 0, c->stream>>>(
-            xo, xl, (const float *)(ws + off_oc), cm, cl, D);
-        LAUNCH_CHECK(fn);
     }
     return RKV_OK;
 }
@@ -679,24 +747,34 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     size_t off_pl = cv.add(direct ? 0 : splits * nst * 4);
     size_t off_qp = 0, off_kg = 0, off_vg = 0, off_sc = 0, off_p = 0;
     size_t off_oc = 0, off_cm = 0, off_cl = 0, off_xo = 0, off_xl = 0;
-    unsigned C = 0;
+    unsigned C = 0, MB = 0;
     if (shared != NULL) {
         const size_t S = (size_t)shared->num_pages * g->page_size, M = (size_t)nrows * G;
         const size_t es = g->elem_size;
-        /* score chunk: keep Hkv * M * C * (4 + es) within 256 MiB */
-        size_t cmax = ((size_t)256 << 20) / (Hkv * M * (4 + es));
-        cmax = cmax / 64 * 64;
-        if (cmax < 64)
+        /* Chunk buffers per kv head: Mb*(D*es + D*4 + 8) for packed q,
+         * chunk output and chunk m/l; 2*C*D*es for the gathered K and V;
+         * Mb*C*(4 + es) for scores and P. Keep them within the budget: all
+         * rows with the largest C (>= 64) that fits, else fewer rows. */
+        const size_t per_row = D * es + D * 4 + 8, per_tok = 2 * D * es;
+        const size_t bud = c->cascade_budget / Hkv;
+        size_t Mb = M, cmax = 0;
+        if (bud > M * (per_row + 64 * (4 + es)) + 64 * per_tok)
+            cmax = (bud - M * per_row) / (per_tok + M * (4 + es)) / 64 * 64;
+        if (cmax < 64) {
             cmax = 64;
+            size_t fit = bud > 64 * per_tok ? (bud - 64 * per_tok) / (per_row + 64 * (4 + es)) : 0;
+            Mb = fit < 1 ? 1 : fit < M ? fit : M;
+        }
         C = (unsigned)(S < cmax ? S : cmax);
-        off_qp = cv.add(Hkv * M * D * es);
-        off_kg = cv.add(Hkv * S * D * es);
-        off_vg = cv.add(Hkv * S * D * es);
-        off_sc = cv.add(Hkv * M * C * 4);
-        off_p = cv.add(Hkv * M * C * es);
-        off_oc = cv.add(Hkv * M * D * 4);
-        off_cm = cv.add(Hkv * M * 4);
-        off_cl = cv.add(Hkv * M * 4);
+        MB = (unsigned)Mb;
+        off_qp = cv.add(Hkv * Mb * D * es);
+        off_kg = cv.add(Hkv * C * D * es);
+        off_vg = cv.add(Hkv * C * D * es);
+        off_sc = cv.add(Hkv * Mb * C * 4);
+        off_p = cv.add(Hkv * Mb * C * es);
+        off_oc = cv.add(Hkv * Mb * D * 4);
+        off_cm = cv.add(Hkv * Mb * 4);
+        off_cl = cv.add(Hkv * Mb * 4);
         off_xo = cv.add(Hkv * M * D * 4);
         off_xl = cv.add(Hkv * M * 4);
     }
@@ -741,13 +819,20 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     a.P = g->page_size;
     a.chunk = chunk;
     a.scale = sm_scale;
-    dim3 grid(nrows, Hq / gb, (unsigned)splits);
-    switch (g->dtype) {
-    case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, gb); break;
-    case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, gb); break;
-    default: launch_rows<float>(grid, c->stream, a, D, gb); break;
-    }
-    LAUNCH_CHECK(fn);
+    if (Hq / gb > 65535)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: %u query head groups exceed a grid's y (65535)", fn, Hq / gb);
+    st = launch_1d(c, nrows, fn, [&](unsigned nb, size_t b0) {
+        dim3 grid(nb, Hq / gb, (unsigned)splits);
+        a.row0 = (unsigned)b0;
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, gb); break;
+        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, gb); break;
+        default: launch_rows<float>(grid, c->stream, a, D, gb); break;
+        }
+    });
+    if (st != RKV_OK)
+        return st;
     if (direct)
         return RKV_OK;
 
@@ -761,7 +846,7 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
         f.xlse = (const float *)(ws + off_xl);
         st = cascade_shared(c, g, kbase, vbase, rows, shared, q, sm_scale, ws, off_pages,
                             off_qp, off_kg, off_vg, off_sc, off_p, off_oc, off_cm, off_cl,
-                            (float *)(ws + off_xo), (float *)(ws + off_xl), C);
+                            (float *)(ws + off_xo), (float *)(ws + off_xl), C, MB);
         if (st != RKV_OK)
             return st;
     }
@@ -772,26 +857,26 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     f.G = G;
     f.D = D;
     f.splits = (unsigned)splits;
-    switch (g->dtype) {
-    case RKV_DTYPE_F16: finalize_kernel<f16_t><<<(unsigned)nst, D, 0, c->stream>>>(f); break;
-    case RKV_DTYPE_BF16:
-        finalize_kernel<bf16_t><<<(unsigned)nst, D, 0, c->stream>>>(f);
-        break;
-    default: finalize_kernel<float><<<(unsigned)nst, D, 0, c->stream>>>(f); break;
-    }
-    LAUNCH_CHECK(fn);
-    return RKV_OK;
+    return launch_1d(c, nst, fn, [&](unsigned nb, size_t b0) {
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
+        case RKV_DTYPE_BF16:
+            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
+            break;
+        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
+        }
+    });
 }
 
 /* ---- merge ---------------------------------------------------------------- */
 
 template <typename T>
 __global__ void merge_kernel(const void *va, const float *la, const void *vb,
-                             const float *lb, void *vo, float *lo, unsigned D)
+                             const float *lb, void *vo, float *lo, unsigned D, size_t b0)
 {
     typedef elem<T> E;
     typedef typename E::raw raw;
-    const size_t i = blockIdx.x;
+    const size_t i = b0 + blockIdx.x;
     const unsigned d = threadIdx.x;
     float a = la[i], b = lb[i];
     float M = fmaxf(a, b);
@@ -804,7 +889,13 @@ __global__ void merge_kernel(const void *va, const float *la, const void *vb,
         wa *= inv;
         wb *= inv;
     }
-    float x = E::load((const raw *)va, i * D + d) * wa + E::load((const raw *)vb, i * D + d) * wb;
+    /* an empty state (weight 0) is skipped, not multiplied: its values
+     * may be anything, NaN included */
+    float x = 0.0f;
+    if (wa != 0.0f)
+        x += E::load((const raw *)va, i * D + d) * wa;
+    if (wb != 0.0f)
+        x += E::load((const raw *)vb, i * D + d) * wb;
     __syncthreads(); /* every thread has read its inputs before out may alias them */
     E::store((raw *)vo, i * D + d, x);
     if (lo != NULL && d == 0)
@@ -818,22 +909,23 @@ extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom 
 {
     static const char fn[] = "rkv_attn_merge";
     GUARD(c->device, fn);
-    switch (g->dtype) {
-    case RKV_DTYPE_F16:
-        merge_kernel<f16_t><<<n, g->head_dim, 0, c->stream>>>(v_a, lse_a, v_b, lse_b, v_out,
-                                                              lse_out, g->head_dim);
-        break;
-    case RKV_DTYPE_BF16:
-        merge_kernel<bf16_t><<<n, g->head_dim, 0, c->stream>>>(v_a, lse_a, v_b, lse_b,
-                                                               v_out, lse_out, g->head_dim);
-        break;
-    default:
-        merge_kernel<float><<<n, g->head_dim, 0, c->stream>>>(v_a, lse_a, v_b, lse_b, v_out,
-                                                              lse_out, g->head_dim);
-        break;
-    }
-    LAUNCH_CHECK(fn);
-    return RKV_OK;
+    const unsigned D = g->head_dim;
+    return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
+        switch (g->dtype) {
+        case RKV_DTYPE_F16:
+            RKV_LAUNCH(nb, D, 0, c->stream, merge_kernel<f16_t>)(v_a, lse_a, v_b, lse_b, v_out,
+                                                                 lse_out, D, b0);
+            break;
+        case RKV_DTYPE_BF16:
+            RKV_LAUNCH(nb, D, 0, c->stream, merge_kernel<bf16_t>)(v_a, lse_a, v_b, lse_b, v_out,
+                                                                  lse_out, D, b0);
+            break;
+        default:
+            RKV_LAUNCH(nb, D, 0, c->stream, merge_kernel<float>)(v_a, lse_a, v_b, lse_b, v_out,
+                                                                 lse_out, D, b0);
+            break;
+        }
+    });
 }
 
 /* ---- block copies --------------------------------------------------------- */

@@ -49,6 +49,11 @@ typedef struct rkv_attn_shared {
 
 size_t rkv_attn_dtype_size(rkv_dtype d);
 
+#define RKV_ATTN_CASCADE_BUDGET ((size_t)256 << 20)
+/* Internal tunable (tests): the device memory budget of a CUDA cascade's
+ * shared-prefix chunks; 0 restores the default. No effect on host pools. */
+void rkv_attn_set_cascade_budget(rkv_attn *attn, size_t bytes);
+
 /* CPU reference. o32 / lse32: fp32 partial state of every (row, head). */
 void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
                        const void *vbase, const rkv_attn_rows *rows,
@@ -77,6 +82,9 @@ rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
                               const rkv_attn_rows *rows,
                               const rkv_attn_shared *shared, const void *q,
                               float sm_scale, void *out, float *lse);
+/* Bytes the cascade's shared-prefix buffers may take (default
+ * RKV_ATTN_CASCADE_BUDGET); tests lower it to run many chunks. */
+void rkv_attn_cuda_set_cascade_budget(rkv_attn_cuda *c, size_t bytes);
 rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                uint32_t n, const void *v_a, const float *lse_a,
                                const void *v_b, const float *lse_b,

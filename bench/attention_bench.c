@@ -24,7 +24,7 @@
 
 #include "radixkv.h"
 
-#ifdef RKV_HAVE_CUDA
+#if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM) /* no GPU figures from the simulator */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #endif
@@ -252,7 +252,7 @@ static int cpu_bench(void)
 /* GPU                                                                      */
 /* ------------------------------------------------------------------------ */
 
-#ifdef RKV_HAVE_CUDA
+#if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM) /* no GPU figures from the simulator */
 #define CK(call)                                                                   \
     do {                                                                           \
         cudaError_t e_ = (call);                                                   \
@@ -494,7 +494,7 @@ int main(void)
     pc.device = RKV_DEVICE_CUDA;
     rkv_status s = rkv_pool_create(&pc, &probe);
     rkv_pool_destroy(probe);
-#ifdef RKV_HAVE_CUDA
+#if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM) /* no GPU figures from the simulator */
     if (s == RKV_OK)
         return gpu_bench();
 #endif

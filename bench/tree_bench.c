@@ -24,10 +24,13 @@
  * are printed alongside for comparison.
  *
  * Usage: tree_bench [--trace FILE] [--page-size P] [--capacity-tokens N]
- *                   [--quick]
+ *                   [--events RING] [--quick]
  * The trace is found from --trace, else $RKV_TRACE, else by walking up from
  * the current directory to bench/traces/mooncake_conversation_trace.jsonl,
- * else the copy embedded in the binary. --page-size replaces the trace's
+ * else the copy embedded in the binary. --events RING turns KV events on
+ * (rkv_tree_config.event_ring = RING); each request's events are drained
+ * after it, outside the timed calls, so the figures show what recording
+ * costs inside match / alloc+evict / insert. --page-size replaces the trace's
  * page sizes (16 and 512) with one; the agentic loop uses it too (default
  * 16). --quick: fewer sessions and the first 2,000 trace requests.
  */
@@ -50,6 +53,10 @@ static double now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
+
+/* --events: ring capacity (0 = off) and events drained so far */
+static uint32_t g_event_ring;
+static uint64_t g_events_drained;
 
 static void die(const char *what, rkv_status st)
 {
@@ -111,7 +118,10 @@ static void env_open(bench_env *e, uint32_t L, uint64_t capacity_tokens)
     rkv_status st = rkv_pool_create(&cfg, &e->pool);
     if (st != RKV_OK)
         die("pool_create", st);
-    if ((st = rkv_tree_create(e->pool, NULL, &e->tree)) != RKV_OK)
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.event_ring = g_event_ring;
+    if ((st = rkv_tree_create(e->pool, &tc, &e->tree)) != RKV_OK)
         die("tree_create", st);
     e->P = P;
     e->logical_P = L;
@@ -194,6 +204,18 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
     if (need > 0 &&
         (st = rkv_pool_unref_n(e->pool, need, e->blocks + m.num_blocks)) != RKV_OK)
         die("unref_n", st);
+    if (g_event_ring != 0) {
+        static rkv_event evbuf[256];
+        uint32_t got;
+        do {
+            if ((st = rkv_tree_events_drain(e->tree, evbuf, 256, &got)) != RKV_OK)
+                die("events_drain", st);
+            for (uint32_t i = 0; i < got; i++)
+                if (evbuf[i].kind == RKV_EVENT_RESYNC)
+                    die("event ring overflow (raise --events)", RKV_ERR_STATE);
+            g_events_drained += got;
+        } while (got == 256);
+    }
     acc->requests++;
     acc->queried_tokens += n_query;
     acc->matched_tokens += m.matched_tokens;
@@ -466,11 +488,18 @@ int main(int argc, char **argv)
                 fprintf(stderr, "tree_bench: --capacity-tokens must be a whole number >= 1\n");
                 return 2;
             }
+        } else if (strcmp(argv[i], "--events") == 0 && i + 1 < argc) {
+            uint64_t v = 0;
+            if (!parse_u64(argv[++i], &v) || v < 2 || v > (1u << 24)) {
+                fprintf(stderr, "tree_bench: --events must be 2..16777216\n");
+                return 2;
+            }
+            g_event_ring = (uint32_t)v;
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
         } else {
             fprintf(stderr, "usage: tree_bench [--trace FILE] [--page-size P] "
-                            "[--capacity-tokens N] [--quick]\n");
+                            "[--capacity-tokens N] [--events RING] [--quick]\n");
             return 2;
         }
     }
@@ -550,6 +579,9 @@ int main(int argc, char **argv)
            "(tree host bytes + pool metadata) / cached tokens at the end; tree_s "
            "= match + alloc + insert time of the whole run; treeB/t = tree host "
            "bytes only. ev_pages counts evicted pool pages.\n");
+    if (g_event_ring != 0)
+        printf("KV events on: ring of %u, %llu events drained over all runs\n",
+               g_event_ring, (unsigned long long)g_events_drained);
     if (quick)
         printf("(--quick: first %zu trace requests only; not comparable to the "
                "full-trace SGLang figures)\n", ts.n);

@@ -25,6 +25,7 @@ static const rkv_cuda_backend rkv_cuda_table = {
     rkv_attn_cuda_merge,
     rkv_attn_cuda_copy_blocks,
     rkv_attn_cuda_copy_host,
+    rkv_attn_cuda_set_cascade_budget,
 };
 
 extern "C" __attribute__((visibility("default"))) const rkv_cuda_backend *

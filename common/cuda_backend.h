@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define RKV_CUDA_BACKEND_ABI 1u
+#define RKV_CUDA_BACKEND_ABI 2u
 #define RKV_CUDA_BACKEND_ENTRY rkv_cuda_backend_v1
 #define RKV_CUDA_BACKEND_ENTRY_NAME "rkv_cuda_backend_v1"
 #define RKV_CUDA_BACKEND_SONAME "libradixkv_cuda.so.0"
@@ -79,6 +79,9 @@ typedef struct rkv_cuda_backend {
     rkv_status (*copy_host)(int device, void *base, size_t seg, size_t stride,
                             uint32_t height, uint32_t n, const uint32_t *ids,
                             void *host, int to_host);
+    /* Bytes the cascade path may use for its chunk buffers (internal
+     * tunable, so tests reach the many-chunk path); 0 = default. */
+    void (*attn_set_cascade_budget)(rkv_attn_cuda *c, size_t bytes);
 } rkv_cuda_backend;
 
 /* The backend's one exported symbol (defined in common/cuda_backend.cu). */

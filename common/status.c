@@ -34,6 +34,7 @@ const char *rkv_strerror(rkv_status status)
     case RKV_ERR_FORMAT: return "malformed input";
     case RKV_ERR_IO: return "I/O error";
     case RKV_ERR_CORRUPT: return "invariant violated";
+    case RKV_ERR_PIN_CAP: return "pin refused: pinned pages would exceed the cap";
     }
     return "unknown status";
 }

@@ -64,7 +64,9 @@ typedef enum rkv_status {
                                  on the GPU path)                             */
     RKV_ERR_FORMAT = 12,      /* malformed input data (e.g. a trace line)     */
     RKV_ERR_IO = 13,          /* file could not be read or written            */
-    RKV_ERR_CORRUPT = 14      /* a *_check() found a broken invariant         */
+    RKV_ERR_CORRUPT = 14,     /* a *_check() found a broken invariant         */
+    RKV_ERR_PIN_CAP = 15      /* a pin would take pinned pages past the
+                                 tree's cap (rkv_tree_config.max_pinned_pct) */
 } rkv_status;
 
 /* Short fixed text for a status ("invalid argument"). Never NULL. */
@@ -202,10 +204,23 @@ typedef struct rkv_node {
     uint32_t gen;
 } rkv_node;
 
+/* Which unlocked, unpinned leaf eviction takes first. */
+typedef enum rkv_evict_policy {
+    RKV_EVICT_LRU = 0,      /* least recently used (default)                */
+    RKV_EVICT_PRIORITY = 1  /* lowest retention priority, then least
+                               recently used (TensorRT-LLM's priority LRU) */
+} rkv_evict_policy;
+
 typedef struct rkv_tree_config {
     uint32_t initial_nodes; /* capacity hint; 0 = default                   */
     int use_jemalloc;       /* 1 (default when built with jemalloc): node
                                memory from a dedicated jemalloc arena        */
+    uint32_t event_ring;    /* KV events (rkv_tree_events_drain): ring
+                               capacity in events, 2..2^24; 0 (default) =
+                               off, and events cost nothing                 */
+    int evict_policy;       /* rkv_evict_policy; default RKV_EVICT_LRU      */
+    uint32_t max_pinned_pct; /* pinned pages <= this % of the pool's blocks
+                               (0..100; default 50; 0: no pins)             */
 } rkv_tree_config;
 void rkv_tree_config_init(rkv_tree_config *cfg);
 
@@ -381,9 +396,9 @@ rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out);
 /* Releases exactly the lock *lease owns and zeroes *lease. */
 rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease);
 
-/* Frees at least n blocks by removing least-recently-used unlocked leaves
- * page by page from their tail (a parent that becomes a leaf joins the LRU
- * list). RKV_ERR_NO_SPACE, changing nothing, if fewer than n blocks are
+/* Frees at least n blocks by removing unlocked, unpinned leaves in the
+ * tree's eviction order (rkv_evict_policy) page by page from their tail (a
+ * parent that becomes a leaf joins the LRU lists). Never revokes a pin. RKV_ERR_NO_SPACE, changing nothing, if fewer than n blocks are
  * evictable. freed_out (may be NULL) gets the number of blocks freed.
  * A block counts as freed when its pool ref count reaches 0: if the caller
  * holds references to cached blocks outside the tree without a lock,
@@ -398,15 +413,197 @@ rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out);
 rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
                                  rkv_block_id *out);
 
+/*
+ * Retention (radix/tree_retain.c): priorities and TTL pins for agentic
+ * serving. Time is the caller's: every call that needs it takes now_ms
+ * (any monotonic millisecond clock; it must never go back) and the library
+ * never reads a clock. Calls without now_ms (match, insert, evict,
+ * alloc_blocks) use the time of the last call that had one.
+ *
+ *   - Priority (0..100, default 35; TensorRT-LLM's semantics: higher is
+ *     evicted later) belongs to cached pages; with RKV_EVICT_PRIORITY,
+ *     eviction takes the lowest-priority leaf first, least recently used
+ *     among equals (101 LRU lists, O(1) per eviction). RKV_EVICT_LRU keeps
+ *     priorities but ignores them. New pages get 35; a split keeps them.
+ *   - A pin keeps tokens[0..pin_tokens) (full pages) cached until its
+ *     deadline, now_ms + ttl_ms; a later retain of the same prefix by the
+ *     same owner, or rkv_tree_pins_extend, pushes the deadline out (never
+ *     in): each use of the prefix should renew it ("t ms after last use").
+ *     Pinned pages are out of eviction like locked ones (they count in
+ *     stats.locked_blocks). A pin whose deadline is <= now_ms expires at the
+ *     next call with now_ms and its pages return to ordinary eviction with
+ *     their last-use order (expiry is not a use).
+ *   - Cap: pages under pins (counted once, the whole prefix) never exceed
+ *     max_pinned_pct of the pool; a pin that would is refused
+ *     (RKV_ERR_PIN_CAP, nothing changes; retry without the pin).
+ *   - Progress: rkv_tree_alloc_blocks evicts unpinned pages first; only
+ *     when free + unpinned-evictable blocks cannot serve it does it revoke
+ *     pins, earliest deadline first, just enough (stats pins_revoked), so a
+ *     pin never makes a running request fail for space. rkv_tree_evict never
+ *     revokes pins.
+ *   - Owners: any 64-bit session id. rkv_tree_pins_release drops all of an
+ *     owner's pins (session ended); rkv_tree_pins_extend renews them (a
+ *     tool call started; expected back in ttl_ms). Both are O(pins held).
+ *   - rkv_tree_reset drops every pin (it still refuses while leases are
+ *     held); rkv_tree_destroy drops them with the tree.
+ */
+#define RKV_PRIORITY_MAX 100
+#define RKV_PRIORITY_DEFAULT 35
+
+typedef struct rkv_retention {
+    int priority;        /* 0..100 for pages wholly inside
+                            [prio_begin, prio_end) tokens; -1: unchanged   */
+    size_t prio_begin, prio_end;
+    size_t pin_tokens;   /* pin tokens[0..pin_tokens) (rounded down to full
+                            pages, <= n); 0: no pin                        */
+    uint64_t ttl_ms;     /* pin deadline = now_ms + ttl_ms (> 0 with a pin) */
+    uint64_t owner;      /* session that owns the pin                      */
+} rkv_retention;
+/* priority -1, no pin. */
+void rkv_retention_init(rkv_retention *r);
+
+typedef struct rkv_retain_result {
+    uint32_t prio_pages;   /* cached pages whose priority was set          */
+    uint32_t pinned_pages; /* cached pages the pin covers (0: no pin made) */
+    uint32_t new_pinned_pages; /* of those, pages not pinned before        */
+} rkv_retain_result;
+
+/* Applies r to the cached part of tokens[0..n) in ns (pages not cached are
+ * ignored: insert first). Advances the time to now_ms first, expiring pins
+ * as rkv_tree_set_time does; that part stays even when the rest fails
+ * (RKV_ERR_INVALID_ARG, RKV_ERR_NOMEM, RKV_ERR_PIN_CAP), which changes
+ * nothing else. May split nodes at range ends (handles stay valid). out may
+ * be NULL. */
+rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
+                           const int32_t *tokens, size_t n,
+                           const rkv_retention *r, uint64_t now_ms,
+                           rkv_retain_result *out);
+/* Sets the tree's time; pins with deadline <= now_ms expire.
+ * RKV_ERR_INVALID_ARG if now_ms is before the tree's time. */
+rkv_status rkv_tree_set_time(rkv_tree *tree, uint64_t now_ms);
+/* Every pin of owner gets deadline max(deadline, now_ms + ttl_ms) (after
+ * the time moved to now_ms). count (may be NULL): pins extended. */
+rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner,
+                                uint64_t ttl_ms, uint64_t now_ms,
+                                uint32_t *count);
+/* Drops every pin of owner now; count (may be NULL): pins dropped. */
+rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner,
+                                 uint32_t *count);
+
+typedef struct rkv_retention_stats {
+    uint64_t pins;          /* pins held                                    */
+    uint64_t pinned_blocks; /* pages under at least one pin                 */
+    uint64_t pin_cap_blocks; /* the cap on pinned_blocks                    */
+    uint64_t now_ms;        /* the tree's time                              */
+    uint64_t pins_made, pins_renewed, pins_expired, pins_released,
+             pins_revoked, pins_refused;
+} rkv_retention_stats;
+rkv_status rkv_tree_retention_stats(const rkv_tree *tree,
+                                    rkv_retention_stats *out);
+/* A cached node's priority. */
+rkv_status rkv_tree_node_priority(const rkv_tree *tree, rkv_node node,
+                                  int *priority);
+
 /* Drops every cached prefix. RKV_ERR_BUSY (nothing changes) while any lease
  * is held. Every handle from before becomes stale. Cumulative counters
  * (queried/hit tokens, inserted, evicted, splits) are kept. */
 rkv_status rkv_tree_reset(rkv_tree *tree);
 
+/*
+ * KV events: what the tree caches and drops, for an embedder that tells a
+ * fleet router (router/, include/radixkv_router.h) or any other consumer.
+ * Off unless rkv_tree_config.event_ring > 0; then the ring of that many
+ * events is allocated at create time and recording never allocates, so it
+ * cannot make a call fail.
+ *
+ *   BLOCK_STORED   pages became cached: hashes[] are their chained block
+ *                  hashes (rkv_block_hash) in chain order, parent_hash is
+ *                  the hash before hashes[0] (RKV_HASH_ROOT at the
+ *                  namespace root), ns and page_size say what they cover.
+ *   BLOCK_REMOVED  pages were evicted: hashes[] in the order dropped (a
+ *                  node's tail first); ns is set, parent_hash is 0.
+ *   ALL_CLEARED    rkv_tree_reset dropped everything.
+ *   RESYNC         events were lost (the ring was full): `lost` events
+ *                  starting at seq were dropped. The consumer must rebuild
+ *                  its view from rkv_tree_snapshot().
+ *
+ * Every event has a sequence number, per tree, from 1, strictly increasing;
+ * dropped events use up theirs too, so the next event after a RESYNC has
+ * seq == resync.seq + resync.lost. A long store or eviction is split into
+ * events of at most RKV_EVENT_MAX_HASHES hashes (each with its own seq and
+ * the right parent_hash). medium is RKV_MEDIUM_DEVICE for now (tiers later).
+ *
+ * Exactness: replaying the events in order into a set of (ns, hash, parent)
+ * gives rkv_tree_snapshot() after every call. A call that fails records
+ * nothing, with one documented exception: rkv_tree_evict and
+ * rkv_tree_alloc_blocks can evict and then fail (blocks referenced outside
+ * the tree; see rkv_tree_evict), and record the evictions that happened.
+ *
+ * Overflow: an event is recorded only while it leaves one slot free; when
+ * it would not, a RESYNC marker takes that slot at the point of loss and
+ * every later event is dropped (counted in the marker) until the marker is
+ * drained. Nothing is lost silently.
+ */
+#define RKV_EVENT_MAX_HASHES 16u
+
+typedef enum rkv_event_kind {
+    RKV_EVENT_BLOCK_STORED = 1,
+    RKV_EVENT_BLOCK_REMOVED = 2,
+    RKV_EVENT_ALL_CLEARED = 3,
+    RKV_EVENT_RESYNC = 4
+} rkv_event_kind;
+
+typedef enum rkv_medium {
+    RKV_MEDIUM_DEVICE = 0, /* the pool's memory (GPU or host pool)         */
+    RKV_MEDIUM_HOST = 1,   /* reserved for a host tier                      */
+    RKV_MEDIUM_DISK = 2,   /* reserved for a storage tier                   */
+    RKV_MEDIUM_COUNT = 3
+} rkv_medium;
+
+typedef struct rkv_event {
+    uint64_t seq;
+    uint8_t kind;          /* rkv_event_kind                                */
+    uint8_t medium;        /* rkv_medium                                    */
+    uint16_t num_hashes;   /* 0..RKV_EVENT_MAX_HASHES                       */
+    uint32_t page_size;    /* tokens per block                              */
+    rkv_namespace ns;
+    uint64_t parent_hash;  /* BLOCK_STORED: hash before hashes[0]           */
+    uint64_t lost;         /* RESYNC: events dropped from seq on            */
+    uint64_t hashes[RKV_EVENT_MAX_HASHES];
+} rkv_event;
+
+/* Moves up to max of the oldest recorded events into out[] (caller-owned
+ * memory; nothing in it points into the tree, so it stays valid for as
+ * long as the caller keeps it) and frees their ring slots. *n_out gets the
+ * count (0: none pending). Draining a RESYNC marker re-arms recording.
+ * RKV_ERR_STATE when the tree was created with events off. */
+rkv_status rkv_tree_events_drain(rkv_tree *tree, rkv_event *out, uint32_t max,
+                                 uint32_t *n_out);
+
+/* One cached block, as a snapshot lists it. */
+typedef struct rkv_block_entry {
+    rkv_namespace ns;
+    uint64_t hash;
+    uint64_t parent_hash;  /* RKV_HASH_ROOT for a namespace's first page    */
+    uint32_t medium;       /* rkv_medium                                    */
+    uint32_t reserved;     /* 0                                             */
+} rkv_block_entry;
+
+/* Every cached block (parents before children) into out[0..cap): the full
+ * state for a consumer that must resync. *n_out gets the number of cached
+ * blocks; out == NULL (cap 0) only counts. cap too small: RKV_ERR_NO_SPACE
+ * (nothing written; *n_out says how many are needed). *seq_out (may be
+ * NULL) gets the seq of the last event recorded or dropped so far (0 if
+ * none, or events off): the snapshot is the state after that event, so a
+ * consumer applies it and then only events with a larger seq. Read-only;
+ * works with events off too. O(cached blocks + nodes). */
+rkv_status rkv_tree_snapshot(const rkv_tree *tree, rkv_block_entry *out,
+                             size_t cap, size_t *n_out, uint64_t *seq_out);
+
 typedef struct rkv_tree_stats {
     uint64_t cached_blocks;    /* pages held by the tree                    */
     uint64_t evictable_blocks; /* pages in unlocked nodes                   */
-    uint64_t locked_blocks;    /* pages in locked nodes                     */
+    uint64_t locked_blocks;    /* pages in locked nodes (pins included)     */
     uint64_t nodes;            /* excluding the namespace roots             */
     uint64_t namespaces;
     uint64_t queried_tokens;   /* sum of n over non-peek matches            */
@@ -460,19 +657,32 @@ typedef enum rkv_policy {
 rkv_status rkv_policy_from_name(const char *name, rkv_policy *out);
 const char *rkv_policy_name(rkv_policy policy);
 
+/* Largest max_batch_tokens: a plan's token rows are indexed by uint32 with
+ * room to spare. */
+#define RKV_SCHED_MAX_BATCH_TOKENS 0x7fffffffu
+
+/* rkv_sched_create refuses any field outside its range with
+ * RKV_ERR_INVALID_ARG and a message naming the field and the range. No
+ * field sizes an allocation: memory follows the live requests. */
 typedef struct rkv_sched_config {
-    rkv_policy policy;
+    rkv_policy policy;          /* RKV_POLICY_FCFS .. RKV_POLICY_BOUNDED   */
     uint32_t max_batch_tokens;  /* new tokens per step (prefill chunks +
-                                   decodes); default 8192                  */
-    uint32_t max_running;       /* default 256                             */
+                                   decodes); 1 .. RKV_SCHED_MAX_BATCH_TOKENS;
+                                   default 8192                            */
+    uint32_t max_running;       /* requests running at once; 1 ..
+                                   UINT32_MAX; default 256                 */
     uint32_t dedup_min_tokens;  /* in-batch de-duplication: hold a request
                                    whose uncached prefix shares at least
                                    this many tokens with a prefill in
-                                   flight; 0 disables; default 256         */
+                                   flight; 0 disables; any value;
+                                   default 256                             */
     double max_wait_ms;         /* bounded policy: a request waiting longer
-                                   goes first; default 10000               */
+                                   goes first; >= 0, +INFINITY allowed
+                                   (never overdue), NaN refused;
+                                   default 10000                           */
     double aging_per_s;         /* priority policy: priority gained per
-                                   second of waiting; default 1.0          */
+                                   second of waiting; finite, >= 0;
+                                   default 1.0                             */
 } rkv_sched_config;
 void rkv_sched_config_init(rkv_sched_config *cfg);
 

@@ -25,11 +25,14 @@ void rkv_tree_config_init(rkv_tree_config *cfg)
     if (cfg == NULL)
         return;
     cfg->initial_nodes = 0;
+    cfg->evict_policy = RKV_EVICT_LRU;
+    cfg->max_pinned_pct = 50;
 #ifdef RKV_HAVE_JEMALLOC
     cfg->use_jemalloc = 1;
 #else
     cfg->use_jemalloc = 0;
 #endif
+    cfg->event_ring = 0;
 }
 
 rkv_pool *rkv_tree_pool(const rkv_tree *tree)
@@ -61,6 +64,8 @@ uint32_t rkv_tree_slot_take(rkv_tree *t)
         t->nodes[id].gen = 1;
     }
     rkv_tnode_clear(&t->nodes[id]);
+    if (t->meta != NULL)
+        t->meta[id] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, {0, 0, 0}};
     return id;
 }
 
@@ -76,8 +81,7 @@ void rkv_tree_slot_free(rkv_tree *t, uint32_t id)
 
 /* ---- prepared memory ------------------------------------------------------- */
 
-
-static void rkv_tree_prep_abort(rkv_tree *t, rkv_tree_prep *p)
+void rkv_tree_prep_abort(rkv_tree *t, rkv_tree_prep *p)
 {
     for (int i = 0; i < p->ndata; i++)
         rkv_node_mem_free(&t->mem, p->data[i],
@@ -85,6 +89,7 @@ static void rkv_tree_prep_abort(rkv_tree *t, rkv_tree_prep *p)
     rkv_node_mem_free(&t->mem, p->idx, (size_t)p->idx_cap * sizeof *p->idx);
     rkv_node_mem_free(&t->mem, p->nodes,
                       (size_t)p->nodes_cap * sizeof *p->nodes);
+    rkv_node_mem_free(&t->mem, p->meta, (size_t)p->nodes_cap * sizeof *p->meta);
     memset(p, 0, sizeof *p);
 }
 
@@ -107,6 +112,11 @@ rkv_status rkv_tree_prepare(rkv_tree *t, uint32_t add_nodes, int ndata,
         if (p->nodes == NULL)
             goto nomem;
         p->nodes_cap = (uint32_t)cap;
+        if (t->meta != NULL) {
+            p->meta = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *p->meta);
+            if (p->meta == NULL)
+                goto nomem;
+        }
     }
     if ((uint64_t)(t->idx_count + add_nodes) * 4 > (uint64_t)t->idx_cap * 3) {
         uint32_t cap = rkv_cidx_cap_for((uint64_t)t->idx_count + add_nodes);
@@ -138,6 +148,13 @@ void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p)
         memcpy(p->nodes, t->nodes, (size_t)t->nodes_used * sizeof *t->nodes);
         rkv_node_mem_free(&t->mem, t->nodes,
                           (size_t)t->nodes_cap * sizeof *t->nodes);
+        if (p->meta != NULL) {
+            memcpy(p->meta, t->meta, (size_t)t->nodes_used * sizeof *t->meta);
+            rkv_node_mem_free(&t->mem, t->meta,
+                              (size_t)t->nodes_cap * sizeof *t->meta);
+            t->meta = p->meta;
+            p->meta = NULL;
+        }
         t->nodes = p->nodes;
         t->nodes_cap = p->nodes_cap;
         p->nodes = NULL;
@@ -160,10 +177,23 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     rkv_tree_config_init(&def);
     if (cfg == NULL)
         cfg = &def;
+    if (cfg->evict_policy != RKV_EVICT_LRU &&
+        cfg->evict_policy != RKV_EVICT_PRIORITY)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_tree_create: unknown evict_policy %d",
+                             cfg->evict_policy);
+    if (cfg->max_pinned_pct > 100)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_tree_create: max_pinned_pct %u > 100",
+                             cfg->max_pinned_pct);
     if (cfg->initial_nodes > (1u << 30))
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_tree_create: initial_nodes %u too large",
                              cfg->initial_nodes);
+    if (cfg->event_ring == 1 || cfg->event_ring > RKV_EV_MAX_RING)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_tree_create: event_ring %u (0 = off, or "
+                             "2..%u events)", cfg->event_ring, RKV_EV_MAX_RING);
     /* the pool keeps one chained hash per block: a second tree would
      * overwrite the first one's */
     if (pool->tree != NULL)
@@ -189,7 +219,9 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->nodes = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *t->nodes);
     t->idx = rkv_node_mem_alloc(&t->mem, (size_t)t->idx_cap * sizeof *t->idx);
     t->owned = rkv_node_mem_alloc(&t->mem, t->owned_bytes);
-    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL) {
+    int ev_ok = rkv_ev_init(&t->events, &t->mem, cfg->event_ring);
+    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL || !ev_ok) {
+        rkv_ev_fini(&t->events, &t->mem);
         rkv_node_mem_free(&t->mem, t->nodes, (size_t)t->nodes_cap * sizeof *t->nodes);
         rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
         rkv_node_mem_free(&t->mem, t->owned, t->owned_bytes);
@@ -204,7 +236,11 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     rkv_tnode_clear(&t->nodes[0]);
     t->nodes_used = 1;
     t->free_head = RKV_NIL;
-    t->lru_head = t->lru_tail = RKV_NIL;
+    for (uint32_t b = 0; b < RKV_LRU_BUCKETS; b++)
+        t->lru_head[b] = t->lru_tail[b] = RKV_NIL;
+    t->policy = cfg->evict_policy;
+    t->pin_cap_blocks = (uint64_t)pool->cfg.num_blocks * cfg->max_pinned_pct / 100;
+    t->pin_free = RKV_NIL;
     rkv_lease_init(t);
     pool->tree = t;
     pool->trees_made++;
@@ -244,7 +280,9 @@ static void rkv_tree_drop_all(rkv_tree *t)
     }
     rkv_cidx_clear(t->idx, t->idx_cap);
     t->idx_count = 0;
-    t->lru_head = t->lru_tail = RKV_NIL;
+    for (uint32_t b = 0; b < RKV_LRU_BUCKETS; b++)
+        t->lru_head[b] = t->lru_tail[b] = RKV_NIL;
+    t->lru_nonempty[0] = t->lru_nonempty[1] = 0;
     t->lock_total = 0;
     t->cached_blocks = t->evictable_blocks = t->locked_blocks = 0;
     t->num_nodes = t->num_namespaces = 0;
@@ -255,6 +293,7 @@ void rkv_tree_destroy(rkv_tree *tree)
     if (tree == NULL)
         return;
     rkv_tree_drop_all(tree); /* outstanding leases die with the table */
+    rkv_retain_fini(tree);
     rkv_lease_fini(tree);
     if (tree->pool->tree == tree)
         tree->pool->tree = NULL;
@@ -263,6 +302,7 @@ void rkv_tree_destroy(rkv_tree *tree)
     rkv_node_mem_free(&tree->mem, tree->idx,
                       (size_t)tree->idx_cap * sizeof *tree->idx);
     rkv_node_mem_free(&tree->mem, tree->owned, tree->owned_bytes);
+    rkv_ev_fini(&tree->events, &tree->mem);
     rkv_node_mem_fini(&tree->mem);
     free(tree);
 }
@@ -271,11 +311,14 @@ rkv_status rkv_tree_reset(rkv_tree *tree)
 {
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_reset: NULL tree");
-    if (tree->lock_total > 0)
+    if (tree->lock_total > tree->npins) /* pins' own leases do not count */
         return rkv_set_error(RKV_ERR_BUSY,
                              "rkv_tree_reset: %llu leases are held",
-                             (unsigned long long)tree->lock_total);
+                             (unsigned long long)(tree->lock_total - tree->npins));
+    rkv_pins_drop_all(tree);
     rkv_tree_drop_all(tree);
+    if (RKV_UNLIKELY(tree->events.cap != 0))
+        rkv_ev_cleared(tree);
     return RKV_OK;
 }
 

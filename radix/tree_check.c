@@ -202,27 +202,40 @@ static rkv_status rkv_check_subtree(const rkv_tree *t, uint32_t root,
 
 static rkv_status rkv_check_lru(const rkv_tree *t, uint64_t members)
 {
-    uint64_t n = 0, last = 0;
-    uint32_t prev = RKV_NIL;
-    for (uint32_t y = t->lru_head; y != RKV_NIL; y = t->nodes[y].lru_next) {
-        if (++n > members)
-            return CORRUPT("LRU list longer than the %llu evictable leaves",
-                           (unsigned long long)members);
-        const rkv_tnode *x = &t->nodes[y];
-        if (!rkv_tree_in_lru(x))
-            return CORRUPT("node %u is listed in the LRU but is not an "
-                           "unlocked leaf", y);
-        if (x->lru_prev != prev)
-            return CORRUPT("LRU back link of node %u", y);
-        if (x->last_access < last)
-            return CORRUPT("LRU out of order at node %u (%llu < %llu)", y,
-                           (unsigned long long)x->last_access,
-                           (unsigned long long)last);
-        last = x->last_access;
-        prev = y;
+    uint64_t n = 0;
+    for (uint32_t b = 0; b < RKV_LRU_BUCKETS; b++) {
+        uint64_t last = 0;
+        uint32_t prev = RKV_NIL;
+        int bit = (int)((t->lru_nonempty[b >> 6] >> (b & 63)) & 1);
+        if (bit != (t->lru_head[b] != RKV_NIL))
+            return CORRUPT("LRU bucket %u: non-empty bit %d, head %u", b, bit,
+                           t->lru_head[b]);
+        if (t->policy != RKV_EVICT_PRIORITY && b > 0 && t->lru_head[b] != RKV_NIL)
+            return CORRUPT("LRU bucket %u is used under the LRU policy", b);
+        for (uint32_t y = t->lru_head[b]; y != RKV_NIL; y = t->nodes[y].lru_next) {
+            if (++n > members)
+                return CORRUPT("LRU lists longer than the %llu evictable leaves",
+                               (unsigned long long)members);
+            const rkv_tnode *x = &t->nodes[y];
+            if (!rkv_tree_in_lru(x))
+                return CORRUPT("node %u is listed in the LRU but is not an "
+                               "unlocked leaf", y);
+            if (rkv_lru_bucket(t, y) != b)
+                return CORRUPT("node %u is in LRU bucket %u, its priority says "
+                               "%u", y, b, rkv_lru_bucket(t, y));
+            if (x->lru_prev != prev)
+                return CORRUPT("LRU back link of node %u", y);
+            if (x->last_access < last)
+                return CORRUPT("LRU out of order at node %u (%llu < %llu)", y,
+                               (unsigned long long)x->last_access,
+                               (unsigned long long)last);
+            last = x->last_access;
+            prev = y;
+        }
+        if (t->lru_tail[b] != prev)
+            return CORRUPT("LRU bucket %u tail is %u, list ends at %u", b,
+                           t->lru_tail[b], prev);
     }
-    if (t->lru_tail != prev)
-        return CORRUPT("LRU tail is %u, list ends at %u", t->lru_tail, prev);
     if (n != members)
         return CORRUPT("LRU lists %llu nodes, %llu evictable leaves exist",
                        (unsigned long long)n, (unsigned long long)members);
@@ -343,6 +356,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
         st = rkv_check_index(t, in_use);
     if (st == RKV_OK)
         st = rkv_check_lru(t, a.lru_members);
+    if (st == RKV_OK)
+        st = rkv_retain_check(t);
     if (st == RKV_OK) {
         uint64_t owned = 0;
         for (size_t i = 0; i < t->owned_bytes; i++)
@@ -366,6 +381,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
                      (unsigned long long)a.nodes,
                      (unsigned long long)t->num_nodes, (unsigned long long)roots,
                      (unsigned long long)t->num_namespaces);
+    if (st == RKV_OK)
+        st = rkv_ev_check(&t->events);
     if (st == RKV_OK && t->mem.bytes == 0)
         st = CORRUPT("allocator reports no live bytes");
     free(a.seen);

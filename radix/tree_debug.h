@@ -3,7 +3,8 @@
  *
  * Every allocation the tree makes (the slot table and its growth, each node's
  * token/block array, the child index and its growth, the tree-owned block
- * bitmap) goes through one function (radix/node_mem.c) that honours these
+ * bitmap, the lease table, the retention tables: per-node meta, pins and
+ * their deadline heap) goes through one function (radix/node_mem.c) that honours these
  * hooks, so an out-of-memory test can fail each of them in turn. Every public
  * tree call that allocates returns RKV_ERR_NOMEM with the tree exactly as
  * before when one fails (memory is prepared before anything is committed).

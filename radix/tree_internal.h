@@ -2,7 +2,8 @@
  * radix/tree_internal.h -- the token radix tree's data structures, shared by
  * the files of radix/ (tree.c: create, destroy, reset, slots, prepared
  * memory; tree_match.c: match, insert, split; tree_lru.c: LRU list, evict;
- * tree_lease.c: the lease table, lock, unlock; child_index.c: the child
+ * tree_lease.c: the lease table, lock, unlock; tree_events.c: the KV event
+ * ring and snapshot; child_index.c: the child
  * hash index; tree_check.c: check, stats, node info, debug hooks;
  * node_mem.c: the allocator).
  *
@@ -22,10 +23,19 @@
  *     a node, XXH3_64(ns, seed 0) for a namespace root; entries hold the top
  *     32 bits of the key (home slot = tag & mask) and the node id; a hit is
  *     confirmed by comparing the node's parent and first page (or ns).
- *   - Evictable leaves (non-root, no child, lock_count 0) form an intrusive
- *     doubly linked LRU list ordered by last_access, oldest at the head.
- *     Membership is exactly that predicate (rkv_tree_in_lru), so it is never
- *     stored.
+ *   - Evictable leaves (non-root, no child, lock_count 0) form intrusive
+ *     doubly linked LRU lists ordered by last_access, oldest at the head:
+ *     one list (bucket 0) under RKV_EVICT_LRU, one per priority 0..100 under
+ *     RKV_EVICT_PRIORITY (rkv_lru_bucket); lru_nonempty has bit b set iff
+ *     bucket b is non-empty. Membership is exactly that predicate
+ *     (rkv_tree_in_lru), so it is never stored.
+ *   - Retention (radix/tree_retain.c): meta[] (NULL until the first
+ *     rkv_tree_retain, then one entry per slot) holds each node's priority
+ *     and pin_count = pins ending at it + its children's pin_count. A pin
+ *     holds an internal lease on its node, so pinned paths are locked
+ *     (pin_count <= lock_count); pinned_blocks = pages of nodes with
+ *     pin_count > 0 <= pin_cap_blocks. Pins live in pins[] and a min-heap
+ *     of deadlines; every live pin's deadline is > now_ms.
  *   - lock_count of a node = live leases on it + lock_count of its children
  *     (lock walks from the node itself up to the namespace root). A locked
  *     node is never in the LRU list (its lru links are RKV_NIL).
@@ -52,6 +62,7 @@
 
 #include "radixkv.h"
 #include "radix/node_mem.h"
+#include "radix/tree_events.h"
 
 #define RKV_NIL UINT32_MAX
 
@@ -87,6 +98,25 @@ typedef struct rkv_lease_slot {
 #define RKV_LEASE_GEN_BITS (64 - RKV_LEASE_SLOT_BITS)
 #define RKV_LEASE_MAX_SLOTS (1u << RKV_LEASE_SLOT_BITS) /* leases held at once */
 
+/* Per-slot retention data (tree_retain.c). */
+typedef struct rkv_tmeta {
+    uint32_t pin_count; /* pins ending at the node or below it          */
+    uint8_t prio;       /* 0..100                                       */
+    uint8_t pad[3];
+} rkv_tmeta;
+
+/* One pin: live iff lease.id != 0. */
+typedef struct rkv_pin {
+    uint64_t owner;
+    uint64_t deadline;  /* ms; > the tree's now_ms while live           */
+    uint64_t seq;       /* creation order: breaks deadline ties         */
+    rkv_lease lease;    /* internal lease on node                       */
+    uint32_t node;
+    uint32_t heap_pos;  /* live: index in pin_heap; free: next free pin */
+} rkv_pin;
+
+#define RKV_LRU_BUCKETS (RKV_PRIORITY_MAX + 1)
+
 typedef struct rkv_cidx_entry {
     uint32_t tag; /* top 32 bits of the key; home = tag & mask          */
     uint32_t id;  /* RKV_NIL: empty                                     */
@@ -108,7 +138,9 @@ struct rkv_tree {
     uint32_t idx_cap;      /* power of two                                  */
     uint32_t idx_count;
 
-    uint32_t lru_head, lru_tail;
+    uint32_t lru_head[RKV_LRU_BUCKETS], lru_tail[RKV_LRU_BUCKETS];
+    uint64_t lru_nonempty[2]; /* bit b: bucket b has a node               */
+    int policy;            /* rkv_evict_policy                              */
     uint64_t clock;        /* last_access values come from ++clock          */
     uint64_t epoch;        /* children_epoch values come from ++epoch       */
     uint64_t lock_total;   /* leases held (== sum of roots' counts)         */
@@ -118,6 +150,17 @@ struct rkv_tree {
     uint32_t leases_used;  /* slots ever handed out (high-water mark)       */
     uint32_t lease_free_head, lease_free_tail; /* FIFO of released slots    */
     uint64_t lease_key;    /* XORed into ids: ties them to this tree        */
+
+    rkv_ev_ring events;    /* KV events (tree_events.c); cap 0 = off       */
+    /* retention (tree_retain.c) */
+    rkv_tmeta *meta;       /* nodes_cap entries, or NULL (no retain yet)    */
+    rkv_pin *pins;         /* pins_cap entries, NULL until the first pin    */
+    uint32_t *pin_heap;    /* pins_cap entries: min-heap by deadline        */
+    uint32_t pins_cap, pins_used, pin_free, npins;
+    uint64_t now_ms, pin_seq;
+    uint64_t pin_cap_blocks, pinned_blocks;
+    uint64_t pins_made, pins_renewed, pins_expired, pins_released,
+             pins_revoked, pins_refused;
 
     uint8_t *owned;        /* bit per pool block: cached by this tree       */
     size_t owned_bytes;
@@ -144,6 +187,14 @@ static inline int rkv_tree_in_lru(const rkv_tnode *x)
 {
     return x->parent != 0 && x->parent != RKV_NIL &&
            x->first_child == RKV_NIL && x->lock_count == 0;
+}
+
+/* The LRU list a node belongs to (when it is an evictable leaf). */
+static inline uint32_t rkv_lru_bucket(const rkv_tree *t, uint32_t id)
+{
+    if (t->policy != RKV_EVICT_PRIORITY)
+        return 0;
+    return t->meta != NULL ? t->meta[id].prio : RKV_PRIORITY_DEFAULT;
 }
 
 static inline int rkv_tree_handle_ok(const rkv_tree *t, rkv_node h)
@@ -224,9 +275,10 @@ typedef struct rkv_tree_prep {
     uint32_t nodes_cap;
     rkv_cidx_entry *idx;    /* new child index, or NULL                     */
     uint32_t idx_cap;
+    rkv_tmeta *meta;        /* grown meta (with nodes, when t->meta exists) */
     int ndata;
-    void *data[3];          /* node arrays                                 */
-    uint32_t data_pages[3];
+    void *data[6];          /* node arrays (retain: up to 3 splits)        */
+    uint32_t data_pages[6];
 } rkv_tree_prep;
 
 /* Allocates what adding add_nodes nodes (each with an index entry) and
@@ -239,6 +291,13 @@ rkv_status rkv_tree_prepare(rkv_tree *t, uint32_t add_nodes, int ndata,
 /* Installs the grown slot table and index (no semantic change); the node
  * arrays stay in p for the commit. */
 void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p);
+/* Frees everything prepared (a later step failed). */
+void rkv_tree_prep_abort(rkv_tree *t, rkv_tree_prep *p);
+
+/* tree_match.c: splits node xid after k pages using prepared head/tail
+ * arrays of k and num_pages-k pages; returns the new head node. */
+uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
+                        void *tail);
 
 /* tree_lease.c ----------------------------------------------------------- */
 /* Derives this tree's lease key (at create; t->pool set, trees_made not
@@ -251,6 +310,26 @@ uint32_t rkv_lease_find(const rkv_tree *t, uint64_t id);
 /* Verifies the lease table and adds one to own[node] per live lease
  * (own has nodes_used entries). RKV_ERR_CORRUPT with a message. */
 rkv_status rkv_lease_check(const rkv_tree *t, uint32_t *own);
+/* Makes sure one lease can be taken without allocating. */
+rkv_status rkv_lease_reserve(rkv_tree *t, const char *fn);
+/* Releases a live lease slot. stamp: the path becomes most recently used
+ * (rkv_tree_unlock); else a node that becomes evictable is placed by its
+ * old last_access (a pin that expires is not a use). */
+void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
+
+/* tree_retain.c ---------------------------------------------------------- */
+/* Pages that revoking every pin would make evictable (O(nodes); 0 at once
+ * without pins). */
+uint64_t rkv_pins_yieldable(const rkv_tree *t);
+/* Revokes pins, earliest deadline first, until evictable_blocks >= need or
+ * no pin is left. */
+void rkv_pins_revoke_until(rkv_tree *t, uint64_t need);
+/* Drops every pin (reset). */
+void rkv_pins_drop_all(rkv_tree *t);
+/* Frees the retention tables (destroy). */
+void rkv_retain_fini(rkv_tree *t);
+/* Verifies pins, pin counts, the cap and the heap. */
+rkv_status rkv_retain_check(const rkv_tree *t);
 
 /* tree_lru.c ------------------------------------------------------------- */
 void rkv_lru_unlink(rkv_tree *t, uint32_t id);

@@ -113,8 +113,7 @@ uint32_t rkv_lease_find(const rkv_tree *t, uint64_t id)
     return slot;
 }
 
-/* Makes sure one slot can be taken without allocating. */
-static rkv_status rkv_lease_reserve(rkv_tree *t, const char *fn)
+rkv_status rkv_lease_reserve(rkv_tree *t, const char *fn)
 {
     if (t->lease_free_head != RKV_NIL || t->leases_used < t->leases_cap)
         return RKV_OK;
@@ -202,6 +201,35 @@ rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out)
     return RKV_OK;
 }
 
+void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp)
+{
+    uint32_t id = t->leases[slot].node, root = id;
+    uint64_t c = stamp ? ++t->clock : 0;
+    for (uint32_t y = id; y != 0; y = t->nodes[y].parent) {
+        rkv_tnode *z = &t->nodes[y];
+        root = y;
+        if (stamp)
+            z->last_access = c;
+        if (--z->lock_count == 0) {
+            t->evictable_blocks += z->num_pages;
+            t->locked_blocks -= z->num_pages;
+            if (rkv_tree_in_lru(z)) {
+                if (stamp)
+                    rkv_lru_push_tail(t, y); /* newest: in use until now */
+                else
+                    rkv_lru_place(t, y);
+            }
+        }
+    }
+    rkv_lease_release(t, slot);
+    t->lock_total--;
+    /* a namespace root emptied while it was locked (or locked while empty:
+     * a request that computed no full page) would otherwise stay until
+     * reset */
+    if (t->nodes[root].lock_count == 0 && t->nodes[root].first_child == RKV_NIL)
+        rkv_tree_free_root(t, root);
+}
+
 rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease)
 {
     static const char fn[] = "rkv_tree_unlock";
@@ -215,27 +243,8 @@ rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease)
                              "%s: lease %#llx is not held in this tree (zero, "
                              "already released, forged or from another tree)",
                              fn, (unsigned long long)lease->id);
-    uint32_t id = t->leases[slot].node, root = id;
-    uint64_t c = ++t->clock;
-    for (uint32_t y = id; y != 0; y = t->nodes[y].parent) {
-        rkv_tnode *z = &t->nodes[y];
-        root = y;
-        z->last_access = c;
-        if (--z->lock_count == 0) {
-            t->evictable_blocks += z->num_pages;
-            t->locked_blocks -= z->num_pages;
-            if (rkv_tree_in_lru(z))
-                rkv_lru_push_tail(t, y); /* newest: it was in use until now */
-        }
-    }
-    rkv_lease_release(t, slot);
-    t->lock_total--;
+    rkv_lease_unlock_slot(t, slot, 1);
     lease->id = 0;
-    /* a namespace root emptied while it was locked (or locked while empty:
-     * a request that computed no full page) would otherwise stay until
-     * reset */
-    if (t->nodes[root].lock_count == 0 && t->nodes[root].first_child == RKV_NIL)
-        rkv_tree_free_root(t, root);
     return RKV_OK;
 }
 

@@ -1,9 +1,13 @@
 /*
  * radix/tree_lru.c -- recency, locks and eviction of the radix tree.
  *
- * Owns: the intrusive LRU list of evictable leaves (non-root, no child,
- * lock_count 0), ordered by last_access with the oldest at the head;
- * rkv_tree_evict and rkv_tree_alloc_blocks. (Locks: radix/tree_lease.c.)
+ * Owns: the intrusive LRU lists of evictable leaves (non-root, no child,
+ * lock_count 0), ordered by last_access with the oldest at the head, one
+ * per bucket (rkv_lru_bucket: one list under RKV_EVICT_LRU, one per
+ * priority under RKV_EVICT_PRIORITY; eviction takes the head of the lowest
+ * non-empty bucket, found in O(1) from a 128-bit mask);
+ * rkv_tree_evict and rkv_tree_alloc_blocks. (Locks: radix/tree_lease.c;
+ * pins: radix/tree_retain.c.)
  *
  * Recency: a use stamps last_access = ++clock on every node of the path
  * from the used node up to its namespace root, so a node's stamp is the
@@ -29,43 +33,71 @@
 #include "radix/tree_internal.h"
 
 /* ---- list primitives ------------------------------------------------------ */
+/* Every primitive works on the node's own bucket (rkv_lru_bucket): one list
+ * under RKV_EVICT_LRU, one per priority under RKV_EVICT_PRIORITY. A node's
+ * priority only changes while it is out of its list (tree_retain.c). */
+
+static void rkv_lru_mark(rkv_tree *t, uint32_t b)
+{
+    uint64_t bit = UINT64_C(1) << (b & 63);
+    if (t->lru_head[b] != RKV_NIL)
+        t->lru_nonempty[b >> 6] |= bit;
+    else
+        t->lru_nonempty[b >> 6] &= ~bit;
+}
+
+/* The node eviction takes next: head of the lowest non-empty bucket. */
+static uint32_t rkv_lru_first(const rkv_tree *t)
+{
+    if (t->lru_nonempty[0] != 0)
+        return t->lru_head[__builtin_ctzll(t->lru_nonempty[0])];
+    if (t->lru_nonempty[1] != 0)
+        return t->lru_head[64 + __builtin_ctzll(t->lru_nonempty[1])];
+    return RKV_NIL;
+}
 
 void rkv_lru_unlink(rkv_tree *t, uint32_t id)
 {
+    uint32_t b = rkv_lru_bucket(t, id);
     rkv_tnode *x = &t->nodes[id];
     if (x->lru_prev != RKV_NIL)
         t->nodes[x->lru_prev].lru_next = x->lru_next;
     else
-        t->lru_head = x->lru_next;
+        t->lru_head[b] = x->lru_next;
     if (x->lru_next != RKV_NIL)
         t->nodes[x->lru_next].lru_prev = x->lru_prev;
     else
-        t->lru_tail = x->lru_prev;
+        t->lru_tail[b] = x->lru_prev;
     x->lru_prev = x->lru_next = RKV_NIL;
+    rkv_lru_mark(t, b);
 }
 
 void rkv_lru_push_tail(rkv_tree *t, uint32_t id)
 {
+    uint32_t b = rkv_lru_bucket(t, id);
     rkv_tnode *x = &t->nodes[id];
     x->lru_next = RKV_NIL;
-    x->lru_prev = t->lru_tail;
-    if (t->lru_tail != RKV_NIL)
-        t->nodes[t->lru_tail].lru_next = id;
+    x->lru_prev = t->lru_tail[b];
+    if (t->lru_tail[b] != RKV_NIL)
+        t->nodes[t->lru_tail[b]].lru_next = id;
     else
-        t->lru_head = id;
-    t->lru_tail = id;
+        t->lru_head[b] = id;
+    t->lru_tail[b] = id;
+    rkv_lru_mark(t, b);
 }
 
 static void rkv_lru_push_head(rkv_tree *t, uint32_t id)
 {
+    uint32_t b = rkv_lru_bucket(t, id);
     rkv_tnode *x = &t->nodes[id];
     x->lru_prev = RKV_NIL;
-    x->lru_next = t->lru_head;
-    if (t->lru_head != RKV_NIL)
-        t->nodes[t->lru_head].lru_prev = id;
+    x->lru_next = t->lru_head[b];
+    if (t->lru_head[b] != RKV_NIL)
+        t->nodes[t->lru_head[b]].lru_prev = id;
     else
-        t->lru_tail = id;
-    t->lru_head = id;
+        t->lru_tail[b] = id;
+    t->lru_head[b] = id;
+    rkv_lru_mark(t, b);
 }
 
 /* Inserts id right after `after` (never the tail here). */
@@ -80,18 +112,19 @@ static void rkv_lru_insert_after(rkv_tree *t, uint32_t after, uint32_t id)
 
 void rkv_lru_place(rkv_tree *t, uint32_t id)
 {
+    uint32_t b = rkv_lru_bucket(t, id);
     uint64_t s = t->nodes[id].last_access;
-    if (t->lru_head == RKV_NIL || s <= t->nodes[t->lru_head].last_access) {
+    if (t->lru_head[b] == RKV_NIL || s <= t->nodes[t->lru_head[b]].last_access) {
         rkv_lru_push_head(t, id);
         return;
     }
-    if (s >= t->nodes[t->lru_tail].last_access) {
+    if (s >= t->nodes[t->lru_tail[b]].last_access) {
         rkv_lru_push_tail(t, id);
         return;
     }
     /* head < s < tail: walk from both ends; fwd looks for the last node
      * with stamp <= s, bwd for the first from the tail with stamp <= s. */
-    uint32_t fwd = t->lru_head, bwd = t->lru_tail;
+    uint32_t fwd = t->lru_head[b], bwd = t->lru_tail[b];
     for (;;) {
         t->lru_reorder_steps++;
         uint32_t fn = t->nodes[fwd].lru_next;
@@ -159,22 +192,44 @@ static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
     }
 }
 
+/* Namespace of node id (walks up to its root). */
+static uint64_t rkv_tree_node_ns(const rkv_tree *t, uint32_t id)
+{
+    while (t->nodes[id].parent != 0)
+        id = t->nodes[id].parent;
+    return t->nodes[id].u.ns;
+}
+
 static uint32_t rkv_tree_evict_some(rkv_tree *t, uint32_t n)
 {
     rkv_pool *pool = t->pool;
     uint32_t freed = 0;
-    while (freed < n && t->lru_head != RKV_NIL) {
-        uint32_t id = t->lru_head;
+    const int events = t->events.cap != 0;
+    uint64_t gone[RKV_EVENT_MAX_HASHES];
+    uint32_t id;
+    while (freed < n && (id = rkv_lru_first(t)) != RKV_NIL) {
         rkv_tnode *x = &t->nodes[id];
         rkv_block_id *xb = rkv_tnode_blocks(t, x);
+        uint64_t ns = RKV_UNLIKELY(events) ? rkv_tree_node_ns(t, id) : 0;
+        uint32_t ngone = 0;
         while (freed < n && x->num_pages > 0) {
             rkv_block_id b = xb[--x->num_pages];
+            if (RKV_UNLIKELY(events)) {
+                /* read before the drop: a freed block's hash slot is reused */
+                gone[ngone++] = pool->hash[b];
+                if (ngone == RKV_EVENT_MAX_HASHES) {
+                    rkv_ev_removed(t, ns, gone, ngone);
+                    ngone = 0;
+                }
+            }
             rkv_tree_clear_owned(t, b);
             freed += (uint32_t)rkv_pool_drop_ref(pool, b);
             t->cached_blocks--;
             t->evictable_blocks--;
             t->evicted_blocks++;
         }
+        if (ngone > 0)
+            rkv_ev_removed(t, ns, gone, ngone);
         if (x->num_pages == 0) {
             rkv_tree_remove_leaf(t, id);
         } else {
@@ -215,11 +270,18 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n, rkv_block_id *out)
     rkv_pool *pool = tree->pool;
     if (pool->num_free < n) {
         uint32_t need = n - pool->num_free;
-        if (tree->evictable_blocks < need)
-            return rkv_set_error(RKV_ERR_NO_SPACE,
-                                 "rkv_tree_alloc_blocks: %u blocks asked, %u free "
-                                 "+ %llu evictable", n, pool->num_free,
-                                 (unsigned long long)tree->evictable_blocks);
+        if (tree->evictable_blocks < need) {
+            /* pins yield, but only to what nothing else can serve */
+            uint64_t pinned = rkv_pins_yieldable(tree);
+            if (tree->evictable_blocks + pinned < need)
+                return rkv_set_error(RKV_ERR_NO_SPACE,
+                                     "rkv_tree_alloc_blocks: %u blocks asked, %u "
+                                     "free + %llu evictable + %llu pinned", n,
+                                     pool->num_free,
+                                     (unsigned long long)tree->evictable_blocks,
+                                     (unsigned long long)pinned);
+            rkv_pins_revoke_until(tree, need);
+        }
         rkv_tree_evict_some(tree, need);
     }
     return rkv_pool_alloc_n(pool, n, out);

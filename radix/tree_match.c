@@ -105,10 +105,8 @@ static uint32_t rkv_tree_new_root(rkv_tree *t, uint64_t ns)
     return r;
 }
 
-/* Splits node xid after k pages using head/tail arrays of k and m-k pages;
- * returns the new head node. */
-static uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k,
-                               void *head, void *tail)
+uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
+                        void *tail)
 {
     const uint32_t P = t->P;
     uint32_t nid = rkv_tree_slot_take(t);
@@ -142,6 +140,8 @@ static uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k,
     n->first_child = xid;
     n->lock_count = x->lock_count; /* locked only through x: no lease */
     n->last_access = x->last_access;
+    if (t->meta != NULL) /* same pins pass through, same priority */
+        t->meta[nid] = t->meta[xid];
     n->children_epoch = ++t->epoch;
     t->nodes[n->parent].children_epoch = ++t->epoch;
 
@@ -184,11 +184,14 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     memcpy(x->u.tokens, tokens, (size_t)npages * t->page_bytes);
     rkv_block_id *xb = rkv_tnode_blocks(t, x);
     memcpy(xb, blocks, (size_t)npages * sizeof *xb);
+    uint64_t parent_hash = h;
     for (uint32_t i = 0; i < npages; i++) {
         h = rkv_block_hash(h, ns, tokens + (size_t)i * P, P);
         pool->refcount[xb[i]]++;
         pool->hash[xb[i]] = h;
     }
+    if (RKV_UNLIKELY(t->events.cap != 0))
+        rkv_ev_stored(t, ns, parent_hash, xb, npages);
     x->parent = parent;
     x->next_sib = p->first_child;
     if (p->first_child != RKV_NIL)

@@ -16,6 +16,7 @@
  * (state WAITING, r == waiting[i] at some i) and running[] (state RUNNING,
  * running[r->ridx] == r).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,37 @@ rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need, size_t elem)
     return RKV_OK;
 }
 
+/* The ranges documented in radixkv.h next to each field. */
+static rkv_status rkv_sched_config_validate(const rkv_sched_config *c)
+{
+    static const char fn[] = "rkv_sched_create";
+    if ((unsigned)c->policy > RKV_POLICY_BOUNDED)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: policy %d is out of range [%d, %d] (fcfs, "
+                             "lpm, dfs, priority, bounded)", fn, (int)c->policy,
+                             (int)RKV_POLICY_FCFS, (int)RKV_POLICY_BOUNDED);
+    if (c->max_batch_tokens < 1 ||
+        c->max_batch_tokens > RKV_SCHED_MAX_BATCH_TOKENS)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: max_batch_tokens %u is out of range [1, %u]",
+                             fn, c->max_batch_tokens,
+                             RKV_SCHED_MAX_BATCH_TOKENS);
+    if (c->max_running < 1)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: max_running %u is out of range [1, %u]", fn,
+                             c->max_running, UINT32_MAX);
+    /* dedup_min_tokens: every value is meaningful (0 disables) */
+    if (!(c->max_wait_ms >= 0)) /* NaN too; +inf: never overdue */
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: max_wait_ms %g is out of range [0, +inf]",
+                             fn, c->max_wait_ms);
+    if (!(c->aging_per_s >= 0) || !isfinite(c->aging_per_s))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: aging_per_s %g is out of range [0, %g] "
+                             "(finite)", fn, c->aging_per_s, DBL_MAX);
+    return RKV_OK;
+}
+
 rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
                             rkv_sched **out)
 {
@@ -89,19 +121,9 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
     rkv_sched_config_init(&c);
     if (cfg != NULL)
         c = *cfg;
-    if ((unsigned)c.policy > RKV_POLICY_BOUNDED)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_sched_create: unknown policy %d", (int)c.policy);
-    if (c.max_batch_tokens == 0 || c.max_running == 0)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_sched_create: max_batch_tokens %u and "
-                             "max_running %u must be >= 1",
-                             c.max_batch_tokens, c.max_running);
-    if (!(c.max_wait_ms >= 0) || !(c.aging_per_s >= 0) ||
-        !isfinite(c.aging_per_s))
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_sched_create: max_wait_ms %g and aging_per_s "
-                             "%g must be >= 0", c.max_wait_ms, c.aging_per_s);
+    rkv_status st = rkv_sched_config_validate(&c);
+    if (st != RKV_OK)
+        return st;
     rkv_sched *s = rkv_sched_mem_calloc(1, sizeof *s);
     if (s == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_create: out of memory");
@@ -270,7 +292,10 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
     if (r == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
     r->cap = d->prompt_len + d->max_new_tokens;
-    r->tokens = rkv_sched_mem_malloc((size_t)r->cap * sizeof *r->tokens);
+    /* room for the prompt and the first sampled token; the rest grows at
+     * the steps that sample (sched_step.c) */
+    r->tok_cap = d->prompt_len + 1;
+    r->tokens = rkv_sched_mem_malloc((size_t)r->tok_cap * sizeof *r->tokens);
     if (r->tokens == NULL) {
         free(r);
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);

@@ -24,8 +24,8 @@ static rkv_status rkv_check_running(const rkv_sched *s, const rkv_sreq *r,
     if (top > r->len || (!s->plan_pending && r->kv_len >= r->len))
         return CORRUPT("rkv_sched_check: request %llu kv_len %u + planned %u "
                        "vs len %u", id, r->kv_len, r->sched_q, r->len);
-    if (r->len > r->cap || r->generated > r->max_new ||
-        r->len != r->prompt_len + r->generated)
+    if (r->len > r->tok_cap || r->tok_cap > r->cap ||
+        r->generated > r->max_new || r->len != r->prompt_len + r->generated)
         return CORRUPT("rkv_sched_check: request %llu len %u cap %u "
                        "generated %u", id, r->len, r->cap, r->generated);
     if (r->nblocks != (top + P - 1) / P)
@@ -89,7 +89,8 @@ rkv_status rkv_sched_check(const rkv_sched *s)
             r->infl_to != r->infl_from || r->lease.id != 0)
             return CORRUPT("rkv_sched_check: waiting request %llu holds KV",
                            (unsigned long long)r->id);
-        if (r->len != r->prompt_len + r->generated || r->len > r->cap)
+        if (r->len != r->prompt_len + r->generated || r->len > r->tok_cap ||
+            r->tok_cap > r->cap)
             return CORRUPT("rkv_sched_check: waiting request %llu len %u",
                            (unsigned long long)r->id, r->len);
     }

@@ -8,14 +8,14 @@
  * RKV_ERR_NOMEM with the scheduler consistent (rkv_sched_check passes) and
  * able to go on: a retried call succeeds.
  *
- * The setting is process-wide and not synchronised: arm it only in a test
- * that owns the process (Criterion runs each test in its own). When
- * unarmed, the allocators read one global and never write it, so
- * production use from several threads stays race-free.
+ * The setting is per thread: it counts and fails only the allocations
+ * made on the thread that armed it, so schedulers on other threads are
+ * never affected.
  */
 #ifndef RKV_SCHED_DEBUG_H
 #define RKV_SCHED_DEBUG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The (k+1)-th scheduler allocation from now fails (k = 0: the next one);
@@ -25,5 +25,11 @@ void rkv_sched_debug_fail_alloc_after(int64_t k);
 /* Allocations left before the armed failure (-1 when unarmed). Arming with
  * a large k and reading this later counts a scenario's allocations. */
 int64_t rkv_sched_debug_alloc_countdown(void);
+
+/* The largest single allocation (bytes) the scheduler asked for on this
+ * thread since the last reset (a test's check that no array is sized by a
+ * configured limit). */
+size_t rkv_sched_debug_largest_alloc(void);
+void rkv_sched_debug_reset_largest_alloc(void);
 
 #endif

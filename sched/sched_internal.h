@@ -7,7 +7,10 @@
  * per-request query).
  *
  * Request model (one struct per live request, found by id in `by_id`):
- *   tokens[0..len) = prompt + generated tokens; cap = prompt_len + max_new.
+ *   tokens[0..len) = prompt + generated tokens; cap = prompt_len + max_new
+ *   is the most it can hold, tok_cap what is allocated (len <= tok_cap <=
+ *   cap): it starts at the prompt and grows at the steps that sample, so
+ *   a large max_new_tokens costs nothing up front.
  *   A RUNNING request has KV for tokens[0..kv_len), kv_len < len between
  *   steps: the next step runs tokens[kv_len .. min(len, kv_len + chunk)), and
  *   the step that reaches len samples a token (len grows by one). A decode is
@@ -58,6 +61,7 @@ typedef struct rkv_sreq {
     rkv_namespace ns;
     int32_t *tokens;
     uint32_t len, cap, prompt_len, max_new, generated;
+    uint32_t tok_cap;      /* allocated length of tokens[]                */
     int32_t priority;
     double arrival_ms;
     uint64_t seq;          /* submission order: the last tie-break        */
@@ -126,7 +130,8 @@ struct rkv_sched {
     rkv_u64map by_id;        /* id -> rkv_sreq *                          */
     rkv_sreq **waiting;      /* unordered set of waiting requests         */
     uint32_t nwaiting, waiting_cap;
-    rkv_sreq **running;
+    rkv_sreq **running;      /* capacity grows with the live requests,
+                                not with cfg.max_running                 */
     uint32_t nrunning, running_cap;
     /* finished/aborted requests, in the order they ended, freed at the
      * next rkv_order_update once no queue entry can point at them (queues

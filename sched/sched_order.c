@@ -408,18 +408,24 @@ static rkv_status rkv_dfs_node(rkv_sched *s, rkv_dfs_ctx *c, rkv_node h,
     return RKV_OK;
 }
 
-static rkv_dfs_ctx *rkv_dfs_sort_ctx; /* qsort has no context argument */
+/* A child's sort key, copied out of the node so that qsort's comparison
+ * needs nothing but its two arguments (no context, no shared state: two
+ * schedulers may sort on two threads at once). */
+typedef struct rkv_dkid {
+    uint32_t parent;
+    uint32_t weight;
+    uint32_t id;  /* tree node id: the deterministic tie-break */
+    uint32_t idx; /* local index */
+} rkv_dkid;
 
 static int rkv_dfs_cmp_kid(const void *a, const void *b)
 {
-    const rkv_dnode *x = &rkv_dfs_sort_ctx->nodes[*(const uint32_t *)a];
-    const rkv_dnode *y = &rkv_dfs_sort_ctx->nodes[*(const uint32_t *)b];
+    const rkv_dkid *x = a, *y = b;
     if (x->parent != y->parent)
         return x->parent < y->parent ? -1 : 1;
     if (x->weight != y->weight)
         return x->weight > y->weight ? -1 : 1;
-    /* deterministic: by node id */
-    return x->h.id < y->h.id ? -1 : (x->h.id > y->h.id);
+    return x->id < y->id ? -1 : (x->id > y->id);
 }
 
 typedef struct rkv_dreq {
@@ -435,6 +441,7 @@ static rkv_status rkv_dfs_build(rkv_sched *s)
     uint32_t n = s->nwaiting;
     rkv_dreq *reqs = rkv_sched_mem_malloc((n ? n : 1) * sizeof *reqs);
     uint32_t *kids = NULL, *stack = NULL;
+    rkv_dkid *keys = NULL;
     rkv_qent *fresh = rkv_sched_mem_malloc((n ? n : 1) * sizeof *fresh);
     if (reqs == NULL || fresh == NULL) {
         st = rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
@@ -477,16 +484,22 @@ static rkv_status rkv_dfs_build(rkv_sched *s)
     /* children of each node, contiguous, heaviest first */
     kids = rkv_sched_mem_malloc((size_t)c.n * sizeof *kids);
     stack = rkv_sched_mem_malloc((size_t)c.n * 2 * sizeof *stack);
-    if (kids == NULL || stack == NULL) {
+    keys = rkv_sched_mem_malloc((size_t)c.n * sizeof *keys);
+    if (kids == NULL || stack == NULL || keys == NULL) {
         st = rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
         goto out;
     }
     uint32_t nk = 0;
-    for (uint32_t i = 1; i < c.n; i++)
-        kids[nk++] = i;
-    rkv_dfs_sort_ctx = &c;
-    qsort(kids, nk, sizeof *kids, rkv_dfs_cmp_kid);
-    rkv_dfs_sort_ctx = NULL;
+    for (uint32_t i = 1; i < c.n; i++) {
+        keys[nk].parent = c.nodes[i].parent;
+        keys[nk].weight = c.nodes[i].weight;
+        keys[nk].id = c.nodes[i].h.id;
+        keys[nk].idx = i;
+        nk++;
+    }
+    qsort(keys, nk, sizeof *keys, rkv_dfs_cmp_kid);
+    for (uint32_t i = 0; i < nk; i++)
+        kids[i] = keys[i].idx;
     for (uint32_t i = 0; i < nk; i++) {
         rkv_dnode *p = &c.nodes[c.nodes[kids[i]].parent];
         if (p->nkids == 0)
@@ -546,6 +559,7 @@ out:
     free(reqs);
     free(kids);
     free(stack);
+    free(keys);
     free(fresh);
     free(c.nodes);
     rkv_u64map_fini(&c.map);

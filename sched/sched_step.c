@@ -71,10 +71,15 @@ static int rkv_cmp_importance(const void *a, const void *b)
     return x->seq < y->seq ? -1 : (x->seq > y->seq);
 }
 
-/* Capacity reserved at step start, so preemption cannot fail. */
+/* Capacity reserved at step start, so preemption cannot fail. running[]
+ * and plan_reqs[] hold at most every live request, and at most
+ * max_running: sized by the smaller, so a huge limit costs nothing. */
 static rkv_status rkv_step_reserve(rkv_sched *s)
 {
     uint32_t R = s->nrunning;
+    uint64_t live = (uint64_t)s->nrunning + s->nwaiting;
+    uint32_t slots = live < s->cfg.max_running ? (uint32_t)live
+                                               : s->cfg.max_running;
     rkv_status st = rkv_ensure_cap((void **)&s->waiting, &s->waiting_cap,
                                    s->nwaiting + R + 1, sizeof *s->waiting);
     if (st == RKV_OK)
@@ -85,11 +90,11 @@ static rkv_status rkv_step_reserve(rkv_sched *s)
                             s->arrivals.nadd + R + 1,
                             sizeof *s->arrivals.add);
     if (st == RKV_OK)
-        st = rkv_ensure_cap((void **)&s->running, &s->running_cap,
-                            s->cfg.max_running + 1, sizeof *s->running);
+        st = rkv_ensure_cap((void **)&s->running, &s->running_cap, slots,
+                            sizeof *s->running);
     if (st == RKV_OK)
-        st = rkv_ensure_cap((void **)&s->plan_reqs, &s->plan_cap,
-                            s->cfg.max_running + 1, sizeof *s->plan_reqs);
+        st = rkv_ensure_cap((void **)&s->plan_reqs, &s->plan_cap, slots,
+                            sizeof *s->plan_reqs);
     return st;
 }
 
@@ -144,6 +149,28 @@ static int rkv_dedup_hold(rkv_sched *s, rkv_sreq *r)
     return 1;
 }
 
+/* Room in r->tokens for the token the commit will append (grows
+ * geometrically up to r->cap, so a request's memory follows what it
+ * generated, not its max_new_tokens). */
+static rkv_status rkv_sreq_reserve_token(rkv_sreq *r)
+{
+    if (r->len < r->tok_cap)
+        return RKV_OK;
+    if (r->len >= r->cap) /* it finished at its last commit */
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_step: request %llu "
+                             "is planned with all %u tokens",
+                             (unsigned long long)r->id, r->cap);
+    uint64_t c = (uint64_t)r->tok_cap * 2;
+    if (c > r->cap)
+        c = r->cap;
+    int32_t *t = rkv_sched_mem_realloc(r->tokens, (size_t)c * sizeof *t);
+    if (t == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
+    r->tokens = t;
+    r->tok_cap = (uint32_t)c;
+    return RKV_OK;
+}
+
 static rkv_status rkv_plan_build(rkv_sched *s)
 {
     uint32_t n = s->plan_n, P = s->P;
@@ -152,6 +179,11 @@ static rkv_status rkv_plan_build(rkv_sched *s)
         rkv_sreq *r = s->plan_reqs[i];
         ntok += r->sched_q;
         nkv += (r->kv_len + r->sched_q + P - 1) / P;
+        if (r->kv_len + r->sched_q == r->len) { /* samples at commit */
+            rkv_status st = rkv_sreq_reserve_token(r);
+            if (st != RKV_OK)
+                return st;
+        }
     }
     if (ntok > UINT32_MAX / 2 || nkv > UINT32_MAX / 2)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: plan too large");

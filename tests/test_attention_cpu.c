@@ -437,6 +437,44 @@ Test(attention_cpu, merge)
     }
 }
 
+/* An empty state (lse -inf) contributes nothing whatever it holds (issue
+ * 11 defect 5: its NaN values were multiplied by a weight of 0). */
+Test(attention_cpu, merge_empty_state_holding_nan)
+{
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.merge_empty_state_holding_nan"));
+    for (size_t ti = 0; ti < 3; ti++) {
+        cfg c = {4, 1, 1, 16, 1, 2, DTS[ti]};
+        fix f;
+        fix_open(&f, &c, &rng);
+        const uint32_t D = 16;
+        const size_t bytes = 3 * D * f.es;
+        char *va = malloc(bytes), *vb = malloc(bytes), *vo = poisoned(bytes);
+        cr_assert(va && vb);
+        fill_random(&rng, c.dt, va, 3 * D);
+        fill_random(&rng, c.dt, vb, 3 * D);
+        memset(va, 0xff, D * f.es);              /* 0: a empty, NaN */
+        memset(vb + D * f.es, 0xff, D * f.es);   /* 1: b empty, NaN */
+        memset(va + 2 * D * f.es, 0xff, D * f.es);     /* 2: both empty */
+        memset(vb + 2 * D * f.es, 0xff, D * f.es);
+        float la[3] = {-INFINITY, 0.5f, -INFINITY}, lb[3] = {2.0f, -INFINITY, -INFINITY};
+        float lo[3];
+        OK(rkv_attn_merge(f.attn, 3, va, la, vb, lb, vo, lo));
+        for (uint32_t d = 0; d < D; d++) {
+            cr_assert_eq(ld(c.dt, vo, d), ld(c.dt, vb, d), "merge(empty, b) dim %u", d);
+            cr_assert_eq(ld(c.dt, vo, D + d), ld(c.dt, va, D + d), "merge(a, empty) dim %u", d);
+            cr_assert_eq(ld(c.dt, vo, 2 * D + d), 0.0f, "two empty states dim %u: %g", d,
+                         ld(c.dt, vo, 2 * D + d));
+        }
+        cr_assert(lo[0] == 2.0f && lo[1] == 0.5f && lo[2] == -INFINITY, "lse %g %g %g", lo[0],
+                  lo[1], lo[2]);
+        free(va);
+        free(vb);
+        free(vo);
+        fix_close(&f);
+    }
+}
+
 Test(attention_cpu, append)
 {
     rkv_rng rng;
@@ -606,6 +644,17 @@ Test(attention_cpu, invalid_inputs)
     free(snap);
     OK(rkv_pool_unref_n(f.pool, 4, blk));
     fix_close(&f);
+}
+
+/* Every *_check() refuses NULL the same way: an invalid argument, not a
+ * corrupt object (issue 10, item 9: rkv_attn_check said CORRUPT). */
+Test(attention_cpu, check_null_is_invalid_arg)
+{
+    cr_assert_eq(rkv_attn_check(NULL), RKV_ERR_INVALID_ARG, "%s",
+                 rkv_last_error());
+    cr_assert_eq(rkv_pool_check(NULL), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_tree_check(NULL), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_sched_check(NULL), RKV_ERR_INVALID_ARG);
 }
 
 Test(attention_cpu, block_copy)

@@ -5,7 +5,12 @@
  *
  * Where no GPU is present (rkv_pool_create with RKV_DEVICE_CUDA returns
  * RKV_ERR_NO_DEVICE, or radixkv was built without CUDA) every test reports
- * itself skipped: "no CUDA device: GPU attention tests skipped".
+ * itself skipped: "no CUDA device: GPU attention tests skipped". In the
+ * simulator build (-DRKV_CUDA=SIM, RKV_CUDASIM) every test runs on the CPU
+ * simulator, with smaller sizes; a few tests use its controls (deferred
+ * work, device memory and grid limits) and skip on a real GPU.
+ * Besides the GPU-vs-CPU comparisons: known-answer tests of both backends,
+ * stream and pinned-memory tests, and the regression tests of issue 11.
  *
  * Bounds (GPU vs CPU, both rounded once to the dtype; the GPU uses __expf
  * and, in cascade, P rounded to the dtype before the P.V GEMM): per element
@@ -17,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/attn_internal.h"
 #include "radixkv.h"
 #include "tests/support/test_util.h"
 
@@ -161,17 +167,26 @@ static void compare(rkv_dtype dt, uint32_t D, size_t nvec, const void *got, cons
 
 typedef enum { OP_DECODE, OP_PREFILL, OP_CASCADE } op_kind;
 
+/* Cascade budget given to the CUDA context of the next run_case (0: the
+ * default); a small one makes the shared prefix run in many chunks. */
+static size_t case_budget;
+
 static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype dt,
                      op_kind op, uint32_t max_ctx)
 {
     const uint32_t Hkv = 2, Hq = Hkv * G;
     uint32_t nreq = 1 + (uint32_t)rkv_rng_below(rng, 6);
+#ifdef RKV_CUDASIM
+    uint32_t qmax = op == OP_DECODE ? 1 : max_ctx > 1000 ? 4 : 12; /* simulation time */
+#else
     uint32_t qmax = op == OP_DECODE ? 1 : 50;
+#endif
     uint32_t maxpages = (max_ctx + qmax) / P + 2;
     uint32_t nshared = op == OP_CASCADE ? (uint32_t)rkv_rng_below(rng, max_ctx / P + 2) : 0;
     uint32_t nblocks = nreq * maxpages + nshared + 1;
     pair pr;
     pair_open(&pr, rng, P, Hkv, D, dt, nblocks);
+    rkv_attn_set_cascade_budget(pr.da, case_budget);
     uint32_t *qo = calloc(nreq + 1, 4), *kvp = calloc(nreq + 1, 4), *last = calloc(nreq, 4);
     uint32_t *idx = malloc(4 * nblocks), *shared = malloc(4 * (nshared + 1));
     cr_assert(qo && kvp && last && idx && shared);
@@ -234,17 +249,38 @@ static const rkv_dtype DTS[] = {RKV_DTYPE_F16, RKV_DTYPE_BF16, RKV_DTYPE_F32};
 static const uint32_t PAGES[] = {1, 16, 64, 256};
 static const uint32_t GQA[] = {1, 3, 4, 8};
 
+/* On a GPU: every (dtype, page size, GQA, head dim) with contexts up to 700
+ * tokens, and one long context per dtype. In the simulator (RKV_CUDASIM)
+ * every (page size, GQA, head dim) once with the dtype rotating, so each
+ * value of each parameter still runs, with shorter contexts; with
+ * RKV_TEST_QUICK=1 (the sanitizer leg) a quarter of those. The long
+ * contexts keep several KV splits in every mode. */
 static void sweep(const char *name, op_kind op)
 {
     rkv_rng rng;
     rkv_rng_init(&rng, rkv_test_seed(name));
+#ifdef RKV_CUDASIM
+    const char *quick = getenv("RKV_TEST_QUICK");
+    const int reduced = 1;
+    const size_t every = quick != NULL && strcmp(quick, "1") == 0 ? 4 : 1;
+    const uint32_t ctx = 200, long_ctx = every > 1 ? 1200 : 2500;
+#else
+    const int reduced = 0;
+    const size_t every = 1;
+    const uint32_t ctx = 700, long_ctx = 9000;
+#endif
+    size_t n = 0;
     for (size_t ti = 0; ti < 3; ti++)
         for (size_t pi = 0; pi < 4; pi++)
             for (size_t gi = 0; gi < 4; gi++)
-                for (uint32_t D = 64; D <= 128; D += 64)
-                    run_case(&rng, PAGES[pi], GQA[gi], D, DTS[ti], op, 700);
+                for (uint32_t D = 64; D <= 128; D += 64) {
+                    if (reduced && (ti != (pi + gi + D / 64) % 3 || n++ % every != 0))
+                        continue;
+                    run_case(&rng, PAGES[pi], GQA[gi], D, DTS[ti], op, ctx);
+                }
     /* long contexts exercise the split-KV path */
-    run_case(&rng, 16, 4, 128, RKV_DTYPE_BF16, op, 9000);
+    for (size_t ti = 0; ti < 3; ti++)
+        run_case(&rng, 16, 4, 128, DTS[ti], op, long_ctx);
 }
 #endif
 
@@ -382,5 +418,538 @@ Test(attention_gpu, unsupported_head_dim)
     cudaFree(dout);
     rkv_attn_destroy(a);
     rkv_pool_destroy(p);
+#endif
+}
+
+/* ---- stream, pinned-memory and defect regression tests ------------------ */
+
+#ifdef RKV_HAVE_CUDA
+#ifdef RKV_CUDASIM
+/* Deferred mode: asynchronous work waits until a synchronisation, and
+ * pinned host memory is read when a copy runs, as DMA does. */
+#define SIM_DEFER(on) rkvsim_set_deferred(on)
+#else
+#define SIM_DEFER(on) ((void)0)
+#endif
+
+/* Bytes that differ between the host and the CUDA pool of a pair. */
+static size_t pool_diff(pair *pr)
+{
+    uint32_t nb = pr->cfg.num_blocks;
+    size_t bpb = rkv_pool_bytes_per_block(pr->hp), diff = 0;
+    uint32_t *ids = malloc(4 * nb);
+    char *bh = malloc(nb * bpb), *bd = malloc(nb * bpb);
+    cr_assert(ids && bh && bd);
+    for (uint32_t i = 0; i < nb; i++)
+        ids[i] = i;
+    OK(rkv_pool_copy_to_host(pr->hp, nb, ids, bh));
+    OK(rkv_pool_copy_to_host(pr->dp, nb, ids, bd));
+    for (size_t i = 0; i < nb * bpb; i++)
+        diff += bh[i] != bd[i];
+    free(ids);
+    free(bh);
+    free(bd);
+    return diff;
+}
+#endif
+
+/* rkv_attn_append may return before its copies ran; the header lets the
+ * caller reuse `slots` at once. With pinned slots the upload used to read
+ * them late and write K/V where the next batch's slots point. */
+Test(attention_gpu, append_slots_reused_at_once)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.append_slots_reused_at_once"));
+    SIM_DEFER(1);
+    pair pr;
+    pair_open(&pr, &rng, 16, 2, 128, RKV_DTYPE_F32, 8);
+    const uint32_t n = 40;
+    const size_t row = 2 * 128 * pr.es;
+    uint32_t *slots = NULL;
+    cr_assert_eq(cudaHostAlloc((void **)&slots, n * 4, cudaHostAllocDefault), cudaSuccess);
+    for (uint32_t i = 0; i < n; i++)
+        slots[i] = i * 3 % 128;
+    void *k = malloc(n * row), *v = malloc(n * row);
+    cr_assert(k && v);
+    fill_random(&rng, pr.cfg.dtype, k, n * row / pr.es);
+    fill_random(&rng, pr.cfg.dtype, v, n * row / pr.es);
+    void *dk = dev_copy(k, n * row), *dv = dev_copy(v, n * row);
+    OK(rkv_attn_append(pr.ha, 1, n, slots, k, v));
+    OK(rkv_attn_append(pr.da, 1, n, slots, dk, dv));
+    for (uint32_t i = 0; i < n; i++)
+        slots[i] = 127 - i; /* the caller's next batch */
+    OK(rkv_attn_sync(pr.da));
+    size_t diff = pool_diff(&pr);
+    cr_assert_eq(diff, 0, "%zu pool bytes differ after append", diff);
+    SIM_DEFER(0);
+    cudaFreeHost(slots);
+    cudaFree(dk);
+    cudaFree(dv);
+    free(k);
+    free(v);
+    pair_close(&pr);
+#endif
+}
+
+#ifdef RKV_HAVE_CUDA
+/* One decode row of Hq heads over `np` pages (last page full) on both
+ * pools; the device result lands in dout / dl, the host one in oh / lh. */
+static void decode_both(pair *pr, uint32_t Hq, uint32_t np, uint32_t *pages, const void *q,
+                        const void *dq, void *oh, float *lh, void *dout, float *dl)
+{
+    static uint32_t indptr[2];
+    uint32_t last = pr->cfg.page_size;
+    indptr[0] = 0;
+    indptr[1] = np;
+    rkv_paged_kv t = {1, indptr, pages, &last};
+    rkv_attn_params p = {1, Hq, 0.0f};
+    OK(rkv_attn_decode(pr->ha, &p, &t, q, oh, lh));
+    OK(rkv_attn_decode(pr->da, &p, &t, dq, dout, dl));
+}
+#endif
+
+/* Switching streams waits for work queued on the old one, on the
+ * context's device even when the caller has another device current:
+ * the workspace is reused in stream order. */
+Test(attention_gpu, set_stream_with_another_device_current)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2)
+        cr_skip_test("needs two CUDA devices");
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.set_stream_with_another_device_current"));
+    SIM_DEFER(1);
+    pair pr;
+    pair_open(&pr, &rng, 16, 2, 128, RKV_DTYPE_F32, 16);
+    const uint32_t Hq = 4, D = 128;
+    const size_t ob = (size_t)Hq * D * 4;
+    uint32_t pa[4] = {0, 1, 2, 3}, pb[4] = {8, 9, 10, 11};
+    void *q = malloc(ob), *oha = malloc(ob), *ohb = malloc(ob), *oga = malloc(ob),
+         *ogb = malloc(ob);
+    float lha[4], lhb[4], lga[4], lgb[4];
+    cr_assert(q && oha && ohb && oga && ogb);
+    fill_random(&rng, RKV_DTYPE_F32, q, ob / 4);
+    void *dq = dev_copy(q, ob), *da = dev_copy(NULL, ob), *db = dev_copy(NULL, ob);
+    float *dla = dev_copy(NULL, sizeof lga), *dlb = dev_copy(NULL, sizeof lgb);
+    cudaStream_t s;
+    cr_assert_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    decode_both(&pr, Hq, 4, pa, q, dq, oha, lha, da, dla); /* on the default stream */
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    OK(rkv_attn_set_stream(pr.da, s));
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    decode_both(&pr, Hq, 4, pb, q, dq, ohb, lhb, db, dlb); /* on s */
+    OK(rkv_attn_sync(pr.da));
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    host_of(oga, da, ob);
+    host_of(ogb, db, ob);
+    host_of(lga, dla, sizeof lga);
+    host_of(lgb, dlb, sizeof lgb);
+    compare(RKV_DTYPE_F32, D, Hq, oga, oha, lga, lha, "decode queued before the switch");
+    compare(RKV_DTYPE_F32, D, Hq, ogb, ohb, lgb, lhb, "decode after the switch");
+    OK(rkv_attn_set_stream(pr.da, NULL));
+    SIM_DEFER(0);
+    cudaStreamDestroy(s);
+    cudaFree(dq);
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dla);
+    cudaFree(dlb);
+    free(q);
+    free(oha);
+    free(ohb);
+    free(oga);
+    free(ogb);
+    pair_close(&pr);
+#endif
+}
+
+/* An empty state (lse -inf) contributes nothing, whatever its values hold:
+ * the header promises merge(empty, x) = x and two empty states give 0. */
+Test(attention_gpu, merge_ignores_empty_states)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.merge_ignores_empty_states"));
+    for (size_t ti = 0; ti < 3; ti++) {
+        rkv_dtype dt = DTS[ti];
+        pair pr;
+        pair_open(&pr, &rng, 16, 1, 64, dt, 1);
+        const uint32_t D = 64;
+        const size_t vb = 3 * D * pr.es;
+        char *va = malloc(vb), *vbb = malloc(vb), *oh = malloc(vb), *og = malloc(vb);
+        cr_assert(va && vbb && oh && og);
+        fill_random(&rng, dt, va, 3 * D);
+        fill_random(&rng, dt, vbb, 3 * D);
+        memset(va, 0xff, D * pr.es);                   /* state 0: a empty, NaN */
+        memset(vbb + D * pr.es, 0xff, D * pr.es);      /* state 1: b empty, NaN */
+        memset(va + 2 * D * pr.es, 0xff, D * pr.es);  /* state 2: both empty, NaN */
+        memset(vbb + 2 * D * pr.es, 0xff, D * pr.es);
+        float la[3] = {-INFINITY, 1.0f, -INFINITY}, lb[3] = {0.25f, -INFINITY, -INFINITY};
+        float lh[3], lg[3];
+        void *dva = dev_copy(va, vb), *dvb = dev_copy(vbb, vb), *dvo = dev_copy(NULL, vb);
+        float *dla = dev_copy(la, sizeof la), *dlb = dev_copy(lb, sizeof lb);
+        float *dlo = dev_copy(NULL, sizeof lg);
+        OK(rkv_attn_merge(pr.ha, 3, va, la, vbb, lb, oh, lh));
+        OK(rkv_attn_merge(pr.da, 3, dva, dla, dvb, dlb, dvo, dlo));
+        OK(rkv_attn_sync(pr.da));
+        host_of(og, dvo, vb);
+        host_of(lg, dlo, sizeof lg);
+        const char *out[2] = {oh, og};
+        const float *ls[2] = {lh, lg};
+        for (int b = 0; b < 2; b++) {
+            const char *who = b ? "cuda" : "host";
+            for (uint32_t d = 0; d < D; d++) {
+                cr_assert_eq(ld(dt, out[b], d), ld(dt, vbb, d), "%s: merge(empty, b)", who);
+                cr_assert_eq(ld(dt, out[b], D + d), ld(dt, va, D + d), "%s: merge(a, empty)",
+                             who);
+                cr_assert_eq(ld(dt, out[b], 2 * D + d), 0.0f, "%s: two empty states: %g", who,
+                             ld(dt, out[b], 2 * D + d));
+            }
+            cr_assert(fabsf(ls[b][0] - 0.25f) < 1e-6f && fabsf(ls[b][1] - 1.0f) < 1e-6f &&
+                          ls[b][2] == -INFINITY,
+                      "%s: lse %g %g %g", who, ls[b][0], ls[b][1], ls[b][2]);
+        }
+        cudaFree(dva);
+        cudaFree(dvb);
+        cudaFree(dvo);
+        cudaFree(dla);
+        cudaFree(dlb);
+        cudaFree(dlo);
+        free(va);
+        free(vbb);
+        free(oh);
+        free(og);
+        pair_close(&pr);
+    }
+#endif
+}
+
+/* The cascade's shared prefix in many chunks (a 256 KiB budget gives
+ * chunks of 64 tokens here; grids_split_to_the_device_limit runs a budget
+ * of 1 byte: one score row per block), every dtype, against the CPU. */
+Test(attention_gpu, cascade_many_chunks)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.cascade_many_chunks"));
+    case_budget = (size_t)256 << 10;
+    for (size_t ti = 0; ti < 3; ti++)
+        run_case(&rng, 16, 2, 64, DTS[ti], OP_CASCADE, 400);
+    run_case(&rng, 64, 4, 128, RKV_DTYPE_F32, OP_CASCADE, 400);
+    case_budget = 0;
+#endif
+}
+
+#ifdef RKV_HAVE_CUDA
+/* ---- known answers: every backend against arithmetic, not each other ---- */
+
+/* Copies the host pool of a pair into its CUDA pool. */
+static void pair_sync(pair *pr)
+{
+    uint32_t nb = pr->cfg.num_blocks;
+    size_t bpb = rkv_pool_bytes_per_block(pr->hp);
+    uint32_t *ids = malloc(4 * nb);
+    void *buf = malloc(nb * bpb);
+    cr_assert(ids && buf);
+    for (uint32_t i = 0; i < nb; i++)
+        ids[i] = i;
+    OK(rkv_pool_copy_to_host(pr->hp, nb, ids, buf));
+    OK(rkv_pool_copy_from_host(pr->dp, nb, ids, buf));
+    free(ids);
+    free(buf);
+}
+
+static double kat_tol(rkv_dtype dt)
+{
+    return dt == RKV_DTYPE_F32 ? 2e-5 : dt == RKV_DTYPE_F16 ? 2e-3 : 1.6e-2;
+}
+
+/* Runs op on both pools (same inputs) and returns host and device results
+ * in oh[0..1] / lh[0..1]. */
+static void run_both(pair *pr, op_kind op, const rkv_attn_params *p, const rkv_paged_kv *t,
+                     const uint32_t *qo, uint32_t nshared, const uint32_t *shared,
+                     const void *q, size_t rows, void *o[2], float *l[2])
+{
+    const size_t nv = rows * p->num_qo_heads, ob = nv * pr->cfg.head_dim * pr->es;
+    void *dq = dev_copy(q, ob), *dout = dev_copy(NULL, ob);
+    float *dl = dev_copy(NULL, 4 * nv);
+    rkv_attn *as[2] = {pr->ha, pr->da};
+    for (int b = 0; b < 2; b++) {
+        const void *qq = b ? dq : q;
+        void *oo = b ? dout : o[0];
+        float *ll = b ? dl : l[0];
+        if (op == OP_DECODE)
+            OK(rkv_attn_decode(as[b], p, t, qq, oo, ll));
+        else if (op == OP_PREFILL)
+            OK(rkv_attn_prefill(as[b], p, qo, t, qq, oo, ll));
+        else
+            OK(rkv_attn_cascade(as[b], p, nshared, shared, qo, t, qq, oo, ll));
+    }
+    OK(rkv_attn_sync(pr->da));
+    host_of(o[1], dout, ob);
+    host_of(l[1], dl, 4 * nv);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dl);
+}
+
+/* Pool slot of token i of a request whose pages are pages[]. */
+static size_t slot_of(const pair *pr, const uint32_t *pages, size_t i)
+{
+    uint32_t P = pr->cfg.page_size;
+    return (size_t)pages[i / P] * P + i % P;
+}
+
+/* q = 0: every token scores 0, so lse = log(n) and the output is the mean
+ * of V over the n tokens a row sees: the front end's row lengths (decode,
+ * causal prefill, shared prefix plus own tokens) checked by arithmetic on
+ * both backends. */
+static void kat_mean(rkv_rng *rng, op_kind op, rkv_dtype dt)
+{
+    const uint32_t P = 16, Hkv = 2, G = 2, Hq = Hkv * G, D = 64, nreq = 2;
+    const uint32_t nshared = op == OP_CASCADE ? 3 : 0, S = nshared * P;
+    pair pr;
+    pair_open(&pr, rng, P, Hkv, D, dt, 24);
+    uint32_t shared[3] = {0, 1, 2}, kvp[3] = {0}, last[2], qo[3] = {0}, idx[24];
+    uint32_t lens[2] = {37, 90}, next = 3;
+    for (uint32_t r = 0; r < nreq; r++) {
+        uint32_t pages = (lens[r] + P - 1) / P;
+        kvp[r + 1] = kvp[r] + pages;
+        last[r] = lens[r] - (pages - 1) * P;
+        qo[r + 1] = qo[r] + (op == OP_DECODE ? 1 : 5);
+        for (uint32_t i = 0; i < pages; i++)
+            idx[kvp[r] + i] = next++;
+    }
+    const uint32_t rows = op == OP_DECODE ? nreq : qo[nreq];
+    const size_t nv = (size_t)rows * Hq, ob = nv * D * pr.es;
+    void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
+    float *l[2] = {malloc(4 * nv), malloc(4 * nv)};
+    cr_assert(q && o[0] && o[1] && l[0] && l[1]);
+    rkv_attn_params p = {1, Hq, 0.3f};
+    rkv_paged_kv t = {nreq, kvp, idx, last};
+    run_both(&pr, op, &p, &t, qo, nshared, shared, q, rows, o, l);
+    void *kb, *vb;
+    OK(rkv_pool_layer_kv(pr.hp, 1, &kb, &vb));
+    for (uint32_t r = 0, row = 0; r < nreq; r++)
+        for (uint32_t j = 0; j < qo[r + 1] - qo[r]; j++, row++) {
+            uint32_t ql = qo[r + 1] - qo[r], own = lens[r] - ql + j + 1;
+            for (uint32_t h = 0; h < Hq; h++)
+                for (uint32_t d = 0; d < D; d++) {
+                    double sum = 0;
+                    for (uint32_t i = 0; i < S + own; i++) {
+                        size_t sl = i < S ? slot_of(&pr, shared, i)
+                                          : slot_of(&pr, idx + kvp[r], i - S);
+                        sum += ld(dt, vb, (sl * Hkv + h / G) * D + d);
+                    }
+                    double want = sum / (S + own);
+                    for (int b = 0; b < 2; b++) {
+                        double got = ld(dt, o[b], ((size_t)row * Hq + h) * D + d);
+                        cr_assert(fabs(got - want) <= kat_tol(dt),
+                                  "%s op %d row %u head %u dim %u: %g, mean of V is %g",
+                                  b ? "cuda" : "host", (int)op, row, h, d, got, want);
+                    }
+                }
+            for (int b = 0; b < 2; b++)
+                for (uint32_t h = 0; h < Hq; h++)
+                    cr_assert(fabs(l[b][row * Hq + h] - log((double)(S + own))) < 1e-4,
+                              "%s op %d row %u: lse %g, log(%u) = %g", b ? "cuda" : "host",
+                              (int)op, row, l[b][row * Hq + h], S + own, log((double)(S + own)));
+        }
+    free(q);
+    free(o[0]);
+    free(o[1]);
+    free(l[0]);
+    free(l[1]);
+    pair_close(&pr);
+}
+#endif
+
+Test(attention_gpu, known_answer_zero_query)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.known_answer_zero_query"));
+    for (size_t ti = 0; ti < 3; ti++) {
+        kat_mean(&rng, OP_DECODE, DTS[ti]);
+        kat_mean(&rng, OP_PREFILL, DTS[ti]);
+        kat_mean(&rng, OP_CASCADE, DTS[ti]);
+    }
+#endif
+}
+
+/* One token of a long context carries a spike (q.k = 32, the rest 0): the
+ * output is that token's V and lse ~ 32, wherever it sits -- first and
+ * last token, both sides of every page boundary and of every multiple of
+ * 64 (the KV split granularity). A token a split or page loop drops or
+ * reads twice shows. */
+Test(attention_gpu, known_answer_spikes)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.known_answer_spikes"));
+    const rkv_dtype dts[2] = {RKV_DTYPE_F32, RKV_DTYPE_F16};
+    for (size_t ti = 0; ti < 2; ti++) {
+        const rkv_dtype dt = dts[ti];
+        const uint32_t P = 64, Hkv = 1, Hq = 2, D = 64, L = 777;
+        const uint32_t np = (L + P - 1) / P;
+        pair pr;
+        pair_open(&pr, &rng, P, Hkv, D, dt, np + 1);
+        void *kb, *vb;
+        OK(rkv_pool_layer_kv(pr.hp, 1, &kb, &vb));
+        uint32_t pages[16], kvp[2] = {0, np}, last = L - (np - 1) * P;
+        for (uint32_t i = 0; i < np; i++)
+            pages[i] = np - i; /* scattered */
+        memset(kb, 0, (size_t)(np + 1) * P * Hkv * D * pr.es);
+        const size_t ob = (size_t)Hq * D * pr.es;
+        void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
+        float lh[2], lg[2], *l[2] = {lh, lg};
+        cr_assert(q && o[0] && o[1]);
+        for (uint32_t h = 0; h < Hq; h++)
+            rkv_attn_cpu_store(dt, q, (size_t)h * D, 4.0f);
+        rkv_attn_params p = {1, Hq, 1.0f};
+        rkv_paged_kv t = {1, kvp, pages, &last};
+        uint32_t pos[64], npos = 0;
+        pos[npos++] = 0;
+        pos[npos++] = L - 1;
+        for (uint32_t b = 64; b < L && npos + 2 <= 64; b += 64) {
+            pos[npos++] = b - 1;
+            pos[npos++] = b;
+        }
+        for (uint32_t pi = 0; pi < npos; pi++) {
+            size_t sl = slot_of(&pr, pages, pos[pi]);
+            rkv_attn_cpu_store(dt, kb, sl * Hkv * D, 8.0f);
+            pair_sync(&pr);
+            run_both(&pr, OP_DECODE, &p, &t, NULL, 0, NULL, q, 1, o, l);
+            for (int b = 0; b < 2; b++) {
+                for (uint32_t h = 0; h < Hq; h++) {
+                    cr_assert(fabs(l[b][h] - 32.0) < 1e-3, "%s spike at %u: lse %g",
+                              b ? "cuda" : "host", pos[pi], l[b][h]);
+                    for (uint32_t d = 0; d < D; d++) {
+                        double got = ld(dt, o[b], (size_t)h * D + d);
+                        double want = ld(dt, vb, sl * Hkv * D + d);
+                        cr_assert(fabs(got - want) <= kat_tol(dt),
+                                  "%s spike at %u: dim %u: %g, V of the token %g",
+                                  b ? "cuda" : "host", pos[pi], d, got, want);
+                    }
+                }
+            }
+            rkv_attn_cpu_store(dt, kb, sl * Hkv * D, 0.0f);
+        }
+        free(q);
+        free(o[0]);
+        free(o[1]);
+        pair_close(&pr);
+    }
+#endif
+}
+
+/* A long shared prefix needs more chunks, not more memory: with a 256 KiB
+ * budget and a device that has 1 MiB to spare, a 4096-token prefix (4 MiB
+ * of K and V) still runs, and matches the CPU. */
+Test(attention_gpu, cascade_long_prefix_within_budget)
+{
+    need_gpu();
+#if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM)
+    cr_skip_test("needs the simulator's device memory limit");
+#endif
+#ifdef RKV_CUDASIM
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.cascade_long_prefix_within_budget"));
+    const uint32_t P = 64, Hkv = 1, Hq = 4, D = 128, nshared = 64;
+    pair pr;
+    pair_open(&pr, &rng, P, Hkv, D, RKV_DTYPE_F32, nshared + 2);
+    rkv_attn_set_cascade_budget(pr.da, (size_t)256 << 10);
+    uint32_t shared[64], kvp[2] = {0, 2}, idx[2] = {nshared, nshared + 1}, last = 20;
+    uint32_t qo[2] = {0, 3};
+    for (uint32_t i = 0; i < nshared; i++)
+        shared[i] = i;
+    const size_t ob = (size_t)3 * Hq * D * 4;
+    void *q = malloc(ob), *o[2] = {malloc(ob), malloc(ob)};
+    float lh[12], lg[12], *l[2] = {lh, lg};
+    cr_assert(q && o[0] && o[1]);
+    fill_random(&rng, RKV_DTYPE_F32, q, ob / 4);
+    rkv_attn_params p = {1, Hq, 0.0f};
+    rkv_paged_kv t = {1, kvp, idx, &last};
+    rkvsim_set_mem_limit(rkvsim_mem_in_use(0) + ((size_t)1 << 20));
+    run_both(&pr, OP_CASCADE, &p, &t, qo, nshared, shared, q, 3, o, l);
+    rkvsim_set_mem_limit(0);
+    compare(RKV_DTYPE_F32, D, 3 * Hq, o[1], o[0], lg, lh, "cascade, long prefix");
+    free(q);
+    free(o[0]);
+    free(o[1]);
+    pair_close(&pr);
+#endif
+}
+
+/* Grids are sized in 64 bits and split to the device's limits: with a
+ * (simulated) device whose grid x is at most 7 blocks, every operation
+ * still runs and matches the CPU. */
+Test(attention_gpu, grids_split_to_the_device_limit)
+{
+    need_gpu();
+#if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM)
+    cr_skip_test("needs the simulator's grid limit");
+#endif
+#ifdef RKV_CUDASIM
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.grids_split_to_the_device_limit"));
+    rkvsim_set_max_grid_x(7);
+    run_case(&rng, 16, 4, 64, RKV_DTYPE_F16, OP_DECODE, 300);
+    run_case(&rng, 16, 2, 128, RKV_DTYPE_F32, OP_PREFILL, 300);
+    case_budget = 1; /* many chunks and row blocks */
+    run_case(&rng, 16, 3, 64, RKV_DTYPE_BF16, OP_CASCADE, 300);
+    case_budget = 0;
+    pair pr;
+    pair_open(&pr, &rng, 16, 2, 64, RKV_DTYPE_F32, 8);
+    const uint32_t n = 40;
+    const size_t row = 2 * 64 * 4;
+    uint32_t slots[40];
+    for (uint32_t i = 0; i < n; i++)
+        slots[i] = i * 3 % 128;
+    void *k = malloc(n * row), *v = malloc(n * row);
+    cr_assert(k && v);
+    fill_random(&rng, RKV_DTYPE_F32, k, n * row / 4);
+    fill_random(&rng, RKV_DTYPE_F32, v, n * row / 4);
+    void *dk = dev_copy(k, n * row), *dv = dev_copy(v, n * row);
+    OK(rkv_attn_append(pr.ha, 1, n, slots, k, v));
+    OK(rkv_attn_append(pr.da, 1, n, slots, dk, dv));
+    OK(rkv_attn_sync(pr.da));
+    cr_assert_eq(pool_diff(&pr), 0);
+    float la[40], lb[40], lh[40], lg[40];
+    for (uint32_t i = 0; i < n; i++) {
+        la[i] = (float)rkv_rng_unit(&rng);
+        lb[i] = (float)rkv_rng_unit(&rng);
+    }
+    void *oh = malloc(n * 64 * 4), *og = malloc(n * 64 * 4);
+    cr_assert(oh && og);
+    void *dvo = dev_copy(NULL, n * 64 * 4);
+    float *dla = dev_copy(la, sizeof la), *dlb = dev_copy(lb, sizeof lb),
+          *dlo = dev_copy(NULL, sizeof lg);
+    OK(rkv_attn_merge(pr.ha, n, k, la, v, lb, oh, lh));
+    OK(rkv_attn_merge(pr.da, n, dk, dla, dv, dlb, dvo, dlo));
+    OK(rkv_attn_sync(pr.da));
+    host_of(og, dvo, n * 64 * 4);
+    host_of(lg, dlo, sizeof lg);
+    compare(RKV_DTYPE_F32, 64, n, og, oh, lg, lh, "merge");
+    rkvsim_set_max_grid_x(0);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dvo);
+    cudaFree(dla);
+    cudaFree(dlb);
+    cudaFree(dlo);
+    free(k);
+    free(v);
+    free(oh);
+    free(og);
+    pair_close(&pr);
 #endif
 }

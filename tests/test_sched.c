@@ -5,8 +5,11 @@
  * Expected figures come from the workload's construction (prefix lengths,
  * pool sizes), never from the scheduler.
  */
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 
+#include "sched/sched_debug.h"
 #include "tests/test_sched_engine.h"
 
 static rkv_sched_config base_cfg(rkv_policy pol)
@@ -88,6 +91,142 @@ Test(sched, policy_names_roundtrip)
     cr_assert_null(s);
     rkv_tree_destroy(tree);
     rkv_pool_destroy(pool);
+}
+
+/* ---- configuration ranges (radixkv.h), memory that follows requests ------- */
+
+/* Each field just outside its documented range is refused with
+ * INVALID_ARG, a message naming the field, and *out untouched; the edges
+ * of each range are accepted. */
+Test(sched, config_out_of_range_refused)
+{
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 4;
+    rkv_pool *pool;
+    rkv_tree *tree;
+    OK(rkv_pool_create(&pc, &pool));
+    OK(rkv_tree_create(pool, NULL, &tree));
+    static const struct {
+        const char *field;
+        int which;
+        double v;
+    } bad[] = {
+        {"policy", 0, -1},
+        {"policy", 0, RKV_POLICY_BOUNDED + 1},
+        {"max_batch_tokens", 1, 0},
+        {"max_batch_tokens", 1, RKV_SCHED_MAX_BATCH_TOKENS + 1.0},
+        {"max_batch_tokens", 1, UINT32_MAX},
+        {"max_running", 2, 0},
+        {"max_wait_ms", 3, -1e-9},
+        {"max_wait_ms", 3, NAN},
+        {"max_wait_ms", 3, -INFINITY},
+        {"aging_per_s", 4, -1},
+        {"aging_per_s", 4, NAN},
+        {"aging_per_s", 4, INFINITY},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rkv_sched_config c = base_cfg(RKV_POLICY_LPM);
+        switch (bad[i].which) {
+        case 0: c.policy = (rkv_policy)(int)bad[i].v; break;
+        case 1: c.max_batch_tokens = (uint32_t)bad[i].v; break;
+        case 2: c.max_running = (uint32_t)bad[i].v; break;
+        case 3: c.max_wait_ms = bad[i].v; break;
+        default: c.aging_per_s = bad[i].v; break;
+        }
+        rkv_sched *const sentinel = (rkv_sched *)&pc;
+        rkv_sched *s = sentinel;
+        cr_assert_eq(rkv_sched_create(tree, &c, &s), RKV_ERR_INVALID_ARG,
+                     "%s = %g accepted", bad[i].field, bad[i].v);
+        cr_assert_eq(s, sentinel);
+        cr_assert_not_null(strstr(rkv_last_error(), bad[i].field),
+                           "message does not name %s: %s", bad[i].field,
+                           rkv_last_error());
+        cr_assert_not_null(strstr(rkv_last_error(), "range"),
+                           "message gives no range: %s", rkv_last_error());
+    }
+    /* the edges of every range */
+    rkv_sched_config edge[3];
+    for (int i = 0; i < 3; i++)
+        edge[i] = base_cfg(RKV_POLICY_BOUNDED);
+    edge[0].max_batch_tokens = 1;
+    edge[0].max_running = 1;
+    edge[0].dedup_min_tokens = 0;
+    edge[0].max_wait_ms = 0;
+    edge[0].aging_per_s = 0;
+    edge[1].max_batch_tokens = RKV_SCHED_MAX_BATCH_TOKENS;
+    edge[1].max_running = UINT32_MAX;
+    edge[1].dedup_min_tokens = UINT32_MAX;
+    edge[1].max_wait_ms = INFINITY;
+    edge[1].aging_per_s = DBL_MAX;
+    edge[2].policy = RKV_POLICY_FCFS;
+    for (int i = 0; i < 3; i++) {
+        rkv_sched *s = NULL;
+        OK(rkv_sched_create(tree, &edge[i], &s));
+        OK(rkv_sched_check(s));
+        rkv_sched_destroy(s);
+    }
+    rkv_tree_destroy(tree);
+    rkv_pool_destroy(pool);
+}
+
+/* max_running UINT32_MAX once wrapped max_running + 1 to 0 and the first
+ * step stored through NULL; 1e9 allocated 8 GB of running slots for two
+ * requests. Both must serve a 2-request workload, under every policy,
+ * without any scheduler allocation larger than 64 KiB. */
+Test(sched, huge_max_running_small_memory)
+{
+    static const uint32_t limits[] = {UINT32_MAX, 1000000000u};
+    for (int li = 0; li < 2; li++) {
+        for (int pol = 0; pol <= RKV_POLICY_BOUNDED; pol++) {
+            rkv_sched_config c = base_cfg((rkv_policy)pol);
+            c.max_running = limits[li];
+            rkv_sched_debug_reset_largest_alloc();
+            eng e;
+            eng_init(&e, 64, 4, &c, 2);
+            int32_t p[20];
+            fill_tokens(p, 20, 11);
+            OK(eng_submit(&e, 0, 0, p, 20, 5, 0));
+            p[19] = 7;
+            OK(eng_submit(&e, 1, 0, p, 20, 5, 0));
+            for (int guard = 0; e.live > 0; guard++) {
+                cr_assert_lt(guard, 100, "no progress");
+                eng_step(&e);
+            }
+            size_t big = rkv_sched_debug_largest_alloc();
+            cr_assert_lt(big, 64 * 1024, "max_running %u, %s: an allocation "
+                         "of %zu bytes", limits[li],
+                         rkv_policy_name((rkv_policy)pol), big);
+            eng_assert_no_leak(&e);
+            eng_fini(&e);
+        }
+    }
+}
+
+/* A request's token array follows what it generated, not max_new_tokens:
+ * a million-token limit ended early by EOS allocates little. */
+Test(sched, large_max_new_tokens_small_memory)
+{
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM);
+    rkv_sched_debug_reset_largest_alloc();
+    eng e;
+    const uint32_t max_new = 1000000, P = 64;
+    eng_init(&e, (max_new + 64) / P + 1, P, &c, 2);
+    e.seed = 5;
+    e.eos_mod = 29; /* a token divisible by 29 ends the request */
+    int32_t p[40];
+    fill_tokens(p, 40, 3);
+    OK(eng_submit(&e, 0, 0, p, 40, max_new, 0));
+    OK(eng_submit(&e, 1, 0, p, 33, max_new, 0));
+    for (int guard = 0; e.live > 0; guard++) {
+        cr_assert_lt(guard, 5000, "no EOS in 5000 steps");
+        eng_step(&e);
+    }
+    size_t big = rkv_sched_debug_largest_alloc();
+    cr_assert_lt(big, 64 * 1024, "an allocation of %zu bytes", big);
+    cr_assert_gt(e.reqs[0].gen + e.reqs[1].gen, 2, "too short to mean anything");
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
 }
 
 /* ---- random workloads: budgets, CSR, exact KV, no leaks ------------------ */

@@ -91,8 +91,9 @@ static inline void eng_init(eng *e, uint32_t nblocks, uint32_t P,
     e->nreqs = max_ids;
     e->kv = calloc((size_t)nblocks * P, sizeof *e->kv);
     e->wstamp = calloc((size_t)nblocks * P, sizeof *e->wstamp);
-    e->next = calloc(cfg->max_running + 1, sizeof *e->next);
-    e->fin = calloc(cfg->max_running + 1, 1);
+    /* a plan holds at most every live request (max_running may be huge) */
+    e->next = calloc(max_ids + 1, sizeof *e->next);
+    e->fin = calloc(max_ids + 1, 1);
     e->dt = 1.0;
     cr_assert(e->reqs && e->kv && e->wstamp && e->next && e->fin);
 }

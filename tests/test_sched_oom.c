@@ -25,6 +25,7 @@
  * (sched/sched_debug.h), under every policy.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 
 #include "radix/tree_debug.h"
 #include "sched/sched_debug.h"
@@ -229,4 +230,52 @@ Test(sched_oom, create_fails_cleanly)
     }
     rkv_tree_destroy(tree);
     rkv_pool_destroy(pool);
+}
+
+/* The injection is per thread (sched/sched_debug.h): armed here, it must
+ * neither fail nor count the allocations of a scheduler that another
+ * thread creates and uses. When the countdown was a process-wide static,
+ * the other thread's create consumed it and failed with NOMEM. */
+
+static void *other_thread(void *arg)
+{
+    rkv_status *out = arg;
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 16;
+    pc.page_size = PAGE;
+    rkv_pool *pool = NULL;
+    rkv_tree *tree = NULL;
+    rkv_sched *s = NULL;
+    *out = rkv_pool_create(&pc, &pool);
+    if (*out == RKV_OK)
+        *out = rkv_tree_create(pool, NULL, &tree);
+    if (*out == RKV_OK)
+        *out = rkv_sched_create(tree, NULL, &s);
+    int32_t p[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    rkv_request_desc d = {.id = 1, .prompt = p, .prompt_len = 8,
+                          .max_new_tokens = 2};
+    if (*out == RKV_OK)
+        *out = rkv_sched_submit(s, &d);
+    const rkv_batch_plan *pl;
+    if (*out == RKV_OK)
+        *out = rkv_sched_step(s, 0, &pl);
+    rkv_sched_destroy(s);
+    rkv_tree_destroy(tree);
+    rkv_pool_destroy(pool);
+    return NULL;
+}
+
+Test(sched_oom, injection_is_per_thread)
+{
+    rkv_sched_debug_fail_alloc_after(0); /* this thread's next one fails */
+    rkv_status st = RKV_ERR_CORRUPT;
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, other_thread, &st), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(st, RKV_OK, "the other thread's scheduler failed: %s",
+                 rkv_strerror(st));
+    cr_assert_eq(rkv_sched_debug_alloc_countdown(), 0,
+                 "the other thread's allocations were counted here");
+    rkv_sched_debug_fail_alloc_after(-1);
 }

@@ -1375,10 +1375,10 @@ Test(tree, check_detects_planted_bugs)
     /* an unlocked leaf missing from the LRU list */
     OK(rkv_tree_unlock(g_tree, &lb));
     CHECK();
-    uint32_t head = g_tree->lru_head;
-    g_tree->lru_head = g_tree->nodes[head].lru_next;
+    uint32_t head = g_tree->lru_head[0];
+    g_tree->lru_head[0] = g_tree->nodes[head].lru_next;
     ERR(RKV_ERR_CORRUPT, rkv_tree_check(g_tree));
-    g_tree->lru_head = head;
+    g_tree->lru_head[0] = head;
     CHECK();
 }
 

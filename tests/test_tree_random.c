@@ -10,7 +10,12 @@
  * so the cached part comes back as duplicates), lock (valid and stale
  * handles) and unlock (held leases; leases released earlier, forged ids,
  * ids one bit away from a held one, zero: RKV_ERR_STATE), evict,
- * alloc_blocks, reset (BUSY while locked) and zeroed handles and leases.
+ * alloc_blocks, reset (BUSY while locked) and zeroed handles and leases,
+ * and retention (rkv_tree_retain): priorities on random token ranges (the
+ * *_priority tests run the RKV_EVICT_PRIORITY policy, the others LRU, where
+ * priorities must not change the order), TTL pins of four owners under a
+ * 25 % cap, time steps that expire them, release and extension by owner,
+ * and allocations that revoke pins.
  * The model knows a lease only by the id the tree handed out: every new id
  * must be nonzero and unlike every held one. Token streams share
  * prefixes heavily (a few base sequences, short random extensions over a
@@ -62,6 +67,7 @@ typedef struct held_lock {
 
 typedef struct world {
     uint32_t P, num_blocks, max_tokens;
+    int policy;        /* rkv_evict_policy of the tree and the model      */
     uint32_t alphabet; /* extension tokens are drawn from 0..alphabet-1 */
     uint64_t seed, op;
     rkv_rng rng;
@@ -84,6 +90,9 @@ typedef struct world {
     /* coverage counters, printed at the end */
     uint64_t n_stale, n_state, n_nospace, n_dups, n_locks, n_resets, n_busy;
     uint64_t n_any_held; /* op_unlock_any that hit a held lease          */
+    uint64_t n_prio;     /* pages given a priority                        */
+    uint64_t now;        /* the tree's time                               */
+    uint64_t n_pins, n_pin_cap; /* pins made or renewed; refused          */
 } world;
 
 #define REQ(w, cond, fmt, ...)                                                 \
@@ -98,9 +107,11 @@ static const uint64_t kNamespaces[5] = {0, 1, UINT64_MAX, 1ULL << 32, 2};
 /* ---- set-up ------------------------------------------------------------------- */
 
 static void world_init(world *w, uint32_t P, uint32_t num_blocks,
-                       uint32_t max_tokens, uint32_t alphabet, const char *name)
+                       uint32_t max_tokens, uint32_t alphabet, int policy,
+                       const char *name)
 {
     memset(w, 0, sizeof *w);
+    w->policy = policy;
     w->P = P;
     w->alphabet = alphabet;
     w->num_blocks = num_blocks;
@@ -112,9 +123,15 @@ static void world_init(world *w, uint32_t P, uint32_t num_blocks,
     cfg.num_blocks = num_blocks;
     cfg.page_size = P;
     cr_assert_eq(rkv_pool_create(&cfg, &w->pool), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_tree_create(w->pool, NULL, &w->tree), RKV_OK, "%s",
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.evict_policy = policy;
+    tc.max_pinned_pct = 25;
+    cr_assert_eq(rkv_tree_create(w->pool, &tc, &w->tree), RKV_OK, "%s",
                  rkv_last_error());
     cr_assert_eq(ref_model_init(&w->m, P, num_blocks), 0);
+    w->m.policy = policy;
+    w->m.pin_cap = (uint64_t)num_blocks * 25 / 100;
     w->ev = calloc(num_blocks, sizeof *w->ev);
     cr_assert_not_null(w->ev);
     /* base sequences: 0 and 1 share their first half, 2 is 0 shifted by
@@ -191,6 +208,12 @@ static void compare_stats(world *w)
         (unsigned long long)s.inserted_pages, (unsigned long long)m->inserted_pages);
     REQ(w, s.evicted_blocks == m->evicted_pages, "evicted %llu, model %llu",
         (unsigned long long)s.evicted_blocks, (unsigned long long)m->evicted_pages);
+    rkv_retention_stats rs;
+    REQ(w, rkv_tree_retention_stats(w->tree, &rs) == RKV_OK, "%s", "retention");
+    REQ(w, rs.pins == m->npins && rs.pinned_blocks == m->pinned_pages,
+        "pins %llu pinning %llu pages, model %u pinning %llu",
+        (unsigned long long)rs.pins, (unsigned long long)rs.pinned_blocks,
+        m->npins, (unsigned long long)m->pinned_pages);
     /* between operations the caller holds no block: free = total - cached */
     REQ(w, rkv_pool_num_free(w->pool) == w->num_blocks - m->cached,
         "pool free %u, expected %llu", rkv_pool_num_free(w->pool),
@@ -329,7 +352,9 @@ static rkv_status do_alloc(world *w, uint32_t n, rkv_block_id *out)
     uint32_t nev = 0;
     if (free_now < n) {
         nev = (uint32_t)(n - free_now);
-        exp = ref_evict(&w->m, nev, w->ev);
+        exp = ref_make_room(&w->m, nev); /* pins yield if they must */
+        if (exp == RKV_OK)
+            exp = ref_evict(&w->m, nev, w->ev);
         if (exp != RKV_OK)
             nev = 0;
     }
@@ -480,6 +505,74 @@ static void op_match(world *w, int peek)
     remember(w, hp.h, hp.r);
 }
 
+/* A priority for a random token range of a random sequence: the pages set
+ * must be the model's (then every later eviction compares the order). */
+static void op_priority(world *w)
+{
+    uint64_t ns;
+    size_t n = gen_seq(w, &ns);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.priority = (int)rkv_rng_below(&w->rng, RKV_PRIORITY_MAX + 1);
+    r.prio_begin = rkv_rng_below(&w->rng, n + 1);
+    r.prio_end = r.prio_begin + rkv_rng_below(&w->rng, n - r.prio_begin + 1);
+    rkv_retain_result out;
+    rkv_status st = rkv_tree_retain(w->tree, ns, w->tok, n, &r, w->now, &out);
+    REQ(w, st == RKV_OK, "retain: status %d", (int)st);
+    uint32_t want = ref_set_priority(&w->m, ns, w->tok, n, r.prio_begin,
+                                     r.prio_end, r.priority);
+    REQ(w, out.prio_pages == want, "retain set %u pages, model %u",
+        out.prio_pages, want);
+    w->n_prio += want;
+}
+
+/* A pin of a random prefix by one of four owners. */
+static void op_pin(world *w)
+{
+    uint64_t ns;
+    size_t n = gen_seq(w, &ns);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = rkv_rng_below(&w->rng, n + 1);
+    r.ttl_ms = 1 + rkv_rng_below(&w->rng, 40);
+    r.owner = rkv_rng_below(&w->rng, 4);
+    rkv_retain_result out;
+    rkv_status st = rkv_tree_retain(w->tree, ns, w->tok, n, &r, w->now, &out);
+    uint32_t pinned = 0;
+    rkv_status exp = ref_pin_prefix(&w->m, ns, w->tok, n, r.pin_tokens, r.ttl_ms,
+                                    r.owner, &pinned);
+    REQ(w, st == exp, "pin: status %d, model %d", (int)st, (int)exp);
+    if (st == RKV_OK)
+        REQ(w, out.pinned_pages == pinned, "pinned %u pages, model %u",
+            out.pinned_pages, pinned);
+    w->n_pins += st == RKV_OK && pinned > 0;
+    w->n_pin_cap += st == RKV_ERR_PIN_CAP;
+}
+
+static void op_time(world *w)
+{
+    w->now += rkv_rng_below(&w->rng, 7);
+    REQ(w, rkv_tree_set_time(w->tree, w->now) == RKV_OK, "%s", "set_time");
+    ref_set_time(&w->m, w->now);
+}
+
+static void op_owner(world *w)
+{
+    uint64_t owner = rkv_rng_below(&w->rng, 4);
+    uint32_t n = 12345, want;
+    if (rkv_rng_below(&w->rng, 3) == 0) {
+        REQ(w, rkv_tree_pins_release(w->tree, owner, &n) == RKV_OK, "%s",
+            "pins_release");
+        want = ref_pins_release(&w->m, owner);
+    } else {
+        uint64_t ttl = rkv_rng_below(&w->rng, 40);
+        REQ(w, rkv_tree_pins_extend(w->tree, owner, ttl, w->now, &n) == RKV_OK,
+            "%s", "pins_extend");
+        want = ref_pins_extend(&w->m, owner, ttl);
+    }
+    REQ(w, n == want, "owner call counted %u pins, model %u", n, want);
+}
+
 static hpair *pick_handle(world *w)
 {
     return w->nhs ? &w->hs[rkv_rng_below(&w->rng, w->nhs)] : NULL;
@@ -584,16 +677,25 @@ static void op_zero_handle(world *w)
 }
 
 static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
-                       uint32_t alphabet, uint64_t ops, const char *name)
+                       uint32_t alphabet, int policy, uint64_t ops,
+                       const char *name)
 {
     world *w = calloc(1, sizeof *w);
     cr_assert_not_null(w);
-    world_init(w, P, num_blocks, max_tokens, alphabet, name);
+    world_init(w, P, num_blocks, max_tokens, alphabet, policy, name);
     ops = rkv_test_scaled(ops);
     for (w->op = 1; w->op <= ops; w->op++) {
         uint64_t r = rkv_rng_below(&w->rng, 1000);
-        if (r < 200)
+        if (r < 140)
             op_match(w, 0);
+        else if (r < 160)
+            op_priority(w);
+        else if (r < 180)
+            op_pin(w);
+        else if (r < 190)
+            op_time(w);
+        else if (r < 200)
+            op_owner(w);
         else if (r < 300)
             op_match(w, 1);
         else if (r < 520)
@@ -624,6 +726,15 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
     full_check(w);
     rkv_tree_stats s;
     rkv_tree_get_stats(w->tree, &s);
+    rkv_retention_stats rs;
+    rkv_tree_retention_stats(w->tree, &rs);
+    fprintf(stderr, "[%s] pins: %llu made, %llu renewed, %llu expired, %llu "
+            "released, %llu revoked, %llu refused\n", name,
+            (unsigned long long)rs.pins_made, (unsigned long long)rs.pins_renewed,
+            (unsigned long long)rs.pins_expired,
+            (unsigned long long)rs.pins_released,
+            (unsigned long long)rs.pins_revoked,
+            (unsigned long long)rs.pins_refused);
     fprintf(stderr,
             "[%s] %llu ops: hit %llu of %llu tokens, %llu pages inserted, %llu "
             "evicted, %llu splits, %llu dups, %llu locks, %llu stale, %llu "
@@ -646,6 +757,14 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
             {"unlocks of leases not held", w->n_state}, {"NO_SPACE", w->n_nospace},
             {"resets", w->n_resets},       {"BUSY resets", w->n_busy},
             {"unlocks of a remembered lease still held", w->n_any_held},
+            {"priorities set", w->n_prio},
+            {"pins made or renewed", w->n_pins},
+            {"pins refused at the cap", w->n_pin_cap},
+            {"pins expired", rs.pins_expired},
+            /* only the small pools run short often enough to revoke in
+             * every run (page16 and page1_wide: a few times, or none) */
+            {"pins revoked for an allocation",
+             w->P <= 4 && w->num_blocks <= 96 ? rs.pins_revoked : 1},
         };
         for (size_t i = 0; i < sizeof seen / sizeof seen[0]; i++)
             cr_assert_gt(seen[i].n, 0, "%s: no %s in %llu operations", name,
@@ -658,27 +777,41 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
 /* 1,000,000 operations in all (before RKV_TEST_SCALE). */
 Test(tree_random, page1)
 {
-    run_random(1, 96, 32, 4, 250000, "tree_random::page1");
+    run_random(1, 96, 32, 4, RKV_EVICT_LRU, 250000, "tree_random::page1");
 }
 
 Test(tree_random, page2)
 {
-    run_random(2, 64, 48, 4, 250000, "tree_random::page2");
+    run_random(2, 64, 48, 4, RKV_EVICT_LRU, 250000, "tree_random::page2");
 }
 
 Test(tree_random, page4)
 {
-    run_random(4, 48, 64, 4, 250000, "tree_random::page4");
+    run_random(4, 48, 64, 4, RKV_EVICT_LRU, 250000, "tree_random::page4");
 }
 
 Test(tree_random, page16)
 {
-    run_random(16, 40, 128, 4, 250000, "tree_random::page16");
+    run_random(16, 40, 128, 4, RKV_EVICT_LRU, 250000, "tree_random::page16");
 }
 
 /* A larger pool and a wide alphabet: many children per node (child index
  * and slot table growth), deeper trees, LRU placement walks. */
 Test(tree_random, page1_wide)
 {
-    run_random(1, 640, 128, 64, 100000, "tree_random::page1_wide");
+    run_random(1, 640, 128, 64, RKV_EVICT_LRU, 100000, "tree_random::page1_wide");
+}
+
+/* The priority policy against the model's priority order (fewer
+ * operations: the LRU tests above cover everything else). */
+Test(tree_random, page2_priority)
+{
+    run_random(2, 64, 48, 4, RKV_EVICT_PRIORITY, 100000,
+               "tree_random::page2_priority");
+}
+
+Test(tree_random, page4_priority)
+{
+    run_random(4, 48, 64, 4, RKV_EVICT_PRIORITY, 100000,
+               "tree_random::page4_priority");
 }

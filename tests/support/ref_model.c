@@ -58,6 +58,7 @@ void ref_model_fini(ref_model *m)
     free(m->pages);
     free(m->buckets);
     free(m->leases);
+    free(m->pins);
     memset(m, 0, sizeof *m);
 }
 
@@ -128,6 +129,7 @@ static uint32_t ref_add(ref_model *m, uint64_t ns, uint32_t parent,
     p->depth = parent == REF_NIL ? 1 : m->pages[parent].depth + 1;
     memcpy(p->tokens, tokens, m->P * sizeof *tokens);
     p->block = block;
+    p->prio = RKV_PRIORITY_DEFAULT;
     p->inc = ++m->next_inc;
     p->hash = ref_key(m, ns, parent, tokens);
     uint32_t b = (uint32_t)(p->hash & (m->nbuckets - 1));
@@ -380,9 +382,13 @@ rkv_status ref_evict(ref_model *m, uint32_t n, ref_evicted *evicted_out)
             const ref_page *p = &m->pages[s];
             if (!p->used || p->children != 0 || p->cover != 0)
                 continue;
-            if (best == REF_NIL || p->stamp < m->pages[best].stamp ||
-                (p->stamp == m->pages[best].stamp &&
-                 p->depth > m->pages[best].depth))
+            int pb = m->policy == RKV_EVICT_PRIORITY ? p->prio : 0;
+            int bb = best == REF_NIL || m->policy != RKV_EVICT_PRIORITY
+                         ? 0 : m->pages[best].prio;
+            if (best == REF_NIL || pb < bb ||
+                (pb == bb && (p->stamp < m->pages[best].stamp ||
+                              (p->stamp == m->pages[best].stamp &&
+                               p->depth > m->pages[best].depth))))
                 best = s;
         }
         if (best == REF_NIL)
@@ -404,10 +410,164 @@ rkv_status ref_evict(ref_model *m, uint32_t n, ref_evicted *evicted_out)
     return RKV_OK;
 }
 
+uint32_t ref_set_priority(ref_model *m, uint64_t ns, const int32_t *tokens,
+                          size_t n, size_t begin, size_t end, int prio)
+{
+    uint32_t slots[REF_MAX_TOKENS + 1];
+    uint32_t npages = (uint32_t)(n / m->P);
+    if (npages > REF_MAX_TOKENS)
+        abort(); /* test bug: longer than the model walks */
+    uint32_t k = ref_find_root(m, ns) != NULL
+                     ? ref_walk(m, ns, tokens, npages, slots) : 0;
+    uint32_t set = 0;
+    for (uint32_t d = 0; d < k; d++) {
+        if ((size_t)d * m->P >= begin && (size_t)(d + 1) * m->P <= end) {
+            m->pages[slots[d]].prio = prio;
+            set++;
+        }
+    }
+    return set;
+}
+
+/* ---- pins ------------------------------------------------------------------------ */
+
+static void ref_cover(ref_model *m, uint32_t slot, int delta)
+{
+    for (uint32_t s = slot; s != REF_NIL; s = m->pages[s].parent) {
+        ref_page *p = &m->pages[s];
+        if (delta > 0) {
+            if (p->cover++ == 0)
+                m->locked_pages++;
+            if (p->pin_cover++ == 0)
+                m->pinned_pages++;
+        } else {
+            if (--p->cover == 0)
+                m->locked_pages--;
+            if (--p->pin_cover == 0)
+                m->pinned_pages--;
+        }
+    }
+}
+
+static void ref_unpin(ref_model *m, uint32_t i)
+{
+    ref_cover(m, m->pins[i].slot, -1);
+    m->pins[i] = m->pins[--m->npins];
+}
+
+void ref_set_time(ref_model *m, uint64_t now)
+{
+    if (now < m->now)
+        abort(); /* test bug */
+    m->now = now;
+    for (uint32_t i = 0; i < m->npins;)
+        if (m->pins[i].deadline <= now)
+            ref_unpin(m, i);
+        else
+            i++;
+}
+
+rkv_status ref_pin_prefix(ref_model *m, uint64_t ns, const int32_t *tokens,
+                          size_t n, size_t pin_tokens, uint64_t ttl,
+                          uint64_t owner, uint32_t *pinned)
+{
+    uint32_t slots[REF_MAX_TOKENS + 1];
+    uint32_t npages = (uint32_t)(n / m->P);
+    if (npages > REF_MAX_TOKENS)
+        abort();
+    uint32_t k = ref_find_root(m, ns) != NULL
+                     ? ref_walk(m, ns, tokens, npages, slots) : 0;
+    uint32_t pp = (uint32_t)(pin_tokens / m->P);
+    if (pp > k)
+        pp = k;
+    *pinned = pp;
+    if (pp == 0)
+        return RKV_OK;
+    uint32_t slot = slots[pp - 1];
+    for (uint32_t i = 0; i < m->npins; i++) {
+        if (m->pins[i].owner == owner && m->pins[i].slot == slot) {
+            if (m->now + ttl > m->pins[i].deadline)
+                m->pins[i].deadline = m->now + ttl;
+            return RKV_OK;
+        }
+    }
+    uint64_t add = 0;
+    for (uint32_t d = 0; d < pp; d++)
+        add += m->pages[slots[d]].pin_cover == 0;
+    if (m->pinned_pages + add > m->pin_cap)
+        return RKV_ERR_PIN_CAP;
+    if (m->npins == m->pins_cap) {
+        uint32_t cap = m->pins_cap ? 2 * m->pins_cap : 16;
+        ref_pin *p = realloc(m->pins, cap * sizeof *p);
+        if (p == NULL)
+            abort();
+        m->pins = p;
+        m->pins_cap = cap;
+    }
+    ref_pin *e = &m->pins[m->npins++];
+    e->owner = owner;
+    e->deadline = m->now + ttl;
+    e->seq = ++m->pin_seq;
+    e->slot = slot;
+    ref_cover(m, slot, +1);
+    return RKV_OK;
+}
+
+uint32_t ref_pins_release(ref_model *m, uint64_t owner)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->npins;) {
+        if (m->pins[i].owner == owner) {
+            ref_unpin(m, i);
+            n++;
+        } else {
+            i++;
+        }
+    }
+    return n;
+}
+
+uint32_t ref_pins_extend(ref_model *m, uint64_t owner, uint64_t ttl)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->npins; i++) {
+        if (m->pins[i].owner == owner) {
+            if (m->now + ttl > m->pins[i].deadline)
+                m->pins[i].deadline = m->now + ttl;
+            n++;
+        }
+    }
+    return n;
+}
+
+rkv_status ref_make_room(ref_model *m, uint64_t need)
+{
+    if (ref_evictable(m) >= need)
+        return RKV_OK;
+    uint64_t only = 0;
+    for (uint32_t s = 0; s < m->cap; s++)
+        only += m->pages[s].used && m->pages[s].cover > 0 &&
+                m->pages[s].cover == m->pages[s].pin_cover;
+    if (ref_evictable(m) + only < need)
+        return RKV_ERR_NO_SPACE;
+    while (ref_evictable(m) < need && m->npins > 0) {
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < m->npins; i++)
+            if (m->pins[i].deadline < m->pins[best].deadline ||
+                (m->pins[i].deadline == m->pins[best].deadline &&
+                 m->pins[i].seq < m->pins[best].seq))
+                best = i;
+        ref_unpin(m, best);
+    }
+    return RKV_OK;
+}
+
 rkv_status ref_reset(ref_model *m)
 {
     if (m->lock_total > 0)
         return RKV_ERR_BUSY;
+    while (m->npins > 0)
+        ref_unpin(m, 0);
     for (uint32_t s = 0; s < m->cap; s++)
         if (m->pages[s].used)
             ref_remove(m, s);

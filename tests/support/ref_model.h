@@ -23,7 +23,20 @@
  *     the path.
  *   - evict(n) removes n pages, one at a time: among pages with no cached
  *     extension and no lock cover, the one with the oldest stamp, ties
- *     broken deepest first. A namespace root disappears when its last page
+ *     broken deepest first; under RKV_EVICT_PRIORITY (policy), the lowest
+ *     priority first, then that order.
+ *   - priorities (rkv_tree_retain): each page has one, 35 when created; a
+ *     retain sets it on the cached pages wholly inside its token range and
+ *     changes nothing else (no stamp).
+ *   - pins: a pin covers the pages of its cached prefix like a lock (they
+ *     count as locked, are never evicted) until now >= its deadline; then
+ *     it goes without stamping anything. Pinned pages = pages under at
+ *     least one pin, never above the cap (a pin that would go above is
+ *     RKV_ERR_PIN_CAP). The same owner pinning the same prefix renews
+ *     (deadline = max); release/extend act on all of an owner's pins.
+ *     Allocation that free + evictable pages cannot serve revokes pins,
+ *     earliest deadline first (oldest first among equal deadlines), only
+ *     if the pages that only pins hold would be enough. A namespace root disappears when its last page
  *     is evicted and it holds no lock, or when its last lock is released
  *     and it has no page.
  *   - a handle is (page, incarnation) or (namespace root, incarnation): it
@@ -50,11 +63,13 @@ typedef struct ref_page {
     uint32_t depth;      /* 1-based page index in its prefix             */
     int32_t tokens[REF_MAX_PAGE];
     rkv_block_id block;
+    int prio;            /* retention priority 0..100                    */
     uint64_t stamp;
     uint64_t inc;        /* incarnation                                  */
     uint32_t children;   /* cached pages extending this one              */
     uint32_t own_locks;  /* locks taken at exactly this position         */
-    uint32_t cover;      /* locks at this position or below              */
+    uint32_t cover;      /* locks and pins at this position or below     */
+    uint32_t pin_cover;  /* pins at this position or below               */
     uint32_t hnext;      /* hash chain                                   */
     uint64_t hash;
 } ref_page;
@@ -83,6 +98,7 @@ typedef struct ref_lease {
 
 typedef struct ref_model {
     uint32_t P;
+    int policy;          /* rkv_evict_policy (set after init)            */
     uint32_t cap;        /* page slots (= pool blocks)                   */
     ref_page *pages;
     uint32_t *buckets;   /* hash heads, nbuckets (power of two)          */
@@ -95,7 +111,15 @@ typedef struct ref_model {
     uint64_t inserted_pages, evicted_pages;
     ref_lease *leases;   /* held leases, unordered                       */
     uint32_t nleases, lease_cap;
+    struct ref_pin *pins; /* live pins, unordered                        */
+    uint32_t npins, pins_cap;
+    uint64_t now, pin_seq, pinned_pages, pin_cap;
 } ref_model;
+
+typedef struct ref_pin {
+    uint64_t owner, deadline, seq;
+    uint32_t slot;       /* the deepest pinned page                      */
+} ref_pin;
 
 typedef struct ref_insert_result {
     uint32_t prefix_pages, new_pages, num_dups;
@@ -139,6 +163,23 @@ typedef struct ref_evicted {
  * n; may be NULL), in eviction order. */
 rkv_status ref_evict(ref_model *m, uint32_t n, ref_evicted *evicted_out);
 rkv_status ref_reset(ref_model *m);
+/* Sets prio on the cached pages of tokens[0..n) wholly inside tokens
+ * [begin, end); returns how many. */
+uint32_t ref_set_priority(ref_model *m, uint64_t ns, const int32_t *tokens,
+                          size_t n, size_t begin, size_t end, int prio);
+/* Moves the time to now (>= the model's) and drops expired pins. */
+void ref_set_time(ref_model *m, uint64_t now);
+/* rkv_tree_retain's pin part at time now (after ref_set_time): RKV_OK or
+ * RKV_ERR_PIN_CAP; *pinned gets the pages the pin covers. */
+rkv_status ref_pin_prefix(ref_model *m, uint64_t ns, const int32_t *tokens,
+                          size_t n, size_t pin_tokens, uint64_t ttl,
+                          uint64_t owner, uint32_t *pinned);
+uint32_t ref_pins_release(ref_model *m, uint64_t owner);
+uint32_t ref_pins_extend(ref_model *m, uint64_t owner, uint64_t ttl);
+/* Before evicting need pages for an allocation: RKV_ERR_NO_SPACE if
+ * evictable + pin-only pages < need (nothing changes), else revokes pins
+ * until evictable >= need. */
+rkv_status ref_make_room(ref_model *m, uint64_t need);
 uint64_t ref_evictable(const ref_model *m);
 uint32_t ref_namespaces(const ref_model *m);
 /* Writes the full prefix of a page (depth * P tokens) and its blocks

@@ -1,0 +1,185 @@
+/*
+ * radixkv_router.h -- public API of the fleet router index (router/): which
+ * instances (serving processes, each with its own radixkv tree) cache which
+ * blocks, fed by the trees' KV events (rkv_tree_events_drain), and which
+ * instance a request should go to.
+ *
+ * A separate header because the router runs where no tree does (a router
+ * process holds the index of a whole fleet and embeds no pool): it needs
+ * only the event and snapshot types of radixkv.h, which it includes. The
+ * code is in libradixkv; there is no network code here (a transport feeds
+ * event batches in and takes routes out).
+ *
+ * Conventions are those of radixkv.h (rkv_status, rkv_last_error, nothing
+ * changes on failure, not thread-safe: one thread at a time per router).
+ *
+ * Per instance the router keeps the seq of the last event applied. A batch
+ * is applied event by event:
+ *   - seq <= last applied: stale or out of order, skipped and counted.
+ *   - seq  > last + 1: a gap. The instance needs a resync.
+ *   - RESYNC marker: the instance needs a resync.
+ *   - an event that contradicts the index (storing a block the instance
+ *     already holds, removing one it does not hold, an unknown kind or
+ *     medium, too many hashes, a wrong namespace): counted as bad; the
+ *     instance needs a resync.
+ * An instance that needs a resync is dropped from the index at once (it
+ * holds nothing, so no request is routed for a prefix it may have lost) and
+ * ignores events until rkv_router_apply_snapshot gives its full state and
+ * the seq that state is after (rkv_tree_snapshot). Events with a larger
+ * seq then apply on top. A new instance expects seq 1 next (a fresh tree);
+ * anything else is a gap, so an instance joining late resyncs on its own.
+ * An instance whose tree is recreated (its seqs start again at 1) must be
+ * removed and added again: the router would take its new events as stale.
+ *
+ * Invariant (what the differential test checks): for every instance that
+ * does not need a resync, the index holds hash h for it exactly when its
+ * tree caches h after the last applied event; an instance that needs a
+ * resync holds nothing.
+ */
+#ifndef RADIXKV_ROUTER_H
+#define RADIXKV_ROUTER_H
+
+#include "radixkv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exported from the shared library like radixkv.h's declarations. */
+#pragma GCC visibility push(default)
+
+typedef struct rkv_router rkv_router;
+
+/* Instances one router indexes at once (one bit per instance per block). */
+#define RKV_ROUTER_MAX_INSTANCES 64u
+
+/*
+ * Scoring (rkv_router_route). For instance i with load (running_i,
+ * queued_tokens_i) and L_i leading pages of the request cached:
+ *
+ *   score_i = page_tokens * sum_{j < L_i} medium_weight[medium of page j on i]
+ *             - queue_weight * queued_tokens_i - running_weight * running_i
+ *
+ * in tokens: prefill tokens saved by the cache minus tokens of work ahead.
+ * A page held on several media counts its best (lowest-numbered) medium.
+ * The highest score wins; ties go to the fewer queued tokens, then fewer
+ * running requests, then the smaller instance id (deterministic).
+ */
+typedef struct rkv_router_config {
+    uint32_t initial_blocks;  /* capacity hint; 0 = default                */
+    double page_tokens;       /* tokens per page, default 16               */
+    double medium_weight[RKV_MEDIUM_COUNT]; /* device 1, host 0.5, disk 0.25 */
+    double queue_weight;      /* per queued token, default 1               */
+    double running_weight;    /* per running request, default 16           */
+} rkv_router_config;
+void rkv_router_config_init(rkv_router_config *cfg);
+
+rkv_status rkv_router_create(const rkv_router_config *cfg, rkv_router **out);
+void rkv_router_destroy(rkv_router *router); /* NULL is fine */
+
+/* Registers an instance (any id but UINT64_MAX); it holds nothing and
+ * expects seq 1. RKV_ERR_DUPLICATE if present, RKV_ERR_NO_SPACE when
+ * RKV_ROUTER_MAX_INSTANCES are registered. */
+rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance);
+/* Drops an instance and every entry it held. RKV_ERR_NOT_FOUND (counted
+ * in stats.unknown_instance) for an id not registered. O(index size). */
+rkv_status rkv_router_remove_instance(rkv_router *router, uint64_t instance);
+
+/* Applies a batch of one instance's events in order (see the header
+ * comment). RKV_ERR_NOT_FOUND (counted) for an unknown instance, nothing
+ * changes. RKV_ERR_NOMEM (the index could not grow): the events before the
+ * failing one are applied, and the instance needs a resync (it holds
+ * nothing), which is the state a lost event leaves anyway. Anything wrong
+ * inside the stream is not an error of the call: it is counted and
+ * triggers a resync. */
+rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
+                            const rkv_event *events, uint32_t n);
+
+/* The instance's latest seq (the last event it drained, or
+ * rkv_tree_snapshot's seq_out), as a heartbeat would carry it: events lost
+ * at the END of a stream leave no gap for rkv_router_apply to see, this
+ * does. last_seq above the last applied: a gap (resync); below it: counted
+ * as stale, nothing changes. */
+rkv_status rkv_router_heartbeat(rkv_router *router, uint64_t instance,
+                                uint64_t last_seq);
+
+/* Replaces the instance's entries with blocks[0..n) (a rkv_tree_snapshot)
+ * taken after event `seq`; the instance is in sync again. A bad entry (an
+ * unknown medium, a hash listed twice) is RKV_ERR_INVALID_ARG: the instance
+ * then holds nothing and still needs a resync. */
+rkv_status rkv_router_apply_snapshot(rkv_router *router, uint64_t instance,
+                                     const rkv_block_entry *blocks, size_t n,
+                                     uint64_t seq);
+
+/* The load an instance reports (for scoring). */
+rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
+                               uint32_t running, uint64_t queued_tokens);
+
+typedef struct rkv_router_overlap {
+    uint64_t instance;
+    uint32_t pages;            /* leading pages of the request cached       */
+    uint32_t pages_by_medium[RKV_MEDIUM_COUNT];
+    double score;
+    int needs_resync;
+} rkv_router_overlap;
+
+/* Per registered instance (in id order), the leading pages of the chained
+ * page hashes[0..n) of namespace ns that it caches, with scores. out has
+ * room for RKV_ROUTER_MAX_INSTANCES (or *n_out from rkv_router_stats
+ * instances); *n_out gets the number of instances. One walk over the
+ * hashes, stopping when no instance holds the next page. */
+rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
+                               const uint64_t *hashes, uint32_t n,
+                               rkv_router_overlap *out, uint32_t cap,
+                               uint32_t *n_out);
+
+/* The best instance for the request (formula above) into *out.
+ * RKV_ERR_STATE with no instance registered. */
+rkv_status rkv_router_route(rkv_router *router, rkv_namespace ns,
+                            const uint64_t *hashes, uint32_t n,
+                            rkv_router_overlap *out);
+
+/* Does instance hold hash (on any medium)? 0/1; 0 for unknown ones. */
+int rkv_router_holds(const rkv_router *router, uint64_t instance,
+                     uint64_t hash);
+
+typedef struct rkv_router_instance_info {
+    uint64_t last_seq;         /* last event applied (or the snapshot's)    */
+    uint64_t blocks;           /* entries held (all media)                  */
+    int needs_resync;
+    uint32_t running;
+    uint64_t queued_tokens;
+} rkv_router_instance_info;
+rkv_status rkv_router_instance_info_get(const rkv_router *router,
+                                        uint64_t instance,
+                                        rkv_router_instance_info *out);
+
+typedef struct rkv_router_stats {
+    uint64_t instances;
+    uint64_t entries;          /* distinct block hashes in the index        */
+    uint64_t events_applied;
+    uint64_t events_stale;     /* seq <= last applied                      */
+    uint64_t events_skipped;   /* arrived while the instance needed resync */
+    uint64_t events_bad;       /* contradicted the index                   */
+    uint64_t gaps;             /* seq jumps detected                       */
+    uint64_t resync_markers;   /* RESYNC events received                   */
+    uint64_t snapshots;        /* snapshots applied                        */
+    uint64_t unknown_instance; /* calls naming an unregistered instance    */
+    uint64_t queries;
+    uint64_t host_bytes;       /* index memory                             */
+} rkv_router_stats;
+rkv_status rkv_router_get_stats(const rkv_router *router,
+                                rkv_router_stats *out);
+
+/* Every invariant: table <-> entry array, holder masks only of live
+ * instances and never empty, per-instance block counts, resyncing
+ * instances hold nothing. RKV_ERR_CORRUPT with a message. */
+rkv_status rkv_router_check(const rkv_router *router);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * radix/tree_events.h -- the KV event ring of a radix tree (tree_events.c),
+ * for the files of radix/ that change what is cached: tree_match.c (pages
+ * stored by insert), tree_lru.c (pages evicted), tree.c (reset, create,
+ * destroy) and tree_check.c (the ring's invariants).
+ *
+ * The ring is a circular array of cap rkv_event records allocated at create
+ * time (cap == 0: events off, every hook is one predictable branch). Slots
+ * head .. head+count-1 (mod cap) hold recorded events in seq order. While
+ * `lost` is set the newest record is the RESYNC marker and every new event
+ * only bumps its `lost` count and next_seq; otherwise count <= cap - 1
+ * (one slot is kept for a marker). next_seq is the seq the next event gets.
+ */
+#ifndef RKV_RADIX_TREE_EVENTS_H
+#define RKV_RADIX_TREE_EVENTS_H
+
+#include <stdint.h>
+
+#include "radixkv.h"
+#include "radix/node_mem.h"
+
+typedef struct rkv_ev_ring {
+    rkv_event *ev;      /* [cap], NULL when off                            */
+    uint32_t cap;       /* 0: off                                          */
+    uint32_t head;      /* oldest record                                   */
+    uint32_t count;     /* records held                                    */
+    int lost;           /* the newest record is a RESYNC marker            */
+    uint64_t next_seq;  /* from 1                                          */
+} rkv_ev_ring;
+
+#define RKV_EV_MAX_RING (1u << 24)
+
+struct rkv_tree;
+
+/* Allocates the ring from m (create); cap 0 = off. NULL on failure is the
+ * caller's RKV_ERR_NOMEM. Returns 1 on success. */
+int rkv_ev_init(rkv_ev_ring *r, rkv_node_mem *m, uint32_t cap);
+void rkv_ev_fini(rkv_ev_ring *r, rkv_node_mem *m);
+
+/* Records pages blocks[0..n) just cached under ns, after parent_hash (the
+ * pool holds their chained hashes). */
+void rkv_ev_stored(struct rkv_tree *t, uint64_t ns, uint64_t parent_hash,
+                   const rkv_block_id *blocks, uint32_t n);
+/* Records the removal of hashes[0..n) (n <= RKV_EVENT_MAX_HASHES). */
+void rkv_ev_removed(struct rkv_tree *t, uint64_t ns, const uint64_t *hashes,
+                    uint32_t n);
+void rkv_ev_cleared(struct rkv_tree *t);
+
+/* The ring's invariants; RKV_ERR_CORRUPT naming the broken one. */
+rkv_status rkv_ev_check(const rkv_ev_ring *r);
+
+#endif

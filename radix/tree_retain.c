@@ -1,0 +1,714 @@
+/*
+ * radix/tree_retain.c -- retention: node priorities, TTL pins owned by
+ * sessions, the cap on pinned pages, the tree's caller-given time, and the
+ * check of their invariants. (Eviction order by priority: the per-priority
+ * LRU buckets of radix/tree_lru.c.)
+ *
+ * Design:
+ *   - Priorities live in meta[] (one entry per node slot, allocated at the
+ *     first rkv_tree_retain so that trees that never use retention keep
+ *     their memory and behaviour). A range's ends are made node boundaries
+ *     by splits (a split copies the entry to the new head), so a priority
+ *     always covers whole nodes and eviction, which trims a leaf from its
+ *     tail, never has to mix priorities inside a node.
+ *   - A pin is an internal lease on the node that ends the pinned prefix
+ *     (radix/tree_lease.c): a pinned path is locked, so everything that
+ *     already keeps locked pages safe (eviction, trimming, reset) keeps
+ *     pinned ones safe too, and running requests' locks compose with pins.
+ *     meta[].pin_count (pins ending at or below a node) tells which pages
+ *     are pinned, for the cap: pinned_blocks = pages of nodes with
+ *     pin_count > 0 (a shared prefix counts once).
+ *   - Deadlines sit in a binary min-heap: expiry (every call with now_ms)
+ *     is O(log pins) per expired pin plus its path; revocation under space
+ *     pressure takes the earliest deadline first, the oldest pin among
+ *     equal deadlines. Releasing a pin does not
+ *     stamp its path: expiry is not a use, so the pages go back to eviction
+ *     in their last-use order.
+ *   - Owners are looked up by a scan of the pin table (O(pins held)); pins
+ *     are per session, so the table stays small next to the tree.
+ *
+ * Failure atomicity: rkv_tree_retain validates, moves the time (documented:
+ * that part stays), plans its splits read-only, checks the cap, allocates
+ * everything (split arrays, meta, pin table, a lease slot) and only then
+ * commits, which cannot fail.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/pool_internal.h"
+#include "common/status.h"
+#include "radix/tree_internal.h"
+
+#define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
+#define RKV_PINS_FIRST_CAP 8u
+
+void rkv_retention_init(rkv_retention *r)
+{
+    if (r == NULL)
+        return;
+    memset(r, 0, sizeof *r);
+    r->priority = -1;
+}
+
+static uint64_t rkv_sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* ---- deadline heap --------------------------------------------------------- */
+
+/* Equal deadlines: the older pin first (deterministic, and independent of
+ * which table slot a pin reused). */
+static int rkv_pin_before(const rkv_tree *t, uint32_t a, uint32_t b)
+{
+    const rkv_pin *x = &t->pins[a], *y = &t->pins[b];
+    return x->deadline < y->deadline ||
+           (x->deadline == y->deadline && x->seq < y->seq);
+}
+
+static void rkv_heap_set(rkv_tree *t, uint32_t pos, uint32_t pin)
+{
+    t->pin_heap[pos] = pin;
+    t->pins[pin].heap_pos = pos;
+}
+
+static void rkv_heap_up(rkv_tree *t, uint32_t pos)
+{
+    uint32_t p = t->pin_heap[pos];
+    while (pos > 0) {
+        uint32_t par = (pos - 1) / 2, q = t->pin_heap[par];
+        if (!rkv_pin_before(t, p, q))
+            break;
+        rkv_heap_set(t, pos, q);
+        pos = par;
+    }
+    rkv_heap_set(t, pos, p);
+}
+
+static void rkv_heap_down(rkv_tree *t, uint32_t pos)
+{
+    uint32_t p = t->pin_heap[pos];
+    for (;;) {
+        uint32_t c = 2 * pos + 1;
+        if (c >= t->npins)
+            break;
+        if (c + 1 < t->npins && rkv_pin_before(t, t->pin_heap[c + 1], t->pin_heap[c]))
+            c++;
+        if (!rkv_pin_before(t, t->pin_heap[c], p))
+            break;
+        rkv_heap_set(t, pos, t->pin_heap[c]);
+        pos = c;
+    }
+    rkv_heap_set(t, pos, p);
+}
+
+static void rkv_heap_remove(rkv_tree *t, uint32_t pos)
+{
+    uint32_t last = t->pin_heap[--t->npins];
+    if (pos < t->npins) {
+        rkv_heap_set(t, pos, last);
+        rkv_heap_up(t, pos);
+        rkv_heap_down(t, t->pins[last].heap_pos);
+    }
+}
+
+/* ---- pins ------------------------------------------------------------------ */
+
+static void rkv_unpin(rkv_tree *t, uint32_t pin)
+{
+    rkv_pin *e = &t->pins[pin];
+    for (uint32_t y = e->node; y != 0; y = t->nodes[y].parent)
+        if (--t->meta[y].pin_count == 0)
+            t->pinned_blocks -= t->nodes[y].num_pages;
+    rkv_heap_remove(t, e->heap_pos);
+    uint32_t slot = rkv_lease_find(t, e->lease.id);
+    memset(e, 0, sizeof *e);
+    e->heap_pos = t->pin_free;
+    t->pin_free = pin;
+    rkv_lease_unlock_slot(t, slot, 0);
+}
+
+static void rkv_expire(rkv_tree *t, uint64_t now_ms)
+{
+    t->now_ms = now_ms;
+    while (t->npins > 0 && t->pins[t->pin_heap[0]].deadline <= now_ms) {
+        rkv_unpin(t, t->pin_heap[0]);
+        t->pins_expired++;
+    }
+}
+
+static rkv_status rkv_time_ok(const rkv_tree *t, uint64_t now_ms, const char *fn)
+{
+    if (now_ms < t->now_ms)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: now_ms %llu is before the tree's time %llu",
+                             fn, (unsigned long long)now_ms,
+                             (unsigned long long)t->now_ms);
+    return RKV_OK;
+}
+
+rkv_status rkv_tree_set_time(rkv_tree *tree, uint64_t now_ms)
+{
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_set_time: NULL tree");
+    rkv_status st = rkv_time_ok(tree, now_ms, "rkv_tree_set_time");
+    if (st != RKV_OK)
+        return st;
+    rkv_expire(tree, now_ms);
+    return RKV_OK;
+}
+
+uint64_t rkv_pins_yieldable(const rkv_tree *t)
+{
+    if (t->npins == 0)
+        return 0;
+    uint64_t pages = 0;
+    for (uint32_t y = 1; y < t->nodes_used; y++) {
+        const rkv_tnode *x = &t->nodes[y];
+        if (x->parent == RKV_NIL || x->parent == 0)
+            continue;
+        /* every lock at or below it is a pin: no running request needs it */
+        if (x->lock_count > 0 && x->lock_count == t->meta[y].pin_count)
+            pages += x->num_pages;
+    }
+    return pages;
+}
+
+void rkv_pins_revoke_until(rkv_tree *t, uint64_t need)
+{
+    while (t->evictable_blocks < need && t->npins > 0) {
+        rkv_unpin(t, t->pin_heap[0]);
+        t->pins_revoked++;
+    }
+}
+
+void rkv_pins_drop_all(rkv_tree *t)
+{
+    while (t->npins > 0) {
+        rkv_unpin(t, t->pin_heap[0]);
+        t->pins_released++;
+    }
+}
+
+void rkv_retain_fini(rkv_tree *t)
+{
+    rkv_node_mem_free(&t->mem, t->meta, (size_t)t->nodes_cap * sizeof *t->meta);
+    rkv_node_mem_free(&t->mem, t->pins, (size_t)t->pins_cap * sizeof *t->pins);
+    rkv_node_mem_free(&t->mem, t->pin_heap,
+                      (size_t)t->pins_cap * sizeof *t->pin_heap);
+    t->meta = NULL;
+    t->pins = NULL;
+    t->pin_heap = NULL;
+    t->pins_cap = t->pins_used = t->npins = 0;
+    t->pin_free = RKV_NIL;
+}
+
+rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner, uint64_t ttl_ms,
+                                uint64_t now_ms, uint32_t *count)
+{
+    static const char fn[] = "rkv_tree_pins_extend";
+    if (count != NULL)
+        *count = 0;
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tree", fn);
+    rkv_status st = rkv_time_ok(tree, now_ms, fn);
+    if (st != RKV_OK)
+        return st;
+    rkv_tree *t = tree;
+    rkv_expire(t, now_ms);
+    uint64_t dl = rkv_sat_add(now_ms, ttl_ms);
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < t->pins_used; p++) {
+        rkv_pin *e = &t->pins[p];
+        if (e->lease.id == 0 || e->owner != owner)
+            continue;
+        n++;
+        if (dl > e->deadline) {
+            e->deadline = dl;
+            rkv_heap_down(t, e->heap_pos);
+        }
+    }
+    t->pins_renewed += n;
+    if (count != NULL)
+        *count = n;
+    return RKV_OK;
+}
+
+rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner, uint32_t *count)
+{
+    if (count != NULL)
+        *count = 0;
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_pins_release: NULL tree");
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < tree->pins_used; p++) {
+        rkv_pin *e = &tree->pins[p];
+        if (e->lease.id == 0 || e->owner != owner)
+            continue;
+        rkv_unpin(tree, p);
+        n++;
+    }
+    tree->pins_released += n;
+    if (count != NULL)
+        *count = n;
+    return RKV_OK;
+}
+
+/* ---- retain ---------------------------------------------------------------- */
+
+/* Pages of tokens[0..npages) cached under root (tokens compared). */
+static uint32_t rkv_retain_walk(const rkv_tree *t, uint32_t root,
+                                const int32_t *tokens, uint32_t npages)
+{
+    const uint32_t P = t->P;
+    uint32_t d = 0, cur = root;
+    while (d < npages) {
+        const int32_t *q = tokens + (size_t)d * P;
+        uint32_t c = rkv_cidx_find(t, cur, q);
+        if (c == RKV_NIL)
+            break;
+        const rkv_tnode *x = &t->nodes[c];
+        uint32_t m = x->num_pages, avail = npages - d;
+        uint32_t lim = m < avail ? m : avail, k = 1;
+        while (k < lim && memcmp(x->u.tokens + (size_t)k * P, q + (size_t)k * P,
+                                 t->page_bytes) == 0)
+            k++;
+        d += k;
+        if (k < m)
+            break;
+        cur = c;
+    }
+    return d;
+}
+
+/* The node holding page `page` of a path known to be cached that far; its
+ * first page goes to *start. */
+static uint32_t rkv_retain_find(const rkv_tree *t, uint32_t root,
+                                const int32_t *tokens, uint32_t page,
+                                uint32_t *start)
+{
+    uint32_t d = 0, cur = root;
+    for (;;) {
+        uint32_t c = rkv_cidx_find(t, cur, tokens + (size_t)d * t->P);
+        uint32_t m = t->nodes[c].num_pages;
+        if (page < d + m) {
+            *start = d;
+            return c;
+        }
+        d += m;
+        cur = c;
+    }
+}
+
+static void rkv_set_prio(rkv_tree *t, uint32_t id, uint8_t prio)
+{
+    if (t->meta[id].prio == prio)
+        return;
+    int listed = t->policy == RKV_EVICT_PRIORITY && rkv_tree_in_lru(&t->nodes[id]);
+    if (listed)
+        rkv_lru_unlink(t, id);
+    t->meta[id].prio = prio;
+    if (listed)
+        rkv_lru_place(t, id);
+}
+
+/* Live pin of owner ending at node, or RKV_NIL. */
+static uint32_t rkv_pin_find(const rkv_tree *t, uint64_t owner, uint32_t node)
+{
+    for (uint32_t p = 0; p < t->pins_used; p++)
+        if (t->pins[p].lease.id != 0 && t->pins[p].owner == owner &&
+            t->pins[p].node == node)
+            return p;
+    return RKV_NIL;
+}
+
+typedef struct rkv_retain_plan {
+    uint32_t ncuts;
+    uint32_t cut[3];     /* ascending page boundaries in (0, matched]   */
+    uint32_t nsplits;
+    uint32_t split_at[3]; /* cuts that fall inside a node               */
+    uint32_t pages[6];   /* head, tail arrays per split                */
+} rkv_retain_plan;
+
+static void rkv_plan_cut(rkv_retain_plan *pl, uint32_t c)
+{
+    uint32_t i = 0;
+    while (i < pl->ncuts && pl->cut[i] < c)
+        i++;
+    if (i < pl->ncuts && pl->cut[i] == c)
+        return;
+    memmove(pl->cut + i + 1, pl->cut + i, (pl->ncuts - i) * sizeof *pl->cut);
+    pl->cut[i] = c;
+    pl->ncuts++;
+}
+
+static void rkv_plan_splits(const rkv_tree *t, uint32_t root,
+                            const int32_t *tokens, rkv_retain_plan *pl)
+{
+    uint32_t prev_node = RKV_NIL, prev_cut = 0;
+    for (uint32_t i = 0; i < pl->ncuts; i++) {
+        uint32_t c = pl->cut[i], s;
+        uint32_t x = rkv_retain_find(t, root, tokens, c - 1, &s);
+        uint32_t e = s + t->nodes[x].num_pages;
+        if (e == c)
+            continue;
+        if (x == prev_node)
+            s = prev_cut; /* the tail the previous split leaves */
+        pl->split_at[pl->nsplits] = c;
+        pl->pages[2 * pl->nsplits] = c - s;
+        pl->pages[2 * pl->nsplits + 1] = e - c;
+        pl->nsplits++;
+        prev_node = x;
+        prev_cut = c;
+    }
+}
+
+rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
+                           const int32_t *tokens, size_t n,
+                           const rkv_retention *r, uint64_t now_ms,
+                           rkv_retain_result *out)
+{
+    static const char fn[] = "rkv_tree_retain";
+    if (out != NULL)
+        memset(out, 0, sizeof *out);
+    if (tree == NULL || r == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             tree == NULL ? "tree" : "retention");
+    rkv_tree *t = tree;
+    const uint32_t P = t->P;
+    if (n > 0 && tokens == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tokens", fn);
+    if (n / P >= RKV_NIL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: n=%zu too large", fn, n);
+    if (r->priority < -1 || r->priority > RKV_PRIORITY_MAX)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: priority %d not in "
+                             "0..%d (or -1)", fn, r->priority, RKV_PRIORITY_MAX);
+    if (r->priority >= 0 && r->prio_begin > r->prio_end)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: priority range [%zu, %zu)",
+                             fn, r->prio_begin, r->prio_end);
+    if (r->pin_tokens > n)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: pin_tokens %zu > n %zu",
+                             fn, r->pin_tokens, n);
+    uint32_t pin_req = (uint32_t)(r->pin_tokens / P);
+    if (pin_req > 0 && r->ttl_ms == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: a pin needs ttl_ms > 0", fn);
+    rkv_status st = rkv_time_ok(t, now_ms, fn);
+    if (st != RKV_OK)
+        return st;
+    rkv_expire(t, now_ms);
+
+    uint32_t root = rkv_cidx_find_ns(t, ns);
+    if (root == RKV_NIL)
+        return RKV_OK; /* nothing of it is cached */
+    uint32_t npages = (uint32_t)(n / P);
+    uint32_t M = rkv_retain_walk(t, root, tokens, npages);
+    /* priority: pages wholly inside [begin, end); pin: its cached part */
+    uint32_t pb = 0, pe = 0, pp = pin_req < M ? pin_req : M;
+    if (r->priority >= 0) {
+        size_t b = (r->prio_begin + P - 1) / P, e = r->prio_end / P;
+        pb = (uint32_t)(b < M ? b : M);
+        pe = (uint32_t)(e < M ? e : M);
+    }
+    int do_prio = pb < pe;
+    rkv_retain_plan pl;
+    memset(&pl, 0, sizeof pl);
+    if (do_prio) {
+        if (pb > 0)
+            rkv_plan_cut(&pl, pb);
+        rkv_plan_cut(&pl, pe);
+    }
+    if (pp > 0)
+        rkv_plan_cut(&pl, pp);
+    rkv_plan_splits(t, root, tokens, &pl);
+
+    /* the pin: renew one of the same owner on the same prefix, or check
+     * what a new one adds against the cap */
+    uint32_t renew = RKV_NIL;
+    uint64_t add = 0;
+    if (pp > 0) {
+        uint32_t s, x = rkv_retain_find(t, root, tokens, pp - 1, &s);
+        if (s + t->nodes[x].num_pages == pp && t->meta != NULL)
+            renew = rkv_pin_find(t, r->owner, x);
+        if (renew == RKV_NIL) {
+            for (uint32_t d = 0, cur = root; d < pp;) {
+                uint32_t c = rkv_cidx_find(t, cur, tokens + (size_t)d * P);
+                uint32_t m = t->nodes[c].num_pages;
+                if (t->meta == NULL || t->meta[c].pin_count == 0)
+                    add += (d + m < pp ? d + m : pp) - d;
+                d += m;
+                cur = c;
+            }
+            if (t->pinned_blocks + add > t->pin_cap_blocks) {
+                t->pins_refused++;
+                return rkv_set_error(RKV_ERR_PIN_CAP,
+                                     "%s: pinning %u pages adds %llu pinned pages "
+                                     "to %llu; the cap is %llu", fn, pp,
+                                     (unsigned long long)add,
+                                     (unsigned long long)t->pinned_blocks,
+                                     (unsigned long long)t->pin_cap_blocks);
+            }
+        }
+    }
+    int new_pin = pp > 0 && renew == RKV_NIL;
+
+    /* allocate everything before changing anything */
+    rkv_tree_prep prep;
+    memset(&prep, 0, sizeof prep);
+    if (pl.nsplits > 0) {
+        st = rkv_tree_prepare(t, pl.nsplits, (int)(2 * pl.nsplits), pl.pages,
+                              &prep, fn);
+        if (st != RKV_OK)
+            return st;
+    }
+    rkv_tmeta *meta = NULL;
+    uint32_t meta_cap = prep.nodes != NULL ? prep.nodes_cap : t->nodes_cap;
+    rkv_pin *pins = NULL;
+    uint32_t *heap = NULL, pins_cap = 0;
+    if (t->meta == NULL) {
+        meta = rkv_node_mem_alloc(&t->mem, (size_t)meta_cap * sizeof *meta);
+        if (meta == NULL)
+            goto nomem;
+    }
+    if (new_pin && t->pin_free == RKV_NIL && t->pins_used == t->pins_cap) {
+        if (t->pins_cap >= RKV_NIL / 2) {
+            st = rkv_set_error(RKV_ERR_STATE, "%s: %u pins are held (the limit)",
+                               fn, t->pins_cap);
+            goto fail;
+        }
+        pins_cap = t->pins_cap ? t->pins_cap * 2 : RKV_PINS_FIRST_CAP;
+        pins = rkv_node_mem_alloc(&t->mem, (size_t)pins_cap * sizeof *pins);
+        if (pins == NULL)
+            goto nomem;
+        heap = rkv_node_mem_alloc(&t->mem, (size_t)pins_cap * sizeof *heap);
+        if (heap == NULL)
+            goto nomem;
+    }
+    /* last: a grown lease table is no change to undo */
+    if (new_pin && (st = rkv_lease_reserve(t, fn)) != RKV_OK)
+        goto fail;
+
+    /* commit: cannot fail from here */
+    if (pl.nsplits > 0)
+        rkv_tree_prep_install(t, &prep);
+    if (meta != NULL) {
+        for (uint32_t i = 0; i < meta_cap; i++)
+            meta[i] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, {0, 0, 0}};
+        t->meta = meta;
+    }
+    if (pins != NULL) {
+        if (t->pins_used > 0) {
+            memcpy(pins, t->pins, (size_t)t->pins_used * sizeof *pins);
+            memcpy(heap, t->pin_heap, (size_t)t->npins * sizeof *heap);
+        }
+        rkv_node_mem_free(&t->mem, t->pins, (size_t)t->pins_cap * sizeof *t->pins);
+        rkv_node_mem_free(&t->mem, t->pin_heap,
+                          (size_t)t->pins_cap * sizeof *t->pin_heap);
+        t->pins = pins;
+        t->pin_heap = heap;
+        t->pins_cap = pins_cap;
+    }
+    for (uint32_t i = 0; i < pl.nsplits; i++) {
+        uint32_t c = pl.split_at[i], s;
+        uint32_t x = rkv_retain_find(t, root, tokens, c - 1, &s);
+        rkv_tree_split(t, x, c - s, prep.data[2 * i], prep.data[2 * i + 1]);
+    }
+    uint32_t target = RKV_NIL, prio_pages = 0;
+    for (uint32_t d = 0, cur = root; d < M;) {
+        uint32_t c = rkv_cidx_find(t, cur, tokens + (size_t)d * P);
+        uint32_t e = d + t->nodes[c].num_pages;
+        if (do_prio && pb <= d && e <= pe) {
+            rkv_set_prio(t, c, (uint8_t)r->priority);
+            prio_pages += e - d;
+        }
+        if (e == pp)
+            target = c;
+        d = e;
+        cur = c;
+    }
+    uint32_t newly = 0;
+    uint64_t dl = rkv_sat_add(now_ms, r->ttl_ms);
+    if (renew != RKV_NIL) {
+        if (dl > t->pins[renew].deadline) {
+            t->pins[renew].deadline = dl;
+            rkv_heap_down(t, t->pins[renew].heap_pos);
+        }
+        t->pins_renewed++;
+    } else if (new_pin) {
+        rkv_lease lease;
+        rkv_node h = {target, t->nodes[target].gen};
+        (void)rkv_tree_lock(t, h, &lease); /* reserved: cannot fail */
+        uint32_t p = t->pin_free;
+        if (p != RKV_NIL)
+            t->pin_free = t->pins[p].heap_pos;
+        else
+            p = t->pins_used++;
+        rkv_pin *e = &t->pins[p];
+        e->owner = r->owner;
+        e->deadline = dl;
+        e->seq = ++t->pin_seq;
+        e->lease = lease;
+        e->node = target;
+        t->pin_heap[t->npins] = p;
+        e->heap_pos = t->npins++;
+        rkv_heap_up(t, e->heap_pos);
+        for (uint32_t y = target; y != 0; y = t->nodes[y].parent)
+            if (t->meta[y].pin_count++ == 0) {
+                t->pinned_blocks += t->nodes[y].num_pages;
+                newly += t->nodes[y].num_pages;
+            }
+        t->pins_made++;
+    }
+    if (out != NULL) {
+        out->prio_pages = prio_pages;
+        out->pinned_pages = pp;
+        out->new_pinned_pages = newly;
+    }
+    return RKV_OK;
+nomem:
+    st = rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory for retention tables", fn);
+fail:
+    rkv_node_mem_free(&t->mem, meta, (size_t)meta_cap * sizeof *meta);
+    rkv_node_mem_free(&t->mem, pins, (size_t)pins_cap * sizeof *pins);
+    rkv_node_mem_free(&t->mem, heap, (size_t)pins_cap * sizeof *heap);
+    rkv_tree_prep_abort(t, &prep);
+    return st;
+}
+
+/* ---- queries --------------------------------------------------------------- */
+
+rkv_status rkv_tree_retention_stats(const rkv_tree *tree, rkv_retention_stats *out)
+{
+    if (tree == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_retention_stats: NULL");
+    memset(out, 0, sizeof *out);
+    out->pins = tree->npins;
+    out->pinned_blocks = tree->pinned_blocks;
+    out->pin_cap_blocks = tree->pin_cap_blocks;
+    out->now_ms = tree->now_ms;
+    out->pins_made = tree->pins_made;
+    out->pins_renewed = tree->pins_renewed;
+    out->pins_expired = tree->pins_expired;
+    out->pins_released = tree->pins_released;
+    out->pins_revoked = tree->pins_revoked;
+    out->pins_refused = tree->pins_refused;
+    return RKV_OK;
+}
+
+rkv_status rkv_tree_node_priority(const rkv_tree *tree, rkv_node node,
+                                  int *priority)
+{
+    if (tree == NULL || priority == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_node_priority: NULL");
+    if (!rkv_tree_handle_ok(tree, node))
+        return rkv_set_error(RKV_ERR_STALE_HANDLE,
+                             "rkv_tree_node_priority: stale handle {%u, %u}",
+                             node.id, node.gen);
+    *priority = tree->meta != NULL ? tree->meta[node.id].prio : RKV_PRIORITY_DEFAULT;
+    return RKV_OK;
+}
+
+/* ---- check ----------------------------------------------------------------- */
+
+static rkv_status rkv_retain_check_pins(const rkv_tree *t, uint32_t *own)
+{
+    if (t->pins_used > t->pins_cap || t->npins > t->pins_used ||
+        (t->pins_cap > 0) != (t->pins != NULL))
+        return CORRUPT("pin table: %u live, %u used of %u", t->npins,
+                       t->pins_used, t->pins_cap);
+    uint64_t live = 0;
+    for (uint32_t p = 0; p < t->pins_used; p++) {
+        const rkv_pin *e = &t->pins[p];
+        if (e->lease.id == 0)
+            continue;
+        live++;
+        if (e->node == 0 || e->node >= t->nodes_used ||
+            t->nodes[e->node].parent == RKV_NIL || t->nodes[e->node].parent == 0)
+            return CORRUPT("pin %u names node %u, which is not a cached node", p,
+                           e->node);
+        uint32_t slot = rkv_lease_find(t, e->lease.id);
+        if (slot == RKV_NIL || t->leases[slot].node != e->node)
+            return CORRUPT("pin %u does not hold a lease on its node %u", p,
+                           e->node);
+        if (e->deadline <= t->now_ms)
+            return CORRUPT("pin %u expired at %llu but lives at %llu", p,
+                           (unsigned long long)e->deadline,
+                           (unsigned long long)t->now_ms);
+        if (e->heap_pos >= t->npins || t->pin_heap[e->heap_pos] != p)
+            return CORRUPT("pin %u is not at its heap position %u", p,
+                           e->heap_pos);
+        own[e->node]++;
+    }
+    if (live != t->npins)
+        return CORRUPT("%llu pins live, %u counted", (unsigned long long)live,
+                       t->npins);
+    uint64_t nfree = 0;
+    for (uint32_t p = t->pin_free; p != RKV_NIL; p = t->pins[p].heap_pos) {
+        if (p >= t->pins_used || t->pins[p].lease.id != 0)
+            return CORRUPT("pin free list holds pin %u, which is not free", p);
+        if (++nfree > t->pins_used)
+            return CORRUPT("cycle in the pin free list");
+    }
+    if (nfree + live != t->pins_used)
+        return CORRUPT("pin free list has %llu, %llu free",
+                       (unsigned long long)nfree,
+                       (unsigned long long)(t->pins_used - live));
+    for (uint32_t i = 1; i < t->npins; i++)
+        if (rkv_pin_before(t, t->pin_heap[i], t->pin_heap[(i - 1) / 2]))
+            return CORRUPT("pin heap out of order at %u", i);
+    return RKV_OK;
+}
+
+rkv_status rkv_retain_check(const rkv_tree *t)
+{
+    if (t->pinned_blocks > t->pin_cap_blocks)
+        return CORRUPT("%llu pinned pages exceed the cap %llu",
+                       (unsigned long long)t->pinned_blocks,
+                       (unsigned long long)t->pin_cap_blocks);
+    if (t->meta == NULL) {
+        if (t->npins != 0 || t->pins_used != 0 || t->pinned_blocks != 0)
+            return CORRUPT("pins without retention data");
+        return RKV_OK;
+    }
+    uint32_t *own = calloc(t->nodes_used, sizeof *own);
+    uint64_t *below = calloc(t->nodes_used, sizeof *below);
+    rkv_status st = RKV_OK;
+    if (own == NULL || below == NULL) {
+        st = rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_check: scratch memory");
+        goto out;
+    }
+    st = rkv_retain_check_pins(t, own);
+    if (st != RKV_OK)
+        goto out;
+    for (uint32_t y = 1; y < t->nodes_used; y++) {
+        uint32_t p = t->nodes[y].parent;
+        if (p != RKV_NIL && p != 0)
+            below[p] += t->meta[y].pin_count;
+    }
+    uint64_t pinned = 0;
+    for (uint32_t y = 1; y < t->nodes_used; y++) {
+        const rkv_tnode *x = &t->nodes[y];
+        const rkv_tmeta *m = &t->meta[y];
+        if (x->parent == RKV_NIL)
+            continue;
+        if (m->prio > RKV_PRIORITY_MAX) {
+            st = CORRUPT("node %u has priority %u", y, m->prio);
+            goto out;
+        }
+        if (m->pin_count != own[y] + below[y] || m->pin_count > x->lock_count) {
+            st = CORRUPT("node %u pin count %u != its pins %u + children's %llu "
+                         "(lock count %u)", y, m->pin_count, own[y],
+                         (unsigned long long)below[y], x->lock_count);
+            goto out;
+        }
+        if (m->pin_count > 0)
+            pinned += x->num_pages;
+    }
+    if (pinned != t->pinned_blocks)
+        st = CORRUPT("%llu pages are pinned, %llu counted",
+                     (unsigned long long)pinned,
+                     (unsigned long long)t->pinned_blocks);
+out:
+    free(own);
+    free(below);
+    return st;
+}

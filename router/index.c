@@ -1,0 +1,140 @@
+/*
+ * router/index.c -- the router's block table: open addressing over the
+ * entries themselves (layout and invariants: router/router_internal.h).
+ * Growth happens only in rkv_rt_reserve, before any change, so a caller
+ * that reserved can add without failing.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/status.h"
+#include "router/router_internal.h"
+
+/* A zeroed table of cap entries. A large table is looked up at random
+ * (one access per page of every query and every event hash): on 4 KiB
+ * pages nearly every lookup also misses the TLB, so a table of 2 MiB and
+ * more is 2 MiB-aligned and asks for transparent huge pages (a hint; the
+ * kernel may ignore it). */
+static rkv_rt_entry *rkv_rt_table_alloc(size_t cap)
+{
+    size_t bytes = cap * sizeof(rkv_rt_entry);
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge)
+        return calloc(cap, sizeof(rkv_rt_entry));
+    void *p = NULL;
+    if (posix_memalign(&p, huge, bytes) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, bytes);
+    return p;
+}
+
+static uint32_t rkv_rt_log2(uint32_t x)
+{
+    uint32_t k = 0;
+    while ((1u << k) < x)
+        k++;
+    return k;
+}
+
+rkv_status rkv_rt_index_init(rkv_router *r, uint32_t initial)
+{
+    uint32_t cap = 64;
+    while (cap < 2ull * initial && cap < (1u << 31))
+        cap *= 2;
+    r->entries = rkv_rt_table_alloc(cap);
+    if (r->entries == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_router_create: index table");
+    r->table_cap = cap;
+    r->shift = 64 - rkv_rt_log2(cap);
+    r->count = 0;
+    return RKV_OK;
+}
+
+void rkv_rt_index_fini(rkv_router *r)
+{
+    free(r->entries);
+    r->entries = NULL;
+}
+
+uint32_t rkv_rt_find(const rkv_router *r, uint64_t hash)
+{
+    uint32_t mask = r->table_cap - 1;
+    for (uint32_t i = rkv_rt_home(r, hash);; i = (i + 1) & mask) {
+        const rkv_rt_entry *e = &r->entries[i];
+        if (e->hash == hash && rkv_rt_any(e) != 0)
+            return i;
+        if (rkv_rt_any(e) == 0)
+            return RKV_RT_EMPTY;
+    }
+}
+
+static uint32_t rkv_rt_free_slot(const rkv_router *r, uint64_t hash)
+{
+    uint32_t mask = r->table_cap - 1, i = rkv_rt_home(r, hash);
+    while (rkv_rt_any(&r->entries[i]) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
+
+rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more)
+{
+    uint64_t need = (uint64_t)r->count + more;
+    if (need * 2 <= r->table_cap)
+        return RKV_OK;
+    if (need > (1u << 29))
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: index full (%llu "
+                             "entries)", (unsigned long long)need);
+    uint64_t cap = r->table_cap;
+    while (cap < need * 2)
+        cap *= 2;
+    rkv_rt_entry *t = rkv_rt_table_alloc((size_t)cap);
+    if (t == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: index table");
+    rkv_rt_entry *old = r->entries;
+    uint32_t old_cap = r->table_cap;
+    r->entries = t;
+    r->table_cap = (uint32_t)cap;
+    r->shift = 64 - rkv_rt_log2((uint32_t)cap);
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (rkv_rt_any(&old[i]) != 0)
+            t[rkv_rt_free_slot(r, old[i].hash)] = old[i];
+    free(old);
+    return RKV_OK;
+}
+
+uint32_t rkv_rt_add(rkv_router *r, uint64_t hash, uint64_t ns, uint64_t parent)
+{
+    uint32_t i = rkv_rt_free_slot(r, hash);
+    rkv_rt_entry *e = &r->entries[i];
+    memset(e, 0, sizeof *e);
+    e->hash = hash;
+    e->ns = ns;
+    e->parent = parent;
+    r->count++;
+    return i;
+}
+
+void rkv_rt_remove(rkv_router *r, uint32_t i)
+{
+    uint32_t mask = r->table_cap - 1;
+    rkv_rt_entry *t = r->entries;
+    uint32_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (rkv_rt_any(&t[j]) == 0)
+            break;
+        uint32_t k = rkv_rt_home(r, t[j].hash);
+        /* t[j] may move to i iff its home is not cyclically in (i, j] */
+        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (!stays) {
+            t[i] = t[j];
+            i = j;
+        }
+    }
+    memset(&t[i], 0, sizeof t[i]);
+    r->count--;
+}

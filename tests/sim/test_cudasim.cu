@@ -1,0 +1,372 @@
+/*
+ * tests/sim/test_cudasim.cu -- positive controls of the CUDA simulator
+ * (attention/sim/): deliberately broken small kernels and calls that it
+ * must report, so its checks cannot decay silently; plus the behaviours
+ * test_attention_gpu relies on (NaN poison, deferred pinned copies,
+ * schedules that expose a race). Built and run only with -DRKV_CUDA=SIM
+ * (compiled as C++ with cudasim.h force-included, like the kernels).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+
+#include "attention/launch.h"
+
+#define CK(x) cr_assert_eq((x), cudaSuccess, "%s: %s", #x, rkvsim_last_message())
+
+/* Kernels run at launch, so their errors come back from cudaGetLastError
+ * (CI also runs this file with RKV_CUDASIM_DEFER=1; the deferred test
+ * turns deferral on itself). */
+static void eager(void) { rkvsim_set_deferred(0); }
+TestSuite(cudasim, .init = eager);
+
+/* The last error is `want` and the simulator's message contains `frag`. */
+static void expect(cudaError_t got, cudaError_t want, const char *frag)
+{
+    cr_assert_eq(got, want, "got %d (%s), want %d", (int)got, cudaGetErrorString(got),
+                 (int)want);
+    cr_assert(strstr(cudaGetErrorString(got), frag) != NULL, "message \"%s\" lacks \"%s\"",
+              cudaGetErrorString(got), frag);
+}
+
+/* ---- kernels (each broken on purpose unless named ok_) ---- */
+
+__global__ void read_at(const float *p, size_t i, float *out)
+{
+    if (threadIdx.x == 0)
+        out[0] = p[i];
+}
+
+__global__ void write_at(float *p, size_t i)
+{
+    if (threadIdx.x == 0)
+        p[i] = 1.0f;
+}
+
+__global__ void barrier_in_branch(float *out)
+{
+    if (threadIdx.x < 16)
+        __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+__global__ void exit_before_barrier(float *out)
+{
+    if (threadIdx.x == 5)
+        return;
+    __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+__global__ void two_barriers(float *out)
+{
+    if (threadIdx.x & 1)
+        __syncthreads();
+    else
+        __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+__global__ void shfl_half_mask(float *out)
+{
+    float v = (float)threadIdx.x;
+    v += __shfl_xor_sync(0x0000ffffu, v, 16); /* lanes 0-15 read lanes 16-31 */
+    out[threadIdx.x] = v;
+}
+
+__global__ void shfl_exited_lane(float *out)
+{
+    if (threadIdx.x == 31)
+        return;
+    float v = (float)threadIdx.x;
+    v += __shfl_down_sync(0xffffffffu, v, 1);
+    out[threadIdx.x] = v;
+}
+
+__global__ void shfl_full_mask(float *out) /* fine with 32k threads, not with 48 */
+{
+    float v = (float)threadIdx.x;
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    out[threadIdx.x] = v;
+}
+
+__global__ void racy_neighbour(float *out)
+{
+    __shared__ float sh[64];
+    sh[threadIdx.x] = (float)threadIdx.x;
+    /* missing __syncthreads() */
+    out[threadIdx.x] = sh[(threadIdx.x + 1) % 64];
+}
+
+__global__ void ok_neighbour(float *out)
+{
+    __shared__ float sh[64];
+    sh[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = sh[(threadIdx.x + 1) % 64];
+}
+
+__global__ void shared_left_over(float *out)
+{
+    __shared__ float sh[1];
+    if (blockIdx.x == 0)
+        sh[0] = 42.0f;
+    __syncthreads();
+    out[blockIdx.x] = sh[0]; /* block 1 reads what block 0 left: must not see it */
+}
+
+__global__ void ok_copy(const float *in, float *out, unsigned n)
+{
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = in[i];
+}
+
+static float *dev_floats(size_t n)
+{
+    void *p = NULL;
+    CK(cudaMalloc(&p, n * sizeof(float)));
+    return (float *)p;
+}
+
+Test(cudasim, out_of_bounds_read_past_the_end)
+{
+    float *p = dev_floats(64), *o = dev_floats(1);
+    RKV_LAUNCH(1, 32, 0, 0, read_at)(p, 64, o);
+    expect(cudaGetLastError(), cudaErrorIllegalAddress, "0 bytes past the end");
+    RKV_LAUNCH(1, 32, 0, 0, read_at)(p, 63, o); /* the last element is fine */
+    CK(cudaGetLastError());
+    CK(cudaFree(p));
+    CK(cudaFree(o));
+}
+
+Test(cudasim, out_of_bounds_write_in_alignment_slack)
+{
+    float *p = dev_floats(10), *o = dev_floats(1); /* 40 bytes: slack up to 256 */
+    RKV_LAUNCH(1, 32, 0, 0, write_at)(p, 12);
+    expect(cudaGetLastError(), cudaErrorIllegalAddress, "wrote outside the 40-byte");
+    (void)cudaFree(p);
+    CK(cudaFree(o));
+}
+
+Test(cudasim, use_after_free)
+{
+    float *p = dev_floats(64), *o = dev_floats(1);
+    CK(cudaFree(p));
+    RKV_LAUNCH(1, 32, 0, 0, read_at)(p, 0, o);
+    expect(cudaGetLastError(), cudaErrorIllegalAddress, "freed");
+    CK(cudaFree(o));
+}
+
+Test(cudasim, host_pointer_argument)
+{
+    float host[4] = {0};
+    float *o = dev_floats(1);
+    RKV_LAUNCH(1, 32, 0, 0, read_at)(host, 0, o);
+    expect(cudaGetLastError(), cudaErrorIllegalAddress, "not device memory");
+    CK(cudaFree(o));
+}
+
+Test(cudasim, divergent_barriers)
+{
+    float *o = dev_floats(64);
+    RKV_LAUNCH(1, 64, 0, 0, barrier_in_branch)(o);
+    expect(cudaGetLastError(), cudaErrorIllegalInstruction, "barrier divergence");
+    RKV_LAUNCH(1, 64, 0, 0, exit_before_barrier)(o);
+    expect(cudaGetLastError(), cudaErrorIllegalInstruction, "has exited");
+    RKV_LAUNCH(1, 64, 0, 0, two_barriers)(o);
+    expect(cudaGetLastError(), cudaErrorIllegalInstruction, "barrier divergence");
+    CK(cudaFree(o));
+}
+
+Test(cudasim, bad_shuffle_masks)
+{
+    float *o = dev_floats(64);
+    RKV_LAUNCH(1, 32, 0, 0, shfl_half_mask)(o);
+    expect(cudaGetLastError(), cudaErrorIllegalInstruction, "outside mask");
+    RKV_LAUNCH(1, 32, 0, 0, shfl_exited_lane)(o);
+    expect(cudaGetLastError(), cudaErrorIllegalInstruction, "has exited");
+    RKV_LAUNCH(1, 48, 0, 0, shfl_full_mask)(o); /* lanes 48..63 are absent */
+    expect(cudaGetLastError(), cudaErrorIllegalInstruction, "absent");
+    RKV_LAUNCH(1, 64, 0, 0, shfl_full_mask)(o);
+    CK(cudaGetLastError());
+    float h[64];
+    CK(cudaMemcpy(h, o, sizeof h, cudaMemcpyDeviceToHost));
+    cr_assert_eq(h[0], 496.0f); /* 0 + 1 + ... + 31 */
+    cr_assert_eq(h[40], 32.0f * 32 + 496.0f);
+    CK(cudaFree(o));
+}
+
+Test(cudasim, bad_launch_configurations)
+{
+    float *o = dev_floats(64);
+    RKV_LAUNCH(1, 2048, 0, 0, ok_neighbour)(o);
+    expect(cudaGetLastError(), cudaErrorInvalidConfiguration, "block (2048");
+    RKV_LAUNCH(dim3(1, 70000), 64, 0, 0, ok_neighbour)(o);
+    expect(cudaGetLastError(), cudaErrorInvalidConfiguration, "grid (1,70000");
+    RKV_LAUNCH(0, 64, 0, 0, ok_neighbour)(o);
+    expect(cudaGetLastError(), cudaErrorInvalidConfiguration, "grid (0");
+    RKV_LAUNCH(1, 64, 64 << 10, 0, ok_neighbour)(o);
+    expect(cudaGetLastError(), cudaErrorInvalidValue, "dynamic shared memory");
+    rkvsim_set_max_grid_x(8);
+    RKV_LAUNCH(9, 64, 0, 0, ok_neighbour)(o);
+    expect(cudaGetLastError(), cudaErrorInvalidConfiguration, "grid (9");
+    rkvsim_set_max_grid_x(0);
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    CK(cudaSetDevice(1));
+    RKV_LAUNCH(1, 64, 0, s, ok_neighbour)(o);
+    expect(cudaGetLastError(), cudaErrorInvalidResourceHandle, "stream of device 0");
+    CK(cudaSetDevice(0));
+    CK(cudaStreamDestroy(s));
+    CK(cudaFree(o));
+}
+
+static void run_racy(int order, float *h, bool racy)
+{
+    float *o = dev_floats(64);
+    rkvsim_set_schedule(order, 7);
+    if (racy)
+        RKV_LAUNCH(1, 64, 0, 0, racy_neighbour)(o);
+    else
+        RKV_LAUNCH(1, 64, 0, 0, ok_neighbour)(o);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(h, o, 64 * sizeof(float), cudaMemcpyDeviceToHost));
+    rkvsim_set_schedule(RKVSIM_FORWARD, 0);
+    CK(cudaFree(o));
+}
+
+Test(cudasim, schedules_expose_a_race)
+{
+    float f[64], r[64], x[64];
+    run_racy(RKVSIM_FORWARD, f, true);
+    run_racy(RKVSIM_REVERSE, r, true);
+    cr_assert(memcmp(f, r, sizeof f) != 0, "a missing barrier gave the same result both ways");
+    cr_assert(isnan(f[0]), "forward: thread 0 reads shared memory not yet written (poison)");
+    run_racy(RKVSIM_FORWARD, f, false);
+    run_racy(RKVSIM_REVERSE, r, false);
+    run_racy(RKVSIM_RANDOM, x, false);
+    cr_assert(memcmp(f, r, sizeof f) == 0 && memcmp(f, x, sizeof f) == 0);
+    cr_assert_eq(f[63], 0.0f);
+}
+
+Test(cudasim, shared_memory_is_per_block)
+{
+    float *o = dev_floats(2);
+    RKV_LAUNCH(2, 32, 0, 0, shared_left_over)(o);
+    CK(cudaGetLastError());
+    float h[2];
+    CK(cudaMemcpy(h, o, sizeof h, cudaMemcpyDeviceToHost));
+    cr_assert_eq(h[0], 42.0f);
+    cr_assert(isnan(h[1]), "block 1 saw block 0's shared memory: %g", h[1]);
+    CK(cudaFree(o));
+}
+
+Test(cudasim, memory_is_poisoned_and_copies_are_checked)
+{
+    float *d = dev_floats(16), h[16];
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 16; i++)
+        cr_assert(isnan(h[i]));
+    expect(cudaMemcpy(d, h, 17 * sizeof(float), cudaMemcpyHostToDevice), cudaErrorInvalidValue,
+           "overrun");
+    expect(cudaMemcpy(h, d, sizeof h, cudaMemcpyHostToDevice), cudaErrorInvalidValue,
+           "destination is host");
+    expect(cudaMemcpy(d, h, sizeof h, cudaMemcpyDeviceToDevice), cudaErrorInvalidValue,
+           "source host");
+    expect(cudaMemset(d + 8, 0, 9 * sizeof(float)), cudaErrorInvalidValue, "overrun");
+    CK(cudaFree(d));
+    expect(cudaFree(d), cudaErrorInvalidValue, "double free");
+}
+
+Test(cudasim, deferred_copies_read_pinned_memory_late)
+{
+    rkvsim_set_deferred(1);
+    float *d = dev_floats(4), *pin = NULL, page[4] = {1, 2, 3, 4}, h[4];
+    CK(cudaHostAlloc((void **)&pin, sizeof page, cudaHostAllocDefault));
+    memcpy(pin, page, sizeof page);
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaMemcpyAsync(d, pin, sizeof page, cudaMemcpyHostToDevice, s));
+    pin[0] = 100; /* a pinned source is read when the copy runs */
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    cr_assert_eq(h[0], 100.0f);
+    CK(cudaMemcpyAsync(d, page, sizeof page, cudaMemcpyHostToDevice, s));
+    page[0] = 200; /* a pageable source is staged by the call */
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    cr_assert_eq(h[0], 1.0f);
+    /* a kernel waits in its stream until something synchronises */
+    float *e = dev_floats(4);
+    RKV_LAUNCH(1, 32, 0, s, ok_copy)(d, e, 4);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(h, e, sizeof h, cudaMemcpyDeviceToHost)); /* legacy: s is non-blocking */
+    cr_assert(isnan(h[0]), "the kernel ran before its stream was synchronised");
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(h, e, sizeof h, cudaMemcpyDeviceToHost));
+    cr_assert_eq(h[0], 1.0f);
+    /* errors of deferred kernels come back from the synchronisation */
+    RKV_LAUNCH(1, 32, 0, s, read_at)(d, 64, e);
+    CK(cudaGetLastError());
+    expect(cudaStreamSynchronize(s), cudaErrorIllegalAddress, "past the end");
+    CK(cudaStreamDestroy(s));
+    CK(cudaFreeHost(pin));
+    CK(cudaFree(d));
+    CK(cudaFree(e));
+    rkvsim_set_deferred(0);
+}
+
+Test(cudasim, cublas_argument_rules_and_extents)
+{
+    cublasHandle_t h;
+    cr_assert_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    float *a = dev_floats(6), *b = dev_floats(6), *c = dev_floats(4);
+    float ha[6] = {1, 2, 3, 4, 5, 6}, hb[6] = {1, 0, 0, 1, 1, 1}, hc[4];
+    CK(cudaMemcpy(a, ha, sizeof ha, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(b, hb, sizeof hb, cudaMemcpyHostToDevice));
+    const float one = 1, zero = 0;
+    /* C (2x2) = A (2x3, ld 2) . B (3x2, ld 3); C is NaN-poisoned, beta = 0
+     * must not read it */
+    cr_assert_eq(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a,
+                                            CUDA_R_32F, 2, 6, b, CUDA_R_32F, 3, 6, &zero, c,
+                                            CUDA_R_32F, 2, 4, 1, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT),
+                 CUBLAS_STATUS_SUCCESS);
+    CK(cudaMemcpy(hc, c, sizeof hc, cudaMemcpyDeviceToHost));
+    cr_assert(hc[0] == 1 && hc[1] == 2 && hc[2] == 1 + 3 + 5 + 0 && hc[3] == 2 + 4 + 6,
+              "%g %g %g %g", hc[0], hc[1], hc[2], hc[3]);
+    cublasStatus_t s = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a,
+                                                  CUDA_R_32F, 1, 6, b, CUDA_R_32F, 3, 6, &zero,
+                                                  c, CUDA_R_32F, 2, 4, 1, CUBLAS_COMPUTE_32F,
+                                                  CUBLAS_GEMM_DEFAULT);
+    cr_assert_eq(s, CUBLAS_STATUS_INVALID_VALUE);
+    cr_assert(strstr(cublasGetStatusString(s), "lda 1") != NULL, "%s", cublasGetStatusString(s));
+    s = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, CUDA_R_32F, 2,
+                                   6, b, CUDA_R_32F, 3, 6, &zero, c, CUDA_R_32F, 2, 4, 2,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT); /* batch 2 */
+    cr_assert_eq(s, CUBLAS_STATUS_INVALID_VALUE);
+    cr_assert(strstr(cublasGetStatusString(s), "operand A") != NULL, "%s",
+              cublasGetStatusString(s));
+    s = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, CUDA_R_16F, 2,
+                                   6, b, CUDA_R_32F, 3, 6, &zero, c, CUDA_R_32F, 2, 4, 1,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cr_assert_eq(s, CUBLAS_STATUS_NOT_SUPPORTED);
+    cr_assert_eq(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    CK(cudaFree(c));
+}
+
+Test(cudasim, expf_is_approximate_but_close)
+{
+    for (float x = -80.0f; x < 80.0f; x += 0.37f) {
+        double want = exp((double)x), got = __expf(x);
+        cr_assert(fabs(got - want) <= 1e-5 * want + 1e-37, "x %g: %g vs %g", x, got, want);
+    }
+    cr_assert_eq(__expf(-INFINITY), 0.0f);
+}
