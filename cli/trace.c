@@ -290,6 +290,29 @@ static rkv_status line_append(rkv_trace_reader *r, size_t *used,
     return RKV_OK;
 }
 
+static int is_gzip(const char *b, size_t n)
+{
+    return n >= 2 && (unsigned char)b[0] == 0x1f && (unsigned char)b[1] == 0x8b;
+}
+
+/* gzip data where plain text is read (a stream, memory, or any input
+ * without zlib): say so, rather than "malformed JSON at column 1". A
+ * format error of line 1, like every other. */
+static rkv_status gzip_refused(const rkv_trace_reader *r)
+{
+#ifdef RKV_HAVE_ZLIB
+    return rkv_set_error(RKV_ERR_FORMAT,
+                         "%s:1: gzip-compressed data where plain text was "
+                         "expected (open the file by path, or read it from "
+                         "'-', to decompress it)", r->name);
+#else
+    return rkv_set_error(RKV_ERR_FORMAT,
+                         "%s:1: gzip-compressed, but this radixkv was built "
+                         "without zlib (install zlib1g-dev and rebuild, or: "
+                         "gunzip -c FILE | radixkv replay -)", r->name);
+#endif
+}
+
 /* Refills the chunk from the source; chunk_len = 0 at the end. */
 static rkv_status chunk_fill(rkv_trace_reader *r)
 {
@@ -342,21 +365,8 @@ static rkv_status chunk_fill(rkv_trace_reader *r)
                                  strerror(errno ? errno : EIO));
         r->src_eof = 1;
     }
-    /* gzip data on a stream read as plain text: say so, not "malformed
-     * JSON at column 1" */
-    if (r->bytes_read == 0 && n >= 2 && (unsigned char)r->chunk[0] == 0x1f &&
-        (unsigned char)r->chunk[1] == 0x8b)
-#ifdef RKV_HAVE_ZLIB
-        return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: gzip-compressed data on a stream; open it "
-                             "by path (or '-') to decompress it", r->name);
-#else
-        return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: gzip-compressed, but this radixkv was built "
-                             "without zlib (install zlib1g-dev and rebuild, "
-                             "or: gunzip -c FILE | radixkv replay -)",
-                             r->name);
-#endif
+    if (r->bytes_read == 0 && is_gzip(r->chunk, n))
+        return gzip_refused(r);
     r->bytes_read += n;
     r->chunk_len = n;
     return RKV_OK;
@@ -411,6 +421,8 @@ static rkv_status reader_line(rkv_trace_reader *r, const char **line,
     } else {
         if (r->pos >= r->len)
             return RKV_OK;
+        if (r->pos == 0 && is_gzip(r->buf, r->len))
+            return gzip_refused(r);
         const char *b = r->buf + r->pos;
         const char *nl = memchr(b, '\n', r->len - r->pos);
         size_t l = nl ? (size_t)(nl - b) : r->len - r->pos;

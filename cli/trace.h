@@ -68,8 +68,9 @@ rkv_status rkv_trace_reader_open_file(FILE *f, const char *name,
 /* Opens path for reading (RKV_ERR_IO "PATH: No such file ..." on failure);
  * the reader closes it. "-" means stdin (named "<stdin>"). Built with zlib
  * (RKV_HAVE_ZLIB), gzip-compressed input (.gz) is decompressed; without
- * it, gzip input is refused: RKV_ERR_UNSUPPORTED "NAME: gzip-compressed,
- * but this radixkv was built without zlib ...". */
+ * it, gzip input is refused: RKV_ERR_FORMAT "NAME:1: gzip-compressed, but
+ * this radixkv was built without zlib ...". The FILE* and memory readers
+ * never decompress: gzip data there is that same line-1 format error. */
 rkv_status rkv_trace_reader_open_path(const char *path,
                                       rkv_trace_reader **out);
 /* Reads from buf[0..len) (not copied; must outlive the reader). */
