@@ -812,7 +812,6 @@ typedef struct rkv_sched_stats {
     uint64_t computed_tokens;     /* prefill tokens computed                */
     uint64_t dedup_holds;         /* times a request was held for dedup     */
     uint64_t peak_blocks_used;
-    double sched_ns_total;        /* time spent inside rkv_sched_step       */
 } rkv_sched_stats;
 rkv_status rkv_sched_get_stats(const rkv_sched *sched, rkv_sched_stats *out);
 

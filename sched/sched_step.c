@@ -48,17 +48,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/status.h"
 #include "sched/sched_internal.h"
-
-static uint64_t rkv_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* More important first: priority desc, arrival asc, submission asc. */
 static int rkv_cmp_importance(const void *a, const void *b)
@@ -424,7 +416,6 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_sched_step: the previous plan (%u requests) "
                              "was not committed", s->plan_n);
-    uint64_t t0 = rkv_now_ns();
     rkv_status st = rkv_step_reserve(s);
     if (st == RKV_OK)
         st = rkv_order_update(s);
@@ -453,7 +444,6 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     uint64_t used = (uint64_t)s->num_blocks - rkv_pool_num_free(s->pool);
     if (used > s->st.peak_blocks_used)
         s->st.peak_blocks_used = used;
-    s->st.sched_ns_total += (double)(rkv_now_ns() - t0);
     *plan_out = &s->plan;
     return RKV_OK;
 }
