@@ -1,10 +1,10 @@
 /*
  * sched/sched_internal.h -- the scheduler's data structures, shared by the
  * files of sched/ (sched.c: create, submit, abort, stats; sched_map.c: the
- * u64 hash map; sched_kv.c: a request's KV (admission, growth, insertion, retention,
- * release); sched_order.c: waiting-queue order per policy; sched_step.c:
- * step, plan, commit; sched_check.c: invariants; sched_query.c: the
- * per-request query).
+ * u64 hash map; sched_kv.c: a request's KV (admission, growth, insertion,
+ * retention, release) and the time; sched_order.c: waiting-queue order per
+ * policy; sched_step.c: step, plan, commit; sched_check.c: invariants;
+ * sched_query.c: the per-request query).
  *
  * Request model (one struct per live request, found by id in `by_id`):
  *   tokens[0..len) = prompt + generated tokens; cap = prompt_len + max_new
