@@ -121,7 +121,7 @@ typedef struct rkv_replay_result {
     uint64_t steps;
     uint64_t preemptions;
     uint64_t dedup_holds;
-    double sched_us_per_step;   /* rkv_sched_stats.sched_ns_total / steps   */
+    double sched_us_per_step;   /* time around rkv_sched_step / steps   */
     double sched_us_per_step_max; /* slowest step, measured around the call */
     uint64_t max_waiting;       /* most requests waiting at once            */
     double busy_ms;             /* simulated time spent in steps            */
