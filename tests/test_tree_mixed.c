@@ -88,7 +88,7 @@ static void retain_step(mixed *x, rkv_rng *rng)
         }
         if (rkv_rng_below(rng, 4) != 0) {
             r.pin_tokens = rkv_rng_below(rng, n + 1);
-            r.ttl_ms = 1 + rkv_rng_below(rng, 40);
+            r.ttl_ms = 1 + rkv_rng_below(rng, 150);
             r.owner = owner;
         }
         int oom = rkv_rng_below(rng, 6) == 0;
@@ -126,8 +126,34 @@ static void retain_step(mixed *x, rkv_rng *rng)
     } else if (op < 85) {
         uint32_t c;
         cr_assert_eq(rkv_tree_pins_release(t, owner, &c), RKV_OK);
+    } else if (op < 88) {
+        /* space pressure just past what is free and evictable: pins yield
+         * (and what they release is evicted, with events) */
+        rkv_tree_stats ts;
+        cr_assert_eq(rkv_tree_get_stats(t, &ts), RKV_OK);
+        uint64_t k = rkv_pool_num_free(x->d.pool) + ts.evictable_blocks + 1 +
+                     rkv_rng_below(rng, 3);
+        rkv_block_id b[256];
+        if (k <= 256) {
+            uint64_t revoked0 = 0;
+            rkv_retention_stats rs;
+            cr_assert_eq(rkv_tree_retention_stats(t, &rs), RKV_OK);
+            revoked0 = rs.pins_revoked;
+            rkv_status st = rkv_tree_alloc_blocks(t, (uint32_t)k, b);
+            if (st == RKV_OK) {
+                cr_assert_eq(rkv_tree_retention_stats(t, &rs), RKV_OK);
+                cr_assert(rs.pins_revoked > revoked0, "alloc beyond free + "
+                          "evictable succeeded without revoking a pin");
+                cr_assert_eq(rkv_pool_unref_n(x->d.pool, (uint32_t)k, b), RKV_OK);
+                x->revoked++;
+            } else {
+                cr_assert_eq(st, RKV_ERR_NO_SPACE, "%s", rkv_last_error());
+                cr_assert_eq(evd_last_seq(&x->d), s0, "a refused alloc recorded");
+            }
+            s0 = evd_last_seq(&x->d); /* eviction records, retention not */
+        }
     } else if (op < 95) {
-        x->now += rkv_rng_below(rng, 20);
+        x->now += rkv_rng_below(rng, 60);
         cr_assert_eq(rkv_tree_set_time(t, x->now), RKV_OK);
     } else {
         /* time cannot go back */
@@ -189,17 +215,17 @@ static void run_mixed(const char *name, int policy, uint32_t P, uint32_t blocks,
 
 Test(tree_mixed, lru_policy_p2)
 {
-    run_mixed("tree_mixed.lru_policy_p2", RKV_EVICT_LRU, 2, 48, 4096, 0, 3000);
+    run_mixed("tree_mixed.lru_policy_p2", RKV_EVICT_LRU, 2, 48, 4096, 0, 4000);
 }
 
 Test(tree_mixed, priority_policy_p1)
 {
     run_mixed("tree_mixed.priority_policy_p1", RKV_EVICT_PRIORITY, 1, 40, 4096,
-              0, 3000);
+              0, 4000);
 }
 
 Test(tree_mixed, priority_policy_overflow)
 {
     run_mixed("tree_mixed.priority_policy_overflow", RKV_EVICT_PRIORITY, 4, 32,
-              6, 1, 3000);
+              6, 1, 4000);
 }
