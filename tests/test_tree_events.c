@@ -288,3 +288,24 @@ Test(tree_events, overflow_marker_counts_lost)
     cr_assert_eq(rkv_tree_check(f.tree), RKV_OK, "%s", rkv_last_error());
     close_fx(&f);
 }
+
+/* max 0 with no buffer is allowed (only max > 0 needs one): nothing moves,
+ * and no null pointer reaches memcpy (UBSan flagged it). */
+Test(tree_events, drain_nothing_into_null)
+{
+    fixture f;
+    open_fx(&f, 8, 1, 8);
+    int32_t tok[1] = {5};
+    put(&f, 0, tok, 1);
+    uint32_t n = 7;
+    cr_assert_eq(rkv_tree_events_drain(f.tree, NULL, 0, &n), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(n, 0);
+    rkv_event ev[2];
+    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 2, &n), RKV_OK);
+    cr_assert_eq(n, 1, "the pending event stayed");
+    cr_assert_eq(rkv_tree_events_drain(f.tree, NULL, 0, &n), RKV_OK);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(rkv_tree_check(f.tree), RKV_OK, "%s", rkv_last_error());
+    close_fx(&f);
+}
