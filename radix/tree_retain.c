@@ -256,31 +256,6 @@ rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner, uint32_t *count
 
 /* ---- retain ---------------------------------------------------------------- */
 
-/* Pages of tokens[0..npages) cached under root (tokens compared). */
-static uint32_t rkv_retain_walk(const rkv_tree *t, uint32_t root,
-                                const int32_t *tokens, uint32_t npages)
-{
-    const uint32_t P = t->P;
-    uint32_t d = 0, cur = root;
-    while (d < npages) {
-        const int32_t *q = tokens + (size_t)d * P;
-        uint32_t c = rkv_cidx_find(t, cur, q);
-        if (c == RKV_NIL)
-            break;
-        const rkv_tnode *x = &t->nodes[c];
-        uint32_t m = x->num_pages, avail = npages - d;
-        uint32_t lim = m < avail ? m : avail, k = 1;
-        while (k < lim && memcmp(x->u.tokens + (size_t)k * P, q + (size_t)k * P,
-                                 t->page_bytes) == 0)
-            k++;
-        d += k;
-        if (k < m)
-            break;
-        cur = c;
-    }
-    return d;
-}
-
 /* The node holding page `page` of a path known to be cached that far; its
  * first page goes to *start. */
 static uint32_t rkv_retain_find(const rkv_tree *t, uint32_t root,
@@ -401,7 +376,9 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
     if (root == RKV_NIL)
         return RKV_OK; /* nothing of it is cached */
     uint32_t npages = (uint32_t)(n / P);
-    uint32_t M = rkv_retain_walk(t, root, tokens, npages);
+    rkv_walk w;
+    rkv_tree_walk(t, root, 0, tokens, npages, NULL, NULL, NULL, &w);
+    uint32_t M = w.pages; /* pages of tokens cached under root */
     /* priority: pages wholly inside [begin, end); pin: its cached part */
     uint32_t pb = 0, pe = 0, pp = pin_req < M ? pin_req : M;
     if (r->priority >= 0) {
