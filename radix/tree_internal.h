@@ -337,8 +337,9 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
 /* Pages that revoking every pin would make evictable (O(nodes); 0 at once
  * without pins). */
 uint64_t rkv_pins_yieldable(const rkv_tree *t);
-/* Revokes pins, earliest deadline first, until evictable_blocks >= need or
- * no pin is left. */
+/* Revokes pins, earliest deadline first among those whose pages only pins
+ * hold (tree_retain.c says which first), until evictable_blocks >= need or
+ * no revocation can free anything. */
 void rkv_pins_revoke_until(rkv_tree *t, uint64_t need);
 /* Drops every pin (reset). */
 void rkv_pins_drop_all(rkv_tree *t);

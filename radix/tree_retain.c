@@ -21,7 +21,9 @@
  *   - Deadlines sit in a binary min-heap: expiry (every call with now_ms)
  *     is O(log pins) per expired pin plus its path; revocation under space
  *     pressure takes the earliest deadline first, the oldest pin among
- *     equal deadlines. Releasing a pin does not
+ *     equal deadlines, but only pins whose pages nothing else locks (a
+ *     running request's pages stay locked whatever the pin does, so such a
+ *     revocation would cost the session its pin for no space). Releasing a pin does not
  *     stamp its path: expiry is not a use, so the pages go back to eviction
  *     in their last-use order.
  *   - Owners are looked up by a scan of the pin table (O(pins held)); pins
@@ -174,10 +176,38 @@ uint64_t rkv_pins_yieldable(const rkv_tree *t)
     return pages;
 }
 
+/* The pin to revoke next: the earliest deadline among pins whose revocation
+ * frees pages at once (their node's only lock is the pin: lock counts only
+ * grow towards the root, so then the node itself becomes evictable), else
+ * among pins on nodes that only pins hold (several pins on one node free
+ * it only together), else RKV_NIL. A pin on pages that a running request
+ * also locks is never taken: revoking it frees nothing. O(pins). */
+static uint32_t rkv_pin_to_revoke(const rkv_tree *t)
+{
+    uint32_t now = RKV_NIL, later = RKV_NIL;
+    for (uint32_t p = 0; p < t->pins_used; p++) {
+        const rkv_pin *e = &t->pins[p];
+        if (e->lease.id == 0)
+            continue;
+        const rkv_tnode *x = &t->nodes[e->node];
+        if (x->lock_count == 1) {
+            if (now == RKV_NIL || rkv_pin_before(t, p, now))
+                now = p;
+        } else if (x->lock_count == t->meta[e->node].pin_count) {
+            if (later == RKV_NIL || rkv_pin_before(t, p, later))
+                later = p;
+        }
+    }
+    return now != RKV_NIL ? now : later;
+}
+
 void rkv_pins_revoke_until(rkv_tree *t, uint64_t need)
 {
-    while (t->evictable_blocks < need && t->npins > 0) {
-        rkv_unpin(t, t->pin_heap[0]);
+    while (t->evictable_blocks < need) {
+        uint32_t p = rkv_pin_to_revoke(t);
+        if (p == RKV_NIL)
+            break;
+        rkv_unpin(t, p);
         t->pins_revoked++;
     }
 }
