@@ -412,7 +412,9 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
     /* priority: pages wholly inside [begin, end); pin: its cached part */
     uint32_t pb = 0, pe = 0, pp = pin_req < M ? pin_req : M;
     if (r->priority >= 0) {
-        size_t b = (r->prio_begin + P - 1) / P, e = r->prio_end / P;
+        /* begin rounded up to a page without wrapping near SIZE_MAX */
+        size_t b = r->prio_begin / P + (r->prio_begin % P != 0);
+        size_t e = r->prio_end / P;
         pb = (uint32_t)(b < M ? b : M);
         pe = (uint32_t)(e < M ? e : M);
     }

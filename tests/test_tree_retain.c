@@ -545,6 +545,31 @@ Test(retain, lru_policy_ignores_priorities)
     cr_assert_eq(cached_pages(1, s[1], 8), 2);
 }
 
+/* A range that starts past the tokens sets nothing, however large its
+ * ends: rounding prio_begin up to a page must not wrap around to page 0
+ * (it did, and SIZE_MAX - 1 gave every cached page the priority). */
+Test(retain, priority_range_past_the_end_sets_nothing)
+{
+    setup_with(64, 4, RKV_EVICT_PRIORITY, 50);
+    int32_t a[16];
+    seq(a, 16, 1);
+    insert_free(1, a, 16);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.priority = 90;
+    r.prio_begin = SIZE_MAX - 1;
+    r.prio_end = SIZE_MAX;
+    rkv_retain_result out;
+    OK(rkv_tree_retain(g_tree, 1, a, 16, &r, 0, &out));
+    CHECK();
+    cr_assert_eq(out.prio_pages, 0);
+    rkv_match m;
+    OK(rkv_tree_match(g_tree, 1, a, 16, NULL, RKV_MATCH_PEEK, &m));
+    int p = -1;
+    OK(rkv_tree_node_priority(g_tree, m.node, &p));
+    cr_assert_eq(p, RKV_PRIORITY_DEFAULT);
+}
+
 Test(retain, priority_range_splits_nodes)
 {
     setup_with(64, 4, RKV_EVICT_PRIORITY, 50);
