@@ -439,7 +439,8 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
  *   - Progress: rkv_tree_alloc_blocks evicts unpinned pages first; only
  *     when free + unpinned-evictable blocks cannot serve it does it revoke
  *     pins, earliest deadline first, just enough (stats pins_revoked), so a
- *     pin never makes a running request fail for space. rkv_tree_evict never
+ *     pin never makes a running request fail for space. A pin on pages a
+ *     running request also locks is not revoked (that frees nothing). rkv_tree_evict never
  *     revokes pins.
  *   - Owners: any 64-bit session id. rkv_tree_pins_release drops all of an
  *     owner's pins (session ended); rkv_tree_pins_extend renews them (a

@@ -122,6 +122,8 @@ rkv_status rkv_tree_events_drain(rkv_tree *tree, rkv_event *out, uint32_t max,
         return rkv_set_error(RKV_ERR_STATE, "%s: the tree was created with "
                              "events off (rkv_tree_config.event_ring = 0)", fn);
     uint32_t n = r->count < max ? r->count : max;
+    if (n == 0) /* out may be NULL (max 0): no memcpy with a null pointer */
+        return RKV_OK;
     /* at most two contiguous runs */
     uint32_t first = r->cap - r->head < n ? r->cap - r->head : n;
     memcpy(out, &r->ev[r->head], (size_t)first * sizeof *out);

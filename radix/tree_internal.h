@@ -233,6 +233,22 @@ static inline int rkv_tokens_valid(const int32_t *tokens, size_t n)
 }
 
 /* tree_match.c ------------------------------------------------------------ */
+typedef struct rkv_walk {
+    uint32_t node;          /* deepest fully matched node                   */
+    uint32_t pages;         /* pages matched in total                       */
+    uint32_t partial;       /* node matched only in part, or RKV_NIL        */
+    uint32_t partial_pages; /* its matched pages (0 < . < its num_pages)    */
+    uint32_t num_dups;
+} rkv_walk;
+/* Read-only walk from node `from` at depth from_pages over tokens[0..
+ * npages pages). Matched block ids go to blocks_out[from_pages..) (may be
+ * NULL). With `given` (insert), a matched page whose cached block differs
+ * from given[i] is a duplicate: given[i] goes to dups_out (may be NULL) and
+ * is counted. */
+void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
+                   const int32_t *tokens, uint32_t npages,
+                   rkv_block_id *blocks_out, const rkv_block_id *given,
+                   rkv_block_id *dups_out, rkv_walk *w);
 /* Chained hash of the page before a new child of parent: RKV_HASH_ROOT
  * under a namespace root, else the hash of parent's last block. */
 uint64_t rkv_tree_prev_hash(const rkv_tree *t, uint32_t parent);
@@ -321,8 +337,9 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
 /* Pages that revoking every pin would make evictable (O(nodes); 0 at once
  * without pins). */
 uint64_t rkv_pins_yieldable(const rkv_tree *t);
-/* Revokes pins, earliest deadline first, until evictable_blocks >= need or
- * no pin is left. */
+/* Revokes pins, earliest deadline first among those whose pages only pins
+ * hold (tree_retain.c says which first), until evictable_blocks >= need or
+ * no revocation can free anything. */
 void rkv_pins_revoke_until(rkv_tree *t, uint64_t need);
 /* Drops every pin (reset). */
 void rkv_pins_drop_all(rkv_tree *t);

@@ -25,22 +25,11 @@
 
 /* ---- the walk -------------------------------------------------------------- */
 
-typedef struct rkv_walk {
-    uint32_t node;          /* deepest fully matched node                   */
-    uint32_t pages;         /* pages matched in total                       */
-    uint32_t partial;       /* node matched only in part, or RKV_NIL        */
-    uint32_t partial_pages; /* its matched pages (0 < . < its num_pages)    */
-    uint32_t num_dups;
-} rkv_walk;
 
-/* Read-only walk from node `from` at depth from_pages. Matched block ids go
- * to blocks_out[from_pages..). With `given` (insert), a matched page whose
- * cached block differs from given[i] is a duplicate: given[i] goes to
- * dups_out (may be NULL) and is counted. */
-static void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
-                          const int32_t *tokens, uint32_t npages,
-                          rkv_block_id *blocks_out, const rkv_block_id *given,
-                          rkv_block_id *dups_out, rkv_walk *w)
+void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
+                   const int32_t *tokens, uint32_t npages,
+                   rkv_block_id *blocks_out, const rkv_block_id *given,
+                   rkv_block_id *dups_out, rkv_walk *w)
 {
     const uint32_t P = t->P;
     const size_t pb = t->page_bytes;

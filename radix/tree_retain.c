@@ -21,7 +21,9 @@
  *   - Deadlines sit in a binary min-heap: expiry (every call with now_ms)
  *     is O(log pins) per expired pin plus its path; revocation under space
  *     pressure takes the earliest deadline first, the oldest pin among
- *     equal deadlines. Releasing a pin does not
+ *     equal deadlines, but only pins whose pages nothing else locks (a
+ *     running request's pages stay locked whatever the pin does, so such a
+ *     revocation would cost the session its pin for no space). Releasing a pin does not
  *     stamp its path: expiry is not a use, so the pages go back to eviction
  *     in their last-use order.
  *   - Owners are looked up by a scan of the pin table (O(pins held)); pins
@@ -184,10 +186,38 @@ rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks)
     return RKV_OK;
 }
 
+/* The pin to revoke next: the earliest deadline among pins whose revocation
+ * frees pages at once (their node's only lock is the pin: lock counts only
+ * grow towards the root, so then the node itself becomes evictable), else
+ * among pins on nodes that only pins hold (several pins on one node free
+ * it only together), else RKV_NIL. A pin on pages that a running request
+ * also locks is never taken: revoking it frees nothing. O(pins). */
+static uint32_t rkv_pin_to_revoke(const rkv_tree *t)
+{
+    uint32_t now = RKV_NIL, later = RKV_NIL;
+    for (uint32_t p = 0; p < t->pins_used; p++) {
+        const rkv_pin *e = &t->pins[p];
+        if (e->lease.id == 0)
+            continue;
+        const rkv_tnode *x = &t->nodes[e->node];
+        if (x->lock_count == 1) {
+            if (now == RKV_NIL || rkv_pin_before(t, p, now))
+                now = p;
+        } else if (x->lock_count == t->meta[e->node].pin_count) {
+            if (later == RKV_NIL || rkv_pin_before(t, p, later))
+                later = p;
+        }
+    }
+    return now != RKV_NIL ? now : later;
+}
+
 void rkv_pins_revoke_until(rkv_tree *t, uint64_t need)
 {
-    while (t->evictable_blocks < need && t->npins > 0) {
-        rkv_unpin(t, t->pin_heap[0]);
+    while (t->evictable_blocks < need) {
+        uint32_t p = rkv_pin_to_revoke(t);
+        if (p == RKV_NIL)
+            break;
+        rkv_unpin(t, p);
         t->pins_revoked++;
     }
 }
@@ -265,31 +295,6 @@ rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner, uint32_t *count
 }
 
 /* ---- retain ---------------------------------------------------------------- */
-
-/* Pages of tokens[0..npages) cached under root (tokens compared). */
-static uint32_t rkv_retain_walk(const rkv_tree *t, uint32_t root,
-                                const int32_t *tokens, uint32_t npages)
-{
-    const uint32_t P = t->P;
-    uint32_t d = 0, cur = root;
-    while (d < npages) {
-        const int32_t *q = tokens + (size_t)d * P;
-        uint32_t c = rkv_cidx_find(t, cur, q);
-        if (c == RKV_NIL)
-            break;
-        const rkv_tnode *x = &t->nodes[c];
-        uint32_t m = x->num_pages, avail = npages - d;
-        uint32_t lim = m < avail ? m : avail, k = 1;
-        while (k < lim && memcmp(x->u.tokens + (size_t)k * P, q + (size_t)k * P,
-                                 t->page_bytes) == 0)
-            k++;
-        d += k;
-        if (k < m)
-            break;
-        cur = c;
-    }
-    return d;
-}
 
 /* The node holding page `page` of a path known to be cached that far; its
  * first page goes to *start. */
@@ -411,11 +416,15 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
     if (root == RKV_NIL)
         return RKV_OK; /* nothing of it is cached */
     uint32_t npages = (uint32_t)(n / P);
-    uint32_t M = rkv_retain_walk(t, root, tokens, npages);
+    rkv_walk w;
+    rkv_tree_walk(t, root, 0, tokens, npages, NULL, NULL, NULL, &w);
+    uint32_t M = w.pages; /* pages of tokens cached under root */
     /* priority: pages wholly inside [begin, end); pin: its cached part */
     uint32_t pb = 0, pe = 0, pp = pin_req < M ? pin_req : M;
     if (r->priority >= 0) {
-        size_t b = (r->prio_begin + P - 1) / P, e = r->prio_end / P;
+        /* begin rounded up to a page without wrapping near SIZE_MAX */
+        size_t b = r->prio_begin / P + (r->prio_begin % P != 0);
+        size_t e = r->prio_end / P;
         pb = (uint32_t)(b < M ? b : M);
         pe = (uint32_t)(e < M ? e : M);
     }

@@ -21,139 +21,10 @@
 
 #include "radixkv.h"
 #include "tests/support/event_driver.h"
+#include "tests/support/event_model.h"
 #include "tests/support/test_util.h"
 
-/* ---- the model ------------------------------------------------------------- */
-
-typedef struct model {
-    rkv_block_entry *e;
-    size_t n, cap;
-    uint64_t next_seq; /* seq the next drained event must have */
-    int need_resync;
-    uint64_t resyncs, events;
-} model;
-
-static size_t model_find(const model *m, uint64_t hash)
-{
-    for (size_t i = 0; i < m->n; i++)
-        if (m->e[i].hash == hash)
-            return i;
-    return SIZE_MAX;
-}
-
-static void model_add(model *m, uint64_t ns, uint64_t hash, uint64_t parent)
-{
-    cr_assert_eq(model_find(m, hash), SIZE_MAX, "stored hash %llx twice",
-                 (unsigned long long)hash);
-    if (parent != RKV_HASH_ROOT) {
-        size_t p = model_find(m, parent);
-        cr_assert_neq(p, SIZE_MAX, "stored a block whose parent is not cached");
-        cr_assert_eq(m->e[p].ns, ns);
-    }
-    if (m->n == m->cap) {
-        m->cap = m->cap ? m->cap * 2 : 64;
-        m->e = realloc(m->e, m->cap * sizeof *m->e);
-        cr_assert_not_null(m->e);
-    }
-    rkv_block_entry x = {ns, hash, parent, RKV_MEDIUM_DEVICE, 0};
-    m->e[m->n++] = x;
-}
-
-static void model_apply(model *m, const rkv_event *ev, uint32_t P)
-{
-    cr_assert_eq(ev->seq, m->next_seq, "seq %llu, expected %llu",
-                 (unsigned long long)ev->seq, (unsigned long long)m->next_seq);
-    m->events++;
-    m->next_seq = ev->seq + 1;
-    cr_assert_eq(ev->medium, RKV_MEDIUM_DEVICE);
-    switch (ev->kind) {
-    case RKV_EVENT_BLOCK_STORED: {
-        cr_assert(ev->num_hashes >= 1 && ev->num_hashes <= RKV_EVENT_MAX_HASHES);
-        cr_assert_eq(ev->page_size, P);
-        uint64_t parent = ev->parent_hash;
-        for (uint32_t i = 0; i < ev->num_hashes; i++) {
-            model_add(m, ev->ns, ev->hashes[i], parent);
-            parent = ev->hashes[i];
-        }
-        break;
-    }
-    case RKV_EVENT_BLOCK_REMOVED:
-        cr_assert(ev->num_hashes >= 1 && ev->num_hashes <= RKV_EVENT_MAX_HASHES);
-        for (uint32_t i = 0; i < ev->num_hashes; i++) {
-            size_t k = model_find(m, ev->hashes[i]);
-            cr_assert_neq(k, SIZE_MAX, "removed a hash not cached");
-            cr_assert_eq(m->e[k].ns, ev->ns);
-            m->e[k] = m->e[--m->n];
-        }
-        break;
-    case RKV_EVENT_ALL_CLEARED:
-        m->n = 0;
-        break;
-    case RKV_EVENT_RESYNC:
-        cr_assert(ev->lost >= 1);
-        m->need_resync = 1;
-        m->next_seq = ev->seq + ev->lost;
-        break;
-    default:
-        cr_assert_fail("unknown event kind %u", ev->kind);
-    }
-}
-
-static int cmp_entry(const void *a, const void *b)
-{
-    const rkv_block_entry *x = a, *y = b;
-    return x->hash < y->hash ? -1 : x->hash > y->hash;
-}
-
-/* Drains up to `budget` events (in batches of up to `batch`). Returns the
- * number drained. */
-static uint32_t drain(evd *d, model *m, uint32_t budget, uint32_t batch)
-{
-    rkv_event buf[8];
-    uint32_t total = 0;
-    if (batch > 8)
-        batch = 8;
-    while (total < budget) {
-        uint32_t want = budget - total < batch ? budget - total : batch, got = 0;
-        cr_assert_eq(rkv_tree_events_drain(d->tree, buf, want, &got), RKV_OK);
-        for (uint32_t i = 0; i < got; i++)
-            model_apply(m, &buf[i], d->P);
-        total += got;
-        if (got < want)
-            break;
-    }
-    return total;
-}
-
-/* With the ring drained: the model equals the snapshot (after resyncing
- * from it if a marker came). */
-static void compare(evd *d, model *m)
-{
-    size_t n;
-    uint64_t seq;
-    rkv_block_entry *s = evd_snapshot(d, &n, &seq);
-    cr_assert_eq(seq + 1, m->next_seq, "snapshot seq %llu, stream at %llu",
-                 (unsigned long long)seq, (unsigned long long)m->next_seq);
-    if (m->need_resync) {
-        m->n = 0;
-        for (size_t i = 0; i < n; i++)
-            model_add(m, s[i].ns, s[i].hash, s[i].parent_hash);
-        m->need_resync = 0;
-        m->resyncs++;
-    }
-    cr_assert_eq(m->n, n, "model holds %zu blocks, tree %zu", m->n, n);
-    if (n > 0) { /* qsort of a NULL array is undefined even for 0 items */
-        qsort(s, n, sizeof *s, cmp_entry);
-        qsort(m->e, m->n, sizeof *m->e, cmp_entry);
-    }
-    for (size_t i = 0; i < n; i++) {
-        cr_assert_eq(s[i].hash, m->e[i].hash);
-        cr_assert_eq(s[i].ns, m->e[i].ns);
-        cr_assert_eq(s[i].parent_hash, m->e[i].parent_hash);
-        cr_assert_eq(s[i].medium, RKV_MEDIUM_DEVICE);
-    }
-    free(s);
-}
+/* ---- the differential test (model: tests/support/event_model.c) ------------ */
 
 static void run_differential(const char *name, uint32_t P, uint32_t ring,
                              int lazy, uint64_t steps)
@@ -162,7 +33,7 @@ static void run_differential(const char *name, uint32_t P, uint32_t ring,
     rkv_rng_init(&rng, rkv_test_seed(name));
     evd d;
     evd_open(&d, 48, P, ring);
-    model m;
+    evm m;
     memset(&m, 0, sizeof m);
     m.next_seq = 1;
     uint64_t compared = 0;
@@ -172,14 +43,14 @@ static void run_differential(const char *name, uint32_t P, uint32_t ring,
         if (!lazy || rkv_rng_below(&rng, 4) == 0) {
             /* sometimes a few events only, then the rest */
             if (lazy && rkv_rng_below(&rng, 2))
-                drain(&d, &m, (uint32_t)rkv_rng_below(&rng, 4), 3);
-            drain(&d, &m, UINT32_MAX, 1 + (uint32_t)rkv_rng_below(&rng, 8));
-            compare(&d, &m);
+                evm_drain(&d, &m, (uint32_t)rkv_rng_below(&rng, 4), 3);
+            evm_drain(&d, &m, UINT32_MAX, 1 + (uint32_t)rkv_rng_below(&rng, 8));
+            evm_compare(&d, &m);
             compared++;
         }
     }
-    drain(&d, &m, UINT32_MAX, 8);
-    compare(&d, &m);
+    evm_drain(&d, &m, UINT32_MAX, 8);
+    evm_compare(&d, &m);
     /* the generator reached what the test is about */
     cr_assert(compared > steps / 8);
     cr_assert(d.oom_hits > 0, "no injected failure hit");
@@ -414,6 +285,27 @@ Test(tree_events, overflow_marker_counts_lost)
     cr_assert_eq(n, 1);
     cr_assert_eq(ev[0].seq, 7);
     cr_assert_eq(ev[0].kind, RKV_EVENT_BLOCK_STORED);
+    cr_assert_eq(rkv_tree_check(f.tree), RKV_OK, "%s", rkv_last_error());
+    close_fx(&f);
+}
+
+/* max 0 with no buffer is allowed (only max > 0 needs one): nothing moves,
+ * and no null pointer reaches memcpy (UBSan flagged it). */
+Test(tree_events, drain_nothing_into_null)
+{
+    fixture f;
+    open_fx(&f, 8, 1, 8);
+    int32_t tok[1] = {5};
+    put(&f, 0, tok, 1);
+    uint32_t n = 7;
+    cr_assert_eq(rkv_tree_events_drain(f.tree, NULL, 0, &n), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(n, 0);
+    rkv_event ev[2];
+    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 2, &n), RKV_OK);
+    cr_assert_eq(n, 1, "the pending event stayed");
+    cr_assert_eq(rkv_tree_events_drain(f.tree, NULL, 0, &n), RKV_OK);
+    cr_assert_eq(n, 0);
     cr_assert_eq(rkv_tree_check(f.tree), RKV_OK, "%s", rkv_last_error());
     close_fx(&f);
 }

@@ -444,6 +444,62 @@ Test(retain, pins_and_locks_on_one_path_yield_only_the_pin_part)
     CHECK();
 }
 
+/* A pin whose pages a running request also locks frees nothing when it is
+ * revoked: revocation skips it even though its deadline is the earliest,
+ * and takes the later pin that does free pages ("just enough"). It used to
+ * revoke both, so a's session lost its pin for no space at all. */
+Test(retain, revocation_skips_a_pin_that_frees_nothing)
+{
+    setup_with(16, 4, RKV_EVICT_LRU, 50);
+    int32_t a[16], b[16];
+    seq(a, 16, 1000);
+    seq(b, 16, 2000);
+    insert_free(1, a, 16);
+    insert_free(1, b, 16);
+    pin(1, a, 16, 16, 100, 1, 0); /* earliest deadline */
+    pin(1, b, 16, 16, 200, 2, 0);
+    /* a running request locks a's pages: a's pin holds nothing on its own */
+    rkv_match m;
+    OK(rkv_tree_match(g_tree, 1, a, 16, NULL, 0, &m));
+    rkv_lease l;
+    OK(rkv_tree_lock(g_tree, m.node, &l));
+    CHECK();
+    /* 8 free + 0 evictable + b's 4 pages: 10 blocks need b's pin only */
+    rkv_block_id got[12];
+    OK(rkv_tree_alloc_blocks(g_tree, 10, got));
+    CHECK();
+    cr_assert_eq(rstats().pins_revoked, 1, "%llu pins revoked for 2 pages",
+                 (unsigned long long)rstats().pins_revoked);
+    cr_assert_eq(rstats().pins, 1);
+    /* a is still pinned: after the request ends its pages stay out of
+     * eviction */
+    OK(rkv_tree_unlock(g_tree, &l));
+    CHECK();
+    ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 3, NULL));
+    cr_assert_eq(cached_pages(1, a, 16), 4);
+    OK(rkv_pool_unref_n(g_pool, 10, got));
+    CHECK();
+}
+
+/* Two owners pin the same pages: neither pin alone frees anything, both
+ * together do, so both go (earliest first). */
+Test(retain, revocation_takes_pins_that_free_only_together)
+{
+    setup_with(8, 4, RKV_EVICT_LRU, 50);
+    int32_t a[16];
+    seq(a, 16, 1000);
+    insert_free(1, a, 16);
+    pin(1, a, 16, 16, 100, 1, 0);
+    pin(1, a, 16, 16, 200, 2, 0);
+    rkv_block_id got[8];
+    OK(rkv_tree_alloc_blocks(g_tree, 5, got));
+    CHECK();
+    cr_assert_eq(rstats().pins_revoked, 2);
+    cr_assert_eq(rstats().pins, 0);
+    OK(rkv_pool_unref_n(g_pool, 5, got));
+    CHECK();
+}
+
 /* ---- priorities -------------------------------------------------------------- */
 
 static void three_sequences(int policy, int32_t (*s)[8])
@@ -487,6 +543,31 @@ Test(retain, lru_policy_ignores_priorities)
     CHECK();
     cr_assert_eq(cached_pages(1, s[0], 8), 0); /* the oldest */
     cr_assert_eq(cached_pages(1, s[1], 8), 2);
+}
+
+/* A range that starts past the tokens sets nothing, however large its
+ * ends: rounding prio_begin up to a page must not wrap around to page 0
+ * (it did, and SIZE_MAX - 1 gave every cached page the priority). */
+Test(retain, priority_range_past_the_end_sets_nothing)
+{
+    setup_with(64, 4, RKV_EVICT_PRIORITY, 50);
+    int32_t a[16];
+    seq(a, 16, 1);
+    insert_free(1, a, 16);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.priority = 90;
+    r.prio_begin = SIZE_MAX - 1;
+    r.prio_end = SIZE_MAX;
+    rkv_retain_result out;
+    OK(rkv_tree_retain(g_tree, 1, a, 16, &r, 0, &out));
+    CHECK();
+    cr_assert_eq(out.prio_pages, 0);
+    rkv_match m;
+    OK(rkv_tree_match(g_tree, 1, a, 16, NULL, RKV_MATCH_PEEK, &m));
+    int p = -1;
+    OK(rkv_tree_node_priority(g_tree, m.node, &p));
+    cr_assert_eq(p, RKV_PRIORITY_DEFAULT);
 }
 
 Test(retain, priority_range_splits_nodes)

@@ -550,14 +550,26 @@ rkv_status ref_make_room(ref_model *m, uint64_t need)
                 m->pages[s].cover == m->pages[s].pin_cover;
     if (ref_evictable(m) + only < need)
         return RKV_ERR_NO_SPACE;
-    while (ref_evictable(m) < need && m->npins > 0) {
-        uint32_t best = 0;
-        for (uint32_t i = 1; i < m->npins; i++)
-            if (m->pins[i].deadline < m->pins[best].deadline ||
-                (m->pins[i].deadline == m->pins[best].deadline &&
-                 m->pins[i].seq < m->pins[best].seq))
-                best = i;
-        ref_unpin(m, best);
+    while (ref_evictable(m) < need) {
+        /* earliest among pins that free their end page at once (nothing
+         * else covers it), else among pins whose end page only pins cover;
+         * never a pin under a lock (revoking it frees nothing) */
+        uint32_t best[2] = {REF_NIL, REF_NIL};
+        for (uint32_t i = 0; i < m->npins; i++) {
+            const ref_page *pg = &m->pages[m->pins[i].slot];
+            int k = pg->cover == 1 ? 0 : pg->cover == pg->pin_cover ? 1 : -1;
+            if (k < 0)
+                continue;
+            uint32_t b = best[k];
+            if (b == REF_NIL || m->pins[i].deadline < m->pins[b].deadline ||
+                (m->pins[i].deadline == m->pins[b].deadline &&
+                 m->pins[i].seq < m->pins[b].seq))
+                best[k] = i;
+        }
+        uint32_t pick = best[0] != REF_NIL ? best[0] : best[1];
+        if (pick == REF_NIL)
+            break;
+        ref_unpin(m, pick);
     }
     return RKV_OK;
 }

@@ -35,8 +35,10 @@
  *     RKV_ERR_PIN_CAP). The same owner pinning the same prefix renews
  *     (deadline = max); release/extend act on all of an owner's pins.
  *     Allocation that free + evictable pages cannot serve revokes pins,
- *     earliest deadline first (oldest first among equal deadlines), only
- *     if the pages that only pins hold would be enough. A namespace root disappears when its last page
+ *     earliest deadline first (oldest first among equal deadlines) among
+ *     those whose end page nothing else covers, then among those whose end
+ *     page only pins cover; never one under a lock (it would free
+ *     nothing); only if the pages that only pins hold would be enough. A namespace root disappears when its last page
  *     is evicted and it holds no lock, or when its last lock is released
  *     and it has no page.
  *   - a handle is (page, incarnation) or (namespace root, incarnation): it
@@ -178,7 +180,7 @@ uint32_t ref_pins_release(ref_model *m, uint64_t owner);
 uint32_t ref_pins_extend(ref_model *m, uint64_t owner, uint64_t ttl);
 /* Before evicting need pages for an allocation: RKV_ERR_NO_SPACE if
  * evictable + pin-only pages < need (nothing changes), else revokes pins
- * until evictable >= need. */
+ * (in the order above) until evictable >= need. */
 rkv_status ref_make_room(ref_model *m, uint64_t need);
 uint64_t ref_evictable(const ref_model *m);
 uint32_t ref_namespaces(const ref_model *m);
