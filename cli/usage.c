@@ -95,7 +95,7 @@ static const char text_common[] =
 "  Reports per instance count and route: hit rate, TTFT p50/p99 and load\n"
 "  balance (max / mean over instances of the queued prompt tokens averaged\n"
 "  over arrivals; 1.00 is even). With a fleet, sweep varies only instances\n"
-"  and routes (no --capacities, --policies or plot).\n"
+"  and routes, at the default capacity and policy (no lists, no plot).\n"
 "\n"
 "Output:\n"
 "  --json                   stdout is one JSON object: the results, every\n"
