@@ -35,7 +35,7 @@ enum {
     OPT_CHECK, OPT_LAYERS, OPT_HIDDEN, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_PARAMS,
     OPT_WEIGHT_BYTES, OPT_KV_BYTES, OPT_TFLOPS, OPT_BANDWIDTH, OPT_MEMORY,
     OPT_MFU, OPT_MBU, OPT_OVERHEAD, OPT_JSON, OPT_NO_PROGRESS, OPT_VERSION,
-    OPT_CAPACITIES, OPT_POLICIES, OPT_SVG
+    OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE
 };
 
 #define FOR_R 1u
@@ -86,6 +86,8 @@ static const optdef optdefs[] = {
     {"capacities", required_argument, OPT_CAPACITIES, FOR_S},
     {"policies", required_argument, OPT_POLICIES, FOR_S},
     {"svg", required_argument, OPT_SVG, FOR_S},
+    {"instances", required_argument, OPT_INSTANCES, FOR_B},
+    {"route", required_argument, OPT_ROUTE, FOR_B},
 };
 #define NUM_OPTS (sizeof optdefs / sizeof optdefs[0])
 
@@ -459,12 +461,58 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_NO_PROGRESS: o->progress = 0; break;
     case OPT_CAPACITIES: *caps = v; break;
     case OPT_POLICIES: *pols = v; break;
+    case OPT_INSTANCES: o->instances_arg = v; o->fleet = 1; break;
+    case OPT_ROUTE: o->routes_arg = v; o->fleet = 1; break;
     case OPT_SVG:
         if (!*v)
             perr_set(e, "--svg needs a file name");
         o->svg = v;
         break;
     default: break;
+    }
+}
+
+/* --instances and --route: lists (replay: one instance count), the
+ * scheduler replay only; sweep's fleet grid replaces its capacity x
+ * policy grid. */
+static void finish_fleet(perr *e, rkv_cli_options *o, const char *caps,
+                         const char *pols, int order_set)
+{
+    char buf[4096];
+    char *items[RKV_CLI_MAX_LIST];
+    int sweep = o->cmd == RKV_CMD_SWEEP;
+    if (order_set && o->order != RKV_ORDER_SCHED)
+        perr_set(e, "--instances and --route simulate a fleet of schedulers: "
+                    "they need --order sched");
+    o->order = RKV_ORDER_SCHED;
+    if (sweep && (caps || pols))
+        perr_set(e, "--%s does not combine with --instances/--route (a fleet "
+                    "sweep varies instances and routes at one capacity and "
+                    "policy)", caps ? "capacities" : "policies");
+    const char *inst = o->instances_arg ? o->instances_arg
+                                        : (sweep ? "1,2,4,8" : "1");
+    size_t n = split_list(e, "instances", inst, buf, sizeof buf, items);
+    if (!sweep && n > 1)
+        perr_set(e, "--instances: replay takes one count, got '%s' (sweep "
+                    "takes a list)", inst);
+    for (size_t k = 0; k < n; k++)
+        o->instances[o->num_instances++] = (uint32_t)need_count(
+            e, "instances", items[k], 1, RKV_FLEET_MAX_INSTANCES);
+    int many = 0;
+    for (size_t k = 0; k < o->num_instances; k++)
+        many |= o->instances[k] > 1;
+    const char *routes = o->routes_arg ? o->routes_arg
+                                       : (many ? "kv,round-robin" : "kv");
+    n = split_list(e, "route", routes, buf, sizeof buf, items);
+    for (size_t k = 0; k < n; k++) {
+        enum rkv_route r = RKV_ROUTE_KV;
+        if (!rkv_route_parse(items[k], &r))
+            perr_set(e, "--route: expected kv, round-robin, random or "
+                        "least-loaded, got '%s'", items[k]);
+        for (size_t j = 0; j < o->num_routes; j++)
+            if (o->routes[j] == r)
+                perr_set(e, "--route: '%s' is listed twice", items[k]);
+        o->routes[o->num_routes++] = r;
     }
 }
 
@@ -483,7 +531,7 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
         perr_set(e, "--sessions applies to --workload agentic");
     if (o->requests && o->workload != RKV_WL_FEWSHOT)
         perr_set(e, "--requests applies to --workload fewshot");
-    if (o->cmd == RKV_CMD_SWEEP) {
+    if (o->cmd == RKV_CMD_SWEEP && !o->fleet) {
         if (!order_set)
             o->order = RKV_ORDER_BOTH;
         char buf[4096];
@@ -498,6 +546,8 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
         for (size_t k = 0; k < n; k++)
             o->policies[o->num_policies++] = need_policy(e, "policies", items[k]);
     }
+    if (o->fleet)
+        finish_fleet(e, o, caps, pols, order_set);
     if (!o->capacity_set) {
         uint64_t c = rkv_cost_default_capacity_tokens(&o->rc.cost);
         if (c == 0 && o->cmd == RKV_CMD_REPLAY)
@@ -673,6 +723,15 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
             fprintf(f, "%s\"%s\"", i ? "," : "", rkv_policy_name(o->policies[i]));
         fputs("],\"svg\":", f);
         rkv_json_string(f, o->svg);
+    }
+    if (o->fleet) {
+        fputs(",\"instances\":[", f);
+        for (size_t i = 0; i < o->num_instances; i++)
+            fprintf(f, "%s%u", i ? "," : "", o->instances[i]);
+        fputs("],\"routes\":[", f);
+        for (size_t i = 0; i < o->num_routes; i++)
+            fprintf(f, "%s\"%s\"", i ? "," : "", rkv_route_name(o->routes[i]));
+        fputc(']', f);
     }
     fprintf(f, ",\"page_size\":%u,\"eviction\":\"lru\",\"max_batch_tokens\":%u,"
                "\"max_running\":%u,\"dedup_min_tokens\":%u,\"max_wait_ms\":%.15g,"

@@ -59,6 +59,13 @@ typedef struct rkv_cli_options {
     rkv_policy policies[RKV_CLI_MAX_LIST];
     size_t num_policies;
     const char *svg;
+    /* fleet replay (--instances, --route): on when either is given */
+    int fleet;
+    const char *instances_arg, *routes_arg; /* as given, parsed in finish */
+    uint32_t instances[RKV_CLI_MAX_LIST];
+    size_t num_instances;
+    enum rkv_route routes[RKV_CLI_MAX_LIST];
+    size_t num_routes;
 } rkv_cli_options;
 
 /* Parses argv (argv[0] is the program). On RKV_ACT_USAGE_ERROR, err holds

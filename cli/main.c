@@ -36,6 +36,7 @@
 #include "cli/progress.h"
 #include "cli/replay.h"
 #include "cli/report.h"
+#include "cli/report_fleet.h"
 #include "cli/sweep.h"
 #include "cli/trace.h"
 #include "cli/workload.h"
@@ -374,6 +375,48 @@ static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, rkv_progress *p
     return rc;
 }
 
+/* --instances / --route: one fleet replay per instance count x route,
+ * each at the same load per instance (auto time scale / instances). */
+static int run_fleet(rkv_cli_options *o, const rkv_workload *wl,
+                     const rkv_load_estimate *load, rkv_progress *pr)
+{
+    size_t n = o->num_instances * o->num_routes, k = 0;
+    rkv_fleet_run *runs = calloc(n, sizeof *runs);
+    if (!runs)
+        return fail("out of memory");
+    for (size_t i = 0; i < o->num_instances; i++) {
+        for (size_t j = 0; j < o->num_routes; j++, k++) {
+            rkv_replay_config rc = o->rc;
+            rc.time_scale = o->time_scale_auto
+                                ? load->auto_scale / o->instances[i]
+                                : o->rc.time_scale;
+            rkv_fleet_config fc;
+            memset(&fc, 0, sizeof fc);
+            fc.instances = o->instances[i];
+            fc.route = o->routes[j];
+            fc.seed = o->seed;
+            runs[k].time_scale = rc.time_scale;
+            rkv_status st = rkv_replay_fleet(wl, &rc, &fc, &runs[k].r);
+            if (st != RKV_OK) {
+                rkv_progress_clear(pr);
+                free(runs);
+                return fail(rkv_last_error());
+            }
+        }
+    }
+    rkv_progress_clear(pr);
+    if (o->json)
+        rkv_fleet_report_json(stdout, o, wl, runs, n);
+    else
+        rkv_fleet_report_text(stdout, o, wl, runs, n);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (all_refused(&runs[i].r.total))
+            rc = refused_message(&runs[i].r.total, "");
+    free(runs);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     /* A closed pipe must be a reported write error, not a silent death. */
@@ -416,8 +459,9 @@ int main(int argc, char **argv)
     }
     if (o.time_scale_auto)
         o.rc.time_scale = load.auto_scale;
-    int rc = o.cmd == RKV_CMD_REPLAY ? run_replay(&o, &wl, &load, &pr)
-                                     : run_sweep(&o, &wl, &pr);
+    int rc = o.fleet                  ? run_fleet(&o, &wl, &load, &pr)
+             : o.cmd == RKV_CMD_REPLAY ? run_replay(&o, &wl, &load, &pr)
+                                       : run_sweep(&o, &wl, &pr);
     rkv_workload_free(&wl);
     return finish_stdout(rc);
 }

@@ -79,7 +79,10 @@ rkv_status rkv_replay_open_cache(const rkv_workload *wl,
     if (st != RKV_OK)
         return st;
     rkv_tree *tree = NULL;
-    st = rkv_tree_create(pool, NULL, &tree);
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.event_ring = cfg->event_ring;
+    st = rkv_tree_create(pool, &tc, &tree);
     if (st != RKV_OK) {
         rkv_pool_destroy(pool);
         return st;

@@ -73,6 +73,8 @@ typedef struct rkv_replay_config {
     rkv_replay_progress_fn progress; /* may be NULL; called now and then     */
     void *progress_ctx;
     rkv_replay_request_stats *per_request; /* may be NULL; wl->num_reqs  */
+    uint32_t event_ring;       /* trees record KV events in a ring of this
+                                  many (the fleet replay); 0 = off          */
 } rkv_replay_config;
 
 /* Defaults: page size 16, capacity = what an H100 holds beside the 8B
@@ -151,5 +153,64 @@ double rkv_replay_prefill_alone_ms(const rkv_replay_config *cfg,
 
 /* Percentiles of v[0..n) (sorted in place). Zeros when n == 0. */
 void rkv_latency_summarize(double *v, size_t n, rkv_latency_summary *out);
+
+
+/*
+ * Fleet replay (cli/replay_fleet.c): the scheduler replay on `instances`
+ * simulated instances, each with its own pool (cfg->capacity_tokens each),
+ * tree (KV events on) and scheduler, on one simulated clock. Each request
+ * is routed when it arrives:
+ *   kv            rkv_router_route over the instances' drained events
+ *                 (fed after every step) and their load (running
+ *                 requests, queued prompt tokens);
+ *   round-robin   instance (k mod N) for the k-th arrival;
+ *   random        uniform, from `seed` (deterministic);
+ *   least-loaded  fewest queued prompt tokens, then fewest running, then
+ *                 the smaller index.
+ * A closed-loop turn is routed like any arrival (it may land elsewhere).
+ */
+enum rkv_route {
+    RKV_ROUTE_KV,
+    RKV_ROUTE_ROUND_ROBIN,
+    RKV_ROUTE_RANDOM,
+    RKV_ROUTE_LEAST_LOADED,
+    RKV_ROUTE_COUNT
+};
+#define RKV_FLEET_MAX_INSTANCES 64u /* = RKV_ROUTER_MAX_INSTANCES */
+
+const char *rkv_route_name(enum rkv_route r);
+/* "kv", "round-robin", "random", "least-loaded"; 0 if none matches. */
+int rkv_route_parse(const char *s, enum rkv_route *out);
+
+typedef struct rkv_fleet_config {
+    uint32_t instances;        /* 1..RKV_FLEET_MAX_INSTANCES                */
+    enum rkv_route route;
+    uint64_t seed;             /* random routing                           */
+    uint32_t *finished_on;     /* may be NULL; wl->num_reqs entries: the
+                                  instance each request finished on,
+                                  UINT32_MAX when refused                   */
+} rkv_fleet_config;
+
+typedef struct rkv_fleet_result {
+    uint32_t instances;
+    enum rkv_route route;
+    rkv_replay_result total;   /* over the fleet: requests, tokens, hit
+                                  rate, TTFT / latency percentiles, steps,
+                                  preemptions, evictions, sim_ms           */
+    uint64_t inst_requests[RKV_FLEET_MAX_INSTANCES]; /* finished on each    */
+    double inst_queued_mean[RKV_FLEET_MAX_INSTANCES]; /* queued prompt
+                                  tokens, averaged over arrivals            */
+    double queued_mean;        /* mean over instances of inst_queued_mean  */
+    double queued_max;         /* max over instances of inst_queued_mean   */
+    double balance;            /* queued_max / queued_mean (1 = even; 0
+                                  when nothing was ever queued)             */
+    uint64_t events_applied;   /* router (kv route; 0 otherwise)           */
+    uint64_t resyncs;          /* snapshots the router needed              */
+} rkv_fleet_result;
+
+rkv_status rkv_replay_fleet(const rkv_workload *wl,
+                            const rkv_replay_config *cfg,
+                            const rkv_fleet_config *fc,
+                            rkv_fleet_result *out);
 
 #endif

@@ -17,27 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/replay_internal.h"
+#include "cli/replay_inst.h"
 #include "common/status.h"
 
 /* ---- release queue: a binary min-heap on (time, id) ---------------------- */
 
-typedef struct rel_item {
-    double t;
-    uint64_t id;
-} rel_item;
-
-typedef struct rel_heap {
-    rel_item *a;
-    size_t n, cap;
-} rel_heap;
-
-static int rel_less(const rel_item *x, const rel_item *y)
+int rkv_rel_less(const rel_item *x, const rel_item *y)
 {
     return x->t < y->t || (x->t == y->t && x->id < y->id);
 }
 
-static rkv_status rel_push(rel_heap *h, double t, uint64_t id)
+rkv_status rkv_rel_push(rel_heap *h, double t, uint64_t id)
 {
     if (h->n == h->cap) {
         size_t nc = h->cap ? h->cap * 2 : 1024;
@@ -51,7 +41,7 @@ static rkv_status rel_push(rel_heap *h, double t, uint64_t id)
     h->a[i] = (rel_item){t, id};
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (!rel_less(&h->a[i], &h->a[p]))
+        if (!rkv_rel_less(&h->a[i], &h->a[p]))
             break;
         rel_item tmp = h->a[i];
         h->a[i] = h->a[p];
@@ -61,16 +51,16 @@ static rkv_status rel_push(rel_heap *h, double t, uint64_t id)
     return RKV_OK;
 }
 
-static rel_item rel_pop(rel_heap *h)
+rel_item rkv_rel_pop(rel_heap *h)
 {
     rel_item top = h->a[0];
     h->a[0] = h->a[--h->n];
     size_t i = 0;
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < h->n && rel_less(&h->a[l], &h->a[m]))
+        if (l < h->n && rkv_rel_less(&h->a[l], &h->a[m]))
             m = l;
-        if (r < h->n && rel_less(&h->a[r], &h->a[m]))
+        if (r < h->n && rkv_rel_less(&h->a[r], &h->a[m]))
             m = r;
         if (m == i)
             break;
@@ -84,44 +74,13 @@ static rel_item rel_pop(rel_heap *h)
 
 /* ---- per-request bookkeeping ---------------------------------------------- */
 
-typedef struct req_state {
-    double release_ms;
-    double first_token_ms;
-    double finish_ms;
-    uint32_t generated;
-    uint32_t target;        /* tokens to generate: max(1, output_length)   */
-    uint32_t cached_first;  /* cached_len at first admission               */
-    uint8_t submitted, admitted, finished, rejected;
-    uint64_t first_child;   /* closed-loop children, linked                 */
-    uint64_t next_sibling;
-} req_state;
-
-typedef struct sched_run {
-    const rkv_workload *wl;
-    const rkv_replay_config *cfg;
-    rkv_pool *pool;
-    rkv_tree *tree;
-    rkv_sched *sched;
-    req_state *rs;
-    rel_heap heap;
-    int32_t *prompt;
-    int32_t *next_tokens;
-    uint8_t *finished;
-    size_t tok_cap;        /* capacity of next_tokens / finished           */
-    uint64_t pending;      /* submitted, not finished                      */
-    uint64_t done;         /* finished or rejected                         */
-    uint64_t released;     /* requests released so far                     */
-    double now;
-    double step_us_total;  /* time inside rkv_sched_step, measured here    */
-} sched_run;
-
 /* Request id ended (finished or refused) at time t: its next turns arrive
  * after their think time. */
 static rkv_status release_children(sched_run *r, uint64_t id, double t)
 {
     for (uint64_t c = r->rs[id].first_child; c != RKV_WL_NO_PARENT;
          c = r->rs[c].next_sibling) {
-        rkv_status st = rel_push(&r->heap, t + r->wl->reqs[c].think_ms, c);
+        rkv_status st = rkv_rel_push(&r->heap, t + r->wl->reqs[c].think_ms, c);
         if (st != RKV_OK)
             return st;
     }
@@ -162,35 +121,43 @@ static rkv_status submit_one(sched_run *r, uint64_t id, double t)
     return rkv_sched_submit(r->sched, &d);
 }
 
+rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
+                            rkv_replay_result *res)
+{
+    const rkv_wl_request *q = &r->wl->reqs[id];
+    req_state *s = &r->rs[id];
+    s->release_ms = t;
+    s->target = q->output_length ? q->output_length : 1;
+    if (r->released++ == 0 || t < res->first_release_ms)
+        res->first_release_ms = t;
+    if (t > res->last_release_ms)
+        res->last_release_ms = t;
+    rkv_status st = submit_one(r, id, t);
+    if (st == RKV_ERR_NO_SPACE) {
+        /* prompt + output can never fit the whole pool: the scheduler
+         * refuses it; count it and move on. */
+        s->rejected = 1;
+        res->rejected_requests++;
+        r->done++;
+        /* its next turns still arrive (and are refused in turn if
+         * they cannot fit either); else they would wait forever */
+        return release_children(r, id, t);
+    }
+    if (st != RKV_OK)
+        return st;
+    s->submitted = 1;
+    r->pending++;
+    r->queued_tokens += q->input_length;
+    return RKV_OK;
+}
+
 static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
 {
     while (r->heap.n && r->heap.a[0].t <= r->now) {
-        rel_item it = rel_pop(&r->heap);
-        const rkv_wl_request *q = &r->wl->reqs[it.id];
-        req_state *s = &r->rs[it.id];
-        s->release_ms = it.t;
-        s->target = q->output_length ? q->output_length : 1;
-        if (r->released++ == 0 || it.t < res->first_release_ms)
-            res->first_release_ms = it.t;
-        if (it.t > res->last_release_ms)
-            res->last_release_ms = it.t;
-        rkv_status st = submit_one(r, it.id, it.t);
-        if (st == RKV_ERR_NO_SPACE) {
-            /* prompt + output can never fit the whole pool: the scheduler
-             * refuses it; count it and move on. */
-            s->rejected = 1;
-            res->rejected_requests++;
-            r->done++;
-            /* its next turns still arrive (and are refused in turn if
-             * they cannot fit either); else they would wait forever */
-            if ((st = release_children(r, it.id, it.t)) != RKV_OK)
-                return st;
-            continue;
-        }
+        rel_item it = rkv_rel_pop(&r->heap);
+        rkv_status st = rkv_inst_release(r, it.id, it.t, res);
         if (st != RKV_OK)
             return st;
-        s->submitted = 1;
-        r->pending++;
     }
     return RKV_OK;
 }
@@ -215,8 +182,8 @@ static rkv_status grow_step_bufs(sched_run *r, size_t n)
 }
 
 /* Runs one plan on the fake engine: its modelled time, then tokens. */
-static rkv_status run_plan(sched_run *r, const rkv_batch_plan *p,
-                           rkv_replay_result *res)
+rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
+                             rkv_replay_result *res)
 {
     rkv_status st = grow_step_bufs(r, p->num_reqs);
     if (st != RKV_OK)
@@ -257,8 +224,10 @@ static rkv_status run_plan(sched_run *r, const rkv_batch_plan *p,
             continue;
         r->next_tokens[i] =
             rkv_workload_output_token(&r->wl->reqs[id], s->generated);
-        if (s->generated == 0)
+        if (s->generated == 0) {
             s->first_token_ms = r->now;
+            r->queued_tokens -= r->wl->reqs[id].input_length;
+        }
         s->generated++;
         res->output_tokens++;
         if (s->generated >= s->target)
@@ -282,7 +251,7 @@ static rkv_status run_plan(sched_run *r, const rkv_batch_plan *p,
     return RKV_OK;
 }
 
-static void run_free(sched_run *r)
+void rkv_inst_free(sched_run *r)
 {
     rkv_sched_destroy(r->sched);
     rkv_tree_destroy(r->tree);
@@ -294,8 +263,8 @@ static void run_free(sched_run *r)
     free(r->finished);
 }
 
-static rkv_status run_init(sched_run *r, const rkv_workload *wl,
-                           const rkv_replay_config *cfg)
+rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
+                         const rkv_replay_config *cfg, int with_roots)
 {
     memset(r, 0, sizeof *r);
     r->wl = wl;
@@ -345,7 +314,9 @@ static rkv_status run_init(sched_run *r, const rkv_workload *wl,
     for (size_t i = n; i-- > 0;) {
         uint64_t p = wl->reqs[i].parent;
         if (p == RKV_WL_NO_PARENT) {
-            st = rel_push(&r->heap,
+            if (!with_roots)
+                continue;
+            st = rkv_rel_push(&r->heap,
                           (wl->reqs[i].arrival_ms - t0) * cfg->time_scale, i);
             if (st != RKV_OK)
                 return st;
@@ -482,7 +453,7 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
                                  "replay: the scheduler planned %u requests "
                                  "but no token",
                                  p->num_reqs);
-        if ((st = run_plan(r, p, res)) != RKV_OK)
+        if ((st = rkv_inst_run_plan(r, p, res)) != RKV_OK)
             return st;
         if (r->now > RKV_REPLAY_MAX_SIM_MS)
             return rkv_set_error(RKV_ERR_STATE,
@@ -523,7 +494,7 @@ rkv_status rkv_replay_sched(const rkv_workload *wl,
     res.sched_mode = 1;
     res.page_size = cfg->page_size;
     sched_run r;
-    rkv_status st = run_init(&r, wl, cfg);
+    rkv_status st = rkv_inst_init(&r, wl, cfg, 1);
     if (st == RKV_OK) {
         res.capacity_blocks = rkv_pool_num_blocks(r.pool);
         st = run_loop(&r, &res);
@@ -531,7 +502,7 @@ rkv_status rkv_replay_sched(const rkv_workload *wl,
     if (st == RKV_OK) {
         st = collect(&r, &res);
     }
-    run_free(&r);
+    rkv_inst_free(&r);
     if (st != RKV_OK)
         return st;
     res.wall_s = (double)(rkv_replay_now_ns() - w0) * 1e-9;

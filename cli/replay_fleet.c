@@ -1,0 +1,550 @@
+/*
+ * cli/replay_fleet.c -- the scheduler replay on a fleet of simulated
+ * instances (replay.h, rkv_replay_fleet), each a cli/replay_inst.h
+ * instance, with arrivals routed by a policy; the kv policy asks an
+ * rkv_router fed in-process with every instance's KV events.
+ *
+ * One simulated clock: each instance has its own `now` (when its current
+ * step ends). The loop takes whichever comes first: the next arrival
+ * (routed, then submitted at its time; an idle instance's clock jumps to
+ * it) or the step of the busy instance with the earliest clock (ties: the
+ * arrival first, then the lower index). So every arrival is routed when no
+ * busy instance's clock is behind it, and with one instance the order of
+ * operations is that of the single-instance replay.
+ *
+ * After each step the instance's events are drained into the router and
+ * its load (running requests, queued prompt tokens) reported; a RESYNC
+ * (ring overflow) is answered with a snapshot.
+ *
+ * Invariants: a request is released to exactly one instance (the one its
+ * arrival was routed to) and finishes there or is refused there; the
+ * router's view of instance i equals i's tree after i's last drained step.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/replay_inst.h"
+#include "common/status.h"
+#include "radixkv_router.h"
+
+static const char *const route_names[RKV_ROUTE_COUNT] = {
+    "kv", "round-robin", "random", "least-loaded"};
+
+const char *rkv_route_name(enum rkv_route r)
+{
+    return (unsigned)r < RKV_ROUTE_COUNT ? route_names[r] : "?";
+}
+
+int rkv_route_parse(const char *s, enum rkv_route *out)
+{
+    for (int i = 0; i < RKV_ROUTE_COUNT; i++)
+        if (s && strcmp(s, route_names[i]) == 0) {
+            *out = (enum rkv_route)i;
+            return 1;
+        }
+    return 0;
+}
+
+#define EVENT_RING 4096u
+#define DRAIN_BATCH 256u
+
+typedef struct fleet {
+    const rkv_workload *wl;
+    const rkv_replay_config *cfg;
+    const rkv_fleet_config *fc;
+    uint32_t n;
+    sched_run *in;
+    rkv_replay_result *ires;    /* per-instance accumulators               */
+    uint32_t *running;          /* per instance, after its last step       */
+    double *queued_sum;         /* queued tokens summed over arrivals      */
+    uint64_t arrivals;
+    rkv_router *router;
+    rkv_event *events;
+    int32_t *prompt;            /* kv route: the arriving prompt           */
+    uint64_t *hashes;
+    uint64_t rr;                /* round-robin counter                     */
+    uint64_t rng;               /* random route state (splitmix64)         */
+    uint64_t resyncs;
+} fleet;
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static rkv_status report_load(fleet *f, uint32_t i)
+{
+    if (!f->router)
+        return RKV_OK;
+    return rkv_router_set_load(f->router, i, f->running[i],
+                               f->in[i].queued_tokens);
+}
+
+/* Moves instance i's events into the router; a lost stretch is answered
+ * with a snapshot of its tree. */
+static rkv_status feed_events(fleet *f, uint32_t i)
+{
+    rkv_status st;
+    for (;;) {
+        uint32_t got = 0;
+        st = rkv_tree_events_drain(f->in[i].tree, f->events, DRAIN_BATCH, &got);
+        if (st != RKV_OK)
+            return st;
+        if (got == 0)
+            break;
+        if ((st = rkv_router_apply(f->router, i, f->events, got)) != RKV_OK)
+            return st;
+    }
+    rkv_router_instance_info info;
+    if ((st = rkv_router_instance_info_get(f->router, i, &info)) != RKV_OK)
+        return st;
+    if (!info.needs_resync)
+        return RKV_OK;
+    size_t cnt = 0;
+    uint64_t seq = 0;
+    if ((st = rkv_tree_snapshot(f->in[i].tree, NULL, 0, &cnt, NULL)) != RKV_OK)
+        return st;
+    rkv_block_entry *b = malloc((cnt ? cnt : 1) * sizeof *b);
+    if (!b)
+        return rkv_set_error(RKV_ERR_NOMEM, "fleet replay: out of memory");
+    st = rkv_tree_snapshot(f->in[i].tree, b, cnt, &cnt, &seq);
+    if (st == RKV_OK)
+        st = rkv_router_apply_snapshot(f->router, i, b, cnt, seq);
+    free(b);
+    f->resyncs++;
+    return st;
+}
+
+static rkv_status route_kv(fleet *f, uint64_t id, uint32_t *out)
+{
+    const rkv_wl_request *q = &f->wl->reqs[id];
+    uint32_t P = f->cfg->page_size;
+    /* only the pages a pool can hold matter (and are worth expanding) */
+    uint64_t pages = q->input_length / P;
+    uint64_t cap = rkv_pool_num_blocks(f->in[0].pool);
+    if (pages > cap)
+        pages = cap;
+    rkv_status st = rkv_workload_prompt_n(f->wl, id, (uint32_t)(pages * P),
+                                          f->prompt);
+    if (st != RKV_OK)
+        return st;
+    uint64_t h = RKV_HASH_ROOT;
+    for (uint64_t j = 0; j < pages; j++) {
+        h = rkv_block_hash(h, 0, f->prompt + j * P, P);
+        f->hashes[j] = h;
+    }
+    rkv_router_overlap best;
+    st = rkv_router_route(f->router, 0, f->hashes, (uint32_t)pages, &best);
+    if (st != RKV_OK)
+        return st;
+    *out = (uint32_t)best.instance;
+    return RKV_OK;
+}
+
+static rkv_status route(fleet *f, uint64_t id, uint32_t *out)
+{
+    switch (f->fc->route) {
+    case RKV_ROUTE_KV:
+        return route_kv(f, id, out);
+    case RKV_ROUTE_ROUND_ROBIN:
+        *out = (uint32_t)(f->rr++ % f->n);
+        return RKV_OK;
+    case RKV_ROUTE_RANDOM:
+        *out = (uint32_t)(splitmix64(&f->rng) % f->n);
+        return RKV_OK;
+    case RKV_ROUTE_LEAST_LOADED: {
+        uint32_t b = 0;
+        for (uint32_t i = 1; i < f->n; i++) {
+            uint64_t qi = f->in[i].queued_tokens, qb = f->in[b].queued_tokens;
+            if (qi < qb || (qi == qb && f->running[i] < f->running[b]))
+                b = i;
+        }
+        *out = b;
+        return RKV_OK;
+    }
+    default:
+        break;
+    }
+    return rkv_set_error(RKV_ERR_INVALID_ARG, "fleet replay: unknown route %d",
+                         (int)f->fc->route);
+}
+
+static rkv_status arrive(fleet *f, uint32_t from)
+{
+    rel_item it = rkv_rel_pop(&f->in[from].heap);
+    for (uint32_t i = 0; i < f->n; i++)
+        f->queued_sum[i] += (double)f->in[i].queued_tokens;
+    f->arrivals++;
+    uint32_t k = 0;
+    rkv_status st = route(f, it.id, &k);
+    if (st != RKV_OK)
+        return st;
+    if (k >= f->n)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "fleet replay: routed to instance %u of %u", k,
+                             f->n);
+    sched_run *r = &f->in[k];
+    if (r->now < it.t)
+        r->now = it.t; /* idle until now: busy ones are never behind it */
+    if ((st = rkv_inst_release(r, it.id, it.t, &f->ires[k])) != RKV_OK)
+        return st;
+    return report_load(f, k);
+}
+
+/* One step of instance b; *stalled when it planned nothing. */
+static rkv_status step(fleet *f, uint32_t b, int *stalled)
+{
+    sched_run *r = &f->in[b];
+    rkv_replay_result *res = &f->ires[b];
+    const rkv_batch_plan *p = NULL;
+    rkv_status st = rkv_sched_step(r->sched, r->now, &p);
+    if (st != RKV_OK)
+        return st;
+    rkv_sched_stats ss;
+    if ((st = rkv_sched_get_stats(r->sched, &ss)) != RKV_OK)
+        return st;
+    if (ss.waiting > res->max_waiting)
+        res->max_waiting = ss.waiting;
+    *stalled = p->num_reqs == 0;
+    if (*stalled)
+        return RKV_OK;
+    if (p->num_tokens == 0)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "fleet replay: the scheduler planned %u requests "
+                             "but no token",
+                             p->num_reqs);
+    if ((st = rkv_inst_run_plan(r, p, res)) != RKV_OK)
+        return st;
+    if (r->now > RKV_REPLAY_MAX_SIM_MS)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "fleet replay: the simulated clock passed 2^40 ms "
+                             "(34.8 years), where it loses millisecond "
+                             "precision");
+    uint64_t used = rkv_pool_num_blocks(r->pool) - rkv_pool_num_free(r->pool);
+    if (used > res->peak_pool_blocks)
+        res->peak_pool_blocks = used;
+    if ((st = rkv_sched_get_stats(r->sched, &ss)) != RKV_OK)
+        return st;
+    f->running[b] = (uint32_t)ss.running;
+    if (f->router) {
+        if ((st = feed_events(f, b)) != RKV_OK)
+            return st;
+        if ((st = report_load(f, b)) != RKV_OK)
+            return st;
+    }
+    return RKV_OK;
+}
+
+static uint64_t fleet_done(const fleet *f)
+{
+    uint64_t d = 0;
+    for (uint32_t i = 0; i < f->n; i++)
+        d += f->in[i].done;
+    return d;
+}
+
+static rkv_status run(fleet *f)
+{
+    size_t total = f->wl->num_reqs;
+    uint64_t steps = 0;
+    for (;;) {
+        uint64_t done = fleet_done(f);
+        if (done >= total)
+            break;
+        int a = -1, b = -1;
+        for (uint32_t i = 0; i < f->n; i++) {
+            if (f->in[i].heap.n &&
+                (a < 0 || rkv_rel_less(&f->in[i].heap.a[0],
+                                       &f->in[a].heap.a[0])))
+                a = (int)i;
+            if (f->in[i].pending && (b < 0 || f->in[i].now < f->in[b].now))
+                b = (int)i;
+        }
+        if (a >= 0 && (b < 0 || f->in[a].heap.a[0].t <= f->in[b].now)) {
+            rkv_status st = arrive(f, (uint32_t)a);
+            if (st != RKV_OK)
+                return st;
+            continue;
+        }
+        if (b < 0)
+            return rkv_set_error(RKV_ERR_STATE,
+                                 "fleet replay: %llu of %zu requests never "
+                                 "arrived",
+                                 (unsigned long long)(total - done), total);
+        int stalled = 0;
+        rkv_status st = step(f, (uint32_t)b, &stalled);
+        if (st != RKV_OK)
+            return st;
+        if (stalled) {
+            if (a < 0)
+                return rkv_set_error(RKV_ERR_STATE,
+                                     "fleet replay: instance %d planned "
+                                     "nothing with %llu requests pending and "
+                                     "no arrival left (a pool of %u blocks "
+                                     "of %u tokens may be too small)",
+                                     b,
+                                     (unsigned long long)f->in[b].pending,
+                                     rkv_pool_num_blocks(f->in[b].pool),
+                                     f->cfg->page_size);
+            f->in[b].now = f->in[a].heap.a[0].t; /* later than now here */
+            continue;
+        }
+        steps++;
+        if (f->cfg->check_every && steps % f->cfg->check_every == 0) {
+            if ((st = rkv_sched_check(f->in[b].sched)) != RKV_OK)
+                return st;
+            if (f->router && (st = rkv_router_check(f->router)) != RKV_OK)
+                return st;
+        }
+        if (f->cfg->progress && (steps & 1023) == 0)
+            f->cfg->progress(f->cfg->progress_ctx, fleet_done(f), total);
+    }
+    if (f->cfg->progress)
+        f->cfg->progress(f->cfg->progress_ctx, fleet_done(f), total);
+    return RKV_OK;
+}
+
+/* Merges the instances into out->total and the per-instance figures. */
+static rkv_status collect(fleet *f, rkv_fleet_result *out)
+{
+    size_t n = f->wl->num_reqs;
+    rkv_replay_result *t = &out->total;
+    double *ttft = malloc((n ? n : 1) * sizeof *ttft);
+    double *lat = malloc((n ? n : 1) * sizeof *lat);
+    double *wait = malloc((n ? n : 1) * sizeof *wait);
+    if (!ttft || !lat || !wait) {
+        free(ttft);
+        free(lat);
+        free(wait);
+        return rkv_set_error(RKV_ERR_NOMEM, "fleet replay: out of memory");
+    }
+    rkv_replay_request_stats *pr = f->cfg->per_request;
+    if (pr)
+        memset(pr, 0, n * sizeof *pr);
+    uint32_t *on = f->fc->finished_on;
+    if (on)
+        for (size_t i = 0; i < n; i++)
+            on[i] = UINT32_MAX;
+    size_t k = 0;
+    rkv_status st = RKV_OK;
+    for (uint32_t j = 0; j < f->n && st == RKV_OK; j++) {
+        const sched_run *r = &f->in[j];
+        for (size_t i = 0; i < n; i++) {
+            const req_state *s = &r->rs[i];
+            if (!s->finished)
+                continue;
+            if (on && on[i] != UINT32_MAX) {
+                st = rkv_set_error(RKV_ERR_CORRUPT,
+                                   "fleet replay: request %zu finished on "
+                                   "instances %u and %u",
+                                   i, on[i], j);
+                break;
+            }
+            if (on)
+                on[i] = j;
+            ttft[k] = s->first_token_ms - s->release_ms;
+            lat[k] = s->finish_ms - s->release_ms;
+            uint32_t in = f->wl->reqs[i].input_length;
+            wait[k] = ttft[k] - rkv_replay_prefill_alone_ms(
+                                    f->cfg, s->cached_first,
+                                    in > s->cached_first ? in - s->cached_first
+                                                         : 0);
+            if (wait[k] < 0)
+                wait[k] = 0;
+            if (pr) {
+                pr[i].hit_tokens = s->cached_first;
+                pr[i].finished = 1;
+                pr[i].ttft_ms = ttft[k];
+                pr[i].latency_ms = lat[k];
+            }
+            out->inst_requests[j]++;
+            t->requests++;
+            t->prompt_tokens += in;
+            t->hit_tokens += s->cached_first;
+            if (s->finish_ms > t->sim_ms)
+                t->sim_ms = s->finish_ms;
+            k++;
+        }
+    }
+    if (st == RKV_OK) {
+        rkv_latency_summarize(ttft, k, &t->ttft_ms);
+        rkv_latency_summarize(lat, k, &t->latency_ms);
+        rkv_latency_summarize(wait, k, &t->wait_ms);
+    }
+    free(ttft);
+    free(lat);
+    free(wait);
+    if (st != RKV_OK)
+        return st;
+    t->hit_rate = t->prompt_tokens
+                      ? (double)t->hit_tokens / (double)t->prompt_tokens
+                      : 0.0;
+    t->prefill_saved_tokens = t->hit_tokens;
+    if (t->sim_ms > 0) {
+        t->output_tokens_per_s = (double)t->output_tokens / t->sim_ms * 1e3;
+        t->prompt_tokens_per_s = (double)t->prompt_tokens / t->sim_ms * 1e3;
+        t->requests_per_s = (double)t->requests / t->sim_ms * 1e3;
+    }
+    double qsum = 0;
+    int any_released = 0;
+    for (uint32_t j = 0; j < f->n; j++) {
+        const rkv_replay_result *ir = &f->ires[j];
+        t->rejected_requests += ir->rejected_requests;
+        t->output_tokens += ir->output_tokens;
+        t->prefill_tokens += ir->prefill_tokens;
+        t->busy_ms += ir->busy_ms;
+        if (f->in[j].released &&
+            (!any_released || ir->first_release_ms < t->first_release_ms))
+            t->first_release_ms = ir->first_release_ms;
+        any_released |= f->in[j].released > 0;
+        if (ir->last_release_ms > t->last_release_ms)
+            t->last_release_ms = ir->last_release_ms;
+        if (ir->peak_pool_blocks > t->peak_pool_blocks)
+            t->peak_pool_blocks = ir->peak_pool_blocks;
+        if (ir->max_waiting > t->max_waiting)
+            t->max_waiting = ir->max_waiting;
+        rkv_sched_stats ss;
+        if ((st = rkv_sched_get_stats(f->in[j].sched, &ss)) != RKV_OK)
+            return st;
+        t->steps += ss.steps;
+        t->preemptions += ss.preemptions;
+        t->dedup_holds += ss.dedup_holds;
+        if (ss.peak_blocks_used > t->peak_blocks)
+            t->peak_blocks = ss.peak_blocks_used;
+        rkv_tree_stats ts;
+        if ((st = rkv_tree_get_stats(f->in[j].tree, &ts)) != RKV_OK)
+            return st;
+        t->evicted_blocks += ts.evicted_blocks;
+        t->tree_host_bytes += ts.host_bytes;
+        double m = f->arrivals ? f->queued_sum[j] / (double)f->arrivals : 0;
+        out->inst_queued_mean[j] = m;
+        qsum += m;
+        if (m > out->queued_max)
+            out->queued_max = m;
+    }
+    /* output_tokens were summed after the rates used them */
+    if (t->sim_ms > 0)
+        t->output_tokens_per_s = (double)t->output_tokens / t->sim_ms * 1e3;
+    out->queued_mean = qsum / f->n;
+    out->balance = out->queued_mean > 0 ? out->queued_max / out->queued_mean
+                                        : 0.0;
+    if (f->router) {
+        rkv_router_stats rs;
+        if ((st = rkv_router_get_stats(f->router, &rs)) != RKV_OK)
+            return st;
+        out->events_applied = rs.events_applied;
+        if ((st = rkv_router_check(f->router)) != RKV_OK)
+            return st;
+    }
+    out->resyncs = f->resyncs;
+    return RKV_OK;
+}
+
+static void fleet_free(fleet *f)
+{
+    if (f->in)
+        for (uint32_t i = 0; i < f->n; i++)
+            rkv_inst_free(&f->in[i]);
+    free(f->in);
+    free(f->ires);
+    free(f->running);
+    free(f->queued_sum);
+    rkv_router_destroy(f->router);
+    free(f->events);
+    free(f->prompt);
+    free(f->hashes);
+}
+
+static rkv_status fleet_init(fleet *f, rkv_replay_config *icfg)
+{
+    uint32_t n = f->n;
+    f->in = calloc(n, sizeof *f->in);
+    f->ires = calloc(n, sizeof *f->ires);
+    f->running = calloc(n, sizeof *f->running);
+    f->queued_sum = calloc(n, sizeof *f->queued_sum);
+    if (!f->in || !f->ires || !f->running || !f->queued_sum)
+        return rkv_set_error(RKV_ERR_NOMEM, "fleet replay: out of memory");
+    rkv_status st;
+    for (uint32_t i = 0; i < n; i++) {
+        /* every arrival is queued on instance 0; arrive() routes it */
+        if ((st = rkv_inst_init(&f->in[i], f->wl, icfg, i == 0)) != RKV_OK)
+            return st;
+        f->ires[i].sched_mode = 1;
+        f->ires[i].page_size = icfg->page_size;
+    }
+    if (f->fc->route != RKV_ROUTE_KV)
+        return RKV_OK;
+    rkv_router_config rc;
+    rkv_router_config_init(&rc);
+    rc.page_tokens = icfg->page_size;
+    if ((st = rkv_router_create(&rc, &f->router)) != RKV_OK)
+        return st;
+    for (uint32_t i = 0; i < n; i++)
+        if ((st = rkv_router_add_instance(f->router, i)) != RKV_OK)
+            return st;
+    uint64_t cap = rkv_pool_num_blocks(f->in[0].pool);
+    uint64_t maxp = 0;
+    for (size_t i = 0; i < f->wl->num_reqs; i++) {
+        uint64_t p = f->wl->reqs[i].input_length / icfg->page_size;
+        if (p > maxp)
+            maxp = p;
+    }
+    if (maxp > cap)
+        maxp = cap;
+    f->events = malloc(DRAIN_BATCH * sizeof *f->events);
+    f->prompt = malloc((maxp * icfg->page_size + 1) * sizeof *f->prompt);
+    f->hashes = malloc((maxp + 1) * sizeof *f->hashes);
+    if (!f->events || !f->prompt || !f->hashes)
+        return rkv_set_error(RKV_ERR_NOMEM, "fleet replay: out of memory");
+    return RKV_OK;
+}
+
+rkv_status rkv_replay_fleet(const rkv_workload *wl,
+                            const rkv_replay_config *cfg,
+                            const rkv_fleet_config *fc,
+                            rkv_fleet_result *out)
+{
+    if (!wl || !cfg || !fc || !out)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_replay_fleet: NULL argument");
+    if (fc->instances < 1 || fc->instances > RKV_FLEET_MAX_INSTANCES)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "fleet replay: %u instances (1..%u)",
+                             fc->instances, RKV_FLEET_MAX_INSTANCES);
+    if ((unsigned)fc->route >= RKV_ROUTE_COUNT)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "fleet replay: unknown route %d", (int)fc->route);
+    uint64_t w0 = rkv_replay_now_ns();
+    rkv_replay_config icfg = *cfg;
+    icfg.event_ring = fc->route == RKV_ROUTE_KV ? EVENT_RING : 0;
+    fleet f;
+    memset(&f, 0, sizeof f);
+    f.wl = wl;
+    f.cfg = cfg;
+    f.fc = fc;
+    f.n = fc->instances;
+    f.rng = fc->seed;
+    rkv_fleet_result res;
+    memset(&res, 0, sizeof res);
+    res.instances = fc->instances;
+    res.route = fc->route;
+    res.total.sched_mode = 1;
+    res.total.page_size = cfg->page_size;
+    rkv_status st = fleet_init(&f, &icfg);
+    if (st == RKV_OK) {
+        res.total.capacity_blocks = rkv_pool_num_blocks(f.in[0].pool);
+        st = run(&f);
+    }
+    if (st == RKV_OK)
+        st = collect(&f, &res);
+    fleet_free(&f);
+    if (st != RKV_OK)
+        return st;
+    res.total.wall_s = (double)(rkv_replay_now_ns() - w0) * 1e-9;
+    *out = res;
+    return RKV_OK;
+}

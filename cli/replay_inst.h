@@ -1,0 +1,90 @@
+/*
+ * cli/replay_inst.h -- one simulated serving instance of the scheduler
+ * replay (cli/replay_sched.c): its pool, tree and scheduler, its simulated
+ * clock, the fake engine that runs its plans, and the per-request state of
+ * the requests it was given. The single-instance replay drives one; the
+ * fleet replay (cli/replay_fleet.c) drives several on one clock. Not part
+ * of rkv_cli's API.
+ *
+ * Every instance keeps a req_state per workload request (indexed by id);
+ * only the requests released to it are touched. The closed-loop links
+ * (first_child / next_sibling) are built in every instance, so a parent's
+ * next turns are queued on the instance where it finished (its heap) and
+ * whoever drives the instances decides where they run.
+ *
+ * Invariants: pending = requests submitted here and not finished;
+ * queued_tokens = prompt tokens of those that have no first token yet (the
+ * prefill work ahead, the load a router sees); now never goes backwards.
+ */
+#ifndef RKV_CLI_REPLAY_INST_H
+#define RKV_CLI_REPLAY_INST_H
+
+#include "cli/replay_internal.h"
+
+typedef struct rel_item {
+    double t;
+    uint64_t id;
+} rel_item;
+
+typedef struct rel_heap {
+    rel_item *a;
+    size_t n, cap;
+} rel_heap;
+
+/* Order of the release queue: time, then request id. */
+int rkv_rel_less(const rel_item *x, const rel_item *y);
+rkv_status rkv_rel_push(rel_heap *h, double t, uint64_t id);
+rel_item rkv_rel_pop(rel_heap *h); /* h->n > 0 */
+
+typedef struct req_state {
+    double release_ms;
+    double first_token_ms;
+    double finish_ms;
+    uint32_t generated;
+    uint32_t target;        /* tokens to generate: max(1, output_length)   */
+    uint32_t cached_first;  /* cached_len at first admission               */
+    uint8_t submitted, admitted, finished, rejected;
+    uint64_t first_child;   /* closed-loop children, linked                 */
+    uint64_t next_sibling;
+} req_state;
+
+typedef struct sched_run {
+    const rkv_workload *wl;
+    const rkv_replay_config *cfg;
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_sched *sched;
+    req_state *rs;
+    rel_heap heap;
+    int32_t *prompt;
+    int32_t *next_tokens;
+    uint8_t *finished;
+    size_t tok_cap;        /* capacity of next_tokens / finished           */
+    uint64_t pending;      /* submitted, not finished                      */
+    uint64_t done;         /* finished or rejected                         */
+    uint64_t released;     /* requests released so far                     */
+    uint64_t queued_tokens; /* prompt tokens submitted, no first token yet */
+    double now;
+    double step_us_total;  /* time inside rkv_sched_step, measured here    */
+} sched_run;
+
+/* Sets up an instance for wl (pool and tree as cfg says, events included
+ * when cfg->event_ring > 0). with_roots: queue every open-loop request's
+ * arrival on this instance's heap (a fleet queues them on one instance
+ * only). On failure, rkv_inst_free still must be called. */
+rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
+                         const rkv_replay_config *cfg, int with_roots);
+void rkv_inst_free(sched_run *r);
+
+/* Request id arrives at t: submitted to this instance's scheduler, or
+ * refused (counted in res->rejected_requests, done, its next turns
+ * queued) when prompt + output can never fit the pool. */
+rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
+                            rkv_replay_result *res);
+
+/* Runs one non-empty plan of this instance's scheduler on the fake engine:
+ * advances now by its modelled time, emits tokens, commits. */
+rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
+                             rkv_replay_result *res);
+
+#endif

@@ -1,0 +1,101 @@
+/*
+ * cli/report_fleet.c -- the fleet replay's table and JSON (report_fleet.h).
+ * Prints only; the runs are main.c's.
+ */
+#include "cli/report_fleet.h"
+
+#include "cli/escape.h"
+#include "radixkv.h"
+
+static void json_num(FILE *f, const char *k, int have, double v)
+{
+    if (have)
+        fprintf(f, ",\"%s\":%.6g", k, v);
+    else
+        fprintf(f, ",\"%s\":null", k);
+}
+
+static void json_lat(FILE *f, const char *k, int have,
+                     const rkv_latency_summary *s)
+{
+    if (!have) {
+        fprintf(f, ",\"%s\":null", k);
+        return;
+    }
+    fprintf(f, ",\"%s\":{\"p50\":%.6g,\"p90\":%.6g,\"p99\":%.6g,"
+               "\"mean\":%.6g,\"max\":%.6g}",
+            k, s->p50, s->p90, s->p99, s->mean, s->max);
+}
+
+void rkv_fleet_report_text(FILE *f, const rkv_cli_options *o,
+                           const rkv_workload *wl, const rkv_fleet_run *runs,
+                           size_t n)
+{
+    fprintf(f, "fleet replay of %s: %llu tokens of KV cache per instance, "
+               "policy %s, page size %u\n",
+            wl->name, (unsigned long long)o->rc.capacity_tokens,
+            rkv_policy_name(o->rc.sched.policy), o->rc.page_size);
+    fprintf(f, "time scale %s: the same load per instance at every "
+               "instance count\n",
+            o->time_scale_auto ? "auto / instances" : "as given");
+    fprintf(f, "%9s  %-12s %9s %8s %12s %12s %8s %12s %8s %10s\n",
+            "instances", "route", "requests", "hit", "TTFT p50 ms",
+            "TTFT p99 ms", "balance", "queued tok", "preempt", "scale");
+    for (size_t i = 0; i < n; i++) {
+        const rkv_fleet_result *r = &runs[i].r;
+        fprintf(f, "%9u  %-12s %9llu %7.2f%% %12.1f %12.1f %8.2f %12.0f "
+                   "%8llu %10.4g\n",
+                r->instances, rkv_route_name(r->route),
+                (unsigned long long)r->total.requests,
+                100.0 * r->total.hit_rate, r->total.ttft_ms.p50,
+                r->total.ttft_ms.p99, r->balance, r->queued_mean,
+                (unsigned long long)r->total.preemptions, runs[i].time_scale);
+    }
+    fputs("balance: max / mean over instances of the queued prompt tokens "
+          "(averaged over arrivals); 1.00 is even\n", f);
+}
+
+void rkv_fleet_report_json(FILE *f, const rkv_cli_options *o,
+                           const rkv_workload *wl, const rkv_fleet_run *runs,
+                           size_t n)
+{
+    fprintf(f, "{\"command\":\"%s\",\"version\":", rkv_cli_cmd_name(o->cmd));
+    rkv_json_string(f, rkv_version());
+    fputc(',', f);
+    rkv_cli_options_json(f, o);
+    fputs(",\"workload\":", f);
+    rkv_json_string(f, wl->name);
+    fprintf(f, ",\"capacity_tokens\":%llu,\"runs\":[",
+            (unsigned long long)o->rc.capacity_tokens);
+    for (size_t i = 0; i < n; i++) {
+        const rkv_fleet_result *r = &runs[i].r;
+        const rkv_replay_result *t = &r->total;
+        int have = t->requests > 0;
+        fprintf(f, "%s{\"instances\":%u,\"route\":\"%s\",\"time_scale\":%.15g,"
+                   "\"requests\":%llu,\"rejected\":%llu,\"prompt_tokens\":%llu,"
+                   "\"hit_tokens\":%llu",
+                i ? "," : "", r->instances, rkv_route_name(r->route),
+                runs[i].time_scale, (unsigned long long)t->requests,
+                (unsigned long long)t->rejected_requests,
+                (unsigned long long)t->prompt_tokens,
+                (unsigned long long)t->hit_tokens);
+        json_num(f, "hit_rate", t->prompt_tokens > 0, t->hit_rate);
+        json_lat(f, "ttft_ms", have, &t->ttft_ms);
+        json_lat(f, "latency_ms", have, &t->latency_ms);
+        json_num(f, "balance", r->queued_mean > 0, r->balance);
+        fprintf(f, ",\"queued_tokens_mean\":%.6g,\"queued_tokens_max\":%.6g,"
+                   "\"inst_requests\":[",
+                r->queued_mean, r->queued_max);
+        for (uint32_t k = 0; k < r->instances; k++)
+            fprintf(f, "%s%llu", k ? "," : "",
+                    (unsigned long long)r->inst_requests[k]);
+        fprintf(f, "],\"preemptions\":%llu,\"evicted_blocks\":%llu,"
+                   "\"sim_s\":%.6g,\"wall_s\":%.6g,\"router_events\":%llu,"
+                   "\"router_resyncs\":%llu}",
+                (unsigned long long)t->preemptions,
+                (unsigned long long)t->evicted_blocks, t->sim_ms / 1e3,
+                t->wall_s, (unsigned long long)r->events_applied,
+                (unsigned long long)r->resyncs);
+    }
+    fputs("]}\n", f);
+}

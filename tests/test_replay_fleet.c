@@ -1,0 +1,306 @@
+/*
+ * tests/test_replay_fleet.c -- the fleet replay (cli/replay_fleet.c):
+ *   - one instance is the single-instance scheduler replay, request by
+ *     request, whatever the route;
+ *   - kv routing finds at least round-robin's hit rate where prompts share
+ *     prefixes (both computed here, on the same workload);
+ *   - every request finishes on exactly one instance (or is refused);
+ *   - a seed gives the same run; bad --instances / --route are refused with
+ *     a message that names the problem.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/replay.h"
+#include "cli/trace.h"
+#include "cli/workload.h"
+#include "tests/support/test_util.h"
+
+#define TRACE_PATH RKV_SOURCE_DIR "/bench/traces/mooncake_conversation_trace.jsonl"
+
+static void load_slice(rkv_workload *wl, size_t n)
+{
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_path(TRACE_PATH, &r), RKV_OK, "%s",
+                 rkv_last_error());
+    rkv_workload_init(wl);
+    cr_assert_eq(rkv_workload_load_trace(wl, r, n), RKV_OK, "%s",
+                 rkv_last_error());
+    rkv_trace_reader_close(r);
+}
+
+static void agentic(rkv_workload *wl, const char *name, uint32_t sessions)
+{
+    rkv_agentic_config ac;
+    rkv_agentic_config_init(&ac);
+    ac.sessions = sessions;
+    ac.turns_max = 8;
+    rkv_workload_init(wl);
+    cr_assert_eq(rkv_workload_agentic(wl, &ac, rkv_test_seed(name)), RKV_OK);
+}
+
+typedef struct fleet_out {
+    rkv_fleet_result res;
+    rkv_replay_request_stats *per;
+    uint32_t *on;
+} fleet_out;
+
+static void fleet_run(const rkv_workload *wl, const rkv_replay_config *base,
+                      uint32_t n, enum rkv_route route, uint64_t seed,
+                      fleet_out *o)
+{
+    o->per = calloc(wl->num_reqs, sizeof *o->per);
+    o->on = calloc(wl->num_reqs, sizeof *o->on);
+    cr_assert(o->per && o->on);
+    rkv_replay_config cfg = *base;
+    cfg.per_request = o->per;
+    rkv_fleet_config fc;
+    memset(&fc, 0, sizeof fc);
+    fc.instances = n;
+    fc.route = route;
+    fc.seed = seed;
+    fc.finished_on = o->on;
+    cr_assert_eq(rkv_replay_fleet(wl, &cfg, &fc, &o->res), RKV_OK,
+                 "%u x %s: %s", n, rkv_route_name(route), rkv_last_error());
+}
+
+static void fleet_out_free(fleet_out *o)
+{
+    free(o->per);
+    free(o->on);
+}
+
+static void same_summary(const rkv_latency_summary *a,
+                         const rkv_latency_summary *b, const char *what)
+{
+    cr_assert(a->p50 == b->p50 && a->p90 == b->p90 && a->p99 == b->p99 &&
+                  a->mean == b->mean && a->max == b->max,
+              "%s: p50 %g vs %g, p99 %g vs %g", what, a->p50, b->p50, a->p99,
+              b->p99);
+}
+
+/* The fleet of one against rkv_replay_sched, request by request. */
+static void n1_matches(const rkv_workload *wl, const rkv_replay_config *cfg)
+{
+    rkv_replay_request_stats *single = calloc(wl->num_reqs, sizeof *single);
+    cr_assert_not_null(single);
+    rkv_replay_config c = *cfg;
+    c.per_request = single;
+    rkv_replay_result s;
+    cr_assert_eq(rkv_replay_sched(wl, &c, &s), RKV_OK, "%s", rkv_last_error());
+    for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
+        fleet_out f;
+        fleet_run(wl, cfg, 1, (enum rkv_route)route, 7, &f);
+        const rkv_replay_result *t = &f.res.total;
+        const char *rn = rkv_route_name((enum rkv_route)route);
+        for (size_t i = 0; i < wl->num_reqs; i++) {
+            cr_assert_eq(f.per[i].finished, single[i].finished, "%s: req %zu",
+                         rn, i);
+            cr_assert_eq(f.per[i].hit_tokens, single[i].hit_tokens,
+                         "%s: req %zu hit %u vs %u", rn, i, f.per[i].hit_tokens,
+                         single[i].hit_tokens);
+            cr_assert(f.per[i].ttft_ms == single[i].ttft_ms &&
+                          f.per[i].latency_ms == single[i].latency_ms,
+                      "%s: req %zu ttft %g vs %g", rn, i, f.per[i].ttft_ms,
+                      single[i].ttft_ms);
+        }
+        cr_assert_eq(t->requests, s.requests);
+        cr_assert_eq(t->rejected_requests, s.rejected_requests);
+        cr_assert_eq(t->hit_tokens, s.hit_tokens);
+        cr_assert_eq(t->prompt_tokens, s.prompt_tokens);
+        cr_assert_eq(t->output_tokens, s.output_tokens);
+        cr_assert_eq(t->prefill_tokens, s.prefill_tokens);
+        cr_assert_eq(t->preemptions, s.preemptions);
+        cr_assert_eq(t->evicted_blocks, s.evicted_blocks);
+        cr_assert(t->busy_ms == s.busy_ms && t->sim_ms == s.sim_ms, "%s", rn);
+        same_summary(&t->ttft_ms, &s.ttft_ms, "ttft");
+        same_summary(&t->latency_ms, &s.latency_ms, "latency");
+        cr_assert_eq(f.res.inst_requests[0], s.requests);
+        fleet_out_free(&f);
+    }
+    free(single);
+}
+
+Test(fleet, one_instance_is_the_single_replay, .timeout = 600)
+{
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 300000; /* evicts: the trees are under pressure */
+    cfg.time_scale = 0.25;        /* queues form: the step order matters */
+    cfg.check_every = 97;
+    rkv_workload wl;
+    load_slice(&wl, 600);
+    n1_matches(&wl, &cfg);
+    rkv_workload_free(&wl);
+
+    /* closed-loop turns, some refused for their size */
+    agentic(&wl, "fleet.n1_agentic", 12);
+    cfg.capacity_tokens = 9000;
+    cfg.time_scale = 1;
+    n1_matches(&wl, &cfg);
+    rkv_workload_free(&wl);
+}
+
+Test(fleet, kv_hits_at_least_round_robin, .timeout = 600)
+{
+    /* agentic sessions: each turn repeats its session's whole history, and
+     * all share the tool list -- prefixes that routing can keep together */
+    rkv_workload wl;
+    agentic(&wl, "fleet.kv_vs_rr", 32);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 60000; /* a few sessions' history per instance */
+    cfg.check_every = 50;
+    for (uint32_t n = 2; n <= 4; n += 2) {
+        fleet_out kv, rr;
+        fleet_run(&wl, &cfg, n, RKV_ROUTE_KV, 1, &kv);
+        fleet_run(&wl, &cfg, n, RKV_ROUTE_ROUND_ROBIN, 1, &rr);
+        cr_assert_eq(kv.res.total.prompt_tokens, rr.res.total.prompt_tokens);
+        cr_assert_geq(kv.res.total.hit_rate, rr.res.total.hit_rate,
+                      "%u instances: kv %.4f < round-robin %.4f", n,
+                      kv.res.total.hit_rate, rr.res.total.hit_rate);
+        cr_assert_gt(kv.res.events_applied, 0, "the router saw the events");
+        fleet_out_free(&kv);
+        fleet_out_free(&rr);
+    }
+    rkv_workload_free(&wl);
+}
+
+Test(fleet, every_request_finishes_on_exactly_one_instance, .timeout = 600)
+{
+    rkv_workload wl;
+    agentic(&wl, "fleet.one_instance", 16);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 9000; /* some requests can never fit: refused */
+    cfg.check_every = 31;
+    for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
+        fleet_out f;
+        fleet_run(&wl, &cfg, 3, (enum rkv_route)route, 5, &f);
+        const rkv_replay_result *t = &f.res.total;
+        const char *rn = rkv_route_name((enum rkv_route)route);
+        cr_assert_gt(t->rejected_requests, 0, "%s: the seed refuses some", rn);
+        cr_assert_eq(t->requests + t->rejected_requests, wl.num_reqs, "%s", rn);
+        uint64_t per_inst[3] = {0, 0, 0}, finished = 0;
+        for (size_t i = 0; i < wl.num_reqs; i++) {
+            if (f.per[i].finished) {
+                cr_assert_lt(f.on[i], 3u, "%s: req %zu on %u", rn, i, f.on[i]);
+                per_inst[f.on[i]]++;
+                finished++;
+            } else {
+                cr_assert_eq(f.on[i], UINT32_MAX, "%s: req %zu", rn, i);
+            }
+        }
+        cr_assert_eq(finished, t->requests);
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(per_inst[k], f.res.inst_requests[k], "%s", rn);
+        if (route == RKV_ROUTE_ROUND_ROBIN)
+            for (int k = 0; k < 3; k++)
+                cr_assert_gt(per_inst[k], 0, "round-robin used instance %d", k);
+        fleet_out_free(&f);
+    }
+    rkv_workload_free(&wl);
+}
+
+Test(fleet, a_seed_gives_the_same_run, .timeout = 600)
+{
+    rkv_workload wl;
+    load_slice(&wl, 400);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 200000;
+    for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
+        fleet_out a, b;
+        fleet_run(&wl, &cfg, 4, (enum rkv_route)route, 11, &a);
+        fleet_run(&wl, &cfg, 4, (enum rkv_route)route, 11, &b);
+        cr_assert(!memcmp(a.on, b.on, wl.num_reqs * sizeof *a.on));
+        cr_assert(!memcmp(a.per, b.per, wl.num_reqs * sizeof *a.per));
+        cr_assert_eq(a.res.total.hit_tokens, b.res.total.hit_tokens);
+        cr_assert(a.res.balance == b.res.balance);
+        fleet_out_free(&a);
+        fleet_out_free(&b);
+    }
+    /* another seed: random routing places requests elsewhere */
+    fleet_out a, b;
+    fleet_run(&wl, &cfg, 4, RKV_ROUTE_RANDOM, 11, &a);
+    fleet_run(&wl, &cfg, 4, RKV_ROUTE_RANDOM, 12, &b);
+    cr_assert(memcmp(a.on, b.on, wl.num_reqs * sizeof *a.on) != 0);
+    fleet_out_free(&a);
+    fleet_out_free(&b);
+    rkv_workload_free(&wl);
+}
+
+Test(fleet, bad_configs_are_refused)
+{
+    rkv_workload wl;
+    load_slice(&wl, 10);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    rkv_fleet_config fc;
+    memset(&fc, 0, sizeof fc);
+    rkv_fleet_result r;
+    fc.instances = 0;
+    cr_assert_eq(rkv_replay_fleet(&wl, &cfg, &fc, &r), RKV_ERR_INVALID_ARG);
+    cr_assert(strstr(rkv_last_error(), "0 instances"), "%s", rkv_last_error());
+    fc.instances = RKV_FLEET_MAX_INSTANCES + 1;
+    cr_assert_eq(rkv_replay_fleet(&wl, &cfg, &fc, &r), RKV_ERR_INVALID_ARG);
+    fc.instances = 2;
+    fc.route = RKV_ROUTE_COUNT;
+    cr_assert_eq(rkv_replay_fleet(&wl, &cfg, &fc, &r), RKV_ERR_INVALID_ARG);
+    cr_assert(strstr(rkv_last_error(), "unknown route"), "%s", rkv_last_error());
+    rkv_workload_free(&wl);
+}
+
+static void refused(const char *args, const char *want)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = "radixkv";
+    for (char *t = strtok(buf, " "); t && argc < 31; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    rkv_cli_options o;
+    char err[512];
+    cr_assert_eq(rkv_cli_parse(argc, argv, &o, err, sizeof err),
+                 RKV_ACT_USAGE_ERROR, "'%s' was accepted", args);
+    cr_assert(strstr(err, want), "'%s': message '%s' lacks '%s'", args, err,
+              want);
+}
+
+Test(fleet, bad_options_are_refused_with_a_reason)
+{
+    refused("replay --instances 0", "--instances: expected a whole number in 1..64");
+    refused("replay --instances 65", "1..64");
+    refused("replay --instances two", "got 'two'");
+    refused("replay --instances 2,4", "replay takes one count");
+    refused("replay --instances 2 --route kv,nearest", "got 'nearest'");
+    refused("replay --route kv,kv", "listed twice");
+    refused("replay --route kv,", "empty item");
+    refused("replay --instances 2 --order file", "need --order sched");
+    refused("sweep --instances 2 --order both", "need --order sched");
+    refused("sweep --instances 2,4 --capacities 1e6", "--capacities does not combine");
+    refused("replay --instances", "--instances needs a value");
+
+    /* and what is accepted */
+    char *argv[] = {"radixkv", "sweep", "--instances", "1,4", "--route",
+                    "least-loaded,random", NULL};
+    rkv_cli_options o;
+    char err[512];
+    cr_assert_eq(rkv_cli_parse(6, argv, &o, err, sizeof err), RKV_ACT_RUN, "%s",
+                 err);
+    cr_assert(o.fleet);
+    cr_assert_eq(o.num_instances, 2);
+    cr_assert_eq(o.instances[1], 4);
+    cr_assert_eq(o.num_routes, 2);
+    cr_assert_eq(o.routes[0], RKV_ROUTE_LEAST_LOADED);
+    cr_assert_eq(o.order, RKV_ORDER_SCHED);
+    char *argv2[] = {"radixkv", "replay", "--instances", "4", NULL};
+    cr_assert_eq(rkv_cli_parse(4, argv2, &o, err, sizeof err), RKV_ACT_RUN);
+    cr_assert_eq(o.num_routes, 2, "more than one instance: kv and round-robin");
+    cr_assert_eq(o.routes[0], RKV_ROUTE_KV);
+    cr_assert_eq(o.routes[1], RKV_ROUTE_ROUND_ROBIN);
+}
