@@ -212,21 +212,8 @@ static rkv_status step(fleet *f, uint32_t b, int *stalled)
     *stalled = p->num_reqs == 0;
     if (*stalled)
         return RKV_OK;
-    if (p->num_tokens == 0)
-        return rkv_set_error(RKV_ERR_CORRUPT,
-                             "fleet replay: the scheduler planned %u requests "
-                             "but no token",
-                             p->num_reqs);
     if ((st = rkv_inst_run_plan(r, p, res)) != RKV_OK)
         return st;
-    if (r->now > RKV_REPLAY_MAX_SIM_MS)
-        return rkv_set_error(RKV_ERR_STATE,
-                             "fleet replay: the simulated clock passed 2^40 ms "
-                             "(34.8 years), where it loses millisecond "
-                             "precision");
-    uint64_t used = rkv_pool_num_blocks(r->pool) - rkv_pool_num_free(r->pool);
-    if (used > res->peak_pool_blocks)
-        res->peak_pool_blocks = used;
     if ((st = rkv_sched_get_stats(r->sched, &ss)) != RKV_OK)
         return st;
     f->running[b] = (uint32_t)ss.running;

@@ -83,7 +83,8 @@ rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
                             rkv_replay_result *res);
 
 /* Runs one non-empty plan of this instance's scheduler on the fake engine:
- * advances now by its modelled time, emits tokens, commits. */
+ * advances now by its modelled time, emits tokens, commits, then refuses a
+ * clock past RKV_REPLAY_MAX_SIM_MS and records the pool's peak use. */
 rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                              rkv_replay_result *res);
 

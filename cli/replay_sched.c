@@ -185,6 +185,11 @@ static rkv_status grow_step_bufs(sched_run *r, size_t n)
 rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                              rkv_replay_result *res)
 {
+    if (p->num_tokens == 0)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "replay: the scheduler planned %u requests but "
+                             "no token",
+                             p->num_reqs);
     rkv_status st = grow_step_bufs(r, p->num_reqs);
     if (st != RKV_OK)
         return st;
@@ -248,6 +253,14 @@ rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
         if ((st = release_children(r, id, r->now)) != RKV_OK)
             return st;
     }
+    if (r->now > RKV_REPLAY_MAX_SIM_MS)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "replay: the simulated clock passed 2^40 ms "
+                             "(34.8 years), where it loses millisecond "
+                             "precision");
+    uint64_t used = rkv_pool_num_blocks(r->pool) - rkv_pool_num_free(r->pool);
+    if (used > res->peak_pool_blocks)
+        res->peak_pool_blocks = used;
     return RKV_OK;
 }
 
@@ -448,22 +461,8 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
                                      r->cfg->page_size);
             break;
         }
-        if (p->num_tokens == 0)
-            return rkv_set_error(RKV_ERR_CORRUPT,
-                                 "replay: the scheduler planned %u requests "
-                                 "but no token",
-                                 p->num_reqs);
         if ((st = rkv_inst_run_plan(r, p, res)) != RKV_OK)
             return st;
-        if (r->now > RKV_REPLAY_MAX_SIM_MS)
-            return rkv_set_error(RKV_ERR_STATE,
-                                 "replay: the simulated clock passed 2^40 ms "
-                                 "(34.8 years), where it loses millisecond "
-                                 "precision");
-        uint64_t used = rkv_pool_num_blocks(r->pool) -
-                        rkv_pool_num_free(r->pool);
-        if (used > res->peak_pool_blocks)
-            res->peak_pool_blocks = used;
         steps++;
         if (r->cfg->check_every && steps % r->cfg->check_every == 0 &&
             (st = rkv_sched_check(r->sched)) != RKV_OK)
