@@ -237,6 +237,6 @@ int main(int argc, char **argv)
     }
     natsConnection_Destroy(nc);
     natsOptions_Destroy(no);
-    nats_Close();
+    nats_CloseAndWait(2000);
     return rc;
 }

@@ -633,6 +633,6 @@ out:
     free(d->ev);
     free(d->hashes);
     free(d);
-    nats_Close();
+    nats_CloseAndWait(2000);
     return rc;
 }

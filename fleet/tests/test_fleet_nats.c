@@ -205,7 +205,7 @@ static void teardown(fleet *f)
         waitpid(f->server, NULL, 0);
     }
     nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    nats_Close();
+    nats_CloseAndWait(2000);
 }
 
 static void poll_all(fleet *f)
