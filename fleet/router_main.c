@@ -285,6 +285,11 @@ static void handle_snap(rdaemon *d, natsMsg *m, uint64_t now)
     inst *x = find(d, si.instance);
     if (!x || !x->live || x->epoch != si.epoch)
         return; /* an answer for an instance that has since gone or restarted */
+    rkv_router_instance_info info;
+    if (rkv_router_instance_info_get(d->router, si.instance, &info) != RKV_OK ||
+        !info.needs_resync)
+        return; /* a late answer to a retried request: already in sync, and an
+                   older state would roll the instance back */
     rkv_block_entry *e = malloc((si.count ? si.count : 1) * sizeof *e);
     if (!e)
         return;
