@@ -89,6 +89,23 @@ rkv_status rkv_replay_open_cache(const rkv_workload *wl,
     return RKV_OK;
 }
 
+double rkv_replay_prefill_alone_ms(const rkv_replay_config *cfg,
+                                   uint64_t prefix, uint64_t q)
+{
+    uint64_t chunk = cfg->sched.max_batch_tokens ? cfg->sched.max_batch_tokens : 1;
+    double ms = 0;
+    while (q) {
+        uint64_t c = q < chunk ? q : chunk;
+        rkv_cost_step cs;
+        memset(&cs, 0, sizeof cs);
+        rkv_cost_add_prefill(&cs, (double)prefix, (double)c);
+        ms += rkv_cost_step_ms(&cfg->cost, &cs);
+        prefix += c;
+        q -= c;
+    }
+    return ms;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -16,7 +16,8 @@
  *     only" at page size 512).
  *
  *   scheduler (rkv_replay_sched): requests are released at their arrival
- *     time (closed-loop requests -- agentic turns -- think_ms after their
+ *     time, counted from the first arrival and multiplied by time_scale
+ *     (closed-loop requests -- agentic turns -- think_ms after their
  *     parent finished), submitted to rkv_sched, and run step by step by a
  *     fake engine: output token k of a request is rkv_workload_output_token
  *     (deterministic from the request), the request finishes after
@@ -40,6 +41,14 @@
 /* capacity_tokens value meaning "never evict": the pool gets one block per
  * page the replay could ever cache (see rkv_replay_unbounded_blocks). */
 #define RKV_REPLAY_UNBOUNDED UINT64_MAX
+
+/* Latest simulated time (ms from the first arrival): 2^40 ms, 34.8 years.
+ * A double's step there is 2^-12 ms, so a million step-time additions stay
+ * well inside a millisecond; beyond it TTFTs of a few ms would round away
+ * (at 1e21 ms the step is ~131 s). Arrivals whose scaled span exceeds it
+ * are refused (RKV_ERR_INVALID_ARG), and a clock that passes it ends the
+ * run (RKV_ERR_STATE). */
+#define RKV_REPLAY_MAX_SIM_MS 1099511627776.0
 
 typedef void (*rkv_replay_progress_fn)(void *ctx, size_t done, size_t total);
 
@@ -112,9 +121,15 @@ typedef struct rkv_replay_result {
     uint64_t steps;
     uint64_t preemptions;
     uint64_t dedup_holds;
-    double sched_us_per_step;   /* rkv_sched_stats.sched_ns_total / steps   */
+    double sched_us_per_step;   /* time around rkv_sched_step / steps   */
     double sched_us_per_step_max; /* slowest step, measured around the call */
     uint64_t max_waiting;       /* most requests waiting at once            */
+    double busy_ms;             /* simulated time spent in steps            */
+    double first_release_ms;    /* earliest / latest release on the         */
+    double last_release_ms;     /*   simulated clock                        */
+    rkv_latency_summary wait_ms; /* TTFT minus the request's own prefill
+                                    time on an idle GPU (from its cached
+                                    prefix at admission): queueing          */
 } rkv_replay_result;
 
 /* Blocks that hold every full page the workload could cache (prompts, plus
@@ -128,6 +143,11 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
 rkv_status rkv_replay_sched(const rkv_workload *wl,
                             const rkv_replay_config *cfg,
                             rkv_replay_result *out);
+
+/* Simulated time of a prefill of q tokens after `prefix` cached tokens on
+ * an idle GPU: chunks of at most max_batch_tokens, one step each. */
+double rkv_replay_prefill_alone_ms(const rkv_replay_config *cfg,
+                                   uint64_t prefix, uint64_t q);
 
 /* Percentiles of v[0..n) (sorted in place). Zeros when n == 0. */
 void rkv_latency_summarize(double *v, size_t n, rkv_latency_summary *out);

@@ -34,13 +34,22 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     const rkv_wl_request *q = &wl->reqs[i];
     uint32_t P = rkv_pool_page_size(pool);
     uint32_t pages = q->input_length / P;
-    rkv_status st = rkv_workload_prompt(wl, i, b->tokens);
+    /* No more than the pool's pages can ever be matched or cached, so a
+     * longer prompt is expanded (and inserted) only that far. */
+    uint64_t pool_tokens = (uint64_t)rkv_pool_num_blocks(pool) * P;
+    uint32_t len = q->input_length;
+    int cut = pages > rkv_pool_num_blocks(pool);
+    if (cut)
+        pages = rkv_pool_num_blocks(pool);
+    if (len > pool_tokens) /* also a partial page past a full pool */
+        len = (uint32_t)pool_tokens;
+    rkv_status st = rkv_workload_prompt_n(wl, i, len, b->tokens);
     if (st != RKV_OK)
         return st;
 
     uint64_t t0 = rkv_replay_now_ns();
     rkv_match m;
-    st = rkv_tree_match(tree, 0, b->tokens, q->input_length, b->blocks, 0, &m);
+    st = rkv_tree_match(tree, 0, b->tokens, len, b->blocks, 0, &m);
     uint64_t t1 = rkv_replay_now_ns();
     if (st != RKV_OK)
         return st;
@@ -48,6 +57,7 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     if (per)
         per[i].hit_tokens = (uint32_t)m.matched_tokens;
     res->match_ns += (double)(t1 - t0);
+    res->truncated_requests += cut;
     if (m.num_blocks >= pages)
         return RKV_OK; /* everything cacheable is cached already */
 
@@ -64,7 +74,7 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
         if (st == RKV_OK) {
             uint64_t avail = rkv_pool_num_free(pool) + ts.evictable_blocks;
             need = avail < need ? (uint32_t)avail : need;
-            res->truncated_requests++;
+            res->truncated_requests += !cut;
             st = need ? rkv_tree_alloc_blocks(tree, need,
                                               b->blocks + m.num_blocks)
                       : RKV_OK;
@@ -115,14 +125,18 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     res.page_size = cfg->page_size;
     res.capacity_blocks = rkv_pool_num_blocks(pool);
 
-    uint32_t max_in = rkv_workload_max_input(wl);
+    uint64_t max_in = rkv_workload_max_input(wl);
+    uint64_t pool_tokens = (uint64_t)rkv_pool_num_blocks(pool) * cfg->page_size;
+    if (max_in > pool_tokens)
+        max_in = pool_tokens;
     file_bufs b;
     b.tokens = malloc(((size_t)max_in + 1) * sizeof *b.tokens);
     b.blocks = malloc(((size_t)max_in / cfg->page_size + 1) * sizeof *b.blocks);
     b.dups = malloc(((size_t)max_in / cfg->page_size + 1) * sizeof *b.dups);
     if (!b.tokens || !b.blocks || !b.dups)
         st = rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory for a "
-                                          "prompt of %u tokens", max_in);
+                                          "prompt of %llu tokens",
+                           (unsigned long long)max_in);
 
     for (size_t i = 0; st == RKV_OK && i < wl->num_reqs; i++) {
         st = serve(tree, pool, wl, i, &b, &res, cfg->per_request);

@@ -110,7 +110,9 @@ typedef struct sched_run {
     size_t tok_cap;        /* capacity of next_tokens / finished           */
     uint64_t pending;      /* submitted, not finished                      */
     uint64_t done;         /* finished or rejected                         */
+    uint64_t released;     /* requests released so far                     */
     double now;
+    double step_us_total;  /* time inside rkv_sched_step, measured here    */
 } sched_run;
 
 /* Request id ended (finished or refused) at time t: its next turns arrive
@@ -126,6 +128,40 @@ static rkv_status release_children(sched_run *r, uint64_t id, double t)
     return RKV_OK;
 }
 
+/* The scheduler's own admission bound (rkv_sched_submit refuses with
+ * RKV_ERR_NO_SPACE what is larger than the whole pool): prompt + output
+ * - 1 tokens in pages of P. */
+static int fits_pool(const sched_run *r, const rkv_wl_request *q)
+{
+    uint64_t P = r->cfg->page_size;
+    uint64_t target = q->output_length ? q->output_length : 1;
+    uint64_t pages = ((uint64_t)q->input_length + target - 1 + P - 1) / P;
+    return pages <= rkv_pool_num_blocks(r->pool);
+}
+
+/* Expands request id's prompt and submits it. What can never fit is
+ * refused (RKV_ERR_NO_SPACE) before its prompt is expanded: a 2^30-token
+ * prompt would cost GBs and seconds to build only to be refused. */
+static rkv_status submit_one(sched_run *r, uint64_t id, double t)
+{
+    const rkv_wl_request *q = &r->wl->reqs[id];
+    if (!fits_pool(r, q))
+        return RKV_ERR_NO_SPACE;
+    rkv_status st = rkv_workload_prompt(r->wl, id, r->prompt);
+    if (st != RKV_OK)
+        return st;
+    rkv_request_desc d;
+    memset(&d, 0, sizeof d);
+    d.id = id;
+    d.ns = 0;
+    d.prompt = r->prompt;
+    d.prompt_len = q->input_length;
+    d.max_new_tokens = r->rs[id].target;
+    d.priority = 0;
+    d.arrival_ms = t;
+    return rkv_sched_submit(r->sched, &d);
+}
+
 static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
 {
     while (r->heap.n && r->heap.a[0].t <= r->now) {
@@ -134,19 +170,11 @@ static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
         req_state *s = &r->rs[it.id];
         s->release_ms = it.t;
         s->target = q->output_length ? q->output_length : 1;
-        rkv_status st = rkv_workload_prompt(r->wl, it.id, r->prompt);
-        if (st != RKV_OK)
-            return st;
-        rkv_request_desc d;
-        memset(&d, 0, sizeof d);
-        d.id = it.id;
-        d.ns = 0;
-        d.prompt = r->prompt;
-        d.prompt_len = q->input_length;
-        d.max_new_tokens = s->target;
-        d.priority = 0;
-        d.arrival_ms = it.t;
-        st = rkv_sched_submit(r->sched, &d);
+        if (r->released++ == 0 || it.t < res->first_release_ms)
+            res->first_release_ms = it.t;
+        if (it.t > res->last_release_ms)
+            res->last_release_ms = it.t;
+        rkv_status st = submit_one(r, it.id, it.t);
         if (st == RKV_ERR_NO_SPACE) {
             /* prompt + output can never fit the whole pool: the scheduler
              * refuses it; count it and move on. */
@@ -216,7 +244,9 @@ static rkv_status run_plan(sched_run *r, const rkv_batch_plan *p,
             rkv_cost_add_decode(&cs, (double)p->prefix_len[i] + q);
         }
     }
-    r->now += rkv_cost_step_ms(&r->cfg->cost, &cs);
+    double step_ms = rkv_cost_step_ms(&r->cfg->cost, &cs);
+    r->now += step_ms;
+    res->busy_ms += step_ms;
 
     for (uint32_t i = 0; i < p->num_reqs; i++) {
         uint64_t id = p->req_ids[i];
@@ -285,17 +315,38 @@ static rkv_status run_init(sched_run *r, const rkv_workload *wl,
         return st;
     size_t n = wl->num_reqs;
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
-    r->prompt = malloc(((size_t)rkv_workload_max_input(wl) + 1) *
-                       sizeof *r->prompt);
+    uint32_t max_in = 0; /* of the requests that can be admitted */
+    for (size_t i = 0; i < n; i++)
+        if (fits_pool(r, &wl->reqs[i]) && wl->reqs[i].input_length > max_in)
+            max_in = wl->reqs[i].input_length;
+    r->prompt = malloc(((size_t)max_in + 1) * sizeof *r->prompt);
     if (!r->rs || !r->prompt)
         return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
     for (size_t i = 0; i < n; i++)
         r->rs[i].first_child = r->rs[i].next_sibling = RKV_WL_NO_PARENT;
+    /* The clock starts at the first arrival (a trace may carry absolute
+     * Unix times); the scaled span must keep the clock precise. */
+    double t0 = INFINITY, t1 = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (wl->reqs[i].parent != RKV_WL_NO_PARENT)
+            continue;
+        t0 = fmin(t0, wl->reqs[i].arrival_ms);
+        t1 = fmax(t1, wl->reqs[i].arrival_ms);
+    }
+    if (n && (t1 - t0) * cfg->time_scale > RKV_REPLAY_MAX_SIM_MS)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "replay: arrivals span %.6g ms x time scale %g = "
+                             "%.6g simulated ms, beyond 2^40 ms (34.8 years), "
+                             "where the simulated clock loses millisecond "
+                             "precision; lower --time-scale",
+                             t1 - t0, cfg->time_scale,
+                             (t1 - t0) * cfg->time_scale);
     /* Children in id order: push front while walking backwards. */
     for (size_t i = n; i-- > 0;) {
         uint64_t p = wl->reqs[i].parent;
         if (p == RKV_WL_NO_PARENT) {
-            st = rel_push(&r->heap, wl->reqs[i].arrival_ms * cfg->time_scale, i);
+            st = rel_push(&r->heap,
+                          (wl->reqs[i].arrival_ms - t0) * cfg->time_scale, i);
             if (st != RKV_OK)
                 return st;
         } else {
@@ -315,9 +366,11 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
     size_t n = r->wl->num_reqs;
     double *ttft = malloc((n ? n : 1) * sizeof *ttft);
     double *lat = malloc((n ? n : 1) * sizeof *lat);
-    if (!ttft || !lat) {
+    double *wait = malloc((n ? n : 1) * sizeof *wait);
+    if (!ttft || !lat || !wait) {
         free(ttft);
         free(lat);
+        free(wait);
         return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
     }
     size_t k = 0;
@@ -329,6 +382,12 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
             continue;
         ttft[k] = s->first_token_ms - s->release_ms;
         lat[k] = s->finish_ms - s->release_ms;
+        uint32_t in = r->wl->reqs[i].input_length;
+        wait[k] = ttft[k] - rkv_replay_prefill_alone_ms(
+                                r->cfg, s->cached_first,
+                                in > s->cached_first ? in - s->cached_first : 0);
+        if (wait[k] < 0)
+            wait[k] = 0;
         if (r->cfg->per_request) {
             rkv_replay_request_stats *ps = &r->cfg->per_request[i];
             ps->hit_tokens = s->cached_first;
@@ -345,8 +404,10 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
     }
     rkv_latency_summarize(ttft, k, &res->ttft_ms);
     rkv_latency_summarize(lat, k, &res->latency_ms);
+    rkv_latency_summarize(wait, k, &res->wait_ms);
     free(ttft);
     free(lat);
+    free(wait);
     res->hit_rate = res->prompt_tokens
                         ? (double)res->hit_tokens / (double)res->prompt_tokens
                         : 0.0;
@@ -364,7 +425,7 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
     res->preemptions = ss.preemptions;
     res->dedup_holds = ss.dedup_holds;
     res->peak_blocks = ss.peak_blocks_used;
-    res->sched_us_per_step = ss.steps ? ss.sched_ns_total / (double)ss.steps / 1e3
+    res->sched_us_per_step = ss.steps ? r->step_us_total / (double)ss.steps
                                       : 0.0;
     rkv_tree_stats ts;
     st = rkv_tree_get_stats(r->tree, &ts);
@@ -389,6 +450,7 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
         double us = (double)(rkv_replay_now_ns() - t0) / 1e3;
         if (st != RKV_OK)
             return st;
+        r->step_us_total += us;
         if (us > res->sched_us_per_step_max)
             res->sched_us_per_step_max = us;
         rkv_sched_stats ss;
@@ -422,6 +484,11 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
                                  p->num_reqs);
         if ((st = run_plan(r, p, res)) != RKV_OK)
             return st;
+        if (r->now > RKV_REPLAY_MAX_SIM_MS)
+            return rkv_set_error(RKV_ERR_STATE,
+                                 "replay: the simulated clock passed 2^40 ms "
+                                 "(34.8 years), where it loses millisecond "
+                                 "precision");
         uint64_t used = rkv_pool_num_blocks(r->pool) -
                         rkv_pool_num_free(r->pool);
         if (used > res->peak_pool_blocks)

@@ -2,12 +2,22 @@
  * cli/report.c -- the replay's reports: the human-readable summary and the
  * one-object JSON document of `radixkv replay` (see report.h).
  *
- * Pure formatting of an rkv_replay_result; nothing is computed here that a
- * reader could not recompute from the JSON fields.
+ * Pure formatting of an rkv_replay_result (and the load estimate and the
+ * cache-alone result beside it); the only judgement made here is the
+ * regime's name, from thresholds stated below.
  */
 #include "cli/report.h"
 
+#include <math.h>
 #include <string.h>
+
+#include "cli/escape.h"
+
+/* Estimated load (cli/load.h) from which a run is "near capacity", and
+ * from which it is "overloaded": the estimate ignores cache hits, so it
+ * errs high; at 1 and above, arrivals need more than the GPU can give. */
+#define NEAR_CAPACITY 0.85
+#define OVERLOADED 1.0
 
 static const char *commas(char *buf, size_t cap, uint64_t v)
 {
@@ -23,33 +33,69 @@ static const char *commas(char *buf, size_t cap, uint64_t v)
     return buf;
 }
 
-static void json_string(FILE *f, const char *s)
+const char *rkv_fmt_duration(char *buf, size_t cap, double ms)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
+    if (!isfinite(ms))
+        snprintf(buf, cap, "-");
+    else if (ms < 1000.0)
+        snprintf(buf, cap, "%.1f ms", ms);
+    else if (ms < 120e3)
+        snprintf(buf, cap, "%.2f s", ms / 1e3);
+    else if (ms < 7200e3)
+        snprintf(buf, cap, "%.1f min", ms / 60e3);
+    else
+        snprintf(buf, cap, "%.2f h", ms / 3600e3);
+    return buf;
 }
 
-static void json_lat(FILE *f, const char *name, const rkv_latency_summary *l)
+const char *rkv_report_regime(const rkv_replay_config *cfg,
+                              const rkv_load_estimate *load)
 {
+    if (!load)
+        return NULL;
+    if (load->closed_loop)
+        return "closed loop";
+    double l = rkv_load_at(load, cfg->time_scale);
+    if (!(load->span_ms > 0) || cfg->time_scale == 0)
+        return "one burst";
+    return l >= OVERLOADED ? "overloaded" : l >= NEAR_CAPACITY ? "near capacity"
+                                                              : "sustained";
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static void json_num(FILE *f, const char *name, int have, double v)
+{
+    if (have && isfinite(v))
+        fprintf(f, ",\"%s\":%.6g", name, v);
+    else
+        fprintf(f, ",\"%s\":null", name);
+}
+
+static void json_lat(FILE *f, const char *name, int have,
+                     const rkv_latency_summary *l)
+{
+    if (!have) {
+        fprintf(f, ",\"%s\":null", name);
+        return;
+    }
     fprintf(f, ",\"%s\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"mean\":%.3f,"
                "\"max\":%.3f}",
             name, l->p50, l->p90, l->p99, l->mean, l->max);
 }
 
 void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
-                     const rkv_workload *wl, const rkv_replay_result *r)
+                     const rkv_workload *wl, const rkv_replay_result *r,
+                     const rkv_report_ctx *ctx)
 {
-    fputs("{\"command\":\"replay\",\"workload\":", f);
-    json_string(f, wl->name);
+    fprintf(f, "{\"command\":\"replay\",\"version\":");
+    rkv_json_string(f, rkv_version());
+    if (ctx && ctx->opts) {
+        fputc(',', f);
+        rkv_cli_options_json(f, ctx->opts);
+    }
+    fputs(",\"workload\":", f);
+    rkv_json_string(f, wl->name);
     fprintf(f, ",\"order\":\"%s\"", r->sched_mode ? "sched" : "file");
     if (r->sched_mode)
         fprintf(f, ",\"policy\":\"%s\"", rkv_policy_name(cfg->sched.policy));
@@ -63,20 +109,23 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
     else
         fprintf(f, ",\"requested_capacity_tokens\":%llu",
                 (unsigned long long)cfg->capacity_tokens);
-    fprintf(f, ",\"requests\":%llu,\"prompt_tokens\":%llu,\"hit_tokens\":%llu,"
-               "\"hit_rate\":%.6f,\"evicted_blocks\":%llu,\"peak_blocks\":%llu,"
-               "\"peak_pool_blocks\":%llu,\"tree_host_bytes\":%llu",
+    fprintf(f, ",\"requests\":%llu,\"prompt_tokens\":%llu,\"hit_tokens\":%llu",
             (unsigned long long)r->requests, (unsigned long long)r->prompt_tokens,
-            (unsigned long long)r->hit_tokens, r->hit_rate,
+            (unsigned long long)r->hit_tokens);
+    json_num(f, "hit_rate", r->prompt_tokens > 0, r->hit_rate);
+    fprintf(f, ",\"evicted_blocks\":%llu,\"peak_blocks\":%llu,"
+               "\"peak_pool_blocks\":%llu,\"tree_host_bytes\":%llu",
             (unsigned long long)r->evicted_blocks,
             (unsigned long long)r->peak_blocks,
             (unsigned long long)r->peak_pool_blocks,
             (unsigned long long)r->tree_host_bytes);
+    int any = r->requests > 0;
     if (!r->sched_mode) {
-        fprintf(f, ",\"truncated_requests\":%llu,\"match_us_per_request\":%.3f,"
-                   "\"alloc_us_per_request\":%.3f,\"insert_us_per_request\":%.3f",
-                (unsigned long long)r->truncated_requests, r->match_ns / 1e3,
-                r->alloc_ns / 1e3, r->insert_ns / 1e3);
+        fprintf(f, ",\"truncated_requests\":%llu",
+                (unsigned long long)r->truncated_requests);
+        json_num(f, "match_us_per_request", any, r->match_ns / 1e3);
+        json_num(f, "alloc_us_per_request", any, r->alloc_ns / 1e3);
+        json_num(f, "insert_us_per_request", any, r->insert_ns / 1e3);
     } else {
         fprintf(f, ",\"rejected_requests\":%llu,\"output_tokens\":%llu,"
                    "\"prefill_tokens\":%llu,\"prefill_tokens_saved\":%llu",
@@ -84,19 +133,51 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
                 (unsigned long long)r->output_tokens,
                 (unsigned long long)r->prefill_tokens,
                 (unsigned long long)r->prefill_saved_tokens);
-        json_lat(f, "ttft_ms", &r->ttft_ms);
-        json_lat(f, "latency_ms", &r->latency_ms);
-        fprintf(f, ",\"simulated_s\":%.3f,\"throughput\":{\"output_tokens_per_s\":"
-                   "%.1f,\"prompt_tokens_per_s\":%.1f,\"requests_per_s\":%.3f}",
-                r->sim_ms / 1e3, r->output_tokens_per_s, r->prompt_tokens_per_s,
-                r->requests_per_s);
-        fprintf(f, ",\"preemptions\":%llu,\"dedup_holds\":%llu,\"steps\":%llu,"
-                   "\"sched_us_per_step\":%.3f,\"sched_us_per_step_max\":%.3f,"
-                   "\"max_waiting\":%llu",
+        json_lat(f, "ttft_ms", any, &r->ttft_ms);
+        json_lat(f, "latency_ms", any, &r->latency_ms);
+        json_lat(f, "wait_ms", any, &r->wait_ms);
+        const rkv_load_estimate *ld = ctx ? ctx->load : NULL;
+        fprintf(f, ",\"time_scale\":{\"value\":%.6g,\"auto\":%s", cfg->time_scale,
+                ctx && ctx->opts && ctx->opts->time_scale_auto ? "true" : "false");
+        json_num(f, "estimated_work_s", ld != NULL, ld ? ld->work_ms / 1e3 : 0);
+        json_num(f, "arrival_span_s", ld != NULL, ld ? ld->span_ms / 1e3 : 0);
+        json_num(f, "estimated_load", ld && ld->span_ms > 0 && !ld->closed_loop,
+                 ld ? rkv_load_at(ld, cfg->time_scale) : 0);
+        fputs("},\"regime\":", f);
+        const char *reg = rkv_report_regime(cfg, ld);
+        if (reg)
+            rkv_json_string(f, reg);
+        else
+            fputs("null", f);
+        fprintf(f, ",\"ttft_mostly_queueing\":%s",
+                !any ? "null"
+                     : r->wait_ms.p50 > 0.5 * r->ttft_ms.p50 ? "true" : "false");
+        const rkv_replay_result *ca = ctx ? ctx->cache_alone : NULL;
+        if (ca) {
+            fprintf(f, ",\"cache_alone\":{\"order\":\"file\",\"hit_tokens\":%llu",
+                    (unsigned long long)ca->hit_tokens);
+            json_num(f, "hit_rate", ca->prompt_tokens > 0, ca->hit_rate);
+            fputc('}', f);
+        } else {
+            fputs(",\"cache_alone\":null", f);
+        }
+        int sim = r->sim_ms > 0;
+        json_num(f, "simulated_s", sim, r->sim_ms / 1e3);
+        json_num(f, "busy_s", sim, r->busy_ms / 1e3);
+        fputs(",\"throughput\":", f);
+        if (sim)
+            fprintf(f, "{\"output_tokens_per_s\":%.1f,\"prompt_tokens_per_s\":%.1f,"
+                       "\"requests_per_s\":%.3f}",
+                    r->output_tokens_per_s, r->prompt_tokens_per_s,
+                    r->requests_per_s);
+        else
+            fputs("null", f);
+        fprintf(f, ",\"preemptions\":%llu,\"dedup_holds\":%llu,\"steps\":%llu",
                 (unsigned long long)r->preemptions,
-                (unsigned long long)r->dedup_holds, (unsigned long long)r->steps,
-                r->sched_us_per_step, r->sched_us_per_step_max,
-                (unsigned long long)r->max_waiting);
+                (unsigned long long)r->dedup_holds, (unsigned long long)r->steps);
+        json_num(f, "sched_us_per_step", r->steps > 0, r->sched_us_per_step);
+        json_num(f, "sched_us_per_step_max", r->steps > 0, r->sched_us_per_step_max);
+        fprintf(f, ",\"max_waiting\":%llu", (unsigned long long)r->max_waiting);
         const rkv_cost_model *m = &cfg->cost;
         fprintf(f, ",\"cost_model\":{\"layers\":%u,\"hidden\":%u,\"kv_heads\":%u,"
                    "\"head_dim\":%u,\"params\":%.4g,\"weight_bytes\":%g,"
@@ -110,25 +191,102 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
     fprintf(f, ",\"wall_s\":%.3f}\n", r->wall_s);
 }
 
+/* ---- text ------------------------------------------------------------------ */
+
+static void text_regime(FILE *f, const rkv_replay_config *cfg,
+                        const rkv_replay_result *r, const rkv_report_ctx *ctx)
+{
+    const rkv_load_estimate *ld = ctx ? ctx->load : NULL;
+    char a[32], b[32], c[32];
+    if (ld) {
+        int is_auto = ctx->opts && ctx->opts->time_scale_auto;
+        if (ld->closed_loop)
+            fprintf(f, "  time scale     %g (%sclosed loop: agentic turns follow "
+                       "their previous turn)\n",
+                    cfg->time_scale, is_auto ? "auto; " : "");
+        else if (ld->span_ms > 0)
+            fprintf(f, "  time scale     %g%s: estimated GPU work %s = %.0f %% of "
+                       "the %s of arrivals\n",
+                    cfg->time_scale, is_auto ? " (auto)" : "",
+                    rkv_fmt_duration(b, sizeof b, ld->work_ms),
+                    100.0 * rkv_load_at(ld, cfg->time_scale),
+                    rkv_fmt_duration(a, sizeof a, ld->span_ms * cfg->time_scale));
+        else
+            fprintf(f, "  time scale     %g: every request arrives at once\n",
+                    cfg->time_scale);
+    }
+    const char *reg = rkv_report_regime(cfg, ld);
+    if (reg) {
+        double drain = r->sim_ms - r->last_release_ms;
+        fprintf(f, "  regime         %s", reg);
+        if (!strcmp(reg, "overloaded"))
+            fputs(": arrivals outpace the simulated GPU, the queue grows for "
+                  "the whole trace", f);
+        else if (!strcmp(reg, "near capacity"))
+            fputs(": the simulated GPU barely keeps up", f);
+        else if (!strcmp(reg, "sustained"))
+            fputs(": the simulated GPU keeps up with the arrivals", f);
+        fprintf(f, " (up to %s waiting; last finish %s after the last "
+                   "arrival)\n",
+                commas(c, sizeof c, r->max_waiting),
+                rkv_fmt_duration(a, sizeof a, drain > 0 ? drain : 0));
+    }
+    if (r->requests) {
+        int queueing = r->wait_ms.p50 > 0.5 * r->ttft_ms.p50;
+        fprintf(f, "                 TTFT is mostly %s: median wait %s of a "
+                   "median TTFT of %s%s\n",
+                queueing ? "queueing" : "prefill compute",
+                rkv_fmt_duration(a, sizeof a, r->wait_ms.p50),
+                rkv_fmt_duration(b, sizeof b, r->ttft_ms.p50),
+                queueing && reg && !strcmp(reg, "sustained")
+                    ? " (requests arrive in bursts)"
+                    : queueing && reg && !strcmp(reg, "overloaded")
+                          ? " (try a larger --time-scale, or auto)"
+                          : "");
+    }
+}
+
+static void text_summary(FILE *f, const char *name,
+                         const rkv_latency_summary *l)
+{
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "  %-14s p50 %s, p90 %s, p99 %s (mean %s)\n", name,
+            rkv_fmt_duration(a, sizeof a, l->p50),
+            rkv_fmt_duration(b, sizeof b, l->p90),
+            rkv_fmt_duration(c, sizeof c, l->p99),
+            rkv_fmt_duration(d, sizeof d, l->mean));
+}
+
 void rkv_report_text(FILE *f, const rkv_replay_config *cfg,
-                     const rkv_workload *wl, const rkv_replay_result *r)
+                     const rkv_workload *wl, const rkv_replay_result *r,
+                     const rkv_report_ctx *ctx)
 {
     char a[32], b[32], c[32];
     fprintf(f, "radixkv replay: %s, %s requests, %s prompt tokens\n", wl->name,
             commas(a, sizeof a, (uint64_t)wl->num_reqs),
             commas(b, sizeof b, wl->prompt_tokens));
-    fprintf(f, "  order          %s", r->sched_mode ? "sched" : "file");
+    fprintf(f, "  order          %s", r->sched_mode ? "sched" : "file (the cache alone)");
     if (r->sched_mode)
         fprintf(f, ", policy %s, max %u tokens / %u requests per step",
                 rkv_policy_name(cfg->sched.policy), cfg->sched.max_batch_tokens,
                 cfg->sched.max_running);
     fputc('\n', f);
+    if (r->sched_mode)
+        text_regime(f, cfg, r, ctx);
     fprintf(f, "  cache          %s tokens = %s blocks of %u tokens, eviction lru\n",
             commas(a, sizeof a, r->capacity_blocks * r->page_size),
             commas(b, sizeof b, r->capacity_blocks), r->page_size);
-    fprintf(f, "  hit rate       %.2f %%  (%s of %s prompt tokens from cache)\n",
-            100.0 * r->hit_rate, commas(a, sizeof a, r->hit_tokens),
-            commas(b, sizeof b, r->prompt_tokens));
+    if (r->prompt_tokens)
+        fprintf(f, "  hit rate       %.2f %%  (%s of %s prompt tokens from cache)\n",
+                100.0 * r->hit_rate, commas(a, sizeof a, r->hit_tokens),
+                commas(b, sizeof b, r->prompt_tokens));
+    else
+        fputs("  hit rate       - (no request was served)\n", f);
+    const rkv_replay_result *ca = ctx ? ctx->cache_alone : NULL;
+    if (ca && ca->prompt_tokens)
+        fprintf(f, "  cache alone    %.2f %%  (--order file: requests one by one "
+                   "in file order, no scheduler, no outputs cached)\n",
+                100.0 * ca->hit_rate);
     fprintf(f, "  evicted        %s blocks\n", commas(a, sizeof a, r->evicted_blocks));
     if (!r->sched_mode) {
         fprintf(f, "  peak blocks    %s of %s\n", commas(a, sizeof a, r->peak_blocks),
@@ -152,22 +310,17 @@ void rkv_report_text(FILE *f, const rkv_replay_config *cfg,
         fprintf(f, "  prefill        %s tokens computed, %s saved by the cache\n",
                 commas(a, sizeof a, r->prefill_tokens),
                 commas(b, sizeof b, r->prefill_saved_tokens));
-        fprintf(f, "  TTFT           p50 %.1f ms, p90 %.1f ms, p99 %.1f ms "
-                   "(mean %.1f)\n",
-                r->ttft_ms.p50, r->ttft_ms.p90, r->ttft_ms.p99, r->ttft_ms.mean);
-        /* A median first token after a minute is queueing, not service:
-         * say so rather than let the figure pass for the cache's effect. */
-        if (r->ttft_ms.p50 > 60e3)
-            fprintf(f, "  note           TTFT is mostly queueing: arrivals outpace "
-                       "the simulated GPU (try --time-scale 4)\n");
-        fprintf(f, "  latency        p50 %.1f ms, p90 %.1f ms, p99 %.1f ms "
-                   "(mean %.1f)\n",
-                r->latency_ms.p50, r->latency_ms.p90, r->latency_ms.p99,
-                r->latency_ms.mean);
-        fprintf(f, "  throughput     %.0f output tok/s, %.0f prompt tok/s, "
-                   "%.2f req/s over %.1f simulated s\n",
-                r->output_tokens_per_s, r->prompt_tokens_per_s,
-                r->requests_per_s, r->sim_ms / 1e3);
+        if (r->requests) {
+            text_summary(f, "TTFT", &r->ttft_ms);
+            text_summary(f, "  waiting", &r->wait_ms);
+            text_summary(f, "latency", &r->latency_ms);
+        }
+        if (r->sim_ms > 0)
+            fprintf(f, "  throughput     %.0f output tok/s, %.0f prompt tok/s, "
+                       "%.2f req/s over %s simulated (GPU busy %.0f %%)\n",
+                    r->output_tokens_per_s, r->prompt_tokens_per_s,
+                    r->requests_per_s, rkv_fmt_duration(a, sizeof a, r->sim_ms),
+                    100.0 * r->busy_ms / r->sim_ms);
         fprintf(f, "  preemptions    %s   (dedup holds %s)\n",
                 commas(a, sizeof a, r->preemptions),
                 commas(b, sizeof b, r->dedup_holds));

@@ -2,7 +2,8 @@
  * cli/svg.c -- SVG line plots (see svg.h). Each panel maps its data range
  * (widened to "nice" tick values, or whole decades on a log axis) onto a
  * fixed plot box; points outside a log axis' domain (<= 0) and NaNs are
- * skipped, splitting the line there. Text is XML-escaped.
+ * skipped, splitting the line there. Text is XML-escaped (cli/escape.h:
+ * also repairs names that are not valid UTF-8).
  */
 #include "cli/svg.h"
 
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cli/escape.h"
 #include "common/status.h"
 
 #define PANEL_W 520.0
@@ -23,19 +25,6 @@
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c",
                                       "#9467bd", "#ff7f0e", "#8c564b",
                                       "#e377c2", "#17becf"};
-
-static void xml_text(FILE *f, const char *s)
-{
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
 
 typedef struct axis {
     int log;
@@ -137,7 +126,7 @@ static void panel(FILE *f, const rkv_plot_panel *p, double ox, double oy)
     fprintf(f, "<g>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
                "font-size=\"15\" font-weight=\"bold\">",
             bx + bw / 2, oy + 22);
-    xml_text(f, p->title);
+    rkv_xml_text(f, p->title);
     fputs("</text>\n", f);
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
                "fill=\"white\" stroke=\"#333\"/>\n", bx, by, bw, bh);
@@ -183,13 +172,28 @@ static void panel(FILE *f, const rkv_plot_panel *p, double ox, double oy)
     }
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
                "font-size=\"13\">", bx + bw / 2, by + bh + 38);
-    xml_text(f, p->xlabel);
+    rkv_xml_text(f, p->xlabel);
     fputs("</text>\n", f);
     fprintf(f, "<text transform=\"translate(%.1f,%.1f) rotate(-90)\" "
                "text-anchor=\"middle\" font-size=\"13\">",
             ox + 18, by + bh / 2);
-    xml_text(f, p->ylabel);
+    rkv_xml_text(f, p->ylabel);
     fputs("</text>\n", f);
+
+    /* the marker line: e.g. what the simulated GPU holds */
+    if (usable(p->xmark, ax.log) && p->xmark > 0) {
+        double v = to_axis(p->xmark, ax.log);
+        if (v >= ax.lo && v <= ax.hi) {
+            double x = PX(p->xmark);
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                       "stroke=\"#888\" stroke-dasharray=\"3,3\"/>\n",
+                    x, by, x, by + bh);
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                       "fill=\"#555\">", x + 3, by + 12);
+            rkv_xml_text(f, p->xmark_label ? p->xmark_label : "");
+            fputs("</text>\n", f);
+        }
+    }
 
     /* series */
     for (size_t s = 0; s < p->num_series; s++) {
@@ -279,7 +283,7 @@ static void panel(FILE *f, const rkv_plot_panel *p, double ox, double oy)
                 se->dashed ? " stroke-dasharray=\"6,4\"" : "");
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">",
                 lx + 36, y);
-        xml_text(f, se->label);
+        rkv_xml_text(f, se->label);
         fputs("</text>\n", f);
     }
     fputs("</g>\n", f);
@@ -302,7 +306,7 @@ rkv_status rkv_svg_write(FILE *f, const char *title,
             w, h, w, h);
     fprintf(f, "<text x=\"%.1f\" y=\"26\" text-anchor=\"middle\" "
                "font-size=\"17\">", w / 2);
-    xml_text(f, title);
+    rkv_xml_text(f, title);
     fputs("</text>\n", f);
     for (size_t i = 0; i < num_panels; i++)
         panel(f, &panels[i], PANEL_W * (double)i, TITLE_H);

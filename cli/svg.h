@@ -27,6 +27,10 @@ typedef struct rkv_plot_panel {
     int logx, logy;
     const rkv_plot_series *series;
     size_t num_series;
+    double xmark;             /* a dashed vertical line at this x, labelled
+                                 xmark_label, when inside the x range
+                                 (0 or NaN: none)                          */
+    const char *xmark_label;
 } rkv_plot_panel;
 
 /* Writes one SVG document with the panels side by side under a title.

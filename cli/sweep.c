@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/escape.h"
 #include "cli/svg.h"
 #include "common/status.h"
 
@@ -96,19 +97,41 @@ rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
     return RKV_OK;
 }
 
+int rkv_sweep_beyond_gpu(const rkv_sweep_config *cfg, uint64_t capacity)
+{
+    if (capacity == RKV_REPLAY_UNBOUNDED)
+        return 1;
+    uint64_t gpu = rkv_cost_default_capacity_tokens(&cfg->base.cost);
+    return capacity > gpu;
+}
+
 static void fmt_capacity(char *buf, size_t cap, uint64_t requested,
-                         double effective)
+                         double effective, int beyond)
 {
     if (requested == RKV_REPLAY_UNBOUNDED)
-        snprintf(buf, cap, "unbounded");
+        snprintf(buf, cap, "unbounded%s", beyond ? "*" : "");
     else
-        snprintf(buf, cap, "%.0f", effective);
+        snprintf(buf, cap, "%.0f%s", effective, beyond ? "*" : "");
+}
+
+static void fmt_ms(char *buf, size_t cap, int have, double ms)
+{
+    if (!have)
+        snprintf(buf, cap, "-");
+    else if (ms < 1000.0)
+        snprintf(buf, cap, "%.1f ms", ms);
+    else if (ms < 120e3)
+        snprintf(buf, cap, "%.2f s", ms / 1e3);
+    else if (ms < 7200e3)
+        snprintf(buf, cap, "%.1f min", ms / 60e3);
+    else
+        snprintf(buf, cap, "%.2f h", ms / 3600e3);
 }
 
 void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
                            const rkv_sweep_result *r)
 {
-    fprintf(f, "%14s", "capacity");
+    fprintf(f, "%15s", "capacity");
     if (r->file)
         fprintf(f, "  %10s", "file hit%");
     for (size_t p = 0; p < r->num_policies; p++) {
@@ -122,61 +145,119 @@ void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
         fprintf(f, "  %13s", h);
     }
     fputc('\n', f);
+    int any_beyond = 0;
     for (size_t c = 0; c < r->num_capacities; c++) {
-        char buf[32];
-        fmt_capacity(buf, sizeof buf, cfg->capacities[c], r->capacity_tokens[c]);
-        fprintf(f, "%14s", buf);
+        char buf[40];
+        int beyond = rkv_sweep_beyond_gpu(cfg, cfg->capacities[c]);
+        any_beyond |= beyond;
+        fmt_capacity(buf, sizeof buf, cfg->capacities[c], r->capacity_tokens[c],
+                     beyond);
+        fprintf(f, "%15s", buf);
         if (r->file)
             fprintf(f, "  %9.2f%%", 100.0 * r->file[c].hit_rate);
         for (size_t p = 0; p < r->num_policies; p++) {
             const rkv_replay_result *x = &r->sched[c * r->num_policies + p];
-            fprintf(f, "  %11.2f%%  %10.1f ms  %10.1f ms", 100.0 * x->hit_rate,
-                    x->ttft_ms.p50, x->ttft_ms.p99);
+            char t50[32], t99[32];
+            fmt_ms(t50, sizeof t50, x->requests > 0, x->ttft_ms.p50);
+            fmt_ms(t99, sizeof t99, x->requests > 0, x->ttft_ms.p99);
+            if (x->prompt_tokens)
+                fprintf(f, "  %11.2f%%", 100.0 * x->hit_rate);
+            else
+                fprintf(f, "  %12s", "-");
+            fprintf(f, "  %13s  %13s", t50, t99);
         }
         fputc('\n', f);
     }
+    if (any_beyond)
+        fprintf(f, "* beyond the simulated GPU's memory: it holds %llu KV tokens "
+                   "beside the model (%g GB)\n",
+                (unsigned long long)rkv_cost_default_capacity_tokens(&cfg->base.cost),
+                cfg->base.cost.memory_gb);
     for (size_t c = 0; c < r->num_capacities && r->num_policies; c++) {
         const rkv_replay_result *x = &r->sched[c * r->num_policies];
         if (x->rejected_requests)
             fprintf(f, "note: at capacity %.0f, %llu requests larger than the "
-                       "whole pool were skipped in sched mode\n",
+                       "whole pool were refused in sched mode%s\n",
                     r->capacity_tokens[c],
-                    (unsigned long long)x->rejected_requests);
+                    (unsigned long long)x->rejected_requests,
+                    x->requests ? "" : " (all of them)");
     }
+}
+
+static void json_rate(FILE *f, const rkv_replay_result *x)
+{
+    if (x->prompt_tokens)
+        fprintf(f, "%.6f", x->hit_rate);
+    else
+        fputs("null", f);
+}
+
+static void json_pcts(FILE *f, const char *name, int have,
+                      const rkv_latency_summary *l)
+{
+    if (have)
+        fprintf(f, ",\"%s\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f}", name,
+                l->p50, l->p90, l->p99);
+    else
+        fprintf(f, ",\"%s\":null", name);
 }
 
 void rkv_sweep_print_json(FILE *f, const rkv_workload *wl,
                           const rkv_sweep_config *cfg,
-                          const rkv_sweep_result *r)
+                          const rkv_sweep_result *r,
+                          const rkv_cli_options *opts, const char *svg_path)
 {
-    fprintf(f, "{\"command\":\"sweep\",\"requests\":%zu,\"prompt_tokens\":%llu,"
-               "\"page_size\":%u,\"rows\":[",
+    fputs("{\"command\":\"sweep\",\"version\":", f);
+    rkv_json_string(f, rkv_version());
+    if (opts) {
+        fputc(',', f);
+        rkv_cli_options_json(f, opts);
+    }
+    fputs(",\"workload\":", f);
+    rkv_json_string(f, wl->name);
+    fputs(",\"svg\":", f);
+    if (svg_path)
+        rkv_json_string(f, svg_path);
+    else
+        fputs("null", f);
+    fprintf(f, ",\"requests\":%zu,\"prompt_tokens\":%llu,\"page_size\":%u,"
+               "\"time_scale\":%.6g,\"gpu_capacity_tokens\":%llu,\"rows\":[",
             wl->num_reqs, (unsigned long long)wl->prompt_tokens,
-            cfg->base.page_size);
+            cfg->base.page_size, cfg->base.time_scale,
+            (unsigned long long)rkv_cost_default_capacity_tokens(&cfg->base.cost));
     for (size_t c = 0; c < r->num_capacities; c++) {
-        fprintf(f, "%s{\"capacity_tokens\":%.0f,\"unbounded\":%s", c ? "," : "",
-                r->capacity_tokens[c],
-                cfg->capacities[c] == RKV_REPLAY_UNBOUNDED ? "true" : "false");
-        if (r->file)
-            fprintf(f, ",\"file\":{\"hit_tokens\":%llu,\"hit_rate\":%.6f}",
-                    (unsigned long long)r->file[c].hit_tokens,
-                    r->file[c].hit_rate);
+        fprintf(f, "%s{\"capacity_tokens\":%.0f,\"unbounded\":%s,"
+                   "\"beyond_gpu_memory\":%s",
+                c ? "," : "", r->capacity_tokens[c],
+                cfg->capacities[c] == RKV_REPLAY_UNBOUNDED ? "true" : "false",
+                rkv_sweep_beyond_gpu(cfg, cfg->capacities[c]) ? "true" : "false");
+        if (r->file) {
+            fprintf(f, ",\"file\":{\"hit_tokens\":%llu,\"hit_rate\":",
+                    (unsigned long long)r->file[c].hit_tokens);
+            json_rate(f, &r->file[c]);
+            fputc('}', f);
+        } else {
+            fputs(",\"file\":null", f);
+        }
         if (r->num_policies) {
             fputs(",\"sched\":{", f);
             for (size_t p = 0; p < r->num_policies; p++) {
                 const rkv_replay_result *x = &r->sched[c * r->num_policies + p];
-                fprintf(f, "%s\"%s\":{\"hit_tokens\":%llu,\"hit_rate\":%.6f,"
-                           "\"ttft_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
-                           "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
-                           "\"preemptions\":%llu,\"rejected_requests\":%llu}",
+                fprintf(f, "%s\"%s\":{\"requests\":%llu,\"hit_tokens\":%llu,"
+                           "\"hit_rate\":",
                         p ? "," : "", rkv_policy_name(cfg->policies[p]),
-                        (unsigned long long)x->hit_tokens, x->hit_rate,
-                        x->ttft_ms.p50, x->ttft_ms.p90, x->ttft_ms.p99,
-                        x->latency_ms.p50, x->latency_ms.p90, x->latency_ms.p99,
+                        (unsigned long long)x->requests,
+                        (unsigned long long)x->hit_tokens);
+                json_rate(f, x);
+                json_pcts(f, "ttft_ms", x->requests > 0, &x->ttft_ms);
+                json_pcts(f, "latency_ms", x->requests > 0, &x->latency_ms);
+                fprintf(f, ",\"preemptions\":%llu,\"rejected_requests\":%llu}",
                         (unsigned long long)x->preemptions,
                         (unsigned long long)x->rejected_requests);
             }
             fputc('}', f);
+        } else {
+            fputs(",\"sched\":null", f);
         }
         fputc('}', f);
     }
@@ -214,7 +295,8 @@ rkv_status rkv_sweep_write_svg(FILE *f, const char *title,
     for (size_t p = 0; p < np; p++) {
         double *y = hit + s * nc;
         for (size_t c = 0; c < nc; c++)
-            y[c] = 100.0 * r->sched[c * np + p].hit_rate;
+            y[c] = r->sched[c * np + p].prompt_tokens
+                       ? 100.0 * r->sched[c * np + p].hit_rate : NAN;
         snprintf(labels[l], sizeof labels[l], "sched %s",
                  rkv_policy_name(cfg->policies[p]));
         hs[s] = (rkv_plot_series){labels[l++], r->capacity_tokens, y, nc, 0,
@@ -222,8 +304,9 @@ rkv_status rkv_sweep_write_svg(FILE *f, const char *title,
         s++;
         double *y50 = ttft + 2 * p * nc, *y99 = y50 + nc;
         for (size_t c = 0; c < nc; c++) {
-            y50[c] = r->sched[c * np + p].ttft_ms.p50 / 1e3;
-            y99[c] = r->sched[c * np + p].ttft_ms.p99 / 1e3;
+            const rkv_replay_result *x = &r->sched[c * np + p];
+            y50[c] = x->requests ? x->ttft_ms.p50 / 1e3 : NAN; /* a gap */
+            y99[c] = x->requests ? x->ttft_ms.p99 / 1e3 : NAN;
         }
         snprintf(labels[l], sizeof labels[l], "%s p50",
                  rkv_policy_name(cfg->policies[p]));
@@ -237,11 +320,12 @@ rkv_status rkv_sweep_write_svg(FILE *f, const char *title,
     char xlabel[64];
     snprintf(xlabel, sizeof xlabel, "KV cache capacity (tokens, page %u)",
              cfg->base.page_size);
+    double gpu = (double)rkv_cost_default_capacity_tokens(&cfg->base.cost);
     rkv_plot_panel panels[2] = {
         {"Prefix-cache hit rate", xlabel, "hit rate (% of prompt tokens)", 1, 0,
-         hs, nhit},
+         hs, nhit, gpu, "GPU memory"},
         {"Time to first token (simulated)", xlabel, "TTFT (s, log scale)", 1, 1, ts,
-         2 * np},
+         2 * np, gpu, "GPU memory"},
     };
     rkv_status st = rkv_svg_write(f, title, panels, np ? 2 : 1);
     free(hit);

@@ -1,7 +1,10 @@
 /*
  * cli/sweep.h -- `radixkv sweep`: the replay over a grid of capacities
  * (and, in scheduler mode, policies), printed as a table and plotted as
- * SVG (hit rate vs capacity; TTFT p50 and p99 vs capacity).
+ * SVG (hit rate vs capacity; TTFT p50 and p99 vs capacity). Capacities
+ * beyond what the simulated GPU's memory holds are marked in the table
+ * ('*'), in the JSON and in the plot (a dashed line at the GPU's
+ * capacity): a real GPU of that kind could not hold them.
  */
 #ifndef RKV_CLI_SWEEP_H
 #define RKV_CLI_SWEEP_H
@@ -9,6 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "cli/args.h"
 #include "cli/replay.h"
 
 /* Told before each replay of the grid: its index, the count, a label. */
@@ -40,9 +44,18 @@ void rkv_sweep_result_free(rkv_sweep_result *r);
 
 void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
                            const rkv_sweep_result *r);
+/* One JSON object: command, version, options (may be NULL), svg (the
+ * plot's path, or null), rows; a row's capacity beyond the simulated
+ * GPU's memory has "beyond_gpu_memory": true; values with no data are
+ * null. */
 void rkv_sweep_print_json(FILE *f, const rkv_workload *wl,
                           const rkv_sweep_config *cfg,
-                          const rkv_sweep_result *r);
+                          const rkv_sweep_result *r,
+                          const rkv_cli_options *opts, const char *svg_path);
+
+/* Whether a capacity (tokens) exceeds what the simulated GPU holds beside
+ * the model's weights (rkv_cost_default_capacity_tokens); unbounded does. */
+int rkv_sweep_beyond_gpu(const rkv_sweep_config *cfg, uint64_t capacity);
 rkv_status rkv_sweep_write_svg(FILE *f, const char *title,
                                const rkv_sweep_config *cfg,
                                const rkv_sweep_result *r);

@@ -2,8 +2,11 @@
  * cli/trace.c -- the Mooncake JSONL trace reader and block-id expansion
  * (see trace.h for the format and the rules).
  *
- * Owns: the reader over a FILE* or a memory buffer (lines, blank lines,
- * line numbers, sticky failure) and the token expansion. Parsing one line
+ * Owns: the reader over a FILE*, a zlib stream (built with zlib: paths and
+ * '-' are read through gzread, so .gz traces are decompressed and plain
+ * ones read as they are) or a memory buffer (lines of at most
+ * RKV_TRACE_MAX_LINE bytes, blank lines, line numbers, sticky failure) and
+ * the token expansion. Parsing one line
  * is trace_parse.c's job.
  * Invariants: a reader reports every line in order exactly once; after a
  * failure it stays failed (the same status and message on every later call),
@@ -12,10 +15,15 @@
 #include "cli/trace.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/status.h"
+
+#ifdef RKV_HAVE_ZLIB
+#include <zlib.h>
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* token expansion                                                          */
@@ -40,8 +48,16 @@ int32_t rkv_trace_block_token(uint64_t h, uint32_t offset)
 void rkv_trace_block_tokens(uint64_t h, uint32_t offset, uint32_t n,
                             int32_t *out)
 {
-    for (uint32_t j = 0; j < n; j++)
-        out[j] = rkv_trace_block_token(h, offset + j);
+    /* the hot loop of every replay (each prompt token, every request):
+     * token 0 apart, one splitmix64 per token, no per-token branch */
+    uint32_t j = 0;
+    if (n && offset == 0) {
+        out[0] = (int32_t)(h & 0x7fffffffu);
+        j = 1;
+    }
+    uint64_t base = h * RKV_TRACE_BLOCK_TOKENS + offset;
+    for (; j < n; j++)
+        out[j] = (int32_t)(rkv_splitmix64(base + j) & 0x7fffffffu);
 }
 
 rkv_status rkv_trace_expand(const uint64_t *hash_ids, uint32_t num_hash_ids,
@@ -71,19 +87,26 @@ rkv_status rkv_trace_expand(const uint64_t *hash_ids, uint32_t num_hash_ids,
 /* ------------------------------------------------------------------------ */
 
 struct rkv_trace_reader {
-    FILE *f;            /* file mode                                       */
+    FILE *f;            /* file mode: a stdio stream, or                   */
+    void *gz;           /*   a zlib stream (gzFile; plain or gzip data)    */
     int close_f;        /* the reader opened f                             */
     const char *buf;    /* memory mode                                     */
     size_t len, pos;
-    char *line;         /* getline buffer (file mode)                      */
+    char *chunk;        /* file mode: bytes read ahead of the line        */
+    size_t chunk_pos, chunk_len;
+    int src_eof;
+    uint64_t bytes_read; /* from the source so far                        */
+    char *line;         /* the current line (file mode)                    */
     size_t line_cap;
     uint64_t line_no;   /* lines consumed so far                           */
     uint64_t *ids;      /* hash ids of the current record                  */
     size_t ids_cap;
     rkv_status failed;  /* sticky failure                                  */
     char *fail_msg;
-    char name[256];
+    char *name;
 };
+
+#define RKV_TRACE_CHUNK 65536u
 
 static rkv_status reader_new(const char *name, rkv_trace_reader **out)
 {
@@ -92,7 +115,11 @@ static rkv_status reader_new(const char *name, rkv_trace_reader **out)
     rkv_trace_reader *r = calloc(1, sizeof *r);
     if (!r)
         return rkv_set_error(RKV_ERR_NOMEM, "trace reader: out of memory");
-    snprintf(r->name, sizeof r->name, "%s", name ? name : "<trace>");
+    r->name = strdup(name ? name : "<trace>");
+    if (!r->name) {
+        free(r);
+        return rkv_set_error(RKV_ERR_NOMEM, "trace reader: out of memory");
+    }
     *out = r;
     return RKV_OK;
 }
@@ -112,12 +139,53 @@ rkv_status rkv_trace_reader_open_file(FILE *f, const char *name,
     return RKV_OK;
 }
 
+#ifdef RKV_HAVE_ZLIB
+/* Through zlib: gzip data is decompressed, anything else read as is. */
+static rkv_status open_gz(int fd, const char *path, const char *name,
+                          rkv_trace_reader **out)
+{
+    gzFile gz = fd >= 0 ? gzdopen(fd, "rb") : gzopen(path, "rb");
+    if (!gz) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return rkv_set_error(e ? RKV_ERR_IO : RKV_ERR_NOMEM, "%s: %s", name,
+                             e ? strerror(e) : "out of memory");
+    }
+    rkv_trace_reader *r = NULL;
+    rkv_status st = reader_new(name, &r);
+    if (st != RKV_OK) {
+        gzclose(gz);
+        return st;
+    }
+    gzbuffer(gz, 1u << 17);
+    r->gz = gz;
+    *out = r;
+    return RKV_OK;
+}
+#endif
+
 rkv_status rkv_trace_reader_open_path(const char *path,
                                       rkv_trace_reader **out)
 {
     if (!path || !out)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_trace_reader_open_path: NULL argument");
+#ifdef RKV_HAVE_ZLIB
+    if (!strcmp(path, "-")) {
+        int fd = dup(0);
+        if (fd < 0)
+            return rkv_set_error(RKV_ERR_IO, "<stdin>: %s", strerror(errno));
+        return open_gz(fd, NULL, "<stdin>", out);
+    }
+    /* gzopen would create nothing, but check first for a clear message
+     * on a missing file or a directory */
+    FILE *probe = fopen(path, "r");
+    if (!probe)
+        return rkv_set_error(RKV_ERR_IO, "%s: %s", path, strerror(errno));
+    fclose(probe);
+    return open_gz(-1, path, path, out);
+#else
     if (!strcmp(path, "-"))
         return rkv_trace_reader_open_file(stdin, "<stdin>", out);
     FILE *f = fopen(path, "r");
@@ -130,6 +198,7 @@ rkv_status rkv_trace_reader_open_path(const char *path,
     }
     (*out)->close_f = 1;
     return RKV_OK;
+#endif
 }
 
 rkv_status rkv_trace_reader_open_memory(const char *buf, size_t len,
@@ -163,8 +232,14 @@ void rkv_trace_reader_close(rkv_trace_reader *r)
         return;
     if (r->close_f && r->f)
         fclose(r->f);
+#ifdef RKV_HAVE_ZLIB
+    if (r->gz)
+        gzclose((gzFile)r->gz);
+#endif
+    free(r->chunk);
     free(r->line);
     free(r->ids);
+    free(r->name);
     free(r->fail_msg);
     free(r);
 }
@@ -182,37 +257,177 @@ static rkv_status reader_fail(rkv_trace_reader *r, rkv_status st)
     return st;
 }
 
+static rkv_status line_too_long(const rkv_trace_reader *r)
+{
+    return rkv_set_error(RKV_ERR_FORMAT,
+                         "%s:%llu: line longer than %u bytes (the limit for "
+                         "one trace line)",
+                         r->name, (unsigned long long)(r->line_no + 1),
+                         RKV_TRACE_MAX_LINE);
+}
+
+/* Appends n bytes to the line being assembled (at most
+ * RKV_TRACE_MAX_LINE bytes in all). */
+static rkv_status line_append(rkv_trace_reader *r, size_t *used,
+                              const char *b, size_t n)
+{
+    if (n > RKV_TRACE_MAX_LINE - *used)
+        return line_too_long(r);
+    if (*used + n + 1 > r->line_cap) {
+        size_t nc = r->line_cap ? r->line_cap : 4096;
+        while (nc < *used + n + 1)
+            nc *= 2;
+        char *l = realloc(r->line, nc);
+        if (!l)
+            return rkv_set_error(RKV_ERR_NOMEM, "%s:%llu: out of memory",
+                                 r->name,
+                                 (unsigned long long)(r->line_no + 1));
+        r->line = l;
+        r->line_cap = nc;
+    }
+    memcpy(r->line + *used, b, n);
+    *used += n;
+    return RKV_OK;
+}
+
+static int is_gzip(const char *b, size_t n)
+{
+    return n >= 2 && (unsigned char)b[0] == 0x1f && (unsigned char)b[1] == 0x8b;
+}
+
+/* gzip data where plain text is read (a stream, memory, or any input
+ * without zlib): say so, rather than "malformed JSON at column 1". A
+ * format error of line 1, like every other. */
+static rkv_status gzip_refused(const rkv_trace_reader *r)
+{
+#ifdef RKV_HAVE_ZLIB
+    return rkv_set_error(RKV_ERR_FORMAT,
+                         "%s:1: gzip-compressed data where plain text was "
+                         "expected (open the file by path, or read it from "
+                         "'-', to decompress it)", r->name);
+#else
+    return rkv_set_error(RKV_ERR_FORMAT,
+                         "%s:1: gzip-compressed, but this radixkv was built "
+                         "without zlib (install zlib1g-dev and rebuild, or: "
+                         "gunzip -c FILE | radixkv replay -)", r->name);
+#endif
+}
+
+/* Refills the chunk from the source; chunk_len = 0 at the end. */
+static rkv_status chunk_fill(rkv_trace_reader *r)
+{
+    r->chunk_pos = r->chunk_len = 0;
+    if (r->src_eof)
+        return RKV_OK;
+    if (!r->chunk && !(r->chunk = malloc(RKV_TRACE_CHUNK)))
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", r->name);
+    size_t n;
+#ifdef RKV_HAVE_ZLIB
+    if (r->gz) {
+        int got = gzread((gzFile)r->gz, r->chunk, RKV_TRACE_CHUNK);
+        if (got < 0) {
+            int zerr = 0;
+            const char *m = gzerror((gzFile)r->gz, &zerr);
+            return rkv_set_error(RKV_ERR_IO, "%s:%llu: read error: %s",
+                                 r->name,
+                                 (unsigned long long)(r->line_no + 1),
+                                 zerr == Z_ERRNO ? strerror(errno ? errno : EIO)
+                                                 : m);
+        }
+        n = (size_t)got;
+        if (n == 0) {
+            /* zlib reports a cut-off stream at its end, not as a read
+             * failure */
+            int zerr = 0;
+            const char *m = gzerror((gzFile)r->gz, &zerr);
+            size_t nl = strlen(r->name);
+            if (!strncmp(m, r->name, nl) && !strncmp(m + nl, ": ", 2))
+                m += nl + 2; /* zlib names the file too */
+            if (zerr != Z_OK)
+                return rkv_set_error(RKV_ERR_IO,
+                                     "%s:%llu: read error: %s (truncated or "
+                                     "corrupt gzip data)",
+                                     r->name,
+                                     (unsigned long long)(r->line_no + 1), m);
+            r->src_eof = 1;
+        }
+        r->bytes_read += n;
+        r->chunk_len = n;
+        return RKV_OK;
+    }
+#endif
+    n = fread(r->chunk, 1, RKV_TRACE_CHUNK, r->f);
+    if (n < RKV_TRACE_CHUNK) {
+        if (ferror(r->f))
+            return rkv_set_error(RKV_ERR_IO, "%s:%llu: read error: %s",
+                                 r->name,
+                                 (unsigned long long)(r->line_no + 1),
+                                 strerror(errno ? errno : EIO));
+        r->src_eof = 1;
+    }
+    if (r->bytes_read == 0 && is_gzip(r->chunk, n))
+        return gzip_refused(r);
+    r->bytes_read += n;
+    r->chunk_len = n;
+    return RKV_OK;
+}
+
+/* File mode: the next line, at most RKV_TRACE_MAX_LINE bytes, so an
+ * endless line (/dev/zero) is an error, not unbounded memory. */
+static rkv_status file_line(rkv_trace_reader *r, const char **line,
+                            size_t *len, int *got)
+{
+    size_t used = 0;
+    int any = 0;
+    for (;;) {
+        if (r->chunk_pos == r->chunk_len) {
+            errno = 0;
+            rkv_status st = chunk_fill(r);
+            if (st != RKV_OK)
+                return st;
+            if (r->chunk_len == 0)
+                break; /* end of input: a last line without '\n' */
+        }
+        any = 1;
+        const char *b = r->chunk + r->chunk_pos;
+        size_t avail = r->chunk_len - r->chunk_pos;
+        const char *nl = memchr(b, '\n', avail);
+        size_t n = nl ? (size_t)(nl - b) : avail;
+        rkv_status st = line_append(r, &used, b, n);
+        if (st != RKV_OK)
+            return st;
+        r->chunk_pos += n + (nl ? 1 : 0);
+        if (nl)
+            break;
+    }
+    if (!any)
+        return RKV_OK;
+    *line = r->line;
+    *len = used;
+    *got = 1;
+    return RKV_OK;
+}
+
 /* The next raw line (without '\n'); *got = 0 at the end of input. */
 static rkv_status reader_line(rkv_trace_reader *r, const char **line,
                               size_t *len, int *got)
 {
     *got = 0;
-    if (r->f) {
-        errno = 0;
-        ssize_t n = getline(&r->line, &r->line_cap, r->f);
-        if (n < 0) {
-            if (ferror(r->f))
-                return rkv_set_error(RKV_ERR_IO, "%s:%llu: read error: %s",
-                                     r->name,
-                                     (unsigned long long)(r->line_no + 1),
-                                     strerror(errno ? errno : EIO));
-            if (errno == ENOMEM)
-                return rkv_set_error(RKV_ERR_NOMEM,
-                                     "%s:%llu: out of memory", r->name,
-                                     (unsigned long long)(r->line_no + 1));
-            return RKV_OK;
-        }
-        size_t l = (size_t)n;
-        if (l && r->line[l - 1] == '\n')
-            l--;
-        *line = r->line;
-        *len = l;
+    if (r->f || r->gz) {
+        int have = 0;
+        rkv_status st = file_line(r, line, len, &have);
+        if (st != RKV_OK || !have)
+            return st;
     } else {
         if (r->pos >= r->len)
             return RKV_OK;
+        if (r->pos == 0 && is_gzip(r->buf, r->len))
+            return gzip_refused(r);
         const char *b = r->buf + r->pos;
         const char *nl = memchr(b, '\n', r->len - r->pos);
         size_t l = nl ? (size_t)(nl - b) : r->len - r->pos;
+        if (l > RKV_TRACE_MAX_LINE)
+            return line_too_long(r);
         r->pos += l + (nl ? 1 : 0);
         *line = b;
         *len = l;

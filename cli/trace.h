@@ -8,7 +8,8 @@
  *   output_length  integer >= 0, generated tokens
  *   hash_ids       array of integers >= 0, one per 512-token prompt block
  * in any order; other fields are skipped (any JSON value). Blank lines
- * (whitespace only) are skipped. Every other deviation is an error reported
+ * (whitespace only) are skipped. A line holds at most RKV_TRACE_MAX_LINE
+ * bytes. Every other deviation is an error reported
  * as RKV_ERR_FORMAT with the message "NAME:LINE: what" (NAME is the file
  * name given at open, LINE is 1-based): malformed JSON, trailing text after
  * the object, a missing or duplicated field, a wrong type, a negative or
@@ -37,6 +38,12 @@
  * 512 * len arithmetic far from overflow). */
 #define RKV_TRACE_MAX_LENGTH (1u << 30)
 
+/* Longest accepted line, in bytes without its newline: 1 MiB. A real
+ * Mooncake line is a few KB (126,195 tokens = 247 ids ~ 2 KB); the bound
+ * keeps a hostile file (one endless line, /dev/zero) from growing memory
+ * without limit: "NAME:LINE: line longer than 1048576 bytes". */
+#define RKV_TRACE_MAX_LINE (1u << 20)
+
 /* The default trace linked into rkv_cli (bench/traces/, via
  * cmake/embedded_trace.S.in). */
 extern const char rkv_embedded_trace_start[];
@@ -59,7 +66,11 @@ typedef struct rkv_trace_reader rkv_trace_reader;
 rkv_status rkv_trace_reader_open_file(FILE *f, const char *name,
                                       rkv_trace_reader **out);
 /* Opens path for reading (RKV_ERR_IO "PATH: No such file ..." on failure);
- * the reader closes it. "-" means stdin. */
+ * the reader closes it. "-" means stdin (named "<stdin>"). Built with zlib
+ * (RKV_HAVE_ZLIB), gzip-compressed input (.gz) is decompressed; without
+ * it, gzip input is refused: RKV_ERR_FORMAT "NAME:1: gzip-compressed, but
+ * this radixkv was built without zlib ...". The FILE* and memory readers
+ * never decompress: gzip data there is that same line-1 format error. */
 rkv_status rkv_trace_reader_open_path(const char *path,
                                       rkv_trace_reader **out);
 /* Reads from buf[0..len) (not copied; must outlive the reader). */

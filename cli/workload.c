@@ -28,6 +28,7 @@ void rkv_workload_free(rkv_workload *wl)
     free(wl->reqs);
     free(wl->seg_keys);
     free(wl->seg_lens);
+    free(wl->name);
     rkv_workload_init(wl);
 }
 
@@ -68,10 +69,73 @@ static rkv_status wl_reserve_segs(rkv_workload *wl, size_t need)
     return RKV_OK;
 }
 
+static rkv_status wl_set_name(rkv_workload *wl, const char *name)
+{
+    char *n = strdup(name);
+    if (!n)
+        return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory");
+    free(wl->name);
+    wl->name = n;
+    return RKV_OK;
+}
+
 static uint32_t blocks_for(uint64_t tokens)
 {
     return (uint32_t)((tokens + RKV_TRACE_BLOCK_TOKENS - 1) /
                       RKV_TRACE_BLOCK_TOKENS);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Output tokens get block ids no prompt uses, so an output never pretends
+ * to be prompt content: one run of consecutive ids [start, start + need)
+ * that holds no prompt id, for ANY prompt ids. Right above the largest id
+ * when that does not wrap (always, for real traces); else the lowest gap
+ * between the sorted ids that is wide enough. Ids number at most 2^32 *
+ * 2^21 < 2^64 in total, so such a gap exists. */
+static rkv_status wl_place_outputs(rkv_workload *wl, uint64_t max_key)
+{
+    uint64_t need = 0;
+    for (size_t i = 0; i < wl->num_reqs; i++)
+        need += blocks_for(wl->reqs[i].output_length);
+    uint64_t start = max_key + 1;
+    if (wl->num_segs && (max_key == UINT64_MAX || UINT64_MAX - max_key < need)) {
+        uint64_t *k = malloc(wl->num_segs * sizeof *k);
+        if (!k)
+            return rkv_set_error(RKV_ERR_NOMEM,
+                                 "workload: out of memory for %zu block ids",
+                                 wl->num_segs);
+        memcpy(k, wl->seg_keys, wl->num_segs * sizeof *k);
+        qsort(k, wl->num_segs, sizeof *k, cmp_u64);
+        uint64_t lo = 0; /* first id not known to be used */
+        int found = 0;
+        for (size_t i = 0; i < wl->num_segs && !found; i++) {
+            if (k[i] >= lo && k[i] - lo >= need) {
+                start = lo;
+                found = 1;
+            } else if (k[i] >= lo) {
+                lo = k[i] + 1; /* k[i] < UINT64_MAX here or the loop ends */
+                if (k[i] == UINT64_MAX)
+                    break;
+            }
+        }
+        free(k);
+        if (!found)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "workload: no room for %llu output block ids "
+                                 "beside the trace's ids",
+                                 (unsigned long long)need);
+    }
+    wl->next_key = start;
+    for (size_t i = 0; i < wl->num_reqs; i++) {
+        wl->reqs[i].output_key = wl->next_key;
+        wl->next_key += blocks_for(wl->reqs[i].output_length);
+    }
+    return RKV_OK;
 }
 
 rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
@@ -83,7 +147,8 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
     if (wl->num_reqs)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_workload_load_trace: workload not empty");
-    snprintf(wl->name, sizeof wl->name, "%s", rkv_trace_reader_name(r));
+    if (wl_set_name(wl, rkv_trace_reader_name(r)) != RKV_OK)
+        return RKV_ERR_NOMEM;
     uint64_t max_key = 0;
     while (!limit || wl->num_reqs < limit) {
         rkv_trace_record rec;
@@ -124,14 +189,14 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
         wl->output_tokens += rec.output_length;
         wl->num_reqs++;
     }
-    /* Output tokens get block ids no prompt uses, so an output never
-     * pretends to be prompt content. */
-    wl->next_key = max_key + 1;
-    for (size_t i = 0; i < wl->num_reqs; i++) {
-        wl->reqs[i].output_key = wl->next_key;
-        wl->next_key += blocks_for(wl->reqs[i].output_length);
-    }
-    return RKV_OK;
+    rkv_status st = wl_place_outputs(wl, max_key);
+    if (st == RKV_OK && wl->num_reqs == 0)
+        st = rkv_set_error(RKV_ERR_FORMAT,
+                           "%s: no requests (the trace is empty or holds only "
+                           "blank lines)", wl->name);
+    if (st != RKV_OK)
+        rkv_workload_free(wl);
+    return st;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -306,14 +371,17 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
                              "(need sessions, turns, user and output ranges "
                              ">= 1, and system + tools + user_max <= "
                              "max_prompt_tokens)");
-    snprintf(wl->name, sizeof wl->name, "agentic");
+    if (wl_set_name(wl, "agentic") != RKV_OK)
+        return RKV_ERR_NOMEM;
     wl_rng g = {seed};
     /* history: system, tools, then (user, output) per turn, then the new
      * user message. 2 + 2 * turns_max pieces at most. */
     size_t hcap = 3 + 2 * (size_t)cfg->turns_max;
     wl_piece *hist = malloc(hcap * sizeof *hist);
-    if (!hist)
+    if (!hist) {
+        rkv_workload_free(wl);
         return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory");
+    }
     size_t nshared = 0;
     if (cfg->system_tokens)
         hist[nshared++] = wl_new_piece(wl, cfg->system_tokens);
@@ -392,7 +460,8 @@ rkv_status rkv_workload_fewshot(rkv_workload *wl,
                              "rkv_workload_fewshot: inconsistent config "
                              "(need requests, waves, suffix and output "
                              "ranges >= 1)");
-    snprintf(wl->name, sizeof wl->name, "fewshot");
+    if (wl_set_name(wl, "fewshot") != RKV_OK)
+        return RKV_ERR_NOMEM;
     wl_rng g = {seed};
     wl_piece p[2];
     size_t np = 0;
@@ -420,13 +489,25 @@ rkv_status rkv_workload_fewshot(rkv_workload *wl,
 
 rkv_status rkv_workload_prompt(const rkv_workload *wl, size_t i, int32_t *out)
 {
-    if (!wl || !out || i >= wl->num_reqs)
+    if (!wl || i >= wl->num_reqs)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_workload_prompt: bad request index %zu", i);
+    return rkv_workload_prompt_n(wl, i, wl->reqs[i].input_length, out);
+}
+
+rkv_status rkv_workload_prompt_n(const rkv_workload *wl, size_t i, uint32_t n,
+                                 int32_t *out)
+{
+    if (!wl || !out || i >= wl->num_reqs || n > wl->reqs[i].input_length)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_workload_prompt_n: bad request index %zu or "
+                             "length %u", i, n);
     const rkv_wl_request *q = &wl->reqs[i];
     size_t pos = 0;
-    for (uint32_t s = 0; s < q->num_segs; s++) {
+    for (uint32_t s = 0; s < q->num_segs && pos < n; s++) {
         uint32_t len = wl->seg_lens[q->seg_begin + s];
+        if (len > n - pos)
+            len = (uint32_t)(n - pos);
         rkv_trace_block_tokens(wl->seg_keys[q->seg_begin + s], 0, len,
                                out + pos);
         pos += len;

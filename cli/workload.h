@@ -15,6 +15,8 @@
  * k % 512 of block id output_key + k / 512. The replay's fake engine emits
  * exactly these, so an agentic turn whose prompt contains the previous
  * turn's output (segments with those keys) hits the cached output.
+ * A trace's output keys are one run of ids that no prompt of the trace
+ * uses, for any ids (2^64-1 included), so an output never aliases a prompt.
  *
  * Invariants (rkv_workload_check): segment lengths are 1..512 and sum to
  * input_length; every request has input_length >= 1; ids are 0..n-1 in
@@ -47,7 +49,8 @@ typedef struct rkv_wl_request {
 } rkv_wl_request;
 
 typedef struct rkv_workload {
-    char name[256];        /* trace name, "agentic" or "fewshot"          */
+    char *name;            /* trace name (in full), "agentic" or
+                              "fewshot"; owned, freed with the workload  */
     rkv_wl_request *reqs;
     size_t num_reqs, reqs_cap;
     uint64_t *seg_keys;
@@ -55,7 +58,8 @@ typedef struct rkv_workload {
     size_t num_segs, segs_cap;
     uint64_t prompt_tokens; /* sum of input_length                        */
     uint64_t output_tokens; /* sum of output_length                       */
-    uint64_t next_key;      /* above every key in use                     */
+    uint64_t next_key;      /* next unused key of the run that output keys
+                               (and synthetic content) are drawn from     */
 } rkv_workload;
 
 void rkv_workload_init(rkv_workload *wl);
@@ -63,7 +67,8 @@ void rkv_workload_free(rkv_workload *wl); /* then it is empty again       */
 
 /* Reads every record of r (at most limit; 0 = all) into wl (which must be
  * empty). Errors of the reader pass through unchanged ("NAME:LINE: what");
- * on failure wl is left empty. */
+ * a trace without a single record is RKV_ERR_FORMAT "NAME: no requests
+ * ...". On failure wl is left empty. */
 rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
                                    size_t limit);
 
@@ -110,6 +115,10 @@ rkv_status rkv_workload_fewshot(rkv_workload *wl,
 
 /* The prompt of request i: input_length tokens into out. */
 rkv_status rkv_workload_prompt(const rkv_workload *wl, size_t i, int32_t *out);
+/* Its first n (<= input_length) tokens: a replay expands no more of a
+ * prompt than its cache could ever hold. */
+rkv_status rkv_workload_prompt_n(const rkv_workload *wl, size_t i, uint32_t n,
+                                 int32_t *out);
 /* Output token k of request req. */
 int32_t rkv_workload_output_token(const rkv_wl_request *req, uint32_t k);
 /* Largest input_length in the workload. */

@@ -12,7 +12,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static _Thread_local char rkv_error_buf[512];
+/* Room for a full path (PATH_MAX 4096) plus the sentence around it, so a
+ * message never cuts the name it is about. */
+static _Thread_local char rkv_error_buf[8192];
 
 const char *rkv_strerror(rkv_status status)
 {

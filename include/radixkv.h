@@ -35,9 +35,12 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-#define RKV_VERSION_MAJOR 0
-#define RKV_VERSION_MINOR 1
-#define RKV_VERSION_PATCH 0
+/* RKV_VERSION_MAJOR, _MINOR, _PATCH and RKV_VERSION_STRING ("0.1.0"),
+ * generated from the build's project(VERSION): the version compiled
+ * against. rkv_version() gives the version of the library running. */
+#include "radixkv_version.h"
+
+const char *rkv_version(void);
 
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                             */
@@ -486,6 +489,10 @@ rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner,
 /* Drops every pin of owner now; count (may be NULL): pins dropped. */
 rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner,
                                  uint32_t *count);
+/* *blocks = pinned pages that only pins hold (no lock under them): what
+ * rkv_tree_alloc_blocks may revoke once free + evictable blocks fall short.
+ * A scheduler counts them as available. O(1) without pins, else O(nodes). */
+rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks);
 
 typedef struct rkv_retention_stats {
     uint64_t pins;          /* pins held                                    */
@@ -697,11 +704,26 @@ typedef struct rkv_request_desc {
     uint32_t max_new_tokens; /* >= 1                                        */
     int32_t priority;        /* larger runs first under RKV_POLICY_PRIORITY */
     double arrival_ms;
+    const rkv_retention *retention; /* NULL: none. Copied at submit and
+                                applied (rkv_tree_retain) to the request's
+                                cached pages each time the scheduler inserts
+                                its computed pages: the priority range and
+                                pin_tokens count from the prompt's first
+                                token over prompt + output. The pin is made
+                                once its pin_tokens are inserted, or at the
+                                request's end with what was computed (fewer
+                                tokens); deadline = the time of the step or
+                                commit + ttl_ms, renewed at every such
+                                insert. A pin refused for the cap keeps the
+                                priority (stats.pins_refused); nothing the
+                                retention does fails a step.              */
 } rkv_request_desc;
 
 /* Refused, changing nothing: RKV_ERR_DUPLICATE for a live id (finished or
  * aborted ids may be reused); RKV_ERR_INVALID_ARG for prompt_len 0, a
- * negative token or max_new_tokens 0; RKV_ERR_NO_SPACE for a request that
+ * negative token, max_new_tokens 0, or a retention that rkv_tree_retain
+ * would refuse (priority outside -1..100, prio_begin > prio_end, a pin with
+ * ttl_ms 0); RKV_ERR_NO_SPACE for a request that
  * could not fit the pool even alone: ceil((prompt_len + max_new_tokens - 1)
  * / page_size) > num_blocks (the KV never holds the last sampled token). */
 rkv_status rkv_sched_submit(rkv_sched *sched, const rkv_request_desc *req);
@@ -812,7 +834,12 @@ typedef struct rkv_sched_stats {
     uint64_t computed_tokens;     /* prefill tokens computed                */
     uint64_t dedup_holds;         /* times a request was held for dedup     */
     uint64_t peak_blocks_used;
-    double sched_ns_total;        /* time spent inside rkv_sched_step       */
+    /* retention (rkv_request_desc.retention) */
+    uint64_t retains;             /* rkv_tree_retain calls that succeeded   */
+    uint64_t pins_refused;        /* pins refused for the tree's cap (the
+                                     priority was applied without them)     */
+    uint64_t retain_failed;       /* retains that failed otherwise (out of
+                                     memory): skipped, the step went on    */
 } rkv_sched_stats;
 rkv_status rkv_sched_get_stats(const rkv_sched *sched, rkv_sched_stats *out);
 

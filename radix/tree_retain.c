@@ -174,6 +174,16 @@ uint64_t rkv_pins_yieldable(const rkv_tree *t)
     return pages;
 }
 
+rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks)
+{
+    if (tree == NULL || blocks == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_tree_pins_yieldable: NULL %s",
+                             tree == NULL ? "tree" : "blocks");
+    *blocks = rkv_pins_yieldable(tree);
+    return RKV_OK;
+}
+
 void rkv_pins_revoke_until(rkv_tree *t, uint64_t need)
 {
     while (t->evictable_blocks < need && t->npins > 0) {

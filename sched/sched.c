@@ -270,6 +270,17 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
                                  fn, (unsigned long long)d->id, i,
                                  d->prompt[i]);
     }
+    const rkv_retention *rt = d->retention;
+    if (rt != NULL &&
+        (rt->priority < -1 || rt->priority > RKV_PRIORITY_MAX ||
+         (rt->priority >= 0 && rt->prio_begin > rt->prio_end) ||
+         (rt->pin_tokens > 0 && rt->ttl_ms == 0)))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: request %llu retention: priority %d (-1..%d), "
+                             "range [%zu, %zu), pin %zu tokens for %llu ms",
+                             fn, (unsigned long long)d->id, rt->priority,
+                             RKV_PRIORITY_MAX, rt->prio_begin, rt->prio_end,
+                             rt->pin_tokens, (unsigned long long)rt->ttl_ms);
     uint64_t peak = (uint64_t)d->prompt_len + d->max_new_tokens - 1;
     uint64_t pages = (peak + s->P - 1) / s->P;
     if (pages > s->num_blocks)
@@ -307,6 +318,10 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
     r->max_new = d->max_new_tokens;
     r->priority = d->priority;
     r->arrival_ms = d->arrival_ms;
+    if (rt != NULL) {
+        r->has_ret = 1;
+        r->ret = *rt;
+    }
     r->seq = s->next_seq;
     st = rkv_sched_waiting_add(s, r);
     if (st != RKV_OK) {

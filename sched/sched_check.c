@@ -77,6 +77,16 @@ rkv_status rkv_sched_check(const rkv_sched *s)
     if (s->by_id.count != (uint64_t)s->nwaiting + s->nrunning)
         return CORRUPT("rkv_sched_check: %u ids for %u waiting + %u running",
                        s->by_id.count, s->nwaiting, s->nrunning);
+    /* the scheduler's time never runs ahead of the tree's (it moves the
+     * tree there first) */
+    rkv_retention_stats rs;
+    rkv_status rst = rkv_tree_retention_stats(s->tree, &rs);
+    if (rst != RKV_OK)
+        return rst;
+    if (s->now_ms > rs.now_ms)
+        return CORRUPT("rkv_sched_check: time %llu ms ahead of the tree's %llu",
+                       (unsigned long long)s->now_ms,
+                       (unsigned long long)rs.now_ms);
     for (uint32_t i = 0; i < s->nwaiting; i++) {
         const rkv_sreq *r = s->waiting[i];
         const uint64_t *v = rkv_u64map_get(&s->by_id, r->id);

@@ -2,9 +2,9 @@
  * sched/sched_internal.h -- the scheduler's data structures, shared by the
  * files of sched/ (sched.c: create, submit, abort, stats; sched_map.c: the
  * u64 hash map; sched_kv.c: a request's KV (admission, growth, insertion,
- * release); sched_order.c: waiting-queue order per policy; sched_step.c:
- * step, plan, commit; sched_check.c: invariants; sched_query.c: the
- * per-request query).
+ * retention, release) and the time; sched_order.c: waiting-queue order per
+ * policy; sched_step.c: step, plan, commit; sched_check.c: invariants;
+ * sched_query.c: the per-request query).
  *
  * Request model (one struct per live request, found by id in `by_id`):
  *   tokens[0..len) = prompt + generated tokens; cap = prompt_len + max_new
@@ -98,6 +98,10 @@ typedef struct rkv_sreq {
     uint32_t nhash, hash_cap;
     uint32_t infl_from, infl_to; /* pages registered as in flight         */
     int dedup_held;        /* held for dedup at the last look             */
+
+    /* retention (rkv_request_desc.retention), applied after inserts */
+    int has_ret;
+    rkv_retention ret;
 } rkv_sreq;
 
 /* An order-array entry: live iff req->state == WAITING and stamp matches. */
@@ -171,6 +175,7 @@ struct rkv_sched {
 
     double new_token_ratio;  /* admission headroom (see sched_step.c)    */
     int bounded_turn;        /* bounded: 1 = the next pick is overdue     */
+    uint64_t now_ms;         /* time given to the tree (never goes back)  */
 
     rkv_sched_stats st;
 };
@@ -207,6 +212,8 @@ void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r);
 void rkv_sreq_shrink(rkv_sched *s, rkv_sreq *r, uint32_t tokens);
 /* Inserts computed pages, unlocks, releases every block: r holds nothing. */
 void rkv_sreq_release(rkv_sched *s, rkv_sreq *r);
+/* Moves the scheduler's (and the tree's) time to max(now, tree's time). */
+rkv_status rkv_sched_set_time(rkv_sched *s, double now_ms);
 /* Admission: non-peek match of tokens[0..len-1), lock. */
 rkv_status rkv_sreq_admit(rkv_sched *s, rkv_sreq *r);
 /* Chained page hashes up to `pages` pages. */

@@ -15,6 +15,14 @@
  * (a new lease), releases its old lease and drops its own references on
  * those pages. Other requests can then hit a prefix while the
  * request that computed it is still running.
+ *
+ * Retention (rkv_request_desc.retention): after each insert, and when the
+ * request lets go of its pages (finish, preemption, abort), its priority
+ * and pin go to the tree through rkv_tree_retain on the pages it has
+ * locked, at the scheduler's time (the last step's or commit's now_ms,
+ * never behind the tree's). It is best effort like the insert: a pin
+ * refused for the cap is retried without the pin (the priority still
+ * applies) and counted; any other failure is counted and skipped.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -107,23 +115,82 @@ void rkv_inflight_drop(rkv_sched *s, rkv_sreq *r, uint32_t upto)
         r->infl_from = end;
 }
 
-void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r)
+rkv_status rkv_sched_set_time(rkv_sched *s, double now_ms)
+{
+    uint64_t t = 0;
+    if (now_ms >= 18446744073709549568.0) /* the largest double < 2^64 */
+        t = UINT64_MAX;
+    else if (now_ms > 0)
+        t = (uint64_t)now_ms;
+    rkv_retention_stats rs;
+    rkv_status st = rkv_tree_retention_stats(s->tree, &rs);
+    if (st != RKV_OK)
+        return st;
+    /* the tree's time may have moved ahead through direct calls */
+    if (t < rs.now_ms)
+        t = rs.now_ms;
+    if (t < s->now_ms)
+        t = s->now_ms;
+    st = rkv_tree_set_time(s->tree, t);
+    if (st == RKV_OK)
+        s->now_ms = t;
+    return st;
+}
+
+/* Applies r's retention to its locked pages tokens[0..locked_pages * P).
+ * final: r lets go of them now, so a pin covers what was computed even when
+ * that is less than pin_tokens; otherwise the pin waits for all of them. */
+static void rkv_sreq_retain(rkv_sched *s, rkv_sreq *r, int final)
+{
+    if (!r->has_ret || r->locked_pages == 0)
+        return;
+    size_t n = (size_t)r->locked_pages * s->P;
+    rkv_retention ret = r->ret;
+    if (ret.pin_tokens > n)
+        ret.pin_tokens = final ? n : 0;
+    if (ret.pin_tokens < s->P)
+        ret.pin_tokens = 0; /* no full page: no pin */
+    if (ret.priority < 0 && ret.pin_tokens == 0)
+        return;
+    /* a time that does not go back (no pin expires on the way: time only
+     * moves at step and commit, and here stays where they left it) */
+    rkv_status st = rkv_sched_set_time(s, 0.0);
+    if (st == RKV_OK)
+        st = rkv_tree_retain(s->tree, r->ns, r->tokens, n, &ret, s->now_ms,
+                             NULL);
+    if (st == RKV_ERR_PIN_CAP) {
+        s->st.pins_refused++;
+        if (ret.priority < 0)
+            return;
+        ret.pin_tokens = 0;
+        st = rkv_tree_retain(s->tree, r->ns, r->tokens, n, &ret, s->now_ms,
+                             NULL);
+    }
+    if (st == RKV_OK)
+        s->st.retains++;
+    else
+        s->st.retain_failed++;
+}
+
+/* Inserts r's computed full pages; 1 if the tree now holds more of them
+ * under r's lock. */
+static int rkv_sreq_insert(rkv_sched *s, rkv_sreq *r)
 {
     uint32_t np = r->kv_len / s->P;
     if (np <= r->locked_pages)
-        return;
+        return 0;
     if (rkv_ensure_scratch(s, np) != RKV_OK)
-        return;
+        return 0;
     rkv_insert_result res;
     rkv_status st = rkv_tree_insert(s->tree, r->ns, r->tokens,
                                     (size_t)np * s->P, r->blocks, s->scratch,
                                     &res);
     if (st != RKV_OK)
-        return; /* keeps its own references; retried at the next insert */
+        return 0; /* keeps its own references; retried at the next insert */
     /* hold the new path before anything else can happen to it */
     rkv_lease lease;
     if (rkv_tree_lock(s->tree, res.node, &lease) != RKV_OK)
-        return;
+        return 0;
     const rkv_block_id *tree_blocks = r->blocks;
     if (res.num_dups > 0) {
         rkv_match m;
@@ -132,7 +199,7 @@ void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r)
         if (st != RKV_OK || m.num_blocks < np) {
             /* cannot happen (the path is locked); stay consistent */
             (void)rkv_tree_unlock(s->tree, &lease);
-            return;
+            return 0;
         }
         tree_blocks = s->scratch;
     }
@@ -145,11 +212,20 @@ void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r)
     r->lock_node = res.node;
     r->lease = lease;
     rkv_inflight_drop(s, r, np);
+    return 1;
+}
+
+void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r)
+{
+    if (rkv_sreq_insert(s, r))
+        rkv_sreq_retain(s, r, 0);
 }
 
 void rkv_sreq_release(rkv_sched *s, rkv_sreq *r)
 {
-    rkv_sreq_insert_computed(s, r);
+    (void)rkv_sreq_insert(s, r);
+    if (r->kv_len > r->cached_len) /* it ran: not an admission undone */
+        rkv_sreq_retain(s, r, 1);
     rkv_inflight_drop(s, r, UINT32_MAX);
     r->infl_from = r->infl_to = 0;
     (void)rkv_tree_unlock(s->tree, &r->lease); /* zeroes r->lease */

@@ -39,6 +39,11 @@
  *      never preempts.
  *   3. The plan: prefills first, then decodes; CSR block table after the
  *      step's tokens are appended.
+ * Time: step and commit move the tree's time to their now_ms (never back:
+ * an earlier now_ms leaves it), so pins expire and the retention of the
+ * pages inserted at commit (rkv_request_desc.retention) counts from then.
+ * Headroom and growth count pinned pages that only pins hold as available
+ * (rkv_tree_alloc_blocks revokes them when nothing else serves).
  * Nothing advances until commit: kv_len, sampled tokens and tree insertion
  * happen there. Between step and commit a request may be aborted (commit
  * skips it). A step with an empty plan needs no commit.
@@ -48,17 +53,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/status.h"
 #include "sched/sched_internal.h"
-
-static uint64_t rkv_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* More important first: priority desc, arrival asc, submission asc. */
 static int rkv_cmp_importance(const void *a, const void *b)
@@ -357,12 +354,19 @@ static uint64_t rkv_future_blocks(const rkv_sched *s, const rkv_sreq *r)
     return need > r->nblocks ? need - r->nblocks : 0;
 }
 
+/* What allocations through the tree can still get: free blocks, unlocked
+ * unpinned pages, and pinned pages that only pins hold, which
+ * rkv_tree_alloc_blocks revokes when the rest falls short; so a pin never
+ * holds back an admission that its revocation would let through. */
 static uint64_t rkv_avail_blocks(const rkv_sched *s)
 {
     rkv_tree_stats ts;
-    if (rkv_tree_get_stats(s->tree, &ts) != RKV_OK)
+    uint64_t pinned = 0;
+    if (rkv_tree_get_stats(s->tree, &ts) != RKV_OK ||
+        rkv_tree_pins_yieldable(s->tree, &pinned) != RKV_OK)
         return 0;
-    return (uint64_t)rkv_pool_num_free(s->pool) + ts.evictable_blocks;
+    return (uint64_t)rkv_pool_num_free(s->pool) + ts.evictable_blocks +
+           pinned;
 }
 
 /* Step 2: admissions. */
@@ -424,8 +428,11 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_sched_step: the previous plan (%u requests) "
                              "was not committed", s->plan_n);
-    uint64_t t0 = rkv_now_ns();
-    rkv_status st = rkv_step_reserve(s);
+    /* the tree's time first: pins that expired by now_ms free their pages
+     * for this step */
+    rkv_status st = rkv_sched_set_time(s, now_ms);
+    if (st == RKV_OK)
+        st = rkv_step_reserve(s);
     if (st == RKV_OK)
         st = rkv_order_update(s);
     if (st != RKV_OK)
@@ -453,7 +460,6 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     uint64_t used = (uint64_t)s->num_blocks - rkv_pool_num_free(s->pool);
     if (used > s->st.peak_blocks_used)
         s->st.peak_blocks_used = used;
-    s->st.sched_ns_total += (double)(rkv_now_ns() - t0);
     *plan_out = &s->plan;
     return RKV_OK;
 }
@@ -461,7 +467,6 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
 rkv_status rkv_sched_commit(rkv_sched *s, const int32_t *next_tokens,
                             const uint8_t *finished, double now_ms)
 {
-    (void)now_ms;
     if (s == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_sched_commit: NULL sched");
     if (!s->plan_pending)
@@ -479,6 +484,10 @@ rkv_status rkv_sched_commit(rkv_sched *s, const int32_t *next_tokens,
                                  "rkv_sched_commit: next_tokens[%u] = %d is "
                                  "negative", i, next_tokens[i]);
     }
+    /* retention deadlines of the pages inserted below count from now */
+    rkv_status st = rkv_sched_set_time(s, now_ms);
+    if (st != RKV_OK)
+        return st;
     for (uint32_t i = 0; i < s->plan_n; i++) {
         rkv_sreq *r = s->plan_reqs[i];
         if (r == NULL)

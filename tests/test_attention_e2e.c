@@ -173,8 +173,11 @@ static void run_workload(const char *name, rkv_dtype dt)
     cr_assert(q && out && ref && k && v && lse && rlse);
     for (int step = 0; step < 2000; step++) {
         while (submitted < NREQ && arrive[submitted] <= now) {
-            rkv_request_desc d = {submitted, 0, H[submitted].tok, H[submitted].len,
-                                  max_new[submitted], 0, now};
+            rkv_request_desc d = {.id = submitted,
+                                  .prompt = H[submitted].tok,
+                                  .prompt_len = H[submitted].len,
+                                  .max_new_tokens = max_new[submitted],
+                                  .arrival_ms = now};
             OK(rkv_sched_submit(s, &d));
             submitted++;
         }

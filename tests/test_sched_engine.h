@@ -56,6 +56,7 @@ typedef struct eng {
     uint64_t nomem_seen;
     int32_t *next;
     uint8_t *fin;
+    const rkv_retention *retention; /* given to the next submits (NULL)   */
 } eng;
 
 static inline uint64_t eng_mix(uint64_t a, uint64_t b)
@@ -136,6 +137,7 @@ static inline rkv_status eng_submit(eng *e, uint64_t id, uint64_t ns,
     d.max_new_tokens = max_new;
     d.priority = prio;
     d.arrival_ms = e->now;
+    d.retention = e->retention;
     rkv_status st = rkv_sched_submit(e->s, &d);
     if (st != RKV_OK)
         return st;

@@ -21,6 +21,10 @@
  * allocations must return to where it started. Some failures surface as a
  * step's RKV_ERR_NOMEM (admitting a request whose match must split a node):
  * the scheduler must pass its check and the retried step must succeed.
+ * Every fourth request and the agentic turn carry retention (a priority
+ * and a short TTL pin on the system prompt, a few sessions): the tree's
+ * allocations for them (priorities, the pin table, splits at range ends)
+ * fail in turn too, and a failed retain is skipped, never a failed step.
  * The second test fails each of the scheduler's own allocations in turn
  * (sched/sched_debug.h), under every policy.
  */
@@ -90,10 +94,19 @@ static uint64_t scenario(int which, rkv_policy pol, int64_t fail_k,
     int32_t p[SYS_TOKENS + 64];
     uint32_t len;
     uint64_t ns;
+    rkv_retention ret;
+    rkv_retention_init(&ret);
+    ret.priority = 70;
+    ret.prio_end = SYS_TOKENS + 8;
+    ret.pin_tokens = SYS_TOKENS;
+    ret.ttl_ms = 30;
     for (uint32_t i = 0; i < NREQ; i++) {
         prompt_of(i, p, &len, &ns);
+        ret.owner = i % 3;
+        e.retention = i % 4 == 0 ? &ret : NULL;
         submit(&e, i, ns, p, len, 6 + i % 5, (int32_t)(i % 3));
     }
+    e.retention = NULL;
     uint64_t step = 0;
     int turn_sent = 0;
     while (e.live > 0) {
@@ -111,7 +124,9 @@ static uint64_t scenario(int which, rkv_policy pol, int64_t fail_k,
             cr_assert_leq(r0->len + 7, SYS_TOKENS + 64);
             memcpy(t, r0->tok, r0->len * sizeof *t);
             fill_tokens(t + r0->len, 7, 31337);
+            e.retention = &ret;
             submit(&e, NREQ, 0, t, r0->len + 7, 5, 0);
+            e.retention = NULL;
             /* and a request that branches inside request 0's cached path:
              * admitting it splits a node, which allocates */
             fill_tokens(t + SYS_TOKENS + PAGE, 5, 4711);
@@ -129,6 +144,13 @@ static uint64_t scenario(int which, rkv_policy pol, int64_t fail_k,
                      (long long)fail_k, i, e.reqs[i].gen, e.reqs[i].max_new);
     }
     OK(rkv_tree_check(e.tree));
+    rkv_sched_stats ss;
+    OK(rkv_sched_get_stats(e.s, &ss));
+    if (fail_k < 0)
+        cr_assert(ss.retains > 0 && ss.retain_failed == 0,
+                  "retention not exercised: %llu retains, %llu failed",
+                  (unsigned long long)ss.retains,
+                  (unsigned long long)ss.retain_failed);
     uint64_t calls;
     if (which == TREE_ALLOCS) {
         calls = rkv_tree_debug_alloc_calls(e.tree) - tree_calls0;

@@ -7,7 +7,7 @@
  *   2. file level: the whole input through a memory reader, record by
  *      record, to the end or the first failure, then once more (a failed
  *      reader must repeat its failure, never skip on); and through a FILE*
- *      reader (fmemopen: the getline path), which must give the same
+ *      reader (fmemopen: the chunked FILE path), which must give the same
  *      records and the same end or failure message;
  *   3. workload level: the whole input through rkv_workload_load_trace.
  * What must hold, whatever the bytes:
@@ -18,8 +18,9 @@
  *     512 * (blocks - 1) < input_length <= 512 * blocks, a finite
  *     timestamp >= 0, line numbers increasing;
  *   - parse_line and the reader agree on the first record;
- *   - the workload loads exactly when the reader reaches the end, with one
- *     request per record, and passes rkv_workload_check; prompts expand
+ *   - the workload loads exactly when the reader reaches the end after at
+ *     least one record (none: "NAME: no requests"), with one request per
+ *     record, and passes rkv_workload_check; prompts expand
  *     to non-negative tokens equal to rkv_trace_expand's (expansion capped
  *     at EXPAND_CAP tokens per input: the work is bounded, not the check).
  * Any violation aborts (a crash for libFuzzer, a failed replay for ctest).
@@ -200,6 +201,15 @@ static void fuzz_workload(const char *buf, size_t size, size_t records,
     rkv_workload_init(&wl);
     rkv_status st = rkv_workload_load_trace(&wl, r, 0);
     rkv_trace_reader_close(r);
+    if (ended && records == 0) {
+        /* no record at all: refused, naming the trace */
+        if (st != RKV_ERR_FORMAT ||
+            strncmp(rkv_last_error(), NAME ": no requests",
+                    strlen(NAME ": no requests")) != 0 || wl.num_reqs != 0)
+            die("an empty trace must be refused as having no requests");
+        rkv_workload_free(&wl);
+        return;
+    }
     if ((st == RKV_OK) != ended && st != RKV_ERR_NOMEM)
         die("workload load %s but the reader %s",
             st == RKV_OK ? "succeeded" : "failed",

@@ -1,0 +1,693 @@
+/*
+ * cli/args.c -- the `radixkv` command line (see args.h): the option table,
+ * getopt_long parsing, strict values, suggestions, and the JSON record of
+ * the options in effect (the help texts are usage.c's).
+ *
+ * Invariant: every option of every subcommand is in one table, tagged with
+ * the subcommands it belongs to, so parsing can tell "unknown" from "not
+ * for this subcommand". Nothing here prints (except to the FILE given) or
+ * exits.
+ */
+#include "cli/args.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/costmodel.h"
+#include "cli/escape.h"
+
+const char *rkv_cli_cmd_name(enum rkv_cli_cmd cmd)
+{
+    return cmd == RKV_CMD_SWEEP ? "sweep" : "replay";
+}
+
+/* ---- the option table ---------------------------------------------------- */
+
+enum {
+    OPT_HELP = 'h',
+    OPT_WORKLOAD = 256, OPT_SEED, OPT_SESSIONS, OPT_REQUESTS, OPT_LIMIT,
+    OPT_ORDER, OPT_CAPACITY, OPT_PAGE_SIZE, OPT_EVICTION, OPT_POLICY,
+    OPT_MAX_BATCH, OPT_MAX_RUNNING, OPT_DEDUP, OPT_MAX_WAIT, OPT_TIME_SCALE,
+    OPT_CHECK, OPT_LAYERS, OPT_HIDDEN, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_PARAMS,
+    OPT_WEIGHT_BYTES, OPT_KV_BYTES, OPT_TFLOPS, OPT_BANDWIDTH, OPT_MEMORY,
+    OPT_MFU, OPT_MBU, OPT_OVERHEAD, OPT_JSON, OPT_NO_PROGRESS, OPT_VERSION,
+    OPT_CAPACITIES, OPT_POLICIES, OPT_SVG
+};
+
+#define FOR_R 1u
+#define FOR_S 2u
+#define FOR_B 3u
+
+typedef struct optdef {
+    const char *name;
+    int has_arg;
+    int id;
+    unsigned cmds;
+} optdef;
+
+static const optdef optdefs[] = {
+    {"help", no_argument, OPT_HELP, FOR_B},
+    {"version", no_argument, OPT_VERSION, FOR_B},
+    {"workload", required_argument, OPT_WORKLOAD, FOR_B},
+    {"seed", required_argument, OPT_SEED, FOR_B},
+    {"sessions", required_argument, OPT_SESSIONS, FOR_B},
+    {"requests", required_argument, OPT_REQUESTS, FOR_B},
+    {"limit", required_argument, OPT_LIMIT, FOR_B},
+    {"order", required_argument, OPT_ORDER, FOR_B},
+    {"capacity-tokens", required_argument, OPT_CAPACITY, FOR_R},
+    {"page-size", required_argument, OPT_PAGE_SIZE, FOR_B},
+    {"eviction", required_argument, OPT_EVICTION, FOR_B},
+    {"policy", required_argument, OPT_POLICY, FOR_R},
+    {"max-batch-tokens", required_argument, OPT_MAX_BATCH, FOR_B},
+    {"max-running", required_argument, OPT_MAX_RUNNING, FOR_B},
+    {"dedup-min-tokens", required_argument, OPT_DEDUP, FOR_B},
+    {"max-wait-ms", required_argument, OPT_MAX_WAIT, FOR_B},
+    {"time-scale", required_argument, OPT_TIME_SCALE, FOR_B},
+    {"check", required_argument, OPT_CHECK, FOR_B},
+    {"model-layers", required_argument, OPT_LAYERS, FOR_B},
+    {"model-hidden", required_argument, OPT_HIDDEN, FOR_B},
+    {"model-kv-heads", required_argument, OPT_KV_HEADS, FOR_B},
+    {"model-head-dim", required_argument, OPT_HEAD_DIM, FOR_B},
+    {"model-params", required_argument, OPT_PARAMS, FOR_B},
+    {"weight-bytes", required_argument, OPT_WEIGHT_BYTES, FOR_B},
+    {"kv-bytes", required_argument, OPT_KV_BYTES, FOR_B},
+    {"gpu-tflops", required_argument, OPT_TFLOPS, FOR_B},
+    {"gpu-bandwidth-tbs", required_argument, OPT_BANDWIDTH, FOR_B},
+    {"gpu-memory-gb", required_argument, OPT_MEMORY, FOR_B},
+    {"mfu", required_argument, OPT_MFU, FOR_B},
+    {"mbu", required_argument, OPT_MBU, FOR_B},
+    {"step-overhead-ms", required_argument, OPT_OVERHEAD, FOR_B},
+    {"json", no_argument, OPT_JSON, FOR_B},
+    {"no-progress", no_argument, OPT_NO_PROGRESS, FOR_B},
+    {"capacities", required_argument, OPT_CAPACITIES, FOR_S},
+    {"policies", required_argument, OPT_POLICIES, FOR_S},
+    {"svg", required_argument, OPT_SVG, FOR_S},
+};
+#define NUM_OPTS (sizeof optdefs / sizeof optdefs[0])
+
+static const optdef *opt_by_id(int id)
+{
+    for (size_t i = 0; i < NUM_OPTS; i++)
+        if (optdefs[i].id == id)
+            return &optdefs[i];
+    return NULL;
+}
+
+/* ---- errors and suggestions ------------------------------------------------ */
+
+typedef struct perr {
+    char *buf;
+    size_t cap;
+    int failed;
+} perr;
+
+static void perr_set(perr *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void perr_set(perr *e, const char *fmt, ...)
+{
+    if (e->failed)
+        return; /* the first problem is the one reported */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->buf, e->cap, fmt, ap);
+    va_end(ap);
+    e->failed = 1;
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return (size_t)-1;
+    size_t row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* The closest of names[0..n) to s, if close enough to be a typo. */
+static const char *closest(const char *s, const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    size_t bd = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(s, names[i]);
+        if (d < bd) {
+            bd = d;
+            best = names[i];
+        }
+    }
+    size_t len = strlen(s);
+    size_t limit = len / 3 > 2 ? len / 3 : 2;
+    return bd <= limit ? best : NULL;
+}
+
+static const char *closest_option(const char *name)
+{
+    const char *names[NUM_OPTS];
+    for (size_t i = 0; i < NUM_OPTS; i++)
+        names[i] = optdefs[i].name;
+    return closest(name, names, NUM_OPTS);
+}
+
+/* "--name" of an argv element "--name=value" / "-name" into buf. */
+static const char *bare_name(const char *arg, char *buf, size_t cap)
+{
+    while (*arg == '-')
+        arg++;
+    size_t n = strcspn(arg, "=");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(buf, arg, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void unknown_option(perr *e, const char *arg)
+{
+    char name[80];
+    bare_name(arg, name, sizeof name);
+    /* an ambiguous abbreviation? */
+    size_t len = strlen(name), matches = 0;
+    char list[400] = "";
+    for (size_t i = 0; len && i < NUM_OPTS; i++) {
+        if (strncmp(optdefs[i].name, name, len) == 0) {
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, "%s--%s", matches ? ", " : "",
+                     optdefs[i].name);
+            matches++;
+        }
+    }
+    if (matches > 1 && arg[0] == '-' && arg[1] == '-') {
+        perr_set(e, "option '%s' is ambiguous (%s)", arg, list);
+        return;
+    }
+    const char *s = closest_option(name);
+    if (s)
+        perr_set(e, "unknown option '%s'; did you mean '--%s'?", arg, s);
+    else
+        perr_set(e, "unknown option '%s'", arg);
+}
+
+static void wrong_command(perr *e, const optdef *d, enum rkv_cli_cmd cmd)
+{
+    const char *other = cmd == RKV_CMD_REPLAY ? "sweep" : "replay";
+    const char *hint = "";
+    switch (d->id) {
+    case OPT_CAPACITIES: hint = " (replay takes one: --capacity-tokens)"; break;
+    case OPT_POLICIES: hint = " (replay takes one: --policy)"; break;
+    case OPT_CAPACITY: hint = " (sweep takes a list: --capacities)"; break;
+    case OPT_POLICY: hint = " (sweep takes a list: --policies)"; break;
+    default: break;
+    }
+    perr_set(e, "--%s is an option of '%s', not of '%s'%s", d->name, other,
+             rkv_cli_cmd_name(cmd), hint);
+}
+
+/* ---- strict values -------------------------------------------------------------- */
+
+/* Plain decimal: digits (no leading zero unless alone), optional '.'
+ * digits, optional exponent. Nothing else: no sign, space, hex, inf. */
+static int strict_decimal(const char *s)
+{
+    const char *p = s;
+    if (!(*p >= '0' && *p <= '9'))
+        return 0;
+    if (*p == '0' && p[1] >= '0' && p[1] <= '9')
+        return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p == '.') {
+        p++;
+        if (!(*p >= '0' && *p <= '9'))
+            return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (!(*p >= '0' && *p <= '9'))
+            return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    return *p == '\0';
+}
+
+/* A count: digits, or a decimal like 1e6 / 2.5e5 that is a whole number. */
+static int parse_count(const char *s, uint64_t *out)
+{
+    if (!s || !strict_decimal(s))
+        return 0;
+    char *end;
+    errno = 0;
+    if (strspn(s, "0123456789") == strlen(s)) {
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno || *end)
+            return 0;
+        *out = v;
+        return 1;
+    }
+    double d = strtod(s, &end);
+    if (errno || *end || !isfinite(d) || d != floor(d) || d > 9e18)
+        return 0;
+    *out = (uint64_t)d;
+    return 1;
+}
+
+static uint64_t need_count(perr *e, const char *flag, const char *v,
+                           uint64_t lo, uint64_t hi)
+{
+    uint64_t x = 0;
+    if (!parse_count(v, &x) || x < lo || x > hi) {
+        perr_set(e, "--%s: expected a whole number in %llu..%llu, got '%s'",
+                 flag, (unsigned long long)lo, (unsigned long long)hi, v);
+        return lo;
+    }
+    return x;
+}
+
+static double need_real(perr *e, const char *flag, const char *v, double lo,
+                        double hi)
+{
+    char *end;
+    errno = 0;
+    double d = strict_decimal(v) ? strtod(v, &end) : NAN;
+    if (!strict_decimal(v) || errno || *end || !isfinite(d) || d < lo || d > hi) {
+        perr_set(e, "--%s: expected a number in [%g, %g], got '%s'", flag, lo,
+                 hi, v);
+        return lo;
+    }
+    return d;
+}
+
+static uint64_t need_capacity(perr *e, const char *flag, const char *v)
+{
+    if (!strcmp(v, "unbounded"))
+        return RKV_REPLAY_UNBOUNDED;
+    return need_count(e, flag, v, 1, (uint64_t)1 << 50);
+}
+
+static rkv_policy need_policy(perr *e, const char *flag, const char *v)
+{
+    rkv_policy p = RKV_POLICY_LPM;
+    if (rkv_policy_from_name(v, &p) != RKV_OK)
+        perr_set(e, "--%s: unknown policy '%s' (fcfs, lpm, dfs, priority, "
+                    "bounded)", flag, v);
+    return p;
+}
+
+/* Splits a comma list (copied into buf) into items; an empty item
+ * (",,", a leading or trailing comma, or an empty list) is refused. */
+static size_t split_list(perr *e, const char *flag, const char *s, char *buf,
+                         size_t cap, char **items)
+{
+    size_t len = strlen(s);
+    if (len >= cap) {
+        perr_set(e, "--%s: list too long", flag);
+        return 0;
+    }
+    memcpy(buf, s, len + 1);
+    size_t n = 0;
+    char *p = buf;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (*p == '\0') {
+            perr_set(e, "--%s: empty item %zu in '%s'", flag, n + 1, s);
+            return 0;
+        }
+        if (n == RKV_CLI_MAX_LIST) {
+            perr_set(e, "--%s: more than %d items", flag, RKV_CLI_MAX_LIST);
+            return 0;
+        }
+        items[n++] = p;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return n;
+}
+
+/* ---- parsing ------------------------------------------------------------------------- */
+
+static const char *const command_names[] = {"replay", "sweep", "help",
+                                            "version"};
+
+static void defaults(rkv_cli_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->progress = 1;
+    o->svg = "sweep.svg";
+    o->time_scale_auto = 1; /* a load the simulated GPU sustains */
+    rkv_replay_config_init(&o->rc);
+    o->rc.sched.policy = RKV_POLICY_LPM;
+}
+
+static int topic_of(const char *s, enum rkv_cli_topic *t)
+{
+    if (!strcmp(s, "replay"))
+        *t = RKV_TOPIC_REPLAY;
+    else if (!strcmp(s, "sweep"))
+        *t = RKV_TOPIC_SWEEP;
+    else
+        return 0;
+    return 1;
+}
+
+/* One option's value into o. */
+static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
+                  const char **caps, const char **pols, int *order_set)
+{
+    const char *f = d->name;
+    rkv_cost_model *m = &o->rc.cost;
+    switch (d->id) {
+    case OPT_WORKLOAD:
+        if (!strcmp(v, "trace"))
+            o->workload = RKV_WL_TRACE;
+        else if (!strcmp(v, "agentic"))
+            o->workload = RKV_WL_AGENTIC;
+        else if (!strcmp(v, "fewshot"))
+            o->workload = RKV_WL_FEWSHOT;
+        else
+            perr_set(e, "--workload: expected trace, agentic or fewshot, got "
+                        "'%s'", v);
+        break;
+    case OPT_SEED: o->seed = need_count(e, f, v, 0, UINT64_MAX); break;
+    case OPT_SESSIONS: o->sessions = need_count(e, f, v, 1, 1000000); break;
+    case OPT_REQUESTS: o->requests = need_count(e, f, v, 1, 10000000); break;
+    case OPT_LIMIT: o->limit = need_count(e, f, v, 1, UINT64_MAX); break;
+    case OPT_ORDER:
+        *order_set = 1;
+        if (!strcmp(v, "file"))
+            o->order = RKV_ORDER_FILE;
+        else if (!strcmp(v, "sched"))
+            o->order = RKV_ORDER_SCHED;
+        else if (!strcmp(v, "both") && o->cmd == RKV_CMD_SWEEP)
+            o->order = RKV_ORDER_BOTH;
+        else
+            perr_set(e, "--order: expected file or sched%s, got '%s'",
+                     o->cmd == RKV_CMD_SWEEP ? " or both" : "", v);
+        break;
+    case OPT_CAPACITY:
+        o->rc.capacity_tokens = need_capacity(e, f, v);
+        o->capacity_set = 1;
+        break;
+    case OPT_PAGE_SIZE:
+        o->rc.page_size = (uint32_t)need_count(e, f, v, 1, RKV_MAX_PAGE_SIZE);
+        break;
+    case OPT_EVICTION:
+        if (strcmp(v, "lru"))
+            perr_set(e, "--eviction: unknown policy '%s' (only 'lru' is "
+                        "implemented)", v);
+        break;
+    case OPT_POLICY: o->rc.sched.policy = need_policy(e, f, v); break;
+    case OPT_MAX_BATCH:
+        o->rc.sched.max_batch_tokens = (uint32_t)need_count(e, f, v, 1, UINT32_MAX);
+        break;
+    case OPT_MAX_RUNNING:
+        o->rc.sched.max_running = (uint32_t)need_count(e, f, v, 1, UINT32_MAX);
+        break;
+    case OPT_DEDUP:
+        o->rc.sched.dedup_min_tokens = (uint32_t)need_count(e, f, v, 0, UINT32_MAX);
+        break;
+    case OPT_MAX_WAIT: o->rc.sched.max_wait_ms = need_real(e, f, v, 0, 1e12); break;
+    case OPT_TIME_SCALE:
+        if (!strcmp(v, "auto")) {
+            o->time_scale_auto = 1;
+        } else {
+            o->time_scale_auto = 0;
+            o->rc.time_scale = need_real(e, f, v, 0, 1e6);
+        }
+        break;
+    case OPT_CHECK: o->rc.check_every = (uint32_t)need_count(e, f, v, 0, UINT32_MAX); break;
+    case OPT_LAYERS: m->layers = (uint32_t)need_count(e, f, v, 1, 100000); break;
+    case OPT_HIDDEN: m->hidden = (uint32_t)need_count(e, f, v, 1, 10000000); break;
+    case OPT_KV_HEADS: m->kv_heads = (uint32_t)need_count(e, f, v, 1, 100000); break;
+    case OPT_HEAD_DIM: m->head_dim = (uint32_t)need_count(e, f, v, 1, 100000); break;
+    case OPT_PARAMS: m->params = need_real(e, f, v, 1, 1e15); break;
+    case OPT_WEIGHT_BYTES: m->weight_bytes = need_real(e, f, v, 0.01, 64); break;
+    case OPT_KV_BYTES: m->kv_dtype_bytes = need_real(e, f, v, 0.01, 64); break;
+    case OPT_TFLOPS: m->peak_tflops = need_real(e, f, v, 1e-3, 1e9); break;
+    case OPT_BANDWIDTH: m->bandwidth_tbs = need_real(e, f, v, 1e-6, 1e6); break;
+    case OPT_MEMORY: m->memory_gb = need_real(e, f, v, 0, 1e9); break;
+    case OPT_MFU: m->mfu = need_real(e, f, v, 1e-6, 1); break;
+    case OPT_MBU: m->mbu = need_real(e, f, v, 1e-6, 1); break;
+    case OPT_OVERHEAD: m->overhead_ms = need_real(e, f, v, 0, 1e6); break;
+    case OPT_JSON: o->json = 1; break;
+    case OPT_NO_PROGRESS: o->progress = 0; break;
+    case OPT_CAPACITIES: *caps = v; break;
+    case OPT_POLICIES: *pols = v; break;
+    case OPT_SVG:
+        if (!*v)
+            perr_set(e, "--svg needs a file name");
+        o->svg = v;
+        break;
+    default: break;
+    }
+}
+
+static void finish(perr *e, rkv_cli_options *o, const char *caps,
+                   const char *pols, int order_set, char *const *pos,
+                   int npos)
+{
+    if (npos > 1)
+        perr_set(e, "more than one TRACE ('%s' and '%s')", pos[0], pos[1]);
+    if (npos == 1)
+        o->trace = pos[0];
+    if (o->trace && o->workload != RKV_WL_TRACE)
+        perr_set(e, "a TRACE file and --workload %s exclude each other",
+                 o->workload == RKV_WL_AGENTIC ? "agentic" : "fewshot");
+    if (o->sessions && o->workload != RKV_WL_AGENTIC)
+        perr_set(e, "--sessions applies to --workload agentic");
+    if (o->requests && o->workload != RKV_WL_FEWSHOT)
+        perr_set(e, "--requests applies to --workload fewshot");
+    if (o->cmd == RKV_CMD_SWEEP) {
+        if (!order_set)
+            o->order = RKV_ORDER_BOTH;
+        char buf[4096];
+        char *items[RKV_CLI_MAX_LIST];
+        size_t n = split_list(e, "capacities", caps ? caps : "1e5,3e5,1e6,3e6,1e7",
+                              buf, sizeof buf, items);
+        for (size_t k = 0; k < n; k++)
+            o->capacities[o->num_capacities++] =
+                need_capacity(e, "capacities", items[k]);
+        n = split_list(e, "policies", pols ? pols : "fcfs,lpm", buf, sizeof buf,
+                       items);
+        for (size_t k = 0; k < n; k++)
+            o->policies[o->num_policies++] = need_policy(e, "policies", items[k]);
+    }
+    if (!o->capacity_set) {
+        uint64_t c = rkv_cost_default_capacity_tokens(&o->rc.cost);
+        if (c == 0 && o->cmd == RKV_CMD_REPLAY)
+            perr_set(e, "the model's weights do not fit in --gpu-memory-gb; "
+                        "give --capacity-tokens");
+        o->rc.capacity_tokens = c;
+    }
+}
+
+enum rkv_cli_action rkv_cli_parse(int argc, char **argv, rkv_cli_options *o,
+                                  char *errbuf, size_t errcap)
+{
+    perr e = {errbuf, errcap, 0};
+    defaults(o);
+    if (errcap)
+        errbuf[0] = '\0';
+    if (argc < 2) {
+        perr_set(&e, "missing command (replay, sweep or help)");
+        return RKV_ACT_USAGE_ERROR;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        o->help_topic = RKV_TOPIC_ALL;
+        if (argc > 3 || (argc == 3 && !topic_of(argv[2], &o->help_topic))) {
+            perr_set(&e, "help: expected 'replay' or 'sweep', got '%s'", argv[2]);
+            return RKV_ACT_USAGE_ERROR;
+        }
+        return RKV_ACT_HELP;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        if (argc > 2) {
+            perr_set(&e, "%s takes no arguments", cmd);
+            return RKV_ACT_USAGE_ERROR;
+        }
+        return RKV_ACT_VERSION;
+    }
+    if (!strcmp(cmd, "replay"))
+        o->cmd = RKV_CMD_REPLAY;
+    else if (!strcmp(cmd, "sweep"))
+        o->cmd = RKV_CMD_SWEEP;
+    else {
+        if (cmd[0] == '-') {
+            unknown_option(&e, cmd);
+            char tail[160];
+            snprintf(tail, sizeof tail, "%s", e.buf);
+            e.failed = 0;
+            perr_set(&e, "%s before the command (replay, sweep or help)", tail);
+            return RKV_ACT_USAGE_ERROR;
+        }
+        const char *s = closest(cmd, command_names, 4);
+        if (s)
+            perr_set(&e, "unknown command '%s'; did you mean '%s'?", cmd, s);
+        else
+            perr_set(&e, "unknown command '%s' (replay, sweep or help)", cmd);
+        return RKV_ACT_USAGE_ERROR;
+    }
+    o->help_topic = o->cmd == RKV_CMD_SWEEP ? RKV_TOPIC_SWEEP : RKV_TOPIC_REPLAY;
+
+    struct option longopts[NUM_OPTS + 1];
+    for (size_t i = 0; i < NUM_OPTS; i++)
+        longopts[i] = (struct option){optdefs[i].name, optdefs[i].has_arg, NULL,
+                                      optdefs[i].id};
+    memset(&longopts[NUM_OPTS], 0, sizeof longopts[NUM_OPTS]);
+
+    int sub_argc = argc - 1;
+    char **sub_argv = argv + 1;
+    const char *caps = NULL, *pols = NULL;
+    int order_set = 0, help = 0, version = 0;
+    optind = 0; /* glibc: full re-initialisation (tests parse repeatedly) */
+    opterr = 0;
+    for (;;) {
+        int idx = -1;
+        int c = getopt_long(sub_argc, sub_argv, ":h", longopts, &idx);
+        if (c == -1)
+            break;
+        if (c == '?') {
+            const char *arg = sub_argv[optind - 1];
+            const optdef *d = optopt ? opt_by_id(optopt) : NULL;
+            if (d && d->has_arg == no_argument)
+                perr_set(&e, "--%s takes no value (got '%s')", d->name, arg);
+            else if (optopt && !d)
+                perr_set(&e, "unknown option '-%c'", optopt);
+            else
+                unknown_option(&e, arg);
+            continue;
+        }
+        if (c == ':') {
+            const optdef *d = opt_by_id(optopt);
+            perr_set(&e, "--%s needs a value", d ? d->name : "?");
+            continue;
+        }
+        const optdef *d = opt_by_id(c);
+        if (!d)
+            continue;
+        if (!(d->cmds & (o->cmd == RKV_CMD_SWEEP ? FOR_S : FOR_R))) {
+            wrong_command(&e, d, o->cmd);
+            continue;
+        }
+        if (d->id == OPT_HELP)
+            help = 1;
+        else if (d->id == OPT_VERSION)
+            version = 1;
+        else
+            apply(&e, o, d, optarg ? optarg : "", &caps, &pols, &order_set);
+    }
+    if (help)
+        return RKV_ACT_HELP;
+    if (version)
+        return RKV_ACT_VERSION;
+    if (!e.failed)
+        finish(&e, o, caps, pols, order_set, sub_argv + optind,
+               sub_argc - optind);
+    return e.failed ? RKV_ACT_USAGE_ERROR : RKV_ACT_RUN;
+}
+
+/* ---- the options in effect, as JSON --------------------------------------------- */
+
+static void json_capacity(FILE *f, uint64_t c)
+{
+    if (c == RKV_REPLAY_UNBOUNDED)
+        fputs("\"unbounded\"", f);
+    else
+        fprintf(f, "%llu", (unsigned long long)c);
+}
+
+void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
+{
+    static const char *const orders[] = {"sched", "file", "both"};
+    static const char *const wls[] = {"trace", "agentic", "fewshot"};
+    const rkv_replay_config *rc = &o->rc;
+    const rkv_cost_model *m = &rc->cost;
+    fputs("\"options\":{\"trace\":", f);
+    if (o->workload != RKV_WL_TRACE)
+        fputs("null", f);
+    else if (o->trace)
+        rkv_json_string(f, o->trace);
+    else
+        fputs("\"<embedded>\"", f);
+    fprintf(f, ",\"workload\":\"%s\",\"seed\":", wls[o->workload]);
+    if (o->workload == RKV_WL_TRACE)
+        fputs("null", f);
+    else
+        fprintf(f, "%llu", (unsigned long long)o->seed);
+    fputs(",\"sessions\":", f);
+    if (o->workload == RKV_WL_AGENTIC)
+        fprintf(f, "%llu", (unsigned long long)(o->sessions ? o->sessions : 48));
+    else
+        fputs("null", f);
+    fputs(",\"requests\":", f);
+    if (o->workload == RKV_WL_FEWSHOT)
+        fprintf(f, "%llu", (unsigned long long)(o->requests ? o->requests : 2000));
+    else
+        fputs("null", f);
+    fputs(",\"limit\":", f);
+    if (o->limit)
+        fprintf(f, "%llu", (unsigned long long)o->limit);
+    else
+        fputs("null", f);
+    fprintf(f, ",\"order\":\"%s\"", orders[o->order]);
+    if (o->cmd == RKV_CMD_REPLAY) {
+        fputs(",\"capacity_tokens\":", f);
+        json_capacity(f, rc->capacity_tokens);
+        fprintf(f, ",\"policy\":\"%s\"", rkv_policy_name(rc->sched.policy));
+    } else {
+        fputs(",\"capacities\":[", f);
+        for (size_t i = 0; i < o->num_capacities; i++) {
+            if (i)
+                fputc(',', f);
+            json_capacity(f, o->capacities[i]);
+        }
+        fputs("],\"policies\":[", f);
+        for (size_t i = 0; i < o->num_policies; i++)
+            fprintf(f, "%s\"%s\"", i ? "," : "", rkv_policy_name(o->policies[i]));
+        fputs("],\"svg\":", f);
+        rkv_json_string(f, o->svg);
+    }
+    fprintf(f, ",\"page_size\":%u,\"eviction\":\"lru\",\"max_batch_tokens\":%u,"
+               "\"max_running\":%u,\"dedup_min_tokens\":%u,\"max_wait_ms\":%.15g,"
+               "\"time_scale\":%.15g,\"time_scale_auto\":%s,\"check\":%u,"
+               "\"json\":%s,\"progress\":%s",
+            rc->page_size, rc->sched.max_batch_tokens, rc->sched.max_running,
+            rc->sched.dedup_min_tokens, rc->sched.max_wait_ms, rc->time_scale,
+            o->time_scale_auto ? "true" : "false", rc->check_every,
+            o->json ? "true" : "false", o->progress ? "true" : "false");
+    fprintf(f, ",\"model_layers\":%u,\"model_hidden\":%u,\"model_kv_heads\":%u,"
+               "\"model_head_dim\":%u,\"model_params\":%.15g,\"weight_bytes\":%.15g,"
+               "\"kv_bytes\":%.15g,\"gpu_tflops\":%.15g,\"gpu_bandwidth_tbs\":%.15g,"
+               "\"gpu_memory_gb\":%.15g,\"mfu\":%.15g,\"mbu\":%.15g,"
+               "\"step_overhead_ms\":%.15g}",
+            m->layers, m->hidden, m->kv_heads, m->head_dim, m->params,
+            m->weight_bytes, m->kv_dtype_bytes, m->peak_tflops, m->bandwidth_tbs,
+            m->memory_gb, m->mfu, m->mbu, m->overhead_ms);
+}

@@ -1,0 +1,432 @@
+/*
+ * tests/test_cli_hardening.c -- regressions for the command's library
+ * (cli/) found by fuzzing and misuse (issue 10, items 5-8): key spaces of
+ * prompts and outputs, work bounded by what can fit, simulated clock
+ * precision, and messages that name the right file.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/replay.h"
+#include "cli/trace.h"
+#include "cli/workload.h"
+
+static void load_text(rkv_workload *wl, const char *text, const char *name)
+{
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_memory(text, strlen(text), name, &r),
+                 RKV_OK);
+    rkv_workload_init(wl);
+    cr_assert_eq(rkv_workload_load_trace(wl, r, 0), RKV_OK, "%s",
+                 rkv_last_error());
+    rkv_trace_reader_close(r);
+    cr_assert_eq(rkv_workload_check(wl), RKV_OK, "%s", rkv_last_error());
+}
+
+/* Every output block id of every request lies outside the set of prompt
+ * block ids (and output ranges do not overlap each other). */
+static void assert_disjoint_keys(const rkv_workload *wl)
+{
+    for (size_t i = 0; i < wl->num_reqs; i++) {
+        const rkv_wl_request *q = &wl->reqs[i];
+        uint64_t nb = (q->output_length + RKV_TRACE_BLOCK_TOKENS - 1) /
+                      RKV_TRACE_BLOCK_TOKENS;
+        for (uint64_t b = 0; b < nb; b++) {
+            uint64_t k = q->output_key + b;
+            cr_assert_geq(k, q->output_key, "output range of %zu wraps", i);
+            for (size_t s = 0; s < wl->num_segs; s++)
+                cr_assert_neq(wl->seg_keys[s], k,
+                              "request %zu's output block %llu is also a "
+                              "prompt block", i, (unsigned long long)k);
+            for (size_t j = 0; j < wl->num_reqs; j++) {
+                const rkv_wl_request *o = &wl->reqs[j];
+                uint64_t onb = (o->output_length + RKV_TRACE_BLOCK_TOKENS - 1) /
+                               RKV_TRACE_BLOCK_TOKENS;
+                if (j != i)
+                    cr_assert(k < o->output_key || k - o->output_key >= onb,
+                              "outputs of %zu and %zu share block %llu", i, j,
+                              (unsigned long long)k);
+            }
+        }
+    }
+}
+
+/* Issue 10 item 5: hash id 2^64-1 made output keys wrap onto prompt
+ * block 0, so the second request "hit" the first one's output. */
+Test(keys, hash_id_max_does_not_alias_outputs)
+{
+    const char *text =
+        "{\"timestamp\":0,\"input_length\":512,\"output_length\":600,"
+        "\"hash_ids\":[18446744073709551615]}\n"
+        "{\"timestamp\":100000,\"input_length\":1024,\"output_length\":4,"
+        "\"hash_ids\":[18446744073709551615,0]}\n";
+    rkv_workload wl;
+    load_text(&wl, text, "max.jsonl");
+    assert_disjoint_keys(&wl);
+
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 100000;
+    cfg.check_every = 1;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s",
+                 rkv_last_error());
+    /* Only the first block of the second prompt was seen before. */
+    cr_assert_eq(res.hit_tokens, 512, "hit %llu tokens",
+                 (unsigned long long)res.hit_tokens);
+    rkv_workload_free(&wl);
+}
+
+/* Keys that fill both ends of the id space: outputs go in a gap. */
+Test(keys, outputs_find_a_gap_anywhere)
+{
+    const char *text =
+        "{\"timestamp\":0,\"input_length\":1536,\"output_length\":1500,"
+        "\"hash_ids\":[0,1,18446744073709551615]}\n"
+        "{\"timestamp\":1,\"input_length\":1024,\"output_length\":2000,"
+        "\"hash_ids\":[18446744073709551614,2]}\n"
+        "{\"timestamp\":2,\"input_length\":100,\"output_length\":0,"
+        "\"hash_ids\":[3]}\n";
+    rkv_workload wl;
+    load_text(&wl, text, "ends.jsonl");
+    assert_disjoint_keys(&wl);
+    rkv_workload_free(&wl);
+}
+
+/* ---- issue 10 item 6: work bounded by what can fit ------------------------ */
+
+#include <sys/resource.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define RKV_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RKV_ASAN 1
+#endif
+#endif
+
+/* Caps this test process's address space at what it uses now plus
+ * `extra` bytes, so work proportional to a hostile input's claims fails
+ * instead of passing slowly. Not under ASan (it reserves terabytes). */
+static void limit_memory(size_t extra)
+{
+#ifndef RKV_ASAN
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    unsigned long pages = 0;
+    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max =
+        (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + extra;
+    cr_assert_eq(setrlimit(RLIMIT_AS, &rl), 0);
+#else
+    (void)extra;
+#endif
+}
+
+Test(bounds, line_longer_than_the_limit_names_file_and_line)
+{
+    size_t n = (size_t)RKV_TRACE_MAX_LINE + 10;
+    const char *good =
+        "{\"timestamp\":0,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n";
+    char *buf = malloc(strlen(good) + n + 2);
+    cr_assert_not_null(buf);
+    strcpy(buf, good);
+    memset(buf + strlen(good), ' ', n);
+    strcpy(buf + strlen(good) + n, "\n");
+    rkv_trace_reader *r = NULL;
+    rkv_trace_record rec;
+    int eof = 0;
+    cr_assert_eq(rkv_trace_reader_open_memory(buf, strlen(buf), "m.jsonl", &r),
+                 RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_ERR_FORMAT);
+    cr_assert(strstr(rkv_last_error(), "m.jsonl:2: line longer than 1048576 "
+                                       "bytes") == rkv_last_error(),
+              "%s", rkv_last_error());
+    rkv_trace_reader_close(r);
+
+    FILE *f = fmemopen(buf, strlen(buf), "r");
+    cr_assert_not_null(f);
+    cr_assert_eq(rkv_trace_reader_open_file(f, "f.jsonl", &r), RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_ERR_FORMAT);
+    cr_assert(strstr(rkv_last_error(), "f.jsonl:2: line longer than") ==
+                  rkv_last_error(), "%s", rkv_last_error());
+    rkv_trace_reader_close(r);
+    fclose(f);
+    free(buf);
+
+    /* A line of exactly the limit is read (and judged as JSON). */
+    buf = malloc((size_t)RKV_TRACE_MAX_LINE + 2);
+    cr_assert_not_null(buf);
+    memset(buf, ' ', RKV_TRACE_MAX_LINE);
+    memcpy(buf, good, strlen(good) - 1);
+    strcpy(buf + RKV_TRACE_MAX_LINE, "\n");
+    f = fmemopen(buf, strlen(buf), "r");
+    cr_assert_eq(rkv_trace_reader_open_file(f, "x", &r), RKV_OK);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(rec.input_length, 600);
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_OK);
+    cr_assert(eof);
+    rkv_trace_reader_close(r);
+    fclose(f);
+    free(buf);
+}
+
+Test(bounds, dev_zero_is_an_error_not_unbounded_memory, .timeout = 60)
+{
+    limit_memory((size_t)256 << 20);
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_path("/dev/zero", &r), RKV_OK);
+    rkv_trace_record rec;
+    int eof = 0;
+    cr_assert_eq(rkv_trace_reader_next(r, &rec, &eof), RKV_ERR_FORMAT);
+    cr_assert(strstr(rkv_last_error(), "/dev/zero:1: line longer than") ==
+                  rkv_last_error(), "%s", rkv_last_error());
+    rkv_trace_reader_close(r);
+}
+
+/* One request claiming 2^30 prompt tokens (valid: 2^21 block ids). */
+static void huge_workload(rkv_workload *wl)
+{
+    rkv_workload_init(wl);
+    uint32_t nseg = RKV_TRACE_MAX_LENGTH / RKV_TRACE_BLOCK_TOKENS;
+    wl->reqs = calloc(2, sizeof *wl->reqs);
+    wl->seg_keys = malloc((nseg + 1) * sizeof *wl->seg_keys);
+    wl->seg_lens = malloc((nseg + 1) * sizeof *wl->seg_lens);
+    cr_assert(wl->reqs && wl->seg_keys && wl->seg_lens);
+    wl->reqs_cap = 2;
+    wl->segs_cap = nseg + 1;
+    for (uint32_t i = 0; i < nseg; i++) {
+        wl->seg_keys[i] = i;
+        wl->seg_lens[i] = RKV_TRACE_BLOCK_TOKENS;
+    }
+    wl->seg_keys[nseg] = 7;
+    wl->seg_lens[nseg] = 100;
+    wl->reqs[0] = (rkv_wl_request){.id = 0, .input_length = RKV_TRACE_MAX_LENGTH,
+                                   .output_length = 4, .num_segs = nseg,
+                                   .output_key = nseg, .line = 1,
+                                   .parent = RKV_WL_NO_PARENT};
+    wl->reqs[1] = (rkv_wl_request){.id = 1, .arrival_ms = 1, .input_length = 100,
+                                   .output_length = 4, .seg_begin = nseg,
+                                   .num_segs = 1, .output_key = nseg + 1,
+                                   .line = 2, .parent = RKV_WL_NO_PARENT};
+    wl->num_reqs = 2;
+    wl->num_segs = nseg + 1;
+    wl->prompt_tokens = (uint64_t)RKV_TRACE_MAX_LENGTH + 100;
+    wl->output_tokens = 8;
+    wl->next_key = nseg + 2;
+    cr_assert_eq(rkv_workload_check(wl), RKV_OK, "%s", rkv_last_error());
+}
+
+Test(bounds, what_cannot_fit_is_refused_before_it_is_expanded, .timeout = 120)
+{
+    rkv_workload wl;
+    huge_workload(&wl);
+    /* 2^30 tokens would need 4 GiB expanded; allow far less. */
+    limit_memory((size_t)512 << 20);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 100000;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(res.rejected_requests, 1);
+    cr_assert_eq(res.requests, 1);
+
+    cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &res), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(res.requests, 2);
+    cr_assert_eq(res.truncated_requests, 1);
+    cr_assert_eq(res.peak_blocks, 100000 / 16, "the prefix that fits is cached");
+    rkv_workload_free(&wl);
+}
+
+/* ---- issue 10 item 7: the simulated clock keeps its precision ------------ */
+
+Test(clock, precision_loss_is_refused)
+{
+    const char *text =
+        "{\"timestamp\":0,\"input_length\":100,\"output_length\":4,\"hash_ids\":[1]}\n"
+        "{\"timestamp\":1e15,\"input_length\":100,\"output_length\":4,\"hash_ids\":[2]}\n";
+    rkv_workload wl;
+    load_text(&wl, text, "late.jsonl");
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.time_scale = 1e6;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_ERR_INVALID_ARG,
+                 "1e21 simulated ms must be refused, not rounded");
+    cr_assert(strstr(rkv_last_error(), "millisecond precision") != NULL, "%s",
+              rkv_last_error());
+    rkv_workload_free(&wl);
+}
+
+/* Absolute (Unix epoch) timestamps are fine: the clock starts at the first
+ * arrival, and TTFTs keep their sub-millisecond digits. */
+Test(clock, epoch_timestamps_keep_ttft)
+{
+    const char *one =
+        "{\"timestamp\":0,\"input_length\":100,\"output_length\":4,\"hash_ids\":[1]}\n";
+    const char *epoch =
+        "{\"timestamp\":1700000000000.25,\"input_length\":100,\"output_length\":4,\"hash_ids\":[1]}\n";
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.time_scale = 1000;
+    rkv_replay_result a, b;
+    rkv_workload wl;
+    load_text(&wl, one, "one.jsonl");
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &a), RKV_OK, "%s", rkv_last_error());
+    rkv_workload_free(&wl);
+    load_text(&wl, epoch, "epoch.jsonl");
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &b), RKV_OK, "%s", rkv_last_error());
+    rkv_workload_free(&wl);
+    cr_assert_gt(a.ttft_ms.p50, 0.0);
+    cr_assert_eq(a.ttft_ms.p50, b.ttft_ms.p50, "%.17g vs %.17g", a.ttft_ms.p50,
+                 b.ttft_ms.p50);
+}
+
+/* ---- issue 10 item 8: messages name the whole file ----------------------- */
+
+Test(names, long_trace_name_is_not_cut)
+{
+    char name[1200];
+    memset(name, 'n', sizeof name - 7);
+    strcpy(name + sizeof name - 7, ".jsonl");
+    const char *text =
+        "{\"timestamp\":0,\"input_length\":100,\"output_length\":4,\"hash_ids\":[1]}\n"
+        "{\"timestamp\":0,\"input_length\":100}\n";
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_memory(text, strlen(text), name, &r), RKV_OK);
+    cr_assert_str_eq(rkv_trace_reader_name(r), name);
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_load_trace(&wl, r, 1), RKV_OK);
+    cr_assert_str_eq(wl.name, name);
+    rkv_workload_free(&wl);
+    rkv_trace_reader_close(r);
+
+    cr_assert_eq(rkv_trace_reader_open_memory(text, strlen(text), name, &r), RKV_OK);
+    cr_assert_eq(rkv_workload_load_trace(&wl, r, 0), RKV_ERR_FORMAT);
+    char want[1300];
+    snprintf(want, sizeof want, "%s:2: missing field", name);
+    cr_assert(strncmp(rkv_last_error(), want, strlen(want)) == 0, "%s",
+              rkv_last_error());
+    rkv_trace_reader_close(r);
+}
+
+Test(names, empty_or_blank_trace_names_the_file)
+{
+    static const char *const texts[] = {"", "\n", "  \n\t\r\n   "};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        rkv_trace_reader *r = NULL;
+        cr_assert_eq(rkv_trace_reader_open_memory(texts[i], strlen(texts[i]),
+                                                  "empty.jsonl", &r), RKV_OK);
+        rkv_workload wl;
+        rkv_workload_init(&wl);
+        cr_assert_eq(rkv_workload_load_trace(&wl, r, 0), RKV_ERR_FORMAT);
+        cr_assert(strncmp(rkv_last_error(), "empty.jsonl: no requests", 24) == 0,
+                  "%s", rkv_last_error());
+        cr_assert_eq(wl.num_reqs, 0);
+        cr_assert_null(wl.name, "a failed load leaves the workload empty");
+        rkv_trace_reader_close(r);
+    }
+}
+
+/* ---- issue 15 item 4: the auto time scale ---------------------------------- */
+
+#include "cli/load.h"
+
+Test(load, auto_scale_is_the_smallest_sustained_one)
+{
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_embedded(&r), RKV_OK);
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_load_trace(&wl, r, 1500), RKV_OK);
+    rkv_trace_reader_close(r);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    rkv_load_estimate e;
+    cr_assert_eq(rkv_load_estimate_of(&wl, &cfg, &e), RKV_OK, "%s", rkv_last_error());
+    cr_assert_gt(e.work_ms, 0);
+    cr_assert_gt(e.span_ms, 0);
+    cr_assert(!e.closed_loop);
+    /* the trace overloads one GPU at scale 1 */
+    cr_assert_gt(rkv_load_at(&e, 1.0), 1.0);
+    cr_assert_gt(e.auto_scale, 1.0);
+    cr_assert_leq(rkv_load_at(&e, e.auto_scale), RKV_LOAD_TARGET + 1e-12);
+    cr_assert_gt(rkv_load_at(&e, e.auto_scale - 0.1), RKV_LOAD_TARGET,
+                 "auto picks the smallest 0.1 step");
+
+    /* the estimate is the sum of each request's own work */
+    double sum = 0;
+    double kv = rkv_cost_kv_bytes_per_token(&cfg.cost) /
+                (cfg.cost.bandwidth_tbs * 1e12 * cfg.cost.mbu) * 1e3;
+    for (size_t i = 0; i < wl.num_reqs; i++) {
+        double in = wl.reqs[i].input_length, o = wl.reqs[i].output_length;
+        sum += rkv_replay_prefill_alone_ms(&cfg, 0, wl.reqs[i].input_length);
+        for (double k = 1; k <= o; k++)
+            sum += kv * (in + k);
+    }
+    cr_assert_float_eq(e.work_ms, sum, sum * 1e-9);
+
+    /* a faster GPU needs a smaller scale */
+    cfg.cost.peak_tflops *= 4;
+    cfg.cost.bandwidth_tbs *= 4;
+    rkv_load_estimate f;
+    cr_assert_eq(rkv_load_estimate_of(&wl, &cfg, &f), RKV_OK);
+    cr_assert_lt(f.auto_scale, e.auto_scale);
+    rkv_workload_free(&wl);
+
+    /* closed loop: scale 1 */
+    rkv_agentic_config ac;
+    rkv_agentic_config_init(&ac);
+    ac.sessions = 4;
+    cr_assert_eq(rkv_workload_agentic(&wl, &ac, 3), RKV_OK);
+    cr_assert_eq(rkv_load_estimate_of(&wl, &cfg, &e), RKV_OK);
+    cr_assert(e.closed_loop);
+    cr_assert_eq(e.auto_scale, 1.0);
+    rkv_workload_free(&wl);
+}
+
+Test(load, prefill_alone_is_chunked_steps)
+{
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.sched.max_batch_tokens = 1000;
+    rkv_cost_step a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    rkv_cost_add_prefill(&a, 100, 1000);
+    rkv_cost_add_prefill(&b, 1100, 500);
+    double want = rkv_cost_step_ms(&cfg.cost, &a) + rkv_cost_step_ms(&cfg.cost, &b);
+    cr_assert_float_eq(rkv_replay_prefill_alone_ms(&cfg, 100, 1500), want, 1e-9);
+    cr_assert_eq(rkv_replay_prefill_alone_ms(&cfg, 100, 0), 0.0);
+}
+
+/* A prompt of exactly the pool's full pages plus a partial page: the
+ * expansion must stop at the pool (ASan saw a write past the buffer). */
+Test(bounds, partial_page_past_a_full_pool)
+{
+    const char *text =
+        "{\"timestamp\":0,\"input_length\":1000,\"output_length\":4,\"hash_ids\":[1,2]}\n"
+        "{\"timestamp\":1,\"input_length\":1000,\"output_length\":4,\"hash_ids\":[1,2]}\n";
+    rkv_workload wl;
+    load_text(&wl, text, "p.jsonl");
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 992; /* 62 pages of 16; the prompt has 62 + 8/16 */
+    cfg.check_every = 1;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &res), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(res.hit_tokens, 992, "the second request hits every cached page");
+    cr_assert_eq(res.truncated_requests, 0);
+    rkv_workload_free(&wl);
+}

@@ -1,0 +1,266 @@
+/*
+ * tests/test_sched_retain.c -- retention through the scheduler
+ * (rkv_request_desc.retention, issue 13): a request's TTL pin keeps its
+ * prefix cached against other traffic until the deadline, so the session's
+ * next turn hits it; after the deadline it is ordinary cache again; pins
+ * never hold back a request (running ones complete, an admission that only
+ * revoking pins can serve is not delayed); pins over the tree's cap are
+ * refused and counted, never a failed step. The fake engine
+ * (tests/test_sched_engine.h) checks every plan's KV and calls
+ * rkv_sched_check after every step and commit.
+ */
+#include "tests/test_sched_engine.h"
+
+#define PAGE 4u
+
+/* eng_init with a tree built from tcfg (pin cap, eviction policy). */
+static void init_with_tree(eng *e, uint32_t nblocks,
+                           const rkv_sched_config *c,
+                           const rkv_tree_config *tcfg, uint32_t max_ids)
+{
+    eng_init(e, nblocks, PAGE, c, max_ids);
+    rkv_sched_destroy(e->s);
+    rkv_tree_destroy(e->tree);
+    OK(rkv_tree_create(e->pool, tcfg, &e->tree));
+    OK(rkv_sched_create(e->tree, c, &e->s));
+}
+
+static void small_cfg(rkv_sched_config *c)
+{
+    rkv_sched_config_init(c);
+    c->max_running = 4;
+    c->max_batch_tokens = 64;
+    c->dedup_min_tokens = 0;
+}
+
+/* Runs to completion one request with key-derived tokens. */
+static void run_one(eng *e, uint64_t id, uint32_t len, uint32_t max_new,
+                    uint64_t key)
+{
+    int32_t p[256];
+    cr_assert_leq(len, 256);
+    fill_tokens(p, len, key);
+    OK(eng_submit(e, id, 0, p, len, max_new, 0));
+    eng_drain(e, 10000);
+}
+
+/* Session A (id 0): 40-token prompt; then 24 other requests of 40 tokens
+ * (6 x the pool); then A's next turn (its conversation + 8 tokens) at time
+ * turn_at. Returns the tokens A's next turn found cached. */
+static uint32_t agentic(const rkv_retention *ret, double turn_at,
+                        rkv_sched_stats *st_out)
+{
+    rkv_sched_config c;
+    small_cfg(&c);
+    eng e;
+    init_with_tree(&e, 40, &c, NULL, 32);
+    e.seed = 13;
+    e.retention = ret;
+    run_one(&e, 0, 40, 4, 1000);
+    e.retention = NULL;
+    for (uint32_t i = 1; i <= 24; i++)
+        run_one(&e, i, 40, 4, 2000 + i);
+    cr_assert_lt(e.now, 500.0, "other traffic took %.0f ms", e.now);
+    if (e.now < turn_at)
+        e.now = turn_at;
+    sh_req *a = &e.reqs[0];
+    int32_t t[64];
+    memcpy(t, a->tok, a->len * sizeof *t);
+    fill_tokens(t + a->len, 8, 77);
+    OK(eng_submit(&e, 30, 0, t, a->len + 8, 2, 0));
+    eng_drain(&e, 1000);
+    uint32_t hit = e.reqs[30].first_cached;
+    OK(rkv_sched_get_stats(e.s, st_out));
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+    return hit;
+}
+
+Test(sched_retain, pinned_prefix_survives_traffic_and_is_hit)
+{
+    rkv_sched_stats st;
+    /* without retention LRU has thrown A's context out */
+    uint32_t lru = agentic(NULL, 0, &st);
+    cr_assert_lt(lru, 40u, "LRU kept %u tokens: the traffic is too light", lru);
+    cr_assert_eq(st.retains, 0);
+
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = 1000; /* the whole conversation (clamped at its end) */
+    r.ttl_ms = 10000;
+    r.owner = 5;
+    uint32_t pinned = agentic(&r, 0, &st);
+    /* prompt 40 + 4 sampled: 43 tokens of KV, 10 full pages; the turn
+     * matches at most its length - 1 */
+    cr_assert_eq(pinned, 40u, "the pinned turn hit %u tokens", pinned);
+    cr_assert_gt(st.retains, 0);
+    cr_assert_eq(st.pins_refused, 0);
+    cr_assert_eq(st.retain_failed, 0);
+
+    /* after the deadline the pin is gone and traffic has evicted it */
+    r.ttl_ms = 5;
+    uint32_t expired = agentic(&r, 0, &st);
+    cr_assert_lt(expired, 40u, "an expired pin still held %u tokens", expired);
+}
+
+/* A pin lasts until its deadline however long the session is away: the
+ * turn comes back 150 s later (the steps in between move the tree's time
+ * past the traffic) and still hits. */
+Test(sched_retain, pin_outlasts_a_long_gap_before_its_deadline)
+{
+    rkv_sched_stats st;
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = 40;
+    r.ttl_ms = 200000;
+    r.owner = 1;
+    cr_assert_eq(agentic(&r, 150000.0, &st), 40u);
+}
+
+/* Sessions pin 10 pages each under a cap of 20 pages (50 % of 40): the
+ * third is refused, counted, and its priority still applies. */
+Test(sched_retain, pins_over_the_cap_are_refused_and_counted)
+{
+    rkv_sched_config c;
+    small_cfg(&c);
+    eng e;
+    init_with_tree(&e, 40, &c, NULL, 16);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.priority = 90;
+    r.prio_end = 1000;
+    r.pin_tokens = 40;
+    r.ttl_ms = 1000000;
+    for (uint32_t i = 0; i < 3; i++) {
+        r.owner = 100 + i;
+        e.retention = &r;
+        run_one(&e, i, 40, 1, 500 + i);
+    }
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_eq(st.pins_refused, 1, "%llu refused",
+                 (unsigned long long)st.pins_refused);
+    cr_assert_eq(st.retain_failed, 0);
+    rkv_retention_stats rs;
+    OK(rkv_tree_retention_stats(e.tree, &rs));
+    cr_assert_eq(rs.pinned_blocks, 20);
+    cr_assert_eq(rs.pin_cap_blocks, 20);
+    /* the refused session's pages got their priority anyway */
+    int32_t p[40];
+    fill_tokens(p, 40, 502);
+    rkv_match m;
+    OK(rkv_tree_match(e.tree, 0, p, 40, NULL, RKV_MATCH_PEEK, &m));
+    cr_assert_eq(m.matched_tokens, 40);
+    int prio = -1;
+    OK(rkv_tree_node_priority(e.tree, m.node, &prio));
+    cr_assert_eq(prio, 90);
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}
+
+/* Pins fill the cap (20 of 40 blocks) and a small request decodes for a
+ * while; a large one (18 blocks) arrives. Free + unpinned blocks cannot
+ * hold both; revoking pins can. It must be admitted at once, not after
+ * the small one finishes, and both complete. */
+Test(sched_retain, pins_never_hold_back_running_or_admission)
+{
+    rkv_sched_config c;
+    small_cfg(&c);
+    eng e;
+    init_with_tree(&e, 40, &c, NULL, 16);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = 40;
+    r.ttl_ms = 1000000;
+    for (uint32_t i = 0; i < 2; i++) {
+        r.owner = 7 + i;
+        e.retention = &r;
+        run_one(&e, i, 40, 1, 900 + i);
+    }
+    e.retention = NULL;
+    rkv_retention_stats rs;
+    OK(rkv_tree_retention_stats(e.tree, &rs));
+    cr_assert_eq(rs.pinned_blocks, 20);
+    uint64_t y = 0;
+    OK(rkv_tree_pins_yieldable(e.tree, &y));
+    cr_assert_eq(y, 20);
+
+    int32_t p[80];
+    fill_tokens(p, 4, 31);
+    OK(eng_submit(&e, 5, 0, p, 4, 30, 0)); /* decodes 30 steps */
+    (void)eng_step(&e);
+    (void)eng_step(&e);
+    fill_tokens(p, 70, 32);
+    OK(eng_submit(&e, 6, 0, p, 70, 2, 0));
+    (void)eng_step(&e);
+    cr_assert(e.reqs[5].live, "the small request already finished");
+    cr_assert_geq(e.reqs[6].first_plan_ms, 0,
+                  "the large request waits while pins could yield");
+    eng_drain(&e, 1000);
+    cr_assert_eq(e.reqs[5].gen, 30);
+    cr_assert_eq(e.reqs[6].gen, 2);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_eq(st.preemptions, 0);
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}
+
+/* A request alone that needs more than free + unpinned pages while pins
+ * hold the cap: it runs to the end (the tree revokes pins for it). */
+Test(sched_retain, running_request_completes_when_pins_fill_the_cap)
+{
+    rkv_sched_config c;
+    small_cfg(&c);
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.max_pinned_pct = 100;
+    eng e;
+    init_with_tree(&e, 24, &c, &tc, 16);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = 40;
+    r.ttl_ms = 1000000;
+    for (uint32_t i = 0; i < 2; i++) {
+        r.owner = i + 1;
+        e.retention = &r;
+        run_one(&e, i, 40, 1, 40 + i);
+    }
+    e.retention = NULL;
+    rkv_retention_stats rs;
+    OK(rkv_tree_retention_stats(e.tree, &rs));
+    cr_assert_eq(rs.pinned_blocks, 20);
+    run_one(&e, 3, 20, 60, 99); /* 79 tokens of KV: 20 blocks */
+    cr_assert_eq(e.reqs[3].gen, 60);
+    OK(rkv_tree_retention_stats(e.tree, &rs));
+    cr_assert_gt(rs.pins_revoked, 0);
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}
+
+Test(sched_retain, bad_retention_is_refused_at_submit)
+{
+    rkv_sched_config c;
+    small_cfg(&c);
+    eng e;
+    eng_init(&e, 16, PAGE, &c, 4);
+    int32_t p[8];
+    fill_tokens(p, 8, 1);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.priority = 101;
+    e.retention = &r;
+    cr_assert_eq(eng_submit(&e, 0, 0, p, 8, 1, 0), RKV_ERR_INVALID_ARG);
+    r.priority = 10;
+    r.prio_begin = 5;
+    r.prio_end = 4;
+    cr_assert_eq(eng_submit(&e, 0, 0, p, 8, 1, 0), RKV_ERR_INVALID_ARG);
+    r.prio_end = 8;
+    r.pin_tokens = 4;
+    cr_assert_eq(eng_submit(&e, 0, 0, p, 8, 1, 0), RKV_ERR_INVALID_ARG);
+    r.ttl_ms = 1;
+    OK(eng_submit(&e, 0, 0, p, 8, 1, 0));
+    eng_drain(&e, 100);
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}
