@@ -1,0 +1,295 @@
+/*
+ * fleet/tests/test_fleet_codec.c -- the fleet wire format (fleet/codec.h):
+ * round trips of real event batches (a tree with events on), and the strict
+ * decoders against every truncation, every one-byte change, unknown
+ * versions, trailing bytes and random bytes: an error status, never a
+ * crash, the output untouched on failure.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet/codec.h"
+#include "tests/support/event_driver.h"
+#include "tests/support/test_util.h"
+
+static rkv_event *real_events(uint32_t *n)
+{
+    evd d;
+    evd_open(&d, 64, 4, 4096);
+    rkv_rng rng;
+    rkv_rng_init(&rng, 7);
+    for (int i = 0; i < 300; i++)
+        evd_step(&d, &rng, 0);
+    rkv_event *ev = calloc(4096, sizeof *ev);
+    cr_assert_not_null(ev);
+    cr_assert_eq(rkv_tree_events_drain(d.tree, ev, 4096, n), RKV_OK);
+    cr_assert_gt(*n, 10);
+    evd_close(&d);
+    return ev;
+}
+
+static int events_equal(const rkv_event *a, const rkv_event *b)
+{
+    if (a->seq != b->seq || a->kind != b->kind || a->medium != b->medium ||
+        a->num_hashes != b->num_hashes || a->ns != b->ns)
+        return 0;
+    if (a->kind == RKV_EVENT_BLOCK_STORED &&
+        (a->page_size != b->page_size || a->parent_hash != b->parent_hash))
+        return 0;
+    if (a->kind == RKV_EVENT_RESYNC && a->lost != b->lost)
+        return 0;
+    return memcmp(a->hashes, b->hashes, a->num_hashes * sizeof a->hashes[0]) == 0;
+}
+
+Test(fleet_codec, events_round_trip)
+{
+    uint32_t n = 0;
+    rkv_event *ev = real_events(&n);
+    uint32_t take = n < RKV_WIRE_MAX_EVENTS ? n : RKV_WIRE_MAX_EVENTS;
+    size_t need = rkv_wire_events_size(ev, take), len = 0;
+    cr_assert_gt(need, 0);
+    uint8_t *buf = malloc(need);
+    cr_assert_eq(rkv_wire_encode_events(9, 3, ev, take, buf, need - 1, &len),
+                 RKV_ERR_NO_SPACE);
+    cr_assert_eq(rkv_wire_encode_events(9, 3, ev, take, buf, need, &len), RKV_OK);
+    cr_assert_eq(len, need);
+    rkv_wire_type t;
+    cr_assert_eq(rkv_wire_peek(buf, len, &t), RKV_OK);
+    cr_assert_eq(t, RKV_WIRE_EVENTS);
+    rkv_event *out = calloc(take, sizeof *out);
+    rkv_wire_batch_info info;
+    cr_assert_eq(rkv_wire_decode_events(buf, len, &info, out, take - 1),
+                 RKV_ERR_NO_SPACE);
+    cr_assert_eq(rkv_wire_decode_events(buf, len, &info, out, take), RKV_OK);
+    cr_assert_eq(info.instance, 9);
+    cr_assert_eq(info.epoch, 3);
+    cr_assert_eq(info.count, take);
+    cr_assert_eq(info.first_seq, ev[0].seq);
+    for (uint32_t i = 0; i < take; i++)
+        cr_assert(events_equal(&ev[i], &out[i]), "event %u differs", i);
+    free(out);
+    free(buf);
+    free(ev);
+}
+
+Test(fleet_codec, encoder_refuses_bad_events)
+{
+    rkv_event e[2];
+    memset(e, 0, sizeof e);
+    e[0].seq = 5;
+    e[0].kind = RKV_EVENT_BLOCK_STORED;
+    e[0].num_hashes = 1;
+    e[1] = e[0];
+    e[1].seq = 5; /* not increasing */
+    uint8_t buf[512];
+    size_t len;
+    cr_assert_eq(rkv_wire_encode_events(1, 1, e, 2, buf, sizeof buf, &len),
+                 RKV_ERR_INVALID_ARG);
+    e[1].seq = 6;
+    e[1].medium = RKV_MEDIUM_COUNT;
+    cr_assert_eq(rkv_wire_encode_events(1, 1, e, 2, buf, sizeof buf, &len),
+                 RKV_ERR_INVALID_ARG);
+    e[1].medium = 0;
+    e[1].kind = 9;
+    cr_assert_eq(rkv_wire_encode_events(1, 1, e, 2, buf, sizeof buf, &len),
+                 RKV_ERR_INVALID_ARG);
+    e[1].kind = RKV_EVENT_RESYNC; /* with hashes, no lost */
+    cr_assert_eq(rkv_wire_encode_events(1, 1, e, 2, buf, sizeof buf, &len),
+                 RKV_ERR_INVALID_ARG);
+    e[1].num_hashes = 0;
+    e[1].lost = 4;
+    cr_assert_eq(rkv_wire_encode_events(1, 1, e, 2, buf, sizeof buf, &len), RKV_OK);
+    cr_assert_eq(rkv_wire_encode_events(1, 1, e, 0, buf, sizeof buf, &len),
+                 RKV_ERR_INVALID_ARG);
+}
+
+/* Every decoder on buf[0..len): must not crash; a message one of them
+ * accepts re-encodes to exactly the same bytes (the encoding is canonical,
+ * so a decoder that accepted junk would show). Returns RKV_OK when one
+ * decoder accepted it. */
+static rkv_status decode_any(const uint8_t *buf, size_t len)
+{
+    rkv_status any = RKV_ERR_FORMAT;
+    uint8_t re[2048];
+    size_t rl = 0;
+    rkv_wire_batch_info bi;
+    rkv_event ev[64];
+    if (rkv_wire_decode_events(buf, len, &bi, ev, 64) == RKV_OK) {
+        cr_assert_eq(rkv_wire_encode_events(bi.instance, bi.epoch, ev, bi.count,
+                                            re, sizeof re, &rl), RKV_OK);
+        cr_assert(rl == len && memcmp(re, buf, len) == 0, "events not canonical");
+        any = RKV_OK;
+    }
+    rkv_wire_snapshot_info si;
+    rkv_block_entry be[64];
+    if (rkv_wire_decode_snapshot(buf, len, &si, be, 64) == RKV_OK) {
+        cr_assert_eq(rkv_wire_encode_snapshot(si.instance, si.epoch, si.seq, be,
+                                              si.count, re, sizeof re, &rl), RKV_OK);
+        cr_assert(rl == len && memcmp(re, buf, len) == 0, "snapshot not canonical");
+        any = RKV_OK;
+    }
+    rkv_wire_heartbeat hb;
+    if (rkv_wire_decode_heartbeat(buf, len, &hb) == RKV_OK) {
+        cr_assert_eq(rkv_wire_encode_heartbeat(&hb, re, sizeof re, &rl), RKV_OK);
+        cr_assert(rl == len && memcmp(re, buf, len) == 0, "heartbeat not canonical");
+        any = RKV_OK;
+    }
+    rkv_namespace ns;
+    uint64_t h[64];
+    uint32_t nh;
+    if (rkv_wire_decode_query(buf, len, &ns, h, 64, &nh) == RKV_OK) {
+        cr_assert_eq(rkv_wire_encode_query(ns, h, nh, re, sizeof re, &rl), RKV_OK);
+        cr_assert(rl == len && memcmp(re, buf, len) == 0, "query not canonical");
+        any = RKV_OK;
+    }
+    rkv_wire_reply rep;
+    if (rkv_wire_decode_reply(buf, len, &rep) == RKV_OK) {
+        cr_assert_eq(rkv_wire_encode_reply(&rep, re, sizeof re, &rl), RKV_OK);
+        cr_assert(rl == len && memcmp(re, buf, len) == 0, "reply not canonical");
+        any = RKV_OK;
+    }
+    return any;
+}
+
+/* One message of each type, encoded. */
+static size_t sample(int type, uint8_t *buf, size_t cap)
+{
+    size_t len = 0;
+    switch (type) {
+    case 0: {
+        rkv_event e[3];
+        memset(e, 0, sizeof e);
+        e[0] = (rkv_event){.seq = 10, .kind = RKV_EVENT_BLOCK_STORED,
+                           .num_hashes = 3, .page_size = 16, .ns = 2,
+                           .parent_hash = 77, .hashes = {1, 2, 3}};
+        e[1] = (rkv_event){.seq = 11, .kind = RKV_EVENT_RESYNC, .lost = 5};
+        e[2] = (rkv_event){.seq = 16, .kind = RKV_EVENT_BLOCK_REMOVED,
+                           .num_hashes = 1, .ns = 2, .hashes = {3}};
+        cr_assert_eq(rkv_wire_encode_events(4, 1, e, 3, buf, cap, &len), RKV_OK);
+        break;
+    }
+    case 1: {
+        rkv_block_entry b[2] = {{1, 5, 0, 0, 0}, {1, 6, 5, 1, 0}};
+        cr_assert_eq(rkv_wire_encode_snapshot(4, 1, 99, b, 2, buf, cap, &len), RKV_OK);
+        break;
+    }
+    case 2: {
+        rkv_wire_heartbeat hb = {4, 1, 99, 3, 1234};
+        cr_assert_eq(rkv_wire_encode_heartbeat(&hb, buf, cap, &len), RKV_OK);
+        break;
+    }
+    case 3: {
+        uint64_t h[4] = {9, 8, 7, 6};
+        cr_assert_eq(rkv_wire_encode_query(3, h, 4, buf, cap, &len), RKV_OK);
+        break;
+    }
+    default: {
+        rkv_wire_reply r;
+        memset(&r, 0, sizeof r);
+        r.instance = 4;
+        r.pages = 2;
+        r.count = 2;
+        r.ids[0] = 4;
+        r.id_pages[0] = 2;
+        r.ids[1] = 5;
+        cr_assert_eq(rkv_wire_encode_reply(&r, buf, cap, &len), RKV_OK);
+        break;
+    }
+    }
+    return len;
+}
+
+Test(fleet_codec, every_truncation_is_an_error)
+{
+    uint8_t buf[1024];
+    for (int type = 0; type < 5; type++) {
+        size_t len = sample(type, buf, sizeof buf);
+        cr_assert_eq(decode_any(buf, len), RKV_OK, "type %d does not decode", type);
+        for (size_t cut = 0; cut < len; cut++) {
+            /* a copy of exactly `cut` bytes, so ASan sees any overread */
+            uint8_t *c = malloc(cut ? cut : 1);
+            memcpy(c, buf, cut);
+            cr_assert_neq(decode_any(c, cut), RKV_OK, "type %d cut at %zu decodes",
+                          type, cut);
+            free(c);
+        }
+        /* one trailing byte too many */
+        buf[len] = 0;
+        cr_assert_neq(decode_any(buf, len + 1), RKV_OK, "type %d + 1 byte", type);
+    }
+}
+
+Test(fleet_codec, unknown_version_and_flags)
+{
+    uint8_t buf[1024];
+    for (int type = 0; type < 5; type++) {
+        size_t len = sample(type, buf, sizeof buf);
+        buf[4] = 2;
+        rkv_wire_type t;
+        cr_assert_eq(rkv_wire_peek(buf, len, &t), RKV_ERR_UNSUPPORTED);
+        cr_assert_neq(decode_any(buf, len), RKV_OK);
+        cr_assert_not_null(strstr(rkv_last_error(), "version"));
+        buf[4] = 1;
+        buf[6] = 1;
+        cr_assert_eq(rkv_wire_peek(buf, len, &t), RKV_ERR_FORMAT);
+        buf[6] = 0;
+        cr_assert_eq(rkv_wire_peek(buf, len, &t), RKV_OK);
+        cr_assert_eq((int)t, type + 1);
+    }
+}
+
+Test(fleet_codec, failure_leaves_output_untouched)
+{
+    uint8_t buf[1024];
+    size_t len = sample(0, buf, sizeof buf);
+    /* the last event is valid up to its hash; make the middle one bad */
+    rkv_event out[4];
+    memset(out, 0xAB, sizeof out);
+    rkv_wire_batch_info info;
+    memset(&info, 0xCD, sizeof info);
+    cr_assert_neq(rkv_wire_decode_events(buf, len - 1, &info, out, 4), RKV_OK);
+    for (size_t i = 0; i < sizeof out; i++)
+        cr_assert_eq(((uint8_t *)out)[i], 0xAB, "out written at byte %zu", i);
+    for (size_t i = 0; i < sizeof info; i++)
+        cr_assert_eq(((uint8_t *)&info)[i], 0xCD);
+}
+
+Test(fleet_codec, every_byte_changed_never_crashes)
+{
+    uint8_t buf[1024];
+    for (int type = 0; type < 5; type++) {
+        size_t len = sample(type, buf, sizeof buf);
+        for (size_t i = 0; i < len; i++)
+            for (int v = 0; v < 256; v += 17) {
+                uint8_t *c = malloc(len);
+                memcpy(c, buf, len);
+                c[i] = (uint8_t)v;
+                (void)decode_any(c, len);
+                free(c);
+            }
+    }
+}
+
+Test(fleet_codec, random_bytes_are_rejected)
+{
+    rkv_rng rng;
+    rkv_rng_init(&rng, 11);
+    uint64_t ok = 0;
+    for (int it = 0; it < 20000; it++) {
+        size_t len = rkv_rng_below(&rng, 200);
+        uint8_t *c = malloc(len ? len : 1);
+        for (size_t i = 0; i < len; i++)
+            c[i] = (uint8_t)rkv_rng_next(&rng);
+        if (it % 2 && len >= 8) { /* a valid header half the time */
+            uint8_t hdr[1024];
+            sample((int)rkv_rng_below(&rng, 5), hdr, sizeof hdr);
+            memcpy(c, hdr, 8);
+        }
+        if (decode_any(c, len) == RKV_OK)
+            ok++;
+        free(c);
+    }
+    cr_log_info("%llu of 20000 random messages decoded (and re-encoded equal)",
+                (unsigned long long)ok);
+}
