@@ -295,87 +295,14 @@ static rkv_status run(fleet *f)
     return RKV_OK;
 }
 
-/* Merges the instances into out->total and the per-instance figures. */
+/* Merges the instances into out->total and the per-instance figures: the
+ * instances' sums first, so the rates see every output token, then each
+ * finished request, which must have finished on one instance only. */
 static rkv_status collect(fleet *f, rkv_fleet_result *out)
 {
     size_t n = f->wl->num_reqs;
     rkv_replay_result *t = &out->total;
-    double *ttft = malloc((n ? n : 1) * sizeof *ttft);
-    double *lat = malloc((n ? n : 1) * sizeof *lat);
-    double *wait = malloc((n ? n : 1) * sizeof *wait);
-    if (!ttft || !lat || !wait) {
-        free(ttft);
-        free(lat);
-        free(wait);
-        return rkv_set_error(RKV_ERR_NOMEM, "fleet replay: out of memory");
-    }
-    rkv_replay_request_stats *pr = f->cfg->per_request;
-    if (pr)
-        memset(pr, 0, n * sizeof *pr);
-    uint32_t *on = f->fc->finished_on;
-    if (on)
-        for (size_t i = 0; i < n; i++)
-            on[i] = UINT32_MAX;
-    size_t k = 0;
-    rkv_status st = RKV_OK;
-    for (uint32_t j = 0; j < f->n && st == RKV_OK; j++) {
-        const sched_run *r = &f->in[j];
-        for (size_t i = 0; i < n; i++) {
-            const req_state *s = &r->rs[i];
-            if (!s->finished)
-                continue;
-            if (on && on[i] != UINT32_MAX) {
-                st = rkv_set_error(RKV_ERR_CORRUPT,
-                                   "fleet replay: request %zu finished on "
-                                   "instances %u and %u",
-                                   i, on[i], j);
-                break;
-            }
-            if (on)
-                on[i] = j;
-            ttft[k] = s->first_token_ms - s->release_ms;
-            lat[k] = s->finish_ms - s->release_ms;
-            uint32_t in = f->wl->reqs[i].input_length;
-            wait[k] = ttft[k] - rkv_replay_prefill_alone_ms(
-                                    f->cfg, s->cached_first,
-                                    in > s->cached_first ? in - s->cached_first
-                                                         : 0);
-            if (wait[k] < 0)
-                wait[k] = 0;
-            if (pr) {
-                pr[i].hit_tokens = s->cached_first;
-                pr[i].finished = 1;
-                pr[i].ttft_ms = ttft[k];
-                pr[i].latency_ms = lat[k];
-            }
-            out->inst_requests[j]++;
-            t->requests++;
-            t->prompt_tokens += in;
-            t->hit_tokens += s->cached_first;
-            if (s->finish_ms > t->sim_ms)
-                t->sim_ms = s->finish_ms;
-            k++;
-        }
-    }
-    if (st == RKV_OK) {
-        rkv_latency_summarize(ttft, k, &t->ttft_ms);
-        rkv_latency_summarize(lat, k, &t->latency_ms);
-        rkv_latency_summarize(wait, k, &t->wait_ms);
-    }
-    free(ttft);
-    free(lat);
-    free(wait);
-    if (st != RKV_OK)
-        return st;
-    t->hit_rate = t->prompt_tokens
-                      ? (double)t->hit_tokens / (double)t->prompt_tokens
-                      : 0.0;
-    t->prefill_saved_tokens = t->hit_tokens;
-    if (t->sim_ms > 0) {
-        t->output_tokens_per_s = (double)t->output_tokens / t->sim_ms * 1e3;
-        t->prompt_tokens_per_s = (double)t->prompt_tokens / t->sim_ms * 1e3;
-        t->requests_per_s = (double)t->requests / t->sim_ms * 1e3;
-    }
+    rkv_status st;
     double qsum = 0;
     int any_released = 0;
     for (uint32_t j = 0; j < f->n; j++) {
@@ -413,9 +340,33 @@ static rkv_status collect(fleet *f, rkv_fleet_result *out)
         if (m > out->queued_max)
             out->queued_max = m;
     }
-    /* output_tokens were summed after the rates used them */
-    if (t->sim_ms > 0)
-        t->output_tokens_per_s = (double)t->output_tokens / t->sim_ms * 1e3;
+
+    rkv_tally tally;
+    if ((st = rkv_tally_init(&tally, f->cfg, n, "fleet replay")) != RKV_OK)
+        return st;
+    uint32_t *on = f->fc->finished_on;
+    if (on)
+        for (size_t i = 0; i < n; i++)
+            on[i] = UINT32_MAX;
+    for (uint32_t j = 0; j < f->n; j++) {
+        const sched_run *r = &f->in[j];
+        for (size_t i = 0; i < n; i++) {
+            if (!r->rs[i].finished)
+                continue;
+            if (on && on[i] != UINT32_MAX) {
+                rkv_tally_free(&tally);
+                return rkv_set_error(RKV_ERR_CORRUPT,
+                                     "fleet replay: request %zu finished on "
+                                     "instances %u and %u",
+                                     i, on[i], j);
+            }
+            if (on)
+                on[i] = j;
+            rkv_tally_add(&tally, r, i, t);
+            out->inst_requests[j]++;
+        }
+    }
+    rkv_tally_finish(&tally, t);
     out->queued_mean = qsum / f->n;
     out->balance = out->queued_mean > 0 ? out->queued_max / out->queued_mean
                                         : 0.0;

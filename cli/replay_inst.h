@@ -88,4 +88,24 @@ rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
 rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                              rkv_replay_result *res);
 
+/* The finished requests' latency samples, gathered from one instance or
+ * several into one result. */
+typedef struct rkv_tally {
+    double *ttft, *lat, *wait; /* one sample per finished request          */
+    size_t k;                  /* samples so far                           */
+} rkv_tally;
+
+/* Room for the samples of wl's n requests; clears cfg->per_request. who
+ * names the replay in the out-of-memory message. */
+rkv_status rkv_tally_init(rkv_tally *t, const rkv_replay_config *cfg,
+                          size_t n, const char *who);
+/* Finished request i of instance r: its samples, its per-request stats,
+ * and its counts (requests, prompt and hit tokens, sim_ms) in res. */
+void rkv_tally_add(rkv_tally *t, const sched_run *r, size_t i,
+                   rkv_replay_result *res);
+/* Latency summaries, hit rate and throughputs of res (whose output_tokens
+ * must already be complete), then frees the samples. */
+void rkv_tally_finish(rkv_tally *t, rkv_replay_result *res);
+void rkv_tally_free(rkv_tally *t);
+
 #endif

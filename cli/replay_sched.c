@@ -345,53 +345,56 @@ rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
     return RKV_OK;
 }
 
-static rkv_status collect(sched_run *r, rkv_replay_result *res)
+rkv_status rkv_tally_init(rkv_tally *t, const rkv_replay_config *cfg,
+                          size_t n, const char *who)
 {
-    size_t n = r->wl->num_reqs;
-    double *ttft = malloc((n ? n : 1) * sizeof *ttft);
-    double *lat = malloc((n ? n : 1) * sizeof *lat);
-    double *wait = malloc((n ? n : 1) * sizeof *wait);
-    if (!ttft || !lat || !wait) {
-        free(ttft);
-        free(lat);
-        free(wait);
-        return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
+    memset(t, 0, sizeof *t);
+    t->ttft = malloc((n ? n : 1) * sizeof *t->ttft);
+    t->lat = malloc((n ? n : 1) * sizeof *t->lat);
+    t->wait = malloc((n ? n : 1) * sizeof *t->wait);
+    if (!t->ttft || !t->lat || !t->wait) {
+        rkv_tally_free(t);
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", who);
     }
-    size_t k = 0;
-    if (r->cfg->per_request)
-        memset(r->cfg->per_request, 0, n * sizeof *r->cfg->per_request);
-    for (size_t i = 0; i < n; i++) {
-        const req_state *s = &r->rs[i];
-        if (!s->finished)
-            continue;
-        ttft[k] = s->first_token_ms - s->release_ms;
-        lat[k] = s->finish_ms - s->release_ms;
-        uint32_t in = r->wl->reqs[i].input_length;
-        wait[k] = ttft[k] - rkv_replay_prefill_alone_ms(
-                                r->cfg, s->cached_first,
-                                in > s->cached_first ? in - s->cached_first : 0);
-        if (wait[k] < 0)
-            wait[k] = 0;
-        if (r->cfg->per_request) {
-            rkv_replay_request_stats *ps = &r->cfg->per_request[i];
-            ps->hit_tokens = s->cached_first;
-            ps->finished = 1;
-            ps->ttft_ms = ttft[k];
-            ps->latency_ms = lat[k];
-        }
-        res->requests++;
-        res->prompt_tokens += r->wl->reqs[i].input_length;
-        res->hit_tokens += s->cached_first;
-        if (s->finish_ms > res->sim_ms)
-            res->sim_ms = s->finish_ms;
-        k++;
+    if (cfg->per_request)
+        memset(cfg->per_request, 0, n * sizeof *cfg->per_request);
+    return RKV_OK;
+}
+
+void rkv_tally_add(rkv_tally *t, const sched_run *r, size_t i,
+                   rkv_replay_result *res)
+{
+    const req_state *s = &r->rs[i];
+    size_t k = t->k++;
+    t->ttft[k] = s->first_token_ms - s->release_ms;
+    t->lat[k] = s->finish_ms - s->release_ms;
+    uint32_t in = r->wl->reqs[i].input_length;
+    t->wait[k] = t->ttft[k] - rkv_replay_prefill_alone_ms(
+                                  r->cfg, s->cached_first,
+                                  in > s->cached_first ? in - s->cached_first
+                                                       : 0);
+    if (t->wait[k] < 0)
+        t->wait[k] = 0;
+    if (r->cfg->per_request) {
+        rkv_replay_request_stats *ps = &r->cfg->per_request[i];
+        ps->hit_tokens = s->cached_first;
+        ps->finished = 1;
+        ps->ttft_ms = t->ttft[k];
+        ps->latency_ms = t->lat[k];
     }
-    rkv_latency_summarize(ttft, k, &res->ttft_ms);
-    rkv_latency_summarize(lat, k, &res->latency_ms);
-    rkv_latency_summarize(wait, k, &res->wait_ms);
-    free(ttft);
-    free(lat);
-    free(wait);
+    res->requests++;
+    res->prompt_tokens += in;
+    res->hit_tokens += s->cached_first;
+    if (s->finish_ms > res->sim_ms)
+        res->sim_ms = s->finish_ms;
+}
+
+void rkv_tally_finish(rkv_tally *t, rkv_replay_result *res)
+{
+    rkv_latency_summarize(t->ttft, t->k, &res->ttft_ms);
+    rkv_latency_summarize(t->lat, t->k, &res->latency_ms);
+    rkv_latency_summarize(t->wait, t->k, &res->wait_ms);
+    rkv_tally_free(t);
     res->hit_rate = res->prompt_tokens
                         ? (double)res->hit_tokens / (double)res->prompt_tokens
                         : 0.0;
@@ -401,8 +404,28 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
         res->prompt_tokens_per_s = (double)res->prompt_tokens / res->sim_ms * 1e3;
         res->requests_per_s = (double)res->requests / res->sim_ms * 1e3;
     }
+}
+
+void rkv_tally_free(rkv_tally *t)
+{
+    free(t->ttft);
+    free(t->lat);
+    free(t->wait);
+    t->ttft = t->lat = t->wait = NULL;
+}
+
+static rkv_status collect(sched_run *r, rkv_replay_result *res)
+{
+    rkv_tally tally;
+    rkv_status st = rkv_tally_init(&tally, r->cfg, r->wl->num_reqs, "replay");
+    if (st != RKV_OK)
+        return st;
+    for (size_t i = 0; i < r->wl->num_reqs; i++)
+        if (r->rs[i].finished)
+            rkv_tally_add(&tally, r, i, res);
+    rkv_tally_finish(&tally, res);
     rkv_sched_stats ss;
-    rkv_status st = rkv_sched_get_stats(r->sched, &ss);
+    st = rkv_sched_get_stats(r->sched, &ss);
     if (st != RKV_OK)
         return st;
     res->steps = ss.steps;
