@@ -36,21 +36,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_util.h"
 #include "cli/trace.h"
 #include "cli/workload.h"
 #include "radixkv.h"
 #include "radixkv_router.h"
 
-#define TRACE_REL "bench/traces/mooncake_conversation_trace.jsonl"
 
 static volatile uint32_t g_sink;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static void die(const char *what, rkv_status st)
 {
@@ -65,29 +58,6 @@ static void *xmalloc(size_t n)
     if (p == NULL)
         die("memory", RKV_ERR_NOMEM);
     return p;
-}
-
-static char *find_trace(const char *arg)
-{
-    if (arg != NULL)
-        return strdup(arg);
-    const char *env = getenv("RKV_TRACE");
-    if (env != NULL && *env)
-        return strdup(env);
-    char dir[PATH_MAX];
-    if (getcwd(dir, sizeof dir) == NULL)
-        return NULL;
-    for (;;) {
-        char path[PATH_MAX + sizeof TRACE_REL + 1];
-        snprintf(path, sizeof path, "%s/%s", dir, TRACE_REL);
-        if (access(path, R_OK) == 0)
-            return strdup(path);
-        char *slash = strrchr(dir, '/');
-        if (slash == NULL || slash == dir)
-            break;
-        *slash = '\0';
-    }
-    return NULL;
 }
 
 /* ---- the recorded workload --------------------------------------------------- */
@@ -319,7 +289,7 @@ static void run_router(const recorded *rec, uint32_t N, uint32_t P,
         const req *q = &rec->r[i];
         rkv_router_overlap o[RKV_ROUTER_MAX_INSTANCES];
         uint32_t k;
-        double t0 = now_ns();
+        double t0 = rkv_bench_now_ns();
         st = rkv_router_overlaps(r, 0, rec->hashes + q->hash_begin, q->pages, o,
                                  RKV_ROUTER_MAX_INSTANCES, &k);
         /* the pick, as rkv_router_route makes it */
@@ -327,17 +297,17 @@ static void run_router(const recorded *rec, uint32_t N, uint32_t P,
         for (uint32_t j = 1; j < k; j++)
             if (o[j].score > o[best].score)
                 best = j;
-        double t1 = now_ns();
+        double t1 = rkv_bench_now_ns();
         if (st != RKV_OK)
             die("overlaps", st);
         out->q_ns[i] = t1 - t0;
         g_sink += best; /* keep the pick from being optimized away */
         for (uint32_t j = 0; j < N; j++)
             out->overlap[i * N + j] = o[j].pages;
-        t0 = now_ns();
+        t0 = rkv_bench_now_ns();
         st = rkv_router_apply(r, q->inst, rec->events + q->ev_begin,
                               q->num_events);
-        out->apply_ns += now_ns() - t0;
+        out->apply_ns += rkv_bench_now_ns() - t0;
         if (st != RKV_OK)
             die("apply", st);
     }
@@ -365,7 +335,7 @@ static void run_baseline(const recorded *rec, uint32_t N, uint64_t blocks,
         const req *q = &rec->r[i];
         const uint64_t *h = rec->hashes + q->hash_begin;
         uint32_t lead[RKV_ROUTER_MAX_INSTANCES];
-        double t0 = now_ns();
+        double t0 = rkv_bench_now_ns();
         uint32_t best = 0;
         for (uint32_t j = 0; j < N; j++) {
             uint32_t p = 0;
@@ -375,12 +345,12 @@ static void run_baseline(const recorded *rec, uint32_t N, uint64_t blocks,
             if (p > lead[best])
                 best = j;
         }
-        double t1 = now_ns();
+        double t1 = rkv_bench_now_ns();
         out->q_ns[i] = t1 - t0;
         g_sink += best; /* keep the pick from being optimized away */
         for (uint32_t j = 0; j < N; j++)
             out->overlap[i * N + j] = lead[j];
-        t0 = now_ns();
+        t0 = rkv_bench_now_ns();
         hset *s = &sets[q->inst];
         for (uint32_t e = 0; e < q->num_events; e++) {
             const rkv_event *ev = &rec->events[q->ev_begin + e];
@@ -391,7 +361,7 @@ static void run_baseline(const recorded *rec, uint32_t N, uint64_t blocks,
                 for (uint32_t k = 0; k < ev->num_hashes; k++)
                     hset_del(s, ev->hashes[k]);
         }
-        out->apply_ns += now_ns() - t0;
+        out->apply_ns += rkv_bench_now_ns() - t0;
     }
     out->entries = 0;
     for (uint32_t i = 0; i < N; i++) {
@@ -423,16 +393,6 @@ static void pct(const double *v, size_t n, double *p50, double *p99,
     free(s);
 }
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || *s == '-')
-        return 0;
-    *out = v;
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
     const char *trace_arg = NULL;
@@ -453,7 +413,7 @@ int main(int argc, char **argv)
             dst = &limit;
         else if (strcmp(argv[i], "--reps") == 0)
             dst = &reps;
-        if (dst == NULL || i + 1 >= argc || !parse_u64(argv[++i], dst)) {
+        if (dst == NULL || i + 1 >= argc || !rkv_bench_parse_u64(argv[++i], dst)) {
             fprintf(stderr, "usage: router_bench [--trace FILE] [--instances N] "
                             "[--page-size P] [--capacity-tokens T] [--limit R] "
                             "[--reps K]\n");
@@ -468,7 +428,7 @@ int main(int argc, char **argv)
                 RKV_ROUTER_MAX_INSTANCES, RKV_MAX_PAGE_SIZE);
         return 2;
     }
-    char *path = find_trace(trace_arg);
+    char *path = rkv_bench_find_trace(trace_arg);
     rkv_trace_reader *rd;
     rkv_status st = path ? rkv_trace_reader_open_path(path, &rd)
                          : rkv_trace_reader_open_embedded(&rd);

@@ -42,17 +42,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_util.h"
 #include "cli/trace.h"
 #include "radixkv.h"
 
-#define TRACE_REL "bench/traces/mooncake_conversation_trace.jsonl"
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 /* --events: ring capacity (0 = off) and events drained so far */
 static uint32_t g_event_ring;
@@ -167,37 +160,37 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
     env_reserve(e, n_insert > n_match ? n_insert : n_match);
     memcpy(e->copy, tokens, n_match * sizeof *tokens);
     rkv_match m;
-    double t0 = now_ns();
+    double t0 = rkv_bench_now_ns();
     rkv_status st = rkv_tree_match(e->tree, ns, tokens, n_match, e->blocks, 0, &m);
-    double t1 = now_ns();
+    double t1 = rkv_bench_now_ns();
     if (st != RKV_OK)
         die("match", st);
     /* the floor: compare the same matched tokens once */
     e->sink += memcmp(tokens, e->copy, m.matched_tokens * sizeof *tokens);
-    double t2 = now_ns();
+    double t2 = rkv_bench_now_ns();
     rkv_lease lease;
     if ((st = rkv_tree_lock(e->tree, m.node, &lease)) != RKV_OK)
         die("lock", st);
     uint32_t np = (uint32_t)(n_insert / e->P);
     uint32_t need = np > m.num_blocks ? np - m.num_blocks : 0;
-    double t3 = now_ns();
+    double t3 = rkv_bench_now_ns();
     st = rkv_tree_alloc_blocks(e->tree, need, e->blocks + m.num_blocks);
-    double t4 = now_ns();
+    double t4 = rkv_bench_now_ns();
     if (st != RKV_OK)
         die("alloc_blocks", st);
     rkv_insert_result ir;
-    double t5 = now_ns();
+    double t5 = rkv_bench_now_ns();
     st = rkv_tree_insert(e->tree, ns, tokens, n_insert, e->blocks, NULL, &ir);
-    double t6 = now_ns();
+    double t6 = rkv_bench_now_ns();
     if (st != RKV_OK)
         die("insert", st);
     /* the floor of insert: the chained hashes of the same new pages */
     uint64_t h = RKV_HASH_ROOT;
     size_t first_new = ir.prefix_tokens / e->P;
-    double t7 = now_ns();
+    double t7 = rkv_bench_now_ns();
     for (size_t i = first_new; i < np; i++)
         h = rkv_block_hash(h, ns, tokens + i * e->P, e->P);
-    double t8 = now_ns();
+    double t8 = rkv_bench_now_ns();
     e->sink += (int)(h & 1);
     if ((st = rkv_tree_unlock(e->tree, &lease)) != RKV_OK)
         die("unlock", st);
@@ -323,35 +316,6 @@ typedef struct trace_set {
     const char *source;
 } trace_set;
 
-static int file_exists(const char *p)
-{
-    return access(p, R_OK) == 0;
-}
-
-/* --trace, $RKV_TRACE, walking up from the cwd, else NULL (embedded). */
-static char *find_trace(const char *arg)
-{
-    if (arg != NULL)
-        return strdup(arg);
-    const char *env = getenv("RKV_TRACE");
-    if (env != NULL && *env)
-        return strdup(env);
-    char dir[PATH_MAX];
-    if (getcwd(dir, sizeof dir) == NULL)
-        return NULL;
-    for (;;) {
-        char path[PATH_MAX + sizeof TRACE_REL + 1];
-        snprintf(path, sizeof path, "%s/%s", dir, TRACE_REL);
-        if (file_exists(path))
-            return strdup(path);
-        char *slash = strrchr(dir, '/');
-        if (slash == NULL || slash == dir)
-            break;
-        *slash = '\0';
-    }
-    return NULL;
-}
-
 static void load_trace(const char *path, size_t limit, trace_set *ts)
 {
     rkv_trace_reader *rd;
@@ -451,19 +415,6 @@ static const sglang_ref kSglang[2] = {
 };
 
 /* A whole decimal number and nothing else ("3e6" and "16x" are refused). */
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    if (*s < '0' || *s > '9')
-        return 0;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return 0;
-    *out = v;
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
     const char *trace_arg = NULL;
@@ -475,7 +426,7 @@ int main(int argc, char **argv)
             trace_arg = argv[++i];
         } else if (strcmp(argv[i], "--page-size") == 0 && i + 1 < argc) {
             uint64_t v = 0;
-            if (!parse_u64(argv[++i], &v) || v > 65536)
+            if (!rkv_bench_parse_u64(argv[++i], &v) || v > 65536)
                 v = 0;
             page_arg = (uint32_t)v;
             if (page_arg < 1 || bench_page(page_arg) > RKV_MAX_PAGE_SIZE) {
@@ -484,13 +435,13 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else if (strcmp(argv[i], "--capacity-tokens") == 0 && i + 1 < argc) {
-            if (!parse_u64(argv[++i], &capacity) || capacity < 1) {
+            if (!rkv_bench_parse_u64(argv[++i], &capacity) || capacity < 1) {
                 fprintf(stderr, "tree_bench: --capacity-tokens must be a whole number >= 1\n");
                 return 2;
             }
         } else if (strcmp(argv[i], "--events") == 0 && i + 1 < argc) {
             uint64_t v = 0;
-            if (!parse_u64(argv[++i], &v) || v < 2 || v > (1u << 24)) {
+            if (!rkv_bench_parse_u64(argv[++i], &v) || v < 2 || v > (1u << 24)) {
                 fprintf(stderr, "tree_bench: --events must be 2..16777216\n");
                 return 2;
             }
@@ -523,7 +474,7 @@ int main(int argc, char **argv)
     print_row("agentic", aP, &best);
 
     /* (b) the trace */
-    char *path = find_trace(trace_arg);
+    char *path = rkv_bench_find_trace(trace_arg);
     trace_set ts;
     load_trace(path, quick ? 2000 : SIZE_MAX, &ts);
     printf("\ntrace: %s (%zu requests, replayed in file order)\n", ts.source, ts.n);
