@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/escape.h"
+#include "cli/report.h"
 #include "cli/svg.h"
 #include "common/status.h"
 
@@ -118,14 +119,8 @@ static void fmt_ms(char *buf, size_t cap, int have, double ms)
 {
     if (!have)
         snprintf(buf, cap, "-");
-    else if (ms < 1000.0)
-        snprintf(buf, cap, "%.1f ms", ms);
-    else if (ms < 120e3)
-        snprintf(buf, cap, "%.2f s", ms / 1e3);
-    else if (ms < 7200e3)
-        snprintf(buf, cap, "%.1f min", ms / 60e3);
     else
-        snprintf(buf, cap, "%.2f h", ms / 3600e3);
+        rkv_fmt_duration(buf, cap, ms);
 }
 
 void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
