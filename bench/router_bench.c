@@ -3,7 +3,7 @@
  * include/radixkv_router.h) on one core, on the Mooncake conversation
  * trace, against a plain hash-map baseline doing the same work.
  *
- * Setup (not timed): the trace (cli/workload.c's loader; the copy in
+ * Setup (not timed): the trace (sim/workload.c's loader; the copy in
  * bench/traces/, or --trace FILE, or the one embedded in the binary) is
  * replayed through N simulated instances (default 8), each a metadata-only
  * pool + tree with KV events on; request i goes to instance i % N (round
@@ -37,8 +37,8 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
-#include "cli/trace.h"
-#include "cli/workload.h"
+#include "sim/trace.h"
+#include "sim/workload.h"
 #include "radixkv.h"
 #include "radixkv_router.h"
 

@@ -5,7 +5,7 @@
  *       each turn's prompt = the previous prompt + its output + a new user
  *       message; turns of all sessions interleave round-robin;
  *   (b) the Mooncake conversation trace (bench/traces/), each 512-token
- *       block id expanded to tokens by cli/trace.h, replayed in file order
+ *       block id expanded to tokens by sim/trace.h, replayed in file order
  *       at page sizes 16 and 512 with 3,000,000 tokens of capacity.
  * Each request does what a server does: match (non-peek), lock the match,
  * alloc_blocks for the pages beyond it (evicting least-recently-used
@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
-#include "cli/trace.h"
+#include "sim/trace.h"
 #include "radixkv.h"
 
 

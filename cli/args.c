@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/costmodel.h"
+#include "sim/costmodel.h"
 #include "cli/escape.h"
 
 const char *rkv_cli_cmd_name(enum rkv_cli_cmd cmd)

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cli/replay.h"
+#include "sim/replay.h"
 
 #define RKV_CLI_MAX_LIST 64
 

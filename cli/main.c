@@ -31,15 +31,15 @@
 #include <unistd.h>
 
 #include "cli/args.h"
-#include "cli/costmodel.h"
-#include "cli/load.h"
+#include "sim/costmodel.h"
+#include "sim/load.h"
 #include "cli/progress.h"
-#include "cli/replay.h"
+#include "sim/replay.h"
 #include "cli/report.h"
 #include "cli/report_fleet.h"
 #include "cli/sweep.h"
-#include "cli/trace.h"
-#include "cli/workload.h"
+#include "sim/trace.h"
+#include "sim/workload.h"
 #include "radixkv.h"
 
 static void usage_error(enum rkv_cli_topic topic, const char *msg)

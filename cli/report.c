@@ -13,7 +13,7 @@
 
 #include "cli/escape.h"
 
-/* Estimated load (cli/load.h) from which a run is "near capacity", and
+/* Estimated load (sim/load.h) from which a run is "near capacity", and
  * from which it is "overloaded": the estimate ignores cache hits, so it
  * errs high; at 1 and above, arrivals need more than the GPU can give. */
 #define NEAR_CAPACITY 0.85

@@ -1,5 +1,5 @@
 /*
- * cli/report.h -- formats a replay result (cli/replay.h) for people and for
+ * cli/report.h -- formats a replay result (sim/replay.h) for people and for
  * programs.
  *
  * Text: durations in human units (ms below 1 s, s below 2 min, min below
@@ -24,9 +24,9 @@
 #include <stdio.h>
 
 #include "cli/args.h"
-#include "cli/load.h"
-#include "cli/replay.h"
-#include "cli/workload.h"
+#include "sim/load.h"
+#include "sim/replay.h"
+#include "sim/workload.h"
 
 typedef struct rkv_report_ctx {
     const rkv_cli_options *opts;          /* options in effect (JSON)     */

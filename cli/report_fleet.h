@@ -19,8 +19,8 @@
 #include <stdio.h>
 
 #include "cli/args.h"
-#include "cli/replay.h"
-#include "cli/workload.h"
+#include "sim/replay.h"
+#include "sim/workload.h"
 
 typedef struct rkv_fleet_run {
     double time_scale;          /* the scale this run used                  */

@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "cli/args.h"
-#include "cli/replay.h"
+#include "sim/replay.h"
 
 /* Told before each replay of the grid: its index, the count, a label. */
 typedef void (*rkv_sweep_run_fn)(void *ctx, size_t run, size_t runs,

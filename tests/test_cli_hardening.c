@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/replay.h"
-#include "cli/trace.h"
-#include "cli/workload.h"
+#include "sim/replay.h"
+#include "sim/trace.h"
+#include "sim/workload.h"
 
 static void load_text(rkv_workload *wl, const char *text, const char *name)
 {
@@ -341,7 +341,7 @@ Test(names, empty_or_blank_trace_names_the_file)
 
 /* ---- issue 15 item 4: the auto time scale ---------------------------------- */
 
-#include "cli/load.h"
+#include "sim/load.h"
 
 Test(load, auto_scale_is_the_smallest_sustained_one)
 {

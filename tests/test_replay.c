@@ -1,5 +1,5 @@
 /*
- * tests/test_replay.c -- the replay (cli/replay*.c) against an independent
+ * tests/test_replay.c -- the replay (sim/replay*.c) against an independent
  * model, on a slice of the real trace.
  *
  * The model knows nothing of tokens, trees or pools: a prompt is a list of
@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/replay.h"
-#include "cli/trace.h"
-#include "cli/workload.h"
+#include "sim/replay.h"
+#include "sim/trace.h"
+#include "sim/workload.h"
 #include "tests/support/test_util.h"
 
 #define TRACE_PATH RKV_SOURCE_DIR "/bench/traces/mooncake_conversation_trace.jsonl"

@@ -1,5 +1,5 @@
 /*
- * tests/test_replay_fleet.c -- the fleet replay (cli/replay_fleet.c):
+ * tests/test_replay_fleet.c -- the fleet replay (sim/replay_fleet.c):
  *   - one instance is the single-instance scheduler replay, request by
  *     request, whatever the route;
  *   - kv routing finds at least round-robin's hit rate where prompts share
@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "cli/replay.h"
-#include "cli/trace.h"
-#include "cli/workload.h"
+#include "sim/replay.h"
+#include "sim/trace.h"
+#include "sim/workload.h"
 #include "tests/support/test_util.h"
 
 #define TRACE_PATH RKV_SOURCE_DIR "/bench/traces/mooncake_conversation_trace.jsonl"

@@ -1,7 +1,7 @@
 /*
- * tests/test_trace.c -- the Mooncake trace reader (cli/trace.c), the block
+ * tests/test_trace.c -- the Mooncake trace reader (sim/trace.c), the block
  * id expansion, and the workload records built from traces and generators
- * (cli/workload.c).
+ * (sim/workload.c).
  *
  * Every malformed case is placed after valid lines, so the reported line
  * number is checked, not just the status. Expansion properties are checked
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/trace.h"
-#include "cli/workload.h"
+#include "sim/trace.h"
+#include "sim/workload.h"
 #include "tests/support/test_util.h"
 
 #define GOOD1 "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2]}\n"

@@ -14,8 +14,8 @@
 #include <zlib.h>
 #endif
 
-#include "cli/trace.h"
-#include "cli/workload.h"
+#include "sim/trace.h"
+#include "sim/workload.h"
 
 #define LINE "{\"timestamp\":%d,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,%d]}\n"
 

@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_trace.c -- libFuzzer harness for the trace reader
- * (cli/trace.h) and the workload built from it (cli/workload.h).
+ * (sim/trace.h) and the workload built from it (sim/workload.h).
  *
  * One input is used three ways:
  *   1. line level: its first line through rkv_trace_parse_line;
@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/trace.h"
-#include "cli/workload.h"
+#include "sim/trace.h"
+#include "sim/workload.h"
 
 #define NAME "fuzz.jsonl"
 #define EXPAND_CAP (1u << 16)

@@ -1,5 +1,5 @@
 /*
- * cli/costmodel.h -- the simulated GPU that advances the replay's clock in
+ * sim/costmodel.h -- the simulated GPU that advances the replay's clock in
  * `--order sched` mode. No kernel runs; a step's time is computed from the
  * batch plan with a roofline model:
  *
@@ -28,8 +28,8 @@
  * on one H100 SXM (989 TFLOP/s dense bf16, 3.35 TB/s HBM3, 80 GB), with
  * 50 % of peak FLOPs and 80 % of peak bandwidth achieved, 0.1 ms per step.
  */
-#ifndef RKV_CLI_COSTMODEL_H
-#define RKV_CLI_COSTMODEL_H
+#ifndef RKV_SIM_COSTMODEL_H
+#define RKV_SIM_COSTMODEL_H
 
 #include <stdint.h>
 

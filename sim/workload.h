@@ -1,5 +1,5 @@
 /*
- * cli/workload.h -- request records for replay: loaded from a trace or
+ * sim/workload.h -- request records for replay: loaded from a trace or
  * generated from a seed (agentic sessions, few-shot batches).
  *
  * A request's prompt is a list of segments; segment (key, len) stands for
@@ -22,13 +22,13 @@
  * input_length; every request has input_length >= 1; ids are 0..n-1 in
  * order; arrival times are finite and >= 0; a parent precedes its child.
  */
-#ifndef RKV_CLI_WORKLOAD_H
-#define RKV_CLI_WORKLOAD_H
+#ifndef RKV_SIM_WORKLOAD_H
+#define RKV_SIM_WORKLOAD_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/trace.h"
+#include "sim/trace.h"
 #include "radixkv.h"
 
 #define RKV_WL_NO_PARENT UINT64_MAX

@@ -1,5 +1,5 @@
 /*
- * cli/trace_parse.c -- one Mooncake trace line -> one record
+ * sim/trace_parse.c -- one Mooncake trace line -> one record
  * (rkv_trace_parse_line; the rules are in trace.h).
  *
  * Owns a small strict JSON scanner for one line at a time: objects, arrays,
@@ -9,7 +9,7 @@
  * for syntax errors, the column. Invariant: the caller's record is written
  * only on success; the id buffer may have grown either way.
  */
-#include "cli/trace.h"
+#include "sim/trace.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /*
- * cli/costmodel.c -- the roofline step-time model documented in
+ * sim/costmodel.c -- the roofline step-time model documented in
  * costmodel.h. Pure arithmetic, no state.
  */
-#include "cli/costmodel.h"
+#include "sim/costmodel.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
- * cli/replay_fleet.c -- the scheduler replay on a fleet of simulated
- * instances (replay.h, rkv_replay_fleet), each a cli/replay_inst.h
+ * sim/replay_fleet.c -- the scheduler replay on a fleet of simulated
+ * instances (replay.h, rkv_replay_fleet), each a sim/replay_inst.h
  * instance, with arrivals routed by a policy; the kv policy asks an
  * rkv_router fed in-process with every instance's KV events.
  *
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/replay_inst.h"
+#include "sim/replay_inst.h"
 #include "common/status.h"
 #include "radixkv_router.h"
 

@@ -1,5 +1,5 @@
 /*
- * cli/trace.c -- the Mooncake JSONL trace reader and block-id expansion
+ * sim/trace.c -- the Mooncake JSONL trace reader and block-id expansion
  * (see trace.h for the format and the rules).
  *
  * Owns: the reader over a FILE*, a zlib stream (built with zlib: paths and
@@ -12,7 +12,7 @@
  * failure it stays failed (the same status and message on every later call),
  * so a caller can never silently skip a bad line. Nothing here prints.
  */
-#include "cli/trace.h"
+#include "sim/trace.h"
 
 #include <errno.h>
 #include <unistd.h>

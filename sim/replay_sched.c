@@ -1,5 +1,5 @@
 /*
- * cli/replay_sched.c -- `--order sched`: requests through rkv_sched with a
+ * sim/replay_sched.c -- `--order sched`: requests through rkv_sched with a
  * fake engine and a simulated clock (see replay.h and costmodel.h).
  *
  * Loop: submit every request released by `now`; step; if the plan is empty,
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/replay_inst.h"
+#include "sim/replay_inst.h"
 #include "common/status.h"
 
 /* ---- release queue: a binary min-heap on (time, id) ---------------------- */

@@ -1,5 +1,5 @@
 /*
- * cli/replay_file.c -- `--order file`: the cache alone, requests in file
+ * sim/replay_file.c -- `--order file`: the cache alone, requests in file
  * order (see replay.h for the exact per-request protocol).
  *
  * Invariant between requests: the replay holds no block reference and no
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/replay_internal.h"
+#include "sim/replay_internal.h"
 #include "common/status.h"
 
 typedef struct file_bufs {

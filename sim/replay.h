@@ -1,5 +1,5 @@
 /*
- * cli/replay.h -- replays a workload (cli/workload.h) through the prefix
+ * sim/replay.h -- replays a workload (sim/workload.h) through the prefix
  * cache, in one of two modes:
  *
  *   file order (rkv_replay_file_order): the cache alone. Requests one after
@@ -22,20 +22,20 @@
  *     fake engine: output token k of a request is rkv_workload_output_token
  *     (deterministic from the request), the request finishes after
  *     output_length tokens (at least 1). Each step advances a simulated
- *     clock by the cost model (cli/costmodel.h). TTFT is first token time -
+ *     clock by the cost model (sim/costmodel.h). TTFT is first token time -
  *     release time; latency is finish time - release time.
  *
  * Both modes use a metadata-only pool (num_layers = 0) of
  * capacity_tokens / page_size blocks: no KV memory and no kernels.
  */
-#ifndef RKV_CLI_REPLAY_H
-#define RKV_CLI_REPLAY_H
+#ifndef RKV_SIM_REPLAY_H
+#define RKV_SIM_REPLAY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/costmodel.h"
-#include "cli/workload.h"
+#include "sim/costmodel.h"
+#include "sim/workload.h"
 #include "radixkv.h"
 
 /* capacity_tokens value meaning "never evict": the pool gets one block per
@@ -156,7 +156,7 @@ void rkv_latency_summarize(double *v, size_t n, rkv_latency_summary *out);
 
 
 /*
- * Fleet replay (cli/replay_fleet.c): the scheduler replay on `instances`
+ * Fleet replay (sim/replay_fleet.c): the scheduler replay on `instances`
  * simulated instances, each with its own pool (cfg->capacity_tokens each),
  * tree (KV events on) and scheduler, on one simulated clock. Each request
  * is routed when it arrives:

@@ -1,13 +1,13 @@
 /*
- * cli/replay_internal.h -- helpers shared by the replay modes
+ * sim/replay_internal.h -- helpers shared by the replay modes
  * (replay.c, replay_file.c, replay_sched.c). Not part of rkv_cli's API.
  */
-#ifndef RKV_CLI_REPLAY_INTERNAL_H
-#define RKV_CLI_REPLAY_INTERNAL_H
+#ifndef RKV_SIM_REPLAY_INTERNAL_H
+#define RKV_SIM_REPLAY_INTERNAL_H
 
 #include <stdint.h>
 
-#include "cli/replay.h"
+#include "sim/replay.h"
 
 /* Monotonic clock in nanoseconds. */
 uint64_t rkv_replay_now_ns(void);

@@ -1,12 +1,12 @@
 /*
- * cli/replay.c -- what the two replay modes share: configuration defaults,
+ * sim/replay.c -- what the two replay modes share: configuration defaults,
  * the capacity -> pool conversion, the metadata-only cache, percentiles.
  *
  * Capacity convention: capacity_tokens / page_size blocks (rounded down),
  * every cached block counting page_size tokens -- the convention of the
  * reference table in shared/traces/README.md.
  */
-#include "cli/replay_internal.h"
+#include "sim/replay_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
- * cli/load.h -- how much work a workload asks of the simulated GPU
- * (cli/costmodel.h), and the arrival time scale at which it keeps up:
+ * sim/load.h -- how much work a workload asks of the simulated GPU
+ * (sim/costmodel.h), and the arrival time scale at which it keeps up:
  * what `--time-scale auto` (the default) chooses.
  *
  * Estimated work = for every request, its prefill on an idle GPU with
@@ -16,11 +16,11 @@
  * with headroom for bursts). Workloads with closed-loop requests (agentic
  * turns) or no spread (one wave) get scale 1.
  */
-#ifndef RKV_CLI_LOAD_H
-#define RKV_CLI_LOAD_H
+#ifndef RKV_SIM_LOAD_H
+#define RKV_SIM_LOAD_H
 
-#include "cli/replay.h"
-#include "cli/workload.h"
+#include "sim/replay.h"
+#include "sim/workload.h"
 
 #define RKV_LOAD_TARGET 0.7
 

@@ -1,5 +1,5 @@
 /*
- * cli/trace.h -- strict streaming reader of Mooncake-format request traces,
+ * sim/trace.h -- strict streaming reader of Mooncake-format request traces,
  * and the expansion of 512-token block ids into deterministic token ids.
  *
  * Format (JSONL): one JSON object per line with the fields
@@ -23,8 +23,8 @@
  * differ at token 0. The prompt is the concatenation of its blocks, cut to
  * input_length. All tokens are valid (non-negative) int32 ids.
  */
-#ifndef RKV_CLI_TRACE_H
-#define RKV_CLI_TRACE_H
+#ifndef RKV_SIM_TRACE_H
+#define RKV_SIM_TRACE_H
 
 #include <stddef.h>
 #include <stdint.h>

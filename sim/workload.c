@@ -1,5 +1,5 @@
 /*
- * cli/workload.c -- request records: trace loading and the synthetic
+ * sim/workload.c -- request records: trace loading and the synthetic
  * generators (see workload.h for the segment model).
  *
  * Owns the workload arrays. Invariants are those listed in workload.h and
@@ -8,7 +8,7 @@
  * machine. On any failure a workload is left empty (freed), never half
  * built.
  */
-#include "cli/workload.h"
+#include "sim/workload.h"
 
 #include <math.h>
 #include <stdlib.h>

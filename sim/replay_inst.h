@@ -1,9 +1,9 @@
 /*
- * cli/replay_inst.h -- one simulated serving instance of the scheduler
- * replay (cli/replay_sched.c): its pool, tree and scheduler, its simulated
+ * sim/replay_inst.h -- one simulated serving instance of the scheduler
+ * replay (sim/replay_sched.c): its pool, tree and scheduler, its simulated
  * clock, the fake engine that runs its plans, and the per-request state of
  * the requests it was given. The single-instance replay drives one; the
- * fleet replay (cli/replay_fleet.c) drives several on one clock. Not part
+ * fleet replay (sim/replay_fleet.c) drives several on one clock. Not part
  * of rkv_cli's API.
  *
  * Every instance keeps a req_state per workload request (indexed by id);
@@ -16,10 +16,10 @@
  * queued_tokens = prompt tokens of those that have no first token yet (the
  * prefill work ahead, the load a router sees); now never goes backwards.
  */
-#ifndef RKV_CLI_REPLAY_INST_H
-#define RKV_CLI_REPLAY_INST_H
+#ifndef RKV_SIM_REPLAY_INST_H
+#define RKV_SIM_REPLAY_INST_H
 
-#include "cli/replay_internal.h"
+#include "sim/replay_internal.h"
 
 typedef struct rel_item {
     double t;

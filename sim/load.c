@@ -1,8 +1,8 @@
 /*
- * cli/load.c -- the workload's estimated GPU work and the auto time scale
+ * sim/load.c -- the workload's estimated GPU work and the auto time scale
  * (see load.h). Pure arithmetic over the workload and the cost model.
  */
-#include "cli/load.h"
+#include "sim/load.h"
 
 #include <math.h>
 #include <string.h>
