@@ -560,8 +560,8 @@ typedef enum rkv_event_kind {
 
 typedef enum rkv_medium {
     RKV_MEDIUM_DEVICE = 0, /* the pool's memory (GPU or host pool)         */
-    RKV_MEDIUM_HOST = 1,   /* reserved for a host tier                      */
-    RKV_MEDIUM_DISK = 2,   /* reserved for a storage tier                   */
+    RKV_MEDIUM_HOST = 1,   /* the host tier (rkv_tree_attach_tiers)         */
+    RKV_MEDIUM_DISK = 2,   /* the disk tier                                 */
     RKV_MEDIUM_COUNT = 3
 } rkv_medium;
 
@@ -643,6 +643,174 @@ rkv_status rkv_tree_node_info(const rkv_tree *tree, rkv_node node,
  * entries, ref counts against the pool, LRU list = unlocked leaves, lock
  * counts, stats. RKV_ERR_CORRUPT with a message. O(size of tree). */
 rkv_status rkv_tree_check(const rkv_tree *tree);
+
+/* ------------------------------------------------------------------------ */
+/* tier/: host and disk tiers below the device pool                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A page evicted from the device pool can be kept in a lower tier -- host
+ * memory, then a disk file -- and its node stays in the tree with its
+ * residency recorded; only the lowest tier's eviction drops it. Design
+ * notes (what was taken from SGLang HiCache, TensorRT-LLM and vLLM, and
+ * what differs) are in tier/README.md and radix/tree_tier.c.
+ *
+ * Residency invariant (rkv_tree_check verifies it):
+ *   - every cached page is resident in at least one medium;
+ *   - DEVICE residency is prefix-closed: a page on the device has its
+ *     parent page on the device, so the device part of any path is a
+ *     prefix of it and matching works exactly as without tiers;
+ *   - below the device frontier a path continues in host and/or disk pages
+ *     (in any mix); a page is dropped from the tree only when it leaves its
+ *     last medium, and then only as a leaf (a page with cached children is
+ *     demoted to the next tier down instead, or kept).
+ *   - a page in a lower tier carries its chained hash and namespace with
+ *     its KV bytes; a disk block records both and is verified when read
+ *     back (a mismatch or short read is a miss, never wrong KV).
+ *
+ * Ownership: stores are created by the caller, attached to one tree
+ * (rkv_tree_attach_tiers) which borrows them (they must outlive it) and
+ * owns their slots from then on. One tree per store (RKV_ERR_BUSY).
+ */
+typedef struct rkv_store rkv_store;
+
+typedef enum rkv_write_policy {
+    RKV_WRITE_BACK = 0,      /* copy down when evicted from the device
+                                (default)                                 */
+    RKV_WRITE_THROUGH = 1,   /* copy down when inserted                   */
+    RKV_WRITE_SELECTIVE = 2  /* copy down once a page was hit k times     */
+} rkv_write_policy;
+
+typedef struct rkv_store_config {
+    int medium;               /* RKV_MEDIUM_HOST or RKV_MEDIUM_DISK        */
+    uint64_t capacity_blocks; /* blocks the tier holds, >= 1 (or 0 and
+                                 capacity_bytes set)                       */
+    uint64_t capacity_bytes;  /* alternative: blocks = bytes / block_bytes;
+                                 when both are set the smaller wins         */
+    size_t block_bytes;       /* KV bytes per block: must equal the pool's
+                                 rkv_pool_bytes_per_block; 0 = metadata
+                                 only (a simulation: no memory, no file)   */
+    const char *path;         /* DISK: a file, or a directory in which the
+                                 file radixkv-tier.blocks is made; copied  */
+    int pinned;               /* HOST: 1 (default) = page-locked memory via
+                                 the CUDA backend when it is loaded, else
+                                 aligned host memory; 0 = always aligned   */
+    int direct_io;            /* DISK: 1 (default) = O_DIRECT where the
+                                 filesystem allows it, buffered otherwise  */
+    int io_uring;             /* DISK: 1 (default) = io_uring when built
+                                 with liburing, pread/pwrite otherwise     */
+} rkv_store_config;
+/* medium's defaults; capacities are 0 and must be set. */
+void rkv_store_config_init(rkv_store_config *cfg, int medium);
+rkv_status rkv_store_create(const rkv_store_config *cfg, rkv_store **out);
+void rkv_store_destroy(rkv_store *store); /* NULL is fine; not while attached */
+uint64_t rkv_store_capacity_blocks(const rkv_store *store);
+uint64_t rkv_store_used_blocks(const rkv_store *store);
+rkv_status rkv_store_check(const rkv_store *store);
+
+typedef struct rkv_tier_config {
+    rkv_store *host;          /* may be NULL                               */
+    rkv_store *disk;          /* may be NULL; below host (or directly below
+                                 the device when host is NULL)             */
+    int write_policy;         /* rkv_write_policy                           */
+    uint32_t selective_hits;  /* k for RKV_WRITE_SELECTIVE (default 2)      */
+    uint32_t store_queue;     /* stores in flight at most (blocks; default
+                                 1024); a store that finds it full is not
+                                 made (a write-back eviction then drops the
+                                 page instead of blocking)                 */
+    int drop_pinned;          /* 0 (default): a pinned page may be demoted
+                                 but is never dropped from the lowest tier
+                                 while pinned; 1: pins hold on the device
+                                 only                                       */
+} rkv_tier_config;
+void rkv_tier_config_init(rkv_tier_config *cfg);
+
+/* Attaches lower tiers to an EMPTY tree (nothing cached, no lease:
+ * RKV_ERR_BUSY otherwise); NULL cfg or both stores NULL detaches. The
+ * stores' block_bytes must match the pool (RKV_ERR_INVALID_ARG). */
+rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg);
+
+/* Residency of a match: rkv_tree_match's matched_tokens / blocks_out are
+ * the DEVICE prefix (as without tiers); rkv_tree_match_tiers also says how
+ * far the path goes on in lower tiers. A non-peek call counts device hits
+ * and lower hits separately in rkv_tier_stats. */
+typedef struct rkv_tier_match {
+    size_t host_tokens;  /* after matched_tokens: tokens whose page is in
+                            host (maybe also on disk)                      */
+    size_t disk_tokens;  /* of the lower part, pages only on disk          */
+    size_t lower_tokens; /* host_tokens + disk_tokens: the pages right after
+                            the device prefix that a load can promote      */
+} rkv_tier_match;
+rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
+                                const int32_t *tokens, size_t n,
+                                rkv_block_id *blocks_out, unsigned flags,
+                                rkv_match *out, rkv_tier_match *tiers_out);
+
+/*
+ * Loads (promotion). rkv_tree_load promotes up to max_pages lower-tier
+ * pages that follow the device prefix of tokens[0..n): it allocates device
+ * blocks (evicting other pages, never this path), queues the copies and
+ * returns a ticket and an owned lease on the path's deepest loading node
+ * (the caller unlocks it as any lease). The pages are LOADING until the
+ * ticket completes: not matchable on the device, not evictable. Copies run
+ * in rkv_tree_tier_poll (host backend: memcpy / pread; CUDA backend:
+ * copies on a stream, completion by event). A request waits for its own
+ * ticket, never for others'.
+ * A load that fails (copy error, I/O error, verification failure, injected
+ * fault) leaves each page where it was (a page whose disk copy failed
+ * verification leaves that tier; if it was its last copy the page and the
+ * lower-only pages under it leave the tree), frees the device blocks, and
+ * the caller computes those tokens; nothing is lost or double-freed.
+ * Nothing to load: *out zeroed, RKV_OK.
+ */
+typedef struct rkv_load {
+    uint64_t ticket;      /* 0: nothing queued                              */
+    uint32_t num_pages;   /* pages being promoted                           */
+    uint32_t disk_pages;  /* of them, read from disk                        */
+    size_t device_tokens; /* the device prefix once the ticket completes   */
+    rkv_lease lease;      /* on the deepest loading node; caller releases  */
+} rkv_load;
+rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
+                         const int32_t *tokens, size_t n, uint32_t max_pages,
+                         rkv_load *out);
+
+typedef enum rkv_transfer_kind {
+    RKV_TRANSFER_LOAD = 1,   /* lower tier -> device                         */
+    RKV_TRANSFER_STORE = 2,  /* device -> host/disk, host -> disk            */
+    RKV_TRANSFER_SWAP_OUT = 3, /* a preempted request's blocks -> host      */
+    RKV_TRANSFER_SWAP_IN = 4   /* and back                                  */
+} rkv_transfer_kind;
+
+/* One completed ticket (loads and swaps; stores complete silently). */
+typedef struct rkv_transfer_done {
+    uint64_t ticket;
+    int kind;            /* rkv_transfer_kind                               */
+    rkv_status status;   /* RKV_OK or why it failed                         */
+    uint32_t num_pages;  /* pages that arrived (0 on failure)              */
+} rkv_transfer_done;
+
+/* Runs queued copies and reports completed tickets into out[0..max);
+ * *n_out gets the count. Pending stores finish here too. */
+rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
+                              uint32_t max, uint32_t *n_out);
+
+typedef struct rkv_tier_stats {
+    uint64_t resident_pages[RKV_MEDIUM_COUNT]; /* pages per medium         */
+    uint64_t hit_tokens[RKV_MEDIUM_COUNT];     /* non-peek match_tiers hits,
+                                                  by the fastest medium     */
+    uint64_t loads_blocks[RKV_MEDIUM_COUNT];   /* promoted from the medium */
+    uint64_t loads_bytes[RKV_MEDIUM_COUNT];
+    uint64_t stores_blocks[RKV_MEDIUM_COUNT];  /* written into the medium  */
+    uint64_t stores_bytes[RKV_MEDIUM_COUNT];
+    uint64_t failed_loads;                     /* pages                    */
+    uint64_t failed_stores;
+    uint64_t stores_skipped;                   /* store queue full         */
+    uint64_t evictions[RKV_MEDIUM_COUNT];      /* pages leaving the medium */
+    uint64_t corrupt_blocks;                   /* disk reads that failed
+                                                  verification              */
+    uint64_t pending_stores, pending_loads;    /* in flight now (blocks)   */
+} rkv_tier_stats;
+rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out);
 
 /* ------------------------------------------------------------------------ */
 /* sched/: the cache-aware scheduler                                        */

@@ -25,6 +25,8 @@ void rkv_cost_model_init(rkv_cost_model *m)
     m->mfu = 0.5;
     m->mbu = 0.8;
     m->overhead_ms = 0.1;
+    m->pcie_gbps = 50.0;
+    m->disk_gbps = 6.0;
 }
 
 rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
@@ -58,6 +60,10 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
         bad = "mbu must be in (0, 1]";
     else if (!(m->overhead_ms >= 0) || !isfinite(m->overhead_ms))
         bad = "step overhead must be >= 0";
+    else if (!(m->pcie_gbps > 0) || !isfinite(m->pcie_gbps))
+        bad = "PCIe bandwidth must be > 0";
+    else if (!(m->disk_gbps > 0) || !isfinite(m->disk_gbps))
+        bad = "disk bandwidth must be > 0";
     if (bad)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "cost model: %s", bad);
     return RKV_OK;

@@ -51,6 +51,10 @@ typedef struct rkv_cost_model {
     double mfu;             /* achieved fraction of peak FLOPs               */
     double mbu;             /* achieved fraction of peak bandwidth           */
     double overhead_ms;     /* fixed time per step (launches, sampling)      */
+    /* tiers */
+    double pcie_gbps;       /* host <-> device, GB/s per direction (default
+                               50: PCIe 5 x16)                              */
+    double disk_gbps;       /* disk read/write, GB/s (default 6: NVMe)       */
 } rkv_cost_model;
 
 void rkv_cost_model_init(rkv_cost_model *m);

@@ -26,6 +26,9 @@ void rkv_replay_config_init(rkv_replay_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->page_size = 16;
     cfg->time_scale = 1.0;
+    cfg->write_policy = RKV_WRITE_BACK;
+    cfg->selective_hits = 2;
+    cfg->evict_policy = RKV_EVICT_LRU;
     rkv_sched_config_init(&cfg->sched);
     rkv_cost_model_init(&cfg->cost);
     cfg->capacity_tokens = rkv_cost_default_capacity_tokens(&cfg->cost);

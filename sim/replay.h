@@ -75,6 +75,18 @@ typedef struct rkv_replay_config {
     rkv_replay_request_stats *per_request; /* may be NULL; wl->num_reqs  */
     uint32_t event_ring;       /* trees record KV events in a ring of this
                                   many (the fleet replay); 0 = off          */
+    /* tiers (issue 12): capacities below the device pool; 0 = no tier     */
+    uint64_t host_capacity_tokens;
+    uint64_t disk_capacity_tokens;
+    int write_policy;          /* rkv_write_policy (default write-back)    */
+    uint32_t selective_hits;   /* k for write-policy selective (default 2) */
+    int swap;                  /* scheduler: swap a preempted request's
+                                  blocks to host when the cost model says it
+                                  is cheaper than recomputing (default 0)  */
+    /* retention (issue 13) */
+    int evict_policy;          /* rkv_evict_policy (default LRU)           */
+    int retention;             /* rkv_replay_retention (sim/replay.h);
+                                  default none                             */
 } rkv_replay_config;
 
 /* Defaults: page size 16, capacity = what an H100 holds beside the 8B
@@ -129,6 +141,12 @@ typedef struct rkv_replay_result {
     double busy_ms;             /* simulated time spent in steps            */
     double first_release_ms;    /* earliest / latest release on the         */
     double last_release_ms;     /*   simulated clock                        */
+    /* tiers: of hit_tokens, by the medium they came from (device hits
+       include pages loaded from a lower tier only when no tier is set)   */
+    uint64_t hit_tokens_by_medium[RKV_MEDIUM_COUNT];
+    uint64_t load_blocks, store_blocks, failed_loads;
+    uint64_t swap_out_blocks, swap_in_blocks;
+    double load_ms_total;       /* simulated time spent waiting for loads  */
     rkv_latency_summary wait_ms; /* TTFT minus the request's own prefill
                                     time on an idle GPU (from its cached
                                     prefix at admission): queueing          */

@@ -1,0 +1,63 @@
+/*
+ * tier/store.h -- the slot-level interface of a block store (host memory
+ * or a disk file) that the tree's tier logic (radix/tree_tier*.c) uses.
+ * Not public: embedders see rkv_store only through include/radixkv.h.
+ *
+ * A store has capacity_blocks slots 0..cap-1. The tree owns the slot
+ * allocation (which page lives in which slot); the store owns the bytes.
+ * Every slot that holds a block records (hash, ns) with it; a read names
+ * the (hash, ns) it expects and gets RKV_ERR_CORRUPT -- never other bytes
+ * -- when they differ, when the slot was never written, or when a disk
+ * record fails its checksum or is short. With block_bytes == 0 (metadata
+ * only) reads and writes move no bytes but still check (hash, ns).
+ *
+ * Copies between the device pool and a store go through the pool's own
+ * copy calls (rkv_pool_copy_to_host / rkv_pool_copy_from_host), so they
+ * work for host pools and, through the CUDA backend, for GPU pools; a
+ * disk store stages through a host buffer it owns.
+ *
+ * Failure injection: rkv_store_fail_after(store, k) makes the k-th next
+ * I/O or copy call (0 = off) fail with RKV_ERR_IO, once; tests use it to
+ * reach every failure path.
+ */
+#ifndef RKV_TIER_STORE_H
+#define RKV_TIER_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radixkv.h"
+
+#define RKV_NO_SLOT UINT32_MAX
+
+/* Slot allocation, O(1). alloc: RKV_ERR_NO_SPACE when every slot is used.
+ * free of a free or out-of-range slot: RKV_ERR_STATE, nothing changes. */
+rkv_status rkv_store_slot_alloc(rkv_store *s, uint32_t *slot);
+rkv_status rkv_store_slot_free(rkv_store *s, uint32_t slot);
+
+/* Device block(s) -> slot: copies the pool's block `block` into `slot` and
+ * records (hash, ns). On failure the slot's previous content is invalid
+ * (the tree frees it). */
+rkv_status rkv_store_write_from_pool(rkv_store *s, uint32_t slot,
+                                     rkv_pool *pool, rkv_block_id block,
+                                     uint64_t hash, uint64_t ns);
+/* slot -> device block, after verifying (hash, ns). */
+rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot,
+                                  rkv_pool *pool, rkv_block_id block,
+                                  uint64_t hash, uint64_t ns);
+/* slot -> slot of another store (host -> disk demotion, disk -> host). */
+rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot,
+                               rkv_store *src, uint32_t src_slot,
+                               uint64_t hash, uint64_t ns);
+
+/* Attachment bookkeeping (one tree per store). */
+rkv_status rkv_store_attach(rkv_store *s, const void *owner);
+void rkv_store_detach(rkv_store *s, const void *owner);
+
+int rkv_store_medium(const rkv_store *s);
+size_t rkv_store_block_bytes(const rkv_store *s);
+
+/* Tests: fail the k-th next I/O or copy call with RKV_ERR_IO (0 = off). */
+void rkv_store_fail_after(rkv_store *s, uint32_t k);
+
+#endif
