@@ -774,6 +774,19 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
                          const int32_t *tokens, size_t n, uint32_t max_pages,
                          rkv_load *out);
 
+/* Swap instead of recompute: copies the cached DEVICE pages of
+ * tokens[0..n) that have no host copy yet down to the host tier now, ahead
+ * of the write policy (a preempted request's context, inserted by the
+ * scheduler, so that when device eviction takes it the host still has it
+ * and a later rkv_tree_load restores it). Bounded by the store queue like
+ * any store (pages that do not fit are skipped). *ticket gets a
+ * RKV_TRANSFER_SWAP_OUT ticket reported by rkv_tree_tier_poll, or 0 when
+ * nothing was queued; *pages (may be NULL) the pages queued. No host tier:
+ * RKV_ERR_STATE. */
+rkv_status rkv_tree_store_prefix(rkv_tree *tree, rkv_namespace ns,
+                                 const int32_t *tokens, size_t n,
+                                 uint64_t *ticket, uint32_t *pages);
+
 typedef enum rkv_transfer_kind {
     RKV_TRANSFER_LOAD = 1,   /* lower tier -> device                         */
     RKV_TRANSFER_STORE = 2,  /* device -> host/disk, host -> disk            */

@@ -62,3 +62,15 @@ rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out)
         memset(out, 0, sizeof *out);
     return RKV_OK;
 }
+
+rkv_status rkv_tree_store_prefix(rkv_tree *tree, rkv_namespace ns,
+                                 const int32_t *tokens, size_t n,
+                                 uint64_t *ticket, uint32_t *pages)
+{
+    (void)tree; (void)ns; (void)tokens; (void)n;
+    if (ticket != NULL)
+        *ticket = 0;
+    if (pages != NULL)
+        *pages = 0;
+    return rkv_set_error(RKV_ERR_STATE, "rkv_tree_store_prefix: no host tier");
+}
