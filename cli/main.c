@@ -3,6 +3,8 @@
  *
  *   radixkv replay [options] [TRACE]   replay a trace or synthetic workload
  *   radixkv sweep  [options] [TRACE]   the replay over capacities/policies
+ *   radixkv router [options]           the fleet router daemon over NATS
+ *                                      (fleet/router_daemon.h; radixkv-router)
  *   radixkv help [COMMAND]             usage (also --help, -h); --version
  *
  * Exit status: 0 success, 1 a runtime failure (unreadable or malformed
@@ -41,6 +43,9 @@
 #include "sim/trace.h"
 #include "sim/workload.h"
 #include "radixkv.h"
+#ifdef RKV_HAVE_NATS
+#include "fleet/router_daemon.h"
+#endif
 
 static void usage_error(enum rkv_cli_topic topic, const char *msg)
 {
@@ -417,8 +422,24 @@ static int run_fleet(rkv_cli_options *o, const rkv_workload *wl,
     return rc;
 }
 
+/* `radixkv router ...`: the daemon has its own options and loop. */
+static int run_router(int argc, char **argv)
+{
+#ifdef RKV_HAVE_NATS
+    return rkv_router_daemon_main("radixkv router", argc, argv);
+#else
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "radixkv: this radixkv was built without NATS (libnats-dev was "
+                    "not found): the router is not available\n");
+    return 1;
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "router") == 0)
+        return run_router(argc - 1, argv + 1);
     /* A closed pipe must be a reported write error, not a silent death. */
     signal(SIGPIPE, SIG_IGN);
     /* A closed stdout: say so now, before a file we open takes its

@@ -8,6 +8,8 @@
 static const char text_overview[] =
 "usage: radixkv replay [options] [--] [TRACE]\n"
 "       radixkv sweep  [options] [--] [TRACE]\n"
+"       radixkv router --model NAME [options]   fleet router daemon over NATS\n"
+"                                     (radixkv router --help)\n"
 "       radixkv help [replay|sweep]   (also: radixkv COMMAND --help)\n"
 "       radixkv --version\n"
 "\n";

@@ -27,12 +27,17 @@ static void put(wr *w, uint64_t v, unsigned bytes)
         w->p[w->n++] = (uint8_t)(v >> (8 * i));
 }
 
-static void put_header(wr *w, rkv_wire_type t)
+static void put_header_v(wr *w, rkv_wire_type t, unsigned version)
 {
     memcpy(w->p, MAGIC[t], 4);
     w->n = 4;
-    put(w, RKV_WIRE_VERSION, 2);
+    put(w, version, 2);
     put(w, 0, 2);
+}
+
+static void put_header(wr *w, rkv_wire_type t)
+{
+    put_header_v(w, t, RKV_WIRE_VERSION);
 }
 
 /* ---- reader ------------------------------------------------------------------ */
@@ -40,6 +45,7 @@ typedef struct rd {
     const uint8_t *p;
     size_t n, at;
     int bad;
+    unsigned version; /* of the message, once header() accepted it */
 } rd;
 
 static uint64_t get(rd *r, unsigned bytes)
@@ -82,10 +88,14 @@ static rkv_status header(rd *r, const void *buf, size_t len, rkv_wire_type *t,
         return rkv_set_error(RKV_ERR_FORMAT, "%s: bad magic", what);
     r->at = 4;
     uint64_t version = get(r, 2), flags = get(r, 2);
-    if (version != RKV_WIRE_VERSION)
+    if (version != RKV_WIRE_VERSION &&
+        !(*t == RKV_WIRE_QUERY && version == RKV_WIRE_QUERY_TOKENS_VERSION))
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: wire version %llu, this build reads %u", what,
-                             (unsigned long long)version, RKV_WIRE_VERSION);
+                             "%s: wire version %llu of message type %d, this build "
+                             "reads %u (and %u for route queries)", what,
+                             (unsigned long long)version, (int)*t, RKV_WIRE_VERSION,
+                             RKV_WIRE_QUERY_TOKENS_VERSION);
+    r->version = (unsigned)version;
     if (flags != 0)
         return rkv_set_error(RKV_ERR_FORMAT, "%s: flags %llu, expected 0", what,
                              (unsigned long long)flags);
@@ -472,6 +482,27 @@ rkv_status rkv_wire_encode_query(rkv_namespace ns, const uint64_t *hashes,
     return RKV_OK;
 }
 
+/* Version 2 body: ns, page_size, count, then count i32 tokens. Checks it
+ * whole (without writing) and leaves r at the first token. */
+static rkv_status tokens_head(rd *r, const char *what, uint64_t *ns,
+                              uint32_t *page_size, uint32_t *count)
+{
+    uint64_t n_ns = get(r, 8), ps = get(r, 4), c = get(r, 4);
+    if (r->bad)
+        return finish(r, what);
+    if (ps == 0 || ps > RKV_WIRE_MAX_PAGE)
+        return rkv_set_error(RKV_ERR_FORMAT, "%s: page size %llu (1..%u)", what,
+                             (unsigned long long)ps, RKV_WIRE_MAX_PAGE);
+    if (c > RKV_WIRE_MAX_QUERY || left(r) != c * 4)
+        return rkv_set_error(RKV_ERR_FORMAT,
+                             "%s: %llu tokens do not fill the %zu bytes left", what,
+                             (unsigned long long)c, left(r));
+    *ns = n_ns;
+    *page_size = (uint32_t)ps;
+    *count = (uint32_t)c;
+    return RKV_OK;
+}
+
 rkv_status rkv_wire_decode_query(const void *buf, size_t len,
                                  rkv_namespace *ns, uint64_t *out,
                                  uint32_t cap, uint32_t *n_out)
@@ -483,6 +514,29 @@ rkv_status rkv_wire_decode_query(const void *buf, size_t len,
     rkv_status s = expect(&r, buf, len, RKV_WIRE_QUERY, what);
     if (s != RKV_OK)
         return s;
+    if (r.version == RKV_WIRE_QUERY_TOKENS_VERSION) {
+        uint64_t tns = 0;
+        uint32_t ps = 0, count = 0;
+        s = tokens_head(&r, what, &tns, &ps, &count);
+        if (s != RKV_OK)
+            return s;
+        uint32_t pages = count / ps;
+        if (pages > cap)
+            return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %u pages, room for %u", what,
+                                 pages, cap);
+        /* the chain of rkv_block_hash over the full pages (the tree's own
+         * page hashes), a page at a time through a bounded copy */
+        int32_t page[RKV_WIRE_MAX_PAGE];
+        uint64_t parent = RKV_HASH_ROOT;
+        for (uint32_t p = 0; p < pages; p++) {
+            for (uint32_t i = 0; i < ps; i++)
+                page[i] = (int32_t)(uint32_t)get(&r, 4);
+            out[p] = parent = rkv_block_hash(parent, tns, page, ps);
+        }
+        *ns = tns;
+        *n_out = pages;
+        return RKV_OK;
+    }
     uint64_t n_ns = get(&r, 8);
     uint64_t count = get(&r, 4);
     if (r.bad)
@@ -498,6 +552,69 @@ rkv_status rkv_wire_decode_query(const void *buf, size_t len,
         out[i] = get(&r, 8);
     *ns = n_ns;
     *n_out = (uint32_t)count;
+    return RKV_OK;
+}
+
+size_t rkv_wire_query_tokens_size(uint32_t n)
+{
+    if (n > RKV_WIRE_MAX_QUERY)
+        return 0;
+    return RKV_WIRE_HEADER + 16u + 4u * (size_t)n;
+}
+
+rkv_status rkv_wire_encode_query_tokens(rkv_namespace ns, const int32_t *tokens,
+                                        uint32_t n, uint32_t page_size, void *buf,
+                                        size_t cap, size_t *len_out)
+{
+    size_t need = rkv_wire_query_tokens_size(n);
+    if (need == 0 || (!tokens && n) || !len_out || page_size == 0 ||
+        page_size > RKV_WIRE_MAX_PAGE)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_wire_encode_query_tokens: %u tokens (max %u), "
+                             "page size %u (1..%u)", n, RKV_WIRE_MAX_QUERY,
+                             page_size, RKV_WIRE_MAX_PAGE);
+    if (!buf || cap < need)
+        return rkv_set_error(RKV_ERR_NO_SPACE,
+                             "rkv_wire_encode_query_tokens: %zu bytes needed, %zu given",
+                             need, cap);
+    wr w = {buf, 0};
+    put_header_v(&w, RKV_WIRE_QUERY, RKV_WIRE_QUERY_TOKENS_VERSION);
+    put(&w, ns, 8);
+    put(&w, page_size, 4);
+    put(&w, n, 4);
+    for (uint32_t i = 0; i < n; i++)
+        put(&w, (uint32_t)tokens[i], 4);
+    *len_out = w.n;
+    return RKV_OK;
+}
+
+rkv_status rkv_wire_decode_query_tokens(const void *buf, size_t len,
+                                        rkv_namespace *ns, uint32_t *page_size,
+                                        int32_t *out, uint32_t cap, uint32_t *n_out)
+{
+    const char *what = "rkv_wire_decode_query_tokens";
+    if (!ns || !page_size || !n_out || (!out && cap))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
+    rd r;
+    rkv_status s = expect(&r, buf, len, RKV_WIRE_QUERY, what);
+    if (s != RKV_OK)
+        return s;
+    if (r.version != RKV_WIRE_QUERY_TOKENS_VERSION)
+        return rkv_set_error(RKV_ERR_FORMAT, "%s: a version %u query carries hashes",
+                             what, r.version);
+    uint64_t tns = 0;
+    uint32_t ps = 0, count = 0;
+    s = tokens_head(&r, what, &tns, &ps, &count);
+    if (s != RKV_OK)
+        return s;
+    if (count > cap)
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %u tokens, room for %u", what,
+                             count, cap);
+    for (uint32_t i = 0; i < count; i++)
+        out[i] = (int32_t)(uint32_t)get(&r, 4);
+    *ns = tns;
+    *page_size = ps;
+    *n_out = count;
     return RKV_OK;
 }
 

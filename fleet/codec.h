@@ -9,7 +9,9 @@
  *   u32 magic     "RKVE" events, "RKVS" snapshot, "RKVH" heartbeat,
  *                 "RKVQ" route query, "RKVR" route reply (the ASCII bytes
  *                 in that order)
- *   u16 version   RKV_WIRE_VERSION (1); any other: RKV_ERR_UNSUPPORTED
+ *   u16 version   RKV_WIRE_VERSION (1) for every message; a route query
+ *                 may also be RKV_WIRE_QUERY_TOKENS_VERSION (2: token ids,
+ *                 below); any other: RKV_ERR_UNSUPPORTED
  *   u16 flags     0 (anything else: RKV_ERR_FORMAT)
  *
  * Events (a drained batch of one instance's rkv_event, in seq order):
@@ -33,9 +35,17 @@
  * Heartbeat:
  *   u64 instance, u64 epoch, u64 last_seq (last event published),
  *   u32 running (requests), u64 queued_tokens
- * Route query:
+ * Route query, version 1 (page hashes):
  *   u64 namespace, u32 count (0..RKV_WIRE_MAX_QUERY), u64 hashes[count]
  *   (the request's chained page hashes, rkv_block_hash, in order)
+ * Route query, version 2 (token ids):
+ *   u64 namespace, u32 page_size (1..RKV_WIRE_MAX_PAGE, the fleet's page
+ *   size), u32 count (0..RKV_WIRE_MAX_QUERY), i32 tokens[count]
+ *   The decoder turns it into the version 1 form: page j's hash is
+ *   rkv_block_hash(hash of page j-1 (RKV_HASH_ROOT for j = 0), namespace,
+ *   tokens[j*page_size ..], page_size) over the count / page_size full
+ *   pages (a partial last page is not cached by any tree, so it is
+ *   ignored) -- exactly the hashes the instances' trees publish.
  * Route reply:
  *   u32 status (rkv_status of the router; 0 = OK), u64 instance (the
  *   chosen one), u32 pages (its overlap), u32 count (<= 64), then per
@@ -61,6 +71,8 @@
 #define RKV_WIRE_MAX_SNAPSHOT (1u << 24)
 #define RKV_WIRE_MAX_QUERY 65536u
 #define RKV_WIRE_MAX_ROUTE 64u
+#define RKV_WIRE_QUERY_TOKENS_VERSION 2u
+#define RKV_WIRE_MAX_PAGE 1024u
 
 typedef enum rkv_wire_type {
     RKV_WIRE_EVENTS = 1,
@@ -127,10 +139,22 @@ size_t rkv_wire_query_size(uint32_t n);
 rkv_status rkv_wire_encode_query(rkv_namespace ns, const uint64_t *hashes,
                                  uint32_t n, void *buf, size_t cap,
                                  size_t *len_out);
-/* *n_out gets the count; hashes go to out[0..cap). */
+/* Either version: *n_out gets the number of page hashes, the hashes go to
+ * out[0..cap) (a version 2 query's are computed from its tokens). */
 rkv_status rkv_wire_decode_query(const void *buf, size_t len,
                                  rkv_namespace *ns, uint64_t *out,
                                  uint32_t cap, uint32_t *n_out);
+/* Version 2: the token ids themselves. */
+size_t rkv_wire_query_tokens_size(uint32_t n);
+rkv_status rkv_wire_encode_query_tokens(rkv_namespace ns, const int32_t *tokens,
+                                        uint32_t n, uint32_t page_size, void *buf,
+                                        size_t cap, size_t *len_out);
+/* Version 2 only (a version 1 query: RKV_ERR_FORMAT): tokens to
+ * out[0..cap), *n_out of them. */
+rkv_status rkv_wire_decode_query_tokens(const void *buf, size_t len,
+                                        rkv_namespace *ns, uint32_t *page_size,
+                                        int32_t *out, uint32_t cap,
+                                        uint32_t *n_out);
 
 typedef struct rkv_wire_reply {
     uint32_t status;

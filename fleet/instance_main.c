@@ -8,37 +8,38 @@
  * prompt is caching its pages (match, lock, allocate with eviction, insert,
  * unlock), which is what a server embedding radixkv does around prefill.
  *
+ * With --trace it serves the prompts of one slice of a Mooncake trace
+ * instead (fleet/stand_in.h: --slice K/N of the first --limit requests),
+ * as fast as it can with --rate 0; SIGUSR1 resets its tree (every cached
+ * page dropped: the router must stop routing to them). It prints "served N
+ * prompts" once the slice is cached, "reset" after a reset.
+ *
  * With --query it instead asks the router where each of its prompts
- * should go and prints the replies (instance and overlap pages).
+ * should go and prints the replies (instance and overlap pages); the
+ * query carries token ids (route query version 2) with --by-tokens.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <nats/nats.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "fleet/codec.h"
+#include "fleet/daemon_util.h"
 #include "fleet/publisher.h"
+#include "fleet/stand_in.h"
 
 #define PAGE 16u
 #define MAX_TOK 1024u
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig)
+static volatile sig_atomic_t g_reset;
+static void on_usr1(int sig)
 {
     (void)sig;
-    g_stop = 1;
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    g_reset = 1;
 }
 
 static uint64_t mix(uint64_t x)
@@ -65,41 +66,22 @@ static uint32_t prompt(uint64_t shared, uint64_t seed, uint64_t k, uint32_t topi
     return n;
 }
 
-static int serve(rkv_pool *pool, rkv_tree *tree, const int32_t *tok, uint32_t n)
-{
-    rkv_block_id blocks[MAX_TOK / PAGE], dups[MAX_TOK / PAGE];
-    uint32_t pages = n / PAGE;
-    rkv_match m;
-    if (rkv_tree_match(tree, 0, tok, pages * PAGE, blocks, 0, &m) != RKV_OK)
-        return -1;
-    rkv_lease lease;
-    if (rkv_tree_lock(tree, m.node, &lease) != RKV_OK)
-        return -1;
-    uint32_t own = pages - m.num_blocks;
-    int rc = 0;
-    if (own && rkv_tree_alloc_blocks(tree, own, blocks + m.num_blocks) == RKV_OK) {
-        rkv_insert_result ins;
-        if (rkv_tree_insert(tree, 0, tok, pages * PAGE, blocks, dups, &ins) != RKV_OK)
-            rc = -1;
-        rkv_pool_unref_n(pool, own, blocks + m.num_blocks);
-    }
-    rkv_tree_unlock(tree, &lease);
-    return rc;
-}
-
 static void query(natsConnection *nc, const char *model, const int32_t *tok,
-                  uint32_t n, uint64_t k)
+                  uint32_t n, uint64_t k, int by_tokens)
 {
     uint64_t h[MAX_TOK / PAGE], parent = RKV_HASH_ROOT;
     uint32_t pages = n / PAGE;
     for (uint32_t j = 0; j < pages; j++)
         h[j] = parent = rkv_block_hash(parent, 0, tok + j * PAGE, PAGE);
-    uint8_t buf[RKV_WIRE_HEADER + 12 + 8 * (MAX_TOK / PAGE)];
+    uint8_t buf[RKV_WIRE_HEADER + 16 + 8 * MAX_TOK];
     size_t len = 0;
     char subj[160];
     natsMsg *m = NULL;
     rkv_wire_reply rep;
-    if (rkv_wire_encode_query(0, h, pages, buf, sizeof buf, &len) != RKV_OK ||
+    rkv_status st = by_tokens
+                        ? rkv_wire_encode_query_tokens(0, tok, n, PAGE, buf, sizeof buf, &len)
+                        : rkv_wire_encode_query(0, h, pages, buf, sizeof buf, &len);
+    if (st != RKV_OK ||
         rkv_fleet_subject(subj, sizeof subj, model, "route", 0, 0) != RKV_OK)
         return;
     if (natsConnection_Request(&m, nc, subj, buf, (int)len, 1000) != NATS_OK) {
@@ -117,18 +99,38 @@ static void query(natsConnection *nc, const char *model, const int32_t *tok,
     natsMsg_Destroy(m);
 }
 
+static int parse_slice(const char *arg, uint64_t *k, uint64_t *n)
+{
+    char *end;
+    errno = 0;
+    *k = strtoull(arg, &end, 10);
+    if (errno || end == arg || *end != '/' || arg[0] == '-')
+        return -1;
+    const char *b = end + 1;
+    *n = strtoull(b, &end, 10);
+    if (errno || end == b || *end || b[0] == '-' || *n == 0 || *k >= *n ||
+        *n > UINT32_MAX)
+        return -1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    const char *server = "nats://127.0.0.1:4222", *model = NULL;
+    const char *server = "nats://127.0.0.1:4222", *model = NULL, *trace = NULL;
     uint64_t id = 0, seed = 1, shared = 1, rate = 5, count = 0, blocks = 4096,
-             topics = 8;
-    int do_query = 0;
+             topics = 8, slice_k = 0, slice_n = 1, limit = 0, max_tokens = 0,
+             hb_ms = 500;
+    int do_query = 0, by_tokens = 0;
     static const struct option opts[] = {
         {"server", required_argument, 0, 's'}, {"model", required_argument, 0, 'm'},
         {"instance", required_argument, 0, 'i'}, {"seed", required_argument, 0, 1},
         {"seed-shared", required_argument, 0, 2}, {"rate", required_argument, 0, 3},
         {"count", required_argument, 0, 4}, {"blocks", required_argument, 0, 5},
-        {"topics", required_argument, 0, 6}, {"query", no_argument, 0, 'q'},
+        {"topics", required_argument, 0, 6}, {"trace", required_argument, 0, 7},
+        {"slice", required_argument, 0, 8}, {"limit", required_argument, 0, 9},
+        {"max-tokens", required_argument, 0, 10},
+        {"heartbeat-ms", required_argument, 0, 11},
+        {"by-tokens", no_argument, 0, 12}, {"query", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "s:m:i:qh", opts, NULL)) != -1) {
@@ -143,14 +145,29 @@ int main(int argc, char **argv)
         case 4: dst = &count; break;
         case 5: dst = &blocks; break;
         case 6: dst = &topics; break;
+        case 7: trace = optarg; break;
+        case 8:
+            if (parse_slice(optarg, &slice_k, &slice_n) != 0) {
+                fprintf(stderr, "radixkv-fleet-instance: --slice K/N with K < N\n");
+                return 2;
+            }
+            break;
+        case 9: dst = &limit; break;
+        case 10: dst = &max_tokens; break;
+        case 11: dst = &hb_ms; break;
+        case 12: by_tokens = 1; break;
         case 'q': do_query = 1; break;
         case 'h':
         default:
             fprintf(c == 'h' ? stdout : stderr,
                     "usage: radixkv-fleet-instance --model NAME --instance ID\n"
-                    "  [--server URL] [--seed N] [--seed-shared N] [--rate PROMPTS/S]\n"
+                    "  [--server URL] [--seed N] [--seed-shared N] [--rate PROMPTS/S (0: no pacing)]\n"
                     "  [--count N (0: until SIGINT)] [--blocks N] [--topics N]\n"
-                    "  [--query: ask the router for --count prompts instead]\n");
+                    "  [--trace PATH|@embedded --slice K/N [--limit N] [--max-tokens N]:\n"
+                    "   serve slice K of N of the trace's first N requests instead]\n"
+                    "  [--heartbeat-ms N (500)]\n"
+                    "  [--query [--by-tokens]: ask the router for --count prompts instead]\n"
+                    "SIGUSR1 resets the tree; SIGINT/SIGTERM stop.\n");
             return c == 'h' ? 0 : 2;
         }
         if (dst) {
@@ -163,14 +180,27 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (!model || optind != argc || rate == 0 || topics == 0 || blocks < 64 ||
-        blocks > UINT32_MAX - 1) {
-        fprintf(stderr, "radixkv-fleet-instance: --model is required; rate, topics > 0;"
-                        " blocks 64..2^32-2 (--help)\n");
+    if (!model || optind != argc || topics == 0 || blocks < 64 ||
+        blocks > UINT32_MAX - 1 || hb_ms == 0 || max_tokens > UINT32_MAX ||
+        (trace && do_query)) {
+        fprintf(stderr, "radixkv-fleet-instance: --model is required; topics, "
+                        "heartbeat-ms > 0; blocks 64..2^32-2; --trace or --query "
+                        "(--help)\n");
         return 2;
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    rkv_fleet_catch_signals();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    rkv_prompt_set set;
+    memset(&set, 0, sizeof set);
+    if (trace && rkv_stand_in_load(trace, (uint32_t)slice_k, (uint32_t)slice_n, limit,
+                                   (uint32_t)max_tokens, &set) != RKV_OK) {
+        fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
+        return 1;
+    }
     natsOptions *no = NULL;
     natsConnection *nc = NULL;
     natsStatus s = natsOptions_Create(&no);
@@ -180,13 +210,15 @@ int main(int argc, char **argv)
     if (s != NATS_OK) {
         fprintf(stderr, "radixkv-fleet-instance: connect %s: %s\n", server,
                 natsStatus_GetText(s));
+        rkv_prompt_set_free(&set);
         return 1;
     }
     int32_t tok[MAX_TOK];
     int rc = 0;
     if (do_query) {
-        for (uint64_t k = 0; k < (count ? count : 10) && !g_stop; k++)
-            query(nc, model, tok, prompt(shared, seed, k, (uint32_t)topics, tok), k);
+        for (uint64_t k = 0; k < (count ? count : 10) && !rkv_fleet_stop; k++)
+            query(nc, model, tok, prompt(shared, seed, k, (uint32_t)topics, tok), k,
+                  by_tokens);
     } else {
         rkv_pool_config pc;
         rkv_pool_config_init(&pc);
@@ -202,6 +234,7 @@ int main(int argc, char **argv)
         rkv_fleet_pub_config_init(&cfg);
         cfg.model = model;
         cfg.instance = id;
+        cfg.heartbeat_ms = hb_ms;
         struct timespec rt;
         clock_gettime(CLOCK_REALTIME, &rt);
         cfg.epoch = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
@@ -211,24 +244,50 @@ int main(int argc, char **argv)
             fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
             rc = 1;
         }
-        uint64_t k = 0, next = now_ms();
-        while (!rc && !g_stop && (count == 0 || k < count)) {
-            uint64_t now = now_ms();
-            if (now >= next) {
-                uint32_t n = prompt(shared, seed, k++, (uint32_t)topics, tok);
-                if (serve(pool, tree, tok, n) != 0)
+        uint64_t total = trace ? set.n : count;
+        uint64_t k = 0, next = rkv_fleet_now_ms();
+        int announced = 0;
+        while (!rc && !rkv_fleet_stop) {
+            uint64_t now = rkv_fleet_now_ms();
+            if ((total == 0 || k < total) && (rate == 0 || now >= next)) {
+                const int32_t *t = tok;
+                uint32_t n;
+                if (trace) {
+                    t = set.tok[k];
+                    n = set.len[k];
+                } else {
+                    n = prompt(shared, seed, k, (uint32_t)topics, tok);
+                }
+                k++;
+                if (rkv_stand_in_serve(pool, tree, 0, t, n) != RKV_OK)
                     fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
-                next += 1000 / rate;
+                if (rate)
+                    next += 1000 / rate ? 1000 / rate : 1;
+            }
+            if (g_reset) {
+                g_reset = 0;
+                if (rkv_tree_reset(tree) != RKV_OK)
+                    fprintf(stderr, "radixkv-fleet-instance: reset: %s\n",
+                            rkv_last_error());
+                else
+                    printf("reset\n");
+                fflush(stdout);
             }
             if (rkv_fleet_pub_poll(pub, now, 0, 0) == RKV_ERR_STATE)
                 rc = 1;
-            struct timespec ts = {0, 10 * 1000000L};
-            nanosleep(&ts, NULL);
-        }
-        /* publish what is left, keep heartbeating until stopped */
-        while (!rc && !g_stop) {
-            rkv_fleet_pub_poll(pub, now_ms(), 0, 0);
-            struct timespec ts = {0, 50 * 1000000L};
+            if (!announced && total && k == total) {
+                /* publish what is left, then say so */
+                rkv_fleet_pub_stats st;
+                rkv_fleet_pub_get_stats(pub, &st);
+                if (st.pending_batches == 0) {
+                    printf("served %" PRIu64 " prompts\n", k);
+                    fflush(stdout);
+                    announced = 1;
+                }
+            }
+            if (rate == 0 && total && k < total)
+                continue; /* serve the next one at once */
+            struct timespec ts = {0, (k < total || total == 0 ? 10 : 20) * 1000000L};
             nanosleep(&ts, NULL);
         }
         rkv_fleet_pub_destroy(pub);
@@ -237,6 +296,7 @@ int main(int argc, char **argv)
     }
     natsConnection_Destroy(nc);
     natsOptions_Destroy(no);
+    rkv_prompt_set_free(&set);
     nats_CloseAndWait(2000);
     return rc;
 }

@@ -139,7 +139,19 @@ static rkv_status decode_any(const uint8_t *buf, size_t len)
     uint64_t h[64];
     uint32_t nh;
     if (rkv_wire_decode_query(buf, len, &ns, h, 64, &nh) == RKV_OK) {
-        cr_assert_eq(rkv_wire_encode_query(ns, h, nh, re, sizeof re, &rl), RKV_OK);
+        int32_t tok[256];
+        uint32_t ps, nt;
+        if (buf[4] == RKV_WIRE_QUERY_TOKENS_VERSION) {
+            cr_assert_eq(rkv_wire_decode_query_tokens(buf, len, &ns, &ps, tok, 256, &nt),
+                         RKV_OK, "%s", rkv_last_error());
+            cr_assert_eq(nt / ps, nh);
+            cr_assert_eq(rkv_wire_encode_query_tokens(ns, tok, nt, ps, re, sizeof re, &rl),
+                         RKV_OK);
+        } else {
+            cr_assert_eq(rkv_wire_decode_query_tokens(buf, len, &ns, &ps, tok, 256, &nt),
+                         RKV_ERR_FORMAT);
+            cr_assert_eq(rkv_wire_encode_query(ns, h, nh, re, sizeof re, &rl), RKV_OK);
+        }
         cr_assert(rl == len && memcmp(re, buf, len) == 0, "query not canonical");
         any = RKV_OK;
     }
@@ -152,7 +164,8 @@ static rkv_status decode_any(const uint8_t *buf, size_t len)
     return any;
 }
 
-/* One message of each type, encoded. */
+/* One message of each type (and both route query versions), encoded. */
+#define NTYPES 6
 static size_t sample(int type, uint8_t *buf, size_t cap)
 {
     size_t len = 0;
@@ -184,6 +197,11 @@ static size_t sample(int type, uint8_t *buf, size_t cap)
         cr_assert_eq(rkv_wire_encode_query(3, h, 4, buf, cap, &len), RKV_OK);
         break;
     }
+    case 5: {
+        int32_t tok[11] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+        cr_assert_eq(rkv_wire_encode_query_tokens(3, tok, 11, 4, buf, cap, &len), RKV_OK);
+        break;
+    }
     default: {
         rkv_wire_reply r;
         memset(&r, 0, sizeof r);
@@ -203,7 +221,7 @@ static size_t sample(int type, uint8_t *buf, size_t cap)
 Test(fleet_codec, every_truncation_is_an_error)
 {
     uint8_t buf[1024];
-    for (int type = 0; type < 5; type++) {
+    for (int type = 0; type < NTYPES; type++) {
         size_t len = sample(type, buf, sizeof buf);
         cr_assert_eq(decode_any(buf, len), RKV_OK, "type %d does not decode", type);
         for (size_t cut = 0; cut < len; cut++) {
@@ -223,19 +241,29 @@ Test(fleet_codec, every_truncation_is_an_error)
 Test(fleet_codec, unknown_version_and_flags)
 {
     uint8_t buf[1024];
-    for (int type = 0; type < 5; type++) {
+    for (int type = 0; type < NTYPES; type++) {
         size_t len = sample(type, buf, sizeof buf);
-        buf[4] = 2;
+        uint8_t v = buf[4];
+        static const uint8_t bad[][2] = {{0, 0}, {3, 0}, {0xff, 0xff}, {1, 1}};
         rkv_wire_type t;
-        cr_assert_eq(rkv_wire_peek(buf, len, &t), RKV_ERR_UNSUPPORTED);
-        cr_assert_neq(decode_any(buf, len), RKV_OK);
-        cr_assert_not_null(strstr(rkv_last_error(), "version"));
-        buf[4] = 1;
+        for (int b = 0; b < 4; b++) {
+            buf[4] = bad[b][0];
+            buf[5] = bad[b][1];
+            cr_assert_eq(rkv_wire_peek(buf, len, &t), RKV_ERR_UNSUPPORTED);
+            cr_assert_neq(decode_any(buf, len), RKV_OK);
+            cr_assert_not_null(strstr(rkv_last_error(), "version"));
+        }
+        /* version 2 exists for route queries only */
+        buf[4] = 2;
+        buf[5] = 0;
+        cr_assert_eq(rkv_wire_peek(buf, len, &t),
+                     type >= 3 && type != 4 ? RKV_OK : RKV_ERR_UNSUPPORTED);
+        buf[4] = v;
         buf[6] = 1;
         cr_assert_eq(rkv_wire_peek(buf, len, &t), RKV_ERR_FORMAT);
         buf[6] = 0;
         cr_assert_eq(rkv_wire_peek(buf, len, &t), RKV_OK);
-        cr_assert_eq((int)t, type + 1);
+        cr_assert_eq((int)t, type == 5 ? RKV_WIRE_QUERY : type + 1);
     }
 }
 
@@ -258,7 +286,7 @@ Test(fleet_codec, failure_leaves_output_untouched)
 Test(fleet_codec, every_byte_changed_never_crashes)
 {
     uint8_t buf[1024];
-    for (int type = 0; type < 5; type++) {
+    for (int type = 0; type < NTYPES; type++) {
         size_t len = sample(type, buf, sizeof buf);
         for (size_t i = 0; i < len; i++)
             for (int v = 0; v < 256; v += 17) {
@@ -283,7 +311,7 @@ Test(fleet_codec, random_bytes_are_rejected)
             c[i] = (uint8_t)rkv_rng_next(&rng);
         if (it % 2 && len >= 8) { /* a valid header half the time */
             uint8_t hdr[1024];
-            sample((int)rkv_rng_below(&rng, 5), hdr, sizeof hdr);
+            sample((int)rkv_rng_below(&rng, NTYPES), hdr, sizeof hdr);
             memcpy(c, hdr, 8);
         }
         if (decode_any(c, len) == RKV_OK)
@@ -292,4 +320,111 @@ Test(fleet_codec, random_bytes_are_rejected)
     }
     cr_log_info("%llu of 20000 random messages decoded (and re-encoded equal)",
                 (unsigned long long)ok);
+}
+
+Test(fleet_codec, token_query_hashes_like_the_tree)
+{
+    /* a tree caches a prompt; the token query's pages are its page hashes */
+    evd d;
+    evd_open(&d, 64, 4, 4096);
+    rkv_rng rng;
+    rkv_rng_init(&rng, 3);
+    for (int i = 0; i < 50; i++)
+        evd_step(&d, &rng, 0);
+    uint32_t P = d.P;
+    for (int q = 0; q < 40; q++) {
+        int32_t tok[EVD_MAX_TOK];
+        uint64_t ns;
+        uint32_t n = evd_tokens(&rng, tok, &ns);
+        uint8_t buf[RKV_WIRE_HEADER + 16 + 4 * EVD_MAX_TOK];
+        size_t len = 0;
+        cr_assert_eq(rkv_wire_encode_query_tokens(ns, tok, n, P, buf, sizeof buf, &len),
+                     RKV_OK);
+        cr_assert_eq(len, rkv_wire_query_tokens_size(n));
+        uint64_t h[EVD_MAX_TOK], parent = RKV_HASH_ROOT;
+        rkv_namespace got_ns = 0;
+        uint32_t nh = 0;
+        cr_assert_eq(rkv_wire_decode_query(buf, len, &got_ns, h, EVD_MAX_TOK, &nh), RKV_OK,
+                     "%s", rkv_last_error());
+        cr_assert_eq(got_ns, ns);
+        cr_assert_eq(nh, n / P, "a partial page must not count");
+        for (uint32_t j = 0; j < nh; j++) {
+            parent = rkv_block_hash(parent, ns, tok + j * P, P);
+            cr_assert_eq(h[j], parent, "page %u", j);
+        }
+        /* the tree's own hashes of what it caches agree */
+        rkv_block_id blocks[EVD_MAX_TOK];
+        rkv_match m;
+        cr_assert_eq(rkv_tree_match(d.tree, ns, tok, n, blocks, RKV_MATCH_PEEK, &m),
+                     RKV_OK);
+        for (uint32_t j = 0; j < m.num_blocks; j++)
+            cr_assert_eq(rkv_pool_block_hash(d.pool, blocks[j]), h[j]);
+        /* room for one page fewer: NO_SPACE, nothing written */
+        if (nh) {
+            uint64_t keep = h[0];
+            h[0] = ~keep;
+            cr_assert_eq(rkv_wire_decode_query(buf, len, &got_ns, h, nh - 1, &nh),
+                         RKV_ERR_NO_SPACE);
+            cr_assert_eq(h[0], ~keep);
+        }
+    }
+    evd_close(&d);
+}
+
+Test(fleet_codec, token_query_bounds)
+{
+    int32_t tok[8] = {0};
+    uint8_t buf[256];
+    size_t len = 0;
+    cr_assert_eq(rkv_wire_encode_query_tokens(1, tok, 8, 0, buf, sizeof buf, &len),
+                 RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_wire_encode_query_tokens(1, tok, 8, RKV_WIRE_MAX_PAGE + 1, buf,
+                                              sizeof buf, &len), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_wire_encode_query_tokens(1, tok, RKV_WIRE_MAX_QUERY + 1, 4, buf,
+                                              sizeof buf, &len), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_wire_encode_query_tokens(1, tok, 8, 4, buf, 20, &len),
+                 RKV_ERR_NO_SPACE);
+    cr_assert_eq(rkv_wire_encode_query_tokens(1, tok, 8, 4, buf, sizeof buf, &len), RKV_OK);
+    /* a page size of 0 or above the bound on the wire */
+    rkv_namespace ns;
+    uint64_t h[8];
+    uint32_t nh;
+    for (uint32_t ps = 0; ps < 2; ps++) {
+        uint32_t v = ps ? RKV_WIRE_MAX_PAGE + 1 : 0;
+        memcpy(buf + 16, &v, 4); /* little-endian host */
+        cr_assert_eq(rkv_wire_decode_query(buf, len, &ns, h, 8, &nh), RKV_ERR_FORMAT);
+        cr_assert_not_null(strstr(rkv_last_error(), "page size"));
+    }
+    /* fewer tokens than pages of a page: zero hashes */
+    cr_assert_eq(rkv_wire_encode_query_tokens(1, tok, 3, 4, buf, sizeof buf, &len), RKV_OK);
+    cr_assert_eq(rkv_wire_decode_query(buf, len, &ns, h, 0, &nh), RKV_OK);
+    cr_assert_eq(nh, 0);
+}
+
+Test(fleet_codec, repeated_or_backward_seq_in_a_batch_is_format)
+{
+    rkv_event e[2];
+    memset(e, 0, sizeof e);
+    e[0] = (rkv_event){.seq = 5, .kind = RKV_EVENT_ALL_CLEARED};
+    e[1] = (rkv_event){.seq = 6, .kind = RKV_EVENT_ALL_CLEARED};
+    uint8_t buf[256];
+    size_t len = 0;
+    cr_assert_eq(rkv_wire_encode_events(1, 1, e, 2, buf, sizeof buf, &len), RKV_OK);
+    /* the encoder refuses a repeated or backward seq */
+    e[1].seq = 5;
+    size_t l2;
+    cr_assert_eq(rkv_wire_encode_events(1, 1, e, 2, buf + 128, 128, &l2),
+                 RKV_ERR_INVALID_ARG);
+    e[1].seq = 4;
+    cr_assert_eq(rkv_wire_encode_events(1, 1, e, 2, buf + 128, 128, &l2),
+                 RKV_ERR_INVALID_ARG);
+    /* on the wire: event 1's seq delta (header 8, batch 28, event 0 20
+     * bytes, then kind, medium, num_hashes, page_size) set to 0 */
+    size_t at = RKV_WIRE_HEADER + 28 + 20 + 8;
+    cr_assert_eq(buf[at], 1);
+    buf[at] = 0;
+    rkv_wire_batch_info bi;
+    rkv_event out[2];
+    cr_assert_eq(rkv_wire_decode_events(buf, len, &bi, out, 2), RKV_ERR_FORMAT);
+    cr_assert_not_null(strstr(rkv_last_error(), "seq delta"));
 }

@@ -327,11 +327,15 @@ static uint64_t total_pages(fleet *f, int i)
     return s;
 }
 
+/* The value of the sample line "NAME VALUE" (not its # HELP / # TYPE). */
 static uint64_t stat_value(const char *text, const char *name)
 {
-    const char *p = strstr(text, name);
-    cr_assert_not_null(p, "no %s in stats", name);
-    return strtoull(p + strlen(name) + 1, NULL, 10);
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && p[n] == ' ')
+            return strtoull(p + n + 1, NULL, 10);
+    cr_assert_fail("no %s in stats", name);
+    return 0;
 }
 
 Test(fleet_nats, routes_match_trees_and_survive_kill9)

@@ -1,0 +1,39 @@
+/*
+ * fleet/daemon_util.c -- the stop flag and the clock of the fleet's
+ * programs (fleet/daemon_util.h).
+ */
+#include "fleet/daemon_util.h"
+
+#include <string.h>
+#include <time.h>
+
+volatile sig_atomic_t rkv_fleet_stop;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    rkv_fleet_stop = 1;
+}
+
+void rkv_fleet_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+uint64_t rkv_fleet_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t rkv_fleet_now_ms(void)
+{
+    return rkv_fleet_now_us() / 1000u;
+}

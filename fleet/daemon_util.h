@@ -1,0 +1,24 @@
+/*
+ * fleet/daemon_util.h -- what the fleet's programs (radixkv-router,
+ * `radixkv router`, radixkv-fleet-instance) share around their main loops:
+ * the stop flag SIGINT/SIGTERM set, and the monotonic clock. Program code,
+ * not library code: the libraries take their time from these callers.
+ */
+#ifndef RKV_FLEET_DAEMON_UTIL_H
+#define RKV_FLEET_DAEMON_UTIL_H
+
+#include <signal.h>
+#include <stdint.h>
+
+/* Set (to 1) by SIGINT and SIGTERM once rkv_fleet_catch_signals ran. */
+extern volatile sig_atomic_t rkv_fleet_stop;
+
+/* SIGINT/SIGTERM set rkv_fleet_stop (main loops check it and leave
+ * cleanly); SIGPIPE is ignored, so a write to a closed socket fails with
+ * EPIPE instead of killing the process. */
+void rkv_fleet_catch_signals(void);
+
+uint64_t rkv_fleet_now_ms(void); /* CLOCK_MONOTONIC */
+uint64_t rkv_fleet_now_us(void);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * fleet/http.h -- a minimal HTTP/1.0 responder for the router's metrics
+ * (Prometheus text format on GET /metrics), on plain non-blocking sockets
+ * and poll(2), driven from the daemon's own loop: no thread, and one call
+ * never waits longer than the timeout the caller gives (0: not at all).
+ *
+ * What it accepts: "GET" or "HEAD" of "/metrics" (a query string is
+ * ignored) with HTTP/1.0 or 1.1; the request head (request line and
+ * headers, up to the empty line) must fit RKV_HTTP_MAX_REQUEST bytes (else
+ * 431) and arrive within RKV_HTTP_DEADLINE_MS of the connection (else it is
+ * closed). Other paths: 404; other methods: 405; a request line that does
+ * not parse: 400; a body is never read. Every answer carries
+ * Content-Length and "Connection: close", and the connection is closed
+ * once the answer is written (a slow reader gets the same deadline). At
+ * most RKV_HTTP_MAX_CONNS connections are open; more are accepted and
+ * closed at once (counted), so a flood cannot starve the daemon.
+ *
+ * Program-side code (the router daemon's), with the library's manners:
+ * no prints, no clock (the caller passes now_ms), no static state, errors
+ * through rkv_status + rkv_last_error.
+ *
+ * Invariants (rkv_http_check): open connections <= RKV_HTTP_MAX_CONNS;
+ * each one reads (fill < RKV_HTTP_MAX_REQUEST, no answer yet) or writes
+ * (sent < answer length).
+ */
+#ifndef RKV_FLEET_HTTP_H
+#define RKV_FLEET_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radixkv.h"
+
+#define RKV_HTTP_MAX_REQUEST 4096u
+#define RKV_HTTP_MAX_CONNS 16u
+#define RKV_HTTP_DEADLINE_MS 2000u
+#define RKV_HTTP_MAX_BODY (64u * 1024u)
+
+typedef struct rkv_http rkv_http;
+
+/* Writes the metrics text into buf[0..cap) and returns its length (as
+ * snprintf: a length >= cap means it did not fit: answered with 500). */
+typedef size_t (*rkv_http_render_fn)(void *ctx, char *buf, size_t cap);
+
+/* Listens on addr (dotted IPv4; "127.0.0.1" keeps it on loopback) and port
+ * (0: the kernel picks one; rkv_http_port says which). RKV_ERR_INVALID_ARG
+ * for a bad address, RKV_ERR_IO when the socket cannot be bound. */
+rkv_status rkv_http_open(const char *addr, uint16_t port, rkv_http **out);
+void rkv_http_close(rkv_http *h); /* NULL is fine; closes every connection */
+uint16_t rkv_http_port(const rkv_http *h);
+
+/* Accepts, reads, answers and closes what is ready; waits at most
+ * timeout_ms (0: not at all) for something to become ready. render is
+ * called once per GET /metrics. RKV_ERR_IO only when poll itself fails. */
+rkv_status rkv_http_poll(rkv_http *h, uint64_t now_ms, int timeout_ms,
+                         rkv_http_render_fn render, void *ctx);
+
+typedef struct rkv_http_stats {
+    uint64_t accepted;
+    uint64_t answered;     /* 200s                                       */
+    uint64_t errors;       /* 4xx / 5xx answers                          */
+    uint64_t timeouts;     /* closed at the deadline                     */
+    uint64_t rejected;     /* closed at once: RKV_HTTP_MAX_CONNS open    */
+    uint32_t open;         /* connections open now                       */
+} rkv_http_stats;
+rkv_status rkv_http_get_stats(const rkv_http *h, rkv_http_stats *out);
+rkv_status rkv_http_check(const rkv_http *h);
+
+#endif

@@ -1,0 +1,773 @@
+/*
+ * fleet/router_daemon.c -- the fleet's cache-aware router as a daemon over
+ * NATS (fleet/router_daemon.h): radixkv-router and `radixkv router`.
+ *
+ *  - creates the JetStream stream (default RADIXKV_<model>, subjects
+ *    radixkv.<model>.kv.*, retention by age and bytes) if absent, and reads
+ *    it from the start with an ordered consumer: after a restart (kill -9
+ *    included) the index is rebuilt from what the stream retains, and an
+ *    instance whose retained events do not start at seq 1 resyncs;
+ *  - applies each batch (fleet/codec.h) to an rkv_router; an instance that
+ *    needs a resync (a gap, a RESYNC marker, a bad event) is asked for a
+ *    snapshot on radixkv.<model>.snap.<id> (request/reply, retried every
+ *    --snapshot-timeout-ms until it answers);
+ *  - heartbeats (radixkv.<model>.hb.*) give load and the last published
+ *    seq; the seq is checked one heartbeat late (the heartbeat travels on
+ *    core NATS, faster than the stream, so the check waits one interval for
+ *    the stream to deliver what the heartbeat announced). An instance with
+ *    no heartbeat (or batch) for --heartbeat-timeout-ms is dropped from the
+ *    index; when it comes back it resyncs. A new epoch in an instance's
+ *    messages (its tree was recreated) starts that instance over;
+ *  - answers route queries on radixkv.<model>.route (fleet/codec.h query ->
+ *    reply: the chosen instance and every instance's overlap) and stats on
+ *    radixkv.<model>.stats (Prometheus text format), and the same text on
+ *    http://<--metrics-addr>:<--metrics-port>/metrics when asked
+ *    (fleet/http.c, polled from the main loop: a scrape never blocks it);
+ *  - a route query carries page hashes or token ids (fleet/codec.h
+ *    versions 1 and 2): the codec hashes token ids into the trees' page
+ *    hashes, so the router sees one form.
+ *
+ * One thread owns the router: the NATS callbacks only queue messages, the
+ * main loop handles them in arrival order. Bad messages are counted and
+ * logged (the first few), never fatal. SIGINT/SIGTERM stop it cleanly.
+ * Limit: an instance that died while the router was down is routable again
+ * from its retained events until its heartbeat timeout passes.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fleet/codec.h"
+#include "fleet/daemon_util.h"
+#include "fleet/http.h"
+#include "fleet/publisher.h"
+#include "fleet/router_daemon.h"
+#include "radixkv_router.h"
+
+enum { M_KV, M_HB, M_ROUTE, M_STATS, M_SNAP };
+
+typedef struct qitem {
+    natsMsg *msg;
+    int kind;
+    struct qitem *next;
+} qitem;
+
+typedef struct mqueue {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    qitem *head, *tail;
+} mqueue;
+
+typedef struct inst {
+    uint64_t id, epoch;
+    int live;
+    uint64_t last_seen_ms;
+    uint64_t hb_seq_prev; /* seq of the previous heartbeat, checked now */
+    int hb_seen;
+    int snap_pending;
+    uint64_t snap_sent_ms;
+} inst;
+
+/* counters sampled once a second: rates are over the last RATE_WINDOW s */
+#define RATE_SAMPLES 11
+typedef struct rate_sample {
+    uint64_t t_ms, events, queries;
+} rate_sample;
+
+#define N_SUBS 5
+#define LAT_RING 1024
+
+typedef struct rdaemon {
+    const char *prog;
+    const char *model;
+    natsConnection *nc;
+    rkv_router *router;
+    inst in[RKV_ROUTER_MAX_INSTANCES];
+    uint32_t n_in;
+    char inbox[128];
+    uint64_t hb_timeout_ms, snap_timeout_ms, start_ms;
+    uint64_t bad_messages, expired, snap_requests, snap_bad;
+    rkv_event *ev;
+    uint64_t *hashes;
+    uint32_t lat_us[LAT_RING]; /* the last LAT_RING query latencies      */
+    uint64_t n_lat, lat_sum_us;
+    uint64_t queue_dropped;      /* messages lost before the main loop    */
+    natsSubscription *subs[N_SUBS];
+    rate_sample rs[RATE_SAMPLES];
+    uint32_t rs_head, rs_count;
+    rkv_http *http;
+} rdaemon;
+
+/* ---- the message queue (callbacks -> main thread) ---------------------------- */
+typedef struct mqueue_owner {
+    mqueue q;
+    uint64_t dropped; /* under q.mu */
+} mqueue_owner;
+
+static void enqueue(mqueue *q, natsMsg *m, int kind)
+{
+    qitem *it = malloc(sizeof *it);
+    if (!it) {
+        natsMsg_Destroy(m);
+        pthread_mutex_lock(&q->mu);
+        ((mqueue_owner *)q)->dropped++;
+        pthread_mutex_unlock(&q->mu);
+        return;
+    }
+    it->msg = m;
+    it->kind = kind;
+    it->next = NULL;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail)
+        q->tail->next = it;
+    else
+        q->head = it;
+    q->tail = it;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static qitem *dequeue(mqueue *q, uint64_t wait_ms)
+{
+    pthread_mutex_lock(&q->mu);
+    if (!q->head) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+        ts.tv_sec += (time_t)(wait_ms / 1000) + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&q->cv, &q->mu, &ts);
+    }
+    qitem *it = q->head;
+    if (it) {
+        q->head = it->next;
+        if (!q->head)
+            q->tail = NULL;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return it;
+}
+
+#define HANDLER(name, kind)                                                     \
+    static void name(natsConnection *nc, natsSubscription *sub, natsMsg *m,     \
+                     void *closure)                                             \
+    {                                                                           \
+        (void)nc;                                                               \
+        (void)sub;                                                              \
+        enqueue(closure, m, kind);                                              \
+    }
+HANDLER(on_kv, M_KV)
+HANDLER(on_hb, M_HB)
+HANDLER(on_route, M_ROUTE)
+HANDLER(on_stats, M_STATS)
+HANDLER(on_snap, M_SNAP)
+
+/* ---- instances ---------------------------------------------------------------- */
+static void bad(rdaemon *d, const char *what)
+{
+    d->bad_messages++;
+    if (d->bad_messages <= 20)
+        fprintf(stderr, "%s: bad %s message: %s%s\n", d->prog, what,
+                rkv_last_error(),
+                d->bad_messages == 20 ? " (no more of these are logged)" : "");
+}
+
+static inst *find(rdaemon *d, uint64_t id)
+{
+    for (uint32_t i = 0; i < d->n_in; i++)
+        if (d->in[i].id == id)
+            return &d->in[i];
+    return NULL;
+}
+
+/* The instance, registered and live with this epoch (started over when the
+ * epoch changed); NULL when the router has no room. */
+static inst *touch(rdaemon *d, uint64_t id, uint64_t epoch, uint64_t now)
+{
+    inst *x = find(d, id);
+    if (x && x->live && x->epoch != epoch) {
+        rkv_router_remove_instance(d->router, id);
+        x->live = 0;
+    }
+    if (!x) {
+        if (d->n_in == RKV_ROUTER_MAX_INSTANCES) {
+            /* reuse a dead slot */
+            for (uint32_t i = 0; i < d->n_in && !x; i++)
+                if (!d->in[i].live)
+                    x = &d->in[i];
+            if (!x)
+                return NULL;
+        } else {
+            x = &d->in[d->n_in++];
+        }
+        memset(x, 0, sizeof *x);
+        x->id = id;
+    }
+    if (!x->live) {
+        if (rkv_router_add_instance(d->router, id) != RKV_OK)
+            return NULL;
+        x->live = 1;
+        x->epoch = epoch;
+        x->hb_seen = 0;
+        x->hb_seq_prev = 0;
+        x->snap_pending = 0;
+    }
+    x->last_seen_ms = now;
+    return x;
+}
+
+static void request_snapshot(rdaemon *d, inst *x, uint64_t now)
+{
+    char subj[160], reply[192];
+    if (rkv_fleet_subject(subj, sizeof subj, d->model, "snap", 1, x->id) != RKV_OK)
+        return;
+    snprintf(reply, sizeof reply, "%s.%" PRIu64, d->inbox, x->id);
+    if (natsConnection_PublishRequest(d->nc, subj, reply, NULL, 0) == NATS_OK) {
+        x->snap_pending = 1;
+        x->snap_sent_ms = now;
+        d->snap_requests++;
+    }
+}
+
+static void maybe_resync(rdaemon *d, inst *x, uint64_t now)
+{
+    rkv_router_instance_info info;
+    if (rkv_router_instance_info_get(d->router, x->id, &info) != RKV_OK)
+        return;
+    if (!info.needs_resync) {
+        x->snap_pending = 0;
+        return;
+    }
+    if (!x->snap_pending || now - x->snap_sent_ms >= d->snap_timeout_ms)
+        request_snapshot(d, x, now);
+}
+
+/* ---- message handlers ----------------------------------------------------------- */
+static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
+{
+    rkv_wire_batch_info bi;
+    if (rkv_wire_decode_events(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                               &bi, d->ev, RKV_WIRE_MAX_EVENTS) != RKV_OK) {
+        bad(d, "event batch");
+        return;
+    }
+    inst *x = touch(d, bi.instance, bi.epoch, now);
+    if (!x)
+        return;
+    rkv_router_apply(d->router, bi.instance, d->ev, bi.count);
+    maybe_resync(d, x, now);
+}
+
+static void handle_hb(rdaemon *d, natsMsg *m, uint64_t now)
+{
+    rkv_wire_heartbeat hb;
+    if (rkv_wire_decode_heartbeat(natsMsg_GetData(m),
+                                  (size_t)natsMsg_GetDataLength(m), &hb) != RKV_OK) {
+        bad(d, "heartbeat");
+        return;
+    }
+    inst *x = touch(d, hb.instance, hb.epoch, now);
+    if (!x)
+        return;
+    rkv_router_set_load(d->router, hb.instance, hb.running, hb.queued_tokens);
+    if (x->hb_seen)
+        rkv_router_heartbeat(d->router, hb.instance, x->hb_seq_prev);
+    x->hb_seen = 1;
+    x->hb_seq_prev = hb.last_seq;
+    maybe_resync(d, x, now);
+}
+
+static void handle_snap(rdaemon *d, natsMsg *m, uint64_t now)
+{
+    const void *data = natsMsg_GetData(m);
+    size_t len = (size_t)natsMsg_GetDataLength(m);
+    rkv_wire_snapshot_info si;
+    if (rkv_wire_decode_snapshot(data, len, &si, NULL, 0) != RKV_OK) {
+        bad(d, "snapshot");
+        return;
+    }
+    inst *x = find(d, si.instance);
+    if (!x || !x->live || x->epoch != si.epoch)
+        return; /* an answer for an instance that has since gone or restarted */
+    rkv_router_instance_info info;
+    if (rkv_router_instance_info_get(d->router, si.instance, &info) != RKV_OK ||
+        !info.needs_resync)
+        return; /* a late answer to a retried request: already in sync, and an
+                   older state would roll the instance back */
+    rkv_block_entry *e = malloc((si.count ? si.count : 1) * sizeof *e);
+    if (!e)
+        return;
+    if (rkv_wire_decode_snapshot(data, len, &si, e, si.count) == RKV_OK &&
+        rkv_router_apply_snapshot(d->router, si.instance, e, si.count, si.seq) ==
+            RKV_OK)
+        x->snap_pending = 0;
+    else
+        d->snap_bad++;
+    free(e);
+    x->last_seen_ms = now;
+    maybe_resync(d, x, now);
+}
+
+static void handle_route(rdaemon *d, natsMsg *m)
+{
+    const char *reply_to = natsMsg_GetReply(m);
+    if (!reply_to)
+        return;
+    uint64_t t0 = rkv_fleet_now_us();
+    rkv_namespace ns = 0;
+    uint32_t n = 0;
+    rkv_wire_reply rep;
+    memset(&rep, 0, sizeof rep);
+    if (rkv_wire_decode_query(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                              &ns, d->hashes, RKV_WIRE_MAX_QUERY, &n) != RKV_OK) {
+        bad(d, "route query");
+        rep.status = RKV_ERR_FORMAT;
+    } else {
+        rkv_router_overlap best, all[RKV_ROUTER_MAX_INSTANCES];
+        uint32_t count = 0;
+        rkv_status s = rkv_router_route(d->router, ns, d->hashes, n, &best);
+        if (s == RKV_OK)
+            s = rkv_router_overlaps(d->router, ns, d->hashes, n, all,
+                                    RKV_ROUTER_MAX_INSTANCES, &count);
+        rep.status = (uint32_t)s;
+        if (s == RKV_OK) {
+            rep.instance = best.instance;
+            rep.pages = best.pages;
+            rep.count = count;
+            for (uint32_t i = 0; i < count; i++) {
+                rep.ids[i] = all[i].instance;
+                rep.id_pages[i] = all[i].pages;
+            }
+        }
+    }
+    uint8_t buf[RKV_WIRE_HEADER + 20 + 12 * RKV_WIRE_MAX_ROUTE];
+    size_t len = 0;
+    if (rkv_wire_encode_reply(&rep, buf, sizeof buf, &len) == RKV_OK)
+        natsConnection_Publish(d->nc, reply_to, buf, (int)len);
+    uint64_t dt = rkv_fleet_now_us() - t0;
+    d->lat_us[d->n_lat++ % LAT_RING] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+    d->lat_sum_us += dt;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void sample_rates(rdaemon *d, uint64_t now)
+{
+    rkv_router_stats st;
+    if (d->rs_count &&
+        now - d->rs[(d->rs_head + d->rs_count - 1) % RATE_SAMPLES].t_ms < 1000)
+        return;
+    if (rkv_router_get_stats(d->router, &st) != RKV_OK)
+        return;
+    rate_sample x = {now, st.events_applied, st.queries};
+    if (d->rs_count == RATE_SAMPLES) {
+        d->rs[d->rs_head] = x;
+        d->rs_head = (d->rs_head + 1) % RATE_SAMPLES;
+    } else {
+        d->rs[(d->rs_head + d->rs_count++) % RATE_SAMPLES] = x;
+    }
+}
+
+#define METRIC(type, name, help) "# HELP " name " " help "\n# TYPE " name " " type "\n"
+
+/* The stats as Prometheus text (exposition format 0.0.4) into buf[0..cap);
+ * returns the length as snprintf does. Served on .stats and over HTTP. */
+static size_t render_metrics(void *ctx, char *buf, size_t cap)
+{
+    rdaemon *d = ctx;
+    uint64_t now = rkv_fleet_now_ms();
+    rkv_router_stats st;
+    if (rkv_router_get_stats(d->router, &st) != RKV_OK)
+        memset(&st, 0, sizeof st);
+    uint32_t lat[LAT_RING];
+    uint64_t nl = d->n_lat < LAT_RING ? d->n_lat : LAT_RING;
+    memcpy(lat, d->lat_us, nl * sizeof lat[0]);
+    qsort(lat, nl, sizeof lat[0], cmp_u32);
+    /* rates over the window the samples span (since start at first) */
+    rate_sample old = {d->start_ms, 0, 0};
+    if (d->rs_count)
+        old = d->rs[d->rs_head];
+    double win_s = (double)(now - old.t_ms) / 1000.0;
+    double ev_rate = win_s > 0 ? (double)(st.events_applied - old.events) / win_s : 0;
+    double q_rate = win_s > 0 ? (double)(st.queries - old.queries) / win_s : 0;
+    uint64_t live = 0, dropped = 0;
+    for (uint32_t i = 0; i < d->n_in; i++)
+        live += d->in[i].live != 0;
+    for (int i = 0; i < N_SUBS; i++) {
+        int64_t n = 0;
+        if (d->subs[i] && natsSubscription_GetDropped(d->subs[i], &n) == NATS_OK && n > 0)
+            dropped += (uint64_t)n;
+    }
+    dropped += d->queue_dropped;
+    int k = snprintf(
+        buf, cap,
+        METRIC("gauge", "radixkv_router_instances_live",
+               "instances routed to (heartbeat or batch within the timeout)")
+        "radixkv_router_instances_live %" PRIu64 "\n"
+        METRIC("gauge", "radixkv_router_instances", "instances registered in the index")
+        "radixkv_router_instances %" PRIu64 "\n"
+        METRIC("gauge", "radixkv_router_index_entries", "distinct block hashes indexed")
+        "radixkv_router_index_entries %" PRIu64 "\n"
+        METRIC("gauge", "radixkv_router_index_bytes", "index memory")
+        "radixkv_router_index_bytes %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_events_applied_total", "KV events applied")
+        "radixkv_router_events_applied_total %" PRIu64 "\n"
+        METRIC("gauge", "radixkv_router_events_per_second",
+               "events applied per second over the last 10 s")
+        "radixkv_router_events_per_second %.1f\n"
+        METRIC("counter", "radixkv_router_events_stale_total",
+               "events with a repeated or out-of-order seq, skipped")
+        "radixkv_router_events_stale_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_events_skipped_total",
+               "events that arrived while their instance awaited a snapshot")
+        "radixkv_router_events_skipped_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_events_bad_total",
+               "events that contradicted the index")
+        "radixkv_router_events_bad_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_gaps_total", "seq gaps seen")
+        "radixkv_router_gaps_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_resync_markers_total",
+               "RESYNC markers (an instance's event ring overflowed)")
+        "radixkv_router_resync_markers_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_resyncs_total",
+               "resyncs started: gaps + markers + bad events")
+        "radixkv_router_resyncs_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_snapshots_applied_total", "resyncs completed")
+        "radixkv_router_snapshots_applied_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_snapshot_requests_total",
+               "snapshot requests sent")
+        "radixkv_router_snapshot_requests_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_snapshots_bad_total",
+               "snapshot answers that did not apply")
+        "radixkv_router_snapshots_bad_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_bad_messages_total",
+               "messages that did not decode (any subject)")
+        "radixkv_router_bad_messages_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_dropped_messages_total",
+               "messages lost before handling (slow consumer, no memory)")
+        "radixkv_router_dropped_messages_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_instances_expired_total",
+               "instances dropped for a silent heartbeat")
+        "radixkv_router_instances_expired_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_queries_total", "route queries answered")
+        "radixkv_router_queries_total %" PRIu64 "\n"
+        METRIC("gauge", "radixkv_router_queries_per_second",
+               "route queries per second over the last 10 s")
+        "radixkv_router_queries_per_second %.1f\n"
+        METRIC("summary", "radixkv_router_query_latency_seconds",
+               "time from a query's dequeue to its reply's publish (last 1024)")
+        "radixkv_router_query_latency_seconds{quantile=\"0.5\"} %.9f\n"
+        "radixkv_router_query_latency_seconds{quantile=\"0.99\"} %.9f\n"
+        "radixkv_router_query_latency_seconds_sum %.6f\n"
+        "radixkv_router_query_latency_seconds_count %" PRIu64 "\n"
+        METRIC("gauge", "radixkv_router_uptime_seconds", "since the daemon started")
+        "radixkv_router_uptime_seconds %.1f\n",
+        live, st.instances, st.entries, st.host_bytes, st.events_applied, ev_rate,
+        st.events_stale, st.events_skipped, st.events_bad, st.gaps, st.resync_markers,
+        st.gaps + st.resync_markers + st.events_bad, st.snapshots, d->snap_requests,
+        d->snap_bad, d->bad_messages, dropped, d->expired, st.queries, q_rate,
+        nl ? lat[(nl - 1) / 2] / 1e6 : 0.0, nl ? lat[(nl * 99 - 1) / 100] / 1e6 : 0.0,
+        (double)d->lat_sum_us / 1e6, d->n_lat, (double)(now - d->start_ms) / 1000.0);
+    return k < 0 ? cap : (size_t)k;
+}
+
+static void handle_stats(rdaemon *d, natsMsg *m)
+{
+    const char *reply_to = natsMsg_GetReply(m);
+    if (!reply_to)
+        return;
+    char *buf = malloc(RKV_HTTP_MAX_BODY);
+    if (!buf)
+        return;
+    size_t k = render_metrics(d, buf, RKV_HTTP_MAX_BODY);
+    if (k < RKV_HTTP_MAX_BODY)
+        natsConnection_Publish(d->nc, reply_to, buf, (int)k);
+    free(buf);
+}
+
+static void expire(rdaemon *d, uint64_t now)
+{
+    for (uint32_t i = 0; i < d->n_in; i++) {
+        inst *x = &d->in[i];
+        if (!x->live)
+            continue;
+        if (now - x->last_seen_ms > d->hb_timeout_ms) {
+            rkv_router_remove_instance(d->router, x->id);
+            x->live = 0;
+            d->expired++;
+            fprintf(stderr, "%s: instance %" PRIu64
+                    " expired (no heartbeat for %" PRIu64 " ms)\n",
+                    d->prog, x->id, now - x->last_seen_ms);
+        } else {
+            maybe_resync(d, x, now);
+        }
+    }
+}
+
+/* ---- setup -------------------------------------------------------------------- */
+static int ensure_stream(const char *prog, jsCtx *js, const char *stream,
+                         const char *kv_subjects, int64_t max_age_s,
+                         int64_t max_bytes, int memory)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    natsStatus s = js_GetStreamInfo(&si, js, stream, NULL, &jerr);
+    if (s == NATS_OK) {
+        jsStreamInfo_Destroy(si);
+        return 0;
+    }
+    if (s != NATS_NOT_FOUND) {
+        fprintf(stderr, "%s: stream %s: %s (%d)\n", prog, stream,
+                natsStatus_GetText(s), (int)jerr);
+        return -1;
+    }
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    const char *subjects[1] = {kv_subjects};
+    sc.Name = stream;
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    sc.MaxAge = max_age_s * (int64_t)1000000000;
+    sc.MaxBytes = max_bytes;
+    sc.Storage = memory ? js_MemoryStorage : js_FileStorage;
+    s = js_AddStream(&si, js, &sc, NULL, &jerr);
+    if (s != NATS_OK) {
+        fprintf(stderr, "%s: creating stream %s: %s (%d)\n", prog, stream,
+                natsStatus_GetText(s), (int)jerr);
+        return -1;
+    }
+    jsStreamInfo_Destroy(si);
+    return 0;
+}
+
+static void usage(FILE *f, const char *prog)
+{
+    fprintf(f,
+            "usage: %s --model NAME [options]\n"
+            "  -s, --server URL             NATS server (default nats://127.0.0.1:4222)\n"
+            "  -m, --model NAME             model name in the subjects ([A-Za-z0-9_-])\n"
+            "      --stream NAME            JetStream stream (default RADIXKV_<model>)\n"
+            "      --heartbeat-timeout-ms N drop an instance silent this long (3000)\n"
+            "      --snapshot-timeout-ms N  re-ask a snapshot after this long (1000)\n"
+            "      --max-age-s N            stream retention by age (3600)\n"
+            "      --max-bytes N            stream retention by bytes (1 GiB)\n"
+            "      --memory                 memory storage for a new stream\n"
+            "      --metrics-port N         serve the stats as Prometheus text on\n"
+            "                               http://ADDR:N/metrics (0: any free port)\n"
+            "      --metrics-addr ADDR      IPv4 address for it (default 127.0.0.1)\n"
+            "  -h, --help\n"
+            "Subjects: radixkv.<model>.kv.<id> (stream), .hb.<id>, .snap.<id>,\n"
+            "radixkv.<model>.route and radixkv.<model>.stats (request/reply).\n",
+            prog);
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int rkv_router_daemon_main(const char *prog, int argc, char **argv)
+{
+    const char *server = "nats://127.0.0.1:4222", *model = NULL, *stream_opt = NULL,
+               *metrics_addr = "127.0.0.1";
+    uint64_t hb_timeout = 3000, snap_timeout = 1000, max_age = 3600,
+             max_bytes = 1ull << 30, metrics_port = 0;
+    int memory = 0, metrics = 0;
+    static const struct option opts[] = {
+        {"server", required_argument, 0, 's'},
+        {"model", required_argument, 0, 'm'},
+        {"stream", required_argument, 0, 1},
+        {"heartbeat-timeout-ms", required_argument, 0, 2},
+        {"snapshot-timeout-ms", required_argument, 0, 3},
+        {"max-age-s", required_argument, 0, 4},
+        {"max-bytes", required_argument, 0, 5},
+        {"memory", no_argument, 0, 6},
+        {"metrics-port", required_argument, 0, 7},
+        {"metrics-addr", required_argument, 0, 8},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    optind = 1; /* getopt's state is global: start over on every call */
+    while ((c = getopt_long(argc, argv, "s:m:h", opts, NULL)) != -1) {
+        int bad_num = 0;
+        switch (c) {
+        case 's': server = optarg; break;
+        case 'm': model = optarg; break;
+        case 1: stream_opt = optarg; break;
+        case 2: bad_num = parse_u64(optarg, &hb_timeout) || hb_timeout == 0; break;
+        case 3: bad_num = parse_u64(optarg, &snap_timeout) || snap_timeout == 0; break;
+        case 4: bad_num = parse_u64(optarg, &max_age) || max_age == 0 ||
+                          max_age > INT64_MAX / 1000000000; break;
+        case 5: bad_num = parse_u64(optarg, &max_bytes) || max_bytes == 0 ||
+                          max_bytes > INT64_MAX; break;
+        case 6: memory = 1; break;
+        case 7: bad_num = parse_u64(optarg, &metrics_port) || metrics_port > 65535;
+                metrics = 1; break;
+        case 8: metrics_addr = optarg; break;
+        case 'h': usage(stdout, prog); return 0;
+        default: usage(stderr, prog); return 2;
+        }
+        if (bad_num) {
+            fprintf(stderr, "%s: bad number '%s'\n", prog, optarg);
+            return 2;
+        }
+    }
+    if (optind != argc || !model) {
+        usage(stderr, prog);
+        return 2;
+    }
+    char kv_subj[160], hb_subj[160], route_subj[160], stats_subj[160], stream[128];
+    if (rkv_fleet_subject(kv_subj, sizeof kv_subj, model, "kv.*", 0, 0) != RKV_OK ||
+        rkv_fleet_subject(hb_subj, sizeof hb_subj, model, "hb.*", 0, 0) != RKV_OK ||
+        rkv_fleet_subject(route_subj, sizeof route_subj, model, "route", 0, 0) != RKV_OK ||
+        rkv_fleet_subject(stats_subj, sizeof stats_subj, model, "stats", 0, 0) != RKV_OK) {
+        fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+        return 2;
+    }
+    snprintf(stream, sizeof stream, "%s", stream_opt ? stream_opt : "");
+    if (!stream_opt)
+        snprintf(stream, sizeof stream, "RADIXKV_%s", model);
+
+    rkv_fleet_catch_signals();
+
+    rdaemon *d = calloc(1, sizeof *d);
+    mqueue_owner qo = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL},
+                       0};
+    mqueue *q = &qo.q;
+    int rc = 1;
+    natsOptions *no = NULL;
+    jsCtx *js = NULL;
+    natsInbox *inbox = NULL;
+    rkv_router_config rcfg;
+    rkv_router_config_init(&rcfg);
+    if (!d)
+        return 1;
+    d->prog = prog;
+    d->model = model;
+    d->hb_timeout_ms = hb_timeout;
+    d->snap_timeout_ms = snap_timeout;
+    d->start_ms = rkv_fleet_now_ms();
+    d->ev = calloc(RKV_WIRE_MAX_EVENTS, sizeof *d->ev);
+    d->hashes = calloc(RKV_WIRE_MAX_QUERY, sizeof *d->hashes);
+    if (!d->ev || !d->hashes || rkv_router_create(&rcfg, &d->router) != RKV_OK)
+        goto out;
+    if (metrics && rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK) {
+        fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());
+        goto out;
+    }
+    natsStatus s = natsOptions_Create(&no);
+    if (s == NATS_OK) s = natsOptions_SetURL(no, server);
+    if (s == NATS_OK) s = natsOptions_SetMaxReconnect(no, -1);
+    if (s == NATS_OK) s = natsOptions_SetReconnectWait(no, 100);
+    if (s == NATS_OK) s = natsConnection_Connect(&d->nc, no);
+    if (s != NATS_OK) {
+        fprintf(stderr, "%s: connect %s: %s\n", prog, server, natsStatus_GetText(s));
+        goto out;
+    }
+    if (natsConnection_JetStream(&js, d->nc, NULL) != NATS_OK ||
+        ensure_stream(prog, js, stream, kv_subj, (int64_t)max_age, (int64_t)max_bytes,
+                      memory) != 0)
+        goto out;
+    s = natsInbox_Create(&inbox);
+    if (s == NATS_OK) {
+        snprintf(d->inbox, sizeof d->inbox, "%s", (const char *)inbox);
+        char snap_subj[160];
+        snprintf(snap_subj, sizeof snap_subj, "%s.*", d->inbox);
+        jsSubOptions so;
+        jsSubOptions_Init(&so);
+        so.Stream = stream;
+        so.Ordered = true;
+        jsErrCode jerr = 0;
+        s = natsConnection_Subscribe(&d->subs[0], d->nc, snap_subj, on_snap, q);
+        if (s == NATS_OK)
+            s = natsConnection_Subscribe(&d->subs[1], d->nc, hb_subj, on_hb, q);
+        if (s == NATS_OK)
+            s = js_Subscribe(&d->subs[2], js, kv_subj, on_kv, q, NULL, &so, &jerr);
+        if (s == NATS_OK)
+            s = natsConnection_Subscribe(&d->subs[3], d->nc, route_subj, on_route, q);
+        if (s == NATS_OK)
+            s = natsConnection_Subscribe(&d->subs[4], d->nc, stats_subj, on_stats, q);
+        if (s == NATS_OK)
+            s = natsConnection_Flush(d->nc);
+        if (s != NATS_OK)
+            fprintf(stderr, "%s: subscribe: %s (%d)\n", prog, natsStatus_GetText(s),
+                    (int)jerr);
+    }
+    if (s != NATS_OK)
+        goto out;
+    fprintf(stderr, "%s: model %s, stream %s, server %s: ready\n", prog, model, stream,
+            server);
+    if (d->http)
+        fprintf(stderr, "%s: metrics on http://%s:%u/metrics\n", prog, metrics_addr,
+                (unsigned)rkv_http_port(d->http));
+    uint64_t next_tick = rkv_fleet_now_ms(), last_http = 0;
+    while (!rkv_fleet_stop) {
+        qitem *it = dequeue(q, d->http ? 20 : 50);
+        uint64_t now = rkv_fleet_now_ms();
+        if (it) {
+            switch (it->kind) {
+            case M_KV: handle_kv(d, it->msg, now); break;
+            case M_HB: handle_hb(d, it->msg, now); break;
+            case M_SNAP: handle_snap(d, it->msg, now); break;
+            case M_ROUTE: handle_route(d, it->msg); break;
+            default: handle_stats(d, it->msg); break;
+            }
+            natsMsg_Destroy(it->msg);
+            free(it);
+        }
+        /* at most once a millisecond, never waiting: a scrape costs the
+         * NATS loop one render, a stuck client nothing */
+        if (d->http && now != last_http) {
+            rkv_http_poll(d->http, now, 0, render_metrics, d);
+            last_http = now;
+        }
+        if (now >= next_tick) {
+            pthread_mutex_lock(&q->mu);
+            d->queue_dropped = qo.dropped;
+            pthread_mutex_unlock(&q->mu);
+            sample_rates(d, now);
+            expire(d, now);
+            next_tick = now + 50;
+        }
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < N_SUBS; i++)
+        if (d->subs[i]) {
+            natsSubscription_Unsubscribe(d->subs[i]);
+            natsSubscription_Destroy(d->subs[i]);
+        }
+    for (qitem *it = q->head; it;) {
+        qitem *nx = it->next;
+        natsMsg_Destroy(it->msg);
+        free(it);
+        it = nx;
+    }
+    natsInbox_Destroy(inbox);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(d->nc);
+    natsOptions_Destroy(no);
+    rkv_http_close(d->http);
+    rkv_router_destroy(d->router);
+    free(d->ev);
+    free(d->hashes);
+    free(d);
+    nats_CloseAndWait(2000);
+    return rc;
+}

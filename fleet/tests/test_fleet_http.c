@@ -1,0 +1,344 @@
+/*
+ * fleet/tests/test_fleet_http.c -- the metrics HTTP responder (fleet/http.h)
+ * over real loopback sockets: well-formed requests get the rendered text
+ * with a correct Content-Length; every malformed, oversized, slow, early
+ * closed or surplus connection gets its documented answer or is closed,
+ * and rkv_http_check holds after every poll. The responder's clock is the
+ * test's (now_ms is passed in), so deadlines are tested without waiting.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fleet/http.h"
+
+typedef struct render_ctx {
+    const char *text;
+    size_t size; /* 0: strlen(text); else a body of this many 'x' */
+    int calls;
+} render_ctx;
+
+static size_t render(void *vctx, char *buf, size_t cap)
+{
+    render_ctx *r = vctx;
+    r->calls++;
+    if (r->size) {
+        if (r->size < cap)
+            memset(buf, 'x', r->size);
+        return r->size;
+    }
+    return (size_t)snprintf(buf, cap, "%s", r->text);
+}
+
+static uint64_t g_now = 1000;
+
+static void step(rkv_http *h, render_ctx *r)
+{
+    cr_assert_eq(rkv_http_poll(h, g_now, 5, render, r), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_http_check(h), RKV_OK, "%s", rkv_last_error());
+}
+
+static int client(rkv_http *h)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(rkv_http_port(h));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "%s", strerror(errno));
+    cr_assert_eq(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+    return fd;
+}
+
+/* Reads what the server sends until it closes (stepping the server);
+ * returns the byte count. */
+static size_t read_all(rkv_http *h, render_ctx *r, int fd, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (int spins = 0; spins < 2000; spins++) {
+        step(h, r);
+        ssize_t k = recv(fd, out + n, cap - 1 - n, 0);
+        if (k == 0)
+            break;
+        if (k > 0) {
+            n += (size_t)k;
+            cr_assert_lt(n, cap - 1, "answer too long");
+            continue;
+        }
+        cr_assert(errno == EAGAIN || errno == EWOULDBLOCK, "%s", strerror(errno));
+    }
+    out[n] = 0;
+    return n;
+}
+
+static size_t exchange(rkv_http *h, render_ctx *r, const char *req, size_t len,
+                       char *out, size_t cap)
+{
+    int fd = client(h);
+    cr_assert_eq(send(fd, req, len, 0), (ssize_t)len);
+    size_t n = read_all(h, r, fd, out, cap);
+    close(fd);
+    return n;
+}
+
+/* Steps the server until every connection closed (the peers did). */
+static void settle(rkv_http *h, render_ctx *r)
+{
+    rkv_http_stats st;
+    for (int i = 0; i < 200; i++) {
+        cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+        if (st.open == 0)
+            return;
+        step(h, r);
+    }
+    cr_assert_fail("%u connections still open", st.open);
+}
+
+static int status_of(const char *resp)
+{
+    int code = 0;
+    cr_assert_eq(sscanf(resp, "HTTP/1.0 %d ", &code), 1, "no status line: %.60s", resp);
+    return code;
+}
+
+/* The body after the head; checks Content-Length against it. */
+static const char *body_of(const char *resp, size_t n)
+{
+    const char *end = strstr(resp, "\r\n\r\n");
+    cr_assert_not_null(end);
+    const char *cl = strstr(resp, "Content-Length: ");
+    cr_assert(cl && cl < end);
+    size_t want = strtoull(cl + 16, NULL, 10);
+    cr_assert_eq((size_t)(resp + n - (end + 4)), want, "Content-Length %zu, body %zu",
+                 want, (size_t)(resp + n - (end + 4)));
+    cr_assert_not_null(strstr(resp, "Connection: close\r\n"));
+    return end + 4;
+}
+
+static rkv_http *open_any(void)
+{
+    rkv_http *h = NULL;
+    cr_assert_eq(rkv_http_open("127.0.0.1", 0, &h), RKV_OK, "%s", rkv_last_error());
+    cr_assert_gt(rkv_http_port(h), 0);
+    return h;
+}
+
+#define REQ(s) s, sizeof(s) - 1
+
+Test(fleet_http, get_metrics_returns_the_text)
+{
+    rkv_http *h = open_any();
+    render_ctx r = {.text = "radixkv_router_instances 3\n"};
+    char out[8192];
+    size_t n = exchange(h, &r, REQ("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), out,
+                        sizeof out);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_not_null(strstr(out, "Content-Type: text/plain; version=0.0.4"));
+    cr_assert_str_eq(body_of(out, n), r.text);
+    /* bare LF line ends, a query string, HTTP/1.0 */
+    n = exchange(h, &r, REQ("GET /metrics?x=1 HTTP/1.0\n\n"), out, sizeof out);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_str_eq(body_of(out, n), r.text);
+    /* HEAD: the head with the body's length, no body */
+    n = exchange(h, &r, REQ("HEAD /metrics HTTP/1.0\r\n\r\n"), out, sizeof out);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_not_null(strstr(out, "Content-Length: 27\r\n"));
+    cr_assert_eq(strstr(out, "\r\n\r\n") + 4, out + n);
+    cr_assert_eq(r.calls, 3);
+    rkv_http_stats st;
+    settle(h, &r);
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.answered, 3);
+    cr_assert_eq(st.errors, 0);
+    cr_assert_eq(st.open, 0);
+    rkv_http_close(h);
+}
+
+Test(fleet_http, request_split_byte_by_byte)
+{
+    rkv_http *h = open_any();
+    render_ctx r = {.text = "a 1\n"};
+    static const char req[] = "GET /metrics HTTP/1.1\r\nUser-Agent: t\r\n\r\n";
+    int fd = client(h);
+    for (size_t i = 0; i < sizeof req - 1; i++) {
+        cr_assert_eq(send(fd, req + i, 1, 0), 1);
+        step(h, &r);
+    }
+    char out[4096];
+    size_t n = read_all(h, &r, fd, out, sizeof out);
+    close(fd);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_str_eq(body_of(out, n), "a 1\n");
+    rkv_http_close(h);
+}
+
+Test(fleet_http, bad_requests_get_their_status)
+{
+    rkv_http *h = open_any();
+    render_ctx r = {.text = "a 1\n"};
+    static const struct {
+        const char *req;
+        int code;
+    } cases[] = {
+        {"GET / HTTP/1.1\r\n\r\n", 404},
+        {"GET /metricsX HTTP/1.1\r\n\r\n", 404},
+        {"POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", 405},
+        {"DELETE /metrics HTTP/1.0\r\n\r\n", 405},
+        {"GET /metrics\r\n\r\n", 400},
+        {"GET  /metrics HTTP/1.1\r\n\r\n", 400},
+        {"GET /metrics HTTP/2.0\r\n\r\n", 400},
+        {"GET /met\x01rics HTTP/1.1\r\n\r\n", 400},
+        {"\r\n\r\n", 400},
+        {"GARBAGE\n\n", 400},
+        {"TOOLONGMETHOD /metrics HTTP/1.1\r\n\r\n", 400},
+    };
+    char out[4096];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = exchange(h, &r, cases[i].req, strlen(cases[i].req), out, sizeof out);
+        cr_assert_eq(status_of(out), cases[i].code, "case %zu: %.40s", i, out);
+        body_of(out, n);
+    }
+    cr_assert_not_null(strstr(out, "400"));
+    cr_assert_eq(r.calls, 0, "rendered for a bad request");
+    rkv_http_stats st;
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.errors, sizeof cases / sizeof cases[0]);
+    cr_assert_eq(st.answered, 0);
+    rkv_http_close(h);
+}
+
+Test(fleet_http, oversized_head_is_431)
+{
+    rkv_http *h = open_any();
+    render_ctx r = {.text = "a 1\n"};
+    char req[RKV_HTTP_MAX_REQUEST + 100];
+    memcpy(req, "GET /metrics HTTP/1.1\r\nX: ", 26);
+    memset(req + 26, 'y', sizeof req - 26);
+    int fd = client(h);
+    size_t sent = 0;
+    /* the server stops reading at its bound: send what it takes */
+    for (int spins = 0; spins < 200 && sent < sizeof req; spins++) {
+        ssize_t k = send(fd, req + sent, sizeof req - sent, MSG_NOSIGNAL);
+        if (k > 0)
+            sent += (size_t)k;
+        step(h, &r);
+    }
+    char out[4096];
+    size_t n = read_all(h, &r, fd, out, sizeof out);
+    close(fd);
+    cr_assert_gt(n, 0);
+    cr_assert_eq(status_of(out), 431);
+    cr_assert_eq(r.calls, 0);
+    rkv_http_close(h);
+}
+
+Test(fleet_http, render_too_large_is_500)
+{
+    rkv_http *h = open_any();
+    render_ctx r = {.size = RKV_HTTP_MAX_BODY};
+    char out[4096];
+    exchange(h, &r, REQ("GET /metrics HTTP/1.0\r\n\r\n"), out, sizeof out);
+    cr_assert_eq(status_of(out), 500);
+    /* just under the bound fits, and arrives whole */
+    r.size = RKV_HTTP_MAX_BODY - 1;
+    char *big = malloc(2 * RKV_HTTP_MAX_BODY);
+    cr_assert_not_null(big);
+    size_t n = exchange(h, &r, REQ("GET /metrics HTTP/1.0\r\n\r\n"), big,
+                        2 * RKV_HTTP_MAX_BODY);
+    cr_assert_eq(status_of(big), 200);
+    cr_assert_eq(strlen(body_of(big, n)), RKV_HTTP_MAX_BODY - 1);
+    free(big);
+    rkv_http_close(h);
+}
+
+Test(fleet_http, slow_and_vanishing_clients_are_closed)
+{
+    rkv_http *h = open_any();
+    render_ctx r = {.text = "a 1\n"};
+    /* half a request, then silence: closed at the deadline */
+    int slow = client(h);
+    cr_assert_eq(send(slow, "GET /met", 8, 0), 8);
+    /* a client that leaves mid-request */
+    int gone = client(h);
+    cr_assert_eq(send(gone, "GET /", 5, 0), 5);
+    for (int i = 0; i < 20; i++)
+        step(h, &r);
+    rkv_http_stats st;
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.open, 2);
+    close(gone);
+    for (int i = 0; i < 20 && st.open == 2; i++) {
+        step(h, &r);
+        cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    }
+    cr_assert_eq(st.open, 1, "a closed peer is still open");
+    g_now += RKV_HTTP_DEADLINE_MS;
+    step(h, &r);
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.open, 0);
+    cr_assert_eq(st.timeouts, 1);
+    char c;
+    ssize_t k;
+    do {
+        k = recv(slow, &c, 1, 0);
+    } while (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && (step(h, &r), 1));
+    cr_assert_leq(k, 0, "the slow client got an answer");
+    close(slow);
+    cr_assert_eq(r.calls, 0);
+    rkv_http_close(h);
+}
+
+Test(fleet_http, connection_flood_is_bounded)
+{
+    rkv_http *h = open_any();
+    render_ctx r = {.text = "a 1\n"};
+    enum { N = RKV_HTTP_MAX_CONNS + 6 };
+    int fd[N];
+    for (int i = 0; i < N; i++) {
+        fd[i] = client(h); /* a blocking connect: the backlog must drain */
+        step(h, &r);
+    }
+    rkv_http_stats st;
+    for (int i = 0; i < 50; i++) {
+        step(h, &r);
+        cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+        if (st.accepted == N)
+            break;
+    }
+    cr_assert_eq(st.accepted, N);
+    cr_assert_eq(st.open, RKV_HTTP_MAX_CONNS);
+    cr_assert_eq(st.rejected, N - RKV_HTTP_MAX_CONNS);
+    for (int i = 0; i < N; i++)
+        close(fd[i]);
+    settle(h, &r);
+    /* freed slots serve again */
+    char out[4096];
+    size_t n = exchange(h, &r, REQ("GET /metrics HTTP/1.0\r\n\r\n"), out, sizeof out);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_str_eq(body_of(out, n), "a 1\n");
+    rkv_http_close(h);
+}
+
+Test(fleet_http, open_errors)
+{
+    rkv_http *h = NULL, *h2 = NULL;
+    cr_assert_eq(rkv_http_open("localhost", 0, &h), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_http_open("1.2.3", 0, &h), RKV_ERR_INVALID_ARG);
+    cr_assert_null(h);
+    h = open_any();
+    cr_assert_eq(rkv_http_open("127.0.0.1", rkv_http_port(h), &h2), RKV_ERR_IO);
+    cr_assert_null(h2);
+    cr_assert_not_null(strstr(rkv_last_error(), "127.0.0.1"));
+    rkv_http_close(h);
+    rkv_http_close(NULL);
+}
