@@ -93,6 +93,7 @@ typedef struct rdaemon {
     char inbox[128];
     uint64_t hb_timeout_ms, snap_timeout_ms, start_ms;
     uint64_t bad_messages, expired, snap_requests, snap_bad;
+    uint64_t stream_logs; /* stream anomalies logged so far (first 20) */
     rkv_event *ev;
     uint64_t *hashes;
     uint32_t lat_us[LAT_RING]; /* the last LAT_RING query latencies      */
@@ -260,7 +261,22 @@ static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
     inst *x = touch(d, bi.instance, bi.epoch, now);
     if (!x)
         return;
+    rkv_router_stats a, b;
+    int logged = d->stream_logs < 20 && rkv_router_get_stats(d->router, &a) == RKV_OK;
     rkv_router_apply(d->router, bi.instance, d->ev, bi.count);
+    if (logged && rkv_router_get_stats(d->router, &b) == RKV_OK &&
+        (b.events_stale > a.events_stale || b.gaps > a.gaps ||
+         b.events_bad > a.events_bad || b.resync_markers > a.resync_markers)) {
+        d->stream_logs++;
+        fprintf(stderr,
+                "%s: instance %" PRIu64 " batch from seq %" PRIu64 ": %" PRIu64
+                " stale (repeated or out-of-order seq), %" PRIu64 " gaps, %" PRIu64
+                " bad, %" PRIu64 " resync markers%s\n",
+                d->prog, bi.instance, bi.first_seq, b.events_stale - a.events_stale,
+                b.gaps - a.gaps, b.events_bad - a.events_bad,
+                b.resync_markers - a.resync_markers,
+                d->stream_logs == 20 ? " (no more of these are logged)" : "");
+    }
     maybe_resync(d, x, now);
 }
 

@@ -190,8 +190,19 @@ static void add_instances(fleet *f, int n)
         f->q_n[q] = evd_tokens(&rng, f->q_tok[q], &f->q_ns[q]);
 }
 
+/* A JetStream context for the test's own publishes (freed at teardown). */
+static jsCtx *g_js;
+static jsCtx *js2(fleet *f)
+{
+    if (!g_js)
+        cr_assert_eq(natsConnection_JetStream(&g_js, f->nc, NULL), NATS_OK);
+    return g_js;
+}
+
 static void teardown(fleet *f)
 {
+    jsCtx_Destroy(g_js);
+    g_js = NULL;
     if (f->router)
         kill9_router(f);
     for (int i = 0; i < f->n; i++) {
@@ -455,10 +466,59 @@ Test(fleet_nats, bad_messages_are_counted_not_fatal)
     natsMsg_Destroy(m);
     jsCtx_Destroy(js);
     churn(&f, 100, 7);
+    cr_assert_eq(rkv_tree_check(f.in[0].tree), RKV_OK);
     wait_agree(&f, live, 8000, "after bad messages");
-    char text[4096];
+    char text[8192];
     cr_assert(stats(&f, text, sizeof text, 1000));
     cr_assert_geq(stat_value(text, "radixkv_router_bad_messages_total"), 4);
+
+    /* well-formed batches with a repeated seq (an old batch sent again) and
+     * an out-of-order one: counted as stale, the index unchanged */
+    uint64_t stale0 = stat_value(text, "radixkv_router_events_stale_total");
+    cr_assert_eq(js_Publish(NULL, js2(&f), "radixkv." MODEL ".kv.1", buf, 0, NULL, NULL),
+                 NATS_OK); /* an empty message: bad, too */
+    rkv_fleet_pub_stats ps;
+    cr_assert_eq(rkv_fleet_pub_get_stats(f.pub[0], &ps), RKV_OK);
+    cr_assert_gt(ps.last_published_seq, 3);
+    rkv_event old[2] = {{.seq = 1, .kind = RKV_EVENT_ALL_CLEARED},
+                        {.seq = 2, .kind = RKV_EVENT_ALL_CLEARED}};
+    cr_assert_eq(rkv_wire_encode_events(1, 7, old, 2, buf, sizeof buf, &len), RKV_OK);
+    cr_assert_eq(js_Publish(NULL, js2(&f), "radixkv." MODEL ".kv.1", buf, (int)len,
+                            NULL, NULL), NATS_OK);
+    old[0].seq = ps.last_published_seq - 1;
+    cr_assert_eq(rkv_wire_encode_events(1, 7, old, 1, buf, sizeof buf, &len), RKV_OK);
+    cr_assert_eq(js_Publish(NULL, js2(&f), "radixkv." MODEL ".kv.1", buf, (int)len,
+                            NULL, NULL), NATS_OK);
+    uint64_t deadline = ms_now() + 8000;
+    for (;;) {
+        cr_assert(stats(&f, text, sizeof text, 1000));
+        if (stat_value(text, "radixkv_router_events_stale_total") >= stale0 + 3)
+            break;
+        cr_assert_lt(ms_now(), deadline, "stale events not counted:\n%s", text);
+        nap();
+    }
+    wait_agree(&f, live, 8000, "after repeated and out-of-order seqs");
+
+    /* a seq far ahead: a gap, so the router resyncs the instance from a
+     * snapshot and agrees again */
+    uint64_t gaps0 = stat_value(text, "radixkv_router_gaps_total");
+    old[0].seq = ps.last_published_seq + 1000;
+    cr_assert_eq(rkv_wire_encode_events(1, 7, old, 1, buf, sizeof buf, &len), RKV_OK);
+    cr_assert_eq(js_Publish(NULL, js2(&f), "radixkv." MODEL ".kv.1", buf, (int)len,
+                            NULL, NULL), NATS_OK);
+    deadline = ms_now() + 8000;
+    for (;;) {
+        poll_all(&f);
+        cr_assert(stats(&f, text, sizeof text, 1000));
+        if (stat_value(text, "radixkv_router_gaps_total") > gaps0)
+            break;
+        cr_assert_lt(ms_now(), deadline, "the gap was not seen:\n%s", text);
+        nap();
+    }
+    churn(&f, 50, 17);
+    wait_agree(&f, live, 8000, "after a gap");
+    cr_assert(stats(&f, text, sizeof text, 1000));
+    cr_assert_gt(stat_value(text, "radixkv_router_snapshots_applied_total"), 0);
     teardown(&f);
 }
 
