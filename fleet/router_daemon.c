@@ -292,7 +292,13 @@ static void handle_hb(rdaemon *d, natsMsg *m, uint64_t now)
     if (!x)
         return;
     rkv_router_set_load(d->router, hb.instance, hb.running, hb.queued_tokens);
-    if (x->hb_seen)
+    /* Only a heartbeat ahead of the stream says something (a gap at the
+     * end of it); one behind is the normal lag, and passing it on would
+     * count it as stale events. */
+    rkv_router_instance_info info;
+    if (x->hb_seen &&
+        rkv_router_instance_info_get(d->router, hb.instance, &info) == RKV_OK &&
+        x->hb_seq_prev > info.last_seq)
         rkv_router_heartbeat(d->router, hb.instance, x->hb_seq_prev);
     x->hb_seen = 1;
     x->hb_seq_prev = hb.last_seq;
@@ -385,7 +391,7 @@ static void sample_rates(rdaemon *d, uint64_t now)
         return;
     if (rkv_router_get_stats(d->router, &st) != RKV_OK)
         return;
-    rate_sample x = {now, st.events_applied, st.queries};
+    rate_sample x = {now, st.events_applied, d->n_lat};
     if (d->rs_count == RATE_SAMPLES) {
         d->rs[d->rs_head] = x;
         d->rs_head = (d->rs_head + 1) % RATE_SAMPLES;
@@ -415,7 +421,7 @@ static size_t render_metrics(void *ctx, char *buf, size_t cap)
         old = d->rs[d->rs_head];
     double win_s = (double)(now - old.t_ms) / 1000.0;
     double ev_rate = win_s > 0 ? (double)(st.events_applied - old.events) / win_s : 0;
-    double q_rate = win_s > 0 ? (double)(st.queries - old.queries) / win_s : 0;
+    double q_rate = win_s > 0 ? (double)(d->n_lat - old.queries) / win_s : 0;
     uint64_t live = 0, dropped = 0;
     for (uint32_t i = 0; i < d->n_in; i++)
         live += d->in[i].live != 0;
@@ -491,7 +497,7 @@ static size_t render_metrics(void *ctx, char *buf, size_t cap)
         live, st.instances, st.entries, st.host_bytes, st.events_applied, ev_rate,
         st.events_stale, st.events_skipped, st.events_bad, st.gaps, st.resync_markers,
         st.gaps + st.resync_markers + st.events_bad, st.snapshots, d->snap_requests,
-        d->snap_bad, d->bad_messages, dropped, d->expired, st.queries, q_rate,
+        d->snap_bad, d->bad_messages, dropped, d->expired, d->n_lat, q_rate,
         nl ? lat[(nl - 1) / 2] / 1e6 : 0.0, nl ? lat[(nl * 99 - 1) / 100] / 1e6 : 0.0,
         (double)d->lat_sum_us / 1e6, d->n_lat, (double)(now - d->start_ms) / 1000.0);
     return k < 0 ? cap : (size_t)k;
