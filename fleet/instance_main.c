@@ -66,8 +66,10 @@ static uint32_t prompt(uint64_t shared, uint64_t seed, uint64_t k, uint32_t topi
     return n;
 }
 
-static void query(natsConnection *nc, const char *model, const int32_t *tok,
-                  uint32_t n, uint64_t k, int by_tokens)
+/* One route query; returns its round trip in microseconds (UINT64_MAX:
+ * no answer). Prints the reply unless quiet. */
+static uint64_t query(natsConnection *nc, const char *model, const int32_t *tok,
+                      uint32_t n, uint64_t k, int by_tokens, int quiet)
 {
     uint64_t h[MAX_TOK / PAGE], parent = RKV_HASH_ROOT;
     uint32_t pages = n / PAGE;
@@ -83,13 +85,15 @@ static void query(natsConnection *nc, const char *model, const int32_t *tok,
                         : rkv_wire_encode_query(0, h, pages, buf, sizeof buf, &len);
     if (st != RKV_OK ||
         rkv_fleet_subject(subj, sizeof subj, model, "route", 0, 0) != RKV_OK)
-        return;
+        return UINT64_MAX;
+    uint64_t t0 = rkv_fleet_now_us();
     if (natsConnection_Request(&m, nc, subj, buf, (int)len, 1000) != NATS_OK) {
         printf("prompt %" PRIu64 ": no answer from the router\n", k);
-        return;
+        return UINT64_MAX;
     }
-    if (rkv_wire_decode_reply(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                              &rep) == RKV_OK) {
+    uint64_t dt = rkv_fleet_now_us() - t0;
+    if (!quiet && rkv_wire_decode_reply(natsMsg_GetData(m),
+                                        (size_t)natsMsg_GetDataLength(m), &rep) == RKV_OK) {
         printf("prompt %" PRIu64 " (%u pages): instance %" PRIu64 ", %u pages cached;",
                k, pages, rep.instance, rep.pages);
         for (uint32_t i = 0; i < rep.count; i++)
@@ -97,6 +101,13 @@ static void query(natsConnection *nc, const char *model, const int32_t *tok,
         printf("\n");
     }
     natsMsg_Destroy(m);
+    return dt;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 static int parse_slice(const char *arg, uint64_t *k, uint64_t *n)
@@ -120,7 +131,7 @@ int main(int argc, char **argv)
     uint64_t id = 0, seed = 1, shared = 1, rate = 5, count = 0, blocks = 4096,
              topics = 8, slice_k = 0, slice_n = 1, limit = 0, max_tokens = 0,
              hb_ms = 500;
-    int do_query = 0, by_tokens = 0;
+    int do_query = 0, by_tokens = 0, quiet = 0;
     static const struct option opts[] = {
         {"server", required_argument, 0, 's'}, {"model", required_argument, 0, 'm'},
         {"instance", required_argument, 0, 'i'}, {"seed", required_argument, 0, 1},
@@ -130,7 +141,8 @@ int main(int argc, char **argv)
         {"slice", required_argument, 0, 8}, {"limit", required_argument, 0, 9},
         {"max-tokens", required_argument, 0, 10},
         {"heartbeat-ms", required_argument, 0, 11},
-        {"by-tokens", no_argument, 0, 12}, {"query", no_argument, 0, 'q'},
+        {"by-tokens", no_argument, 0, 12}, {"quiet", no_argument, 0, 13},
+        {"query", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "s:m:i:qh", opts, NULL)) != -1) {
@@ -156,6 +168,7 @@ int main(int argc, char **argv)
         case 10: dst = &max_tokens; break;
         case 11: dst = &hb_ms; break;
         case 12: by_tokens = 1; break;
+        case 13: quiet = 1; break;
         case 'q': do_query = 1; break;
         case 'h':
         default:
@@ -166,7 +179,8 @@ int main(int argc, char **argv)
                     "  [--trace PATH|@embedded --slice K/N [--limit N] [--max-tokens N]:\n"
                     "   serve slice K of N of the trace's first N requests instead]\n"
                     "  [--heartbeat-ms N (500)]\n"
-                    "  [--query [--by-tokens]: ask the router for --count prompts instead]\n"
+                    "  [--query [--by-tokens] [--quiet]: ask the router for --count prompts\n"
+                    "   instead; the round trip p50/p99 goes to stderr]\n"
                     "SIGUSR1 resets the tree; SIGINT/SIGTERM stop.\n");
             return c == 'h' ? 0 : 2;
         }
@@ -216,9 +230,25 @@ int main(int argc, char **argv)
     int32_t tok[MAX_TOK];
     int rc = 0;
     if (do_query) {
-        for (uint64_t k = 0; k < (count ? count : 10) && !rkv_fleet_stop; k++)
-            query(nc, model, tok, prompt(shared, seed, k, (uint32_t)topics, tok), k,
-                  by_tokens);
+        uint64_t nq = count ? count : 10, done = 0, lost = 0;
+        uint64_t *rt = malloc(nq * sizeof *rt);
+        for (uint64_t k = 0; rt && k < nq && !rkv_fleet_stop; k++) {
+            uint64_t dt = query(nc, model, tok,
+                                prompt(shared, seed, k, (uint32_t)topics, tok), k,
+                                by_tokens, quiet);
+            if (dt == UINT64_MAX)
+                lost++;
+            else
+                rt[done++] = dt;
+        }
+        if (rt && done) {
+            qsort(rt, done, sizeof *rt, cmp_u64);
+            fprintf(stderr, "%" PRIu64 " queries by %s: round trip p50 %" PRIu64
+                    " us, p99 %" PRIu64 " us; %" PRIu64 " unanswered\n", done,
+                    by_tokens ? "token ids" : "page hashes", rt[(done - 1) / 2],
+                    rt[(done * 99 - 1) / 100], lost);
+        }
+        free(rt);
     } else {
         rkv_pool_config pc;
         rkv_pool_config_init(&pc);
