@@ -430,8 +430,8 @@ static int run_router(int argc, char **argv)
 #else
     (void)argc;
     (void)argv;
-    fprintf(stderr, "radixkv: this radixkv was built without NATS (libnats-dev was "
-                    "not found): the router is not available\n");
+    fprintf(stderr, "radixkv: this radixkv was built without NATS (no libnats-dev, "
+                    "or -DRKV_NATS=OFF): the router is not available\n");
     return 1;
 #endif
 }
