@@ -170,7 +170,7 @@ static void start_router(procs *f, int subcommand)
 
 static void start_instance(procs *f, int i)
 {
-    char id[8], slice[16];
+    char id[16], slice[32];
     snprintf(id, sizeof id, "%d", i + 1);
     snprintf(slice, sizeof slice, "%d/%d", i, NI);
     char blocks[16];
