@@ -15,22 +15,15 @@
  *
  * Skipped (ctest: SKIP_REGULAR_EXPRESSION) when nats-server is missing.
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <ftw.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "fleet/codec.h"
 #include "fleet/publisher.h"
+#include "fleet/tests/nats_harness.h"
 #include "tests/support/event_driver.h"
 #include "tests/support/test_util.h"
 
@@ -40,22 +33,17 @@
 
 static uint64_t ms_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return nh_ms_now();
 }
 
 static void nap(void)
 {
-    struct timespec ts = {0, 20 * 1000000L};
-    nanosleep(&ts, NULL);
+    nh_nap_ms(20);
 }
 
-/* ---- nats-server and the router as child processes ------------------------------ */
 typedef struct fleet {
-    pid_t server, router;
-    char dir[64], url[64], port[16];
-    natsConnection *nc;
+    nats_harness h;
+    pid_t router;
     evd in[MAXI];
     rkv_fleet_pub *pub[MAXI];
     int n, paused[MAXI];
@@ -64,77 +52,11 @@ typedef struct fleet {
     uint64_t q_ns[NQ];
 } fleet;
 
-static int have_server(void)
-{
-    if (access(RKV_NATS_SERVER, X_OK) != 0) {
-        fprintf(stderr, "nats-server not found: fleet NATS test skipped\n");
-        return 0;
-    }
-    return 1;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static pid_t spawn(char *const argv[], int quiet)
-{
-    pid_t p = fork();
-    cr_assert_geq(p, 0);
-    if (p == 0) {
-        /* a failed assertion ends the test process without teardown: the
-         * server and the router must not outlive it (nor hold ctest's pipe) */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (quiet) {
-            FILE *f = freopen("/dev/null", "w", stdout);
-            f = freopen("/dev/null", "w", stderr);
-            (void)f;
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return p;
-}
-
-static void start_server(fleet *f)
-{
-    snprintf(f->dir, sizeof f->dir, "/tmp/rkv-nats-XXXXXX");
-    cr_assert_not_null(mkdtemp(f->dir));
-    int port = free_port();
-    snprintf(f->port, sizeof f->port, "%d", port);
-    snprintf(f->url, sizeof f->url, "nats://127.0.0.1:%d", port);
-    char *argv[] = {RKV_NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", f->port,
-                    "-sd", f->dir, NULL};
-    f->server = spawn(argv, 1);
-    uint64_t deadline = ms_now() + 5000;
-    natsOptions *o = NULL;
-    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
-    natsOptions_SetURL(o, f->url);
-    natsOptions_SetMaxReconnect(o, -1);
-    natsOptions_SetReconnectWait(o, 50);
-    while (natsConnection_Connect(&f->nc, o) != NATS_OK) {
-        cr_assert_lt(ms_now(), deadline, "nats-server did not start on %s", f->url);
-        nap();
-    }
-    natsOptions_Destroy(o);
-}
-
 /* The stats text, or 0 when the router did not answer within wait_ms. */
 static int stats(fleet *f, char *buf, size_t cap, int64_t wait_ms)
 {
     natsMsg *m = NULL;
-    if (natsConnection_RequestString(&m, f->nc, "radixkv." MODEL ".stats", "",
+    if (natsConnection_RequestString(&m, f->h.nc, "radixkv." MODEL ".stats", "",
                                      wait_ms) != NATS_OK)
         return 0;
     snprintf(buf, cap, "%.*s", natsMsg_GetDataLength(m), natsMsg_GetData(m));
@@ -144,10 +66,10 @@ static int stats(fleet *f, char *buf, size_t cap, int64_t wait_ms)
 
 static void start_router(fleet *f, const char *hb_timeout_ms)
 {
-    char *argv[] = {RKV_ROUTER_BIN, "--server", f->url, "--model", MODEL,
+    char *argv[] = {RKV_ROUTER_BIN, "--server", f->h.url, "--model", MODEL,
                     "--heartbeat-timeout-ms", (char *)hb_timeout_ms,
                     "--snapshot-timeout-ms", "300", NULL};
-    f->router = spawn(argv, 0);
+    f->router = nh_spawn(argv, 0);
     uint64_t deadline = ms_now() + 5000;
     char buf[4096];
     while (!stats(f, buf, sizeof buf, 200))
@@ -156,17 +78,7 @@ static void start_router(fleet *f, const char *hb_timeout_ms)
 
 static void kill9_router(fleet *f)
 {
-    kill(f->router, SIGKILL);
-    waitpid(f->router, NULL, 0);
-    f->router = 0;
-}
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
+    nh_end(&f->router, SIGKILL);
 }
 
 static void add_instances(fleet *f, int n)
@@ -180,7 +92,7 @@ static void add_instances(fleet *f, int n)
         pc.epoch = 7;
         pc.batch_events = 32;
         pc.heartbeat_ms = 100;
-        cr_assert_eq(rkv_fleet_pub_create(&pc, f->nc, f->in[i].tree, &f->pub[i]),
+        cr_assert_eq(rkv_fleet_pub_create(&pc, f->h.nc, f->in[i].tree, &f->pub[i]),
                      RKV_OK, "%s", rkv_last_error());
     }
     f->n = n;
@@ -195,7 +107,7 @@ static jsCtx *g_js;
 static jsCtx *js2(fleet *f)
 {
     if (!g_js)
-        cr_assert_eq(natsConnection_JetStream(&g_js, f->nc, NULL), NATS_OK);
+        cr_assert_eq(natsConnection_JetStream(&g_js, f->h.nc, NULL), NATS_OK);
     return g_js;
 }
 
@@ -209,12 +121,7 @@ static void teardown(fleet *f)
         rkv_fleet_pub_destroy(f->pub[i]);
         evd_close(&f->in[i]);
     }
-    natsConnection_Destroy(f->nc);
-    if (f->server) {
-        kill(f->server, SIGTERM);
-        waitpid(f->server, NULL, 0);
-    }
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    nh_stop(&f->h);
     nats_CloseAndWait(2000);
 }
 
@@ -263,7 +170,7 @@ static int route(fleet *f, int q, rkv_wire_reply *rep)
     cr_assert_eq(rkv_wire_encode_query(f->q_ns[q], h, np, buf, sizeof buf, &len),
                  RKV_OK);
     natsMsg *m = NULL;
-    if (natsConnection_Request(&m, f->nc, "radixkv." MODEL ".route", buf, (int)len,
+    if (natsConnection_Request(&m, f->h.nc, "radixkv." MODEL ".route", buf, (int)len,
                                500) != NATS_OK)
         return 0;
     rkv_status s = rkv_wire_decode_reply(natsMsg_GetData(m),
@@ -338,24 +245,18 @@ static uint64_t total_pages(fleet *f, int i)
     return s;
 }
 
-/* The value of the sample line "NAME VALUE" (not its # HELP / # TYPE). */
 static uint64_t stat_value(const char *text, const char *name)
 {
-    size_t n = strlen(name);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (strncmp(p, name, n) == 0 && p[n] == ' ')
-            return strtoull(p + n + 1, NULL, 10);
-    cr_assert_fail("no %s in stats", name);
-    return 0;
+    return (uint64_t)nh_stat_value(text, name);
 }
 
 Test(fleet_nats, routes_match_trees_and_survive_kill9)
 {
-    if (!have_server())
-        cr_skip_test("nats-server not found: fleet NATS test skipped");
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
     fleet f;
     memset(&f, 0, sizeof f);
-    start_server(&f);
+    nh_start(&f.h);
     start_router(&f, "3000");
     add_instances(&f, 3);
     int live[MAXI] = {1, 1, 1};
@@ -380,11 +281,11 @@ Test(fleet_nats, routes_match_trees_and_survive_kill9)
 
 Test(fleet_nats, silent_instance_leaves_routing_and_comes_back)
 {
-    if (!have_server())
-        cr_skip_test("nats-server not found: fleet NATS test skipped");
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
     fleet f;
     memset(&f, 0, sizeof f);
-    start_server(&f);
+    nh_start(&f.h);
     start_router(&f, "800");
     add_instances(&f, 2);
     int live[MAXI] = {1, 1, 0};
@@ -403,11 +304,11 @@ Test(fleet_nats, silent_instance_leaves_routing_and_comes_back)
 
 Test(fleet_nats, reset_instance_gets_no_old_prefixes)
 {
-    if (!have_server())
-        cr_skip_test("nats-server not found: fleet NATS test skipped");
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
     fleet f;
     memset(&f, 0, sizeof f);
-    start_server(&f);
+    nh_start(&f.h);
     start_router(&f, "3000");
     add_instances(&f, 2);
     int live[MAXI] = {1, 1, 0};
@@ -433,18 +334,18 @@ Test(fleet_nats, reset_instance_gets_no_old_prefixes)
 
 Test(fleet_nats, bad_messages_are_counted_not_fatal)
 {
-    if (!have_server())
-        cr_skip_test("nats-server not found: fleet NATS test skipped");
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
     fleet f;
     memset(&f, 0, sizeof f);
-    start_server(&f);
+    nh_start(&f.h);
     start_router(&f, "3000");
     add_instances(&f, 1);
     int live[MAXI] = {1, 0, 0};
     /* junk on every subject the router reads, a truncated real batch, a
      * batch of an unknown version */
     jsCtx *js = NULL;
-    cr_assert_eq(natsConnection_JetStream(&js, f.nc, NULL), NATS_OK);
+    cr_assert_eq(natsConnection_JetStream(&js, f.h.nc, NULL), NATS_OK);
     const char junk[] = "RKVE\x01\x00\x00\x00garbage";
     cr_assert_eq(js_Publish(NULL, js, "radixkv." MODEL ".kv.1", junk, sizeof junk,
                             NULL, NULL), NATS_OK);
@@ -455,9 +356,9 @@ Test(fleet_nats, bad_messages_are_counted_not_fatal)
     buf[4] = 9;
     cr_assert_eq(js_Publish(NULL, js, "radixkv." MODEL ".kv.1", buf, (int)len, NULL,
                             NULL), NATS_OK);
-    natsConnection_Publish(f.nc, "radixkv." MODEL ".hb.1", junk, 5);
+    natsConnection_Publish(f.h.nc, "radixkv." MODEL ".hb.1", junk, 5);
     natsMsg *m = NULL;
-    cr_assert_eq(natsConnection_Request(&m, f.nc, "radixkv." MODEL ".route", junk,
+    cr_assert_eq(natsConnection_Request(&m, f.h.nc, "radixkv." MODEL ".route", junk,
                                         sizeof junk, 1000), NATS_OK);
     rkv_wire_reply rep;
     cr_assert_eq(rkv_wire_decode_reply(natsMsg_GetData(m),
@@ -524,11 +425,11 @@ Test(fleet_nats, bad_messages_are_counted_not_fatal)
 
 Test(fleet_nats, server_outage_is_bounded_and_recovered)
 {
-    if (!have_server())
-        cr_skip_test("nats-server not found: fleet NATS test skipped");
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
     fleet f;
     memset(&f, 0, sizeof f);
-    start_server(&f);
+    nh_start(&f.h);
     start_router(&f, "3000");
     /* one instance with a tiny ring and queue, so an outage overflows both */
     evd_open(&f.in[0], 96, 4, 64);
@@ -541,7 +442,7 @@ Test(fleet_nats, server_outage_is_bounded_and_recovered)
     pc.max_pending = 2;
     pc.heartbeat_ms = 100;
     pc.publish_wait_ms = 100;
-    cr_assert_eq(rkv_fleet_pub_create(&pc, f.nc, f.in[0].tree, &f.pub[0]), RKV_OK);
+    cr_assert_eq(rkv_fleet_pub_create(&pc, f.h.nc, f.in[0].tree, &f.pub[0]), RKV_OK);
     f.n = 1;
     rkv_rng rng;
     rkv_rng_init(&rng, 99);
@@ -552,8 +453,7 @@ Test(fleet_nats, server_outage_is_bounded_and_recovered)
     wait_agree(&f, live, 8000, "before the outage");
 
     /* the server goes away: publishes fail, the queue stays bounded */
-    kill(f.server, SIGKILL);
-    waitpid(f.server, NULL, 0);
+    nh_kill_server(&f.h, SIGKILL);
     churn(&f, 400, 9);
     rkv_fleet_pub_stats st;
     cr_assert_eq(rkv_fleet_pub_get_stats(f.pub[0], &st), RKV_OK);
@@ -565,9 +465,7 @@ Test(fleet_nats, server_outage_is_bounded_and_recovered)
      * RESYNC marker goes out (or, when the outage outlasted the heartbeat
      * timeout, the instance comes back with a gap) and the router resyncs
      * from a snapshot */
-    char *argv[] = {RKV_NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", f.port,
-                    "-sd", f.dir, NULL};
-    f.server = spawn(argv, 1);
+    nh_restart_server(&f.h);
     wait_agree(&f, live, 10000, "after the outage");
     char text[4096];
     cr_assert(stats(&f, text, sizeof text, 1000));

@@ -25,22 +25,19 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <ftw.h>
 #include <nats/nats.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fleet/codec.h"
 #include "fleet/stand_in.h"
+#include "fleet/tests/nats_harness.h"
 
 #define MODEL "proctest"
 #define NI 3
@@ -53,95 +50,23 @@
 
 static uint64_t ms_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void nap(int ms)
-{
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
+    return nh_ms_now();
 }
 
 typedef struct procs {
-    pid_t server, router, inst[NI];
+    nats_harness h;
+    pid_t router, inst[NI];
     int live[NI];
-    char dir[64], url[64], port[16], mport[16];
-    natsConnection *nc;
+    char mport[16];
     rkv_pool *pool[NI];
     rkv_tree *tree[NI];
     rkv_prompt_set q; /* every prompt of the trace's first LIMIT requests */
 } procs;
 
-static int have_server(void)
-{
-    if (access(RKV_NATS_SERVER, X_OK) != 0) {
-        fprintf(stderr, "nats-server not found: fleet NATS test skipped\n");
-        return 0;
-    }
-    return 1;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static pid_t spawn(char *const argv[], int quiet)
-{
-    pid_t p = fork();
-    cr_assert_geq(p, 0);
-    if (p == 0) {
-        /* a failed assertion ends the test without teardown: no child may
-         * outlive it (nor hold ctest's pipe) */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        FILE *f = freopen("/dev/null", "w", stdout);
-        if (quiet)
-            f = freopen("/dev/null", "w", stderr);
-        (void)f;
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return p;
-}
-
-static void start_server(procs *f)
-{
-    snprintf(f->dir, sizeof f->dir, "/tmp/rkv-nats-XXXXXX");
-    cr_assert_not_null(mkdtemp(f->dir));
-    snprintf(f->port, sizeof f->port, "%d", free_port());
-    snprintf(f->url, sizeof f->url, "nats://127.0.0.1:%s", f->port);
-    char *argv[] = {RKV_NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", f->port,
-                    "-sd", f->dir, NULL};
-    f->server = spawn(argv, 1);
-    uint64_t deadline = ms_now() + 10000;
-    natsOptions *o = NULL;
-    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
-    natsOptions_SetURL(o, f->url);
-    natsOptions_SetMaxReconnect(o, -1);
-    natsOptions_SetReconnectWait(o, 50);
-    while (natsConnection_Connect(&f->nc, o) != NATS_OK) {
-        cr_assert_lt(ms_now(), deadline, "nats-server did not start on %s", f->url);
-        nap(20);
-    }
-    natsOptions_Destroy(o);
-}
-
 static int stats_nats(procs *f, char *buf, size_t cap, int64_t wait_ms)
 {
     natsMsg *m = NULL;
-    if (natsConnection_RequestString(&m, f->nc, "radixkv." MODEL ".stats", "",
+    if (natsConnection_RequestString(&m, f->h.nc, "radixkv." MODEL ".stats", "",
                                      wait_ms) != NATS_OK)
         return 0;
     snprintf(buf, cap, "%.*s", natsMsg_GetDataLength(m), natsMsg_GetData(m));
@@ -152,13 +77,13 @@ static int stats_nats(procs *f, char *buf, size_t cap, int64_t wait_ms)
 /* `radixkv router` (subcommand) or the radixkv-router program. */
 static void start_router(procs *f, int subcommand)
 {
-    char *sub[] = {RKV_CMD_BIN, "router", "--server", f->url, "--model", MODEL,
+    char *sub[] = {RKV_CMD_BIN, "router", "--server", f->h.url, "--model", MODEL,
                    "--heartbeat-timeout-ms", HB_TIMEOUT, "--snapshot-timeout-ms", "500",
                    "--metrics-port", f->mport, NULL};
-    char *prog[] = {RKV_ROUTER_BIN, "--server", f->url, "--model", MODEL,
+    char *prog[] = {RKV_ROUTER_BIN, "--server", f->h.url, "--model", MODEL,
                     "--heartbeat-timeout-ms", HB_TIMEOUT, "--snapshot-timeout-ms", "500",
                     "--metrics-port", f->mport, NULL};
-    f->router = spawn(subcommand ? sub : prog, 0);
+    f->router = nh_spawn(subcommand ? sub : prog, 0);
     uint64_t deadline = ms_now() + 15000;
     char buf[8192];
     while (!stats_nats(f, buf, sizeof buf, 200)) {
@@ -175,11 +100,11 @@ static void start_instance(procs *f, int i)
     snprintf(slice, sizeof slice, "%d/%d", i, NI);
     char blocks[16];
     snprintf(blocks, sizeof blocks, "%u", BLOCKS);
-    char *argv[] = {RKV_INSTANCE_BIN, "--server", f->url, "--model", MODEL,
+    char *argv[] = {RKV_INSTANCE_BIN, "--server", f->h.url, "--model", MODEL,
                     "--instance", id, "--trace", "@embedded", "--slice", slice,
                     "--limit", LIMIT, "--max-tokens", MAX_TOKENS, "--rate", "0",
                     "--blocks", blocks, "--heartbeat-ms", "200", NULL};
-    f->inst[i] = spawn(argv, 0);
+    f->inst[i] = nh_spawn(argv, 0);
     f->live[i] = 1;
 }
 
@@ -213,34 +138,15 @@ static uint32_t mirror_pages(procs *f, int i, uint32_t q)
     return m.num_blocks;
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void stop(pid_t *p, int sig)
-{
-    if (*p > 0) {
-        kill(*p, sig);
-        waitpid(*p, NULL, 0);
-    }
-    *p = 0;
-}
-
 static void teardown(procs *f)
 {
     for (int i = 0; i < NI; i++) {
-        stop(&f->inst[i], SIGTERM);
+        nh_end(&f->inst[i], SIGTERM);
         rkv_tree_destroy(f->tree[i]);
         rkv_pool_destroy(f->pool[i]);
     }
-    stop(&f->router, SIGTERM);
-    natsConnection_Destroy(f->nc);
-    stop(&f->server, SIGTERM);
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    nh_end(&f->router, SIGTERM);
+    nh_stop(&f->h);
     rkv_prompt_set_free(&f->q);
     nats_CloseAndWait(2000);
 }
@@ -262,7 +168,7 @@ static int route(procs *f, uint32_t q, rkv_wire_reply *rep)
         cr_assert_eq(rkv_wire_encode_query(0, h, np, buf, sizeof buf, &len), RKV_OK);
     }
     natsMsg *m = NULL;
-    if (natsConnection_Request(&m, f->nc, "radixkv." MODEL ".route", buf, (int)len,
+    if (natsConnection_Request(&m, f->h.nc, "radixkv." MODEL ".route", buf, (int)len,
                                2000) != NATS_OK)
         return 0;
     rkv_status s = rkv_wire_decode_reply(natsMsg_GetData(m),
@@ -322,7 +228,7 @@ static void wait_agree(procs *f, rkv_wire_reply *replies, const char *when)
     char why[256] = "";
     while (!agree(f, replies, why, sizeof why)) {
         cr_assert_lt(ms_now(), deadline, "%s: the router disagrees: %s", when, why);
-        nap(100);
+        nh_nap_ms(100);
     }
 }
 
@@ -360,22 +266,17 @@ static int http_metrics(procs *f, char *buf, size_t cap)
 
 static double stat_value(const char *text, const char *name)
 {
-    size_t n = strlen(name);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (strncmp(p, name, n) == 0 && p[n] == ' ')
-            return strtod(p + n + 1, NULL);
-    cr_assert_fail("no %s in the metrics", name);
-    return 0;
+    return nh_stat_value(text, name);
 }
 
 Test(fleet_procs, three_instances_kill9_reset_and_death)
 {
-    if (!have_server())
-        cr_skip_test("nats-server not found: fleet NATS test skipped");
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
     procs f;
     memset(&f, 0, sizeof f);
-    start_server(&f);
-    snprintf(f.mport, sizeof f.mport, "%d", free_port());
+    nh_start(&f.h);
+    snprintf(f.mport, sizeof f.mport, "%d", nh_free_port());
     start_router(&f, 1);
     for (int i = 0; i < NI; i++)
         start_instance(&f, i);
@@ -415,7 +316,7 @@ Test(fleet_procs, three_instances_kill9_reset_and_death)
 
     /* 3. kill -9 the router; the program restarts it from the stream and
      * answers exactly the same */
-    stop(&f.router, SIGKILL);
+    nh_end(&f.router, SIGKILL);
     start_router(&f, 0);
     wait_agree(&f, now, "after kill -9 and restart");
     for (uint32_t q = 0; q < f.q.n; q++) {
@@ -448,7 +349,7 @@ Test(fleet_procs, three_instances_kill9_reset_and_death)
     cr_assert_gt(moved, 0, "instance 1 was never chosen: the reset tested nothing");
 
     /* 5. instance 3 dies: it leaves routing once its heartbeat times out */
-    stop(&f.inst[2], SIGKILL);
+    nh_end(&f.inst[2], SIGKILL);
     f.live[2] = 0;
     wait_agree(&f, now, "after instance 3 died");
     for (uint32_t q = 0; q < f.q.n; q++)

@@ -1,0 +1,149 @@
+/*
+ * fleet/tests/nats_harness.c -- the NATS tests' server and processes
+ * (fleet/tests/nats_harness.h).
+ */
+#include "fleet/tests/nats_harness.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t nh_ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void nh_nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int nh_have_server(void)
+{
+    if (access(RKV_NATS_SERVER, X_OK) != 0) {
+        fprintf(stderr, NH_SKIP_MESSAGE "\n");
+        return 0;
+    }
+    return 1;
+}
+
+int nh_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+pid_t nh_spawn(char *const argv[], int quiet)
+{
+    pid_t p = fork();
+    cr_assert_geq(p, 0);
+    if (p == 0) {
+        /* a failed assertion ends the test process without teardown: no
+         * child may outlive it (nor hold ctest's pipe) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        FILE *f = freopen("/dev/null", "w", stdout);
+        if (quiet)
+            f = freopen("/dev/null", "w", stderr);
+        (void)f;
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return p;
+}
+
+static void spawn_server(nats_harness *h)
+{
+    char *argv[] = {RKV_NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", h->port,
+                    "-sd", h->dir, NULL};
+    h->server = nh_spawn(argv, 1);
+}
+
+void nh_start(nats_harness *h)
+{
+    memset(h, 0, sizeof *h);
+    snprintf(h->dir, sizeof h->dir, "/tmp/rkv-nats-XXXXXX");
+    cr_assert_not_null(mkdtemp(h->dir));
+    snprintf(h->port, sizeof h->port, "%d", nh_free_port());
+    snprintf(h->url, sizeof h->url, "nats://127.0.0.1:%s", h->port);
+    spawn_server(h);
+    uint64_t deadline = nh_ms_now() + 10000;
+    natsOptions *o = NULL;
+    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
+    natsOptions_SetURL(o, h->url);
+    natsOptions_SetMaxReconnect(o, -1);
+    natsOptions_SetReconnectWait(o, 50);
+    while (natsConnection_Connect(&h->nc, o) != NATS_OK) {
+        cr_assert_lt(nh_ms_now(), deadline, "nats-server did not start on %s", h->url);
+        nh_nap_ms(20);
+    }
+    natsOptions_Destroy(o);
+}
+
+void nh_end(pid_t *p, int sig)
+{
+    if (*p > 0) {
+        kill(*p, sig);
+        waitpid(*p, NULL, 0);
+    }
+    *p = 0;
+}
+
+void nh_kill_server(nats_harness *h, int sig)
+{
+    nh_end(&h->server, sig);
+}
+
+void nh_restart_server(nats_harness *h)
+{
+    cr_assert_eq(h->server, 0, "the server still runs");
+    spawn_server(h);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void nh_stop(nats_harness *h)
+{
+    natsConnection_Destroy(h->nc);
+    h->nc = NULL;
+    nh_end(&h->server, SIGTERM);
+    if (h->dir[0])
+        nftw(h->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+double nh_stat_value(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    cr_assert_fail("no %s in the stats:\n%s", name, text);
+    return 0;
+}

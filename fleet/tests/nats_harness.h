@@ -1,0 +1,42 @@
+/*
+ * fleet/tests/nats_harness.h -- what the NATS tests share: a real
+ * `nats-server -js` on a free loopback port with a temporary store dir
+ * (started, restarted on the same port and store, stopped and removed),
+ * child processes that die with the test, a clock, and reading one sample
+ * of the router's Prometheus text. Every wait is bounded and polls.
+ */
+#ifndef RKV_FLEET_TESTS_NATS_HARNESS_H
+#define RKV_FLEET_TESTS_NATS_HARNESS_H
+
+#include <nats/nats.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The message ctest's SKIP_REGULAR_EXPRESSION looks for. */
+#define NH_SKIP_MESSAGE "nats-server not found: fleet NATS test skipped"
+
+typedef struct nats_harness {
+    pid_t server;
+    char dir[64], url[64], port[16];
+    natsConnection *nc; /* the test's own connection (reconnects by itself) */
+} nats_harness;
+
+int nh_have_server(void); /* 0 (with NH_SKIP_MESSAGE on stderr) if missing */
+int nh_free_port(void);
+/* fork + exec argv; the child dies with the test (PR_SET_PDEATHSIG), its
+ * stdout goes to /dev/null, and its stderr too when quiet. */
+pid_t nh_spawn(char *const argv[], int quiet);
+void nh_start(nats_harness *h);   /* new dir and port, connected       */
+void nh_kill_server(nats_harness *h, int sig); /* and wait for it    */
+void nh_restart_server(nats_harness *h);       /* same port and dir  */
+void nh_stop(nats_harness *h);    /* connection, server, store dir     */
+/* Ends a child: sig, then waits for it; *p becomes 0 (0 is skipped). */
+void nh_end(pid_t *p, int sig);
+
+uint64_t nh_ms_now(void);
+void nh_nap_ms(int ms);
+/* The value of the sample line "NAME VALUE" (not # HELP / # TYPE);
+ * fails the test when there is none. */
+double nh_stat_value(const char *text, const char *name);
+
+#endif
