@@ -17,7 +17,8 @@
  *
  * Scenarios, in order: the three instances replay, the router agrees; the
  * metrics come over HTTP; kill -9 the router and restart it: the index is
- * rebuilt from the stream and every reply is the same as before; reset
+ * rebuilt from the stream and every reply is the same as before (a scrape
+ * left half-sent on the metrics port holds nothing up meanwhile); reset
  * instance 1 (SIGUSR1): no query is routed to its old prefixes; kill -9
  * instance 3: it leaves routing once its heartbeat times out.
  *
@@ -313,6 +314,19 @@ Test(fleet_procs, three_instances_kill9_reset_and_death)
      * and must not count as such) */
     cr_assert_eq(stat_value(text, "radixkv_router_events_stale_total"), 0);
     cr_assert_not_null(strstr(text, "radixkv_router_query_latency_seconds{quantile=\"0.99\"} "));
+
+    /* a scrape that never completes does not hold up routing */
+    int stuck = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in ma;
+    memset(&ma, 0, sizeof ma);
+    ma.sin_family = AF_INET;
+    ma.sin_port = htons((uint16_t)atoi(f.mport));
+    ma.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(stuck, (struct sockaddr *)&ma, sizeof ma), 0);
+    cr_assert_eq(send(stuck, "GET /metr", 9, MSG_NOSIGNAL), 9);
+    wait_agree(&f, now, "with a stuck scrape open");
+    cr_assert(http_metrics(&f, text, sizeof text), "a stuck scrape blocks the next");
+    close(stuck);
 
     /* 3. kill -9 the router; the program restarts it from the stream and
      * answers exactly the same */
