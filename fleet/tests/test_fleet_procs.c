@@ -16,9 +16,9 @@
  * one holding the most (loads are all 0).
  *
  * Scenarios, in order: the three instances replay, the router agrees; the
- * metrics come over HTTP; kill -9 the router and restart it: the index is
- * rebuilt from the stream and every reply is the same as before (a scrape
- * left half-sent on the metrics port holds nothing up meanwhile); reset
+ * metrics come over HTTP, and a scrape left half-sent holds up neither
+ * routing nor the next scrape; kill -9 the router and restart it: the
+ * index is rebuilt from the stream and every reply is the same; reset
  * instance 1 (SIGUSR1): no query is routed to its old prefixes; kill -9
  * instance 3: it leaves routing once its heartbeat times out.
  *
