@@ -35,7 +35,9 @@ enum {
     OPT_CHECK, OPT_LAYERS, OPT_HIDDEN, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_PARAMS,
     OPT_WEIGHT_BYTES, OPT_KV_BYTES, OPT_TFLOPS, OPT_BANDWIDTH, OPT_MEMORY,
     OPT_MFU, OPT_MBU, OPT_OVERHEAD, OPT_JSON, OPT_NO_PROGRESS, OPT_VERSION,
-    OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE
+    OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE,
+    /* retention (issue 13) */
+    OPT_EVICT_POLICY
 };
 
 #define FOR_R 1u
@@ -88,6 +90,8 @@ static const optdef optdefs[] = {
     {"svg", required_argument, OPT_SVG, FOR_S},
     {"instances", required_argument, OPT_INSTANCES, FOR_B},
     {"route", required_argument, OPT_ROUTE, FOR_B},
+    /* retention (issue 13) */
+    {"evict-policy", required_argument, OPT_EVICT_POLICY, FOR_B},
 };
 #define NUM_OPTS (sizeof optdefs / sizeof optdefs[0])
 
@@ -419,10 +423,10 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_PAGE_SIZE:
         o->rc.page_size = (uint32_t)need_count(e, f, v, 1, RKV_MAX_PAGE_SIZE);
         break;
-    case OPT_EVICTION:
-        if (strcmp(v, "lru"))
-            perr_set(e, "--eviction: unknown policy '%s' (only 'lru' is "
-                        "implemented)", v);
+    case OPT_EVICTION: /* the older name of --evict-policy */
+    case OPT_EVICT_POLICY:
+        if (rkv_evict_policy_from_name(v, &o->rc.evict_policy) != RKV_OK)
+            perr_set(e, "--%s: %s", f, rkv_last_error());
         break;
     case OPT_POLICY: o->rc.sched.policy = need_policy(e, f, v); break;
     case OPT_MAX_BATCH:
@@ -733,11 +737,12 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
             fprintf(f, "%s\"%s\"", i ? "," : "", rkv_route_name(o->routes[i]));
         fputc(']', f);
     }
-    fprintf(f, ",\"page_size\":%u,\"eviction\":\"lru\",\"max_batch_tokens\":%u,"
+    fprintf(f, ",\"page_size\":%u,\"eviction\":\"%s\",\"max_batch_tokens\":%u,"
                "\"max_running\":%u,\"dedup_min_tokens\":%u,\"max_wait_ms\":%.15g,"
                "\"time_scale\":%.15g,\"time_scale_auto\":%s,\"check\":%u,"
                "\"json\":%s,\"progress\":%s",
-            rc->page_size, rc->sched.max_batch_tokens, rc->sched.max_running,
+            rc->page_size, rkv_evict_policy_name(rc->evict_policy),
+            rc->sched.max_batch_tokens, rc->sched.max_running,
             rc->sched.dedup_min_tokens, rc->sched.max_wait_ms, rc->time_scale,
             o->time_scale_auto ? "true" : "false", rc->check_every,
             o->json ? "true" : "false", o->progress ? "true" : "false");
