@@ -677,6 +677,13 @@ static void json_capacity(FILE *f, uint64_t c)
         fprintf(f, "%llu", (unsigned long long)c);
 }
 
+static uint32_t agentic_sessions(void)
+{
+    rkv_agentic_config c;
+    rkv_agentic_config_init(&c);
+    return c.sessions;
+}
+
 void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
 {
     static const char *const orders[] = {"sched", "file", "both"};
@@ -697,7 +704,8 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
         fprintf(f, "%llu", (unsigned long long)o->seed);
     fputs(",\"sessions\":", f);
     if (o->workload == RKV_WL_AGENTIC)
-        fprintf(f, "%llu", (unsigned long long)(o->sessions ? o->sessions : 48));
+        fprintf(f, "%llu", (unsigned long long)(o->sessions ? o->sessions
+                                                           : agentic_sessions()));
     else
         fputs("null", f);
     fputs(",\"requests\":", f);

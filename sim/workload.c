@@ -271,6 +271,8 @@ static rkv_status wl_add(rkv_workload *wl, const wl_piece *pieces, size_t n,
     q->num_segs = (uint32_t)segs;
     q->parent = parent;
     q->think_ms = think;
+    q->session = RKV_WL_NO_SESSION;
+    q->hint_priority = -1;
     for (size_t i = 0; i < n; i++) {
         uint32_t left = pieces[i].len;
         for (uint64_t k = pieces[i].first; left; k++) {
@@ -292,7 +294,7 @@ static rkv_status wl_add(rkv_workload *wl, const wl_piece *pieces, size_t n,
 void rkv_agentic_config_init(rkv_agentic_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->sessions = 48;
+    cfg->sessions = 128;
     cfg->turns_min = 4;
     cfg->turns_max = 16;
     cfg->system_tokens = 1500;
@@ -302,6 +304,10 @@ void rkv_agentic_config_init(rkv_agentic_config *cfg)
     cfg->output_min = 20;
     cfg->output_max = 400;
     cfg->think_ms_mean = 1000.0;
+    cfg->chat_share = 0.25;
+    cfg->tool_median_ms = 2000.0;
+    cfg->tool_sigma = 1.4;
+    cfg->tool_max_ms = 600000.0;
     cfg->start_span_ms = 30000.0;
     cfg->max_prompt_tokens = 32768;
 }
@@ -349,6 +355,23 @@ static double est_service_ms(uint32_t output_length)
     return 50.0 + 15.0 * output_length;
 }
 
+/* Standard normal from two uniforms (Box-Muller, cosine branch; the
+ * second variate is dropped so one draw is always two uniforms). */
+static double rng_normal(wl_rng *g)
+{
+    double u1 = 1.0 - rng_unit(g); /* (0, 1]: log is finite */
+    double u2 = rng_unit(g);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Tool latency: lognormal with median tool_median_ms and sigma tool_sigma,
+ * capped at tool_max_ms. */
+static double tool_latency_ms(wl_rng *g, const rkv_agentic_config *cfg)
+{
+    double v = cfg->tool_median_ms * exp(cfg->tool_sigma * rng_normal(g));
+    return v < cfg->tool_max_ms ? v : cfg->tool_max_ms;
+}
+
 rkv_status rkv_workload_agentic(rkv_workload *wl,
                                 const rkv_agentic_config *cfg, uint64_t seed)
 {
@@ -362,6 +385,10 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
         cfg->turns_max < cfg->turns_min || cfg->user_min == 0 ||
         cfg->user_max < cfg->user_min || cfg->output_min == 0 ||
         cfg->output_max < cfg->output_min || !(cfg->think_ms_mean >= 0) ||
+        !(cfg->chat_share >= 0 && cfg->chat_share <= 1) ||
+        !(cfg->tool_median_ms > 0 && cfg->tool_median_ms <= 1e9) ||
+        !(cfg->tool_sigma >= 0 && cfg->tool_sigma <= 10) ||
+        !(cfg->tool_max_ms >= cfg->tool_median_ms && cfg->tool_max_ms <= 1e9) ||
         !(cfg->start_span_ms >= 0) ||
         cfg->max_prompt_tokens > RKV_TRACE_MAX_LENGTH ||
         (uint64_t)cfg->system_tokens + cfg->tools_tokens + cfg->user_max >
@@ -369,8 +396,9 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_workload_agentic: inconsistent config "
                              "(need sessions, turns, user and output ranges "
-                             ">= 1, and system + tools + user_max <= "
-                             "max_prompt_tokens)");
+                             ">= 1, system + tools + user_max <= "
+                             "max_prompt_tokens, chat_share in 0..1, tool "
+                             "median > 0, sigma 0..10, max >= median)");
     if (wl_set_name(wl, "agentic") != RKV_OK)
         return RKV_ERR_NOMEM;
     wl_rng g = {seed};
@@ -394,6 +422,11 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
     for (uint32_t s = 0; s < cfg->sessions && st == RKV_OK; s++) {
         uint32_t turns = rng_range(&g, cfg->turns_min, cfg->turns_max);
         double t = rng_unit(&g) * cfg->start_span_ms;
+        /* A separate stream per session for the tool-call draws, so the
+         * sessions' shapes (turns, lengths, start) stay those of the same
+         * seed without tool calls. */
+        wl_rng tg = {rkv_splitmix64(seed ^ 0x746f6f6c63616c6cULL) + s};
+        int tool = rng_unit(&tg) >= cfg->chat_share;
         size_t n = nshared;
         uint64_t tokens = 0;
         memcpy(hist, shared, nshared * sizeof *hist);
@@ -404,6 +437,8 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
             uint32_t user = rng_range(&g, cfg->user_min, cfg->user_max);
             uint32_t out = rng_range(&g, cfg->output_min, cfg->output_max);
             double think = -log(1.0 - rng_unit(&g)) * cfg->think_ms_mean;
+            if (tool)
+                think = tool_latency_ms(&tg, cfg);
             if (tokens + user > cfg->max_prompt_tokens)
                 break;
             hist[n++] = wl_new_piece(wl, user);
@@ -413,7 +448,13 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
             st = wl_add(wl, hist, n, out, t, parent, think);
             if (st != RKV_OK)
                 break;
+            uint64_t prev = parent;
             parent = wl->num_reqs - 1;
+            wl->reqs[parent].session = s;
+            /* A tool session's turn ends in a tool call when another turn
+             * follows it (marked on the parent when the child is made). */
+            if (tool && prev != RKV_WL_NO_PARENT)
+                wl->reqs[prev].tool_call = 1;
             /* The next turn extends this one by its output. */
             hist[n++] = (wl_piece){wl->reqs[parent].output_key, out};
             tokens += out;
