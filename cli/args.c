@@ -37,7 +37,7 @@ enum {
     OPT_MFU, OPT_MBU, OPT_OVERHEAD, OPT_JSON, OPT_NO_PROGRESS, OPT_VERSION,
     OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE,
     /* retention (issue 13) */
-    OPT_EVICT_POLICY
+    OPT_EVICT_POLICY, OPT_RETENTION, OPT_PIN_TTL, OPT_PIN_CAP
 };
 
 #define FOR_R 1u
@@ -92,6 +92,9 @@ static const optdef optdefs[] = {
     {"route", required_argument, OPT_ROUTE, FOR_B},
     /* retention (issue 13) */
     {"evict-policy", required_argument, OPT_EVICT_POLICY, FOR_B},
+    {"retention", required_argument, OPT_RETENTION, FOR_B},
+    {"pin-ttl-ms", required_argument, OPT_PIN_TTL, FOR_B},
+    {"pin-cap-pct", required_argument, OPT_PIN_CAP, FOR_B},
 };
 #define NUM_OPTS (sizeof optdefs / sizeof optdefs[0])
 
@@ -428,6 +431,17 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
         if (rkv_evict_policy_from_name(v, &o->rc.evict_policy) != RKV_OK)
             perr_set(e, "--%s: %s", f, rkv_last_error());
         break;
+    case OPT_RETENTION:
+        if (!rkv_replay_retention_parse(v, &o->rc.retention))
+            perr_set(e, "--retention: expected none, hints, priority, ttl, "
+                        "ttl-oracle or ttl-session, got '%s'", v);
+        break;
+    case OPT_PIN_TTL:
+        o->rc.retention_ttl_ms = need_count(e, f, v, 1, (uint64_t)1 << 40);
+        break;
+    case OPT_PIN_CAP:
+        o->rc.max_pinned_pct = (uint32_t)need_count(e, f, v, 0, 100);
+        break;
     case OPT_POLICY: o->rc.sched.policy = need_policy(e, f, v); break;
     case OPT_MAX_BATCH:
         o->rc.sched.max_batch_tokens = (uint32_t)need_count(e, f, v, 1, UINT32_MAX);
@@ -754,6 +768,9 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
             rc->sched.dedup_min_tokens, rc->sched.max_wait_ms, rc->time_scale,
             o->time_scale_auto ? "true" : "false", rc->check_every,
             o->json ? "true" : "false", o->progress ? "true" : "false");
+    fprintf(f, ",\"retention\":\"%s\",\"pin_ttl_ms\":%llu,\"pin_cap_pct\":%u",
+            rkv_replay_retention_name(rc->retention),
+            (unsigned long long)rc->retention_ttl_ms, rc->max_pinned_pct);
     fprintf(f, ",\"model_layers\":%u,\"model_hidden\":%u,\"model_kv_heads\":%u,"
                "\"model_head_dim\":%u,\"model_params\":%.15g,\"weight_bytes\":%.15g,"
                "\"kv_bytes\":%.15g,\"gpu_tflops\":%.15g,\"gpu_bandwidth_tbs\":%.15g,"

@@ -74,7 +74,7 @@ static int run(const char *args, char **out, char **err)
 }
 
 /* The number after "key": in a JSON text (the first occurrence). */
-__attribute__((unused)) static double json_num(const char *json, const char *key)
+static double json_num(const char *json, const char *key)
 {
     char k[128];
     snprintf(k, sizeof k, "\"%s\":", key);
@@ -99,4 +99,36 @@ Test(retcli, evict_policy_names_and_errors)
     cr_assert_eq(run("sweep --evict-policy", &out, &err), 2);
     free(out);
     free(err);
+}
+
+Test(retcli, retention_modes_report_traffic_and_pins)
+{
+    char *out, *err;
+    cr_assert_eq(run("replay --workload agentic --sessions 16 --capacity-tokens "
+                     "6e4 --retention ttl --pin-ttl-ms 5000 --pin-cap-pct 40 "
+                     "--json", &out, &err), 0, "%s", err);
+    cr_assert_not_null(strstr(out, "\"retention\":{\"mode\":\"ttl\",\"ttl_ms\":5000,"
+                                   "\"pin_cap_pct\":40"), "%s", out);
+    cr_assert_gt(json_num(out, "pins_made"), 0);
+    double tool = json_num(strstr(out, "\"tool_traffic\""), "requests");
+    double other = json_num(strstr(out, "\"other_traffic\""), "requests");
+    double all = json_num(strstr(out, "\"capacity_blocks\""), "requests");
+    cr_assert_eq(tool + other, all, "%g + %g != %g", tool, other, all);
+    free(out);
+    free(err);
+    cr_assert_eq(run("replay --workload agentic --sessions 8 --retention "
+                     "ttl-session", &out, &err), 0, "%s", err);
+    cr_assert_not_null(strstr(out, "retention      ttl-session"), "%s", out);
+    cr_assert_not_null(strstr(out, "    tool  "), "%s", out);
+    free(out);
+    free(err);
+    static const char *const bad[] = {
+        "replay --retention forever", "replay --pin-ttl-ms 0",
+        "replay --pin-cap-pct 101", "replay --retention",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(run(bad[i], &out, &err), 2, "%s: %s", bad[i], err);
+        free(out);
+        free(err);
+    }
 }
