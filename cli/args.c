@@ -37,7 +37,8 @@ enum {
     OPT_MFU, OPT_MBU, OPT_OVERHEAD, OPT_JSON, OPT_NO_PROGRESS, OPT_VERSION,
     OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE,
     /* retention (issue 13) */
-    OPT_EVICT_POLICY, OPT_RETENTION, OPT_PIN_TTL, OPT_PIN_CAP
+    OPT_EVICT_POLICY, OPT_RETENTION, OPT_PIN_TTL, OPT_PIN_CAP,
+    OPT_TRACE_FORMAT, OPT_BLOCK_TOKENS
 };
 
 #define FOR_R 1u
@@ -95,6 +96,8 @@ static const optdef optdefs[] = {
     {"retention", required_argument, OPT_RETENTION, FOR_B},
     {"pin-ttl-ms", required_argument, OPT_PIN_TTL, FOR_B},
     {"pin-cap-pct", required_argument, OPT_PIN_CAP, FOR_B},
+    {"trace-format", required_argument, OPT_TRACE_FORMAT, FOR_B},
+    {"block-tokens", required_argument, OPT_BLOCK_TOKENS, FOR_B},
 };
 #define NUM_OPTS (sizeof optdefs / sizeof optdefs[0])
 
@@ -442,6 +445,15 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_PIN_CAP:
         o->rc.max_pinned_pct = (uint32_t)need_count(e, f, v, 0, 100);
         break;
+    case OPT_TRACE_FORMAT:
+        if (!rkv_trace_format_parse(v, &o->trace_format))
+            perr_set(e, "--trace-format: expected auto, mooncake or bailian, "
+                        "got '%s'", v);
+        break;
+    case OPT_BLOCK_TOKENS:
+        o->block_tokens = (uint32_t)need_count(e, f, v, 1,
+                                               RKV_TRACE_BLOCK_TOKENS);
+        break;
     case OPT_POLICY: o->rc.sched.policy = need_policy(e, f, v); break;
     case OPT_MAX_BATCH:
         o->rc.sched.max_batch_tokens = (uint32_t)need_count(e, f, v, 1, UINT32_MAX);
@@ -549,6 +561,9 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
         perr_set(e, "--sessions applies to --workload agentic");
     if (o->requests && o->workload != RKV_WL_FEWSHOT)
         perr_set(e, "--requests applies to --workload fewshot");
+    if ((o->trace_format || o->block_tokens) && o->workload != RKV_WL_TRACE)
+        perr_set(e, "--%s applies to --workload trace",
+                 o->trace_format ? "trace-format" : "block-tokens");
     if (o->cmd == RKV_CMD_SWEEP && !o->fleet) {
         if (!order_set)
             o->order = RKV_ORDER_BOTH;
@@ -768,6 +783,11 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
             rc->sched.dedup_min_tokens, rc->sched.max_wait_ms, rc->time_scale,
             o->time_scale_auto ? "true" : "false", rc->check_every,
             o->json ? "true" : "false", o->progress ? "true" : "false");
+    if (o->workload == RKV_WL_TRACE)
+        fprintf(f, ",\"trace_format\":\"%s\",\"block_tokens\":%u",
+                rkv_trace_format_name(o->trace_format), o->block_tokens);
+    else
+        fputs(",\"trace_format\":null,\"block_tokens\":null", f);
     fprintf(f, ",\"retention\":\"%s\",\"pin_ttl_ms\":%llu,\"pin_cap_pct\":%u",
             rkv_replay_retention_name(rc->retention),
             (unsigned long long)rc->retention_ttl_ms, rc->max_pinned_pct);

@@ -118,6 +118,9 @@ static int load_workload(const rkv_cli_options *o, rkv_workload *wl)
         st = o->trace ? rkv_trace_reader_open_path(o->trace, &r)
                       : rkv_trace_reader_open_embedded(&r);
         if (st == RKV_OK)
+            st = rkv_trace_reader_set_format(r, o->trace_format,
+                                             o->block_tokens);
+        if (st == RKV_OK)
             st = rkv_workload_load_trace(wl, r, (size_t)o->limit);
         rkv_trace_reader_close(r);
     }

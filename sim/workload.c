@@ -138,8 +138,99 @@ static rkv_status wl_place_outputs(rkv_workload *wl, uint64_t max_key)
     return RKV_OK;
 }
 
+typedef struct chat_map chat_map;
+static rkv_status wl_load_trace(rkv_workload *wl, rkv_trace_reader *r,
+                                size_t limit, chat_map *chats);
+
+/* Bailian sessions: chat_id -> the session (root chat id) of that chat,
+ * an open-addressing table (linear probing, at most half full). */
+struct chat_map {
+    uint64_t *key, *val; /* key UINT64_MAX: empty (chat ids are < 2^63) */
+    size_t cap, n;
+};
+
+static size_t chat_slot(const chat_map *m, uint64_t k)
+{
+    size_t i = (size_t)rkv_splitmix64(k) & (m->cap - 1);
+    while (m->key[i] != UINT64_MAX && m->key[i] != k)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static rkv_status chat_put(chat_map *m, uint64_t k, uint64_t v)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 1024;
+        uint64_t *nk = malloc(nc * sizeof *nk), *nv = malloc(nc * sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory for "
+                                                "the chat ids");
+        }
+        memset(nk, 0xff, nc * sizeof *nk);
+        chat_map o = *m;
+        m->key = nk;
+        m->val = nv;
+        m->cap = nc;
+        for (size_t i = 0; i < o.cap; i++)
+            if (o.key[i] != UINT64_MAX) {
+                size_t j = chat_slot(m, o.key[i]);
+                m->key[j] = o.key[i];
+                m->val[j] = o.val[i];
+            }
+        free(o.key);
+        free(o.val);
+    }
+    size_t i = chat_slot(m, k);
+    if (m->key[i] == UINT64_MAX)
+        m->n++;
+    m->key[i] = k;
+    m->val[i] = v;
+    return RKV_OK;
+}
+
+/* The session of chat k, or k itself when it is not known. */
+static uint64_t chat_get(const chat_map *m, uint64_t k)
+{
+    if (!m->cap)
+        return k;
+    size_t i = chat_slot(m, k);
+    return m->key[i] == k ? m->val[i] : k;
+}
+
+/* A record's session and hints into q; Bailian chats join their root's
+ * session (the map learns this chat's). */
+static rkv_status wl_trace_session(rkv_wl_request *q,
+                                   const rkv_trace_record *rec, chat_map *m)
+{
+    q->session = RKV_WL_NO_SESSION;
+    q->hint_priority = rec->priority;
+    q->hint_ttl_ms = rec->ttl_ms;
+    if (rec->format == RKV_TRACE_FMT_BAILIAN) {
+        uint64_t root = rec->parent_chat_id < 0
+                            ? (uint64_t)rec->chat_id
+                            : chat_get(m, (uint64_t)rec->parent_chat_id);
+        q->session = rec->has_session ? rec->session : root;
+        return chat_put(m, (uint64_t)rec->chat_id, root);
+    }
+    if (rec->has_session)
+        q->session = rec->session;
+    return RKV_OK;
+}
+
 rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
                                    size_t limit)
+{
+    chat_map chats = {NULL, NULL, 0, 0};
+    rkv_status st = wl_load_trace(wl, r, limit, &chats);
+    free(chats.key);
+    free(chats.val);
+    return st;
+}
+
+static rkv_status wl_load_trace(rkv_workload *wl, rkv_trace_reader *r,
+                                size_t limit, chat_map *chats)
 {
     if (!wl || !r)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
@@ -160,12 +251,20 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
             st = wl_reserve_reqs(wl, wl->num_reqs + 1);
         if (st == RKV_OK)
             st = wl_reserve_segs(wl, wl->num_segs + rec.num_hash_ids);
+        if (st == RKV_OK)
+            st = wl_trace_session(&wl->reqs[wl->num_reqs], &rec, chats);
         if (st != RKV_OK) {
             rkv_workload_free(wl);
             return st;
         }
         rkv_wl_request *q = &wl->reqs[wl->num_reqs];
+        uint64_t session = q->session; /* set by wl_trace_session */
+        int32_t hint_priority = q->hint_priority;
+        uint64_t hint_ttl_ms = q->hint_ttl_ms;
         memset(q, 0, sizeof *q);
+        q->session = session;
+        q->hint_priority = hint_priority;
+        q->hint_ttl_ms = hint_ttl_ms;
         q->id = wl->num_reqs;
         q->arrival_ms = rec.timestamp_ms;
         q->input_length = rec.input_length;
@@ -176,8 +275,7 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
         q->parent = RKV_WL_NO_PARENT;
         uint32_t left = rec.input_length;
         for (uint32_t i = 0; i < rec.num_hash_ids; i++) {
-            uint32_t len = left > RKV_TRACE_BLOCK_TOKENS
-                               ? RKV_TRACE_BLOCK_TOKENS : left;
+            uint32_t len = left > rec.block_tokens ? rec.block_tokens : left;
             wl->seg_keys[wl->num_segs] = rec.hash_ids[i];
             wl->seg_lens[wl->num_segs] = len;
             wl->num_segs++;

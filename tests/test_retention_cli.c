@@ -132,3 +132,42 @@ Test(retcli, retention_modes_report_traffic_and_pins)
         free(err);
     }
 }
+
+Test(retcli, bailian_trace_formats_and_errors)
+{
+    char *out, *err;
+    const char *sample = RKV_SOURCE_DIR "/tests/data/bailian_sample.jsonl";
+    char args[1024];
+    snprintf(args, sizeof args, "replay '%s' --json --retention ttl-session",
+             sample);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert_not_null(strstr(out, "\"trace_format\":\"auto\""), "%s", out);
+    cr_assert_eq(json_num(strstr(out, "\"capacity_blocks\""), "requests"), 14);
+    cr_assert_gt(json_num(out, "pins_made"), 0);
+    free(out);
+    free(err);
+    /* stated as Mooncake, its 16-token blocks do not fit: file and line */
+    snprintf(args, sizeof args, "replay '%s' --trace-format mooncake", sample);
+    cr_assert_eq(run(args, &out, &err), 1, "%s", err);
+    cr_assert_not_null(strstr(err, "bailian_sample.jsonl:1: input_length 133 "
+                                   "does not fit 9 hash_ids of 512 tokens"),
+                       "%s", err);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "replay '%s' --block-tokens 8", sample);
+    cr_assert_eq(run(args, &out, &err), 1, "%s", err);
+    cr_assert_not_null(strstr(err, ":1: input_length 133 does not fit 9 "
+                                   "hash_ids of 8 tokens"), "%s", err);
+    free(out);
+    free(err);
+    static const char *const bad[] = {
+        "replay --trace-format csv", "replay --block-tokens 0",
+        "replay --block-tokens 513", "replay --workload agentic --block-tokens 16",
+        "replay --workload fewshot --trace-format bailian",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(run(bad[i], &out, &err), 2, "%s: %s", bad[i], err);
+        free(out);
+        free(err);
+    }
+}
