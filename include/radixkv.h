@@ -498,7 +498,7 @@ rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner,
                                  uint32_t *count);
 /* *blocks = pinned pages that only pins hold (no lock under them): what
  * rkv_tree_alloc_blocks may revoke once free + evictable blocks fall short.
- * A scheduler counts them as available. O(1) without pins, else O(nodes). */
+ * A scheduler counts them as available. O(1) (a counter the tree keeps). */
 rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks);
 
 typedef struct rkv_retention_stats {
