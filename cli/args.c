@@ -561,6 +561,10 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
         perr_set(e, "--sessions applies to --workload agentic");
     if (o->requests && o->workload != RKV_WL_FEWSHOT)
         perr_set(e, "--requests applies to --workload fewshot");
+    if (o->rc.retention != RKV_RETENTION_NONE && order_set &&
+        o->order == RKV_ORDER_FILE)
+        perr_set(e, "--retention applies to the scheduler replay (--order "
+                    "sched): the file-order replay has no sessions in time");
     if ((o->trace_format || o->block_tokens) && o->workload != RKV_WL_TRACE)
         perr_set(e, "--%s applies to --workload trace",
                  o->trace_format ? "trace-format" : "block-tokens");

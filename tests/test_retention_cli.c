@@ -171,3 +171,39 @@ Test(retcli, bailian_trace_formats_and_errors)
         free(err);
     }
 }
+
+Test(retcli, trace_hints_pin_under_hints_only)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/hints.jsonl", tmpdir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    /* three turns of one session, each extending the last; two pin */
+    fputs("{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 4, "
+          "\"hash_ids\": [1, 2], \"ttl_ms\": 60000, \"session\": \"a\"}\n"
+          "{\"timestamp\": 1000, \"input_length\": 1100, \"output_length\": 4, "
+          "\"hash_ids\": [1, 2, 3], \"ttl_ms\": 60000, \"session\": \"a\", "
+          "\"priority\": 90}\n"
+          "{\"timestamp\": 2000, \"input_length\": 1600, \"output_length\": 4, "
+          "\"hash_ids\": [1, 2, 3, 4], \"session\": \"a\"}\n", f);
+    fclose(f);
+    char *out, *err;
+    char args[PATH_MAX + 128];
+    snprintf(args, sizeof args, "replay '%s' --retention hints --json", path);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert_eq(json_num(out, "pins_made"), 2, "%s", out);
+    cr_assert_eq(json_num(out, "pins_released"), 2, "the session ended: %s", out);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "replay '%s' --json", path);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert_eq(json_num(out, "pins_made"), 0, "none ignores hints: %s", out);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "replay '%s' --retention ttl --order file", path);
+    cr_assert_eq(run(args, &out, &err), 2, "%s", err);
+    cr_assert_not_null(strstr(err, "--retention applies to the scheduler "
+                                   "replay"), "%s", err);
+    free(out);
+    free(err);
+}
