@@ -1,6 +1,7 @@
 /*
- * sim/trace.h -- strict streaming reader of Mooncake-format request traces,
- * and the expansion of 512-token block ids into deterministic token ids.
+ * sim/trace.h -- strict streaming reader of request traces (Mooncake and
+ * Alibaba Bailian formats, with optional retention hints), and the
+ * expansion of block ids into deterministic token ids.
  *
  * Format (JSONL): one JSON object per line with the fields
  *   timestamp      number, arrival in ms from the start of the trace (>= 0)

@@ -687,6 +687,10 @@ rkv_status rkv_workload_check(const rkv_workload *wl)
             return rkv_set_error(RKV_ERR_CORRUPT,
                                  "workload: request %zu arrival %g", i,
                                  q->arrival_ms);
+        if (q->hint_priority < -1 || q->hint_priority > RKV_PRIORITY_MAX)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "workload: request %zu priority hint %d", i,
+                                 (int)q->hint_priority);
         if (q->parent != RKV_WL_NO_PARENT && q->parent >= i)
             return rkv_set_error(RKV_ERR_CORRUPT,
                                  "workload: request %zu has parent %llu", i,

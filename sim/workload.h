@@ -5,7 +5,8 @@
  * A request's prompt is a list of segments; segment (key, len) stands for
  * the first len (1..512) tokens of the expansion of block id `key`
  * (rkv_trace_block_token in trace.h). A trace request's segments are its
- * hash_ids, all 512 tokens long but the last, cut to input_length -- the
+ * hash_ids, all of the trace's block size (512 tokens for Mooncake, 16 for
+ * Bailian, or --block-tokens) but the last, cut to input_length -- the
  * trace convention, so seg_keys of a trace request ARE its hash_ids.
  * Synthetic workloads draw keys from a counter, so equal content (a shared
  * system prompt, a previous turn) has equal keys and anything new has keys
@@ -20,7 +21,8 @@
  *
  * Invariants (rkv_workload_check): segment lengths are 1..512 and sum to
  * input_length; every request has input_length >= 1; ids are 0..n-1 in
- * order; arrival times are finite and >= 0; a parent precedes its child.
+ * order; arrival times are finite and >= 0; a parent precedes its child;
+ * hint_priority is -1..100.
  */
 #ifndef RKV_SIM_WORKLOAD_H
 #define RKV_SIM_WORKLOAD_H
