@@ -38,7 +38,7 @@ enum {
     OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE,
     /* retention (issue 13) */
     OPT_EVICT_POLICY, OPT_RETENTION, OPT_PIN_TTL, OPT_PIN_CAP,
-    OPT_TRACE_FORMAT, OPT_BLOCK_TOKENS
+    OPT_TRACE_FORMAT, OPT_BLOCK_TOKENS, OPT_TOOL_SHARE
 };
 
 #define FOR_R 1u
@@ -98,6 +98,7 @@ static const optdef optdefs[] = {
     {"pin-cap-pct", required_argument, OPT_PIN_CAP, FOR_B},
     {"trace-format", required_argument, OPT_TRACE_FORMAT, FOR_B},
     {"block-tokens", required_argument, OPT_BLOCK_TOKENS, FOR_B},
+    {"tool-share", required_argument, OPT_TOOL_SHARE, FOR_B},
 };
 #define NUM_OPTS (sizeof optdefs / sizeof optdefs[0])
 
@@ -373,6 +374,7 @@ static void defaults(rkv_cli_options *o)
     o->progress = 1;
     o->svg = "sweep.svg";
     o->time_scale_auto = 1; /* a load the simulated GPU sustains */
+    o->tool_share = -1;     /* the agentic generator's default */
     rkv_replay_config_init(&o->rc);
     o->rc.sched.policy = RKV_POLICY_LPM;
 }
@@ -450,6 +452,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
             perr_set(e, "--trace-format: expected auto, mooncake or bailian, "
                         "got '%s'", v);
         break;
+    case OPT_TOOL_SHARE: o->tool_share = need_real(e, f, v, 0, 1); break;
     case OPT_BLOCK_TOKENS:
         o->block_tokens = (uint32_t)need_count(e, f, v, 1,
                                                RKV_TRACE_BLOCK_TOKENS);
@@ -565,6 +568,8 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
         o->order == RKV_ORDER_FILE)
         perr_set(e, "--retention applies to the scheduler replay (--order "
                     "sched): the file-order replay has no sessions in time");
+    if (o->tool_share >= 0 && o->workload != RKV_WL_AGENTIC)
+        perr_set(e, "--tool-share applies to --workload agentic");
     if ((o->trace_format || o->block_tokens) && o->workload != RKV_WL_TRACE)
         perr_set(e, "--%s applies to --workload trace",
                  o->trace_format ? "trace-format" : "block-tokens");
@@ -717,6 +722,13 @@ static uint32_t agentic_sessions(void)
     return c.sessions;
 }
 
+static double agentic_chat_share(void)
+{
+    rkv_agentic_config c;
+    rkv_agentic_config_init(&c);
+    return c.chat_share;
+}
+
 void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
 {
     static const char *const orders[] = {"sched", "file", "both"};
@@ -739,6 +751,12 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
     if (o->workload == RKV_WL_AGENTIC)
         fprintf(f, "%llu", (unsigned long long)(o->sessions ? o->sessions
                                                            : agentic_sessions()));
+    else
+        fputs("null", f);
+    fputs(",\"tool_share\":", f);
+    if (o->workload == RKV_WL_AGENTIC)
+        fprintf(f, "%.15g", o->tool_share >= 0 ? o->tool_share
+                                               : 1.0 - agentic_chat_share());
     else
         fputs("null", f);
     fputs(",\"requests\":", f);

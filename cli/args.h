@@ -70,6 +70,7 @@ typedef struct rkv_cli_options {
      * format's default) */
     int trace_format;
     uint32_t block_tokens;
+    double tool_share;              /* agentic: --tool-share; < 0: default */
 } rkv_cli_options;
 
 /* Parses argv (argv[0] is the program). On RKV_ACT_USAGE_ERROR, err holds

@@ -106,6 +106,8 @@ static int load_workload(const rkv_cli_options *o, rkv_workload *wl)
         rkv_agentic_config_init(&c);
         if (o->sessions)
             c.sessions = (uint32_t)o->sessions;
+        if (o->tool_share >= 0)
+            c.chat_share = 1.0 - o->tool_share;
         st = rkv_workload_agentic(wl, &c, o->seed);
     } else if (o->workload == RKV_WL_FEWSHOT) {
         rkv_fewshot_config c;

@@ -39,6 +39,8 @@ static const char text_common[] =
 "                           tool calls: lognormal latency, median 2 s,\n"
 "                           sigma 1.4, p99 52 s, cap 600 s; the others are\n"
 "                           chat with 1 s mean think time)\n"
+"  --tool-share X           agentic: share of tool sessions (0..1, default\n"
+"                           0.75; 0 is the workload before tool calls)\n"
 "  --requests N             fewshot: requests (default 2000)\n"
 "  --limit N                replay only the first N requests\n"
 "  --trace-format F         auto (default: a first line with \"chat_id\" is\n"

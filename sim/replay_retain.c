@@ -85,11 +85,10 @@ rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl)
                                             "retention plan");
     }
     p->n = n;
-    int marks_tools = 0;
+    int marks_tools = wl->marks_tool_calls;
     for (size_t i = 0; i < n; i++) {
         p->next[i] = RKV_WL_NO_PARENT;
         k[i] = (sess_key){wl->reqs[i].session, i};
-        marks_tools |= wl->reqs[i].tool_call != 0;
     }
     qsort(k, n, sizeof *k, cmp_sess);
     for (size_t j = 0; j + 1 < n; j++)

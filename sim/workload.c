@@ -499,6 +499,7 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
                              "median > 0, sigma 0..10, max >= median)");
     if (wl_set_name(wl, "agentic") != RKV_OK)
         return RKV_ERR_NOMEM;
+    wl->marks_tool_calls = 1;
     wl_rng g = {seed};
     /* history: system, tools, then (user, output) per turn, then the new
      * user message. 2 + 2 * turns_max pieces at most. */

@@ -73,6 +73,9 @@ typedef struct rkv_workload {
     uint64_t output_tokens; /* sum of output_length                       */
     uint64_t next_key;      /* next unused key of the run that output keys
                                (and synthetic content) are drawn from     */
+    int marks_tool_calls;   /* 1: requests' tool_call flags say which turns
+                               end in a tool call (agentic); 0: the source
+                               cannot tell (a trace)                      */
 } rkv_workload;
 
 void rkv_workload_init(rkv_workload *wl);

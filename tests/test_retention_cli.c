@@ -207,3 +207,28 @@ Test(retcli, trace_hints_pin_under_hints_only)
     free(out);
     free(err);
 }
+
+Test(retcli, tool_share_sets_the_traffic_mix)
+{
+    char *out, *err;
+    cr_assert_eq(run("replay --workload agentic --sessions 10 --tool-share 0 "
+                     "--json", &out, &err), 0, "%s", err);
+    cr_assert_not_null(strstr(out, "\"tool_share\":0,"), "%s", out);
+    cr_assert_eq(json_num(strstr(out, "\"tool_traffic\""), "requests"), 0);
+    cr_assert_gt(json_num(strstr(out, "\"other_traffic\""), "requests"), 0);
+    free(out);
+    free(err);
+    cr_assert_eq(run("replay --workload agentic --sessions 10 --tool-share 1 "
+                     "--json", &out, &err), 0, "%s", err);
+    cr_assert_eq(json_num(strstr(out, "\"other_traffic\""), "requests"), 0);
+    free(out);
+    free(err);
+    cr_assert_eq(run("replay --tool-share 0.5", &out, &err), 2);
+    cr_assert_not_null(strstr(err, "--tool-share applies to --workload agentic"),
+                       "%s", err);
+    free(out);
+    free(err);
+    cr_assert_eq(run("replay --workload agentic --tool-share 1.5", &out, &err), 2);
+    free(out);
+    free(err);
+}
