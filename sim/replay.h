@@ -102,8 +102,8 @@ typedef struct rkv_replay_config {
  * next request of its session (closed-loop child or later line). It
  * "waits for a tool" when its next turn follows a tool call: agentic tool
  * sessions mark that (tool_call; rkv_workload.marks_tool_calls); a trace
- * cannot tell a tool from a
- * person, so there every request with a next turn counts. The context of
+ * cannot tell a tool from a person, so there every request with a next
+ * turn counts. The context of
  * a request is its prompt + output (what its next turn starts with).
  *
  *   none         no retention; trace hints ignored (the default).
