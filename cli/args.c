@@ -35,7 +35,10 @@ enum {
     OPT_CHECK, OPT_LAYERS, OPT_HIDDEN, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_PARAMS,
     OPT_WEIGHT_BYTES, OPT_KV_BYTES, OPT_TFLOPS, OPT_BANDWIDTH, OPT_MEMORY,
     OPT_MFU, OPT_MBU, OPT_OVERHEAD, OPT_JSON, OPT_NO_PROGRESS, OPT_VERSION,
-    OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE
+    OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE,
+    /* retention (issue 13) */
+    OPT_EVICT_POLICY, OPT_RETENTION, OPT_PIN_TTL, OPT_PIN_CAP,
+    OPT_TRACE_FORMAT, OPT_BLOCK_TOKENS, OPT_TOOL_SHARE
 };
 
 #define FOR_R 1u
@@ -88,6 +91,14 @@ static const optdef optdefs[] = {
     {"svg", required_argument, OPT_SVG, FOR_S},
     {"instances", required_argument, OPT_INSTANCES, FOR_B},
     {"route", required_argument, OPT_ROUTE, FOR_B},
+    /* retention (issue 13) */
+    {"evict-policy", required_argument, OPT_EVICT_POLICY, FOR_B},
+    {"retention", required_argument, OPT_RETENTION, FOR_B},
+    {"pin-ttl-ms", required_argument, OPT_PIN_TTL, FOR_B},
+    {"pin-cap-pct", required_argument, OPT_PIN_CAP, FOR_B},
+    {"trace-format", required_argument, OPT_TRACE_FORMAT, FOR_B},
+    {"block-tokens", required_argument, OPT_BLOCK_TOKENS, FOR_B},
+    {"tool-share", required_argument, OPT_TOOL_SHARE, FOR_B},
 };
 #define NUM_OPTS (sizeof optdefs / sizeof optdefs[0])
 
@@ -363,6 +374,7 @@ static void defaults(rkv_cli_options *o)
     o->progress = 1;
     o->svg = "sweep.svg";
     o->time_scale_auto = 1; /* a load the simulated GPU sustains */
+    o->tool_share = -1;     /* the agentic generator's default */
     rkv_replay_config_init(&o->rc);
     o->rc.sched.policy = RKV_POLICY_LPM;
 }
@@ -419,10 +431,31 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_PAGE_SIZE:
         o->rc.page_size = (uint32_t)need_count(e, f, v, 1, RKV_MAX_PAGE_SIZE);
         break;
-    case OPT_EVICTION:
-        if (strcmp(v, "lru"))
-            perr_set(e, "--eviction: unknown policy '%s' (only 'lru' is "
-                        "implemented)", v);
+    case OPT_EVICTION: /* the older name of --evict-policy */
+    case OPT_EVICT_POLICY:
+        if (rkv_evict_policy_from_name(v, &o->rc.evict_policy) != RKV_OK)
+            perr_set(e, "--%s: %s", f, rkv_last_error());
+        break;
+    case OPT_RETENTION:
+        if (!rkv_replay_retention_parse(v, &o->rc.retention))
+            perr_set(e, "--retention: expected none, hints, priority, ttl, "
+                        "ttl-oracle or ttl-session, got '%s'", v);
+        break;
+    case OPT_PIN_TTL:
+        o->rc.retention_ttl_ms = need_count(e, f, v, 1, (uint64_t)1 << 40);
+        break;
+    case OPT_PIN_CAP:
+        o->rc.max_pinned_pct = (uint32_t)need_count(e, f, v, 0, 100);
+        break;
+    case OPT_TRACE_FORMAT:
+        if (!rkv_trace_format_parse(v, &o->trace_format))
+            perr_set(e, "--trace-format: expected auto, mooncake or bailian, "
+                        "got '%s'", v);
+        break;
+    case OPT_TOOL_SHARE: o->tool_share = need_real(e, f, v, 0, 1); break;
+    case OPT_BLOCK_TOKENS:
+        o->block_tokens = (uint32_t)need_count(e, f, v, 1,
+                                               RKV_TRACE_BLOCK_TOKENS);
         break;
     case OPT_POLICY: o->rc.sched.policy = need_policy(e, f, v); break;
     case OPT_MAX_BATCH:
@@ -531,6 +564,15 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
         perr_set(e, "--sessions applies to --workload agentic");
     if (o->requests && o->workload != RKV_WL_FEWSHOT)
         perr_set(e, "--requests applies to --workload fewshot");
+    if (o->rc.retention != RKV_RETENTION_NONE && order_set &&
+        o->order == RKV_ORDER_FILE)
+        perr_set(e, "--retention applies to the scheduler replay (--order "
+                    "sched): the file-order replay has no sessions in time");
+    if (o->tool_share >= 0 && o->workload != RKV_WL_AGENTIC)
+        perr_set(e, "--tool-share applies to --workload agentic");
+    if ((o->trace_format || o->block_tokens) && o->workload != RKV_WL_TRACE)
+        perr_set(e, "--%s applies to --workload trace",
+                 o->trace_format ? "trace-format" : "block-tokens");
     if (o->cmd == RKV_CMD_SWEEP && !o->fleet) {
         if (!order_set)
             o->order = RKV_ORDER_BOTH;
@@ -673,6 +715,20 @@ static void json_capacity(FILE *f, uint64_t c)
         fprintf(f, "%llu", (unsigned long long)c);
 }
 
+static uint32_t agentic_sessions(void)
+{
+    rkv_agentic_config c;
+    rkv_agentic_config_init(&c);
+    return c.sessions;
+}
+
+static double agentic_chat_share(void)
+{
+    rkv_agentic_config c;
+    rkv_agentic_config_init(&c);
+    return c.chat_share;
+}
+
 void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
 {
     static const char *const orders[] = {"sched", "file", "both"};
@@ -693,7 +749,14 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
         fprintf(f, "%llu", (unsigned long long)o->seed);
     fputs(",\"sessions\":", f);
     if (o->workload == RKV_WL_AGENTIC)
-        fprintf(f, "%llu", (unsigned long long)(o->sessions ? o->sessions : 48));
+        fprintf(f, "%llu", (unsigned long long)(o->sessions ? o->sessions
+                                                           : agentic_sessions()));
+    else
+        fputs("null", f);
+    fputs(",\"tool_share\":", f);
+    if (o->workload == RKV_WL_AGENTIC)
+        fprintf(f, "%.15g", o->tool_share >= 0 ? o->tool_share
+                                               : 1.0 - agentic_chat_share());
     else
         fputs("null", f);
     fputs(",\"requests\":", f);
@@ -733,14 +796,23 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
             fprintf(f, "%s\"%s\"", i ? "," : "", rkv_route_name(o->routes[i]));
         fputc(']', f);
     }
-    fprintf(f, ",\"page_size\":%u,\"eviction\":\"lru\",\"max_batch_tokens\":%u,"
+    fprintf(f, ",\"page_size\":%u,\"eviction\":\"%s\",\"max_batch_tokens\":%u,"
                "\"max_running\":%u,\"dedup_min_tokens\":%u,\"max_wait_ms\":%.15g,"
                "\"time_scale\":%.15g,\"time_scale_auto\":%s,\"check\":%u,"
                "\"json\":%s,\"progress\":%s",
-            rc->page_size, rc->sched.max_batch_tokens, rc->sched.max_running,
+            rc->page_size, rkv_evict_policy_name(rc->evict_policy),
+            rc->sched.max_batch_tokens, rc->sched.max_running,
             rc->sched.dedup_min_tokens, rc->sched.max_wait_ms, rc->time_scale,
             o->time_scale_auto ? "true" : "false", rc->check_every,
             o->json ? "true" : "false", o->progress ? "true" : "false");
+    if (o->workload == RKV_WL_TRACE)
+        fprintf(f, ",\"trace_format\":\"%s\",\"block_tokens\":%u",
+                rkv_trace_format_name(o->trace_format), o->block_tokens);
+    else
+        fputs(",\"trace_format\":null,\"block_tokens\":null", f);
+    fprintf(f, ",\"retention\":\"%s\",\"pin_ttl_ms\":%llu,\"pin_cap_pct\":%u",
+            rkv_replay_retention_name(rc->retention),
+            (unsigned long long)rc->retention_ttl_ms, rc->max_pinned_pct);
     fprintf(f, ",\"model_layers\":%u,\"model_hidden\":%u,\"model_kv_heads\":%u,"
                "\"model_head_dim\":%u,\"model_params\":%.15g,\"weight_bytes\":%.15g,"
                "\"kv_bytes\":%.15g,\"gpu_tflops\":%.15g,\"gpu_bandwidth_tbs\":%.15g,"

@@ -66,6 +66,11 @@ typedef struct rkv_cli_options {
     size_t num_instances;
     enum rkv_route routes[RKV_CLI_MAX_LIST];
     size_t num_routes;
+    /* trace format (issue 13): --trace-format, --block-tokens (0: the
+     * format's default) */
+    int trace_format;
+    uint32_t block_tokens;
+    double tool_share;              /* agentic: --tool-share; < 0: default */
 } rkv_cli_options;
 
 /* Parses argv (argv[0] is the program). On RKV_ACT_USAGE_ERROR, err holds

@@ -111,6 +111,8 @@ static int load_workload(const rkv_cli_options *o, rkv_workload *wl)
         rkv_agentic_config_init(&c);
         if (o->sessions)
             c.sessions = (uint32_t)o->sessions;
+        if (o->tool_share >= 0)
+            c.chat_share = 1.0 - o->tool_share;
         st = rkv_workload_agentic(wl, &c, o->seed);
     } else if (o->workload == RKV_WL_FEWSHOT) {
         rkv_fewshot_config c;
@@ -122,6 +124,9 @@ static int load_workload(const rkv_cli_options *o, rkv_workload *wl)
         rkv_trace_reader *r = NULL;
         st = o->trace ? rkv_trace_reader_open_path(o->trace, &r)
                       : rkv_trace_reader_open_embedded(&r);
+        if (st == RKV_OK)
+            st = rkv_trace_reader_set_format(r, o->trace_format,
+                                             o->block_tokens);
         if (st == RKV_OK)
             st = rkv_workload_load_trace(wl, r, (size_t)o->limit);
         rkv_trace_reader_close(r);

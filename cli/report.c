@@ -84,6 +84,40 @@ static void json_lat(FILE *f, const char *name, int have,
             name, l->p50, l->p90, l->p99, l->mean, l->max);
 }
 
+/* retention (issue 13): the mode, tool vs other traffic, pin counters. */
+static void json_class(FILE *f, const char *name, uint64_t n, uint64_t prompt,
+                       uint64_t hit, const rkv_latency_summary *ttft)
+{
+    fprintf(f, ",\"%s\":{\"requests\":%llu,\"prompt_tokens\":%llu,"
+               "\"hit_tokens\":%llu",
+            name, (unsigned long long)n, (unsigned long long)prompt,
+            (unsigned long long)hit);
+    json_num(f, "hit_rate", prompt > 0, prompt ? (double)hit / (double)prompt : 0);
+    json_lat(f, "ttft_ms", n > 0, ttft);
+    fputc('}', f);
+}
+
+static void json_retention(FILE *f, const rkv_replay_config *cfg,
+                           const rkv_replay_result *r)
+{
+    fprintf(f, ",\"retention\":{\"mode\":\"%s\",\"ttl_ms\":%llu,"
+               "\"pin_cap_pct\":%u",
+            rkv_replay_retention_name(cfg->retention),
+            (unsigned long long)cfg->retention_ttl_ms, cfg->max_pinned_pct);
+    json_class(f, "tool_traffic", r->tool_requests, r->tool_prompt_tokens,
+               r->tool_hit_tokens, &r->tool_ttft_ms);
+    json_class(f, "other_traffic", r->other_requests, r->other_prompt_tokens,
+               r->other_hit_tokens, &r->other_ttft_ms);
+    fprintf(f, ",\"pins_made\":%llu,\"pins_renewed\":%llu,\"pins_refused\":%llu,"
+               "\"pins_expired\":%llu,\"pins_released\":%llu,"
+               "\"pins_revoked\":%llu}",
+            (unsigned long long)r->pins_made, (unsigned long long)r->pins_renewed,
+            (unsigned long long)r->pins_refused,
+            (unsigned long long)r->pins_expired,
+            (unsigned long long)r->pins_released,
+            (unsigned long long)r->pins_revoked);
+}
+
 void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
                      const rkv_workload *wl, const rkv_replay_result *r,
                      const rkv_report_ctx *ctx)
@@ -99,9 +133,9 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
     fprintf(f, ",\"order\":\"%s\"", r->sched_mode ? "sched" : "file");
     if (r->sched_mode)
         fprintf(f, ",\"policy\":\"%s\"", rkv_policy_name(cfg->sched.policy));
-    fprintf(f, ",\"eviction\":\"lru\",\"page_size\":%u,\"capacity_tokens\":%llu,"
+    fprintf(f, ",\"eviction\":\"%s\",\"page_size\":%u,\"capacity_tokens\":%llu,"
                "\"capacity_blocks\":%llu",
-            r->page_size,
+            rkv_evict_policy_name(cfg->evict_policy), r->page_size,
             (unsigned long long)(r->capacity_blocks * r->page_size),
             (unsigned long long)r->capacity_blocks);
     if (cfg->capacity_tokens == RKV_REPLAY_UNBOUNDED)
@@ -178,6 +212,7 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
         json_num(f, "sched_us_per_step", r->steps > 0, r->sched_us_per_step);
         json_num(f, "sched_us_per_step_max", r->steps > 0, r->sched_us_per_step_max);
         fprintf(f, ",\"max_waiting\":%llu", (unsigned long long)r->max_waiting);
+        json_retention(f, cfg, r);
         const rkv_cost_model *m = &cfg->cost;
         fprintf(f, ",\"cost_model\":{\"layers\":%u,\"hidden\":%u,\"kv_heads\":%u,"
                    "\"head_dim\":%u,\"params\":%.4g,\"weight_bytes\":%g,"
@@ -257,6 +292,43 @@ static void text_summary(FILE *f, const char *name,
             rkv_fmt_duration(d, sizeof d, l->mean));
 }
 
+/* retention (issue 13): tool vs other traffic, and the pins when any. */
+static void text_retention(FILE *f, const rkv_replay_config *cfg,
+                           const rkv_replay_result *r)
+{
+    char a[32], b[32], c[32];
+    if (cfg->retention == RKV_RETENTION_NONE && r->tool_requests == 0)
+        return;
+    fprintf(f, "  retention      %s", rkv_replay_retention_name(cfg->retention));
+    if (cfg->retention == RKV_RETENTION_TTL)
+        fprintf(f, " (TTL %s)",
+                rkv_fmt_duration(a, sizeof a, (double)cfg->retention_ttl_ms));
+    fprintf(f, ", pin cap %u %% of the pool\n", cfg->max_pinned_pct);
+    if (r->tool_prompt_tokens)
+        fprintf(f, "    tool         %.2f %% hit, TTFT p50 %s, p99 %s (%s requests "
+                   "of sessions that wait for tools)\n",
+                100.0 * (double)r->tool_hit_tokens / (double)r->tool_prompt_tokens,
+                rkv_fmt_duration(a, sizeof a, r->tool_ttft_ms.p50),
+                rkv_fmt_duration(b, sizeof b, r->tool_ttft_ms.p99),
+                commas(c, sizeof c, r->tool_requests));
+    if (r->other_prompt_tokens)
+        fprintf(f, "    other        %.2f %% hit, TTFT p50 %s, p99 %s (%s "
+                   "requests)\n",
+                100.0 * (double)r->other_hit_tokens / (double)r->other_prompt_tokens,
+                rkv_fmt_duration(a, sizeof a, r->other_ttft_ms.p50),
+                rkv_fmt_duration(b, sizeof b, r->other_ttft_ms.p99),
+                commas(c, sizeof c, r->other_requests));
+    if (r->pins_made || r->pins_refused)
+        fprintf(f, "    pins         %llu made, %llu renewed, %llu refused (cap), "
+                   "%llu expired, %llu released, %llu revoked\n",
+                (unsigned long long)r->pins_made,
+                (unsigned long long)r->pins_renewed,
+                (unsigned long long)r->pins_refused,
+                (unsigned long long)r->pins_expired,
+                (unsigned long long)r->pins_released,
+                (unsigned long long)r->pins_revoked);
+}
+
 void rkv_report_text(FILE *f, const rkv_replay_config *cfg,
                      const rkv_workload *wl, const rkv_replay_result *r,
                      const rkv_report_ctx *ctx)
@@ -273,9 +345,10 @@ void rkv_report_text(FILE *f, const rkv_replay_config *cfg,
     fputc('\n', f);
     if (r->sched_mode)
         text_regime(f, cfg, r, ctx);
-    fprintf(f, "  cache          %s tokens = %s blocks of %u tokens, eviction lru\n",
+    fprintf(f, "  cache          %s tokens = %s blocks of %u tokens, eviction %s\n",
             commas(a, sizeof a, r->capacity_blocks * r->page_size),
-            commas(b, sizeof b, r->capacity_blocks), r->page_size);
+            commas(b, sizeof b, r->capacity_blocks), r->page_size,
+            rkv_evict_policy_name(cfg->evict_policy));
     if (r->prompt_tokens)
         fprintf(f, "  hit rate       %.2f %%  (%s of %s prompt tokens from cache)\n",
                 100.0 * r->hit_rate, commas(a, sizeof a, r->hit_tokens),
@@ -324,6 +397,7 @@ void rkv_report_text(FILE *f, const rkv_replay_config *cfg,
         fprintf(f, "  preemptions    %s   (dedup holds %s)\n",
                 commas(a, sizeof a, r->preemptions),
                 commas(b, sizeof b, r->dedup_holds));
+        text_retention(f, cfg, r);
         fprintf(f, "  peak blocks    %s held by requests, %s in the pool of %s\n",
                 commas(a, sizeof a, r->peak_blocks),
                 commas(b, sizeof b, r->peak_pool_blocks),

@@ -210,6 +210,12 @@ typedef enum rkv_evict_policy {
     RKV_EVICT_PRIORITY = 1  /* lowest retention priority, then least
                                recently used (TensorRT-LLM's priority LRU) */
 } rkv_evict_policy;
+/* A policy's name ("lru", "priority") and back, from one table
+ * (radix/evict_names.c). from_name: RKV_ERR_INVALID_ARG for an unknown name
+ * (the message lists the known ones; *out unchanged). name: NULL for a value
+ * that is no policy. */
+rkv_status rkv_evict_policy_from_name(const char *name, int *out);
+const char *rkv_evict_policy_name(int policy);
 
 typedef struct rkv_tree_config {
     uint32_t initial_nodes; /* capacity hint; 0 = default                   */
@@ -492,7 +498,7 @@ rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner,
                                  uint32_t *count);
 /* *blocks = pinned pages that only pins hold (no lock under them): what
  * rkv_tree_alloc_blocks may revoke once free + evictable blocks fall short.
- * A scheduler counts them as available. O(1) without pins, else O(nodes). */
+ * A scheduler counts them as available. O(1) (a counter the tree keeps). */
 rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks);
 
 typedef struct rkv_retention_stats {

@@ -159,6 +159,13 @@ struct rkv_tree {
     uint32_t pins_cap, pins_used, pin_free, npins;
     uint64_t now_ms, pin_seq;
     uint64_t pin_cap_blocks, pinned_blocks;
+    uint64_t yield_blocks; /* pages of non-root nodes whose every lock is a
+                              pin (lock_count == pin_count > 0): what
+                              revoking pins can free. Kept by
+                              rkv_yield_pages around every lock_count and
+                              pin_count change (a split moves pages between
+                              two nodes with equal counts: sum unchanged;
+                              eviction trims only unlocked nodes)         */
     uint64_t pins_made, pins_renewed, pins_expired, pins_released,
              pins_revoked, pins_refused;
 
@@ -171,6 +178,11 @@ struct rkv_tree {
     uint64_t queried_tokens, hit_tokens, inserted_pages;
     uint64_t evicted_blocks, evicted_nodes, splits, lru_reorder_steps;
 };
+
+/* Node y's share of yield_blocks (tree_retain.c): its pages when every
+ * lock on it is a pin. Callers subtract it before and add it after
+ * changing y's lock_count or pin_count. */
+static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y);
 
 static inline rkv_block_id *rkv_tnode_blocks(const rkv_tree *t,
                                              const rkv_tnode *x)
@@ -334,8 +346,7 @@ rkv_status rkv_lease_reserve(rkv_tree *t, const char *fn);
 void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
 
 /* tree_retain.c ---------------------------------------------------------- */
-/* Pages that revoking every pin would make evictable (O(nodes); 0 at once
- * without pins). */
+/* Pages that revoking every pin would make evictable (yield_blocks, O(1)). */
 uint64_t rkv_pins_yieldable(const rkv_tree *t);
 /* Revokes pins, earliest deadline first among those whose pages only pins
  * hold (tree_retain.c says which first), until evictable_blocks >= need or
@@ -358,5 +369,14 @@ void rkv_tree_touch(rkv_tree *t, uint32_t id);
 /* Frees a namespace root that has no child and no lock (its handles go
  * stale; a later non-peek match or insert creates it again). */
 void rkv_tree_free_root(rkv_tree *t, uint32_t root);
+
+static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y)
+{
+    const rkv_tnode *x = &t->nodes[y];
+    if (t->meta == NULL || x->lock_count == 0 || x->parent == 0 ||
+        x->parent == RKV_NIL || x->lock_count != t->meta[y].pin_count)
+        return 0;
+    return x->num_pages;
+}
 
 #endif

@@ -194,7 +194,9 @@ rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out)
             t->evictable_blocks -= x->num_pages;
             t->locked_blocks += x->num_pages;
         }
+        t->yield_blocks -= rkv_yield_pages(t, y);
         x->lock_count++;
+        t->yield_blocks += rkv_yield_pages(t, y);
     }
     out->id = rkv_lease_take(t, node.id);
     t->lock_total++;
@@ -210,7 +212,10 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp)
         root = y;
         if (stamp)
             z->last_access = c;
-        if (--z->lock_count == 0) {
+        t->yield_blocks -= rkv_yield_pages(t, y);
+        --z->lock_count;
+        t->yield_blocks += rkv_yield_pages(t, y);
+        if (z->lock_count == 0) {
             t->evictable_blocks += z->num_pages;
             t->locked_blocks -= z->num_pages;
             if (rkv_tree_in_lru(z)) {

@@ -119,9 +119,12 @@ static void rkv_heap_remove(rkv_tree *t, uint32_t pos)
 static void rkv_unpin(rkv_tree *t, uint32_t pin)
 {
     rkv_pin *e = &t->pins[pin];
-    for (uint32_t y = e->node; y != 0; y = t->nodes[y].parent)
+    for (uint32_t y = e->node; y != 0; y = t->nodes[y].parent) {
+        t->yield_blocks -= rkv_yield_pages(t, y);
         if (--t->meta[y].pin_count == 0)
             t->pinned_blocks -= t->nodes[y].num_pages;
+        t->yield_blocks += rkv_yield_pages(t, y);
+    }
     rkv_heap_remove(t, e->heap_pos);
     uint32_t slot = rkv_lease_find(t, e->lease.id);
     memset(e, 0, sizeof *e);
@@ -160,20 +163,12 @@ rkv_status rkv_tree_set_time(rkv_tree *tree, uint64_t now_ms)
     return RKV_OK;
 }
 
+/* Every lock at or below such a node is a pin, so no running request
+ * needs its pages: the counter is kept where lock and pin counts change
+ * (rkv_yield_pages) and verified by rkv_retain_check. */
 uint64_t rkv_pins_yieldable(const rkv_tree *t)
 {
-    if (t->npins == 0)
-        return 0;
-    uint64_t pages = 0;
-    for (uint32_t y = 1; y < t->nodes_used; y++) {
-        const rkv_tnode *x = &t->nodes[y];
-        if (x->parent == RKV_NIL || x->parent == 0)
-            continue;
-        /* every lock at or below it is a pin: no running request needs it */
-        if (x->lock_count > 0 && x->lock_count == t->meta[y].pin_count)
-            pages += x->num_pages;
-    }
-    return pages;
+    return t->yield_blocks;
 }
 
 rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks)
@@ -570,11 +565,14 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         t->pin_heap[t->npins] = p;
         e->heap_pos = t->npins++;
         rkv_heap_up(t, e->heap_pos);
-        for (uint32_t y = target; y != 0; y = t->nodes[y].parent)
+        for (uint32_t y = target; y != 0; y = t->nodes[y].parent) {
+            t->yield_blocks -= rkv_yield_pages(t, y);
             if (t->meta[y].pin_count++ == 0) {
                 t->pinned_blocks += t->nodes[y].num_pages;
                 newly += t->nodes[y].num_pages;
             }
+            t->yield_blocks += rkv_yield_pages(t, y);
+        }
         t->pins_made++;
     }
     if (out != NULL) {
@@ -684,7 +682,8 @@ rkv_status rkv_retain_check(const rkv_tree *t)
                        (unsigned long long)t->pinned_blocks,
                        (unsigned long long)t->pin_cap_blocks);
     if (t->meta == NULL) {
-        if (t->npins != 0 || t->pins_used != 0 || t->pinned_blocks != 0)
+        if (t->npins != 0 || t->pins_used != 0 || t->pinned_blocks != 0 ||
+            t->yield_blocks != 0)
             return CORRUPT("pins without retention data");
         return RKV_OK;
     }
@@ -703,12 +702,15 @@ rkv_status rkv_retain_check(const rkv_tree *t)
         if (p != RKV_NIL && p != 0)
             below[p] += t->meta[y].pin_count;
     }
-    uint64_t pinned = 0;
+    uint64_t pinned = 0, yieldable = 0;
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         const rkv_tnode *x = &t->nodes[y];
         const rkv_tmeta *m = &t->meta[y];
         if (x->parent == RKV_NIL)
             continue;
+        /* the counter rkv_pins_yieldable answers from, recomputed */
+        if (x->parent != 0 && x->lock_count > 0 && x->lock_count == m->pin_count)
+            yieldable += x->num_pages;
         if (m->prio > RKV_PRIORITY_MAX) {
             st = CORRUPT("node %u has priority %u", y, m->prio);
             goto out;
@@ -726,6 +728,10 @@ rkv_status rkv_retain_check(const rkv_tree *t)
         st = CORRUPT("%llu pages are pinned, %llu counted",
                      (unsigned long long)pinned,
                      (unsigned long long)t->pinned_blocks);
+    else if (yieldable != t->yield_blocks)
+        st = CORRUPT("%llu pinned pages only pins hold, %llu counted",
+                     (unsigned long long)yieldable,
+                     (unsigned long long)t->yield_blocks);
 out:
     free(own);
     free(below);

@@ -29,6 +29,9 @@ void rkv_replay_config_init(rkv_replay_config *cfg)
     cfg->write_policy = RKV_WRITE_BACK;
     cfg->selective_hits = 2;
     cfg->evict_policy = RKV_EVICT_LRU;
+    cfg->retention = RKV_RETENTION_NONE;
+    cfg->retention_ttl_ms = 12000;
+    cfg->max_pinned_pct = 50;
     rkv_sched_config_init(&cfg->sched);
     rkv_cost_model_init(&cfg->cost);
     cfg->capacity_tokens = rkv_cost_default_capacity_tokens(&cfg->cost);
@@ -85,6 +88,8 @@ rkv_status rkv_replay_open_cache(const rkv_workload *wl,
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.event_ring = cfg->event_ring;
+    tc.evict_policy = cfg->evict_policy;
+    tc.max_pinned_pct = cfg->max_pinned_pct;
     st = rkv_tree_create(pool, &tc, &tree);
     if (st != RKV_OK) {
         rkv_pool_destroy(pool);

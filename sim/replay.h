@@ -87,7 +87,62 @@ typedef struct rkv_replay_config {
     int evict_policy;          /* rkv_evict_policy (default LRU)           */
     int retention;             /* rkv_replay_retention (sim/replay.h);
                                   default none                             */
+    uint64_t retention_ttl_ms; /* --retention ttl: the pin's TTL (default
+                                  12000, the p90 of the agentic workload's
+                                  tool latency)                            */
+    uint32_t max_pinned_pct;   /* the trees' pin cap (rkv_tree_config;
+                                  default 50)                              */
 } rkv_replay_config;
+
+/*
+ * Retention in the scheduler replay (sim/replay_retain.c): what each
+ * request's rkv_request_desc.retention says. Every request belongs to a
+ * session (rkv_wl_request.session: an agentic session, a trace line's
+ * "session", a Bailian root chat id) or to none. Its next turn is the
+ * next request of its session (closed-loop child or later line). It
+ * "waits for a tool" when its next turn follows a tool call: agentic tool
+ * sessions mark that (tool_call; rkv_workload.marks_tool_calls); a trace
+ * cannot tell a tool from a person, so there every request with a next
+ * turn counts. The context of
+ * a request is its prompt + output (what its next turn starts with).
+ *
+ *   none         no retention; trace hints ignored (the default).
+ *   hints        only the trace's per-line hints: "priority" sets the
+ *                context's priority, "ttl_ms" pins the context that long
+ *                (owner: the line's session).
+ *   priority     a request that waits for a tool gives its context
+ *                priority 80 (kept longer under --evict-policy priority),
+ *                a session's last request priority 1 (done: evict first).
+ *   ttl          a request that waits for a tool pins its context for
+ *                retention_ttl_ms (a cache breakpoint; the pin is made or
+ *                renewed when the request's pages are inserted, so the
+ *                deadline counts from its end).
+ *   ttl-oracle   the same pin with the TTL its next turn actually needs:
+ *                the tool latency (a trace: the gap to the next line's
+ *                arrival, scaled) + 1 s: what a perfect predictor of tool
+ *                time (Continuum) would ask for.
+ *   ttl-session  the pin lasts until the session ends.
+ * With every mode but none, a line's hints win over the mode's rule for
+ * the field they give. Pins are owned by the session and released
+ * (rkv_tree_pins_release) when its last request finishes or is refused; a
+ * pin the tree's cap refuses leaves the request unpinned (counted). The
+ * fleet replay applies the same retention on each instance, releasing a
+ * session's pins on the instance where it ends (others expire).
+ */
+enum rkv_replay_retention {
+    RKV_RETENTION_NONE,
+    RKV_RETENTION_HINTS,
+    RKV_RETENTION_PRIORITY,
+    RKV_RETENTION_TTL,
+    RKV_RETENTION_TTL_ORACLE,
+    RKV_RETENTION_TTL_SESSION,
+    RKV_RETENTION_COUNT
+};
+/* "none", "hints", "priority", "ttl", "ttl-oracle", "ttl-session"; NULL
+ * for another value. */
+const char *rkv_replay_retention_name(int retention);
+/* 1 and *out set when s names a mode, else 0. */
+int rkv_replay_retention_parse(const char *s, int *out);
 
 /* Defaults: page size 16, capacity = what an H100 holds beside the 8B
  * model (rkv_cost_default_capacity_tokens), scheduler and cost model
@@ -150,6 +205,16 @@ typedef struct rkv_replay_result {
     rkv_latency_summary wait_ms; /* TTFT minus the request's own prefill
                                     time on an idle GPU (from its cached
                                     prefix at admission): queueing          */
+    /* retention (scheduler replay, single instance): finished requests of
+     * sessions with a request that waits for a tool ("tool" traffic, the
+     * ones the ttl modes pin, whatever the mode) and of the rest ("other"
+     * traffic: chat sessions, session-less requests), and the tree's pin
+     * counters at the end (rkv_retention_stats) */
+    uint64_t tool_requests, tool_prompt_tokens, tool_hit_tokens;
+    uint64_t other_requests, other_prompt_tokens, other_hit_tokens;
+    rkv_latency_summary tool_ttft_ms, other_ttft_ms;
+    uint64_t pins_made, pins_renewed, pins_refused, pins_expired,
+             pins_released, pins_revoked;
 } rkv_replay_result;
 
 /* Blocks that hold every full page the workload could cache (prompts, plus

@@ -20,6 +20,7 @@
 #define RKV_SIM_REPLAY_INST_H
 
 #include "sim/replay_internal.h"
+#include "sim/replay_retain.h"
 
 typedef struct rel_item {
     double t;
@@ -66,6 +67,7 @@ typedef struct sched_run {
     uint64_t queued_tokens; /* prompt tokens submitted, no first token yet */
     double now;
     double step_us_total;  /* time inside rkv_sched_step, measured here    */
+    rkv_ret_plan ret;      /* retention (sim/replay_retain.h)              */
 } sched_run;
 
 /* Sets up an instance for wl (pool and tree as cfg says, events included

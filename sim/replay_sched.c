@@ -118,6 +118,9 @@ static rkv_status submit_one(sched_run *r, uint64_t id, double t)
     d.max_new_tokens = r->rs[id].target;
     d.priority = 0;
     d.arrival_ms = t;
+    rkv_retention ret;
+    if (rkv_ret_for(&r->ret, r->wl, r->cfg, id, &ret))
+        d.retention = &ret; /* copied by the scheduler */
     return rkv_sched_submit(r->sched, &d);
 }
 
@@ -139,6 +142,9 @@ rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
         s->rejected = 1;
         res->rejected_requests++;
         r->done++;
+        if ((st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id)) !=
+            RKV_OK)
+            return st;
         /* its next turns still arrive (and are refused in turn if
          * they cannot fit either); else they would wait forever */
         return release_children(r, id, t);
@@ -250,7 +256,9 @@ rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
         s->finish_ms = r->now;
         r->pending--;
         r->done++;
-        if ((st = release_children(r, id, r->now)) != RKV_OK)
+        if ((st = release_children(r, id, r->now)) != RKV_OK ||
+            (st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id)) !=
+                RKV_OK)
             return st;
     }
     if (r->now > RKV_REPLAY_MAX_SIM_MS)
@@ -274,6 +282,7 @@ void rkv_inst_free(sched_run *r)
     free(r->prompt);
     free(r->next_tokens);
     free(r->finished);
+    rkv_ret_plan_free(&r->ret);
 }
 
 rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
@@ -294,6 +303,12 @@ rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
         return st;
     st = rkv_sched_create(r->tree, &cfg->sched, &r->sched);
     if (st != RKV_OK)
+        return st;
+    if (cfg->retention < 0 || cfg->retention >= RKV_RETENTION_COUNT)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "replay: unknown retention mode %d",
+                             cfg->retention);
+    if ((st = rkv_ret_plan_init(&r->ret, wl)) != RKV_OK)
         return st;
     size_t n = wl->num_reqs;
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
@@ -414,6 +429,53 @@ void rkv_tally_free(rkv_tally *t)
     t->ttft = t->lat = t->wait = NULL;
 }
 
+/* Tool vs other traffic (sim/replay.h) and the tree's pin counters. */
+static rkv_status collect_retention(sched_run *r, rkv_replay_result *res)
+{
+    size_t n = r->wl->num_reqs;
+    double *tt = malloc((n ? n : 1) * sizeof *tt);
+    double *ot = malloc((n ? n : 1) * sizeof *ot);
+    if (!tt || !ot) {
+        free(tt);
+        free(ot);
+        return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
+    }
+    size_t nt = 0, no = 0;
+    for (size_t i = 0; i < n; i++) {
+        const req_state *s = &r->rs[i];
+        if (!s->finished)
+            continue;
+        uint32_t in = r->wl->reqs[i].input_length;
+        double ttft = s->first_token_ms - s->release_ms;
+        if (r->ret.tool_class[i]) {
+            res->tool_requests++;
+            res->tool_prompt_tokens += in;
+            res->tool_hit_tokens += s->cached_first;
+            tt[nt++] = ttft;
+        } else {
+            res->other_requests++;
+            res->other_prompt_tokens += in;
+            res->other_hit_tokens += s->cached_first;
+            ot[no++] = ttft;
+        }
+    }
+    rkv_latency_summarize(tt, nt, &res->tool_ttft_ms);
+    rkv_latency_summarize(ot, no, &res->other_ttft_ms);
+    free(tt);
+    free(ot);
+    rkv_retention_stats rs;
+    rkv_status st = rkv_tree_retention_stats(r->tree, &rs);
+    if (st != RKV_OK)
+        return st;
+    res->pins_made = rs.pins_made;
+    res->pins_renewed = rs.pins_renewed;
+    res->pins_refused = rs.pins_refused;
+    res->pins_expired = rs.pins_expired;
+    res->pins_released = rs.pins_released;
+    res->pins_revoked = rs.pins_revoked;
+    return RKV_OK;
+}
+
 static rkv_status collect(sched_run *r, rkv_replay_result *res)
 {
     rkv_tally tally;
@@ -440,7 +502,7 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
         return st;
     res->evicted_blocks = ts.evicted_blocks;
     res->tree_host_bytes = ts.host_bytes;
-    return RKV_OK;
+    return collect_retention(r, res);
 }
 
 static rkv_status run_loop(sched_run *r, rkv_replay_result *res)

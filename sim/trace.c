@@ -102,6 +102,9 @@ struct rkv_trace_reader {
     uint64_t *ids;      /* hash ids of the current record                  */
     size_t ids_cap;
     rkv_status failed;  /* sticky failure                                  */
+    int format;         /* RKV_TRACE_FMT_*; AUTO until the first record    */
+    uint32_t block_tokens; /* 0: the format's default                       */
+    uint64_t records;   /* records returned so far                         */
     char *fail_msg;
     char *name;
 };
@@ -242,6 +245,40 @@ void rkv_trace_reader_close(rkv_trace_reader *r)
     free(r->name);
     free(r->fail_msg);
     free(r);
+}
+
+rkv_status rkv_trace_reader_set_format(rkv_trace_reader *r, int format,
+                                       uint32_t block_tokens)
+{
+    if (!r || !rkv_trace_format_name(format) ||
+        block_tokens > RKV_TRACE_BLOCK_TOKENS)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "trace reader: format %d with %u tokens per block "
+                             "(1..%u, or 0 for the format's default)",
+                             format, block_tokens, RKV_TRACE_BLOCK_TOKENS);
+    if (r->records || r->line_no)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "%s: the format is set before the first line",
+                             r->name);
+    r->format = format;
+    r->block_tokens = block_tokens;
+    return RKV_OK;
+}
+
+int rkv_trace_reader_format(const rkv_trace_reader *r)
+{
+    return r ? r->format : RKV_TRACE_FMT_AUTO;
+}
+
+uint32_t rkv_trace_reader_block_tokens(const rkv_trace_reader *r)
+{
+    if (!r)
+        return 0;
+    if (r->block_tokens)
+        return r->block_tokens;
+    return r->format == RKV_TRACE_FMT_BAILIAN ? RKV_TRACE_BAILIAN_BLOCK_TOKENS
+           : r->format == RKV_TRACE_FMT_MOONCAKE ? RKV_TRACE_BLOCK_TOKENS
+                                                  : 0;
 }
 
 const char *rkv_trace_reader_name(const rkv_trace_reader *r)
@@ -467,10 +504,15 @@ rkv_status rkv_trace_reader_next(rkv_trace_reader *r, rkv_trace_record *out,
             i++;
         if (i == len)
             continue; /* blank line */
-        st = rkv_trace_parse_line(line, len, r->name, r->line_no, out,
-                                  &r->ids, &r->ids_cap);
+        st = rkv_trace_parse_line_fmt(line, len, r->name, r->line_no,
+                                      r->format, r->block_tokens, out,
+                                      &r->ids, &r->ids_cap);
         if (st != RKV_OK)
             return reader_fail(r, st);
+        /* the first record fixes an automatic format */
+        r->format = out->format;
+        r->block_tokens = out->block_tokens;
+        r->records++;
         *eof = 0;
         return RKV_OK;
     }

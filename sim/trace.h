@@ -1,6 +1,7 @@
 /*
- * sim/trace.h -- strict streaming reader of Mooncake-format request traces,
- * and the expansion of 512-token block ids into deterministic token ids.
+ * sim/trace.h -- strict streaming reader of request traces (Mooncake and
+ * Alibaba Bailian formats, with optional retention hints), and the
+ * expansion of block ids into deterministic token ids.
  *
  * Format (JSONL): one JSON object per line with the fields
  *   timestamp      number, arrival in ms from the start of the trace (>= 0)
@@ -22,6 +23,33 @@
  * so equal ids give equal tokens and ids that differ in their low 31 bits
  * differ at token 0. The prompt is the concatenation of its blocks, cut to
  * input_length. All tokens are valid (non-negative) int32 ids.
+ *
+ * Bailian format (issue 13; alibaba-edu/qwen-bailian-usagetraces-anon):
+ * JSONL too, one request per line with
+ *   chat_id         integer >= 0, the request's id
+ *   parent_chat_id  integer >= -1, the previous turn's chat_id; -1 (also
+ *                   when the field is absent) for a session's first turn
+ *   timestamp       number, arrival in SECONDS (>= 0; kept in ms)
+ *   input_length, output_length   as above
+ *   type            optional string (text, search, image, file); checked,
+ *                   not used
+ *   turn            optional integer >= 0; checked, not used
+ *   hash_ids        one id per 16-token block (the block size is the
+ *                   format's default; --block-tokens overrides it)
+ * with the same rules otherwise (B tokens per block: B * (len - 1) <
+ * input_length <= B * len). A block id's tokens are the first B tokens of
+ * its 512-token expansion, so equal ids still mean equal tokens.
+ * Detection (RKV_TRACE_FMT_AUTO, the default): the first record decides:
+ * a line with a "chat_id" field is Bailian, else Mooncake; every later
+ * line is read in that format. A stated format is used from line 1.
+ *
+ * Retention hints (both formats, optional; README "Retention"):
+ *   priority  integer 0..100: the priority of the request's context
+ *   ttl_ms    integer 1..2^40: pin the request's context that long
+ *   session   integer 0..2^64-2, or a string (its raw JSON text hashed
+ *             with 64-bit FNV-1a): the session that owns the pins and
+ *             whose end releases them. Bailian lines without it belong
+ *             to the session of their root chat (parent_chat_id chain).
  */
 #ifndef RKV_SIM_TRACE_H
 #define RKV_SIM_TRACE_H
@@ -49,8 +77,28 @@
 extern const char rkv_embedded_trace_start[];
 extern const char rkv_embedded_trace_end[];
 
+/* Trace formats: detected from the first record, or stated. */
+enum rkv_trace_format {
+    RKV_TRACE_FMT_AUTO = 0,
+    RKV_TRACE_FMT_MOONCAKE = 1, /* blocks of 512 tokens by default         */
+    RKV_TRACE_FMT_BAILIAN = 2   /* blocks of 16 tokens by default          */
+};
+#define RKV_TRACE_BAILIAN_BLOCK_TOKENS 16u
+/* "auto", "mooncake", "bailian"; NULL for another value. */
+const char *rkv_trace_format_name(int format);
+/* 1 and *out set when s names a format, else 0. */
+int rkv_trace_format_parse(const char *s, int *out);
+
 typedef struct rkv_trace_record {
     uint64_t line;            /* 1-based line number in the source          */
+    int format;               /* RKV_TRACE_FMT_MOONCAKE or _BAILIAN         */
+    uint32_t block_tokens;    /* tokens per hash id                         */
+    int64_t chat_id;          /* Bailian; -1 for Mooncake                   */
+    int64_t parent_chat_id;   /* Bailian; -1: first turn (or Mooncake)      */
+    int32_t priority;         /* hint; -1: none                             */
+    uint64_t ttl_ms;          /* hint; 0: none                              */
+    uint64_t session;         /* hint, when has_session                     */
+    uint8_t has_session;
     double timestamp_ms;
     uint32_t input_length;
     uint32_t output_length;
@@ -87,6 +135,17 @@ void rkv_trace_reader_close(rkv_trace_reader *r); /* NULL is fine */
 rkv_status rkv_trace_reader_next(rkv_trace_reader *r, rkv_trace_record *out,
                                  int *eof);
 
+/* States the format (RKV_TRACE_FMT_*) and the tokens per hash id (1..512;
+ * 0: the format's default) before the first record: RKV_ERR_STATE after
+ * it, RKV_ERR_INVALID_ARG for a bad value (nothing changes). With AUTO the
+ * first record decides and the reader keeps that format. */
+rkv_status rkv_trace_reader_set_format(rkv_trace_reader *r, int format,
+                                       uint32_t block_tokens);
+/* The format in use (AUTO until the first record) and its block size (0:
+ * not known yet). */
+int rkv_trace_reader_format(const rkv_trace_reader *r);
+uint32_t rkv_trace_reader_block_tokens(const rkv_trace_reader *r);
+
 /* Name given at open ("<embedded>" for the default). */
 const char *rkv_trace_reader_name(const rkv_trace_reader *r);
 
@@ -97,6 +156,14 @@ rkv_status rkv_trace_parse_line(const char *line, size_t len,
                                 const char *name, uint64_t line_no,
                                 rkv_trace_record *out, uint64_t **ids,
                                 size_t *ids_cap);
+/* The same in a given format (AUTO: this line's own fields decide) and
+ * block size (0: the format's default). rkv_trace_parse_line is
+ * (RKV_TRACE_FMT_MOONCAKE, 0). */
+rkv_status rkv_trace_parse_line_fmt(const char *line, size_t len,
+                                    const char *name, uint64_t line_no,
+                                    int format, uint32_t block_tokens,
+                                    rkv_trace_record *out, uint64_t **ids,
+                                    size_t *ids_cap);
 
 /* splitmix64 finalizer of x (the state increment is applied to x first):
  * z = x + 0x9e3779b97f4a7c15, then the usual xor-shift-multiply rounds. */

@@ -1,6 +1,7 @@
 /*
- * sim/trace_parse.c -- one Mooncake trace line -> one record
- * (rkv_trace_parse_line; the rules are in trace.h).
+ * sim/trace_parse.c -- one trace line (Mooncake or Bailian format, with
+ * optional retention hints) -> one record (rkv_trace_parse_line_fmt; the
+ * rules are in trace.h).
  *
  * Owns a small strict JSON scanner for one line at a time: objects, arrays,
  * strings with escapes, numbers per the JSON grammar, true/false/null
@@ -453,7 +454,7 @@ static rkv_status jhash_ids(jscan *p, uint64_t **ids, size_t *cap,
                      n, v.d);
             return jfail(p, what);
         }
-        if (n >= RKV_TRACE_MAX_LENGTH / RKV_TRACE_BLOCK_TOKENS + 1)
+        if (n >= RKV_TRACE_MAX_LENGTH)
             return jfail(p, "hash_ids: too many blocks");
         if ((st = jgrow(ids, cap, n + 1)) != RKV_OK)
             return st;
@@ -465,24 +466,206 @@ static rkv_status jhash_ids(jscan *p, uint64_t **ids, size_t *cap,
     return RKV_OK;
 }
 
-enum { F_TS = 1, F_IN = 2, F_OUT = 4, F_IDS = 8, F_ALL = 15 };
+/* An integer field in [lo, hi] (hi < 2^63 when lo < 0). */
+static rkv_status jinteger(jscan *p, const char *field, int64_t lo,
+                           uint64_t hi, uint64_t *mag, int *neg)
+{
+    char what[200];
+    rkv_status st = jexpect(p, jnum_start, field, JNO_INDEX, "an integer");
+    if (st != RKV_OK)
+        return st;
+    jnum n;
+    if ((st = jnumber(p, &n)) != RKV_OK)
+        return st;
+    if (!n.integer) {
+        snprintf(what, sizeof what, "%s: expected an integer, got %.17g",
+                 field, n.d);
+        return jfail(p, what);
+    }
+    int negative = n.negative && n.u != 0;
+    if (n.overflow || (negative && (lo >= 0 || n.u > (uint64_t)(-(lo + 1)) + 1)) ||
+        (!negative && n.u > hi)) {
+        snprintf(what, sizeof what, "%s out of range (%lld..%llu)", field,
+                 (long long)lo, (unsigned long long)hi);
+        return jfail(p, what);
+    }
+    *mag = n.u;
+    *neg = negative;
+    return RKV_OK;
+}
+
+/* 64-bit FNV-1a of bytes. */
+static uint64_t fnv1a(const char *b, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)b[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* "session": an integer 0..2^64-2 or a string (its raw text hashed). */
+static rkv_status jsession(jscan *p, uint64_t *out)
+{
+    jws(p);
+    if (p->s < p->end && *p->s == '"') {
+        const char *b = p->s;
+        rkv_status st = jstring(p, NULL, 0, NULL);
+        if (st != RKV_OK)
+            return st;
+        uint64_t h = fnv1a(b + 1, (size_t)(p->s - b) - 2);
+        *out = h == UINT64_MAX ? UINT64_MAX - 1 : h;
+        return RKV_OK;
+    }
+    uint64_t m;
+    int neg;
+    rkv_status st = jinteger(p, "session", 0, UINT64_MAX - 1, &m, &neg);
+    if (st == RKV_OK)
+        *out = m;
+    return st;
+}
+
+static int jstring_start(char c)
+{
+    return c == '"';
+}
+
+enum {
+    F_TS = 1, F_IN = 2, F_OUT = 4, F_IDS = 8, F_ALL = 15,
+    F_CHAT = 16, F_PARENT = 32, F_TYPE = 64, F_TURN = 128,
+    F_PRIO = 256, F_TTL = 512, F_SESSION = 1024
+};
+
+const char *rkv_trace_format_name(int format)
+{
+    switch (format) {
+    case RKV_TRACE_FMT_AUTO: return "auto";
+    case RKV_TRACE_FMT_MOONCAKE: return "mooncake";
+    case RKV_TRACE_FMT_BAILIAN: return "bailian";
+    default: return NULL;
+    }
+}
+
+int rkv_trace_format_parse(const char *s, int *out)
+{
+    for (int f = RKV_TRACE_FMT_AUTO; s && f <= RKV_TRACE_FMT_BAILIAN; f++)
+        if (!strcmp(s, rkv_trace_format_name(f))) {
+            *out = f;
+            return 1;
+        }
+    return 0;
+}
+
+/* Which field a key names in a format (0: none, skipped). */
+static unsigned field_of(const char *key, int format)
+{
+    static const struct {
+        const char *key;
+        unsigned f;
+        int bailian_only;
+    } keys[] = {
+        {"timestamp", F_TS, 0}, {"input_length", F_IN, 0},
+        {"output_length", F_OUT, 0}, {"hash_ids", F_IDS, 0},
+        {"priority", F_PRIO, 0}, {"ttl_ms", F_TTL, 0},
+        {"session", F_SESSION, 0}, {"chat_id", F_CHAT, 1},
+        {"parent_chat_id", F_PARENT, 1}, {"type", F_TYPE, 1},
+        {"turn", F_TURN, 1},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strcmp(key, keys[i].key))
+            return keys[i].bailian_only && format == RKV_TRACE_FMT_MOONCAKE
+                       ? 0 : keys[i].f;
+    return 0;
+}
+
+/* One field's value into rec. */
+static rkv_status parse_field(jscan *p, unsigned f, rkv_trace_record *rec,
+                              uint64_t **ids, size_t *ids_cap, double *ts)
+{
+    uint64_t m;
+    int neg;
+    rkv_status st;
+    switch (f) {
+    case F_TS: return jtimestamp(p, ts);
+    case F_IN: return jlength(p, "input_length", &rec->input_length);
+    case F_OUT: return jlength(p, "output_length", &rec->output_length);
+    case F_IDS: return jhash_ids(p, ids, ids_cap, &rec->num_hash_ids);
+    case F_PRIO:
+        st = jinteger(p, "priority", 0, RKV_PRIORITY_MAX, &m, &neg);
+        if (st == RKV_OK)
+            rec->priority = (int32_t)m;
+        return st;
+    case F_TTL:
+        st = jinteger(p, "ttl_ms", 0, (uint64_t)1 << 40, &m, &neg);
+        if (st == RKV_OK && m == 0)
+            return jfail(p, "ttl_ms is 0 (a pin needs a time; leave the "
+                            "field out for none)");
+        if (st == RKV_OK)
+            rec->ttl_ms = m;
+        return st;
+    case F_SESSION:
+        st = jsession(p, &rec->session);
+        if (st == RKV_OK)
+            rec->has_session = 1;
+        return st;
+    case F_CHAT:
+        st = jinteger(p, "chat_id", 0, INT64_MAX, &m, &neg);
+        if (st == RKV_OK)
+            rec->chat_id = (int64_t)m;
+        return st;
+    case F_PARENT:
+        st = jinteger(p, "parent_chat_id", -1, INT64_MAX, &m, &neg);
+        if (st == RKV_OK)
+            rec->parent_chat_id = neg ? -1 : (int64_t)m;
+        return st;
+    case F_TYPE:
+        st = jexpect(p, jstring_start, "type", JNO_INDEX, "a string");
+        return st != RKV_OK ? st : jstring(p, NULL, 0, NULL);
+    case F_TURN:
+        return jinteger(p, "turn", 0, INT64_MAX, &m, &neg);
+    default:
+        return jskip(p, 1);
+    }
+}
 
 rkv_status rkv_trace_parse_line(const char *line, size_t len,
                                 const char *name, uint64_t line_no,
                                 rkv_trace_record *out, uint64_t **ids,
                                 size_t *ids_cap)
 {
+    return rkv_trace_parse_line_fmt(line, len, name, line_no,
+                                    RKV_TRACE_FMT_MOONCAKE, 0, out, ids,
+                                    ids_cap);
+}
+
+rkv_status rkv_trace_parse_line_fmt(const char *line, size_t len,
+                                    const char *name, uint64_t line_no,
+                                    int format, uint32_t block_tokens,
+                                    rkv_trace_record *out, uint64_t **ids,
+                                    size_t *ids_cap)
+{
     jscan p = {line, line, line + len, name ? name : "<trace>", line_no};
     rkv_trace_record rec;
     rkv_status st;
     unsigned seen = 0;
     char what[200];
+    double ts = 0;
 
     if (!line || !out || !ids || !ids_cap)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_trace_parse_line: NULL argument");
+    if (!rkv_trace_format_name(format) ||
+        block_tokens > RKV_TRACE_BLOCK_TOKENS)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_trace_parse_line: format %d, block tokens "
+                             "%u (1..%u, or 0)",
+                             format, block_tokens, RKV_TRACE_BLOCK_TOKENS);
     memset(&rec, 0, sizeof rec);
     rec.line = line_no;
+    rec.chat_id = -1;
+    rec.parent_chat_id = -1;
+    rec.priority = -1;
     jws(&p);
     if (p.s >= p.end || *p.s != '{')
         return jsyntax(&p, "'{' (one JSON object per line)");
@@ -497,53 +680,55 @@ rkv_status rkv_trace_parse_line(const char *line, size_t len,
         if (p.s >= p.end || *p.s != ':')
             return jsyntax(&p, "':'");
         p.s++;
-        unsigned f = 0;
-        if (key_ok) {
-            if (!strcmp(key, "timestamp"))
-                f = F_TS;
-            else if (!strcmp(key, "input_length"))
-                f = F_IN;
-            else if (!strcmp(key, "output_length"))
-                f = F_OUT;
-            else if (!strcmp(key, "hash_ids"))
-                f = F_IDS;
-        }
+        unsigned f = key_ok ? field_of(key, format) : 0;
         if (f & seen) {
             snprintf(what, sizeof what, "duplicate field \"%s\"", key);
             return jfail(&p, what);
         }
         seen |= f;
-        switch (f) {
-        case F_TS: st = jtimestamp(&p, &rec.timestamp_ms); break;
-        case F_IN: st = jlength(&p, "input_length", &rec.input_length); break;
-        case F_OUT: st = jlength(&p, "output_length", &rec.output_length); break;
-        case F_IDS: st = jhash_ids(&p, ids, ids_cap, &rec.num_hash_ids); break;
-        default: st = jskip(&p, 1); break;
-        }
-        if (st != RKV_OK || (st = jnext(&p, '}', &more)) != RKV_OK)
+        if ((st = parse_field(&p, f, &rec, ids, ids_cap, &ts)) != RKV_OK ||
+            (st = jnext(&p, '}', &more)) != RKV_OK)
             return st;
     }
     jws(&p);
     if (p.s != p.end)
         return jsyntax(&p, "end of line after the object");
-    if (seen != F_ALL) {
-        const char *missing = !(seen & F_TS)    ? "timestamp"
-                              : !(seen & F_IN)  ? "input_length"
-                              : !(seen & F_OUT) ? "output_length"
-                                                : "hash_ids";
-        snprintf(what, sizeof what, "missing field \"%s\"", missing);
+    if (format == RKV_TRACE_FMT_AUTO)
+        format = (seen & F_CHAT) ? RKV_TRACE_FMT_BAILIAN : RKV_TRACE_FMT_MOONCAKE;
+    int bailian = format == RKV_TRACE_FMT_BAILIAN;
+    if ((seen & F_ALL) != F_ALL || (bailian && !(seen & F_CHAT))) {
+        const char *missing = bailian && !(seen & F_CHAT) ? "chat_id"
+                              : !(seen & F_TS)            ? "timestamp"
+                              : !(seen & F_IN)            ? "input_length"
+                              : !(seen & F_OUT)           ? "output_length"
+                                                          : "hash_ids";
+        snprintf(what, sizeof what, "missing field \"%s\"%s", missing,
+                 bailian ? " (Bailian format)" : "");
         return jfail(&p, what);
     }
+    if (bailian) {
+        if (ts > 1e12)
+            return jfail(&p, "timestamp out of range (Bailian timestamps are "
+                             "seconds, at most 1e12)");
+        ts *= 1000.0; /* seconds -> ms */
+        if (rec.parent_chat_id == rec.chat_id)
+            return jfail(&p, "parent_chat_id equals chat_id");
+    }
+    rec.timestamp_ms = ts;
+    rec.format = format;
+    uint32_t B = block_tokens ? block_tokens
+                 : bailian ? RKV_TRACE_BAILIAN_BLOCK_TOKENS
+                           : RKV_TRACE_BLOCK_TOKENS;
+    rec.block_tokens = B;
     if (rec.input_length == 0)
         return jfail(&p, "input_length is 0 (a request needs a prompt)");
-    uint64_t cap = (uint64_t)rec.num_hash_ids * RKV_TRACE_BLOCK_TOKENS;
-    if (rec.input_length > cap ||
-        rec.input_length <= cap - RKV_TRACE_BLOCK_TOKENS) {
+    uint64_t cap = (uint64_t)rec.num_hash_ids * B;
+    if (rec.input_length > cap || rec.input_length <= cap - B) {
         snprintf(what, sizeof what,
                  "input_length %u does not fit %u hash_ids of %u tokens "
                  "(needs %llu < input_length <= %llu)",
-                 rec.input_length, rec.num_hash_ids, RKV_TRACE_BLOCK_TOKENS,
-                 (unsigned long long)(cap ? cap - RKV_TRACE_BLOCK_TOKENS : 0),
+                 rec.input_length, rec.num_hash_ids, B,
+                 (unsigned long long)(cap ? cap - B : 0),
                  (unsigned long long)cap);
         return jfail(&p, what);
     }

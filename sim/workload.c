@@ -138,8 +138,99 @@ static rkv_status wl_place_outputs(rkv_workload *wl, uint64_t max_key)
     return RKV_OK;
 }
 
+typedef struct chat_map chat_map;
+static rkv_status wl_load_trace(rkv_workload *wl, rkv_trace_reader *r,
+                                size_t limit, chat_map *chats);
+
+/* Bailian sessions: chat_id -> the session (root chat id) of that chat,
+ * an open-addressing table (linear probing, at most half full). */
+struct chat_map {
+    uint64_t *key, *val; /* key UINT64_MAX: empty (chat ids are < 2^63) */
+    size_t cap, n;
+};
+
+static size_t chat_slot(const chat_map *m, uint64_t k)
+{
+    size_t i = (size_t)rkv_splitmix64(k) & (m->cap - 1);
+    while (m->key[i] != UINT64_MAX && m->key[i] != k)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static rkv_status chat_put(chat_map *m, uint64_t k, uint64_t v)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 1024;
+        uint64_t *nk = malloc(nc * sizeof *nk), *nv = malloc(nc * sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory for "
+                                                "the chat ids");
+        }
+        memset(nk, 0xff, nc * sizeof *nk);
+        chat_map o = *m;
+        m->key = nk;
+        m->val = nv;
+        m->cap = nc;
+        for (size_t i = 0; i < o.cap; i++)
+            if (o.key[i] != UINT64_MAX) {
+                size_t j = chat_slot(m, o.key[i]);
+                m->key[j] = o.key[i];
+                m->val[j] = o.val[i];
+            }
+        free(o.key);
+        free(o.val);
+    }
+    size_t i = chat_slot(m, k);
+    if (m->key[i] == UINT64_MAX)
+        m->n++;
+    m->key[i] = k;
+    m->val[i] = v;
+    return RKV_OK;
+}
+
+/* The session of chat k, or k itself when it is not known. */
+static uint64_t chat_get(const chat_map *m, uint64_t k)
+{
+    if (!m->cap)
+        return k;
+    size_t i = chat_slot(m, k);
+    return m->key[i] == k ? m->val[i] : k;
+}
+
+/* A record's session and hints into q; Bailian chats join their root's
+ * session (the map learns this chat's). */
+static rkv_status wl_trace_session(rkv_wl_request *q,
+                                   const rkv_trace_record *rec, chat_map *m)
+{
+    q->session = RKV_WL_NO_SESSION;
+    q->hint_priority = rec->priority;
+    q->hint_ttl_ms = rec->ttl_ms;
+    if (rec->format == RKV_TRACE_FMT_BAILIAN) {
+        uint64_t root = rec->parent_chat_id < 0
+                            ? (uint64_t)rec->chat_id
+                            : chat_get(m, (uint64_t)rec->parent_chat_id);
+        q->session = rec->has_session ? rec->session : root;
+        return chat_put(m, (uint64_t)rec->chat_id, root);
+    }
+    if (rec->has_session)
+        q->session = rec->session;
+    return RKV_OK;
+}
+
 rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
                                    size_t limit)
+{
+    chat_map chats = {NULL, NULL, 0, 0};
+    rkv_status st = wl_load_trace(wl, r, limit, &chats);
+    free(chats.key);
+    free(chats.val);
+    return st;
+}
+
+static rkv_status wl_load_trace(rkv_workload *wl, rkv_trace_reader *r,
+                                size_t limit, chat_map *chats)
 {
     if (!wl || !r)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
@@ -160,12 +251,20 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
             st = wl_reserve_reqs(wl, wl->num_reqs + 1);
         if (st == RKV_OK)
             st = wl_reserve_segs(wl, wl->num_segs + rec.num_hash_ids);
+        if (st == RKV_OK)
+            st = wl_trace_session(&wl->reqs[wl->num_reqs], &rec, chats);
         if (st != RKV_OK) {
             rkv_workload_free(wl);
             return st;
         }
         rkv_wl_request *q = &wl->reqs[wl->num_reqs];
+        uint64_t session = q->session; /* set by wl_trace_session */
+        int32_t hint_priority = q->hint_priority;
+        uint64_t hint_ttl_ms = q->hint_ttl_ms;
         memset(q, 0, sizeof *q);
+        q->session = session;
+        q->hint_priority = hint_priority;
+        q->hint_ttl_ms = hint_ttl_ms;
         q->id = wl->num_reqs;
         q->arrival_ms = rec.timestamp_ms;
         q->input_length = rec.input_length;
@@ -176,8 +275,7 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
         q->parent = RKV_WL_NO_PARENT;
         uint32_t left = rec.input_length;
         for (uint32_t i = 0; i < rec.num_hash_ids; i++) {
-            uint32_t len = left > RKV_TRACE_BLOCK_TOKENS
-                               ? RKV_TRACE_BLOCK_TOKENS : left;
+            uint32_t len = left > rec.block_tokens ? rec.block_tokens : left;
             wl->seg_keys[wl->num_segs] = rec.hash_ids[i];
             wl->seg_lens[wl->num_segs] = len;
             wl->num_segs++;
@@ -271,6 +369,8 @@ static rkv_status wl_add(rkv_workload *wl, const wl_piece *pieces, size_t n,
     q->num_segs = (uint32_t)segs;
     q->parent = parent;
     q->think_ms = think;
+    q->session = RKV_WL_NO_SESSION;
+    q->hint_priority = -1;
     for (size_t i = 0; i < n; i++) {
         uint32_t left = pieces[i].len;
         for (uint64_t k = pieces[i].first; left; k++) {
@@ -292,7 +392,7 @@ static rkv_status wl_add(rkv_workload *wl, const wl_piece *pieces, size_t n,
 void rkv_agentic_config_init(rkv_agentic_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->sessions = 48;
+    cfg->sessions = 128;
     cfg->turns_min = 4;
     cfg->turns_max = 16;
     cfg->system_tokens = 1500;
@@ -302,6 +402,10 @@ void rkv_agentic_config_init(rkv_agentic_config *cfg)
     cfg->output_min = 20;
     cfg->output_max = 400;
     cfg->think_ms_mean = 1000.0;
+    cfg->chat_share = 0.25;
+    cfg->tool_median_ms = 2000.0;
+    cfg->tool_sigma = 1.4;
+    cfg->tool_max_ms = 600000.0;
     cfg->start_span_ms = 30000.0;
     cfg->max_prompt_tokens = 32768;
 }
@@ -349,6 +453,23 @@ static double est_service_ms(uint32_t output_length)
     return 50.0 + 15.0 * output_length;
 }
 
+/* Standard normal from two uniforms (Box-Muller, cosine branch; the
+ * second variate is dropped so one draw is always two uniforms). */
+static double rng_normal(wl_rng *g)
+{
+    double u1 = 1.0 - rng_unit(g); /* (0, 1]: log is finite */
+    double u2 = rng_unit(g);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Tool latency: lognormal with median tool_median_ms and sigma tool_sigma,
+ * capped at tool_max_ms. */
+static double tool_latency_ms(wl_rng *g, const rkv_agentic_config *cfg)
+{
+    double v = cfg->tool_median_ms * exp(cfg->tool_sigma * rng_normal(g));
+    return v < cfg->tool_max_ms ? v : cfg->tool_max_ms;
+}
+
 rkv_status rkv_workload_agentic(rkv_workload *wl,
                                 const rkv_agentic_config *cfg, uint64_t seed)
 {
@@ -362,6 +483,10 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
         cfg->turns_max < cfg->turns_min || cfg->user_min == 0 ||
         cfg->user_max < cfg->user_min || cfg->output_min == 0 ||
         cfg->output_max < cfg->output_min || !(cfg->think_ms_mean >= 0) ||
+        !(cfg->chat_share >= 0 && cfg->chat_share <= 1) ||
+        !(cfg->tool_median_ms > 0 && cfg->tool_median_ms <= 1e9) ||
+        !(cfg->tool_sigma >= 0 && cfg->tool_sigma <= 10) ||
+        !(cfg->tool_max_ms >= cfg->tool_median_ms && cfg->tool_max_ms <= 1e9) ||
         !(cfg->start_span_ms >= 0) ||
         cfg->max_prompt_tokens > RKV_TRACE_MAX_LENGTH ||
         (uint64_t)cfg->system_tokens + cfg->tools_tokens + cfg->user_max >
@@ -369,10 +494,12 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_workload_agentic: inconsistent config "
                              "(need sessions, turns, user and output ranges "
-                             ">= 1, and system + tools + user_max <= "
-                             "max_prompt_tokens)");
+                             ">= 1, system + tools + user_max <= "
+                             "max_prompt_tokens, chat_share in 0..1, tool "
+                             "median > 0, sigma 0..10, max >= median)");
     if (wl_set_name(wl, "agentic") != RKV_OK)
         return RKV_ERR_NOMEM;
+    wl->marks_tool_calls = 1;
     wl_rng g = {seed};
     /* history: system, tools, then (user, output) per turn, then the new
      * user message. 2 + 2 * turns_max pieces at most. */
@@ -394,6 +521,11 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
     for (uint32_t s = 0; s < cfg->sessions && st == RKV_OK; s++) {
         uint32_t turns = rng_range(&g, cfg->turns_min, cfg->turns_max);
         double t = rng_unit(&g) * cfg->start_span_ms;
+        /* A separate stream per session for the tool-call draws, so the
+         * sessions' shapes (turns, lengths, start) stay those of the same
+         * seed without tool calls. */
+        wl_rng tg = {rkv_splitmix64(seed ^ 0x746f6f6c63616c6cULL) + s};
+        int tool = rng_unit(&tg) >= cfg->chat_share;
         size_t n = nshared;
         uint64_t tokens = 0;
         memcpy(hist, shared, nshared * sizeof *hist);
@@ -404,6 +536,8 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
             uint32_t user = rng_range(&g, cfg->user_min, cfg->user_max);
             uint32_t out = rng_range(&g, cfg->output_min, cfg->output_max);
             double think = -log(1.0 - rng_unit(&g)) * cfg->think_ms_mean;
+            if (tool)
+                think = tool_latency_ms(&tg, cfg);
             if (tokens + user > cfg->max_prompt_tokens)
                 break;
             hist[n++] = wl_new_piece(wl, user);
@@ -413,7 +547,13 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
             st = wl_add(wl, hist, n, out, t, parent, think);
             if (st != RKV_OK)
                 break;
+            uint64_t prev = parent;
             parent = wl->num_reqs - 1;
+            wl->reqs[parent].session = s;
+            /* A tool session's turn ends in a tool call when another turn
+             * follows it (marked on the parent when the child is made). */
+            if (tool && prev != RKV_WL_NO_PARENT)
+                wl->reqs[prev].tool_call = 1;
             /* The next turn extends this one by its output. */
             hist[n++] = (wl_piece){wl->reqs[parent].output_key, out};
             tokens += out;
@@ -548,6 +688,10 @@ rkv_status rkv_workload_check(const rkv_workload *wl)
             return rkv_set_error(RKV_ERR_CORRUPT,
                                  "workload: request %zu arrival %g", i,
                                  q->arrival_ms);
+        if (q->hint_priority < -1 || q->hint_priority > RKV_PRIORITY_MAX)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "workload: request %zu priority hint %d", i,
+                                 (int)q->hint_priority);
         if (q->parent != RKV_WL_NO_PARENT && q->parent >= i)
             return rkv_set_error(RKV_ERR_CORRUPT,
                                  "workload: request %zu has parent %llu", i,

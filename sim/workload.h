@@ -5,7 +5,8 @@
  * A request's prompt is a list of segments; segment (key, len) stands for
  * the first len (1..512) tokens of the expansion of block id `key`
  * (rkv_trace_block_token in trace.h). A trace request's segments are its
- * hash_ids, all 512 tokens long but the last, cut to input_length -- the
+ * hash_ids, all of the trace's block size (512 tokens for Mooncake, 16 for
+ * Bailian, or --block-tokens) but the last, cut to input_length -- the
  * trace convention, so seg_keys of a trace request ARE its hash_ids.
  * Synthetic workloads draw keys from a counter, so equal content (a shared
  * system prompt, a previous turn) has equal keys and anything new has keys
@@ -20,7 +21,8 @@
  *
  * Invariants (rkv_workload_check): segment lengths are 1..512 and sum to
  * input_length; every request has input_length >= 1; ids are 0..n-1 in
- * order; arrival times are finite and >= 0; a parent precedes its child.
+ * order; arrival times are finite and >= 0; a parent precedes its child;
+ * hint_priority is -1..100.
  */
 #ifndef RKV_SIM_WORKLOAD_H
 #define RKV_SIM_WORKLOAD_H
@@ -32,6 +34,7 @@
 #include "radixkv.h"
 
 #define RKV_WL_NO_PARENT UINT64_MAX
+#define RKV_WL_NO_SESSION UINT64_MAX
 
 typedef struct rkv_wl_request {
     uint64_t id;           /* index in the workload                      */
@@ -46,6 +49,16 @@ typedef struct rkv_wl_request {
                               after `parent` finished (agentic turns);
                               RKV_WL_NO_PARENT otherwise                 */
     double think_ms;
+    /* retention (issue 13): the session the request belongs to (agentic:
+     * its session index; a trace: its "session" field, or a Bailian
+     * line's root chat id; RKV_WL_NO_SESSION: none), the retention hints
+     * of its trace line (hint_priority 0..100, -1: none; hint_ttl_ms > 0:
+     * pin its context that long; 0: none), and whether the session's next
+     * turn follows a tool call (agentic tool sessions). */
+    uint64_t session;
+    int32_t hint_priority;
+    uint64_t hint_ttl_ms;
+    uint8_t tool_call;
 } rkv_wl_request;
 
 typedef struct rkv_workload {
@@ -60,6 +73,9 @@ typedef struct rkv_workload {
     uint64_t output_tokens; /* sum of output_length                       */
     uint64_t next_key;      /* next unused key of the run that output keys
                                (and synthetic content) are drawn from     */
+    int marks_tool_calls;   /* 1: requests' tool_call flags say which turns
+                               end in a tool call (agentic); 0: the source
+                               cannot tell (a trace)                      */
 } rkv_workload;
 
 void rkv_workload_init(rkv_workload *wl);
@@ -76,9 +92,23 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
  * tool list; turn t+1's prompt = turn t's prompt + turn t's output + a new
  * user message (a tool result). Turn t+1 is sent think_ms after turn t
  * finished (parent link; nominal arrival = parent's arrival + an estimate
- * of its service time + think time, used by open-loop consumers). */
+ * of its service time + think time, used by open-loop consumers).
+ *
+ * Tool calls (issue 13): a session is a tool session with probability
+ * 1 - chat_share. In a tool session every turn but the last ends in a tool
+ * call, and think_ms is the tool's latency: lognormal, exp(N(ln
+ * tool_median_ms, tool_sigma^2)), capped at tool_max_ms. The defaults
+ * (median 2 s, sigma 1.4) give a mean of 5.3 s, p90 12 s, p99 52 s and
+ * 0.75 % of calls beyond 60 s (cap 600 s). Chat sessions keep the
+ * exponential think time of mean think_ms_mean (a person replying). With
+ * the defaults (128 sessions starting within 30 s, contexts up to 32768
+ * tokens) the sessions' contexts add up to several times the default
+ * capacity (426,788 tokens of an 8B model on an H100), so LRU evicts what
+ * a waiting session needs next. Every request carries its session index
+ * (rkv_wl_request.session) and tool_call = 1 when its next turn follows a
+ * tool call. */
 typedef struct rkv_agentic_config {
-    uint32_t sessions;          /* default 48                              */
+    uint32_t sessions;          /* default 128                             */
     uint32_t turns_min;         /* default 4                               */
     uint32_t turns_max;         /* default 16                              */
     uint32_t system_tokens;     /* shared system prompt, default 1500      */
@@ -87,7 +117,13 @@ typedef struct rkv_agentic_config {
     uint32_t user_max;          /* default 1500                            */
     uint32_t output_min;        /* default 20                              */
     uint32_t output_max;        /* default 400                             */
-    double think_ms_mean;       /* exponential think time, default 1000    */
+    double think_ms_mean;       /* chat sessions: exponential think time,
+                                   default 1000                            */
+    double chat_share;          /* share of sessions that are chat (no tool
+                                   calls), 0..1, default 0.25              */
+    double tool_median_ms;      /* tool latency median, default 2000       */
+    double tool_sigma;          /* lognormal sigma, default 1.4            */
+    double tool_max_ms;         /* cap, default 600000                     */
     double start_span_ms;       /* sessions start uniformly in [0, span),
                                    default 30000                           */
     uint32_t max_prompt_tokens; /* a session ends before exceeding it,

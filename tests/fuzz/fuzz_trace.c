@@ -3,7 +3,10 @@
  * (sim/trace.h) and the workload built from it (sim/workload.h).
  *
  * One input is used three ways:
- *   1. line level: its first line through rkv_trace_parse_line;
+ *   1. line level: its first line through rkv_trace_parse_line_fmt with
+ *      the format detected (as the reader does), and through
+ *      rkv_trace_parse_line (Mooncake), which must accept it exactly when
+ *      a Mooncake record it is;
  *   2. file level: the whole input through a memory reader, record by
  *      record, to the end or the first failure, then once more (a failed
  *      reader must repeat its failure, never skip on); and through a FILE*
@@ -15,8 +18,11 @@
  *     with "NAME:LINE: ", LINE the line that failed;
  *   - an accepted record obeys the format's rules (trace.h): 1 <=
  *     input_length <= RKV_TRACE_MAX_LENGTH, output_length <= the same,
- *     512 * (blocks - 1) < input_length <= 512 * blocks, a finite
- *     timestamp >= 0, line numbers increasing;
+ *     B * (blocks - 1) < input_length <= B * blocks (B = 512 for a
+ *     Mooncake record, 16 for a Bailian one: chat_id >= 0, parent_chat_id
+ *     >= -1 and != chat_id), a finite timestamp >= 0, hints in range
+ *     (priority -1..100), line numbers increasing, and every record of a
+ *     reader in the format of its first;
  *   - parse_line and the reader agree on the first record;
  *   - the workload loads exactly when the reader reaches the end after at
  *     least one record (none: "NAME: no requests"), with one request per
@@ -68,9 +74,27 @@ static void check_record(const rkv_trace_record *r)
     if (r->output_length > RKV_TRACE_MAX_LENGTH)
         die("line %llu: output_length %u accepted",
             (unsigned long long)r->line, r->output_length);
-    uint64_t cap = (uint64_t)r->num_hash_ids * RKV_TRACE_BLOCK_TOKENS;
+    uint32_t B = r->format == RKV_TRACE_FMT_BAILIAN
+                     ? RKV_TRACE_BAILIAN_BLOCK_TOKENS
+                     : RKV_TRACE_BLOCK_TOKENS;
+    if ((r->format != RKV_TRACE_FMT_MOONCAKE &&
+         r->format != RKV_TRACE_FMT_BAILIAN) || r->block_tokens != B)
+        die("line %llu: format %d with %u-token blocks",
+            (unsigned long long)r->line, r->format, r->block_tokens);
+    if (r->format == RKV_TRACE_FMT_BAILIAN &&
+        (r->chat_id < 0 || r->parent_chat_id < -1 ||
+         r->parent_chat_id == r->chat_id))
+        die("line %llu: chat %lld with parent %lld accepted",
+            (unsigned long long)r->line, (long long)r->chat_id,
+            (long long)r->parent_chat_id);
+    if (r->priority < -1 || r->priority > RKV_PRIORITY_MAX ||
+        r->ttl_ms > ((uint64_t)1 << 40) ||
+        (r->has_session && r->session == UINT64_MAX))
+        die("line %llu: hints out of range accepted",
+            (unsigned long long)r->line);
+    uint64_t cap = (uint64_t)r->num_hash_ids * B;
     if (r->num_hash_ids == 0 || r->input_length > cap ||
-        r->input_length <= cap - RKV_TRACE_BLOCK_TOKENS)
+        r->input_length <= cap - B)
         die("line %llu: input_length %u with %u blocks accepted",
             (unsigned long long)r->line, r->input_length, r->num_hash_ids);
     if (r->hash_ids == NULL)
@@ -89,9 +113,28 @@ static void fuzz_line(const char *buf, size_t size, rkv_trace_record *first,
     uint64_t *ids = NULL;
     size_t ids_cap = 0;
     rkv_trace_record rec;
-    rkv_status st = rkv_trace_parse_line(buf, len, NAME, 1, &rec, &ids,
-                                         &ids_cap);
+    rkv_status st = rkv_trace_parse_line_fmt(buf, len, NAME, 1,
+                                             RKV_TRACE_FMT_AUTO, 0, &rec,
+                                             &ids, &ids_cap);
     *first_ok = st == RKV_OK;
+    {
+        /* the Mooncake-only entry point agrees on Mooncake records */
+        rkv_trace_record mc;
+        uint64_t *ids2 = NULL;
+        size_t cap2 = 0;
+        rkv_status mst = rkv_trace_parse_line(buf, len, NAME, 1, &mc, &ids2,
+                                              &cap2);
+        if (st == RKV_OK && rec.format == RKV_TRACE_FMT_MOONCAKE &&
+            (mst != RKV_OK || mc.input_length != rec.input_length ||
+             mc.num_hash_ids != rec.num_hash_ids))
+            die("parse_line and parse_line_fmt(auto) disagree on a Mooncake "
+                "line");
+        if (mst == RKV_OK)
+            check_record(&mc);
+        else
+            check_failure(mst, 1);
+        free(ids2);
+    }
     if (st == RKV_OK) {
         if (rec.line != 1)
             die("parse_line reports line %llu for line 1",
@@ -111,6 +154,7 @@ typedef struct outcome {
     size_t records;
     rkv_status end;
     char msg[512];
+    int format;       /* of the records (AUTO: none)                     */
 } outcome;
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -132,6 +176,7 @@ static size_t fuzz_reader(const char *buf, size_t size, FILE *fm,
     memset(oc, 0, sizeof *oc);
     size_t n = 0;
     uint64_t last_line = 0;
+    int format = RKV_TRACE_FMT_AUTO;
     *ended = 0;
     for (;;) {
         rkv_trace_record rec;
@@ -167,6 +212,11 @@ static size_t fuzz_reader(const char *buf, size_t size, FILE *fm,
             break;
         }
         check_record(&rec);
+        if (format == RKV_TRACE_FMT_AUTO)
+            format = rec.format;
+        if (rec.format != format || rkv_trace_reader_format(r) != format)
+            die("line %llu: format %d in a trace of format %d",
+                (unsigned long long)rec.line, rec.format, format);
         if (rec.line <= last_line)
             die("line numbers not increasing: %llu after %llu",
                 (unsigned long long)rec.line, (unsigned long long)last_line);
@@ -187,12 +237,13 @@ static size_t fuzz_reader(const char *buf, size_t size, FILE *fm,
     }
     rkv_trace_reader_close(r);
     oc->records = n;
+    oc->format = format;
     return n;
 }
 
 /* Workload level. */
 static void fuzz_workload(const char *buf, size_t size, size_t records,
-                          int ended)
+                          int ended, int format)
 {
     rkv_trace_reader *r = NULL;
     if (rkv_trace_reader_open_memory(buf, size, NAME, &r) != RKV_OK)
@@ -237,9 +288,17 @@ static void fuzz_workload(const char *buf, size_t size, size_t records,
             die("out of memory");
         if (rkv_workload_prompt(&wl, i, a) != RKV_OK)
             die("prompt of request %zu", i);
-        if (rkv_trace_expand(wl.seg_keys + q->seg_begin, q->num_segs,
-                             q->input_length, b) != RKV_OK)
-            die("expand of request %zu", i);
+        if (format == RKV_TRACE_FMT_MOONCAKE) {
+            if (rkv_trace_expand(wl.seg_keys + q->seg_begin, q->num_segs,
+                                 q->input_length, b) != RKV_OK)
+                die("expand of request %zu", i);
+        } else {
+            /* Bailian: block j is the first 16 tokens of its expansion */
+            uint32_t B = RKV_TRACE_BAILIAN_BLOCK_TOKENS;
+            for (uint32_t t = 0; t < q->input_length; t++)
+                b[t] = rkv_trace_block_token(wl.seg_keys[q->seg_begin + t / B],
+                                             t % B);
+        }
         for (uint32_t t = 0; t < q->input_length; t++) {
             if (a[t] < 0 || a[t] != b[t])
                 die("request %zu token %u: %d vs %d", i, t, a[t], b[t]);
@@ -275,7 +334,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             die("FILE and memory readers differ: %zu vs %zu records, "
                 "'%s' vs '%s'", of.records, om.records, of.msg, om.msg);
     }
-    fuzz_workload(buf, size, records, ended);
+    fuzz_workload(buf, size, records, ended, om.format);
     free(buf);
     return 0;
 }

@@ -1,0 +1,41 @@
+/*
+ * sim/replay_retain.h -- the retention plan of a scheduler replay
+ * (rkv_replay_config.retention, rules in sim/replay.h): per request, its
+ * session's next turn and whether it waits for a tool; per session, its
+ * class (tool or other traffic). Built once per instance from the
+ * workload; read-only afterwards. Not part of rkv_cli's API.
+ *
+ * Invariants: next[i] > i or RKV_WL_NO_PARENT; next[i] is in i's session;
+ * tool_class[i] is the same for every request of a session.
+ */
+#ifndef RKV_SIM_REPLAY_RETAIN_H
+#define RKV_SIM_REPLAY_RETAIN_H
+
+#include <stdint.h>
+
+#include "sim/replay.h"
+
+typedef struct rkv_ret_plan {
+    uint64_t *next;       /* next request of the session; RKV_WL_NO_PARENT  */
+    uint8_t *waits;       /* 1: its next turn follows a tool call           */
+    uint8_t *tool_class;  /* 1: its session has a request that waits        */
+    size_t n;
+} rkv_ret_plan;
+
+/* Builds the plan for wl (any retention mode: the classes are reported
+ * whatever the mode). On failure nothing is left allocated. */
+rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl);
+void rkv_ret_plan_free(rkv_ret_plan *p);
+
+/* The retention request id carries under cfg->retention, into *out.
+ * Returns 1 when it carries any (priority or pin), 0 for none. */
+int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
+                const rkv_replay_config *cfg, uint64_t id, rkv_retention *out);
+
+/* Request id ended (finished or refused): when it was its session's last,
+ * the session's pins are released in tree. */
+rkv_status rkv_ret_ended(const rkv_ret_plan *p, const rkv_workload *wl,
+                         const rkv_replay_config *cfg, rkv_tree *tree,
+                         uint64_t id);
+
+#endif

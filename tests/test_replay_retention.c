@@ -1,0 +1,132 @@
+/*
+ * tests/test_replay_retention.c -- retention in the scheduler replay
+ * (sim/replay.h "Retention", sim/replay_retain.c): mode names, the pins
+ * each mode makes and their end (every session's pins are gone once it
+ * ended), none changes nothing, the traffic classes add up, hints from
+ * the workload win, and runs are deterministic. The scheduler and tree
+ * are checked (rkv_sched_check) every few steps.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "sim/replay.h"
+#include "sim/workload.h"
+#include "tests/support/test_util.h"
+
+Test(replay_retention, names_round_trip)
+{
+    for (int m = 0; m < RKV_RETENTION_COUNT; m++) {
+        const char *name = rkv_replay_retention_name(m);
+        cr_assert_not_null(name);
+        int back = -1;
+        cr_assert(rkv_replay_retention_parse(name, &back));
+        cr_assert_eq(back, m);
+    }
+    int x = 5;
+    cr_assert_not(rkv_replay_retention_parse("TTL", &x));
+    cr_assert_not(rkv_replay_retention_parse(NULL, &x));
+    cr_assert_eq(x, 5);
+    cr_assert_null(rkv_replay_retention_name(RKV_RETENTION_COUNT));
+    cr_assert_null(rkv_replay_retention_name(-1));
+}
+
+static void agentic(rkv_workload *wl, const char *name)
+{
+    rkv_agentic_config ac;
+    rkv_agentic_config_init(&ac);
+    ac.sessions = 24;
+    ac.turns_max = 10;
+    rkv_workload_init(wl);
+    cr_assert_eq(rkv_workload_agentic(wl, &ac, rkv_test_seed(name)), RKV_OK);
+}
+
+static void run(const rkv_workload *wl, int mode, int evict, uint64_t cap,
+                rkv_replay_result *res)
+{
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = cap;
+    cfg.retention = mode;
+    cfg.evict_policy = evict;
+    cfg.check_every = 64;
+    rkv_status st = rkv_replay_sched(wl, &cfg, res);
+    cr_assert_eq(st, RKV_OK, "%s: %s", rkv_replay_retention_name(mode),
+                 rkv_last_error());
+}
+
+Test(replay_retention, pins_end_with_their_sessions, .timeout = 300)
+{
+    rkv_workload wl;
+    agentic(&wl, "replay_retention.pins_end");
+    rkv_replay_result none, r;
+    run(&wl, RKV_RETENTION_NONE, RKV_EVICT_LRU, 60000, &none);
+    cr_assert_eq(none.pins_made + none.pins_refused, 0);
+    cr_assert_gt(none.tool_requests, 0);
+    cr_assert_eq(none.tool_requests + none.other_requests, none.requests);
+    cr_assert_eq(none.tool_prompt_tokens + none.other_prompt_tokens,
+                 none.prompt_tokens);
+    cr_assert_eq(none.tool_hit_tokens + none.other_hit_tokens, none.hit_tokens);
+    static const int pinning[] = {RKV_RETENTION_TTL, RKV_RETENTION_TTL_ORACLE,
+                                  RKV_RETENTION_TTL_SESSION};
+    for (size_t k = 0; k < 3; k++) {
+        for (int ev = 0; ev < 2; ev++) {
+            run(&wl, pinning[k], ev, 60000, &r);
+            const char *n = rkv_replay_retention_name(pinning[k]);
+            cr_assert_gt(r.pins_made, 0, "%s makes pins", n);
+            /* every session ended: each pin expired, was released or
+             * was revoked */
+            cr_assert_eq(r.pins_made,
+                         r.pins_expired + r.pins_released + r.pins_revoked,
+                         "%s: %llu made, %llu expired + %llu released + %llu "
+                         "revoked", n, (unsigned long long)r.pins_made,
+                         (unsigned long long)r.pins_expired,
+                         (unsigned long long)r.pins_released,
+                         (unsigned long long)r.pins_revoked);
+            if (pinning[k] == RKV_RETENTION_TTL_SESSION)
+                cr_assert_eq(r.pins_expired, 0, "session pins never expire");
+            /* classes do not depend on the mode */
+            cr_assert_eq(r.tool_requests, none.tool_requests);
+            cr_assert_eq(r.requests, none.requests);
+            cr_assert_eq(r.prompt_tokens, none.prompt_tokens);
+        }
+    }
+    /* priority mode makes no pin */
+    run(&wl, RKV_RETENTION_PRIORITY, RKV_EVICT_PRIORITY, 60000, &r);
+    cr_assert_eq(r.pins_made, 0);
+    /* hints mode without hints is none */
+    run(&wl, RKV_RETENTION_HINTS, RKV_EVICT_LRU, 60000, &r);
+    cr_assert_eq(r.hit_tokens, none.hit_tokens);
+    cr_assert_eq(r.pins_made, 0);
+    rkv_workload_free(&wl);
+}
+
+Test(replay_retention, deterministic_and_hints_win, .timeout = 300)
+{
+    rkv_workload wl;
+    agentic(&wl, "replay_retention.hints");
+    rkv_replay_result a, b;
+    run(&wl, RKV_RETENTION_TTL, RKV_EVICT_LRU, 60000, &a);
+    run(&wl, RKV_RETENTION_TTL, RKV_EVICT_LRU, 60000, &b);
+    cr_assert_eq(a.hit_tokens, b.hit_tokens);
+    cr_assert_eq(a.pins_made, b.pins_made);
+    cr_assert_eq(a.ttft_ms.p99, b.ttft_ms.p99);
+    /* a hint pins even what the mode would not: every request of the
+     * chat sessions and every last turn */
+    size_t hinted = 0;
+    for (size_t i = 0; i < wl.num_reqs; i++)
+        if (!wl.reqs[i].tool_call) {
+            wl.reqs[i].hint_ttl_ms = 5000;
+            hinted++;
+        }
+    cr_assert_gt(hinted, 0);
+    run(&wl, RKV_RETENTION_HINTS, RKV_EVICT_LRU, 60000, &b);
+    cr_assert_gt(b.pins_made + b.pins_refused, 0);
+    run(&wl, RKV_RETENTION_NONE, RKV_EVICT_LRU, 60000, &b);
+    cr_assert_eq(b.pins_made + b.pins_refused, 0, "none ignores hints");
+    /* an out-of-range mode is refused */
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.retention = RKV_RETENTION_COUNT;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &b), RKV_ERR_INVALID_ARG);
+    rkv_workload_free(&wl);
+}
