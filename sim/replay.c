@@ -85,6 +85,7 @@ rkv_status rkv_replay_open_cache(const rkv_workload *wl,
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.event_ring = cfg->event_ring;
+    tc.evict_policy = cfg->evict_policy;
     st = rkv_tree_create(pool, &tc, &tree);
     if (st != RKV_OK) {
         rkv_pool_destroy(pool);
