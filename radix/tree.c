@@ -212,6 +212,10 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
         free(t);
         return st;
     }
+    if (pool->tree_fail_at > 0) { /* tests: radix/tree_debug.h */
+        t->mem.fail_after = pool->tree_fail_at - 1;
+        pool->tree_fail_at = 0;
+    }
     uint32_t want = cfg->initial_nodes ? cfg->initial_nodes + 1 : 64;
     if (want < 64)
         want = 64;

@@ -31,6 +31,12 @@ void rkv_tree_debug_fail_alloc_after(rkv_tree *t, int64_t k)
         t->mem.fail_after = k < 0 ? -1 : k;
 }
 
+void rkv_tree_debug_fail_create_after(rkv_pool *pool, int64_t k)
+{
+    if (pool != NULL)
+        pool->tree_fail_at = k < 0 ? 0 : k + 1;
+}
+
 uint64_t rkv_tree_debug_alloc_calls(const rkv_tree *t)
 {
     return t ? t->mem.calls : 0;
