@@ -19,24 +19,31 @@
  * Model. 20 classes = continuation depth (0, 1, 2, 3+) x new pages (1, 2,
  * 3-4, 5-8, 9+). Every leaf made by an insert is a "birth" of its class
  * and its end (last page's chained hash) is recorded in a direct-mapped
- * ghost table with the birth clock, class and depth. A later request whose
- * path contains that hash -- found when a non-peek match ends exactly
- * there (the end is still cached) or when an insert re-creates the page
- * (it had been evicted) -- is a "return" at that age: counted once, and it
- * gives the new leaf depth+1. Ghosts see returns of evicted leaves too, so
- * the model learns the true return-time distribution, not only what the
- * current policy lets survive (the failure of LHD-style in-cache
- * histograms here, which measured as plain LRU). Per class, the survival
- * S(a) = 1 - returns up to age a / births gives the index
+ * ghost table with the birth clock, class and depth (a later end that maps
+ * to the same slot overwrites it). A later request whose path contains
+ * that hash -- found when a non-peek match ends exactly there (the end is
+ * still cached) or when an insert re-creates the page (it had been
+ * evicted) -- is a "return" at that age: counted once, and it gives the
+ * new leaf depth+1. Ghosts see returns of evicted leaves too, so the model
+ * learns the true return-time distribution, not only what the current
+ * policy lets survive (the failure of LHD-style in-cache histograms here,
+ * which measured as plain LRU). Every RKV_LEARN_REFRESH births the table
+ * is scanned into a Kaplan-Meier survival S(a) per class (an end is at
+ * risk in each age bucket up to the one it came back in, or its age now,
+ * so ends too young to have come back are not counted as never coming
+ * back); the table's content is the history, so the model follows a
+ * drifting workload over the last ghost_cap leaf ends. From S, the index
  *     I(a) = max over b >= a of (S(a) - S(b+1)) / integral_a^{b+1} S
  * = the best expected hits per page per clock tick that keeping the leaf
  * (from age a for some horizon) can earn. Eviction takes the leaf with the
  * lowest index. Ages are in tree clock ticks (each match / insert /
  * unlock stamps one), bucketed 4 per octave (64 buckets), so the model has
- * no time scale built in. Every RKV_LEARN_REFRESH births the index is
- * recomputed (O(classes * ages^2) = 82k steps, 320 per birth amortized);
- * every RKV_LEARN_HALVE births the history is halved, so it follows a
- * drifting workload.
+ * no time scale built in. A refresh costs O(ghost_cap + classes * ages^2)
+ * (4096 + 82k steps at 1M tokens of 512-token pages, ~350 per birth
+ * amortized). Measured and rejected on the trace (bench/evict_bench.c):
+ * birth/return histograms without the censoring correction (-0.3 points at
+ * 3M), 6 depth levels, path length instead of new pages, 4-16x larger
+ * ghost tables (all within +-0.2 points).
  *
  * Structure and cost. Each class is one of the tree's intrusive LRU lists
  * (buckets RKV_LEARN_BUCKET0 + class; the tree already keeps up to 128
@@ -57,7 +64,7 @@
  * RKV_EVICT_PRIORITY, and the learned order ranks the leaves nobody gave a
  * priority. Pins and locks keep leaves out of every list as before.
  *
- * Memory: the ghost table (2 entries per pool block, 1024 .. 2^18, 24 B
+ * Memory: the ghost table (4 entries per pool block, 4096 .. 2^18, 24 B
  * each) and the meta[] table (allocated at creation instead of at the
  * first retain; a node's class lives in its meta entry and is inherited
  * by a split's head). Both are made in rkv_tree_create, the only place
@@ -100,8 +107,8 @@ uint32_t rkv_learn_class(uint32_t gen, uint32_t npages)
 
 rkv_status rkv_learn_init(rkv_tree *t)
 {
-    uint64_t want = 2 * (uint64_t)t->pool->cfg.num_blocks;
-    uint32_t cap = 1024;
+    uint64_t want = 4 * (uint64_t)t->pool->cfg.num_blocks;
+    uint32_t cap = 4096;
     while (cap < want && cap < (1u << 18))
         cap <<= 1;
     rkv_learn *l = rkv_node_mem_alloc(&t->mem, sizeof *l);
@@ -144,21 +151,37 @@ static rkv_ghost *rkv_ghost_find(const rkv_learn *l, uint64_t h)
     return g->hash == h ? g : NULL;
 }
 
-static void rkv_learn_refresh(rkv_learn *l)
+/* Kaplan-Meier over the ghost table: each recorded end is at risk in every
+ * age bucket up to the one it came back in (or its age now), so ends too
+ * young to have come back yet do not count as never coming back. */
+static void rkv_learn_refresh(rkv_learn *l, uint64_t now)
 {
-    for (uint32_t c = 0; c < RKV_LEARN_CLASSES; c++) {
-        double *ix = l->index[c];
-        double B = l->births[c];
-        if (B <= 0) {
-            memset(ix, 0, sizeof l->index[c]);
+    double ends[RKV_LEARN_CLASSES][RKV_LEARN_AGES];
+    double back[RKV_LEARN_CLASSES][RKV_LEARN_AGES];
+    memset(ends, 0, sizeof ends);
+    memset(back, 0, sizeof back);
+    for (uint32_t i = 0; i < l->ghost_cap; i++) {
+        const rkv_ghost *g = &l->ghost[i];
+        if (g->hash == 0)
             continue;
-        }
-        double S[RKV_LEARN_AGES + 1];
+        uint32_t e = g->returned ? g->ret_age
+                                 : rkv_learn_age_bucket(now - g->stamp);
+        ends[g->cls][e] += 1.0;
+        if (g->returned)
+            back[g->cls][e] += 1.0;
+    }
+    for (uint32_t c = 0; c < RKV_LEARN_CLASSES; c++) {
+        double S[RKV_LEARN_AGES + 1], risk = 0;
+        for (uint32_t a = 0; a < RKV_LEARN_AGES; a++)
+            risk += ends[c][a];
         S[0] = 1.0;
         for (uint32_t a = 0; a < RKV_LEARN_AGES; a++) {
-            double s = S[a] - l->ret[c][a] / B;
+            double hz = risk > 0 ? back[c][a] / risk : 0;
+            double s = S[a] * (1.0 - hz);
             S[a + 1] = s > 1e-9 ? s : 1e-9;
+            risk -= ends[c][a];
         }
+        double *ix = l->index[c];
         for (uint32_t a = 0; a < RKV_LEARN_AGES; a++) {
             double best = 0, life = 0;
             for (uint32_t b = a; b < RKV_LEARN_AGES; b++) {
@@ -174,13 +197,11 @@ static void rkv_learn_refresh(rkv_learn *l)
 
 static void rkv_learn_return(rkv_tree *t, rkv_ghost *g)
 {
-    rkv_learn *l = t->learn;
     if (g->returned)
         return;
     g->returned = 1;
-    uint64_t age = t->clock >= g->stamp ? t->clock - g->stamp : 0;
-    l->ret[g->cls][rkv_learn_age_bucket(age)] += 1.0;
-    l->returns_total++;
+    g->ret_age = (uint8_t)rkv_learn_age_bucket(t->clock - g->stamp);
+    t->learn->returns_total++;
 }
 
 void rkv_learn_on_match(rkv_tree *t, uint32_t node)
@@ -217,23 +238,15 @@ void rkv_learn_on_leaf(rkv_tree *t, uint32_t id, uint32_t parent)
     }
     uint32_t cls = rkv_learn_class(gen, x->num_pages);
     t->meta[id].cls = (uint8_t)cls;
-    l->births[cls] += 1.0;
     l->births_total++;
     uint64_t h = hash[xb[x->num_pages - 1]];
     if (h != 0) {
         rkv_ghost *e = &l->ghost[(h ^ (h >> 29)) & (l->ghost_cap - 1)];
-        *e = (rkv_ghost){h, t->clock, (uint8_t)gen, (uint8_t)cls, 0, {0}};
-    }
-    if (l->births_total % RKV_LEARN_HALVE == 0) {
-        for (uint32_t c = 0; c < RKV_LEARN_CLASSES; c++) {
-            l->births[c] *= 0.5;
-            for (uint32_t a = 0; a < RKV_LEARN_AGES; a++)
-                l->ret[c][a] *= 0.5;
-        }
+        *e = (rkv_ghost){h, t->clock, (uint8_t)gen, (uint8_t)cls, 0, 0, {0}};
     }
     if (++l->since >= RKV_LEARN_REFRESH) {
         l->since = 0;
-        rkv_learn_refresh(l);
+        rkv_learn_refresh(l, t->clock);
     }
 }
 

@@ -17,7 +17,6 @@
 /* LRU bucket of class 0 (buckets 0..100 stay priorities). */
 #define RKV_LEARN_BUCKET0 (RKV_PRIORITY_MAX + 1)
 #define RKV_LEARN_REFRESH 256 /* births between two index refreshes      */
-#define RKV_LEARN_HALVE 32768 /* births between two halvings of history  */
 
 /* A leaf end recorded at its birth: its last page's chained hash. */
 typedef struct rkv_ghost {
@@ -25,8 +24,9 @@ typedef struct rkv_ghost {
     uint64_t stamp;  /* tree clock at birth                                */
     uint8_t gen;     /* continuation depth of the request that made it    */
     uint8_t cls;
-    uint8_t returned; /* its return was counted already                   */
-    uint8_t pad[5];
+    uint8_t returned; /* it came back (counted once)                      */
+    uint8_t ret_age;  /* age bucket at which it came back                 */
+    uint8_t pad[4];
 } rkv_ghost;
 
 typedef struct rkv_learn {
@@ -34,8 +34,6 @@ typedef struct rkv_learn {
     uint32_t ghost_cap;   /* power of two; direct-mapped                  */
     uint32_t since;       /* births since the last refresh                */
     uint64_t births_total, returns_total;
-    double births[RKV_LEARN_CLASSES];
-    double ret[RKV_LEARN_CLASSES][RKV_LEARN_AGES]; /* returns by age      */
     double index[RKV_LEARN_CLASSES][RKV_LEARN_AGES]; /* hits per page-tick */
 } rkv_learn;
 

@@ -17,8 +17,9 @@
  *     index at its age goes (ties: the older); then the priorities above
  *     the default. The model -- classes (continuation depth x new pages),
  *     births, returns seen through a direct-mapped table of leaf ends,
- *     the index refreshed every 256 births -- is recomputed here from the
- *     operations alone.
+ *     a Kaplan-Meier survival per class over the table every 256 births,
+ *     the index from it -- is recomputed here from the operations alone
+ *     (a plain O(table x ages) scan instead of the library's suffix sums).
  * Stamps follow the tree's clock: one tick per non-peek match, insert and
  * unlock, with new pages stamped at the clock before the insert's tick.
  * After EVERY operation the set of cached pages must be the reference's
@@ -62,6 +63,7 @@ typedef struct mpage {
 typedef struct mghost {
     uint64_t hash, stamp;
     int gen, cls, returned;
+    uint32_t ret_age;
 } mghost;
 
 typedef struct model {
@@ -71,9 +73,8 @@ typedef struct model {
     uint64_t clock;
     mghost *ghost;
     uint32_t gcap;
-    double births[NCLS], ret[NCLS][NAGE], index[NCLS][NAGE];
+    double index[NCLS][NAGE];
     uint32_t since;
-    uint64_t births_total;
 } model;
 
 /* ---- the reference's learned model (from radix/evict_learned.c's header) -- */
@@ -103,18 +104,27 @@ static int m_class(int gen, uint32_t npages)
     return g * 5 + s;
 }
 
+/* Kaplan-Meier per class over the ends the ghost table holds now. */
 static void m_refresh(model *m)
 {
     for (int c = 0; c < NCLS; c++) {
-        if (m->births[c] <= 0) {
-            for (int a = 0; a < NAGE; a++)
-                m->index[c][a] = 0;
-            continue;
+        double risk[NAGE], back[NAGE];
+        for (int a = 0; a < NAGE; a++) {
+            risk[a] = back[a] = 0;
+            for (uint32_t i = 0; i < m->gcap; i++) {
+                const mghost *g = &m->ghost[i];
+                if (g->hash == 0 || g->cls != c)
+                    continue;
+                uint32_t e = g->returned ? g->ret_age
+                                         : m_age_bucket(m->clock - g->stamp);
+                risk[a] += e >= (uint32_t)a;
+                back[a] += g->returned && e == (uint32_t)a;
+            }
         }
         double S[NAGE + 1];
         S[0] = 1.0;
         for (int a = 0; a < NAGE; a++) {
-            double s = S[a] - m->ret[c][a] / m->births[c];
+            double s = S[a] * (1.0 - (risk[a] > 0 ? back[a] / risk[a] : 0));
             S[a + 1] = s > 1e-9 ? s : 1e-9;
         }
         for (int a = 0; a < NAGE; a++) {
@@ -143,7 +153,7 @@ static void m_return(model *m, mghost *g)
     if (g->returned)
         return;
     g->returned = 1;
-    m->ret[g->cls][m_age_bucket(m->clock - g->stamp)] += 1.0;
+    g->ret_age = m_age_bucket(m->clock - g->stamp);
 }
 
 /* ---- the reference's pages ------------------------------------------------ */
@@ -153,7 +163,7 @@ static void m_init(model *m, int policy)
     memset(m, 0, sizeof *m);
     m->policy = policy;
     m->p = calloc(MAXSLOTS, sizeof *m->p);
-    m->gcap = 1024; /* 2 * NB is below the table's minimum */
+    m->gcap = 4096; /* 4 * NB is below the table's minimum */
     m->ghost = calloc(m->gcap, sizeof *m->ghost);
     cr_assert(m->p != NULL && m->ghost != NULL);
 }
@@ -331,18 +341,10 @@ static void m_insert(model *m, const int32_t *tok, uint32_t np, uint32_t *path)
         int cls = m_class(gen, np - k);
         for (uint32_t j = k; j < np; j++)
             m->p[path[j]].cls = cls;
-        m->births[cls] += 1.0;
-        m->births_total++;
         uint64_t eh = m->p[path[np - 1]].hash;
         if (eh != 0)
             m->ghost[(eh ^ (eh >> 29)) & (m->gcap - 1)] =
-                (mghost){eh, m->clock, gen, cls, 0};
-        if (m->births_total % 32768 == 0)
-            for (int c = 0; c < NCLS; c++) {
-                m->births[c] *= 0.5;
-                for (int a = 0; a < NAGE; a++)
-                    m->ret[c][a] *= 0.5;
-            }
+                (mghost){eh, m->clock, gen, cls, 0, 0};
         if (++m->since >= 256) {
             m->since = 0;
             m_refresh(m);
