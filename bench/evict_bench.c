@@ -18,12 +18,24 @@
  *            agree (it must equal the library's lru column);
  *   belady   farthest next use among evictable leaves (future knowledge,
  *            offline; an indexed heap, O(log n) per step) -- the bound the
- *            reference table calls "farthest-next-use (Belady, leaves only)".
+ *            reference table calls "farthest-next-use (Belady, leaves only)";
+ *   ever-lru leaves whose pages are never used again go first, then LRU:
+ *            future knowledge of WHETHER a page comes back but not WHEN --
+ *            what a perfect return classifier could give an LRU-ordered
+ *            cache (it bounds what better prediction of returns can add;
+ *            the rest of Belady's lead is timing).
  * "gap closed" = (policy - lru) / (belady - lru), measured in this run;
  * us/req = the tree's match + alloc/evict + insert time per request (mean,
  * clock around each call), to compare the policies' costs in one run.
  *
- * Usage: evict_bench [--trace FILE] [--policies a,b,...] [--quick]
+ * --explain adds, per capacity, where each page model's hits come from:
+ * the first page (a shared root of the whole trace), shared pages (a page
+ * that ever has two or more distinct next pages: a common prefix), and
+ * chain pages (the rest: one conversation's own turns); and, per workload,
+ * how well the learned policy's classes rank leaf ends by whether they
+ * come back within 600 requests (AUC).
+ *
+ * Usage: evict_bench [--trace FILE] [--policies a,b,...] [--quick] [--explain]
  *                    [--capacity-tokens N]... [--agentic-capacity-tokens N]...
  * Defaults: policies lru,priority,learned; trace capacities 1,000,000 and
  * 3,000,000 tokens; agentic capacities 1/4 and 1/2 of its distinct pages
@@ -69,9 +81,21 @@ typedef struct pages {
     uint64_t *off;       /* request i's pages: ids[off[i] .. off[i+1])    */
     uint64_t *ids;       /* chained hash of the page's tokens (never 0)   */
     uint32_t *next;      /* next request that has this page, or UINT32_MAX */
+    uint8_t *kind;       /* KIND_FIRST / KIND_SHARED / KIND_CHAIN          */
     uint64_t prompt_tokens;
     uint64_t distinct;   /* distinct pages: what an unbounded cache holds */
 } pages;
+
+enum { KIND_FIRST, KIND_SHARED, KIND_CHAIN, KINDS };
+static const char *const kind_name[KINDS] = {"first", "shared", "chain"};
+
+static uint64_t slot_of(const uint64_t *key, uint64_t cap, uint64_t h)
+{
+    uint64_t s = (h * 0x9E3779B97F4A7C15ull) & (cap - 1);
+    while (key[s] != 0 && key[s] != h)
+        s = (s + 1) & (cap - 1);
+    return s;
+}
 
 /* Page ids by chained FNV-1a over the tokens (equal prefix <=> equal id up
  * to 64-bit collisions); next use by a backward pass over a hash map. */
@@ -90,6 +114,7 @@ static void pages_build(pages *pg, const rkv_workload *wl)
     pg->off[pg->nreq] = total;
     pg->ids = xmalloc(total * sizeof *pg->ids);
     pg->next = xmalloc(total * sizeof *pg->next);
+    pg->kind = xmalloc(total ? total : 1);
     int32_t *tok = xmalloc(((size_t)rkv_workload_max_input(wl) + 1) * sizeof *tok);
     for (size_t i = 0; i < pg->nreq; i++) {
         rkv_status st = rkv_workload_prompt(wl, i, tok);
@@ -112,21 +137,30 @@ static void pages_build(pages *pg, const rkv_workload *wl)
         cap <<= 1;
     uint64_t *key = calloc(cap, sizeof *key);
     uint32_t *val = xmalloc(cap * sizeof *val);
-    if (key == NULL) {
+    uint32_t *nch = calloc(cap, sizeof *nch); /* distinct next pages */
+    if (key == NULL || nch == NULL) {
         fprintf(stderr, "evict_bench: out of memory\n");
         exit(1);
     }
     for (size_t i = pg->nreq; i-- > 0;) {
         for (uint64_t j = pg->off[i]; j < pg->off[i + 1]; j++) {
-            uint64_t h = pg->ids[j], s = (h * 0x9E3779B97F4A7C15ull) & (cap - 1);
-            while (key[s] != 0 && key[s] != h)
-                s = (s + 1) & (cap - 1);
+            uint64_t h = pg->ids[j], s = slot_of(key, cap, h);
             pg->next[j] = key[s] == h ? val[s] : UINT32_MAX;
+            /* a chained id has one parent: its first sighting is a new
+             * child of the page before it (already in the table) */
+            if (key[s] != h && j > pg->off[i])
+                nch[slot_of(key, cap, pg->ids[j - 1])]++;
             pg->distinct += key[s] != h;
             key[s] = h;
             val[s] = (uint32_t)i;
         }
     }
+    for (size_t i = 0; i < pg->nreq; i++)
+        for (uint64_t j = pg->off[i]; j < pg->off[i + 1]; j++)
+            pg->kind[j] = j == pg->off[i] ? KIND_FIRST
+                        : nch[slot_of(key, cap, pg->ids[j])] >= 2 ? KIND_SHARED
+                        : KIND_CHAIN;
+    free(nch);
     free(key);
     free(val);
 }
@@ -136,6 +170,7 @@ static void pages_free(pages *pg)
     free(pg->off);
     free(pg->ids);
     free(pg->next);
+    free(pg->kind);
 }
 
 /* ---- page-level models: leaf LRU and Belady ------------------------------------ */
@@ -144,7 +179,7 @@ typedef struct mnode {
     uint64_t id;
     uint32_t parent;   /* UINT32_MAX: a first page                        */
     uint32_t nchild;   /* cached children                                 */
-    uint64_t key;      /* lru: last use; belady: UINT64_MAX - next use    */
+    uint64_t key;      /* eviction order, lowest first (model_key)        */
     int32_t heap;      /* position in the heap, -1: not a candidate       */
     uint8_t cached, locked;
 } mnode;
@@ -230,9 +265,22 @@ static void model_refresh(model *m, uint32_t x)
     }
 }
 
-/* Replays the pages with cap_pages of capacity; belady: farthest next use,
- * else least recently used. Returns hit tokens. */
-static uint64_t model_run(const pages *pg, uint64_t cap_pages, int belady)
+enum { M_LRU, M_BELADY, M_EVER };
+
+static uint64_t model_key(int mode, uint32_t next, uint64_t clock)
+{
+    if (mode == M_BELADY)
+        return UINT64_MAX - next;
+    if (mode == M_EVER)
+        return (uint64_t)(next != UINT32_MAX) << 62 | clock;
+    return clock;
+}
+
+/* Replays the pages with cap_pages of capacity under the order of mode
+ * (M_LRU, M_BELADY, M_EVER). Returns hit tokens; by_kind[KINDS] (may be
+ * NULL) gets them split by page kind. */
+static uint64_t model_run(const pages *pg, uint64_t cap_pages, int mode,
+                          uint64_t *by_kind)
 {
     model m;
     uint64_t total = pg->off[pg->nreq];
@@ -261,10 +309,12 @@ static uint64_t model_run(const pages *pg, uint64_t cap_pages, int belady)
             path[k++] = x;
         }
         hit += (uint64_t)k * PAGE;
+        for (uint32_t j = 0; by_kind != NULL && j < k; j++)
+            by_kind[pg->kind[pg->off[i] + j]] += PAGE;
         for (uint32_t j = 0; j < k; j++) {
             mnode *q = &m.n[path[j]];
             q->locked = 1;
-            q->key = belady ? UINT64_MAX - nx[j] : clock;
+            q->key = model_key(mode, nx[j], clock);
             model_refresh(&m, path[j]);
         }
         uint32_t got = 0;
@@ -294,7 +344,7 @@ static uint64_t model_run(const pages *pg, uint64_t cap_pages, int belady)
             q->locked = 1;
             q->nchild = 0;
             q->parent = par;
-            q->key = belady ? UINT64_MAX - nx[j] : clock;
+            q->key = model_key(mode, nx[j], clock);
             if (par != UINT32_MAX) {
                 m.n[par].nchild++;
                 model_refresh(&m, par);
@@ -311,6 +361,87 @@ static uint64_t model_run(const pages *pg, uint64_t cap_pages, int belady)
     free(m.map);
     free(m.heap);
     return hit;
+}
+
+/* ---- how well the learned policy's classes predict returns ------------------- */
+
+/* Each request with two or more pages leaves an end (its last page); it
+ * "returns" when a request within RETURN_WINDOW requests has that page.
+ * Classes as radix/evict_learned.c's: continuation depth (a request whose
+ * path holds an earlier request's end, not counting the first page, is one
+ * deeper) x new pages beyond that end. Prints the AUC of ranking ends by
+ * their class's return share (0.5: no information, 1: perfect) -- what a
+ * policy ranking leaves by class can know at best. */
+#define RETURN_WINDOW 600
+#define NCLASS 20
+
+static void explain_classes(const pages *pg)
+{
+    uint64_t cap = 1;
+    while (cap < 2 * (uint64_t)pg->nreq + 2)
+        cap <<= 1;
+    uint64_t *key = calloc(cap, sizeof *key);
+    uint32_t *val = xmalloc(cap * sizeof *val);
+    uint8_t *depth = xmalloc(pg->nreq ? pg->nreq : 1);
+    if (key == NULL) {
+        fprintf(stderr, "evict_bench: out of memory\n");
+        exit(1);
+    }
+    double tot[NCLASS] = {0}, pos[NCLASS] = {0};
+    for (size_t i = 0; i < pg->nreq; i++) {
+        uint64_t o = pg->off[i], n = pg->off[i + 1] - o, base = 1;
+        depth[i] = 0;
+        if (n < 2)
+            continue;
+        for (uint64_t j = n - 1; j >= 1; j--) {
+            uint64_t s = slot_of(key, cap, pg->ids[o + j]);
+            if (key[s] == pg->ids[o + j]) {
+                uint32_t d = depth[val[s]] + 1u;
+                depth[i] = (uint8_t)(d < 3 ? d : 3);
+                base = j + 1;
+                break;
+            }
+        }
+        uint64_t np = n - base;
+        int sz = np <= 1 ? 0 : np <= 2 ? 1 : np <= 4 ? 2 : np <= 8 ? 3 : 4;
+        int c = depth[i] * 5 + sz;
+        uint32_t nx = pg->next[o + n - 1];
+        tot[c] += 1;
+        pos[c] += nx != UINT32_MAX && nx - i < RETURN_WINDOW;
+        uint64_t s = slot_of(key, cap, pg->ids[o + n - 1]);
+        key[s] = pg->ids[o + n - 1];
+        val[s] = (uint32_t)i;
+    }
+    /* AUC: classes in rising return share; ties inside a class count half */
+    int ord[NCLASS];
+    for (int c = 0; c < NCLASS; c++)
+        ord[c] = c;
+    for (int a = 1; a < NCLASS; a++)
+        for (int b = a; b > 0; b--) {
+            int x = ord[b - 1], y = ord[b];
+            double rx = tot[x] > 0 ? pos[x] / tot[x] : 0;
+            double ry = tot[y] > 0 ? pos[y] / tot[y] : 0;
+            if (rx <= ry)
+                break;
+            ord[b - 1] = y;
+            ord[b] = x;
+        }
+    double P = 0, N = 0, auc = 0, negs = 0;
+    for (int k = 0; k < NCLASS; k++) {
+        int c = ord[k];
+        double ng = tot[c] - pos[c];
+        auc += pos[c] * (negs + ng / 2);
+        negs += ng;
+        P += pos[c];
+        N += ng;
+    }
+    printf("  learned classes vs \"end used again within %d requests\": "
+           "%.0f ends, %.1f%% return, AUC %.3f\n", RETURN_WINDOW, P + N,
+           P + N > 0 ? 100 * P / (P + N) : 0.0,
+           P > 0 && N > 0 ? auc / (P * N) : 0.5);
+    free(key);
+    free(val);
+    free(depth);
 }
 
 /* ---- one table ------------------------------------------------------------------ */
@@ -333,13 +464,16 @@ static double library_run(const rkv_workload *wl, uint64_t cap_tokens,
 }
 
 static void table(const char *title, const rkv_workload *wl,
-                  const uint64_t *caps, int ncaps, const int *pol, int npol)
+                  const uint64_t *caps, int ncaps, const int *pol, int npol,
+                  int explain)
 {
     pages pg;
     pages_build(&pg, wl);
     printf("\n%s: %zu requests, %llu prompt tokens, page %d, file order\n",
            title, pg.nreq, (unsigned long long)pg.prompt_tokens, PAGE);
-    printf("%14s %9s %9s", "capacity", "ref-lru", "belady");
+    if (explain)
+        explain_classes(&pg);
+    printf("%14s %9s %9s %9s", "capacity", "ref-lru", "belady", "ever-lru");
     for (int p = 0; p < npol; p++)
         printf(" %9s", rkv_evict_policy_name(pol[p]));
     for (int p = 0; p < npol; p++)
@@ -350,16 +484,21 @@ static void table(const char *title, const rkv_workload *wl,
     printf("\n");
     for (int c = 0; c < ncaps; c++) {
         uint64_t cp = caps[c] / PAGE;
-        double lru_ref = (double)model_run(&pg, cp, 0) / (double)pg.prompt_tokens;
-        double bel = (double)model_run(&pg, cp, 1) / (double)pg.prompt_tokens;
+        uint64_t kinds[3][KINDS] = {{0}};
+        double lru_ref = (double)model_run(&pg, cp, M_LRU, kinds[0]) /
+                         (double)pg.prompt_tokens;
+        double bel = (double)model_run(&pg, cp, M_BELADY, kinds[1]) /
+                     (double)pg.prompt_tokens;
+        double ever = (double)model_run(&pg, cp, M_EVER, kinds[2]) /
+                      (double)pg.prompt_tokens;
         double hr[MAX_POLICIES], us[MAX_POLICIES], lru = lru_ref;
         for (int p = 0; p < npol; p++) {
             hr[p] = library_run(wl, caps[c], pol[p], &us[p]);
             if (pol[p] == RKV_EVICT_LRU)
                 lru = hr[p];
         }
-        printf("%14llu %8.2f%% %8.2f%%", (unsigned long long)caps[c],
-               100 * lru_ref, 100 * bel);
+        printf("%14llu %8.2f%% %8.2f%% %8.2f%%", (unsigned long long)caps[c],
+               100 * lru_ref, 100 * bel, 100 * ever);
         for (int p = 0; p < npol; p++)
             printf(" %8.2f%%", 100 * hr[p]);
         for (int p = 0; p < npol; p++)
@@ -368,6 +507,14 @@ static void table(const char *title, const rkv_workload *wl,
         for (int p = 0; p < npol; p++)
             printf(" %*.2f", (int)strlen(rkv_evict_policy_name(pol[p])) + 8, us[p]);
         printf("\n");
+        static const char *const mname[3] = {"ref-lru", "belady", "ever-lru"};
+        for (int m = 0; explain && m < 3; m++) {
+            printf("%14s %9s", "", mname[m]);
+            for (int k = 0; k < KINDS; k++)
+                printf("  %s %6.2f%%", kind_name[k],
+                       100.0 * (double)kinds[m][k] / (double)pg.prompt_tokens);
+            printf("\n");
+        }
     }
     pages_free(&pg);
 }
@@ -376,7 +523,7 @@ int main(int argc, char **argv)
 {
     const char *trace_arg = NULL, *pols = "lru,priority,learned";
     uint64_t caps[MAX_CAPS] = {1000000, 3000000}, acaps[MAX_CAPS];
-    int ncaps = 0, nacaps = 0, quick = 0;
+    int ncaps = 0, nacaps = 0, quick = 0, explain = 0;
     for (int i = 1; i < argc; i++) {
         uint64_t v;
         if (!strcmp(argv[i], "--trace") && i + 1 < argc) {
@@ -385,6 +532,8 @@ int main(int argc, char **argv)
             pols = argv[++i];
         } else if (!strcmp(argv[i], "--quick")) {
             quick = 1;
+        } else if (!strcmp(argv[i], "--explain")) {
+            explain = 1;
         } else if (!strcmp(argv[i], "--capacity-tokens") && i + 1 < argc &&
                    rkv_bench_parse_u64(argv[i + 1], &v) && v >= PAGE &&
                    ncaps < MAX_CAPS) {
@@ -397,7 +546,7 @@ int main(int argc, char **argv)
             i++;
         } else {
             fprintf(stderr, "usage: evict_bench [--trace FILE] [--policies "
-                            "a,b,...] [--quick] [--capacity-tokens N]... "
+                            "a,b,...] [--quick] [--explain] [--capacity-tokens N]... "
                             "[--agentic-capacity-tokens N]...\n");
             return 2;
         }
@@ -436,7 +585,7 @@ int main(int argc, char **argv)
     snprintf(title, sizeof title, "conversation trace %s",
              path ? path : "<embedded>");
     free(path);
-    table(title, &wl, caps, ncaps, pol, npol);
+    table(title, &wl, caps, ncaps, pol, npol, explain);
     rkv_workload_free(&wl);
 
     rkv_agentic_config ac;
@@ -455,7 +604,7 @@ int main(int argc, char **argv)
     }
     snprintf(title, sizeof title, "agentic workload (seed 1, %u sessions)",
              ac.sessions);
-    table(title, &wl, acaps, nacaps, pol, npol);
+    table(title, &wl, acaps, nacaps, pol, npol, explain);
     rkv_workload_free(&wl);
     return 0;
 }

@@ -43,7 +43,19 @@
  * amortized). Measured and rejected on the trace (bench/evict_bench.c):
  * birth/return histograms without the censoring correction (-0.3 points at
  * 3M), 6 depth levels, path length instead of new pages, 4-16x larger
- * ghost tables (all within +-0.2 points).
+ * ghost tables (all within +-0.2 points); continuation classes split by
+ * the previous turn's return age against the median (10.04-10.21 % /
+ * 17.73-18.11 %), and a parent that becomes a leaf taking its evicted
+ * child's class (10.09 % / 17.54 %). Why the ceiling is near: the
+ * classes rank "comes back within 600 requests" with an AUC of 0.67
+ * (evict_bench --explain); in an offline page model, adding the previous
+ * gap or the path length lifts it to 0.69 only, and even the output
+ * length, which the tree never sees, to 0.70; the true per-class return
+ * rates (future knowledge) as an admission order with LRU inside get
+ * 10.1 % / 17.9 % at 1M / 3M, what this policy gets. evict_bench's
+ * ever-lru oracle (knows whether each page comes back, not when) gets
+ * 14.1 % / 33.6 %: the rest of Belady's lead needs a prediction of
+ * returns that this trace's structure does not give.
  *
  * Structure and cost. Each class is one of the tree's intrusive LRU lists
  * (buckets RKV_LEARN_BUCKET0 + class; the tree already keeps up to 128
