@@ -45,6 +45,9 @@ struct rkv_pool {
     /* A pool stores one hash per block, so it can serve one tree only.   */
     const rkv_tree *tree;     /* the live tree on this pool, or NULL      */
     uint64_t trees_made;      /* trees created on it so far (lease keys)  */
+    int64_t tree_fail_at;     /* tests (radix/tree_debug.h): k + 1 arms the
+                                 next tree's allocator at rkv_tree_create
+                                 to fail its (k+1)-th allocation; 0 = off  */
     rkv_cuda_lib cuda;        /* the CUDA backend of a CUDA pool (its table
                                  owns kv); zeroed for a host pool          */
 };

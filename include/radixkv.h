@@ -207,10 +207,15 @@ typedef struct rkv_node {
 /* Which unlocked, unpinned leaf eviction takes first. */
 typedef enum rkv_evict_policy {
     RKV_EVICT_LRU = 0,      /* least recently used (default)                */
-    RKV_EVICT_PRIORITY = 1  /* lowest retention priority, then least
+    RKV_EVICT_PRIORITY = 1, /* lowest retention priority, then least
                                recently used (TensorRT-LLM's priority LRU) */
+    RKV_EVICT_LEARNED = 2   /* predicts reuse online from the tree's
+                               structure (continuation depth, new pages)
+                               and the learned return time of each class;
+                               priorities other than the default still
+                               order eviction first (radix/evict_learned.c) */
 } rkv_evict_policy;
-/* A policy's name ("lru", "priority") and back, from one table
+/* A policy's name ("lru", "priority", "learned") and back, from one table
  * (radix/evict_names.c). from_name: RKV_ERR_INVALID_ARG for an unknown name
  * (the message lists the known ones; *out unchanged). name: NULL for a value
  * that is no policy. */

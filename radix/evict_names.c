@@ -16,6 +16,7 @@ static const struct {
 } evict_names[] = {
     {RKV_EVICT_LRU, "lru"},
     {RKV_EVICT_PRIORITY, "priority"},
+    {RKV_EVICT_LEARNED, "learned"},
 };
 #define NUM_EVICT_NAMES (sizeof evict_names / sizeof evict_names[0])
 

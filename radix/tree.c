@@ -18,6 +18,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/evict_learned.h"
 #include "radix/tree_internal.h"
 
 void rkv_tree_config_init(rkv_tree_config *cfg)
@@ -65,7 +66,7 @@ uint32_t rkv_tree_slot_take(rkv_tree *t)
     }
     rkv_tnode_clear(&t->nodes[id]);
     if (t->meta != NULL)
-        t->meta[id] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, {0, 0, 0}};
+        t->meta[id] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}};
     return id;
 }
 
@@ -178,7 +179,8 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     if (cfg == NULL)
         cfg = &def;
     if (cfg->evict_policy != RKV_EVICT_LRU &&
-        cfg->evict_policy != RKV_EVICT_PRIORITY)
+        cfg->evict_policy != RKV_EVICT_PRIORITY &&
+        cfg->evict_policy != RKV_EVICT_LEARNED)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_tree_create: unknown evict_policy %d",
                              cfg->evict_policy);
@@ -210,6 +212,10 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
         free(t);
         return st;
     }
+    if (pool->tree_fail_at > 0) { /* tests: radix/tree_debug.h */
+        t->mem.fail_after = pool->tree_fail_at - 1;
+        pool->tree_fail_at = 0;
+    }
     uint32_t want = cfg->initial_nodes ? cfg->initial_nodes + 1 : 64;
     if (want < 64)
         want = 64;
@@ -220,7 +226,13 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->idx = rkv_node_mem_alloc(&t->mem, (size_t)t->idx_cap * sizeof *t->idx);
     t->owned = rkv_node_mem_alloc(&t->mem, t->owned_bytes);
     int ev_ok = rkv_ev_init(&t->events, &t->mem, cfg->event_ring);
-    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL || !ev_ok) {
+    int learn_ok = 1;
+    if (t->nodes != NULL && cfg->evict_policy == RKV_EVICT_LEARNED)
+        learn_ok = rkv_learn_init(t) == RKV_OK;
+    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL || !ev_ok ||
+        !learn_ok) {
+        rkv_learn_fini(t);
+        rkv_retain_fini(t);
         rkv_ev_fini(&t->events, &t->mem);
         rkv_node_mem_free(&t->mem, t->nodes, (size_t)t->nodes_cap * sizeof *t->nodes);
         rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
@@ -294,6 +306,7 @@ void rkv_tree_destroy(rkv_tree *tree)
         return;
     rkv_tree_drop_all(tree); /* outstanding leases die with the table */
     rkv_retain_fini(tree);
+    rkv_learn_fini(tree);
     rkv_lease_fini(tree);
     if (tree->pool->tree == tree)
         tree->pool->tree = NULL;

@@ -18,6 +18,7 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_debug.h"
+#include "radix/evict_learned.h"
 #include "radix/tree_internal.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
@@ -28,6 +29,12 @@ void rkv_tree_debug_fail_alloc_after(rkv_tree *t, int64_t k)
 {
     if (t != NULL)
         t->mem.fail_after = k < 0 ? -1 : k;
+}
+
+void rkv_tree_debug_fail_create_after(rkv_pool *pool, int64_t k)
+{
+    if (pool != NULL)
+        pool->tree_fail_at = k < 0 ? 0 : k + 1;
 }
 
 uint64_t rkv_tree_debug_alloc_calls(const rkv_tree *t)
@@ -210,7 +217,7 @@ static rkv_status rkv_check_lru(const rkv_tree *t, uint64_t members)
         if (bit != (t->lru_head[b] != RKV_NIL))
             return CORRUPT("LRU bucket %u: non-empty bit %d, head %u", b, bit,
                            t->lru_head[b]);
-        if (t->policy != RKV_EVICT_PRIORITY && b > 0 && t->lru_head[b] != RKV_NIL)
+        if (t->policy == RKV_EVICT_LRU && b > 0 && t->lru_head[b] != RKV_NIL)
             return CORRUPT("LRU bucket %u is used under the LRU policy", b);
         for (uint32_t y = t->lru_head[b]; y != RKV_NIL; y = t->nodes[y].lru_next) {
             if (++n > members)
@@ -358,6 +365,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
         st = rkv_check_lru(t, a.lru_members);
     if (st == RKV_OK)
         st = rkv_retain_check(t);
+    if (st == RKV_OK)
+        st = rkv_learn_check(t);
     if (st == RKV_OK) {
         uint64_t owned = 0;
         for (size_t i = 0; i < t->owned_bytes; i++)

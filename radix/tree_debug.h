@@ -22,6 +22,10 @@
  * the injection then disarms (later allocations succeed). k < 0 disables. */
 void rkv_tree_debug_fail_alloc_after(rkv_tree *t, int64_t k);
 
+/* Arms the allocator of the next tree created on pool: its (k+1)-th
+ * allocation fails (inside rkv_tree_create too); k < 0 disarms. */
+void rkv_tree_debug_fail_create_after(rkv_pool *pool, int64_t k);
+
 /* Node-memory allocations attempted so far by this tree (failed ones
  * included). */
 uint64_t rkv_tree_debug_alloc_calls(const rkv_tree *t);

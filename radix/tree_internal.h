@@ -102,7 +102,8 @@ typedef struct rkv_lease_slot {
 typedef struct rkv_tmeta {
     uint32_t pin_count; /* pins ending at the node or below it          */
     uint8_t prio;       /* 0..100                                       */
-    uint8_t pad[3];
+    uint8_t cls;        /* RKV_EVICT_LEARNED: the node's learned class  */
+    uint8_t pad[2];
 } rkv_tmeta;
 
 /* One pin: live iff lease.id != 0. */
@@ -115,7 +116,9 @@ typedef struct rkv_pin {
     uint32_t heap_pos;  /* live: index in pin_heap; free: next free pin */
 } rkv_pin;
 
-#define RKV_LRU_BUCKETS (RKV_PRIORITY_MAX + 1)
+/* Buckets 0..100: priorities; 101..120: RKV_EVICT_LEARNED's classes
+ * (radix/evict_learned.c); at most 128 (lru_nonempty has 128 bits). */
+#define RKV_LRU_BUCKETS 128
 
 typedef struct rkv_cidx_entry {
     uint32_t tag; /* top 32 bits of the key; home = tag & mask          */
@@ -141,6 +144,7 @@ struct rkv_tree {
     uint32_t lru_head[RKV_LRU_BUCKETS], lru_tail[RKV_LRU_BUCKETS];
     uint64_t lru_nonempty[2]; /* bit b: bucket b has a node               */
     int policy;            /* rkv_evict_policy                              */
+    struct rkv_learn *learn; /* RKV_EVICT_LEARNED's model, else NULL       */
     uint64_t clock;        /* last_access values come from ++clock          */
     uint64_t epoch;        /* children_epoch values come from ++epoch       */
     uint64_t lock_total;   /* leases held (== sum of roots' counts)         */
@@ -204,9 +208,12 @@ static inline int rkv_tree_in_lru(const rkv_tnode *x)
 /* The LRU list a node belongs to (when it is an evictable leaf). */
 static inline uint32_t rkv_lru_bucket(const rkv_tree *t, uint32_t id)
 {
-    if (t->policy != RKV_EVICT_PRIORITY)
+    if (t->policy == RKV_EVICT_LRU)
         return 0;
-    return t->meta != NULL ? t->meta[id].prio : RKV_PRIORITY_DEFAULT;
+    uint32_t prio = t->meta != NULL ? t->meta[id].prio : RKV_PRIORITY_DEFAULT;
+    if (t->policy == RKV_EVICT_LEARNED && prio == RKV_PRIORITY_DEFAULT)
+        return RKV_PRIORITY_MAX + 1 + t->meta[id].cls; /* RKV_LEARN_BUCKET0 */
+    return prio;
 }
 
 static inline int rkv_tree_handle_ok(const rkv_tree *t, rkv_node h)

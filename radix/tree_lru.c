@@ -30,6 +30,7 @@
  */
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/evict_learned.h"
 #include "radix/tree_internal.h"
 
 /* ---- list primitives ------------------------------------------------------ */
@@ -49,6 +50,17 @@ static void rkv_lru_mark(rkv_tree *t, uint32_t b)
 /* The node eviction takes next: head of the lowest non-empty bucket. */
 static uint32_t rkv_lru_first(const rkv_tree *t)
 {
+    if (t->policy == RKV_EVICT_LEARNED) {
+        /* priorities below the default, then the learned order, then the
+         * rest (radix/evict_learned.c) */
+        uint64_t below = t->lru_nonempty[0] &
+                         ((UINT64_C(1) << RKV_PRIORITY_DEFAULT) - 1);
+        if (below != 0)
+            return t->lru_head[__builtin_ctzll(below)];
+        uint32_t id = rkv_learn_first(t);
+        if (id != RKV_NIL)
+            return id;
+    }
     if (t->lru_nonempty[0] != 0)
         return t->lru_head[__builtin_ctzll(t->lru_nonempty[0])];
     if (t->lru_nonempty[1] != 0)

@@ -21,6 +21,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/evict_learned.h"
 #include "radix/tree_internal.h"
 
 /* ---- the walk -------------------------------------------------------------- */
@@ -190,6 +191,8 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     x->children_epoch = ++t->epoch;
     x->last_access = t->clock;
     rkv_cidx_insert(t, rkv_cidx_key_page(t, parent, x->u.tokens), id);
+    if (t->learn != NULL) /* classifies it: before it is listed */
+        rkv_learn_on_leaf(t, id, parent);
     rkv_lru_push_tail(t, id);
     t->num_nodes++;
     t->cached_blocks += npages;
@@ -277,6 +280,8 @@ rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
         node = rkv_tree_split(t, w.partial, w.partial_pages, prep.data[0],
                               prep.data[1]);
     }
+    if (t->learn != NULL)
+        rkv_learn_on_match(t, node);
     rkv_tree_touch(t, node);
     t->queried_tokens += n;
     t->hit_tokens += (uint64_t)w.pages * t->P;

@@ -314,7 +314,7 @@ static void rkv_set_prio(rkv_tree *t, uint32_t id, uint8_t prio)
 {
     if (t->meta[id].prio == prio)
         return;
-    int listed = t->policy == RKV_EVICT_PRIORITY && rkv_tree_in_lru(&t->nodes[id]);
+    int listed = t->policy != RKV_EVICT_LRU && rkv_tree_in_lru(&t->nodes[id]);
     if (listed)
         rkv_lru_unlink(t, id);
     t->meta[id].prio = prio;
@@ -506,7 +506,7 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         rkv_tree_prep_install(t, &prep);
     if (meta != NULL) {
         for (uint32_t i = 0; i < meta_cap; i++)
-            meta[i] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, {0, 0, 0}};
+            meta[i] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}};
         t->meta = meta;
     }
     if (pins != NULL) {

@@ -93,7 +93,7 @@ Test(retcli, evict_policy_names_and_errors)
     free(err);
     cr_assert_eq(run("replay --evict-policy lfu", &out, &err), 2);
     cr_assert_not_null(strstr(err, "--evict-policy: unknown eviction policy "
-                                   "'lfu' (expected lru or priority)"), "%s", err);
+                                   "'lfu' (expected lru, priority or learned)"), "%s", err);
     free(out);
     free(err);
     cr_assert_eq(run("sweep --evict-policy", &out, &err), 2);
