@@ -374,6 +374,69 @@ Test(store, pinned_through_backend)
 }
 #endif
 
+#ifdef RKV_STORE_CUDA_BACKEND
+/* The real backend (the CUDA simulator under RKV_CUDA=SIM, a GPU under
+ * RKV_CUDA=ON): pinned host memory from cudaHostAlloc, and blocks of a
+ * CUDA pool through host and disk stores. Skips without a device. */
+Test(store, cuda_pool_pinned_store)
+{
+    cr_assert_eq(setenv("RKV_CUDA_BACKEND", RKV_STORE_CUDA_BACKEND, 1), 0);
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 4;
+    pc.page_size = 4;
+    pc.num_layers = 2;
+    pc.num_kv_heads = 2;
+    pc.head_dim = 8;
+    pc.dtype = RKV_DTYPE_F32;
+    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool *pool = NULL;
+    rkv_status st = rkv_pool_create(&pc, &pool);
+    if (st == RKV_ERR_NO_DEVICE || st == RKV_ERR_CUDA) {
+        cr_assert_eq(unsetenv("RKV_CUDA_BACKEND"), 0);
+        cr_skip_test("no CUDA device: %s", rkv_last_error());
+    }
+    OK(st);
+    size_t bb = rkv_pool_bytes_per_block(pool);
+    rkv_store_config c;
+    rkv_store_config_init(&c, RKV_MEDIUM_HOST);
+    c.capacity_blocks = 2;
+    c.block_bytes = bb;
+    rkv_store *h = NULL;
+    OK(rkv_store_create(&c, &h));
+    CHECK(h);
+    cr_assert_eq(rkv_store_pinned(h), 1, "cudaHostAlloc was not used");
+    char *dir = make_dir("/tmp");
+    rkv_store_config_init(&c, RKV_MEDIUM_DISK);
+    c.capacity_blocks = 2;
+    c.block_bytes = bb;
+    c.path = dir;
+    rkv_store *d = NULL;
+    OK(rkv_store_create(&c, &d));
+    unsigned char want[1024], zero[1024] = {0};
+    rkv_block_id b[3];
+    uint32_t hs, ds;
+    OK(rkv_pool_alloc_n(pool, 3, b));
+    fill_block(pool, b[0], 1234, want);
+    OK(rkv_store_slot_alloc(h, &hs));
+    OK(rkv_store_slot_alloc(d, &ds));
+    OK(rkv_store_write_from_pool(h, hs, pool, b[0], 5, 6));
+    OK(rkv_store_write_from_pool(d, ds, pool, b[0], 5, 6));
+    OK(rkv_pool_copy_from_host(pool, 1, &b[1], zero));
+    OK(rkv_store_read_to_pool(h, hs, pool, b[1], 5, 6));
+    expect_block(pool, b[1], want);
+    OK(rkv_store_read_to_pool(d, ds, pool, b[2], 5, 6));
+    expect_block(pool, b[2], want);
+    CHECK(h);
+    CHECK(d);
+    rkv_store_destroy(h);
+    rkv_store_destroy(d);
+    rkv_pool_destroy(pool);
+    remove_dir(dir);
+    cr_assert_eq(unsetenv("RKV_CUDA_BACKEND"), 0);
+}
+#endif
+
 /* ---- disk ------------------------------------------------------------------ */
 
 static rkv_store *make_disk(const char *path, uint64_t cap, size_t bb, int direct)
