@@ -852,3 +852,167 @@ static void inject_all(size_t with_bytes)
 
 Test(store, fail_after_every_call) { inject_all(1); }
 Test(store, fail_after_every_call_metadata_only) { inject_all(0); }
+
+/* ---- randomized differential test --------------------------------------------- */
+
+/* Reference model of one store: per slot allocated / full and the block
+ * (hash, ns) with the seed of its bytes. */
+typedef struct ref_slot {
+    int alloc, full;
+    uint64_t hash, ns, seed;
+} ref_slot;
+
+#define RS 6 /* slots per store */
+#define RB 8 /* source blocks; blocks RB..2RB-1 are read targets */
+
+/* Random alloc / free / write / read / copy on a host and a disk store,
+ * with random injected failures, against the model: every status, every
+ * slot's record (slot_holds) and, with bytes, every block read back. The
+ * injection schedule is the documented one (tier/store.c): write = two
+ * points on the store, read = two, copy = one on src then one on dst. */
+static void differential(int with_bytes)
+{
+    char *dir = make_dir("/tmp");
+    rkv_pool *pool = make_pool(2 * RB, with_bytes ? 2 : 0);
+    size_t bb = rkv_pool_bytes_per_block(pool);
+    rkv_store *S[2] = {make_store(RKV_MEDIUM_HOST, RS, bb, NULL),
+                       make_disk(dir, RS, bb, 1)};
+    ref_slot M[2][RS];
+    memset(M, 0, sizeof M);
+    rkv_block_id b[2 * RB];
+    OK(rkv_pool_alloc_n(pool, 2 * RB, b));
+    uint64_t bseed[RB];
+    static unsigned char want[1024], got[1024];
+    rkv_rng r;
+    rkv_rng_init(&r, rkv_test_seed(with_bytes ? "store.differential"
+                                              : "store.differential_metadata"));
+    for (int i = 0; i < RB; i++) {
+        bseed[i] = rkv_rng_next(&r);
+        if (with_bytes)
+            fill_block(pool, b[i], bseed[i], want);
+    }
+    uint64_t iters = rkv_test_scaled(with_bytes ? 10000 : 100000);
+    for (uint64_t it = 0; it < iters; it++) {
+        int op = (int)rkv_rng_below(&r, 6);
+        int si = (int)rkv_rng_below(&r, 2), sj = (int)rkv_rng_below(&r, 2);
+        uint32_t slot = (uint32_t)rkv_rng_below(&r, RS);
+        uint32_t slot2 = (uint32_t)rkv_rng_below(&r, RS);
+        /* a small set of (hash, ns) so that reads sometimes match */
+        uint64_t hash = rkv_rng_below(&r, 4), ns = rkv_rng_below(&r, 2);
+        /* injection: store `armed` fails at its k-th point of this op */
+        int armed = rkv_rng_below(&r, 5) == 0 ? (int)rkv_rng_below(&r, 2) : -1;
+        uint32_t k = (uint32_t)rkv_rng_below(&r, 3) + 1;
+        if (armed >= 0)
+            rkv_store_fail_after(S[armed], k);
+        rkv_status st;
+        ref_slot *m = &M[si][slot];
+        if (op == 0) {
+            st = rkv_store_slot_alloc(S[si], &slot);
+            int any = 0;
+            for (int i = 0; i < RS; i++)
+                any |= !M[si][i].alloc;
+            if (!any) {
+                IS(st, RKV_ERR_NO_SPACE);
+            } else {
+                OK(st);
+                cr_assert(!M[si][slot].alloc, "slot %u given twice", slot);
+                memset(&M[si][slot], 0, sizeof(ref_slot));
+                M[si][slot].alloc = 1;
+            }
+        } else if (op == 1) {
+            st = rkv_store_slot_free(S[si], slot);
+            if (!m->alloc) {
+                IS(st, RKV_ERR_STATE);
+            } else {
+                OK(st);
+                memset(m, 0, sizeof *m);
+            }
+        } else if (op == 2 || op == 3) { /* write */
+            int src = (int)rkv_rng_below(&r, RB);
+            st = rkv_store_write_from_pool(S[si], slot, pool, b[src], hash, ns);
+            if (!m->alloc) {
+                IS(st, RKV_ERR_STATE);
+            } else if (armed == si && k <= 2) { /* both points are on S[si] */
+                IS(st, RKV_ERR_IO);
+                m->full = 0;
+            } else {
+                OK(st);
+                m->full = 1;
+                m->hash = hash;
+                m->ns = ns;
+                m->seed = bseed[src];
+            }
+        } else if (op == 4) { /* read, expecting a random (hash, ns) */
+            int dst = RB + (int)rkv_rng_below(&r, RB);
+            st = rkv_store_read_to_pool(S[si], slot, pool, b[dst], hash, ns);
+            if (!m->alloc) {
+                IS(st, RKV_ERR_STATE);
+            } else if (!m->full || m->hash != hash || m->ns != ns) {
+                IS(st, RKV_ERR_CORRUPT); /* refused before any injection point */
+            } else if (armed == si && k <= 2) {
+                IS(st, RKV_ERR_IO);
+            } else {
+                OK(st);
+                if (with_bytes) {
+                    rkv_rng g;
+                    rkv_rng_init(&g, m->seed);
+                    for (size_t i = 0; i < bb; i++)
+                        want[i] = (unsigned char)rkv_rng_next(&g);
+                    OK(rkv_pool_copy_to_host(pool, 1, &b[dst], got));
+                    cr_assert(memcmp(got, want, bb) == 0, "it %llu: wrong bytes",
+                              (unsigned long long)it);
+                }
+            }
+        } else { /* copy S[si][slot] -> S[sj][slot2] with the slot's own id */
+            ref_slot *d = &M[sj][slot2];
+            uint64_t h = m->full && rkv_rng_below(&r, 4) ? m->hash : hash;
+            uint64_t n = m->full && rkv_rng_below(&r, 4) ? m->ns : ns;
+            st = rkv_store_copy_slot(S[sj], slot2, S[si], slot, h, n);
+            /* points: 1 = src load, 2 = dst commit (counted per store) */
+            int fail_load = armed == si && k == 1;
+            int fail_commit = armed == sj && (si == sj ? k == 2 : k == 1);
+            if (si == sj && slot == slot2) {
+                IS(st, RKV_ERR_INVALID_ARG);
+            } else if (!m->alloc) {
+                IS(st, RKV_ERR_STATE);
+            } else if (!m->full || m->hash != h || m->ns != n) {
+                IS(st, RKV_ERR_CORRUPT);
+            } else if (!d->alloc) {
+                IS(st, RKV_ERR_STATE);
+            } else if (fail_load) {
+                IS(st, RKV_ERR_IO);
+            } else if (fail_commit) {
+                IS(st, RKV_ERR_IO);
+                d->full = 0;
+            } else {
+                OK(st);
+                uint64_t seed = m->seed;
+                d->full = 1;
+                d->hash = h;
+                d->ns = n;
+                d->seed = seed;
+            }
+        }
+        rkv_store_fail_after(S[0], 0);
+        rkv_store_fail_after(S[1], 0);
+        for (int s = 0; s < 2; s++) {
+            CHECK(S[s]);
+            uint32_t used = 0;
+            for (uint32_t i = 0; i < RS; i++) {
+                used += (uint32_t)M[s][i].alloc;
+                int holds = M[s][i].full;
+                cr_assert_eq(rkv_store_slot_holds(S[s], i, M[s][i].hash, M[s][i].ns),
+                             holds, "it %llu store %d slot %u", (unsigned long long)it, s,
+                             i);
+            }
+            cr_assert_eq(rkv_store_used_blocks(S[s]), used);
+        }
+    }
+    rkv_store_destroy(S[0]);
+    rkv_store_destroy(S[1]);
+    rkv_pool_destroy(pool);
+    remove_dir(dir);
+}
+
+Test(store, differential) { differential(1); }
+Test(store, differential_metadata_only) { differential(0); }
