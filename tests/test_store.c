@@ -170,6 +170,14 @@ Test(store, capacity_in_blocks_and_bytes)
     cr_assert_eq(rkv_store_capacity_blocks(s), 10);
     cr_assert_eq(rkv_store_block_bytes(s), 1024);
     cr_assert_eq(rkv_store_medium(s), RKV_MEDIUM_HOST);
+    rkv_store_info info;
+    OK(rkv_store_get_info(s, &info));
+    cr_assert_eq(info.capacity_blocks, 10);
+    cr_assert_eq(info.used_blocks, 0);
+    cr_assert_eq(info.pinned, 0);
+    cr_assert_null(info.path);
+    IS(rkv_store_get_info(s, NULL), RKV_ERR_INVALID_ARG);
+    IS(rkv_store_get_info(NULL, &info), RKV_ERR_INVALID_ARG);
     rkv_store_destroy(s);
     c.capacity_blocks = 7; /* both: the smaller wins */
     OK(rkv_store_create(&c, &s));
@@ -467,6 +475,16 @@ static void disk_roundtrip(const char *base, int direct)
     cr_assert_eq((size_t)st.st_size, 4096 + 4 * rkv_record_bytes(bb));
     if (!direct)
         cr_assert_eq(rkv_store_direct_io(s), 0);
+    rkv_store_info info;
+    OK(rkv_store_get_info(s, &info));
+    cr_assert_eq(info.medium, RKV_MEDIUM_DISK);
+    cr_assert_eq(info.capacity_blocks, 4);
+    cr_assert_eq(info.block_bytes, bb);
+    cr_assert_eq(info.direct_io, rkv_store_direct_io(s));
+    cr_assert_eq(info.io_uring, 0);
+    cr_assert_str_eq(info.path, want_path);
+    cr_assert_eq(info.file_bytes, (uint64_t)st.st_size);
+    cr_assert_eq(info.writes, 0);
     cr_log_info("disk store on %s: %s", base,
                 rkv_store_direct_io(s) ? "O_DIRECT" : "buffered");
     unsigned char want[4][1024], zero[1024] = {0};
@@ -485,6 +503,10 @@ static void disk_roundtrip(const char *base, int direct)
         CHECK(s);
         expect_block(pool, b[4 + i], want[i]);
     }
+    OK(rkv_store_get_info(s, &info));
+    cr_assert_eq(info.writes, 4);
+    cr_assert_eq(info.reads, 4);
+    cr_assert_eq(info.used_blocks, 4);
     IS(rkv_store_read_to_pool(s, slot[2], pool, b[4], 52, 3), RKV_ERR_CORRUPT);
     /* the file is the store's: a second store on it is refused */
     rkv_store_config c;

@@ -25,6 +25,9 @@
 
 enum { SLOT_FREE = 0, SLOT_EMPTY = 1, SLOT_FULL = 2 };
 
+/* The disk file's header before the first record (tier/disk_record.h). */
+#define RKV_DISK_FILE_HEADER 4096u
+
 /* What a medium with bytes provides. The common part has already checked
  * the slot, the (hash, ns) record and the block size. */
 typedef struct rkv_store_ops {
