@@ -15,7 +15,8 @@
  *               (rkv_store_read_to_pool): the pool's gather/scatter plus
  *               the store's checks;
  *   disk store  the same on a file in a fresh directory under --dir
- *               (default /tmp), with O_DIRECT and buffered: every block is
+ *               (default /tmp), with O_DIRECT and buffered, through
+ *               pread/pwrite and (built with liburing) io_uring: every block is
  *               a record (64-byte header + XXH3 of the payload + padding)
  *               written with one pwrite and read back with one pread and
  *               verified. Buffered reads of a file just written come from
@@ -228,19 +229,26 @@ int main(int argc, char **argv)
         perror("tier_bench: mkdtemp");
         return 1;
     }
-    for (int direct = 1; direct >= 0; direct--) {
+    for (int mode = 0; mode < 4; mode++) {
+        int direct = mode < 2, uring = mode & 1;
         rkv_store_config_init(&c, RKV_MEDIUM_DISK);
         c.capacity_blocks = n;
         c.block_bytes = bb;
         c.path = dir;
         c.direct_io = direct;
+        c.io_uring = uring;
         rkv_store *d = NULL;
         if (rkv_store_create(&c, &d) != RKV_OK)
             die("disk store");
+        if (uring && !rkv_store_io_uring(d)) { /* not built with it, or refused */
+            rkv_store_destroy(d);
+            continue;
+        }
         p = run_store(d, pool, b, n, a.reps);
         char name[64];
-        snprintf(name, sizeof name, "disk store (%s)",
-                 rkv_store_direct_io(d) ? "O_DIRECT" : direct ? "buffered*" : "buffered");
+        snprintf(name, sizeof name, "disk (%s, %s)",
+                 rkv_store_direct_io(d) ? "O_DIRECT" : direct ? "buffered*" : "buffered",
+                 uring ? "io_uring" : "pread");
         printf("%-26s %10.2f %10.2f %12.2f %12.2f\n", name, gbps(total, p.store),
                gbps(total, p.load), gbps(total, p.store) / base, gbps(total, p.load) / base);
         rkv_store_destroy(d);

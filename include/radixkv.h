@@ -716,8 +716,9 @@ typedef struct rkv_store_info {
                                  backend (0: aligned host memory)          */
     int direct_io;            /* DISK: O_DIRECT in use (0: buffered, as
                                  asked or after the filesystem refused it) */
-    int io_uring;             /* DISK: io_uring in use (0: pread/pwrite;
-                                 always 0 in this version)                 */
+    int io_uring;             /* DISK: io_uring in use (0: pread/pwrite, as
+                                 asked, without liburing at build time, or
+                                 when the kernel refuses a ring)           */
     const char *path;         /* DISK: the file (valid while the store
                                  lives); NULL otherwise                    */
     uint64_t file_bytes;      /* DISK: the file's size as sized at create  */

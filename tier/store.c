@@ -204,6 +204,7 @@ rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out)
     out->pinned = rkv_store_pinned(store);
     if (store->medium == RKV_MEDIUM_DISK && store->ops != NULL) {
         out->direct_io = store->disk.direct;
+        out->io_uring = store->disk.uring;
         out->path = store->disk.path;
         out->file_bytes = RKV_DISK_FILE_HEADER + (uint64_t)store->cap * store->disk.record_bytes;
         out->reads = store->disk.reads;

@@ -65,6 +65,8 @@ typedef struct rkv_disk_file {
     size_t record_bytes; /* header + payload, rounded up to 4096           */
     void *staging;       /* one record, 4096-aligned                      */
     int simulate_einval; /* tests: the next O_DIRECT I/O says EINVAL     */
+    void *ring;          /* struct io_uring when uring, else NULL         */
+    int uring;           /* 1: I/O goes through the ring                  */
     uint64_t reads, writes, fallbacks;
 } rkv_disk_file;
 
