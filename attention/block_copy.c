@@ -74,6 +74,78 @@ static void host_copy(const seg_layout *L, char *dst, size_t dpitch, const char 
         memcpy(dst + h * dpitch, src + h * spitch, L->seg);
 }
 
+/* Duplicate checks cost O(n log n) in the ids given, never O(pool): a tier
+ * load or store copies one block of a pool that may hold millions. */
+static int cmp_id(const void *a, const void *b)
+{
+    rkv_block_id x = *(const rkv_block_id *)a, y = *(const rkv_block_id *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorted copy of ids[0..n), leaving out each ids[i] equal to skip_equal[i]
+ * (when given); NULL on OOM. */
+static rkv_block_id *sorted_ids(uint32_t n, const rkv_block_id *ids,
+                                const rkv_block_id *skip_equal, uint32_t *m)
+{
+    rkv_block_id *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (v == NULL)
+        return NULL;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (skip_equal == NULL || skip_equal[i] != ids[i])
+            v[k++] = ids[i];
+    qsort(v, k, sizeof *v, cmp_id);
+    *m = k;
+    return v;
+}
+
+static rkv_status check_distinct(const char *fn, uint32_t n,
+                                 const rkv_block_id *ids)
+{
+    uint32_t m;
+    rkv_block_id *v = sorted_ids(n, ids, NULL, &m);
+    if (v == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    rkv_status st = RKV_OK;
+    for (uint32_t i = 1; i < m && st == RKV_OK; i++)
+        if (v[i] == v[i - 1])
+            st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u listed twice",
+                               fn, v[i]);
+    free(v);
+    return st;
+}
+
+/* Pairs src[i] -> dst[i] with src[i] != dst[i] (the others are no-ops): no
+ * destination twice, no destination that is also a source. */
+static rkv_status check_copy_pairs(const char *fn, uint32_t n,
+                                   const rkv_block_id *src,
+                                   const rkv_block_id *dst)
+{
+    uint32_t ns = 0, nd = 0;
+    rkv_block_id *s = sorted_ids(n, src, NULL, &ns);
+    rkv_block_id *d = s ? sorted_ids(n, dst, src, &nd) : NULL;
+    rkv_status st = RKV_OK;
+    if (d == NULL)
+        st = rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    for (uint32_t i = 1; st == RKV_OK && i < nd; i++)
+        if (d[i] == d[i - 1])
+            st = rkv_set_error(RKV_ERR_INVALID_ARG,
+                               "%s: destination %u listed twice", fn, d[i]);
+    for (uint32_t i = 0, j = 0; st == RKV_OK && i < nd && j < ns;) {
+        if (d[i] == s[j])
+            st = rkv_set_error(RKV_ERR_INVALID_ARG,
+                               "%s: block %u is both a source and a destination",
+                               fn, d[i]);
+        else if (d[i] < s[j])
+            i++;
+        else
+            j++;
+    }
+    free(s);
+    free(d);
+    return st;
+}
+
 rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n, const rkv_block_id *src,
                                 const rkv_block_id *dst)
 {
@@ -87,26 +159,7 @@ rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n, const rkv_block_id *
     if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, src)) != RKV_OK ||
         (st = check_ids(pool, fn, L.cfg.num_blocks, n, dst)) != RKV_OK)
         return st;
-    /* 2 bits per block: 1 = a source, 2 = a destination */
-    uint8_t *mark = calloc(L.cfg.num_blocks, 1);
-    if (mark == NULL)
-        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
-    for (uint32_t i = 0; i < n; i++)
-        mark[src[i]] |= 1;
-    for (uint32_t i = 0; i < n && st == RKV_OK; i++) {
-        if (src[i] == dst[i])
-            continue;
-        if (mark[dst[i]] & 2)
-            st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: destination %u listed twice", fn,
-                               dst[i]);
-        else if (mark[dst[i]] & 1)
-            st = rkv_set_error(RKV_ERR_INVALID_ARG,
-                               "%s: block %u is both a source and a destination", fn,
-                               dst[i]);
-        mark[dst[i]] |= 2;
-    }
-    free(mark);
-    if (st != RKV_OK)
+    if ((st = check_copy_pairs(fn, n, src, dst)) != RKV_OK)
         return st;
     if (L.cfg.device == RKV_DEVICE_CUDA) {
         const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
@@ -131,21 +184,9 @@ static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL ids or buffer", fn);
     if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, ids)) != RKV_OK)
         return st;
-    if (!to_host) {
-        /* the same block twice would make the result depend on order */
-        uint8_t *mark = calloc(L.cfg.num_blocks, 1);
-        if (mark == NULL)
-            return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
-        for (uint32_t i = 0; i < n && st == RKV_OK; i++) {
-            if (mark[ids[i]])
-                st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u listed twice", fn,
-                                   ids[i]);
-            mark[ids[i]] = 1;
-        }
-        free(mark);
-        if (st != RKV_OK)
-            return st;
-    }
+    /* the same block twice would make the result depend on order */
+    if (!to_host && (st = check_distinct(fn, n, ids)) != RKV_OK)
+        return st;
     if (L.cfg.device == RKV_DEVICE_CUDA) {
         const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
         return rkv_cuda_status(be, be->copy_host(L.cfg.cuda_device, L.base, L.seg,
