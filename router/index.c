@@ -1,6 +1,6 @@
 /*
  * router/index.c -- the router's block table: open addressing over the
- * entries themselves (layout and invariants: router/router_internal.h).
+ * entries themselves, keyed by (chained hash, slot group) (layout and invariants: router/router_internal.h).
  * Growth happens only in rkv_rt_reserve, before any change, so a caller
  * that reserved can add without failing.
  */
@@ -60,21 +60,10 @@ void rkv_rt_index_fini(rkv_router *r)
     r->entries = NULL;
 }
 
-uint32_t rkv_rt_find(const rkv_router *r, uint64_t hash)
+static uint32_t rkv_rt_free_slot(const rkv_router *r, uint64_t hash,
+                                 uint32_t group)
 {
-    uint32_t mask = r->table_cap - 1;
-    for (uint32_t i = rkv_rt_home(r, hash);; i = (i + 1) & mask) {
-        const rkv_rt_entry *e = &r->entries[i];
-        if (e->hash == hash && rkv_rt_any(e) != 0)
-            return i;
-        if (rkv_rt_any(e) == 0)
-            return RKV_RT_EMPTY;
-    }
-}
-
-static uint32_t rkv_rt_free_slot(const rkv_router *r, uint64_t hash)
-{
-    uint32_t mask = r->table_cap - 1, i = rkv_rt_home(r, hash);
+    uint32_t mask = r->table_cap - 1, i = rkv_rt_home(r, hash, group);
     while (rkv_rt_any(&r->entries[i]) != 0)
         i = (i + 1) & mask;
     return i;
@@ -101,19 +90,19 @@ rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more)
     r->shift = 64 - rkv_rt_log2((uint32_t)cap);
     for (uint32_t i = 0; i < old_cap; i++)
         if (rkv_rt_any(&old[i]) != 0)
-            t[rkv_rt_free_slot(r, old[i].hash)] = old[i];
+            t[rkv_rt_free_slot(r, old[i].hash, old[i].group)] = old[i];
     free(old);
     return RKV_OK;
 }
 
-uint32_t rkv_rt_add(rkv_router *r, uint64_t hash, uint64_t ns, uint64_t parent)
+uint32_t rkv_rt_add(rkv_router *r, uint64_t hash, uint32_t group, uint64_t ns)
 {
-    uint32_t i = rkv_rt_free_slot(r, hash);
+    uint32_t i = rkv_rt_free_slot(r, hash, group);
     rkv_rt_entry *e = &r->entries[i];
     memset(e, 0, sizeof *e);
     e->hash = hash;
+    e->group = group;
     e->ns = ns;
-    e->parent = parent;
     r->count++;
     return i;
 }
@@ -127,7 +116,7 @@ void rkv_rt_remove(rkv_router *r, uint32_t i)
         j = (j + 1) & mask;
         if (rkv_rt_any(&t[j]) == 0)
             break;
-        uint32_t k = rkv_rt_home(r, t[j].hash);
+        uint32_t k = rkv_rt_home(r, t[j].hash, t[j].group);
         /* t[j] may move to i iff its home is not cyclically in (i, j] */
         int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {

@@ -97,7 +97,7 @@ Test(router, instances_and_bad_ids)
     rkv_router_overlap o;
     cr_assert_eq(rkv_router_route(r, 0, h, 1, &o), RKV_ERR_STATE);
     for (uint64_t i = 0; i < RKV_ROUTER_MAX_INSTANCES; i++)
-        cr_assert_eq(rkv_router_add_instance(r, 1000 - i), RKV_OK);
+        cr_assert_eq(rkv_router_add_instance(r, 5000 - i), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_ERR_NO_SPACE);
     ok(r);
     rkv_router_destroy(r);
@@ -219,8 +219,9 @@ Test(router, overlaps_media_namespaces_and_scores)
     for (int i = 0; i < 3; i++)
         cr_assert_eq(rkv_router_add_instance(r, ids[i]), RKV_OK);
     uint64_t h[6] = {101, 102, 103, 104, 105, 106};
-    /* 10: pages 0..3 on device; 20: 0..1 device, 2..5 host; 30: page 1..2
-     * only (no page 0: zero leading pages) */
+    /* 10: pages 0..3 on device; 20: 0..1 device, 2..5 host; 30 tries
+     * pages 1..2 without page 0: refused (its parent is not held), so 30
+     * resyncs and holds nothing */
     rkv_event e10 = stored(1, 4, RKV_HASH_ROOT, h, 4, RKV_MEDIUM_DEVICE);
     rkv_event e20[2] = {stored(1, 4, RKV_HASH_ROOT, h, 2, RKV_MEDIUM_DEVICE),
                         stored(2, 4, 102, h + 2, 4, RKV_MEDIUM_HOST)};
@@ -228,6 +229,8 @@ Test(router, overlaps_media_namespaces_and_scores)
     cr_assert_eq(rkv_router_apply(r, 10, &e10, 1), RKV_OK);
     cr_assert_eq(rkv_router_apply(r, 20, e20, 2), RKV_OK);
     cr_assert_eq(rkv_router_apply(r, 30, &e30, 1), RKV_OK);
+    cr_assert_eq(stats(r).events_bad, 1);
+    cr_assert(needs_resync(r, 30));
     ok(r);
     rkv_router_overlap o[RKV_ROUTER_MAX_INSTANCES];
     uint32_t n;
