@@ -245,6 +245,8 @@ static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
     /* the event's hashes are random lookups: start their misses at once */
     for (uint32_t j = 0; j < e->num_hashes; j++)
         __builtin_prefetch(&r->entries[rkv_rt_home(r, e->hashes[j], g)]);
+    if (e->kind == RKV_EVENT_BLOCK_STORED && e->parent_hash != RKV_HASH_ROOT)
+        __builtin_prefetch(&r->entries[rkv_rt_home(r, e->parent_hash, g)]);
     switch (e->kind) {
     case RKV_EVENT_BLOCK_STORED: {
         if (rkv_rt_reserve(r, e->num_hashes) != RKV_OK)
