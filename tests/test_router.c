@@ -14,11 +14,15 @@
  * (the router must see the gap), some delivered twice (stale), instances
  * are removed and re-added, unknown ids are sent events. When the router
  * says an instance needs a resync, the test drains that tree and applies
- * rkv_tree_snapshot; every 16 steps everything is delivered and every
+ * rkv_tree_snapshot, or half the time the chunked protocol
+ * (rkv_tree_snapshot_chunk in random sizes into rkv_router_snapshot_begin /
+ * _chunk / _end, sometimes aborted and begun again, the router's view of
+ * the instance unchanged until the end); every 16 steps everything is delivered and every
  * registered instance must then be up to date. After every step, for every
  * instance the router is
  * up to date with (same last seq as the tree, not resyncing): it holds
- * exactly the tree's snapshot (every snapshot hash held, same count), and
+ * exactly the tree's snapshot (every snapshot hash held on its medium and
+ * no other, same count), and
  * for random requests its overlap equals the tree's PEEK match in pages;
  * a resyncing instance holds nothing. rkv_router_check after every step.
  */
@@ -328,7 +332,11 @@ typedef struct inst {
     int registered;
 } inst;
 
-static void resync(rkv_router *r, inst *x)
+/* Resync x: drain its ring (delivered), then either one snapshot or the
+ * chunked protocol (rkv_tree_snapshot_chunk in random sizes into
+ * rkv_router_snapshot_begin / _chunk / _end), sometimes aborted and begun
+ * again. While chunks are staged the router's view of x must not move. */
+static void resync(rkv_router *r, inst *x, rkv_rng *rng, uint64_t *chunked)
 {
     rkv_event buf[16];
     uint32_t got;
@@ -336,12 +344,53 @@ static void resync(rkv_router *r, inst *x)
         cr_assert_eq(rkv_tree_events_drain(x->d.tree, buf, 16, &got), RKV_OK);
         cr_assert_eq(rkv_router_apply(r, x->id, buf, got), RKV_OK);
     } while (got > 0);
-    size_t n;
-    uint64_t seq;
-    rkv_block_entry *s = evd_snapshot(&x->d, &n, &seq);
-    cr_assert_eq(rkv_router_apply_snapshot(r, x->id, s, n, seq), RKV_OK, "%s",
-                 rkv_last_error());
-    free(s);
+    if (rkv_rng_below(rng, 2) == 0) {
+        size_t n;
+        uint64_t seq;
+        rkv_block_entry *s = evd_snapshot(&x->d, &n, &seq);
+        cr_assert_eq(rkv_router_apply_snapshot(r, x->id, s, n, seq), RKV_OK,
+                     "%s", rkv_last_error());
+        free(s);
+        return;
+    }
+    (*chunked)++;
+    rkv_router_instance_info before;
+    cr_assert_eq(rkv_router_instance_info_get(r, x->id, &before), RKV_OK);
+    for (int attempt = 0;; attempt++) {
+        int abort_it = attempt == 0 && rkv_rng_below(rng, 4) == 0;
+        rkv_snapshot_cursor c;
+        rkv_snapshot_cursor_init(&c);
+        rkv_block_entry part[8];
+        size_t n;
+        int done;
+        cr_assert_eq(rkv_tree_snapshot_chunk(x->d.tree, &c, part, 0, &n, &done),
+                     RKV_OK);
+        cr_assert_eq(rkv_router_snapshot_begin(r, x->id, c.seq), RKV_OK);
+        while (!done) {
+            size_t cap = 1 + (size_t)rkv_rng_below(rng, 8);
+            cr_assert_eq(rkv_tree_snapshot_chunk(x->d.tree, &c, part, cap, &n,
+                                                 &done), RKV_OK, "%s",
+                         rkv_last_error());
+            cr_assert_eq(rkv_router_snapshot_chunk(r, x->id, part, n), RKV_OK,
+                         "%s", rkv_last_error());
+            rkv_router_instance_info mid;
+            cr_assert_eq(rkv_router_instance_info_get(r, x->id, &mid), RKV_OK);
+            cr_assert(mid.blocks == before.blocks &&
+                      mid.last_seq == before.last_seq &&
+                      mid.needs_resync == before.needs_resync,
+                      "staged chunks showed before the end");
+            ok(r);
+            if (abort_it && rkv_rng_below(rng, 2) == 0)
+                break;
+        }
+        if (abort_it) {
+            cr_assert_eq(rkv_router_snapshot_abort(r, x->id), RKV_OK);
+            continue;
+        }
+        cr_assert_eq(c.done, c.total);
+        cr_assert_eq(rkv_router_snapshot_end(r, x->id), RKV_OK);
+        return;
+    }
 }
 
 static void compare(rkv_router *r, inst *x, rkv_rng *rng, uint64_t *exact)
@@ -359,9 +408,13 @@ static void compare(rkv_router *r, inst *x, rkv_rng *rng, uint64_t *exact)
         (*exact)++;
         cr_assert_eq(in.blocks, n, "router %llu blocks, tree %zu",
                      (unsigned long long)in.blocks, n);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             cr_assert(rkv_router_holds(r, x->id, s[i].hash),
                       "router misses a cached hash");
+            for (uint32_t m = 0; m < RKV_MEDIUM_COUNT; m++)
+                cr_assert_eq(rkv_router_holds_medium(r, x->id, s[i].hash, m),
+                             m == s[i].medium, "hash on the wrong medium");
+        }
         /* the overlap of random requests is the tree's peek match */
         for (int q = 0; q < 4; q++) {
             int32_t tok[EVD_MAX_TOK];
@@ -402,7 +455,8 @@ Test(router, differential_with_trees)
         cr_assert_eq(rkv_router_add_instance(r, xs[i].id), RKV_OK);
     }
     uint64_t steps = rkv_test_scaled(3000), exact = 0, lost_batches = 0,
-             dup_batches = 0, readds = 0, resyncs = 0, unknown_sent = 0;
+             dup_batches = 0, readds = 0, resyncs = 0, unknown_sent = 0,
+             chunked = 0;
     for (uint64_t step = 0; step < steps; step++) {
         inst *x = &xs[rkv_rng_below(&rng, NI)];
         evd_step(&x->d, &rng, 1);
@@ -461,7 +515,7 @@ Test(router, differential_with_trees)
                                                   evd_last_seq(&xs[i].d)),
                              RKV_OK);
                 if (needs_resync(r, xs[i].id)) {
-                    resync(r, &xs[i]);
+                    resync(r, &xs[i], &rng, &chunked);
                     resyncs++;
                 }
                 rkv_router_instance_info in;
@@ -475,7 +529,7 @@ Test(router, differential_with_trees)
             if (!xs[i].registered)
                 continue;
             if (needs_resync(r, xs[i].id) && rkv_rng_below(&rng, 2)) {
-                resync(r, &xs[i]);
+                resync(r, &xs[i], &rng, &chunked);
                 resyncs++;
             }
             compare(r, &xs[i], &rng, &exact);
@@ -486,6 +540,7 @@ Test(router, differential_with_trees)
     cr_assert(exact > steps / 2, "too few exact comparisons (%llu)",
               (unsigned long long)exact);
     cr_assert(resyncs > 0 && lost_batches > 0 && dup_batches > 0);
+    cr_assert(chunked > 0, "no chunked resync");
     cr_assert(s.gaps > 0 && s.resync_markers > 0 && s.events_stale > 0);
     cr_assert_eq(s.unknown_instance, unknown_sent);
     cr_assert(readds > 0, "no instance was removed and added again");
