@@ -212,7 +212,10 @@ rkv_status rkv_router_instance_info_get(const rkv_router *router,
 
 typedef struct rkv_router_stats {
     uint64_t instances;
-    uint64_t entries;          /* distinct block hashes in the index        */
+    uint64_t entries;          /* table entries: (block hash, group of 64
+                                  instance slots) pairs held; below 64
+                                  instances usually one group, so distinct
+                                  block hashes                              */
     uint64_t events_applied;
     uint64_t events_stale;     /* seq <= last applied                      */
     uint64_t events_skipped;   /* arrived while the instance needed resync */
