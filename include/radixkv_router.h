@@ -21,9 +21,11 @@
  *   - an event that contradicts the index (storing a block the instance
  *     already holds on that medium, storing under a parent hash the
  *     instance does not hold on any medium (other than RKV_HASH_ROOT),
- *     removing one it does not hold, an unknown kind or medium, too many
- *     hashes, a wrong namespace): counted as bad; the instance needs a
- *     resync.
+ *     removing one it does not hold on that medium, an unknown kind or
+ *     medium, too many hashes): counted as bad; the instance needs a
+ *     resync. A block is (namespace, hash), as in the tree: the same hash
+ *     in two namespaces is two blocks, so removing with the wrong
+ *     namespace removes one the instance does not hold.
  * An instance that needs a resync is dropped from the index at once (it
  * holds nothing, so no request is routed for a prefix it may have lost) and
  * ignores events until rkv_router_apply_snapshot gives its full state and
@@ -122,8 +124,8 @@ rkv_status rkv_router_heartbeat(rkv_router *router, uint64_t instance,
 
 /* Replaces the instance's entries with blocks[0..n) (a rkv_tree_snapshot)
  * taken after event `seq`; the instance is in sync again. Atomic: a bad
- * entry (an unknown medium, a hash listed twice on one medium, one hash in
- * two namespaces) is RKV_ERR_INVALID_ARG and the instance keeps exactly
+ * entry (an unknown medium, a block listed twice on one medium) is
+ * RKV_ERR_INVALID_ARG and the instance keeps exactly
  * what it held before (and its resync state). RKV_ERR_STATE while a
  * chunked snapshot of the instance is begun. The snapshot is staged in a
  * spare slot (RKV_ERR_NO_SPACE when none is free: only when 1024
@@ -192,12 +194,12 @@ rkv_status rkv_router_route_tokens(rkv_router *router, rkv_namespace ns,
                                    const int32_t *tokens, uint32_t n_tokens,
                                    uint32_t page_size, rkv_router_overlap *out);
 
-/* Does instance hold hash (on any medium / on that medium)? 0/1; 0 for
- * unknown instances or media. */
+/* Does instance hold block (ns, hash) (on any medium / on that medium)?
+ * 0/1; 0 for unknown instances or media. */
 int rkv_router_holds(const rkv_router *router, uint64_t instance,
-                     uint64_t hash);
+                     rkv_namespace ns, uint64_t hash);
 int rkv_router_holds_medium(const rkv_router *router, uint64_t instance,
-                            uint64_t hash, uint32_t medium);
+                            rkv_namespace ns, uint64_t hash, uint32_t medium);
 
 typedef struct rkv_router_instance_info {
     uint64_t last_seq;         /* last event applied (or the snapshot's)    */

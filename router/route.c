@@ -30,12 +30,12 @@ typedef struct rkv_rt_probe {
 } rkv_rt_probe;
 
 static inline rkv_rt_probe rkv_rt_probe_at(const rkv_router *r, uint32_t g,
-                                           uint64_t live, rkv_namespace ns,
+                                           uint64_t live, uint64_t nsmix,
                                            uint64_t hash)
 {
     rkv_rt_probe p = {0, 0};
-    uint32_t i = rkv_rt_find(r, hash, g);
-    if (i != RKV_RT_EMPTY && r->entries[i].ns == ns) {
+    uint32_t i = rkv_rt_find(r, rkv_rt_key(hash, nsmix, g));
+    if (i != RKV_RT_EMPTY) {
         const rkv_rt_entry *e = &r->entries[i];
         p.a = rkv_rt_any(e) & live;
         p.d = e->mask[RKV_MEDIUM_DEVICE] & live;
@@ -44,9 +44,9 @@ static inline rkv_rt_probe rkv_rt_probe_at(const rkv_router *r, uint32_t g,
 }
 
 static inline void rkv_rt_prefetch(const rkv_router *r, uint32_t g,
-                                   uint64_t hash)
+                                   uint64_t nsmix, uint64_t hash)
 {
-    __builtin_prefetch(&r->entries[rkv_rt_home(r, hash, g)]);
+    __builtin_prefetch(&r->entries[rkv_rt_home(r, rkv_rt_key(hash, nsmix, g))]);
 }
 
 typedef struct rkv_rt_span {
@@ -57,7 +57,7 @@ typedef struct rkv_rt_span {
 /* lead[b] / dlead[b] for every bit b of `live` in group g: the first page
  * its bit is absent from A / D (n if never). */
 static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
-                          rkv_namespace ns, const uint64_t *h, uint32_t n,
+                          uint64_t nsmix, const uint64_t *h, uint32_t n,
                           uint32_t *lead, uint32_t *dlead)
 {
     /* 2 spans per galloping step, then bisection depth <= 33 */
@@ -65,9 +65,9 @@ static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
     uint32_t top = 0;
     uint64_t p = 0;
     for (uint64_t q = 0; q < n; q = 2 * q + 1)
-        rkv_rt_prefetch(r, g, h[q]);
+        rkv_rt_prefetch(r, g, nsmix, h[q]);
     if (n > 0)
-        rkv_rt_prefetch(r, g, h[n - 1]);
+        rkv_rt_prefetch(r, g, nsmix, h[n - 1]);
     rkv_rt_probe prev = {live, live};
     int64_t prev_pos = -1;
     for (;;) {
@@ -80,7 +80,7 @@ static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
             if (prev_pos < (int64_t)n - 1 && (prev.a || prev.d)) {
                 /* the span (prev_pos, n - 1] still needs its drops found:
                  * probe the last page and split there */
-                rkv_rt_probe last = rkv_rt_probe_at(r, g, live, ns, h[n - 1]);
+                rkv_rt_probe last = rkv_rt_probe_at(r, g, live, nsmix, h[n - 1]);
                 last.a &= prev.a;
                 last.d &= prev.d & last.a;
                 for (uint64_t b = last.a; b; b &= b - 1)
@@ -91,7 +91,7 @@ static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
             }
             break;
         }
-        rkv_rt_probe cur = rkv_rt_probe_at(r, g, live, ns, h[p]);
+        rkv_rt_probe cur = rkv_rt_probe_at(r, g, live, nsmix, h[p]);
         cur.a &= prev.a;
         cur.d &= prev.d & cur.a;
         stack[top++] = (rkv_rt_span){prev_pos, (int64_t)p, prev, cur};
@@ -119,10 +119,10 @@ static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
         /* the next level probes one of the two halves' middles */
         int64_t m1 = s.lo + (mid - s.lo) / 2, m2 = mid + (s.hi - mid) / 2;
         if (m1 > s.lo)
-            rkv_rt_prefetch(r, g, h[m1]);
+            rkv_rt_prefetch(r, g, nsmix, h[m1]);
         if (m2 > mid)
-            rkv_rt_prefetch(r, g, h[m2]);
-        rkv_rt_probe pm = rkv_rt_probe_at(r, g, live, ns, h[mid]);
+            rkv_rt_prefetch(r, g, nsmix, h[m2]);
+        rkv_rt_probe pm = rkv_rt_probe_at(r, g, live, nsmix, h[mid]);
         /* clamp between the ends: a broken closure stays consistent */
         pm.a = (pm.a & s.plo.a) | s.phi.a;
         pm.d = ((pm.d & s.plo.d) | s.phi.d) & pm.a;
@@ -149,12 +149,14 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
     uint32_t lead[RKV_RT_SLOTS], dlead[RKV_RT_SLOTS];
     uint32_t off[RKV_RT_SLOTS][2]; /* host, disk pages in the leading run */
     uint64_t offs[RKV_RT_GROUPS];  /* slots with pages off the device     */
+    uint64_t nsmix = rkv_rt_nsmix(ns);
     for (uint32_t g = 0; g < RKV_RT_GROUPS; g++) {
         uint64_t live = r->live[g];
         offs[g] = 0;
         if (live == 0)
             continue;
-        rkv_rt_search(r, g, live, ns, hashes, n, lead + g * 64, dlead + g * 64);
+        rkv_rt_search(r, g, live, nsmix, hashes, n, lead + g * 64,
+                      dlead + g * 64);
         uint32_t from = UINT32_MAX, to = 0;
         for (uint64_t b = live; b; b &= b - 1) {
             uint32_t s = g * 64 + (uint32_t)__builtin_ctzll(b);
@@ -167,7 +169,7 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
         }
         /* the off-device stretches, page by page (tiers only) */
         for (uint32_t j = from; offs[g] != 0 && j < to; j++) {
-            uint32_t i = rkv_rt_find(r, hashes[j], g);
+            uint32_t i = rkv_rt_find(r, rkv_rt_key(hashes[j], nsmix, g));
             if (i == RKV_RT_EMPTY)
                 continue;
             const rkv_rt_entry *e = &r->entries[i];

@@ -126,7 +126,7 @@ void rkv_rt_clear_slot(rkv_router *r, uint32_t s)
          * already: its bit is clear, looking again is harmless). */
         for (uint32_t i = 0; i < r->table_cap;) {
             rkv_rt_entry *e = &r->entries[i];
-            if ((rkv_rt_any(e) & bit) && e->group == g) {
+            if ((rkv_rt_any(e) & bit) && rkv_rt_group(e) == g) {
                 for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
                     e->mask[m] &= ~bit;
                 if (rkv_rt_any(e) == 0) {
@@ -222,13 +222,13 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
 
 /* ---- events ------------------------------------------------------------------ */
 
-/* Does slot s (group g, bit) hold `hash` of namespace ns on any medium? */
+/* Does a slot of group g (bit) hold `hash` (its namespace's nsmix) on any
+ * medium? */
 static int rkv_rt_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
-                             uint64_t ns, uint64_t hash)
+                             uint64_t nsmix, uint64_t hash)
 {
-    uint32_t i = rkv_rt_find(r, hash, g);
-    return i != RKV_RT_EMPTY && (rkv_rt_any(&r->entries[i]) & bit) &&
-           r->entries[i].ns == ns;
+    uint32_t i = rkv_rt_find(r, rkv_rt_key(hash, nsmix, g));
+    return i != RKV_RT_EMPTY && (rkv_rt_any(&r->entries[i]) & bit);
 }
 
 /* Applies one in-sequence event for slot s. 0: done; 1: the event
@@ -242,11 +242,12 @@ static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
     rkv_rt_instance *in = &r->inst[s];
     if (e->medium >= RKV_MEDIUM_COUNT || e->num_hashes > RKV_EVENT_MAX_HASHES)
         return 1;
+    uint64_t nsmix = rkv_rt_nsmix(e->ns), key[RKV_EVENT_MAX_HASHES];
     /* the event's hashes are random lookups: start their misses at once */
-    for (uint32_t j = 0; j < e->num_hashes; j++)
-        __builtin_prefetch(&r->entries[rkv_rt_home(r, e->hashes[j], g)]);
-    if (e->kind == RKV_EVENT_BLOCK_STORED && e->parent_hash != RKV_HASH_ROOT)
-        __builtin_prefetch(&r->entries[rkv_rt_home(r, e->parent_hash, g)]);
+    for (uint32_t j = 0; j < e->num_hashes; j++) {
+        key[j] = rkv_rt_key(e->hashes[j], nsmix, g);
+        __builtin_prefetch(&r->entries[rkv_rt_home(r, key[j])]);
+    }
     switch (e->kind) {
     case RKV_EVENT_BLOCK_STORED: {
         if (rkv_rt_reserve(r, e->num_hashes) != RKV_OK)
@@ -254,15 +255,14 @@ static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
         /* prefix closure (route.c relies on it): a page is stored only
          * under a parent the instance holds, or at the namespace root */
         if (e->num_hashes > 0 && e->parent_hash != RKV_HASH_ROOT &&
-            !rkv_rt_slot_holds(r, g, bit, e->ns, e->parent_hash))
+            !rkv_rt_slot_holds(r, g, bit, nsmix, e->parent_hash))
             return 1;
         for (uint32_t j = 0; j < e->num_hashes; j++) {
-            uint64_t h = e->hashes[j];
-            uint32_t i = rkv_rt_find(r, h, g);
+            uint32_t i = rkv_rt_find(r, key[j]);
             if (i == RKV_RT_EMPTY)
-                i = rkv_rt_add(r, h, g, e->ns);
+                i = rkv_rt_add(r, key[j]);
             rkv_rt_entry *x = &r->entries[i];
-            if ((x->mask[e->medium] & bit) || x->ns != e->ns) {
+            if (x->mask[e->medium] & bit) {
                 if (rkv_rt_any(x) == 0)
                     rkv_rt_remove(r, i);
                 return 1;
@@ -274,9 +274,8 @@ static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
     }
     case RKV_EVENT_BLOCK_REMOVED:
         for (uint32_t j = 0; j < e->num_hashes; j++) {
-            uint32_t i = rkv_rt_find(r, e->hashes[j], g);
-            if (i == RKV_RT_EMPTY || !(r->entries[i].mask[e->medium] & bit) ||
-                r->entries[i].ns != e->ns)
+            uint32_t i = rkv_rt_find(r, key[j]);
+            if (i == RKV_RT_EMPTY || !(r->entries[i].mask[e->medium] & bit))
                 return 1;
             r->entries[i].mask[e->medium] &= ~bit;
             in->blocks[e->medium]--;
@@ -368,30 +367,34 @@ rkv_status rkv_router_heartbeat(rkv_router *router, uint64_t instance,
 
 /* ---- queries of state ---------------------------------------------------------- */
 
-int rkv_router_holds(const rkv_router *router, uint64_t instance,
-                     uint64_t hash)
+/* medium RKV_MEDIUM_COUNT: any medium */
+static int rkv_rt_holds(const rkv_router *router, uint64_t instance,
+                        rkv_namespace ns, uint64_t hash, uint32_t medium)
 {
-    if (router == NULL)
+    if (router == NULL || medium > RKV_MEDIUM_COUNT)
         return 0;
     uint32_t s = rkv_rt_slot_of(router, instance);
     if (s == RKV_RT_EMPTY)
         return 0;
-    uint32_t i = rkv_rt_find(router, hash, s / 64);
-    return i != RKV_RT_EMPTY &&
-           ((rkv_rt_any(&router->entries[i]) >> (s % 64)) & 1);
+    uint32_t i = rkv_rt_find(router, rkv_rt_key(hash, rkv_rt_nsmix(ns), s / 64));
+    if (i == RKV_RT_EMPTY)
+        return 0;
+    const rkv_rt_entry *e = &router->entries[i];
+    uint64_t m = medium == RKV_MEDIUM_COUNT ? rkv_rt_any(e) : e->mask[medium];
+    return (int)((m >> (s % 64)) & 1);
+}
+
+int rkv_router_holds(const rkv_router *router, uint64_t instance,
+                     rkv_namespace ns, uint64_t hash)
+{
+    return rkv_rt_holds(router, instance, ns, hash, RKV_MEDIUM_COUNT);
 }
 
 int rkv_router_holds_medium(const rkv_router *router, uint64_t instance,
-                            uint64_t hash, uint32_t medium)
+                            rkv_namespace ns, uint64_t hash, uint32_t medium)
 {
-    if (router == NULL || medium >= RKV_MEDIUM_COUNT)
-        return 0;
-    uint32_t s = rkv_rt_slot_of(router, instance);
-    if (s == RKV_RT_EMPTY)
-        return 0;
-    uint32_t i = rkv_rt_find(router, hash, s / 64);
-    return i != RKV_RT_EMPTY &&
-           ((router->entries[i].mask[medium] >> (s % 64)) & 1);
+    return medium < RKV_MEDIUM_COUNT
+               ? rkv_rt_holds(router, instance, ns, hash, medium) : 0;
 }
 
 rkv_status rkv_router_instance_info_get(const rkv_router *router,
@@ -492,19 +495,20 @@ rkv_status rkv_router_check(const rkv_router *router)
         if (rkv_rt_any(e) == 0)
             continue;
         in_table++;
-        if (e->group >= RKV_RT_GROUPS)
-            return CORRUPT("slot %u: group %u", i, e->group);
+        uint32_t g = rkv_rt_group(e);
+        if (g >= RKV_RT_GROUPS)
+            return CORRUPT("slot %u: group %u", i, g);
         /* every slot from its home to i is in use (a probe reaches it) */
-        for (uint32_t j = rkv_rt_home(r, e->hash, e->group); j != i;
+        for (uint32_t j = rkv_rt_home(r, e->key); j != i;
              j = (j + 1) & (r->table_cap - 1))
             if (rkv_rt_any(&r->entries[j]) == 0)
                 return CORRUPT("slot %u unreachable from its home", i);
-        if (rkv_rt_find(r, e->hash, e->group) != i)
+        if (rkv_rt_find(r, e->key) != i)
             return CORRUPT("slot %u: its key is found elsewhere (twice)", i);
         /* staging slots hold bits too; resyncing and free ones none */
-        uint64_t may = live[e->group];
-        for (uint64_t b = used[e->group] & ~live[e->group]; b; b &= b - 1) {
-            uint32_t s = e->group * 64 + (uint32_t)__builtin_ctzll(b);
+        uint64_t may = live[g];
+        for (uint64_t b = used[g] & ~live[g]; b; b &= b - 1) {
+            uint32_t s = g * 64 + (uint32_t)__builtin_ctzll(b);
             if (r->inst[s].role == RKV_RT_STAGING)
                 may |= b & -b;
         }
@@ -512,7 +516,7 @@ rkv_status rkv_router_check(const rkv_router *router)
             return CORRUPT("slot %u held by a free or resyncing instance", i);
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             for (uint64_t b = e->mask[m]; b; b &= b - 1)
-                held[e->group * 64 + (uint32_t)__builtin_ctzll(b)][m]++;
+                held[g * 64 + (uint32_t)__builtin_ctzll(b)][m]++;
     }
     if (in_table != r->count)
         return CORRUPT("%u entries in the table, count %u", in_table, r->count);

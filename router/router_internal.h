@@ -10,15 +10,19 @@
  *     slot that collects a snapshot for its owner instance (see
  *     router/snapshot.c) and is not live. Slots are handed out lowest
  *     first, so a fleet of <= 64 instances lives in group 0.
- *   - One open-addressing table (linear probing, load <= 1/2) of entries,
- *     one per (block hash, group) held by any slot of that group; an entry
- *     names its hash, group, namespace and, per medium, a 64-bit mask of
- *     the group's slots holding it. A slot is free iff all its masks are
- *     zero (an entry that loses its last holder is deleted at once). Home =
- *     ((hash ^ group * K) * golden) >> shift: group 0 hashes as the bare
- *     chained hash. Deletion shifts back (no tombstones), so a probe ends
- *     at the first free slot. Entries live in the table itself (48 bytes)
- *     so a lookup is one or two cache lines, never a pointer chase.
+ *   - One open-addressing table (linear probing, load <= 1/2) of 32-byte
+ *     entries, one per (namespace, block hash, group) held by any slot of
+ *     that group: a 64-bit key and, per medium, a 64-bit mask of the
+ *     group's slots holding it. key = fmix64(hash ^ fmix64(ns)) with its
+ *     low 5 bits replaced by the group: a block is named by (ns, hash) as
+ *     in the tree, and two keys collide with probability 2^-59 (the block
+ *     hashes themselves are 64-bit). Home = key >> shift. A slot is free
+ *     iff all its masks are zero (an entry that loses its last holder is
+ *     deleted at once). Deletion shifts back (no tombstones), so a probe
+ *     ends at the first free slot. Two entries per cache line, never one
+ *     across two: a lookup is one line (a 48-byte entry with the hash,
+ *     namespace and group spelled out straddled lines half the time and
+ *     took 100 bytes per held pair at 8 instances against 64 now).
  *     Up to 64 instances every block has one entry; a block held in k
  *     groups has k entries, so memory grows with what is held, never with
  *     the instance limit, and an event touches only its instance's group.
@@ -49,12 +53,36 @@
 #define RKV_RT_GROUPS (RKV_RT_SLOTS / 64u)
 
 typedef struct rkv_rt_entry {
-    uint64_t hash;
-    uint64_t ns;
+    uint64_t key;
     uint64_t mask[RKV_MEDIUM_COUNT];
-    uint32_t group;
-    uint32_t pad;
 } rkv_rt_entry;
+
+_Static_assert(sizeof(rkv_rt_entry) == 32, "two entries per cache line");
+_Static_assert(RKV_RT_GROUPS <= 32, "the group fits the key's low 5 bits");
+
+static inline uint64_t rkv_rt_fmix(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return k;
+}
+/* Per namespace, once per call: the part of the key the namespace gives. */
+static inline uint64_t rkv_rt_nsmix(uint64_t ns)
+{
+    return rkv_rt_fmix(ns ^ 0x9E3779B97F4A7C15ull);
+}
+static inline uint64_t rkv_rt_key(uint64_t hash, uint64_t nsmix,
+                                  uint32_t group)
+{
+    return (rkv_rt_fmix(hash ^ nsmix) & ~(uint64_t)31) | group;
+}
+static inline uint32_t rkv_rt_group(const rkv_rt_entry *e)
+{
+    return (uint32_t)(e->key & 31);
+}
 
 enum { RKV_RT_FREE = 0, RKV_RT_INSTANCE = 1, RKV_RT_STAGING = 2 };
 
@@ -95,31 +123,27 @@ rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more);
 /* New entry with empty masks (room reserved); returns its slot. Until a
  * mask bit is set the slot counts as free: set one, or rkv_rt_remove it,
  * before the next add. */
-uint32_t rkv_rt_add(rkv_router *r, uint64_t hash, uint32_t group, uint64_t ns);
+uint32_t rkv_rt_add(rkv_router *r, uint64_t key);
 /* Deletes the entry in slot idx (later entries of its cluster may move
  * back, into idx included). */
 void rkv_rt_remove(rkv_router *r, uint32_t idx);
-static inline uint32_t rkv_rt_home(const rkv_router *r, uint64_t hash,
-                                   uint32_t group)
+static inline uint32_t rkv_rt_home(const rkv_router *r, uint64_t key)
 {
-    uint64_t k = hash ^ ((uint64_t)group * 0xD6E8FEB86659FD93ull);
-    return (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> r->shift);
+    return (uint32_t)(key >> r->shift);
 }
 static inline uint64_t rkv_rt_any(const rkv_rt_entry *e)
 {
     return e->mask[0] | e->mask[1] | e->mask[2];
 }
-/* Table slot of (hash, group)'s entry, or RKV_RT_EMPTY. */
-static inline uint32_t rkv_rt_find(const rkv_router *r, uint64_t hash,
-                                   uint32_t group)
+/* Table slot of key's entry, or RKV_RT_EMPTY. */
+static inline uint32_t rkv_rt_find(const rkv_router *r, uint64_t key)
 {
     uint32_t mask = r->table_cap - 1;
-    for (uint32_t i = rkv_rt_home(r, hash, group);; i = (i + 1) & mask) {
+    for (uint32_t i = rkv_rt_home(r, key);; i = (i + 1) & mask) {
         const rkv_rt_entry *e = &r->entries[i];
-        uint64_t any = rkv_rt_any(e);
-        if (any == 0)
+        if (rkv_rt_any(e) == 0)
             return RKV_RT_EMPTY;
-        if (e->hash == hash && e->group == group)
+        if (e->key == key)
             return i;
     }
 }

@@ -36,7 +36,8 @@ static void rkv_rt_stage_undo(rkv_router *r, uint32_t t,
     uint32_t g = t / 64;
     uint64_t bit = 1ull << (t % 64);
     while (k-- > 0) {
-        uint32_t i = rkv_rt_find(r, blocks[k].hash, g);
+        uint32_t i = rkv_rt_find(r, rkv_rt_key(blocks[k].hash,
+                                               rkv_rt_nsmix(blocks[k].ns), g));
         /* set by this chunk, so present */
         r->entries[i].mask[blocks[k].medium] &= ~bit;
         r->inst[t].blocks[blocks[k].medium]--;
@@ -62,21 +63,30 @@ static rkv_status rkv_rt_stage_add(rkv_router *r, uint32_t t,
         return st;
     uint32_t g = t / 64;
     uint64_t bit = 1ull << (t % 64);
+    /* a snapshot lists a namespace's blocks together: mix it once a run */
+    uint64_t ns = 0, nsmix = rkv_rt_nsmix(0);
     for (size_t k = 0; k < n; k++) {
         const rkv_block_entry *b = &blocks[k];
         if (k + 8 < n)
-            __builtin_prefetch(&r->entries[rkv_rt_home(r, blocks[k + 8].hash, g)]);
-        uint32_t i = rkv_rt_find(r, b->hash, g);
+            __builtin_prefetch(&r->entries[rkv_rt_home(
+                r, rkv_rt_key(blocks[k + 8].hash, rkv_rt_nsmix(blocks[k + 8].ns),
+                              g))]);
+        if (b->ns != ns) {
+            ns = b->ns;
+            nsmix = rkv_rt_nsmix(ns);
+        }
+        uint64_t key = rkv_rt_key(b->hash, nsmix, g);
+        uint32_t i = rkv_rt_find(r, key);
         if (i == RKV_RT_EMPTY)
-            i = rkv_rt_add(r, b->hash, g, b->ns);
+            i = rkv_rt_add(r, key);
         rkv_rt_entry *x = &r->entries[i];
-        if ((x->mask[b->medium] & bit) || x->ns != b->ns) {
+        if (x->mask[b->medium] & bit) {
             if (rkv_rt_any(x) == 0)
                 rkv_rt_remove(r, i);
             rkv_rt_stage_undo(r, t, blocks, k);
-            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %zu (hash "
-                                 "%016llx) listed twice on medium %u or in two "
-                                 "namespaces", fn, k,
+            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %zu (ns %llu "
+                                 "hash %016llx) listed twice on medium %u", fn,
+                                 k, (unsigned long long)b->ns,
                                  (unsigned long long)b->hash, b->medium);
         }
         x->mask[b->medium] |= bit;
@@ -99,7 +109,7 @@ static void rkv_rt_stage_commit(rkv_router *r, uint32_t s)
         uint64_t sb = 1ull << (s % 64), tb = 1ull << (t % 64);
         for (uint32_t i = 0; i < r->table_cap;) {
             rkv_rt_entry *e = &r->entries[i];
-            if ((rkv_rt_any(e) & (sb | tb)) && e->group == g) {
+            if ((rkv_rt_any(e) & (sb | tb)) && rkv_rt_group(e) == g) {
                 for (int m = 0; m < RKV_MEDIUM_COUNT; m++) {
                     uint64_t had = e->mask[m] & tb;
                     e->mask[m] &= ~(sb | tb);

@@ -118,10 +118,10 @@ Test(router, events_seq_and_bad_input)
                        removed(3, 0, (uint64_t[]){13}, 1, 0)};
     cr_assert_eq(rkv_router_apply(r, 1, ev, 3), RKV_OK);
     ok(r);
-    cr_assert(rkv_router_holds(r, 1, 11) && rkv_router_holds(r, 1, 12));
-    cr_assert(!rkv_router_holds(r, 1, 13));
-    cr_assert(rkv_router_holds(r, 1, 22));
-    cr_assert(!rkv_router_holds(r, 2, 22));
+    cr_assert(rkv_router_holds(r, 1, 0, 11) && rkv_router_holds(r, 1, 0, 12));
+    cr_assert(!rkv_router_holds(r, 1, 0, 13));
+    cr_assert(rkv_router_holds(r, 1, 0, 22));
+    cr_assert(!rkv_router_holds(r, 2, 0, 22));
     cr_assert_eq(stats(r).entries, 4);
     /* stale: counted, ignored */
     cr_assert_eq(rkv_router_apply(r, 1, ev, 2), RKV_OK);
@@ -132,18 +132,18 @@ Test(router, events_seq_and_bad_input)
     cr_assert_eq(rkv_router_apply(r, 1, &bad, 1), RKV_OK);
     cr_assert_eq(stats(r).events_bad, 1);
     cr_assert(needs_resync(r, 1));
-    cr_assert(!rkv_router_holds(r, 1, 11));
+    cr_assert(!rkv_router_holds(r, 1, 0, 11));
     cr_assert_eq(stats(r).entries, 0);
     ok(r);
     /* later events are skipped until a snapshot */
     rkv_event later = stored(5, 0, RKV_HASH_ROOT, (uint64_t[]){77}, 1, 0);
     cr_assert_eq(rkv_router_apply(r, 1, &later, 1), RKV_OK);
     cr_assert_eq(stats(r).events_skipped, 1);
-    cr_assert(!rkv_router_holds(r, 1, 77));
+    cr_assert(!rkv_router_holds(r, 1, 0, 77));
     rkv_block_entry snap[2] = {{0, 11, RKV_HASH_ROOT, 0, 0}, {0, 12, 11, 0, 0}};
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, snap, 2, 5), RKV_OK);
     cr_assert(!needs_resync(r, 1));
-    cr_assert(rkv_router_holds(r, 1, 12));
+    cr_assert(rkv_router_holds(r, 1, 0, 12));
     ok(r);
     /* a gap */
     rkv_event gap = stored(7, 0, 12, (uint64_t[]){13}, 1, 0);
@@ -286,7 +286,7 @@ Test(router, overlaps_media_namespaces_and_scores)
     cr_assert_eq(rkv_router_overlaps(r, 4, q, 3, o, 2, &n), RKV_ERR_INVALID_ARG);
     /* removing an instance drops its entries */
     cr_assert_eq(rkv_router_remove_instance(r, 20), RKV_OK);
-    cr_assert(!rkv_router_holds(r, 20, 105));
+    cr_assert(!rkv_router_holds(r, 20, 4, 105));
     cr_assert_eq(stats(r).entries, 4);
     ok(r);
     rkv_router_config bad = cfg;
@@ -409,10 +409,10 @@ static void compare(rkv_router *r, inst *x, rkv_rng *rng, uint64_t *exact)
         cr_assert_eq(in.blocks, n, "router %llu blocks, tree %zu",
                      (unsigned long long)in.blocks, n);
         for (size_t i = 0; i < n; i++) {
-            cr_assert(rkv_router_holds(r, x->id, s[i].hash),
+            cr_assert(rkv_router_holds(r, x->id, s[i].ns, s[i].hash),
                       "router misses a cached hash");
             for (uint32_t m = 0; m < RKV_MEDIUM_COUNT; m++)
-                cr_assert_eq(rkv_router_holds_medium(r, x->id, s[i].hash, m),
+                cr_assert_eq(rkv_router_holds_medium(r, x->id, s[i].ns, s[i].hash, m),
                              m == s[i].medium, "hash on the wrong medium");
         }
         /* the overlap of random requests is the tree's peek match */

@@ -185,7 +185,7 @@ Test(router_scale, instance_limit)
     /* a snapshot still stages (spare slots) with every instance registered */
     rkv_block_entry b = {0, 5, RKV_HASH_ROOT, 0, 0};
     cr_assert_eq(rkv_router_apply_snapshot(r, 2046, &b, 1, 1), RKV_OK);
-    cr_assert(rkv_router_holds(r, 2046, 5));
+    cr_assert(rkv_router_holds(r, 2046, 0, 5));
     cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());
     rkv_router_overlap o;
     cr_assert_eq(rkv_router_route(r, 0, &b.hash, 1, &o), RKV_OK);
@@ -266,8 +266,8 @@ Test(router_scale, medium_weights)
         ev(++s1, RKV_EVENT_BLOCK_REMOVED, RKV_MEDIUM_DEVICE, 0, 54),
         ev(++s1, RKV_EVENT_BLOCK_REMOVED, RKV_MEDIUM_DEVICE, 0, 53)};
     cr_assert_eq(rkv_router_apply(r, 1, dm, 5), RKV_OK);
-    cr_assert(rkv_router_holds_medium(r, 1, 54, RKV_MEDIUM_DISK));
-    cr_assert(!rkv_router_holds_medium(r, 1, 54, RKV_MEDIUM_DEVICE));
+    cr_assert(rkv_router_holds_medium(r, 1, NS, 54, RKV_MEDIUM_DISK));
+    cr_assert(!rkv_router_holds_medium(r, 1, NS, 54, RKV_MEDIUM_DEVICE));
     cr_assert_eq(rkv_router_overlaps(r, NS, h, 4, o, 4, &k), RKV_OK);
     cr_assert_eq(o[0].pages, 4);
     cr_assert_eq(o[0].pages_by_medium[RKV_MEDIUM_DEVICE], 2);

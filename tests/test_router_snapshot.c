@@ -4,8 +4,8 @@
  * _chunk / _end / _abort) and the tree's chunked snapshot
  * (rkv_tree_snapshot_chunk).
  *
- * - A refused snapshot (a hash listed twice, a hash in two namespaces, a
- *   bad medium) leaves the instance exactly as it was: same blocks, same
+ * - A refused snapshot (a block listed twice on one medium, a bad medium)
+ *   leaves the instance exactly as it was: same blocks, same
  *   seq, same resync state (before the fix the instance was cleared).
  * - Chunked: queries see the old entries until end, then exactly the new
  *   ones; a bad chunk adds nothing (duplicates across chunks included);
@@ -85,18 +85,26 @@ Test(router_snapshot, refused_snapshot_changes_nothing)
     cr_assert_eq(in.last_seq, 9);
     cr_assert(!in.needs_resync);
     for (int i = 0; i < 3; i++)
-        cr_assert(rkv_router_holds(r, 1, 100 + (uint64_t)i));
-    cr_assert(!rkv_router_holds(r, 1, 500));
+        cr_assert(rkv_router_holds(r, 1, 0, 100 + (uint64_t)i));
+    cr_assert(!rkv_router_holds(r, 1, 0, 500));
     cr_assert_eq(entries(r), 3);
-    /* one hash in two namespaces, and the same hash on two media (valid) */
-    rkv_block_entry two_ns[2];
-    chain(two_ns, 2, 700, RKV_MEDIUM_DEVICE);
+    /* one hash in two namespaces is two blocks; listed twice in one
+     * namespace (a later chunk of the array), a duplicate */
+    rkv_block_entry two_ns[3];
+    chain(two_ns, 3, 700, RKV_MEDIUM_DEVICE);
     two_ns[1].hash = 700;
     two_ns[1].parent_hash = RKV_HASH_ROOT;
     two_ns[1].ns = 5;
-    cr_assert_eq(rkv_router_apply_snapshot(r, 1, two_ns, 2, 21),
+    two_ns[2].hash = 700;
+    two_ns[2].parent_hash = RKV_HASH_ROOT;
+    two_ns[2].ns = 5;
+    cr_assert_eq(rkv_router_apply_snapshot(r, 1, two_ns, 3, 21),
                  RKV_ERR_INVALID_ARG);
     cr_assert_eq(info(r, 1).blocks, 3);
+    cr_assert_eq(rkv_router_apply_snapshot(r, 2, two_ns, 2, 21), RKV_OK);
+    cr_assert(rkv_router_holds(r, 2, 0, 700) && rkv_router_holds(r, 2, 5, 700));
+    cr_assert(!rkv_router_holds(r, 2, 6, 700));
+    cr_assert_eq(rkv_router_apply_snapshot(r, 2, NULL, 0, 22), RKV_OK);
     rkv_block_entry bad_m[2];
     chain(bad_m, 2, 800, RKV_MEDIUM_DEVICE);
     bad_m[1].medium = 9;
@@ -122,10 +130,10 @@ Test(router_snapshot, refused_snapshot_changes_nothing)
     media[2] = media[1];
     media[2].medium = RKV_MEDIUM_HOST;
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, media, 3, 60), RKV_OK);
-    cr_assert(rkv_router_holds_medium(r, 1, 901, RKV_MEDIUM_DEVICE));
-    cr_assert(rkv_router_holds_medium(r, 1, 901, RKV_MEDIUM_HOST));
-    cr_assert(!rkv_router_holds_medium(r, 1, 900, RKV_MEDIUM_HOST));
-    cr_assert(!rkv_router_holds_medium(r, 1, 901, 7));
+    cr_assert(rkv_router_holds_medium(r, 1, 0, 901, RKV_MEDIUM_DEVICE));
+    cr_assert(rkv_router_holds_medium(r, 1, 0, 901, RKV_MEDIUM_HOST));
+    cr_assert(!rkv_router_holds_medium(r, 1, 0, 900, RKV_MEDIUM_HOST));
+    cr_assert(!rkv_router_holds_medium(r, 1, 0, 901, 7));
     cr_assert_eq(info(r, 1).blocks, 3);
     ok(r);
     rkv_router_destroy(r);
@@ -174,7 +182,7 @@ Test(router_snapshot, chunked)
     rkv_router_instance_info in = info(r, 1);
     cr_assert_eq(in.blocks, 10);
     cr_assert_eq(in.last_seq, 40);
-    cr_assert(!rkv_router_holds(r, 1, 100));
+    cr_assert(!rkv_router_holds(r, 1, 0, 100));
     cr_assert_eq(rkv_router_overlaps(r, 0, qn, 10, o, 8, &k), RKV_OK);
     cr_assert_eq(o[0].pages, 10);
     cr_assert_eq(o[1].pages, 10);
@@ -188,7 +196,7 @@ Test(router_snapshot, chunked)
     e.num_hashes = 1;
     e.hashes[0] = 210;
     cr_assert_eq(rkv_router_apply(r, 1, &e, 1), RKV_OK);
-    cr_assert(rkv_router_holds(r, 1, 210));
+    cr_assert(rkv_router_holds(r, 1, 0, 210));
     /* abort, and begin twice (restart) */
     cr_assert_eq(rkv_router_snapshot_begin(r, 1, 50), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_chunk(r, 1, old, 4), RKV_OK);
