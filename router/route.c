@@ -10,8 +10,9 @@
  * instance i's overlap is the position where its bit leaves A. The search
  * gallops (pages 0, 1, 3, 7, ... until A is empty or the request ends: the
  * positions are known up front, so their misses are all started at once)
- * and then bisects each interval whose two ends differ: a fully cached
- * 800-page prompt costs ~2 log2(800) lookups, not 800. Probed masks are
+ * and then bisects each interval whose two ends differ, down to spans of
+ * 16 pages that are scanned (their lookups issued at once): a fully
+ * cached 800-page prompt costs ~2 log2(800) lookups, not 800. Probed masks are
  * clamped between the interval's ends, so a stream that breaks the
  * closure still gets a consistent (if not exact) answer, never a crash.
  *
@@ -48,6 +49,9 @@ static inline void rkv_rt_prefetch(const rkv_router *r, uint32_t g,
 {
     __builtin_prefetch(&r->entries[rkv_rt_home(r, rkv_rt_key(hash, nsmix, g))]);
 }
+
+/* spans of at most this many pages are scanned, not bisected */
+#define RKV_RT_SCAN 16
 
 typedef struct rkv_rt_span {
     int64_t lo, hi;         /* positions; lo = -1: before page 0 */
@@ -108,11 +112,27 @@ static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
         uint64_t da = s.plo.a & ~s.phi.a, dd = s.plo.d & ~s.phi.d;
         if (da == 0 && dd == 0)
             continue; /* nothing leaves inside */
-        if (s.hi == s.lo + 1) {
-            for (uint64_t b = da; b; b &= b - 1)
-                lead[__builtin_ctzll(b)] = (uint32_t)s.hi;
-            for (uint64_t b = dd; b; b &= b - 1)
-                dlead[__builtin_ctzll(b)] = (uint32_t)s.hi;
+        if (s.hi - s.lo <= RKV_RT_SCAN) {
+            /* short: its probes all at once beat dependent bisection steps
+             * (several bits drop inside when many instances differ) */
+            for (int64_t j = s.lo + 1; j < s.hi; j++)
+                rkv_rt_prefetch(r, g, nsmix, h[j]);
+            rkv_rt_probe was = s.plo;
+            for (int64_t j = s.lo + 1; j <= s.hi; j++) {
+                rkv_rt_probe cur = s.phi;
+                if (j < s.hi) {
+                    cur = rkv_rt_probe_at(r, g, live, nsmix, h[j]);
+                    cur.a = (cur.a & was.a) | s.phi.a;
+                    cur.d = ((cur.d & was.d) | s.phi.d) & cur.a;
+                }
+                for (uint64_t b = was.a & ~cur.a; b; b &= b - 1)
+                    lead[__builtin_ctzll(b)] = (uint32_t)j;
+                for (uint64_t b = was.d & ~cur.d; b; b &= b - 1)
+                    dlead[__builtin_ctzll(b)] = (uint32_t)j;
+                was = cur;
+                if (was.a == s.phi.a && was.d == s.phi.d)
+                    break; /* nothing else leaves inside */
+            }
             continue;
         }
         int64_t mid = s.lo + (s.hi - s.lo) / 2;
