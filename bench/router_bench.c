@@ -25,6 +25,11 @@
  * (default 3); the fastest is reported. Figures are printed, never
  * asserted.
  *
+ * Memory: the router's host_bytes (rkv_router_get_stats) and the sets'
+ * slots, both as sized up front, per (hash, instance) pair held at the
+ * end. Up to RKV_ROUTER_MAX_INSTANCES instances; past 64 the router walks
+ * one slot group of 64 after another.
+ *
  * Usage: router_bench [--trace FILE] [--instances N] [--page-size P]
  *                     [--capacity-tokens T (per instance, default 1000000)]
  *                     [--limit R] [--reps K]
@@ -263,6 +268,8 @@ typedef struct pass {
     double *q_ns;       /* per request */
     uint32_t *overlap;  /* [n * N] */
     uint64_t entries;
+    uint64_t pairs;     /* (hash, instance) pairs held at the end */
+    uint64_t bytes;     /* index memory at the end */
 } pass;
 
 /* Both indexes are sized up front for what the fleet can cache (N
@@ -318,6 +325,14 @@ static void run_router(const recorded *rec, uint32_t N, uint32_t P,
     if ((st = rkv_router_check(r)) != RKV_OK)
         die("router_check", st);
     out->entries = s.entries;
+    out->bytes = s.host_bytes;
+    out->pairs = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        rkv_router_instance_info in;
+        if ((st = rkv_router_instance_info_get(r, i, &in)) != RKV_OK)
+            die("instance_info", st);
+        out->pairs += in.blocks;
+    }
     rkv_router_destroy(r);
 }
 
@@ -364,8 +379,12 @@ static void run_baseline(const recorded *rec, uint32_t N, uint64_t blocks,
         out->apply_ns += rkv_bench_now_ns() - t0;
     }
     out->entries = 0;
+    out->pairs = 0;
+    out->bytes = N * sizeof *sets;
     for (uint32_t i = 0; i < N; i++) {
         out->entries += sets[i].count;
+        out->pairs += sets[i].count;
+        out->bytes += sets[i].cap * (sizeof *sets[i].key + 1);
         free(sets[i].key);
         free(sets[i].used);
     }
@@ -505,11 +524,13 @@ int main(int argc, char **argv)
            "overlap %.1f%% of query pages\n", rec.ne,
            (unsigned long long)stored, (unsigned long long)removed,
            100.0 * (double)hit_pages / (double)(q_pages ? q_pages : 1));
-    printf("table lookups per query: router %.1f, baseline %.1f\n",
+    printf("page-by-page lookups per query (what a linear walk makes; the "
+           "router's search makes O(log) of them): one walk for all instances "
+           "%.1f, per instance (baseline) %.1f\n",
            (double)look_router / (double)rec.n, (double)look_base / (double)rec.n);
-    printf("%-22s %12s %12s %10s %10s %10s %14s %10s\n", "index", "events/s",
-           "hashes/s", "q p50 us", "q p99 us", "q mean us", "ev+req /s",
-           "entries");
+    printf("%-22s %12s %12s %10s %10s %10s %14s %10s %12s %8s\n", "index",
+           "events/s", "hashes/s", "q p50 us", "q p99 us", "q mean us",
+           "ev+req /s", "entries", "bytes", "B/pair");
     const char *names[2] = {"radixkv router", "hash set per instance"};
     for (int k = 0; k < 2; k++) {
         double p50, p99, mean;
@@ -519,16 +540,22 @@ int main(int argc, char **argv)
         double hs = (double)rec.event_hashes / (best[k].apply_ns / 1e9);
         double both = ((double)rec.ne + (double)rec.n) /
                       ((best[k].apply_ns + qtot) / 1e9);
-        printf("%-22s %12.0f %12.0f %10.2f %10.2f %10.2f %14.0f %10llu\n",
+        printf("%-22s %12.0f %12.0f %10.2f %10.2f %10.2f %14.0f %10llu "
+               "%12llu %8.1f\n",
                names[k], evs, hs, p50 / 1e3, p99 / 1e3, mean / 1e3, both,
-               (unsigned long long)best[k].entries);
+               (unsigned long long)best[k].entries,
+               (unsigned long long)best[k].bytes,
+               (double)best[k].bytes /
+                   (double)(best[k].pairs ? best[k].pairs : 1));
     }
     printf("events/s = event batches' events applied per second of apply time "
            "(an event carries up to %u hashes); q = one query: every "
            "instance's leading overlap + the pick, clock_gettime included; "
            "ev+req/s = (events + queries) / (apply + query time); entries = "
-           "distinct hashes (router) or hashes summed over instances "
-           "(baseline).\n", RKV_EVENT_MAX_HASHES);
+           "distinct hashes (router: per group of 64 instances) or hashes "
+           "summed over instances (baseline); bytes = index memory as sized "
+           "for the fleet up front; B/pair = bytes / (hash, instance) pairs "
+           "held at the end.\n", RKV_EVENT_MAX_HASHES);
     for (int k = 0; k < 2; k++) {
         free(best[k].q_ns);
         free(best[k].overlap);

@@ -111,7 +111,7 @@ static const char text_common[] =
 "\n"
 "Fleet (sched order; each instance a GPU with its own cache and scheduler,\n"
 "on one simulated clock):\n"
-"  --instances N            simulated instances (1..64; sweep: a list, default\n"
+"  --instances N            simulated instances (1..1024; sweep: a list, default\n"
 "                           1,2,4,8). The auto time scale is divided by N:\n"
 "                           the same load per instance at every N\n"
 "  --route LIST             kv|round-robin|random|least-loaded (default kv,\n"

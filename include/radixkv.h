@@ -616,6 +616,29 @@ typedef struct rkv_block_entry {
 rkv_status rkv_tree_snapshot(const rkv_tree *tree, rkv_block_entry *out,
                              size_t cap, size_t *n_out, uint64_t *seq_out);
 
+/* rkv_tree_snapshot in bounded pieces, for a tree too large to list in one
+ * message. Zero a cursor (rkv_snapshot_cursor_init), then call until *done:
+ * each call writes the next up to cap entries (same order and content as
+ * rkv_tree_snapshot) and sets *n_out; the first call fills cur->seq (the
+ * snapshot is the state after that event, as seq_out above) and
+ * cur->total (blocks in all chunks). The tree must not change between the
+ * first and the last call: a change is RKV_ERR_STATE (start a new cursor);
+ * with events on every change is detected (the seq moves), with events off
+ * only one that changes the block count or the cursor's node. A call
+ * after *done writes nothing and says done again. On failure the cursor is
+ * unchanged. O(cap + nodes walked) per call, no allocation. */
+typedef struct rkv_snapshot_cursor {
+    uint64_t seq;       /* out: the snapshot is after this event           */
+    uint64_t total;     /* out: blocks in the whole snapshot               */
+    uint64_t done;      /* out: entries written so far                     */
+    uint32_t root, node, node_gen, page, state, reserved; /* private       */
+} rkv_snapshot_cursor;
+void rkv_snapshot_cursor_init(rkv_snapshot_cursor *cur);
+rkv_status rkv_tree_snapshot_chunk(const rkv_tree *tree,
+                                   rkv_snapshot_cursor *cur,
+                                   rkv_block_entry *out, size_t cap,
+                                   size_t *n_out, int *done);
+
 typedef struct rkv_tree_stats {
     uint64_t cached_blocks;    /* pages held by the tree                    */
     uint64_t evictable_blocks; /* pages in unlocked nodes                   */

@@ -19,9 +19,13 @@
  *   - seq  > last + 1: a gap. The instance needs a resync.
  *   - RESYNC marker: the instance needs a resync.
  *   - an event that contradicts the index (storing a block the instance
- *     already holds, removing one it does not hold, an unknown kind or
- *     medium, too many hashes, a wrong namespace): counted as bad; the
- *     instance needs a resync.
+ *     already holds on that medium, storing under a parent hash the
+ *     instance does not hold on any medium (other than RKV_HASH_ROOT),
+ *     removing one it does not hold on that medium, an unknown kind or
+ *     medium, too many hashes): counted as bad; the instance needs a
+ *     resync. A block is (namespace, hash), as in the tree: the same hash
+ *     in two namespaces is two blocks, so removing with the wrong
+ *     namespace removes one the instance does not hold.
  * An instance that needs a resync is dropped from the index at once (it
  * holds nothing, so no request is routed for a prefix it may have lost) and
  * ignores events until rkv_router_apply_snapshot gives its full state and
@@ -32,9 +36,17 @@
  * removed and added again: the router would take its new events as stale.
  *
  * Invariant (what the differential test checks): for every instance that
- * does not need a resync, the index holds hash h for it exactly when its
- * tree caches h after the last applied event; an instance that needs a
- * resync holds nothing.
+ * does not need a resync, the index holds hash h on medium m for it
+ * exactly when its tree caches h on m after the last applied event; an
+ * instance that needs a resync holds nothing.
+ *
+ * Queries rely on what a radixkv tree guarantees: an instance's cached
+ * set is prefix-closed (a page is cached only under its cached parent)
+ * and so is its device residency. Overlaps are then found by galloping +
+ * bisection over the request's chain (O(log pages) lookups per distinct
+ * overlap, router/route.c). Stores under a parent the instance does not
+ * hold are refused (above); a stream that removes a parent before its
+ * children gets a consistent answer that may count past the hole.
  */
 #ifndef RADIXKV_ROUTER_H
 #define RADIXKV_ROUTER_H
@@ -50,8 +62,12 @@ extern "C" {
 
 typedef struct rkv_router rkv_router;
 
-/* Instances one router indexes at once (one bit per instance per block). */
-#define RKV_ROUTER_MAX_INSTANCES 64u
+/* Instances one router indexes at once. Instances live in groups of 64
+ * (one bit per instance per block, one table entry per block per group
+ * holding it): up to 64 instances cost what a single 64-bit mask does;
+ * beyond, a query walks each group that has in-sync instances and memory
+ * grows with the (block, group) pairs held. */
+#define RKV_ROUTER_MAX_INSTANCES 1024u
 
 /*
  * Scoring (rkv_router_route). For instance i with load (running_i,
@@ -61,7 +77,10 @@ typedef struct rkv_router rkv_router;
  *             - queue_weight * queued_tokens_i - running_weight * running_i
  *
  * in tokens: prefill tokens saved by the cache minus tokens of work ahead.
- * A page held on several media counts its best (lowest-numbered) medium.
+ * A page held on several media counts its best (lowest-numbered) medium,
+ * so with the default weights a device page saves a full page of prefill,
+ * a host page half (the load over PCIe costs the other half), a disk page
+ * a quarter; set the weights to what loads cost on your hardware.
  * The highest score wins; ties go to the fewer queued tokens, then fewer
  * running requests, then the smaller instance id (deterministic).
  */
@@ -104,12 +123,34 @@ rkv_status rkv_router_heartbeat(rkv_router *router, uint64_t instance,
                                 uint64_t last_seq);
 
 /* Replaces the instance's entries with blocks[0..n) (a rkv_tree_snapshot)
- * taken after event `seq`; the instance is in sync again. A bad entry (an
- * unknown medium, a hash listed twice) is RKV_ERR_INVALID_ARG: the instance
- * then holds nothing and still needs a resync. */
+ * taken after event `seq`; the instance is in sync again. Atomic: a bad
+ * entry (an unknown medium, a block listed twice on one medium) is
+ * RKV_ERR_INVALID_ARG and the instance keeps exactly
+ * what it held before (and its resync state). RKV_ERR_STATE while a
+ * chunked snapshot of the instance is begun. The snapshot is staged in a
+ * spare slot (RKV_ERR_NO_SPACE when none is free: only when 1024
+ * instances are registered and 64 snapshots are being staged). */
 rkv_status rkv_router_apply_snapshot(rkv_router *router, uint64_t instance,
                                      const rkv_block_entry *blocks, size_t n,
                                      uint64_t seq);
+
+/* The same in bounded pieces (rkv_tree_snapshot_chunk on the instance's
+ * side): begin(seq) stages an empty snapshot taken after event `seq`, each
+ * chunk adds entries to it (all or nothing per chunk: a bad entry is
+ * RKV_ERR_INVALID_ARG and the chunk adds nothing; duplicates are checked
+ * across chunks too), end replaces the instance's entries with the staged
+ * ones at once and puts it in sync at `seq`; abort drops the staged ones.
+ * Until end, queries and events see the instance's old entries (a
+ * resyncing instance skips events meanwhile, so the stream after `seq`
+ * must reach the router after end, as it does on one ordered subject).
+ * begin while one is begun starts again; removing the instance drops it.
+ * chunk / end without begin: RKV_ERR_STATE. */
+rkv_status rkv_router_snapshot_begin(rkv_router *router, uint64_t instance,
+                                     uint64_t seq);
+rkv_status rkv_router_snapshot_chunk(rkv_router *router, uint64_t instance,
+                                     const rkv_block_entry *blocks, size_t n);
+rkv_status rkv_router_snapshot_end(rkv_router *router, uint64_t instance);
+rkv_status rkv_router_snapshot_abort(rkv_router *router, uint64_t instance);
 
 /* The load an instance reports (for scoring). */
 rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
@@ -139,9 +180,26 @@ rkv_status rkv_router_route(rkv_router *router, rkv_namespace ns,
                             const uint64_t *hashes, uint32_t n,
                             rkv_router_overlap *out);
 
-/* Does instance hold hash (on any medium)? 0/1; 0 for unknown ones. */
+/* The same for a request given as token ids: the router computes the
+ * chained page hashes of the n_tokens / page_size full pages itself
+ * (rkv_block_hash from RKV_HASH_ROOT in namespace ns, as the instances'
+ * trees do). A partial last page is ignored. The hashes go to a buffer
+ * the router keeps (grown on demand: RKV_ERR_NOMEM, nothing changes). */
+rkv_status rkv_router_overlaps_tokens(rkv_router *router, rkv_namespace ns,
+                                      const int32_t *tokens, uint32_t n_tokens,
+                                      uint32_t page_size,
+                                      rkv_router_overlap *out, uint32_t cap,
+                                      uint32_t *n_out);
+rkv_status rkv_router_route_tokens(rkv_router *router, rkv_namespace ns,
+                                   const int32_t *tokens, uint32_t n_tokens,
+                                   uint32_t page_size, rkv_router_overlap *out);
+
+/* Does instance hold block (ns, hash) (on any medium / on that medium)?
+ * 0/1; 0 for unknown instances or media. */
 int rkv_router_holds(const rkv_router *router, uint64_t instance,
-                     uint64_t hash);
+                     rkv_namespace ns, uint64_t hash);
+int rkv_router_holds_medium(const rkv_router *router, uint64_t instance,
+                            rkv_namespace ns, uint64_t hash, uint32_t medium);
 
 typedef struct rkv_router_instance_info {
     uint64_t last_seq;         /* last event applied (or the snapshot's)    */
@@ -156,7 +214,10 @@ rkv_status rkv_router_instance_info_get(const rkv_router *router,
 
 typedef struct rkv_router_stats {
     uint64_t instances;
-    uint64_t entries;          /* distinct block hashes in the index        */
+    uint64_t entries;          /* table entries: (block hash, group of 64
+                                  instance slots) pairs held; below 64
+                                  instances usually one group, so distinct
+                                  block hashes                              */
     uint64_t events_applied;
     uint64_t events_stale;     /* seq <= last applied                      */
     uint64_t events_skipped;   /* arrived while the instance needed resync */
@@ -171,9 +232,10 @@ typedef struct rkv_router_stats {
 rkv_status rkv_router_get_stats(const rkv_router *router,
                                 rkv_router_stats *out);
 
-/* Every invariant: table <-> entry array, holder masks only of live
- * instances and never empty, per-instance block counts, resyncing
- * instances hold nothing. RKV_ERR_CORRUPT with a message. */
+/* Every invariant: table probing, holder masks only of live instances or
+ * staging slots and never empty, per-slot block counts per medium,
+ * resyncing instances hold nothing, staging slots and owners agree.
+ * RKV_ERR_CORRUPT with a message. */
 rkv_status rkv_router_check(const rkv_router *router);
 
 #pragma GCC visibility pop

@@ -1,7 +1,8 @@
 /*
  * radix/tree_events.c -- KV events and snapshots of the radix tree: the
  * bounded ring (radix/tree_events.h) that insert, eviction and reset record
- * into, rkv_tree_events_drain, and rkv_tree_snapshot.
+ * into, rkv_tree_events_drain, rkv_tree_snapshot and its chunked variant
+ * rkv_tree_snapshot_chunk (a cursor over the same preorder walk).
  *
  * Why a ring of fixed-size records: recording happens inside the commit
  * phase of calls that must not fail once they change the tree, so it must
@@ -190,6 +191,110 @@ rkv_status rkv_tree_snapshot(const rkv_tree *tree, rkv_block_entry *out,
     }
     *n_out = k;
     return RKV_OK;
+}
+
+/* ---- chunked snapshot ---------------------------------------------------------- */
+
+/* The cursor's next namespace root at or after cur->root with a child, and
+ * its first child; finished when none is left. */
+static void rkv_snap_next_root(const rkv_tree *t, rkv_snapshot_cursor *cur)
+{
+    for (; cur->root < t->nodes_used; cur->root++) {
+        const rkv_tnode *x = &t->nodes[cur->root];
+        if (x->parent == 0 && x->first_child != RKV_NIL) {
+            cur->node = x->first_child;
+            cur->node_gen = t->nodes[cur->node].gen;
+            cur->page = 0;
+            return;
+        }
+    }
+    cur->node = RKV_NIL;
+    cur->state = 2;
+}
+
+rkv_status rkv_tree_snapshot_chunk(const rkv_tree *tree,
+                                   rkv_snapshot_cursor *cur,
+                                   rkv_block_entry *out, size_t cap,
+                                   size_t *n_out, int *done)
+{
+    static const char fn[] = "rkv_tree_snapshot_chunk";
+    if (n_out != NULL)
+        *n_out = 0;
+    if (tree == NULL || cur == NULL || n_out == NULL || done == NULL ||
+        (out == NULL && cap > 0))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    const rkv_tree *t = tree;
+    rkv_snapshot_cursor c = *cur;
+    if (c.state == 0) {
+        memset(&c, 0, sizeof c);
+        c.seq = t->events.next_seq - 1;
+        c.total = t->cached_blocks;
+        c.root = 1;
+        c.state = 1;
+        rkv_snap_next_root(t, &c);
+    } else if (c.state == 1) {
+        /* Between chunks the tree must not change. With events on every
+         * change moves the seq; without, a changed block count or a freed
+         * or trimmed cursor node is what shows. */
+        if (c.seq != t->events.next_seq - 1 || c.total != t->cached_blocks ||
+            c.node >= t->nodes_used || t->nodes[c.node].parent == RKV_NIL ||
+            t->nodes[c.node].gen != c.node_gen ||
+            c.page > t->nodes[c.node].num_pages)
+            return rkv_set_error(RKV_ERR_STATE, "%s: the tree changed since "
+                                 "the cursor began (at seq %llu); start a new "
+                                 "cursor", fn, (unsigned long long)c.seq);
+    } else if (c.state != 2) {
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: cursor state %u "
+                             "(zero it with rkv_snapshot_cursor_init)", fn,
+                             c.state);
+    }
+    const uint64_t *hash = t->pool->hash;
+    size_t k = 0;
+    while (c.state == 1 && k < cap) {
+        const rkv_tnode *nx = &t->nodes[c.node];
+        const rkv_block_id *b = rkv_tnode_blocks(t, nx);
+        uint64_t ns = t->nodes[c.root].u.ns;
+        uint64_t parent = c.page == 0 ? rkv_tree_prev_hash(t, nx->parent)
+                                      : hash[b[c.page - 1]];
+        for (; c.page < nx->num_pages && k < cap; c.page++, k++) {
+            out[k].ns = ns;
+            out[k].hash = hash[b[c.page]];
+            out[k].parent_hash = parent;
+            out[k].medium = RKV_MEDIUM_DEVICE; /* as rkv_tree_snapshot */
+            out[k].reserved = 0;
+            parent = out[k].hash;
+        }
+        if (c.page < nx->num_pages)
+            break;
+        /* preorder successor, as rkv_tree_snapshot walks */
+        uint32_t x = c.node;
+        if (nx->first_child != RKV_NIL) {
+            x = nx->first_child;
+        } else {
+            while (x != c.root && t->nodes[x].next_sib == RKV_NIL)
+                x = t->nodes[x].parent;
+            x = x == c.root ? RKV_NIL : t->nodes[x].next_sib;
+        }
+        if (x == RKV_NIL) {
+            c.root++;
+            rkv_snap_next_root(t, &c);
+        } else {
+            c.node = x;
+            c.node_gen = t->nodes[x].gen;
+            c.page = 0;
+        }
+    }
+    c.done += k;
+    *cur = c;
+    *n_out = k;
+    *done = c.state == 2;
+    return RKV_OK;
+}
+
+void rkv_snapshot_cursor_init(rkv_snapshot_cursor *cur)
+{
+    if (cur != NULL)
+        memset(cur, 0, sizeof *cur);
 }
 
 /* ---- check ----------------------------------------------------------------- */

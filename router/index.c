@@ -1,6 +1,7 @@
 /*
  * router/index.c -- the router's block table: open addressing over the
- * entries themselves (layout and invariants: router/router_internal.h).
+ * entries themselves, keyed by (namespace, chained hash, slot group) (layout
+ * and invariants: router/router_internal.h).
  * Growth happens only in rkv_rt_reserve, before any change, so a caller
  * that reserved can add without failing.
  */
@@ -11,7 +12,7 @@
 #include "common/status.h"
 #include "router/router_internal.h"
 
-/* A zeroed table of cap entries. A large table is looked up at random
+/* A zeroed table of cap entries, 64-byte aligned. A large table is looked up at random
  * (one access per page of every query and every event hash): on 4 KiB
  * pages nearly every lookup also misses the TLB, so a table of 2 MiB and
  * more is 2 MiB-aligned and asks for transparent huge pages (a hint; the
@@ -20,13 +21,13 @@ static rkv_rt_entry *rkv_rt_table_alloc(size_t cap)
 {
     size_t bytes = cap * sizeof(rkv_rt_entry);
     const size_t huge = (size_t)2 << 20;
-    if (bytes < huge)
-        return calloc(cap, sizeof(rkv_rt_entry));
     void *p = NULL;
-    if (posix_memalign(&p, huge, bytes) != 0)
+    /* cache-line aligned even when small: an entry never spans two lines */
+    if (posix_memalign(&p, bytes < huge ? 64 : huge, bytes) != 0)
         return NULL;
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
+    if (bytes >= huge)
+        (void)madvise(p, bytes, MADV_HUGEPAGE);
 #endif
     memset(p, 0, bytes);
     return p;
@@ -60,21 +61,9 @@ void rkv_rt_index_fini(rkv_router *r)
     r->entries = NULL;
 }
 
-uint32_t rkv_rt_find(const rkv_router *r, uint64_t hash)
+static uint32_t rkv_rt_free_slot(const rkv_router *r, uint64_t key)
 {
-    uint32_t mask = r->table_cap - 1;
-    for (uint32_t i = rkv_rt_home(r, hash);; i = (i + 1) & mask) {
-        const rkv_rt_entry *e = &r->entries[i];
-        if (e->hash == hash && rkv_rt_any(e) != 0)
-            return i;
-        if (rkv_rt_any(e) == 0)
-            return RKV_RT_EMPTY;
-    }
-}
-
-static uint32_t rkv_rt_free_slot(const rkv_router *r, uint64_t hash)
-{
-    uint32_t mask = r->table_cap - 1, i = rkv_rt_home(r, hash);
+    uint32_t mask = r->table_cap - 1, i = rkv_rt_home(r, key);
     while (rkv_rt_any(&r->entries[i]) != 0)
         i = (i + 1) & mask;
     return i;
@@ -101,19 +90,17 @@ rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more)
     r->shift = 64 - rkv_rt_log2((uint32_t)cap);
     for (uint32_t i = 0; i < old_cap; i++)
         if (rkv_rt_any(&old[i]) != 0)
-            t[rkv_rt_free_slot(r, old[i].hash)] = old[i];
+            t[rkv_rt_free_slot(r, old[i].key)] = old[i];
     free(old);
     return RKV_OK;
 }
 
-uint32_t rkv_rt_add(rkv_router *r, uint64_t hash, uint64_t ns, uint64_t parent)
+uint32_t rkv_rt_add(rkv_router *r, uint64_t key)
 {
-    uint32_t i = rkv_rt_free_slot(r, hash);
+    uint32_t i = rkv_rt_free_slot(r, key);
     rkv_rt_entry *e = &r->entries[i];
     memset(e, 0, sizeof *e);
-    e->hash = hash;
-    e->ns = ns;
-    e->parent = parent;
+    e->key = key;
     r->count++;
     return i;
 }
@@ -127,7 +114,7 @@ void rkv_rt_remove(rkv_router *r, uint32_t i)
         j = (j + 1) & mask;
         if (rkv_rt_any(&t[j]) == 0)
             break;
-        uint32_t k = rkv_rt_home(r, t[j].hash);
+        uint32_t k = rkv_rt_home(r, t[j].key);
         /* t[j] may move to i iff its home is not cyclically in (i, j] */
         int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {

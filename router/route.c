@@ -1,19 +1,155 @@
 /*
- * router/route.c -- the router's query: one walk over a request's chained
- * page hashes gives every instance's leading cached pages, then the score
- * of include/radixkv_router.h picks the instance.
+ * router/route.c -- the router's query: every instance's leading cached
+ * pages of a request's chained page hashes, then the score of
+ * include/radixkv_router.h picks the instance.
  *
- * The walk keeps `alive`, the instances whose run of cached pages has not
- * ended: at page j, alive &= holders(hash j); an instance that drops out
- * has exactly j leading pages. The walk ends when alive is empty, so its
- * cost is the longest cached run plus one lookup. Pages held only off the
- * device are counted per medium as they pass (rare), device pages are what
- * is left.
+ * Per slot group, A(j) = the live slots holding page j (any medium) and
+ * D(j) = those holding it on the device. Every instance's cached set is
+ * prefix-closed and so is its device residency (router_internal.h), so
+ * A(0) >= A(1) >= ... and D likewise: each bit drops out once, and
+ * instance i's overlap is the position where its bit leaves A. The search
+ * gallops (pages 0, 1, 3, 7, ... until A is empty or the request ends: the
+ * positions are known up front, so their misses are all started at once)
+ * and then bisects each interval whose two ends differ, down to spans of
+ * 16 pages that are scanned (their lookups issued at once): a fully
+ * cached 800-page prompt costs ~2 log2(800) lookups, not 800. Probed masks are
+ * clamped between the interval's ends, so a stream that breaks the
+ * closure still gets a consistent (if not exact) answer, never a crash.
+ *
+ * Pages held off the device in an instance's leading run (between where
+ * its bit leaves D and where it leaves A) are walked one by one to count
+ * host and disk pages exactly; with no tiers there are none.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/status.h"
 #include "router/router_internal.h"
+
+typedef struct rkv_rt_probe {
+    uint64_t a, d; /* holders on any medium / on the device, live only */
+} rkv_rt_probe;
+
+static inline rkv_rt_probe rkv_rt_probe_at(const rkv_router *r, uint32_t g,
+                                           uint64_t live, uint64_t nsmix,
+                                           uint64_t hash)
+{
+    rkv_rt_probe p = {0, 0};
+    uint32_t i = rkv_rt_find(r, rkv_rt_key(hash, nsmix, g));
+    if (i != RKV_RT_EMPTY) {
+        const rkv_rt_entry *e = &r->entries[i];
+        p.a = rkv_rt_any(e) & live;
+        p.d = e->mask[RKV_MEDIUM_DEVICE] & live;
+    }
+    return p;
+}
+
+static inline void rkv_rt_prefetch(const rkv_router *r, uint32_t g,
+                                   uint64_t nsmix, uint64_t hash)
+{
+    __builtin_prefetch(&r->entries[rkv_rt_home(r, rkv_rt_key(hash, nsmix, g))]);
+}
+
+/* spans of at most this many pages are scanned, not bisected */
+#define RKV_RT_SCAN 16
+
+typedef struct rkv_rt_span {
+    int64_t lo, hi;         /* positions; lo = -1: before page 0 */
+    rkv_rt_probe plo, phi;
+} rkv_rt_span;
+
+/* lead[b] / dlead[b] for every bit b of `live` in group g: the first page
+ * its bit is absent from A / D (n if never). */
+static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
+                          uint64_t nsmix, const uint64_t *h, uint32_t n,
+                          uint32_t *lead, uint32_t *dlead)
+{
+    /* 2 spans per galloping step, then bisection depth <= 33 */
+    rkv_rt_span stack[160];
+    uint32_t top = 0;
+    uint64_t p = 0;
+    for (uint64_t q = 0; q < n; q = 2 * q + 1)
+        rkv_rt_prefetch(r, g, nsmix, h[q]);
+    if (n > 0)
+        rkv_rt_prefetch(r, g, nsmix, h[n - 1]);
+    rkv_rt_probe prev = {live, live};
+    int64_t prev_pos = -1;
+    for (;;) {
+        if (p >= n) {
+            /* ran off the end: what is left holds every page */
+            for (uint64_t b = prev.a; b; b &= b - 1)
+                lead[__builtin_ctzll(b)] = n;
+            for (uint64_t b = prev.d; b; b &= b - 1)
+                dlead[__builtin_ctzll(b)] = n;
+            if (prev_pos < (int64_t)n - 1 && (prev.a || prev.d)) {
+                /* the span (prev_pos, n - 1] still needs its drops found:
+                 * probe the last page and split there */
+                rkv_rt_probe last = rkv_rt_probe_at(r, g, live, nsmix, h[n - 1]);
+                last.a &= prev.a;
+                last.d &= prev.d & last.a;
+                for (uint64_t b = last.a; b; b &= b - 1)
+                    lead[__builtin_ctzll(b)] = n;
+                for (uint64_t b = last.d; b; b &= b - 1)
+                    dlead[__builtin_ctzll(b)] = n;
+                stack[top++] = (rkv_rt_span){prev_pos, (int64_t)n - 1, prev, last};
+            }
+            break;
+        }
+        rkv_rt_probe cur = rkv_rt_probe_at(r, g, live, nsmix, h[p]);
+        cur.a &= prev.a;
+        cur.d &= prev.d & cur.a;
+        stack[top++] = (rkv_rt_span){prev_pos, (int64_t)p, prev, cur};
+        if (cur.a == 0 && cur.d == 0)
+            break;
+        prev = cur;
+        prev_pos = (int64_t)p;
+        p = 2 * p + 1;
+        if (p >= n && prev_pos < (int64_t)n - 1)
+            p = n; /* handled above: probe n - 1 */
+    }
+    while (top > 0) {
+        rkv_rt_span s = stack[--top];
+        uint64_t da = s.plo.a & ~s.phi.a, dd = s.plo.d & ~s.phi.d;
+        if (da == 0 && dd == 0)
+            continue; /* nothing leaves inside */
+        if (s.hi - s.lo <= RKV_RT_SCAN) {
+            /* short: its probes all at once beat dependent bisection steps
+             * (several bits drop inside when many instances differ) */
+            for (int64_t j = s.lo + 1; j < s.hi; j++)
+                rkv_rt_prefetch(r, g, nsmix, h[j]);
+            rkv_rt_probe was = s.plo;
+            for (int64_t j = s.lo + 1; j <= s.hi; j++) {
+                rkv_rt_probe cur = s.phi;
+                if (j < s.hi) {
+                    cur = rkv_rt_probe_at(r, g, live, nsmix, h[j]);
+                    cur.a = (cur.a & was.a) | s.phi.a;
+                    cur.d = ((cur.d & was.d) | s.phi.d) & cur.a;
+                }
+                for (uint64_t b = was.a & ~cur.a; b; b &= b - 1)
+                    lead[__builtin_ctzll(b)] = (uint32_t)j;
+                for (uint64_t b = was.d & ~cur.d; b; b &= b - 1)
+                    dlead[__builtin_ctzll(b)] = (uint32_t)j;
+                was = cur;
+                if (was.a == s.phi.a && was.d == s.phi.d)
+                    break; /* nothing else leaves inside */
+            }
+            continue;
+        }
+        int64_t mid = s.lo + (s.hi - s.lo) / 2;
+        /* the next level probes one of the two halves' middles */
+        int64_t m1 = s.lo + (mid - s.lo) / 2, m2 = mid + (s.hi - mid) / 2;
+        if (m1 > s.lo)
+            rkv_rt_prefetch(r, g, nsmix, h[m1]);
+        if (m2 > mid)
+            rkv_rt_prefetch(r, g, nsmix, h[m2]);
+        rkv_rt_probe pm = rkv_rt_probe_at(r, g, live, nsmix, h[mid]);
+        /* clamp between the ends: a broken closure stays consistent */
+        pm.a = (pm.a & s.plo.a) | s.phi.a;
+        pm.d = ((pm.d & s.plo.d) | s.phi.d) & pm.a;
+        stack[top++] = (rkv_rt_span){mid, s.hi, pm, s.phi};
+        stack[top++] = (rkv_rt_span){s.lo, mid, s.plo, pm};
+    }
+}
 
 rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
                                const uint64_t *hashes, uint32_t n,
@@ -30,44 +166,42 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
     if (cap < r->num_instances)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: room for %u, %u "
                              "instances", fn, cap, r->num_instances);
-    uint32_t lead[RKV_ROUTER_MAX_INSTANCES];
-    uint32_t off[RKV_ROUTER_MAX_INSTANCES][RKV_MEDIUM_COUNT];
-    uint64_t alive = r->live_mask, touched_off = 0;
-    uint32_t j = 0;
-    /* The table is far larger than the caches and each lookup is a random
-     * miss; the request's hashes are all known, so the next pages' home
-     * slots are fetched ahead (the walk's misses overlap instead of
-     * queueing; a prefetch past the walk's end costs little). */
-    const uint32_t ahead = 8;
-    for (uint32_t p = 0; p < ahead && p < n; p++)
-        __builtin_prefetch(&r->entries[rkv_rt_home(r, hashes[p])]);
-    for (; j < n && alive != 0; j++) {
-        if (j + ahead < n)
-            __builtin_prefetch(&r->entries[rkv_rt_home(r, hashes[j + ahead])]);
-        uint32_t i = rkv_rt_find(r, hashes[j]);
-        uint64_t any = 0;
-        const rkv_rt_entry *e = NULL;
-        if (i != RKV_RT_EMPTY) {
-            e = &r->entries[i];
-            if (e->ns == ns)
-                any = rkv_rt_any(e) & alive;
-        }
-        for (uint64_t d = alive & ~any; d; d &= d - 1)
-            lead[__builtin_ctzll(d)] = j;
-        alive = any;
-        uint64_t nd = any & ~(e ? e->mask[RKV_MEDIUM_DEVICE] : 0);
-        for (; nd; nd &= nd - 1) {
-            uint32_t s = (uint32_t)__builtin_ctzll(nd);
-            if (!((touched_off >> s) & 1)) {
-                memset(off[s], 0, sizeof off[s]);
-                touched_off |= 1ull << s;
+    uint32_t lead[RKV_RT_SLOTS], dlead[RKV_RT_SLOTS];
+    uint32_t off[RKV_RT_SLOTS][2]; /* host, disk pages in the leading run */
+    uint64_t offs[RKV_RT_GROUPS];  /* slots with pages off the device     */
+    uint64_t nsmix = rkv_rt_nsmix(ns);
+    for (uint32_t g = 0; g < RKV_RT_GROUPS; g++) {
+        uint64_t live = r->live[g];
+        offs[g] = 0;
+        if (live == 0)
+            continue;
+        rkv_rt_search(r, g, live, nsmix, hashes, n, lead + g * 64,
+                      dlead + g * 64);
+        uint32_t from = UINT32_MAX, to = 0;
+        for (uint64_t b = live; b; b &= b - 1) {
+            uint32_t s = g * 64 + (uint32_t)__builtin_ctzll(b);
+            if (dlead[s] < lead[s]) {
+                offs[g] |= b & -b;
+                off[s][0] = off[s][1] = 0;
+                from = dlead[s] < from ? dlead[s] : from;
+                to = lead[s] > to ? lead[s] : to;
             }
-            off[s][(e->mask[RKV_MEDIUM_HOST] >> s) & 1 ? RKV_MEDIUM_HOST
-                                                       : RKV_MEDIUM_DISK]++;
+        }
+        /* the off-device stretches, page by page (tiers only) */
+        for (uint32_t j = from; offs[g] != 0 && j < to; j++) {
+            uint32_t i = rkv_rt_find(r, rkv_rt_key(hashes[j], nsmix, g));
+            if (i == RKV_RT_EMPTY)
+                continue;
+            const rkv_rt_entry *e = &r->entries[i];
+            for (uint64_t b = offs[g]; b; b &= b - 1) {
+                uint32_t bi = (uint32_t)__builtin_ctzll(b), s = g * 64 + bi;
+                if (j < dlead[s] || j >= lead[s] ||
+                    ((e->mask[RKV_MEDIUM_DEVICE] >> bi) & 1))
+                    continue;
+                off[s][((e->mask[RKV_MEDIUM_HOST] >> bi) & 1) ? 0 : 1]++;
+            }
         }
     }
-    for (uint64_t d = alive; d; d &= d - 1)
-        lead[__builtin_ctzll(d)] = j;
     const rkv_router_config *c = &r->cfg;
     for (uint32_t k = 0; k < r->num_instances; k++) {
         uint32_t s = r->order[k];
@@ -76,14 +210,16 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
         memset(o, 0, sizeof *o);
         o->instance = in->id;
         o->needs_resync = in->needs_resync;
-        o->pages = ((r->live_mask >> s) & 1) ? lead[s] : 0;
-        if ((touched_off >> s) & 1) {
-            o->pages_by_medium[RKV_MEDIUM_HOST] = off[s][RKV_MEDIUM_HOST];
-            o->pages_by_medium[RKV_MEDIUM_DISK] = off[s][RKV_MEDIUM_DISK];
+        if ((r->live[s / 64] >> (s % 64)) & 1) {
+            o->pages = lead[s];
+            if ((offs[s / 64] >> (s % 64)) & 1) {
+                o->pages_by_medium[RKV_MEDIUM_HOST] = off[s][0];
+                o->pages_by_medium[RKV_MEDIUM_DISK] = off[s][1];
+            }
+            o->pages_by_medium[RKV_MEDIUM_DEVICE] =
+                o->pages - o->pages_by_medium[RKV_MEDIUM_HOST] -
+                o->pages_by_medium[RKV_MEDIUM_DISK];
         }
-        o->pages_by_medium[RKV_MEDIUM_DEVICE] =
-            o->pages - o->pages_by_medium[RKV_MEDIUM_HOST] -
-            o->pages_by_medium[RKV_MEDIUM_DISK];
         double w = 0;
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             w += c->medium_weight[m] * (double)o->pages_by_medium[m];
@@ -125,4 +261,78 @@ rkv_status rkv_router_route(rkv_router *router, rkv_namespace ns,
     }
     *out = all[best];
     return RKV_OK;
+}
+
+/* ---- by token ids ----------------------------------------------------------- */
+
+/* The request's full pages' chained hashes into r->qhash (grown as needed;
+ * nothing else changes on failure). */
+static rkv_status rkv_rt_hash_tokens(rkv_router *r, rkv_namespace ns,
+                                     const int32_t *tokens, uint32_t n_tokens,
+                                     uint32_t page_size, uint32_t *pages,
+                                     const char *fn)
+{
+    if (tokens == NULL && n_tokens > 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tokens", fn);
+    if (page_size < 1 || page_size > RKV_MAX_PAGE_SIZE)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: page size %u (1..%u)",
+                             fn, page_size, RKV_MAX_PAGE_SIZE);
+    uint32_t np = n_tokens / page_size;
+    if (np > r->qhash_cap) {
+        uint32_t cap = r->qhash_cap ? r->qhash_cap : 256;
+        while (cap < np)
+            cap = cap > UINT32_MAX / 2 ? np : cap * 2;
+        uint64_t *q = realloc(r->qhash, (size_t)cap * sizeof *q);
+        if (q == NULL)
+            return rkv_set_error(RKV_ERR_NOMEM, "%s: %u page hashes", fn, np);
+        r->qhash = q;
+        r->qhash_cap = cap;
+    }
+    uint64_t prev = RKV_HASH_ROOT;
+    for (uint32_t p = 0; p < np; p++)
+        r->qhash[p] = prev = rkv_block_hash(prev, ns,
+                                            tokens + (size_t)p * page_size,
+                                            page_size);
+    *pages = np;
+    return RKV_OK;
+}
+
+rkv_status rkv_router_overlaps_tokens(rkv_router *router, rkv_namespace ns,
+                                      const int32_t *tokens, uint32_t n_tokens,
+                                      uint32_t page_size,
+                                      rkv_router_overlap *out, uint32_t cap,
+                                      uint32_t *n_out)
+{
+    static const char fn[] = "rkv_router_overlaps_tokens";
+    if (n_out != NULL)
+        *n_out = 0;
+    if (router == NULL || out == NULL || n_out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    if (cap < router->num_instances)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: room for %u, %u "
+                             "instances", fn, cap, router->num_instances);
+    uint32_t np = 0;
+    rkv_status st = rkv_rt_hash_tokens(router, ns, tokens, n_tokens, page_size,
+                                       &np, fn);
+    if (st != RKV_OK)
+        return st;
+    return rkv_router_overlaps(router, ns, router->qhash, np, out, cap, n_out);
+}
+
+rkv_status rkv_router_route_tokens(rkv_router *router, rkv_namespace ns,
+                                   const int32_t *tokens, uint32_t n_tokens,
+                                   uint32_t page_size, rkv_router_overlap *out)
+{
+    static const char fn[] = "rkv_router_route_tokens";
+    if (router == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             router == NULL ? "router" : "out");
+    if (router->num_instances == 0)
+        return rkv_set_error(RKV_ERR_STATE, "%s: no instance registered", fn);
+    uint32_t np = 0;
+    rkv_status st = rkv_rt_hash_tokens(router, ns, tokens, n_tokens, page_size,
+                                       &np, fn);
+    if (st != RKV_OK)
+        return st;
+    return rkv_router_route(router, ns, router->qhash, np, out);
 }

@@ -1,7 +1,7 @@
 /*
  * router/router.c -- the fleet router's instances and state changes: create
- * and destroy, instances, event batches with sequence checks, snapshots,
- * load reports, stats and rkv_router_check. Data structures and invariants:
+ * and destroy, instances, event batches with sequence checks, load
+ * reports, stats and rkv_router_check (snapshots: router/snapshot.c). Data structures and invariants:
  * router/router_internal.h; the query: router/route.c.
  *
  * Whatever an instance's stream does wrong (a gap, a marker, a store of a
@@ -73,6 +73,7 @@ void rkv_router_destroy(rkv_router *router)
     if (router == NULL)
         return;
     rkv_rt_index_fini(router);
+    free(router->qhash);
     free(router);
 }
 
@@ -80,14 +81,22 @@ void rkv_router_destroy(rkv_router *router)
 
 uint32_t rkv_rt_slot_of(const rkv_router *r, uint64_t id)
 {
-    for (uint32_t k = 0; k < r->num_instances; k++)
-        if (r->inst[r->order[k]].id == id)
-            return r->order[k];
+    uint32_t lo = 0, hi = r->num_instances;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        uint64_t x = r->inst[r->order[mid]].id;
+        if (x == id)
+            return r->order[mid];
+        if (x < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return RKV_RT_EMPTY;
 }
 
-static uint32_t rkv_rt_lookup(rkv_router *r, uint64_t id, const char *fn,
-                              rkv_status *st)
+uint32_t rkv_rt_lookup(rkv_router *r, uint64_t id, const char *fn,
+                       rkv_status *st)
 {
     uint32_t s = rkv_rt_slot_of(r, id);
     if (s == RKV_RT_EMPTY) {
@@ -98,11 +107,18 @@ static uint32_t rkv_rt_lookup(rkv_router *r, uint64_t id, const char *fn,
     return s;
 }
 
-/* Removes slot s's bit from every entry (entries left empty go). Cannot
- * fail. O(entries). */
-static void rkv_rt_clear_slot(rkv_router *r, uint32_t s)
+uint32_t rkv_rt_free_slot_any(const rkv_router *r)
 {
-    uint64_t bit = 1ull << s;
+    for (uint32_t s = 0; s < RKV_RT_SLOTS; s++)
+        if (r->inst[s].role == RKV_RT_FREE)
+            return s;
+    return RKV_RT_EMPTY;
+}
+
+void rkv_rt_clear_slot(rkv_router *r, uint32_t s)
+{
+    uint64_t bit = 1ull << (s % 64);
+    uint32_t g = s / 64;
     rkv_rt_instance *in = &r->inst[s];
     if (in->blocks[0] + in->blocks[1] + in->blocks[2] != 0) {
         /* A deletion at i may pull a later entry of the cluster into i
@@ -110,7 +126,7 @@ static void rkv_rt_clear_slot(rkv_router *r, uint32_t s)
          * already: its bit is clear, looking again is harmless). */
         for (uint32_t i = 0; i < r->table_cap;) {
             rkv_rt_entry *e = &r->entries[i];
-            if (rkv_rt_any(e) & bit) {
+            if ((rkv_rt_any(e) & bit) && rkv_rt_group(e) == g) {
                 for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
                     e->mask[m] &= ~bit;
                 if (rkv_rt_any(e) == 0) {
@@ -128,7 +144,7 @@ static void rkv_rt_need_resync(rkv_router *r, uint32_t s)
 {
     rkv_rt_clear_slot(r, s);
     r->inst[s].needs_resync = 1;
-    r->live_mask &= ~(1ull << s);
+    r->live[s / 64] &= ~(1ull << (s % 64));
 }
 
 rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
@@ -146,13 +162,15 @@ rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
     if (r->num_instances == RKV_ROUTER_MAX_INSTANCES)
         return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %u instances already",
                              fn, RKV_ROUTER_MAX_INSTANCES);
-    uint32_t s = 0;
-    while (r->inst[s].used)
-        s++;
+    uint32_t s = rkv_rt_free_slot_any(r);
+    if (s == RKV_RT_EMPTY) /* staging snapshots hold the spare slots */
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: no free slot (snapshots "
+                             "being staged hold them)", fn);
     rkv_rt_instance *in = &r->inst[s];
     memset(in, 0, sizeof *in);
     in->id = instance;
-    in->used = 1;
+    in->role = RKV_RT_INSTANCE;
+    in->staging = RKV_RT_EMPTY;
     /* keep order[] sorted by id */
     uint32_t k = r->num_instances;
     while (k > 0 && r->inst[r->order[k - 1]].id > instance) {
@@ -161,7 +179,7 @@ rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
     }
     r->order[k] = s;
     r->num_instances++;
-    r->live_mask |= 1ull << s;
+    r->live[s / 64] |= 1ull << (s % 64);
     return RKV_OK;
 }
 
@@ -174,9 +192,10 @@ rkv_status rkv_router_remove_instance(rkv_router *router, uint64_t instance)
     uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
     if (s == RKV_RT_EMPTY)
         return st;
+    rkv_rt_stage_drop(router, s);
     rkv_rt_clear_slot(router, s);
-    router->inst[s].used = 0;
-    router->live_mask &= ~(1ull << s);
+    router->inst[s].role = RKV_RT_FREE;
+    router->live[s / 64] &= ~(1ull << (s % 64));
     uint32_t k = 0;
     while (router->order[k] != s)
         k++;
@@ -203,45 +222,60 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
 
 /* ---- events ------------------------------------------------------------------ */
 
+/* Does a slot of group g (bit) hold `hash` (its namespace's nsmix) on any
+ * medium? */
+static int rkv_rt_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
+                             uint64_t nsmix, uint64_t hash)
+{
+    uint32_t i = rkv_rt_find(r, rkv_rt_key(hash, nsmix, g));
+    return i != RKV_RT_EMPTY && (rkv_rt_any(&r->entries[i]) & bit);
+}
+
 /* Applies one in-sequence event for slot s. 0: done; 1: the event
- * contradicts the index (the caller resyncs); -1: out of memory. */
+ * contradicts the index (the caller resyncs); -1: out of memory. A
+ * contradiction found halfway leaves the first hashes applied: the caller
+ * clears the instance anyway. */
 static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
 {
-    uint64_t bit = 1ull << s;
+    uint32_t g = s / 64;
+    uint64_t bit = 1ull << (s % 64);
     rkv_rt_instance *in = &r->inst[s];
     if (e->medium >= RKV_MEDIUM_COUNT || e->num_hashes > RKV_EVENT_MAX_HASHES)
         return 1;
+    uint64_t nsmix = rkv_rt_nsmix(e->ns), key[RKV_EVENT_MAX_HASHES];
     /* the event's hashes are random lookups: start their misses at once */
-    for (uint32_t j = 0; j < e->num_hashes; j++)
-        __builtin_prefetch(&r->entries[rkv_rt_home(r, e->hashes[j])]);
+    for (uint32_t j = 0; j < e->num_hashes; j++) {
+        key[j] = rkv_rt_key(e->hashes[j], nsmix, g);
+        __builtin_prefetch(&r->entries[rkv_rt_home(r, key[j])]);
+    }
     switch (e->kind) {
     case RKV_EVENT_BLOCK_STORED: {
         if (rkv_rt_reserve(r, e->num_hashes) != RKV_OK)
             return -1;
-        uint64_t parent = e->parent_hash;
+        /* prefix closure (route.c relies on it): a page is stored only
+         * under a parent the instance holds, or at the namespace root */
+        if (e->num_hashes > 0 && e->parent_hash != RKV_HASH_ROOT &&
+            !rkv_rt_slot_holds(r, g, bit, nsmix, e->parent_hash))
+            return 1;
         for (uint32_t j = 0; j < e->num_hashes; j++) {
-            uint64_t h = e->hashes[j];
-            uint32_t i = rkv_rt_find(r, h);
+            uint32_t i = rkv_rt_find(r, key[j]);
             if (i == RKV_RT_EMPTY)
-                i = rkv_rt_add(r, h, e->ns, parent);
+                i = rkv_rt_add(r, key[j]);
             rkv_rt_entry *x = &r->entries[i];
-            if ((x->mask[e->medium] & bit) || x->ns != e->ns ||
-                x->parent != parent) {
+            if (x->mask[e->medium] & bit) {
                 if (rkv_rt_any(x) == 0)
                     rkv_rt_remove(r, i);
                 return 1;
             }
             x->mask[e->medium] |= bit;
             in->blocks[e->medium]++;
-            parent = h;
         }
         return 0;
     }
     case RKV_EVENT_BLOCK_REMOVED:
         for (uint32_t j = 0; j < e->num_hashes; j++) {
-            uint32_t i = rkv_rt_find(r, e->hashes[j]);
-            if (i == RKV_RT_EMPTY || !(r->entries[i].mask[e->medium] & bit) ||
-                r->entries[i].ns != e->ns)
+            uint32_t i = rkv_rt_find(r, key[j]);
+            if (i == RKV_RT_EMPTY || !(r->entries[i].mask[e->medium] & bit))
                 return 1;
             r->entries[i].mask[e->medium] &= ~bit;
             in->blocks[e->medium]--;
@@ -331,67 +365,36 @@ rkv_status rkv_router_heartbeat(rkv_router *router, uint64_t instance,
     return RKV_OK;
 }
 
-rkv_status rkv_router_apply_snapshot(rkv_router *router, uint64_t instance,
-                                     const rkv_block_entry *blocks, size_t n,
-                                     uint64_t seq)
-{
-    static const char fn[] = "rkv_router_apply_snapshot";
-    if (router == NULL || (blocks == NULL && n > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             router == NULL ? "router" : "blocks");
-    rkv_router *r = router;
-    rkv_status st = RKV_OK;
-    uint32_t s = rkv_rt_lookup(r, instance, fn, &st);
-    if (s == RKV_RT_EMPTY)
-        return st;
-    if (n > (1u << 30))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: %zu blocks", fn, n);
-    for (size_t i = 0; i < n; i++)
-        if (blocks[i].medium >= RKV_MEDIUM_COUNT)
-            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %zu has "
-                                 "medium %u", fn, i, blocks[i].medium);
-    /* reserve before clearing: a failed reserve leaves everything as it was */
-    if ((st = rkv_rt_reserve(r, (uint32_t)n)) != RKV_OK)
-        return st;
-    rkv_rt_clear_slot(r, s);
-    uint64_t bit = 1ull << s;
-    rkv_rt_instance *in = &r->inst[s];
-    for (size_t k = 0; k < n; k++) {
-        const rkv_block_entry *b = &blocks[k];
-        uint32_t i = rkv_rt_find(r, b->hash);
-        if (i == RKV_RT_EMPTY)
-            i = rkv_rt_add(r, b->hash, b->ns, b->parent_hash);
-        rkv_rt_entry *x = &r->entries[i];
-        if ((x->mask[b->medium] & bit) || x->ns != b->ns) {
-            if (rkv_rt_any(x) == 0)
-                rkv_rt_remove(r, i);
-            rkv_rt_need_resync(r, s);
-            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %zu (hash "
-                                 "%016llx) listed twice or in two namespaces",
-                                 fn, k, (unsigned long long)b->hash);
-        }
-        x->mask[b->medium] |= bit;
-        in->blocks[b->medium]++;
-    }
-    in->needs_resync = 0;
-    in->last_seq = seq;
-    r->live_mask |= bit;
-    r->st.snapshots++;
-    return RKV_OK;
-}
-
 /* ---- queries of state ---------------------------------------------------------- */
 
-int rkv_router_holds(const rkv_router *router, uint64_t instance,
-                     uint64_t hash)
+/* medium RKV_MEDIUM_COUNT: any medium */
+static int rkv_rt_holds(const rkv_router *router, uint64_t instance,
+                        rkv_namespace ns, uint64_t hash, uint32_t medium)
 {
-    if (router == NULL)
+    if (router == NULL || medium > RKV_MEDIUM_COUNT)
         return 0;
     uint32_t s = rkv_rt_slot_of(router, instance);
     if (s == RKV_RT_EMPTY)
         return 0;
-    uint32_t i = rkv_rt_find(router, hash);
-    return i != RKV_RT_EMPTY && ((rkv_rt_any(&router->entries[i]) >> s) & 1);
+    uint32_t i = rkv_rt_find(router, rkv_rt_key(hash, rkv_rt_nsmix(ns), s / 64));
+    if (i == RKV_RT_EMPTY)
+        return 0;
+    const rkv_rt_entry *e = &router->entries[i];
+    uint64_t m = medium == RKV_MEDIUM_COUNT ? rkv_rt_any(e) : e->mask[medium];
+    return (int)((m >> (s % 64)) & 1);
+}
+
+int rkv_router_holds(const rkv_router *router, uint64_t instance,
+                     rkv_namespace ns, uint64_t hash)
+{
+    return rkv_rt_holds(router, instance, ns, hash, RKV_MEDIUM_COUNT);
+}
+
+int rkv_router_holds_medium(const rkv_router *router, uint64_t instance,
+                            rkv_namespace ns, uint64_t hash, uint32_t medium)
+{
+    return medium < RKV_MEDIUM_COUNT
+               ? rkv_rt_holds(router, instance, ns, hash, medium) : 0;
 }
 
 rkv_status rkv_router_instance_info_get(const rkv_router *router,
@@ -424,7 +427,8 @@ rkv_status rkv_router_get_stats(const rkv_router *router, rkv_router_stats *out)
     out->instances = router->num_instances;
     out->entries = router->count;
     out->host_bytes = sizeof *router +
-                      (uint64_t)router->table_cap * sizeof *router->entries;
+                      (uint64_t)router->table_cap * sizeof *router->entries +
+                      (uint64_t)router->qhash_cap * sizeof *router->qhash;
     return RKV_OK;
 }
 
@@ -442,26 +446,48 @@ rkv_status rkv_router_check(const rkv_router *router)
         (uint64_t)r->count * 2 > r->table_cap)
         return CORRUPT("table cap %u shift %u count %u", r->table_cap,
                        r->shift, r->count);
-    uint64_t used = 0, live = 0;
-    for (uint32_t s = 0; s < RKV_ROUTER_MAX_INSTANCES; s++) {
-        if (!r->inst[s].used)
+    uint64_t used[RKV_RT_GROUPS] = {0}, live[RKV_RT_GROUPS] = {0};
+    uint32_t n_inst = 0;
+    for (uint32_t s = 0; s < RKV_RT_SLOTS; s++) {
+        const rkv_rt_instance *in = &r->inst[s];
+        uint64_t bit = 1ull << (s % 64);
+        if (in->role == RKV_RT_FREE)
             continue;
-        used |= 1ull << s;
-        if (!r->inst[s].needs_resync)
-            live |= 1ull << s;
+        used[s / 64] |= bit;
+        if (in->role == RKV_RT_INSTANCE) {
+            n_inst++;
+            if (!in->needs_resync)
+                live[s / 64] |= bit;
+            if (in->staging != RKV_RT_EMPTY &&
+                (in->staging >= RKV_RT_SLOTS ||
+                 r->inst[in->staging].role != RKV_RT_STAGING ||
+                 r->inst[in->staging].staging != s))
+                return CORRUPT("slot %u: staging slot %u not its own", s,
+                               in->staging);
+        } else if (in->role == RKV_RT_STAGING) {
+            if (in->staging >= RKV_RT_SLOTS ||
+                r->inst[in->staging].role != RKV_RT_INSTANCE ||
+                r->inst[in->staging].staging != s)
+                return CORRUPT("staging slot %u: owner %u does not own it", s,
+                               in->staging);
+        } else {
+            return CORRUPT("slot %u: role %u", s, in->role);
+        }
     }
-    if ((uint32_t)__builtin_popcountll(used) != r->num_instances)
-        return CORRUPT("%u instances, %d slots used", r->num_instances,
-                       __builtin_popcountll(used));
+    if (n_inst != r->num_instances)
+        return CORRUPT("%u instances, %u slots hold one", r->num_instances,
+                       n_inst);
     for (uint32_t k = 0; k < r->num_instances; k++) {
-        if (!r->inst[r->order[k]].used ||
+        if (r->inst[r->order[k]].role != RKV_RT_INSTANCE ||
             (k > 0 && r->inst[r->order[k - 1]].id >= r->inst[r->order[k]].id))
             return CORRUPT("instance order broken at %u", k);
     }
-    if (live != r->live_mask)
-        return CORRUPT("live mask %llx, expected %llx",
-                       (unsigned long long)r->live_mask, (unsigned long long)live);
-    uint64_t held[RKV_ROUTER_MAX_INSTANCES][RKV_MEDIUM_COUNT];
+    for (uint32_t g = 0; g < RKV_RT_GROUPS; g++)
+        if (live[g] != r->live[g])
+            return CORRUPT("group %u live mask %llx, expected %llx", g,
+                           (unsigned long long)r->live[g],
+                           (unsigned long long)live[g]);
+    uint64_t held[RKV_RT_SLOTS][RKV_MEDIUM_COUNT];
     memset(held, 0, sizeof held);
     uint32_t in_table = 0;
     for (uint32_t i = 0; i < r->table_cap; i++) {
@@ -469,24 +495,35 @@ rkv_status rkv_router_check(const rkv_router *router)
         if (rkv_rt_any(e) == 0)
             continue;
         in_table++;
+        uint32_t g = rkv_rt_group(e);
+        if (g >= RKV_RT_GROUPS)
+            return CORRUPT("slot %u: group %u", i, g);
         /* every slot from its home to i is in use (a probe reaches it) */
-        for (uint32_t j = rkv_rt_home(r, e->hash); j != i;
+        for (uint32_t j = rkv_rt_home(r, e->key); j != i;
              j = (j + 1) & (r->table_cap - 1))
             if (rkv_rt_any(&r->entries[j]) == 0)
                 return CORRUPT("slot %u unreachable from its home", i);
-        if (rkv_rt_find(r, e->hash) != i)
-            return CORRUPT("slot %u: its hash is found elsewhere (twice)", i);
-        if (rkv_rt_any(e) & ~live)
+        if (rkv_rt_find(r, e->key) != i)
+            return CORRUPT("slot %u: its key is found elsewhere (twice)", i);
+        /* staging slots hold bits too; resyncing and free ones none */
+        uint64_t may = live[g];
+        for (uint64_t b = used[g] & ~live[g]; b; b &= b - 1) {
+            uint32_t s = g * 64 + (uint32_t)__builtin_ctzll(b);
+            if (r->inst[s].role == RKV_RT_STAGING)
+                may |= b & -b;
+        }
+        if (rkv_rt_any(e) & ~may)
             return CORRUPT("slot %u held by a free or resyncing instance", i);
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             for (uint64_t b = e->mask[m]; b; b &= b - 1)
-                held[__builtin_ctzll(b)][m]++;
+                held[g * 64 + (uint32_t)__builtin_ctzll(b)][m]++;
     }
     if (in_table != r->count)
         return CORRUPT("%u entries in the table, count %u", in_table, r->count);
-    for (uint32_t s = 0; s < RKV_ROUTER_MAX_INSTANCES; s++)
+    for (uint32_t s = 0; s < RKV_RT_SLOTS; s++)
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
-            if ((r->inst[s].used ? r->inst[s].blocks[m] : 0) != held[s][m])
+            if ((r->inst[s].role != RKV_RT_FREE ? r->inst[s].blocks[m] : 0) !=
+                held[s][m])
                 return CORRUPT("slot %u medium %d counts %llu blocks, holds %llu",
                                s, m, (unsigned long long)r->inst[s].blocks[m],
                                (unsigned long long)held[s][m]);

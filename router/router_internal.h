@@ -1,30 +1,44 @@
 /*
  * router/router_internal.h -- the fleet router's data structures, shared by
  * router/index.c (the block table), router/router.c (instances, events,
- * snapshots, stats, check) and router/route.c (overlap walk and scoring).
+ * stats, check), router/snapshot.c (staged snapshots) and router/route.c
+ * (overlap search and scoring).
  *
  * Layout:
- *   - One open-addressing table (linear probing, load <= 1/2) of entries,
- *     one per distinct block hash held by any instance; an entry names its
- *     hash, namespace, parent hash and, per medium, a 64-bit mask of the
- *     instance slots holding it. A slot is free iff all its masks are zero
- *     (an entry that loses its last holder is deleted at once). Home =
- *     (hash * golden) >> shift: the hashes are chained XXH3 values, but an
- *     embedder may feed anything. Deletion shifts back (no tombstones), so
- *     a probe ends at the first free slot. Entries live in the table itself
- *     so a lookup is one cache miss (a separate index + entry array was two
- *     or more, and measurably slower: bench/RESULTS.md).
- *   - Instances: RKV_ROUTER_MAX_INSTANCES slots; slot s is bit s of every
- *     mask. order[0..num_instances) lists used slots by instance id.
- *     blocks[m] counts the entries whose mask m has the slot's bit.
- *     An instance with needs_resync holds no bit anywhere.
+ *   - Instance slots: RKV_RT_SLOTS of them, in groups of 64 (slot s is bit
+ *     s % 64 of group s / 64). A slot is free, an instance's, or a staging
+ *     slot that collects a snapshot for its owner instance (see
+ *     router/snapshot.c) and is not live. Slots are handed out lowest
+ *     first, so a fleet of <= 64 instances lives in group 0.
+ *   - One open-addressing table (linear probing, load <= 1/2) of 32-byte
+ *     entries, one per (namespace, block hash, group) held by any slot of
+ *     that group: a 64-bit key and, per medium, a 64-bit mask of the
+ *     group's slots holding it. key = fmix64(hash ^ fmix64(ns)) with its
+ *     low 5 bits replaced by the group: a block is named by (ns, hash) as
+ *     in the tree, and two keys collide with probability 2^-59 (the block
+ *     hashes themselves are 64-bit). Home = key >> shift. A slot is free
+ *     iff all its masks are zero (an entry that loses its last holder is
+ *     deleted at once). Deletion shifts back (no tombstones), so a probe
+ *     ends at the first free slot. Two entries per cache line, never one
+ *     across two: a lookup is one line (a 48-byte entry with the hash,
+ *     namespace and group spelled out straddled lines half the time and
+ *     took 100 bytes per held pair at 8 instances against 64 now).
+ *     Up to 64 instances every block has one entry; a block held in k
+ *     groups has k entries, so memory grows with what is held, never with
+ *     the instance limit, and an event touches only its instance's group.
+ *   - order[0..num_instances) lists the instance slots by id (binary
+ *     search for an id). blocks[m] counts the entries whose mask m has the
+ *     slot's bit. An instance with needs_resync holds no bit anywhere;
+ *     live[g] has the bits of group g's in-sync instance slots.
  *
  * Why a flat table keyed by the chained hash and not a tree of hashes: a
  * chained hash already names its whole prefix, so the table IS the radix
- * over the hash chain flattened: a query looks each page's hash up once,
- * following the chain, and intersects holder masks; the parent hash is
- * kept for snapshots and checks. One 64-bit AND per page answers all
- * instances at once.
+ * over the hash chain flattened. Every instance's cached set is prefix-
+ * closed (a tree caches a page only under its cached parent; the router
+ * refuses a store whose parent the instance does not hold), so along a
+ * request's chain the holder mask only loses bits: route.c finds where
+ * each bit drops by galloping + bisection, O(log n) lookups per distinct
+ * overlap instead of one per page.
  */
 #ifndef RKV_ROUTER_INTERNAL_H
 #define RKV_ROUTER_INTERNAL_H
@@ -34,19 +48,52 @@
 #include "radixkv_router.h"
 
 #define RKV_RT_EMPTY UINT32_MAX
+/* instance slots + one spare group for staging snapshots */
+#define RKV_RT_SLOTS (RKV_ROUTER_MAX_INSTANCES + 64u)
+#define RKV_RT_GROUPS (RKV_RT_SLOTS / 64u)
 
 typedef struct rkv_rt_entry {
-    uint64_t hash;
-    uint64_t ns;
-    uint64_t parent;
+    uint64_t key;
     uint64_t mask[RKV_MEDIUM_COUNT];
 } rkv_rt_entry;
 
+_Static_assert(sizeof(rkv_rt_entry) == 32, "two entries per cache line");
+_Static_assert(RKV_RT_GROUPS <= 32, "the group fits the key's low 5 bits");
+
+static inline uint64_t rkv_rt_fmix(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return k;
+}
+/* Per namespace, once per call: the part of the key the namespace gives. */
+static inline uint64_t rkv_rt_nsmix(uint64_t ns)
+{
+    return rkv_rt_fmix(ns ^ 0x9E3779B97F4A7C15ull);
+}
+static inline uint64_t rkv_rt_key(uint64_t hash, uint64_t nsmix,
+                                  uint32_t group)
+{
+    return (rkv_rt_fmix(hash ^ nsmix) & ~(uint64_t)31) | group;
+}
+static inline uint32_t rkv_rt_group(const rkv_rt_entry *e)
+{
+    return (uint32_t)(e->key & 31);
+}
+
+enum { RKV_RT_FREE = 0, RKV_RT_INSTANCE = 1, RKV_RT_STAGING = 2 };
+
 typedef struct rkv_rt_instance {
-    uint64_t id;
-    int used;
+    uint64_t id;            /* RKV_RT_INSTANCE                              */
+    uint32_t role;          /* RKV_RT_FREE / _INSTANCE / _STAGING           */
+    uint32_t staging;       /* INSTANCE: its staging slot or RKV_RT_EMPTY;
+                               STAGING: the owner's slot                     */
     int needs_resync;
     uint64_t last_seq;
+    uint64_t stage_seq;     /* INSTANCE with a staging slot: snapshot seq   */
     uint64_t blocks[RKV_MEDIUM_COUNT];
     uint32_t running;
     uint64_t queued_tokens;
@@ -58,39 +105,64 @@ struct rkv_router {
     uint32_t count;     /* entries in use                                 */
     uint32_t table_cap; /* power of two                                   */
     uint32_t shift;     /* 64 - log2(table_cap)                           */
-    rkv_rt_instance inst[RKV_ROUTER_MAX_INSTANCES];
+    rkv_rt_instance inst[RKV_RT_SLOTS];
     uint32_t order[RKV_ROUTER_MAX_INSTANCES];
     uint32_t num_instances;
-    uint64_t live_mask; /* used slots without needs_resync                */
+    uint64_t live[RKV_RT_GROUPS]; /* in-sync instance slots per group     */
+    uint64_t *qhash;    /* rkv_router_*_tokens: the request's page hashes */
+    uint32_t qhash_cap;
     rkv_router_stats st; /* counters (instances/entries/bytes derived)    */
 };
 
 /* index.c ------------------------------------------------------------------ */
 rkv_status rkv_rt_index_init(rkv_router *r, uint32_t initial);
 void rkv_rt_index_fini(rkv_router *r);
-/* Table slot of hash's entry, or RKV_RT_EMPTY. */
-uint32_t rkv_rt_find(const rkv_router *r, uint64_t hash);
 /* Room for `more` new entries without allocating later; RKV_ERR_NOMEM
  * (nothing changes). */
 rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more);
 /* New entry with empty masks (room reserved); returns its slot. Until a
  * mask bit is set the slot counts as free: set one, or rkv_rt_remove it,
  * before the next add. */
-uint32_t rkv_rt_add(rkv_router *r, uint64_t hash, uint64_t ns, uint64_t parent);
+uint32_t rkv_rt_add(rkv_router *r, uint64_t key);
 /* Deletes the entry in slot idx (later entries of its cluster may move
  * back, into idx included). */
 void rkv_rt_remove(rkv_router *r, uint32_t idx);
-static inline uint32_t rkv_rt_home(const rkv_router *r, uint64_t hash)
+static inline uint32_t rkv_rt_home(const rkv_router *r, uint64_t key)
 {
-    return (uint32_t)((hash * 0x9E3779B97F4A7C15ull) >> r->shift);
+    return (uint32_t)(key >> r->shift);
 }
 static inline uint64_t rkv_rt_any(const rkv_rt_entry *e)
 {
     return e->mask[0] | e->mask[1] | e->mask[2];
 }
+/* Table slot of key's entry, or RKV_RT_EMPTY. */
+static inline uint32_t rkv_rt_find(const rkv_router *r, uint64_t key)
+{
+    uint32_t mask = r->table_cap - 1;
+    for (uint32_t i = rkv_rt_home(r, key);; i = (i + 1) & mask) {
+        const rkv_rt_entry *e = &r->entries[i];
+        if (rkv_rt_any(e) == 0)
+            return RKV_RT_EMPTY;
+        if (e->key == key)
+            return i;
+    }
+}
 
 /* router.c ----------------------------------------------------------------- */
-/* Slot of instance id, or RKV_RT_EMPTY. */
+/* Slot of instance id, or RKV_RT_EMPTY. O(log instances). */
 uint32_t rkv_rt_slot_of(const rkv_router *r, uint64_t id);
+/* Slot of a registered instance id; RKV_RT_EMPTY with an error set (and
+ * counted in stats.unknown_instance) otherwise. */
+uint32_t rkv_rt_lookup(rkv_router *r, uint64_t id, const char *fn,
+                       rkv_status *st);
+/* Removes slot s's bit from every entry of its group (entries left empty
+ * go) and zeroes its block counts. Cannot fail. O(table). */
+void rkv_rt_clear_slot(rkv_router *r, uint32_t s);
+/* A free slot (lowest first), or RKV_RT_EMPTY. */
+uint32_t rkv_rt_free_slot_any(const rkv_router *r);
+
+/* snapshot.c --------------------------------------------------------------- */
+/* Drops instance slot s's staging slot, if any. Cannot fail. */
+void rkv_rt_stage_drop(rkv_router *r, uint32_t s);
 
 #endif

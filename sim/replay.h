@@ -259,7 +259,7 @@ enum rkv_route {
     RKV_ROUTE_LEAST_LOADED,
     RKV_ROUTE_COUNT
 };
-#define RKV_FLEET_MAX_INSTANCES 64u /* = RKV_ROUTER_MAX_INSTANCES */
+#define RKV_FLEET_MAX_INSTANCES 1024u /* = RKV_ROUTER_MAX_INSTANCES */
 
 const char *rkv_route_name(enum rkv_route r);
 /* "kv", "round-robin", "random", "least-loaded"; 0 if none matches. */

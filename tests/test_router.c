@@ -14,11 +14,15 @@
  * (the router must see the gap), some delivered twice (stale), instances
  * are removed and re-added, unknown ids are sent events. When the router
  * says an instance needs a resync, the test drains that tree and applies
- * rkv_tree_snapshot; every 16 steps everything is delivered and every
+ * rkv_tree_snapshot, or half the time the chunked protocol
+ * (rkv_tree_snapshot_chunk in random sizes into rkv_router_snapshot_begin /
+ * _chunk / _end, sometimes aborted and begun again, the router's view of
+ * the instance unchanged until the end); every 16 steps everything is delivered and every
  * registered instance must then be up to date. After every step, for every
  * instance the router is
  * up to date with (same last seq as the tree, not resyncing): it holds
- * exactly the tree's snapshot (every snapshot hash held, same count), and
+ * exactly the tree's snapshot (every snapshot hash held on its medium and
+ * no other, same count), and
  * for random requests its overlap equals the tree's PEEK match in pages;
  * a resyncing instance holds nothing. rkv_router_check after every step.
  */
@@ -97,7 +101,7 @@ Test(router, instances_and_bad_ids)
     rkv_router_overlap o;
     cr_assert_eq(rkv_router_route(r, 0, h, 1, &o), RKV_ERR_STATE);
     for (uint64_t i = 0; i < RKV_ROUTER_MAX_INSTANCES; i++)
-        cr_assert_eq(rkv_router_add_instance(r, 1000 - i), RKV_OK);
+        cr_assert_eq(rkv_router_add_instance(r, 5000 - i), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_ERR_NO_SPACE);
     ok(r);
     rkv_router_destroy(r);
@@ -114,10 +118,10 @@ Test(router, events_seq_and_bad_input)
                        removed(3, 0, (uint64_t[]){13}, 1, 0)};
     cr_assert_eq(rkv_router_apply(r, 1, ev, 3), RKV_OK);
     ok(r);
-    cr_assert(rkv_router_holds(r, 1, 11) && rkv_router_holds(r, 1, 12));
-    cr_assert(!rkv_router_holds(r, 1, 13));
-    cr_assert(rkv_router_holds(r, 1, 22));
-    cr_assert(!rkv_router_holds(r, 2, 22));
+    cr_assert(rkv_router_holds(r, 1, 0, 11) && rkv_router_holds(r, 1, 0, 12));
+    cr_assert(!rkv_router_holds(r, 1, 0, 13));
+    cr_assert(rkv_router_holds(r, 1, 0, 22));
+    cr_assert(!rkv_router_holds(r, 2, 0, 22));
     cr_assert_eq(stats(r).entries, 4);
     /* stale: counted, ignored */
     cr_assert_eq(rkv_router_apply(r, 1, ev, 2), RKV_OK);
@@ -128,18 +132,18 @@ Test(router, events_seq_and_bad_input)
     cr_assert_eq(rkv_router_apply(r, 1, &bad, 1), RKV_OK);
     cr_assert_eq(stats(r).events_bad, 1);
     cr_assert(needs_resync(r, 1));
-    cr_assert(!rkv_router_holds(r, 1, 11));
+    cr_assert(!rkv_router_holds(r, 1, 0, 11));
     cr_assert_eq(stats(r).entries, 0);
     ok(r);
     /* later events are skipped until a snapshot */
     rkv_event later = stored(5, 0, RKV_HASH_ROOT, (uint64_t[]){77}, 1, 0);
     cr_assert_eq(rkv_router_apply(r, 1, &later, 1), RKV_OK);
     cr_assert_eq(stats(r).events_skipped, 1);
-    cr_assert(!rkv_router_holds(r, 1, 77));
+    cr_assert(!rkv_router_holds(r, 1, 0, 77));
     rkv_block_entry snap[2] = {{0, 11, RKV_HASH_ROOT, 0, 0}, {0, 12, 11, 0, 0}};
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, snap, 2, 5), RKV_OK);
     cr_assert(!needs_resync(r, 1));
-    cr_assert(rkv_router_holds(r, 1, 12));
+    cr_assert(rkv_router_holds(r, 1, 0, 12));
     ok(r);
     /* a gap */
     rkv_event gap = stored(7, 0, 12, (uint64_t[]){13}, 1, 0);
@@ -219,8 +223,9 @@ Test(router, overlaps_media_namespaces_and_scores)
     for (int i = 0; i < 3; i++)
         cr_assert_eq(rkv_router_add_instance(r, ids[i]), RKV_OK);
     uint64_t h[6] = {101, 102, 103, 104, 105, 106};
-    /* 10: pages 0..3 on device; 20: 0..1 device, 2..5 host; 30: page 1..2
-     * only (no page 0: zero leading pages) */
+    /* 10: pages 0..3 on device; 20: 0..1 device, 2..5 host; 30 tries
+     * pages 1..2 without page 0: refused (its parent is not held), so 30
+     * resyncs and holds nothing */
     rkv_event e10 = stored(1, 4, RKV_HASH_ROOT, h, 4, RKV_MEDIUM_DEVICE);
     rkv_event e20[2] = {stored(1, 4, RKV_HASH_ROOT, h, 2, RKV_MEDIUM_DEVICE),
                         stored(2, 4, 102, h + 2, 4, RKV_MEDIUM_HOST)};
@@ -228,6 +233,8 @@ Test(router, overlaps_media_namespaces_and_scores)
     cr_assert_eq(rkv_router_apply(r, 10, &e10, 1), RKV_OK);
     cr_assert_eq(rkv_router_apply(r, 20, e20, 2), RKV_OK);
     cr_assert_eq(rkv_router_apply(r, 30, &e30, 1), RKV_OK);
+    cr_assert_eq(stats(r).events_bad, 1);
+    cr_assert(needs_resync(r, 30));
     ok(r);
     rkv_router_overlap o[RKV_ROUTER_MAX_INSTANCES];
     uint32_t n;
@@ -279,7 +286,7 @@ Test(router, overlaps_media_namespaces_and_scores)
     cr_assert_eq(rkv_router_overlaps(r, 4, q, 3, o, 2, &n), RKV_ERR_INVALID_ARG);
     /* removing an instance drops its entries */
     cr_assert_eq(rkv_router_remove_instance(r, 20), RKV_OK);
-    cr_assert(!rkv_router_holds(r, 20, 105));
+    cr_assert(!rkv_router_holds(r, 20, 4, 105));
     cr_assert_eq(stats(r).entries, 4);
     ok(r);
     rkv_router_config bad = cfg;
@@ -325,7 +332,11 @@ typedef struct inst {
     int registered;
 } inst;
 
-static void resync(rkv_router *r, inst *x)
+/* Resync x: drain its ring (delivered), then either one snapshot or the
+ * chunked protocol (rkv_tree_snapshot_chunk in random sizes into
+ * rkv_router_snapshot_begin / _chunk / _end), sometimes aborted and begun
+ * again. While chunks are staged the router's view of x must not move. */
+static void resync(rkv_router *r, inst *x, rkv_rng *rng, uint64_t *chunked)
 {
     rkv_event buf[16];
     uint32_t got;
@@ -333,12 +344,53 @@ static void resync(rkv_router *r, inst *x)
         cr_assert_eq(rkv_tree_events_drain(x->d.tree, buf, 16, &got), RKV_OK);
         cr_assert_eq(rkv_router_apply(r, x->id, buf, got), RKV_OK);
     } while (got > 0);
-    size_t n;
-    uint64_t seq;
-    rkv_block_entry *s = evd_snapshot(&x->d, &n, &seq);
-    cr_assert_eq(rkv_router_apply_snapshot(r, x->id, s, n, seq), RKV_OK, "%s",
-                 rkv_last_error());
-    free(s);
+    if (rkv_rng_below(rng, 2) == 0) {
+        size_t n;
+        uint64_t seq;
+        rkv_block_entry *s = evd_snapshot(&x->d, &n, &seq);
+        cr_assert_eq(rkv_router_apply_snapshot(r, x->id, s, n, seq), RKV_OK,
+                     "%s", rkv_last_error());
+        free(s);
+        return;
+    }
+    (*chunked)++;
+    rkv_router_instance_info before;
+    cr_assert_eq(rkv_router_instance_info_get(r, x->id, &before), RKV_OK);
+    for (int attempt = 0;; attempt++) {
+        int abort_it = attempt == 0 && rkv_rng_below(rng, 4) == 0;
+        rkv_snapshot_cursor c;
+        rkv_snapshot_cursor_init(&c);
+        rkv_block_entry part[8];
+        size_t n;
+        int done;
+        cr_assert_eq(rkv_tree_snapshot_chunk(x->d.tree, &c, part, 0, &n, &done),
+                     RKV_OK);
+        cr_assert_eq(rkv_router_snapshot_begin(r, x->id, c.seq), RKV_OK);
+        while (!done) {
+            size_t cap = 1 + (size_t)rkv_rng_below(rng, 8);
+            cr_assert_eq(rkv_tree_snapshot_chunk(x->d.tree, &c, part, cap, &n,
+                                                 &done), RKV_OK, "%s",
+                         rkv_last_error());
+            cr_assert_eq(rkv_router_snapshot_chunk(r, x->id, part, n), RKV_OK,
+                         "%s", rkv_last_error());
+            rkv_router_instance_info mid;
+            cr_assert_eq(rkv_router_instance_info_get(r, x->id, &mid), RKV_OK);
+            cr_assert(mid.blocks == before.blocks &&
+                      mid.last_seq == before.last_seq &&
+                      mid.needs_resync == before.needs_resync,
+                      "staged chunks showed before the end");
+            ok(r);
+            if (abort_it && rkv_rng_below(rng, 2) == 0)
+                break;
+        }
+        if (abort_it) {
+            cr_assert_eq(rkv_router_snapshot_abort(r, x->id), RKV_OK);
+            continue;
+        }
+        cr_assert_eq(c.done, c.total);
+        cr_assert_eq(rkv_router_snapshot_end(r, x->id), RKV_OK);
+        return;
+    }
 }
 
 static void compare(rkv_router *r, inst *x, rkv_rng *rng, uint64_t *exact)
@@ -356,9 +408,13 @@ static void compare(rkv_router *r, inst *x, rkv_rng *rng, uint64_t *exact)
         (*exact)++;
         cr_assert_eq(in.blocks, n, "router %llu blocks, tree %zu",
                      (unsigned long long)in.blocks, n);
-        for (size_t i = 0; i < n; i++)
-            cr_assert(rkv_router_holds(r, x->id, s[i].hash),
+        for (size_t i = 0; i < n; i++) {
+            cr_assert(rkv_router_holds(r, x->id, s[i].ns, s[i].hash),
                       "router misses a cached hash");
+            for (uint32_t m = 0; m < RKV_MEDIUM_COUNT; m++)
+                cr_assert_eq(rkv_router_holds_medium(r, x->id, s[i].ns, s[i].hash, m),
+                             m == s[i].medium, "hash on the wrong medium");
+        }
         /* the overlap of random requests is the tree's peek match */
         for (int q = 0; q < 4; q++) {
             int32_t tok[EVD_MAX_TOK];
@@ -399,7 +455,8 @@ Test(router, differential_with_trees)
         cr_assert_eq(rkv_router_add_instance(r, xs[i].id), RKV_OK);
     }
     uint64_t steps = rkv_test_scaled(3000), exact = 0, lost_batches = 0,
-             dup_batches = 0, readds = 0, resyncs = 0, unknown_sent = 0;
+             dup_batches = 0, readds = 0, resyncs = 0, unknown_sent = 0,
+             chunked = 0;
     for (uint64_t step = 0; step < steps; step++) {
         inst *x = &xs[rkv_rng_below(&rng, NI)];
         evd_step(&x->d, &rng, 1);
@@ -458,7 +515,7 @@ Test(router, differential_with_trees)
                                                   evd_last_seq(&xs[i].d)),
                              RKV_OK);
                 if (needs_resync(r, xs[i].id)) {
-                    resync(r, &xs[i]);
+                    resync(r, &xs[i], &rng, &chunked);
                     resyncs++;
                 }
                 rkv_router_instance_info in;
@@ -472,7 +529,7 @@ Test(router, differential_with_trees)
             if (!xs[i].registered)
                 continue;
             if (needs_resync(r, xs[i].id) && rkv_rng_below(&rng, 2)) {
-                resync(r, &xs[i]);
+                resync(r, &xs[i], &rng, &chunked);
                 resyncs++;
             }
             compare(r, &xs[i], &rng, &exact);
@@ -483,6 +540,7 @@ Test(router, differential_with_trees)
     cr_assert(exact > steps / 2, "too few exact comparisons (%llu)",
               (unsigned long long)exact);
     cr_assert(resyncs > 0 && lost_batches > 0 && dup_batches > 0);
+    cr_assert(chunked > 0, "no chunked resync");
     cr_assert(s.gaps > 0 && s.resync_markers > 0 && s.events_stale > 0);
     cr_assert_eq(s.unknown_instance, unknown_sent);
     cr_assert(readds > 0, "no instance was removed and added again");
