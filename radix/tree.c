@@ -76,6 +76,8 @@ void rkv_tree_slot_free(rkv_tree *t, uint32_t id)
     rkv_tnode *x = &t->nodes[id];
     rkv_tnode_clear(x);
     rkv_tnode_bump_gen(x);
+    if (RKV_UNLIKELY(t->tn != NULL))
+        t->tn[id] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
     x->next_sib = t->free_head;
     t->free_head = id;
     t->free_count++;

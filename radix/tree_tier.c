@@ -432,8 +432,10 @@ void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
     t->tn[nid].flags = t->tn[xid].flags;
     t->tn[nid].hits = t->tn[xid].hits;
     t->tn[nid].lchild = RKV_NIL;
-    if (t->tn[xid].flags & RKV_TN_LOWER)
+    if (t->tn[xid].flags & RKV_TN_LOWER) {
         t->tier->lower_nodes++;
+        t->num_nodes--; /* the split counts a device node; modular */
+    }
 }
 
 /* ---- insert conflict --------------------------------------------------------- */

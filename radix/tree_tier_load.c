@@ -165,8 +165,15 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
     rkv_tier *tr = t->tier;
     uint32_t npages = (uint32_t)(n / t->P), d = (uint32_t)out->num_blocks;
     rkv_lwalk lw = {0, 0, RKV_NIL, 0};
-    if (out->node.id != 0 && d < npages)
-        rkv_tier_lower_walk(t, out->node.id, d, tokens, npages - d, &lw);
+    uint32_t root = rkv_cidx_find_ns(t, ns);
+    if (root != RKV_NIL && d < npages) {
+        /* a peek match may end inside a node (no split): the lower part
+         * can only continue from a node's end */
+        rkv_walk w;
+        rkv_tree_walk(t, root, 0, tokens, npages, NULL, NULL, NULL, &w);
+        if (w.partial == RKV_NIL && w.pages == d)
+            rkv_tier_lower_walk(t, w.node, d, tokens, npages - d, &lw);
+    }
     if (tiers_out != NULL) {
         tiers_out->host_tokens = (size_t)lw.host_pages * t->P;
         tiers_out->disk_tokens = 0;
