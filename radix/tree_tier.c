@@ -557,8 +557,24 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
 uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n)
 {
     uint32_t freed = 0, id;
-    while (freed < n && (id = rkv_lru_first(t)) != RKV_NIL)
+    while (freed < n && (id = rkv_lru_first(t)) != RKV_NIL) {
+        uint32_t m = t->nodes[id].num_pages, need = n - freed;
+        if (need < m) {
+            /* demote only the tail that is needed: split off the head
+             * (which stays on the device) when memory allows, else the
+             * whole node goes down (more is freed than asked, nothing is
+             * lost: the device would only stay partly empty for a while) */
+            uint32_t pages[2] = {m - need, need};
+            rkv_tree_prep prep;
+            if (rkv_tree_prepare(t, 1, 2, pages, &prep,
+                                 "rkv_tree_evict") == RKV_OK) {
+                rkv_tree_prep_install(t, &prep);
+                (void)rkv_tree_split(t, id, m - need, prep.data[0],
+                                     prep.data[1]);
+            }
+        }
         freed += rkv_tier_demote(t, id);
+    }
     return freed;
 }
 

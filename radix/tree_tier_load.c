@@ -164,6 +164,18 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
     rkv_tree *t = tree;
     rkv_tier *tr = t->tier;
     uint32_t npages = (uint32_t)(n / t->P), d = (uint32_t)out->num_blocks;
+    if (!(flags & RKV_MATCH_PEEK) && tr->policy == RKV_WRITE_SELECTIVE &&
+        out->node.id != 0) {
+        /* every page of the matched device path was hit once more (before
+         * the lower walk: a copy-down may make room in the host) */
+        for (uint32_t y = out->node.id; t->nodes[y].parent != 0;
+             y = t->nodes[y].parent) {
+            if (++t->tn[y].hits != tr->k)
+                continue;
+            for (uint32_t i = 0; i < t->nodes[y].num_pages; i++)
+                (void)rkv_tier_queue_store(t, y, i, ns, 0);
+        }
+    }
     rkv_lwalk lw = {0, 0, RKV_NIL, 0};
     uint32_t root = rkv_cidx_find_ns(t, ns);
     if (root != RKV_NIL && d < npages) {
@@ -179,20 +191,9 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
         tiers_out->disk_tokens = 0;
         tiers_out->lower_tokens = (size_t)lw.pages * t->P;
     }
-    if (flags & RKV_MATCH_PEEK)
-        return RKV_OK;
-    tr->st.hit_tokens[RKV_MEDIUM_DEVICE] += out->matched_tokens;
-    tr->st.hit_tokens[RKV_MEDIUM_HOST] += (uint64_t)lw.host_pages * t->P;
-    if (tr->policy == RKV_WRITE_SELECTIVE && out->node.id != 0) {
-        /* every page of the matched device path was hit once more */
-        uint64_t nsv = ns;
-        for (uint32_t y = out->node.id; t->nodes[y].parent != 0;
-             y = t->nodes[y].parent) {
-            if (++t->tn[y].hits != tr->k)
-                continue;
-            for (uint32_t i = 0; i < t->nodes[y].num_pages; i++)
-                (void)rkv_tier_queue_store(t, y, i, nsv, 0);
-        }
+    if (!(flags & RKV_MATCH_PEEK)) {
+        tr->st.hit_tokens[RKV_MEDIUM_DEVICE] += out->matched_tokens;
+        tr->st.hit_tokens[RKV_MEDIUM_HOST] += (uint64_t)lw.host_pages * t->P;
     }
     return RKV_OK;
 }
