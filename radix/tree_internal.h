@@ -421,6 +421,10 @@ void rkv_tier_drop_all(rkv_tree *t);
  * *lower_nodes. */
 rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes);
 void rkv_tier_fini(rkv_tree *t);
+/* rkv_tree_snapshot with tiers: one entry per (page, medium); LOADING
+ * pages are listed by their host copy only. */
+rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
+                             size_t cap, size_t *n_out, uint64_t *seq_out);
 static inline int rkv_tier_has_lower(const rkv_tree *t, uint32_t id)
 {
     return t->tn != NULL && t->tn[id].lchild != RKV_NIL;

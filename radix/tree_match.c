@@ -190,8 +190,6 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     }
     if (RKV_UNLIKELY(t->events.cap != 0))
         rkv_ev_stored(t, ns, parent_hash, xb, npages);
-    if (RKV_UNLIKELY(t->tier != NULL))
-        rkv_tier_on_insert(t, id, ns);
     x->parent = parent;
     x->next_sib = p->first_child;
     if (p->first_child != RKV_NIL)
@@ -206,6 +204,8 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     t->cached_blocks += npages;
     t->evictable_blocks += npages;
     t->inserted_pages += npages;
+    if (RKV_UNLIKELY(t->tier != NULL))
+        rkv_tier_on_insert(t, id, ns); /* linked: copies may go down */
     return id;
 }
 

@@ -127,6 +127,22 @@ uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent)
     return t->pool->hash[rkv_tnode_blocks(t, p)[p->num_pages - 1]];
 }
 
+/* KV event for page i of node id entering (stored) or leaving the host. */
+void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored)
+{
+    if (RKV_LIKELY(t->events.cap == 0))
+        return;
+    const rkv_tnode *x = &t->nodes[id];
+    uint64_t ns = rkv_tier_node_ns(t, id);
+    uint64_t h = rkv_tier_page_hash(t, x, i);
+    uint64_t ph = 0;
+    if (stored)
+        ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
+                   : rkv_tier_prev_hash(t, x->parent);
+    rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
+                  RKV_MEDIUM_HOST, ns, ph, &h, 1);
+}
+
 /* ---- the host LRU over LOWER leaves -------------------------------------- */
 
 static int rkv_hlru_listed(const rkv_tree *t, uint32_t id)
@@ -224,6 +240,7 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
         rkv_tnode *yx = &t->nodes[y];
         rkv_tpage *tp = rkv_tnode_tpages(t, yx);
         for (uint32_t i = 0; i < yx->num_pages; i++) {
+            rkv_tier_ev_host(t, y, i, 0);
             rkv_tier_free_slot(t, tp[i].slot);
             tr->st.evictions[RKV_MEDIUM_HOST]++;
         }
@@ -235,6 +252,7 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
     for (uint32_t i = from; i < x->num_pages; i++) {
         if (tp[i].slot == RKV_NO_TSLOT)
             continue;
+        rkv_tier_ev_host(t, id, i, 0);
         rkv_tier_free_slot(t, tp[i].slot);
         tp[i].slot = RKV_NO_TSLOT;
         tr->st.evictions[RKV_MEDIUM_HOST]++;
@@ -261,6 +279,7 @@ static int rkv_tier_host_make_room(rkv_tree *t)
         return 0;
     rkv_tnode *x = &t->nodes[id];
     rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    rkv_tier_ev_host(t, id, x->num_pages - 1, 0);
     rkv_tier_free_slot(t, tp[x->num_pages - 1].slot);
     tr->st.evictions[RKV_MEDIUM_HOST]++;
     if (--x->num_pages == 0)
@@ -312,6 +331,7 @@ int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
     op->ns = ns;
     op->ticket = ticket;
     tp[i].slot = slot;
+    rkv_tier_ev_host(t, id, i, 1);
     return 1;
 }
 
@@ -326,6 +346,7 @@ static void rkv_tier_disown_slot(rkv_tree *t, uint32_t slot)
         rkv_tpage *tp = rkv_tnode_tpages(t, x);
         for (uint32_t i = 0; i < x->num_pages; i++)
             if (tp[i].slot == slot) {
+                rkv_tier_ev_host(t, y, i, 0);
                 tp[i].slot = RKV_NO_TSLOT;
                 return;
             }
@@ -475,6 +496,7 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
     tr->st.stores_blocks[RKV_MEDIUM_HOST]++;
     tr->st.stores_bytes[RKV_MEDIUM_HOST] += tr->block_bytes;
     rkv_tnode_tpages(t, x)[i].slot = slot;
+    rkv_tier_ev_host(t, id, i, 1);
     return 1;
 }
 
@@ -923,4 +945,90 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
     if (st == RKV_OK)
         *lower_nodes += lower;
     return st;
+}
+
+/* ---- snapshot ---------------------------------------------------------------- */
+
+static uint32_t rkv_tier_first_kid(const rkv_tree *t, uint32_t y)
+{
+    if (t->nodes[y].first_child != RKV_NIL)
+        return t->nodes[y].first_child;
+    return (t->tn[y].flags & RKV_TN_LOWER) ? RKV_NIL : t->tn[y].lchild;
+}
+
+/* The node after x among its parent's children (device list, then the
+ * lower list). */
+static uint32_t rkv_tier_next_kid(const rkv_tree *t, uint32_t x)
+{
+    if (t->nodes[x].next_sib != RKV_NIL)
+        return t->nodes[x].next_sib;
+    uint32_t p = t->nodes[x].parent;
+    if (!(t->tn[x].flags & RKV_TN_LOWER) && !(t->tn[p].flags & RKV_TN_LOWER))
+        return t->tn[p].lchild;
+    return RKV_NIL;
+}
+
+rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
+                             size_t cap, size_t *n_out, uint64_t *seq_out)
+{
+    if (seq_out != NULL)
+        *seq_out = t->events.next_seq - 1;
+    size_t k = 0;
+    for (int pass = out == NULL ? 1 : 0; pass < 2; pass++) {
+        k = 0;
+        for (uint32_t root = 1; root < t->nodes_used; root++) {
+            if (t->nodes[root].parent != 0)
+                continue;
+            uint64_t ns = t->nodes[root].u.ns;
+            uint32_t x = rkv_tier_first_kid(t, root);
+            while (x != RKV_NIL) {
+                const rkv_tnode *nx = &t->nodes[x];
+                const rkv_tpage *tp = rkv_tnode_tpages(t, nx);
+                uint64_t parent = rkv_tier_prev_hash(t, nx->parent);
+                int dev = t->tn[x].flags == 0;
+                for (uint32_t i = 0; i < nx->num_pages; i++) {
+                    uint64_t h = rkv_tier_page_hash(t, nx, i);
+                    for (int m = 0; m < 2; m++) {
+                        if (m == 0 ? !dev : tp[i].slot == RKV_NO_TSLOT)
+                            continue;
+                        if (pass == 1 && out != NULL && k < cap) {
+                            out[k].ns = ns;
+                            out[k].hash = h;
+                            out[k].parent_hash = parent;
+                            out[k].medium = m == 0 ? RKV_MEDIUM_DEVICE
+                                                   : RKV_MEDIUM_HOST;
+                            out[k].reserved = 0;
+                        }
+                        k++;
+                    }
+                    parent = h;
+                }
+                uint32_t c = rkv_tier_first_kid(t, x);
+                if (c != RKV_NIL) {
+                    x = c;
+                    continue;
+                }
+                for (;;) {
+                    uint32_t nk = rkv_tier_next_kid(t, x);
+                    if (nk != RKV_NIL) {
+                        x = nk;
+                        break;
+                    }
+                    x = t->nodes[x].parent;
+                    if (x == root) {
+                        x = RKV_NIL;
+                        break;
+                    }
+                }
+            }
+        }
+        if (pass == 0 && k > cap) {
+            *n_out = k;
+            return rkv_set_error(RKV_ERR_NO_SPACE, "rkv_tree_snapshot: %zu "
+                                 "entries given, %zu cached (page, medium)",
+                                 cap, k);
+        }
+    }
+    *n_out = k;
+    return RKV_OK;
 }

@@ -65,6 +65,7 @@ uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent);
 void rkv_hlru_unlink(rkv_tree *t, uint32_t id);
 void rkv_hlru_place(rkv_tree *t, uint32_t id);
 void rkv_tier_free_slot(rkv_tree *t, uint32_t slot);
+void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored);
 void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
                               int free_root);
 int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,

@@ -357,6 +357,7 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
             t->tn[y].flags = 0;
             if (tr->policy == RKV_WRITE_BACK)
                 for (uint32_t i = 0; i < x->num_pages; i++) {
+                    rkv_tier_ev_host(t, y, i, 0);
                     rkv_tier_free_slot(t, tp[i].slot); /* exclusive tiers */
                     tp[i].slot = RKV_NO_TSLOT;
                 }

@@ -25,9 +25,10 @@
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "tests/support/event_model.h"
 #include "tier/store.h"
 
-#define P 4u
+#define TP 4u
 #define MAX_PAGES 12u
 #define NSEQ 48u
 #define MODEL_CAP 4096u
@@ -35,7 +36,7 @@
 typedef struct seq {
     uint64_t ns;
     uint32_t npages;
-    int32_t tok[MAX_PAGES * P];
+    int32_t tok[MAX_PAGES * TP];
 } seq;
 
 typedef struct env {
@@ -50,6 +51,8 @@ typedef struct env {
     int exact;
     uint8_t *buf, *want;
     uint64_t loads_ok, loads_failed, hits_lower;
+    evd d;    /* pool, tree, TP for the event model */
+    evm m;
 } env;
 
 static uint64_t rnd(env *e)
@@ -93,7 +96,7 @@ static uint32_t model_prefix(const env *e, const seq *s)
     uint64_t h = RKV_HASH_ROOT;
     uint32_t k = 0;
     for (; k < s->npages; k++) {
-        h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * P, P);
+        h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * TP, TP);
         if (!model_has(e, h))
             break;
     }
@@ -112,6 +115,10 @@ static void check_all(env *e)
     cr_assert_eq(st, RKV_OK, "tree check: %s", rkv_last_error());
     cr_assert_eq(rkv_pool_check(e->pool), RKV_OK, "%s", rkv_last_error());
     cr_assert_eq(rkv_store_check(e->host), RKV_OK, "%s", rkv_last_error());
+    /* KV events (with media) replayed into the model give the snapshot */
+    while (evm_drain(&e->d, &e->m, 64, 8) == 64)
+        ;
+    evm_compare(&e->d, &e->m);
 }
 
 /* Device + lower match of s must agree with the model. */
@@ -120,10 +127,10 @@ static void verify_seq(env *e, const seq *s)
     rkv_match m;
     rkv_tier_match tm;
     rkv_status st = rkv_tree_match_tiers(e->tree, s->ns, s->tok,
-                                         (size_t)s->npages * P, NULL,
+                                         (size_t)s->npages * TP, NULL,
                                          RKV_MATCH_PEEK, &m, &tm);
     cr_assert_eq(st, RKV_OK, "%s", rkv_last_error());
-    size_t have = (m.matched_tokens + tm.lower_tokens) / P;
+    size_t have = (m.matched_tokens + tm.lower_tokens) / TP;
     uint32_t want = model_prefix(e, s);
     if (e->exact)
         cr_assert_eq(have, want, "exact: tree has %zu pages of a sequence, "
@@ -139,7 +146,7 @@ static void verify_blocks(env *e, const seq *s, const rkv_block_id *blocks,
 {
     uint64_t h = RKV_HASH_ROOT;
     for (uint32_t k = 0; k < to; k++) {
-        h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * P, P);
+        h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * TP, TP);
         if (k < from)
             continue;
         cr_assert_eq(rkv_pool_block_hash(e->pool, blocks[k]), h);
@@ -159,7 +166,7 @@ static int ok_or(rkv_status st, rkv_status a, rkv_status b)
  * insert. Faults may make any step give up; nothing may go wrong. */
 static void serve(env *e, const seq *s, uint32_t upto)
 {
-    size_t n = (size_t)upto * P;
+    size_t n = (size_t)upto * TP;
     rkv_match m;
     rkv_tier_match tm;
     rkv_block_id blocks[MAX_PAGES];
@@ -178,7 +185,7 @@ static void serve(env *e, const seq *s, uint32_t upto)
                   rkv_last_error());
         check_all(e);
         if (st == RKV_OK && ld.ticket != 0) {
-            cr_assert_eq(ld.num_pages * P, tm.lower_tokens);
+            cr_assert_eq(ld.num_pages * TP, tm.lower_tokens);
             /* the lease cannot go before the load completes */
             rkv_lease tmp = ld.lease;
             cr_assert_eq(rkv_tree_unlock(e->tree, &tmp), RKV_ERR_BUSY);
@@ -195,8 +202,8 @@ static void serve(env *e, const seq *s, uint32_t upto)
                 cr_assert_eq(rkv_tree_match(e->tree, s->ns, s->tok, n, blocks,
                                             RKV_MATCH_PEEK, &m2), RKV_OK);
                 cr_assert_eq(m2.matched_tokens, ld.device_tokens);
-                verify_blocks(e, s, blocks, (uint32_t)(m.matched_tokens / P),
-                              (uint32_t)(m2.matched_tokens / P));
+                verify_blocks(e, s, blocks, (uint32_t)(m.matched_tokens / TP),
+                              (uint32_t)(m2.matched_tokens / TP));
             } else {
                 cr_assert(!e->exact, "a load failed in an exact run: %d",
                           done[0].status);
@@ -228,7 +235,7 @@ static void serve(env *e, const seq *s, uint32_t upto)
         if (st == RKV_OK) {
             uint64_t h = RKV_HASH_ROOT;
             for (uint32_t k = 0; k < upto; k++) {
-                h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * P, P);
+                h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * TP, TP);
                 if (k < d)
                     continue;
                 pattern(e, h, e->buf);
@@ -242,8 +249,8 @@ static void serve(env *e, const seq *s, uint32_t upto)
                       rkv_last_error());
             if (st == RKV_OK) {
                 h = RKV_HASH_ROOT;
-                for (uint32_t k = 0; k < ir.cached_tokens / P; k++) {
-                    h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * P, P);
+                for (uint32_t k = 0; k < ir.cached_tokens / TP; k++) {
+                    h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * TP, TP);
                     model_add(e, h);
                 }
             }
@@ -258,17 +265,17 @@ static void serve(env *e, const seq *s, uint32_t upto)
 static void make_seqs(env *e)
 {
     /* a few shared stems, two namespaces with the same tokens */
-    int32_t stems[4][MAX_PAGES * P];
+    int32_t stems[4][MAX_PAGES * TP];
     for (int a = 0; a < 4; a++)
-        for (uint32_t j = 0; j < MAX_PAGES * P; j++)
+        for (uint32_t j = 0; j < MAX_PAGES * TP; j++)
             stems[a][j] = (int32_t)(rnd(e) % 5);
     for (uint32_t i = 0; i < NSEQ; i++) {
         seq *s = &e->seqs[i];
         s->ns = (rnd(e) % 4 == 0) ? 7 : 3;
         s->npages = 1 + (uint32_t)(rnd(e) % MAX_PAGES);
         int a = (int)(rnd(e) % 4);
-        uint32_t keep = (uint32_t)(rnd(e) % (s->npages * P + 1));
-        for (uint32_t j = 0; j < s->npages * P; j++)
+        uint32_t keep = (uint32_t)(rnd(e) % (s->npages * TP + 1));
+        for (uint32_t j = 0; j < s->npages * TP; j++)
             s->tok[j] = j < keep ? stems[a][j] : (int32_t)(rnd(e) % 5);
     }
 }
@@ -283,14 +290,19 @@ static void run(uint64_t seed, int exact, uint32_t steps)
     rkv_pool_config pc;
     rkv_pool_config_init(&pc);
     pc.num_blocks = 40;
-    pc.page_size = P;
+    pc.page_size = TP;
     pc.num_layers = 1;
     pc.num_kv_heads = 1;
     pc.head_dim = 4;
     cr_assert_eq(rkv_pool_create(&pc, &e->pool), RKV_OK, "%s", rkv_last_error());
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
+    tc.event_ring = 1024;
     cr_assert_eq(rkv_tree_create(e->pool, &tc, &e->tree), RKV_OK);
+    e->d.pool = e->pool;
+    e->d.tree = e->tree;
+    e->d.P = TP;
+    e->m.next_seq = 1;
     e->bb = rkv_pool_bytes_per_block(e->pool);
     e->buf = malloc(e->bb);
     e->want = malloc(e->bb);
@@ -333,7 +345,7 @@ static void run(uint64_t seed, int exact, uint32_t steps)
             uint64_t tk = 0;
             uint32_t pages = 0;
             rkv_status st = rkv_tree_store_prefix(e->tree, s->ns, s->tok,
-                                                  (size_t)s->npages * P, &tk,
+                                                  (size_t)s->npages * TP, &tk,
                                                   &pages);
             cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NOMEM), "%s",
                       rkv_last_error());
@@ -368,7 +380,7 @@ static void run(uint64_t seed, int exact, uint32_t steps)
     cr_assert_eq(rkv_tree_tier_stats(e->tree, &ts), RKV_OK);
     cr_assert(e->hits_lower > 0, "no lower-tier hit in %u steps", steps);
     cr_assert(e->loads_ok > 0);
-    cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_HOST] * P > 0, 1);
+    cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_HOST] * TP > 0, 1);
     if (exact) {
         cr_assert_eq(ts.evictions[RKV_MEDIUM_HOST], 0);
         cr_assert_eq(ts.failed_loads, 0);
@@ -387,6 +399,7 @@ static void run(uint64_t seed, int exact, uint32_t steps)
                 (unsigned long long)ts.evictions[RKV_MEDIUM_HOST],
                 (unsigned long long)ts.evictions[RKV_MEDIUM_DEVICE]);
     rkv_tree_destroy(e->tree);
+    free(e->m.e);
     cr_assert_eq(rkv_store_used_blocks(e->host), 0);
     rkv_store_destroy(e->host);
     rkv_pool_destroy(e->pool);
@@ -415,7 +428,7 @@ Test(tree_tiers, attach_rules)
     rkv_pool_config pc;
     rkv_pool_config_init(&pc);
     pc.num_blocks = 8;
-    pc.page_size = P;
+    pc.page_size = TP;
     rkv_pool *pool, *pool2;
     rkv_tree *t, *t2;
     cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK);
@@ -436,10 +449,10 @@ Test(tree_tiers, attach_rules)
     cr_assert_eq(rkv_tree_attach_tiers(t2, &cfg), RKV_ERR_BUSY);
     cr_assert_eq(rkv_tree_check(t), RKV_OK, "%s", rkv_last_error());
     /* not empty: refused */
-    int32_t tok[P] = {1, 2, 3, 4};
+    int32_t tok[TP] = {1, 2, 3, 4};
     rkv_block_id b;
     cr_assert_eq(rkv_pool_alloc(pool, &b), RKV_OK);
-    cr_assert_eq(rkv_tree_insert(t, 0, tok, P, &b, NULL, NULL), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(t, 0, tok, TP, &b, NULL, NULL), RKV_OK);
     cr_assert_eq(rkv_pool_unref(pool, b), RKV_OK);
     cr_assert_eq(rkv_tree_attach_tiers(t, NULL), RKV_ERR_BUSY);
     /* evicted to the host, then the host keeps it */
@@ -449,11 +462,11 @@ Test(tree_tiers, attach_rules)
     cr_assert_eq(rkv_store_used_blocks(h), 1);
     rkv_match m;
     rkv_tier_match tm;
-    cr_assert_eq(rkv_tree_match_tiers(t, 0, tok, P, NULL, 0, &m, &tm), RKV_OK);
+    cr_assert_eq(rkv_tree_match_tiers(t, 0, tok, TP, NULL, 0, &m, &tm), RKV_OK);
     cr_assert_eq(m.matched_tokens, 0);
-    cr_assert_eq(tm.host_tokens, P);
+    cr_assert_eq(tm.host_tokens, TP);
     /* another namespace never sees it */
-    cr_assert_eq(rkv_tree_match_tiers(t, 1, tok, P, NULL, 0, &m, &tm), RKV_OK);
+    cr_assert_eq(rkv_tree_match_tiers(t, 1, tok, TP, NULL, 0, &m, &tm), RKV_OK);
     cr_assert_eq(tm.lower_tokens, 0);
     cr_assert_eq(rkv_tree_check(t), RKV_OK, "%s", rkv_last_error());
     cr_assert_eq(rkv_tree_reset(t), RKV_OK);
