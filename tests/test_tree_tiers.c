@@ -481,3 +481,296 @@ Test(tree_tiers, attach_rules)
     rkv_pool_destroy(pool);
     rkv_pool_destroy(pool2);
 }
+
+/* ---- targeted cases ------------------------------------------------------- */
+
+typedef struct small {
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_store *host;
+    int32_t tok[8 * TP];
+} small;
+
+static void small_open(small *s, uint32_t host_cap)
+{
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 16;
+    pc.page_size = TP;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 2;
+    cr_assert_eq(rkv_pool_create(&pc, &s->pool), RKV_OK);
+    cr_assert_eq(rkv_tree_create(s->pool, NULL, &s->tree), RKV_OK);
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = host_cap;
+    sc.block_bytes = rkv_pool_bytes_per_block(s->pool);
+    sc.pinned = 0;
+    cr_assert_eq(rkv_store_create(&sc, &s->host), RKV_OK);
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cfg.host = s->host;
+    cr_assert_eq(rkv_tree_attach_tiers(s->tree, &cfg), RKV_OK);
+    for (uint32_t j = 0; j < 8 * TP; j++)
+        s->tok[j] = (int32_t)(j * 7 + 1);
+}
+
+static void small_close(small *s)
+{
+    rkv_tree_destroy(s->tree);
+    rkv_store_destroy(s->host);
+    rkv_pool_destroy(s->pool);
+}
+
+/* Caches pages 0..n-1 of s->tok on the device, then demotes them all. */
+static void small_fill_host(small *s, uint32_t n)
+{
+    rkv_block_id b[8];
+    cr_assert_eq(rkv_tree_alloc_blocks(s->tree, n, b), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(s->tree, 5, s->tok, (size_t)n * TP, b, NULL,
+                                 NULL), RKV_OK);
+    cr_assert_eq(rkv_pool_unref_n(s->pool, n, b), RKV_OK);
+    uint32_t freed = 0;
+    cr_assert_eq(rkv_tree_evict(s->tree, n, &freed), RKV_OK);
+    cr_assert_eq(freed, n);
+    cr_assert_eq(rkv_tree_check(s->tree), RKV_OK, "%s", rkv_last_error());
+}
+
+/* A host copy that fails verification: the load fails with
+ * RKV_ERR_CORRUPT, that page and everything after it leave the tree, the
+ * pages before it stay in the host, the device blocks come back. */
+Test(tree_tiers, corrupt_host_copy)
+{
+    small s;
+    small_open(&s, 16);
+    small_fill_host(&s, 4);
+    /* find page 1's slot by its (hash, ns), then overwrite the record */
+    uint64_t h0 = rkv_block_hash(RKV_HASH_ROOT, 5, s.tok, TP);
+    uint64_t h1 = rkv_block_hash(h0, 5, s.tok + TP, TP);
+    rkv_block_id scratch;
+    cr_assert_eq(rkv_pool_alloc(s.pool, &scratch), RKV_OK);
+    uint32_t slot = UINT32_MAX;
+    for (uint32_t k = 0; k < 16 && slot == UINT32_MAX; k++)
+        if (rkv_store_read_to_pool(s.host, k, s.pool, scratch, h1, 5) == RKV_OK)
+            slot = k;
+    cr_assert_neq(slot, UINT32_MAX);
+    cr_assert_eq(rkv_store_write_from_pool(s.host, slot, s.pool, scratch,
+                                           h1 ^ 1, 5), RKV_OK);
+    cr_assert_eq(rkv_pool_unref(s.pool, scratch), RKV_OK);
+    uint32_t free0 = rkv_pool_num_free(s.pool);
+    rkv_load ld;
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 4 * TP, UINT32_MAX, &ld), RKV_OK);
+    cr_assert_eq(ld.num_pages, 4);
+    cr_assert_eq(rkv_pool_num_free(s.pool), free0 - 4);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(nd, 1);
+    cr_assert_eq(done.status, RKV_ERR_CORRUPT);
+    cr_assert_eq(done.num_pages, 0);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_pool_num_free(s.pool), free0);
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 4 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(m.matched_tokens, 0);
+    cr_assert_eq(tm.host_tokens, TP, "page 0 stays, 1.. are gone");
+    cr_assert_eq(rkv_store_used_blocks(s.host), 1);
+    rkv_tier_stats ts;
+    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.corrupt_blocks, 1);
+    cr_assert_eq(ts.failed_loads, 4);
+    /* the lease moved to the node above the path (the namespace root) */
+    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    small_close(&s);
+}
+
+/* An I/O error at poll leaves every page in the host; a retry loads it. */
+Test(tree_tiers, failed_copy_then_retry)
+{
+    small s;
+    small_open(&s, 16);
+    small_fill_host(&s, 3);
+    rkv_load ld;
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld), RKV_OK);
+    rkv_store_fail_after(s.host, 2);
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(done.status, RKV_ERR_IO);
+    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_store_used_blocks(s.host), 3);
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, 2, &ld), RKV_OK);
+    cr_assert_eq(ld.num_pages, 2, "max_pages bounds a load");
+    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(done.status, RKV_OK);
+    cr_assert_eq(done.num_pages, 2);
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 3 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(m.matched_tokens, 2 * TP);
+    cr_assert_eq(tm.host_tokens, TP);
+    /* write-back: the loaded pages left the host (exclusive tiers) */
+    cr_assert_eq(rkv_store_used_blocks(s.host), 1);
+    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    small_close(&s);
+}
+
+/* A full store queue: write-through copies queue up to store_queue pages;
+ * the rest are skipped (counted), and a write-back eviction that meets the
+ * full queue drops the page instead of storing it. */
+Test(tree_tiers, full_store_queue)
+{
+    small s;
+    small_open(&s, 16);
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cfg.host = s.host;
+    cfg.write_policy = RKV_WRITE_THROUGH;
+    cfg.store_queue = 2;
+    cr_assert_eq(rkv_tree_attach_tiers(s.tree, &cfg), RKV_OK);
+    /* X: 2 pages, their copies fill the queue; Y: 3 pages, skipped */
+    const int32_t *x = s.tok, *y = s.tok + 4 * TP;
+    rkv_block_id b[3];
+    cr_assert_eq(rkv_tree_alloc_blocks(s.tree, 2, b), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(s.tree, 5, x, 2 * TP, b, NULL, NULL), RKV_OK);
+    cr_assert_eq(rkv_pool_unref_n(s.pool, 2, b), RKV_OK);
+    cr_assert_eq(rkv_tree_alloc_blocks(s.tree, 3, b), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(s.tree, 5, y, 3 * TP, b, NULL, NULL), RKV_OK);
+    cr_assert_eq(rkv_pool_unref_n(s.pool, 3, b), RKV_OK);
+    rkv_tier_stats ts;
+    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.pending_stores, 2);
+    cr_assert_eq(ts.stores_skipped, 3);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    /* X used again: Y is the eviction's victim while X's copies are still
+     * queued (the queue is full), so Y's pages are dropped, not stored */
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, x, 2 * TP, NULL, 0, &m, &tm),
+                 RKV_OK);
+    cr_assert_eq(m.matched_tokens, 2 * TP);
+    uint32_t freed = 0;
+    cr_assert_eq(rkv_tree_evict(s.tree, 3, &freed), RKV_OK);
+    cr_assert_eq(freed, 3);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, y, 3 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(m.matched_tokens + tm.lower_tokens, 0, "Y was dropped");
+    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.stores_skipped, 4); /* Y's first page; the rest follow it */
+    cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 0);
+    /* poll makes X's copies; X then survives an eviction in the host */
+    uint32_t nd = 0;
+    rkv_transfer_done done;
+    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(nd, 0);
+    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.pending_stores, 0);
+    cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 2);
+    cr_assert_eq(rkv_tree_evict(s.tree, 2, &freed), RKV_OK);
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, x, 2 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(tm.host_tokens, 2 * TP);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    small_close(&s);
+}
+
+/* Out of memory at every allocation of loads, swap-outs and attach: the
+ * call fails with RKV_ERR_NOMEM and the tree (snapshot, pool, host) is
+ * exactly as before; nothing leaks. */
+static size_t snap_of(rkv_tree *t, rkv_block_entry *buf, size_t cap)
+{
+    size_t n = 0;
+    cr_assert_eq(rkv_tree_snapshot(t, buf, cap, &n, NULL), RKV_OK, "%s",
+                 rkv_last_error());
+    return n;
+}
+
+Test(tree_tiers, oom_every_allocation)
+{
+    int64_t live0 = rkv_debug_live_tree_allocs_global();
+    int64_t fired_runs = 0;
+    for (int64_t k = 0; k < 64; k++) {
+        small s;
+        small_open(&s, 16);
+        small_fill_host(&s, 6);
+        rkv_block_entry before[64], after[64];
+        size_t nb = snap_of(s.tree, before, 64);
+        uint32_t free0 = rkv_pool_num_free(s.pool);
+        uint64_t used0 = rkv_store_used_blocks(s.host);
+        rkv_tree_debug_fail_alloc_after(s.tree, k);
+        /* a load that ends inside a lower node (a split), then a swap-out */
+        rkv_load ld;
+        rkv_status st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld);
+        int fired = 0;
+        if (st == RKV_ERR_NOMEM) {
+            fired = 1;
+            cr_assert_eq(ld.ticket, 0);
+            size_t na = snap_of(s.tree, after, 64);
+            cr_assert_eq(na, nb);
+            cr_assert(memcmp(before, after, nb * sizeof *before) == 0);
+            cr_assert_eq(rkv_pool_num_free(s.pool), free0);
+            cr_assert_eq(rkv_store_used_blocks(s.host), used0);
+            cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+            rkv_tree_debug_fail_alloc_after(s.tree, -1);
+            st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld);
+        }
+        cr_assert_eq(st, RKV_OK, "k=%lld: %s", (long long)k, rkv_last_error());
+        rkv_transfer_done done;
+        uint32_t nd = 0;
+        cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+        cr_assert_eq(done.status, RKV_OK);
+        cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
+        uint64_t tk = 0;
+        nb = snap_of(s.tree, before, 64);
+        st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, &tk, NULL);
+        if (st == RKV_ERR_NOMEM) {
+            fired = 1;
+            cr_assert_eq(tk, 0);
+            size_t na = snap_of(s.tree, after, 64);
+            cr_assert_eq(na, nb);
+            cr_assert(memcmp(before, after, nb * sizeof *before) == 0);
+            rkv_tree_debug_fail_alloc_after(s.tree, -1);
+            st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, &tk, NULL);
+        }
+        cr_assert_eq(st, RKV_OK, "%s", rkv_last_error());
+        cr_assert_neq(tk, 0);
+        cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+        cr_assert_eq(nd, 1);
+        cr_assert_eq(done.num_pages, 3);
+        cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+        rkv_tree_debug_fail_alloc_after(s.tree, -1);
+        small_close(&s);
+        cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
+        if (!fired)
+            break; /* k is past the last allocation of the scenario */
+        fired_runs++;
+    }
+    cr_assert_geq(fired_runs, 4, "the loads and swap-outs allocate: %lld",
+                  (long long)fired_runs);
+    /* attach itself */
+    for (int64_t k = 0; k < 8; k++) {
+        small s;
+        small_open(&s, 4);
+        cr_assert_eq(rkv_tree_attach_tiers(s.tree, NULL), RKV_OK);
+        rkv_tier_config cfg;
+        rkv_tier_config_init(&cfg);
+        cfg.host = s.host;
+        rkv_tree_debug_fail_alloc_after(s.tree, k);
+        rkv_status st = rkv_tree_attach_tiers(s.tree, &cfg);
+        cr_assert(st == RKV_OK || st == RKV_ERR_NOMEM);
+        cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+        rkv_tree_debug_fail_alloc_after(s.tree, -1);
+        small_close(&s);
+        cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
+    }
+}
