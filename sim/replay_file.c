@@ -207,6 +207,12 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
 
     for (size_t i = 0; st == RKV_OK && i < wl->num_reqs; i++) {
         st = serve(tree, pool, wl, i, &b, &res, cfg->per_request);
+        if (st == RKV_OK && host != NULL) {
+            /* queued copies (write-through, selective) run between
+             * requests, as an engine's step would run them */
+            uint32_t nd = 0;
+            st = rkv_tree_tier_poll(tree, NULL, 0, &nd);
+        }
         if (st != RKV_OK)
             break;
         res.requests++;
