@@ -718,7 +718,8 @@ rkv_status rkv_store_check(const rkv_store *store);
 typedef struct rkv_tier_config {
     rkv_store *host;          /* may be NULL                               */
     rkv_store *disk;          /* may be NULL; below host (or directly below
-                                 the device when host is NULL)             */
+                                 the device when host is NULL; the tree
+                                 takes one of the two for now)             */
     int write_policy;         /* rkv_write_policy                           */
     uint32_t selective_hits;  /* k for RKV_WRITE_SELECTIVE (default 2)      */
     uint32_t store_queue;     /* stores in flight at most (blocks; default
@@ -735,8 +736,9 @@ void rkv_tier_config_init(rkv_tier_config *cfg);
 /* Attaches lower tiers to an EMPTY tree (nothing cached, no lease:
  * RKV_ERR_BUSY otherwise); NULL cfg or both stores NULL detaches. The
  * stores' block_bytes must match the pool (RKV_ERR_INVALID_ARG). The tree
- * takes a host tier; a disk tier is refused (RKV_ERR_UNSUPPORTED) until
- * the tree learns it. With a tier attached, rkv_tree_evict /
+ * takes ONE lower tier for now: a host store, or a disk store when host is
+ * NULL (both: RKV_ERR_UNSUPPORTED); "host" in the calls below then means
+ * that store (store_prefix swaps out to the disk). With a tier attached, rkv_tree_evict /
  * rkv_tree_alloc_blocks demote instead of dropping: the least recently used
  * device-frontier page's KV goes to the host (write-back: unless already
  * there; the copy is made at once, as the device block must be free when

@@ -651,7 +651,15 @@ Test(replay, file_order_host_tier, .timeout = 600)
     rkv_replay_config_init(&cfg);
     cfg.page_size = 512;
     cfg.capacity_tokens = 1000000;
-    cfg.disk_capacity_tokens = 1000000;
+    cfg.disk_capacity_tokens = 100000000;
+    cfg.check_every = 100;
+    /* a disk tier alone (metadata-only store) behaves as the host one */
+    cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &r), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(r.hit_tokens, unbounded);
+    cr_assert_eq(r.hit_tokens_by_medium[RKV_MEDIUM_DISK], r.load_blocks * 512);
+    cr_assert_gt(r.hit_tokens_by_medium[RKV_MEDIUM_DISK], 0);
+    cfg.host_capacity_tokens = 1000000;
     cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &r), RKV_ERR_UNSUPPORTED);
     rkv_workload_free(&wl);
 }
