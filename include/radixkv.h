@@ -714,6 +714,24 @@ void rkv_store_destroy(rkv_store *store); /* NULL is fine; not while attached */
 uint64_t rkv_store_capacity_blocks(const rkv_store *store);
 uint64_t rkv_store_used_blocks(const rkv_store *store);
 rkv_status rkv_store_check(const rkv_store *store);
+/* What a store is using now, for logs and reports. */
+typedef struct rkv_store_info {
+    int medium;               /* RKV_MEDIUM_HOST or RKV_MEDIUM_DISK        */
+    uint64_t capacity_blocks, used_blocks;
+    size_t block_bytes;       /* 0: metadata only                          */
+    int pinned;               /* HOST: page-locked memory from the CUDA
+                                 backend (0: aligned host memory)          */
+    int direct_io;            /* DISK: O_DIRECT in use (0: buffered, as
+                                 asked or after the filesystem refused it) */
+    int io_uring;             /* DISK: io_uring in use (0: pread/pwrite, as
+                                 asked, without liburing at build time, or
+                                 when the kernel refuses a ring)           */
+    const char *path;         /* DISK: the file (valid while the store
+                                 lives); NULL otherwise                    */
+    uint64_t file_bytes;      /* DISK: the file's size as sized at create  */
+    uint64_t reads, writes;   /* DISK: records read / written so far       */
+} rkv_store_info;
+rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out);
 
 typedef struct rkv_tier_config {
     rkv_store *host;          /* may be NULL                               */
