@@ -770,8 +770,7 @@ rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out);
 typedef struct rkv_tier_config {
     rkv_store *host;          /* may be NULL                               */
     rkv_store *disk;          /* may be NULL; below host (or directly below
-                                 the device when host is NULL; the tree
-                                 takes one of the two for now)             */
+                                 the device when host is NULL)             */
     int write_policy;         /* rkv_write_policy                           */
     uint32_t selective_hits;  /* k for RKV_WRITE_SELECTIVE (default 2)      */
     uint32_t store_queue;     /* stores in flight at most (blocks; default
@@ -787,10 +786,14 @@ void rkv_tier_config_init(rkv_tier_config *cfg);
 
 /* Attaches lower tiers to an EMPTY tree (nothing cached, no lease:
  * RKV_ERR_BUSY otherwise); NULL cfg or both stores NULL detaches. The
- * stores' block_bytes must match the pool (RKV_ERR_INVALID_ARG). The tree
- * takes ONE lower tier for now: a host store, or a disk store when host is
- * NULL (both: RKV_ERR_UNSUPPORTED); "host" in the calls below then means
- * that store (store_prefix swaps out to the disk). With a tier attached, rkv_tree_evict /
+ * stores' block_bytes must match the pool (RKV_ERR_INVALID_ARG). Lower
+ * tiers: a host store, a disk store alone (then "host" in the calls below
+ * means that store: store_prefix swaps out to the disk), or both: the chain
+ * device -> host -> disk, where the host's LRU writes what it evicts to the
+ * disk (a node's pages at a time; on disk it stays in the tree) and only
+ * the disk's LRU (leaves first, tail first) drops pages from the tree; a
+ * load from the disk reads and verifies the records and frees the disk
+ * copies (under every policy: a device page's copy is a host copy). With a tier attached, rkv_tree_evict /
  * rkv_tree_alloc_blocks demote instead of dropping: the least recently used
  * device-frontier page's KV goes to the host (write-back: unless already
  * there; the copy is made at once, as the device block must be free when
@@ -798,8 +801,8 @@ void rkv_tier_config_init(rkv_tier_config *cfg);
  * demote just what is needed when memory allows (else the whole node goes
  * down: more is freed than asked, nothing is lost). Under write-back the
  * tiers are exclusive (a completed load frees the host copy); through and
- * selective keep it. The host evicts least recently used LOWER leaf pages,
- * tail first. Pinned and locked pages are never demoted (so pins hold on
+ * selective keep it. The lowest tier evicts least recently used leaf
+ * pages, tail first. Pinned and locked pages are never demoted (so pins hold on
  * the device; drop_pinned has nothing more to decide yet). */
 rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg);
 

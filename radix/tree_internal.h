@@ -146,6 +146,8 @@ typedef struct rkv_ttn {
 } rkv_ttn;
 #define RKV_TN_LOWER 1u
 #define RKV_TN_LOADING 2u
+#define RKV_TN_DISK 4u    /* with LOWER/LOADING: the slot is a disk slot (host
+                              and disk both attached)                     */
 
 struct rkv_tier;
 

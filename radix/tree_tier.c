@@ -34,12 +34,23 @@
  *   made by demotion run at once (the device block must be free when the
  *   eviction returns); queued stores (write-through, selective, swap-out)
  *   run in rkv_tree_tier_poll, and a demotion that finds a page's store
- *   still queued runs that store first. (5) ONE lower tier for now: a host
- *   store, or a disk store directly below the device (tr->host names
- *   whichever it is, tr->medium which); host AND disk (host -> disk
- *   demotion) is refused (RKV_ERR_UNSUPPORTED). The lower tier is the
- *   lowest, so its LRU drops LOWER LEAF pages (tail first), never a page
- *   with cached pages under it. (6) Pins: a pinned page holds a lease, and locked
+ *   still queued runs that store first. (5) Lower tiers: a host store, a
+ *   disk store directly below the device (tr->host names whichever is
+ *   first, tr->medium which), or a host with a disk below it (tr->disk):
+ *   the chain device -> host -> disk, as HiCache's L1/L2/L3 and Dynamo
+ *   KVBM's G1/G2/G3. Disk residency is per NODE (RKV_TN_DISK on a LOWER
+ *   node: its tpage slots are disk slots), so a lower path is host pages
+ *   then disk pages and the host part is prefix-closed like the device
+ *   part. The host evicts its FRONTIER (LOWER host nodes with no host
+ *   child) oldest first, and writes each such node to the disk as a whole
+ *   (its own write-back; a page that cannot be written -- no slot the
+ *   disk LRU can free, a failed copy -- and everything after it leave the
+ *   tree); only the lowest tier's LRU (disk leaves, or the single store's
+ *   leaves) drops pages, tail first, never a page with cached pages under
+ *   it. Unlike HiCache, the disk copy is exclusive: a load from the disk
+ *   frees it under every policy (device pages' copies are host copies, so
+ *   "already on disk" never arises when the host writes back); a page
+ *   promoted from the disk goes down through the host again. (6) Pins: a pinned page holds a lease, and locked
  *   pages are never demoted, so a pin keeps its pages on the device
  *   (drop_pinned has nothing more to decide until pins reach lower tiers).
  *
@@ -49,13 +60,18 @@
  *     parent is LOWER; LOWER nodes hang on tn[parent].lchild of a device
  *     parent, or on first_child of a LOWER parent: the device part of any
  *     path is a prefix (device residency is prefix-closed);
- *   - every page of a LOWER node has a host slot and its chained hash in
+ *   - every page of a LOWER node has a lower slot and its chained hash in
  *     rkv_tpage; LOWER nodes are never locked and own no device block;
  *   - a LOADING node is locked (by the load's lease) and owns device blocks
  *     whose bytes arrive at poll;
  *   - every host slot in use is owned by exactly one page (lower page, a
  *     device page's copy, or a queued store's page); used == host_used;
- *   - the host LRU lists exactly the LOWER leaves (no child), oldest first.
+ *     every disk slot by exactly one page of a DISK node; used == disk_used;
+ *   - DISK only on LOWER/LOADING nodes of a host + disk chain; a LOWER host
+ *     node never hangs under a DISK node;
+ *   - the host LRU lists exactly the LOWER host nodes the host may evict
+ *     (leaves; with a disk below, nodes with no host child), the disk LRU
+ *     exactly the DISK leaves, each oldest first.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -142,14 +158,59 @@ void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored)
         ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
                    : rkv_tier_prev_hash(t, x->parent);
     rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
-                  t->tier->medium, ns, ph, &h, 1);
+                  rkv_tier_node_medium(t, id), ns, ph, &h, 1);
 }
 
-/* ---- the host LRU over LOWER leaves -------------------------------------- */
+/* The same for a given medium (a page moving host -> disk). */
+static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
+                           int medium)
+{
+    if (RKV_LIKELY(t->events.cap == 0))
+        return;
+    const rkv_tnode *x = &t->nodes[id];
+    uint64_t ns = rkv_tier_node_ns(t, id);
+    uint64_t h = rkv_tier_page_hash(t, x, i);
+    uint64_t ph = 0;
+    if (stored)
+        ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
+                   : rkv_tier_prev_hash(t, x->parent);
+    rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
+                  medium, ns, ph, &h, 1);
+}
+
+/* ---- the host and disk LRUs over LOWER frontier nodes ------------------- */
+
+/* A LOWER node is on the LRU of its medium (a DISK node on the disk LRU,
+ * any other on the host LRU); its DISK flag never changes while listed. */
+static uint32_t *rkv_tlru_head(rkv_tier *tr, int disk)
+{
+    return disk ? &tr->dlru_head : &tr->lru_head;
+}
+static uint32_t *rkv_tlru_tail(rkv_tier *tr, int disk)
+{
+    return disk ? &tr->dlru_tail : &tr->lru_tail;
+}
 
 static int rkv_hlru_listed(const rkv_tree *t, uint32_t id)
 {
-    return t->tier->lru_head == id || t->nodes[id].lru_prev != RKV_NIL;
+    return *rkv_tlru_head(t->tier, l_is_disk(t, id)) == id ||
+           t->nodes[id].lru_prev != RKV_NIL;
+}
+
+/* Whether LOWER node id belongs on its LRU: the lowest tier evicts leaves
+ * (no child at all); with a disk below it, the host evicts its frontier: a
+ * host node with no host child (its children, if any, are on disk). */
+int rkv_tier_lru_wants(const rkv_tree *t, uint32_t id)
+{
+    const rkv_tnode *x = &t->nodes[id];
+    if (!l_is_lower(t, id))
+        return 0;
+    if (t->tier->disk == NULL || l_is_disk(t, id))
+        return x->first_child == RKV_NIL;
+    for (uint32_t c = x->first_child; c != RKV_NIL; c = t->nodes[c].next_sib)
+        if (!l_is_disk(t, c))
+            return 0;
+    return 1;
 }
 
 void rkv_hlru_unlink(rkv_tree *t, uint32_t id)
@@ -158,14 +219,15 @@ void rkv_hlru_unlink(rkv_tree *t, uint32_t id)
     rkv_tnode *x = &t->nodes[id];
     if (!rkv_hlru_listed(t, id))
         return;
+    int d = l_is_disk(t, id);
     if (x->lru_prev != RKV_NIL)
         t->nodes[x->lru_prev].lru_next = x->lru_next;
     else
-        tr->lru_head = x->lru_next;
+        *rkv_tlru_head(tr, d) = x->lru_next;
     if (x->lru_next != RKV_NIL)
         t->nodes[x->lru_next].lru_prev = x->lru_prev;
     else
-        tr->lru_tail = x->lru_prev;
+        *rkv_tlru_tail(tr, d) = x->lru_prev;
     x->lru_prev = x->lru_next = RKV_NIL;
 }
 
@@ -176,16 +238,18 @@ void rkv_hlru_place(rkv_tree *t, uint32_t id)
 {
     rkv_tier *tr = t->tier;
     rkv_tnode *x = &t->nodes[id];
-    if (rkv_hlru_listed(t, id))
+    if (id == tr->busy || rkv_hlru_listed(t, id) || !rkv_tier_lru_wants(t, id))
         return;
+    int d = l_is_disk(t, id);
+    uint32_t *head = rkv_tlru_head(tr, d), *tail = rkv_tlru_tail(tr, d);
     uint64_t s = x->last_access;
-    uint32_t after = tr->lru_tail;
+    uint32_t after = *tail;
     while (after != RKV_NIL && t->nodes[after].last_access > s)
         after = t->nodes[after].lru_prev;
     x->lru_prev = after;
     if (after == RKV_NIL) {
-        x->lru_next = tr->lru_head;
-        tr->lru_head = id;
+        x->lru_next = *head;
+        *head = id;
     } else {
         x->lru_next = t->nodes[after].lru_next;
         t->nodes[after].lru_next = id;
@@ -193,15 +257,20 @@ void rkv_hlru_place(rkv_tree *t, uint32_t id)
     if (x->lru_next != RKV_NIL)
         t->nodes[x->lru_next].lru_prev = id;
     else
-        tr->lru_tail = id;
+        *tail = id;
 }
 
 /* ---- slots ------------------------------------------------------------------ */
 
-void rkv_tier_free_slot(rkv_tree *t, uint32_t slot)
+void rkv_tier_free_slot(rkv_tree *t, int disk, uint32_t slot)
 {
-    (void)rkv_store_slot_free(t->tier->host, slot);
-    t->tier->host_used--;
+    if (disk) {
+        (void)rkv_store_slot_free(t->tier->disk, slot);
+        t->tier->disk_used--;
+    } else {
+        (void)rkv_store_slot_free(t->tier->host, slot);
+        t->tier->host_used--;
+    }
 }
 
 /* Removes a LOWER node whose pages are gone (num_pages 0 or all slots
@@ -220,8 +289,7 @@ static void rkv_tier_remove_lower(rkv_tree *t, uint32_t id, int free_root)
     rkv_tnode *px = &t->nodes[p];
     px->children_epoch = ++t->epoch;
     if (t->tn[p].flags & RKV_TN_LOWER) {
-        if (px->first_child == RKV_NIL)
-            rkv_hlru_place(t, p);
+        rkv_hlru_place(t, p); /* a leaf now, or a host frontier */
     } else if (free_root && px->parent == 0 && px->first_child == RKV_NIL &&
                t->tn[p].lchild == RKV_NIL && px->lock_count == 0) {
         rkv_tree_free_root(t, p);
@@ -241,10 +309,11 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
             y = t->nodes[y].first_child;
         rkv_tnode *yx = &t->nodes[y];
         rkv_tpage *tp = rkv_tnode_tpages(t, yx);
+        int yd = l_is_disk(t, y);
         for (uint32_t i = 0; i < yx->num_pages; i++) {
             rkv_tier_ev_host(t, y, i, 0);
-            rkv_tier_free_slot(t, tp[i].slot);
-            tr->st.evictions[tr->medium]++;
+            rkv_tier_free_slot(t, yd, tp[i].slot);
+            tr->st.evictions[rkv_tier_node_medium(t, y)]++;
         }
         yx->num_pages = 0;
         rkv_tier_remove_lower(t, y, 0);
@@ -255,9 +324,9 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
         if (tp[i].slot == RKV_NO_TSLOT)
             continue;
         rkv_tier_ev_host(t, id, i, 0);
-        rkv_tier_free_slot(t, tp[i].slot);
+        rkv_tier_free_slot(t, l_is_disk(t, id), tp[i].slot);
         tp[i].slot = RKV_NO_TSLOT;
-        tr->st.evictions[tr->medium]++;
+        tr->st.evictions[rkv_tier_node_medium(t, id)]++;
     }
     if (from == 0) {
         x->num_pages = 0;
@@ -271,23 +340,103 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
     rkv_hlru_place(t, id);
 }
 
-/* Frees one host slot by the host LRU: the oldest LOWER leaf loses its
- * tail page (the host is the lowest tier). 0: nothing to take. */
-static int rkv_tier_host_make_room(rkv_tree *t)
+/* Frees one slot of the LOWEST tier (the disk when disk != 0, else the
+ * single lower store) by its LRU: the oldest leaf loses its tail page, and
+ * the page leaves the tree. 0: nothing to take. */
+static int rkv_tier_lowest_make_room(rkv_tree *t, int disk)
 {
     rkv_tier *tr = t->tier;
-    uint32_t id = tr->lru_head;
+    uint32_t id = *rkv_tlru_head(tr, disk);
     if (id == RKV_NIL)
         return 0;
     rkv_tnode *x = &t->nodes[id];
     rkv_tpage *tp = rkv_tnode_tpages(t, x);
     rkv_tier_ev_host(t, id, x->num_pages - 1, 0);
-    rkv_tier_free_slot(t, tp[x->num_pages - 1].slot);
-    tr->st.evictions[tr->medium]++;
+    rkv_tier_free_slot(t, disk, tp[x->num_pages - 1].slot);
+    tr->st.evictions[rkv_tier_node_medium(t, id)]++;
     if (--x->num_pages == 0)
         rkv_tier_remove_lower(t, id, 1);
     else
         rkv_tnode_bump_gen(x);
+    return 1;
+}
+
+/* A disk slot (host and disk attached), making room by the disk LRU. */
+static int rkv_tier_take_disk_slot(rkv_tree *t, uint32_t *slot)
+{
+    for (;;) {
+        if (rkv_store_slot_alloc(t->tier->disk, slot) == RKV_OK) {
+            t->tier->disk_used++;
+            return 1;
+        }
+        if (!rkv_tier_lowest_make_room(t, 1))
+            return 0;
+    }
+}
+
+/* The host's own write-back: host frontier node id (every child on disk)
+ * moves to the disk as a whole (a node's pages share one medium) and
+ * becomes DISK; the pages that cannot be written (no disk slot to be made,
+ * a failed copy) and everything after them leave the tree. */
+static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
+{
+    rkv_tier *tr = t->tier;
+    rkv_hlru_unlink(t, id);
+    tr->busy = id; /* the disk LRU may drop its children meanwhile */
+    uint64_t ns = rkv_tier_node_ns(t, id);
+    uint32_t m = t->nodes[id].num_pages, j = m;
+    rkv_tpage *tp = rkv_tnode_tpages(t, &t->nodes[id]);
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t d;
+        if (!rkv_tier_take_disk_slot(t, &d)) {
+            tr->st.stores_skipped++;
+            j = i;
+            break;
+        }
+        rkv_status st = rkv_store_copy_slot(tr->disk, d, tr->host, tp[i].slot,
+                                            rkv_tier_page_hash(t, &t->nodes[id], i),
+                                            ns);
+        if (st != RKV_OK) {
+            tr->st.failed_stores++;
+            rkv_tier_free_slot(t, 1, d);
+            j = i;
+            break;
+        }
+        tr->st.stores_blocks[RKV_MEDIUM_DISK]++;
+        tr->st.stores_bytes[RKV_MEDIUM_DISK] += tr->block_bytes;
+        rkv_tier_ev_at(t, id, i, 1, RKV_MEDIUM_DISK);
+        rkv_tier_ev_at(t, id, i, 0, RKV_MEDIUM_HOST);
+        rkv_tier_free_slot(t, 0, tp[i].slot);
+        tr->st.evictions[RKV_MEDIUM_HOST]++;
+        tp[i].slot = d;
+    }
+    for (uint32_t i = j; i < m; i++) {
+        rkv_tier_ev_at(t, id, i, 0, RKV_MEDIUM_HOST);
+        rkv_tier_free_slot(t, 0, tp[i].slot);
+        tr->st.evictions[RKV_MEDIUM_HOST]++;
+        tp[i].slot = RKV_NO_TSLOT;
+    }
+    t->tn[id].flags |= RKV_TN_DISK;
+    tr->busy = RKV_NIL;
+    uint32_t p = t->nodes[id].parent;
+    if (j < m)
+        rkv_tier_drop_lower_from(t, id, j, 1); /* places id or its parent */
+    else
+        rkv_hlru_place(t, id);
+    if (j > 0 && l_is_lower(t, p))
+        rkv_hlru_place(t, p); /* may have lost its last host child */
+}
+
+/* Frees one host slot: by the host LRU, to the disk below (or out of the
+ * tree when the host is the lowest tier). 0: nothing to take. */
+static int rkv_tier_host_make_room(rkv_tree *t)
+{
+    rkv_tier *tr = t->tier;
+    if (tr->disk == NULL)
+        return rkv_tier_lowest_make_room(t, 0);
+    if (tr->lru_head == RKV_NIL)
+        return 0;
+    rkv_tier_host_to_disk(t, tr->lru_head);
     return 1;
 }
 
@@ -343,7 +492,7 @@ static void rkv_tier_disown_slot(rkv_tree *t, uint32_t slot)
 {
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         rkv_tnode *x = &t->nodes[y];
-        if (x->parent == RKV_NIL || x->parent == 0)
+        if (x->parent == RKV_NIL || x->parent == 0 || l_is_disk(t, y))
             continue;
         rkv_tpage *tp = rkv_tnode_tpages(t, x);
         for (uint32_t i = 0; i < x->num_pages; i++)
@@ -385,7 +534,7 @@ static void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
     } else {
         tr->st.failed_stores++;
         rkv_tier_disown_slot(t, op->slot);
-        rkv_tier_free_slot(t, op->slot);
+        rkv_tier_free_slot(t, 0, op->slot);
     }
     if (op->ticket != 0)
         rkv_tier_swap_done(t, op->ticket, st == RKV_OK);
@@ -492,7 +641,7 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
                                               t->pool->hash[b], ns);
     if (st != RKV_OK) {
         tr->st.failed_stores++;
-        rkv_tier_free_slot(t, slot);
+        rkv_tier_free_slot(t, 0, slot);
         return 0;
     }
     tr->st.stores_blocks[tr->medium]++;
@@ -564,8 +713,8 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
         if (j > 0)
             tr->st.failed_stores += 0; /* counted where it failed */
         rkv_tier_drop_lower_from(t, id, j, 0);
-    } else if (x->first_child == RKV_NIL) {
-        rkv_hlru_place(t, id);
+    } else {
+        rkv_hlru_place(t, id); /* a leaf, or (disk below) a host frontier */
     }
     rkv_tnode *px = &t->nodes[p];
     px->children_epoch = ++t->epoch;
@@ -623,6 +772,8 @@ void rkv_tier_fini(rkv_tree *t)
         return;
     if (tr->host != NULL)
         rkv_store_detach(tr->host, t);
+    if (tr->disk != NULL)
+        rkv_store_detach(tr->disk, t);
     rkv_node_mem_free(&t->mem, tr->q, (size_t)tr->qcap * sizeof *tr->q);
     rkv_node_mem_free(&t->mem, tr->jobs, (size_t)tr->jobs_cap * sizeof *tr->jobs);
     rkv_node_mem_free(&t->mem, tr->swaps, (size_t)tr->swaps_cap * sizeof *tr->swaps);
@@ -647,11 +798,15 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
         rkv_tier_fini(t);
         return RKV_OK;
     }
-    if (cfg->host != NULL && cfg->disk != NULL)
-        return rkv_set_error(RKV_ERR_UNSUPPORTED, "%s: the tree takes one lower "
-                             "tier for now (a host or a disk store, not both)",
-                             fn);
     rkv_store *low = cfg->host != NULL ? cfg->host : cfg->disk;
+    rkv_store *low2 = cfg->host != NULL ? cfg->disk : NULL;
+    if (low2 != NULL && (low2 == low || rkv_store_medium(low2) != RKV_MEDIUM_DISK))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: cfg->disk is not a disk "
+                             "store", fn);
+    if (low2 != NULL && rkv_store_block_bytes(low2) != rkv_store_block_bytes(low))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: host blocks of %zu bytes, "
+                             "disk blocks of %zu", fn, rkv_store_block_bytes(low),
+                             rkv_store_block_bytes(low2));
     int medium = cfg->host != NULL ? RKV_MEDIUM_HOST : RKV_MEDIUM_DISK;
     if (rkv_store_medium(low) != medium)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: cfg->%s is not a %s "
@@ -683,21 +838,35 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
         rkv_node_mem_free(&t->mem, tn, (size_t)t->nodes_cap * sizeof *tn);
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
     }
-    if (t->tier == NULL || t->tier->host != low) {
-        rkv_status st = rkv_store_attach(low, t);
-        if (st != RKV_OK) {
-            rkv_node_mem_free(&t->mem, tr, sizeof *tr);
-            rkv_node_mem_free(&t->mem, q, (size_t)cfg->store_queue * sizeof *q);
-            rkv_node_mem_free(&t->mem, tn, (size_t)t->nodes_cap * sizeof *tn);
-            return st;
-        }
-    } else {
-        t->tier->host = NULL; /* kept attached: handed to the new tier */
+    /* attach what is not ours yet (a store of the old tiers stays ours) */
+    int new1 = rkv_store_owner(low) != (const void *)t;
+    rkv_status st = new1 ? rkv_store_attach(low, t) : RKV_OK;
+    if (st == RKV_OK && low2 != NULL && rkv_store_owner(low2) != (const void *)t) {
+        st = rkv_store_attach(low2, t);
+        if (st != RKV_OK && new1)
+            rkv_store_detach(low, t);
+    }
+    if (st != RKV_OK) {
+        rkv_node_mem_free(&t->mem, tr, sizeof *tr);
+        rkv_node_mem_free(&t->mem, q, (size_t)cfg->store_queue * sizeof *q);
+        rkv_node_mem_free(&t->mem, tn, (size_t)t->nodes_cap * sizeof *tn);
+        return st;
+    }
+    if (t->tier != NULL) {
+        /* kept attached: handed to the new tier */
+        rkv_tier *old = t->tier;
+        if (old->host == low || (low2 != NULL && old->host == low2))
+            old->host = NULL;
+        if (old->disk == low || (low2 != NULL && old->disk == low2))
+            old->disk = NULL;
     }
     rkv_tier_fini(t);
     memset(tr, 0, sizeof *tr);
     tr->host = low;
     tr->medium = medium;
+    tr->disk = low2;
+    tr->dlru_head = tr->dlru_tail = RKV_NIL;
+    tr->busy = RKV_NIL;
     tr->block_bytes = bb;
     tr->policy = cfg->write_policy;
     tr->k = cfg->selective_hits;
@@ -726,7 +895,7 @@ void rkv_tier_drop_all(rkv_tree *t)
         rkv_tpage *tp = rkv_tnode_tpages(t, x);
         for (uint32_t i = 0; i < x->num_pages; i++)
             if (tp[i].slot != RKV_NO_TSLOT)
-                rkv_tier_free_slot(t, tp[i].slot);
+                rkv_tier_free_slot(t, l_is_disk(t, y), tp[i].slot);
     }
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         rkv_tnode *x = &t->nodes[y];
@@ -741,6 +910,7 @@ void rkv_tier_drop_all(rkv_tree *t)
         t->tn[y] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
     tr->lower_nodes = 0;
     tr->lru_head = tr->lru_tail = RKV_NIL;
+    tr->dlru_head = tr->dlru_tail = RKV_NIL;
     tr->qhead = tr->qlen = 0;
     tr->njobs = 0;
     tr->nswaps = 0;
@@ -761,6 +931,8 @@ rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out)
     *out = tr->st;
     out->resident_pages[RKV_MEDIUM_DEVICE] = tree->cached_blocks;
     out->resident_pages[tr->medium] = tr->host_used;
+    if (tr->disk != NULL)
+        out->resident_pages[RKV_MEDIUM_DISK] = tr->disk_used;
     out->pending_stores = rkv_tier_qlive(tr);
     uint64_t pl = 0;
     for (uint32_t j = 0; j < tr->njobs; j++)
@@ -818,15 +990,25 @@ rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: tiers: " __VA_ARGS__)
 
 static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
-                                      uint8_t *seen, uint64_t cap,
-                                      uint64_t *slots)
+                                      uint8_t *seen_all[2],
+                                      const uint64_t cap_all[2],
+                                      uint64_t slots_all[2])
 {
     const rkv_tnode *x = &t->nodes[y];
     const rkv_tpage *tp = rkv_tnode_tpages(t, x);
     uint8_t f = t->tn[y].flags;
     uint8_t pf = t->tn[x->parent].flags;
-    if (f == (RKV_TN_LOWER | RKV_TN_LOADING))
+    int d = (f & RKV_TN_DISK) != 0;
+    uint8_t *seen = seen_all[d];
+    uint64_t cap = cap_all[d], *slots = &slots_all[d];
+    if ((f & RKV_TN_LOWER) && (f & RKV_TN_LOADING))
         return CORRUPT("node %u is LOWER and LOADING", y);
+    if (d && (t->tier->disk == NULL || !(f & (RKV_TN_LOWER | RKV_TN_LOADING))))
+        return CORRUPT("node %u is DISK but not a lower node of a host + disk "
+                       "chain", y);
+    if ((f & RKV_TN_LOWER) && !d && (pf & RKV_TN_DISK))
+        return CORRUPT("host node %u under disk node %u (the host part of a "
+                       "lower path must come first)", y, x->parent);
     if (!(f & RKV_TN_LOWER) && (pf & RKV_TN_LOWER))
         return CORRUPT("device node %u under LOWER node %u (device residency "
                        "must be prefix-closed)", y, x->parent);
@@ -850,10 +1032,11 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
         if (s == RKV_NO_TSLOT)
             continue;
         if (s >= cap)
-            return CORRUPT("node %u page %u: host slot %u out of range", y, i, s);
+            return CORRUPT("node %u page %u: %s slot %u out of range", y, i,
+                           d ? "disk" : "host", s);
         if (seen[s >> 3] & (1u << (s & 7)))
-            return CORRUPT("host slot %u is owned twice (node %u page %u)", s,
-                           y, i);
+            return CORRUPT("%s slot %u is owned twice (node %u page %u)",
+                           d ? "disk" : "host", s, y, i);
         seen[s >> 3] |= (uint8_t)(1u << (s & 7));
         ++*slots;
     }
@@ -863,12 +1046,17 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
 rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
 {
     const rkv_tier *tr = t->tier;
-    uint64_t cap = rkv_store_capacity_blocks(tr->host);
-    uint8_t *seen = calloc(cap / 8 + 1, 1);
-    if (seen == NULL)
+    uint64_t cap[2] = {rkv_store_capacity_blocks(tr->host),
+                       tr->disk ? rkv_store_capacity_blocks(tr->disk) : 0};
+    uint8_t *seen[2] = {calloc(cap[0] / 8 + 1, 1), calloc(cap[1] / 8 + 1, 1)};
+    if (seen[0] == NULL || seen[1] == NULL) {
+        free(seen[0]);
+        free(seen[1]);
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_check: scratch memory");
+    }
     rkv_status st = RKV_OK;
-    uint64_t lower = 0, slots = 0, leaves = 0, on_lists = 0, nonroot = 0;
+    uint64_t lower = 0, slots[2] = {0, 0}, listable[2] = {0, 0}, on_lists = 0,
+             nonroot = 0;
     for (uint32_t y = 1; st == RKV_OK && y < t->nodes_used; y++) {
         const rkv_tnode *x = &t->nodes[y];
         if (x->parent == RKV_NIL) {
@@ -899,13 +1087,13 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
         nonroot++;
         if (l_is_lower(t, y)) {
             lower++;
-            if (x->first_child == RKV_NIL)
-                leaves++;
+            if (rkv_tier_lru_wants(t, y))
+                listable[l_is_disk(t, y)]++;
             if (x->last_access > t->nodes[x->parent].last_access)
                 st = CORRUPT("LOWER node %u used after its parent", y);
         }
         if (st == RKV_OK)
-            st = rkv_tier_check_node(t, y, seen, cap, &slots);
+            st = rkv_tier_check_node(t, y, seen, cap, slots);
     }
     if (st == RKV_OK && on_lists != nonroot)
         st = CORRUPT("%llu nodes on child lists, %llu in use",
@@ -914,33 +1102,46 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
         st = CORRUPT("%llu LOWER nodes, count says %llu",
                      (unsigned long long)lower,
                      (unsigned long long)tr->lower_nodes);
-    if (st == RKV_OK && (slots != tr->host_used ||
-                         slots != rkv_store_used_blocks(tr->host)))
-        st = CORRUPT("%llu host slots owned by pages, tree counts %llu, store "
-                     "%llu", (unsigned long long)slots,
-                     (unsigned long long)tr->host_used,
-                     (unsigned long long)rkv_store_used_blocks(tr->host));
-    if (st == RKV_OK) {
+    for (int d = 0; d < 2 && st == RKV_OK; d++) {
+        rkv_store *s = d ? tr->disk : tr->host;
+        uint64_t used = d ? tr->disk_used : tr->host_used;
+        if (s == NULL) {
+            if (slots[d] != 0 || used != 0)
+                st = CORRUPT("%llu disk slots owned without a disk",
+                             (unsigned long long)slots[d]);
+            continue;
+        }
+        if (slots[d] != used || slots[d] != rkv_store_used_blocks(s))
+            st = CORRUPT("%llu %s slots owned by pages, tree counts %llu, "
+                         "store %llu", (unsigned long long)slots[d],
+                         d ? "disk" : "host", (unsigned long long)used,
+                         (unsigned long long)rkv_store_used_blocks(s));
+    }
+    for (int d = 0; d < 2 && st == RKV_OK; d++) {
         uint64_t n = 0, last = 0;
         uint32_t prev = RKV_NIL;
-        for (uint32_t y = tr->lru_head; y != RKV_NIL; y = t->nodes[y].lru_next) {
-            if (++n > leaves) {
-                st = CORRUPT("host LRU longer than the %llu LOWER leaves",
-                             (unsigned long long)leaves);
+        uint32_t head = d ? tr->dlru_head : tr->lru_head;
+        uint32_t tail = d ? tr->dlru_tail : tr->lru_tail;
+        for (uint32_t y = head; y != RKV_NIL; y = t->nodes[y].lru_next) {
+            if (++n > listable[d]) {
+                st = CORRUPT("%s LRU longer than the %llu nodes it may list",
+                             d ? "disk" : "host",
+                             (unsigned long long)listable[d]);
                 break;
             }
             const rkv_tnode *x = &t->nodes[y];
-            if (!l_is_lower(t, y) || x->first_child != RKV_NIL ||
+            if (!rkv_tier_lru_wants(t, y) || l_is_disk(t, y) != d ||
                 x->lru_prev != prev || x->last_access < last) {
-                st = CORRUPT("host LRU broken at node %u", y);
+                st = CORRUPT("%s LRU broken at node %u", d ? "disk" : "host", y);
                 break;
             }
             last = x->last_access;
             prev = y;
         }
-        if (st == RKV_OK && (n != leaves || tr->lru_tail != prev))
-            st = CORRUPT("host LRU lists %llu nodes, %llu LOWER leaves",
-                         (unsigned long long)n, (unsigned long long)leaves);
+        if (st == RKV_OK && (n != listable[d] || tail != prev))
+            st = CORRUPT("%s LRU lists %llu nodes, %llu belong on it",
+                         d ? "disk" : "host", (unsigned long long)n,
+                         (unsigned long long)listable[d]);
     }
     for (uint32_t j = 0; st == RKV_OK && j < tr->njobs; j++) {
         uint32_t y = tr->jobs[j].node;
@@ -948,7 +1149,8 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
             st = CORRUPT("load %llu names node %u, which is not LOADING",
                          (unsigned long long)tr->jobs[j].ticket, y);
     }
-    free(seen);
+    free(seen[0]);
+    free(seen[1]);
     if (st == RKV_OK)
         *lower_nodes += lower;
     return st;
@@ -1003,7 +1205,7 @@ rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
                             out[k].hash = h;
                             out[k].parent_hash = parent;
                             out[k].medium = m == 0 ? RKV_MEDIUM_DEVICE
-                                                   : (uint32_t)t->tier->medium;
+                                                   : (uint32_t)rkv_tier_node_medium(t, x);
                             out[k].reserved = 0;
                         }
                         k++;

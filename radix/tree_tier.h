@@ -38,6 +38,10 @@ typedef struct rkv_tier {
                                 tier when no host is attached ("host" below
                                 means this store)                         */
     int medium;              /* its rkv_medium                            */
+    rkv_store *disk;         /* the disk below the host, or NULL          */
+    uint32_t dlru_head, dlru_tail; /* disk LRU: DISK leaves, oldest first */
+    uint32_t busy;           /* node moving host -> disk (not relisted)   */
+    uint64_t disk_used;      /* disk slots this tree allocated            */
     size_t block_bytes;
     int policy;
     uint32_t k;              /* selective hits                            */
@@ -60,6 +64,23 @@ static inline int l_is_lower(const rkv_tree *t, uint32_t id)
     return (t->tn[id].flags & RKV_TN_LOWER) != 0;
 }
 
+/* Whether node id's slots are disk slots (a LOWER or LOADING node below
+ * the host, host and disk both attached). */
+static inline int l_is_disk(const rkv_tree *t, uint32_t id)
+{
+    return (t->tn[id].flags & RKV_TN_DISK) != 0;
+}
+
+/* The medium and store of node id's lower copies (tpage slot). */
+static inline int rkv_tier_node_medium(const rkv_tree *t, uint32_t id)
+{
+    return l_is_disk(t, id) ? RKV_MEDIUM_DISK : t->tier->medium;
+}
+static inline rkv_store *rkv_tier_node_store(const rkv_tree *t, uint32_t id)
+{
+    return l_is_disk(t, id) ? t->tier->disk : t->tier->host;
+}
+
 uint64_t rkv_tier_node_ns(const rkv_tree *t, uint32_t id);
 void rkv_tier_unlink_sib(rkv_tree *t, uint32_t id);
 void rkv_tier_link_sib(rkv_tree *t, uint32_t parent, uint32_t id);
@@ -67,7 +88,8 @@ uint64_t rkv_tier_page_hash(const rkv_tree *t, const rkv_tnode *x, uint32_t i);
 uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent);
 void rkv_hlru_unlink(rkv_tree *t, uint32_t id);
 void rkv_hlru_place(rkv_tree *t, uint32_t id);
-void rkv_tier_free_slot(rkv_tree *t, uint32_t slot);
+int rkv_tier_lru_wants(const rkv_tree *t, uint32_t id);
+void rkv_tier_free_slot(rkv_tree *t, int disk, uint32_t slot);
 void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored);
 void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
                               int free_root);

@@ -41,7 +41,7 @@ static void rkv_tier_to_loading(rkv_tree *t, uint32_t y)
     rkv_tier_unlink_sib(t, y);
     if (p != 0 && rkv_dev_listed(t, p))
         rkv_lru_unlink(t, p); /* it gets a device child */
-    t->tn[y].flags = RKV_TN_LOADING;
+    t->tn[y].flags = (uint8_t)(RKV_TN_LOADING | (t->tn[y].flags & RKV_TN_DISK));
     t->tn[y].lchild = x->first_child;
     x->first_child = RKV_NIL;
     rkv_tier_link_sib(t, p, y);
@@ -70,7 +70,7 @@ static void rkv_tier_to_lower(rkv_tree *t, uint32_t y, int have_blocks)
     if (rkv_dev_listed(t, y))
         rkv_lru_unlink(t, y);
     rkv_tier_unlink_sib(t, y);
-    t->tn[y].flags = RKV_TN_LOWER;
+    t->tn[y].flags = (uint8_t)(RKV_TN_LOWER | (t->tn[y].flags & RKV_TN_DISK));
     x->first_child = t->tn[y].lchild;
     t->tn[y].lchild = RKV_NIL;
     rkv_tier_link_sib(t, p, y);
@@ -79,8 +79,7 @@ static void rkv_tier_to_lower(rkv_tree *t, uint32_t y, int have_blocks)
     t->cached_blocks -= x->num_pages;
     t->evictable_blocks -= x->num_pages;
     rkv_tnode_bump_gen(x);
-    if (x->first_child == RKV_NIL)
-        rkv_hlru_place(t, y);
+    rkv_hlru_place(t, y);
     t->nodes[p].children_epoch = ++t->epoch;
 }
 
@@ -104,7 +103,9 @@ static void rkv_tier_revert_path(rkv_tree *t, uint32_t node, uint32_t above,
 
 typedef struct rkv_lwalk {
     uint32_t pages;      /* lower pages matched                            */
-    uint32_t host_pages; /* of them, with a host copy (all, host only)     */
+    uint32_t host_pages; /* of them, in the first lower store (the host, or
+                            the disk when it is the only one); the rest
+                            are on the disk below the host              */
     uint32_t last;       /* deepest lower node reached, or RKV_NIL         */
     uint32_t last_pages; /* its matched pages                              */
 } rkv_lwalk;
@@ -130,7 +131,8 @@ static void rkv_tier_lower_walk(const rkv_tree *t, uint32_t from, uint32_t d,
                                t->page_bytes) == 0)
             k++;
         lw->pages += k;
-        lw->host_pages += k;
+        if (!(t->tn[c].flags & RKV_TN_DISK))
+            lw->host_pages += k;
         lw->last = c;
         lw->last_pages = k;
         if (k < x->num_pages)
@@ -188,13 +190,16 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
     }
     if (tiers_out != NULL) {
         size_t lt = (size_t)lw.host_pages * t->P;
+        size_t dt = (size_t)(lw.pages - lw.host_pages) * t->P;
         tiers_out->host_tokens = tr->medium == RKV_MEDIUM_HOST ? lt : 0;
-        tiers_out->disk_tokens = tr->medium == RKV_MEDIUM_DISK ? lt : 0;
+        tiers_out->disk_tokens = tr->medium == RKV_MEDIUM_DISK ? lt + dt : dt;
         tiers_out->lower_tokens = (size_t)lw.pages * t->P;
     }
     if (!(flags & RKV_MATCH_PEEK)) {
         tr->st.hit_tokens[RKV_MEDIUM_DEVICE] += out->matched_tokens;
         tr->st.hit_tokens[tr->medium] += (uint64_t)lw.host_pages * t->P;
+        tr->st.hit_tokens[RKV_MEDIUM_DISK] +=
+            (uint64_t)(lw.pages - lw.host_pages) * t->P;
     }
     return RKV_OK;
 }
@@ -320,7 +325,8 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
     job->kind = RKV_TRANSFER_LOAD;
     out->ticket = job->ticket;
     out->num_pages = lw.pages;
-    out->disk_pages = tr->medium == RKV_MEDIUM_DISK ? lw.pages : 0;
+    out->disk_pages = tr->medium == RKV_MEDIUM_DISK ? lw.pages
+                                                    : lw.pages - lw.host_pages;
     out->device_tokens = (size_t)(d + lw.pages) * t->P;
     return RKV_OK;
 }
@@ -337,7 +343,8 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
         const rkv_block_id *xb = rkv_tnode_blocks(t, x);
         const rkv_tpage *tp = rkv_tnode_tpages(t, x);
         for (uint32_t i = 0; i < x->num_pages; i++) {
-            st = rkv_store_read_to_pool(tr->host, tp[i].slot, t->pool, xb[i],
+            st = rkv_store_read_to_pool(rkv_tier_node_store(t, y), tp[i].slot,
+                                        t->pool, xb[i],
                                         rkv_tier_page_hash(t, x, i), job->ns);
             if (st != RKV_OK) {
                 bad_node = y;
@@ -355,13 +362,18 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
         for (;;) {
             rkv_tnode *x = &t->nodes[y];
             rkv_tpage *tp = rkv_tnode_tpages(t, x);
-            t->tn[y].flags = 0;
-            if (tr->policy == RKV_WRITE_BACK)
+            int disk = l_is_disk(t, y), med = rkv_tier_node_medium(t, y);
+            tr->st.loads_blocks[med] += x->num_pages;
+            tr->st.loads_bytes[med] += (uint64_t)x->num_pages * tr->block_bytes;
+            /* exclusive tiers under write-back; a disk copy below a host
+             * always goes (device pages' copies are host copies) */
+            if (tr->policy == RKV_WRITE_BACK || disk)
                 for (uint32_t i = 0; i < x->num_pages; i++) {
                     rkv_tier_ev_host(t, y, i, 0);
-                    rkv_tier_free_slot(t, tp[i].slot); /* exclusive tiers */
+                    rkv_tier_free_slot(t, disk, tp[i].slot);
                     tp[i].slot = RKV_NO_TSLOT;
                 }
+            t->tn[y].flags = 0;
             if (RKV_UNLIKELY(t->events.cap != 0))
                 rkv_ev_stored(t, job->ns, ph, rkv_tnode_blocks(t, x),
                               x->num_pages);
@@ -370,8 +382,6 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
                 break;
             y = x->first_child;
         }
-        tr->st.loads_blocks[tr->medium] += job->npages;
-        tr->st.loads_bytes[tr->medium] += (uint64_t)job->npages * tr->block_bytes;
         done.num_pages = job->npages;
         return done;
     }

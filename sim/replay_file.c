@@ -59,7 +59,7 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     res->hit_tokens_by_medium[RKV_MEDIUM_DEVICE] += m.matched_tokens;
     /* pages in the host tier: promote them (the replay waits for its
      * load at once: file order has no clock) */
-    size_t loaded = 0;
+    size_t loaded = 0, disk_loaded = 0;
     rkv_lease lease = {0};
     /* Loads go in chunks of RKV_REPLAY_LOAD_CHUNK pages: under write-back
      * a page being loaded holds its host slot until it has arrived while
@@ -95,6 +95,7 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
             break;
         }
         loaded += (size_t)ld.num_pages * P;
+        disk_loaded += (size_t)ld.disk_pages * P;
         res->load_blocks += ld.num_pages;
     }
     if (st == RKV_OK && loaded > 0)
@@ -107,8 +108,8 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     }
     uint64_t t1 = rkv_replay_now_ns();
     res->hit_tokens += m.matched_tokens;
-    res->hit_tokens_by_medium[tm.disk_tokens > 0 ? RKV_MEDIUM_DISK
-                                                  : RKV_MEDIUM_HOST] += loaded;
+    res->hit_tokens_by_medium[RKV_MEDIUM_HOST] += loaded - disk_loaded;
+    res->hit_tokens_by_medium[RKV_MEDIUM_DISK] += disk_loaded;
     if (per)
         per[i].hit_tokens = (uint32_t)m.matched_tokens;
     res->match_ns += (double)(t1 - t0);
@@ -183,8 +184,8 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     rkv_status st = rkv_replay_open_cache(wl, cfg, 0, &pool, &tree);
     if (st != RKV_OK)
         return st;
-    rkv_store *host = NULL;
-    st = rkv_replay_open_tiers(cfg, tree, &host);
+    rkv_store *host = NULL, *disk = NULL;
+    st = rkv_replay_open_tier_chain(cfg, tree, &host, &disk);
     if (st != RKV_OK) {
         rkv_tree_destroy(tree);
         rkv_pool_destroy(pool);
@@ -208,7 +209,7 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
 
     for (size_t i = 0; st == RKV_OK && i < wl->num_reqs; i++) {
         st = serve(tree, pool, wl, i, &b, &res, cfg->per_request);
-        if (st == RKV_OK && host != NULL) {
+        if (st == RKV_OK && (host != NULL || disk != NULL)) {
             /* queued copies (write-through, selective) run between
              * requests, as an engine's step would run them */
             uint32_t nd = 0;
@@ -255,6 +256,7 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     file_bufs_free(&b);
     rkv_tree_destroy(tree);
     rkv_store_destroy(host);
+    rkv_store_destroy(disk);
     rkv_pool_destroy(pool);
     if (st != RKV_OK)
         return st;

@@ -17,6 +17,9 @@
  * injected store failures and out-of-memory): what the tree reports cached
  * is always a subset of the model, loads that fail leave the pages matchable
  * on the lower tier or gone (never wrong), and nothing leaks.
+ * The chain device -> host -> disk runs the same way (mode 2): a small host
+ * over a disk store with real records; in exact runs the disk is large
+ * enough never to drop a page, so every page the host evicts is on disk.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -45,6 +48,7 @@ typedef struct env {
     rkv_pool *pool;
     rkv_tree *tree;
     rkv_store *host;
+    rkv_store *disk; /* mode 2: the disk below the host, else NULL */
     size_t bb;
     uint64_t model[MODEL_CAP]; /* open addressing; 0 = empty */
     uint32_t model_n;
@@ -117,6 +121,8 @@ static void check_all(env *e)
     cr_assert_eq(st, RKV_OK, "tree check: %s", rkv_last_error());
     cr_assert_eq(rkv_pool_check(e->pool), RKV_OK, "%s", rkv_last_error());
     cr_assert_eq(rkv_store_check(e->host), RKV_OK, "%s", rkv_last_error());
+    if (e->disk != NULL)
+        cr_assert_eq(rkv_store_check(e->disk), RKV_OK, "%s", rkv_last_error());
     /* KV events (with media) replayed into the model give the snapshot */
     while (evm_drain(&e->d, &e->m, 64, 8) == 64)
         ;
@@ -141,7 +147,8 @@ static void verify_seq(env *e, const seq *s)
         cr_assert(have <= want, "tree has %zu pages, model only %u", have,
                   want);
     cr_assert_eq(tm.host_tokens + tm.disk_tokens, tm.lower_tokens);
-    cr_assert(tm.host_tokens == 0 || tm.disk_tokens == 0, "one lower tier");
+    if (e->disk == NULL)
+        cr_assert(tm.host_tokens == 0 || tm.disk_tokens == 0, "one lower tier");
 }
 
 static void verify_blocks(env *e, const seq *s, const rkv_block_id *blocks,
@@ -283,8 +290,11 @@ static void make_seqs(env *e)
     }
 }
 
-static void run(uint64_t seed, int exact, uint32_t steps, int disk)
+/* mode: 0 a host store, 1 a disk store, 2 a host over a disk store.
+ * Returns the pages loaded from the disk. */
+static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
 {
+    int disk = mode != 0;
     char dir[] = "/tmp/rkv-tiers-XXXXXX";
     int64_t live0 = rkv_debug_live_tree_allocs_global();
     env *e = calloc(1, sizeof *e);
@@ -311,8 +321,12 @@ static void run(uint64_t seed, int exact, uint32_t steps, int disk)
     e->buf = malloc(e->bb);
     e->want = malloc(e->bb);
     rkv_store_config sc;
-    rkv_store_config_init(&sc, disk ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST);
+    rkv_store_config_init(&sc, mode == 1 ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST);
     sc.capacity_blocks = exact ? 4096 : 16 + rnd(e) % 24;
+    if (mode == 2) /* the host overflows to disk; in exact runs it exceeds
+                      the 40 device blocks (swap-out copies of device pages
+                      hold host slots no LRU can take) */
+        sc.capacity_blocks = exact ? 44 + rnd(e) % 8 : 4 + rnd(e) % 16;
     sc.block_bytes = e->bb;
     sc.pinned = 0;
     if (disk) {
@@ -320,12 +334,22 @@ static void run(uint64_t seed, int exact, uint32_t steps, int disk)
         sc.path = dir;
     }
     cr_assert_eq(rkv_store_create(&sc, &e->host), RKV_OK, "%s", rkv_last_error());
+    if (mode == 2) {
+        rkv_store_config dc;
+        rkv_store_config_init(&dc, RKV_MEDIUM_DISK);
+        dc.capacity_blocks = exact ? 4096 : 8 + rnd(e) % 24;
+        dc.block_bytes = e->bb;
+        dc.path = dir;
+        cr_assert_eq(rkv_store_create(&dc, &e->disk), RKV_OK, "%s",
+                     rkv_last_error());
+    }
     rkv_tier_config cfg;
     rkv_tier_config_init(&cfg);
-    if (disk)
+    if (mode == 1)
         cfg.disk = e->host;
     else
         cfg.host = e->host;
+    cfg.disk = mode == 2 ? e->disk : cfg.disk;
     if (!exact) {
         cfg.write_policy = (int)(rnd(e) % 3);
         cfg.selective_hits = 1 + (uint32_t)(rnd(e) % 3);
@@ -340,6 +364,8 @@ static void run(uint64_t seed, int exact, uint32_t steps, int disk)
         uint32_t r = (uint32_t)(rnd(e) % 100);
         if (!exact && r % 7 == 0)
             rkv_store_fail_after(e->host, 1 + (uint32_t)(rnd(e) % 6));
+        if (!exact && e->disk != NULL && r % 5 == 0)
+            rkv_store_fail_after(e->disk, 1 + (uint32_t)(rnd(e) % 6));
         if (!exact && r % 11 == 0)
             rkv_tree_debug_fail_alloc_after(e->tree, (int64_t)(rnd(e) % 4));
         if (r < 60) {
@@ -375,6 +401,8 @@ static void run(uint64_t seed, int exact, uint32_t steps, int disk)
             memset(e->model, 0, sizeof e->model);
             e->model_n = 0;
             cr_assert_eq(rkv_store_used_blocks(e->host), 0);
+            if (e->disk != NULL)
+                cr_assert_eq(rkv_store_used_blocks(e->disk), 0);
         } else {
             rkv_transfer_done done[8];
             uint32_t nd = 0;
@@ -383,6 +411,8 @@ static void run(uint64_t seed, int exact, uint32_t steps, int disk)
         }
         rkv_tree_debug_fail_alloc_after(e->tree, -1);
         rkv_store_fail_after(e->host, 0);
+        if (e->disk != NULL)
+            rkv_store_fail_after(e->disk, 0);
         check_all(e);
         if (exact)
             verify_seq(e, s);
@@ -391,17 +421,28 @@ static void run(uint64_t seed, int exact, uint32_t steps, int disk)
     cr_assert_eq(rkv_tree_tier_stats(e->tree, &ts), RKV_OK);
     cr_assert(e->hits_lower > 0, "no lower-tier hit in %u steps", steps);
     cr_assert(e->loads_ok > 0);
-    int med = disk ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST;
+    int med = mode == 1 ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST;
     cr_assert_gt(ts.loads_blocks[med], 0);
     cr_assert_eq(ts.resident_pages[med], rkv_store_used_blocks(e->host));
+    if (mode == 2) {
+        cr_assert_eq(ts.resident_pages[RKV_MEDIUM_DISK],
+                     rkv_store_used_blocks(e->disk));
+        /* what the disk holds came from the host's evictions */
+        cr_assert_leq(ts.stores_blocks[RKV_MEDIUM_DISK],
+                      ts.evictions[RKV_MEDIUM_HOST]);
+    }
+    uint64_t disk_loads = ts.loads_blocks[RKV_MEDIUM_DISK];
     if (exact) {
-        cr_assert_eq(ts.evictions[med], 0);
+        /* the lowest tier never dropped a page */
+        cr_assert_eq(ts.evictions[mode == 0 ? RKV_MEDIUM_HOST : RKV_MEDIUM_DISK],
+                     0);
         cr_assert_eq(ts.failed_loads, 0);
     }
     if (getenv("RKV_TEST_VERBOSE"))
         fprintf(stderr, "seed %llu exact %d: lower hits %llu loads ok %llu "
                 "failed %llu; stores %llu skipped %llu failed %llu; host "
-                "evictions %llu; device evictions %llu\n",
+                "evictions %llu; disk stores %llu loads %llu evictions "
+                "%llu; device evictions %llu\n",
                 (unsigned long long)seed, exact,
                 (unsigned long long)e->hits_lower,
                 (unsigned long long)e->loads_ok,
@@ -410,11 +451,18 @@ static void run(uint64_t seed, int exact, uint32_t steps, int disk)
                 (unsigned long long)ts.stores_skipped,
                 (unsigned long long)ts.failed_stores,
                 (unsigned long long)ts.evictions[med],
+                (unsigned long long)ts.stores_blocks[RKV_MEDIUM_DISK],
+                (unsigned long long)ts.loads_blocks[RKV_MEDIUM_DISK],
+                (unsigned long long)ts.evictions[RKV_MEDIUM_DISK],
                 (unsigned long long)ts.evictions[RKV_MEDIUM_DEVICE]);
     rkv_tree_destroy(e->tree);
     free(e->m.e);
     cr_assert_eq(rkv_store_used_blocks(e->host), 0);
     rkv_store_destroy(e->host);
+    if (e->disk != NULL) {
+        cr_assert_eq(rkv_store_used_blocks(e->disk), 0);
+        rkv_store_destroy(e->disk);
+    }
     if (disk)
         rmdir(dir);
     rkv_pool_destroy(e->pool);
@@ -422,35 +470,55 @@ static void run(uint64_t seed, int exact, uint32_t steps, int disk)
     free(e->want);
     free(e);
     cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0, "tree memory leaked");
+    return disk_loads;
 }
 
 Test(tree_tiers, exact_big_host)
 {
     for (uint64_t seed = 1; seed <= 6; seed++)
-        run(seed, 1, 600, 0);
+        (void)run(seed, 1, 600, 0);
 }
 
 Test(tree_tiers, faulty_small_host)
 {
     for (uint64_t seed = 1; seed <= 12; seed++)
-        run(seed, 0, 800, 0);
+        (void)run(seed, 0, 800, 0);
 }
 
 /* The same with a disk store (real records and I/O) as the lower tier. */
 Test(tree_tiers, exact_disk)
 {
     for (uint64_t seed = 1; seed <= 2; seed++)
-        run(seed, 1, 400, 1);
+        (void)run(seed, 1, 400, 1);
 }
 
 Test(tree_tiers, faulty_disk)
 {
     for (uint64_t seed = 1; seed <= 3; seed++)
-        run(seed, 0, 500, 1);
+        (void)run(seed, 0, 500, 1);
+}
+
+/* The chain device -> host -> disk: a small host writes back to a disk
+ * store (real records); exact runs lose nothing, faulty runs inject store
+ * failures on both stores and out-of-memory. */
+Test(tree_tiers, exact_host_disk)
+{
+    uint64_t disk_loads = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        disk_loads += run(seed, 1, 500, 2);
+    cr_assert_gt(disk_loads, 0, "no page was loaded from the disk");
+}
+
+Test(tree_tiers, faulty_host_disk)
+{
+    uint64_t disk_loads = 0;
+    for (uint64_t seed = 1; seed <= 6; seed++)
+        disk_loads += run(seed, 0, 600, 2);
+    cr_assert_gt(disk_loads, 0, "no page was loaded from the disk");
 }
 
 /* Attach: an empty tree only, one tree per store, block sizes must agree;
- * the tree refuses a disk tier for now. */
+ * a host over a disk is taken (the disk must be a disk store). */
 Test(tree_tiers, attach_rules)
 {
     rkv_pool_config pc;
@@ -502,7 +570,7 @@ Test(tree_tiers, attach_rules)
     cr_assert_eq(rkv_tree_attach_tiers(t, NULL), RKV_OK);
     cr_assert_eq(rkv_tree_attach_tiers(t2, &cfg), RKV_OK);
     cfg.disk = h;
-    cr_assert_eq(rkv_tree_attach_tiers(t, &cfg), RKV_ERR_UNSUPPORTED);
+    cr_assert_eq(rkv_tree_attach_tiers(t, &cfg), RKV_ERR_INVALID_ARG);
     rkv_tree_destroy(t2);
     rkv_tree_destroy(t);
     rkv_store_destroy(h);
@@ -874,4 +942,263 @@ Test(tree_tiers, corrupt_disk_block)
     cr_assert_eq(ts.corrupt_blocks, 1);
     small_close(&s);
     rmdir(dir);
+}
+
+/* ---- the chain device -> host -> disk -------------------------------------- */
+
+typedef struct chain {
+    char dir[32];
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_store *host, *disk;
+    int32_t tok[4][2 * TP]; /* four 2-page sequences, distinct from page 0 */
+} chain;
+
+static void chain_open(chain *c)
+{
+    snprintf(c->dir, sizeof c->dir, "/tmp/rkv-chain-XXXXXX");
+    cr_assert_not_null(mkdtemp(c->dir));
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 16;
+    pc.page_size = TP;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 2;
+    cr_assert_eq(rkv_pool_create(&pc, &c->pool), RKV_OK);
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.event_ring = 256;
+    cr_assert_eq(rkv_tree_create(c->pool, &tc, &c->tree), RKV_OK);
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = 2;
+    sc.block_bytes = rkv_pool_bytes_per_block(c->pool);
+    sc.pinned = 0;
+    cr_assert_eq(rkv_store_create(&sc, &c->host), RKV_OK);
+    rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
+    sc.capacity_blocks = 8;
+    sc.block_bytes = rkv_pool_bytes_per_block(c->pool);
+    sc.path = c->dir;
+    cr_assert_eq(rkv_store_create(&sc, &c->disk), RKV_OK, "%s", rkv_last_error());
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cfg.host = c->host;
+    cfg.disk = c->disk;
+    cr_assert_eq(rkv_tree_attach_tiers(c->tree, &cfg), RKV_OK, "%s",
+                 rkv_last_error());
+    for (int a = 0; a < 4; a++)
+        for (uint32_t j = 0; j < 2 * TP; j++)
+            c->tok[a][j] = (int32_t)(a * 1000 + j + 1);
+}
+
+static void chain_close(chain *c)
+{
+    rkv_tree_destroy(c->tree);
+    cr_assert_eq(rkv_store_used_blocks(c->host), 0);
+    cr_assert_eq(rkv_store_used_blocks(c->disk), 0);
+    rkv_store_destroy(c->host);
+    rkv_store_destroy(c->disk);
+    rkv_pool_destroy(c->pool);
+    char path[64];
+    snprintf(path, sizeof path, "%s/radixkv-tier.blocks", c->dir);
+    unlink(path);
+    rmdir(c->dir);
+}
+
+static void chain_check(chain *c)
+{
+    cr_assert_eq(rkv_tree_check(c->tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_store_check(c->host), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_store_check(c->disk), RKV_OK, "%s", rkv_last_error());
+}
+
+/* Caches the four sequences on the device (A first), then evicts them all
+ * in LRU order: each demotion goes to the 2-slot host, which writes the
+ * one it held back to the disk. Store failures may lose pages, never
+ * more. */
+static void chain_fill(chain *c)
+{
+    for (int a = 0; a < 4; a++) {
+        rkv_block_id b[2];
+        cr_assert_eq(rkv_tree_alloc_blocks(c->tree, 2, b), RKV_OK);
+        cr_assert_eq(rkv_tree_insert(c->tree, 5, c->tok[a], 2 * TP, b, NULL,
+                                     NULL), RKV_OK);
+        cr_assert_eq(rkv_pool_unref_n(c->pool, 2, b), RKV_OK);
+        chain_check(c);
+    }
+    uint32_t freed = 0;
+    cr_assert_eq(rkv_tree_evict(c->tree, 8, &freed), RKV_OK);
+    cr_assert_eq(freed, 8);
+    chain_check(c);
+}
+
+/* Host over disk: the host's LRU writes back to the disk, match splits
+ * host / disk, stats, snapshot and events per medium, loads from both. */
+Test(tree_tiers, host_disk_chain)
+{
+    chain c;
+    chain_open(&c);
+    chain_fill(&c);
+    rkv_match m;
+    rkv_tier_match tm;
+    for (int a = 0; a < 4; a++) {
+        cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[a], 2 * TP, NULL,
+                                          RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+        cr_assert_eq(m.matched_tokens, 0);
+        cr_assert_eq(tm.host_tokens, a == 3 ? 2 * TP : 0, "seq %d", a);
+        cr_assert_eq(tm.disk_tokens, a == 3 ? 0 : 2 * TP, "seq %d", a);
+        /* another namespace sees nothing, on any tier */
+        cr_assert_eq(rkv_tree_match_tiers(c.tree, 6, c.tok[a], 2 * TP, NULL,
+                                          RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+        cr_assert_eq(tm.lower_tokens, 0);
+    }
+    rkv_tier_stats ts;
+    cr_assert_eq(rkv_tree_tier_stats(c.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.resident_pages[RKV_MEDIUM_HOST], 2);
+    cr_assert_eq(ts.resident_pages[RKV_MEDIUM_DISK], 6);
+    cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 8);
+    cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_DISK], 6);
+    cr_assert_eq(ts.evictions[RKV_MEDIUM_HOST], 6);
+    cr_assert_eq(ts.evictions[RKV_MEDIUM_DISK], 0);
+    /* one snapshot entry per (page, medium) */
+    rkv_block_entry snap[16];
+    size_t n = 0;
+    cr_assert_eq(rkv_tree_snapshot(c.tree, snap, 16, &n, NULL), RKV_OK);
+    cr_assert_eq(n, 8);
+    uint32_t per[RKV_MEDIUM_COUNT] = {0};
+    for (size_t k = 0; k < n; k++)
+        per[snap[k].medium]++;
+    cr_assert_eq(per[RKV_MEDIUM_HOST], 2);
+    cr_assert_eq(per[RKV_MEDIUM_DISK], 6);
+    /* the events say the same: 8 host stores, 6 disk stores, 6 host
+     * removals, 8 device removals */
+    rkv_event ev[64];
+    uint32_t ne = 0;
+    uint32_t stored[RKV_MEDIUM_COUNT] = {0}, removed[RKV_MEDIUM_COUNT] = {0};
+    cr_assert_eq(rkv_tree_events_drain(c.tree, ev, 64, &ne), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_lt(ne, 64);
+    for (uint32_t k = 0; k < ne; k++) {
+        cr_assert_neq(ev[k].kind, RKV_EVENT_RESYNC);
+        if (ev[k].kind == RKV_EVENT_BLOCK_STORED)
+            stored[ev[k].medium] += ev[k].num_hashes;
+        else if (ev[k].kind == RKV_EVENT_BLOCK_REMOVED)
+            removed[ev[k].medium] += ev[k].num_hashes;
+    }
+    cr_assert_eq(stored[RKV_MEDIUM_DEVICE], 8);
+    cr_assert_eq(stored[RKV_MEDIUM_HOST], 8);
+    cr_assert_eq(stored[RKV_MEDIUM_DISK], 6);
+    cr_assert_eq(removed[RKV_MEDIUM_DEVICE], 8);
+    cr_assert_eq(removed[RKV_MEDIUM_HOST], 6);
+    cr_assert_eq(removed[RKV_MEDIUM_DISK], 0);
+    /* load A from disk (verified read) and D from host */
+    for (int a = 0; a < 4; a += 3) {
+        rkv_load ld;
+        cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[a], 2 * TP, UINT32_MAX,
+                                   &ld), RKV_OK, "%s", rkv_last_error());
+        cr_assert_eq(ld.num_pages, 2);
+        cr_assert_eq(ld.disk_pages, a == 0 ? 2 : 0);
+        rkv_transfer_done done;
+        uint32_t nd = 0;
+        cr_assert_eq(rkv_tree_tier_poll(c.tree, &done, 1, &nd), RKV_OK);
+        cr_assert_eq(nd, 1);
+        cr_assert_eq(done.status, RKV_OK);
+        cr_assert_eq(rkv_tree_unlock(c.tree, &ld.lease), RKV_OK);
+        chain_check(&c);
+        cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[a], 2 * TP, NULL,
+                                          RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+        cr_assert_eq(m.matched_tokens, 2 * TP);
+    }
+    cr_assert_eq(rkv_tree_tier_stats(c.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_DISK], 2);
+    cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_HOST], 2);
+    cr_assert_eq(ts.resident_pages[RKV_MEDIUM_HOST], 0);
+    cr_assert_eq(ts.resident_pages[RKV_MEDIUM_DISK], 4);
+    chain_close(&c);
+}
+
+/* Store and load failures at every I/O call of either store in the
+ * fill-and-load scenario: every state checks, nothing leaks, a sequence is
+ * never reported longer than cached. */
+Test(tree_tiers, host_disk_every_io_fails)
+{
+    for (int which = 0; which < 2; which++)
+        for (uint32_t k = 1; k <= 24; k++) {
+            chain c;
+            chain_open(&c);
+            rkv_store_fail_after(which ? c.disk : c.host, k);
+            chain_fill(&c);
+            for (int a = 0; a < 4; a++) {
+                rkv_load ld;
+                cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[a], 2 * TP,
+                                           UINT32_MAX, &ld), RKV_OK);
+                chain_check(&c);
+                if (ld.ticket == 0)
+                    continue;
+                rkv_transfer_done done;
+                uint32_t nd = 0;
+                cr_assert_eq(rkv_tree_tier_poll(c.tree, &done, 1, &nd), RKV_OK);
+                cr_assert_eq(nd, 1);
+                cr_assert_eq(rkv_tree_unlock(c.tree, &ld.lease), RKV_OK);
+                chain_check(&c);
+                rkv_match m;
+                rkv_tier_match tm;
+                cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[a], 2 * TP,
+                                                  NULL, RKV_MATCH_PEEK, &m,
+                                                  &tm), RKV_OK);
+                cr_assert_leq(m.matched_tokens + tm.lower_tokens, 2 * TP);
+                if (done.status == RKV_OK)
+                    cr_assert_eq(m.matched_tokens, ld.device_tokens);
+            }
+            rkv_store_fail_after(which ? c.disk : c.host, 0);
+            chain_close(&c);
+        }
+}
+
+/* A corrupted disk record below a host: the load of a page that only the
+ * disk holds fails verification, that page and what follows leave the
+ * tree, the host's pages are untouched. */
+Test(tree_tiers, host_disk_corrupt_block)
+{
+    chain c;
+    chain_open(&c);
+    chain_fill(&c);
+    char path[64];
+    snprintf(path, sizeof path, "%s/radixkv-tier.blocks", c.dir);
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    uint8_t junk[4096];
+    memset(junk, 0x5a, sizeof junk);
+    off_t end = lseek(fd, 0, SEEK_END);
+    for (off_t off = 4096; off < end; off += (off_t)sizeof junk)
+        cr_assert_eq(pwrite(fd, junk, sizeof junk, off), (ssize_t)sizeof junk);
+    cr_assert_eq(fsync(fd), 0);
+    close(fd);
+    uint32_t free0 = rkv_pool_num_free(c.pool);
+    rkv_load ld;
+    cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[1], 2 * TP, UINT32_MAX, &ld),
+                 RKV_OK);
+    cr_assert_eq(ld.disk_pages, 2);
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    cr_assert_eq(rkv_tree_tier_poll(c.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(nd, 1);
+    cr_assert_eq(done.status, RKV_ERR_CORRUPT);
+    cr_assert_eq(rkv_tree_unlock(c.tree, &ld.lease), RKV_OK);
+    chain_check(&c);
+    cr_assert_eq(rkv_pool_num_free(c.pool), free0);
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[1], 2 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(m.matched_tokens + tm.lower_tokens, 0);
+    cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[3], 2 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(tm.host_tokens, 2 * TP);
+    rkv_tier_stats ts;
+    cr_assert_eq(rkv_tree_tier_stats(c.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.corrupt_blocks, 1);
+    cr_assert_eq(ts.resident_pages[RKV_MEDIUM_DISK], 4);
+    chain_close(&c);
 }
