@@ -50,9 +50,34 @@
  *   it. Unlike HiCache, the disk copy is exclusive: a load from the disk
  *   frees it under every policy (device pages' copies are host copies, so
  *   "already on disk" never arises when the host writes back); a page
- *   promoted from the disk goes down through the host again. (6) Pins: a pinned page holds a lease, and locked
- *   pages are never demoted, so a pin keeps its pages on the device
- *   (drop_pinned has nothing more to decide until pins reach lower tiers).
+ *   promoted from the disk goes down through the host again. (6) Pins: a
+ *   pinned page holds a lease, and locked pages are never demoted, so a
+ *   pin keeps its pages on the device (drop_pinned has nothing more to
+ *   decide until pins reach lower tiers). Under device pressure
+ *   rkv_tree_alloc_blocks revokes pins (earliest deadline first, only pins
+ *   nothing else locks) and the freed pages are then DEMOTED like any
+ *   other, so with a tier a revoked pin's pages stay in the tree below.
+ *   NOT done: demoting a pinned page while its pin holds. It needs LOWER
+ *   nodes that are locked (a pin is a lease whose lock_count runs from its
+ *   node to the root), and that breaks what every lock user assumes:
+ *   rkv_lease_unlock_slot / rkv_tree_lock (tree_lease.c) move a path's
+ *   pages between evictable_blocks and locked_blocks and relist nodes on
+ *   the DEVICE LRU, so they would have to learn LOWER nodes (no device
+ *   pages to count, the host LRU to relist on when the last pin goes);
+ *   yield_blocks (rkv_yield_pages, kept exact on every lock/pin change and
+ *   recomputed by rkv_retain_check) counts pages that revoking frees on
+ *   the DEVICE, so every demotion and load of a pinned node would have to
+ *   move its pages out of and back into it, and pinned_blocks (the cap,
+ *   in pool pages) would have to decide whether lower pages count; the
+ *   device LRU never lists locked nodes, so eviction would need a second
+ *   list of pin-only device frontier nodes to demote from (oldest first)
+ *   before revoking; the host and disk LRUs would have to skip pinned
+ *   nodes unless drop_pinned; and rkv_tree_load's LOADING conversion,
+ *   its revert and rkv_tier_check all rely on "a LOWER node is never
+ *   locked". Each of these is small, but together they touch every
+ *   counter rkv_tree_check verifies, in four files another helper
+ *   (retention) also changes; it was left for a session that can change
+ *   them together.
  *
  * Invariants (rkv_tier_check verifies them):
  *   - device nodes (flags 0) and LOADING nodes hang on their parent's
