@@ -97,6 +97,7 @@ static rkv_status rkv_step_reserve(rkv_sched *s)
 
 static void rkv_preempt(rkv_sched *s, rkv_sreq *r)
 {
+    rkv_tier_swap_out(s, r); /* swap instead of recompute, when cheaper */
     rkv_sreq_release(s, r);
     rkv_sched_running_remove(s, r);
     (void)rkv_sched_waiting_add(s, r); /* capacity reserved: cannot fail */
@@ -378,13 +379,32 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
     rkv_order_iter it;
     rkv_order_iter_init(s, &it, now_ms);
     rkv_sreq *r;
-    while (s->nrunning < s->cfg.max_running && *budget > 0 &&
+    /* requests with a load hold a slot: once slots run out, only a ready
+     * one (its slot is its own) can still be admitted */
+    while (*budget > 0 &&
+           (s->nrunning + s->nloading < s->cfg.max_running ||
+            s->nloading > s->tickets.count) &&
            (r = rkv_order_next(s, &it)) != NULL) {
+        if (r->load_ticket != 0)
+            continue; /* waits for its own load, nobody waits for it */
+        if (!r->load_ready &&
+            s->nrunning + s->nloading >= s->cfg.max_running)
+            continue;
         if (rkv_dedup_hold(s, r)) {
             s->st.dedup_holds++;
             continue;
         }
         r->dedup_held = 0;
+        if (s->tiers_live && !r->load_ready) {
+            uint64_t avail = rkv_avail_blocks(s);
+            int loading = 0;
+            rkv_status lst = rkv_tier_try_load(
+                s, r, avail > reserve ? avail - reserve : 0, &loading);
+            if (lst != RKV_OK)
+                return lst;
+            if (loading)
+                continue;
+        }
         uint64_t pt = s->st.prompt_tokens, ct = s->st.cached_tokens;
         rkv_status st = rkv_sreq_admit(s, r);
         if (st != RKV_OK)
@@ -406,6 +426,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
                 break; /* the pool is full: wait for running ones */
             return st;
         }
+        rkv_tier_admitted(s, r, r->cached_len);
         rkv_sched_waiting_remove(s, r);
         r->state = RKV_REQ_RUNNING;
         r->ridx = s->nrunning;
@@ -431,6 +452,10 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     /* the tree's time first: pins that expired by now_ms free their pages
      * for this step */
     rkv_status st = rkv_sched_set_time(s, now_ms);
+    s->ncopies = 0;
+    /* completed loads make their requests admissible in this step */
+    if (st == RKV_OK)
+        st = rkv_tier_poll(s);
     if (st == RKV_OK)
         st = rkv_step_reserve(s);
     if (st == RKV_OK)
@@ -455,6 +480,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
         rkv_plan_cancel(s);
         return st;
     }
+    rkv_tier_plan(s);
     s->plan_pending = s->plan_n > 0;
     s->st.steps++;
     uint64_t used = (uint64_t)s->num_blocks - rkv_pool_num_free(s->pool);
