@@ -1052,6 +1052,12 @@ typedef struct rkv_request_info {
                                   computed (RUNNING; a pending plan's not
                                   counted; 0 while waiting, once finished) */
     uint32_t preemptions;      /* times it was preempted back to waiting   */
+    uint32_t cached_host_tokens; /* of cached_tokens, loaded for it from the
+                                  host tier / from disk (see "Tiers in the
+                                  scheduler")                               */
+    uint32_t cached_disk_tokens;
+    int loading;               /* WAITING for its own load (queued or done,
+                                  not admitted yet)                         */
 } rkv_request_info;
 
 /* What a server needs to follow a request: its state, why it finished,

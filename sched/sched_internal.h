@@ -90,6 +90,7 @@ typedef struct rkv_sreq {
     rkv_lease load_lease;
     uint32_t load_pages, load_disk_pages;
     uint32_t swapped_pages; /* pages swapped out at its last preemption   */
+    uint32_t adm_host, adm_disk; /* of cached_len, loaded from host / disk */
 
     /* running */
     rkv_block_id *blocks;

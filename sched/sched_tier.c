@@ -195,6 +195,8 @@ void rkv_tier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched)
     s->st.cached_tokens_by_medium[RKV_MEDIUM_DEVICE] += matched - lt;
     s->st.cached_tokens_by_medium[RKV_MEDIUM_HOST] += lt - dt;
     s->st.cached_tokens_by_medium[RKV_MEDIUM_DISK] += dt;
+    r->adm_host = (uint32_t)(lt - dt);
+    r->adm_disk = (uint32_t)dt;
     r->load_failed = 0;
     r->swapped_pages = 0;
     r->load_pages = r->load_disk_pages = 0;
