@@ -172,7 +172,7 @@ void rkv_sched_destroy(rkv_sched *s)
         rkv_sreq_free(r);
     }
     for (uint32_t i = 0; i < s->nwaiting; i++) {
-        rkv_tier_drop(s, s->waiting[i]);
+        rkv_stier_drop(s, s->waiting[i]);
         rkv_sreq_free(s->waiting[i]);
     }
     rkv_sched_free_grave(s);
@@ -359,7 +359,7 @@ rkv_status rkv_sched_abort(rkv_sched *s, uint64_t id)
                              (unsigned long long)id);
     rkv_sreq *r = (rkv_sreq *)(uintptr_t)*v;
     if (r->state == RKV_REQ_WAITING) {
-        rkv_tier_drop(s, r);
+        rkv_stier_drop(s, r);
         rkv_sched_waiting_remove(s, r);
     } else {
         if (s->plan_pending) {

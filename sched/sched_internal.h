@@ -248,28 +248,28 @@ rkv_status rkv_ensure_scratch(rkv_sched *s, uint32_t pages);
 /* sched_tier.c */
 /* Polls the tree's transfers: completed loads make their requests ready
  * (or failed: they will compute). */
-rkv_status rkv_tier_poll(rkv_sched *s);
+rkv_status rkv_stier_poll(rkv_sched *s);
 /* Tokens of credit for r's lower continuation (see radixkv.h). */
-double rkv_tier_credit(const rkv_sched *s, size_t host, size_t disk);
+double rkv_stier_credit(const rkv_sched *s, size_t host, size_t disk);
 /* Admission: 1 if r got a load instead (or waits for one), 0 if it should
  * be admitted now; avail: blocks a load may take. */
-rkv_status rkv_tier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
+rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
                              int *loading);
 /* After r's admission stuck: the loaded pages count as cached by medium,
  * and the load's lease goes. */
-void rkv_tier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched);
+void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched);
 /* Drops r's load (abort, destroy): lease released, ticket forgotten. */
-void rkv_tier_drop(rkv_sched *s, rkv_sreq *r);
+void rkv_stier_drop(rkv_sched *s, rkv_sreq *r);
 /* Preemption: swap r's computed pages to host when cheaper (before its
  * release; r still locks them). */
-void rkv_tier_swap_out(rkv_sched *s, rkv_sreq *r);
+void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r);
 /* Room for n more plan copies (reserved before a transfer is queued). */
-rkv_status rkv_tier_copies_reserve(rkv_sched *s, uint32_t n);
+rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n);
 /* End of a step: write-policy stores since the last step into the copies;
  * the plan's copy fields. */
-void rkv_tier_plan(rkv_sched *s);
+void rkv_stier_plan(rkv_sched *s);
 /* Check of r's load state and of the ticket map. */
-rkv_status rkv_tier_check(const rkv_sched *s);
+rkv_status rkv_stier_check(const rkv_sched *s);
 
 /* sched_order.c */
 void rkv_squeue_fini(rkv_squeue *q);

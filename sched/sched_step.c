@@ -97,7 +97,7 @@ static rkv_status rkv_step_reserve(rkv_sched *s)
 
 static void rkv_preempt(rkv_sched *s, rkv_sreq *r)
 {
-    rkv_tier_swap_out(s, r); /* swap instead of recompute, when cheaper */
+    rkv_stier_swap_out(s, r); /* swap instead of recompute, when cheaper */
     rkv_sreq_release(s, r);
     rkv_sched_running_remove(s, r);
     (void)rkv_sched_waiting_add(s, r); /* capacity reserved: cannot fail */
@@ -398,7 +398,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
         if (s->tiers_live && !r->load_ready) {
             uint64_t avail = rkv_avail_blocks(s);
             int loading = 0;
-            rkv_status lst = rkv_tier_try_load(
+            rkv_status lst = rkv_stier_try_load(
                 s, r, avail > reserve ? avail - reserve : 0, &loading);
             if (lst != RKV_OK)
                 return lst;
@@ -426,7 +426,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
                 break; /* the pool is full: wait for running ones */
             return st;
         }
-        rkv_tier_admitted(s, r, r->cached_len);
+        rkv_stier_admitted(s, r, r->cached_len);
         rkv_sched_waiting_remove(s, r);
         r->state = RKV_REQ_RUNNING;
         r->ridx = s->nrunning;
@@ -455,7 +455,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     s->ncopies = 0;
     /* completed loads make their requests admissible in this step */
     if (st == RKV_OK)
-        st = rkv_tier_poll(s);
+        st = rkv_stier_poll(s);
     if (st == RKV_OK)
         st = rkv_step_reserve(s);
     if (st == RKV_OK)
@@ -480,7 +480,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
         rkv_plan_cancel(s);
         return st;
     }
-    rkv_tier_plan(s);
+    rkv_stier_plan(s);
     s->plan_pending = s->plan_n > 0;
     s->st.steps++;
     uint64_t used = (uint64_t)s->num_blocks - rkv_pool_num_free(s->pool);

@@ -6,7 +6,7 @@
  * lower continuation earns in the lpm order, swap-out at preemption
  * (rkv_tree_store_prefix), and the plan's list of copies.
  *
- * Load state of a WAITING request (checked by rkv_tier_check):
+ * Load state of a WAITING request (checked by rkv_stier_check):
  *   none      load_ticket 0, load_ready 0, no load_lease;
  *   queued    load_ticket != 0, in s->tickets (ticket -> request), lease
  *             held on the loading path; admission skips it;
@@ -35,7 +35,7 @@
 
 /* Credit of one lower token: the compute it saves minus its load time,
  * both in tokens (0..1). */
-static double rkv_tier_factor(const rkv_sched *s, double load_ms_per_page)
+static double rkv_stier_factor(const rkv_sched *s, double load_ms_per_page)
 {
     double c = s->cfg.compute_ms_per_token;
     if (c <= 0)
@@ -44,21 +44,21 @@ static double rkv_tier_factor(const rkv_sched *s, double load_ms_per_page)
     return f > 0 ? f : 0.0;
 }
 
-double rkv_tier_credit(const rkv_sched *s, size_t host, size_t disk)
+double rkv_stier_credit(const rkv_sched *s, size_t host, size_t disk)
 {
     if (host == 0 && disk == 0)
         return 0.0;
-    return (double)host * rkv_tier_factor(s, s->cfg.host_load_ms_per_page) +
-           (double)disk * rkv_tier_factor(s, s->cfg.disk_load_ms_per_page);
+    return (double)host * rkv_stier_factor(s, s->cfg.host_load_ms_per_page) +
+           (double)disk * rkv_stier_factor(s, s->cfg.disk_load_ms_per_page);
 }
 
-rkv_status rkv_tier_copies_reserve(rkv_sched *s, uint32_t n)
+rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n)
 {
     return rkv_ensure_cap((void **)&s->copies, &s->copies_cap, s->ncopies + n,
                           sizeof *s->copies);
 }
 
-static void rkv_tier_copy(rkv_sched *s, uint64_t req, uint64_t ticket,
+static void rkv_stier_copy(rkv_sched *s, uint64_t req, uint64_t ticket,
                           int kind, int medium, uint32_t pages)
 {
     if (pages == 0 || s->ncopies >= s->copies_cap)
@@ -71,7 +71,7 @@ static void rkv_tier_copy(rkv_sched *s, uint64_t req, uint64_t ticket,
     c->pages = pages;
 }
 
-static void rkv_tier_fail(rkv_sched *s, rkv_sreq *r)
+static void rkv_stier_fail(rkv_sched *s, rkv_sreq *r)
 {
     (void)rkv_tree_unlock(s->tree, &r->load_lease);
     memset(&r->load_lease, 0, sizeof r->load_lease);
@@ -82,7 +82,7 @@ static void rkv_tier_fail(rkv_sched *s, rkv_sreq *r)
     s->st.failed_loads++;
 }
 
-rkv_status rkv_tier_poll(rkv_sched *s)
+rkv_status rkv_stier_poll(rkv_sched *s)
 {
     if (!s->cfg.use_tiers)
         return RKV_OK;
@@ -101,7 +101,7 @@ rkv_status rkv_tier_poll(rkv_sched *s)
             rkv_u64map_del(&s->tickets, d[i].ticket);
             r->load_ticket = 0;
             if (d[i].status != RKV_OK || d[i].num_pages == 0) {
-                rkv_tier_fail(s, r);
+                rkv_stier_fail(s, r);
                 continue;
             }
             r->load_ready = 1;
@@ -114,7 +114,7 @@ rkv_status rkv_tier_poll(rkv_sched *s)
     return RKV_OK;
 }
 
-rkv_status rkv_tier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
+rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
                              int *loading)
 {
     *loading = r->load_ticket != 0;
@@ -129,7 +129,7 @@ rkv_status rkv_tier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
     if (st != RKV_OK)
         return st;
     uint64_t pages = tm.lower_tokens / s->P;
-    if (pages == 0 || rkv_tier_credit(s, tm.host_tokens, tm.disk_tokens) <= 0)
+    if (pages == 0 || rkv_stier_credit(s, tm.host_tokens, tm.disk_tokens) <= 0)
         return RKV_OK;
     if (pages > avail)
         pages = avail;
@@ -138,7 +138,7 @@ rkv_status rkv_tier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
     /* everything that could fail after the load is queued, first */
     st = rkv_u64map_reserve(&s->tickets, 1);
     if (st == RKV_OK)
-        st = rkv_tier_copies_reserve(s, 2);
+        st = rkv_stier_copies_reserve(s, 2);
     if (st != RKV_OK)
         return st;
     rkv_load ld;
@@ -169,15 +169,15 @@ rkv_status rkv_tier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
         s->st.swap_ins++;
         s->st.swap_in_pages += r->load_pages;
     }
-    rkv_tier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_HOST,
+    rkv_stier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_HOST,
                   r->load_pages - r->load_disk_pages);
-    rkv_tier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_DISK,
+    rkv_stier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_DISK,
                   r->load_disk_pages);
     *loading = 1;
     return RKV_OK;
 }
 
-void rkv_tier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched)
+void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched)
 {
     size_t lt = 0, dt = 0;
     if (r->load_ready) {
@@ -202,7 +202,7 @@ void rkv_tier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched)
     r->load_pages = r->load_disk_pages = 0;
 }
 
-void rkv_tier_drop(rkv_sched *s, rkv_sreq *r)
+void rkv_stier_drop(rkv_sched *s, rkv_sreq *r)
 {
     if (r->load_ticket != 0) {
         rkv_u64map_del(&s->tickets, r->load_ticket);
@@ -216,7 +216,7 @@ void rkv_tier_drop(rkv_sched *s, rkv_sreq *r)
     s->nloading--;
 }
 
-void rkv_tier_swap_out(rkv_sched *s, rkv_sreq *r)
+void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r)
 {
     if (!s->cfg.swap || !s->cfg.use_tiers)
         return;
@@ -226,7 +226,7 @@ void rkv_tier_swap_out(rkv_sched *s, rkv_sreq *r)
         return;
     double swap_ms = (double)pages * s->cfg.host_load_ms_per_page;
     double recompute_ms = (double)pages * s->P * s->cfg.compute_ms_per_token;
-    if (swap_ms > recompute_ms || rkv_tier_copies_reserve(s, 1) != RKV_OK)
+    if (swap_ms > recompute_ms || rkv_stier_copies_reserve(s, 1) != RKV_OK)
         return;
     uint64_t ticket = 0;
     uint32_t np = 0;
@@ -236,11 +236,11 @@ void rkv_tier_swap_out(rkv_sched *s, rkv_sreq *r)
     r->swapped_pages = pages;
     s->st.swap_outs++;
     s->st.swap_out_pages += np;
-    rkv_tier_copy(s, r->id, ticket, RKV_TRANSFER_SWAP_OUT, RKV_MEDIUM_HOST,
+    rkv_stier_copy(s, r->id, ticket, RKV_TRANSFER_SWAP_OUT, RKV_MEDIUM_HOST,
                   np);
 }
 
-void rkv_tier_plan(rkv_sched *s)
+void rkv_stier_plan(rkv_sched *s)
 {
     rkv_tier_stats ts;
     if (s->cfg.use_tiers && rkv_tree_tier_stats(s->tree, &ts) == RKV_OK) {
@@ -257,9 +257,9 @@ void rkv_tier_plan(rkv_sched *s)
             uint64_t d = cur - s->stores_seen[m];
             if (d > UINT32_MAX)
                 d = UINT32_MAX;
-            if (rkv_tier_copies_reserve(s, 1) != RKV_OK)
+            if (rkv_stier_copies_reserve(s, 1) != RKV_OK)
                 continue; /* listed with the next step's */
-            rkv_tier_copy(s, 0, 0, RKV_TRANSFER_STORE, m, (uint32_t)d);
+            rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, m, (uint32_t)d);
             s->stores_seen[m] += d;
         }
     }
@@ -267,7 +267,7 @@ void rkv_tier_plan(rkv_sched *s)
     s->plan.copies = s->copies;
 }
 
-rkv_status rkv_tier_check(const rkv_sched *s)
+rkv_status rkv_stier_check(const rkv_sched *s)
 {
     uint32_t loading = 0, queued = 0;
     for (uint32_t i = 0; i < s->nwaiting; i++) {

@@ -22,6 +22,7 @@
  * skips with a message.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,7 +242,7 @@ static void run_plan(tenv *e, const rkv_batch_plan *p)
             cr_assert_eq(p->input_tokens[p->qo_indptr[q] + j], r->tok[pos]);
         }
         if (r->first_step < 0) {
-            r->first_step = e->steps;
+            r->first_step = e->steps - 1; /* tstep counted it already */
             r->first_cached = p->cached_len[q];
             rkv_request_info info;
             OK(rkv_sched_request_info(e->s, id, &info));
@@ -276,6 +277,15 @@ static uint32_t tstep(tenv *e)
     OK(rkv_sched_check(e->s));
     e->steps++;
     check_copies(e, p);
+    if (getenv("TS_DEBUG")) {
+        rkv_sched_stats ss;
+        rkv_sched_get_stats(e->s, &ss);
+        fprintf(stderr, "step %lld: %u reqs [", (long long)e->steps - 1, p->num_reqs);
+        for (uint32_t q = 0; q < p->num_reqs; q++)
+            fprintf(stderr, " %llu(c%u)", (unsigned long long)p->req_ids[q], p->cached_len[q]);
+        fprintf(stderr, " ] copies %u loading %llu waiting %llu running %llu free %u\n", p->num_copies,
+                (unsigned long long)ss.loading, (unsigned long long)ss.waiting, (unsigned long long)ss.running, rkv_pool_num_free(e->pool));
+    }
     uint32_t n = p->num_reqs;
     e->now += 1.0;
     if (n == 0)
@@ -444,6 +454,35 @@ Test(sched_tiers, waits_only_for_own_load)
     cr_assert_eq(e.r[6].loads_seen, 1);
     tdrain(&e, 400);
     cr_assert_eq(e.r[6].first_step, s0 + 1);
+    cr_assert_gt(e.r[6].first_host, 0);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* Two requests continue the same host prefix and arrive together: the
+ * second does not load the pages the first is loading (while LOADING they
+ * are neither matchable nor a lower continuation) and does not wait for
+ * another's load either: it computes them, and its insert over the
+ * loading path is refused cleanly (it keeps its own blocks). Both finish
+ * with the right KV; the prefix is loaded once. */
+Test(sched_tiers, shared_prefix_loaded_once)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 4);
+    SETUP_OR_SKIP(&e, 16, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28], t2[28];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    memcpy(t2, shared, sizeof t2);
+    fill(t2 + 24, 4, 99);
+    OK(tsubmit(&e, 6, shared, 28, 3, 0));
+    OK(tsubmit(&e, 7, t2, 28, 3, 0));
+    tdrain(&e, 400);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_eq(st.failed_loads, 0);
+    cr_assert_eq(st.loads, 1, "the shared prefix was loaded %llu times",
+                 (unsigned long long)st.loads);
     cr_assert_gt(e.r[6].first_host, 0);
     no_leak(&e);
     tfini(&e);
