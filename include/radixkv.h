@@ -1019,7 +1019,9 @@ rkv_status rkv_sched_commit(rkv_sched *sched, const int32_t *next_tokens,
 
 /* Removes a waiting or running request, releasing everything it holds (its
  * computed full pages stay cached in the tree). Allowed between step and
- * commit: commit then ignores that request's entry. */
+ * commit: commit then ignores that request's entry. A request whose load
+ * is still queued lets go of it when the tree completes the ticket (the
+ * next step's poll): the tree holds a loading path until then. */
 rkv_status rkv_sched_abort(rkv_sched *sched, uint64_t id);
 
 typedef enum rkv_req_state {

@@ -171,18 +171,16 @@ void rkv_sched_destroy(rkv_sched *s)
         rkv_sched_running_remove(s, r);
         rkv_sreq_free(r);
     }
-    for (uint32_t i = 0; i < s->nwaiting; i++) {
-        rkv_stier_drop(s, s->waiting[i]);
+    rkv_stier_destroy(s);
+    for (uint32_t i = 0; i < s->nwaiting; i++)
         rkv_sreq_free(s->waiting[i]);
-    }
     rkv_sched_free_grave(s);
     free(s->grave);
     rkv_u64map_fini(&s->by_id);
     rkv_u64map_fini(&s->memo_epoch);
     rkv_u64map_fini(&s->memo_depth);
     rkv_u64map_fini(&s->inflight);
-    rkv_u64map_fini(&s->tickets);
-    free(s->copies);
+
     rkv_squeue_fini(&s->order);
     rkv_squeue_fini(&s->arrivals);
     free(s->waiting);

@@ -190,6 +190,10 @@ struct rkv_sched {
     /* tiers (sched_tier.c) */
     int tiers_live;          /* lower pages were seen: matches look below  */
     rkv_u64map tickets;      /* load ticket -> rkv_sreq * (waiting)        */
+    rkv_u64map orphans;      /* load ticket -> lease id of an aborted
+                                request: the tree keeps a loading node's
+                                lease until the load completes; unlocked
+                                when the poll reports it                   */
     uint32_t nloading;       /* waiting requests with a load (queued or
                                 ready): they hold a running slot           */
     rkv_plan_copy *copies;   /* this step's plan.copies                    */
@@ -258,7 +262,11 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
 /* After r's admission stuck: the loaded pages count as cached by medium,
  * and the load's lease goes. */
 void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched);
-/* Drops r's load (abort, destroy): lease released, ticket forgotten. */
+/* rkv_sched_destroy: drops every waiting request's load, lets queued
+ * loads complete where the backend allows, frees the tier state. */
+void rkv_stier_destroy(rkv_sched *s);
+/* Drops r's load (abort, destroy): lease released (or, while the tree
+ * still loads it, when its ticket completes), ticket forgotten. */
 void rkv_stier_drop(rkv_sched *s, rkv_sreq *r);
 /* Preemption: swap r's computed pages to host when cheaper (before its
  * release; r still locks them). */

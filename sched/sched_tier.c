@@ -27,6 +27,7 @@
  * comparison the caller configures (pages x load time vs tokens x compute
  * time), as vLLM's preemption mode choice but per request.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/status.h"
@@ -94,9 +95,16 @@ rkv_status rkv_stier_poll(rkv_sched *s)
         if (st != RKV_OK)
             return st;
         for (uint32_t i = 0; i < n; i++) {
+            uint64_t *o = rkv_u64map_get(&s->orphans, d[i].ticket);
+            if (o != NULL) { /* an aborted request's load: let go now */
+                rkv_lease l = {*o};
+                (void)rkv_tree_unlock(s->tree, &l);
+                rkv_u64map_del(&s->orphans, d[i].ticket);
+                continue;
+            }
             uint64_t *v = rkv_u64map_get(&s->tickets, d[i].ticket);
             if (v == NULL)
-                continue; /* a swap-out, or an aborted request's load */
+                continue; /* a swap-out */
             rkv_sreq *r = (rkv_sreq *)(uintptr_t)*v;
             rkv_u64map_del(&s->tickets, d[i].ticket);
             r->load_ticket = 0;
@@ -137,6 +145,8 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
         return RKV_OK; /* no room for a load now: compute what fits */
     /* everything that could fail after the load is queued, first */
     st = rkv_u64map_reserve(&s->tickets, 1);
+    if (st == RKV_OK) /* room for every queued load to become an orphan */
+        st = rkv_u64map_reserve(&s->orphans, s->tickets.count + 1);
     if (st == RKV_OK)
         st = rkv_stier_copies_reserve(s, 2);
     if (st != RKV_OK)
@@ -206,11 +216,16 @@ void rkv_stier_drop(rkv_sched *s, rkv_sreq *r)
 {
     if (r->load_ticket != 0) {
         rkv_u64map_del(&s->tickets, r->load_ticket);
+        /* the tree refuses to unlock a node still loading: the lease waits
+         * for the ticket (capacity reserved when the load was queued) */
+        if (rkv_tree_unlock(s->tree, &r->load_lease) != RKV_OK)
+            *rkv_u64map_put(&s->orphans, r->load_ticket) = r->load_lease.id;
         r->load_ticket = 0;
     } else if (!r->load_ready) {
         return;
+    } else {
+        (void)rkv_tree_unlock(s->tree, &r->load_lease);
     }
-    (void)rkv_tree_unlock(s->tree, &r->load_lease);
     memset(&r->load_lease, 0, sizeof r->load_lease);
     r->load_ready = 0;
     s->nloading--;
@@ -302,6 +317,15 @@ rkv_status rkv_stier_check(const rkv_sched *s)
                                  "%llu loads %u pages (%u from disk)", id,
                                  r->load_pages, r->load_disk_pages);
     }
+    for (uint32_t i = 0; i < s->orphans.cap; i++) {
+        rkv_lease l = {s->orphans.vals[i]};
+        rkv_node leased;
+        if (s->orphans.used[i] &&
+            rkv_tree_lease_node(s->tree, &l, &leased) != RKV_OK)
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: an "
+                                 "aborted load's lease (ticket %llu) is not "
+                                 "held", (unsigned long long)s->orphans.keys[i]);
+    }
     for (uint32_t i = 0; i < s->nrunning; i++) {
         const rkv_sreq *r = s->running[i];
         if (r->load_ticket != 0 || r->load_ready || r->load_lease.id != 0)
@@ -327,4 +351,20 @@ rkv_status rkv_stier_check(const rkv_sched *s)
                                  c->kind, c->medium, c->pages);
     }
     return RKV_OK;
+}
+
+void rkv_stier_destroy(rkv_sched *s)
+{
+    for (uint32_t i = 0; i < s->nwaiting; i++)
+        rkv_stier_drop(s, s->waiting[i]);
+    /* loads still queued: run them so their leases can go (bounded: a
+     * backend that never completes leaves them to the tree's destroy) */
+    for (int round = 0; round < 64 && s->orphans.count > 0; round++) {
+        uint32_t before = s->orphans.count;
+        if (rkv_stier_poll(s) != RKV_OK || s->orphans.count == before)
+            break;
+    }
+    rkv_u64map_fini(&s->tickets);
+    rkv_u64map_fini(&s->orphans);
+    free(s->copies);
 }

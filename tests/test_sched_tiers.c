@@ -488,6 +488,29 @@ Test(sched_tiers, shared_prefix_loaded_once)
     tfini(&e);
 }
 
+/* Aborting a request whose load is queued: the tree holds the loading
+ * node's lease until the copy completes; the scheduler lets go of it at
+ * the next step's poll. Nothing leaks, rkv_sched_check holds throughout. */
+Test(sched_tiers, abort_while_loading)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    OK(tsubmit(&e, 6, shared, 28, 2, 0));
+    cr_assert_eq(tstep(&e), 0);
+    cr_assert_eq(e.r[6].loads_seen, 1);
+    OK(rkv_sched_abort(e.s, 6));
+    e.r[6].live = 0;
+    e.live--;
+    OK(rkv_sched_check(e.s));
+    (void)tstep(&e); /* its ticket completes: the lease goes */
+    no_leak(&e);
+    tfini(&e);
+}
+
 /* Loads counted as not worth it (load slower than compute) are not made:
  * the request computes and nothing is loaded. */
 Test(sched_tiers, load_not_worth_it_computes)
