@@ -63,3 +63,23 @@ extern "C" void rkv_pool_cuda_free(int device, void *p)
     (void)cudaFree(p);
     (void)cudaSetDevice(prev);
 }
+
+extern "C" rkv_status rkv_pinned_alloc(size_t bytes, void **out)
+{
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, bytes > 0 ? bytes : 1, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return rkv_set_error(RKV_ERR_CUDA,
+                             "rkv_store_create: cudaHostAlloc of %zu bytes: %s", bytes,
+                             cudaGetErrorString(e));
+    }
+    *out = p;
+    return RKV_OK;
+}
+
+extern "C" void rkv_pinned_free(void *p)
+{
+    if (p != NULL)
+        (void)cudaFreeHost(p);
+}

@@ -18,6 +18,11 @@ extern "C" {
 rkv_status rkv_pool_cuda_alloc(int device, size_t bytes, void **out);
 void rkv_pool_cuda_free(int device, void *p);
 
+/* Page-locked host memory for the host tier (cudaHostAlloc / cudaFreeHost):
+ * RKV_ERR_CUDA with the runtime's reason when it cannot be had. */
+rkv_status rkv_pinned_alloc(size_t bytes, void **out);
+void rkv_pinned_free(void *p);
+
 #ifdef __cplusplus
 }
 #endif

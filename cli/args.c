@@ -35,7 +35,8 @@ enum {
     OPT_CHECK, OPT_LAYERS, OPT_HIDDEN, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_PARAMS,
     OPT_WEIGHT_BYTES, OPT_KV_BYTES, OPT_TFLOPS, OPT_BANDWIDTH, OPT_MEMORY,
     OPT_MFU, OPT_MBU, OPT_OVERHEAD, OPT_JSON, OPT_NO_PROGRESS, OPT_VERSION,
-    OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE
+    OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE,
+    OPT_HOST_CAP, OPT_DISK_CAP, OPT_WRITE_POLICY
 };
 
 /* tiers, scheduler side (issue 12): link bandwidths, swap, the sweep over
@@ -63,6 +64,9 @@ static const optdef optdefs[] = {
     {"limit", required_argument, OPT_LIMIT, FOR_B},
     {"order", required_argument, OPT_ORDER, FOR_B},
     {"capacity-tokens", required_argument, OPT_CAPACITY, FOR_R},
+    {"host-capacity-tokens", required_argument, OPT_HOST_CAP, FOR_B},
+    {"disk-capacity-tokens", required_argument, OPT_DISK_CAP, FOR_B},
+    {"write-policy", required_argument, OPT_WRITE_POLICY, FOR_B},
     {"page-size", required_argument, OPT_PAGE_SIZE, FOR_B},
     {"eviction", required_argument, OPT_EVICTION, FOR_B},
     {"policy", required_argument, OPT_POLICY, FOR_R},
@@ -326,6 +330,32 @@ static rkv_policy need_policy(perr *e, const char *flag, const char *v)
     return p;
 }
 
+/* --write-policy back | through | selective[:k] (k >= 1, default 2). */
+static void need_write_policy(perr *e, const char *v, rkv_replay_config *rc)
+{
+    if (!strcmp(v, "back")) {
+        rc->write_policy = RKV_WRITE_BACK;
+    } else if (!strcmp(v, "through")) {
+        rc->write_policy = RKV_WRITE_THROUGH;
+    } else if (!strncmp(v, "selective", 9) && (v[9] == '\0' || v[9] == ':')) {
+        rc->write_policy = RKV_WRITE_SELECTIVE;
+        rc->selective_hits = 2;
+        if (v[9] == ':') {
+            char *end = NULL;
+            unsigned long k = strtoul(v + 10, &end, 10);
+            if (v[10] < '0' || v[10] > '9' || *end != '\0' || k < 1 ||
+                k > UINT32_MAX)
+                perr_set(e, "--write-policy: selective:K needs K >= 1, got "
+                            "'%s'", v);
+            else
+                rc->selective_hits = (uint32_t)k;
+        }
+    } else {
+        perr_set(e, "--write-policy: expected back, through or "
+                    "selective[:K], got '%s'", v);
+    }
+}
+
 /* Splits a comma list (copied into buf) into items; an empty item
  * (",,", a leading or trailing comma, or an empty list) is refused. */
 static size_t split_list(perr *e, const char *flag, const char *s, char *buf,
@@ -427,6 +457,13 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_PAGE_SIZE:
         o->rc.page_size = (uint32_t)need_count(e, f, v, 1, RKV_MAX_PAGE_SIZE);
         break;
+    case OPT_HOST_CAP:
+        o->rc.host_capacity_tokens = need_count(e, f, v, 0, UINT64_MAX);
+        break;
+    case OPT_DISK_CAP:
+        o->rc.disk_capacity_tokens = need_count(e, f, v, 0, UINT64_MAX);
+        break;
+    case OPT_WRITE_POLICY: need_write_policy(e, v, &o->rc); break;
     case OPT_EVICTION:
         if (strcmp(v, "lru"))
             perr_set(e, "--eviction: unknown policy '%s' (only 'lru' is "

@@ -26,6 +26,8 @@ static const rkv_cuda_backend rkv_cuda_table = {
     rkv_attn_cuda_copy_blocks,
     rkv_attn_cuda_copy_host,
     rkv_attn_cuda_set_cascade_budget,
+    rkv_pinned_alloc,
+    rkv_pinned_free,
 };
 
 extern "C" __attribute__((visibility("default"))) const rkv_cuda_backend *

@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define RKV_CUDA_BACKEND_ABI 2u
+#define RKV_CUDA_BACKEND_ABI 3u
 #define RKV_CUDA_BACKEND_ENTRY rkv_cuda_backend_v1
 #define RKV_CUDA_BACKEND_ENTRY_NAME "rkv_cuda_backend_v1"
 #define RKV_CUDA_BACKEND_SONAME "libradixkv_cuda.so.0"
@@ -82,6 +82,13 @@ typedef struct rkv_cuda_backend {
     /* Bytes the cascade path may use for its chunk buffers (internal
      * tunable, so tests reach the many-chunk path); 0 = default. */
     void (*attn_set_cascade_budget)(rkv_attn_cuda *c, size_t bytes);
+
+    /* Page-locked host memory (cudaHostAlloc) for a host tier store
+     * (tier/host_store.c), so the pool's copies to and from it are DMA.
+     * Fails (RKV_ERR_CUDA) without a usable device; the store then falls
+     * back to aligned host memory. Added in ABI 3. */
+    rkv_status (*host_alloc)(size_t bytes, void **out);
+    void (*host_free)(void *p);
 } rkv_cuda_backend;
 
 /* The backend's one exported symbol (defined in common/cuda_backend.cu). */

@@ -66,6 +66,8 @@ uint32_t rkv_tree_slot_take(rkv_tree *t)
     rkv_tnode_clear(&t->nodes[id]);
     if (t->meta != NULL)
         t->meta[id] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, {0, 0, 0}};
+    if (RKV_UNLIKELY(t->tn != NULL))
+        t->tn[id] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
     return id;
 }
 
@@ -74,6 +76,8 @@ void rkv_tree_slot_free(rkv_tree *t, uint32_t id)
     rkv_tnode *x = &t->nodes[id];
     rkv_tnode_clear(x);
     rkv_tnode_bump_gen(x);
+    if (RKV_UNLIKELY(t->tn != NULL))
+        t->tn[id] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
     x->next_sib = t->free_head;
     t->free_head = id;
     t->free_count++;
@@ -90,6 +94,7 @@ void rkv_tree_prep_abort(rkv_tree *t, rkv_tree_prep *p)
     rkv_node_mem_free(&t->mem, p->nodes,
                       (size_t)p->nodes_cap * sizeof *p->nodes);
     rkv_node_mem_free(&t->mem, p->meta, (size_t)p->nodes_cap * sizeof *p->meta);
+    rkv_node_mem_free(&t->mem, p->tn, (size_t)p->nodes_cap * sizeof *p->tn);
     memset(p, 0, sizeof *p);
 }
 
@@ -115,6 +120,11 @@ rkv_status rkv_tree_prepare(rkv_tree *t, uint32_t add_nodes, int ndata,
         if (t->meta != NULL) {
             p->meta = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *p->meta);
             if (p->meta == NULL)
+                goto nomem;
+        }
+        if (t->tn != NULL) {
+            p->tn = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *p->tn);
+            if (p->tn == NULL)
                 goto nomem;
         }
     }
@@ -154,6 +164,13 @@ void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p)
                               (size_t)t->nodes_cap * sizeof *t->meta);
             t->meta = p->meta;
             p->meta = NULL;
+        }
+        if (p->tn != NULL) {
+            memcpy(p->tn, t->tn, (size_t)t->nodes_used * sizeof *t->tn);
+            rkv_node_mem_free(&t->mem, t->tn,
+                              (size_t)t->nodes_cap * sizeof *t->tn);
+            t->tn = p->tn;
+            p->tn = NULL;
         }
         t->nodes = p->nodes;
         t->nodes_cap = p->nodes_cap;
@@ -253,6 +270,8 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
 static void rkv_tree_drop_all(rkv_tree *t)
 {
     rkv_pool *pool = t->pool;
+    if (RKV_UNLIKELY(t->tier != NULL))
+        rkv_tier_drop_all(t); /* lower nodes hold no device block */
     for (uint32_t id = t->nodes_used; id-- > 1;) {
         rkv_tnode *x = &t->nodes[id];
         if (x->parent == RKV_NIL)
@@ -294,6 +313,7 @@ void rkv_tree_destroy(rkv_tree *tree)
         return;
     rkv_tree_drop_all(tree); /* outstanding leases die with the table */
     rkv_retain_fini(tree);
+    rkv_tier_fini(tree);
     rkv_lease_fini(tree);
     if (tree->pool->tree == tree)
         tree->pool->tree = NULL;

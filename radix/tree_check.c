@@ -348,7 +348,10 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
         st = rkv_lease_check(t, a.own);
     if (st == RKV_OK)
         st = rkv_check_slots(t, &a, &roots, &in_use);
-    if (st == RKV_OK && in_use != roots + a.nodes)
+    uint64_t lower_nodes = 0;
+    if (st == RKV_OK && t->tier != NULL)
+        st = rkv_tier_check(t, &lower_nodes);
+    if (st == RKV_OK && in_use != roots + a.nodes + lower_nodes)
         st = CORRUPT("%llu nodes in use, %llu reachable from %llu roots",
                      (unsigned long long)in_use, (unsigned long long)a.nodes,
                      (unsigned long long)roots);

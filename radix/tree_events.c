@@ -103,6 +103,18 @@ void rkv_ev_removed(rkv_tree *t, uint64_t ns, const uint64_t *hashes,
     memcpy(e->hashes, hashes, (size_t)n * sizeof *hashes);
 }
 
+void rkv_ev_medium(rkv_tree *t, uint8_t kind, uint8_t medium, uint64_t ns,
+                   uint64_t parent_hash, const uint64_t *hashes, uint32_t n)
+{
+    rkv_event *e = rkv_ev_push(t, kind, ns);
+    if (e == NULL)
+        return;
+    e->medium = medium;
+    e->parent_hash = kind == RKV_EVENT_BLOCK_STORED ? parent_hash : 0;
+    e->num_hashes = (uint16_t)n;
+    memcpy(e->hashes, hashes, (size_t)n * sizeof *hashes);
+}
+
 void rkv_ev_cleared(rkv_tree *t)
 {
     (void)rkv_ev_push(t, RKV_EVENT_ALL_CLEARED, 0);
@@ -148,6 +160,8 @@ rkv_status rkv_tree_snapshot(const rkv_tree *tree, rkv_block_entry *out,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              tree == NULL ? "tree" : n_out == NULL ? "n_out" : "out");
     const rkv_tree *t = tree;
+    if (RKV_UNLIKELY(t->tier != NULL))
+        return rkv_tier_snapshot(t, out, cap, n_out, seq_out);
     *n_out = (size_t)t->cached_blocks;
     if (seq_out != NULL)
         *seq_out = t->events.next_seq - 1;

@@ -45,6 +45,11 @@ void rkv_ev_stored(struct rkv_tree *t, uint64_t ns, uint64_t parent_hash,
 void rkv_ev_removed(struct rkv_tree *t, uint64_t ns, const uint64_t *hashes,
                     uint32_t n);
 void rkv_ev_cleared(struct rkv_tree *t);
+/* Tiers: one BLOCK_STORED (parent_hash used) or BLOCK_REMOVED event of
+ * hashes[0..n) (n <= RKV_EVENT_MAX_HASHES) in medium. */
+void rkv_ev_medium(struct rkv_tree *t, uint8_t kind, uint8_t medium,
+                   uint64_t ns, uint64_t parent_hash, const uint64_t *hashes,
+                   uint32_t n);
 
 /* The ring's invariants; RKV_ERR_CORRUPT naming the broken one. */
 rkv_status rkv_ev_check(const rkv_ev_ring *r);

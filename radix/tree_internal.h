@@ -122,6 +122,30 @@ typedef struct rkv_cidx_entry {
     uint32_t id;  /* RKV_NIL: empty                                     */
 } rkv_cidx_entry;
 
+/* Tiers (radix/tree_tier*.c; NULL/0 in a tree without lower tiers). Per
+ * page, after the block ids of a node's memory (cap_pages entries): the
+ * page's host slot, whether a store to it is still queued, and its chained
+ * hash (kept for pages that left the device, whose block is gone). */
+typedef struct rkv_tpage {
+    uint32_t slot;     /* host slot holding a copy, or RKV_NO_TSLOT       */
+    uint32_t hlo, hhi; /* chained hash (valid once the page left the
+                          device or while it is LOADING)                  */
+} rkv_tpage;
+#define RKV_NO_TSLOT UINT32_MAX
+
+/* Per-slot tier data (tn[], nodes_cap entries, only with tiers). */
+typedef struct rkv_ttn {
+    uint32_t lchild;   /* device node: first LOWER child (a list through
+                          next_sib/prev_sib); RKV_NIL: none             */
+    uint32_t hits;     /* non-peek matches ending at or below (selective) */
+    uint8_t flags;     /* RKV_TN_LOWER / RKV_TN_LOADING                   */
+    uint8_t pad[3];
+} rkv_ttn;
+#define RKV_TN_LOWER 1u
+#define RKV_TN_LOADING 2u
+
+struct rkv_tier;
+
 struct rkv_tree {
     rkv_pool *pool;
     uint32_t P;            /* page size in tokens                           */
@@ -162,6 +186,11 @@ struct rkv_tree {
     uint64_t pins_made, pins_renewed, pins_expired, pins_released,
              pins_revoked, pins_refused;
 
+    /* tiers (tree_tier.c): NULL without lower tiers */
+    struct rkv_tier *tier;
+    rkv_ttn *tn;           /* nodes_cap entries when tier != NULL           */
+    size_t tpage_bytes;    /* sizeof(rkv_tpage) with tiers, else 0          */
+
     uint8_t *owned;        /* bit per pool block: cached by this tree       */
     size_t owned_bytes;
 
@@ -180,7 +209,14 @@ static inline rkv_block_id *rkv_tnode_blocks(const rkv_tree *t,
 
 static inline size_t rkv_tree_data_bytes(const rkv_tree *t, uint32_t pages)
 {
-    return (size_t)pages * (t->page_bytes + sizeof(rkv_block_id));
+    return (size_t)pages * (t->page_bytes + sizeof(rkv_block_id) +
+                            t->tpage_bytes);
+}
+
+static inline rkv_tpage *rkv_tnode_tpages(const rkv_tree *t,
+                                          const rkv_tnode *x)
+{
+    return (rkv_tpage *)(rkv_tnode_blocks(t, x) + x->cap_pages);
 }
 
 static inline int rkv_tree_in_lru(const rkv_tnode *x)
@@ -292,6 +328,7 @@ typedef struct rkv_tree_prep {
     rkv_cidx_entry *idx;    /* new child index, or NULL                     */
     uint32_t idx_cap;
     rkv_tmeta *meta;        /* grown meta (with nodes, when t->meta exists) */
+    rkv_ttn *tn;            /* grown tn (with nodes, when t->tn exists)     */
     int ndata;
     void *data[6];          /* node arrays (retain: up to 3 splits)        */
     uint32_t data_pages[6];
@@ -348,7 +385,12 @@ void rkv_retain_fini(rkv_tree *t);
 /* Verifies pins, pin counts, the cap and the heap. */
 rkv_status rkv_retain_check(const rkv_tree *t);
 
+/* Frees a lease slot (its node's lock counts are the caller's business). */
+void rkv_lease_release(rkv_tree *t, uint32_t slot);
+
 /* tree_lru.c ------------------------------------------------------------- */
+/* The node device eviction takes next, or RKV_NIL. */
+uint32_t rkv_lru_first(const rkv_tree *t);
 void rkv_lru_unlink(rkv_tree *t, uint32_t id);
 void rkv_lru_push_tail(rkv_tree *t, uint32_t id);
 /* Places a node by its last_access (two-ended walk; steps counted). */
@@ -358,5 +400,34 @@ void rkv_tree_touch(rkv_tree *t, uint32_t id);
 /* Frees a namespace root that has no child and no lock (its handles go
  * stale; a later non-peek match or insert creates it again). */
 void rkv_tree_free_root(rkv_tree *t, uint32_t root);
+
+/* tree_tier*.c ------------------------------------------------------------ */
+/* Device eviction with lower tiers: demotes instead of dropping. */
+uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n);
+/* New device pages of node id (insert): slots cleared, write-through. */
+void rkv_tier_on_insert(rkv_tree *t, uint32_t id, uint64_t ns);
+/* split: copies the per-page tier data of x (old memory, cap old_cap) into
+ * head (k pages) and tail, and gives n x's class. */
+void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
+                       const void *old, uint32_t old_cap, uint32_t k);
+/* The head of the sibling list that child (of parent) is on. */
+uint32_t *rkv_tier_sib_head(rkv_tree *t, uint32_t parent, uint32_t child);
+/* insert met a LOWER or LOADING child c where it would add a leaf: a LOWER
+ * subtree is dropped (1 returned: go on), a LOADING one stops (0). */
+int rkv_tier_insert_conflict(rkv_tree *t, uint32_t c);
+/* Frees every lower node, slot and queued transfer (reset, destroy). */
+void rkv_tier_drop_all(rkv_tree *t);
+/* Verifies residency, lower links, slots, stats; adds the lower nodes to
+ * *lower_nodes. */
+rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes);
+void rkv_tier_fini(rkv_tree *t);
+/* rkv_tree_snapshot with tiers: one entry per (page, medium); LOADING
+ * pages are listed by their host copy only. */
+rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
+                             size_t cap, size_t *n_out, uint64_t *seq_out);
+static inline int rkv_tier_has_lower(const rkv_tree *t, uint32_t id)
+{
+    return t->tn != NULL && t->tn[id].lchild != RKV_NIL;
+}
 
 #endif

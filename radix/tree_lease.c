@@ -155,7 +155,7 @@ static uint64_t rkv_lease_take(rkv_tree *t, uint32_t node)
     return rkv_lease_scramble(rkv_lease_raw(e->gen, slot) ^ t->lease_key);
 }
 
-static void rkv_lease_release(rkv_tree *t, uint32_t slot)
+void rkv_lease_release(rkv_tree *t, uint32_t slot)
 {
     rkv_lease_slot *e = &t->leases[slot];
     e->node = 0;
@@ -226,7 +226,8 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp)
     /* a namespace root emptied while it was locked (or locked while empty:
      * a request that computed no full page) would otherwise stay until
      * reset */
-    if (t->nodes[root].lock_count == 0 && t->nodes[root].first_child == RKV_NIL)
+    if (t->nodes[root].lock_count == 0 && t->nodes[root].first_child == RKV_NIL &&
+        !rkv_tier_has_lower(t, root))
         rkv_tree_free_root(t, root);
 }
 
@@ -243,6 +244,10 @@ rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease)
                              "%s: lease %#llx is not held in this tree (zero, "
                              "already released, forged or from another tree)",
                              fn, (unsigned long long)lease->id);
+    if (RKV_UNLIKELY(t->tn != NULL) &&
+        (t->tn[t->leases[slot].node].flags & RKV_TN_LOADING))
+        return rkv_set_error(RKV_ERR_BUSY, "%s: the lease's load has not "
+                             "completed (rkv_tree_tier_poll first)", fn);
     rkv_lease_unlock_slot(t, slot, 1);
     lease->id = 0;
     return RKV_OK;

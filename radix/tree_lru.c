@@ -47,7 +47,7 @@ static void rkv_lru_mark(rkv_tree *t, uint32_t b)
 }
 
 /* The node eviction takes next: head of the lowest non-empty bucket. */
-static uint32_t rkv_lru_first(const rkv_tree *t)
+uint32_t rkv_lru_first(const rkv_tree *t)
 {
     if (t->lru_nonempty[0] != 0)
         return t->lru_head[__builtin_ctzll(t->lru_nonempty[0])];
@@ -202,6 +202,8 @@ static uint64_t rkv_tree_node_ns(const rkv_tree *t, uint32_t id)
 
 static uint32_t rkv_tree_evict_some(rkv_tree *t, uint32_t n)
 {
+    if (RKV_UNLIKELY(t->tier != NULL))
+        return rkv_tier_evict_device(t, n); /* demotes (radix/tree_tier.c) */
     rkv_pool *pool = t->pool;
     uint32_t freed = 0;
     const int events = t->events.cap != 0;

@@ -42,6 +42,9 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
         uint32_t c = rkv_cidx_find(t, cur, q);
         if (c == RKV_NIL)
             break;
+        /* the device part ends at a LOWER or LOADING node */
+        if (RKV_UNLIKELY(t->tn != NULL) && t->tn[c].flags != 0)
+            break;
         const rkv_tnode *x = &t->nodes[c];
         uint32_t m = x->num_pages, avail = npages - d;
         uint32_t lim = m < avail ? m : avail, k = 1;
@@ -103,6 +106,8 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
     uint32_t m = x->num_pages;
     uint64_t key = rkv_cidx_key_node(t, xid); /* first page, old parent */
     const rkv_block_id *xb = rkv_tnode_blocks(t, x);
+    void *old = x->u.tokens;
+    uint32_t old_cap = x->cap_pages;
 
     n->u.tokens = head;
     n->cap_pages = n->num_pages = k;
@@ -112,9 +117,11 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
     int32_t *tt = tail;
     memcpy(tt, x->u.tokens + (size_t)k * P, (size_t)(m - k) * t->page_bytes);
     memcpy(tt + (size_t)(m - k) * P, xb + k, (size_t)(m - k) * sizeof *xb);
-    rkv_node_mem_free(&t->mem, x->u.tokens, rkv_tree_data_bytes(t, x->cap_pages));
     x->u.tokens = tt;
     x->cap_pages = x->num_pages = m - k;
+    if (RKV_UNLIKELY(t->tier != NULL))
+        rkv_tier_on_split(t, xid, nid, old, old_cap, k);
+    rkv_node_mem_free(&t->mem, old, rkv_tree_data_bytes(t, old_cap));
 
     /* n takes x's place among its siblings */
     n->parent = x->parent;
@@ -122,6 +129,8 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
     n->next_sib = x->next_sib;
     if (n->prev_sib != RKV_NIL)
         t->nodes[n->prev_sib].next_sib = nid;
+    else if (RKV_UNLIKELY(t->tier != NULL))
+        *rkv_tier_sib_head(t, n->parent, xid) = nid;
     else
         t->nodes[n->parent].first_child = nid;
     if (n->next_sib != RKV_NIL)
@@ -195,6 +204,8 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     t->cached_blocks += npages;
     t->evictable_blocks += npages;
     t->inserted_pages += npages;
+    if (RKV_UNLIKELY(t->tier != NULL))
+        rkv_tier_on_insert(t, id, ns); /* linked: copies may go down */
     return id;
 }
 
@@ -344,6 +355,21 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
     if (root != RKV_NIL)
         rkv_tree_walk(t, root, 0, tokens, npages, NULL, blocks, dups_out, &w);
     uint32_t d = w.pages, fresh = npages - d;
+    /* with tiers the walk stops before a LOWER or LOADING node whose first
+     * page is the next one: a LOADING one ends the insert there (its pages
+     * arrive by the load); a LOWER one is dropped at commit (the caller's
+     * freshly computed device pages replace it) */
+    uint32_t lower_conflict = RKV_NIL;
+    if (RKV_UNLIKELY(t->tn != NULL) && root != RKV_NIL &&
+        w.partial == RKV_NIL && fresh > 0) {
+        uint32_t c = rkv_cidx_find(t, w.node, tokens + (size_t)d * t->P);
+        if (c != RKV_NIL && (t->tn[c].flags & RKV_TN_LOADING)) {
+            npages = d;
+            fresh = 0;
+        } else if (c != RKV_NIL) {
+            lower_conflict = c;
+        }
+    }
     /* A new page's block must not be cached already (anywhere in the tree,
      * or twice in this call): mark them, undo on conflict. */
     uint32_t marked = 0;
@@ -392,6 +418,8 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                               prep.data[1]);
         di = 2;
     }
+    if (lower_conflict != RKV_NIL)
+        (void)rkv_tier_insert_conflict(t, lower_conflict);
     if (fresh > 0) {
         node = rkv_tree_add_leaf(t, node, ns, tokens + (size_t)d * t->P,
                                  blocks + d, fresh, prep.data[di]);

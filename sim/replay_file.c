@@ -18,6 +18,9 @@ typedef struct file_bufs {
     rkv_block_id *dups;
 } file_bufs;
 
+/* Pages per load (see serve). */
+#define RKV_REPLAY_LOAD_CHUNK 8u
+
 static void file_bufs_free(file_bufs *b)
 {
     free(b->tokens);
@@ -49,21 +52,78 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
 
     uint64_t t0 = rkv_replay_now_ns();
     rkv_match m;
-    st = rkv_tree_match(tree, 0, b->tokens, len, b->blocks, 0, &m);
-    uint64_t t1 = rkv_replay_now_ns();
+    rkv_tier_match tm;
+    st = rkv_tree_match_tiers(tree, 0, b->tokens, len, b->blocks, 0, &m, &tm);
     if (st != RKV_OK)
         return st;
+    res->hit_tokens_by_medium[RKV_MEDIUM_DEVICE] += m.matched_tokens;
+    /* pages in the host tier: promote them (the replay waits for its
+     * load at once: file order has no clock) */
+    size_t loaded = 0;
+    rkv_lease lease = {0};
+    /* Loads go in chunks of RKV_REPLAY_LOAD_CHUNK pages: under write-back
+     * a page being loaded holds its host slot until it has arrived while
+     * the device evicts (into the host) to make room for it, so one load of
+     * k pages briefly needs k host slots more than the tiers hold (the host
+     * LRU drops k pages); in chunks that overlap stays small. */
+    while (tm.lower_tokens > loaded) {
+        rkv_load ld;
+        st = rkv_tree_load(tree, 0, b->tokens, len, RKV_REPLAY_LOAD_CHUNK, &ld);
+        if (st == RKV_ERR_NO_SPACE) {
+            st = RKV_OK; /* no room beside the locked paths: computed */
+            break;
+        }
+        if (st != RKV_OK || ld.ticket == 0)
+            break;
+        rkv_transfer_done done;
+        uint32_t nd = 0;
+        st = rkv_tree_tier_poll(tree, &done, 1, &nd);
+        if (st == RKV_OK && (nd != 1 || done.ticket != ld.ticket))
+            st = rkv_set_error(RKV_ERR_CORRUPT, "replay: load %llu did not "
+                               "complete at poll",
+                               (unsigned long long)ld.ticket);
+        /* the new lease (on the loaded path, or above it on failure)
+         * covers the previous one's path */
+        rkv_status ust = lease.id ? rkv_tree_unlock(tree, &lease) : RKV_OK;
+        lease = ld.lease;
+        if (st == RKV_OK)
+            st = ust;
+        if (st != RKV_OK)
+            break;
+        if (done.status != RKV_OK) {
+            res->failed_loads += ld.num_pages;
+            break;
+        }
+        loaded += (size_t)ld.num_pages * P;
+        res->load_blocks += ld.num_pages;
+    }
+    if (st == RKV_OK && loaded > 0)
+        st = rkv_tree_match(tree, 0, b->tokens, len, b->blocks, RKV_MATCH_PEEK,
+                            &m);
+    if (st != RKV_OK) {
+        if (lease.id)
+            rkv_tree_unlock(tree, &lease);
+        return st;
+    }
+    uint64_t t1 = rkv_replay_now_ns();
     res->hit_tokens += m.matched_tokens;
+    res->hit_tokens_by_medium[RKV_MEDIUM_HOST] += loaded;
     if (per)
         per[i].hit_tokens = (uint32_t)m.matched_tokens;
     res->match_ns += (double)(t1 - t0);
     res->truncated_requests += cut;
     if (m.num_blocks >= pages)
-        return RKV_OK; /* everything cacheable is cached already */
+        return lease.id ? rkv_tree_unlock(tree, &lease) : RKV_OK;
 
-    rkv_lease lease;
-    if ((st = rkv_tree_lock(tree, m.node, &lease)) != RKV_OK)
+    rkv_lease plain;
+    if ((st = rkv_tree_lock(tree, m.node, &plain)) != RKV_OK) {
+        if (lease.id)
+            rkv_tree_unlock(tree, &lease);
         return st;
+    }
+    if (lease.id && (st = rkv_tree_unlock(tree, &lease)) != RKV_OK)
+        return st;
+    lease = plain;
     uint32_t need = pages - m.num_blocks;
     st = rkv_tree_alloc_blocks(tree, need, b->blocks + m.num_blocks);
     if (st == RKV_ERR_NO_SPACE) {
@@ -122,6 +182,13 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     rkv_status st = rkv_replay_open_cache(wl, cfg, 0, &pool, &tree);
     if (st != RKV_OK)
         return st;
+    rkv_store *host = NULL;
+    st = rkv_replay_open_tiers(cfg, tree, &host);
+    if (st != RKV_OK) {
+        rkv_tree_destroy(tree);
+        rkv_pool_destroy(pool);
+        return st;
+    }
     res.page_size = cfg->page_size;
     res.capacity_blocks = rkv_pool_num_blocks(pool);
 
@@ -163,17 +230,23 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
         if (st == RKV_OK) {
             res.evicted_blocks = ts.evicted_blocks;
             res.tree_host_bytes = ts.host_bytes;
-            /* The tree's own count of hits must agree with ours. */
-            if (ts.hit_tokens != res.hit_tokens)
+            rkv_tier_stats tst;
+            if (rkv_tree_tier_stats(tree, &tst) == RKV_OK) {
+                res.store_blocks = tst.stores_blocks[RKV_MEDIUM_HOST];
+            }
+            /* The tree's own count of device hits must agree with ours. */
+            if (ts.hit_tokens != res.hit_tokens_by_medium[RKV_MEDIUM_DEVICE])
                 st = rkv_set_error(RKV_ERR_CORRUPT,
                                    "replay: tree counted %llu hit tokens, "
                                    "matches returned %llu",
                                    (unsigned long long)ts.hit_tokens,
-                                   (unsigned long long)res.hit_tokens);
+                                   (unsigned long long)res.hit_tokens_by_medium
+                                       [RKV_MEDIUM_DEVICE]);
         }
     }
     file_bufs_free(&b);
     rkv_tree_destroy(tree);
+    rkv_store_destroy(host);
     rkv_pool_destroy(pool);
     if (st != RKV_OK)
         return st;

@@ -19,4 +19,10 @@ rkv_status rkv_replay_open_cache(const rkv_workload *wl,
                                  int with_outputs, rkv_pool **pool,
                                  rkv_tree **tree);
 
+/* Attaches the host tier cfg asks for (host_capacity_tokens > 0) to tree;
+ * *host gets the store (NULL: no tier), which the caller destroys after the
+ * tree. A disk capacity: RKV_ERR_UNSUPPORTED for now. */
+rkv_status rkv_replay_open_tiers(const rkv_replay_config *cfg, rkv_tree *tree,
+                                 rkv_store **host);
+
 #endif

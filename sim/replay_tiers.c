@@ -1,33 +1,59 @@
 /*
- * sim/replay_tiers.c -- see replay_tiers.h. The stores are metadata-only
- * (block_bytes 0, the pool has num_layers 0): no byte moves, but
- * residency, loads, stores, evictions and failures are the tree's real
- * ones; only their duration comes from the cost model (pcie_gbps,
- * disk_gbps, KV bytes per token), charged by the replay from the plan's
- * copy list.
+ * sim/replay_tiers.c -- the lower tiers of a replay's cache (issue 12).
+ *
+ * rkv_replay_open_tiers (file order and scheduler replays): a
+ * metadata-only host store (block_bytes 0: no bytes move, slots,
+ * residency, LRU and (hash, ns) checks are real) of
+ * cfg->host_capacity_tokens, attached to the replay's tree with cfg's
+ * write policy. The tree does not take a disk tier yet (radix/tree_tier.c),
+ * so a disk capacity is refused.
+ *
+ * The scheduler replay (replay_tiers.h) adds: the scheduler's tier costs
+ * from the cost model, and the time of a plan's loads, charged by the
+ * replay from the plan's copy list (pcie_gbps, disk_gbps, KV bytes per
+ * token).
  */
 #include <string.h>
 
+#include "sim/replay_internal.h"
 #include "sim/replay_tiers.h"
 #include "common/status.h"
 
-static rkv_status open_store(int medium, uint64_t tokens, uint32_t page,
-                             rkv_store **out)
+rkv_status rkv_replay_open_tiers(const rkv_replay_config *cfg, rkv_tree *tree,
+                                 rkv_store **host_out)
 {
-    *out = NULL;
-    if (tokens == 0)
+    *host_out = NULL;
+    if (cfg->disk_capacity_tokens > 0)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED, "a disk tier is not "
+                             "supported by the replay yet (host only)");
+    if (cfg->host_capacity_tokens == 0)
         return RKV_OK;
-    if (tokens / page == 0)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "%s capacity of %llu tokens holds no page of %u "
-                             "tokens", medium == RKV_MEDIUM_HOST ? "host"
-                                                                 : "disk",
-                             (unsigned long long)tokens, page);
+    uint64_t blocks = cfg->host_capacity_tokens / cfg->page_size;
+    if (blocks == 0 || blocks >= UINT32_MAX)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "host capacity of %llu tokens "
+                             "is not 1..%u pages of %u tokens",
+                             (unsigned long long)cfg->host_capacity_tokens,
+                             UINT32_MAX - 1, cfg->page_size);
     rkv_store_config sc;
-    rkv_store_config_init(&sc, medium);
-    sc.capacity_blocks = tokens / page;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = blocks;
     sc.block_bytes = 0;
-    return rkv_store_create(&sc, out);
+    rkv_store *host = NULL;
+    rkv_status st = rkv_store_create(&sc, &host);
+    if (st != RKV_OK)
+        return st;
+    rkv_tier_config tc;
+    rkv_tier_config_init(&tc);
+    tc.host = host;
+    tc.write_policy = cfg->write_policy;
+    tc.selective_hits = cfg->selective_hits ? cfg->selective_hits : 2;
+    st = rkv_tree_attach_tiers(tree, &tc);
+    if (st != RKV_OK) {
+        rkv_store_destroy(host);
+        return st;
+    }
+    *host_out = host;
+    return RKV_OK;
 }
 
 rkv_status rkv_replay_tiers_attach(const rkv_replay_config *cfg,
@@ -35,38 +61,10 @@ rkv_status rkv_replay_tiers_attach(const rkv_replay_config *cfg,
                                    rkv_store **disk)
 {
     *host = *disk = NULL;
-    if (cfg->host_capacity_tokens == 0 && cfg->disk_capacity_tokens == 0) {
-        if (cfg->swap)
-            return rkv_set_error(RKV_ERR_INVALID_ARG,
-                                 "swap needs a host tier (host capacity)");
-        return RKV_OK;
-    }
     if (cfg->swap && cfg->host_capacity_tokens == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "swap needs a host tier (host capacity)");
-    rkv_store *h = NULL, *d = NULL;
-    rkv_status st = open_store(RKV_MEDIUM_HOST, cfg->host_capacity_tokens,
-                               cfg->page_size, &h);
-    if (st == RKV_OK)
-        st = open_store(RKV_MEDIUM_DISK, cfg->disk_capacity_tokens,
-                        cfg->page_size, &d);
-    if (st == RKV_OK) {
-        rkv_tier_config tc;
-        rkv_tier_config_init(&tc);
-        tc.host = h;
-        tc.disk = d;
-        tc.write_policy = cfg->write_policy;
-        tc.selective_hits = cfg->selective_hits;
-        st = rkv_tree_attach_tiers(tree, &tc);
-    }
-    if (st != RKV_OK) {
-        rkv_store_destroy(h);
-        rkv_store_destroy(d);
-        return st;
-    }
-    *host = h;
-    *disk = d;
-    return RKV_OK;
+    return rkv_replay_open_tiers(cfg, tree, host);
 }
 
 void rkv_replay_sched_config(const rkv_replay_config *cfg,

@@ -28,6 +28,7 @@
 
 #include "radixkv.h"
 #include "sched/sched_debug.h"
+#include "tier/store.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 #define P 4u
@@ -593,6 +594,29 @@ Test(sched_tiers, plan_lists_stores)
     OK(rkv_tree_tier_stats(e.tree, &ts));
     cr_assert_gt(ts.stores_blocks[RKV_MEDIUM_HOST], 0);
     cr_assert_eq(e.store_copies, ts.stores_blocks[RKV_MEDIUM_HOST]);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* The host store fails its next copy: the load fails, the request
+ * computes those tokens and finishes with the right KV; nothing leaks. */
+Test(sched_tiers, failed_load_falls_back_to_compute)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    OK(tsubmit(&e, 6, shared, 28, 2, 0));
+    cr_assert_eq(tstep(&e), 0);
+    cr_assert_eq(e.r[6].loads_seen, 1);
+    rkv_store_fail_after(e.host, 1);
+    tdrain(&e, 400);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_eq(st.failed_loads, 1);
+    cr_assert_eq(e.r[6].first_host, 0, "a failed load serves nothing");
     no_leak(&e);
     tfini(&e);
 }

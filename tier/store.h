@@ -50,7 +50,9 @@ rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot,
                                rkv_store *src, uint32_t src_slot,
                                uint64_t hash, uint64_t ns);
 
-/* Attachment bookkeeping (one tree per store). */
+/* Attachment bookkeeping (one tree per store): attach by another owner
+ * while attached is RKV_ERR_BUSY (the same owner again is RKV_OK). detach
+ * by the owner frees every slot (the tree's claims end with it). */
 rkv_status rkv_store_attach(rkv_store *s, const void *owner);
 void rkv_store_detach(rkv_store *s, const void *owner);
 
@@ -59,5 +61,25 @@ size_t rkv_store_block_bytes(const rkv_store *s);
 
 /* Tests: fail the k-th next I/O or copy call with RKV_ERR_IO (0 = off). */
 void rkv_store_fail_after(rkv_store *s, uint32_t k);
+
+/* ---- added by tier/ (queries for the tree, tests and benches) ---------- */
+
+/* Slots not allocated (capacity - used). */
+uint32_t rkv_store_free_slots(const rkv_store *s);
+/* 1 iff slot is allocated and holds the block (hash, ns) (in-memory record
+ * only; a disk record is verified when read). */
+int rkv_store_slot_holds(const rkv_store *s, uint32_t slot, uint64_t hash,
+                         uint64_t ns);
+/* The tree the store is attached to, or NULL. */
+const void *rkv_store_owner(const rkv_store *s);
+/* Host store: 1 iff its memory is page-locked (CUDA backend). */
+int rkv_store_pinned(const rkv_store *s);
+/* Disk store: 1 iff its file is open with O_DIRECT now (0: buffered, by
+ * request or after the filesystem refused O_DIRECT); its file's path. */
+int rkv_store_direct_io(const rkv_store *s);
+const char *rkv_store_path(const rkv_store *s);
+/* Tests: the next O_DIRECT I/O of a disk store fails with EINVAL, as on a
+ * filesystem without O_DIRECT (the store must fall back to buffered). */
+void rkv_store_simulate_einval(rkv_store *s);
 
 #endif

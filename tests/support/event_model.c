@@ -7,20 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t model_find(const evm *m, uint64_t hash)
+/* An entry of hash in medium (medium -1: in any medium). */
+static size_t model_find(const evm *m, uint64_t hash, int medium)
 {
     for (size_t i = 0; i < m->n; i++)
-        if (m->e[i].hash == hash)
+        if (m->e[i].hash == hash &&
+            (medium < 0 || m->e[i].medium == (uint32_t)medium))
             return i;
     return SIZE_MAX;
 }
 
-static void model_add(evm *m, uint64_t ns, uint64_t hash, uint64_t parent)
+static void model_add(evm *m, uint64_t ns, uint64_t hash, uint64_t parent,
+                      uint32_t medium)
 {
-    cr_assert_eq(model_find(m, hash), SIZE_MAX, "stored hash %llx twice",
-                 (unsigned long long)hash);
+    cr_assert(medium < RKV_MEDIUM_COUNT);
+    cr_assert_eq(model_find(m, hash, (int)medium), SIZE_MAX,
+                 "stored hash %llx twice in medium %u",
+                 (unsigned long long)hash, medium);
     if (parent != RKV_HASH_ROOT) {
-        size_t p = model_find(m, parent);
+        /* prefix closure: the parent is cached in some medium */
+        size_t p = model_find(m, parent, -1);
         cr_assert_neq(p, SIZE_MAX, "stored a block whose parent is not cached");
         cr_assert_eq(m->e[p].ns, ns);
     }
@@ -29,7 +35,7 @@ static void model_add(evm *m, uint64_t ns, uint64_t hash, uint64_t parent)
         m->e = realloc(m->e, m->cap * sizeof *m->e);
         cr_assert_not_null(m->e);
     }
-    rkv_block_entry x = {ns, hash, parent, RKV_MEDIUM_DEVICE, 0};
+    rkv_block_entry x = {ns, hash, parent, medium, 0};
     m->e[m->n++] = x;
 }
 
@@ -39,14 +45,13 @@ static void model_apply(evm *m, const rkv_event *ev, uint32_t P)
                  (unsigned long long)ev->seq, (unsigned long long)m->next_seq);
     m->events++;
     m->next_seq = ev->seq + 1;
-    cr_assert_eq(ev->medium, RKV_MEDIUM_DEVICE);
     switch (ev->kind) {
     case RKV_EVENT_BLOCK_STORED: {
         cr_assert(ev->num_hashes >= 1 && ev->num_hashes <= RKV_EVENT_MAX_HASHES);
         cr_assert_eq(ev->page_size, P);
         uint64_t parent = ev->parent_hash;
         for (uint32_t i = 0; i < ev->num_hashes; i++) {
-            model_add(m, ev->ns, ev->hashes[i], parent);
+            model_add(m, ev->ns, ev->hashes[i], parent, ev->medium);
             parent = ev->hashes[i];
         }
         break;
@@ -54,7 +59,7 @@ static void model_apply(evm *m, const rkv_event *ev, uint32_t P)
     case RKV_EVENT_BLOCK_REMOVED:
         cr_assert(ev->num_hashes >= 1 && ev->num_hashes <= RKV_EVENT_MAX_HASHES);
         for (uint32_t i = 0; i < ev->num_hashes; i++) {
-            size_t k = model_find(m, ev->hashes[i]);
+            size_t k = model_find(m, ev->hashes[i], ev->medium);
             cr_assert_neq(k, SIZE_MAX, "removed a hash not cached");
             cr_assert_eq(m->e[k].ns, ev->ns);
             m->e[k] = m->e[--m->n];
@@ -76,7 +81,9 @@ static void model_apply(evm *m, const rkv_event *ev, uint32_t P)
 static int cmp_entry(const void *a, const void *b)
 {
     const rkv_block_entry *x = a, *y = b;
-    return x->hash < y->hash ? -1 : x->hash > y->hash;
+    if (x->hash != y->hash)
+        return x->hash < y->hash ? -1 : 1;
+    return x->medium < y->medium ? -1 : x->medium > y->medium;
 }
 
 /* Drains up to `budget` events (in batches of up to `batch`). Returns the
@@ -111,7 +118,7 @@ void evm_compare(evd *d, evm *m)
     if (m->need_resync) {
         m->n = 0;
         for (size_t i = 0; i < n; i++)
-            model_add(m, s[i].ns, s[i].hash, s[i].parent_hash);
+            model_add(m, s[i].ns, s[i].hash, s[i].parent_hash, s[i].medium);
         m->need_resync = 0;
         m->resyncs++;
     }
@@ -124,7 +131,7 @@ void evm_compare(evd *d, evm *m)
         cr_assert_eq(s[i].hash, m->e[i].hash);
         cr_assert_eq(s[i].ns, m->e[i].ns);
         cr_assert_eq(s[i].parent_hash, m->e[i].parent_hash);
-        cr_assert_eq(s[i].medium, RKV_MEDIUM_DEVICE);
+        cr_assert_eq(s[i].medium, m->e[i].medium);
     }
     free(s);
 }

@@ -1,13 +1,14 @@
 /*
  * tests/support/event_model.h -- the KV event model of the differential
- * tests (tests/test_tree_events.c, tests/test_tree_mixed.c): a plain set of
- * (namespace, hash, parent hash) that drained events are replayed into and
- * that is compared with rkv_tree_snapshot().
+ * tests (tests/test_tree_events.c, tests/test_tree_mixed.c,
+ * tests/test_tree_tiers.c): a plain set of (namespace, hash, parent hash,
+ * medium) that drained events are replayed into and that is compared with
+ * rkv_tree_snapshot() (one entry per page and medium).
  *
  * Replay asserts the stream: seqs strictly increase by one (or resume at
- * marker.seq + marker.lost after a RESYNC), a stored hash is new and its
- * parent is cached (prefix closure), a removed hash is cached in that
- * namespace. After a RESYNC marker the next compare rebuilds the model from
+ * marker.seq + marker.lost after a RESYNC), a stored hash is new in its
+ * medium and its parent is cached in some medium (prefix closure), a
+ * removed hash is cached in that medium and namespace. After a RESYNC marker the next compare rebuilds the model from
  * the snapshot.
  */
 #ifndef RKV_TESTS_EVENT_MODEL_H

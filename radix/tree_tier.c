@@ -1,0 +1,1034 @@
+/*
+ * radix/tree_tier.c -- residency of pages below the device inside the radix
+ * tree (issue 12): attach, device eviction that demotes, the host tier's
+ * LRU, the store queue, poll, stats and check. Loads, match_tiers and
+ * store_prefix: radix/tree_tier_load.c. Stores (bytes, slots): tier/.
+ *
+ * Design. Read before writing it: SGLang's HiCache design
+ * (docs/advanced_features/hicache_design.md), TensorRT-LLM's KV cache
+ * docs (docs/source/features/kvcache.md) and vLLM's v1/kv_offload/.
+ *   Taken: from HiCache and TensorRT-LLM, ONE radix tree whose nodes record
+ *   where their KV lives (device, host), evicted device pages written to
+ *   the host and kept in the tree, write-back / write-through / selective
+ *   write-through (HiCache's policies, "selective" = copy once hit k
+ *   times), loads that allocate device blocks first and complete later;
+ *   from vLLM's offloading connector, stores bounded per step and a
+ *   completion poll that reports finished transfers (its get_finished);
+ *   from TensorRT-LLM, demotion of an evicted block instead of a drop and
+ *   "offload only what is worth it" (its secondary-pool priority gate is
+ *   our selective policy).
+ *   Different: (1) residency is recorded per NODE for the device (a node is
+ *   DEVICE, LOADING or LOWER) and per PAGE for the host slot, and lower
+ *   nodes hang on a SEPARATE child list (tn[].lchild) of a device node, so
+ *   every device-only algorithm (walk, LRU, locks, pins, events, check) sees
+ *   exactly the device tree it saw before and pays one predictable branch
+ *   when no tier is attached; HiCache keeps host/device state per node in
+ *   one child map. (2) Demotion moves the whole victim node (it cannot
+ *   split without allocating, and eviction must not allocate): a device
+ *   eviction may free more blocks than asked; they go to the host, nothing
+ *   is lost. (3) Under write-back the tiers are EXCLUSIVE: a completed load
+ *   frees the host copy (demotion writes it again), so device + host hold
+ *   device + host capacity of distinct pages -- this is what lets a 1M
+ *   device + 9M host cache hit like one 10M cache. Write-through and
+ *   selective keep the host copy (inclusive), as HiCache does. (4) Stores
+ *   made by demotion run at once (the device block must be free when the
+ *   eviction returns); queued stores (write-through, selective, swap-out)
+ *   run in rkv_tree_tier_poll, and a demotion that finds a page's store
+ *   still queued runs that store first. (5) The disk tier is not attached
+ *   by the tree yet (RKV_ERR_UNSUPPORTED): the host is the lowest tier, so
+ *   its LRU drops lower LEAF pages (tail first), never a page with cached
+ *   pages under it. (6) Pins: a pinned page holds a lease, and locked
+ *   pages are never demoted, so a pin keeps its pages on the device
+ *   (drop_pinned has nothing more to decide until pins reach lower tiers).
+ *
+ * Invariants (rkv_tier_check verifies them):
+ *   - device nodes (flags 0) and LOADING nodes hang on their parent's
+ *     first_child list, whose nodes are all device/LOADING unless the
+ *     parent is LOWER; LOWER nodes hang on tn[parent].lchild of a device
+ *     parent, or on first_child of a LOWER parent: the device part of any
+ *     path is a prefix (device residency is prefix-closed);
+ *   - every page of a LOWER node has a host slot and its chained hash in
+ *     rkv_tpage; LOWER nodes are never locked and own no device block;
+ *   - a LOADING node is locked (by the load's lease) and owns device blocks
+ *     whose bytes arrive at poll;
+ *   - every host slot in use is owned by exactly one page (lower page, a
+ *     device page's copy, or a queued store's page); used == host_used;
+ *   - the host LRU lists exactly the LOWER leaves (no child), oldest first.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/pool_internal.h"
+#include "common/status.h"
+#include "radix/tree_tier.h"
+
+/* ---- small helpers --------------------------------------------------------- */
+
+uint64_t rkv_tier_node_ns(const rkv_tree *t, uint32_t id)
+{
+    while (t->nodes[id].parent != 0)
+        id = t->nodes[id].parent;
+    return t->nodes[id].u.ns;
+}
+
+uint32_t *rkv_tier_sib_head(rkv_tree *t, uint32_t parent, uint32_t child)
+{
+    if ((t->tn[child].flags & RKV_TN_LOWER) &&
+        !(t->tn[parent].flags & RKV_TN_LOWER))
+        return &t->tn[parent].lchild;
+    return &t->nodes[parent].first_child;
+}
+
+void rkv_tier_unlink_sib(rkv_tree *t, uint32_t id)
+{
+    rkv_tnode *x = &t->nodes[id];
+    if (x->prev_sib != RKV_NIL)
+        t->nodes[x->prev_sib].next_sib = x->next_sib;
+    else
+        *rkv_tier_sib_head(t, x->parent, id) = x->next_sib;
+    if (x->next_sib != RKV_NIL)
+        t->nodes[x->next_sib].prev_sib = x->prev_sib;
+    x->prev_sib = x->next_sib = RKV_NIL;
+}
+
+/* Links id (flags already set) first on the list of parent it belongs to. */
+void rkv_tier_link_sib(rkv_tree *t, uint32_t parent, uint32_t id)
+{
+    rkv_tnode *x = &t->nodes[id];
+    uint32_t *head = rkv_tier_sib_head(t, parent, id);
+    x->parent = parent;
+    x->prev_sib = RKV_NIL;
+    x->next_sib = *head;
+    if (*head != RKV_NIL)
+        t->nodes[*head].prev_sib = id;
+    *head = id;
+}
+
+uint64_t rkv_tier_page_hash(const rkv_tree *t, const rkv_tnode *x, uint32_t i)
+{
+    const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    return (uint64_t)tp[i].hlo | ((uint64_t)tp[i].hhi << 32);
+}
+
+static void rkv_tier_set_hash(rkv_tpage *tp, uint64_t h)
+{
+    tp->hlo = (uint32_t)h;
+    tp->hhi = (uint32_t)(h >> 32);
+}
+
+/* Hash of the page before id's first page. */
+uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent)
+{
+    const rkv_tnode *p = &t->nodes[parent];
+    if (p->parent == 0)
+        return RKV_HASH_ROOT;
+    if (t->tn[parent].flags != 0)
+        return rkv_tier_page_hash(t, p, p->num_pages - 1);
+    return t->pool->hash[rkv_tnode_blocks(t, p)[p->num_pages - 1]];
+}
+
+/* KV event for page i of node id entering (stored) or leaving the host. */
+void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored)
+{
+    if (RKV_LIKELY(t->events.cap == 0))
+        return;
+    const rkv_tnode *x = &t->nodes[id];
+    uint64_t ns = rkv_tier_node_ns(t, id);
+    uint64_t h = rkv_tier_page_hash(t, x, i);
+    uint64_t ph = 0;
+    if (stored)
+        ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
+                   : rkv_tier_prev_hash(t, x->parent);
+    rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
+                  RKV_MEDIUM_HOST, ns, ph, &h, 1);
+}
+
+/* ---- the host LRU over LOWER leaves -------------------------------------- */
+
+static int rkv_hlru_listed(const rkv_tree *t, uint32_t id)
+{
+    return t->tier->lru_head == id || t->nodes[id].lru_prev != RKV_NIL;
+}
+
+void rkv_hlru_unlink(rkv_tree *t, uint32_t id)
+{
+    rkv_tier *tr = t->tier;
+    rkv_tnode *x = &t->nodes[id];
+    if (!rkv_hlru_listed(t, id))
+        return;
+    if (x->lru_prev != RKV_NIL)
+        t->nodes[x->lru_prev].lru_next = x->lru_next;
+    else
+        tr->lru_head = x->lru_next;
+    if (x->lru_next != RKV_NIL)
+        t->nodes[x->lru_next].lru_prev = x->lru_prev;
+    else
+        tr->lru_tail = x->lru_prev;
+    x->lru_prev = x->lru_next = RKV_NIL;
+}
+
+/* Places a LOWER leaf by its last_access (walk from the tail: a node that
+ * becomes a lower leaf was just demoted or just lost its last child, and
+ * is usually younger than most). */
+void rkv_hlru_place(rkv_tree *t, uint32_t id)
+{
+    rkv_tier *tr = t->tier;
+    rkv_tnode *x = &t->nodes[id];
+    if (rkv_hlru_listed(t, id))
+        return;
+    uint64_t s = x->last_access;
+    uint32_t after = tr->lru_tail;
+    while (after != RKV_NIL && t->nodes[after].last_access > s)
+        after = t->nodes[after].lru_prev;
+    x->lru_prev = after;
+    if (after == RKV_NIL) {
+        x->lru_next = tr->lru_head;
+        tr->lru_head = id;
+    } else {
+        x->lru_next = t->nodes[after].lru_next;
+        t->nodes[after].lru_next = id;
+    }
+    if (x->lru_next != RKV_NIL)
+        t->nodes[x->lru_next].lru_prev = id;
+    else
+        tr->lru_tail = id;
+}
+
+/* ---- slots ------------------------------------------------------------------ */
+
+void rkv_tier_free_slot(rkv_tree *t, uint32_t slot)
+{
+    (void)rkv_store_slot_free(t->tier->host, slot);
+    t->tier->host_used--;
+}
+
+/* Removes a LOWER node whose pages are gone (num_pages 0 or all slots
+ * freed by the caller) and that has no child. free_root: an emptied
+ * unlocked namespace root goes too. */
+static void rkv_tier_remove_lower(rkv_tree *t, uint32_t id, int free_root)
+{
+    rkv_tnode *x = &t->nodes[id];
+    uint32_t p = x->parent;
+    rkv_hlru_unlink(t, id);
+    rkv_cidx_remove(t, rkv_cidx_key_page(t, p, x->u.tokens), id);
+    rkv_tier_unlink_sib(t, id);
+    rkv_node_mem_free(&t->mem, x->u.tokens, rkv_tree_data_bytes(t, x->cap_pages));
+    rkv_tree_slot_free(t, id);
+    t->tier->lower_nodes--;
+    rkv_tnode *px = &t->nodes[p];
+    px->children_epoch = ++t->epoch;
+    if (t->tn[p].flags & RKV_TN_LOWER) {
+        if (px->first_child == RKV_NIL)
+            rkv_hlru_place(t, p);
+    } else if (free_root && px->parent == 0 && px->first_child == RKV_NIL &&
+               t->tn[p].lchild == RKV_NIL && px->lock_count == 0) {
+        rkv_tree_free_root(t, p);
+    }
+}
+
+/* Drops pages from..num_pages-1 of a LOWER node and everything under it
+ * (all LOWER); from == 0 removes the node. Counts host evictions. */
+void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
+                              int free_root)
+{
+    rkv_tier *tr = t->tier;
+    /* the subtree first, a leaf at a time */
+    while (t->nodes[id].first_child != RKV_NIL) {
+        uint32_t y = t->nodes[id].first_child;
+        while (t->nodes[y].first_child != RKV_NIL)
+            y = t->nodes[y].first_child;
+        rkv_tnode *yx = &t->nodes[y];
+        rkv_tpage *tp = rkv_tnode_tpages(t, yx);
+        for (uint32_t i = 0; i < yx->num_pages; i++) {
+            rkv_tier_ev_host(t, y, i, 0);
+            rkv_tier_free_slot(t, tp[i].slot);
+            tr->st.evictions[RKV_MEDIUM_HOST]++;
+        }
+        yx->num_pages = 0;
+        rkv_tier_remove_lower(t, y, 0);
+    }
+    rkv_tnode *x = &t->nodes[id];
+    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    for (uint32_t i = from; i < x->num_pages; i++) {
+        if (tp[i].slot == RKV_NO_TSLOT)
+            continue;
+        rkv_tier_ev_host(t, id, i, 0);
+        rkv_tier_free_slot(t, tp[i].slot);
+        tp[i].slot = RKV_NO_TSLOT;
+        tr->st.evictions[RKV_MEDIUM_HOST]++;
+    }
+    if (from == 0) {
+        x->num_pages = 0;
+        rkv_tier_remove_lower(t, id, free_root);
+        return;
+    }
+    if (from < x->num_pages) {
+        x->num_pages = from;
+        rkv_tnode_bump_gen(x);
+    }
+    rkv_hlru_place(t, id);
+}
+
+/* Frees one host slot by the host LRU: the oldest LOWER leaf loses its
+ * tail page (the host is the lowest tier). 0: nothing to take. */
+static int rkv_tier_host_make_room(rkv_tree *t)
+{
+    rkv_tier *tr = t->tier;
+    uint32_t id = tr->lru_head;
+    if (id == RKV_NIL)
+        return 0;
+    rkv_tnode *x = &t->nodes[id];
+    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    rkv_tier_ev_host(t, id, x->num_pages - 1, 0);
+    rkv_tier_free_slot(t, tp[x->num_pages - 1].slot);
+    tr->st.evictions[RKV_MEDIUM_HOST]++;
+    if (--x->num_pages == 0)
+        rkv_tier_remove_lower(t, id, 1);
+    else
+        rkv_tnode_bump_gen(x);
+    return 1;
+}
+
+/* A host slot, making room by the host LRU when full. */
+static int rkv_tier_take_slot(rkv_tree *t, uint32_t *slot)
+{
+    for (;;) {
+        if (rkv_store_slot_alloc(t->tier->host, slot) == RKV_OK) {
+            t->tier->host_used++;
+            return 1;
+        }
+        if (!rkv_tier_host_make_room(t))
+            return 0;
+    }
+}
+
+/* ---- the store queue --------------------------------------------------------- */
+
+/* Queues a store of device page i of node id into a new host slot.
+ * 1: queued; 0: skipped (queue full, or no slot could be made). */
+int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
+                         uint64_t ticket)
+{
+    rkv_tier *tr = t->tier;
+    rkv_tnode *x = &t->nodes[id];
+    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    if (tp[i].slot != RKV_NO_TSLOT)
+        return 0;
+    if (tr->qlen >= tr->qcap) {
+        tr->st.stores_skipped++;
+        return 0;
+    }
+    uint32_t slot;
+    if (!rkv_tier_take_slot(t, &slot)) {
+        tr->st.stores_skipped++;
+        return 0;
+    }
+    rkv_block_id b = rkv_tnode_blocks(t, x)[i];
+    rkv_tstore *op = &tr->q[(tr->qhead + tr->qlen++) % tr->qcap];
+    op->slot = slot;
+    op->block = b;
+    op->hash = t->pool->hash[b];
+    op->ns = ns;
+    op->ticket = ticket;
+    tp[i].slot = slot;
+    rkv_tier_ev_host(t, id, i, 1);
+    return 1;
+}
+
+/* The page (node, index) holding slot, by a scan (only after a failed
+ * queued store: rare). */
+static void rkv_tier_disown_slot(rkv_tree *t, uint32_t slot)
+{
+    for (uint32_t y = 1; y < t->nodes_used; y++) {
+        rkv_tnode *x = &t->nodes[y];
+        if (x->parent == RKV_NIL || x->parent == 0)
+            continue;
+        rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        for (uint32_t i = 0; i < x->num_pages; i++)
+            if (tp[i].slot == slot) {
+                rkv_tier_ev_host(t, y, i, 0);
+                tp[i].slot = RKV_NO_TSLOT;
+                return;
+            }
+    }
+}
+
+static void rkv_tier_swap_done(rkv_tree *t, uint64_t ticket, int ok)
+{
+    rkv_tier *tr = t->tier;
+    for (uint32_t s = 0; s < tr->nswaps; s++) {
+        rkv_tswap *w = &tr->swaps[s];
+        if (w->ticket != ticket)
+            continue;
+        w->left--;
+        if (ok)
+            w->done_pages++;
+        else
+            w->failed = 1;
+        return;
+    }
+}
+
+/* Runs queued op *op now (it is dead afterwards). */
+static void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
+{
+    rkv_tier *tr = t->tier;
+    if (op->block == RKV_NIL)
+        return;
+    rkv_status st = rkv_store_write_from_pool(tr->host, op->slot, t->pool,
+                                              op->block, op->hash, op->ns);
+    if (st == RKV_OK) {
+        tr->st.stores_blocks[RKV_MEDIUM_HOST]++;
+        tr->st.stores_bytes[RKV_MEDIUM_HOST] += tr->block_bytes;
+    } else {
+        tr->st.failed_stores++;
+        rkv_tier_disown_slot(t, op->slot);
+        rkv_tier_free_slot(t, op->slot);
+    }
+    if (op->ticket != 0)
+        rkv_tier_swap_done(t, op->ticket, st == RKV_OK);
+    op->block = RKV_NIL;
+}
+
+/* A demotion met a page whose store is queued: run it now. */
+static void rkv_tier_run_store_of(rkv_tree *t, uint32_t slot)
+{
+    rkv_tier *tr = t->tier;
+    for (uint32_t k = 0; k < tr->qlen; k++) {
+        rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        if (op->block != RKV_NIL && op->slot == slot) {
+            rkv_tier_run_op(t, op);
+            return;
+        }
+    }
+}
+
+static void rkv_tier_run_queue(rkv_tree *t)
+{
+    rkv_tier *tr = t->tier;
+    while (tr->qlen > 0) {
+        rkv_tstore *op = &tr->q[tr->qhead];
+        rkv_tier_run_op(t, op);
+        tr->qhead = (tr->qhead + 1) % tr->qcap;
+        tr->qlen--;
+    }
+    tr->qhead = 0;
+}
+
+static uint32_t rkv_tier_qlive(const rkv_tier *tr)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < tr->qlen; k++)
+        n += tr->q[(tr->qhead + k) % tr->qcap].block != RKV_NIL;
+    return n;
+}
+
+/* ---- insert hook --------------------------------------------------------- */
+
+void rkv_tier_on_insert(rkv_tree *t, uint32_t id, uint64_t ns)
+{
+    rkv_tnode *x = &t->nodes[id];
+    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    const rkv_block_id *xb = rkv_tnode_blocks(t, x);
+    for (uint32_t i = 0; i < x->num_pages; i++) {
+        tp[i].slot = RKV_NO_TSLOT;
+        rkv_tier_set_hash(&tp[i], t->pool->hash[xb[i]]);
+    }
+    if (t->tier->policy == RKV_WRITE_THROUGH)
+        for (uint32_t i = 0; i < x->num_pages; i++)
+            (void)rkv_tier_queue_store(t, id, i, ns, 0);
+}
+
+/* ---- split hook ---------------------------------------------------------- */
+
+void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
+                       const void *old, uint32_t old_cap, uint32_t k)
+{
+    const rkv_tpage *otp =
+        (const rkv_tpage *)((const char *)old +
+                            (size_t)old_cap * (t->page_bytes + sizeof(rkv_block_id)));
+    rkv_tnode *x = &t->nodes[xid], *n = &t->nodes[nid];
+    memcpy(rkv_tnode_tpages(t, n), otp, (size_t)k * sizeof *otp);
+    memcpy(rkv_tnode_tpages(t, x), otp + k, (size_t)x->num_pages * sizeof *otp);
+    t->tn[nid].flags = t->tn[xid].flags;
+    t->tn[nid].hits = t->tn[xid].hits;
+    t->tn[nid].lchild = RKV_NIL;
+    if (t->tn[xid].flags & RKV_TN_LOWER) {
+        t->tier->lower_nodes++;
+        t->num_nodes--; /* the split counts a device node; modular */
+    }
+}
+
+/* ---- insert conflict --------------------------------------------------------- */
+
+int rkv_tier_insert_conflict(rkv_tree *t, uint32_t c)
+{
+    if (t->tn[c].flags & RKV_TN_LOADING)
+        return 0;
+    rkv_tier_drop_lower_from(t, c, 0, 0);
+    return 1;
+}
+
+/* ---- device eviction: demotion --------------------------------------------- */
+
+/* Host copy of device page i of id made now. 1: it has one. */
+static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
+{
+    rkv_tier *tr = t->tier;
+    if (tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) {
+        tr->st.stores_skipped++;
+        return 0;
+    }
+    uint32_t slot;
+    if (!rkv_tier_take_slot(t, &slot)) {
+        tr->st.stores_skipped++;
+        return 0;
+    }
+    rkv_tnode *x = &t->nodes[id];
+    rkv_block_id b = rkv_tnode_blocks(t, x)[i];
+    rkv_status st = rkv_store_write_from_pool(tr->host, slot, t->pool, b,
+                                              t->pool->hash[b], ns);
+    if (st != RKV_OK) {
+        tr->st.failed_stores++;
+        rkv_tier_free_slot(t, slot);
+        return 0;
+    }
+    tr->st.stores_blocks[RKV_MEDIUM_HOST]++;
+    tr->st.stores_bytes[RKV_MEDIUM_HOST] += tr->block_bytes;
+    rkv_tnode_tpages(t, x)[i].slot = slot;
+    rkv_tier_ev_host(t, id, i, 1);
+    return 1;
+}
+
+/* Demotes device leaf id (unlocked, no device child): its pages go to the
+ * host (write-back) and it becomes LOWER; pages that cannot be stored and
+ * everything after them leave the tree. Returns blocks freed. */
+static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
+{
+    rkv_tier *tr = t->tier;
+    rkv_pool *pool = t->pool;
+    rkv_tnode *x = &t->nodes[id];
+    rkv_block_id *xb = rkv_tnode_blocks(t, x);
+    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    uint32_t m = x->num_pages, j = m, freed = 0;
+    uint64_t ns = rkv_tier_node_ns(t, id);
+    if (tr->qlen > 0)
+        for (uint32_t i = 0; i < m; i++)
+            if (tp[i].slot != RKV_NO_TSLOT)
+                rkv_tier_run_store_of(t, tp[i].slot);
+    for (uint32_t i = 0; i < m; i++) {
+        rkv_tier_set_hash(&tp[i], pool->hash[xb[i]]);
+        if (tp[i].slot == RKV_NO_TSLOT && !rkv_tier_store_now(t, id, i, ns)) {
+            j = i;
+            break;
+        }
+    }
+    /* the device copies go */
+    const int events = t->events.cap != 0;
+    uint64_t gone[RKV_EVENT_MAX_HASHES];
+    uint32_t ngone = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        rkv_block_id b = xb[i];
+        if (RKV_UNLIKELY(events)) {
+            gone[ngone++] = pool->hash[b];
+            if (ngone == RKV_EVENT_MAX_HASHES) {
+                rkv_ev_removed(t, ns, gone, ngone);
+                ngone = 0;
+            }
+        }
+        rkv_tree_clear_owned(t, b);
+        freed += (uint32_t)rkv_pool_drop_ref(pool, b);
+        xb[i] = RKV_NIL;
+    }
+    if (ngone > 0)
+        rkv_ev_removed(t, ns, gone, ngone);
+    t->cached_blocks -= m;
+    t->evictable_blocks -= m;
+    t->evicted_blocks += m;
+    tr->st.evictions[RKV_MEDIUM_DEVICE] += m;
+    rkv_lru_unlink(t, id);
+    uint32_t p = x->parent;
+    rkv_tier_unlink_sib(t, id); /* from the device list */
+    t->num_nodes--;
+    t->evicted_nodes++;
+    /* x is LOWER from here (children: its former lower list) */
+    t->tn[id].flags = RKV_TN_LOWER;
+    x->first_child = t->tn[id].lchild;
+    t->tn[id].lchild = RKV_NIL;
+    rkv_tier_link_sib(t, p, id);
+    tr->lower_nodes++;
+    rkv_tnode_bump_gen(x);
+    if (j < m) {
+        if (j > 0)
+            tr->st.failed_stores += 0; /* counted where it failed */
+        rkv_tier_drop_lower_from(t, id, j, 0);
+    } else if (x->first_child == RKV_NIL) {
+        rkv_hlru_place(t, id);
+    }
+    rkv_tnode *px = &t->nodes[p];
+    px->children_epoch = ++t->epoch;
+    if (px->first_child == RKV_NIL && px->lock_count == 0) {
+        if (px->parent != 0)
+            rkv_lru_place(t, p); /* the new device frontier */
+        else if (t->tn[p].lchild == RKV_NIL)
+            rkv_tree_free_root(t, p);
+    }
+    return freed;
+}
+
+uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n)
+{
+    uint32_t freed = 0, id;
+    while (freed < n && (id = rkv_lru_first(t)) != RKV_NIL) {
+        uint32_t m = t->nodes[id].num_pages, need = n - freed;
+        if (need < m) {
+            /* demote only the tail that is needed: split off the head
+             * (which stays on the device) when memory allows, else the
+             * whole node goes down (more is freed than asked, nothing is
+             * lost: the device would only stay partly empty for a while) */
+            uint32_t pages[2] = {m - need, need};
+            rkv_tree_prep prep;
+            if (rkv_tree_prepare(t, 1, 2, pages, &prep,
+                                 "rkv_tree_evict") == RKV_OK) {
+                rkv_tree_prep_install(t, &prep);
+                (void)rkv_tree_split(t, id, m - need, prep.data[0],
+                                     prep.data[1]);
+            }
+        }
+        freed += rkv_tier_demote(t, id);
+    }
+    return freed;
+}
+
+/* ---- config, attach ------------------------------------------------------- */
+
+void rkv_tier_config_init(rkv_tier_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->write_policy = RKV_WRITE_BACK;
+    cfg->selective_hits = 2;
+    cfg->store_queue = 1024;
+}
+
+#define RKV_TIER_MAX_QUEUE (1u << 20)
+
+void rkv_tier_fini(rkv_tree *t)
+{
+    rkv_tier *tr = t->tier;
+    if (tr == NULL)
+        return;
+    if (tr->host != NULL)
+        rkv_store_detach(tr->host, t);
+    rkv_node_mem_free(&t->mem, tr->q, (size_t)tr->qcap * sizeof *tr->q);
+    rkv_node_mem_free(&t->mem, tr->jobs, (size_t)tr->jobs_cap * sizeof *tr->jobs);
+    rkv_node_mem_free(&t->mem, tr->swaps, (size_t)tr->swaps_cap * sizeof *tr->swaps);
+    rkv_node_mem_free(&t->mem, t->tn, (size_t)t->nodes_cap * sizeof *t->tn);
+    rkv_node_mem_free(&t->mem, tr, sizeof *tr);
+    t->tier = NULL;
+    t->tn = NULL;
+    t->tpage_bytes = 0;
+}
+
+rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
+{
+    static const char fn[] = "rkv_tree_attach_tiers";
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tree", fn);
+    rkv_tree *t = tree;
+    if (t->cached_blocks != 0 || t->num_nodes != 0 || t->lock_total != 0 ||
+        (t->tier != NULL && t->tier->lower_nodes != 0))
+        return rkv_set_error(RKV_ERR_BUSY, "%s: the tree is not empty (reset "
+                             "it and release every lease first)", fn);
+    if (cfg == NULL || (cfg->host == NULL && cfg->disk == NULL)) {
+        rkv_tier_fini(t);
+        return RKV_OK;
+    }
+    if (cfg->disk != NULL)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED, "%s: the tree does not take "
+                             "a disk tier yet (host only)", fn);
+    if (rkv_store_medium(cfg->host) != RKV_MEDIUM_HOST)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: cfg->host is not a host "
+                             "store", fn);
+    size_t bb = rkv_store_block_bytes(cfg->host);
+    if (bb != 0 && bb != rkv_pool_bytes_per_block(t->pool))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: host blocks of %zu bytes, "
+                             "the pool's are %zu", fn, bb,
+                             rkv_pool_bytes_per_block(t->pool));
+    if (bb == 0 && rkv_pool_bytes_per_block(t->pool) != 0 &&
+        t->pool->kv_bytes != 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: a metadata-only host "
+                             "store needs a metadata-only pool", fn);
+    if (cfg->write_policy < RKV_WRITE_BACK || cfg->write_policy > RKV_WRITE_SELECTIVE)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: unknown write_policy %d",
+                             fn, cfg->write_policy);
+    if (cfg->write_policy == RKV_WRITE_SELECTIVE && cfg->selective_hits == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: selective_hits 0", fn);
+    if (cfg->store_queue == 0 || cfg->store_queue > RKV_TIER_MAX_QUEUE)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: store_queue %u (1..%u)",
+                             fn, cfg->store_queue, RKV_TIER_MAX_QUEUE);
+    rkv_tier *tr = rkv_node_mem_alloc(&t->mem, sizeof *tr);
+    rkv_tstore *q = rkv_node_mem_alloc(&t->mem, (size_t)cfg->store_queue * sizeof *q);
+    rkv_ttn *tn = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *tn);
+    if (tr == NULL || q == NULL || tn == NULL) {
+        rkv_node_mem_free(&t->mem, tr, sizeof *tr);
+        rkv_node_mem_free(&t->mem, q, (size_t)cfg->store_queue * sizeof *q);
+        rkv_node_mem_free(&t->mem, tn, (size_t)t->nodes_cap * sizeof *tn);
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    if (t->tier == NULL || t->tier->host != cfg->host) {
+        rkv_status st = rkv_store_attach(cfg->host, t);
+        if (st != RKV_OK) {
+            rkv_node_mem_free(&t->mem, tr, sizeof *tr);
+            rkv_node_mem_free(&t->mem, q, (size_t)cfg->store_queue * sizeof *q);
+            rkv_node_mem_free(&t->mem, tn, (size_t)t->nodes_cap * sizeof *tn);
+            return st;
+        }
+    } else {
+        t->tier->host = NULL; /* kept attached: handed to the new tier */
+    }
+    rkv_tier_fini(t);
+    memset(tr, 0, sizeof *tr);
+    tr->host = cfg->host;
+    tr->block_bytes = bb;
+    tr->policy = cfg->write_policy;
+    tr->k = cfg->selective_hits;
+    tr->qcap = cfg->store_queue;
+    tr->q = q;
+    tr->drop_pinned = cfg->drop_pinned;
+    tr->lru_head = tr->lru_tail = RKV_NIL;
+    tr->next_ticket = 1;
+    for (uint32_t i = 0; i < t->nodes_cap; i++)
+        tn[i] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
+    t->tier = tr;
+    t->tn = tn;
+    t->tpage_bytes = sizeof(rkv_tpage);
+    return RKV_OK;
+}
+
+/* ---- reset ------------------------------------------------------------------ */
+
+void rkv_tier_drop_all(rkv_tree *t)
+{
+    rkv_tier *tr = t->tier;
+    for (uint32_t y = 1; y < t->nodes_used; y++) {
+        rkv_tnode *x = &t->nodes[y];
+        if (x->parent == RKV_NIL || x->parent == 0)
+            continue;
+        rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        for (uint32_t i = 0; i < x->num_pages; i++)
+            if (tp[i].slot != RKV_NO_TSLOT)
+                rkv_tier_free_slot(t, tp[i].slot);
+    }
+    for (uint32_t y = 1; y < t->nodes_used; y++) {
+        rkv_tnode *x = &t->nodes[y];
+        if (x->parent == RKV_NIL || !(t->tn[y].flags & RKV_TN_LOWER))
+            continue;
+        rkv_node_mem_free(&t->mem, x->u.tokens,
+                          rkv_tree_data_bytes(t, x->cap_pages));
+        x->parent = RKV_NIL; /* tree.c's drop clears the slot */
+        x->num_pages = 0;
+    }
+    for (uint32_t y = 0; y < t->nodes_cap; y++)
+        t->tn[y] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
+    tr->lower_nodes = 0;
+    tr->lru_head = tr->lru_tail = RKV_NIL;
+    tr->qhead = tr->qlen = 0;
+    tr->njobs = 0;
+    tr->nswaps = 0;
+}
+
+/* ---- stats ------------------------------------------------------------------ */
+
+rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out)
+{
+    if (tree == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_tier_stats: NULL %s",
+                             tree == NULL ? "tree" : "out");
+    memset(out, 0, sizeof *out);
+    out->resident_pages[RKV_MEDIUM_DEVICE] = tree->cached_blocks;
+    const rkv_tier *tr = tree->tier;
+    if (tr == NULL)
+        return RKV_OK;
+    *out = tr->st;
+    out->resident_pages[RKV_MEDIUM_DEVICE] = tree->cached_blocks;
+    out->resident_pages[RKV_MEDIUM_HOST] = tr->host_used;
+    out->pending_stores = rkv_tier_qlive(tr);
+    uint64_t pl = 0;
+    for (uint32_t j = 0; j < tr->njobs; j++)
+        pl += tr->jobs[j].npages;
+    out->pending_loads = pl;
+    return RKV_OK;
+}
+
+/* ---- poll ------------------------------------------------------------------- */
+
+rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
+                              uint32_t max, uint32_t *n_out)
+{
+    if (n_out != NULL)
+        *n_out = 0;
+    if (tree == NULL || n_out == NULL || (out == NULL && max > 0))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_tier_poll: NULL "
+                             "argument");
+    rkv_tree *t = tree;
+    rkv_tier *tr = t->tier;
+    if (tr == NULL)
+        return RKV_OK;
+    rkv_tier_run_queue(t);
+    uint32_t n = 0;
+    /* loads, oldest first, as long as there is room to report them */
+    uint32_t j = 0;
+    while (j < tr->njobs && n < max) {
+        rkv_tload job = tr->jobs[j];
+        memmove(&tr->jobs[j], &tr->jobs[j + 1],
+                (size_t)(tr->njobs - j - 1) * sizeof *tr->jobs);
+        tr->njobs--;
+        out[n++] = rkv_tier_finish_load(t, &job);
+    }
+    /* swap-outs whose stores all ran */
+    uint32_t s = 0;
+    while (s < tr->nswaps && n < max) {
+        rkv_tswap *w = &tr->swaps[s];
+        if (w->left != 0) {
+            s++;
+            continue;
+        }
+        out[n].ticket = w->ticket;
+        out[n].kind = RKV_TRANSFER_SWAP_OUT;
+        out[n].status = w->failed ? RKV_ERR_IO : RKV_OK;
+        out[n].num_pages = w->done_pages;
+        n++;
+        tr->swaps[s] = tr->swaps[--tr->nswaps];
+    }
+    *n_out = n;
+    return RKV_OK;
+}
+
+/* ---- check ------------------------------------------------------------------ */
+
+#define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: tiers: " __VA_ARGS__)
+
+static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
+                                      uint8_t *seen, uint64_t cap,
+                                      uint64_t *slots)
+{
+    const rkv_tnode *x = &t->nodes[y];
+    const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    uint8_t f = t->tn[y].flags;
+    uint8_t pf = t->tn[x->parent].flags;
+    if (f == (RKV_TN_LOWER | RKV_TN_LOADING))
+        return CORRUPT("node %u is LOWER and LOADING", y);
+    if (!(f & RKV_TN_LOWER) && (pf & RKV_TN_LOWER))
+        return CORRUPT("device node %u under LOWER node %u (device residency "
+                       "must be prefix-closed)", y, x->parent);
+    if ((f & RKV_TN_LOADING) && x->lock_count == 0)
+        return CORRUPT("LOADING node %u is not locked", y);
+    if ((f & RKV_TN_LOWER) && (x->lock_count != 0 || t->tn[y].lchild != RKV_NIL))
+        return CORRUPT("LOWER node %u is locked or has a lower list", y);
+    if ((f & RKV_TN_LOWER) && (x->num_pages == 0 || x->num_pages > x->cap_pages))
+        return CORRUPT("LOWER node %u has %u pages", y, x->num_pages);
+    uint64_t ns = rkv_tier_node_ns(t, y);
+    uint64_t h = rkv_tier_prev_hash(t, x->parent);
+    for (uint32_t i = 0; i < x->num_pages; i++) {
+        uint32_t s = tp[i].slot;
+        if (f & RKV_TN_LOWER) {
+            if (s == RKV_NO_TSLOT)
+                return CORRUPT("LOWER node %u page %u has no medium", y, i);
+            h = rkv_block_hash(h, ns, x->u.tokens + (size_t)i * t->P, t->P);
+            if (rkv_tier_page_hash(t, x, i) != h)
+                return CORRUPT("LOWER node %u page %u: hash does not chain", y, i);
+        }
+        if (s == RKV_NO_TSLOT)
+            continue;
+        if (s >= cap)
+            return CORRUPT("node %u page %u: host slot %u out of range", y, i, s);
+        if (seen[s >> 3] & (1u << (s & 7)))
+            return CORRUPT("host slot %u is owned twice (node %u page %u)", s,
+                           y, i);
+        seen[s >> 3] |= (uint8_t)(1u << (s & 7));
+        ++*slots;
+    }
+    return RKV_OK;
+}
+
+rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
+{
+    const rkv_tier *tr = t->tier;
+    uint64_t cap = rkv_store_capacity_blocks(tr->host);
+    uint8_t *seen = calloc(cap / 8 + 1, 1);
+    if (seen == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_check: scratch memory");
+    rkv_status st = RKV_OK;
+    uint64_t lower = 0, slots = 0, leaves = 0, on_lists = 0, nonroot = 0;
+    for (uint32_t y = 1; st == RKV_OK && y < t->nodes_used; y++) {
+        const rkv_tnode *x = &t->nodes[y];
+        if (x->parent == RKV_NIL) {
+            if (t->tn[y].flags != 0 || t->tn[y].lchild != RKV_NIL)
+                st = CORRUPT("free slot %u has tier data", y);
+            continue;
+        }
+        /* lists of y's children */
+        uint32_t heads[2] = {x->first_child, t->tn[y].lchild};
+        for (int l = 0; l < 2 && st == RKV_OK; l++) {
+            uint64_t steps = 0;
+            for (uint32_t c = heads[l]; c != RKV_NIL; c = t->nodes[c].next_sib) {
+                if (++steps > t->nodes_used) {
+                    st = CORRUPT("cycle under node %u", y);
+                    break;
+                }
+                int lowc = (t->tn[c].flags & RKV_TN_LOWER) != 0;
+                int want = l == 1 || (t->tn[y].flags & RKV_TN_LOWER);
+                if (t->nodes[c].parent != y || lowc != want) {
+                    st = CORRUPT("node %u is on the wrong list of %u", c, y);
+                    break;
+                }
+                on_lists++;
+            }
+        }
+        if (st != RKV_OK || x->parent == 0)
+            continue;
+        nonroot++;
+        if (l_is_lower(t, y)) {
+            lower++;
+            if (x->first_child == RKV_NIL)
+                leaves++;
+            if (x->last_access > t->nodes[x->parent].last_access)
+                st = CORRUPT("LOWER node %u used after its parent", y);
+        }
+        if (st == RKV_OK)
+            st = rkv_tier_check_node(t, y, seen, cap, &slots);
+    }
+    if (st == RKV_OK && on_lists != nonroot)
+        st = CORRUPT("%llu nodes on child lists, %llu in use",
+                     (unsigned long long)on_lists, (unsigned long long)nonroot);
+    if (st == RKV_OK && lower != tr->lower_nodes)
+        st = CORRUPT("%llu LOWER nodes, count says %llu",
+                     (unsigned long long)lower,
+                     (unsigned long long)tr->lower_nodes);
+    if (st == RKV_OK && (slots != tr->host_used ||
+                         slots != rkv_store_used_blocks(tr->host)))
+        st = CORRUPT("%llu host slots owned by pages, tree counts %llu, store "
+                     "%llu", (unsigned long long)slots,
+                     (unsigned long long)tr->host_used,
+                     (unsigned long long)rkv_store_used_blocks(tr->host));
+    if (st == RKV_OK) {
+        uint64_t n = 0, last = 0;
+        uint32_t prev = RKV_NIL;
+        for (uint32_t y = tr->lru_head; y != RKV_NIL; y = t->nodes[y].lru_next) {
+            if (++n > leaves) {
+                st = CORRUPT("host LRU longer than the %llu LOWER leaves",
+                             (unsigned long long)leaves);
+                break;
+            }
+            const rkv_tnode *x = &t->nodes[y];
+            if (!l_is_lower(t, y) || x->first_child != RKV_NIL ||
+                x->lru_prev != prev || x->last_access < last) {
+                st = CORRUPT("host LRU broken at node %u", y);
+                break;
+            }
+            last = x->last_access;
+            prev = y;
+        }
+        if (st == RKV_OK && (n != leaves || tr->lru_tail != prev))
+            st = CORRUPT("host LRU lists %llu nodes, %llu LOWER leaves",
+                         (unsigned long long)n, (unsigned long long)leaves);
+    }
+    for (uint32_t j = 0; st == RKV_OK && j < tr->njobs; j++) {
+        uint32_t y = tr->jobs[j].node;
+        if (y >= t->nodes_used || !(t->tn[y].flags & RKV_TN_LOADING))
+            st = CORRUPT("load %llu names node %u, which is not LOADING",
+                         (unsigned long long)tr->jobs[j].ticket, y);
+    }
+    free(seen);
+    if (st == RKV_OK)
+        *lower_nodes += lower;
+    return st;
+}
+
+/* ---- snapshot ---------------------------------------------------------------- */
+
+static uint32_t rkv_tier_first_kid(const rkv_tree *t, uint32_t y)
+{
+    if (t->nodes[y].first_child != RKV_NIL)
+        return t->nodes[y].first_child;
+    return (t->tn[y].flags & RKV_TN_LOWER) ? RKV_NIL : t->tn[y].lchild;
+}
+
+/* The node after x among its parent's children (device list, then the
+ * lower list). */
+static uint32_t rkv_tier_next_kid(const rkv_tree *t, uint32_t x)
+{
+    if (t->nodes[x].next_sib != RKV_NIL)
+        return t->nodes[x].next_sib;
+    uint32_t p = t->nodes[x].parent;
+    if (!(t->tn[x].flags & RKV_TN_LOWER) && !(t->tn[p].flags & RKV_TN_LOWER))
+        return t->tn[p].lchild;
+    return RKV_NIL;
+}
+
+rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
+                             size_t cap, size_t *n_out, uint64_t *seq_out)
+{
+    if (seq_out != NULL)
+        *seq_out = t->events.next_seq - 1;
+    size_t k = 0;
+    for (int pass = out == NULL ? 1 : 0; pass < 2; pass++) {
+        k = 0;
+        for (uint32_t root = 1; root < t->nodes_used; root++) {
+            if (t->nodes[root].parent != 0)
+                continue;
+            uint64_t ns = t->nodes[root].u.ns;
+            uint32_t x = rkv_tier_first_kid(t, root);
+            while (x != RKV_NIL) {
+                const rkv_tnode *nx = &t->nodes[x];
+                const rkv_tpage *tp = rkv_tnode_tpages(t, nx);
+                uint64_t parent = rkv_tier_prev_hash(t, nx->parent);
+                int dev = t->tn[x].flags == 0;
+                for (uint32_t i = 0; i < nx->num_pages; i++) {
+                    uint64_t h = rkv_tier_page_hash(t, nx, i);
+                    for (int m = 0; m < 2; m++) {
+                        if (m == 0 ? !dev : tp[i].slot == RKV_NO_TSLOT)
+                            continue;
+                        if (pass == 1 && out != NULL && k < cap) {
+                            out[k].ns = ns;
+                            out[k].hash = h;
+                            out[k].parent_hash = parent;
+                            out[k].medium = m == 0 ? RKV_MEDIUM_DEVICE
+                                                   : RKV_MEDIUM_HOST;
+                            out[k].reserved = 0;
+                        }
+                        k++;
+                    }
+                    parent = h;
+                }
+                uint32_t c = rkv_tier_first_kid(t, x);
+                if (c != RKV_NIL) {
+                    x = c;
+                    continue;
+                }
+                for (;;) {
+                    uint32_t nk = rkv_tier_next_kid(t, x);
+                    if (nk != RKV_NIL) {
+                        x = nk;
+                        break;
+                    }
+                    x = t->nodes[x].parent;
+                    if (x == root) {
+                        x = RKV_NIL;
+                        break;
+                    }
+                }
+            }
+        }
+        if (pass == 0 && k > cap) {
+            *n_out = k;
+            return rkv_set_error(RKV_ERR_NO_SPACE, "rkv_tree_snapshot: %zu "
+                                 "entries given, %zu cached (page, medium)",
+                                 cap, k);
+        }
+    }
+    *n_out = k;
+    return RKV_OK;
+}

@@ -1,0 +1,458 @@
+/*
+ * radix/tree_tier_load.c -- the tree's tier operations that follow a path:
+ * rkv_tree_match_tiers (device prefix, then the host continuation),
+ * rkv_tree_load / its completion at poll (promotion), and
+ * rkv_tree_store_prefix (swap-out). Design and invariants: tree_tier.c.
+ *
+ * A load makes the path's LOWER nodes LOADING first (device class, locked
+ * by the caller's lease on the deepest one, not matchable, not evictable),
+ * then allocates their device blocks -- eviction during that allocation
+ * cannot touch the path -- and the bytes move at poll. The lease cannot be
+ * released before the ticket completes (rkv_tree_unlock: RKV_ERR_BUSY). A
+ * load that fails (allocation at load time; a copy at poll) turns the path
+ * back into LOWER nodes with their host copies, frees the device blocks
+ * and, at poll, leaves the caller's lease on the node above the path (the
+ * device prefix it had). A host copy that fails verification
+ * (RKV_ERR_CORRUPT) is dropped with everything below it.
+ */
+#include <string.h>
+
+#include "alloc/pool_internal.h"
+#include "common/status.h"
+#include "radix/tree_tier.h"
+
+/* ---- conversions ---------------------------------------------------------- */
+
+/* Whether device node y is on its LRU list (the predicate alone does not
+ * say it for LOADING nodes, which are never listed while locked and are
+ * unlisted by hand around their conversions). */
+static int rkv_dev_listed(const rkv_tree *t, uint32_t y)
+{
+    return t->nodes[y].lru_prev != RKV_NIL ||
+           t->lru_head[rkv_lru_bucket(t, y)] == y;
+}
+
+/* LOWER y (parent device class) -> LOADING, no blocks yet. */
+static void rkv_tier_to_loading(rkv_tree *t, uint32_t y)
+{
+    rkv_tnode *x = &t->nodes[y];
+    uint32_t p = x->parent;
+    rkv_hlru_unlink(t, y);
+    rkv_tier_unlink_sib(t, y);
+    if (p != 0 && rkv_dev_listed(t, p))
+        rkv_lru_unlink(t, p); /* it gets a device child */
+    t->tn[y].flags = RKV_TN_LOADING;
+    t->tn[y].lchild = x->first_child;
+    x->first_child = RKV_NIL;
+    rkv_tier_link_sib(t, p, y);
+    rkv_block_id *xb = rkv_tnode_blocks(t, x);
+    for (uint32_t i = 0; i < x->num_pages; i++)
+        xb[i] = RKV_NIL;
+    t->tier->lower_nodes--;
+    t->num_nodes++;
+    t->cached_blocks += x->num_pages;
+    t->evictable_blocks += x->num_pages; /* the lock moves them */
+    rkv_tnode_bump_gen(x);
+}
+
+/* LOADING y (unlocked, no device child) -> LOWER, freeing its blocks. */
+static void rkv_tier_to_lower(rkv_tree *t, uint32_t y, int have_blocks)
+{
+    rkv_tnode *x = &t->nodes[y];
+    uint32_t p = x->parent;
+    rkv_block_id *xb = rkv_tnode_blocks(t, x);
+    if (have_blocks)
+        for (uint32_t i = 0; i < x->num_pages; i++) {
+            rkv_tree_clear_owned(t, xb[i]);
+            (void)rkv_pool_drop_ref(t->pool, xb[i]);
+            xb[i] = RKV_NIL;
+        }
+    if (rkv_dev_listed(t, y))
+        rkv_lru_unlink(t, y);
+    rkv_tier_unlink_sib(t, y);
+    t->tn[y].flags = RKV_TN_LOWER;
+    x->first_child = t->tn[y].lchild;
+    t->tn[y].lchild = RKV_NIL;
+    rkv_tier_link_sib(t, p, y);
+    t->tier->lower_nodes++;
+    t->num_nodes--;
+    t->cached_blocks -= x->num_pages;
+    t->evictable_blocks -= x->num_pages;
+    rkv_tnode_bump_gen(x);
+    if (x->first_child == RKV_NIL)
+        rkv_hlru_place(t, y);
+    t->nodes[p].children_epoch = ++t->epoch;
+}
+
+/* Reverts the LOADING path node..(child of top's parent) bottom-up. The
+ * nodes must be unlocked. */
+static void rkv_tier_revert_path(rkv_tree *t, uint32_t node, uint32_t above,
+                                 int have_blocks)
+{
+    for (uint32_t y = node; y != above;) {
+        uint32_t p = t->nodes[y].parent;
+        rkv_tier_to_lower(t, y, have_blocks);
+        y = p;
+    }
+    rkv_tnode *a = &t->nodes[above];
+    if (a->first_child == RKV_NIL && a->lock_count == 0 && a->parent != 0 &&
+        !rkv_dev_listed(t, above))
+        rkv_lru_place(t, above);
+}
+
+/* ---- the lower continuation of a path ------------------------------------- */
+
+typedef struct rkv_lwalk {
+    uint32_t pages;      /* lower pages matched                            */
+    uint32_t host_pages; /* of them, with a host copy (all, host only)     */
+    uint32_t last;       /* deepest lower node reached, or RKV_NIL         */
+    uint32_t last_pages; /* its matched pages                              */
+} rkv_lwalk;
+
+/* From device node `from` at page d, over at most lim pages. */
+static void rkv_tier_lower_walk(const rkv_tree *t, uint32_t from, uint32_t d,
+                                const int32_t *tokens, uint32_t lim,
+                                rkv_lwalk *lw)
+{
+    const uint32_t P = t->P;
+    memset(lw, 0, sizeof *lw);
+    lw->last = RKV_NIL;
+    uint32_t cur = from;
+    while (lw->pages < lim) {
+        const int32_t *q = tokens + (size_t)(d + lw->pages) * P;
+        uint32_t c = rkv_cidx_find(t, cur, q);
+        if (c == RKV_NIL || !(t->tn[c].flags & RKV_TN_LOWER))
+            break;
+        const rkv_tnode *x = &t->nodes[c];
+        uint32_t avail = lim - lw->pages;
+        uint32_t m = x->num_pages < avail ? x->num_pages : avail, k = 1;
+        while (k < m && memcmp(x->u.tokens + (size_t)k * P, q + (size_t)k * P,
+                               t->page_bytes) == 0)
+            k++;
+        lw->pages += k;
+        lw->host_pages += k;
+        lw->last = c;
+        lw->last_pages = k;
+        if (k < x->num_pages)
+            break;
+        cur = c;
+    }
+}
+
+static rkv_status rkv_tier_args(const rkv_tree *t, const int32_t *tokens,
+                                size_t n, const char *fn)
+{
+    if (n > 0 && tokens == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tokens", fn);
+    if (n / t->P >= RKV_NIL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: n=%zu too large", fn, n);
+    return RKV_OK;
+}
+
+/* ---- match_tiers ----------------------------------------------------------- */
+
+rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
+                                const int32_t *tokens, size_t n,
+                                rkv_block_id *blocks_out, unsigned flags,
+                                rkv_match *out, rkv_tier_match *tiers_out)
+{
+    if (tiers_out != NULL)
+        memset(tiers_out, 0, sizeof *tiers_out);
+    rkv_status st = rkv_tree_match(tree, ns, tokens, n, blocks_out, flags, out);
+    if (st != RKV_OK || tree->tier == NULL)
+        return st;
+    rkv_tree *t = tree;
+    rkv_tier *tr = t->tier;
+    uint32_t npages = (uint32_t)(n / t->P), d = (uint32_t)out->num_blocks;
+    if (!(flags & RKV_MATCH_PEEK) && tr->policy == RKV_WRITE_SELECTIVE &&
+        out->node.id != 0) {
+        /* every page of the matched device path was hit once more (before
+         * the lower walk: a copy-down may make room in the host) */
+        for (uint32_t y = out->node.id; t->nodes[y].parent != 0;
+             y = t->nodes[y].parent) {
+            if (++t->tn[y].hits != tr->k)
+                continue;
+            for (uint32_t i = 0; i < t->nodes[y].num_pages; i++)
+                (void)rkv_tier_queue_store(t, y, i, ns, 0);
+        }
+    }
+    rkv_lwalk lw = {0, 0, RKV_NIL, 0};
+    uint32_t root = rkv_cidx_find_ns(t, ns);
+    if (root != RKV_NIL && d < npages) {
+        /* a peek match may end inside a node (no split): the lower part
+         * can only continue from a node's end */
+        rkv_walk w;
+        rkv_tree_walk(t, root, 0, tokens, npages, NULL, NULL, NULL, &w);
+        if (w.partial == RKV_NIL && w.pages == d)
+            rkv_tier_lower_walk(t, w.node, d, tokens, npages - d, &lw);
+    }
+    if (tiers_out != NULL) {
+        tiers_out->host_tokens = (size_t)lw.host_pages * t->P;
+        tiers_out->disk_tokens = 0;
+        tiers_out->lower_tokens = (size_t)lw.pages * t->P;
+    }
+    if (!(flags & RKV_MATCH_PEEK)) {
+        tr->st.hit_tokens[RKV_MEDIUM_DEVICE] += out->matched_tokens;
+        tr->st.hit_tokens[RKV_MEDIUM_HOST] += (uint64_t)lw.host_pages * t->P;
+    }
+    return RKV_OK;
+}
+
+/* ---- load ----------------------------------------------------------------- */
+
+rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
+                         const int32_t *tokens, size_t n, uint32_t max_pages,
+                         rkv_load *out)
+{
+    static const char fn[] = "rkv_tree_load";
+    if (out != NULL)
+        memset(out, 0, sizeof *out);
+    if (tree == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             tree == NULL ? "tree" : "out");
+    rkv_tree *t = tree;
+    rkv_status st = rkv_tier_args(t, tokens, n, fn);
+    if (st != RKV_OK || t->tier == NULL)
+        return st;
+    rkv_tier *tr = t->tier;
+    uint32_t npages = (uint32_t)(n / t->P);
+    uint32_t root = rkv_cidx_find_ns(t, ns);
+    if (root == RKV_NIL)
+        return RKV_OK;
+    rkv_walk w;
+    rkv_tree_walk(t, root, 0, tokens, npages, NULL, NULL, NULL, &w);
+    if (w.partial != RKV_NIL || w.pages >= npages)
+        return RKV_OK;
+    uint32_t top_parent = w.node, d = w.pages;
+    uint32_t lim = npages - d < max_pages ? npages - d : max_pages;
+    rkv_lwalk lw;
+    rkv_tier_lower_walk(t, top_parent, d, tokens, lim, &lw);
+    if (lw.pages == 0)
+        return RKV_OK;
+    /* everything that can fail before anything changes */
+    if (tr->njobs == tr->jobs_cap) {
+        uint32_t cap = tr->jobs_cap ? tr->jobs_cap * 2 : 8;
+        rkv_tload *nj = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *nj);
+        if (nj == NULL)
+            return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+        if (tr->njobs)
+            memcpy(nj, tr->jobs, (size_t)tr->njobs * sizeof *nj);
+        rkv_node_mem_free(&t->mem, tr->jobs, (size_t)tr->jobs_cap * sizeof *nj);
+        tr->jobs = nj;
+        tr->jobs_cap = cap;
+    }
+    size_t tmp_bytes = (size_t)lw.pages * sizeof(rkv_block_id);
+    rkv_block_id *blocks = rkv_node_mem_alloc(&t->mem, tmp_bytes);
+    if (blocks == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    uint32_t last = lw.last;
+    int split = lw.last_pages < t->nodes[last].num_pages;
+    rkv_tree_prep prep;
+    memset(&prep, 0, sizeof prep);
+    if (split) {
+        uint32_t pages[2] = {lw.last_pages,
+                             t->nodes[last].num_pages - lw.last_pages};
+        st = rkv_tree_prepare(t, 1, 2, pages, &prep, fn);
+        if (st != RKV_OK) {
+            rkv_node_mem_free(&t->mem, blocks, tmp_bytes);
+            return st;
+        }
+    }
+    st = rkv_lease_reserve(t, fn);
+    if (st != RKV_OK) {
+        if (split)
+            rkv_tree_prep_abort(t, &prep);
+        rkv_node_mem_free(&t->mem, blocks, tmp_bytes);
+        return st;
+    }
+    if (split) {
+        rkv_tree_prep_install(t, &prep);
+        last = rkv_tree_split(t, last, lw.last_pages, prep.data[0], prep.data[1]);
+    }
+    /* the path top-down: collect it by walking up (into blocks, reused as
+     * node ids: lw.pages >= number of nodes) */
+    uint32_t *path = blocks, np = 0;
+    for (uint32_t y = last; y != top_parent; y = t->nodes[y].parent)
+        path[np++] = y;
+    for (uint32_t i = np; i-- > 0;)
+        rkv_tier_to_loading(t, path[i]);
+    if (rkv_tree_in_lru(&t->nodes[last]))
+        rkv_lru_push_tail(t, last); /* so that the lock takes it out */
+    rkv_node h = {last, t->nodes[last].gen};
+    (void)rkv_tree_lock(t, h, &out->lease); /* reserved: cannot fail */
+    rkv_tree_touch(t, last);
+    st = rkv_tree_alloc_blocks(t, lw.pages, blocks);
+    if (st != RKV_OK) {
+        uint32_t slot = rkv_lease_find(t, out->lease.id);
+        rkv_lease_unlock_slot(t, slot, 0);
+        rkv_tier_revert_path(t, last, top_parent, 0);
+        rkv_node_mem_free(&t->mem, blocks, tmp_bytes);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    /* blocks in path order: walk down from the top */
+    uint32_t y = last;
+    while (t->nodes[y].parent != top_parent)
+        y = t->nodes[y].parent;
+    uint32_t j = 0;
+    for (;;) {
+        rkv_tnode *x = &t->nodes[y];
+        rkv_block_id *xb = rkv_tnode_blocks(t, x);
+        for (uint32_t i = 0; i < x->num_pages; i++) {
+            rkv_block_id b = blocks[j++];
+            xb[i] = b;
+            t->pool->hash[b] = rkv_tier_page_hash(t, x, i);
+            rkv_tree_set_owned(t, b);
+        }
+        if (y == last)
+            break;
+        y = x->first_child; /* the only device child of a LOADING node */
+    }
+    rkv_node_mem_free(&t->mem, blocks, tmp_bytes);
+    rkv_tload *job = &tr->jobs[tr->njobs++];
+    job->ticket = tr->next_ticket++;
+    job->lease_id = out->lease.id;
+    job->ns = ns;
+    job->node = last;
+    job->top = top_parent;
+    job->npages = lw.pages;
+    job->kind = RKV_TRANSFER_LOAD;
+    out->ticket = job->ticket;
+    out->num_pages = lw.pages;
+    out->disk_pages = 0;
+    out->device_tokens = (size_t)(d + lw.pages) * t->P;
+    return RKV_OK;
+}
+
+rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
+{
+    rkv_tier *tr = t->tier;
+    rkv_transfer_done done = {job->ticket, job->kind, RKV_OK, 0};
+    uint32_t bad_node = RKV_NIL, bad_page = 0;
+    rkv_status st = RKV_OK;
+    for (uint32_t y = job->node; y != job->top && st == RKV_OK;
+         y = t->nodes[y].parent) {
+        rkv_tnode *x = &t->nodes[y];
+        const rkv_block_id *xb = rkv_tnode_blocks(t, x);
+        const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        for (uint32_t i = 0; i < x->num_pages; i++) {
+            st = rkv_store_read_to_pool(tr->host, tp[i].slot, t->pool, xb[i],
+                                        rkv_tier_page_hash(t, x, i), job->ns);
+            if (st != RKV_OK) {
+                bad_node = y;
+                bad_page = i;
+                break;
+            }
+        }
+    }
+    if (st == RKV_OK) {
+        /* top-down: the pages are device pages now */
+        uint32_t y = job->node;
+        while (t->nodes[y].parent != job->top)
+            y = t->nodes[y].parent;
+        uint64_t ph = rkv_tier_prev_hash(t, job->top);
+        for (;;) {
+            rkv_tnode *x = &t->nodes[y];
+            rkv_tpage *tp = rkv_tnode_tpages(t, x);
+            t->tn[y].flags = 0;
+            if (tr->policy == RKV_WRITE_BACK)
+                for (uint32_t i = 0; i < x->num_pages; i++) {
+                    rkv_tier_ev_host(t, y, i, 0);
+                    rkv_tier_free_slot(t, tp[i].slot); /* exclusive tiers */
+                    tp[i].slot = RKV_NO_TSLOT;
+                }
+            if (RKV_UNLIKELY(t->events.cap != 0))
+                rkv_ev_stored(t, job->ns, ph, rkv_tnode_blocks(t, x),
+                              x->num_pages);
+            ph = rkv_tier_page_hash(t, x, x->num_pages - 1);
+            if (y == job->node)
+                break;
+            y = x->first_child;
+        }
+        tr->st.loads_blocks[RKV_MEDIUM_HOST] += job->npages;
+        tr->st.loads_bytes[RKV_MEDIUM_HOST] += (uint64_t)job->npages * tr->block_bytes;
+        done.num_pages = job->npages;
+        return done;
+    }
+    /* failed: the caller's lease moves to the node above the path */
+    tr->st.failed_loads += job->npages;
+    done.status = st;
+    uint32_t above = job->top;
+    for (uint32_t y = job->node; y != above; y = t->nodes[y].parent) {
+        rkv_tnode *x = &t->nodes[y];
+        x->lock_count--;
+        if (x->lock_count == 0) {
+            t->locked_blocks -= x->num_pages;
+            t->evictable_blocks += x->num_pages;
+        }
+    }
+    uint32_t slot = rkv_lease_find(t, job->lease_id);
+    if (slot != RKV_NIL)
+        t->leases[slot].node = above;
+    rkv_tier_revert_path(t, job->node, above, 1);
+    if (st == RKV_ERR_CORRUPT && bad_node != RKV_NIL) {
+        tr->st.corrupt_blocks++;
+        rkv_tier_drop_lower_from(t, bad_node, bad_page, 1);
+    }
+    return done;
+}
+
+/* ---- swap-out --------------------------------------------------------------- */
+
+rkv_status rkv_tree_store_prefix(rkv_tree *tree, rkv_namespace ns,
+                                 const int32_t *tokens, size_t n,
+                                 uint64_t *ticket, uint32_t *pages)
+{
+    static const char fn[] = "rkv_tree_store_prefix";
+    if (ticket != NULL)
+        *ticket = 0;
+    if (pages != NULL)
+        *pages = 0;
+    if (tree == NULL || ticket == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             tree == NULL ? "tree" : "ticket");
+    rkv_tree *t = tree;
+    if (t->tier == NULL)
+        return rkv_set_error(RKV_ERR_STATE, "%s: no host tier", fn);
+    rkv_status st = rkv_tier_args(t, tokens, n, fn);
+    if (st != RKV_OK)
+        return st;
+    rkv_tier *tr = t->tier;
+    uint32_t root = rkv_cidx_find_ns(t, ns);
+    if (root == RKV_NIL)
+        return RKV_OK;
+    rkv_walk w;
+    rkv_tree_walk(t, root, 0, tokens, (uint32_t)(n / t->P), NULL, NULL, NULL, &w);
+    if (w.pages == 0)
+        return RKV_OK;
+    if (tr->nswaps == tr->swaps_cap) {
+        uint32_t cap = tr->swaps_cap ? tr->swaps_cap * 2 : 8;
+        rkv_tswap *ns2 = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *ns2);
+        if (ns2 == NULL)
+            return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+        if (tr->nswaps)
+            memcpy(ns2, tr->swaps, (size_t)tr->nswaps * sizeof *ns2);
+        rkv_node_mem_free(&t->mem, tr->swaps, (size_t)tr->swaps_cap * sizeof *ns2);
+        tr->swaps = ns2;
+        tr->swaps_cap = cap;
+    }
+    uint64_t tk = tr->next_ticket++;
+    uint32_t queued = 0;
+    if (w.partial != RKV_NIL)
+        for (uint32_t i = 0; i < w.partial_pages; i++)
+            queued += (uint32_t)rkv_tier_queue_store(t, w.partial, i, ns, tk);
+    for (uint32_t y = w.node; t->nodes[y].parent != 0; y = t->nodes[y].parent)
+        for (uint32_t i = 0; i < t->nodes[y].num_pages; i++)
+            queued += (uint32_t)rkv_tier_queue_store(t, y, i, ns, tk);
+    if (queued == 0)
+        return RKV_OK;
+    rkv_tswap *sw = &tr->swaps[tr->nswaps++];
+    sw->ticket = tk;
+    sw->left = queued;
+    sw->done_pages = 0;
+    sw->failed = 0;
+    *ticket = tk;
+    if (pages != NULL)
+        *pages = queued;
+    return RKV_OK;
+}

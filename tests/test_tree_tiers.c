@@ -1,0 +1,776 @@
+/*
+ * tests/test_tree_tiers.c -- the radix tree with a host tier below the
+ * device pool (radix/tree_tier*.c): a randomized differential test against
+ * a reference model of what was cached, with rkv_tree_check (residency
+ * invariant, host slot ownership, host LRU, stats) after every operation.
+ *
+ * The pool holds real KV bytes and every page's bytes are a function of its
+ * chained hash (which includes the namespace), written when the page is
+ * computed; every load is read back and compared, so a load that brought
+ * another page's (or another namespace's) bytes fails the test.
+ *
+ * Model: the set of pages (by chained hash) ever inserted since the last
+ * reset. "exact" runs (a host large enough never to drop a page, no
+ * injected failure, write-back): every page stays in the tree, so device +
+ * lower match of every sequence equals the model's longest inserted prefix.
+ * "faulty" runs (a small host, a store queue of 2..4, every write policy,
+ * injected store failures and out-of-memory): what the tree reports cached
+ * is always a subset of the model, loads that fail leave the pages matchable
+ * on the lower tier or gone (never wrong), and nothing leaks.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "radix/tree_debug.h"
+#include "radixkv.h"
+#include "tests/support/event_model.h"
+#include "tier/store.h"
+
+#define TP 4u
+#define MAX_PAGES 12u
+#define NSEQ 48u
+#define MODEL_CAP 4096u
+
+typedef struct seq {
+    uint64_t ns;
+    uint32_t npages;
+    int32_t tok[MAX_PAGES * TP];
+} seq;
+
+typedef struct env {
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_store *host;
+    size_t bb;
+    uint64_t model[MODEL_CAP]; /* open addressing; 0 = empty */
+    uint32_t model_n;
+    seq seqs[NSEQ];
+    uint64_t rng;
+    int exact;
+    uint8_t *buf, *want;
+    uint64_t loads_ok, loads_failed, hits_lower;
+    evd d;    /* pool, tree, TP for the event model */
+    evm m;
+} env;
+
+static uint64_t rnd(env *e)
+{
+    e->rng ^= e->rng << 13;
+    e->rng ^= e->rng >> 7;
+    e->rng ^= e->rng << 17;
+    return e->rng;
+}
+
+static void model_add(env *e, uint64_t h)
+{
+    if (h == 0)
+        h = 1;
+    uint32_t i = (uint32_t)(h % MODEL_CAP);
+    while (e->model[i] != 0 && e->model[i] != h)
+        i = (i + 1) % MODEL_CAP;
+    if (e->model[i] == 0) {
+        cr_assert(e->model_n < MODEL_CAP * 3 / 4);
+        e->model[i] = h;
+        e->model_n++;
+    }
+}
+
+static int model_has(const env *e, uint64_t h)
+{
+    if (h == 0)
+        h = 1;
+    uint32_t i = (uint32_t)(h % MODEL_CAP);
+    while (e->model[i] != 0) {
+        if (e->model[i] == h)
+            return 1;
+        i = (i + 1) % MODEL_CAP;
+    }
+    return 0;
+}
+
+/* Pages of s (from the start) that the model holds. */
+static uint32_t model_prefix(const env *e, const seq *s)
+{
+    uint64_t h = RKV_HASH_ROOT;
+    uint32_t k = 0;
+    for (; k < s->npages; k++) {
+        h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * TP, TP);
+        if (!model_has(e, h))
+            break;
+    }
+    return k;
+}
+
+static void pattern(const env *e, uint64_t h, uint8_t *out)
+{
+    for (size_t j = 0; j < e->bb; j++)
+        out[j] = (uint8_t)((h >> ((j % 8) * 8)) ^ (j * 131));
+}
+
+static void check_all(env *e)
+{
+    rkv_status st = rkv_tree_check(e->tree);
+    cr_assert_eq(st, RKV_OK, "tree check: %s", rkv_last_error());
+    cr_assert_eq(rkv_pool_check(e->pool), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_store_check(e->host), RKV_OK, "%s", rkv_last_error());
+    /* KV events (with media) replayed into the model give the snapshot */
+    while (evm_drain(&e->d, &e->m, 64, 8) == 64)
+        ;
+    evm_compare(&e->d, &e->m);
+}
+
+/* Device + lower match of s must agree with the model. */
+static void verify_seq(env *e, const seq *s)
+{
+    rkv_match m;
+    rkv_tier_match tm;
+    rkv_status st = rkv_tree_match_tiers(e->tree, s->ns, s->tok,
+                                         (size_t)s->npages * TP, NULL,
+                                         RKV_MATCH_PEEK, &m, &tm);
+    cr_assert_eq(st, RKV_OK, "%s", rkv_last_error());
+    size_t have = (m.matched_tokens + tm.lower_tokens) / TP;
+    uint32_t want = model_prefix(e, s);
+    if (e->exact)
+        cr_assert_eq(have, want, "exact: tree has %zu pages of a sequence, "
+                     "model %u", have, want);
+    else
+        cr_assert(have <= want, "tree has %zu pages, model only %u", have,
+                  want);
+    cr_assert_eq(tm.host_tokens, tm.lower_tokens);
+}
+
+static void verify_blocks(env *e, const seq *s, const rkv_block_id *blocks,
+                          uint32_t from, uint32_t to)
+{
+    uint64_t h = RKV_HASH_ROOT;
+    for (uint32_t k = 0; k < to; k++) {
+        h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * TP, TP);
+        if (k < from)
+            continue;
+        cr_assert_eq(rkv_pool_block_hash(e->pool, blocks[k]), h);
+        cr_assert_eq(rkv_pool_copy_to_host(e->pool, 1, &blocks[k], e->buf), RKV_OK);
+        pattern(e, h, e->want);
+        cr_assert(memcmp(e->buf, e->want, e->bb) == 0,
+                  "page %u: loaded KV bytes are not the page's", k);
+    }
+}
+
+static int ok_or(rkv_status st, rkv_status a, rkv_status b)
+{
+    return st == RKV_OK || st == a || st == b;
+}
+
+/* A request: match (with the lower tier), load and wait, compute the rest,
+ * insert. Faults may make any step give up; nothing may go wrong. */
+static void serve(env *e, const seq *s, uint32_t upto)
+{
+    size_t n = (size_t)upto * TP;
+    rkv_match m;
+    rkv_tier_match tm;
+    rkv_block_id blocks[MAX_PAGES];
+    rkv_status st = rkv_tree_match_tiers(e->tree, s->ns, s->tok, n, NULL, 0,
+                                         &m, &tm);
+    cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NOMEM), "%s", rkv_last_error());
+    if (st != RKV_OK)
+        return;
+    check_all(e);
+    rkv_lease held = {0};
+    if (tm.lower_tokens > 0) {
+        e->hits_lower += tm.lower_tokens;
+        rkv_load ld;
+        st = rkv_tree_load(e->tree, s->ns, s->tok, n, UINT32_MAX, &ld);
+        cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NO_SPACE), "load: %s",
+                  rkv_last_error());
+        check_all(e);
+        if (st == RKV_OK && ld.ticket != 0) {
+            cr_assert_eq(ld.num_pages * TP, tm.lower_tokens);
+            /* the lease cannot go before the load completes */
+            rkv_lease tmp = ld.lease;
+            cr_assert_eq(rkv_tree_unlock(e->tree, &tmp), RKV_ERR_BUSY);
+            rkv_transfer_done done[4];
+            uint32_t nd = 0;
+            cr_assert_eq(rkv_tree_tier_poll(e->tree, done, 4, &nd), RKV_OK);
+            cr_assert_eq(nd, 1);
+            cr_assert_eq(done[0].ticket, ld.ticket);
+            cr_assert_eq(done[0].kind, RKV_TRANSFER_LOAD);
+            check_all(e);
+            if (done[0].status == RKV_OK) {
+                e->loads_ok++;
+                rkv_match m2;
+                cr_assert_eq(rkv_tree_match(e->tree, s->ns, s->tok, n, blocks,
+                                            RKV_MATCH_PEEK, &m2), RKV_OK);
+                cr_assert_eq(m2.matched_tokens, ld.device_tokens);
+                verify_blocks(e, s, blocks, (uint32_t)(m.matched_tokens / TP),
+                              (uint32_t)(m2.matched_tokens / TP));
+            } else {
+                cr_assert(!e->exact, "a load failed in an exact run: %d",
+                          done[0].status);
+                e->loads_failed++;
+            }
+            held = ld.lease;
+        }
+    }
+    /* the device prefix now, locked */
+    st = rkv_tree_match(e->tree, s->ns, s->tok, n, blocks, 0, &m);
+    cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NOMEM));
+    rkv_lease lease = {0};
+    if (st == RKV_OK)
+        st = rkv_tree_lock(e->tree, m.node, &lease);
+    cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NOMEM));
+    if (held.id != 0)
+        cr_assert_eq(rkv_tree_unlock(e->tree, &held), RKV_OK, "%s",
+                     rkv_last_error());
+    if (st != RKV_OK)
+        return;
+    check_all(e);
+    verify_blocks(e, s, blocks, 0, (uint32_t)m.num_blocks);
+    uint32_t d = (uint32_t)m.num_blocks, need = upto - d;
+    if (need > 0) {
+        st = rkv_tree_alloc_blocks(e->tree, need, blocks + d);
+        cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NO_SPACE), "alloc: %s",
+                  rkv_last_error());
+        check_all(e);
+        if (st == RKV_OK) {
+            uint64_t h = RKV_HASH_ROOT;
+            for (uint32_t k = 0; k < upto; k++) {
+                h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * TP, TP);
+                if (k < d)
+                    continue;
+                pattern(e, h, e->buf);
+                cr_assert_eq(rkv_pool_copy_from_host(e->pool, 1, &blocks[k],
+                                                     e->buf), RKV_OK);
+            }
+            rkv_insert_result ir;
+            rkv_block_id dups[MAX_PAGES];
+            st = rkv_tree_insert(e->tree, s->ns, s->tok, n, blocks, dups, &ir);
+            cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NOMEM), "insert: %s",
+                      rkv_last_error());
+            if (st == RKV_OK) {
+                h = RKV_HASH_ROOT;
+                for (uint32_t k = 0; k < ir.cached_tokens / TP; k++) {
+                    h = rkv_block_hash(h, s->ns, s->tok + (size_t)k * TP, TP);
+                    model_add(e, h);
+                }
+            }
+            cr_assert_eq(rkv_pool_unref_n(e->pool, need, blocks + d), RKV_OK);
+        }
+    }
+    cr_assert_eq(rkv_tree_unlock(e->tree, &lease), RKV_OK, "%s",
+                 rkv_last_error());
+    check_all(e);
+}
+
+static void make_seqs(env *e)
+{
+    /* a few shared stems, two namespaces with the same tokens */
+    int32_t stems[4][MAX_PAGES * TP];
+    for (int a = 0; a < 4; a++)
+        for (uint32_t j = 0; j < MAX_PAGES * TP; j++)
+            stems[a][j] = (int32_t)(rnd(e) % 5);
+    for (uint32_t i = 0; i < NSEQ; i++) {
+        seq *s = &e->seqs[i];
+        s->ns = (rnd(e) % 4 == 0) ? 7 : 3;
+        s->npages = 1 + (uint32_t)(rnd(e) % MAX_PAGES);
+        int a = (int)(rnd(e) % 4);
+        uint32_t keep = (uint32_t)(rnd(e) % (s->npages * TP + 1));
+        for (uint32_t j = 0; j < s->npages * TP; j++)
+            s->tok[j] = j < keep ? stems[a][j] : (int32_t)(rnd(e) % 5);
+    }
+}
+
+static void run(uint64_t seed, int exact, uint32_t steps)
+{
+    int64_t live0 = rkv_debug_live_tree_allocs_global();
+    env *e = calloc(1, sizeof *e);
+    cr_assert_not_null(e);
+    e->rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    e->exact = exact;
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 40;
+    pc.page_size = TP;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 4;
+    cr_assert_eq(rkv_pool_create(&pc, &e->pool), RKV_OK, "%s", rkv_last_error());
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.event_ring = 1024;
+    cr_assert_eq(rkv_tree_create(e->pool, &tc, &e->tree), RKV_OK);
+    e->d.pool = e->pool;
+    e->d.tree = e->tree;
+    e->d.P = TP;
+    e->m.next_seq = 1;
+    e->bb = rkv_pool_bytes_per_block(e->pool);
+    e->buf = malloc(e->bb);
+    e->want = malloc(e->bb);
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = exact ? 4096 : 16 + rnd(e) % 24;
+    sc.block_bytes = e->bb;
+    sc.pinned = 0;
+    cr_assert_eq(rkv_store_create(&sc, &e->host), RKV_OK, "%s", rkv_last_error());
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cfg.host = e->host;
+    if (!exact) {
+        cfg.write_policy = (int)(rnd(e) % 3);
+        cfg.selective_hits = 1 + (uint32_t)(rnd(e) % 3);
+        cfg.store_queue = 2 + (uint32_t)(rnd(e) % 3);
+    }
+    cr_assert_eq(rkv_tree_attach_tiers(e->tree, &cfg), RKV_OK, "%s",
+                 rkv_last_error());
+    make_seqs(e);
+    check_all(e);
+    for (uint32_t step = 0; step < steps; step++) {
+        const seq *s = &e->seqs[rnd(e) % NSEQ];
+        uint32_t r = (uint32_t)(rnd(e) % 100);
+        if (!exact && r % 7 == 0)
+            rkv_store_fail_after(e->host, 1 + (uint32_t)(rnd(e) % 6));
+        if (!exact && r % 11 == 0)
+            rkv_tree_debug_fail_alloc_after(e->tree, (int64_t)(rnd(e) % 4));
+        if (r < 60) {
+            serve(e, s, 1 + (uint32_t)(rnd(e) % s->npages));
+        } else if (r < 75) {
+            for (uint32_t i = 0; i < NSEQ; i++)
+                verify_seq(e, &e->seqs[i]);
+        } else if (r < 85) {
+            uint32_t freed = 0;
+            rkv_status st = rkv_tree_evict(e->tree, 1 + (uint32_t)(rnd(e) % 8),
+                                           &freed);
+            cr_assert(ok_or(st, RKV_ERR_NO_SPACE, RKV_ERR_NO_SPACE));
+        } else if (r < 95) {
+            uint64_t tk = 0;
+            uint32_t pages = 0;
+            rkv_status st = rkv_tree_store_prefix(e->tree, s->ns, s->tok,
+                                                  (size_t)s->npages * TP, &tk,
+                                                  &pages);
+            cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NOMEM), "%s",
+                      rkv_last_error());
+            check_all(e);
+            rkv_transfer_done done[8];
+            uint32_t nd = 0;
+            cr_assert_eq(rkv_tree_tier_poll(e->tree, done, 8, &nd), RKV_OK);
+            if (tk != 0) {
+                cr_assert_eq(nd, 1);
+                cr_assert_eq(done[0].kind, RKV_TRANSFER_SWAP_OUT);
+                cr_assert(done[0].num_pages <= pages);
+            }
+        } else if (r < 97) {
+            rkv_tree_debug_fail_alloc_after(e->tree, -1);
+            cr_assert_eq(rkv_tree_reset(e->tree), RKV_OK, "%s", rkv_last_error());
+            memset(e->model, 0, sizeof e->model);
+            e->model_n = 0;
+            cr_assert_eq(rkv_store_used_blocks(e->host), 0);
+        } else {
+            rkv_transfer_done done[8];
+            uint32_t nd = 0;
+            cr_assert_eq(rkv_tree_tier_poll(e->tree, done, 8, &nd), RKV_OK);
+            cr_assert_eq(nd, 0);
+        }
+        rkv_tree_debug_fail_alloc_after(e->tree, -1);
+        rkv_store_fail_after(e->host, 0);
+        check_all(e);
+        if (exact)
+            verify_seq(e, s);
+    }
+    rkv_tier_stats ts;
+    cr_assert_eq(rkv_tree_tier_stats(e->tree, &ts), RKV_OK);
+    cr_assert(e->hits_lower > 0, "no lower-tier hit in %u steps", steps);
+    cr_assert(e->loads_ok > 0);
+    cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_HOST] * TP > 0, 1);
+    if (exact) {
+        cr_assert_eq(ts.evictions[RKV_MEDIUM_HOST], 0);
+        cr_assert_eq(ts.failed_loads, 0);
+    }
+    if (getenv("RKV_TEST_VERBOSE"))
+        fprintf(stderr, "seed %llu exact %d: lower hits %llu loads ok %llu "
+                "failed %llu; stores %llu skipped %llu failed %llu; host "
+                "evictions %llu; device evictions %llu\n",
+                (unsigned long long)seed, exact,
+                (unsigned long long)e->hits_lower,
+                (unsigned long long)e->loads_ok,
+                (unsigned long long)e->loads_failed,
+                (unsigned long long)ts.stores_blocks[RKV_MEDIUM_HOST],
+                (unsigned long long)ts.stores_skipped,
+                (unsigned long long)ts.failed_stores,
+                (unsigned long long)ts.evictions[RKV_MEDIUM_HOST],
+                (unsigned long long)ts.evictions[RKV_MEDIUM_DEVICE]);
+    rkv_tree_destroy(e->tree);
+    free(e->m.e);
+    cr_assert_eq(rkv_store_used_blocks(e->host), 0);
+    rkv_store_destroy(e->host);
+    rkv_pool_destroy(e->pool);
+    free(e->buf);
+    free(e->want);
+    free(e);
+    cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0, "tree memory leaked");
+}
+
+Test(tree_tiers, exact_big_host)
+{
+    for (uint64_t seed = 1; seed <= 6; seed++)
+        run(seed, 1, 600);
+}
+
+Test(tree_tiers, faulty_small_host)
+{
+    for (uint64_t seed = 1; seed <= 12; seed++)
+        run(seed, 0, 800);
+}
+
+/* Attach: an empty tree only, one tree per store, block sizes must agree;
+ * the tree refuses a disk tier for now. */
+Test(tree_tiers, attach_rules)
+{
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 8;
+    pc.page_size = TP;
+    rkv_pool *pool, *pool2;
+    rkv_tree *t, *t2;
+    cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK);
+    cr_assert_eq(rkv_pool_create(&pc, &pool2), RKV_OK);
+    cr_assert_eq(rkv_tree_create(pool, NULL, &t), RKV_OK);
+    cr_assert_eq(rkv_tree_create(pool2, NULL, &t2), RKV_OK);
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = 4;
+    rkv_store *h;
+    cr_assert_eq(rkv_store_create(&sc, &h), RKV_OK);
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cr_assert_eq(cfg.write_policy, RKV_WRITE_BACK);
+    cr_assert_eq(cfg.store_queue, 1024);
+    cfg.host = h;
+    cr_assert_eq(rkv_tree_attach_tiers(t, &cfg), RKV_OK);
+    cr_assert_eq(rkv_tree_attach_tiers(t2, &cfg), RKV_ERR_BUSY);
+    cr_assert_eq(rkv_tree_check(t), RKV_OK, "%s", rkv_last_error());
+    /* not empty: refused */
+    int32_t tok[TP] = {1, 2, 3, 4};
+    rkv_block_id b;
+    cr_assert_eq(rkv_pool_alloc(pool, &b), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(t, 0, tok, TP, &b, NULL, NULL), RKV_OK);
+    cr_assert_eq(rkv_pool_unref(pool, b), RKV_OK);
+    cr_assert_eq(rkv_tree_attach_tiers(t, NULL), RKV_ERR_BUSY);
+    /* evicted to the host, then the host keeps it */
+    uint32_t freed = 0;
+    cr_assert_eq(rkv_tree_evict(t, 1, &freed), RKV_OK);
+    cr_assert_eq(freed, 1);
+    cr_assert_eq(rkv_store_used_blocks(h), 1);
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(t, 0, tok, TP, NULL, 0, &m, &tm), RKV_OK);
+    cr_assert_eq(m.matched_tokens, 0);
+    cr_assert_eq(tm.host_tokens, TP);
+    /* another namespace never sees it */
+    cr_assert_eq(rkv_tree_match_tiers(t, 1, tok, TP, NULL, 0, &m, &tm), RKV_OK);
+    cr_assert_eq(tm.lower_tokens, 0);
+    cr_assert_eq(rkv_tree_check(t), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_tree_reset(t), RKV_OK);
+    cr_assert_eq(rkv_store_used_blocks(h), 0);
+    cr_assert_eq(rkv_tree_attach_tiers(t, NULL), RKV_OK);
+    cr_assert_eq(rkv_tree_attach_tiers(t2, &cfg), RKV_OK);
+    cfg.disk = h;
+    cr_assert_eq(rkv_tree_attach_tiers(t, &cfg), RKV_ERR_UNSUPPORTED);
+    rkv_tree_destroy(t2);
+    rkv_tree_destroy(t);
+    rkv_store_destroy(h);
+    rkv_pool_destroy(pool);
+    rkv_pool_destroy(pool2);
+}
+
+/* ---- targeted cases ------------------------------------------------------- */
+
+typedef struct small {
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_store *host;
+    int32_t tok[8 * TP];
+} small;
+
+static void small_open(small *s, uint32_t host_cap)
+{
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 16;
+    pc.page_size = TP;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 2;
+    cr_assert_eq(rkv_pool_create(&pc, &s->pool), RKV_OK);
+    cr_assert_eq(rkv_tree_create(s->pool, NULL, &s->tree), RKV_OK);
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = host_cap;
+    sc.block_bytes = rkv_pool_bytes_per_block(s->pool);
+    sc.pinned = 0;
+    cr_assert_eq(rkv_store_create(&sc, &s->host), RKV_OK);
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cfg.host = s->host;
+    cr_assert_eq(rkv_tree_attach_tiers(s->tree, &cfg), RKV_OK);
+    for (uint32_t j = 0; j < 8 * TP; j++)
+        s->tok[j] = (int32_t)(j * 7 + 1);
+}
+
+static void small_close(small *s)
+{
+    rkv_tree_destroy(s->tree);
+    rkv_store_destroy(s->host);
+    rkv_pool_destroy(s->pool);
+}
+
+/* Caches pages 0..n-1 of s->tok on the device, then demotes them all. */
+static void small_fill_host(small *s, uint32_t n)
+{
+    rkv_block_id b[8];
+    cr_assert_eq(rkv_tree_alloc_blocks(s->tree, n, b), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(s->tree, 5, s->tok, (size_t)n * TP, b, NULL,
+                                 NULL), RKV_OK);
+    cr_assert_eq(rkv_pool_unref_n(s->pool, n, b), RKV_OK);
+    uint32_t freed = 0;
+    cr_assert_eq(rkv_tree_evict(s->tree, n, &freed), RKV_OK);
+    cr_assert_eq(freed, n);
+    cr_assert_eq(rkv_tree_check(s->tree), RKV_OK, "%s", rkv_last_error());
+}
+
+/* A host copy that fails verification: the load fails with
+ * RKV_ERR_CORRUPT, that page and everything after it leave the tree, the
+ * pages before it stay in the host, the device blocks come back. */
+Test(tree_tiers, corrupt_host_copy)
+{
+    small s;
+    small_open(&s, 16);
+    small_fill_host(&s, 4);
+    /* find page 1's slot by its (hash, ns), then overwrite the record */
+    uint64_t h0 = rkv_block_hash(RKV_HASH_ROOT, 5, s.tok, TP);
+    uint64_t h1 = rkv_block_hash(h0, 5, s.tok + TP, TP);
+    rkv_block_id scratch;
+    cr_assert_eq(rkv_pool_alloc(s.pool, &scratch), RKV_OK);
+    uint32_t slot = UINT32_MAX;
+    for (uint32_t k = 0; k < 16 && slot == UINT32_MAX; k++)
+        if (rkv_store_read_to_pool(s.host, k, s.pool, scratch, h1, 5) == RKV_OK)
+            slot = k;
+    cr_assert_neq(slot, UINT32_MAX);
+    cr_assert_eq(rkv_store_write_from_pool(s.host, slot, s.pool, scratch,
+                                           h1 ^ 1, 5), RKV_OK);
+    cr_assert_eq(rkv_pool_unref(s.pool, scratch), RKV_OK);
+    uint32_t free0 = rkv_pool_num_free(s.pool);
+    rkv_load ld;
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 4 * TP, UINT32_MAX, &ld), RKV_OK);
+    cr_assert_eq(ld.num_pages, 4);
+    cr_assert_eq(rkv_pool_num_free(s.pool), free0 - 4);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(nd, 1);
+    cr_assert_eq(done.status, RKV_ERR_CORRUPT);
+    cr_assert_eq(done.num_pages, 0);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_pool_num_free(s.pool), free0);
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 4 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(m.matched_tokens, 0);
+    cr_assert_eq(tm.host_tokens, TP, "page 0 stays, 1.. are gone");
+    cr_assert_eq(rkv_store_used_blocks(s.host), 1);
+    rkv_tier_stats ts;
+    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.corrupt_blocks, 1);
+    cr_assert_eq(ts.failed_loads, 4);
+    /* the lease moved to the node above the path (the namespace root) */
+    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    small_close(&s);
+}
+
+/* An I/O error at poll leaves every page in the host; a retry loads it. */
+Test(tree_tiers, failed_copy_then_retry)
+{
+    small s;
+    small_open(&s, 16);
+    small_fill_host(&s, 3);
+    rkv_load ld;
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld), RKV_OK);
+    rkv_store_fail_after(s.host, 2);
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(done.status, RKV_ERR_IO);
+    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_store_used_blocks(s.host), 3);
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, 2, &ld), RKV_OK);
+    cr_assert_eq(ld.num_pages, 2, "max_pages bounds a load");
+    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(done.status, RKV_OK);
+    cr_assert_eq(done.num_pages, 2);
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 3 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(m.matched_tokens, 2 * TP);
+    cr_assert_eq(tm.host_tokens, TP);
+    /* write-back: the loaded pages left the host (exclusive tiers) */
+    cr_assert_eq(rkv_store_used_blocks(s.host), 1);
+    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    small_close(&s);
+}
+
+/* A full store queue: write-through copies queue up to store_queue pages;
+ * the rest are skipped (counted), and a write-back eviction that meets the
+ * full queue drops the page instead of storing it. */
+Test(tree_tiers, full_store_queue)
+{
+    small s;
+    small_open(&s, 16);
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cfg.host = s.host;
+    cfg.write_policy = RKV_WRITE_THROUGH;
+    cfg.store_queue = 2;
+    cr_assert_eq(rkv_tree_attach_tiers(s.tree, &cfg), RKV_OK);
+    /* X: 2 pages, their copies fill the queue; Y: 3 pages, skipped */
+    const int32_t *x = s.tok, *y = s.tok + 4 * TP;
+    rkv_block_id b[3];
+    cr_assert_eq(rkv_tree_alloc_blocks(s.tree, 2, b), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(s.tree, 5, x, 2 * TP, b, NULL, NULL), RKV_OK);
+    cr_assert_eq(rkv_pool_unref_n(s.pool, 2, b), RKV_OK);
+    cr_assert_eq(rkv_tree_alloc_blocks(s.tree, 3, b), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(s.tree, 5, y, 3 * TP, b, NULL, NULL), RKV_OK);
+    cr_assert_eq(rkv_pool_unref_n(s.pool, 3, b), RKV_OK);
+    rkv_tier_stats ts;
+    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.pending_stores, 2);
+    cr_assert_eq(ts.stores_skipped, 3);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    /* X used again: Y is the eviction's victim while X's copies are still
+     * queued (the queue is full), so Y's pages are dropped, not stored */
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, x, 2 * TP, NULL, 0, &m, &tm),
+                 RKV_OK);
+    cr_assert_eq(m.matched_tokens, 2 * TP);
+    uint32_t freed = 0;
+    cr_assert_eq(rkv_tree_evict(s.tree, 3, &freed), RKV_OK);
+    cr_assert_eq(freed, 3);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, y, 3 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(m.matched_tokens + tm.lower_tokens, 0, "Y was dropped");
+    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.stores_skipped, 4); /* Y's first page; the rest follow it */
+    cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 0);
+    /* poll makes X's copies; X then survives an eviction in the host */
+    uint32_t nd = 0;
+    rkv_transfer_done done;
+    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(nd, 0);
+    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.pending_stores, 0);
+    cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 2);
+    cr_assert_eq(rkv_tree_evict(s.tree, 2, &freed), RKV_OK);
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, x, 2 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(tm.host_tokens, 2 * TP);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    small_close(&s);
+}
+
+/* Out of memory at every allocation of loads, swap-outs and attach: the
+ * call fails with RKV_ERR_NOMEM and the tree (snapshot, pool, host) is
+ * exactly as before; nothing leaks. */
+static size_t snap_of(rkv_tree *t, rkv_block_entry *buf, size_t cap)
+{
+    size_t n = 0;
+    cr_assert_eq(rkv_tree_snapshot(t, buf, cap, &n, NULL), RKV_OK, "%s",
+                 rkv_last_error());
+    return n;
+}
+
+Test(tree_tiers, oom_every_allocation)
+{
+    int64_t live0 = rkv_debug_live_tree_allocs_global();
+    int64_t fired_runs = 0;
+    for (int64_t k = 0; k < 64; k++) {
+        small s;
+        small_open(&s, 16);
+        small_fill_host(&s, 6);
+        rkv_block_entry before[64], after[64];
+        size_t nb = snap_of(s.tree, before, 64);
+        uint32_t free0 = rkv_pool_num_free(s.pool);
+        uint64_t used0 = rkv_store_used_blocks(s.host);
+        rkv_tree_debug_fail_alloc_after(s.tree, k);
+        /* a load that ends inside a lower node (a split), then a swap-out */
+        rkv_load ld;
+        rkv_status st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld);
+        int fired = 0;
+        if (st == RKV_ERR_NOMEM) {
+            fired = 1;
+            cr_assert_eq(ld.ticket, 0);
+            size_t na = snap_of(s.tree, after, 64);
+            cr_assert_eq(na, nb);
+            cr_assert(memcmp(before, after, nb * sizeof *before) == 0);
+            cr_assert_eq(rkv_pool_num_free(s.pool), free0);
+            cr_assert_eq(rkv_store_used_blocks(s.host), used0);
+            cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+            rkv_tree_debug_fail_alloc_after(s.tree, -1);
+            st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld);
+        }
+        cr_assert_eq(st, RKV_OK, "k=%lld: %s", (long long)k, rkv_last_error());
+        rkv_transfer_done done;
+        uint32_t nd = 0;
+        cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+        cr_assert_eq(done.status, RKV_OK);
+        cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
+        uint64_t tk = 0;
+        nb = snap_of(s.tree, before, 64);
+        st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, &tk, NULL);
+        if (st == RKV_ERR_NOMEM) {
+            fired = 1;
+            cr_assert_eq(tk, 0);
+            size_t na = snap_of(s.tree, after, 64);
+            cr_assert_eq(na, nb);
+            cr_assert(memcmp(before, after, nb * sizeof *before) == 0);
+            rkv_tree_debug_fail_alloc_after(s.tree, -1);
+            st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, &tk, NULL);
+        }
+        cr_assert_eq(st, RKV_OK, "%s", rkv_last_error());
+        cr_assert_neq(tk, 0);
+        cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+        cr_assert_eq(nd, 1);
+        cr_assert_eq(done.num_pages, 3);
+        cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+        rkv_tree_debug_fail_alloc_after(s.tree, -1);
+        small_close(&s);
+        cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
+        if (!fired)
+            break; /* k is past the last allocation of the scenario */
+        fired_runs++;
+    }
+    cr_assert_geq(fired_runs, 4, "the loads and swap-outs allocate: %lld",
+                  (long long)fired_runs);
+    /* attach itself */
+    for (int64_t k = 0; k < 8; k++) {
+        small s;
+        small_open(&s, 4);
+        cr_assert_eq(rkv_tree_attach_tiers(s.tree, NULL), RKV_OK);
+        rkv_tier_config cfg;
+        rkv_tier_config_init(&cfg);
+        cfg.host = s.host;
+        rkv_tree_debug_fail_alloc_after(s.tree, k);
+        rkv_status st = rkv_tree_attach_tiers(s.tree, &cfg);
+        cr_assert(st == RKV_OK || st == RKV_ERR_NOMEM);
+        cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+        rkv_tree_debug_fail_alloc_after(s.tree, -1);
+        small_close(&s);
+        cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
+    }
+}

@@ -1,0 +1,457 @@
+/*
+ * tier/store.c -- the common part of every block store: configuration,
+ * the O(1) slot allocator, the per-slot (hash, ns) record and its
+ * verification, the moves between a store and the device pool or another
+ * store, attachment to one tree, failure injection and rkv_store_check.
+ * The media (tier/host_store.c, tier/disk_store.c) only move bytes.
+ *
+ * Why the store keeps (hash, ns) in memory even for a disk file: a read
+ * is refused before any I/O when the slot does not hold the block the
+ * caller names, and a metadata-only store (block_bytes 0, the simulator's)
+ * gets exactly the same checks and failure paths as a real one.
+ *
+ * Failure semantics: write_from_pool / copy_slot that fail leave the
+ * destination slot allocated but EMPTY (its previous content is no longer
+ * trusted: a copy may have been half done) and everything else unchanged;
+ * read_to_pool that fails leaves the store unchanged (the device block's
+ * content is then undefined; the caller frees it).
+ *
+ * Injection points (rkv_store_fail_after counts them, per store):
+ *   write_from_pool: "pool copy" then "commit" on the store;
+ *   read_to_pool:    "load" then "pool copy" on the store;
+ *   copy_slot:       "load" on src, then "commit" on dst.
+ * Metadata-only stores have the same points (no bytes move at them).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "tier/store.h"
+#include "tier/store_internal.h"
+
+#define MAX_SLOTS (UINT32_MAX - 1u)
+
+void rkv_store_config_init(rkv_store_config *cfg, int medium)
+{
+    if (cfg == NULL)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->medium = medium;
+    cfg->pinned = 1;
+    cfg->direct_io = 1;
+    cfg->io_uring = 1;
+}
+
+static rkv_status capacity_of(const rkv_store_config *cfg, uint32_t *cap)
+{
+    uint64_t blocks = cfg->capacity_blocks;
+    if (cfg->capacity_bytes != 0 && cfg->block_bytes != 0) {
+        uint64_t by_bytes = cfg->capacity_bytes / cfg->block_bytes;
+        if (by_bytes == 0)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "rkv_store_create: capacity_bytes %llu is less than "
+                                 "one block of %zu bytes",
+                                 (unsigned long long)cfg->capacity_bytes,
+                                 cfg->block_bytes);
+        if (blocks == 0 || by_bytes < blocks)
+            blocks = by_bytes;
+    }
+    if (blocks == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: capacity is 0 (set capacity_blocks, or "
+                             "capacity_bytes with block_bytes > 0)");
+    if (blocks > MAX_SLOTS)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: %llu blocks, more than the %u a store "
+                             "can hold",
+                             (unsigned long long)blocks, MAX_SLOTS);
+    if (cfg->block_bytes != 0 && blocks > SIZE_MAX / 2 / cfg->block_bytes)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: %llu blocks of %zu bytes overflow the "
+                             "address space",
+                             (unsigned long long)blocks, cfg->block_bytes);
+    *cap = (uint32_t)blocks;
+    return RKV_OK;
+}
+
+rkv_status rkv_store_create(const rkv_store_config *cfg, rkv_store **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (cfg == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_create: NULL argument");
+    if (cfg->medium != RKV_MEDIUM_HOST && cfg->medium != RKV_MEDIUM_DISK)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: medium %d is not RKV_MEDIUM_HOST (%d) or "
+                             "RKV_MEDIUM_DISK (%d)",
+                             cfg->medium, RKV_MEDIUM_HOST, RKV_MEDIUM_DISK);
+    uint32_t cap = 0;
+    rkv_status st = capacity_of(cfg, &cap);
+    if (st != RKV_OK)
+        return st;
+    if (cfg->medium == RKV_MEDIUM_DISK && cfg->block_bytes != 0 &&
+        (cfg->path == NULL || cfg->path[0] == '\0'))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: a disk store needs a path (a file or a "
+                             "directory)");
+
+    rkv_store *s = calloc(1, sizeof *s);
+    size_t n = cap;
+    void *meta = malloc(n * (sizeof(uint64_t) * 2 + sizeof(uint32_t) + 1));
+    if (s == NULL || meta == NULL) {
+        free(s);
+        free(meta);
+        return rkv_set_error(RKV_ERR_NOMEM,
+                             "rkv_store_create: out of memory for %u slots", cap);
+    }
+    s->medium = cfg->medium;
+    s->block_bytes = cfg->block_bytes;
+    s->cap = cap;
+    s->meta = meta;
+    s->hash = meta;
+    s->ns = s->hash + n;
+    s->next = (uint32_t *)(s->ns + n);
+    s->state = (uint8_t *)(s->next + n);
+    /* slot 0 on top: slots are handed out in order on a fresh store */
+    for (uint32_t i = 0; i < cap; i++) {
+        s->state[i] = SLOT_FREE;
+        s->next[i] = i + 1 < cap ? i + 1 : RKV_NO_SLOT;
+        s->hash[i] = 0;
+        s->ns[i] = 0;
+    }
+    s->free_head = 0;
+    s->disk.fd = -1;
+    if (cfg->block_bytes != 0) {
+        st = cfg->medium == RKV_MEDIUM_HOST ? rkv_host_store_open(s, cfg)
+                                             : rkv_disk_store_open(s, cfg);
+        if (st != RKV_OK) {
+            free(meta);
+            free(s);
+            return st;
+        }
+    }
+    *out = s;
+    return RKV_OK;
+}
+
+void rkv_store_destroy(rkv_store *store)
+{
+    if (store == NULL)
+        return;
+    if (store->ops != NULL)
+        store->ops->destroy(store);
+    free(store->meta);
+    free(store);
+}
+
+uint64_t rkv_store_capacity_blocks(const rkv_store *store)
+{
+    return store == NULL ? 0 : store->cap;
+}
+
+uint64_t rkv_store_used_blocks(const rkv_store *store)
+{
+    return store == NULL ? 0 : store->used;
+}
+
+int rkv_store_medium(const rkv_store *s)
+{
+    return s == NULL ? -1 : s->medium;
+}
+
+size_t rkv_store_block_bytes(const rkv_store *s)
+{
+    return s == NULL ? 0 : s->block_bytes;
+}
+
+uint32_t rkv_store_free_slots(const rkv_store *s)
+{
+    return s == NULL ? 0 : s->cap - s->used;
+}
+
+int rkv_store_slot_holds(const rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
+{
+    return s != NULL && slot < s->cap && s->state[slot] == SLOT_FULL &&
+           s->hash[slot] == hash && s->ns[slot] == ns;
+}
+
+void rkv_store_fail_after(rkv_store *s, uint32_t k)
+{
+    if (s != NULL)
+        s->fail_countdown = k;
+}
+
+rkv_status rkv_store_inject(rkv_store *s, const char *what)
+{
+    if (s->fail_countdown == 0 || --s->fail_countdown != 0)
+        return RKV_OK;
+    return rkv_set_error(RKV_ERR_IO, "%s store: injected failure at %s",
+                         s->medium == RKV_MEDIUM_HOST ? "host" : "disk", what);
+}
+
+/* ---- slots ---------------------------------------------------------------- */
+
+rkv_status rkv_store_slot_alloc(rkv_store *s, uint32_t *slot)
+{
+    if (s == NULL || slot == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_slot_alloc: NULL argument");
+    if (s->free_head == RKV_NO_SLOT)
+        return rkv_set_error(RKV_ERR_NO_SPACE,
+                             "rkv_store_slot_alloc: all %u slots are in use", s->cap);
+    uint32_t i = s->free_head;
+    s->free_head = s->next[i];
+    s->next[i] = RKV_NO_SLOT;
+    s->state[i] = SLOT_EMPTY;
+    s->used++;
+    *slot = i;
+    return RKV_OK;
+}
+
+rkv_status rkv_store_slot_free(rkv_store *s, uint32_t slot)
+{
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_slot_free: NULL store");
+    if (slot >= s->cap || s->state[slot] == SLOT_FREE)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_store_slot_free: slot %u is %s", slot,
+                             slot >= s->cap ? "out of range" : "already free");
+    s->state[slot] = SLOT_FREE;
+    s->hash[slot] = 0;
+    s->ns[slot] = 0;
+    s->next[slot] = s->free_head;
+    s->free_head = slot;
+    s->used--;
+    return RKV_OK;
+}
+
+/* ---- attachment ----------------------------------------------------------- */
+
+rkv_status rkv_store_attach(rkv_store *s, const void *owner)
+{
+    if (s == NULL || owner == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_attach: NULL argument");
+    if (s->owner != NULL && s->owner != owner)
+        return rkv_set_error(RKV_ERR_BUSY,
+                             "rkv_store_attach: the store is attached to another tree");
+    s->owner = owner;
+    return RKV_OK;
+}
+
+/* The tree's claims on the slots end with the attachment: every slot is
+ * freed, so a store can be attached to a new tree afterwards. */
+void rkv_store_detach(rkv_store *s, const void *owner)
+{
+    if (s == NULL || owner == NULL || s->owner != owner)
+        return;
+    s->owner = NULL;
+    s->used = 0;
+    for (uint32_t i = 0; i < s->cap; i++) {
+        s->state[i] = SLOT_FREE;
+        s->hash[i] = 0;
+        s->ns[i] = 0;
+        s->next[i] = i + 1 < s->cap ? i + 1 : RKV_NO_SLOT;
+    }
+    s->free_head = s->cap > 0 ? 0 : RKV_NO_SLOT;
+}
+
+const void *rkv_store_owner(const rkv_store *s)
+{
+    return s == NULL ? NULL : s->owner;
+}
+
+/* ---- moves ------------------------------------------------------------------ */
+
+static rkv_status check_dst_slot(const rkv_store *s, const char *fn, uint32_t slot)
+{
+    if (slot >= s->cap || s->state[slot] == SLOT_FREE)
+        return rkv_set_error(RKV_ERR_STATE, "%s: slot %u is %s", fn, slot,
+                             slot >= s->cap ? "out of range" : "not allocated");
+    return RKV_OK;
+}
+
+/* The read side's verification against the in-memory record. */
+static rkv_status check_src_slot(const rkv_store *s, const char *fn, uint32_t slot,
+                                 uint64_t hash, uint64_t ns)
+{
+    rkv_status st = check_dst_slot(s, fn, slot);
+    if (st != RKV_OK)
+        return st;
+    if (s->state[slot] != SLOT_FULL)
+        return rkv_set_error(RKV_ERR_CORRUPT, "%s: slot %u holds no block", fn, slot);
+    if (s->hash[slot] != hash || s->ns[slot] != ns)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "%s: slot %u holds block %016llx of namespace %llu, not "
+                             "%016llx of namespace %llu",
+                             fn, slot, (unsigned long long)s->hash[slot],
+                             (unsigned long long)s->ns[slot], (unsigned long long)hash,
+                             (unsigned long long)ns);
+    return RKV_OK;
+}
+
+static rkv_status check_pool(const rkv_store *s, const char *fn, rkv_pool *pool,
+                             rkv_block_id block)
+{
+    if (pool == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL pool", fn);
+    if (rkv_pool_bytes_per_block(pool) != s->block_bytes)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: the pool's blocks are %zu bytes, the store's %zu", fn,
+                             rkv_pool_bytes_per_block(pool), s->block_bytes);
+    if (block >= rkv_pool_num_blocks(pool) || rkv_pool_refcount(pool, block) == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u is not an allocated block",
+                             fn, block);
+    return RKV_OK;
+}
+
+static rkv_status commit(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
+{
+    rkv_status st = rkv_store_inject(s, "commit");
+    if (st == RKV_OK && s->ops != NULL)
+        st = s->ops->commit(s, slot, hash, ns);
+    if (st != RKV_OK)
+        return st;
+    s->state[slot] = SLOT_FULL;
+    s->hash[slot] = hash;
+    s->ns[slot] = ns;
+    return RKV_OK;
+}
+
+static rkv_status load(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns,
+                       const void **payload)
+{
+    *payload = NULL;
+    rkv_status st = rkv_store_inject(s, "load");
+    if (st == RKV_OK && s->ops != NULL)
+        st = s->ops->load(s, slot, hash, ns, payload);
+    return st;
+}
+
+rkv_status rkv_store_write_from_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
+                                     rkv_block_id block, uint64_t hash, uint64_t ns)
+{
+    static const char fn[] = "rkv_store_write_from_pool";
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    rkv_status st = check_dst_slot(s, fn, slot);
+    if (st == RKV_OK)
+        st = check_pool(s, fn, pool, block);
+    if (st != RKV_OK)
+        return st;
+    s->state[slot] = SLOT_EMPTY;
+    s->hash[slot] = 0;
+    s->ns[slot] = 0;
+    st = rkv_store_inject(s, "pool copy");
+    if (st == RKV_OK && s->ops != NULL)
+        st = rkv_pool_copy_to_host(pool, 1, &block, s->ops->stage(s, slot));
+    if (st != RKV_OK)
+        return st;
+    return commit(s, slot, hash, ns);
+}
+
+rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
+                                  rkv_block_id block, uint64_t hash, uint64_t ns)
+{
+    static const char fn[] = "rkv_store_read_to_pool";
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    rkv_status st = check_src_slot(s, fn, slot, hash, ns);
+    if (st == RKV_OK)
+        st = check_pool(s, fn, pool, block);
+    if (st != RKV_OK)
+        return st;
+    const void *payload = NULL;
+    st = load(s, slot, hash, ns, &payload);
+    if (st == RKV_OK)
+        st = rkv_store_inject(s, "pool copy");
+    if (st == RKV_OK && s->ops != NULL)
+        st = rkv_pool_copy_from_host(pool, 1, &block, payload);
+    return st;
+}
+
+rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot, rkv_store *src,
+                               uint32_t src_slot, uint64_t hash, uint64_t ns)
+{
+    static const char fn[] = "rkv_store_copy_slot";
+    if (dst == NULL || src == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    if (dst == src && dst_slot == src_slot)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: slot %u onto itself", fn, dst_slot);
+    if (dst->block_bytes != src->block_bytes)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: blocks of %zu bytes into a store of %zu-byte blocks", fn,
+                             src->block_bytes, dst->block_bytes);
+    rkv_status st = check_src_slot(src, fn, src_slot, hash, ns);
+    if (st == RKV_OK)
+        st = check_dst_slot(dst, fn, dst_slot);
+    if (st != RKV_OK)
+        return st;
+    const void *payload = NULL;
+    /* the source is read before the destination is touched: a failed load
+     * leaves both as they were */
+    if ((st = load(src, src_slot, hash, ns, &payload)) != RKV_OK)
+        return st;
+    dst->state[dst_slot] = SLOT_EMPTY;
+    dst->hash[dst_slot] = 0;
+    dst->ns[dst_slot] = 0;
+    if (dst->ops != NULL) {
+        void *buf = dst->ops->stage(dst, dst_slot);
+        if (buf != payload)
+            memcpy(buf, payload, dst->block_bytes);
+    }
+    return commit(dst, dst_slot, hash, ns);
+}
+
+/* ---- check ------------------------------------------------------------------ */
+
+rkv_status rkv_store_check(const rkv_store *s)
+{
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_check: NULL store");
+    if (s->medium != RKV_MEDIUM_HOST && s->medium != RKV_MEDIUM_DISK)
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_store_check: medium %d", s->medium);
+    if (s->used > s->cap)
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_store_check: %u of %u slots used",
+                             s->used, s->cap);
+    if ((s->block_bytes == 0) != (s->ops == NULL))
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "rkv_store_check: block_bytes %zu but %s byte medium",
+                             s->block_bytes, s->ops == NULL ? "no" : "a");
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < s->cap; i++) {
+        if (s->state[i] > SLOT_FULL)
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_store_check: slot %u state %u", i,
+                                 s->state[i]);
+        if (s->state[i] != SLOT_FREE)
+            used++;
+        if (s->state[i] != SLOT_FULL && (s->hash[i] != 0 || s->ns[i] != 0))
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "rkv_store_check: slot %u holds no block but records one",
+                                 i);
+    }
+    if (used != s->used)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "rkv_store_check: %u slots allocated, %u counted", used,
+                             s->used);
+    /* the free stack: exactly the free slots, each once (a chain longer
+     * than the free count is a cycle or a used slot) */
+    uint32_t nfree = 0;
+    for (uint32_t i = s->free_head; i != RKV_NO_SLOT; i = s->next[i]) {
+        if (i >= s->cap)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "rkv_store_check: free stack holds slot %u of %u", i,
+                                 s->cap);
+        if (s->state[i] != SLOT_FREE)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "rkv_store_check: allocated slot %u on the free stack", i);
+        if (++nfree > s->cap - s->used)
+            return rkv_set_error(RKV_ERR_CORRUPT,
+                                 "rkv_store_check: free stack longer than the %u free "
+                                 "slots (a cycle)",
+                                 s->cap - s->used);
+    }
+    if (nfree != s->cap - s->used)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "rkv_store_check: %u slots on the free stack, %u free", nfree,
+                             s->cap - s->used);
+    return s->ops != NULL ? s->ops->check(s) : RKV_OK;
+}

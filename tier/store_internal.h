@@ -1,0 +1,96 @@
+/*
+ * tier/store_internal.h -- the structure of an rkv_store and the small
+ * table of operations a medium (host memory, disk file) provides to the
+ * common part (tier/store.c: slots, (hash, ns) records, verification,
+ * attach, failure injection).
+ *
+ * Invariants (verified by rkv_store_check):
+ *   - slots 0..cap-1; state[i] is SLOT_FREE, SLOT_EMPTY (allocated, holds
+ *     nothing readable) or SLOT_FULL (allocated, holds the block whose
+ *     (hash[i], ns[i]) are recorded);
+ *   - the free slots form a LIFO stack threaded through next[]: exactly
+ *     the SLOT_FREE slots, each once, cap - used of them;
+ *   - block_bytes == 0 (metadata only) iff the medium holds no bytes: no
+ *     memory (host), no file (disk); ops is then NULL;
+ *   - owner is the tree the store is attached to, or NULL.
+ */
+#ifndef RKV_TIER_STORE_INTERNAL_H
+#define RKV_TIER_STORE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/cuda_backend.h"
+#include "radixkv.h"
+
+enum { SLOT_FREE = 0, SLOT_EMPTY = 1, SLOT_FULL = 2 };
+
+/* What a medium with bytes provides. The common part has already checked
+ * the slot, the (hash, ns) record and the block size. */
+typedef struct rkv_store_ops {
+    /* A buffer of block_bytes that will become slot's payload (host: the
+     * slot's memory; disk: the staging buffer). Never fails. */
+    void *(*stage)(rkv_store *s, uint32_t slot);
+    /* Makes the staged payload the slot's content, recorded as (hash, ns)
+     * (disk: header + checksum + pwrite; host: nothing to do). */
+    rkv_status (*commit)(rkv_store *s, uint32_t slot, uint64_t hash,
+                         uint64_t ns);
+    /* Verified payload of slot (host: its memory; disk: read into the
+     * staging buffer and verified against the record). */
+    rkv_status (*load)(rkv_store *s, uint32_t slot, uint64_t hash,
+                       uint64_t ns, const void **payload);
+    void (*destroy)(rkv_store *s);
+    rkv_status (*check)(const rkv_store *s);
+} rkv_store_ops;
+
+/* The host medium's state. */
+typedef struct rkv_host_mem {
+    void *base;          /* cap * block_bytes, 4096-aligned               */
+    size_t bytes;
+    int pinned;          /* 1: page-locked through the CUDA backend      */
+    rkv_cuda_lib cuda;   /* held while pinned memory lives               */
+} rkv_host_mem;
+
+/* The disk medium's state. */
+typedef struct rkv_disk_file {
+    int fd;
+    char *path;          /* the file (owned copy)                         */
+    int made_file;       /* 1: tier created the file (it removes it)      */
+    int direct;          /* 1: fd is O_DIRECT now                         */
+    int direct_tried;    /* 1: O_DIRECT was asked for and opened          */
+    int direct_verified; /* 1: an O_DIRECT I/O succeeded                  */
+    size_t record_bytes; /* header + payload, rounded up to 4096           */
+    void *staging;       /* one record, 4096-aligned                      */
+    int simulate_einval; /* tests: the next O_DIRECT I/O says EINVAL     */
+    uint64_t reads, writes, fallbacks;
+} rkv_disk_file;
+
+struct rkv_store {
+    int medium;
+    size_t block_bytes;
+    uint32_t cap;
+    uint32_t used;
+    uint32_t free_head;          /* top of the free stack or RKV_NO_SLOT   */
+    uint8_t *state;              /* [cap]                                  */
+    uint32_t *next;              /* [cap] free stack links                 */
+    uint64_t *hash;              /* [cap] recorded chained hash (FULL)     */
+    uint64_t *ns;                /* [cap] recorded namespace (FULL)        */
+    void *meta;                  /* the one allocation behind the arrays   */
+    const void *owner;           /* attached tree or NULL                  */
+    uint32_t fail_countdown;     /* injection: the call that hits 0 fails  */
+    const rkv_store_ops *ops;    /* NULL when block_bytes == 0             */
+    rkv_host_mem host;
+    rkv_disk_file disk;
+};
+
+/* Counts one I/O or copy call; RKV_ERR_IO with a message when the armed
+ * injection fires on it (and disarms). `what` names the call. */
+rkv_status rkv_store_inject(rkv_store *s, const char *what);
+
+/* Medium constructors: fill s->ops and the medium state from cfg (which
+ * rkv_store_create validated); s->cap and s->block_bytes are set. On
+ * failure nothing is left allocated. */
+rkv_status rkv_host_store_open(rkv_store *s, const rkv_store_config *cfg);
+rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg);
+
+#endif
