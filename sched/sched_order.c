@@ -242,7 +242,11 @@ static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sreq *r, int *changed)
     uint64_t e1 = 0;
     size_t depth = 0;
     rkv_status st;
-    if (r->pm_node.id != 0 && !s->tiers_live) {
+    /* only lpm and bounded order by the lower continuation: the other
+     * policies keep the incremental device match */
+    int lower = s->tiers_live && (s->cfg.policy == RKV_POLICY_LPM ||
+                                  s->cfg.policy == RKV_POLICY_BOUNDED);
+    if (r->pm_node.id != 0 && !lower) {
         st = rkv_memo_node(s, r->pm_node, &e1, &depth);
         if (st != RKV_OK)
             return st;
@@ -250,7 +254,7 @@ static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sreq *r, int *changed)
             return RKV_OK; /* nothing below the node changed */
     }
     rkv_match m;
-    if (s->tiers_live) {
+    if (lower) {
         /* residency below the device moves without touching any
          * children_epoch: the whole path, from the root */
         rkv_tier_match tm;
