@@ -42,6 +42,11 @@
  *   node (one rkv_tree_node_info per distinct node): a stale handle
  *   re-matches from the root, a changed epoch continues with
  *   rkv_tree_match_from below the node (O(new part)), else nothing.
+ *   Tiers (lpm, bounded, once pages went below the device): residency
+ *   below the device moves without touching any children_epoch, so a
+ *   refresh re-matches each waiting request from the root with
+ *   rkv_tree_match_tiers (PEEK) -- O(waiting x path) in a step where the
+ *   tree changed; the signature includes the tier counters.
  *   The sorted order lives in an array with lazy deletion (entry stamps);
  *   requests whose key changed and new arrivals are sorted alone and merged
  *   in (O(n + k log k)); with no change there is no sort at all.
