@@ -1102,6 +1102,8 @@ typedef struct rkv_sched_stats {
     uint64_t failed_loads;        /* tickets that failed (computed instead) */
     uint64_t swap_outs, swap_out_pages; /* preemptions that swapped, pages  */
     uint64_t swap_ins, swap_in_pages;   /* loads of swapped-out requests    */
+    uint64_t loads_released;      /* completed loads let go unadmitted: the
+                                     pool was full with nothing running    */
 } rkv_sched_stats;
 rkv_status rkv_sched_get_stats(const rkv_sched *sched, rkv_sched_stats *out);
 

@@ -262,6 +262,10 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
 /* After r's admission stuck: the loaded pages count as cached by medium,
  * and the load's lease goes. */
 void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched);
+/* Nothing runs and the pool is full: every completed load but keep's lets
+ * go of its pages (they stay cached, evictable; those requests re-match
+ * later). */
+void rkv_stier_release_ready(rkv_sched *s, const rkv_sreq *keep);
 /* rkv_sched_destroy: drops every waiting request's load, lets queued
  * loads complete where the backend allows, frees the tier state. */
 void rkv_stier_destroy(rkv_sched *s);

@@ -355,6 +355,16 @@ static uint64_t rkv_future_blocks(const rkv_sched *s, const rkv_sreq *r)
     return need > r->nblocks ? need - r->nblocks : 0;
 }
 
+/* Blocks a waiting request with a load will still need beyond its
+ * loaded pages (0 without a load). */
+static uint64_t rkv_loading_blocks(const rkv_sched *s, const rkv_sreq *r)
+{
+    if (r->load_ticket == 0 && !r->load_ready)
+        return 0;
+    uint64_t f = rkv_future_blocks(s, r);
+    return f > r->load_pages ? f - r->load_pages : 0;
+}
+
 /* What allocations through the tree can still get: free blocks, unlocked
  * unpinned pages, and pinned pages that only pins hold, which
  * rkv_tree_alloc_blocks revokes when the rest falls short; so a pin never
@@ -376,6 +386,9 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
     uint64_t reserve = 0;
     for (uint32_t i = 0; i < s->nrunning; i++)
         reserve += rkv_future_blocks(s, s->running[i]);
+    /* a request with a load will need the rest of its blocks too */
+    for (uint32_t i = 0; s->nloading > 0 && i < s->nwaiting; i++)
+        reserve += rkv_loading_blocks(s, s->waiting[i]);
     rkv_order_iter it;
     rkv_order_iter_init(s, &it, now_ms);
     rkv_sreq *r;
@@ -396,15 +409,23 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
         }
         r->dedup_held = 0;
         if (s->tiers_live && !r->load_ready) {
+            /* a load only when the whole request fits beside what the
+             * others will need (else its loaded pages could hold the pool
+             * while nothing can run) */
             uint64_t avail = rkv_avail_blocks(s);
+            uint64_t room = avail > reserve ? avail - reserve : 0;
+            if (rkv_future_blocks(s, r) > room)
+                room = 0;
             int loading = 0;
-            rkv_status lst = rkv_stier_try_load(
-                s, r, avail > reserve ? avail - reserve : 0, &loading);
+            rkv_status lst = rkv_stier_try_load(s, r, room, &loading);
             if (lst != RKV_OK)
                 return lst;
-            if (loading)
+            if (loading) {
+                reserve += rkv_loading_blocks(s, r);
                 continue;
+            }
         }
+        uint64_t own = rkv_loading_blocks(s, r); /* counted in reserve */
         uint64_t pt = s->st.prompt_tokens, ct = s->st.cached_tokens;
         rkv_status st = rkv_sreq_admit(s, r);
         if (st != RKV_OK)
@@ -416,15 +437,20 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
         uint64_t mine = st == RKV_OK ? rkv_future_blocks(s, r) : 0;
         r->sched_q = 0;
         if (st == RKV_OK && s->nrunning > 0 &&
-            rkv_avail_blocks(s) < reserve + mine)
+            rkv_avail_blocks(s) + own < reserve + mine)
             st = RKV_ERR_NO_SPACE; /* no headroom: undo below */
         if (st != RKV_OK) {
             rkv_sreq_release(s, r); /* nothing computed: a clean undo */
             s->st.prompt_tokens = pt;
             s->st.cached_tokens = ct;
-            if (st == RKV_ERR_NO_SPACE)
-                break; /* the pool is full: wait for running ones */
-            return st;
+            if (st != RKV_ERR_NO_SPACE)
+                return st;
+            /* the pool is full: wait for running ones; when none runs,
+             * completed loads must not hold it (they would wait for each
+             * other forever): their pages become ordinary cached pages */
+            if (s->nrunning == 0)
+                rkv_stier_release_ready(s, r);
+            break;
         }
         rkv_stier_admitted(s, r, r->cached_len);
         rkv_sched_waiting_remove(s, r);
@@ -435,6 +461,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
         *budget -= q;
         s->plan_reqs[s->plan_n++] = r;
         reserve += mine;
+        reserve = reserve > own ? reserve - own : 0;
     }
     return RKV_OK;
 }

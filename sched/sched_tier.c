@@ -212,6 +212,21 @@ void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched)
     r->load_pages = r->load_disk_pages = 0;
 }
 
+void rkv_stier_release_ready(rkv_sched *s, const rkv_sreq *keep)
+{
+    for (uint32_t i = 0; i < s->nwaiting && s->nloading > 0; i++) {
+        rkv_sreq *w = s->waiting[i];
+        if (w == keep || !w->load_ready)
+            continue;
+        (void)rkv_tree_unlock(s->tree, &w->load_lease);
+        memset(&w->load_lease, 0, sizeof w->load_lease);
+        w->load_ready = 0;
+        w->load_pages = w->load_disk_pages = 0;
+        s->nloading--;
+        s->st.loads_released++;
+    }
+}
+
 void rkv_stier_drop(rkv_sched *s, rkv_sreq *r)
 {
     if (r->load_ticket != 0) {
