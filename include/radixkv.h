@@ -893,8 +893,8 @@ typedef struct rkv_sched_config {
  * page counts as a full page; compute 0 and load > 0: 0). dfs groups by the
  * device node and fcfs / priority ignore the cache, as without tiers.
  * Admission: a request whose continuation is worth loading (total credit
- * > 0) and fits the pool's headroom gets rkv_tree_load instead of being
- * admitted; it stays WAITING, holds the load's lease, takes a running slot
+ * > 0), and whose whole need fits beside what the running and loading
+ * requests will need, gets rkv_tree_load instead of being admitted; it stays WAITING, holds the load's lease, takes a running slot
  * (max_running counts it) but no batch tokens, and is skipped by
  * admission until its own ticket completes -- it never waits for another
  * request's load and nobody waits for its. rkv_sched_step calls
@@ -902,7 +902,10 @@ typedef struct rkv_sched_config {
  * scheduler uses: the tickets are the scheduler's). A completed load makes
  * the request admissible with the loaded pages on the device (they count
  * in cached_tokens, and in cached_tokens_by_medium under the medium they
- * came from); a failed load makes it compute those tokens. Swap (swap = 1
+ * came from); a failed load makes it compute those tokens. When nothing
+ * runs and the next admission does not fit, completed loads let go of
+ * their pages (they stay cached; stats.loads_released), so loads never
+ * hold the pool against each other. Swap (swap = 1
  * and a host tier): a preempted request's computed full pages are
  * inserted, then copied to host with rkv_tree_store_prefix when restoring
  * them (pages * host_load_ms_per_page) costs less than recomputing them
