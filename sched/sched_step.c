@@ -37,8 +37,13 @@
  *      stops at the first candidate that does not fit the pool (so an older
  *      or overdue request is not overtaken by smaller ones forever), and it
  *      never preempts.
+ *      Tiers (sched_tier.c): the step starts with rkv_tree_tier_poll;
+ *      a candidate whose host/disk continuation is worth loading gets a
+ *      load instead (it keeps a slot, takes no tokens, is skipped until
+ *      its own ticket completes); loading requests' remaining needs are
+ *      part of the headroom reserve.
  *   3. The plan: prefills first, then decodes; CSR block table after the
- *      step's tokens are appended.
+ *      step's tokens are appended; the copies the step queued.
  * Time: step and commit move the tree's time to their now_ms (never back:
  * an earlier now_ms leaves it), so pins expire and the retention of the
  * pages inserted at commit (rkv_request_desc.retention) counts from then.
