@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "radix/tree_debug.h"
 #include "sched/sched_debug.h"
 #include "tier/store.h"
 
@@ -621,11 +622,17 @@ Test(sched_tiers, failed_load_falls_back_to_compute)
     tfini(&e);
 }
 
-/* Each of the scheduler's allocations in a tiers scenario (host hits,
- * loads, preemption with swap) fails in turn: a failed call surfaces as
- * NOMEM with the scheduler consistent, the retry succeeds, every request
- * finishes with the right KV, nothing leaks. */
-static uint64_t oom_scenario(int64_t fail_k, uint64_t *surfaced)
+/* Failure injection in a tiers scenario (host hits, loads, preemption
+ * with swap): each of the scheduler's own allocations (SCHED), each of the
+ * tree's node-memory allocations (TREE) and each of the host store's
+ * copies (STORE) fails in turn. A failed call surfaces as NOMEM with the
+ * scheduler consistent and the retry succeeds; a failed copy is a failed
+ * load (computed instead) or a store not made; every request finishes with
+ * the right KV (run_plan checks every attended position) and nothing
+ * leaks. */
+enum { SCHED_ALLOCS, TREE_ALLOCS, STORE_COPIES };
+
+static uint64_t oom_scenario(int which, int64_t fail_k, uint64_t *surfaced)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 3);
@@ -636,7 +643,13 @@ static uint64_t oom_scenario(int64_t fail_k, uint64_t *surfaced)
     int32_t shared[28];
     fill(shared, 28, 4242);
     warm_host(&e, shared, 24);
-    rkv_sched_debug_fail_alloc_after(fail_k < 0 ? INT64_MAX / 2 : fail_k);
+    uint64_t tree0 = rkv_tree_debug_alloc_calls(e.tree);
+    if (which == SCHED_ALLOCS)
+        rkv_sched_debug_fail_alloc_after(fail_k < 0 ? INT64_MAX / 2 : fail_k);
+    else if (which == TREE_ALLOCS && fail_k >= 0)
+        rkv_tree_debug_fail_alloc_after(e.tree, fail_k);
+    else if (which == STORE_COPIES && fail_k >= 0)
+        rkv_store_fail_after(e.host, (uint32_t)fail_k + 1);
     int32_t t[40];
     for (uint64_t id = 4; id < 10; id++) {
         memcpy(t, shared, sizeof shared);
@@ -650,27 +663,73 @@ static uint64_t oom_scenario(int64_t fail_k, uint64_t *surfaced)
         OK(st);
     }
     tdrain(&e, 4000);
-    uint64_t used = (uint64_t)(INT64_MAX / 2 - rkv_sched_debug_alloc_countdown());
-    rkv_sched_debug_fail_alloc_after(-1);
+    uint64_t used = 0;
+    if (which == SCHED_ALLOCS) {
+        used = (uint64_t)(INT64_MAX / 2 - rkv_sched_debug_alloc_countdown());
+        rkv_sched_debug_fail_alloc_after(-1);
+    } else if (which == TREE_ALLOCS) {
+        used = rkv_tree_debug_alloc_calls(e.tree) - tree0;
+        rkv_tree_debug_fail_alloc_after(e.tree, -1);
+    } else {
+        rkv_tier_stats ts;
+        OK(rkv_tree_tier_stats(e.tree, &ts));
+        used = ts.failed_loads + ts.failed_stores; /* the failure happened */
+        rkv_store_fail_after(e.host, 0);
+    }
     *surfaced += e.nomem_seen;
     no_leak(&e);
     tfini(&e);
     return used;
 }
 
-Test(sched_tiers, sched_allocations_fail_one_by_one)
+Test(sched_tiers, sched_allocations_fail_one_by_one, .timeout = 300)
 {
     uint64_t surfaced = 0;
-    uint64_t n = oom_scenario(-1, &surfaced);
+    uint64_t n = oom_scenario(SCHED_ALLOCS, -1, &surfaced);
     if (n == 0)
         cr_skip_test("the tree's tiers are not built (placeholders)");
     cr_assert_eq(surfaced, 0);
     for (uint64_t k = 0; k < n; k++) {
         uint64_t before = surfaced;
-        oom_scenario((int64_t)k, &surfaced);
+        oom_scenario(SCHED_ALLOCS, (int64_t)k, &surfaced);
         cr_assert_leq(surfaced, before + 1);
     }
     cr_assert_gt(surfaced, 0);
+}
+
+Test(sched_tiers, tree_allocations_fail_one_by_one, .timeout = 300)
+{
+    uint64_t surfaced = 0;
+    uint64_t n = oom_scenario(TREE_ALLOCS, -1, &surfaced);
+    if (n == 0)
+        cr_skip_test("the tree's tiers are not built (placeholders)");
+    cr_assert_eq(surfaced, 0);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t before = surfaced;
+        oom_scenario(TREE_ALLOCS, (int64_t)k, &surfaced);
+        cr_assert_leq(surfaced, before + 1);
+    }
+    cr_log_info("%llu tree allocations, each failed once; %llu surfaced",
+                (unsigned long long)n, (unsigned long long)surfaced);
+}
+
+/* Every copy of the host store fails in turn, until the scenario makes
+ * fewer copies than the failure's position. */
+Test(sched_tiers, store_copies_fail_one_by_one, .timeout = 300)
+{
+    uint64_t surfaced = 0;
+    if (oom_scenario(SCHED_ALLOCS, -1, &surfaced) == 0)
+        cr_skip_test("the tree's tiers are not built (placeholders)");
+    uint64_t k = 0, failed = 0;
+    for (; k < 400; k++) {
+        uint64_t f = oom_scenario(STORE_COPIES, (int64_t)k, &surfaced);
+        if (f == 0)
+            break; /* past the last copy */
+        failed++;
+    }
+    cr_assert_gt(failed, 0, "no copy failed: the injection did not reach");
+    cr_assert_lt(k, 400, "copies kept failing past 400");
+    cr_assert_eq(surfaced, 0, "a failed copy surfaced from the scheduler");
 }
 
 /* Config ranges of the tier fields. */
