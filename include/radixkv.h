@@ -536,7 +536,12 @@ rkv_status rkv_tree_reset(rkv_tree *tree);
  * dropped events use up theirs too, so the next event after a RESYNC has
  * seq == resync.seq + resync.lost. A long store or eviction is split into
  * events of at most RKV_EVENT_MAX_HASHES hashes (each with its own seq and
- * the right parent_hash). medium is RKV_MEDIUM_DEVICE for now (tiers later).
+ * the right parent_hash). medium says where: with lower tiers attached
+ * (rkv_tree_attach_tiers) a page entering the host tier is a BLOCK_STORED
+ * with medium RKV_MEDIUM_HOST and leaving it a BLOCK_REMOVED with that
+ * medium; device events are unchanged (a demoted page is a device
+ * BLOCK_REMOVED, a loaded page a device BLOCK_STORED when its load
+ * completes).
  *
  * Exactness: replaying the events in order into a set of (ns, hash, parent)
  * gives rkv_tree_snapshot() after every call. A call that fails records
@@ -594,7 +599,9 @@ typedef struct rkv_block_entry {
     uint32_t reserved;     /* 0                                             */
 } rkv_block_entry;
 
-/* Every cached block (parents before children) into out[0..cap): the full
+/* Every cached block (parents before children) into out[0..cap), one entry
+ * per (block, medium) with lower tiers (a LOADING page by its host copy
+ * only): the full
  * state for a consumer that must resync. *n_out gets the number of cached
  * blocks; out == NULL (cap 0) only counts. cap too small: RKV_ERR_NO_SPACE
  * (nothing written; *n_out says how many are needed). *seq_out (may be
@@ -707,11 +714,30 @@ void rkv_store_destroy(rkv_store *store); /* NULL is fine; not while attached */
 uint64_t rkv_store_capacity_blocks(const rkv_store *store);
 uint64_t rkv_store_used_blocks(const rkv_store *store);
 rkv_status rkv_store_check(const rkv_store *store);
+/* What a store is using now, for logs and reports. */
+typedef struct rkv_store_info {
+    int medium;               /* RKV_MEDIUM_HOST or RKV_MEDIUM_DISK        */
+    uint64_t capacity_blocks, used_blocks;
+    size_t block_bytes;       /* 0: metadata only                          */
+    int pinned;               /* HOST: page-locked memory from the CUDA
+                                 backend (0: aligned host memory)          */
+    int direct_io;            /* DISK: O_DIRECT in use (0: buffered, as
+                                 asked or after the filesystem refused it) */
+    int io_uring;             /* DISK: io_uring in use (0: pread/pwrite, as
+                                 asked, without liburing at build time, or
+                                 when the kernel refuses a ring)           */
+    const char *path;         /* DISK: the file (valid while the store
+                                 lives); NULL otherwise                    */
+    uint64_t file_bytes;      /* DISK: the file's size as sized at create  */
+    uint64_t reads, writes;   /* DISK: records read / written so far       */
+} rkv_store_info;
+rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out);
 
 typedef struct rkv_tier_config {
     rkv_store *host;          /* may be NULL                               */
     rkv_store *disk;          /* may be NULL; below host (or directly below
-                                 the device when host is NULL)             */
+                                 the device when host is NULL; the tree
+                                 takes one of the two for now)             */
     int write_policy;         /* rkv_write_policy                           */
     uint32_t selective_hits;  /* k for RKV_WRITE_SELECTIVE (default 2)      */
     uint32_t store_queue;     /* stores in flight at most (blocks; default
@@ -727,7 +753,20 @@ void rkv_tier_config_init(rkv_tier_config *cfg);
 
 /* Attaches lower tiers to an EMPTY tree (nothing cached, no lease:
  * RKV_ERR_BUSY otherwise); NULL cfg or both stores NULL detaches. The
- * stores' block_bytes must match the pool (RKV_ERR_INVALID_ARG). */
+ * stores' block_bytes must match the pool (RKV_ERR_INVALID_ARG). The tree
+ * takes ONE lower tier for now: a host store, or a disk store when host is
+ * NULL (both: RKV_ERR_UNSUPPORTED); "host" in the calls below then means
+ * that store (store_prefix swaps out to the disk). With a tier attached, rkv_tree_evict /
+ * rkv_tree_alloc_blocks demote instead of dropping: the least recently used
+ * device-frontier page's KV goes to the host (write-back: unless already
+ * there; the copy is made at once, as the device block must be free when
+ * the call returns) and its node stays; the tail of a node is split off to
+ * demote just what is needed when memory allows (else the whole node goes
+ * down: more is freed than asked, nothing is lost). Under write-back the
+ * tiers are exclusive (a completed load frees the host copy); through and
+ * selective keep it. The host evicts least recently used LOWER leaf pages,
+ * tail first. Pinned and locked pages are never demoted (so pins hold on
+ * the device; drop_pinned has nothing more to decide yet). */
 rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg);
 
 /* Residency of a match: rkv_tree_match's matched_tokens / blocks_out are
@@ -761,6 +800,10 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
  * verification leaves that tier; if it was its last copy the page and the
  * lower-only pages under it leave the tree), frees the device blocks, and
  * the caller computes those tokens; nothing is lost or double-freed.
+ * The load's lease cannot be released before its ticket completes
+ * (rkv_tree_unlock: RKV_ERR_BUSY); after a failure it is on the node just
+ * above the path (the device prefix the caller had). Poll reports a load
+ * only when out[] has room for it (it stays queued otherwise).
  * Nothing to load: *out zeroed, RKV_OK.
  */
 typedef struct rkv_load {

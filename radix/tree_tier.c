@@ -34,10 +34,12 @@
  *   made by demotion run at once (the device block must be free when the
  *   eviction returns); queued stores (write-through, selective, swap-out)
  *   run in rkv_tree_tier_poll, and a demotion that finds a page's store
- *   still queued runs that store first. (5) The disk tier is not attached
- *   by the tree yet (RKV_ERR_UNSUPPORTED): the host is the lowest tier, so
- *   its LRU drops lower LEAF pages (tail first), never a page with cached
- *   pages under it. (6) Pins: a pinned page holds a lease, and locked
+ *   still queued runs that store first. (5) ONE lower tier for now: a host
+ *   store, or a disk store directly below the device (tr->host names
+ *   whichever it is, tr->medium which); host AND disk (host -> disk
+ *   demotion) is refused (RKV_ERR_UNSUPPORTED). The lower tier is the
+ *   lowest, so its LRU drops LOWER LEAF pages (tail first), never a page
+ *   with cached pages under it. (6) Pins: a pinned page holds a lease, and locked
  *   pages are never demoted, so a pin keeps its pages on the device
  *   (drop_pinned has nothing more to decide until pins reach lower tiers).
  *
@@ -140,7 +142,7 @@ void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored)
         ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
                    : rkv_tier_prev_hash(t, x->parent);
     rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
-                  RKV_MEDIUM_HOST, ns, ph, &h, 1);
+                  t->tier->medium, ns, ph, &h, 1);
 }
 
 /* ---- the host LRU over LOWER leaves -------------------------------------- */
@@ -242,7 +244,7 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
         for (uint32_t i = 0; i < yx->num_pages; i++) {
             rkv_tier_ev_host(t, y, i, 0);
             rkv_tier_free_slot(t, tp[i].slot);
-            tr->st.evictions[RKV_MEDIUM_HOST]++;
+            tr->st.evictions[tr->medium]++;
         }
         yx->num_pages = 0;
         rkv_tier_remove_lower(t, y, 0);
@@ -255,7 +257,7 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
         rkv_tier_ev_host(t, id, i, 0);
         rkv_tier_free_slot(t, tp[i].slot);
         tp[i].slot = RKV_NO_TSLOT;
-        tr->st.evictions[RKV_MEDIUM_HOST]++;
+        tr->st.evictions[tr->medium]++;
     }
     if (from == 0) {
         x->num_pages = 0;
@@ -281,7 +283,7 @@ static int rkv_tier_host_make_room(rkv_tree *t)
     rkv_tpage *tp = rkv_tnode_tpages(t, x);
     rkv_tier_ev_host(t, id, x->num_pages - 1, 0);
     rkv_tier_free_slot(t, tp[x->num_pages - 1].slot);
-    tr->st.evictions[RKV_MEDIUM_HOST]++;
+    tr->st.evictions[tr->medium]++;
     if (--x->num_pages == 0)
         rkv_tier_remove_lower(t, id, 1);
     else
@@ -378,8 +380,8 @@ static void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
     rkv_status st = rkv_store_write_from_pool(tr->host, op->slot, t->pool,
                                               op->block, op->hash, op->ns);
     if (st == RKV_OK) {
-        tr->st.stores_blocks[RKV_MEDIUM_HOST]++;
-        tr->st.stores_bytes[RKV_MEDIUM_HOST] += tr->block_bytes;
+        tr->st.stores_blocks[tr->medium]++;
+        tr->st.stores_bytes[tr->medium] += tr->block_bytes;
     } else {
         tr->st.failed_stores++;
         rkv_tier_disown_slot(t, op->slot);
@@ -493,8 +495,8 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
         rkv_tier_free_slot(t, slot);
         return 0;
     }
-    tr->st.stores_blocks[RKV_MEDIUM_HOST]++;
-    tr->st.stores_bytes[RKV_MEDIUM_HOST] += tr->block_bytes;
+    tr->st.stores_blocks[tr->medium]++;
+    tr->st.stores_bytes[tr->medium] += tr->block_bytes;
     rkv_tnode_tpages(t, x)[i].slot = slot;
     rkv_tier_ev_host(t, id, i, 1);
     return 1;
@@ -645,13 +647,17 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
         rkv_tier_fini(t);
         return RKV_OK;
     }
-    if (cfg->disk != NULL)
-        return rkv_set_error(RKV_ERR_UNSUPPORTED, "%s: the tree does not take "
-                             "a disk tier yet (host only)", fn);
-    if (rkv_store_medium(cfg->host) != RKV_MEDIUM_HOST)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: cfg->host is not a host "
-                             "store", fn);
-    size_t bb = rkv_store_block_bytes(cfg->host);
+    if (cfg->host != NULL && cfg->disk != NULL)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED, "%s: the tree takes one lower "
+                             "tier for now (a host or a disk store, not both)",
+                             fn);
+    rkv_store *low = cfg->host != NULL ? cfg->host : cfg->disk;
+    int medium = cfg->host != NULL ? RKV_MEDIUM_HOST : RKV_MEDIUM_DISK;
+    if (rkv_store_medium(low) != medium)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: cfg->%s is not a %s "
+                             "store", fn, cfg->host != NULL ? "host" : "disk",
+                             cfg->host != NULL ? "host" : "disk");
+    size_t bb = rkv_store_block_bytes(low);
     if (bb != 0 && bb != rkv_pool_bytes_per_block(t->pool))
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: host blocks of %zu bytes, "
                              "the pool's are %zu", fn, bb,
@@ -677,8 +683,8 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
         rkv_node_mem_free(&t->mem, tn, (size_t)t->nodes_cap * sizeof *tn);
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
     }
-    if (t->tier == NULL || t->tier->host != cfg->host) {
-        rkv_status st = rkv_store_attach(cfg->host, t);
+    if (t->tier == NULL || t->tier->host != low) {
+        rkv_status st = rkv_store_attach(low, t);
         if (st != RKV_OK) {
             rkv_node_mem_free(&t->mem, tr, sizeof *tr);
             rkv_node_mem_free(&t->mem, q, (size_t)cfg->store_queue * sizeof *q);
@@ -690,7 +696,8 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     }
     rkv_tier_fini(t);
     memset(tr, 0, sizeof *tr);
-    tr->host = cfg->host;
+    tr->host = low;
+    tr->medium = medium;
     tr->block_bytes = bb;
     tr->policy = cfg->write_policy;
     tr->k = cfg->selective_hits;
@@ -753,7 +760,7 @@ rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out)
         return RKV_OK;
     *out = tr->st;
     out->resident_pages[RKV_MEDIUM_DEVICE] = tree->cached_blocks;
-    out->resident_pages[RKV_MEDIUM_HOST] = tr->host_used;
+    out->resident_pages[tr->medium] = tr->host_used;
     out->pending_stores = rkv_tier_qlive(tr);
     uint64_t pl = 0;
     for (uint32_t j = 0; j < tr->njobs; j++)
@@ -996,7 +1003,7 @@ rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
                             out[k].hash = h;
                             out[k].parent_hash = parent;
                             out[k].medium = m == 0 ? RKV_MEDIUM_DEVICE
-                                                   : RKV_MEDIUM_HOST;
+                                                   : (uint32_t)t->tier->medium;
                             out[k].reserved = 0;
                         }
                         k++;

@@ -34,7 +34,10 @@ typedef struct rkv_tswap {
 } rkv_tswap;
 
 typedef struct rkv_tier {
-    rkv_store *host;
+    rkv_store *host;         /* the lower store: the host tier, or the disk
+                                tier when no host is attached ("host" below
+                                means this store)                         */
+    int medium;              /* its rkv_medium                            */
     size_t block_bytes;
     int policy;
     uint32_t k;              /* selective hits                            */

@@ -187,13 +187,14 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
             rkv_tier_lower_walk(t, w.node, d, tokens, npages - d, &lw);
     }
     if (tiers_out != NULL) {
-        tiers_out->host_tokens = (size_t)lw.host_pages * t->P;
-        tiers_out->disk_tokens = 0;
+        size_t lt = (size_t)lw.host_pages * t->P;
+        tiers_out->host_tokens = tr->medium == RKV_MEDIUM_HOST ? lt : 0;
+        tiers_out->disk_tokens = tr->medium == RKV_MEDIUM_DISK ? lt : 0;
         tiers_out->lower_tokens = (size_t)lw.pages * t->P;
     }
     if (!(flags & RKV_MATCH_PEEK)) {
         tr->st.hit_tokens[RKV_MEDIUM_DEVICE] += out->matched_tokens;
-        tr->st.hit_tokens[RKV_MEDIUM_HOST] += (uint64_t)lw.host_pages * t->P;
+        tr->st.hit_tokens[tr->medium] += (uint64_t)lw.host_pages * t->P;
     }
     return RKV_OK;
 }
@@ -319,7 +320,7 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
     job->kind = RKV_TRANSFER_LOAD;
     out->ticket = job->ticket;
     out->num_pages = lw.pages;
-    out->disk_pages = 0;
+    out->disk_pages = tr->medium == RKV_MEDIUM_DISK ? lw.pages : 0;
     out->device_tokens = (size_t)(d + lw.pages) * t->P;
     return RKV_OK;
 }
@@ -369,8 +370,8 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
                 break;
             y = x->first_child;
         }
-        tr->st.loads_blocks[RKV_MEDIUM_HOST] += job->npages;
-        tr->st.loads_bytes[RKV_MEDIUM_HOST] += (uint64_t)job->npages * tr->block_bytes;
+        tr->st.loads_blocks[tr->medium] += job->npages;
+        tr->st.loads_bytes[tr->medium] += (uint64_t)job->npages * tr->block_bytes;
         done.num_pages = job->npages;
         return done;
     }

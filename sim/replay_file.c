@@ -107,7 +107,8 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     }
     uint64_t t1 = rkv_replay_now_ns();
     res->hit_tokens += m.matched_tokens;
-    res->hit_tokens_by_medium[RKV_MEDIUM_HOST] += loaded;
+    res->hit_tokens_by_medium[tm.disk_tokens > 0 ? RKV_MEDIUM_DISK
+                                                  : RKV_MEDIUM_HOST] += loaded;
     if (per)
         per[i].hit_tokens = (uint32_t)m.matched_tokens;
     res->match_ns += (double)(t1 - t0);
@@ -207,6 +208,12 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
 
     for (size_t i = 0; st == RKV_OK && i < wl->num_reqs; i++) {
         st = serve(tree, pool, wl, i, &b, &res, cfg->per_request);
+        if (st == RKV_OK && host != NULL) {
+            /* queued copies (write-through, selective) run between
+             * requests, as an engine's step would run them */
+            uint32_t nd = 0;
+            st = rkv_tree_tier_poll(tree, NULL, 0, &nd);
+        }
         if (st != RKV_OK)
             break;
         res.requests++;
@@ -232,7 +239,8 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
             res.tree_host_bytes = ts.host_bytes;
             rkv_tier_stats tst;
             if (rkv_tree_tier_stats(tree, &tst) == RKV_OK) {
-                res.store_blocks = tst.stores_blocks[RKV_MEDIUM_HOST];
+                res.store_blocks = tst.stores_blocks[RKV_MEDIUM_HOST] +
+                                   tst.stores_blocks[RKV_MEDIUM_DISK];
             }
             /* The tree's own count of device hits must agree with ours. */
             if (ts.hit_tokens != res.hit_tokens_by_medium[RKV_MEDIUM_DEVICE])

@@ -5,13 +5,14 @@
  * metadata-only host store (block_bytes 0: no bytes move, slots,
  * residency, LRU and (hash, ns) checks are real) of
  * cfg->host_capacity_tokens, attached to the replay's tree with cfg's
- * write policy. The tree does not take a disk tier yet (radix/tree_tier.c),
- * so a disk capacity is refused.
+ * write policy -- or, without a host capacity, a metadata-only disk store
+ * of cfg->disk_capacity_tokens. The tree takes one lower tier for now
+ * (radix/tree_tier.c): both capacities are refused.
  *
  * The scheduler replay (replay_tiers.h) adds: the scheduler's tier costs
  * from the cost model, and the time of a plan's loads, charged by the
- * replay from the plan's copy list (pcie_gbps, disk_gbps, KV bytes per
- * token).
+ * replay from the plan's copy list (pcie_gbps for host pages, the slower
+ * of disk_gbps and pcie_gbps for disk pages, KV bytes per token).
  */
 #include <string.h>
 
@@ -23,19 +24,21 @@ rkv_status rkv_replay_open_tiers(const rkv_replay_config *cfg, rkv_tree *tree,
                                  rkv_store **host_out)
 {
     *host_out = NULL;
-    if (cfg->disk_capacity_tokens > 0)
-        return rkv_set_error(RKV_ERR_UNSUPPORTED, "a disk tier is not "
-                             "supported by the replay yet (host only)");
-    if (cfg->host_capacity_tokens == 0)
+    if (cfg->disk_capacity_tokens > 0 && cfg->host_capacity_tokens > 0)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED, "a host and a disk tier "
+                             "together are not supported yet (one lower tier)");
+    int disk = cfg->disk_capacity_tokens > 0;
+    uint64_t tokens = disk ? cfg->disk_capacity_tokens : cfg->host_capacity_tokens;
+    if (tokens == 0)
         return RKV_OK;
-    uint64_t blocks = cfg->host_capacity_tokens / cfg->page_size;
+    uint64_t blocks = tokens / cfg->page_size;
     if (blocks == 0 || blocks >= UINT32_MAX)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "host capacity of %llu tokens "
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s capacity of %llu tokens "
                              "is not 1..%u pages of %u tokens",
-                             (unsigned long long)cfg->host_capacity_tokens,
+                             disk ? "disk" : "host", (unsigned long long)tokens,
                              UINT32_MAX - 1, cfg->page_size);
     rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    rkv_store_config_init(&sc, disk ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST);
     sc.capacity_blocks = blocks;
     sc.block_bytes = 0;
     rkv_store *host = NULL;
@@ -44,7 +47,10 @@ rkv_status rkv_replay_open_tiers(const rkv_replay_config *cfg, rkv_tree *tree,
         return st;
     rkv_tier_config tc;
     rkv_tier_config_init(&tc);
-    tc.host = host;
+    if (disk)
+        tc.disk = host;
+    else
+        tc.host = host;
     tc.write_policy = cfg->write_policy;
     tc.selective_hits = cfg->selective_hits ? cfg->selective_hits : 2;
     st = rkv_tree_attach_tiers(tree, &tc);
@@ -64,6 +70,7 @@ rkv_status rkv_replay_tiers_attach(const rkv_replay_config *cfg,
     if (cfg->swap && cfg->host_capacity_tokens == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "swap needs a host tier (host capacity)");
+    /* one lower tier: host, or disk alone; the replay frees whichever */
     return rkv_replay_open_tiers(cfg, tree, host);
 }
 

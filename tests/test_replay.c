@@ -593,3 +593,73 @@ Test(replay, percentiles_interpolate)
     rkv_latency_summarize(NULL, 0, &l);
     cr_assert_eq(l.p50, 0.0);
 }
+
+/* File order with a host tier (radix/tree_tier.c, sim/replay_tiers.c): a
+ * host that never fills keeps every page the device evicts, so each
+ * request hits exactly what an unbounded single cache hits, the hits split
+ * into device and host (the host part loaded), and rkv_tree_check (the
+ * residency invariant included) passes every 100 requests. Write-through
+ * and selective keep host copies of device pages (inclusive tiers), so
+ * they hit at most that much, and more than the device alone. */
+static rkv_replay_result tiered(const rkv_workload *wl, uint64_t dev,
+                                uint64_t host, int policy)
+{
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.page_size = 512;
+    cfg.capacity_tokens = dev;
+    cfg.host_capacity_tokens = host;
+    cfg.write_policy = policy;
+    cfg.check_every = 100;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_file_order(wl, &cfg, &res), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(res.hit_tokens_by_medium[RKV_MEDIUM_DEVICE] +
+                     res.hit_tokens_by_medium[RKV_MEDIUM_HOST],
+                 res.hit_tokens);
+    cr_assert_eq(res.hit_tokens_by_medium[RKV_MEDIUM_HOST],
+                 res.load_blocks * 512);
+    cr_assert_eq(res.failed_loads, 0);
+    fprintf(stderr, "[replay] tiers %llu + %llu, policy %d: hit rate %.4f%% "
+                    "(device %llu, host %llu tokens)\n",
+            (unsigned long long)dev, (unsigned long long)host, policy,
+            100.0 * res.hit_rate,
+            (unsigned long long)res.hit_tokens_by_medium[RKV_MEDIUM_DEVICE],
+            (unsigned long long)res.hit_tokens_by_medium[RKV_MEDIUM_HOST]);
+    return res;
+}
+
+Test(replay, file_order_host_tier, .timeout = 600)
+{
+    rkv_workload wl;
+    load_slice(&wl, 2000);
+    uint64_t unbounded = compare(&wl, 512, 100000000, 0);
+    uint64_t device = compare(&wl, 512, 1000000, 0);
+    rkv_replay_result r = tiered(&wl, 1000000, 100000000, RKV_WRITE_BACK);
+    cr_assert_eq(r.hit_tokens, unbounded);
+    cr_assert_gt(r.hit_tokens_by_medium[RKV_MEDIUM_HOST], 0);
+    for (int p = RKV_WRITE_THROUGH; p <= RKV_WRITE_SELECTIVE; p++) {
+        r = tiered(&wl, 1000000, 2000000, p);
+        cr_assert_leq(r.hit_tokens, unbounded);
+        cr_assert_gt(r.hit_tokens, device);
+    }
+    /* no host tier: the replay is the device alone */
+    r = tiered(&wl, 1000000, 0, RKV_WRITE_BACK);
+    cr_assert_eq(r.hit_tokens, device);
+    cr_assert_eq(r.hit_tokens_by_medium[RKV_MEDIUM_HOST], 0);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.page_size = 512;
+    cfg.capacity_tokens = 1000000;
+    cfg.disk_capacity_tokens = 100000000;
+    cfg.check_every = 100;
+    /* a disk tier alone (metadata-only store) behaves as the host one */
+    cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &r), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(r.hit_tokens, unbounded);
+    cr_assert_eq(r.hit_tokens_by_medium[RKV_MEDIUM_DISK], r.load_blocks * 512);
+    cr_assert_gt(r.hit_tokens_by_medium[RKV_MEDIUM_DISK], 0);
+    cfg.host_capacity_tokens = 1000000;
+    cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &r), RKV_ERR_UNSUPPORTED);
+    rkv_workload_free(&wl);
+}

@@ -170,6 +170,14 @@ Test(store, capacity_in_blocks_and_bytes)
     cr_assert_eq(rkv_store_capacity_blocks(s), 10);
     cr_assert_eq(rkv_store_block_bytes(s), 1024);
     cr_assert_eq(rkv_store_medium(s), RKV_MEDIUM_HOST);
+    rkv_store_info info;
+    OK(rkv_store_get_info(s, &info));
+    cr_assert_eq(info.capacity_blocks, 10);
+    cr_assert_eq(info.used_blocks, 0);
+    cr_assert_eq(info.pinned, 0);
+    cr_assert_null(info.path);
+    IS(rkv_store_get_info(s, NULL), RKV_ERR_INVALID_ARG);
+    IS(rkv_store_get_info(NULL, &info), RKV_ERR_INVALID_ARG);
     rkv_store_destroy(s);
     c.capacity_blocks = 7; /* both: the smaller wins */
     OK(rkv_store_create(&c, &s));
@@ -439,7 +447,8 @@ Test(store, cuda_pool_pinned_store)
 
 /* ---- disk ------------------------------------------------------------------ */
 
-static rkv_store *make_disk(const char *path, uint64_t cap, size_t bb, int direct)
+static rkv_store *make_disk_io(const char *path, uint64_t cap, size_t bb, int direct,
+                               int uring)
 {
     rkv_store_config c;
     rkv_store_config_init(&c, RKV_MEDIUM_DISK);
@@ -447,18 +456,29 @@ static rkv_store *make_disk(const char *path, uint64_t cap, size_t bb, int direc
     c.block_bytes = bb;
     c.path = path;
     c.direct_io = direct;
+    c.io_uring = uring;
     rkv_store *s = NULL;
     OK(rkv_store_create(&c, &s));
     CHECK(s);
+    if (!uring)
+        cr_assert_eq(rkv_store_io_uring(s), 0);
+#ifndef RKV_HAVE_IO_URING
+    cr_assert_eq(rkv_store_io_uring(s), 0);
+#endif
     return s;
 }
 
-static void disk_roundtrip(const char *base, int direct)
+static rkv_store *make_disk(const char *path, uint64_t cap, size_t bb, int direct)
+{
+    return make_disk_io(path, cap, bb, direct, 1);
+}
+
+static void disk_roundtrip(const char *base, int direct, int uring)
 {
     char *dir = make_dir(base);
     rkv_pool *pool = make_pool(8, 2);
     size_t bb = rkv_pool_bytes_per_block(pool);
-    rkv_store *s = make_disk(dir, 4, bb, direct);
+    rkv_store *s = make_disk_io(dir, 4, bb, direct, uring);
     char want_path[4096];
     snprintf(want_path, sizeof want_path, "%s/radixkv-tier.blocks", dir);
     cr_assert_str_eq(rkv_store_path(s), want_path);
@@ -467,8 +487,19 @@ static void disk_roundtrip(const char *base, int direct)
     cr_assert_eq((size_t)st.st_size, 4096 + 4 * rkv_record_bytes(bb));
     if (!direct)
         cr_assert_eq(rkv_store_direct_io(s), 0);
-    cr_log_info("disk store on %s: %s", base,
-                rkv_store_direct_io(s) ? "O_DIRECT" : "buffered");
+    rkv_store_info info;
+    OK(rkv_store_get_info(s, &info));
+    cr_assert_eq(info.medium, RKV_MEDIUM_DISK);
+    cr_assert_eq(info.capacity_blocks, 4);
+    cr_assert_eq(info.block_bytes, bb);
+    cr_assert_eq(info.direct_io, rkv_store_direct_io(s));
+    cr_assert_eq(info.io_uring, rkv_store_io_uring(s));
+    cr_assert_str_eq(info.path, want_path);
+    cr_assert_eq(info.file_bytes, (uint64_t)st.st_size);
+    cr_assert_eq(info.writes, 0);
+    cr_log_info("disk store on %s: %s, %s", base,
+                rkv_store_direct_io(s) ? "O_DIRECT" : "buffered",
+                rkv_store_io_uring(s) ? "io_uring" : "pread/pwrite");
     unsigned char want[4][1024], zero[1024] = {0};
     rkv_block_id b[8];
     uint32_t slot[4];
@@ -485,6 +516,10 @@ static void disk_roundtrip(const char *base, int direct)
         CHECK(s);
         expect_block(pool, b[4 + i], want[i]);
     }
+    OK(rkv_store_get_info(s, &info));
+    cr_assert_eq(info.writes, 4);
+    cr_assert_eq(info.reads, 4);
+    cr_assert_eq(info.used_blocks, 4);
     IS(rkv_store_read_to_pool(s, slot[2], pool, b[4], 52, 3), RKV_ERR_CORRUPT);
     /* the file is the store's: a second store on it is refused */
     rkv_store_config c;
@@ -502,8 +537,10 @@ static void disk_roundtrip(const char *base, int direct)
     remove_dir(dir);
 }
 
-Test(store, disk_roundtrip_direct) { disk_roundtrip("/tmp", 1); }
-Test(store, disk_roundtrip_buffered) { disk_roundtrip("/tmp", 0); }
+Test(store, disk_roundtrip_direct) { disk_roundtrip("/tmp", 1, 1); }
+Test(store, disk_roundtrip_buffered) { disk_roundtrip("/tmp", 0, 1); }
+Test(store, disk_roundtrip_direct_pread) { disk_roundtrip("/tmp", 1, 0); }
+Test(store, disk_roundtrip_buffered_pread) { disk_roundtrip("/tmp", 0, 0); }
 
 /* tmpfs: O_DIRECT is refused there on kernels before 6.6, taken after;
  * either way the store works and says which it uses. */
@@ -512,7 +549,7 @@ Test(store, disk_on_tmpfs)
     struct stat st;
     if (stat("/dev/shm", &st) != 0 || !S_ISDIR(st.st_mode))
         cr_skip_test("no /dev/shm");
-    disk_roundtrip("/dev/shm", 1);
+    disk_roundtrip("/dev/shm", 1, 1);
 }
 
 /* A filesystem that takes the O_DIRECT open but refuses the I/O: the store
@@ -870,13 +907,13 @@ typedef struct ref_slot {
  * slot's record (slot_holds) and, with bytes, every block read back. The
  * injection schedule is the documented one (tier/store.c): write = two
  * points on the store, read = two, copy = one on src then one on dst. */
-static void differential(int with_bytes)
+static void differential(int with_bytes, int uring)
 {
     char *dir = make_dir("/tmp");
     rkv_pool *pool = make_pool(2 * RB, with_bytes ? 2 : 0);
     size_t bb = rkv_pool_bytes_per_block(pool);
     rkv_store *S[2] = {make_store(RKV_MEDIUM_HOST, RS, bb, NULL),
-                       make_disk(dir, RS, bb, 1)};
+                       make_disk_io(dir, RS, bb, 1, uring)};
     ref_slot M[2][RS];
     memset(M, 0, sizeof M);
     rkv_block_id b[2 * RB];
@@ -1014,5 +1051,6 @@ static void differential(int with_bytes)
     remove_dir(dir);
 }
 
-Test(store, differential) { differential(1); }
-Test(store, differential_metadata_only) { differential(0); }
+Test(store, differential) { differential(1, 1); }
+Test(store, differential_pread) { differential(1, 0); }
+Test(store, differential_metadata_only) { differential(0, 1); }

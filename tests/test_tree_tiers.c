@@ -19,9 +19,11 @@
  * on the lower tier or gone (never wrong), and nothing leaks.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
@@ -138,7 +140,8 @@ static void verify_seq(env *e, const seq *s)
     else
         cr_assert(have <= want, "tree has %zu pages, model only %u", have,
                   want);
-    cr_assert_eq(tm.host_tokens, tm.lower_tokens);
+    cr_assert_eq(tm.host_tokens + tm.disk_tokens, tm.lower_tokens);
+    cr_assert(tm.host_tokens == 0 || tm.disk_tokens == 0, "one lower tier");
 }
 
 static void verify_blocks(env *e, const seq *s, const rkv_block_id *blocks,
@@ -280,8 +283,9 @@ static void make_seqs(env *e)
     }
 }
 
-static void run(uint64_t seed, int exact, uint32_t steps)
+static void run(uint64_t seed, int exact, uint32_t steps, int disk)
 {
+    char dir[] = "/tmp/rkv-tiers-XXXXXX";
     int64_t live0 = rkv_debug_live_tree_allocs_global();
     env *e = calloc(1, sizeof *e);
     cr_assert_not_null(e);
@@ -307,14 +311,21 @@ static void run(uint64_t seed, int exact, uint32_t steps)
     e->buf = malloc(e->bb);
     e->want = malloc(e->bb);
     rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    rkv_store_config_init(&sc, disk ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST);
     sc.capacity_blocks = exact ? 4096 : 16 + rnd(e) % 24;
     sc.block_bytes = e->bb;
     sc.pinned = 0;
+    if (disk) {
+        cr_assert_not_null(mkdtemp(dir));
+        sc.path = dir;
+    }
     cr_assert_eq(rkv_store_create(&sc, &e->host), RKV_OK, "%s", rkv_last_error());
     rkv_tier_config cfg;
     rkv_tier_config_init(&cfg);
-    cfg.host = e->host;
+    if (disk)
+        cfg.disk = e->host;
+    else
+        cfg.host = e->host;
     if (!exact) {
         cfg.write_policy = (int)(rnd(e) % 3);
         cfg.selective_hits = 1 + (uint32_t)(rnd(e) % 3);
@@ -380,9 +391,11 @@ static void run(uint64_t seed, int exact, uint32_t steps)
     cr_assert_eq(rkv_tree_tier_stats(e->tree, &ts), RKV_OK);
     cr_assert(e->hits_lower > 0, "no lower-tier hit in %u steps", steps);
     cr_assert(e->loads_ok > 0);
-    cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_HOST] * TP > 0, 1);
+    int med = disk ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST;
+    cr_assert_gt(ts.loads_blocks[med], 0);
+    cr_assert_eq(ts.resident_pages[med], rkv_store_used_blocks(e->host));
     if (exact) {
-        cr_assert_eq(ts.evictions[RKV_MEDIUM_HOST], 0);
+        cr_assert_eq(ts.evictions[med], 0);
         cr_assert_eq(ts.failed_loads, 0);
     }
     if (getenv("RKV_TEST_VERBOSE"))
@@ -393,15 +406,17 @@ static void run(uint64_t seed, int exact, uint32_t steps)
                 (unsigned long long)e->hits_lower,
                 (unsigned long long)e->loads_ok,
                 (unsigned long long)e->loads_failed,
-                (unsigned long long)ts.stores_blocks[RKV_MEDIUM_HOST],
+                (unsigned long long)ts.stores_blocks[med],
                 (unsigned long long)ts.stores_skipped,
                 (unsigned long long)ts.failed_stores,
-                (unsigned long long)ts.evictions[RKV_MEDIUM_HOST],
+                (unsigned long long)ts.evictions[med],
                 (unsigned long long)ts.evictions[RKV_MEDIUM_DEVICE]);
     rkv_tree_destroy(e->tree);
     free(e->m.e);
     cr_assert_eq(rkv_store_used_blocks(e->host), 0);
     rkv_store_destroy(e->host);
+    if (disk)
+        rmdir(dir);
     rkv_pool_destroy(e->pool);
     free(e->buf);
     free(e->want);
@@ -412,13 +427,26 @@ static void run(uint64_t seed, int exact, uint32_t steps)
 Test(tree_tiers, exact_big_host)
 {
     for (uint64_t seed = 1; seed <= 6; seed++)
-        run(seed, 1, 600);
+        run(seed, 1, 600, 0);
 }
 
 Test(tree_tiers, faulty_small_host)
 {
     for (uint64_t seed = 1; seed <= 12; seed++)
-        run(seed, 0, 800);
+        run(seed, 0, 800, 0);
+}
+
+/* The same with a disk store (real records and I/O) as the lower tier. */
+Test(tree_tiers, exact_disk)
+{
+    for (uint64_t seed = 1; seed <= 2; seed++)
+        run(seed, 1, 400, 1);
+}
+
+Test(tree_tiers, faulty_disk)
+{
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        run(seed, 0, 500, 1);
 }
 
 /* Attach: an empty tree only, one tree per store, block sizes must agree;
@@ -773,4 +801,77 @@ Test(tree_tiers, oom_every_allocation)
         small_close(&s);
         cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
     }
+}
+
+/* A corrupted disk block (through the real disk store): the file's records
+ * are overwritten behind the store's back; the load fails with
+ * RKV_ERR_CORRUPT (verification, never wrong KV), the page and everything
+ * after it leave the tree, the device blocks come back, nothing leaks. */
+Test(tree_tiers, corrupt_disk_block)
+{
+    char dir[] = "/tmp/rkv-tiers-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    small s;
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 16;
+    pc.page_size = TP;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 2;
+    cr_assert_eq(rkv_pool_create(&pc, &s.pool), RKV_OK);
+    cr_assert_eq(rkv_tree_create(s.pool, NULL, &s.tree), RKV_OK);
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
+    sc.capacity_blocks = 8;
+    sc.block_bytes = rkv_pool_bytes_per_block(s.pool);
+    sc.path = dir;
+    cr_assert_eq(rkv_store_create(&sc, &s.host), RKV_OK, "%s", rkv_last_error());
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cfg.disk = s.host;
+    cr_assert_eq(rkv_tree_attach_tiers(s.tree, &cfg), RKV_OK, "%s",
+                 rkv_last_error());
+    for (uint32_t j = 0; j < 8 * TP; j++)
+        s.tok[j] = (int32_t)(j * 7 + 1);
+    small_fill_host(&s, 3);
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 3 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(tm.disk_tokens, 3 * TP);
+    cr_assert_eq(tm.host_tokens, 0);
+    /* overwrite every record (the file header stays) */
+    char path[64];
+    snprintf(path, sizeof path, "%s/radixkv-tier.blocks", dir);
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    uint8_t junk[4096];
+    memset(junk, 0x5a, sizeof junk);
+    off_t end = lseek(fd, 0, SEEK_END);
+    for (off_t off = 4096; off < end; off += (off_t)sizeof junk)
+        cr_assert_eq(pwrite(fd, junk, sizeof junk, off), (ssize_t)sizeof junk);
+    cr_assert_eq(fsync(fd), 0);
+    close(fd);
+    uint32_t free0 = rkv_pool_num_free(s.pool);
+    rkv_load ld;
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld), RKV_OK);
+    cr_assert_eq(ld.disk_pages, 3);
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(nd, 1);
+    cr_assert_eq(done.status, RKV_ERR_CORRUPT, "status %d", done.status);
+    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
+    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_pool_num_free(s.pool), free0);
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 3 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(m.matched_tokens + tm.lower_tokens, 0);
+    cr_assert_eq(rkv_store_used_blocks(s.host), 0);
+    rkv_tier_stats ts;
+    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(ts.corrupt_blocks, 1);
+    small_close(&s);
+    rmdir(dir);
 }

@@ -16,8 +16,16 @@
  * says which is in use. Every offset, length and buffer is a multiple of
  * RKV_REC_ALIGN, which O_DIRECT needs on every common filesystem.
  *
+ * io_uring (cfg->io_uring, built with liburing: RKV_HAVE_IO_URING): each
+ * record goes through a two-entry ring of the store's, submitted and
+ * waited for at once -- the same one-record-at-a-time transfer as
+ * pread/pwrite, through the ring (a queue of several records in flight is
+ * the next step, when the tree batches them). A kernel that refuses the
+ * ring (ENOSYS, EPERM: io_uring disabled) gives pread/pwrite;
+ * rkv_store_get_info says which is in use.
+ *
  * Invariants: fd >= 0 open read-write; staging holds record_bytes;
- * record_bytes == rkv_record_bytes(block_bytes).
+ * record_bytes == rkv_record_bytes(block_bytes); ring != NULL iff uring.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +34,10 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#ifdef RKV_HAVE_IO_URING
+#include <liburing.h>
+#endif
 
 #include "common/status.h"
 #include "tier/disk_record.h"
@@ -50,6 +62,45 @@ static int drop_direct(rkv_disk_file *d)
     return 1;
 }
 
+/* One read or write of at most n bytes: through the ring when the store
+ * has one, else pread / pwrite. -1 and errno on failure, as pread. */
+static ssize_t rw_once(rkv_disk_file *d, int write, void *buf, size_t n, off_t off)
+{
+#ifdef RKV_HAVE_IO_URING
+    if (d->uring) {
+        struct io_uring *ring = d->ring;
+        struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+        if (sqe == NULL) {
+            errno = EBUSY;
+            return -1;
+        }
+        unsigned len = n > (1u << 30) ? 1u << 30 : (unsigned)n;
+        if (write)
+            io_uring_prep_write(sqe, d->fd, buf, len, (uint64_t)off);
+        else
+            io_uring_prep_read(sqe, d->fd, buf, len, (uint64_t)off);
+        int e = io_uring_submit(ring);
+        struct io_uring_cqe *cqe = NULL;
+        if (e >= 0)
+            do
+                e = io_uring_wait_cqe(ring, &cqe);
+            while (e == -EINTR);
+        if (e < 0) {
+            errno = -e;
+            return -1;
+        }
+        int res = cqe->res;
+        io_uring_cqe_seen(ring, cqe);
+        if (res < 0) {
+            errno = -res;
+            return -1;
+        }
+        return res;
+    }
+#endif
+    return write ? pwrite(d->fd, buf, n, off) : pread(d->fd, buf, n, off);
+}
+
 /* Whole-buffer pread / pwrite; *got gets the bytes read (a read stops
  * short at end of file). EINVAL on the first O_DIRECT I/O falls back to
  * buffered I/O and retries. */
@@ -63,10 +114,8 @@ static rkv_status disk_io(rkv_disk_file *d, int write, void *buf, size_t n, off_
             d->simulate_einval = 0;
             r = -1;
             errno = EINVAL;
-        } else if (write) {
-            r = pwrite(d->fd, (char *)buf + done, n - done, off + (off_t)done);
         } else {
-            r = pread(d->fd, (char *)buf + done, n - done, off + (off_t)done);
+            r = rw_once(d, write, (char *)buf + done, n - done, off + (off_t)done);
         }
         if (r < 0 && errno == EINTR)
             continue;
@@ -74,8 +123,9 @@ static rkv_status disk_io(rkv_disk_file *d, int write, void *buf, size_t n, off_
             drop_direct(d))
             continue;
         if (r < 0)
-            return rkv_set_error(RKV_ERR_IO, "%s: %s of %zu bytes at offset %lld: %s",
-                                 d->path, write ? "pwrite" : "pread", n - done,
+            return rkv_set_error(RKV_ERR_IO, "%s: %s%s of %zu bytes at offset %lld: %s",
+                                 d->path, d->uring ? "io_uring " : "",
+                                 write ? "pwrite" : "pread", n - done,
                                  (long long)(off + (off_t)done), strerror(errno));
         if (r == 0) {
             if (!write)
@@ -125,6 +175,13 @@ static rkv_status disk_load(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t
 
 static void disk_close(rkv_disk_file *d)
 {
+#ifdef RKV_HAVE_IO_URING
+    if (d->ring != NULL)
+        io_uring_queue_exit(d->ring);
+#endif
+    free(d->ring);
+    d->ring = NULL;
+    d->uring = 0;
     if (d->fd >= 0) {
         if (d->made_file)
             (void)unlink(d->path);
@@ -152,6 +209,8 @@ static rkv_status disk_check(const rkv_store *s)
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "rkv_store_check: records of %zu bytes for blocks of %zu",
                              d->record_bytes, s->block_bytes);
+    if ((d->ring != NULL) != (d->uring != 0))
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_store_check: io_uring state");
     if (d->direct && !d->direct_tried)
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "rkv_store_check: O_DIRECT in use but never opened");
@@ -231,6 +290,21 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
                              d->record_bytes);
     }
     memset(d->staging, 0, d->record_bytes);
+#ifdef RKV_HAVE_IO_URING
+    if (cfg->io_uring) {
+        d->ring = malloc(sizeof(struct io_uring));
+        if (d->ring == NULL) {
+            disk_close(d);
+            return rkv_set_error(RKV_ERR_NOMEM, "rkv_store_create: out of memory");
+        }
+        if (io_uring_queue_init(2, d->ring, 0) == 0) {
+            d->uring = 1;
+        } else { /* the kernel refuses rings: pread/pwrite */
+            free(d->ring);
+            d->ring = NULL;
+        }
+    }
+#endif
     int flags = O_RDWR | O_CREAT | O_CLOEXEC;
     if (cfg->direct_io) {
         d->fd = open(d->path, flags | O_DIRECT, 0600);
@@ -273,6 +347,11 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
     }
     s->ops = &disk_ops;
     return RKV_OK;
+}
+
+int rkv_store_io_uring(const rkv_store *s)
+{
+    return s != NULL && s->medium == RKV_MEDIUM_DISK && s->disk.uring;
 }
 
 int rkv_store_direct_io(const rkv_store *s)

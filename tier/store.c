@@ -21,6 +21,9 @@
  *   read_to_pool:    "load" then "pool copy" on the store;
  *   copy_slot:       "load" on src, then "commit" on dst.
  * Metadata-only stores have the same points (no bytes move at them).
+ *
+ * Design notes (the disk format, what was taken from SGLang HiCache, vLLM's
+ * offloading connector and TensorRT-LLM, and what differs): tier/README.md.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +190,27 @@ rkv_status rkv_store_inject(rkv_store *s, const char *what)
         return RKV_OK;
     return rkv_set_error(RKV_ERR_IO, "%s store: injected failure at %s",
                          s->medium == RKV_MEDIUM_HOST ? "host" : "disk", what);
+}
+
+rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out)
+{
+    if (store == NULL || out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_get_info: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->medium = store->medium;
+    out->capacity_blocks = store->cap;
+    out->used_blocks = store->used;
+    out->block_bytes = store->block_bytes;
+    out->pinned = rkv_store_pinned(store);
+    if (store->medium == RKV_MEDIUM_DISK && store->ops != NULL) {
+        out->direct_io = store->disk.direct;
+        out->io_uring = store->disk.uring;
+        out->path = store->disk.path;
+        out->file_bytes = RKV_DISK_FILE_HEADER + (uint64_t)store->cap * store->disk.record_bytes;
+        out->reads = store->disk.reads;
+        out->writes = store->disk.writes;
+    }
+    return RKV_OK;
 }
 
 /* ---- slots ---------------------------------------------------------------- */

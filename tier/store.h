@@ -78,6 +78,8 @@ int rkv_store_pinned(const rkv_store *s);
  * request or after the filesystem refused O_DIRECT); its file's path. */
 int rkv_store_direct_io(const rkv_store *s);
 const char *rkv_store_path(const rkv_store *s);
+/* Disk store: 1 iff its I/O goes through io_uring. */
+int rkv_store_io_uring(const rkv_store *s);
 /* Tests: the next O_DIRECT I/O of a disk store fails with EINVAL, as on a
  * filesystem without O_DIRECT (the store must fall back to buffered). */
 void rkv_store_simulate_einval(rkv_store *s);

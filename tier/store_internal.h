@@ -25,6 +25,9 @@
 
 enum { SLOT_FREE = 0, SLOT_EMPTY = 1, SLOT_FULL = 2 };
 
+/* The disk file's header before the first record (tier/disk_record.h). */
+#define RKV_DISK_FILE_HEADER 4096u
+
 /* What a medium with bytes provides. The common part has already checked
  * the slot, the (hash, ns) record and the block size. */
 typedef struct rkv_store_ops {
@@ -62,6 +65,8 @@ typedef struct rkv_disk_file {
     size_t record_bytes; /* header + payload, rounded up to 4096           */
     void *staging;       /* one record, 4096-aligned                      */
     int simulate_einval; /* tests: the next O_DIRECT I/O says EINVAL     */
+    void *ring;          /* struct io_uring when uring, else NULL         */
+    int uring;           /* 1: I/O goes through the ring                  */
     uint64_t reads, writes, fallbacks;
 } rkv_disk_file;
 
