@@ -347,7 +347,12 @@ rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
 typedef struct rkv_insert_result {
     size_t prefix_tokens;  /* tokens that were already cached               */
     size_t cached_tokens;  /* tokens cached for this key after the call:
-                              floor(n / page_size) * page_size              */
+                              floor(n / page_size) * page_size, except with
+                              tiers when the path runs into pages another
+                              call is loading (rkv_tree_load): the insert
+                              ends there, those pages arrive by the load,
+                              and cached_tokens says where it ended (the
+                              caller's blocks past it were not taken)      */
     uint32_t new_pages;    /* pages the tree took from `blocks`             */
     uint32_t num_dups;     /* given blocks not kept: their page was already
                               cached under another block                    */
@@ -824,7 +829,7 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
  * pages that follow the device prefix of tokens[0..n): it allocates device
  * blocks (evicting other pages, never this path), queues the copies and
  * returns a ticket and an owned lease on the path's deepest loading node
- * (the caller unlocks it as any lease). The pages are LOADING until the
+ * (the caller unlocks it once the ticket completed). The pages are LOADING until the
  * ticket completes: not matchable on the device, not evictable. Copies run
  * in rkv_tree_tier_poll (host backend: memcpy / pread; CUDA backend:
  * copies on a stream, completion by event). A request waits for its own
