@@ -43,6 +43,10 @@ enum {
     OPT_HOST_CAP, OPT_DISK_CAP, OPT_WRITE_POLICY
 };
 
+/* tiers, scheduler side (issue 12): link bandwidths, swap, the sweep over
+ * host capacity */
+enum { OPT_PCIE_GBPS = 512, OPT_DISK_GBPS, OPT_SWAP, OPT_HOST_CAPACITIES };
+
 #define FOR_R 1u
 #define FOR_S 2u
 #define FOR_B 3u
@@ -89,6 +93,10 @@ static const optdef optdefs[] = {
     {"mfu", required_argument, OPT_MFU, FOR_B},
     {"mbu", required_argument, OPT_MBU, FOR_B},
     {"step-overhead-ms", required_argument, OPT_OVERHEAD, FOR_B},
+    {"pcie-gbps", required_argument, OPT_PCIE_GBPS, FOR_B},
+    {"disk-gbps", required_argument, OPT_DISK_GBPS, FOR_B},
+    {"swap", no_argument, OPT_SWAP, FOR_B},
+    {"host-capacities", required_argument, OPT_HOST_CAPACITIES, FOR_S},
     {"json", no_argument, OPT_JSON, FOR_B},
     {"no-progress", no_argument, OPT_NO_PROGRESS, FOR_B},
     {"capacities", required_argument, OPT_CAPACITIES, FOR_S},
@@ -528,6 +536,10 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_MFU: m->mfu = need_real(e, f, v, 1e-6, 1); break;
     case OPT_MBU: m->mbu = need_real(e, f, v, 1e-6, 1); break;
     case OPT_OVERHEAD: m->overhead_ms = need_real(e, f, v, 0, 1e6); break;
+    case OPT_PCIE_GBPS: m->pcie_gbps = need_real(e, f, v, 1e-6, 1e6); break;
+    case OPT_DISK_GBPS: m->disk_gbps = need_real(e, f, v, 1e-6, 1e6); break;
+    case OPT_SWAP: o->rc.swap = 1; break;
+    case OPT_HOST_CAPACITIES: o->host_caps_arg = v; break;
     case OPT_JSON: o->json = 1; break;
     case OPT_NO_PROGRESS: o->progress = 0; break;
     case OPT_CAPACITIES: *caps = v; break;
@@ -587,6 +599,32 @@ static void finish_fleet(perr *e, rkv_cli_options *o, const char *caps,
     }
 }
 
+/* sweep --host-capacities: the rows are host-tier capacities at one
+ * device capacity (one --capacities item, or the simulated GPU's). */
+static void finish_host_caps(perr *e, rkv_cli_options *o, const char *caps)
+{
+    char buf[4096];
+    char *items[RKV_CLI_MAX_LIST];
+    if (o->fleet)
+        perr_set(e, "--host-capacities does not combine with --instances/"
+                    "--route (the fleet replay has no tiers)");
+    if (caps && o->num_capacities != 1)
+        perr_set(e, "--host-capacities sweeps the host tier at one device "
+                    "capacity: give --capacities one value, got '%s'", caps);
+    if (!caps) {
+        o->capacities[0] = rkv_cost_default_capacity_tokens(&o->rc.cost);
+        o->num_capacities = 1;
+        if (o->capacities[0] == 0)
+            perr_set(e, "the model's weights do not fit in --gpu-memory-gb; "
+                        "give --capacities");
+    }
+    size_t n = split_list(e, "host-capacities", o->host_caps_arg, buf,
+                          sizeof buf, items);
+    for (size_t k = 0; k < n; k++)
+        o->host_capacities[o->num_host_capacities++] =
+            need_count(e, "host-capacities", items[k], 1, (uint64_t)1 << 50);
+}
+
 static void finish(perr *e, rkv_cli_options *o, const char *caps,
                    const char *pols, int order_set, char *const *pos,
                    int npos)
@@ -628,6 +666,8 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
     }
     if (o->fleet)
         finish_fleet(e, o, caps, pols, order_set);
+    if (o->host_caps_arg)
+        finish_host_caps(e, o, caps);
     if (!o->capacity_set) {
         uint64_t c = rkv_cost_default_capacity_tokens(&o->rc.cost);
         if (c == 0 && o->cmd == RKV_CMD_REPLAY)
@@ -855,8 +895,19 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
                "\"model_head_dim\":%u,\"model_params\":%.15g,\"weight_bytes\":%.15g,"
                "\"kv_bytes\":%.15g,\"gpu_tflops\":%.15g,\"gpu_bandwidth_tbs\":%.15g,"
                "\"gpu_memory_gb\":%.15g,\"mfu\":%.15g,\"mbu\":%.15g,"
-               "\"step_overhead_ms\":%.15g}",
+               "\"step_overhead_ms\":%.15g",
             m->layers, m->hidden, m->kv_heads, m->head_dim, m->params,
             m->weight_bytes, m->kv_dtype_bytes, m->peak_tflops, m->bandwidth_tbs,
             m->memory_gb, m->mfu, m->mbu, m->overhead_ms);
+    /* tiers, scheduler side */
+    fprintf(f, ",\"pcie_gbps\":%.15g,\"disk_gbps\":%.15g,\"swap\":%s",
+            m->pcie_gbps, m->disk_gbps, rc->swap ? "true" : "false");
+    if (o->num_host_capacities) {
+        fputs(",\"host_capacities\":[", f);
+        for (size_t i = 0; i < o->num_host_capacities; i++)
+            fprintf(f, "%s%llu", i ? "," : "",
+                    (unsigned long long)o->host_capacities[i]);
+        fputc(']', f);
+    }
+    fputc('}', f);
 }

@@ -71,6 +71,10 @@ typedef struct rkv_cli_options {
     int trace_format;
     uint32_t block_tokens;
     double tool_share;              /* agentic: --tool-share; < 0: default */
+    /* sweep --host-capacities (tiers): rows of host-tier capacities */
+    const char *host_caps_arg;
+    uint64_t host_capacities[RKV_CLI_MAX_LIST];
+    size_t num_host_capacities;
 } rkv_cli_options;
 
 /* Parses argv (argv[0] is the program). On RKV_ACT_USAGE_ERROR, err holds

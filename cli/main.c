@@ -342,6 +342,8 @@ static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, rkv_progress *p
     sc.base = o->rc;
     sc.capacities = o->capacities;
     sc.num_capacities = o->num_capacities;
+    sc.host_capacities = o->host_capacities;
+    sc.num_host_capacities = o->num_host_capacities;
     sc.policies = o->policies;
     sc.num_policies = o->num_policies;
     sc.file_order = o->order != RKV_ORDER_SCHED;
@@ -349,8 +351,10 @@ static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, rkv_progress *p
     if (o->rc.progress) {
         sc.on_run = sweep_run_fn;
         sc.on_run_ctx = pr;
-        rkv_progress_plan(pr, sc.file_order ? sc.num_capacities : 0,
-                          sc.sched ? sc.num_capacities * sc.num_policies : 0);
+        size_t rows = sc.num_host_capacities ? sc.num_host_capacities
+                                             : sc.num_capacities;
+        rkv_progress_plan(pr, sc.file_order ? rows : 0,
+                          sc.sched ? rows * sc.num_policies : 0);
     }
     rkv_sweep_result sr;
     memset(&sr, 0, sizeof sr);

@@ -118,6 +118,85 @@ static void json_retention(FILE *f, const rkv_replay_config *cfg,
             (unsigned long long)r->pins_revoked);
 }
 
+/* ---- tiers (issue 12) ---------------------------------------------------- */
+
+static const char *write_policy_name(int p)
+{
+    return p == RKV_WRITE_THROUGH ? "through"
+           : p == RKV_WRITE_SELECTIVE ? "selective" : "back";
+}
+
+static int tiers_on(const rkv_replay_config *cfg)
+{
+    return cfg->host_capacity_tokens || cfg->disk_capacity_tokens;
+}
+
+/* "tiers": null without lower tiers, else capacities, policy, bandwidths,
+ * hits by medium, transfers and the load time charged into the steps. */
+static void json_tiers(FILE *f, const rkv_replay_config *cfg,
+                       const rkv_replay_result *r)
+{
+    if (!tiers_on(cfg)) {
+        fputs(",\"tiers\":null", f);
+        return;
+    }
+    const uint64_t *h = r->hit_tokens_by_medium;
+    fprintf(f, ",\"tiers\":{\"host_capacity_tokens\":%llu,"
+               "\"disk_capacity_tokens\":%llu,\"write_policy\":\"%s\","
+               "\"selective_hits\":%u,\"swap\":%s,\"pcie_gbps\":%g,"
+               "\"disk_gbps\":%g,\"hit_tokens_by_medium\":{\"device\":%llu,"
+               "\"host\":%llu,\"disk\":%llu},\"load_blocks\":%llu,"
+               "\"store_blocks\":%llu,\"failed_loads\":%llu,"
+               "\"swap_out_blocks\":%llu,\"swap_in_blocks\":%llu,"
+               "\"load_ms_total\":%.3f}",
+            (unsigned long long)cfg->host_capacity_tokens,
+            (unsigned long long)cfg->disk_capacity_tokens,
+            write_policy_name(cfg->write_policy), cfg->selective_hits,
+            cfg->swap ? "true" : "false", cfg->cost.pcie_gbps,
+            cfg->cost.disk_gbps, (unsigned long long)h[RKV_MEDIUM_DEVICE],
+            (unsigned long long)h[RKV_MEDIUM_HOST],
+            (unsigned long long)h[RKV_MEDIUM_DISK],
+            (unsigned long long)r->load_blocks,
+            (unsigned long long)r->store_blocks,
+            (unsigned long long)r->failed_loads,
+            (unsigned long long)r->swap_out_blocks,
+            (unsigned long long)r->swap_in_blocks, r->load_ms_total);
+}
+
+/* Hits split by medium, transfers, and the load time inside the steps
+ * (and so inside TTFT: a request runs only once its own load is done). */
+static void text_tiers(FILE *f, const rkv_replay_config *cfg,
+                       const rkv_replay_result *r)
+{
+    if (!tiers_on(cfg))
+        return;
+    char a[32], b[32], c[32], d[32], e[32];
+    const uint64_t *h = r->hit_tokens_by_medium;
+    double pt = r->prompt_tokens ? (double)r->prompt_tokens : 1.0;
+    fprintf(f, "  tiers          host %s tokens, disk %s tokens, write-%s%s\n",
+            commas(a, sizeof a, cfg->host_capacity_tokens),
+            commas(b, sizeof b, cfg->disk_capacity_tokens),
+            write_policy_name(cfg->write_policy),
+            cfg->swap ? ", swap on preempt" : "");
+    fprintf(f, "  hits by medium device %.2f %%, host %.2f %%, disk %.2f %% of "
+               "prompt tokens\n",
+            100.0 * (double)h[RKV_MEDIUM_DEVICE] / pt,
+            100.0 * (double)h[RKV_MEDIUM_HOST] / pt,
+            100.0 * (double)h[RKV_MEDIUM_DISK] / pt);
+    fprintf(f, "  transfers      %s blocks loaded (%s failed), %s stored; swap "
+               "out %s, in %s blocks\n",
+            commas(a, sizeof a, r->load_blocks),
+            commas(b, sizeof b, r->failed_loads),
+            commas(c, sizeof c, r->store_blocks),
+            commas(d, sizeof d, r->swap_out_blocks),
+            commas(e, sizeof e, r->swap_in_blocks));
+    if (r->sched_mode)
+        fprintf(f, "  load time      %s in steps (PCIe %g GB/s, disk %g GB/s; "
+                   "in the TTFT of the requests that waited for it)\n",
+                rkv_fmt_duration(a, sizeof a, r->load_ms_total),
+                cfg->cost.pcie_gbps, cfg->cost.disk_gbps);
+}
+
 void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
                      const rkv_workload *wl, const rkv_replay_result *r,
                      const rkv_report_ctx *ctx)
@@ -223,6 +302,7 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
                 m->weight_bytes, m->kv_dtype_bytes, m->peak_tflops,
                 m->bandwidth_tbs, m->memory_gb, m->mfu, m->mbu, m->overhead_ms);
     }
+    json_tiers(f, cfg, r);
     fprintf(f, ",\"wall_s\":%.3f}\n", r->wall_s);
 }
 
@@ -407,5 +487,6 @@ void rkv_report_text(FILE *f, const rkv_replay_config *cfg,
                 commas(a, sizeof a, r->steps), r->sched_us_per_step,
                 r->sched_us_per_step_max, commas(b, sizeof b, r->max_waiting));
     }
+    text_tiers(f, cfg, r);
     fprintf(f, "  wall time      %.2f s\n", r->wall_s);
 }

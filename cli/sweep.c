@@ -32,16 +32,21 @@ rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_sweep_run: need capacities (and policies "
                              "in scheduler mode)");
+    int host = cfg->num_host_capacities > 0;
+    if (host && (cfg->num_capacities != 1 || !cfg->host_capacities))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_sweep_run: a host-capacity sweep needs one "
+                             "device capacity");
+    size_t rows = host ? cfg->num_host_capacities : cfg->num_capacities;
     rkv_sweep_result r;
     memset(&r, 0, sizeof r);
-    r.num_capacities = cfg->num_capacities;
+    r.num_capacities = rows;
     r.num_policies = cfg->sched ? cfg->num_policies : 0;
-    r.capacity_tokens = calloc(cfg->num_capacities, sizeof *r.capacity_tokens);
+    r.capacity_tokens = calloc(rows, sizeof *r.capacity_tokens);
     if (cfg->file_order)
-        r.file = calloc(cfg->num_capacities, sizeof *r.file);
+        r.file = calloc(rows, sizeof *r.file);
     if (cfg->sched)
-        r.sched = calloc(cfg->num_capacities * cfg->num_policies,
-                         sizeof *r.sched);
+        r.sched = calloc(rows * cfg->num_policies, sizeof *r.sched);
     if (!r.capacity_tokens || (cfg->file_order && !r.file) ||
         (cfg->sched && !r.sched)) {
         rkv_sweep_result_free(&r);
@@ -49,20 +54,24 @@ rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
     }
     rkv_status st = RKV_OK;
     size_t run = 0;
-    size_t runs = cfg->num_capacities *
+    size_t runs = rows *
                   ((cfg->file_order ? 1 : 0) + (cfg->sched ? cfg->num_policies : 0));
     char label[96];
-    for (size_t c = 0; c < cfg->num_capacities && st == RKV_OK; c++) {
+    for (size_t c = 0; c < rows && st == RKV_OK; c++) {
         rkv_replay_config rc = cfg->base;
-        rc.capacity_tokens = cfg->capacities[c];
-        char capname[32];
-        if (rc.capacity_tokens == RKV_REPLAY_UNBOUNDED)
+        rc.capacity_tokens = cfg->capacities[host ? 0 : c];
+        if (host)
+            rc.host_capacity_tokens = cfg->host_capacities[c];
+        uint64_t shown = host ? rc.host_capacity_tokens : rc.capacity_tokens;
+        char capname[40];
+        if (shown == RKV_REPLAY_UNBOUNDED)
             snprintf(capname, sizeof capname, "unbounded");
         else {
             /* 1e6, 2.5e5 ... as a person writes them on the command line */
-            double v = (double)rc.capacity_tokens;
+            double v = (double)shown;
             int e = (int)floor(log10(v));
-            snprintf(capname, sizeof capname, "%.3ge%d", v / pow(10.0, e), e);
+            snprintf(capname, sizeof capname, "%s%.3ge%d", host ? "host " : "",
+                     v / pow(10.0, e), e);
         }
         if (cfg->file_order) {
             if (cfg->on_run) {
@@ -88,7 +97,10 @@ rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
         }
         const rkv_replay_result *any =
             cfg->file_order ? &r.file[c] : &r.sched[c * cfg->num_policies];
-        r.capacity_tokens[c] = (double)any->capacity_blocks * rc.page_size;
+        r.capacity_tokens[c] =
+            host ? (double)(rc.host_capacity_tokens / rc.page_size *
+                            rc.page_size)
+                 : (double)any->capacity_blocks * rc.page_size;
     }
     if (st != RKV_OK) {
         rkv_sweep_result_free(&r);
@@ -126,7 +138,11 @@ static void fmt_ms(char *buf, size_t cap, int have, double ms)
 void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
                            const rkv_sweep_result *r)
 {
-    fprintf(f, "%15s", "capacity");
+    int host = cfg->num_host_capacities > 0;
+    if (host)
+        fprintf(f, "host tier at a device capacity of %llu tokens\n",
+                (unsigned long long)cfg->capacities[0]);
+    fprintf(f, "%15s", host ? "host capacity" : "capacity");
     if (r->file)
         fprintf(f, "  %10s", "file hit%");
     for (size_t p = 0; p < r->num_policies; p++) {
@@ -143,10 +159,10 @@ void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
     int any_beyond = 0;
     for (size_t c = 0; c < r->num_capacities; c++) {
         char buf[40];
-        int beyond = rkv_sweep_beyond_gpu(cfg, cfg->capacities[c]);
+        int beyond = !host && rkv_sweep_beyond_gpu(cfg, cfg->capacities[c]);
         any_beyond |= beyond;
-        fmt_capacity(buf, sizeof buf, cfg->capacities[c], r->capacity_tokens[c],
-                     beyond);
+        fmt_capacity(buf, sizeof buf, host ? 0 : cfg->capacities[c],
+                     r->capacity_tokens[c], beyond);
         fprintf(f, "%15s", buf);
         if (r->file)
             fprintf(f, "  %9.2f%%", 100.0 * r->file[c].hit_rate);
@@ -221,6 +237,14 @@ void rkv_sweep_print_json(FILE *f, const rkv_workload *wl,
             cfg->base.page_size, cfg->base.time_scale,
             (unsigned long long)rkv_cost_default_capacity_tokens(&cfg->base.cost));
     for (size_t c = 0; c < r->num_capacities; c++) {
+        if (cfg->num_host_capacities)
+            fprintf(f, "%s{\"capacity_tokens\":%llu,\"host_capacity_tokens\":"
+                       "%.0f,\"unbounded\":false,\"beyond_gpu_memory\":%s",
+                    c ? "," : "", (unsigned long long)cfg->capacities[0],
+                    r->capacity_tokens[c],
+                    rkv_sweep_beyond_gpu(cfg, cfg->capacities[0]) ? "true"
+                                                                  : "false");
+        else
         fprintf(f, "%s{\"capacity_tokens\":%.0f,\"unbounded\":%s,"
                    "\"beyond_gpu_memory\":%s",
                 c ? "," : "", r->capacity_tokens[c],
@@ -246,9 +270,16 @@ void rkv_sweep_print_json(FILE *f, const rkv_workload *wl,
                 json_rate(f, x);
                 json_pcts(f, "ttft_ms", x->requests > 0, &x->ttft_ms);
                 json_pcts(f, "latency_ms", x->requests > 0, &x->latency_ms);
-                fprintf(f, ",\"preemptions\":%llu,\"rejected_requests\":%llu}",
+                fprintf(f, ",\"preemptions\":%llu,\"rejected_requests\":%llu",
                         (unsigned long long)x->preemptions,
                         (unsigned long long)x->rejected_requests);
+                fprintf(f, ",\"hit_tokens_by_medium\":{\"device\":%llu,"
+                           "\"host\":%llu,\"disk\":%llu},\"load_ms_total\":"
+                           "%.3f}",
+                        (unsigned long long)x->hit_tokens_by_medium[0],
+                        (unsigned long long)x->hit_tokens_by_medium[1],
+                        (unsigned long long)x->hit_tokens_by_medium[2],
+                        x->load_ms_total);
             }
             fputc('}', f);
         } else {
@@ -312,15 +343,23 @@ rkv_status rkv_sweep_write_svg(FILE *f, const char *title,
         ts[2 * p + 1] = (rkv_plot_series){labels[l++], r->capacity_tokens, y99,
                                           nc, 1, (int)p + 1};
     }
-    char xlabel[64];
-    snprintf(xlabel, sizeof xlabel, "KV cache capacity (tokens, page %u)",
-             cfg->base.page_size);
+    char xlabel[96];
     double gpu = (double)rkv_cost_default_capacity_tokens(&cfg->base.cost);
+    if (cfg->num_host_capacities) {
+        snprintf(xlabel, sizeof xlabel, "host tier capacity (tokens; device "
+                 "%llu, page %u)", (unsigned long long)cfg->capacities[0],
+                 cfg->base.page_size);
+        gpu = (double)cfg->capacities[0]; /* the line marks the device pool */
+    } else {
+        snprintf(xlabel, sizeof xlabel, "KV cache capacity (tokens, page %u)",
+                 cfg->base.page_size);
+    }
+    const char *mark = cfg->num_host_capacities ? "device pool" : "GPU memory";
     rkv_plot_panel panels[2] = {
         {"Prefix-cache hit rate", xlabel, "hit rate (% of prompt tokens)", 1, 0,
-         hs, nhit, gpu, "GPU memory"},
+         hs, nhit, gpu, mark},
         {"Time to first token (simulated)", xlabel, "TTFT (s, log scale)", 1, 1, ts,
-         2 * np, gpu, "GPU memory"},
+         2 * np, gpu, mark},
     };
     rkv_status st = rkv_svg_write(f, title, panels, np ? 2 : 1);
     free(hit);

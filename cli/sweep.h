@@ -27,13 +27,19 @@ typedef struct rkv_sweep_config {
     size_t num_policies;
     int file_order;               /* run --order file at each capacity    */
     int sched;                    /* run --order sched per policy         */
+    /* tiers: when num_host_capacities > 0 the rows are these host-tier
+     * capacities (tokens) at the device capacity capacities[0] (and
+     * num_capacities must be 1); the plot's x axis is the host capacity */
+    const uint64_t *host_capacities;
+    size_t num_host_capacities;
     rkv_sweep_run_fn on_run;      /* may be NULL                          */
     void *on_run_ctx;
 } rkv_sweep_config;
 
 typedef struct rkv_sweep_result {
     size_t num_capacities, num_policies;
-    double *capacity_tokens;      /* effective capacity (tokens) per row  */
+    double *capacity_tokens;      /* effective capacity (tokens) per row
+                                     (the host tier's in a host sweep)    */
     rkv_replay_result *file;      /* [num_capacities] or NULL             */
     rkv_replay_result *sched;     /* [cap * num_policies + pol] or NULL   */
 } rkv_sweep_result;

@@ -119,6 +119,20 @@ static const char text_common[] =
 "  TTFT = first token - arrival; latency = finish - arrival; percentiles\n"
 "  interpolate linearly between order statistics.\n"
 "\n"
+"Tiers, scheduler side (sched order; the tier capacities and write policy\n"
+"are the tree's options): a waiting request whose prefix continues in host\n"
+"or disk pages counts them as cached, less their load time, when ordered;\n"
+"it gets a load and waits for it (only it); the load's copy time is charged\n"
+"into the step that carries it (the step takes max(compute, copies)), so\n"
+"into its TTFT. The report splits hits into device / host / disk.\n"
+"  --pcie-gbps X (50)       host <-> device GB/s per direction (PCIe 5 x16)\n"
+"  --disk-gbps X (6)        disk GB/s (NVMe); disk -> device runs at the\n"
+"                           slower of the two\n"
+"  --swap                   a preempted request's computed pages go to the\n"
+"                           host tier when reloading them costs less than\n"
+"                           recomputing them, and come back on resume (needs\n"
+"                           a host tier)\n"
+"\n"
 "Fleet (sched order; each instance a GPU with its own cache and scheduler,\n"
 "on one simulated clock):\n"
 "  --instances N            simulated instances (1..1024; sweep: a list, default\n"
@@ -169,7 +183,10 @@ static const char text_sweep_opts[] =
 "  --policies LIST          e.g. fcfs,lpm (default fcfs,lpm)\n"
 "  --order file|sched|both  file: hit rate only (fast); default both\n"
 "  --svg FILE               plot file (default sweep.svg); checked writable\n"
-"                           before the work starts\n";
+"                           before the work starts\n"
+"  --host-capacities LIST   rows are host-tier capacities (tokens, e.g.\n"
+"                           2.7e6,1e7,2.7e7) at one device capacity (one\n"
+"                           --capacities value, default the GPU's)\n";
 
 static const char text_tail[] =
 "\n"

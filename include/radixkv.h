@@ -347,7 +347,12 @@ rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
 typedef struct rkv_insert_result {
     size_t prefix_tokens;  /* tokens that were already cached               */
     size_t cached_tokens;  /* tokens cached for this key after the call:
-                              floor(n / page_size) * page_size              */
+                              floor(n / page_size) * page_size, except with
+                              tiers when the path runs into pages another
+                              call is loading (rkv_tree_load): the insert
+                              ends there, those pages arrive by the load,
+                              and cached_tokens says where it ended (the
+                              caller's blocks past it were not taken)      */
     uint32_t new_pages;    /* pages the tree took from `blocks`             */
     uint32_t num_dups;     /* given blocks not kept: their page was already
                               cached under another block                    */
@@ -827,7 +832,7 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
  * pages that follow the device prefix of tokens[0..n): it allocates device
  * blocks (evicting other pages, never this path), queues the copies and
  * returns a ticket and an owned lease on the path's deepest loading node
- * (the caller unlocks it as any lease). The pages are LOADING until the
+ * (the caller unlocks it once the ticket completed). The pages are LOADING until the
  * ticket completes: not matchable on the device, not evictable. Copies run
  * in rkv_tree_tier_poll (host backend: memcpy / pread; CUDA backend:
  * copies on a stream, completion by event). A request waits for its own
@@ -949,7 +954,51 @@ typedef struct rkv_sched_config {
     double aging_per_s;         /* priority policy: priority gained per
                                    second of waiting; finite, >= 0;
                                    default 1.0                             */
+    /* Tiers (rkv_tree_attach_tiers on the scheduler's tree; see "Tiers in
+     * the scheduler" below). Costs are finite and >= 0, in the caller's
+     * units (ms for the simulator); only their ratios matter. */
+    int use_tiers;              /* 1 (default): consult lower tiers at
+                                   admission and for ordering; 0: ignore
+                                   them (device hits only)                 */
+    int swap;                   /* 1: swap a preempted request's computed
+                                   pages to host when cheaper than
+                                   recomputing them; default 0             */
+    double compute_ms_per_token; /* prefill cost of one token; default 0  */
+    double host_load_ms_per_page; /* host -> device copy of one page      */
+    double disk_load_ms_per_page; /* disk -> device copy of one page      */
 } rkv_sched_config;
+
+/*
+ * Tiers in the scheduler. With use_tiers and lower tiers attached to the
+ * tree, a waiting request's cached prefix is its device prefix plus its
+ * host/disk continuation (rkv_tree_match_tiers). For ordering (lpm,
+ * bounded) a lower page counts as cached minus its load time, converted to
+ * tokens at compute_ms_per_token: credit = P - load_ms_per_page /
+ * compute_ms_per_token tokens per page, at least 0 (all costs 0: a lower
+ * page counts as a full page; compute 0 and load > 0: 0). dfs groups by the
+ * device node and fcfs / priority ignore the cache, as without tiers.
+ * Admission: a request whose continuation is worth loading (total credit
+ * > 0), and whose whole need fits beside what the running and loading
+ * requests will need, gets rkv_tree_load instead of being admitted; it stays WAITING, holds the load's lease, takes a running slot
+ * (max_running counts it) but no batch tokens, and is skipped by
+ * admission until its own ticket completes -- it never waits for another
+ * request's load and nobody waits for its. rkv_sched_step calls
+ * rkv_tree_tier_poll first (so the caller must not poll a tree the
+ * scheduler uses: the tickets are the scheduler's). A completed load makes
+ * the request admissible with the loaded pages on the device (they count
+ * in cached_tokens, and in cached_tokens_by_medium under the medium they
+ * came from); a failed load makes it compute those tokens. When nothing
+ * runs and the next admission does not fit, completed loads let go of
+ * their pages (they stay cached; stats.loads_released), so loads never
+ * hold the pool against each other. Swap (swap = 1
+ * and a host tier): a preempted request's computed full pages are
+ * inserted, then copied to host with rkv_tree_store_prefix when restoring
+ * them (pages * host_load_ms_per_page) costs less than recomputing them
+ * (tokens * compute_ms_per_token); on resume the ordinary load path brings
+ * back whatever device eviction took. Without swap a write-back tier still
+ * demotes evicted pages; swap stores them at once, ahead of the write
+ * policy.
+ */
 void rkv_sched_config_init(rkv_sched_config *cfg);
 
 /* The scheduler uses the tree (and its pool) and must not outlive them. */
@@ -990,6 +1039,17 @@ typedef struct rkv_request_desc {
  * / page_size) > num_blocks (the KV never holds the last sampled token). */
 rkv_status rkv_sched_submit(rkv_sched *sched, const rkv_request_desc *req);
 
+/* One entry of rkv_batch_plan.copies: `pages` pages of one transfer. */
+typedef struct rkv_plan_copy {
+    uint64_t req_id;  /* the request it serves (0 for write-policy stores) */
+    uint64_t ticket;  /* the tree's ticket (0 for write-policy stores)     */
+    int kind;         /* rkv_transfer_kind: LOAD / SWAP_IN (lower -> device),
+                         SWAP_OUT / STORE (device or host -> lower)          */
+    int medium;       /* the lower medium read from (loads) or written to
+                         (stores)                                           */
+    uint32_t pages;
+} rkv_plan_copy;
+
 /*
  * A batch plan: what the attention kernels consume for one step. Request r's
  * new tokens are rows qo_indptr[r]..qo_indptr[r+1] (a prefill chunk, or one
@@ -1017,7 +1077,16 @@ typedef struct rkv_batch_plan {
     const uint8_t *emits_token;    /* [num_reqs] 1 if this step samples a
                                       token for the request (decode, or the
                                       last prefill chunk)                   */
+    /* Block copies this step queued between tiers (loads for admissions,
+     * swap-outs of preempted requests, and the stores the tree's write
+     * policy queued since the previous step), for an engine to overlap
+     * with the step's compute. They run in rkv_tree_tier_poll, which the
+     * next rkv_sched_step calls first. Same lifetime as the arrays above;
+     * a plan with num_reqs == 0 may still list copies. */
+    uint32_t num_copies;
+    const rkv_plan_copy *copies;        /* [num_copies]                    */
 } rkv_batch_plan;
+
 
 /* Plans the next step at time now_ms. An empty plan (num_reqs == 0) means
  * nothing can run now and needs no commit. The plan is valid until the next
@@ -1038,7 +1107,9 @@ rkv_status rkv_sched_commit(rkv_sched *sched, const int32_t *next_tokens,
 
 /* Removes a waiting or running request, releasing everything it holds (its
  * computed full pages stay cached in the tree). Allowed between step and
- * commit: commit then ignores that request's entry. */
+ * commit: commit then ignores that request's entry. A request whose load
+ * is still queued lets go of it when the tree completes the ticket (the
+ * next step's poll): the tree holds a loading path until then. */
 rkv_status rkv_sched_abort(rkv_sched *sched, uint64_t id);
 
 typedef enum rkv_req_state {
@@ -1071,6 +1142,12 @@ typedef struct rkv_request_info {
                                   computed (RUNNING; a pending plan's not
                                   counted; 0 while waiting, once finished) */
     uint32_t preemptions;      /* times it was preempted back to waiting   */
+    uint32_t cached_host_tokens; /* of cached_tokens, loaded for it from the
+                                  host tier / from disk (see "Tiers in the
+                                  scheduler")                               */
+    uint32_t cached_disk_tokens;
+    int loading;               /* WAITING for its own load (queued or done,
+                                  not admitted yet)                         */
 } rkv_request_info;
 
 /* What a server needs to follow a request: its state, why it finished,
@@ -1102,6 +1179,19 @@ typedef struct rkv_sched_stats {
                                      priority was applied without them)     */
     uint64_t retain_failed;       /* retains that failed otherwise (out of
                                      memory): skipped, the step went on    */
+    /* tiers (see "Tiers in the scheduler") */
+    uint64_t cached_tokens_by_medium[RKV_MEDIUM_COUNT]; /* of cached_tokens:
+                                     on the device at admission, or loaded
+                                     from host / disk for it                */
+    uint64_t loading;             /* requests waiting for their load now    */
+    uint64_t loads;               /* rkv_tree_load tickets taken            */
+    uint64_t load_pages, load_disk_pages; /* pages they promote (of them,
+                                     from disk)                             */
+    uint64_t failed_loads;        /* tickets that failed (computed instead) */
+    uint64_t swap_outs, swap_out_pages; /* preemptions that swapped, pages  */
+    uint64_t swap_ins, swap_in_pages;   /* loads of swapped-out requests    */
+    uint64_t loads_released;      /* completed loads let go unadmitted: the
+                                     pool was full with nothing running    */
 } rkv_sched_stats;
 rkv_status rkv_sched_get_stats(const rkv_sched *sched, rkv_sched_stats *out);
 

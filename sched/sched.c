@@ -60,6 +60,7 @@ void rkv_sched_config_init(rkv_sched_config *cfg)
     cfg->dedup_min_tokens = 256;
     cfg->max_wait_ms = 10000.0;
     cfg->aging_per_s = 1.0;
+    cfg->use_tiers = 1;
 }
 
 rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need, size_t elem)
@@ -108,6 +109,16 @@ static rkv_status rkv_sched_config_validate(const rkv_sched_config *c)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: aging_per_s %g is out of range [0, %g] "
                              "(finite)", fn, c->aging_per_s, DBL_MAX);
+    const double costs[3] = {c->compute_ms_per_token, c->host_load_ms_per_page,
+                             c->disk_load_ms_per_page};
+    static const char *const names[3] = {"compute_ms_per_token",
+                                         "host_load_ms_per_page",
+                                         "disk_load_ms_per_page"};
+    for (int i = 0; i < 3; i++)
+        if (!(costs[i] >= 0) || !isfinite(costs[i]))
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: %s %g is out of range [0, %g] (finite)",
+                                 fn, names[i], costs[i], DBL_MAX);
     return RKV_OK;
 }
 
@@ -160,6 +171,7 @@ void rkv_sched_destroy(rkv_sched *s)
         rkv_sched_running_remove(s, r);
         rkv_sreq_free(r);
     }
+    rkv_stier_destroy(s);
     for (uint32_t i = 0; i < s->nwaiting; i++)
         rkv_sreq_free(s->waiting[i]);
     rkv_sched_free_grave(s);
@@ -168,6 +180,7 @@ void rkv_sched_destroy(rkv_sched *s)
     rkv_u64map_fini(&s->memo_epoch);
     rkv_u64map_fini(&s->memo_depth);
     rkv_u64map_fini(&s->inflight);
+
     rkv_squeue_fini(&s->order);
     rkv_squeue_fini(&s->arrivals);
     free(s->waiting);
@@ -344,6 +357,7 @@ rkv_status rkv_sched_abort(rkv_sched *s, uint64_t id)
                              (unsigned long long)id);
     rkv_sreq *r = (rkv_sreq *)(uintptr_t)*v;
     if (r->state == RKV_REQ_WAITING) {
+        rkv_stier_drop(s, r);
         rkv_sched_waiting_remove(s, r);
     } else {
         if (s->plan_pending) {
@@ -368,5 +382,6 @@ rkv_status rkv_sched_get_stats(const rkv_sched *s, rkv_sched_stats *out)
     *out = s->st;
     out->waiting = s->nwaiting;
     out->running = s->nrunning;
+    out->loading = s->nloading;
     return RKV_OK;
 }

@@ -78,6 +78,19 @@ typedef struct rkv_sreq {
     uint32_t qstamp;       /* live stamp of r's entry in sched->order     */
     uint32_t astamp;       /* live stamp of r's entry in sched->arrivals  */
     double key;            /* policy sort key (smaller first)             */
+    size_t pm_host, pm_disk; /* tiers: the peek match's lower continuation
+                              (rkv_tier_match host_tokens / disk_tokens)  */
+
+    /* tiers (sched_tier.c): a waiting request's own load. load_ticket != 0:
+     * queued, in sched->tickets; load_ready: completed, pages on the device
+     * held by load_lease until admission; both 0: no lease. */
+    uint64_t load_ticket;
+    int load_ready;
+    int load_failed;       /* its last load failed: compute, do not reload */
+    rkv_lease load_lease;
+    uint32_t load_pages, load_disk_pages;
+    uint32_t swapped_pages; /* pages swapped out at its last preemption   */
+    uint32_t adm_host, adm_disk; /* of cached_len, loaded from host / disk */
 
     /* running */
     rkv_block_id *blocks;
@@ -123,6 +136,7 @@ typedef struct rkv_squeue {
 
 typedef struct rkv_tree_sig {
     uint64_t inserted, evicted, splits, nodes, namespaces, cached;
+    uint64_t lower, lower_evicted, loaded; /* tiers: residency below */
 } rkv_tree_sig;
 
 struct rkv_sched {
@@ -173,6 +187,19 @@ struct rkv_sched {
     rkv_block_id *scratch;   /* n / P block ids for inserts / matches     */
     uint32_t scratch_cap;
 
+    /* tiers (sched_tier.c) */
+    int tiers_live;          /* lower pages were seen: matches look below  */
+    rkv_u64map tickets;      /* load ticket -> rkv_sreq * (waiting)        */
+    rkv_u64map orphans;      /* load ticket -> lease id of an aborted
+                                request: the tree keeps a loading node's
+                                lease until the load completes; unlocked
+                                when the poll reports it                   */
+    uint32_t nloading;       /* waiting requests with a load (queued or
+                                ready): they hold a running slot           */
+    rkv_plan_copy *copies;   /* this step's plan.copies                    */
+    uint32_t ncopies, copies_cap;
+    uint64_t stores_seen[RKV_MEDIUM_COUNT]; /* tier stores already listed */
+
     double new_token_ratio;  /* admission headroom (see sched_step.c)    */
     int bounded_turn;        /* bounded: 1 = the next pick is overdue     */
     uint64_t now_ms;         /* time given to the tree (never goes back)  */
@@ -221,6 +248,40 @@ rkv_status rkv_sreq_hashes(rkv_sched *s, rkv_sreq *r, uint32_t pages);
 void rkv_inflight_add(rkv_sched *s, rkv_sreq *r, uint32_t from, uint32_t to);
 void rkv_inflight_drop(rkv_sched *s, rkv_sreq *r, uint32_t upto);
 rkv_status rkv_ensure_scratch(rkv_sched *s, uint32_t pages);
+
+/* sched_tier.c */
+/* Polls the tree's transfers: completed loads make their requests ready
+ * (or failed: they will compute). */
+rkv_status rkv_stier_poll(rkv_sched *s);
+/* Tokens of credit for r's lower continuation (see radixkv.h). */
+double rkv_stier_credit(const rkv_sched *s, size_t host, size_t disk);
+/* Admission: 1 if r got a load instead (or waits for one), 0 if it should
+ * be admitted now; avail: blocks a load may take. */
+rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
+                             int *loading);
+/* After r's admission stuck: the loaded pages count as cached by medium,
+ * and the load's lease goes. */
+void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched);
+/* Nothing runs and the pool is full: every completed load but keep's lets
+ * go of its pages (they stay cached, evictable; those requests re-match
+ * later). */
+void rkv_stier_release_ready(rkv_sched *s, const rkv_sreq *keep);
+/* rkv_sched_destroy: drops every waiting request's load, lets queued
+ * loads complete where the backend allows, frees the tier state. */
+void rkv_stier_destroy(rkv_sched *s);
+/* Drops r's load (abort, destroy): lease released (or, while the tree
+ * still loads it, when its ticket completes), ticket forgotten. */
+void rkv_stier_drop(rkv_sched *s, rkv_sreq *r);
+/* Preemption: swap r's computed pages to host when cheaper (before its
+ * release; r still locks them). */
+void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r);
+/* Room for n more plan copies (reserved before a transfer is queued). */
+rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n);
+/* End of a step: write-policy stores since the last step into the copies;
+ * the plan's copy fields. */
+void rkv_stier_plan(rkv_sched *s);
+/* Check of r's load state and of the ticket map. */
+rkv_status rkv_stier_check(const rkv_sched *s);
 
 /* sched_order.c */
 void rkv_squeue_fini(rkv_squeue *q);

@@ -191,6 +191,16 @@ static int rkv_sreq_insert(rkv_sched *s, rkv_sreq *r)
     rkv_lease lease;
     if (rkv_tree_lock(s->tree, res.node, &lease) != RKV_OK)
         return 0;
+    /* the node must end the inserted path: with tiers, a page of it may be
+     * LOADING for another request (not on the device, not insertable);
+     * then keep the request's own references and retry at the next
+     * insert */
+    rkv_node_info ni;
+    if (rkv_tree_node_info(s->tree, res.node, &ni) != RKV_OK ||
+        ni.depth_tokens != (size_t)np * s->P) {
+        (void)rkv_tree_unlock(s->tree, &lease);
+        return 0;
+    }
     const rkv_block_id *tree_blocks = r->blocks;
     if (res.num_dups > 0) {
         rkv_match m;

@@ -42,6 +42,11 @@
  *   node (one rkv_tree_node_info per distinct node): a stale handle
  *   re-matches from the root, a changed epoch continues with
  *   rkv_tree_match_from below the node (O(new part)), else nothing.
+ *   Tiers (lpm, bounded, once pages went below the device): residency
+ *   below the device moves without touching any children_epoch, so a
+ *   refresh re-matches each waiting request from the root with
+ *   rkv_tree_match_tiers (PEEK) -- O(waiting x path) in a step where the
+ *   tree changed; the signature includes the tier counters.
  *   The sorted order lives in an array with lazy deletion (entry stamps);
  *   requests whose key changed and new arrivals are sorted alone and merged
  *   in (O(n + k log k)); with no change there is no sort at all.
@@ -122,7 +127,9 @@ static double rkv_key_of(const rkv_sched *s, const rkv_sreq *r)
                  s->cfg.aging_per_s * r->arrival_ms / 1000.0);
     case RKV_POLICY_LPM:
     case RKV_POLICY_BOUNDED:
-        return -(double)r->pm_tokens;
+        /* tiers: a lower continuation counts, less its load time */
+        return -((double)r->pm_tokens +
+                 rkv_stier_credit(s, r->pm_host, r->pm_disk));
     default:
         return 0.0;
     }
@@ -140,6 +147,7 @@ rkv_status rkv_order_push(rkv_sched *s, rkv_sreq *r)
         return st;
     memset(&r->pm_node, 0, sizeof r->pm_node);
     r->pm_tokens = r->pm_depth = 0;
+    r->pm_host = r->pm_disk = 0;
     r->pm_epoch = 0;
     r->pm_valid = 0;
     r->key = rkv_key_of(s, r);
@@ -239,7 +247,11 @@ static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sreq *r, int *changed)
     uint64_t e1 = 0;
     size_t depth = 0;
     rkv_status st;
-    if (r->pm_node.id != 0) {
+    /* only lpm and bounded order by the lower continuation: the other
+     * policies keep the incremental device match */
+    int lower = s->tiers_live && (s->cfg.policy == RKV_POLICY_LPM ||
+                                  s->cfg.policy == RKV_POLICY_BOUNDED);
+    if (r->pm_node.id != 0 && !lower) {
         st = rkv_memo_node(s, r->pm_node, &e1, &depth);
         if (st != RKV_OK)
             return st;
@@ -247,7 +259,20 @@ static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sreq *r, int *changed)
             return RKV_OK; /* nothing below the node changed */
     }
     rkv_match m;
-    if (e1 != 0)
+    if (lower) {
+        /* residency below the device moves without touching any
+         * children_epoch: the whole path, from the root */
+        rkv_tier_match tm;
+        st = rkv_tree_match_tiers(s->tree, r->ns, r->tokens, n, NULL,
+                                  RKV_MATCH_PEEK, &m, &tm);
+        if (st != RKV_OK)
+            return st;
+        if (tm.host_tokens != r->pm_host || tm.disk_tokens != r->pm_disk) {
+            r->pm_host = tm.host_tokens;
+            r->pm_disk = tm.disk_tokens;
+            *changed = 1;
+        }
+    } else if (e1 != 0)
         st = rkv_tree_match_from(s->tree, r->pm_node, r->pm_depth, r->tokens,
                                  n, NULL, &m);
     else
@@ -290,12 +315,27 @@ static void rkv_tree_sig_get(const rkv_sched *s, rkv_tree_sig *g)
     g->nodes = ts.nodes;
     g->namespaces = ts.namespaces;
     g->cached = ts.cached_blocks;
+    rkv_tier_stats tt;
+    if (s->cfg.use_tiers && rkv_tree_tier_stats(s->tree, &tt) == RKV_OK) {
+        g->lower = tt.resident_pages[RKV_MEDIUM_HOST] +
+                   tt.resident_pages[RKV_MEDIUM_DISK];
+        g->lower_evicted = tt.evictions[RKV_MEDIUM_HOST] +
+                           tt.evictions[RKV_MEDIUM_DISK];
+        g->loaded = tt.loads_blocks[RKV_MEDIUM_HOST] +
+                    tt.loads_blocks[RKV_MEDIUM_DISK];
+    }
 }
 
 static rkv_status rkv_refresh_all(rkv_sched *s)
 {
     rkv_tree_sig g;
     rkv_tree_sig_get(s, &g);
+    if (!s->tiers_live && g.lower > 0) {
+        /* pages went below the device for the first time: from now on
+         * every refresh looks below too (sched_tier.c) */
+        s->tiers_live = 1;
+        s->sig_valid = 0;
+    }
     int same = s->sig_valid && memcmp(&g, &s->sig, sizeof g) == 0;
     rkv_u64map *me = &s->memo_epoch, *md = &s->memo_depth;
     if (me->count) {

@@ -27,6 +27,9 @@ static void rkv_request_info_fill(const rkv_sreq *r, rkv_request_info *out)
     out->cached_tokens = r->cached_len;
     out->kv_tokens = r->state == RKV_REQ_RUNNING ? r->kv_len : 0;
     out->preemptions = r->preemptions;
+    out->cached_host_tokens = r->adm_host;
+    out->cached_disk_tokens = r->adm_disk;
+    out->loading = r->load_ticket != 0 || r->load_ready;
 }
 
 rkv_status rkv_sched_request_info(const rkv_sched *s, uint64_t id,

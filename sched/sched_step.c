@@ -37,8 +37,13 @@
  *      stops at the first candidate that does not fit the pool (so an older
  *      or overdue request is not overtaken by smaller ones forever), and it
  *      never preempts.
+ *      Tiers (sched_tier.c): the step starts with rkv_tree_tier_poll;
+ *      a candidate whose host/disk continuation is worth loading gets a
+ *      load instead (it keeps a slot, takes no tokens, is skipped until
+ *      its own ticket completes); loading requests' remaining needs are
+ *      part of the headroom reserve.
  *   3. The plan: prefills first, then decodes; CSR block table after the
- *      step's tokens are appended.
+ *      step's tokens are appended; the copies the step queued.
  * Time: step and commit move the tree's time to their now_ms (never back:
  * an earlier now_ms leaves it), so pins expire and the retention of the
  * pages inserted at commit (rkv_request_desc.retention) counts from then.
@@ -97,6 +102,7 @@ static rkv_status rkv_step_reserve(rkv_sched *s)
 
 static void rkv_preempt(rkv_sched *s, rkv_sreq *r)
 {
+    rkv_stier_swap_out(s, r); /* swap instead of recompute, when cheaper */
     rkv_sreq_release(s, r);
     rkv_sched_running_remove(s, r);
     (void)rkv_sched_waiting_add(s, r); /* capacity reserved: cannot fail */
@@ -354,6 +360,16 @@ static uint64_t rkv_future_blocks(const rkv_sched *s, const rkv_sreq *r)
     return need > r->nblocks ? need - r->nblocks : 0;
 }
 
+/* Blocks a waiting request with a load will still need beyond its
+ * loaded pages (0 without a load). */
+static uint64_t rkv_loading_blocks(const rkv_sched *s, const rkv_sreq *r)
+{
+    if (r->load_ticket == 0 && !r->load_ready)
+        return 0;
+    uint64_t f = rkv_future_blocks(s, r);
+    return f > r->load_pages ? f - r->load_pages : 0;
+}
+
 /* What allocations through the tree can still get: free blocks, unlocked
  * unpinned pages, and pinned pages that only pins hold, which
  * rkv_tree_alloc_blocks revokes when the rest falls short; so a pin never
@@ -375,16 +391,46 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
     uint64_t reserve = 0;
     for (uint32_t i = 0; i < s->nrunning; i++)
         reserve += rkv_future_blocks(s, s->running[i]);
+    /* a request with a load will need the rest of its blocks too */
+    for (uint32_t i = 0; s->nloading > 0 && i < s->nwaiting; i++)
+        reserve += rkv_loading_blocks(s, s->waiting[i]);
     rkv_order_iter it;
     rkv_order_iter_init(s, &it, now_ms);
     rkv_sreq *r;
-    while (s->nrunning < s->cfg.max_running && *budget > 0 &&
+    /* requests with a load hold a slot: once slots run out, only a ready
+     * one (its slot is its own) can still be admitted */
+    while (*budget > 0 &&
+           (s->nrunning + s->nloading < s->cfg.max_running ||
+            s->nloading > s->tickets.count) &&
            (r = rkv_order_next(s, &it)) != NULL) {
+        if (r->load_ticket != 0)
+            continue; /* waits for its own load, nobody waits for it */
+        if (!r->load_ready &&
+            s->nrunning + s->nloading >= s->cfg.max_running)
+            continue;
         if (rkv_dedup_hold(s, r)) {
             s->st.dedup_holds++;
             continue;
         }
         r->dedup_held = 0;
+        if (s->tiers_live && !r->load_ready) {
+            /* a load only when the whole request fits beside what the
+             * others will need (else its loaded pages could hold the pool
+             * while nothing can run) */
+            uint64_t avail = rkv_avail_blocks(s);
+            uint64_t room = avail > reserve ? avail - reserve : 0;
+            if (rkv_future_blocks(s, r) > room)
+                room = 0;
+            int loading = 0;
+            rkv_status lst = rkv_stier_try_load(s, r, room, &loading);
+            if (lst != RKV_OK)
+                return lst;
+            if (loading) {
+                reserve += rkv_loading_blocks(s, r);
+                continue;
+            }
+        }
+        uint64_t own = rkv_loading_blocks(s, r); /* counted in reserve */
         uint64_t pt = s->st.prompt_tokens, ct = s->st.cached_tokens;
         rkv_status st = rkv_sreq_admit(s, r);
         if (st != RKV_OK)
@@ -396,16 +442,22 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
         uint64_t mine = st == RKV_OK ? rkv_future_blocks(s, r) : 0;
         r->sched_q = 0;
         if (st == RKV_OK && s->nrunning > 0 &&
-            rkv_avail_blocks(s) < reserve + mine)
+            rkv_avail_blocks(s) + own < reserve + mine)
             st = RKV_ERR_NO_SPACE; /* no headroom: undo below */
         if (st != RKV_OK) {
             rkv_sreq_release(s, r); /* nothing computed: a clean undo */
             s->st.prompt_tokens = pt;
             s->st.cached_tokens = ct;
-            if (st == RKV_ERR_NO_SPACE)
-                break; /* the pool is full: wait for running ones */
-            return st;
+            if (st != RKV_ERR_NO_SPACE)
+                return st;
+            /* the pool is full: wait for running ones; when none runs,
+             * completed loads must not hold it (they would wait for each
+             * other forever): their pages become ordinary cached pages */
+            if (s->nrunning == 0)
+                rkv_stier_release_ready(s, r);
+            break;
         }
+        rkv_stier_admitted(s, r, r->cached_len);
         rkv_sched_waiting_remove(s, r);
         r->state = RKV_REQ_RUNNING;
         r->ridx = s->nrunning;
@@ -414,6 +466,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
         *budget -= q;
         s->plan_reqs[s->plan_n++] = r;
         reserve += mine;
+        reserve = reserve > own ? reserve - own : 0;
     }
     return RKV_OK;
 }
@@ -431,6 +484,10 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     /* the tree's time first: pins that expired by now_ms free their pages
      * for this step */
     rkv_status st = rkv_sched_set_time(s, now_ms);
+    s->ncopies = 0;
+    /* completed loads make their requests admissible in this step */
+    if (st == RKV_OK)
+        st = rkv_stier_poll(s);
     if (st == RKV_OK)
         st = rkv_step_reserve(s);
     if (st == RKV_OK)
@@ -455,6 +512,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
         rkv_plan_cancel(s);
         return st;
     }
+    rkv_stier_plan(s);
     s->plan_pending = s->plan_n > 0;
     s->st.steps++;
     uint64_t used = (uint64_t)s->num_blocks - rkv_pool_num_free(s->pool);

@@ -109,3 +109,16 @@ double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s)
     double memory_ms = bytes / (m->bandwidth_tbs * 1e12 * m->mbu) * 1e3;
     return m->overhead_ms + (compute_ms > memory_ms ? compute_ms : memory_ms);
 }
+
+double rkv_cost_prefill_ms_per_token(const rkv_cost_model *m)
+{
+    return 2.0 * m->params / (m->peak_tflops * 1e12 * m->mfu) * 1e3;
+}
+
+double rkv_cost_copy_ms(const rkv_cost_model *m, int medium, double tokens)
+{
+    double gbps = m->pcie_gbps;
+    if (medium == RKV_MEDIUM_DISK && m->disk_gbps < gbps)
+        gbps = m->disk_gbps;
+    return tokens * rkv_cost_kv_bytes_per_token(m) / (gbps * 1e9) * 1e3;
+}

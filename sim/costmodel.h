@@ -82,4 +82,14 @@ void rkv_cost_add_prefill(rkv_cost_step *s, double prefix, double q);
 void rkv_cost_add_decode(rkv_cost_step *s, double ctx);
 double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s);
 
+/* Tiers. Prefill time of one token from its weight FLOPs alone (attention
+ * ignored: a lower bound, so loads are chosen only when clearly cheaper),
+ * what the scheduler weighs loads against (rkv_sched_config
+ * compute_ms_per_token). */
+double rkv_cost_prefill_ms_per_token(const rkv_cost_model *m);
+/* Time to move the KV of `tokens` tokens between a lower medium and the
+ * device: RKV_MEDIUM_HOST at pcie_gbps; RKV_MEDIUM_DISK at the slower of
+ * disk_gbps and pcie_gbps (disk -> host -> device, pipelined). */
+double rkv_cost_copy_ms(const rkv_cost_model *m, int medium, double tokens);
+
 #endif

@@ -456,6 +456,10 @@ rkv_status rkv_replay_fleet(const rkv_workload *wl,
     if ((unsigned)fc->route >= RKV_ROUTE_COUNT)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "fleet replay: unknown route %d", (int)fc->route);
+    if (cfg->host_capacity_tokens || cfg->disk_capacity_tokens || cfg->swap)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "fleet replay: host/disk tiers and swap are not "
+                             "simulated in a fleet (single instance only)");
     uint64_t w0 = rkv_replay_now_ns();
     rkv_replay_config icfg = *cfg;
     icfg.event_ring = fc->route == RKV_ROUTE_KV ? EVENT_RING : 0;

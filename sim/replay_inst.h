@@ -44,6 +44,7 @@ typedef struct req_state {
     uint32_t generated;
     uint32_t target;        /* tokens to generate: max(1, output_length)   */
     uint32_t cached_first;  /* cached_len at first admission               */
+    uint32_t cached_host, cached_disk; /* of it, loaded from host / disk   */
     uint8_t submitted, admitted, finished, rejected;
     uint64_t first_child;   /* closed-loop children, linked                 */
     uint64_t next_sibling;
@@ -55,6 +56,7 @@ typedef struct sched_run {
     rkv_pool *pool;
     rkv_tree *tree;
     rkv_sched *sched;
+    rkv_store *host, *disk; /* tiers (replay_tiers.h); NULL when none     */
     req_state *rs;
     rel_heap heap;
     int32_t *prompt;
@@ -85,8 +87,10 @@ rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
                             rkv_replay_result *res);
 
 /* Runs one non-empty plan of this instance's scheduler on the fake engine:
- * advances now by its modelled time, emits tokens, commits, then refuses a
- * clock past RKV_REPLAY_MAX_SIM_MS and records the pool's peak use. */
+ * advances now by its modelled time (the compute, or the plan's loads when
+ * they take longer: the engine overlaps them), emits tokens, commits, then
+ * refuses a clock past RKV_REPLAY_MAX_SIM_MS and records the pool's peak
+ * use. */
 rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                              rkv_replay_result *res);
 

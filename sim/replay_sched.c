@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sim/replay_inst.h"
+#include "sim/replay_tiers.h"
 #include "common/status.h"
 
 /* ---- release queue: a binary min-heap on (time, id) ---------------------- */
@@ -215,6 +216,13 @@ rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
             if (!s->admitted) {
                 s->admitted = 1;
                 s->cached_first = p->cached_len[i];
+                rkv_request_info info;
+                if (rkv_sched_request_info(r->sched, id, &info) == RKV_OK &&
+                    (uint64_t)info.cached_host_tokens +
+                            info.cached_disk_tokens <= s->cached_first) {
+                    s->cached_host = info.cached_host_tokens;
+                    s->cached_disk = info.cached_disk_tokens;
+                }
             }
             res->prefill_tokens += q;
             rkv_cost_add_prefill(&cs, p->prefix_len[i], q);
@@ -223,6 +231,10 @@ rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
         }
     }
     double step_ms = rkv_cost_step_ms(&r->cfg->cost, &cs);
+    double load_ms = rkv_replay_plan_load_ms(r->cfg, p);
+    res->load_ms_total += load_ms;
+    if (load_ms > step_ms)
+        step_ms = load_ms;
     r->now += step_ms;
     res->busy_ms += step_ms;
 
@@ -276,6 +288,8 @@ void rkv_inst_free(sched_run *r)
 {
     rkv_sched_destroy(r->sched);
     rkv_tree_destroy(r->tree);
+    rkv_store_destroy(r->host); /* after the tree, which borrowed them */
+    rkv_store_destroy(r->disk);
     rkv_pool_destroy(r->pool);
     free(r->rs);
     free(r->heap.a);
@@ -301,7 +315,12 @@ rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
     st = rkv_replay_open_cache(wl, cfg, 1, &r->pool, &r->tree);
     if (st != RKV_OK)
         return st;
-    st = rkv_sched_create(r->tree, &cfg->sched, &r->sched);
+    st = rkv_replay_tiers_attach(cfg, r->tree, &r->host, &r->disk);
+    if (st != RKV_OK)
+        return st;
+    rkv_sched_config sc;
+    rkv_replay_sched_config(cfg, &sc);
+    st = rkv_sched_create(r->tree, &sc, &r->sched);
     if (st != RKV_OK)
         return st;
     if (cfg->retention < 0 || cfg->retention >= RKV_RETENTION_COUNT)
@@ -400,6 +419,10 @@ void rkv_tally_add(rkv_tally *t, const sched_run *r, size_t i,
     res->requests++;
     res->prompt_tokens += in;
     res->hit_tokens += s->cached_first;
+    res->hit_tokens_by_medium[RKV_MEDIUM_DEVICE] +=
+        s->cached_first - s->cached_host - s->cached_disk;
+    res->hit_tokens_by_medium[RKV_MEDIUM_HOST] += s->cached_host;
+    res->hit_tokens_by_medium[RKV_MEDIUM_DISK] += s->cached_disk;
     if (s->finish_ms > res->sim_ms)
         res->sim_ms = s->finish_ms;
 }
@@ -494,6 +517,15 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
     res->preemptions = ss.preemptions;
     res->dedup_holds = ss.dedup_holds;
     res->peak_blocks = ss.peak_blocks_used;
+    res->load_blocks = ss.load_pages;
+    res->failed_loads = ss.failed_loads;
+    res->swap_out_blocks = ss.swap_out_pages;
+    res->swap_in_blocks = ss.swap_in_pages;
+    rkv_tier_stats tt;
+    if ((st = rkv_tree_tier_stats(r->tree, &tt)) != RKV_OK)
+        return st;
+    res->store_blocks = tt.stores_blocks[RKV_MEDIUM_HOST] +
+                        tt.stores_blocks[RKV_MEDIUM_DISK];
     res->sched_us_per_step = ss.steps ? r->step_us_total / (double)ss.steps
                                       : 0.0;
     rkv_tree_stats ts;
@@ -509,6 +541,7 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
 {
     size_t n = r->wl->num_reqs;
     uint64_t steps = 0;
+    int idle_loads = 0; /* empty plans in a row while loads are pending */
     while (r->done < n) {
         rkv_status st = submit_released(r, res);
         if (st != RKV_OK)
@@ -528,6 +561,15 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
         if (ss.waiting > res->max_waiting)
             res->max_waiting = ss.waiting;
         if (p->num_reqs == 0) {
+            /* only loads queued: the link works while nothing computes;
+             * a load already queued completes at the next step's poll */
+            double load_ms = rkv_replay_plan_load_ms(r->cfg, p);
+            if (load_ms > 0 || (ss.loading > 0 && idle_loads++ < 2)) {
+                r->now += load_ms;
+                res->load_ms_total += load_ms;
+                res->busy_ms += load_ms;
+                continue;
+            }
             if (r->heap.n) {
                 if (r->heap.a[0].t > r->now)
                     r->now = r->heap.a[0].t;
@@ -546,6 +588,7 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
                                      r->cfg->page_size);
             break;
         }
+        idle_loads = 0;
         if ((st = rkv_inst_run_plan(r, p, res)) != RKV_OK)
             return st;
         steps++;

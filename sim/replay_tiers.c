@@ -1,12 +1,23 @@
 /*
- * sim/replay_tiers.c -- the lower tiers of a replay's cache: metadata-only
- * stores (block_bytes 0: no bytes move; slots, residency, LRUs and
- * (hash, ns) checks are real) attached to the replay's tree with cfg's
- * write policy: a host store of cfg->host_capacity_tokens, a disk store of
- * cfg->disk_capacity_tokens, or both (the chain device -> host -> disk,
- * radix/tree_tier.c).
+ * sim/replay_tiers.c -- the lower tiers of a replay's cache (issue 12).
+ *
+ * rkv_replay_open_tier_chain: metadata-only stores (block_bytes 0: no
+ * bytes move; slots, residency, LRUs and (hash, ns) checks are real)
+ * attached to the replay's tree with cfg's write policy: a host store of
+ * cfg->host_capacity_tokens, a disk store of cfg->disk_capacity_tokens, or
+ * both (the chain device -> host -> disk, radix/tree_tier.c). The
+ * file-order replay takes all three; rkv_replay_open_tiers (one store
+ * out) refuses both.
+ *
+ * The scheduler replay (replay_tiers.h) adds: the scheduler's tier costs
+ * from the cost model, and the time of a plan's loads, charged by the
+ * replay from the plan's copy list (pcie_gbps for host pages, the slower
+ * of disk_gbps and pcie_gbps for disk pages, KV bytes per token).
  */
+#include <string.h>
+
 #include "sim/replay_internal.h"
+#include "sim/replay_tiers.h"
 #include "common/status.h"
 
 static rkv_status open_store(const rkv_replay_config *cfg, int medium,
@@ -72,4 +83,42 @@ rkv_status rkv_replay_open_tiers(const rkv_replay_config *cfg, rkv_tree *tree,
     rkv_status st = rkv_replay_open_tier_chain(cfg, tree, &host, &disk);
     *host_out = host != NULL ? host : disk;
     return st;
+}
+
+rkv_status rkv_replay_tiers_attach(const rkv_replay_config *cfg,
+                                   rkv_tree *tree, rkv_store **host,
+                                   rkv_store **disk)
+{
+    *host = *disk = NULL;
+    if (cfg->swap && cfg->host_capacity_tokens == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "swap needs a host tier (host capacity)");
+    /* one lower tier: host, or disk alone; the replay frees whichever */
+    return rkv_replay_open_tiers(cfg, tree, host);
+}
+
+void rkv_replay_sched_config(const rkv_replay_config *cfg,
+                             rkv_sched_config *out)
+{
+    *out = cfg->sched;
+    out->swap = cfg->swap;
+    out->compute_ms_per_token = rkv_cost_prefill_ms_per_token(&cfg->cost);
+    out->host_load_ms_per_page =
+        rkv_cost_copy_ms(&cfg->cost, RKV_MEDIUM_HOST, cfg->page_size);
+    out->disk_load_ms_per_page =
+        rkv_cost_copy_ms(&cfg->cost, RKV_MEDIUM_DISK, cfg->page_size);
+}
+
+double rkv_replay_plan_load_ms(const rkv_replay_config *cfg,
+                               const rkv_batch_plan *p)
+{
+    double ms = 0;
+    for (uint32_t i = 0; i < p->num_copies; i++) {
+        const rkv_plan_copy *c = &p->copies[i];
+        if (c->kind != RKV_TRANSFER_LOAD && c->kind != RKV_TRANSFER_SWAP_IN)
+            continue;
+        ms += rkv_cost_copy_ms(&cfg->cost, c->medium,
+                               (double)c->pages * cfg->page_size);
+    }
+    return ms;
 }

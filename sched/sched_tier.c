@@ -1,0 +1,385 @@
+/*
+ * sched/sched_tier.c -- the scheduler's side of the host/disk tiers
+ * (issue 12; the contract is "Tiers in the scheduler" in radixkv.h): a
+ * waiting request's own load (rkv_tree_load at admission, completion
+ * through rkv_tree_tier_poll at the start of every step), the credit a
+ * lower continuation earns in the lpm order, swap-out at preemption
+ * (rkv_tree_store_prefix), and the plan's list of copies.
+ *
+ * Load state of a WAITING request (checked by rkv_stier_check):
+ *   none      load_ticket 0, load_ready 0, no load_lease;
+ *   queued    load_ticket != 0, in s->tickets (ticket -> request), lease
+ *             held on the loading path; admission skips it;
+ *   ready     load_ticket 0, load_ready 1, lease held: the pages are on
+ *             the device and cannot be evicted before it is admitted.
+ *   Queued and ready requests are counted in s->nloading and hold a running
+ *   slot (nrunning + nloading <= max_running). A RUNNING request is always
+ *   in state none. A failed load (status or zero pages) releases the lease
+ *   and sets load_failed: its next admission computes those tokens instead
+ *   of loading again (cleared once admitted). An aborted request drops its
+ *   lease and its ticket; the tree's later completion of that ticket is
+ *   ignored (not in s->tickets), as are swap-out tickets.
+ *
+ * What differs from the peers: SGLang's HiCache loads at admission too
+ * but blocks the batch on the load's completion event; here only the
+ * request that needs the pages waits (the step goes on without it) and a
+ * failed load degrades to compute. Swap vs recompute is one cost
+ * comparison the caller configures (pages x load time vs tokens x compute
+ * time), as vLLM's preemption mode choice but per request.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "radix/tree_lease.h"
+#include "sched/sched_internal.h"
+
+/* Credit of one lower token: the compute it saves minus its load time,
+ * both in tokens (0..1). */
+static double rkv_stier_factor(const rkv_sched *s, double load_ms_per_page)
+{
+    double c = s->cfg.compute_ms_per_token;
+    if (c <= 0)
+        return load_ms_per_page <= 0 ? 1.0 : 0.0;
+    double f = 1.0 - load_ms_per_page / (c * s->P);
+    return f > 0 ? f : 0.0;
+}
+
+double rkv_stier_credit(const rkv_sched *s, size_t host, size_t disk)
+{
+    if (host == 0 && disk == 0)
+        return 0.0;
+    return (double)host * rkv_stier_factor(s, s->cfg.host_load_ms_per_page) +
+           (double)disk * rkv_stier_factor(s, s->cfg.disk_load_ms_per_page);
+}
+
+rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n)
+{
+    return rkv_ensure_cap((void **)&s->copies, &s->copies_cap, s->ncopies + n,
+                          sizeof *s->copies);
+}
+
+static void rkv_stier_copy(rkv_sched *s, uint64_t req, uint64_t ticket,
+                          int kind, int medium, uint32_t pages)
+{
+    if (pages == 0 || s->ncopies >= s->copies_cap)
+        return; /* callers reserve first */
+    rkv_plan_copy *c = &s->copies[s->ncopies++];
+    c->req_id = req;
+    c->ticket = ticket;
+    c->kind = kind;
+    c->medium = medium;
+    c->pages = pages;
+}
+
+static void rkv_stier_fail(rkv_sched *s, rkv_sreq *r)
+{
+    (void)rkv_tree_unlock(s->tree, &r->load_lease);
+    memset(&r->load_lease, 0, sizeof r->load_lease);
+    r->load_ready = 0;
+    r->load_failed = 1;
+    r->load_pages = r->load_disk_pages = 0;
+    s->nloading--;
+    s->st.failed_loads++;
+}
+
+rkv_status rkv_stier_poll(rkv_sched *s)
+{
+    if (!s->cfg.use_tiers)
+        return RKV_OK;
+    rkv_transfer_done d[16];
+    uint32_t n;
+    do {
+        n = 0;
+        rkv_status st = rkv_tree_tier_poll(s->tree, d, 16, &n);
+        if (st != RKV_OK)
+            return st;
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t *o = rkv_u64map_get(&s->orphans, d[i].ticket);
+            if (o != NULL) { /* an aborted request's load: let go now */
+                rkv_lease l = {*o};
+                (void)rkv_tree_unlock(s->tree, &l);
+                rkv_u64map_del(&s->orphans, d[i].ticket);
+                continue;
+            }
+            uint64_t *v = rkv_u64map_get(&s->tickets, d[i].ticket);
+            if (v == NULL)
+                continue; /* a swap-out */
+            rkv_sreq *r = (rkv_sreq *)(uintptr_t)*v;
+            rkv_u64map_del(&s->tickets, d[i].ticket);
+            r->load_ticket = 0;
+            if (d[i].status != RKV_OK || d[i].num_pages == 0) {
+                rkv_stier_fail(s, r);
+                continue;
+            }
+            r->load_ready = 1;
+            if (d[i].num_pages < r->load_pages)
+                r->load_pages = d[i].num_pages;
+            if (r->load_disk_pages > r->load_pages)
+                r->load_disk_pages = r->load_pages;
+        }
+    } while (n == 16);
+    return RKV_OK;
+}
+
+rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
+                             int *loading)
+{
+    *loading = r->load_ticket != 0;
+    if (*loading || r->load_ready || r->load_failed || !s->cfg.use_tiers ||
+        !s->tiers_live)
+        return RKV_OK;
+    size_t n = r->len - 1;
+    rkv_match m;
+    rkv_tier_match tm;
+    rkv_status st = rkv_tree_match_tiers(s->tree, r->ns, r->tokens, n, NULL,
+                                         RKV_MATCH_PEEK, &m, &tm);
+    if (st != RKV_OK)
+        return st;
+    uint64_t pages = tm.lower_tokens / s->P;
+    if (pages == 0 || rkv_stier_credit(s, tm.host_tokens, tm.disk_tokens) <= 0)
+        return RKV_OK;
+    if (pages > avail)
+        pages = avail;
+    if (pages == 0)
+        return RKV_OK; /* no room for a load now: compute what fits */
+    /* everything that could fail after the load is queued, first */
+    st = rkv_u64map_reserve(&s->tickets, 1);
+    if (st == RKV_OK) /* room for every queued load to become an orphan */
+        st = rkv_u64map_reserve(&s->orphans, s->tickets.count + 1);
+    if (st == RKV_OK)
+        st = rkv_stier_copies_reserve(s, 2);
+    if (st != RKV_OK)
+        return st;
+    rkv_load ld;
+    memset(&ld, 0, sizeof ld);
+    st = rkv_tree_load(s->tree, r->ns, r->tokens, n, (uint32_t)pages, &ld);
+    if (st == RKV_ERR_NO_SPACE)
+        return RKV_OK; /* the pool cannot take them: compute */
+    if (st != RKV_OK)
+        return st;
+    if (ld.ticket == 0) {
+        if (ld.lease.id != 0)
+            (void)rkv_tree_unlock(s->tree, &ld.lease);
+        return RKV_OK;
+    }
+    r->load_ticket = ld.ticket;
+    r->load_lease = ld.lease;
+    r->load_pages = ld.num_pages;
+    r->load_disk_pages = ld.disk_pages < ld.num_pages ? ld.disk_pages
+                                                      : ld.num_pages;
+    *rkv_u64map_put(&s->tickets, ld.ticket) = (uint64_t)(uintptr_t)r;
+    s->nloading++;
+    s->st.loads++;
+    s->st.load_pages += r->load_pages;
+    s->st.load_disk_pages += r->load_disk_pages;
+    int kind = RKV_TRANSFER_LOAD;
+    if (r->swapped_pages > 0) {
+        kind = RKV_TRANSFER_SWAP_IN;
+        s->st.swap_ins++;
+        s->st.swap_in_pages += r->load_pages;
+    }
+    rkv_stier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_HOST,
+                  r->load_pages - r->load_disk_pages);
+    rkv_stier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_DISK,
+                  r->load_disk_pages);
+    *loading = 1;
+    return RKV_OK;
+}
+
+void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched)
+{
+    size_t lt = 0, dt = 0;
+    if (r->load_ready) {
+        lt = (size_t)r->load_pages * s->P;
+        if (lt > matched)
+            lt = matched;
+        dt = (size_t)r->load_disk_pages * s->P;
+        if (dt > lt)
+            dt = lt;
+        (void)rkv_tree_unlock(s->tree, &r->load_lease);
+        memset(&r->load_lease, 0, sizeof r->load_lease);
+        r->load_ready = 0;
+        s->nloading--;
+    }
+    s->st.cached_tokens_by_medium[RKV_MEDIUM_DEVICE] += matched - lt;
+    s->st.cached_tokens_by_medium[RKV_MEDIUM_HOST] += lt - dt;
+    s->st.cached_tokens_by_medium[RKV_MEDIUM_DISK] += dt;
+    r->adm_host = (uint32_t)(lt - dt);
+    r->adm_disk = (uint32_t)dt;
+    r->load_failed = 0;
+    r->swapped_pages = 0;
+    r->load_pages = r->load_disk_pages = 0;
+}
+
+void rkv_stier_release_ready(rkv_sched *s, const rkv_sreq *keep)
+{
+    for (uint32_t i = 0; i < s->nwaiting && s->nloading > 0; i++) {
+        rkv_sreq *w = s->waiting[i];
+        if (w == keep || !w->load_ready)
+            continue;
+        (void)rkv_tree_unlock(s->tree, &w->load_lease);
+        memset(&w->load_lease, 0, sizeof w->load_lease);
+        w->load_ready = 0;
+        w->load_pages = w->load_disk_pages = 0;
+        s->nloading--;
+        s->st.loads_released++;
+    }
+}
+
+void rkv_stier_drop(rkv_sched *s, rkv_sreq *r)
+{
+    if (r->load_ticket != 0) {
+        rkv_u64map_del(&s->tickets, r->load_ticket);
+        /* the tree refuses to unlock a node still loading: the lease waits
+         * for the ticket (capacity reserved when the load was queued) */
+        if (rkv_tree_unlock(s->tree, &r->load_lease) != RKV_OK)
+            *rkv_u64map_put(&s->orphans, r->load_ticket) = r->load_lease.id;
+        r->load_ticket = 0;
+    } else if (!r->load_ready) {
+        return;
+    } else {
+        (void)rkv_tree_unlock(s->tree, &r->load_lease);
+    }
+    memset(&r->load_lease, 0, sizeof r->load_lease);
+    r->load_ready = 0;
+    s->nloading--;
+}
+
+void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r)
+{
+    if (!s->cfg.swap || !s->cfg.use_tiers)
+        return;
+    rkv_sreq_insert_computed(s, r); /* its computed full pages, first */
+    uint32_t pages = r->locked_pages;
+    if (pages == 0)
+        return;
+    double swap_ms = (double)pages * s->cfg.host_load_ms_per_page;
+    double recompute_ms = (double)pages * s->P * s->cfg.compute_ms_per_token;
+    if (swap_ms > recompute_ms || rkv_stier_copies_reserve(s, 1) != RKV_OK)
+        return;
+    uint64_t ticket = 0;
+    uint32_t np = 0;
+    if (rkv_tree_store_prefix(s->tree, r->ns, r->tokens,
+                              (size_t)pages * s->P, &ticket, &np) != RKV_OK)
+        return; /* best effort (no host tier, queue full): recompute */
+    r->swapped_pages = pages;
+    s->st.swap_outs++;
+    s->st.swap_out_pages += np;
+    rkv_stier_copy(s, r->id, ticket, RKV_TRANSFER_SWAP_OUT, RKV_MEDIUM_HOST,
+                  np);
+}
+
+void rkv_stier_plan(rkv_sched *s)
+{
+    rkv_tier_stats ts;
+    if (s->cfg.use_tiers && rkv_tree_tier_stats(s->tree, &ts) == RKV_OK) {
+        /* swap-outs are listed when queued: the host's other writes are
+         * the write policy's (cumulative counts; a swap-out counted here
+         * before the tree counts it only delays the next entry) */
+        for (int m = RKV_MEDIUM_HOST; m < RKV_MEDIUM_COUNT; m++) {
+            uint64_t cur = ts.stores_blocks[m];
+            if (m == RKV_MEDIUM_HOST)
+                cur = cur > s->st.swap_out_pages ? cur - s->st.swap_out_pages
+                                                 : 0;
+            if (cur <= s->stores_seen[m])
+                continue;
+            uint64_t d = cur - s->stores_seen[m];
+            if (d > UINT32_MAX)
+                d = UINT32_MAX;
+            if (rkv_stier_copies_reserve(s, 1) != RKV_OK)
+                continue; /* listed with the next step's */
+            rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, m, (uint32_t)d);
+            s->stores_seen[m] += d;
+        }
+    }
+    s->plan.num_copies = s->ncopies;
+    s->plan.copies = s->copies;
+}
+
+rkv_status rkv_stier_check(const rkv_sched *s)
+{
+    uint32_t loading = 0, queued = 0;
+    for (uint32_t i = 0; i < s->nwaiting; i++) {
+        const rkv_sreq *r = s->waiting[i];
+        unsigned long long id = (unsigned long long)r->id;
+        if (r->load_ticket == 0 && !r->load_ready) {
+            if (r->load_lease.id != 0)
+                return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: "
+                                     "request %llu holds a load lease "
+                                     "without a load", id);
+            continue;
+        }
+        if (r->load_ticket != 0 && r->load_ready)
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: request "
+                                 "%llu is loading and ready", id);
+        loading++;
+        if (r->load_ticket != 0) {
+            queued++;
+            const uint64_t *v = rkv_u64map_get(&s->tickets, r->load_ticket);
+            if (v == NULL || *v != (uint64_t)(uintptr_t)r)
+                return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: "
+                                     "request %llu ticket %llu not indexed",
+                                     id, (unsigned long long)r->load_ticket);
+        }
+        rkv_node leased;
+        if (r->load_lease.id == 0 ||
+            rkv_tree_lease_node(s->tree, &r->load_lease, &leased) != RKV_OK)
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: request "
+                                 "%llu loads without a live lease", id);
+        if (r->load_disk_pages > r->load_pages || r->load_pages == 0)
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: request "
+                                 "%llu loads %u pages (%u from disk)", id,
+                                 r->load_pages, r->load_disk_pages);
+    }
+    for (uint32_t i = 0; i < s->orphans.cap; i++) {
+        rkv_lease l = {s->orphans.vals[i]};
+        rkv_node leased;
+        if (s->orphans.used[i] &&
+            rkv_tree_lease_node(s->tree, &l, &leased) != RKV_OK)
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: an "
+                                 "aborted load's lease (ticket %llu) is not "
+                                 "held", (unsigned long long)s->orphans.keys[i]);
+    }
+    for (uint32_t i = 0; i < s->nrunning; i++) {
+        const rkv_sreq *r = s->running[i];
+        if (r->load_ticket != 0 || r->load_ready || r->load_lease.id != 0)
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: running "
+                                 "request %llu still holds a load",
+                                 (unsigned long long)r->id);
+    }
+    if (loading != s->nloading || queued != s->tickets.count)
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: %u loading "
+                             "(%u queued) but counted %u (%u tickets)",
+                             loading, queued, s->nloading, s->tickets.count);
+    if ((uint64_t)s->nrunning + s->nloading > s->cfg.max_running)
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: %u running + "
+                             "%u loading > max_running %u", s->nrunning,
+                             s->nloading, s->cfg.max_running);
+    for (uint32_t i = 0; i < s->ncopies; i++) {
+        const rkv_plan_copy *c = &s->copies[i];
+        if (c->pages == 0 || c->kind < RKV_TRANSFER_LOAD ||
+            c->kind > RKV_TRANSFER_SWAP_IN || c->medium <= RKV_MEDIUM_DEVICE ||
+            c->medium >= RKV_MEDIUM_COUNT)
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: plan "
+                                 "copy %u: kind %d medium %d pages %u", i,
+                                 c->kind, c->medium, c->pages);
+    }
+    return RKV_OK;
+}
+
+void rkv_stier_destroy(rkv_sched *s)
+{
+    for (uint32_t i = 0; i < s->nwaiting; i++)
+        rkv_stier_drop(s, s->waiting[i]);
+    /* loads still queued: run them so their leases can go (bounded: a
+     * backend that never completes leaves them to the tree's destroy) */
+    for (int round = 0; round < 64 && s->orphans.count > 0; round++) {
+        uint32_t before = s->orphans.count;
+        if (rkv_stier_poll(s) != RKV_OK || s->orphans.count == before)
+            break;
+    }
+    rkv_u64map_fini(&s->tickets);
+    rkv_u64map_fini(&s->orphans);
+    free(s->copies);
+}

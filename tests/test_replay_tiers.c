@@ -1,0 +1,145 @@
+/*
+ * tests/test_replay_tiers.c -- the scheduler replay with a host tier
+ * (sim/replay_sched.c, sim/replay_tiers.c): agentic sessions on a pool too
+ * small to keep their history, with a host tier ten times larger, under
+ * every policy, rkv_sched_check (and so rkv_tree_check) every 5 steps;
+ * and a disk tier alone.
+ *
+ * Checked against what the replay documents: every request finishes; hits
+ * split by medium add up to the hits; lpm serves history from the host;
+ * the load time is exactly the loaded pages at the PCIe bandwidth (at the
+ * disk's for a disk tier); swap counts are consistent; a swap without
+ * a host tier and a fleet with tiers are refused.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/replay.h"
+#include "sim/workload.h"
+#include "tests/support/test_util.h"
+
+static void agentic(rkv_workload *wl, const char *name)
+{
+    rkv_agentic_config ac;
+    rkv_agentic_config_init(&ac);
+    ac.sessions = 12;
+    ac.turns_max = 6;
+    rkv_workload_init(wl);
+    cr_assert_eq(rkv_workload_agentic(wl, &ac, rkv_test_seed(name)), RKV_OK);
+}
+
+static void base(rkv_replay_config *cfg, rkv_policy pol, uint64_t cap)
+{
+    rkv_replay_config_init(cfg);
+    cfg->sched.policy = pol;
+    cfg->capacity_tokens = cap;
+    cfg->page_size = 16;
+    cfg->check_every = 5; /* as test_replay.c: every step costs 100 s under ASan */
+}
+
+/* The largest request and a quarter: little runs beside it, so sessions'
+ * history leaves the device between their turns. (The tier's effect on
+ * the total hit rate is not checked here: on a workload this small the
+ * changed timing can cost a few percent as well as gain; the figures on
+ * the real trace are in bench/RESULTS.md.) */
+static uint64_t small_capacity(const rkv_workload *wl)
+{
+    uint64_t most = 0;
+    for (size_t i = 0; i < wl->num_reqs; i++) {
+        uint64_t t = (uint64_t)wl->reqs[i].input_length +
+                     wl->reqs[i].output_length + 16;
+        if (t > most)
+            most = t;
+    }
+    return most + most / 4;
+}
+
+Test(replay_tiers, host_tier_under_every_policy, .timeout = 600)
+{
+    rkv_workload wl;
+    agentic(&wl, "replay_tiers.policies");
+    uint64_t cap = small_capacity(&wl);
+    for (int pol = 0; pol <= RKV_POLICY_BOUNDED; pol++) {
+        /* swap under the cache-aware orders (the others preempt alike) */
+        int swaps = pol == RKV_POLICY_LPM || pol == RKV_POLICY_BOUNDED ? 2 : 1;
+        for (int swap = 0; swap < swaps; swap++) {
+            rkv_replay_config cfg;
+            base(&cfg, (rkv_policy)pol, cap);
+            cfg.host_capacity_tokens = 10 * cap;
+            cfg.swap = swap;
+            rkv_replay_result res;
+            cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s: %s",
+                         rkv_policy_name((rkv_policy)pol), rkv_last_error());
+            cr_assert_eq(res.requests + res.rejected_requests, wl.num_reqs);
+            const uint64_t *h = res.hit_tokens_by_medium;
+            cr_assert_eq(h[RKV_MEDIUM_DEVICE] + h[RKV_MEDIUM_HOST] +
+                             h[RKV_MEDIUM_DISK], res.hit_tokens);
+            cr_assert_eq(h[RKV_MEDIUM_DISK], 0);
+            cr_assert_eq(res.failed_loads, 0);
+            /* every load came from host: its time is pages x the copy of
+             * one page at pcie_gbps */
+            double page_ms = 16.0 * rkv_cost_kv_bytes_per_token(&cfg.cost) /
+                             (cfg.cost.pcie_gbps * 1e9) * 1e3;
+            cr_assert_float_eq(res.load_ms_total,
+                               (double)res.load_blocks * page_ms,
+                               1e-6 * (1.0 + res.load_ms_total),
+                               "%s: load time %.6f ms for %llu pages",
+                               rkv_policy_name((rkv_policy)pol),
+                               res.load_ms_total,
+                               (unsigned long long)res.load_blocks);
+            cr_assert_leq(h[RKV_MEDIUM_HOST], res.load_blocks * 16);
+            if (!swap)
+                cr_assert_eq(res.swap_out_blocks + res.swap_in_blocks, 0);
+            cr_assert_leq(res.swap_in_blocks, res.load_blocks);
+            if (pol == RKV_POLICY_LPM)
+                cr_assert_gt(h[RKV_MEDIUM_HOST], 0,
+                             "lpm: no history served from the host");
+        }
+    }
+    rkv_workload_free(&wl);
+}
+
+/* A disk tier alone (directly below the device): hits come from disk and
+ * each loaded page costs its copy at the slower of disk and PCIe. */
+Test(replay_tiers, disk_tier_alone, .timeout = 600)
+{
+    rkv_workload wl;
+    agentic(&wl, "replay_tiers.disk");
+    rkv_replay_config cfg;
+    base(&cfg, RKV_POLICY_LPM, small_capacity(&wl));
+    cfg.disk_capacity_tokens = 10 * cfg.capacity_tokens;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s",
+                 rkv_last_error());
+    const uint64_t *h = res.hit_tokens_by_medium;
+    cr_assert_eq(h[RKV_MEDIUM_HOST], 0);
+    cr_assert_gt(h[RKV_MEDIUM_DISK], 0);
+    cr_assert_eq(h[0] + h[1] + h[2], res.hit_tokens);
+    double page_ms = 16.0 * rkv_cost_kv_bytes_per_token(&cfg.cost) /
+                     (cfg.cost.disk_gbps * 1e9) * 1e3;
+    cr_assert_float_eq(res.load_ms_total, (double)res.load_blocks * page_ms,
+                       1e-6 * (1.0 + res.load_ms_total));
+    rkv_workload_free(&wl);
+}
+
+Test(replay_tiers, refusals)
+{
+    rkv_workload wl;
+    agentic(&wl, "replay_tiers.refusals");
+    rkv_replay_config cfg;
+    base(&cfg, RKV_POLICY_LPM, small_capacity(&wl));
+    cfg.swap = 1;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_ERR_INVALID_ARG);
+    cfg.swap = 0;
+    cfg.host_capacity_tokens = 10 * cfg.capacity_tokens;
+    rkv_fleet_config fc;
+    memset(&fc, 0, sizeof fc);
+    fc.instances = 2;
+    fc.route = RKV_ROUTE_KV;
+    rkv_fleet_result fr;
+    cr_assert_eq(rkv_replay_fleet(&wl, &cfg, &fc, &fr), RKV_ERR_UNSUPPORTED);
+    rkv_workload_free(&wl);
+}

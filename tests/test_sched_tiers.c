@@ -1,0 +1,783 @@
+/*
+ * tests/test_sched_tiers.c -- the scheduler over a tree with a host tier
+ * (issue 12, "Tiers in the scheduler" in radixkv.h).
+ *
+ * A small engine drives the scheduler as a server does, on a pool with real
+ * KV memory (one layer, one head, head_dim 2, f32: a token's K is 8 bytes)
+ * and a host store of the same block size, so loads and swaps move real
+ * bytes: every token's K holds a hash of its request's prefix (namespace
+ * included), written when the plan computes it, and every position a plan
+ * attends to must hold its own prefix hash -- so a page loaded from the
+ * host with the wrong bytes, in the wrong block or too early fails the
+ * test. rkv_sched_check runs after every step and commit; every plan's copy
+ * list is checked (kinds, media, pages, requests named) and recorded.
+ *
+ * Covered: lower-tier hits ordered as cached under lpm (with one running
+ * slot the loading request goes before an older request fcfs would
+ * take); a request waits only for its own load (others run in the step
+ * that queues it); a failed load (injected copy error) falls back to
+ * computing; swap on preemption and back; the plan's copy lists; the
+ * scheduler's own allocations failing one by one with tiers on.
+ * While the tree's tiers are placeholders (attach refuses), every test
+ * skips with a message.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "radixkv.h"
+#include "radix/tree_debug.h"
+#include "sched/sched_debug.h"
+#include "tier/store.h"
+
+#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
+#define P 4u
+#define MAXR 16u
+#define MAXT 160u
+
+typedef struct treq {
+    int used, live;
+    uint64_t ns;
+    int32_t tok[MAXT];
+    uint64_t ph[MAXT];
+    uint32_t len, max_new, gen;
+    int64_t first_step;     /* step of its first plan, -1 before          */
+    uint32_t first_cached;  /* cached_len in that plan                    */
+    uint32_t first_host;    /* cached_host_tokens then                    */
+    int loads_seen, swap_out_seen, swap_in_seen;
+} treq;
+
+typedef struct tenv {
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_sched *s;
+    rkv_store *host;
+    rkv_sched_config cfg;
+    uint64_t *kv;           /* layer 0 K: one uint64 per slot             */
+    uint32_t nblocks;
+    treq r[MAXR];
+    double now;
+    int64_t steps;
+    uint64_t live;
+    uint64_t store_copies;  /* STORE pages listed                          */
+    int tolerate_nomem;
+    uint64_t nomem_seen;
+} tenv;
+
+static uint64_t mix(uint64_t a, uint64_t b)
+{
+    uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void fill(int32_t *t, uint32_t n, uint64_t key)
+{
+    for (uint32_t i = 0; i < n; i++)
+        t[i] = (int32_t)(mix(key, i) % 30000) + 1;
+}
+
+/* 1 when the tree's tiers work; 0: skipped (placeholders). */
+static int tsetup(tenv *e, uint32_t nblocks, uint32_t host_blocks,
+                  const rkv_sched_config *cfg, int write_policy)
+{
+    memset(e, 0, sizeof *e);
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = nblocks;
+    pc.page_size = P;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 2;
+    pc.dtype = RKV_DTYPE_F32;
+    OK(rkv_pool_create(&pc, &e->pool));
+    OK(rkv_tree_create(e->pool, NULL, &e->tree));
+    void *k = NULL, *v = NULL;
+    OK(rkv_pool_layer_kv(e->pool, 0, &k, &v));
+    e->kv = k;
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = host_blocks;
+    sc.block_bytes = rkv_pool_bytes_per_block(e->pool);
+    sc.pinned = 0;
+    rkv_status st = rkv_store_create(&sc, &e->host);
+    if (st == RKV_OK) {
+        rkv_tier_config tc;
+        rkv_tier_config_init(&tc);
+        tc.host = e->host;
+        tc.write_policy = write_policy;
+        st = rkv_tree_attach_tiers(e->tree, &tc);
+    }
+    if (st == RKV_ERR_UNSUPPORTED) {
+        rkv_tree_destroy(e->tree);
+        rkv_store_destroy(e->host);
+        rkv_pool_destroy(e->pool);
+        return 0;
+    }
+    cr_assert_eq(st, RKV_OK, "tiers: %s", rkv_last_error());
+    e->cfg = *cfg;
+    OK(rkv_sched_create(e->tree, cfg, &e->s));
+    e->nblocks = nblocks;
+    return 1;
+}
+
+#define SETUP_OR_SKIP(e, nb, hb, cfg, wp)                                     \
+    do {                                                                      \
+        if (!tsetup((e), (nb), (hb), (cfg), (wp)))                            \
+            cr_skip_test("the tree's tiers are not built (placeholders)");   \
+    } while (0)
+
+static void tfini(tenv *e)
+{
+    rkv_sched_destroy(e->s);
+    rkv_tree_destroy(e->tree);
+    rkv_store_destroy(e->host);
+    rkv_pool_destroy(e->pool);
+}
+
+static void extend(treq *r, int32_t t)
+{
+    cr_assert_lt(r->len, MAXT);
+    r->tok[r->len] = t;
+    r->ph[r->len] = mix(r->len ? r->ph[r->len - 1] : mix(r->ns, 77),
+                        (uint64_t)t);
+    r->len++;
+}
+
+static rkv_status tsubmit(tenv *e, uint64_t id, const int32_t *prompt,
+                          uint32_t len, uint32_t max_new, int32_t prio)
+{
+    cr_assert_lt(id, MAXR);
+    rkv_request_desc d;
+    memset(&d, 0, sizeof d);
+    d.id = id;
+    d.prompt = prompt;
+    d.prompt_len = len;
+    d.max_new_tokens = max_new;
+    d.priority = prio;
+    d.arrival_ms = e->now;
+    rkv_status st = rkv_sched_submit(e->s, &d);
+    if (st != RKV_OK)
+        return st;
+    treq *r = &e->r[id];
+    memset(r, 0, sizeof *r);
+    r->used = r->live = 1;
+    for (uint32_t i = 0; i < len; i++)
+        extend(r, prompt[i]);
+    r->max_new = max_new;
+    r->first_step = -1;
+    e->live++;
+    return RKV_OK;
+}
+
+static int32_t token_of(uint64_t id, uint32_t len)
+{
+    return (int32_t)(mix(id * 0x100000001b3ull, len) % 5000) + 1;
+}
+
+static void check_copies(tenv *e, const rkv_batch_plan *p)
+{
+    for (uint32_t i = 0; i < p->num_copies; i++) {
+        const rkv_plan_copy *c = &p->copies[i];
+        cr_assert_gt(c->pages, 0);
+        cr_assert(c->medium == RKV_MEDIUM_HOST || c->medium == RKV_MEDIUM_DISK);
+        switch (c->kind) {
+        case RKV_TRANSFER_STORE:
+            cr_assert_eq(c->req_id, 0);
+            cr_assert_eq(c->ticket, 0);
+            e->store_copies += c->pages;
+            break;
+        case RKV_TRANSFER_LOAD:
+        case RKV_TRANSFER_SWAP_IN:
+        case RKV_TRANSFER_SWAP_OUT: {
+            cr_assert_lt(c->req_id, MAXR);
+            cr_assert_neq(c->ticket, 0);
+            treq *r = &e->r[c->req_id];
+            cr_assert(r->live, "copy for request %llu, not live",
+                      (unsigned long long)c->req_id);
+            if (c->kind == RKV_TRANSFER_SWAP_OUT) {
+                r->swap_out_seen++;
+                cr_assert_eq(c->medium, RKV_MEDIUM_HOST);
+            } else {
+                /* a loading request is waiting: never in this plan */
+                for (uint32_t k = 0; k < p->num_reqs; k++)
+                    cr_assert_neq(p->req_ids[k], c->req_id,
+                                  "request %llu runs while it loads",
+                                  (unsigned long long)c->req_id);
+                if (c->kind == RKV_TRANSFER_LOAD)
+                    r->loads_seen++;
+                else
+                    r->swap_in_seen++;
+            }
+            break;
+        }
+        default:
+            cr_assert_fail("copy kind %d", c->kind);
+        }
+    }
+}
+
+/* Verifies the plan on the real KV memory and runs it. */
+static void run_plan(tenv *e, const rkv_batch_plan *p)
+{
+    for (uint32_t q = 0; q < p->num_reqs; q++) {
+        uint64_t id = p->req_ids[q];
+        cr_assert_lt(id, MAXR);
+        treq *r = &e->r[id];
+        cr_assert(r->live);
+        uint32_t n = p->qo_indptr[q + 1] - p->qo_indptr[q];
+        uint32_t pre = p->prefix_len[q];
+        cr_assert_leq(pre + n, r->len);
+        cr_assert_eq(p->emits_token[q] != 0, pre + n == r->len);
+        const uint32_t *bt = p->kv_indices + p->kv_indptr[q];
+        for (uint32_t pos = 0; pos < pre; pos++) {
+            uint32_t slot = bt[pos / P] * P + pos % P;
+            cr_assert_eq(e->kv[slot], r->ph[pos],
+                         "request %llu position %u: wrong KV in block %u",
+                         (unsigned long long)id, pos, bt[pos / P]);
+        }
+        for (uint32_t j = 0; j < n; j++) {
+            uint32_t pos = pre + j, slot = bt[pos / P] * P + pos % P;
+            cr_assert_eq(p->slots[p->qo_indptr[q] + j], slot);
+            cr_assert_eq(p->input_tokens[p->qo_indptr[q] + j], r->tok[pos]);
+        }
+        if (r->first_step < 0) {
+            r->first_step = e->steps - 1; /* tstep counted it already */
+            r->first_cached = p->cached_len[q];
+            rkv_request_info info;
+            OK(rkv_sched_request_info(e->s, id, &info));
+            cr_assert_eq(info.loading, 0);
+            cr_assert_leq((uint64_t)info.cached_host_tokens +
+                              info.cached_disk_tokens,
+                          info.cached_tokens);
+            r->first_host = info.cached_host_tokens;
+        }
+    }
+    for (uint32_t q = 0; q < p->num_reqs; q++) {
+        treq *r = &e->r[p->req_ids[q]];
+        const uint32_t *bt = p->kv_indices + p->kv_indptr[q];
+        for (uint32_t pos = p->prefix_len[q];
+             pos < p->prefix_len[q] + p->qo_indptr[q + 1] - p->qo_indptr[q];
+             pos++)
+            e->kv[bt[pos / P] * P + pos % P] = r->ph[pos];
+    }
+}
+
+/* One step (+ commit when the plan runs something); the plan's size. */
+static uint32_t tstep(tenv *e)
+{
+    const rkv_batch_plan *p = NULL;
+    rkv_status st = rkv_sched_step(e->s, e->now, &p);
+    if (st == RKV_ERR_NOMEM && e->tolerate_nomem) {
+        OK(rkv_sched_check(e->s));
+        e->nomem_seen++;
+        st = rkv_sched_step(e->s, e->now, &p);
+    }
+    cr_assert_eq(st, RKV_OK, "rkv_sched_step: %s", rkv_last_error());
+    OK(rkv_sched_check(e->s));
+    e->steps++;
+    check_copies(e, p);
+    if (getenv("TS_DEBUG")) {
+        rkv_sched_stats ss;
+        rkv_sched_get_stats(e->s, &ss);
+        fprintf(stderr, "step %lld: %u reqs [", (long long)e->steps - 1, p->num_reqs);
+        for (uint32_t q = 0; q < p->num_reqs; q++)
+            fprintf(stderr, " %llu(c%u)", (unsigned long long)p->req_ids[q], p->cached_len[q]);
+        fprintf(stderr, " ] copies %u loading %llu waiting %llu running %llu free %u\n", p->num_copies,
+                (unsigned long long)ss.loading, (unsigned long long)ss.waiting, (unsigned long long)ss.running, rkv_pool_num_free(e->pool));
+    }
+    uint32_t n = p->num_reqs;
+    e->now += 1.0;
+    if (n == 0)
+        return 0;
+    run_plan(e, p);
+    int32_t next[MAXR];
+    uint8_t fin[MAXR], emits[MAXR];
+    uint64_t ids[MAXR];
+    cr_assert_leq(n, MAXR);
+    for (uint32_t q = 0; q < n; q++) {
+        ids[q] = p->req_ids[q];
+        emits[q] = p->emits_token[q];
+        fin[q] = 0;
+        next[q] = emits[q] ? token_of(ids[q], e->r[ids[q]].len) : 0;
+    }
+    st = rkv_sched_commit(e->s, next, fin, e->now);
+    if (st == RKV_ERR_NOMEM && e->tolerate_nomem) {
+        OK(rkv_sched_check(e->s));
+        e->nomem_seen++;
+        st = rkv_sched_commit(e->s, next, fin, e->now);
+    }
+    cr_assert_eq(st, RKV_OK, "rkv_sched_commit: %s", rkv_last_error());
+    OK(rkv_sched_check(e->s));
+    for (uint32_t q = 0; q < n; q++) {
+        if (!emits[q])
+            continue;
+        treq *r = &e->r[ids[q]];
+        extend(r, next[q]);
+        if (++r->gen >= r->max_new) {
+            r->live = 0;
+            e->live--;
+        }
+    }
+    return n;
+}
+
+static void tdrain(tenv *e, int64_t max_steps)
+{
+    int64_t k = 0;
+    while (e->live > 0) {
+        cr_assert_lt(k++, max_steps, "no progress after %lld steps",
+                     (long long)max_steps);
+        (void)tstep(e);
+    }
+}
+
+static void no_leak(tenv *e)
+{
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e->s, &st));
+    cr_assert_eq(st.waiting + st.running + st.loading, 0);
+    /* pending stores finish, then nothing holds a device block */
+    uint32_t n = 0;
+    rkv_transfer_done d[8];
+    OK(rkv_tree_tier_poll(e->tree, d, 8, &n));
+    OK(rkv_tree_reset(e->tree));
+    OK(rkv_pool_check(e->pool));
+    cr_assert_eq(rkv_pool_num_free(e->pool), e->nblocks);
+}
+
+/* Runs a request with the shared prefix, then enough others to push its
+ * pages off the device (write-back demotes them to host). */
+static void warm_host(tenv *e, const int32_t *shared, uint32_t slen)
+{
+    OK(tsubmit(e, 0, shared, slen, 1, 0));
+    tdrain(e, 200);
+    int32_t t[48];
+    for (uint64_t id = 1; id <= 3; id++) {
+        fill(t, 40, 900 + id);
+        OK(tsubmit(e, id, t, 40, 1, 0));
+        tdrain(e, 200);
+    }
+    rkv_match m;
+    rkv_tier_match tm;
+    OK(rkv_tree_match_tiers(e->tree, 0, shared, slen - 1, NULL,
+                            RKV_MATCH_PEEK, &m, &tm));
+    cr_assert_gt(tm.host_tokens, 0, "the shared prefix did not reach the "
+                 "host tier (device %zu tokens)", m.matched_tokens);
+}
+
+static rkv_sched_config base_cfg(rkv_policy pol, uint32_t max_running)
+{
+    rkv_sched_config c;
+    rkv_sched_config_init(&c);
+    c.policy = pol;
+    c.max_running = max_running;
+    c.max_batch_tokens = 64;
+    c.dedup_min_tokens = 0;
+    return c;
+}
+
+/* With one slot, lpm admits the request whose prefix is on the host (its
+ * load takes the slot) before an older unrelated one; the loaded pages
+ * are then served from the host, with the right KV. */
+Test(sched_tiers, host_hits_ordered_as_cached)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 1);
+    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28], other[20];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    fill(other, 20, 777);
+    OK(tsubmit(&e, 5, other, 20, 2, 0));   /* older */
+    e.now += 1;
+    OK(tsubmit(&e, 6, shared, 28, 2, 0));  /* shares 24 tokens, on host */
+    int64_t s0 = e.steps;
+    cr_assert_eq(tstep(&e), 0, "the load holds the only slot");
+    rkv_request_info info;
+    OK(rkv_sched_request_info(e.s, 6, &info));
+    cr_assert_eq(info.state, RKV_REQ_WAITING);
+    cr_assert_eq(info.loading, 1);
+    cr_assert_eq(e.r[6].loads_seen, 1);
+    tdrain(&e, 400);
+    cr_assert_lt(e.r[6].first_step, e.r[5].first_step,
+                 "lpm must take the host hit first (steps %lld vs %lld)",
+                 (long long)e.r[6].first_step, (long long)e.r[5].first_step);
+    cr_assert_eq(e.r[6].first_step, s0 + 1, "admitted right after its load");
+    cr_assert_gt(e.r[6].first_host, 0);
+    cr_assert_geq(e.r[6].first_cached, e.r[6].first_host);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_eq(st.loads, 1);
+    cr_assert_eq(st.failed_loads, 0);
+    cr_assert_eq(st.cached_tokens_by_medium[RKV_MEDIUM_HOST], e.r[6].first_host);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* fcfs ignores the cache: the older request goes first, no load ahead. */
+Test(sched_tiers, fcfs_does_not_reorder)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_FCFS, 1);
+    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28], other[20];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    fill(other, 20, 777);
+    OK(tsubmit(&e, 5, other, 20, 2, 0));
+    e.now += 1;
+    OK(tsubmit(&e, 6, shared, 28, 2, 0));
+    tdrain(&e, 400);
+    cr_assert_lt(e.r[5].first_step, e.r[6].first_step);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* A request waits for its own load only: the step that queues it runs the
+ * other request, and the loading one runs once its ticket is done. */
+Test(sched_tiers, waits_only_for_own_load)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28], other[12];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    fill(other, 12, 778);
+    OK(tsubmit(&e, 6, shared, 28, 3, 0));
+    OK(tsubmit(&e, 5, other, 12, 3, 0));
+    int64_t s0 = e.steps;
+    cr_assert_eq(tstep(&e), 1, "the other request runs beside the load");
+    cr_assert_eq(e.r[5].first_step, s0);
+    cr_assert_eq(e.r[6].first_step, -1);
+    cr_assert_eq(e.r[6].loads_seen, 1);
+    tdrain(&e, 400);
+    cr_assert_eq(e.r[6].first_step, s0 + 1);
+    cr_assert_gt(e.r[6].first_host, 0);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* Two requests continue the same host prefix and arrive together: the
+ * second does not load the pages the first is loading (while LOADING they
+ * are neither matchable nor a lower continuation) and does not wait for
+ * another's load either: it computes them, and its insert over the
+ * loading path is refused cleanly (it keeps its own blocks). Both finish
+ * with the right KV; the prefix is loaded once. */
+Test(sched_tiers, shared_prefix_loaded_once)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 4);
+    SETUP_OR_SKIP(&e, 16, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28], t2[28];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    memcpy(t2, shared, sizeof t2);
+    fill(t2 + 24, 4, 99);
+    OK(tsubmit(&e, 6, shared, 28, 3, 0));
+    OK(tsubmit(&e, 7, t2, 28, 3, 0));
+    tdrain(&e, 400);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_eq(st.failed_loads, 0);
+    cr_assert_eq(st.loads, 1, "the shared prefix was loaded %llu times",
+                 (unsigned long long)st.loads);
+    cr_assert_gt(e.r[6].first_host, 0);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* Aborting a request whose load is queued: the tree holds the loading
+ * node's lease until the copy completes; the scheduler lets go of it at
+ * the next step's poll. Nothing leaks, rkv_sched_check holds throughout. */
+Test(sched_tiers, abort_while_loading)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    OK(tsubmit(&e, 6, shared, 28, 2, 0));
+    cr_assert_eq(tstep(&e), 0);
+    cr_assert_eq(e.r[6].loads_seen, 1);
+    OK(rkv_sched_abort(e.s, 6));
+    e.r[6].live = 0;
+    e.live--;
+    OK(rkv_sched_check(e.s));
+    (void)tstep(&e); /* its ticket completes: the lease goes */
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* Loads counted as not worth it (load slower than compute) are not made:
+ * the request computes and nothing is loaded. */
+Test(sched_tiers, load_not_worth_it_computes)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    c.compute_ms_per_token = 0.01;
+    c.host_load_ms_per_page = 1.0; /* 25x the compute of its 4 tokens */
+    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    OK(tsubmit(&e, 6, shared, 28, 2, 0));
+    tdrain(&e, 400);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_eq(st.loads, 0);
+    cr_assert_eq(e.r[6].first_host, 0);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* Swap instead of recompute: a small pool preempts; the victim's computed
+ * pages go to host (SWAP_OUT in the plan), device eviction takes them, and
+ * its resumption loads them back (SWAP_IN) with the right KV. */
+static void swap_scenario(int swap, rkv_sched_stats *out)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 4);
+    c.swap = swap;
+    SETUP_OR_SKIP(&e, 16, 64, &c, RKV_WRITE_BACK);
+    int32_t t[12];
+    for (uint64_t id = 0; id < 6; id++) {
+        fill(t, 12, 100 + id);
+        OK(tsubmit(&e, id, t, 12, 28, 0));
+    }
+    tdrain(&e, 2000);
+    OK(rkv_sched_get_stats(e.s, out));
+    cr_assert_gt(out->preemptions, 0, "the scenario must preempt");
+    if (swap) {
+        uint32_t outs = 0, ins = 0;
+        for (uint64_t id = 0; id < 6; id++) {
+            outs += (uint32_t)e.r[id].swap_out_seen;
+            ins += (uint32_t)e.r[id].swap_in_seen;
+        }
+        cr_assert_eq(outs, out->swap_outs);
+        cr_assert_eq(ins, out->swap_ins);
+        cr_assert_gt(out->swap_outs, 0);
+        cr_assert_gt(out->swap_out_pages, 0);
+        cr_assert_gt(out->swap_ins, 0, "no swapped request came back by load");
+    } else {
+        cr_assert_eq(out->swap_outs + out->swap_ins, 0);
+    }
+    no_leak(&e);
+    tfini(&e);
+}
+
+Test(sched_tiers, swap_on_preempt_round_trip)
+{
+    rkv_sched_stats on, off;
+    swap_scenario(1, &on);
+    swap_scenario(0, &off);
+    /* what a resumed request loaded it did not compute again */
+    cr_assert_leq(on.computed_tokens, off.computed_tokens);
+}
+
+/* Write-through lists its stores in the plans (STORE copies), and the
+ * pages the tree stored equal the pages listed. */
+Test(sched_tiers, plan_lists_stores)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_THROUGH);
+    int32_t t[24];
+    fill(t, 24, 55);
+    OK(tsubmit(&e, 0, t, 24, 4, 0));
+    tdrain(&e, 200);
+    (void)tstep(&e); /* an empty step lists the last commit's stores */
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_gt(ts.stores_blocks[RKV_MEDIUM_HOST], 0);
+    cr_assert_eq(e.store_copies, ts.stores_blocks[RKV_MEDIUM_HOST]);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* The host store fails its next copy: the load fails, the request
+ * computes those tokens and finishes with the right KV; nothing leaks. */
+Test(sched_tiers, failed_load_falls_back_to_compute)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
+    int32_t shared[28];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    OK(tsubmit(&e, 6, shared, 28, 2, 0));
+    cr_assert_eq(tstep(&e), 0);
+    cr_assert_eq(e.r[6].loads_seen, 1);
+    rkv_store_fail_after(e.host, 1);
+    tdrain(&e, 400);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_eq(st.failed_loads, 1);
+    cr_assert_eq(e.r[6].first_host, 0, "a failed load serves nothing");
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* Failure injection in a tiers scenario (host hits, loads, preemption
+ * with swap): each of the scheduler's own allocations (SCHED), each of the
+ * tree's node-memory allocations (TREE) and each of the host store's
+ * copies (STORE) fails in turn. A failed call surfaces as NOMEM with the
+ * scheduler consistent and the retry succeeds; a failed copy is a failed
+ * load (computed instead) or a store not made; every request finishes with
+ * the right KV (run_plan checks every attended position) and nothing
+ * leaks. */
+enum { SCHED_ALLOCS, TREE_ALLOCS, STORE_COPIES };
+
+static uint64_t oom_scenario(int which, int64_t fail_k, uint64_t *surfaced)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 3);
+    c.swap = 1;
+    if (!tsetup(&e, 16, 64, &c, RKV_WRITE_BACK))
+        return 0;
+    e.tolerate_nomem = 1;
+    int32_t shared[28];
+    fill(shared, 28, 4242);
+    warm_host(&e, shared, 24);
+    uint64_t tree0 = rkv_tree_debug_alloc_calls(e.tree);
+    if (which == SCHED_ALLOCS)
+        rkv_sched_debug_fail_alloc_after(fail_k < 0 ? INT64_MAX / 2 : fail_k);
+    else if (which == TREE_ALLOCS && fail_k >= 0)
+        rkv_tree_debug_fail_alloc_after(e.tree, fail_k);
+    else if (which == STORE_COPIES && fail_k >= 0)
+        rkv_store_fail_after(e.host, (uint32_t)fail_k + 1);
+    int32_t t[40];
+    for (uint64_t id = 4; id < 10; id++) {
+        memcpy(t, shared, sizeof shared);
+        fill(t + 24, 8, 300 + id);
+        rkv_status st = tsubmit(&e, id, id % 2 ? t : t + 8, 24, 20, 0);
+        if (st == RKV_ERR_NOMEM) {
+            OK(rkv_sched_check(e.s));
+            e.nomem_seen++;
+            st = tsubmit(&e, id, id % 2 ? t : t + 8, 24, 20, 0);
+        }
+        OK(st);
+    }
+    tdrain(&e, 4000);
+    uint64_t used = 0;
+    if (which == SCHED_ALLOCS) {
+        used = (uint64_t)(INT64_MAX / 2 - rkv_sched_debug_alloc_countdown());
+        rkv_sched_debug_fail_alloc_after(-1);
+    } else if (which == TREE_ALLOCS) {
+        used = rkv_tree_debug_alloc_calls(e.tree) - tree0;
+        rkv_tree_debug_fail_alloc_after(e.tree, -1);
+    } else {
+        rkv_tier_stats ts;
+        OK(rkv_tree_tier_stats(e.tree, &ts));
+        used = ts.failed_loads + ts.failed_stores; /* the failure happened */
+        rkv_store_fail_after(e.host, 0);
+    }
+    *surfaced += e.nomem_seen;
+    no_leak(&e);
+    tfini(&e);
+    return used;
+}
+
+Test(sched_tiers, sched_allocations_fail_one_by_one, .timeout = 300)
+{
+    uint64_t surfaced = 0;
+    uint64_t n = oom_scenario(SCHED_ALLOCS, -1, &surfaced);
+    if (n == 0)
+        cr_skip_test("the tree's tiers are not built (placeholders)");
+    cr_assert_eq(surfaced, 0);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t before = surfaced;
+        oom_scenario(SCHED_ALLOCS, (int64_t)k, &surfaced);
+        cr_assert_leq(surfaced, before + 1);
+    }
+    cr_assert_gt(surfaced, 0);
+}
+
+Test(sched_tiers, tree_allocations_fail_one_by_one, .timeout = 300)
+{
+    uint64_t surfaced = 0;
+    uint64_t n = oom_scenario(TREE_ALLOCS, -1, &surfaced);
+    if (n == 0)
+        cr_skip_test("the tree's tiers are not built (placeholders)");
+    cr_assert_eq(surfaced, 0);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t before = surfaced;
+        oom_scenario(TREE_ALLOCS, (int64_t)k, &surfaced);
+        cr_assert_leq(surfaced, before + 1);
+    }
+    cr_log_info("%llu tree allocations, each failed once; %llu surfaced",
+                (unsigned long long)n, (unsigned long long)surfaced);
+}
+
+/* Every copy of the host store fails in turn, until the scenario makes
+ * fewer copies than the failure's position. */
+Test(sched_tiers, store_copies_fail_one_by_one, .timeout = 300)
+{
+    uint64_t surfaced = 0;
+    if (oom_scenario(SCHED_ALLOCS, -1, &surfaced) == 0)
+        cr_skip_test("the tree's tiers are not built (placeholders)");
+    uint64_t k = 0, failed = 0;
+    for (; k < 400; k++) {
+        uint64_t f = oom_scenario(STORE_COPIES, (int64_t)k, &surfaced);
+        if (f == 0)
+            break; /* past the last copy */
+        failed++;
+    }
+    cr_assert_gt(failed, 0, "no copy failed: the injection did not reach");
+    cr_assert_lt(k, 400, "copies kept failing past 400");
+    cr_assert_eq(surfaced, 0, "a failed copy surfaced from the scheduler");
+}
+
+/* Config ranges of the tier fields. */
+Test(sched_tiers, config_ranges)
+{
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 8;
+    pc.page_size = P;
+    rkv_pool *pool;
+    rkv_tree *tree;
+    OK(rkv_pool_create(&pc, &pool));
+    OK(rkv_tree_create(pool, NULL, &tree));
+    rkv_sched_config c;
+    rkv_sched_config_init(&c);
+    cr_assert_eq(c.use_tiers, 1);
+    cr_assert_eq(c.swap, 0);
+    rkv_sched *s = NULL;
+    double bad[] = {-1.0, 1.0 / 0.0, 0.0 / 0.0};
+    for (int f = 0; f < 3; f++) {
+        for (int b = 0; b < 3; b++) {
+            rkv_sched_config x = c;
+            double *fld = f == 0 ? &x.compute_ms_per_token
+                          : f == 1 ? &x.host_load_ms_per_page
+                                   : &x.disk_load_ms_per_page;
+            *fld = bad[b];
+            cr_assert_eq(rkv_sched_create(tree, &x, &s), RKV_ERR_INVALID_ARG);
+            cr_assert_null(s);
+        }
+    }
+    /* without tiers: no copies, no loads, swap is a no-op */
+    c.swap = 1;
+    OK(rkv_sched_create(tree, &c, &s));
+    int32_t t[10];
+    fill(t, 10, 1);
+    rkv_request_desc d;
+    memset(&d, 0, sizeof d);
+    d.id = 1;
+    d.prompt = t;
+    d.prompt_len = 10;
+    d.max_new_tokens = 1;
+    OK(rkv_sched_submit(s, &d));
+    const rkv_batch_plan *p;
+    OK(rkv_sched_step(s, 0, &p));
+    cr_assert_eq(p->num_reqs, 1);
+    cr_assert_eq(p->num_copies, 0);
+    OK(rkv_sched_check(s));
+    rkv_sched_destroy(s);
+    rkv_tree_destroy(tree);
+    rkv_pool_destroy(pool);
+}
