@@ -76,7 +76,7 @@ static const char text_common[] =
 "                           loads it back\n"
 "  --disk-capacity-tokens N a disk tier (0 = none): below the device when\n"
 "                           no host tier is given, else below the host\n"
-"                           (host and disk together: file order only)\n"
+"                           (which writes what it evicts to the disk)\n"
 "  --write-policy P         back (default: copy down on eviction), through\n"
 "                           (copy down at insert), selective[:K] (copy down\n"
 "                           once a page was hit K times, default 2)\n"

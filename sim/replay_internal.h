@@ -19,14 +19,10 @@ rkv_status rkv_replay_open_cache(const rkv_workload *wl,
                                  int with_outputs, rkv_pool **pool,
                                  rkv_tree **tree);
 
-/* Attaches the lower tier cfg asks for (host_capacity_tokens > 0, or
- * disk_capacity_tokens > 0) to tree; *host gets the store (NULL: no tier),
- * which the caller destroys after the tree. Both capacities:
- * RKV_ERR_UNSUPPORTED (use rkv_replay_open_tier_chain). */
-rkv_status rkv_replay_open_tiers(const rkv_replay_config *cfg, rkv_tree *tree,
-                                 rkv_store **host);
-/* The same for any of host, disk or both (device -> host -> disk); the
- * caller destroys *host and *disk (each may be NULL) after the tree. */
+/* Attaches the lower tiers cfg asks for (host_capacity_tokens,
+ * disk_capacity_tokens: host, disk, or the chain device -> host -> disk)
+ * to tree; the caller destroys *host and *disk (each NULL when not asked)
+ * after the tree. */
 rkv_status rkv_replay_open_tier_chain(const rkv_replay_config *cfg,
                                       rkv_tree *tree, rkv_store **host,
                                       rkv_store **disk);

@@ -5,9 +5,8 @@
  * bytes move; slots, residency, LRUs and (hash, ns) checks are real)
  * attached to the replay's tree with cfg's write policy: a host store of
  * cfg->host_capacity_tokens, a disk store of cfg->disk_capacity_tokens, or
- * both (the chain device -> host -> disk, radix/tree_tier.c). The
- * file-order replay takes all three; rkv_replay_open_tiers (one store
- * out) refuses both.
+ * both (the chain device -> host -> disk, radix/tree_tier.c); the file
+ * order and the scheduler replays take all three.
  *
  * The scheduler replay (replay_tiers.h) adds: the scheduler's tier costs
  * from the cost model, and the time of a plan's loads, charged by the
@@ -71,20 +70,6 @@ rkv_status rkv_replay_open_tier_chain(const rkv_replay_config *cfg,
     return RKV_OK;
 }
 
-rkv_status rkv_replay_open_tiers(const rkv_replay_config *cfg, rkv_tree *tree,
-                                 rkv_store **host_out)
-{
-    *host_out = NULL;
-    if (cfg->disk_capacity_tokens > 0 && cfg->host_capacity_tokens > 0)
-        return rkv_set_error(RKV_ERR_UNSUPPORTED, "a host and a disk tier "
-                             "together are supported by the file-order replay "
-                             "only");
-    rkv_store *host = NULL, *disk = NULL;
-    rkv_status st = rkv_replay_open_tier_chain(cfg, tree, &host, &disk);
-    *host_out = host != NULL ? host : disk;
-    return st;
-}
-
 rkv_status rkv_replay_tiers_attach(const rkv_replay_config *cfg,
                                    rkv_tree *tree, rkv_store **host,
                                    rkv_store **disk)
@@ -93,8 +78,8 @@ rkv_status rkv_replay_tiers_attach(const rkv_replay_config *cfg,
     if (cfg->swap && cfg->host_capacity_tokens == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "swap needs a host tier (host capacity)");
-    /* one lower tier: host, or disk alone; the replay frees whichever */
-    return rkv_replay_open_tiers(cfg, tree, host);
+    /* host, disk, or the chain host -> disk; the replay frees both */
+    return rkv_replay_open_tier_chain(cfg, tree, host, disk);
 }
 
 void rkv_replay_sched_config(const rkv_replay_config *cfg,

@@ -9,12 +9,12 @@
 
 #include "sim/replay.h"
 
-/* Creates the metadata-only store (block_bytes 0) of cfg's host or disk
- * capacity (in tokens, whole pages; the tree takes one lower tier for now,
- * see replay_tiers.c) and attaches it to the empty tree with cfg's write
- * policy; *host gets it whichever its medium, *disk stays NULL (for two
- * tiers later). No capacity: nothing. A swap without a host capacity is
- * refused. On failure nothing is left attached or allocated. */
+/* Creates the metadata-only stores (block_bytes 0) of cfg's host and
+ * disk capacities (in tokens, whole pages: a host, a disk, or a host over
+ * a disk; see replay_tiers.c) and attaches them to the empty tree with
+ * cfg's write policy; *host and *disk get them (NULL when not asked). No
+ * capacity: nothing. A swap without a host capacity is refused. On failure
+ * nothing is left attached or allocated. */
 rkv_status rkv_replay_tiers_attach(const rkv_replay_config *cfg,
                                    rkv_tree *tree, rkv_store **host,
                                    rkv_store **disk);
