@@ -368,6 +368,25 @@ static void warm_host(tenv *e, const int32_t *shared, uint32_t slen)
                  "host tier (device %zu tokens)", m.matched_tokens);
 }
 
+/* The start most tests share: the environment (host store of 64 blocks,
+ * write-back) with the 28-token shared prefix (key 4242) written, its
+ * first 24 tokens warmed onto the host tier. */
+static void warm_shared(tenv *e, const rkv_sched_config *c, uint32_t nblocks,
+                        int32_t shared[28])
+{
+    SETUP_OR_SKIP(e, nblocks, 64, c, RKV_WRITE_BACK);
+    fill(shared, 28, 4242);
+    warm_host(e, shared, 24);
+}
+
+/* Request 6 on the warmed prefix: its first step only starts its load. */
+static void submit_loading(tenv *e, const int32_t *shared)
+{
+    OK(tsubmit(e, 6, shared, 28, 2, 0));
+    cr_assert_eq(tstep(e), 0);
+    cr_assert_eq(e->r[6].loads_seen, 1);
+}
+
 static rkv_sched_config base_cfg(rkv_policy pol, uint32_t max_running)
 {
     rkv_sched_config c;
@@ -386,10 +405,8 @@ Test(sched_tiers, host_hits_ordered_as_cached)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 1);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28], other[20];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
+    warm_shared(&e, &c, 12, shared);
     fill(other, 20, 777);
     OK(tsubmit(&e, 5, other, 20, 2, 0));   /* older */
     e.now += 1;
@@ -422,10 +439,8 @@ Test(sched_tiers, fcfs_does_not_reorder)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_FCFS, 1);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28], other[20];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
+    warm_shared(&e, &c, 12, shared);
     fill(other, 20, 777);
     OK(tsubmit(&e, 5, other, 20, 2, 0));
     e.now += 1;
@@ -442,10 +457,8 @@ Test(sched_tiers, waits_only_for_own_load)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28], other[12];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
+    warm_shared(&e, &c, 12, shared);
     fill(other, 12, 778);
     OK(tsubmit(&e, 6, shared, 28, 3, 0));
     OK(tsubmit(&e, 5, other, 12, 3, 0));
@@ -471,10 +484,8 @@ Test(sched_tiers, shared_prefix_loaded_once)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 4);
-    SETUP_OR_SKIP(&e, 16, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28], t2[28];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
+    warm_shared(&e, &c, 16, shared);
     memcpy(t2, shared, sizeof t2);
     fill(t2 + 24, 4, 99);
     OK(tsubmit(&e, 6, shared, 28, 3, 0));
@@ -497,13 +508,9 @@ Test(sched_tiers, abort_while_loading)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
-    OK(tsubmit(&e, 6, shared, 28, 2, 0));
-    cr_assert_eq(tstep(&e), 0);
-    cr_assert_eq(e.r[6].loads_seen, 1);
+    warm_shared(&e, &c, 12, shared);
+    submit_loading(&e, shared);
     OK(rkv_sched_abort(e.s, 6));
     e.r[6].live = 0;
     e.live--;
@@ -521,10 +528,8 @@ Test(sched_tiers, load_not_worth_it_computes)
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
     c.compute_ms_per_token = 0.01;
     c.host_load_ms_per_page = 1.0; /* 25x the compute of its 4 tokens */
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
+    warm_shared(&e, &c, 12, shared);
     OK(tsubmit(&e, 6, shared, 28, 2, 0));
     tdrain(&e, 400);
     rkv_sched_stats st;
@@ -605,13 +610,9 @@ Test(sched_tiers, failed_load_falls_back_to_compute)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
-    OK(tsubmit(&e, 6, shared, 28, 2, 0));
-    cr_assert_eq(tstep(&e), 0);
-    cr_assert_eq(e.r[6].loads_seen, 1);
+    warm_shared(&e, &c, 12, shared);
+    submit_loading(&e, shared);
     rkv_store_fail_after(e.host, 1);
     tdrain(&e, 400);
     rkv_sched_stats st;
