@@ -74,16 +74,23 @@ static inline void fill_tokens(int32_t *t, uint32_t n, uint64_t key)
         t[i] = (int32_t)(eng_mix(key, i) % 30000) + 1;
 }
 
-static inline void eng_init(eng *e, uint32_t nblocks, uint32_t P,
-                            const rkv_sched_config *cfg, uint32_t max_ids)
+/* A metadata-only pool of nblocks pages of P tokens and a default tree. */
+static inline void eng_pool_tree(uint32_t nblocks, uint32_t P, rkv_pool **pool,
+                                 rkv_tree **tree)
 {
-    memset(e, 0, sizeof *e);
     rkv_pool_config pc;
     rkv_pool_config_init(&pc);
     pc.num_blocks = nblocks;
     pc.page_size = P;
-    OK(rkv_pool_create(&pc, &e->pool));
-    OK(rkv_tree_create(e->pool, NULL, &e->tree));
+    OK(rkv_pool_create(&pc, pool));
+    OK(rkv_tree_create(*pool, NULL, tree));
+}
+
+static inline void eng_init(eng *e, uint32_t nblocks, uint32_t P,
+                            const rkv_sched_config *cfg, uint32_t max_ids)
+{
+    memset(e, 0, sizeof *e);
+    eng_pool_tree(nblocks, P, &e->pool, &e->tree);
     OK(rkv_sched_create(e->tree, cfg, &e->s));
     e->cfg = *cfg;
     e->P = P;

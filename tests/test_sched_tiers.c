@@ -708,14 +708,9 @@ Test(sched_tiers, store_copies_fail_one_by_one, .timeout = 300)
 /* Config ranges of the tier fields. */
 Test(sched_tiers, config_ranges)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 8;
-    pc.page_size = P;
     rkv_pool *pool;
     rkv_tree *tree;
-    OK(rkv_pool_create(&pc, &pool));
-    OK(rkv_tree_create(pool, NULL, &tree));
+    eng_pool_tree(8, P, &pool, &tree);
     rkv_sched_config c;
     rkv_sched_config_init(&c);
     cr_assert_eq(c.use_tiers, 1);
