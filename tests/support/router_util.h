@@ -1,6 +1,6 @@
 /*
  * tests/support/router_util.h -- the router tests' (tests/test_router.c,
- * tests/test_router_snapshot.c) shorthands: a default router, and its
+ * tests/test_router_snapshot.c, tests/test_router_scale.c) shorthands: a default router, and its
  * rkv_router_check as an assertion (called after every operation).
  */
 #ifndef RKV_TESTS_ROUTER_UTIL_H
