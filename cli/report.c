@@ -372,11 +372,26 @@ static void text_summary(FILE *f, const char *name,
             rkv_fmt_duration(d, sizeof d, l->mean));
 }
 
+/* One request class of the retention block (the JSON side: json_class);
+ * nothing when the class had no prompt tokens. */
+static void text_class(FILE *f, const char *name, uint64_t n, uint64_t prompt,
+                       uint64_t hit, const rkv_latency_summary *ttft,
+                       const char *which)
+{
+    char a[32], b[32], c[32];
+    if (prompt == 0)
+        return;
+    fprintf(f, "    %-13s%.2f %% hit, TTFT p50 %s, p99 %s (%s requests%s)\n", name,
+            100.0 * (double)hit / (double)prompt,
+            rkv_fmt_duration(a, sizeof a, ttft->p50),
+            rkv_fmt_duration(b, sizeof b, ttft->p99), commas(c, sizeof c, n), which);
+}
+
 /* retention (issue 13): tool vs other traffic, and the pins when any. */
 static void text_retention(FILE *f, const rkv_replay_config *cfg,
                            const rkv_replay_result *r)
 {
-    char a[32], b[32], c[32];
+    char a[32];
     if (cfg->retention == RKV_RETENTION_NONE && r->tool_requests == 0)
         return;
     fprintf(f, "  retention      %s", rkv_replay_retention_name(cfg->retention));
@@ -384,20 +399,11 @@ static void text_retention(FILE *f, const rkv_replay_config *cfg,
         fprintf(f, " (TTL %s)",
                 rkv_fmt_duration(a, sizeof a, (double)cfg->retention_ttl_ms));
     fprintf(f, ", pin cap %u %% of the pool\n", cfg->max_pinned_pct);
-    if (r->tool_prompt_tokens)
-        fprintf(f, "    tool         %.2f %% hit, TTFT p50 %s, p99 %s (%s requests "
-                   "of sessions that wait for tools)\n",
-                100.0 * (double)r->tool_hit_tokens / (double)r->tool_prompt_tokens,
-                rkv_fmt_duration(a, sizeof a, r->tool_ttft_ms.p50),
-                rkv_fmt_duration(b, sizeof b, r->tool_ttft_ms.p99),
-                commas(c, sizeof c, r->tool_requests));
-    if (r->other_prompt_tokens)
-        fprintf(f, "    other        %.2f %% hit, TTFT p50 %s, p99 %s (%s "
-                   "requests)\n",
-                100.0 * (double)r->other_hit_tokens / (double)r->other_prompt_tokens,
-                rkv_fmt_duration(a, sizeof a, r->other_ttft_ms.p50),
-                rkv_fmt_duration(b, sizeof b, r->other_ttft_ms.p99),
-                commas(c, sizeof c, r->other_requests));
+    text_class(f, "tool", r->tool_requests, r->tool_prompt_tokens,
+               r->tool_hit_tokens, &r->tool_ttft_ms,
+               " of sessions that wait for tools");
+    text_class(f, "other", r->other_requests, r->other_prompt_tokens,
+               r->other_hit_tokens, &r->other_ttft_ms, "");
     if (r->pins_made || r->pins_refused)
         fprintf(f, "    pins         %llu made, %llu renewed, %llu refused (cap), "
                    "%llu expired, %llu released, %llu revoked\n",

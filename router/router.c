@@ -98,6 +98,10 @@ uint32_t rkv_rt_slot_of(const rkv_router *r, uint64_t id)
 uint32_t rkv_rt_lookup(rkv_router *r, uint64_t id, const char *fn,
                        rkv_status *st)
 {
+    if (r == NULL) {
+        *st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL router", fn);
+        return RKV_RT_EMPTY;
+    }
     uint32_t s = rkv_rt_slot_of(r, id);
     if (s == RKV_RT_EMPTY) {
         r->st.unknown_instance++;
@@ -186,8 +190,6 @@ rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
 rkv_status rkv_router_remove_instance(rkv_router *router, uint64_t instance)
 {
     static const char fn[] = "rkv_router_remove_instance";
-    if (router == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL router", fn);
     rkv_status st = RKV_OK;
     uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
     if (s == RKV_RT_EMPTY)
@@ -209,8 +211,6 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
                                uint32_t running, uint64_t queued_tokens)
 {
     static const char fn[] = "rkv_router_set_load";
-    if (router == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL router", fn);
     rkv_status st = RKV_OK;
     uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
     if (s == RKV_RT_EMPTY)
@@ -349,8 +349,6 @@ rkv_status rkv_router_heartbeat(rkv_router *router, uint64_t instance,
                                 uint64_t last_seq)
 {
     static const char fn[] = "rkv_router_heartbeat";
-    if (router == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL router", fn);
     rkv_status st = RKV_OK;
     uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
     if (s == RKV_RT_EMPTY)

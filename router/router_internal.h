@@ -151,8 +151,10 @@ static inline uint32_t rkv_rt_find(const rkv_router *r, uint64_t key)
 /* router.c ----------------------------------------------------------------- */
 /* Slot of instance id, or RKV_RT_EMPTY. O(log instances). */
 uint32_t rkv_rt_slot_of(const rkv_router *r, uint64_t id);
-/* Slot of a registered instance id; RKV_RT_EMPTY with an error set (and
- * counted in stats.unknown_instance) otherwise. */
+/* Slot of a registered instance id; RKV_RT_EMPTY with an error set
+ * otherwise: INVALID_ARG for a NULL router (so entry points need no check
+ * of their own), NOT_FOUND (counted in stats.unknown_instance) for an
+ * unknown id. */
 uint32_t rkv_rt_lookup(rkv_router *r, uint64_t id, const char *fn,
                        rkv_status *st);
 /* Removes slot s's bit from every entry of its group (entries left empty

@@ -154,12 +154,24 @@ static void rkv_rt_stage_commit(rkv_router *r, uint32_t s)
     r->st.snapshots++;
 }
 
+/* Slot of a registered instance with a chunked snapshot begun;
+ * RKV_RT_EMPTY with an error set otherwise (chunk and end share it). */
+static uint32_t lookup_staged(rkv_router *r, uint64_t instance,
+                              const char *fn, rkv_status *st)
+{
+    uint32_t s = rkv_rt_lookup(r, instance, fn, st);
+    if (s != RKV_RT_EMPTY && r->inst[s].staging == RKV_RT_EMPTY) {
+        *st = rkv_set_error(RKV_ERR_STATE, "%s: instance %llu has no "
+                            "snapshot begun", fn, (unsigned long long)instance);
+        return RKV_RT_EMPTY;
+    }
+    return s;
+}
+
 rkv_status rkv_router_snapshot_begin(rkv_router *router, uint64_t instance,
                                      uint64_t seq)
 {
     static const char fn[] = "rkv_router_snapshot_begin";
-    if (router == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL router", fn);
     rkv_status st = RKV_OK;
     uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
     if (s == RKV_RT_EMPTY)
@@ -198,27 +210,19 @@ rkv_status rkv_router_snapshot_chunk(rkv_router *router, uint64_t instance,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              router == NULL ? "router" : "blocks");
     rkv_status st = RKV_OK;
-    uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
+    uint32_t s = lookup_staged(router, instance, fn, &st);
     if (s == RKV_RT_EMPTY)
         return st;
-    if (router->inst[s].staging == RKV_RT_EMPTY)
-        return rkv_set_error(RKV_ERR_STATE, "%s: instance %llu has no "
-                             "snapshot begun", fn, (unsigned long long)instance);
     return rkv_rt_stage_add(router, router->inst[s].staging, blocks, n, fn);
 }
 
 rkv_status rkv_router_snapshot_end(rkv_router *router, uint64_t instance)
 {
     static const char fn[] = "rkv_router_snapshot_end";
-    if (router == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL router", fn);
     rkv_status st = RKV_OK;
-    uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
+    uint32_t s = lookup_staged(router, instance, fn, &st);
     if (s == RKV_RT_EMPTY)
         return st;
-    if (router->inst[s].staging == RKV_RT_EMPTY)
-        return rkv_set_error(RKV_ERR_STATE, "%s: instance %llu has no "
-                             "snapshot begun", fn, (unsigned long long)instance);
     rkv_rt_stage_commit(router, s);
     return RKV_OK;
 }
@@ -226,8 +230,6 @@ rkv_status rkv_router_snapshot_end(rkv_router *router, uint64_t instance)
 rkv_status rkv_router_snapshot_abort(rkv_router *router, uint64_t instance)
 {
     static const char fn[] = "rkv_router_snapshot_abort";
-    if (router == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL router", fn);
     rkv_status st = RKV_OK;
     uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
     if (s == RKV_RT_EMPTY)

@@ -365,15 +365,21 @@ static rkv_status jexpect(jscan *p, int (*starts)(char), const char *field,
     return st != RKV_OK ? st : jfail(p, what);
 }
 
+/* The number at field (field[index] unless JNO_INDEX); expected says what
+ * the error names when no number starts there. */
+static rkv_status jnumber_at(jscan *p, const char *field, size_t index,
+                             const char *expected, jnum *n)
+{
+    rkv_status st = jexpect(p, jnum_start, field, index, expected);
+    return st != RKV_OK ? st : jnumber(p, n);
+}
+
 /* A length field: a non-negative integer <= RKV_TRACE_MAX_LENGTH. */
 static rkv_status jlength(jscan *p, const char *field, uint32_t *out)
 {
     char what[160];
-    rkv_status st = jexpect(p, jnum_start, field, JNO_INDEX, "an integer");
-    if (st != RKV_OK)
-        return st;
     jnum n;
-    st = jnumber(p, &n);
+    rkv_status st = jnumber_at(p, field, JNO_INDEX, "an integer", &n);
     if (st != RKV_OK)
         return st;
     if (n.negative && (n.u != 0 || !n.integer)) {
@@ -397,11 +403,8 @@ static rkv_status jlength(jscan *p, const char *field, uint32_t *out)
 static rkv_status jtimestamp(jscan *p, double *out)
 {
     char what[160];
-    rkv_status st = jexpect(p, jnum_start, "timestamp", JNO_INDEX, "a number");
-    if (st != RKV_OK)
-        return st;
     jnum n;
-    st = jnumber(p, &n);
+    rkv_status st = jnumber_at(p, "timestamp", JNO_INDEX, "a number", &n);
     if (st != RKV_OK)
         return st;
     if (!isfinite(n.d) || n.d > 1e15)
@@ -441,11 +444,9 @@ static rkv_status jhash_ids(jscan *p, uint64_t **ids, size_t *cap,
         return st;
     p->s++;
     for (int more = !jempty(p, ']'); more;) {
-        if ((st = jexpect(p, jnum_start, "hash_ids", n,
-                          "a non-negative integer")) != RKV_OK)
-            return st;
         jnum v;
-        if ((st = jnumber(p, &v)) != RKV_OK)
+        if ((st = jnumber_at(p, "hash_ids", n, "a non-negative integer", &v)) !=
+            RKV_OK)
             return st;
         if (!v.integer || (v.negative && v.u != 0) || v.overflow) {
             snprintf(what, sizeof what,
@@ -471,11 +472,9 @@ static rkv_status jinteger(jscan *p, const char *field, int64_t lo,
                            uint64_t hi, uint64_t *mag, int *neg)
 {
     char what[200];
-    rkv_status st = jexpect(p, jnum_start, field, JNO_INDEX, "an integer");
-    if (st != RKV_OK)
-        return st;
     jnum n;
-    if ((st = jnumber(p, &n)) != RKV_OK)
+    rkv_status st = jnumber_at(p, field, JNO_INDEX, "an integer", &n);
+    if (st != RKV_OK)
         return st;
     if (!n.integer) {
         snprintf(what, sizeof what, "%s: expected an integer, got %.17g",

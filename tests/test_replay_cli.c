@@ -17,69 +17,24 @@
 #include <unistd.h>
 
 #include "radixkv.h"
+#include "tests/support/cli_run.h"
 
-static char exe[PATH_MAX];
-static char tmpdir[] = "/tmp/rkv_cli_test_XXXXXX";
-
-static void find_exe(void)
+static void setup(void)
 {
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 16);
-    cr_assert_gt(n, 0);
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    cr_assert_not_null(slash);
-    strcpy(slash + 1, "radixkv");
-    if (access(exe, X_OK) != 0)
-        cr_skip_test("radixkv binary not built next to the test (%s)", exe);
-    cr_assert_not_null(mkdtemp(tmpdir));
+    rkv_cli_setup("rkv_cli_test");
 }
 
-static void cleanup(void)
-{
-    char cmd[PATH_MAX + 16];
-    if (strcmp(tmpdir, "/tmp/rkv_cli_test_XXXXXX") != 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        cr_assert_eq(system(cmd), 0);
-    }
-}
+TestSuite(cli, .init = setup, .fini = rkv_cli_cleanup, .timeout = 600);
 
-TestSuite(cli, .init = find_exe, .fini = cleanup, .timeout = 600);
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert_not_null(b);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    return b;
-}
-
-/* Runs `radixkv ARGS`; returns the exit status, stdout and stderr. */
 static int run(const char *args, char **out, char **err)
 {
-    char cmd[4 * PATH_MAX];
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s/out' 2>'%s/err' </dev/null", exe,
-             args, tmpdir, tmpdir);
-    int st = system(cmd);
-    cr_assert(WIFEXITED(st), "'%s' did not exit normally", cmd);
-    char p[PATH_MAX + 8];
-    snprintf(p, sizeof p, "%s/out", tmpdir);
-    *out = slurp(p);
-    snprintf(p, sizeof p, "%s/err", tmpdir);
-    *err = slurp(p);
-    return WEXITSTATUS(st);
+    return rkv_cli_run(args, out, err);
 }
 
 static void write_file(const char *name, const char *text, char *path,
                        size_t cap)
 {
-    snprintf(path, cap, "%s/%s", tmpdir, name);
+    snprintf(path, cap, "%s/%s", rkv_cli_tmpdir, name);
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
     fputs(text, f);
@@ -229,7 +184,7 @@ Test(cli, json_contract)
 Test(cli, sweep_writes_table_and_svg)
 {
     char args[2 * PATH_MAX], svg[PATH_MAX + 16];
-    snprintf(svg, sizeof svg, "%s/s.svg", tmpdir);
+    snprintf(svg, sizeof svg, "%s/s.svg", rkv_cli_tmpdir);
     snprintf(args, sizeof args, "sweep --limit 200 --capacities 2e5,1e6,unbounded "
              "--policies fcfs,lpm --svg '%s'", svg);
     char *out, *err;
@@ -237,7 +192,7 @@ Test(cli, sweep_writes_table_and_svg)
     cr_assert(strstr(out, "file hit%") != NULL, "%s", out);
     cr_assert(strstr(out, "lpm ttft50") != NULL, "%s", out);
     cr_assert(strstr(out, "unbounded") != NULL, "%s", out);
-    char *s = slurp(svg);
+    char *s = rkv_cli_slurp(svg);
     cr_assert(strstr(s, "<svg") != NULL && strstr(s, "</svg>") != NULL);
     cr_assert(strstr(s, "polyline") != NULL, "lines are drawn");
     cr_assert(strstr(s, "sched lpm") != NULL, "legend names the series");
@@ -278,11 +233,11 @@ Test(cli, empty_file_and_long_path_are_named)
     char dir[500];
     memset(dir, 'd', 200);
     dir[200] = '\0';
-    snprintf(path, sizeof path, "%s/%s", tmpdir, dir);
+    snprintf(path, sizeof path, "%s/%s", rkv_cli_tmpdir, dir);
     cr_assert_eq(mkdir(path, 0700), 0);
     snprintf(path + strlen(path), sizeof path - strlen(path), "/%s", dir);
     cr_assert_eq(mkdir(path, 0700), 0);
-    snprintf(dir, sizeof dir, "%s/bad.jsonl", path + strlen(tmpdir) + 1);
+    snprintf(dir, sizeof dir, "%s/bad.jsonl", path + strlen(rkv_cli_tmpdir) + 1);
     write_file(dir, "{\"timestamp\":0}\n", path, sizeof path);
     cr_assert_gt(strlen(path), 300);
     snprintf(args, sizeof args, "replay '%s'", path);
@@ -367,13 +322,13 @@ Test(cli, parsing_version_help_suggestions)
 static int run_redir(const char *args, const char *redir, char **err)
 {
     char cmd[4 * PATH_MAX];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s 2>'%s/err' </dev/null", exe, args,
-             redir, tmpdir);
+    snprintf(cmd, sizeof cmd, "'%s' %s %s 2>'%s/err' </dev/null", rkv_cli_exe, args,
+             redir, rkv_cli_tmpdir);
     int st = system(cmd);
     cr_assert(WIFEXITED(st), "'%s' did not exit normally", cmd);
     char p[PATH_MAX + 8];
-    snprintf(p, sizeof p, "%s/err", tmpdir);
-    *err = slurp(p);
+    snprintf(p, sizeof p, "%s/err", rkv_cli_tmpdir);
+    *err = rkv_cli_slurp(p);
     return WEXITSTATUS(st);
 }
 
@@ -392,8 +347,8 @@ static int run_broken_pipe(const char *args, char **err)
         dup2(fds[1], 1);
         close(fds[1]);
         char cmd[4 * PATH_MAX];
-        snprintf(cmd, sizeof cmd, "exec '%s' %s 2>'%s/err' </dev/null", exe, args,
-                 tmpdir);
+        snprintf(cmd, sizeof cmd, "exec '%s' %s 2>'%s/err' </dev/null", rkv_cli_exe, args,
+                 rkv_cli_tmpdir);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
@@ -402,8 +357,8 @@ static int run_broken_pipe(const char *args, char **err)
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_assert(WIFEXITED(st), "killed by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     char p[PATH_MAX + 8];
-    snprintf(p, sizeof p, "%s/err", tmpdir);
-    *err = slurp(p);
+    snprintf(p, sizeof p, "%s/err", rkv_cli_tmpdir);
+    *err = rkv_cli_slurp(p);
     return WEXITSTATUS(st);
 }
 
@@ -416,10 +371,10 @@ Test(cli, failed_stdout_writes_are_errors)
                            "replay --order file --limit 50",
                            "replay --limit 30 --json --capacity-tokens 1e6"};
     snprintf(args[0], sizeof args[0],
-             "sweep --limit 30 --order file --capacities 1e5 --svg '%s/s.svg'", tmpdir);
+             "sweep --limit 30 --order file --capacities 1e5 --svg '%s/s.svg'", rkv_cli_tmpdir);
     snprintf(args[1], sizeof args[1],
              "sweep --limit 30 --order file --capacities 1e5 --json --svg '%s/s.svg'",
-             tmpdir);
+             rkv_cli_tmpdir);
     cmds[5] = args[0];
     cmds[6] = args[1];
     static const char *const redirs[] = {">/dev/full", ">&-"};
@@ -516,13 +471,13 @@ Test(cli, names_not_utf8_are_escaped)
     cr_assert(strstr(out, "n\\ufffd\\ufffd<&\\\"q.jsonl") != NULL, "%s", out);
     free(out);
     free(err);
-    snprintf(svg, sizeof svg, "%s/n.svg", tmpdir);
+    snprintf(svg, sizeof svg, "%s/n.svg", rkv_cli_tmpdir);
     snprintf(args, sizeof args, "sweep --order file --capacities 1e5 --svg '%s' '%s'",
              svg, path);
     cr_assert_eq(run(args, &out, &err), 0, "%s", err);
     free(out);
     free(err);
-    char *s = slurp(svg);
+    char *s = rkv_cli_slurp(svg);
     assert_utf8(s, "svg");
     cr_assert(strstr(s, "n\xef\xbf\xbd\xef\xbf\xbd&lt;&amp;&quot;q.jsonl") != NULL, "%s", s);
     free(s);
@@ -541,14 +496,14 @@ Test(cli, sweep_svg_checked_early_and_marks)
     free(err);
 
     char args[2 * PATH_MAX], svg[PATH_MAX + 16], want[PATH_MAX + 64];
-    snprintf(args, sizeof args, "sweep --limit 100 --svg '%s'", tmpdir);
+    snprintf(args, sizeof args, "sweep --limit 100 --svg '%s'", rkv_cli_tmpdir);
     cr_assert_eq(run(args, &out, &err), 1);
     cr_assert(strstr(err, "cannot write the plot there: it names a directory") != NULL,
               "%s", err);
     cr_assert_str_empty(out);
     free(out);
     free(err);
-    snprintf(svg, sizeof svg, "%s/m.svg", tmpdir);
+    snprintf(svg, sizeof svg, "%s/m.svg", rkv_cli_tmpdir);
     snprintf(args, sizeof args, "sweep --limit 60 --order file --capacities "
              "1e5,1e6,unbounded --svg '%s'", svg);
     cr_assert_eq(run(args, &out, &err), 0, "%s", err);
@@ -560,7 +515,7 @@ Test(cli, sweep_svg_checked_early_and_marks)
     cr_assert(strstr(out, "1000000*") != NULL, "%s", out);
     cr_assert(strstr(out, "unbounded*") != NULL, "%s", out);
     cr_assert(strstr(out, "* beyond the simulated GPU's memory") != NULL, "%s", out);
-    char *s = slurp(svg);
+    char *s = rkv_cli_slurp(svg);
     cr_assert(strstr(s, "GPU memory") != NULL, "the plot marks the GPU's capacity");
     free(s);
     free(out);
@@ -589,11 +544,11 @@ Test(cli, stdin_trace)
                "{\"timestamp\":0,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n"
                "{\"timestamp\":1,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,2]}\n",
                path, sizeof path);
-    snprintf(cmd, sizeof cmd, "'%s' replay - --order file --json <'%s' >'%s/out'", exe,
-             path, tmpdir);
+    snprintf(cmd, sizeof cmd, "'%s' replay - --order file --json <'%s' >'%s/out'", rkv_cli_exe,
+             path, rkv_cli_tmpdir);
     cr_assert_eq(system(cmd), 0);
-    snprintf(cmd, sizeof cmd, "%s/out", tmpdir);
-    char *out = slurp(cmd);
+    snprintf(cmd, sizeof cmd, "%s/out", rkv_cli_tmpdir);
+    char *out = rkv_cli_slurp(cmd);
     cr_assert(strstr(out, "\"workload\":\"<stdin>\"") != NULL, "%s", out);
     cr_assert(strstr(out, "\"requests\":2") != NULL, "%s", out);
     cr_assert(strstr(out, "\"hit_tokens\":592") != NULL, "%s", out);
@@ -601,12 +556,12 @@ Test(cli, stdin_trace)
     if (system("command -v gzip >/dev/null") != 0)
         return;
     snprintf(cmd, sizeof cmd, "gzip -c '%s' | '%s' replay - --order file --json "
-             ">'%s/out' 2>'%s/err'", path, exe, tmpdir, tmpdir);
+             ">'%s/out' 2>'%s/err'", path, rkv_cli_exe, rkv_cli_tmpdir, rkv_cli_tmpdir);
     int st = system(cmd);
-    snprintf(cmd, sizeof cmd, "%s/out", tmpdir);
-    out = slurp(cmd);
-    snprintf(cmd, sizeof cmd, "%s/err", tmpdir);
-    char *err = slurp(cmd);
+    snprintf(cmd, sizeof cmd, "%s/out", rkv_cli_tmpdir);
+    out = rkv_cli_slurp(cmd);
+    snprintf(cmd, sizeof cmd, "%s/err", rkv_cli_tmpdir);
+    char *err = rkv_cli_slurp(cmd);
 #ifdef RKV_HAVE_ZLIB
     cr_assert_eq(WEXITSTATUS(st), 0, "%s", err);
     cr_assert(strstr(out, "\"requests\":2") != NULL, "%s", out);

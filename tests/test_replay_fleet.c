@@ -17,6 +17,7 @@
 #include "sim/trace.h"
 #include "sim/workload.h"
 #include "tests/support/test_util.h"
+#include "tests/support/test_workload.h"
 
 #define TRACE_PATH RKV_SOURCE_DIR "/bench/traces/mooncake_conversation_trace.jsonl"
 
@@ -29,16 +30,6 @@ static void load_slice(rkv_workload *wl, size_t n)
     cr_assert_eq(rkv_workload_load_trace(wl, r, n), RKV_OK, "%s",
                  rkv_last_error());
     rkv_trace_reader_close(r);
-}
-
-static void agentic(rkv_workload *wl, const char *name, uint32_t sessions)
-{
-    rkv_agentic_config ac;
-    rkv_agentic_config_init(&ac);
-    ac.sessions = sessions;
-    ac.turns_max = 8;
-    rkv_workload_init(wl);
-    cr_assert_eq(rkv_workload_agentic(wl, &ac, rkv_test_seed(name)), RKV_OK);
 }
 
 typedef struct fleet_out {
@@ -136,7 +127,7 @@ Test(fleet, one_instance_is_the_single_replay, .timeout = 600)
     rkv_workload_free(&wl);
 
     /* closed-loop turns, some refused for their size */
-    agentic(&wl, "fleet.n1_agentic", 12);
+    rkv_test_agentic(&wl, 12, 8, "fleet.n1_agentic");
     cfg.capacity_tokens = 9000;
     cfg.time_scale = 1;
     n1_matches(&wl, &cfg);
@@ -148,7 +139,7 @@ Test(fleet, kv_hits_at_least_round_robin, .timeout = 600)
     /* agentic sessions: each turn repeats its session's whole history, and
      * all share the tool list -- prefixes that routing can keep together */
     rkv_workload wl;
-    agentic(&wl, "fleet.kv_vs_rr", 32);
+    rkv_test_agentic(&wl, 32, 8, "fleet.kv_vs_rr");
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     cfg.capacity_tokens = 60000; /* a few sessions' history per instance */
@@ -171,7 +162,7 @@ Test(fleet, kv_hits_at_least_round_robin, .timeout = 600)
 Test(fleet, every_request_finishes_on_exactly_one_instance, .timeout = 600)
 {
     rkv_workload wl;
-    agentic(&wl, "fleet.one_instance", 16);
+    rkv_test_agentic(&wl, 16, 8, "fleet.one_instance");
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     cfg.capacity_tokens = 9000; /* some requests can never fit: refused */

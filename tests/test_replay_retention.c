@@ -12,6 +12,7 @@
 #include "sim/replay.h"
 #include "sim/workload.h"
 #include "tests/support/test_util.h"
+#include "tests/support/test_workload.h"
 
 Test(replay_retention, names_round_trip)
 {
@@ -28,16 +29,6 @@ Test(replay_retention, names_round_trip)
     cr_assert_eq(x, 5);
     cr_assert_null(rkv_replay_retention_name(RKV_RETENTION_COUNT));
     cr_assert_null(rkv_replay_retention_name(-1));
-}
-
-static void agentic(rkv_workload *wl, const char *name)
-{
-    rkv_agentic_config ac;
-    rkv_agentic_config_init(&ac);
-    ac.sessions = 24;
-    ac.turns_max = 10;
-    rkv_workload_init(wl);
-    cr_assert_eq(rkv_workload_agentic(wl, &ac, rkv_test_seed(name)), RKV_OK);
 }
 
 static void run(const rkv_workload *wl, int mode, int evict, uint64_t cap,
@@ -57,7 +48,7 @@ static void run(const rkv_workload *wl, int mode, int evict, uint64_t cap,
 Test(replay_retention, pins_end_with_their_sessions, .timeout = 300)
 {
     rkv_workload wl;
-    agentic(&wl, "replay_retention.pins_end");
+    rkv_test_agentic(&wl, 24, 10, "replay_retention.pins_end");
     rkv_replay_result none, r;
     run(&wl, RKV_RETENTION_NONE, RKV_EVICT_LRU, 60000, &none);
     cr_assert_eq(none.pins_made + none.pins_refused, 0);
@@ -103,7 +94,7 @@ Test(replay_retention, pins_end_with_their_sessions, .timeout = 300)
 Test(replay_retention, deterministic_and_hints_win, .timeout = 300)
 {
     rkv_workload wl;
-    agentic(&wl, "replay_retention.hints");
+    rkv_test_agentic(&wl, 24, 10, "replay_retention.hints");
     rkv_replay_result a, b;
     run(&wl, RKV_RETENTION_TTL, RKV_EVICT_LRU, 60000, &a);
     run(&wl, RKV_RETENTION_TTL, RKV_EVICT_LRU, 60000, &b);

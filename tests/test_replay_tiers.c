@@ -19,16 +19,7 @@
 #include "sim/replay.h"
 #include "sim/workload.h"
 #include "tests/support/test_util.h"
-
-static void agentic(rkv_workload *wl, const char *name)
-{
-    rkv_agentic_config ac;
-    rkv_agentic_config_init(&ac);
-    ac.sessions = 12;
-    ac.turns_max = 6;
-    rkv_workload_init(wl);
-    cr_assert_eq(rkv_workload_agentic(wl, &ac, rkv_test_seed(name)), RKV_OK);
-}
+#include "tests/support/test_workload.h"
 
 static void base(rkv_replay_config *cfg, rkv_policy pol, uint64_t cap)
 {
@@ -59,7 +50,7 @@ static uint64_t small_capacity(const rkv_workload *wl)
 Test(replay_tiers, host_tier_under_every_policy, .timeout = 600)
 {
     rkv_workload wl;
-    agentic(&wl, "replay_tiers.policies");
+    rkv_test_agentic(&wl, 12, 6, "replay_tiers.policies");
     uint64_t cap = small_capacity(&wl);
     for (int pol = 0; pol <= RKV_POLICY_BOUNDED; pol++) {
         /* swap under the cache-aware orders (the others preempt alike) */
@@ -106,7 +97,7 @@ Test(replay_tiers, host_tier_under_every_policy, .timeout = 600)
 Test(replay_tiers, disk_tier_alone, .timeout = 600)
 {
     rkv_workload wl;
-    agentic(&wl, "replay_tiers.disk");
+    rkv_test_agentic(&wl, 12, 6, "replay_tiers.disk");
     rkv_replay_config cfg;
     base(&cfg, RKV_POLICY_LPM, small_capacity(&wl));
     cfg.disk_capacity_tokens = 10 * cfg.capacity_tokens;
@@ -174,7 +165,7 @@ Test(replay_tiers, host_over_disk, .timeout = 600)
 Test(replay_tiers, refusals)
 {
     rkv_workload wl;
-    agentic(&wl, "replay_tiers.refusals");
+    rkv_test_agentic(&wl, 12, 6, "replay_tiers.refusals");
     rkv_replay_config cfg;
     base(&cfg, RKV_POLICY_LPM, small_capacity(&wl));
     cfg.swap = 1;

@@ -15,62 +15,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char exe[PATH_MAX];
-static char tmpdir[] = "/tmp/rkv_ret_cli_XXXXXX";
+#include "tests/support/cli_run.h"
 
-static void find_exe(void)
+static void setup(void)
 {
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 16);
-    cr_assert_gt(n, 0);
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    cr_assert_not_null(slash);
-    strcpy(slash + 1, "radixkv");
-    if (access(exe, X_OK) != 0)
-        cr_skip_test("radixkv binary not built next to the test (%s)", exe);
-    cr_assert_not_null(mkdtemp(tmpdir));
+    rkv_cli_setup("rkv_ret_cli");
 }
 
-static void cleanup(void)
-{
-    char cmd[PATH_MAX + 16];
-    if (strcmp(tmpdir, "/tmp/rkv_ret_cli_XXXXXX") != 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        cr_assert_eq(system(cmd), 0);
-    }
-}
+TestSuite(retcli, .init = setup, .fini = rkv_cli_cleanup, .timeout = 600);
 
-TestSuite(retcli, .init = find_exe, .fini = cleanup, .timeout = 600);
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert_not_null(b);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    return b;
-}
-
-/* Runs `radixkv ARGS`; returns the exit status, stdout and stderr. */
 static int run(const char *args, char **out, char **err)
 {
-    char cmd[4 * PATH_MAX];
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s/out' 2>'%s/err' </dev/null", exe,
-             args, tmpdir, tmpdir);
-    int st = system(cmd);
-    cr_assert(WIFEXITED(st), "'%s' did not exit normally", cmd);
-    char p[PATH_MAX + 8];
-    snprintf(p, sizeof p, "%s/out", tmpdir);
-    *out = slurp(p);
-    snprintf(p, sizeof p, "%s/err", tmpdir);
-    *err = slurp(p);
-    return WEXITSTATUS(st);
+    return rkv_cli_run(args, out, err);
 }
 
 /* The number after "key": in a JSON text (the first occurrence). */
@@ -175,7 +131,7 @@ Test(retcli, bailian_trace_formats_and_errors)
 Test(retcli, trace_hints_pin_under_hints_only)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/hints.jsonl", tmpdir);
+    snprintf(path, sizeof path, "%s/hints.jsonl", rkv_cli_tmpdir);
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
     /* three turns of one session, each extending the last; two pin */

@@ -32,19 +32,8 @@
 
 #include "radixkv_router.h"
 #include "tests/support/event_driver.h"
+#include "tests/support/router_util.h"
 #include "tests/support/test_util.h"
-
-static rkv_router *mk(void)
-{
-    rkv_router *r = NULL;
-    cr_assert_eq(rkv_router_create(NULL, &r), RKV_OK, "%s", rkv_last_error());
-    return r;
-}
-
-static void ok(const rkv_router *r)
-{
-    cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());
-}
 
 static rkv_event stored(uint64_t seq, uint64_t ns, uint64_t parent,
                         const uint64_t *h, uint32_t n, uint8_t medium)
@@ -86,7 +75,7 @@ static int needs_resync(const rkv_router *r, uint64_t inst)
 
 Test(router, instances_and_bad_ids)
 {
-    rkv_router *r = mk();
+    rkv_router *r = rt_mk();
     cr_assert_eq(rkv_router_add_instance(r, 5), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 5), RKV_ERR_DUPLICATE);
     cr_assert_eq(rkv_router_add_instance(r, UINT64_MAX), RKV_ERR_INVALID_ARG);
@@ -103,21 +92,21 @@ Test(router, instances_and_bad_ids)
     for (uint64_t i = 0; i < RKV_ROUTER_MAX_INSTANCES; i++)
         cr_assert_eq(rkv_router_add_instance(r, 5000 - i), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_ERR_NO_SPACE);
-    ok(r);
+    rt_ok(r);
     rkv_router_destroy(r);
     rkv_router_destroy(NULL);
 }
 
 Test(router, events_seq_and_bad_input)
 {
-    rkv_router *r = mk();
+    rkv_router *r = rt_mk();
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
     uint64_t a[3] = {11, 12, 13}, b[2] = {21, 22};
     rkv_event ev[3] = {stored(1, 0, RKV_HASH_ROOT, a, 3, 0),
                        stored(2, 0, 11, b, 2, 0),
                        removed(3, 0, (uint64_t[]){13}, 1, 0)};
     cr_assert_eq(rkv_router_apply(r, 1, ev, 3), RKV_OK);
-    ok(r);
+    rt_ok(r);
     cr_assert(rkv_router_holds(r, 1, 0, 11) && rkv_router_holds(r, 1, 0, 12));
     cr_assert(!rkv_router_holds(r, 1, 0, 13));
     cr_assert(rkv_router_holds(r, 1, 0, 22));
@@ -134,7 +123,7 @@ Test(router, events_seq_and_bad_input)
     cr_assert(needs_resync(r, 1));
     cr_assert(!rkv_router_holds(r, 1, 0, 11));
     cr_assert_eq(stats(r).entries, 0);
-    ok(r);
+    rt_ok(r);
     /* later events are skipped until a snapshot */
     rkv_event later = stored(5, 0, RKV_HASH_ROOT, (uint64_t[]){77}, 1, 0);
     cr_assert_eq(rkv_router_apply(r, 1, &later, 1), RKV_OK);
@@ -144,7 +133,7 @@ Test(router, events_seq_and_bad_input)
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, snap, 2, 5), RKV_OK);
     cr_assert(!needs_resync(r, 1));
     cr_assert(rkv_router_holds(r, 1, 0, 12));
-    ok(r);
+    rt_ok(r);
     /* a gap */
     rkv_event gap = stored(7, 0, 12, (uint64_t[]){13}, 1, 0);
     cr_assert_eq(rkv_router_apply(r, 1, &gap, 1), RKV_OK);
@@ -186,7 +175,7 @@ Test(router, events_seq_and_bad_input)
         cr_assert_eq(rkv_router_apply(r, 1, &junk[i], 1), RKV_OK);
         cr_assert_eq(stats(r).events_bad, bad0 + 1, "junk %d", i);
         cr_assert(needs_resync(r, 1));
-        ok(r);
+        rt_ok(r);
     }
     /* a bad snapshot: refused, and the instance holds nothing */
     rkv_block_entry twice[2] = {{0, 11, 0, 0, 0}, {0, 11, 0, 0, 0}};
@@ -197,7 +186,7 @@ Test(router, events_seq_and_bad_input)
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, badm, 1, 20),
                  RKV_ERR_INVALID_ARG);
     cr_assert_eq(stats(r).entries, 0);
-    ok(r);
+    rt_ok(r);
     /* ALL_CLEARED */
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, snap, 2, 30), RKV_OK);
     rkv_event clr;
@@ -207,7 +196,7 @@ Test(router, events_seq_and_bad_input)
     cr_assert_eq(rkv_router_apply(r, 1, &clr, 1), RKV_OK);
     cr_assert(!needs_resync(r, 1));
     cr_assert_eq(stats(r).entries, 0);
-    ok(r);
+    rt_ok(r);
     rkv_router_destroy(r);
 }
 
@@ -235,7 +224,7 @@ Test(router, overlaps_media_namespaces_and_scores)
     cr_assert_eq(rkv_router_apply(r, 30, &e30, 1), RKV_OK);
     cr_assert_eq(stats(r).events_bad, 1);
     cr_assert(needs_resync(r, 30));
-    ok(r);
+    rt_ok(r);
     rkv_router_overlap o[RKV_ROUTER_MAX_INSTANCES];
     uint32_t n;
     cr_assert_eq(rkv_router_overlaps(r, 4, h, 6, o, 64, &n), RKV_OK);
@@ -288,7 +277,7 @@ Test(router, overlaps_media_namespaces_and_scores)
     cr_assert_eq(rkv_router_remove_instance(r, 20), RKV_OK);
     cr_assert(!rkv_router_holds(r, 20, 4, 105));
     cr_assert_eq(stats(r).entries, 4);
-    ok(r);
+    rt_ok(r);
     rkv_router_config bad = cfg;
     bad.queue_weight = -1;
     cr_assert_eq(rkv_router_create(&bad, &r2), RKV_ERR_INVALID_ARG);
@@ -297,7 +286,7 @@ Test(router, overlaps_media_namespaces_and_scores)
 
 Test(router, grows_and_shrinks)
 {
-    rkv_router *r = mk();
+    rkv_router *r = rt_mk();
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
     /* 5000 chained blocks on instance 1, half of them also on 2 */
@@ -314,11 +303,11 @@ Test(router, grows_and_shrinks)
         }
         parent = h[9];
     }
-    ok(r);
+    rt_ok(r);
     cr_assert_eq(stats(r).entries, 5000);
     cr_assert_eq(rkv_router_remove_instance(r, 1), RKV_OK);
     cr_assert_eq(stats(r).entries, 2500);
-    ok(r);
+    rt_ok(r);
     rkv_router_destroy(r);
 }
 
@@ -379,7 +368,7 @@ static void resync(rkv_router *r, inst *x, rkv_rng *rng, uint64_t *chunked)
                       mid.last_seq == before.last_seq &&
                       mid.needs_resync == before.needs_resync,
                       "staged chunks showed before the end");
-            ok(r);
+            rt_ok(r);
             if (abort_it && rkv_rng_below(rng, 2) == 0)
                 break;
         }
@@ -445,7 +434,7 @@ Test(router, differential_with_trees)
 {
     rkv_rng rng;
     rkv_rng_init(&rng, rkv_test_seed("router.differential_with_trees"));
-    rkv_router *r = mk();
+    rkv_router *r = rt_mk();
     inst xs[NI];
     for (int i = 0; i < NI; i++) {
         /* one instance with a tiny ring, so it overflows */
@@ -534,7 +523,7 @@ Test(router, differential_with_trees)
             }
             compare(r, &xs[i], &rng, &exact);
         }
-        ok(r);
+        rt_ok(r);
     }
     rkv_router_stats s = stats(r);
     cr_assert(exact > steps / 2, "too few exact comparisons (%llu)",

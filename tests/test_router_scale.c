@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "radixkv_router.h"
+#include "tests/support/router_util.h"
 #include "tests/support/test_util.h"
 
 #define NB 5
@@ -113,7 +114,7 @@ static void run_round(rkv_rng *rng, uint32_t ninst)
             m[i].registered = 0;
         }
     }
-    cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());
+    rt_ok(r);
     rkv_router_overlap *o = malloc(RKV_ROUTER_MAX_INSTANCES * sizeof *o);
     cr_assert_not_null(o);
     for (int q = 0; q < 60; q++) {
@@ -177,8 +178,7 @@ Test(router_scale, overlaps_match_a_page_walk_beyond_64_instances)
 
 Test(router_scale, instance_limit)
 {
-    rkv_router *r = NULL;
-    cr_assert_eq(rkv_router_create(NULL, &r), RKV_OK);
+    rkv_router *r = rt_mk();
     for (uint64_t i = 0; i < RKV_ROUTER_MAX_INSTANCES; i++)
         cr_assert_eq(rkv_router_add_instance(r, i * 2), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_ERR_NO_SPACE);
@@ -186,7 +186,7 @@ Test(router_scale, instance_limit)
     rkv_block_entry b = {0, 5, RKV_HASH_ROOT, 0, 0};
     cr_assert_eq(rkv_router_apply_snapshot(r, 2046, &b, 1, 1), RKV_OK);
     cr_assert(rkv_router_holds(r, 2046, 0, 5));
-    cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());
+    rt_ok(r);
     rkv_router_overlap o;
     cr_assert_eq(rkv_router_route(r, 0, &b.hash, 1, &o), RKV_OK);
     cr_assert_eq(o.instance, 2046);
@@ -196,8 +196,7 @@ Test(router_scale, instance_limit)
 
 Test(router_scale, stores_need_their_parent)
 {
-    rkv_router *r = NULL;
-    cr_assert_eq(rkv_router_create(NULL, &r), RKV_OK);
+    rkv_router *r = rt_mk();
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
     rkv_event a[2] = {ev(1, RKV_EVENT_BLOCK_STORED, RKV_MEDIUM_DEVICE,
@@ -224,7 +223,7 @@ Test(router_scale, stores_need_their_parent)
     rkv_router_stats s;
     cr_assert_eq(rkv_router_get_stats(r, &s), RKV_OK);
     cr_assert_eq(s.events_bad, 2);
-    cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());
+    rt_ok(r);
     rkv_router_destroy(r);
 }
 
@@ -307,8 +306,7 @@ Test(router_scale, medium_weights)
 
 Test(router_scale, route_by_tokens)
 {
-    rkv_router *r = NULL;
-    cr_assert_eq(rkv_router_create(NULL, &r), RKV_OK);
+    rkv_router *r = rt_mk();
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
     enum { P = 4, T = 1000 };

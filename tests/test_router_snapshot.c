@@ -23,19 +23,8 @@
 
 #include "radixkv_router.h"
 #include "tests/support/event_driver.h"
+#include "tests/support/router_util.h"
 #include "tests/support/test_util.h"
-
-static rkv_router *mk(void)
-{
-    rkv_router *r = NULL;
-    cr_assert_eq(rkv_router_create(NULL, &r), RKV_OK, "%s", rkv_last_error());
-    return r;
-}
-
-static void ok(const rkv_router *r)
-{
-    cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());
-}
 
 static rkv_router_instance_info info(const rkv_router *r, uint64_t id)
 {
@@ -65,13 +54,13 @@ static void chain(rkv_block_entry *b, size_t n, uint64_t base, uint32_t m)
 
 Test(router_snapshot, refused_snapshot_changes_nothing)
 {
-    rkv_router *r = mk();
+    rkv_router *r = rt_mk();
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
     rkv_block_entry old[3];
     chain(old, 3, 100, RKV_MEDIUM_DEVICE);
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, old, 3, 9), RKV_OK);
-    ok(r);
+    rt_ok(r);
     /* a duplicate late in the array, after entries the old code had
      * already applied over a cleared instance */
     rkv_block_entry dup[5];
@@ -79,7 +68,7 @@ Test(router_snapshot, refused_snapshot_changes_nothing)
     dup[4] = dup[1];
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, dup, 5, 20),
                  RKV_ERR_INVALID_ARG);
-    ok(r);
+    rt_ok(r);
     rkv_router_instance_info in = info(r, 1);
     cr_assert_eq(in.blocks, 3, "the instance lost its entries");
     cr_assert_eq(in.last_seq, 9);
@@ -111,7 +100,7 @@ Test(router_snapshot, refused_snapshot_changes_nothing)
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, bad_m, 2, 21),
                  RKV_ERR_INVALID_ARG);
     cr_assert_eq(info(r, 1).blocks, 3);
-    ok(r);
+    rt_ok(r);
     /* a resyncing instance stays resyncing (and empty) after a refusal */
     rkv_event gap;
     memset(&gap, 0, sizeof gap);
@@ -123,7 +112,7 @@ Test(router_snapshot, refused_snapshot_changes_nothing)
                  RKV_ERR_INVALID_ARG);
     cr_assert(info(r, 1).needs_resync);
     cr_assert_eq(entries(r), 0);
-    ok(r);
+    rt_ok(r);
     /* both media of one hash are two entries of the snapshot, not a dup */
     rkv_block_entry media[3];
     chain(media, 2, 900, RKV_MEDIUM_DEVICE);
@@ -135,13 +124,13 @@ Test(router_snapshot, refused_snapshot_changes_nothing)
     cr_assert(!rkv_router_holds_medium(r, 1, 0, 900, RKV_MEDIUM_HOST));
     cr_assert(!rkv_router_holds_medium(r, 1, 0, 901, 7));
     cr_assert_eq(info(r, 1).blocks, 3);
-    ok(r);
+    rt_ok(r);
     rkv_router_destroy(r);
 }
 
 Test(router_snapshot, chunked)
 {
-    rkv_router *r = mk();
+    rkv_router *r = rt_mk();
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
     rkv_block_entry old[4], nw[10];
@@ -154,10 +143,10 @@ Test(router_snapshot, chunked)
     cr_assert_eq(rkv_router_snapshot_end(r, 1), RKV_ERR_STATE);
     cr_assert_eq(rkv_router_snapshot_begin(r, 77, 1), RKV_ERR_NOT_FOUND);
     cr_assert_eq(rkv_router_snapshot_begin(r, 1, 40), RKV_OK);
-    ok(r);
+    rt_ok(r);
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, nw, 1, 40), RKV_ERR_STATE);
     cr_assert_eq(rkv_router_snapshot_chunk(r, 1, nw, 4), RKV_OK);
-    ok(r);
+    rt_ok(r);
     /* old entries still answer; staged ones are invisible */
     uint64_t q[4] = {100, 101, 102, 103}, qn[10];
     for (int i = 0; i < 10; i++)
@@ -175,10 +164,10 @@ Test(router_snapshot, chunked)
     uint64_t e0 = entries(r);
     cr_assert_eq(rkv_router_snapshot_chunk(r, 1, bad, 3), RKV_ERR_INVALID_ARG);
     cr_assert_eq(entries(r), e0);
-    ok(r);
+    rt_ok(r);
     cr_assert_eq(rkv_router_snapshot_chunk(r, 1, nw + 4, 6), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_end(r, 1), RKV_OK);
-    ok(r);
+    rt_ok(r);
     rkv_router_instance_info in = info(r, 1);
     cr_assert_eq(in.blocks, 10);
     cr_assert_eq(in.last_seq, 40);
@@ -203,20 +192,20 @@ Test(router_snapshot, chunked)
     cr_assert_eq(rkv_router_snapshot_begin(r, 1, 50), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_chunk(r, 1, old, 2), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_abort(r, 1), RKV_OK);
-    ok(r);
+    rt_ok(r);
     cr_assert_eq(entries(r), 11);
     cr_assert_eq(info(r, 1).last_seq, 41);
     /* removal while staging */
     cr_assert_eq(rkv_router_snapshot_begin(r, 2, 60), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_chunk(r, 2, old, 4), RKV_OK);
     cr_assert_eq(rkv_router_remove_instance(r, 2), RKV_OK);
-    ok(r);
+    rt_ok(r);
     cr_assert_eq(entries(r), 11);
     /* an empty snapshot in chunks clears the instance */
     cr_assert_eq(rkv_router_snapshot_begin(r, 1, 70), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_end(r, 1), RKV_OK);
     cr_assert_eq(entries(r), 0);
-    ok(r);
+    rt_ok(r);
     rkv_router_destroy(r);
 }
 
@@ -225,19 +214,19 @@ Test(router_snapshot, chunked)
  * the slot it left and stay put. Queries see every instance right. */
 Test(router_snapshot, staging_in_another_group)
 {
-    rkv_router *r = mk();
+    rkv_router *r = rt_mk();
     for (uint64_t i = 0; i < 64; i++)
         cr_assert_eq(rkv_router_add_instance(r, i), RKV_OK);
     rkv_block_entry b[6];
     chain(b, 6, 300, RKV_MEDIUM_DEVICE);
     for (uint64_t i = 0; i < 64; i++)
         cr_assert_eq(rkv_router_apply_snapshot(r, i, b, 1 + i % 6, 1), RKV_OK);
-    ok(r);
+    rt_ok(r);
     cr_assert_eq(rkv_router_snapshot_begin(r, 5, 9), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_chunk(r, 5, b, 3), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_chunk(r, 5, b + 3, 3), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_end(r, 5), RKV_OK);
-    ok(r);
+    rt_ok(r);
     uint64_t q[6] = {300, 301, 302, 303, 304, 305};
     rkv_router_overlap o[RKV_ROUTER_MAX_INSTANCES];
     uint32_t k;
@@ -253,7 +242,7 @@ Test(router_snapshot, staging_in_another_group)
     cr_assert_eq(rkv_router_overlaps(r, 0, q, 6, o, 65, &k), RKV_OK);
     cr_assert_eq(o[64].pages, 2);
     cr_assert_eq(o[5].pages, 6);
-    ok(r);
+    rt_ok(r);
     rkv_router_destroy(r);
 }
 

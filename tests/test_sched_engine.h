@@ -74,16 +74,23 @@ static inline void fill_tokens(int32_t *t, uint32_t n, uint64_t key)
         t[i] = (int32_t)(eng_mix(key, i) % 30000) + 1;
 }
 
-static inline void eng_init(eng *e, uint32_t nblocks, uint32_t P,
-                            const rkv_sched_config *cfg, uint32_t max_ids)
+/* A metadata-only pool of nblocks pages of P tokens and a default tree. */
+static inline void eng_pool_tree(uint32_t nblocks, uint32_t P, rkv_pool **pool,
+                                 rkv_tree **tree)
 {
-    memset(e, 0, sizeof *e);
     rkv_pool_config pc;
     rkv_pool_config_init(&pc);
     pc.num_blocks = nblocks;
     pc.page_size = P;
-    OK(rkv_pool_create(&pc, &e->pool));
-    OK(rkv_tree_create(e->pool, NULL, &e->tree));
+    OK(rkv_pool_create(&pc, pool));
+    OK(rkv_tree_create(*pool, NULL, tree));
+}
+
+static inline void eng_init(eng *e, uint32_t nblocks, uint32_t P,
+                            const rkv_sched_config *cfg, uint32_t max_ids)
+{
+    memset(e, 0, sizeof *e);
+    eng_pool_tree(nblocks, P, &e->pool, &e->tree);
     OK(rkv_sched_create(e->tree, cfg, &e->s));
     e->cfg = *cfg;
     e->P = P;
@@ -246,19 +253,46 @@ static inline void eng_verify_plan(eng *e, const rkv_batch_plan *p)
     }
 }
 
+/* rkv_sched_step / rkv_sched_commit as every scheduler test calls them:
+ * with tolerate_nomem an injected NOMEM is retried once (counted in
+ * *nomem_seen) after checking the failed call left the scheduler
+ * consistent; the scheduler is checked after the call that succeeds. */
+static inline const rkv_batch_plan *eng_sched_step(rkv_sched *s, double now,
+                                                   int tolerate_nomem,
+                                                   uint64_t *nomem_seen)
+{
+    const rkv_batch_plan *p = NULL;
+    rkv_status st = rkv_sched_step(s, now, &p);
+    if (st == RKV_ERR_NOMEM && tolerate_nomem) {
+        /* nothing may have changed: the retry must plan from scratch */
+        OK(rkv_sched_check(s));
+        (*nomem_seen)++;
+        st = rkv_sched_step(s, now, &p);
+    }
+    cr_assert_eq(st, RKV_OK, "rkv_sched_step: %s", rkv_last_error());
+    OK(rkv_sched_check(s));
+    return p;
+}
+
+static inline void eng_sched_commit(rkv_sched *s, const int32_t *next,
+                                    const uint8_t *fin, double now,
+                                    int tolerate_nomem, uint64_t *nomem_seen)
+{
+    rkv_status st = rkv_sched_commit(s, next, fin, now);
+    if (st == RKV_ERR_NOMEM && tolerate_nomem) {
+        OK(rkv_sched_check(s));
+        (*nomem_seen)++;
+        st = rkv_sched_commit(s, next, fin, now);
+    }
+    cr_assert_eq(st, RKV_OK, "rkv_sched_commit: %s", rkv_last_error());
+    OK(rkv_sched_check(s));
+}
+
 /* One step + commit. Returns the plan's request count. */
 static inline uint32_t eng_step(eng *e)
 {
-    const rkv_batch_plan *p = NULL;
-    rkv_status st = rkv_sched_step(e->s, e->now, &p);
-    if (st == RKV_ERR_NOMEM && e->tolerate_nomem) {
-        /* nothing may have changed: the retry must plan from scratch */
-        OK(rkv_sched_check(e->s));
-        e->nomem_seen++;
-        st = rkv_sched_step(e->s, e->now, &p);
-    }
-    cr_assert_eq(st, RKV_OK, "rkv_sched_step: %s", rkv_last_error());
-    OK(rkv_sched_check(e->s));
+    const rkv_batch_plan *p = eng_sched_step(e->s, e->now, e->tolerate_nomem,
+                                             &e->nomem_seen);
     e->steps++;
     uint32_t n = p->num_reqs;
     if (n == 0) {
@@ -281,14 +315,8 @@ static inline uint32_t eng_step(eng *e)
     uint8_t emits[1024];
     memcpy(emits, p->emits_token, n);
     e->now += e->dt;
-    st = rkv_sched_commit(e->s, e->next, e->fin, e->now);
-    if (st == RKV_ERR_NOMEM && e->tolerate_nomem) {
-        OK(rkv_sched_check(e->s));
-        e->nomem_seen++;
-        st = rkv_sched_commit(e->s, e->next, e->fin, e->now);
-    }
-    cr_assert_eq(st, RKV_OK, "rkv_sched_commit: %s", rkv_last_error());
-    OK(rkv_sched_check(e->s));
+    eng_sched_commit(e->s, e->next, e->fin, e->now, e->tolerate_nomem,
+                     &e->nomem_seen);
     for (uint32_t r = 0; r < n; r++) {
         if (!emits[r])
             continue;

@@ -224,14 +224,9 @@ Test(sched_oom, every_scheduler_allocation_failure_is_survived)
  * leaves *out alone, and leaks nothing (ASan checks the last part). */
 Test(sched_oom, create_fails_cleanly)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 16;
-    pc.page_size = PAGE;
     rkv_pool *pool;
     rkv_tree *tree;
-    OK(rkv_pool_create(&pc, &pool));
-    OK(rkv_tree_create(pool, NULL, &tree));
+    eng_pool_tree(16, PAGE, &pool, &tree);
     rkv_sched_config c;
     rkv_sched_config_init(&c);
     rkv_sched *s = NULL;
@@ -242,7 +237,7 @@ Test(sched_oom, create_fails_cleanly)
     rkv_sched_destroy(s);
     cr_assert_gt(n, 0);
     for (uint64_t k = 0; k < n; k++) {
-        rkv_sched *const sentinel = (rkv_sched *)&pc;
+        rkv_sched *const sentinel = (rkv_sched *)&c; /* any address but NULL */
         s = sentinel; /* on failure *out is left as it was (radixkv.h) */
         rkv_sched_debug_fail_alloc_after((int64_t)k);
         cr_assert_eq(rkv_sched_create(tree, &c, &s), RKV_ERR_NOMEM,

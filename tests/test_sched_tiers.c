@@ -30,8 +30,8 @@
 #include "radix/tree_debug.h"
 #include "sched/sched_debug.h"
 #include "tier/store.h"
+#include "tests/test_sched_engine.h"
 
-#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 #define P 4u
 #define MAXR 16u
 #define MAXT 160u
@@ -64,20 +64,6 @@ typedef struct tenv {
     int tolerate_nomem;
     uint64_t nomem_seen;
 } tenv;
-
-static uint64_t mix(uint64_t a, uint64_t b)
-{
-    uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void fill(int32_t *t, uint32_t n, uint64_t key)
-{
-    for (uint32_t i = 0; i < n; i++)
-        t[i] = (int32_t)(mix(key, i) % 30000) + 1;
-}
 
 /* 1 when the tree's tiers work; 0: skipped (placeholders). */
 static int tsetup(tenv *e, uint32_t nblocks, uint32_t host_blocks,
@@ -141,7 +127,7 @@ static void extend(treq *r, int32_t t)
 {
     cr_assert_lt(r->len, MAXT);
     r->tok[r->len] = t;
-    r->ph[r->len] = mix(r->len ? r->ph[r->len - 1] : mix(r->ns, 77),
+    r->ph[r->len] = eng_mix(r->len ? r->ph[r->len - 1] : eng_mix(r->ns, 77),
                         (uint64_t)t);
     r->len++;
 }
@@ -174,7 +160,7 @@ static rkv_status tsubmit(tenv *e, uint64_t id, const int32_t *prompt,
 
 static int32_t token_of(uint64_t id, uint32_t len)
 {
-    return (int32_t)(mix(id * 0x100000001b3ull, len) % 5000) + 1;
+    return (int32_t)(eng_mix(id * 0x100000001b3ull, len) % 5000) + 1;
 }
 
 static void check_copies(tenv *e, const rkv_batch_plan *p)
@@ -268,15 +254,8 @@ static void run_plan(tenv *e, const rkv_batch_plan *p)
 /* One step (+ commit when the plan runs something); the plan's size. */
 static uint32_t tstep(tenv *e)
 {
-    const rkv_batch_plan *p = NULL;
-    rkv_status st = rkv_sched_step(e->s, e->now, &p);
-    if (st == RKV_ERR_NOMEM && e->tolerate_nomem) {
-        OK(rkv_sched_check(e->s));
-        e->nomem_seen++;
-        st = rkv_sched_step(e->s, e->now, &p);
-    }
-    cr_assert_eq(st, RKV_OK, "rkv_sched_step: %s", rkv_last_error());
-    OK(rkv_sched_check(e->s));
+    const rkv_batch_plan *p = eng_sched_step(e->s, e->now, e->tolerate_nomem,
+                                             &e->nomem_seen);
     e->steps++;
     check_copies(e, p);
     if (getenv("TS_DEBUG")) {
@@ -303,14 +282,7 @@ static uint32_t tstep(tenv *e)
         fin[q] = 0;
         next[q] = emits[q] ? token_of(ids[q], e->r[ids[q]].len) : 0;
     }
-    st = rkv_sched_commit(e->s, next, fin, e->now);
-    if (st == RKV_ERR_NOMEM && e->tolerate_nomem) {
-        OK(rkv_sched_check(e->s));
-        e->nomem_seen++;
-        st = rkv_sched_commit(e->s, next, fin, e->now);
-    }
-    cr_assert_eq(st, RKV_OK, "rkv_sched_commit: %s", rkv_last_error());
-    OK(rkv_sched_check(e->s));
+    eng_sched_commit(e->s, next, fin, e->now, e->tolerate_nomem, &e->nomem_seen);
     for (uint32_t q = 0; q < n; q++) {
         if (!emits[q])
             continue;
@@ -356,7 +328,7 @@ static void warm_host(tenv *e, const int32_t *shared, uint32_t slen)
     tdrain(e, 200);
     int32_t t[48];
     for (uint64_t id = 1; id <= 3; id++) {
-        fill(t, 40, 900 + id);
+        fill_tokens(t, 40, 900 + id);
         OK(tsubmit(e, id, t, 40, 1, 0));
         tdrain(e, 200);
     }
@@ -366,6 +338,25 @@ static void warm_host(tenv *e, const int32_t *shared, uint32_t slen)
                             RKV_MATCH_PEEK, &m, &tm));
     cr_assert_gt(tm.host_tokens, 0, "the shared prefix did not reach the "
                  "host tier (device %zu tokens)", m.matched_tokens);
+}
+
+/* The start most tests share: the environment (host store of 64 blocks,
+ * write-back) with the 28-token shared prefix (key 4242) written, its
+ * first 24 tokens warmed onto the host tier. */
+static void warm_shared(tenv *e, const rkv_sched_config *c, uint32_t nblocks,
+                        int32_t shared[28])
+{
+    SETUP_OR_SKIP(e, nblocks, 64, c, RKV_WRITE_BACK);
+    fill_tokens(shared, 28, 4242);
+    warm_host(e, shared, 24);
+}
+
+/* Request 6 on the warmed prefix: its first step only starts its load. */
+static void submit_loading(tenv *e, const int32_t *shared)
+{
+    OK(tsubmit(e, 6, shared, 28, 2, 0));
+    cr_assert_eq(tstep(e), 0);
+    cr_assert_eq(e->r[6].loads_seen, 1);
 }
 
 static rkv_sched_config base_cfg(rkv_policy pol, uint32_t max_running)
@@ -386,11 +377,9 @@ Test(sched_tiers, host_hits_ordered_as_cached)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 1);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28], other[20];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
-    fill(other, 20, 777);
+    warm_shared(&e, &c, 12, shared);
+    fill_tokens(other, 20, 777);
     OK(tsubmit(&e, 5, other, 20, 2, 0));   /* older */
     e.now += 1;
     OK(tsubmit(&e, 6, shared, 28, 2, 0));  /* shares 24 tokens, on host */
@@ -422,11 +411,9 @@ Test(sched_tiers, fcfs_does_not_reorder)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_FCFS, 1);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28], other[20];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
-    fill(other, 20, 777);
+    warm_shared(&e, &c, 12, shared);
+    fill_tokens(other, 20, 777);
     OK(tsubmit(&e, 5, other, 20, 2, 0));
     e.now += 1;
     OK(tsubmit(&e, 6, shared, 28, 2, 0));
@@ -442,11 +429,9 @@ Test(sched_tiers, waits_only_for_own_load)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28], other[12];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
-    fill(other, 12, 778);
+    warm_shared(&e, &c, 12, shared);
+    fill_tokens(other, 12, 778);
     OK(tsubmit(&e, 6, shared, 28, 3, 0));
     OK(tsubmit(&e, 5, other, 12, 3, 0));
     int64_t s0 = e.steps;
@@ -471,12 +456,10 @@ Test(sched_tiers, shared_prefix_loaded_once)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 4);
-    SETUP_OR_SKIP(&e, 16, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28], t2[28];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
+    warm_shared(&e, &c, 16, shared);
     memcpy(t2, shared, sizeof t2);
-    fill(t2 + 24, 4, 99);
+    fill_tokens(t2 + 24, 4, 99);
     OK(tsubmit(&e, 6, shared, 28, 3, 0));
     OK(tsubmit(&e, 7, t2, 28, 3, 0));
     tdrain(&e, 400);
@@ -497,13 +480,9 @@ Test(sched_tiers, abort_while_loading)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
-    OK(tsubmit(&e, 6, shared, 28, 2, 0));
-    cr_assert_eq(tstep(&e), 0);
-    cr_assert_eq(e.r[6].loads_seen, 1);
+    warm_shared(&e, &c, 12, shared);
+    submit_loading(&e, shared);
     OK(rkv_sched_abort(e.s, 6));
     e.r[6].live = 0;
     e.live--;
@@ -521,10 +500,8 @@ Test(sched_tiers, load_not_worth_it_computes)
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
     c.compute_ms_per_token = 0.01;
     c.host_load_ms_per_page = 1.0; /* 25x the compute of its 4 tokens */
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
+    warm_shared(&e, &c, 12, shared);
     OK(tsubmit(&e, 6, shared, 28, 2, 0));
     tdrain(&e, 400);
     rkv_sched_stats st;
@@ -546,7 +523,7 @@ static void swap_scenario(int swap, rkv_sched_stats *out)
     SETUP_OR_SKIP(&e, 16, 64, &c, RKV_WRITE_BACK);
     int32_t t[12];
     for (uint64_t id = 0; id < 6; id++) {
-        fill(t, 12, 100 + id);
+        fill_tokens(t, 12, 100 + id);
         OK(tsubmit(&e, id, t, 12, 28, 0));
     }
     tdrain(&e, 2000);
@@ -587,7 +564,7 @@ Test(sched_tiers, plan_lists_stores)
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
     SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_THROUGH);
     int32_t t[24];
-    fill(t, 24, 55);
+    fill_tokens(t, 24, 55);
     OK(tsubmit(&e, 0, t, 24, 4, 0));
     tdrain(&e, 200);
     (void)tstep(&e); /* an empty step lists the last commit's stores */
@@ -605,13 +582,9 @@ Test(sched_tiers, failed_load_falls_back_to_compute)
 {
     tenv e;
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
-    SETUP_OR_SKIP(&e, 12, 64, &c, RKV_WRITE_BACK);
     int32_t shared[28];
-    fill(shared, 28, 4242);
-    warm_host(&e, shared, 24);
-    OK(tsubmit(&e, 6, shared, 28, 2, 0));
-    cr_assert_eq(tstep(&e), 0);
-    cr_assert_eq(e.r[6].loads_seen, 1);
+    warm_shared(&e, &c, 12, shared);
+    submit_loading(&e, shared);
     rkv_store_fail_after(e.host, 1);
     tdrain(&e, 400);
     rkv_sched_stats st;
@@ -641,7 +614,7 @@ static uint64_t oom_scenario(int which, int64_t fail_k, uint64_t *surfaced)
         return 0;
     e.tolerate_nomem = 1;
     int32_t shared[28];
-    fill(shared, 28, 4242);
+    fill_tokens(shared, 28, 4242);
     warm_host(&e, shared, 24);
     uint64_t tree0 = rkv_tree_debug_alloc_calls(e.tree);
     if (which == SCHED_ALLOCS)
@@ -653,7 +626,7 @@ static uint64_t oom_scenario(int which, int64_t fail_k, uint64_t *surfaced)
     int32_t t[40];
     for (uint64_t id = 4; id < 10; id++) {
         memcpy(t, shared, sizeof shared);
-        fill(t + 24, 8, 300 + id);
+        fill_tokens(t + 24, 8, 300 + id);
         rkv_status st = tsubmit(&e, id, id % 2 ? t : t + 8, 24, 20, 0);
         if (st == RKV_ERR_NOMEM) {
             OK(rkv_sched_check(e.s));
@@ -735,14 +708,9 @@ Test(sched_tiers, store_copies_fail_one_by_one, .timeout = 300)
 /* Config ranges of the tier fields. */
 Test(sched_tiers, config_ranges)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 8;
-    pc.page_size = P;
     rkv_pool *pool;
     rkv_tree *tree;
-    OK(rkv_pool_create(&pc, &pool));
-    OK(rkv_tree_create(pool, NULL, &tree));
+    eng_pool_tree(8, P, &pool, &tree);
     rkv_sched_config c;
     rkv_sched_config_init(&c);
     cr_assert_eq(c.use_tiers, 1);
@@ -764,7 +732,7 @@ Test(sched_tiers, config_ranges)
     c.swap = 1;
     OK(rkv_sched_create(tree, &c, &s));
     int32_t t[10];
-    fill(t, 10, 1);
+    fill_tokens(t, 10, 1);
     rkv_request_desc d;
     memset(&d, 0, sizeof d);
     d.id = 1;

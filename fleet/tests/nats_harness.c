@@ -1,6 +1,6 @@
 /*
  * fleet/tests/nats_harness.c -- the NATS tests' server and processes
- * (fleet/tests/nats_harness.h).
+ * and the router requests they make (fleet/tests/nats_harness.h).
  */
 #include "fleet/tests/nats_harness.h"
 
@@ -146,4 +146,32 @@ double nh_stat_value(const char *text, const char *name)
             return strtod(p + n + 1, NULL);
     cr_assert_fail("no %s in the stats:\n%s", name, text);
     return 0;
+}
+
+int nh_stats(nats_harness *h, const char *model, char *buf, size_t cap,
+             int64_t wait_ms)
+{
+    char subject[128];
+    snprintf(subject, sizeof subject, "radixkv.%s.stats", model);
+    natsMsg *m = NULL;
+    if (natsConnection_RequestString(&m, h->nc, subject, "", wait_ms) != NATS_OK)
+        return 0;
+    snprintf(buf, cap, "%.*s", natsMsg_GetDataLength(m), natsMsg_GetData(m));
+    natsMsg_Destroy(m);
+    return 1;
+}
+
+int nh_route(nats_harness *h, const char *model, const uint8_t *query, size_t len,
+             int64_t wait_ms, rkv_wire_reply *rep)
+{
+    char subject[128];
+    snprintf(subject, sizeof subject, "radixkv.%s.route", model);
+    natsMsg *m = NULL;
+    if (natsConnection_Request(&m, h->nc, subject, query, (int)len, wait_ms) != NATS_OK)
+        return 0;
+    rkv_status s = rkv_wire_decode_reply(natsMsg_GetData(m),
+                                         (size_t)natsMsg_GetDataLength(m), rep);
+    natsMsg_Destroy(m);
+    cr_assert_eq(s, RKV_OK, "%s", rkv_last_error());
+    return 1;
 }

@@ -9,7 +9,10 @@
 #define RKV_FLEET_TESTS_NATS_HARNESS_H
 
 #include <nats/nats.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "fleet/codec.h"
 #include <sys/types.h>
 
 /* The message ctest's SKIP_REGULAR_EXPRESSION looks for. */
@@ -38,5 +41,15 @@ void nh_nap_ms(int ms);
 /* The value of the sample line "NAME VALUE" (not # HELP / # TYPE);
  * fails the test when there is none. */
 double nh_stat_value(const char *text, const char *name);
+
+/* The router's stats text (request on radixkv.MODEL.stats) into buf; 0
+ * when it did not answer within wait_ms. */
+int nh_stats(nats_harness *h, const char *model, char *buf, size_t cap,
+             int64_t wait_ms);
+/* Sends an encoded route query on radixkv.MODEL.route and decodes the
+ * reply into *rep (the test fails if it does not decode); 0 when the
+ * router did not answer within wait_ms. */
+int nh_route(nats_harness *h, const char *model, const uint8_t *query, size_t len,
+             int64_t wait_ms, rkv_wire_reply *rep);
 
 #endif

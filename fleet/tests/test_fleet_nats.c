@@ -31,11 +31,6 @@
 #define MAXI 3
 #define NQ 48
 
-static uint64_t ms_now(void)
-{
-    return nh_ms_now();
-}
-
 static void nap(void)
 {
     nh_nap_ms(20);
@@ -55,13 +50,7 @@ typedef struct fleet {
 /* The stats text, or 0 when the router did not answer within wait_ms. */
 static int stats(fleet *f, char *buf, size_t cap, int64_t wait_ms)
 {
-    natsMsg *m = NULL;
-    if (natsConnection_RequestString(&m, f->h.nc, "radixkv." MODEL ".stats", "",
-                                     wait_ms) != NATS_OK)
-        return 0;
-    snprintf(buf, cap, "%.*s", natsMsg_GetDataLength(m), natsMsg_GetData(m));
-    natsMsg_Destroy(m);
-    return 1;
+    return nh_stats(&f->h, MODEL, buf, cap, wait_ms);
 }
 
 static void start_router(fleet *f, const char *hb_timeout_ms)
@@ -70,10 +59,10 @@ static void start_router(fleet *f, const char *hb_timeout_ms)
                     "--heartbeat-timeout-ms", (char *)hb_timeout_ms,
                     "--snapshot-timeout-ms", "300", NULL};
     f->router = nh_spawn(argv, 0);
-    uint64_t deadline = ms_now() + 5000;
+    uint64_t deadline = nh_ms_now() + 5000;
     char buf[4096];
     while (!stats(f, buf, sizeof buf, 200))
-        cr_assert_lt(ms_now(), deadline, "radixkv-router did not answer");
+        cr_assert_lt(nh_ms_now(), deadline, "radixkv-router did not answer");
 }
 
 static void kill9_router(fleet *f)
@@ -129,7 +118,7 @@ static void poll_all(fleet *f)
 {
     for (int i = 0; i < f->n; i++)
         if (!f->paused[i]) {
-            rkv_status s = rkv_fleet_pub_poll(f->pub[i], ms_now(), 0, 0);
+            rkv_status s = rkv_fleet_pub_poll(f->pub[i], nh_ms_now(), 0, 0);
             cr_assert(s == RKV_OK || s == RKV_ERR_IO, "%s", rkv_last_error());
             cr_assert_eq(rkv_fleet_pub_check(f->pub[i]), RKV_OK, "%s",
                          rkv_last_error());
@@ -169,15 +158,7 @@ static int route(fleet *f, int q, rkv_wire_reply *rep)
     size_t len = 0;
     cr_assert_eq(rkv_wire_encode_query(f->q_ns[q], h, np, buf, sizeof buf, &len),
                  RKV_OK);
-    natsMsg *m = NULL;
-    if (natsConnection_Request(&m, f->h.nc, "radixkv." MODEL ".route", buf, (int)len,
-                               500) != NATS_OK)
-        return 0;
-    rkv_status s = rkv_wire_decode_reply(natsMsg_GetData(m),
-                                         (size_t)natsMsg_GetDataLength(m), rep);
-    natsMsg_Destroy(m);
-    cr_assert_eq(s, RKV_OK, "%s", rkv_last_error());
-    return 1;
+    return nh_route(&f->h, MODEL, buf, len, 500, rep);
 }
 
 /* Does the router agree with every live instance's tree on every query?
@@ -226,13 +207,13 @@ static int agree(fleet *f, const int *live, char *why, size_t cap)
 /* Polls the publishers until the router agrees (at most wait_ms). */
 static void wait_agree(fleet *f, const int *live, uint64_t wait_ms, const char *when)
 {
-    uint64_t deadline = ms_now() + wait_ms;
+    uint64_t deadline = nh_ms_now() + wait_ms;
     char why[256] = "";
     for (;;) {
         poll_all(f);
         if (agree(f, live, why, sizeof why))
             return;
-        cr_assert_lt(ms_now(), deadline, "%s: router disagrees: %s", when, why);
+        cr_assert_lt(nh_ms_now(), deadline, "%s: router disagrees: %s", when, why);
         nap();
     }
 }
@@ -390,12 +371,12 @@ Test(fleet_nats, bad_messages_are_counted_not_fatal)
     cr_assert_eq(rkv_wire_encode_events(1, 7, old, 1, buf, sizeof buf, &len), RKV_OK);
     cr_assert_eq(js_Publish(NULL, js2(&f), "radixkv." MODEL ".kv.1", buf, (int)len,
                             NULL, NULL), NATS_OK);
-    uint64_t deadline = ms_now() + 8000;
+    uint64_t deadline = nh_ms_now() + 8000;
     for (;;) {
         cr_assert(stats(&f, text, sizeof text, 1000));
         if (stat_value(text, "radixkv_router_events_stale_total") >= stale0 + 3)
             break;
-        cr_assert_lt(ms_now(), deadline, "stale events not counted:\n%s", text);
+        cr_assert_lt(nh_ms_now(), deadline, "stale events not counted:\n%s", text);
         nap();
     }
     wait_agree(&f, live, 8000, "after repeated and out-of-order seqs");
@@ -407,13 +388,13 @@ Test(fleet_nats, bad_messages_are_counted_not_fatal)
     cr_assert_eq(rkv_wire_encode_events(1, 7, old, 1, buf, sizeof buf, &len), RKV_OK);
     cr_assert_eq(js_Publish(NULL, js2(&f), "radixkv." MODEL ".kv.1", buf, (int)len,
                             NULL, NULL), NATS_OK);
-    deadline = ms_now() + 8000;
+    deadline = nh_ms_now() + 8000;
     for (;;) {
         poll_all(&f);
         cr_assert(stats(&f, text, sizeof text, 1000));
         if (stat_value(text, "radixkv_router_gaps_total") > gaps0)
             break;
-        cr_assert_lt(ms_now(), deadline, "the gap was not seen:\n%s", text);
+        cr_assert_lt(nh_ms_now(), deadline, "the gap was not seen:\n%s", text);
         nap();
     }
     churn(&f, 50, 17);

@@ -49,11 +49,6 @@
 #define HB_TIMEOUT "2500"
 #define WAIT_MS 45000u  /* a loaded 2-core machine under ASan */
 
-static uint64_t ms_now(void)
-{
-    return nh_ms_now();
-}
-
 typedef struct procs {
     nats_harness h;
     pid_t router, inst[NI];
@@ -66,13 +61,7 @@ typedef struct procs {
 
 static int stats_nats(procs *f, char *buf, size_t cap, int64_t wait_ms)
 {
-    natsMsg *m = NULL;
-    if (natsConnection_RequestString(&m, f->h.nc, "radixkv." MODEL ".stats", "",
-                                     wait_ms) != NATS_OK)
-        return 0;
-    snprintf(buf, cap, "%.*s", natsMsg_GetDataLength(m), natsMsg_GetData(m));
-    natsMsg_Destroy(m);
-    return 1;
+    return nh_stats(&f->h, MODEL, buf, cap, wait_ms);
 }
 
 /* `radixkv router` (subcommand) or the radixkv-router program. */
@@ -85,12 +74,12 @@ static void start_router(procs *f, int subcommand)
                     "--heartbeat-timeout-ms", HB_TIMEOUT, "--snapshot-timeout-ms", "500",
                     "--metrics-port", f->mport, NULL};
     f->router = nh_spawn(subcommand ? sub : prog, 0);
-    uint64_t deadline = ms_now() + 15000;
+    uint64_t deadline = nh_ms_now() + 15000;
     char buf[8192];
     while (!stats_nats(f, buf, sizeof buf, 200)) {
         int st;
         cr_assert_eq(waitpid(f->router, &st, WNOHANG), 0, "the router exited (%d)", st);
-        cr_assert_lt(ms_now(), deadline, "the router did not answer");
+        cr_assert_lt(nh_ms_now(), deadline, "the router did not answer");
     }
 }
 
@@ -168,15 +157,7 @@ static int route(procs *f, uint32_t q, rkv_wire_reply *rep)
             h[j] = parent = rkv_block_hash(parent, 0, f->q.tok[q] + j * PAGE, PAGE);
         cr_assert_eq(rkv_wire_encode_query(0, h, np, buf, sizeof buf, &len), RKV_OK);
     }
-    natsMsg *m = NULL;
-    if (natsConnection_Request(&m, f->h.nc, "radixkv." MODEL ".route", buf, (int)len,
-                               2000) != NATS_OK)
-        return 0;
-    rkv_status s = rkv_wire_decode_reply(natsMsg_GetData(m),
-                                         (size_t)natsMsg_GetDataLength(m), rep);
-    natsMsg_Destroy(m);
-    cr_assert_eq(s, RKV_OK, "%s", rkv_last_error());
-    return 1;
+    return nh_route(&f->h, MODEL, buf, len, 2000, rep);
 }
 
 /* Does every reply agree with the mirrors of the live instances? */
@@ -225,10 +206,10 @@ static int agree(procs *f, rkv_wire_reply *replies, char *why, size_t cap)
 
 static void wait_agree(procs *f, rkv_wire_reply *replies, const char *when)
 {
-    uint64_t deadline = ms_now() + WAIT_MS;
+    uint64_t deadline = nh_ms_now() + WAIT_MS;
     char why[256] = "";
     while (!agree(f, replies, why, sizeof why)) {
-        cr_assert_lt(ms_now(), deadline, "%s: the router disagrees: %s", when, why);
+        cr_assert_lt(nh_ms_now(), deadline, "%s: the router disagrees: %s", when, why);
         nh_nap_ms(100);
     }
 }
