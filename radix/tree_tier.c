@@ -170,23 +170,7 @@ uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent)
     return t->pool->hash[rkv_tnode_blocks(t, p)[p->num_pages - 1]];
 }
 
-/* KV event for page i of node id entering (stored) or leaving the host. */
-void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored)
-{
-    if (RKV_LIKELY(t->events.cap == 0))
-        return;
-    const rkv_tnode *x = &t->nodes[id];
-    uint64_t ns = rkv_tier_node_ns(t, id);
-    uint64_t h = rkv_tier_page_hash(t, x, i);
-    uint64_t ph = 0;
-    if (stored)
-        ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
-                   : rkv_tier_prev_hash(t, x->parent);
-    rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
-                  rkv_tier_node_medium(t, id), ns, ph, &h, 1);
-}
-
-/* The same for a given medium (a page moving host -> disk). */
+/* KV event for page i of node id entering (stored) or leaving `medium`. */
 static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
                            int medium)
 {
@@ -201,6 +185,12 @@ static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
                    : rkv_tier_prev_hash(t, x->parent);
     rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
                   medium, ns, ph, &h, 1);
+}
+
+/* The same in the node's own lower medium (host, or disk for a disk node). */
+void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored)
+{
+    rkv_tier_ev_at(t, id, i, stored, rkv_tier_node_medium(t, id));
 }
 
 /* ---- the host and disk LRUs over LOWER frontier nodes ------------------- */
