@@ -847,6 +847,12 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
  * above the path (the device prefix the caller had). Poll reports a load
  * only when out[] has room for it (it stays queued otherwise).
  * Nothing to load: *out zeroed, RKV_OK.
+ * blocks_out (may be NULL; room for min(max_pages, n / page_size) ids)
+ * gets the num_pages DEVICE blocks the load copies into, in token order
+ * (host pages before disk pages): the destinations an engine's copy
+ * kernels write, and, once the ticket completed, the blocks a match
+ * returns for those pages. They are the tree's blocks, valid while the
+ * load's lease is held (a failed load frees them at poll).
  */
 typedef struct rkv_load {
     uint64_t ticket;      /* 0: nothing queued                              */
@@ -857,7 +863,7 @@ typedef struct rkv_load {
 } rkv_load;
 rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
                          const int32_t *tokens, size_t n, uint32_t max_pages,
-                         rkv_load *out);
+                         rkv_block_id *blocks_out, rkv_load *out);
 
 /* Swap instead of recompute: copies the cached DEVICE pages of
  * tokens[0..n) that have no host copy yet down to the host tier now, ahead
@@ -1085,6 +1091,14 @@ typedef struct rkv_batch_plan {
      * a plan with num_reqs == 0 may still list copies. */
     uint32_t num_copies;
     const rkv_plan_copy *copies;        /* [num_copies]                    */
+    /* Copy c's device blocks, in CSR form like kv_indices:
+     * copy_blocks[copy_indptr[c] .. copy_indptr[c+1]) -- for LOAD / SWAP_IN
+     * the destination blocks, `pages` of them in token order (the blocks
+     * the request's kv_indices use once it is admitted); for SWAP_OUT /
+     * STORE none (the tree does not report a store's source blocks yet).
+     * copy_indptr[0] is 0; both may be NULL when no step listed a copy. */
+    const uint32_t *copy_indptr;        /* [num_copies + 1]                */
+    const uint32_t *copy_blocks;        /* [copy_indptr[num_copies]]       */
 } rkv_batch_plan;
 
 

@@ -208,7 +208,7 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
 
 rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
                          const int32_t *tokens, size_t n, uint32_t max_pages,
-                         rkv_load *out)
+                         rkv_block_id *blocks_out, rkv_load *out)
 {
     static const char fn[] = "rkv_tree_load";
     if (out != NULL)
@@ -314,6 +314,8 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
             break;
         y = x->first_child; /* the only device child of a LOADING node */
     }
+    if (blocks_out != NULL)
+        memcpy(blocks_out, blocks, tmp_bytes); /* path order = token order */
     rkv_node_mem_free(&t->mem, blocks, tmp_bytes);
     rkv_tload *job = &tr->jobs[tr->njobs++];
     job->ticket = tr->next_ticket++;

@@ -198,6 +198,11 @@ struct rkv_sched {
                                 ready): they hold a running slot           */
     rkv_plan_copy *copies;   /* this step's plan.copies                    */
     uint32_t ncopies, copies_cap;
+    uint32_t *copy_indptr;   /* plan.copy_indptr [ncopies + 1] (cap
+                                copy_indptr_cap >= copies_cap + 1)        */
+    uint32_t copy_indptr_cap;
+    uint32_t *copy_blocks;   /* plan.copy_blocks [copy_indptr[ncopies]]    */
+    uint32_t copy_blocks_cap;
     uint64_t stores_seen[RKV_MEDIUM_COUNT]; /* tier stores already listed */
 
     double new_token_ratio;  /* admission headroom (see sched_step.c)    */
@@ -275,8 +280,9 @@ void rkv_stier_drop(rkv_sched *s, rkv_sreq *r);
 /* Preemption: swap r's computed pages to host when cheaper (before its
  * release; r still locks them). */
 void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r);
-/* Room for n more plan copies (reserved before a transfer is queued). */
-rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n);
+/* Room for n more plan copies listing `blocks` block ids between them
+ * (reserved before a transfer is queued). */
+rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks);
 /* End of a step: write-policy stores since the last step into the copies;
  * the plan's copy fields. */
 void rkv_stier_plan(rkv_sched *s);

@@ -4,7 +4,8 @@
  * waiting request's own load (rkv_tree_load at admission, completion
  * through rkv_tree_tier_poll at the start of every step), the credit a
  * lower continuation earns in the lpm order, swap-out at preemption
- * (rkv_tree_store_prefix), and the plan's list of copies.
+ * (rkv_tree_store_prefix), and the plan's list of copies (a load's device
+ * destination blocks go straight from rkv_tree_load into plan.copy_blocks).
  *
  * Load state of a WAITING request (checked by rkv_stier_check):
  *   none      load_ticket 0, load_ready 0, no load_lease;
@@ -53,23 +54,46 @@ double rkv_stier_credit(const rkv_sched *s, size_t host, size_t disk)
            (double)disk * rkv_stier_factor(s, s->cfg.disk_load_ms_per_page);
 }
 
-rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n)
+/* Block ids listed so far this step (copy_indptr[ncopies]). */
+static uint32_t rkv_stier_nblocks(const rkv_sched *s)
 {
-    return rkv_ensure_cap((void **)&s->copies, &s->copies_cap, s->ncopies + n,
-                          sizeof *s->copies);
+    return s->ncopies == 0 ? 0 : s->copy_indptr[s->ncopies];
 }
 
+rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks)
+{
+    uint32_t nb = rkv_stier_nblocks(s);
+    if (blocks > UINT32_MAX - nb || n > UINT32_MAX - 1 - s->ncopies)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: too many copies");
+    rkv_status st = rkv_ensure_cap((void **)&s->copies, &s->copies_cap,
+                                   s->ncopies + n, sizeof *s->copies);
+    if (st == RKV_OK)
+        st = rkv_ensure_cap((void **)&s->copy_indptr, &s->copy_indptr_cap,
+                            s->ncopies + n + 1, sizeof *s->copy_indptr);
+    if (st == RKV_OK && blocks > 0)
+        st = rkv_ensure_cap((void **)&s->copy_blocks, &s->copy_blocks_cap,
+                            nb + blocks, sizeof *s->copy_blocks);
+    return st;
+}
+
+/* Lists a transfer of `pages` pages; nb of its block ids (0 where the tree
+ * does not report them, else pages) are already at copy_blocks[the
+ * current end]. */
 static void rkv_stier_copy(rkv_sched *s, uint64_t req, uint64_t ticket,
-                          int kind, int medium, uint32_t pages)
+                          int kind, int medium, uint32_t pages, uint32_t nb)
 {
     if (pages == 0 || s->ncopies >= s->copies_cap)
         return; /* callers reserve first */
+    uint32_t start = rkv_stier_nblocks(s);
+    if (s->ncopies == 0)
+        s->copy_indptr[0] = 0;
     rkv_plan_copy *c = &s->copies[s->ncopies++];
     c->req_id = req;
     c->ticket = ticket;
     c->kind = kind;
     c->medium = medium;
     c->pages = pages;
+    s->copy_indptr[s->ncopies] = start + nb;
 }
 
 static void rkv_stier_fail(rkv_sched *s, rkv_sreq *r)
@@ -148,12 +172,14 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
     if (st == RKV_OK) /* room for every queued load to become an orphan */
         st = rkv_u64map_reserve(&s->orphans, s->tickets.count + 1);
     if (st == RKV_OK)
-        st = rkv_stier_copies_reserve(s, 2);
+        st = rkv_stier_copies_reserve(s, 2, (uint32_t)pages);
     if (st != RKV_OK)
         return st;
     rkv_load ld;
     memset(&ld, 0, sizeof ld);
-    st = rkv_tree_load(s->tree, r->ns, r->tokens, n, (uint32_t)pages, &ld);
+    /* the destinations land where the plan lists them */
+    rkv_block_id *dst = s->copy_blocks + rkv_stier_nblocks(s);
+    st = rkv_tree_load(s->tree, r->ns, r->tokens, n, (uint32_t)pages, dst, &ld);
     if (st == RKV_ERR_NO_SPACE)
         return RKV_OK; /* the pool cannot take them: compute */
     if (st != RKV_OK)
@@ -179,10 +205,11 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
         s->st.swap_ins++;
         s->st.swap_in_pages += r->load_pages;
     }
-    rkv_stier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_HOST,
-                  r->load_pages - r->load_disk_pages);
+    /* host pages come before disk pages on a path (tree_tier.c) */
+    uint32_t hp = r->load_pages - r->load_disk_pages;
+    rkv_stier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_HOST, hp, hp);
     rkv_stier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_DISK,
-                  r->load_disk_pages);
+                  r->load_disk_pages, r->load_disk_pages);
     *loading = 1;
     return RKV_OK;
 }
@@ -256,7 +283,7 @@ void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r)
         return;
     double swap_ms = (double)pages * s->cfg.host_load_ms_per_page;
     double recompute_ms = (double)pages * s->P * s->cfg.compute_ms_per_token;
-    if (swap_ms > recompute_ms || rkv_stier_copies_reserve(s, 1) != RKV_OK)
+    if (swap_ms > recompute_ms || rkv_stier_copies_reserve(s, 1, 0) != RKV_OK)
         return;
     uint64_t ticket = 0;
     uint32_t np = 0;
@@ -267,7 +294,7 @@ void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r)
     s->st.swap_outs++;
     s->st.swap_out_pages += np;
     rkv_stier_copy(s, r->id, ticket, RKV_TRANSFER_SWAP_OUT, RKV_MEDIUM_HOST,
-                  np);
+                  np, 0);
 }
 
 void rkv_stier_plan(rkv_sched *s)
@@ -287,14 +314,18 @@ void rkv_stier_plan(rkv_sched *s)
             uint64_t d = cur - s->stores_seen[m];
             if (d > UINT32_MAX)
                 d = UINT32_MAX;
-            if (rkv_stier_copies_reserve(s, 1) != RKV_OK)
+            if (rkv_stier_copies_reserve(s, 1, 0) != RKV_OK)
                 continue; /* listed with the next step's */
-            rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, m, (uint32_t)d);
+            rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, m, (uint32_t)d, 0);
             s->stores_seen[m] += d;
         }
     }
     s->plan.num_copies = s->ncopies;
     s->plan.copies = s->copies;
+    if (s->ncopies == 0 && s->copy_indptr != NULL)
+        s->copy_indptr[0] = 0;
+    s->plan.copy_indptr = s->copy_indptr;
+    s->plan.copy_blocks = s->copy_blocks;
 }
 
 rkv_status rkv_stier_check(const rkv_sched *s)
@@ -358,6 +389,18 @@ rkv_status rkv_stier_check(const rkv_sched *s)
                              s->nloading, s->cfg.max_running);
     for (uint32_t i = 0; i < s->ncopies; i++) {
         const rkv_plan_copy *c = &s->copies[i];
+        uint32_t nb = s->copy_indptr[i + 1] - s->copy_indptr[i];
+        if ((i == 0 && s->copy_indptr[0] != 0) ||
+            s->copy_indptr[i + 1] < s->copy_indptr[i] ||
+            (nb != 0 && nb != c->pages))
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: plan "
+                                 "copy %u lists %u blocks for %u pages", i,
+                                 nb, c->pages);
+        for (uint32_t k = s->copy_indptr[i]; k < s->copy_indptr[i + 1]; k++)
+            if (s->copy_blocks[k] >= rkv_pool_num_blocks(s->pool))
+                return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: plan "
+                                     "copy %u lists block %u", i,
+                                     s->copy_blocks[k]);
         if (c->pages == 0 || c->kind < RKV_TRANSFER_LOAD ||
             c->kind > RKV_TRANSFER_SWAP_IN || c->medium <= RKV_MEDIUM_DEVICE ||
             c->medium >= RKV_MEDIUM_COUNT)
@@ -382,4 +425,6 @@ void rkv_stier_destroy(rkv_sched *s)
     rkv_u64map_fini(&s->tickets);
     rkv_u64map_fini(&s->orphans);
     free(s->copies);
+    free(s->copy_indptr);
+    free(s->copy_blocks);
 }

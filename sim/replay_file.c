@@ -68,7 +68,8 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
      * LRU drops k pages); in chunks that overlap stays small. */
     while (tm.lower_tokens > loaded) {
         rkv_load ld;
-        st = rkv_tree_load(tree, 0, b->tokens, len, RKV_REPLAY_LOAD_CHUNK, &ld);
+        st = rkv_tree_load(tree, 0, b->tokens, len, RKV_REPLAY_LOAD_CHUNK, NULL,
+                           &ld);
         if (st == RKV_ERR_NO_SPACE) {
             st = RKV_OK; /* no room beside the locked paths: computed */
             break;

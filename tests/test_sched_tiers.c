@@ -46,6 +46,11 @@ typedef struct treq {
     uint32_t first_cached;  /* cached_len in that plan                    */
     uint32_t first_host;    /* cached_host_tokens then                    */
     int loads_seen, swap_out_seen, swap_in_seen;
+    uint64_t load_ticket;   /* the last listed load / swap-in             */
+    uint32_t load_blocks[MAXT / P + 1]; /* its destination blocks, listed */
+    uint32_t nload_blocks;
+    int load_pending;       /* listed, not seen in a plan since           */
+    int load_blocks_used;   /* admissions that used the listed blocks     */
 } treq;
 
 typedef struct tenv {
@@ -192,6 +197,22 @@ static void check_copies(tenv *e, const rkv_batch_plan *p)
                     cr_assert_neq(p->req_ids[k], c->req_id,
                                   "request %llu runs while it loads",
                                   (unsigned long long)c->req_id);
+                /* the destination blocks: `pages` of them, the host
+                 * entry of a ticket before its disk entry */
+                cr_assert_not_null(p->copy_indptr);
+                uint32_t b0 = p->copy_indptr[i], b1 = p->copy_indptr[i + 1];
+                cr_assert_eq(b1 - b0, c->pages, "copy %u lists %u blocks for "
+                             "%u pages", i, b1 - b0, c->pages);
+                if (c->ticket != r->load_ticket) {
+                    r->load_ticket = c->ticket;
+                    r->nload_blocks = 0;
+                }
+                for (uint32_t k = b0; k < b1; k++) {
+                    cr_assert_lt(p->copy_blocks[k], e->nblocks);
+                    cr_assert_lt(r->nload_blocks, MAXT / P + 1);
+                    r->load_blocks[r->nload_blocks++] = p->copy_blocks[k];
+                }
+                r->load_pending = 1;
                 if (c->kind == RKV_TRANSFER_LOAD)
                     r->loads_seen++;
                 else
@@ -228,6 +249,26 @@ static void run_plan(tenv *e, const rkv_batch_plan *p)
             uint32_t pos = pre + j, slot = bt[pos / P] * P + pos % P;
             cr_assert_eq(p->slots[p->qo_indptr[q] + j], slot);
             cr_assert_eq(p->input_tokens[p->qo_indptr[q] + j], r->tok[pos]);
+        }
+        if (r->load_pending) {
+            /* admitted after its load: the pages it got from the host are
+             * the blocks the plan listed, in order, in its block table */
+            r->load_pending = 0;
+            rkv_request_info info;
+            OK(rkv_sched_request_info(e->s, id, &info));
+            if (info.cached_host_tokens + info.cached_disk_tokens > 0) {
+                uint32_t nbt = p->kv_indptr[q + 1] - p->kv_indptr[q], at = 0;
+                while (at < nbt && bt[at] != r->load_blocks[0])
+                    at++;
+                cr_assert_leq(at + r->nload_blocks, nbt, "request %llu: "
+                              "load block %u not in its block table",
+                              (unsigned long long)id, r->load_blocks[0]);
+                for (uint32_t k = 0; k < r->nload_blocks; k++)
+                    cr_assert_eq(bt[at + k], r->load_blocks[k], "request "
+                                 "%llu: load block %u", (unsigned long long)id,
+                                 k);
+                r->load_blocks_used++;
+            }
         }
         if (r->first_step < 0) {
             r->first_step = e->steps - 1; /* tstep counted it already */
@@ -402,6 +443,10 @@ Test(sched_tiers, host_hits_ordered_as_cached)
     cr_assert_eq(st.loads, 1);
     cr_assert_eq(st.failed_loads, 0);
     cr_assert_eq(st.cached_tokens_by_medium[RKV_MEDIUM_HOST], e.r[6].first_host);
+    /* the plan listed the load's destination blocks; run_plan found them
+     * in request 6's block table at its admission */
+    cr_assert_eq(e.r[6].nload_blocks * P, e.r[6].first_host);
+    cr_assert_eq(e.r[6].load_blocks_used, 1);
     no_leak(&e);
     tfini(&e);
 }

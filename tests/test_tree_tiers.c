@@ -190,7 +190,8 @@ static void serve(env *e, const seq *s, uint32_t upto)
     if (tm.lower_tokens > 0) {
         e->hits_lower += tm.lower_tokens;
         rkv_load ld;
-        st = rkv_tree_load(e->tree, s->ns, s->tok, n, UINT32_MAX, &ld);
+        rkv_block_id lb[MAX_PAGES];
+        st = rkv_tree_load(e->tree, s->ns, s->tok, n, UINT32_MAX, lb, &ld);
         cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NO_SPACE), "load: %s",
                   rkv_last_error());
         check_all(e);
@@ -212,6 +213,10 @@ static void serve(env *e, const seq *s, uint32_t upto)
                 cr_assert_eq(rkv_tree_match(e->tree, s->ns, s->tok, n, blocks,
                                             RKV_MATCH_PEEK, &m2), RKV_OK);
                 cr_assert_eq(m2.matched_tokens, ld.device_tokens);
+                /* the load's blocks are the ones the match now returns */
+                uint32_t d0 = (uint32_t)(m.matched_tokens / TP);
+                for (uint32_t i = 0; i < ld.num_pages; i++)
+                    cr_assert_eq(lb[i], blocks[d0 + i], "load block %u", i);
                 verify_blocks(e, s, blocks, (uint32_t)(m.matched_tokens / TP),
                               (uint32_t)(m2.matched_tokens / TP));
             } else {
@@ -656,7 +661,7 @@ Test(tree_tiers, corrupt_host_copy)
     cr_assert_eq(rkv_pool_unref(s.pool, scratch), RKV_OK);
     uint32_t free0 = rkv_pool_num_free(s.pool);
     rkv_load ld;
-    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 4 * TP, UINT32_MAX, &ld), RKV_OK);
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 4 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
     cr_assert_eq(ld.num_pages, 4);
     cr_assert_eq(rkv_pool_num_free(s.pool), free0 - 4);
     cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
@@ -693,7 +698,7 @@ Test(tree_tiers, failed_copy_then_retry)
     small_open(&s, 16);
     small_fill_host(&s, 3);
     rkv_load ld;
-    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld), RKV_OK);
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
     rkv_store_fail_after(s.host, 2);
     rkv_transfer_done done;
     uint32_t nd = 0;
@@ -702,7 +707,8 @@ Test(tree_tiers, failed_copy_then_retry)
     cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
     cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
     cr_assert_eq(rkv_store_used_blocks(s.host), 3);
-    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, 2, &ld), RKV_OK);
+    rkv_block_id lb[2] = {RKV_NO_BLOCK, RKV_NO_BLOCK};
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, 2, lb, &ld), RKV_OK);
     cr_assert_eq(ld.num_pages, 2, "max_pages bounds a load");
     cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
     cr_assert_eq(done.status, RKV_OK);
@@ -713,6 +719,12 @@ Test(tree_tiers, failed_copy_then_retry)
                                       RKV_MATCH_PEEK, &m, &tm), RKV_OK);
     cr_assert_eq(m.matched_tokens, 2 * TP);
     cr_assert_eq(tm.host_tokens, TP);
+    rkv_block_id mb[3];
+    cr_assert_eq(rkv_tree_match(s.tree, 5, s.tok, 3 * TP, mb, RKV_MATCH_PEEK,
+                                &m), RKV_OK);
+    cr_assert_eq(m.num_blocks, 2);
+    cr_assert(lb[0] == mb[0] && lb[1] == mb[1], "load blocks %u %u, match "
+              "%u %u", lb[0], lb[1], mb[0], mb[1]);
     /* write-back: the loaded pages left the host (exclusive tiers) */
     cr_assert_eq(rkv_store_used_blocks(s.host), 1);
     cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
@@ -806,7 +818,7 @@ Test(tree_tiers, oom_every_allocation)
         rkv_tree_debug_fail_alloc_after(s.tree, k);
         /* a load that ends inside a lower node (a split), then a swap-out */
         rkv_load ld;
-        rkv_status st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld);
+        rkv_status st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld);
         int fired = 0;
         if (st == RKV_ERR_NOMEM) {
             fired = 1;
@@ -818,7 +830,7 @@ Test(tree_tiers, oom_every_allocation)
             cr_assert_eq(rkv_store_used_blocks(s.host), used0);
             cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
             rkv_tree_debug_fail_alloc_after(s.tree, -1);
-            st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld);
+            st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld);
         }
         cr_assert_eq(st, RKV_OK, "k=%lld: %s", (long long)k, rkv_last_error());
         rkv_transfer_done done;
@@ -923,7 +935,7 @@ Test(tree_tiers, corrupt_disk_block)
     close(fd);
     uint32_t free0 = rkv_pool_num_free(s.pool);
     rkv_load ld;
-    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, &ld), RKV_OK);
+    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
     cr_assert_eq(ld.disk_pages, 3);
     rkv_transfer_done done;
     uint32_t nd = 0;
@@ -1096,7 +1108,7 @@ Test(tree_tiers, host_disk_chain)
     for (int a = 0; a < 4; a += 3) {
         rkv_load ld;
         cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[a], 2 * TP, UINT32_MAX,
-                                   &ld), RKV_OK, "%s", rkv_last_error());
+                                   NULL, &ld), RKV_OK, "%s", rkv_last_error());
         cr_assert_eq(ld.num_pages, 2);
         cr_assert_eq(ld.disk_pages, a == 0 ? 2 : 0);
         rkv_transfer_done done;
@@ -1132,7 +1144,7 @@ Test(tree_tiers, host_disk_every_io_fails)
             for (int a = 0; a < 4; a++) {
                 rkv_load ld;
                 cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[a], 2 * TP,
-                                           UINT32_MAX, &ld), RKV_OK);
+                                           UINT32_MAX, NULL, &ld), RKV_OK);
                 chain_check(&c);
                 if (ld.ticket == 0)
                     continue;
@@ -1177,7 +1189,7 @@ Test(tree_tiers, host_disk_corrupt_block)
     close(fd);
     uint32_t free0 = rkv_pool_num_free(c.pool);
     rkv_load ld;
-    cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[1], 2 * TP, UINT32_MAX, &ld),
+    cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[1], 2 * TP, UINT32_MAX, NULL, &ld),
                  RKV_OK);
     cr_assert_eq(ld.disk_pages, 2);
     rkv_transfer_done done;
