@@ -821,6 +821,12 @@ typedef struct rkv_tier_match {
     size_t disk_tokens;  /* of the lower part, pages only on disk          */
     size_t lower_tokens; /* host_tokens + disk_tokens: the pages right after
                             the device prefix that a load can promote      */
+    uint64_t loading_ticket; /* the pages right after the device prefix are
+                            being promoted by a load in flight (another
+                            caller's rkv_tree_load): its ticket, else 0;
+                            they match on the device once it completes
+                            (lower_tokens is then 0: they are not lower) */
+    size_t loading_tokens; /* the tokens of that load this match covers   */
 } rkv_tier_match;
 rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
                                 const int32_t *tokens, size_t n,
@@ -987,8 +993,12 @@ typedef struct rkv_sched_config {
  * > 0), and whose whole need fits beside what the running and loading
  * requests will need, gets rkv_tree_load instead of being admitted; it stays WAITING, holds the load's lease, takes a running slot
  * (max_running counts it) but no batch tokens, and is skipped by
- * admission until its own ticket completes -- it never waits for another
- * request's load and nobody waits for its. rkv_sched_step calls
+ * admission until its own ticket completes. A request whose continuation
+ * another request is loading (rkv_tier_match.loading_ticket) waits for
+ * that ticket instead of computing those tokens: it is skipped (holding
+ * nothing, stats.load_waits) until the load completes, then matches the
+ * pages on the device (a failed load: it loads or computes them itself).
+ * rkv_sched_step calls
  * rkv_tree_tier_poll first (so the caller must not poll a tree the
  * scheduler uses: the tickets are the scheduler's). A completed load makes
  * the request admissible with the loaded pages on the device (they count
@@ -1206,6 +1216,9 @@ typedef struct rkv_sched_stats {
     uint64_t swap_ins, swap_in_pages;   /* loads of swapped-out requests    */
     uint64_t loads_released;      /* completed loads let go unadmitted: the
                                      pool was full with nothing running    */
+    uint64_t load_waits;          /* admissions deferred a step: the
+                                     request's continuation was another
+                                     request's load in flight              */
 } rkv_sched_stats;
 rkv_status rkv_sched_get_stats(const rkv_sched *sched, rkv_sched_stats *out);
 

@@ -1,6 +1,7 @@
 /*
  * radix/tree_tier_load.c -- the tree's tier operations that follow a path:
- * rkv_tree_match_tiers (device prefix, then the host continuation),
+ * rkv_tree_match_tiers (device prefix, then the host continuation, or
+ * the ticket of another caller's load in flight on it),
  * rkv_tree_load / its completion at poll (promotion), and
  * rkv_tree_store_prefix (swap-out). Design and invariants: tree_tier.c.
  *
@@ -141,6 +142,46 @@ static void rkv_tier_lower_walk(const rkv_tree *t, uint32_t from, uint32_t d,
     }
 }
 
+/* The LOADING continuation from device node `from` at page d (another
+ * load's path): its matched pages and the ticket of the load in flight. */
+static void rkv_tier_loading_walk(const rkv_tree *t, uint32_t from, uint32_t d,
+                                  const int32_t *tokens, uint32_t lim,
+                                  uint64_t *ticket, uint32_t *pages)
+{
+    const uint32_t P = t->P;
+    uint32_t cur = from, first = RKV_NIL;
+    *ticket = 0;
+    *pages = 0;
+    while (*pages < lim) {
+        const int32_t *q = tokens + (size_t)(d + *pages) * P;
+        uint32_t c = rkv_cidx_find(t, cur, q);
+        if (c == RKV_NIL || !(t->tn[c].flags & RKV_TN_LOADING))
+            break;
+        if (first == RKV_NIL)
+            first = c;
+        const rkv_tnode *x = &t->nodes[c];
+        uint32_t avail = lim - *pages;
+        uint32_t m = x->num_pages < avail ? x->num_pages : avail, k = 1;
+        while (k < m && memcmp(x->u.tokens + (size_t)k * P, q + (size_t)k * P,
+                               t->page_bytes) == 0)
+            k++;
+        *pages += k;
+        if (k < x->num_pages)
+            break;
+        cur = c;
+    }
+    if (first == RKV_NIL)
+        return;
+    const rkv_tier *tr = t->tier;
+    for (uint32_t j = 0; j < tr->njobs && *ticket == 0; j++)
+        for (uint32_t y = tr->jobs[j].node; y != tr->jobs[j].top;
+             y = t->nodes[y].parent)
+            if (y == first) {
+                *ticket = tr->jobs[j].ticket;
+                break;
+            }
+}
+
 static rkv_status rkv_tier_args(const rkv_tree *t, const int32_t *tokens,
                                 size_t n, const char *fn)
 {
@@ -179,14 +220,20 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
         }
     }
     rkv_lwalk lw = {0, 0, RKV_NIL, 0};
+    uint64_t lticket = 0;
+    uint32_t lpages = 0;
     uint32_t root = rkv_cidx_find_ns(t, ns);
     if (root != RKV_NIL && d < npages) {
         /* a peek match may end inside a node (no split): the lower part
          * can only continue from a node's end */
         rkv_walk w;
         rkv_tree_walk(t, root, 0, tokens, npages, NULL, NULL, NULL, &w);
-        if (w.partial == RKV_NIL && w.pages == d)
+        if (w.partial == RKV_NIL && w.pages == d) {
             rkv_tier_lower_walk(t, w.node, d, tokens, npages - d, &lw);
+            if (lw.pages == 0)
+                rkv_tier_loading_walk(t, w.node, d, tokens, npages - d,
+                                      &lticket, &lpages);
+        }
     }
     if (tiers_out != NULL) {
         size_t lt = (size_t)lw.host_pages * t->P;
@@ -194,6 +241,8 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
         tiers_out->host_tokens = tr->medium == RKV_MEDIUM_HOST ? lt : 0;
         tiers_out->disk_tokens = tr->medium == RKV_MEDIUM_DISK ? lt + dt : dt;
         tiers_out->lower_tokens = (size_t)lw.pages * t->P;
+        tiers_out->loading_ticket = lticket;
+        tiers_out->loading_tokens = lticket != 0 ? (size_t)lpages * t->P : 0;
     }
     if (!(flags & RKV_MATCH_PEEK)) {
         tr->st.hit_tokens[RKV_MEDIUM_DEVICE] += out->matched_tokens;

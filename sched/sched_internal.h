@@ -260,8 +260,9 @@ rkv_status rkv_ensure_scratch(rkv_sched *s, uint32_t pages);
 rkv_status rkv_stier_poll(rkv_sched *s);
 /* Tokens of credit for r's lower continuation (see radixkv.h). */
 double rkv_stier_credit(const rkv_sched *s, size_t host, size_t disk);
-/* Admission: 1 if r got a load instead (or waits for one), 0 if it should
- * be admitted now; avail: blocks a load may take. */
+/* Admission: *loading 1 if r got a load instead (or waits for its own), 2
+ * if it waits for another request's load of its continuation, 0 if it
+ * should be admitted now; avail: blocks a load may take. */
 rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
                              int *loading);
 /* After r's admission stuck: the loaded pages count as cached by medium,

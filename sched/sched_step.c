@@ -425,7 +425,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
             rkv_status lst = rkv_stier_try_load(s, r, room, &loading);
             if (lst != RKV_OK)
                 return lst;
-            if (loading) {
+            if (loading) { /* its own load (1), or another's (2) */
                 reserve += rkv_loading_blocks(s, r);
                 continue;
             }

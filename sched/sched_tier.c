@@ -13,6 +13,10 @@
  *             held on the loading path; admission skips it;
  *   ready     load_ticket 0, load_ready 1, lease held: the pages are on
  *             the device and cannot be evicted before it is admitted.
+ *   waits     none, but its continuation is another request's LOADING path
+ *             (rkv_tier_match.loading_ticket): admission skips it this
+ *             step (rkv_stier_try_load reports 2); no state is kept, the
+ *             next step's match decides again.
  *   Queued and ready requests are counted in s->nloading and hold a running
  *   slot (nrunning + nloading <= max_running). A RUNNING request is always
  *   in state none. A failed load (status or zero pages) releases the lease
@@ -23,7 +27,7 @@
  *
  * What differs from the peers: SGLang's HiCache loads at admission too
  * but blocks the batch on the load's completion event; here only the
- * request that needs the pages waits (the step goes on without it) and a
+ * requests that need the pages wait (the step goes on without them) and a
  * failed load degrades to compute. Swap vs recompute is one cost
  * comparison the caller configures (pages x load time vs tokens x compute
  * time), as vLLM's preemption mode choice but per request.
@@ -160,6 +164,16 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
                                          RKV_MATCH_PEEK, &m, &tm);
     if (st != RKV_OK)
         return st;
+    if (tm.loading_ticket != 0 &&
+        rkv_stier_credit(s, tm.loading_tokens, 0) > 0) {
+        /* another request is loading this continuation: wait for that
+         * ticket (it completes at a later step's poll; then the pages
+         * match on the device, or, failed, are lower again) rather than
+         * compute them. It holds nothing meanwhile. */
+        s->st.load_waits++;
+        *loading = 2;
+        return RKV_OK;
+    }
     uint64_t pages = tm.lower_tokens / s->P;
     if (pages == 0 || rkv_stier_credit(s, tm.host_tokens, tm.disk_tokens) <= 0)
         return RKV_OK;

@@ -493,10 +493,10 @@ Test(sched_tiers, waits_only_for_own_load)
 
 /* Two requests continue the same host prefix and arrive together: the
  * second does not load the pages the first is loading (while LOADING they
- * are neither matchable nor a lower continuation) and does not wait for
- * another's load either: it computes them, and its insert over the
- * loading path is refused cleanly (it keeps its own blocks). Both finish
- * with the right KV; the prefix is loaded once. */
+ * are neither matchable nor a lower continuation) and does not compute
+ * them either: it waits for the first one's ticket and is admitted with
+ * the loaded pages on the device. Both finish with the right KV; the
+ * prefix is loaded once. */
 Test(sched_tiers, shared_prefix_loaded_once)
 {
     tenv e;
@@ -507,13 +507,24 @@ Test(sched_tiers, shared_prefix_loaded_once)
     fill_tokens(t2 + 24, 4, 99);
     OK(tsubmit(&e, 6, shared, 28, 3, 0));
     OK(tsubmit(&e, 7, t2, 28, 3, 0));
+    int64_t s0 = e.steps;
+    cr_assert_eq(tstep(&e), 0, "7 waits for 6's load instead of computing");
+    rkv_request_info info;
+    OK(rkv_sched_request_info(e.s, 7, &info));
+    cr_assert_eq(info.state, RKV_REQ_WAITING);
+    cr_assert_eq(info.loading, 0, "7 holds no load of its own");
     tdrain(&e, 400);
     rkv_sched_stats st;
     OK(rkv_sched_get_stats(e.s, &st));
     cr_assert_eq(st.failed_loads, 0);
     cr_assert_eq(st.loads, 1, "the shared prefix was loaded %llu times",
                  (unsigned long long)st.loads);
+    cr_assert_geq(st.load_waits, 1);
     cr_assert_gt(e.r[6].first_host, 0);
+    cr_assert_eq(e.r[7].first_step, s0 + 1, "7 runs once the load is done");
+    cr_assert_geq(e.r[7].first_cached, 24, "7 got the loaded prefix "
+                  "(cached %u)", e.r[7].first_cached);
+    cr_assert_eq(e.r[7].first_host, 0, "on the device: 6's load, not 7's");
     no_leak(&e);
     tfini(&e);
 }

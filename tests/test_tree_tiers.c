@@ -710,6 +710,19 @@ Test(tree_tiers, failed_copy_then_retry)
     rkv_block_id lb[2] = {RKV_NO_BLOCK, RKV_NO_BLOCK};
     cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, 2, lb, &ld), RKV_OK);
     cr_assert_eq(ld.num_pages, 2, "max_pages bounds a load");
+    /* in flight: another caller's match sees the load's ticket, not a
+     * lower continuation */
+    rkv_match ml;
+    rkv_tier_match tml;
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 3 * TP, NULL,
+                                      RKV_MATCH_PEEK, &ml, &tml), RKV_OK);
+    cr_assert_eq(ml.matched_tokens, 0);
+    cr_assert_eq(tml.lower_tokens, 0);
+    cr_assert_eq(tml.loading_ticket, ld.ticket);
+    cr_assert_eq(tml.loading_tokens, 2 * TP);
+    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, TP, NULL,
+                                      RKV_MATCH_PEEK, &ml, &tml), RKV_OK);
+    cr_assert_eq(tml.loading_tokens, TP, "a shorter match covers less");
     cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
     cr_assert_eq(done.status, RKV_OK);
     cr_assert_eq(done.num_pages, 2);
@@ -719,6 +732,8 @@ Test(tree_tiers, failed_copy_then_retry)
                                       RKV_MATCH_PEEK, &m, &tm), RKV_OK);
     cr_assert_eq(m.matched_tokens, 2 * TP);
     cr_assert_eq(tm.host_tokens, TP);
+    cr_assert_eq(tm.loading_ticket, 0, "completed");
+    cr_assert_eq(tm.loading_tokens, 0);
     rkv_block_id mb[3];
     cr_assert_eq(rkv_tree_match(s.tree, 5, s.tok, 3 * TP, mb, RKV_MATCH_PEEK,
                                 &m), RKV_OK);
