@@ -878,11 +878,15 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
  * and a later rkv_tree_load restores it). Bounded by the store queue like
  * any store (pages that do not fit are skipped). *ticket gets a
  * RKV_TRANSFER_SWAP_OUT ticket reported by rkv_tree_tier_poll, or 0 when
- * nothing was queued; *pages (may be NULL) the pages queued. No host tier:
- * RKV_ERR_STATE. */
+ * nothing was queued; *pages (may be NULL) the pages queued. blocks_out
+ * (may be NULL; room for n / page_size ids; its contents are undefined on
+ * failure) gets the *pages queued pages' SOURCE device blocks, in token
+ * order: the tree's blocks, cached pages an engine must not overwrite
+ * before the ticket completes. No host tier: RKV_ERR_STATE. */
 rkv_status rkv_tree_store_prefix(rkv_tree *tree, rkv_namespace ns,
                                  const int32_t *tokens, size_t n,
-                                 uint64_t *ticket, uint32_t *pages);
+                                 rkv_block_id *blocks_out, uint64_t *ticket,
+                                 uint32_t *pages);
 
 typedef enum rkv_transfer_kind {
     RKV_TRANSFER_LOAD = 1,   /* lower tier -> device                         */
@@ -1104,8 +1108,9 @@ typedef struct rkv_batch_plan {
     /* Copy c's device blocks, in CSR form like kv_indices:
      * copy_blocks[copy_indptr[c] .. copy_indptr[c+1]) -- for LOAD / SWAP_IN
      * the destination blocks, `pages` of them in token order (the blocks
-     * the request's kv_indices use once it is admitted); for SWAP_OUT /
-     * STORE none (the tree does not report a store's source blocks yet).
+     * the request's kv_indices use once it is admitted); for SWAP_OUT the
+     * `pages` source blocks (rkv_tree_store_prefix's blocks_out); for the
+     * write policy's STORE entries none (a count only).
      * copy_indptr[0] is 0; both may be NULL when no step listed a copy. */
     const uint32_t *copy_indptr;        /* [num_copies + 1]                */
     const uint32_t *copy_blocks;        /* [copy_indptr[num_copies]]       */

@@ -463,7 +463,8 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
 
 rkv_status rkv_tree_store_prefix(rkv_tree *tree, rkv_namespace ns,
                                  const int32_t *tokens, size_t n,
-                                 uint64_t *ticket, uint32_t *pages)
+                                 rkv_block_id *blocks_out, uint64_t *ticket,
+                                 uint32_t *pages)
 {
     static const char fn[] = "rkv_tree_store_prefix";
     if (ticket != NULL)
@@ -499,13 +500,33 @@ rkv_status rkv_tree_store_prefix(rkv_tree *tree, rkv_namespace ns,
         tr->swaps_cap = cap;
     }
     uint64_t tk = tr->next_ticket++;
-    uint32_t queued = 0;
-    if (w.partial != RKV_NIL)
-        for (uint32_t i = 0; i < w.partial_pages; i++)
-            queued += (uint32_t)rkv_tier_queue_store(t, w.partial, i, ns, tk);
-    for (uint32_t y = w.node; t->nodes[y].parent != 0; y = t->nodes[y].parent)
-        for (uint32_t i = 0; i < t->nodes[y].num_pages; i++)
-            queued += (uint32_t)rkv_tier_queue_store(t, y, i, ns, tk);
+    uint32_t queued = 0, end = w.pages; /* end: the node's last page + 1 */
+    if (w.partial != RKV_NIL) {
+        end -= w.partial_pages;
+        const rkv_block_id *xb = rkv_tnode_blocks(t, &t->nodes[w.partial]);
+        for (uint32_t i = 0; i < w.partial_pages; i++) {
+            int q = rkv_tier_queue_store(t, w.partial, i, ns, tk);
+            queued += (uint32_t)q;
+            if (blocks_out != NULL)
+                blocks_out[end + i] = q ? xb[i] : RKV_NO_BLOCK;
+        }
+    }
+    for (uint32_t y = w.node; t->nodes[y].parent != 0; y = t->nodes[y].parent) {
+        const rkv_block_id *xb = rkv_tnode_blocks(t, &t->nodes[y]);
+        end -= t->nodes[y].num_pages;
+        for (uint32_t i = 0; i < t->nodes[y].num_pages; i++) {
+            int q = rkv_tier_queue_store(t, y, i, ns, tk);
+            queued += (uint32_t)q;
+            if (blocks_out != NULL)
+                blocks_out[end + i] = q ? xb[i] : RKV_NO_BLOCK;
+        }
+    }
+    if (blocks_out != NULL) { /* the queued pages' blocks, in token order */
+        uint32_t j = 0;
+        for (uint32_t k = 0; k < w.pages; k++)
+            if (blocks_out[k] != RKV_NO_BLOCK)
+                blocks_out[j++] = blocks_out[k];
+    }
     if (queued == 0)
         return RKV_OK;
     rkv_tswap *sw = &tr->swaps[tr->nswaps++];

@@ -5,7 +5,8 @@
  * through rkv_tree_tier_poll at the start of every step), the credit a
  * lower continuation earns in the lpm order, swap-out at preemption
  * (rkv_tree_store_prefix), and the plan's list of copies (a load's device
- * destination blocks go straight from rkv_tree_load into plan.copy_blocks).
+ * destination blocks and a swap-out's source blocks go straight from
+ * rkv_tree_load / rkv_tree_store_prefix into plan.copy_blocks).
  *
  * Load state of a WAITING request (checked by rkv_stier_check):
  *   none      load_ticket 0, load_ready 0, no load_lease;
@@ -297,18 +298,20 @@ void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r)
         return;
     double swap_ms = (double)pages * s->cfg.host_load_ms_per_page;
     double recompute_ms = (double)pages * s->P * s->cfg.compute_ms_per_token;
-    if (swap_ms > recompute_ms || rkv_stier_copies_reserve(s, 1, 0) != RKV_OK)
+    if (swap_ms > recompute_ms ||
+        rkv_stier_copies_reserve(s, 1, pages) != RKV_OK)
         return;
     uint64_t ticket = 0;
     uint32_t np = 0;
+    rkv_block_id *src = s->copy_blocks + rkv_stier_nblocks(s);
     if (rkv_tree_store_prefix(s->tree, r->ns, r->tokens,
-                              (size_t)pages * s->P, &ticket, &np) != RKV_OK)
+                              (size_t)pages * s->P, src, &ticket, &np) != RKV_OK)
         return; /* best effort (no host tier, queue full): recompute */
     r->swapped_pages = pages;
     s->st.swap_outs++;
     s->st.swap_out_pages += np;
     rkv_stier_copy(s, r->id, ticket, RKV_TRANSFER_SWAP_OUT, RKV_MEDIUM_HOST,
-                  np, 0);
+                  np, np);
 }
 
 void rkv_stier_plan(rkv_sched *s)

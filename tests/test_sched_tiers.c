@@ -191,6 +191,15 @@ static void check_copies(tenv *e, const rkv_batch_plan *p)
             if (c->kind == RKV_TRANSFER_SWAP_OUT) {
                 r->swap_out_seen++;
                 cr_assert_eq(c->medium, RKV_MEDIUM_HOST);
+                /* the source blocks, one per page, all distinct */
+                cr_assert_not_null(p->copy_indptr);
+                uint32_t b0 = p->copy_indptr[i], b1 = p->copy_indptr[i + 1];
+                cr_assert_eq(b1 - b0, c->pages);
+                for (uint32_t k = b0; k < b1; k++) {
+                    cr_assert_lt(p->copy_blocks[k], e->nblocks);
+                    for (uint32_t k2 = b0; k2 < k; k2++)
+                        cr_assert_neq(p->copy_blocks[k2], p->copy_blocks[k]);
+                }
             } else {
                 /* a loading request is waiting: never in this plan */
                 for (uint32_t k = 0; k < p->num_reqs; k++)

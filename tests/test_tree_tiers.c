@@ -386,12 +386,24 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
         } else if (r < 95) {
             uint64_t tk = 0;
             uint32_t pages = 0;
+            rkv_block_id dev[MAX_PAGES], src[MAX_PAGES];
+            rkv_match dm;
+            cr_assert_eq(rkv_tree_match(e->tree, s->ns, s->tok,
+                                        (size_t)s->npages * TP, dev,
+                                        RKV_MATCH_PEEK, &dm), RKV_OK);
             rkv_status st = rkv_tree_store_prefix(e->tree, s->ns, s->tok,
-                                                  (size_t)s->npages * TP, &tk,
-                                                  &pages);
+                                                  (size_t)s->npages * TP, src,
+                                                  &tk, &pages);
             cr_assert(ok_or(st, RKV_ERR_NOMEM, RKV_ERR_NOMEM), "%s",
                       rkv_last_error());
             check_all(e);
+            /* the source blocks: some of the device prefix's, in order */
+            for (uint32_t k = 0, j = 0; st == RKV_OK && k < pages; k++, j++) {
+                while (j < dm.num_blocks && dev[j] != src[k])
+                    j++;
+                cr_assert_lt(j, dm.num_blocks, "swap-out block %u (%u) is "
+                             "not on the device path in order", k, src[k]);
+            }
             rkv_transfer_done done[8];
             uint32_t nd = 0;
             cr_assert_eq(rkv_tree_tier_poll(e->tree, done, 8, &nd), RKV_OK);
@@ -855,7 +867,8 @@ Test(tree_tiers, oom_every_allocation)
         cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
         uint64_t tk = 0;
         nb = snap_of(s.tree, before, 64);
-        st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, &tk, NULL);
+        rkv_block_id src[3];
+        st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, src, &tk, NULL);
         if (st == RKV_ERR_NOMEM) {
             fired = 1;
             cr_assert_eq(tk, 0);
@@ -863,10 +876,18 @@ Test(tree_tiers, oom_every_allocation)
             cr_assert_eq(na, nb);
             cr_assert(memcmp(before, after, nb * sizeof *before) == 0);
             rkv_tree_debug_fail_alloc_after(s.tree, -1);
-            st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, &tk, NULL);
+            st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, src, &tk,
+                                       NULL);
         }
         cr_assert_eq(st, RKV_OK, "%s", rkv_last_error());
         cr_assert_neq(tk, 0);
+        rkv_block_id dev[3];
+        rkv_match dm;
+        cr_assert_eq(rkv_tree_match(s.tree, 5, s.tok, 3 * TP, dev,
+                                    RKV_MATCH_PEEK, &dm), RKV_OK);
+        cr_assert_eq(dm.num_blocks, 3);
+        for (uint32_t i = 0; i < 3; i++)
+            cr_assert_eq(src[i], dev[i], "swap-out source block %u", i);
         cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
         cr_assert_eq(nd, 1);
         cr_assert_eq(done.num_pages, 3);
