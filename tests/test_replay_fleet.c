@@ -86,6 +86,8 @@ static void n1_matches(const rkv_workload *wl, const rkv_replay_config *cfg)
     c.per_request = single;
     rkv_replay_result s;
     cr_assert_eq(rkv_replay_sched(wl, &c, &s), RKV_OK, "%s", rkv_last_error());
+    if (cfg->host_capacity_tokens)
+        cr_assert_gt(s.load_blocks, 0, "the tiers were used");
     for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
         fleet_out f;
         fleet_run(wl, cfg, 1, (enum rkv_route)route, 7, &f);
@@ -110,6 +112,14 @@ static void n1_matches(const rkv_workload *wl, const rkv_replay_config *cfg)
         cr_assert_eq(t->prefill_tokens, s.prefill_tokens);
         cr_assert_eq(t->preemptions, s.preemptions);
         cr_assert_eq(t->evicted_blocks, s.evicted_blocks);
+        for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
+            cr_assert_eq(t->hit_tokens_by_medium[m], s.hit_tokens_by_medium[m],
+                         "%s: medium %d", rn, m);
+        cr_assert_eq(t->load_blocks, s.load_blocks, "%s", rn);
+        cr_assert_eq(t->store_blocks, s.store_blocks, "%s", rn);
+        cr_assert_eq(t->failed_loads, s.failed_loads, "%s", rn);
+        cr_assert(t->load_ms_total == s.load_ms_total, "%s: load %g vs %g", rn,
+                  t->load_ms_total, s.load_ms_total);
         cr_assert(t->busy_ms == s.busy_ms && t->sim_ms == s.sim_ms, "%s", rn);
         same_summary(&t->ttft_ms, &s.ttft_ms, "ttft");
         same_summary(&t->latency_ms, &s.latency_ms, "latency");
@@ -135,6 +145,10 @@ Test(fleet, one_instance_is_the_single_replay, .timeout = 600)
     rkv_test_agentic(&wl, 12, 8, "fleet.n1_agentic");
     cfg.capacity_tokens = 9000;
     cfg.time_scale = 1;
+    n1_matches(&wl, &cfg);
+    /* with a host tier (and a disk below it): loads, load-only steps */
+    cfg.host_capacity_tokens = 12000;
+    cfg.disk_capacity_tokens = 40000;
     n1_matches(&wl, &cfg);
     rkv_workload_free(&wl);
 }
