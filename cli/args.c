@@ -607,7 +607,8 @@ static void finish_host_caps(perr *e, rkv_cli_options *o, const char *caps)
     char *items[RKV_CLI_MAX_LIST];
     if (o->fleet)
         perr_set(e, "--host-capacities does not combine with --instances/"
-                    "--route (the fleet replay has no tiers)");
+                    "--route (a fleet sweep varies instances and routes; "
+                    "give it --host-capacity-tokens)");
     if (caps && o->num_capacities != 1)
         perr_set(e, "--host-capacities sweeps the host tier at one device "
                     "capacity: give --capacities one value, got '%s'", caps);

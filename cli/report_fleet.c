@@ -53,6 +53,27 @@ void rkv_fleet_report_text(FILE *f, const rkv_cli_options *o,
     }
     fputs("balance: max / mean over instances of the queued prompt tokens "
           "(averaged over arrivals); 1.00 is even\n", f);
+    if (!o->rc.host_capacity_tokens && !o->rc.disk_capacity_tokens)
+        return;
+    fprintf(f, "tiers per instance: host %llu tokens, disk %llu tokens; hits "
+               "by medium as %% of prompt tokens, summed over instances\n",
+            (unsigned long long)o->rc.host_capacity_tokens,
+            (unsigned long long)o->rc.disk_capacity_tokens);
+    fprintf(f, "%9s  %-12s %8s %8s %8s %12s %12s %10s\n", "instances",
+            "route", "device", "host", "disk", "loaded blk", "stored blk",
+            "load s");
+    for (size_t i = 0; i < n; i++) {
+        const rkv_fleet_result *r = &runs[i].r;
+        const rkv_replay_result *t = &r->total;
+        double pt = t->prompt_tokens ? (double)t->prompt_tokens : 1.0;
+        fprintf(f, "%9u  %-12s %7.2f%% %7.2f%% %7.2f%% %12llu %12llu %10.3f\n",
+                r->instances, rkv_route_name(r->route),
+                100.0 * (double)t->hit_tokens_by_medium[RKV_MEDIUM_DEVICE] / pt,
+                100.0 * (double)t->hit_tokens_by_medium[RKV_MEDIUM_HOST] / pt,
+                100.0 * (double)t->hit_tokens_by_medium[RKV_MEDIUM_DISK] / pt,
+                (unsigned long long)t->load_blocks,
+                (unsigned long long)t->store_blocks, t->load_ms_total / 1e3);
+    }
 }
 
 void rkv_fleet_report_json(FILE *f, const rkv_cli_options *o,
@@ -89,7 +110,20 @@ void rkv_fleet_report_json(FILE *f, const rkv_cli_options *o,
         for (uint32_t k = 0; k < r->instances; k++)
             fprintf(f, "%s%llu", k ? "," : "",
                     (unsigned long long)r->inst_requests[k]);
-        fprintf(f, "],\"preemptions\":%llu,\"evicted_blocks\":%llu,"
+        fprintf(f, "],\"hit_tokens_by_medium\":{\"device\":%llu,"
+                   "\"host\":%llu,\"disk\":%llu},\"load_blocks\":%llu,"
+                   "\"failed_loads\":%llu,\"store_blocks\":%llu,"
+                   "\"swap_out_blocks\":%llu,\"swap_in_blocks\":%llu,"
+                   "\"load_s\":%.6g",
+                (unsigned long long)t->hit_tokens_by_medium[RKV_MEDIUM_DEVICE],
+                (unsigned long long)t->hit_tokens_by_medium[RKV_MEDIUM_HOST],
+                (unsigned long long)t->hit_tokens_by_medium[RKV_MEDIUM_DISK],
+                (unsigned long long)t->load_blocks,
+                (unsigned long long)t->failed_loads,
+                (unsigned long long)t->store_blocks,
+                (unsigned long long)t->swap_out_blocks,
+                (unsigned long long)t->swap_in_blocks, t->load_ms_total / 1e3);
+        fprintf(f, ",\"preemptions\":%llu,\"evicted_blocks\":%llu,"
                    "\"sim_s\":%.6g,\"wall_s\":%.6g,\"router_events\":%llu,"
                    "\"router_resyncs\":%llu}",
                 (unsigned long long)t->preemptions,

@@ -289,6 +289,8 @@ typedef struct rkv_fleet_result {
                                   when nothing was ever queued)             */
     uint64_t events_applied;   /* router (kv route; 0 otherwise)           */
     uint64_t resyncs;          /* snapshots the router needed              */
+    uint64_t events_by_medium[RKV_MEDIUM_COUNT]; /* of the events applied,
+                                  by medium (tiers: host / disk pages)     */
 } rkv_fleet_result;
 
 rkv_status rkv_replay_fleet(const rkv_workload *wl,

@@ -16,6 +16,14 @@
  * its load (running requests, queued prompt tokens) reported; a RESYNC
  * (ring overflow) is answered with a snapshot.
  *
+ * Tiers (issue 12): every instance gets its own host / disk stores of the
+ * configured capacities (rkv_inst_init attaches them as the
+ * single-instance replay does), so its events carry the medium of each
+ * page and the kv route scores lower-tier hits by the router's medium
+ * weights. A step whose plan only queues loads advances that instance's
+ * clock by their copy time. The totals add the instances' hits by
+ * medium, loads, stores, swaps and load time.
+ *
  * Invariants: a request is released to exactly one instance (the one its
  * arrival was routed to) and finishes there or is refused there; the
  * router's view of instance i equals i's tree after i's last drained step.
@@ -25,6 +33,7 @@
 #include <string.h>
 
 #include "sim/replay_inst.h"
+#include "sim/replay_tiers.h"
 #include "common/status.h"
 #include "radixkv_router.h"
 
@@ -57,6 +66,7 @@ typedef struct fleet {
     sched_run *in;
     rkv_replay_result *ires;    /* per-instance accumulators               */
     uint32_t *running;          /* per instance, after its last step       */
+    uint8_t *idle_loads;        /* empty steps in a row while loading      */
     double *queued_sum;         /* queued tokens summed over arrivals      */
     uint64_t arrivals;
     rkv_router *router;
@@ -66,6 +76,7 @@ typedef struct fleet {
     uint64_t rr;                /* round-robin counter                     */
     uint64_t rng;               /* random route state (splitmix64)         */
     uint64_t resyncs;
+    uint64_t events_by_medium[RKV_MEDIUM_COUNT];
 } fleet;
 
 static uint64_t splitmix64(uint64_t *s)
@@ -98,6 +109,9 @@ static rkv_status feed_events(fleet *f, uint32_t i)
             break;
         if ((st = rkv_router_apply(f->router, i, f->events, got)) != RKV_OK)
             return st;
+        for (uint32_t k = 0; k < got; k++)
+            if (f->events[k].medium < RKV_MEDIUM_COUNT)
+                f->events_by_medium[f->events[k].medium]++;
     }
     rkv_router_instance_info info;
     if ((st = rkv_router_instance_info_get(f->router, i, &info)) != RKV_OK)
@@ -209,9 +223,23 @@ static rkv_status step(fleet *f, uint32_t b, int *stalled)
         return st;
     if (ss.waiting > res->max_waiting)
         res->max_waiting = ss.waiting;
-    *stalled = p->num_reqs == 0;
-    if (*stalled)
+    *stalled = 0;
+    if (p->num_reqs == 0) {
+        /* only loads queued (tiers): the link works while nothing
+         * computes; a load already queued completes at a later poll, so
+         * an instance with loading requests gets two more empty steps
+         * before it counts as stalled (as the single-instance replay) */
+        double load_ms = rkv_replay_plan_load_ms(r->cfg, p);
+        if (load_ms > 0 || (ss.loading > 0 && f->idle_loads[b]++ < 2)) {
+            r->now += load_ms;
+            res->load_ms_total += load_ms;
+            res->busy_ms += load_ms;
+            return f->router ? feed_events(f, b) : RKV_OK;
+        }
+        *stalled = 1;
         return RKV_OK;
+    }
+    f->idle_loads[b] = 0;
     if ((st = rkv_inst_run_plan(r, p, res)) != RKV_OK)
         return st;
     if ((st = rkv_sched_get_stats(r->sched, &ss)) != RKV_OK)
@@ -282,7 +310,8 @@ static rkv_status run(fleet *f)
         }
         steps++;
         if (f->cfg->check_every && steps % f->cfg->check_every == 0) {
-            if ((st = rkv_sched_check(f->in[b].sched)) != RKV_OK)
+            if ((st = rkv_sched_check(f->in[b].sched)) != RKV_OK ||
+                (st = rkv_tree_check(f->in[b].tree)) != RKV_OK)
                 return st;
             if (f->router && (st = rkv_router_check(f->router)) != RKV_OK)
                 return st;
@@ -311,6 +340,7 @@ static rkv_status collect(fleet *f, rkv_fleet_result *out)
         t->output_tokens += ir->output_tokens;
         t->prefill_tokens += ir->prefill_tokens;
         t->busy_ms += ir->busy_ms;
+        t->load_ms_total += ir->load_ms_total;
         if (f->in[j].released &&
             (!any_released || ir->first_release_ms < t->first_release_ms))
             t->first_release_ms = ir->first_release_ms;
@@ -327,10 +357,23 @@ static rkv_status collect(fleet *f, rkv_fleet_result *out)
         t->steps += ss.steps;
         t->preemptions += ss.preemptions;
         t->dedup_holds += ss.dedup_holds;
+        t->load_blocks += ss.load_pages;
+        t->failed_loads += ss.failed_loads;
+        t->swap_out_blocks += ss.swap_out_pages;
+        t->swap_in_blocks += ss.swap_in_pages;
+        rkv_tier_stats tt;
+        if ((st = rkv_tree_tier_stats(f->in[j].tree, &tt)) != RKV_OK)
+            return st;
+        t->store_blocks += tt.stores_blocks[RKV_MEDIUM_HOST] +
+                           tt.stores_blocks[RKV_MEDIUM_DISK];
         if (ss.peak_blocks_used > t->peak_blocks)
             t->peak_blocks = ss.peak_blocks_used;
         rkv_tree_stats ts;
         if ((st = rkv_tree_get_stats(f->in[j].tree, &ts)) != RKV_OK)
+            return st;
+        /* checking runs: every instance's tree (and its tiers) at the end */
+        if (f->cfg->check_every &&
+            (st = rkv_tree_check(f->in[j].tree)) != RKV_OK)
             return st;
         t->evicted_blocks += ts.evicted_blocks;
         t->tree_host_bytes += ts.host_bytes;
@@ -379,6 +422,8 @@ static rkv_status collect(fleet *f, rkv_fleet_result *out)
             return st;
     }
     out->resyncs = f->resyncs;
+    memcpy(out->events_by_medium, f->events_by_medium,
+           sizeof out->events_by_medium);
     return RKV_OK;
 }
 
@@ -391,6 +436,7 @@ static void fleet_free(fleet *f)
     free(f->ires);
     free(f->running);
     free(f->queued_sum);
+    free(f->idle_loads);
     rkv_router_destroy(f->router);
     free(f->events);
     free(f->prompt);
@@ -404,7 +450,9 @@ static rkv_status fleet_init(fleet *f, rkv_replay_config *icfg)
     f->ires = calloc(n, sizeof *f->ires);
     f->running = calloc(n, sizeof *f->running);
     f->queued_sum = calloc(n, sizeof *f->queued_sum);
-    if (!f->in || !f->ires || !f->running || !f->queued_sum)
+    f->idle_loads = calloc(n, sizeof *f->idle_loads);
+    if (!f->in || !f->ires || !f->running || !f->queued_sum ||
+        !f->idle_loads)
         return rkv_set_error(RKV_ERR_NOMEM, "fleet replay: out of memory");
     rkv_status st;
     for (uint32_t i = 0; i < n; i++) {
@@ -456,10 +504,6 @@ rkv_status rkv_replay_fleet(const rkv_workload *wl,
     if ((unsigned)fc->route >= RKV_ROUTE_COUNT)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "fleet replay: unknown route %d", (int)fc->route);
-    if (cfg->host_capacity_tokens || cfg->disk_capacity_tokens || cfg->swap)
-        return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "fleet replay: host/disk tiers and swap are not "
-                             "simulated in a fleet (single instance only)");
     uint64_t w0 = rkv_replay_now_ns();
     rkv_replay_config icfg = *cfg;
     icfg.event_ring = fc->route == RKV_ROUTE_KV ? EVENT_RING : 0;

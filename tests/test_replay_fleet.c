@@ -6,7 +6,12 @@
  *     prefixes (both computed here, on the same workload);
  *   - every request finishes on exactly one instance (or is refused);
  *   - a seed gives the same run; bad --instances / --route are refused with
- *     a message that names the problem.
+ *     a message that names the problem;
+ *   - tiers (issue 12): every instance gets its own host tier; the hits by
+ *     medium add up to the hit tokens, every tree checks, host-medium
+ *     events reach the router, and kv routing sends a request to the
+ *     instance holding its prefix only in host when the host hit outweighs
+ *     that instance's load (and elsewhere when there is no tier).
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -81,6 +86,8 @@ static void n1_matches(const rkv_workload *wl, const rkv_replay_config *cfg)
     c.per_request = single;
     rkv_replay_result s;
     cr_assert_eq(rkv_replay_sched(wl, &c, &s), RKV_OK, "%s", rkv_last_error());
+    if (cfg->host_capacity_tokens)
+        cr_assert_gt(s.load_blocks, 0, "the tiers were used");
     for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
         fleet_out f;
         fleet_run(wl, cfg, 1, (enum rkv_route)route, 7, &f);
@@ -105,6 +112,14 @@ static void n1_matches(const rkv_workload *wl, const rkv_replay_config *cfg)
         cr_assert_eq(t->prefill_tokens, s.prefill_tokens);
         cr_assert_eq(t->preemptions, s.preemptions);
         cr_assert_eq(t->evicted_blocks, s.evicted_blocks);
+        for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
+            cr_assert_eq(t->hit_tokens_by_medium[m], s.hit_tokens_by_medium[m],
+                         "%s: medium %d", rn, m);
+        cr_assert_eq(t->load_blocks, s.load_blocks, "%s", rn);
+        cr_assert_eq(t->store_blocks, s.store_blocks, "%s", rn);
+        cr_assert_eq(t->failed_loads, s.failed_loads, "%s", rn);
+        cr_assert(t->load_ms_total == s.load_ms_total, "%s: load %g vs %g", rn,
+                  t->load_ms_total, s.load_ms_total);
         cr_assert(t->busy_ms == s.busy_ms && t->sim_ms == s.sim_ms, "%s", rn);
         same_summary(&t->ttft_ms, &s.ttft_ms, "ttft");
         same_summary(&t->latency_ms, &s.latency_ms, "latency");
@@ -130,6 +145,10 @@ Test(fleet, one_instance_is_the_single_replay, .timeout = 600)
     rkv_test_agentic(&wl, 12, 8, "fleet.n1_agentic");
     cfg.capacity_tokens = 9000;
     cfg.time_scale = 1;
+    n1_matches(&wl, &cfg);
+    /* with a host tier (and a disk below it): loads, load-only steps */
+    cfg.host_capacity_tokens = 12000;
+    cfg.disk_capacity_tokens = 40000;
     n1_matches(&wl, &cfg);
     rkv_workload_free(&wl);
 }
@@ -220,6 +239,129 @@ Test(fleet, a_seed_gives_the_same_run, .timeout = 600)
     cr_assert(memcmp(a.on, b.on, wl.num_reqs * sizeof *a.on) != 0);
     fleet_out_free(&a);
     fleet_out_free(&b);
+    rkv_workload_free(&wl);
+}
+
+Test(fleet, tiers_split_hits_by_medium_and_reach_the_router, .timeout = 600)
+{
+    rkv_workload wl;
+    rkv_test_agentic(&wl, 32, 8, "fleet.tiers");
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 30000; /* evicts into the host tier */
+    cfg.host_capacity_tokens = 300000;
+    cfg.check_every = 7; /* sched and tree checks; every tree at the end */
+    for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
+        const char *rn = rkv_route_name((enum rkv_route)route);
+        fleet_out f;
+        fleet_run(&wl, &cfg, 3, (enum rkv_route)route, 3, &f);
+        const rkv_replay_result *t = &f.res.total;
+        uint64_t sum = 0;
+        for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
+            sum += t->hit_tokens_by_medium[m];
+        cr_assert_eq(sum, t->hit_tokens, "%s: by medium %llu, hits %llu", rn,
+                     (unsigned long long)sum,
+                     (unsigned long long)t->hit_tokens);
+        uint64_t per_sum = 0;
+        for (size_t i = 0; i < wl.num_reqs; i++)
+            per_sum += f.per[i].hit_tokens;
+        cr_assert_eq(per_sum, t->hit_tokens, "%s", rn);
+        cr_assert_gt(t->hit_tokens_by_medium[RKV_MEDIUM_HOST], 0,
+                     "%s: the host tier was hit", rn);
+        cr_assert_eq(t->hit_tokens_by_medium[RKV_MEDIUM_DISK], 0, "%s: no disk",
+                     rn);
+        cr_assert_gt(t->store_blocks, 0, "%s: evictions stored pages", rn);
+        cr_assert_geq(t->load_blocks * cfg.page_size,
+                      t->hit_tokens_by_medium[RKV_MEDIUM_HOST],
+                      "%s: host hits were loaded", rn);
+        cr_assert_gt(t->load_ms_total, 0, "%s", rn);
+        if (route == RKV_ROUTE_KV) {
+            cr_assert_gt(f.res.events_by_medium[RKV_MEDIUM_HOST], 0,
+                         "the router got host-medium events");
+            uint64_t ev = 0;
+            for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
+                ev += f.res.events_by_medium[m];
+            cr_assert_eq(ev, f.res.events_applied);
+        } else {
+            cr_assert_eq(f.res.events_applied, 0, "%s: no router", rn);
+        }
+        fleet_out_free(&f);
+    }
+    rkv_workload_free(&wl);
+}
+
+/* Two instances, page 16, trace blocks of 512 tokens. X keeps instance 0
+ * busy while A (prefix P = blocks 1, 2) and four fillers go to instance
+ * 1, whose small pool pushes P into its host tier; L then keeps instance 1
+ * running while X has finished, and C (prefix P) arrives. With the host
+ * tier the router scores instance 1 at half of P's 1024 tokens less one
+ * running request (16) and routes C there; without it, to idle instance
+ * 0. */
+static const char host_route_trace[] =
+    "{\"timestamp\": 0, \"input_length\": 512, \"output_length\": 300, "
+    "\"hash_ids\": [100]}\n"
+    "{\"timestamp\": 1, \"input_length\": 1024, \"output_length\": 1, "
+    "\"hash_ids\": [1, 2]}\n"
+    "{\"timestamp\": 400, \"input_length\": 1024, \"output_length\": 1, "
+    "\"hash_ids\": [10, 11]}\n"
+    "{\"timestamp\": 800, \"input_length\": 1024, \"output_length\": 1, "
+    "\"hash_ids\": [12, 13]}\n"
+    "{\"timestamp\": 1200, \"input_length\": 1024, \"output_length\": 1, "
+    "\"hash_ids\": [14, 15]}\n"
+    "{\"timestamp\": 1600, \"input_length\": 1024, \"output_length\": 1, "
+    "\"hash_ids\": [16, 17]}\n"
+    "{\"timestamp\": 1700, \"input_length\": 512, \"output_length\": 900, "
+    "\"hash_ids\": [50]}\n"
+    "{\"timestamp\": 3000, \"input_length\": 1536, \"output_length\": 1, "
+    "\"hash_ids\": [1, 2, 60]}\n";
+
+Test(fleet, kv_routes_to_a_host_copy, .timeout = 600)
+{
+    rkv_trace_reader *rd = NULL;
+    cr_assert_eq(rkv_trace_reader_open_memory(host_route_trace,
+                                              sizeof host_route_trace - 1,
+                                              "host_route", &rd),
+                 RKV_OK, "%s", rkv_last_error());
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_load_trace(&wl, rd, 0), RKV_OK, "%s",
+                 rkv_last_error());
+    rkv_trace_reader_close(rd);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.page_size = 16;
+    cfg.time_scale = 1;
+    cfg.capacity_tokens = 3072; /* A and two fillers; the third evicts P */
+    cfg.check_every = 1;
+    for (int tier = 1; tier >= 0; tier--) {
+        cfg.host_capacity_tokens = tier ? 16384 : 0;
+        fleet_out f;
+        fleet_run(&wl, &cfg, 2, RKV_ROUTE_KV, 1, &f);
+        cr_assert_eq(f.res.total.requests, wl.num_reqs, "tier %d", tier);
+        /* the setting: X on 0; A, the fillers and L on 1; X done before C
+         * arrives, L still running */
+        cr_assert_eq(f.on[0], 0u, "tier %d: X on %u", tier, f.on[0]);
+        for (size_t i = 1; i <= 6; i++)
+            cr_assert_eq(f.on[i], 1u, "tier %d: req %zu on %u", tier, i,
+                         f.on[i]);
+        double c_at = wl.reqs[7].arrival_ms;
+        cr_assert_lt(wl.reqs[0].arrival_ms + f.per[0].latency_ms, c_at);
+        cr_assert_gt(wl.reqs[6].arrival_ms + f.per[6].latency_ms, c_at);
+        if (tier) {
+            cr_assert_eq(f.on[7], 1u, "C went to %u, not to its host copy",
+                         f.on[7]);
+            cr_assert_eq(f.per[7].hit_tokens, 1024u, "C hit P: %u",
+                         f.per[7].hit_tokens);
+            cr_assert_eq(f.res.total.hit_tokens_by_medium[RKV_MEDIUM_HOST],
+                         1024u, "P came from the host tier");
+            cr_assert_gt(f.res.events_by_medium[RKV_MEDIUM_HOST], 0);
+        } else {
+            cr_assert_eq(f.on[7], 0u, "no tier: C to the idle instance");
+            cr_assert_eq(f.per[7].hit_tokens, 0u);
+            cr_assert_eq(f.res.events_by_medium[RKV_MEDIUM_HOST], 0);
+        }
+        fleet_out_free(&f);
+    }
     rkv_workload_free(&wl);
 }
 

@@ -9,7 +9,7 @@
  * split by medium add up to the hits; lpm serves history from the host;
  * the load time is exactly the loaded pages at the PCIe bandwidth (at the
  * disk's for a disk tier); swap counts are consistent; a swap without
- * a host tier and a fleet with tiers are refused.
+ * a host tier is refused (by the fleet replay too).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -171,13 +171,15 @@ Test(replay_tiers, refusals)
     cfg.swap = 1;
     rkv_replay_result res;
     cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_ERR_INVALID_ARG);
-    cfg.swap = 0;
-    cfg.host_capacity_tokens = 10 * cfg.capacity_tokens;
+    /* a fleet takes tiers (tests/test_replay_fleet.c) but not a swap
+     * without a host tier either */
     rkv_fleet_config fc;
     memset(&fc, 0, sizeof fc);
     fc.instances = 2;
     fc.route = RKV_ROUTE_KV;
     rkv_fleet_result fr;
-    cr_assert_eq(rkv_replay_fleet(&wl, &cfg, &fc, &fr), RKV_ERR_UNSUPPORTED);
+    cr_assert_eq(rkv_replay_fleet(&wl, &cfg, &fc, &fr), RKV_ERR_INVALID_ARG);
+    cr_assert(strstr(rkv_last_error(), "swap needs a host tier"), "%s",
+              rkv_last_error());
     rkv_workload_free(&wl);
 }
