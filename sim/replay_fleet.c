@@ -33,7 +33,6 @@
 #include <string.h>
 
 #include "sim/replay_inst.h"
-#include "sim/replay_tiers.h"
 #include "common/status.h"
 #include "radixkv_router.h"
 
@@ -225,17 +224,8 @@ static rkv_status step(fleet *f, uint32_t b, int *stalled)
         res->max_waiting = ss.waiting;
     *stalled = 0;
     if (p->num_reqs == 0) {
-        /* only loads queued (tiers): the link works while nothing
-         * computes; a load already queued completes at a later poll, so
-         * an instance with loading requests gets two more empty steps
-         * before it counts as stalled (as the single-instance replay) */
-        double load_ms = rkv_replay_plan_load_ms(r->cfg, p);
-        if (load_ms > 0 || (ss.loading > 0 && f->idle_loads[b]++ < 2)) {
-            r->now += load_ms;
-            res->load_ms_total += load_ms;
-            res->busy_ms += load_ms;
+        if (rkv_inst_idle_step(r, p, &ss, &f->idle_loads[b], res))
             return f->router ? feed_events(f, b) : RKV_OK;
-        }
         *stalled = 1;
         return RKV_OK;
     }

@@ -91,6 +91,18 @@ rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
  * they take longer: the engine overlaps them), emits tokens, commits, then
  * refuses a clock past RKV_REPLAY_MAX_SIM_MS and records the pool's peak
  * use. */
+/* A step that planned no request (ss: the scheduler's stats after it).
+ * With tiers such a plan may still have queued loads: the copy link works
+ * while nothing computes, so the clock advances by their copy time (into
+ * res->load_ms_total and busy_ms). A load queued earlier completes at a
+ * later poll, so an instance with loading requests gets two more empty
+ * steps (*idle_loads counts them; the caller zeroes it after a step that
+ * ran requests) before it counts as stalled. 1: the step advanced the
+ * instance; 0: it is stalled. */
+int rkv_inst_idle_step(sched_run *r, const rkv_batch_plan *p,
+                       const rkv_sched_stats *ss, uint8_t *idle_loads,
+                       rkv_replay_result *res);
+
 rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                              rkv_replay_result *res);
 

@@ -537,11 +537,27 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
     return collect_retention(r, res);
 }
 
+int rkv_inst_idle_step(sched_run *r, const rkv_batch_plan *p,
+                       const rkv_sched_stats *ss, uint8_t *idle_loads,
+                       rkv_replay_result *res)
+{
+    double load_ms = rkv_replay_plan_load_ms(r->cfg, p);
+    if (load_ms <= 0) {
+        if (ss->loading == 0 || *idle_loads >= 2)
+            return 0;
+        (*idle_loads)++; /* saturates: a long stall never wraps it */
+    }
+    r->now += load_ms;
+    res->load_ms_total += load_ms;
+    res->busy_ms += load_ms;
+    return 1;
+}
+
 static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
 {
     size_t n = r->wl->num_reqs;
     uint64_t steps = 0;
-    int idle_loads = 0; /* empty plans in a row while loads are pending */
+    uint8_t idle_loads = 0; /* empty plans in a row while loads pend */
     while (r->done < n) {
         rkv_status st = submit_released(r, res);
         if (st != RKV_OK)
@@ -561,15 +577,8 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
         if (ss.waiting > res->max_waiting)
             res->max_waiting = ss.waiting;
         if (p->num_reqs == 0) {
-            /* only loads queued: the link works while nothing computes;
-             * a load already queued completes at the next step's poll */
-            double load_ms = rkv_replay_plan_load_ms(r->cfg, p);
-            if (load_ms > 0 || (ss.loading > 0 && idle_loads++ < 2)) {
-                r->now += load_ms;
-                res->load_ms_total += load_ms;
-                res->busy_ms += load_ms;
+            if (rkv_inst_idle_step(r, p, &ss, &idle_loads, res))
                 continue;
-            }
             if (r->heap.n) {
                 if (r->heap.a[0].t > r->now)
                     r->now = r->heap.a[0].t;
