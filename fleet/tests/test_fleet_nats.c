@@ -100,6 +100,15 @@ static jsCtx *js2(fleet *f)
     return g_js;
 }
 
+/* A server, a router with heartbeat timeout hb_timeout_ms, n instances. */
+static void bring_up(fleet *f, const char *hb_timeout_ms, int n)
+{
+    memset(f, 0, sizeof *f);
+    nh_start(&f->h);
+    start_router(f, hb_timeout_ms);
+    add_instances(f, n);
+}
+
 static void teardown(fleet *f)
 {
     jsCtx_Destroy(g_js);
@@ -236,10 +245,7 @@ Test(fleet_nats, routes_match_trees_and_survive_kill9)
     if (!nh_have_server())
         cr_skip_test(NH_SKIP_MESSAGE);
     fleet f;
-    memset(&f, 0, sizeof f);
-    nh_start(&f.h);
-    start_router(&f, "3000");
-    add_instances(&f, 3);
+    bring_up(&f, "3000", 3);
     int live[MAXI] = {1, 1, 1};
     churn(&f, 300, 1);
     for (int i = 0; i < f.n; i++)
@@ -265,10 +271,7 @@ Test(fleet_nats, silent_instance_leaves_routing_and_comes_back)
     if (!nh_have_server())
         cr_skip_test(NH_SKIP_MESSAGE);
     fleet f;
-    memset(&f, 0, sizeof f);
-    nh_start(&f.h);
-    start_router(&f, "800");
-    add_instances(&f, 2);
+    bring_up(&f, "800", 2);
     int live[MAXI] = {1, 1, 0};
     churn(&f, 200, 4);
     cr_assert_gt(total_pages(&f, 1), 0);
@@ -288,10 +291,7 @@ Test(fleet_nats, reset_instance_gets_no_old_prefixes)
     if (!nh_have_server())
         cr_skip_test(NH_SKIP_MESSAGE);
     fleet f;
-    memset(&f, 0, sizeof f);
-    nh_start(&f.h);
-    start_router(&f, "3000");
-    add_instances(&f, 2);
+    bring_up(&f, "3000", 2);
     int live[MAXI] = {1, 1, 0};
     churn(&f, 200, 6);
     cr_assert_gt(total_pages(&f, 0), 0);
@@ -318,10 +318,7 @@ Test(fleet_nats, bad_messages_are_counted_not_fatal)
     if (!nh_have_server())
         cr_skip_test(NH_SKIP_MESSAGE);
     fleet f;
-    memset(&f, 0, sizeof f);
-    nh_start(&f.h);
-    start_router(&f, "3000");
-    add_instances(&f, 1);
+    bring_up(&f, "3000", 1);
     int live[MAXI] = {1, 0, 0};
     /* junk on every subject the router reads, a truncated real batch, a
      * batch of an unknown version */
