@@ -275,9 +275,9 @@ static void model_refresh(model *m, uint32_t x)
     }
 }
 
-/* M_NOISY, M_NOISY_INF, M_CLASS and M_CLASS_EXP are --bound's imperfect oracles (see
+/* M_NOISY, M_NOISY_INF and M_CLASS are --bound's imperfect oracles (see
  * bound_key, below main's helpers): they take their parameters from bp. */
-enum { M_LRU, M_BELADY, M_EVER, M_NOISY, M_NOISY_INF, M_CLASS, M_CLASS_EXP };
+enum { M_LRU, M_BELADY, M_EVER, M_NOISY, M_NOISY_INF, M_CLASS };
 
 typedef struct bound_params bound_params;
 static uint64_t bound_key(int mode, const pages *pg, uint64_t g, size_t req,
@@ -556,16 +556,16 @@ static void table(const char *title, const rkv_workload *wl,
  *   M_NOISY_INF  the same, but "never" stays exact (whether is known, only
  *                when is noisy), to separate the two kinds of knowledge;
  *   M_CLASS      a return classifier: label = used again within H requests,
- *                score = label + s * Z, predicted "returns" iff score > 0.5
- *                (the midpoint: equal error rates on both classes); pages
- *                predicted not to return go first, LRU inside each class.
- *                A "returns" prediction never lapses here, so a false
- *                positive stays protected for good;
- *   M_CLASS_EXP  the same prediction, but "returns within H" protects for
- *                H requests only (key = last use + H, or last use): once H
- *                has passed without a return the prediction is known wrong
- *                and the page ages as under LRU. Equal to M_CLASS with a
- *                perfect classifier, except when no unprotected page is left.
+ *                score = label + s * Z, predicted "returns" iff score > thr;
+ *                pages predicted not to return go first, LRU inside each
+ *                class. thr 0.5 is the midpoint (equal error rates on both
+ *                classes); a higher thr trades missed returns for fewer
+ *                false "returns", which matters because a small cache holds
+ *                few pages against many that never come back (the tables
+ *                show the midpoint and the best of a false-positive-rate
+ *                grid). (Letting a "returns" prediction lapse H requests
+ *                after the use measured the same as never lapsing, on the
+ *                first 3,000 requests: the cache turns over faster than H.)
  *                With equal-variance gaussians AUC = Phi(1 / (s sqrt 2)),
  *                so s is set from the AUC asked for; the AUC of the scores
  *                actually drawn is measured and printed beside it.
@@ -579,8 +579,8 @@ static void table(const char *title, const rkv_workload *wl,
 struct bound_params {
     double sigma;  /* M_NOISY*: lognormal sigma of the next-use distance */
     double s;      /* M_CLASS: score noise                                */
+    double thr;    /* M_CLASS: score threshold for "returns"              */
     uint32_t h;    /* M_CLASS: horizon in requests (H_INF: ever)          */
-    uint32_t pad;
 };
 
 static uint64_t splitmix64(uint64_t x)
@@ -611,12 +611,9 @@ static uint64_t bound_key(int mode, const pages *pg, uint64_t g, size_t req,
                           uint64_t clock, const bound_params *bp)
 {
     double z = gauss_of(g);
-    if (mode == M_CLASS || mode == M_CLASS_EXP) {
+    if (mode == M_CLASS) {
         double score = bound_label(pg, g, req, bp->h) + bp->s * z;
-        if (mode == M_CLASS)
-            return (uint64_t)(score > 0.5) << 62 | clock;
-        /* clock counts requests, so H is in the clock's unit */
-        return clock + (score > 0.5 ? (bp->h == H_INF ? 1ull << 40 : bp->h) : 0);
+        return (uint64_t)(score > bp->thr) << 62 | clock;
     }
     uint32_t nx = pg->next[g];
     if (nx == UINT32_MAX && mode == M_NOISY_INF)
@@ -665,8 +662,13 @@ static int scored_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Rank-sum AUC of n scored samples (ties count half); sorts sc. */
-static double auc_of(scored *sc, size_t n)
+/* Rank-sum AUC of n scored samples (ties count half); sorts sc. tpr (may
+ * be NULL) gets the true-positive rate at false-positive rates 0.1 % and
+ * 1 %: cutting from the top score down, whole tie groups only (a bin is
+ * protected or not), the last cut within the rate -- the low-FPR corner
+ * is what a small cache's protection lives on (table (b)). */
+static const double tpr_fpr[2] = {0.001, 0.01};
+static double auc_of(scored *sc, size_t n, double *tpr)
 {
     qsort(sc, n, sizeof *sc, scored_cmp);
     double P = 0, N = 0, negs = 0, sum = 0;
@@ -684,6 +686,25 @@ static double auc_of(scored *sc, size_t n)
         N += q;
         i = j;
     }
+    for (int f = 0; tpr != NULL && f < 2; f++) {
+        double tp = 0, fp = 0;
+        tpr[f] = 0;
+        for (size_t j = n; j > 0;) {
+            size_t i = j;
+            double p = 0, q = 0;
+            while (i > 0 && sc[i - 1].v == sc[j - 1].v) {
+                p += sc[i - 1].y;
+                q += !sc[i - 1].y;
+                i--;
+            }
+            if (fp + q > tpr_fpr[f] * N)
+                break;
+            tp += p;
+            fp += q;
+            j = i;
+        }
+        tpr[f] = P > 0 ? tp / P : 0;
+    }
     return P > 0 && N > 0 ? sum / (P * N) : 0.5;
 }
 
@@ -697,7 +718,7 @@ static double class_scores_auc(const pages *pg, uint32_t h, double s)
             sc[g].y = (uint8_t)bound_label(pg, g, i, h);
             sc[g].v = sc[g].y + s * gauss_of(g);
         }
-    double a = auc_of(sc, n);
+    double a = auc_of(sc, n, NULL);
     free(sc);
     return a;
 }
@@ -734,9 +755,12 @@ static const char *const feat_name[NFEAT] = {
  * tree on that feature, the best such a table can rank). all: every page
  * access; ends: last pages of requests with two pages or more (the leaf
  * ends the learned policy classifies; at H = 600 its class AUC is the one
- * --explain prints). */
-static void feature_aucs(const pages *pg, uint32_t h, double *auc_all,
-                         double *auc_ends)
+ * --explain prints); rest: every access but those of a request's first
+ * page (one shared system prompt here, used by every request, which every
+ * policy keeps: its easy positives would otherwise fill the low-FPR
+ * corner). The TPRs are over the rest. */
+static void feature_aucs(const pages *pg, uint32_t h, double (*auc)[3],
+                         double (*tpr)[2])
 {
     uint64_t total = pg->off[pg->nreq], cap = 1;
     while (cap < 2 * total + 2)
@@ -811,24 +835,26 @@ static void feature_aucs(const pages *pg, uint32_t h, double *auc_all,
     double *tot = xmalloc(FEAT_BINS * sizeof *tot), *pos = xmalloc(FEAT_BINS * sizeof *pos);
     scored *sc = xmalloc((total ? total : 1) * sizeof *sc);
     for (int f = 0; f < NFEAT; f++)
-        for (int e = 0; e < 2; e++) {
+        for (int e = 0; e < 3; e++) {
             memset(tot, 0, FEAT_BINS * sizeof *tot);
             memset(pos, 0, FEAT_BINS * sizeof *pos);
             for (uint64_t g = 0; g < total; g++)
-                if (!e || isend[g]) {
+                if (e == 0 || (e == 1 && isend[g]) ||
+                    (e == 2 && pg->kind[g] != KIND_FIRST)) {
                     tot[bin[g * NFEAT + f]] += 1;
                     pos[bin[g * NFEAT + f]] += lab[g];
                 }
             size_t n = 0;
             for (uint64_t g = 0; g < total; g++)
-                if (!e || isend[g]) {
+                if (e == 0 || (e == 1 && isend[g]) ||
+                    (e == 2 && pg->kind[g] != KIND_FIRST)) {
                     uint32_t b = bin[g * NFEAT + f];
                     /* share, then bin: equal shares of different bins
                      * stay distinct values only through the share */
                     sc[n].v = pos[b] / tot[b];
                     sc[n++].y = lab[g];
                 }
-            (e ? auc_ends : auc_all)[f] = auc_of(sc, n);
+            auc[f][e] = auc_of(sc, n, e == 2 ? tpr[f] : NULL);
         }
     free(sc);
     free(tot);
@@ -842,6 +868,28 @@ static void feature_aucs(const pages *pg, uint32_t h, double *auc_all,
     free(last);
     free(ekey);
     free(edepth);
+}
+
+/* Best hit rate of M_CLASS over a grid of thresholds: the midpoint and the
+ * thresholds that give false-positive rates 10 % .. 0.01 % on the negatives'
+ * N(0, s^2) scores. *fpr gets the best one's rate (0.5 marks the
+ * midpoint, whose rate is Phi(-0.5 / s)). */
+static const double fprs[] = {0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4};
+static double class_best(const pages *pg, uint64_t cap_pages, uint32_t h,
+                         double s, double *fpr)
+{
+    bound_params bp = {0, s, 0.5, h};
+    double best = bound_hit(pg, cap_pages, M_CLASS, &bp);
+    *fpr = 0.5;
+    for (size_t k = 0; s > 0 && k < sizeof fprs / sizeof fprs[0]; k++) {
+        bp.thr = s * probit(1 - fprs[k]);
+        double hr = bound_hit(pg, cap_pages, M_CLASS, &bp);
+        if (hr > best) {
+            best = hr;
+            *fpr = fprs[k];
+        }
+    }
+    return best;
 }
 
 static void ratio_cols(double hit, double lru, double bel)
@@ -942,65 +990,79 @@ static void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps
     /* (b): first the horizon, with a perfect classifier (AUC 1) */
     printf("\n(b) classifier oracle: label \"used again within H requests\", "
            "score = label + s Z (s from the AUC), predicted-not-reused first, "
-           "then LRU\n    hard: a \"reused\" prediction never lapses; expiry: "
-           "it protects for H requests after the use\n");
-    hdr_caps(caps, ncaps, "                    ");
+           "then LRU\n");
+    hdr_caps(caps, ncaps, "                ");
     uint32_t best_h[BOUND_CAPS] = {0};
     double best_hit[BOUND_CAPS] = {0};
-    for (int v = 0; v < 2; v++)
-        for (size_t k = 0; k < NH; k++) {
-            bound_params bp = {0, 0, horizons[k], 0};
-            if (horizons[k] == H_INF)
-                printf("AUC 1  %-6s H  ever", v ? "expiry" : "hard");
-            else
-                printf("AUC 1  %-6s H %5u", v ? "expiry" : "hard", horizons[k]);
-            for (int c = 0; c < ncaps; c++) {
-                double hr = bound_hit(&pg, cp[c], v ? M_CLASS_EXP : M_CLASS, &bp);
-                ratio_cols(hr, lru[c], bel[c]);
-                if (hr > best_hit[c]) {
-                    best_hit[c] = hr;
-                    best_h[c] = horizons[k];
-                }
+    for (size_t k = 0; k < NH; k++) {
+        bound_params bp = {0, 0, 0.5, horizons[k]};
+        if (horizons[k] == H_INF)
+            printf("AUC 1   H  ever ");
+        else
+            printf("AUC 1   H %5u ", horizons[k]);
+        for (int c = 0; c < ncaps; c++) {
+            double hr = bound_hit(&pg, cp[c], M_CLASS, &bp);
+            ratio_cols(hr, lru[c], bel[c]);
+            if (hr > best_hit[c]) {
+                best_hit[c] = hr;
+                best_h[c] = horizons[k];
             }
-            printf("\n");
         }
+        printf("\n");
+    }
     for (int c = 0; c < ncaps; c++) {
         char t[32];
         if (best_h[c] == H_INF)
             snprintf(t, sizeof t, "ever");
         else
             snprintf(t, sizeof t, "%u", best_h[c]);
-        printf("\ncapacity %llu, best H %s: AUC asked [AUC of the scores drawn]\n",
+        printf("\ncapacity %llu, best H %s: AUC asked [AUC of the scores drawn]; "
+               "threshold: midpoint | best false-positive rate of the grid\n",
                (unsigned long long)caps[c], t);
-        printf("%20s  %-31s  %-31s\n", "", "---- hard ----", "---- expiry ----");
+        printf("%18s  %-31s  %-31s\n", "", "---- midpoint ----", "---- best threshold ----");
         for (size_t k = 0; k < NAUC; k++) {
-            double s = noise_for_auc(aucs[k]);
-            bound_params bp = {0, s, best_h[c], 0};
-            printf("AUC %5.3f [%5.3f]   ", aucs[k], class_scores_auc(&pg, best_h[c], s));
+            double s = noise_for_auc(aucs[k]), fpr;
+            bound_params bp = {0, s, 0.5, best_h[c]};
+            printf("AUC %5.3f [%5.3f] ", aucs[k], class_scores_auc(&pg, best_h[c], s));
             ratio_cols(bound_hit(&pg, cp[c], M_CLASS, &bp), lru[c], bel[c]);
-            ratio_cols(bound_hit(&pg, cp[c], M_CLASS_EXP, &bp), lru[c], bel[c]);
-            printf("\n");
+            ratio_cols(class_best(&pg, cp[c], best_h[c], s, &fpr), lru[c], bel[c]);
+            if (fpr == 0.5)
+                printf("  threshold: midpoint\n");
+            else
+                printf("  threshold: FPR %g\n", fpr);
         }
         /* Lowest AUC that reaches the target (bisection over [0.5, 1];
          * hit rate rises with AUC on the rows above, checked, not assumed) */
         for (int v = 0; v < 2; v++) {
-            int mode = v ? M_CLASS_EXP : M_CLASS;
-            bound_params bp = {0, 0, best_h[c], 0};
-            printf("  %-6s lowest AUC reaching the target %.2f%%: ",
-                   v ? "expiry" : "hard", 100 * target[c]);
-            if (bound_hit(&pg, cp[c], mode, &bp) < target[c]) {
+            double fpr;
+            printf("  %-14s lowest AUC reaching the target %.2f%%: ",
+                   v ? "best threshold" : "midpoint", 100 * target[c]);
+            if (best_hit[c] < target[c]) {
                 printf("not reached at AUC 1\n");
                 continue;
             }
-            double lo = 0.5, hi = 1.0;
+            double lo = 0.5, hi = 1.0, hi_fpr = 0.5;
             for (int it = 0; it < 12; it++) {
-                bp.s = noise_for_auc((lo + hi) / 2);
-                if (bound_hit(&pg, cp[c], mode, &bp) >= target[c])
+                double s = noise_for_auc((lo + hi) / 2);
+                bound_params bp = {0, s, 0.5, best_h[c]};
+                fpr = 0.5;
+                double hr = v ? class_best(&pg, cp[c], best_h[c], s, &fpr)
+                              : bound_hit(&pg, cp[c], M_CLASS, &bp);
+                if (hr >= target[c]) {
                     hi = (lo + hi) / 2;
-                else
+                    hi_fpr = fpr;
+                } else {
                     lo = (lo + hi) / 2;
+                }
             }
-            printf("%.4f\n", hi);
+            /* the operating point: with scores label + s Z, a threshold
+             * at false-positive rate f keeps a share Phi(1/s - Phi^-1(1-f))
+             * of the returning pages */
+            double s = noise_for_auc(hi);
+            double thr = hi_fpr == 0.5 ? 0.5 : s * probit(1 - hi_fpr);
+            double fp = s > 0 ? 0.5 * erfc(thr / s / sqrt(2.0)) : 0;
+            double tpr = s > 0 ? 0.5 * erfc((thr - 1) / s / sqrt(2.0)) : 1;
+            printf("%.4f (FPR %.4f, TPR %.3f)\n", hi, fp, tpr);
         }
     }
 
@@ -1021,19 +1083,23 @@ static void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps
     for (int k = 0; k < nhs; k++) {
         char t[48];
         if (hs[k] == H_INF)
-            snprintf(t, sizeof t, "H ever all/ends");
+            snprintf(t, sizeof t, "H ever: AUC all/ends/rest");
         else
-            snprintf(t, sizeof t, "H %u all/ends", hs[k]);
-        printf(" %16s", t);
+            snprintf(t, sizeof t, "H %u: AUC all/ends/rest", hs[k]);
+        printf(" %-17s", t);
     }
-    printf("\n");
-    double aa[BOUND_CAPS + 1][NFEAT], ae[BOUND_CAPS + 1][NFEAT];
+    printf("    rest: TPR at FPR 0.1%%/1%%, same H order\n");
+    double au[BOUND_CAPS + 1][NFEAT][3];
+    double tp[BOUND_CAPS + 1][NFEAT][2];
     for (int k = 0; k < nhs; k++)
-        feature_aucs(&pg, hs[k], aa[k], ae[k]);
+        feature_aucs(&pg, hs[k], au[k], tp[k]);
     for (int f = 0; f < NFEAT; f++) {
         printf("%-64s", feat_name[f]);
         for (int k = 0; k < nhs; k++)
-            printf("      %5.3f/%5.3f", aa[k][f], ae[k][f]);
+            printf(" %5.3f/%5.3f/%5.3f", au[k][f][0], au[k][f][1], au[k][f][2]);
+        printf("   ");
+        for (int k = 0; k < nhs; k++)
+            printf(" %6.3f/%5.3f", tp[k][f][0], tp[k][f][1]);
         printf("\n");
     }
     pages_free(&pg);
