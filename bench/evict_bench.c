@@ -41,7 +41,10 @@
  * times with lognormal noise, (b) a "used again within H requests"
  * classifier of a given ROC AUC, LRU inside its two classes, and (c) the
  * AUC that the learned policy's classes and simple online tree features
- * reach for that label (see bound_key and feature_aucs).
+ * reach for that label, and those features replayed as the classifier of
+ * (b) (see bound_key and feature_aucs). The synthetic scores of (b) err
+ * independently per access; the replays show what correlated errors of
+ * real features give at the same AUC.
  *
  * Usage: evict_bench [--trace FILE] [--policies a,b,...] [--quick] [--explain]
  *                    [--bound] [--capacity-tokens N]...
@@ -581,6 +584,7 @@ struct bound_params {
     double s;      /* M_CLASS: score noise                                */
     double thr;    /* M_CLASS: score threshold for "returns"              */
     uint32_t h;    /* M_CLASS: horizon in requests (H_INF: ever)          */
+    const double *score; /* M_CLASS: per-access scores instead of label + s Z */
 };
 
 static uint64_t splitmix64(uint64_t x)
@@ -612,7 +616,8 @@ static uint64_t bound_key(int mode, const pages *pg, uint64_t g, size_t req,
 {
     double z = gauss_of(g);
     if (mode == M_CLASS) {
-        double score = bound_label(pg, g, req, bp->h) + bp->s * z;
+        double score = bp->score != NULL ? bp->score[g]
+                                         : bound_label(pg, g, req, bp->h) + bp->s * z;
         return (uint64_t)(score > bp->thr) << 62 | clock;
     }
     uint32_t nx = pg->next[g];
@@ -723,6 +728,12 @@ static double class_scores_auc(const pages *pg, uint32_t h, double s)
     return a;
 }
 
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static uint32_t log2_bin(uint64_t v, uint32_t max)
 {
     uint32_t b = 0;
@@ -760,7 +771,7 @@ static const char *const feat_name[NFEAT] = {
  * policy keeps: its easy positives would otherwise fill the low-FPR
  * corner). The TPRs are over the rest. */
 static void feature_aucs(const pages *pg, uint32_t h, double (*auc)[3],
-                         double (*tpr)[2])
+                         double (*tpr)[2], double *const *score_out)
 {
     uint64_t total = pg->off[pg->nreq], cap = 1;
     while (cap < 2 * total + 2)
@@ -855,6 +866,12 @@ static void feature_aucs(const pages *pg, uint32_t h, double (*auc)[3],
                     sc[n++].y = lab[g];
                 }
             auc[f][e] = auc_of(sc, n, e == 2 ? tpr[f] : NULL);
+            /* every access's bin share: the in-sample classifier that
+             * the page model replays for the last rows of table (c) */
+            for (uint64_t g = 0; e == 0 && score_out[f] != NULL && g < total; g++) {
+                uint32_t b = bin[g * NFEAT + f];
+                score_out[f][g] = pos[b] / tot[b];
+            }
         }
     free(sc);
     free(tot);
@@ -878,7 +895,7 @@ static const double fprs[] = {0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4};
 static double class_best(const pages *pg, uint64_t cap_pages, uint32_t h,
                          double s, double *fpr)
 {
-    bound_params bp = {0, s, 0.5, h};
+    bound_params bp = {0, s, 0.5, h, NULL};
     double best = bound_hit(pg, cap_pages, M_CLASS, &bp);
     *fpr = 0.5;
     for (size_t k = 0; s > 0 && k < sizeof fprs / sizeof fprs[0]; k++) {
@@ -957,7 +974,7 @@ static void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps
     for (int v = 0; v < 2; v++) {
         int mode = v ? M_NOISY_INF : M_NOISY;
         for (size_t k = 0; k < NSIG; k++) {
-            bound_params bp = {sigmas[k], 0, 0, 0};
+            bound_params bp = {sigmas[k], 0, 0, 0, NULL};
             printf("%-8s sigma %3.1f", v ? "whether" : "all", sigmas[k]);
             for (int c = 0; c < ncaps; c++)
                 ratio_cols(bound_hit(&pg, cp[c], mode, &bp), lru[c], bel[c]);
@@ -970,7 +987,7 @@ static void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps
         printf("%-8s largest sigma reaching the target:", v ? "whether" : "all");
         for (int c = 0; c < ncaps; c++) {
             double lo = 0, hi = 4;
-            bound_params bp = {hi, 0, 0, 0};
+            bound_params bp = {hi, 0, 0, 0, NULL};
             if (bound_hit(&pg, cp[c], v ? M_NOISY_INF : M_NOISY, &bp) >= target[c]) {
                 printf("  %llu: > 4", (unsigned long long)caps[c]);
                 continue;
@@ -995,7 +1012,7 @@ static void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps
     uint32_t best_h[BOUND_CAPS] = {0};
     double best_hit[BOUND_CAPS] = {0};
     for (size_t k = 0; k < NH; k++) {
-        bound_params bp = {0, 0, 0.5, horizons[k]};
+        bound_params bp = {0, 0, 0.5, horizons[k], NULL};
         if (horizons[k] == H_INF)
             printf("AUC 1   H  ever ");
         else
@@ -1022,7 +1039,7 @@ static void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps
         printf("%18s  %-31s  %-31s\n", "", "---- midpoint ----", "---- best threshold ----");
         for (size_t k = 0; k < NAUC; k++) {
             double s = noise_for_auc(aucs[k]), fpr;
-            bound_params bp = {0, s, 0.5, best_h[c]};
+            bound_params bp = {0, s, 0.5, best_h[c], NULL};
             printf("AUC %5.3f [%5.3f] ", aucs[k], class_scores_auc(&pg, best_h[c], s));
             ratio_cols(bound_hit(&pg, cp[c], M_CLASS, &bp), lru[c], bel[c]);
             ratio_cols(class_best(&pg, cp[c], best_h[c], s, &fpr), lru[c], bel[c]);
@@ -1044,7 +1061,7 @@ static void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps
             double lo = 0.5, hi = 1.0, hi_fpr = 0.5;
             for (int it = 0; it < 12; it++) {
                 double s = noise_for_auc((lo + hi) / 2);
-                bound_params bp = {0, s, 0.5, best_h[c]};
+                bound_params bp = {0, s, 0.5, best_h[c], NULL};
                 fpr = 0.5;
                 double hr = v ? class_best(&pg, cp[c], best_h[c], s, &fpr)
                               : bound_hit(&pg, cp[c], M_CLASS, &bp);
@@ -1091,8 +1108,9 @@ static void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps
     printf("    rest: TPR at FPR 0.1%%/1%%, same H order\n");
     double au[BOUND_CAPS + 1][NFEAT][3];
     double tp[BOUND_CAPS + 1][NFEAT][2];
+    double *none[NFEAT] = {NULL};
     for (int k = 0; k < nhs; k++)
-        feature_aucs(&pg, hs[k], au[k], tp[k]);
+        feature_aucs(&pg, hs[k], au[k], tp[k], none);
     for (int f = 0; f < NFEAT; f++) {
         printf("%-64s", feat_name[f]);
         for (int k = 0; k < nhs; k++)
@@ -1102,6 +1120,53 @@ static void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps
             printf(" %6.3f/%5.3f", tp[k][f][0], tp[k][f][1]);
         printf("\n");
     }
+
+    /* The direct test: replay the in-sample feature classifiers at each
+     * capacity's best H (bins' return share as the score, pages above a
+     * threshold protected, LRU inside; the best of a protected-share grid).
+     * In-sample, so optimistic: the shares are this trace's own labels. */
+    static const int rf[] = {F_CLASS, F_CLASS_AGE, F_TREE, F_TREE_AGE};
+    static const double qs[] = {0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7};
+    uint64_t total = pg.off[pg.nreq];
+    double *sc[NFEAT] = {NULL}, *sorted = xmalloc(total * sizeof *sorted);
+    for (size_t r = 0; r < sizeof rf / sizeof rf[0]; r++)
+        sc[rf[r]] = xmalloc(total * sizeof *sc[rf[r]]);
+    printf("\nreplayed as classifiers at each capacity's best H (protected: "
+           "bin share above the threshold; best protected share of accesses)\n");
+    double hit[BOUND_CAPS][NFEAT], share[BOUND_CAPS][NFEAT];
+    for (int c = 0; c < ncaps; c++) {
+        double a2[NFEAT][3], t2[NFEAT][2];
+        feature_aucs(&pg, best_h[c], a2, t2, sc);
+        for (size_t r = 0; r < sizeof rf / sizeof rf[0]; r++) {
+            int f = rf[r];
+            memcpy(sorted, sc[f], total * sizeof *sorted);
+            qsort(sorted, total, sizeof *sorted, dbl_cmp);
+            hit[c][f] = -1;
+            for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
+                bound_params bp = {0, 0, sorted[(size_t)((1 - qs[k]) * (double)(total - 1))],
+                                   best_h[c], sc[f]};
+                double hr = bound_hit(&pg, cp[c], M_CLASS, &bp);
+                if (hr > hit[c][f]) {
+                    hit[c][f] = hr;
+                    share[c][f] = qs[k];
+                }
+            }
+        }
+    }
+    hdr_caps(caps, ncaps, "                                                                ");
+    for (size_t r = 0; r < sizeof rf / sizeof rf[0]; r++) {
+        int f = rf[r];
+        printf("%-64s", feat_name[f]);
+        for (int c = 0; c < ncaps; c++)
+            ratio_cols(hit[c][f], lru[c], bel[c]);
+        printf("   protected");
+        for (int c = 0; c < ncaps; c++)
+            printf(" %.3f", share[c][f]);
+        printf("\n");
+    }
+    for (int f = 0; f < NFEAT; f++)
+        free(sc[f]);
+    free(sorted);
     pages_free(&pg);
 }
 
