@@ -220,6 +220,10 @@ int rkv_tier_lru_wants(const rkv_tree *t, uint32_t id)
     const rkv_tnode *x = &t->nodes[id];
     if (!l_is_lower(t, id))
         return 0;
+    /* the lowest tier never drops a pinned page (drop_pinned: pins are
+     * never lowered, so lpin stays 0) */
+    if (t->tn[id].lpin > 0 && rkv_tier_is_lowest(t, id))
+        return 0;
     if (t->tier->disk == NULL || l_is_disk(t, id))
         return x->first_child == RKV_NIL;
     for (uint32_t c = x->first_child; c != RKV_NIL; c = t->nodes[c].next_sib)
@@ -317,6 +321,17 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
                               int free_root)
 {
     rkv_tier *tr = t->tier;
+    /* pins through the pages that go are revoked first (their pages leave
+     * the tree: a failed copy, a corrupt read, an insert conflict), so
+     * every node dropped below has lpin 0 */
+    if (t->tn[id].lpin > 0) {
+        if (from < t->nodes[id].num_pages)
+            rkv_lpin_revoke_through(t, id);
+        else
+            for (uint32_t c = t->nodes[id].first_child; c != RKV_NIL;
+                 c = t->nodes[c].next_sib)
+                rkv_lpin_revoke_through(t, c);
+    }
     /* the subtree first, a leaf at a time */
     while (t->nodes[id].first_child != RKV_NIL) {
         uint32_t y = t->nodes[id].first_child;
@@ -397,6 +412,7 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
 {
     rkv_tier *tr = t->tier;
     rkv_hlru_unlink(t, id);
+    rkv_lpin_acct(t, id, 0); /* its pinned pages move host -> disk */
     tr->busy = id; /* the disk LRU may drop its children meanwhile */
     uint64_t ns = rkv_tier_node_ns(t, id);
     uint32_t m = t->nodes[id].num_pages, j = m;
@@ -432,12 +448,15 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
         tp[i].slot = RKV_NO_TSLOT;
     }
     t->tn[id].flags |= RKV_TN_DISK;
+    rkv_lpin_acct(t, id, 1);
     tr->busy = RKV_NIL;
     uint32_t p = t->nodes[id].parent;
-    if (j < m)
+    if (j < m) {
         rkv_tier_drop_lower_from(t, id, j, 1); /* places id or its parent */
-    else
+    } else {
         rkv_hlru_place(t, id);
+        rkv_lpin_enforce(t, id);
+    }
     if (j > 0 && l_is_lower(t, p))
         rkv_hlru_place(t, p); /* may have lost its last host child */
 }
@@ -618,6 +637,7 @@ void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
     memcpy(rkv_tnode_tpages(t, x), otp + k, (size_t)x->num_pages * sizeof *otp);
     t->tn[nid].flags = t->tn[xid].flags;
     t->tn[nid].hits = t->tn[xid].hits;
+    t->tn[nid].lpin = t->tn[xid].lpin; /* the head is on every pin's path */
     t->tn[nid].lchild = RKV_NIL;
     if (t->tn[xid].flags & RKV_TN_LOWER) {
         t->tier->lower_nodes++;
@@ -719,17 +739,19 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
     t->evicted_nodes++;
     /* x is LOWER from here (children: its former lower list) */
     t->tn[id].flags = RKV_TN_LOWER;
+    rkv_lpin_acct(t, id, 1); /* a lowered pin's pages reach the host */
     x->first_child = t->tn[id].lchild;
     t->tn[id].lchild = RKV_NIL;
     rkv_tier_link_sib(t, p, id);
     tr->lower_nodes++;
     rkv_tnode_bump_gen(x);
     if (j < m) {
-        if (j > 0)
-            tr->st.failed_stores += 0; /* counted where it failed */
+        /* failures counted where they happened; pins through the pages
+         * that go are revoked there */
         rkv_tier_drop_lower_from(t, id, j, 0);
     } else {
         rkv_hlru_place(t, id); /* a leaf, or (disk below) a host frontier */
+        rkv_lpin_enforce(t, id);
     }
     rkv_tnode *px = &t->nodes[p];
     px->children_epoch = ++t->epoch;
@@ -888,10 +910,15 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     tr->qcap = cfg->store_queue;
     tr->q = q;
     tr->drop_pinned = cfg->drop_pinned;
+    /* each lower medium's pinned pages: the tree's pin percentage of it */
+    tr->lpin_cap[medium] = rkv_store_capacity_blocks(low) * t->pin_pct / 100;
+    if (low2 != NULL)
+        tr->lpin_cap[RKV_MEDIUM_DISK] =
+            rkv_store_capacity_blocks(low2) * t->pin_pct / 100;
     tr->lru_head = tr->lru_tail = RKV_NIL;
     tr->next_ticket = 1;
     for (uint32_t i = 0; i < t->nodes_cap; i++)
-        tn[i] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
+        tn[i] = RKV_TTN_EMPTY;
     t->tier = tr;
     t->tn = tn;
     t->tpage_bytes = sizeof(rkv_tpage);
@@ -922,8 +949,9 @@ void rkv_tier_drop_all(rkv_tree *t)
         x->num_pages = 0;
     }
     for (uint32_t y = 0; y < t->nodes_cap; y++)
-        t->tn[y] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
+        t->tn[y] = RKV_TTN_EMPTY;
     tr->lower_nodes = 0;
+    memset(tr->lpinned, 0, sizeof tr->lpinned); /* pins went first */
     tr->lru_head = tr->lru_tail = RKV_NIL;
     tr->dlru_head = tr->dlru_tail = RKV_NIL;
     tr->qhead = tr->qlen = 0;
