@@ -33,7 +33,8 @@
  *     rkv_tree_retain, then one entry per slot) holds each node's priority
  *     and pin_count = pins ending at it + its children's pin_count. A pin
  *     holds an internal lease on its node, so pinned paths are locked
- *     (pin_count <= lock_count); pinned_blocks = pages of nodes with
+ *     (pin_count <= lock_count); a LOWERED pin (tree_lower_pin.c) holds
+ *     none and is counted in tn[].lpin instead; pinned_blocks = pages of nodes with
  *     pin_count > 0 <= pin_cap_blocks. Pins live in pins[] and a min-heap
  *     of deadlines; every live pin's deadline is > now_ms.
  *   - lock_count of a node = live leases on it + lock_count of its children

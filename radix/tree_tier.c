@@ -50,34 +50,28 @@
  *   it. Unlike HiCache, the disk copy is exclusive: a load from the disk
  *   frees it under every policy (device pages' copies are host copies, so
  *   "already on disk" never arises when the host writes back); a page
- *   promoted from the disk goes down through the host again. (6) Pins: a
- *   pinned page holds a lease, and locked pages are never demoted, so a
- *   pin keeps its pages on the device (drop_pinned has nothing more to
- *   decide until pins reach lower tiers). Under device pressure
- *   rkv_tree_alloc_blocks revokes pins (earliest deadline first, only pins
- *   nothing else locks) and the freed pages are then DEMOTED like any
- *   other, so with a tier a revoked pin's pages stay in the tree below.
- *   NOT done: demoting a pinned page while its pin holds. It needs LOWER
- *   nodes that are locked (a pin is a lease whose lock_count runs from its
- *   node to the root), and that breaks what every lock user assumes:
- *   rkv_lease_unlock_slot / rkv_tree_lock (tree_lease.c) move a path's
- *   pages between evictable_blocks and locked_blocks and relist nodes on
- *   the DEVICE LRU, so they would have to learn LOWER nodes (no device
- *   pages to count, the host LRU to relist on when the last pin goes);
- *   yield_blocks (rkv_yield_pages, kept exact on every lock/pin change and
- *   recomputed by rkv_retain_check) counts pages that revoking frees on
- *   the DEVICE, so every demotion and load of a pinned node would have to
- *   move its pages out of and back into it, and pinned_blocks (the cap,
- *   in pool pages) would have to decide whether lower pages count; the
- *   device LRU never lists locked nodes, so eviction would need a second
- *   list of pin-only device frontier nodes to demote from (oldest first)
- *   before revoking; the host and disk LRUs would have to skip pinned
- *   nodes unless drop_pinned; and rkv_tree_load's LOADING conversion,
- *   its revert and rkv_tier_check all rely on "a LOWER node is never
- *   locked". Each of these is small, but together they touch every
- *   counter rkv_tree_check verifies, in four files another helper
- *   (retention) also changes; it was left for a session that can change
- *   them together.
+ *   promoted from the disk goes down through the host again. (6) Pins
+ *   (issue 13; radix/tree_lower_pin.c): a pin holds a lease, and locked
+ *   pages are never demoted, so while device memory allows a pin keeps
+ *   its pages on the device. Under device pressure rkv_tree_alloc_blocks
+ *   takes pins in the old order (earliest deadline first, only pins
+ *   nothing else locks) but, with a tier attached and drop_pinned off,
+ *   LOWERS them instead of revoking: the lease goes (so every device
+ *   counter -- locked/evictable/yield/pinned_blocks -- moves exactly as on
+ *   a revocation, and "a LOWER node is never locked" still holds) while
+ *   the pin entry stays and its path counts it in tn[].lpin. The pages are
+ *   then demoted like any other; the lowest tier's LRU does not list nodes
+ *   with lpin > 0, so it never drops them (the host of a chain may still
+ *   write them down to the disk). Pinned lower pages are counted per
+ *   medium (tier->lpinned, adjusted wherever a node's flags, pages or lpin
+ *   change: demotion, host -> disk, LOADING and back, revocation) and
+ *   capped at max_pinned_pct of each store; pins through a node that
+ *   would pass its medium's cap, or whose pages leave the tree (failed
+ *   copy, corrupt read, insert conflict: rkv_tier_drop_lower_from) are
+ *   revoked first. This was preferred to locked LOWER nodes (a pin that
+ *   keeps its lease below the device), which would have made every lock
+ *   user (tree_lease.c, yield_blocks, the device LRU, loads) learn LOWER
+ *   nodes. drop_pinned = 1 keeps the old behaviour: pressure revokes.
  *
  * Invariants (rkv_tier_check verifies them):
  *   - device nodes (flags 0) and LOADING nodes hang on their parent's
@@ -96,7 +90,9 @@
  *     node never hangs under a DISK node;
  *   - the host LRU lists exactly the LOWER host nodes the host may evict
  *     (leaves; with a disk below, nodes with no host child), the disk LRU
- *     exactly the DISK leaves, each oldest first.
+ *     exactly the DISK leaves, each oldest first; the lowest tier's LRU
+ *     lists no node a lowered pin passes through (lpin > 0; the counters:
+ *     rkv_lpin_check).
  */
 #include <stdlib.h>
 #include <string.h>
