@@ -45,7 +45,8 @@ enum {
 
 /* tiers, scheduler side (issue 12): link bandwidths, swap, the sweep over
  * host capacity */
-enum { OPT_PCIE_GBPS = 512, OPT_DISK_GBPS, OPT_SWAP, OPT_HOST_CAPACITIES };
+enum { OPT_PCIE_GBPS = 512, OPT_DISK_GBPS, OPT_SWAP, OPT_HOST_CAPACITIES,
+       OPT_DROP_PINNED };
 
 #define FOR_R 1u
 #define FOR_S 2u
@@ -109,6 +110,7 @@ static const optdef optdefs[] = {
     {"retention", required_argument, OPT_RETENTION, FOR_B},
     {"pin-ttl-ms", required_argument, OPT_PIN_TTL, FOR_B},
     {"pin-cap-pct", required_argument, OPT_PIN_CAP, FOR_B},
+    {"drop-pinned", no_argument, OPT_DROP_PINNED, FOR_B},
     {"trace-format", required_argument, OPT_TRACE_FORMAT, FOR_B},
     {"block-tokens", required_argument, OPT_BLOCK_TOKENS, FOR_B},
     {"tool-share", required_argument, OPT_TOOL_SHARE, FOR_B},
@@ -539,6 +541,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_PCIE_GBPS: m->pcie_gbps = need_real(e, f, v, 1e-6, 1e6); break;
     case OPT_DISK_GBPS: m->disk_gbps = need_real(e, f, v, 1e-6, 1e6); break;
     case OPT_SWAP: o->rc.swap = 1; break;
+    case OPT_DROP_PINNED: o->rc.drop_pinned = 1; break;
     case OPT_HOST_CAPACITIES: o->host_caps_arg = v; break;
     case OPT_JSON: o->json = 1; break;
     case OPT_NO_PROGRESS: o->progress = 0; break;
@@ -889,9 +892,11 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
                 rkv_trace_format_name(o->trace_format), o->block_tokens);
     else
         fputs(",\"trace_format\":null,\"block_tokens\":null", f);
-    fprintf(f, ",\"retention\":\"%s\",\"pin_ttl_ms\":%llu,\"pin_cap_pct\":%u",
+    fprintf(f, ",\"retention\":\"%s\",\"pin_ttl_ms\":%llu,\"pin_cap_pct\":%u,"
+               "\"drop_pinned\":%s",
             rkv_replay_retention_name(rc->retention),
-            (unsigned long long)rc->retention_ttl_ms, rc->max_pinned_pct);
+            (unsigned long long)rc->retention_ttl_ms, rc->max_pinned_pct,
+            rc->drop_pinned ? "true" : "false");
     fprintf(f, ",\"model_layers\":%u,\"model_hidden\":%u,\"model_kv_heads\":%u,"
                "\"model_head_dim\":%u,\"model_params\":%.15g,\"weight_bytes\":%.15g,"
                "\"kv_bytes\":%.15g,\"gpu_tflops\":%.15g,\"gpu_bandwidth_tbs\":%.15g,"

@@ -110,12 +110,13 @@ static void json_retention(FILE *f, const rkv_replay_config *cfg,
                r->other_hit_tokens, &r->other_ttft_ms);
     fprintf(f, ",\"pins_made\":%llu,\"pins_renewed\":%llu,\"pins_refused\":%llu,"
                "\"pins_expired\":%llu,\"pins_released\":%llu,"
-               "\"pins_revoked\":%llu}",
+               "\"pins_revoked\":%llu,\"pins_demoted\":%llu}",
             (unsigned long long)r->pins_made, (unsigned long long)r->pins_renewed,
             (unsigned long long)r->pins_refused,
             (unsigned long long)r->pins_expired,
             (unsigned long long)r->pins_released,
-            (unsigned long long)r->pins_revoked);
+            (unsigned long long)r->pins_revoked,
+            (unsigned long long)r->pins_demoted);
 }
 
 /* ---- tiers (issue 12) ---------------------------------------------------- */
@@ -413,6 +414,10 @@ static void text_retention(FILE *f, const rkv_replay_config *cfg,
                 (unsigned long long)r->pins_expired,
                 (unsigned long long)r->pins_released,
                 (unsigned long long)r->pins_revoked);
+    if (r->pins_demoted)
+        fprintf(f, "    pins demoted %llu lowered into the tiers instead of "
+                   "revoked (kept there until they end)\n",
+                (unsigned long long)r->pins_demoted);
 }
 
 void rkv_report_text(FILE *f, const rkv_replay_config *cfg,

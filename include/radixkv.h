@@ -455,7 +455,18 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
  *   - Progress: rkv_tree_alloc_blocks evicts unpinned pages first; only
  *     when free + unpinned-evictable blocks cannot serve it does it revoke
  *     pins, earliest deadline first, just enough (stats pins_revoked), so a
- *     pin never makes a running request fail for space. A pin on pages a
+ *     pin never makes a running request fail for space. With a lower tier
+ *     attached (rkv_tree_attach_tiers, drop_pinned 0) such a pin is
+ *     LOWERED instead (stats pins_demoted): it gives up its hold on the
+ *     device, its pages are demoted like any other, and it keeps them in
+ *     the lower tiers until its deadline: the lowest tier never drops a
+ *     pinned page. Lowered pins expire, extend and release like others;
+ *     each lower tier holds at most max_pinned_pct of its capacity in
+ *     pinned pages, and a lowered pin is revoked (pins_revoked) when that
+ *     cap would be passed or when its pages leave the tree anyway (a
+ *     failed copy, a corrupt read, an insert conflict). Loaded back, its
+ *     pages are ordinary device pages and the pin stays lowered; a retain
+ *     of the same prefix by the same owner makes it a device pin again. A pin on pages a
  *     running request also locks is not revoked (that frees nothing). rkv_tree_evict never
  *     revokes pins.
  *   - Owners: any 64-bit session id. rkv_tree_pins_release drops all of an
@@ -512,12 +523,21 @@ rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner,
 rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks);
 
 typedef struct rkv_retention_stats {
-    uint64_t pins;          /* pins held                                    */
-    uint64_t pinned_blocks; /* pages under at least one pin                 */
+    uint64_t pins;          /* pins held (lowered ones included)            */
+    uint64_t pinned_blocks; /* DEVICE pages under at least one leased pin
+                               (as before: lowered pins hold no device page)*/
     uint64_t pin_cap_blocks; /* the cap on pinned_blocks                    */
     uint64_t now_ms;        /* the tree's time                              */
     uint64_t pins_made, pins_renewed, pins_expired, pins_released,
              pins_revoked, pins_refused;
+    uint64_t pins_demoted;  /* pins that device pressure lowered instead of
+                               revoking (cumulative)                        */
+    uint64_t pins_lowered;  /* of `pins`, lowered ones now                  */
+    /* by rkv_medium: [DEVICE] = pinned_blocks / pin_cap_blocks; [HOST],
+     * [DISK] = pages of that lower tier under a lowered pin, and their cap
+     * (max_pinned_pct of the store's capacity); 0 without that tier */
+    uint64_t pinned_by_medium[3];
+    uint64_t pin_cap_by_medium[3];
 } rkv_retention_stats;
 rkv_status rkv_tree_retention_stats(const rkv_tree *tree,
                                     rkv_retention_stats *out);
@@ -784,8 +804,10 @@ typedef struct rkv_tier_config {
                                  page instead of blocking)                 */
     int drop_pinned;          /* 0 (default): a pinned page may be demoted
                                  but is never dropped from the lowest tier
-                                 while pinned; 1: pins hold on the device
-                                 only                                       */
+                                 while pinned (device pressure lowers
+                                 pins, see Retention); 1: pins hold on the
+                                 device only and device pressure revokes
+                                 them (the behaviour before issue 13)     */
 } rkv_tier_config;
 void rkv_tier_config_init(rkv_tier_config *cfg);
 
@@ -807,8 +829,10 @@ void rkv_tier_config_init(rkv_tier_config *cfg);
  * down: more is freed than asked, nothing is lost). Under write-back the
  * tiers are exclusive (a completed load frees the host copy); through and
  * selective keep it. The lowest tier evicts least recently used leaf
- * pages, tail first. Pinned and locked pages are never demoted (so pins hold on
- * the device; drop_pinned has nothing more to decide yet). */
+ * pages, tail first. Pinned and locked pages are never demoted; a pin that
+ * device pressure would revoke is lowered instead (drop_pinned 0): its
+ * pages may then be demoted but the lowest tier never drops them while the
+ * pin lives (see Retention). */
 rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg);
 
 /* Residency of a match: rkv_tree_match's matched_tokens / blocks_out are

@@ -68,7 +68,7 @@ uint32_t rkv_tree_slot_take(rkv_tree *t)
     if (t->meta != NULL)
         t->meta[id] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}};
     if (RKV_UNLIKELY(t->tn != NULL))
-        t->tn[id] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
+        t->tn[id] = RKV_TTN_EMPTY;
     return id;
 }
 
@@ -78,7 +78,7 @@ void rkv_tree_slot_free(rkv_tree *t, uint32_t id)
     rkv_tnode_clear(x);
     rkv_tnode_bump_gen(x);
     if (RKV_UNLIKELY(t->tn != NULL))
-        t->tn[id] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
+        t->tn[id] = RKV_TTN_EMPTY;
     x->next_sib = t->free_head;
     t->free_head = id;
     t->free_count++;
@@ -269,6 +269,7 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
         t->lru_head[b] = t->lru_tail[b] = RKV_NIL;
     t->policy = cfg->evict_policy;
     t->pin_cap_blocks = (uint64_t)pool->cfg.num_blocks * cfg->max_pinned_pct / 100;
+    t->pin_pct = cfg->max_pinned_pct;
     t->pin_free = RKV_NIL;
     rkv_lease_init(t);
     pool->tree = t;
@@ -344,10 +345,12 @@ rkv_status rkv_tree_reset(rkv_tree *tree)
 {
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_reset: NULL tree");
-    if (tree->lock_total > tree->npins) /* pins' own leases do not count */
+    /* pins' own leases do not count (lowered pins hold none) */
+    uint64_t pin_leases = tree->npins - tree->npins_lowered;
+    if (tree->lock_total > pin_leases)
         return rkv_set_error(RKV_ERR_BUSY,
                              "rkv_tree_reset: %llu leases are held",
-                             (unsigned long long)(tree->lock_total - tree->npins));
+                             (unsigned long long)(tree->lock_total - pin_leases));
     rkv_pins_drop_all(tree);
     rkv_tree_drop_all(tree);
     if (RKV_UNLIKELY(tree->events.cap != 0))

@@ -33,7 +33,8 @@
  *     rkv_tree_retain, then one entry per slot) holds each node's priority
  *     and pin_count = pins ending at it + its children's pin_count. A pin
  *     holds an internal lease on its node, so pinned paths are locked
- *     (pin_count <= lock_count); pinned_blocks = pages of nodes with
+ *     (pin_count <= lock_count); a LOWERED pin (tree_lower_pin.c) holds
+ *     none and is counted in tn[].lpin instead; pinned_blocks = pages of nodes with
  *     pin_count > 0 <= pin_cap_blocks. Pins live in pins[] and a min-heap
  *     of deadlines; every live pin's deadline is > now_ms.
  *   - lock_count of a node = live leases on it + lock_count of its children
@@ -106,12 +107,15 @@ typedef struct rkv_tmeta {
     uint8_t pad[2];
 } rkv_tmeta;
 
-/* One pin: live iff lease.id != 0. */
+/* One pin: live iff node != 0 (slot 0, the super-root, is never pinned).
+ * A live pin with lease.id != 0 holds its pages on the device; one with
+ * lease.id == 0 is LOWERED (radix/tree_lower_pin.c): device pressure took
+ * its lease, and its path counts it in tn[].lpin instead of pin_count. */
 typedef struct rkv_pin {
     uint64_t owner;
     uint64_t deadline;  /* ms; > the tree's now_ms while live           */
     uint64_t seq;       /* creation order: breaks deadline ties         */
-    rkv_lease lease;    /* internal lease on node                       */
+    rkv_lease lease;    /* internal lease on node; id 0: lowered        */
     uint32_t node;
     uint32_t heap_pos;  /* live: index in pin_heap; free: next free pin */
 } rkv_pin;
@@ -141,9 +145,12 @@ typedef struct rkv_ttn {
     uint32_t lchild;   /* device node: first LOWER child (a list through
                           next_sib/prev_sib); RKV_NIL: none             */
     uint32_t hits;     /* non-peek matches ending at or below (selective) */
+    uint32_t lpin;     /* lowered pins ending at or below the node
+                          (radix/tree_lower_pin.c)                        */
     uint8_t flags;     /* RKV_TN_LOWER / RKV_TN_LOADING                   */
     uint8_t pad[3];
 } rkv_ttn;
+#define RKV_TTN_EMPTY ((rkv_ttn){RKV_NIL, 0, 0, 0, {0, 0, 0}})
 #define RKV_TN_LOWER 1u
 #define RKV_TN_LOADING 2u
 #define RKV_TN_DISK 4u    /* with LOWER/LOADING: the slot is a disk slot (host
@@ -189,6 +196,8 @@ struct rkv_tree {
     uint32_t pins_cap, pins_used, pin_free, npins;
     uint64_t now_ms, pin_seq;
     uint64_t pin_cap_blocks, pinned_blocks;
+    uint32_t pin_pct;      /* max_pinned_pct: also caps each lower tier  */
+    uint32_t npins_lowered; /* live pins without a lease (lowered)      */
     uint64_t yield_blocks; /* pages of non-root nodes whose every lock is a
                               pin (lock_count == pin_count > 0): what
                               revoking pins can free. Kept by
@@ -197,7 +206,7 @@ struct rkv_tree {
                               two nodes with equal counts: sum unchanged;
                               eviction trims only unlocked nodes)         */
     uint64_t pins_made, pins_renewed, pins_expired, pins_released,
-             pins_revoked, pins_refused;
+             pins_revoked, pins_refused, pins_demoted;
 
     /* tiers (tree_tier.c): NULL without lower tiers */
     struct rkv_tier *tier;
@@ -400,10 +409,30 @@ uint64_t rkv_pins_yieldable(const rkv_tree *t);
 void rkv_pins_revoke_until(rkv_tree *t, uint64_t need);
 /* Drops every pin (reset). */
 void rkv_pins_drop_all(rkv_tree *t);
+/* Drops live pin p, leased or lowered (its counts, heap entry, lease);
+ * the caller counts why. */
+void rkv_pin_drop(rkv_tree *t, uint32_t p);
 /* Frees the retention tables (destroy). */
 void rkv_retain_fini(rkv_tree *t);
 /* Verifies pins, pin counts, the cap and the heap. */
 rkv_status rkv_retain_check(const rkv_tree *t);
+
+/* tree_lower_pin.c: pins that live on in the lower tiers -------------- */
+/* Whether device pressure lowers pins instead of revoking them (a lower
+ * tier, drop_pinned off, a non-zero cap on the first lower tier). */
+int rkv_lpin_enabled(const rkv_tree *t);
+/* Leased pin p gives its lease back and is counted on its path in
+ * tn[].lpin instead of meta[].pin_count (pins_demoted). */
+void rkv_lpin_lower(rkv_tree *t, uint32_t p);
+/* Adds delta (+1/-1) to tn[].lpin along the path node..root, keeping the
+ * per-medium counters and the lowest tier's LRU membership. */
+void rkv_lpin_path(rkv_tree *t, uint32_t node, int delta);
+/* Revokes (pins_revoked) every lowered pin whose path passes through id. */
+void rkv_lpin_revoke_through(rkv_tree *t, uint32_t id);
+/* Lowered pins' share of the check: lown[y] = lowered pins ending at y. */
+rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown);
+/* Fills the lower media's entries of pinned_by_medium / pin_cap_by_medium. */
+void rkv_lpin_stats(const rkv_tree *t, rkv_retention_stats *out);
 
 /* Frees a lease slot (its node's lock counts are the caller's business). */
 void rkv_lease_release(rkv_tree *t, uint32_t slot);

@@ -116,28 +116,35 @@ static void rkv_heap_remove(rkv_tree *t, uint32_t pos)
 
 /* ---- pins ------------------------------------------------------------------ */
 
-static void rkv_unpin(rkv_tree *t, uint32_t pin)
+void rkv_pin_drop(rkv_tree *t, uint32_t pin)
 {
     rkv_pin *e = &t->pins[pin];
-    for (uint32_t y = e->node; y != 0; y = t->nodes[y].parent) {
-        t->yield_blocks -= rkv_yield_pages(t, y);
-        if (--t->meta[y].pin_count == 0)
-            t->pinned_blocks -= t->nodes[y].num_pages;
-        t->yield_blocks += rkv_yield_pages(t, y);
+    int lowered = e->lease.id == 0;
+    if (lowered) {
+        rkv_lpin_path(t, e->node, -1);
+        t->npins_lowered--;
+    } else {
+        for (uint32_t y = e->node; y != 0; y = t->nodes[y].parent) {
+            t->yield_blocks -= rkv_yield_pages(t, y);
+            if (--t->meta[y].pin_count == 0)
+                t->pinned_blocks -= t->nodes[y].num_pages;
+            t->yield_blocks += rkv_yield_pages(t, y);
+        }
     }
     rkv_heap_remove(t, e->heap_pos);
-    uint32_t slot = rkv_lease_find(t, e->lease.id);
+    uint32_t slot = lowered ? RKV_NIL : rkv_lease_find(t, e->lease.id);
     memset(e, 0, sizeof *e);
     e->heap_pos = t->pin_free;
     t->pin_free = pin;
-    rkv_lease_unlock_slot(t, slot, 0);
+    if (!lowered)
+        rkv_lease_unlock_slot(t, slot, 0);
 }
 
 static void rkv_expire(rkv_tree *t, uint64_t now_ms)
 {
     t->now_ms = now_ms;
     while (t->npins > 0 && t->pins[t->pin_heap[0]].deadline <= now_ms) {
-        rkv_unpin(t, t->pin_heap[0]);
+        rkv_pin_drop(t, t->pin_heap[0]);
         t->pins_expired++;
     }
 }
@@ -212,7 +219,13 @@ void rkv_pins_revoke_until(rkv_tree *t, uint64_t need)
         uint32_t p = rkv_pin_to_revoke(t);
         if (p == RKV_NIL)
             break;
-        rkv_unpin(t, p);
+        /* with a lower tier the pin lives on below the device: its lease
+         * goes (the pages become evictable and are demoted), the pin stays */
+        if (rkv_lpin_enabled(t)) {
+            rkv_lpin_lower(t, p);
+            continue;
+        }
+        rkv_pin_drop(t, p);
         t->pins_revoked++;
     }
 }
@@ -220,7 +233,7 @@ void rkv_pins_revoke_until(rkv_tree *t, uint64_t need)
 void rkv_pins_drop_all(rkv_tree *t)
 {
     while (t->npins > 0) {
-        rkv_unpin(t, t->pin_heap[0]);
+        rkv_pin_drop(t, t->pin_heap[0]);
         t->pins_released++;
     }
 }
@@ -255,7 +268,7 @@ rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner, uint64_t ttl_ms,
     uint32_t n = 0;
     for (uint32_t p = 0; p < t->pins_used; p++) {
         rkv_pin *e = &t->pins[p];
-        if (e->lease.id == 0 || e->owner != owner)
+        if (e->node == 0 || e->owner != owner) /* lowered pins too */
             continue;
         n++;
         if (dl > e->deadline) {
@@ -278,9 +291,9 @@ rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner, uint32_t *count
     uint32_t n = 0;
     for (uint32_t p = 0; p < tree->pins_used; p++) {
         rkv_pin *e = &tree->pins[p];
-        if (e->lease.id == 0 || e->owner != owner)
+        if (e->node == 0 || e->owner != owner) /* lowered pins too */
             continue;
-        rkv_unpin(tree, p);
+        rkv_pin_drop(tree, p);
         n++;
     }
     tree->pins_released += n;
@@ -322,12 +335,14 @@ static void rkv_set_prio(rkv_tree *t, uint32_t id, uint8_t prio)
         rkv_lru_place(t, id);
 }
 
-/* Live pin of owner ending at node, or RKV_NIL. */
-static uint32_t rkv_pin_find(const rkv_tree *t, uint64_t owner, uint32_t node)
+/* Live pin of owner ending at node, leased (lowered == 0) or lowered,
+ * or RKV_NIL. */
+static uint32_t rkv_pin_find(const rkv_tree *t, uint64_t owner, uint32_t node,
+                             int lowered)
 {
     for (uint32_t p = 0; p < t->pins_used; p++)
-        if (t->pins[p].lease.id != 0 && t->pins[p].owner == owner &&
-            t->pins[p].node == node)
+        if (t->pins[p].node == node && t->pins[p].owner == owner &&
+            (t->pins[p].lease.id == 0) == lowered)
             return p;
     return RKV_NIL;
 }
@@ -442,7 +457,7 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
     if (pp > 0) {
         uint32_t s, x = rkv_retain_find(t, root, tokens, pp - 1, &s);
         if (s + t->nodes[x].num_pages == pp && t->meta != NULL)
-            renew = rkv_pin_find(t, r->owner, x);
+            renew = rkv_pin_find(t, r->owner, x, 0);
         if (renew == RKV_NIL) {
             for (uint32_t d = 0, cur = root; d < pp;) {
                 uint32_t c = rkv_cidx_find(t, cur, tokens + (size_t)d * P);
@@ -573,7 +588,20 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
             }
             t->yield_blocks += rkv_yield_pages(t, y);
         }
-        t->pins_made++;
+        /* the same session's pin on this prefix that device pressure
+         * lowered is taken over: the prefix is on the device again and
+         * leased (one pin, the later deadline; counted as a renewal) */
+        uint32_t q = rkv_pin_find(t, r->owner, target, 1);
+        if (q != RKV_NIL) {
+            if (t->pins[q].deadline > e->deadline) {
+                e->deadline = t->pins[q].deadline;
+                rkv_heap_down(t, e->heap_pos);
+            }
+            rkv_pin_drop(t, q);
+            t->pins_renewed++;
+        } else {
+            t->pins_made++;
+        }
     }
     if (out != NULL) {
         out->prio_pages = prio_pages;
@@ -608,6 +636,11 @@ rkv_status rkv_tree_retention_stats(const rkv_tree *tree, rkv_retention_stats *o
     out->pins_released = tree->pins_released;
     out->pins_revoked = tree->pins_revoked;
     out->pins_refused = tree->pins_refused;
+    out->pins_demoted = tree->pins_demoted;
+    out->pins_lowered = tree->npins_lowered;
+    out->pinned_by_medium[RKV_MEDIUM_DEVICE] = tree->pinned_blocks;
+    out->pin_cap_by_medium[RKV_MEDIUM_DEVICE] = tree->pin_cap_blocks;
+    rkv_lpin_stats(tree, out);
     return RKV_OK;
 }
 
@@ -626,26 +659,37 @@ rkv_status rkv_tree_node_priority(const rkv_tree *tree, rkv_node node,
 
 /* ---- check ----------------------------------------------------------------- */
 
-static rkv_status rkv_retain_check_pins(const rkv_tree *t, uint32_t *own)
+static rkv_status rkv_retain_check_pins(const rkv_tree *t, uint32_t *own,
+                                        uint32_t *lown)
 {
     if (t->pins_used > t->pins_cap || t->npins > t->pins_used ||
         (t->pins_cap > 0) != (t->pins != NULL))
         return CORRUPT("pin table: %u live, %u used of %u", t->npins,
                        t->pins_used, t->pins_cap);
-    uint64_t live = 0;
+    uint64_t live = 0, lowered = 0;
     for (uint32_t p = 0; p < t->pins_used; p++) {
         const rkv_pin *e = &t->pins[p];
-        if (e->lease.id == 0)
+        if (e->node == 0) {
+            if (e->lease.id != 0)
+                return CORRUPT("free pin %u holds a lease", p);
             continue;
+        }
         live++;
         if (e->node == 0 || e->node >= t->nodes_used ||
             t->nodes[e->node].parent == RKV_NIL || t->nodes[e->node].parent == 0)
             return CORRUPT("pin %u names node %u, which is not a cached node", p,
                            e->node);
-        uint32_t slot = rkv_lease_find(t, e->lease.id);
-        if (slot == RKV_NIL || t->leases[slot].node != e->node)
+        uint32_t slot = e->lease.id != 0 ? rkv_lease_find(t, e->lease.id)
+                                         : RKV_NIL;
+        if (e->lease.id == 0) {
+            if (t->tn == NULL)
+                return CORRUPT("pin %u is lowered without lower tiers", p);
+            lowered++;
+            lown[e->node]++;
+        } else if (slot == RKV_NIL || t->leases[slot].node != e->node) {
             return CORRUPT("pin %u does not hold a lease on its node %u", p,
                            e->node);
+        }
         if (e->deadline <= t->now_ms)
             return CORRUPT("pin %u expired at %llu but lives at %llu", p,
                            (unsigned long long)e->deadline,
@@ -653,14 +697,18 @@ static rkv_status rkv_retain_check_pins(const rkv_tree *t, uint32_t *own)
         if (e->heap_pos >= t->npins || t->pin_heap[e->heap_pos] != p)
             return CORRUPT("pin %u is not at its heap position %u", p,
                            e->heap_pos);
-        own[e->node]++;
+        if (e->lease.id != 0)
+            own[e->node]++;
     }
+    if (lowered != t->npins_lowered)
+        return CORRUPT("%llu pins lowered, %u counted",
+                       (unsigned long long)lowered, t->npins_lowered);
     if (live != t->npins)
         return CORRUPT("%llu pins live, %u counted", (unsigned long long)live,
                        t->npins);
     uint64_t nfree = 0;
     for (uint32_t p = t->pin_free; p != RKV_NIL; p = t->pins[p].heap_pos) {
-        if (p >= t->pins_used || t->pins[p].lease.id != 0)
+        if (p >= t->pins_used || t->pins[p].node != 0)
             return CORRUPT("pin free list holds pin %u, which is not free", p);
         if (++nfree > t->pins_used)
             return CORRUPT("cycle in the pin free list");
@@ -685,16 +733,20 @@ rkv_status rkv_retain_check(const rkv_tree *t)
         if (t->npins != 0 || t->pins_used != 0 || t->pinned_blocks != 0 ||
             t->yield_blocks != 0)
             return CORRUPT("pins without retention data");
-        return RKV_OK;
+        return rkv_lpin_check(t, NULL);
     }
     uint32_t *own = calloc(t->nodes_used, sizeof *own);
+    uint32_t *lown = calloc(t->nodes_used, sizeof *lown);
     uint64_t *below = calloc(t->nodes_used, sizeof *below);
     rkv_status st = RKV_OK;
-    if (own == NULL || below == NULL) {
+    if (own == NULL || lown == NULL || below == NULL) {
         st = rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_check: scratch memory");
         goto out;
     }
-    st = rkv_retain_check_pins(t, own);
+    st = rkv_retain_check_pins(t, own, lown);
+    if (st != RKV_OK)
+        goto out;
+    st = rkv_lpin_check(t, lown);
     if (st != RKV_OK)
         goto out;
     for (uint32_t y = 1; y < t->nodes_used; y++) {
@@ -734,6 +786,7 @@ rkv_status rkv_retain_check(const rkv_tree *t)
                      (unsigned long long)t->yield_blocks);
 out:
     free(own);
+    free(lown);
     free(below);
     return st;
 }

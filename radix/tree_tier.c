@@ -50,34 +50,28 @@
  *   it. Unlike HiCache, the disk copy is exclusive: a load from the disk
  *   frees it under every policy (device pages' copies are host copies, so
  *   "already on disk" never arises when the host writes back); a page
- *   promoted from the disk goes down through the host again. (6) Pins: a
- *   pinned page holds a lease, and locked pages are never demoted, so a
- *   pin keeps its pages on the device (drop_pinned has nothing more to
- *   decide until pins reach lower tiers). Under device pressure
- *   rkv_tree_alloc_blocks revokes pins (earliest deadline first, only pins
- *   nothing else locks) and the freed pages are then DEMOTED like any
- *   other, so with a tier a revoked pin's pages stay in the tree below.
- *   NOT done: demoting a pinned page while its pin holds. It needs LOWER
- *   nodes that are locked (a pin is a lease whose lock_count runs from its
- *   node to the root), and that breaks what every lock user assumes:
- *   rkv_lease_unlock_slot / rkv_tree_lock (tree_lease.c) move a path's
- *   pages between evictable_blocks and locked_blocks and relist nodes on
- *   the DEVICE LRU, so they would have to learn LOWER nodes (no device
- *   pages to count, the host LRU to relist on when the last pin goes);
- *   yield_blocks (rkv_yield_pages, kept exact on every lock/pin change and
- *   recomputed by rkv_retain_check) counts pages that revoking frees on
- *   the DEVICE, so every demotion and load of a pinned node would have to
- *   move its pages out of and back into it, and pinned_blocks (the cap,
- *   in pool pages) would have to decide whether lower pages count; the
- *   device LRU never lists locked nodes, so eviction would need a second
- *   list of pin-only device frontier nodes to demote from (oldest first)
- *   before revoking; the host and disk LRUs would have to skip pinned
- *   nodes unless drop_pinned; and rkv_tree_load's LOADING conversion,
- *   its revert and rkv_tier_check all rely on "a LOWER node is never
- *   locked". Each of these is small, but together they touch every
- *   counter rkv_tree_check verifies, in four files another helper
- *   (retention) also changes; it was left for a session that can change
- *   them together.
+ *   promoted from the disk goes down through the host again. (6) Pins
+ *   (issue 13; radix/tree_lower_pin.c): a pin holds a lease, and locked
+ *   pages are never demoted, so while device memory allows a pin keeps
+ *   its pages on the device. Under device pressure rkv_tree_alloc_blocks
+ *   takes pins in the old order (earliest deadline first, only pins
+ *   nothing else locks) but, with a tier attached and drop_pinned off,
+ *   LOWERS them instead of revoking: the lease goes (so every device
+ *   counter -- locked/evictable/yield/pinned_blocks -- moves exactly as on
+ *   a revocation, and "a LOWER node is never locked" still holds) while
+ *   the pin entry stays and its path counts it in tn[].lpin. The pages are
+ *   then demoted like any other; the lowest tier's LRU does not list nodes
+ *   with lpin > 0, so it never drops them (the host of a chain may still
+ *   write them down to the disk). Pinned lower pages are counted per
+ *   medium (tier->lpinned, adjusted wherever a node's flags, pages or lpin
+ *   change: demotion, host -> disk, LOADING and back, revocation) and
+ *   capped at max_pinned_pct of each store; pins through a node that
+ *   would pass its medium's cap, or whose pages leave the tree (failed
+ *   copy, corrupt read, insert conflict: rkv_tier_drop_lower_from) are
+ *   revoked first. This was preferred to locked LOWER nodes (a pin that
+ *   keeps its lease below the device), which would have made every lock
+ *   user (tree_lease.c, yield_blocks, the device LRU, loads) learn LOWER
+ *   nodes. drop_pinned = 1 keeps the old behaviour: pressure revokes.
  *
  * Invariants (rkv_tier_check verifies them):
  *   - device nodes (flags 0) and LOADING nodes hang on their parent's
@@ -96,7 +90,9 @@
  *     node never hangs under a DISK node;
  *   - the host LRU lists exactly the LOWER host nodes the host may evict
  *     (leaves; with a disk below, nodes with no host child), the disk LRU
- *     exactly the DISK leaves, each oldest first.
+ *     exactly the DISK leaves, each oldest first; the lowest tier's LRU
+ *     lists no node a lowered pin passes through (lpin > 0; the counters:
+ *     rkv_lpin_check).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +216,10 @@ int rkv_tier_lru_wants(const rkv_tree *t, uint32_t id)
     const rkv_tnode *x = &t->nodes[id];
     if (!l_is_lower(t, id))
         return 0;
+    /* the lowest tier never drops a pinned page (drop_pinned: pins are
+     * never lowered, so lpin stays 0) */
+    if (t->tn[id].lpin > 0 && rkv_tier_is_lowest(t, id))
+        return 0;
     if (t->tier->disk == NULL || l_is_disk(t, id))
         return x->first_child == RKV_NIL;
     for (uint32_t c = x->first_child; c != RKV_NIL; c = t->nodes[c].next_sib)
@@ -317,6 +317,17 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
                               int free_root)
 {
     rkv_tier *tr = t->tier;
+    /* pins through the pages that go are revoked first (their pages leave
+     * the tree: a failed copy, a corrupt read, an insert conflict), so
+     * every node dropped below has lpin 0 */
+    if (t->tn[id].lpin > 0) {
+        if (from < t->nodes[id].num_pages)
+            rkv_lpin_revoke_through(t, id);
+        else
+            for (uint32_t c = t->nodes[id].first_child; c != RKV_NIL;
+                 c = t->nodes[c].next_sib)
+                rkv_lpin_revoke_through(t, c);
+    }
     /* the subtree first, a leaf at a time */
     while (t->nodes[id].first_child != RKV_NIL) {
         uint32_t y = t->nodes[id].first_child;
@@ -397,6 +408,7 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
 {
     rkv_tier *tr = t->tier;
     rkv_hlru_unlink(t, id);
+    rkv_lpin_acct(t, id, 0); /* its pinned pages move host -> disk */
     tr->busy = id; /* the disk LRU may drop its children meanwhile */
     uint64_t ns = rkv_tier_node_ns(t, id);
     uint32_t m = t->nodes[id].num_pages, j = m;
@@ -432,12 +444,15 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
         tp[i].slot = RKV_NO_TSLOT;
     }
     t->tn[id].flags |= RKV_TN_DISK;
+    rkv_lpin_acct(t, id, 1);
     tr->busy = RKV_NIL;
     uint32_t p = t->nodes[id].parent;
-    if (j < m)
+    if (j < m) {
         rkv_tier_drop_lower_from(t, id, j, 1); /* places id or its parent */
-    else
+    } else {
         rkv_hlru_place(t, id);
+        rkv_lpin_enforce(t, id);
+    }
     if (j > 0 && l_is_lower(t, p))
         rkv_hlru_place(t, p); /* may have lost its last host child */
 }
@@ -618,6 +633,7 @@ void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
     memcpy(rkv_tnode_tpages(t, x), otp + k, (size_t)x->num_pages * sizeof *otp);
     t->tn[nid].flags = t->tn[xid].flags;
     t->tn[nid].hits = t->tn[xid].hits;
+    t->tn[nid].lpin = t->tn[xid].lpin; /* the head is on every pin's path */
     t->tn[nid].lchild = RKV_NIL;
     if (t->tn[xid].flags & RKV_TN_LOWER) {
         t->tier->lower_nodes++;
@@ -719,17 +735,19 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
     t->evicted_nodes++;
     /* x is LOWER from here (children: its former lower list) */
     t->tn[id].flags = RKV_TN_LOWER;
+    rkv_lpin_acct(t, id, 1); /* a lowered pin's pages reach the host */
     x->first_child = t->tn[id].lchild;
     t->tn[id].lchild = RKV_NIL;
     rkv_tier_link_sib(t, p, id);
     tr->lower_nodes++;
     rkv_tnode_bump_gen(x);
     if (j < m) {
-        if (j > 0)
-            tr->st.failed_stores += 0; /* counted where it failed */
+        /* failures counted where they happened; pins through the pages
+         * that go are revoked there */
         rkv_tier_drop_lower_from(t, id, j, 0);
     } else {
         rkv_hlru_place(t, id); /* a leaf, or (disk below) a host frontier */
+        rkv_lpin_enforce(t, id);
     }
     rkv_tnode *px = &t->nodes[p];
     px->children_epoch = ++t->epoch;
@@ -888,10 +906,15 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     tr->qcap = cfg->store_queue;
     tr->q = q;
     tr->drop_pinned = cfg->drop_pinned;
+    /* each lower medium's pinned pages: the tree's pin percentage of it */
+    tr->lpin_cap[medium] = rkv_store_capacity_blocks(low) * t->pin_pct / 100;
+    if (low2 != NULL)
+        tr->lpin_cap[RKV_MEDIUM_DISK] =
+            rkv_store_capacity_blocks(low2) * t->pin_pct / 100;
     tr->lru_head = tr->lru_tail = RKV_NIL;
     tr->next_ticket = 1;
     for (uint32_t i = 0; i < t->nodes_cap; i++)
-        tn[i] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
+        tn[i] = RKV_TTN_EMPTY;
     t->tier = tr;
     t->tn = tn;
     t->tpage_bytes = sizeof(rkv_tpage);
@@ -922,8 +945,9 @@ void rkv_tier_drop_all(rkv_tree *t)
         x->num_pages = 0;
     }
     for (uint32_t y = 0; y < t->nodes_cap; y++)
-        t->tn[y] = (rkv_ttn){RKV_NIL, 0, 0, {0, 0, 0}};
+        t->tn[y] = RKV_TTN_EMPTY;
     tr->lower_nodes = 0;
+    memset(tr->lpinned, 0, sizeof tr->lpinned); /* pins went first */
     tr->lru_head = tr->lru_tail = RKV_NIL;
     tr->dlru_head = tr->dlru_tail = RKV_NIL;
     tr->qhead = tr->qlen = 0;

@@ -56,6 +56,10 @@ typedef struct rkv_tier {
     uint64_t next_ticket;
     uint64_t lower_nodes;
     uint64_t host_used;      /* host slots this tree allocated            */
+    uint64_t lpinned[RKV_MEDIUM_COUNT]; /* pages of LOWER nodes with
+                                lpin > 0, by their medium (device: 0)     */
+    uint64_t lpin_cap[RKV_MEDIUM_COUNT]; /* max_pinned_pct of each lower
+                                store's capacity; lpinned <= lpin_cap     */
     rkv_tier_stats st;
 } rkv_tier;
 
@@ -80,6 +84,30 @@ static inline rkv_store *rkv_tier_node_store(const rkv_tree *t, uint32_t id)
 {
     return l_is_disk(t, id) ? t->tier->disk : t->tier->host;
 }
+
+/* Node id's share of tier->lpinned (its pages when it is LOWER and a
+ * lowered pin passes through it). Callers subtract it before and add it
+ * after changing id's flags, pages or lpin (radix/tree_lower_pin.c). */
+static inline void rkv_lpin_acct(rkv_tree *t, uint32_t id, int add)
+{
+    if (!(t->tn[id].flags & RKV_TN_LOWER) || t->tn[id].lpin == 0)
+        return;
+    uint64_t *c = &t->tier->lpinned[rkv_tier_node_medium(t, id)];
+    if (add)
+        *c += t->nodes[id].num_pages;
+    else
+        *c -= t->nodes[id].num_pages;
+}
+/* Whether LOWER node id is in the tier that drops pages (the disk of a
+ * host + disk chain, else the single lower store). */
+static inline int rkv_tier_is_lowest(const rkv_tree *t, uint32_t id)
+{
+    return t->tier->disk == NULL || l_is_disk(t, id);
+}
+/* After node id became LOWER in a medium (demotion, host -> disk, a failed
+ * load): lowered pins through it are revoked if that medium's pinned pages
+ * now exceed its cap. */
+void rkv_lpin_enforce(rkv_tree *t, uint32_t id);
 
 uint64_t rkv_tier_node_ns(const rkv_tree *t, uint32_t id);
 void rkv_tier_unlink_sib(rkv_tree *t, uint32_t id);

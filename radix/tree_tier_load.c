@@ -39,6 +39,7 @@ static void rkv_tier_to_loading(rkv_tree *t, uint32_t y)
     rkv_tnode *x = &t->nodes[y];
     uint32_t p = x->parent;
     rkv_hlru_unlink(t, y);
+    rkv_lpin_acct(t, y, 0); /* a lowered pin stays lowered on the device */
     rkv_tier_unlink_sib(t, y);
     if (p != 0 && rkv_dev_listed(t, p))
         rkv_lru_unlink(t, p); /* it gets a device child */
@@ -72,6 +73,7 @@ static void rkv_tier_to_lower(rkv_tree *t, uint32_t y, int have_blocks)
         rkv_lru_unlink(t, y);
     rkv_tier_unlink_sib(t, y);
     t->tn[y].flags = (uint8_t)(RKV_TN_LOWER | (t->tn[y].flags & RKV_TN_DISK));
+    rkv_lpin_acct(t, y, 1);
     x->first_child = t->tn[y].lchild;
     t->tn[y].lchild = RKV_NIL;
     rkv_tier_link_sib(t, p, y);
@@ -82,6 +84,7 @@ static void rkv_tier_to_lower(rkv_tree *t, uint32_t y, int have_blocks)
     rkv_tnode_bump_gen(x);
     rkv_hlru_place(t, y);
     t->nodes[p].children_epoch = ++t->epoch;
+    rkv_lpin_enforce(t, y);
 }
 
 /* Reverts the LOADING path node..(child of top's parent) bottom-up. The

@@ -92,6 +92,9 @@ typedef struct rkv_replay_config {
                                   tool latency)                            */
     uint32_t max_pinned_pct;   /* the trees' pin cap (rkv_tree_config;
                                   default 50)                              */
+    int drop_pinned;           /* rkv_tier_config.drop_pinned: 1 = device
+                                  pressure revokes pins; 0 (default) =
+                                  pins are lowered into the tiers          */
 } rkv_replay_config;
 
 /*
@@ -215,6 +218,7 @@ typedef struct rkv_replay_result {
     rkv_latency_summary tool_ttft_ms, other_ttft_ms;
     uint64_t pins_made, pins_renewed, pins_refused, pins_expired,
              pins_released, pins_revoked;
+    uint64_t pins_demoted; /* lowered into the tiers instead of revoked */
 } rkv_replay_result;
 
 /* Blocks that hold every full page the workload could cache (prompts, plus

@@ -496,6 +496,7 @@ static rkv_status collect_retention(sched_run *r, rkv_replay_result *res)
     res->pins_expired = rs.pins_expired;
     res->pins_released = rs.pins_released;
     res->pins_revoked = rs.pins_revoked;
+    res->pins_demoted = rs.pins_demoted;
     return RKV_OK;
 }
 

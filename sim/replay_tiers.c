@@ -59,6 +59,7 @@ rkv_status rkv_replay_open_tier_chain(const rkv_replay_config *cfg,
     tc.disk = disk;
     tc.write_policy = cfg->write_policy;
     tc.selective_hits = cfg->selective_hits ? cfg->selective_hits : 2;
+    tc.drop_pinned = cfg->drop_pinned;
     st = rkv_tree_attach_tiers(tree, &tc);
     if (st != RKV_OK) {
         rkv_store_destroy(host);

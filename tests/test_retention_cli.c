@@ -89,6 +89,36 @@ Test(retcli, retention_modes_report_traffic_and_pins)
     }
 }
 
+/* With a host tier, device pressure lowers pins into it ("pins demoted");
+ * --drop-pinned revokes them instead (issue 13). */
+Test(retcli, drop_pinned_lowers_or_revokes)
+{
+    char *out, *err;
+    const char *base = "replay --workload agentic --sessions 16 --capacity-tokens "
+                       "6e4 --retention ttl --host-capacity-tokens 1e5";
+    char args[512];
+    snprintf(args, sizeof args, "%s --json", base);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert_not_null(strstr(out, "\"drop_pinned\":false"), "%s", out);
+    double demoted = json_num(out, "pins_demoted");
+    double revoked = json_num(out, "pins_revoked");
+    cr_assert_gt(demoted, 0, "%s", out);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "%s --drop-pinned --json", base);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert_not_null(strstr(out, "\"drop_pinned\":true"), "%s", out);
+    cr_assert_eq(json_num(out, "pins_demoted"), 0);
+    cr_assert_gt(json_num(out, "pins_revoked"), revoked,
+                 "pressure revokes what it lowered before");
+    free(out);
+    free(err);
+    cr_assert_eq(run(base, &out, &err), 0, "%s", err);
+    cr_assert_not_null(strstr(out, "    pins demoted "), "%s", out);
+    free(out);
+    free(err);
+}
+
 Test(retcli, bailian_trace_formats_and_errors)
 {
     char *out, *err;

@@ -20,6 +20,9 @@
  * The chain device -> host -> disk runs the same way (mode 2): a small host
  * over a disk store with real records; in exact runs the disk is large
  * enough never to drop a page, so every page the host evicts is on disk.
+ * Pins (issue 13) are made and released along the way, and the whole pool
+ * is taken at once now and then, so pins are lowered into the tiers
+ * (radix/tree_lower_pin.c) under every mode, policy and fault.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -373,8 +376,33 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
             rkv_store_fail_after(e->disk, 1 + (uint32_t)(rnd(e) % 6));
         if (!exact && r % 11 == 0)
             rkv_tree_debug_fail_alloc_after(e->tree, (int64_t)(rnd(e) % 4));
-        if (r < 60) {
+        if (r < 56) {
             serve(e, s, 1 + (uint32_t)(rnd(e) % s->npages));
+        } else if (r < 60) {
+            /* pins (issue 13): device pressure in serve lowers them into
+             * the tiers, which must keep every check and the model */
+            rkv_retention rt;
+            rkv_retention_init(&rt);
+            rt.pin_tokens = (size_t)(1 + rnd(e) % s->npages) * TP;
+            rt.ttl_ms = 20 + rnd(e) % 400;
+            rt.owner = 1 + rnd(e) % 3;
+            rkv_status st = rkv_tree_retain(e->tree, s->ns, s->tok,
+                                            (size_t)s->npages * TP, &rt,
+                                            (uint64_t)step * 10, NULL);
+            cr_assert(ok_or(st, RKV_ERR_PIN_CAP, RKV_ERR_NOMEM), "%s",
+                      rkv_last_error());
+            if (rnd(e) % 4 == 0)
+                cr_assert_eq(rkv_tree_pins_release(e->tree, 1 + rnd(e) % 3,
+                                                   NULL), RKV_OK);
+            if (rnd(e) % 2 == 0) {
+                /* the whole pool at once: pins must yield (be lowered) */
+                rkv_block_id all[40];
+                st = rkv_tree_alloc_blocks(e->tree, 40, all);
+                cr_assert(ok_or(st, RKV_ERR_NO_SPACE, RKV_ERR_NOMEM), "%s",
+                          rkv_last_error());
+                if (st == RKV_OK)
+                    cr_assert_eq(rkv_pool_unref_n(e->pool, 40, all), RKV_OK);
+            }
         } else if (r < 75) {
             for (uint32_t i = 0; i < NSEQ; i++)
                 verify_seq(e, &e->seqs[i]);
@@ -455,6 +483,15 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
                      0);
         cr_assert_eq(ts.failed_loads, 0);
     }
+    rkv_retention_stats rs;
+    cr_assert_eq(rkv_tree_retention_stats(e->tree, &rs), RKV_OK);
+    cr_assert_eq(rs.pins, rs.pins_made - rs.pins_expired - rs.pins_released -
+                              rs.pins_revoked);
+    if (getenv("RKV_TEST_VERBOSE"))
+        fprintf(stderr, "pins made %llu lowered %llu revoked %llu\n",
+                (unsigned long long)rs.pins_made,
+                (unsigned long long)rs.pins_demoted,
+                (unsigned long long)rs.pins_revoked);
     if (getenv("RKV_TEST_VERBOSE"))
         fprintf(stderr, "seed %llu exact %d: lower hits %llu loads ok %llu "
                 "failed %llu; stores %llu skipped %llu failed %llu; host "

@@ -1,0 +1,168 @@
+/*
+ * radix/tree_lower_pin.c -- pins that live on in the lower tiers (issue 13):
+ * a pin that device pressure would revoke is LOWERED instead when a lower
+ * tier is attached (and drop_pinned is off): it gives its lease back, so
+ * its pages become ordinary evictable device pages and are demoted like
+ * any other, but the pin itself (owner, deadline, heap entry) stays and
+ * its path is counted in tn[].lpin. The lowest tier's LRU (the disk of a
+ * host + disk chain, else the single lower store) does not list nodes with
+ * lpin > 0, so it never drops a pinned page; the host of a chain may still
+ * write them down to the disk (a demotion, not a drop).
+ *
+ * Why a separate count and not pin_count: pin_count <= lock_count is what
+ * keeps pinned DEVICE pages out of eviction and what yield_blocks and the
+ * device cap count; a lowered pin holds no lock, so every device counter
+ * (locked/evictable/yield/pinned_blocks) stays exactly as it was when a
+ * pin was revoked, and nothing that relies on "a LOWER node is never
+ * locked" changes.
+ *
+ * A lowered pin ends when it expires, when its session releases it, or when
+ * it is revoked (pins_revoked): its medium's pinned pages would exceed
+ * max_pinned_pct of that store's capacity (checked when pages enter a
+ * lower medium), or its pages leave the tree anyway (a failed copy or no
+ * slot on demotion or host -> disk, a corrupt read at load, an insert
+ * conflict: every drop of lower pages revokes the pins through them first,
+ * rkv_tier_drop_lower_from). Extension works as for leased pins. A load
+ * brings the pages back to the device and the pin stays lowered (the pages
+ * are evictable there and go down pinned again); a retain of the same
+ * prefix by the same owner takes it over as a leased pin (tree_retain.c).
+ *
+ * Invariants (rkv_lpin_check, from rkv_tree_check):
+ *   - tn[y].lpin == lowered pins ending at y + the lpin of y's children
+ *     (both child lists);
+ *   - tier->lpinned[m] == pages of LOWER nodes of medium m with lpin > 0,
+ *     and lpinned[m] <= lpin_cap[m];
+ *   - npins_lowered == live pins without a lease.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "radix/tree_tier.h"
+
+#define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: lowered pins: " __VA_ARGS__)
+
+int rkv_lpin_enabled(const rkv_tree *t)
+{
+    const rkv_tier *tr = t->tier;
+    return tr != NULL && !tr->drop_pinned && tr->lpin_cap[tr->medium] > 0;
+}
+
+void rkv_lpin_path(rkv_tree *t, uint32_t node, int delta)
+{
+    for (uint32_t y = node; y != 0; y = t->nodes[y].parent) {
+        rkv_lpin_acct(t, y, 0);
+        t->tn[y].lpin = (uint32_t)((int64_t)t->tn[y].lpin + delta);
+        rkv_lpin_acct(t, y, 1);
+        if (!l_is_lower(t, y))
+            continue;
+        /* the lowest tier's LRU lists only unpinned nodes */
+        if (rkv_tier_lru_wants(t, y))
+            rkv_hlru_place(t, y);
+        else
+            rkv_hlru_unlink(t, y);
+    }
+}
+
+void rkv_lpin_lower(rkv_tree *t, uint32_t p)
+{
+    rkv_pin *e = &t->pins[p];
+    uint32_t slot = rkv_lease_find(t, e->lease.id);
+    /* the device side exactly as rkv_pin_drop leaves it */
+    for (uint32_t y = e->node; y != 0; y = t->nodes[y].parent) {
+        t->yield_blocks -= rkv_yield_pages(t, y);
+        if (--t->meta[y].pin_count == 0)
+            t->pinned_blocks -= t->nodes[y].num_pages;
+        t->yield_blocks += rkv_yield_pages(t, y);
+    }
+    memset(&e->lease, 0, sizeof e->lease);
+    rkv_lpin_path(t, e->node, +1);
+    t->npins_lowered++;
+    t->pins_demoted++;
+    rkv_lease_unlock_slot(t, slot, 0);
+}
+
+void rkv_lpin_revoke_through(rkv_tree *t, uint32_t id)
+{
+    for (uint32_t p = 0; p < t->pins_used && t->tn[id].lpin > 0; p++) {
+        const rkv_pin *e = &t->pins[p];
+        if (e->node == 0 || e->lease.id != 0)
+            continue;
+        for (uint32_t y = e->node; y != 0; y = t->nodes[y].parent)
+            if (y == id) {
+                rkv_pin_drop(t, p);
+                t->pins_revoked++;
+                break;
+            }
+    }
+}
+
+void rkv_lpin_enforce(rkv_tree *t, uint32_t id)
+{
+    if (!l_is_lower(t, id) || t->tn[id].lpin == 0)
+        return;
+    int m = rkv_tier_node_medium(t, id);
+    if (t->tier->lpinned[m] > t->tier->lpin_cap[m])
+        rkv_lpin_revoke_through(t, id);
+}
+
+void rkv_lpin_stats(const rkv_tree *t, rkv_retention_stats *out)
+{
+    const rkv_tier *tr = t->tier;
+    if (tr == NULL)
+        return;
+    for (int m = RKV_MEDIUM_HOST; m < RKV_MEDIUM_COUNT; m++) {
+        out->pinned_by_medium[m] = tr->lpinned[m];
+        out->pin_cap_by_medium[m] = tr->lpin_cap[m];
+    }
+}
+
+rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown)
+{
+    if (t->tn == NULL)
+        return t->npins_lowered == 0 ? RKV_OK
+                                     : CORRUPT("%u without lower tiers",
+                                               t->npins_lowered);
+    uint64_t *below = calloc(t->nodes_used, sizeof *below);
+    if (below == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_check: scratch memory");
+    for (uint32_t y = 1; y < t->nodes_used; y++) {
+        uint32_t p = t->nodes[y].parent;
+        if (p != RKV_NIL && p != 0)
+            below[p] += t->tn[y].lpin;
+    }
+    rkv_status st = RKV_OK;
+    uint64_t pages[RKV_MEDIUM_COUNT] = {0, 0, 0};
+    for (uint32_t y = 1; y < t->nodes_used && st == RKV_OK; y++) {
+        const rkv_tnode *x = &t->nodes[y];
+        uint64_t mine = lown != NULL ? lown[y] : 0;
+        if (x->parent == RKV_NIL) {
+            if (t->tn[y].lpin != 0)
+                st = CORRUPT("free slot %u has lpin %u", y, t->tn[y].lpin);
+            continue;
+        }
+        if (t->tn[y].lpin != mine + below[y]) {
+            st = CORRUPT("node %u lpin %u != its lowered pins %llu + children's "
+                         "%llu", y, t->tn[y].lpin, (unsigned long long)mine,
+                         (unsigned long long)below[y]);
+            break;
+        }
+        if (l_is_lower(t, y) && t->tn[y].lpin > 0) {
+            pages[rkv_tier_node_medium(t, y)] += x->num_pages;
+            if (rkv_tier_is_lowest(t, y) && t->nodes[y].lru_prev != RKV_NIL)
+                st = CORRUPT("pinned node %u is on the lowest tier's LRU", y);
+        }
+    }
+    for (int m = 0; m < RKV_MEDIUM_COUNT && st == RKV_OK; m++) {
+        if (pages[m] != t->tier->lpinned[m])
+            st = CORRUPT("medium %d: %llu pinned lower pages, %llu counted", m,
+                         (unsigned long long)pages[m],
+                         (unsigned long long)t->tier->lpinned[m]);
+        else if (pages[m] > t->tier->lpin_cap[m])
+            st = CORRUPT("medium %d: %llu pinned pages exceed the cap %llu", m,
+                         (unsigned long long)pages[m],
+                         (unsigned long long)t->tier->lpin_cap[m]);
+    }
+    free(below);
+    return st;
+}

@@ -1,0 +1,697 @@
+/*
+ * tests/test_tree_lower_pins.c -- pins that live on in the lower tiers
+ * (radix/tree_lower_pin.c, issue 13): device pressure lowers a pin instead
+ * of revoking it, its pages are demoted but the lowest tier never drops
+ * them, each lower medium caps its pinned pages, lowered pins expire,
+ * extend and release like others, are revoked (counted) when their pages
+ * leave the tree anyway (failed store, corrupt read, insert conflict), a
+ * load back keeps the pin lowered and a retain by its owner re-leases it;
+ * drop_pinned keeps the old behaviour (revoke). A randomized run checks a
+ * small reference of live pins and rkv_tree_check after every operation.
+ *
+ * Expected values come from the scenarios or the reference in this file.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "radix/tree_debug.h"
+#include "radixkv.h"
+#include "tier/store.h"
+
+#define TP 4u
+#define NSEQ 8u
+#define SEQ_PAGES 8u
+#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
+
+typedef struct lp {
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_store *host, *disk;
+    char dir[64];
+    int32_t tok[NSEQ][SEQ_PAGES * TP]; /* distinct from page 0 */
+} lp;
+
+/* A pool of `blocks`, a host of host_cap blocks, a disk of disk_cap (0:
+ * none) below it, pin cap pct, drop_pinned. */
+static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
+                    uint32_t disk_cap, uint32_t pct, int drop_pinned)
+{
+    memset(s, 0, sizeof *s);
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = blocks;
+    pc.page_size = TP;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 2;
+    OK(rkv_pool_create(&pc, &s->pool));
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.max_pinned_pct = pct;
+    OK(rkv_tree_create(s->pool, &tc, &s->tree));
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = host_cap;
+    sc.block_bytes = rkv_pool_bytes_per_block(s->pool);
+    sc.pinned = 0;
+    OK(rkv_store_create(&sc, &s->host));
+    if (disk_cap > 0) {
+        snprintf(s->dir, sizeof s->dir, "/tmp/rkv-lpin-XXXXXX");
+        cr_assert_not_null(mkdtemp(s->dir));
+        rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
+        sc.capacity_blocks = disk_cap;
+        sc.block_bytes = rkv_pool_bytes_per_block(s->pool);
+        sc.path = s->dir;
+        OK(rkv_store_create(&sc, &s->disk));
+    }
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cfg.host = s->host;
+    cfg.disk = s->disk;
+    cfg.drop_pinned = drop_pinned;
+    OK(rkv_tree_attach_tiers(s->tree, &cfg));
+    for (uint32_t a = 0; a < NSEQ; a++)
+        for (uint32_t j = 0; j < SEQ_PAGES * TP; j++)
+            s->tok[a][j] = (int32_t)(a * 1000 + j + 1);
+}
+
+static void lp_close(lp *s)
+{
+    OK(rkv_tree_check(s->tree));
+    rkv_tree_destroy(s->tree);
+    cr_assert_eq(rkv_store_used_blocks(s->host), 0);
+    rkv_store_destroy(s->host);
+    if (s->disk != NULL) {
+        cr_assert_eq(rkv_store_used_blocks(s->disk), 0);
+        rkv_store_destroy(s->disk);
+        char path[96];
+        snprintf(path, sizeof path, "%s/radixkv-tier.blocks", s->dir);
+        unlink(path);
+        rmdir(s->dir);
+    }
+    rkv_pool_destroy(s->pool);
+}
+
+static void lp_check(lp *s)
+{
+    OK(rkv_tree_check(s->tree));
+    OK(rkv_pool_check(s->pool));
+    OK(rkv_store_check(s->host));
+    if (s->disk != NULL)
+        OK(rkv_store_check(s->disk));
+}
+
+/* Caches n pages of sequence a on the device (allocating under pressure). */
+static rkv_status lp_insert(lp *s, uint32_t a, uint32_t n)
+{
+    rkv_block_id b[SEQ_PAGES];
+    rkv_status st = rkv_tree_alloc_blocks(s->tree, n, b);
+    if (st != RKV_OK)
+        return st;
+    st = rkv_tree_insert(s->tree, 5, s->tok[a], (size_t)n * TP, b, NULL, NULL);
+    OK(rkv_pool_unref_n(s->pool, n, b));
+    return st;
+}
+
+static void lp_pin(lp *s, uint32_t a, uint32_t n, uint64_t owner,
+                   uint64_t ttl, uint64_t now)
+{
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = (size_t)n * TP;
+    r.ttl_ms = ttl;
+    r.owner = owner;
+    rkv_retain_result out;
+    OK(rkv_tree_retain(s->tree, 5, s->tok[a], (size_t)n * TP, &r, now, &out));
+    cr_assert_eq(out.pinned_pages, n);
+}
+
+/* Pressure: takes every block of the pool and gives them back. */
+static void lp_squeeze(lp *s)
+{
+    uint32_t n = rkv_pool_num_blocks(s->pool);
+    rkv_block_id *b = malloc(n * sizeof *b);
+    cr_assert_not_null(b);
+    OK(rkv_tree_alloc_blocks(s->tree, n, b));
+    OK(rkv_pool_unref_n(s->pool, n, b));
+    free(b);
+}
+
+/* Device + lower tokens of the first n pages of sequence a. */
+static size_t lp_cached(lp *s, uint32_t a, uint32_t n, rkv_tier_match *tm)
+{
+    rkv_match m;
+    rkv_tier_match t2;
+    if (tm == NULL)
+        tm = &t2;
+    OK(rkv_tree_match_tiers(s->tree, 5, s->tok[a], (size_t)n * TP, NULL,
+                            RKV_MATCH_PEEK, &m, tm));
+    return m.matched_tokens + tm->lower_tokens;
+}
+
+static rkv_retention_stats lp_rs(lp *s)
+{
+    rkv_retention_stats rs;
+    OK(rkv_tree_retention_stats(s->tree, &rs));
+    return rs;
+}
+
+static void lp_load(lp *s, uint32_t a, uint32_t n, rkv_status want)
+{
+    rkv_load ld;
+    OK(rkv_tree_load(s->tree, 5, s->tok[a], (size_t)n * TP, UINT32_MAX, NULL,
+                     &ld));
+    cr_assert_neq(ld.ticket, 0);
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    OK(rkv_tree_tier_poll(s->tree, &done, 1, &nd));
+    cr_assert_eq(nd, 1);
+    cr_assert_eq(done.status, want);
+    OK(rkv_tree_unlock(s->tree, &ld.lease));
+}
+
+/* ---- targeted cases ------------------------------------------------------- */
+
+/* A pinned prefix under device pressure goes to the host pinned; later
+ * pressure on the host drops the unpinned pages and keeps it. */
+Test(lower_pins, demoted_to_host_not_dropped)
+{
+    lp s;
+    lp_open(&s, 8, 8, 0, 50, 0);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    OK(lp_insert(&s, 1, 6));
+    lp_check(&s);
+    lp_squeeze(&s); /* lowers the pin, demotes all 8 pages */
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins, 1);
+    cr_assert_eq(rs.pins_demoted, 1);
+    cr_assert_eq(rs.pins_lowered, 1);
+    cr_assert_eq(rs.pins_revoked, 0);
+    cr_assert_eq(rs.pinned_blocks, 0, "no device page is pinned now");
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2);
+    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_HOST], 4);
+    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_DEVICE], 4);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_DISK], 0);
+    /* two more full rounds through the host: only the pin survives */
+    for (uint32_t a = 2; a < 4; a++) {
+        OK(lp_insert(&s, a, 8));
+        lp_squeeze(&s);
+        lp_check(&s);
+    }
+    cr_assert_eq(lp_cached(&s, 0, 2, NULL), 2 * TP, "pinned pages stay");
+    cr_assert_eq(lp_cached(&s, 1, 6, NULL), 0, "unpinned ones went");
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_lowered, 1);
+    cr_assert_eq(rs.pins_revoked, 0);
+    lp_close(&s);
+}
+
+/* drop_pinned: device pressure revokes (the old behaviour) and the host
+ * drops the pages like any other. */
+Test(lower_pins, drop_pinned_revokes)
+{
+    lp s;
+    lp_open(&s, 8, 8, 0, 50, 1);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    OK(lp_insert(&s, 1, 6));
+    lp_squeeze(&s);
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins, 0);
+    cr_assert_eq(rs.pins_demoted, 0);
+    cr_assert_eq(rs.pins_revoked, 1);
+    for (uint32_t a = 2; a < 4; a++) {
+        OK(lp_insert(&s, a, 8));
+        lp_squeeze(&s);
+    }
+    cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0);
+    lp_close(&s);
+}
+
+/* The cap per medium: a host of 4 blocks at 50 % holds 2 pinned pages; a
+ * 3-page pin is revoked when its pages reach the host. */
+Test(lower_pins, cap_per_medium)
+{
+    lp s;
+    lp_open(&s, 8, 4, 0, 50, 0);
+    OK(lp_insert(&s, 0, 3));
+    lp_pin(&s, 0, 3, 1, 1000, 0);
+    OK(lp_insert(&s, 1, 1));
+    lp_pin(&s, 1, 1, 2, 1000, 0);
+    lp_squeeze(&s);
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_demoted, 2);
+    cr_assert_eq(rs.pins_revoked, 1, "the 3-page pin passed the host cap");
+    cr_assert_eq(rs.pins, 1);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 1);
+    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_HOST], 2);
+    lp_close(&s);
+    /* a cap of 0 on the host: pins are revoked, not lowered */
+    lp_open(&s, 8, 1, 0, 50, 0);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_squeeze(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_demoted, 0);
+    cr_assert_eq(rs.pins_revoked, 1);
+    lp_close(&s);
+}
+
+/* Expiry, extension and release of lowered pins. */
+Test(lower_pins, expiry_extension_release)
+{
+    lp s;
+    lp_open(&s, 8, 8, 0, 50, 0);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 100, 0);
+    OK(lp_insert(&s, 1, 2));
+    lp_pin(&s, 1, 2, 2, 100, 0);
+    lp_squeeze(&s);
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_lowered, 2);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 4);
+    uint32_t n = 0;
+    OK(rkv_tree_pins_extend(s.tree, 1, 500, 50, &n));
+    cr_assert_eq(n, 1, "a lowered pin extends");
+    OK(rkv_tree_set_time(s.tree, 150));
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_expired, 1);
+    cr_assert_eq(rs.pins_lowered, 1);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2);
+    /* the expired one is droppable again, the extended one is not */
+    OK(lp_insert(&s, 2, 8));
+    lp_squeeze(&s);
+    lp_check(&s);
+    cr_assert_eq(lp_cached(&s, 0, 2, NULL), 2 * TP);
+    cr_assert_eq(lp_cached(&s, 1, 2, NULL), 0);
+    OK(rkv_tree_pins_release(s.tree, 1, &n));
+    cr_assert_eq(n, 1, "a lowered pin releases");
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins, 0);
+    cr_assert_eq(rs.pins_lowered, 0);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0);
+    OK(lp_insert(&s, 3, 8));
+    lp_squeeze(&s);
+    cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0, "released: dropped");
+    /* reset drops a lowered pin too */
+    OK(lp_insert(&s, 4, 2));
+    lp_pin(&s, 4, 2, 3, 100, 200);
+    lp_squeeze(&s);
+    cr_assert_eq(lp_rs(&s).pins_lowered, 1);
+    OK(rkv_tree_reset(s.tree));
+    lp_check(&s);
+    cr_assert_eq(lp_rs(&s).pins, 0);
+    lp_close(&s);
+}
+
+/* A store that fails while the pinned pages are demoted: they leave the
+ * tree and the pin is revoked (counted). */
+Test(lower_pins, failed_store_revokes)
+{
+    lp s;
+    lp_open(&s, 8, 8, 0, 50, 0);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    rkv_store_fail_after(s.host, 1);
+    lp_squeeze(&s);
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_demoted, 1);
+    cr_assert_eq(rs.pins_revoked, 1);
+    cr_assert_eq(rs.pins, 0);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0);
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(s.tree, &ts));
+    cr_assert_eq(ts.failed_stores, 1);
+    lp_close(&s);
+}
+
+/* A corrupt host copy read at load: the pages leave the tree, the pin is
+ * revoked. */
+Test(lower_pins, corrupt_read_revokes)
+{
+    lp s;
+    lp_open(&s, 8, 8, 0, 50, 0);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_squeeze(&s);
+    cr_assert_eq(lp_rs(&s).pins_lowered, 1);
+    /* overwrite page 0's record with another hash */
+    uint64_t h0 = rkv_block_hash(RKV_HASH_ROOT, 5, s.tok[0], TP);
+    rkv_block_id scratch;
+    OK(rkv_pool_alloc(s.pool, &scratch));
+    uint32_t slot = UINT32_MAX;
+    for (uint32_t k = 0; k < 8 && slot == UINT32_MAX; k++)
+        if (rkv_store_read_to_pool(s.host, k, s.pool, scratch, h0, 5) == RKV_OK)
+            slot = k;
+    cr_assert_neq(slot, UINT32_MAX);
+    OK(rkv_store_write_from_pool(s.host, slot, s.pool, scratch, h0 ^ 1, 5));
+    OK(rkv_pool_unref(s.pool, scratch));
+    lp_load(&s, 0, 2, RKV_ERR_CORRUPT);
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_revoked, 1);
+    cr_assert_eq(rs.pins, 0);
+    cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0);
+    lp_close(&s);
+}
+
+/* An I/O error at load leaves the pages (and the pin) in the host. */
+Test(lower_pins, failed_load_keeps_pin)
+{
+    lp s;
+    lp_open(&s, 8, 8, 0, 50, 0);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_squeeze(&s);
+    rkv_load ld;
+    OK(rkv_tree_load(s.tree, 5, s.tok[0], 2 * TP, UINT32_MAX, NULL, &ld));
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0, "LOADING");
+    rkv_store_fail_after(s.host, 1);
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    OK(rkv_tree_tier_poll(s.tree, &done, 1, &nd));
+    cr_assert_eq(done.status, RKV_ERR_IO);
+    OK(rkv_tree_unlock(s.tree, &ld.lease));
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_lowered, 1);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2);
+    lp_close(&s);
+}
+
+/* Inserting the same prefix again while it is in the host drops the host
+ * copy (insert conflict): the pin is revoked. */
+Test(lower_pins, insert_conflict_revokes)
+{
+    lp s;
+    lp_open(&s, 8, 8, 0, 50, 0);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_squeeze(&s);
+    cr_assert_eq(lp_rs(&s).pins_lowered, 1);
+    OK(lp_insert(&s, 0, 2));
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_revoked, 1);
+    cr_assert_eq(rs.pins, 0);
+    lp_close(&s);
+}
+
+/* Loaded back, the pin stays lowered and goes down pinned again; a retain
+ * by its owner takes it over as a device pin. */
+Test(lower_pins, load_back_keeps_pin)
+{
+    lp s;
+    lp_open(&s, 8, 8, 0, 50, 0);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_squeeze(&s);
+    lp_load(&s, 0, 2, RKV_OK);
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins, 1);
+    cr_assert_eq(rs.pins_lowered, 1, "still lowered on the device");
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0, "write-back");
+    rkv_match m;
+    OK(rkv_tree_match(s.tree, 5, s.tok[0], 2 * TP, NULL, RKV_MATCH_PEEK, &m));
+    cr_assert_eq(m.matched_tokens, 2 * TP);
+    lp_squeeze(&s);
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2, "down pinned again");
+    cr_assert_eq(rs.pins_demoted, 1, "no new lowering: it had no lease");
+    lp_load(&s, 0, 2, RKV_OK);
+    lp_pin(&s, 0, 2, 1, 50, 10); /* the owner uses the prefix again */
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins, 1, "taken over, not doubled");
+    cr_assert_eq(rs.pins_lowered, 0);
+    cr_assert_eq(rs.pinned_blocks, 2);
+    cr_assert_eq(rs.pins_renewed, 1);
+    cr_assert_eq(rs.pins_made, 1);
+    OK(rkv_tree_set_time(s.tree, 999));
+    cr_assert_eq(lp_rs(&s).pins, 1, "the later deadline (1000) was kept");
+    OK(rkv_tree_set_time(s.tree, 1000));
+    cr_assert_eq(lp_rs(&s).pins, 0);
+    lp_close(&s);
+}
+
+/* Host over disk: the host writes a pinned node down to the disk (a
+ * demotion), the disk's LRU never drops it. */
+Test(lower_pins, host_over_disk)
+{
+    lp s;
+    lp_open(&s, 8, 4, 8, 50, 0);
+    OK(lp_insert(&s, 0, 2));
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    OK(lp_insert(&s, 1, 6));
+    lp_squeeze(&s);
+    lp_check(&s);
+    for (uint32_t a = 2; a < 6; a++) {
+        OK(lp_insert(&s, a, 8));
+        lp_squeeze(&s);
+        lp_check(&s);
+    }
+    rkv_tier_match tm;
+    cr_assert_eq(lp_cached(&s, 0, 2, &tm), 2 * TP);
+    cr_assert_eq(tm.disk_tokens, 2 * TP, "written down to the disk");
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_lowered, 1);
+    cr_assert_eq(rs.pins_revoked, 0);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_DISK], 2);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0);
+    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_DISK], 4);
+    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_HOST], 2);
+    lp_load(&s, 0, 2, RKV_OK);
+    cr_assert_eq(lp_rs(&s).pinned_by_medium[RKV_MEDIUM_DISK], 0);
+    lp_check(&s);
+    lp_close(&s);
+}
+
+/* Retain's take-over of a lowered pin allocates nothing new, but a retain
+ * that fails for memory changes nothing, lowered pins included. */
+Test(lower_pins, oom_retain_with_lowered_pin)
+{
+    int64_t live0 = rkv_debug_live_tree_allocs_global();
+    for (int64_t k = 0; k < 16; k++) {
+        lp s;
+        lp_open(&s, 8, 8, 0, 50, 0);
+        OK(lp_insert(&s, 0, 4));
+        lp_pin(&s, 0, 4, 1, 1000, 0);
+        lp_squeeze(&s);
+        lp_load(&s, 0, 4, RKV_OK);
+        rkv_retention_stats before = lp_rs(&s);
+        rkv_tree_debug_fail_alloc_after(s.tree, k);
+        rkv_retention r;
+        rkv_retention_init(&r);
+        r.pin_tokens = 2 * TP; /* splits the node: allocates */
+        r.ttl_ms = 10;
+        r.owner = 1;
+        rkv_status st = rkv_tree_retain(s.tree, 5, s.tok[0], 4 * TP, &r, 1,
+                                        NULL);
+        rkv_tree_debug_fail_alloc_after(s.tree, -1);
+        lp_check(&s);
+        rkv_retention_stats after = lp_rs(&s);
+        if (st == RKV_ERR_NOMEM) {
+            cr_assert_eq(after.pins, before.pins);
+            cr_assert_eq(after.pins_lowered, before.pins_lowered);
+        } else {
+            OK(st);
+            cr_assert_eq(after.pins, 2);
+        }
+        lp_close(&s);
+        cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
+        if (st == RKV_OK)
+            break;
+    }
+}
+
+/* ---- randomized, against a reference of live pins ------------------------ */
+
+typedef struct rpin {
+    uint64_t owner, deadline;
+    uint32_t a, pages;
+    uint64_t revoked_at_make; /* tree's pins_revoked when made */
+    int live;
+} rpin;
+
+#define RMAX 256
+
+static uint64_t xs(uint64_t *r)
+{
+    *r ^= *r << 13;
+    *r ^= *r >> 7;
+    *r ^= *r << 17;
+    return *r;
+}
+
+static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
+                       int faults)
+{
+    lp s;
+    lp_open(&s, 16, host_cap, disk_cap, 50, 0);
+    rpin ref[RMAX];
+    uint32_t nref = 0;
+    uint64_t r = seed, now = 0;
+    for (int op = 0; op < 1500; op++) {
+        uint32_t a = (uint32_t)(xs(&r) % NSEQ);
+        uint32_t n = 1 + (uint32_t)(xs(&r) % SEQ_PAGES);
+        uint64_t owner = 1 + xs(&r) % 4;
+        switch (xs(&r) % 8) {
+        case 0:
+        case 1: {
+            rkv_status st = lp_insert(&s, a, n);
+            cr_assert(st == RKV_OK || st == RKV_ERR_NO_SPACE, "%s",
+                      rkv_last_error());
+            break;
+        }
+        case 2: {
+            rkv_retention rt;
+            rkv_retention_init(&rt);
+            rt.pin_tokens = (size_t)n * TP;
+            rt.ttl_ms = 1 + xs(&r) % 200;
+            rt.owner = owner;
+            rkv_retain_result out;
+            uint64_t rev0 = 0;
+            {
+                rkv_retention_stats rs = lp_rs(&s);
+                rev0 = rs.pins_revoked;
+            }
+            rkv_status st = rkv_tree_retain(s.tree, 5, s.tok[a], (size_t)n * TP,
+                                            &rt, now, &out);
+            cr_assert(st == RKV_OK || st == RKV_ERR_PIN_CAP, "%s",
+                      rkv_last_error());
+            /* the reference's time moved with the call */
+            for (uint32_t i = 0; i < nref; i++)
+                if (ref[i].live && ref[i].deadline <= now)
+                    ref[i].live = 0;
+            if (st != RKV_OK || out.pinned_pages == 0)
+                break;
+            uint64_t dl = now + rt.ttl_ms;
+            uint32_t i = 0;
+            for (; i < nref; i++)
+                if (ref[i].live && ref[i].owner == owner && ref[i].a == a &&
+                    ref[i].pages == out.pinned_pages)
+                    break;
+            if (i < nref) {
+                if (dl > ref[i].deadline)
+                    ref[i].deadline = dl;
+                ref[i].revoked_at_make = rev0 < ref[i].revoked_at_make
+                                             ? rev0 : ref[i].revoked_at_make;
+            } else if (nref < RMAX) {
+                ref[nref++] = (rpin){owner, dl, a, out.pinned_pages, rev0, 1};
+            }
+            break;
+        }
+        case 3: {
+            uint32_t c = 0;
+            uint64_t ttl = 1 + xs(&r) % 200;
+            OK(rkv_tree_pins_extend(s.tree, owner, ttl, now, &c));
+            for (uint32_t i = 0; i < nref; i++) {
+                if (ref[i].live && ref[i].deadline <= now)
+                    ref[i].live = 0;
+                if (ref[i].live && ref[i].owner == owner &&
+                    now + ttl > ref[i].deadline)
+                    ref[i].deadline = now + ttl;
+            }
+            break;
+        }
+        case 4:
+            if (xs(&r) % 4 == 0) {
+                OK(rkv_tree_pins_release(s.tree, owner, NULL));
+                for (uint32_t i = 0; i < nref; i++)
+                    if (ref[i].owner == owner)
+                        ref[i].live = 0;
+            }
+            break;
+        case 5:
+            now += xs(&r) % 40;
+            OK(rkv_tree_set_time(s.tree, now));
+            for (uint32_t i = 0; i < nref; i++)
+                if (ref[i].live && ref[i].deadline <= now)
+                    ref[i].live = 0;
+            break;
+        case 6: {
+            rkv_load ld;
+            if (faults && xs(&r) % 4 == 0)
+                rkv_store_fail_after(s.host, 1 + (uint32_t)(xs(&r) % 3));
+            rkv_status st = rkv_tree_load(s.tree, 5, s.tok[a], (size_t)n * TP,
+                                          UINT32_MAX, NULL, &ld);
+            cr_assert(st == RKV_OK || st == RKV_ERR_NO_SPACE, "%s",
+                      rkv_last_error());
+            if (st == RKV_OK && ld.ticket != 0) {
+                rkv_transfer_done done;
+                uint32_t nd = 0;
+                OK(rkv_tree_tier_poll(s.tree, &done, 1, &nd));
+                cr_assert_eq(nd, 1);
+                OK(rkv_tree_unlock(s.tree, &ld.lease));
+            }
+            rkv_store_fail_after(s.host, 0);
+            break;
+        }
+        default:
+            if (faults && xs(&r) % 3 == 0)
+                rkv_store_fail_after(s.host, 1 + (uint32_t)(xs(&r) % 4));
+            lp_squeeze(&s);
+            rkv_store_fail_after(s.host, 0);
+            break;
+        }
+        lp_check(&s);
+        /* the reference: the tree never holds more pins than are live, and
+         * a live pin's pages are all cached unless some pin was revoked
+         * since it was made */
+        rkv_retention_stats rs = lp_rs(&s);
+        uint64_t live = 0;
+        for (uint32_t i = 0; i < nref; i++) {
+            if (!ref[i].live)
+                continue;
+            live++;
+            if (rs.pins_revoked == ref[i].revoked_at_make)
+                cr_assert_eq(lp_cached(&s, ref[i].a, ref[i].pages, NULL),
+                             (size_t)ref[i].pages * TP,
+                             "op %d: pin (owner %llu, seq %u, %u pages) lost "
+                             "pages with no revocation", op,
+                             (unsigned long long)ref[i].owner, ref[i].a,
+                             ref[i].pages);
+        }
+        cr_assert_leq(rs.pins, live, "op %d", op);
+        cr_assert_eq(rs.pins, rs.pins_made - rs.pins_expired -
+                                  rs.pins_released - rs.pins_revoked,
+                     "op %d", op);
+        if (rs.pins_revoked == 0 && !faults)
+            cr_assert_eq(rs.pins, live, "op %d: no revocation", op);
+    }
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_gt(rs.pins_demoted, 0, "the run lowered pins");
+    lp_close(&s);
+}
+
+Test(lower_pins, random_host)
+{
+    for (uint64_t seed = 1; seed <= 4; seed++)
+        random_run(seed * 0x9E3779B97F4A7C15ull, 24, 0, 0);
+}
+
+Test(lower_pins, random_host_faults)
+{
+    for (uint64_t seed = 1; seed <= 4; seed++)
+        random_run(seed * 0xD1B54A32D192ED03ull, 12, 0, 1);
+}
+
+Test(lower_pins, random_host_disk)
+{
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        random_run(seed * 0x94D049BB133111EBull, 8, 24, 0);
+}
