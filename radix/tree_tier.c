@@ -31,10 +31,18 @@
  *   device + host capacity of distinct pages -- this is what lets a 1M
  *   device + 9M host cache hit like one 10M cache. Write-through and
  *   selective keep the host copy (inclusive), as HiCache does. (4) Stores
- *   made by demotion run at once (the device block must be free when the
- *   eviction returns); queued stores (write-through, selective, swap-out)
- *   run in rkv_tree_tier_poll, and a demotion that finds a page's store
- *   still queued runs that store first. (5) Lower tiers: a host store, a
+ *   made by demotion run at once and SYNCHRONOUSLY on every pool (the
+ *   device block must be free when the eviction returns), as do host ->
+ *   disk write-backs and disk -> host moves (store to store); queued stores
+ *   (write-through, selective, swap-out) and loads run in
+ *   rkv_tree_tier_poll. On a host pool they complete in that poll
+ *   (memcpy / pread). On a CUDA pool they are ASYNCHRONOUS
+ *   (radix/tree_copy.c): a poll queues them on a stream and records an
+ *   event, a later poll that finds the event complete finishes them
+ *   (stores into a disk-only tier and loads whose disk pages find no
+ *   pinned staging stay synchronous). A demotion that finds a page's
+ *   store still queued runs that store first, or, in flight, waits for
+ *   its event. (5) Lower tiers: a host store, a
  *   disk store directly below the device (tr->host names whichever is
  *   first, tr->medium which), or a host with a disk below it (tr->disk):
  *   the chain device -> host -> disk, as HiCache's L1/L2/L3 and Dynamo
