@@ -923,12 +923,12 @@ rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
  * kernels write and read the KV blocks, so that a store copies a block
  * only after it was written and a load's block is not overwritten while
  * an earlier kernel still reads it. Ownership: the stream stays the
- * caller's; the tree never destroys it and uses it until the tiers are
- * detached, the tree is destroyed or another stream is set (copies in
- * flight on the old stream are waited for before this returns: the
- * caller may then destroy it). Kept across attach / detach of tiers.
- * Ignored on a host pool. RKV_ERR_CUDA if waiting for the old stream
- * failed (the stream is then not changed). */
+ * caller's and must live until the tree is destroyed or another stream is
+ * set; the tree never destroys it. The setting belongs to the tree (kept
+ * across attaching / detaching tiers). Copies in flight on the old stream
+ * are waited for before this returns, so the caller may then destroy the
+ * old stream. Ignored on a host pool. RKV_ERR_CUDA if waiting for the old
+ * stream failed (the stream is then not changed). */
 rkv_status rkv_tree_tier_set_stream(rkv_tree *tree, void *cuda_stream);
 
 typedef struct rkv_tier_stats {
