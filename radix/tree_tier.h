@@ -1,7 +1,8 @@
 /*
  * radix/tree_tier.h -- the tier state of a radix tree, shared by
  * radix/tree_tier.c (attach, demotion, host LRU, store queue, poll, stats,
- * check) and radix/tree_tier_load.c (match_tiers, load, store_prefix).
+ * check), radix/tree_tier_load.c (match_tiers, load, store_prefix) and
+ * radix/tree_copy.c (the asynchronous copies of a CUDA pool).
  * Design and invariants: radix/tree_tier.c.
  */
 #ifndef RKV_RADIX_TREE_TIER_H
