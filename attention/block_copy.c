@@ -12,7 +12,8 @@
  * Invariants: every id is validated (in range, allocated; copy_blocks also:
  * no destination twice, no destination that is also a source, since the
  * result would depend on order) before any byte moves; on a CUDA pool the
- * copies have completed when the call returns.
+ * copies have completed when the call returns -- except rkv_pool_copy_async
+ * (the tier's two-phase copies), whose copies are only queued on a stream.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -214,4 +215,24 @@ rkv_status rkv_pool_copy_from_host(rkv_pool *pool, uint32_t n, const rkv_block_i
                                    const void *host_buf)
 {
     return copy_host(pool, "rkv_pool_copy_from_host", n, ids, (void *)host_buf, 0);
+}
+
+rkv_status rkv_pool_copy_async(rkv_pool *pool, void *stream, uint32_t n,
+                               const rkv_block_id *ids, void *const *host,
+                               int to_host)
+{
+    const char *fn = to_host ? "rkv_pool_copy_async (to host)"
+                             : "rkv_pool_copy_async (from host)";
+    seg_layout L;
+    rkv_status st = layout_of(pool, fn, &L);
+    if (st != RKV_OK || n == 0)
+        return st;
+    if (L.cfg.device != RKV_DEVICE_CUDA)
+        return rkv_set_error(RKV_ERR_STATE, "%s: not a CUDA pool", fn);
+    if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, ids)) != RKV_OK)
+        return st;
+    const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
+    return rkv_cuda_status(be, be->copy_host_async(L.cfg.cuda_device, stream, L.base,
+                                                   L.seg, L.stride, L.height, n, ids,
+                                                   host, to_host));
 }

@@ -7,6 +7,7 @@
  * Invariant: the table is a constant; entries are in the order of the
  * struct and every one is set (the core does not check for NULL entries).
  */
+#include "alloc/pool_copy.h"
 #include "alloc/pool_cuda.h"
 #include "common/cuda_backend.h"
 
@@ -28,6 +29,15 @@ static const rkv_cuda_backend rkv_cuda_table = {
     rkv_attn_cuda_set_cascade_budget,
     rkv_pinned_alloc,
     rkv_pinned_free,
+    rkv_copy_stream_create,
+    rkv_copy_stream_destroy,
+    rkv_copy_stream_sync,
+    rkv_copy_host_async,
+    rkv_copy_event_create,
+    rkv_copy_event_record,
+    rkv_copy_event_query,
+    rkv_copy_event_sync,
+    rkv_copy_event_destroy,
 };
 
 extern "C" __attribute__((visibility("default"))) const rkv_cuda_backend *

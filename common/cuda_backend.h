@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define RKV_CUDA_BACKEND_ABI 3u
+#define RKV_CUDA_BACKEND_ABI 4u
 #define RKV_CUDA_BACKEND_ENTRY rkv_cuda_backend_v1
 #define RKV_CUDA_BACKEND_ENTRY_NAME "rkv_cuda_backend_v1"
 #define RKV_CUDA_BACKEND_SONAME "libradixkv_cuda.so.0"
@@ -89,6 +89,28 @@ typedef struct rkv_cuda_backend {
      * back to aligned host memory. Added in ABI 3. */
     rkv_status (*host_alloc)(size_t bytes, void **out);
     void (*host_free)(void *p);
+
+    /* The tier's asynchronous copies (alloc/pool_copy.cu; added in ABI 4).
+     * A copy stream (a blocking stream: ordered with the legacy default
+     * stream), block copies queued on a stream between a pool laid out as
+     * copy_host's (seg, stride, height) and one host pointer per block
+     * (bytes_per_block each, segments in order), and events recorded after
+     * a batch of them. event_query sets *done (0: still running) and fails
+     * only on an error of the event or of the work before it. Every failure
+     * is RKV_ERR_CUDA with the runtime's reason; nothing is freed or
+     * changed that the caller owns. */
+    rkv_status (*stream_create)(int device, void **out);
+    void (*stream_destroy)(int device, void *stream);
+    rkv_status (*stream_sync)(int device, void *stream);
+    rkv_status (*copy_host_async)(int device, void *stream, void *base,
+                                  size_t seg, size_t stride, uint32_t height,
+                                  uint32_t n, const uint32_t *ids,
+                                  void *const *host, int to_host);
+    rkv_status (*event_create)(int device, void **out);
+    rkv_status (*event_record)(int device, void *event, void *stream);
+    rkv_status (*event_query)(int device, void *event, int *done);
+    rkv_status (*event_sync)(int device, void *event);
+    void (*event_destroy)(int device, void *event);
 } rkv_cuda_backend;
 
 /* The backend's one exported symbol (defined in common/cuda_backend.cu). */
@@ -112,6 +134,15 @@ void rkv_cuda_unload(rkv_cuda_lib *lib);
 
 /* The backend of a CUDA pool (NULL for a host pool): alloc/pool.c. */
 const rkv_cuda_backend *rkv_pool_cuda_backend(const rkv_pool *pool);
+
+/* Queues copies of n blocks of a CUDA pool to (to_host) or from one host
+ * pointer per block (bytes_per_block each) on `stream`, after the checks of
+ * rkv_pool_copy_to_host; returns once they are queued, not done
+ * (attention/block_copy.c; used by the tier, radix/tree_copy.c).
+ * RKV_ERR_STATE on a host pool. */
+rkv_status rkv_pool_copy_async(rkv_pool *pool, void *stream, uint32_t n,
+                               const rkv_block_id *ids, void *const *host,
+                               int to_host);
 
 /* Turns a backend status into a core one: on failure the backend's message
  * becomes rkv_last_error(). */

@@ -928,9 +928,32 @@ typedef struct rkv_transfer_done {
 } rkv_transfer_done;
 
 /* Runs queued copies and reports completed tickets into out[0..max);
- * *n_out gets the count. Pending stores finish here too. */
+ * *n_out gets the count. Pending stores finish here too. Host pool: the
+ * copies run (memcpy / pread) and complete in this call. CUDA pool: two
+ * phases (tier/README.md, "Asynchronous copies"): a poll queues the copies
+ * of the loads and stores queued since the last one on a stream and
+ * records an event; a LATER poll that finds the event complete finishes
+ * them (a load's ticket is reported then, a store's host copy counts from
+ * then), so poll once per step and a load's ticket completes a poll or
+ * more after rkv_tree_load. At most 32 batches are in flight (a poll that
+ * finds them all running queues nothing new). */
 rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
                               uint32_t max, uint32_t *n_out);
+
+/* The CUDA stream (a cudaStream_t) the tier's copies of a CUDA pool run
+ * on; NULL (the default) = the library's own stream, a blocking stream it
+ * creates on first use and destroys with the tiers (so it is ordered with
+ * work on the legacy default stream only). Set the stream on which your
+ * kernels write and read the KV blocks, so that a store copies a block
+ * only after it was written and a load's block is not overwritten while
+ * an earlier kernel still reads it. Ownership: the stream stays the
+ * caller's and must live until the tree is destroyed or another stream is
+ * set; the tree never destroys it. The setting belongs to the tree (kept
+ * across attaching / detaching tiers). Copies in flight on the old stream
+ * are waited for before this returns, so the caller may then destroy the
+ * old stream. Ignored on a host pool. RKV_ERR_CUDA if waiting for the old
+ * stream failed (the stream is then not changed). */
+rkv_status rkv_tree_tier_set_stream(rkv_tree *tree, void *cuda_stream);
 
 typedef struct rkv_tier_stats {
     uint64_t resident_pages[RKV_MEDIUM_COUNT]; /* pages per medium         */

@@ -212,6 +212,8 @@ struct rkv_tree {
     struct rkv_tier *tier;
     rkv_ttn *tn;           /* nodes_cap entries when tier != NULL           */
     size_t tpage_bytes;    /* sizeof(rkv_tpage) with tiers, else 0          */
+    void *tier_stream;     /* rkv_tree_tier_set_stream's CUDA stream (the
+                              caller's), or NULL: the tier's own stream    */
 
     uint8_t *owned;        /* bit per pool block: cached by this tree       */
     size_t owned_bytes;

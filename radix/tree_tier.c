@@ -31,10 +31,18 @@
  *   device + host capacity of distinct pages -- this is what lets a 1M
  *   device + 9M host cache hit like one 10M cache. Write-through and
  *   selective keep the host copy (inclusive), as HiCache does. (4) Stores
- *   made by demotion run at once (the device block must be free when the
- *   eviction returns); queued stores (write-through, selective, swap-out)
- *   run in rkv_tree_tier_poll, and a demotion that finds a page's store
- *   still queued runs that store first. (5) Lower tiers: a host store, a
+ *   made by demotion run at once and SYNCHRONOUSLY on every pool (the
+ *   device block must be free when the eviction returns), as do host ->
+ *   disk write-backs and disk -> host moves (store to store); queued stores
+ *   (write-through, selective, swap-out) and loads run in
+ *   rkv_tree_tier_poll. On a host pool they complete in that poll
+ *   (memcpy / pread). On a CUDA pool they are ASYNCHRONOUS
+ *   (radix/tree_copy.c): a poll queues them on a stream and records an
+ *   event, a later poll that finds the event complete finishes them
+ *   (stores into a disk-only tier and loads whose disk pages find no
+ *   pinned staging stay synchronous). A demotion that finds a page's
+ *   store still queued runs that store first, or, in flight, waits for
+ *   its event. (5) Lower tiers: a host store, a
  *   disk store directly below the device (tr->host names whichever is
  *   first, tr->medium which), or a host with a disk below it (tr->disk):
  *   the chain device -> host -> disk, as HiCache's L1/L2/L3 and Dynamo
@@ -511,6 +519,7 @@ int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
     op->hash = t->pool->hash[b];
     op->ns = ns;
     op->ticket = ticket;
+    op->batch = 0;
     tp[i].slot = slot;
     rkv_tier_ev_host(t, id, i, 1);
     return 1;
@@ -550,14 +559,11 @@ static void rkv_tier_swap_done(rkv_tree *t, uint64_t ticket, int ok)
     }
 }
 
-/* Runs queued op *op now (it is dead afterwards). */
-static void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
+void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st)
 {
     rkv_tier *tr = t->tier;
-    if (op->block == RKV_NIL)
-        return;
-    rkv_status st = rkv_store_write_from_pool(tr->host, op->slot, t->pool,
-                                              op->block, op->hash, op->ns);
+    if (st == RKV_OK && op->batch != 0) /* asynchronous: the bytes arrived */
+        st = rkv_store_write_end(tr->host, op->slot, op->hash, op->ns);
     if (st == RKV_OK) {
         tr->st.stores_blocks[tr->medium]++;
         tr->st.stores_bytes[tr->medium] += tr->block_bytes;
@@ -571,14 +577,28 @@ static void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
     op->block = RKV_NIL;
 }
 
-/* A demotion met a page whose store is queued: run it now. */
+/* Runs queued op *op now (it is dead afterwards). */
+static void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
+{
+    if (op->block == RKV_NIL)
+        return;
+    rkv_tier_store_done(t, op,
+                        rkv_store_write_from_pool(t->tier->host, op->slot, t->pool,
+                                                  op->block, op->hash, op->ns));
+}
+
+/* A demotion met a page whose store is queued: run it now (in flight on a
+ * CUDA pool: wait for it), as the device block is about to be freed. */
 static void rkv_tier_run_store_of(rkv_tree *t, uint32_t slot)
 {
     rkv_tier *tr = t->tier;
     for (uint32_t k = 0; k < tr->qlen; k++) {
         rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
         if (op->block != RKV_NIL && op->slot == slot) {
-            rkv_tier_run_op(t, op);
+            if (op->batch != 0)
+                rkv_tcopy_wait_store(t, op);
+            else
+                rkv_tier_run_op(t, op);
             return;
         }
     }
@@ -803,6 +823,7 @@ void rkv_tier_fini(rkv_tree *t)
     rkv_tier *tr = t->tier;
     if (tr == NULL)
         return;
+    rkv_tcopy_fini(t); /* no copy may run into a slot or block freed next */
     if (tr->host != NULL)
         rkv_store_detach(tr->host, t);
     if (tr->disk != NULL)
@@ -918,6 +939,7 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     t->tier = tr;
     t->tn = tn;
     t->tpage_bytes = sizeof(rkv_tpage);
+    rkv_tcopy_init(t);
     return RKV_OK;
 }
 
@@ -926,6 +948,7 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
 void rkv_tier_drop_all(rkv_tree *t)
 {
     rkv_tier *tr = t->tier;
+    rkv_tcopy_drain(t); /* copies in flight land before their memory goes */
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         rkv_tnode *x = &t->nodes[y];
         if (x->parent == RKV_NIL || x->parent == 0)
@@ -994,16 +1017,29 @@ rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
     rkv_tier *tr = t->tier;
     if (tr == NULL)
         return RKV_OK;
-    rkv_tier_run_queue(t);
+    if (tr->cp.on)
+        rkv_tcopy_poll(t); /* CUDA pool: two phases (radix/tree_copy.c) */
+    else
+        rkv_tier_run_queue(t);
     uint32_t n = 0;
-    /* loads, oldest first, as long as there is room to report them */
+    /* loads, oldest first, as long as there is room to report them (on a
+     * CUDA pool: those whose batch completed, or that read synchronously) */
     uint32_t j = 0;
     while (j < tr->njobs && n < max) {
+        int state = tr->jobs[j].state;
+        if (state == RKV_TLOAD_INFLIGHT ||
+            (tr->cp.on && state == RKV_TLOAD_QUEUED)) {
+            j++;
+            continue;
+        }
         rkv_tload job = tr->jobs[j];
         memmove(&tr->jobs[j], &tr->jobs[j + 1],
                 (size_t)(tr->njobs - j - 1) * sizeof *tr->jobs);
         tr->njobs--;
-        out[n++] = rkv_tier_finish_load(t, &job);
+        out[n++] = state == RKV_TLOAD_READY
+                       ? rkv_tier_complete_load(t, &job, job.st, job.bad_node,
+                                                job.bad_page)
+                       : rkv_tier_finish_load(t, &job);
     }
     /* swap-outs whose stores all ran */
     uint32_t s = 0;
@@ -1182,6 +1218,8 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
                          d ? "disk" : "host", (unsigned long long)n,
                          (unsigned long long)listable[d]);
     }
+    if (st == RKV_OK)
+        st = rkv_tcopy_check(t);
     for (uint32_t j = 0; st == RKV_OK && j < tr->njobs; j++) {
         uint32_t y = tr->jobs[j].node;
         if (y >= t->nodes_used || !(t->tn[y].flags & RKV_TN_LOADING))

@@ -1,12 +1,14 @@
 /*
  * radix/tree_tier.h -- the tier state of a radix tree, shared by
  * radix/tree_tier.c (attach, demotion, host LRU, store queue, poll, stats,
- * check) and radix/tree_tier_load.c (match_tiers, load, store_prefix).
+ * check), radix/tree_tier_load.c (match_tiers, load, store_prefix) and
+ * radix/tree_copy.c (the asynchronous copies of a CUDA pool).
  * Design and invariants: radix/tree_tier.c.
  */
 #ifndef RKV_RADIX_TREE_TIER_H
 #define RKV_RADIX_TREE_TIER_H
 
+#include "radix/tree_copy.h"
 #include "radix/tree_internal.h"
 #include "tier/store.h"
 
@@ -16,6 +18,8 @@ typedef struct rkv_tstore {
     rkv_block_id block;
     uint64_t hash, ns;
     uint64_t ticket;  /* swap-out ticket, or 0 */
+    uint64_t batch;   /* CUDA pool: the in-flight copy batch carrying it
+                         (radix/tree_copy.c), or 0 while not issued    */
 } rkv_tstore;
 
 /* A load in flight: the LOADING path from node up to (not including) top. */
@@ -25,7 +29,23 @@ typedef struct rkv_tload {
     uint64_t ns;
     uint32_t node, top, npages;
     int kind;          /* RKV_TRANSFER_LOAD */
+    /* CUDA pool (radix/tree_copy.c): where its copies are. */
+    int state;         /* rkv_tload_state                                 */
+    uint64_t batch;    /* INFLIGHT: its batch                             */
+    rkv_status st;     /* READY: how the copies ended                     */
+    uint32_t bad_node, bad_page; /* READY failed by verification: where */
 } rkv_tload;
+
+/* A load's copies: QUEUED (the host backend's only state: read at the
+ * poll that reports it), INFLIGHT in a batch, READY (the batch completed:
+ * bytes valid unless st says otherwise), SYNC (no staging memory for its
+ * disk pages: read synchronously when reported). */
+enum rkv_tload_state {
+    RKV_TLOAD_QUEUED = 0,
+    RKV_TLOAD_INFLIGHT = 1,
+    RKV_TLOAD_READY = 2,
+    RKV_TLOAD_SYNC = 3
+};
 
 typedef struct rkv_tswap {
     uint64_t ticket;
@@ -61,6 +81,7 @@ typedef struct rkv_tier {
     uint64_t lpin_cap[RKV_MEDIUM_COUNT]; /* max_pinned_pct of each lower
                                 store's capacity; lpinned <= lpin_cap     */
     rkv_tier_stats st;
+    rkv_tcopy cp;            /* asynchronous copies (CUDA pool)           */
 } rkv_tier;
 
 static inline int l_is_lower(const rkv_tree *t, uint32_t id)
@@ -123,7 +144,17 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
                               int free_root);
 int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
                          uint64_t ticket);
-/* Completes (or fails) a load at poll; returns its report. */
+/* Completes (or fails) a load at poll, reading its bytes now; returns its
+ * report. */
 rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job);
+/* The same for a load whose bytes arrived already (st == RKV_OK) or whose
+ * copies failed with st (at bad_node / bad_page when verification failed:
+ * RKV_ERR_CORRUPT drops that copy). */
+rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_tload *job,
+                                         rkv_status st, uint32_t bad_node,
+                                         uint32_t bad_page);
+/* A queued store ended with st (its bytes in the slot, or failed): counts
+ * it, commits or frees the slot, tells its swap-out; op is dead after. */
+void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st);
 
 #endif

@@ -377,6 +377,11 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
     job->top = top_parent;
     job->npages = lw.pages;
     job->kind = RKV_TRANSFER_LOAD;
+    job->state = RKV_TLOAD_QUEUED;
+    job->batch = 0;
+    job->st = RKV_OK;
+    job->bad_node = RKV_NIL;
+    job->bad_page = 0;
     out->ticket = job->ticket;
     out->num_pages = lw.pages;
     out->disk_pages = tr->medium == RKV_MEDIUM_DISK ? lw.pages
@@ -387,8 +392,6 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
 
 rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
 {
-    rkv_tier *tr = t->tier;
-    rkv_transfer_done done = {job->ticket, job->kind, RKV_OK, 0};
     uint32_t bad_node = RKV_NIL, bad_page = 0;
     rkv_status st = RKV_OK;
     for (uint32_t y = job->node; y != job->top && st == RKV_OK;
@@ -407,6 +410,15 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
             }
         }
     }
+    return rkv_tier_complete_load(t, job, st, bad_node, bad_page);
+}
+
+rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_tload *job,
+                                         rkv_status st, uint32_t bad_node,
+                                         uint32_t bad_page)
+{
+    rkv_tier *tr = t->tier;
+    rkv_transfer_done done = {job->ticket, job->kind, RKV_OK, 0};
     if (st == RKV_OK) {
         /* top-down: the pages are device pages now */
         uint32_t y = job->node;

@@ -372,6 +372,54 @@ rkv_status rkv_store_write_from_pool(rkv_store *s, uint32_t slot, rkv_pool *pool
     return commit(s, slot, hash, ns);
 }
 
+rkv_status rkv_store_write_begin(rkv_store *s, uint32_t slot, rkv_pool *pool,
+                                 rkv_block_id block, void **dst)
+{
+    static const char fn[] = "rkv_store_write_begin";
+    *dst = NULL;
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    if (s->medium != RKV_MEDIUM_HOST)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: only a host store takes asynchronous writes", fn);
+    rkv_status st = check_dst_slot(s, fn, slot);
+    if (st == RKV_OK)
+        st = check_pool(s, fn, pool, block);
+    if (st != RKV_OK)
+        return st;
+    s->state[slot] = SLOT_EMPTY;
+    s->hash[slot] = 0;
+    s->ns[slot] = 0;
+    st = rkv_store_inject(s, "pool copy");
+    if (st == RKV_OK && s->ops != NULL)
+        *dst = s->ops->stage(s, slot);
+    return st;
+}
+
+rkv_status rkv_store_write_end(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
+{
+    rkv_status st = check_dst_slot(s, "rkv_store_write_end", slot);
+    return st == RKV_OK ? commit(s, slot, hash, ns) : st;
+}
+
+rkv_status rkv_store_read_begin(rkv_store *s, uint32_t slot, rkv_pool *pool,
+                                rkv_block_id block, uint64_t hash, uint64_t ns,
+                                const void **payload)
+{
+    static const char fn[] = "rkv_store_read_begin";
+    *payload = NULL;
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    rkv_status st = check_src_slot(s, fn, slot, hash, ns);
+    if (st == RKV_OK)
+        st = check_pool(s, fn, pool, block);
+    if (st == RKV_OK)
+        st = load(s, slot, hash, ns, payload);
+    if (st == RKV_OK)
+        st = rkv_store_inject(s, "pool copy");
+    return st;
+}
+
 rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
                                   rkv_block_id block, uint64_t hash, uint64_t ns)
 {

@@ -45,6 +45,22 @@ rkv_status rkv_store_write_from_pool(rkv_store *s, uint32_t slot,
 rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot,
                                   rkv_pool *pool, rkv_block_id block,
                                   uint64_t hash, uint64_t ns);
+/* Two-phase transfers for the tree's asynchronous copies on a CUDA pool
+ * (radix/tree_copy.c): the caller moves the bytes between begin and end.
+ * write_begin (host store only): the checks of write_from_pool, the slot
+ * emptied, and *dst = where the block's bytes go (the slot's memory; NULL
+ * for a metadata-only store); write_end records (hash, ns) once they
+ * arrived (a failure in between: the slot stays empty, the tree frees it).
+ * read_begin: the checks and verification of read_to_pool and *payload =
+ * the verified bytes (a host slot's memory; for a disk store, its staging
+ * buffer, valid until the store's next I/O: copy it out first). */
+rkv_status rkv_store_write_begin(rkv_store *s, uint32_t slot, rkv_pool *pool,
+                                 rkv_block_id block, void **dst);
+rkv_status rkv_store_write_end(rkv_store *s, uint32_t slot, uint64_t hash,
+                               uint64_t ns);
+rkv_status rkv_store_read_begin(rkv_store *s, uint32_t slot, rkv_pool *pool,
+                                rkv_block_id block, uint64_t hash, uint64_t ns,
+                                const void **payload);
 /* slot -> slot of another store (host -> disk demotion, disk -> host). */
 rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot,
                                rkv_store *src, uint32_t src_slot,

@@ -122,6 +122,7 @@ enum cudaDeviceAttr {
 #define cudaStreamNonBlocking 0x01
 #define cudaHostAllocDefault 0x00
 #define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
 
 typedef struct rkvsim_stream *cudaStream_t;
 typedef struct rkvsim_event *cudaEvent_t;
@@ -171,6 +172,13 @@ RKVSIM_API cudaError_t cudaStreamDestroy(cudaStream_t s);
 RKVSIM_API cudaError_t cudaStreamSynchronize(cudaStream_t s);
 RKVSIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
 RKVSIM_API cudaError_t cudaEventCreate(cudaEvent_t *e);
+RKVSIM_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+/* cudaSuccess once the work recorded before e has run (running it first
+ * when deferred), cudaErrorNotReady while it has not. Deferred mode's
+ * realism knob: the first query after each record reports
+ * cudaErrorNotReady even when nothing is left to run, so a caller that
+ * polls must really come back (two-phase completion is exercised). */
+RKVSIM_API cudaError_t cudaEventQuery(cudaEvent_t e);
 RKVSIM_API cudaError_t cudaEventDestroy(cudaEvent_t e);
 RKVSIM_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 RKVSIM_API cudaError_t cudaEventSynchronize(cudaEvent_t e);

@@ -120,6 +120,7 @@ struct rkvsim_event {
     rkvsim_stream *s;
     uint64_t seq;
     bool recorded;
+    bool notready; /* deferred: the next query reports cudaErrorNotReady */
 };
 struct rkvsim_blas {
     cudaStream_t s;
@@ -1273,19 +1274,24 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
     return note(run_until(st, UINT64_MAX));
 }
 
-cudaError_t cudaEventCreate(cudaEvent_t *e)
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
     ENTER();
     if (e == nullptr)
         return fail(cudaErrorInvalidValue, "cudaEventCreate: NULL");
+    if ((flags & ~(unsigned)(cudaEventDisableTiming)) != 0)
+        return fail(cudaErrorInvalidValue, "cudaEventCreateWithFlags: flags 0x%x", flags);
     rkvsim_event *ev = new rkvsim_event();
     ev->s = nullptr;
     ev->seq = 0;
     ev->recorded = false;
+    ev->notready = false;
     G.events.insert(ev);
     *e = ev;
     return cudaSuccess;
 }
+
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
@@ -1309,7 +1315,23 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     e->s = st;
     e->seq = ++G.seq; /* everything queued so far on st */
     e->recorded = true;
+    e->notready = G.deferred;
     return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    ENTER();
+    if (G.events.count(e) == 0)
+        return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: %p", (void *)e);
+    if (!e->recorded || e->s == nullptr)
+        return cudaSuccess;
+    if (e->notready) {
+        /* not an error: G.last stays as it is, as with CUDA */
+        e->notready = false;
+        return cudaErrorNotReady;
+    }
+    return note(run_until(e->s, e->seq));
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
@@ -1319,6 +1341,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
         return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: %p", (void *)e);
     if (!e->recorded || e->s == nullptr)
         return cudaSuccess;
+    e->notready = false;
     return note(run_until(e->s, e->seq));
 }
 

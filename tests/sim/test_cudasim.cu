@@ -321,6 +321,40 @@ Test(cudasim, deferred_copies_read_pinned_memory_late)
     rkvsim_set_deferred(0);
 }
 
+Test(cudasim, deferred_events_report_not_ready_once)
+{
+    rkvsim_set_deferred(1);
+    float *d = dev_floats(4), *pin = NULL, h[4];
+    CK(cudaHostAlloc((void **)&pin, 4 * sizeof(float), cudaHostAllocDefault));
+    for (int i = 0; i < 4; i++)
+        pin[i] = (float)i;
+    cudaStream_t s;
+    cudaEvent_t ev;
+    CK(cudaStreamCreate(&s));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CK(cudaMemcpy2DAsync(d, 2 * sizeof(float), pin, 2 * sizeof(float), 2 * sizeof(float), 2,
+                         cudaMemcpyHostToDevice, s));
+    CK(cudaEventRecord(ev, s));
+    pin[0] = 50; /* the copy has not run: the DMA reads it later */
+    cr_assert_eq(cudaEventQuery(ev), cudaErrorNotReady, "first query after the record");
+    CK(cudaGetLastError()); /* "not ready" is not an error */
+    CK(cudaEventQuery(ev)); /* the second runs the work before the event */
+    pin[0] = 60;
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    cr_assert_eq(h[0], 50.0f);
+    /* a record again: not ready once more; a sync clears it */
+    CK(cudaEventRecord(ev, s));
+    CK(cudaEventSynchronize(ev));
+    CK(cudaEventQuery(ev));
+    cudaEvent_t bad;
+    expect(cudaEventCreateWithFlags(&bad, 0x80), cudaErrorInvalidValue, "flags 0x80");
+    CK(cudaEventDestroy(ev));
+    CK(cudaStreamDestroy(s));
+    CK(cudaFreeHost(pin));
+    CK(cudaFree(d));
+    rkvsim_set_deferred(0);
+}
+
 Test(cudasim, cublas_argument_rules_and_extents)
 {
     cublasHandle_t h;

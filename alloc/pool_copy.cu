@@ -1,0 +1,161 @@
+/*
+ * alloc/pool_copy.cu -- the asynchronous side of a CUDA pool's copies to and
+ * from host memory (backend ABI 4): a copy stream, block copies queued on
+ * it (one cudaMemcpy2DAsync per block: a block's 2 * num_layers segments
+ * are rows of one 2D copy), and events that say when a batch of them is
+ * done. The tree's tier (radix/tree_copy.c) issues a batch in one poll and
+ * finishes it in a later poll that finds its event complete.
+ *
+ * Invariants: the caller's current device is restored on every path; every
+ * CUDA error returns RKV_ERR_CUDA with the runtime's reason, clears the
+ * runtime's last error (a stale non-sticky error must not be blamed on a
+ * later call) and changes nothing the caller owns: a failed create leaves
+ * nothing allocated, a failed copy leaves the copies queued before it
+ * queued (the caller synchronises before it reuses their memory).
+ * Ordering: these copies are ordered only by their stream. The library's
+ * own stream is a blocking stream (ordered with the legacy default stream);
+ * work on other streams is ordered by the embedder's choice of stream
+ * (rkv_tree_tier_set_stream), never by a device-wide synchronisation.
+ */
+#include <cuda_runtime.h>
+
+#include "alloc/pool_copy.h"
+#include "common/status.h"
+
+namespace {
+
+/* Runs on `dev` and restores the caller's device. */
+struct dev_guard {
+    int prev;
+    bool ok;
+    explicit dev_guard(int dev) : prev(0), ok(false)
+    {
+        if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess)
+            ok = true;
+        else
+            (void)cudaGetLastError();
+    }
+    ~dev_guard()
+    {
+        if (ok)
+            (void)cudaSetDevice(prev);
+    }
+};
+
+rkv_status cuda_fail(const char *what, cudaError_t e)
+{
+    (void)cudaGetLastError();
+    return rkv_set_error(RKV_ERR_CUDA, "%s: %s", what, cudaGetErrorString(e));
+}
+
+} // namespace
+
+#define COPY_GUARD(dev, what)                                                    \
+    dev_guard guard_(dev);                                                       \
+    if (!guard_.ok)                                                              \
+        return rkv_set_error(RKV_ERR_CUDA, "%s: cannot select CUDA device %d",  \
+                             (what), (dev));
+
+extern "C" rkv_status rkv_copy_stream_create(int device, void **out)
+{
+    static const char fn[] = "tier copy stream: cudaStreamCreate";
+    COPY_GUARD(device, fn);
+    cudaStream_t s = NULL;
+    cudaError_t e = cudaStreamCreate(&s);
+    if (e != cudaSuccess)
+        return cuda_fail(fn, e);
+    *out = (void *)s;
+    return RKV_OK;
+}
+
+extern "C" void rkv_copy_stream_destroy(int device, void *stream)
+{
+    if (stream == NULL)
+        return;
+    dev_guard guard_(device);
+    (void)cudaStreamDestroy((cudaStream_t)stream);
+    (void)cudaGetLastError();
+}
+
+extern "C" rkv_status rkv_copy_stream_sync(int device, void *stream)
+{
+    static const char fn[] = "tier copy stream: cudaStreamSynchronize";
+    COPY_GUARD(device, fn);
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+    return e == cudaSuccess ? RKV_OK : cuda_fail(fn, e);
+}
+
+extern "C" rkv_status rkv_copy_host_async(int device, void *stream, void *base,
+                                          size_t seg, size_t stride, uint32_t height,
+                                          uint32_t n, const uint32_t *ids,
+                                          void *const *host, int to_host)
+{
+    const char *fn = to_host ? "tier store: cudaMemcpy2DAsync (device to host)"
+                             : "tier load: cudaMemcpy2DAsync (host to device)";
+    COPY_GUARD(device, fn);
+    char *b = (char *)base;
+    cudaStream_t s = (cudaStream_t)stream;
+    for (uint32_t i = 0; i < n; i++) {
+        char *blk = b + (size_t)ids[i] * seg;
+        cudaError_t e =
+            to_host ? cudaMemcpy2DAsync(host[i], seg, blk, stride, seg, height,
+                                        cudaMemcpyDeviceToHost, s)
+                    : cudaMemcpy2DAsync(blk, stride, host[i], seg, seg, height,
+                                        cudaMemcpyHostToDevice, s);
+        if (e != cudaSuccess)
+            return cuda_fail(fn, e);
+    }
+    return RKV_OK;
+}
+
+extern "C" rkv_status rkv_copy_event_create(int device, void **out)
+{
+    static const char fn[] = "tier copy event: cudaEventCreateWithFlags";
+    COPY_GUARD(device, fn);
+    cudaEvent_t ev = NULL;
+    /* no timing: the library reads no clock, and timing events cost more */
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+        return cuda_fail(fn, e);
+    *out = (void *)ev;
+    return RKV_OK;
+}
+
+extern "C" rkv_status rkv_copy_event_record(int device, void *event, void *stream)
+{
+    static const char fn[] = "tier copy event: cudaEventRecord";
+    COPY_GUARD(device, fn);
+    cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
+    return e == cudaSuccess ? RKV_OK : cuda_fail(fn, e);
+}
+
+extern "C" rkv_status rkv_copy_event_query(int device, void *event, int *done)
+{
+    static const char fn[] = "tier copy event: cudaEventQuery";
+    *done = 0;
+    COPY_GUARD(device, fn);
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaErrorNotReady)
+        return RKV_OK; /* not an error (the runtime records none): running */
+    if (e != cudaSuccess)
+        return cuda_fail(fn, e);
+    *done = 1;
+    return RKV_OK;
+}
+
+extern "C" rkv_status rkv_copy_event_sync(int device, void *event)
+{
+    static const char fn[] = "tier copy event: cudaEventSynchronize";
+    COPY_GUARD(device, fn);
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+    return e == cudaSuccess ? RKV_OK : cuda_fail(fn, e);
+}
+
+extern "C" void rkv_copy_event_destroy(int device, void *event)
+{
+    if (event == NULL)
+        return;
+    dev_guard guard_(device);
+    (void)cudaEventDestroy((cudaEvent_t)event);
+    (void)cudaGetLastError();
+}

@@ -1,0 +1,466 @@
+/*
+ * radix/tree_copy.c -- the tier's asynchronous copies on a CUDA pool: the
+ * two phases of rkv_tree_tier_poll. A poll first finishes the batches in
+ * flight whose event completed (oldest first: one stream, so they complete
+ * in order), then issues ONE batch: every queued store (device block ->
+ * host slot, cudaMemcpy2DAsync per block) and every queued load (host slot
+ * or pinned staging -> device block) that is not in flight yet, followed
+ * by one event. A later poll that finds the event complete commits the
+ * stores (the host copy is counted and becomes readable) and makes the
+ * loads READY, so rkv_tree_tier_poll reports a load's ticket only after
+ * its own batch completed: a request waits for its load, never for
+ * another's (its batch holds only copies queued up to its poll).
+ * A host pool never comes here (radix/tree_tier.c keeps memcpy / pread,
+ * completing in the same poll).
+ *
+ * Why these choices. A batch per poll, not per load: one event per poll is
+ * what the scheduler's step cadence needs, and the table bound
+ * (RKV_TCOPY_BATCHES) is then a bound on polls in flight. Disk loads are
+ * verified in the disk store's one staging buffer (the record checksum must
+ * pass before a byte reaches the device, as on the synchronous path) and
+ * copied to pinned staging pages, released in FIFO order with their batch;
+ * a load whose disk pages do not fit reads synchronously when reported
+ * (never lost, only not overlapped). Stores into a disk-only tier stay
+ * synchronous (the disk store writes whole records from its own buffer).
+ *
+ * Failure (at issue: a copy or the event record; at completion: the event
+ * query or sync) fails the items exactly like the synchronous path: a
+ * store frees its slot (the device page keeps its bytes, no host copy), a
+ * load is READY with the error (its pages go back to LOWER at report, the
+ * device blocks are freed, the request computes). Before anything whose
+ * copies may still run is freed, the stream is synchronised.
+ *
+ * Invariants (rkv_tcopy_check): at most RKV_TCOPY_BATCHES batches in
+ * flight, ids next_id - blen .. next_id - 1; a live queued store or a
+ * load with a batch names one of them; the staging pages in use are
+ * exactly those of the batches in flight; nothing is in flight unless on.
+ */
+#include <string.h>
+
+#include "alloc/pool_internal.h"
+#include "common/status.h"
+#include "radix/tree_debug.h"
+#include "radix/tree_tier.h"
+
+#define TC_N RKV_TCOPY_BATCHES
+
+static rkv_status tc_inject(uint32_t *k, const char *what)
+{
+    if (*k == 0 || --*k != 0)
+        return RKV_OK;
+    return rkv_set_error(RKV_ERR_CUDA, "%s: injected failure", what);
+}
+
+/* The stream copies go on: the caller's, else the tier's own (made now). */
+static rkv_status tc_stream(rkv_tree *t, void **out)
+{
+    rkv_tcopy *c = &t->tier->cp;
+    *out = t->tier_stream;
+    if (*out != NULL)
+        return RKV_OK;
+    if (c->own_stream == NULL) {
+        rkv_status st = c->be->stream_create(c->device, &c->own_stream);
+        if (st != RKV_OK) {
+            c->own_stream = NULL;
+            return rkv_cuda_status(c->be, st);
+        }
+    }
+    *out = c->own_stream;
+    return RKV_OK;
+}
+
+/* Waits for everything queued on the current stream (errors ignored: the
+ * caller is failing or dropping what it waits for anyway). */
+static void tc_sync(rkv_tree *t)
+{
+    rkv_tcopy *c = &t->tier->cp;
+    void *s = t->tier_stream != NULL ? t->tier_stream : c->own_stream;
+    if (s != NULL)
+        (void)c->be->stream_sync(c->device, s);
+}
+
+void rkv_tcopy_init(rkv_tree *t)
+{
+    rkv_tcopy *c = &t->tier->cp;
+    memset(c, 0, sizeof *c);
+    c->next_id = 1;
+    c->be = rkv_pool_cuda_backend(t->pool);
+    c->device = t->pool->cfg.cuda_device;
+    c->on = c->be != NULL && t->pool->kv_bytes != 0 && t->tier->block_bytes != 0;
+}
+
+void rkv_tcopy_drain(rkv_tree *t)
+{
+    rkv_tcopy *c = &t->tier->cp;
+    if (!c->on)
+        return;
+    if (c->blen > 0)
+        tc_sync(t);
+    c->blen = 0;
+    c->stage_head = c->stage_used = 0;
+    for (uint32_t i = 0; i < TC_N; i++)
+        c->b[i].stage_pages = 0;
+}
+
+void rkv_tcopy_fini(rkv_tree *t)
+{
+    rkv_tcopy *c = &t->tier->cp;
+    rkv_tcopy_drain(t);
+    if (c->be == NULL)
+        return;
+    for (uint32_t i = 0; i < TC_N; i++) {
+        c->be->event_destroy(c->device, c->b[i].event);
+        c->b[i].event = NULL;
+    }
+    c->be->stream_destroy(c->device, c->own_stream);
+    c->own_stream = NULL;
+    if (c->stage != NULL)
+        c->be->host_free(c->stage);
+    c->stage = NULL;
+}
+
+/* ---- issue ------------------------------------------------------------------ */
+
+/* Room for `need` staging pages (pinned memory made on first use). */
+static int tc_stage_room(rkv_tree *t, uint32_t need)
+{
+    rkv_tcopy *c = &t->tier->cp;
+    if (need > RKV_TCOPY_STAGE_PAGES)
+        return 0;
+    if (c->stage == NULL) {
+        void *p = NULL;
+        if (c->stage_failed ||
+            c->be->host_alloc((size_t)RKV_TCOPY_STAGE_PAGES * t->tier->block_bytes,
+                              &p) != RKV_OK) {
+            c->stage_failed = 1;
+            return 0;
+        }
+        c->stage = p;
+    }
+    return c->stage_used + need <= RKV_TCOPY_STAGE_PAGES;
+}
+
+static int tc_issue_store(rkv_tree *t, rkv_tstore *op, void *stream, uint64_t id)
+{
+    rkv_tier *tr = t->tier;
+    void *dst = NULL;
+    rkv_status st = rkv_store_write_begin(tr->host, op->slot, t->pool, op->block, &dst);
+    if (st == RKV_OK)
+        st = tc_inject(&tr->cp.fail_issue, "tier store: cudaMemcpy2DAsync");
+    if (st == RKV_OK)
+        st = rkv_pool_copy_async(t->pool, stream, 1, &op->block, &dst, 1);
+    if (st != RKV_OK) {
+        rkv_tier_store_done(t, op, st);
+        return 0;
+    }
+    op->batch = id;
+    return 1;
+}
+
+static int tc_issue_load(rkv_tree *t, rkv_tload *job, void *stream, uint64_t id,
+                         rkv_tbatch *b)
+{
+    rkv_tier *tr = t->tier;
+    rkv_tcopy *c = &tr->cp;
+    uint32_t need = 0;
+    for (uint32_t y = job->node; y != job->top; y = t->nodes[y].parent)
+        if (rkv_tier_node_medium(t, y) == RKV_MEDIUM_DISK)
+            need += t->nodes[y].num_pages;
+    if (need > 0 && !tc_stage_room(t, need)) {
+        job->state = RKV_TLOAD_SYNC; /* read when reported, never lost */
+        return 0;
+    }
+    rkv_status st = RKV_OK;
+    int queued = 0;
+    job->bad_node = RKV_NIL;
+    job->bad_page = 0;
+    for (uint32_t y = job->node; y != job->top && st == RKV_OK;
+         y = t->nodes[y].parent) {
+        rkv_tnode *x = &t->nodes[y];
+        rkv_block_id *xb = rkv_tnode_blocks(t, x);
+        const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        int disk = rkv_tier_node_medium(t, y) == RKV_MEDIUM_DISK;
+        for (uint32_t i = 0; i < x->num_pages; i++) {
+            const void *src = NULL;
+            st = rkv_store_read_begin(rkv_tier_node_store(t, y), tp[i].slot, t->pool,
+                                      xb[i], rkv_tier_page_hash(t, x, i), job->ns,
+                                      &src);
+            if (st != RKV_OK) {
+                job->bad_node = y;
+                job->bad_page = i;
+                break;
+            }
+            void *host = (void *)(uintptr_t)src;
+            if (disk) {
+                /* the record was verified in the store's buffer, which
+                 * its next I/O reuses: into a pinned page for the DMA */
+                uint32_t k = (c->stage_head + c->stage_used) % RKV_TCOPY_STAGE_PAGES;
+                host = c->stage + (size_t)k * tr->block_bytes;
+                memcpy(host, src, tr->block_bytes);
+                c->stage_used++;
+                b->stage_pages++;
+            }
+            st = tc_inject(&c->fail_issue, "tier load: cudaMemcpy2DAsync");
+            if (st == RKV_OK)
+                st = rkv_pool_copy_async(t->pool, stream, 1, &xb[i], &host, 0);
+            if (st != RKV_OK)
+                break;
+            queued = 1;
+        }
+    }
+    if (st != RKV_OK) {
+        if (queued)
+            tc_sync(t); /* its copies land before its blocks are freed */
+        job->state = RKV_TLOAD_READY;
+        job->st = st;
+        return 0;
+    }
+    job->state = RKV_TLOAD_INFLIGHT;
+    job->batch = id;
+    return 1;
+}
+
+/* Ends the items of batch id with st (RKV_OK: their bytes arrived). */
+static void tc_end_batch(rkv_tree *t, uint64_t id, rkv_status st)
+{
+    rkv_tier *tr = t->tier;
+    for (uint32_t k = 0; k < tr->qlen; k++) {
+        rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        if (op->block != RKV_NIL && op->batch == id)
+            rkv_tier_store_done(t, op, st);
+    }
+    for (uint32_t j = 0; j < tr->njobs; j++) {
+        rkv_tload *job = &tr->jobs[j];
+        if (job->state == RKV_TLOAD_INFLIGHT && job->batch == id) {
+            job->state = RKV_TLOAD_READY;
+            job->st = st;
+            job->bad_node = RKV_NIL;
+        }
+    }
+}
+
+/* Every queued store and load not in flight: failed with st (no stream or
+ * event to issue them on). */
+static void tc_fail_queued(rkv_tree *t, rkv_status st)
+{
+    rkv_tier *tr = t->tier;
+    for (uint32_t k = 0; k < tr->qlen; k++) {
+        rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        if (op->block != RKV_NIL && op->batch == 0)
+            rkv_tier_store_done(t, op, st);
+    }
+    for (uint32_t j = 0; j < tr->njobs; j++)
+        if (tr->jobs[j].state == RKV_TLOAD_QUEUED) {
+            tr->jobs[j].state = RKV_TLOAD_READY;
+            tr->jobs[j].st = st;
+            tr->jobs[j].bad_node = RKV_NIL;
+        }
+}
+
+static int tc_has_queued(const rkv_tier *tr)
+{
+    for (uint32_t k = 0; k < tr->qlen; k++) {
+        const rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        if (op->block != RKV_NIL && op->batch == 0)
+            return 1;
+    }
+    for (uint32_t j = 0; j < tr->njobs; j++)
+        if (tr->jobs[j].state == RKV_TLOAD_QUEUED)
+            return 1;
+    return 0;
+}
+
+static void tc_issue(rkv_tree *t)
+{
+    rkv_tier *tr = t->tier;
+    rkv_tcopy *c = &tr->cp;
+    if (c->blen == TC_N || !tc_has_queued(tr))
+        return; /* a full table: everything waits for a later poll */
+    uint64_t id = c->next_id;
+    rkv_tbatch *b = &c->b[id % TC_N];
+    b->stage_pages = 0;
+    void *stream = NULL;
+    rkv_status st = tc_stream(t, &stream);
+    if (st == RKV_OK && b->event == NULL) {
+        st = c->be->event_create(c->device, &b->event);
+        if (st != RKV_OK) {
+            b->event = NULL;
+            st = rkv_cuda_status(c->be, st);
+        }
+    }
+    if (st != RKV_OK) {
+        tc_fail_queued(t, st);
+        return;
+    }
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < tr->qlen; k++) {
+        rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        if (op->block == RKV_NIL || op->batch != 0)
+            continue;
+        if (tr->medium != RKV_MEDIUM_HOST) /* a disk-only tier: synchronous */
+            rkv_tier_store_done(t, op,
+                                rkv_store_write_from_pool(tr->host, op->slot, t->pool,
+                                                          op->block, op->hash, op->ns));
+        else
+            n += (uint32_t)tc_issue_store(t, op, stream, id);
+    }
+    for (uint32_t j = 0; j < tr->njobs; j++)
+        if (tr->jobs[j].state == RKV_TLOAD_QUEUED)
+            n += (uint32_t)tc_issue_load(t, &tr->jobs[j], stream, id, b);
+    if (n == 0) {
+        c->stage_used -= b->stage_pages; /* the newest pages: at the tail */
+        b->stage_pages = 0;
+        return;
+    }
+    st = tc_inject(&c->fail_issue, "tier copies: cudaEventRecord");
+    if (st == RKV_OK)
+        st = rkv_cuda_status(c->be, c->be->event_record(c->device, b->event, stream));
+    if (st != RKV_OK) {
+        tc_sync(t); /* no event to wait for: wait for the stream */
+        tc_end_batch(t, id, st);
+        c->stage_used -= b->stage_pages;
+        b->stage_pages = 0;
+        return;
+    }
+    c->next_id++;
+    c->blen++;
+}
+
+/* ---- completion --------------------------------------------------------------- */
+
+static void tc_complete(rkv_tree *t)
+{
+    rkv_tier *tr = t->tier;
+    rkv_tcopy *c = &tr->cp;
+    while (c->blen > 0 && !c->stall) {
+        uint64_t id = c->next_id - c->blen;
+        rkv_tbatch *b = &c->b[id % TC_N];
+        int done = 0;
+        rkv_status st = tc_inject(&c->fail_query, "tier copies: cudaEventQuery");
+        if (st == RKV_OK)
+            st = rkv_cuda_status(c->be, c->be->event_query(c->device, b->event, &done));
+        if (st == RKV_OK && !done)
+            return; /* the later batches are behind it on the stream */
+        if (st != RKV_OK)
+            tc_sync(t); /* nothing of it may still run when it is freed */
+        tc_end_batch(t, id, st);
+        c->stage_head = (c->stage_head + b->stage_pages) % RKV_TCOPY_STAGE_PAGES;
+        c->stage_used -= b->stage_pages;
+        b->stage_pages = 0;
+        c->blen--;
+    }
+}
+
+/* Dead stores at the head of the ring leave it (live ones keep their
+ * place: the ring is only ever appended to). */
+static void tc_pop_dead(rkv_tier *tr)
+{
+    while (tr->qlen > 0 && tr->q[tr->qhead].block == RKV_NIL) {
+        tr->qhead = (tr->qhead + 1) % tr->qcap;
+        tr->qlen--;
+    }
+    if (tr->qlen == 0)
+        tr->qhead = 0;
+}
+
+void rkv_tcopy_poll(rkv_tree *t)
+{
+    tc_complete(t);
+    tc_issue(t);
+    tc_pop_dead(t->tier);
+}
+
+void rkv_tcopy_wait_store(rkv_tree *t, rkv_tstore *op)
+{
+    rkv_tcopy *c = &t->tier->cp;
+    rkv_tbatch *b = &c->b[op->batch % TC_N];
+    rkv_status st = tc_inject(&c->fail_query, "tier store: cudaEventSynchronize");
+    if (st == RKV_OK)
+        st = rkv_cuda_status(c->be, c->be->event_sync(c->device, b->event));
+    if (st != RKV_OK)
+        tc_sync(t);
+    rkv_tier_store_done(t, op, st);
+}
+
+/* ---- check ------------------------------------------------------------------ */
+
+rkv_status rkv_tcopy_check(const rkv_tree *t)
+{
+    const rkv_tier *tr = t->tier;
+    const rkv_tcopy *c = &tr->cp;
+    uint64_t lo = c->next_id - c->blen;
+    if (c->blen > TC_N || (!c->on && c->blen != 0))
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: tiers: %u copy "
+                             "batches in flight", c->blen);
+    uint32_t pages = 0;
+    for (uint64_t id = lo; id < c->next_id; id++)
+        pages += c->b[id % TC_N].stage_pages;
+    if (pages != c->stage_used || c->stage_used > RKV_TCOPY_STAGE_PAGES)
+        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: tiers: %u staging "
+                             "pages in use, batches hold %u", c->stage_used, pages);
+    for (uint32_t k = 0; k < tr->qlen; k++) {
+        const rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        if (op->block != RKV_NIL && op->batch != 0 &&
+            (op->batch < lo || op->batch >= c->next_id))
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: tiers: store of "
+                                 "slot %u in batch %llu, not in flight", op->slot,
+                                 (unsigned long long)op->batch);
+    }
+    for (uint32_t j = 0; j < tr->njobs; j++) {
+        const rkv_tload *job = &tr->jobs[j];
+        if ((!c->on && job->state != RKV_TLOAD_QUEUED) ||
+            (job->state == RKV_TLOAD_INFLIGHT &&
+             (job->batch < lo || job->batch >= c->next_id)))
+            return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: tiers: load %llu "
+                                 "in state %d, batch %llu",
+                                 (unsigned long long)job->ticket, job->state,
+                                 (unsigned long long)job->batch);
+    }
+    return RKV_OK;
+}
+
+/* ---- public and test hooks ------------------------------------------------- */
+
+rkv_status rkv_tree_tier_set_stream(rkv_tree *tree, void *cuda_stream)
+{
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_tier_set_stream: NULL tree");
+    if (tree->tier != NULL && tree->tier->cp.on && tree->tier->cp.blen > 0) {
+        /* the batches in flight were recorded on the old stream: let them
+         * land, so nothing of ours runs on a stream the caller may now
+         * destroy */
+        rkv_tcopy *c = &tree->tier->cp;
+        void *s = tree->tier_stream != NULL ? tree->tier_stream : c->own_stream;
+        rkv_status st = c->be->stream_sync(c->device, s);
+        if (st != RKV_OK)
+            return rkv_cuda_status(c->be, st);
+    }
+    tree->tier_stream = cuda_stream;
+    return RKV_OK;
+}
+
+void rkv_tree_debug_copy_fail(rkv_tree *t, int which, uint32_t k)
+{
+    if (t == NULL || t->tier == NULL)
+        return;
+    if (which == RKV_DEBUG_COPY_ISSUE)
+        t->tier->cp.fail_issue = k;
+    else if (which == RKV_DEBUG_COPY_QUERY)
+        t->tier->cp.fail_query = k;
+}
+
+void rkv_tree_debug_copy_stall(rkv_tree *t, int on)
+{
+    if (t != NULL && t->tier != NULL)
+        t->tier->cp.stall = on != 0;
+}
+
+uint32_t rkv_tree_debug_copy_inflight(const rkv_tree *t)
+{
+    return t != NULL && t->tier != NULL ? t->tier->cp.blen : 0;
+}
+
+int rkv_tree_debug_copy_async(const rkv_tree *t)
+{
+    return t != NULL && t->tier != NULL && t->tier->cp.on;
+}

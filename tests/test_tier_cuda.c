@@ -1,0 +1,540 @@
+/*
+ * tests/test_tier_cuda.c -- the tier's asynchronous copies on a CUDA pool
+ * (radix/tree_copy.c, alloc/pool_copy.cu): a load completes only on a
+ * later poll, with the page's real KV bytes; a request's ticket waits for
+ * its own batch only; an injected failure at issue or at the event query
+ * of a load or a store fails that ticket and leaves everything else as it
+ * was; a demotion waits for a store of its page in flight; reset and
+ * destroy with copies in flight; a full in-flight table; disk loads
+ * through pinned staging; a caller's stream. rkv_tree_check, the pool's
+ * and the store's checks run after every operation.
+ *
+ * Built in every configuration; it runs where a CUDA pool can be created:
+ * the simulator build (-DRKV_CUDA=SIM: .ci/run runs it in forward,
+ * reverse and deferred mode -- deferred, every event reports "not ready"
+ * once, so the two phases really are two) or a GPU. Elsewhere every test
+ * reports itself skipped ("no CUDA device: tier CUDA tests skipped").
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "radix/tree_debug.h"
+#include "radixkv.h"
+
+#ifdef RKV_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
+#define SKIP_MSG "no CUDA device: tier CUDA tests skipped"
+#define TP 4u
+#define NSEQ 40u
+#define MAXP 3u
+
+typedef struct env {
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_store *host;
+    char dir[64];
+    size_t bb;
+    uint8_t *buf, *want;
+    int32_t tok[NSEQ][MAXP * TP];
+} env;
+
+/* Skips unless a CUDA pool can be created; fills e (host or disk tier). */
+static void setup(env *e, uint32_t blocks, int disk, int policy)
+{
+    memset(e, 0, sizeof *e);
+#ifndef RKV_HAVE_CUDA
+    (void)blocks;
+    (void)disk;
+    (void)policy;
+    cr_skip_test(SKIP_MSG);
+#else
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = blocks;
+    pc.page_size = TP;
+    pc.num_layers = 2;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 16;
+    pc.device = RKV_DEVICE_CUDA;
+    rkv_status s = rkv_pool_create(&pc, &e->pool);
+    if (s == RKV_ERR_NO_DEVICE)
+        cr_skip_test(SKIP_MSG);
+    cr_assert_eq(s, RKV_OK, "CUDA pool: %s", rkv_last_error());
+    e->bb = rkv_pool_bytes_per_block(e->pool);
+    e->buf = malloc(e->bb);
+    e->want = malloc(e->bb);
+    cr_assert(e->buf != NULL && e->want != NULL);
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    OK(rkv_tree_create(e->pool, &tc, &e->tree));
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, disk ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST);
+    sc.capacity_blocks = 128;
+    sc.block_bytes = e->bb;
+    if (disk) {
+        strcpy(e->dir, "/tmp/rkv_tier_cuda_XXXXXX");
+        cr_assert(mkdtemp(e->dir) != NULL);
+        sc.path = e->dir;
+    }
+    OK(rkv_store_create(&sc, &e->host));
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    if (disk)
+        cfg.disk = e->host;
+    else
+        cfg.host = e->host;
+    cfg.write_policy = policy;
+    OK(rkv_tree_attach_tiers(e->tree, &cfg));
+    cr_assert(rkv_tree_debug_copy_async(e->tree), "a CUDA pool copies asynchronously");
+    for (uint32_t i = 0; i < NSEQ; i++)
+        for (uint32_t j = 0; j < MAXP * TP; j++)
+            e->tok[i][j] = (int32_t)(1000 * i + j);
+#endif
+}
+
+static void teardown(env *e)
+{
+    rkv_tree_destroy(e->tree);
+    rkv_store_destroy(e->host);
+    if (e->pool != NULL)
+        cr_assert_eq(rkv_pool_num_free(e->pool), rkv_pool_num_blocks(e->pool),
+                     "every block back in the pool");
+    rkv_pool_destroy(e->pool);
+    if (e->dir[0] != '\0')
+        (void)rmdir(e->dir);
+    free(e->buf);
+    free(e->want);
+}
+
+static void check(env *e)
+{
+    OK(rkv_tree_check(e->tree));
+    OK(rkv_pool_check(e->pool));
+    OK(rkv_store_check(e->host));
+}
+
+static void pattern(const env *e, uint64_t h, uint8_t *out)
+{
+    for (size_t j = 0; j < e->bb; j++)
+        out[j] = (uint8_t)((h >> ((j % 8) * 8)) ^ (j * 131));
+}
+
+static uint64_t page_hash(const env *e, uint32_t s, uint32_t k)
+{
+    uint64_t h = RKV_HASH_ROOT;
+    for (uint32_t i = 0; i <= k; i++)
+        h = rkv_block_hash(h, 1, e->tok[s] + (size_t)i * TP, TP);
+    return h;
+}
+
+/* Sequence s (np pages) computed and cached on the device, with bytes. */
+static void put(env *e, uint32_t s, uint32_t np)
+{
+    rkv_block_id b[MAXP];
+    OK(rkv_tree_alloc_blocks(e->tree, np, b));
+    for (uint32_t k = 0; k < np; k++) {
+        pattern(e, page_hash(e, s, k), e->buf);
+        OK(rkv_pool_copy_from_host(e->pool, 1, &b[k], e->buf));
+    }
+    rkv_insert_result ir;
+    OK(rkv_tree_insert(e->tree, 1, e->tok[s], (size_t)np * TP, b, NULL, &ir));
+    OK(rkv_pool_unref_n(e->pool, np, b));
+    check(e);
+}
+
+/* Pages of s on the device / in the lower tier now. */
+static void where(env *e, uint32_t s, uint32_t np, uint32_t *dev, uint32_t *low)
+{
+    rkv_match m;
+    rkv_tier_match tm;
+    OK(rkv_tree_match_tiers(e->tree, 1, e->tok[s], (size_t)np * TP, NULL,
+                            RKV_MATCH_PEEK, &m, &tm));
+    *dev = (uint32_t)(m.matched_tokens / TP);
+    *low = (uint32_t)(tm.lower_tokens / TP);
+}
+
+/* The device pages of s hold their own KV bytes. */
+static void verify(env *e, uint32_t s, uint32_t np)
+{
+    rkv_block_id b[MAXP];
+    rkv_match m;
+    OK(rkv_tree_match(e->tree, 1, e->tok[s], (size_t)np * TP, b, RKV_MATCH_PEEK, &m));
+    cr_assert_eq(m.num_blocks, np, "all %u pages on the device", np);
+    for (uint32_t k = 0; k < np; k++) {
+        OK(rkv_pool_copy_to_host(e->pool, 1, &b[k], e->buf));
+        pattern(e, page_hash(e, s, k), e->want);
+        cr_assert(memcmp(e->buf, e->want, e->bb) == 0,
+                  "sequence %u page %u: wrong KV bytes", s, k);
+    }
+}
+
+/* Demotes every evictable device page (a page at a time). */
+static void evict_all(env *e)
+{
+    rkv_status st;
+    uint32_t freed = 0;
+    while ((st = rkv_tree_evict(e->tree, 1, &freed)) == RKV_OK)
+        check(e);
+    cr_assert_eq(st, RKV_ERR_NO_SPACE, "%s", rkv_last_error());
+    check(e);
+}
+
+static uint32_t poll(env *e, rkv_transfer_done *out, uint32_t max)
+{
+    uint32_t n = 0;
+    OK(rkv_tree_tier_poll(e->tree, out, max, &n));
+    check(e);
+    return n;
+}
+
+/* Polls until ticket is reported (at most 8 polls); returns its report
+ * and, in *polls, how many polls it took. */
+static rkv_transfer_done wait_for(env *e, uint64_t ticket, uint32_t *polls)
+{
+    rkv_transfer_done d[8];
+    for (uint32_t p = 1; p <= 8; p++) {
+        uint32_t n = poll(e, d, 8);
+        for (uint32_t i = 0; i < n; i++)
+            if (d[i].ticket == ticket) {
+                if (polls != NULL)
+                    *polls = p;
+                return d[i];
+            }
+    }
+    cr_assert_fail("ticket %llu never completed", (unsigned long long)ticket);
+    return d[0];
+}
+
+static rkv_load load(env *e, uint32_t s, uint32_t np)
+{
+    rkv_load ld;
+    OK(rkv_tree_load(e->tree, 1, e->tok[s], (size_t)np * TP, UINT32_MAX, NULL, &ld));
+    check(e);
+    cr_assert(ld.ticket != 0 && ld.num_pages == np);
+    rkv_lease tmp = ld.lease;
+    cr_assert_eq(rkv_tree_unlock(e->tree, &tmp), RKV_ERR_BUSY,
+                 "the lease is held until the load completes");
+    return ld;
+}
+
+static void unlock(env *e, rkv_lease *l)
+{
+    OK(rkv_tree_unlock(e->tree, l));
+    check(e);
+}
+
+/* s (np pages) is demoted, loaded back and verified. */
+static void round_trip(env *e, uint32_t s, uint32_t np)
+{
+    rkv_load ld = load(e, s, np);
+    rkv_transfer_done d = wait_for(e, ld.ticket, NULL);
+    cr_assert_eq(d.status, RKV_OK, "reload: %d", d.status);
+    verify(e, s, np);
+    unlock(e, &ld.lease);
+}
+
+Test(tier_cuda, load_completes_on_a_later_poll_with_the_bytes)
+{
+    env e;
+    setup(&e, 8, 0, RKV_WRITE_BACK);
+    put(&e, 0, 3);
+    evict_all(&e);
+    uint32_t dev, low;
+    where(&e, 0, 3, &dev, &low);
+    cr_assert(dev == 0 && low == 3);
+    rkv_load ld = load(&e, 0, 3);
+    rkv_transfer_done d[4];
+    cr_assert_eq(poll(&e, d, 4), 0, "the poll that issues the copies reports nothing");
+    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 1);
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.pending_loads, 3);
+    uint32_t polls = 0;
+    rkv_transfer_done r = wait_for(&e, ld.ticket, &polls);
+    cr_assert_eq(r.status, RKV_OK);
+    cr_assert_eq(r.num_pages, 3);
+    /* one poll issued; here the first finishes it (its event completed)
+     * -- deferred, the first query says "not ready" and the next one does */
+    const char *defer = getenv("RKV_CUDASIM_DEFER");
+    if (defer != NULL && atoi(defer) != 0)
+        cr_assert_eq(polls, 2, "deferred: one poll finds the copies not ready");
+    else
+        cr_assert(polls >= 1);
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_HOST], 3);
+    cr_assert_eq(ts.pending_loads, 0);
+    verify(&e, 0, 3);
+    unlock(&e, &ld.lease);
+    teardown(&e);
+}
+
+Test(tier_cuda, a_request_waits_for_its_own_ticket_only)
+{
+    env e;
+    setup(&e, 8, 0, RKV_WRITE_BACK);
+    put(&e, 0, 2);
+    put(&e, 1, 2);
+    evict_all(&e);
+    rkv_load a = load(&e, 0, 2);
+    rkv_transfer_done d[4];
+    cr_assert_eq(poll(&e, d, 4), 0); /* a's batch issued */
+    rkv_load b = load(&e, 1, 2);
+    int a_done = 0, b_done = 0;
+    for (uint32_t p = 0; p < 8 && !(a_done && b_done); p++) {
+        uint32_t n = poll(&e, d, 4);
+        for (uint32_t i = 0; i < n; i++) {
+            cr_assert_eq(d[i].status, RKV_OK);
+            if (d[i].ticket == a.ticket) {
+                cr_assert(!b_done, "a completed after b");
+                a_done = 1;
+                /* a's pages are usable while b is still in flight */
+                cr_assert(!b_done && rkv_tree_debug_copy_inflight(e.tree) >= 1 &&
+                          n == 1, "b completed in a's poll: it waited for nothing");
+                verify(&e, 0, 2);
+            } else {
+                cr_assert_eq(d[i].ticket, b.ticket);
+                b_done = 1;
+            }
+        }
+    }
+    cr_assert(a_done && b_done);
+    verify(&e, 1, 2);
+    unlock(&e, &a.lease);
+    unlock(&e, &b.lease);
+    teardown(&e);
+}
+
+/* A failed load: ticket failed with RKV_ERR_CUDA, its pages in the lower
+ * tier as before, its device blocks free; then it loads fine. */
+static void failed_load(int which, uint32_t k)
+{
+    env e;
+    setup(&e, 8, 0, RKV_WRITE_BACK);
+    put(&e, 0, 3);
+    evict_all(&e);
+    uint32_t free0 = rkv_pool_num_free(e.pool);
+    rkv_load ld = load(&e, 0, 3);
+    rkv_tree_debug_copy_fail(e.tree, which, k);
+    rkv_transfer_done r = wait_for(&e, ld.ticket, NULL);
+    cr_assert_eq(r.status, RKV_ERR_CUDA, "status %d", r.status);
+    cr_assert_eq(r.num_pages, 0);
+    uint32_t dev, low;
+    where(&e, 0, 3, &dev, &low);
+    cr_assert(dev == 0 && low == 3, "pages stay where they were: %u + %u", dev, low);
+    cr_assert_eq(rkv_pool_num_free(e.pool), free0, "device blocks freed");
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.failed_loads, 3);
+    unlock(&e, &ld.lease); /* on the node above the path */
+    round_trip(&e, 0, 3);
+    teardown(&e);
+}
+
+Test(tier_cuda, load_fails_at_issue)
+{
+    failed_load(RKV_DEBUG_COPY_ISSUE, 1); /* the first block copy */
+    failed_load(RKV_DEBUG_COPY_ISSUE, 2); /* the second: one copy queued */
+    failed_load(RKV_DEBUG_COPY_ISSUE, 4); /* the event record */
+}
+
+Test(tier_cuda, load_fails_at_event_query)
+{
+    failed_load(RKV_DEBUG_COPY_QUERY, 1);
+}
+
+/* A failed swap-out store: the ticket fails, no host copy, the device
+ * pages intact; the next store works and its bytes come back. */
+static void failed_store(int which)
+{
+    env e;
+    setup(&e, 8, 0, RKV_WRITE_BACK);
+    put(&e, 0, 2);
+    uint64_t tk = 0;
+    uint32_t pages = 0;
+    OK(rkv_tree_store_prefix(e.tree, 1, e.tok[0], 2 * TP, NULL, &tk, &pages));
+    check(&e);
+    cr_assert(tk != 0 && pages == 2);
+    rkv_tree_debug_copy_fail(e.tree, which, 1);
+    rkv_transfer_done r = wait_for(&e, tk, NULL);
+    cr_assert_neq(r.status, RKV_OK);
+    cr_assert_eq(r.num_pages, which == RKV_DEBUG_COPY_ISSUE ? 1u : 0u,
+                 "issue: one copy failed; query: the batch failed");
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.failed_stores, which == RKV_DEBUG_COPY_ISSUE ? 1u : 2u);
+    cr_assert_eq(ts.pending_stores, 0);
+    verify(&e, 0, 2); /* the device copy is untouched */
+    /* again, without a fault: the host copies are made */
+    OK(rkv_tree_store_prefix(e.tree, 1, e.tok[0], 2 * TP, NULL, &tk, &pages));
+    check(&e);
+    if (tk != 0) {
+        r = wait_for(&e, tk, NULL);
+        cr_assert_eq(r.status, RKV_OK);
+    }
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.resident_pages[RKV_MEDIUM_HOST], 2);
+    uint64_t stored = ts.stores_blocks[RKV_MEDIUM_HOST];
+    evict_all(&e); /* demotion finds the host copies: no new store */
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], stored);
+    round_trip(&e, 0, 2); /* the stored bytes are the pages' */
+    teardown(&e);
+}
+
+Test(tier_cuda, store_fails_at_issue) { failed_store(RKV_DEBUG_COPY_ISSUE); }
+
+Test(tier_cuda, store_fails_at_event_query) { failed_store(RKV_DEBUG_COPY_QUERY); }
+
+Test(tier_cuda, demotion_waits_for_a_store_in_flight)
+{
+    for (int fail = 0; fail < 2; fail++) {
+        env e;
+        setup(&e, 8, 0, RKV_WRITE_BACK);
+        put(&e, 0, 3);
+        uint64_t tk = 0;
+        OK(rkv_tree_store_prefix(e.tree, 1, e.tok[0], 3 * TP, NULL, &tk, NULL));
+        rkv_tree_debug_copy_stall(e.tree, 1);
+        rkv_transfer_done d[4];
+        cr_assert_eq(poll(&e, d, 4), 0);
+        cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 1, "the store is in flight");
+        if (fail) /* the wait itself fails: the demotion stores at once */
+            rkv_tree_debug_copy_fail(e.tree, RKV_DEBUG_COPY_QUERY, 1);
+        evict_all(&e);
+        uint32_t dev, low;
+        where(&e, 0, 3, &dev, &low);
+        cr_assert(dev == 0 && low == 3, "demoted, nothing lost: %u + %u", dev, low);
+        rkv_tree_debug_copy_stall(e.tree, 0);
+        rkv_transfer_done r = wait_for(&e, tk, NULL);
+        cr_assert_eq(r.status, fail ? RKV_ERR_IO : RKV_OK);
+        cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 0);
+        rkv_tier_stats ts;
+        OK(rkv_tree_tier_stats(e.tree, &ts));
+        cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 3, "each page stored once");
+        round_trip(&e, 0, 3);
+        teardown(&e);
+    }
+}
+
+Test(tier_cuda, reset_and_destroy_with_copies_in_flight)
+{
+    env e;
+    setup(&e, 8, 0, RKV_WRITE_BACK);
+    put(&e, 0, 2);
+    put(&e, 1, 2);
+    uint64_t tk = 0;
+    OK(rkv_tree_store_prefix(e.tree, 1, e.tok[0], 2 * TP, NULL, &tk, NULL));
+    rkv_tree_debug_copy_stall(e.tree, 1);
+    rkv_transfer_done d[4];
+    cr_assert_eq(poll(&e, d, 4), 0);
+    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 1);
+    OK(rkv_tree_reset(e.tree));
+    check(&e);
+    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 0);
+    cr_assert_eq(rkv_store_used_blocks(e.host), 0);
+    cr_assert_eq(rkv_pool_num_free(e.pool), rkv_pool_num_blocks(e.pool));
+    /* the tree works after it, and is destroyed with a load and a store
+     * in flight (teardown: every block back, no leak) */
+    rkv_tree_debug_copy_stall(e.tree, 0);
+    put(&e, 0, 2);
+    evict_all(&e);
+    put(&e, 1, 2);
+    rkv_load ld = load(&e, 0, 2);
+    OK(rkv_tree_store_prefix(e.tree, 1, e.tok[1], 2 * TP, NULL, &tk, NULL));
+    rkv_tree_debug_copy_stall(e.tree, 1);
+    cr_assert_eq(poll(&e, d, 4), 0);
+    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 1);
+    (void)ld;
+    teardown(&e);
+}
+
+Test(tier_cuda, a_full_in_flight_table_waits)
+{
+    env e;
+    setup(&e, 64, 0, RKV_WRITE_BACK);
+    const uint32_t n = 34; /* > 32 batches */
+    for (uint32_t s = 0; s < n; s++)
+        put(&e, s, 1);
+    evict_all(&e);
+    rkv_tree_debug_copy_stall(e.tree, 1);
+    rkv_load ld[34];
+    rkv_transfer_done d[40];
+    for (uint32_t s = 0; s < n; s++) {
+        ld[s] = load(&e, s, 1);
+        cr_assert_eq(poll(&e, d, 40), 0);
+        uint32_t want = s + 1 < 32 ? s + 1 : 32;
+        cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), want);
+    }
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.pending_loads, n, "the loads past the table wait, queued");
+    rkv_tree_debug_copy_stall(e.tree, 0);
+    uint32_t got = 0;
+    /* deferred, every event says "not ready" once and batches complete in
+     * order: about one batch per poll */
+    for (uint32_t p = 0; p < 4 * n && got < n; p++) {
+        uint32_t k = poll(&e, d, 40);
+        for (uint32_t i = 0; i < k; i++)
+            cr_assert_eq(d[i].status, RKV_OK);
+        got += k;
+    }
+    cr_assert_eq(got, n);
+    for (uint32_t s = 0; s < n; s++) {
+        verify(&e, s, 1);
+        unlock(&e, &ld[s].lease);
+    }
+    teardown(&e);
+}
+
+Test(tier_cuda, disk_loads_through_pinned_staging)
+{
+    env e;
+    setup(&e, 8, 1, RKV_WRITE_BACK);
+    put(&e, 0, 3);
+    put(&e, 1, 2);
+    evict_all(&e);
+    uint32_t dev, low;
+    where(&e, 0, 3, &dev, &low);
+    cr_assert(dev == 0 && low == 3);
+    rkv_load a = load(&e, 0, 3);
+    cr_assert_eq(a.disk_pages, 3);
+    rkv_transfer_done d[4];
+    cr_assert_eq(poll(&e, d, 4), 0);
+    rkv_load b = load(&e, 1, 2); /* the disk buffer is reused meanwhile */
+    cr_assert_eq(wait_for(&e, a.ticket, NULL).status, RKV_OK);
+    cr_assert_eq(wait_for(&e, b.ticket, NULL).status, RKV_OK);
+    verify(&e, 0, 3);
+    verify(&e, 1, 2);
+    unlock(&e, &a.lease);
+    unlock(&e, &b.lease);
+    teardown(&e);
+}
+
+Test(tier_cuda, copies_on_the_callers_stream)
+{
+    env e;
+    setup(&e, 8, 0, RKV_WRITE_BACK);
+#ifdef RKV_HAVE_CUDA
+    cudaStream_t s = NULL;
+    cr_assert_eq(cudaStreamCreate(&s), cudaSuccess);
+    OK(rkv_tree_tier_set_stream(e.tree, (void *)s));
+    put(&e, 0, 2);
+    evict_all(&e);
+    rkv_load ld = load(&e, 0, 2);
+    rkv_transfer_done d[4];
+    cr_assert_eq(poll(&e, d, 4), 0);
+    /* back to the library's stream with the batch in flight: it is waited
+     * for, so the caller may destroy its stream now */
+    OK(rkv_tree_tier_set_stream(e.tree, NULL));
+    cr_assert_eq(cudaStreamDestroy(s), cudaSuccess);
+    cr_assert_eq(wait_for(&e, ld.ticket, NULL).status, RKV_OK);
+    verify(&e, 0, 2);
+    unlock(&e, &ld.lease);
+    cr_assert_eq(rkv_tree_tier_set_stream(NULL, NULL), RKV_ERR_INVALID_ARG);
+#endif
+    teardown(&e);
+}
