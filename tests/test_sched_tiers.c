@@ -641,6 +641,38 @@ Test(sched_tiers, plan_lists_stores)
     tfini(&e);
 }
 
+/* Selective write-through (k = 2) under the scheduler: a prompt admitted
+ * three times has its cached pages hit twice by admission, so they are
+ * copied down. Admission's match must count the hits (it once used a match
+ * that never did, and selective stored nothing). */
+Test(sched_tiers, selective_stores_hit_pages)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    SETUP_OR_SKIP(&e, 24, 64, &c, RKV_WRITE_SELECTIVE);
+    int32_t t[24];
+    fill_tokens(t, 24, 66);
+    rkv_tier_stats ts;
+    for (uint64_t id = 0; id < 3; id++) {
+        OK(tsubmit(&e, id, t, 24, 2, 0));
+        tdrain(&e, 200);
+        OK(rkv_tree_check(e.tree));
+        OK(rkv_tree_tier_stats(e.tree, &ts));
+        if (id < 2) /* hit fewer than k times: nothing copied down yet */
+            cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST] +
+                             ts.pending_stores, 0);
+    }
+    (void)tstep(&e); /* polls: the queued stores run */
+    OK(rkv_tree_check(e.tree));
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    /* the 23 tokens admission may match: 5 full pages */
+    cr_assert_geq(ts.stores_blocks[RKV_MEDIUM_HOST], 5, "selective stored "
+                  "%llu pages", (unsigned long long)ts.stores_blocks[RKV_MEDIUM_HOST]);
+    cr_assert_gt(ts.hit_tokens[RKV_MEDIUM_DEVICE], 0);
+    no_leak(&e);
+    tfini(&e);
+}
+
 /* The host store fails its next copy: the load fails, the request
  * computes those tokens and finishes with the right KV; nothing leaks. */
 Test(sched_tiers, failed_load_falls_back_to_compute)
