@@ -926,6 +926,53 @@ typedef struct rkv_tier_stats {
 } rkv_tier_stats;
 rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out);
 
+/*
+ * Store log: the blocks the tree's OWN stores read, for an engine that
+ * issues the copies itself (the scheduler drains it into its plans' STORE
+ * entries, see rkv_batch_plan.copies). Recorded, in order: a write-through
+ * or selective store when it is queued (queued = 1: it runs in the next
+ * rkv_tree_tier_poll, and its device block keeps the page's bytes until
+ * then -- a demotion that meets it runs it first); a device eviction's
+ * demotion store when it is made (queued = 0: the copy is done and the
+ * block was freed right after, so it may hold another page by now); the
+ * host tier's own writes to the disk below (from = HOST, block
+ * RKV_NO_BLOCK). Not recorded: rkv_tree_store_prefix's swap-outs (its
+ * blocks_out lists them) and stores skipped before they were queued or
+ * made (rkv_tier_stats.stores_skipped); a queued store that fails at poll
+ * stays recorded (rkv_tier_stats.failed_stores counts it).
+ * Bounded: a record that finds the log full is dropped and counted in
+ * lost[medium written]; recording never fails or blocks a store. Off by
+ * default; one reader (a scheduler on the tree enables it at create,
+ * drains it every step and turns it off at destroy: the caller must not
+ * use it then).
+ */
+typedef struct rkv_store_record {
+    uint64_t hash;       /* the page's chained block hash                   */
+    rkv_block_id block;  /* from == RKV_MEDIUM_DEVICE: the device block read;
+                            else RKV_NO_BLOCK                               */
+    uint8_t from;        /* RKV_MEDIUM_DEVICE, or RKV_MEDIUM_HOST (host ->
+                            disk)                                           */
+    uint8_t medium;      /* written into: RKV_MEDIUM_HOST or RKV_MEDIUM_DISK */
+    uint8_t queued;      /* 1: runs at the next poll; 0: already made       */
+    uint8_t reserved;
+} rkv_store_record;
+typedef struct rkv_store_log {
+    const rkv_store_record *records; /* [num_records], oldest first; owned
+                            by the tree, valid until the next clear, enable
+                            or rkv_tree_destroy (stores only append)       */
+    uint32_t num_records;
+    uint64_t lost[RKV_MEDIUM_COUNT]; /* records dropped (log full) since the
+                            last full clear, by medium written              */
+} rkv_store_log;
+/* capacity records (1 .. 2^24; 0 turns the log off and frees it). A new
+ * capacity starts an empty log; RKV_ERR_NOMEM keeps the old one. */
+rkv_status rkv_tree_store_log_enable(rkv_tree *tree, uint32_t capacity);
+/* RKV_ERR_STATE while the log is off (*out zeroed). */
+rkv_status rkv_tree_store_log_read(const rkv_tree *tree, rkv_store_log *out);
+/* Drops the first n records (all of them, and the lost counts, when n >=
+ * num_records). Nothing happens while the log is off. */
+void rkv_tree_store_log_clear(rkv_tree *tree, uint32_t n);
+
 /* ------------------------------------------------------------------------ */
 /* sched/: the cache-aware scheduler                                        */
 /* ------------------------------------------------------------------------ */

@@ -8,6 +8,7 @@
 #define RKV_RADIX_TREE_TIER_H
 
 #include "radix/tree_internal.h"
+#include "radix/tree_tier_stored.h"
 #include "tier/store.h"
 
 /* A queued store: device block -> host slot. Dead once block == RKV_NIL. */
