@@ -1115,6 +1115,13 @@ typedef struct rkv_plan_copy {
     int medium;       /* the lower medium read from (loads) or written to
                          (stores)                                           */
     uint32_t pages;
+    int done;         /* STORE: 1 when the tree already made the copy (a
+                         device eviction's demotion: its source blocks were
+                         freed after it and may hold other pages by now; or
+                         the host's write to the disk); 0 when queued: it
+                         runs in the next rkv_sched_step's poll and its
+                         source blocks hold the pages until then. Other
+                         kinds: 0 (they complete by ticket)                 */
 } rkv_plan_copy;
 
 /*
@@ -1156,8 +1163,12 @@ typedef struct rkv_batch_plan {
      * copy_blocks[copy_indptr[c] .. copy_indptr[c+1]) -- for LOAD / SWAP_IN
      * the destination blocks, `pages` of them in token order (the blocks
      * the request's kv_indices use once it is admitted); for SWAP_OUT the
-     * `pages` source blocks (rkv_tree_store_prefix's blocks_out); for the
-     * write policy's STORE entries none (a count only).
+     * `pages` source blocks (rkv_tree_store_prefix's blocks_out); for a
+     * STORE from the device (write-through, selective, or a demotion by
+     * device eviction; see `done`) its `pages` source device blocks, in
+     * the order the tree recorded them (rkv_tree_store_log_read); for a
+     * STORE from the host to the disk below, or one the tree's store log
+     * dropped when full, none (a count only).
      * copy_indptr[0] is 0; both may be NULL when no step listed a copy. */
     const uint32_t *copy_indptr;        /* [num_copies + 1]                */
     const uint32_t *copy_blocks;        /* [copy_indptr[num_copies]]       */
