@@ -724,7 +724,10 @@ typedef enum rkv_write_policy {
     RKV_WRITE_BACK = 0,      /* copy down when evicted from the device
                                 (default)                                 */
     RKV_WRITE_THROUGH = 1,   /* copy down when inserted                   */
-    RKV_WRITE_SELECTIVE = 2  /* copy down once a page was hit k times     */
+    RKV_WRITE_SELECTIVE = 2  /* copy down once a page was hit k times (a
+                                hit: a non-peek rkv_tree_match_tiers that
+                                matches it on the device; the scheduler's
+                                admission is one)                         */
 } rkv_write_policy;
 
 typedef struct rkv_store_config {
@@ -1152,8 +1155,9 @@ typedef struct rkv_batch_plan {
                                       token for the request (decode, or the
                                       last prefill chunk)                   */
     /* Block copies this step queued between tiers (loads for admissions,
-     * swap-outs of preempted requests, and the stores the tree's write
-     * policy queued since the previous step), for an engine to overlap
+     * swap-outs of preempted requests, and the stores the tree queued or
+     * made since the previous step: its write policy's, device eviction's
+     * demotions, the host's writes to the disk), for an engine to overlap
      * with the step's compute. They run in rkv_tree_tier_poll, which the
      * next rkv_sched_step calls first. Same lifetime as the arrays above;
      * a plan with num_reqs == 0 may still list copies. */
