@@ -945,9 +945,10 @@ rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out);
  * stays recorded (rkv_tier_stats.failed_stores counts it).
  * Bounded: a record that finds the log full is dropped and counted in
  * lost[medium written]; recording never fails or blocks a store. Off by
- * default; one reader (a scheduler on the tree enables it at create,
- * drains it every step and turns it off at destroy: the caller must not
- * use it then).
+ * default; one reader. A scheduler with use_tiers on a tree with tiers
+ * attached owns it: it enables it at create (or at its first step after
+ * the tiers are attached), drains it every step and turns it off at
+ * destroy; the caller must not use it meanwhile.
  */
 typedef struct rkv_store_record {
     uint64_t hash;       /* the page's chained block hash                   */

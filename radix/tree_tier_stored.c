@@ -46,6 +46,11 @@ void rkv_slog_record(rkv_tree *t, rkv_block_id block, uint64_t hash, int from,
     r->reserved = 0;
 }
 
+int rkv_slog_tiers_attached(const rkv_tree *t)
+{
+    return t->tier != NULL;
+}
+
 void rkv_slog_fini(rkv_tree *t)
 {
     rkv_slog *l = t->slog;

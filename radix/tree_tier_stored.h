@@ -29,4 +29,8 @@ static inline void rkv_slog_add(rkv_tree *t, rkv_block_id block, uint64_t hash,
         rkv_slog_record(t, block, hash, from, medium, queued);
 }
 
+/* Whether lower tiers are attached (the scheduler keeps the log on only
+ * then: a pool-sized log for a tree without tiers is memory for nothing). */
+int rkv_slog_tiers_attached(const rkv_tree *t);
+
 #endif

@@ -41,6 +41,7 @@
 
 #include "common/status.h"
 #include "radix/tree_lease.h"
+#include "radix/tree_tier_stored.h"
 #include "sched/sched_internal.h"
 
 /* Credit of one lower token: the compute it saves minus its load time,
@@ -362,9 +363,19 @@ static void rkv_stier_list_stores(rkv_sched *s)
     rkv_tree_store_log_clear(s->tree, lg.num_records);
 }
 
+uint32_t rkv_stier_log_cap(const rkv_pool *pool)
+{
+    uint64_t cap = 2 * (uint64_t)rkv_pool_num_blocks(pool) + 1024;
+    return cap < (1u << 20) ? (uint32_t)cap : 1u << 20;
+}
+
 void rkv_stier_plan(rkv_sched *s)
 {
-    if (s->cfg.use_tiers)
+    if (s->cfg.use_tiers && !s->slog_on && rkv_slog_tiers_attached(s->tree) &&
+        rkv_tree_store_log_enable(s->tree, rkv_stier_log_cap(s->pool)) ==
+            RKV_OK)
+        s->slog_on = 1; /* tiers attached after create; retried if refused */
+    if (s->slog_on)
         rkv_stier_list_stores(s);
     s->plan.num_copies = s->ncopies;
     s->plan.copies = s->copies;
