@@ -74,7 +74,8 @@ void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
 /* One JSON object: command, version, options (may be NULL), svg (the
  * plot's path, or null), rows; a row's capacity beyond the simulated
  * GPU's memory has "beyond_gpu_memory": true; values with no data are
- * null. */
+ * null. A row's "sched" object is keyed by column name; a fleet column
+ * also carries "instances", "route" and "time_scale". */
 void rkv_sweep_print_json(FILE *f, const rkv_workload *wl,
                           const rkv_sweep_config *cfg,
                           const rkv_sweep_result *r,

@@ -16,8 +16,11 @@
  * slot the loading request goes before an older request fcfs would
  * take); a request waits only for its own load (others run in the step
  * that queues it); a failed load (injected copy error) falls back to
- * computing; swap on preemption and back; the plan's copy lists; the
- * scheduler's own allocations failing one by one with tiers on.
+ * computing; swap on preemption and back; the plan's copy lists (every
+ * STORE from the device lists source blocks that hold a page the engine
+ * computed, checked on every plan of every test); selective write-through
+ * storing hit pages; the scheduler's own allocations failing one by one
+ * with tiers on.
  * While the tree's tiers are placeholders (attach refuses), every test
  * skips with a message.
  */
