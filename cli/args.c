@@ -603,19 +603,29 @@ static void finish_fleet(perr *e, rkv_cli_options *o, const char *caps,
 }
 
 /* sweep --host-capacities: the rows are host-tier capacities at one
- * device capacity (one --capacities item, or the simulated GPU's). */
+ * device capacity (one --capacities item, or the simulated GPU's; with
+ * --instances/--route a fleet replay per point, at the simulated GPU's
+ * capacity per instance). */
 static void finish_host_caps(perr *e, rkv_cli_options *o, const char *caps)
 {
     char buf[4096];
     char *items[RKV_CLI_MAX_LIST];
-    if (o->fleet)
-        perr_set(e, "--host-capacities does not combine with --instances/"
-                    "--route (a fleet sweep varies instances and routes; "
-                    "give it --host-capacity-tokens)");
-    if (caps && o->num_capacities != 1)
+    if (o->fleet) {
+        /* a fleet per point: the device capacity per instance is the
+         * fleet sweep's (the simulated GPU's); --capacities was refused
+         * with --instances already */
+        o->num_capacities = 1;
+        o->capacities[0] = o->capacity_set
+                               ? o->rc.capacity_tokens
+                               : rkv_cost_default_capacity_tokens(&o->rc.cost);
+        if (o->capacities[0] == 0)
+            perr_set(e, "the model's weights do not fit in --gpu-memory-gb; "
+                        "give --capacity-tokens");
+        caps = NULL;
+    } else if (caps && o->num_capacities != 1)
         perr_set(e, "--host-capacities sweeps the host tier at one device "
                     "capacity: give --capacities one value, got '%s'", caps);
-    if (!caps) {
+    if (!caps && !o->fleet) {
         o->capacities[0] = rkv_cost_default_capacity_tokens(&o->rc.cost);
         o->num_capacities = 1;
         if (o->capacities[0] == 0)

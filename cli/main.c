@@ -332,7 +332,9 @@ static int run_replay(rkv_cli_options *o, const rkv_workload *wl,
     return all_refused(&res) ? refused_message(&res, "") : 0;
 }
 
-static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, rkv_progress *pr)
+static int run_sweep_grid(rkv_cli_options *o, const rkv_workload *wl,
+                          const rkv_sweep_fleet *fleet, size_t nfleet,
+                          rkv_progress *pr)
 {
     svg_out svg;
     if (svg_open(o->svg, &svg))
@@ -348,13 +350,17 @@ static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, rkv_progress *p
     sc.num_policies = o->num_policies;
     sc.file_order = o->order != RKV_ORDER_SCHED;
     sc.sched = o->order != RKV_ORDER_FILE;
+    sc.fleet = fleet;
+    sc.num_fleet = nfleet;
+    sc.fleet_seed = o->seed;
     if (o->rc.progress) {
         sc.on_run = sweep_run_fn;
         sc.on_run_ctx = pr;
         size_t rows = sc.num_host_capacities ? sc.num_host_capacities
                                              : sc.num_capacities;
         rkv_progress_plan(pr, sc.file_order ? rows : 0,
-                          sc.sched ? rows * sc.num_policies : 0);
+                          sc.sched ? rows * (nfleet ? nfleet : sc.num_policies)
+                                   : 0);
     }
     rkv_sweep_result sr;
     memset(&sr, 0, sizeof sr);
@@ -369,7 +375,12 @@ static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, rkv_progress *p
     if (o->json)
         rkv_sweep_print_json(stdout, wl, &sc, &sr, o, where);
     else {
-        if (sc.sched)
+        if (sc.sched && nfleet)
+            printf("fleet replays at time scale %s per instance count, "
+                   "policy %s\n", o->time_scale_auto ? "auto / instances"
+                                                     : "as given",
+                   rkv_policy_name(o->rc.sched.policy));
+        else if (sc.sched)
             printf("sched replays at time scale %g%s\n", o->rc.time_scale,
                    o->time_scale_auto ? " (auto: a load the simulated GPU "
                                         "sustains, see --help)"
@@ -386,6 +397,32 @@ static int run_sweep(rkv_cli_options *o, const rkv_workload *wl, rkv_progress *p
     if (rc == 0 && cells && refused == cells)
         rc = refused_message(&sr.sched[0], "at every capacity, ");
     rkv_sweep_result_free(&sr);
+    return rc;
+}
+
+static int run_sweep(rkv_cli_options *o, const rkv_workload *wl,
+                     const rkv_load_estimate *load, rkv_progress *pr)
+{
+    /* --host-capacities with --instances/--route: a fleet per point, its
+     * columns instance count x route at the same load per instance as
+     * run_fleet's (auto time scale / instances) */
+    size_t nfleet = o->fleet ? o->num_instances * o->num_routes : 0;
+    rkv_sweep_fleet *fleet = NULL;
+    if (nfleet) {
+        fleet = calloc(nfleet, sizeof *fleet);
+        if (!fleet)
+            return fail("out of memory");
+        for (size_t i = 0, k = 0; i < o->num_instances; i++)
+            for (size_t j = 0; j < o->num_routes; j++, k++) {
+                fleet[k].instances = o->instances[i];
+                fleet[k].route = o->routes[j];
+                fleet[k].time_scale = o->time_scale_auto
+                                          ? load->auto_scale / o->instances[i]
+                                          : o->rc.time_scale;
+            }
+    }
+    int rc = run_sweep_grid(o, wl, fleet, nfleet, pr);
+    free(fleet);
     return rc;
 }
 
@@ -489,9 +526,9 @@ int main(int argc, char **argv)
     }
     if (o.time_scale_auto)
         o.rc.time_scale = load.auto_scale;
-    int rc = o.fleet                  ? run_fleet(&o, &wl, &load, &pr)
+    int rc = o.fleet && !o.num_host_capacities ? run_fleet(&o, &wl, &load, &pr)
              : o.cmd == RKV_CMD_REPLAY ? run_replay(&o, &wl, &load, &pr)
-                                       : run_sweep(&o, &wl, &pr);
+                                       : run_sweep(&o, &wl, &load, &pr);
     rkv_workload_free(&wl);
     return finish_stdout(rc);
 }

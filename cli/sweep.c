@@ -27,11 +27,18 @@ void rkv_sweep_result_free(rkv_sweep_result *r)
 rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
                          rkv_sweep_result *out)
 {
+    int fleet = cfg && cfg->num_fleet > 0;
     if (!wl || !cfg || !out || !cfg->capacities || cfg->num_capacities == 0 ||
-        (cfg->sched && (!cfg->policies || cfg->num_policies == 0)))
+        (cfg->sched && !fleet &&
+         (!cfg->policies || cfg->num_policies == 0)))
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_sweep_run: need capacities (and policies "
                              "in scheduler mode)");
+    if (fleet && (!cfg->fleet || !cfg->sched || cfg->file_order))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_sweep_run: a fleet sweep runs the scheduler "
+                             "replay only");
+    size_t ncols = fleet ? cfg->num_fleet : cfg->num_policies;
     int host = cfg->num_host_capacities > 0;
     if (host && (cfg->num_capacities != 1 || !cfg->host_capacities))
         return rkv_set_error(RKV_ERR_INVALID_ARG,
@@ -41,22 +48,25 @@ rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
     rkv_sweep_result r;
     memset(&r, 0, sizeof r);
     r.num_capacities = rows;
-    r.num_policies = cfg->sched ? cfg->num_policies : 0;
+    r.num_policies = cfg->sched ? ncols : 0;
     r.capacity_tokens = calloc(rows, sizeof *r.capacity_tokens);
     if (cfg->file_order)
         r.file = calloc(rows, sizeof *r.file);
     if (cfg->sched)
-        r.sched = calloc(rows * cfg->num_policies, sizeof *r.sched);
+        r.sched = calloc(rows * ncols, sizeof *r.sched);
+    /* one fleet result at a time: its per-instance arrays are large */
+    rkv_fleet_result *fr = fleet ? malloc(sizeof *fr) : NULL;
     if (!r.capacity_tokens || (cfg->file_order && !r.file) ||
-        (cfg->sched && !r.sched)) {
+        (cfg->sched && !r.sched) || (fleet && !fr)) {
+        free(fr);
         rkv_sweep_result_free(&r);
         return rkv_set_error(RKV_ERR_NOMEM, "sweep: out of memory");
     }
     rkv_status st = RKV_OK;
     size_t run = 0;
     size_t runs = rows *
-                  ((cfg->file_order ? 1 : 0) + (cfg->sched ? cfg->num_policies : 0));
-    char label[96];
+                  ((cfg->file_order ? 1 : 0) + (cfg->sched ? ncols : 0));
+    char label[160];
     for (size_t c = 0; c < rows && st == RKV_OK; c++) {
         rkv_replay_config rc = cfg->base;
         rc.capacity_tokens = cfg->capacities[host ? 0 : c];
@@ -83,31 +93,60 @@ rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
             if (st != RKV_OK)
                 break;
         }
-        for (size_t p = 0; cfg->sched && p < cfg->num_policies; p++) {
-            rc.sched.policy = cfg->policies[p];
+        for (size_t p = 0; cfg->sched && p < ncols; p++) {
+            char col[48];
+            rkv_sweep_col_name(cfg, p, col, sizeof col);
             if (cfg->on_run) {
-                snprintf(label, sizeof label, "sched %s, capacity %s",
-                         rkv_policy_name(rc.sched.policy), capname);
+                snprintf(label, sizeof label, "sched %s, capacity %s", col,
+                         capname);
                 cfg->on_run(cfg->on_run_ctx, run, runs, label);
             }
             run++;
-            st = rkv_replay_sched(wl, &rc, &r.sched[c * cfg->num_policies + p]);
+            rkv_replay_result *cell = &r.sched[c * ncols + p];
+            if (fleet) {
+                rkv_replay_config fc_rc = rc;
+                fc_rc.time_scale = cfg->fleet[p].time_scale;
+                rkv_fleet_config fc;
+                memset(&fc, 0, sizeof fc);
+                fc.instances = cfg->fleet[p].instances;
+                fc.route = cfg->fleet[p].route;
+                fc.seed = cfg->fleet_seed;
+                st = rkv_replay_fleet(wl, &fc_rc, &fc, fr);
+                if (st == RKV_OK)
+                    *cell = fr->total;
+            } else {
+                rc.sched.policy = cfg->policies[p];
+                st = rkv_replay_sched(wl, &rc, cell);
+            }
             if (st != RKV_OK)
                 break;
         }
+        if (st != RKV_OK)
+            break;
         const rkv_replay_result *any =
-            cfg->file_order ? &r.file[c] : &r.sched[c * cfg->num_policies];
+            cfg->file_order ? &r.file[c] : &r.sched[c * ncols];
         r.capacity_tokens[c] =
             host ? (double)(rc.host_capacity_tokens / rc.page_size *
                             rc.page_size)
                  : (double)any->capacity_blocks * rc.page_size;
     }
+    free(fr);
     if (st != RKV_OK) {
         rkv_sweep_result_free(&r);
         return st;
     }
     *out = r;
     return RKV_OK;
+}
+
+void rkv_sweep_col_name(const rkv_sweep_config *cfg, size_t p, char *buf,
+                        size_t cap)
+{
+    if (cfg->num_fleet > 0)
+        snprintf(buf, cap, "%s x%u", rkv_route_name(cfg->fleet[p].route),
+                 cfg->fleet[p].instances);
+    else
+        snprintf(buf, cap, "%s", rkv_policy_name(cfg->policies[p]));
 }
 
 int rkv_sweep_beyond_gpu(const rkv_sweep_config *cfg, uint64_t capacity)
@@ -140,13 +179,17 @@ void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
 {
     int host = cfg->num_host_capacities > 0;
     if (host)
-        fprintf(f, "host tier at a device capacity of %llu tokens\n",
-                (unsigned long long)cfg->capacities[0]);
+        fprintf(f, "host tier at a device capacity of %llu tokens%s\n",
+                (unsigned long long)cfg->capacities[0],
+                cfg->num_fleet ? " per instance (a fleet replay per point; "
+                                 "the host capacity is per instance too)"
+                               : "");
     fprintf(f, "%15s", host ? "host capacity" : "capacity");
     if (r->file)
         fprintf(f, "  %10s", "file hit%");
     for (size_t p = 0; p < r->num_policies; p++) {
-        const char *n = rkv_policy_name(cfg->policies[p]);
+        char n[48];
+        rkv_sweep_col_name(cfg, p, n, sizeof n);
         char h[64];
         snprintf(h, sizeof h, "%s hit%%", n);
         fprintf(f, "  %12s", h);
@@ -262,9 +305,17 @@ void rkv_sweep_print_json(FILE *f, const rkv_workload *wl,
             fputs(",\"sched\":{", f);
             for (size_t p = 0; p < r->num_policies; p++) {
                 const rkv_replay_result *x = &r->sched[c * r->num_policies + p];
-                fprintf(f, "%s\"%s\":{\"requests\":%llu,\"hit_tokens\":%llu,"
+                char col[48];
+                rkv_sweep_col_name(cfg, p, col, sizeof col);
+                fprintf(f, "%s\"%s\":{", p ? "," : "", col);
+                if (cfg->num_fleet)
+                    fprintf(f, "\"instances\":%u,\"route\":\"%s\","
+                               "\"time_scale\":%.6g,",
+                            cfg->fleet[p].instances,
+                            rkv_route_name(cfg->fleet[p].route),
+                            cfg->fleet[p].time_scale);
+                fprintf(f, "\"requests\":%llu,\"hit_tokens\":%llu,"
                            "\"hit_rate\":",
-                        p ? "," : "", rkv_policy_name(cfg->policies[p]),
                         (unsigned long long)x->requests,
                         (unsigned long long)x->hit_tokens);
                 json_rate(f, x);
@@ -323,8 +374,9 @@ rkv_status rkv_sweep_write_svg(FILE *f, const char *title,
         for (size_t c = 0; c < nc; c++)
             y[c] = r->sched[c * np + p].prompt_tokens
                        ? 100.0 * r->sched[c * np + p].hit_rate : NAN;
-        snprintf(labels[l], sizeof labels[l], "sched %s",
-                 rkv_policy_name(cfg->policies[p]));
+        char col[40];
+        rkv_sweep_col_name(cfg, p, col, sizeof col);
+        snprintf(labels[l], sizeof labels[l], "sched %s", col);
         hs[s] = (rkv_plot_series){labels[l++], r->capacity_tokens, y, nc, 0,
                                   (int)p + 1};
         s++;
@@ -334,12 +386,10 @@ rkv_status rkv_sweep_write_svg(FILE *f, const char *title,
             y50[c] = x->requests ? x->ttft_ms.p50 / 1e3 : NAN; /* a gap */
             y99[c] = x->requests ? x->ttft_ms.p99 / 1e3 : NAN;
         }
-        snprintf(labels[l], sizeof labels[l], "%s p50",
-                 rkv_policy_name(cfg->policies[p]));
+        snprintf(labels[l], sizeof labels[l], "%s p50", col);
         ts[2 * p] = (rkv_plot_series){labels[l++], r->capacity_tokens, y50, nc,
                                       0, (int)p + 1};
-        snprintf(labels[l], sizeof labels[l], "%s p99",
-                 rkv_policy_name(cfg->policies[p]));
+        snprintf(labels[l], sizeof labels[l], "%s p99", col);
         ts[2 * p + 1] = (rkv_plot_series){labels[l++], r->capacity_tokens, y99,
                                           nc, 1, (int)p + 1};
     }

@@ -4,7 +4,9 @@
  * SVG (hit rate vs capacity; TTFT p50 and p99 vs capacity). Capacities
  * beyond what the simulated GPU's memory holds are marked in the table
  * ('*'), in the JSON and in the plot (a dashed line at the GPU's
- * capacity): a real GPU of that kind could not hold them.
+ * capacity): a real GPU of that kind could not hold them. A host-tier
+ * sweep (--host-capacities) may run a fleet per point (--instances,
+ * --route): its columns are then instance count x route.
  */
 #ifndef RKV_CLI_SWEEP_H
 #define RKV_CLI_SWEEP_H
@@ -19,6 +21,13 @@
 typedef void (*rkv_sweep_run_fn)(void *ctx, size_t run, size_t runs,
                                  const char *label);
 
+/* One fleet column of a sweep. */
+typedef struct rkv_sweep_fleet {
+    uint32_t instances;
+    enum rkv_route route;
+    double time_scale;            /* the replay's, for this instance count */
+} rkv_sweep_fleet;
+
 typedef struct rkv_sweep_config {
     rkv_replay_config base;       /* capacity_tokens / policy overridden  */
     const uint64_t *capacities;   /* tokens; RKV_REPLAY_UNBOUNDED allowed */
@@ -32,6 +41,13 @@ typedef struct rkv_sweep_config {
      * num_capacities must be 1); the plot's x axis is the host capacity */
     const uint64_t *host_capacities;
     size_t num_host_capacities;
+    /* fleet: when num_fleet > 0 the columns are fleet replays
+     * (rkv_replay_fleet; each cell's result is the fleet's total) instead
+     * of policies: fleet[k]'s instances, route and time scale, every one
+     * under base.sched.policy; scheduler mode only (no file order) */
+    const rkv_sweep_fleet *fleet;
+    size_t num_fleet;
+    uint64_t fleet_seed;          /* the fleet's random routing            */
     rkv_sweep_run_fn on_run;      /* may be NULL                          */
     void *on_run_ctx;
 } rkv_sweep_config;
@@ -48,12 +64,18 @@ rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
                          rkv_sweep_result *out);
 void rkv_sweep_result_free(rkv_sweep_result *r);
 
+/* Column p's name: the policy ("lpm"), or for a fleet column the route
+ * and instance count ("kv x4", "round-robin x4"). */
+void rkv_sweep_col_name(const rkv_sweep_config *cfg, size_t p, char *buf,
+                        size_t cap);
+
 void rkv_sweep_print_table(FILE *f, const rkv_sweep_config *cfg,
                            const rkv_sweep_result *r);
 /* One JSON object: command, version, options (may be NULL), svg (the
  * plot's path, or null), rows; a row's capacity beyond the simulated
  * GPU's memory has "beyond_gpu_memory": true; values with no data are
- * null. */
+ * null. A row's "sched" object is keyed by column name; a fleet column
+ * also carries "instances", "route" and "time_scale". */
 void rkv_sweep_print_json(FILE *f, const rkv_workload *wl,
                           const rkv_sweep_config *cfg,
                           const rkv_sweep_result *r,

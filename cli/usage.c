@@ -152,7 +152,9 @@ static const char text_common[] =
 "  Reports per instance count and route: hit rate, TTFT p50/p99 and load\n"
 "  balance (max / mean over instances of the queued prompt tokens averaged\n"
 "  over arrivals; 1.00 is even). With a fleet, sweep varies only instances\n"
-"  and routes, at the default capacity and policy (no lists, no plot).\n"
+"  and routes, at the default capacity and policy (no lists, no plot) --\n"
+"  or, with --host-capacities, runs the fleets at each host capacity (per\n"
+"  instance): a column per instance count x route, table, JSON and plot.\n"
 "  --host-capacity-tokens / --disk-capacity-tokens give every instance its\n"
 "  own tiers of that size; kv routing then sees host and disk hits too\n"
 "  (weighted below device ones) and the report splits hits by medium.\n"
@@ -194,7 +196,8 @@ static const char text_sweep_opts[] =
 "                           before the work starts\n"
 "  --host-capacities LIST   rows are host-tier capacities (tokens, e.g.\n"
 "                           2.7e6,1e7,2.7e7) at one device capacity (one\n"
-"                           --capacities value, default the GPU's)\n";
+"                           --capacities value, default the GPU's; with\n"
+"                           --instances/--route a fleet per point)\n";
 
 static const char text_tail[] =
 "\n"

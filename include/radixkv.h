@@ -744,7 +744,10 @@ typedef enum rkv_write_policy {
     RKV_WRITE_BACK = 0,      /* copy down when evicted from the device
                                 (default)                                 */
     RKV_WRITE_THROUGH = 1,   /* copy down when inserted                   */
-    RKV_WRITE_SELECTIVE = 2  /* copy down once a page was hit k times     */
+    RKV_WRITE_SELECTIVE = 2  /* copy down once a page was hit k times (a
+                                hit: a non-peek rkv_tree_match_tiers that
+                                matches it on the device; the scheduler's
+                                admission is one)                         */
 } rkv_write_policy;
 
 typedef struct rkv_store_config {
@@ -973,6 +976,54 @@ typedef struct rkv_tier_stats {
 } rkv_tier_stats;
 rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out);
 
+/*
+ * Store log: the blocks the tree's OWN stores read, for an engine that
+ * issues the copies itself (the scheduler drains it into its plans' STORE
+ * entries, see rkv_batch_plan.copies). Recorded, in order: a write-through
+ * or selective store when it is queued (queued = 1: it runs in the next
+ * rkv_tree_tier_poll, and its device block keeps the page's bytes until
+ * then -- a demotion that meets it runs it first); a device eviction's
+ * demotion store when it is made (queued = 0: the copy is done and the
+ * block was freed right after, so it may hold another page by now); the
+ * host tier's own writes to the disk below (from = HOST, block
+ * RKV_NO_BLOCK). Not recorded: rkv_tree_store_prefix's swap-outs (its
+ * blocks_out lists them) and stores skipped before they were queued or
+ * made (rkv_tier_stats.stores_skipped); a queued store that fails at poll
+ * stays recorded (rkv_tier_stats.failed_stores counts it).
+ * Bounded: a record that finds the log full is dropped and counted in
+ * lost[medium written]; recording never fails or blocks a store. Off by
+ * default; one reader. A scheduler with use_tiers on a tree with tiers
+ * attached owns it: it enables it at create (or at its first step after
+ * the tiers are attached), drains it every step and turns it off at
+ * destroy; the caller must not use it meanwhile.
+ */
+typedef struct rkv_store_record {
+    uint64_t hash;       /* the page's chained block hash                   */
+    rkv_block_id block;  /* from == RKV_MEDIUM_DEVICE: the device block read;
+                            else RKV_NO_BLOCK                               */
+    uint8_t from;        /* RKV_MEDIUM_DEVICE, or RKV_MEDIUM_HOST (host ->
+                            disk)                                           */
+    uint8_t medium;      /* written into: RKV_MEDIUM_HOST or RKV_MEDIUM_DISK */
+    uint8_t queued;      /* 1: runs at the next poll; 0: already made       */
+    uint8_t reserved;
+} rkv_store_record;
+typedef struct rkv_store_log {
+    const rkv_store_record *records; /* [num_records], oldest first; owned
+                            by the tree, valid until the next clear, enable
+                            or rkv_tree_destroy (stores only append)       */
+    uint32_t num_records;
+    uint64_t lost[RKV_MEDIUM_COUNT]; /* records dropped (log full) since the
+                            last full clear, by medium written              */
+} rkv_store_log;
+/* capacity records (1 .. 2^24; 0 turns the log off and frees it). A new
+ * capacity starts an empty log; RKV_ERR_NOMEM keeps the old one. */
+rkv_status rkv_tree_store_log_enable(rkv_tree *tree, uint32_t capacity);
+/* RKV_ERR_STATE while the log is off (*out zeroed). */
+rkv_status rkv_tree_store_log_read(const rkv_tree *tree, rkv_store_log *out);
+/* Drops the first n records (all of them, and the lost counts, when n >=
+ * num_records). Nothing happens while the log is off. */
+void rkv_tree_store_log_clear(rkv_tree *tree, uint32_t n);
+
 /* ------------------------------------------------------------------------ */
 /* sched/: the cache-aware scheduler                                        */
 /* ------------------------------------------------------------------------ */
@@ -1115,6 +1166,13 @@ typedef struct rkv_plan_copy {
     int medium;       /* the lower medium read from (loads) or written to
                          (stores)                                           */
     uint32_t pages;
+    int done;         /* STORE: 1 when the tree already made the copy (a
+                         device eviction's demotion: its source blocks were
+                         freed after it and may hold other pages by now; or
+                         the host's write to the disk); 0 when queued: it
+                         runs in the next rkv_sched_step's poll and its
+                         source blocks hold the pages until then. Other
+                         kinds: 0 (they complete by ticket)                 */
 } rkv_plan_copy;
 
 /*
@@ -1145,8 +1203,9 @@ typedef struct rkv_batch_plan {
                                       token for the request (decode, or the
                                       last prefill chunk)                   */
     /* Block copies this step queued between tiers (loads for admissions,
-     * swap-outs of preempted requests, and the stores the tree's write
-     * policy queued since the previous step), for an engine to overlap
+     * swap-outs of preempted requests, and the stores the tree queued or
+     * made since the previous step: its write policy's, device eviction's
+     * demotions, the host's writes to the disk), for an engine to overlap
      * with the step's compute. They run in rkv_tree_tier_poll, which the
      * next rkv_sched_step calls first. Same lifetime as the arrays above;
      * a plan with num_reqs == 0 may still list copies. */
@@ -1156,8 +1215,12 @@ typedef struct rkv_batch_plan {
      * copy_blocks[copy_indptr[c] .. copy_indptr[c+1]) -- for LOAD / SWAP_IN
      * the destination blocks, `pages` of them in token order (the blocks
      * the request's kv_indices use once it is admitted); for SWAP_OUT the
-     * `pages` source blocks (rkv_tree_store_prefix's blocks_out); for the
-     * write policy's STORE entries none (a count only).
+     * `pages` source blocks (rkv_tree_store_prefix's blocks_out); for a
+     * STORE from the device (write-through, selective, or a demotion by
+     * device eviction; see `done`) its `pages` source device blocks, in
+     * the order the tree recorded them (rkv_tree_store_log_read); for a
+     * STORE from the host to the disk below, or one the tree's store log
+     * dropped when full, none (a count only).
      * copy_indptr[0] is 0; both may be NULL when no step listed a copy. */
     const uint32_t *copy_indptr;        /* [num_copies + 1]                */
     const uint32_t *copy_blocks;        /* [copy_indptr[num_copies]]       */

@@ -337,6 +337,7 @@ void rkv_tree_destroy(rkv_tree *tree)
                       (size_t)tree->idx_cap * sizeof *tree->idx);
     rkv_node_mem_free(&tree->mem, tree->owned, tree->owned_bytes);
     rkv_ev_fini(&tree->events, &tree->mem);
+    rkv_slog_fini(tree);
     rkv_node_mem_fini(&tree->mem);
     free(tree);
 }

@@ -189,6 +189,7 @@ struct rkv_tree {
     uint64_t lease_key;    /* XORed into ids: ties them to this tree        */
 
     rkv_ev_ring events;    /* KV events (tree_events.c); cap 0 = off       */
+    struct rkv_slog *slog; /* store log (tree_tier_stored.c); NULL = off   */
     /* retention (tree_retain.c) */
     rkv_tmeta *meta;       /* nodes_cap entries, or NULL (no retain yet)    */
     rkv_pin *pins;         /* pins_cap entries, NULL until the first pin    */
@@ -489,5 +490,8 @@ static inline int rkv_tier_has_lower(const rkv_tree *t, uint32_t id)
 {
     return t->tn != NULL && t->tn[id].lchild != RKV_NIL;
 }
+
+/* Frees the store log (tree_tier_stored.c); off afterwards. */
+void rkv_slog_fini(rkv_tree *t);
 
 #endif

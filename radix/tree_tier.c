@@ -439,6 +439,7 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
         }
         tr->st.stores_blocks[RKV_MEDIUM_DISK]++;
         tr->st.stores_bytes[RKV_MEDIUM_DISK] += tr->block_bytes;
+        rkv_slog_add(t, RKV_NO_BLOCK, rkv_tier_page_hash(t, &t->nodes[id], i), RKV_MEDIUM_HOST, RKV_MEDIUM_DISK, 0);
         rkv_tier_ev_at(t, id, i, 1, RKV_MEDIUM_DISK);
         rkv_tier_ev_at(t, id, i, 0, RKV_MEDIUM_HOST);
         rkv_tier_free_slot(t, 0, tp[i].slot);
@@ -521,6 +522,8 @@ int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
     op->ticket = ticket;
     op->batch = 0;
     tp[i].slot = slot;
+    if (ticket == 0) /* swap-outs are listed by rkv_tree_store_prefix */
+        rkv_slog_add(t, b, op->hash, RKV_MEDIUM_DEVICE, tr->medium, 1);
     rkv_tier_ev_host(t, id, i, 1);
     return 1;
 }
@@ -697,6 +700,7 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
     }
     tr->st.stores_blocks[tr->medium]++;
     tr->st.stores_bytes[tr->medium] += tr->block_bytes;
+    rkv_slog_add(t, b, t->pool->hash[b], RKV_MEDIUM_DEVICE, tr->medium, 0);
     rkv_tnode_tpages(t, x)[i].slot = slot;
     rkv_tier_ev_host(t, id, i, 1);
     return 1;

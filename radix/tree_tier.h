@@ -10,6 +10,7 @@
 
 #include "radix/tree_copy.h"
 #include "radix/tree_internal.h"
+#include "radix/tree_tier_stored.h"
 #include "tier/store.h"
 
 /* A queued store: device block -> host slot. Dead once block == RKV_NIL. */

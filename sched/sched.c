@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "radix/tree_tier_stored.h"
 #include "sched/sched_internal.h"
 
 static const char *const rkv_policy_names[] = {"fcfs", "lpm", "dfs",
@@ -135,9 +136,19 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
     rkv_status st = rkv_sched_config_validate(&c);
     if (st != RKV_OK)
         return st;
+    /* the tree's store log when tiers are attached (sched_tier.c; later
+     * attached tiers get it at the first step) */
+    int log_on = c.use_tiers && rkv_slog_tiers_attached(tree);
+    if (log_on && (st = rkv_tree_store_log_enable(
+                       tree, rkv_stier_log_cap(rkv_tree_pool(tree)))) != RKV_OK)
+        return st;
     rkv_sched *s = rkv_sched_mem_calloc(1, sizeof *s);
-    if (s == NULL)
+    if (s == NULL) {
+        if (log_on)
+            (void)rkv_tree_store_log_enable(tree, 0);
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_create: out of memory");
+    }
+    s->slog_on = log_on;
     s->tree = tree;
     s->pool = rkv_tree_pool(tree);
     s->P = rkv_pool_page_size(s->pool);
@@ -172,6 +183,8 @@ void rkv_sched_destroy(rkv_sched *s)
         rkv_sreq_free(r);
     }
     rkv_stier_destroy(s);
+    if (s->slog_on)
+        (void)rkv_tree_store_log_enable(s->tree, 0); /* the scheduler's */
     for (uint32_t i = 0; i < s->nwaiting; i++)
         rkv_sreq_free(s->waiting[i]);
     rkv_sched_free_grave(s);

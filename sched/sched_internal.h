@@ -203,7 +203,8 @@ struct rkv_sched {
     uint32_t copy_indptr_cap;
     uint32_t *copy_blocks;   /* plan.copy_blocks [copy_indptr[ncopies]]    */
     uint32_t copy_blocks_cap;
-    uint64_t stores_seen[RKV_MEDIUM_COUNT]; /* tier stores already listed */
+    int slog_on;             /* the scheduler turned the tree's store log on
+                                (and turns it off at destroy)             */
 
     double new_token_ratio;  /* admission headroom (see sched_step.c)    */
     int bounded_turn;        /* bounded: 1 = the next pick is overdue     */
@@ -284,8 +285,12 @@ void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r);
 /* Room for n more plan copies listing `blocks` block ids between them
  * (reserved before a transfer is queued). */
 rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks);
-/* End of a step: write-policy stores since the last step into the copies;
- * the plan's copy fields. */
+/* The store log's capacity for a pool: room for a step that evicts the
+ * whole pool twice and queues a full store queue (more is counted, not
+ * listed), at most 2^20 records (16 MiB). */
+uint32_t rkv_stier_log_cap(const rkv_pool *pool);
+/* End of a step: the tree's store log (write-policy and demotion stores
+ * since the last step) drained into the copies; the plan's copy fields. */
 void rkv_stier_plan(rkv_sched *s);
 /* Check of r's load state and of the ticket map. */
 rkv_status rkv_stier_check(const rkv_sched *s);

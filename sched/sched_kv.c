@@ -259,7 +259,11 @@ rkv_status rkv_sreq_admit(rkv_sched *s, rkv_sreq *r)
     if (st != RKV_OK)
         return st;
     rkv_match m;
-    st = rkv_tree_match(s->tree, r->ns, r->tokens, n, s->scratch, 0, &m);
+    /* match_tiers, not plain match: its non-peek call is what counts a
+     * hit for the selective write policy (and the tier hit stats); with
+     * no tier attached it is the plain match */
+    st = rkv_tree_match_tiers(s->tree, r->ns, r->tokens, n, s->scratch, 0, &m,
+                              NULL);
     if (st != RKV_OK)
         return st;
     st = rkv_tree_lock(s->tree, m.node, &r->lease);

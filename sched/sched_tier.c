@@ -6,7 +6,10 @@
  * lower continuation earns in the lpm order, swap-out at preemption
  * (rkv_tree_store_prefix), and the plan's list of copies (a load's device
  * destination blocks and a swap-out's source blocks go straight from
- * rkv_tree_load / rkv_tree_store_prefix into plan.copy_blocks).
+ * rkv_tree_load / rkv_tree_store_prefix into plan.copy_blocks; the write
+ * policy's and demotions' stores, with their source device blocks, come
+ * from the tree's store log, which the scheduler enables at create and
+ * drains at the end of every step).
  *
  * Load state of a WAITING request (checked by rkv_stier_check):
  *   none      load_ticket 0, load_ready 0, no load_lease;
@@ -38,6 +41,7 @@
 
 #include "common/status.h"
 #include "radix/tree_lease.h"
+#include "radix/tree_tier_stored.h"
 #include "sched/sched_internal.h"
 
 /* Credit of one lower token: the compute it saves minus its load time,
@@ -98,6 +102,7 @@ static void rkv_stier_copy(rkv_sched *s, uint64_t req, uint64_t ticket,
     c->kind = kind;
     c->medium = medium;
     c->pages = pages;
+    c->done = 0;
     s->copy_indptr[s->ncopies] = start + nb;
 }
 
@@ -314,29 +319,64 @@ void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r)
                   np, np);
 }
 
+/* Lists the tree's store log as STORE entries: a run of records with the
+ * same source, medium and state is one entry (device sources list their
+ * blocks); records the log dropped are count-only entries. What cannot be
+ * reserved (out of memory) stays in the log for the next step. */
+static void rkv_stier_list_stores(rkv_sched *s)
+{
+    rkv_store_log lg;
+    if (rkv_tree_store_log_read(s->tree, &lg) != RKV_OK)
+        return;
+    uint32_t i = 0;
+    while (i < lg.num_records) {
+        const rkv_store_record *a = &lg.records[i];
+        uint32_t j = i + 1;
+        while (j < lg.num_records && lg.records[j].from == a->from &&
+               lg.records[j].medium == a->medium &&
+               lg.records[j].queued == a->queued)
+            j++;
+        uint32_t pages = j - i;
+        uint32_t nb = a->from == RKV_MEDIUM_DEVICE ? pages : 0;
+        if (rkv_stier_copies_reserve(s, 1, nb) != RKV_OK) {
+            rkv_tree_store_log_clear(s->tree, i); /* the rest: next step */
+            return;
+        }
+        rkv_block_id *dst = s->copy_blocks + rkv_stier_nblocks(s);
+        for (uint32_t k = 0; k < nb; k++)
+            dst[k] = lg.records[i + k].block;
+        rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, a->medium, pages, nb);
+        s->copies[s->ncopies - 1].done = !a->queued;
+        i = j;
+    }
+    for (int m = RKV_MEDIUM_HOST; m < RKV_MEDIUM_COUNT; m++) {
+        uint64_t d = lg.lost[m];
+        if (d == 0)
+            continue;
+        if (rkv_stier_copies_reserve(s, 1, 0) != RKV_OK) {
+            rkv_tree_store_log_clear(s->tree, lg.num_records);
+            return; /* the lost counts go: nothing more is known of them */
+        }
+        rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, m,
+                       d > UINT32_MAX ? UINT32_MAX : (uint32_t)d, 0);
+    }
+    rkv_tree_store_log_clear(s->tree, lg.num_records);
+}
+
+uint32_t rkv_stier_log_cap(const rkv_pool *pool)
+{
+    uint64_t cap = 2 * (uint64_t)rkv_pool_num_blocks(pool) + 1024;
+    return cap < (1u << 20) ? (uint32_t)cap : 1u << 20;
+}
+
 void rkv_stier_plan(rkv_sched *s)
 {
-    rkv_tier_stats ts;
-    if (s->cfg.use_tiers && rkv_tree_tier_stats(s->tree, &ts) == RKV_OK) {
-        /* swap-outs are listed when queued: the host's other writes are
-         * the write policy's (cumulative counts; a swap-out counted here
-         * before the tree counts it only delays the next entry) */
-        for (int m = RKV_MEDIUM_HOST; m < RKV_MEDIUM_COUNT; m++) {
-            uint64_t cur = ts.stores_blocks[m];
-            if (m == RKV_MEDIUM_HOST)
-                cur = cur > s->st.swap_out_pages ? cur - s->st.swap_out_pages
-                                                 : 0;
-            if (cur <= s->stores_seen[m])
-                continue;
-            uint64_t d = cur - s->stores_seen[m];
-            if (d > UINT32_MAX)
-                d = UINT32_MAX;
-            if (rkv_stier_copies_reserve(s, 1, 0) != RKV_OK)
-                continue; /* listed with the next step's */
-            rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, m, (uint32_t)d, 0);
-            s->stores_seen[m] += d;
-        }
-    }
+    if (s->cfg.use_tiers && !s->slog_on && rkv_slog_tiers_attached(s->tree) &&
+        rkv_tree_store_log_enable(s->tree, rkv_stier_log_cap(s->pool)) ==
+            RKV_OK)
+        s->slog_on = 1; /* tiers attached after create; retried if refused */
+    if (s->slog_on)
+        rkv_stier_list_stores(s);
     s->plan.num_copies = s->ncopies;
     s->plan.copies = s->copies;
     if (s->ncopies == 0 && s->copy_indptr != NULL)
@@ -419,6 +459,7 @@ rkv_status rkv_stier_check(const rkv_sched *s)
                                      "copy %u lists block %u", i,
                                      s->copy_blocks[k]);
         if (c->pages == 0 || c->kind < RKV_TRANSFER_LOAD ||
+            (c->done && c->kind != RKV_TRANSFER_STORE) ||
             c->kind > RKV_TRANSFER_SWAP_IN || c->medium <= RKV_MEDIUM_DEVICE ||
             c->medium >= RKV_MEDIUM_COUNT)
             return rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_check: plan "

@@ -202,6 +202,42 @@ Test(cli, sweep_writes_table_and_svg)
     free(err);
 }
 
+/* Issue 12: a host-tier sweep runs a fleet per point with --instances /
+ * --route (it was refused): one column per route x instance count in the
+ * table, the JSON and the plot. */
+Test(cli, host_sweep_with_fleet)
+{
+    char args[2 * PATH_MAX], svg[PATH_MAX + 16];
+    snprintf(svg, sizeof svg, "%s/hf.svg", rkv_cli_tmpdir);
+    snprintf(args, sizeof args, "sweep --limit 300 --instances 2 --route "
+             "kv,round-robin --host-capacities 1e5,1e6 --svg '%s'", svg);
+    char *out, *err;
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert(strstr(out, "fleet replays") != NULL, "%s", out);
+    cr_assert(strstr(out, "kv x2 hit%") != NULL, "%s", out);
+    cr_assert(strstr(out, "round-robin x2 ttft99") != NULL, "%s", out);
+    cr_assert(strstr(out, "1000000") != NULL, "%s", out);
+    char *s = rkv_cli_slurp(svg);
+    cr_assert(strstr(s, "sched kv x2") != NULL, "legend names the fleet");
+    cr_assert(strstr(s, "round-robin x2 p99") != NULL);
+    cr_assert(strstr(s, "host tier capacity") != NULL, "x axis");
+    free(s);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "sweep --limit 300 --instances 2 --route "
+             "kv,round-robin --host-capacities 1e5,1e6 --json");
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert(strstr(out, "\"host_capacity_tokens\":1000000") != NULL, "%s",
+              out);
+    cr_assert(strstr(out, "\"kv x2\":{\"instances\":2,\"route\":\"kv\"") !=
+                  NULL, "%s", out);
+    cr_assert(strstr(out, "\"round-robin x2\":{\"instances\":2") != NULL,
+              "%s", out);
+    cr_assert(strstr(out, "\"file\":null") != NULL, "sched only: %s", out);
+    free(out);
+    free(err);
+}
+
 /* Issue 10 item 6: an endless line ends with a clear error naming
  * FILE:LINE (it used to grow until killed). */
 Test(cli, dev_zero_is_refused_with_file_and_line)

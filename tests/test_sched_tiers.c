@@ -16,8 +16,11 @@
  * slot the loading request goes before an older request fcfs would
  * take); a request waits only for its own load (others run in the step
  * that queues it); a failed load (injected copy error) falls back to
- * computing; swap on preemption and back; the plan's copy lists; the
- * scheduler's own allocations failing one by one with tiers on.
+ * computing; swap on preemption and back; the plan's copy lists (every
+ * STORE from the device lists source blocks that hold a page the engine
+ * computed, checked on every plan of every test); selective write-through
+ * storing hit pages; the scheduler's own allocations failing one by one
+ * with tiers on.
  * While the tree's tiers are placeholders (attach refuses), every test
  * skips with a message.
  */
@@ -66,6 +69,12 @@ typedef struct tenv {
     int64_t steps;
     uint64_t live;
     uint64_t store_copies;  /* STORE pages listed                          */
+    uint64_t store_queued_pages, store_done_pages; /* of them, from device */
+    uint64_t *pageset;      /* fingerprints of every page the engine wrote
+                               (open addressing, 0 = empty)              */
+    uint32_t pageset_cap, pageset_n;
+    int collect;            /* record the queued STORE blocks in listed[]  */
+    uint32_t listed[64], nlisted;
     int tolerate_nomem;
     uint64_t nomem_seen;
 } tenv;
@@ -110,6 +119,9 @@ static int tsetup(tenv *e, uint32_t nblocks, uint32_t host_blocks,
     cr_assert_eq(st, RKV_OK, "tiers: %s", rkv_last_error());
     e->cfg = *cfg;
     OK(rkv_sched_create(e->tree, cfg, &e->s));
+    e->pageset_cap = 1u << 14;
+    e->pageset = calloc(e->pageset_cap, sizeof *e->pageset);
+    cr_assert_not_null(e->pageset);
     e->nblocks = nblocks;
     return 1;
 }
@@ -122,6 +134,7 @@ static int tsetup(tenv *e, uint32_t nblocks, uint32_t host_blocks,
 
 static void tfini(tenv *e)
 {
+    free(e->pageset);
     rkv_sched_destroy(e->s);
     rkv_tree_destroy(e->tree);
     rkv_store_destroy(e->host);
@@ -168,6 +181,61 @@ static int32_t token_of(uint64_t id, uint32_t len)
     return (int32_t)(eng_mix(id * 0x100000001b3ull, len) % 5000) + 1;
 }
 
+/* A page's fingerprint: its P slots' K values (never 0). */
+static uint64_t page_fp(const uint64_t *k)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (uint32_t j = 0; j < P; j++)
+        h = eng_mix(h, k[j]);
+    return h ? h : 1;
+}
+
+/* 1: fp was found (add 0) or added (add 1); 0: not there. A full set
+ * stops growing and answers 1 (the check then proves less, never fails
+ * wrongly). */
+static int pageset_has(tenv *e, uint64_t fp, int add)
+{
+    uint32_t mask = e->pageset_cap - 1;
+    for (uint32_t i = (uint32_t)fp & mask;; i = (i + 1) & mask) {
+        if (e->pageset[i] == fp)
+            return 1;
+        if (e->pageset[i] == 0) {
+            if (!add)
+                return e->pageset_n * 2 > e->pageset_cap;
+            if (e->pageset_n * 2 > e->pageset_cap)
+                return 1;
+            e->pageset[i] = fp;
+            e->pageset_n++;
+            return 1;
+        }
+    }
+}
+
+/* A STORE from the device lists its source blocks (issue 12): each holds,
+ * when the plan is made, the bytes of a full page the engine computed --
+ * the page the tree stores (queued) or stored (done) from it. */
+static void check_store_blocks(tenv *e, const rkv_batch_plan *p, uint32_t i)
+{
+    const rkv_plan_copy *c = &p->copies[i];
+    uint32_t b0 = p->copy_indptr[i], b1 = p->copy_indptr[i + 1];
+    if (b1 == b0)
+        return; /* host -> disk, or dropped by a full log: a count */
+    cr_assert_eq(b1 - b0, c->pages);
+    for (uint32_t k = b0; k < b1; k++) {
+        uint32_t b = p->copy_blocks[k];
+        cr_assert_lt(b, e->nblocks);
+        cr_assert(pageset_has(e, page_fp(e->kv + (size_t)b * P), 0),
+                  "STORE block %u (%s) does not hold a computed page", b,
+                  c->done ? "done" : "queued");
+        if (e->collect && !c->done && e->nlisted < 64)
+            e->listed[e->nlisted++] = b;
+    }
+    if (c->done)
+        e->store_done_pages += c->pages;
+    else
+        e->store_queued_pages += c->pages;
+}
+
 static void check_copies(tenv *e, const rkv_batch_plan *p)
 {
     for (uint32_t i = 0; i < p->num_copies; i++) {
@@ -179,6 +247,7 @@ static void check_copies(tenv *e, const rkv_batch_plan *p)
             cr_assert_eq(c->req_id, 0);
             cr_assert_eq(c->ticket, 0);
             e->store_copies += c->pages;
+            check_store_blocks(e, p, i);
             break;
         case RKV_TRANSFER_LOAD:
         case RKV_TRANSFER_SWAP_IN:
@@ -296,8 +365,11 @@ static void run_plan(tenv *e, const rkv_batch_plan *p)
         const uint32_t *bt = p->kv_indices + p->kv_indptr[q];
         for (uint32_t pos = p->prefix_len[q];
              pos < p->prefix_len[q] + p->qo_indptr[q + 1] - p->qo_indptr[q];
-             pos++)
+             pos++) {
             e->kv[bt[pos / P] * P + pos % P] = r->ph[pos];
+            if (pos % P == P - 1) /* a full page: one the tree may store */
+                (void)pageset_has(e, page_fp(&r->ph[pos + 1 - P]), 1);
+        }
     }
 }
 
@@ -637,6 +709,112 @@ Test(sched_tiers, plan_lists_stores)
     OK(rkv_tree_tier_stats(e.tree, &ts));
     cr_assert_gt(ts.stores_blocks[RKV_MEDIUM_HOST], 0);
     cr_assert_eq(e.store_copies, ts.stores_blocks[RKV_MEDIUM_HOST]);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* Issue 12: write-through STORE entries name their source device blocks
+ * (they were a count only). Every listed block held a computed page when
+ * listed (check_store_blocks); here the listed blocks are exactly the
+ * request's cached pages, and the host copies made from them carry the
+ * right bytes: with the device KV overwritten, a second request loads the
+ * prefix back and attends to the right KV (run_plan). */
+Test(sched_tiers, store_copies_list_source_blocks)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    SETUP_OR_SKIP(&e, 16, 64, &c, RKV_WRITE_THROUGH);
+    e.collect = 1;
+    int32_t t[24];
+    fill_tokens(t, 24, 56);
+    OK(tsubmit(&e, 0, t, 24, 4, 0));
+    tdrain(&e, 200);
+    (void)tstep(&e); /* lists the last commit's stores and runs the rest */
+    (void)tstep(&e);
+    OK(rkv_tree_check(e.tree));
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.pending_stores, 0);
+    cr_assert_eq(e.store_done_pages, 0, "no eviction: nothing demoted");
+    cr_assert_eq(e.store_queued_pages, ts.stores_blocks[RKV_MEDIUM_HOST]);
+    cr_assert_eq(e.nlisted, e.store_queued_pages);
+    /* the listed blocks are the cached pages of the request's tokens */
+    treq *r = &e.r[0];
+    rkv_block_id bl[MAXT / P + 1];
+    rkv_match m;
+    OK(rkv_tree_match(e.tree, 0, r->tok, r->len, bl, RKV_MATCH_PEEK, &m));
+    cr_assert_eq(m.num_blocks, e.nlisted, "%zu cached pages, %u listed",
+                 m.num_blocks, e.nlisted);
+    for (size_t k = 0; k < m.num_blocks; k++) {
+        uint32_t found = 0;
+        for (uint32_t j = 0; j < e.nlisted; j++)
+            found += e.listed[j] == bl[k];
+        cr_assert_eq(found, 1, "cached block %u listed %u times", bl[k], found);
+    }
+    /* everything off the device (write-through: already on the host, so
+     * nothing is stored now), the device bytes destroyed */
+    uint32_t freed = 0;
+    OK(rkv_tree_evict(e.tree, (uint32_t)m.num_blocks, &freed));
+    OK(rkv_tree_check(e.tree));
+    cr_assert_eq(freed, m.num_blocks);
+    cr_assert_eq(rkv_pool_num_free(e.pool), e.nblocks);
+    memset(e.kv, 0xee, (size_t)e.nblocks * P * sizeof *e.kv);
+    OK(tsubmit(&e, 1, t, 24, 2, 0));
+    tdrain(&e, 200);
+    OK(rkv_tree_check(e.tree));
+    cr_assert_gt(e.r[1].first_host, 0, "the prefix came back from the host");
+    cr_assert_eq(e.store_done_pages, 0);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* Write-back: a device eviction's demotion lists its source blocks as
+ * done STORE entries, one page each time the tree copied one down. */
+Test(sched_tiers, demotions_list_source_blocks)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    int32_t shared[28];
+    warm_shared(&e, &c, 12, shared);
+    (void)tstep(&e); /* the last commit's demotions */
+    OK(rkv_tree_check(e.tree));
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_gt(e.store_done_pages, 0);
+    cr_assert_eq(e.store_queued_pages, 0, "write-back queues nothing");
+    cr_assert_eq(e.store_done_pages, ts.stores_blocks[RKV_MEDIUM_HOST]);
+    no_leak(&e);
+    tfini(&e);
+}
+
+/* Selective write-through (k = 2) under the scheduler: a prompt admitted
+ * three times has its cached pages hit twice by admission, so they are
+ * copied down. Admission's match must count the hits (it once used a match
+ * that never did, and selective stored nothing). */
+Test(sched_tiers, selective_stores_hit_pages)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 2);
+    SETUP_OR_SKIP(&e, 24, 64, &c, RKV_WRITE_SELECTIVE);
+    int32_t t[24];
+    fill_tokens(t, 24, 66);
+    rkv_tier_stats ts;
+    for (uint64_t id = 0; id < 3; id++) {
+        OK(tsubmit(&e, id, t, 24, 2, 0));
+        tdrain(&e, 200);
+        OK(rkv_tree_check(e.tree));
+        OK(rkv_tree_tier_stats(e.tree, &ts));
+        if (id < 2) /* hit fewer than k times: nothing copied down yet */
+            cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST] +
+                             ts.pending_stores, 0);
+    }
+    (void)tstep(&e); /* polls: the queued stores run */
+    OK(rkv_tree_check(e.tree));
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    /* the 23 tokens admission may match: 5 full pages */
+    cr_assert_geq(ts.stores_blocks[RKV_MEDIUM_HOST], 5, "selective stored "
+                  "%llu pages", (unsigned long long)ts.stores_blocks[RKV_MEDIUM_HOST]);
+    cr_assert_gt(ts.hit_tokens[RKV_MEDIUM_DEVICE], 0);
     no_leak(&e);
     tfini(&e);
 }

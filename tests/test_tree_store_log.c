@@ -1,0 +1,233 @@
+/*
+ * tests/test_tree_store_log.c -- the tree's store log (issue 12,
+ * rkv_tree_store_log_* in radixkv.h; radix/tree_tier_stored.c): off by
+ * default, the records of queued (write-through) stores with their source
+ * device blocks, demotions' records (done), the host's writes to the disk
+ * (no device block), bounded (a full log counts what it drops), partial
+ * and full clears. rkv_tree_check after every tree operation.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "radixkv.h"
+
+#define TP 4u
+
+#define OKT(x) cr_assert_eq((x), RKV_OK, "%s: %s", #x, rkv_last_error())
+
+typedef struct lenv {
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_store *host, *disk;
+    char dir[64];           /* the disk store's directory, or ""         */
+} lenv;
+
+static void lsetup(lenv *e, uint32_t host_blocks, uint32_t disk_blocks,
+                   int policy)
+{
+    memset(e, 0, sizeof *e);
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 16;
+    pc.page_size = TP;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 2;
+    pc.dtype = RKV_DTYPE_F32;
+    OKT(rkv_pool_create(&pc, &e->pool));
+    OKT(rkv_tree_create(e->pool, NULL, &e->tree));
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = host_blocks;
+    sc.block_bytes = rkv_pool_bytes_per_block(e->pool);
+    sc.pinned = 0;
+    OKT(rkv_store_create(&sc, &e->host));
+    rkv_tier_config tc;
+    rkv_tier_config_init(&tc);
+    tc.host = e->host;
+    tc.write_policy = policy;
+    if (disk_blocks) {
+        /* a file in a fresh directory, removed at lfini */
+        snprintf(e->dir, sizeof e->dir, "/tmp/rkv_slog_XXXXXX");
+        cr_assert_not_null(mkdtemp(e->dir));
+        rkv_store_config dc;
+        rkv_store_config_init(&dc, RKV_MEDIUM_DISK);
+        dc.capacity_blocks = disk_blocks;
+        dc.block_bytes = sc.block_bytes;
+        dc.path = e->dir;
+        dc.direct_io = 0;
+        dc.io_uring = 0;
+        OKT(rkv_store_create(&dc, &e->disk));
+        tc.disk = e->disk;
+    }
+    rkv_status st = rkv_tree_attach_tiers(e->tree, &tc);
+    cr_assert_eq(st, RKV_OK, "attach: %s", rkv_last_error());
+    OKT(rkv_tree_check(e->tree));
+}
+
+static void lfini(lenv *e)
+{
+    rkv_tree_destroy(e->tree);
+    rkv_store_destroy(e->host);
+    rkv_store_destroy(e->disk);
+    rkv_pool_destroy(e->pool);
+    if (e->dir[0]) {
+        char f[96];
+        snprintf(f, sizeof f, "%s/radixkv-tier.blocks", e->dir);
+        (void)unlink(f);
+        (void)rmdir(e->dir);
+    }
+}
+
+/* Caches n pages of tokens seeded by `seed`; their blocks in b[]. */
+static void put(lenv *e, uint32_t n, int32_t seed, rkv_block_id *b)
+{
+    int32_t tok[8 * TP];
+    cr_assert_leq(n, 8);
+    for (uint32_t i = 0; i < n * TP; i++)
+        tok[i] = seed * 1000 + (int32_t)i + 1;
+    OKT(rkv_tree_alloc_blocks(e->tree, n, b));
+    OKT(rkv_tree_insert(e->tree, 0, tok, (size_t)n * TP, b, NULL, NULL));
+    for (uint32_t i = 0; i < n; i++)
+        OKT(rkv_pool_unref(e->pool, b[i]));
+    OKT(rkv_tree_check(e->tree));
+}
+
+Test(store_log, off_by_default_and_ranges)
+{
+    lenv e;
+    lsetup(&e, 8, 0, RKV_WRITE_THROUGH);
+    rkv_store_log lg;
+    cr_assert_eq(rkv_tree_store_log_read(e.tree, &lg), RKV_ERR_STATE);
+    cr_assert_eq(lg.num_records, 0);
+    cr_assert_eq(rkv_tree_store_log_enable(e.tree, (1u << 24) + 1),
+                 RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_tree_store_log_enable(NULL, 4), RKV_ERR_INVALID_ARG);
+    rkv_block_id b[2];
+    put(&e, 2, 1, b); /* off: nothing recorded, nothing breaks */
+    OKT(rkv_tree_store_log_enable(e.tree, 4));
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(lg.num_records, 0);
+    rkv_tree_store_log_clear(e.tree, 9); /* empty: fine */
+    OKT(rkv_tree_store_log_enable(e.tree, 0));
+    cr_assert_eq(rkv_tree_store_log_read(e.tree, &lg), RKV_ERR_STATE);
+    rkv_tree_store_log_clear(e.tree, 1); /* off: nothing happens */
+    lfini(&e);
+}
+
+/* Write-through: one queued record per page, in insert order, naming the
+ * page's device block and hash; a later eviction stores nothing more. */
+Test(store_log, write_through_records_source_blocks)
+{
+    lenv e;
+    lsetup(&e, 8, 0, RKV_WRITE_THROUGH);
+    OKT(rkv_tree_store_log_enable(e.tree, 16));
+    rkv_block_id b[3];
+    put(&e, 3, 2, b);
+    rkv_store_log lg;
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(lg.num_records, 3);
+    for (uint32_t i = 0; i < 3; i++) {
+        const rkv_store_record *r = &lg.records[i];
+        cr_assert_eq(r->block, b[i]);
+        cr_assert_eq(r->from, RKV_MEDIUM_DEVICE);
+        cr_assert_eq(r->medium, RKV_MEDIUM_HOST);
+        cr_assert_eq(r->queued, 1);
+        cr_assert_neq(r->hash, 0);
+    }
+    uint32_t n = 0;
+    OKT(rkv_tree_tier_poll(e.tree, NULL, 0, &n));
+    OKT(rkv_tree_check(e.tree));
+    uint32_t freed = 0;
+    OKT(rkv_tree_evict(e.tree, 3, &freed));
+    OKT(rkv_tree_check(e.tree));
+    cr_assert_eq(freed, 3);
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(lg.num_records, 3, "already on the host: no demotion store");
+    /* partial clear keeps the newest, in order */
+    rkv_block_id third = lg.records[2].block;
+    rkv_tree_store_log_clear(e.tree, 2);
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(lg.num_records, 1);
+    cr_assert_eq(lg.records[0].block, third);
+    rkv_tree_store_log_clear(e.tree, 1);
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(lg.num_records, 0);
+    lfini(&e);
+}
+
+/* Write-back: demotions are recorded when made (queued 0), one per page
+ * stored; a full log drops and counts the rest. */
+Test(store_log, demotions_recorded_and_bounded)
+{
+    lenv e;
+    lsetup(&e, 8, 0, RKV_WRITE_BACK);
+    OKT(rkv_tree_store_log_enable(e.tree, 2));
+    rkv_block_id b[4];
+    put(&e, 4, 3, b);
+    rkv_store_log lg;
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(lg.num_records, 0, "write-back stores nothing at insert");
+    uint32_t freed = 0;
+    OKT(rkv_tree_evict(e.tree, 4, &freed));
+    OKT(rkv_tree_check(e.tree));
+    rkv_tier_stats ts;
+    OKT(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 4);
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(lg.num_records, 2);
+    cr_assert_eq(lg.lost[RKV_MEDIUM_HOST], 2);
+    for (uint32_t i = 0; i < 2; i++) {
+        cr_assert_eq(lg.records[i].queued, 0);
+        cr_assert_eq(lg.records[i].from, RKV_MEDIUM_DEVICE);
+        cr_assert_eq(lg.records[i].block, b[i], "demoted in page order");
+    }
+    rkv_tree_store_log_clear(e.tree, 2);
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(lg.num_records + lg.lost[RKV_MEDIUM_HOST], 0);
+    /* a new capacity starts empty */
+    OKT(rkv_tree_store_log_enable(e.tree, 8));
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(lg.num_records, 0);
+    lfini(&e);
+}
+
+/* Host over disk: the host's writes to the disk are recorded from the
+ * host, without a device block; every store is recorded once. */
+Test(store_log, host_to_disk_records)
+{
+    lenv e;
+    lsetup(&e, 2, 16, RKV_WRITE_BACK);
+    OKT(rkv_tree_store_log_enable(e.tree, 64));
+    for (int32_t s = 0; s < 4; s++) {
+        rkv_block_id b[2];
+        put(&e, 2, 10 + s, b);
+        uint32_t freed = 0;
+        OKT(rkv_tree_evict(e.tree, 2, &freed));
+        OKT(rkv_tree_check(e.tree));
+    }
+    rkv_tier_stats ts;
+    OKT(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_gt(ts.stores_blocks[RKV_MEDIUM_DISK], 0);
+    rkv_store_log lg;
+    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    uint64_t dev = 0, disk = 0;
+    for (uint32_t i = 0; i < lg.num_records; i++) {
+        const rkv_store_record *r = &lg.records[i];
+        if (r->from == RKV_MEDIUM_HOST) {
+            cr_assert_eq(r->medium, RKV_MEDIUM_DISK);
+            cr_assert_eq(r->block, RKV_NO_BLOCK);
+            disk++;
+        } else {
+            cr_assert_eq(r->medium, RKV_MEDIUM_HOST);
+            cr_assert_lt(r->block, 16);
+            dev++;
+        }
+    }
+    cr_assert_eq(dev, ts.stores_blocks[RKV_MEDIUM_HOST]);
+    cr_assert_eq(disk, ts.stores_blocks[RKV_MEDIUM_DISK]);
+    lfini(&e);
+}
