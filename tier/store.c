@@ -350,12 +350,13 @@ static rkv_status load(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns,
     return st;
 }
 
-rkv_status rkv_store_write_from_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
-                                     rkv_block_id block, uint64_t hash, uint64_t ns)
+/* The checks and slot reset shared by the synchronous and the asynchronous
+ * write from a pool: the slot is emptied first so that a copy that fails
+ * (now or when its event is queried) never leaves a stale record behind.
+ * *dst is the slot's staging bytes (NULL for a store without bytes). */
+static rkv_status write_prepare(rkv_store *s, const char *fn, uint32_t slot,
+                                rkv_pool *pool, rkv_block_id block, void **dst)
 {
-    static const char fn[] = "rkv_store_write_from_pool";
-    if (s == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
     rkv_status st = check_dst_slot(s, fn, slot);
     if (st == RKV_OK)
         st = check_pool(s, fn, pool, block);
@@ -366,7 +367,20 @@ rkv_status rkv_store_write_from_pool(rkv_store *s, uint32_t slot, rkv_pool *pool
     s->ns[slot] = 0;
     st = rkv_store_inject(s, "pool copy");
     if (st == RKV_OK && s->ops != NULL)
-        st = rkv_pool_copy_to_host(pool, 1, &block, s->ops->stage(s, slot));
+        *dst = s->ops->stage(s, slot);
+    return st;
+}
+
+rkv_status rkv_store_write_from_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
+                                     rkv_block_id block, uint64_t hash, uint64_t ns)
+{
+    static const char fn[] = "rkv_store_write_from_pool";
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    void *dst = NULL;
+    rkv_status st = write_prepare(s, fn, slot, pool, block, &dst);
+    if (st == RKV_OK && dst != NULL)
+        st = rkv_pool_copy_to_host(pool, 1, &block, dst);
     if (st != RKV_OK)
         return st;
     return commit(s, slot, hash, ns);
@@ -382,18 +396,7 @@ rkv_status rkv_store_write_begin(rkv_store *s, uint32_t slot, rkv_pool *pool,
     if (s->medium != RKV_MEDIUM_HOST)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: only a host store takes asynchronous writes", fn);
-    rkv_status st = check_dst_slot(s, fn, slot);
-    if (st == RKV_OK)
-        st = check_pool(s, fn, pool, block);
-    if (st != RKV_OK)
-        return st;
-    s->state[slot] = SLOT_EMPTY;
-    s->hash[slot] = 0;
-    s->ns[slot] = 0;
-    st = rkv_store_inject(s, "pool copy");
-    if (st == RKV_OK && s->ops != NULL)
-        *dst = s->ops->stage(s, slot);
-    return st;
+    return write_prepare(s, fn, slot, pool, block, dst);
 }
 
 rkv_status rkv_store_write_end(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
