@@ -405,11 +405,13 @@ rkv_status rkv_store_write_end(rkv_store *s, uint32_t slot, uint64_t hash, uint6
     return st == RKV_OK ? commit(s, slot, hash, ns) : st;
 }
 
-rkv_status rkv_store_read_begin(rkv_store *s, uint32_t slot, rkv_pool *pool,
-                                rkv_block_id block, uint64_t hash, uint64_t ns,
-                                const void **payload)
+/* The checks, load and fault point shared by the synchronous and the
+ * asynchronous read into a pool: *payload is the verified record's bytes
+ * (NULL for a store without bytes or on failure). */
+static rkv_status read_prepare(rkv_store *s, const char *fn, uint32_t slot, rkv_pool *pool,
+                               rkv_block_id block, uint64_t hash, uint64_t ns,
+                               const void **payload)
 {
-    static const char fn[] = "rkv_store_read_begin";
     *payload = NULL;
     if (s == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
@@ -423,21 +425,19 @@ rkv_status rkv_store_read_begin(rkv_store *s, uint32_t slot, rkv_pool *pool,
     return st;
 }
 
+rkv_status rkv_store_read_begin(rkv_store *s, uint32_t slot, rkv_pool *pool,
+                                rkv_block_id block, uint64_t hash, uint64_t ns,
+                                const void **payload)
+{
+    return read_prepare(s, "rkv_store_read_begin", slot, pool, block, hash, ns, payload);
+}
+
 rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
                                   rkv_block_id block, uint64_t hash, uint64_t ns)
 {
-    static const char fn[] = "rkv_store_read_to_pool";
-    if (s == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
-    rkv_status st = check_src_slot(s, fn, slot, hash, ns);
-    if (st == RKV_OK)
-        st = check_pool(s, fn, pool, block);
-    if (st != RKV_OK)
-        return st;
     const void *payload = NULL;
-    st = load(s, slot, hash, ns, &payload);
-    if (st == RKV_OK)
-        st = rkv_store_inject(s, "pool copy");
+    rkv_status st = read_prepare(s, "rkv_store_read_to_pool", slot, pool, block, hash, ns,
+                                 &payload);
     if (st == RKV_OK && s->ops != NULL)
         st = rkv_pool_copy_from_host(pool, 1, &block, payload);
     return st;
