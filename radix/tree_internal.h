@@ -429,6 +429,20 @@ void rkv_lpin_lower(rkv_tree *t, uint32_t p);
 void rkv_lpin_path(rkv_tree *t, uint32_t node, int delta);
 /* Revokes (pins_revoked) every lowered pin whose path passes through id. */
 void rkv_lpin_revoke_through(rkv_tree *t, uint32_t id);
+/* An insert whose walk matched d device pages replaces LOWER node c (and
+ * its subtree) with device pages for tokens[0..npages). The lowered pins
+ * through c that it covers whole survive on the new device path, still
+ * lowered; the new pages are cut into nodes where they end (at most
+ * RKV_LPIN_MAX_CUTS cuts, so that the insert's node arrays stay in
+ * rkv_tree_prep; a pin that would need one more is revoked with c).
+ * keep == NULL: plans -- adds the cuts (ascending, strictly inside
+ * (d, npages)) to cuts[*ncuts] and returns how many pins survive;
+ * else fills keep[2i] = pin, keep[2i+1] = the page its path ends at, for
+ * the same pins given the planned cuts. */
+#define RKV_LPIN_MAX_CUTS 5u
+uint32_t rkv_lpin_keep_scan(const rkv_tree *t, uint32_t c, uint32_t d,
+                            const int32_t *tokens, uint32_t npages,
+                            uint32_t *cuts, uint32_t *ncuts, uint32_t *keep);
 /* Lowered pins' share of the check: lown[y] = lowered pins ending at y. */
 rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown);
 /* Fills the lower media's entries of pinned_by_medium / pin_cap_by_medium. */

@@ -106,6 +106,67 @@ void rkv_lpin_enforce(rkv_tree *t, uint32_t id)
         rkv_lpin_revoke_through(t, id);
 }
 
+/* ---- a lowered prefix inserted again ---------------------------------- */
+
+/* Where lowered pin p ends (pages from its namespace root) if its path runs
+ * through LOWER node c and the insert of tokens[0..npages) -- whose device
+ * walk matched d pages and stopped before c -- covers all of it (the same
+ * tokens up to its end); else 0 (such a pin loses pages when c goes, so it
+ * is revoked as before). */
+static uint32_t rkv_lpin_covered(const rkv_tree *t, uint32_t p, uint32_t c,
+                                 uint32_t d, const int32_t *tokens,
+                                 uint32_t npages)
+{
+    const rkv_pin *e = &t->pins[p];
+    if (e->node == 0 || e->lease.id != 0)
+        return 0;
+    uint32_t below = 0, y = e->node;
+    for (; y != 0 && y != c; y = t->nodes[y].parent)
+        below += t->nodes[y].num_pages;
+    if (y != c || d + below + t->nodes[c].num_pages > npages)
+        return 0;
+    uint32_t end = d + below + t->nodes[c].num_pages, at = end;
+    for (y = e->node;; y = t->nodes[y].parent) {
+        const rkv_tnode *x = &t->nodes[y];
+        at -= x->num_pages;
+        if (memcmp(x->u.tokens, tokens + (size_t)at * t->P,
+                   (size_t)x->num_pages * t->page_bytes) != 0)
+            return 0;
+        if (y == c)
+            return end;
+    }
+}
+
+uint32_t rkv_lpin_keep_scan(const rkv_tree *t, uint32_t c, uint32_t d,
+                            const int32_t *tokens, uint32_t npages,
+                            uint32_t *cuts, uint32_t *ncuts, uint32_t *keep)
+{
+    uint32_t n = 0;
+    if (t->tn[c].lpin == 0)
+        return 0;
+    for (uint32_t p = 0; p < t->pins_used; p++) {
+        uint32_t end = rkv_lpin_covered(t, p, c, d, tokens, npages);
+        if (end == 0)
+            continue;
+        uint32_t i = 0;
+        while (i < *ncuts && cuts[i] < end)
+            i++;
+        if (end < npages && (i == *ncuts || cuts[i] != end)) {
+            if (keep != NULL || *ncuts == RKV_LPIN_MAX_CUTS)
+                continue; /* no node will end there: revoked */
+            memmove(cuts + i + 1, cuts + i, (*ncuts - i) * sizeof *cuts);
+            cuts[i] = end;
+            (*ncuts)++;
+        }
+        if (keep != NULL) {
+            keep[2 * n] = p;
+            keep[2 * n + 1] = end;
+        }
+        n++;
+    }
+    return n;
+}
+
 void rkv_lpin_stats(const rkv_tree *t, rkv_retention_stats *out)
 {
     const rkv_tier *tr = t->tier;
