@@ -20,12 +20,26 @@
  * it is revoked (pins_revoked): its medium's pinned pages would exceed
  * max_pinned_pct of that store's capacity (checked when pages enter a
  * lower medium), or its pages leave the tree anyway (a failed copy or no
- * slot on demotion or host -> disk, a corrupt read at load, an insert
- * conflict: every drop of lower pages revokes the pins through them first,
- * rkv_tier_drop_lower_from). Extension works as for leased pins. A load
- * brings the pages back to the device and the pin stays lowered (the pages
- * are evictable there and go down pinned again); a retain of the same
- * prefix by the same owner takes it over as a leased pin (tree_retain.c).
+ * slot on demotion or host -> disk, a corrupt read at load, an insert that
+ * covers only part of its prefix: every drop of lower pages revokes the
+ * pins through them first, rkv_tier_drop_lower_from). Extension works as
+ * for leased pins. A load brings the pages back to the device and the pin
+ * stays lowered (the pages are evictable there and go down pinned again).
+ * So does an insert of the whole prefix over its lower copy (the scheduler
+ * recomputed it instead of loading): rkv_tree_insert moves the pins it
+ * covers to the new device nodes, cut where each ends
+ * (rkv_lpin_keep_scan), before the lower copy is dropped. Staying lowered
+ * rather than taking a lease there keeps every device counter and the
+ * device pin cap untouched, as after a load. A retain of the same prefix
+ * by the same owner takes it over as a leased pin (tree_retain.c).
+ *
+ * Not counted: a lowered pin's pages on the device (loaded back or
+ * inserted again) or LOADING are in neither pinned_blocks (no lease) nor
+ * lpinned (not LOWER), so retention stats undercount what lowered pins
+ * cover while they are up. Counting them would mean a device-medium entry
+ * adjusted at every device-class change of a node with lpin > 0 (demotion,
+ * the LOADING conversions, splits), a new stats field, and a check; left
+ * out for now, the cap is unaffected (it only bounds lower media).
  *
  * Invariants (rkv_lpin_check, from rkv_tree_check):
  *   - tn[y].lpin == lowered pins ending at y + the lpin of y's children
