@@ -181,6 +181,84 @@ uint32_t rkv_lpin_keep_scan(const rkv_tree *t, uint32_t c, uint32_t d,
     return n;
 }
 
+uint32_t rkv_lpin_tail_plan(const rkv_tree *t, uint32_t c, uint32_t d,
+                            const int32_t *tokens, uint32_t npages,
+                            uint32_t *split_k)
+{
+    *split_k = 0;
+    if (t->tn[c].lpin == 0)
+        return RKV_NIL;
+    uint32_t y = c, s = d;
+    for (;;) {
+        const rkv_tnode *x = &t->nodes[y];
+        uint32_t e = s + x->num_pages, upto = e < npages ? e : npages;
+        if (memcmp(x->u.tokens, tokens + (size_t)s * t->P,
+                   (size_t)(upto - s) * t->page_bytes) != 0)
+            return RKV_NIL; /* diverges inside the insert: nothing to keep */
+        if (e > npages) {
+            /* pins through y end at its end or below: all in the tail */
+            *split_k = npages - s;
+            return y;
+        }
+        if (e == npages) {
+            for (uint32_t ch = x->first_child; ch != RKV_NIL;
+                 ch = t->nodes[ch].next_sib)
+                if (t->tn[ch].lpin > 0)
+                    return y;
+            return RKV_NIL;
+        }
+        s = e;
+        y = rkv_cidx_find(t, y, tokens + (size_t)s * t->P);
+        if (y == RKV_NIL || t->tn[y].lpin == 0)
+            return RKV_NIL;
+    }
+}
+
+/* Takes LOWER node id off its parent (index, sibling list, the path's
+ * lpin) and parks it on `park` (so that no walk from below passes through
+ * the nodes about to be dropped); pushes it on *list (by next_sib). */
+static void rkv_lpin_tail_take(rkv_tree *t, uint32_t id, uint32_t park,
+                               uint32_t *list)
+{
+    rkv_tnode *x = &t->nodes[id];
+    uint32_t p = x->parent;
+    rkv_lpin_path(t, p, -(int)t->tn[id].lpin);
+    rkv_cidx_remove(t, rkv_cidx_key_page(t, p, x->u.tokens), id);
+    rkv_tier_unlink_sib(t, id);
+    t->nodes[p].children_epoch = ++t->epoch;
+    x->parent = park;
+    x->next_sib = *list;
+    *list = id;
+}
+
+uint32_t rkv_lpin_tail_detach(rkv_tree *t, uint32_t y, int whole,
+                              uint32_t park)
+{
+    uint32_t list = RKV_NIL;
+    if (whole) {
+        rkv_lpin_tail_take(t, y, park, &list);
+        return list;
+    }
+    for (uint32_t ch = t->nodes[y].first_child, next; ch != RKV_NIL; ch = next) {
+        next = t->nodes[ch].next_sib;
+        if (t->tn[ch].lpin > 0)
+            rkv_lpin_tail_take(t, ch, park, &list);
+    }
+    return list;
+}
+
+void rkv_lpin_tail_attach(rkv_tree *t, uint32_t list, uint32_t parent)
+{
+    for (uint32_t id = list, next; id != RKV_NIL; id = next) {
+        rkv_tnode *x = &t->nodes[id];
+        next = x->next_sib;
+        rkv_tier_link_sib(t, parent, id); /* on tn[parent].lchild */
+        rkv_cidx_insert(t, rkv_cidx_key_page(t, parent, x->u.tokens), id);
+        rkv_lpin_path(t, parent, (int)t->tn[id].lpin);
+    }
+    t->nodes[parent].children_epoch = ++t->epoch;
+}
+
 void rkv_lpin_stats(const rkv_tree *t, rkv_retention_stats *out)
 {
     const rkv_tier *tr = t->tier;

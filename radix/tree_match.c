@@ -328,10 +328,11 @@ rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
 
 /* ---- insert ----------------------------------------------------------------- */
 
-/* the cut pieces of an insert over a lowered prefix use the node arrays of
- * rkv_tree_prep (there is no partial split then) */
-_Static_assert(RKV_LPIN_MAX_CUTS + 1 <= sizeof ((rkv_tree_prep *)0)->data /
-                                           sizeof(void *),
+/* the cut pieces of an insert over a lowered prefix and the split of its
+ * lower tail use the node arrays of rkv_tree_prep (there is no partial
+ * split then) */
+_Static_assert(RKV_LPIN_MAX_CUTS + 1 + 2 <= sizeof ((rkv_tree_prep *)0)->data /
+                                               sizeof(void *),
                "rkv_tree_prep holds every piece");
 
 rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
@@ -374,7 +375,10 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
      * lowered: no lease, so no device counter and no pin cap changes --
      * as after a load), which is cut where each ends: the pin keeps
      * exactly its pages, and its owner's retain of the prefix finds the
-     * node to take it over; the others lose pages and are revoked. */
+     * node to take it over. Lowered pins that go on past the insert's end
+     * (a recomputed context inserted chunk by chunk) keep their lower
+     * pages past it: that part is re-hung under the new device pages.
+     * Only pins that diverge inside the insert lose pages (revoked). */
     uint32_t lower_conflict = RKV_NIL;
     if (RKV_UNLIKELY(t->tn != NULL) && root != RKV_NIL &&
         w.partial == RKV_NIL && fresh > 0) {
@@ -401,6 +405,9 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
             (void)rkv_lpin_keep_scan(t, lower_conflict, d, tokens, npages,
                                      cuts, &ncuts, keep);
     }
+    uint32_t tail = RKV_NIL, tail_k = 0;
+    if (lower_conflict != RKV_NIL)
+        tail = rkv_lpin_tail_plan(t, lower_conflict, d, tokens, npages, &tail_k);
     /* A new page's block must not be cached already (anywhere in the tree,
      * or twice in this call): mark them, undo on conflict. */
     uint32_t marked = 0;
@@ -422,8 +429,8 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
     }
     /* fresh > 0 whenever there is a conflict; ncuts > 0 only then */
     uint32_t add_nodes = (root == RKV_NIL) + (w.partial != RKV_NIL) +
-                         (fresh > 0) + ncuts;
-    uint32_t pages[3 + RKV_LPIN_MAX_CUTS];
+                         (fresh > 0) + ncuts + (tail_k > 0);
+    uint32_t pages[3 + RKV_LPIN_MAX_CUTS + 2];
     int ndata = 0;
     if (w.partial != RKV_NIL) {
         pages[ndata++] = w.partial_pages;
@@ -433,6 +440,11 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
         uint32_t end = k < ncuts ? cuts[k] : npages;
         pages[ndata++] = end - at;
         at = end;
+    }
+    int tail_di = ndata;
+    if (tail_k > 0) {
+        pages[ndata++] = tail_k;
+        pages[ndata++] = t->nodes[tail].num_pages - tail_k;
     }
     rkv_tree_prep prep;
     memset(&prep, 0, sizeof prep);
@@ -456,7 +468,17 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                               prep.data[1]);
         di = 2;
     }
+    uint32_t tails = RKV_NIL;
     if (lower_conflict != RKV_NIL) {
+        uint32_t park = t->nodes[lower_conflict].parent;
+        if (tail_k > 0) {
+            uint32_t h = rkv_tree_split(t, tail, tail_k, prep.data[tail_di],
+                                        prep.data[tail_di + 1]);
+            if (tail == lower_conflict)
+                lower_conflict = h;
+        }
+        if (tail != RKV_NIL)
+            tails = rkv_lpin_tail_detach(t, tail, tail_k > 0, park);
         /* off the LOWER path first (uncounted there, and parked on the
          * device node above it), so dropping it does not revoke them */
         for (uint32_t i = 0; i < nkeep; i++) {
@@ -481,6 +503,8 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
         t->pins[keep[2 * i]].node = piece[k];
         rkv_lpin_path(t, piece[k], +1);
     }
+    if (tails != RKV_NIL)
+        rkv_lpin_tail_attach(t, tails, node);
     rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
     rkv_tree_touch(t, node);
     if (out != NULL) {
