@@ -21,17 +21,22 @@
  * max_pinned_pct of that store's capacity (checked when pages enter a
  * lower medium), or its pages leave the tree anyway (a failed copy or no
  * slot on demotion or host -> disk, a corrupt read at load, an insert that
- * covers only part of its prefix: every drop of lower pages revokes the
- * pins through them first, rkv_tier_drop_lower_from). Extension works as
- * for leased pins. A load brings the pages back to the device and the pin
+ * diverges from its prefix inside the lower copy it replaces, or needs more
+ * than RKV_LPIN_MAX_CUTS cuts: every drop of lower pages revokes the pins
+ * through them first, rkv_tier_drop_lower_from). Extension works as for
+ * leased pins. A load brings the pages back to the device and the pin
  * stays lowered (the pages are evictable there and go down pinned again).
- * So does an insert of the whole prefix over its lower copy (the scheduler
+ * So does an insert of the prefix over its lower copy (the scheduler
  * recomputed it instead of loading): rkv_tree_insert moves the pins it
- * covers to the new device nodes, cut where each ends
- * (rkv_lpin_keep_scan), before the lower copy is dropped. Staying lowered
- * rather than taking a lease there keeps every device counter and the
- * device pin cap untouched, as after a load. A retain of the same prefix
- * by the same owner takes it over as a leased pin (tree_retain.c).
+ * covers whole to the new device nodes, cut where each ends
+ * (rkv_lpin_keep_scan), and, for pins that go on past the insert's end
+ * (chunked prefill inserts chunk by chunk), detaches the lower part past
+ * that end and re-hangs it under the new device pages
+ * (rkv_lpin_tail_plan/detach/attach), before the rest of the lower copy is
+ * dropped. Staying lowered rather than taking a lease there keeps every
+ * device counter and the device pin cap untouched, as after a load. A
+ * retain of the same prefix by the same owner takes it over as a leased
+ * pin (tree_retain.c).
  *
  * Not counted: a lowered pin's pages on the device (loaded back or
  * inserted again) or LOADING are in neither pinned_blocks (no lease) nor
