@@ -464,8 +464,11 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
  *     each lower tier holds at most max_pinned_pct of its capacity in
  *     pinned pages, and a lowered pin is revoked (pins_revoked) when that
  *     cap would be passed or when its pages leave the tree anyway (a
- *     failed copy, a corrupt read, an insert conflict). Loaded back, its
- *     pages are ordinary device pages and the pin stays lowered; a retain
+ *     failed copy, a corrupt read, an insert that diverges from the
+ *     prefix). Loaded back, or inserted again by rkv_tree_insert (whole or
+ *     its start: the lower rest stays), its pages are ordinary device
+ *     pages and the pin stays lowered (counted in
+ *     no pinned_by_medium entry while they are on the device); a retain
  *     of the same prefix by the same owner makes it a device pin again. A pin on pages a
  *     running request also locks is not revoked (that frees nothing). rkv_tree_evict never
  *     revokes pins.

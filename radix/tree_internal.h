@@ -363,8 +363,9 @@ typedef struct rkv_tree_prep {
     rkv_tmeta *meta;        /* grown meta (with nodes, when t->meta exists) */
     rkv_ttn *tn;            /* grown tn (with nodes, when t->tn exists)     */
     int ndata;
-    void *data[6];          /* node arrays (retain: up to 3 splits)        */
-    uint32_t data_pages[6];
+    void *data[16];         /* node arrays (retain: up to 3 splits; insert:
+                               pieces cut at lowered pins + a lower split) */
+    uint32_t data_pages[16];
 } rkv_tree_prep;
 
 /* Allocates what adding add_nodes nodes (each with an index entry) and
@@ -432,6 +433,39 @@ void rkv_lpin_lower(rkv_tree *t, uint32_t p);
 void rkv_lpin_path(rkv_tree *t, uint32_t node, int delta);
 /* Revokes (pins_revoked) every lowered pin whose path passes through id. */
 void rkv_lpin_revoke_through(rkv_tree *t, uint32_t id);
+/* An insert whose walk matched d device pages replaces LOWER node c (and
+ * its subtree) with device pages for tokens[0..npages). The lowered pins
+ * through c that it covers whole survive on the new device path, still
+ * lowered; the new pages are cut into nodes where they end (at most
+ * RKV_LPIN_MAX_CUTS cuts, so that the insert's node arrays stay in
+ * rkv_tree_prep; a pin that would need one more is revoked with c).
+ * keep == NULL: plans -- adds the cuts (ascending, strictly inside
+ * (d, npages)) to cuts[*ncuts] and returns how many pins survive;
+ * else fills keep[2i] = pin, keep[2i+1] = the page its path ends at, for
+ * the same pins given the planned cuts. */
+#define RKV_LPIN_MAX_CUTS 13u
+uint32_t rkv_lpin_keep_scan(const rkv_tree *t, uint32_t c, uint32_t d,
+                            const int32_t *tokens, uint32_t npages,
+                            uint32_t *cuts, uint32_t *ncuts, uint32_t *keep);
+/* The same insert covering only the start of a lowered pin's prefix: the
+ * lower copy past the insert's end is kept, re-hung under the new device
+ * pages, so the pin loses nothing. Plan (read-only): the LOWER node y of
+ * the insert's lower path (from c, tokens equal) that reaches page npages,
+ * if lowered pins continue past npages through it, else RKV_NIL;
+ * *split_k > 0: y goes on past npages and must be split after split_k
+ * pages (its tail is then kept whole); 0: y ends at npages and its
+ * children with lowered pins are kept. */
+uint32_t rkv_lpin_tail_plan(const rkv_tree *t, uint32_t c, uint32_t d,
+                            const int32_t *tokens, uint32_t npages,
+                            uint32_t *split_k);
+/* Before the lower path is dropped: detaches y itself (whole) or y's
+ * children with lowered pins, parked on device node park; returns them as
+ * a list linked by next_sib. */
+uint32_t rkv_lpin_tail_detach(rkv_tree *t, uint32_t y, int whole,
+                              uint32_t park);
+/* Hangs the detached list under device node parent (its last page is the
+ * page before theirs: same tokens, same chained hashes). */
+void rkv_lpin_tail_attach(rkv_tree *t, uint32_t list, uint32_t parent);
 /* Lowered pins' share of the check: lown[y] = lowered pins ending at y. */
 rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown);
 /* Fills the lower media's entries of pinned_by_medium / pin_cap_by_medium. */

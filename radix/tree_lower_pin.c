@@ -20,12 +20,31 @@
  * it is revoked (pins_revoked): its medium's pinned pages would exceed
  * max_pinned_pct of that store's capacity (checked when pages enter a
  * lower medium), or its pages leave the tree anyway (a failed copy or no
- * slot on demotion or host -> disk, a corrupt read at load, an insert
- * conflict: every drop of lower pages revokes the pins through them first,
- * rkv_tier_drop_lower_from). Extension works as for leased pins. A load
- * brings the pages back to the device and the pin stays lowered (the pages
- * are evictable there and go down pinned again); a retain of the same
- * prefix by the same owner takes it over as a leased pin (tree_retain.c).
+ * slot on demotion or host -> disk, a corrupt read at load, an insert that
+ * diverges from its prefix inside the lower copy it replaces, or needs more
+ * than RKV_LPIN_MAX_CUTS cuts: every drop of lower pages revokes the pins
+ * through them first, rkv_tier_drop_lower_from). Extension works as for
+ * leased pins. A load brings the pages back to the device and the pin
+ * stays lowered (the pages are evictable there and go down pinned again).
+ * So does an insert of the prefix over its lower copy (the scheduler
+ * recomputed it instead of loading): rkv_tree_insert moves the pins it
+ * covers whole to the new device nodes, cut where each ends
+ * (rkv_lpin_keep_scan), and, for pins that go on past the insert's end
+ * (chunked prefill inserts chunk by chunk), detaches the lower part past
+ * that end and re-hangs it under the new device pages
+ * (rkv_lpin_tail_plan/detach/attach), before the rest of the lower copy is
+ * dropped. Staying lowered rather than taking a lease there keeps every
+ * device counter and the device pin cap untouched, as after a load. A
+ * retain of the same prefix by the same owner takes it over as a leased
+ * pin (tree_retain.c).
+ *
+ * Not counted: a lowered pin's pages on the device (loaded back or
+ * inserted again) or LOADING are in neither pinned_blocks (no lease) nor
+ * lpinned (not LOWER), so retention stats undercount what lowered pins
+ * cover while they are up. Counting them would mean a device-medium entry
+ * adjusted at every device-class change of a node with lpin > 0 (demotion,
+ * the LOADING conversions, splits), a new stats field, and a check; left
+ * out for now, the cap is unaffected (it only bounds lower media).
  *
  * Invariants (rkv_lpin_check, from rkv_tree_check):
  *   - tn[y].lpin == lowered pins ending at y + the lpin of y's children
@@ -104,6 +123,145 @@ void rkv_lpin_enforce(rkv_tree *t, uint32_t id)
     int m = rkv_tier_node_medium(t, id);
     if (t->tier->lpinned[m] > t->tier->lpin_cap[m])
         rkv_lpin_revoke_through(t, id);
+}
+
+/* ---- a lowered prefix inserted again ---------------------------------- */
+
+/* Where lowered pin p ends (pages from its namespace root) if its path runs
+ * through LOWER node c and the insert of tokens[0..npages) -- whose device
+ * walk matched d pages and stopped before c -- covers all of it (the same
+ * tokens up to its end); else 0 (such a pin loses pages when c goes, so it
+ * is revoked as before). */
+static uint32_t rkv_lpin_covered(const rkv_tree *t, uint32_t p, uint32_t c,
+                                 uint32_t d, const int32_t *tokens,
+                                 uint32_t npages)
+{
+    const rkv_pin *e = &t->pins[p];
+    if (e->node == 0 || e->lease.id != 0)
+        return 0;
+    uint32_t below = 0, y = e->node;
+    for (; y != 0 && y != c; y = t->nodes[y].parent)
+        below += t->nodes[y].num_pages;
+    if (y != c || d + below + t->nodes[c].num_pages > npages)
+        return 0;
+    uint32_t end = d + below + t->nodes[c].num_pages, at = end;
+    for (y = e->node;; y = t->nodes[y].parent) {
+        const rkv_tnode *x = &t->nodes[y];
+        at -= x->num_pages;
+        if (memcmp(x->u.tokens, tokens + (size_t)at * t->P,
+                   (size_t)x->num_pages * t->page_bytes) != 0)
+            return 0;
+        if (y == c)
+            return end;
+    }
+}
+
+uint32_t rkv_lpin_keep_scan(const rkv_tree *t, uint32_t c, uint32_t d,
+                            const int32_t *tokens, uint32_t npages,
+                            uint32_t *cuts, uint32_t *ncuts, uint32_t *keep)
+{
+    uint32_t n = 0;
+    if (t->tn[c].lpin == 0)
+        return 0;
+    for (uint32_t p = 0; p < t->pins_used; p++) {
+        uint32_t end = rkv_lpin_covered(t, p, c, d, tokens, npages);
+        if (end == 0)
+            continue;
+        uint32_t i = 0;
+        while (i < *ncuts && cuts[i] < end)
+            i++;
+        if (end < npages && (i == *ncuts || cuts[i] != end)) {
+            if (keep != NULL || *ncuts == RKV_LPIN_MAX_CUTS)
+                continue; /* no node will end there: revoked */
+            memmove(cuts + i + 1, cuts + i, (*ncuts - i) * sizeof *cuts);
+            cuts[i] = end;
+            (*ncuts)++;
+        }
+        if (keep != NULL) {
+            keep[2 * n] = p;
+            keep[2 * n + 1] = end;
+        }
+        n++;
+    }
+    return n;
+}
+
+uint32_t rkv_lpin_tail_plan(const rkv_tree *t, uint32_t c, uint32_t d,
+                            const int32_t *tokens, uint32_t npages,
+                            uint32_t *split_k)
+{
+    *split_k = 0;
+    if (t->tn[c].lpin == 0)
+        return RKV_NIL;
+    uint32_t y = c, s = d;
+    for (;;) {
+        const rkv_tnode *x = &t->nodes[y];
+        uint32_t e = s + x->num_pages, upto = e < npages ? e : npages;
+        if (memcmp(x->u.tokens, tokens + (size_t)s * t->P,
+                   (size_t)(upto - s) * t->page_bytes) != 0)
+            return RKV_NIL; /* diverges inside the insert: nothing to keep */
+        if (e > npages) {
+            /* pins through y end at its end or below: all in the tail */
+            *split_k = npages - s;
+            return y;
+        }
+        if (e == npages) {
+            for (uint32_t ch = x->first_child; ch != RKV_NIL;
+                 ch = t->nodes[ch].next_sib)
+                if (t->tn[ch].lpin > 0)
+                    return y;
+            return RKV_NIL;
+        }
+        s = e;
+        y = rkv_cidx_find(t, y, tokens + (size_t)s * t->P);
+        if (y == RKV_NIL || t->tn[y].lpin == 0)
+            return RKV_NIL;
+    }
+}
+
+/* Takes LOWER node id off its parent (index, sibling list, the path's
+ * lpin) and parks it on `park` (so that no walk from below passes through
+ * the nodes about to be dropped); pushes it on *list (by next_sib). */
+static void rkv_lpin_tail_take(rkv_tree *t, uint32_t id, uint32_t park,
+                               uint32_t *list)
+{
+    rkv_tnode *x = &t->nodes[id];
+    uint32_t p = x->parent;
+    rkv_lpin_path(t, p, -(int)t->tn[id].lpin);
+    rkv_cidx_remove(t, rkv_cidx_key_page(t, p, x->u.tokens), id);
+    rkv_tier_unlink_sib(t, id);
+    t->nodes[p].children_epoch = ++t->epoch;
+    x->parent = park;
+    x->next_sib = *list;
+    *list = id;
+}
+
+uint32_t rkv_lpin_tail_detach(rkv_tree *t, uint32_t y, int whole,
+                              uint32_t park)
+{
+    uint32_t list = RKV_NIL;
+    if (whole) {
+        rkv_lpin_tail_take(t, y, park, &list);
+        return list;
+    }
+    for (uint32_t ch = t->nodes[y].first_child, next; ch != RKV_NIL; ch = next) {
+        next = t->nodes[ch].next_sib;
+        if (t->tn[ch].lpin > 0)
+            rkv_lpin_tail_take(t, ch, park, &list);
+    }
+    return list;
+}
+
+void rkv_lpin_tail_attach(rkv_tree *t, uint32_t list, uint32_t parent)
+{
+    for (uint32_t id = list, next; id != RKV_NIL; id = next) {
+        rkv_tnode *x = &t->nodes[id];
+        next = x->next_sib;
+        rkv_tier_link_sib(t, parent, id); /* on tn[parent].lchild */
+        rkv_cidx_insert(t, rkv_cidx_key_page(t, parent, x->u.tokens), id);
+        rkv_lpin_path(t, parent, (int)t->tn[id].lpin);
+    }
+    t->nodes[parent].children_epoch = ++t->epoch;
 }
 
 void rkv_lpin_stats(const rkv_tree *t, rkv_retention_stats *out)

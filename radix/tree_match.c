@@ -328,6 +328,13 @@ rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
 
 /* ---- insert ----------------------------------------------------------------- */
 
+/* the cut pieces of an insert over a lowered prefix and the split of its
+ * lower tail use the node arrays of rkv_tree_prep (there is no partial
+ * split then) */
+_Static_assert(RKV_LPIN_MAX_CUTS + 1 + 2 <= sizeof ((rkv_tree_prep *)0)->data /
+                                               sizeof(void *),
+               "rkv_tree_prep holds every piece");
+
 rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                            const int32_t *tokens, size_t n,
                            const rkv_block_id *blocks, rkv_block_id *dups_out,
@@ -363,7 +370,15 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
     /* with tiers the walk stops before a LOWER or LOADING node whose first
      * page is the next one: a LOADING one ends the insert there (its pages
      * arrive by the load); a LOWER one is dropped at commit (the caller's
-     * freshly computed device pages replace it) */
+     * freshly computed device pages replace it). Lowered pins through it
+     * that the insert covers whole move to the new device path (still
+     * lowered: no lease, so no device counter and no pin cap changes --
+     * as after a load), which is cut where each ends: the pin keeps
+     * exactly its pages, and its owner's retain of the prefix finds the
+     * node to take it over. Lowered pins that go on past the insert's end
+     * (a recomputed context inserted chunk by chunk) keep their lower
+     * pages past it: that part is re-hung under the new device pages.
+     * Only pins that diverge inside the insert lose pages (revoked). */
     uint32_t lower_conflict = RKV_NIL;
     if (RKV_UNLIKELY(t->tn != NULL) && root != RKV_NIL &&
         w.partial == RKV_NIL && fresh > 0) {
@@ -375,6 +390,24 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
             lower_conflict = c;
         }
     }
+    uint32_t cuts[RKV_LPIN_MAX_CUTS], ncuts = 0, nkeep = 0, *keep = NULL;
+    if (lower_conflict != RKV_NIL)
+        nkeep = rkv_lpin_keep_scan(t, lower_conflict, d, tokens, npages, cuts,
+                                   &ncuts, NULL);
+    if (nkeep > 0) {
+        /* scratch: the pins' old nodes are freed before the new ones exist.
+         * Without it the insert still succeeds, and the pins are revoked
+         * (counted) as they were before pins survived a re-insert. */
+        keep = rkv_node_mem_alloc(&t->mem, (size_t)nkeep * 2 * sizeof *keep);
+        if (keep == NULL)
+            nkeep = ncuts = 0;
+        else
+            (void)rkv_lpin_keep_scan(t, lower_conflict, d, tokens, npages,
+                                     cuts, &ncuts, keep);
+    }
+    uint32_t tail = RKV_NIL, tail_k = 0;
+    if (lower_conflict != RKV_NIL)
+        tail = rkv_lpin_tail_plan(t, lower_conflict, d, tokens, npages, &tail_k);
     /* A new page's block must not be cached already (anywhere in the tree,
      * or twice in this call): mark them, undo on conflict. */
     uint32_t marked = 0;
@@ -385,6 +418,7 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
         rkv_tree_set_owned(t, b);
     }
     if (marked < fresh) {
+        rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
         rkv_block_id bad = blocks[d + marked];
         uint32_t bad_page = d + marked;
         while (marked-- > 0)
@@ -393,15 +427,25 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                              "%s: block %u for new page %u is already cached "
                              "or given twice", fn, bad, bad_page);
     }
-    uint32_t add_nodes = (root == RKV_NIL) + (w.partial != RKV_NIL) + (fresh > 0);
-    uint32_t pages[3];
+    /* fresh > 0 whenever there is a conflict; ncuts > 0 only then */
+    uint32_t add_nodes = (root == RKV_NIL) + (w.partial != RKV_NIL) +
+                         (fresh > 0) + ncuts + (tail_k > 0);
+    uint32_t pages[3 + RKV_LPIN_MAX_CUTS + 2];
     int ndata = 0;
     if (w.partial != RKV_NIL) {
         pages[ndata++] = w.partial_pages;
         pages[ndata++] = t->nodes[w.partial].num_pages - w.partial_pages;
     }
-    if (fresh > 0)
-        pages[ndata++] = fresh;
+    for (uint32_t k = 0, at = d; fresh > 0 && k <= ncuts; k++) {
+        uint32_t end = k < ncuts ? cuts[k] : npages;
+        pages[ndata++] = end - at;
+        at = end;
+    }
+    int tail_di = ndata;
+    if (tail_k > 0) {
+        pages[ndata++] = tail_k;
+        pages[ndata++] = t->nodes[tail].num_pages - tail_k;
+    }
     rkv_tree_prep prep;
     memset(&prep, 0, sizeof prep);
     if (add_nodes > 0) {
@@ -409,6 +453,7 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
         if (st != RKV_OK) {
             for (uint32_t i = 0; i < fresh; i++)
                 rkv_tree_clear_owned(t, blocks[d + i]);
+            rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
             return st;
         }
         rkv_tree_prep_install(t, &prep);
@@ -423,12 +468,44 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                               prep.data[1]);
         di = 2;
     }
-    if (lower_conflict != RKV_NIL)
+    uint32_t tails = RKV_NIL;
+    if (lower_conflict != RKV_NIL) {
+        uint32_t park = t->nodes[lower_conflict].parent;
+        if (tail_k > 0) {
+            uint32_t h = rkv_tree_split(t, tail, tail_k, prep.data[tail_di],
+                                        prep.data[tail_di + 1]);
+            if (tail == lower_conflict)
+                lower_conflict = h;
+        }
+        if (tail != RKV_NIL)
+            tails = rkv_lpin_tail_detach(t, tail, tail_k > 0, park);
+        /* off the LOWER path first (uncounted there, and parked on the
+         * device node above it), so dropping it does not revoke them */
+        for (uint32_t i = 0; i < nkeep; i++) {
+            rkv_pin *e = &t->pins[keep[2 * i]];
+            rkv_lpin_path(t, e->node, -1);
+            e->node = t->nodes[lower_conflict].parent;
+        }
         (void)rkv_tier_insert_conflict(t, lower_conflict);
-    if (fresh > 0) {
-        node = rkv_tree_add_leaf(t, node, ns, tokens + (size_t)d * t->P,
-                                 blocks + d, fresh, prep.data[di]);
     }
+    uint32_t piece[RKV_LPIN_MAX_CUTS + 1];
+    for (uint32_t k = 0, at = d; fresh > 0 && k <= ncuts; k++) {
+        uint32_t end = k < ncuts ? cuts[k] : npages;
+        node = rkv_tree_add_leaf(t, node, ns, tokens + (size_t)at * t->P,
+                                 blocks + at, end - at, prep.data[di++]);
+        piece[k] = node;
+        at = end;
+    }
+    for (uint32_t i = 0; i < nkeep; i++) {
+        uint32_t k = 0;
+        while (k < ncuts && cuts[k] != keep[2 * i + 1])
+            k++;
+        t->pins[keep[2 * i]].node = piece[k];
+        rkv_lpin_path(t, piece[k], +1);
+    }
+    if (tails != RKV_NIL)
+        rkv_lpin_tail_attach(t, tails, node);
+    rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
     rkv_tree_touch(t, node);
     if (out != NULL) {
         out->prefix_tokens = (size_t)d * t->P;

@@ -75,8 +75,10 @@
  *   change: demotion, host -> disk, LOADING and back, revocation) and
  *   capped at max_pinned_pct of each store; pins through a node that
  *   would pass its medium's cap, or whose pages leave the tree (failed
- *   copy, corrupt read, insert conflict: rkv_tier_drop_lower_from) are
- *   revoked first. This was preferred to locked LOWER nodes (a pin that
+ *   copy, corrupt read, an insert conflict that diverges from the pinned
+ *   prefix: rkv_tier_drop_lower_from) are revoked first; an insert along
+ *   it moves the pin to the new device copy, still lowered, and keeps its
+ *   lower part past the insert's end (rkv_tree_insert). This was preferred to locked LOWER nodes (a pin that
  *   keeps its lease below the device), which would have made every lock
  *   user (tree_lease.c, yield_blocks, the device LRU, loads) learn LOWER
  *   nodes. drop_pinned = 1 keeps the old behaviour: pressure revokes.
@@ -326,8 +328,9 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
 {
     rkv_tier *tr = t->tier;
     /* pins through the pages that go are revoked first (their pages leave
-     * the tree: a failed copy, a corrupt read, an insert conflict), so
-     * every node dropped below has lpin 0 */
+     * the tree: a failed copy, a corrupt read, an insert conflict -- whose
+     * covered pins rkv_tree_insert moved off first), so every node dropped
+     * below has lpin 0 */
     if (t->tn[id].lpin > 0) {
         if (from < t->nodes[id].num_pages)
             rkv_lpin_revoke_through(t, id);

@@ -4,8 +4,10 @@
  * of revoking it, its pages are demoted but the lowest tier never drops
  * them, each lower medium caps its pinned pages, lowered pins expire,
  * extend and release like others, are revoked (counted) when their pages
- * leave the tree anyway (failed store, corrupt read, insert conflict), a
- * load back keeps the pin lowered and a retain by its owner re-leases it;
+ * leave the tree anyway (failed store, corrupt read, an insert that
+ * diverges inside them), a re-insert of the prefix (whole, or its start:
+ * the lower rest stays) or a load back keeps the pin lowered on the new
+ * device copy and a retain by its owner re-leases it;
  * drop_pinned keeps the old behaviour (revoke). A randomized run checks a
  * small reference of live pins and rkv_tree_check after every operation.
  *
@@ -391,21 +393,242 @@ Test(lower_pins, failed_load_keeps_pin)
     lp_close(&s);
 }
 
-/* Inserting the same prefix again while it is in the host drops the host
- * copy (insert conflict): the pin is revoked. */
-Test(lower_pins, insert_conflict_revokes)
+/* A lowered prefix recomputed chunk by chunk (chunked prefill inserts each
+ * chunk): the first insert covers only its start, the lower copy past it
+ * stays (re-hung under the new device pages), so the pin loses nothing;
+ * the next chunk's insert covers the rest. With a disk below too. */
+static void insert_chunks_keep_pin(uint32_t disk_cap)
+{
+    lp s;
+    lp_open(&s, 8, 8, disk_cap, 50, 0);
+    OK(lp_insert(&s, 0, 4));
+    lp_check(&s);
+    lp_pin(&s, 0, 2, 2, 1000, 0); /* its end is a node boundary */
+    lp_check(&s);
+    lp_pin(&s, 0, 4, 1, 1000, 0);
+    lp_check(&s);
+    lp_squeeze(&s);
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_lowered, 2);
+    OK(lp_insert(&s, 0, 1)); /* splits the lower node [0, 2) */
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_revoked, 0, "the lower tail stays");
+    cr_assert_eq(rs.pins, 2);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
+                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 3);
+    rkv_tier_match tm;
+    cr_assert_eq(lp_cached(&s, 0, 4, &tm), 4 * TP);
+    cr_assert_eq(tm.lower_tokens, 3 * TP);
+    OK(lp_insert(&s, 0, 2)); /* ends where a pin ends: that one is covered */
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_revoked, 0);
+    cr_assert_eq(rs.pins, 2);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
+                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 2);
+    cr_assert_eq(lp_cached(&s, 0, 4, NULL), 4 * TP);
+    OK(lp_insert(&s, 0, 4));
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_revoked, 0);
+    cr_assert_eq(rs.pins_lowered, 2);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
+                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 0);
+    lp_pin(&s, 0, 4, 1, 50, 10);
+    lp_check(&s);
+    lp_pin(&s, 0, 2, 2, 50, 10);
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins, 2);
+    cr_assert_eq(rs.pins_lowered, 0, "both taken over by their owners");
+    cr_assert_eq(rs.pinned_blocks, 4);
+    lp_close(&s);
+}
+
+Test(lower_pins, insert_chunks_keep_pin)
+{
+    insert_chunks_keep_pin(0);
+}
+
+Test(lower_pins, insert_chunks_keep_pin_disk)
+{
+    insert_chunks_keep_pin(16);
+}
+
+/* Inserts n pages of toks (the caller's own tokens). */
+static void lp_insert_toks(lp *s, const int32_t *toks, uint32_t n)
+{
+    rkv_block_id b[SEQ_PAGES];
+    OK(rkv_tree_alloc_blocks(s->tree, n, b));
+    OK(rkv_tree_insert(s->tree, 5, toks, (size_t)n * TP, b, NULL, NULL));
+    OK(rkv_pool_unref_n(s->pool, n, b));
+}
+
+/* The same prefix inserted again while it is in the host (the scheduler
+ * recomputed it): the pin survives on the new device copy, still lowered,
+ * goes down pinned again, and its owner's retain takes it over. */
+Test(lower_pins, insert_again_keeps_pin)
 {
     lp s;
     lp_open(&s, 8, 8, 0, 50, 0);
     OK(lp_insert(&s, 0, 2));
+    lp_check(&s);
     lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_check(&s);
     lp_squeeze(&s);
-    cr_assert_eq(lp_rs(&s).pins_lowered, 1);
+    lp_check(&s);
+    cr_assert_eq(lp_rs(&s).pinned_by_medium[RKV_MEDIUM_HOST], 2);
     OK(lp_insert(&s, 0, 2));
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_revoked, 0, "the re-insert keeps the pin");
+    cr_assert_eq(rs.pins, 1);
+    cr_assert_eq(rs.pins_lowered, 1, "lowered on the device copy");
+    cr_assert_eq(rs.pinned_blocks, 0);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0, "host copy dropped");
+    rkv_match m;
+    OK(rkv_tree_match(s.tree, 5, s.tok[0], 2 * TP, NULL, RKV_MATCH_PEEK, &m));
+    cr_assert_eq(m.matched_tokens, 2 * TP);
+    lp_squeeze(&s);
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2, "down pinned again");
+    cr_assert_eq(rs.pins_demoted, 1, "no new lowering: it had no lease");
+    OK(lp_insert(&s, 0, 2));
+    lp_check(&s);
+    lp_pin(&s, 0, 2, 1, 50, 10);
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins, 1, "taken over, not doubled");
+    cr_assert_eq(rs.pins_lowered, 0);
+    cr_assert_eq(rs.pinned_blocks, 2);
+    cr_assert_eq(rs.pins_renewed, 1);
+    cr_assert_eq(rs.pins_revoked, 0);
+    lp_close(&s);
+}
+
+/* A longer context inserted over lowered pins of several depths (the
+ * agentic case: the next turn recomputes the pinned context and more): the
+ * new device path is cut where each pin ends, so every pin keeps exactly
+ * its own pages; with a disk below the host too. */
+static void insert_longer_keeps_pins(uint32_t disk_cap)
+{
+    lp s;
+    lp_open(&s, 16, 8, disk_cap, 50, 0);
+    OK(lp_insert(&s, 0, 6));
+    lp_check(&s);
+    lp_pin(&s, 0, 1, 1, 1000, 0);
+    lp_check(&s);
+    lp_pin(&s, 0, 3, 2, 1000, 0);
+    lp_check(&s);
+    lp_pin(&s, 0, 4, 3, 1000, 0);
+    lp_check(&s);
+    lp_squeeze(&s);
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_lowered, 3);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
+                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 4);
+    OK(lp_insert(&s, 0, 7));
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins_revoked, 0);
+    cr_assert_eq(rs.pins, 3);
+    cr_assert_eq(rs.pins_lowered, 3);
+    cr_assert_eq(lp_cached(&s, 0, 7, NULL), 7 * TP);
+    lp_squeeze(&s);
+    lp_check(&s);
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
+                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 4,
+                 "each pin holds its own pages, not the whole new path");
+    OK(lp_insert(&s, 0, 7));
+    lp_check(&s);
+    for (uint64_t o = 1; o <= 3; o++) {
+        static const uint32_t pages[4] = {0, 1, 3, 4};
+        lp_pin(&s, 0, pages[o], o, 50, 10); /* ends on a node: taken over */
+        lp_check(&s);
+    }
+    rs = lp_rs(&s);
+    cr_assert_eq(rs.pins, 3);
+    cr_assert_eq(rs.pins_lowered, 0);
+    cr_assert_eq(rs.pins_renewed, 3);
+    cr_assert_eq(rs.pinned_blocks, 4);
+    cr_assert_eq(rs.pins_revoked, 0);
+    lp_close(&s);
+}
+
+Test(lower_pins, insert_longer_keeps_pins)
+{
+    insert_longer_keeps_pins(0);
+}
+
+Test(lower_pins, insert_longer_keeps_pins_disk)
+{
+    insert_longer_keeps_pins(16);
+}
+
+/* A re-insert that shares only the start of a lowered pin's prefix does
+ * not cover it: its pages leave the tree, the pin is revoked (counted). */
+Test(lower_pins, insert_diverging_revokes)
+{
+    lp s;
+    lp_open(&s, 8, 8, 0, 50, 0);
+    OK(lp_insert(&s, 0, 4));
+    lp_check(&s);
+    lp_pin(&s, 0, 4, 1, 1000, 0);
+    lp_check(&s);
+    lp_squeeze(&s);
+    lp_check(&s);
+    int32_t other[4 * TP];
+    memcpy(other, s.tok[0], sizeof other);
+    other[2 * TP] += 7; /* page 2 differs */
+    lp_insert_toks(&s, other, 4);
     lp_check(&s);
     rkv_retention_stats rs = lp_rs(&s);
     cr_assert_eq(rs.pins_revoked, 1);
     cr_assert_eq(rs.pins, 0);
+    lp_close(&s);
+}
+
+/* More pin ends inside the new path than one insert cuts (13): the pins
+ * that would need a further cut are revoked (counted), the others kept.
+ * 16-page sequence: a pin ending at each of pages 1..15. */
+#define LONG_PAGES 16u
+Test(lower_pins, insert_too_many_cuts_revokes_rest)
+{
+    lp s;
+    lp_open(&s, 2 * LONG_PAGES, 2 * LONG_PAGES, 0, 50, 0);
+    int32_t tok[LONG_PAGES * TP];
+    for (uint32_t j = 0; j < LONG_PAGES * TP; j++)
+        tok[j] = (int32_t)(50000 + j);
+    rkv_block_id b[LONG_PAGES];
+    OK(rkv_tree_alloc_blocks(s.tree, LONG_PAGES, b));
+    OK(rkv_tree_insert(s.tree, 5, tok, sizeof tok / sizeof *tok, b, NULL, NULL));
+    OK(rkv_pool_unref_n(s.pool, LONG_PAGES, b));
+    lp_check(&s);
+    for (uint32_t k = 1; k < LONG_PAGES; k++) {
+        rkv_retention r;
+        rkv_retention_init(&r);
+        r.pin_tokens = (size_t)k * TP;
+        r.ttl_ms = 1000;
+        r.owner = k;
+        OK(rkv_tree_retain(s.tree, 5, tok, (size_t)k * TP, &r, 0, NULL));
+        lp_check(&s);
+    }
+    lp_squeeze(&s);
+    lp_check(&s);
+    cr_assert_eq(lp_rs(&s).pins_lowered, LONG_PAGES - 1);
+    OK(rkv_tree_alloc_blocks(s.tree, LONG_PAGES, b));
+    OK(rkv_tree_insert(s.tree, 5, tok, sizeof tok / sizeof *tok, b, NULL, NULL));
+    OK(rkv_pool_unref_n(s.pool, LONG_PAGES, b));
+    lp_check(&s);
+    rkv_retention_stats rs = lp_rs(&s);
+    cr_assert_eq(rs.pins, 13);
+    cr_assert_eq(rs.pins_revoked, 2);
+    cr_assert_eq(rs.pins_lowered, 13);
     lp_close(&s);
 }
 
