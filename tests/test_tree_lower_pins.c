@@ -26,6 +26,8 @@
 #define TP 4u
 #define NSEQ 8u
 #define SEQ_PAGES 8u
+#define LONG_PAGES 16u /* the longest sequence a test inserts */
+#define PIN_PCT 50u    /* max_pinned_pct of every case */
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 
 typedef struct lp {
@@ -36,10 +38,30 @@ typedef struct lp {
     int32_t tok[NSEQ][SEQ_PAGES * TP]; /* distinct from page 0 */
 } lp;
 
+/* A store of `cap` blocks of the pool's size on `medium` (the disk's in a
+ * fresh directory, s->dir). */
+static rkv_store *lp_store(lp *s, rkv_medium medium, uint32_t cap)
+{
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, medium);
+    sc.capacity_blocks = cap;
+    sc.block_bytes = rkv_pool_bytes_per_block(s->pool);
+    if (medium == RKV_MEDIUM_HOST) {
+        sc.pinned = 0;
+    } else {
+        snprintf(s->dir, sizeof s->dir, "/tmp/rkv-lpin-XXXXXX");
+        cr_assert_not_null(mkdtemp(s->dir));
+        sc.path = s->dir;
+    }
+    rkv_store *out = NULL;
+    OK(rkv_store_create(&sc, &out));
+    return out;
+}
+
 /* A pool of `blocks`, a host of host_cap blocks, a disk of disk_cap (0:
- * none) below it, pin cap pct, drop_pinned. */
+ * none) below it, pin cap PIN_PCT, drop_pinned. */
 static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
-                    uint32_t disk_cap, uint32_t pct, int drop_pinned)
+                    uint32_t disk_cap, int drop_pinned)
 {
     memset(s, 0, sizeof *s);
     rkv_pool_config pc;
@@ -52,23 +74,11 @@ static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
     OK(rkv_pool_create(&pc, &s->pool));
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
-    tc.max_pinned_pct = pct;
+    tc.max_pinned_pct = PIN_PCT;
     OK(rkv_tree_create(s->pool, &tc, &s->tree));
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
-    sc.capacity_blocks = host_cap;
-    sc.block_bytes = rkv_pool_bytes_per_block(s->pool);
-    sc.pinned = 0;
-    OK(rkv_store_create(&sc, &s->host));
-    if (disk_cap > 0) {
-        snprintf(s->dir, sizeof s->dir, "/tmp/rkv-lpin-XXXXXX");
-        cr_assert_not_null(mkdtemp(s->dir));
-        rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
-        sc.capacity_blocks = disk_cap;
-        sc.block_bytes = rkv_pool_bytes_per_block(s->pool);
-        sc.path = s->dir;
-        OK(rkv_store_create(&sc, &s->disk));
-    }
+    s->host = lp_store(s, RKV_MEDIUM_HOST, host_cap);
+    if (disk_cap > 0)
+        s->disk = lp_store(s, RKV_MEDIUM_DISK, disk_cap);
     rkv_tier_config cfg;
     rkv_tier_config_init(&cfg);
     cfg.host = s->host;
@@ -106,20 +116,43 @@ static void lp_check(lp *s)
         OK(rkv_store_check(s->disk));
 }
 
-/* Caches n pages of sequence a on the device (allocating under pressure). */
-static rkv_status lp_insert(lp *s, uint32_t a, uint32_t n)
+/* Caches n pages of toks on the device (allocating under pressure). */
+static rkv_status lp_try_insert_toks(lp *s, const int32_t *toks, uint32_t n)
 {
-    rkv_block_id b[SEQ_PAGES];
+    rkv_block_id b[LONG_PAGES];
+    cr_assert_leq(n, LONG_PAGES);
     rkv_status st = rkv_tree_alloc_blocks(s->tree, n, b);
     if (st != RKV_OK)
         return st;
-    st = rkv_tree_insert(s->tree, 5, s->tok[a], (size_t)n * TP, b, NULL, NULL);
+    st = rkv_tree_insert(s->tree, 5, toks, (size_t)n * TP, b, NULL, NULL);
     OK(rkv_pool_unref_n(s->pool, n, b));
     return st;
 }
 
-static void lp_pin(lp *s, uint32_t a, uint32_t n, uint64_t owner,
-                   uint64_t ttl, uint64_t now)
+static rkv_status lp_try_insert(lp *s, uint32_t a, uint32_t n)
+{
+    return lp_try_insert_toks(s, s->tok[a], n);
+}
+
+/* The steps of the targeted cases: each must succeed, and each is followed
+ * by lp_check. */
+
+/* Caches n pages of toks (the caller's own tokens). */
+static void lp_insert_toks(lp *s, const int32_t *toks, uint32_t n)
+{
+    OK(lp_try_insert_toks(s, toks, n));
+    lp_check(s);
+}
+
+/* Caches the first n pages of sequence a. */
+static void lp_insert(lp *s, uint32_t a, uint32_t n)
+{
+    lp_insert_toks(s, s->tok[a], n);
+}
+
+/* Pins the first n pages of toks for owner until now + ttl; all n pinned. */
+static void lp_pin_toks(lp *s, const int32_t *toks, uint32_t n,
+                        uint64_t owner, uint64_t ttl, uint64_t now)
 {
     rkv_retention r;
     rkv_retention_init(&r);
@@ -127,12 +160,29 @@ static void lp_pin(lp *s, uint32_t a, uint32_t n, uint64_t owner,
     r.ttl_ms = ttl;
     r.owner = owner;
     rkv_retain_result out;
-    OK(rkv_tree_retain(s->tree, 5, s->tok[a], (size_t)n * TP, &r, now, &out));
+    OK(rkv_tree_retain(s->tree, 5, toks, (size_t)n * TP, &r, now, &out));
     cr_assert_eq(out.pinned_pages, n);
+    lp_check(s);
+}
+
+static void lp_pin(lp *s, uint32_t a, uint32_t n, uint64_t owner,
+                   uint64_t ttl, uint64_t now)
+{
+    lp_pin_toks(s, s->tok[a], n, owner, ttl, now);
+}
+
+/* The start of most cases: lp_open with a pool of 8 blocks, then sequence
+ * 0's first n pages cached and pinned by owner 1 until 1000. */
+static void lp_open_pinned(lp *s, uint32_t host_cap, uint32_t disk_cap,
+                           int drop_pinned, uint32_t n)
+{
+    lp_open(s, 8, host_cap, disk_cap, drop_pinned);
+    lp_insert(s, 0, n);
+    lp_pin(s, 0, n, 1, 1000, 0);
 }
 
 /* Pressure: takes every block of the pool and gives them back. */
-static void lp_squeeze(lp *s)
+static void lp_take_all(lp *s)
 {
     uint32_t n = rkv_pool_num_blocks(s->pool);
     rkv_block_id *b = malloc(n * sizeof *b);
@@ -140,6 +190,33 @@ static void lp_squeeze(lp *s)
     OK(rkv_tree_alloc_blocks(s->tree, n, b));
     OK(rkv_pool_unref_n(s->pool, n, b));
     free(b);
+}
+
+static void lp_squeeze(lp *s)
+{
+    lp_take_all(s);
+    lp_check(s);
+}
+
+/* lp_open_pinned with 2 pages, the device's other 6 blocks filled with
+ * sequence 1, then pressure: all 8 pages go down (the pin lowered, or
+ * revoked with drop_pinned). */
+static void lp_open_full_squeezed(lp *s, uint32_t host_cap, uint32_t disk_cap,
+                                  int drop_pinned)
+{
+    lp_open_pinned(s, host_cap, disk_cap, drop_pinned, 2);
+    lp_insert(s, 1, 6);
+    lp_squeeze(s);
+}
+
+/* Full rounds of sequences first..last-1 (8 pages each) through the
+ * device: each pushes everything else down a tier. */
+static void lp_rounds(lp *s, uint32_t first, uint32_t last)
+{
+    for (uint32_t a = first; a < last; a++) {
+        lp_insert(s, a, SEQ_PAGES);
+        lp_squeeze(s);
+    }
 }
 
 /* Device + lower tokens of the first n pages of sequence a. */
@@ -154,6 +231,15 @@ static size_t lp_cached(lp *s, uint32_t a, uint32_t n, rkv_tier_match *tm)
     return m.matched_tokens + tm->lower_tokens;
 }
 
+/* Device tokens of the first n pages of sequence a. */
+static size_t lp_on_device(lp *s, uint32_t a, uint32_t n)
+{
+    rkv_match m;
+    OK(rkv_tree_match(s->tree, 5, s->tok[a], (size_t)n * TP, NULL,
+                      RKV_MATCH_PEEK, &m));
+    return m.matched_tokens;
+}
+
 static rkv_retention_stats lp_rs(lp *s)
 {
     rkv_retention_stats rs;
@@ -161,6 +247,7 @@ static rkv_retention_stats lp_rs(lp *s)
     return rs;
 }
 
+/* Loads the first n pages of sequence a back; the transfer ends in want. */
 static void lp_load(lp *s, uint32_t a, uint32_t n, rkv_status want)
 {
     rkv_load ld;
@@ -173,7 +260,84 @@ static void lp_load(lp *s, uint32_t a, uint32_t n, rkv_status want)
     cr_assert_eq(nd, 1);
     cr_assert_eq(done.status, want);
     OK(rkv_tree_unlock(s->tree, &ld.lease));
+    lp_check(s);
 }
+
+/* ---- expected pin state --------------------------------------------------- */
+
+/* The retention counters the cases check, by name. */
+typedef enum lp_key {
+    PINS,       /* pins                                   */
+    MADE,       /* pins_made                              */
+    RENEWED,    /* pins_renewed                           */
+    EXPIRED,    /* pins_expired                           */
+    REVOKED,    /* pins_revoked                           */
+    DEMOTED,    /* pins_demoted                           */
+    LOWERED,    /* pins_lowered                           */
+    DEV_PINNED, /* pinned_blocks: device pages under pins */
+    HOST,       /* pinned_by_medium[HOST]                 */
+    DISK,       /* pinned_by_medium[DISK]                 */
+    LOWER,      /* HOST + DISK                            */
+    CAP_DEV,    /* pin_cap_by_medium[DEVICE]              */
+    CAP_HOST,   /* pin_cap_by_medium[HOST]                */
+    CAP_DISK,   /* pin_cap_by_medium[DISK]                */
+    KEY_END
+} lp_key;
+
+static const char *const lp_key_name[KEY_END] = {
+    "pins", "pins_made", "pins_renewed", "pins_expired", "pins_revoked",
+    "pins_demoted", "pins_lowered", "pinned_blocks", "pinned on host",
+    "pinned on disk", "pinned on host + disk", "device pin cap",
+    "host pin cap", "disk pin cap",
+};
+
+typedef struct lp_want {
+    lp_key key;
+    uint64_t value;
+} lp_want;
+
+static uint64_t lp_stat(const rkv_retention_stats *rs, lp_key k)
+{
+    switch (k) {
+    case PINS: return rs->pins;
+    case MADE: return rs->pins_made;
+    case RENEWED: return rs->pins_renewed;
+    case EXPIRED: return rs->pins_expired;
+    case REVOKED: return rs->pins_revoked;
+    case DEMOTED: return rs->pins_demoted;
+    case LOWERED: return rs->pins_lowered;
+    case DEV_PINNED: return rs->pinned_blocks;
+    case HOST: return rs->pinned_by_medium[RKV_MEDIUM_HOST];
+    case DISK: return rs->pinned_by_medium[RKV_MEDIUM_DISK];
+    case LOWER:
+        return rs->pinned_by_medium[RKV_MEDIUM_HOST] +
+               rs->pinned_by_medium[RKV_MEDIUM_DISK];
+    case CAP_DEV: return rs->pin_cap_by_medium[RKV_MEDIUM_DEVICE];
+    case CAP_HOST: return rs->pin_cap_by_medium[RKV_MEDIUM_HOST];
+    case CAP_DISK: return rs->pin_cap_by_medium[RKV_MEDIUM_DISK];
+    default: break;
+    }
+    cr_assert_fail("unknown key %d", (int)k);
+    return 0;
+}
+
+static void lp_expect_at(int line, lp *s, const char *why, const lp_want *w)
+{
+    rkv_retention_stats rs = lp_rs(s);
+    for (; w->key != KEY_END; w++) {
+        uint64_t got = lp_stat(&rs, w->key);
+        cr_assert_eq(got, w->value, "line %d: %s is %llu, want %llu%s%s",
+                     line, lp_key_name[w->key], (unsigned long long)got,
+                     (unsigned long long)w->value, why ? ": " : "",
+                     why ? why : "");
+    }
+}
+
+/* EXPECT(&s, why or NULL, {KEY, value}, ...): the tree's retention
+ * counters now; a failure names the line, the counter and why. */
+#define EXPECT(s, why, ...)                                                    \
+    lp_expect_at(__LINE__, (s), (why),                                         \
+                 (const lp_want[]){__VA_ARGS__, {KEY_END, 0}})
 
 /* ---- targeted cases ------------------------------------------------------- */
 
@@ -182,34 +346,14 @@ static void lp_load(lp *s, uint32_t a, uint32_t n, rkv_status want)
 Test(lower_pins, demoted_to_host_not_dropped)
 {
     lp s;
-    lp_open(&s, 8, 8, 0, 50, 0);
-    OK(lp_insert(&s, 0, 2));
-    lp_pin(&s, 0, 2, 1, 1000, 0);
-    OK(lp_insert(&s, 1, 6));
-    lp_check(&s);
-    lp_squeeze(&s); /* lowers the pin, demotes all 8 pages */
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins, 1);
-    cr_assert_eq(rs.pins_demoted, 1);
-    cr_assert_eq(rs.pins_lowered, 1);
-    cr_assert_eq(rs.pins_revoked, 0);
-    cr_assert_eq(rs.pinned_blocks, 0, "no device page is pinned now");
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2);
-    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_HOST], 4);
-    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_DEVICE], 4);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_DISK], 0);
-    /* two more full rounds through the host: only the pin survives */
-    for (uint32_t a = 2; a < 4; a++) {
-        OK(lp_insert(&s, a, 8));
-        lp_squeeze(&s);
-        lp_check(&s);
-    }
+    lp_open_full_squeezed(&s, 8, 0, 0); /* lowers the pin */
+    EXPECT(&s, "no device page is pinned now", {PINS, 1}, {DEMOTED, 1},
+           {LOWERED, 1}, {REVOKED, 0}, {DEV_PINNED, 0}, {HOST, 2},
+           {CAP_HOST, 4}, {CAP_DEV, 4}, {DISK, 0});
+    lp_rounds(&s, 2, 4); /* two more full rounds: only the pin survives */
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 2 * TP, "pinned pages stay");
     cr_assert_eq(lp_cached(&s, 1, 6, NULL), 0, "unpinned ones went");
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_lowered, 1);
-    cr_assert_eq(rs.pins_revoked, 0);
+    EXPECT(&s, NULL, {LOWERED, 1}, {REVOKED, 0});
     lp_close(&s);
 }
 
@@ -218,20 +362,9 @@ Test(lower_pins, demoted_to_host_not_dropped)
 Test(lower_pins, drop_pinned_revokes)
 {
     lp s;
-    lp_open(&s, 8, 8, 0, 50, 1);
-    OK(lp_insert(&s, 0, 2));
-    lp_pin(&s, 0, 2, 1, 1000, 0);
-    OK(lp_insert(&s, 1, 6));
-    lp_squeeze(&s);
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins, 0);
-    cr_assert_eq(rs.pins_demoted, 0);
-    cr_assert_eq(rs.pins_revoked, 1);
-    for (uint32_t a = 2; a < 4; a++) {
-        OK(lp_insert(&s, a, 8));
-        lp_squeeze(&s);
-    }
+    lp_open_full_squeezed(&s, 8, 0, 1);
+    EXPECT(&s, NULL, {PINS, 0}, {DEMOTED, 0}, {REVOKED, 1});
+    lp_rounds(&s, 2, 4);
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0);
     lp_close(&s);
 }
@@ -241,28 +374,17 @@ Test(lower_pins, drop_pinned_revokes)
 Test(lower_pins, cap_per_medium)
 {
     lp s;
-    lp_open(&s, 8, 4, 0, 50, 0);
-    OK(lp_insert(&s, 0, 3));
-    lp_pin(&s, 0, 3, 1, 1000, 0);
-    OK(lp_insert(&s, 1, 1));
+    lp_open_pinned(&s, 4, 0, 0, 3);
+    lp_insert(&s, 1, 1);
     lp_pin(&s, 1, 1, 2, 1000, 0);
     lp_squeeze(&s);
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_demoted, 2);
-    cr_assert_eq(rs.pins_revoked, 1, "the 3-page pin passed the host cap");
-    cr_assert_eq(rs.pins, 1);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 1);
-    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_HOST], 2);
+    EXPECT(&s, "the 3-page pin passed the host cap", {DEMOTED, 2},
+           {REVOKED, 1}, {PINS, 1}, {HOST, 1}, {CAP_HOST, 2});
     lp_close(&s);
     /* a cap of 0 on the host: pins are revoked, not lowered */
-    lp_open(&s, 8, 1, 0, 50, 0);
-    OK(lp_insert(&s, 0, 2));
-    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_open_pinned(&s, 1, 0, 0, 2);
     lp_squeeze(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_demoted, 0);
-    cr_assert_eq(rs.pins_revoked, 1);
+    EXPECT(&s, NULL, {DEMOTED, 0}, {REVOKED, 1});
     lp_close(&s);
 }
 
@@ -270,49 +392,37 @@ Test(lower_pins, cap_per_medium)
 Test(lower_pins, expiry_extension_release)
 {
     lp s;
-    lp_open(&s, 8, 8, 0, 50, 0);
-    OK(lp_insert(&s, 0, 2));
-    lp_pin(&s, 0, 2, 1, 100, 0);
-    OK(lp_insert(&s, 1, 2));
-    lp_pin(&s, 1, 2, 2, 100, 0);
+    lp_open(&s, 8, 8, 0, 0);
+    for (uint32_t a = 0; a < 2; a++) {
+        lp_insert(&s, a, 2);
+        lp_pin(&s, a, 2, a + 1, 100, 0);
+    }
     lp_squeeze(&s);
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_lowered, 2);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 4);
+    EXPECT(&s, NULL, {LOWERED, 2}, {HOST, 4});
     uint32_t n = 0;
     OK(rkv_tree_pins_extend(s.tree, 1, 500, 50, &n));
     cr_assert_eq(n, 1, "a lowered pin extends");
     OK(rkv_tree_set_time(s.tree, 150));
     lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_expired, 1);
-    cr_assert_eq(rs.pins_lowered, 1);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2);
+    EXPECT(&s, NULL, {EXPIRED, 1}, {LOWERED, 1}, {HOST, 2});
     /* the expired one is droppable again, the extended one is not */
-    OK(lp_insert(&s, 2, 8));
-    lp_squeeze(&s);
-    lp_check(&s);
+    lp_rounds(&s, 2, 3);
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 2 * TP);
     cr_assert_eq(lp_cached(&s, 1, 2, NULL), 0);
     OK(rkv_tree_pins_release(s.tree, 1, &n));
     cr_assert_eq(n, 1, "a lowered pin releases");
     lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins, 0);
-    cr_assert_eq(rs.pins_lowered, 0);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0);
-    OK(lp_insert(&s, 3, 8));
-    lp_squeeze(&s);
+    EXPECT(&s, NULL, {PINS, 0}, {LOWERED, 0}, {HOST, 0});
+    lp_rounds(&s, 3, 4);
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0, "released: dropped");
     /* reset drops a lowered pin too */
-    OK(lp_insert(&s, 4, 2));
+    lp_insert(&s, 4, 2);
     lp_pin(&s, 4, 2, 3, 100, 200);
     lp_squeeze(&s);
-    cr_assert_eq(lp_rs(&s).pins_lowered, 1);
+    EXPECT(&s, NULL, {LOWERED, 1});
     OK(rkv_tree_reset(s.tree));
     lp_check(&s);
-    cr_assert_eq(lp_rs(&s).pins, 0);
+    EXPECT(&s, NULL, {PINS, 0});
     lp_close(&s);
 }
 
@@ -321,17 +431,10 @@ Test(lower_pins, expiry_extension_release)
 Test(lower_pins, failed_store_revokes)
 {
     lp s;
-    lp_open(&s, 8, 8, 0, 50, 0);
-    OK(lp_insert(&s, 0, 2));
-    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_open_pinned(&s, 8, 0, 0, 2);
     rkv_store_fail_after(s.host, 1);
     lp_squeeze(&s);
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_demoted, 1);
-    cr_assert_eq(rs.pins_revoked, 1);
-    cr_assert_eq(rs.pins, 0);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0);
+    EXPECT(&s, NULL, {DEMOTED, 1}, {REVOKED, 1}, {PINS, 0}, {HOST, 0});
     rkv_tier_stats ts;
     OK(rkv_tree_tier_stats(s.tree, &ts));
     cr_assert_eq(ts.failed_stores, 1);
@@ -343,11 +446,9 @@ Test(lower_pins, failed_store_revokes)
 Test(lower_pins, corrupt_read_revokes)
 {
     lp s;
-    lp_open(&s, 8, 8, 0, 50, 0);
-    OK(lp_insert(&s, 0, 2));
-    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_open_pinned(&s, 8, 0, 0, 2);
     lp_squeeze(&s);
-    cr_assert_eq(lp_rs(&s).pins_lowered, 1);
+    EXPECT(&s, NULL, {LOWERED, 1});
     /* overwrite page 0's record with another hash */
     uint64_t h0 = rkv_block_hash(RKV_HASH_ROOT, 5, s.tok[0], TP);
     rkv_block_id scratch;
@@ -360,10 +461,7 @@ Test(lower_pins, corrupt_read_revokes)
     OK(rkv_store_write_from_pool(s.host, slot, s.pool, scratch, h0 ^ 1, 5));
     OK(rkv_pool_unref(s.pool, scratch));
     lp_load(&s, 0, 2, RKV_ERR_CORRUPT);
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_revoked, 1);
-    cr_assert_eq(rs.pins, 0);
+    EXPECT(&s, NULL, {REVOKED, 1}, {PINS, 0});
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0);
     lp_close(&s);
 }
@@ -372,14 +470,11 @@ Test(lower_pins, corrupt_read_revokes)
 Test(lower_pins, failed_load_keeps_pin)
 {
     lp s;
-    lp_open(&s, 8, 8, 0, 50, 0);
-    OK(lp_insert(&s, 0, 2));
-    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_open_pinned(&s, 8, 0, 0, 2);
     lp_squeeze(&s);
     rkv_load ld;
     OK(rkv_tree_load(s.tree, 5, s.tok[0], 2 * TP, UINT32_MAX, NULL, &ld));
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0, "LOADING");
+    EXPECT(&s, "LOADING", {HOST, 0});
     rkv_store_fail_after(s.host, 1);
     rkv_transfer_done done;
     uint32_t nd = 0;
@@ -387,9 +482,7 @@ Test(lower_pins, failed_load_keeps_pin)
     cr_assert_eq(done.status, RKV_ERR_IO);
     OK(rkv_tree_unlock(s.tree, &ld.lease));
     lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_lowered, 1);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2);
+    EXPECT(&s, NULL, {LOWERED, 1}, {HOST, 2});
     lp_close(&s);
 }
 
@@ -400,50 +493,26 @@ Test(lower_pins, failed_load_keeps_pin)
 static void insert_chunks_keep_pin(uint32_t disk_cap)
 {
     lp s;
-    lp_open(&s, 8, 8, disk_cap, 50, 0);
-    OK(lp_insert(&s, 0, 4));
-    lp_check(&s);
+    lp_open(&s, 8, 8, disk_cap, 0);
+    lp_insert(&s, 0, 4);
     lp_pin(&s, 0, 2, 2, 1000, 0); /* its end is a node boundary */
-    lp_check(&s);
     lp_pin(&s, 0, 4, 1, 1000, 0);
-    lp_check(&s);
     lp_squeeze(&s);
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_lowered, 2);
-    OK(lp_insert(&s, 0, 1)); /* splits the lower node [0, 2) */
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_revoked, 0, "the lower tail stays");
-    cr_assert_eq(rs.pins, 2);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
-                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 3);
+    EXPECT(&s, NULL, {LOWERED, 2});
+    lp_insert(&s, 0, 1); /* splits the lower node [0, 2) */
+    EXPECT(&s, "the lower tail stays", {REVOKED, 0}, {PINS, 2}, {LOWER, 3});
     rkv_tier_match tm;
     cr_assert_eq(lp_cached(&s, 0, 4, &tm), 4 * TP);
     cr_assert_eq(tm.lower_tokens, 3 * TP);
-    OK(lp_insert(&s, 0, 2)); /* ends where a pin ends: that one is covered */
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_revoked, 0);
-    cr_assert_eq(rs.pins, 2);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
-                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 2);
+    lp_insert(&s, 0, 2); /* ends where a pin ends: that one is covered */
+    EXPECT(&s, NULL, {REVOKED, 0}, {PINS, 2}, {LOWER, 2});
     cr_assert_eq(lp_cached(&s, 0, 4, NULL), 4 * TP);
-    OK(lp_insert(&s, 0, 4));
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_revoked, 0);
-    cr_assert_eq(rs.pins_lowered, 2);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
-                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 0);
+    lp_insert(&s, 0, 4);
+    EXPECT(&s, NULL, {REVOKED, 0}, {LOWERED, 2}, {LOWER, 0});
     lp_pin(&s, 0, 4, 1, 50, 10);
-    lp_check(&s);
     lp_pin(&s, 0, 2, 2, 50, 10);
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins, 2);
-    cr_assert_eq(rs.pins_lowered, 0, "both taken over by their owners");
-    cr_assert_eq(rs.pinned_blocks, 4);
+    EXPECT(&s, "both taken over by their owners", {PINS, 2}, {LOWERED, 0},
+           {DEV_PINNED, 4});
     lp_close(&s);
 }
 
@@ -457,55 +526,27 @@ Test(lower_pins, insert_chunks_keep_pin_disk)
     insert_chunks_keep_pin(16);
 }
 
-/* Inserts n pages of toks (the caller's own tokens). */
-static void lp_insert_toks(lp *s, const int32_t *toks, uint32_t n)
-{
-    rkv_block_id b[SEQ_PAGES];
-    OK(rkv_tree_alloc_blocks(s->tree, n, b));
-    OK(rkv_tree_insert(s->tree, 5, toks, (size_t)n * TP, b, NULL, NULL));
-    OK(rkv_pool_unref_n(s->pool, n, b));
-}
-
 /* The same prefix inserted again while it is in the host (the scheduler
  * recomputed it): the pin survives on the new device copy, still lowered,
  * goes down pinned again, and its owner's retain takes it over. */
 Test(lower_pins, insert_again_keeps_pin)
 {
     lp s;
-    lp_open(&s, 8, 8, 0, 50, 0);
-    OK(lp_insert(&s, 0, 2));
-    lp_check(&s);
-    lp_pin(&s, 0, 2, 1, 1000, 0);
-    lp_check(&s);
+    lp_open_pinned(&s, 8, 0, 0, 2);
     lp_squeeze(&s);
-    lp_check(&s);
-    cr_assert_eq(lp_rs(&s).pinned_by_medium[RKV_MEDIUM_HOST], 2);
-    OK(lp_insert(&s, 0, 2));
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_revoked, 0, "the re-insert keeps the pin");
-    cr_assert_eq(rs.pins, 1);
-    cr_assert_eq(rs.pins_lowered, 1, "lowered on the device copy");
-    cr_assert_eq(rs.pinned_blocks, 0);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0, "host copy dropped");
-    rkv_match m;
-    OK(rkv_tree_match(s.tree, 5, s.tok[0], 2 * TP, NULL, RKV_MATCH_PEEK, &m));
-    cr_assert_eq(m.matched_tokens, 2 * TP);
+    EXPECT(&s, NULL, {HOST, 2});
+    lp_insert(&s, 0, 2);
+    EXPECT(&s, "the re-insert keeps the pin, lowered on the device copy; "
+               "the host copy is dropped",
+           {REVOKED, 0}, {PINS, 1}, {LOWERED, 1}, {DEV_PINNED, 0}, {HOST, 0});
+    cr_assert_eq(lp_on_device(&s, 0, 2), 2 * TP);
     lp_squeeze(&s);
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2, "down pinned again");
-    cr_assert_eq(rs.pins_demoted, 1, "no new lowering: it had no lease");
-    OK(lp_insert(&s, 0, 2));
-    lp_check(&s);
+    EXPECT(&s, "down pinned again, no new lowering: it had no lease",
+           {HOST, 2}, {DEMOTED, 1});
+    lp_insert(&s, 0, 2);
     lp_pin(&s, 0, 2, 1, 50, 10);
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins, 1, "taken over, not doubled");
-    cr_assert_eq(rs.pins_lowered, 0);
-    cr_assert_eq(rs.pinned_blocks, 2);
-    cr_assert_eq(rs.pins_renewed, 1);
-    cr_assert_eq(rs.pins_revoked, 0);
+    EXPECT(&s, "taken over, not doubled", {PINS, 1}, {LOWERED, 0},
+           {DEV_PINNED, 2}, {RENEWED, 1}, {REVOKED, 0});
     lp_close(&s);
 }
 
@@ -515,48 +556,25 @@ Test(lower_pins, insert_again_keeps_pin)
  * its own pages; with a disk below the host too. */
 static void insert_longer_keeps_pins(uint32_t disk_cap)
 {
+    static const uint32_t pages[4] = {0, 1, 3, 4}; /* owner o's pin */
     lp s;
-    lp_open(&s, 16, 8, disk_cap, 50, 0);
-    OK(lp_insert(&s, 0, 6));
-    lp_check(&s);
-    lp_pin(&s, 0, 1, 1, 1000, 0);
-    lp_check(&s);
-    lp_pin(&s, 0, 3, 2, 1000, 0);
-    lp_check(&s);
-    lp_pin(&s, 0, 4, 3, 1000, 0);
-    lp_check(&s);
+    lp_open(&s, 16, 8, disk_cap, 0);
+    lp_insert(&s, 0, 6);
+    for (uint64_t o = 1; o <= 3; o++)
+        lp_pin(&s, 0, pages[o], o, 1000, 0);
     lp_squeeze(&s);
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_lowered, 3);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
-                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 4);
-    OK(lp_insert(&s, 0, 7));
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_revoked, 0);
-    cr_assert_eq(rs.pins, 3);
-    cr_assert_eq(rs.pins_lowered, 3);
+    EXPECT(&s, NULL, {LOWERED, 3}, {LOWER, 4});
+    lp_insert(&s, 0, 7);
+    EXPECT(&s, NULL, {REVOKED, 0}, {PINS, 3}, {LOWERED, 3});
     cr_assert_eq(lp_cached(&s, 0, 7, NULL), 7 * TP);
     lp_squeeze(&s);
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST] +
-                     rs.pinned_by_medium[RKV_MEDIUM_DISK], 4,
-                 "each pin holds its own pages, not the whole new path");
-    OK(lp_insert(&s, 0, 7));
-    lp_check(&s);
-    for (uint64_t o = 1; o <= 3; o++) {
-        static const uint32_t pages[4] = {0, 1, 3, 4};
+    EXPECT(&s, "each pin holds its own pages, not the whole new path",
+           {LOWER, 4});
+    lp_insert(&s, 0, 7);
+    for (uint64_t o = 1; o <= 3; o++)
         lp_pin(&s, 0, pages[o], o, 50, 10); /* ends on a node: taken over */
-        lp_check(&s);
-    }
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins, 3);
-    cr_assert_eq(rs.pins_lowered, 0);
-    cr_assert_eq(rs.pins_renewed, 3);
-    cr_assert_eq(rs.pinned_blocks, 4);
-    cr_assert_eq(rs.pins_revoked, 0);
+    EXPECT(&s, NULL, {PINS, 3}, {LOWERED, 0}, {RENEWED, 3}, {DEV_PINNED, 4},
+           {REVOKED, 0});
     lp_close(&s);
 }
 
@@ -575,60 +593,33 @@ Test(lower_pins, insert_longer_keeps_pins_disk)
 Test(lower_pins, insert_diverging_revokes)
 {
     lp s;
-    lp_open(&s, 8, 8, 0, 50, 0);
-    OK(lp_insert(&s, 0, 4));
-    lp_check(&s);
-    lp_pin(&s, 0, 4, 1, 1000, 0);
-    lp_check(&s);
+    lp_open_pinned(&s, 8, 0, 0, 4);
     lp_squeeze(&s);
-    lp_check(&s);
     int32_t other[4 * TP];
     memcpy(other, s.tok[0], sizeof other);
     other[2 * TP] += 7; /* page 2 differs */
     lp_insert_toks(&s, other, 4);
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_revoked, 1);
-    cr_assert_eq(rs.pins, 0);
+    EXPECT(&s, NULL, {REVOKED, 1}, {PINS, 0});
     lp_close(&s);
 }
 
 /* More pin ends inside the new path than one insert cuts (13): the pins
  * that would need a further cut are revoked (counted), the others kept.
  * 16-page sequence: a pin ending at each of pages 1..15. */
-#define LONG_PAGES 16u
 Test(lower_pins, insert_too_many_cuts_revokes_rest)
 {
     lp s;
-    lp_open(&s, 2 * LONG_PAGES, 2 * LONG_PAGES, 0, 50, 0);
+    lp_open(&s, 2 * LONG_PAGES, 2 * LONG_PAGES, 0, 0);
     int32_t tok[LONG_PAGES * TP];
     for (uint32_t j = 0; j < LONG_PAGES * TP; j++)
         tok[j] = (int32_t)(50000 + j);
-    rkv_block_id b[LONG_PAGES];
-    OK(rkv_tree_alloc_blocks(s.tree, LONG_PAGES, b));
-    OK(rkv_tree_insert(s.tree, 5, tok, sizeof tok / sizeof *tok, b, NULL, NULL));
-    OK(rkv_pool_unref_n(s.pool, LONG_PAGES, b));
-    lp_check(&s);
-    for (uint32_t k = 1; k < LONG_PAGES; k++) {
-        rkv_retention r;
-        rkv_retention_init(&r);
-        r.pin_tokens = (size_t)k * TP;
-        r.ttl_ms = 1000;
-        r.owner = k;
-        OK(rkv_tree_retain(s.tree, 5, tok, (size_t)k * TP, &r, 0, NULL));
-        lp_check(&s);
-    }
+    lp_insert_toks(&s, tok, LONG_PAGES);
+    for (uint32_t k = 1; k < LONG_PAGES; k++)
+        lp_pin_toks(&s, tok, k, k, 1000, 0);
     lp_squeeze(&s);
-    lp_check(&s);
-    cr_assert_eq(lp_rs(&s).pins_lowered, LONG_PAGES - 1);
-    OK(rkv_tree_alloc_blocks(s.tree, LONG_PAGES, b));
-    OK(rkv_tree_insert(s.tree, 5, tok, sizeof tok / sizeof *tok, b, NULL, NULL));
-    OK(rkv_pool_unref_n(s.pool, LONG_PAGES, b));
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins, 13);
-    cr_assert_eq(rs.pins_revoked, 2);
-    cr_assert_eq(rs.pins_lowered, 13);
+    EXPECT(&s, NULL, {LOWERED, LONG_PAGES - 1});
+    lp_insert_toks(&s, tok, LONG_PAGES);
+    EXPECT(&s, NULL, {PINS, 13}, {REVOKED, 2}, {LOWERED, 13});
     lp_close(&s);
 }
 
@@ -637,37 +628,23 @@ Test(lower_pins, insert_too_many_cuts_revokes_rest)
 Test(lower_pins, load_back_keeps_pin)
 {
     lp s;
-    lp_open(&s, 8, 8, 0, 50, 0);
-    OK(lp_insert(&s, 0, 2));
-    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_open_pinned(&s, 8, 0, 0, 2);
     lp_squeeze(&s);
     lp_load(&s, 0, 2, RKV_OK);
-    lp_check(&s);
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins, 1);
-    cr_assert_eq(rs.pins_lowered, 1, "still lowered on the device");
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0, "write-back");
-    rkv_match m;
-    OK(rkv_tree_match(s.tree, 5, s.tok[0], 2 * TP, NULL, RKV_MATCH_PEEK, &m));
-    cr_assert_eq(m.matched_tokens, 2 * TP);
+    EXPECT(&s, "still lowered on the device; write-back", {PINS, 1},
+           {LOWERED, 1}, {HOST, 0});
+    cr_assert_eq(lp_on_device(&s, 0, 2), 2 * TP);
     lp_squeeze(&s);
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 2, "down pinned again");
-    cr_assert_eq(rs.pins_demoted, 1, "no new lowering: it had no lease");
+    EXPECT(&s, "down pinned again, no new lowering: it had no lease",
+           {HOST, 2}, {DEMOTED, 1});
     lp_load(&s, 0, 2, RKV_OK);
     lp_pin(&s, 0, 2, 1, 50, 10); /* the owner uses the prefix again */
-    lp_check(&s);
-    rs = lp_rs(&s);
-    cr_assert_eq(rs.pins, 1, "taken over, not doubled");
-    cr_assert_eq(rs.pins_lowered, 0);
-    cr_assert_eq(rs.pinned_blocks, 2);
-    cr_assert_eq(rs.pins_renewed, 1);
-    cr_assert_eq(rs.pins_made, 1);
+    EXPECT(&s, "taken over, not doubled", {PINS, 1}, {LOWERED, 0},
+           {DEV_PINNED, 2}, {RENEWED, 1}, {MADE, 1});
     OK(rkv_tree_set_time(s.tree, 999));
-    cr_assert_eq(lp_rs(&s).pins, 1, "the later deadline (1000) was kept");
+    EXPECT(&s, "the later deadline (1000) was kept", {PINS, 1});
     OK(rkv_tree_set_time(s.tree, 1000));
-    cr_assert_eq(lp_rs(&s).pins, 0);
+    EXPECT(&s, NULL, {PINS, 0});
     lp_close(&s);
 }
 
@@ -676,30 +653,15 @@ Test(lower_pins, load_back_keeps_pin)
 Test(lower_pins, host_over_disk)
 {
     lp s;
-    lp_open(&s, 8, 4, 8, 50, 0);
-    OK(lp_insert(&s, 0, 2));
-    lp_pin(&s, 0, 2, 1, 1000, 0);
-    OK(lp_insert(&s, 1, 6));
-    lp_squeeze(&s);
-    lp_check(&s);
-    for (uint32_t a = 2; a < 6; a++) {
-        OK(lp_insert(&s, a, 8));
-        lp_squeeze(&s);
-        lp_check(&s);
-    }
+    lp_open_full_squeezed(&s, 4, 8, 0);
+    lp_rounds(&s, 2, 6);
     rkv_tier_match tm;
     cr_assert_eq(lp_cached(&s, 0, 2, &tm), 2 * TP);
     cr_assert_eq(tm.disk_tokens, 2 * TP, "written down to the disk");
-    rkv_retention_stats rs = lp_rs(&s);
-    cr_assert_eq(rs.pins_lowered, 1);
-    cr_assert_eq(rs.pins_revoked, 0);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_DISK], 2);
-    cr_assert_eq(rs.pinned_by_medium[RKV_MEDIUM_HOST], 0);
-    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_DISK], 4);
-    cr_assert_eq(rs.pin_cap_by_medium[RKV_MEDIUM_HOST], 2);
+    EXPECT(&s, NULL, {LOWERED, 1}, {REVOKED, 0}, {DISK, 2}, {HOST, 0},
+           {CAP_DISK, 4}, {CAP_HOST, 2});
     lp_load(&s, 0, 2, RKV_OK);
-    cr_assert_eq(lp_rs(&s).pinned_by_medium[RKV_MEDIUM_DISK], 0);
-    lp_check(&s);
+    EXPECT(&s, NULL, {DISK, 0});
     lp_close(&s);
 }
 
@@ -710,9 +672,7 @@ Test(lower_pins, oom_retain_with_lowered_pin)
     int64_t live0 = rkv_debug_live_tree_allocs_global();
     for (int64_t k = 0; k < 16; k++) {
         lp s;
-        lp_open(&s, 8, 8, 0, 50, 0);
-        OK(lp_insert(&s, 0, 4));
-        lp_pin(&s, 0, 4, 1, 1000, 0);
+        lp_open_pinned(&s, 8, 0, 0, 4);
         lp_squeeze(&s);
         lp_load(&s, 0, 4, RKV_OK);
         rkv_retention_stats before = lp_rs(&s);
@@ -726,13 +686,12 @@ Test(lower_pins, oom_retain_with_lowered_pin)
                                         NULL);
         rkv_tree_debug_fail_alloc_after(s.tree, -1);
         lp_check(&s);
-        rkv_retention_stats after = lp_rs(&s);
         if (st == RKV_ERR_NOMEM) {
-            cr_assert_eq(after.pins, before.pins);
-            cr_assert_eq(after.pins_lowered, before.pins_lowered);
+            EXPECT(&s, "a failed retain changes nothing",
+                   {PINS, before.pins}, {LOWERED, before.pins_lowered});
         } else {
             OK(st);
-            cr_assert_eq(after.pins, 2);
+            EXPECT(&s, NULL, {PINS, 2});
         }
         lp_close(&s);
         cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
@@ -764,7 +723,7 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
                        int faults)
 {
     lp s;
-    lp_open(&s, 16, host_cap, disk_cap, 50, 0);
+    lp_open(&s, 16, host_cap, disk_cap, 0);
     rpin ref[RMAX];
     uint32_t nref = 0;
     uint64_t r = seed, now = 0;
@@ -775,7 +734,7 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
         switch (xs(&r) % 8) {
         case 0:
         case 1: {
-            rkv_status st = lp_insert(&s, a, n);
+            rkv_status st = lp_try_insert(&s, a, n);
             cr_assert(st == RKV_OK || st == RKV_ERR_NO_SPACE, "%s",
                       rkv_last_error());
             break;
@@ -867,7 +826,7 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
         default:
             if (faults && xs(&r) % 3 == 0)
                 rkv_store_fail_after(s.host, 1 + (uint32_t)(xs(&r) % 4));
-            lp_squeeze(&s);
+            lp_take_all(&s);
             rkv_store_fail_after(s.host, 0);
             break;
         }

@@ -96,6 +96,65 @@ static void put(lenv *e, uint32_t n, int32_t seed, rkv_block_id *b)
     OKT(rkv_tree_check(e->tree));
 }
 
+/* lsetup with the store log on at `capacity` records. */
+static void lsetup_logged(lenv *e, uint32_t host_blocks, uint32_t disk_blocks,
+                          int policy, uint32_t capacity)
+{
+    lsetup(e, host_blocks, disk_blocks, policy);
+    OKT(rkv_tree_store_log_enable(e->tree, capacity));
+}
+
+/* An 8-block host, no disk, the log on at `capacity`; then n pages of
+ * tokens seeded by `seed` cached, their blocks in b[]. */
+static void lsetup_cached(lenv *e, int policy, uint32_t capacity, uint32_t n,
+                          int32_t seed, rkv_block_id *b)
+{
+    lsetup_logged(e, 8, 0, policy, capacity);
+    put(e, n, seed, b);
+}
+
+/* The log as it stands (it must be on). */
+static rkv_store_log lread(const lenv *e)
+{
+    rkv_store_log lg;
+    OKT(rkv_tree_store_log_read(e->tree, &lg));
+    return lg;
+}
+
+/* Drops the log's first n records; the log after. */
+static rkv_store_log lclear(lenv *e, uint32_t n)
+{
+    rkv_tree_store_log_clear(e->tree, n);
+    return lread(e);
+}
+
+/* Evicts up to n pages from the device; how many were freed. */
+static uint32_t levict(lenv *e, uint32_t n)
+{
+    uint32_t freed = 0;
+    OKT(rkv_tree_evict(e->tree, n, &freed));
+    OKT(rkv_tree_check(e->tree));
+    return freed;
+}
+
+static rkv_tier_stats ltier_stats(const lenv *e)
+{
+    rkv_tier_stats ts;
+    OKT(rkv_tree_tier_stats(e->tree, &ts));
+    return ts;
+}
+
+/* A record of a store from the device: its source block, and whether it
+ * was queued (write-through) or made at once (a demotion). */
+static void assert_from_device(const rkv_store_record *r, rkv_block_id block,
+                               int queued)
+{
+    cr_assert_eq(r->block, block);
+    cr_assert_eq(r->from, RKV_MEDIUM_DEVICE);
+    cr_assert_eq(r->medium, RKV_MEDIUM_HOST);
+    cr_assert_eq(r->queued, queued);
+}
+
 Test(store_log, off_by_default_and_ranges)
 {
     lenv e;
@@ -109,8 +168,7 @@ Test(store_log, off_by_default_and_ranges)
     rkv_block_id b[2];
     put(&e, 2, 1, b); /* off: nothing recorded, nothing breaks */
     OKT(rkv_tree_store_log_enable(e.tree, 4));
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
-    cr_assert_eq(lg.num_records, 0);
+    cr_assert_eq(lread(&e).num_records, 0);
     rkv_tree_store_log_clear(e.tree, 9); /* empty: fine */
     OKT(rkv_tree_store_log_enable(e.tree, 0));
     cr_assert_eq(rkv_tree_store_log_read(e.tree, &lg), RKV_ERR_STATE);
@@ -123,39 +181,26 @@ Test(store_log, off_by_default_and_ranges)
 Test(store_log, write_through_records_source_blocks)
 {
     lenv e;
-    lsetup(&e, 8, 0, RKV_WRITE_THROUGH);
-    OKT(rkv_tree_store_log_enable(e.tree, 16));
     rkv_block_id b[3];
-    put(&e, 3, 2, b);
-    rkv_store_log lg;
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    lsetup_cached(&e, RKV_WRITE_THROUGH, 16, 3, 2, b);
+    rkv_store_log lg = lread(&e);
     cr_assert_eq(lg.num_records, 3);
     for (uint32_t i = 0; i < 3; i++) {
-        const rkv_store_record *r = &lg.records[i];
-        cr_assert_eq(r->block, b[i]);
-        cr_assert_eq(r->from, RKV_MEDIUM_DEVICE);
-        cr_assert_eq(r->medium, RKV_MEDIUM_HOST);
-        cr_assert_eq(r->queued, 1);
-        cr_assert_neq(r->hash, 0);
+        assert_from_device(&lg.records[i], b[i], 1);
+        cr_assert_neq(lg.records[i].hash, 0);
     }
     uint32_t n = 0;
     OKT(rkv_tree_tier_poll(e.tree, NULL, 0, &n));
     OKT(rkv_tree_check(e.tree));
-    uint32_t freed = 0;
-    OKT(rkv_tree_evict(e.tree, 3, &freed));
-    OKT(rkv_tree_check(e.tree));
-    cr_assert_eq(freed, 3);
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    cr_assert_eq(levict(&e, 3), 3);
+    lg = lread(&e);
     cr_assert_eq(lg.num_records, 3, "already on the host: no demotion store");
     /* partial clear keeps the newest, in order */
     rkv_block_id third = lg.records[2].block;
-    rkv_tree_store_log_clear(e.tree, 2);
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    lg = lclear(&e, 2);
     cr_assert_eq(lg.num_records, 1);
     cr_assert_eq(lg.records[0].block, third);
-    rkv_tree_store_log_clear(e.tree, 1);
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
-    cr_assert_eq(lg.num_records, 0);
+    cr_assert_eq(lclear(&e, 1).num_records, 0);
     lfini(&e);
 }
 
@@ -164,34 +209,22 @@ Test(store_log, write_through_records_source_blocks)
 Test(store_log, demotions_recorded_and_bounded)
 {
     lenv e;
-    lsetup(&e, 8, 0, RKV_WRITE_BACK);
-    OKT(rkv_tree_store_log_enable(e.tree, 2));
     rkv_block_id b[4];
-    put(&e, 4, 3, b);
-    rkv_store_log lg;
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
-    cr_assert_eq(lg.num_records, 0, "write-back stores nothing at insert");
-    uint32_t freed = 0;
-    OKT(rkv_tree_evict(e.tree, 4, &freed));
-    OKT(rkv_tree_check(e.tree));
-    rkv_tier_stats ts;
-    OKT(rkv_tree_tier_stats(e.tree, &ts));
-    cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 4);
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    lsetup_cached(&e, RKV_WRITE_BACK, 2, 4, 3, b);
+    cr_assert_eq(lread(&e).num_records, 0,
+                 "write-back stores nothing at insert");
+    levict(&e, 4);
+    cr_assert_eq(ltier_stats(&e).stores_blocks[RKV_MEDIUM_HOST], 4);
+    rkv_store_log lg = lread(&e);
     cr_assert_eq(lg.num_records, 2);
     cr_assert_eq(lg.lost[RKV_MEDIUM_HOST], 2);
-    for (uint32_t i = 0; i < 2; i++) {
-        cr_assert_eq(lg.records[i].queued, 0);
-        cr_assert_eq(lg.records[i].from, RKV_MEDIUM_DEVICE);
-        cr_assert_eq(lg.records[i].block, b[i], "demoted in page order");
-    }
-    rkv_tree_store_log_clear(e.tree, 2);
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    for (uint32_t i = 0; i < 2; i++)
+        assert_from_device(&lg.records[i], b[i], 0); /* in page order */
+    lg = lclear(&e, 2);
     cr_assert_eq(lg.num_records + lg.lost[RKV_MEDIUM_HOST], 0);
     /* a new capacity starts empty */
     OKT(rkv_tree_store_log_enable(e.tree, 8));
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
-    cr_assert_eq(lg.num_records, 0);
+    cr_assert_eq(lread(&e).num_records, 0);
     lfini(&e);
 }
 
@@ -200,20 +233,15 @@ Test(store_log, demotions_recorded_and_bounded)
 Test(store_log, host_to_disk_records)
 {
     lenv e;
-    lsetup(&e, 2, 16, RKV_WRITE_BACK);
-    OKT(rkv_tree_store_log_enable(e.tree, 64));
+    lsetup_logged(&e, 2, 16, RKV_WRITE_BACK, 64);
     for (int32_t s = 0; s < 4; s++) {
         rkv_block_id b[2];
         put(&e, 2, 10 + s, b);
-        uint32_t freed = 0;
-        OKT(rkv_tree_evict(e.tree, 2, &freed));
-        OKT(rkv_tree_check(e.tree));
+        levict(&e, 2);
     }
-    rkv_tier_stats ts;
-    OKT(rkv_tree_tier_stats(e.tree, &ts));
+    rkv_tier_stats ts = ltier_stats(&e);
     cr_assert_gt(ts.stores_blocks[RKV_MEDIUM_DISK], 0);
-    rkv_store_log lg;
-    OKT(rkv_tree_store_log_read(e.tree, &lg));
+    rkv_store_log lg = lread(&e);
     uint64_t dev = 0, disk = 0;
     for (uint32_t i = 0; i < lg.num_records; i++) {
         const rkv_store_record *r = &lg.records[i];
