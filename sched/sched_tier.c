@@ -473,11 +473,17 @@ void rkv_stier_destroy(rkv_sched *s)
 {
     for (uint32_t i = 0; i < s->nwaiting; i++)
         rkv_stier_drop(s, s->waiting[i]);
-    /* loads still queued: run them so their leases can go (bounded: a
-     * backend that never completes leaves them to the tree's destroy) */
-    for (int round = 0; round < 64 && s->orphans.count > 0; round++) {
-        uint32_t before = s->orphans.count;
-        if (rkv_stier_poll(s) != RKV_OK || s->orphans.count == before)
+    /* loads still queued or in flight: poll them to completion so their
+     * leases can go. On a CUDA pool a poll that completes nothing still
+     * progresses (it issues the batch, or finds its event not ready yet),
+     * so "no orphan released" is no reason to stop -- stopping there left
+     * the leases in the tree for good; what ends the wait is the tree
+     * having no load pending. Bounded: a copy engine that never completes
+     * leaves them to the tree's destroy. */
+    for (int round = 0; round < 4096 && s->orphans.count > 0; round++) {
+        rkv_tier_stats ts;
+        if (rkv_stier_poll(s) != RKV_OK || rkv_tree_tier_stats(s->tree, &ts) != RKV_OK ||
+            ts.pending_loads == 0)
             break;
     }
     rkv_u64map_fini(&s->tickets);

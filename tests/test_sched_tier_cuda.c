@@ -877,3 +877,135 @@ Test(sched_tier_cuda, host_disk_chain_loads_from_disk)
     no_leak(&e);
     tfini(&e);
 }
+
+/* Failure injection over a busy scenario (host hits loaded by several
+ * requests, preemption with swap-out and swap-in, write-back demotions):
+ * the k-th asynchronous copy call of a kind (rkv_tree_debug_copy_fail:
+ * a block copy or event record at issue, an event query at completion)
+ * fails, for every k until the scenario makes fewer. Each time every
+ * request finishes with the right KV (run_plan checks every attended
+ * position), a failed load is computed instead, nothing leaks. Returns
+ * the failed loads + stores the tree counted (0: the injection did not
+ * reach). */
+static uint64_t copy_fail_scenario(int which, uint32_t k, int chain)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 3);
+    c.swap = 1;
+    tsetup(&e, 16, chain ? 6 : 64, chain ? 64 : 0, &c, RKV_WRITE_BACK);
+    int32_t shared[28];
+    fill_tokens(shared, 28, 4242);
+    warm_lower(&e, shared, 24, 3);
+    if (k > 0)
+        rkv_tree_debug_copy_fail(e.tree, which, k);
+    int32_t t[40];
+    for (uint64_t id = 4; id < 10; id++) {
+        memcpy(t, shared, sizeof shared);
+        fill_tokens(t + 24, 8, 300 + id);
+        OK(tsubmit(&e, id, id % 2 ? t : t + 8, 24, 20));
+    }
+    tdrain(&e, 4000);
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    uint64_t failed = ts.failed_loads + ts.failed_stores;
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_leq(st.failed_loads, ts.failed_loads);
+    if (k == 0) {
+        cr_assert_eq(failed, 0);
+        cr_assert_gt(st.loads, 0, "the scenario loads");
+        cr_assert_gt(st.swap_outs, 0, "the scenario swaps out");
+        cr_log_info("scenario%s: loads %llu swap-ins %llu, cached from host %llu disk %llu",
+                    chain ? " (chain)" : "", (unsigned long long)st.loads,
+                    (unsigned long long)st.swap_ins,
+                    (unsigned long long)st.cached_tokens_by_medium[RKV_MEDIUM_HOST],
+                    (unsigned long long)st.cached_tokens_by_medium[RKV_MEDIUM_DISK]);
+    }
+    rkv_tree_debug_copy_fail(e.tree, which, 0);
+    no_leak(&e);
+    tfini(&e);
+    return failed;
+}
+
+static void copy_fail_sweep(int which, int chain)
+{
+    (void)copy_fail_scenario(which, 0, chain);
+    /* a call whose failure the stats do not count (none known) must not
+     * end the sweep early: it ends after 3 runs in a row without one */
+    uint32_t k = 1, hit = 0, misses = 0;
+    for (; k < 400 && misses < 3; k++) {
+        if (copy_fail_scenario(which, k, chain) == 0)
+            misses++;
+        else {
+            hit++;
+            misses = 0;
+        }
+    }
+    cr_assert_gt(hit, 0, "no copy failed: the injection did not reach");
+    cr_assert_lt(k, 400, "copies kept failing past 400");
+    cr_log_info("%s%s: %u injections", which == RKV_DEBUG_COPY_ISSUE ? "issue" : "query",
+                chain ? " (chain)" : "", hit);
+}
+
+Test(sched_tier_cuda, copy_failures_at_issue_one_by_one, .timeout = 600)
+{
+    copy_fail_sweep(RKV_DEBUG_COPY_ISSUE, 0);
+    copy_fail_sweep(RKV_DEBUG_COPY_ISSUE, 1);
+}
+
+Test(sched_tier_cuda, copy_failures_at_query_one_by_one, .timeout = 600)
+{
+    copy_fail_sweep(RKV_DEBUG_COPY_QUERY, 0);
+    copy_fail_sweep(RKV_DEBUG_COPY_QUERY, 1);
+}
+
+/* The scheduler destroyed with one load in flight and one queued: the
+ * tree is left consistent, the copies complete on its later polls, and
+ * then nothing holds a device block (the scheduler's leases went with
+ * it); a new scheduler on the same tree serves the prefix. */
+Test(sched_tier_cuda, destroy_with_loads_in_flight)
+{
+    tenv e;
+    rkv_sched_config c = base_cfg(RKV_POLICY_LPM, 4);
+    tsetup(&e, 24, 64, 0, &c, RKV_WRITE_BACK);
+    int32_t a[28], b[28];
+    fill_tokens(a, 28, 4242);
+    fill_tokens(b, 28, 4343);
+    OK(tsubmit(&e, 0, a, 24, 1));
+    OK(tsubmit(&e, 1, b, 24, 1));
+    tdrain(&e, 100);
+    uint32_t freed = 0; /* both demoted to the host */
+    while (rkv_tree_evict(e.tree, 1, &freed) == RKV_OK)
+        OK(rkv_tree_check(e.tree));
+    OK(tsubmit(&e, 6, a, 28, 2));
+    cr_assert_eq(tstep(&e), 0); /* 6 queued */
+    OK(tsubmit(&e, 7, b, 28, 2));
+    cr_assert_eq(tstep(&e), 0); /* 6 issued, 7 queued */
+    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 1);
+    rkv_sched_destroy(e.s);
+    e.s = NULL;
+    OK(rkv_tree_check(e.tree));
+    rkv_transfer_done d[8];
+    for (int i = 0; i < 8; i++) {
+        uint32_t n = 0;
+        OK(rkv_tree_tier_poll(e.tree, d, 8, &n));
+        OK(rkv_tree_check(e.tree));
+    }
+    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 0);
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.pending_loads, 0);
+    /* no lease left behind: every device page can be evicted */
+    while (rkv_tree_evict(e.tree, 1, &freed) == RKV_OK)
+        OK(rkv_tree_check(e.tree));
+    cr_assert_eq(rkv_pool_num_free(e.pool), e.nblocks, "a lease outlived "
+                 "its scheduler: %u of %u blocks free",
+                 rkv_pool_num_free(e.pool), e.nblocks);
+    OK(rkv_sched_create(e.tree, &c, &e.s));
+    e.live = 0;
+    OK(tsubmit(&e, 8, a, 28, 2));
+    tdrain(&e, 100);
+    cr_assert_geq(e.r[8].first_cached, 24);
+    no_leak(&e);
+    tfini(&e);
+}
