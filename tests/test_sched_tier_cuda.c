@@ -22,10 +22,13 @@
  * preemption and back; a failed copy at issue and at the event query
  * (the request computes, nothing is lost), then every copy call of
  * each kind failed in turn over a busy scenario (host, and host -> disk
- * chain); STORE source blocks under write-through and write-back; loads
- * from the disk of a host -> disk chain; the scheduler destroyed with
- * loads in flight (its leases must not outlive it). TS_DEBUG=1 prints
- * each step.
+ * chain); STORE source blocks under write-through and write-back, and
+ * under device pressure (a STORE listed queued must still own its
+ * source blocks: they are read through the pool, which refuses a free
+ * block; done STOREs' and swap-outs' blocks, possibly freed, are read
+ * straight from device memory); loads from the disk of a host -> disk
+ * chain; the scheduler destroyed with loads in flight (its leases must
+ * not outlive it). TS_DEBUG=1 prints each step.
  *
  * Built in every configuration; it runs where a CUDA pool can be created
  * (-DRKV_CUDA=SIM: .ci/run runs it in forward, reverse and deferred mode,
