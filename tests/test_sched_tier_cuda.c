@@ -506,23 +506,32 @@ static void tdrain(tenv *e, int64_t max_steps)
     }
 }
 
-/* Nothing waits; copies in flight finish (a few polls: deferred, each
- * event is "not ready" once); then nothing holds a device block. */
+/* Polls the tree until no copy is queued or in flight (the simulator
+ * needs a few polls; a GPU as many as its copies take). */
+static void settle(tenv *e)
+{
+    rkv_transfer_done d[8];
+    for (uint32_t i = 0; i < 1000000; i++) {
+        rkv_tier_stats ts;
+        OK(rkv_tree_tier_stats(e->tree, &ts));
+        if (ts.pending_loads + ts.pending_stores == 0 &&
+            rkv_tree_debug_copy_inflight(e->tree) == 0)
+            return;
+        uint32_t n = 0;
+        OK(rkv_tree_tier_poll(e->tree, d, 8, &n));
+        OK(rkv_tree_check(e->tree));
+    }
+    cr_assert_fail("tier copies never completed");
+}
+
+/* Nothing waits; copies in flight finish; then nothing holds a device
+ * block. */
 static void no_leak(tenv *e)
 {
     rkv_sched_stats st;
     OK(rkv_sched_get_stats(e->s, &st));
     cr_assert_eq(st.waiting + st.running + st.loading, 0);
-    rkv_transfer_done d[8];
-    for (int i = 0; i < 8; i++) {
-        uint32_t n = 0;
-        OK(rkv_tree_tier_poll(e->tree, d, 8, &n));
-        OK(rkv_tree_check(e->tree));
-    }
-    cr_assert_eq(rkv_tree_debug_copy_inflight(e->tree), 0);
-    rkv_tier_stats ts;
-    OK(rkv_tree_tier_stats(e->tree, &ts));
-    cr_assert_eq(ts.pending_loads + ts.pending_stores, 0);
+    settle(e);
     OK(rkv_tree_reset(e->tree));
     OK(rkv_tree_check(e->tree));
     OK(rkv_pool_check(e->pool));
@@ -579,6 +588,21 @@ static int64_t load_steps(void)
     return deferred() ? 3 : 2;
 }
 
+/* Request id was first planned in step want: exactly on the simulator,
+ * whose copies are done by the first query that may see them; at or
+ * after it on a GPU, where a copy may still run at that poll. */
+static void admitted_at(const tenv *e, uint64_t id, int64_t want)
+{
+    int64_t got = e->r[id].first_step;
+#ifdef RKV_CUDASIM
+    cr_assert_eq(got, want, "request %llu admitted in step %lld, not %lld",
+                 (unsigned long long)id, (long long)got, (long long)want);
+#else
+    cr_assert_geq(got, want, "request %llu admitted in step %lld, before %lld",
+                  (unsigned long long)id, (long long)got, (long long)want);
+#endif
+}
+
 /* A request whose prefix is on the host waits, loading, through the
  * steps its ticket takes (LOADING, not admitted, its slot held), then
  * runs on the loaded pages with the right KV. */
@@ -605,8 +629,7 @@ Test(sched_tier_cuda, host_load_spans_steps)
     }
     cr_assert_eq(e.r[6].loads_seen, 1);
     tdrain(&e, 400);
-    cr_assert_eq(e.r[6].first_step, s0 + load_steps(),
-                 "admitted in the step whose poll completed the load");
+    admitted_at(&e, 6, s0 + load_steps()); /* the poll completing the load */
     cr_assert_gt(e.r[6].first_host, 0);
     cr_assert_geq(e.r[6].first_cached, e.r[6].first_host);
     cr_assert_eq(e.r[6].nload_blocks * P, e.r[6].first_host);
@@ -638,8 +661,7 @@ Test(sched_tier_cuda, others_run_while_one_loads)
     }
     cr_assert_eq(e.r[5].first_step, s0);
     tdrain(&e, 400);
-    cr_assert_eq(e.r[6].first_step, s0 + load_steps(), "first step %lld, s0 %lld",
-                 (long long)e.r[6].first_step, (long long)s0);
+    admitted_at(&e, 6, s0 + load_steps());
     cr_assert_gt(e.r[6].first_host, 0);
     no_leak(&e);
     tfini(&e);
@@ -664,8 +686,8 @@ Test(sched_tier_cuda, shared_prefix_loaded_once)
     cr_assert_eq(st.failed_loads, 0);
     cr_assert_eq(st.loads, 1, "the shared prefix was loaded %llu times",
                  (unsigned long long)st.loads);
-    cr_assert_eq(e.r[6].first_step, s0 + load_steps());
-    cr_assert_eq(e.r[7].first_step, s0 + load_steps());
+    admitted_at(&e, 6, s0 + load_steps());
+    admitted_at(&e, 7, e.r[6].first_step); /* with 6, not later */
     cr_assert_geq(e.r[7].first_cached, 24);
     cr_assert_eq(e.r[7].first_host, 0, "on the device: 6's load, not 7's");
     no_leak(&e);
@@ -803,6 +825,7 @@ Test(sched_tier_cuda, store_copies_list_source_blocks)
     tdrain(&e, 200);
     for (int k = 0; k < 3; k++) /* the last stores listed, issued, done */
         (void)tstep(&e);
+    settle(&e); /* a GPU may take longer; no loads pending to miss */
     rkv_tier_stats ts;
     OK(rkv_tree_tier_stats(e.tree, &ts));
     cr_assert_eq(ts.pending_stores, 0);
@@ -993,16 +1016,7 @@ Test(sched_tier_cuda, destroy_with_loads_in_flight)
     rkv_sched_destroy(e.s);
     e.s = NULL;
     OK(rkv_tree_check(e.tree));
-    rkv_transfer_done d[8];
-    for (int i = 0; i < 8; i++) {
-        uint32_t n = 0;
-        OK(rkv_tree_tier_poll(e.tree, d, 8, &n));
-        OK(rkv_tree_check(e.tree));
-    }
-    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 0);
-    rkv_tier_stats ts;
-    OK(rkv_tree_tier_stats(e.tree, &ts));
-    cr_assert_eq(ts.pending_loads, 0);
+    settle(&e); /* the orphaned loads complete on the tree's polls */
     /* no lease left behind: every device page can be evicted */
     while (rkv_tree_evict(e.tree, 1, &freed) == RKV_OK)
         OK(rkv_tree_check(e.tree));
