@@ -1170,12 +1170,15 @@ typedef struct rkv_plan_copy {
                          (stores)                                           */
     uint32_t pages;
     int done;         /* STORE: 1 when the tree already made the copy (a
-                         device eviction's demotion: its source blocks were
-                         freed after it and may hold other pages by now; or
-                         the host's write to the disk); 0 when queued: it
-                         runs in the next rkv_sched_step's poll and its
-                         source blocks hold the pages until then. Other
-                         kinds: 0 (they complete by ticket)                 */
+                         device eviction's demotion, or a store queued
+                         before this step's poll, which ran it -- issued
+                         it, on a CUDA pool: its source blocks may have
+                         been freed since and hold other pages by now; or
+                         the host's write to the disk); 0 when queued
+                         after this step's poll: it runs in the next
+                         rkv_sched_step's poll and its source blocks hold
+                         the pages until then. Other kinds: 0 (they
+                         complete by ticket)                                */
 } rkv_plan_copy;
 
 /*

@@ -121,6 +121,14 @@ rkv_status rkv_stier_poll(rkv_sched *s)
 {
     if (!s->cfg.use_tiers)
         return RKV_OK;
+    /* the stores queued so far run (or, on a CUDA pool, are issued) in
+     * this poll: listed as queued, an engine would take their source
+     * blocks as holding the pages until the next step's poll, while an
+     * eviction later in this step may free them */
+    rkv_store_log lg;
+    s->slog_polled = s->slog_on && rkv_tree_store_log_read(s->tree, &lg) == RKV_OK
+                         ? lg.num_records
+                         : 0;
     rkv_transfer_done d[16];
     uint32_t n;
     do {
@@ -328,13 +336,17 @@ static void rkv_stier_list_stores(rkv_sched *s)
     rkv_store_log lg;
     if (rkv_tree_store_log_read(s->tree, &lg) != RKV_OK)
         return;
-    uint32_t i = 0;
+    uint32_t i = 0, polled = s->slog_polled;
+    s->slog_polled = 0;
     while (i < lg.num_records) {
         const rkv_store_record *a = &lg.records[i];
+        /* queued before this step's poll: that poll took it (see
+         * slog_polled), so it is done as far as the plan is concerned */
+        int done = !a->queued || i < polled;
         uint32_t j = i + 1;
         while (j < lg.num_records && lg.records[j].from == a->from &&
                lg.records[j].medium == a->medium &&
-               lg.records[j].queued == a->queued)
+               (!lg.records[j].queued || j < polled) == done)
             j++;
         uint32_t pages = j - i;
         uint32_t nb = a->from == RKV_MEDIUM_DEVICE ? pages : 0;
@@ -346,7 +358,7 @@ static void rkv_stier_list_stores(rkv_sched *s)
         for (uint32_t k = 0; k < nb; k++)
             dst[k] = lg.records[i + k].block;
         rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, a->medium, pages, nb);
-        s->copies[s->ncopies - 1].done = !a->queued;
+        s->copies[s->ncopies - 1].done = done;
         i = j;
     }
     for (int m = RKV_MEDIUM_HOST; m < RKV_MEDIUM_COUNT; m++) {
@@ -473,11 +485,17 @@ void rkv_stier_destroy(rkv_sched *s)
 {
     for (uint32_t i = 0; i < s->nwaiting; i++)
         rkv_stier_drop(s, s->waiting[i]);
-    /* loads still queued: run them so their leases can go (bounded: a
-     * backend that never completes leaves them to the tree's destroy) */
-    for (int round = 0; round < 64 && s->orphans.count > 0; round++) {
-        uint32_t before = s->orphans.count;
-        if (rkv_stier_poll(s) != RKV_OK || s->orphans.count == before)
+    /* loads still queued or in flight: poll them to completion so their
+     * leases can go. On a CUDA pool a poll that completes nothing still
+     * progresses (it issues the batch, or finds its event not ready yet),
+     * so "no orphan released" is no reason to stop -- stopping there left
+     * the leases in the tree for good; what ends the wait is the tree
+     * having no load pending. Bounded: a copy engine that never completes
+     * leaves them to the tree's destroy. */
+    for (int round = 0; round < 4096 && s->orphans.count > 0; round++) {
+        rkv_tier_stats ts;
+        if (rkv_stier_poll(s) != RKV_OK || rkv_tree_tier_stats(s->tree, &ts) != RKV_OK ||
+            ts.pending_loads == 0)
             break;
     }
     rkv_u64map_fini(&s->tickets);
