@@ -370,6 +370,15 @@ void rkv_tcopy_poll(rkv_tree *t)
     tc_pop_dead(t->tier);
 }
 
+void rkv_tcopy_wait_issued(rkv_tree *t)
+{
+    if (t->tier == NULL)
+        return;
+    rkv_tcopy *c = &t->tier->cp;
+    if (c->on && c->blen > 0 && !c->stall)
+        tc_sync(t);
+}
+
 void rkv_tcopy_wait_store(rkv_tree *t, rkv_tstore *op)
 {
     rkv_tcopy *c = &t->tier->cp;

@@ -58,6 +58,11 @@ void rkv_tcopy_poll(rkv_tree *t);
 /* A demotion met queued store *op in flight: waits for its batch's event
  * and finishes op (the rest of the batch finishes at a later poll). */
 void rkv_tcopy_wait_store(rkv_tree *t, struct rkv_tstore *op);
+/* Blocks until every batch already issued has run on the copy stream
+ * (the next poll then finishes them all); a no-op without copies in flight.
+ * For teardown (the scheduler's destroy): a poll loop alone would spin on
+ * a real GPU until the copies land. */
+void rkv_tcopy_wait_issued(rkv_tree *t);
 /* rkv_tree_check: the batch table and what refers to it. */
 rkv_status rkv_tcopy_check(const rkv_tree *t);
 

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "radix/tree_copy.h"
 #include "radix/tree_lease.h"
 #include "radix/tree_tier_stored.h"
 #include "sched/sched_internal.h"
@@ -490,13 +491,16 @@ void rkv_stier_destroy(rkv_sched *s)
      * progresses (it issues the batch, or finds its event not ready yet),
      * so "no orphan released" is no reason to stop -- stopping there left
      * the leases in the tree for good; what ends the wait is the tree
-     * having no load pending. Bounded: a copy engine that never completes
-     * leaves them to the tree's destroy. */
+     * having no load pending. Between polls it waits for the batches
+     * already issued (a stream sync), so a real GPU is not spun on; a
+     * load queued behind them is issued by the next poll. Bounded: a copy
+     * engine that never completes leaves them to the tree's destroy. */
     for (int round = 0; round < 4096 && s->orphans.count > 0; round++) {
         rkv_tier_stats ts;
         if (rkv_stier_poll(s) != RKV_OK || rkv_tree_tier_stats(s->tree, &ts) != RKV_OK ||
             ts.pending_loads == 0)
             break;
+        rkv_tcopy_wait_issued(s->tree);
     }
     rkv_u64map_fini(&s->tickets);
     rkv_u64map_fini(&s->orphans);
