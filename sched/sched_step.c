@@ -504,7 +504,16 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     else
         s->new_token_ratio = s->new_token_ratio - 0.001 > 0.1
                                  ? s->new_token_ratio - 0.001 : 0.1;
+    uint64_t released = s->st.loads_released;
     if (st == RKV_OK)
+        st = rkv_step_admit(s, now_ms, &budget);
+    /* With nothing running, an admission that found the pool held by
+     * completed loads released them (their pages became ordinary cached
+     * pages) and stopped. Admit again at once: an empty plan with nothing
+     * running and nothing loading tells the engine there is no work, and
+     * it may then wait for an arrival while these requests could run. */
+    if (st == RKV_OK && s->plan_n == 0 && s->nrunning == 0 &&
+        s->st.loads_released != released)
         st = rkv_step_admit(s, now_ms, &budget);
     if (st == RKV_OK)
         st = rkv_plan_build(s);

@@ -162,6 +162,34 @@ Test(replay_tiers, host_over_disk, .timeout = 600)
     rkv_workload_free(&wl);
 }
 
+/* Regression (found by a random seed of test_replay_fleet): with nothing
+ * running, a step whose admission released completed loads that held the
+ * pool returned an empty plan although the requests could now run, so the
+ * replay (as an engine would) took it for a stall. The step now admits
+ * again after such a release. This workload and configuration reproduce
+ * it: 8 requests were left waiting. */
+Test(replay_tiers, released_loads_do_not_stall_a_step, .timeout = 600)
+{
+    rkv_agentic_config ac;
+    rkv_agentic_config_init(&ac);
+    ac.sessions = 12;
+    ac.turns_max = 8;
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_agentic(&wl, &ac, 1795768610412799410ull), RKV_OK);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 9000;
+    cfg.host_capacity_tokens = 12000;
+    cfg.disk_capacity_tokens = 40000;
+    cfg.check_every = 97;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(res.requests + res.rejected_requests, wl.num_reqs);
+    cr_assert_gt(res.load_blocks, 0, "the tiers were used");
+    rkv_workload_free(&wl);
+}
+
 Test(replay_tiers, refusals)
 {
     rkv_workload wl;
