@@ -50,12 +50,13 @@
  *   node: its tpage slots are disk slots), so a lower path is host pages
  *   then disk pages and the host part is prefix-closed like the device
  *   part. The host evicts its FRONTIER (LOWER host nodes with no host
- *   child) oldest first, and writes each such node to the disk as a whole
+ *   child) oldest first (lowest priority first under RKV_EVICT_PRIORITY:
+ *   point (7)), and writes each such node to the disk as a whole
  *   (its own write-back; a page that cannot be written -- no slot the
  *   disk LRU can free, a failed copy -- and everything after it leave the
  *   tree); only the lowest tier's LRU (disk leaves, or the single store's
  *   leaves) drops pages, tail first, never a page with cached pages under
- *   it. Unlike HiCache, the disk copy is exclusive: a load from the disk
+ *   it (again by priority first under RKV_EVICT_PRIORITY). Unlike HiCache, the disk copy is exclusive: a load from the disk
  *   frees it under every policy (device pages' copies are host copies, so
  *   "already on disk" never arises when the host writes back); a page
  *   promoted from the disk goes down through the host again. (6) Pins
@@ -82,6 +83,20 @@
  *   keeps its lease below the device), which would have made every lock
  *   user (tree_lease.c, yield_blocks, the device LRU, loads) learn LOWER
  *   nodes. drop_pinned = 1 keeps the old behaviour: pressure revokes.
+ *   (7) Priorities (issue 13): a page keeps its node's meta[].prio in every
+ *   medium (demotion, loads and host -> disk keep the node's id; a split
+ *   copies the entry), and under RKV_EVICT_PRIORITY each lower LRU is
+ *   ordered as the device's: one oldest-first list per priority (0..100)
+ *   and a bit mask of the non-empty ones, so the host's frontier and the
+ *   lowest tier's leaves go lowest priority first, least recently used
+ *   among equals; the victim is found in O(1) (first set bit), a node is
+ *   placed by a walk from its bucket's tail as before. Otherwise every node
+ *   is in bucket 0: under lru and learned the tiers keep plain LRU, their
+ *   order before priorities reached them (the learned classes are trained
+ *   on device reuse; using them below the device is not measured). The
+ *   links are the
+ *   node's lru_prev/lru_next (a LOWER node is never on a device list), so a
+ *   node stays 64 bytes; the tier holds 2 x 101 head/tail pairs.
  *
  * Invariants (rkv_tier_check verifies them):
  *   - device nodes (flags 0) and LOADING nodes hang on their parent's
@@ -100,7 +115,9 @@
  *     node never hangs under a DISK node;
  *   - the host LRU lists exactly the LOWER host nodes the host may evict
  *     (leaves; with a disk below, nodes with no host child), the disk LRU
- *     exactly the DISK leaves, each oldest first; the lowest tier's LRU
+ *     exactly the DISK leaves, each node in its bucket (rkv_tlru_bucket),
+ *     each bucket oldest first, a bucket's mask bit set iff it is
+ *     non-empty; the lowest tier's LRU
  *     lists no node a lowered pin passes through (lpin > 0; the counters:
  *     rkv_lpin_check).
  */

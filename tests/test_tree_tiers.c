@@ -23,6 +23,8 @@
  * Pins (issue 13) are made and released along the way, and the whole pool
  * is taken at once now and then, so pins are lowered into the tiers
  * (radix/tree_lower_pin.c) under every mode, policy and fault.
+ * At the end: priorities in the lower tiers (the host and disk drop order
+ * against a scanning reference, and issue 13's priority-90 case).
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
