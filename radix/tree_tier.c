@@ -297,9 +297,11 @@ void rkv_hlru_unlink(rkv_tree *t, uint32_t id)
     rkv_hlru_mark(tr, d, b);
 }
 
-/* Places a LOWER leaf by its last_access within its bucket (walk from the
- * tail: a node that becomes a lower leaf was just demoted or just lost its
- * last child, and is usually younger than most). */
+/* Places a LOWER leaf by its last_access within its bucket: after the
+ * last node no newer than it. The walk goes from both ends at once (the
+ * same place either way: the bucket is sorted), so the common cases are
+ * O(1): a demoted node is usually the newest, a parent that just lost its
+ * last child often the oldest. */
 void rkv_hlru_place(rkv_tree *t, uint32_t id)
 {
     rkv_tier *tr = t->tier;
@@ -310,9 +312,16 @@ void rkv_hlru_place(rkv_tree *t, uint32_t id)
     uint32_t b = rkv_tlru_bucket(t, id);
     uint32_t *head = &tr->lru_head[d][b], *tail = &tr->lru_tail[d][b];
     uint64_t s = x->last_access;
-    uint32_t after = *tail;
-    while (after != RKV_NIL && t->nodes[after].last_access > s)
+    uint32_t after = *tail, fwd = *head;
+    while (after != RKV_NIL && t->nodes[after].last_access > s) {
+        /* a node newer than s exists, so fwd meets one before the end */
+        if (t->nodes[fwd].last_access > s) {
+            after = t->nodes[fwd].lru_prev;
+            break;
+        }
+        fwd = t->nodes[fwd].lru_next;
         after = t->nodes[after].lru_prev;
+    }
     x->lru_prev = after;
     if (after == RKV_NIL) {
         x->lru_next = *head;
