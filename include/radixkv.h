@@ -720,7 +720,10 @@ rkv_status rkv_tree_check(const rkv_tree *tree);
 /*
  * A page evicted from the device pool can be kept in a lower tier -- host
  * memory, then a disk file -- and its node stays in the tree with its
- * residency recorded; only the lowest tier's eviction drops it. Design
+ * residency recorded; only the lowest tier's eviction drops it. Each
+ * lower tier evicts least recently used first; under RKV_EVICT_PRIORITY
+ * lowest priority first, least recently used among equals (a page keeps
+ * its priority below the device), as the device does. Design
  * notes (what was taken from SGLang HiCache, TensorRT-LLM and vLLM, and
  * what differs) are in tier/README.md and radix/tree_tier.c.
  *

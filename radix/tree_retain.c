@@ -40,6 +40,7 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_internal.h"
+#include "radix/tree_tier.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
 #define RKV_PINS_FIRST_CAP 8u
@@ -327,12 +328,21 @@ static void rkv_set_prio(rkv_tree *t, uint32_t id, uint8_t prio)
 {
     if (t->meta[id].prio == prio)
         return;
-    int listed = t->policy != RKV_EVICT_LRU && rkv_tree_in_lru(&t->nodes[id]);
+    /* a LOWER node's host/disk list is chosen by its priority too
+     * (rkv_tlru_bucket); retain walks device nodes only, but relisting
+     * keeps that list right whoever sets a priority */
+    int lower = t->tier != NULL && l_is_lower(t, id);
+    int listed = t->policy != RKV_EVICT_LRU && !lower &&
+                 rkv_tree_in_lru(&t->nodes[id]);
     if (listed)
         rkv_lru_unlink(t, id);
+    if (lower)
+        rkv_hlru_unlink(t, id);
     t->meta[id].prio = prio;
     if (listed)
         rkv_lru_place(t, id);
+    if (lower)
+        rkv_hlru_place(t, id);
 }
 
 /* Live pin of owner ending at node, leased (lowered == 0) or lowered,

@@ -50,12 +50,13 @@
  *   node: its tpage slots are disk slots), so a lower path is host pages
  *   then disk pages and the host part is prefix-closed like the device
  *   part. The host evicts its FRONTIER (LOWER host nodes with no host
- *   child) oldest first, and writes each such node to the disk as a whole
+ *   child) oldest first (lowest priority first under RKV_EVICT_PRIORITY:
+ *   point (7)), and writes each such node to the disk as a whole
  *   (its own write-back; a page that cannot be written -- no slot the
  *   disk LRU can free, a failed copy -- and everything after it leave the
  *   tree); only the lowest tier's LRU (disk leaves, or the single store's
  *   leaves) drops pages, tail first, never a page with cached pages under
- *   it. Unlike HiCache, the disk copy is exclusive: a load from the disk
+ *   it (again by priority first under RKV_EVICT_PRIORITY). Unlike HiCache, the disk copy is exclusive: a load from the disk
  *   frees it under every policy (device pages' copies are host copies, so
  *   "already on disk" never arises when the host writes back); a page
  *   promoted from the disk goes down through the host again. (6) Pins
@@ -82,6 +83,20 @@
  *   keeps its lease below the device), which would have made every lock
  *   user (tree_lease.c, yield_blocks, the device LRU, loads) learn LOWER
  *   nodes. drop_pinned = 1 keeps the old behaviour: pressure revokes.
+ *   (7) Priorities (issue 13): a page keeps its node's meta[].prio in every
+ *   medium (demotion, loads and host -> disk keep the node's id; a split
+ *   copies the entry), and under RKV_EVICT_PRIORITY each lower LRU is
+ *   ordered as the device's: one oldest-first list per priority (0..100)
+ *   and a bit mask of the non-empty ones, so the host's frontier and the
+ *   lowest tier's leaves go lowest priority first, least recently used
+ *   among equals; the victim is found in O(1) (first set bit), a node is
+ *   placed by a walk from its bucket's tail as before. Otherwise every node
+ *   is in bucket 0: under lru and learned the tiers keep plain LRU, their
+ *   order before priorities reached them (the learned classes are trained
+ *   on device reuse; using them below the device is not measured). The
+ *   links are the
+ *   node's lru_prev/lru_next (a LOWER node is never on a device list), so a
+ *   node stays 64 bytes; the tier holds 2 x 101 head/tail pairs.
  *
  * Invariants (rkv_tier_check verifies them):
  *   - device nodes (flags 0) and LOADING nodes hang on their parent's
@@ -100,7 +115,9 @@
  *     node never hangs under a DISK node;
  *   - the host LRU lists exactly the LOWER host nodes the host may evict
  *     (leaves; with a disk below, nodes with no host child), the disk LRU
- *     exactly the DISK leaves, each oldest first; the lowest tier's LRU
+ *     exactly the DISK leaves, each node in its bucket (rkv_tlru_bucket),
+ *     each bucket oldest first, a bucket's mask bit set iff it is
+ *     non-empty; the lowest tier's LRU
  *     lists no node a lowered pin passes through (lpin > 0; the counters:
  *     rkv_lpin_check).
  */
@@ -202,20 +219,42 @@ void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored)
 /* ---- the host and disk LRUs over LOWER frontier nodes ------------------- */
 
 /* A LOWER node is on the LRU of its medium (a DISK node on the disk LRU,
- * any other on the host LRU); its DISK flag never changes while listed. */
-static uint32_t *rkv_tlru_head(rkv_tier *tr, int disk)
-{
-    return disk ? &tr->dlru_head : &tr->lru_head;
-}
-static uint32_t *rkv_tlru_tail(rkv_tier *tr, int disk)
-{
-    return disk ? &tr->dlru_tail : &tr->lru_tail;
-}
-
+ * any other on the host LRU), in its bucket (rkv_tlru_bucket); its DISK
+ * flag and its priority never change while listed. */
 static int rkv_hlru_listed(const rkv_tree *t, uint32_t id)
 {
-    return *rkv_tlru_head(t->tier, l_is_disk(t, id)) == id ||
+    return t->tier->lru_head[l_is_disk(t, id)][rkv_tlru_bucket(t, id)] == id ||
            t->nodes[id].lru_prev != RKV_NIL;
+}
+
+void rkv_hlru_clear(rkv_tier *tr)
+{
+    for (int d = 0; d < 2; d++) {
+        for (uint32_t b = 0; b < RKV_TLRU_BUCKETS; b++)
+            tr->lru_head[d][b] = tr->lru_tail[d][b] = RKV_NIL;
+        tr->lru_nonempty[d][0] = tr->lru_nonempty[d][1] = 0;
+    }
+}
+
+uint32_t rkv_hlru_first(const rkv_tier *tr, int disk)
+{
+    const uint64_t *ne = tr->lru_nonempty[disk];
+    if (ne[0] != 0)
+        return tr->lru_head[disk][__builtin_ctzll(ne[0])];
+    if (ne[1] != 0)
+        return tr->lru_head[disk][64 + __builtin_ctzll(ne[1])];
+    return RKV_NIL;
+}
+
+/* Keeps bucket b's bit of lru_nonempty[d] equal to "list [d][b] is
+ * non-empty" after a link or an unlink. */
+static void rkv_hlru_mark(rkv_tier *tr, int d, uint32_t b)
+{
+    uint64_t bit = (uint64_t)1 << (b & 63);
+    if (tr->lru_head[d][b] != RKV_NIL)
+        tr->lru_nonempty[d][b >> 6] |= bit;
+    else
+        tr->lru_nonempty[d][b >> 6] &= ~bit;
 }
 
 /* Whether LOWER node id belongs on its LRU: the lowest tier evicts leaves
@@ -245,20 +284,24 @@ void rkv_hlru_unlink(rkv_tree *t, uint32_t id)
     if (!rkv_hlru_listed(t, id))
         return;
     int d = l_is_disk(t, id);
+    uint32_t b = rkv_tlru_bucket(t, id);
     if (x->lru_prev != RKV_NIL)
         t->nodes[x->lru_prev].lru_next = x->lru_next;
     else
-        *rkv_tlru_head(tr, d) = x->lru_next;
+        tr->lru_head[d][b] = x->lru_next;
     if (x->lru_next != RKV_NIL)
         t->nodes[x->lru_next].lru_prev = x->lru_prev;
     else
-        *rkv_tlru_tail(tr, d) = x->lru_prev;
+        tr->lru_tail[d][b] = x->lru_prev;
     x->lru_prev = x->lru_next = RKV_NIL;
+    rkv_hlru_mark(tr, d, b);
 }
 
-/* Places a LOWER leaf by its last_access (walk from the tail: a node that
- * becomes a lower leaf was just demoted or just lost its last child, and
- * is usually younger than most). */
+/* Places a LOWER leaf by its last_access within its bucket: after the
+ * last node no newer than it. The walk goes from both ends at once (the
+ * same place either way: the bucket is sorted), so the common cases are
+ * O(1): a demoted node is usually the newest, a parent that just lost its
+ * last child often the oldest. */
 void rkv_hlru_place(rkv_tree *t, uint32_t id)
 {
     rkv_tier *tr = t->tier;
@@ -266,11 +309,19 @@ void rkv_hlru_place(rkv_tree *t, uint32_t id)
     if (id == tr->busy || rkv_hlru_listed(t, id) || !rkv_tier_lru_wants(t, id))
         return;
     int d = l_is_disk(t, id);
-    uint32_t *head = rkv_tlru_head(tr, d), *tail = rkv_tlru_tail(tr, d);
+    uint32_t b = rkv_tlru_bucket(t, id);
+    uint32_t *head = &tr->lru_head[d][b], *tail = &tr->lru_tail[d][b];
     uint64_t s = x->last_access;
-    uint32_t after = *tail;
-    while (after != RKV_NIL && t->nodes[after].last_access > s)
+    uint32_t after = *tail, fwd = *head;
+    while (after != RKV_NIL && t->nodes[after].last_access > s) {
+        /* a node newer than s exists, so fwd meets one before the end */
+        if (t->nodes[fwd].last_access > s) {
+            after = t->nodes[fwd].lru_prev;
+            break;
+        }
+        fwd = t->nodes[fwd].lru_next;
         after = t->nodes[after].lru_prev;
+    }
     x->lru_prev = after;
     if (after == RKV_NIL) {
         x->lru_next = *head;
@@ -283,6 +334,7 @@ void rkv_hlru_place(rkv_tree *t, uint32_t id)
         t->nodes[x->lru_next].lru_prev = id;
     else
         *tail = id;
+    rkv_hlru_mark(tr, d, b);
 }
 
 /* ---- slots ------------------------------------------------------------------ */
@@ -383,7 +435,7 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
 static int rkv_tier_lowest_make_room(rkv_tree *t, int disk)
 {
     rkv_tier *tr = t->tier;
-    uint32_t id = *rkv_tlru_head(tr, disk);
+    uint32_t id = rkv_hlru_first(tr, disk);
     if (id == RKV_NIL)
         return 0;
     rkv_tnode *x = &t->nodes[id];
@@ -476,9 +528,10 @@ static int rkv_tier_host_make_room(rkv_tree *t)
     rkv_tier *tr = t->tier;
     if (tr->disk == NULL)
         return rkv_tier_lowest_make_room(t, 0);
-    if (tr->lru_head == RKV_NIL)
+    uint32_t id = rkv_hlru_first(tr, 0);
+    if (id == RKV_NIL)
         return 0;
-    rkv_tier_host_to_disk(t, tr->lru_head);
+    rkv_tier_host_to_disk(t, id);
     return 1;
 }
 
@@ -926,7 +979,7 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     tr->host = low;
     tr->medium = medium;
     tr->disk = low2;
-    tr->dlru_head = tr->dlru_tail = RKV_NIL;
+    rkv_hlru_clear(tr);
     tr->busy = RKV_NIL;
     tr->block_bytes = bb;
     tr->policy = cfg->write_policy;
@@ -939,7 +992,6 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     if (low2 != NULL)
         tr->lpin_cap[RKV_MEDIUM_DISK] =
             rkv_store_capacity_blocks(low2) * t->pin_pct / 100;
-    tr->lru_head = tr->lru_tail = RKV_NIL;
     tr->next_ticket = 1;
     for (uint32_t i = 0; i < t->nodes_cap; i++)
         tn[i] = RKV_TTN_EMPTY;
@@ -978,8 +1030,7 @@ void rkv_tier_drop_all(rkv_tree *t)
         t->tn[y] = RKV_TTN_EMPTY;
     tr->lower_nodes = 0;
     memset(tr->lpinned, 0, sizeof tr->lpinned); /* pins went first */
-    tr->lru_head = tr->lru_tail = RKV_NIL;
-    tr->dlru_head = tr->dlru_tail = RKV_NIL;
+    rkv_hlru_clear(tr);
     tr->qhead = tr->qlen = 0;
     tr->njobs = 0;
     tr->nswaps = 0;
@@ -1199,28 +1250,47 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
                          d ? "disk" : "host", (unsigned long long)used,
                          (unsigned long long)rkv_store_used_blocks(s));
     }
+    /* each lower LRU: every bucket's list in order, in its bucket, its bit
+     * set iff non-empty, and all buckets together list exactly the nodes
+     * that belong (counted above) */
     for (int d = 0; d < 2 && st == RKV_OK; d++) {
-        uint64_t n = 0, last = 0;
-        uint32_t prev = RKV_NIL;
-        uint32_t head = d ? tr->dlru_head : tr->lru_head;
-        uint32_t tail = d ? tr->dlru_tail : tr->lru_tail;
-        for (uint32_t y = head; y != RKV_NIL; y = t->nodes[y].lru_next) {
-            if (++n > listable[d]) {
-                st = CORRUPT("%s LRU longer than the %llu nodes it may list",
-                             d ? "disk" : "host",
-                             (unsigned long long)listable[d]);
+        uint64_t n = 0;
+        for (uint32_t b = 0; b < RKV_TLRU_BUCKETS && st == RKV_OK; b++) {
+            uint64_t last = 0;
+            uint32_t prev = RKV_NIL;
+            int bit = (int)((tr->lru_nonempty[d][b >> 6] >> (b & 63)) & 1);
+            if (bit != (tr->lru_head[d][b] != RKV_NIL)) {
+                st = CORRUPT("%s LRU bucket %u: bit %d, head %u",
+                             d ? "disk" : "host", b, bit, tr->lru_head[d][b]);
                 break;
             }
-            const rkv_tnode *x = &t->nodes[y];
-            if (!rkv_tier_lru_wants(t, y) || l_is_disk(t, y) != d ||
-                x->lru_prev != prev || x->last_access < last) {
-                st = CORRUPT("%s LRU broken at node %u", d ? "disk" : "host", y);
-                break;
+            for (uint32_t y = tr->lru_head[d][b]; y != RKV_NIL;
+                 y = t->nodes[y].lru_next) {
+                if (++n > listable[d]) {
+                    st = CORRUPT("%s LRU longer than the %llu nodes it may list",
+                                 d ? "disk" : "host",
+                                 (unsigned long long)listable[d]);
+                    break;
+                }
+                const rkv_tnode *x = &t->nodes[y];
+                if (!rkv_tier_lru_wants(t, y) || l_is_disk(t, y) != d ||
+                    rkv_tlru_bucket(t, y) != b || x->lru_prev != prev ||
+                    x->last_access < last) {
+                    st = CORRUPT("%s LRU bucket %u broken at node %u",
+                                 d ? "disk" : "host", b, y);
+                    break;
+                }
+                last = x->last_access;
+                prev = y;
             }
-            last = x->last_access;
-            prev = y;
+            if (st == RKV_OK && tr->lru_tail[d][b] != prev)
+                st = CORRUPT("%s LRU bucket %u: tail %u, last node %u",
+                             d ? "disk" : "host", b, tr->lru_tail[d][b], prev);
         }
-        if (st == RKV_OK && (n != listable[d] || tail != prev))
+        if (st == RKV_OK && ((tr->lru_nonempty[d][1] >> (RKV_TLRU_BUCKETS - 64)) != 0))
+            st = CORRUPT("%s LRU: bits set past bucket %u", d ? "disk" : "host",
+                         RKV_TLRU_BUCKETS - 1);
+        if (st == RKV_OK && n != listable[d])
             st = CORRUPT("%s LRU lists %llu nodes, %llu belong on it",
                          d ? "disk" : "host", (unsigned long long)n,
                          (unsigned long long)listable[d]);

@@ -54,20 +54,28 @@ typedef struct rkv_tswap {
     int failed;
 } rkv_tswap;
 
+#define RKV_TLRU_BUCKETS (RKV_PRIORITY_MAX + 1) /* at most 128 (2 words) */
+
 typedef struct rkv_tier {
     rkv_store *host;         /* the lower store: the host tier, or the disk
                                 tier when no host is attached ("host" below
                                 means this store)                         */
     int medium;              /* its rkv_medium                            */
     rkv_store *disk;         /* the disk below the host, or NULL          */
-    uint32_t dlru_head, dlru_tail; /* disk LRU: DISK leaves, oldest first */
     uint32_t busy;           /* node moving host -> disk (not relisted)   */
     uint64_t disk_used;      /* disk slots this tree allocated            */
     size_t block_bytes;
     int policy;
     uint32_t k;              /* selective hits                            */
     int drop_pinned;
-    uint32_t lru_head, lru_tail; /* host LRU: LOWER leaves, oldest first  */
+    /* The host [0] and disk [1] LRUs (header of radix/tree_tier.c): one
+     * list per bucket, oldest first; bucket = the node's priority under
+     * RKV_EVICT_PRIORITY (so a tier evicts lowest priority first, oldest
+     * among equals, as the device does), else always 0 (plain LRU: the
+     * order before priorities reached the tiers). lru_nonempty[d] has bit
+     * b set iff list [d][b] is non-empty: the victim is found in O(1). */
+    uint32_t lru_head[2][RKV_TLRU_BUCKETS], lru_tail[2][RKV_TLRU_BUCKETS];
+    uint64_t lru_nonempty[2][2];
     rkv_tstore *q;           /* ring of qcap queued stores                */
     uint32_t qcap, qhead, qlen;
     rkv_tload *jobs;
@@ -107,6 +115,17 @@ static inline rkv_store *rkv_tier_node_store(const rkv_tree *t, uint32_t id)
     return l_is_disk(t, id) ? t->tier->disk : t->tier->host;
 }
 
+/* The lower LRU list (of its medium) that LOWER node id belongs to: its
+ * priority under RKV_EVICT_PRIORITY (meta[] NULL: every node has the
+ * default), else 0. A node's priority changes only through rkv_set_prio,
+ * which relists it, so a listed node is always on this bucket's list. */
+static inline uint32_t rkv_tlru_bucket(const rkv_tree *t, uint32_t id)
+{
+    if (t->policy != RKV_EVICT_PRIORITY)
+        return 0;
+    return t->meta != NULL ? t->meta[id].prio : RKV_PRIORITY_DEFAULT;
+}
+
 /* Node id's share of tier->lpinned (its pages when it is LOWER and a
  * lowered pin passes through it). Callers subtract it before and add it
  * after changing id's flags, pages or lpin (radix/tree_lower_pin.c). */
@@ -138,6 +157,11 @@ uint64_t rkv_tier_page_hash(const rkv_tree *t, const rkv_tnode *x, uint32_t i);
 uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent);
 void rkv_hlru_unlink(rkv_tree *t, uint32_t id);
 void rkv_hlru_place(rkv_tree *t, uint32_t id);
+/* The next victim of the host (disk = 0) or disk (1) LRU: the oldest node
+ * of the lowest non-empty bucket, or RKV_NIL. */
+uint32_t rkv_hlru_first(const rkv_tier *tr, int disk);
+/* Empties both lower LRUs (attach, reset). */
+void rkv_hlru_clear(rkv_tier *tr);
 int rkv_tier_lru_wants(const rkv_tree *t, uint32_t id);
 void rkv_tier_free_slot(rkv_tree *t, int disk, uint32_t slot);
 void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored);

@@ -23,6 +23,8 @@
  * Pins (issue 13) are made and released along the way, and the whole pool
  * is taken at once now and then, so pins are lowered into the tiers
  * (radix/tree_lower_pin.c) under every mode, policy and fault.
+ * At the end: priorities in the lower tiers (the host and disk drop order
+ * against a scanning reference, and issue 13's priority-90 case).
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -1286,4 +1288,361 @@ Test(tree_tiers, host_disk_corrupt_block)
     cr_assert_eq(ts.corrupt_blocks, 1);
     cr_assert_eq(ts.resident_pages[RKV_MEDIUM_DISK], 4);
     chain_close(&c);
+}
+
+/* ---- priorities in the lower tiers ------------------------------------------
+ * Under RKV_EVICT_PRIORITY the host and disk evict lowest priority first,
+ * oldest among equals, as the device does; under the other policies plain
+ * LRU (priority ignored). The reference below knows nothing of buckets or
+ * lists: before each operation it scans every node for the ones the tier
+ * may take (host-only: LOWER leaves; chain: host nodes with no host child
+ * for the host, DISK leaves for the disk) and their key (priority under
+ * RKV_EVICT_PRIORITY else 0, then last use); the first page each tier
+ * gives up during the operation (KV events) must belong to one of them
+ * with the smallest key. Every node holds one page (each insert adds one
+ * page under a cached prefix, with fresh tokens: no split, no conflict)
+ * and each operation demotes at most one device node, so the first page a
+ * tier gives up is taken before anything new reaches that tier. */
+
+#include "radix/tree_tier.h"
+
+#define PR_MAXP 5u
+#define PR_NPATH 40u
+
+typedef struct pr_path {
+    uint32_t npages;
+    int32_t tok[PR_MAXP * TP];
+} pr_path;
+
+typedef struct pr_env {
+    rkv_pool *pool;
+    rkv_tree *tree;
+    rkv_store *host, *disk;
+    char dir[64];
+    int policy;
+    pr_path paths[PR_NPATH];
+    uint32_t npaths;
+    int32_t next_tok;
+    uint64_t rng;
+    uint64_t checked[2]; /* first drops checked: host (or lowest), disk */
+} pr_env;
+
+#define PR_OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
+
+static uint64_t pr_rnd(pr_env *e)
+{
+    e->rng ^= e->rng << 13;
+    e->rng ^= e->rng >> 7;
+    e->rng ^= e->rng << 17;
+    return e->rng;
+}
+
+static void pr_open(pr_env *e, int policy, uint32_t blocks, uint32_t host_cap,
+                    uint32_t disk_cap)
+{
+    memset(e, 0, sizeof *e);
+    e->policy = policy;
+    e->next_tok = 1;
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = blocks;
+    pc.page_size = TP;
+    pc.num_layers = 1;
+    pc.num_kv_heads = 1;
+    pc.head_dim = 2;
+    PR_OK(rkv_pool_create(&pc, &e->pool));
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.evict_policy = policy;
+    tc.event_ring = 4096;
+    PR_OK(rkv_tree_create(e->pool, &tc, &e->tree));
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = host_cap;
+    sc.block_bytes = rkv_pool_bytes_per_block(e->pool);
+    sc.pinned = 0;
+    PR_OK(rkv_store_create(&sc, &e->host));
+    if (disk_cap > 0) {
+        snprintf(e->dir, sizeof e->dir, "/tmp/rkv-tprio-XXXXXX");
+        cr_assert_not_null(mkdtemp(e->dir));
+        rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
+        sc.capacity_blocks = disk_cap;
+        sc.block_bytes = rkv_pool_bytes_per_block(e->pool);
+        sc.path = e->dir;
+        PR_OK(rkv_store_create(&sc, &e->disk));
+    }
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    cfg.host = e->host;
+    cfg.disk = e->disk;
+    PR_OK(rkv_tree_attach_tiers(e->tree, &cfg));
+}
+
+static void pr_close(pr_env *e)
+{
+    PR_OK(rkv_tree_check(e->tree));
+    rkv_tree_destroy(e->tree);
+    cr_assert_eq(rkv_store_used_blocks(e->host), 0);
+    rkv_store_destroy(e->host);
+    if (e->disk != NULL) {
+        cr_assert_eq(rkv_store_used_blocks(e->disk), 0);
+        rkv_store_destroy(e->disk);
+        char path[96];
+        snprintf(path, sizeof path, "%s/radixkv-tier.blocks", e->dir);
+        unlink(path);
+        rmdir(e->dir);
+    }
+    rkv_pool_destroy(e->pool);
+}
+
+static void pr_check(pr_env *e)
+{
+    PR_OK(rkv_tree_check(e->tree));
+    PR_OK(rkv_pool_check(e->pool));
+    PR_OK(rkv_store_check(e->host));
+    if (e->disk != NULL)
+        PR_OK(rkv_store_check(e->disk));
+}
+
+/* Device pages of path p (a PEEK match). */
+static uint32_t pr_dev_pages(pr_env *e, const pr_path *p)
+{
+    rkv_match m;
+    PR_OK(rkv_tree_match(e->tree, 5, p->tok, (size_t)p->npages * TP, NULL,
+                         RKV_MATCH_PEEK, &m));
+    return m.num_blocks;
+}
+
+/* Sets the priority of page k of path p (its own node) if it is cached. */
+static void pr_prio(pr_env *e, const pr_path *p, uint32_t k, int prio)
+{
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.priority = prio;
+    r.prio_begin = (size_t)k * TP;
+    r.prio_end = (size_t)(k + 1) * TP;
+    rkv_retain_result out;
+    PR_OK(rkv_tree_retain(e->tree, 5, p->tok, (size_t)p->npages * TP, &r, 0,
+                          &out));
+}
+
+/* Caches path p, whose first npages-1 pages are on the device: one new
+ * block (device pressure demotes at most one one-page node), then the
+ * new page's priority. */
+static void pr_insert(pr_env *e, const pr_path *p, int prio)
+{
+    rkv_block_id b[PR_MAXP];
+    rkv_match m;
+    rkv_lease l = {0};
+    uint32_t k = p->npages - 1;
+    PR_OK(rkv_tree_match(e->tree, 5, p->tok, (size_t)k * TP, b, 0, &m));
+    cr_assert_eq(m.num_blocks, k);
+    if (k > 0)
+        PR_OK(rkv_tree_lock(e->tree, m.node, &l));
+    PR_OK(rkv_tree_alloc_blocks(e->tree, 1, &b[k]));
+    PR_OK(rkv_tree_insert(e->tree, 5, p->tok, (size_t)p->npages * TP, b, NULL,
+                          NULL));
+    PR_OK(rkv_pool_unref(e->pool, b[k]));
+    if (k > 0)
+        PR_OK(rkv_tree_unlock(e->tree, &l));
+    pr_prio(e, p, k, prio);
+}
+
+/* The reference's key of node y and the tier (0 host, 1 disk; -1 none)
+ * that may take it. */
+typedef struct pr_cand {
+    uint64_t hash; /* its (only) page */
+    uint32_t prio;
+    uint64_t last;
+} pr_cand;
+
+static int pr_tier_of(const rkv_tree *t, uint32_t y)
+{
+    const rkv_tnode *x = &t->nodes[y];
+    if (x->parent == RKV_NIL || x->parent == 0 || !(t->tn[y].flags & RKV_TN_LOWER))
+        return -1;
+    int disk = (t->tn[y].flags & RKV_TN_DISK) != 0;
+    if (t->tier->disk == NULL || disk)
+        return x->first_child == RKV_NIL ? disk : -1;
+    for (uint32_t c = x->first_child; c != RKV_NIL; c = t->nodes[c].next_sib)
+        if (!(t->tn[c].flags & RKV_TN_DISK))
+            return -1;
+    return 0;
+}
+
+static uint32_t pr_snapshot(pr_env *e, int d, pr_cand *out, uint32_t cap)
+{
+    const rkv_tree *t = e->tree;
+    uint32_t n = 0;
+    for (uint32_t y = 1; y < t->nodes_used; y++) {
+        if (pr_tier_of(t, y) != d)
+            continue;
+        const rkv_tnode *x = &t->nodes[y];
+        cr_assert_eq(x->num_pages, 1);
+        cr_assert_lt(n, cap);
+        const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        out[n].hash = (uint64_t)tp[0].hlo | ((uint64_t)tp[0].hhi << 32);
+        out[n].prio = e->policy != RKV_EVICT_PRIORITY ? 0
+                      : t->meta != NULL ? t->meta[y].prio
+                                        : RKV_PRIORITY_DEFAULT;
+        out[n].last = x->last_access;
+        n++;
+    }
+    return n;
+}
+
+/* The first page tier d gave up must be a smallest-key candidate. */
+static void pr_judge(pr_env *e, int d, const pr_cand *c, uint32_t n,
+                     uint64_t hash, uint64_t step)
+{
+    uint32_t best = UINT32_MAX, hit = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        if (best == UINT32_MAX || c[i].prio < c[best].prio ||
+            (c[i].prio == c[best].prio && c[i].last < c[best].last))
+            best = i;
+        if (c[i].hash == hash)
+            hit = i;
+    }
+    cr_assert_neq(hit, UINT32_MAX, "step %llu: %s gave up a page it may not "
+                  "take", (unsigned long long)step, d ? "disk" : "host");
+    cr_assert(c[hit].prio == c[best].prio && c[hit].last == c[best].last,
+              "step %llu: %s took priority %u last use %llu before priority "
+              "%u last use %llu", (unsigned long long)step, d ? "disk" : "host",
+              c[hit].prio, (unsigned long long)c[hit].last, c[best].prio,
+              (unsigned long long)c[best].last);
+    e->checked[d]++;
+}
+
+static void pr_random(int policy, uint64_t seed, uint32_t steps, int with_disk)
+{
+    static const int prios[] = {0, 1, 20, 35, 35, 60, 90, 100};
+    pr_env *e = malloc(sizeof *e);
+    cr_assert_not_null(e);
+    pr_open(e, policy, 6, with_disk ? 4 : 8, with_disk ? 8 : 0);
+    e->rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    pr_cand *cand[2];
+    for (int d = 0; d < 2; d++) {
+        cand[d] = malloc(256 * sizeof *cand[d]);
+        cr_assert_not_null(cand[d]);
+    }
+    rkv_event ev[64];
+    for (uint64_t step = 0; step < steps; step++) {
+        uint32_t nc[2];
+        for (int d = 0; d < 2; d++)
+            nc[d] = pr_snapshot(e, d, cand[d], 256);
+        uint32_t op = (uint32_t)(pr_rnd(e) % 100);
+        int prio = prios[pr_rnd(e) % (sizeof prios / sizeof prios[0])];
+        pr_path *p = e->npaths > 0 ? &e->paths[pr_rnd(e) % e->npaths] : NULL;
+        if (op < 70 || p == NULL) {
+            /* a new page under a path on the device, or a new root page */
+            pr_path np;
+            memset(&np, 0, sizeof np);
+            if (op < 55 && p != NULL && p->npages < PR_MAXP &&
+                pr_dev_pages(e, p) == p->npages)
+                np = *p;
+            for (uint32_t j = 0; j < TP; j++)
+                np.tok[np.npages * TP + j] = e->next_tok++;
+            np.npages++;
+            pr_insert(e, &np, prio);
+            if (e->npaths < PR_NPATH)
+                e->paths[e->npaths++] = np;
+            else
+                e->paths[pr_rnd(e) % PR_NPATH] = np;
+        } else if (op < 85) {
+            /* a use of its device part (stamps it; the lower part waits) */
+            rkv_match m;
+            PR_OK(rkv_tree_match(e->tree, 5, p->tok, (size_t)p->npages * TP,
+                                 NULL, 0, &m));
+        } else {
+            /* a new priority for its last device page */
+            uint32_t k = pr_dev_pages(e, p);
+            if (k > 0)
+                pr_prio(e, p, k - 1, prio);
+        }
+        pr_check(e);
+        int seen[2] = {0, 0};
+        uint32_t got;
+        do {
+            PR_OK(rkv_tree_events_drain(e->tree, ev, 64, &got));
+            for (uint32_t i = 0; i < got; i++) {
+                cr_assert_neq(ev[i].kind, RKV_EVENT_RESYNC);
+                if (ev[i].kind != RKV_EVENT_BLOCK_REMOVED ||
+                    ev[i].medium == RKV_MEDIUM_DEVICE)
+                    continue;
+                int d = ev[i].medium == RKV_MEDIUM_DISK;
+                if (!seen[d])
+                    pr_judge(e, d, cand[d], nc[d], ev[i].hashes[0], step);
+                seen[d] = 1;
+            }
+        } while (got > 0);
+    }
+    /* the runs must have made the tiers choose, many times */
+    cr_assert_gt(e->checked[0], steps / 10, "host chose %llu times",
+                 (unsigned long long)e->checked[0]);
+    if (with_disk)
+        cr_assert_gt(e->checked[1], steps / 10, "disk chose %llu times",
+                     (unsigned long long)e->checked[1]);
+    for (int d = 0; d < 2; d++)
+        free(cand[d]);
+    pr_close(e);
+    free(e);
+}
+
+Test(tree_tiers, lower_drops_by_priority)
+{
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        pr_random(RKV_EVICT_PRIORITY, seed, 1500, 0);
+        pr_random(RKV_EVICT_PRIORITY, seed, 1500, 1);
+    }
+}
+
+/* LRU and learned: the tiers ignore priorities (their order as before). */
+Test(tree_tiers, lower_drops_lru_ignore_priority)
+{
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        pr_random(RKV_EVICT_LRU, seed, 1000, 0);
+        pr_random(RKV_EVICT_LRU, seed, 1000, 1);
+        pr_random(RKV_EVICT_LEARNED, seed, 1000, 0);
+        pr_random(RKV_EVICT_LEARNED, seed, 1000, 1);
+    }
+}
+
+/* Issue 13's case: a priority-90 context demoted to the host stays there
+ * while a younger priority-1 one is dropped (plain LRU drops the older). */
+static void pr_survivor(int policy)
+{
+    pr_env e;
+    pr_open(&e, policy, 1, 2, 0);
+    pr_path a = {1, {1, 2, 3, 4}}, b = {1, {5, 6, 7, 8}},
+            c = {1, {9, 10, 11, 12}}, d = {1, {13, 14, 15, 16}};
+    pr_insert(&e, &a, 90);
+    pr_check(&e);
+    pr_insert(&e, &b, 1); /* demotes a */
+    pr_check(&e);
+    pr_insert(&e, &c, 50); /* demotes b: host [a (90, older), b (1)] */
+    pr_check(&e);
+    pr_insert(&e, &d, 50); /* demotes c: the host is full, one must go */
+    pr_check(&e);
+    rkv_match m;
+    rkv_tier_match tm;
+    PR_OK(rkv_tree_match_tiers(e.tree, 5, a.tok, TP, NULL, RKV_MATCH_PEEK, &m,
+                               &tm));
+    size_t a_left = tm.host_tokens;
+    PR_OK(rkv_tree_match_tiers(e.tree, 5, b.tok, TP, NULL, RKV_MATCH_PEEK, &m,
+                               &tm));
+    size_t b_left = tm.host_tokens;
+    if (policy == RKV_EVICT_PRIORITY) {
+        cr_assert_eq(a_left, TP, "the priority-90 page left the host");
+        cr_assert_eq(b_left, 0, "the priority-1 page stayed");
+    } else {
+        cr_assert_eq(a_left, 0, "LRU kept the older page");
+        cr_assert_eq(b_left, TP);
+    }
+    pr_close(&e);
+}
+
+Test(tree_tiers, priority_90_survives_in_host)
+{
+    pr_survivor(RKV_EVICT_PRIORITY);
+    pr_survivor(RKV_EVICT_LRU);
 }
