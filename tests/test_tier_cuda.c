@@ -228,28 +228,68 @@ static void unlock(env *e, rkv_lease *l)
     check(e);
 }
 
+/* s (np pages) holds its bytes on the device; its lease goes. */
+static void verify_unlock(env *e, uint32_t s, uint32_t np, rkv_lease *l)
+{
+    verify(e, s, np);
+    unlock(e, l);
+}
+
 /* s (np pages) is demoted, loaded back and verified. */
 static void round_trip(env *e, uint32_t s, uint32_t np)
 {
     rkv_load ld = load(e, s, np);
     rkv_transfer_done d = wait_for(e, ld.ticket, NULL);
     cr_assert_eq(d.status, RKV_OK, "reload: %d", d.status);
-    verify(e, s, np);
-    unlock(e, &ld.lease);
+    verify_unlock(e, s, np, &ld.lease);
+}
+
+/* 8 blocks, write-back, the host tier (or the disk): sequence 0 of np0
+ * pages and 1 of np1 (none when 0) put, then every page demoted. */
+static void setup_demoted(env *e, int disk, uint32_t np0, uint32_t np1)
+{
+    setup(e, 8, disk, RKV_WRITE_BACK);
+    put(e, 0, np0);
+    if (np1 > 0)
+        put(e, 1, np1);
+    evict_all(e);
+}
+
+/* All np pages of s are on a lower tier, none on the device. */
+static void all_lower(env *e, uint32_t s, uint32_t np, const char *why)
+{
+    uint32_t dev, low;
+    where(e, s, np, &dev, &low);
+    cr_assert(dev == 0 && low == np, "%s: %u + %u", why, dev, low);
+}
+
+/* load, then the poll that issues its copies (reporting nothing). */
+static rkv_load load_issued(env *e, uint32_t s, uint32_t np)
+{
+    rkv_load ld = load(e, s, np);
+    rkv_transfer_done d[4];
+    cr_assert_eq(poll(e, d, 4), 0, "the poll that issues the copies reports nothing");
+    return ld;
+}
+
+/* A store of s (np pages) issued and held in flight (stalled). */
+static uint64_t store_stalled(env *e, uint32_t s, uint32_t np)
+{
+    uint64_t tk = 0;
+    OK(rkv_tree_store_prefix(e->tree, 1, e->tok[s], (size_t)np * TP, NULL, &tk, NULL));
+    rkv_tree_debug_copy_stall(e->tree, 1);
+    rkv_transfer_done d[4];
+    cr_assert_eq(poll(e, d, 4), 0);
+    cr_assert_eq(rkv_tree_debug_copy_inflight(e->tree), 1, "the store is in flight");
+    return tk;
 }
 
 Test(tier_cuda, load_completes_on_a_later_poll_with_the_bytes)
 {
     env e;
-    setup(&e, 8, 0, RKV_WRITE_BACK);
-    put(&e, 0, 3);
-    evict_all(&e);
-    uint32_t dev, low;
-    where(&e, 0, 3, &dev, &low);
-    cr_assert(dev == 0 && low == 3);
-    rkv_load ld = load(&e, 0, 3);
-    rkv_transfer_done d[4];
-    cr_assert_eq(poll(&e, d, 4), 0, "the poll that issues the copies reports nothing");
+    setup_demoted(&e, 0, 3, 0);
+    all_lower(&e, 0, 3, "demoted");
+    rkv_load ld = load_issued(&e, 0, 3);
     cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 1);
     rkv_tier_stats ts;
     OK(rkv_tree_tier_stats(e.tree, &ts));
@@ -268,22 +308,17 @@ Test(tier_cuda, load_completes_on_a_later_poll_with_the_bytes)
     OK(rkv_tree_tier_stats(e.tree, &ts));
     cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_HOST], 3);
     cr_assert_eq(ts.pending_loads, 0);
-    verify(&e, 0, 3);
-    unlock(&e, &ld.lease);
+    verify_unlock(&e, 0, 3, &ld.lease);
     teardown(&e);
 }
 
 Test(tier_cuda, a_request_waits_for_its_own_ticket_only)
 {
     env e;
-    setup(&e, 8, 0, RKV_WRITE_BACK);
-    put(&e, 0, 2);
-    put(&e, 1, 2);
-    evict_all(&e);
-    rkv_load a = load(&e, 0, 2);
-    rkv_transfer_done d[4];
-    cr_assert_eq(poll(&e, d, 4), 0); /* a's batch issued */
+    setup_demoted(&e, 0, 2, 2);
+    rkv_load a = load_issued(&e, 0, 2); /* a's batch issued */
     rkv_load b = load(&e, 1, 2);
+    rkv_transfer_done d[4];
     int a_done = 0, b_done = 0;
     for (uint32_t p = 0; p < 8 && !(a_done && b_done); p++) {
         uint32_t n = poll(&e, d, 4);
@@ -303,9 +338,8 @@ Test(tier_cuda, a_request_waits_for_its_own_ticket_only)
         }
     }
     cr_assert(a_done && b_done);
-    verify(&e, 1, 2);
     unlock(&e, &a.lease);
-    unlock(&e, &b.lease);
+    verify_unlock(&e, 1, 2, &b.lease);
     teardown(&e);
 }
 
@@ -314,18 +348,14 @@ Test(tier_cuda, a_request_waits_for_its_own_ticket_only)
 static void failed_load(int which, uint32_t k)
 {
     env e;
-    setup(&e, 8, 0, RKV_WRITE_BACK);
-    put(&e, 0, 3);
-    evict_all(&e);
+    setup_demoted(&e, 0, 3, 0);
     uint32_t free0 = rkv_pool_num_free(e.pool);
     rkv_load ld = load(&e, 0, 3);
     rkv_tree_debug_copy_fail(e.tree, which, k);
     rkv_transfer_done r = wait_for(&e, ld.ticket, NULL);
     cr_assert_eq(r.status, RKV_ERR_CUDA, "status %d", r.status);
     cr_assert_eq(r.num_pages, 0);
-    uint32_t dev, low;
-    where(&e, 0, 3, &dev, &low);
-    cr_assert(dev == 0 && low == 3, "pages stay where they were: %u + %u", dev, low);
+    all_lower(&e, 0, 3, "pages stay where they were");
     cr_assert_eq(rkv_pool_num_free(e.pool), free0, "device blocks freed");
     rkv_tier_stats ts;
     OK(rkv_tree_tier_stats(e.tree, &ts));
@@ -396,18 +426,11 @@ Test(tier_cuda, demotion_waits_for_a_store_in_flight)
         env e;
         setup(&e, 8, 0, RKV_WRITE_BACK);
         put(&e, 0, 3);
-        uint64_t tk = 0;
-        OK(rkv_tree_store_prefix(e.tree, 1, e.tok[0], 3 * TP, NULL, &tk, NULL));
-        rkv_tree_debug_copy_stall(e.tree, 1);
-        rkv_transfer_done d[4];
-        cr_assert_eq(poll(&e, d, 4), 0);
-        cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 1, "the store is in flight");
+        uint64_t tk = store_stalled(&e, 0, 3);
         if (fail) /* the wait itself fails: the demotion stores at once */
             rkv_tree_debug_copy_fail(e.tree, RKV_DEBUG_COPY_QUERY, 1);
         evict_all(&e);
-        uint32_t dev, low;
-        where(&e, 0, 3, &dev, &low);
-        cr_assert(dev == 0 && low == 3, "demoted, nothing lost: %u + %u", dev, low);
+        all_lower(&e, 0, 3, "demoted, nothing lost");
         rkv_tree_debug_copy_stall(e.tree, 0);
         rkv_transfer_done r = wait_for(&e, tk, NULL);
         cr_assert_eq(r.status, fail ? RKV_ERR_IO : RKV_OK);
@@ -426,12 +449,7 @@ Test(tier_cuda, reset_and_destroy_with_copies_in_flight)
     setup(&e, 8, 0, RKV_WRITE_BACK);
     put(&e, 0, 2);
     put(&e, 1, 2);
-    uint64_t tk = 0;
-    OK(rkv_tree_store_prefix(e.tree, 1, e.tok[0], 2 * TP, NULL, &tk, NULL));
-    rkv_tree_debug_copy_stall(e.tree, 1);
-    rkv_transfer_done d[4];
-    cr_assert_eq(poll(&e, d, 4), 0);
-    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 1);
+    (void)store_stalled(&e, 0, 2);
     OK(rkv_tree_reset(e.tree));
     check(&e);
     cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 0);
@@ -444,10 +462,7 @@ Test(tier_cuda, reset_and_destroy_with_copies_in_flight)
     evict_all(&e);
     put(&e, 1, 2);
     rkv_load ld = load(&e, 0, 2);
-    OK(rkv_tree_store_prefix(e.tree, 1, e.tok[1], 2 * TP, NULL, &tk, NULL));
-    rkv_tree_debug_copy_stall(e.tree, 1);
-    cr_assert_eq(poll(&e, d, 4), 0);
-    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 1);
+    (void)store_stalled(&e, 1, 2);
     (void)ld;
     teardown(&e);
 }
@@ -483,34 +498,23 @@ Test(tier_cuda, a_full_in_flight_table_waits)
         got += k;
     }
     cr_assert_eq(got, n);
-    for (uint32_t s = 0; s < n; s++) {
-        verify(&e, s, 1);
-        unlock(&e, &ld[s].lease);
-    }
+    for (uint32_t s = 0; s < n; s++)
+        verify_unlock(&e, s, 1, &ld[s].lease);
     teardown(&e);
 }
 
 Test(tier_cuda, disk_loads_through_pinned_staging)
 {
     env e;
-    setup(&e, 8, 1, RKV_WRITE_BACK);
-    put(&e, 0, 3);
-    put(&e, 1, 2);
-    evict_all(&e);
-    uint32_t dev, low;
-    where(&e, 0, 3, &dev, &low);
-    cr_assert(dev == 0 && low == 3);
-    rkv_load a = load(&e, 0, 3);
+    setup_demoted(&e, 1, 3, 2);
+    all_lower(&e, 0, 3, "demoted");
+    rkv_load a = load_issued(&e, 0, 3);
     cr_assert_eq(a.disk_pages, 3);
-    rkv_transfer_done d[4];
-    cr_assert_eq(poll(&e, d, 4), 0);
     rkv_load b = load(&e, 1, 2); /* the disk buffer is reused meanwhile */
     cr_assert_eq(wait_for(&e, a.ticket, NULL).status, RKV_OK);
     cr_assert_eq(wait_for(&e, b.ticket, NULL).status, RKV_OK);
-    verify(&e, 0, 3);
-    verify(&e, 1, 2);
-    unlock(&e, &a.lease);
-    unlock(&e, &b.lease);
+    verify_unlock(&e, 0, 3, &a.lease);
+    verify_unlock(&e, 1, 2, &b.lease);
     teardown(&e);
 }
 
@@ -524,16 +528,13 @@ Test(tier_cuda, copies_on_the_callers_stream)
     OK(rkv_tree_tier_set_stream(e.tree, (void *)s));
     put(&e, 0, 2);
     evict_all(&e);
-    rkv_load ld = load(&e, 0, 2);
-    rkv_transfer_done d[4];
-    cr_assert_eq(poll(&e, d, 4), 0);
+    rkv_load ld = load_issued(&e, 0, 2);
     /* back to the library's stream with the batch in flight: it is waited
      * for, so the caller may destroy its stream now */
     OK(rkv_tree_tier_set_stream(e.tree, NULL));
     cr_assert_eq(cudaStreamDestroy(s), cudaSuccess);
     cr_assert_eq(wait_for(&e, ld.ticket, NULL).status, RKV_OK);
-    verify(&e, 0, 2);
-    unlock(&e, &ld.lease);
+    verify_unlock(&e, 0, 2, &ld.lease);
     cr_assert_eq(rkv_tree_tier_set_stream(NULL, NULL), RKV_ERR_INVALID_ARG);
 #endif
     teardown(&e);
