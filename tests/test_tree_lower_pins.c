@@ -14,13 +14,12 @@
  * Expected values come from the scenarios or the reference in this file.
  */
 #include <criterion/criterion.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "tests/support/tree_tier_fixture.h"
 #include "tier/store.h"
 
 #define TP 4u
@@ -31,102 +30,34 @@
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 
 typedef struct lp {
-    rkv_pool *pool;
-    rkv_tree *tree;
-    rkv_store *host, *disk;
-    char dir[64];
+    tt_fixture fx; /* pool, tree, host (and disk) */
     int32_t tok[NSEQ][SEQ_PAGES * TP]; /* distinct from page 0 */
 } lp;
-
-/* A store of `cap` blocks of the pool's size on `medium` (the disk's in a
- * fresh directory, s->dir). */
-static rkv_store *lp_store(lp *s, rkv_medium medium, uint32_t cap)
-{
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, medium);
-    sc.capacity_blocks = cap;
-    sc.block_bytes = rkv_pool_bytes_per_block(s->pool);
-    if (medium == RKV_MEDIUM_HOST) {
-        sc.pinned = 0;
-    } else {
-        snprintf(s->dir, sizeof s->dir, "/tmp/rkv-lpin-XXXXXX");
-        cr_assert_not_null(mkdtemp(s->dir));
-        sc.path = s->dir;
-    }
-    rkv_store *out = NULL;
-    OK(rkv_store_create(&sc, &out));
-    return out;
-}
 
 /* A pool of `blocks`, a host of host_cap blocks, a disk of disk_cap (0:
  * none) below it, pin cap PIN_PCT, drop_pinned. */
 static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
                     uint32_t disk_cap, int drop_pinned)
 {
-    memset(s, 0, sizeof *s);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = blocks;
-    pc.page_size = TP;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 2;
-    OK(rkv_pool_create(&pc, &s->pool));
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.max_pinned_pct = PIN_PCT;
-    OK(rkv_tree_create(s->pool, &tc, &s->tree));
-    s->host = lp_store(s, RKV_MEDIUM_HOST, host_cap);
-    if (disk_cap > 0)
-        s->disk = lp_store(s, RKV_MEDIUM_DISK, disk_cap);
     rkv_tier_config cfg;
     rkv_tier_config_init(&cfg);
-    cfg.host = s->host;
-    cfg.disk = s->disk;
     cfg.drop_pinned = drop_pinned;
-    OK(rkv_tree_attach_tiers(s->tree, &cfg));
+    tt_open(&s->fx, &(tt_spec){.pool_blocks = blocks, .page_size = TP,
+                               .tree = &tc, .host_blocks = host_cap,
+                               .disk_blocks = disk_cap, .tier = &cfg});
     for (uint32_t a = 0; a < NSEQ; a++)
         for (uint32_t j = 0; j < SEQ_PAGES * TP; j++)
             s->tok[a][j] = (int32_t)(a * 1000 + j + 1);
 }
 
-static void lp_close(lp *s)
-{
-    OK(rkv_tree_check(s->tree));
-    rkv_tree_destroy(s->tree);
-    cr_assert_eq(rkv_store_used_blocks(s->host), 0);
-    rkv_store_destroy(s->host);
-    if (s->disk != NULL) {
-        cr_assert_eq(rkv_store_used_blocks(s->disk), 0);
-        rkv_store_destroy(s->disk);
-        char path[96];
-        snprintf(path, sizeof path, "%s/radixkv-tier.blocks", s->dir);
-        unlink(path);
-        rmdir(s->dir);
-    }
-    rkv_pool_destroy(s->pool);
-}
-
-static void lp_check(lp *s)
-{
-    OK(rkv_tree_check(s->tree));
-    OK(rkv_pool_check(s->pool));
-    OK(rkv_store_check(s->host));
-    if (s->disk != NULL)
-        OK(rkv_store_check(s->disk));
-}
-
 /* Caches n pages of toks on the device (allocating under pressure). */
 static rkv_status lp_try_insert_toks(lp *s, const int32_t *toks, uint32_t n)
 {
-    rkv_block_id b[LONG_PAGES];
     cr_assert_leq(n, LONG_PAGES);
-    rkv_status st = rkv_tree_alloc_blocks(s->tree, n, b);
-    if (st != RKV_OK)
-        return st;
-    st = rkv_tree_insert(s->tree, 5, toks, (size_t)n * TP, b, NULL, NULL);
-    OK(rkv_pool_unref_n(s->pool, n, b));
-    return st;
+    return tt_try_cache(&s->fx, 5, toks, n, NULL);
 }
 
 static rkv_status lp_try_insert(lp *s, uint32_t a, uint32_t n)
@@ -135,13 +66,13 @@ static rkv_status lp_try_insert(lp *s, uint32_t a, uint32_t n)
 }
 
 /* The steps of the targeted cases: each must succeed, and each is followed
- * by lp_check. */
+ * by tt_check. */
 
 /* Caches n pages of toks (the caller's own tokens). */
 static void lp_insert_toks(lp *s, const int32_t *toks, uint32_t n)
 {
     OK(lp_try_insert_toks(s, toks, n));
-    lp_check(s);
+    tt_check(&s->fx);
 }
 
 /* Caches the first n pages of sequence a. */
@@ -160,9 +91,9 @@ static void lp_pin_toks(lp *s, const int32_t *toks, uint32_t n,
     r.ttl_ms = ttl;
     r.owner = owner;
     rkv_retain_result out;
-    OK(rkv_tree_retain(s->tree, 5, toks, (size_t)n * TP, &r, now, &out));
+    OK(rkv_tree_retain(s->fx.tree, 5, toks, (size_t)n * TP, &r, now, &out));
     cr_assert_eq(out.pinned_pages, n);
-    lp_check(s);
+    tt_check(&s->fx);
 }
 
 static void lp_pin(lp *s, uint32_t a, uint32_t n, uint64_t owner,
@@ -184,18 +115,18 @@ static void lp_open_pinned(lp *s, uint32_t host_cap, uint32_t disk_cap,
 /* Pressure: takes every block of the pool and gives them back. */
 static void lp_take_all(lp *s)
 {
-    uint32_t n = rkv_pool_num_blocks(s->pool);
+    uint32_t n = rkv_pool_num_blocks(s->fx.pool);
     rkv_block_id *b = malloc(n * sizeof *b);
     cr_assert_not_null(b);
-    OK(rkv_tree_alloc_blocks(s->tree, n, b));
-    OK(rkv_pool_unref_n(s->pool, n, b));
+    OK(rkv_tree_alloc_blocks(s->fx.tree, n, b));
+    OK(rkv_pool_unref_n(s->fx.pool, n, b));
     free(b);
 }
 
 static void lp_squeeze(lp *s)
 {
     lp_take_all(s);
-    lp_check(s);
+    tt_check(&s->fx);
 }
 
 /* lp_open_pinned with 2 pages, the device's other 6 blocks filled with
@@ -226,7 +157,7 @@ static size_t lp_cached(lp *s, uint32_t a, uint32_t n, rkv_tier_match *tm)
     rkv_tier_match t2;
     if (tm == NULL)
         tm = &t2;
-    OK(rkv_tree_match_tiers(s->tree, 5, s->tok[a], (size_t)n * TP, NULL,
+    OK(rkv_tree_match_tiers(s->fx.tree, 5, s->tok[a], (size_t)n * TP, NULL,
                             RKV_MATCH_PEEK, &m, tm));
     return m.matched_tokens + tm->lower_tokens;
 }
@@ -235,7 +166,7 @@ static size_t lp_cached(lp *s, uint32_t a, uint32_t n, rkv_tier_match *tm)
 static size_t lp_on_device(lp *s, uint32_t a, uint32_t n)
 {
     rkv_match m;
-    OK(rkv_tree_match(s->tree, 5, s->tok[a], (size_t)n * TP, NULL,
+    OK(rkv_tree_match(s->fx.tree, 5, s->tok[a], (size_t)n * TP, NULL,
                       RKV_MATCH_PEEK, &m));
     return m.matched_tokens;
 }
@@ -243,7 +174,7 @@ static size_t lp_on_device(lp *s, uint32_t a, uint32_t n)
 static rkv_retention_stats lp_rs(lp *s)
 {
     rkv_retention_stats rs;
-    OK(rkv_tree_retention_stats(s->tree, &rs));
+    OK(rkv_tree_retention_stats(s->fx.tree, &rs));
     return rs;
 }
 
@@ -251,16 +182,16 @@ static rkv_retention_stats lp_rs(lp *s)
 static void lp_load(lp *s, uint32_t a, uint32_t n, rkv_status want)
 {
     rkv_load ld;
-    OK(rkv_tree_load(s->tree, 5, s->tok[a], (size_t)n * TP, UINT32_MAX, NULL,
+    OK(rkv_tree_load(s->fx.tree, 5, s->tok[a], (size_t)n * TP, UINT32_MAX, NULL,
                      &ld));
     cr_assert_neq(ld.ticket, 0);
     rkv_transfer_done done;
     uint32_t nd = 0;
-    OK(rkv_tree_tier_poll(s->tree, &done, 1, &nd));
+    OK(rkv_tree_tier_poll(s->fx.tree, &done, 1, &nd));
     cr_assert_eq(nd, 1);
     cr_assert_eq(done.status, want);
-    OK(rkv_tree_unlock(s->tree, &ld.lease));
-    lp_check(s);
+    OK(rkv_tree_unlock(s->fx.tree, &ld.lease));
+    tt_check(&s->fx);
 }
 
 /* ---- expected pin state --------------------------------------------------- */
@@ -354,7 +285,7 @@ Test(lower_pins, demoted_to_host_not_dropped)
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 2 * TP, "pinned pages stay");
     cr_assert_eq(lp_cached(&s, 1, 6, NULL), 0, "unpinned ones went");
     EXPECT(&s, NULL, {LOWERED, 1}, {REVOKED, 0});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* drop_pinned: device pressure revokes (the old behaviour) and the host
@@ -366,7 +297,7 @@ Test(lower_pins, drop_pinned_revokes)
     EXPECT(&s, NULL, {PINS, 0}, {DEMOTED, 0}, {REVOKED, 1});
     lp_rounds(&s, 2, 4);
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0);
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* The cap per medium: a host of 4 blocks at 50 % holds 2 pinned pages; a
@@ -380,12 +311,12 @@ Test(lower_pins, cap_per_medium)
     lp_squeeze(&s);
     EXPECT(&s, "the 3-page pin passed the host cap", {DEMOTED, 2},
            {REVOKED, 1}, {PINS, 1}, {HOST, 1}, {CAP_HOST, 2});
-    lp_close(&s);
+    tt_close(&s.fx);
     /* a cap of 0 on the host: pins are revoked, not lowered */
     lp_open_pinned(&s, 1, 0, 0, 2);
     lp_squeeze(&s);
     EXPECT(&s, NULL, {DEMOTED, 0}, {REVOKED, 1});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* Expiry, extension and release of lowered pins. */
@@ -400,18 +331,18 @@ Test(lower_pins, expiry_extension_release)
     lp_squeeze(&s);
     EXPECT(&s, NULL, {LOWERED, 2}, {HOST, 4});
     uint32_t n = 0;
-    OK(rkv_tree_pins_extend(s.tree, 1, 500, 50, &n));
+    OK(rkv_tree_pins_extend(s.fx.tree, 1, 500, 50, &n));
     cr_assert_eq(n, 1, "a lowered pin extends");
-    OK(rkv_tree_set_time(s.tree, 150));
-    lp_check(&s);
+    OK(rkv_tree_set_time(s.fx.tree, 150));
+    tt_check(&s.fx);
     EXPECT(&s, NULL, {EXPIRED, 1}, {LOWERED, 1}, {HOST, 2});
     /* the expired one is droppable again, the extended one is not */
     lp_rounds(&s, 2, 3);
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 2 * TP);
     cr_assert_eq(lp_cached(&s, 1, 2, NULL), 0);
-    OK(rkv_tree_pins_release(s.tree, 1, &n));
+    OK(rkv_tree_pins_release(s.fx.tree, 1, &n));
     cr_assert_eq(n, 1, "a lowered pin releases");
-    lp_check(&s);
+    tt_check(&s.fx);
     EXPECT(&s, NULL, {PINS, 0}, {LOWERED, 0}, {HOST, 0});
     lp_rounds(&s, 3, 4);
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0, "released: dropped");
@@ -420,10 +351,10 @@ Test(lower_pins, expiry_extension_release)
     lp_pin(&s, 4, 2, 3, 100, 200);
     lp_squeeze(&s);
     EXPECT(&s, NULL, {LOWERED, 1});
-    OK(rkv_tree_reset(s.tree));
-    lp_check(&s);
+    OK(rkv_tree_reset(s.fx.tree));
+    tt_check(&s.fx);
     EXPECT(&s, NULL, {PINS, 0});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* A store that fails while the pinned pages are demoted: they leave the
@@ -432,13 +363,13 @@ Test(lower_pins, failed_store_revokes)
 {
     lp s;
     lp_open_pinned(&s, 8, 0, 0, 2);
-    rkv_store_fail_after(s.host, 1);
+    rkv_store_fail_after(s.fx.host, 1);
     lp_squeeze(&s);
     EXPECT(&s, NULL, {DEMOTED, 1}, {REVOKED, 1}, {PINS, 0}, {HOST, 0});
     rkv_tier_stats ts;
-    OK(rkv_tree_tier_stats(s.tree, &ts));
+    OK(rkv_tree_tier_stats(s.fx.tree, &ts));
     cr_assert_eq(ts.failed_stores, 1);
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* A corrupt host copy read at load: the pages leave the tree, the pin is
@@ -451,19 +382,11 @@ Test(lower_pins, corrupt_read_revokes)
     EXPECT(&s, NULL, {LOWERED, 1});
     /* overwrite page 0's record with another hash */
     uint64_t h0 = rkv_block_hash(RKV_HASH_ROOT, 5, s.tok[0], TP);
-    rkv_block_id scratch;
-    OK(rkv_pool_alloc(s.pool, &scratch));
-    uint32_t slot = UINT32_MAX;
-    for (uint32_t k = 0; k < 8 && slot == UINT32_MAX; k++)
-        if (rkv_store_read_to_pool(s.host, k, s.pool, scratch, h0, 5) == RKV_OK)
-            slot = k;
-    cr_assert_neq(slot, UINT32_MAX);
-    OK(rkv_store_write_from_pool(s.host, slot, s.pool, scratch, h0 ^ 1, 5));
-    OK(rkv_pool_unref(s.pool, scratch));
+    tt_corrupt_host_copy(&s.fx, h0, 5);
     lp_load(&s, 0, 2, RKV_ERR_CORRUPT);
     EXPECT(&s, NULL, {REVOKED, 1}, {PINS, 0});
     cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0);
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* An I/O error at load leaves the pages (and the pin) in the host. */
@@ -473,17 +396,17 @@ Test(lower_pins, failed_load_keeps_pin)
     lp_open_pinned(&s, 8, 0, 0, 2);
     lp_squeeze(&s);
     rkv_load ld;
-    OK(rkv_tree_load(s.tree, 5, s.tok[0], 2 * TP, UINT32_MAX, NULL, &ld));
+    OK(rkv_tree_load(s.fx.tree, 5, s.tok[0], 2 * TP, UINT32_MAX, NULL, &ld));
     EXPECT(&s, "LOADING", {HOST, 0});
-    rkv_store_fail_after(s.host, 1);
+    rkv_store_fail_after(s.fx.host, 1);
     rkv_transfer_done done;
     uint32_t nd = 0;
-    OK(rkv_tree_tier_poll(s.tree, &done, 1, &nd));
+    OK(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd));
     cr_assert_eq(done.status, RKV_ERR_IO);
-    OK(rkv_tree_unlock(s.tree, &ld.lease));
-    lp_check(&s);
+    OK(rkv_tree_unlock(s.fx.tree, &ld.lease));
+    tt_check(&s.fx);
     EXPECT(&s, NULL, {LOWERED, 1}, {HOST, 2});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* A lowered prefix recomputed chunk by chunk (chunked prefill inserts each
@@ -513,7 +436,7 @@ static void insert_chunks_keep_pin(uint32_t disk_cap)
     lp_pin(&s, 0, 2, 2, 50, 10);
     EXPECT(&s, "both taken over by their owners", {PINS, 2}, {LOWERED, 0},
            {DEV_PINNED, 4});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 Test(lower_pins, insert_chunks_keep_pin)
@@ -547,7 +470,7 @@ Test(lower_pins, insert_again_keeps_pin)
     lp_pin(&s, 0, 2, 1, 50, 10);
     EXPECT(&s, "taken over, not doubled", {PINS, 1}, {LOWERED, 0},
            {DEV_PINNED, 2}, {RENEWED, 1}, {REVOKED, 0});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* A longer context inserted over lowered pins of several depths (the
@@ -575,7 +498,7 @@ static void insert_longer_keeps_pins(uint32_t disk_cap)
         lp_pin(&s, 0, pages[o], o, 50, 10); /* ends on a node: taken over */
     EXPECT(&s, NULL, {PINS, 3}, {LOWERED, 0}, {RENEWED, 3}, {DEV_PINNED, 4},
            {REVOKED, 0});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 Test(lower_pins, insert_longer_keeps_pins)
@@ -600,7 +523,7 @@ Test(lower_pins, insert_diverging_revokes)
     other[2 * TP] += 7; /* page 2 differs */
     lp_insert_toks(&s, other, 4);
     EXPECT(&s, NULL, {REVOKED, 1}, {PINS, 0});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* More pin ends inside the new path than one insert cuts (13): the pins
@@ -620,7 +543,7 @@ Test(lower_pins, insert_too_many_cuts_revokes_rest)
     EXPECT(&s, NULL, {LOWERED, LONG_PAGES - 1});
     lp_insert_toks(&s, tok, LONG_PAGES);
     EXPECT(&s, NULL, {PINS, 13}, {REVOKED, 2}, {LOWERED, 13});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* Loaded back, the pin stays lowered and goes down pinned again; a retain
@@ -641,11 +564,11 @@ Test(lower_pins, load_back_keeps_pin)
     lp_pin(&s, 0, 2, 1, 50, 10); /* the owner uses the prefix again */
     EXPECT(&s, "taken over, not doubled", {PINS, 1}, {LOWERED, 0},
            {DEV_PINNED, 2}, {RENEWED, 1}, {MADE, 1});
-    OK(rkv_tree_set_time(s.tree, 999));
+    OK(rkv_tree_set_time(s.fx.tree, 999));
     EXPECT(&s, "the later deadline (1000) was kept", {PINS, 1});
-    OK(rkv_tree_set_time(s.tree, 1000));
+    OK(rkv_tree_set_time(s.fx.tree, 1000));
     EXPECT(&s, NULL, {PINS, 0});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* Host over disk: the host writes a pinned node down to the disk (a
@@ -662,7 +585,7 @@ Test(lower_pins, host_over_disk)
            {CAP_DISK, 4}, {CAP_HOST, 2});
     lp_load(&s, 0, 2, RKV_OK);
     EXPECT(&s, NULL, {DISK, 0});
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 /* Retain's take-over of a lowered pin allocates nothing new, but a retain
@@ -676,16 +599,16 @@ Test(lower_pins, oom_retain_with_lowered_pin)
         lp_squeeze(&s);
         lp_load(&s, 0, 4, RKV_OK);
         rkv_retention_stats before = lp_rs(&s);
-        rkv_tree_debug_fail_alloc_after(s.tree, k);
+        rkv_tree_debug_fail_alloc_after(s.fx.tree, k);
         rkv_retention r;
         rkv_retention_init(&r);
         r.pin_tokens = 2 * TP; /* splits the node: allocates */
         r.ttl_ms = 10;
         r.owner = 1;
-        rkv_status st = rkv_tree_retain(s.tree, 5, s.tok[0], 4 * TP, &r, 1,
+        rkv_status st = rkv_tree_retain(s.fx.tree, 5, s.tok[0], 4 * TP, &r, 1,
                                         NULL);
-        rkv_tree_debug_fail_alloc_after(s.tree, -1);
-        lp_check(&s);
+        rkv_tree_debug_fail_alloc_after(s.fx.tree, -1);
+        tt_check(&s.fx);
         if (st == RKV_ERR_NOMEM) {
             EXPECT(&s, "a failed retain changes nothing",
                    {PINS, before.pins}, {LOWERED, before.pins_lowered});
@@ -693,7 +616,7 @@ Test(lower_pins, oom_retain_with_lowered_pin)
             OK(st);
             EXPECT(&s, NULL, {PINS, 2});
         }
-        lp_close(&s);
+        tt_close(&s.fx);
         cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
         if (st == RKV_OK)
             break;
@@ -751,8 +674,8 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
                 rkv_retention_stats rs = lp_rs(&s);
                 rev0 = rs.pins_revoked;
             }
-            rkv_status st = rkv_tree_retain(s.tree, 5, s.tok[a], (size_t)n * TP,
-                                            &rt, now, &out);
+            rkv_status st = rkv_tree_retain(s.fx.tree, 5, s.tok[a],
+                                            (size_t)n * TP, &rt, now, &out);
             cr_assert(st == RKV_OK || st == RKV_ERR_PIN_CAP, "%s",
                       rkv_last_error());
             /* the reference's time moved with the call */
@@ -780,7 +703,7 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
         case 3: {
             uint32_t c = 0;
             uint64_t ttl = 1 + xs(&r) % 200;
-            OK(rkv_tree_pins_extend(s.tree, owner, ttl, now, &c));
+            OK(rkv_tree_pins_extend(s.fx.tree, owner, ttl, now, &c));
             for (uint32_t i = 0; i < nref; i++) {
                 if (ref[i].live && ref[i].deadline <= now)
                     ref[i].live = 0;
@@ -792,7 +715,7 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
         }
         case 4:
             if (xs(&r) % 4 == 0) {
-                OK(rkv_tree_pins_release(s.tree, owner, NULL));
+                OK(rkv_tree_pins_release(s.fx.tree, owner, NULL));
                 for (uint32_t i = 0; i < nref; i++)
                     if (ref[i].owner == owner)
                         ref[i].live = 0;
@@ -800,7 +723,7 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
             break;
         case 5:
             now += xs(&r) % 40;
-            OK(rkv_tree_set_time(s.tree, now));
+            OK(rkv_tree_set_time(s.fx.tree, now));
             for (uint32_t i = 0; i < nref; i++)
                 if (ref[i].live && ref[i].deadline <= now)
                     ref[i].live = 0;
@@ -808,29 +731,30 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
         case 6: {
             rkv_load ld;
             if (faults && xs(&r) % 4 == 0)
-                rkv_store_fail_after(s.host, 1 + (uint32_t)(xs(&r) % 3));
-            rkv_status st = rkv_tree_load(s.tree, 5, s.tok[a], (size_t)n * TP,
-                                          UINT32_MAX, NULL, &ld);
+                rkv_store_fail_after(s.fx.host, 1 + (uint32_t)(xs(&r) % 3));
+            rkv_status st = rkv_tree_load(s.fx.tree, 5, s.tok[a],
+                                          (size_t)n * TP, UINT32_MAX, NULL,
+                                          &ld);
             cr_assert(st == RKV_OK || st == RKV_ERR_NO_SPACE, "%s",
                       rkv_last_error());
             if (st == RKV_OK && ld.ticket != 0) {
                 rkv_transfer_done done;
                 uint32_t nd = 0;
-                OK(rkv_tree_tier_poll(s.tree, &done, 1, &nd));
+                OK(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd));
                 cr_assert_eq(nd, 1);
-                OK(rkv_tree_unlock(s.tree, &ld.lease));
+                OK(rkv_tree_unlock(s.fx.tree, &ld.lease));
             }
-            rkv_store_fail_after(s.host, 0);
+            rkv_store_fail_after(s.fx.host, 0);
             break;
         }
         default:
             if (faults && xs(&r) % 3 == 0)
-                rkv_store_fail_after(s.host, 1 + (uint32_t)(xs(&r) % 4));
+                rkv_store_fail_after(s.fx.host, 1 + (uint32_t)(xs(&r) % 4));
             lp_take_all(&s);
-            rkv_store_fail_after(s.host, 0);
+            rkv_store_fail_after(s.fx.host, 0);
             break;
         }
-        lp_check(&s);
+        tt_check(&s.fx);
         /* the reference: the tree never holds more pins than are live, and
          * a live pin's pages are all cached unless some pin was revoked
          * since it was made */
@@ -857,7 +781,7 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
     }
     rkv_retention_stats rs = lp_rs(&s);
     cr_assert_gt(rs.pins_demoted, 0, "the run lowered pins");
-    lp_close(&s);
+    tt_close(&s.fx);
 }
 
 Test(lower_pins, random_host)

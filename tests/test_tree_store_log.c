@@ -7,79 +7,29 @@
  * and full clears. rkv_tree_check after every tree operation.
  */
 #include <criterion/criterion.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "radixkv.h"
+#include "tests/support/tree_tier_fixture.h"
 
 #define TP 4u
 
 #define OKT(x) cr_assert_eq((x), RKV_OK, "%s: %s", #x, rkv_last_error())
 
-typedef struct lenv {
-    rkv_pool *pool;
-    rkv_tree *tree;
-    rkv_store *host, *disk;
-    char dir[64];           /* the disk store's directory, or ""         */
-} lenv;
+typedef tt_fixture lenv; /* pool, tree, host (and disk) stores */
 
+/* A 16-block F32 pool, a host of host_blocks, a buffered disk of
+ * disk_blocks (0: none) below it, the write policy `policy`. */
 static void lsetup(lenv *e, uint32_t host_blocks, uint32_t disk_blocks,
                    int policy)
 {
-    memset(e, 0, sizeof *e);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 16;
-    pc.page_size = TP;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 2;
-    pc.dtype = RKV_DTYPE_F32;
-    OKT(rkv_pool_create(&pc, &e->pool));
-    OKT(rkv_tree_create(e->pool, NULL, &e->tree));
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
-    sc.capacity_blocks = host_blocks;
-    sc.block_bytes = rkv_pool_bytes_per_block(e->pool);
-    sc.pinned = 0;
-    OKT(rkv_store_create(&sc, &e->host));
     rkv_tier_config tc;
     rkv_tier_config_init(&tc);
-    tc.host = e->host;
     tc.write_policy = policy;
-    if (disk_blocks) {
-        /* a file in a fresh directory, removed at lfini */
-        snprintf(e->dir, sizeof e->dir, "/tmp/rkv_slog_XXXXXX");
-        cr_assert_not_null(mkdtemp(e->dir));
-        rkv_store_config dc;
-        rkv_store_config_init(&dc, RKV_MEDIUM_DISK);
-        dc.capacity_blocks = disk_blocks;
-        dc.block_bytes = sc.block_bytes;
-        dc.path = e->dir;
-        dc.direct_io = 0;
-        dc.io_uring = 0;
-        OKT(rkv_store_create(&dc, &e->disk));
-        tc.disk = e->disk;
-    }
-    rkv_status st = rkv_tree_attach_tiers(e->tree, &tc);
-    cr_assert_eq(st, RKV_OK, "attach: %s", rkv_last_error());
+    tt_open(e, &(tt_spec){.pool_blocks = 16, .page_size = TP,
+                          .dtype = RKV_DTYPE_F32, .host_blocks = host_blocks,
+                          .disk_blocks = disk_blocks, .disk_buffered = 1,
+                          .tier = &tc});
     OKT(rkv_tree_check(e->tree));
-}
-
-static void lfini(lenv *e)
-{
-    rkv_tree_destroy(e->tree);
-    rkv_store_destroy(e->host);
-    rkv_store_destroy(e->disk);
-    rkv_pool_destroy(e->pool);
-    if (e->dir[0]) {
-        char f[96];
-        snprintf(f, sizeof f, "%s/radixkv-tier.blocks", e->dir);
-        (void)unlink(f);
-        (void)rmdir(e->dir);
-    }
 }
 
 /* Caches n pages of tokens seeded by `seed`; their blocks in b[]. */
@@ -89,10 +39,7 @@ static void put(lenv *e, uint32_t n, int32_t seed, rkv_block_id *b)
     cr_assert_leq(n, 8);
     for (uint32_t i = 0; i < n * TP; i++)
         tok[i] = seed * 1000 + (int32_t)i + 1;
-    OKT(rkv_tree_alloc_blocks(e->tree, n, b));
-    OKT(rkv_tree_insert(e->tree, 0, tok, (size_t)n * TP, b, NULL, NULL));
-    for (uint32_t i = 0; i < n; i++)
-        OKT(rkv_pool_unref(e->pool, b[i]));
+    OKT(tt_try_cache(e, 0, tok, n, b));
     OKT(rkv_tree_check(e->tree));
 }
 
@@ -173,7 +120,7 @@ Test(store_log, off_by_default_and_ranges)
     OKT(rkv_tree_store_log_enable(e.tree, 0));
     cr_assert_eq(rkv_tree_store_log_read(e.tree, &lg), RKV_ERR_STATE);
     rkv_tree_store_log_clear(e.tree, 1); /* off: nothing happens */
-    lfini(&e);
+    tt_close(&e);
 }
 
 /* Write-through: one queued record per page, in insert order, naming the
@@ -201,7 +148,7 @@ Test(store_log, write_through_records_source_blocks)
     cr_assert_eq(lg.num_records, 1);
     cr_assert_eq(lg.records[0].block, third);
     cr_assert_eq(lclear(&e, 1).num_records, 0);
-    lfini(&e);
+    tt_close(&e);
 }
 
 /* Write-back: demotions are recorded when made (queued 0), one per page
@@ -225,7 +172,7 @@ Test(store_log, demotions_recorded_and_bounded)
     /* a new capacity starts empty */
     OKT(rkv_tree_store_log_enable(e.tree, 8));
     cr_assert_eq(lread(&e).num_records, 0);
-    lfini(&e);
+    tt_close(&e);
 }
 
 /* Host over disk: the host's writes to the disk are recorded from the
@@ -257,5 +204,5 @@ Test(store_log, host_to_disk_records)
     }
     cr_assert_eq(dev, ts.stores_blocks[RKV_MEDIUM_HOST]);
     cr_assert_eq(disk, ts.stores_blocks[RKV_MEDIUM_DISK]);
-    lfini(&e);
+    tt_close(&e);
 }

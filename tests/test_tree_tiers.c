@@ -36,6 +36,7 @@
 #include "radix/tree_debug.h"
 #include "radixkv.h"
 #include "tests/support/event_model.h"
+#include "tests/support/tree_tier_fixture.h"
 #include "tier/store.h"
 
 #define TP 4u
@@ -50,9 +51,11 @@ typedef struct seq {
 } seq;
 
 typedef struct env {
-    rkv_pool *pool;
-    rkv_tree *tree;
-    rkv_store *host;
+    tt_fixture fx;   /* owns the pool, tree and stores below */
+    rkv_pool *pool;  /* fx's */
+    rkv_tree *tree;  /* fx's */
+    rkv_store *host; /* the store right below the device: fx.host, or mode
+                        1's disk store */
     rkv_store *disk; /* mode 2: the disk below the host, else NULL */
     size_t bb;
     uint64_t model[MODEL_CAP]; /* open addressing; 0 = empty */
@@ -122,12 +125,7 @@ static void pattern(const env *e, uint64_t h, uint8_t *out)
 
 static void check_all(env *e)
 {
-    rkv_status st = rkv_tree_check(e->tree);
-    cr_assert_eq(st, RKV_OK, "tree check: %s", rkv_last_error());
-    cr_assert_eq(rkv_pool_check(e->pool), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_store_check(e->host), RKV_OK, "%s", rkv_last_error());
-    if (e->disk != NULL)
-        cr_assert_eq(rkv_store_check(e->disk), RKV_OK, "%s", rkv_last_error());
+    tt_check(&e->fx);
     /* KV events (with media) replayed into the model give the snapshot */
     while (evm_drain(&e->d, &e->m, 64, 8) == 64)
         ;
@@ -304,25 +302,41 @@ static void make_seqs(env *e)
  * Returns the pages loaded from the disk. */
 static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
 {
-    int disk = mode != 0;
-    char dir[] = "/tmp/rkv-tiers-XXXXXX";
     int64_t live0 = rkv_debug_live_tree_allocs_global();
     env *e = calloc(1, sizeof *e);
     cr_assert_not_null(e);
     e->rng = seed * 0x9E3779B97F4A7C15ull + 1;
     e->exact = exact;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 40;
-    pc.page_size = TP;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 4;
-    cr_assert_eq(rkv_pool_create(&pc, &e->pool), RKV_OK, "%s", rkv_last_error());
+    /* the draws in this order: the seeds' runs stay the same */
+    uint32_t top_cap = exact ? 4096 : 16 + (uint32_t)(rnd(e) % 24);
+    if (mode == 2) /* the host overflows to disk; in exact runs it exceeds
+                      the 40 device blocks (swap-out copies of device pages
+                      hold host slots no LRU can take) */
+        top_cap = exact ? 44 + (uint32_t)(rnd(e) % 8)
+                        : 4 + (uint32_t)(rnd(e) % 16);
+    uint32_t disk_cap = 0;
+    if (mode == 2)
+        disk_cap = exact ? 4096 : 8 + (uint32_t)(rnd(e) % 24);
+    rkv_tier_config cfg;
+    rkv_tier_config_init(&cfg);
+    if (!exact) {
+        cfg.write_policy = (int)(rnd(e) % 3);
+        cfg.selective_hits = 1 + (uint32_t)(rnd(e) % 3);
+        cfg.store_queue = 2 + (uint32_t)(rnd(e) % 3);
+    }
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.event_ring = 1024;
-    cr_assert_eq(rkv_tree_create(e->pool, &tc, &e->tree), RKV_OK);
+    /* mode 1: the one store is a disk store */
+    tt_open(&e->fx, &(tt_spec){.pool_blocks = 40, .page_size = TP,
+                               .head_dim = 4, .tree = &tc,
+                               .host_blocks = mode == 1 ? 0 : top_cap,
+                               .disk_blocks = mode == 1 ? top_cap : disk_cap,
+                               .tier = &cfg});
+    e->pool = e->fx.pool;
+    e->tree = e->fx.tree;
+    e->host = mode == 1 ? e->fx.disk : e->fx.host;
+    e->disk = mode == 2 ? e->fx.disk : NULL;
     e->d.pool = e->pool;
     e->d.tree = e->tree;
     e->d.P = TP;
@@ -330,43 +344,6 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
     e->bb = rkv_pool_bytes_per_block(e->pool);
     e->buf = malloc(e->bb);
     e->want = malloc(e->bb);
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, mode == 1 ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST);
-    sc.capacity_blocks = exact ? 4096 : 16 + rnd(e) % 24;
-    if (mode == 2) /* the host overflows to disk; in exact runs it exceeds
-                      the 40 device blocks (swap-out copies of device pages
-                      hold host slots no LRU can take) */
-        sc.capacity_blocks = exact ? 44 + rnd(e) % 8 : 4 + rnd(e) % 16;
-    sc.block_bytes = e->bb;
-    sc.pinned = 0;
-    if (disk) {
-        cr_assert_not_null(mkdtemp(dir));
-        sc.path = dir;
-    }
-    cr_assert_eq(rkv_store_create(&sc, &e->host), RKV_OK, "%s", rkv_last_error());
-    if (mode == 2) {
-        rkv_store_config dc;
-        rkv_store_config_init(&dc, RKV_MEDIUM_DISK);
-        dc.capacity_blocks = exact ? 4096 : 8 + rnd(e) % 24;
-        dc.block_bytes = e->bb;
-        dc.path = dir;
-        cr_assert_eq(rkv_store_create(&dc, &e->disk), RKV_OK, "%s",
-                     rkv_last_error());
-    }
-    rkv_tier_config cfg;
-    rkv_tier_config_init(&cfg);
-    if (mode == 1)
-        cfg.disk = e->host;
-    else
-        cfg.host = e->host;
-    cfg.disk = mode == 2 ? e->disk : cfg.disk;
-    if (!exact) {
-        cfg.write_policy = (int)(rnd(e) % 3);
-        cfg.selective_hits = 1 + (uint32_t)(rnd(e) % 3);
-        cfg.store_queue = 2 + (uint32_t)(rnd(e) % 3);
-    }
-    cr_assert_eq(rkv_tree_attach_tiers(e->tree, &cfg), RKV_OK, "%s",
-                 rkv_last_error());
     make_seqs(e);
     check_all(e);
     for (uint32_t step = 0; step < steps; step++) {
@@ -511,17 +488,8 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
                 (unsigned long long)ts.loads_blocks[RKV_MEDIUM_DISK],
                 (unsigned long long)ts.evictions[RKV_MEDIUM_DISK],
                 (unsigned long long)ts.evictions[RKV_MEDIUM_DEVICE]);
-    rkv_tree_destroy(e->tree);
+    tt_close(&e->fx);
     free(e->m.e);
-    cr_assert_eq(rkv_store_used_blocks(e->host), 0);
-    rkv_store_destroy(e->host);
-    if (e->disk != NULL) {
-        cr_assert_eq(rkv_store_used_blocks(e->disk), 0);
-        rkv_store_destroy(e->disk);
-    }
-    if (disk)
-        rmdir(dir);
-    rkv_pool_destroy(e->pool);
     free(e->buf);
     free(e->want);
     free(e);
@@ -637,56 +605,29 @@ Test(tree_tiers, attach_rules)
 /* ---- targeted cases ------------------------------------------------------- */
 
 typedef struct small {
-    rkv_pool *pool;
-    rkv_tree *tree;
-    rkv_store *host;
+    tt_fixture fx; /* a 16-block pool; a host or a disk store */
     int32_t tok[8 * TP];
 } small;
 
-static void small_open(small *s, uint32_t host_cap)
+/* A host of host_cap blocks, or (host_cap 0) a disk of disk_cap alone. */
+static void small_open(small *s, uint32_t host_cap, uint32_t disk_cap)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 16;
-    pc.page_size = TP;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 2;
-    cr_assert_eq(rkv_pool_create(&pc, &s->pool), RKV_OK);
-    cr_assert_eq(rkv_tree_create(s->pool, NULL, &s->tree), RKV_OK);
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
-    sc.capacity_blocks = host_cap;
-    sc.block_bytes = rkv_pool_bytes_per_block(s->pool);
-    sc.pinned = 0;
-    cr_assert_eq(rkv_store_create(&sc, &s->host), RKV_OK);
-    rkv_tier_config cfg;
-    rkv_tier_config_init(&cfg);
-    cfg.host = s->host;
-    cr_assert_eq(rkv_tree_attach_tiers(s->tree, &cfg), RKV_OK);
+    tt_open(&s->fx, &(tt_spec){.pool_blocks = 16, .page_size = TP,
+                               .host_blocks = host_cap,
+                               .disk_blocks = disk_cap});
     for (uint32_t j = 0; j < 8 * TP; j++)
         s->tok[j] = (int32_t)(j * 7 + 1);
-}
-
-static void small_close(small *s)
-{
-    rkv_tree_destroy(s->tree);
-    rkv_store_destroy(s->host);
-    rkv_pool_destroy(s->pool);
 }
 
 /* Caches pages 0..n-1 of s->tok on the device, then demotes them all. */
 static void small_fill_host(small *s, uint32_t n)
 {
-    rkv_block_id b[8];
-    cr_assert_eq(rkv_tree_alloc_blocks(s->tree, n, b), RKV_OK);
-    cr_assert_eq(rkv_tree_insert(s->tree, 5, s->tok, (size_t)n * TP, b, NULL,
-                                 NULL), RKV_OK);
-    cr_assert_eq(rkv_pool_unref_n(s->pool, n, b), RKV_OK);
+    cr_assert_leq(n, 8);
+    cr_assert_eq(tt_try_cache(&s->fx, 5, s->tok, n, NULL), RKV_OK);
     uint32_t freed = 0;
-    cr_assert_eq(rkv_tree_evict(s->tree, n, &freed), RKV_OK);
+    cr_assert_eq(rkv_tree_evict(s->fx.tree, n, &freed), RKV_OK);
     cr_assert_eq(freed, n);
-    cr_assert_eq(rkv_tree_check(s->tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_tree_check(s->fx.tree), RKV_OK, "%s", rkv_last_error());
 }
 
 /* A host copy that fails verification: the load fails with
@@ -695,107 +636,99 @@ static void small_fill_host(small *s, uint32_t n)
 Test(tree_tiers, corrupt_host_copy)
 {
     small s;
-    small_open(&s, 16);
+    small_open(&s, 16, 0);
     small_fill_host(&s, 4);
     /* find page 1's slot by its (hash, ns), then overwrite the record */
     uint64_t h0 = rkv_block_hash(RKV_HASH_ROOT, 5, s.tok, TP);
     uint64_t h1 = rkv_block_hash(h0, 5, s.tok + TP, TP);
-    rkv_block_id scratch;
-    cr_assert_eq(rkv_pool_alloc(s.pool, &scratch), RKV_OK);
-    uint32_t slot = UINT32_MAX;
-    for (uint32_t k = 0; k < 16 && slot == UINT32_MAX; k++)
-        if (rkv_store_read_to_pool(s.host, k, s.pool, scratch, h1, 5) == RKV_OK)
-            slot = k;
-    cr_assert_neq(slot, UINT32_MAX);
-    cr_assert_eq(rkv_store_write_from_pool(s.host, slot, s.pool, scratch,
-                                           h1 ^ 1, 5), RKV_OK);
-    cr_assert_eq(rkv_pool_unref(s.pool, scratch), RKV_OK);
-    uint32_t free0 = rkv_pool_num_free(s.pool);
+    tt_corrupt_host_copy(&s.fx, h1, 5);
+    uint32_t free0 = rkv_pool_num_free(s.fx.pool);
     rkv_load ld;
-    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 4 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
+    cr_assert_eq(rkv_tree_load(s.fx.tree, 5, s.tok, 4 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
     cr_assert_eq(ld.num_pages, 4);
-    cr_assert_eq(rkv_pool_num_free(s.pool), free0 - 4);
-    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_pool_num_free(s.fx.pool), free0 - 4);
+    cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
     rkv_transfer_done done;
     uint32_t nd = 0;
-    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd), RKV_OK);
     cr_assert_eq(nd, 1);
     cr_assert_eq(done.status, RKV_ERR_CORRUPT);
     cr_assert_eq(done.num_pages, 0);
-    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_pool_num_free(s.pool), free0);
+    cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_pool_num_free(s.fx.pool), free0);
     rkv_match m;
     rkv_tier_match tm;
-    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 4 * TP, NULL,
+    cr_assert_eq(rkv_tree_match_tiers(s.fx.tree, 5, s.tok, 4 * TP, NULL,
                                       RKV_MATCH_PEEK, &m, &tm), RKV_OK);
     cr_assert_eq(m.matched_tokens, 0);
     cr_assert_eq(tm.host_tokens, TP, "page 0 stays, 1.. are gone");
-    cr_assert_eq(rkv_store_used_blocks(s.host), 1);
+    cr_assert_eq(rkv_store_used_blocks(s.fx.host), 1);
     rkv_tier_stats ts;
-    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_stats(s.fx.tree, &ts), RKV_OK);
     cr_assert_eq(ts.corrupt_blocks, 1);
     cr_assert_eq(ts.failed_loads, 4);
     /* the lease moved to the node above the path (the namespace root) */
-    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK, "%s",
+    cr_assert_eq(rkv_tree_unlock(s.fx.tree, &ld.lease), RKV_OK, "%s",
                  rkv_last_error());
-    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-    small_close(&s);
+    cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+    tt_close(&s.fx);
 }
 
 /* An I/O error at poll leaves every page in the host; a retry loads it. */
 Test(tree_tiers, failed_copy_then_retry)
 {
     small s;
-    small_open(&s, 16);
+    small_open(&s, 16, 0);
     small_fill_host(&s, 3);
     rkv_load ld;
-    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
-    rkv_store_fail_after(s.host, 2);
+    cr_assert_eq(rkv_tree_load(s.fx.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
+    rkv_store_fail_after(s.fx.host, 2);
     rkv_transfer_done done;
     uint32_t nd = 0;
-    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd), RKV_OK);
     cr_assert_eq(done.status, RKV_ERR_IO);
-    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
-    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_store_used_blocks(s.host), 3);
+    cr_assert_eq(rkv_tree_unlock(s.fx.tree, &ld.lease), RKV_OK);
+    cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_store_used_blocks(s.fx.host), 3);
     rkv_block_id lb[2] = {RKV_NO_BLOCK, RKV_NO_BLOCK};
-    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, 2, lb, &ld), RKV_OK);
+    cr_assert_eq(rkv_tree_load(s.fx.tree, 5, s.tok, 3 * TP, 2, lb, &ld),
+                 RKV_OK);
     cr_assert_eq(ld.num_pages, 2, "max_pages bounds a load");
     /* in flight: another caller's match sees the load's ticket, not a
      * lower continuation */
     rkv_match ml;
     rkv_tier_match tml;
-    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 3 * TP, NULL,
+    cr_assert_eq(rkv_tree_match_tiers(s.fx.tree, 5, s.tok, 3 * TP, NULL,
                                       RKV_MATCH_PEEK, &ml, &tml), RKV_OK);
     cr_assert_eq(ml.matched_tokens, 0);
     cr_assert_eq(tml.lower_tokens, 0);
     cr_assert_eq(tml.loading_ticket, ld.ticket);
     cr_assert_eq(tml.loading_tokens, 2 * TP);
-    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, TP, NULL,
+    cr_assert_eq(rkv_tree_match_tiers(s.fx.tree, 5, s.tok, TP, NULL,
                                       RKV_MATCH_PEEK, &ml, &tml), RKV_OK);
     cr_assert_eq(tml.loading_tokens, TP, "a shorter match covers less");
-    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd), RKV_OK);
     cr_assert_eq(done.status, RKV_OK);
     cr_assert_eq(done.num_pages, 2);
     rkv_match m;
     rkv_tier_match tm;
-    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 3 * TP, NULL,
+    cr_assert_eq(rkv_tree_match_tiers(s.fx.tree, 5, s.tok, 3 * TP, NULL,
                                       RKV_MATCH_PEEK, &m, &tm), RKV_OK);
     cr_assert_eq(m.matched_tokens, 2 * TP);
     cr_assert_eq(tm.host_tokens, TP);
     cr_assert_eq(tm.loading_ticket, 0, "completed");
     cr_assert_eq(tm.loading_tokens, 0);
     rkv_block_id mb[3];
-    cr_assert_eq(rkv_tree_match(s.tree, 5, s.tok, 3 * TP, mb, RKV_MATCH_PEEK,
+    cr_assert_eq(rkv_tree_match(s.fx.tree, 5, s.tok, 3 * TP, mb, RKV_MATCH_PEEK,
                                 &m), RKV_OK);
     cr_assert_eq(m.num_blocks, 2);
     cr_assert(lb[0] == mb[0] && lb[1] == mb[1], "load blocks %u %u, match "
               "%u %u", lb[0], lb[1], mb[0], mb[1]);
     /* write-back: the loaded pages left the host (exclusive tiers) */
-    cr_assert_eq(rkv_store_used_blocks(s.host), 1);
-    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
-    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-    small_close(&s);
+    cr_assert_eq(rkv_store_used_blocks(s.fx.host), 1);
+    cr_assert_eq(rkv_tree_unlock(s.fx.tree, &ld.lease), RKV_OK);
+    cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+    tt_close(&s.fx);
 }
 
 /* A full store queue: write-through copies queue up to store_queue pages;
@@ -804,58 +737,60 @@ Test(tree_tiers, failed_copy_then_retry)
 Test(tree_tiers, full_store_queue)
 {
     small s;
-    small_open(&s, 16);
+    small_open(&s, 16, 0);
     rkv_tier_config cfg;
     rkv_tier_config_init(&cfg);
-    cfg.host = s.host;
+    cfg.host = s.fx.host;
     cfg.write_policy = RKV_WRITE_THROUGH;
     cfg.store_queue = 2;
-    cr_assert_eq(rkv_tree_attach_tiers(s.tree, &cfg), RKV_OK);
+    cr_assert_eq(rkv_tree_attach_tiers(s.fx.tree, &cfg), RKV_OK);
     /* X: 2 pages, their copies fill the queue; Y: 3 pages, skipped */
     const int32_t *x = s.tok, *y = s.tok + 4 * TP;
     rkv_block_id b[3];
-    cr_assert_eq(rkv_tree_alloc_blocks(s.tree, 2, b), RKV_OK);
-    cr_assert_eq(rkv_tree_insert(s.tree, 5, x, 2 * TP, b, NULL, NULL), RKV_OK);
-    cr_assert_eq(rkv_pool_unref_n(s.pool, 2, b), RKV_OK);
-    cr_assert_eq(rkv_tree_alloc_blocks(s.tree, 3, b), RKV_OK);
-    cr_assert_eq(rkv_tree_insert(s.tree, 5, y, 3 * TP, b, NULL, NULL), RKV_OK);
-    cr_assert_eq(rkv_pool_unref_n(s.pool, 3, b), RKV_OK);
+    cr_assert_eq(rkv_tree_alloc_blocks(s.fx.tree, 2, b), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(s.fx.tree, 5, x, 2 * TP, b, NULL, NULL),
+                 RKV_OK);
+    cr_assert_eq(rkv_pool_unref_n(s.fx.pool, 2, b), RKV_OK);
+    cr_assert_eq(rkv_tree_alloc_blocks(s.fx.tree, 3, b), RKV_OK);
+    cr_assert_eq(rkv_tree_insert(s.fx.tree, 5, y, 3 * TP, b, NULL, NULL),
+                 RKV_OK);
+    cr_assert_eq(rkv_pool_unref_n(s.fx.pool, 3, b), RKV_OK);
     rkv_tier_stats ts;
-    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_stats(s.fx.tree, &ts), RKV_OK);
     cr_assert_eq(ts.pending_stores, 2);
     cr_assert_eq(ts.stores_skipped, 3);
-    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
     /* X used again: Y is the eviction's victim while X's copies are still
      * queued (the queue is full), so Y's pages are dropped, not stored */
     rkv_match m;
     rkv_tier_match tm;
-    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, x, 2 * TP, NULL, 0, &m, &tm),
-                 RKV_OK);
+    cr_assert_eq(rkv_tree_match_tiers(s.fx.tree, 5, x, 2 * TP, NULL, 0, &m,
+                                      &tm), RKV_OK);
     cr_assert_eq(m.matched_tokens, 2 * TP);
     uint32_t freed = 0;
-    cr_assert_eq(rkv_tree_evict(s.tree, 3, &freed), RKV_OK);
+    cr_assert_eq(rkv_tree_evict(s.fx.tree, 3, &freed), RKV_OK);
     cr_assert_eq(freed, 3);
-    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, y, 3 * TP, NULL,
+    cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_tree_match_tiers(s.fx.tree, 5, y, 3 * TP, NULL,
                                       RKV_MATCH_PEEK, &m, &tm), RKV_OK);
     cr_assert_eq(m.matched_tokens + tm.lower_tokens, 0, "Y was dropped");
-    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_stats(s.fx.tree, &ts), RKV_OK);
     cr_assert_eq(ts.stores_skipped, 4); /* Y's first page; the rest follow it */
     cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 0);
     /* poll makes X's copies; X then survives an eviction in the host */
     uint32_t nd = 0;
     rkv_transfer_done done;
-    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd), RKV_OK);
     cr_assert_eq(nd, 0);
-    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_stats(s.fx.tree, &ts), RKV_OK);
     cr_assert_eq(ts.pending_stores, 0);
     cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 2);
-    cr_assert_eq(rkv_tree_evict(s.tree, 2, &freed), RKV_OK);
-    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, x, 2 * TP, NULL,
+    cr_assert_eq(rkv_tree_evict(s.fx.tree, 2, &freed), RKV_OK);
+    cr_assert_eq(rkv_tree_match_tiers(s.fx.tree, 5, x, 2 * TP, NULL,
                                       RKV_MATCH_PEEK, &m, &tm), RKV_OK);
     cr_assert_eq(tm.host_tokens, 2 * TP);
-    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-    small_close(&s);
+    cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+    tt_close(&s.fx);
 }
 
 /* Out of memory at every allocation of loads, swap-outs and attach: the
@@ -875,64 +810,65 @@ Test(tree_tiers, oom_every_allocation)
     int64_t fired_runs = 0;
     for (int64_t k = 0; k < 64; k++) {
         small s;
-        small_open(&s, 16);
+        small_open(&s, 16, 0);
         small_fill_host(&s, 6);
         rkv_block_entry before[64], after[64];
-        size_t nb = snap_of(s.tree, before, 64);
-        uint32_t free0 = rkv_pool_num_free(s.pool);
-        uint64_t used0 = rkv_store_used_blocks(s.host);
-        rkv_tree_debug_fail_alloc_after(s.tree, k);
+        size_t nb = snap_of(s.fx.tree, before, 64);
+        uint32_t free0 = rkv_pool_num_free(s.fx.pool);
+        uint64_t used0 = rkv_store_used_blocks(s.fx.host);
+        rkv_tree_debug_fail_alloc_after(s.fx.tree, k);
         /* a load that ends inside a lower node (a split), then a swap-out */
         rkv_load ld;
-        rkv_status st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld);
+        rkv_status st = rkv_tree_load(s.fx.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld);
         int fired = 0;
         if (st == RKV_ERR_NOMEM) {
             fired = 1;
             cr_assert_eq(ld.ticket, 0);
-            size_t na = snap_of(s.tree, after, 64);
+            size_t na = snap_of(s.fx.tree, after, 64);
             cr_assert_eq(na, nb);
             cr_assert(memcmp(before, after, nb * sizeof *before) == 0);
-            cr_assert_eq(rkv_pool_num_free(s.pool), free0);
-            cr_assert_eq(rkv_store_used_blocks(s.host), used0);
-            cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-            rkv_tree_debug_fail_alloc_after(s.tree, -1);
-            st = rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld);
+            cr_assert_eq(rkv_pool_num_free(s.fx.pool), free0);
+            cr_assert_eq(rkv_store_used_blocks(s.fx.host), used0);
+            cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+            rkv_tree_debug_fail_alloc_after(s.fx.tree, -1);
+            st = rkv_tree_load(s.fx.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL,
+                               &ld);
         }
         cr_assert_eq(st, RKV_OK, "k=%lld: %s", (long long)k, rkv_last_error());
         rkv_transfer_done done;
         uint32_t nd = 0;
-        cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+        cr_assert_eq(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd), RKV_OK);
         cr_assert_eq(done.status, RKV_OK);
-        cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
+        cr_assert_eq(rkv_tree_unlock(s.fx.tree, &ld.lease), RKV_OK);
         uint64_t tk = 0;
-        nb = snap_of(s.tree, before, 64);
+        nb = snap_of(s.fx.tree, before, 64);
         rkv_block_id src[3];
-        st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, src, &tk, NULL);
+        st = rkv_tree_store_prefix(s.fx.tree, 5, s.tok, 3 * TP, src, &tk, NULL);
         if (st == RKV_ERR_NOMEM) {
             fired = 1;
             cr_assert_eq(tk, 0);
-            size_t na = snap_of(s.tree, after, 64);
+            size_t na = snap_of(s.fx.tree, after, 64);
             cr_assert_eq(na, nb);
             cr_assert(memcmp(before, after, nb * sizeof *before) == 0);
-            rkv_tree_debug_fail_alloc_after(s.tree, -1);
-            st = rkv_tree_store_prefix(s.tree, 5, s.tok, 3 * TP, src, &tk,
+            rkv_tree_debug_fail_alloc_after(s.fx.tree, -1);
+            st = rkv_tree_store_prefix(s.fx.tree, 5, s.tok, 3 * TP, src, &tk,
                                        NULL);
         }
         cr_assert_eq(st, RKV_OK, "%s", rkv_last_error());
         cr_assert_neq(tk, 0);
         rkv_block_id dev[3];
         rkv_match dm;
-        cr_assert_eq(rkv_tree_match(s.tree, 5, s.tok, 3 * TP, dev,
+        cr_assert_eq(rkv_tree_match(s.fx.tree, 5, s.tok, 3 * TP, dev,
                                     RKV_MATCH_PEEK, &dm), RKV_OK);
         cr_assert_eq(dm.num_blocks, 3);
         for (uint32_t i = 0; i < 3; i++)
             cr_assert_eq(src[i], dev[i], "swap-out source block %u", i);
-        cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+        cr_assert_eq(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd), RKV_OK);
         cr_assert_eq(nd, 1);
         cr_assert_eq(done.num_pages, 3);
-        cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-        rkv_tree_debug_fail_alloc_after(s.tree, -1);
-        small_close(&s);
+        cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+        rkv_tree_debug_fail_alloc_after(s.fx.tree, -1);
+        tt_close(&s.fx);
         cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
         if (!fired)
             break; /* k is past the last allocation of the scenario */
@@ -943,61 +879,26 @@ Test(tree_tiers, oom_every_allocation)
     /* attach itself */
     for (int64_t k = 0; k < 8; k++) {
         small s;
-        small_open(&s, 4);
-        cr_assert_eq(rkv_tree_attach_tiers(s.tree, NULL), RKV_OK);
+        small_open(&s, 4, 0);
+        cr_assert_eq(rkv_tree_attach_tiers(s.fx.tree, NULL), RKV_OK);
         rkv_tier_config cfg;
         rkv_tier_config_init(&cfg);
-        cfg.host = s.host;
-        rkv_tree_debug_fail_alloc_after(s.tree, k);
-        rkv_status st = rkv_tree_attach_tiers(s.tree, &cfg);
+        cfg.host = s.fx.host;
+        rkv_tree_debug_fail_alloc_after(s.fx.tree, k);
+        rkv_status st = rkv_tree_attach_tiers(s.fx.tree, &cfg);
         cr_assert(st == RKV_OK || st == RKV_ERR_NOMEM);
-        cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-        rkv_tree_debug_fail_alloc_after(s.tree, -1);
-        small_close(&s);
+        cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+        rkv_tree_debug_fail_alloc_after(s.fx.tree, -1);
+        tt_close(&s.fx);
         cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
     }
 }
 
-/* A corrupted disk block (through the real disk store): the file's records
- * are overwritten behind the store's back; the load fails with
- * RKV_ERR_CORRUPT (verification, never wrong KV), the page and everything
- * after it leave the tree, the device blocks come back, nothing leaks. */
-Test(tree_tiers, corrupt_disk_block)
+/* Overwrites every record of the disk store's file in dir behind the
+ * store's back (the file header stays). */
+static void corrupt_disk_records(const char *dir)
 {
-    char dir[] = "/tmp/rkv-tiers-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    small s;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 16;
-    pc.page_size = TP;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 2;
-    cr_assert_eq(rkv_pool_create(&pc, &s.pool), RKV_OK);
-    cr_assert_eq(rkv_tree_create(s.pool, NULL, &s.tree), RKV_OK);
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
-    sc.capacity_blocks = 8;
-    sc.block_bytes = rkv_pool_bytes_per_block(s.pool);
-    sc.path = dir;
-    cr_assert_eq(rkv_store_create(&sc, &s.host), RKV_OK, "%s", rkv_last_error());
-    rkv_tier_config cfg;
-    rkv_tier_config_init(&cfg);
-    cfg.disk = s.host;
-    cr_assert_eq(rkv_tree_attach_tiers(s.tree, &cfg), RKV_OK, "%s",
-                 rkv_last_error());
-    for (uint32_t j = 0; j < 8 * TP; j++)
-        s.tok[j] = (int32_t)(j * 7 + 1);
-    small_fill_host(&s, 3);
-    rkv_match m;
-    rkv_tier_match tm;
-    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 3 * TP, NULL,
-                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
-    cr_assert_eq(tm.disk_tokens, 3 * TP);
-    cr_assert_eq(tm.host_tokens, 0);
-    /* overwrite every record (the file header stays) */
-    char path[64];
+    char path[96];
     snprintf(path, sizeof path, "%s/radixkv-tier.blocks", dir);
     int fd = open(path, O_WRONLY);
     cr_assert_geq(fd, 0);
@@ -1008,96 +909,65 @@ Test(tree_tiers, corrupt_disk_block)
         cr_assert_eq(pwrite(fd, junk, sizeof junk, off), (ssize_t)sizeof junk);
     cr_assert_eq(fsync(fd), 0);
     close(fd);
-    uint32_t free0 = rkv_pool_num_free(s.pool);
+}
+
+/* A corrupted disk block (through the real disk store): the file's records
+ * are overwritten behind the store's back; the load fails with
+ * RKV_ERR_CORRUPT (verification, never wrong KV), the page and everything
+ * after it leave the tree, the device blocks come back, nothing leaks. */
+Test(tree_tiers, corrupt_disk_block)
+{
+    small s;
+    small_open(&s, 0, 8);
+    small_fill_host(&s, 3);
+    rkv_match m;
+    rkv_tier_match tm;
+    cr_assert_eq(rkv_tree_match_tiers(s.fx.tree, 5, s.tok, 3 * TP, NULL,
+                                      RKV_MATCH_PEEK, &m, &tm), RKV_OK);
+    cr_assert_eq(tm.disk_tokens, 3 * TP);
+    cr_assert_eq(tm.host_tokens, 0);
+    /* overwrite every record (the file header stays) */
+    corrupt_disk_records(s.fx.dir);
+    uint32_t free0 = rkv_pool_num_free(s.fx.pool);
     rkv_load ld;
-    cr_assert_eq(rkv_tree_load(s.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
+    cr_assert_eq(rkv_tree_load(s.fx.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
     cr_assert_eq(ld.disk_pages, 3);
     rkv_transfer_done done;
     uint32_t nd = 0;
-    cr_assert_eq(rkv_tree_tier_poll(s.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd), RKV_OK);
     cr_assert_eq(nd, 1);
     cr_assert_eq(done.status, RKV_ERR_CORRUPT, "status %d", done.status);
-    cr_assert_eq(rkv_tree_unlock(s.tree, &ld.lease), RKV_OK);
-    cr_assert_eq(rkv_tree_check(s.tree), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_pool_num_free(s.pool), free0);
-    cr_assert_eq(rkv_tree_match_tiers(s.tree, 5, s.tok, 3 * TP, NULL,
+    cr_assert_eq(rkv_tree_unlock(s.fx.tree, &ld.lease), RKV_OK);
+    cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_pool_num_free(s.fx.pool), free0);
+    cr_assert_eq(rkv_tree_match_tiers(s.fx.tree, 5, s.tok, 3 * TP, NULL,
                                       RKV_MATCH_PEEK, &m, &tm), RKV_OK);
     cr_assert_eq(m.matched_tokens + tm.lower_tokens, 0);
-    cr_assert_eq(rkv_store_used_blocks(s.host), 0);
+    cr_assert_eq(rkv_store_used_blocks(s.fx.disk), 0);
     rkv_tier_stats ts;
-    cr_assert_eq(rkv_tree_tier_stats(s.tree, &ts), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_stats(s.fx.tree, &ts), RKV_OK);
     cr_assert_eq(ts.corrupt_blocks, 1);
-    small_close(&s);
-    rmdir(dir);
+    tt_close(&s.fx);
 }
 
 /* ---- the chain device -> host -> disk -------------------------------------- */
 
 typedef struct chain {
-    char dir[32];
-    rkv_pool *pool;
-    rkv_tree *tree;
-    rkv_store *host, *disk;
+    tt_fixture fx; /* a 16-block pool, a 2-block host over an 8-block disk */
     int32_t tok[4][2 * TP]; /* four 2-page sequences, distinct from page 0 */
 } chain;
 
 static void chain_open(chain *c)
 {
-    snprintf(c->dir, sizeof c->dir, "/tmp/rkv-chain-XXXXXX");
-    cr_assert_not_null(mkdtemp(c->dir));
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 16;
-    pc.page_size = TP;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 2;
-    cr_assert_eq(rkv_pool_create(&pc, &c->pool), RKV_OK);
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.event_ring = 256;
-    cr_assert_eq(rkv_tree_create(c->pool, &tc, &c->tree), RKV_OK);
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
-    sc.capacity_blocks = 2;
-    sc.block_bytes = rkv_pool_bytes_per_block(c->pool);
-    sc.pinned = 0;
-    cr_assert_eq(rkv_store_create(&sc, &c->host), RKV_OK);
-    rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
-    sc.capacity_blocks = 8;
-    sc.block_bytes = rkv_pool_bytes_per_block(c->pool);
-    sc.path = c->dir;
-    cr_assert_eq(rkv_store_create(&sc, &c->disk), RKV_OK, "%s", rkv_last_error());
-    rkv_tier_config cfg;
-    rkv_tier_config_init(&cfg);
-    cfg.host = c->host;
-    cfg.disk = c->disk;
-    cr_assert_eq(rkv_tree_attach_tiers(c->tree, &cfg), RKV_OK, "%s",
-                 rkv_last_error());
+    tt_open(&c->fx, &(tt_spec){.pool_blocks = 16, .page_size = TP,
+                               .tree = &tc, .host_blocks = 2,
+                               .disk_blocks = 8});
     for (int a = 0; a < 4; a++)
         for (uint32_t j = 0; j < 2 * TP; j++)
             c->tok[a][j] = (int32_t)(a * 1000 + j + 1);
-}
-
-static void chain_close(chain *c)
-{
-    rkv_tree_destroy(c->tree);
-    cr_assert_eq(rkv_store_used_blocks(c->host), 0);
-    cr_assert_eq(rkv_store_used_blocks(c->disk), 0);
-    rkv_store_destroy(c->host);
-    rkv_store_destroy(c->disk);
-    rkv_pool_destroy(c->pool);
-    char path[64];
-    snprintf(path, sizeof path, "%s/radixkv-tier.blocks", c->dir);
-    unlink(path);
-    rmdir(c->dir);
-}
-
-static void chain_check(chain *c)
-{
-    cr_assert_eq(rkv_tree_check(c->tree), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_store_check(c->host), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_store_check(c->disk), RKV_OK, "%s", rkv_last_error());
 }
 
 /* Caches the four sequences on the device (A first), then evicts them all
@@ -1107,17 +977,13 @@ static void chain_check(chain *c)
 static void chain_fill(chain *c)
 {
     for (int a = 0; a < 4; a++) {
-        rkv_block_id b[2];
-        cr_assert_eq(rkv_tree_alloc_blocks(c->tree, 2, b), RKV_OK);
-        cr_assert_eq(rkv_tree_insert(c->tree, 5, c->tok[a], 2 * TP, b, NULL,
-                                     NULL), RKV_OK);
-        cr_assert_eq(rkv_pool_unref_n(c->pool, 2, b), RKV_OK);
-        chain_check(c);
+        cr_assert_eq(tt_try_cache(&c->fx, 5, c->tok[a], 2, NULL), RKV_OK);
+        tt_check(&c->fx);
     }
     uint32_t freed = 0;
-    cr_assert_eq(rkv_tree_evict(c->tree, 8, &freed), RKV_OK);
+    cr_assert_eq(rkv_tree_evict(c->fx.tree, 8, &freed), RKV_OK);
     cr_assert_eq(freed, 8);
-    chain_check(c);
+    tt_check(&c->fx);
 }
 
 /* Host over disk: the host's LRU writes back to the disk, match splits
@@ -1130,18 +996,18 @@ Test(tree_tiers, host_disk_chain)
     rkv_match m;
     rkv_tier_match tm;
     for (int a = 0; a < 4; a++) {
-        cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[a], 2 * TP, NULL,
+        cr_assert_eq(rkv_tree_match_tiers(c.fx.tree, 5, c.tok[a], 2 * TP, NULL,
                                           RKV_MATCH_PEEK, &m, &tm), RKV_OK);
         cr_assert_eq(m.matched_tokens, 0);
         cr_assert_eq(tm.host_tokens, a == 3 ? 2 * TP : 0, "seq %d", a);
         cr_assert_eq(tm.disk_tokens, a == 3 ? 0 : 2 * TP, "seq %d", a);
         /* another namespace sees nothing, on any tier */
-        cr_assert_eq(rkv_tree_match_tiers(c.tree, 6, c.tok[a], 2 * TP, NULL,
+        cr_assert_eq(rkv_tree_match_tiers(c.fx.tree, 6, c.tok[a], 2 * TP, NULL,
                                           RKV_MATCH_PEEK, &m, &tm), RKV_OK);
         cr_assert_eq(tm.lower_tokens, 0);
     }
     rkv_tier_stats ts;
-    cr_assert_eq(rkv_tree_tier_stats(c.tree, &ts), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_stats(c.fx.tree, &ts), RKV_OK);
     cr_assert_eq(ts.resident_pages[RKV_MEDIUM_HOST], 2);
     cr_assert_eq(ts.resident_pages[RKV_MEDIUM_DISK], 6);
     cr_assert_eq(ts.stores_blocks[RKV_MEDIUM_HOST], 8);
@@ -1151,7 +1017,7 @@ Test(tree_tiers, host_disk_chain)
     /* one snapshot entry per (page, medium) */
     rkv_block_entry snap[16];
     size_t n = 0;
-    cr_assert_eq(rkv_tree_snapshot(c.tree, snap, 16, &n, NULL), RKV_OK);
+    cr_assert_eq(rkv_tree_snapshot(c.fx.tree, snap, 16, &n, NULL), RKV_OK);
     cr_assert_eq(n, 8);
     uint32_t per[RKV_MEDIUM_COUNT] = {0};
     for (size_t k = 0; k < n; k++)
@@ -1163,7 +1029,7 @@ Test(tree_tiers, host_disk_chain)
     rkv_event ev[64];
     uint32_t ne = 0;
     uint32_t stored[RKV_MEDIUM_COUNT] = {0}, removed[RKV_MEDIUM_COUNT] = {0};
-    cr_assert_eq(rkv_tree_events_drain(c.tree, ev, 64, &ne), RKV_OK, "%s",
+    cr_assert_eq(rkv_tree_events_drain(c.fx.tree, ev, 64, &ne), RKV_OK, "%s",
                  rkv_last_error());
     cr_assert_lt(ne, 64);
     for (uint32_t k = 0; k < ne; k++) {
@@ -1182,27 +1048,27 @@ Test(tree_tiers, host_disk_chain)
     /* load A from disk (verified read) and D from host */
     for (int a = 0; a < 4; a += 3) {
         rkv_load ld;
-        cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[a], 2 * TP, UINT32_MAX,
+        cr_assert_eq(rkv_tree_load(c.fx.tree, 5, c.tok[a], 2 * TP, UINT32_MAX,
                                    NULL, &ld), RKV_OK, "%s", rkv_last_error());
         cr_assert_eq(ld.num_pages, 2);
         cr_assert_eq(ld.disk_pages, a == 0 ? 2 : 0);
         rkv_transfer_done done;
         uint32_t nd = 0;
-        cr_assert_eq(rkv_tree_tier_poll(c.tree, &done, 1, &nd), RKV_OK);
+        cr_assert_eq(rkv_tree_tier_poll(c.fx.tree, &done, 1, &nd), RKV_OK);
         cr_assert_eq(nd, 1);
         cr_assert_eq(done.status, RKV_OK);
-        cr_assert_eq(rkv_tree_unlock(c.tree, &ld.lease), RKV_OK);
-        chain_check(&c);
-        cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[a], 2 * TP, NULL,
+        cr_assert_eq(rkv_tree_unlock(c.fx.tree, &ld.lease), RKV_OK);
+        tt_check(&c.fx);
+        cr_assert_eq(rkv_tree_match_tiers(c.fx.tree, 5, c.tok[a], 2 * TP, NULL,
                                           RKV_MATCH_PEEK, &m, &tm), RKV_OK);
         cr_assert_eq(m.matched_tokens, 2 * TP);
     }
-    cr_assert_eq(rkv_tree_tier_stats(c.tree, &ts), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_stats(c.fx.tree, &ts), RKV_OK);
     cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_DISK], 2);
     cr_assert_eq(ts.loads_blocks[RKV_MEDIUM_HOST], 2);
     cr_assert_eq(ts.resident_pages[RKV_MEDIUM_HOST], 0);
     cr_assert_eq(ts.resident_pages[RKV_MEDIUM_DISK], 4);
-    chain_close(&c);
+    tt_close(&c.fx);
 }
 
 /* Store and load failures at every I/O call of either store in the
@@ -1214,32 +1080,33 @@ Test(tree_tiers, host_disk_every_io_fails)
         for (uint32_t k = 1; k <= 24; k++) {
             chain c;
             chain_open(&c);
-            rkv_store_fail_after(which ? c.disk : c.host, k);
+            rkv_store_fail_after(which ? c.fx.disk : c.fx.host, k);
             chain_fill(&c);
             for (int a = 0; a < 4; a++) {
                 rkv_load ld;
-                cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[a], 2 * TP,
+                cr_assert_eq(rkv_tree_load(c.fx.tree, 5, c.tok[a], 2 * TP,
                                            UINT32_MAX, NULL, &ld), RKV_OK);
-                chain_check(&c);
+                tt_check(&c.fx);
                 if (ld.ticket == 0)
                     continue;
                 rkv_transfer_done done;
                 uint32_t nd = 0;
-                cr_assert_eq(rkv_tree_tier_poll(c.tree, &done, 1, &nd), RKV_OK);
+                cr_assert_eq(rkv_tree_tier_poll(c.fx.tree, &done, 1, &nd),
+                             RKV_OK);
                 cr_assert_eq(nd, 1);
-                cr_assert_eq(rkv_tree_unlock(c.tree, &ld.lease), RKV_OK);
-                chain_check(&c);
+                cr_assert_eq(rkv_tree_unlock(c.fx.tree, &ld.lease), RKV_OK);
+                tt_check(&c.fx);
                 rkv_match m;
                 rkv_tier_match tm;
-                cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[a], 2 * TP,
-                                                  NULL, RKV_MATCH_PEEK, &m,
-                                                  &tm), RKV_OK);
+                cr_assert_eq(rkv_tree_match_tiers(c.fx.tree, 5, c.tok[a],
+                                                  2 * TP, NULL, RKV_MATCH_PEEK,
+                                                  &m, &tm), RKV_OK);
                 cr_assert_leq(m.matched_tokens + tm.lower_tokens, 2 * TP);
                 if (done.status == RKV_OK)
                     cr_assert_eq(m.matched_tokens, ld.device_tokens);
             }
-            rkv_store_fail_after(which ? c.disk : c.host, 0);
-            chain_close(&c);
+            rkv_store_fail_after(which ? c.fx.disk : c.fx.host, 0);
+            tt_close(&c.fx);
         }
 }
 
@@ -1251,43 +1118,33 @@ Test(tree_tiers, host_disk_corrupt_block)
     chain c;
     chain_open(&c);
     chain_fill(&c);
-    char path[64];
-    snprintf(path, sizeof path, "%s/radixkv-tier.blocks", c.dir);
-    int fd = open(path, O_WRONLY);
-    cr_assert_geq(fd, 0);
-    uint8_t junk[4096];
-    memset(junk, 0x5a, sizeof junk);
-    off_t end = lseek(fd, 0, SEEK_END);
-    for (off_t off = 4096; off < end; off += (off_t)sizeof junk)
-        cr_assert_eq(pwrite(fd, junk, sizeof junk, off), (ssize_t)sizeof junk);
-    cr_assert_eq(fsync(fd), 0);
-    close(fd);
-    uint32_t free0 = rkv_pool_num_free(c.pool);
+    corrupt_disk_records(c.fx.dir);
+    uint32_t free0 = rkv_pool_num_free(c.fx.pool);
     rkv_load ld;
-    cr_assert_eq(rkv_tree_load(c.tree, 5, c.tok[1], 2 * TP, UINT32_MAX, NULL, &ld),
+    cr_assert_eq(rkv_tree_load(c.fx.tree, 5, c.tok[1], 2 * TP, UINT32_MAX, NULL, &ld),
                  RKV_OK);
     cr_assert_eq(ld.disk_pages, 2);
     rkv_transfer_done done;
     uint32_t nd = 0;
-    cr_assert_eq(rkv_tree_tier_poll(c.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_poll(c.fx.tree, &done, 1, &nd), RKV_OK);
     cr_assert_eq(nd, 1);
     cr_assert_eq(done.status, RKV_ERR_CORRUPT);
-    cr_assert_eq(rkv_tree_unlock(c.tree, &ld.lease), RKV_OK);
-    chain_check(&c);
-    cr_assert_eq(rkv_pool_num_free(c.pool), free0);
+    cr_assert_eq(rkv_tree_unlock(c.fx.tree, &ld.lease), RKV_OK);
+    tt_check(&c.fx);
+    cr_assert_eq(rkv_pool_num_free(c.fx.pool), free0);
     rkv_match m;
     rkv_tier_match tm;
-    cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[1], 2 * TP, NULL,
+    cr_assert_eq(rkv_tree_match_tiers(c.fx.tree, 5, c.tok[1], 2 * TP, NULL,
                                       RKV_MATCH_PEEK, &m, &tm), RKV_OK);
     cr_assert_eq(m.matched_tokens + tm.lower_tokens, 0);
-    cr_assert_eq(rkv_tree_match_tiers(c.tree, 5, c.tok[3], 2 * TP, NULL,
+    cr_assert_eq(rkv_tree_match_tiers(c.fx.tree, 5, c.tok[3], 2 * TP, NULL,
                                       RKV_MATCH_PEEK, &m, &tm), RKV_OK);
     cr_assert_eq(tm.host_tokens, 2 * TP);
     rkv_tier_stats ts;
-    cr_assert_eq(rkv_tree_tier_stats(c.tree, &ts), RKV_OK);
+    cr_assert_eq(rkv_tree_tier_stats(c.fx.tree, &ts), RKV_OK);
     cr_assert_eq(ts.corrupt_blocks, 1);
     cr_assert_eq(ts.resident_pages[RKV_MEDIUM_DISK], 4);
-    chain_close(&c);
+    tt_close(&c.fx);
 }
 
 /* ---- priorities in the lower tiers ------------------------------------------
@@ -1315,10 +1172,7 @@ typedef struct pr_path {
 } pr_path;
 
 typedef struct pr_env {
-    rkv_pool *pool;
-    rkv_tree *tree;
-    rkv_store *host, *disk;
-    char dir[64];
+    tt_fixture fx; /* pool, tree, host (and disk) */
     int policy;
     pr_path paths[PR_NPATH];
     uint32_t npaths;
@@ -1343,72 +1197,20 @@ static void pr_open(pr_env *e, int policy, uint32_t blocks, uint32_t host_cap,
     memset(e, 0, sizeof *e);
     e->policy = policy;
     e->next_tok = 1;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = blocks;
-    pc.page_size = TP;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 2;
-    PR_OK(rkv_pool_create(&pc, &e->pool));
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.evict_policy = policy;
     tc.event_ring = 4096;
-    PR_OK(rkv_tree_create(e->pool, &tc, &e->tree));
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
-    sc.capacity_blocks = host_cap;
-    sc.block_bytes = rkv_pool_bytes_per_block(e->pool);
-    sc.pinned = 0;
-    PR_OK(rkv_store_create(&sc, &e->host));
-    if (disk_cap > 0) {
-        snprintf(e->dir, sizeof e->dir, "/tmp/rkv-tprio-XXXXXX");
-        cr_assert_not_null(mkdtemp(e->dir));
-        rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
-        sc.capacity_blocks = disk_cap;
-        sc.block_bytes = rkv_pool_bytes_per_block(e->pool);
-        sc.path = e->dir;
-        PR_OK(rkv_store_create(&sc, &e->disk));
-    }
-    rkv_tier_config cfg;
-    rkv_tier_config_init(&cfg);
-    cfg.host = e->host;
-    cfg.disk = e->disk;
-    PR_OK(rkv_tree_attach_tiers(e->tree, &cfg));
-}
-
-static void pr_close(pr_env *e)
-{
-    PR_OK(rkv_tree_check(e->tree));
-    rkv_tree_destroy(e->tree);
-    cr_assert_eq(rkv_store_used_blocks(e->host), 0);
-    rkv_store_destroy(e->host);
-    if (e->disk != NULL) {
-        cr_assert_eq(rkv_store_used_blocks(e->disk), 0);
-        rkv_store_destroy(e->disk);
-        char path[96];
-        snprintf(path, sizeof path, "%s/radixkv-tier.blocks", e->dir);
-        unlink(path);
-        rmdir(e->dir);
-    }
-    rkv_pool_destroy(e->pool);
-}
-
-static void pr_check(pr_env *e)
-{
-    PR_OK(rkv_tree_check(e->tree));
-    PR_OK(rkv_pool_check(e->pool));
-    PR_OK(rkv_store_check(e->host));
-    if (e->disk != NULL)
-        PR_OK(rkv_store_check(e->disk));
+    tt_open(&e->fx, &(tt_spec){.pool_blocks = blocks, .page_size = TP,
+                               .tree = &tc, .host_blocks = host_cap,
+                               .disk_blocks = disk_cap});
 }
 
 /* Device pages of path p (a PEEK match). */
 static uint32_t pr_dev_pages(pr_env *e, const pr_path *p)
 {
     rkv_match m;
-    PR_OK(rkv_tree_match(e->tree, 5, p->tok, (size_t)p->npages * TP, NULL,
+    PR_OK(rkv_tree_match(e->fx.tree, 5, p->tok, (size_t)p->npages * TP, NULL,
                          RKV_MATCH_PEEK, &m));
     return m.num_blocks;
 }
@@ -1422,7 +1224,7 @@ static void pr_prio(pr_env *e, const pr_path *p, uint32_t k, int prio)
     r.prio_begin = (size_t)k * TP;
     r.prio_end = (size_t)(k + 1) * TP;
     rkv_retain_result out;
-    PR_OK(rkv_tree_retain(e->tree, 5, p->tok, (size_t)p->npages * TP, &r, 0,
+    PR_OK(rkv_tree_retain(e->fx.tree, 5, p->tok, (size_t)p->npages * TP, &r, 0,
                           &out));
 }
 
@@ -1435,16 +1237,16 @@ static void pr_insert(pr_env *e, const pr_path *p, int prio)
     rkv_match m;
     rkv_lease l = {0};
     uint32_t k = p->npages - 1;
-    PR_OK(rkv_tree_match(e->tree, 5, p->tok, (size_t)k * TP, b, 0, &m));
+    PR_OK(rkv_tree_match(e->fx.tree, 5, p->tok, (size_t)k * TP, b, 0, &m));
     cr_assert_eq(m.num_blocks, k);
     if (k > 0)
-        PR_OK(rkv_tree_lock(e->tree, m.node, &l));
-    PR_OK(rkv_tree_alloc_blocks(e->tree, 1, &b[k]));
-    PR_OK(rkv_tree_insert(e->tree, 5, p->tok, (size_t)p->npages * TP, b, NULL,
-                          NULL));
-    PR_OK(rkv_pool_unref(e->pool, b[k]));
+        PR_OK(rkv_tree_lock(e->fx.tree, m.node, &l));
+    PR_OK(rkv_tree_alloc_blocks(e->fx.tree, 1, &b[k]));
+    PR_OK(rkv_tree_insert(e->fx.tree, 5, p->tok, (size_t)p->npages * TP, b,
+                          NULL, NULL));
+    PR_OK(rkv_pool_unref(e->fx.pool, b[k]));
     if (k > 0)
-        PR_OK(rkv_tree_unlock(e->tree, &l));
+        PR_OK(rkv_tree_unlock(e->fx.tree, &l));
     pr_prio(e, p, k, prio);
 }
 
@@ -1472,7 +1274,7 @@ static int pr_tier_of(const rkv_tree *t, uint32_t y)
 
 static uint32_t pr_snapshot(pr_env *e, int d, pr_cand *out, uint32_t cap)
 {
-    const rkv_tree *t = e->tree;
+    const rkv_tree *t = e->fx.tree;
     uint32_t n = 0;
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         if (pr_tier_of(t, y) != d)
@@ -1551,7 +1353,7 @@ static void pr_random(int policy, uint64_t seed, uint32_t steps, int with_disk)
         } else if (op < 85) {
             /* a use of its device part (stamps it; the lower part waits) */
             rkv_match m;
-            PR_OK(rkv_tree_match(e->tree, 5, p->tok, (size_t)p->npages * TP,
+            PR_OK(rkv_tree_match(e->fx.tree, 5, p->tok, (size_t)p->npages * TP,
                                  NULL, 0, &m));
         } else {
             /* a new priority for its last device page */
@@ -1559,11 +1361,11 @@ static void pr_random(int policy, uint64_t seed, uint32_t steps, int with_disk)
             if (k > 0)
                 pr_prio(e, p, k - 1, prio);
         }
-        pr_check(e);
+        tt_check(&e->fx);
         int seen[2] = {0, 0};
         uint32_t got;
         do {
-            PR_OK(rkv_tree_events_drain(e->tree, ev, 64, &got));
+            PR_OK(rkv_tree_events_drain(e->fx.tree, ev, 64, &got));
             for (uint32_t i = 0; i < got; i++) {
                 cr_assert_neq(ev[i].kind, RKV_EVENT_RESYNC);
                 if (ev[i].kind != RKV_EVENT_BLOCK_REMOVED ||
@@ -1584,7 +1386,7 @@ static void pr_random(int policy, uint64_t seed, uint32_t steps, int with_disk)
                      (unsigned long long)e->checked[1]);
     for (int d = 0; d < 2; d++)
         free(cand[d]);
-    pr_close(e);
+    tt_close(&e->fx);
     free(e);
 }
 
@@ -1616,20 +1418,20 @@ static void pr_survivor(int policy)
     pr_path a = {1, {1, 2, 3, 4}}, b = {1, {5, 6, 7, 8}},
             c = {1, {9, 10, 11, 12}}, d = {1, {13, 14, 15, 16}};
     pr_insert(&e, &a, 90);
-    pr_check(&e);
+    tt_check(&e.fx);
     pr_insert(&e, &b, 1); /* demotes a */
-    pr_check(&e);
+    tt_check(&e.fx);
     pr_insert(&e, &c, 50); /* demotes b: host [a (90, older), b (1)] */
-    pr_check(&e);
+    tt_check(&e.fx);
     pr_insert(&e, &d, 50); /* demotes c: the host is full, one must go */
-    pr_check(&e);
+    tt_check(&e.fx);
     rkv_match m;
     rkv_tier_match tm;
-    PR_OK(rkv_tree_match_tiers(e.tree, 5, a.tok, TP, NULL, RKV_MATCH_PEEK, &m,
-                               &tm));
+    PR_OK(rkv_tree_match_tiers(e.fx.tree, 5, a.tok, TP, NULL, RKV_MATCH_PEEK,
+                               &m, &tm));
     size_t a_left = tm.host_tokens;
-    PR_OK(rkv_tree_match_tiers(e.tree, 5, b.tok, TP, NULL, RKV_MATCH_PEEK, &m,
-                               &tm));
+    PR_OK(rkv_tree_match_tiers(e.fx.tree, 5, b.tok, TP, NULL, RKV_MATCH_PEEK,
+                               &m, &tm));
     size_t b_left = tm.host_tokens;
     if (policy == RKV_EVICT_PRIORITY) {
         cr_assert_eq(a_left, TP, "the priority-90 page left the host");
@@ -1638,7 +1440,7 @@ static void pr_survivor(int policy)
         cr_assert_eq(a_left, 0, "LRU kept the older page");
         cr_assert_eq(b_left, TP);
     }
-    pr_close(&e);
+    tt_close(&e.fx);
 }
 
 Test(tree_tiers, priority_90_survives_in_host)
