@@ -838,7 +838,9 @@ void rkv_tier_config_init(rkv_tier_config *cfg);
  * down: more is freed than asked, nothing is lost). Under write-back the
  * tiers are exclusive (a completed load frees the host copy); through and
  * selective keep it. The lowest tier evicts least recently used leaf
- * pages, tail first. Pinned and locked pages are never demoted; a pin that
+ * pages, tail first (under RKV_EVICT_PRIORITY the host and the disk take
+ * the lowest priority first, least recently used among equals, as the
+ * device does). Pinned and locked pages are never demoted; a pin that
  * device pressure would revoke is lowered instead (drop_pinned 0): its
  * pages may then be demoted but the lowest tier never drops them while the
  * pin lives (see Retention). */
