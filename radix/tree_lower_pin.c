@@ -38,19 +38,25 @@
  * retain of the same prefix by the same owner takes it over as a leased
  * pin (tree_retain.c).
  *
- * Not counted: a lowered pin's pages on the device (loaded back or
- * inserted again) or LOADING are in neither pinned_blocks (no lease) nor
- * lpinned (not LOWER), so retention stats undercount what lowered pins
- * cover while they are up. Counting them would mean a device-medium entry
- * adjusted at every device-class change of a node with lpin > 0 (demotion,
- * the LOADING conversions, splits), a new stats field, and a check; left
- * out for now, the cap is unaffected (it only bounds lower media).
+ * Counted on the device too: a lowered pin's pages on the device (loaded
+ * back or inserted again) or LOADING are in neither pinned_blocks (no
+ * lease: that count, the device cap and pinned_by_medium[DEVICE] keep
+ * meaning "leased pins") nor a lower medium's count; tier->lpinned[DEVICE]
+ * counts them (reported as pinned_lowered_on_device). rkv_lpin_acct
+ * charges a node with lpin > 0 to [DEVICE] or to its lower medium by its
+ * flags, so every place that changes a node's class (demotion, LOWER ->
+ * LOADING -> LOWER) or its lpin (rkv_lpin_path) moves it; a split keeps
+ * the sum (both halves carry the old lpin), LOADING -> DEVICE changes no
+ * class. Such pages are evictable: evicted, they are demoted like any
+ * page (rkv_tier_demote) and counted in their lower medium again; one that
+ * gets no slot there (a tier full of pinned pages) revokes the pin first.
  *
  * Invariants (rkv_lpin_check, from rkv_tree_check):
  *   - tn[y].lpin == lowered pins ending at y + the lpin of y's children
  *     (both child lists);
  *   - tier->lpinned[m] == pages of LOWER nodes of medium m with lpin > 0,
- *     and lpinned[m] <= lpin_cap[m];
+ *     and lpinned[m] <= lpin_cap[m] (m HOST, DISK); lpinned[DEVICE] ==
+ *     pages of DEVICE and LOADING nodes with lpin > 0 (no cap);
  *   - npins_lowered == live pins without a lease.
  */
 #include <stdlib.h>
@@ -273,6 +279,7 @@ void rkv_lpin_stats(const rkv_tree *t, rkv_retention_stats *out)
         out->pinned_by_medium[m] = tr->lpinned[m];
         out->pin_cap_by_medium[m] = tr->lpin_cap[m];
     }
+    out->pinned_lowered_on_device = tr->lpinned[RKV_MEDIUM_DEVICE];
 }
 
 rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown)
@@ -305,6 +312,8 @@ rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown)
                          (unsigned long long)below[y]);
             break;
         }
+        if (!l_is_lower(t, y) && t->tn[y].lpin > 0)
+            pages[RKV_MEDIUM_DEVICE] += x->num_pages;
         if (l_is_lower(t, y) && t->tn[y].lpin > 0) {
             pages[rkv_tier_node_medium(t, y)] += x->num_pages;
             if (rkv_tier_is_lowest(t, y) && t->nodes[y].lru_prev != RKV_NIL)
@@ -313,10 +322,10 @@ rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown)
     }
     for (int m = 0; m < RKV_MEDIUM_COUNT && st == RKV_OK; m++) {
         if (pages[m] != t->tier->lpinned[m])
-            st = CORRUPT("medium %d: %llu pinned lower pages, %llu counted", m,
+            st = CORRUPT("medium %d: %llu pages under lowered pins, %llu counted", m,
                          (unsigned long long)pages[m],
                          (unsigned long long)t->tier->lpinned[m]);
-        else if (pages[m] > t->tier->lpin_cap[m])
+        else if (m != RKV_MEDIUM_DEVICE && pages[m] > t->tier->lpin_cap[m])
             st = CORRUPT("medium %d: %llu pinned pages exceed the cap %llu", m,
                          (unsigned long long)pages[m],
                          (unsigned long long)t->tier->lpin_cap[m]);

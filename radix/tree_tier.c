@@ -814,6 +814,7 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
     t->num_nodes--;
     t->evicted_nodes++;
     /* x is LOWER from here (children: its former lower list) */
+    rkv_lpin_acct(t, id, 0); /* a lowered pin's pages leave the device */
     t->tn[id].flags = RKV_TN_LOWER;
     rkv_lpin_acct(t, id, 1); /* a lowered pin's pages reach the host */
     x->first_child = t->tn[id].lchild;

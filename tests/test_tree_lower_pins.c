@@ -35,13 +35,13 @@ typedef struct lp {
 } lp;
 
 /* A pool of `blocks`, a host of host_cap blocks, a disk of disk_cap (0:
- * none) below it, pin cap PIN_PCT, drop_pinned. */
-static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
-                    uint32_t disk_cap, int drop_pinned)
+ * none) below it, pin cap pct (lp_open: PIN_PCT), drop_pinned. */
+static void lp_open_pct(lp *s, uint32_t blocks, uint32_t host_cap,
+                        uint32_t disk_cap, int drop_pinned, uint32_t pct)
 {
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
-    tc.max_pinned_pct = PIN_PCT;
+    tc.max_pinned_pct = pct;
     rkv_tier_config cfg;
     rkv_tier_config_init(&cfg);
     cfg.drop_pinned = drop_pinned;
@@ -51,6 +51,12 @@ static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
     for (uint32_t a = 0; a < NSEQ; a++)
         for (uint32_t j = 0; j < SEQ_PAGES * TP; j++)
             s->tok[a][j] = (int32_t)(a * 1000 + j + 1);
+}
+
+static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
+                    uint32_t disk_cap, int drop_pinned)
+{
+    lp_open_pct(s, blocks, host_cap, disk_cap, drop_pinned, PIN_PCT);
 }
 
 /* Caches n pages of toks on the device (allocating under pressure). */
@@ -212,6 +218,7 @@ typedef enum lp_key {
     CAP_DEV,    /* pin_cap_by_medium[DEVICE]              */
     CAP_HOST,   /* pin_cap_by_medium[HOST]                */
     CAP_DISK,   /* pin_cap_by_medium[DISK]                */
+    ON_DEV,     /* pinned_lowered_on_device               */
     KEY_END
 } lp_key;
 
@@ -219,7 +226,7 @@ static const char *const lp_key_name[KEY_END] = {
     "pins", "pins_made", "pins_renewed", "pins_expired", "pins_revoked",
     "pins_demoted", "pins_lowered", "pinned_blocks", "pinned on host",
     "pinned on disk", "pinned on host + disk", "device pin cap",
-    "host pin cap", "disk pin cap",
+    "host pin cap", "disk pin cap", "pinned_lowered_on_device",
 };
 
 typedef struct lp_want {
@@ -246,6 +253,7 @@ static uint64_t lp_stat(const rkv_retention_stats *rs, lp_key k)
     case CAP_DEV: return rs->pin_cap_by_medium[RKV_MEDIUM_DEVICE];
     case CAP_HOST: return rs->pin_cap_by_medium[RKV_MEDIUM_HOST];
     case CAP_DISK: return rs->pin_cap_by_medium[RKV_MEDIUM_DISK];
+    case ON_DEV: return rs->pinned_lowered_on_device;
     default: break;
     }
     cr_assert_fail("unknown key %d", (int)k);
@@ -397,7 +405,7 @@ Test(lower_pins, failed_load_keeps_pin)
     lp_squeeze(&s);
     rkv_load ld;
     OK(rkv_tree_load(s.fx.tree, 5, s.tok[0], 2 * TP, UINT32_MAX, NULL, &ld));
-    EXPECT(&s, "LOADING", {HOST, 0});
+    EXPECT(&s, "LOADING: on the device", {HOST, 0}, {ON_DEV, 2});
     rkv_store_fail_after(s.fx.host, 1);
     rkv_transfer_done done;
     uint32_t nd = 0;
@@ -405,7 +413,7 @@ Test(lower_pins, failed_load_keeps_pin)
     cr_assert_eq(done.status, RKV_ERR_IO);
     OK(rkv_tree_unlock(s.fx.tree, &ld.lease));
     tt_check(&s.fx);
-    EXPECT(&s, NULL, {LOWERED, 1}, {HOST, 2});
+    EXPECT(&s, NULL, {LOWERED, 1}, {HOST, 2}, {ON_DEV, 0});
     tt_close(&s.fx);
 }
 
@@ -423,7 +431,8 @@ static void insert_chunks_keep_pin(uint32_t disk_cap)
     lp_squeeze(&s);
     EXPECT(&s, NULL, {LOWERED, 2});
     lp_insert(&s, 0, 1); /* splits the lower node [0, 2) */
-    EXPECT(&s, "the lower tail stays", {REVOKED, 0}, {PINS, 2}, {LOWER, 3});
+    EXPECT(&s, "the lower tail stays", {REVOKED, 0}, {PINS, 2}, {LOWER, 3},
+           {ON_DEV, 1});
     rkv_tier_match tm;
     cr_assert_eq(lp_cached(&s, 0, 4, &tm), 4 * TP);
     cr_assert_eq(tm.lower_tokens, 3 * TP);
@@ -431,11 +440,11 @@ static void insert_chunks_keep_pin(uint32_t disk_cap)
     EXPECT(&s, NULL, {REVOKED, 0}, {PINS, 2}, {LOWER, 2});
     cr_assert_eq(lp_cached(&s, 0, 4, NULL), 4 * TP);
     lp_insert(&s, 0, 4);
-    EXPECT(&s, NULL, {REVOKED, 0}, {LOWERED, 2}, {LOWER, 0});
+    EXPECT(&s, NULL, {REVOKED, 0}, {LOWERED, 2}, {LOWER, 0}, {ON_DEV, 4});
     lp_pin(&s, 0, 4, 1, 50, 10);
     lp_pin(&s, 0, 2, 2, 50, 10);
     EXPECT(&s, "both taken over by their owners", {PINS, 2}, {LOWERED, 0},
-           {DEV_PINNED, 4});
+           {DEV_PINNED, 4}, {ON_DEV, 0});
     tt_close(&s.fx);
 }
 
@@ -461,11 +470,12 @@ Test(lower_pins, insert_again_keeps_pin)
     lp_insert(&s, 0, 2);
     EXPECT(&s, "the re-insert keeps the pin, lowered on the device copy; "
                "the host copy is dropped",
-           {REVOKED, 0}, {PINS, 1}, {LOWERED, 1}, {DEV_PINNED, 0}, {HOST, 0});
+           {REVOKED, 0}, {PINS, 1}, {LOWERED, 1}, {DEV_PINNED, 0}, {HOST, 0},
+           {ON_DEV, 2});
     cr_assert_eq(lp_on_device(&s, 0, 2), 2 * TP);
     lp_squeeze(&s);
     EXPECT(&s, "down pinned again, no new lowering: it had no lease",
-           {HOST, 2}, {DEMOTED, 1});
+           {HOST, 2}, {DEMOTED, 1}, {ON_DEV, 0});
     lp_insert(&s, 0, 2);
     lp_pin(&s, 0, 2, 1, 50, 10);
     EXPECT(&s, "taken over, not doubled", {PINS, 1}, {LOWERED, 0},
@@ -555,19 +565,70 @@ Test(lower_pins, load_back_keeps_pin)
     lp_squeeze(&s);
     lp_load(&s, 0, 2, RKV_OK);
     EXPECT(&s, "still lowered on the device; write-back", {PINS, 1},
-           {LOWERED, 1}, {HOST, 0});
+           {LOWERED, 1}, {HOST, 0}, {ON_DEV, 2}, {DEV_PINNED, 0});
     cr_assert_eq(lp_on_device(&s, 0, 2), 2 * TP);
     lp_squeeze(&s);
     EXPECT(&s, "down pinned again, no new lowering: it had no lease",
-           {HOST, 2}, {DEMOTED, 1});
+           {HOST, 2}, {DEMOTED, 1}, {ON_DEV, 0});
     lp_load(&s, 0, 2, RKV_OK);
     lp_pin(&s, 0, 2, 1, 50, 10); /* the owner uses the prefix again */
     EXPECT(&s, "taken over, not doubled", {PINS, 1}, {LOWERED, 0},
-           {DEV_PINNED, 2}, {RENEWED, 1}, {MADE, 1});
+           {DEV_PINNED, 2}, {RENEWED, 1}, {MADE, 1}, {ON_DEV, 0});
     OK(rkv_tree_set_time(s.fx.tree, 999));
     EXPECT(&s, "the later deadline (1000) was kept", {PINS, 1});
     OK(rkv_tree_set_time(s.fx.tree, 1000));
     EXPECT(&s, NULL, {PINS, 0});
+    tt_close(&s.fx);
+}
+
+/* A lowered pin's pages back on the device are evicted again like any
+ * unpinned page, but demoted, never dropped, while the pin lives: with
+ * unpinned pages in the host they are what the host gives up. Under a host
+ * full of pinned pages (max_pinned_pct 100) no slot can be had: the pin is
+ * revoked (counted) before its pages go, as on any failed demotion, and
+ * the other pins keep theirs. */
+Test(lower_pins, lowered_on_device_demoted_again)
+{
+    lp s;
+    lp_open_pct(&s, 8, 4, 0, 0, 100);
+    lp_insert(&s, 0, 2);
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_insert(&s, 1, 2);
+    lp_pin(&s, 1, 2, 2, 1000, 0);
+    lp_squeeze(&s);
+    EXPECT(&s, "the host is full of pinned pages", {LOWERED, 2}, {HOST, 4},
+           {CAP_HOST, 4}, {ON_DEV, 0});
+    lp_load(&s, 0, 2, RKV_OK);
+    EXPECT(&s, NULL, {HOST, 2}, {ON_DEV, 2}, {DEV_PINNED, 0});
+    /* room: the unpinned sequence 2 loses, the pin's pages go down */
+    lp_insert(&s, 2, 2);
+    lp_squeeze(&s);
+    EXPECT(&s, "demoted, pinned again", {HOST, 4}, {ON_DEV, 0},
+           {REVOKED, 0}, {LOWERED, 2});
+    cr_assert_eq(lp_cached(&s, 0, 2, NULL), 2 * TP);
+    cr_assert_eq(lp_cached(&s, 2, 2, NULL), 0);
+    /* no room: sequence 3's pin fills the host's other half while
+     * sequence 0 is locked on the device */
+    lp_load(&s, 0, 2, RKV_OK);
+    rkv_match m;
+    rkv_lease lease;
+    OK(rkv_tree_match(s.fx.tree, 5, s.tok[0], 2 * TP, NULL, 0, &m));
+    OK(rkv_tree_lock(s.fx.tree, m.node, &lease));
+    lp_insert(&s, 3, 2);
+    lp_pin(&s, 3, 2, 3, 1000, 0);
+    rkv_block_id b[6];
+    OK(rkv_tree_alloc_blocks(s.fx.tree, 6, b));
+    OK(rkv_pool_unref_n(s.fx.pool, 6, b));
+    OK(rkv_tree_unlock(s.fx.tree, &lease));
+    tt_check(&s.fx);
+    EXPECT(&s, "sequence 3's pin lowered into the last free slots",
+           {LOWERED, 3}, {DEMOTED, 3}, {HOST, 4}, {ON_DEV, 2}, {REVOKED, 0});
+    lp_squeeze(&s);
+    EXPECT(&s, "no slot: revoked before its pages left", {REVOKED, 1},
+           {PINS, 2}, {LOWERED, 2}, {HOST, 4}, {ON_DEV, 0});
+    cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0);
+    cr_assert_eq(lp_cached(&s, 1, 2, NULL), 2 * TP);
+    cr_assert_eq(lp_cached(&s, 3, 2, NULL), 2 * TP);
     tt_close(&s.fx);
 }
 
