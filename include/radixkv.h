@@ -465,8 +465,9 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
  *     pinned pages, and a lowered pin is revoked (pins_revoked) when that
  *     cap would be passed or when its pages leave the tree anyway (a
  *     failed copy, a corrupt read, an insert that diverges from the
- *     prefix). Loaded back, or inserted again by rkv_tree_insert (whole or
- *     its start: the lower rest stays), its pages are ordinary device
+ *     prefix inside a node). Loaded back, or inserted again by
+ *     rkv_tree_insert (whole or its start: the lower rest stays; a branch
+ *     that leaves the insert's path at a node boundary stays too), its pages are ordinary device
  *     pages (evictable, demoted again when evicted) and the pin stays
  *     lowered: they count in pinned_lowered_on_device, not in
  *     pinned_blocks nor pinned_by_medium[]; a retain

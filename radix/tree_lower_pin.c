@@ -32,8 +32,11 @@
  * (rkv_lpin_keep_scan), and, for pins that go on past the insert's end
  * (chunked prefill inserts chunk by chunk), detaches the lower part past
  * that end and re-hangs it under the new device pages
- * (rkv_lpin_tail_plan/detach/attach), before the rest of the lower copy is
- * dropped. Staying lowered rather than taking a lease there keeps every
+ * (rkv_lpin_tail_plan/detach/attach), and, for lower branches that leave
+ * the insert's path at a node boundary inside it (another continuation of
+ * a shared prefix: not overwritten by the insert), cuts the new device
+ * path there too and re-hangs the branch under it (rkv_lpin_branch_scan/
+ * detach, the same attach), before the rest of the lower copy is dropped. Staying lowered rather than taking a lease there keeps every
  * device counter and the device pin cap untouched, as after a load. A
  * retain of the same prefix by the same owner takes it over as a leased
  * pin (tree_retain.c).
@@ -225,6 +228,52 @@ uint32_t rkv_lpin_tail_plan(const rkv_tree *t, uint32_t c, uint32_t d,
     }
 }
 
+uint32_t rkv_lpin_branch_scan(const rkv_tree *t, uint32_t c, uint32_t d,
+                              const int32_t *tokens, uint32_t npages,
+                              uint32_t *cuts, uint32_t *ncuts, uint32_t *br)
+{
+    uint32_t n = 0, y = c, s = d;
+    if (t->tn[c].lpin == 0)
+        return 0;
+    for (;;) {
+        const rkv_tnode *x = &t->nodes[y];
+        uint32_t e = s + x->num_pages;
+        if (e >= npages) /* the tail's business (rkv_lpin_tail_plan) */
+            break;
+        if (memcmp(x->u.tokens, tokens + (size_t)s * t->P,
+                   (size_t)x->num_pages * t->page_bytes) != 0)
+            break; /* diverges inside y: what hangs below loses pages */
+        const int32_t *next = tokens + (size_t)e * t->P;
+        int branch = 0;
+        for (uint32_t ch = x->first_child; ch != RKV_NIL && !branch;
+             ch = t->nodes[ch].next_sib)
+            branch = t->tn[ch].lpin > 0 &&
+                     memcmp(t->nodes[ch].u.tokens, next, t->page_bytes) != 0;
+        if (branch) {
+            uint32_t i = 0;
+            while (i < *ncuts && cuts[i] < e)
+                i++;
+            if (i < *ncuts && cuts[i] == e) {
+                br[2 * n] = y;
+                br[2 * n + 1] = e;
+                n++;
+            } else if (*ncuts < RKV_LPIN_MAX_CUTS) {
+                memmove(cuts + i + 1, cuts + i, (*ncuts - i) * sizeof *cuts);
+                cuts[i] = e;
+                (*ncuts)++;
+                br[2 * n] = y;
+                br[2 * n + 1] = e;
+                n++;
+            } /* else no node will end there: its pins are revoked */
+        }
+        s = e;
+        y = rkv_cidx_find(t, y, next);
+        if (y == RKV_NIL || t->tn[y].lpin == 0)
+            break;
+    }
+    return n;
+}
+
 /* Takes LOWER node id off its parent (index, sibling list, the path's
  * lpin) and parks it on `park` (so that no walk from below passes through
  * the nodes about to be dropped); pushes it on *list (by next_sib). */
@@ -253,6 +302,19 @@ uint32_t rkv_lpin_tail_detach(rkv_tree *t, uint32_t y, int whole,
     for (uint32_t ch = t->nodes[y].first_child, next; ch != RKV_NIL; ch = next) {
         next = t->nodes[ch].next_sib;
         if (t->tn[ch].lpin > 0)
+            rkv_lpin_tail_take(t, ch, park, &list);
+    }
+    return list;
+}
+
+uint32_t rkv_lpin_branch_detach(rkv_tree *t, uint32_t y,
+                                const int32_t *on_path, uint32_t park)
+{
+    uint32_t list = RKV_NIL;
+    for (uint32_t ch = t->nodes[y].first_child, next; ch != RKV_NIL; ch = next) {
+        next = t->nodes[ch].next_sib;
+        if (t->tn[ch].lpin > 0 &&
+            memcmp(t->nodes[ch].u.tokens, on_path, t->page_bytes) != 0)
             rkv_lpin_tail_take(t, ch, park, &list);
     }
     return list;

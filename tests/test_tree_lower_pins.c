@@ -521,6 +521,54 @@ Test(lower_pins, insert_longer_keeps_pins_disk)
     insert_longer_keeps_pins(16);
 }
 
+/* A lower branch that leaves the insert's path at a node boundary (page 2
+ * of sequence 0, where sequence 1 goes its own way) is not overwritten by
+ * the insert: it is kept, re-hung under the new device node that ends
+ * there, and its pin keeps its pages; so is one that leaves where the
+ * lower path ends and the insert goes on with new pages. */
+static void insert_keeps_branch(uint32_t disk_cap)
+{
+    lp s;
+    lp_open(&s, 16, 16, disk_cap, 0);
+    memcpy(s.tok[1], s.tok[0], 2 * TP * sizeof s.tok[1][0]);
+    lp_insert(&s, 0, 4);
+    lp_insert(&s, 1, 4); /* [0, 2) -> {seq 0's [2, 4), seq 1's [2, 4)} */
+    lp_pin(&s, 1, 4, 1, 1000, 0);
+    lp_pin(&s, 0, 3, 2, 1000, 0); /* on the insert's path, ends inside */
+    lp_squeeze(&s);
+    EXPECT(&s, NULL, {LOWERED, 2}, {LOWER, 5}, {ON_DEV, 0});
+    lp_insert(&s, 0, 4); /* seq 0 recomputed */
+    EXPECT(&s, "seq 1's branch stays below the new page 2",
+           {REVOKED, 0}, {PINS, 2}, {LOWERED, 2}, {LOWER, 2}, {ON_DEV, 3});
+    rkv_tier_match tm;
+    cr_assert_eq(lp_cached(&s, 1, 4, &tm), 4 * TP);
+    cr_assert_eq(tm.lower_tokens, 2 * TP);
+    lp_squeeze(&s);
+    EXPECT(&s, "all down pinned again", {REVOKED, 0}, {LOWER, 5},
+           {ON_DEV, 0});
+    /* seq 2 shares only page [0, 2): the lower path ends there, the
+     * insert goes on with new pages; seq 1's branch leaves there, seq 0's
+     * (unpinned since its owner released it) is dropped as before */
+    OK(rkv_tree_pins_release(s.fx.tree, 2, NULL));
+    tt_check(&s.fx);
+    memcpy(s.tok[2], s.tok[0], 2 * TP * sizeof s.tok[2][0]);
+    lp_insert(&s, 2, 6);
+    EXPECT(&s, NULL, {REVOKED, 0}, {PINS, 1}, {LOWER, 2}, {ON_DEV, 2});
+    cr_assert_eq(lp_cached(&s, 1, 4, NULL), 4 * TP);
+    cr_assert_eq(lp_cached(&s, 0, 4, NULL), 2 * TP, "seq 0's rest went");
+    tt_close(&s.fx);
+}
+
+Test(lower_pins, insert_keeps_branch)
+{
+    insert_keeps_branch(0);
+}
+
+Test(lower_pins, insert_keeps_branch_disk)
+{
+    insert_keeps_branch(16);
+}
+
 /* A re-insert that shares only the start of a lowered pin's prefix does
  * not cover it: its pages leave the tree, the pin is revoked (counted). */
 Test(lower_pins, insert_diverging_revokes)
