@@ -6,10 +6,13 @@
  * extend and release like others, are revoked (counted) when their pages
  * leave the tree anyway (failed store, corrupt read, an insert that
  * diverges inside them), a re-insert of the prefix (whole, or its start:
- * the lower rest stays) or a load back keeps the pin lowered on the new
- * device copy and a retain by its owner re-leases it;
+ * the lower rest stays, and so do pinned lower branches that leave its
+ * path at a node boundary) or a load back keeps the pin lowered on the new
+ * device copy (counted in pinned_lowered_on_device, demoted again when
+ * evicted) and a retain by its owner re-leases it;
  * drop_pinned keeps the old behaviour (revoke). A randomized run checks a
- * small reference of live pins and rkv_tree_check after every operation.
+ * small reference of live pins and rkv_tree_check after every operation,
+ * with disjoint sequences and with sequences sharing prefixes.
  *
  * Expected values come from the scenarios or the reference in this file.
  */
@@ -751,11 +754,17 @@ static uint64_t xs(uint64_t *r)
     return *r;
 }
 
+/* shared: sequence a > 0 starts with the first 1 + a % 3 pages of
+ * sequence (a - 1) / 2, so inserts meet lower branches that leave their
+ * path at node boundaries. */
 static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
-                       int faults)
+                       int faults, int shared)
 {
     lp s;
     lp_open(&s, 16, host_cap, disk_cap, 0);
+    for (uint32_t a = 1; shared && a < NSEQ; a++)
+        memcpy(s.tok[a], s.tok[(a - 1) / 2],
+               (1 + a % 3) * TP * sizeof s.tok[a][0]);
     rpin ref[RMAX];
     uint32_t nref = 0;
     uint64_t r = seed, now = 0;
@@ -796,9 +805,12 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
             uint64_t dl = now + rt.ttl_ms;
             uint32_t i = 0;
             for (; i < nref; i++)
-                if (ref[i].live && ref[i].owner == owner && ref[i].a == a &&
-                    ref[i].pages == out.pinned_pages)
-                    break;
+                if (ref[i].live && ref[i].owner == owner &&
+                    ref[i].pages == out.pinned_pages &&
+                    memcmp(s.tok[ref[i].a], s.tok[a],
+                           (size_t)out.pinned_pages * TP *
+                               sizeof s.tok[a][0]) == 0)
+                    break; /* the same prefix (shared: maybe another a) */
             if (i < nref) {
                 if (dl > ref[i].deadline)
                     ref[i].deadline = dl;
@@ -896,17 +908,26 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
 Test(lower_pins, random_host)
 {
     for (uint64_t seed = 1; seed <= 4; seed++)
-        random_run(seed * 0x9E3779B97F4A7C15ull, 24, 0, 0);
+        random_run(seed * 0x9E3779B97F4A7C15ull, 24, 0, 0, 0);
 }
 
 Test(lower_pins, random_host_faults)
 {
     for (uint64_t seed = 1; seed <= 4; seed++)
-        random_run(seed * 0xD1B54A32D192ED03ull, 12, 0, 1);
+        random_run(seed * 0xD1B54A32D192ED03ull, 12, 0, 1, 0);
 }
 
 Test(lower_pins, random_host_disk)
 {
     for (uint64_t seed = 1; seed <= 3; seed++)
-        random_run(seed * 0x94D049BB133111EBull, 8, 24, 0);
+        random_run(seed * 0x94D049BB133111EBull, 8, 24, 0, 0);
+}
+
+Test(lower_pins, random_shared_prefixes)
+{
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        random_run(seed * 0xBF58476D1CE4E5B9ull, 24, 0, 0, 1);
+        random_run(seed * 0x2545F4914F6CDD1Dull, 8, 24, 0, 1);
+        random_run(seed * 0x9FB21C651E98DF25ull, 12, 0, 1, 1);
+    }
 }
