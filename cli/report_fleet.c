@@ -27,6 +27,35 @@ static void json_lat(FILE *f, const char *k, int have,
             k, s->p50, s->p90, s->p99, s->mean, s->max);
 }
 
+/* The pin counters of each run, summed over its instances (as the single
+ * replay's "pins" and "pins demoted" lines); nothing when no run pinned. */
+static void pins_text(FILE *f, const rkv_fleet_run *runs, size_t n)
+{
+    int any = 0;
+    for (size_t i = 0; i < n; i++)
+        any |= runs[i].r.total.pins_made || runs[i].r.total.pins_refused;
+    if (!any)
+        return;
+    fputs("pins per run, summed over instances (demoted: lowered into the "
+          "tiers instead of revoked)\n", f);
+    fprintf(f, "%9s  %-12s %8s %8s %8s %8s %8s %8s %8s\n", "instances",
+            "route", "made", "renewed", "refused", "expired", "released",
+            "revoked", "demoted");
+    for (size_t i = 0; i < n; i++) {
+        const rkv_fleet_result *r = &runs[i].r;
+        const rkv_replay_result *t = &r->total;
+        fprintf(f, "%9u  %-12s %8llu %8llu %8llu %8llu %8llu %8llu %8llu\n",
+                r->instances, rkv_route_name(r->route),
+                (unsigned long long)t->pins_made,
+                (unsigned long long)t->pins_renewed,
+                (unsigned long long)t->pins_refused,
+                (unsigned long long)t->pins_expired,
+                (unsigned long long)t->pins_released,
+                (unsigned long long)t->pins_revoked,
+                (unsigned long long)t->pins_demoted);
+    }
+}
+
 void rkv_fleet_report_text(FILE *f, const rkv_cli_options *o,
                            const rkv_workload *wl, const rkv_fleet_run *runs,
                            size_t n)
@@ -53,6 +82,7 @@ void rkv_fleet_report_text(FILE *f, const rkv_cli_options *o,
     }
     fputs("balance: max / mean over instances of the queued prompt tokens "
           "(averaged over arrivals); 1.00 is even\n", f);
+    pins_text(f, runs, n);
     if (!o->rc.host_capacity_tokens && !o->rc.disk_capacity_tokens)
         return;
     fprintf(f, "tiers per instance: host %llu tokens, disk %llu tokens; hits "
@@ -123,6 +153,17 @@ void rkv_fleet_report_json(FILE *f, const rkv_cli_options *o,
                 (unsigned long long)t->store_blocks,
                 (unsigned long long)t->swap_out_blocks,
                 (unsigned long long)t->swap_in_blocks, t->load_ms_total / 1e3);
+        fprintf(f, ",\"pins_made\":%llu,\"pins_renewed\":%llu,"
+                   "\"pins_refused\":%llu,\"pins_expired\":%llu,"
+                   "\"pins_released\":%llu,\"pins_revoked\":%llu,"
+                   "\"pins_demoted\":%llu",
+                (unsigned long long)t->pins_made,
+                (unsigned long long)t->pins_renewed,
+                (unsigned long long)t->pins_refused,
+                (unsigned long long)t->pins_expired,
+                (unsigned long long)t->pins_released,
+                (unsigned long long)t->pins_revoked,
+                (unsigned long long)t->pins_demoted);
         fprintf(f, ",\"preemptions\":%llu,\"evicted_blocks\":%llu,"
                    "\"sim_s\":%.6g,\"wall_s\":%.6g,\"router_events\":%llu,"
                    "\"router_resyncs\":%llu}",

@@ -465,13 +465,16 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
  *     pinned pages, and a lowered pin is revoked (pins_revoked) when that
  *     cap would be passed or when its pages leave the tree anyway (a
  *     failed copy, a corrupt read, an insert that diverges from the
- *     prefix). Loaded back, or inserted again by rkv_tree_insert (whole or
- *     its start: the lower rest stays), its pages are ordinary device
- *     pages and the pin stays lowered (counted in
- *     no pinned_by_medium entry while they are on the device); a retain
+ *     prefix inside a node). Loaded back, or inserted again by
+ *     rkv_tree_insert (whole or its start: the lower rest stays; a branch
+ *     that leaves the insert's path at a node boundary stays too), its pages are ordinary device
+ *     pages (evictable, demoted again when evicted) and the pin stays
+ *     lowered: they count in pinned_lowered_on_device, not in
+ *     pinned_blocks nor pinned_by_medium[]; a retain
  *     of the same prefix by the same owner makes it a device pin again. A pin on pages a
  *     running request also locks is not revoked (that frees nothing). rkv_tree_evict never
- *     revokes pins.
+ *     revokes a leased pin (a lowered one whose device pages it evicts
+ *     and cannot demote, no lower slot to be had, is revoked as above).
  *   - Owners: any 64-bit session id. rkv_tree_pins_release drops all of an
  *     owner's pins (session ended); rkv_tree_pins_extend renews them (a
  *     tool call started; expected back in ttl_ms). Both are O(pins held).
@@ -541,6 +544,11 @@ typedef struct rkv_retention_stats {
      * (max_pinned_pct of the store's capacity); 0 without that tier */
     uint64_t pinned_by_medium[3];
     uint64_t pin_cap_by_medium[3];
+    /* DEVICE pages (LOADING ones included) under a lowered pin: loaded
+     * back or inserted again. Not leased and evictable (demoted, pinned
+     * again, when evicted), so in neither pinned_blocks nor its cap nor
+     * pinned_by_medium[]; 0 without a lower tier */
+    uint64_t pinned_lowered_on_device;
 } rkv_retention_stats;
 rkv_status rkv_tree_retention_stats(const rkv_tree *tree,
                                     rkv_retention_stats *out);

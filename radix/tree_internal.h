@@ -463,6 +463,24 @@ uint32_t rkv_lpin_tail_plan(const rkv_tree *t, uint32_t c, uint32_t d,
  * a list linked by next_sib. */
 uint32_t rkv_lpin_tail_detach(rkv_tree *t, uint32_t y, int whole,
                               uint32_t park);
+/* The same insert passing LOWER nodes of its lower path (from c, tokens
+ * equal, ending before npages) that have children with lowered pins off
+ * the insert's path (a branch that leaves it at a node boundary): those
+ * branches are not overwritten, so they are kept, re-hung under the new
+ * device node that ends there. Plan (read-only but for cuts): adds the
+ * cut each needs to cuts (as rkv_lpin_keep_scan; a branch point that
+ * would need a cut past RKV_LPIN_MAX_CUTS is dropped with c, its pins
+ * revoked) and fills br[2i] = y, br[2i+1] = the page y ends at (br holds
+ * 2 * RKV_LPIN_MAX_CUTS); returns how many. Call it after both
+ * rkv_lpin_keep_scan calls (a cut it adds must not change their count). */
+uint32_t rkv_lpin_branch_scan(const rkv_tree *t, uint32_t c, uint32_t d,
+                              const int32_t *tokens, uint32_t npages,
+                              uint32_t *cuts, uint32_t *ncuts, uint32_t *br);
+/* Before the lower path is dropped: detaches y's children with lowered
+ * pins whose first page is not on_path's, parked on device node park;
+ * returns them as a list linked by next_sib. */
+uint32_t rkv_lpin_branch_detach(rkv_tree *t, uint32_t y,
+                                const int32_t *on_path, uint32_t park);
 /* Hangs the detached list under device node parent (its last page is the
  * page before theirs: same tokens, same chained hashes). */
 void rkv_lpin_tail_attach(rkv_tree *t, uint32_t list, uint32_t parent);

@@ -32,25 +32,34 @@
  * (rkv_lpin_keep_scan), and, for pins that go on past the insert's end
  * (chunked prefill inserts chunk by chunk), detaches the lower part past
  * that end and re-hangs it under the new device pages
- * (rkv_lpin_tail_plan/detach/attach), before the rest of the lower copy is
- * dropped. Staying lowered rather than taking a lease there keeps every
+ * (rkv_lpin_tail_plan/detach/attach), and, for lower branches that leave
+ * the insert's path at a node boundary inside it (another continuation of
+ * a shared prefix: not overwritten by the insert), cuts the new device
+ * path there too and re-hangs the branch under it (rkv_lpin_branch_scan/
+ * detach, the same attach), before the rest of the lower copy is dropped. Staying lowered rather than taking a lease there keeps every
  * device counter and the device pin cap untouched, as after a load. A
  * retain of the same prefix by the same owner takes it over as a leased
  * pin (tree_retain.c).
  *
- * Not counted: a lowered pin's pages on the device (loaded back or
- * inserted again) or LOADING are in neither pinned_blocks (no lease) nor
- * lpinned (not LOWER), so retention stats undercount what lowered pins
- * cover while they are up. Counting them would mean a device-medium entry
- * adjusted at every device-class change of a node with lpin > 0 (demotion,
- * the LOADING conversions, splits), a new stats field, and a check; left
- * out for now, the cap is unaffected (it only bounds lower media).
+ * Counted on the device too: a lowered pin's pages on the device (loaded
+ * back or inserted again) or LOADING are in neither pinned_blocks (no
+ * lease: that count, the device cap and pinned_by_medium[DEVICE] keep
+ * meaning "leased pins") nor a lower medium's count; tier->lpinned[DEVICE]
+ * counts them (reported as pinned_lowered_on_device). rkv_lpin_acct
+ * charges a node with lpin > 0 to [DEVICE] or to its lower medium by its
+ * flags, so every place that changes a node's class (demotion, LOWER ->
+ * LOADING -> LOWER) or its lpin (rkv_lpin_path) moves it; a split keeps
+ * the sum (both halves carry the old lpin), LOADING -> DEVICE changes no
+ * class. Such pages are evictable: evicted, they are demoted like any
+ * page (rkv_tier_demote) and counted in their lower medium again; one that
+ * gets no slot there (a tier full of pinned pages) revokes the pin first.
  *
  * Invariants (rkv_lpin_check, from rkv_tree_check):
  *   - tn[y].lpin == lowered pins ending at y + the lpin of y's children
  *     (both child lists);
  *   - tier->lpinned[m] == pages of LOWER nodes of medium m with lpin > 0,
- *     and lpinned[m] <= lpin_cap[m];
+ *     and lpinned[m] <= lpin_cap[m] (m HOST, DISK); lpinned[DEVICE] ==
+ *     pages of DEVICE and LOADING nodes with lpin > 0 (no cap);
  *   - npins_lowered == live pins without a lease.
  */
 #include <stdlib.h>
@@ -219,6 +228,52 @@ uint32_t rkv_lpin_tail_plan(const rkv_tree *t, uint32_t c, uint32_t d,
     }
 }
 
+uint32_t rkv_lpin_branch_scan(const rkv_tree *t, uint32_t c, uint32_t d,
+                              const int32_t *tokens, uint32_t npages,
+                              uint32_t *cuts, uint32_t *ncuts, uint32_t *br)
+{
+    uint32_t n = 0, y = c, s = d;
+    if (t->tn[c].lpin == 0)
+        return 0;
+    for (;;) {
+        const rkv_tnode *x = &t->nodes[y];
+        uint32_t e = s + x->num_pages;
+        if (e >= npages) /* the tail's business (rkv_lpin_tail_plan) */
+            break;
+        if (memcmp(x->u.tokens, tokens + (size_t)s * t->P,
+                   (size_t)x->num_pages * t->page_bytes) != 0)
+            break; /* diverges inside y: what hangs below loses pages */
+        const int32_t *next = tokens + (size_t)e * t->P;
+        int branch = 0;
+        for (uint32_t ch = x->first_child; ch != RKV_NIL && !branch;
+             ch = t->nodes[ch].next_sib)
+            branch = t->tn[ch].lpin > 0 &&
+                     memcmp(t->nodes[ch].u.tokens, next, t->page_bytes) != 0;
+        if (branch) {
+            uint32_t i = 0;
+            while (i < *ncuts && cuts[i] < e)
+                i++;
+            if (i < *ncuts && cuts[i] == e) {
+                br[2 * n] = y;
+                br[2 * n + 1] = e;
+                n++;
+            } else if (*ncuts < RKV_LPIN_MAX_CUTS) {
+                memmove(cuts + i + 1, cuts + i, (*ncuts - i) * sizeof *cuts);
+                cuts[i] = e;
+                (*ncuts)++;
+                br[2 * n] = y;
+                br[2 * n + 1] = e;
+                n++;
+            } /* else no node will end there: its pins are revoked */
+        }
+        s = e;
+        y = rkv_cidx_find(t, y, next);
+        if (y == RKV_NIL || t->tn[y].lpin == 0)
+            break;
+    }
+    return n;
+}
+
 /* Takes LOWER node id off its parent (index, sibling list, the path's
  * lpin) and parks it on `park` (so that no walk from below passes through
  * the nodes about to be dropped); pushes it on *list (by next_sib). */
@@ -252,6 +307,19 @@ uint32_t rkv_lpin_tail_detach(rkv_tree *t, uint32_t y, int whole,
     return list;
 }
 
+uint32_t rkv_lpin_branch_detach(rkv_tree *t, uint32_t y,
+                                const int32_t *on_path, uint32_t park)
+{
+    uint32_t list = RKV_NIL;
+    for (uint32_t ch = t->nodes[y].first_child, next; ch != RKV_NIL; ch = next) {
+        next = t->nodes[ch].next_sib;
+        if (t->tn[ch].lpin > 0 &&
+            memcmp(t->nodes[ch].u.tokens, on_path, t->page_bytes) != 0)
+            rkv_lpin_tail_take(t, ch, park, &list);
+    }
+    return list;
+}
+
 void rkv_lpin_tail_attach(rkv_tree *t, uint32_t list, uint32_t parent)
 {
     for (uint32_t id = list, next; id != RKV_NIL; id = next) {
@@ -273,6 +341,7 @@ void rkv_lpin_stats(const rkv_tree *t, rkv_retention_stats *out)
         out->pinned_by_medium[m] = tr->lpinned[m];
         out->pin_cap_by_medium[m] = tr->lpin_cap[m];
     }
+    out->pinned_lowered_on_device = tr->lpinned[RKV_MEDIUM_DEVICE];
 }
 
 rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown)
@@ -305,6 +374,8 @@ rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown)
                          (unsigned long long)below[y]);
             break;
         }
+        if (!l_is_lower(t, y) && t->tn[y].lpin > 0)
+            pages[RKV_MEDIUM_DEVICE] += x->num_pages;
         if (l_is_lower(t, y) && t->tn[y].lpin > 0) {
             pages[rkv_tier_node_medium(t, y)] += x->num_pages;
             if (rkv_tier_is_lowest(t, y) && t->nodes[y].lru_prev != RKV_NIL)
@@ -313,10 +384,10 @@ rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown)
     }
     for (int m = 0; m < RKV_MEDIUM_COUNT && st == RKV_OK; m++) {
         if (pages[m] != t->tier->lpinned[m])
-            st = CORRUPT("medium %d: %llu pinned lower pages, %llu counted", m,
+            st = CORRUPT("medium %d: %llu pages under lowered pins, %llu counted", m,
                          (unsigned long long)pages[m],
                          (unsigned long long)t->tier->lpinned[m]);
-        else if (pages[m] > t->tier->lpin_cap[m])
+        else if (m != RKV_MEDIUM_DEVICE && pages[m] > t->tier->lpin_cap[m])
             st = CORRUPT("medium %d: %llu pinned pages exceed the cap %llu", m,
                          (unsigned long long)pages[m],
                          (unsigned long long)t->tier->lpin_cap[m]);

@@ -378,7 +378,11 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
      * node to take it over. Lowered pins that go on past the insert's end
      * (a recomputed context inserted chunk by chunk) keep their lower
      * pages past it: that part is re-hung under the new device pages.
-     * Only pins that diverge inside the insert lose pages (revoked). */
+     * Lower branches with lowered pins that leave the insert's path at a
+     * node boundary (a shared prefix's other continuation) are kept the
+     * same way, under the new device node cut to end there. Only pins
+     * that diverge inside a node of the insert's path lose pages, and
+     * those a further cut would need (RKV_LPIN_MAX_CUTS): revoked. */
     uint32_t lower_conflict = RKV_NIL;
     if (RKV_UNLIKELY(t->tn != NULL) && root != RKV_NIL &&
         w.partial == RKV_NIL && fresh > 0) {
@@ -406,8 +410,12 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                                      cuts, &ncuts, keep);
     }
     uint32_t tail = RKV_NIL, tail_k = 0;
-    if (lower_conflict != RKV_NIL)
+    uint32_t br[2 * RKV_LPIN_MAX_CUTS], nbr = 0;
+    if (lower_conflict != RKV_NIL) {
         tail = rkv_lpin_tail_plan(t, lower_conflict, d, tokens, npages, &tail_k);
+        nbr = rkv_lpin_branch_scan(t, lower_conflict, d, tokens, npages, cuts,
+                                   &ncuts, br);
+    }
     /* A new page's block must not be cached already (anywhere in the tree,
      * or twice in this call): mark them, undo on conflict. */
     uint32_t marked = 0;
@@ -479,6 +487,9 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
         }
         if (tail != RKV_NIL)
             tails = rkv_lpin_tail_detach(t, tail, tail_k > 0, park);
+        for (uint32_t i = 0; i < nbr; i++) /* br[2i] is no tail node */
+            br[2 * i] = rkv_lpin_branch_detach(
+                t, br[2 * i], tokens + (size_t)br[2 * i + 1] * t->P, park);
         /* off the LOWER path first (uncounted there, and parked on the
          * device node above it), so dropping it does not revoke them */
         for (uint32_t i = 0; i < nkeep; i++) {
@@ -505,6 +516,13 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
     }
     if (tails != RKV_NIL)
         rkv_lpin_tail_attach(t, tails, node);
+    for (uint32_t i = 0; i < nbr; i++) {
+        uint32_t k = 0;
+        while (cuts[k] != br[2 * i + 1]) /* a cut ends there */
+            k++;
+        if (br[2 * i] != RKV_NIL)
+            rkv_lpin_tail_attach(t, br[2 * i], piece[k]);
+    }
     rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
     rkv_tree_touch(t, node);
     if (out != NULL) {

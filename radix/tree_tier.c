@@ -79,7 +79,8 @@
  *   copy, corrupt read, an insert conflict that diverges from the pinned
  *   prefix: rkv_tier_drop_lower_from) are revoked first; an insert along
  *   it moves the pin to the new device copy, still lowered, and keeps its
- *   lower part past the insert's end (rkv_tree_insert). This was preferred to locked LOWER nodes (a pin that
+ *   lower part past the insert's end and lower branches that leave the
+ *   insert's path at a node boundary (rkv_tree_insert). This was preferred to locked LOWER nodes (a pin that
  *   keeps its lease below the device), which would have made every lock
  *   user (tree_lease.c, yield_blocks, the device LRU, loads) learn LOWER
  *   nodes. drop_pinned = 1 keeps the old behaviour: pressure revokes.
@@ -814,6 +815,7 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
     t->num_nodes--;
     t->evicted_nodes++;
     /* x is LOWER from here (children: its former lower list) */
+    rkv_lpin_acct(t, id, 0); /* a lowered pin's pages leave the device */
     t->tn[id].flags = RKV_TN_LOWER;
     rkv_lpin_acct(t, id, 1); /* a lowered pin's pages reach the host */
     x->first_child = t->tn[id].lchild;

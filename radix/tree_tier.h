@@ -85,8 +85,11 @@ typedef struct rkv_tier {
     uint64_t next_ticket;
     uint64_t lower_nodes;
     uint64_t host_used;      /* host slots this tree allocated            */
-    uint64_t lpinned[RKV_MEDIUM_COUNT]; /* pages of LOWER nodes with
-                                lpin > 0, by their medium (device: 0)     */
+    uint64_t lpinned[RKV_MEDIUM_COUNT]; /* pages of nodes with lpin > 0:
+                                [HOST]/[DISK] LOWER ones by their medium,
+                                [DEVICE] DEVICE and LOADING ones (a
+                                lowered pin's pages loaded back or inserted
+                                again; no lease, evictable; no cap)       */
     uint64_t lpin_cap[RKV_MEDIUM_COUNT]; /* max_pinned_pct of each lower
                                 store's capacity; lpinned <= lpin_cap     */
     rkv_tier_stats st;
@@ -126,14 +129,17 @@ static inline uint32_t rkv_tlru_bucket(const rkv_tree *t, uint32_t id)
     return t->meta != NULL ? t->meta[id].prio : RKV_PRIORITY_DEFAULT;
 }
 
-/* Node id's share of tier->lpinned (its pages when it is LOWER and a
- * lowered pin passes through it). Callers subtract it before and add it
- * after changing id's flags, pages or lpin (radix/tree_lower_pin.c). */
+/* Node id's share of tier->lpinned (its pages when a lowered pin passes
+ * through it: in its medium's entry when it is LOWER, else in [DEVICE]).
+ * Callers subtract it before and add it after changing id's flags, pages
+ * or lpin (radix/tree_lower_pin.c). */
 static inline void rkv_lpin_acct(rkv_tree *t, uint32_t id, int add)
 {
-    if (!(t->tn[id].flags & RKV_TN_LOWER) || t->tn[id].lpin == 0)
+    if (t->tn[id].lpin == 0)
         return;
-    uint64_t *c = &t->tier->lpinned[rkv_tier_node_medium(t, id)];
+    uint64_t *c = &t->tier->lpinned[(t->tn[id].flags & RKV_TN_LOWER)
+                                        ? rkv_tier_node_medium(t, id)
+                                        : RKV_MEDIUM_DEVICE];
     if (add)
         *c += t->nodes[id].num_pages;
     else

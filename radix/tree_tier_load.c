@@ -44,6 +44,7 @@ static void rkv_tier_to_loading(rkv_tree *t, uint32_t y)
     if (p != 0 && rkv_dev_listed(t, p))
         rkv_lru_unlink(t, p); /* it gets a device child */
     t->tn[y].flags = (uint8_t)(RKV_TN_LOADING | (t->tn[y].flags & RKV_TN_DISK));
+    rkv_lpin_acct(t, y, 1); /* counted on the device from here */
     t->tn[y].lchild = x->first_child;
     x->first_child = RKV_NIL;
     rkv_tier_link_sib(t, p, y);
@@ -72,6 +73,7 @@ static void rkv_tier_to_lower(rkv_tree *t, uint32_t y, int have_blocks)
     if (rkv_dev_listed(t, y))
         rkv_lru_unlink(t, y);
     rkv_tier_unlink_sib(t, y);
+    rkv_lpin_acct(t, y, 0);
     t->tn[y].flags = (uint8_t)(RKV_TN_LOWER | (t->tn[y].flags & RKV_TN_DISK));
     rkv_lpin_acct(t, y, 1);
     x->first_child = t->tn[y].lchild;

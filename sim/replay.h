@@ -212,7 +212,8 @@ typedef struct rkv_replay_result {
      * sessions with a request that waits for a tool ("tool" traffic, the
      * ones the ttl modes pin, whatever the mode) and of the rest ("other"
      * traffic: chat sessions, session-less requests), and the tree's pin
-     * counters at the end (rkv_retention_stats) */
+     * counters at the end (rkv_retention_stats; a fleet replay's total:
+     * the pin counters only, summed over its instances' trees) */
     uint64_t tool_requests, tool_prompt_tokens, tool_hit_tokens;
     uint64_t other_requests, other_prompt_tokens, other_hit_tokens;
     rkv_latency_summary tool_ttft_ms, other_ttft_ms;

@@ -119,6 +119,44 @@ Test(retcli, drop_pinned_lowers_or_revokes)
     free(err);
 }
 
+/* The fleet replay reports the pin counters too, summed over its
+ * instances: pins demoted by default, revoked under --drop-pinned. */
+Test(retcli, fleet_reports_pins_demoted)
+{
+    char *out, *err;
+    const char *base = "replay --workload agentic --sessions 16 --capacity-tokens "
+                       "3e4 --retention ttl --host-capacity-tokens 1e5 "
+                       "--instances 2 --route round-robin";
+    char args[512];
+    snprintf(args, sizeof args, "%s --json", base);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    const char *r = strstr(out, "\"runs\":[");
+    cr_assert_not_null(r, "%s", out);
+    double demoted = json_num(r, "pins_demoted");
+    cr_assert_gt(demoted, 0, "%s", out);
+    cr_assert_gt(json_num(r, "pins_made"), 0, "%s", out);
+    double revoked = json_num(r, "pins_revoked");
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "%s --drop-pinned --json", base);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    r = strstr(out, "\"runs\":[");
+    cr_assert_not_null(r, "%s", out);
+    cr_assert_eq(json_num(r, "pins_demoted"), 0, "%s", out);
+    cr_assert_gt(json_num(r, "pins_revoked"), revoked, "%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run(base, &out, &err), 0, "%s", err);
+    const char *t = strstr(out, "pins per run, summed over instances");
+    cr_assert_not_null(t, "%s", out);
+    cr_assert_not_null(strstr(t, "demoted\n"), "%s", out);
+    char row[64];
+    snprintf(row, sizeof row, " %8.0f\n", demoted);
+    cr_assert_not_null(strstr(t, row), "demoted %g in %s", demoted, out);
+    free(out);
+    free(err);
+}
+
 Test(retcli, bailian_trace_formats_and_errors)
 {
     char *out, *err;

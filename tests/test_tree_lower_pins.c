@@ -6,10 +6,13 @@
  * extend and release like others, are revoked (counted) when their pages
  * leave the tree anyway (failed store, corrupt read, an insert that
  * diverges inside them), a re-insert of the prefix (whole, or its start:
- * the lower rest stays) or a load back keeps the pin lowered on the new
- * device copy and a retain by its owner re-leases it;
+ * the lower rest stays, and so do pinned lower branches that leave its
+ * path at a node boundary) or a load back keeps the pin lowered on the new
+ * device copy (counted in pinned_lowered_on_device, demoted again when
+ * evicted) and a retain by its owner re-leases it;
  * drop_pinned keeps the old behaviour (revoke). A randomized run checks a
- * small reference of live pins and rkv_tree_check after every operation.
+ * small reference of live pins and rkv_tree_check after every operation,
+ * with disjoint sequences and with sequences sharing prefixes.
  *
  * Expected values come from the scenarios or the reference in this file.
  */
@@ -35,13 +38,13 @@ typedef struct lp {
 } lp;
 
 /* A pool of `blocks`, a host of host_cap blocks, a disk of disk_cap (0:
- * none) below it, pin cap PIN_PCT, drop_pinned. */
-static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
-                    uint32_t disk_cap, int drop_pinned)
+ * none) below it, pin cap pct (lp_open: PIN_PCT), drop_pinned. */
+static void lp_open_pct(lp *s, uint32_t blocks, uint32_t host_cap,
+                        uint32_t disk_cap, int drop_pinned, uint32_t pct)
 {
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
-    tc.max_pinned_pct = PIN_PCT;
+    tc.max_pinned_pct = pct;
     rkv_tier_config cfg;
     rkv_tier_config_init(&cfg);
     cfg.drop_pinned = drop_pinned;
@@ -51,6 +54,12 @@ static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
     for (uint32_t a = 0; a < NSEQ; a++)
         for (uint32_t j = 0; j < SEQ_PAGES * TP; j++)
             s->tok[a][j] = (int32_t)(a * 1000 + j + 1);
+}
+
+static void lp_open(lp *s, uint32_t blocks, uint32_t host_cap,
+                    uint32_t disk_cap, int drop_pinned)
+{
+    lp_open_pct(s, blocks, host_cap, disk_cap, drop_pinned, PIN_PCT);
 }
 
 /* Caches n pages of toks on the device (allocating under pressure). */
@@ -212,6 +221,7 @@ typedef enum lp_key {
     CAP_DEV,    /* pin_cap_by_medium[DEVICE]              */
     CAP_HOST,   /* pin_cap_by_medium[HOST]                */
     CAP_DISK,   /* pin_cap_by_medium[DISK]                */
+    ON_DEV,     /* pinned_lowered_on_device               */
     KEY_END
 } lp_key;
 
@@ -219,7 +229,7 @@ static const char *const lp_key_name[KEY_END] = {
     "pins", "pins_made", "pins_renewed", "pins_expired", "pins_revoked",
     "pins_demoted", "pins_lowered", "pinned_blocks", "pinned on host",
     "pinned on disk", "pinned on host + disk", "device pin cap",
-    "host pin cap", "disk pin cap",
+    "host pin cap", "disk pin cap", "pinned_lowered_on_device",
 };
 
 typedef struct lp_want {
@@ -246,6 +256,7 @@ static uint64_t lp_stat(const rkv_retention_stats *rs, lp_key k)
     case CAP_DEV: return rs->pin_cap_by_medium[RKV_MEDIUM_DEVICE];
     case CAP_HOST: return rs->pin_cap_by_medium[RKV_MEDIUM_HOST];
     case CAP_DISK: return rs->pin_cap_by_medium[RKV_MEDIUM_DISK];
+    case ON_DEV: return rs->pinned_lowered_on_device;
     default: break;
     }
     cr_assert_fail("unknown key %d", (int)k);
@@ -397,7 +408,7 @@ Test(lower_pins, failed_load_keeps_pin)
     lp_squeeze(&s);
     rkv_load ld;
     OK(rkv_tree_load(s.fx.tree, 5, s.tok[0], 2 * TP, UINT32_MAX, NULL, &ld));
-    EXPECT(&s, "LOADING", {HOST, 0});
+    EXPECT(&s, "LOADING: on the device", {HOST, 0}, {ON_DEV, 2});
     rkv_store_fail_after(s.fx.host, 1);
     rkv_transfer_done done;
     uint32_t nd = 0;
@@ -405,7 +416,7 @@ Test(lower_pins, failed_load_keeps_pin)
     cr_assert_eq(done.status, RKV_ERR_IO);
     OK(rkv_tree_unlock(s.fx.tree, &ld.lease));
     tt_check(&s.fx);
-    EXPECT(&s, NULL, {LOWERED, 1}, {HOST, 2});
+    EXPECT(&s, NULL, {LOWERED, 1}, {HOST, 2}, {ON_DEV, 0});
     tt_close(&s.fx);
 }
 
@@ -423,7 +434,8 @@ static void insert_chunks_keep_pin(uint32_t disk_cap)
     lp_squeeze(&s);
     EXPECT(&s, NULL, {LOWERED, 2});
     lp_insert(&s, 0, 1); /* splits the lower node [0, 2) */
-    EXPECT(&s, "the lower tail stays", {REVOKED, 0}, {PINS, 2}, {LOWER, 3});
+    EXPECT(&s, "the lower tail stays", {REVOKED, 0}, {PINS, 2}, {LOWER, 3},
+           {ON_DEV, 1});
     rkv_tier_match tm;
     cr_assert_eq(lp_cached(&s, 0, 4, &tm), 4 * TP);
     cr_assert_eq(tm.lower_tokens, 3 * TP);
@@ -431,11 +443,11 @@ static void insert_chunks_keep_pin(uint32_t disk_cap)
     EXPECT(&s, NULL, {REVOKED, 0}, {PINS, 2}, {LOWER, 2});
     cr_assert_eq(lp_cached(&s, 0, 4, NULL), 4 * TP);
     lp_insert(&s, 0, 4);
-    EXPECT(&s, NULL, {REVOKED, 0}, {LOWERED, 2}, {LOWER, 0});
+    EXPECT(&s, NULL, {REVOKED, 0}, {LOWERED, 2}, {LOWER, 0}, {ON_DEV, 4});
     lp_pin(&s, 0, 4, 1, 50, 10);
     lp_pin(&s, 0, 2, 2, 50, 10);
     EXPECT(&s, "both taken over by their owners", {PINS, 2}, {LOWERED, 0},
-           {DEV_PINNED, 4});
+           {DEV_PINNED, 4}, {ON_DEV, 0});
     tt_close(&s.fx);
 }
 
@@ -461,11 +473,12 @@ Test(lower_pins, insert_again_keeps_pin)
     lp_insert(&s, 0, 2);
     EXPECT(&s, "the re-insert keeps the pin, lowered on the device copy; "
                "the host copy is dropped",
-           {REVOKED, 0}, {PINS, 1}, {LOWERED, 1}, {DEV_PINNED, 0}, {HOST, 0});
+           {REVOKED, 0}, {PINS, 1}, {LOWERED, 1}, {DEV_PINNED, 0}, {HOST, 0},
+           {ON_DEV, 2});
     cr_assert_eq(lp_on_device(&s, 0, 2), 2 * TP);
     lp_squeeze(&s);
     EXPECT(&s, "down pinned again, no new lowering: it had no lease",
-           {HOST, 2}, {DEMOTED, 1});
+           {HOST, 2}, {DEMOTED, 1}, {ON_DEV, 0});
     lp_insert(&s, 0, 2);
     lp_pin(&s, 0, 2, 1, 50, 10);
     EXPECT(&s, "taken over, not doubled", {PINS, 1}, {LOWERED, 0},
@@ -509,6 +522,54 @@ Test(lower_pins, insert_longer_keeps_pins)
 Test(lower_pins, insert_longer_keeps_pins_disk)
 {
     insert_longer_keeps_pins(16);
+}
+
+/* A lower branch that leaves the insert's path at a node boundary (page 2
+ * of sequence 0, where sequence 1 goes its own way) is not overwritten by
+ * the insert: it is kept, re-hung under the new device node that ends
+ * there, and its pin keeps its pages; so is one that leaves where the
+ * lower path ends and the insert goes on with new pages. */
+static void insert_keeps_branch(uint32_t disk_cap)
+{
+    lp s;
+    lp_open(&s, 16, 16, disk_cap, 0);
+    memcpy(s.tok[1], s.tok[0], 2 * TP * sizeof s.tok[1][0]);
+    lp_insert(&s, 0, 4);
+    lp_insert(&s, 1, 4); /* [0, 2) -> {seq 0's [2, 4), seq 1's [2, 4)} */
+    lp_pin(&s, 1, 4, 1, 1000, 0);
+    lp_pin(&s, 0, 3, 2, 1000, 0); /* on the insert's path, ends inside */
+    lp_squeeze(&s);
+    EXPECT(&s, NULL, {LOWERED, 2}, {LOWER, 5}, {ON_DEV, 0});
+    lp_insert(&s, 0, 4); /* seq 0 recomputed */
+    EXPECT(&s, "seq 1's branch stays below the new page 2",
+           {REVOKED, 0}, {PINS, 2}, {LOWERED, 2}, {LOWER, 2}, {ON_DEV, 3});
+    rkv_tier_match tm;
+    cr_assert_eq(lp_cached(&s, 1, 4, &tm), 4 * TP);
+    cr_assert_eq(tm.lower_tokens, 2 * TP);
+    lp_squeeze(&s);
+    EXPECT(&s, "all down pinned again", {REVOKED, 0}, {LOWER, 5},
+           {ON_DEV, 0});
+    /* seq 2 shares only page [0, 2): the lower path ends there, the
+     * insert goes on with new pages; seq 1's branch leaves there, seq 0's
+     * (unpinned since its owner released it) is dropped as before */
+    OK(rkv_tree_pins_release(s.fx.tree, 2, NULL));
+    tt_check(&s.fx);
+    memcpy(s.tok[2], s.tok[0], 2 * TP * sizeof s.tok[2][0]);
+    lp_insert(&s, 2, 6);
+    EXPECT(&s, NULL, {REVOKED, 0}, {PINS, 1}, {LOWER, 2}, {ON_DEV, 2});
+    cr_assert_eq(lp_cached(&s, 1, 4, NULL), 4 * TP);
+    cr_assert_eq(lp_cached(&s, 0, 4, NULL), 2 * TP, "seq 0's rest went");
+    tt_close(&s.fx);
+}
+
+Test(lower_pins, insert_keeps_branch)
+{
+    insert_keeps_branch(0);
+}
+
+Test(lower_pins, insert_keeps_branch_disk)
+{
+    insert_keeps_branch(16);
 }
 
 /* A re-insert that shares only the start of a lowered pin's prefix does
@@ -555,19 +616,70 @@ Test(lower_pins, load_back_keeps_pin)
     lp_squeeze(&s);
     lp_load(&s, 0, 2, RKV_OK);
     EXPECT(&s, "still lowered on the device; write-back", {PINS, 1},
-           {LOWERED, 1}, {HOST, 0});
+           {LOWERED, 1}, {HOST, 0}, {ON_DEV, 2}, {DEV_PINNED, 0});
     cr_assert_eq(lp_on_device(&s, 0, 2), 2 * TP);
     lp_squeeze(&s);
     EXPECT(&s, "down pinned again, no new lowering: it had no lease",
-           {HOST, 2}, {DEMOTED, 1});
+           {HOST, 2}, {DEMOTED, 1}, {ON_DEV, 0});
     lp_load(&s, 0, 2, RKV_OK);
     lp_pin(&s, 0, 2, 1, 50, 10); /* the owner uses the prefix again */
     EXPECT(&s, "taken over, not doubled", {PINS, 1}, {LOWERED, 0},
-           {DEV_PINNED, 2}, {RENEWED, 1}, {MADE, 1});
+           {DEV_PINNED, 2}, {RENEWED, 1}, {MADE, 1}, {ON_DEV, 0});
     OK(rkv_tree_set_time(s.fx.tree, 999));
     EXPECT(&s, "the later deadline (1000) was kept", {PINS, 1});
     OK(rkv_tree_set_time(s.fx.tree, 1000));
     EXPECT(&s, NULL, {PINS, 0});
+    tt_close(&s.fx);
+}
+
+/* A lowered pin's pages back on the device are evicted again like any
+ * unpinned page, but demoted, never dropped, while the pin lives: with
+ * unpinned pages in the host they are what the host gives up. Under a host
+ * full of pinned pages (max_pinned_pct 100) no slot can be had: the pin is
+ * revoked (counted) before its pages go, as on any failed demotion, and
+ * the other pins keep theirs. */
+Test(lower_pins, lowered_on_device_demoted_again)
+{
+    lp s;
+    lp_open_pct(&s, 8, 4, 0, 0, 100);
+    lp_insert(&s, 0, 2);
+    lp_pin(&s, 0, 2, 1, 1000, 0);
+    lp_insert(&s, 1, 2);
+    lp_pin(&s, 1, 2, 2, 1000, 0);
+    lp_squeeze(&s);
+    EXPECT(&s, "the host is full of pinned pages", {LOWERED, 2}, {HOST, 4},
+           {CAP_HOST, 4}, {ON_DEV, 0});
+    lp_load(&s, 0, 2, RKV_OK);
+    EXPECT(&s, NULL, {HOST, 2}, {ON_DEV, 2}, {DEV_PINNED, 0});
+    /* room: the unpinned sequence 2 loses, the pin's pages go down */
+    lp_insert(&s, 2, 2);
+    lp_squeeze(&s);
+    EXPECT(&s, "demoted, pinned again", {HOST, 4}, {ON_DEV, 0},
+           {REVOKED, 0}, {LOWERED, 2});
+    cr_assert_eq(lp_cached(&s, 0, 2, NULL), 2 * TP);
+    cr_assert_eq(lp_cached(&s, 2, 2, NULL), 0);
+    /* no room: sequence 3's pin fills the host's other half while
+     * sequence 0 is locked on the device */
+    lp_load(&s, 0, 2, RKV_OK);
+    rkv_match m;
+    rkv_lease lease;
+    OK(rkv_tree_match(s.fx.tree, 5, s.tok[0], 2 * TP, NULL, 0, &m));
+    OK(rkv_tree_lock(s.fx.tree, m.node, &lease));
+    lp_insert(&s, 3, 2);
+    lp_pin(&s, 3, 2, 3, 1000, 0);
+    rkv_block_id b[6];
+    OK(rkv_tree_alloc_blocks(s.fx.tree, 6, b));
+    OK(rkv_pool_unref_n(s.fx.pool, 6, b));
+    OK(rkv_tree_unlock(s.fx.tree, &lease));
+    tt_check(&s.fx);
+    EXPECT(&s, "sequence 3's pin lowered into the last free slots",
+           {LOWERED, 3}, {DEMOTED, 3}, {HOST, 4}, {ON_DEV, 2}, {REVOKED, 0});
+    lp_squeeze(&s);
+    EXPECT(&s, "no slot: revoked before its pages left", {REVOKED, 1},
+           {PINS, 2}, {LOWERED, 2}, {HOST, 4}, {ON_DEV, 0});
+    cr_assert_eq(lp_cached(&s, 0, 2, NULL), 0);
+    cr_assert_eq(lp_cached(&s, 1, 2, NULL), 2 * TP);
+    cr_assert_eq(lp_cached(&s, 3, 2, NULL), 2 * TP);
     tt_close(&s.fx);
 }
 
@@ -642,11 +754,17 @@ static uint64_t xs(uint64_t *r)
     return *r;
 }
 
+/* shared: sequence a > 0 starts with the first 1 + a % 3 pages of
+ * sequence (a - 1) / 2, so inserts meet lower branches that leave their
+ * path at node boundaries. */
 static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
-                       int faults)
+                       int faults, int shared)
 {
     lp s;
     lp_open(&s, 16, host_cap, disk_cap, 0);
+    for (uint32_t a = 1; shared && a < NSEQ; a++)
+        memcpy(s.tok[a], s.tok[(a - 1) / 2],
+               (1 + a % 3) * TP * sizeof s.tok[a][0]);
     rpin ref[RMAX];
     uint32_t nref = 0;
     uint64_t r = seed, now = 0;
@@ -687,9 +805,12 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
             uint64_t dl = now + rt.ttl_ms;
             uint32_t i = 0;
             for (; i < nref; i++)
-                if (ref[i].live && ref[i].owner == owner && ref[i].a == a &&
-                    ref[i].pages == out.pinned_pages)
-                    break;
+                if (ref[i].live && ref[i].owner == owner &&
+                    ref[i].pages == out.pinned_pages &&
+                    memcmp(s.tok[ref[i].a], s.tok[a],
+                           (size_t)out.pinned_pages * TP *
+                               sizeof s.tok[a][0]) == 0)
+                    break; /* the same prefix (shared: maybe another a) */
             if (i < nref) {
                 if (dl > ref[i].deadline)
                     ref[i].deadline = dl;
@@ -787,17 +908,26 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
 Test(lower_pins, random_host)
 {
     for (uint64_t seed = 1; seed <= 4; seed++)
-        random_run(seed * 0x9E3779B97F4A7C15ull, 24, 0, 0);
+        random_run(seed * 0x9E3779B97F4A7C15ull, 24, 0, 0, 0);
 }
 
 Test(lower_pins, random_host_faults)
 {
     for (uint64_t seed = 1; seed <= 4; seed++)
-        random_run(seed * 0xD1B54A32D192ED03ull, 12, 0, 1);
+        random_run(seed * 0xD1B54A32D192ED03ull, 12, 0, 1, 0);
 }
 
 Test(lower_pins, random_host_disk)
 {
     for (uint64_t seed = 1; seed <= 3; seed++)
-        random_run(seed * 0x94D049BB133111EBull, 8, 24, 0);
+        random_run(seed * 0x94D049BB133111EBull, 8, 24, 0, 0);
+}
+
+Test(lower_pins, random_shared_prefixes)
+{
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        random_run(seed * 0xBF58476D1CE4E5B9ull, 24, 0, 0, 1);
+        random_run(seed * 0x2545F4914F6CDD1Dull, 8, 24, 0, 1);
+        random_run(seed * 0x9FB21C651E98DF25ull, 12, 0, 1, 1);
+    }
 }
