@@ -31,7 +31,13 @@
  *     part within the key (matched + lower <= n, lower = host + disk);
  *   - a load's blocks are allocated; its lease cannot be released before
  *     its ticket is reported (RKV_ERR_BUSY) and releases once after; poll
- *     reports only tickets the harness was given, each once;
+ *     reports only tickets the harness was given, each once; a load
+ *     reported done matches on the device up to the prefix it promised,
+ *     in the blocks it named; a failed load reports no pages, a swap-out
+ *     at most the pages it queued (all of them when it succeeded);
+ *   - once time passes every deadline (TTLs are at most 64 ms), and after
+ *     every session is released or the tree reset, no pin is left: none
+ *     lowered, no pinned page on any medium, nothing yieldable;
  *   - moving time backwards is RKV_ERR_INVALID_ARG;
  *   - a lease the harness took releases exactly once (and is zeroed);
  *     a successful reset happens only with no lease held;
@@ -84,6 +90,12 @@ static uint32_t below(in *s, uint32_t bound) /* bound >= 1 */
 typedef struct lease_rec {
     rkv_lease lease;
     uint64_t ticket; /* a load's ticket not reported yet, else 0 */
+    /* a load: its key, the device prefix it promises, its blocks */
+    uint64_t ns;
+    uint32_t n, num_pages;
+    size_t device_tokens;
+    int32_t key[MAX_TOKENS];
+    rkv_block_id blocks[MAX_TOKENS];
 } lease_rec;
 
 typedef struct world {
@@ -180,13 +192,37 @@ static void drop_held(world *w, uint32_t i)
     check_all(w, "unref");
 }
 
-static void take_lease(world *w, rkv_lease l, uint64_t ticket)
+static void check_no_pins(const world *w, const char *when);
+
+static lease_rec *take_lease(world *w, rkv_lease l, uint64_t ticket)
 {
     if (w->nlocks >= MAX_LOCKS)
         die(w, "harness: too many leases");
-    w->locks[w->nlocks].lease = l;
-    w->locks[w->nlocks].ticket = ticket;
-    w->nlocks++;
+    lease_rec *r = &w->locks[w->nlocks++];
+    memset(r, 0, sizeof *r);
+    r->lease = l;
+    r->ticket = ticket;
+    return r;
+}
+
+/* A load reported done: its pages match on the device now, under the
+ * blocks it named (its lease keeps them there). */
+static void check_loaded(const world *w, const lease_rec *r)
+{
+    rkv_block_id b[MAX_TOKENS];
+    rkv_match m;
+    if (called(w, rkv_tree_match(w->tree, r->ns, r->key, r->n, b,
+                                 RKV_MATCH_PEEK, &m), "match after load") !=
+        RKV_OK)
+        die(w, "a peek match after a load failed");
+    if (m.matched_tokens < r->device_tokens)
+        die(w, "load promised %zu device tokens, a match finds %zu",
+            r->device_tokens, m.matched_tokens);
+    uint32_t first = (uint32_t)(r->device_tokens / w->P) - r->num_pages;
+    for (uint32_t i = 0; i < r->num_pages; i++)
+        if (b[first + i] != r->blocks[i])
+            die(w, "loaded page %u is in block %u, the load named %u",
+                first + i, b[first + i], r->blocks[i]);
 }
 
 /* ---- operations ------------------------------------------------------------ */
@@ -277,7 +313,16 @@ static void op_load(world *w, in *s)
             ld.num_pages, ld.disk_pages, max_pages,
             (unsigned long long)ld.lease.id);
     check_allocated(w, b, ld.num_pages, "load");
-    take_lease(w, ld.lease, ld.ticket);
+    if (ld.device_tokens < (size_t)ld.num_pages * w->P)
+        die(w, "load: device prefix %zu under its %u pages",
+            ld.device_tokens, ld.num_pages);
+    lease_rec *r = take_lease(w, ld.lease, ld.ticket);
+    r->ns = ns;
+    r->n = n;
+    r->num_pages = ld.num_pages;
+    r->device_tokens = ld.device_tokens;
+    memcpy(r->key, t, n * sizeof *t);
+    memcpy(r->blocks, b, ld.num_pages * sizeof *b);
 }
 
 static void op_poll(world *w, in *s)
@@ -298,6 +343,12 @@ static void op_poll(world *w, in *s)
                 if (w->locks[i].ticket == d->ticket) {
                     w->locks[i].ticket = 0;
                     found = 1;
+                    if (d->status == RKV_OK) {
+                        if (d->num_pages != w->locks[i].num_pages)
+                            die(w, "load of %u pages reported %u",
+                                w->locks[i].num_pages, d->num_pages);
+                        check_loaded(w, &w->locks[i]);
+                    }
                 }
             if (d->status == RKV_ERR_CORRUPT && !w->corrupted)
                 die(w, "a load failed verification with nothing corrupted");
@@ -443,10 +494,12 @@ static void op_time(world *w, in *s)
             die(w, "time moved backwards: %s", rkv_strerror(st));
         return;
     }
-    uint64_t now = advance(w, s);
+    uint64_t before = w->now, now = advance(w, s);
     if (called(w, rkv_tree_set_time(w->tree, now), "set_time") != RKV_OK)
         die(w, "set_time forwards refused");
     w->now = now;
+    if (now - before > 64) /* past every deadline: TTLs are at most 64 */
+        check_no_pins(w, "every TTL passed");
     uint64_t y;
     called(w, rkv_tree_pins_yieldable(w->tree, &y), "pins_yieldable");
 }
@@ -500,6 +553,7 @@ static void op_reset(world *w, in *s)
         if ((w->host != NULL && rkv_store_used_blocks(w->host) != 0) ||
             (w->disk != NULL && rkv_store_used_blocks(w->disk) != 0))
             die(w, "stores not empty after a reset");
+        check_no_pins(w, "after a reset");
     }
 }
 
@@ -556,6 +610,26 @@ static void op_stats(world *w, in *s)
     if (rs.pins_lowered > rs.pins)
         die(w, "%llu lowered of %llu pins", (unsigned long long)rs.pins_lowered,
             (unsigned long long)rs.pins);
+}
+
+/* No pin left anywhere (every session released, or after a reset). */
+static void check_no_pins(const world *w, const char *when)
+{
+    rkv_retention_stats rs;
+    if (rkv_tree_retention_stats(w->tree, &rs) != RKV_OK)
+        die(w, "retention_stats refused");
+    uint64_t by = rs.pinned_by_medium[0] + rs.pinned_by_medium[1] +
+                  rs.pinned_by_medium[2];
+    if (rs.pins != 0 || rs.pinned_blocks != 0 || rs.pins_lowered != 0 ||
+        by != 0)
+        die(w, "%s: %llu pins (%llu lowered), %llu pinned blocks, "
+               "%llu pinned pages by medium", when,
+            (unsigned long long)rs.pins, (unsigned long long)rs.pins_lowered,
+            (unsigned long long)rs.pinned_blocks, (unsigned long long)by);
+    uint64_t y = 1;
+    if (rkv_tree_pins_yieldable(w->tree, &y) != RKV_OK || y != 0)
+        die(w, "%s: %llu yieldable pinned blocks", when,
+            (unsigned long long)y);
 }
 
 static rkv_store *make_store(world *w, int medium, uint32_t cap,
@@ -679,6 +753,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (uint64_t owner = 1; owner <= MAX_OWNERS; owner++)
         called(&w, rkv_tree_pins_release(w.tree, owner, NULL), "pins_release");
+    check_no_pins(&w, "every session released");
     while (w.nheld > 0)
         drop_held(&w, w.nheld - 1);
     if (called(&w, rkv_tree_reset(w.tree), "final reset") != RKV_OK)
