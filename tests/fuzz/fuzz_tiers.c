@@ -98,6 +98,16 @@ typedef struct lease_rec {
     rkv_block_id blocks[MAX_TOKENS];
 } lease_rec;
 
+/* A pin the harness made and believes alive: until its deadline, its
+ * session's release, a reset, or any revocation (pins_revoked moves),
+ * its pages stay in the tree. */
+typedef struct pin_rec {
+    uint64_t owner, ns, deadline, revoked; /* revoked: pins_revoked then */
+    uint32_t n, tokens;                     /* key length, pinned tokens */
+    int32_t key[MAX_TOKENS];
+} pin_rec;
+#define MAX_PINS 8u
+
 typedef struct world {
     rkv_pool *pool;
     rkv_tree *tree;
@@ -115,6 +125,8 @@ typedef struct world {
     uint64_t swaps[MAX_TICKETS]; /* swap-out tickets not reported yet */
     uint32_t swap_pages[MAX_TICKETS]; /* and the pages each queued     */
     uint32_t nswaps;
+    pin_rec pins[MAX_PINS];
+    uint32_t npins;
     uint32_t op;           /* for messages                              */
 } world;
 
@@ -463,6 +475,23 @@ static void op_retain(world *w, in *s)
     if (st == RKV_OK && res.new_pinned_pages > res.pinned_pages)
         die(w, "retain: %u new of %u pinned pages", res.new_pinned_pages,
             res.pinned_pages);
+    if (st == RKV_OK && res.pinned_pages > 0) {
+        if ((size_t)res.pinned_pages * w->P > r.pin_tokens)
+            die(w, "retain pinned %u pages of %zu tokens", res.pinned_pages,
+                r.pin_tokens);
+        rkv_retention_stats rs;
+        if (rkv_tree_retention_stats(w->tree, &rs) != RKV_OK)
+            die(w, "retention_stats refused");
+        pin_rec *pr = &w->pins[w->npins < MAX_PINS ? w->npins++
+                                                   : w->op % MAX_PINS];
+        pr->owner = r.owner;
+        pr->ns = ns;
+        pr->deadline = now + r.ttl_ms;
+        pr->revoked = rs.pins_revoked;
+        pr->n = n;
+        pr->tokens = res.pinned_pages * w->P;
+        memcpy(pr->key, t, n * sizeof *t);
+    }
 }
 
 static void op_session(world *w, in *s)
@@ -471,16 +500,24 @@ static void op_session(world *w, in *s)
     uint64_t owner = 1 + (c >> 1) % MAX_OWNERS;
     uint32_t count = 0;
     if (c & 1) {
-        called(w, rkv_tree_pins_release(w->tree, owner, &count),
-               "pins_release");
+        if (called(w, rkv_tree_pins_release(w->tree, owner, &count),
+                   "pins_release") == RKV_OK)
+            for (uint32_t i = 0; i < w->npins; i++)
+                if (w->pins[i].owner == owner)
+                    w->pins[i].deadline = 0; /* gone */
     } else {
         uint64_t now = advance(w, s);
-        rkv_status st = called(w, rkv_tree_pins_extend(w->tree, owner,
-                                                       1 + below(s, 64), now,
-                                                       &count),
+        uint64_t ttl = 1 + below(s, 64);
+        rkv_status st = called(w, rkv_tree_pins_extend(w->tree, owner, ttl,
+                                                       now, &count),
                                "pins_extend");
-        if (st == RKV_OK)
+        if (st == RKV_OK) {
             w->now = now;
+            for (uint32_t i = 0; i < w->npins; i++)
+                if (w->pins[i].owner == owner && w->pins[i].deadline > now &&
+                    w->pins[i].deadline < now + ttl)
+                    w->pins[i].deadline = now + ttl;
+        }
     }
 }
 
@@ -550,6 +587,7 @@ static void op_reset(world *w, in *s)
     if (st == RKV_OK) {
         w->nnodes = 0;
         w->nswaps = 0; /* reset forgets queued transfers */
+        w->npins = 0;
         if ((w->host != NULL && rkv_store_used_blocks(w->host) != 0) ||
             (w->disk != NULL && rkv_store_used_blocks(w->disk) != 0))
             die(w, "stores not empty after a reset");
@@ -630,6 +668,33 @@ static void check_no_pins(const world *w, const char *when)
     if (rkv_tree_pins_yieldable(w->tree, &y) != RKV_OK || y != 0)
         die(w, "%s: %llu yieldable pinned blocks", when,
             (unsigned long long)y);
+}
+
+/* Every pin believed alive still has its pages in the tree: on the
+ * device, then in lower tiers (a load in flight over them: not checked). */
+static void check_pins(const world *w)
+{
+    rkv_retention_stats rs;
+    if (rkv_tree_retention_stats(w->tree, &rs) != RKV_OK)
+        die(w, "retention_stats refused");
+    for (uint32_t i = 0; i < w->npins; i++) {
+        const pin_rec *pr = &w->pins[i];
+        if (pr->deadline <= w->now || pr->revoked != rs.pins_revoked)
+            continue;
+        rkv_block_id b[MAX_TOKENS];
+        rkv_match m;
+        rkv_tier_match tm;
+        if (rkv_tree_match_tiers(w->tree, pr->ns, pr->key, pr->n, b,
+                                 RKV_MATCH_PEEK, &m, &tm) != RKV_OK)
+            die(w, "peek match_tiers of a pinned key failed");
+        if (tm.loading_ticket == 0 &&
+            m.matched_tokens + tm.lower_tokens < pr->tokens)
+            die(w, "pin of session %llu over %u tokens (deadline %llu, now "
+                   "%llu, nothing revoked): %zu on the device, %zu lower",
+                (unsigned long long)pr->owner, pr->tokens,
+                (unsigned long long)pr->deadline, (unsigned long long)w->now,
+                m.matched_tokens, tm.lower_tokens);
+    }
 }
 
 static rkv_store *make_store(world *w, int medium, uint32_t cap,
@@ -721,6 +786,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (op == NULL)
             continue;
         op(&w, &s);
+        check_pins(&w);
     }
     /* wind down: no more faults, every ticket reported, every lease
      * released, every session ended, every block dropped */
