@@ -27,7 +27,8 @@
  *     load's ticket after the disk file was corrupted; rkv_pool_check,
  *     rkv_tree_check and rkv_store_check of each store pass after every
  *     call;
- *   - matched blocks are allocated; a match's lower part follows its device
+ *   - what an insert says it cached matches on the device right after;
+ *     matched blocks are allocated; a match's lower part follows its device
  *     part within the key (matched + lower <= n, lower = host + disk);
  *   - a load's blocks are allocated; its lease cannot be released before
  *     its ticket is reported (RKV_ERR_BUSY) and releases once after; poll
@@ -35,6 +36,9 @@
  *     reported done matches on the device up to the prefix it promised,
  *     in the blocks it named; a failed load reports no pages, a swap-out
  *     at most the pages it queued (all of them when it succeeded);
+ *   - a pin the harness made keeps its pages in the tree (device prefix
+ *     then lower tiers) until its deadline, its session's release, a
+ *     reset, or a revocation anywhere (pins_revoked moves);
  *   - once time passes every deadline (TTLs are at most 64 ms), and after
  *     every session is released or the tree reset, no pin is left: none
  *     lowered, no pinned page on any medium, nothing yieldable;
@@ -262,6 +266,15 @@ static void op_insert(world *w, in *s)
         remember_node(w, res.node);
         if (res.cached_tokens > (size_t)pages * w->P)
             die(w, "insert cached %zu tokens of %u", res.cached_tokens, n);
+        /* what it cached is on the device now (under the caller's
+         * references still) */
+        rkv_block_id mb[MAX_TOKENS];
+        rkv_match m;
+        if (called(w, rkv_tree_match(w->tree, ns, t, n, mb, RKV_MATCH_PEEK,
+                                     &m), "match after insert") != RKV_OK ||
+            m.matched_tokens < res.cached_tokens)
+            die(w, "insert cached %zu tokens, a match finds %zu on the device",
+                res.cached_tokens, m.matched_tokens);
     }
     for (uint32_t i = 0; i < pages; i++)
         if (rkv_pool_unref(w->pool, b[i]) != RKV_OK)
