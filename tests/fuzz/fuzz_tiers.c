@@ -6,7 +6,8 @@
  * blocks, matches (rkv_tree_match_tiers), loads and polls, swap-outs
  * (rkv_tree_store_prefix), allocation pressure and evictions, priorities
  * and TTL pins of a few sessions (rkv_tree_retain), session release and
- * extend, time that only moves forward, locks, resets.
+ * extend, time that only moves forward, locks, resets, and the tiers
+ * detached or attached again with another write policy.
  *
  * Fault injection is one of the operations: a store's I/O or copy fails
  * (rkv_store_fail_after), the tree's node memory runs out
@@ -44,7 +45,8 @@
  *     lowered, no pinned page on any medium, nothing yieldable;
  *   - moving time backwards is RKV_ERR_INVALID_ARG;
  *   - a lease the harness took releases exactly once (and is zeroed);
- *     a successful reset happens only with no lease held;
+ *     a successful reset, detach or attach happens only with no lease
+ *     held, and leaves both stores empty;
  *   - after the harness drops what it holds and releases every session,
  *     rkv_tree_reset succeeds, every block of the pool is free and both
  *     stores are empty; after destroy too.
@@ -131,6 +133,7 @@ typedef struct world {
     uint32_t nswaps;
     pin_rec pins[MAX_PINS];
     uint32_t npins;
+    int attached;          /* the tiers are attached (op_tiers detaches) */
     uint32_t op;           /* for messages                              */
 } world;
 
@@ -710,6 +713,41 @@ static void check_pins(const world *w)
     }
 }
 
+static void tier_config(const world *w, rkv_tier_config *cfg, uint8_t c3)
+{
+    rkv_tier_config_init(cfg);
+    cfg->host = w->host;
+    cfg->disk = w->disk;
+    cfg->write_policy = c3 % 3;
+    cfg->selective_hits = 1 + (c3 >> 2) % 3;
+    if (c3 & 0x40)
+        cfg->store_queue = 1 + (c3 >> 4) % 4;
+    cfg->drop_pinned = c3 >> 7;
+}
+
+/* Detach the tiers or attach them again with another configuration: only
+ * an empty tree (nothing cached, no lease) accepts it (else BUSY); after
+ * it the stores are empty. */
+static void op_tiers(world *w, in *s)
+{
+    uint8_t c = get8(s);
+    rkv_tier_config cfg;
+    tier_config(w, &cfg, get8(s));
+    int detach = w->attached && (c & 1);
+    rkv_status st = called(w, rkv_tree_attach_tiers(w->tree,
+                                                    detach ? NULL : &cfg),
+                           detach ? "detach_tiers" : "attach_tiers");
+    if (st != RKV_OK)
+        return;
+    if (w->nlocks > 0)
+        die(w, "tiers changed with %u leases held", w->nlocks);
+    w->attached = !detach;
+    w->nswaps = 0; /* (an empty tree has none left to report) */
+    if ((w->host != NULL && rkv_store_used_blocks(w->host) != 0) ||
+        (w->disk != NULL && rkv_store_used_blocks(w->disk) != 0))
+        die(w, "stores not empty after the tiers changed");
+}
+
 static rkv_store *make_store(world *w, int medium, uint32_t cap,
                              const char *path)
 {
@@ -774,16 +812,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (void)unlink(path);
     }
     rkv_tier_config cfg;
-    rkv_tier_config_init(&cfg);
-    cfg.host = w.host;
-    cfg.disk = w.disk;
-    cfg.write_policy = c3 % 3;
-    cfg.selective_hits = 1 + (c3 >> 2) % 3;
-    if (c3 & 0x40)
-        cfg.store_queue = 1 + (c3 >> 4) % 4;
-    cfg.drop_pinned = c3 >> 7;
+    tier_config(&w, &cfg, c3);
     if (rkv_tree_attach_tiers(w.tree, &cfg) != RKV_OK)
         die(&w, "attach_tiers failed");
+    w.attached = 1;
     check_all(&w, "setup");
     /* 32 opcode slots, fixed: a new operation takes a free (NULL) slot so
      * the meaning of existing corpus and regression inputs stays put */
@@ -792,7 +824,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         op_load, op_poll, op_poll, op_poll, op_store_prefix, op_alloc,
         op_alloc, op_evict, op_retain, op_retain, op_session, op_time,
         op_lock, op_lock, op_reset, op_fault, op_stats, op_insert,
-        op_load, op_poll, op_retain, op_match,
+        op_load, op_poll, op_retain, op_match, op_tiers,
     };
     for (w.op = 0; s.n > 0 && w.op < MAX_OPS; w.op++) {
         void (*op)(world *, in *) = ops[get8(&s) % 32];
