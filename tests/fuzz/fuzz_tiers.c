@@ -28,6 +28,9 @@
  *     load's ticket after the disk file was corrupted; rkv_pool_check,
  *     rkv_tree_check and rkv_store_check of each store pass after every
  *     call;
+ *   - with real KV bytes, every page that matches on the device holds its
+ *     own KV (a tag of its prefix written at insert): whatever went down a
+ *     tier and came back came back with its bytes;
  *   - what an insert says it cached matches on the device right after;
  *     matched blocks are allocated; a match's lower part follows its device
  *     part within the key (matched + lower <= n, lower = host + disk);
@@ -134,6 +137,8 @@ typedef struct world {
     pin_rec pins[MAX_PINS];
     uint32_t npins;
     int attached;          /* the tiers are attached (op_tiers detaches) */
+    uint8_t *kv_k, *kv_v;  /* real KV bytes: layer 0's K and V, or NULL  */
+    size_t half;           /* bytes of one block in K (and in V)         */
     uint32_t op;           /* for messages                              */
 } world;
 
@@ -202,6 +207,48 @@ static uint32_t get_key(in *s, int32_t *t, uint32_t min, uint64_t *ns)
     return n;
 }
 
+/* With real KV bytes every cached page carries a tag of its prefix
+ * (namespace and tokens up to its end) in its K and V bytes: written at
+ * insert, checked wherever a page matches on the device, so a page that
+ * went down a tier and came back must come back with its own bytes. */
+static uint8_t tag_byte(uint64_t ns, const int32_t *t, uint32_t end,
+                        size_t j)
+{
+    uint64_t h = 1469598103934665603ull ^ ns;
+    for (uint32_t i = 0; i < end; i++)
+        h = (h ^ (uint32_t)t[i]) * 1099511628211ull;
+    return (uint8_t)(h >> (8 * (j % 8))) ^ (uint8_t)j;
+}
+
+static void tag_write(const world *w, rkv_block_id b, uint64_t ns,
+                      const int32_t *t, uint32_t page)
+{
+    if (w->kv_k == NULL)
+        return;
+    for (size_t j = 0; j < w->half; j++) {
+        uint8_t x = tag_byte(ns, t, (page + 1) * w->P, j);
+        w->kv_k[(size_t)b * w->half + j] = x;
+        w->kv_v[(size_t)b * w->half + j] = (uint8_t)~x;
+    }
+}
+
+static void tag_check(const world *w, const rkv_block_id *b, uint32_t from,
+                      uint32_t to, uint64_t ns, const int32_t *t,
+                      const char *what)
+{
+    if (w->kv_k == NULL)
+        return;
+    for (uint32_t i = from; i < to; i++)
+        for (size_t j = 0; j < w->half; j++) {
+            uint8_t x = tag_byte(ns, t, (i + 1) * w->P, j);
+            uint8_t nx = (uint8_t)~x;
+            if (w->kv_k[(size_t)b[i] * w->half + j] != x ||
+                w->kv_v[(size_t)b[i] * w->half + j] != nx)
+                die(w, "%s: page %u in block %u holds another page's KV",
+                    what, i, b[i]);
+        }
+}
+
 static void drop_held(world *w, uint32_t i)
 {
     rkv_status st = rkv_pool_unref(w->pool, w->held[i]);
@@ -242,6 +289,7 @@ static void check_loaded(const world *w, const lease_rec *r)
         if (b[first + i] != r->blocks[i])
             die(w, "loaded page %u is in block %u, the load named %u",
                 first + i, b[first + i], r->blocks[i]);
+    tag_check(w, b, 0, m.num_blocks, r->ns, r->key, "match after a load");
 }
 
 /* ---- operations ------------------------------------------------------------ */
@@ -262,6 +310,8 @@ static void op_insert(world *w, in *s)
                            "insert's alloc");
     if (st != RKV_OK)
         return;
+    for (uint32_t i = 0; i < pages; i++)
+        tag_write(w, b[i], ns, t, i);
     rkv_insert_result res;
     st = called(w, rkv_tree_insert(w->tree, ns, t, n, b, dups, &res),
                 "insert");
@@ -278,6 +328,7 @@ static void op_insert(world *w, in *s)
             m.matched_tokens < res.cached_tokens)
             die(w, "insert cached %zu tokens, a match finds %zu on the device",
                 res.cached_tokens, m.matched_tokens);
+        tag_check(w, mb, 0, m.num_blocks, ns, t, "match after insert");
     }
     for (uint32_t i = 0; i < pages; i++)
         if (rkv_pool_unref(w->pool, b[i]) != RKV_OK)
@@ -299,6 +350,7 @@ static void op_match(world *w, in *s)
     if (st != RKV_OK)
         return;
     check_allocated(w, b, m.num_blocks, "match_tiers");
+    tag_check(w, b, 0, m.num_blocks, ns, t, "match_tiers");
     if (m.matched_tokens != (size_t)m.num_blocks * w->P ||
         m.matched_tokens > n)
         die(w, "match of %zu tokens, %u blocks, key %u", m.matched_tokens,
@@ -793,6 +845,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rkv_pool_create(&pc, &w.pool) != RKV_OK ||
         rkv_tree_create(w.pool, &tc, &w.tree) != RKV_OK)
         die(&w, "setup failed");
+    if (real_kv) {
+        void *k = NULL, *v = NULL;
+        if (rkv_pool_layer_kv(w.pool, 0, &k, &v) != RKV_OK)
+            die(&w, "layer_kv");
+        w.kv_k = k;
+        w.kv_v = v;
+        w.half = rkv_pool_bytes_per_block(w.pool) / 2;
+    }
     uint32_t layout = c2 % 3; /* 0: host, 1: host over disk, 2: disk */
     if (layout != 2)
         w.host = make_store(&w, RKV_MEDIUM_HOST, 1 + (c2 >> 2) % 16, NULL);
