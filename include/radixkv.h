@@ -943,7 +943,9 @@ typedef struct rkv_transfer_done {
     uint64_t ticket;
     int kind;            /* rkv_transfer_kind                               */
     rkv_status status;   /* RKV_OK or why it failed                         */
-    uint32_t num_pages;  /* pages that arrived (0 on failure)              */
+    uint32_t num_pages;  /* pages that arrived: 0 for a failed load; a
+                            failed swap-out counts the pages whose store
+                            succeeded (they are in the host tier)          */
 } rkv_transfer_done;
 
 /* Runs queued copies and reports completed tickets into out[0..max);
