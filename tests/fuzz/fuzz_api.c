@@ -41,6 +41,7 @@
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "tests/fuzz/fuzz_input.h"
 #include "sched/sched_debug.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -51,27 +52,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_IDS 16u     /* request ids 0..MAX_IDS-1                    */
 #define MAX_TOKENS 48u  /* prompt / key length                         */
 #define MAX_OPS 400u
-
-typedef struct in {
-    const uint8_t *p;
-    size_t n;
-} in;
-
-static uint8_t get8(in *s)
-{
-    if (s->n == 0)
-        return 0;
-    s->n--;
-    return *s->p++;
-}
-
-static uint32_t below(in *s, uint32_t bound) /* bound >= 1 */
-{
-    uint32_t v = get8(s);
-    if (bound > 256)
-        v = v << 8 | get8(s);
-    return v % bound;
-}
 
 typedef struct world {
     rkv_pool *pool;
