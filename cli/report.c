@@ -108,9 +108,15 @@ static void json_retention(FILE *f, const rkv_replay_config *cfg,
                r->tool_hit_tokens, &r->tool_ttft_ms);
     json_class(f, "other_traffic", r->other_requests, r->other_prompt_tokens,
                r->other_hit_tokens, &r->other_ttft_ms);
+    rkv_report_json_pins(f, r);
+    fputc('}', f);
+}
+
+void rkv_report_json_pins(FILE *f, const rkv_replay_result *r)
+{
     fprintf(f, ",\"pins_made\":%llu,\"pins_renewed\":%llu,\"pins_refused\":%llu,"
                "\"pins_expired\":%llu,\"pins_released\":%llu,"
-               "\"pins_revoked\":%llu,\"pins_demoted\":%llu}",
+               "\"pins_revoked\":%llu,\"pins_demoted\":%llu",
             (unsigned long long)r->pins_made, (unsigned long long)r->pins_renewed,
             (unsigned long long)r->pins_refused,
             (unsigned long long)r->pins_expired,

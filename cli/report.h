@@ -43,6 +43,9 @@ const char *rkv_fmt_duration(char *buf, size_t cap, double ms);
 const char *rkv_report_regime(const rkv_replay_config *cfg,
                               const rkv_load_estimate *load);
 
+/* The pin counters as JSON members (",\"pins_made\":N,...,\"pins_demoted\":N"),
+ * for the single replay's "retention" object and each fleet run. */
+void rkv_report_json_pins(FILE *f, const rkv_replay_result *r);
 void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
                      const rkv_workload *wl, const rkv_replay_result *r,
                      const rkv_report_ctx *ctx);

@@ -5,6 +5,7 @@
 #include "cli/report_fleet.h"
 
 #include "cli/escape.h"
+#include "cli/report.h"
 #include "radixkv.h"
 
 static void json_num(FILE *f, const char *k, int have, double v)
@@ -153,17 +154,7 @@ void rkv_fleet_report_json(FILE *f, const rkv_cli_options *o,
                 (unsigned long long)t->store_blocks,
                 (unsigned long long)t->swap_out_blocks,
                 (unsigned long long)t->swap_in_blocks, t->load_ms_total / 1e3);
-        fprintf(f, ",\"pins_made\":%llu,\"pins_renewed\":%llu,"
-                   "\"pins_refused\":%llu,\"pins_expired\":%llu,"
-                   "\"pins_released\":%llu,\"pins_revoked\":%llu,"
-                   "\"pins_demoted\":%llu",
-                (unsigned long long)t->pins_made,
-                (unsigned long long)t->pins_renewed,
-                (unsigned long long)t->pins_refused,
-                (unsigned long long)t->pins_expired,
-                (unsigned long long)t->pins_released,
-                (unsigned long long)t->pins_revoked,
-                (unsigned long long)t->pins_demoted);
+        rkv_report_json_pins(f, t);
         fprintf(f, ",\"preemptions\":%llu,\"evicted_blocks\":%llu,"
                    "\"sim_s\":%.6g,\"wall_s\":%.6g,\"router_events\":%llu,"
                    "\"router_resyncs\":%llu}",

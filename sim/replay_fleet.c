@@ -368,16 +368,8 @@ static rkv_status collect(fleet *f, rkv_fleet_result *out)
         t->evicted_blocks += ts.evicted_blocks;
         t->tree_host_bytes += ts.host_bytes;
         /* the pin counters, summed over the instances' trees */
-        rkv_retention_stats rs;
-        if ((st = rkv_tree_retention_stats(f->in[j].tree, &rs)) != RKV_OK)
+        if ((st = rkv_inst_add_pins(&f->in[j], t)) != RKV_OK)
             return st;
-        t->pins_made += rs.pins_made;
-        t->pins_renewed += rs.pins_renewed;
-        t->pins_refused += rs.pins_refused;
-        t->pins_expired += rs.pins_expired;
-        t->pins_released += rs.pins_released;
-        t->pins_revoked += rs.pins_revoked;
-        t->pins_demoted += rs.pins_demoted;
         double m = f->arrivals ? f->queued_sum[j] / (double)f->arrivals : 0;
         out->inst_queued_mean[j] = m;
         qsum += m;

@@ -106,6 +106,10 @@ int rkv_inst_idle_step(sched_run *r, const rkv_batch_plan *p,
 rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                              rkv_replay_result *res);
 
+/* Adds an instance's pin counters (its tree's rkv_retention_stats) to
+ * res: the single replay's one tree, or each tree of a fleet in turn. */
+rkv_status rkv_inst_add_pins(const sched_run *r, rkv_replay_result *res);
+
 /* The finished requests' latency samples, gathered from one instance or
  * several into one result. */
 typedef struct rkv_tally {

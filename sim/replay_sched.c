@@ -486,17 +486,22 @@ static rkv_status collect_retention(sched_run *r, rkv_replay_result *res)
     rkv_latency_summarize(ot, no, &res->other_ttft_ms);
     free(tt);
     free(ot);
+    return rkv_inst_add_pins(r, res);
+}
+
+rkv_status rkv_inst_add_pins(const sched_run *r, rkv_replay_result *res)
+{
     rkv_retention_stats rs;
     rkv_status st = rkv_tree_retention_stats(r->tree, &rs);
     if (st != RKV_OK)
         return st;
-    res->pins_made = rs.pins_made;
-    res->pins_renewed = rs.pins_renewed;
-    res->pins_refused = rs.pins_refused;
-    res->pins_expired = rs.pins_expired;
-    res->pins_released = rs.pins_released;
-    res->pins_revoked = rs.pins_revoked;
-    res->pins_demoted = rs.pins_demoted;
+    res->pins_made += rs.pins_made;
+    res->pins_renewed += rs.pins_renewed;
+    res->pins_refused += rs.pins_refused;
+    res->pins_expired += rs.pins_expired;
+    res->pins_released += rs.pins_released;
+    res->pins_revoked += rs.pins_revoked;
+    res->pins_demoted += rs.pins_demoted;
     return RKV_OK;
 }
 
