@@ -957,7 +957,10 @@ typedef struct rkv_transfer_done {
  * them (a load's ticket is reported then, a store's host copy counts from
  * then), so poll once per step and a load's ticket completes a poll or
  * more after rkv_tree_load. At most 32 batches are in flight (a poll that
- * finds them all running queues nothing new). */
+ * finds them all running queues nothing new). rkv_tree_reset and detaching
+ * the tiers forget swap-out tickets not yet reported (no later poll
+ * reports them; their pages are gone with the rest): a caller that waits
+ * for one treats the reset as its end. */
 rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
                               uint32_t max, uint32_t *n_out);
 
