@@ -341,34 +341,12 @@ static rkv_status collect(fleet *f, rkv_fleet_result *out)
             t->peak_pool_blocks = ir->peak_pool_blocks;
         if (ir->max_waiting > t->max_waiting)
             t->max_waiting = ir->max_waiting;
-        rkv_sched_stats ss;
-        if ((st = rkv_sched_get_stats(f->in[j].sched, &ss)) != RKV_OK)
-            return st;
-        t->steps += ss.steps;
-        t->preemptions += ss.preemptions;
-        t->dedup_holds += ss.dedup_holds;
-        t->load_blocks += ss.load_pages;
-        t->failed_loads += ss.failed_loads;
-        t->swap_out_blocks += ss.swap_out_pages;
-        t->swap_in_blocks += ss.swap_in_pages;
-        rkv_tier_stats tt;
-        if ((st = rkv_tree_tier_stats(f->in[j].tree, &tt)) != RKV_OK)
-            return st;
-        t->store_blocks += tt.stores_blocks[RKV_MEDIUM_HOST] +
-                           tt.stores_blocks[RKV_MEDIUM_DISK];
-        if (ss.peak_blocks_used > t->peak_blocks)
-            t->peak_blocks = ss.peak_blocks_used;
-        rkv_tree_stats ts;
-        if ((st = rkv_tree_get_stats(f->in[j].tree, &ts)) != RKV_OK)
+        /* the instance's scheduler, tier, tree and pin counters */
+        if ((st = rkv_inst_add_counters(&f->in[j], t)) != RKV_OK)
             return st;
         /* checking runs: every instance's tree (and its tiers) at the end */
         if (f->cfg->check_every &&
             (st = rkv_tree_check(f->in[j].tree)) != RKV_OK)
-            return st;
-        t->evicted_blocks += ts.evicted_blocks;
-        t->tree_host_bytes += ts.host_bytes;
-        /* the pin counters, summed over the instances' trees */
-        if ((st = rkv_inst_add_pins(&f->in[j], t)) != RKV_OK)
             return st;
         double m = f->arrivals ? f->queued_sum[j] / (double)f->arrivals : 0;
         out->inst_queued_mean[j] = m;

@@ -106,9 +106,11 @@ int rkv_inst_idle_step(sched_run *r, const rkv_batch_plan *p,
 rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                              rkv_replay_result *res);
 
-/* Adds an instance's pin counters (its tree's rkv_retention_stats) to
- * res: the single replay's one tree, or each tree of a fleet in turn. */
-rkv_status rkv_inst_add_pins(const sched_run *r, rkv_replay_result *res);
+/* Adds an instance's counters to res -- its scheduler's (steps,
+ * preemptions, loads, swaps; peak blocks as a maximum), its tiers' stores,
+ * its tree's evictions and bytes, and its pins: the single replay's one
+ * instance (res zeroed), or each instance of a fleet in turn. */
+rkv_status rkv_inst_add_counters(const sched_run *r, rkv_replay_result *res);
 
 /* The finished requests' latency samples, gathered from one instance or
  * several into one result. */

@@ -486,14 +486,36 @@ static rkv_status collect_retention(sched_run *r, rkv_replay_result *res)
     rkv_latency_summarize(ot, no, &res->other_ttft_ms);
     free(tt);
     free(ot);
-    return rkv_inst_add_pins(r, res);
+    return RKV_OK;
 }
 
-rkv_status rkv_inst_add_pins(const sched_run *r, rkv_replay_result *res)
+rkv_status rkv_inst_add_counters(const sched_run *r, rkv_replay_result *res)
 {
-    rkv_retention_stats rs;
-    rkv_status st = rkv_tree_retention_stats(r->tree, &rs);
+    rkv_sched_stats ss;
+    rkv_status st = rkv_sched_get_stats(r->sched, &ss);
     if (st != RKV_OK)
+        return st;
+    res->steps += ss.steps;
+    res->preemptions += ss.preemptions;
+    res->dedup_holds += ss.dedup_holds;
+    if (ss.peak_blocks_used > res->peak_blocks)
+        res->peak_blocks = ss.peak_blocks_used;
+    res->load_blocks += ss.load_pages;
+    res->failed_loads += ss.failed_loads;
+    res->swap_out_blocks += ss.swap_out_pages;
+    res->swap_in_blocks += ss.swap_in_pages;
+    rkv_tier_stats tt;
+    if ((st = rkv_tree_tier_stats(r->tree, &tt)) != RKV_OK)
+        return st;
+    res->store_blocks += tt.stores_blocks[RKV_MEDIUM_HOST] +
+                         tt.stores_blocks[RKV_MEDIUM_DISK];
+    rkv_tree_stats ts;
+    if ((st = rkv_tree_get_stats(r->tree, &ts)) != RKV_OK)
+        return st;
+    res->evicted_blocks += ts.evicted_blocks;
+    res->tree_host_bytes += ts.host_bytes;
+    rkv_retention_stats rs;
+    if ((st = rkv_tree_retention_stats(r->tree, &rs)) != RKV_OK)
         return st;
     res->pins_made += rs.pins_made;
     res->pins_renewed += rs.pins_renewed;
@@ -515,31 +537,10 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
         if (r->rs[i].finished)
             rkv_tally_add(&tally, r, i, res);
     rkv_tally_finish(&tally, res);
-    rkv_sched_stats ss;
-    st = rkv_sched_get_stats(r->sched, &ss);
-    if (st != RKV_OK)
+    if ((st = rkv_inst_add_counters(r, res)) != RKV_OK)
         return st;
-    res->steps = ss.steps;
-    res->preemptions = ss.preemptions;
-    res->dedup_holds = ss.dedup_holds;
-    res->peak_blocks = ss.peak_blocks_used;
-    res->load_blocks = ss.load_pages;
-    res->failed_loads = ss.failed_loads;
-    res->swap_out_blocks = ss.swap_out_pages;
-    res->swap_in_blocks = ss.swap_in_pages;
-    rkv_tier_stats tt;
-    if ((st = rkv_tree_tier_stats(r->tree, &tt)) != RKV_OK)
-        return st;
-    res->store_blocks = tt.stores_blocks[RKV_MEDIUM_HOST] +
-                        tt.stores_blocks[RKV_MEDIUM_DISK];
-    res->sched_us_per_step = ss.steps ? r->step_us_total / (double)ss.steps
-                                      : 0.0;
-    rkv_tree_stats ts;
-    st = rkv_tree_get_stats(r->tree, &ts);
-    if (st != RKV_OK)
-        return st;
-    res->evicted_blocks = ts.evicted_blocks;
-    res->tree_host_bytes = ts.host_bytes;
+    res->sched_us_per_step = res->steps ? r->step_us_total / (double)res->steps
+                                        : 0.0;
     return collect_retention(r, res);
 }
 
