@@ -135,8 +135,13 @@ extern "C" rkv_status rkv_copy_event_query(int device, void *event, int *done)
     *done = 0;
     COPY_GUARD(device, fn);
     cudaError_t e = cudaEventQuery((cudaEvent_t)event);
-    if (e == cudaErrorNotReady)
-        return RKV_OK; /* not an error (the runtime records none): running */
+    if (e == cudaErrorNotReady) {
+        /* still running, not a failure; the runtime may record it as the
+         * thread's last error, which a later launch check would then
+         * report: clear it, as PyTorch's event query does */
+        (void)cudaGetLastError();
+        return RKV_OK;
+    }
     if (e != cudaSuccess)
         return cuda_fail(fn, e);
     *done = 1;

@@ -177,7 +177,11 @@ RKVSIM_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
  * when deferred), cudaErrorNotReady while it has not. Deferred mode's
  * realism knob: the first query after each record reports
  * cudaErrorNotReady even when nothing is left to run, so a caller that
- * polls must really come back (two-phase completion is exercised). */
+ * polls must really come back (two-phase completion is exercised).
+ * cudaErrorNotReady is also recorded as the last error (cudaGetLastError
+ * returns and clears it), as the CUDA runtime may do -- PyTorch clears it
+ * after each such query -- so a caller that forgets fails its next launch
+ * check here rather than only on a GPU. */
 RKVSIM_API cudaError_t cudaEventQuery(cudaEvent_t e);
 RKVSIM_API cudaError_t cudaEventDestroy(cudaEvent_t e);
 RKVSIM_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);

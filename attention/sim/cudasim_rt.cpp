@@ -1327,8 +1327,10 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
     if (!e->recorded || e->s == nullptr)
         return cudaSuccess;
     if (e->notready) {
-        /* not an error: G.last stays as it is, as with CUDA */
+        /* recorded as the last error, as the CUDA runtime may: a caller
+         * that does not clear it sees its next launch check fail */
         e->notready = false;
+        G.last = cudaErrorNotReady;
         return cudaErrorNotReady;
     }
     return note(run_until(e->s, e->seq));

@@ -337,7 +337,9 @@ Test(cudasim, deferred_events_report_not_ready_once)
     CK(cudaEventRecord(ev, s));
     pin[0] = 50; /* the copy has not run: the DMA reads it later */
     cr_assert_eq(cudaEventQuery(ev), cudaErrorNotReady, "first query after the record");
-    CK(cudaGetLastError()); /* "not ready" is not an error */
+    /* recorded as the last error, and cleared by reading it */
+    cr_assert_eq(cudaGetLastError(), cudaErrorNotReady);
+    CK(cudaGetLastError());
     CK(cudaEventQuery(ev)); /* the second runs the work before the event */
     pin[0] = 60;
     CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
