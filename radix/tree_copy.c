@@ -298,9 +298,7 @@ static void tc_issue(rkv_tree *t)
         if (op->block == RKV_NIL || op->batch != 0)
             continue;
         if (tr->medium != RKV_MEDIUM_HOST) /* a disk-only tier: synchronous */
-            rkv_tier_store_done(t, op,
-                                rkv_store_write_from_pool(tr->host, op->slot, t->pool,
-                                                          op->block, op->hash, op->ns));
+            rkv_tier_run_op(t, op);
         else
             n += (uint32_t)tc_issue_store(t, op, stream, id);
     }

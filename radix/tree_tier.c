@@ -637,8 +637,7 @@ void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st)
     op->block = RKV_NIL;
 }
 
-/* Runs queued op *op now (it is dead afterwards). */
-static void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
+void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
 {
     if (op->block == RKV_NIL)
         return;

@@ -187,5 +187,8 @@ rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_tload *job,
 /* A queued store ended with st (its bytes in the slot, or failed): counts
  * it, commits or frees the slot, tells its swap-out; op is dead after. */
 void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st);
+/* Runs queued store *op now, synchronously (it is dead afterwards; a dead
+ * op is left alone). */
+void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op);
 
 #endif
