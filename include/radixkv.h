@@ -1025,13 +1025,18 @@ typedef struct rkv_store_record {
     uint8_t from;        /* RKV_MEDIUM_DEVICE, or RKV_MEDIUM_HOST (host ->
                             disk)                                           */
     uint8_t medium;      /* written into: RKV_MEDIUM_HOST or RKV_MEDIUM_DISK */
-    uint8_t queued;      /* 1: runs at the next poll; 0: already made       */
+    uint8_t queued;      /* 1: queued, runs at a later poll (its block holds
+                            the page until then); 0: made, or taken since
+                            (run, failed, or issued on the copy stream, at
+                            a poll or by a demotion): the tree clears it
+                            in place when the store is taken             */
     uint8_t reserved;
 } rkv_store_record;
 typedef struct rkv_store_log {
     const rkv_store_record *records; /* [num_records], oldest first; owned
                             by the tree, valid until the next clear, enable
-                            or rkv_tree_destroy (stores only append)       */
+                            or rkv_tree_destroy (stores append records and
+                            clear a record's `queued` when taken)          */
     uint32_t num_records;
     uint64_t lost[RKV_MEDIUM_COUNT]; /* records dropped (log full) since the
                             last full clear, by medium written              */

@@ -154,6 +154,8 @@ static int tc_issue_store(rkv_tree *t, rkv_tstore *op, void *stream, uint64_t id
         return 0;
     }
     op->batch = id;
+    if (op->ticket == 0)
+        rkv_slog_taken(t, op->block, op->hash);
     return 1;
 }
 

@@ -634,6 +634,8 @@ void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st)
     }
     if (op->ticket != 0)
         rkv_tier_swap_done(t, op->ticket, st == RKV_OK);
+    else if (op->batch == 0) /* an issued one left "queued" when issued */
+        rkv_slog_taken(t, op->block, op->hash);
     op->block = RKV_NIL;
 }
 

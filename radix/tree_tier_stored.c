@@ -11,8 +11,12 @@
  * block is freed), and the host's own write to the disk below (no device
  * block). Not recorded: rkv_tree_store_prefix's swap-outs (their ticket and
  * blocks_out list them already) and stores skipped or failed before they
- * were queued or made. A queued store that later fails at poll stays
- * listed (rkv_tier_stats.failed_stores counts it).
+ * were queued or made. A queued record stops being "queued" when its store
+ * is taken -- run (or failed) at a poll or early by a demotion, or issued
+ * on a CUDA pool's copy stream -- so a reader never takes a block that an
+ * eviction may already have freed for one still to be copied. A queued
+ * store that fails at poll stays listed (rkv_tier_stats.failed_stores
+ * counts it).
  *
  * Invariants: n <= cap; rec has cap entries while the log is on
  * (t->slog != NULL), none when off; a record that finds the log full is
@@ -44,6 +48,21 @@ void rkv_slog_record(rkv_tree *t, rkv_block_id block, uint64_t hash, int from,
     r->medium = (uint8_t)medium;
     r->queued = (uint8_t)queued;
     r->reserved = 0;
+}
+
+/* Newest first: the record is from this step (the scheduler clears the
+ * log every step), so the scan is short. */
+void rkv_slog_record_taken(rkv_tree *t, rkv_block_id block, uint64_t hash)
+{
+    rkv_slog *l = t->slog;
+    for (uint32_t i = l->n; i-- > 0;) {
+        rkv_store_record *r = &l->rec[i];
+        if (r->queued && r->block == block && r->hash == hash &&
+            r->from == RKV_MEDIUM_DEVICE) {
+            r->queued = 0;
+            return;
+        }
+    }
 }
 
 int rkv_slog_tiers_attached(const rkv_tree *t)

@@ -29,6 +29,17 @@ static inline void rkv_slog_add(rkv_tree *t, rkv_block_id block, uint64_t hash,
         rkv_slog_record(t, block, hash, from, medium, queued);
 }
 
+void rkv_slog_record_taken(rkv_tree *t, rkv_block_id block, uint64_t hash);
+
+/* A queued store was taken: run (or failed) at a poll or early by a
+ * demotion, or issued on the copy stream. Its record, if still in the log,
+ * stops saying "queued". */
+static inline void rkv_slog_taken(rkv_tree *t, rkv_block_id block, uint64_t hash)
+{
+    if (t->slog != NULL)
+        rkv_slog_record_taken(t, block, hash);
+}
+
 /* Whether lower tiers are attached (the scheduler keeps the log on only
  * then: a pool-sized log for a tree without tiers is memory for nothing). */
 int rkv_slog_tiers_attached(const rkv_tree *t);

@@ -205,10 +205,6 @@ struct rkv_sched {
     uint32_t copy_blocks_cap;
     int slog_on;             /* the scheduler turned the tree's store log on
                                 (and turns it off at destroy)             */
-    uint32_t slog_polled;    /* store-log records present when this step's
-                                poll ran: their queued stores were taken
-                                by it (made, or issued on a CUDA pool), so
-                                the plan lists them done                   */
 
     double new_token_ratio;  /* admission headroom (see sched_step.c)    */
     int bounded_turn;        /* bounded: 1 = the next pick is overdue     */

@@ -122,14 +122,6 @@ rkv_status rkv_stier_poll(rkv_sched *s)
 {
     if (!s->cfg.use_tiers)
         return RKV_OK;
-    /* the stores queued so far run (or, on a CUDA pool, are issued) in
-     * this poll: listed as queued, an engine would take their source
-     * blocks as holding the pages until the next step's poll, while an
-     * eviction later in this step may free them */
-    rkv_store_log lg;
-    s->slog_polled = s->slog_on && rkv_tree_store_log_read(s->tree, &lg) == RKV_OK
-                         ? lg.num_records
-                         : 0;
     rkv_transfer_done d[16];
     uint32_t n;
     do {
@@ -337,17 +329,15 @@ static void rkv_stier_list_stores(rkv_sched *s)
     rkv_store_log lg;
     if (rkv_tree_store_log_read(s->tree, &lg) != RKV_OK)
         return;
-    uint32_t i = 0, polled = s->slog_polled;
-    s->slog_polled = 0;
+    uint32_t i = 0;
     while (i < lg.num_records) {
         const rkv_store_record *a = &lg.records[i];
-        /* queued before this step's poll: that poll took it (see
-         * slog_polled), so it is done as far as the plan is concerned */
-        int done = !a->queued || i < polled;
+        /* the tree clears "queued" once the store is taken (run, failed or
+         * issued at a poll, or run early by a demotion) */
+        int done = !a->queued;
         uint32_t j = i + 1;
         while (j < lg.num_records && lg.records[j].from == a->from &&
-               lg.records[j].medium == a->medium &&
-               (!lg.records[j].queued || j < polled) == done)
+               lg.records[j].medium == a->medium && (!lg.records[j].queued) == done)
             j++;
         uint32_t pages = j - i;
         uint32_t nb = a->from == RKV_MEDIUM_DEVICE ? pages : 0;

@@ -153,6 +153,34 @@ Test(store_log, write_through_records_source_blocks)
 
 /* Write-back: demotions are recorded when made (queued 0), one per page
  * stored; a full log drops and counts the rest. */
+/* A queued store's record stops saying "queued" once the store is taken:
+ * at the poll, or early when an eviction meets it before the poll (then
+ * its source block is freed in the same call: a reader must not take it as
+ * still holding the page). */
+Test(store_log, taken_stores_are_no_longer_queued)
+{
+    lenv e;
+    rkv_block_id b[3];
+    lsetup_cached(&e, RKV_WRITE_THROUGH, 16, 3, 4, b);
+    cr_assert_eq(levict(&e, 3), 3, "the demotions run the queued stores");
+    rkv_store_log lg = lread(&e);
+    cr_assert_eq(lg.num_records, 3, "no second record for a store run early");
+    for (uint32_t i = 0; i < 3; i++)
+        assert_from_device(&lg.records[i], b[i], 0);
+    cr_assert_eq(ltier_stats(&e).stores_blocks[RKV_MEDIUM_HOST], 3);
+    tt_close(&e);
+
+    lsetup_cached(&e, RKV_WRITE_THROUGH, 16, 3, 5, b);
+    uint32_t n = 0;
+    OKT(rkv_tree_tier_poll(e.tree, NULL, 0, &n));
+    OKT(rkv_tree_check(e.tree));
+    lg = lread(&e);
+    cr_assert_eq(lg.num_records, 3);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_from_device(&lg.records[i], b[i], 0);
+    tt_close(&e);
+}
+
 Test(store_log, demotions_recorded_and_bounded)
 {
     lenv e;
