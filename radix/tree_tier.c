@@ -91,7 +91,8 @@
  *   and a bit mask of the non-empty ones, so the host's frontier and the
  *   lowest tier's leaves go lowest priority first, least recently used
  *   among equals; the victim is found in O(1) (first set bit), a node is
- *   placed by a walk from its bucket's tail as before. Otherwise every node
+ *   placed by a walk from both ends of its bucket (the usual places, a new
+ *   tail or a parent whose last child left, are near one end). Otherwise every node
  *   is in bucket 0: under lru and learned the tiers keep plain LRU, their
  *   order before priorities reached them (the learned classes are trained
  *   on device reuse; using them below the device is not measured). The
