@@ -49,7 +49,9 @@
  * Route reply:
  *   u32 status (rkv_status of the router; 0 = OK), u64 instance (the
  *   chosen one), u32 pages (its overlap), u32 count (<= 64), then per
- *   registered instance: u64 instance, u32 pages (leading pages cached).
+ *   listed instance: u64 instance, u32 pages (leading pages cached). The
+ *   router lists every registered instance when there are at most 64,
+ *   else the chosen one and those with the most pages (in id order).
  *
  * Decoders are strict: a short or long message, a bad magic, a field out
  * of range, an inconsistent seq or a count above the caller's room is

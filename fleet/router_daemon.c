@@ -19,7 +19,8 @@
  *    index; when it comes back it resyncs. A new epoch in an instance's
  *    messages (its tree was recreated) starts that instance over;
  *  - answers route queries on radixkv.<model>.route (fleet/codec.h query ->
- *    reply: the chosen instance and every instance's overlap) and stats on
+ *    reply: the chosen instance and the overlaps of at most 64 instances,
+ *    the best by overlap when more are registered) and stats on
  *    radixkv.<model>.stats (Prometheus text format), and the same text on
  *    http://<--metrics-addr>:<--metrics-port>/metrics when asked
  *    (fleet/http.c, polled from the main loop: a scrape never blocks it);
@@ -336,6 +337,47 @@ static void handle_snap(rdaemon *d, natsMsg *m, uint64_t now)
     maybe_resync(d, x, now);
 }
 
+static int by_overlap(const void *a, const void *b)
+{
+    const rkv_router_overlap *x = a, *y = b;
+    if (x->pages != y->pages)
+        return x->pages > y->pages ? -1 : 1;
+    return x->instance < y->instance ? -1 : x->instance > y->instance;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    const rkv_router_overlap *x = a, *y = b;
+    return x->instance < y->instance ? -1 : x->instance > y->instance;
+}
+
+/* The reply holds RKV_WIRE_MAX_ROUTE instances and the router up to
+ * RKV_ROUTER_MAX_INSTANCES: with more registered, the reply lists the
+ * chosen one and the others with the most leading pages (ties: smaller
+ * id), in id order as always. all[0..n) (id order) is reordered. */
+static void list_best(rkv_router_overlap *all, uint32_t n, uint64_t chosen,
+                      rkv_wire_reply *rep)
+{
+    if (n > RKV_WIRE_MAX_ROUTE) {
+        qsort(all, n, sizeof *all, by_overlap);
+        uint32_t at = 0;
+        while (at < n && all[at].instance != chosen)
+            at++;
+        if (at >= RKV_WIRE_MAX_ROUTE && at < n) { /* it takes the last place */
+            rkv_router_overlap x = all[at];
+            all[at] = all[RKV_WIRE_MAX_ROUTE - 1];
+            all[RKV_WIRE_MAX_ROUTE - 1] = x;
+        }
+        n = RKV_WIRE_MAX_ROUTE;
+        qsort(all, n, sizeof *all, by_id);
+    }
+    rep->count = n;
+    for (uint32_t i = 0; i < n; i++) {
+        rep->ids[i] = all[i].instance;
+        rep->id_pages[i] = all[i].pages;
+    }
+}
+
 static void handle_route(rdaemon *d, natsMsg *m)
 {
     const char *reply_to = natsMsg_GetReply(m);
@@ -361,11 +403,7 @@ static void handle_route(rdaemon *d, natsMsg *m)
         if (s == RKV_OK) {
             rep.instance = best.instance;
             rep.pages = best.pages;
-            rep.count = count;
-            for (uint32_t i = 0; i < count; i++) {
-                rep.ids[i] = all[i].instance;
-                rep.id_pages[i] = all[i].pages;
-            }
+            list_best(all, count, best.instance, &rep);
         }
     }
     uint8_t buf[RKV_WIRE_HEADER + 20 + 12 * RKV_WIRE_MAX_ROUTE];

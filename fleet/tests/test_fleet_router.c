@@ -1,0 +1,216 @@
+/*
+ * fleet/tests/test_fleet_router.c -- the router daemon's limits, through
+ * the daemon against a real nats-server: more instances than a reply
+ * lists, several routers on one model. The test plays the instances
+ * itself: it publishes heartbeats and event batches (fleet/codec.h)
+ * directly, so it can register a thousand instances cheaply and knows
+ * exactly what each one holds.
+ *
+ * Every wait is bounded and polls; nothing asserts on wall time.
+ * Skipped (ctest: SKIP_REGULAR_EXPRESSION) when nats-server is missing.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "fleet/codec.h"
+#include "fleet/tests/nats_harness.h"
+#include "radixkv_router.h"
+
+#define MODEL "routertest"
+#define CHAIN 40u /* pages in the test's one shared prefix */
+
+typedef struct rt {
+    nats_harness h;
+    pid_t router[2];
+    jsCtx *js;
+    uint64_t chain[CHAIN];
+} rt;
+
+static void start_router(rt *t, int k, const char *hb_timeout_ms)
+{
+    char *argv[] = {RKV_ROUTER_BIN, "--server", t->h.url, "--model", MODEL,
+                    "--heartbeat-timeout-ms", (char *)hb_timeout_ms,
+                    "--snapshot-timeout-ms", "500", NULL};
+    t->router[k] = nh_spawn(argv, 0);
+    uint64_t deadline = nh_ms_now() + 15000;
+    char buf[8192];
+    while (!nh_stats(&t->h, MODEL, buf, sizeof buf, 200)) {
+        int st;
+        cr_assert_eq(waitpid(t->router[k], &st, WNOHANG), 0, "the router exited (%d)",
+                     st);
+        cr_assert_lt(nh_ms_now(), deadline, "the router did not answer");
+    }
+}
+
+static void bring_up(rt *t)
+{
+    memset(t, 0, sizeof *t);
+    nh_start(&t->h);
+    cr_assert_eq(natsConnection_JetStream(&t->js, t->h.nc, NULL), NATS_OK);
+    uint64_t parent = RKV_HASH_ROOT;
+    for (uint32_t j = 0; j < CHAIN; j++) {
+        int32_t tok[16];
+        for (int i = 0; i < 16; i++)
+            tok[i] = (int32_t)(j * 16 + (uint32_t)i);
+        t->chain[j] = parent = rkv_block_hash(parent, 0, tok, 16);
+    }
+}
+
+static void teardown(rt *t)
+{
+    for (int k = 0; k < 2; k++)
+        nh_end(&t->router[k], SIGTERM);
+    jsCtx_Destroy(t->js);
+    nh_stop(&t->h);
+    nats_CloseAndWait(2000);
+}
+
+static void heartbeat(rt *t, uint64_t id, uint64_t last_seq)
+{
+    rkv_wire_heartbeat hb = {id, 1, last_seq, 0, 0};
+    uint8_t buf[RKV_WIRE_HEARTBEAT_SIZE];
+    size_t len = 0;
+    char subj[128];
+    snprintf(subj, sizeof subj, "radixkv." MODEL ".hb.%llu", (unsigned long long)id);
+    cr_assert_eq(rkv_wire_encode_heartbeat(&hb, buf, sizeof buf, &len), RKV_OK);
+    cr_assert_eq(natsConnection_Publish(t->h.nc, subj, buf, (int)len), NATS_OK);
+}
+
+/* Instance id stores the first `pages` pages of the chain as its events
+ * 1..k (16 pages an event); returns k, its last seq. */
+static uint64_t store_chain(rt *t, uint64_t id, uint32_t pages)
+{
+    rkv_event ev[(CHAIN + 15) / 16];
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < pages; j += 16, n++) {
+        memset(&ev[n], 0, sizeof ev[n]);
+        ev[n].seq = n + 1;
+        ev[n].kind = RKV_EVENT_BLOCK_STORED;
+        ev[n].medium = RKV_MEDIUM_DEVICE;
+        ev[n].page_size = 16;
+        ev[n].parent_hash = j ? t->chain[j - 1] : RKV_HASH_ROOT;
+        ev[n].num_hashes = (uint16_t)(pages - j < 16 ? pages - j : 16);
+        memcpy(ev[n].hashes, &t->chain[j], ev[n].num_hashes * sizeof(uint64_t));
+    }
+    if (n == 0)
+        return 0;
+    uint8_t buf[4096];
+    size_t len = 0;
+    char subj[128];
+    snprintf(subj, sizeof subj, "radixkv." MODEL ".kv.%llu", (unsigned long long)id);
+    cr_assert_eq(rkv_wire_encode_events(id, 1, ev, n, buf, sizeof buf, &len), RKV_OK,
+                 "%s", rkv_last_error());
+    cr_assert_eq(js_Publish(NULL, t->js, subj, buf, (int)len, NULL, NULL), NATS_OK);
+    return n;
+}
+
+static int query_chain(rt *t, rkv_wire_reply *rep)
+{
+    uint8_t buf[RKV_WIRE_HEADER + 16 + 8 * CHAIN];
+    size_t len = 0;
+    cr_assert_eq(rkv_wire_encode_query(0, t->chain, CHAIN, buf, sizeof buf, &len),
+                 RKV_OK);
+    return nh_route(&t->h, MODEL, buf, len, 3000, rep);
+}
+
+/* Waits until the router's stats show `live` live instances and `events`
+ * applied events. */
+static void wait_indexed(rt *t, uint32_t live, uint64_t events)
+{
+    char text[16384];
+    uint64_t deadline = nh_ms_now() + 30000;
+    for (;;) {
+        cr_assert(nh_stats(&t->h, MODEL, text, sizeof text, 3000), "no stats");
+        if (nh_stat_value(text, "radixkv_router_instances_live") == live &&
+            nh_stat_value(text, "radixkv_router_events_applied_total") == events)
+            return;
+        cr_assert_lt(nh_ms_now(), deadline, "the router did not index them:\n%s", text);
+        nh_nap_ms(50);
+    }
+}
+
+/* Instance i's overlap with the chain in the test below: a spread of
+ * overlaps, many instances tied, more than 64 holding something. */
+static uint32_t pages_of(uint64_t id, uint32_t n)
+{
+    if (n <= 70)
+        return (uint32_t)(id % 5) * 8; /* 0, 8, .. 32; 52 of 65 hold some */
+    return id % 7 == 0 ? (uint32_t)(id % CHAIN) : 0;
+}
+
+/* n instances registered: the reply lists the min(n, 64) best by overlap
+ * (ties: smaller id), in id order, and routes to the best. */
+static void many_instances(uint32_t n)
+{
+    rt t;
+    bring_up(&t);
+    start_router(&t, 0, "600000");
+    uint64_t events = 0;
+    for (uint64_t id = 1; id <= n; id++) {
+        uint64_t last = store_chain(&t, id, pages_of(id, n));
+        heartbeat(&t, id, last);
+        events += last;
+    }
+    wait_indexed(&t, n, events);
+
+    /* the expected list: ids by (pages desc, id asc), the first 64 */
+    uint64_t *ids = calloc(n, sizeof *ids);
+    cr_assert_not_null(ids);
+    for (uint32_t i = 0; i < n; i++)
+        ids[i] = i + 1;
+    for (uint32_t i = 1; i < n; i++) /* insertion sort: n <= 1024 */
+        for (uint32_t j = i; j > 0; j--) {
+            uint32_t a = pages_of(ids[j - 1], n), b = pages_of(ids[j], n);
+            if (a > b || (a == b && ids[j - 1] < ids[j]))
+                break;
+            uint64_t x = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = x;
+        }
+    uint32_t want = n < RKV_WIRE_MAX_ROUTE ? n : RKV_WIRE_MAX_ROUTE;
+    int in_top[1025] = {0};
+    for (uint32_t i = 0; i < want; i++)
+        in_top[ids[i]] = 1;
+
+    for (int round = 0; round < 3; round++) {
+        rkv_wire_reply rep;
+        cr_assert(query_chain(&t, &rep), "no reply with %u instances", n);
+        cr_assert_eq(rep.status, RKV_OK);
+        cr_assert_eq(rep.count, want);
+        cr_assert_eq(rep.instance, ids[0], "routed to %llu, best is %llu",
+                     (unsigned long long)rep.instance, (unsigned long long)ids[0]);
+        cr_assert_eq(rep.pages, pages_of(ids[0], n));
+        for (uint32_t k = 0; k < rep.count; k++) {
+            cr_assert(rep.ids[k] >= 1 && rep.ids[k] <= n && in_top[rep.ids[k]],
+                      "lists instance %llu, not among the best %u",
+                      (unsigned long long)rep.ids[k], want);
+            cr_assert_eq(rep.id_pages[k], pages_of(rep.ids[k], n));
+            if (k)
+                cr_assert_gt(rep.ids[k], rep.ids[k - 1], "not in id order");
+        }
+    }
+    /* the router is still there and still answers stats */
+    char text[16384];
+    cr_assert(nh_stats(&t.h, MODEL, text, sizeof text, 3000));
+    cr_assert_eq(nh_stat_value(text, "radixkv_router_bad_messages_total"), 0);
+    free(ids);
+    teardown(&t);
+}
+
+Test(fleet_router, reply_lists_best_64_of_65_instances)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    many_instances(65);
+}
+
+Test(fleet_router, reply_lists_best_64_of_1024_instances)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    many_instances(RKV_ROUTER_MAX_INSTANCES);
+}
