@@ -21,7 +21,9 @@
  *  - answers route queries on radixkv.<model>.route (fleet/codec.h query ->
  *    reply: the chosen instance and the overlaps of at most 64 instances,
  *    the best by overlap when more are registered) and stats on
- *    radixkv.<model>.stats (Prometheus text format), and the same text on
+ *    radixkv.<model>.stats (Prometheus text format: every router of the
+ *    model answers; queries go to one router of the queue group
+ *    "radixkv-router", so several routers share them), and the same text on
  *    http://<--metrics-addr>:<--metrics-port>/metrics when asked
  *    (fleet/http.c, polled from the main loop: a scrape never blocks it);
  *  - a route query carries page hashes or token ids (fleet/codec.h
@@ -764,7 +766,10 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         if (s == NATS_OK)
             s = js_Subscribe(&d->subs[2], js, kv_subj, on_kv, q, NULL, &so, &jerr);
         if (s == NATS_OK)
-            s = natsConnection_Subscribe(&d->subs[3], d->nc, route_subj, on_route, q);
+            /* a queue group: routers of one model share the queries, each
+             * answered by one of them */
+            s = natsConnection_QueueSubscribe(&d->subs[3], d->nc, route_subj,
+                                              "radixkv-router", on_route, q);
         if (s == NATS_OK)
             s = natsConnection_Subscribe(&d->subs[4], d->nc, stats_subj, on_stats, q);
         if (s == NATS_OK)

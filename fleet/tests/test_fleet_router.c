@@ -214,3 +214,102 @@ Test(fleet_router, reply_lists_best_64_of_1024_instances)
         cr_skip_test(NH_SKIP_MESSAGE);
     many_instances(RKV_ROUTER_MAX_INSTANCES);
 }
+
+/* Replies to one route query sent with the test's own inbox, counted for
+ * wait_ms after it went out. */
+static int replies_to_one_query(rt *t, int64_t wait_ms)
+{
+    natsInbox *inbox = NULL;
+    natsSubscription *sub = NULL;
+    cr_assert_eq(natsInbox_Create(&inbox), NATS_OK);
+    cr_assert_eq(natsConnection_SubscribeSync(&sub, t->h.nc, (const char *)inbox),
+                 NATS_OK);
+    uint8_t buf[RKV_WIRE_HEADER + 16 + 8 * CHAIN];
+    size_t len = 0;
+    cr_assert_eq(rkv_wire_encode_query(0, t->chain, CHAIN, buf, sizeof buf, &len),
+                 RKV_OK);
+    cr_assert_eq(natsConnection_PublishRequest(t->h.nc, "radixkv." MODEL ".route",
+                                               (const char *)inbox, buf, (int)len),
+                 NATS_OK);
+    int n = 0;
+    uint64_t end = nh_ms_now() + (uint64_t)wait_ms;
+    for (;;) {
+        uint64_t now = nh_ms_now();
+        if (now >= end)
+            break;
+        natsMsg *m = NULL;
+        if (natsSubscription_NextMsg(&m, sub, (int64_t)(end - now)) == NATS_OK) {
+            rkv_wire_reply rep;
+            cr_assert_eq(rkv_wire_decode_reply(natsMsg_GetData(m),
+                                               (size_t)natsMsg_GetDataLength(m), &rep),
+                         RKV_OK);
+            cr_assert_eq(rep.status, RKV_OK);
+            n++;
+            natsMsg_Destroy(m);
+        }
+    }
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
+    return n;
+}
+
+/* Two routers on one model share the queries (a NATS queue group): each
+ * query is answered once, and both answer some. */
+Test(fleet_router, two_routers_share_the_queries)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    rt t;
+    bring_up(&t);
+    start_router(&t, 0, "600000");
+    start_router(&t, 1, "600000");
+    uint64_t last = store_chain(&t, 1, CHAIN);
+    heartbeat(&t, 1, last);
+    /* both indexed it: every answer (whichever router) lists it */
+    uint64_t deadline = nh_ms_now() + 15000;
+    int agreed = 0, asked = 0;
+    while (agreed < 20) {
+        rkv_wire_reply rep;
+        cr_assert(query_chain(&t, &rep));
+        asked++;
+        agreed = rep.status == RKV_OK && rep.count == 1 && rep.pages == CHAIN
+                     ? agreed + 1 : 0;
+        cr_assert_lt(nh_ms_now(), deadline, "the routers did not index instance 1");
+    }
+    for (int q = 0; q < 10; q++)
+        cr_assert_eq(replies_to_one_query(&t, 300), 1, "query %d", q);
+    /* each router's own count, from its stats on a private inbox: the two
+     * add up to what was asked, and each took a share */
+    char text[16384];
+    double total = 0;
+    int routers = 0, ask = 0;
+    while (routers < 2) {
+        natsInbox *inbox = NULL;
+        natsSubscription *sub = NULL;
+        cr_assert_eq(natsInbox_Create(&inbox), NATS_OK);
+        cr_assert_eq(natsConnection_SubscribeSync(&sub, t.h.nc, (const char *)inbox),
+                     NATS_OK);
+        cr_assert_eq(natsConnection_PublishRequest(t.h.nc, "radixkv." MODEL ".stats",
+                                                   (const char *)inbox, "", 0),
+                     NATS_OK);
+        natsMsg *m = NULL;
+        total = 0;
+        routers = 0;
+        while (natsSubscription_NextMsg(&m, sub, 1000) == NATS_OK) {
+            snprintf(text, sizeof text, "%.*s", natsMsg_GetDataLength(m),
+                     natsMsg_GetData(m));
+            double qn = nh_stat_value(text, "radixkv_router_queries_total");
+            cr_assert_gt(qn, 0, "a router answered no query");
+            total += qn;
+            routers++;
+            natsMsg_Destroy(m);
+        }
+        natsSubscription_Destroy(sub);
+        natsInbox_Destroy(inbox);
+        cr_assert_lt(++ask, 5, "%d routers answered stats", routers);
+    }
+    cr_assert_eq(routers, 2, "stats go to every router");
+    /* every query asked, counted once */
+    cr_assert_eq(total, asked + 10);
+    teardown(&t);
+}
