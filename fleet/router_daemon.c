@@ -53,8 +53,6 @@
 #include "fleet/router_daemon.h"
 #include "radixkv_router.h"
 
-enum { M_KV, M_HB, M_ROUTE, M_STATS, M_SNAP };
-
 typedef struct qitem {
     natsMsg *msg;
     int kind;
@@ -86,8 +84,11 @@ typedef struct rate_sample {
 #define N_SUBS 5
 #define LAT_RING 1024
 
-typedef struct rdaemon {
+struct rdaemon {
     const char *prog;
+    FILE *log; /* NULL: quiet (the fuzz harness) */
+    rkv_rd_reply_fn reply_fn; /* set: replies go here instead of to nc */
+    void *reply_ctx;
     const char *model;
     natsConnection *nc;
     rkv_router *router;
@@ -106,7 +107,8 @@ typedef struct rdaemon {
     rate_sample rs[RATE_SAMPLES];
     uint32_t rs_head, rs_count;
     rkv_http *http;
-} rdaemon;
+};
+typedef struct rdaemon rdaemon;
 
 /* ---- the message queue (callbacks -> main thread) ---------------------------- */
 typedef struct mqueue_owner {
@@ -166,18 +168,18 @@ static qitem *dequeue(mqueue *q, uint64_t wait_ms)
         (void)sub;                                                              \
         enqueue(closure, m, kind);                                              \
     }
-HANDLER(on_kv, M_KV)
-HANDLER(on_hb, M_HB)
-HANDLER(on_route, M_ROUTE)
-HANDLER(on_stats, M_STATS)
-HANDLER(on_snap, M_SNAP)
+HANDLER(on_kv, RKV_RD_KV)
+HANDLER(on_hb, RKV_RD_HB)
+HANDLER(on_route, RKV_RD_ROUTE)
+HANDLER(on_stats, RKV_RD_STATS)
+HANDLER(on_snap, RKV_RD_SNAP)
 
 /* ---- instances ---------------------------------------------------------------- */
 static void bad(rdaemon *d, const char *what)
 {
     d->bad_messages++;
-    if (d->bad_messages <= 20)
-        fprintf(stderr, "%s: bad %s message: %s%s\n", d->prog, what,
+    if (d->bad_messages <= 20 && d->log)
+        fprintf(d->log, "%s: bad %s message: %s%s\n", d->prog, what,
                 rkv_last_error(),
                 d->bad_messages == 20 ? " (no more of these are logged)" : "");
 }
@@ -253,11 +255,10 @@ static void maybe_resync(rdaemon *d, inst *x, uint64_t now)
 }
 
 /* ---- message handlers ----------------------------------------------------------- */
-static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
+static void handle_kv(rdaemon *d, const void *data, size_t len, uint64_t now)
 {
     rkv_wire_batch_info bi;
-    if (rkv_wire_decode_events(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                               &bi, d->ev, RKV_WIRE_MAX_EVENTS) != RKV_OK) {
+    if (rkv_wire_decode_events(data, len, &bi, d->ev, RKV_WIRE_MAX_EVENTS) != RKV_OK) {
         bad(d, "event batch");
         return;
     }
@@ -265,13 +266,13 @@ static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
     if (!x)
         return;
     rkv_router_stats a, b;
-    int logged = d->stream_logs < 20 && rkv_router_get_stats(d->router, &a) == RKV_OK;
+    int logged = d->log && d->stream_logs < 20 && rkv_router_get_stats(d->router, &a) == RKV_OK;
     rkv_router_apply(d->router, bi.instance, d->ev, bi.count);
     if (logged && rkv_router_get_stats(d->router, &b) == RKV_OK &&
         (b.events_stale > a.events_stale || b.gaps > a.gaps ||
          b.events_bad > a.events_bad || b.resync_markers > a.resync_markers)) {
         d->stream_logs++;
-        fprintf(stderr,
+        fprintf(d->log,
                 "%s: instance %" PRIu64 " batch from seq %" PRIu64 ": %" PRIu64
                 " stale (repeated or out-of-order seq), %" PRIu64 " gaps, %" PRIu64
                 " bad, %" PRIu64 " resync markers%s\n",
@@ -283,11 +284,10 @@ static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
     maybe_resync(d, x, now);
 }
 
-static void handle_hb(rdaemon *d, natsMsg *m, uint64_t now)
+static void handle_hb(rdaemon *d, const void *data, size_t len, uint64_t now)
 {
     rkv_wire_heartbeat hb;
-    if (rkv_wire_decode_heartbeat(natsMsg_GetData(m),
-                                  (size_t)natsMsg_GetDataLength(m), &hb) != RKV_OK) {
+    if (rkv_wire_decode_heartbeat(data, len, &hb) != RKV_OK) {
         bad(d, "heartbeat");
         return;
     }
@@ -308,10 +308,8 @@ static void handle_hb(rdaemon *d, natsMsg *m, uint64_t now)
     maybe_resync(d, x, now);
 }
 
-static void handle_snap(rdaemon *d, natsMsg *m, uint64_t now)
+static void handle_snap(rdaemon *d, const void *data, size_t len, uint64_t now)
 {
-    const void *data = natsMsg_GetData(m);
-    size_t len = (size_t)natsMsg_GetDataLength(m);
     rkv_wire_snapshot_info si;
     if (rkv_wire_decode_snapshot(data, len, &si, NULL, 0) != RKV_OK) {
         bad(d, "snapshot");
@@ -380,9 +378,18 @@ static void list_best(rkv_router_overlap *all, uint32_t n, uint64_t chosen,
     }
 }
 
-static void handle_route(rdaemon *d, natsMsg *m)
+/* A reply on reply_to: through the connection, or to the harness's sink. */
+static void send_reply(rdaemon *d, const char *reply_to, const void *data, size_t len)
 {
-    const char *reply_to = natsMsg_GetReply(m);
+    if (d->reply_fn)
+        d->reply_fn(d->reply_ctx, reply_to, data, len);
+    else if (d->nc)
+        natsConnection_Publish(d->nc, reply_to, data, (int)len);
+}
+
+static void handle_route(rdaemon *d, const void *data, size_t data_len,
+                         const char *reply_to)
+{
     if (!reply_to)
         return;
     uint64_t t0 = rkv_fleet_now_us();
@@ -390,8 +397,7 @@ static void handle_route(rdaemon *d, natsMsg *m)
     uint32_t n = 0;
     rkv_wire_reply rep;
     memset(&rep, 0, sizeof rep);
-    if (rkv_wire_decode_query(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                              &ns, d->hashes, RKV_WIRE_MAX_QUERY, &n) != RKV_OK) {
+    if (rkv_wire_decode_query(data, data_len, &ns, d->hashes, RKV_WIRE_MAX_QUERY, &n) != RKV_OK) {
         bad(d, "route query");
         rep.status = RKV_ERR_FORMAT;
     } else {
@@ -411,7 +417,7 @@ static void handle_route(rdaemon *d, natsMsg *m)
     uint8_t buf[RKV_WIRE_HEADER + 20 + 12 * RKV_WIRE_MAX_ROUTE];
     size_t len = 0;
     if (rkv_wire_encode_reply(&rep, buf, sizeof buf, &len) == RKV_OK)
-        natsConnection_Publish(d->nc, reply_to, buf, (int)len);
+        send_reply(d, reply_to, buf, len);
     uint64_t dt = rkv_fleet_now_us() - t0;
     d->lat_us[d->n_lat++ % LAT_RING] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
     d->lat_sum_us += dt;
@@ -543,9 +549,8 @@ static size_t render_metrics(void *ctx, char *buf, size_t cap)
     return k < 0 ? cap : (size_t)k;
 }
 
-static void handle_stats(rdaemon *d, natsMsg *m)
+static void handle_stats(rdaemon *d, const char *reply_to)
 {
-    const char *reply_to = natsMsg_GetReply(m);
     if (!reply_to)
         return;
     char *buf = malloc(RKV_HTTP_MAX_BODY);
@@ -553,7 +558,7 @@ static void handle_stats(rdaemon *d, natsMsg *m)
         return;
     size_t k = render_metrics(d, buf, RKV_HTTP_MAX_BODY);
     if (k < RKV_HTTP_MAX_BODY)
-        natsConnection_Publish(d->nc, reply_to, buf, (int)k);
+        send_reply(d, reply_to, buf, k);
     free(buf);
 }
 
@@ -567,13 +572,77 @@ static void expire(rdaemon *d, uint64_t now)
             rkv_router_remove_instance(d->router, x->id);
             x->live = 0;
             d->expired++;
-            fprintf(stderr, "%s: instance %" PRIu64
-                    " expired (no heartbeat for %" PRIu64 " ms)\n",
-                    d->prog, x->id, now - x->last_seen_ms);
+            if (d->log)
+                fprintf(d->log, "%s: instance %" PRIu64
+                        " expired (no heartbeat for %" PRIu64 " ms)\n",
+                        d->prog, x->id, now - x->last_seen_ms);
         } else {
             maybe_resync(d, x, now);
         }
     }
+}
+
+/* ---- the handlers without a connection (fleet/router_daemon.h) ------------------ */
+rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_ms,
+                      uint64_t snap_timeout_ms, uint64_t now_ms, FILE *log)
+{
+    rkv_router_config rcfg;
+    rkv_router_config_init(&rcfg);
+    rdaemon *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->prog = prog;
+    d->model = model;
+    d->log = log;
+    d->hb_timeout_ms = hb_timeout_ms;
+    d->snap_timeout_ms = snap_timeout_ms;
+    d->start_ms = now_ms;
+    d->ev = calloc(RKV_WIRE_MAX_EVENTS, sizeof *d->ev);
+    d->hashes = calloc(RKV_WIRE_MAX_QUERY, sizeof *d->hashes);
+    if (!d->ev || !d->hashes || rkv_router_create(&rcfg, &d->router) != RKV_OK) {
+        rkv_rd_destroy(d);
+        return NULL;
+    }
+    return d;
+}
+
+void rkv_rd_set_reply(rkv_rd *d, rkv_rd_reply_fn fn, void *ctx)
+{
+    d->reply_fn = fn;
+    d->reply_ctx = ctx;
+}
+
+void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const void *data, size_t len,
+                   const char *reply_to, uint64_t now_ms)
+{
+    switch (kind) {
+    case RKV_RD_KV: handle_kv(d, data, len, now_ms); break;
+    case RKV_RD_HB: handle_hb(d, data, len, now_ms); break;
+    case RKV_RD_SNAP: handle_snap(d, data, len, now_ms); break;
+    case RKV_RD_ROUTE: handle_route(d, data, len, reply_to); break;
+    case RKV_RD_STATS: handle_stats(d, reply_to); break;
+    }
+}
+
+void rkv_rd_tick(rkv_rd *d, uint64_t now_ms)
+{
+    sample_rates(d, now_ms);
+    expire(d, now_ms);
+}
+
+const rkv_router *rkv_rd_router(const rkv_rd *d)
+{
+    return d->router;
+}
+
+void rkv_rd_destroy(rkv_rd *d)
+{
+    if (!d)
+        return;
+    rkv_router_destroy(d->router);
+    free(d->ev);
+    free(d->hashes);
+    free(d);
 }
 
 /* ---- setup -------------------------------------------------------------------- */
@@ -708,7 +777,8 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
 
     rkv_fleet_catch_signals();
 
-    rdaemon *d = calloc(1, sizeof *d);
+    rdaemon *d = rkv_rd_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
+                               stderr);
     mqueue_owner qo = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL},
                        0};
     mqueue *q = &qo.q;
@@ -716,19 +786,8 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     natsOptions *no = NULL;
     jsCtx *js = NULL;
     natsInbox *inbox = NULL;
-    rkv_router_config rcfg;
-    rkv_router_config_init(&rcfg);
     if (!d)
         return 1;
-    d->prog = prog;
-    d->model = model;
-    d->hb_timeout_ms = hb_timeout;
-    d->snap_timeout_ms = snap_timeout;
-    d->start_ms = rkv_fleet_now_ms();
-    d->ev = calloc(RKV_WIRE_MAX_EVENTS, sizeof *d->ev);
-    d->hashes = calloc(RKV_WIRE_MAX_QUERY, sizeof *d->hashes);
-    if (!d->ev || !d->hashes || rkv_router_create(&rcfg, &d->router) != RKV_OK)
-        goto out;
     if (metrics && rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK) {
         fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());
         goto out;
@@ -790,13 +849,9 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         qitem *it = dequeue(q, d->http ? 20 : 50);
         uint64_t now = rkv_fleet_now_ms();
         if (it) {
-            switch (it->kind) {
-            case M_KV: handle_kv(d, it->msg, now); break;
-            case M_HB: handle_hb(d, it->msg, now); break;
-            case M_SNAP: handle_snap(d, it->msg, now); break;
-            case M_ROUTE: handle_route(d, it->msg); break;
-            default: handle_stats(d, it->msg); break;
-            }
+            rkv_rd_handle(d, (rkv_rd_kind)it->kind, natsMsg_GetData(it->msg),
+                          (size_t)natsMsg_GetDataLength(it->msg),
+                          natsMsg_GetReply(it->msg), now);
             natsMsg_Destroy(it->msg);
             free(it);
         }
@@ -810,8 +865,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             pthread_mutex_lock(&q->mu);
             d->queue_dropped = qo.dropped;
             pthread_mutex_unlock(&q->mu);
-            sample_rates(d, now);
-            expire(d, now);
+            rkv_rd_tick(d, now);
             next_tick = now + 50;
         }
     }
@@ -833,10 +887,7 @@ out:
     natsConnection_Destroy(d->nc);
     natsOptions_Destroy(no);
     rkv_http_close(d->http);
-    rkv_router_destroy(d->router);
-    free(d->ev);
-    free(d->hashes);
-    free(d);
+    rkv_rd_destroy(d);
     nats_CloseAndWait(2000);
     return rc;
 }
