@@ -73,6 +73,11 @@ typedef struct inst {
     int hb_seen;
     int snap_pending;
     uint64_t snap_sent_ms;
+    /* a chunked snapshot being staged (rkv_router_snapshot_begin): the
+     * next part expected, of how many, for which seq, blocks so far */
+    int chunking;
+    uint32_t chunk_next, chunk_parts;
+    uint64_t chunk_seq, chunk_blocks;
 } inst;
 
 /* counters sampled once a second: rates are over the last RATE_WINDOW s */
@@ -223,6 +228,7 @@ static inst *touch(rdaemon *d, uint64_t id, uint64_t epoch, uint64_t now)
         x->hb_seen = 0;
         x->hb_seq_prev = 0;
         x->snap_pending = 0;
+        x->chunking = 0; /* removing the instance dropped what was staged */
     }
     x->last_seen_ms = now;
     return x;
@@ -308,8 +314,79 @@ static void handle_hb(rdaemon *d, const void *data, size_t len, uint64_t now)
     maybe_resync(d, x, now);
 }
 
+static void chunk_abort(rdaemon *d, inst *x)
+{
+    if (x->chunking)
+        rkv_router_snapshot_abort(d->router, x->id);
+    x->chunking = 0;
+}
+
+/* One part of a chunked snapshot: staged in the router until the last
+ * part, which replaces the instance's entries at once. A part out of
+ * order (a lost message, an answer to an older request) drops what was
+ * staged; the request is retried after --snapshot-timeout-ms. */
+static void handle_chunk(rdaemon *d, const void *data, size_t len, uint64_t now)
+{
+    rkv_wire_chunk_info ci;
+    if (rkv_wire_decode_snapshot_chunk(data, len, &ci, NULL, 0) != RKV_OK) {
+        bad(d, "snapshot chunk");
+        return;
+    }
+    inst *x = find(d, ci.instance);
+    if (!x || !x->live || x->epoch != ci.epoch)
+        return;
+    rkv_router_instance_info info;
+    if (rkv_router_instance_info_get(d->router, ci.instance, &info) != RKV_OK ||
+        !info.needs_resync)
+        return;
+    if (ci.part == 0) {
+        chunk_abort(d, x);
+        if (rkv_router_snapshot_begin(d->router, x->id, ci.seq) != RKV_OK) {
+            d->snap_bad++;
+            return;
+        }
+        x->chunking = 1;
+        x->chunk_next = 0;
+        x->chunk_parts = ci.parts;
+        x->chunk_seq = ci.seq;
+        x->chunk_blocks = 0;
+    } else if (!x->chunking || ci.part != x->chunk_next || ci.parts != x->chunk_parts ||
+               ci.seq != x->chunk_seq) {
+        if (x->chunking)
+            d->snap_bad++;
+        chunk_abort(d, x);
+        return;
+    }
+    rkv_block_entry *e = malloc((ci.count ? ci.count : 1) * sizeof *e);
+    int ok = e && ci.total - x->chunk_blocks >= ci.count &&
+             rkv_wire_decode_snapshot_chunk(data, len, &ci, e, ci.count) == RKV_OK &&
+             rkv_router_snapshot_chunk(d->router, x->id, e, ci.count) == RKV_OK;
+    free(e);
+    x->chunk_blocks += ok ? ci.count : 0;
+    x->chunk_next++;
+    if (ok && x->chunk_next == x->chunk_parts)
+        ok = x->chunk_blocks == ci.total &&
+             rkv_router_snapshot_end(d->router, x->id) == RKV_OK;
+    if (!ok) {
+        d->snap_bad++;
+        chunk_abort(d, x);
+    } else if (x->chunk_next == x->chunk_parts) {
+        x->chunking = 0;
+        x->snap_pending = 0;
+    }
+    /* parts are arriving: the request is answered, not lost */
+    x->snap_sent_ms = now;
+    x->last_seen_ms = now;
+    maybe_resync(d, x, now);
+}
+
 static void handle_snap(rdaemon *d, const void *data, size_t len, uint64_t now)
 {
+    rkv_wire_type type;
+    if (rkv_wire_peek(data, len, &type) == RKV_OK && type == RKV_WIRE_SNAPSHOT_CHUNK) {
+        handle_chunk(d, data, len, now);
+        return;
+    }
     rkv_wire_snapshot_info si;
     if (rkv_wire_decode_snapshot(data, len, &si, NULL, 0) != RKV_OK) {
         bad(d, "snapshot");
@@ -326,6 +403,7 @@ static void handle_snap(rdaemon *d, const void *data, size_t len, uint64_t now)
     rkv_block_entry *e = malloc((si.count ? si.count : 1) * sizeof *e);
     if (!e)
         return;
+    chunk_abort(d, x); /* a whole snapshot replaces one half staged */
     if (rkv_wire_decode_snapshot(data, len, &si, e, si.count) == RKV_OK &&
         rkv_router_apply_snapshot(d->router, si.instance, e, si.count, si.seq) ==
             RKV_OK)

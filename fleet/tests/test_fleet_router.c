@@ -1,10 +1,11 @@
 /*
  * fleet/tests/test_fleet_router.c -- the router daemon's limits, through
  * the daemon against a real nats-server: more instances than a reply
- * lists, several routers on one model. The test plays the instances
- * itself: it publishes heartbeats and event batches (fleet/codec.h)
- * directly, so it can register a thousand instances cheaply and knows
- * exactly what each one holds.
+ * lists, several routers on one model, an instance whose snapshot is over
+ * the server's 1 MiB payload. The test mostly plays the instances itself:
+ * it publishes heartbeats and event batches (fleet/codec.h) directly, so
+ * it can register a thousand instances cheaply and knows exactly what
+ * each one holds; the large instance is a real tree with rkv_fleet_pub.
  *
  * Every wait is bounded and polls; nothing asserts on wall time.
  * Skipped (ctest: SKIP_REGULAR_EXPRESSION) when nats-server is missing.
@@ -17,6 +18,8 @@
 #include <sys/wait.h>
 
 #include "fleet/codec.h"
+#include "fleet/publisher.h"
+#include "fleet/stand_in.h"
 #include "fleet/tests/nats_harness.h"
 #include "radixkv_router.h"
 
@@ -311,5 +314,100 @@ Test(fleet_router, two_routers_share_the_queries)
     cr_assert_eq(routers, 2, "stats go to every router");
     /* every query asked, counted once */
     cr_assert_eq(total, asked + 10);
+    teardown(&t);
+}
+
+/* An instance of 200,000 cached blocks (a snapshot of about 5 MB) whose
+ * events overflowed its ring: the router resyncs it from a snapshot that
+ * NATS's default 1 MiB max payload cannot carry in one message, so it
+ * comes in chunks; afterwards the router holds every block. */
+#define BIG_PROMPTS 200u
+#define BIG_PAGES 1000u
+Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    rt t;
+    bring_up(&t);
+    start_router(&t, 0, "600000");
+    cr_assert_eq(natsConnection_GetMaxPayload(t.h.nc), 1024 * 1024,
+                 "not the server's default max payload");
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = BIG_PROMPTS * BIG_PAGES;
+    pc.page_size = 16;
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.event_ring = 64; /* overflows: a RESYNC marker, then a snapshot */
+    rkv_pool *pool = NULL;
+    rkv_tree *tree = NULL;
+    cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_tree_create(pool, &tc, &tree), RKV_OK, "%s", rkv_last_error());
+    int32_t *tok = malloc(BIG_PAGES * 16 * sizeof *tok);
+    cr_assert_not_null(tok);
+    for (uint32_t k = 0; k < BIG_PROMPTS; k++) {
+        for (uint32_t i = 0; i < BIG_PAGES * 16; i++)
+            tok[i] = (int32_t)(k * 7919u + i);
+        tok[0] = (int32_t)k; /* no two prompts share a page */
+        cr_assert_eq(rkv_stand_in_serve(pool, tree, 0, tok, BIG_PAGES * 16), RKV_OK,
+                     "%s", rkv_last_error());
+    }
+    rkv_tree_stats ts;
+    cr_assert_eq(rkv_tree_get_stats(tree, &ts), RKV_OK);
+    cr_assert_eq(ts.cached_blocks, BIG_PROMPTS * BIG_PAGES);
+
+    rkv_fleet_pub_config cfg;
+    rkv_fleet_pub_config_init(&cfg);
+    cfg.model = MODEL;
+    cfg.instance = 9;
+    cfg.epoch = 1;
+    cfg.heartbeat_ms = 100;
+    rkv_fleet_pub *pub = NULL;
+    cr_assert_eq(rkv_fleet_pub_create(&cfg, t.h.nc, tree, &pub), RKV_OK, "%s",
+                 rkv_last_error());
+    char text[16384];
+    uint64_t deadline = nh_ms_now() + 120000;
+    for (;;) {
+        rkv_status s = rkv_fleet_pub_poll(pub, nh_ms_now(), 0, 0);
+        cr_assert(s == RKV_OK || s == RKV_ERR_IO, "%s", rkv_last_error());
+        cr_assert(nh_stats(&t.h, MODEL, text, sizeof text, 3000));
+        if (nh_stat_value(text, "radixkv_router_snapshots_applied_total") >= 1)
+            break;
+        rkv_fleet_pub_stats ps;
+        cr_assert_eq(rkv_fleet_pub_get_stats(pub, &ps), RKV_OK);
+        cr_assert_lt(nh_ms_now(), deadline,
+                     "no snapshot applied: %llu served, %llu failed\n%s",
+                     (unsigned long long)ps.snapshots_served,
+                     (unsigned long long)ps.snapshot_failures, text);
+        nh_nap_ms(50);
+    }
+    rkv_fleet_pub_stats ps;
+    cr_assert_eq(rkv_fleet_pub_get_stats(pub, &ps), RKV_OK);
+    cr_assert_geq(ps.snapshots_chunked, 1, "the snapshot fit one message");
+    cr_assert_geq(nh_stat_value(text, "radixkv_router_index_entries"),
+                  BIG_PROMPTS * BIG_PAGES);
+    /* every prompt is found whole on the instance */
+    static uint8_t qbuf[RKV_WIRE_HEADER + 16 + 8 * BIG_PAGES];
+    uint64_t h[BIG_PAGES];
+    for (uint32_t k = 0; k < BIG_PROMPTS; k += 37) {
+        for (uint32_t i = 0; i < BIG_PAGES * 16; i++)
+            tok[i] = (int32_t)(k * 7919u + i);
+        tok[0] = (int32_t)k;
+        uint64_t parent = RKV_HASH_ROOT;
+        for (uint32_t j = 0; j < BIG_PAGES; j++)
+            h[j] = parent = rkv_block_hash(parent, 0, tok + j * 16, 16);
+        size_t len = 0;
+        cr_assert_eq(rkv_wire_encode_query(0, h, BIG_PAGES, qbuf, sizeof qbuf, &len),
+                     RKV_OK);
+        rkv_wire_reply rep;
+        cr_assert(nh_route(&t.h, MODEL, qbuf, len, 3000, &rep));
+        cr_assert_eq(rep.status, RKV_OK);
+        cr_assert_eq(rep.instance, 9);
+        cr_assert_eq(rep.pages, BIG_PAGES, "prompt %u: %u pages", k, rep.pages);
+    }
+    free(tok);
+    rkv_fleet_pub_destroy(pub);
+    rkv_tree_destroy(tree);
+    rkv_pool_destroy(pool);
     teardown(&t);
 }
