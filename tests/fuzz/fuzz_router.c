@@ -9,7 +9,8 @@
  * (junk, or a mutated message); a well-formed message built from the input
  * through the codec (fleet/codec.h) -- a heartbeat, an event batch of
  * stores / removes / clears / resync markers over a small hash space, a
- * snapshot, a route query over the same hashes; a burst of heartbeats
+ * snapshot whole or in chunks (some lost, repeated or cut short), a route
+ * query over the same hashes; a burst of heartbeats
  * registering up to 200 instances (more than a reply lists); the clock
  * moving on, with a tick. What must hold:
  *   - no handler reads or writes out of bounds or crashes (ASan, UBSan);
@@ -182,6 +183,43 @@ static void snapshot(rkv_rd *d, in *s, uint64_t now)
         rkv_rd_handle(d, RKV_RD_SNAP, buf, len, NULL, now);
 }
 
+/* The same as chunks of 1..4 blocks; now and then a part is dropped,
+ * repeated, or the series is cut short. */
+static void chunks(rkv_rd *d, in *s, uint64_t now)
+{
+    rkv_block_entry e[CHAIN];
+    uint64_t id = id_of(s), epoch = epoch_of(s);
+    uint32_t n = below(s, CHAIN + 1), room = 1 + below(s, 4);
+    for (uint32_t i = 0; i < n; i++) {
+        memset(&e[i], 0, sizeof e[i]);
+        e[i].hash = chain(i);
+        e[i].parent_hash = parent_of(i);
+        e[i].medium = below(s, 8) ? 0 : below(s, RKV_MEDIUM_COUNT);
+    }
+    uint32_t parts = n ? (n + room - 1) / room : 1;
+    uint64_t seq = below(s, 8) ? (next_seq[id] ? next_seq[id] - 1 : 0) : below(s, 64);
+    held[id] = n;
+    for (uint32_t k = 0; k < parts; k++) {
+        uint32_t at = k * room, cnt = n - at < room ? n - at : room;
+        if (n == 0)
+            at = cnt = 0;
+        rkv_wire_chunk_info c = {id, epoch, seq, k, parts, n, cnt};
+        uint32_t fault = below(s, 32);
+        if (fault == 0)
+            continue; /* lost */
+        if (fault == 1)
+            return; /* cut short */
+        if (fault == 2 && k)
+            c.part = k - 1; /* repeated */
+        uint8_t buf[RKV_WIRE_HEADER + 64 + 25 * 4];
+        size_t len = 0;
+        if (rkv_wire_encode_snapshot_chunk(&c, e + at, buf, sizeof buf, &len) == RKV_OK)
+            rkv_rd_handle(d, RKV_RD_SNAP, buf, len, NULL, now);
+        if (rkv_router_check(rkv_rd_router(d)) != RKV_OK)
+            die("router check");
+    }
+}
+
 static void request(rkv_rd *d, sink *k, rkv_rd_kind kind, const void *msg, size_t len,
                     uint64_t now)
 {
@@ -225,7 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         die("rkv_rd_create");
     rkv_rd_set_reply(d, on_reply, &k);
     for (int steps = 0; s.n > 0 && steps < 256; steps++) {
-        switch (below(&s, 9)) {
+        switch (below(&s, 10)) {
         case 0: { /* raw bytes on any subject */
             rkv_rd_kind kind = (rkv_rd_kind)below(&s, 5);
             size_t len = below(&s, 512);
@@ -246,6 +284,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 4: snapshot(d, &s, now); break;
         case 5: query(d, &k, &s, now); break;
         case 6: request(d, &k, RKV_RD_STATS, "", 0, now); break;
+        case 8: chunks(d, &s, now); break;
         case 7: { /* many instances at once */
             uint64_t base = 1 + below(&s, 1000);
             uint32_t n = below(&s, 200);
