@@ -33,8 +33,9 @@
  * One thread owns the router: the NATS callbacks only queue messages, the
  * main loop handles them in arrival order. Bad messages are counted and
  * logged (the first few), never fatal. SIGINT/SIGTERM stop it cleanly.
- * Limit: an instance that died while the router was down is routable again
- * from its retained events until its heartbeat timeout passes.
+ * An instance is routed to only once this process had a heartbeat from
+ * it: one rebuilt from the stream after a restart may have died while the
+ * router was down (it then expires after --heartbeat-timeout-ms unheard).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -78,6 +79,7 @@ typedef struct inst {
     int chunking;
     uint32_t chunk_next, chunk_parts;
     uint64_t chunk_seq, chunk_blocks;
+    int heard; /* a heartbeat since registered: routable */
 } inst;
 
 /* counters sampled once a second: rates are over the last RATE_WINDOW s */
@@ -229,6 +231,7 @@ static inst *touch(rdaemon *d, uint64_t id, uint64_t epoch, uint64_t now)
         x->hb_seq_prev = 0;
         x->snap_pending = 0;
         x->chunking = 0; /* removing the instance dropped what was staged */
+        x->heard = 0;
     }
     x->last_seen_ms = now;
     return x;
@@ -300,6 +303,7 @@ static void handle_hb(rdaemon *d, const void *data, size_t len, uint64_t now)
     inst *x = touch(d, hb.instance, hb.epoch, now);
     if (!x)
         return;
+    x->heard = 1;
     rkv_router_set_load(d->router, hb.instance, hb.running, hb.queued_tokens);
     /* Only a heartbeat ahead of the stream says something (a gap at the
      * end of it); one behind is the normal lag, and passing it on would
@@ -456,6 +460,53 @@ static void list_best(rkv_router_overlap *all, uint32_t n, uint64_t chosen,
     }
 }
 
+/* Keeps in all[0..*n) the instances heard from (a heartbeat since they
+ * were registered): one known only from the stream, as after a restart,
+ * may have died before it, and is not routed to until it heartbeats. When
+ * the router's choice is not heard, the best heard one by the router's
+ * rule (score, then fewer queued tokens, fewer running, smaller id).
+ * RKV_ERR_STATE when none is heard (as with none registered). */
+static rkv_status only_heard(rdaemon *d, rkv_router_overlap *all, uint32_t *n,
+                             rkv_router_overlap *best)
+{
+    int unheard = 0;
+    for (uint32_t i = 0; i < d->n_in && !unheard; i++)
+        unheard = d->in[i].live && !d->in[i].heard;
+    if (!unheard)
+        return RKV_OK; /* the common case: nothing to drop */
+    uint32_t k = 0;
+    int best_heard = 0;
+    for (uint32_t i = 0; i < *n; i++) {
+        inst *x = find(d, all[i].instance);
+        if (x && x->heard) {
+            best_heard |= all[i].instance == best->instance;
+            all[k++] = all[i];
+        }
+    }
+    *n = k;
+    if (k == 0)
+        return RKV_ERR_STATE;
+    if (best_heard)
+        return RKV_OK;
+    uint32_t pick = 0;
+    rkv_router_instance_info p, c;
+    memset(&p, 0, sizeof p);
+    for (uint32_t i = 0; i < k; i++) {
+        if (rkv_router_instance_info_get(d->router, all[i].instance, &c) != RKV_OK)
+            memset(&c, 0, sizeof c);
+        /* all[] is in id order: the first of equals has the smaller id */
+        if (i == 0 || all[i].score > all[pick].score ||
+            (all[i].score == all[pick].score &&
+             (c.queued_tokens < p.queued_tokens ||
+              (c.queued_tokens == p.queued_tokens && c.running < p.running)))) {
+            pick = i;
+            p = c;
+        }
+    }
+    *best = all[pick];
+    return RKV_OK;
+}
+
 /* A reply on reply_to: through the connection, or to the harness's sink. */
 static void send_reply(rdaemon *d, const char *reply_to, const void *data, size_t len)
 {
@@ -475,7 +526,8 @@ static void handle_route(rdaemon *d, const void *data, size_t data_len,
     uint32_t n = 0;
     rkv_wire_reply rep;
     memset(&rep, 0, sizeof rep);
-    if (rkv_wire_decode_query(data, data_len, &ns, d->hashes, RKV_WIRE_MAX_QUERY, &n) != RKV_OK) {
+    if (rkv_wire_decode_query(data, data_len, &ns, d->hashes, RKV_WIRE_MAX_QUERY,
+                              &n) != RKV_OK) {
         bad(d, "route query");
         rep.status = RKV_ERR_FORMAT;
     } else {
@@ -485,6 +537,8 @@ static void handle_route(rdaemon *d, const void *data, size_t data_len,
         if (s == RKV_OK)
             s = rkv_router_overlaps(d->router, ns, d->hashes, n, all,
                                     RKV_ROUTER_MAX_INSTANCES, &count);
+        if (s == RKV_OK)
+            s = only_heard(d, all, &count, &best);
         rep.status = (uint32_t)s;
         if (s == RKV_OK) {
             rep.instance = best.instance;

@@ -153,11 +153,11 @@ static void many_instances(uint32_t n)
     bring_up(&t);
     start_router(&t, 0, "600000");
     uint64_t events = 0;
-    for (uint64_t id = 1; id <= n; id++) {
-        uint64_t last = store_chain(&t, id, pages_of(id, n));
-        heartbeat(&t, id, last);
-        events += last;
-    }
+    /* heartbeats first: every instance is heard from before it is indexed */
+    for (uint64_t id = 1; id <= n; id++)
+        heartbeat(&t, id, (pages_of(id, n) + 15) / 16);
+    for (uint64_t id = 1; id <= n; id++)
+        events += store_chain(&t, id, pages_of(id, n));
     wait_indexed(&t, n, events);
 
     /* the expected list: ids by (pages desc, id asc), the first 64 */
@@ -246,10 +246,38 @@ static int replies_to_one_query(rt *t, int64_t wait_ms)
             cr_assert_eq(rkv_wire_decode_reply(natsMsg_GetData(m),
                                                (size_t)natsMsg_GetDataLength(m), &rep),
                          RKV_OK);
-            cr_assert_eq(rep.status, RKV_OK);
+            cr_assert_eq(rep.status, RKV_OK, "status %u", rep.status);
             n++;
             natsMsg_Destroy(m);
         }
+    }
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
+    return n;
+}
+
+/* Every router's stats for one request on a private inbox (1 s for
+ * answers): how many answered, and each one's queries_total in q[0..4). */
+static int all_stats(rt *t, double q[4])
+{
+    natsInbox *inbox = NULL;
+    natsSubscription *sub = NULL;
+    cr_assert_eq(natsInbox_Create(&inbox), NATS_OK);
+    cr_assert_eq(natsConnection_SubscribeSync(&sub, t->h.nc, (const char *)inbox),
+                 NATS_OK);
+    cr_assert_eq(natsConnection_PublishRequest(t->h.nc, "radixkv." MODEL ".stats",
+                                               (const char *)inbox, "", 0),
+                 NATS_OK);
+    static char text[16384];
+    natsMsg *m = NULL;
+    int n = 0;
+    while (natsSubscription_NextMsg(&m, sub, 1000) == NATS_OK) {
+        snprintf(text, sizeof text, "%.*s", natsMsg_GetDataLength(m),
+                 natsMsg_GetData(m));
+        if (n < 4)
+            q[n] = nh_stat_value(text, "radixkv_router_queries_total");
+        n++;
+        natsMsg_Destroy(m);
     }
     natsSubscription_Destroy(sub);
     natsInbox_Destroy(inbox);
@@ -266,54 +294,36 @@ Test(fleet_router, two_routers_share_the_queries)
     bring_up(&t);
     start_router(&t, 0, "600000");
     start_router(&t, 1, "600000");
+    double qn0[4];
+    uint64_t up = nh_ms_now() + 15000;
+    while (all_stats(&t, qn0) < 2) /* the second may not be subscribed yet */
+        cr_assert_lt(nh_ms_now(), up, "the second router does not answer");
     uint64_t last = store_chain(&t, 1, CHAIN);
-    heartbeat(&t, 1, last);
-    /* both indexed it: every answer (whichever router) lists it */
+    /* both indexed it: every answer (whichever router) lists it; the
+     * instance heartbeats all along, as a real one does (the second router
+     * may not have been up for the first heartbeat) */
     uint64_t deadline = nh_ms_now() + 15000;
     int agreed = 0, asked = 0;
     while (agreed < 20) {
         rkv_wire_reply rep;
+        heartbeat(&t, 1, last);
         cr_assert(query_chain(&t, &rep));
         asked++;
         agreed = rep.status == RKV_OK && rep.count == 1 && rep.pages == CHAIN
                      ? agreed + 1 : 0;
         cr_assert_lt(nh_ms_now(), deadline, "the routers did not index instance 1");
     }
-    for (int q = 0; q < 10; q++)
+    for (int q = 0; q < 10; q++) {
+        heartbeat(&t, 1, last);
         cr_assert_eq(replies_to_one_query(&t, 300), 1, "query %d", q);
-    /* each router's own count, from its stats on a private inbox: the two
-     * add up to what was asked, and each took a share */
-    char text[16384];
-    double total = 0;
-    int routers = 0, ask = 0;
-    while (routers < 2) {
-        natsInbox *inbox = NULL;
-        natsSubscription *sub = NULL;
-        cr_assert_eq(natsInbox_Create(&inbox), NATS_OK);
-        cr_assert_eq(natsConnection_SubscribeSync(&sub, t.h.nc, (const char *)inbox),
-                     NATS_OK);
-        cr_assert_eq(natsConnection_PublishRequest(t.h.nc, "radixkv." MODEL ".stats",
-                                                   (const char *)inbox, "", 0),
-                     NATS_OK);
-        natsMsg *m = NULL;
-        total = 0;
-        routers = 0;
-        while (natsSubscription_NextMsg(&m, sub, 1000) == NATS_OK) {
-            snprintf(text, sizeof text, "%.*s", natsMsg_GetDataLength(m),
-                     natsMsg_GetData(m));
-            double qn = nh_stat_value(text, "radixkv_router_queries_total");
-            cr_assert_gt(qn, 0, "a router answered no query");
-            total += qn;
-            routers++;
-            natsMsg_Destroy(m);
-        }
-        natsSubscription_Destroy(sub);
-        natsInbox_Destroy(inbox);
-        cr_assert_lt(++ask, 5, "%d routers answered stats", routers);
     }
-    cr_assert_eq(routers, 2, "stats go to every router");
-    /* every query asked, counted once */
-    cr_assert_eq(total, asked + 10);
+    /* each router's own count: the two add up to what was asked (each
+     * query counted once), and each took a share */
+    double qn[4];
+    cr_assert_eq(all_stats(&t, qn), 2, "stats go to every router");
+    cr_assert_gt(qn[0], 0, "a router answered no query");
+    cr_assert_gt(qn[1], 0, "a router answered no query");
+    cr_assert_eq(qn[0] + qn[1], asked + 10);
     teardown(&t);
 }
 
@@ -409,5 +419,48 @@ Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
     rkv_fleet_pub_destroy(pub);
     rkv_tree_destroy(tree);
     rkv_pool_destroy(pool);
+    teardown(&t);
+}
+
+/* Instance 2 caches the whole chain, instance 1 a little of it; instance 2
+ * dies (its heartbeats stop), then the router is killed and restarted. The
+ * stream still holds instance 2's events, but nothing says it is alive: the
+ * restarted router must not route to it (nor list it), while instance 1,
+ * which goes on heartbeating, is routed to as soon as it is heard. */
+Test(fleet_router, restart_does_not_resurrect_a_dead_instance)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    rt t;
+    bring_up(&t);
+    start_router(&t, 0, "30000");
+    heartbeat(&t, 1, 1);
+    heartbeat(&t, 2, 3);
+    uint64_t events = store_chain(&t, 1, 8) + store_chain(&t, 2, CHAIN);
+    wait_indexed(&t, 2, events);
+    rkv_wire_reply rep;
+    cr_assert(query_chain(&t, &rep));
+    cr_assert_eq(rep.instance, 2, "before: routed to %llu", (unsigned long long)rep.instance);
+
+    nh_end(&t.router[0], SIGKILL); /* instance 2 is dead by now, too */
+    start_router(&t, 0, "30000");
+    int routed_to_1 = 0;
+    uint64_t deadline = nh_ms_now() + 20000;
+    while (routed_to_1 < 20) {
+        heartbeat(&t, 1, 1);
+        cr_assert(query_chain(&t, &rep));
+        for (uint32_t k = 0; k < rep.count; k++)
+            cr_assert_neq(rep.ids[k], 2, "the dead instance is listed again");
+        if (rep.status == RKV_OK) {
+            cr_assert_eq(rep.instance, 1, "routed to %llu",
+                         (unsigned long long)rep.instance);
+            cr_assert_eq(rep.pages, 8);
+            routed_to_1++;
+        } else {
+            cr_assert_eq(rep.status, RKV_ERR_STATE, "status %u", rep.status);
+        }
+        cr_assert_lt(nh_ms_now(), deadline, "instance 1 is never routed to");
+        nh_nap_ms(20);
+    }
     teardown(&t);
 }
