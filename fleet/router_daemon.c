@@ -6,7 +6,9 @@
  *    radixkv.<model>.kv.*, retention by age and bytes) if absent, and reads
  *    it from the start with an ordered consumer: after a restart (kill -9
  *    included) the index is rebuilt from what the stream retains, and an
- *    instance whose retained events do not start at seq 1 resyncs;
+ *    instance whose retained events do not start at seq 1 resyncs; a stream
+ *    that vanishes or is recreated is noticed within a second
+ *    (watch_stream) and read again, every instance resyncing;
  *  - applies each batch (fleet/codec.h) to an rkv_router; an instance that
  *    needs a resync (a gap, a RESYNC marker, a bad event) is asked for a
  *    snapshot on radixkv.<model>.snap.<id> (request/reply, retried every
@@ -243,7 +245,8 @@ static void request_snapshot(rdaemon *d, inst *x, uint64_t now)
     if (rkv_fleet_subject(subj, sizeof subj, d->model, "snap", 1, x->id) != RKV_OK)
         return;
     snprintf(reply, sizeof reply, "%s.%" PRIu64, d->inbox, x->id);
-    if (natsConnection_PublishRequest(d->nc, subj, reply, NULL, 0) == NATS_OK) {
+    /* without a connection (the fuzz harness) as if sent */
+    if (!d->nc || natsConnection_PublishRequest(d->nc, subj, reply, NULL, 0) == NATS_OK) {
         x->snap_pending = 1;
         x->snap_sent_ms = now;
         d->snap_requests++;
@@ -778,14 +781,17 @@ void rkv_rd_destroy(rkv_rd *d)
 }
 
 /* ---- setup -------------------------------------------------------------------- */
+/* *created: the stream's creation time (ns), which tells a stream
+ * recreated since from the one the router read. */
 static int ensure_stream(const char *prog, jsCtx *js, const char *stream,
                          const char *kv_subjects, int64_t max_age_s,
-                         int64_t max_bytes, int memory)
+                         int64_t max_bytes, int memory, int64_t *created)
 {
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     natsStatus s = js_GetStreamInfo(&si, js, stream, NULL, &jerr);
     if (s == NATS_OK) {
+        *created = si->Created;
         jsStreamInfo_Destroy(si);
         return 0;
     }
@@ -809,8 +815,83 @@ static int ensure_stream(const char *prog, jsCtx *js, const char *stream,
                 natsStatus_GetText(s), (int)jerr);
         return -1;
     }
+    *created = si->Created;
     jsStreamInfo_Destroy(si);
     return 0;
+}
+
+/* What the router reads the stream with, to subscribe again. */
+typedef struct stream_watch {
+    jsCtx *js;
+    const char *stream, *kv_subj;
+    int64_t max_age_s, max_bytes, created;
+    int memory;
+    mqueue *q;
+} stream_watch;
+
+static natsStatus subscribe_kv(rdaemon *d, stream_watch *w, jsErrCode *jerr)
+{
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = w->stream;
+    so.Ordered = true;
+    return js_Subscribe(&d->subs[2], w->js, w->kv_subj, on_kv, w->q, NULL, &so, jerr);
+}
+
+/* The stream can vanish under the router (a --memory stream when
+ * nats-server restarts; a deletion), and its ordered consumer with it:
+ * the index would stay frozen. Checked every second: a stream that is gone
+ * is created again, one created anew (by this router or another) is read
+ * again from its start, and every instance starts over (dropped; its next
+ * heartbeat or batch registers it, and the seq it is at shows as a gap,
+ * so it resyncs from a snapshot). Logged. An unreachable server says
+ * nothing: the check runs again later. */
+static void watch_stream(rdaemon *d, stream_watch *w)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    int64_t created = 0;
+    const char *why = "created anew";
+    if (natsConnection_Status(d->nc) != NATS_CONN_STATUS_CONNECTED)
+        return;
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = 500; /* the main loop waits for it: short */
+    natsStatus s = js_GetStreamInfo(&si, w->js, w->stream, &o, &jerr);
+    if (s == NATS_OK) {
+        created = si->Created;
+        jsStreamInfo_Destroy(si);
+        if (created == w->created)
+            return;
+    } else {
+        why = "gone: created again";
+        if (s != NATS_NOT_FOUND ||
+            ensure_stream(d->prog, w->js, w->stream, w->kv_subj, w->max_age_s,
+                          w->max_bytes, w->memory, &created) != 0)
+            return;
+    }
+    if (d->subs[2]) {
+        natsSubscription_Unsubscribe(d->subs[2]);
+        natsSubscription_Destroy(d->subs[2]);
+        d->subs[2] = NULL;
+    }
+    s = subscribe_kv(d, w, &jerr);
+    if (s != NATS_OK) {
+        d->subs[2] = NULL;
+        fprintf(stderr, "%s: stream %s lost; subscribing again: %s (%d)\n", d->prog,
+                w->stream, natsStatus_GetText(s), (int)jerr);
+        return; /* w->created unchanged: tried again next time */
+    }
+    uint32_t dropped = 0;
+    for (uint32_t i = 0; i < d->n_in; i++)
+        if (d->in[i].live) {
+            rkv_router_remove_instance(d->router, d->in[i].id);
+            d->in[i].live = 0;
+            dropped++;
+        }
+    w->created = created;
+    fprintf(stderr, "%s: stream %s lost (%s): reading it again from its start, "
+            "%u instances resync\n", d->prog, w->stream, why, dropped);
 }
 
 static void usage(FILE *f, const char *prog)
@@ -937,25 +1018,24 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         fprintf(stderr, "%s: connect %s: %s\n", prog, server, natsStatus_GetText(s));
         goto out;
     }
+    stream_watch w = {NULL, stream, kv_subj, (int64_t)max_age, (int64_t)max_bytes, 0,
+                      memory, q};
     if (natsConnection_JetStream(&js, d->nc, NULL) != NATS_OK ||
         ensure_stream(prog, js, stream, kv_subj, (int64_t)max_age, (int64_t)max_bytes,
-                      memory) != 0)
+                      memory, &w.created) != 0)
         goto out;
+    w.js = js;
     s = natsInbox_Create(&inbox);
     if (s == NATS_OK) {
         snprintf(d->inbox, sizeof d->inbox, "%s", (const char *)inbox);
         char snap_subj[160];
         snprintf(snap_subj, sizeof snap_subj, "%s.*", d->inbox);
-        jsSubOptions so;
-        jsSubOptions_Init(&so);
-        so.Stream = stream;
-        so.Ordered = true;
         jsErrCode jerr = 0;
         s = natsConnection_Subscribe(&d->subs[0], d->nc, snap_subj, on_snap, q);
         if (s == NATS_OK)
             s = natsConnection_Subscribe(&d->subs[1], d->nc, hb_subj, on_hb, q);
         if (s == NATS_OK)
-            s = js_Subscribe(&d->subs[2], js, kv_subj, on_kv, q, NULL, &so, &jerr);
+            s = subscribe_kv(d, &w, &jerr);
         if (s == NATS_OK)
             /* a queue group: routers of one model share the queries, each
              * answered by one of them */
@@ -976,7 +1056,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     if (d->http)
         fprintf(stderr, "%s: metrics on http://%s:%u/metrics\n", prog, metrics_addr,
                 (unsigned)rkv_http_port(d->http));
-    uint64_t next_tick = rkv_fleet_now_ms(), last_http = 0;
+    uint64_t next_tick = rkv_fleet_now_ms(), last_http = 0, next_watch = next_tick + 1000;
     while (!rkv_fleet_stop) {
         qitem *it = dequeue(q, d->http ? 20 : 50);
         uint64_t now = rkv_fleet_now_ms();
@@ -999,6 +1079,10 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             pthread_mutex_unlock(&q->mu);
             rkv_rd_tick(d, now);
             next_tick = now + 50;
+        }
+        if (now >= next_watch) {
+            watch_stream(d, &w);
+            next_watch = now + 1000;
         }
     }
     rc = 0;

@@ -33,11 +33,12 @@ typedef struct rt {
     uint64_t chain[CHAIN];
 } rt;
 
-static void start_router(rt *t, int k, const char *hb_timeout_ms)
+/* memory: a --memory stream (lost when nats-server restarts) */
+static void start_router_with(rt *t, int k, const char *hb_timeout_ms, int memory)
 {
     char *argv[] = {RKV_ROUTER_BIN, "--server", t->h.url, "--model", MODEL,
                     "--heartbeat-timeout-ms", (char *)hb_timeout_ms,
-                    "--snapshot-timeout-ms", "500", NULL};
+                    "--snapshot-timeout-ms", "500", memory ? "--memory" : NULL, NULL};
     t->router[k] = nh_spawn(argv, 0);
     uint64_t deadline = nh_ms_now() + 15000;
     char buf[8192];
@@ -47,6 +48,11 @@ static void start_router(rt *t, int k, const char *hb_timeout_ms)
                      st);
         cr_assert_lt(nh_ms_now(), deadline, "the router did not answer");
     }
+}
+
+static void start_router(rt *t, int k, const char *hb_timeout_ms)
+{
+    start_router_with(t, k, hb_timeout_ms, 0);
 }
 
 static void bring_up(rt *t)
@@ -462,5 +468,93 @@ Test(fleet_router, restart_does_not_resurrect_a_dead_instance)
         cr_assert_lt(nh_ms_now(), deadline, "instance 1 is never routed to");
         nh_nap_ms(20);
     }
+    teardown(&t);
+}
+
+/* One prompt of `pages` pages, distinct per k, and its page hashes. */
+static void prompt_of(uint32_t k, uint32_t pages, int32_t *tok, uint64_t *h)
+{
+    for (uint32_t i = 0; i < pages * 16; i++)
+        tok[i] = (int32_t)(k * 1000003u + i);
+    uint64_t parent = RKV_HASH_ROOT;
+    for (uint32_t j = 0; j < pages; j++)
+        h[j] = parent = rkv_block_hash(parent, 0, tok + j * 16, 16);
+}
+
+/* The router's overlap for instance 9 on hashes h[0..n); 0 if unlisted. */
+static uint32_t pages_on_9(rt *t, const uint64_t *h, uint32_t n)
+{
+    uint8_t buf[RKV_WIRE_HEADER + 16 + 8 * 64];
+    size_t len = 0;
+    cr_assert_eq(rkv_wire_encode_query(0, h, n, buf, sizeof buf, &len), RKV_OK);
+    rkv_wire_reply rep;
+    if (!nh_route(&t->h, MODEL, buf, len, 1000, &rep))
+        return 0;
+    for (uint32_t k = 0; k < rep.count; k++)
+        if (rep.ids[k] == 9)
+            return rep.id_pages[k];
+    return 0;
+}
+
+/* A --memory stream dies with nats-server. The router notices, creates it
+ * again, reads it from its start and resyncs its instances: what the
+ * instance caches after the restart reaches the index. */
+Test(fleet_router, memory_stream_lost_in_server_restart_is_rebuilt)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    rt t;
+    bring_up(&t);
+    start_router_with(&t, 0, "60000", 1);
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 1024;
+    pc.page_size = 16;
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.event_ring = 1024;
+    rkv_pool *pool = NULL;
+    rkv_tree *tree = NULL;
+    cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK);
+    cr_assert_eq(rkv_tree_create(pool, &tc, &tree), RKV_OK);
+    rkv_fleet_pub_config cfg;
+    rkv_fleet_pub_config_init(&cfg);
+    cfg.model = MODEL;
+    cfg.instance = 9;
+    cfg.epoch = 1;
+    cfg.heartbeat_ms = 100;
+    cfg.publish_wait_ms = 200;
+    rkv_fleet_pub *pub = NULL;
+    cr_assert_eq(rkv_fleet_pub_create(&cfg, t.h.nc, tree, &pub), RKV_OK);
+    int32_t tok[20 * 16];
+    uint64_t a[20], b[20];
+    prompt_of(1, 20, tok, a);
+    cr_assert_eq(rkv_stand_in_serve(pool, tree, 0, tok, 20 * 16), RKV_OK);
+    uint64_t deadline = nh_ms_now() + 20000;
+    while (pages_on_9(&t, a, 20) != 20) {
+        rkv_fleet_pub_poll(pub, nh_ms_now(), 0, 0);
+        cr_assert_lt(nh_ms_now(), deadline, "prompt a never indexed");
+        nh_nap_ms(20);
+    }
+
+    nh_kill_server(&t.h, SIGKILL);
+    nh_restart_server(&t.h); /* same port and store: the memory stream is gone */
+    prompt_of(2, 20, tok, b);
+    cr_assert_eq(rkv_stand_in_serve(pool, tree, 0, tok, 20 * 16), RKV_OK);
+    deadline = nh_ms_now() + 30000;
+    while (pages_on_9(&t, b, 20) != 20 || pages_on_9(&t, a, 20) != 20) {
+        rkv_fleet_pub_poll(pub, nh_ms_now(), 0, 0);
+        cr_assert_lt(nh_ms_now(), deadline,
+                     "the index is frozen: prompt b has %u pages, a %u",
+                     pages_on_9(&t, b, 20), pages_on_9(&t, a, 20));
+        nh_nap_ms(20);
+    }
+    /* the stream exists again */
+    jsStreamInfo *si = NULL;
+    cr_assert_eq(js_GetStreamInfo(&si, t.js, "RADIXKV_" MODEL, NULL, NULL), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    rkv_fleet_pub_destroy(pub);
+    rkv_tree_destroy(tree);
+    rkv_pool_destroy(pool);
     teardown(&t);
 }
