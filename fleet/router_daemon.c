@@ -77,10 +77,11 @@ typedef struct inst {
     int snap_pending;
     uint64_t snap_sent_ms;
     /* a chunked snapshot being staged (rkv_router_snapshot_begin): the
-     * next part expected, of how many, for which seq, blocks so far */
+     * next part expected, of how many, for which seq, blocks so far of
+     * how many */
     int chunking;
     uint32_t chunk_next, chunk_parts;
-    uint64_t chunk_seq, chunk_blocks;
+    uint64_t chunk_seq, chunk_blocks, chunk_total;
     int heard; /* a heartbeat since registered: routable */
 } inst;
 
@@ -357,22 +358,23 @@ static void handle_chunk(rdaemon *d, const void *data, size_t len, uint64_t now)
         x->chunk_parts = ci.parts;
         x->chunk_seq = ci.seq;
         x->chunk_blocks = 0;
+        x->chunk_total = ci.total;
     } else if (!x->chunking || ci.part != x->chunk_next || ci.parts != x->chunk_parts ||
-               ci.seq != x->chunk_seq) {
+               ci.seq != x->chunk_seq || ci.total != x->chunk_total) {
         if (x->chunking)
             d->snap_bad++;
         chunk_abort(d, x);
         return;
     }
     rkv_block_entry *e = malloc((ci.count ? ci.count : 1) * sizeof *e);
-    int ok = e && ci.total - x->chunk_blocks >= ci.count &&
+    int ok = e && x->chunk_total - x->chunk_blocks >= ci.count &&
              rkv_wire_decode_snapshot_chunk(data, len, &ci, e, ci.count) == RKV_OK &&
              rkv_router_snapshot_chunk(d->router, x->id, e, ci.count) == RKV_OK;
     free(e);
     x->chunk_blocks += ok ? ci.count : 0;
     x->chunk_next++;
     if (ok && x->chunk_next == x->chunk_parts)
-        ok = x->chunk_blocks == ci.total &&
+        ok = x->chunk_blocks == x->chunk_total &&
              rkv_router_snapshot_end(d->router, x->id) == RKV_OK;
     if (!ok) {
         d->snap_bad++;
