@@ -279,7 +279,8 @@ static void handle_kv(rdaemon *d, const void *data, size_t len, uint64_t now)
     if (!x)
         return;
     rkv_router_stats a, b;
-    int logged = d->log && d->stream_logs < 20 && rkv_router_get_stats(d->router, &a) == RKV_OK;
+    int logged = d->log && d->stream_logs < 20 &&
+                 rkv_router_get_stats(d->router, &a) == RKV_OK;
     rkv_router_apply(d->router, bi.instance, d->ev, bi.count);
     if (logged && rkv_router_get_stats(d->router, &b) == RKV_OK &&
         (b.events_stale > a.events_stale || b.gaps > a.gaps ||

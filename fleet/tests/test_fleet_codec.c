@@ -452,7 +452,8 @@ Test(fleet_codec, snapshot_chunk_round_trip_and_bounds)
     /* not a snapshot, and too little room is NO_SPACE */
     rkv_wire_snapshot_info si;
     cr_assert_eq(rkv_wire_decode_snapshot(buf, len, &si, NULL, 0), RKV_ERR_FORMAT);
-    cr_assert_eq(rkv_wire_decode_snapshot_chunk(buf, len, &got, out, 2), RKV_ERR_NO_SPACE);
+    cr_assert_eq(rkv_wire_decode_snapshot_chunk(buf, len, &got, out, 2),
+                 RKV_ERR_NO_SPACE);
     /* part >= parts, parts 0, count > total: refused both ways */
     rkv_wire_chunk_info bad[3] = {{4, 2, 99, 3, 3, 7, 3}, {4, 2, 99, 0, 0, 7, 3},
                                   {4, 2, 99, 0, 1, 2, 3}};
@@ -465,6 +466,7 @@ Test(fleet_codec, snapshot_chunk_round_trip_and_bounds)
     buf[RKV_WIRE_HEADER + 24] = 3; /* part 3 of 3 */
     cr_assert_eq(rkv_wire_decode_snapshot_chunk(buf, len, &got, out, 3), RKV_ERR_FORMAT);
     /* how many blocks fit a payload */
-    cr_assert_eq(rkv_wire_snapshot_chunk_room(1048576), (1048576 - RKV_WIRE_HEADER - 44) / 25);
+    cr_assert_eq(rkv_wire_snapshot_chunk_room(1048576),
+                 (1048576 - RKV_WIRE_HEADER - 44) / 25);
     cr_assert_eq(rkv_wire_snapshot_chunk_room(RKV_WIRE_HEADER + 44), 0);
 }

@@ -446,7 +446,8 @@ Test(fleet_router, restart_does_not_resurrect_a_dead_instance)
     wait_indexed(&t, 2, events);
     rkv_wire_reply rep;
     cr_assert(query_chain(&t, &rep));
-    cr_assert_eq(rep.instance, 2, "before: routed to %llu", (unsigned long long)rep.instance);
+    cr_assert_eq(rep.instance, 2, "before: routed to %llu",
+                 (unsigned long long)rep.instance);
 
     nh_end(&t.router[0], SIGKILL); /* instance 2 is dead by now, too */
     start_router(&t, 0, "30000");

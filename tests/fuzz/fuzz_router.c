@@ -75,7 +75,8 @@ static void on_reply(void *ctx, const char *subject, const void *data, size_t le
         if (rep.ids[i] == rep.instance)
             chosen = (int)i;
     }
-    if (rep.status == RKV_OK && rep.count && (chosen < 0 || rep.id_pages[chosen] != rep.pages))
+    if (rep.status == RKV_OK && rep.count &&
+        (chosen < 0 || rep.id_pages[chosen] != rep.pages))
         die("routed to %llu (%u pages), not as listed", (unsigned long long)rep.instance,
             rep.pages);
 }
