@@ -112,7 +112,10 @@ static uint64_t epoch_of(in *s)
 static void heartbeat(rkv_rd *d, in *s, uint64_t id, uint64_t now)
 {
     uint64_t last = id <= IDS && below(s, 8) ? next_seq[id] - 1 : below(s, 64);
-    rkv_wire_heartbeat hb = {id, epoch_of(s), last, below(s, 4), below(s, 1000)};
+    rkv_wire_heartbeat hb = {id, 0, last, 0, 0};
+    hb.epoch = epoch_of(s); /* one by one: the order the input is read in */
+    hb.running = below(s, 4);
+    hb.queued_tokens = below(s, 1000);
     uint8_t buf[RKV_WIRE_HEARTBEAT_SIZE];
     size_t len = 0;
     if (rkv_wire_encode_heartbeat(&hb, buf, sizeof buf, &len) == RKV_OK)
