@@ -11,9 +11,10 @@
 
 #include "common/status.h"
 
-static const char MAGIC[6][4] = {
+static const char MAGIC[7][4] = {
     {0, 0, 0, 0}, {'R', 'K', 'V', 'E'}, {'R', 'K', 'V', 'S'},
-    {'R', 'K', 'V', 'H'}, {'R', 'K', 'V', 'Q'}, {'R', 'K', 'V', 'R'}};
+    {'R', 'K', 'V', 'H'}, {'R', 'K', 'V', 'Q'}, {'R', 'K', 'V', 'R'},
+    {'R', 'K', 'V', 'C'}};
 
 /* ---- writer ------------------------------------------------------------------ */
 typedef struct wr {
@@ -79,7 +80,7 @@ static rkv_status header(rd *r, const void *buf, size_t len, rkv_wire_type *t,
         return rkv_set_error(RKV_ERR_FORMAT, "%s: %zu bytes, shorter than the header",
                              what, len);
     int found = 0;
-    for (int i = RKV_WIRE_EVENTS; i <= RKV_WIRE_REPLY; i++)
+    for (int i = RKV_WIRE_EVENTS; i <= RKV_WIRE_SNAPSHOT_CHUNK; i++)
         if (memcmp(buf, MAGIC[i], 4) == 0) {
             *t = (rkv_wire_type)i;
             found = 1;
@@ -377,6 +378,117 @@ rkv_status rkv_wire_decode_snapshot(const void *buf, size_t len,
     uint64_t count = get(&r, 4);
     if (r.bad)
         return finish(&r, what);
+    if (count > RKV_WIRE_MAX_SNAPSHOT || left(&r) != count * SNAP_ENTRY)
+        return rkv_set_error(RKV_ERR_FORMAT,
+                             "%s: %llu blocks do not fill the %zu bytes left", what,
+                             (unsigned long long)count, left(&r));
+    t.count = (uint32_t)count;
+    size_t body = r.at;
+    for (uint32_t i = 0; i < t.count; i++) {
+        r.at += 24;
+        uint64_t m = get(&r, 1);
+        if (m >= RKV_MEDIUM_COUNT)
+            return rkv_set_error(RKV_ERR_FORMAT, "%s: block %u medium %llu", what, i,
+                                 (unsigned long long)m);
+    }
+    if (out && t.count > cap)
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %u blocks, room for %zu", what,
+                             t.count, cap);
+    if (out) {
+        r.at = body;
+        for (uint32_t i = 0; i < t.count; i++) {
+            out[i].ns = get(&r, 8);
+            out[i].hash = get(&r, 8);
+            out[i].parent_hash = get(&r, 8);
+            out[i].medium = (uint32_t)get(&r, 1);
+            out[i].reserved = 0;
+        }
+    }
+    *info = t;
+    return RKV_OK;
+}
+
+/* ---- snapshot chunk ---------------------------------------------------------- */
+#define CHUNK_FIXED (RKV_WIRE_HEADER + 44u)
+
+size_t rkv_wire_snapshot_chunk_size(size_t n)
+{
+    if (n > RKV_WIRE_MAX_SNAPSHOT)
+        return 0;
+    return CHUNK_FIXED + SNAP_ENTRY * n;
+}
+
+size_t rkv_wire_snapshot_chunk_room(size_t max_bytes)
+{
+    if (max_bytes < CHUNK_FIXED + SNAP_ENTRY)
+        return 0;
+    size_t n = (max_bytes - CHUNK_FIXED) / SNAP_ENTRY;
+    return n > RKV_WIRE_MAX_SNAPSHOT ? RKV_WIRE_MAX_SNAPSHOT : n;
+}
+
+rkv_status rkv_wire_encode_snapshot_chunk(const rkv_wire_chunk_info *c,
+                                          const rkv_block_entry *e, void *buf,
+                                          size_t cap, size_t *len_out)
+{
+    const char *what = "rkv_wire_encode_snapshot_chunk";
+    size_t need = c ? rkv_wire_snapshot_chunk_size(c->count) : 0;
+    if (need == 0 || (!e && c->count) || !len_out || c->parts == 0 ||
+        c->part >= c->parts || c->count > c->total)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: part < parts, count <= total and <= %u", what,
+                             RKV_WIRE_MAX_SNAPSHOT);
+    for (uint32_t i = 0; i < c->count; i++)
+        if (e[i].medium >= RKV_MEDIUM_COUNT)
+            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u medium %u", what,
+                                 i, e[i].medium);
+    if (!buf || cap < need)
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %zu bytes needed, %zu given", what,
+                             need, cap);
+    wr w = {buf, 0};
+    put_header(&w, RKV_WIRE_SNAPSHOT_CHUNK);
+    put(&w, c->instance, 8);
+    put(&w, c->epoch, 8);
+    put(&w, c->seq, 8);
+    put(&w, c->part, 4);
+    put(&w, c->parts, 4);
+    put(&w, c->total, 8);
+    put(&w, c->count, 4);
+    for (uint32_t i = 0; i < c->count; i++) {
+        put(&w, e[i].ns, 8);
+        put(&w, e[i].hash, 8);
+        put(&w, e[i].parent_hash, 8);
+        put(&w, e[i].medium, 1);
+    }
+    *len_out = w.n;
+    return RKV_OK;
+}
+
+rkv_status rkv_wire_decode_snapshot_chunk(const void *buf, size_t len,
+                                          rkv_wire_chunk_info *info,
+                                          rkv_block_entry *out, size_t cap)
+{
+    const char *what = "rkv_wire_decode_snapshot_chunk";
+    if (!info || (!out && cap))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
+    rd r;
+    rkv_status s = expect(&r, buf, len, RKV_WIRE_SNAPSHOT_CHUNK, what);
+    if (s != RKV_OK)
+        return s;
+    rkv_wire_chunk_info t;
+    t.instance = get(&r, 8);
+    t.epoch = get(&r, 8);
+    t.seq = get(&r, 8);
+    t.part = (uint32_t)get(&r, 4);
+    t.parts = (uint32_t)get(&r, 4);
+    t.total = get(&r, 8);
+    uint64_t count = get(&r, 4);
+    if (r.bad)
+        return finish(&r, what);
+    if (t.parts == 0 || t.part >= t.parts || count > t.total)
+        return rkv_set_error(RKV_ERR_FORMAT,
+                             "%s: part %u of %u, %llu of %llu blocks", what, t.part,
+                             t.parts, (unsigned long long)count,
+                             (unsigned long long)t.total);
     if (count > RKV_WIRE_MAX_SNAPSHOT || left(&r) != count * SNAP_ENTRY)
         return rkv_set_error(RKV_ERR_FORMAT,
                              "%s: %llu blocks do not fill the %zu bytes left", what,

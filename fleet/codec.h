@@ -6,9 +6,9 @@
  * Every integer is little-endian, fixed width, unaligned. Every message
  * starts with the same 8-byte header:
  *
- *   u32 magic     "RKVE" events, "RKVS" snapshot, "RKVH" heartbeat,
- *                 "RKVQ" route query, "RKVR" route reply (the ASCII bytes
- *                 in that order)
+ *   u32 magic     "RKVE" events, "RKVS" snapshot, "RKVC" snapshot chunk,
+ *                 "RKVH" heartbeat, "RKVQ" route query, "RKVR" route reply
+ *                 (the ASCII bytes in that order)
  *   u16 version   RKV_WIRE_VERSION (1) for every message; a route query
  *                 may also be RKV_WIRE_QUERY_TOKENS_VERSION (2: token ids,
  *                 below); any other: RKV_ERR_UNSUPPORTED
@@ -32,6 +32,13 @@
  *   u64 instance, u64 epoch, u64 seq (the state is after this event),
  *   u32 count (0..RKV_WIRE_MAX_SNAPSHOT), then per block:
  *     u64 namespace, u64 hash, u64 parent_hash, u8 medium      (25 bytes)
+ * Snapshot chunk (one part of a snapshot too large for one message, e.g.
+ * over NATS's default 1 MiB payload: the parts in order, together the
+ * snapshot's blocks in order):
+ *   u64 instance, u64 epoch, u64 seq (as the snapshot's), u32 part
+ *   (0..parts-1), u32 parts (>= 1), u64 total (blocks in all parts),
+ *   u32 count (0..total, at most RKV_WIRE_MAX_SNAPSHOT), then count
+ *   blocks as in the snapshot.
  * Heartbeat:
  *   u64 instance, u64 epoch, u64 last_seq (last event published),
  *   u32 running (requests), u64 queued_tokens
@@ -49,7 +56,9 @@
  * Route reply:
  *   u32 status (rkv_status of the router; 0 = OK), u64 instance (the
  *   chosen one), u32 pages (its overlap), u32 count (<= 64), then per
- *   registered instance: u64 instance, u32 pages (leading pages cached).
+ *   listed instance: u64 instance, u32 pages (leading pages cached). The
+ *   router lists every registered instance when there are at most 64,
+ *   else the chosen one and those with the most pages (in id order).
  *
  * Decoders are strict: a short or long message, a bad magic, a field out
  * of range, an inconsistent seq or a count above the caller's room is
@@ -79,7 +88,8 @@ typedef enum rkv_wire_type {
     RKV_WIRE_SNAPSHOT = 2,
     RKV_WIRE_HEARTBEAT = 3,
     RKV_WIRE_QUERY = 4,
-    RKV_WIRE_REPLY = 5
+    RKV_WIRE_REPLY = 5,
+    RKV_WIRE_SNAPSHOT_CHUNK = 6
 } rkv_wire_type;
 
 /* Which message a buffer holds (header only); RKV_ERR_FORMAT /
@@ -120,6 +130,26 @@ rkv_status rkv_wire_encode_snapshot(uint64_t instance, uint64_t epoch,
 rkv_status rkv_wire_decode_snapshot(const void *buf, size_t len,
                                     rkv_wire_snapshot_info *info,
                                     rkv_block_entry *out, size_t cap);
+
+/* ---- snapshot chunk ------------------------------------------------------------ */
+typedef struct rkv_wire_chunk_info {
+    uint64_t instance, epoch, seq;
+    uint32_t part, parts;
+    uint64_t total;
+    uint32_t count;
+} rkv_wire_chunk_info;
+
+/* Bytes of a chunk of n blocks (0: n too large). */
+size_t rkv_wire_snapshot_chunk_size(size_t n);
+/* The most blocks a chunk of at most max_bytes holds (0: none fits). */
+size_t rkv_wire_snapshot_chunk_room(size_t max_bytes);
+/* c->count blocks of e; RKV_ERR_INVALID_ARG for fields out of range. */
+rkv_status rkv_wire_encode_snapshot_chunk(const rkv_wire_chunk_info *c,
+                                          const rkv_block_entry *e, void *buf,
+                                          size_t cap, size_t *len_out);
+rkv_status rkv_wire_decode_snapshot_chunk(const void *buf, size_t len,
+                                          rkv_wire_chunk_info *info,
+                                          rkv_block_entry *out, size_t cap);
 
 /* ---- heartbeat ------------------------------------------------------------- */
 typedef struct rkv_wire_heartbeat {

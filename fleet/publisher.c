@@ -150,8 +150,39 @@ void rkv_fleet_pub_destroy(rkv_fleet_pub *p)
     free(p);
 }
 
-/* Snapshot requests: the reply is the encoded snapshot, or nothing (the
- * router retries) when it cannot be built or sent. */
+/* A snapshot over the server's max payload goes out as chunks of at most
+ * that size, in order, on the same reply subject (one publisher to one
+ * subscriber: NATS keeps them in order; the router checks it). 0: sent. */
+static int send_chunks(rkv_fleet_pub *p, const char *reply, const rkv_block_entry *e,
+                       size_t n, uint64_t seq, size_t max_payload)
+{
+    size_t room = rkv_wire_snapshot_chunk_room(max_payload);
+    if (room == 0)
+        return -1;
+    size_t parts = (n + room - 1) / room;
+    if (parts == 0 || parts > UINT32_MAX)
+        return -1;
+    size_t cap = rkv_wire_snapshot_chunk_size(room);
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return -1;
+    int ok = 1;
+    for (size_t k = 0; k < parts && ok; k++) {
+        size_t at = k * room, cnt = n - at < room ? n - at : room, len = 0;
+        rkv_wire_chunk_info c = {p->cfg.instance, p->cfg.epoch, seq, (uint32_t)k,
+                                 (uint32_t)parts, n, (uint32_t)cnt};
+        ok = rkv_wire_encode_snapshot_chunk(&c, e + at, buf, cap, &len) == RKV_OK &&
+             natsConnection_Publish(p->nc, reply, buf, (int)len) == NATS_OK;
+    }
+    free(buf);
+    if (ok)
+        p->st.snapshots_chunked++;
+    return ok ? 0 : -1;
+}
+
+/* Snapshot requests: the reply is the encoded snapshot (in chunks when it
+ * is over the server's max payload), or nothing (the router retries) when
+ * it cannot be built or sent. */
 static void serve_snapshots(rkv_fleet_pub *p)
 {
     for (;;) {
@@ -164,18 +195,21 @@ static void serve_snapshots(rkv_fleet_pub *p)
         rkv_block_entry *e = NULL;
         uint8_t *buf = NULL;
         size_t len = 0, need = 0;
-        int ok = reply && rkv_tree_snapshot(p->tree, NULL, 0, &n, NULL) == RKV_OK;
+        int64_t max = natsConnection_GetMaxPayload(p->nc);
+        int ok = reply && max > 0 &&
+                 rkv_tree_snapshot(p->tree, NULL, 0, &n, NULL) == RKV_OK;
         if (ok) {
             e = malloc((n ? n : 1) * sizeof *e);
             need = rkv_wire_snapshot_size(n);
-            ok = e && need && (int64_t)need <= natsConnection_GetMaxPayload(p->nc);
+            ok = e && rkv_tree_snapshot(p->tree, e, n, &n, &seq) == RKV_OK;
         }
-        if (ok)
-            ok = rkv_tree_snapshot(p->tree, e, n, &n, &seq) == RKV_OK &&
-                 (buf = malloc(need)) != NULL &&
+        if (ok && need && (int64_t)need <= max)
+            ok = (buf = malloc(need)) != NULL &&
                  rkv_wire_encode_snapshot(p->cfg.instance, p->cfg.epoch, seq, e, n,
                                           buf, need, &len) == RKV_OK &&
                  natsConnection_Publish(p->nc, reply, buf, (int)len) == NATS_OK;
+        else if (ok)
+            ok = send_chunks(p, reply, e, n, seq, (size_t)max) == 0;
         if (ok)
             p->st.snapshots_served++;
         else

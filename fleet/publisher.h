@@ -5,7 +5,8 @@
  * (instance in decimal); publishes heartbeats (load and last published seq)
  * on `radixkv.<model>.hb.<instance>` (core NATS, not stored); answers
  * snapshot requests on `radixkv.<model>.snap.<instance>` with the tree's
- * rkv_tree_snapshot.
+ * rkv_tree_snapshot: one message, or, over the server's max payload, a
+ * series of snapshot chunks (fleet/codec.h) taken in the same poll.
  *
  * Library code: no prints, no clock (the caller passes its time to poll),
  * no threads of its own. The connection is the caller's (nats.c reconnects
@@ -77,8 +78,9 @@ typedef struct rkv_fleet_pub_stats {
     uint64_t queue_full;        /* polls that found the queue full        */
     uint64_t heartbeats;
     uint64_t snapshots_served;
-    uint64_t snapshot_failures; /* too big for the server's max payload, */
-                                /* or the reply could not be sent        */
+    uint64_t snapshots_chunked; /* of those served, sent in chunks: over
+                                   the server's max payload              */
+    uint64_t snapshot_failures; /* could not be built or sent            */
 } rkv_fleet_pub_stats;
 rkv_status rkv_fleet_pub_get_stats(const rkv_fleet_pub *pub,
                                    rkv_fleet_pub_stats *out);

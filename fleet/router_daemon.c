@@ -6,7 +6,9 @@
  *    radixkv.<model>.kv.*, retention by age and bytes) if absent, and reads
  *    it from the start with an ordered consumer: after a restart (kill -9
  *    included) the index is rebuilt from what the stream retains, and an
- *    instance whose retained events do not start at seq 1 resyncs;
+ *    instance whose retained events do not start at seq 1 resyncs; a stream
+ *    that vanishes or is recreated is noticed within a second
+ *    (watch_stream) and read again, every instance resyncing;
  *  - applies each batch (fleet/codec.h) to an rkv_router; an instance that
  *    needs a resync (a gap, a RESYNC marker, a bad event) is asked for a
  *    snapshot on radixkv.<model>.snap.<id> (request/reply, retried every
@@ -19,8 +21,11 @@
  *    index; when it comes back it resyncs. A new epoch in an instance's
  *    messages (its tree was recreated) starts that instance over;
  *  - answers route queries on radixkv.<model>.route (fleet/codec.h query ->
- *    reply: the chosen instance and every instance's overlap) and stats on
- *    radixkv.<model>.stats (Prometheus text format), and the same text on
+ *    reply: the chosen instance and the overlaps of at most 64 instances,
+ *    the best by overlap when more are registered) and stats on
+ *    radixkv.<model>.stats (Prometheus text format: every router of the
+ *    model answers; queries go to one router of the queue group
+ *    "radixkv-router", so several routers share them), and the same text on
  *    http://<--metrics-addr>:<--metrics-port>/metrics when asked
  *    (fleet/http.c, polled from the main loop: a scrape never blocks it);
  *  - a route query carries page hashes or token ids (fleet/codec.h
@@ -30,8 +35,9 @@
  * One thread owns the router: the NATS callbacks only queue messages, the
  * main loop handles them in arrival order. Bad messages are counted and
  * logged (the first few), never fatal. SIGINT/SIGTERM stop it cleanly.
- * Limit: an instance that died while the router was down is routable again
- * from its retained events until its heartbeat timeout passes.
+ * An instance is routed to only once this process had a heartbeat from
+ * it: one rebuilt from the stream after a restart may have died while the
+ * router was down (it then expires after --heartbeat-timeout-ms unheard).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -49,8 +55,6 @@
 #include "fleet/publisher.h"
 #include "fleet/router_daemon.h"
 #include "radixkv_router.h"
-
-enum { M_KV, M_HB, M_ROUTE, M_STATS, M_SNAP };
 
 typedef struct qitem {
     natsMsg *msg;
@@ -72,6 +76,13 @@ typedef struct inst {
     int hb_seen;
     int snap_pending;
     uint64_t snap_sent_ms;
+    /* a chunked snapshot being staged (rkv_router_snapshot_begin): the
+     * next part expected, of how many, for which seq, blocks so far of
+     * how many */
+    int chunking;
+    uint32_t chunk_next, chunk_parts;
+    uint64_t chunk_seq, chunk_blocks, chunk_total;
+    int heard; /* a heartbeat since registered: routable */
 } inst;
 
 /* counters sampled once a second: rates are over the last RATE_WINDOW s */
@@ -83,8 +94,11 @@ typedef struct rate_sample {
 #define N_SUBS 5
 #define LAT_RING 1024
 
-typedef struct rdaemon {
+struct rdaemon {
     const char *prog;
+    FILE *log; /* NULL: quiet (the fuzz harness) */
+    rkv_rd_reply_fn reply_fn; /* set: replies go here instead of to nc */
+    void *reply_ctx;
     const char *model;
     natsConnection *nc;
     rkv_router *router;
@@ -103,7 +117,8 @@ typedef struct rdaemon {
     rate_sample rs[RATE_SAMPLES];
     uint32_t rs_head, rs_count;
     rkv_http *http;
-} rdaemon;
+};
+typedef struct rdaemon rdaemon;
 
 /* ---- the message queue (callbacks -> main thread) ---------------------------- */
 typedef struct mqueue_owner {
@@ -163,18 +178,18 @@ static qitem *dequeue(mqueue *q, uint64_t wait_ms)
         (void)sub;                                                              \
         enqueue(closure, m, kind);                                              \
     }
-HANDLER(on_kv, M_KV)
-HANDLER(on_hb, M_HB)
-HANDLER(on_route, M_ROUTE)
-HANDLER(on_stats, M_STATS)
-HANDLER(on_snap, M_SNAP)
+HANDLER(on_kv, RKV_RD_KV)
+HANDLER(on_hb, RKV_RD_HB)
+HANDLER(on_route, RKV_RD_ROUTE)
+HANDLER(on_stats, RKV_RD_STATS)
+HANDLER(on_snap, RKV_RD_SNAP)
 
 /* ---- instances ---------------------------------------------------------------- */
 static void bad(rdaemon *d, const char *what)
 {
     d->bad_messages++;
-    if (d->bad_messages <= 20)
-        fprintf(stderr, "%s: bad %s message: %s%s\n", d->prog, what,
+    if (d->bad_messages <= 20 && d->log)
+        fprintf(d->log, "%s: bad %s message: %s%s\n", d->prog, what,
                 rkv_last_error(),
                 d->bad_messages == 20 ? " (no more of these are logged)" : "");
 }
@@ -218,6 +233,8 @@ static inst *touch(rdaemon *d, uint64_t id, uint64_t epoch, uint64_t now)
         x->hb_seen = 0;
         x->hb_seq_prev = 0;
         x->snap_pending = 0;
+        x->chunking = 0; /* removing the instance dropped what was staged */
+        x->heard = 0;
     }
     x->last_seen_ms = now;
     return x;
@@ -229,7 +246,8 @@ static void request_snapshot(rdaemon *d, inst *x, uint64_t now)
     if (rkv_fleet_subject(subj, sizeof subj, d->model, "snap", 1, x->id) != RKV_OK)
         return;
     snprintf(reply, sizeof reply, "%s.%" PRIu64, d->inbox, x->id);
-    if (natsConnection_PublishRequest(d->nc, subj, reply, NULL, 0) == NATS_OK) {
+    /* without a connection (the fuzz harness) as if sent */
+    if (!d->nc || natsConnection_PublishRequest(d->nc, subj, reply, NULL, 0) == NATS_OK) {
         x->snap_pending = 1;
         x->snap_sent_ms = now;
         d->snap_requests++;
@@ -250,11 +268,10 @@ static void maybe_resync(rdaemon *d, inst *x, uint64_t now)
 }
 
 /* ---- message handlers ----------------------------------------------------------- */
-static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
+static void handle_kv(rdaemon *d, const void *data, size_t len, uint64_t now)
 {
     rkv_wire_batch_info bi;
-    if (rkv_wire_decode_events(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                               &bi, d->ev, RKV_WIRE_MAX_EVENTS) != RKV_OK) {
+    if (rkv_wire_decode_events(data, len, &bi, d->ev, RKV_WIRE_MAX_EVENTS) != RKV_OK) {
         bad(d, "event batch");
         return;
     }
@@ -262,13 +279,14 @@ static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
     if (!x)
         return;
     rkv_router_stats a, b;
-    int logged = d->stream_logs < 20 && rkv_router_get_stats(d->router, &a) == RKV_OK;
+    int logged = d->log && d->stream_logs < 20 &&
+                 rkv_router_get_stats(d->router, &a) == RKV_OK;
     rkv_router_apply(d->router, bi.instance, d->ev, bi.count);
     if (logged && rkv_router_get_stats(d->router, &b) == RKV_OK &&
         (b.events_stale > a.events_stale || b.gaps > a.gaps ||
          b.events_bad > a.events_bad || b.resync_markers > a.resync_markers)) {
         d->stream_logs++;
-        fprintf(stderr,
+        fprintf(d->log,
                 "%s: instance %" PRIu64 " batch from seq %" PRIu64 ": %" PRIu64
                 " stale (repeated or out-of-order seq), %" PRIu64 " gaps, %" PRIu64
                 " bad, %" PRIu64 " resync markers%s\n",
@@ -280,17 +298,17 @@ static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
     maybe_resync(d, x, now);
 }
 
-static void handle_hb(rdaemon *d, natsMsg *m, uint64_t now)
+static void handle_hb(rdaemon *d, const void *data, size_t len, uint64_t now)
 {
     rkv_wire_heartbeat hb;
-    if (rkv_wire_decode_heartbeat(natsMsg_GetData(m),
-                                  (size_t)natsMsg_GetDataLength(m), &hb) != RKV_OK) {
+    if (rkv_wire_decode_heartbeat(data, len, &hb) != RKV_OK) {
         bad(d, "heartbeat");
         return;
     }
     inst *x = touch(d, hb.instance, hb.epoch, now);
     if (!x)
         return;
+    x->heard = 1;
     rkv_router_set_load(d->router, hb.instance, hb.running, hb.queued_tokens);
     /* Only a heartbeat ahead of the stream says something (a gap at the
      * end of it); one behind is the normal lag, and passing it on would
@@ -305,10 +323,80 @@ static void handle_hb(rdaemon *d, natsMsg *m, uint64_t now)
     maybe_resync(d, x, now);
 }
 
-static void handle_snap(rdaemon *d, natsMsg *m, uint64_t now)
+static void chunk_abort(rdaemon *d, inst *x)
 {
-    const void *data = natsMsg_GetData(m);
-    size_t len = (size_t)natsMsg_GetDataLength(m);
+    if (x->chunking)
+        rkv_router_snapshot_abort(d->router, x->id);
+    x->chunking = 0;
+}
+
+/* One part of a chunked snapshot: staged in the router until the last
+ * part, which replaces the instance's entries at once. A part out of
+ * order (a lost message, an answer to an older request) drops what was
+ * staged; the request is retried after --snapshot-timeout-ms. */
+static void handle_chunk(rdaemon *d, const void *data, size_t len, uint64_t now)
+{
+    rkv_wire_chunk_info ci;
+    if (rkv_wire_decode_snapshot_chunk(data, len, &ci, NULL, 0) != RKV_OK) {
+        bad(d, "snapshot chunk");
+        return;
+    }
+    inst *x = find(d, ci.instance);
+    if (!x || !x->live || x->epoch != ci.epoch)
+        return;
+    rkv_router_instance_info info;
+    if (rkv_router_instance_info_get(d->router, ci.instance, &info) != RKV_OK ||
+        !info.needs_resync)
+        return;
+    if (ci.part == 0) {
+        chunk_abort(d, x);
+        if (rkv_router_snapshot_begin(d->router, x->id, ci.seq) != RKV_OK) {
+            d->snap_bad++;
+            return;
+        }
+        x->chunking = 1;
+        x->chunk_next = 0;
+        x->chunk_parts = ci.parts;
+        x->chunk_seq = ci.seq;
+        x->chunk_blocks = 0;
+        x->chunk_total = ci.total;
+    } else if (!x->chunking || ci.part != x->chunk_next || ci.parts != x->chunk_parts ||
+               ci.seq != x->chunk_seq || ci.total != x->chunk_total) {
+        if (x->chunking)
+            d->snap_bad++;
+        chunk_abort(d, x);
+        return;
+    }
+    rkv_block_entry *e = malloc((ci.count ? ci.count : 1) * sizeof *e);
+    int ok = e && x->chunk_total - x->chunk_blocks >= ci.count &&
+             rkv_wire_decode_snapshot_chunk(data, len, &ci, e, ci.count) == RKV_OK &&
+             rkv_router_snapshot_chunk(d->router, x->id, e, ci.count) == RKV_OK;
+    free(e);
+    x->chunk_blocks += ok ? ci.count : 0;
+    x->chunk_next++;
+    if (ok && x->chunk_next == x->chunk_parts)
+        ok = x->chunk_blocks == x->chunk_total &&
+             rkv_router_snapshot_end(d->router, x->id) == RKV_OK;
+    if (!ok) {
+        d->snap_bad++;
+        chunk_abort(d, x);
+    } else if (x->chunk_next == x->chunk_parts) {
+        x->chunking = 0;
+        x->snap_pending = 0;
+    }
+    /* parts are arriving: the request is answered, not lost */
+    x->snap_sent_ms = now;
+    x->last_seen_ms = now;
+    maybe_resync(d, x, now);
+}
+
+static void handle_snap(rdaemon *d, const void *data, size_t len, uint64_t now)
+{
+    rkv_wire_type type;
+    if (rkv_wire_peek(data, len, &type) == RKV_OK && type == RKV_WIRE_SNAPSHOT_CHUNK) {
+        handle_chunk(d, data, len, now);
+        return;
+    }
     rkv_wire_snapshot_info si;
     if (rkv_wire_decode_snapshot(data, len, &si, NULL, 0) != RKV_OK) {
         bad(d, "snapshot");
@@ -325,6 +413,7 @@ static void handle_snap(rdaemon *d, natsMsg *m, uint64_t now)
     rkv_block_entry *e = malloc((si.count ? si.count : 1) * sizeof *e);
     if (!e)
         return;
+    chunk_abort(d, x); /* a whole snapshot replaces one half staged */
     if (rkv_wire_decode_snapshot(data, len, &si, e, si.count) == RKV_OK &&
         rkv_router_apply_snapshot(d->router, si.instance, e, si.count, si.seq) ==
             RKV_OK)
@@ -336,9 +425,106 @@ static void handle_snap(rdaemon *d, natsMsg *m, uint64_t now)
     maybe_resync(d, x, now);
 }
 
-static void handle_route(rdaemon *d, natsMsg *m)
+static int by_overlap(const void *a, const void *b)
 {
-    const char *reply_to = natsMsg_GetReply(m);
+    const rkv_router_overlap *x = a, *y = b;
+    if (x->pages != y->pages)
+        return x->pages > y->pages ? -1 : 1;
+    return x->instance < y->instance ? -1 : x->instance > y->instance;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    const rkv_router_overlap *x = a, *y = b;
+    return x->instance < y->instance ? -1 : x->instance > y->instance;
+}
+
+/* The reply holds RKV_WIRE_MAX_ROUTE instances and the router up to
+ * RKV_ROUTER_MAX_INSTANCES: with more registered, the reply lists the
+ * chosen one and the others with the most leading pages (ties: smaller
+ * id), in id order as always. all[0..n) (id order) is reordered. */
+static void list_best(rkv_router_overlap *all, uint32_t n, uint64_t chosen,
+                      rkv_wire_reply *rep)
+{
+    if (n > RKV_WIRE_MAX_ROUTE) {
+        qsort(all, n, sizeof *all, by_overlap);
+        uint32_t at = 0;
+        while (at < n && all[at].instance != chosen)
+            at++;
+        if (at >= RKV_WIRE_MAX_ROUTE && at < n) { /* it takes the last place */
+            rkv_router_overlap x = all[at];
+            all[at] = all[RKV_WIRE_MAX_ROUTE - 1];
+            all[RKV_WIRE_MAX_ROUTE - 1] = x;
+        }
+        n = RKV_WIRE_MAX_ROUTE;
+        qsort(all, n, sizeof *all, by_id);
+    }
+    rep->count = n;
+    for (uint32_t i = 0; i < n; i++) {
+        rep->ids[i] = all[i].instance;
+        rep->id_pages[i] = all[i].pages;
+    }
+}
+
+/* Keeps in all[0..*n) the instances heard from (a heartbeat since they
+ * were registered): one known only from the stream, as after a restart,
+ * may have died before it, and is not routed to until it heartbeats. When
+ * the router's choice is not heard, the best heard one by the router's
+ * rule (score, then fewer queued tokens, fewer running, smaller id).
+ * RKV_ERR_STATE when none is heard (as with none registered). */
+static rkv_status only_heard(rdaemon *d, rkv_router_overlap *all, uint32_t *n,
+                             rkv_router_overlap *best)
+{
+    int unheard = 0;
+    for (uint32_t i = 0; i < d->n_in && !unheard; i++)
+        unheard = d->in[i].live && !d->in[i].heard;
+    if (!unheard)
+        return RKV_OK; /* the common case: nothing to drop */
+    uint32_t k = 0;
+    int best_heard = 0;
+    for (uint32_t i = 0; i < *n; i++) {
+        inst *x = find(d, all[i].instance);
+        if (x && x->heard) {
+            best_heard |= all[i].instance == best->instance;
+            all[k++] = all[i];
+        }
+    }
+    *n = k;
+    if (k == 0)
+        return RKV_ERR_STATE;
+    if (best_heard)
+        return RKV_OK;
+    uint32_t pick = 0;
+    rkv_router_instance_info p, c;
+    memset(&p, 0, sizeof p);
+    for (uint32_t i = 0; i < k; i++) {
+        if (rkv_router_instance_info_get(d->router, all[i].instance, &c) != RKV_OK)
+            memset(&c, 0, sizeof c);
+        /* all[] is in id order: the first of equals has the smaller id */
+        if (i == 0 || all[i].score > all[pick].score ||
+            (all[i].score == all[pick].score &&
+             (c.queued_tokens < p.queued_tokens ||
+              (c.queued_tokens == p.queued_tokens && c.running < p.running)))) {
+            pick = i;
+            p = c;
+        }
+    }
+    *best = all[pick];
+    return RKV_OK;
+}
+
+/* A reply on reply_to: through the connection, or to the harness's sink. */
+static void send_reply(rdaemon *d, const char *reply_to, const void *data, size_t len)
+{
+    if (d->reply_fn)
+        d->reply_fn(d->reply_ctx, reply_to, data, len);
+    else if (d->nc)
+        natsConnection_Publish(d->nc, reply_to, data, (int)len);
+}
+
+static void handle_route(rdaemon *d, const void *data, size_t data_len,
+                         const char *reply_to)
+{
     if (!reply_to)
         return;
     uint64_t t0 = rkv_fleet_now_us();
@@ -346,8 +532,8 @@ static void handle_route(rdaemon *d, natsMsg *m)
     uint32_t n = 0;
     rkv_wire_reply rep;
     memset(&rep, 0, sizeof rep);
-    if (rkv_wire_decode_query(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                              &ns, d->hashes, RKV_WIRE_MAX_QUERY, &n) != RKV_OK) {
+    if (rkv_wire_decode_query(data, data_len, &ns, d->hashes, RKV_WIRE_MAX_QUERY,
+                              &n) != RKV_OK) {
         bad(d, "route query");
         rep.status = RKV_ERR_FORMAT;
     } else {
@@ -357,21 +543,19 @@ static void handle_route(rdaemon *d, natsMsg *m)
         if (s == RKV_OK)
             s = rkv_router_overlaps(d->router, ns, d->hashes, n, all,
                                     RKV_ROUTER_MAX_INSTANCES, &count);
+        if (s == RKV_OK)
+            s = only_heard(d, all, &count, &best);
         rep.status = (uint32_t)s;
         if (s == RKV_OK) {
             rep.instance = best.instance;
             rep.pages = best.pages;
-            rep.count = count;
-            for (uint32_t i = 0; i < count; i++) {
-                rep.ids[i] = all[i].instance;
-                rep.id_pages[i] = all[i].pages;
-            }
+            list_best(all, count, best.instance, &rep);
         }
     }
     uint8_t buf[RKV_WIRE_HEADER + 20 + 12 * RKV_WIRE_MAX_ROUTE];
     size_t len = 0;
     if (rkv_wire_encode_reply(&rep, buf, sizeof buf, &len) == RKV_OK)
-        natsConnection_Publish(d->nc, reply_to, buf, (int)len);
+        send_reply(d, reply_to, buf, len);
     uint64_t dt = rkv_fleet_now_us() - t0;
     d->lat_us[d->n_lat++ % LAT_RING] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
     d->lat_sum_us += dt;
@@ -503,9 +687,8 @@ static size_t render_metrics(void *ctx, char *buf, size_t cap)
     return k < 0 ? cap : (size_t)k;
 }
 
-static void handle_stats(rdaemon *d, natsMsg *m)
+static void handle_stats(rdaemon *d, const char *reply_to)
 {
-    const char *reply_to = natsMsg_GetReply(m);
     if (!reply_to)
         return;
     char *buf = malloc(RKV_HTTP_MAX_BODY);
@@ -513,7 +696,7 @@ static void handle_stats(rdaemon *d, natsMsg *m)
         return;
     size_t k = render_metrics(d, buf, RKV_HTTP_MAX_BODY);
     if (k < RKV_HTTP_MAX_BODY)
-        natsConnection_Publish(d->nc, reply_to, buf, (int)k);
+        send_reply(d, reply_to, buf, k);
     free(buf);
 }
 
@@ -527,24 +710,91 @@ static void expire(rdaemon *d, uint64_t now)
             rkv_router_remove_instance(d->router, x->id);
             x->live = 0;
             d->expired++;
-            fprintf(stderr, "%s: instance %" PRIu64
-                    " expired (no heartbeat for %" PRIu64 " ms)\n",
-                    d->prog, x->id, now - x->last_seen_ms);
+            if (d->log)
+                fprintf(d->log, "%s: instance %" PRIu64
+                        " expired (no heartbeat for %" PRIu64 " ms)\n",
+                        d->prog, x->id, now - x->last_seen_ms);
         } else {
             maybe_resync(d, x, now);
         }
     }
 }
 
+/* ---- the handlers without a connection (fleet/router_daemon.h) ------------------ */
+rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_ms,
+                      uint64_t snap_timeout_ms, uint64_t now_ms, FILE *log)
+{
+    rkv_router_config rcfg;
+    rkv_router_config_init(&rcfg);
+    rdaemon *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->prog = prog;
+    d->model = model;
+    d->log = log;
+    d->hb_timeout_ms = hb_timeout_ms;
+    d->snap_timeout_ms = snap_timeout_ms;
+    d->start_ms = now_ms;
+    d->ev = calloc(RKV_WIRE_MAX_EVENTS, sizeof *d->ev);
+    d->hashes = calloc(RKV_WIRE_MAX_QUERY, sizeof *d->hashes);
+    if (!d->ev || !d->hashes || rkv_router_create(&rcfg, &d->router) != RKV_OK) {
+        rkv_rd_destroy(d);
+        return NULL;
+    }
+    return d;
+}
+
+void rkv_rd_set_reply(rkv_rd *d, rkv_rd_reply_fn fn, void *ctx)
+{
+    d->reply_fn = fn;
+    d->reply_ctx = ctx;
+}
+
+void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const void *data, size_t len,
+                   const char *reply_to, uint64_t now_ms)
+{
+    switch (kind) {
+    case RKV_RD_KV: handle_kv(d, data, len, now_ms); break;
+    case RKV_RD_HB: handle_hb(d, data, len, now_ms); break;
+    case RKV_RD_SNAP: handle_snap(d, data, len, now_ms); break;
+    case RKV_RD_ROUTE: handle_route(d, data, len, reply_to); break;
+    case RKV_RD_STATS: handle_stats(d, reply_to); break;
+    }
+}
+
+void rkv_rd_tick(rkv_rd *d, uint64_t now_ms)
+{
+    sample_rates(d, now_ms);
+    expire(d, now_ms);
+}
+
+const rkv_router *rkv_rd_router(const rkv_rd *d)
+{
+    return d->router;
+}
+
+void rkv_rd_destroy(rkv_rd *d)
+{
+    if (!d)
+        return;
+    rkv_router_destroy(d->router);
+    free(d->ev);
+    free(d->hashes);
+    free(d);
+}
+
 /* ---- setup -------------------------------------------------------------------- */
+/* *created: the stream's creation time (ns), which tells a stream
+ * recreated since from the one the router read. */
 static int ensure_stream(const char *prog, jsCtx *js, const char *stream,
                          const char *kv_subjects, int64_t max_age_s,
-                         int64_t max_bytes, int memory)
+                         int64_t max_bytes, int memory, int64_t *created)
 {
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     natsStatus s = js_GetStreamInfo(&si, js, stream, NULL, &jerr);
     if (s == NATS_OK) {
+        *created = si->Created;
         jsStreamInfo_Destroy(si);
         return 0;
     }
@@ -568,8 +818,83 @@ static int ensure_stream(const char *prog, jsCtx *js, const char *stream,
                 natsStatus_GetText(s), (int)jerr);
         return -1;
     }
+    *created = si->Created;
     jsStreamInfo_Destroy(si);
     return 0;
+}
+
+/* What the router reads the stream with, to subscribe again. */
+typedef struct stream_watch {
+    jsCtx *js;
+    const char *stream, *kv_subj;
+    int64_t max_age_s, max_bytes, created;
+    int memory;
+    mqueue *q;
+} stream_watch;
+
+static natsStatus subscribe_kv(rdaemon *d, stream_watch *w, jsErrCode *jerr)
+{
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = w->stream;
+    so.Ordered = true;
+    return js_Subscribe(&d->subs[2], w->js, w->kv_subj, on_kv, w->q, NULL, &so, jerr);
+}
+
+/* The stream can vanish under the router (a --memory stream when
+ * nats-server restarts; a deletion), and its ordered consumer with it:
+ * the index would stay frozen. Checked every second: a stream that is gone
+ * is created again, one created anew (by this router or another) is read
+ * again from its start, and every instance starts over (dropped; its next
+ * heartbeat or batch registers it, and the seq it is at shows as a gap,
+ * so it resyncs from a snapshot). Logged. An unreachable server says
+ * nothing: the check runs again later. */
+static void watch_stream(rdaemon *d, stream_watch *w)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    int64_t created = 0;
+    const char *why = "created anew";
+    if (natsConnection_Status(d->nc) != NATS_CONN_STATUS_CONNECTED)
+        return;
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = 500; /* the main loop waits for it: short */
+    natsStatus s = js_GetStreamInfo(&si, w->js, w->stream, &o, &jerr);
+    if (s == NATS_OK) {
+        created = si->Created;
+        jsStreamInfo_Destroy(si);
+        if (created == w->created)
+            return;
+    } else {
+        why = "gone: created again";
+        if (s != NATS_NOT_FOUND ||
+            ensure_stream(d->prog, w->js, w->stream, w->kv_subj, w->max_age_s,
+                          w->max_bytes, w->memory, &created) != 0)
+            return;
+    }
+    if (d->subs[2]) {
+        natsSubscription_Unsubscribe(d->subs[2]);
+        natsSubscription_Destroy(d->subs[2]);
+        d->subs[2] = NULL;
+    }
+    s = subscribe_kv(d, w, &jerr);
+    if (s != NATS_OK) {
+        d->subs[2] = NULL;
+        fprintf(stderr, "%s: stream %s lost; subscribing again: %s (%d)\n", d->prog,
+                w->stream, natsStatus_GetText(s), (int)jerr);
+        return; /* w->created unchanged: tried again next time */
+    }
+    uint32_t dropped = 0;
+    for (uint32_t i = 0; i < d->n_in; i++)
+        if (d->in[i].live) {
+            rkv_router_remove_instance(d->router, d->in[i].id);
+            d->in[i].live = 0;
+            dropped++;
+        }
+    w->created = created;
+    fprintf(stderr, "%s: stream %s lost (%s): reading it again from its start, "
+            "%u instances resync\n", d->prog, w->stream, why, dropped);
 }
 
 static void usage(FILE *f, const char *prog)
@@ -668,7 +993,8 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
 
     rkv_fleet_catch_signals();
 
-    rdaemon *d = calloc(1, sizeof *d);
+    rdaemon *d = rkv_rd_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
+                               stderr);
     mqueue_owner qo = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL},
                        0};
     mqueue *q = &qo.q;
@@ -676,19 +1002,8 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     natsOptions *no = NULL;
     jsCtx *js = NULL;
     natsInbox *inbox = NULL;
-    rkv_router_config rcfg;
-    rkv_router_config_init(&rcfg);
     if (!d)
         return 1;
-    d->prog = prog;
-    d->model = model;
-    d->hb_timeout_ms = hb_timeout;
-    d->snap_timeout_ms = snap_timeout;
-    d->start_ms = rkv_fleet_now_ms();
-    d->ev = calloc(RKV_WIRE_MAX_EVENTS, sizeof *d->ev);
-    d->hashes = calloc(RKV_WIRE_MAX_QUERY, sizeof *d->hashes);
-    if (!d->ev || !d->hashes || rkv_router_create(&rcfg, &d->router) != RKV_OK)
-        goto out;
     if (metrics && rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK) {
         fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());
         goto out;
@@ -706,27 +1021,29 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         fprintf(stderr, "%s: connect %s: %s\n", prog, server, natsStatus_GetText(s));
         goto out;
     }
+    stream_watch w = {NULL, stream, kv_subj, (int64_t)max_age, (int64_t)max_bytes, 0,
+                      memory, q};
     if (natsConnection_JetStream(&js, d->nc, NULL) != NATS_OK ||
         ensure_stream(prog, js, stream, kv_subj, (int64_t)max_age, (int64_t)max_bytes,
-                      memory) != 0)
+                      memory, &w.created) != 0)
         goto out;
+    w.js = js;
     s = natsInbox_Create(&inbox);
     if (s == NATS_OK) {
         snprintf(d->inbox, sizeof d->inbox, "%s", (const char *)inbox);
         char snap_subj[160];
         snprintf(snap_subj, sizeof snap_subj, "%s.*", d->inbox);
-        jsSubOptions so;
-        jsSubOptions_Init(&so);
-        so.Stream = stream;
-        so.Ordered = true;
         jsErrCode jerr = 0;
         s = natsConnection_Subscribe(&d->subs[0], d->nc, snap_subj, on_snap, q);
         if (s == NATS_OK)
             s = natsConnection_Subscribe(&d->subs[1], d->nc, hb_subj, on_hb, q);
         if (s == NATS_OK)
-            s = js_Subscribe(&d->subs[2], js, kv_subj, on_kv, q, NULL, &so, &jerr);
+            s = subscribe_kv(d, &w, &jerr);
         if (s == NATS_OK)
-            s = natsConnection_Subscribe(&d->subs[3], d->nc, route_subj, on_route, q);
+            /* a queue group: routers of one model share the queries, each
+             * answered by one of them */
+            s = natsConnection_QueueSubscribe(&d->subs[3], d->nc, route_subj,
+                                              "radixkv-router", on_route, q);
         if (s == NATS_OK)
             s = natsConnection_Subscribe(&d->subs[4], d->nc, stats_subj, on_stats, q);
         if (s == NATS_OK)
@@ -742,18 +1059,14 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     if (d->http)
         fprintf(stderr, "%s: metrics on http://%s:%u/metrics\n", prog, metrics_addr,
                 (unsigned)rkv_http_port(d->http));
-    uint64_t next_tick = rkv_fleet_now_ms(), last_http = 0;
+    uint64_t next_tick = rkv_fleet_now_ms(), last_http = 0, next_watch = next_tick + 1000;
     while (!rkv_fleet_stop) {
         qitem *it = dequeue(q, d->http ? 20 : 50);
         uint64_t now = rkv_fleet_now_ms();
         if (it) {
-            switch (it->kind) {
-            case M_KV: handle_kv(d, it->msg, now); break;
-            case M_HB: handle_hb(d, it->msg, now); break;
-            case M_SNAP: handle_snap(d, it->msg, now); break;
-            case M_ROUTE: handle_route(d, it->msg); break;
-            default: handle_stats(d, it->msg); break;
-            }
+            rkv_rd_handle(d, (rkv_rd_kind)it->kind, natsMsg_GetData(it->msg),
+                          (size_t)natsMsg_GetDataLength(it->msg),
+                          natsMsg_GetReply(it->msg), now);
             natsMsg_Destroy(it->msg);
             free(it);
         }
@@ -767,9 +1080,12 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             pthread_mutex_lock(&q->mu);
             d->queue_dropped = qo.dropped;
             pthread_mutex_unlock(&q->mu);
-            sample_rates(d, now);
-            expire(d, now);
+            rkv_rd_tick(d, now);
             next_tick = now + 50;
+        }
+        if (now >= next_watch) {
+            watch_stream(d, &w);
+            next_watch = now + 1000;
         }
     }
     rc = 0;
@@ -790,10 +1106,7 @@ out:
     natsConnection_Destroy(d->nc);
     natsOptions_Destroy(no);
     rkv_http_close(d->http);
-    rkv_router_destroy(d->router);
-    free(d->ev);
-    free(d->hashes);
-    free(d);
+    rkv_rd_destroy(d);
     nats_CloseAndWait(2000);
     return rc;
 }

@@ -7,6 +7,12 @@
 #ifndef RKV_FLEET_ROUTER_DAEMON_H
 #define RKV_FLEET_ROUTER_DAEMON_H
 
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "radixkv_router.h"
+
 /* Runs the daemon with argv[1..argc) as its options (argv[0] is skipped,
  * as getopt does); prog names it in messages and usage ("radixkv-router",
  * "radixkv router"). Returns the exit status: 0 after SIGINT/SIGTERM or
@@ -14,5 +20,32 @@
  * created, the metrics port cannot be bound), 2 for a usage error. Installs
  * its SIGINT/SIGTERM/SIGPIPE handlers (fleet/daemon_util.h). */
 int rkv_router_daemon_main(const char *prog, int argc, char **argv);
+
+/* The daemon's state and message handling without a connection, so that
+ * tests/fuzz/fuzz_router.c drives exactly what the main loop runs: each
+ * message is its kind (which subject it came on), its bytes, the reply
+ * subject it carried (route and stats requests) and the time. Replies go
+ * to the function given to rkv_rd_set_reply; snapshot requests need a
+ * connection and are not sent without one. log (NULL: quiet) gets what
+ * the daemon logs. */
+typedef struct rdaemon rkv_rd;
+typedef enum rkv_rd_kind {
+    RKV_RD_KV,    /* radixkv.<model>.kv.<id>: an event batch      */
+    RKV_RD_HB,    /* radixkv.<model>.hb.<id>: a heartbeat         */
+    RKV_RD_ROUTE, /* radixkv.<model>.route: a route query         */
+    RKV_RD_STATS, /* radixkv.<model>.stats                        */
+    RKV_RD_SNAP   /* the router's inbox: a snapshot answer        */
+} rkv_rd_kind;
+typedef void (*rkv_rd_reply_fn)(void *ctx, const char *subject, const void *data,
+                                size_t len);
+rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_ms,
+                      uint64_t snap_timeout_ms, uint64_t now_ms, FILE *log);
+void rkv_rd_set_reply(rkv_rd *d, rkv_rd_reply_fn fn, void *ctx);
+void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const void *data, size_t len,
+                   const char *reply_to, uint64_t now_ms);
+/* What the main loop does every 50 ms: rate samples, expiry, resyncs. */
+void rkv_rd_tick(rkv_rd *d, uint64_t now_ms);
+const rkv_router *rkv_rd_router(const rkv_rd *d);
+void rkv_rd_destroy(rkv_rd *d); /* NULL is fine */
 
 #endif

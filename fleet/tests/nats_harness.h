@@ -27,13 +27,16 @@ typedef struct nats_harness {
 int nh_have_server(void); /* 0 (with NH_SKIP_MESSAGE on stderr) if missing */
 int nh_free_port(void);
 /* fork + exec argv; the child dies with the test (PR_SET_PDEATHSIG), its
- * stdout goes to /dev/null, and its stderr too when quiet. */
+ * stdout goes to /dev/null, and its stderr too when quiet. With
+ * RKV_TEST_BIN_DIR set, a radixkv program runs from that directory
+ * instead (the same name). */
 pid_t nh_spawn(char *const argv[], int quiet);
 void nh_start(nats_harness *h);   /* new dir and port, connected       */
 void nh_kill_server(nats_harness *h, int sig); /* and wait for it    */
 void nh_restart_server(nats_harness *h);       /* same port and dir  */
 void nh_stop(nats_harness *h);    /* connection, server, store dir     */
-/* Ends a child: sig, then waits for it; *p becomes 0 (0 is skipped). */
+/* Ends a child: sig, then waits for it; *p becomes 0 (0 is skipped).
+ * Fails the test when the child had exited 66 (a ThreadSanitizer report). */
 void nh_end(pid_t *p, int sig);
 
 uint64_t nh_ms_now(void);

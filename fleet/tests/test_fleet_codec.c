@@ -428,3 +428,45 @@ Test(fleet_codec, repeated_or_backward_seq_in_a_batch_is_format)
     cr_assert_eq(rkv_wire_decode_events(buf, len, &bi, out, 2), RKV_ERR_FORMAT);
     cr_assert_not_null(strstr(rkv_last_error(), "seq delta"));
 }
+
+Test(fleet_codec, snapshot_chunk_round_trip_and_bounds)
+{
+    rkv_block_entry b[3] = {{0, 11, RKV_HASH_ROOT, 0, 0}, {0, 12, 11, 1, 0},
+                            {5, 13, 12, 2, 0}};
+    rkv_wire_chunk_info c = {4, 2, 99, 1, 3, 7, 3}, got;
+    uint8_t buf[256];
+    size_t len = 0;
+    cr_assert_eq(rkv_wire_snapshot_chunk_size(3), RKV_WIRE_HEADER + 44 + 3 * 25);
+    cr_assert_eq(rkv_wire_encode_snapshot_chunk(&c, b, buf, sizeof buf, &len), RKV_OK);
+    cr_assert_eq(len, rkv_wire_snapshot_chunk_size(3));
+    rkv_wire_type t;
+    cr_assert_eq(rkv_wire_peek(buf, len, &t), RKV_OK);
+    cr_assert_eq(t, RKV_WIRE_SNAPSHOT_CHUNK);
+    rkv_block_entry out[3];
+    cr_assert_eq(rkv_wire_decode_snapshot_chunk(buf, len, &got, out, 3), RKV_OK);
+    cr_assert(got.instance == 4 && got.epoch == 2 && got.seq == 99 && got.part == 1 &&
+              got.parts == 3 && got.total == 7 && got.count == 3);
+    for (int i = 0; i < 3; i++)
+        cr_assert(out[i].ns == b[i].ns && out[i].hash == b[i].hash &&
+                  out[i].parent_hash == b[i].parent_hash && out[i].medium == b[i].medium);
+    /* not a snapshot, and too little room is NO_SPACE */
+    rkv_wire_snapshot_info si;
+    cr_assert_eq(rkv_wire_decode_snapshot(buf, len, &si, NULL, 0), RKV_ERR_FORMAT);
+    cr_assert_eq(rkv_wire_decode_snapshot_chunk(buf, len, &got, out, 2),
+                 RKV_ERR_NO_SPACE);
+    /* part >= parts, parts 0, count > total: refused both ways */
+    rkv_wire_chunk_info bad[3] = {{4, 2, 99, 3, 3, 7, 3}, {4, 2, 99, 0, 0, 7, 3},
+                                  {4, 2, 99, 0, 1, 2, 3}};
+    for (int i = 0; i < 3; i++) {
+        size_t l2 = 0;
+        cr_assert_eq(rkv_wire_encode_snapshot_chunk(&bad[i], b, buf, sizeof buf, &l2),
+                     RKV_ERR_INVALID_ARG);
+    }
+    cr_assert_eq(rkv_wire_encode_snapshot_chunk(&c, b, buf, sizeof buf, &len), RKV_OK);
+    buf[RKV_WIRE_HEADER + 24] = 3; /* part 3 of 3 */
+    cr_assert_eq(rkv_wire_decode_snapshot_chunk(buf, len, &got, out, 3), RKV_ERR_FORMAT);
+    /* how many blocks fit a payload */
+    cr_assert_eq(rkv_wire_snapshot_chunk_room(1048576),
+                 (1048576 - RKV_WIRE_HEADER - 44) / 25);
+    cr_assert_eq(rkv_wire_snapshot_chunk_room(RKV_WIRE_HEADER + 44), 0);
+}

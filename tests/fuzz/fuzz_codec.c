@@ -3,8 +3,8 @@
  * (fleet/codec.h): every message the router and the publishers read from
  * NATS, whatever the bytes.
  *
- * One input goes through every decoder (events, snapshot, heartbeat, route
- * query in both versions, route reply). What must hold:
+ * One input goes through every decoder (events, snapshot, snapshot chunk,
+ * heartbeat, route query in both versions, route reply). What must hold:
  *   - no decoder reads outside the input (ASan) or crashes;
  *   - a failure is RKV_ERR_FORMAT, RKV_ERR_UNSUPPORTED (unknown version)
  *     or RKV_ERR_NO_SPACE (more than the harness's room) with a message,
@@ -206,6 +206,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         failed(s, "reply");
         untouched(&rep, sizeof rep, "reply");
+    }
+
+    /* snapshot chunk */
+    rkv_wire_chunk_info ci;
+    memset(be, 0xA5, sizeof be);
+    memset(&ci, 0xA5, sizeof ci);
+    s = rkv_wire_decode_snapshot_chunk(data, size, &ci, be, ROOM);
+    if (s == RKV_OK) {
+        accepted++;
+        want = RKV_WIRE_SNAPSHOT_CHUNK;
+        if (ci.parts == 0 || ci.part >= ci.parts || ci.count > ci.total ||
+            ci.count > ROOM)
+            die("chunk: part %u of %u, %u of %llu blocks", ci.part, ci.parts, ci.count,
+                (unsigned long long)ci.total);
+        if (rkv_wire_encode_snapshot_chunk(&ci, be, re_buf, sizeof re_buf, &rl) !=
+            RKV_OK)
+            die("chunk: does not encode");
+        same(re_buf, rl, data, size, "chunk");
+    } else {
+        failed(s, "chunk");
+        untouched(be, sizeof be, "chunk");
+        untouched(&ci, sizeof ci, "chunk info");
     }
 
     if (accepted > 1)
