@@ -45,7 +45,9 @@
 
 #include "fleet/codec.h"
 #include "fleet/daemon_util.h"
+#include "fleet/guard.h"
 #include "fleet/http.h"
+#include "fleet/nats_auth.h"
 #include "fleet/publisher.h"
 #include "fleet/router_daemon.h"
 #include "radixkv_router.h"
@@ -72,6 +74,8 @@ typedef struct inst {
     int hb_seen;
     int snap_pending;
     uint64_t snap_sent_ms;
+    rkv_fleet_bucket snap_bucket; /* snapshot requests it may still cause */
+    int snap_deferred;            /* a request waits for the bucket       */
 } inst;
 
 /* counters sampled once a second: rates are over the last RATE_WINDOW s */
@@ -103,6 +107,13 @@ typedef struct rdaemon {
     rate_sample rs[RATE_SAMPLES];
     uint32_t rs_head, rs_count;
     rkv_http *http;
+    /* what the bus is trusted with (README "Security"): an instance id is
+     * the subject's, snapshot requests per instance are rate-limited, the
+     * index has a memory budget */
+    char kv_prefix[160], hb_prefix[160], snap_prefix[192];
+    uint32_t snap_burst;
+    uint64_t snap_interval_ms;
+    uint64_t forged, snap_limited, budget_logs;
 } rdaemon;
 
 /* ---- the message queue (callbacks -> main thread) ---------------------------- */
@@ -209,6 +220,7 @@ static inst *touch(rdaemon *d, uint64_t id, uint64_t epoch, uint64_t now)
         }
         memset(x, 0, sizeof *x);
         x->id = id;
+        rkv_fleet_bucket_init(&x->snap_bucket, d->snap_burst, now);
     }
     if (!x->live) {
         if (rkv_router_add_instance(d->router, id) != RKV_OK)
@@ -228,6 +240,16 @@ static void request_snapshot(rdaemon *d, inst *x, uint64_t now)
     char subj[160], reply[192];
     if (rkv_fleet_subject(subj, sizeof subj, d->model, "snap", 1, x->id) != RKV_OK)
         return;
+    /* a stream that keeps breaking (or a peer that breaks it) costs at
+     * most the bucket's rate of full snapshots */
+    if (!rkv_fleet_bucket_take(&x->snap_bucket, d->snap_burst, d->snap_interval_ms,
+                               now)) {
+        if (!x->snap_deferred)
+            d->snap_limited++;
+        x->snap_deferred = 1;
+        return;
+    }
+    x->snap_deferred = 0;
     snprintf(reply, sizeof reply, "%s.%" PRIu64, d->inbox, x->id);
     if (natsConnection_PublishRequest(d->nc, subj, reply, NULL, 0) == NATS_OK) {
         x->snap_pending = 1;
@@ -250,6 +272,48 @@ static void maybe_resync(rdaemon *d, inst *x, uint64_t now)
 }
 
 /* ---- message handlers ----------------------------------------------------------- */
+/* Does the payload's instance id match the subject's (prefix + id)? The
+ * server's permissions let only instance N publish on its subjects, so
+ * the subject is what is believed; a payload naming another instance is
+ * forged: counted, logged (the first 20), dropped. */
+static int from_subject(rdaemon *d, natsMsg *m, const char *prefix, uint64_t id,
+                        const char *what)
+{
+    uint64_t sid;
+    const char *subj = natsMsg_GetSubject(m);
+    if (rkv_fleet_subject_id(subj, prefix, &sid) && sid == id)
+        return 1;
+    d->forged++;
+    if (d->forged <= 20) {
+        char safe[96];
+        size_t i = 0;
+        for (; subj && subj[i] && i + 1 < sizeof safe; i++)
+            safe[i] = subj[i] > ' ' && subj[i] < 127 ? subj[i] : '?';
+        safe[i] = 0;
+        fprintf(stderr, "%s: %s on %s names instance %" PRIu64
+                ": rejected (an instance speaks only on its own subjects)%s\n",
+                d->prog, what, safe, id,
+                d->forged == 20 ? " (no more of these are logged)" : "");
+    }
+    return 0;
+}
+
+/* The index refused an instance's events or snapshot for its memory
+ * budget: logged (the first 20, then every 1000th). */
+static void over_budget(rdaemon *d, uint64_t id)
+{
+    rkv_router_stats st;
+    if (rkv_router_get_stats(d->router, &st) != RKV_OK)
+        return;
+    d->budget_logs++;
+    if (d->budget_logs <= 20 || d->budget_logs % 1000 == 0)
+        fprintf(stderr, "%s: instance %" PRIu64 ": the index is at its budget of %"
+                PRIu64 " entries, its events are dropped until a snapshot fits (%"
+                PRIu64 " events, %" PRIu64 " snapshots refused so far)\n",
+                d->prog, id, st.entries_limit, st.events_over_budget,
+                st.snapshots_over_budget);
+}
+
 static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
 {
     rkv_wire_batch_info bi;
@@ -258,12 +322,15 @@ static void handle_kv(rdaemon *d, natsMsg *m, uint64_t now)
         bad(d, "event batch");
         return;
     }
+    if (!from_subject(d, m, d->kv_prefix, bi.instance, "event batch"))
+        return;
     inst *x = touch(d, bi.instance, bi.epoch, now);
     if (!x)
         return;
     rkv_router_stats a, b;
     int logged = d->stream_logs < 20 && rkv_router_get_stats(d->router, &a) == RKV_OK;
-    rkv_router_apply(d->router, bi.instance, d->ev, bi.count);
+    if (rkv_router_apply(d->router, bi.instance, d->ev, bi.count) == RKV_ERR_NO_SPACE)
+        over_budget(d, bi.instance);
     if (logged && rkv_router_get_stats(d->router, &b) == RKV_OK &&
         (b.events_stale > a.events_stale || b.gaps > a.gaps ||
          b.events_bad > a.events_bad || b.resync_markers > a.resync_markers)) {
@@ -288,6 +355,8 @@ static void handle_hb(rdaemon *d, natsMsg *m, uint64_t now)
         bad(d, "heartbeat");
         return;
     }
+    if (!from_subject(d, m, d->hb_prefix, hb.instance, "heartbeat"))
+        return;
     inst *x = touch(d, hb.instance, hb.epoch, now);
     if (!x)
         return;
@@ -314,6 +383,8 @@ static void handle_snap(rdaemon *d, natsMsg *m, uint64_t now)
         bad(d, "snapshot");
         return;
     }
+    if (!from_subject(d, m, d->snap_prefix, si.instance, "snapshot"))
+        return;
     inst *x = find(d, si.instance);
     if (!x || !x->live || x->epoch != si.epoch)
         return; /* an answer for an instance that has since gone or restarted */
@@ -325,12 +396,15 @@ static void handle_snap(rdaemon *d, natsMsg *m, uint64_t now)
     rkv_block_entry *e = malloc((si.count ? si.count : 1) * sizeof *e);
     if (!e)
         return;
-    if (rkv_wire_decode_snapshot(data, len, &si, e, si.count) == RKV_OK &&
-        rkv_router_apply_snapshot(d->router, si.instance, e, si.count, si.seq) ==
-            RKV_OK)
+    rkv_status as = rkv_wire_decode_snapshot(data, len, &si, e, si.count);
+    if (as == RKV_OK)
+        as = rkv_router_apply_snapshot(d->router, si.instance, e, si.count, si.seq);
+    if (as == RKV_OK)
         x->snap_pending = 0;
     else
         d->snap_bad++;
+    if (as == RKV_ERR_NO_SPACE)
+        over_budget(d, si.instance);
     free(e);
     x->last_seen_ms = now;
     maybe_resync(d, x, now);
@@ -401,6 +475,33 @@ static void sample_rates(rdaemon *d, uint64_t now)
 }
 
 #define METRIC(type, name, help) "# HELP " name " " help "\n# TYPE " name " " type "\n"
+
+/* The trust counters (forged ids, rate-limited snapshot requests, the
+ * index budget) after the main stats; snprintf's result. */
+static int render_trust_metrics(const rdaemon *d, const rkv_router_stats *st,
+                                char *buf, size_t cap)
+{
+    return snprintf(
+        buf, cap,
+        METRIC("counter", "radixkv_router_forged_messages_total",
+               "messages whose payload names another instance than their subject "
+               "(rejected)")
+        "radixkv_router_forged_messages_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_snapshot_requests_limited_total",
+               "snapshot requests deferred by the per-instance rate limit")
+        "radixkv_router_snapshot_requests_limited_total %" PRIu64 "\n"
+        METRIC("gauge", "radixkv_router_index_entries_limit",
+               "the index memory budget in entries")
+        "radixkv_router_index_entries_limit %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_events_over_budget_total",
+               "stores refused by the index memory budget (the instance resyncs)")
+        "radixkv_router_events_over_budget_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_snapshots_over_budget_total",
+               "snapshots refused by the index memory budget")
+        "radixkv_router_snapshots_over_budget_total %" PRIu64 "\n",
+        d->forged, d->snap_limited, st->entries_limit, st->events_over_budget,
+        st->snapshots_over_budget);
+}
 
 /* The stats as Prometheus text (exposition format 0.0.4) into buf[0..cap);
  * returns the length as snprintf does. Served on .stats and over HTTP. */
@@ -500,6 +601,10 @@ static size_t render_metrics(void *ctx, char *buf, size_t cap)
         d->snap_bad, d->bad_messages, dropped, d->expired, d->n_lat, q_rate,
         nl ? lat[(nl - 1) / 2] / 1e6 : 0.0, nl ? lat[(nl * 99 - 1) / 100] / 1e6 : 0.0,
         (double)d->lat_sum_us / 1e6, d->n_lat, (double)(now - d->start_ms) / 1000.0);
+    if (k >= 0 && (size_t)k < cap) {
+        int t = render_trust_metrics(d, &st, buf + k, cap - (size_t)k);
+        k = t < 0 ? -1 : k + t;
+    }
     return k < 0 ? cap : (size_t)k;
 }
 
@@ -587,10 +692,20 @@ static void usage(FILE *f, const char *prog)
             "      --metrics-port N         serve the stats as Prometheus text on\n"
             "                               http://ADDR:N/metrics (0: any free port)\n"
             "      --metrics-addr ADDR      IPv4 address for it (default 127.0.0.1)\n"
+            "      --snapshot-burst N       snapshot requests one instance may cause\n"
+            "                               back to back (4), then one per\n"
+            "      --snapshot-interval-ms N (1000)\n"
+            "      --index-max-entries N    index memory budget in entries (0: none)\n"
+            "      --index-max-bytes N      ... in bytes of its table (0: none);\n"
+            "                               events past it are dropped and counted,\n"
+            "                               their instance resyncs\n"
             "  -h, --help\n"
+            "%s"
             "Subjects: radixkv.<model>.kv.<id> (stream), .hb.<id>, .snap.<id>,\n"
-            "radixkv.<model>.route and radixkv.<model>.stats (request/reply).\n",
-            prog);
+            "radixkv.<model>.route and radixkv.<model>.stats (request/reply).\n"
+            "An instance's id is its subject's: a payload naming another is\n"
+            "rejected (README \"Security\").\n",
+            prog, rkv_nats_auth_usage());
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -604,13 +719,18 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+#define DEFAULT_SERVER "nats://127.0.0.1:4222"
+
 int rkv_router_daemon_main(const char *prog, int argc, char **argv)
 {
-    const char *server = "nats://127.0.0.1:4222", *model = NULL, *stream_opt = NULL,
+    const char *server = NULL, *model = NULL, *stream_opt = NULL,
                *metrics_addr = "127.0.0.1";
     uint64_t hb_timeout = 3000, snap_timeout = 1000, max_age = 3600,
-             max_bytes = 1ull << 30, metrics_port = 0;
-    int memory = 0, metrics = 0;
+             max_bytes = 1ull << 30, metrics_port = 0, snap_burst = 4,
+             snap_interval = 1000, index_entries = 0, index_bytes = 0;
+    int memory = 0, metrics = 0, early = -1;
+    rkv_nats_auth auth;
+    rkv_nats_auth_init(&auth);
     static const struct option opts[] = {
         {"server", required_argument, 0, 's'},
         {"model", required_argument, 0, 'm'},
@@ -622,12 +742,24 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         {"memory", no_argument, 0, 6},
         {"metrics-port", required_argument, 0, 7},
         {"metrics-addr", required_argument, 0, 8},
+        {"snapshot-burst", required_argument, 0, 9},
+        {"snapshot-interval-ms", required_argument, 0, 10},
+        {"index-max-entries", required_argument, 0, 11},
+        {"index-max-bytes", required_argument, 0, 12},
+        RKV_NATS_AUTH_LONGOPTS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     optind = 1; /* getopt's state is global: start over on every call */
-    while ((c = getopt_long(argc, argv, "s:m:h", opts, NULL)) != -1) {
+    while (early < 0 && (c = getopt_long(argc, argv, "s:m:h", opts, NULL)) != -1) {
         int bad_num = 0;
+        if (c >= RKV_NATS_OPT_USER && c < RKV_NATS_OPT_END) {
+            if (rkv_nats_auth_option(&auth, c, optarg) != RKV_OK) {
+                fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+                early = 2;
+            }
+            continue;
+        }
         switch (c) {
         case 's': server = optarg; break;
         case 'm': model = optarg; break;
@@ -642,24 +774,47 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         case 7: bad_num = parse_u64(optarg, &metrics_port) || metrics_port > 65535;
                 metrics = 1; break;
         case 8: metrics_addr = optarg; break;
-        case 'h': usage(stdout, prog); return 0;
-        default: usage(stderr, prog); return 2;
+        case 9: bad_num = parse_u64(optarg, &snap_burst) || snap_burst == 0 ||
+                          snap_burst > UINT32_MAX; break;
+        case 10: bad_num = parse_u64(optarg, &snap_interval); break;
+        case 11: bad_num = parse_u64(optarg, &index_entries); break;
+        case 12: bad_num = parse_u64(optarg, &index_bytes) ||
+                           (index_bytes && index_bytes < 2048); break;
+        case 'h': usage(stdout, prog); early = 0; break;
+        default: usage(stderr, prog); early = 2; break;
         }
         if (bad_num) {
             fprintf(stderr, "%s: bad number '%s'\n", prog, optarg);
-            return 2;
+            early = 2;
         }
     }
-    if (optind != argc || !model) {
+    if (early < 0 && (optind != argc || !model)) {
         usage(stderr, prog);
-        return 2;
+        early = 2;
     }
+    /* the command line wins; the environment fills the rest */
+    if (early < 0 && rkv_nats_auth_finish(&auth, server) != RKV_OK) {
+        fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+        early = 2;
+    }
+    if (early >= 0) {
+        rkv_nats_auth_free(&auth);
+        return early;
+    }
+    char server_log[256];
+    rkv_nats_redact_url(auth.url ? auth.url : DEFAULT_SERVER, server_log,
+                        sizeof server_log);
+    if (server && rkv_nats_url_has_secret(server))
+        fprintf(stderr, "%s: warning: credentials in --server are visible in the "
+                "process list; prefer --user with --password-file, --token-file "
+                "or RKV_NATS_*\n", prog);
     char kv_subj[160], hb_subj[160], route_subj[160], stats_subj[160], stream[128];
     if (rkv_fleet_subject(kv_subj, sizeof kv_subj, model, "kv.*", 0, 0) != RKV_OK ||
         rkv_fleet_subject(hb_subj, sizeof hb_subj, model, "hb.*", 0, 0) != RKV_OK ||
         rkv_fleet_subject(route_subj, sizeof route_subj, model, "route", 0, 0) != RKV_OK ||
         rkv_fleet_subject(stats_subj, sizeof stats_subj, model, "stats", 0, 0) != RKV_OK) {
         fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+        rkv_nats_auth_free(&auth);
         return 2;
     }
     snprintf(stream, sizeof stream, "%s", stream_opt ? stream_opt : "");
@@ -678,23 +833,42 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     natsInbox *inbox = NULL;
     rkv_router_config rcfg;
     rkv_router_config_init(&rcfg);
-    if (!d)
+    rcfg.max_entries = index_entries;
+    rcfg.max_table_bytes = index_bytes;
+    if (!d) {
+        rkv_nats_auth_free(&auth);
         return 1;
+    }
     d->prog = prog;
+    d->snap_burst = (uint32_t)snap_burst;
+    d->snap_interval_ms = snap_interval;
+    if (rkv_fleet_subject(d->kv_prefix, sizeof d->kv_prefix, model, "kv.", 0, 0) !=
+            RKV_OK ||
+        rkv_fleet_subject(d->hb_prefix, sizeof d->hb_prefix, model, "hb.", 0, 0) !=
+            RKV_OK)
+        goto out;
     d->model = model;
     d->hb_timeout_ms = hb_timeout;
     d->snap_timeout_ms = snap_timeout;
     d->start_ms = rkv_fleet_now_ms();
     d->ev = calloc(RKV_WIRE_MAX_EVENTS, sizeof *d->ev);
     d->hashes = calloc(RKV_WIRE_MAX_QUERY, sizeof *d->hashes);
-    if (!d->ev || !d->hashes || rkv_router_create(&rcfg, &d->router) != RKV_OK)
+    if (!d->ev || !d->hashes)
         goto out;
+    if (rkv_router_create(&rcfg, &d->router) != RKV_OK) {
+        fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+        goto out;
+    }
     if (metrics && rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK) {
         fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());
         goto out;
     }
     natsStatus s = natsOptions_Create(&no);
-    if (s == NATS_OK) s = natsOptions_SetURL(no, server);
+    if (s == NATS_OK && rkv_nats_auth_apply(&auth, DEFAULT_SERVER, no) != RKV_OK) {
+        fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+        goto out;
+    }
+    if (s == NATS_OK) s = natsOptions_SetErrorHandler(no, rkv_fleet_nats_error, (void *)prog);
     if (s == NATS_OK) s = natsOptions_SetMaxReconnect(no, -1);
     if (s == NATS_OK) s = natsOptions_SetReconnectWait(no, 100);
     /* the router publishes replies (and a few snapshot requests): sent at
@@ -703,7 +877,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     if (s == NATS_OK) s = natsOptions_SetSendAsap(no, true);
     if (s == NATS_OK) s = natsConnection_Connect(&d->nc, no);
     if (s != NATS_OK) {
-        fprintf(stderr, "%s: connect %s: %s\n", prog, server, natsStatus_GetText(s));
+        fprintf(stderr, "%s: connect %s: %s\n", prog, server_log, natsStatus_GetText(s));
         goto out;
     }
     if (natsConnection_JetStream(&js, d->nc, NULL) != NATS_OK ||
@@ -713,6 +887,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     s = natsInbox_Create(&inbox);
     if (s == NATS_OK) {
         snprintf(d->inbox, sizeof d->inbox, "%s", (const char *)inbox);
+        snprintf(d->snap_prefix, sizeof d->snap_prefix, "%s.", d->inbox);
         char snap_subj[160];
         snprintf(snap_subj, sizeof snap_subj, "%s.*", d->inbox);
         jsSubOptions so;
@@ -738,7 +913,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     if (s != NATS_OK)
         goto out;
     fprintf(stderr, "%s: model %s, stream %s, server %s: ready\n", prog, model, stream,
-            server);
+            server_log);
     if (d->http)
         fprintf(stderr, "%s: metrics on http://%s:%u/metrics\n", prog, metrics_addr,
                 (unsigned)rkv_http_port(d->http));
@@ -794,6 +969,7 @@ out:
     free(d->ev);
     free(d->hashes);
     free(d);
+    rkv_nats_auth_free(&auth);
     nats_CloseAndWait(2000);
     return rc;
 }
