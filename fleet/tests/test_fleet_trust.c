@@ -601,3 +601,166 @@ Test(fleet_trust, index_budget_bounds_entries_and_logs_drops)
     teardown(&w);
     nats_CloseAndWait(2000);
 }
+
+/* The router and the test's connection by token: the router's from the
+ * environment (RKV_NATS_TOKEN), the test's from a --token-file. */
+Test(fleet_trust, token_authentication)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    world w;
+    memset(&w, 0, sizeof w);
+    char tok[64], arg[80];
+    snprintf(tok, sizeof tok, "tok-%d-s3cret", (int)getpid());
+    snprintf(arg, sizeof arg, "--auth=%s", tok);
+    char *extra[] = {arg, NULL};
+    start_server(&w, NULL, extra);
+    natsConnection *nc = NULL;
+    cr_assert_neq(connect_as(&w, NULL, NULL, NULL, NULL, NULL, &nc), NATS_OK);
+    rkv_nats_auth a;
+    rkv_nats_auth_init(&a);
+    cr_assert_eq(rkv_nats_auth_set_url(&a, w.h.url), RKV_OK);
+    cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_TOKEN_FILE,
+                                      write_file(&w, "token", tok)), RKV_OK);
+    natsOptions *o = NULL;
+    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
+    cr_assert_eq(rkv_nats_auth_apply(&a, NULL, o), RKV_OK);
+    rkv_nats_auth_free(&a);
+    cr_assert_eq(natsConnection_Connect(&w.h.nc, o), NATS_OK);
+    natsOptions_Destroy(o);
+    setenv("RKV_NATS_TOKEN", tok, 1);
+    char *argv[] = {RKV_ROUTER_BIN, "--server", w.h.url, "--model", MODEL, NULL};
+    start_router(&w, argv);
+    unsetenv("RKV_NATS_TOKEN");
+    char log[4096];
+    cr_assert_null(strstr(slurp(w.log, log, sizeof log), tok), "%s", log);
+    teardown(&w);
+    nats_CloseAndWait(2000);
+}
+
+#ifdef RKV_HAVE_SODIUM
+#include <sodium.h>
+
+/* NKey text encoding (nats-io/nkeys): base32 (RFC 4648, no padding) of
+ * prefix bytes + key + CRC-16/XMODEM little-endian. */
+static uint16_t crc16(const uint8_t *p, size_t n)
+{
+    uint16_t c = 0;
+    for (size_t i = 0; i < n; i++) {
+        c ^= (uint16_t)(p[i] << 8);
+        for (int b = 0; b < 8; b++)
+            c = (uint16_t)(c & 0x8000 ? (c << 1) ^ 0x1021 : c << 1);
+    }
+    return c;
+}
+
+static void nkey_text(const uint8_t *raw, size_t n, char *out)
+{
+    uint8_t b[64];
+    memcpy(b, raw, n);
+    uint16_t c = crc16(b, n);
+    b[n] = (uint8_t)c;
+    b[n + 1] = (uint8_t)(c >> 8);
+    n += 2;
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        acc = (acc << 8) | b[i];
+        bits += 8;
+        while (bits >= 5) {
+            out[k++] = A[(acc >> (bits - 5)) & 31];
+            bits -= 5;
+        }
+    }
+    if (bits)
+        out[k++] = A[(acc << (5 - bits)) & 31];
+    out[k] = 0;
+}
+
+/* A fresh user NKey: its public key ("U...") and seed ("SU..."). */
+static void make_nkey(char *pub, char *seed)
+{
+    cr_assert_geq(sodium_init(), 0);
+    uint8_t s[32], pk[32], sk[64], raw[40];
+    randombytes_buf(s, sizeof s);
+    cr_assert_eq(crypto_sign_seed_keypair(pk, sk, s), 0);
+    const uint8_t user = 20 << 3, seedp = 18 << 3;
+    raw[0] = user;
+    memcpy(raw + 1, pk, 32);
+    nkey_text(raw, 33, pub);
+    raw[0] = (uint8_t)(seedp | (user >> 5));
+    raw[1] = (uint8_t)((user & 31) << 3);
+    memcpy(raw + 2, s, 32);
+    nkey_text(raw, 34, seed);
+}
+
+/* The router with --nkey and --nkey-seed against a server that knows only
+ * that NKey user (and the test's). */
+Test(fleet_trust, nkey_authentication)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    world w;
+    memset(&w, 0, sizeof w);
+    char pub[2][64], seed[2][80];
+    make_nkey(pub[0], seed[0]);
+    make_nkey(pub[1], seed[1]);
+    char conf[512], cpath[160];
+    snprintf(conf, sizeof conf,
+             "authorization { users = [ {nkey: %s}, {nkey: %s} ] }\n", pub[0], pub[1]);
+    char d[64];
+    snprintf(d, sizeof d, "/tmp/rkv-nkey-XXXXXX");
+    cr_assert_not_null(mkdtemp(d));
+    snprintf(cpath, sizeof cpath, "%s/nkey.conf", d);
+    FILE *f = fopen(cpath, "w");
+    cr_assert_not_null(f);
+    fputs(conf, f);
+    fclose(f);
+    start_server(&w, cpath, NULL);
+    natsConnection *nc = NULL;
+    cr_assert_neq(connect_as(&w, NULL, NULL, NULL, NULL, NULL, &nc), NATS_OK);
+    char seedfile[2][160];
+    for (int i = 0; i < 2; i++) {
+        const char *p = write_file(&w, i ? "seed1" : "seed0", seed[i]);
+        snprintf(seedfile[i], sizeof seedfile[i], "%s", p);
+    }
+    rkv_nats_auth a;
+    rkv_nats_auth_init(&a);
+    cr_assert_eq(rkv_nats_auth_set_url(&a, w.h.url), RKV_OK);
+    cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_NKEY, pub[1]), RKV_OK);
+    cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_NKEY_SEED, seedfile[1]), RKV_OK);
+    natsOptions *o = NULL;
+    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
+    cr_assert_eq(rkv_nats_auth_apply(&a, NULL, o), RKV_OK, "%s", rkv_last_error());
+    rkv_nats_auth_free(&a);
+    cr_assert_eq(natsConnection_Connect(&w.h.nc, o), NATS_OK);
+    natsOptions_Destroy(o);
+    char *argv[] = {RKV_ROUTER_BIN, "--server", w.h.url, "--model", MODEL,
+                    "--nkey", pub[0], "--nkey-seed", seedfile[0], NULL};
+    start_router(&w, argv);
+    /* a known public key with the wrong seed is refused */
+    rkv_nats_auth_init(&a);
+    cr_assert_eq(rkv_nats_auth_set_url(&a, w.h.url), RKV_OK);
+    cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_NKEY, pub[0]), RKV_OK);
+    cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_NKEY_SEED, seedfile[1]), RKV_OK);
+    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
+    cr_assert_eq(rkv_nats_auth_apply(&a, NULL, o), RKV_OK);
+    rkv_nats_auth_free(&a);
+    natsOptions_SetMaxReconnect(o, 0);
+    cr_assert_neq(natsConnection_Connect(&nc, o), NATS_OK);
+    natsOptions_Destroy(o);
+    teardown(&w);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    cr_assert_eq(system(cmd), 0);
+    nats_CloseAndWait(2000);
+}
+#else
+Test(fleet_trust, nkey_authentication)
+{
+    fprintf(stderr, "libsodium not found: the fleet NKey test is skipped\n");
+    cr_skip_test("libsodium not found: the fleet NKey test is skipped");
+}
+#endif
