@@ -26,6 +26,13 @@
  *  - a route query carries page hashes or token ids (fleet/codec.h
  *    versions 1 and 2): the codec hashes token ids into the trees' page
  *    hashes, so the router sees one form.
+ *  - trust (README "Security", "Fleet"): an instance's id is its
+ *    subject's (a payload naming another is rejected, fleet/guard.h), one
+ *    instance causes at most --snapshot-burst snapshot requests, then one
+ *    per --snapshot-interval-ms, and the index has a memory budget
+ *    (--index-max-entries / --index-max-bytes); the connection takes the
+ *    fleet's authentication and TLS options (fleet/nats_auth.h), and URLs
+ *    are logged without their passwords.
  *
  * One thread owns the router: the NATS callbacks only queue messages, the
  * main loop handles them in arrival order. Bad messages are counted and
@@ -694,7 +701,7 @@ static void usage(FILE *f, const char *prog)
             "      --metrics-addr ADDR      IPv4 address for it (default 127.0.0.1)\n"
             "      --snapshot-burst N       snapshot requests one instance may cause\n"
             "                               back to back (4), then one per\n"
-            "      --snapshot-interval-ms N (1000)\n"
+            "      --snapshot-interval-ms N (1000; 0: no limit)\n"
             "      --index-max-entries N    index memory budget in entries (0: none)\n"
             "      --index-max-bytes N      ... in bytes of its table (0: none);\n"
             "                               events past it are dropped and counted,\n"
