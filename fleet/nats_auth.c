@@ -8,10 +8,11 @@
 #include "fleet/nats_auth.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/status.h"
 
@@ -83,24 +84,36 @@ static rkv_status set(char **dst, const char *v, const char *what)
     return RKV_OK;
 }
 
-/* The secret in file path (first line) into *dst. */
+/* The secret in file path (first line) into *dst. read(2), not stdio: no
+ * library buffer keeps a copy after the local one is wiped. */
 static rkv_status read_secret(char **dst, const char *path, const char *what)
 {
     if (!path || !*path)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "NATS %s file: empty name", what);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return rkv_set_error(RKV_ERR_IO, "NATS %s file %s: %s", what, path,
                              strerror(errno));
     char buf[SECRET_MAX + 2];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    int err = ferror(f);
-    fclose(f);
+    size_t n = 0;
+    int err = 0;
+    while (n < sizeof buf - 1) {
+        ssize_t k = read(fd, buf + n, sizeof buf - 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            err = errno;
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
     buf[n] = 0;
     size_t len = strcspn(buf, "\r\n");
     rkv_status st = RKV_OK;
     if (err)
-        st = rkv_set_error(RKV_ERR_IO, "NATS %s file %s: read error", what, path);
+        st = rkv_set_error(RKV_ERR_IO, "NATS %s file %s: %s", what, path,
+                           strerror(err));
     else if (len == 0)
         st = rkv_set_error(RKV_ERR_INVALID_ARG, "NATS %s file %s: empty first line",
                            what, path);
