@@ -32,6 +32,9 @@ static const char USAGE[] =
     "      --tls-cert FILE          client certificate chain (with --tls-key)\n"
     "      --tls-key FILE           its private key\n"
     "      --tls-hostname NAME      name the server certificate must carry\n"
+    "      --inbox-prefix PREFIX    replies come to PREFIX.> instead of _INBOX.>\n"
+    "                               (RKV_NATS_INBOX_PREFIX; one per user lets\n"
+    "                               the server keep replies private)\n"
     "  The server URL also comes from RKV_NATS_URL; credentials in a URL work\n"
     "  but are visible in the process list, and are never logged.\n";
 
@@ -63,7 +66,8 @@ void rkv_nats_auth_free(rkv_nats_auth *a)
     wipe(&a->password);
     wipe(&a->token);
     char **plain[] = {&a->user, &a->creds_file, &a->nkey, &a->nkey_seed_file,
-                      &a->tls_ca, &a->tls_cert, &a->tls_key, &a->tls_hostname};
+                      &a->tls_ca, &a->tls_cert, &a->tls_key, &a->tls_hostname,
+                      &a->inbox_prefix};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
         free(*plain[i]);
         *plain[i] = NULL;
@@ -151,6 +155,7 @@ rkv_status rkv_nats_auth_option(rkv_nats_auth *a, int code, const char *arg)
     case RKV_NATS_OPT_TLS_CERT: return set(&a->tls_cert, arg, "TLS certificate file");
     case RKV_NATS_OPT_TLS_KEY: return set(&a->tls_key, arg, "TLS key file");
     case RKV_NATS_OPT_TLS_HOSTNAME: return set(&a->tls_hostname, arg, "TLS hostname");
+    case RKV_NATS_OPT_INBOX_PREFIX: return set(&a->inbox_prefix, arg, "inbox prefix");
     default:
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_nats_auth_option: code %d",
                              code);
@@ -180,7 +185,8 @@ rkv_status rkv_nats_auth_from_env(rkv_nats_auth *a)
         {"RKV_NATS_TLS_CA", offsetof(rkv_nats_auth, tls_ca), 0},
         {"RKV_NATS_TLS_CERT", offsetof(rkv_nats_auth, tls_cert), 0},
         {"RKV_NATS_TLS_KEY", offsetof(rkv_nats_auth, tls_key), 0},
-        {"RKV_NATS_TLS_HOSTNAME", offsetof(rkv_nats_auth, tls_hostname), 0}};
+        {"RKV_NATS_TLS_HOSTNAME", offsetof(rkv_nats_auth, tls_hostname), 0},
+        {"RKV_NATS_INBOX_PREFIX", offsetof(rkv_nats_auth, inbox_prefix), 0}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         const char *v = getenv(map[i].env);
         char **dst = (char **)((char *)a + map[i].field);
@@ -257,6 +263,9 @@ rkv_status rkv_nats_auth_apply(const rkv_nats_auth *a, const char *def,
     if (a->nkey &&
         (s = natsOptions_SetNKeyFromSeed(o, a->nkey, a->nkey_seed_file)) != NATS_OK)
         return refused("NKey seed file", a->nkey_seed_file, s);
+    if (a->inbox_prefix &&
+        (s = natsOptions_SetCustomInboxPrefix(o, a->inbox_prefix)) != NATS_OK)
+        return refused("inbox prefix", a->inbox_prefix, s);
     if (a->tls || a->tls_ca || a->tls_cert) {
         if ((s = natsOptions_SetSecure(o, true)) != NATS_OK)
             return refused("TLS", NULL, s);
@@ -272,6 +281,11 @@ rkv_status rkv_nats_auth_apply(const rkv_nats_auth *a, const char *def,
             return refused("TLS hostname", NULL, s);
     }
     return RKV_OK;
+}
+
+const char *rkv_nats_auth_inbox(const rkv_nats_auth *a)
+{
+    return a && a->inbox_prefix ? a->inbox_prefix : "_INBOX";
 }
 
 /* The userinfo of the URL starting at u (up to end): [*ui, *at) or 0. */

@@ -20,7 +20,7 @@
  * RKV_NATS_PASSWORD_FILE, RKV_NATS_TOKEN, RKV_NATS_TOKEN_FILE,
  * RKV_NATS_CREDS, RKV_NATS_NKEY, RKV_NATS_NKEY_SEED, RKV_NATS_TLS (1),
  * RKV_NATS_TLS_CA, RKV_NATS_TLS_CERT, RKV_NATS_TLS_KEY,
- * RKV_NATS_TLS_HOSTNAME.
+ * RKV_NATS_TLS_HOSTNAME, RKV_NATS_INBOX_PREFIX.
  *
  * Library code: no prints, no clock; errors are rkv_status with
  * rkv_last_error() (which never contains a secret). The struct owns
@@ -42,6 +42,9 @@ typedef struct rkv_nats_auth {
     char *nkey, *nkey_seed_file; /* public key + seed file (nkey users)   */
     int tls;              /* require TLS (implied by a CA or certificate) */
     char *tls_ca, *tls_cert, *tls_key, *tls_hostname;
+    char *inbox_prefix;   /* reply subjects under it, not _INBOX: with one
+                             prefix per user the server's permissions keep
+                             every user's replies its own                */
 } rkv_nats_auth;
 
 /* getopt_long codes of the shared options (above any program's own). */
@@ -57,6 +60,7 @@ enum {
     RKV_NATS_OPT_TLS_CERT,
     RKV_NATS_OPT_TLS_KEY,
     RKV_NATS_OPT_TLS_HOSTNAME,
+    RKV_NATS_OPT_INBOX_PREFIX,
     RKV_NATS_OPT_END
 };
 
@@ -72,7 +76,8 @@ enum {
     {"tls-ca", required_argument, 0, RKV_NATS_OPT_TLS_CA},                      \
     {"tls-cert", required_argument, 0, RKV_NATS_OPT_TLS_CERT},                  \
     {"tls-key", required_argument, 0, RKV_NATS_OPT_TLS_KEY},                    \
-    {"tls-hostname", required_argument, 0, RKV_NATS_OPT_TLS_HOSTNAME}
+    {"tls-hostname", required_argument, 0, RKV_NATS_OPT_TLS_HOSTNAME},          \
+    {"inbox-prefix", required_argument, 0, RKV_NATS_OPT_INBOX_PREFIX}
 
 /* Usage lines for the shared options (each ends in a newline). */
 const char *rkv_nats_auth_usage(void);
@@ -104,6 +109,9 @@ rkv_status rkv_nats_auth_check(const rkv_nats_auth *a);
  * certificate that does not load: the message names the file). */
 rkv_status rkv_nats_auth_apply(const rkv_nats_auth *a, const char *def,
                                natsOptions *o);
+
+/* The inbox prefix replies come to: a->inbox_prefix, or "_INBOX". */
+const char *rkv_nats_auth_inbox(const rkv_nats_auth *a);
 
 /* url (one or a comma-separated list) with the password of every
  * user:password@ replaced by *** and a token@ (userinfo without a colon)

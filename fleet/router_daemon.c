@@ -893,7 +893,12 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         goto out;
     s = natsInbox_Create(&inbox);
     if (s == NATS_OK) {
-        snprintf(d->inbox, sizeof d->inbox, "%s", (const char *)inbox);
+        /* natsInbox_Create ignores the custom prefix: its unique part
+         * goes under ours, so the server's permissions can keep the
+         * snapshots (replies to us) ours */
+        const char *uniq = strchr((const char *)inbox, '.');
+        snprintf(d->inbox, sizeof d->inbox, "%s.%s", rkv_nats_auth_inbox(&auth),
+                 uniq ? uniq + 1 : (const char *)inbox);
         snprintf(d->snap_prefix, sizeof d->snap_prefix, "%s.", d->inbox);
         char snap_subj[160];
         snprintf(snap_subj, sizeof snap_subj, "%s.*", d->inbox);

@@ -159,9 +159,13 @@ static natsStatus connect_as(world *w, const char *user, const char *password,
     rkv_nats_auth_init(&a);
     cr_assert_eq(rkv_nats_auth_set_url(&a, w->h.url), RKV_OK);
     if (user) {
+        char inbox[64];
+        snprintf(inbox, sizeof inbox, "_INBOX_%s", user);
         cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_USER, user), RKV_OK);
         cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_PASSWORD_FILE,
                                           write_file(w, "pw", password)), RKV_OK);
+        cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_INBOX_PREFIX, inbox),
+                     RKV_OK);
     }
     if (ca)
         cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_TLS_CA, ca), RKV_OK);
@@ -394,7 +398,7 @@ Test(fleet_trust, permissions_refuse_and_forged_ids_are_rejected)
      * stay listed, not expire out of sight */
     char *argv[] = {RKV_ROUTER_BIN, "--server", url, "--model", MODEL,
                     "--snapshot-timeout-ms", "300", "--heartbeat-timeout-ms", "60000",
-                    NULL};
+                    "--inbox-prefix", "_INBOX_router", NULL};
     start_router(&w, argv);
     cr_assert_eq(connect_as(&w, "inst1", getenv("RKV_NATS_INST1_PASSWORD"), NULL, NULL,
                             NULL, &w.inc), NATS_OK);
@@ -417,6 +421,17 @@ Test(fleet_trust, permissions_refuse_and_forged_ids_are_rejected)
     n0 = atomic_load(&g_not_permitted);
     publish_hb(w.h.nc, 1, 1, 12345);
     wait_not_permitted(n0 + 1, "a client publishing on hb.1");
+    /* nor may instance 1 listen to replies meant for others */
+    const char *others[] = {"_INBOX.>", "_INBOX_router.>", "_INBOX_client.>",
+                            "radixkv." MODEL ".snap.2"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        natsSubscription *sub = NULL;
+        n0 = atomic_load(&g_not_permitted);
+        cr_assert_eq(natsConnection_SubscribeSync(&sub, w.inc, others[i]), NATS_OK);
+        natsConnection_FlushTimeout(w.inc, 1000);
+        wait_not_permitted(n0 + 1, others[i]);
+        natsSubscription_Destroy(sub);
+    }
 
     /* instance 1's own subjects with payloads naming instance 2 (a batch,
      * a heartbeat): rejected by the router, counted; instance 2 never
