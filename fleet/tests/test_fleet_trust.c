@@ -12,6 +12,9 @@
  *    by the router (counted, instance 2 never appears in a route); the
  *    snapshot round trip works under the permissions; the router, given
  *    its password in the URL, never logs it.
+ *  - token, NKey and .creds (operator mode: operator, system account,
+ *    account with JetStream and user JWTs made here with libsodium)
+ *    authentication of the router; anonymous connections refused.
  *  - TLS: a CA, a server and a client certificate made with openssl at
  *    test time; nats-server requires a verified client certificate. The
  *    router and an in-process instance connect with --tls-ca/--tls-cert/
@@ -35,6 +38,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fleet/codec.h"
@@ -145,6 +149,8 @@ static void start_server(world *w, const char *conf, char *const *extra)
     char text[8192];
     while (!strstr(slurp(slog, text, sizeof text), "Server is ready")) {
         cr_assert_lt(nh_ms_now(), deadline, "nats-server did not start:\n%s", text);
+        cr_assert_eq(waitpid(w->h.server, NULL, WNOHANG), 0, "nats-server exited:\n%s",
+                     text);
         nh_nap_ms(20);
     }
 }
@@ -772,10 +778,124 @@ Test(fleet_trust, nkey_authentication)
     cr_assert_eq(system(cmd), 0);
     nats_CloseAndWait(2000);
 }
-#else
-Test(fleet_trust, nkey_authentication)
+
+/* A key pair of the given NKey prefix (operator 14, account 0, user 20,
+ * shifted left by 3): public text, seed text, and the raw secret key. */
+static void make_key(uint8_t prefix, char *pub, char *seed, uint8_t sk[64])
 {
-    fprintf(stderr, "libsodium not found: the fleet NKey test is skipped\n");
-    cr_skip_test("libsodium not found: the fleet NKey test is skipped");
+    cr_assert_geq(sodium_init(), 0);
+    uint8_t s[32], pk[32], raw[40];
+    randombytes_buf(s, sizeof s);
+    cr_assert_eq(crypto_sign_seed_keypair(pk, sk, s), 0);
+    raw[0] = prefix;
+    memcpy(raw + 1, pk, 32);
+    nkey_text(raw, 33, pub);
+    raw[0] = (uint8_t)((18 << 3) | (prefix >> 5));
+    raw[1] = (uint8_t)((prefix & 31) << 3);
+    memcpy(raw + 2, s, 32);
+    nkey_text(raw, 34, seed);
+}
+
+/* A NATS JWT (v2: header alg ed25519-nkey, base64url parts, the issuer's
+ * Ed25519 signature over "header.claims") of the claims' "nats" object,
+ * issued by iss (its public text and secret key) for sub. */
+static void make_jwt(const char *iss, const uint8_t iss_sk[64], const char *sub,
+                     const char *nats, char *out, size_t cap)
+{
+    static const char hdr[] = "{\"typ\":\"JWT\",\"alg\":\"ed25519-nkey\"}";
+    char claims[1024], jti[64];
+    uint8_t r[20];
+    randombytes_buf(r, sizeof r);
+    nkey_text(r, 18, jti); /* any unique id */
+    snprintf(claims, sizeof claims,
+             "{\"jti\":\"%s\",\"iat\":%ld,\"iss\":\"%s\",\"name\":\"rkv-test\","
+             "\"sub\":\"%s\",\"nats\":%s}", jti, (long)time(NULL), iss, sub, nats);
+    char h64[128], c64[2048];
+    sodium_bin2base64(h64, sizeof h64, (const uint8_t *)hdr, strlen(hdr),
+                      sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+    sodium_bin2base64(c64, sizeof c64, (const uint8_t *)claims, strlen(claims),
+                      sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+    char signing[2304];
+    snprintf(signing, sizeof signing, "%s.%s", h64, c64);
+    uint8_t sig[64];
+    crypto_sign_detached(sig, NULL, (const uint8_t *)signing, strlen(signing), iss_sk);
+    char s64[128];
+    sodium_bin2base64(s64, sizeof s64, sig, sizeof sig,
+                      sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+    snprintf(out, cap, "%s.%s", signing, s64);
+}
+
+/* Operator mode: an operator, an account with JetStream, a user; the
+ * router connects with the user's .creds file (--creds). */
+Test(fleet_trust, creds_file_authentication)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    world w;
+    memset(&w, 0, sizeof w);
+    char opub[64], oseed[80], apub[64], aseed[80], upub[64], useed[80], spub[64],
+        sseed[80];
+    uint8_t osk[64], ask[64], usk[64], ssk[64];
+    make_key(14 << 3, opub, oseed, osk);
+    make_key(0, apub, aseed, ask);
+    make_key(0, spub, sseed, ssk); /* the system account JetStream needs */
+    make_key(20 << 3, upub, useed, usk);
+    static char ojwt[2048], ajwt[4096], ujwt[4096], sjwt[2048];
+    make_jwt(opub, osk, spub, "{\"type\":\"account\",\"version\":2}", sjwt,
+             sizeof sjwt);
+    make_jwt(opub, osk, opub, "{\"type\":\"operator\",\"version\":2}", ojwt,
+             sizeof ojwt);
+    make_jwt(opub, osk, apub,
+             "{\"limits\":{\"subs\":-1,\"data\":-1,\"payload\":-1,\"imports\":-1,"
+             "\"exports\":-1,\"wildcards\":true,\"conn\":-1,\"leaf\":-1,"
+             "\"mem_storage\":-1,\"disk_storage\":-1,\"streams\":-1,\"consumer\":-1},"
+             "\"type\":\"account\",\"version\":2}", ajwt, sizeof ajwt);
+    make_jwt(apub, ask, upub,
+             "{\"pub\":{},\"sub\":{},\"subs\":-1,\"data\":-1,\"payload\":-1,"
+             "\"type\":\"user\",\"version\":2}", ujwt, sizeof ujwt);
+    char d[64];
+    snprintf(d, sizeof d, "/tmp/rkv-creds-XXXXXX");
+    cr_assert_not_null(mkdtemp(d));
+    char cpath[160], credpath[160];
+    snprintf(cpath, sizeof cpath, "%s/op.conf", d);
+    FILE *f = fopen(cpath, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "operator: %s\nsystem_account: %s\nresolver: MEMORY\n"
+               "resolver_preload: {\n  %s: %s\n  %s: %s\n}\n",
+            ojwt, spub, apub, ajwt, spub, sjwt);
+    fclose(f);
+    snprintf(credpath, sizeof credpath, "%s/user.creds", d);
+    cr_assert_not_null(f = fopen(credpath, "w"));
+    fprintf(f, "-----BEGIN NATS USER JWT-----\n%s\n------END NATS USER JWT------\n\n"
+               "-----BEGIN USER NKEY SEED-----\n%s\n------END USER NKEY SEED------\n",
+            ujwt, useed);
+    fclose(f);
+    start_server(&w, cpath, NULL);
+    natsConnection *nc = NULL;
+    cr_assert_neq(connect_as(&w, NULL, NULL, NULL, NULL, NULL, &nc), NATS_OK);
+    rkv_nats_auth a;
+    rkv_nats_auth_init(&a);
+    cr_assert_eq(rkv_nats_auth_set_url(&a, w.h.url), RKV_OK);
+    cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_CREDS, credpath), RKV_OK);
+    natsOptions *o = NULL;
+    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
+    cr_assert_eq(rkv_nats_auth_apply(&a, NULL, o), RKV_OK, "%s", rkv_last_error());
+    rkv_nats_auth_free(&a);
+    cr_assert_eq(natsConnection_Connect(&w.h.nc, o), NATS_OK);
+    natsOptions_Destroy(o);
+    char *argv[] = {RKV_ROUTER_BIN, "--server", w.h.url, "--model", MODEL,
+                    "--creds", credpath, NULL};
+    start_router(&w, argv);
+    teardown(&w);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    cr_assert_eq(system(cmd), 0);
+    nats_CloseAndWait(2000);
+}
+#else
+Test(fleet_trust, nkey_and_creds_authentication)
+{
+    fprintf(stderr, "libsodium not found: the fleet NKey and creds tests are skipped\n");
+    cr_skip_test("libsodium not found: the fleet NKey and creds tests are skipped");
 }
 #endif
