@@ -256,7 +256,8 @@ rkv_status rkv_router_get_stats(const rkv_router *router,
 
 /* Every invariant: table probing, holder masks only of live instances or
  * staging slots and never empty, per-slot block counts per medium,
- * resyncing instances hold nothing, staging slots and owners agree.
+ * resyncing instances hold nothing, staging slots and owners agree, the
+ * entries within the memory budget.
  * RKV_ERR_CORRUPT with a message. */
 rkv_status rkv_router_check(const rkv_router *router);
 

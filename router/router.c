@@ -469,6 +469,8 @@ rkv_status rkv_router_check(const rkv_router *router)
         (uint64_t)r->count * 2 > r->table_cap)
         return CORRUPT("table cap %u shift %u count %u", r->table_cap,
                        r->shift, r->count);
+    if (r->count > r->limit)
+        return CORRUPT("%u entries over the budget of %u", r->count, r->limit);
     uint64_t used[RKV_RT_GROUPS] = {0}, live[RKV_RT_GROUPS] = {0};
     uint32_t n_inst = 0;
     for (uint32_t s = 0; s < RKV_RT_SLOTS; s++) {
