@@ -61,6 +61,18 @@ static const char *file_with(const char *name, const char *text)
     return path;
 }
 
+/* .fini of the tests that write files: the directory goes */
+static void remove_dir(void)
+{
+    if (g_dir[0]) {
+        char cmd[96];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_dir);
+        g_dir[0] = 0;
+    }
+}
+
 static void clear_env(void)
 {
     const char *v[] = {"RKV_NATS_URL", "RKV_NATS_USER", "RKV_NATS_PASSWORD",
@@ -72,7 +84,7 @@ static void clear_env(void)
         unsetenv(v[i]);
 }
 
-Test(fleet_auth, secrets_from_files_and_environment)
+Test(fleet_auth, secrets_from_files_and_environment, .fini = remove_dir)
 {
     clear_env();
     rkv_nats_auth a;
@@ -118,7 +130,7 @@ Test(fleet_auth, secrets_from_files_and_environment)
     clear_env();
 }
 
-Test(fleet_auth, consistency_checks)
+Test(fleet_auth, consistency_checks, .fini = remove_dir)
 {
     clear_env();
     rkv_nats_auth a;
@@ -144,7 +156,7 @@ Test(fleet_auth, consistency_checks)
     rkv_nats_auth_free(&a);
 }
 
-Test(fleet_auth, apply_to_options)
+Test(fleet_auth, apply_to_options, .fini = remove_dir)
 {
     clear_env();
     rkv_nats_auth a;
