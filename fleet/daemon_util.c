@@ -4,6 +4,7 @@
  */
 #include "fleet/daemon_util.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,4 +37,15 @@ uint64_t rkv_fleet_now_us(void)
 uint64_t rkv_fleet_now_ms(void)
 {
     return rkv_fleet_now_us() / 1000u;
+}
+
+void rkv_fleet_nats_error(natsConnection *nc, natsSubscription *sub,
+                          natsStatus err, void *prog)
+{
+    (void)sub;
+    const char *text = NULL;
+    if (nc)
+        natsConnection_GetLastError(nc, &text);
+    fprintf(stderr, "%s: NATS: %s%s%s\n", (const char *)prog, natsStatus_GetText(err),
+            text && *text ? ": " : "", text && *text ? text : "");
 }

@@ -7,6 +7,7 @@
 #ifndef RKV_FLEET_DAEMON_UTIL_H
 #define RKV_FLEET_DAEMON_UTIL_H
 
+#include <nats/nats.h>
 #include <signal.h>
 #include <stdint.h>
 
@@ -19,6 +20,12 @@ extern volatile sig_atomic_t rkv_fleet_stop;
 void rkv_fleet_catch_signals(void);
 
 uint64_t rkv_fleet_now_ms(void); /* CLOCK_MONOTONIC */
+
+/* A natsErrHandler (closure: the program's name) that logs nats.c's
+ * asynchronous errors, a permissions violation above all (the server
+ * refused a publish or a subscription), with the server's text. */
+void rkv_fleet_nats_error(natsConnection *nc, natsSubscription *sub,
+                          natsStatus err, void *prog);
 uint64_t rkv_fleet_now_us(void);
 
 #endif

@@ -29,6 +29,7 @@
 
 #include "fleet/codec.h"
 #include "fleet/daemon_util.h"
+#include "fleet/nats_auth.h"
 #include "fleet/publisher.h"
 #include "fleet/stand_in.h"
 
@@ -127,7 +128,9 @@ static int parse_slice(const char *arg, uint64_t *k, uint64_t *n)
 
 int main(int argc, char **argv)
 {
-    const char *server = "nats://127.0.0.1:4222", *model = NULL, *trace = NULL;
+    const char *server = NULL, *model = NULL, *trace = NULL;
+    rkv_nats_auth auth;
+    rkv_nats_auth_init(&auth);
     uint64_t id = 0, seed = 1, shared = 1, rate = 5, count = 0, blocks = 4096,
              topics = 8, slice_k = 0, slice_n = 1, limit = 0, max_tokens = 0,
              hb_ms = 500;
@@ -142,11 +145,19 @@ int main(int argc, char **argv)
         {"max-tokens", required_argument, 0, 10},
         {"heartbeat-ms", required_argument, 0, 11},
         {"by-tokens", no_argument, 0, 12}, {"quiet", no_argument, 0, 13},
-        {"query", no_argument, 0, 'q'},
+        {"query", no_argument, 0, 'q'}, RKV_NATS_AUTH_LONGOPTS,
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "s:m:i:qh", opts, NULL)) != -1) {
         uint64_t *dst = NULL;
+        if (c >= RKV_NATS_OPT_USER && c < RKV_NATS_OPT_END) {
+            if (rkv_nats_auth_option(&auth, c, optarg) != RKV_OK) {
+                fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
+                rkv_nats_auth_free(&auth);
+                return 2;
+            }
+            continue;
+        }
         switch (c) {
         case 's': server = optarg; break;
         case 'm': model = optarg; break;
@@ -161,6 +172,7 @@ int main(int argc, char **argv)
         case 8:
             if (parse_slice(optarg, &slice_k, &slice_n) != 0) {
                 fprintf(stderr, "radixkv-fleet-instance: --slice K/N with K < N\n");
+                rkv_nats_auth_free(&auth);
                 return 2;
             }
             break;
@@ -181,7 +193,9 @@ int main(int argc, char **argv)
                     "  [--heartbeat-ms N (500)]\n"
                     "  [--query [--by-tokens] [--quiet]: ask the router for --count prompts\n"
                     "   instead; the round trip p50/p99 goes to stderr]\n"
-                    "SIGUSR1 resets the tree; SIGINT/SIGTERM stop.\n");
+                    "SIGUSR1 resets the tree; SIGINT/SIGTERM stop.\n%s",
+                    rkv_nats_auth_usage());
+            rkv_nats_auth_free(&auth);
             return c == 'h' ? 0 : 2;
         }
         if (dst) {
@@ -190,6 +204,7 @@ int main(int argc, char **argv)
             *dst = strtoull(optarg, &end, 10);
             if (errno || end == optarg || *end || optarg[0] == '-') {
                 fprintf(stderr, "radixkv-fleet-instance: bad number '%s'\n", optarg);
+                rkv_nats_auth_free(&auth);
                 return 2;
             }
         }
@@ -200,8 +215,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "radixkv-fleet-instance: --model is required; topics, "
                         "heartbeat-ms > 0; blocks 64..2^32-2; --trace or --query "
                         "(--help)\n");
+        rkv_nats_auth_free(&auth);
         return 2;
     }
+    if (rkv_nats_auth_finish(&auth, server) != RKV_OK) {
+        fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
+        rkv_nats_auth_free(&auth);
+        return 2;
+    }
+    if (server && rkv_nats_url_has_secret(server))
+        fprintf(stderr, "radixkv-fleet-instance: warning: credentials in --server are "
+                "visible in the process list; prefer --user with --password-file, "
+                "--token-file or RKV_NATS_*\n");
+    char server_log[256];
+    rkv_nats_redact_url(auth.url ? auth.url : "nats://127.0.0.1:4222", server_log,
+                        sizeof server_log);
     rkv_fleet_catch_signals();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -213,17 +241,28 @@ int main(int argc, char **argv)
     if (trace && rkv_stand_in_load(trace, (uint32_t)slice_k, (uint32_t)slice_n, limit,
                                    (uint32_t)max_tokens, &set) != RKV_OK) {
         fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
+        rkv_nats_auth_free(&auth);
         return 1;
     }
     natsOptions *no = NULL;
     natsConnection *nc = NULL;
     natsStatus s = natsOptions_Create(&no);
-    if (s == NATS_OK) s = natsOptions_SetURL(no, server);
-    if (s == NATS_OK) s = natsOptions_SetMaxReconnect(no, -1);
-    if (s == NATS_OK) s = natsConnection_Connect(&nc, no);
+    if (s == NATS_OK && rkv_nats_auth_apply(&auth, "nats://127.0.0.1:4222", no) != RKV_OK) {
+        fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
+        s = NATS_ERR;
+    } else {
+        if (s == NATS_OK)
+            s = natsOptions_SetErrorHandler(no, rkv_fleet_nats_error,
+                                            (void *)"radixkv-fleet-instance");
+        if (s == NATS_OK) s = natsOptions_SetMaxReconnect(no, -1);
+        if (s == NATS_OK) s = natsConnection_Connect(&nc, no);
+        if (s != NATS_OK)
+            fprintf(stderr, "radixkv-fleet-instance: connect %s: %s\n", server_log,
+                    natsStatus_GetText(s));
+    }
+    rkv_nats_auth_free(&auth); /* nats.c keeps its own copies */
     if (s != NATS_OK) {
-        fprintf(stderr, "radixkv-fleet-instance: connect %s: %s\n", server,
-                natsStatus_GetText(s));
+        natsOptions_Destroy(no);
         rkv_prompt_set_free(&set);
         return 1;
     }

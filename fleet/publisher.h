@@ -10,7 +10,10 @@
  *
  * Library code: no prints, no clock (the caller passes its time to poll),
  * no threads of its own. The connection is the caller's (nats.c reconnects
- * by itself with the caller's options); everything with the tree happens
+ * by itself with the caller's options; fleet/nats_auth.h gives them the
+ * fleet's authentication and TLS options, and the server's permissions
+ * should let this instance publish only on its own kv and hb subjects:
+ * README "Security"); everything with the tree happens
  * inside rkv_fleet_pub_poll, on the caller's thread, so the tree needs no
  * lock beyond what the caller already holds.
  *

@@ -31,6 +31,13 @@
  *  - a route query carries page hashes or token ids (fleet/codec.h
  *    versions 1 and 2): the codec hashes token ids into the trees' page
  *    hashes, so the router sees one form.
+ *  - trust (README "Security", "Fleet"): an instance's id is its
+ *    subject's (a payload naming another is rejected, fleet/guard.h), one
+ *    instance causes at most --snapshot-burst snapshot requests, then one
+ *    per --snapshot-interval-ms, and the index has a memory budget
+ *    (--index-max-entries / --index-max-bytes); the connection takes the
+ *    fleet's authentication and TLS options (fleet/nats_auth.h), and URLs
+ *    are logged without their passwords.
  *
  * One thread owns the router: the NATS callbacks only queue messages, the
  * main loop handles them in arrival order. Bad messages are counted and
@@ -49,9 +56,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/status.h"
 #include "fleet/codec.h"
 #include "fleet/daemon_util.h"
+#include "fleet/guard.h"
 #include "fleet/http.h"
+#include "fleet/nats_auth.h"
 #include "fleet/publisher.h"
 #include "fleet/router_daemon.h"
 #include "radixkv_router.h"
@@ -83,6 +93,8 @@ typedef struct inst {
     uint32_t chunk_next, chunk_parts;
     uint64_t chunk_seq, chunk_blocks, chunk_total;
     int heard; /* a heartbeat since registered: routable */
+    rkv_fleet_bucket snap_bucket; /* snapshot requests it may still cause */
+    int snap_deferred;            /* a request waits for the bucket       */
 } inst;
 
 /* counters sampled once a second: rates are over the last RATE_WINDOW s */
@@ -117,6 +129,13 @@ struct rdaemon {
     rate_sample rs[RATE_SAMPLES];
     uint32_t rs_head, rs_count;
     rkv_http *http;
+    /* what the bus is trusted with (README "Security"): an instance id is
+     * the subject's, snapshot requests per instance are rate-limited, the
+     * index has a memory budget */
+    char kv_prefix[160], hb_prefix[160], snap_prefix[192];
+    uint32_t snap_burst;
+    uint64_t snap_interval_ms;
+    uint64_t forged, snap_limited, budget_logs;
 };
 typedef struct rdaemon rdaemon;
 
@@ -224,6 +243,7 @@ static inst *touch(rdaemon *d, uint64_t id, uint64_t epoch, uint64_t now)
         }
         memset(x, 0, sizeof *x);
         x->id = id;
+        rkv_fleet_bucket_init(&x->snap_bucket, d->snap_burst, now);
     }
     if (!x->live) {
         if (rkv_router_add_instance(d->router, id) != RKV_OK)
@@ -245,6 +265,16 @@ static void request_snapshot(rdaemon *d, inst *x, uint64_t now)
     char subj[160], reply[192];
     if (rkv_fleet_subject(subj, sizeof subj, d->model, "snap", 1, x->id) != RKV_OK)
         return;
+    /* a stream that keeps breaking (or a peer that breaks it) costs at
+     * most the bucket's rate of full snapshots */
+    if (!rkv_fleet_bucket_take(&x->snap_bucket, d->snap_burst, d->snap_interval_ms,
+                               now)) {
+        if (!x->snap_deferred)
+            d->snap_limited++;
+        x->snap_deferred = 1;
+        return;
+    }
+    x->snap_deferred = 0;
     snprintf(reply, sizeof reply, "%s.%" PRIu64, d->inbox, x->id);
     /* without a connection (the fuzz harness) as if sent */
     if (!d->nc || natsConnection_PublishRequest(d->nc, subj, reply, NULL, 0) == NATS_OK) {
@@ -268,20 +298,65 @@ static void maybe_resync(rdaemon *d, inst *x, uint64_t now)
 }
 
 /* ---- message handlers ----------------------------------------------------------- */
-static void handle_kv(rdaemon *d, const void *data, size_t len, uint64_t now)
+/* Does the payload's instance id match the subject's (prefix + id)? The
+ * server's permissions let only instance N publish on its subjects, so
+ * the subject is what is believed; a payload naming another instance is
+ * forged: counted, logged (the first 20), dropped. */
+static int from_subject(rdaemon *d, const char *subj, const char *prefix, uint64_t id,
+                        const char *what)
+{
+    uint64_t sid;
+    if (rkv_fleet_subject_id(subj, prefix, &sid) && sid == id)
+        return 1;
+    d->forged++;
+    if (d->log && d->forged <= 20) {
+        char safe[96];
+        size_t i = 0;
+        for (; subj && subj[i] && i + 1 < sizeof safe; i++)
+            safe[i] = subj[i] > ' ' && subj[i] < 127 ? subj[i] : '?';
+        safe[i] = 0;
+        fprintf(d->log, "%s: %s on %s names instance %" PRIu64
+                ": rejected (an instance speaks only on its own subjects)%s\n",
+                d->prog, what, safe, id,
+                d->forged == 20 ? " (no more of these are logged)" : "");
+    }
+    return 0;
+}
+
+/* The index refused an instance's events or snapshot for its memory
+ * budget: logged (the first 20, then every 1000th). */
+static void over_budget(rdaemon *d, uint64_t id)
+{
+    rkv_router_stats st;
+    d->budget_logs++;
+    if (!d->log || rkv_router_get_stats(d->router, &st) != RKV_OK)
+        return;
+    if (d->budget_logs <= 20 || d->budget_logs % 1000 == 0)
+        fprintf(d->log, "%s: instance %" PRIu64 ": the index is at its budget of %"
+                PRIu64 " entries, its events are dropped until a snapshot fits (%"
+                PRIu64 " events, %" PRIu64 " snapshots refused so far)\n",
+                d->prog, id, st.entries_limit, st.events_over_budget,
+                st.snapshots_over_budget);
+}
+
+static void handle_kv(rdaemon *d, const char *subj, const void *data, size_t len,
+                      uint64_t now)
 {
     rkv_wire_batch_info bi;
     if (rkv_wire_decode_events(data, len, &bi, d->ev, RKV_WIRE_MAX_EVENTS) != RKV_OK) {
         bad(d, "event batch");
         return;
     }
+    if (!from_subject(d, subj, d->kv_prefix, bi.instance, "event batch"))
+        return;
     inst *x = touch(d, bi.instance, bi.epoch, now);
     if (!x)
         return;
     rkv_router_stats a, b;
     int logged = d->log && d->stream_logs < 20 &&
                  rkv_router_get_stats(d->router, &a) == RKV_OK;
-    rkv_router_apply(d->router, bi.instance, d->ev, bi.count);
+    if (rkv_router_apply(d->router, bi.instance, d->ev, bi.count) == RKV_ERR_NO_SPACE)
+        over_budget(d, bi.instance);
     if (logged && rkv_router_get_stats(d->router, &b) == RKV_OK &&
         (b.events_stale > a.events_stale || b.gaps > a.gaps ||
          b.events_bad > a.events_bad || b.resync_markers > a.resync_markers)) {
@@ -298,13 +373,16 @@ static void handle_kv(rdaemon *d, const void *data, size_t len, uint64_t now)
     maybe_resync(d, x, now);
 }
 
-static void handle_hb(rdaemon *d, const void *data, size_t len, uint64_t now)
+static void handle_hb(rdaemon *d, const char *subj, const void *data, size_t len,
+                      uint64_t now)
 {
     rkv_wire_heartbeat hb;
     if (rkv_wire_decode_heartbeat(data, len, &hb) != RKV_OK) {
         bad(d, "heartbeat");
         return;
     }
+    if (!from_subject(d, subj, d->hb_prefix, hb.instance, "heartbeat"))
+        return;
     inst *x = touch(d, hb.instance, hb.epoch, now);
     if (!x)
         return;
@@ -334,13 +412,16 @@ static void chunk_abort(rdaemon *d, inst *x)
  * part, which replaces the instance's entries at once. A part out of
  * order (a lost message, an answer to an older request) drops what was
  * staged; the request is retried after --snapshot-timeout-ms. */
-static void handle_chunk(rdaemon *d, const void *data, size_t len, uint64_t now)
+static void handle_chunk(rdaemon *d, const char *subj, const void *data, size_t len,
+                         uint64_t now)
 {
     rkv_wire_chunk_info ci;
     if (rkv_wire_decode_snapshot_chunk(data, len, &ci, NULL, 0) != RKV_OK) {
         bad(d, "snapshot chunk");
         return;
     }
+    if (!from_subject(d, subj, d->snap_prefix, ci.instance, "snapshot chunk"))
+        return;
     inst *x = find(d, ci.instance);
     if (!x || !x->live || x->epoch != ci.epoch)
         return;
@@ -390,11 +471,12 @@ static void handle_chunk(rdaemon *d, const void *data, size_t len, uint64_t now)
     maybe_resync(d, x, now);
 }
 
-static void handle_snap(rdaemon *d, const void *data, size_t len, uint64_t now)
+static void handle_snap(rdaemon *d, const char *subj, const void *data, size_t len,
+                        uint64_t now)
 {
     rkv_wire_type type;
     if (rkv_wire_peek(data, len, &type) == RKV_OK && type == RKV_WIRE_SNAPSHOT_CHUNK) {
-        handle_chunk(d, data, len, now);
+        handle_chunk(d, subj, data, len, now);
         return;
     }
     rkv_wire_snapshot_info si;
@@ -402,6 +484,8 @@ static void handle_snap(rdaemon *d, const void *data, size_t len, uint64_t now)
         bad(d, "snapshot");
         return;
     }
+    if (!from_subject(d, subj, d->snap_prefix, si.instance, "snapshot"))
+        return;
     inst *x = find(d, si.instance);
     if (!x || !x->live || x->epoch != si.epoch)
         return; /* an answer for an instance that has since gone or restarted */
@@ -414,12 +498,15 @@ static void handle_snap(rdaemon *d, const void *data, size_t len, uint64_t now)
     if (!e)
         return;
     chunk_abort(d, x); /* a whole snapshot replaces one half staged */
-    if (rkv_wire_decode_snapshot(data, len, &si, e, si.count) == RKV_OK &&
-        rkv_router_apply_snapshot(d->router, si.instance, e, si.count, si.seq) ==
-            RKV_OK)
+    rkv_status as = rkv_wire_decode_snapshot(data, len, &si, e, si.count);
+    if (as == RKV_OK)
+        as = rkv_router_apply_snapshot(d->router, si.instance, e, si.count, si.seq);
+    if (as == RKV_OK)
         x->snap_pending = 0;
     else
         d->snap_bad++;
+    if (as == RKV_ERR_NO_SPACE)
+        over_budget(d, si.instance);
     free(e);
     x->last_seen_ms = now;
     maybe_resync(d, x, now);
@@ -586,6 +673,33 @@ static void sample_rates(rdaemon *d, uint64_t now)
 
 #define METRIC(type, name, help) "# HELP " name " " help "\n# TYPE " name " " type "\n"
 
+/* The trust counters (forged ids, rate-limited snapshot requests, the
+ * index budget) after the main stats; snprintf's result. */
+static int render_trust_metrics(const rdaemon *d, const rkv_router_stats *st,
+                                char *buf, size_t cap)
+{
+    return snprintf(
+        buf, cap,
+        METRIC("counter", "radixkv_router_forged_messages_total",
+               "messages whose payload names another instance than their subject "
+               "(rejected)")
+        "radixkv_router_forged_messages_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_snapshot_requests_limited_total",
+               "snapshot requests deferred by the per-instance rate limit")
+        "radixkv_router_snapshot_requests_limited_total %" PRIu64 "\n"
+        METRIC("gauge", "radixkv_router_index_entries_limit",
+               "the index memory budget in entries")
+        "radixkv_router_index_entries_limit %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_events_over_budget_total",
+               "stores refused by the index memory budget (the instance resyncs)")
+        "radixkv_router_events_over_budget_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_snapshots_over_budget_total",
+               "snapshots refused by the index memory budget")
+        "radixkv_router_snapshots_over_budget_total %" PRIu64 "\n",
+        d->forged, d->snap_limited, st->entries_limit, st->events_over_budget,
+        st->snapshots_over_budget);
+}
+
 /* The stats as Prometheus text (exposition format 0.0.4) into buf[0..cap);
  * returns the length as snprintf does. Served on .stats and over HTTP. */
 static size_t render_metrics(void *ctx, char *buf, size_t cap)
@@ -684,6 +798,10 @@ static size_t render_metrics(void *ctx, char *buf, size_t cap)
         d->snap_bad, d->bad_messages, dropped, d->expired, d->n_lat, q_rate,
         nl ? lat[(nl - 1) / 2] / 1e6 : 0.0, nl ? lat[(nl * 99 - 1) / 100] / 1e6 : 0.0,
         (double)d->lat_sum_us / 1e6, d->n_lat, (double)(now - d->start_ms) / 1000.0);
+    if (k >= 0 && (size_t)k < cap) {
+        int t = render_trust_metrics(d, &st, buf + k, cap - (size_t)k);
+        k = t < 0 ? -1 : k + t;
+    }
     return k < 0 ? cap : (size_t)k;
 }
 
@@ -722,10 +840,14 @@ static void expire(rdaemon *d, uint64_t now)
 
 /* ---- the handlers without a connection (fleet/router_daemon.h) ------------------ */
 rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_ms,
-                      uint64_t snap_timeout_ms, uint64_t now_ms, FILE *log)
+                      uint64_t snap_timeout_ms, uint64_t now_ms, FILE *log,
+                      const rkv_router_config *rcfg)
 {
-    rkv_router_config rcfg;
-    rkv_router_config_init(&rcfg);
+    rkv_router_config defaults;
+    if (!rcfg) {
+        rkv_router_config_init(&defaults);
+        rcfg = &defaults;
+    }
     rdaemon *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
@@ -735,13 +857,33 @@ rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_m
     d->hb_timeout_ms = hb_timeout_ms;
     d->snap_timeout_ms = snap_timeout_ms;
     d->start_ms = now_ms;
+    d->snap_burst = RKV_RD_SNAP_BURST;
+    d->snap_interval_ms = RKV_RD_SNAP_INTERVAL_MS;
     d->ev = calloc(RKV_WIRE_MAX_EVENTS, sizeof *d->ev);
     d->hashes = calloc(RKV_WIRE_MAX_QUERY, sizeof *d->hashes);
-    if (!d->ev || !d->hashes || rkv_router_create(&rcfg, &d->router) != RKV_OK) {
+    if (!d->ev || !d->hashes ||
+        rkv_fleet_subject(d->kv_prefix, sizeof d->kv_prefix, model, "kv.", 0, 0) != RKV_OK ||
+        rkv_fleet_subject(d->hb_prefix, sizeof d->hb_prefix, model, "hb.", 0, 0) != RKV_OK ||
+        rkv_router_create(rcfg, &d->router) != RKV_OK) {
         rkv_rd_destroy(d);
         return NULL;
     }
     return d;
+}
+
+void rkv_rd_set_snapshot_limit(rkv_rd *d, uint32_t burst, uint64_t interval_ms)
+{
+    d->snap_burst = burst;
+    d->snap_interval_ms = interval_ms;
+}
+
+rkv_status rkv_rd_set_inbox(rkv_rd *d, const char *inbox)
+{
+    int n = snprintf(d->inbox, sizeof d->inbox, "%s", inbox);
+    int m = snprintf(d->snap_prefix, sizeof d->snap_prefix, "%s.", inbox);
+    if (n < 0 || (size_t)n >= sizeof d->inbox || m < 0 || (size_t)m >= sizeof d->snap_prefix)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "router inbox '%.40s...' is too long", inbox);
+    return RKV_OK;
 }
 
 void rkv_rd_set_reply(rkv_rd *d, rkv_rd_reply_fn fn, void *ctx)
@@ -750,13 +892,13 @@ void rkv_rd_set_reply(rkv_rd *d, rkv_rd_reply_fn fn, void *ctx)
     d->reply_ctx = ctx;
 }
 
-void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const void *data, size_t len,
-                   const char *reply_to, uint64_t now_ms)
+void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const char *subject, const void *data,
+                   size_t len, const char *reply_to, uint64_t now_ms)
 {
     switch (kind) {
-    case RKV_RD_KV: handle_kv(d, data, len, now_ms); break;
-    case RKV_RD_HB: handle_hb(d, data, len, now_ms); break;
-    case RKV_RD_SNAP: handle_snap(d, data, len, now_ms); break;
+    case RKV_RD_KV: handle_kv(d, subject, data, len, now_ms); break;
+    case RKV_RD_HB: handle_hb(d, subject, data, len, now_ms); break;
+    case RKV_RD_SNAP: handle_snap(d, subject, data, len, now_ms); break;
     case RKV_RD_ROUTE: handle_route(d, data, len, reply_to); break;
     case RKV_RD_STATS: handle_stats(d, reply_to); break;
     }
@@ -912,10 +1054,20 @@ static void usage(FILE *f, const char *prog)
             "      --metrics-port N         serve the stats as Prometheus text on\n"
             "                               http://ADDR:N/metrics (0: any free port)\n"
             "      --metrics-addr ADDR      IPv4 address for it (default 127.0.0.1)\n"
+            "      --snapshot-burst N       snapshot requests one instance may cause\n"
+            "                               back to back (4), then one per\n"
+            "      --snapshot-interval-ms N (1000; 0: no limit)\n"
+            "      --index-max-entries N    index memory budget in entries (0: none)\n"
+            "      --index-max-bytes N      ... in bytes of its table (0: none);\n"
+            "                               events past it are dropped and counted,\n"
+            "                               their instance resyncs\n"
             "  -h, --help\n"
+            "%s"
             "Subjects: radixkv.<model>.kv.<id> (stream), .hb.<id>, .snap.<id>,\n"
-            "radixkv.<model>.route and radixkv.<model>.stats (request/reply).\n",
-            prog);
+            "radixkv.<model>.route and radixkv.<model>.stats (request/reply).\n"
+            "An instance's id is its subject's: a payload naming another is\n"
+            "rejected (README \"Security\").\n",
+            prog, rkv_nats_auth_usage());
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -929,13 +1081,18 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+#define DEFAULT_SERVER "nats://127.0.0.1:4222"
+
 int rkv_router_daemon_main(const char *prog, int argc, char **argv)
 {
-    const char *server = "nats://127.0.0.1:4222", *model = NULL, *stream_opt = NULL,
+    const char *server = NULL, *model = NULL, *stream_opt = NULL,
                *metrics_addr = "127.0.0.1";
     uint64_t hb_timeout = 3000, snap_timeout = 1000, max_age = 3600,
-             max_bytes = 1ull << 30, metrics_port = 0;
-    int memory = 0, metrics = 0;
+             max_bytes = 1ull << 30, metrics_port = 0, snap_burst = RKV_RD_SNAP_BURST,
+             snap_interval = RKV_RD_SNAP_INTERVAL_MS, index_entries = 0, index_bytes = 0;
+    int memory = 0, metrics = 0, early = -1;
+    rkv_nats_auth auth;
+    rkv_nats_auth_init(&auth);
     static const struct option opts[] = {
         {"server", required_argument, 0, 's'},
         {"model", required_argument, 0, 'm'},
@@ -947,12 +1104,24 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         {"memory", no_argument, 0, 6},
         {"metrics-port", required_argument, 0, 7},
         {"metrics-addr", required_argument, 0, 8},
+        {"snapshot-burst", required_argument, 0, 9},
+        {"snapshot-interval-ms", required_argument, 0, 10},
+        {"index-max-entries", required_argument, 0, 11},
+        {"index-max-bytes", required_argument, 0, 12},
+        RKV_NATS_AUTH_LONGOPTS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     optind = 1; /* getopt's state is global: start over on every call */
-    while ((c = getopt_long(argc, argv, "s:m:h", opts, NULL)) != -1) {
+    while (early < 0 && (c = getopt_long(argc, argv, "s:m:h", opts, NULL)) != -1) {
         int bad_num = 0;
+        if (c >= RKV_NATS_OPT_USER && c < RKV_NATS_OPT_END) {
+            if (rkv_nats_auth_option(&auth, c, optarg) != RKV_OK) {
+                fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+                early = 2;
+            }
+            continue;
+        }
         switch (c) {
         case 's': server = optarg; break;
         case 'm': model = optarg; break;
@@ -967,24 +1136,47 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         case 7: bad_num = parse_u64(optarg, &metrics_port) || metrics_port > 65535;
                 metrics = 1; break;
         case 8: metrics_addr = optarg; break;
-        case 'h': usage(stdout, prog); return 0;
-        default: usage(stderr, prog); return 2;
+        case 9: bad_num = parse_u64(optarg, &snap_burst) || snap_burst == 0 ||
+                          snap_burst > UINT32_MAX; break;
+        case 10: bad_num = parse_u64(optarg, &snap_interval); break;
+        case 11: bad_num = parse_u64(optarg, &index_entries); break;
+        case 12: bad_num = parse_u64(optarg, &index_bytes) ||
+                           (index_bytes && index_bytes < 2048); break;
+        case 'h': usage(stdout, prog); early = 0; break;
+        default: usage(stderr, prog); early = 2; break;
         }
         if (bad_num) {
             fprintf(stderr, "%s: bad number '%s'\n", prog, optarg);
-            return 2;
+            early = 2;
         }
     }
-    if (optind != argc || !model) {
+    if (early < 0 && (optind != argc || !model)) {
         usage(stderr, prog);
-        return 2;
+        early = 2;
     }
+    /* the command line wins; the environment fills the rest */
+    if (early < 0 && rkv_nats_auth_finish(&auth, server) != RKV_OK) {
+        fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+        early = 2;
+    }
+    if (early >= 0) {
+        rkv_nats_auth_free(&auth);
+        return early;
+    }
+    char server_log[256];
+    rkv_nats_redact_url(auth.url ? auth.url : DEFAULT_SERVER, server_log,
+                        sizeof server_log);
+    if (server && rkv_nats_url_has_secret(server))
+        fprintf(stderr, "%s: warning: credentials in --server are visible in the "
+                "process list; prefer --user with --password-file, --token-file "
+                "or RKV_NATS_*\n", prog);
     char kv_subj[160], hb_subj[160], route_subj[160], stats_subj[160], stream[128];
     if (rkv_fleet_subject(kv_subj, sizeof kv_subj, model, "kv.*", 0, 0) != RKV_OK ||
         rkv_fleet_subject(hb_subj, sizeof hb_subj, model, "hb.*", 0, 0) != RKV_OK ||
         rkv_fleet_subject(route_subj, sizeof route_subj, model, "route", 0, 0) != RKV_OK ||
         rkv_fleet_subject(stats_subj, sizeof stats_subj, model, "stats", 0, 0) != RKV_OK) {
         fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+        rkv_nats_auth_free(&auth);
         return 2;
     }
     snprintf(stream, sizeof stream, "%s", stream_opt ? stream_opt : "");
@@ -993,8 +1185,12 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
 
     rkv_fleet_catch_signals();
 
+    rkv_router_config rcfg;
+    rkv_router_config_init(&rcfg);
+    rcfg.max_entries = index_entries;
+    rcfg.max_table_bytes = index_bytes;
     rdaemon *d = rkv_rd_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
-                               stderr);
+                               stderr, &rcfg);
     mqueue_owner qo = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL},
                        0};
     mqueue *q = &qo.q;
@@ -1002,14 +1198,21 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     natsOptions *no = NULL;
     jsCtx *js = NULL;
     natsInbox *inbox = NULL;
-    if (!d)
+    if (!d) {
+        rkv_nats_auth_free(&auth);
         return 1;
+    }
+    rkv_rd_set_snapshot_limit(d, (uint32_t)snap_burst, snap_interval);
     if (metrics && rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK) {
         fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());
         goto out;
     }
     natsStatus s = natsOptions_Create(&no);
-    if (s == NATS_OK) s = natsOptions_SetURL(no, server);
+    if (s == NATS_OK && rkv_nats_auth_apply(&auth, DEFAULT_SERVER, no) != RKV_OK) {
+        fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+        goto out;
+    }
+    if (s == NATS_OK) s = natsOptions_SetErrorHandler(no, rkv_fleet_nats_error, (void *)prog);
     if (s == NATS_OK) s = natsOptions_SetMaxReconnect(no, -1);
     if (s == NATS_OK) s = natsOptions_SetReconnectWait(no, 100);
     /* the router publishes replies (and a few snapshot requests): sent at
@@ -1018,7 +1221,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     if (s == NATS_OK) s = natsOptions_SetSendAsap(no, true);
     if (s == NATS_OK) s = natsConnection_Connect(&d->nc, no);
     if (s != NATS_OK) {
-        fprintf(stderr, "%s: connect %s: %s\n", prog, server, natsStatus_GetText(s));
+        fprintf(stderr, "%s: connect %s: %s\n", prog, server_log, natsStatus_GetText(s));
         goto out;
     }
     stream_watch w = {NULL, stream, kv_subj, (int64_t)max_age, (int64_t)max_bytes, 0,
@@ -1030,7 +1233,17 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     w.js = js;
     s = natsInbox_Create(&inbox);
     if (s == NATS_OK) {
-        snprintf(d->inbox, sizeof d->inbox, "%s", (const char *)inbox);
+        /* natsInbox_Create ignores the custom prefix: its unique part
+         * goes under ours, so the server's permissions can keep the
+         * snapshots (replies to us) ours */
+        const char *uniq = strchr((const char *)inbox, '.');
+        char box[128];
+        snprintf(box, sizeof box, "%s.%s", rkv_nats_auth_inbox(&auth),
+                 uniq ? uniq + 1 : (const char *)inbox);
+        if (rkv_rd_set_inbox(d, box) != RKV_OK) {
+            fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+            goto out;
+        }
         char snap_subj[160];
         snprintf(snap_subj, sizeof snap_subj, "%s.*", d->inbox);
         jsErrCode jerr = 0;
@@ -1055,7 +1268,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     if (s != NATS_OK)
         goto out;
     fprintf(stderr, "%s: model %s, stream %s, server %s: ready\n", prog, model, stream,
-            server);
+            server_log);
     if (d->http)
         fprintf(stderr, "%s: metrics on http://%s:%u/metrics\n", prog, metrics_addr,
                 (unsigned)rkv_http_port(d->http));
@@ -1064,7 +1277,8 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         qitem *it = dequeue(q, d->http ? 20 : 50);
         uint64_t now = rkv_fleet_now_ms();
         if (it) {
-            rkv_rd_handle(d, (rkv_rd_kind)it->kind, natsMsg_GetData(it->msg),
+            rkv_rd_handle(d, (rkv_rd_kind)it->kind, natsMsg_GetSubject(it->msg),
+                          natsMsg_GetData(it->msg),
                           (size_t)natsMsg_GetDataLength(it->msg),
                           natsMsg_GetReply(it->msg), now);
             natsMsg_Destroy(it->msg);
@@ -1107,6 +1321,7 @@ out:
     natsOptions_Destroy(no);
     rkv_http_close(d->http);
     rkv_rd_destroy(d);
+    rkv_nats_auth_free(&auth);
     nats_CloseAndWait(2000);
     return rc;
 }

@@ -23,8 +23,10 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv);
 
 /* The daemon's state and message handling without a connection, so that
  * tests/fuzz/fuzz_router.c drives exactly what the main loop runs: each
- * message is its kind (which subject it came on), its bytes, the reply
- * subject it carried (route and stats requests) and the time. Replies go
+ * message is its kind (which subject it came on), the subject itself (an
+ * instance is believed only on its own subjects: kv.<id>, hb.<id> and the
+ * router's inbox .<id>; README "Security"), its bytes, the reply subject
+ * it carried (route and stats requests) and the time. Replies go
  * to the function given to rkv_rd_set_reply; snapshot requests need a
  * connection and are not sent without one. log (NULL: quiet) gets what
  * the daemon logs. */
@@ -38,11 +40,22 @@ typedef enum rkv_rd_kind {
 } rkv_rd_kind;
 typedef void (*rkv_rd_reply_fn)(void *ctx, const char *subject, const void *data,
                                 size_t len);
+/* Snapshot requests per instance: a burst, then one per interval (0: no
+ * limit). The daemon's defaults: */
+#define RKV_RD_SNAP_BURST 4u
+#define RKV_RD_SNAP_INTERVAL_MS 1000u
+/* rcfg: the router index's configuration (its memory budget); NULL for
+ * the defaults. */
 rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_ms,
-                      uint64_t snap_timeout_ms, uint64_t now_ms, FILE *log);
+                      uint64_t snap_timeout_ms, uint64_t now_ms, FILE *log,
+                      const rkv_router_config *rcfg);
 void rkv_rd_set_reply(rkv_rd *d, rkv_rd_reply_fn fn, void *ctx);
-void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const void *data, size_t len,
-                   const char *reply_to, uint64_t now_ms);
+void rkv_rd_set_snapshot_limit(rkv_rd *d, uint32_t burst, uint64_t interval_ms);
+/* The inbox snapshot answers come to (as <inbox>.<instance id>); until it
+ * is set no snapshot answer is believed. RKV_ERR_INVALID_ARG: too long. */
+rkv_status rkv_rd_set_inbox(rkv_rd *d, const char *inbox);
+void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const char *subject, const void *data,
+                   size_t len, const char *reply_to, uint64_t now_ms);
 /* What the main loop does every 50 ms: rate samples, expiry, resyncs. */
 void rkv_rd_tick(rkv_rd *d, uint64_t now_ms);
 const rkv_router *rkv_rd_router(const rkv_rd *d);

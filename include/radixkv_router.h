@@ -90,6 +90,18 @@ typedef struct rkv_router_config {
     double medium_weight[RKV_MEDIUM_COUNT]; /* device 1, host 0.5, disk 0.25 */
     double queue_weight;      /* per queued token, default 1               */
     double running_weight;    /* per running request, default 16           */
+    /* Index memory budget (0: none beyond the table's 2^29 entries). An
+     * event or snapshot that would make the index exceed it is refused:
+     * the instance that stored it needs a resync (it holds nothing, so the
+     * index stays exact) and is counted in stats.events_over_budget; a
+     * snapshot that does not fit is RKV_ERR_NO_SPACE and counted in
+     * stats.snapshots_over_budget. The bound holds for whatever the
+     * instances publish: a flood costs the flooding instance its entries,
+     * never unbounded memory. */
+    uint64_t max_entries;     /* table entries ((block, group) pairs)      */
+    uint64_t max_table_bytes; /* bytes of the table (32-byte entries, at
+                                 most half full, grown by doubling): the
+                                 table never grows past it; >= 2048         */
 } rkv_router_config;
 void rkv_router_config_init(rkv_router_config *cfg);
 
@@ -108,7 +120,11 @@ rkv_status rkv_router_remove_instance(rkv_router *router, uint64_t instance);
  * comment). RKV_ERR_NOT_FOUND (counted) for an unknown instance, nothing
  * changes. RKV_ERR_NOMEM (the index could not grow): the events before the
  * failing one are applied, and the instance needs a resync (it holds
- * nothing), which is the state a lost event leaves anyway. Anything wrong
+ * nothing), which is the state a lost event leaves anyway. RKV_ERR_NO_SPACE
+ * (the index memory budget, rkv_router_config.max_entries /
+ * max_table_bytes): the same, the whole batch is processed (the events
+ * after the refused one are skipped as for any resyncing instance) and
+ * the refusal is counted in stats.events_over_budget. Anything wrong
  * inside the stream is not an error of the call: it is counted and
  * triggers a resync. */
 rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
@@ -127,7 +143,9 @@ rkv_status rkv_router_heartbeat(rkv_router *router, uint64_t instance,
  * entry (an unknown medium, a block listed twice on one medium) is
  * RKV_ERR_INVALID_ARG and the instance keeps exactly
  * what it held before (and its resync state). RKV_ERR_STATE while a
- * chunked snapshot of the instance is begun. The snapshot is staged in a
+ * chunked snapshot of the instance is begun. RKV_ERR_NO_SPACE when its
+ * entries do not fit the index budget (counted; nothing changes). The
+ * snapshot is staged in a
  * spare slot (RKV_ERR_NO_SPACE when none is free: only when 1024
  * instances are registered and 64 snapshots are being staged). */
 rkv_status rkv_router_apply_snapshot(rkv_router *router, uint64_t instance,
@@ -228,13 +246,18 @@ typedef struct rkv_router_stats {
     uint64_t unknown_instance; /* calls naming an unregistered instance    */
     uint64_t queries;
     uint64_t host_bytes;       /* index memory                             */
+    uint64_t entries_limit;    /* the budget in entries (max_entries and
+                                  max_table_bytes together; 2^29 without) */
+    uint64_t events_over_budget;    /* stores refused by the budget        */
+    uint64_t snapshots_over_budget; /* snapshots (or chunks) refused by it */
 } rkv_router_stats;
 rkv_status rkv_router_get_stats(const rkv_router *router,
                                 rkv_router_stats *out);
 
 /* Every invariant: table probing, holder masks only of live instances or
  * staging slots and never empty, per-slot block counts per medium,
- * resyncing instances hold nothing, staging slots and owners agree.
+ * resyncing instances hold nothing, staging slots and owners agree, the
+ * entries within the memory budget.
  * RKV_ERR_CORRUPT with a message. */
 rkv_status rkv_router_check(const rkv_router *router);
 

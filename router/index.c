@@ -3,7 +3,9 @@
  * entries themselves, keyed by (namespace, chained hash, slot group) (layout
  * and invariants: router/router_internal.h).
  * Growth happens only in rkv_rt_reserve, before any change, so a caller
- * that reserved can add without failing.
+ * that reserved can add without failing, up to the memory budget
+ * (r->limit entries, rkv_rt_full): the table never grows past what the
+ * budget allows, and callers refuse an add once it is reached.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +43,30 @@ static uint32_t rkv_rt_log2(uint32_t x)
     return k;
 }
 
+/* The budget (config max_entries / max_table_bytes) as an entry count:
+ * the largest table max_table_bytes allows holds half its size. */
+static uint32_t rkv_rt_budget(const rkv_router_config *cfg)
+{
+    uint64_t limit = 1u << 29;
+    if (cfg->max_entries && cfg->max_entries < limit)
+        limit = cfg->max_entries;
+    if (cfg->max_table_bytes) {
+        uint64_t cap = 64;
+        while (cap * 2 * sizeof(rkv_rt_entry) <= cfg->max_table_bytes &&
+               cap < (1u << 30))
+            cap *= 2;
+        if (cap / 2 < limit)
+            limit = cap / 2;
+    }
+    return (uint32_t)limit;
+}
+
 rkv_status rkv_rt_index_init(rkv_router *r, uint32_t initial)
 {
     uint32_t cap = 64;
+    r->limit = rkv_rt_budget(&r->cfg);
+    if (initial > r->limit)
+        initial = r->limit;
     while (cap < 2ull * initial && cap < (1u << 31))
         cap *= 2;
     r->entries = rkv_rt_table_alloc(cap);
@@ -72,11 +95,10 @@ static uint32_t rkv_rt_free_slot(const rkv_router *r, uint64_t key)
 rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more)
 {
     uint64_t need = (uint64_t)r->count + more;
+    if (need > r->limit) /* the adds past it are refused one by one */
+        need = r->limit;
     if (need * 2 <= r->table_cap)
         return RKV_OK;
-    if (need > (1u << 29))
-        return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: index full (%llu "
-                             "entries)", (unsigned long long)need);
     uint64_t cap = r->table_cap;
     while (cap < need * 2)
         cap *= 2;

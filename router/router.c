@@ -55,6 +55,11 @@ rkv_status rkv_router_create(const rkv_router_config *cfg, rkv_router **out)
     if (cfg->initial_blocks > (1u << 29))
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: initial_blocks %u too "
                              "large", fn, cfg->initial_blocks);
+    if (cfg->max_table_bytes != 0 && cfg->max_table_bytes < 64 * sizeof(rkv_rt_entry))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: max_table_bytes %llu is "
+                             "below the smallest table (%zu bytes)", fn,
+                             (unsigned long long)cfg->max_table_bytes,
+                             64 * sizeof(rkv_rt_entry));
     rkv_router *r = calloc(1, sizeof *r);
     if (r == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: router struct", fn);
@@ -232,7 +237,8 @@ static int rkv_rt_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
 }
 
 /* Applies one in-sequence event for slot s. 0: done; 1: the event
- * contradicts the index (the caller resyncs); -1: out of memory. A
+ * contradicts the index (the caller resyncs); -1: out of memory; -2: over
+ * the memory budget (the caller resyncs). A
  * contradiction found halfway leaves the first hashes applied: the caller
  * clears the instance anyway. */
 static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
@@ -259,8 +265,11 @@ static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
             return 1;
         for (uint32_t j = 0; j < e->num_hashes; j++) {
             uint32_t i = rkv_rt_find(r, key[j]);
-            if (i == RKV_RT_EMPTY)
+            if (i == RKV_RT_EMPTY) {
+                if (rkv_rt_full(r))
+                    return -2;
                 i = rkv_rt_add(r, key[j]);
+            }
             rkv_rt_entry *x = &r->entries[i];
             if (x->mask[e->medium] & bit) {
                 if (rkv_rt_any(x) == 0)
@@ -304,6 +313,7 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
     if (s == RKV_RT_EMPTY)
         return st;
     rkv_rt_instance *in = &r->inst[s];
+    uint64_t refused = 0; /* seq of the event the budget refused */
     for (uint32_t k = 0; k < n; k++) {
         const rkv_event *e = &events[k];
         if (e->seq <= in->last_seq) {
@@ -327,6 +337,14 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
             continue;
         }
         int rc = rkv_rt_apply_one(r, s, e);
+        if (rc == -2) {
+            /* a bound, not an error of the stream: the instance holds
+             * nothing until a snapshot fits, the rest is skipped */
+            r->st.events_over_budget++;
+            rkv_rt_need_resync(r, s);
+            refused = e->seq;
+            continue;
+        }
         if (rc < 0) {
             rkv_rt_need_resync(r, s);
             return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory applying "
@@ -342,6 +360,12 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
         in->last_seq = e->seq;
         r->st.events_applied++;
     }
+    if (refused)
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: event %llu of instance %llu "
+                             "refused: the index holds its budget of %u entries "
+                             "(the instance needs a resync)", fn,
+                             (unsigned long long)refused,
+                             (unsigned long long)instance, r->limit);
     return RKV_OK;
 }
 
@@ -424,6 +448,7 @@ rkv_status rkv_router_get_stats(const rkv_router *router, rkv_router_stats *out)
     *out = router->st;
     out->instances = router->num_instances;
     out->entries = router->count;
+    out->entries_limit = router->limit;
     out->host_bytes = sizeof *router +
                       (uint64_t)router->table_cap * sizeof *router->entries +
                       (uint64_t)router->qhash_cap * sizeof *router->qhash;
@@ -444,6 +469,8 @@ rkv_status rkv_router_check(const rkv_router *router)
         (uint64_t)r->count * 2 > r->table_cap)
         return CORRUPT("table cap %u shift %u count %u", r->table_cap,
                        r->shift, r->count);
+    if (r->count > r->limit)
+        return CORRUPT("%u entries over the budget of %u", r->count, r->limit);
     uint64_t used[RKV_RT_GROUPS] = {0}, live[RKV_RT_GROUPS] = {0};
     uint32_t n_inst = 0;
     for (uint32_t s = 0; s < RKV_RT_SLOTS; s++) {

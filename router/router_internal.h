@@ -105,6 +105,9 @@ struct rkv_router {
     uint32_t count;     /* entries in use                                 */
     uint32_t table_cap; /* power of two                                   */
     uint32_t shift;     /* 64 - log2(table_cap)                           */
+    uint32_t limit;     /* entries allowed (the memory budget): count <=
+                           limit, and a table of limit entries fits
+                           max_table_bytes                                */
     rkv_rt_instance inst[RKV_RT_SLOTS];
     uint32_t order[RKV_ROUTER_MAX_INSTANCES];
     uint32_t num_instances;
@@ -117,10 +120,16 @@ struct rkv_router {
 /* index.c ------------------------------------------------------------------ */
 rkv_status rkv_rt_index_init(rkv_router *r, uint32_t initial);
 void rkv_rt_index_fini(rkv_router *r);
-/* Room for `more` new entries without allocating later; RKV_ERR_NOMEM
- * (nothing changes). */
+/* Room for `more` new entries (at most up to the budget, r->limit)
+ * without allocating later; RKV_ERR_NOMEM (nothing changes). */
 rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more);
-/* New entry with empty masks (room reserved); returns its slot. Until a
+/* The budget is reached: no entry may be added (reserve never grows the
+ * table past it, so callers check this before each rkv_rt_add). */
+static inline int rkv_rt_full(const rkv_router *r)
+{
+    return r->count >= r->limit;
+}
+/* New entry with empty masks (room reserved, not full); returns its slot. Until a
  * mask bit is set the slot counts as free: set one, or rkv_rt_remove it,
  * before the next add. */
 uint32_t rkv_rt_add(rkv_router *r, uint64_t key);

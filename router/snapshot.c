@@ -10,7 +10,8 @@
  * until the new ones replace them all at once. A failure (a bad entry, no
  * memory) changes nothing: a chunk that fails undoes the entries it set
  * before returning, and apply_snapshot drops its staging slot, so the
- * instance keeps what it held before the call.
+ * instance keeps what it held before the call. The memory budget
+ * (rkv_rt_full) refuses a chunk the same way.
  */
 #include <string.h>
 
@@ -77,8 +78,16 @@ static rkv_status rkv_rt_stage_add(rkv_router *r, uint32_t t,
         }
         uint64_t key = rkv_rt_key(b->hash, nsmix, g);
         uint32_t i = rkv_rt_find(r, key);
-        if (i == RKV_RT_EMPTY)
+        if (i == RKV_RT_EMPTY) {
+            if (rkv_rt_full(r)) {
+                rkv_rt_stage_undo(r, t, blocks, k);
+                r->st.snapshots_over_budget++;
+                return rkv_set_error(RKV_ERR_NO_SPACE, "%s: block %zu of %zu "
+                                     "does not fit the index budget of %u "
+                                     "entries", fn, k, n, r->limit);
+            }
             i = rkv_rt_add(r, key);
+        }
         rkv_rt_entry *x = &r->entries[i];
         if (x->mask[b->medium] & bit) {
             if (rkv_rt_any(x) == 0)

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "fleet/codec.h"
+#include "fleet/publisher.h"
 #include "fleet/router_daemon.h"
 #include "tests/fuzz/fuzz_input.h"
 
@@ -109,6 +110,24 @@ static uint64_t epoch_of(in *s)
     return below(s, 16) ? 1 : 2;
 }
 
+/* The subject a message of this kind from instance id comes on; now and
+ * then another instance's (a forged message, which must be refused). */
+static const char *subject_of(in *s, rkv_rd_kind kind, uint64_t id)
+{
+    static char subj[96];
+    if (below(s, 16) == 0)
+        id = id_of(s);
+    if (kind == RKV_RD_SNAP) {
+        snprintf(subj, sizeof subj, "_INBOX.fuzz.%llu", (unsigned long long)id);
+        return subj;
+    }
+    const char *what = kind == RKV_RD_KV ? "kv" : kind == RKV_RD_HB ? "hb" : "route";
+    if (rkv_fleet_subject(subj, sizeof subj, "fuzz", what, kind == RKV_RD_KV ||
+                          kind == RKV_RD_HB, id) != RKV_OK)
+        die("subject");
+    return subj;
+}
+
 static void heartbeat(rkv_rd *d, in *s, uint64_t id, uint64_t now)
 {
     uint64_t last = id <= IDS && below(s, 8) ? next_seq[id] - 1 : below(s, 64);
@@ -119,7 +138,7 @@ static void heartbeat(rkv_rd *d, in *s, uint64_t id, uint64_t now)
     uint8_t buf[RKV_WIRE_HEARTBEAT_SIZE];
     size_t len = 0;
     if (rkv_wire_encode_heartbeat(&hb, buf, sizeof buf, &len) == RKV_OK)
-        rkv_rd_handle(d, RKV_RD_HB, buf, len, NULL, now);
+        rkv_rd_handle(d, RKV_RD_HB, subject_of(s, RKV_RD_HB, id), buf, len, NULL, now);
 }
 
 static void events(rkv_rd *d, in *s, uint64_t now)
@@ -162,7 +181,7 @@ static void events(rkv_rd *d, in *s, uint64_t now)
     next_seq[id] = seq;
     size_t len = 0;
     if (rkv_wire_encode_events(id, epoch, ev, n, buf, sizeof buf, &len) == RKV_OK)
-        rkv_rd_handle(d, RKV_RD_KV, buf, len, NULL, now);
+        rkv_rd_handle(d, RKV_RD_KV, subject_of(s, RKV_RD_KV, id), buf, len, NULL, now);
 }
 
 static void snapshot(rkv_rd *d, in *s, uint64_t now)
@@ -184,7 +203,7 @@ static void snapshot(rkv_rd *d, in *s, uint64_t now)
     held[id] = n;
     if (rkv_wire_encode_snapshot(id, epoch_of(s), seq, e, n, buf, sizeof buf,
                                  &len) == RKV_OK)
-        rkv_rd_handle(d, RKV_RD_SNAP, buf, len, NULL, now);
+        rkv_rd_handle(d, RKV_RD_SNAP, subject_of(s, RKV_RD_SNAP, id), buf, len, NULL, now);
 }
 
 /* The same as chunks of 1..4 blocks; now and then a part is dropped,
@@ -218,7 +237,7 @@ static void chunks(rkv_rd *d, in *s, uint64_t now)
         uint8_t buf[RKV_WIRE_HEADER + 64 + 25 * 4];
         size_t len = 0;
         if (rkv_wire_encode_snapshot_chunk(&c, e + at, buf, sizeof buf, &len) == RKV_OK)
-            rkv_rd_handle(d, RKV_RD_SNAP, buf, len, NULL, now);
+            rkv_rd_handle(d, RKV_RD_SNAP, subject_of(s, RKV_RD_SNAP, id), buf, len, NULL, now);
         if (rkv_router_check(rkv_rd_router(d)) != RKV_OK)
             die("router check");
     }
@@ -234,7 +253,7 @@ static void request(rkv_rd *d, sink *k, rkv_rd_kind kind, const void *msg, size_
     k->want = "_INBOX.fuzz";
     k->route = kind == RKV_RD_ROUTE;
     k->registered = st.instances;
-    rkv_rd_handle(d, kind, msg, len, k->want, now);
+    rkv_rd_handle(d, kind, "radixkv.fuzz.route", msg, len, k->want, now);
     if (k->replies != 1)
         die("%d replies to one request", k->replies);
     k->want = NULL;
@@ -262,8 +281,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     sink k = {0, NULL, 0, 0};
     rkv_rd *d = rkv_rd_create("fuzz_router", "fuzz", 1 + below(&s, 4000),
-                              1 + below(&s, 1000), now, NULL);
-    if (!d)
+                              1 + below(&s, 1000), now, NULL, NULL);
+    if (!d || rkv_rd_set_inbox(d, "_INBOX.fuzz") != RKV_OK)
         die("rkv_rd_create");
     rkv_rd_set_reply(d, on_reply, &k);
     for (int steps = 0; s.n > 0 && steps < 256; steps++) {
@@ -279,7 +298,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (kind == RKV_RD_ROUTE || kind == RKV_RD_STATS)
                 request(d, &k, kind, p, len, now);
             else
-                rkv_rd_handle(d, kind, p, len, NULL, now);
+                rkv_rd_handle(d, kind, subject_of(&s, kind, id_of(&s)), p, len, NULL, now);
             break;
         }
         case 1: heartbeat(d, &s, id_of(&s), now); break;
