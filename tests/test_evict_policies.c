@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "alloc/pool_internal.h"
+#include "radix/evict_learned.h"
 #include "radix/tree_debug.h"
 #include "radix/tree_internal.h"
 #include "radixkv.h"
@@ -724,4 +725,26 @@ Test(evict_policies, names_round_trip)
     cr_assert_eq(p, 99);
     cr_assert(strstr(rkv_last_error(), "learned") != NULL);
     cr_assert_null(rkv_evict_policy_name(3));
+}
+
+/* The learned policy's classes are the table of radix/evict_learned.c:
+ * continuation depth 0, 1, 2, 3+ times new pages 1, 2, 3-4, 5-8, 9+, each
+ * boundary on its own side (a class off by one moves a leaf to its
+ * neighbour's survival curve). */
+Test(evict_policies, learned_class_boundaries)
+{
+    static const struct { uint32_t pages, size; } sz[] = {
+        {1, 0}, {2, 1}, {3, 2}, {4, 2}, {5, 3}, {8, 3}, {9, 4}, {64, 4}, {100000, 4}};
+    static const struct { uint32_t gen, g; } gn[] = {{0, 0}, {1, 1}, {2, 2}, {3, 3},
+                                                     {4, 3}, {1000, 3}};
+    cr_assert_eq(RKV_LEARN_SIZES, 5);
+    cr_assert_eq(RKV_LEARN_GENS, 4);
+    for (size_t i = 0; i < sizeof gn / sizeof gn[0]; i++)
+        for (size_t j = 0; j < sizeof sz / sizeof sz[0]; j++) {
+            uint32_t want = gn[i].g * RKV_LEARN_SIZES + sz[j].size;
+            uint32_t got = rkv_learn_class(gn[i].gen, sz[j].pages);
+            cr_assert_eq(got, want, "depth %u, %u new pages: class %u, expected %u",
+                         gn[i].gen, sz[j].pages, got, want);
+            cr_assert_lt(got, RKV_LEARN_CLASSES);
+        }
 }

@@ -14,6 +14,7 @@
 
 #include "alloc/pool_internal.h"
 #include "radixkv.h"
+#include "tests/support/test_util.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 #define CHECK(pool) OK(rkv_pool_check(pool))
@@ -179,6 +180,91 @@ Test(pool, unref_n_validates_first)
     cr_assert_eq(rkv_pool_refcount(p, a[1]), 0);
     cr_assert_eq(rkv_pool_refcount(p, a[2]), 0);
     cr_assert_eq(rkv_pool_num_free(p), free_before + 2);
+    rkv_pool_destroy(p);
+}
+
+/* Random alloc / ref / unref / unref_n (lists with repeats, free ids and
+ * out-of-range ids) against a model of the ref counts: a call succeeds
+ * exactly when the model says it can, and every ref count and the free
+ * count equal the model's after each call -- a failed unref_n included,
+ * whatever position its bad id has. */
+Test(pool, random_ops_match_a_model)
+{
+    enum { N = 12 };
+    rkv_rng g;
+    rkv_rng_init(&g, rkv_test_seed("pool.random_ops_match_a_model"));
+    rkv_pool *p = make_pool(N, 4);
+    uint32_t model[N] = {0};
+    uint64_t fails = 0, oks = 0;
+    for (int it = 0; it < 20000; it++) {
+        uint32_t nfree = 0;
+        for (uint32_t i = 0; i < N; i++)
+            nfree += model[i] == 0;
+        rkv_block_id ids[8];
+        switch (rkv_rng_below(&g, 4)) {
+        case 0: { /* alloc_n */
+            uint32_t n = (uint32_t)rkv_rng_below(&g, 5);
+            rkv_status st = rkv_pool_alloc_n(p, n, ids);
+            cr_assert_eq(st, n <= nfree ? RKV_OK : RKV_ERR_NO_SPACE);
+            for (uint32_t i = 0; st == RKV_OK && i < n; i++) {
+                cr_assert_lt(ids[i], N);
+                cr_assert_eq(model[ids[i]], 0, "block %u handed out twice", ids[i]);
+                model[ids[i]] = 1;
+            }
+            break;
+        }
+        case 1: { /* ref / unref of one id (maybe free) */
+            uint32_t id = (uint32_t)rkv_rng_below(&g, N);
+            if (rkv_rng_below(&g, 2)) {
+                cr_assert_eq(rkv_pool_ref(p, id), model[id] ? RKV_OK : RKV_ERR_STATE);
+                model[id] += model[id] != 0;
+            } else {
+                cr_assert_eq(rkv_pool_unref(p, id), model[id] ? RKV_OK : RKV_ERR_STATE);
+                model[id] -= model[id] != 0;
+            }
+            break;
+        }
+        default: { /* unref_n of a list, mostly of live ids, with repeats */
+            uint32_t n = 1 + (uint32_t)rkv_rng_below(&g, 8), want[N] = {0};
+            int range_bad = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                uint32_t id = (uint32_t)rkv_rng_below(&g, N);
+                for (int t = 0; t < 4 && model[id] == 0; t++) /* prefer live ids */
+                    id = (uint32_t)rkv_rng_below(&g, N);
+                if (rkv_rng_below(&g, 200) == 0) {
+                    ids[i] = N + 3; /* out of range */
+                    range_bad = 1;
+                    continue;
+                }
+                ids[i] = id;
+                want[id]++;
+            }
+            int ok = !range_bad;
+            for (uint32_t i = 0; i < N; i++)
+                ok &= want[i] <= model[i];
+            rkv_status st = rkv_pool_unref_n(p, n, ids);
+            cr_assert_eq(st, ok ? RKV_OK : range_bad ? RKV_ERR_INVALID_ARG : RKV_ERR_STATE,
+                         "unref_n of %u ids: %s", n, rkv_last_error());
+            if (ok)
+                for (uint32_t i = 0; i < N; i++)
+                    model[i] -= want[i];
+            fails += !ok;
+            oks += ok;
+            break;
+        }
+        }
+        nfree = 0;
+        for (uint32_t i = 0; i < N; i++) {
+            cr_assert_eq(rkv_pool_refcount(p, i), model[i], "iteration %d: block %u "
+                         "has %u refs, the model %u", it, i, rkv_pool_refcount(p, i),
+                         model[i]);
+            nfree += model[i] == 0;
+        }
+        cr_assert_eq(rkv_pool_num_free(p), nfree);
+        CHECK(p);
+    }
+    cr_assert(fails > 100 && oks > 100, "unref_n: %llu failed, %llu succeeded",
+              (unsigned long long)fails, (unsigned long long)oks);
     rkv_pool_destroy(p);
 }
 

@@ -284,6 +284,117 @@ Test(router, overlaps_media_namespaces_and_scores)
     rkv_router_destroy(r);
 }
 
+/* The load terms of the score, one at a time: each running request costs
+ * running_weight, each queued token queue_weight (so a busier instance
+ * loses to an idle one with the same pages), and among equal scores the
+ * fewer queued tokens win, then the fewer running requests, then the
+ * smaller id. Expected scores come from the formula of
+ * include/radixkv_router.h. */
+Test(router, load_terms_and_tie_breaks)
+{
+    uint64_t h[4] = {201, 202, 203, 204};
+    rkv_event ev = stored(1, 0, RKV_HASH_ROOT, h, 4, RKV_MEDIUM_DEVICE);
+    for (int variant = 0; variant < 2; variant++) {
+        rkv_router_config cfg;
+        rkv_router_config_init(&cfg);
+        cfg.page_tokens = 16;
+        cfg.running_weight = 8;
+        cfg.queue_weight = variant == 0 ? 0.5 : 0; /* 1: ties on the queue */
+        rkv_router *r = NULL;
+        cr_assert_eq(rkv_router_create(&cfg, &r), RKV_OK);
+        for (uint64_t id = 1; id <= 3; id++) {
+            cr_assert_eq(rkv_router_add_instance(r, id), RKV_OK);
+            cr_assert_eq(rkv_router_apply(r, id, &ev, 1), RKV_OK);
+        }
+        rkv_router_overlap o[RKV_ROUTER_MAX_INSTANCES], best;
+        uint32_t n = 0;
+        /* 1: 3 running; 2: 1 running, 40 queued; 3: idle */
+        cr_assert_eq(rkv_router_set_load(r, 1, 3, 0), RKV_OK);
+        cr_assert_eq(rkv_router_set_load(r, 2, 1, 40), RKV_OK);
+        cr_assert_eq(rkv_router_overlaps(r, 0, h, 4, o, 64, &n), RKV_OK);
+        cr_assert_eq(n, 3);
+        double base = 16.0 * 4; /* four device pages */
+        cr_assert_float_eq(o[0].score, base - 8.0 * 3, 1e-9, "running costs");
+        cr_assert_float_eq(o[1].score, base - 8.0 - cfg.queue_weight * 40, 1e-9);
+        cr_assert_float_eq(o[2].score, base, 1e-9);
+        cr_assert_eq(rkv_router_route(r, 0, h, 4, &best), RKV_OK);
+        cr_assert_eq(best.instance, 3, "the idle instance wins");
+        /* 3 gets as busy as 1: then 2 (one running) is the best when the
+         * queue costs nothing, else the queue decides against it */
+        cr_assert_eq(rkv_router_set_load(r, 3, 3, 0), RKV_OK);
+        cr_assert_eq(rkv_router_route(r, 0, h, 4, &best), RKV_OK);
+        if (variant == 1) {
+            cr_assert_eq(best.instance, 2, "fewer running requests score higher");
+        } else {
+            /* 64 - 8 - 20 = 36 against 64 - 24 = 40 for 1 and 3 */
+            cr_assert_eq(best.instance, 1, "equal scores: the smaller id");
+        }
+        /* equal scores with the queue free: fewer queued tokens first,
+         * before fewer running and before the smaller id */
+        if (variant == 1) {
+            cr_assert_eq(rkv_router_set_load(r, 1, 2, 9), RKV_OK);
+            cr_assert_eq(rkv_router_set_load(r, 2, 2, 5), RKV_OK);
+            cr_assert_eq(rkv_router_set_load(r, 3, 2, 7), RKV_OK);
+            cr_assert_eq(rkv_router_route(r, 0, h, 4, &best), RKV_OK);
+            cr_assert_eq(best.instance, 2, "fewest queued tokens");
+            cr_assert_eq(rkv_router_set_load(r, 2, 2, 9), RKV_OK);
+            cr_assert_eq(rkv_router_route(r, 0, h, 4, &best), RKV_OK);
+            cr_assert_eq(best.instance, 3, "fewest queued tokens (7 of 9, 9, 7)");
+            cr_assert_eq(rkv_router_set_load(r, 3, 2, 9), RKV_OK);
+            cr_assert_eq(rkv_router_route(r, 0, h, 4, &best), RKV_OK);
+            cr_assert_eq(best.instance, 1, "all equal: the smaller id");
+        }
+        rt_ok(r);
+        rkv_router_destroy(r);
+    }
+}
+
+/* Sequence numbers at their edges: an event delivered again with the last
+ * applied seq is stale (counted, no resync); the next seq applies; one
+ * skipped seq is a gap. A heartbeat equal to the last seq says nothing,
+ * one behind is stale, exactly one ahead is a gap (the stream lost its
+ * last event). */
+Test(router, seq_edges_of_events_and_heartbeats)
+{
+    rkv_router *r = rt_mk();
+    cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
+    uint64_t a[2] = {31, 32};
+    rkv_event ev[2] = {stored(1, 0, RKV_HASH_ROOT, a, 1, 0), stored(2, 0, 31, a + 1, 1, 0)};
+    cr_assert_eq(rkv_router_apply(r, 1, ev, 2), RKV_OK);
+    cr_assert_eq(stats(r).events_applied, 2);
+    /* the last event again: stale */
+    cr_assert_eq(rkv_router_apply(r, 1, &ev[1], 1), RKV_OK);
+    cr_assert_eq(stats(r).events_stale, 1);
+    cr_assert_eq(stats(r).gaps, 0);
+    cr_assert(!needs_resync(r, 1));
+    cr_assert(rkv_router_holds(r, 1, 0, 32));
+    /* heartbeats: equal (nothing), behind (stale), one ahead (gap) */
+    cr_assert_eq(rkv_router_heartbeat(r, 1, 2), RKV_OK);
+    cr_assert(!needs_resync(r, 1));
+    cr_assert_eq(stats(r).events_stale, 1);
+    cr_assert_eq(rkv_router_heartbeat(r, 1, 1), RKV_OK);
+    cr_assert_eq(stats(r).events_stale, 2);
+    cr_assert(!needs_resync(r, 1));
+    cr_assert_eq(rkv_router_heartbeat(r, 1, 3), RKV_OK);
+    cr_assert_eq(stats(r).gaps, 1);
+    cr_assert(needs_resync(r, 1), "a heartbeat one ahead: the last event was lost");
+    /* after a snapshot at 2: seq 4 (3 skipped) is a gap, 3 applies */
+    rkv_block_entry snap[2] = {{0, 31, RKV_HASH_ROOT, 0, 0}, {0, 32, 31, 0, 0}};
+    cr_assert_eq(rkv_router_apply_snapshot(r, 1, snap, 2, 2), RKV_OK);
+    cr_assert(!needs_resync(r, 1));
+    rkv_event skip = stored(4, 0, 32, (uint64_t[]){33}, 1, 0);
+    cr_assert_eq(rkv_router_apply(r, 1, &skip, 1), RKV_OK);
+    cr_assert_eq(stats(r).gaps, 2);
+    cr_assert(needs_resync(r, 1), "one lost event");
+    cr_assert_eq(rkv_router_apply_snapshot(r, 1, snap, 2, 2), RKV_OK);
+    rkv_event next = stored(3, 0, 32, (uint64_t[]){33}, 1, 0);
+    cr_assert_eq(rkv_router_apply(r, 1, &next, 1), RKV_OK);
+    cr_assert(!needs_resync(r, 1));
+    cr_assert(rkv_router_holds(r, 1, 0, 33));
+    rt_ok(r);
+    rkv_router_destroy(r);
+}
+
 Test(router, grows_and_shrinks)
 {
     rkv_router *r = rt_mk();

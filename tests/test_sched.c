@@ -827,3 +827,165 @@ Test(sched, aborted_request_leaves_no_empty_namespace)
     eng_assert_no_leak(&e);
     eng_fini(&e);
 }
+
+/* ---- admission counters ------------------------------------------------------ */
+
+/* An admission undone for lack of headroom (the running request's future
+ * blocks do not fit beside it) and redone later counts its cached tokens
+ * once. W caches a 16-token prefix; A runs with a long output; B shares W's
+ * prefix and is admitted, undone, and admitted again as A's need shrinks
+ * (somewhere in the range of pool sizes: the test does not depend on the
+ * exact headroom formula). The engine's own sums check every admission. */
+Test(sched, undone_admission_counts_its_cached_tokens_once)
+{
+    enum { P = 4, X = 16 };
+    uint32_t hits = 0;
+    for (uint32_t nblocks = 11; nblocks <= 24; nblocks++) {
+        rkv_sched_config c = base_cfg(RKV_POLICY_FCFS);
+        c.dedup_min_tokens = 0;
+        eng e;
+        eng_init(&e, nblocks, P, &c, 3);
+        e.seed = 17;
+        int32_t w[X + P], a[P];
+        fill_tokens(w, X + P, 900);
+        fill_tokens(a, P, 901);
+        OK(eng_submit(&e, 0, 0, w, X, 1, 0)); /* W: caches X tokens */
+        eng_drain(&e, 10);
+        rkv_sched_stats st;
+        OK(rkv_sched_get_stats(e.s, &st));
+        cr_assert_eq(st.cached_tokens, 0);
+        OK(eng_submit(&e, 1, 0, a, P, 40, 0)); /* A: 11 blocks at its end */
+        eng_step(&e);
+        OK(eng_submit(&e, 2, 0, w, X + P, 1, 0)); /* B: X tokens cached */
+        eng_drain(&e, 200);
+        OK(rkv_sched_get_stats(e.s, &st));
+        /* in the smallest pools A's growth evicts some of W's pages first */
+        cr_assert(e.reqs[2].first_cached <= X && e.reqs[2].first_cached % P == 0,
+                  "pool %u: B found %u cached", nblocks, e.reqs[2].first_cached);
+        hits += e.reqs[2].first_cached == X;
+        if (st.preemptions == 0) /* each admitted for good once */
+            cr_assert_eq(st.cached_tokens, e.reqs[2].first_cached,
+                         "pool %u: cached_tokens %llu, B found %u", nblocks,
+                         (unsigned long long)st.cached_tokens, e.reqs[2].first_cached);
+        eng_assert_no_leak(&e); /* the sums over every admission */
+        eng_fini(&e);
+    }
+    cr_assert_gt(hits, 0, "B never found W's prefix cached");
+}
+
+/* ---- de-duplication with a page-aligned shared part ------------------------- */
+
+/* N requests share an X-token prefix; request 0's prompt is exactly the
+ * prefix (page-aligned, so its last page is a full page in flight), the
+ * others add whole pages. dedup_min_tokens = X: a follower is held only if
+ * the leader's in-flight range covers the whole prefix, last page
+ * included. The prefix is computed once. */
+static void dedup_aligned(rkv_policy pol, uint32_t max_batch)
+{
+    enum { N = 5, X = 64, P = 8 };
+    rkv_sched_config c = base_cfg(pol);
+    c.dedup_min_tokens = X;
+    c.max_batch_tokens = max_batch;
+    c.max_running = 16;
+    eng e;
+    eng_init(&e, 512, P, &c, N);
+    e.seed = 5;
+    int32_t prefix[X];
+    fill_tokens(prefix, X, 777);
+    uint32_t suffixes = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        int32_t p[X + N * P];
+        memcpy(p, prefix, sizeof prefix);
+        uint32_t sl = i * P;
+        fill_tokens(p + X, sl, 800 + i);
+        OK(eng_submit(&e, i, 0, p, X + sl, 1, 0));
+        suffixes += sl;
+    }
+    eng_drain(&e, 1000);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    uint64_t shadow = 0;
+    for (uint32_t i = 0; i < N; i++)
+        shadow += e.reqs[i].computed;
+    cr_assert_eq(shadow, st.computed_tokens);
+    cr_assert_gt(st.dedup_holds, 0, "%s batch %u: nobody was held",
+                 rkv_policy_name(pol), max_batch);
+    /* the prefix once, each suffix once; the leader's last prompt token is
+     * its own (it samples), the followers find all X tokens cached */
+    cr_assert_eq(st.computed_tokens, X + suffixes, "%s batch %u: computed %llu, "
+                 "expected %u", rkv_policy_name(pol), max_batch,
+                 (unsigned long long)st.computed_tokens, X + suffixes);
+    for (uint32_t i = 1; i < N; i++)
+        cr_assert_eq(e.reqs[i].first_cached, X, "%s: request %u cached %u",
+                     rkv_policy_name(pol), i, e.reqs[i].first_cached);
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}
+
+Test(sched, dedup_holds_for_a_page_aligned_last_page)
+{
+    for (int pol = 0; pol <= RKV_POLICY_BOUNDED; pol++) {
+        dedup_aligned((rkv_policy)pol, 4096); /* whole prompts in a step */
+        dedup_aligned((rkv_policy)pol, 24);   /* chunked prefill */
+    }
+}
+
+/* ---- priority aging ----------------------------------------------------------- */
+
+/* Admission order (max_running 1) of requests submitted at given times
+ * with given priorities, all waiting when the first step runs. */
+static void aged_order(double aging, uint32_t n, const double *at,
+                       const int32_t *prio, uint32_t *order)
+{
+    rkv_sched_config c = base_cfg(RKV_POLICY_PRIORITY);
+    c.max_running = 1;
+    c.dedup_min_tokens = 0;
+    c.aging_per_s = aging;
+    eng e;
+    eng_init(&e, 256, 4, &c, n);
+    e.seed = 3;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t p[8];
+        fill_tokens(p, 8, 600 + i);
+        e.now = at[i];
+        OK(eng_submit(&e, i, 0, p, 8, 1, prio[i]));
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        const rkv_batch_plan *pl = eng_sched_step(e.s, e.now, 0, NULL);
+        cr_assert_eq(pl->num_reqs, 1);
+        order[k] = (uint32_t)pl->req_ids[0];
+        int32_t t = eng_token(&e, pl->req_ids[0], e.reqs[pl->req_ids[0]].len);
+        e.reqs[pl->req_ids[0]].live = 0;
+        e.live--;
+        e.now += 1.0;
+        eng_sched_commit(e.s, &t, NULL, e.now, 0, NULL);
+    }
+    cr_assert_eq(e.live, 0);
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}
+
+Test(sched, priority_aging_lets_an_old_request_overtake)
+{
+    /* aging 1 per second. 0: priority 0 at t=0; 1: priority 3 at t=5 s
+     * (effective 3 - 5 = -2 against 0's 0: the older one first); 2:
+     * priority 8 at t=5 s (8 - 5 = 3: still ahead of 0). */
+    double at[3] = {0.0, 5000.0, 5000.0};
+    int32_t prio[3] = {0, 3, 8};
+    uint32_t got[3];
+    aged_order(1.0, 3, at, prio, got);
+    uint32_t expect[3] = {2, 0, 1};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(got[i], expect[i], "aged position %d: %u", i, got[i]);
+    /* the same arrivals without aging: priority alone */
+    aged_order(0.0, 3, at, prio, got);
+    uint32_t plain[3] = {2, 1, 0};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(got[i], plain[i], "unaged position %d: %u", i, got[i]);
+    /* a faster rate: 0 has waited long enough to pass 2 as well
+     * (8 - 2 * 5 = -2 and 3 - 10 = -7 against 0) */
+    aged_order(2.0, 3, at, prio, got);
+    uint32_t fast[3] = {0, 2, 1};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(got[i], fast[i], "fast-aged position %d: %u", i, got[i]);
+}

@@ -10,7 +10,12 @@
  *     prefix hash. This catches any wrong block sharing, reuse or table;
  *   - a written block has pool ref count 1 (nobody else can read it) and
  *     no slot is written twice in a step;
- *   - rkv_sched_check after every step and commit.
+ *   - rkv_sched_check after every step and commit;
+ *   - the admission counters: a request that enters a plan newly admitted
+ *     (first time, or again after a preemption) adds its plan cached_len
+ *     and its length to the engine's own sums, which must equal the
+ *     scheduler's cached_tokens and prompt_tokens (eng_assert_no_leak),
+ *     so an admission undone and redone is counted once.
  * Sampled tokens depend only on (seed, id, length), never on scheduling.
  */
 #ifndef RKV_TEST_SCHED_ENGINE_H
@@ -35,6 +40,8 @@ typedef struct sh_req {
     double first_plan_ms; /* -1 until first planned */
     uint32_t first_cached;
     uint64_t computed;    /* prefill rows run for it */
+    int admitted;         /* planned since its submit ...                */
+    uint32_t adm_preempt; /* ... with this many preemptions then         */
 } sh_req;
 
 typedef struct eng {
@@ -57,6 +64,8 @@ typedef struct eng {
     int32_t *next;
     uint8_t *fin;
     const rkv_retention *retention; /* given to the next submits (NULL)   */
+    uint64_t adm_cached, adm_prompt; /* sums over the admissions planned  */
+    uint64_t adm_steps;   /* steps whose plan went through eng_verify_plan */
 } eng;
 
 static inline uint64_t eng_mix(uint64_t a, uint64_t b)
@@ -235,6 +244,19 @@ static inline void eng_verify_plan(eng *e, const rkv_batch_plan *p)
         }
         if (r < p->num_prefill)
             s->computed += q;
+        /* an admission: planned for the first time, or again after a
+         * preemption (its KV then starts at what the cache served) */
+        rkv_request_info info;
+        OK(rkv_sched_request_info(e->s, id, &info));
+        if (!s->admitted || info.preemptions != s->adm_preempt) {
+            cr_assert_eq(pre, p->cached_len[r], "request %llu admitted with %u "
+                         "tokens of KV, %u of them cached", (unsigned long long)id,
+                         pre, p->cached_len[r]);
+            s->admitted = 1;
+            s->adm_preempt = info.preemptions;
+            e->adm_cached += p->cached_len[r];
+            e->adm_prompt += s->len;
+        }
         if (s->first_plan_ms < 0) {
             s->first_plan_ms = e->now;
             s->first_cached = p->cached_len[r];
@@ -295,6 +317,7 @@ static inline uint32_t eng_step(eng *e)
                                              &e->nomem_seen);
     e->steps++;
     uint32_t n = p->num_reqs;
+    e->adm_steps++;
     if (n == 0) {
         e->now += e->dt;
         return 0;
@@ -352,6 +375,16 @@ static inline void eng_assert_no_leak(eng *e)
     rkv_sched_stats st;
     OK(rkv_sched_get_stats(e->s, &st));
     cr_assert_eq(st.waiting + st.running, 0);
+    /* every step planned through eng_step: the scheduler's admission
+     * counters are the sums of what its plans showed */
+    if (st.steps == e->adm_steps) {
+        cr_assert_eq(st.cached_tokens, e->adm_cached, "cached_tokens %llu, the "
+                     "plans' admissions cached %llu", (unsigned long long)st.cached_tokens,
+                     (unsigned long long)e->adm_cached);
+        cr_assert_eq(st.prompt_tokens, e->adm_prompt, "prompt_tokens %llu, the "
+                     "plans' admissions had %llu", (unsigned long long)st.prompt_tokens,
+                     (unsigned long long)e->adm_prompt);
+    }
     OK(rkv_tree_reset(e->tree));
     OK(rkv_pool_check(e->pool));
     cr_assert_eq(rkv_pool_num_free(e->pool), e->nblocks,

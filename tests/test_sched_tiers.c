@@ -27,6 +27,7 @@
  * skips with a message.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "radixkv.h"
 #include "radix/tree_debug.h"
 #include "sched/sched_debug.h"
+#include "sched/sched_internal.h"
 #include "tier/store.h"
 #include "tests/support/sched_tier_kv.h"
 #include "tests/test_sched_engine.h"
@@ -467,4 +469,48 @@ Test(sched_tiers, config_ranges)
     rkv_sched_destroy(s);
     rkv_tree_destroy(tree);
     rkv_pool_destroy(pool);
+}
+
+/* The ordering credit of lower pages ("Tiers in the scheduler"): per page
+ * P - load_ms_per_page / compute_ms_per_token tokens, at least 0, at the
+ * load cost of the medium the page is on (host and disk apart); all costs
+ * 0: a full page; compute 0 with a load cost: nothing. */
+Test(sched_tiers, lower_pages_credited_at_their_medium_cost)
+{
+    static const struct { double compute, host, disk; } c[] = {
+        {1.0, 0.5, 3.0}, {1.0, 3.0, 0.5}, {0.25, 0.5, 2.0}, {1.0, 0.0, 6.0},
+        {0.0, 0.0, 0.0}, {0.0, 1.0, 2.0}};
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        rkv_sched_config cfg;
+        rkv_sched_config_init(&cfg);
+        cfg.compute_ms_per_token = c[k].compute;
+        cfg.host_load_ms_per_page = c[k].host;
+        cfg.disk_load_ms_per_page = c[k].disk;
+        rkv_pool *pool;
+        rkv_tree *tree;
+        eng_pool_tree(16, P, &pool, &tree);
+        rkv_sched *s = NULL;
+        OK(rkv_sched_create(tree, &cfg, &s));
+        double per_host, per_disk;
+        if (c[k].compute == 0) {
+            per_host = c[k].host == 0 ? P : 0;
+            per_disk = c[k].disk == 0 ? P : 0;
+        } else {
+            per_host = P - c[k].host / c[k].compute;
+            per_disk = P - c[k].disk / c[k].compute;
+        }
+        per_host = per_host > 0 ? per_host : 0;
+        per_disk = per_disk > 0 ? per_disk : 0;
+        for (uint32_t hp = 0; hp <= 3; hp++)
+            for (uint32_t dp = 0; dp <= 3; dp++) {
+                double got = rkv_stier_credit(s, (size_t)hp * P, (size_t)dp * P);
+                double want = hp * per_host + dp * per_disk;
+                cr_assert(fabs(got - want) < 1e-9, "costs %g/%g/%g: %u host + %u disk "
+                          "pages credited %g tokens, expected %g", c[k].compute,
+                          c[k].host, c[k].disk, hp, dp, got, want);
+            }
+        rkv_sched_destroy(s);
+        rkv_tree_destroy(tree);
+        rkv_pool_destroy(pool);
+    }
 }

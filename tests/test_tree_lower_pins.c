@@ -1,7 +1,8 @@
 /*
  * tests/test_tree_lower_pins.c -- pins that live on in the lower tiers
  * (radix/tree_lower_pin.c, issue 13): device pressure lowers a pin instead
- * of revoking it, its pages are demoted but the lowest tier never drops
+ * of revoking it (the oldest pin first among equal deadlines), its pages
+ * are demoted but the lowest tier never drops
  * them, each lower medium caps its pinned pages, lowered pins expire,
  * extend and release like others, are revoked (counted) when their pages
  * leave the tree anyway (failed store, corrupt read, an insert that
@@ -930,4 +931,44 @@ Test(lower_pins, random_shared_prefixes)
         random_run(seed * 0x2545F4914F6CDD1Dull, 8, 24, 0, 1);
         random_run(seed * 0x9FB21C651E98DF25ull, 12, 0, 1, 1);
     }
+}
+
+/* Pressure lowers pins in the order it would revoke them: among equal
+ * deadlines the oldest pin first. Sequences 2, 3, 1 are pinned in that
+ * order, to expire together; pressure for two pages lowers 2's pin (its
+ * pages go to the host), then for two more 3's; 1's stays on the device. */
+Test(lower_pins, equal_deadlines_lower_the_oldest_pin_first)
+{
+    lp s;
+    lp_open(&s, 16, 16, 0, 0);
+    const uint32_t order[3] = {2, 3, 1};
+    for (uint32_t i = 0; i < 3; i++)
+        lp_insert(&s, order[i], 2);
+    for (uint32_t i = 0; i < 3; i++)
+        lp_pin(&s, order[i], 2, 10 + order[i], 1000, 0);
+    rkv_block_id b[14];
+    /* 10 free: 2 more blocks need one pin's pages */
+    OK(rkv_tree_alloc_blocks(s.fx.tree, 12, b));
+    tt_check(&s.fx);
+    rkv_match m;
+    uint32_t dev[4];
+    for (uint32_t a = 1; a <= 3; a++) {
+        OK(rkv_tree_match(s.fx.tree, 5, s.tok[a], 2 * TP, NULL, RKV_MATCH_PEEK, &m));
+        dev[a] = m.num_blocks;
+    }
+    cr_assert(dev[2] == 0 && dev[3] == 2 && dev[1] == 2,
+              "the oldest pin (2) lowered first: device pages %u %u %u", dev[2], dev[3],
+              dev[1]);
+    OK(rkv_tree_alloc_blocks(s.fx.tree, 2, b + 12));
+    tt_check(&s.fx);
+    for (uint32_t a = 1; a <= 3; a++) {
+        OK(rkv_tree_match(s.fx.tree, 5, s.tok[a], 2 * TP, NULL, RKV_MATCH_PEEK, &m));
+        dev[a] = m.num_blocks;
+    }
+    cr_assert(dev[3] == 0 && dev[1] == 2, "then 3: device pages %u %u", dev[3], dev[1]);
+    rkv_retention_stats rs;
+    OK(rkv_tree_retention_stats(s.fx.tree, &rs));
+    cr_assert_eq(rs.pins, 3, "lowered, not revoked");
+    OK(rkv_pool_unref_n(s.fx.pool, 14, b));
+    tt_close(&s.fx);
 }

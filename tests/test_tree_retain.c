@@ -500,6 +500,41 @@ Test(retain, revocation_takes_pins_that_free_only_together)
     CHECK();
 }
 
+/* Pins with equal deadlines are revoked oldest first (creation order, not
+ * node order or owner): pinned b, then c, then a, all to expire at the
+ * same time; pressure for one pin's pages takes b's, then c's. */
+Test(retain, equal_deadlines_revoke_the_oldest_pin_first)
+{
+    setup_with(16, 4, RKV_EVICT_LRU, 80);
+    int32_t a[16], b[16], c[16];
+    seq(a, 16, 1000);
+    seq(b, 16, 2000);
+    seq(c, 16, 3000);
+    insert_free(1, a, 16);
+    insert_free(1, b, 16);
+    insert_free(1, c, 16);
+    pin(1, b, 16, 16, 100, 7, 0);
+    pin(1, c, 16, 16, 100, 5, 0);
+    pin(1, a, 16, 16, 100, 9, 0);
+    cr_assert_eq(rstats().pins, 3);
+    rkv_block_id got[8];
+    OK(rkv_tree_alloc_blocks(g_tree, 8, got)); /* 4 free + one pin's 4 */
+    CHECK();
+    cr_assert_eq(rstats().pins_revoked, 1);
+    cr_assert_eq(cached_pages(1, b, 16), 0, "b, pinned first, goes first");
+    cr_assert_eq(cached_pages(1, c, 16), 4);
+    cr_assert_eq(cached_pages(1, a, 16), 4);
+    rkv_block_id more[4];
+    OK(rkv_tree_alloc_blocks(g_tree, 4, more));
+    CHECK();
+    cr_assert_eq(rstats().pins_revoked, 2);
+    cr_assert_eq(cached_pages(1, c, 16), 0, "then c");
+    cr_assert_eq(cached_pages(1, a, 16), 4, "a, pinned last, stays");
+    OK(rkv_pool_unref_n(g_pool, 8, got));
+    OK(rkv_pool_unref_n(g_pool, 4, more));
+    CHECK();
+}
+
 /* ---- priorities -------------------------------------------------------------- */
 
 static void three_sequences(int policy, int32_t (*s)[8])

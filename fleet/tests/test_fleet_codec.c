@@ -470,3 +470,77 @@ Test(fleet_codec, snapshot_chunk_round_trip_and_bounds)
                  (1048576 - RKV_WIRE_HEADER - 44) / 25);
     cr_assert_eq(rkv_wire_snapshot_chunk_room(RKV_WIRE_HEADER + 44), 0);
 }
+
+/* A second look at truncation, with the specific decoder and real data: a
+ * batch of real events cut right after any whole event (or inside its
+ * fixed head), and a heartbeat cut after any whole field, are refused with
+ * RKV_ERR_FORMAT and leave the output untouched. A reader that treats "no
+ * bytes left" as a zero field would accept exactly these cuts. */
+Test(fleet_codec, cut_at_a_field_or_event_boundary_is_refused)
+{
+    uint32_t n = 0;
+    rkv_event *ev = real_events(&n);
+    uint32_t take = n < 40 ? n : 40;
+    size_t len = 0, need = rkv_wire_events_size(ev, take);
+    uint8_t *buf = malloc(need);
+    cr_assert_eq(rkv_wire_encode_events(9, 3, ev, take, buf, need, &len), RKV_OK);
+    rkv_event *out = malloc(take * sizeof *out);
+    rkv_wire_batch_info info;
+    /* the fixed part: header, instance, epoch, first seq, count */
+    const size_t fixed[] = {RKV_WIRE_HEADER, RKV_WIRE_HEADER + 8, RKV_WIRE_HEADER + 16,
+                            RKV_WIRE_HEADER + 24, RKV_WIRE_HEADER + 28};
+    for (uint32_t k = 0; k < take + 5; k++) {
+        /* k < take: right after event k (k + 1 events); then the fixed part */
+        size_t cut = k < take ? rkv_wire_events_size(ev, k + 1) : fixed[k - take];
+        if (cut >= len)
+            continue; /* the whole batch */
+        uint8_t *c = malloc(cut);
+        memcpy(c, buf, cut);
+        memset(out, 0xAB, take * sizeof *out);
+        memset(&info, 0xCD, sizeof info);
+        cr_assert_eq(rkv_wire_decode_events(c, cut, &info, out, take), RKV_ERR_FORMAT,
+                     "batch of %u events cut at %zu of %zu bytes decodes", take, cut, len);
+        cr_assert_eq(((uint8_t *)out)[0], 0xAB);
+        cr_assert_eq(((uint8_t *)&info)[sizeof info - 1], 0xCD);
+        free(c);
+    }
+    /* heartbeat: header, instance 8, epoch 8, last_seq 8, running 4, queued 8 */
+    uint8_t hb[64];
+    rkv_wire_heartbeat h = {7, 2, 1000, 5, 99}, got;
+    cr_assert_eq(rkv_wire_encode_heartbeat(&h, hb, sizeof hb, &len), RKV_OK);
+    cr_assert_eq(len, RKV_WIRE_HEADER + 36);
+    const size_t hcut[] = {RKV_WIRE_HEADER, RKV_WIRE_HEADER + 8, RKV_WIRE_HEADER + 16,
+                           RKV_WIRE_HEADER + 24, RKV_WIRE_HEADER + 28};
+    for (size_t i = 0; i < sizeof hcut / sizeof hcut[0]; i++) {
+        memset(&got, 0xEE, sizeof got);
+        cr_assert_eq(rkv_wire_decode_heartbeat(hb, hcut[i], &got), RKV_ERR_FORMAT,
+                     "heartbeat cut at %zu decodes", hcut[i]);
+        cr_assert_eq(((uint8_t *)&got)[0], 0xEE);
+    }
+    cr_assert_eq(rkv_wire_decode_heartbeat(hb, len, &got), RKV_OK);
+    cr_assert(got.instance == 7 && got.last_seq == 1000 && got.queued_tokens == 99);
+    free(out);
+    free(buf);
+    free(ev);
+}
+
+/* A batch of zero events is not a message the encoder can make: its
+ * decoder refuses one (count 0, nothing after it). */
+Test(fleet_codec, empty_event_batch_is_refused)
+{
+    rkv_event e;
+    memset(&e, 0, sizeof e);
+    e.seq = 4;
+    e.kind = RKV_EVENT_ALL_CLEARED;
+    uint8_t buf[256];
+    size_t len = 0;
+    cr_assert_eq(rkv_wire_encode_events(1, 1, &e, 1, buf, sizeof buf, &len), RKV_OK);
+    size_t head = RKV_WIRE_HEADER + 28; /* instance, epoch, first seq, count */
+    cr_assert_gt(len, head);
+    memset(buf + head - 4, 0, 4); /* count 0 */
+    rkv_wire_batch_info info;
+    rkv_event out[1];
+    cr_assert_eq(rkv_wire_decode_events(buf, head, &info, out, 1), RKV_ERR_FORMAT);
+    cr_assert_eq(rkv_wire_decode_events(buf, head, &info, NULL, 0), RKV_ERR_FORMAT);
+    cr_assert_neq(decode_any(buf, head), RKV_OK);
+}
