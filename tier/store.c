@@ -100,6 +100,8 @@ static rkv_status grow_meta(rkv_store *s)
     uint64_t n = s->alloc_n == 0 ? META_MIN : (uint64_t)s->alloc_n * 2;
     if (n > s->cap)
         n = s->cap;
+    if (n > SIZE_MAX / sizeof *s->hash)
+        return RKV_ERR_NOMEM;
     void *p;
     if ((p = realloc(s->state, n * sizeof *s->state)) == NULL)
         return RKV_ERR_NOMEM;
