@@ -20,8 +20,8 @@
  * refused (RKV_ERR_INVALID_ARG, the reason in the message) and left as
  * it is. rkv_store_info.file_origin says which case it was.
  *
- * O_DIRECT (cfg->direct_io): asked for at open; when open says EINVAL, or
- * the first I/O does (filesystems that accept the flag but not the I/O),
+ * O_DIRECT (cfg->direct_io): set on the open file (fcntl); when that
+ * says EINVAL, or the first I/O does (filesystems that accept the flag but not the I/O),
  * the store clears the flag and goes on buffered -- rkv_store_direct_io()
  * says which is in use. Every offset, length and buffer is a multiple of
  * RKV_REC_ALIGN, which O_DIRECT needs on every common filesystem.
@@ -219,7 +219,7 @@ static void disk_close(rkv_disk_file *d)
 #ifdef RKV_HAVE_SODIUM
     sodium_memzero(&d->auth, sizeof d->auth);
 #else
-    memset(&d->auth, 0, sizeof d->auth);
+    explicit_bzero(&d->auth, sizeof d->auth);
 #endif
 }
 

@@ -5,6 +5,10 @@
  * store, attachment to one tree, failure injection and rkv_store_check.
  * The media (tier/host_store.c, tier/disk_store.c) only move bytes.
  *
+ * The slot table (state, free-stack link, hash, ns per slot) grows as
+ * slots are first handed out (tier/store_internal.h), so the capacity
+ * costs nothing up front.
+ *
  * Why the store keeps (hash, ns) in memory even for a disk file: a read
  * is refused before any I/O when the slot does not hold the block the
  * caller names, and a metadata-only store (block_bytes 0, the simulator's)
@@ -162,6 +166,7 @@ rkv_status rkv_store_create(const rkv_store_config *cfg, rkv_store **out)
     s->free_head = RKV_NO_SLOT;
     s->disk.fd = -1;
     if (grow_meta(s) != RKV_OK) {
+        free_meta(s);
         free(s);
         return rkv_set_error(RKV_ERR_NOMEM,
                              "rkv_store_create: out of memory for the slot table");
