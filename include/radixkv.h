@@ -782,7 +782,19 @@ typedef struct rkv_store_config {
                                  filesystem allows it, buffered otherwise  */
     int io_uring;             /* DISK: 1 (default) = io_uring when built
                                  with liburing, pread/pwrite otherwise     */
+    const unsigned char *mac_key; /* DISK: NULL (default) = records carry
+                                 XXH3 checksums, which catch accidents but
+                                 not tampering; else RKV_STORE_MAC_KEY_BYTES
+                                 secret bytes: every record carries a keyed
+                                 BLAKE2b MAC and one that fails it (forged,
+                                 or from another file) is a miss. Copied at
+                                 create (the caller may wipe its buffer
+                                 then; the store wipes its copy at destroy).
+                                 Needs libsodium at build time, else
+                                 RKV_ERR_UNSUPPORTED; on a HOST store
+                                 RKV_ERR_INVALID_ARG                       */
 } rkv_store_config;
+#define RKV_STORE_MAC_KEY_BYTES 32
 /* medium's defaults; capacities are 0 and must be set. */
 void rkv_store_config_init(rkv_store_config *cfg, int medium);
 rkv_status rkv_store_create(const rkv_store_config *cfg, rkv_store **out);
@@ -805,9 +817,28 @@ typedef struct rkv_store_info {
     const char *path;         /* DISK: the file (valid while the store
                                  lives); NULL otherwise                    */
     uint64_t file_bytes;      /* DISK: the file's size as sized at create  */
+    int file_origin;          /* DISK: rkv_store_file_origin: how the store
+                                 came by its file                           */
+    int keyed;                /* DISK: records carry a keyed MAC           */
     uint64_t reads, writes;   /* DISK: records read / written so far       */
 } rkv_store_info;
 rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out);
+/* rkv_store_info.file_origin. An existing file is taken only when it is a
+ * regular file (not a link), owned by the caller's user, readable and
+ * writable by no one else, with one name, and empty or a tier file (an
+ * intact, torn or zeroed header); anything else is refused
+ * (RKV_ERR_INVALID_ARG) and left as it is. A file the store created or
+ * took over from an earlier store is removed at destroy; an empty file
+ * given by the caller stays. */
+typedef enum rkv_store_file_origin {
+    RKV_STORE_FILE_CREATED = 0,   /* made by this store                     */
+    RKV_STORE_FILE_EMPTY = 1,     /* an empty file the caller made          */
+    RKV_STORE_FILE_REUSED = 2,    /* left by an earlier store (intact
+                                     header): started afresh                */
+    RKV_STORE_FILE_RECREATED = 3  /* left by a crash (torn or zeroed
+                                     header, or an older format): started
+                                     afresh                                 */
+} rkv_store_file_origin;
 
 typedef struct rkv_tier_config {
     rkv_store *host;          /* may be NULL                               */

@@ -1183,8 +1183,11 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
 rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
 {
     const rkv_tier *tr = t->tier;
-    uint64_t cap[2] = {rkv_store_capacity_blocks(tr->host),
-                       tr->disk ? rkv_store_capacity_blocks(tr->disk) : 0};
+    /* slots past a store's span were never handed out (tier/store.h): a
+     * node owning one is corrupt, and the bitmaps stay the size of what
+     * the stores hold, not of their capacity (up to 2^32 - 2 slots) */
+    uint64_t cap[2] = {rkv_store_slot_span(tr->host),
+                       tr->disk ? rkv_store_slot_span(tr->disk) : 0};
     uint8_t *seen[2] = {calloc(cap[0] / 8 + 1, 1), calloc(cap[1] / 8 + 1, 1)};
     if (seen[0] == NULL || seen[1] == NULL) {
         free(seen[0]);

@@ -767,9 +767,12 @@ Test(store, disk_refuses_foreign_file)
     struct stat st;
     cr_assert_eq(stat(file, &st), 0);
     cr_assert_eq(st.st_size, 19, "the file was touched");
-    /* an empty file is taken (and left in place: tier did not make it) */
+    /* an empty file is taken when no one else may read it (and left in
+     * place: tier did not make it); tests/test_store_file.c has the rest */
     f = fopen(file, "w");
     fclose(f);
+    IS(rkv_store_create(&c, &s), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(chmod(file, 0600), 0);
     OK(rkv_store_create(&c, &s));
     CHECK(s);
     rkv_store_destroy(s);
@@ -779,6 +782,67 @@ Test(store, disk_refuses_foreign_file)
     rkv_store_destroy(s);
     remove_dir(dir);
 }
+
+/* The largest capacity (2^32 - 2 slots, what `radixkv replay
+ * --host-capacity-tokens 68719476704` asks for at 16 tokens a page) costs
+ * no memory until pages arrive: the slot table grows with the slots handed
+ * out, and a detach starts it over. */
+static void huge_capacity(int medium)
+{
+    const uint64_t cap = UINT32_MAX - 1u;
+    rkv_store *s = make_store(medium, cap, 0, NULL);
+    cr_assert_leq(rkv_store_table_bytes(s), 1u << 20, "%zu bytes of slot table at create",
+                  rkv_store_table_bytes(s));
+    rkv_pool *pool = make_pool(2, 0);
+    rkv_block_id b;
+    OK(rkv_pool_alloc(pool, &b));
+    int owner;
+    OK(rkv_store_attach(s, &owner));
+    const uint32_t n = 100000;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t slot;
+        OK(rkv_store_slot_alloc(s, &slot));
+        cr_assert_eq(slot, i, "slots are handed out in order");
+        OK(rkv_store_write_from_pool(s, slot, pool, b, 1000 + i, 1));
+    }
+    CHECK(s);
+    cr_assert_eq(rkv_store_used_blocks(s), n);
+    cr_assert_eq(rkv_store_free_slots(s), cap - n);
+    cr_assert_eq(rkv_store_slot_span(s), n);
+    /* about 21 bytes a slot handed out, at most twice that after doubling */
+    cr_assert_leq(rkv_store_table_bytes(s), 2u * 21u * n + (1u << 20), "%zu bytes",
+                  rkv_store_table_bytes(s));
+    for (uint32_t i = 0; i < n; i += 997)
+        OK(rkv_store_read_to_pool(s, i, pool, b, 1000 + i, 1));
+    /* freed slots are handed out again first, last freed first */
+    OK(rkv_store_slot_free(s, 5));
+    OK(rkv_store_slot_free(s, 77));
+    uint32_t slot;
+    OK(rkv_store_slot_alloc(s, &slot));
+    cr_assert_eq(slot, 77);
+    OK(rkv_store_slot_alloc(s, &slot));
+    cr_assert_eq(slot, 5);
+    OK(rkv_store_slot_alloc(s, &slot));
+    cr_assert_eq(slot, n);
+    IS(rkv_store_slot_free(s, n + 1), RKV_ERR_STATE); /* never handed out */
+    IS(rkv_store_slot_free(s, (uint32_t)cap), RKV_ERR_STATE); /* out of range */
+    cr_assert(!rkv_store_slot_holds(s, n + 1, 0, 0));
+    IS(rkv_store_read_to_pool(s, n + 1, pool, b, 0, 0), RKV_ERR_STATE);
+    CHECK(s);
+    rkv_store_detach(s, &owner);
+    CHECK(s);
+    cr_assert_eq(rkv_store_used_blocks(s), 0);
+    cr_assert_eq(rkv_store_slot_span(s), 0);
+    OK(rkv_store_slot_alloc(s, &slot));
+    cr_assert_eq(slot, 0);
+    cr_assert(!rkv_store_slot_holds(s, 0, 1000, 1), "a detached slot kept its record");
+    CHECK(s);
+    rkv_store_destroy(s);
+    rkv_pool_destroy(pool);
+}
+
+Test(store, huge_capacity_host) { huge_capacity(RKV_MEDIUM_HOST); }
+Test(store, huge_capacity_disk) { huge_capacity(RKV_MEDIUM_DISK); }
 
 /* host <-> disk copies keep bytes, hash and namespace; mismatches refuse */
 Test(store, copy_slot_host_disk)

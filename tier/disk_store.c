@@ -5,13 +5,23 @@
  *
  * The file: cfg->path, or radixkv-tier.blocks inside it when it is a
  * directory. It is a cache for this store's life, not a database: it is
- * truncated at open (stale records vanish), sized sparse to the capacity,
- * locked (flock, so two stores never share it: RKV_ERR_BUSY) and removed
- * at destroy when tier created it. An existing non-empty file that does
- * not start with tier's file header is refused rather than overwritten.
+ * truncated at open (stale records vanish), given its header, sized
+ * sparse to the capacity, locked (flock, so two stores never share it:
+ * RKV_ERR_BUSY) and removed at destroy when the store made it or took it
+ * over from an earlier store -- and only if the path still names it.
  *
- * O_DIRECT (cfg->direct_io): asked for at open; when open says EINVAL, or
- * the first I/O does (filesystems that accept the flag but not the I/O),
+ * Whoever can write the directory may have put something at the path, so
+ * the store creates the file with O_EXCL | O_NOFOLLOW, mode 0600, and
+ * takes an existing one only when it is a regular file (no link, FIFO or
+ * device: checked on the descriptor, opened O_NOFOLLOW | O_NONBLOCK), of
+ * this user, with no group or other permission and one name, and its
+ * first page is empty or a tier header -- intact (an earlier store's),
+ * torn or zeroed (a crash's), or of an older format. Anything else is
+ * refused (RKV_ERR_INVALID_ARG, the reason in the message) and left as
+ * it is. rkv_store_info.file_origin says which case it was.
+ *
+ * O_DIRECT (cfg->direct_io): set on the open file (fcntl); when that
+ * says EINVAL, or the first I/O does (filesystems that accept the flag but not the I/O),
  * the store clears the flag and goes on buffered -- rkv_store_direct_io()
  * says which is in use. Every offset, length and buffer is a multiple of
  * RKV_REC_ALIGN, which O_DIRECT needs on every common filesystem.
@@ -24,11 +34,17 @@
  * ring (ENOSYS, EPERM: io_uring disabled) gives pread/pwrite;
  * rkv_store_get_info says which is in use.
  *
+ * Keyed stores (cfg->mac_key, libsodium): the key is copied into the
+ * store and a random file id is drawn at open; records are sealed and
+ * verified with both (tier/disk_record.h); both are wiped at close.
+ *
  * Invariants: fd >= 0 open read-write; staging holds record_bytes;
- * record_bytes == rkv_record_bytes(block_bytes); ring != NULL iff uring.
+ * record_bytes == rkv_record_bytes(block_bytes); ring != NULL iff uring;
+ * (dev, ino) is the open file's.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -37,6 +53,9 @@
 
 #ifdef RKV_HAVE_IO_URING
 #include <liburing.h>
+#endif
+#ifdef RKV_HAVE_SODIUM
+#include <sodium.h>
 #endif
 
 #include "common/status.h"
@@ -154,7 +173,8 @@ static void *disk_stage(rkv_store *s, uint32_t slot)
 
 static rkv_status disk_commit(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
 {
-    rkv_record_seal(s->disk.staging, slot, hash, ns, s->block_bytes);
+    rkv_record_seal(s->disk.staging, slot, hash, ns, s->block_bytes,
+                    s->disk.keyed ? &s->disk.auth : NULL);
     return disk_io(&s->disk, 1, s->disk.staging, s->disk.record_bytes,
                    record_offset(s, slot), NULL);
 }
@@ -167,7 +187,7 @@ static rkv_status disk_load(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t
                             record_offset(s, slot), &got);
     if (st == RKV_OK)
         st = rkv_record_verify(s->disk.staging, got, slot, hash, ns, s->block_bytes,
-                               s->disk.path);
+                               s->disk.keyed ? &s->disk.auth : NULL, s->disk.path);
     if (st == RKV_OK)
         *payload = (const char *)s->disk.staging + RKV_REC_HEADER;
     return st;
@@ -183,7 +203,11 @@ static void disk_close(rkv_disk_file *d)
     d->ring = NULL;
     d->uring = 0;
     if (d->fd >= 0) {
-        if (d->made_file)
+        /* only the file the store opened: the path may name another one
+         * by now (renamed away, replaced), which is not the store's */
+        struct stat st;
+        if (d->made_file && lstat(d->path, &st) == 0 && st.st_dev == d->dev &&
+            st.st_ino == d->ino)
             (void)unlink(d->path);
         (void)close(d->fd);
     }
@@ -192,6 +216,11 @@ static void disk_close(rkv_disk_file *d)
     d->fd = -1;
     d->path = NULL;
     d->staging = NULL;
+#ifdef RKV_HAVE_SODIUM
+    sodium_memzero(&d->auth, sizeof d->auth);
+#else
+    explicit_bzero(&d->auth, sizeof d->auth);
+#endif
 }
 
 static void disk_destroy(rkv_store *s)
@@ -244,22 +273,127 @@ static rkv_status file_name(const char *path, char **out)
     return RKV_OK;
 }
 
-/* Refuses a file that exists, is not empty and is not a tier file. */
-static rkv_status refuse_foreign(const char *path, int *exists)
+/* A refusal of an existing path, naming why; nothing of it is touched. */
+static rkv_status refuse(const char *path, const char *why)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    *exists = fd >= 0;
-    if (fd < 0)
-        return RKV_OK;
-    unsigned char head[8];
-    ssize_t r = pread(fd, head, sizeof head, 0);
-    (void)close(fd);
-    if (r == 0 || (r == (ssize_t)sizeof head && rkv_record_is_tier_file(head, 8)))
-        return RKV_OK;
     return rkv_set_error(RKV_ERR_INVALID_ARG,
-                         "rkv_store_create: %s exists and is not a radixkv tier file; "
-                         "refusing to overwrite it",
-                         path);
+                         "rkv_store_create: %s %s; refusing to use it (a tier file is a "
+                         "regular file of this user, mode 0600, made by radixkv)",
+                         path, why);
+}
+
+static const char *file_type(mode_t m)
+{
+    return S_ISLNK(m)    ? "is a symbolic link"
+           : S_ISDIR(m)  ? "is a directory"
+           : S_ISFIFO(m) ? "is a FIFO"
+           : S_ISSOCK(m) ? "is a socket"
+           : S_ISCHR(m) || S_ISBLK(m) ? "is a device"
+                                      : "is not a regular file";
+}
+
+/* The file's owner, mode and link count allow it to be a tier file: no
+ * one but this user can have read or planted its records, and truncating
+ * it harms no other name. */
+static rkv_status check_owner(const rkv_disk_file *d, const struct stat *st)
+{
+    char why[128];
+    if (!S_ISREG(st->st_mode))
+        return refuse(d->path, file_type(st->st_mode));
+    if (st->st_uid != geteuid()) {
+        snprintf(why, sizeof why, "is owned by uid %u, not by this process's %u",
+                 (unsigned)st->st_uid, (unsigned)geteuid());
+        return refuse(d->path, why);
+    }
+    if ((st->st_mode & 077) != 0) {
+        snprintf(why, sizeof why, "has mode %04o: other users may read or write it",
+                 (unsigned)(st->st_mode & 07777));
+        return refuse(d->path, why);
+    }
+    if (st->st_nlink != 1) {
+        snprintf(why, sizeof why, "has %lu names (hard links)", (unsigned long)st->st_nlink);
+        return refuse(d->path, why);
+    }
+    return RKV_OK;
+}
+
+/* Takes the existing file at d->path, or refuses it. The cheap lstat
+ * refuses links, FIFOs and devices before any open (opening a device can
+ * act on it); the open (O_NOFOLLOW, O_NONBLOCK: a FIFO swapped in
+ * meanwhile does not block it) and fstat of the descriptor decide. Reads
+ * the first RKV_REC_ALIGN bytes into staging to classify the content. */
+static rkv_status take_existing(rkv_disk_file *d)
+{
+    struct stat st;
+    if (lstat(d->path, &st) != 0)
+        return rkv_set_error(RKV_ERR_IO, "rkv_store_create: cannot stat %s: %s", d->path,
+                             strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return refuse(d->path, file_type(st.st_mode));
+    d->fd = open(d->path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (d->fd < 0)
+        return errno == ELOOP ? refuse(d->path, "is a symbolic link")
+                              : rkv_set_error(RKV_ERR_IO, "rkv_store_create: cannot open "
+                                              "%s: %s", d->path, strerror(errno));
+    rkv_status rs = RKV_OK;
+    if (fstat(d->fd, &st) != 0)
+        return rkv_set_error(RKV_ERR_IO, "rkv_store_create: cannot stat %s: %s", d->path,
+                             strerror(errno));
+    if ((rs = check_owner(d, &st)) != RKV_OK)
+        return rs;
+    d->dev = st.st_dev;
+    d->ino = st.st_ino;
+    int fl = fcntl(d->fd, F_GETFL);
+    if (fl < 0 || fcntl(d->fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+        return rkv_set_error(RKV_ERR_IO, "rkv_store_create: fcntl %s: %s", d->path,
+                             strerror(errno));
+    size_t got = 0;
+    while (got < RKV_REC_ALIGN) {
+        ssize_t r = pread(d->fd, (char *)d->staging + got, RKV_REC_ALIGN - got,
+                          (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return rkv_set_error(RKV_ERR_IO, "rkv_store_create: cannot read %s: %s",
+                                 d->path, strerror(errno));
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    switch (rkv_file_header_classify(d->staging, got)) {
+    case RKV_FILE_EMPTY: d->origin = RKV_STORE_FILE_EMPTY; break;
+    case RKV_FILE_INTACT: d->origin = RKV_STORE_FILE_REUSED; break;
+    case RKV_FILE_TORN:
+    case RKV_FILE_ZEROED: d->origin = RKV_STORE_FILE_RECREATED; break;
+    default:
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: %s exists and is not a radixkv tier file; "
+                             "refusing to overwrite it",
+                             d->path);
+    }
+    return RKV_OK;
+}
+
+/* Creates d->path (O_EXCL: never through a link, never someone else's
+ * file, mode 0600) or takes the file there. */
+static rkv_status open_file(rkv_disk_file *d)
+{
+    d->fd = open(d->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+                 0600);
+    if (d->fd < 0 && errno == EEXIST)
+        return take_existing(d);
+    if (d->fd < 0)
+        return rkv_set_error(RKV_ERR_IO, "rkv_store_create: cannot create %s: %s", d->path,
+                             strerror(errno));
+    struct stat st;
+    d->made_file = 1;
+    d->origin = RKV_STORE_FILE_CREATED;
+    if (fstat(d->fd, &st) != 0)
+        return rkv_set_error(RKV_ERR_IO, "rkv_store_create: cannot stat %s: %s", d->path,
+                             strerror(errno));
+    d->dev = st.st_dev;
+    d->ino = st.st_ino;
+    return RKV_OK;
 }
 
 rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
@@ -277,10 +411,19 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
     rkv_status st = file_name(cfg->path, &d->path);
     if (st != RKV_OK)
         return st;
-    int exists = 0;
-    if ((st = refuse_foreign(d->path, &exists)) != RKV_OK) {
-        disk_close(d);
-        return st;
+    if (cfg->mac_key != NULL) {
+#ifdef RKV_HAVE_SODIUM
+        if (sodium_init() < 0) {
+            disk_close(d);
+            return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                                 "rkv_store_create: libsodium failed to initialise");
+        }
+        memcpy(d->auth.key, cfg->mac_key, RKV_STORE_MAC_KEY_BYTES);
+        /* a fresh identity per store: records of another file, or of
+         * this path's earlier life, fail the MAC */
+        randombytes_buf(d->auth.file_id, RKV_FILE_ID_BYTES);
+        d->keyed = 1;
+#endif
     }
     if (posix_memalign(&d->staging, RKV_REC_ALIGN, d->record_bytes) != 0) {
         d->staging = NULL;
@@ -290,6 +433,10 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
                              d->record_bytes);
     }
     memset(d->staging, 0, d->record_bytes);
+    if ((st = open_file(d)) != RKV_OK) {
+        disk_close(d);
+        return st;
+    }
 #ifdef RKV_HAVE_IO_URING
     if (cfg->io_uring) {
         d->ring = malloc(sizeof(struct io_uring));
@@ -305,29 +452,26 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
         }
     }
 #endif
-    int flags = O_RDWR | O_CREAT | O_CLOEXEC;
     if (cfg->direct_io) {
-        d->fd = open(d->path, flags | O_DIRECT, 0600);
-        if (d->fd >= 0) {
+        /* set after the open so that a filesystem refusing O_DIRECT
+         * (EINVAL) cannot leave a half-made file behind an O_EXCL open */
+        int fl = fcntl(d->fd, F_GETFL);
+        if (fl >= 0 && fcntl(d->fd, F_SETFL, fl | O_DIRECT) == 0)
             d->direct = d->direct_tried = 1;
-        } else if (errno == EINVAL) {
+        else
             d->fallbacks++;
-        }
     }
-    if (d->fd < 0)
-        d->fd = open(d->path, flags, 0600);
-    if (d->fd < 0) {
-        st = rkv_set_error(RKV_ERR_IO, "rkv_store_create: cannot open %s: %s", d->path,
-                           strerror(errno));
-        disk_close(d);
-        return st;
-    }
-    d->made_file = !exists;
     const char *what = NULL;
     if (flock(d->fd, LOCK_EX | LOCK_NB) != 0)
         what = "flock";
-    else if (ftruncate(d->fd, 0) != 0 ||
-             ftruncate(d->fd, record_offset(s, s->cap)) != 0)
+    if (what == NULL)
+        /* the lock is ours: a file an earlier store left is removed at
+         * close like one this store made */
+        d->made_file = d->origin != RKV_STORE_FILE_EMPTY;
+    /* the header goes in before the file is sized: a crash leaves an
+     * empty file, a torn header or an intact one, never a file-sized run
+     * of zeros after a valid-looking start */
+    if (what == NULL && ftruncate(d->fd, 0) != 0)
         what = "ftruncate";
     if (what != NULL) {
         int e = errno;
@@ -337,10 +481,14 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
         disk_close(d);
         return st;
     }
-    rkv_file_header_seal(d->staging, s->cap, s->block_bytes, d->record_bytes);
+    rkv_file_header_seal(d->staging, s->cap, s->block_bytes, d->record_bytes,
+                         d->keyed ? &d->auth : NULL);
     st = disk_io(d, 1, d->staging, RKV_REC_ALIGN, 0, NULL);
     memset(d->staging, 0, d->record_bytes);
     d->writes = 0;
+    if (st == RKV_OK && ftruncate(d->fd, record_offset(s, s->cap)) != 0)
+        st = rkv_set_error(RKV_ERR_IO, "rkv_store_create: ftruncate %s to %lld bytes: %s",
+                           d->path, (long long)record_offset(s, s->cap), strerror(errno));
     if (st != RKV_OK) {
         disk_close(d);
         return st;

@@ -5,6 +5,10 @@
  * store, attachment to one tree, failure injection and rkv_store_check.
  * The media (tier/host_store.c, tier/disk_store.c) only move bytes.
  *
+ * The slot table (state, free-stack link, hash, ns per slot) grows as
+ * slots are first handed out (tier/store_internal.h), so the capacity
+ * costs nothing up front.
+ *
  * Why the store keeps (hash, ns) in memory even for a disk file: a read
  * is refused before any I/O when the slot does not hold the block the
  * caller names, and a metadata-only store (block_bytes 0, the simulator's)
@@ -33,6 +37,9 @@
 #include "tier/store_internal.h"
 
 #define MAX_SLOTS (UINT32_MAX - 1u)
+/* Slot metadata allocated at create (or the capacity when smaller); it
+ * doubles from there as slots are first handed out. */
+#define META_MIN 4096u
 
 void rkv_store_config_init(rkv_store_config *cfg, int medium)
 {
@@ -77,6 +84,45 @@ static rkv_status capacity_of(const rkv_store_config *cfg, uint32_t *cap)
     return RKV_OK;
 }
 
+static void free_meta(rkv_store *s)
+{
+    free(s->state);
+    free(s->next);
+    free(s->hash);
+    free(s->ns);
+    s->state = NULL;
+    s->next = NULL;
+    s->hash = s->ns = NULL;
+    s->alloc_n = 0;
+}
+
+/* Grows the slot arrays (doubling, from META_MIN, at most cap entries).
+ * A failure leaves alloc_n as it was (an array that did grow is only
+ * larger) and every recorded slot intact. */
+static rkv_status grow_meta(rkv_store *s)
+{
+    uint64_t n = s->alloc_n == 0 ? META_MIN : (uint64_t)s->alloc_n * 2;
+    if (n > s->cap)
+        n = s->cap;
+    if (n > SIZE_MAX / sizeof *s->hash)
+        return RKV_ERR_NOMEM;
+    void *p;
+    if ((p = realloc(s->state, n * sizeof *s->state)) == NULL)
+        return RKV_ERR_NOMEM;
+    s->state = p;
+    if ((p = realloc(s->next, n * sizeof *s->next)) == NULL)
+        return RKV_ERR_NOMEM;
+    s->next = p;
+    if ((p = realloc(s->hash, n * sizeof *s->hash)) == NULL)
+        return RKV_ERR_NOMEM;
+    s->hash = p;
+    if ((p = realloc(s->ns, n * sizeof *s->ns)) == NULL)
+        return RKV_ERR_NOMEM;
+    s->ns = p;
+    s->alloc_n = (uint32_t)n;
+    return RKV_OK;
+}
+
 rkv_status rkv_store_create(const rkv_store_config *cfg, rkv_store **out)
 {
     if (out != NULL)
@@ -98,37 +144,38 @@ rkv_status rkv_store_create(const rkv_store_config *cfg, rkv_store **out)
                              "rkv_store_create: a disk store needs a path (a file or a "
                              "directory)");
 
+    if (cfg->mac_key != NULL && cfg->medium != RKV_MEDIUM_DISK)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: mac_key is for disk stores (a host "
+                             "store's memory is the process's own)");
+#ifndef RKV_HAVE_SODIUM
+    if (cfg->mac_key != NULL)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "rkv_store_create: mac_key given, but radixkv was built "
+                             "without libsodium (RKV_SODIUM=OFF): records cannot be "
+                             "authenticated");
+#endif
+
     rkv_store *s = calloc(1, sizeof *s);
-    size_t n = cap;
-    void *meta = malloc(n * (sizeof(uint64_t) * 2 + sizeof(uint32_t) + 1));
-    if (s == NULL || meta == NULL) {
-        free(s);
-        free(meta);
-        return rkv_set_error(RKV_ERR_NOMEM,
-                             "rkv_store_create: out of memory for %u slots", cap);
-    }
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_store_create: out of memory");
     s->medium = cfg->medium;
     s->block_bytes = cfg->block_bytes;
     s->cap = cap;
-    s->meta = meta;
-    s->hash = meta;
-    s->ns = s->hash + n;
-    s->next = (uint32_t *)(s->ns + n);
-    s->state = (uint8_t *)(s->next + n);
-    /* slot 0 on top: slots are handed out in order on a fresh store */
-    for (uint32_t i = 0; i < cap; i++) {
-        s->state[i] = SLOT_FREE;
-        s->next[i] = i + 1 < cap ? i + 1 : RKV_NO_SLOT;
-        s->hash[i] = 0;
-        s->ns[i] = 0;
-    }
-    s->free_head = 0;
+    s->top = 0;
+    s->free_head = RKV_NO_SLOT;
     s->disk.fd = -1;
+    if (grow_meta(s) != RKV_OK) {
+        free_meta(s);
+        free(s);
+        return rkv_set_error(RKV_ERR_NOMEM,
+                             "rkv_store_create: out of memory for the slot table");
+    }
     if (cfg->block_bytes != 0) {
         st = cfg->medium == RKV_MEDIUM_HOST ? rkv_host_store_open(s, cfg)
                                              : rkv_disk_store_open(s, cfg);
         if (st != RKV_OK) {
-            free(meta);
+            free_meta(s);
             free(s);
             return st;
         }
@@ -143,7 +190,7 @@ void rkv_store_destroy(rkv_store *store)
         return;
     if (store->ops != NULL)
         store->ops->destroy(store);
-    free(store->meta);
+    free_meta(store);
     free(store);
 }
 
@@ -172,9 +219,21 @@ uint32_t rkv_store_free_slots(const rkv_store *s)
     return s == NULL ? 0 : s->cap - s->used;
 }
 
+uint32_t rkv_store_slot_span(const rkv_store *s)
+{
+    return s == NULL ? 0 : s->top;
+}
+
+size_t rkv_store_table_bytes(const rkv_store *s)
+{
+    return s == NULL ? 0
+                     : (size_t)s->alloc_n * (sizeof *s->state + sizeof *s->next +
+                                             sizeof *s->hash + sizeof *s->ns);
+}
+
 int rkv_store_slot_holds(const rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
 {
-    return s != NULL && slot < s->cap && s->state[slot] == SLOT_FULL &&
+    return s != NULL && slot < s->top && s->state[slot] == SLOT_FULL &&
            s->hash[slot] == hash && s->ns[slot] == ns;
 }
 
@@ -207,6 +266,8 @@ rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out)
         out->io_uring = store->disk.uring;
         out->path = store->disk.path;
         out->file_bytes = RKV_DISK_FILE_HEADER + (uint64_t)store->cap * store->disk.record_bytes;
+        out->file_origin = store->disk.origin;
+        out->keyed = store->disk.keyed;
         out->reads = store->disk.reads;
         out->writes = store->disk.writes;
     }
@@ -219,11 +280,22 @@ rkv_status rkv_store_slot_alloc(rkv_store *s, uint32_t *slot)
 {
     if (s == NULL || slot == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_slot_alloc: NULL argument");
-    if (s->free_head == RKV_NO_SLOT)
-        return rkv_set_error(RKV_ERR_NO_SPACE,
-                             "rkv_store_slot_alloc: all %u slots are in use", s->cap);
     uint32_t i = s->free_head;
-    s->free_head = s->next[i];
+    if (i != RKV_NO_SLOT) {
+        s->free_head = s->next[i];
+    } else {
+        if (s->top == s->cap)
+            return rkv_set_error(RKV_ERR_NO_SPACE,
+                                 "rkv_store_slot_alloc: all %u slots are in use", s->cap);
+        if (s->top == s->alloc_n && grow_meta(s) != RKV_OK)
+            return rkv_set_error(RKV_ERR_NOMEM,
+                                 "rkv_store_slot_alloc: out of memory for the table of "
+                                 "slot %u of %u (the store holds %u blocks)",
+                                 s->top, s->cap, s->used);
+        i = s->top++;
+        s->hash[i] = 0;
+        s->ns[i] = 0;
+    }
     s->next[i] = RKV_NO_SLOT;
     s->state[i] = SLOT_EMPTY;
     s->used++;
@@ -235,7 +307,7 @@ rkv_status rkv_store_slot_free(rkv_store *s, uint32_t slot)
 {
     if (s == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_slot_free: NULL store");
-    if (slot >= s->cap || s->state[slot] == SLOT_FREE)
+    if (slot >= s->top || s->state[slot] == SLOT_FREE)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_store_slot_free: slot %u is %s", slot,
                              slot >= s->cap ? "out of range" : "already free");
@@ -269,13 +341,8 @@ void rkv_store_detach(rkv_store *s, const void *owner)
         return;
     s->owner = NULL;
     s->used = 0;
-    for (uint32_t i = 0; i < s->cap; i++) {
-        s->state[i] = SLOT_FREE;
-        s->hash[i] = 0;
-        s->ns[i] = 0;
-        s->next[i] = i + 1 < s->cap ? i + 1 : RKV_NO_SLOT;
-    }
-    s->free_head = s->cap > 0 ? 0 : RKV_NO_SLOT;
+    s->top = 0; /* every slot is again one never handed out */
+    s->free_head = RKV_NO_SLOT;
 }
 
 const void *rkv_store_owner(const rkv_store *s)
@@ -287,7 +354,7 @@ const void *rkv_store_owner(const rkv_store *s)
 
 static rkv_status check_dst_slot(const rkv_store *s, const char *fn, uint32_t slot)
 {
-    if (slot >= s->cap || s->state[slot] == SLOT_FREE)
+    if (slot >= s->top || s->state[slot] == SLOT_FREE)
         return rkv_set_error(RKV_ERR_STATE, "%s: slot %u is %s", fn, slot,
                              slot >= s->cap ? "out of range" : "not allocated");
     return RKV_OK;
@@ -484,15 +551,17 @@ rkv_status rkv_store_check(const rkv_store *s)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_check: NULL store");
     if (s->medium != RKV_MEDIUM_HOST && s->medium != RKV_MEDIUM_DISK)
         return rkv_set_error(RKV_ERR_CORRUPT, "rkv_store_check: medium %d", s->medium);
-    if (s->used > s->cap)
-        return rkv_set_error(RKV_ERR_CORRUPT, "rkv_store_check: %u of %u slots used",
-                             s->used, s->cap);
+    if (s->used > s->top || s->top > s->alloc_n || s->alloc_n > s->cap)
+        return rkv_set_error(RKV_ERR_CORRUPT,
+                             "rkv_store_check: %u used, %u handed out, %u in the table, "
+                             "capacity %u",
+                             s->used, s->top, s->alloc_n, s->cap);
     if ((s->block_bytes == 0) != (s->ops == NULL))
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "rkv_store_check: block_bytes %zu but %s byte medium",
                              s->block_bytes, s->ops == NULL ? "no" : "a");
     uint32_t used = 0;
-    for (uint32_t i = 0; i < s->cap; i++) {
+    for (uint32_t i = 0; i < s->top; i++) {
         if (s->state[i] > SLOT_FULL)
             return rkv_set_error(RKV_ERR_CORRUPT, "rkv_store_check: slot %u state %u", i,
                                  s->state[i]);
@@ -507,26 +576,27 @@ rkv_status rkv_store_check(const rkv_store *s)
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "rkv_store_check: %u slots allocated, %u counted", used,
                              s->used);
-    /* the free stack: exactly the free slots, each once (a chain longer
-     * than the free count is a cycle or a used slot) */
+    /* the free stack: exactly the free slots below top, each once (a
+     * chain longer than their count is a cycle or a used slot) */
     uint32_t nfree = 0;
     for (uint32_t i = s->free_head; i != RKV_NO_SLOT; i = s->next[i]) {
-        if (i >= s->cap)
+        if (i >= s->top)
             return rkv_set_error(RKV_ERR_CORRUPT,
-                                 "rkv_store_check: free stack holds slot %u of %u", i,
-                                 s->cap);
+                                 "rkv_store_check: free stack holds slot %u of %u handed "
+                                 "out",
+                                 i, s->top);
         if (s->state[i] != SLOT_FREE)
             return rkv_set_error(RKV_ERR_CORRUPT,
                                  "rkv_store_check: allocated slot %u on the free stack", i);
-        if (++nfree > s->cap - s->used)
+        if (++nfree > s->top - s->used)
             return rkv_set_error(RKV_ERR_CORRUPT,
                                  "rkv_store_check: free stack longer than the %u free "
                                  "slots (a cycle)",
-                                 s->cap - s->used);
+                                 s->top - s->used);
     }
-    if (nfree != s->cap - s->used)
+    if (nfree != s->top - s->used)
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "rkv_store_check: %u slots on the free stack, %u free", nfree,
-                             s->cap - s->used);
+                             s->top - s->used);
     return s->ops != NULL ? s->ops->check(s) : RKV_OK;
 }

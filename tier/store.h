@@ -82,6 +82,12 @@ void rkv_store_fail_after(rkv_store *s, uint32_t k);
 
 /* Slots not allocated (capacity - used). */
 uint32_t rkv_store_free_slots(const rkv_store *s);
+/* Slots 0..span-1 are the only ones handed out since create or the last
+ * detach (the slot table grows to it as pages arrive): a caller that
+ * scans slots scans these, never the whole capacity. */
+uint32_t rkv_store_slot_span(const rkv_store *s);
+/* Bytes of slot table the store holds now (tests, reports). */
+size_t rkv_store_table_bytes(const rkv_store *s);
 /* 1 iff slot is allocated and holds the block (hash, ns) (in-memory record
  * only; a disk record is verified when read). */
 int rkv_store_slot_holds(const rkv_store *s, uint32_t slot, uint64_t hash,

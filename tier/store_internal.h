@@ -4,12 +4,23 @@
  * common part (tier/store.c: slots, (hash, ns) records, verification,
  * attach, failure injection).
  *
+ * Slot metadata grows as slots are first handed out, never up front: a
+ * store of the largest capacity (2^32 - 2 slots, 21 bytes each) costs
+ * nothing until pages arrive, so a capacity the machine could not hold as
+ * metadata is still a valid store -- it holds as many pages as memory
+ * allows, and slot_alloc says RKV_ERR_NOMEM (the tree then makes room
+ * like for a full store) instead of the process dying.
+ *
  * Invariants (verified by rkv_store_check):
- *   - slots 0..cap-1; state[i] is SLOT_FREE, SLOT_EMPTY (allocated, holds
+ *   - slots 0..cap-1; slots top..cap-1 were never handed out (free, no
+ *     metadata); top <= alloc_n <= cap, the arrays hold alloc_n entries;
+ *   - state[i] (i < top) is SLOT_FREE, SLOT_EMPTY (allocated, holds
  *     nothing readable) or SLOT_FULL (allocated, holds the block whose
  *     (hash[i], ns[i]) are recorded);
- *   - the free slots form a LIFO stack threaded through next[]: exactly
- *     the SLOT_FREE slots, each once, cap - used of them;
+ *   - the free slots below top form a LIFO stack threaded through next[]:
+ *     exactly the SLOT_FREE ones, each once, top - used of them; an alloc
+ *     pops it, or takes slot top when it is empty (so slots are handed
+ *     out in the order a stack of all slots, 0 on top, would give);
  *   - block_bytes == 0 (metadata only) iff the medium holds no bytes: no
  *     memory (host), no file (disk); ops is then NULL;
  *   - owner is the tree the store is attached to, or NULL.
@@ -20,8 +31,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/types.h>
+
 #include "common/cuda_backend.h"
 #include "radixkv.h"
+#include "tier/disk_record.h"
 
 enum { SLOT_FREE = 0, SLOT_EMPTY = 1, SLOT_FULL = 2 };
 
@@ -58,7 +72,14 @@ typedef struct rkv_host_mem {
 typedef struct rkv_disk_file {
     int fd;
     char *path;          /* the file (owned copy)                         */
-    int made_file;       /* 1: tier created the file (it removes it)      */
+    int made_file;       /* 1: the store removes the file at close (it
+                            created it, or took it over from an earlier
+                            store, and holds its lock)                   */
+    int origin;          /* rkv_store_file_origin                          */
+    dev_t dev;           /* the file's identity, so that close removes    */
+    ino_t ino;           /* only the file the store opened                 */
+    int keyed;           /* 1: records carry a keyed MAC (auth)            */
+    rkv_record_auth auth; /* key and file id; wiped at close               */
     int direct;          /* 1: fd is O_DIRECT now                         */
     int direct_tried;    /* 1: O_DIRECT was asked for and opened          */
     int direct_verified; /* 1: an O_DIRECT I/O succeeded                  */
@@ -75,12 +96,13 @@ struct rkv_store {
     size_t block_bytes;
     uint32_t cap;
     uint32_t used;
+    uint32_t top;                /* slots ever handed out: 0..top-1        */
+    uint32_t alloc_n;            /* entries the arrays below hold          */
     uint32_t free_head;          /* top of the free stack or RKV_NO_SLOT   */
-    uint8_t *state;              /* [cap]                                  */
-    uint32_t *next;              /* [cap] free stack links                 */
-    uint64_t *hash;              /* [cap] recorded chained hash (FULL)     */
-    uint64_t *ns;                /* [cap] recorded namespace (FULL)        */
-    void *meta;                  /* the one allocation behind the arrays   */
+    uint8_t *state;              /* [alloc_n]                              */
+    uint32_t *next;              /* [alloc_n] free stack links             */
+    uint64_t *hash;              /* [alloc_n] recorded chained hash (FULL) */
+    uint64_t *ns;                /* [alloc_n] recorded namespace (FULL)    */
     const void *owner;           /* attached tree or NULL                  */
     uint32_t fail_countdown;     /* injection: the call that hits 0 fails  */
     const rkv_store_ops *ops;    /* NULL when block_bytes == 0             */
