@@ -653,21 +653,21 @@ Test(store, record_verify_refuses_each_field_alone)
     cr_assert_not_null(rec);
     for (size_t i = 0; i < BB; i++)
         rec[RKV_REC_HEADER + i] = (unsigned char)(i * 7 + 1);
-    rkv_record_seal(rec, 3, 0xfeedull, 5, BB);
-    OK(rkv_record_verify(rec, rb, 3, 0xfeedull, 5, BB, "rec"));
-    IS(rkv_record_verify(rec, rb, 3, 0xfeedull, 6, BB, "rec"), RKV_ERR_CORRUPT);
+    rkv_record_seal(rec, 3, 0xfeedull, 5, BB, NULL);
+    OK(rkv_record_verify(rec, rb, 3, 0xfeedull, 5, BB, NULL, "rec"));
+    IS(rkv_record_verify(rec, rb, 3, 0xfeedull, 6, BB, NULL, "rec"), RKV_ERR_CORRUPT);
     cr_assert(strstr(rkv_last_error(), "namespace 5") != NULL, "%s", rkv_last_error());
-    IS(rkv_record_verify(rec, rb, 3, 0xfeedull, 0, BB, "rec"), RKV_ERR_CORRUPT);
-    IS(rkv_record_verify(rec, rb, 3, 0xfeefull, 5, BB, "rec"), RKV_ERR_CORRUPT);
-    IS(rkv_record_verify(rec, rb, 4, 0xfeedull, 5, BB, "rec"), RKV_ERR_CORRUPT);
-    IS(rkv_record_verify(rec, rb, 3, 0xfeedull, 5, BB - 1, "rec"), RKV_ERR_CORRUPT);
-    IS(rkv_record_verify(rec, RKV_REC_HEADER + BB - 1, 3, 0xfeedull, 5, BB, "rec"),
+    IS(rkv_record_verify(rec, rb, 3, 0xfeedull, 0, BB, NULL, "rec"), RKV_ERR_CORRUPT);
+    IS(rkv_record_verify(rec, rb, 3, 0xfeefull, 5, BB, NULL, "rec"), RKV_ERR_CORRUPT);
+    IS(rkv_record_verify(rec, rb, 4, 0xfeedull, 5, BB, NULL, "rec"), RKV_ERR_CORRUPT);
+    IS(rkv_record_verify(rec, rb, 3, 0xfeedull, 5, BB - 1, NULL, "rec"), RKV_ERR_CORRUPT);
+    IS(rkv_record_verify(rec, RKV_REC_HEADER + BB - 1, 3, 0xfeedull, 5, BB, NULL, "rec"),
        RKV_ERR_CORRUPT); /* one byte short */
     /* a record sealed for namespace 6 (same slot, hash and payload) is not
      * namespace 5's */
-    rkv_record_seal(rec, 3, 0xfeedull, 6, BB);
-    IS(rkv_record_verify(rec, rb, 3, 0xfeedull, 5, BB, "rec"), RKV_ERR_CORRUPT);
-    OK(rkv_record_verify(rec, rb, 3, 0xfeedull, 6, BB, "rec"));
+    rkv_record_seal(rec, 3, 0xfeedull, 6, BB, NULL);
+    IS(rkv_record_verify(rec, rb, 3, 0xfeedull, 5, BB, NULL, "rec"), RKV_ERR_CORRUPT);
+    OK(rkv_record_verify(rec, rb, 3, 0xfeedull, 6, BB, NULL, "rec"));
     free(rec);
 }
 
@@ -696,8 +696,8 @@ Test(store, disk_record_of_another_namespace_refused)
     int fd = open(file, O_RDWR);
     cr_assert_geq(fd, 0);
     cr_assert_eq(pread(fd, rec, rb, at), (ssize_t)rb);
-    OK(rkv_record_verify(rec, rb, slot, 0xabc, 5, bb, "as written"));
-    rkv_record_seal(rec, slot, 0xabc, 6, bb); /* namespace 6, same page */
+    OK(rkv_record_verify(rec, rb, slot, 0xabc, 5, bb, NULL, "as written"));
+    rkv_record_seal(rec, slot, 0xabc, 6, bb, NULL); /* namespace 6, same page */
     cr_assert_eq(pwrite(fd, rec, rb, at), (ssize_t)rb);
     cr_assert_eq(fsync(fd), 0);
     IS(rkv_store_read_to_pool(s, slot, pool, b[1], 0xabc, 5), RKV_ERR_CORRUPT);
@@ -705,7 +705,7 @@ Test(store, disk_record_of_another_namespace_refused)
     CHECK(s);
     cr_assert_eq(rkv_store_used_blocks(s), 1);
     /* restored: it reads again */
-    rkv_record_seal(rec, slot, 0xabc, 5, bb);
+    rkv_record_seal(rec, slot, 0xabc, 5, bb, NULL);
     cr_assert_eq(pwrite(fd, rec, rb, at), (ssize_t)rb);
     cr_assert_eq(fsync(fd), 0);
     close(fd);
