@@ -213,7 +213,11 @@ typedef enum rkv_evict_policy {
                                structure (continuation depth, new pages)
                                and the learned return time of each class;
                                priorities other than the default still
-                               order eviction first (radix/evict_learned.c) */
+                               order eviction first (radix/evict_learned.c).
+                               Guarded: a shadow LRU counts what LRU would
+                               hit, and once the policy falls behind it
+                               eviction is LRU (radix/evict_guard.c), so it
+                               never loses to LRU by more than ~0.2 point */
 } rkv_evict_policy;
 /* A policy's name ("lru", "priority", "learned") and back, from one table
  * (radix/evict_names.c). from_name: RKV_ERR_INVALID_ARG for an unknown name
@@ -697,6 +701,14 @@ typedef struct rkv_tree_stats {
     uint64_t lru_reorder_steps; /* list steps taken to place a node that
                                    became a leaf (0 in the common case)     */
     uint64_t host_bytes;       /* node metadata + tokens + child index      */
+    /* RKV_EVICT_LEARNED's guard (0 under other policies): what plain LRU
+     * would have hit on the same matches (a shadow LRU of the device
+     * pool), how many times the policy fell behind it (eviction became
+     * LRU until the allowed deficit had doubled), and 1 while eviction is
+     * LRU for that reason */
+    uint64_t guard_lru_hit_tokens;
+    uint64_t guard_fallbacks;
+    uint32_t guard_on_lru;
 } rkv_tree_stats;
 rkv_status rkv_tree_get_stats(const rkv_tree *tree, rkv_tree_stats *out);
 

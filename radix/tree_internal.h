@@ -178,6 +178,8 @@ struct rkv_tree {
     uint64_t lru_nonempty[2]; /* bit b: bucket b has a node               */
     int policy;            /* rkv_evict_policy                              */
     struct rkv_learn *learn; /* RKV_EVICT_LEARNED's model, else NULL       */
+    struct rkv_guard *guard; /* its shadow LRU (radix/evict_guard.c), else
+                                NULL                                      */
     uint64_t clock;        /* last_access values come from ++clock          */
     uint64_t epoch;        /* children_epoch values come from ++epoch       */
     uint64_t lock_total;   /* leases held (== sum of roots' counts)         */

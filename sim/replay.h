@@ -172,6 +172,10 @@ typedef struct rkv_replay_result {
     uint64_t peak_pool_blocks; /* most pool blocks in use, cache included    */
     uint64_t evicted_blocks;
     uint64_t tree_host_bytes;  /* tree metadata at the end                   */
+    /* --evict-policy learned's guard (rkv_tree_stats): tokens a shadow LRU
+     * hit on the same matches, and the times it fell back to LRU */
+    uint64_t guard_lru_hit_tokens;
+    uint64_t guard_fallbacks;
     double wall_s;             /* host time of the whole replay              */
 
     /* file order */

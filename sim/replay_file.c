@@ -239,6 +239,8 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
         if (st == RKV_OK) {
             res.evicted_blocks = ts.evicted_blocks;
             res.tree_host_bytes = ts.host_bytes;
+            res.guard_lru_hit_tokens = ts.guard_lru_hit_tokens;
+            res.guard_fallbacks = ts.guard_fallbacks;
             rkv_tier_stats tst;
             if (rkv_tree_tier_stats(tree, &tst) == RKV_OK) {
                 res.store_blocks = tst.stores_blocks[RKV_MEDIUM_HOST] +

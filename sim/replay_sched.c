@@ -514,6 +514,8 @@ rkv_status rkv_inst_add_counters(const sched_run *r, rkv_replay_result *res)
         return st;
     res->evicted_blocks += ts.evicted_blocks;
     res->tree_host_bytes += ts.host_bytes;
+    res->guard_lru_hit_tokens += ts.guard_lru_hit_tokens;
+    res->guard_fallbacks += ts.guard_fallbacks;
     rkv_retention_stats rs;
     if ((st = rkv_tree_retention_stats(r->tree, &rs)) != RKV_OK)
         return st;
