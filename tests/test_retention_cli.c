@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "radixkv.h"
 #include "tests/support/cli_run.h"
 
 static void setup(void)
@@ -53,6 +54,29 @@ Test(retcli, evict_policy_names_and_errors)
     free(out);
     free(err);
     cr_assert_eq(run("sweep --evict-policy", &out, &err), 2);
+    free(out);
+    free(err);
+}
+
+/* Every policy the command accepts is named in --help's --evict-policy
+ * paragraph (a policy cannot be offered hidden). */
+Test(retcli, help_lists_every_evict_policy)
+{
+    char *out, *err;
+    cr_assert_eq(run("--help", &out, &err), 0, "%s", err);
+    const char *a = strstr(out, "--evict-policy NAME");
+    cr_assert_not_null(a, "%s", out);
+    const char *b = strstr(a, "\n  --");
+    cr_assert_not_null(b);
+    size_t len = (size_t)(b - a);
+    for (int p = 0; rkv_evict_policy_name(p) != NULL; p++) {
+        const char *name = rkv_evict_policy_name(p);
+        int found = 0;
+        for (const char *q = a; !found && (q = strstr(q, name)) && q < b; q++)
+            found = 1;
+        cr_expect(found, "%s not in --help's paragraph: %.*s", name,
+                  (int)len, a);
+    }
     free(out);
     free(err);
 }
