@@ -89,7 +89,9 @@ typedef struct rkv_replay_config {
                                   default none                             */
     uint64_t retention_ttl_ms; /* --retention ttl: the pin's TTL (default
                                   12000, the p90 of the agentic workload's
-                                  tool latency)                            */
+                                  tool latency), on the workload's clock:
+                                  times time_scale before an open-loop
+                                  next turn, as the pause it covers      */
     uint32_t max_pinned_pct;   /* the trees' pin cap (rkv_tree_config;
                                   default 50)                              */
     int drop_pinned;           /* rkv_tier_config.drop_pinned: 1 = device
@@ -112,12 +114,16 @@ typedef struct rkv_replay_config {
  *   none         no retention; trace hints ignored (the default).
  *   hints        only the trace's per-line hints: "priority" sets the
  *                context's priority, "ttl_ms" pins the context that long
+ *                on the trace's clock (times time_scale, as ttl)
  *                (owner: the line's session).
  *   priority     a request that waits for a tool gives its context
  *                priority 80 (kept longer under --evict-policy priority),
  *                a session's last request priority 1 (done: evict first).
  *   ttl          a request that waits for a tool pins its context for
- *                retention_ttl_ms (a cache breakpoint; the pin is made or
+ *                retention_ttl_ms of the workload's clock (times
+ *                time_scale when its next turn is a later trace line,
+ *                whose gap is scaled too; as given before a closed-loop
+ *                turn, whose think time is not) (a cache breakpoint; the pin is made or
  *                renewed when the request's pages are inserted, so the
  *                deadline counts from its end).
  *   ttl-oracle   the same pin with the TTL its next turn actually needs:

@@ -136,6 +136,24 @@ static uint64_t oracle_ttl(const rkv_ret_plan *p, const rkv_workload *wl,
     return (uint64_t)gap + RET_ORACLE_SLACK_MS;
 }
 
+/* A TTL given in the workload's clock (--pin-ttl-ms, a line's ttl_ms) on
+ * the replay's: a pause before an open-loop next turn (a later line) is
+ * the trace's gap times time_scale, so the TTL is scaled too; a
+ * closed-loop turn waits its think_ms unscaled, and so does the TTL. So a
+ * TTL covers the same real pause whatever the scale. */
+static uint64_t ret_scaled_ttl(const rkv_ret_plan *p, const rkv_workload *wl,
+                               const rkv_replay_config *cfg, uint64_t id,
+                               uint64_t ttl)
+{
+    uint64_t nx = p->next[id];
+    if (ttl == 0 || (nx != RKV_WL_NO_PARENT && wl->reqs[nx].parent == id))
+        return ttl;
+    double s = (double)ttl * cfg->time_scale;
+    if (!(s >= 1))
+        return 1;
+    return s < (double)RET_SESSION_TTL_MS ? (uint64_t)s : RET_SESSION_TTL_MS;
+}
+
 int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
                 const rkv_replay_config *cfg, uint64_t id, rkv_retention *out)
 {
@@ -157,7 +175,8 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
             out->priority = RET_PRIO_DONE;
         break;
     case RKV_RETENTION_TTL:
-        ttl = waits ? cfg->retention_ttl_ms : 0;
+        ttl = waits ? ret_scaled_ttl(p, wl, cfg, id, cfg->retention_ttl_ms)
+                    : 0;
         break;
     case RKV_RETENTION_TTL_ORACLE:
         ttl = waits ? oracle_ttl(p, wl, cfg, id) : 0;
@@ -171,7 +190,7 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
     if (q->hint_priority >= 0)
         out->priority = q->hint_priority;
     if (q->hint_ttl_ms > 0)
-        ttl = q->hint_ttl_ms;
+        ttl = ret_scaled_ttl(p, wl, cfg, id, q->hint_ttl_ms);
     if (out->priority >= 0) {
         out->prio_begin = 0;
         out->prio_end = (size_t)ctx;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sim/replay.h"
+#include "sim/replay_retain.h"
 #include "sim/workload.h"
 #include "tests/support/test_util.h"
 #include "tests/support/test_workload.h"
@@ -119,5 +120,59 @@ Test(replay_retention, deterministic_and_hints_win, .timeout = 300)
     rkv_replay_config_init(&cfg);
     cfg.retention = RKV_RETENTION_COUNT;
     cr_assert_eq(rkv_replay_sched(&wl, &cfg, &b), RKV_ERR_INVALID_ARG);
+    rkv_workload_free(&wl);
+}
+
+/* A TTL is on the workload's clock: before a later trace line (open loop,
+ * its gap scaled by time_scale) the pin's TTL is scaled the same way, a
+ * line's ttl_ms hint too; before a closed-loop agentic turn (think time
+ * unscaled) it is kept. */
+Test(replay_retention, ttl_follows_the_time_scale)
+{
+    static const char trace[] =
+        "{\"timestamp\":0,\"input_length\":600,\"output_length\":4,"
+        "\"hash_ids\":[1,2],\"session\":7}\n"
+        "{\"timestamp\":900,\"input_length\":1100,\"output_length\":4,"
+        "\"hash_ids\":[1,2,3],\"session\":7,\"ttl_ms\":300}\n"
+        "{\"timestamp\":2000,\"input_length\":1600,\"output_length\":4,"
+        "\"hash_ids\":[1,2,3,4],\"session\":7}\n";
+    rkv_trace_reader *rd;
+    cr_assert_eq(rkv_trace_reader_open_memory(trace, sizeof trace - 1, "t",
+                                              &rd), RKV_OK, "%s",
+                 rkv_last_error());
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_load_trace(&wl, rd, 0), RKV_OK, "%s",
+                 rkv_last_error());
+    rkv_trace_reader_close(rd);
+    rkv_ret_plan p;
+    cr_assert_eq(rkv_ret_plan_init(&p, &wl), RKV_OK);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.retention = RKV_RETENTION_TTL;
+    cfg.retention_ttl_ms = 1000;
+    rkv_retention r;
+    for (int k = 0; k < 2; k++) {
+        cfg.time_scale = k == 0 ? 1.0 : 10.8;
+        cr_assert(rkv_ret_for(&p, &wl, &cfg, 0, &r));
+        cr_assert_eq(r.ttl_ms, k == 0 ? 1000u : 10800u);
+        cr_assert(rkv_ret_for(&p, &wl, &cfg, 1, &r)); /* its hint */
+        cr_assert_eq(r.ttl_ms, k == 0 ? 300u : 3240u);
+    }
+    rkv_ret_plan_free(&p);
+    rkv_workload_free(&wl);
+
+    rkv_test_agentic(&wl, 8, 6, "replay_retention.ttl_scale");
+    cr_assert_eq(rkv_ret_plan_init(&p, &wl), RKV_OK);
+    cfg.time_scale = 10.8;
+    size_t checked = 0;
+    for (size_t i = 0; i < wl.num_reqs; i++)
+        if (wl.reqs[i].tool_call) {
+            cr_assert(rkv_ret_for(&p, &wl, &cfg, i, &r));
+            cr_assert_eq(r.ttl_ms, 1000u, "closed loop: think time unscaled");
+            checked++;
+        }
+    cr_assert_gt(checked, 0);
+    rkv_ret_plan_free(&p);
     rkv_workload_free(&wl);
 }
