@@ -527,6 +527,19 @@ rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner,
 /* Drops every pin of owner now; count (may be NULL): pins dropped. */
 rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner,
                                  uint32_t *count);
+/* A session ended (its agent answered without a tool call): releases
+ * owner's pins, then marks the pages of the cached context tokens[0..n)
+ * in ns that only this session used -- from the context's end up to the
+ * first node someone else also uses (another branch, a lock, a pin) --
+ * so that they are evicted first, under every policy (least recently
+ * used first among them). A later match or insert through a marked page
+ * makes it ordinary again. Nothing is marked when the cached path goes on
+ * past n (another context extends it). pages_out (may be NULL): pages
+ * marked. RKV_ERR_NOMEM only when no retention call made the tree's
+ * retention table yet (nothing changes then). */
+rkv_status rkv_tree_session_end(rkv_tree *tree, rkv_namespace ns,
+                                const int32_t *tokens, size_t n,
+                                uint64_t owner, uint32_t *pages_out);
 /* *blocks = pinned pages that only pins hold (no lock under them): what
  * rkv_tree_alloc_blocks may revoke once free + evictable blocks fall short.
  * A scheduler counts them as available. O(1) (a counter the tree keeps). */

@@ -223,7 +223,8 @@ static rkv_status rkv_check_lru(const rkv_tree *t, uint64_t members)
         if (bit != (t->lru_head[b] != RKV_NIL))
             return CORRUPT("LRU bucket %u: non-empty bit %d, head %u", b, bit,
                            t->lru_head[b]);
-        if (t->policy == RKV_EVICT_LRU && b > 0 && t->lru_head[b] != RKV_NIL)
+        if (t->policy == RKV_EVICT_LRU && b > 0 && b != RKV_ENDED_BUCKET &&
+            t->lru_head[b] != RKV_NIL)
             return CORRUPT("LRU bucket %u is used under the LRU policy", b);
         for (uint32_t y = t->lru_head[b]; y != RKV_NIL; y = t->nodes[y].lru_next) {
             if (++n > members)

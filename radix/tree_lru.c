@@ -8,7 +8,8 @@
  * non-empty bucket, found in O(1) from a 128-bit mask; under
  * RKV_EVICT_LEARNED see radix/evict_learned.c, and while its guard has
  * fallen back (radix/evict_guard.c), the least recently used head of all
- * lists: plain LRU);
+ * lists: plain LRU; before all of these, under every policy, the list of
+ * leaves that only ended sessions used, radix/tree_session.c);
  * rkv_tree_evict and rkv_tree_alloc_blocks. (Locks: radix/tree_lease.c;
  * pins: radix/tree_retain.c.)
  *
@@ -69,6 +70,8 @@ static uint32_t rkv_lru_first_any(const rkv_tree *t)
 
 uint32_t rkv_lru_first(const rkv_tree *t)
 {
+    if (t->lru_head[RKV_ENDED_BUCKET] != RKV_NIL) /* every policy */
+        return t->lru_head[RKV_ENDED_BUCKET];
     if (t->guard != NULL && t->guard->fallback)
         return rkv_lru_first_any(t); /* the policy lost to LRU */
     if (t->policy == RKV_EVICT_LEARNED) {
@@ -178,12 +181,17 @@ void rkv_lru_place(rkv_tree *t, uint32_t id)
 void rkv_tree_touch(rkv_tree *t, uint32_t id)
 {
     uint64_t c = ++t->clock;
-    if (rkv_tree_in_lru(&t->nodes[id])) {
+    int listed = rkv_tree_in_lru(&t->nodes[id]);
+    if (listed)
         rkv_lru_unlink(t, id);
-        rkv_lru_push_tail(t, id);
-    }
-    for (uint32_t y = id; y != 0; y = t->nodes[y].parent)
+    /* a use: the path is no longer only an ended session's */
+    for (uint32_t y = id; y != 0; y = t->nodes[y].parent) {
         t->nodes[y].last_access = c;
+        if (t->meta != NULL)
+            t->meta[y].flags[RKV_META_ENDED] = 0;
+    }
+    if (listed)
+        rkv_lru_push_tail(t, id);
 }
 
 /* ---- eviction -------------------------------------------------------------- */
