@@ -66,6 +66,7 @@ void rkv_ret_plan_free(rkv_ret_plan *p)
     free(p->next);
     free(p->waits);
     free(p->tool_class);
+    free(p->ctx);
     memset(p, 0, sizeof *p);
 }
 
@@ -78,7 +79,14 @@ rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl)
     p->waits = calloc(m, 1);
     p->tool_class = calloc(m, 1);
     sess_key *k = malloc(m * sizeof *k);
-    if (!p->next || !p->waits || !p->tool_class || !k) {
+    uint64_t ctx_max = 1;
+    for (size_t i = 0; i < n; i++)
+        if ((uint64_t)wl->reqs[i].input_length + wl->reqs[i].output_length >
+            ctx_max)
+            ctx_max = (uint64_t)wl->reqs[i].input_length +
+                      wl->reqs[i].output_length;
+    p->ctx = malloc((size_t)ctx_max * sizeof *p->ctx);
+    if (!p->next || !p->waits || !p->tool_class || !k || !p->ctx) {
         free(k);
         rkv_ret_plan_free(p);
         return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory for the "
@@ -184,7 +192,10 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
     case RKV_RETENTION_TTL_SESSION:
         ttl = waits ? RET_SESSION_TTL_MS : 0;
         break;
-    default: /* hints only */
+    default: /* hints: a session without its end waits */
+        if ((cfg->session_signals & RKV_SIGNAL_WAIT) &&
+            q->session != RKV_WL_NO_SESSION && !q->session_end)
+            ttl = ret_scaled_ttl(p, wl, cfg, id, cfg->retention_ttl_ms);
         break;
     }
     if (q->hint_priority >= 0)
@@ -205,12 +216,27 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
 
 rkv_status rkv_ret_ended(const rkv_ret_plan *p, const rkv_workload *wl,
                          const rkv_replay_config *cfg, rkv_tree *tree,
-                         uint64_t id)
+                         uint64_t id, int with_output, uint64_t *ended_pages)
 {
     if (cfg->retention == RKV_RETENTION_NONE || !p->next || id >= p->n)
         return RKV_OK;
-    uint64_t s = wl->reqs[id].session;
-    if (s == RKV_WL_NO_SESSION || p->next[id] != RKV_WL_NO_PARENT)
+    const rkv_wl_request *q = &wl->reqs[id];
+    uint64_t s = q->session;
+    if (s == RKV_WL_NO_SESSION)
+        return RKV_OK;
+    if (q->session_end && (cfg->session_signals & RKV_SIGNAL_END)) {
+        rkv_status st = rkv_workload_prompt(wl, id, p->ctx);
+        if (st != RKV_OK)
+            return st;
+        size_t n = q->input_length;
+        for (uint32_t k = 0; with_output && k < q->output_length; k++)
+            p->ctx[n++] = rkv_workload_output_token(q, k);
+        uint32_t marked = 0;
+        st = rkv_tree_session_end(tree, 0, p->ctx, n, s, &marked);
+        *ended_pages += marked;
+        return st;
+    }
+    if (p->next[id] != RKV_WL_NO_PARENT)
         return RKV_OK;
     return rkv_tree_pins_release(tree, s, NULL);
 }

@@ -143,7 +143,8 @@ rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
         s->rejected = 1;
         res->rejected_requests++;
         r->done++;
-        if ((st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id)) !=
+        if ((st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id, 1,
+                                   &res->ended_pages)) !=
             RKV_OK)
             return st;
         /* its next turns still arrive (and are refused in turn if
@@ -269,7 +270,8 @@ rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
         r->pending--;
         r->done++;
         if ((st = release_children(r, id, r->now)) != RKV_OK ||
-            (st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id)) !=
+            (st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id, 1,
+                                   &res->ended_pages)) !=
                 RKV_OK)
             return st;
     }

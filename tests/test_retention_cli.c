@@ -248,10 +248,16 @@ Test(retcli, trace_hints_pin_under_hints_only)
     cr_assert_eq(json_num(out, "pins_made"), 0, "none ignores hints: %s", out);
     free(out);
     free(err);
-    snprintf(args, sizeof args, "replay '%s' --retention ttl --order file", path);
-    cr_assert_eq(run(args, &out, &err), 2, "%s", err);
-    cr_assert_not_null(strstr(err, "--retention applies to the scheduler "
-                                   "replay"), "%s", err);
+    /* file order applies retention too (on the lines' clock) */
+    snprintf(args, sizeof args, "replay '%s' --retention hints --order file "
+                                "--json", path);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert_eq(json_num(out, "pins_made"), 2, "%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run("replay --session-signals tool", &out, &err), 2);
+    cr_assert_not_null(strstr(err, "--session-signals: expected none, end, "
+                                   "wait or both"), "%s", err);
     free(out);
     free(err);
 }
