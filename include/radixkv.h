@@ -496,6 +496,11 @@ typedef struct rkv_retention {
                             pages, <= n); 0: no pin                        */
     uint64_t ttl_ms;     /* pin deadline = now_ms + ttl_ms (> 0 with a pin) */
     uint64_t owner;      /* session that owns the pin                      */
+    int session_end;     /* rkv_request_desc: non-zero on a session's last
+                            request (its answer ends without a tool call):
+                            when it finishes, rkv_tree_session_end(owner)
+                            over its prompt + output. rkv_tree_retain
+                            ignores it (call rkv_tree_session_end)       */
 } rkv_retention;
 /* priority -1, no pin. */
 void rkv_retention_init(rkv_retention *r);
@@ -1196,7 +1201,11 @@ typedef struct rkv_request_desc {
                                 commit + ttl_ms, renewed at every such
                                 insert. A pin refused for the cap keeps the
                                 priority (stats.pins_refused); nothing the
-                                retention does fails a step.              */
+                                retention does fails a step. With
+                                session_end, the request's finish ends its
+                                session (owner's pins released, the pages
+                                only it used evicted first; stats
+                                sessions_ended).                          */
 } rkv_request_desc;
 
 /* Refused, changing nothing: RKV_ERR_DUPLICATE for a live id (finished or
@@ -1372,6 +1381,7 @@ typedef struct rkv_sched_stats {
                                      priority was applied without them)     */
     uint64_t retain_failed;       /* retains that failed otherwise (out of
                                      memory): skipped, the step went on    */
+    uint64_t sessions_ended;      /* finished requests with session_end   */
     /* tiers (see "Tiers in the scheduler") */
     uint64_t cached_tokens_by_medium[RKV_MEDIUM_COUNT]; /* of cached_tokens:
                                      on the device at admission, or loaded

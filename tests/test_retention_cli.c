@@ -226,14 +226,16 @@ Test(retcli, trace_hints_pin_under_hints_only)
     snprintf(path, sizeof path, "%s/hints.jsonl", rkv_cli_tmpdir);
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
-    /* three turns of one session, each extending the last; two pin */
+    /* three turns of one session, each extending the last; two pin (the
+     * last ends the session: it waits for nothing) */
     fputs("{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 4, "
           "\"hash_ids\": [1, 2], \"ttl_ms\": 60000, \"session\": \"a\"}\n"
           "{\"timestamp\": 1000, \"input_length\": 1100, \"output_length\": 4, "
           "\"hash_ids\": [1, 2, 3], \"ttl_ms\": 60000, \"session\": \"a\", "
           "\"priority\": 90}\n"
           "{\"timestamp\": 2000, \"input_length\": 1600, \"output_length\": 4, "
-          "\"hash_ids\": [1, 2, 3, 4], \"session\": \"a\"}\n", f);
+          "\"hash_ids\": [1, 2, 3, 4], \"session\": \"a\", "
+          "\"session_end\": true}\n", f);
     fclose(f);
     char *out, *err;
     char args[PATH_MAX + 128];
@@ -241,6 +243,7 @@ Test(retcli, trace_hints_pin_under_hints_only)
     cr_assert_eq(run(args, &out, &err), 0, "%s", err);
     cr_assert_eq(json_num(out, "pins_made"), 2, "%s", out);
     cr_assert_eq(json_num(out, "pins_released"), 2, "the session ended: %s", out);
+    cr_assert_gt(json_num(out, "ended_pages"), 0, "%s", out);
     free(out);
     free(err);
     snprintf(args, sizeof args, "replay '%s' --json", path);
