@@ -240,7 +240,7 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     memset(&plan, 0, sizeof plan);
     uint64_t now_ms = 0;
     if (cfg->retention != RKV_RETENTION_NONE &&
-        (st = rkv_ret_plan_init(&plan, wl)) != RKV_OK) {
+        (st = rkv_ret_plan_init(&plan, wl, pool_tokens)) != RKV_OK) {
         rkv_tree_destroy(tree);
         rkv_store_destroy(host);
         rkv_store_destroy(disk);

@@ -70,7 +70,8 @@ void rkv_ret_plan_free(rkv_ret_plan *p)
     memset(p, 0, sizeof *p);
 }
 
-rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl)
+rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl,
+                             uint64_t max_ctx)
 {
     memset(p, 0, sizeof *p);
     size_t n = wl->num_reqs;
@@ -85,7 +86,10 @@ rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl)
             ctx_max)
             ctx_max = (uint64_t)wl->reqs[i].input_length +
                       wl->reqs[i].output_length;
+    if (ctx_max > max_ctx)
+        ctx_max = max_ctx > 0 ? max_ctx : 1;
     p->ctx = malloc((size_t)ctx_max * sizeof *p->ctx);
+    p->ctx_cap = (size_t)ctx_max;
     if (!p->next || !p->waits || !p->tool_class || !k || !p->ctx) {
         free(k);
         rkv_ret_plan_free(p);
@@ -225,11 +229,15 @@ rkv_status rkv_ret_ended(const rkv_ret_plan *p, const rkv_workload *wl,
     if (s == RKV_WL_NO_SESSION)
         return RKV_OK;
     if (q->session_end && (cfg->session_signals & RKV_SIGNAL_END)) {
-        rkv_status st = rkv_workload_prompt(wl, id, p->ctx);
+        /* no more than the cache can hold */
+        uint32_t np = q->input_length < p->ctx_cap ? q->input_length
+                                                   : (uint32_t)p->ctx_cap;
+        rkv_status st = rkv_workload_prompt_n(wl, id, np, p->ctx);
         if (st != RKV_OK)
             return st;
-        size_t n = q->input_length;
-        for (uint32_t k = 0; with_output && k < q->output_length; k++)
+        size_t n = np;
+        for (uint32_t k = 0; with_output && k < q->output_length &&
+                             n < p->ctx_cap; k++)
             p->ctx[n++] = rkv_workload_output_token(q, k);
         uint32_t marked = 0;
         st = rkv_tree_session_end(tree, 0, p->ctx, n, s, &marked);

@@ -21,11 +21,15 @@ typedef struct rkv_ret_plan {
     uint8_t *tool_class;  /* 1: its session has a request that waits        */
     size_t n;
     int32_t *ctx;         /* a context's tokens (rkv_ret_ended's buffer)   */
+    size_t ctx_cap;       /* its length: no more than the cache can hold  */
 } rkv_ret_plan;
 
 /* Builds the plan for wl (any retention mode: the classes are reported
- * whatever the mode). On failure nothing is left allocated. */
-rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl);
+ * whatever the mode); contexts are expanded up to max_ctx tokens (the
+ * cache's capacity: nothing past it can be cached). On failure nothing is
+ * left allocated. */
+rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl,
+                             uint64_t max_ctx);
 void rkv_ret_plan_free(rkv_ret_plan *p);
 
 /* The retention request id carries under cfg->retention, into *out.

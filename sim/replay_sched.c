@@ -329,7 +329,9 @@ rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "replay: unknown retention mode %d",
                              cfg->retention);
-    if ((st = rkv_ret_plan_init(&r->ret, wl)) != RKV_OK)
+    if ((st = rkv_ret_plan_init(&r->ret, wl,
+                                (uint64_t)rkv_pool_num_blocks(r->pool) *
+                                    cfg->page_size)) != RKV_OK)
         return st;
     size_t n = wl->num_reqs;
     r->rs = calloc(n ? n : 1, sizeof *r->rs);

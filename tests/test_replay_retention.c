@@ -154,7 +154,7 @@ Test(replay_retention, ttl_follows_the_time_scale)
                  rkv_last_error());
     rkv_trace_reader_close(rd);
     rkv_ret_plan p;
-    cr_assert_eq(rkv_ret_plan_init(&p, &wl), RKV_OK);
+    cr_assert_eq(rkv_ret_plan_init(&p, &wl, UINT64_MAX), RKV_OK);
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     cfg.retention = RKV_RETENTION_TTL;
@@ -171,7 +171,7 @@ Test(replay_retention, ttl_follows_the_time_scale)
     rkv_workload_free(&wl);
 
     rkv_test_agentic(&wl, 8, 6, "replay_retention.ttl_scale");
-    cr_assert_eq(rkv_ret_plan_init(&p, &wl), RKV_OK);
+    cr_assert_eq(rkv_ret_plan_init(&p, &wl, UINT64_MAX), RKV_OK);
     cfg.time_scale = 10.8;
     size_t checked = 0;
     for (size_t i = 0; i < wl.num_reqs; i++)
