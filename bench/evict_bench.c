@@ -104,15 +104,16 @@ static void table(const char *title, const rkv_workload *wl,
         double ever = (double)model_run(&pg, cp, M_EVER, kinds[2]) /
                       (double)pg.prompt_tokens;
         double hr[MAX_POLICIES], us[MAX_POLICIES], lru = lru_ref;
+        int fb[MAX_POLICIES];
         for (int p = 0; p < npol; p++) {
-            hr[p] = library_run(wl, caps[c], pol[p], &us[p]);
+            hr[p] = library_run(wl, caps[c], pol[p], &us[p], &fb[p]);
             if (pol[p] == RKV_EVICT_LRU)
                 lru = hr[p];
         }
         printf("%14llu %8.2f%% %8.2f%% %8.2f%%", (unsigned long long)caps[c],
                100 * lru_ref, 100 * bel, 100 * ever);
-        for (int p = 0; p < npol; p++)
-            printf(" %8.2f%%", 100 * hr[p]);
+        for (int p = 0; p < npol; p++) /* *: its guard fell back to LRU */
+            printf(" %8.2f%%%s", 100 * hr[p], fb[p] ? "*" : " ");
         for (int p = 0; p < npol; p++)
             if (pol[p] != RKV_EVICT_LRU)
                 printf("  %7.1f%%", bel > lru ? 100 * (hr[p] - lru) / (bel - lru) : 0.0);

@@ -79,8 +79,9 @@ uint64_t model_run_keyed(const pages *pg, uint64_t cap_pages,
 /* Hit rate of library policy policy through the real tree (file order,
  * page PAGE, cap_tokens of capacity); *us_per_req gets the tree's mean
  * match + alloc/evict + insert time per request. */
+/* fell_back (may be NULL): the learned policy's guard fell back to LRU */
 double library_run(const rkv_workload *wl, uint64_t cap_tokens, int policy,
-                   double *us_per_req);
+                   double *us_per_req, int *fell_back);
 
 /* ---- evict_explain.c ----------------------------------------------------------- */
 

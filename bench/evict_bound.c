@@ -442,7 +442,7 @@ void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps)
         lru[c] = (double)model_run(&pg, cp[c], M_LRU, NULL) / (double)pg.prompt_tokens;
         bel[c] = (double)model_run(&pg, cp[c], M_BELADY, NULL) / (double)pg.prompt_tokens;
         ever[c] = (double)model_run(&pg, cp[c], M_EVER, NULL) / (double)pg.prompt_tokens;
-        learned[c] = library_run(wl, caps[c], RKV_EVICT_LEARNED, &us);
+        learned[c] = library_run(wl, caps[c], RKV_EVICT_LEARNED, &us, NULL);
         /* the target: half the LRU -> Belady gap, this run's figures */
         target[c] = lru[c] + (bel[c] - lru[c]) / 2;
         printf("%14llu %8.2f%% %8.2f%% %8.2f%% %8.2f%% %8.2f%%\n",

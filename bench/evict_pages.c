@@ -341,7 +341,7 @@ uint64_t model_run_keyed(const pages *pg, uint64_t cap_pages,
 /* ---- the library replay --------------------------------------------------------- */
 
 double library_run(const rkv_workload *wl, uint64_t cap_tokens, int policy,
-                   double *us_per_req)
+                   double *us_per_req, int *fell_back)
 {
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
@@ -354,5 +354,7 @@ double library_run(const rkv_workload *wl, uint64_t cap_tokens, int policy,
         evict_die("replay", st);
     /* the tree's work per request (means, measured around each call) */
     *us_per_req = (res.match_ns + res.alloc_ns + res.insert_ns) * 1e-3;
+    if (fell_back != NULL)
+        *fell_back = res.guard_fallbacks != 0;
     return res.hit_rate;
 }

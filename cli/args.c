@@ -47,6 +47,8 @@ enum {
  * host capacity */
 enum { OPT_PCIE_GBPS = 512, OPT_DISK_GBPS, OPT_SWAP, OPT_HOST_CAPACITIES,
        OPT_DROP_PINNED };
+/* session signals (retention v2) */
+enum { OPT_SESSION_SIGNALS = 600 };
 
 #define FOR_R 1u
 #define FOR_S 2u
@@ -111,6 +113,7 @@ static const optdef optdefs[] = {
     {"pin-ttl-ms", required_argument, OPT_PIN_TTL, FOR_B},
     {"pin-cap-pct", required_argument, OPT_PIN_CAP, FOR_B},
     {"drop-pinned", no_argument, OPT_DROP_PINNED, FOR_B},
+    {"session-signals", required_argument, OPT_SESSION_SIGNALS, FOR_B},
     {"trace-format", required_argument, OPT_TRACE_FORMAT, FOR_B},
     {"block-tokens", required_argument, OPT_BLOCK_TOKENS, FOR_B},
     {"tool-share", required_argument, OPT_TOOL_SHARE, FOR_B},
@@ -482,6 +485,19 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
             perr_set(e, "--retention: expected none, hints, priority, ttl, "
                         "ttl-oracle or ttl-session, got '%s'", v);
         break;
+    case OPT_SESSION_SIGNALS:
+        if (!strcmp(v, "none"))
+            o->rc.session_signals = 0;
+        else if (!strcmp(v, "end"))
+            o->rc.session_signals = RKV_SIGNAL_END;
+        else if (!strcmp(v, "wait"))
+            o->rc.session_signals = RKV_SIGNAL_WAIT;
+        else if (!strcmp(v, "both"))
+            o->rc.session_signals = RKV_SIGNAL_END | RKV_SIGNAL_WAIT;
+        else
+            perr_set(e, "--session-signals: expected none, end, wait or "
+                        "both, got '%.64s'", v);
+        break;
     case OPT_PIN_TTL:
         o->rc.retention_ttl_ms = need_count(e, f, v, 1, (uint64_t)1 << 40);
         break;
@@ -654,10 +670,6 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
         perr_set(e, "--sessions applies to --workload agentic");
     if (o->requests && o->workload != RKV_WL_FEWSHOT)
         perr_set(e, "--requests applies to --workload fewshot");
-    if (o->rc.retention != RKV_RETENTION_NONE && order_set &&
-        o->order == RKV_ORDER_FILE)
-        perr_set(e, "--retention applies to the scheduler replay (--order "
-                    "sched): the file-order replay has no sessions in time");
     if (o->tool_share >= 0 && o->workload != RKV_WL_AGENTIC)
         perr_set(e, "--tool-share applies to --workload agentic");
     if ((o->trace_format || o->block_tokens) && o->workload != RKV_WL_TRACE)

@@ -116,13 +116,15 @@ void rkv_report_json_pins(FILE *f, const rkv_replay_result *r)
 {
     fprintf(f, ",\"pins_made\":%llu,\"pins_renewed\":%llu,\"pins_refused\":%llu,"
                "\"pins_expired\":%llu,\"pins_released\":%llu,"
-               "\"pins_revoked\":%llu,\"pins_demoted\":%llu",
+               "\"pins_revoked\":%llu,\"pins_demoted\":%llu,"
+               "\"ended_pages\":%llu",
             (unsigned long long)r->pins_made, (unsigned long long)r->pins_renewed,
             (unsigned long long)r->pins_refused,
             (unsigned long long)r->pins_expired,
             (unsigned long long)r->pins_released,
             (unsigned long long)r->pins_revoked,
-            (unsigned long long)r->pins_demoted);
+            (unsigned long long)r->pins_demoted,
+            (unsigned long long)r->ended_pages);
 }
 
 /* ---- tiers (issue 12) ---------------------------------------------------- */
@@ -246,6 +248,15 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
         json_num(f, "match_us_per_request", any, r->match_ns / 1e3);
         json_num(f, "alloc_us_per_request", any, r->alloc_ns / 1e3);
         json_num(f, "insert_us_per_request", any, r->insert_ns / 1e3);
+        if (cfg->retention != RKV_RETENTION_NONE) { /* no classes: no time */
+            fprintf(f, ",\"retention\":{\"mode\":\"%s\",\"ttl_ms\":%llu,"
+                       "\"pin_cap_pct\":%u",
+                    rkv_replay_retention_name(cfg->retention),
+                    (unsigned long long)cfg->retention_ttl_ms,
+                    cfg->max_pinned_pct);
+            rkv_report_json_pins(f, r);
+            fputc('}', f);
+        }
     } else {
         fprintf(f, ",\"rejected_requests\":%llu,\"output_tokens\":%llu,"
                    "\"prefill_tokens\":%llu,\"prefill_tokens_saved\":%llu",

@@ -213,7 +213,11 @@ typedef enum rkv_evict_policy {
                                structure (continuation depth, new pages)
                                and the learned return time of each class;
                                priorities other than the default still
-                               order eviction first (radix/evict_learned.c) */
+                               order eviction first (radix/evict_learned.c).
+                               Guarded: a shadow LRU counts what LRU would
+                               hit, and once the policy falls behind it
+                               eviction is LRU (radix/evict_guard.c), so it
+                               never loses to LRU by more than ~0.2 point */
 } rkv_evict_policy;
 /* A policy's name ("lru", "priority", "learned") and back, from one table
  * (radix/evict_names.c). from_name: RKV_ERR_INVALID_ARG for an unknown name
@@ -492,6 +496,11 @@ typedef struct rkv_retention {
                             pages, <= n); 0: no pin                        */
     uint64_t ttl_ms;     /* pin deadline = now_ms + ttl_ms (> 0 with a pin) */
     uint64_t owner;      /* session that owns the pin                      */
+    int session_end;     /* rkv_request_desc: non-zero on a session's last
+                            request (its answer ends without a tool call):
+                            when it finishes, rkv_tree_session_end(owner)
+                            over its prompt + output. rkv_tree_retain
+                            ignores it (call rkv_tree_session_end)       */
 } rkv_retention;
 /* priority -1, no pin. */
 void rkv_retention_init(rkv_retention *r);
@@ -523,6 +532,19 @@ rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner,
 /* Drops every pin of owner now; count (may be NULL): pins dropped. */
 rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner,
                                  uint32_t *count);
+/* A session ended (its agent answered without a tool call): releases
+ * owner's pins, then marks the pages of the cached context tokens[0..n)
+ * in ns that only this session used -- from the context's end up to the
+ * first node someone else also uses (another branch, a lock, a pin) --
+ * so that they are evicted first, under every policy (least recently
+ * used first among them). A later match or insert through a marked page
+ * makes it ordinary again. Nothing is marked when the cached path goes on
+ * past n (another context extends it). pages_out (may be NULL): pages
+ * marked. RKV_ERR_NOMEM only when no retention call made the tree's
+ * retention table yet (nothing changes then). */
+rkv_status rkv_tree_session_end(rkv_tree *tree, rkv_namespace ns,
+                                const int32_t *tokens, size_t n,
+                                uint64_t owner, uint32_t *pages_out);
 /* *blocks = pinned pages that only pins hold (no lock under them): what
  * rkv_tree_alloc_blocks may revoke once free + evictable blocks fall short.
  * A scheduler counts them as available. O(1) (a counter the tree keeps). */
@@ -697,6 +719,14 @@ typedef struct rkv_tree_stats {
     uint64_t lru_reorder_steps; /* list steps taken to place a node that
                                    became a leaf (0 in the common case)     */
     uint64_t host_bytes;       /* node metadata + tokens + child index      */
+    /* RKV_EVICT_LEARNED's guard (0 under other policies): what plain LRU
+     * would have hit on the same matches (a shadow LRU of the device
+     * pool), how many times the policy fell behind it (eviction became
+     * LRU until the allowed deficit had doubled), and 1 while eviction is
+     * LRU for that reason */
+    uint64_t guard_lru_hit_tokens;
+    uint64_t guard_fallbacks;
+    uint32_t guard_on_lru;
 } rkv_tree_stats;
 rkv_status rkv_tree_get_stats(const rkv_tree *tree, rkv_tree_stats *out);
 
@@ -1202,7 +1232,11 @@ typedef struct rkv_request_desc {
                                 commit + ttl_ms, renewed at every such
                                 insert. A pin refused for the cap keeps the
                                 priority (stats.pins_refused); nothing the
-                                retention does fails a step.              */
+                                retention does fails a step. With
+                                session_end, the request's finish ends its
+                                session (owner's pins released, the pages
+                                only it used evicted first; stats
+                                sessions_ended).                          */
 } rkv_request_desc;
 
 /* Refused, changing nothing: RKV_ERR_DUPLICATE for a live id (finished or
@@ -1378,6 +1412,7 @@ typedef struct rkv_sched_stats {
                                      priority was applied without them)     */
     uint64_t retain_failed;       /* retains that failed otherwise (out of
                                      memory): skipped, the step went on    */
+    uint64_t sessions_ended;      /* finished requests with session_end   */
     /* tiers (see "Tiers in the scheduler") */
     uint64_t cached_tokens_by_medium[RKV_MEDIUM_COUNT]; /* of cached_tokens:
                                      on the device at admission, or loaded

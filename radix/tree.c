@@ -18,6 +18,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/evict_guard.h"
 #include "radix/evict_learned.h"
 #include "radix/tree_internal.h"
 
@@ -245,9 +246,10 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     int ev_ok = rkv_ev_init(&t->events, &t->mem, cfg->event_ring);
     int learn_ok = 1;
     if (t->nodes != NULL && cfg->evict_policy == RKV_EVICT_LEARNED)
-        learn_ok = rkv_learn_init(t) == RKV_OK;
+        learn_ok = rkv_learn_init(t) == RKV_OK && rkv_guard_init(t) == RKV_OK;
     if (t->nodes == NULL || t->idx == NULL || t->owned == NULL || !ev_ok ||
         !learn_ok) {
+        rkv_guard_fini(t);
         rkv_learn_fini(t);
         rkv_retain_fini(t);
         rkv_ev_fini(&t->events, &t->mem);
@@ -327,6 +329,7 @@ void rkv_tree_destroy(rkv_tree *tree)
     rkv_tree_drop_all(tree); /* outstanding leases die with the table */
     rkv_retain_fini(tree);
     rkv_learn_fini(tree);
+    rkv_guard_fini(tree);
     rkv_tier_fini(tree);
     rkv_lease_fini(tree);
     if (tree->pool->tree == tree)
@@ -354,6 +357,8 @@ rkv_status rkv_tree_reset(rkv_tree *tree)
                              (unsigned long long)(tree->lock_total - pin_leases));
     rkv_pins_drop_all(tree);
     rkv_tree_drop_all(tree);
+    if (tree->guard != NULL)
+        rkv_guard_clear(tree);
     if (RKV_UNLIKELY(tree->events.cap != 0))
         rkv_ev_cleared(tree);
     return RKV_OK;

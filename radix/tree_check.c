@@ -18,6 +18,7 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_debug.h"
+#include "radix/evict_guard.h"
 #include "radix/evict_learned.h"
 #include "radix/tree_internal.h"
 
@@ -67,6 +68,11 @@ rkv_status rkv_tree_get_stats(const rkv_tree *tree, rkv_tree_stats *out)
     out->splits = tree->splits;
     out->lru_reorder_steps = tree->lru_reorder_steps;
     out->host_bytes = tree->mem.bytes;
+    if (tree->guard != NULL) {
+        out->guard_lru_hit_tokens = tree->guard->lru_hit_pages * tree->P;
+        out->guard_fallbacks = tree->guard->fallbacks;
+        out->guard_on_lru = (uint32_t)tree->guard->fallback;
+    }
     return RKV_OK;
 }
 
@@ -217,7 +223,8 @@ static rkv_status rkv_check_lru(const rkv_tree *t, uint64_t members)
         if (bit != (t->lru_head[b] != RKV_NIL))
             return CORRUPT("LRU bucket %u: non-empty bit %d, head %u", b, bit,
                            t->lru_head[b]);
-        if (t->policy == RKV_EVICT_LRU && b > 0 && t->lru_head[b] != RKV_NIL)
+        if (t->policy == RKV_EVICT_LRU && b > 0 && b != RKV_ENDED_BUCKET &&
+            t->lru_head[b] != RKV_NIL)
             return CORRUPT("LRU bucket %u is used under the LRU policy", b);
         for (uint32_t y = t->lru_head[b]; y != RKV_NIL; y = t->nodes[y].lru_next) {
             if (++n > members)
@@ -370,6 +377,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
         st = rkv_retain_check(t);
     if (st == RKV_OK)
         st = rkv_learn_check(t);
+    if (st == RKV_OK)
+        st = rkv_guard_check(t);
     if (st == RKV_OK) {
         uint64_t owned = 0;
         for (size_t i = 0; i < t->owned_bytes; i++)

@@ -51,4 +51,8 @@ void rkv_tree_debug_copy_stall(rkv_tree *t, int on);
 uint32_t rkv_tree_debug_copy_inflight(const rkv_tree *t);
 int rkv_tree_debug_copy_async(const rkv_tree *t);
 
+/* RKV_EVICT_LEARNED: the guard keeps counting but never falls back to
+ * LRU (tests that check the learned order itself). */
+void rkv_tree_debug_guard_off(rkv_tree *t);
+
 #endif

@@ -104,8 +104,10 @@ typedef struct rkv_tmeta {
     uint32_t pin_count; /* pins ending at the node or below it          */
     uint8_t prio;       /* 0..100                                       */
     uint8_t cls;        /* RKV_EVICT_LEARNED: the node's learned class  */
-    uint8_t pad[2];
+    uint8_t flags[2];   /* [RKV_META_ENDED]: only sessions that ended used
+                           the node (radix/tree_session.c); a use clears it */
 } rkv_tmeta;
+#define RKV_META_ENDED 0
 
 /* One pin: live iff node != 0 (slot 0, the super-root, is never pinned).
  * A live pin with lease.id != 0 holds its pages on the device; one with
@@ -121,8 +123,11 @@ typedef struct rkv_pin {
 } rkv_pin;
 
 /* Buckets 0..100: priorities; 101..120: RKV_EVICT_LEARNED's classes
- * (radix/evict_learned.c); at most 128 (lru_nonempty has 128 bits). */
+ * (radix/evict_learned.c); 127: leaves only ended sessions used, first
+ * out under every policy (radix/tree_session.c); at most 128
+ * (lru_nonempty has 128 bits). */
 #define RKV_LRU_BUCKETS 128
+#define RKV_ENDED_BUCKET 127u
 
 typedef struct rkv_cidx_entry {
     uint32_t tag; /* top 32 bits of the key; home = tag & mask          */
@@ -178,6 +183,8 @@ struct rkv_tree {
     uint64_t lru_nonempty[2]; /* bit b: bucket b has a node               */
     int policy;            /* rkv_evict_policy                              */
     struct rkv_learn *learn; /* RKV_EVICT_LEARNED's model, else NULL       */
+    struct rkv_guard *guard; /* its shadow LRU (radix/evict_guard.c), else
+                                NULL                                      */
     uint64_t clock;        /* last_access values come from ++clock          */
     uint64_t epoch;        /* children_epoch values come from ++epoch       */
     uint64_t lock_total;   /* leases held (== sum of roots' counts)         */
@@ -258,6 +265,8 @@ static inline int rkv_tree_in_lru(const rkv_tnode *x)
 /* The LRU list a node belongs to (when it is an evictable leaf). */
 static inline uint32_t rkv_lru_bucket(const rkv_tree *t, uint32_t id)
 {
+    if (t->meta != NULL && t->meta[id].flags[RKV_META_ENDED])
+        return RKV_ENDED_BUCKET;
     if (t->policy == RKV_EVICT_LRU)
         return 0;
     uint32_t prio = t->meta != NULL ? t->meta[id].prio : RKV_PRIORITY_DEFAULT;

@@ -5,7 +5,11 @@
  * lock_count 0), ordered by last_access with the oldest at the head, one
  * per bucket (rkv_lru_bucket: one list under RKV_EVICT_LRU, one per
  * priority under RKV_EVICT_PRIORITY; eviction takes the head of the lowest
- * non-empty bucket, found in O(1) from a 128-bit mask);
+ * non-empty bucket, found in O(1) from a 128-bit mask; under
+ * RKV_EVICT_LEARNED see radix/evict_learned.c, and while its guard has
+ * fallen back (radix/evict_guard.c), the least recently used head of all
+ * lists: plain LRU; before all of these, under every policy, the list of
+ * leaves that only ended sessions used, radix/tree_session.c);
  * rkv_tree_evict and rkv_tree_alloc_blocks. (Locks: radix/tree_lease.c;
  * pins: radix/tree_retain.c.)
  *
@@ -30,6 +34,7 @@
  */
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/evict_guard.h"
 #include "radix/evict_learned.h"
 #include "radix/tree_internal.h"
 
@@ -48,8 +53,27 @@ static void rkv_lru_mark(rkv_tree *t, uint32_t b)
 }
 
 /* The node eviction takes next: head of the lowest non-empty bucket. */
+/* Plain LRU over every list: the least recently used head (lists are
+ * ordered by last use). Ties: the lower bucket. */
+static uint32_t rkv_lru_first_any(const rkv_tree *t)
+{
+    uint32_t best = RKV_NIL;
+    for (int w = 0; w < 2; w++)
+        for (uint64_t m = t->lru_nonempty[w]; m != 0; m &= m - 1) {
+            uint32_t id = t->lru_head[64 * w + __builtin_ctzll(m)];
+            if (best == RKV_NIL ||
+                t->nodes[id].last_access < t->nodes[best].last_access)
+                best = id;
+        }
+    return best;
+}
+
 uint32_t rkv_lru_first(const rkv_tree *t)
 {
+    if (t->lru_head[RKV_ENDED_BUCKET] != RKV_NIL) /* every policy */
+        return t->lru_head[RKV_ENDED_BUCKET];
+    if (t->guard != NULL && t->guard->fallback)
+        return rkv_lru_first_any(t); /* the policy lost to LRU */
     if (t->policy == RKV_EVICT_LEARNED) {
         /* priorities below the default, then the learned order, then the
          * rest (radix/evict_learned.c) */
@@ -157,12 +181,17 @@ void rkv_lru_place(rkv_tree *t, uint32_t id)
 void rkv_tree_touch(rkv_tree *t, uint32_t id)
 {
     uint64_t c = ++t->clock;
-    if (rkv_tree_in_lru(&t->nodes[id])) {
+    int listed = rkv_tree_in_lru(&t->nodes[id]);
+    if (listed)
         rkv_lru_unlink(t, id);
-        rkv_lru_push_tail(t, id);
-    }
-    for (uint32_t y = id; y != 0; y = t->nodes[y].parent)
+    /* a use: the path is no longer only an ended session's */
+    for (uint32_t y = id; y != 0; y = t->nodes[y].parent) {
         t->nodes[y].last_access = c;
+        if (t->meta != NULL)
+            t->meta[y].flags[RKV_META_ENDED] = 0;
+    }
+    if (listed)
+        rkv_lru_push_tail(t, id);
 }
 
 /* ---- eviction -------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/evict_guard.h"
 #include "radix/evict_learned.h"
 #include "radix/tree_internal.h"
 
@@ -293,6 +294,8 @@ rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
     }
     if (t->learn != NULL)
         rkv_learn_on_match(t, node);
+    if (t->guard != NULL)
+        rkv_guard_on_match(t, ns, tokens, npages, w.pages);
     rkv_tree_touch(t, node);
     t->queried_tokens += n;
     t->hit_tokens += (uint64_t)w.pages * t->P;
@@ -525,6 +528,8 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
     }
     rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
     rkv_tree_touch(t, node);
+    if (t->guard != NULL)
+        rkv_guard_on_insert(t, node);
     if (out != NULL) {
         out->prefix_tokens = (size_t)d * t->P;
         out->cached_tokens = (size_t)npages * t->P;

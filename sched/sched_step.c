@@ -576,6 +576,11 @@ rkv_status rkv_sched_commit(rkv_sched *s, const int32_t *next_tokens,
             r->finish = finished != NULL && finished[i] ? RKV_FINISH_STOP
                                                         : RKV_FINISH_LENGTH;
             rkv_sreq_release(s, r);
+            /* unlocked now: the session's own pages can be marked */
+            if (r->has_ret && r->ret.session_end &&
+                rkv_tree_session_end(s->tree, r->ns, r->tokens, r->len,
+                                     r->ret.owner, NULL) == RKV_OK)
+                s->st.sessions_ended++;
             rkv_sched_running_remove(s, r);
             rkv_sched_bury(s, r);
             s->st.finished++;

@@ -32,6 +32,7 @@ void rkv_replay_config_init(rkv_replay_config *cfg)
     cfg->retention = RKV_RETENTION_NONE;
     cfg->retention_ttl_ms = 12000;
     cfg->max_pinned_pct = 50;
+    cfg->session_signals = RKV_SIGNAL_END | RKV_SIGNAL_WAIT;
     rkv_sched_config_init(&cfg->sched);
     rkv_cost_model_init(&cfg->cost);
     cfg->capacity_tokens = rkv_cost_default_capacity_tokens(&cfg->cost);

@@ -89,9 +89,18 @@ typedef struct rkv_replay_config {
                                   default none                             */
     uint64_t retention_ttl_ms; /* --retention ttl: the pin's TTL (default
                                   12000, the p90 of the agentic workload's
-                                  tool latency)                            */
+                                  tool latency), on the workload's clock:
+                                  times time_scale before an open-loop
+                                  next turn, as the pause it covers      */
     uint32_t max_pinned_pct;   /* the trees' pin cap (rkv_tree_config;
                                   default 50)                              */
+    uint32_t session_signals;  /* RKV_SIGNAL_* the retention uses (default
+                                  both): END, a request's session_end marks
+                                  the pages only its session used to go
+                                  first (rkv_tree_session_end); WAIT, under
+                                  hints, a request with a session and no
+                                  session_end pins its context (it waits
+                                  for its next turn)                       */
     int drop_pinned;           /* rkv_tier_config.drop_pinned: 1 = device
                                   pressure revokes pins; 0 (default) =
                                   pins are lowered into the tiers          */
@@ -112,12 +121,19 @@ typedef struct rkv_replay_config {
  *   none         no retention; trace hints ignored (the default).
  *   hints        only the trace's per-line hints: "priority" sets the
  *                context's priority, "ttl_ms" pins the context that long
+ *                on the trace's clock (times time_scale, as ttl); a
+ *                request with a "session" and no "session_end" waits for
+ *                its next turn: its context is pinned for ttl_ms or
+ *                retention_ttl_ms (signal WAIT)
  *                (owner: the line's session).
  *   priority     a request that waits for a tool gives its context
  *                priority 80 (kept longer under --evict-policy priority),
  *                a session's last request priority 1 (done: evict first).
  *   ttl          a request that waits for a tool pins its context for
- *                retention_ttl_ms (a cache breakpoint; the pin is made or
+ *                retention_ttl_ms of the workload's clock (times
+ *                time_scale when its next turn is a later trace line,
+ *                whose gap is scaled too; as given before a closed-loop
+ *                turn, whose think time is not) (a cache breakpoint; the pin is made or
  *                renewed when the request's pages are inserted, so the
  *                deadline counts from its end).
  *   ttl-oracle   the same pin with the TTL its next turn actually needs:
@@ -126,12 +142,22 @@ typedef struct rkv_replay_config {
  *                time (Continuum) would ask for.
  *   ttl-session  the pin lasts until the session ends.
  * With every mode but none, a line's hints win over the mode's rule for
- * the field they give. Pins are owned by the session and released
+ * the field they give, and a request marked session_end (a trace line's
+ * "session_end": true, an agentic session's last turn) ends its session
+ * when it finishes: rkv_tree_session_end releases the session's pins and
+ * marks the pages only it used to go first (signal END). Retention runs
+ * in both orders: in file order after each request's insert, on the
+ * clock arrival_ms * time_scale, with the prompt as the context (file
+ * order caches no output). Pins are owned by the session and released
  * (rkv_tree_pins_release) when its last request finishes or is refused; a
  * pin the tree's cap refuses leaves the request unpinned (counted). The
  * fleet replay applies the same retention on each instance, releasing a
  * session's pins on the instance where it ends (others expire).
  */
+/* rkv_replay_config.session_signals */
+#define RKV_SIGNAL_END 1u
+#define RKV_SIGNAL_WAIT 2u
+
 enum rkv_replay_retention {
     RKV_RETENTION_NONE,
     RKV_RETENTION_HINTS,
@@ -172,6 +198,10 @@ typedef struct rkv_replay_result {
     uint64_t peak_pool_blocks; /* most pool blocks in use, cache included    */
     uint64_t evicted_blocks;
     uint64_t tree_host_bytes;  /* tree metadata at the end                   */
+    /* --evict-policy learned's guard (rkv_tree_stats): tokens a shadow LRU
+     * hit on the same matches, and the times it fell back to LRU */
+    uint64_t guard_lru_hit_tokens;
+    uint64_t guard_fallbacks;
     double wall_s;             /* host time of the whole replay              */
 
     /* file order */
@@ -220,6 +250,7 @@ typedef struct rkv_replay_result {
     uint64_t pins_made, pins_renewed, pins_refused, pins_expired,
              pins_released, pins_revoked;
     uint64_t pins_demoted; /* lowered into the tiers instead of revoked */
+    uint64_t ended_pages;  /* pages marked by session ends (END signal)  */
 } rkv_replay_result;
 
 /* Blocks that hold every full page the workload could cache (prompts, plus

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sim/replay_internal.h"
+#include "sim/replay_retain.h"
 #include "common/status.h"
 
 typedef struct file_bufs {
@@ -17,6 +18,42 @@ typedef struct file_bufs {
     rkv_block_id *blocks; /* matched + new blocks, one per full page */
     rkv_block_id *dups;
 } file_bufs;
+
+/* Retention after request i's insert (sim/replay.h "Retention"): its
+ * retention on its prompt's cached part at the clock arrival_ms *
+ * time_scale (kept monotonic: a trace's lines may go back in time), then
+ * its end. A pin the cap refuses leaves the request unpinned (the tree
+ * counts it). */
+static rkv_status file_retain(rkv_tree *tree, const rkv_workload *wl,
+                              const rkv_replay_config *cfg,
+                              const rkv_ret_plan *plan, size_t i,
+                              uint64_t pool_tokens, uint64_t *now,
+                              rkv_replay_result *res)
+{
+    const rkv_wl_request *q = &wl->reqs[i];
+    double t = q->arrival_ms * cfg->time_scale;
+    if (t > (double)*now)
+        *now = t < RKV_REPLAY_MAX_SIM_MS ? (uint64_t)t
+                                         : (uint64_t)RKV_REPLAY_MAX_SIM_MS;
+    uint64_t len = q->input_length < pool_tokens ? q->input_length : pool_tokens;
+    rkv_retention r;
+    rkv_status st;
+    if (rkv_ret_for(plan, wl, cfg, i, &r)) {
+        if (r.prio_end > len)
+            r.prio_end = (size_t)len;
+        if (r.pin_tokens > len)
+            r.pin_tokens = (size_t)len;
+        if ((st = rkv_workload_prompt_n(wl, i, (uint32_t)len, plan->ctx)) !=
+            RKV_OK)
+            return st;
+        st = rkv_tree_retain(tree, 0, plan->ctx, (size_t)len, &r, *now, NULL);
+        if (st != RKV_OK && st != RKV_ERR_PIN_CAP)
+            return st;
+    } else if ((st = rkv_tree_set_time(tree, *now)) != RKV_OK) {
+        return st;
+    }
+    return rkv_ret_ended(plan, wl, cfg, tree, i, 0, &res->ended_pages);
+}
 
 /* Pages per load (see serve). */
 #define RKV_REPLAY_LOAD_CHUNK 8u
@@ -199,6 +236,17 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     uint64_t pool_tokens = (uint64_t)rkv_pool_num_blocks(pool) * cfg->page_size;
     if (max_in > pool_tokens)
         max_in = pool_tokens;
+    rkv_ret_plan plan;
+    memset(&plan, 0, sizeof plan);
+    uint64_t now_ms = 0;
+    if (cfg->retention != RKV_RETENTION_NONE &&
+        (st = rkv_ret_plan_init(&plan, wl, pool_tokens)) != RKV_OK) {
+        rkv_tree_destroy(tree);
+        rkv_store_destroy(host);
+        rkv_store_destroy(disk);
+        rkv_pool_destroy(pool);
+        return st;
+    }
     file_bufs b;
     b.tokens = malloc(((size_t)max_in + 1) * sizeof *b.tokens);
     b.blocks = malloc(((size_t)max_in / cfg->page_size + 1) * sizeof *b.blocks);
@@ -210,6 +258,9 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
 
     for (size_t i = 0; st == RKV_OK && i < wl->num_reqs; i++) {
         st = serve(tree, pool, wl, i, &b, &res, cfg->per_request);
+        if (st == RKV_OK && cfg->retention != RKV_RETENTION_NONE)
+            st = file_retain(tree, wl, cfg, &plan, i, pool_tokens, &now_ms,
+                             &res);
         if (st == RKV_OK && (host != NULL || disk != NULL)) {
             /* queued copies (write-through, selective) run between
              * requests, as an engine's step would run them */
@@ -239,6 +290,18 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
         if (st == RKV_OK) {
             res.evicted_blocks = ts.evicted_blocks;
             res.tree_host_bytes = ts.host_bytes;
+            res.guard_lru_hit_tokens = ts.guard_lru_hit_tokens;
+            res.guard_fallbacks = ts.guard_fallbacks;
+            rkv_retention_stats rs;
+            if (rkv_tree_retention_stats(tree, &rs) == RKV_OK) {
+                res.pins_made = rs.pins_made;
+                res.pins_renewed = rs.pins_renewed;
+                res.pins_refused = rs.pins_refused;
+                res.pins_expired = rs.pins_expired;
+                res.pins_released = rs.pins_released;
+                res.pins_revoked = rs.pins_revoked;
+                res.pins_demoted = rs.pins_demoted;
+            }
             rkv_tier_stats tst;
             if (rkv_tree_tier_stats(tree, &tst) == RKV_OK) {
                 res.store_blocks = tst.stores_blocks[RKV_MEDIUM_HOST] +
@@ -255,6 +318,7 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
         }
     }
     file_bufs_free(&b);
+    rkv_ret_plan_free(&plan);
     rkv_tree_destroy(tree);
     rkv_store_destroy(host);
     rkv_store_destroy(disk);

@@ -66,10 +66,12 @@ void rkv_ret_plan_free(rkv_ret_plan *p)
     free(p->next);
     free(p->waits);
     free(p->tool_class);
+    free(p->ctx);
     memset(p, 0, sizeof *p);
 }
 
-rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl)
+rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl,
+                             uint64_t max_ctx)
 {
     memset(p, 0, sizeof *p);
     size_t n = wl->num_reqs;
@@ -78,7 +80,17 @@ rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl)
     p->waits = calloc(m, 1);
     p->tool_class = calloc(m, 1);
     sess_key *k = malloc(m * sizeof *k);
-    if (!p->next || !p->waits || !p->tool_class || !k) {
+    uint64_t ctx_max = 1;
+    for (size_t i = 0; i < n; i++)
+        if ((uint64_t)wl->reqs[i].input_length + wl->reqs[i].output_length >
+            ctx_max)
+            ctx_max = (uint64_t)wl->reqs[i].input_length +
+                      wl->reqs[i].output_length;
+    if (ctx_max > max_ctx)
+        ctx_max = max_ctx > 0 ? max_ctx : 1;
+    p->ctx = malloc((size_t)ctx_max * sizeof *p->ctx);
+    p->ctx_cap = (size_t)ctx_max;
+    if (!p->next || !p->waits || !p->tool_class || !k || !p->ctx) {
         free(k);
         rkv_ret_plan_free(p);
         return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory for the "
@@ -136,6 +148,24 @@ static uint64_t oracle_ttl(const rkv_ret_plan *p, const rkv_workload *wl,
     return (uint64_t)gap + RET_ORACLE_SLACK_MS;
 }
 
+/* A TTL given in the workload's clock (--pin-ttl-ms, a line's ttl_ms) on
+ * the replay's: a pause before an open-loop next turn (a later line) is
+ * the trace's gap times time_scale, so the TTL is scaled too; a
+ * closed-loop turn waits its think_ms unscaled, and so does the TTL. So a
+ * TTL covers the same real pause whatever the scale. */
+static uint64_t ret_scaled_ttl(const rkv_ret_plan *p, const rkv_workload *wl,
+                               const rkv_replay_config *cfg, uint64_t id,
+                               uint64_t ttl)
+{
+    uint64_t nx = p->next[id];
+    if (ttl == 0 || (nx != RKV_WL_NO_PARENT && wl->reqs[nx].parent == id))
+        return ttl;
+    double s = (double)ttl * cfg->time_scale;
+    if (!(s >= 1))
+        return 1;
+    return s < (double)RET_SESSION_TTL_MS ? (uint64_t)s : RET_SESSION_TTL_MS;
+}
+
 int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
                 const rkv_replay_config *cfg, uint64_t id, rkv_retention *out)
 {
@@ -157,7 +187,8 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
             out->priority = RET_PRIO_DONE;
         break;
     case RKV_RETENTION_TTL:
-        ttl = waits ? cfg->retention_ttl_ms : 0;
+        ttl = waits ? ret_scaled_ttl(p, wl, cfg, id, cfg->retention_ttl_ms)
+                    : 0;
         break;
     case RKV_RETENTION_TTL_ORACLE:
         ttl = waits ? oracle_ttl(p, wl, cfg, id) : 0;
@@ -165,13 +196,16 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
     case RKV_RETENTION_TTL_SESSION:
         ttl = waits ? RET_SESSION_TTL_MS : 0;
         break;
-    default: /* hints only */
+    default: /* hints: a session without its end waits */
+        if ((cfg->session_signals & RKV_SIGNAL_WAIT) &&
+            q->session != RKV_WL_NO_SESSION && !q->session_end)
+            ttl = ret_scaled_ttl(p, wl, cfg, id, cfg->retention_ttl_ms);
         break;
     }
     if (q->hint_priority >= 0)
         out->priority = q->hint_priority;
     if (q->hint_ttl_ms > 0)
-        ttl = q->hint_ttl_ms;
+        ttl = ret_scaled_ttl(p, wl, cfg, id, q->hint_ttl_ms);
     if (out->priority >= 0) {
         out->prio_begin = 0;
         out->prio_end = (size_t)ctx;
@@ -186,12 +220,31 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
 
 rkv_status rkv_ret_ended(const rkv_ret_plan *p, const rkv_workload *wl,
                          const rkv_replay_config *cfg, rkv_tree *tree,
-                         uint64_t id)
+                         uint64_t id, int with_output, uint64_t *ended_pages)
 {
     if (cfg->retention == RKV_RETENTION_NONE || !p->next || id >= p->n)
         return RKV_OK;
-    uint64_t s = wl->reqs[id].session;
-    if (s == RKV_WL_NO_SESSION || p->next[id] != RKV_WL_NO_PARENT)
+    const rkv_wl_request *q = &wl->reqs[id];
+    uint64_t s = q->session;
+    if (s == RKV_WL_NO_SESSION)
+        return RKV_OK;
+    if (q->session_end && (cfg->session_signals & RKV_SIGNAL_END)) {
+        /* no more than the cache can hold */
+        uint32_t np = q->input_length < p->ctx_cap ? q->input_length
+                                                   : (uint32_t)p->ctx_cap;
+        rkv_status st = rkv_workload_prompt_n(wl, id, np, p->ctx);
+        if (st != RKV_OK)
+            return st;
+        size_t n = np;
+        for (uint32_t k = 0; with_output && k < q->output_length &&
+                             n < p->ctx_cap; k++)
+            p->ctx[n++] = rkv_workload_output_token(q, k);
+        uint32_t marked = 0;
+        st = rkv_tree_session_end(tree, 0, p->ctx, n, s, &marked);
+        *ended_pages += marked;
+        return st;
+    }
+    if (p->next[id] != RKV_WL_NO_PARENT)
         return RKV_OK;
     return rkv_tree_pins_release(tree, s, NULL);
 }

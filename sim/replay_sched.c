@@ -143,7 +143,8 @@ rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
         s->rejected = 1;
         res->rejected_requests++;
         r->done++;
-        if ((st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id)) !=
+        if ((st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id, 1,
+                                   &res->ended_pages)) !=
             RKV_OK)
             return st;
         /* its next turns still arrive (and are refused in turn if
@@ -269,7 +270,8 @@ rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
         r->pending--;
         r->done++;
         if ((st = release_children(r, id, r->now)) != RKV_OK ||
-            (st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id)) !=
+            (st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id, 1,
+                                   &res->ended_pages)) !=
                 RKV_OK)
             return st;
     }
@@ -327,7 +329,9 @@ rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "replay: unknown retention mode %d",
                              cfg->retention);
-    if ((st = rkv_ret_plan_init(&r->ret, wl)) != RKV_OK)
+    if ((st = rkv_ret_plan_init(&r->ret, wl,
+                                (uint64_t)rkv_pool_num_blocks(r->pool) *
+                                    cfg->page_size)) != RKV_OK)
         return st;
     size_t n = wl->num_reqs;
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
@@ -514,6 +518,8 @@ rkv_status rkv_inst_add_counters(const sched_run *r, rkv_replay_result *res)
         return st;
     res->evicted_blocks += ts.evicted_blocks;
     res->tree_host_bytes += ts.host_bytes;
+    res->guard_lru_hit_tokens += ts.guard_lru_hit_tokens;
+    res->guard_fallbacks += ts.guard_fallbacks;
     rkv_retention_stats rs;
     if ((st = rkv_tree_retention_stats(r->tree, &rs)) != RKV_OK)
         return st;

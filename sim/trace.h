@@ -50,6 +50,12 @@
  *             with 64-bit FNV-1a): the session that owns the pins and
  *             whose end releases them. Bailian lines without it belong
  *             to the session of their root chat (parent_chat_id chain).
+ *   session_end  true or false: true on a session's last request (the
+ *             agent's answer ends without a tool call); its context's
+ *             pages that no other session uses go first afterwards
+ *             (rkv_tree_session_end). Under --retention hints, a line
+ *             with a session and without session_end waits for its next
+ *             turn (a tool).
  */
 #ifndef RKV_SIM_TRACE_H
 #define RKV_SIM_TRACE_H
@@ -99,6 +105,7 @@ typedef struct rkv_trace_record {
     uint64_t ttl_ms;          /* hint; 0: none                              */
     uint64_t session;         /* hint, when has_session                     */
     uint8_t has_session;
+    uint8_t session_end;      /* hint: the session's last request          */
     double timestamp_ms;
     uint32_t input_length;
     uint32_t output_length;

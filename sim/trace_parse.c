@@ -533,7 +533,7 @@ static int jstring_start(char c)
 enum {
     F_TS = 1, F_IN = 2, F_OUT = 4, F_IDS = 8, F_ALL = 15,
     F_CHAT = 16, F_PARENT = 32, F_TYPE = 64, F_TURN = 128,
-    F_PRIO = 256, F_TTL = 512, F_SESSION = 1024
+    F_PRIO = 256, F_TTL = 512, F_SESSION = 1024, F_SESSION_END = 2048
 };
 
 const char *rkv_trace_format_name(int format)
@@ -569,7 +569,7 @@ static unsigned field_of(const char *key, int format)
         {"priority", F_PRIO, 0}, {"ttl_ms", F_TTL, 0},
         {"session", F_SESSION, 0}, {"chat_id", F_CHAT, 1},
         {"parent_chat_id", F_PARENT, 1}, {"type", F_TYPE, 1},
-        {"turn", F_TURN, 1},
+        {"turn", F_TURN, 1}, {"session_end", F_SESSION_END, 0},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(key, keys[i].key))
@@ -623,6 +623,18 @@ static rkv_status parse_field(jscan *p, unsigned f, rkv_trace_record *rec,
         return st != RKV_OK ? st : jstring(p, NULL, 0, NULL);
     case F_TURN:
         return jinteger(p, "turn", 0, INT64_MAX, &m, &neg);
+    case F_SESSION_END: /* true or false */
+        jws(p);
+        if (p->end - p->s >= 4 && memcmp(p->s, "true", 4) == 0) {
+            p->s += 4;
+            rec->session_end = 1;
+            return RKV_OK;
+        }
+        if (p->end - p->s >= 5 && memcmp(p->s, "false", 5) == 0) {
+            p->s += 5;
+            return RKV_OK;
+        }
+        return jfail(p, "session_end is not true or false");
     default:
         return jskip(p, 1);
     }

@@ -265,6 +265,7 @@ static rkv_status wl_load_trace(rkv_workload *wl, rkv_trace_reader *r,
         q->session = session;
         q->hint_priority = hint_priority;
         q->hint_ttl_ms = hint_ttl_ms;
+        q->session_end = rec.session_end && session != RKV_WL_NO_SESSION;
         q->id = wl->num_reqs;
         q->arrival_ms = rec.timestamp_ms;
         q->input_length = rec.input_length;
@@ -558,6 +559,9 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
             hist[n++] = (wl_piece){wl->reqs[parent].output_key, out};
             tokens += out;
         }
+        /* The session's last turn: its answer ends without a tool call. */
+        if (parent != RKV_WL_NO_PARENT)
+            wl->reqs[parent].session_end = 1;
     }
     free(hist);
     if (st == RKV_OK)

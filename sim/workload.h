@@ -59,6 +59,9 @@ typedef struct rkv_wl_request {
     int32_t hint_priority;
     uint64_t hint_ttl_ms;
     uint8_t tool_call;
+    uint8_t session_end;   /* the session's last request: a trace line's
+                              "session_end": true, or an agentic
+                              session's last turn                       */
 } rkv_wl_request;
 
 typedef struct rkv_workload {

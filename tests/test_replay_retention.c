@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sim/replay.h"
+#include "sim/replay_retain.h"
 #include "sim/workload.h"
 #include "tests/support/test_util.h"
 #include "tests/support/test_workload.h"
@@ -84,10 +85,18 @@ Test(replay_retention, pins_end_with_their_sessions, .timeout = 300)
     /* priority mode makes no pin */
     run(&wl, RKV_RETENTION_PRIORITY, RKV_EVICT_PRIORITY, 60000, &r);
     cr_assert_eq(r.pins_made, 0);
-    /* hints mode without hints is none */
-    run(&wl, RKV_RETENTION_HINTS, RKV_EVICT_LRU, 60000, &r);
+    /* hints mode without hints nor session signals is none (the agentic
+     * workload's sessions and session ends are signals) */
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.capacity_tokens = 60000;
+    cfg.retention = RKV_RETENTION_HINTS;
+    cfg.session_signals = 0;
+    cfg.check_every = 64;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &r), RKV_OK);
     cr_assert_eq(r.hit_tokens, none.hit_tokens);
     cr_assert_eq(r.pins_made, 0);
+    cr_assert_eq(r.ended_pages, 0);
     rkv_workload_free(&wl);
 }
 
@@ -119,5 +128,103 @@ Test(replay_retention, deterministic_and_hints_win, .timeout = 300)
     rkv_replay_config_init(&cfg);
     cfg.retention = RKV_RETENTION_COUNT;
     cr_assert_eq(rkv_replay_sched(&wl, &cfg, &b), RKV_ERR_INVALID_ARG);
+    rkv_workload_free(&wl);
+}
+
+/* A TTL is on the workload's clock: before a later trace line (open loop,
+ * its gap scaled by time_scale) the pin's TTL is scaled the same way, a
+ * line's ttl_ms hint too; before a closed-loop agentic turn (think time
+ * unscaled) it is kept. */
+Test(replay_retention, ttl_follows_the_time_scale)
+{
+    static const char trace[] =
+        "{\"timestamp\":0,\"input_length\":600,\"output_length\":4,"
+        "\"hash_ids\":[1,2],\"session\":7}\n"
+        "{\"timestamp\":900,\"input_length\":1100,\"output_length\":4,"
+        "\"hash_ids\":[1,2,3],\"session\":7,\"ttl_ms\":300}\n"
+        "{\"timestamp\":2000,\"input_length\":1600,\"output_length\":4,"
+        "\"hash_ids\":[1,2,3,4],\"session\":7}\n";
+    rkv_trace_reader *rd;
+    cr_assert_eq(rkv_trace_reader_open_memory(trace, sizeof trace - 1, "t",
+                                              &rd), RKV_OK, "%s",
+                 rkv_last_error());
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_load_trace(&wl, rd, 0), RKV_OK, "%s",
+                 rkv_last_error());
+    rkv_trace_reader_close(rd);
+    rkv_ret_plan p;
+    cr_assert_eq(rkv_ret_plan_init(&p, &wl, UINT64_MAX), RKV_OK);
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    cfg.retention = RKV_RETENTION_TTL;
+    cfg.retention_ttl_ms = 1000;
+    rkv_retention r;
+    for (int k = 0; k < 2; k++) {
+        cfg.time_scale = k == 0 ? 1.0 : 10.8;
+        cr_assert(rkv_ret_for(&p, &wl, &cfg, 0, &r));
+        cr_assert_eq(r.ttl_ms, k == 0 ? 1000u : 10800u);
+        cr_assert(rkv_ret_for(&p, &wl, &cfg, 1, &r)); /* its hint */
+        cr_assert_eq(r.ttl_ms, k == 0 ? 300u : 3240u);
+    }
+    rkv_ret_plan_free(&p);
+    rkv_workload_free(&wl);
+
+    rkv_test_agentic(&wl, 8, 6, "replay_retention.ttl_scale");
+    cr_assert_eq(rkv_ret_plan_init(&p, &wl, UINT64_MAX), RKV_OK);
+    cfg.time_scale = 10.8;
+    size_t checked = 0;
+    for (size_t i = 0; i < wl.num_reqs; i++)
+        if (wl.reqs[i].tool_call) {
+            cr_assert(rkv_ret_for(&p, &wl, &cfg, i, &r));
+            cr_assert_eq(r.ttl_ms, 1000u, "closed loop: think time unscaled");
+            checked++;
+        }
+    cr_assert_gt(checked, 0);
+    rkv_ret_plan_free(&p);
+    rkv_workload_free(&wl);
+}
+
+/* Session signals reach eviction in both orders: under hints, END (an
+ * agentic session's last turn carries session_end) marks the pages only
+ * the ended session used, WAIT pins a context with a session and no end;
+ * each can be switched off; together they beat LRU alone on a workload
+ * whose contexts outgrow the cache (fixed seed). */
+Test(replay_retention, session_signals_in_both_orders, .timeout = 300)
+{
+    rkv_agentic_config ac;
+    rkv_agentic_config_init(&ac);
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_agentic(&wl, &ac, 1), RKV_OK);
+    rkv_replay_result r[4];
+    for (uint32_t sig = 0; sig < 4; sig++) {
+        rkv_replay_config cfg;
+        rkv_replay_config_init(&cfg);
+        cfg.page_size = 512;
+        cfg.capacity_tokens = 100000;
+        cfg.retention = RKV_RETENTION_HINTS;
+        cfg.session_signals = sig;
+        cfg.check_every = 101;
+        cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &r[sig]), RKV_OK, "%s",
+                     rkv_last_error());
+        cr_assert_eq(r[sig].ended_pages > 0, (sig & RKV_SIGNAL_END) != 0,
+                     "signals %u: %llu ended pages", sig,
+                     (unsigned long long)r[sig].ended_pages);
+        cr_assert_eq(r[sig].pins_made > 0, (sig & RKV_SIGNAL_WAIT) != 0,
+                     "signals %u: %llu pins", sig,
+                     (unsigned long long)r[sig].pins_made);
+    }
+    cr_assert_gt(r[3].hit_rate, r[0].hit_rate, "both %.4f, none %.4f",
+                 r[3].hit_rate, r[0].hit_rate);
+    rkv_workload_free(&wl);
+
+    rkv_test_agentic(&wl, 12, 6, "replay_retention.session_signals");
+    rkv_replay_result s;
+    run(&wl, RKV_RETENTION_HINTS, RKV_EVICT_LRU, 60000, &s);
+    cr_assert_gt(s.ended_pages, 0, "scheduler order");
+    cr_assert_gt(s.pins_made + s.pins_refused, 0);
+    cr_assert_eq(s.pins_released + s.pins_expired + s.pins_revoked,
+                 s.pins_made, "every pin ends");
     rkv_workload_free(&wl);
 }

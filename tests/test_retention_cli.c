@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "radixkv.h"
 #include "tests/support/cli_run.h"
 
 static void setup(void)
@@ -53,6 +54,29 @@ Test(retcli, evict_policy_names_and_errors)
     free(out);
     free(err);
     cr_assert_eq(run("sweep --evict-policy", &out, &err), 2);
+    free(out);
+    free(err);
+}
+
+/* Every policy the command accepts is named in --help's --evict-policy
+ * paragraph (a policy cannot be offered hidden). */
+Test(retcli, help_lists_every_evict_policy)
+{
+    char *out, *err;
+    cr_assert_eq(run("--help", &out, &err), 0, "%s", err);
+    const char *a = strstr(out, "--evict-policy NAME");
+    cr_assert_not_null(a, "%s", out);
+    const char *b = strstr(a, "\n  --");
+    cr_assert_not_null(b);
+    size_t len = (size_t)(b - a);
+    for (int p = 0; rkv_evict_policy_name(p) != NULL; p++) {
+        const char *name = rkv_evict_policy_name(p);
+        int found = 0;
+        for (const char *q = a; !found && (q = strstr(q, name)) && q < b; q++)
+            found = 1;
+        cr_expect(found, "%s not in --help's paragraph: %.*s", name,
+                  (int)len, a);
+    }
     free(out);
     free(err);
 }
@@ -202,14 +226,16 @@ Test(retcli, trace_hints_pin_under_hints_only)
     snprintf(path, sizeof path, "%s/hints.jsonl", rkv_cli_tmpdir);
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
-    /* three turns of one session, each extending the last; two pin */
+    /* three turns of one session, each extending the last; two pin (the
+     * last ends the session: it waits for nothing) */
     fputs("{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 4, "
           "\"hash_ids\": [1, 2], \"ttl_ms\": 60000, \"session\": \"a\"}\n"
           "{\"timestamp\": 1000, \"input_length\": 1100, \"output_length\": 4, "
           "\"hash_ids\": [1, 2, 3], \"ttl_ms\": 60000, \"session\": \"a\", "
           "\"priority\": 90}\n"
           "{\"timestamp\": 2000, \"input_length\": 1600, \"output_length\": 4, "
-          "\"hash_ids\": [1, 2, 3, 4], \"session\": \"a\"}\n", f);
+          "\"hash_ids\": [1, 2, 3, 4], \"session\": \"a\", "
+          "\"session_end\": true}\n", f);
     fclose(f);
     char *out, *err;
     char args[PATH_MAX + 128];
@@ -217,6 +243,7 @@ Test(retcli, trace_hints_pin_under_hints_only)
     cr_assert_eq(run(args, &out, &err), 0, "%s", err);
     cr_assert_eq(json_num(out, "pins_made"), 2, "%s", out);
     cr_assert_eq(json_num(out, "pins_released"), 2, "the session ended: %s", out);
+    cr_assert_gt(json_num(out, "ended_pages"), 0, "%s", out);
     free(out);
     free(err);
     snprintf(args, sizeof args, "replay '%s' --json", path);
@@ -224,10 +251,16 @@ Test(retcli, trace_hints_pin_under_hints_only)
     cr_assert_eq(json_num(out, "pins_made"), 0, "none ignores hints: %s", out);
     free(out);
     free(err);
-    snprintf(args, sizeof args, "replay '%s' --retention ttl --order file", path);
-    cr_assert_eq(run(args, &out, &err), 2, "%s", err);
-    cr_assert_not_null(strstr(err, "--retention applies to the scheduler "
-                                   "replay"), "%s", err);
+    /* file order applies retention too (on the lines' clock) */
+    snprintf(args, sizeof args, "replay '%s' --retention hints --order file "
+                                "--json", path);
+    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    cr_assert_eq(json_num(out, "pins_made"), 2, "%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run("replay --session-signals tool", &out, &err), 2);
+    cr_assert_not_null(strstr(err, "--session-signals: expected none, end, "
+                                   "wait or both"), "%s", err);
     free(out);
     free(err);
 }

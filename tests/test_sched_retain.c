@@ -264,3 +264,40 @@ Test(sched_retain, bad_retention_is_refused_at_submit)
     eng_assert_no_leak(&e);
     eng_fini(&e);
 }
+
+/* A request marked session_end ends its session when it finishes: its
+ * pin is released and the pages only it used go before older ones. */
+Test(sched_retain, session_end_releases_pins_and_goes_first)
+{
+    rkv_sched_config c;
+    small_cfg(&c);
+    eng e;
+    init_with_tree(&e, 40, &c, NULL, 8);
+    e.seed = 3;
+    run_one(&e, 0, 40, 4, 500); /* B: the older context */
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = 1000;
+    r.ttl_ms = 100000;
+    r.owner = 9;
+    r.session_end = 1;
+    e.retention = &r;
+    run_one(&e, 1, 40, 4, 600); /* A: ends its session */
+    e.retention = NULL;
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_eq(st.sessions_ended, 1);
+    rkv_retention_stats rs;
+    OK(rkv_tree_retention_stats(e.tree, &rs));
+    cr_assert_eq(rs.pins, 0, "the session's pin went with it");
+    cr_assert_eq(rs.pins_released, 1);
+    /* C needs more than the free blocks: A's pages go, not B's (older) */
+    run_one(&e, 2, 96, 4, 700);
+    rkv_match m;
+    OK(rkv_tree_match(e.tree, 0, e.reqs[0].tok, 40, NULL, RKV_MATCH_PEEK, &m));
+    cr_assert_eq(m.matched_tokens, 40, "B kept");
+    OK(rkv_tree_match(e.tree, 0, e.reqs[1].tok, 40, NULL, RKV_MATCH_PEEK, &m));
+    cr_assert_lt(m.matched_tokens, 40, "A's pages went first");
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}

@@ -178,6 +178,12 @@ Test(bailian, bad_lines_name_file_and_line)
         {"{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
          "\"hash_ids\": [1], \"priority\": 5, \"priority\": 6}",
          "b.jsonl:7: duplicate field \"priority\""},
+        {"{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
+         "\"hash_ids\": [1], \"session_end\": 1}",
+         "b.jsonl:7: session_end is not true or false"},
+        {"{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
+         "\"hash_ids\": [1], \"session_end\": true, \"session_end\": true}",
+         "b.jsonl:7: duplicate field \"session_end\""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rkv_trace_record rec;
@@ -246,5 +252,34 @@ Test(bailian, mooncake_hints)
     cr_assert_eq(rec.ttl_ms, 5);
     cr_assert_eq(rec.format, RKV_TRACE_FMT_MOONCAKE);
     free(ids);
+    rkv_workload_free(&wl);
+}
+
+/* session_end (both formats): true marks a session's last request; it
+ * needs a session (a line without one ends nothing) */
+Test(bailian, session_end_marks_the_last_request)
+{
+    const char *t =
+        "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, "
+        "\"hash_ids\": [1], \"session\": 4, \"session_end\": false}\n"
+        "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1, "
+        "\"hash_ids\": [1], \"session\": 4, \"session_end\": true}\n"
+        "{\"timestamp\": 2, \"input_length\": 1, \"output_length\": 1, "
+        "\"hash_ids\": [1], \"session_end\": true}\n";
+    rkv_workload wl;
+    cr_assert_eq(load(t, RKV_TRACE_FMT_AUTO, 0, &wl), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(wl.num_reqs, 3);
+    cr_assert_eq(wl.reqs[0].session_end, 0);
+    cr_assert_eq(wl.reqs[1].session_end, 1);
+    cr_assert_eq(wl.reqs[2].session_end, 0, "no session: nothing ends");
+    rkv_workload_free(&wl);
+    const char *b =
+        "{\"chat_id\": 1, \"timestamp\": 0, \"input_length\": 1, "
+        "\"output_length\": 1, \"hash_ids\": [1], \"turn\": 1, "
+        "\"session_end\": true}\n";
+    cr_assert_eq(load(b, RKV_TRACE_FMT_AUTO, 0, &wl), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(wl.reqs[0].session_end, 1, "a Bailian chat is a session");
     rkv_workload_free(&wl);
 }

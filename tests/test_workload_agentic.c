@@ -160,3 +160,33 @@ Test(agentic_tools, deterministic_and_configurable)
     rkv_workload_free(&b);
     rkv_workload_free(&c);
 }
+
+/* Every session's last turn (and only it) carries session_end: its answer
+ * ends without a tool call. */
+Test(agentic_tools, last_turn_ends_the_session)
+{
+    rkv_agentic_config cfg;
+    rkv_agentic_config_init(&cfg);
+    cfg.sessions = 20;
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_agentic(&wl, &cfg, 3), RKV_OK, "%s",
+                 rkv_last_error());
+    /* a session's turns are a chain of parents: the last has no child */
+    uint8_t *has_child = calloc(wl.num_reqs, 1);
+    cr_assert(has_child);
+    for (size_t i = 0; i < wl.num_reqs; i++)
+        if (wl.reqs[i].parent != RKV_WL_NO_PARENT)
+            has_child[wl.reqs[i].parent] = 1;
+    size_t ends = 0;
+    for (size_t i = 0; i < wl.num_reqs; i++) {
+        int is_last = !has_child[i];
+        cr_assert_eq(wl.reqs[i].session_end, is_last, "request %zu", i);
+        cr_assert(!(is_last && wl.reqs[i].tool_call),
+                  "a last turn calls no tool");
+        ends += wl.reqs[i].session_end;
+    }
+    cr_assert_eq(ends, cfg.sessions);
+    free(has_child);
+    rkv_workload_free(&wl);
+}
