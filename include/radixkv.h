@@ -448,7 +448,10 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
  *     Pinned pages are out of eviction like locked ones (they count in
  *     stats.locked_blocks). A pin whose deadline is <= now_ms expires at the
  *     next call with now_ms and its pages return to ordinary eviction with
- *     their last-use order (expiry is not a use).
+ *     their last-use order (expiry is not a use). Deadlines saturate at
+ *     UINT64_MAX (a pin made then lasts until the time reaches UINT64_MAX);
+ *     a pin at now_ms == UINT64_MAX, which could only be born expired, is
+ *     refused (RKV_ERR_INVALID_ARG, nothing changes).
  *   - Cap: pages under pins (counted once, the whole prefix) never exceed
  *     max_pinned_pct of the pool; a pin that would is refused
  *     (RKV_ERR_PIN_CAP, nothing changes; retry without the pin).
@@ -490,7 +493,8 @@ typedef struct rkv_retention {
     size_t prio_begin, prio_end;
     size_t pin_tokens;   /* pin tokens[0..pin_tokens) (rounded down to full
                             pages, <= n); 0: no pin                        */
-    uint64_t ttl_ms;     /* pin deadline = now_ms + ttl_ms (> 0 with a pin) */
+    uint64_t ttl_ms;     /* pin deadline = now_ms + ttl_ms, saturated at
+                            UINT64_MAX (> 0 with a pin)                    */
     uint64_t owner;      /* session that owns the pin                      */
 } rkv_retention;
 /* priority -1, no pin. */
