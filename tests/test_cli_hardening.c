@@ -192,7 +192,8 @@ Test(bounds, dev_zero_is_an_error_not_unbounded_memory, .timeout = 60)
     rkv_trace_reader_close(r);
 }
 
-/* One request claiming 2^30 prompt tokens (valid: 2^21 block ids). */
+/* One request claiming the largest prompt a trace line may (2^24 tokens,
+ * 2^15 block ids). */
 static void huge_workload(rkv_workload *wl)
 {
     rkv_workload_init(wl);
@@ -229,8 +230,8 @@ Test(bounds, what_cannot_fit_is_refused_before_it_is_expanded, .timeout = 120)
 {
     rkv_workload wl;
     huge_workload(&wl);
-    /* 2^30 tokens would need 4 GiB expanded; allow far less. */
-    limit_memory((size_t)512 << 20);
+    /* 2^24 tokens would need 64 MiB expanded; allow less. */
+    limit_memory((size_t)40 << 20);
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     cfg.capacity_tokens = 100000;
@@ -429,4 +430,76 @@ Test(bounds, partial_page_past_a_full_pool)
     cr_assert_eq(res.hit_tokens, 992, "the second request hits every cached page");
     cr_assert_eq(res.truncated_requests, 0);
     rkv_workload_free(&wl);
+}
+
+/* ---- one line's work is capped: 2^24 prompt tokens, 2^20 output tokens
+ * (sim/trace.h) --------------------------------------------------------------- */
+
+/* The first record of text, or the reader's status for it. */
+static rkv_status first_record(const char *text, rkv_trace_record *rec)
+{
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_memory(text, strlen(text), "cap.jsonl",
+                                              &r), RKV_OK);
+    int eof = 0;
+    rkv_status st = rkv_trace_reader_next(r, rec, &eof);
+    cr_assert(st != RKV_OK || !eof);
+    rkv_trace_reader_close(r);
+    return st;
+}
+
+/* A line of input_length L (ceil(L / 512) hash ids, all 0, the densest
+ * spelling) and the given output_length. */
+static char *length_line(uint64_t in, uint64_t out)
+{
+    uint64_t ids = (in + RKV_TRACE_BLOCK_TOKENS - 1) / RKV_TRACE_BLOCK_TOKENS;
+    char *s = malloc(2 * ids + 128);
+    cr_assert_not_null(s);
+    int n = sprintf(s, "{\"timestamp\":0,\"input_length\":%llu,"
+                       "\"output_length\":%llu,\"hash_ids\":[",
+                    (unsigned long long)in, (unsigned long long)out);
+    for (uint64_t i = 0; i < ids; i++) {
+        s[n++] = '0';
+        s[n++] = ',';
+    }
+    strcpy(s + n - (ids > 0), "]}\n");
+    return s;
+}
+
+/* A 1 MiB line of 524,000 ids claimed 268M prompt tokens: with capacity
+ * unbounded the replay grew to gigabytes expanding it. Such a line is
+ * refused when read, naming the limit; the limit itself is accepted. */
+Test(bounds, a_line_longer_than_a_context_is_refused_when_read)
+{
+    rkv_trace_record rec;
+    char *s = length_line((uint64_t)524000 * 512, 4);
+    cr_assert_leq(strlen(s), RKV_TRACE_MAX_LINE);
+    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT, "268M tokens read");
+    cr_assert(strstr(rkv_last_error(), "cap.jsonl:1: input_length too large "
+                                       "(limit 16777216)") != NULL,
+              "%s", rkv_last_error());
+    free(s);
+    s = length_line((uint64_t)16777216 + 1, 4);
+    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT);
+    free(s);
+    s = length_line(16777216, 4);
+    cr_assert_eq(first_record(s, &rec), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rec.input_length, 1u << 24);
+    free(s);
+
+    /* a 70-byte line claiming 2^24 output tokens decoded for minutes (the
+     * scheduler replay's work grows with the square of a decode) */
+    s = length_line(600, (uint64_t)1 << 24);
+    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT);
+    cr_assert(strstr(rkv_last_error(), "output_length too large (limit "
+                                       "1048576)") != NULL,
+              "%s", rkv_last_error());
+    free(s);
+    s = length_line(600, (uint64_t)1048576 + 1);
+    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT);
+    free(s);
+    s = length_line(600, 1048576);
+    cr_assert_eq(first_record(s, &rec), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rec.output_length, 1u << 20);
+    free(s);
 }
