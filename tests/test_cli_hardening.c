@@ -503,3 +503,121 @@ Test(bounds, a_line_longer_than_a_context_is_refused_when_read)
     cr_assert_eq(rec.output_length, 1u << 20);
     free(s);
 }
+
+/* ---- number options: exact values, truthful ranges ----------------------- */
+
+#include "cli/args.h"
+
+/* Parses "radixkv ARGS" (split at spaces); err gets the message. */
+static enum rkv_cli_action parse_args(const char *args, rkv_cli_options *o,
+                                      char *err, size_t cap)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = "radixkv";
+    for (char *t = strtok(buf, " "); t && argc < 31; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    return rkv_cli_parse(argc, argv, o, err, cap);
+}
+
+static void accepted(const char *args, rkv_cli_options *o)
+{
+    char err[512];
+    cr_assert_eq(parse_args(args, o, err, sizeof err), RKV_ACT_RUN,
+                 "'%s' refused: %s", args, err);
+}
+
+static void refused_with(const char *args, const char *want)
+{
+    rkv_cli_options o;
+    char err[512];
+    cr_assert_eq(parse_args(args, &o, err, sizeof err), RKV_ACT_USAGE_ERROR,
+                 "'%s' was accepted", args);
+    cr_assert(strstr(err, want) != NULL, "'%s': message '%s' lacks '%s'", args,
+              err, want);
+}
+
+/* A count is read exactly, however it is written: 1e19 is below 2^64 (it
+ * was refused by "expected ... 0..18446744073709551615"), and exponent
+ * forms do not round through a double. */
+Test(numbers, counts_are_exact_up_to_their_limits)
+{
+    rkv_cli_options o;
+    accepted("replay --host-capacity-tokens 1e19", &o);
+    cr_assert_eq(o.rc.host_capacity_tokens, UINT64_C(10000000000000000000));
+    accepted("replay --disk-capacity-tokens 18446744073709551615", &o);
+    cr_assert_eq(o.rc.disk_capacity_tokens, UINT64_MAX);
+    accepted("replay --seed 1.8446744073709551615e19", &o);
+    cr_assert_eq(o.seed, UINT64_MAX);
+    accepted("replay --seed 9007199254740993e0", &o); /* 2^53 + 1 */
+    cr_assert_eq(o.seed, UINT64_C(9007199254740993));
+    accepted("replay --seed 100e-2", &o);
+    cr_assert_eq(o.seed, 1);
+    accepted("replay --seed 0.0e99999999999999999999", &o);
+    cr_assert_eq(o.seed, 0);
+    accepted("replay --max-batch-tokens 4.294967295e9", &o);
+    cr_assert_eq(o.rc.sched.max_batch_tokens, UINT32_MAX);
+    accepted("replay --capacity-tokens 1125899906842624", &o);
+    cr_assert_eq(o.rc.capacity_tokens, UINT64_C(1) << 50);
+    accepted("replay --pin-cap-pct 1e2", &o);
+    cr_assert_eq(o.rc.max_pinned_pct, 100);
+    accepted("replay --write-policy selective:4294967295", &o);
+    cr_assert_eq(o.rc.selective_hits, UINT32_MAX);
+    accepted("replay --write-policy selective:1e3", &o);
+    cr_assert_eq(o.rc.selective_hits, 1000);
+}
+
+/* Every value refused by a range message is outside that range (or not a
+ * whole number, which the message says), just above and below each
+ * limit, in digits and in exponent form. */
+Test(numbers, range_messages_state_the_real_range)
+{
+    static const char *const u64 = "0..18446744073709551615";
+    refused_with("replay --seed 18446744073709551616", u64);
+    refused_with("replay --seed 18446744073709551616", "(too large)");
+    refused_with("replay --seed 1.8446744073709551616e19", u64);
+    refused_with("replay --host-capacity-tokens 2e19", u64);
+    refused_with("replay --host-capacity-tokens 1e99999999999999999999", u64);
+    refused_with("replay --seed 15e-1", "(not a whole number)");
+    refused_with("replay --seed 1.00000000000000000001", "(not a whole number)");
+    static const char *const u32 = "1..4294967295";
+    refused_with("replay --max-batch-tokens 4294967296", u32);
+    refused_with("replay --max-batch-tokens 4.294967296e9", u32);
+    refused_with("replay --max-batch-tokens 0", u32);
+    refused_with("replay --max-batch-tokens 0", "(too small)");
+    refused_with("replay --pin-cap-pct 101", "0..100");
+    refused_with("replay --pin-cap-pct 1.01e2", "0..100");
+    refused_with("replay --capacity-tokens 1125899906842625",
+                 "1..1125899906842624 or 'unbounded'");
+    refused_with("replay --capacity-tokens 0", "or 'unbounded'");
+    refused_with("replay --write-policy selective:4294967296",
+                 "K in 1..4294967295");
+    refused_with("replay --write-policy selective:0", "K in 1..4294967295");
+    refused_with("replay --write-policy selective:x", "K in 1..4294967295");
+    refused_with("replay --time-scale 1000001", "[0, 1e+06] or 'auto'");
+    refused_with("replay --mfu 1.000001", "[1e-06, 1]");
+    refused_with("replay --mfu 9.99999e-7", "[1e-06, 1]");
+    refused_with("replay --weight-bytes 0.00999", "[0.01, 64]");
+    refused_with("replay --weight-bytes 64.0001", "[0.01, 64]");
+    refused_with("sweep --host-capacities 1,1125899906842625",
+                 "1..1125899906842624");
+}
+
+/* A number in range is accepted however small its spelling: 1e-400 is in
+ * [0, 1e+06] (it was refused: strtod's underflow). */
+Test(numbers, reals_in_range_are_accepted)
+{
+    rkv_cli_options o;
+    accepted("replay --step-overhead-ms 1e-400", &o);
+    cr_assert_eq(o.rc.cost.overhead_ms, 0.0);
+    accepted("replay --mfu 1e-6", &o);
+    cr_assert_eq(o.rc.cost.mfu, 1e-6);
+    accepted("replay --mfu 1", &o);
+    accepted("replay --weight-bytes 64 --capacity-tokens 1e6", &o);
+    accepted("replay --weight-bytes 0.01", &o);
+    accepted("replay --time-scale 1e6", &o);
+    cr_assert_eq(o.rc.time_scale, 1e6);
+}
