@@ -397,6 +397,17 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
  *     another tree -- is RKV_ERR_STATE and nothing changes. (A released
  *     lease stays refused until its table slot has been released about
  *     2^40 more times.)
+ *   - Forgery: a lease id is its table slot and generation enciphered
+ *     with a 64-bit block cipher (Speck64/128) under a 128-bit key drawn
+ *     per tree from getrandom(2). A value that is not a held lease --
+ *     guessed, or computed from any number of leases the caller holds --
+ *     is taken with probability about (leases held) / 2^64 per try, so a
+ *     caller holding leases cannot release the scheduler's. Where
+ *     getrandom fails (no kernel support, a sandbox, before the kernel's
+ *     pool is ready) the key is derived from addresses instead: leases
+ *     then guard against mistakes only, not against a caller that sets
+ *     out to derive the key. Leases are not a boundary inside a process:
+ *     code in it can read the tree's memory.
  *   - rkv_tree_reset() refuses (RKV_ERR_BUSY) while any lease is held;
  *     rkv_tree_destroy() releases every lock, and its leases die with it.
  *   - Leases live in the tree's memory: rkv_tree_stats.host_bytes counts
