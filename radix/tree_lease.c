@@ -123,7 +123,7 @@ static uint64_t rkv_mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-/* 16 bytes from the OS (getrandom, no blocking: a tree made before the
+/* n bytes from the OS (getrandom, no blocking: a tree made before the
  * kernel's pool is ready falls back). 1 if they came. */
 static int rkv_os_random(void *buf, size_t n)
 {
