@@ -621,3 +621,70 @@ Test(numbers, reals_in_range_are_accepted)
     accepted("replay --time-scale 1e6", &o);
     cr_assert_eq(o.rc.time_scale, 1e6);
 }
+
+/* "lo..hi" decimal of v + 1 (v may be UINT64_MAX). */
+static void plus_one(uint64_t v, char *buf, size_t cap)
+{
+    if (v == UINT64_MAX)
+        snprintf(buf, cap, "18446744073709551616");
+    else
+        snprintf(buf, cap, "%llu", (unsigned long long)(v + 1));
+}
+
+/* Every count option at its limits: lo and hi accepted (in digits, and hi
+ * as digits "e0"), lo - 1 and hi + 1 refused by a message stating lo..hi.
+ * The limits are the documented ones (--help), written out here. */
+Test(numbers, every_count_option_at_its_limits)
+{
+    static const struct {
+        const char *flag;
+        uint64_t lo, hi;
+        const char *extra; /* what the option needs to apply */
+    } opts[] = {
+        {"seed", 0, UINT64_MAX, ""},
+        {"limit", 1, UINT64_MAX, ""},
+        {"capacity-tokens", 1, UINT64_C(1) << 50, ""},
+        {"host-capacity-tokens", 0, UINT64_MAX, ""},
+        {"disk-capacity-tokens", 0, UINT64_MAX, ""},
+        {"page-size", 1, 4096, ""},
+        {"max-batch-tokens", 1, UINT32_MAX, ""},
+        {"max-running", 1, UINT32_MAX, ""},
+        {"dedup-min-tokens", 0, UINT32_MAX, ""},
+        {"check", 0, UINT32_MAX, ""},
+        {"model-layers", 1, 100000, ""},
+        {"model-hidden", 1, 10000000, ""},
+        {"model-kv-heads", 1, 100000, ""},
+        {"model-head-dim", 1, 100000, ""},
+        {"pin-ttl-ms", 1, UINT64_C(1) << 40, ""},
+        {"pin-cap-pct", 0, 100, ""},
+        {"block-tokens", 1, 512, ""},
+        {"instances", 1, 1024, ""},
+        {"sessions", 1, 1000000, " --workload agentic"},
+        {"requests", 1, 10000000, " --workload fewshot"},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        char args[256], range[64], above[32];
+        const char *f = opts[i].flag, *x = opts[i].extra;
+        rkv_cli_options o;
+        snprintf(range, sizeof range, "--%s: expected a whole number in "
+                 "%llu..%llu", f, (unsigned long long)opts[i].lo,
+                 (unsigned long long)opts[i].hi);
+        /* a capacity the model cannot veto, so only the option is judged */
+        const char *cap = strcmp(f, "capacity-tokens") ? " --capacity-tokens 1e6"
+                                                        : "";
+        snprintf(args, sizeof args, "replay%s%s --%s %llu", cap, x, f,
+                 (unsigned long long)opts[i].lo);
+        accepted(args, &o);
+        snprintf(args, sizeof args, "replay%s%s --%s %llue0", cap, x, f,
+                 (unsigned long long)opts[i].hi);
+        accepted(args, &o);
+        plus_one(opts[i].hi, above, sizeof above);
+        snprintf(args, sizeof args, "replay%s%s --%s %s", cap, x, f, above);
+        refused_with(args, range);
+        if (opts[i].lo > 0) {
+            snprintf(args, sizeof args, "replay%s%s --%s %llu", cap, x, f,
+                     (unsigned long long)opts[i].lo - 1);
+            refused_with(args, range);
+        }
+    }
+}
