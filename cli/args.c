@@ -10,7 +10,6 @@
  */
 #include "cli/args.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -284,58 +283,142 @@ static int strict_decimal(const char *s)
     return *p == '\0';
 }
 
-/* A count: digits, or a decimal like 1e6 / 2.5e5 that is a whole number. */
-static int parse_count(const char *s, uint64_t *out)
+/* What parse_count made of a value. */
+enum { COUNT_OK, COUNT_SYNTAX, COUNT_FRACTION, COUNT_HUGE };
+
+static int digit_at(const char *ip, size_t il, const char *fp, size_t i)
 {
-    if (!s || !strict_decimal(s))
-        return 0;
-    char *end;
-    errno = 0;
-    if (strspn(s, "0123456789") == strlen(s)) {
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || *end)
-            return 0;
-        *out = v;
-        return 1;
-    }
-    double d = strtod(s, &end);
-    if (errno || *end || !isfinite(d) || d != floor(d) || d > 9e18)
-        return 0;
-    *out = (uint64_t)d;
-    return 1;
+    return (i < il ? ip[i] : fp[i - il]) - '0';
 }
 
-static uint64_t need_count(perr *e, const char *flag, const char *v,
-                           uint64_t lo, uint64_t hi)
+/* A count: digits, or a decimal like 1e6 / 2.5e5 / 1e19 that is a whole
+ * number, read exactly from its digits (a double would round 2^53 + 1 and
+ * refuse what lies between 9e18 and 2^64). */
+static int parse_count(const char *s, uint64_t *out)
+{
+    static const char digits[] = "0123456789";
+    if (!s || !strict_decimal(s))
+        return COUNT_SYNTAX;
+    const char *ip = s, *fp = s;
+    size_t il = strspn(ip, digits), fl = 0;
+    const char *p = ip + il;
+    if (*p == '.') {
+        fp = p + 1;
+        fl = strspn(fp, digits);
+        p = fp + fl;
+    }
+    int64_t e = 0; /* the exponent, saturated far beyond any 64-bit count */
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        int neg = *p == '-';
+        if (*p == '+' || *p == '-')
+            p++;
+        for (; *p; p++)
+            if (e < INT64_C(1) << 40)
+                e = e * 10 + (*p - '0');
+        if (neg)
+            e = -e;
+    }
+    /* the significant digits first .. last of int digits then fraction */
+    size_t n = il + fl, first = 0, last = n;
+    while (first < n && digit_at(ip, il, fp, first) == 0)
+        first++;
+    if (first == n) {
+        *out = 0;
+        return COUNT_OK;
+    }
+    while (digit_at(ip, il, fp, last - 1) == 0)
+        last--;
+    /* value = digits[first, last) * 10^k */
+    int64_t k = e - (int64_t)fl + (int64_t)(n - last);
+    if (k < 0)
+        return COUNT_FRACTION; /* its last significant digit is a fraction */
+    if ((int64_t)(last - first) + k > 20)
+        return COUNT_HUGE;
+    uint64_t v = 0;
+    for (size_t i = first; i < last; i++) {
+        unsigned d = (unsigned)digit_at(ip, il, fp, i);
+        if (v > (UINT64_MAX - d) / 10)
+            return COUNT_HUGE;
+        v = v * 10 + d;
+    }
+    for (int64_t i = 0; i < k; i++) {
+        if (v > UINT64_MAX / 10)
+            return COUNT_HUGE;
+        v *= 10;
+    }
+    *out = v;
+    return COUNT_OK;
+}
+
+/* A count in lo..hi; alt (or NULL) names a word also accepted. */
+static uint64_t need_count_or(perr *e, const char *flag, const char *v,
+                              uint64_t lo, uint64_t hi, const char *alt)
 {
     uint64_t x = 0;
-    if (!parse_count(v, &x) || x < lo || x > hi) {
-        perr_set(e, "--%s: expected a whole number in %llu..%llu, got '%s'",
-                 flag, (unsigned long long)lo, (unsigned long long)hi, v);
+    int r = parse_count(v, &x);
+    const char *why = r == COUNT_FRACTION ? " (not a whole number)"
+                      : r == COUNT_HUGE || (r == COUNT_OK && x > hi)
+                          ? " (too large)"
+                      : r == COUNT_OK && x < lo ? " (too small)"
+                                                : "";
+    if (r != COUNT_OK || x < lo || x > hi) {
+        perr_set(e, "--%s: expected a whole number in %llu..%llu%s%s, got "
+                    "'%s'%s", flag, (unsigned long long)lo,
+                 (unsigned long long)hi, alt ? " or " : "", alt ? alt : "", v,
+                 why);
         return lo;
     }
     return x;
 }
 
-static double need_real(perr *e, const char *flag, const char *v, double lo,
-                        double hi)
+static uint64_t need_count(perr *e, const char *flag, const char *v,
+                           uint64_t lo, uint64_t hi)
 {
-    char *end;
-    errno = 0;
+    return need_count_or(e, flag, v, lo, hi, NULL);
+}
+
+/* x in the fewest digits that read back as x, so a stated bound is the
+ * bound compared against. */
+static void fmt_real(char *buf, size_t cap, double x)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x)
+            return;
+    }
+}
+
+/* A number in [lo, hi] (lo, hi finite), compared after rounding to the
+ * nearest double: an underflow (1e-400) is the 0 or tiny value strtod
+ * returns, in range when lo allows it. alt as for need_count_or. */
+static double need_real_or(perr *e, const char *flag, const char *v, double lo,
+                           double hi, const char *alt)
+{
+    char *end = NULL;
     double d = strict_decimal(v) ? strtod(v, &end) : NAN;
-    if (!strict_decimal(v) || errno || *end || !isfinite(d) || d < lo || d > hi) {
-        perr_set(e, "--%s: expected a number in [%g, %g], got '%s'", flag, lo,
-                 hi, v);
+    if (!strict_decimal(v) || *end || !isfinite(d) || d < lo || d > hi) {
+        char l[32], h[32];
+        fmt_real(l, sizeof l, lo);
+        fmt_real(h, sizeof h, hi);
+        perr_set(e, "--%s: expected a number in [%s, %s]%s%s, got '%s'", flag,
+                 l, h, alt ? " or " : "", alt ? alt : "", v);
         return lo;
     }
     return d;
+}
+
+static double need_real(perr *e, const char *flag, const char *v, double lo,
+                        double hi)
+{
+    return need_real_or(e, flag, v, lo, hi, NULL);
 }
 
 static uint64_t need_capacity(perr *e, const char *flag, const char *v)
 {
     if (!strcmp(v, "unbounded"))
         return RKV_REPLAY_UNBOUNDED;
-    return need_count(e, flag, v, 1, (uint64_t)1 << 50);
+    return need_count_or(e, flag, v, 1, (uint64_t)1 << 50, "'unbounded'");
 }
 
 static rkv_policy need_policy(perr *e, const char *flag, const char *v)
@@ -358,12 +441,11 @@ static void need_write_policy(perr *e, const char *v, rkv_replay_config *rc)
         rc->write_policy = RKV_WRITE_SELECTIVE;
         rc->selective_hits = 2;
         if (v[9] == ':') {
-            char *end = NULL;
-            unsigned long k = strtoul(v + 10, &end, 10);
-            if (v[10] < '0' || v[10] > '9' || *end != '\0' || k < 1 ||
+            uint64_t k = 0;
+            if (parse_count(v + 10, &k) != COUNT_OK || k < 1 ||
                 k > UINT32_MAX)
-                perr_set(e, "--write-policy: selective:K needs K >= 1, got "
-                            "'%s'", v);
+                perr_set(e, "--write-policy: selective:K needs a whole "
+                            "number K in 1..%u, got '%s'", UINT32_MAX, v);
             else
                 rc->selective_hits = (uint32_t)k;
         }
@@ -537,7 +619,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
             o->time_scale_auto = 1;
         } else {
             o->time_scale_auto = 0;
-            o->rc.time_scale = need_real(e, f, v, 0, 1e6);
+            o->rc.time_scale = need_real_or(e, f, v, 0, 1e6, "'auto'");
         }
         break;
     case OPT_CHECK: o->rc.check_every = (uint32_t)need_count(e, f, v, 0, UINT32_MAX); break;

@@ -183,8 +183,8 @@ static const char text_common[] =
 "                           requests/steps (slow; for debugging)\n"
 "  --help, -h               this subcommand's help;  --version\n"
 "\n"
-"Numbers are decimal: 16, 1e6, 2.5e5 (not 0x10, not ' 16'). '--' ends the\n"
-"options (a TRACE named '-x' follows it).\n";
+"Numbers are decimal: 16, 1e6, 2.5e5 (not 0x10, not ' 16'); counts are read\n"
+"exactly (1e19 too). '--' ends the options (a TRACE named '-x' follows it).\n";
 
 static const char text_replay_opts[] =
 "\n"

@@ -401,6 +401,17 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
  *     another tree -- is RKV_ERR_STATE and nothing changes. (A released
  *     lease stays refused until its table slot has been released about
  *     2^40 more times.)
+ *   - Forgery: a lease id is its table slot and generation enciphered
+ *     with a 64-bit block cipher (Speck64/128) under a 128-bit key drawn
+ *     per tree from getrandom(2). A value that is not a held lease --
+ *     guessed, or computed from any number of leases the caller holds --
+ *     is taken with probability about (leases held) / 2^64 per try, so a
+ *     caller holding leases cannot release the scheduler's. Where
+ *     getrandom fails (no kernel support, a sandbox, before the kernel's
+ *     pool is ready) the key is derived from addresses instead: leases
+ *     then guard against mistakes only, not against a caller that sets
+ *     out to derive the key. Leases are not a boundary inside a process:
+ *     code in it can read the tree's memory.
  *   - rkv_tree_reset() refuses (RKV_ERR_BUSY) while any lease is held;
  *     rkv_tree_destroy() releases every lock, and its leases die with it.
  *   - Leases live in the tree's memory: rkv_tree_stats.host_bytes counts
@@ -452,7 +463,10 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
  *     Pinned pages are out of eviction like locked ones (they count in
  *     stats.locked_blocks). A pin whose deadline is <= now_ms expires at the
  *     next call with now_ms and its pages return to ordinary eviction with
- *     their last-use order (expiry is not a use).
+ *     their last-use order (expiry is not a use). Deadlines saturate at
+ *     UINT64_MAX (a pin made then lasts until the time reaches UINT64_MAX);
+ *     a pin at now_ms == UINT64_MAX, which could only be born expired, is
+ *     refused (RKV_ERR_INVALID_ARG, nothing changes).
  *   - Cap: pages under pins (counted once, the whole prefix) never exceed
  *     max_pinned_pct of the pool; a pin that would is refused
  *     (RKV_ERR_PIN_CAP, nothing changes; retry without the pin).
@@ -494,7 +508,8 @@ typedef struct rkv_retention {
     size_t prio_begin, prio_end;
     size_t pin_tokens;   /* pin tokens[0..pin_tokens) (rounded down to full
                             pages, <= n); 0: no pin                        */
-    uint64_t ttl_ms;     /* pin deadline = now_ms + ttl_ms (> 0 with a pin) */
+    uint64_t ttl_ms;     /* pin deadline = now_ms + ttl_ms, saturated at
+                            UINT64_MAX (> 0 with a pin)                    */
     uint64_t owner;      /* session that owns the pin                      */
     int session_end;     /* rkv_request_desc: non-zero on a session's last
                             request (its answer ends without a tool call):

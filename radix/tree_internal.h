@@ -41,12 +41,13 @@
  *     (lock walks from the node itself up to the namespace root). A locked
  *     node is never in the LRU list (its lru links are RKV_NIL).
  *   - Leases (tree_lease.c): every lock is one slot of the lease table,
- *     naming the locked node; lock_total == live slots. A lease id is an
- *     invertible scramble of ((gen << RKV_LEASE_SLOT_BITS) | slot) XOR
- *     lease_key: the slot's generation changes at every release, so a
- *     released lease no longer names its slot, and the per-tree key makes
- *     ids of other trees (and forged values) decode to slots that are free
- *     or carry another generation. A locked node is never evicted, trimmed
+ *     naming the locked node; lock_total == live slots. A lease id is
+ *     ((gen << RKV_LEASE_SLOT_BITS) | slot) enciphered with the tree's
+ *     secret key (a 64-bit block cipher, tree_lease.c): the slot's
+ *     generation changes at every release, so a released lease no longer
+ *     names its slot, and ids of other trees, forged values and values
+ *     derived from held leases decipher to slots that are free or carry
+ *     another generation. A locked node is never evicted, trimmed
  *     or freed (reset refuses while leases live), and a split keeps the
  *     locked end's id, so a live slot's node id stays valid for the lease's
  *     whole life.
@@ -98,6 +99,7 @@ typedef struct rkv_lease_slot {
 #define RKV_LEASE_SLOT_BITS 24
 #define RKV_LEASE_GEN_BITS (64 - RKV_LEASE_SLOT_BITS)
 #define RKV_LEASE_MAX_SLOTS (1u << RKV_LEASE_SLOT_BITS) /* leases held at once */
+#define RKV_LEASE_ROUNDS 27 /* Speck64/128 */
 
 /* Per-slot retention data (tree_retain.c). */
 typedef struct rkv_tmeta {
@@ -193,7 +195,10 @@ struct rkv_tree {
     uint32_t leases_cap;   /* slots allocated                               */
     uint32_t leases_used;  /* slots ever handed out (high-water mark)       */
     uint32_t lease_free_head, lease_free_tail; /* FIFO of released slots    */
-    uint64_t lease_key;    /* XORed into ids: ties them to this tree        */
+    uint32_t lease_rk[RKV_LEASE_ROUNDS]; /* the id cipher's round keys,
+                              from the tree's secret key (tree_lease.c)    */
+    uint64_t lease_zero;   /* the (gen, slot) whose id would be 0          */
+    int lease_key_random;  /* 1: the key came from the OS's random source  */
 
     rkv_ev_ring events;    /* KV events (tree_events.c); cap 0 = off       */
     struct rkv_slog *slog; /* store log (tree_tier_stored.c); NULL = off   */
@@ -396,8 +401,8 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
                         void *tail);
 
 /* tree_lease.c ----------------------------------------------------------- */
-/* Derives this tree's lease key (at create; t->pool set, trees_made not
- * yet counted). */
+/* Draws this tree's lease key (at create; t->pool set, trees_made not yet
+ * counted). */
 void rkv_lease_init(rkv_tree *t);
 /* Frees the lease table (destroy). */
 void rkv_lease_fini(rkv_tree *t);

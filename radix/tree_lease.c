@@ -18,18 +18,31 @@
  *     free slots, so a slot's generation advances as slowly as possible.
  *   - gen is in 1 .. 2^RKV_LEASE_GEN_BITS - 1 and advances at each release;
  *     a live lease's id is never 0.
- * A lease id is scramble((gen << 24 | slot) XOR lease_key), scramble being
- * an invertible 64-bit mix. A released lease is refused until its slot has
- * been released 2^40 - 1 more times (its generation wraps); ids of another
- * live tree, and forged values, decode to a free slot or another
- * generation except with probability about (live leases) / 2^64.
+ * A lease id is E_k(gen << 24 | slot), E_k the Speck64/128 block cipher
+ * (Beaulieu et al., "The SIMON and SPECK Families of Lightweight Block
+ * Ciphers", 2013; the 64-bit block, 128-bit key variant, 27 rounds) under
+ * the tree's 128-bit key k, drawn from getrandom(2) at create. So ids
+ * decipher to (gen, slot) only with the key: a value that is not a held
+ * lease -- guessed, changed from a held one, made from several held ones,
+ * or from another tree -- deciphers to an unrelated (gen, slot), which is
+ * live with probability about (live leases) / 2^64, and holding leases
+ * does not reveal the key short of breaking the cipher. A released lease
+ * is refused until its slot has been released 2^40 - 1 more times (its
+ * generation wraps). Without a random source (getrandom fails: old kernel,
+ * sandbox) the key is derived from addresses and a counter, like the old
+ * XOR key: ids of other trees and honest mistakes are still refused, but a
+ * caller that holds a lease may work the key out; leases then guard
+ * against mistakes, not against an adversary sharing the tree.
  *
  * The table grows by doubling through the tree allocator (so OOM injection
  * reaches it) before lock changes anything: RKV_ERR_NOMEM leaves the tree
  * as it was. It never shrinks: slots keep their generations across reset,
  * so leases released before a reset stay refused after it.
  */
+#include <errno.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/types.h>
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
@@ -40,30 +53,66 @@
 #define RKV_LEASE_GEN_MAX ((UINT64_C(1) << RKV_LEASE_GEN_BITS) - 1)
 #define RKV_LEASE_FIRST_CAP 8u
 
-/* A bijection of 64-bit values (odd multipliers, shifts of 32), so that ids
- * of neighbouring slots or generations are not neighbouring values: a
- * guessed id + 1 is as unlikely to be held as any other value. */
-#define RKV_LEASE_M1 UINT64_C(0xBF58476D1CE4E5B9)
-#define RKV_LEASE_M1_INV UINT64_C(0x96DE1B173F119089)
-#define RKV_LEASE_M2 UINT64_C(0x94D049BB133111EB)
-#define RKV_LEASE_M2_INV UINT64_C(0x319642B2D24D8EC3)
-_Static_assert((uint64_t)(RKV_LEASE_M1 * RKV_LEASE_M1_INV) == 1, "inverse");
-_Static_assert((uint64_t)(RKV_LEASE_M2 * RKV_LEASE_M2_INV) == 1, "inverse");
+/* ---- the id cipher: Speck64/128 -------------------------------------------- */
 
-static uint64_t rkv_lease_scramble(uint64_t x)
+static uint32_t rkv_ror32(uint32_t x, unsigned r)
 {
-    x *= RKV_LEASE_M1;
-    x ^= x >> 32;
-    x *= RKV_LEASE_M2;
-    return x ^ (x >> 32);
+    return (x >> r) | (x << (32 - r));
 }
 
-static uint64_t rkv_lease_unscramble(uint64_t x)
+static uint32_t rkv_rol32(uint32_t x, unsigned r)
 {
-    x ^= x >> 32;
-    x *= RKV_LEASE_M2_INV;
-    x ^= x >> 32;
-    return x * RKV_LEASE_M1_INV;
+    return (x << r) | (x >> (32 - r));
+}
+
+/* Round keys from the key words (l2, l1, l0, k0) = key[3], key[2],
+ * key[1], key[0]. */
+static void rkv_speck_schedule(uint32_t rk[RKV_LEASE_ROUNDS],
+                               const uint32_t key[4])
+{
+    uint32_t l[RKV_LEASE_ROUNDS + 2];
+    l[0] = key[1];
+    l[1] = key[2];
+    l[2] = key[3];
+    rk[0] = key[0];
+    for (uint32_t i = 0; i + 1 < RKV_LEASE_ROUNDS; i++) {
+        l[i + 3] = (rk[i] + rkv_ror32(l[i], 8)) ^ i;
+        rk[i + 1] = rkv_rol32(rk[i], 3) ^ l[i + 3];
+    }
+}
+
+/* Enciphers the block (x, y) = (high, low word of v). */
+static uint64_t rkv_speck_enc(const uint32_t rk[RKV_LEASE_ROUNDS], uint64_t v)
+{
+    uint32_t x = (uint32_t)(v >> 32), y = (uint32_t)v;
+    for (int i = 0; i < RKV_LEASE_ROUNDS; i++) {
+        x = (rkv_ror32(x, 8) + y) ^ rk[i];
+        y = rkv_rol32(y, 3) ^ x;
+    }
+    return (uint64_t)x << 32 | y;
+}
+
+static uint64_t rkv_speck_dec(const uint32_t rk[RKV_LEASE_ROUNDS], uint64_t v)
+{
+    uint32_t x = (uint32_t)(v >> 32), y = (uint32_t)v;
+    for (int i = RKV_LEASE_ROUNDS - 1; i >= 0; i--) {
+        y = rkv_ror32(y ^ x, 3);
+        x = rkv_rol32((x ^ rk[i]) - y, 8);
+    }
+    return (uint64_t)x << 32 | y;
+}
+
+/* The cipher against its published test vector (the paper's appendix):
+ * key 1b1a1918 13121110 0b0a0908 03020100, plaintext 3b726574 7475432d,
+ * ciphertext 8c6fa548 454e028b. For tests. */
+int rkv_lease_cipher_selftest(void)
+{
+    static const uint32_t key[4] = {0x03020100u, 0x0b0a0908u, 0x13121110u,
+                                    0x1b1a1918u};
+    uint32_t rk[RKV_LEASE_ROUNDS];
+    rkv_speck_schedule(rk, key);
+    uint64_t p = UINT64_C(0x3b7265747475432d), c = UINT64_C(0x8c6fa548454e028b);
+    return rkv_speck_enc(rk, p) == c && rkv_speck_dec(rk, c) == p;
 }
 
 static uint64_t rkv_mix64(uint64_t z)
@@ -74,13 +123,42 @@ static uint64_t rkv_mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* n bytes from the OS (getrandom, no blocking: a tree made before the
+ * kernel's pool is ready falls back). 1 if they came. */
+static int rkv_os_random(void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t got = getrandom(p, n, GRND_NONBLOCK);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return 0;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 1;
+}
+
 void rkv_lease_init(rkv_tree *t)
 {
-    /* distinct for trees alive at the same time (distinct addresses) and
-     * for successive trees of one pool (trees_made) */
-    t->lease_key = rkv_mix64((uint64_t)(uintptr_t)t) ^
-                   rkv_mix64((uint64_t)(uintptr_t)t->pool ^
-                             rkv_mix64(t->pool->trees_made));
+    uint32_t key[4];
+    t->lease_key_random = rkv_os_random(key, sizeof key);
+    if (!t->lease_key_random) {
+        /* distinct for trees alive at the same time (distinct addresses)
+         * and for successive trees of one pool (trees_made) */
+        uint64_t a = rkv_mix64((uint64_t)(uintptr_t)t) ^
+                     rkv_mix64((uint64_t)(uintptr_t)t->pool ^
+                               rkv_mix64(t->pool->trees_made));
+        uint64_t b = rkv_mix64(a);
+        key[0] = (uint32_t)a;
+        key[1] = (uint32_t)(a >> 32);
+        key[2] = (uint32_t)b;
+        key[3] = (uint32_t)(b >> 32);
+    }
+    rkv_speck_schedule(t->lease_rk, key);
+    t->lease_zero = rkv_speck_dec(t->lease_rk, 0);
+    memset(key, 0, sizeof key);
     t->leases = NULL;
     t->leases_cap = t->leases_used = 0;
     t->lease_free_head = t->lease_free_tail = RKV_NIL;
@@ -103,7 +181,7 @@ uint32_t rkv_lease_find(const rkv_tree *t, uint64_t id)
 {
     if (id == 0)
         return RKV_NIL;
-    uint64_t raw = rkv_lease_unscramble(id) ^ t->lease_key;
+    uint64_t raw = rkv_speck_dec(t->lease_rk, id);
     uint32_t slot = (uint32_t)(raw & RKV_LEASE_SLOT_MASK);
     if (slot >= t->leases_used)
         return RKV_NIL;
@@ -148,11 +226,11 @@ static uint64_t rkv_lease_take(rkv_tree *t, uint32_t node)
         e = &t->leases[slot];
         e->gen = 1;
     }
-    if (rkv_lease_raw(e->gen, slot) == t->lease_key) /* id would be 0 */
+    if (rkv_lease_raw(e->gen, slot) == t->lease_zero) /* id would be 0 */
         e->gen = e->gen == RKV_LEASE_GEN_MAX ? 1 : e->gen + 1;
     e->node = node;
     e->next = RKV_NIL;
-    return rkv_lease_scramble(rkv_lease_raw(e->gen, slot) ^ t->lease_key);
+    return rkv_speck_enc(t->lease_rk, rkv_lease_raw(e->gen, slot));
 }
 
 void rkv_lease_release(rkv_tree *t, uint32_t slot)
@@ -278,6 +356,8 @@ rkv_status rkv_tree_lease_node(const rkv_tree *tree, const rkv_lease *lease,
 
 rkv_status rkv_lease_check(const rkv_tree *t, uint32_t *own)
 {
+    if (rkv_speck_enc(t->lease_rk, t->lease_zero) != 0)
+        return CORRUPT("lease cipher: the id-0 block is not lease_zero");
     if (t->leases_used > t->leases_cap || t->leases_cap > RKV_LEASE_MAX_SLOTS ||
         (t->leases_cap > 0) != (t->leases != NULL))
         return CORRUPT("lease table: %u slots used of %u", t->leases_used,
@@ -296,7 +376,7 @@ rkv_status rkv_lease_check(const rkv_tree *t, uint32_t *own)
             t->nodes[e->node].lock_count == 0)
             return CORRUPT("lease slot %u names node %u, which is not a locked "
                            "node", s, e->node);
-        if (rkv_lease_raw(e->gen, s) == t->lease_key)
+        if (rkv_lease_raw(e->gen, s) == t->lease_zero)
             return CORRUPT("lease slot %u would hand out id 0", s);
         own[e->node]++;
         live++;

@@ -53,6 +53,8 @@ void rkv_retention_init(rkv_retention *r)
     r->priority = -1;
 }
 
+/* Deadlines: now_ms + ttl_ms, saturated (a ttl past the end of time lasts
+ * until UINT64_MAX; rkv_tree_retain refuses a pin at that instant). */
 static uint64_t rkv_sat_add(uint64_t a, uint64_t b)
 {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
@@ -427,6 +429,11 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
     uint32_t pin_req = (uint32_t)(r->pin_tokens / P);
     if (pin_req > 0 && r->ttl_ms == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: a pin needs ttl_ms > 0", fn);
+    /* deadlines saturate at UINT64_MAX and a pin lives while its deadline
+     * is after the time: at the last instant a pin would be born expired */
+    if (pin_req > 0 && now_ms == UINT64_MAX)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: no pin at now_ms = "
+                             "UINT64_MAX (its deadline cannot be later)", fn);
     rkv_status st = rkv_time_ok(t, now_ms, fn);
     if (st != RKV_OK)
         return st;

@@ -155,6 +155,13 @@ static void rkv_sreq_retain(rkv_sched *s, rkv_sreq *r, int final)
     /* a time that does not go back (no pin expires on the way: time only
      * moves at step and commit, and here stays where they left it) */
     rkv_status st = rkv_sched_set_time(s, 0.0);
+    /* at the tree's last instant a pin could only be born expired (the
+     * tree refuses it): the priority still applies */
+    if (st == RKV_OK && s->now_ms == UINT64_MAX) {
+        ret.pin_tokens = 0;
+        if (ret.priority < 0)
+            return;
+    }
     if (st == RKV_OK)
         st = rkv_tree_retain(s->tree, r->ns, r->tokens, n, &ret, s->now_ms,
                              NULL);

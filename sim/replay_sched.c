@@ -100,8 +100,8 @@ static int fits_pool(const sched_run *r, const rkv_wl_request *q)
 }
 
 /* Expands request id's prompt and submits it. What can never fit is
- * refused (RKV_ERR_NO_SPACE) before its prompt is expanded: a 2^30-token
- * prompt would cost GBs and seconds to build only to be refused. */
+ * refused (RKV_ERR_NO_SPACE) before its prompt is expanded: a 2^24-token
+ * prompt would cost hundreds of MB and seconds to build only to be refused. */
 static rkv_status submit_one(sched_run *r, uint64_t id, double t)
 {
     const rkv_wl_request *q = &r->wl->reqs[id];

@@ -68,9 +68,24 @@
 
 #define RKV_TRACE_BLOCK_TOKENS 512u
 
-/* Largest accepted input_length / output_length (keeps token counts and
- * 512 * len arithmetic far from overflow). */
-#define RKV_TRACE_MAX_LENGTH (1u << 30)
+/* Largest accepted input_length: 2^24 = 16,777,216 tokens (32,768 hash
+ * ids of 512), above any model's context. One line's work is bounded by
+ * it, not by its bytes: an id spelt "0," stands for 512 tokens, and a
+ * replay holds ~20 bytes per prompt token of each request in flight (its
+ * tokens, page hashes, block table; with --capacity-tokens unbounded the
+ * pool and tree hold every cached token too), so a 2^24-token line costs
+ * ~340 MB in flight and ~45 s (the insert after each prefill chunk
+ * compares the prefix again); 2^28 took gigabytes. A file's lines are
+ * all in flight when they arrive together, so the replay's memory is
+ * bounded by the tokens the file claims (<= 256 per byte), not by this:
+ * 15 such lines (one prefix) in 1 MiB took 1.6 GB and 125 s, unbounded. */
+#define RKV_TRACE_MAX_LENGTH (1u << 24)
+
+/* Largest accepted output_length: 2^20 = 1,048,576 tokens. The scheduler
+ * replay hands each decode step the request's block table, so a decode of
+ * L tokens costs ~L^2 / (2 * page_size) table entries copied (2^20 tokens
+ * at page 16: seconds; 2^24: many minutes from a 70-byte line). */
+#define RKV_TRACE_MAX_OUTPUT (1u << 20)
 
 /* Longest accepted line, in bytes without its newline: 1 MiB. A real
  * Mooncake line is a few KB (126,195 tokens = 247 ids ~ 2 KB); the bound

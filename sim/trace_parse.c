@@ -374,8 +374,10 @@ static rkv_status jnumber_at(jscan *p, const char *field, size_t index,
     return st != RKV_OK ? st : jnumber(p, n);
 }
 
-/* A length field: a non-negative integer <= RKV_TRACE_MAX_LENGTH. */
-static rkv_status jlength(jscan *p, const char *field, uint32_t *out)
+/* A length field: a non-negative integer <= limit (RKV_TRACE_MAX_LENGTH
+ * or RKV_TRACE_MAX_OUTPUT). */
+static rkv_status jlength(jscan *p, const char *field, uint32_t limit,
+                          uint32_t *out)
 {
     char what[160];
     jnum n;
@@ -391,9 +393,8 @@ static rkv_status jlength(jscan *p, const char *field, uint32_t *out)
                  field, n.d);
         return jfail(p, what);
     }
-    if (n.overflow || n.u > RKV_TRACE_MAX_LENGTH) {
-        snprintf(what, sizeof what, "%s too large (limit %u)", field,
-                 RKV_TRACE_MAX_LENGTH);
+    if (n.overflow || n.u > limit) {
+        snprintf(what, sizeof what, "%s too large (limit %u)", field, limit);
         return jfail(p, what);
     }
     *out = (uint32_t)n.u;
@@ -587,8 +588,12 @@ static rkv_status parse_field(jscan *p, unsigned f, rkv_trace_record *rec,
     rkv_status st;
     switch (f) {
     case F_TS: return jtimestamp(p, ts);
-    case F_IN: return jlength(p, "input_length", &rec->input_length);
-    case F_OUT: return jlength(p, "output_length", &rec->output_length);
+    case F_IN:
+        return jlength(p, "input_length", RKV_TRACE_MAX_LENGTH,
+                       &rec->input_length);
+    case F_OUT:
+        return jlength(p, "output_length", RKV_TRACE_MAX_OUTPUT,
+                       &rec->output_length);
     case F_IDS: return jhash_ids(p, ids, ids_cap, &rec->num_hash_ids);
     case F_PRIO:
         st = jinteger(p, "priority", 0, RKV_PRIORITY_MAX, &m, &neg);

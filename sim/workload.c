@@ -355,6 +355,9 @@ static rkv_status wl_add(rkv_workload *wl, const wl_piece *pieces, size_t n,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "workload: prompt of %llu tokens",
                              (unsigned long long)in);
+    if (output_length > RKV_TRACE_MAX_OUTPUT)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "workload: output of %u tokens", output_length);
     rkv_status st = wl_reserve_reqs(wl, wl->num_reqs + 1);
     if (st == RKV_OK)
         st = wl_reserve_segs(wl, wl->num_segs + segs);

@@ -192,7 +192,8 @@ Test(bounds, dev_zero_is_an_error_not_unbounded_memory, .timeout = 60)
     rkv_trace_reader_close(r);
 }
 
-/* One request claiming 2^30 prompt tokens (valid: 2^21 block ids). */
+/* One request claiming the largest prompt a trace line may (2^24 tokens,
+ * 2^15 block ids). */
 static void huge_workload(rkv_workload *wl)
 {
     rkv_workload_init(wl);
@@ -229,8 +230,8 @@ Test(bounds, what_cannot_fit_is_refused_before_it_is_expanded, .timeout = 120)
 {
     rkv_workload wl;
     huge_workload(&wl);
-    /* 2^30 tokens would need 4 GiB expanded; allow far less. */
-    limit_memory((size_t)512 << 20);
+    /* 2^24 tokens would need 64 MiB expanded; allow less. */
+    limit_memory((size_t)40 << 20);
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     cfg.capacity_tokens = 100000;
@@ -429,4 +430,261 @@ Test(bounds, partial_page_past_a_full_pool)
     cr_assert_eq(res.hit_tokens, 992, "the second request hits every cached page");
     cr_assert_eq(res.truncated_requests, 0);
     rkv_workload_free(&wl);
+}
+
+/* ---- one line's work is capped: 2^24 prompt tokens, 2^20 output tokens
+ * (sim/trace.h) --------------------------------------------------------------- */
+
+/* The first record of text, or the reader's status for it. */
+static rkv_status first_record(const char *text, rkv_trace_record *rec)
+{
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_memory(text, strlen(text), "cap.jsonl",
+                                              &r), RKV_OK);
+    int eof = 0;
+    rkv_status st = rkv_trace_reader_next(r, rec, &eof);
+    cr_assert(st != RKV_OK || !eof);
+    rkv_trace_reader_close(r);
+    return st;
+}
+
+/* A line of input_length L (ceil(L / 512) hash ids, all 0, the densest
+ * spelling) and the given output_length. */
+static char *length_line(uint64_t in, uint64_t out)
+{
+    uint64_t ids = (in + RKV_TRACE_BLOCK_TOKENS - 1) / RKV_TRACE_BLOCK_TOKENS;
+    char *s = malloc(2 * ids + 128);
+    cr_assert_not_null(s);
+    int n = sprintf(s, "{\"timestamp\":0,\"input_length\":%llu,"
+                       "\"output_length\":%llu,\"hash_ids\":[",
+                    (unsigned long long)in, (unsigned long long)out);
+    for (uint64_t i = 0; i < ids; i++) {
+        s[n++] = '0';
+        s[n++] = ',';
+    }
+    strcpy(s + n - (ids > 0), "]}\n");
+    return s;
+}
+
+/* A 1 MiB line of 524,000 ids claimed 268M prompt tokens: with capacity
+ * unbounded the replay grew to gigabytes expanding it. Such a line is
+ * refused when read, naming the limit; the limit itself is accepted. */
+Test(bounds, a_line_longer_than_a_context_is_refused_when_read)
+{
+    rkv_trace_record rec;
+    char *s = length_line((uint64_t)524000 * 512, 4);
+    cr_assert_leq(strlen(s), RKV_TRACE_MAX_LINE);
+    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT, "268M tokens read");
+    cr_assert(strstr(rkv_last_error(), "cap.jsonl:1: input_length too large "
+                                       "(limit 16777216)") != NULL,
+              "%s", rkv_last_error());
+    free(s);
+    s = length_line((uint64_t)16777216 + 1, 4);
+    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT);
+    free(s);
+    s = length_line(16777216, 4);
+    cr_assert_eq(first_record(s, &rec), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rec.input_length, 1u << 24);
+    free(s);
+
+    /* a 70-byte line claiming 2^24 output tokens decoded for minutes (the
+     * scheduler replay's work grows with the square of a decode) */
+    s = length_line(600, (uint64_t)1 << 24);
+    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT);
+    cr_assert(strstr(rkv_last_error(), "output_length too large (limit "
+                                       "1048576)") != NULL,
+              "%s", rkv_last_error());
+    free(s);
+    s = length_line(600, (uint64_t)1048576 + 1);
+    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT);
+    free(s);
+    s = length_line(600, 1048576);
+    cr_assert_eq(first_record(s, &rec), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rec.output_length, 1u << 20);
+    free(s);
+}
+
+/* ---- number options: exact values, truthful ranges ----------------------- */
+
+#include "cli/args.h"
+
+/* Parses "radixkv ARGS" (split at spaces); err gets the message. */
+static enum rkv_cli_action parse_args(const char *args, rkv_cli_options *o,
+                                      char *err, size_t cap)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = "radixkv";
+    for (char *t = strtok(buf, " "); t && argc < 31; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    return rkv_cli_parse(argc, argv, o, err, cap);
+}
+
+static void accepted(const char *args, rkv_cli_options *o)
+{
+    char err[512];
+    cr_assert_eq(parse_args(args, o, err, sizeof err), RKV_ACT_RUN,
+                 "'%s' refused: %s", args, err);
+}
+
+static void refused_with(const char *args, const char *want)
+{
+    rkv_cli_options o;
+    char err[512];
+    cr_assert_eq(parse_args(args, &o, err, sizeof err), RKV_ACT_USAGE_ERROR,
+                 "'%s' was accepted", args);
+    cr_assert(strstr(err, want) != NULL, "'%s': message '%s' lacks '%s'", args,
+              err, want);
+}
+
+/* A count is read exactly, however it is written: 1e19 is below 2^64 (it
+ * was refused by "expected ... 0..18446744073709551615"), and exponent
+ * forms do not round through a double. */
+Test(numbers, counts_are_exact_up_to_their_limits)
+{
+    rkv_cli_options o;
+    accepted("replay --host-capacity-tokens 1e19", &o);
+    cr_assert_eq(o.rc.host_capacity_tokens, UINT64_C(10000000000000000000));
+    accepted("replay --disk-capacity-tokens 18446744073709551615", &o);
+    cr_assert_eq(o.rc.disk_capacity_tokens, UINT64_MAX);
+    accepted("replay --seed 1.8446744073709551615e19", &o);
+    cr_assert_eq(o.seed, UINT64_MAX);
+    accepted("replay --seed 9007199254740993e0", &o); /* 2^53 + 1 */
+    cr_assert_eq(o.seed, UINT64_C(9007199254740993));
+    accepted("replay --seed 100e-2", &o);
+    cr_assert_eq(o.seed, 1);
+    accepted("replay --seed 0.0e99999999999999999999", &o);
+    cr_assert_eq(o.seed, 0);
+    accepted("replay --max-batch-tokens 4.294967295e9", &o);
+    cr_assert_eq(o.rc.sched.max_batch_tokens, UINT32_MAX);
+    accepted("replay --capacity-tokens 1125899906842624", &o);
+    cr_assert_eq(o.rc.capacity_tokens, UINT64_C(1) << 50);
+    accepted("replay --pin-cap-pct 1e2", &o);
+    cr_assert_eq(o.rc.max_pinned_pct, 100);
+    accepted("replay --write-policy selective:4294967295", &o);
+    cr_assert_eq(o.rc.selective_hits, UINT32_MAX);
+    accepted("replay --write-policy selective:1e3", &o);
+    cr_assert_eq(o.rc.selective_hits, 1000);
+}
+
+/* Every value refused by a range message is outside that range (or not a
+ * whole number, which the message says), just above and below each
+ * limit, in digits and in exponent form. */
+Test(numbers, range_messages_state_the_real_range)
+{
+    static const char *const u64 = "0..18446744073709551615";
+    refused_with("replay --seed 18446744073709551616", u64);
+    refused_with("replay --seed 18446744073709551616", "(too large)");
+    refused_with("replay --seed 1.8446744073709551616e19", u64);
+    refused_with("replay --host-capacity-tokens 2e19", u64);
+    refused_with("replay --host-capacity-tokens 1e99999999999999999999", u64);
+    refused_with("replay --seed 15e-1", "(not a whole number)");
+    refused_with("replay --seed 1.00000000000000000001", "(not a whole number)");
+    static const char *const u32 = "1..4294967295";
+    refused_with("replay --max-batch-tokens 4294967296", u32);
+    refused_with("replay --max-batch-tokens 4.294967296e9", u32);
+    refused_with("replay --max-batch-tokens 0", u32);
+    refused_with("replay --max-batch-tokens 0", "(too small)");
+    refused_with("replay --pin-cap-pct 101", "0..100");
+    refused_with("replay --pin-cap-pct 1.01e2", "0..100");
+    refused_with("replay --capacity-tokens 1125899906842625",
+                 "1..1125899906842624 or 'unbounded'");
+    refused_with("replay --capacity-tokens 0", "or 'unbounded'");
+    refused_with("replay --write-policy selective:4294967296",
+                 "K in 1..4294967295");
+    refused_with("replay --write-policy selective:0", "K in 1..4294967295");
+    refused_with("replay --write-policy selective:x", "K in 1..4294967295");
+    refused_with("replay --time-scale 1000001", "[0, 1e+06] or 'auto'");
+    refused_with("replay --mfu 1.000001", "[1e-06, 1]");
+    refused_with("replay --mfu 9.99999e-7", "[1e-06, 1]");
+    refused_with("replay --weight-bytes 0.00999", "[0.01, 64]");
+    refused_with("replay --weight-bytes 64.0001", "[0.01, 64]");
+    refused_with("sweep --host-capacities 1,1125899906842625",
+                 "1..1125899906842624");
+}
+
+/* A number in range is accepted however small its spelling: 1e-400 is in
+ * [0, 1e+06] (it was refused: strtod's underflow). */
+Test(numbers, reals_in_range_are_accepted)
+{
+    rkv_cli_options o;
+    accepted("replay --step-overhead-ms 1e-400", &o);
+    cr_assert_eq(o.rc.cost.overhead_ms, 0.0);
+    accepted("replay --mfu 1e-6", &o);
+    cr_assert_eq(o.rc.cost.mfu, 1e-6);
+    accepted("replay --mfu 1", &o);
+    accepted("replay --weight-bytes 64 --capacity-tokens 1e6", &o);
+    accepted("replay --weight-bytes 0.01", &o);
+    accepted("replay --time-scale 1e6", &o);
+    cr_assert_eq(o.rc.time_scale, 1e6);
+}
+
+/* "lo..hi" decimal of v + 1 (v may be UINT64_MAX). */
+static void plus_one(uint64_t v, char *buf, size_t cap)
+{
+    if (v == UINT64_MAX)
+        snprintf(buf, cap, "18446744073709551616");
+    else
+        snprintf(buf, cap, "%llu", (unsigned long long)(v + 1));
+}
+
+/* Every count option at its limits: lo and hi accepted (in digits, and hi
+ * as digits "e0"), lo - 1 and hi + 1 refused by a message stating lo..hi.
+ * The limits are the documented ones (--help), written out here. */
+Test(numbers, every_count_option_at_its_limits)
+{
+    static const struct {
+        const char *flag;
+        uint64_t lo, hi;
+        const char *extra; /* what the option needs to apply */
+    } opts[] = {
+        {"seed", 0, UINT64_MAX, ""},
+        {"limit", 1, UINT64_MAX, ""},
+        {"capacity-tokens", 1, UINT64_C(1) << 50, ""},
+        {"host-capacity-tokens", 0, UINT64_MAX, ""},
+        {"disk-capacity-tokens", 0, UINT64_MAX, ""},
+        {"page-size", 1, 4096, ""},
+        {"max-batch-tokens", 1, UINT32_MAX, ""},
+        {"max-running", 1, UINT32_MAX, ""},
+        {"dedup-min-tokens", 0, UINT32_MAX, ""},
+        {"check", 0, UINT32_MAX, ""},
+        {"model-layers", 1, 100000, ""},
+        {"model-hidden", 1, 10000000, ""},
+        {"model-kv-heads", 1, 100000, ""},
+        {"model-head-dim", 1, 100000, ""},
+        {"pin-ttl-ms", 1, UINT64_C(1) << 40, ""},
+        {"pin-cap-pct", 0, 100, ""},
+        {"block-tokens", 1, 512, ""},
+        {"instances", 1, 1024, ""},
+        {"sessions", 1, 1000000, " --workload agentic"},
+        {"requests", 1, 10000000, " --workload fewshot"},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        char args[256], range[64], above[32];
+        const char *f = opts[i].flag, *x = opts[i].extra;
+        rkv_cli_options o;
+        snprintf(range, sizeof range, "--%s: expected a whole number in "
+                 "%llu..%llu", f, (unsigned long long)opts[i].lo,
+                 (unsigned long long)opts[i].hi);
+        /* a capacity the model cannot veto, so only the option is judged */
+        const char *cap = strcmp(f, "capacity-tokens") ? " --capacity-tokens 1e6"
+                                                        : "";
+        snprintf(args, sizeof args, "replay%s%s --%s %llu", cap, x, f,
+                 (unsigned long long)opts[i].lo);
+        accepted(args, &o);
+        snprintf(args, sizeof args, "replay%s%s --%s %llue0", cap, x, f,
+                 (unsigned long long)opts[i].hi);
+        accepted(args, &o);
+        plus_one(opts[i].hi, above, sizeof above);
+        snprintf(args, sizeof args, "replay%s%s --%s %s", cap, x, f, above);
+        refused_with(args, range);
+        if (opts[i].lo > 0) {
+            snprintf(args, sizeof args, "replay%s%s --%s %llu", cap, x, f,
+                     (unsigned long long)opts[i].lo - 1);
+            refused_with(args, range);
+        }
+    }
 }

@@ -301,3 +301,36 @@ Test(sched_retain, session_end_releases_pins_and_goes_first)
     eng_assert_no_leak(&e);
     eng_fini(&e);
 }
+
+/* At the end of the tree's time (a step at now_ms >= 2^64 is UINT64_MAX)
+ * a pin could only be born expired: the scheduler applies the priority
+ * without the pin instead of making a pin that rkv_sched_check calls
+ * corrupt, or failing the retain. */
+Test(sched_retain, pin_at_the_end_of_time_keeps_the_priority)
+{
+    rkv_sched_config c;
+    small_cfg(&c);
+    eng e;
+    eng_init(&e, 16, PAGE, &c, 4);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = 8;
+    r.ttl_ms = 1000;
+    r.owner = 3;
+    r.priority = 90;
+    r.prio_end = 8;
+    e.retention = &r;
+    e.now = 1e30;
+    run_one(&e, 0, 16, 2, 1);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e.s, &st));
+    cr_assert_gt(st.retains, 0);
+    cr_assert_eq(st.retain_failed, 0);
+    rkv_retention_stats rs;
+    OK(rkv_tree_retention_stats(e.tree, &rs));
+    cr_assert_eq(rs.now_ms, UINT64_MAX);
+    cr_assert_eq(rs.pins, 0);
+    cr_assert_eq(rs.pins_made, 0);
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}

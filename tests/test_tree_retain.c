@@ -378,6 +378,56 @@ Test(retain, bad_arguments_change_nothing)
     rkv_pool_destroy(pool2);
 }
 
+/* Deadlines at the end of time: now_ms + ttl_ms saturates at UINT64_MAX,
+ * a pin lives while its deadline is after the time, and at now_ms ==
+ * UINT64_MAX (no later instant) a pin is refused rather than made already
+ * expired (rkv_tree_check called that CORRUPT). */
+Test(retain, deadlines_saturate_at_the_end_of_time)
+{
+    setup_with(32, 4, RKV_EVICT_LRU, 50);
+    int32_t a[8], b[8];
+    seq(a, 8, 1000);
+    seq(b, 8, 2000);
+    insert_free(1, a, 8);
+    insert_free(1, b, 8);
+    const uint64_t end = UINT64_MAX;
+    /* ttl past the end: deadline = the end, the pin lives until then */
+    pin(1, a, 8, 8, 100, 7, end - 10);
+    OK(rkv_tree_pins_extend(g_tree, 7, end, end - 5, NULL));
+    CHECK();
+    OK(rkv_tree_set_time(g_tree, end - 1));
+    CHECK();
+    cr_assert_eq(rstats().pins, 1);
+    OK(rkv_tree_set_time(g_tree, end));
+    CHECK();
+    cr_assert_eq(rstats().pins, 0);
+    cr_assert_eq(rstats().pins_expired, 1);
+
+    /* at the end, a pin is refused and nothing changes */
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = 8;
+    r.ttl_ms = 1000;
+    r.owner = 9;
+    r.priority = 3;
+    r.prio_end = 8;
+    ERR(RKV_ERR_INVALID_ARG, rkv_tree_retain(g_tree, 1, b, 8, &r, end, NULL));
+    cr_assert(strstr(rkv_last_error(), "UINT64_MAX") != NULL, "%s",
+              rkv_last_error());
+    CHECK();
+    cr_assert_eq(rstats().pins, 0);
+    cr_assert_eq(rstats().pins_made, 1);
+    /* without a pin the same call is fine, and extending finds nothing */
+    r.pin_tokens = 0;
+    rkv_retain_result out;
+    OK(rkv_tree_retain(g_tree, 1, b, 8, &r, end, &out));
+    cr_assert_eq(out.prio_pages, 2);
+    uint32_t n = 1;
+    OK(rkv_tree_pins_extend(g_tree, 9, 1000, end, &n));
+    cr_assert_eq(n, 0);
+    CHECK();
+}
+
 /* ---- progress: pins yield to running requests ------------------------------ */
 
 Test(retain, running_request_always_gets_its_blocks)

@@ -17,7 +17,8 @@
  *   - a failure is RKV_ERR_FORMAT (or NOMEM) with a message that starts
  *     with "NAME:LINE: ", LINE the line that failed;
  *   - an accepted record obeys the format's rules (trace.h): 1 <=
- *     input_length <= RKV_TRACE_MAX_LENGTH, output_length <= the same,
+ *     input_length <= RKV_TRACE_MAX_LENGTH, output_length <=
+ *     RKV_TRACE_MAX_OUTPUT,
  *     B * (blocks - 1) < input_length <= B * blocks (B = 512 for a
  *     Mooncake record, 16 for a Bailian one: chat_id >= 0, parent_chat_id
  *     >= -1 and != chat_id), a finite timestamp >= 0, hints in range
@@ -71,7 +72,7 @@ static void check_record(const rkv_trace_record *r)
     if (r->input_length < 1 || r->input_length > RKV_TRACE_MAX_LENGTH)
         die("line %llu: input_length %u accepted",
             (unsigned long long)r->line, r->input_length);
-    if (r->output_length > RKV_TRACE_MAX_LENGTH)
+    if (r->output_length > RKV_TRACE_MAX_OUTPUT)
         die("line %llu: output_length %u accepted",
             (unsigned long long)r->line, r->output_length);
     uint32_t B = r->format == RKV_TRACE_FMT_BAILIAN
