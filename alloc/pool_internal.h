@@ -70,4 +70,17 @@ static inline int rkv_pool_drop_ref(rkv_pool *pool, uint32_t id)
     return 1;
 }
 
+/* The k blocks freed last, oldest first, into out[0..k): the top of the
+ * free stack, valid while nothing was allocated since they were freed
+ * (rkv_tree_evict_ids reads the blocks its eviction freed this way). */
+static inline void rkv_pool_freed_top(const rkv_pool *pool, uint32_t k,
+                                      rkv_block_id *out)
+{
+    uint32_t id = pool->free_head;
+    for (uint32_t i = k; i-- > 0;) {
+        out[i] = id;
+        id = (uint32_t)pool->hash[id];
+    }
+}
+
 #endif

@@ -232,6 +232,11 @@ typedef struct rkv_tree_config {
     int evict_policy;       /* rkv_evict_policy; default RKV_EVICT_LRU      */
     uint32_t max_pinned_pct; /* pinned pages <= this % of the pool's blocks
                                (0..100; default 50; 0: no pins)             */
+    uint32_t event_tokens;  /* token ids on BLOCK_STORED events
+                               (rkv_tree_events_drain_tokens): capacity of
+                               the token ring in token ids, 0 (default) =
+                               off, else RKV_EVENT_MAX_HASHES * page_size
+                               .. 2^28 and event_ring > 0               */
 } rkv_tree_config;
 void rkv_tree_config_init(rkv_tree_config *cfg);
 
@@ -422,6 +427,24 @@ rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease);
  * returns RKV_ERR_NO_SPACE after that eviction (freed_out says how many). */
 rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out);
 
+/* rkv_tree_evict that also says WHICH blocks it freed, for an embedder
+ * whose own allocator must release exactly the freed KV (a server's
+ * evict(num_tokens) that frees the evicted slots): ids_out[0 ..
+ * *freed_out) get the blocks whose pool ref count reached 0, in the order
+ * they were freed (a node's tail first). A block evicted while the caller
+ * still references it is not freed and not listed. cap (room in ids_out)
+ * must be >= n; the call never frees more than cap blocks. Without tiers
+ * it frees at most n. With tiers a demotion frees at most n too, except
+ * that when splitting a node's tail off needs memory that is not there,
+ * the whole node goes down, freeing more than n; if that would pass cap
+ * the call stops instead and returns RKV_ERR_NOMEM after the evictions it
+ * made (listed). Otherwise the statuses and the partial-eviction case are
+ * rkv_tree_evict's (RKV_ERR_NO_SPACE: nothing evicted when fewer than n
+ * blocks are evictable; evicted and listed when blocks referenced outside
+ * the tree made it free fewer). Never revokes a pin. */
+rkv_status rkv_tree_evict_ids(rkv_tree *tree, uint32_t n, rkv_block_id *ids_out,
+                              uint32_t cap, uint32_t *freed_out);
+
 /* rkv_pool_alloc_n() that evicts through the tree when the pool is short.
  * All or nothing: RKV_ERR_NO_SPACE if free + evictable < n (nothing
  * evicted). Evicts only n - free blocks' worth; with blocks held outside
@@ -600,6 +623,16 @@ rkv_status rkv_tree_reset(rkv_tree *tree);
  * it would not, a RESYNC marker takes that slot at the point of loss and
  * every later event is dropped (counted in the marker) until the marker is
  * drained. Nothing is lost silently.
+ *
+ * Token ids (rkv_tree_config.event_tokens > 0; off by default): every
+ * BLOCK_STORED event (any medium) also carries the token ids of its pages,
+ * num_hashes * page_size of them (page i's at [i * page_size, (i + 1) *
+ * page_size)), what vLLM-style consumers put in their BlockStored. They
+ * are kept in a second ring of event_tokens ids, also allocated at create;
+ * an event whose ids do not fit there is lost like one that finds the
+ * event ring full (a RESYNC marker). Read them with
+ * rkv_tree_events_drain_tokens; rkv_tree_events_drain drops them. Cost:
+ * one copy of the stored pages' tokens per stored page (bench/RESULTS.md).
  */
 #define RKV_EVENT_MAX_HASHES 16u
 
@@ -636,6 +669,18 @@ typedef struct rkv_event {
  * RKV_ERR_STATE when the tree was created with events off. */
 rkv_status rkv_tree_events_drain(rkv_tree *tree, rkv_event *out, uint32_t max,
                                  uint32_t *n_out);
+/* The same, with token ids: each drained BLOCK_STORED event's num_hashes *
+ * page_size ids are written to tokens[] one event after another, in event
+ * order (other kinds carry none), *ntokens_out gets how many. Stops before
+ * an event whose ids would not fit in tokens_cap (they stay queued);
+ * RKV_ERR_NO_SPACE, nothing drained, when even the first does not
+ * (tokens_cap >= RKV_EVENT_MAX_HASHES * page_size always fits one).
+ * Caller-owned memory, as drain. RKV_ERR_STATE when the tree was created
+ * with event_ring or event_tokens 0. */
+rkv_status rkv_tree_events_drain_tokens(rkv_tree *tree, rkv_event *out,
+                                        uint32_t max, int32_t *tokens,
+                                        size_t tokens_cap, uint32_t *n_out,
+                                        size_t *ntokens_out);
 
 /* One cached block, as a snapshot lists it. */
 typedef struct rkv_block_entry {
