@@ -136,10 +136,72 @@ size_t rkv_pool_bytes_per_block(const rkv_pool *pool);
 /* Host bytes the pool itself uses for metadata (not KV memory). */
 size_t rkv_pool_host_metadata_bytes(const rkv_pool *pool);
 
-/* K and V base pointers of one layer (device pointers for a CUDA pool).
- * RKV_ERR_STATE for a metadata-only pool. */
+/* K and V base pointers of one layer (device pointers for a CUDA pool; a
+ * server-owned pool's: the buffers it was given). RKV_ERR_STATE for a
+ * metadata-only pool. */
 rkv_status rkv_pool_layer_kv(const rkv_pool *pool, uint32_t layer, void **k,
                              void **v);
+
+/*
+ * Server-owned KV memory: a pool over K and V buffers the caller
+ * allocated (an SGLang token pool, vLLM's per-layer KV tensors), so that
+ * block copies, the tiers and attention read and write the server's own
+ * bytes. Each layer's K and each layer's V is one buffer with its own
+ * base pointer; in all of them element d of kv head h, token t of block b
+ * sits at
+ *     base + b * block_stride + t * token_stride + h * head_stride
+ *          + d * sizeof(dtype)
+ * (the head_dim elements of a head are contiguous; the strides are bytes,
+ * the same for every layer and for K and V). Examples, es = dtype size:
+ *   - SGLang MHATokenToKVPool, per layer [num_slots][H][D] with slot =
+ *     block * page_size + t: block_stride = P*H*D*es, token_stride =
+ *     H*D*es, head_stride = D*es;
+ *   - vLLM, per layer [2][num_blocks][block_size][H][D] (flash-attn): the
+ *     same strides, k = &kv[0], v = &kv[1];
+ *   - vLLM's FlashInfer HND, per layer [num_blocks][2][H][block_size][D]:
+ *     block_stride = 2*H*P*D*es, token_stride = D*es, head_stride =
+ *     P*D*es, v = k + H*P*D*es.
+ * The pool's own layout (rkv_pool_create) is the first with the layers
+ * in one allocation; rkv_pool_kv_strides reports either.
+ *
+ * Where: cfg->device RKV_DEVICE_HOST: any strides whose elements do not
+ * alias (each stride, in increasing order, at least the extent of the
+ * dims inside it; a stride of a dim of size 1 is ignored). CUDA
+ * (RKV_DEVICE_CUDA, device pointers on cfg->cuda_device): only buffers
+ * that are each a contiguous [num_blocks][page_size][num_kv_heads]
+ * [head_dim] array, as the kernels read (the first two examples); other
+ * strides are RKV_ERR_UNSUPPORTED, checked before the CUDA backend is
+ * loaded (RKV_ERR_NO_DEVICE without it). Block copies of a server-owned
+ * CUDA pool take one copy per layer's K and V (the pool-owned layout one
+ * per block).
+ *
+ * Ownership: the caller keeps every buffer allocated, and does not move
+ * it, until rkv_pool_destroy (and until every tree, store, scheduler and
+ * attention context using the pool is gone); the pool only reads and
+ * writes its blocks' bytes there and never frees them. The pointer arrays
+ * k and v are copied: they may go once the call returns. The caller's own
+ * writes into the buffers are the server's business (the pool does not
+ * zero them). Buffers of different layers must not share bytes (not
+ * checked: the interleaved example above shares none).
+ * Errors: NULL pointers, a base not aligned to the element size, strides
+ * that alias or overflow, num_layers 0: RKV_ERR_INVALID_ARG; nothing is
+ * created.
+ */
+typedef struct rkv_kv_buffers {
+    void *const *k;        /* [cfg->num_layers] layer l's K buffer           */
+    void *const *v;        /* [cfg->num_layers] layer l's V buffer           */
+    size_t block_stride;   /* bytes from block b to block b + 1             */
+    size_t token_stride;   /* bytes from token t to t + 1 of a block        */
+    size_t head_stride;    /* bytes from kv head h to h + 1                 */
+} rkv_kv_buffers;
+rkv_status rkv_pool_create_external(const rkv_pool_config *cfg,
+                                    const rkv_kv_buffers *kv, rkv_pool **out);
+/* Strides of the pool's KV addressing (above), pool-owned or not; each
+ * pointer may be NULL. RKV_ERR_STATE for a metadata-only pool. */
+rkv_status rkv_pool_kv_strides(const rkv_pool *pool, size_t *block_stride,
+                               size_t *token_stride, size_t *head_stride);
+/* 1 for a pool over server-owned buffers, else 0 (NULL: 0). */
+int rkv_pool_kv_external(const rkv_pool *pool);
 
 /* O(1). A new block has ref count 1. alloc_n gives all n blocks or none
  * (RKV_ERR_NO_SPACE, nothing taken). The pool never evicts: use
@@ -169,7 +231,11 @@ rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
 
 /* Copies whole blocks (all layers, K and V). Device to device within the
  * pool, or between the pool and a host buffer of n * bytes_per_block bytes
- * (block i of the buffer <-> ids[i]). Works on host pools too. */
+ * (block i of the buffer <-> ids[i]). Works on host pools too. The host
+ * buffer's format does not depend on the pool's layout: block i holds its
+ * segments K[0], V[0], K[1], ... each [page_size][num_kv_heads][head_dim]
+ * (so a server-owned pool's blocks copy to the same bytes as a pool-owned
+ * one's, and the tiers store them alike). */
 rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n,
                                 const rkv_block_id *src,
                                 const rkv_block_id *dst);
