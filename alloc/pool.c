@@ -192,7 +192,7 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
     if (out == NULL || cfg == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              cfg == NULL ? "cfg" : "out");
-    size_t bpb, kv_bytes;
+    size_t bpb = 0, kv_bytes = 0;
     rkv_status st = rkv_pool_check_config(fn, cfg, &bpb, &kv_bytes);
     rkv_pool *p = NULL;
     if (st == RKV_OK)
@@ -273,7 +273,7 @@ rkv_status rkv_pool_create_external(const rkv_pool_config *cfg,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              cfg == NULL ? "cfg" : kv == NULL ? "kv"
                              : out == NULL ? "out" : "kv->k or kv->v");
-    size_t bpb, kv_bytes;
+    size_t bpb = 0, kv_bytes = 0;
     rkv_status st = rkv_pool_check_config(fn, cfg, &bpb, &kv_bytes);
     if (st != RKV_OK)
         return st;
@@ -282,7 +282,7 @@ rkv_status rkv_pool_create_external(const rkv_pool_config *cfg,
                              "%s: num_layers 0 (a metadata-only pool has no KV "
                              "buffers: use rkv_pool_create)", fn);
     const size_t esz = rkv_dtype_size(cfg->dtype);
-    size_t extent;
+    size_t extent = 0;
     if ((st = rkv_kv_shape_ok(fn, cfg, kv, esz, &extent)) != RKV_OK)
         return st;
     for (uint32_t l = 0; l < cfg->num_layers; l++) {

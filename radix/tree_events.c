@@ -16,6 +16,11 @@
  * events only count in it until it is drained. Dropped events still take a
  * seq, so a consumer that checks seq continuity sees the gap even if it
  * ignored the marker.
+ *
+ * Token ids (event_tokens): stored events' ids go to a second ring of
+ * int32 in the same order as their records, so a record needs no offset
+ * field: draining walks records and ids together. An event whose ids do
+ * not fit becomes the marker, as one that finds the event ring full.
  */
 #include <string.h>
 

@@ -6,7 +6,8 @@
  * per bucket (rkv_lru_bucket: one list under RKV_EVICT_LRU, one per
  * priority under RKV_EVICT_PRIORITY; eviction takes the head of the lowest
  * non-empty bucket, found in O(1) from a 128-bit mask);
- * rkv_tree_evict and rkv_tree_alloc_blocks. (Locks: radix/tree_lease.c;
+ * rkv_tree_evict, rkv_tree_evict_ids and rkv_tree_alloc_blocks. (Locks:
+ * radix/tree_lease.c;
  * pins: radix/tree_retain.c.)
  *
  * Recency: a use stamps last_access = ++clock on every node of the path
@@ -27,6 +28,11 @@
  * than it unlinked; then rkv_tree_evict returns RKV_ERR_NO_SPACE after
  * having evicted everything evictable (the one case where a failing call
  * changes the tree -- it cannot be predicted without scanning).
+ *
+ * evict_ids: eviction frees blocks only by pushing them on the pool's free
+ * stack and allocates none, so the blocks one eviction freed are the top
+ * `freed` entries of that stack when it returns; no list is kept while
+ * evicting.
  */
 #include "alloc/pool_internal.h"
 #include "common/status.h"
