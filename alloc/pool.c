@@ -205,7 +205,7 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
         free(p);
         return st;
     }
-    if (p->kv != NULL) {
+    if (p->seg != NULL) {
         /* the layout radixkv.h documents: K[l], V[l] planes in turn */
         size_t plane = kv_bytes / ((size_t)cfg->num_layers * 2);
         for (size_t s = 0; s < 2 * (size_t)cfg->num_layers; s++)
