@@ -1,6 +1,8 @@
 /*
- * alloc/pool.c -- the KV block pool: KV memory for num_blocks pages, O(1)
- * alloc/free from a free stack, per-block ref counts and chained hashes.
+ * alloc/pool.c -- the KV block pool: KV memory for num_blocks pages (its
+ * own, or a server's buffers addressed by per-layer bases and strides:
+ * rkv_pool_create_external), O(1) alloc/free from a free stack, per-block
+ * ref counts and chained hashes.
  * Block copies (rkv_pool_copy_*) live in attention/.
  *
  * Invariants: see alloc/pool_internal.h. Every failing call changes nothing:
@@ -11,7 +13,8 @@
  * stack.
  *
  * Metadata is one host allocation of 12 bytes per block (hash or free-list
- * link 8, refcount 4): 0.75 byte per token at page size 16.
+ * link 8, refcount 4): 0.75 byte per token at page size 16, plus one base
+ * pointer per layer's K and V.
  *
  * Block hash: h = XXH3_64bits_withSeed(tokens, P*4, XXH3_64bits({parent,
  * ns}, 16)). The 16-byte seed record makes (parent, ns) an exact pair: no
@@ -52,26 +55,31 @@ static size_t rkv_dtype_size(rkv_dtype d)
 
 /* Allocates the KV memory (none for a metadata-only pool). A CUDA pool
  * loads the CUDA backend first (common/cuda_loader.c): the device memory
- * is the backend's, and the pool keeps the backend loaded until destroyed. */
+ * is the backend's, and the pool keeps the backend loaded until destroyed.
+ * A server-owned pool (p->external) allocates nothing: it only loads the
+ * backend of a CUDA pool, for its copies and kernels. */
 static rkv_status rkv_pool_alloc_kv(rkv_pool *p)
 {
     p->kv = NULL;
     if (p->cfg.device == RKV_DEVICE_CUDA) {
         rkv_cuda_lib lib;
-        rkv_status st = rkv_cuda_load("rkv_pool_create", &lib);
+        rkv_status st = rkv_cuda_load(p->external ? "rkv_pool_create_external"
+                                                  : "rkv_pool_create", &lib);
         if (st != RKV_OK)
             return st;
-        st = rkv_cuda_status(lib.be, lib.be->mem_alloc(p->cfg.cuda_device,
-                                                        p->kv_bytes, &p->kv));
-        if (st != RKV_OK) {
-            p->kv = NULL;
-            rkv_cuda_unload(&lib);
-            return st;
+        if (!p->external) {
+            st = rkv_cuda_status(lib.be, lib.be->mem_alloc(p->cfg.cuda_device,
+                                                            p->kv_bytes, &p->kv));
+            if (st != RKV_OK) {
+                p->kv = NULL;
+                rkv_cuda_unload(&lib);
+                return st;
+            }
         }
         p->cuda = lib;
         return RKV_OK;
     }
-    if (p->kv_bytes == 0)
+    if (p->kv_bytes == 0 || p->external)
         return RKV_OK;
     void *mem = NULL;
     if (posix_memalign(&mem, 256, p->kv_bytes) != 0 || mem == NULL)
@@ -83,10 +91,12 @@ static rkv_status rkv_pool_alloc_kv(rkv_pool *p)
     return RKV_OK;
 }
 
+/* Frees what the pool owns; a server's KV buffers are never freed. */
 static void rkv_pool_free_kv(rkv_pool *p)
 {
     if (p->cuda.be != NULL) {
-        p->cuda.be->mem_free(p->cfg.cuda_device, p->kv);
+        if (p->kv != NULL)
+            p->cuda.be->mem_free(p->cfg.cuda_device, p->kv);
         rkv_cuda_unload(&p->cuda);
     } else {
         free(p->kv);
@@ -99,31 +109,30 @@ const rkv_cuda_backend *rkv_pool_cuda_backend(const rkv_pool *pool)
     return pool != NULL ? pool->cuda.be : NULL;
 }
 
-rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
+/* Checks cfg; *bpb and *kv_bytes get the block and pool sizes. */
+static rkv_status rkv_pool_check_config(const char *fn, const rkv_pool_config *cfg,
+                                        size_t *bpb_out, size_t *kv_bytes_out)
 {
-    if (out == NULL || cfg == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_create: NULL %s",
-                             cfg == NULL ? "cfg" : "out");
     if (cfg->num_blocks == 0 || cfg->num_blocks == UINT32_MAX)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_pool_create: num_blocks %u (1..%u)",
+                             "%s: num_blocks %u (1..%u)", fn,
                              cfg->num_blocks, UINT32_MAX - 1);
     if (cfg->page_size == 0 || cfg->page_size > RKV_MAX_PAGE_SIZE)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_pool_create: page_size %u (1..%u)",
+                             "%s: page_size %u (1..%u)", fn,
                              cfg->page_size, (unsigned)RKV_MAX_PAGE_SIZE);
     size_t esz = rkv_dtype_size(cfg->dtype);
     if (esz == 0)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_create: dtype %d",
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: dtype %d", fn,
                              (int)cfg->dtype);
     if (cfg->device != RKV_DEVICE_HOST && cfg->device != RKV_DEVICE_CUDA)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_create: device %d",
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: device %d", fn,
                              (int)cfg->device);
     size_t bpb = 0, kv_bytes = 0;
     if (cfg->num_layers > 0) {
         if (cfg->num_kv_heads == 0 || cfg->head_dim == 0)
             return rkv_set_error(RKV_ERR_INVALID_ARG,
-                                 "rkv_pool_create: num_kv_heads %u, head_dim %u",
+                                 "%s: num_kv_heads %u, head_dim %u", fn,
                                  cfg->num_kv_heads, cfg->head_dim);
         size_t f[5] = {cfg->num_layers, 2, cfg->page_size, cfg->num_kv_heads,
                        cfg->head_dim};
@@ -131,29 +140,41 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
         for (int i = 0; i < 5; i++)
             if (__builtin_mul_overflow(bpb, f[i], &bpb))
                 return rkv_set_error(RKV_ERR_INVALID_ARG,
-                                     "rkv_pool_create: block size overflows");
+                                     "%s: block size overflows", fn);
         if (__builtin_mul_overflow(bpb, (size_t)cfg->num_blocks, &kv_bytes))
             return rkv_set_error(RKV_ERR_INVALID_ARG,
-                                 "rkv_pool_create: pool size overflows");
+                                 "%s: pool size overflows", fn);
     }
+    *bpb_out = bpb;
+    *kv_bytes_out = kv_bytes;
+    return RKV_OK;
+}
+
+/* The pool and its metadata (free stack, ref counts, segment table), KV
+ * memory not yet set. */
+static rkv_status rkv_pool_new(const char *fn, const rkv_pool_config *cfg,
+                               size_t bpb, size_t kv_bytes, rkv_pool **out)
+{
     rkv_pool *p = calloc(1, sizeof *p);
     if (p == NULL)
-        return rkv_set_error(RKV_ERR_NOMEM, "rkv_pool_create: pool struct");
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: pool struct", fn);
     p->cfg = *cfg;
     p->bytes_per_block = bpb;
     p->kv_bytes = kv_bytes;
     size_t n = cfg->num_blocks;
-    p->meta_bytes = n * (sizeof(uint64_t) + sizeof(uint32_t));
+    size_t nseg = kv_bytes != 0 ? 2 * (size_t)cfg->num_layers : 0;
+    p->meta_bytes = n * (sizeof(uint64_t) + sizeof(uint32_t)) +
+                    nseg * sizeof(char *);
     p->meta = malloc(p->meta_bytes);
     if (p->meta == NULL) {
         size_t want = p->meta_bytes;
         free(p);
-        return rkv_set_error(RKV_ERR_NOMEM,
-                             "rkv_pool_create: %zu bytes of block metadata",
-                             want);
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: %zu bytes of block metadata",
+                             fn, want);
     }
-    /* hash first: 8-byte aligned */
-    p->hash = (uint64_t *)p->meta;
+    /* pointers and hashes first: 8-byte aligned */
+    p->seg = nseg != 0 ? (char **)p->meta : NULL;
+    p->hash = (uint64_t *)((char *)p->meta + nseg * sizeof(char *));
     p->refcount = (uint32_t *)(p->hash + n);
     memset(p->refcount, 0, n * sizeof *p->refcount);
     /* block 0 on top: allocation order is 0, 1, 2 ... on a fresh pool */
@@ -161,12 +182,157 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
         p->hash[i] = i + 1 < n ? (uint64_t)(i + 1) : RKV_POOL_END;
     p->free_head = 0;
     p->num_free = (uint32_t)n;
-    rkv_status st = rkv_pool_alloc_kv(p);
+    *out = p;
+    return RKV_OK;
+}
+
+rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
+{
+    static const char fn[] = "rkv_pool_create";
+    if (out == NULL || cfg == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             cfg == NULL ? "cfg" : "out");
+    size_t bpb = 0, kv_bytes = 0;
+    rkv_status st = rkv_pool_check_config(fn, cfg, &bpb, &kv_bytes);
+    rkv_pool *p = NULL;
+    if (st == RKV_OK)
+        st = rkv_pool_new(fn, cfg, bpb, kv_bytes, &p);
+    if (st != RKV_OK)
+        return st;
+    st = rkv_pool_alloc_kv(p);
     if (st != RKV_OK) {
         free(p->meta);
         free(p);
         return st;
     }
+    if (p->seg != NULL) {
+        /* the layout radixkv.h documents: K[l], V[l] planes in turn */
+        size_t plane = kv_bytes / ((size_t)cfg->num_layers * 2);
+        for (size_t s = 0; s < 2 * (size_t)cfg->num_layers; s++)
+            p->seg[s] = (char *)p->kv + s * plane;
+        p->head_stride = (size_t)cfg->head_dim * rkv_dtype_size(cfg->dtype);
+        p->tok_stride = p->head_stride * cfg->num_kv_heads;
+        p->blk_stride = p->tok_stride * cfg->page_size;
+        p->dense = 1;
+    }
+    *out = p;
+    return RKV_OK;
+}
+
+/* The dims of one segment buffer, checked to address distinct elements:
+ * taken by increasing stride, each stride must clear the extent of the
+ * dims inside it (head_dim contiguous elements innermost). *extent: bytes
+ * from a segment's base to one past its last element. */
+static rkv_status rkv_kv_shape_ok(const char *fn, const rkv_pool_config *cfg,
+                                  const rkv_kv_buffers *kv, size_t esz,
+                                  size_t *extent)
+{
+    struct { size_t stride, count; const char *name; } d[3] = {
+        {kv->head_stride, cfg->num_kv_heads, "head_stride"},
+        {kv->token_stride, cfg->page_size, "token_stride"},
+        {kv->block_stride, cfg->num_blocks, "block_stride"},
+    };
+    for (int i = 0; i < 3; i++)
+        if (d[i].count > 1 && (d[i].stride == 0 || d[i].stride % esz != 0))
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: %s %zu is not a positive multiple of the "
+                                 "element size %zu", fn, d[i].name, d[i].stride,
+                                 esz);
+    /* insertion sort of three by stride */
+    for (int i = 1; i < 3; i++)
+        for (int j = i; j > 0 && d[j].stride < d[j - 1].stride; j--) {
+            __typeof__(d[0]) tmp = d[j];
+            d[j] = d[j - 1];
+            d[j - 1] = tmp;
+        }
+    size_t ext = (size_t)cfg->head_dim * esz;
+    for (int i = 0; i < 3; i++) {
+        if (d[i].count <= 1)
+            continue;
+        if (d[i].stride < ext)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: %s %zu overlaps the %zu bytes it steps "
+                                 "over (elements would alias)", fn, d[i].name,
+                                 d[i].stride, ext);
+        size_t span;
+        if (__builtin_mul_overflow(d[i].stride, d[i].count - 1, &span) ||
+            __builtin_add_overflow(span, ext, &ext))
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: a layer's buffer size overflows", fn);
+    }
+    *extent = ext;
+    return RKV_OK;
+}
+
+rkv_status rkv_pool_create_external(const rkv_pool_config *cfg,
+                                    const rkv_kv_buffers *kv, rkv_pool **out)
+{
+    static const char fn[] = "rkv_pool_create_external";
+    if (out == NULL || cfg == NULL || kv == NULL || kv->k == NULL ||
+        kv->v == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             cfg == NULL ? "cfg" : kv == NULL ? "kv"
+                             : out == NULL ? "out" : "kv->k or kv->v");
+    size_t bpb = 0, kv_bytes = 0;
+    rkv_status st = rkv_pool_check_config(fn, cfg, &bpb, &kv_bytes);
+    if (st != RKV_OK)
+        return st;
+    if (cfg->num_layers == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: num_layers 0 (a metadata-only pool has no KV "
+                             "buffers: use rkv_pool_create)", fn);
+    const size_t esz = rkv_dtype_size(cfg->dtype);
+    size_t extent = 0;
+    if ((st = rkv_kv_shape_ok(fn, cfg, kv, esz, &extent)) != RKV_OK)
+        return st;
+    for (uint32_t l = 0; l < cfg->num_layers; l++) {
+        const void *b[2] = {kv->k[l], kv->v[l]};
+        for (int s = 0; s < 2; s++) {
+            if (b[s] == NULL || (uintptr_t)b[s] % esz != 0)
+                return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                     "%s: %s[%u] is %s", fn, s ? "v" : "k", l,
+                                     b[s] == NULL ? "NULL"
+                                                  : "not aligned to its element size");
+            if ((uintptr_t)b[s] > UINTPTR_MAX - extent)
+                return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                     "%s: %s[%u] + %zu bytes wraps around", fn,
+                                     s ? "v" : "k", l, extent);
+        }
+    }
+    const size_t hs = (size_t)cfg->head_dim * esz;
+    int dense = (cfg->num_kv_heads == 1 || kv->head_stride == hs) &&
+                (cfg->page_size == 1 || kv->token_stride == hs * cfg->num_kv_heads) &&
+                (cfg->num_blocks == 1 ||
+                 kv->block_stride == hs * cfg->num_kv_heads * cfg->page_size);
+    if (cfg->device == RKV_DEVICE_CUDA && !dense)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: device buffers must each be a contiguous "
+                             "[num_blocks][page_size][num_kv_heads][head_dim] "
+                             "array (strides %zu, %zu, %zu bytes; given %zu, "
+                             "%zu, %zu): the CUDA kernels and copies read no "
+                             "other layout; other strides work on host pools",
+                             fn, hs * cfg->num_kv_heads * cfg->page_size,
+                             hs * cfg->num_kv_heads, hs, kv->block_stride,
+                             kv->token_stride, kv->head_stride);
+    rkv_pool *p = NULL;
+    if ((st = rkv_pool_new(fn, cfg, bpb, kv_bytes, &p)) != RKV_OK)
+        return st;
+    p->external = 1;
+    if ((st = rkv_pool_alloc_kv(p)) != RKV_OK) {
+        free(p->meta);
+        free(p);
+        return st;
+    }
+    for (uint32_t l = 0; l < cfg->num_layers; l++) {
+        p->seg[2 * (size_t)l] = kv->k[l];
+        p->seg[2 * (size_t)l + 1] = kv->v[l];
+    }
+    /* a dim of one is never stepped: the dense stride stands for it */
+    p->head_stride = cfg->num_kv_heads > 1 ? kv->head_stride : hs;
+    p->tok_stride = cfg->page_size > 1 ? kv->token_stride : hs * cfg->num_kv_heads;
+    p->blk_stride = cfg->num_blocks > 1 ? kv->block_stride
+                                        : hs * cfg->num_kv_heads * cfg->page_size;
+    p->dense = dense;
     *out = p;
     return RKV_OK;
 }
@@ -218,21 +384,40 @@ rkv_status rkv_pool_layer_kv(const rkv_pool *pool, uint32_t layer, void **k,
 {
     if (pool == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_layer_kv: NULL pool");
-    if (pool->kv == NULL)
+    if (pool->seg == NULL)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_pool_layer_kv: metadata-only pool has no KV memory");
     if (layer >= pool->cfg.num_layers)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_pool_layer_kv: layer %u of %u", layer,
                              pool->cfg.num_layers);
-    /* one K (or V) plane of a layer: num_blocks * bytes_per_block / (2 L) */
-    size_t plane = pool->kv_bytes / ((size_t)pool->cfg.num_layers * 2);
-    char *base = (char *)pool->kv;
     if (k != NULL)
-        *k = base + (size_t)layer * 2 * plane;
+        *k = pool->seg[2 * (size_t)layer];
     if (v != NULL)
-        *v = base + ((size_t)layer * 2 + 1) * plane;
+        *v = pool->seg[2 * (size_t)layer + 1];
     return RKV_OK;
+}
+
+rkv_status rkv_pool_kv_strides(const rkv_pool *pool, size_t *block_stride,
+                               size_t *token_stride, size_t *head_stride)
+{
+    if (pool == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_kv_strides: NULL pool");
+    if (pool->seg == NULL)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_pool_kv_strides: metadata-only pool has no KV memory");
+    if (block_stride != NULL)
+        *block_stride = pool->blk_stride;
+    if (token_stride != NULL)
+        *token_stride = pool->tok_stride;
+    if (head_stride != NULL)
+        *head_stride = pool->head_stride;
+    return RKV_OK;
+}
+
+int rkv_pool_kv_external(const rkv_pool *pool)
+{
+    return pool != NULL && pool->external;
 }
 
 rkv_status rkv_pool_alloc(rkv_pool *pool, rkv_block_id *out)
@@ -374,7 +559,9 @@ rkv_status rkv_pool_check(const rkv_pool *pool)
     if (pool->num_free > n)
         return rkv_set_error(RKV_ERR_CORRUPT, "rkv_pool_check: %u free of %u",
                              pool->num_free, n);
-    if ((pool->kv == NULL) != (pool->kv_bytes == 0))
+    if ((pool->kv == NULL && !pool->external) != (pool->kv_bytes == 0) ||
+        (pool->external && pool->kv != NULL) ||
+        (pool->seg == NULL) != (pool->kv_bytes == 0))
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "rkv_pool_check: KV memory and size disagree");
     if ((pool->cuda.be != NULL) != (pool->cfg.device == RKV_DEVICE_CUDA))

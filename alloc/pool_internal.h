@@ -13,9 +13,20 @@
  *     of free ids: a free block has no hash, so the slot is reused and the
  *     pool's metadata is 12 bytes per block (0.75 byte per token at page
  *     size 16) instead of 16.
- *   - kv is NULL iff kv_bytes == 0 (metadata-only pool, num_layers == 0);
- *     otherwise one allocation of num_blocks * bytes_per_block bytes, host
- *     (256-byte aligned) or device (cudaMalloc, by the CUDA backend).
+ *   - kv_bytes == num_blocks * bytes_per_block, 0 iff metadata-only
+ *     (num_layers == 0). A pool-owned KV memory (external == 0) is kv, one
+ *     allocation of kv_bytes bytes, host (256-byte aligned) or device
+ *     (cudaMalloc, by the CUDA backend); a server-owned one (external ==
+ *     1, rkv_pool_create_external) is the caller's buffers, never freed
+ *     here, and kv is NULL.
+ *   - With KV memory, seg[] has 2 * num_layers entries (K of layer l at
+ *     2l, V at 2l + 1) and element d of kv head h, token t of block b in
+ *     segment s is at seg[s] + b * blk_stride + t * tok_stride + h *
+ *     head_stride + d * dtype size. A pool-owned pool is laid out as
+ *     radixkv.h says (the NHD planes of kv); dense is 1 when blk_stride ==
+ *     P * tok_stride, tok_stride == H * head_stride and head_stride ==
+ *     head_dim * dtype size (one block's segment is then one run of
+ *     bytes_per_block / (2 L) bytes), which a CUDA pool always is.
  *   - cuda.be is non-NULL iff cfg.device is RKV_DEVICE_CUDA: a CUDA pool
  *     holds the backend loaded for as long as it lives.
  */
@@ -34,7 +45,11 @@ struct rkv_pool {
     rkv_pool_config cfg;
     size_t bytes_per_block;
     size_t kv_bytes;          /* num_blocks * bytes_per_block (0 if none) */
-    void *kv;                 /* host or device memory, NULL if none      */
+    void *kv;                 /* pool-owned host or device memory, or NULL */
+    char **seg;               /* [2 * num_layers] segment bases, or NULL  */
+    size_t blk_stride, tok_stride, head_stride; /* bytes                  */
+    int external;             /* KV memory is the caller's                */
+    int dense;                /* see above                                */
     uint32_t num_free;
     uint32_t free_head;       /* top of the free stack, or RKV_POOL_END    */
     uint32_t *refcount;       /* [num_blocks]                             */
@@ -68,6 +83,19 @@ static inline int rkv_pool_drop_ref(rkv_pool *pool, uint32_t id)
         return 0;
     rkv_pool_push_free(pool, id);
     return 1;
+}
+
+/* The k blocks freed last, oldest first, into out[0..k): the top of the
+ * free stack, valid while nothing was allocated since they were freed
+ * (rkv_tree_evict_ids reads the blocks its eviction freed this way). */
+static inline void rkv_pool_freed_top(const rkv_pool *pool, uint32_t k,
+                                      rkv_block_id *out)
+{
+    uint32_t id = pool->free_head;
+    for (uint32_t i = k; i-- > 0;) {
+        out[i] = id;
+        id = (uint32_t)pool->hash[id];
+    }
 }
 
 #endif

@@ -353,6 +353,9 @@ static rkv_status cpu_run(const rkv_attn *a, const char *fn, const rkv_attn_geom
 {
     void *kb, *vb;
     rkv_status st = rkv_pool_layer_kv(a->pool, layer, &kb, &vb);
+    rkv_attn_strides kst;
+    if (st == RKV_OK)
+        st = rkv_pool_kv_strides(a->pool, &kst.block, &kst.token, &kst.head);
     if (st != RKV_OK)
         return st;
     const size_t D = g->head_dim, Hq = g->num_qo_heads;
@@ -370,7 +373,7 @@ static rkv_status cpu_run(const rkv_attn *a, const char *fn, const rkv_attn_geom
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
     }
     float *o32 = mem, *l32 = o32 + nstate * D, *scratch = l32 + nstate;
-    rkv_attn_cpu_rows(g, kb, vb, rows, q, scale, scratch, o32, l32);
+    rkv_attn_cpu_rows(g, kb, vb, &kst, rows, q, scale, scratch, o32, l32);
     if (S > 0) {
         float *so = scratch + rkv_attn_cpu_scratch(g, ml), *sl = so + nstate * D;
         rkv_attn_rows sr = {0};
@@ -389,7 +392,7 @@ static rkv_status cpu_run(const rkv_attn *a, const char *fn, const rkv_attn_geom
         sr.kv_indptr = sptr;
         sr.kv_indices = shared->pages;
         sr.max_len = S;
-        rkv_attn_cpu_rows(g, kb, vb, &sr, q, scale, scratch, so, sl);
+        rkv_attn_cpu_rows(g, kb, vb, &kst, &sr, q, scale, scratch, so, sl);
         for (size_t i = 0; i < nstate; i++)
             merge_f32((uint32_t)D, o32 + i * D, l32 + i, so + i * D, sl[i]);
     }
@@ -528,10 +531,22 @@ rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
         return rkv_cuda_status(attn->be, attn->be->attn_append(c, &g, kb, vb, num_tokens,
                                                                slots, k, v));
     }
-    size_t row = (size_t)g.num_kv_heads * g.head_dim * g.elem_size;
+    rkv_attn_strides kst;
+    if ((st = rkv_pool_kv_strides(attn->pool, &kst.block, &kst.token,
+                                  &kst.head)) != RKV_OK)
+        return st;
+    const size_t head = (size_t)g.head_dim * g.elem_size;
+    const size_t row = (size_t)g.num_kv_heads * head;
+    const int tok_run = kst.head == head; /* a token's heads are adjacent */
     for (uint32_t i = 0; i < num_tokens; i++) {
-        memcpy((char *)kb + (size_t)slots[i] * row, (const char *)k + i * row, row);
-        memcpy((char *)vb + (size_t)slots[i] * row, (const char *)v + i * row, row);
+        size_t at = (size_t)(slots[i] / P) * kst.block + (slots[i] % P) * kst.token;
+        for (uint32_t h = 0; h < (tok_run ? 1u : g.num_kv_heads); h++) {
+            size_t len = tok_run ? row : head;
+            memcpy((char *)kb + at + h * kst.head, (const char *)k + i * row + h * head,
+                   len);
+            memcpy((char *)vb + at + h * kst.head, (const char *)v + i * row + h * head,
+                   len);
+        }
     }
     return RKV_OK;
 }

@@ -9,7 +9,8 @@
  * (scores, then values); the fp32 state goes to o32 / lse32, and the front
  * end rounds it once into the output dtype. Deterministic: the same inputs
  * give the same bits, whatever the batch around a row (the end-to-end test
- * relies on this for exact reuse).
+ * relies on this for exact reuse). KV rows are addressed through the
+ * pool's strides, so a server-owned layout reads the same way.
  */
 #include <math.h>
 #include <string.h>
@@ -60,7 +61,8 @@ static void load_row(rkv_dtype dt, const void *src, size_t i, uint32_t n,
 }
 
 void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
-                       const void *vbase, const rkv_attn_rows *rows,
+                       const void *vbase, const rkv_attn_strides *kst,
+                       const rkv_attn_rows *rows,
                        const void *q, float sm_scale, float *scratch,
                        float *o32, float *lse32)
 {
@@ -79,8 +81,9 @@ void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
                 load_row(g->dtype, q, ((size_t)r * Hq + h * G + gi) * D, D,
                          qf + (size_t)gi * D);
             for (uint32_t t = 0; t < len; t++) {
-                size_t tok = (size_t)pages[t / P] * P + t % P;
-                load_row(g->dtype, kbase, (tok * Hkv + h) * D, D, kv);
+                size_t off = pages[t / P] * kst->block + (t % P) * kst->token +
+                             h * kst->head;
+                load_row(g->dtype, (const char *)kbase + off, 0, D, kv);
                 for (uint32_t gi = 0; gi < G; gi++) {
                     const float *qq = qf + (size_t)gi * D;
                     float s = 0.0f;
@@ -106,8 +109,9 @@ void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
                     sc[t] *= inv;
             }
             for (uint32_t t = 0; t < len; t++) {
-                size_t tok = (size_t)pages[t / P] * P + t % P;
-                load_row(g->dtype, vbase, (tok * Hkv + h) * D, D, kv);
+                size_t off = pages[t / P] * kst->block + (t % P) * kst->token +
+                             h * kst->head;
+                load_row(g->dtype, (const char *)vbase + off, 0, D, kv);
                 for (uint32_t gi = 0; gi < G; gi++) {
                     float p = scores[(size_t)gi * len + t];
                     float *a = acc + (size_t)gi * D;

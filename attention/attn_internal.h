@@ -54,9 +54,16 @@ size_t rkv_attn_dtype_size(rkv_dtype d);
  * shared-prefix chunks; 0 restores the default. No effect on host pools. */
 void rkv_attn_set_cascade_budget(rkv_attn *attn, size_t bytes);
 
+/* Byte strides of a pool's KV (rkv_pool_kv_strides): head h of token t of
+ * block b of a layer's K is at kbase + b * block + t * token + h * head. */
+typedef struct rkv_attn_strides {
+    size_t block, token, head;
+} rkv_attn_strides;
+
 /* CPU reference. o32 / lse32: fp32 partial state of every (row, head). */
 void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
-                       const void *vbase, const rkv_attn_rows *rows,
+                       const void *vbase, const rkv_attn_strides *kst,
+                       const rkv_attn_rows *rows,
                        const void *q, float sm_scale, float *scratch,
                        float *o32, float *lse32);
 /* Floats of scratch rkv_attn_cpu_rows needs. */

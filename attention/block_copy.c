@@ -7,7 +7,15 @@
  * page_size * num_kv_heads * head_dim * sizeof(dtype) bytes; in the pool's
  * one allocation they sit at stride num_blocks * seg starting at
  * K[0] + id * seg. The host buffer of to/from_host holds block i at i *
- * bytes_per_block, its segments in the same order (K[0], V[0], K[1], ...).
+ * bytes_per_block, its segments in the same order (K[0], V[0], K[1], ...),
+ * each packed [page_size][num_kv_heads][head_dim], whatever the pool's
+ * layout.
+ *
+ * A server-owned pool (rkv_pool_create_external) has one base per segment
+ * and its own strides: on the host a segment moves as one run when dense,
+ * else one run per token (heads adjacent) or per (token, head); on a CUDA
+ * pool (always dense) one backend copy per segment replaces the pool-owned
+ * layout's one 2D copy per block. The pool-owned path is unchanged.
  *
  * Invariants: every id is validated (in range, allocated; copy_blocks also:
  * no destination twice, no destination that is also a source, since the
@@ -27,6 +35,9 @@ typedef struct seg_layout {
     char *base;
     size_t seg, stride, bpb;
     uint32_t height;
+    /* server-owned pools: strides, a head's bytes, and the layout class */
+    int external, dense;
+    size_t bs, ts, hs, row;
 } seg_layout;
 
 static rkv_status layout_of(rkv_pool *pool, const char *fn, seg_layout *L)
@@ -42,8 +53,13 @@ static rkv_status layout_of(rkv_pool *pool, const char *fn, seg_layout *L)
     if ((st = rkv_pool_layer_kv(pool, 0, &k, &v)) != RKV_OK)
         return st;
     L->base = k;
-    L->seg = (size_t)L->cfg.page_size * L->cfg.num_kv_heads * L->cfg.head_dim *
-             rkv_attn_dtype_size(L->cfg.dtype);
+    L->row = (size_t)L->cfg.head_dim * rkv_attn_dtype_size(L->cfg.dtype);
+    L->seg = (size_t)L->cfg.page_size * L->cfg.num_kv_heads * L->row;
+    L->external = rkv_pool_kv_external(pool);
+    if ((st = rkv_pool_kv_strides(pool, &L->bs, &L->ts, &L->hs)) != RKV_OK)
+        return st;
+    L->dense = L->hs == L->row && L->ts == L->row * L->cfg.num_kv_heads &&
+               L->bs == L->seg;
     L->stride = L->seg * L->cfg.num_blocks;
     L->height = 2 * L->cfg.num_layers;
     L->bpb = rkv_pool_bytes_per_block(pool);
@@ -73,6 +89,89 @@ static void host_copy(const seg_layout *L, char *dst, size_t dpitch, const char 
 {
     for (uint32_t h = 0; h < L->height; h++)
         memcpy(dst + h * dpitch, src + h * spitch, L->seg);
+}
+
+/* Segment s's base in a server-owned pool. */
+static char *seg_base(rkv_pool *pool, uint32_t s)
+{
+    void *k = NULL, *v = NULL;
+    (void)rkv_pool_layer_kv(pool, s / 2, &k, &v); /* s < height: cannot fail */
+    return (char *)(s % 2 ? v : k);
+}
+
+/* Moves one block's segment between the pool (at blk, the block's
+ * address in the segment) and `packed` ([P][H][D], seg bytes). */
+static void seg_move(const seg_layout *L, char *blk, char *packed, int to_packed)
+{
+    const uint32_t P = L->cfg.page_size, H = L->cfg.num_kv_heads;
+    if (L->dense) {
+        memcpy(to_packed ? packed : blk, to_packed ? blk : packed, L->seg);
+        return;
+    }
+    int tok_run = L->hs == L->row; /* a token's heads are adjacent */
+    for (uint32_t t = 0; t < P; t++)
+        for (uint32_t h = 0; h < (tok_run ? 1u : H); h++) {
+            char *a = blk + t * L->ts + h * L->hs;
+            char *b = packed + ((size_t)t * H + h) * L->row;
+            size_t len = tok_run ? L->row * H : L->row;
+            memcpy(to_packed ? b : a, to_packed ? a : b, len);
+        }
+}
+
+/* Block src -> dst, every segment, in a server-owned host pool. */
+static void ext_copy_block(rkv_pool *pool, const seg_layout *L, uint32_t src,
+                           uint32_t dst)
+{
+    const uint32_t P = L->cfg.page_size, H = L->cfg.num_kv_heads;
+    int tok_run = L->hs == L->row;
+    for (uint32_t s = 0; s < L->height; s++) {
+        char *b = seg_base(pool, s);
+        char *from = b + (size_t)src * L->bs, *to = b + (size_t)dst * L->bs;
+        if (L->dense) {
+            memcpy(to, from, L->seg);
+            continue;
+        }
+        for (uint32_t t = 0; t < P; t++)
+            for (uint32_t h = 0; h < (tok_run ? 1u : H); h++) {
+                size_t off = t * L->ts + h * L->hs;
+                memcpy(to + off, from + off, tok_run ? L->row * H : L->row);
+            }
+    }
+}
+
+/* A server-owned CUDA pool (dense): n blocks to or from one host pointer
+ * per block (bytes_per_block each), one backend copy per segment, queued
+ * on stream. */
+static rkv_status ext_cuda_host(rkv_pool *pool, const seg_layout *L,
+                                const char *fn, void *stream, uint32_t n,
+                                const rkv_block_id *ids, void *const *host,
+                                int to_host)
+{
+    const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
+    void **hp = malloc((size_t)n * sizeof *hp);
+    if (hp == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    rkv_status st = RKV_OK;
+    for (uint32_t s = 0; s < L->height && st == RKV_OK; s++) {
+        for (uint32_t i = 0; i < n; i++)
+            hp[i] = (char *)host[i] + (size_t)s * L->seg;
+        st = rkv_cuda_status(be, be->copy_host_async(L->cfg.cuda_device, stream,
+                                                     seg_base(pool, s), L->seg,
+                                                     L->seg, 1, n, ids, hp,
+                                                     to_host));
+    }
+    free(hp);
+    return st;
+}
+
+/* Waits for all work on the device: the backend's block copy of no block
+ * synchronises the device before and after (what the synchronous copies
+ * of the pool-owned layout do around their copies). */
+static rkv_status cuda_device_sync(rkv_pool *pool, const seg_layout *L)
+{
+    const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
+    return rkv_cuda_status(be, be->copy_blocks(L->cfg.cuda_device, L->base, L->seg,
+                                               L->seg, 1, 0, NULL, NULL));
 }
 
 /* Duplicate checks cost O(n log n) in the ids given, never O(pool): a tier
@@ -164,13 +263,25 @@ rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n, const rkv_block_id *
         return st;
     if (L.cfg.device == RKV_DEVICE_CUDA) {
         const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
-        return rkv_cuda_status(be, be->copy_blocks(L.cfg.cuda_device, L.base, L.seg,
-                                                   L.stride, L.height, n, src, dst));
+        if (!L.external)
+            return rkv_cuda_status(be, be->copy_blocks(L.cfg.cuda_device, L.base,
+                                                       L.seg, L.stride, L.height,
+                                                       n, src, dst));
+        for (uint32_t s = 0; s < L.height && st == RKV_OK; s++)
+            st = rkv_cuda_status(be, be->copy_blocks(L.cfg.cuda_device,
+                                                     seg_base(pool, s), L.seg,
+                                                     L.seg, 1, n, src, dst));
+        return st;
     }
-    for (uint32_t i = 0; i < n; i++)
-        if (src[i] != dst[i])
+    for (uint32_t i = 0; i < n; i++) {
+        if (src[i] == dst[i])
+            continue;
+        if (L.external)
+            ext_copy_block(pool, &L, src[i], dst[i]);
+        else
             host_copy(&L, L.base + (size_t)dst[i] * L.seg, L.stride,
                       L.base + (size_t)src[i] * L.seg, L.stride);
+    }
     return RKV_OK;
 }
 
@@ -190,13 +301,33 @@ static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
         return st;
     if (L.cfg.device == RKV_DEVICE_CUDA) {
         const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
-        return rkv_cuda_status(be, be->copy_host(L.cfg.cuda_device, L.base, L.seg,
-                                                 L.stride, L.height, n, ids, host,
-                                                 to_host));
+        if (!L.external)
+            return rkv_cuda_status(be, be->copy_host(L.cfg.cuda_device, L.base,
+                                                     L.seg, L.stride, L.height, n,
+                                                     ids, host, to_host));
+        void **hb = malloc((size_t)n * sizeof *hb);
+        if (hb == NULL)
+            return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+        for (uint32_t i = 0; i < n; i++)
+            hb[i] = (char *)host + (size_t)i * L.bpb;
+        /* as the pool-owned copy: after all work, done on return (on the
+         * legacy default stream between two device-wide waits) */
+        st = cuda_device_sync(pool, &L);
+        if (st == RKV_OK)
+            st = ext_cuda_host(pool, &L, fn, NULL, n, ids, hb, to_host);
+        rkv_status st2 = cuda_device_sync(pool, &L);
+        free(hb);
+        return st != RKV_OK ? st : st2;
     }
     for (uint32_t i = 0; i < n; i++) {
-        char *blk = L.base + (size_t)ids[i] * L.seg;
         char *hb = (char *)host + (size_t)i * L.bpb;
+        if (L.external) {
+            for (uint32_t s = 0; s < L.height; s++)
+                seg_move(&L, seg_base(pool, s) + (size_t)ids[i] * L.bs,
+                         hb + (size_t)s * L.seg, to_host);
+            continue;
+        }
+        char *blk = L.base + (size_t)ids[i] * L.seg;
         if (to_host)
             host_copy(&L, hb, L.seg, blk, L.stride);
         else
@@ -231,6 +362,8 @@ rkv_status rkv_pool_copy_async(rkv_pool *pool, void *stream, uint32_t n,
         return rkv_set_error(RKV_ERR_STATE, "%s: not a CUDA pool", fn);
     if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, ids)) != RKV_OK)
         return st;
+    if (L.external)
+        return ext_cuda_host(pool, &L, fn, stream, n, ids, host, to_host);
     const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
     return rkv_cuda_status(be, be->copy_host_async(L.cfg.cuda_device, stream, L.base,
                                                    L.seg, L.stride, L.height, n, ids,

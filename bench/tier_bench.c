@@ -27,6 +27,12 @@
  *               in place of the XXH3 checksums.
  *   metadata    a metadata-only store (block_bytes 0): ns per write+read,
  *               the cost the simulator pays per tier transfer.
+ * --server-kv nhd|hnd puts the pool over server-owned buffers instead
+ * (rkv_pool_create_external, one allocation per layer): nhd is SGLang's
+ * [2][slots][H][D] (a block's segment is one run, as in the pool's own
+ * layout), hnd vLLM's FlashInfer [blocks][2][H][page][D] (one run per token
+ * and head); the pool copy and store columns then show what addressing the
+ * server's bytes costs.
  * Each figure is the best of --reps passes (default 5); memcpy and the host
  * store alternate within each pass. GB/s are 1e9
  * bytes/s of KV payload; ratios are against memcpy of the same run.
@@ -45,6 +51,7 @@
 typedef struct bench_args {
     uint64_t blocks, layers, reps;
     const char *dir;
+    const char *server_kv; /* NULL: the pool's own memory; "nhd" / "hnd" */
 } bench_args;
 
 static void die(const char *what)
@@ -109,13 +116,14 @@ static double load_avg(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: tier_bench [--blocks N] [--layers L] [--reps R] [--dir DIR]\n");
+    fprintf(stderr, "usage: tier_bench [--blocks N] [--layers L] [--reps R] [--dir DIR]"
+                    " [--server-kv nhd|hnd]\n");
     exit(2);
 }
 
 static bench_args parse(int argc, char **argv)
 {
-    bench_args a = {64, 32, 5, "/tmp"};
+    bench_args a = {64, 32, 5, "/tmp", NULL};
     for (int i = 1; i < argc; i++) {
         uint64_t *dst = NULL;
         if (strcmp(argv[i], "--blocks") == 0)
@@ -126,6 +134,11 @@ static bench_args parse(int argc, char **argv)
             dst = &a.reps;
         else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
             a.dir = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--server-kv") == 0 && i + 1 < argc) {
+            a.server_kv = argv[++i];
+            if (strcmp(a.server_kv, "nhd") != 0 && strcmp(a.server_kv, "hnd") != 0)
+                usage();
             continue;
         } else
             usage();
@@ -149,8 +162,45 @@ int main(int argc, char **argv)
     pc.head_dim = 128;
     pc.dtype = RKV_DTYPE_F16;
     rkv_pool *pool = NULL;
-    if (rkv_pool_create(&pc, &pool) != RKV_OK)
-        die("rkv_pool_create");
+    void **kvmem = NULL, **kp = NULL, **vp = NULL;
+    if (a.server_kv == NULL) {
+        if (rkv_pool_create(&pc, &pool) != RKV_OK)
+            die("rkv_pool_create");
+    } else {
+        /* the server's buffers: one per layer, K and V inside it */
+        const size_t es = 2, row = (size_t)pc.head_dim * es;
+        const size_t P = pc.page_size, H = pc.num_kv_heads, NB = pc.num_blocks;
+        size_t layer = 2 * NB * P * H * row, vofs;
+        rkv_kv_buffers kb;
+        if (strcmp(a.server_kv, "nhd") == 0) {
+            kb.head_stride = row;
+            kb.token_stride = H * row;
+            kb.block_stride = P * H * row;
+            vofs = NB * P * H * row;
+        } else {
+            kb.token_stride = row;
+            kb.head_stride = P * row;
+            kb.block_stride = 2 * H * P * row;
+            vofs = H * P * row;
+        }
+        kvmem = calloc(pc.num_layers, sizeof *kvmem);
+        kp = calloc(pc.num_layers, sizeof *kp);
+        vp = calloc(pc.num_layers, sizeof *vp);
+        if (kvmem == NULL || kp == NULL || vp == NULL)
+            die("malloc");
+        for (uint32_t l = 0; l < pc.num_layers; l++) {
+            if (posix_memalign(&kvmem[l], 256, layer) != 0)
+                die("malloc");
+            memset(kvmem[l], 1, layer);
+            kp[l] = kvmem[l];
+            vp[l] = (char *)kvmem[l] + vofs;
+        }
+        kb.k = kp;
+        kb.v = vp;
+        if (rkv_pool_create_external(&pc, &kb, &pool) != RKV_OK)
+            die("rkv_pool_create_external");
+        printf("pool over server-owned buffers, layout %s\n", a.server_kv);
+    }
     size_t bb = rkv_pool_bytes_per_block(pool);
     size_t total = bb * n;
     rkv_block_id *b = malloc(2 * n * sizeof *b);
@@ -297,5 +347,10 @@ int main(int argc, char **argv)
     free(dst);
     free(b);
     rkv_pool_destroy(pool);
+    for (uint32_t l = 0; kvmem != NULL && l < (uint32_t)a.layers; l++)
+        free(kvmem[l]);
+    free(kvmem);
+    free(kp);
+    free(vp);
     return 0;
 }

@@ -24,13 +24,16 @@
  * are printed alongside for comparison.
  *
  * Usage: tree_bench [--trace FILE] [--page-size P] [--capacity-tokens N]
- *                   [--events RING] [--quick]
+ *                   [--events RING] [--event-tokens N] [--quick]
  * The trace is found from --trace, else $RKV_TRACE, else by walking up from
  * the current directory to bench/traces/mooncake_conversation_trace.jsonl,
  * else the copy embedded in the binary. --events RING turns KV events on
  * (rkv_tree_config.event_ring = RING); each request's events are drained
  * after it, outside the timed calls, so the figures show what recording
- * costs inside match / alloc+evict / insert. --page-size replaces the trace's
+ * costs inside match / alloc+evict / insert. --event-tokens N also records
+ * token ids on BLOCK_STORED events (rkv_tree_config.event_tokens = N,
+ * drained with rkv_tree_events_drain_tokens), to measure what that adds.
+ * --page-size replaces the trace's
  * page sizes (16 and 512) with one; the agentic loop uses it too (default
  * 16). --quick: fewer sessions and the first 2,000 trace requests.
  */
@@ -50,6 +53,9 @@
 /* --events: ring capacity (0 = off) and events drained so far */
 static uint32_t g_event_ring;
 static uint64_t g_events_drained;
+/* --event-tokens: token ring capacity (0 = off) and a buffer to drain into */
+static uint32_t g_event_tokens;
+static int32_t *g_tokbuf;
 
 static void die(const char *what, rkv_status st)
 {
@@ -114,6 +120,7 @@ static void env_open(bench_env *e, uint32_t L, uint64_t capacity_tokens)
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.event_ring = g_event_ring;
+    tc.event_tokens = g_event_tokens;
     if ((st = rkv_tree_create(e->pool, &tc, &e->tree)) != RKV_OK)
         die("tree_create", st);
     e->P = P;
@@ -201,7 +208,13 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
         static rkv_event evbuf[256];
         uint32_t got;
         do {
-            if ((st = rkv_tree_events_drain(e->tree, evbuf, 256, &got)) != RKV_OK)
+            size_t ntok;
+            if (g_event_tokens != 0)
+                st = rkv_tree_events_drain_tokens(e->tree, evbuf, 256, g_tokbuf,
+                                                  g_event_tokens, &got, &ntok);
+            else
+                st = rkv_tree_events_drain(e->tree, evbuf, 256, &got);
+            if (st != RKV_OK)
                 die("events_drain", st);
             for (uint32_t i = 0; i < got; i++)
                 if (evbuf[i].kind == RKV_EVENT_RESYNC)
@@ -446,11 +459,22 @@ int main(int argc, char **argv)
                 return 2;
             }
             g_event_ring = (uint32_t)v;
+        } else if (strcmp(argv[i], "--event-tokens") == 0 && i + 1 < argc) {
+            uint64_t v = 0;
+            if (!rkv_bench_parse_u64(argv[++i], &v) || v < 1 || v > (1u << 28)) {
+                fprintf(stderr, "tree_bench: --event-tokens must be 1..268435456\n");
+                return 2;
+            }
+            g_event_tokens = (uint32_t)v;
+            g_tokbuf = malloc((size_t)v * sizeof *g_tokbuf);
+            if (g_tokbuf == NULL)
+                die("token buffer", RKV_ERR_NOMEM);
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
         } else {
             fprintf(stderr, "usage: tree_bench [--trace FILE] [--page-size P] "
-                            "[--capacity-tokens N] [--events RING] [--quick]\n");
+                            "[--capacity-tokens N] [--events RING] "
+                            "[--event-tokens N] [--quick]\n");
             return 2;
         }
     }
@@ -538,5 +562,6 @@ int main(int argc, char **argv)
                "full-trace SGLang figures)\n", ts.n);
     free_trace(&ts);
     free(path);
+    free(g_tokbuf);
     return 0;
 }

@@ -136,10 +136,72 @@ size_t rkv_pool_bytes_per_block(const rkv_pool *pool);
 /* Host bytes the pool itself uses for metadata (not KV memory). */
 size_t rkv_pool_host_metadata_bytes(const rkv_pool *pool);
 
-/* K and V base pointers of one layer (device pointers for a CUDA pool).
- * RKV_ERR_STATE for a metadata-only pool. */
+/* K and V base pointers of one layer (device pointers for a CUDA pool; a
+ * server-owned pool's: the buffers it was given). RKV_ERR_STATE for a
+ * metadata-only pool. */
 rkv_status rkv_pool_layer_kv(const rkv_pool *pool, uint32_t layer, void **k,
                              void **v);
+
+/*
+ * Server-owned KV memory: a pool over K and V buffers the caller
+ * allocated (an SGLang token pool, vLLM's per-layer KV tensors), so that
+ * block copies, the tiers and attention read and write the server's own
+ * bytes. Each layer's K and each layer's V is one buffer with its own
+ * base pointer; in all of them element d of kv head h, token t of block b
+ * sits at
+ *     base + b * block_stride + t * token_stride + h * head_stride
+ *          + d * sizeof(dtype)
+ * (the head_dim elements of a head are contiguous; the strides are bytes,
+ * the same for every layer and for K and V). Examples, es = dtype size:
+ *   - SGLang MHATokenToKVPool, per layer [num_slots][H][D] with slot =
+ *     block * page_size + t: block_stride = P*H*D*es, token_stride =
+ *     H*D*es, head_stride = D*es;
+ *   - vLLM, per layer [2][num_blocks][block_size][H][D] (flash-attn): the
+ *     same strides, k = &kv[0], v = &kv[1];
+ *   - vLLM's FlashInfer HND, per layer [num_blocks][2][H][block_size][D]:
+ *     block_stride = 2*H*P*D*es, token_stride = D*es, head_stride =
+ *     P*D*es, v = k + H*P*D*es.
+ * The pool's own layout (rkv_pool_create) is the first with the layers
+ * in one allocation; rkv_pool_kv_strides reports either.
+ *
+ * Where: cfg->device RKV_DEVICE_HOST: any strides whose elements do not
+ * alias (each stride, in increasing order, at least the extent of the
+ * dims inside it; a stride of a dim of size 1 is ignored). CUDA
+ * (RKV_DEVICE_CUDA, device pointers on cfg->cuda_device): only buffers
+ * that are each a contiguous [num_blocks][page_size][num_kv_heads]
+ * [head_dim] array, as the kernels read (the first two examples); other
+ * strides are RKV_ERR_UNSUPPORTED, checked before the CUDA backend is
+ * loaded (RKV_ERR_NO_DEVICE without it). Block copies of a server-owned
+ * CUDA pool take one copy per layer's K and V (the pool-owned layout one
+ * per block).
+ *
+ * Ownership: the caller keeps every buffer allocated, and does not move
+ * it, until rkv_pool_destroy (and until every tree, store, scheduler and
+ * attention context using the pool is gone); the pool only reads and
+ * writes its blocks' bytes there and never frees them. The pointer arrays
+ * k and v are copied: they may go once the call returns. The caller's own
+ * writes into the buffers are the server's business (the pool does not
+ * zero them). Buffers of different layers must not share bytes (not
+ * checked: the interleaved example above shares none).
+ * Errors: NULL pointers, a base not aligned to the element size, strides
+ * that alias or overflow, num_layers 0: RKV_ERR_INVALID_ARG; nothing is
+ * created.
+ */
+typedef struct rkv_kv_buffers {
+    void *const *k;        /* [cfg->num_layers] layer l's K buffer           */
+    void *const *v;        /* [cfg->num_layers] layer l's V buffer           */
+    size_t block_stride;   /* bytes from block b to block b + 1             */
+    size_t token_stride;   /* bytes from token t to t + 1 of a block        */
+    size_t head_stride;    /* bytes from kv head h to h + 1                 */
+} rkv_kv_buffers;
+rkv_status rkv_pool_create_external(const rkv_pool_config *cfg,
+                                    const rkv_kv_buffers *kv, rkv_pool **out);
+/* Strides of the pool's KV addressing (above), pool-owned or not; each
+ * pointer may be NULL. RKV_ERR_STATE for a metadata-only pool. */
+rkv_status rkv_pool_kv_strides(const rkv_pool *pool, size_t *block_stride,
+                               size_t *token_stride, size_t *head_stride);
+/* 1 for a pool over server-owned buffers, else 0 (NULL: 0). */
+int rkv_pool_kv_external(const rkv_pool *pool);
 
 /* O(1). A new block has ref count 1. alloc_n gives all n blocks or none
  * (RKV_ERR_NO_SPACE, nothing taken). The pool never evicts: use
@@ -169,7 +231,11 @@ rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
 
 /* Copies whole blocks (all layers, K and V). Device to device within the
  * pool, or between the pool and a host buffer of n * bytes_per_block bytes
- * (block i of the buffer <-> ids[i]). Works on host pools too. */
+ * (block i of the buffer <-> ids[i]). Works on host pools too. The host
+ * buffer's format does not depend on the pool's layout: block i holds its
+ * segments K[0], V[0], K[1], ... each [page_size][num_kv_heads][head_dim]
+ * (so a server-owned pool's blocks copy to the same bytes as a pool-owned
+ * one's, and the tiers store them alike). */
 rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n,
                                 const rkv_block_id *src,
                                 const rkv_block_id *dst);
@@ -236,6 +302,11 @@ typedef struct rkv_tree_config {
     int evict_policy;       /* rkv_evict_policy; default RKV_EVICT_LRU      */
     uint32_t max_pinned_pct; /* pinned pages <= this % of the pool's blocks
                                (0..100; default 50; 0: no pins)             */
+    uint32_t event_tokens;  /* token ids on BLOCK_STORED events
+                               (rkv_tree_events_drain_tokens): capacity of
+                               the token ring in token ids, 0 (default) =
+                               off, else RKV_EVENT_MAX_HASHES * page_size
+                               .. 2^28 and event_ring > 0               */
 } rkv_tree_config;
 void rkv_tree_config_init(rkv_tree_config *cfg);
 
@@ -437,6 +508,24 @@ rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease);
  * returns RKV_ERR_NO_SPACE after that eviction (freed_out says how many). */
 rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out);
 
+/* rkv_tree_evict that also says WHICH blocks it freed, for an embedder
+ * whose own allocator must release exactly the freed KV (a server's
+ * evict(num_tokens) that frees the evicted slots): ids_out[0 ..
+ * *freed_out) get the blocks whose pool ref count reached 0, in the order
+ * they were freed (a node's tail first). A block evicted while the caller
+ * still references it is not freed and not listed. cap (room in ids_out)
+ * must be >= n; the call never frees more than cap blocks. Without tiers
+ * it frees at most n. With tiers a demotion frees at most n too, except
+ * that when splitting a node's tail off needs memory that is not there,
+ * the whole node goes down, freeing more than n; if that would pass cap
+ * the call stops instead and returns RKV_ERR_NOMEM after the evictions it
+ * made (listed). Otherwise the statuses and the partial-eviction case are
+ * rkv_tree_evict's (RKV_ERR_NO_SPACE: nothing evicted when fewer than n
+ * blocks are evictable; evicted and listed when blocks referenced outside
+ * the tree made it free fewer). Never revokes a pin. */
+rkv_status rkv_tree_evict_ids(rkv_tree *tree, uint32_t n, rkv_block_id *ids_out,
+                              uint32_t cap, uint32_t *freed_out);
+
 /* rkv_pool_alloc_n() that evicts through the tree when the pool is short.
  * All or nothing: RKV_ERR_NO_SPACE if free + evictable < n (nothing
  * evicted). Evicts only n - free blocks' worth; with blocks held outside
@@ -637,6 +726,16 @@ rkv_status rkv_tree_reset(rkv_tree *tree);
  * it would not, a RESYNC marker takes that slot at the point of loss and
  * every later event is dropped (counted in the marker) until the marker is
  * drained. Nothing is lost silently.
+ *
+ * Token ids (rkv_tree_config.event_tokens > 0; off by default): every
+ * BLOCK_STORED event (any medium) also carries the token ids of its pages,
+ * num_hashes * page_size of them (page i's at [i * page_size, (i + 1) *
+ * page_size)), what vLLM-style consumers put in their BlockStored. They
+ * are kept in a second ring of event_tokens ids, also allocated at create;
+ * an event whose ids do not fit there is lost like one that finds the
+ * event ring full (a RESYNC marker). Read them with
+ * rkv_tree_events_drain_tokens; rkv_tree_events_drain drops them. Cost:
+ * one copy of the stored pages' tokens per stored page (bench/RESULTS.md).
  */
 #define RKV_EVENT_MAX_HASHES 16u
 
@@ -673,6 +772,18 @@ typedef struct rkv_event {
  * RKV_ERR_STATE when the tree was created with events off. */
 rkv_status rkv_tree_events_drain(rkv_tree *tree, rkv_event *out, uint32_t max,
                                  uint32_t *n_out);
+/* The same, with token ids: each drained BLOCK_STORED event's num_hashes *
+ * page_size ids are written to tokens[] one event after another, in event
+ * order (other kinds carry none), *ntokens_out gets how many. Stops before
+ * an event whose ids would not fit in tokens_cap (they stay queued);
+ * RKV_ERR_NO_SPACE, nothing drained, when even the first does not
+ * (tokens_cap >= RKV_EVENT_MAX_HASHES * page_size always fits one).
+ * Caller-owned memory, as drain. RKV_ERR_STATE when the tree was created
+ * with event_ring or event_tokens 0. */
+rkv_status rkv_tree_events_drain_tokens(rkv_tree *tree, rkv_event *out,
+                                        uint32_t max, int32_t *tokens,
+                                        size_t tokens_cap, uint32_t *n_out,
+                                        size_t *ntokens_out);
 
 /* One cached block, as a snapshot lists it. */
 typedef struct rkv_block_entry {

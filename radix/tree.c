@@ -35,6 +35,7 @@ void rkv_tree_config_init(rkv_tree_config *cfg)
     cfg->use_jemalloc = 0;
 #endif
     cfg->event_ring = 0;
+    cfg->event_tokens = 0;
 }
 
 rkv_pool *rkv_tree_pool(const rkv_tree *tree)
@@ -214,6 +215,15 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_tree_create: event_ring %u (0 = off, or "
                              "2..%u events)", cfg->event_ring, RKV_EV_MAX_RING);
+    if (cfg->event_tokens != 0 &&
+        (cfg->event_ring == 0 || cfg->event_tokens > RKV_EV_MAX_TOKENS ||
+         cfg->event_tokens < RKV_EVENT_MAX_HASHES * pool->cfg.page_size))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_tree_create: event_tokens %u (0 = off, or "
+                             "%u..%u token ids with event_ring > 0)",
+                             cfg->event_tokens,
+                             RKV_EVENT_MAX_HASHES * pool->cfg.page_size,
+                             RKV_EV_MAX_TOKENS);
     /* the pool keeps one chained hash per block: a second tree would
      * overwrite the first one's */
     if (pool->tree != NULL)
@@ -243,7 +253,8 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->nodes = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *t->nodes);
     t->idx = rkv_node_mem_alloc(&t->mem, (size_t)t->idx_cap * sizeof *t->idx);
     t->owned = rkv_node_mem_alloc(&t->mem, t->owned_bytes);
-    int ev_ok = rkv_ev_init(&t->events, &t->mem, cfg->event_ring);
+    int ev_ok = rkv_ev_init(&t->events, &t->mem, cfg->event_ring,
+                            cfg->event_tokens, t->P);
     int learn_ok = 1;
     if (t->nodes != NULL && cfg->evict_policy == RKV_EVICT_LEARNED)
         learn_ok = rkv_learn_init(t) == RKV_OK && rkv_guard_init(t) == RKV_OK;

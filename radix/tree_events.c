@@ -16,6 +16,11 @@
  * events only count in it until it is drained. Dropped events still take a
  * seq, so a consumer that checks seq continuity sees the gap even if it
  * ignored the marker.
+ *
+ * Token ids (event_tokens): stored events' ids go to a second ring of
+ * int32 in the same order as their records, so a record needs no offset
+ * field: draining walks records and ids together. An event whose ids do
+ * not fit becomes the marker, as one that finds the event ring full.
  */
 #include <string.h>
 
@@ -23,16 +28,24 @@
 #include "common/status.h"
 #include "radix/tree_internal.h"
 
-int rkv_ev_init(rkv_ev_ring *r, rkv_node_mem *m, uint32_t cap)
+int rkv_ev_init(rkv_ev_ring *r, rkv_node_mem *m, uint32_t cap,
+                uint32_t tok_cap, uint32_t page_size)
 {
     memset(r, 0, sizeof *r);
     r->next_seq = 1;
+    r->page_size = page_size;
     if (cap == 0)
         return 1;
     r->ev = rkv_node_mem_alloc(m, (size_t)cap * sizeof *r->ev);
     if (r->ev == NULL)
         return 0;
     r->cap = cap;
+    if (tok_cap == 0)
+        return 1;
+    r->tok = rkv_node_mem_alloc(m, (size_t)tok_cap * sizeof *r->tok);
+    if (r->tok == NULL)
+        return 0; /* the caller's rkv_ev_fini frees the ring */
+    r->tok_cap = tok_cap;
     return 1;
 }
 
@@ -40,7 +53,42 @@ void rkv_ev_fini(rkv_ev_ring *r, rkv_node_mem *m)
 {
     if (r->ev != NULL)
         rkv_node_mem_free(m, r->ev, (size_t)r->cap * sizeof *r->ev);
+    if (r->tok != NULL)
+        rkv_node_mem_free(m, r->tok, (size_t)r->tok_cap * sizeof *r->tok);
     memset(r, 0, sizeof *r);
+}
+
+/* Tokens a recorded event holds in the token ring. */
+static inline uint32_t rkv_ev_ntok(const rkv_ev_ring *r, const rkv_event *e)
+{
+    return r->tok_cap != 0 && e->kind == RKV_EVENT_BLOCK_STORED
+               ? (uint32_t)e->num_hashes * r->page_size : 0;
+}
+
+/* Appends tokens[0..n) to the token ring (room was checked at push). */
+static void rkv_ev_put_tokens(rkv_ev_ring *r, const int32_t *tokens, uint32_t n)
+{
+    uint32_t at = r->tok_head + r->tok_count;
+    if (at >= r->tok_cap)
+        at -= r->tok_cap;
+    uint32_t first = r->tok_cap - at < n ? r->tok_cap - at : n;
+    memcpy(r->tok + at, tokens, (size_t)first * sizeof *tokens);
+    memcpy(r->tok, tokens + first, (size_t)(n - first) * sizeof *tokens);
+    r->tok_count += n;
+}
+
+/* Takes the oldest n tokens out of the ring, into out (NULL: dropped). */
+static void rkv_ev_take_tokens(rkv_ev_ring *r, int32_t *out, uint32_t n)
+{
+    uint32_t first = r->tok_cap - r->tok_head < n ? r->tok_cap - r->tok_head : n;
+    if (out != NULL) {
+        memcpy(out, r->tok + r->tok_head, (size_t)first * sizeof *out);
+        memcpy(out + first, r->tok, (size_t)(n - first) * sizeof *out);
+    }
+    r->tok_head += n;
+    if (r->tok_head >= r->tok_cap)
+        r->tok_head -= r->tok_cap;
+    r->tok_count -= n;
 }
 
 static inline rkv_event *rkv_ev_slot(rkv_ev_ring *r, uint32_t i)
@@ -52,8 +100,11 @@ static inline rkv_event *rkv_ev_slot(rkv_ev_ring *r, uint32_t i)
 }
 
 /* A fresh record with the next seq, or NULL when the event is dropped
- * (counted in the marker, which this may place). */
-static rkv_event *rkv_ev_push(rkv_tree *t, uint8_t kind, uint64_t ns)
+ * (counted in the marker, which this may place). ntok: token ids the
+ * event carries (0 unless a stored event with tokens on); a record is made
+ * only while they fit too, and the caller then appends them. */
+static rkv_event *rkv_ev_push(rkv_tree *t, uint8_t kind, uint64_t ns,
+                              uint32_t ntok)
 {
     rkv_ev_ring *r = &t->events;
     uint64_t seq = r->next_seq++;
@@ -66,8 +117,8 @@ static rkv_event *rkv_ev_push(rkv_tree *t, uint8_t kind, uint64_t ns)
     e->seq = seq;
     e->page_size = t->P;
     e->medium = RKV_MEDIUM_DEVICE;
-    if (r->count == r->cap) {
-        /* the last free slot: it becomes the marker */
+    if (r->count == r->cap || ntok > r->tok_cap - r->tok_count) {
+        /* the last free slot, or no room for the tokens: a marker */
         e->kind = RKV_EVENT_RESYNC;
         e->lost = 1;
         r->lost = 1;
@@ -79,17 +130,22 @@ static rkv_event *rkv_ev_push(rkv_tree *t, uint8_t kind, uint64_t ns)
 }
 
 void rkv_ev_stored(rkv_tree *t, uint64_t ns, uint64_t parent_hash,
-                   const rkv_block_id *blocks, uint32_t n)
+                   const rkv_block_id *blocks, const int32_t *tokens,
+                   uint32_t n)
 {
     const uint64_t *hash = t->pool->hash;
+    rkv_ev_ring *r = &t->events;
     for (uint32_t i = 0; i < n; i += RKV_EVENT_MAX_HASHES) {
         uint32_t k = n - i < RKV_EVENT_MAX_HASHES ? n - i : RKV_EVENT_MAX_HASHES;
-        rkv_event *e = rkv_ev_push(t, RKV_EVENT_BLOCK_STORED, ns);
+        uint32_t ntok = r->tok_cap != 0 ? k * t->P : 0;
+        rkv_event *e = rkv_ev_push(t, RKV_EVENT_BLOCK_STORED, ns, ntok);
         if (e != NULL) {
             e->parent_hash = i == 0 ? parent_hash : hash[blocks[i - 1]];
             e->num_hashes = (uint16_t)k;
             for (uint32_t j = 0; j < k; j++)
                 e->hashes[j] = hash[blocks[i + j]];
+            if (ntok != 0)
+                rkv_ev_put_tokens(r, tokens + (size_t)i * t->P, ntok);
         }
     }
 }
@@ -97,7 +153,7 @@ void rkv_ev_stored(rkv_tree *t, uint64_t ns, uint64_t parent_hash,
 void rkv_ev_removed(rkv_tree *t, uint64_t ns, const uint64_t *hashes,
                     uint32_t n)
 {
-    rkv_event *e = rkv_ev_push(t, RKV_EVENT_BLOCK_REMOVED, ns);
+    rkv_event *e = rkv_ev_push(t, RKV_EVENT_BLOCK_REMOVED, ns, 0);
     if (e == NULL)
         return;
     e->num_hashes = (uint16_t)n;
@@ -105,20 +161,54 @@ void rkv_ev_removed(rkv_tree *t, uint64_t ns, const uint64_t *hashes,
 }
 
 void rkv_ev_medium(rkv_tree *t, uint8_t kind, uint8_t medium, uint64_t ns,
-                   uint64_t parent_hash, const uint64_t *hashes, uint32_t n)
+                   uint64_t parent_hash, const uint64_t *hashes,
+                   const int32_t *tokens, uint32_t n)
 {
-    rkv_event *e = rkv_ev_push(t, kind, ns);
+    rkv_ev_ring *r = &t->events;
+    uint32_t ntok = r->tok_cap != 0 && kind == RKV_EVENT_BLOCK_STORED ? n * t->P : 0;
+    rkv_event *e = rkv_ev_push(t, kind, ns, ntok);
     if (e == NULL)
         return;
     e->medium = medium;
     e->parent_hash = kind == RKV_EVENT_BLOCK_STORED ? parent_hash : 0;
     e->num_hashes = (uint16_t)n;
     memcpy(e->hashes, hashes, (size_t)n * sizeof *hashes);
+    if (ntok != 0)
+        rkv_ev_put_tokens(r, tokens, ntok);
 }
 
 void rkv_ev_cleared(rkv_tree *t)
 {
-    (void)rkv_ev_push(t, RKV_EVENT_ALL_CLEARED, 0);
+    (void)rkv_ev_push(t, RKV_EVENT_ALL_CLEARED, 0, 0);
+}
+
+/* Moves up to max of the oldest records into out[] and, with tokens on,
+ * their token ids into tokens[0..tok_cap) (NULL: dropped), stopping
+ * before a record whose tokens would not fit there. */
+static uint32_t rkv_ev_take(rkv_ev_ring *r, rkv_event *out, uint32_t max,
+                            int32_t *tokens, size_t tok_cap, size_t *ntok_out)
+{
+    uint32_t n = 0;
+    size_t ntok = 0;
+    while (n < max && n < r->count) {
+        const rkv_event *e = rkv_ev_slot(r, n);
+        uint32_t k = rkv_ev_ntok(r, e);
+        if (tokens != NULL && k > tok_cap - ntok)
+            break;
+        if (k != 0)
+            rkv_ev_take_tokens(r, tokens != NULL ? tokens + ntok : NULL, k);
+        out[n++] = *e;
+        ntok += tokens != NULL ? k : 0;
+    }
+    r->head = r->head + n >= r->cap ? r->head + n - r->cap : r->head + n;
+    r->count -= n;
+    if (r->count == 0) {
+        r->head = 0;
+        r->lost = 0; /* the marker, always newest, went out with the rest */
+        r->tok_head = 0;
+    }
+    *ntok_out = ntok;
+    return n;
 }
 
 rkv_status rkv_tree_events_drain(rkv_tree *tree, rkv_event *out, uint32_t max,
@@ -134,20 +224,59 @@ rkv_status rkv_tree_events_drain(rkv_tree *tree, rkv_event *out, uint32_t max,
     if (r->cap == 0)
         return rkv_set_error(RKV_ERR_STATE, "%s: the tree was created with "
                              "events off (rkv_tree_config.event_ring = 0)", fn);
-    uint32_t n = r->count < max ? r->count : max;
-    if (n == 0) /* out may be NULL (max 0): no memcpy with a null pointer */
+    if (max == 0 || r->count == 0) /* out may be NULL: no copy into it */
         return RKV_OK;
-    /* at most two contiguous runs */
-    uint32_t first = r->cap - r->head < n ? r->cap - r->head : n;
-    memcpy(out, &r->ev[r->head], (size_t)first * sizeof *out);
-    memcpy(out + first, r->ev, (size_t)(n - first) * sizeof *out);
-    r->head = r->head + n >= r->cap ? r->head + n - r->cap : r->head + n;
-    r->count -= n;
-    if (r->count == 0) {
-        r->head = 0;
-        r->lost = 0; /* the marker, always newest, went out with the rest */
+    if (r->tok_cap == 0) {
+        /* at most two contiguous runs */
+        uint32_t n = r->count < max ? r->count : max;
+        uint32_t first = r->cap - r->head < n ? r->cap - r->head : n;
+        memcpy(out, &r->ev[r->head], (size_t)first * sizeof *out);
+        memcpy(out + first, r->ev, (size_t)(n - first) * sizeof *out);
+        r->head = r->head + n >= r->cap ? r->head + n - r->cap : r->head + n;
+        r->count -= n;
+        if (r->count == 0) {
+            r->head = 0;
+            r->lost = 0; /* the marker, always newest, went out with the rest */
+        }
+        *n_out = n;
+        return RKV_OK;
     }
-    *n_out = n;
+    size_t ntok;
+    *n_out = rkv_ev_take(r, out, max, NULL, 0, &ntok);
+    return RKV_OK;
+}
+
+rkv_status rkv_tree_events_drain_tokens(rkv_tree *tree, rkv_event *out,
+                                        uint32_t max, int32_t *tokens,
+                                        size_t tokens_cap, uint32_t *n_out,
+                                        size_t *ntokens_out)
+{
+    static const char fn[] = "rkv_tree_events_drain_tokens";
+    if (n_out != NULL)
+        *n_out = 0;
+    if (ntokens_out != NULL)
+        *ntokens_out = 0;
+    if (tree == NULL || n_out == NULL || ntokens_out == NULL ||
+        (out == NULL && max > 0) || (tokens == NULL && tokens_cap > 0))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             tree == NULL ? "tree" : n_out == NULL ? "n_out"
+                             : ntokens_out == NULL ? "ntokens_out"
+                             : out == NULL ? "out" : "tokens");
+    rkv_ev_ring *r = &tree->events;
+    if (r->cap == 0 || r->tok_cap == 0)
+        return rkv_set_error(RKV_ERR_STATE, "%s: the tree was created without "
+                             "event token ids (rkv_tree_config.%s = 0)", fn,
+                             r->cap == 0 ? "event_ring" : "event_tokens");
+    if (max == 0 || r->count == 0)
+        return RKV_OK;
+    uint32_t need = rkv_ev_ntok(r, rkv_ev_slot(r, 0));
+    if (need > tokens_cap)
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: the next event carries %u "
+                             "token ids, tokens_cap is %zu", fn, need, tokens_cap);
+    /* a non-NULL tokens pointer selects copying even when tokens_cap is 0 */
+    int32_t dummy;
+    *n_out = rkv_ev_take(r, out, max, tokens != NULL ? tokens : &dummy,
+                         tokens_cap, ntokens_out);
     return RKV_OK;
 }
 
@@ -326,10 +455,15 @@ rkv_status rkv_ev_check(const rkv_ev_ring *r)
         return CORRUPT("events marked lost with no marker");
     if (!r->lost && r->count >= r->cap)
         return CORRUPT("no slot kept for a marker");
-    uint64_t prev = 0;
+    if (r->tok_cap != 0 && (r->tok == NULL || r->tok_head >= r->tok_cap ||
+                            r->tok_count > r->tok_cap))
+        return CORRUPT("token ring head %u count %u cap %u", r->tok_head,
+                       r->tok_count, r->tok_cap);
+    uint64_t prev = 0, ntok = 0;
     for (uint32_t i = 0; i < r->count; i++) {
         uint32_t k = r->head + i;
         const rkv_event *e = &r->ev[k >= r->cap ? k - r->cap : k];
+        ntok += rkv_ev_ntok(r, e);
         int last = i + 1 == r->count;
         if (e->seq <= prev || e->seq >= r->next_seq)
             return CORRUPT("record %u has seq %llu after %llu (next %llu)", i,
@@ -352,5 +486,8 @@ rkv_status rkv_ev_check(const rkv_ev_ring *r)
              e->kind == RKV_EVENT_BLOCK_REMOVED) && e->num_hashes == 0)
             return CORRUPT("record %u: a block event without hashes", i);
     }
+    if (ntok != r->tok_count)
+        return CORRUPT("stored events carry %llu token ids, the token ring "
+                       "holds %u", (unsigned long long)ntok, r->tok_count);
     return RKV_OK;
 }

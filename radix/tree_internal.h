@@ -529,8 +529,11 @@ static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y)
 }
 
 /* tree_tier*.c ------------------------------------------------------------ */
-/* Device eviction with lower tiers: demotes instead of dropping. */
-uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n);
+/* Device eviction with lower tiers: demotes instead of dropping; frees at
+ * most max blocks (max >= n): a node that cannot be split to the need and
+ * would pass max is not demoted, and *capped is set. */
+uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n, uint32_t max,
+                               int *capped);
 /* New device pages of node id (insert): slots cleared, write-through. */
 void rkv_tier_on_insert(rkv_tree *t, uint32_t id, uint64_t ns);
 /* split: copies the per-page tier data of x (old memory, cap old_cap) into

@@ -10,7 +10,8 @@
  * fallen back (radix/evict_guard.c), the least recently used head of all
  * lists: plain LRU; before all of these, under every policy, the list of
  * leaves that only ended sessions used, radix/tree_session.c);
- * rkv_tree_evict and rkv_tree_alloc_blocks. (Locks: radix/tree_lease.c;
+ * rkv_tree_evict, rkv_tree_evict_ids and rkv_tree_alloc_blocks. (Locks:
+ * radix/tree_lease.c;
  * pins: radix/tree_retain.c.)
  *
  * Recency: a use stamps last_access = ++clock on every node of the path
@@ -31,6 +32,11 @@
  * than it unlinked; then rkv_tree_evict returns RKV_ERR_NO_SPACE after
  * having evicted everything evictable (the one case where a failing call
  * changes the tree -- it cannot be predicted without scanning).
+ *
+ * evict_ids: eviction frees blocks only by pushing them on the pool's free
+ * stack and allocates none, so the blocks one eviction freed are the top
+ * `freed` entries of that stack when it returns; no list is kept while
+ * evicting.
  */
 #include "alloc/pool_internal.h"
 #include "common/status.h"
@@ -241,10 +247,13 @@ static uint64_t rkv_tree_node_ns(const rkv_tree *t, uint32_t id)
     return t->nodes[id].u.ns;
 }
 
-static uint32_t rkv_tree_evict_some(rkv_tree *t, uint32_t n)
+/* Frees n blocks (fewer when blocks referenced outside the tree run it
+ * dry, or, with tiers, when a demotion would pass max: *capped). */
+static uint32_t rkv_tree_evict_some(rkv_tree *t, uint32_t n, uint32_t max,
+                                    int *capped)
 {
-    if (RKV_UNLIKELY(t->tier != NULL))
-        return rkv_tier_evict_device(t, n); /* demotes (radix/tree_tier.c) */
+    if (RKV_UNLIKELY(t->tier != NULL)) /* demotes (radix/tree_tier.c) */
+        return rkv_tier_evict_device(t, n, max, capped);
     rkv_pool *pool = t->pool;
     uint32_t freed = 0;
     const int events = t->events.cap != 0;
@@ -294,7 +303,8 @@ rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out)
         return rkv_set_error(RKV_ERR_NO_SPACE,
                              "rkv_tree_evict: %u blocks asked, %llu evictable", n,
                              (unsigned long long)tree->evictable_blocks);
-    uint32_t freed = rkv_tree_evict_some(tree, n);
+    int capped = 0;
+    uint32_t freed = rkv_tree_evict_some(tree, n, UINT32_MAX, &capped);
     if (freed_out != NULL)
         *freed_out = freed;
     if (freed < n)
@@ -302,6 +312,40 @@ rkv_status rkv_tree_evict(rkv_tree *tree, uint32_t n, uint32_t *freed_out)
                              "rkv_tree_evict: evicted everything evictable but "
                              "freed only %u of %u blocks (others are referenced "
                              "outside the tree)", freed, n);
+    return RKV_OK;
+}
+
+rkv_status rkv_tree_evict_ids(rkv_tree *tree, uint32_t n, rkv_block_id *ids_out,
+                              uint32_t cap, uint32_t *freed_out)
+{
+    static const char fn[] = "rkv_tree_evict_ids";
+    if (freed_out != NULL)
+        *freed_out = 0;
+    if (tree == NULL || (ids_out == NULL && cap > 0))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             tree == NULL ? "tree" : "ids_out");
+    if (cap < n)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: room for %u ids, %u blocks asked", fn, cap, n);
+    if (tree->evictable_blocks < n)
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %u blocks asked, %llu "
+                             "evictable", fn, n,
+                             (unsigned long long)tree->evictable_blocks);
+    int capped = 0;
+    uint32_t freed = rkv_tree_evict_some(tree, n, cap, &capped);
+    /* eviction only pushes on the pool's free stack, so what it freed is
+     * the top of it */
+    rkv_pool_freed_top(tree->pool, freed, ids_out);
+    if (freed_out != NULL)
+        *freed_out = freed;
+    if (freed < n && capped)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: freed %u of %u blocks: the "
+                             "next node had to be split to stay within %u ids "
+                             "and the split found no memory", fn, freed, n, cap);
+    if (freed < n)
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: evicted everything evictable "
+                             "but freed only %u of %u blocks (others are "
+                             "referenced outside the tree)", fn, freed, n);
     return RKV_OK;
 }
 
@@ -325,7 +369,8 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n, rkv_block_id *out)
                                      (unsigned long long)pinned);
             rkv_pins_revoke_until(tree, need);
         }
-        rkv_tree_evict_some(tree, need);
+        int capped = 0;
+        rkv_tree_evict_some(tree, need, UINT32_MAX, &capped);
     }
     return rkv_pool_alloc_n(pool, n, out);
 }

@@ -191,7 +191,7 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
         pool->hash[xb[i]] = h;
     }
     if (RKV_UNLIKELY(t->events.cap != 0))
-        rkv_ev_stored(t, ns, parent_hash, xb, npages);
+        rkv_ev_stored(t, ns, parent_hash, xb, x->u.tokens, npages);
     x->parent = parent;
     x->next_sib = p->first_child;
     if (p->first_child != RKV_NIL)

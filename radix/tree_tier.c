@@ -209,7 +209,7 @@ static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
         ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
                    : rkv_tier_prev_hash(t, x->parent);
     rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
-                  medium, ns, ph, &h, 1);
+                  medium, ns, ph, &h, x->u.tokens + (size_t)i * t->P, 1);
 }
 
 /* The same in the node's own lower medium (host, or disk for a disk node). */
@@ -844,7 +844,8 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
     return freed;
 }
 
-uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n)
+uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n, uint32_t max,
+                               int *capped)
 {
     uint32_t freed = 0, id;
     while (freed < n && (id = rkv_lru_first(t)) != RKV_NIL) {
@@ -861,6 +862,9 @@ uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n)
                 rkv_tree_prep_install(t, &prep);
                 (void)rkv_tree_split(t, id, m - need, prep.data[0],
                                      prep.data[1]);
+            } else if (m > max - freed) {
+                *capped = 1; /* the caller has room for max ids only */
+                break;
             }
         }
         freed += rkv_tier_demote(t, id);

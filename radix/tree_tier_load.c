@@ -444,7 +444,7 @@ rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_tload *job,
             t->tn[y].flags = 0;
             if (RKV_UNLIKELY(t->events.cap != 0))
                 rkv_ev_stored(t, job->ns, ph, rkv_tnode_blocks(t, x),
-                              x->num_pages);
+                              x->u.tokens, x->num_pages);
             ph = rkv_tier_page_hash(t, x, x->num_pages - 1);
             if (y == job->node)
                 break;
