@@ -6,7 +6,7 @@ AllBlocksCleared. When SGLang is importable, the event classes are
 SGLang's own (so its event publisher serializes them) and so is the match
 result; else the plain classes here, with the same field names.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, List, Optional
 
 
@@ -42,7 +42,7 @@ class RadixKey:
 
 
 @dataclass
-class _MatchResult:
+class MatchResult:
     device_indices: Any
     last_device_node: Any
     last_host_node: Any
@@ -60,7 +60,7 @@ class EvictResult:
 
 
 @dataclass
-class _BlockStored:
+class BlockStored:
     block_hashes: List[int]
     parent_block_hash: Optional[int]
     token_ids: List[int]
@@ -70,13 +70,13 @@ class _BlockStored:
 
 
 @dataclass
-class _BlockRemoved:
+class BlockRemoved:
     block_hashes: List[int]
     medium: Optional[str] = None
 
 
 @dataclass
-class _AllBlocksCleared:
+class AllBlocksCleared:
     pass
 
 
@@ -88,12 +88,12 @@ def _sglang_attr(module, name):
         return None
 
 
-BlockStored = _sglang_attr("sglang.srt.disaggregation.kv_events", "BlockStored") or _BlockStored
-BlockRemoved = _sglang_attr("sglang.srt.disaggregation.kv_events", "BlockRemoved") or _BlockRemoved
-AllBlocksCleared = (_sglang_attr("sglang.srt.disaggregation.kv_events", "AllBlocksCleared")
-                    or _AllBlocksCleared)
+_EV = "sglang.srt.disaggregation.kv_events"
+BlockStored = _sglang_attr(_EV, "BlockStored") or BlockStored
+BlockRemoved = _sglang_attr(_EV, "BlockRemoved") or BlockRemoved
+AllBlocksCleared = _sglang_attr(_EV, "AllBlocksCleared") or AllBlocksCleared
 MatchResult = (_sglang_attr("sglang.srt.mem_cache.base_prefix_cache", "MatchResult")
-               or _MatchResult)
+               or MatchResult)
 
 
 def make_match_result(device_indices, node, host_hit_length=0):
