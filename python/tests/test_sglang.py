@@ -385,3 +385,27 @@ def test_random_operations_against_a_model():
             assert used_slots(a) == set(vals(c.all_values_flatten()))
             assert c.protected_size() + c.evictable_size() == c.total_size()
         c.sanity_check()
+
+
+def test_evicted_blocks_found_by_the_pool_and_by_the_slow_path():
+    c = create_simulated(page_size=2, num_tokens=256)
+    for t in ([1] * 8, [2] * 6, [3] * 4):
+        insert_alloc(c, t)
+    tr = c._track
+    # fast path: the blocks alloc_n returns right after the eviction
+    freed = c._tree.evict(3)
+    scan = sorted(tr._scan().tolist())
+    assert sorted(tr.evicted(freed).tolist()) == scan and len(scan) == 3
+    assert tr.fallbacks == 1  # the _scan above
+    # a never-cached block freed after the eviction comes out of the pool
+    # first: the check refuses it and the slow path finds the right blocks
+    (x,) = c._pool.alloc(1)
+    cached_before = set(tr.blocks().tolist())
+    freed = c._tree.evict(2)
+    c._pool.unref(int(x))
+    got = tr.evicted(freed)
+    assert tr.fallbacks == 2
+    assert len(got) == 2 and set(got.tolist()) <= cached_before
+    assert int(x) not in got.tolist()
+    assert c._pool.refcount(int(x)) == 0
+    assert tr.count() == c._tree.stats()["cached_blocks"]

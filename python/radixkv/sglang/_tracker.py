@@ -1,16 +1,24 @@
-"""Which cache blocks an eviction took, from the tree's KV events.
+"""Which blocks an eviction took, and the tree's event stream.
 
-Owns: the C tree's event stream as seen by the SGLang backend -- draining
-it into a numpy buffer, the map from a cached page's chained block hash to
-the backend's block id, and turning BLOCK_REMOVED hashes back into block
-ids (whose values the backend then frees through SGLang's allocator).
+Owns: the set of cached blocks as a numpy flag per block (``cached``), and
+finding the blocks a ``rkv_tree_evict`` call freed, whose values the
+backend then frees through SGLang's allocator; and draining the tree's KV
+events into a numpy buffer (only when SGLang's KV events are on).
 
-Why hashes: today's C API reports evictions by block hash only. The map is
-filled from the BLOCK_STORED events of each insert (hashes in chain order
-for exactly the new pages) and emptied by BLOCK_REMOVED. Invariant: the
-map's keys are the hashes of the cached pages, its values their block ids.
-An eviction API that reports block ids directly replaces ``removed()`` and
-makes the map unnecessary: this class is the one place to change.
+Why this works with today's C API (which reports evictions by block hash,
+not id): the backend holds no pool reference of its own on a cached block,
+so an eviction that removed F pages freed exactly those F blocks. Right
+after it, ``rkv_pool_alloc_n(F)`` returns F free blocks; if every one of
+them was cached before the eviction, they ARE the evicted blocks (the only
+cached-before blocks that can be free now), so the result is verified,
+never assumed. The pool hands back its most recently freed blocks first
+(a free stack), so the check passes; if a pool ever did otherwise the
+fallback asks the pool for the ref count of every block still flagged
+cached (slow, exact). The blocks go back to the pool at once. An eviction
+API that reports block ids replaces ``evicted()``: this class is the one
+place to change.
+
+Invariant: cached[b] is True iff block b holds a page cached in the tree.
 """
 import ctypes as C
 
@@ -38,8 +46,56 @@ def _event_dtype():
 EVENT_DTYPE = _event_dtype()
 
 
-class EventTracker:
-    """Drains a tree's events; maps page hashes to block ids."""
+class BlockTracker:
+    """The cached blocks of one tree over a pool the backend owns alone."""
+
+    def __init__(self, pool_handle, num_blocks):
+        self._pool = pool_handle
+        self.cached = np.zeros(num_blocks, dtype=bool)
+        self._scratch = np.zeros(1024, dtype=np.uint32)
+        self.fallbacks = 0  # evictions resolved by the slow path
+
+    def stored(self, blocks):
+        self.cached[blocks] = True
+
+    def evicted(self, freed):
+        """The `freed` blocks the last eviction freed (int64 array)."""
+        if freed == 0:
+            return np.zeros(0, dtype=np.int64)
+        if self._scratch.shape[0] < freed:
+            self._scratch = np.zeros(max(freed, 2 * self._scratch.shape[0]), dtype=np.uint32)
+        buf = self._scratch[:freed]
+        addr = buf.ctypes.data
+        check(lib.rkv_pool_alloc_n(self._pool, freed, addr), "rkv_pool_alloc_n")
+        blocks = buf.astype(np.int64)
+        check(lib.rkv_pool_unref_n(self._pool, freed, addr), "rkv_pool_unref_n")
+        if not self.cached[blocks].all():
+            blocks = self._scan()
+            if blocks.shape[0] != freed:
+                raise RuntimeError(f"radixkv.sglang: {freed} blocks evicted, "
+                                   f"{blocks.shape[0]} found free")
+        self.cached[blocks] = False
+        return blocks
+
+    def _scan(self):
+        self.fallbacks += 1
+        refcount = lib.rkv_pool_refcount
+        live = np.nonzero(self.cached)[0]
+        return np.fromiter((b for b in live.tolist() if refcount(self._pool, b) == 0),
+                           dtype=np.int64)
+
+    def blocks(self):
+        return np.nonzero(self.cached)[0]
+
+    def count(self):
+        return int(np.count_nonzero(self.cached))
+
+    def clear(self):
+        self.cached[:] = False
+
+
+class EventDrain:
+    """Drains a tree's KV events into a reusable numpy buffer."""
 
     def __init__(self, tree_handle, ring):
         self._tree = tree_handle
@@ -47,11 +103,9 @@ class EventTracker:
         self._buf = np.zeros(ring, dtype=EVENT_DTYPE)
         self._addr = self._buf.ctypes.data
         self._n = C.c_uint32()
-        self.h2b = {}
 
     def drain(self):
-        """The pending events as a structured array (a view, valid until
-        the next drain)."""
+        """The pending events (a view, valid until the next drain)."""
         check(lib.rkv_tree_events_drain(self._tree, self._addr, self._cap,
                                         C.byref(self._n)), "rkv_tree_events_drain")
         ev = self._buf[:self._n.value]
@@ -60,30 +114,3 @@ class EventTracker:
             # backend sizes it so and drains after each call)
             raise RuntimeError("radixkv.sglang: the tree's event ring overflowed")
         return ev
-
-    @staticmethod
-    def hashes_of(ev, kind):
-        """Hashes of the events of one kind, in order, as a uint64 array."""
-        sel = ev[ev["kind"] == kind]
-        if not len(sel):
-            return np.zeros(0, dtype=np.uint64)
-        counts = sel["num_hashes"].astype(np.int64)
-        mask = np.arange(S.EVENT_MAX_HASHES)[None, :] < counts[:, None]
-        return sel["hashes"][mask]
-
-    def stored(self, hashes, blocks):
-        """Records the new pages of one insert (hashes in chain order)."""
-        self.h2b.update(zip(hashes.tolist(), blocks.tolist()))
-
-    def removed(self, hashes):
-        """Block ids of evicted pages, forgetting them."""
-        pop = self.h2b.pop
-        return np.fromiter((pop(h) for h in hashes.tolist()), dtype=np.int64,
-                           count=len(hashes))
-
-    def clear(self):
-        self.h2b.clear()
-
-    def blocks(self):
-        """Every cached page's block id."""
-        return np.fromiter(self.h2b.values(), dtype=np.int64, count=len(self.h2b))

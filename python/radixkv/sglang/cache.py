@@ -8,10 +8,10 @@ namespace map, the leases behind inc_lock_ref / dec_lock_ref, and the
 SGLang-side KV events.
 
 Invariants:
-  - a page is cached iff its block is in the tracker's map (EventTracker);
-    its values are ``_values[block]``; the backend holds no pool reference
-    of its own on cached blocks (the tree's is the only one), so eviction
-    frees them;
+  - a page is cached iff its block is flagged in the BlockTracker; its
+    values are ``_values[block]``; the backend holds no pool reference of
+    its own on cached blocks (the tree's is the only one), so eviction
+    frees them, and the tracker finds which;
   - every value the tree caches is freed through the allocator exactly once:
     by ``evict`` (and an insert that needs room evicts the same way), never
     by reset (SGLang's contract: the caller resets the allocator too);
@@ -31,7 +31,7 @@ from ..errors import NoSpaceError
 from ..pool import Pool
 from ..tree import Tree
 from . import types as T
-from ._tracker import REMOVED, STORED, EventTracker
+from ._tracker import REMOVED, STORED, BlockTracker, EventDrain
 
 try:
     import torch
@@ -161,14 +161,19 @@ class _RadixKVCacheImpl:
         pages = max(1, self.capacity_tokens // P + 1)
         # one call stores at most `pages` new pages (16 per event) and
         # evicts in chunks of at most _evict_chunk pages (>= 1 event each)
-        ring = min(1 << 24, max(1024, pages // 16 + 64))
-        self._evict_chunk = ring - 64
+        # KV events only when SGLang asks for them (else they cost nothing):
+        # one call stores at most `pages` new pages (16 per event) and
+        # evicts in chunks of at most _evict_chunk pages (>= 1 event each)
+        ring = min(1 << 24, max(1024, pages // 16 + 64)) if self.enable_kv_cache_events else 0
+        self._evict_chunk = ring - 64 if ring else pages
         self._pool = Pool(num_blocks=pages, page_size=P)
         self._tree = Tree(self._pool, event_ring=ring, evict_policy=self._policy)
         self._th = self._tree.handle
         self._ph = self._pool.handle
-        self._track = EventTracker(self._th, ring)
-        self._values = np.zeros((min(pages, 4096), P), dtype=np.int64)
+        self._track = BlockTracker(self._ph, pages)
+        self._drain = EventDrain(self._th, ring) if ring else None
+        # calloc'd: pages never cached cost no memory
+        self._values = np.zeros((pages, P), dtype=np.int64)
         self._blk = np.zeros(1024, dtype=np.uint32)
         self._m = S.Match()
         self._ir = S.InsertResult()
@@ -211,13 +216,6 @@ class _RadixKVCacheImpl:
         if self._blk.shape[0] < k:
             self._blk = np.zeros(max(k, 2 * self._blk.shape[0]), dtype=np.uint32)
         return self._blk
-
-    def _ensure_values(self, max_block):
-        if max_block >= self._values.shape[0]:
-            n = max(max_block + 1, 2 * self._values.shape[0])
-            grown = np.zeros((n, self.page_size), dtype=np.int64)
-            grown[:self._values.shape[0]] = self._values
-            self._values = grown
 
     def _stats_now(self):
         check(_stats(self._th, _byref(self._st)), "rkv_tree_get_stats")
@@ -336,17 +334,11 @@ class _RadixKVCacheImpl:
         if st:
             _unref_n(self._ph, new, newb.ctypes.data)
             check(st, "rkv_tree_insert")
-        self._ensure_values(int(newb.max()))
         self._values[newb] = vals[have * P:n].reshape(new, P)
         check(_unref_n(self._ph, new, newb.ctypes.data), "rkv_pool_unref_n")
-        ev = self._track.drain()
-        hashes = self._track.hashes_of(ev, STORED)
-        if hashes.shape[0] != new:
-            raise RuntimeError(f"radixkv.sglang: insert stored {hashes.shape[0]} "
-                               f"pages by its events, expected {new}")
-        self._track.stored(hashes, newb)
-        if self.enable_kv_cache_events:
-            self._record_stored(ev, tokens, have, ns)
+        self._track.stored(newb)
+        if self._drain is not None:
+            self._record_stored(self._drain.drain(), tokens, have)
         del keep
         return ir.prefix_tokens
 
@@ -367,7 +359,7 @@ class _RadixKVCacheImpl:
             if locked:
                 check(_unlock(self._th, _byref(lease)), "rkv_tree_unlock")
 
-    def _record_stored(self, ev, tokens, first_page, ns):
+    def _record_stored(self, ev, tokens, first_page):
         P = self.page_size
         lora = None
         page = first_page
@@ -396,28 +388,27 @@ class _RadixKVCacheImpl:
         return T.EvictResult(num_tokens_evicted=done) if params is not None else done
 
     def _evict_pages(self, pages):
-        evictable = self._stats_now().evictable_blocks
-        pages = min(pages, evictable)
-        freed_total = 0
+        pages = min(pages, self._stats_now().evictable_blocks)
+        total = 0
         freed = C.c_uint32()
         while pages > 0:
             chunk = min(pages, self._evict_chunk)
             st = _evict(self._th, chunk, _byref(freed))
-            ev = self._track.drain()
-            hashes = self._track.hashes_of(ev, REMOVED)
-            if hashes.shape[0]:
-                blocks = self._track.removed(hashes)
+            n = freed.value
+            blocks = self._track.evicted(n)
+            if n:
                 self._free_values(self._values[blocks].reshape(-1))
-                if self.enable_kv_cache_events:
-                    for e in ev[ev["kind"] == REMOVED]:
-                        self._kv_events.append(T.make_block_removed(
-                            e["hashes"][:e["num_hashes"]].tolist()))
-            freed_total += hashes.shape[0]
-            if st == NoSpaceError.status or hashes.shape[0] == 0:
+            if self._drain is not None:
+                ev = self._drain.drain()
+                for e in ev[ev["kind"] == REMOVED]:
+                    self._kv_events.append(T.make_block_removed(
+                        e["hashes"][:e["num_hashes"]].tolist()))
+            total += n
+            if st == NoSpaceError.status or n == 0:
                 break
             check(st, "rkv_tree_evict")
-            pages -= hashes.shape[0]
-        return freed_total
+            pages -= n
+        return total
 
     def _free_values(self, vals):
         alloc = self.token_to_kv_pool_allocator
@@ -570,9 +561,9 @@ class _RadixKVCacheImpl:
         """Verifies the C tree's invariants and this layer's bookkeeping."""
         self._tree.check()
         st = self._stats_now()
-        if st.cached_blocks != len(self._track.h2b):
+        if st.cached_blocks != self._track.count():
             raise RuntimeError(f"radixkv.sglang: {st.cached_blocks} pages cached, "
-                               f"{len(self._track.h2b)} tracked")
+                               f"{self._track.count()} tracked")
 
     def reset(self):
         """Drops everything cached (values are not freed: the allocator is
@@ -583,7 +574,8 @@ class _RadixKVCacheImpl:
         self._leases.clear()
         if not self.disable or self._stats_now().cached_blocks:
             check(lib.rkv_tree_reset(self._th), "rkv_tree_reset")
-        self._track.drain()
+        if self._drain is not None:
+            self._drain.drain()
         self._track.clear()
         self._ns = {None: 0}
         if self.enable_kv_cache_events:
