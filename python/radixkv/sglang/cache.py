@@ -379,8 +379,9 @@ class _RadixKVCacheImpl:
         values through the allocator. Returns the tokens evicted (an
         EvictResult for SGLang's EvictParams)."""
         params = None
-        if not isinstance(num_tokens, (int, np.integer)):
+        if hasattr(num_tokens, "num_tokens"):
             params, num_tokens = num_tokens, num_tokens.num_tokens
+        num_tokens = int(num_tokens)
         done = 0
         if not self.disable and num_tokens > 0:
             P = self.page_size
