@@ -23,6 +23,7 @@ No output tokens are cached. Timing: time.perf_counter_ns around each call;
 the fastest of --reps repetitions is reported (figures, never pass/fail).
 
 Usage: python_bench.py [--build DIR] [--quick] [--reps N] [--page-size P]
+                       [--trace FILE] [--no-lists]
   --build DIR   the build with libradixkv.so and tree_bench (default build)
   --quick       first 2,000 requests only (not comparable to SGLang's figures)
 """
@@ -171,11 +172,11 @@ def bench_sglang(sg, reqs, P, as_list):
             "tree_s": (t_match + t_insert + t_evict + t_lock) / 1e9}
 
 
-def run_tree_bench(build, P, quick):
+def run_tree_bench(build, P, quick, trace):
     exe = os.path.join(build, "tree_bench")
     if not os.path.exists(exe):
         return None
-    args = [exe, "--trace", TRACE, "--page-size", str(P), "--capacity-tokens", str(CAPACITY)]
+    args = [exe, "--trace", trace, "--page-size", str(P), "--capacity-tokens", str(CAPACITY)]
     if quick:
         args.append("--quick")
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
@@ -201,18 +202,20 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--page-size", type=int, action="append")
     ap.add_argument("--no-lists", action="store_true", help="skip the list-key runs")
+    ap.add_argument("--trace", default=TRACE, help="the trace (default: the copy in "
+                    "bench/traces/, the same file as ../shared/traces/)")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     os.environ.setdefault("RADIXKV_LIBRARY", os.path.join(build, "libradixkv.so"))
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import radixkv
     import radixkv.sglang as sg
-    reqs = load_trace(TRACE, 2000 if args.quick else 0)
+    reqs = load_trace(args.trace, 2000 if args.quick else 0)
     print(f"python_bench: {len(reqs)} requests, capacity {CAPACITY} tokens, "
           f"library {radixkv.library_path}, Python {sys.version.split()[0]}, "
           f"fastest of {args.reps}")
     for P in args.page_size or [16, 512]:
-        c = run_tree_bench(build, P, args.quick)
+        c = run_tree_bench(build, P, args.quick, args.trace)
         b = best(lambda: bench_binding(radixkv, reqs, P), args.reps)
         s_np = best(lambda: bench_sglang(sg, reqs, P, False), args.reps)
         s_li = None if args.no_lists else best(lambda: bench_sglang(sg, reqs, P, True), args.reps)

@@ -409,3 +409,33 @@ def test_evicted_blocks_found_by_the_pool_and_by_the_slow_path():
     assert int(x) not in got.tolist()
     assert c._pool.refcount(int(x)) == 0
     assert tr.count() == c._tree.stats()["cached_blocks"]
+
+
+@pytest.mark.parametrize("cut", [5, 511, 512, 513, 2048, 2049, 3000, 4096])
+def test_long_list_keys_match_where_a_full_key_would(cut):
+    # list keys are converted a growing prefix at a time: the match, its
+    # values and the split point must not depend on that
+    c, _ = plain(page_size=1)
+    base = list(range(4096))
+    c.insert(RadixKey(base))
+    query = base[:cut] + [-5] + base[cut + 1:]
+    r = c.match_prefix(RadixKey(query))
+    assert vals(r.device_indices) == base[:cut]
+    assert r.last_device_node.depth == cut
+    splits = c._tree.stats()["splits"]
+    assert splits == (1 if cut < 4096 else 0)
+    r2 = c.match_prefix(RadixKey(np.array(query, dtype=np.int32)))
+    assert (r2.last_device_node.id, r2.last_device_node.gen) == \
+        (r.last_device_node.id, r.last_device_node.gen)
+    assert c._tree.stats()["splits"] == splits
+    c.sanity_check()
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="needs torch (python3-torch)")
+def test_tensor_keys_and_values():
+    import torch
+    c, _ = plain(page_size=2)
+    k = torch.arange(10, dtype=torch.int64)
+    assert c.insert(RadixKey(k), torch.arange(100, 110)) == 0
+    assert vals(c.match_prefix(RadixKey(np.arange(7))).device_indices) == list(range(100, 106))
+    assert c.insert(RadixKey(k[:6])) == 6
