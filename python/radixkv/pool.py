@@ -57,7 +57,11 @@ class Pool:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # a tree still open (it closes the pool after
+            self._deferred = True  # itself), or interpreter shutdown
+
 
     @property
     def handle(self):

@@ -95,7 +95,10 @@ class Scheduler:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
 
     def submit(self, req_id, prompt, max_new_tokens, namespace=0, priority=0,
                arrival_ms=0.0, retention=None):

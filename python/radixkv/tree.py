@@ -152,7 +152,10 @@ class Store:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
 
     @property
     def capacity_blocks(self):
@@ -211,6 +214,8 @@ class Tree:
         if getattr(self, "_h", None):
             lib.rkv_tree_destroy(self._h)
             self._h = None
+            if getattr(self.pool, "_deferred", False):
+                self.pool.close()  # its finalizer ran while this tree lived
 
     def __enter__(self):
         return self
@@ -219,7 +224,10 @@ class Tree:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
 
     # -- match / insert / lock ---------------------------------------------
     def match(self, tokens, namespace=0, peek=False):
