@@ -305,7 +305,7 @@ class _RadixKVCacheImpl:
         n = len(tokens) // P * P
         if n == 0:
             return 0
-        addr, _, keep = as_tokens(tokens[:n] if isinstance(tokens, (list, tuple)) else tokens)
+        addr, _, keep = as_tokens(tokens)
         ns = self._namespace(key.extra_key, create=True)
         pages = n // P
         blk = self._blocks_buf(pages)
