@@ -53,6 +53,7 @@ class BlockTracker:
         self._pool = pool_handle
         self.cached = np.zeros(num_blocks, dtype=bool)
         self._scratch = np.zeros(1024, dtype=np.uint32)
+        self._scratch_addr = self._scratch.ctypes.data
         self.fallbacks = 0  # evictions resolved by the slow path
 
     def stored(self, blocks):
@@ -64,8 +65,9 @@ class BlockTracker:
             return np.zeros(0, dtype=np.int64)
         if self._scratch.shape[0] < freed:
             self._scratch = np.zeros(max(freed, 2 * self._scratch.shape[0]), dtype=np.uint32)
+            self._scratch_addr = self._scratch.ctypes.data
         buf = self._scratch[:freed]
-        addr = buf.ctypes.data
+        addr = self._scratch_addr
         check(lib.rkv_pool_alloc_n(self._pool, freed, addr), "rkv_pool_alloc_n")
         blocks = buf.astype(np.int64)
         check(lib.rkv_pool_unref_n(self._pool, freed, addr), "rkv_pool_unref_n")

@@ -175,6 +175,7 @@ class _RadixKVCacheImpl:
         # calloc'd: pages never cached cost no memory
         self._values = np.zeros((pages, P), dtype=np.int64)
         self._blk = np.zeros(1024, dtype=np.uint32)
+        self._blk_addr = self._blk.ctypes.data
         self._m = S.Match()
         self._ir = S.InsertResult()
         self._st = S.TreeStats()
@@ -213,9 +214,11 @@ class _RadixKVCacheImpl:
         return np.asarray(value, dtype=np.int64).reshape(-1)
 
     def _blocks_buf(self, k):
+        """The block scratch array (room for k) and its address."""
         if self._blk.shape[0] < k:
             self._blk = np.zeros(max(k, 2 * self._blk.shape[0]), dtype=np.uint32)
-        return self._blk
+            self._blk_addr = self._blk.ctypes.data
+        return self._blk, self._blk_addr
 
     def _stats_now(self):
         check(_stats(self._th, _byref(self._st)), "rkv_tree_get_stats")
@@ -251,8 +254,7 @@ class _RadixKVCacheImpl:
         if ns is None:  # nothing was ever inserted under this extra_key
             return self._empty_match()
         m = self._m
-        blk = self._blocks_buf(n // P)
-        baddr = blk.ctypes.data
+        blk, baddr = self._blocks_buf(n // P)
         if isinstance(tokens, (list, tuple)):
             # Convert only as far as the match can reach: probe (peek) a
             # growing prefix; the real match then runs on a prefix that
@@ -308,8 +310,7 @@ class _RadixKVCacheImpl:
         addr, _, keep = as_tokens(tokens)
         ns = self._namespace(key.extra_key, create=True)
         pages = n // P
-        blk = self._blocks_buf(pages)
-        baddr = blk.ctypes.data
+        blk, baddr = self._blocks_buf(pages)
         m = self._m
         check(_match(self._th, ns, addr, n, baddr, _PEEK, _byref(m)), "rkv_tree_match")
         have = m.num_blocks
@@ -326,16 +327,17 @@ class _RadixKVCacheImpl:
                 raise ValueError(f"radixkv.sglang.insert: {n} tokens need as many "
                                  f"values, got {vals.shape[0]}")
         newb = blk[have:pages]
-        if _alloc_n(self._ph, new, newb.ctypes.data):
+        naddr = baddr + 4 * have  # newb's address (uint32 elements)
+        if _alloc_n(self._ph, new, naddr):
             self._make_room(ns, addr, n, new)
-            check(_alloc_n(self._ph, new, newb.ctypes.data), "rkv_pool_alloc_n")
+            check(_alloc_n(self._ph, new, naddr), "rkv_pool_alloc_n")
         ir = self._ir
         st = _insert(self._th, ns, addr, n, baddr, None, _byref(ir))
         if st:
-            _unref_n(self._ph, new, newb.ctypes.data)
+            _unref_n(self._ph, new, naddr)
             check(st, "rkv_tree_insert")
         self._values[newb] = vals[have * P:n].reshape(new, P)
-        check(_unref_n(self._ph, new, newb.ctypes.data), "rkv_pool_unref_n")
+        check(_unref_n(self._ph, new, naddr), "rkv_pool_unref_n")
         self._track.stored(newb)
         if self._drain is not None:
             self._record_stored(self._drain.drain(), tokens, have)
