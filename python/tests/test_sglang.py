@@ -439,3 +439,18 @@ def test_tensor_keys_and_values():
     assert c.insert(RadixKey(k), torch.arange(100, 110)) == 0
     assert vals(c.match_prefix(RadixKey(np.arange(7))).device_indices) == list(range(100, 106))
     assert c.insert(RadixKey(k[:6])) == 6
+
+
+def test_bad_token_ids_raise_invalid_arg():
+    import radixkv
+    c, _ = plain()
+    c.insert(RadixKey([1, 2]))
+    for bad in ([1, 1 << 40], [1, "x"]):
+        with pytest.raises(radixkv.InvalidArgError):
+            c.match_prefix(RadixKey(bad))
+        with pytest.raises(radixkv.InvalidArgError):
+            c.insert(RadixKey(bad))
+    with pytest.raises(radixkv.InvalidArgError):
+        c.insert(RadixKey([1, -3]))  # the C tree refuses negative ids
+    assert c.total_size() == 2
+    c.sanity_check()

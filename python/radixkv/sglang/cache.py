@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import _structs as S
 from .._ffi import check, lib
-from ..errors import NoSpaceError
+from ..errors import InvalidArgError, NoSpaceError
 from ..pool import Pool
 from ..tree import Tree
 from . import types as T
@@ -262,7 +262,11 @@ class _RadixKVCacheImpl:
             import array
             conv = min(n, _FIRST_CHUNK)
             while True:
-                arr = array.array("i", tokens[:conv])
+                try:
+                    arr = array.array("i", tokens[:conv])
+                except (OverflowError, TypeError) as e:
+                    raise InvalidArgError("match_prefix", f"token ids must be int32: {e}") \
+                        from None
                 addr = arr.buffer_info()[0]
                 if conv == n:
                     break
