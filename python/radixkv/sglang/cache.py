@@ -395,12 +395,18 @@ class _RadixKVCacheImpl:
         return T.EvictResult(num_tokens_evicted=done) if params is not None else done
 
     def _evict_pages(self, pages):
-        pages = min(pages, self._stats_now().evictable_blocks)
         total = 0
         freed = C.c_uint32()
+        shrunk = False
         while pages > 0:
             chunk = min(pages, self._evict_chunk)
             st = _evict(self._th, chunk, _byref(freed))
+            if st == NoSpaceError.status and freed.value == 0 and not shrunk:
+                # fewer than chunk evictable: the call changed nothing;
+                # take what there is (SGLang's evict stops when it runs out)
+                shrunk = True
+                pages = min(pages, self._stats_now().evictable_blocks)
+                continue
             n = freed.value
             blocks = self._track.evicted(n)
             if n:
