@@ -20,8 +20,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def load_structs():
-    path = os.path.join(HERE, "..", "radixkv", "_structs.py")
+def load_structs(path=None):
+    path = path or os.path.join(HERE, "..", "radixkv", "_structs.py")
     spec = importlib.util.spec_from_file_location("rkv_structs_check", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -55,8 +55,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
     ap.add_argument("-I", dest="incs", action="append", default=[])
+    ap.add_argument("--structs-file", help="check this module instead of "
+                    "radixkv/_structs.py (the test that the check can fail)")
     args = ap.parse_args(argv)
-    mod = load_structs()
+    mod = load_structs(args.structs_file)
     structs = mod.all_structs()
     if not structs:
         print("check_struct_layout: no structs declared")

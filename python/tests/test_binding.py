@@ -241,7 +241,7 @@ def test_pool_refuses_close_under_a_live_tree():
         pool.num_free
 
 
-def test_struct_layout_matches_the_header():
+def layout_check(extra=()):
     cc = os.environ.get("RKV_CC")
     incs = os.environ.get("RKV_INCLUDE_DIRS")
     if not cc or not incs:
@@ -251,5 +251,23 @@ def test_struct_layout_matches_the_header():
     args = [sys.executable, os.path.join(here, "check_struct_layout.py"), "--cc", cc]
     for d in incs.split(os.pathsep):
         args += ["-I", d]
-    r = subprocess.run(args, capture_output=True, text=True)
+    return subprocess.run(args + list(extra), capture_output=True, text=True)
+
+
+def test_struct_layout_matches_the_header():
+    r = layout_check()
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_struct_layout_check_finds_a_wrong_declaration(tmp_path):
+    bad = tmp_path / "bad_structs.py"
+    bad.write_text(
+        "import ctypes as C\n"
+        "class Node(C.Structure):\n"
+        "    _c_name_ = 'rkv_node'\n"
+        "    _fields_ = [('gen', C.c_uint32), ('id', C.c_uint32)]  # swapped\n"
+        "def all_structs():\n"
+        "    return [Node]\n")
+    r = layout_check(["--structs-file", str(bad)])
+    assert r.returncode == 1
+    assert "rkv_node.id: Python 4, C 0" in r.stdout
