@@ -271,3 +271,27 @@ def test_struct_layout_check_finds_a_wrong_declaration(tmp_path):
     r = layout_check(["--structs-file", str(bad)])
     assert r.returncode == 1
     assert "rkv_node.id: Python 4, C 0" in r.stdout
+
+
+def test_core_binding_works_without_numpy_and_torch():
+    code = """
+import sys
+sys.modules["numpy"] = None  # import numpy now fails
+sys.modules["torch"] = None
+import radixkv
+pool = radixkv.Pool(num_blocks=64, page_size=4)
+tree = radixkv.Tree(pool)
+b = tree.alloc_blocks(3)
+tree.insert(list(range(12)), b)
+pool.unref(b)
+m = tree.match(range(14))
+assert m.matched_tokens == 12 and list(m.blocks) == list(b)
+with radixkv.Scheduler(tree) as s:
+    s.submit(1, [1, 2, 3], 2)
+    p = s.step(0.0)
+    assert list(p.input_tokens) == [1, 2, 3]
+print("ok")
+"""
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
