@@ -34,7 +34,6 @@ Usage: python_bench.py [--build DIR] [--quick] [--reps N] [--page-size P]
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time

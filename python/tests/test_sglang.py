@@ -12,8 +12,7 @@ import pytest
 from conftest import HAVE_TORCH
 
 from radixkv.sglang import (AllBlocksCleared, BlockRemoved, BlockStored, RadixKey,
-                            RadixKVCache, SimulatedAllocator, SimulatedReqToTokenPool,
-                            create_simulated)
+                            RadixKVCache, create_simulated)
 
 
 def vals(t):
