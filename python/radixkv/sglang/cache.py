@@ -21,6 +21,7 @@ Invariants:
     namespace id on first insert (exact: two keys never share a namespace).
 Sizes are in tokens at this interface (pages * page_size).
 """
+import array
 import ctypes as C
 
 import numpy as np
@@ -29,6 +30,7 @@ from .. import _structs as S
 from .._ffi import check, lib
 from ..errors import InvalidArgError, NoSpaceError
 from ..pool import Pool
+from ..tokens import as_tokens
 from ..tree import Tree
 from . import types as T
 from ._requests import RequestCaching
@@ -260,7 +262,6 @@ class _RadixKVCacheImpl(RequestCaching):
             # Convert only as far as the match can reach: probe (peek) a
             # growing prefix; the real match then runs on a prefix that
             # reaches past the match end, so it splits where a full key would.
-            import array
             conv = min(n, _FIRST_CHUNK)
             while True:
                 try:
@@ -278,7 +279,6 @@ class _RadixKVCacheImpl(RequestCaching):
                 conv = min(n, conv * 4)
             keep = arr
         else:
-            from ..tokens import as_tokens
             addr, _, keep = as_tokens(tokens)
             conv = n
         check(_match(self._th, ns, addr, conv, baddr, 0, _byref(m)), "rkv_tree_match")
@@ -306,7 +306,6 @@ class _RadixKVCacheImpl(RequestCaching):
     def _insert(self, key, value):
         if self.disable:
             return 0
-        from ..tokens import as_tokens
         P = self.page_size
         tokens = key.token_ids
         n = len(tokens) // P * P
