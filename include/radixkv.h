@@ -295,7 +295,10 @@ const char *rkv_evict_policy_name(int policy);
 typedef struct rkv_tree_config {
     uint32_t initial_nodes; /* capacity hint; 0 = default                   */
     int use_jemalloc;       /* 1 (default when built with jemalloc): node
-                               memory from a dedicated jemalloc arena        */
+                               memory from a dedicated jemalloc arena; only
+                               the static library has it (libradixkv.so
+                               uses malloc, so it loads by dlopen: there
+                               the default is 0 and 1 is ignored)           */
     uint32_t event_ring;    /* KV events (rkv_tree_events_drain): ring
                                capacity in events, 2..2^24; 0 (default) =
                                off, and events cost nothing                 */

@@ -6,7 +6,9 @@
  * server's other allocations, and the thread cache is bypassed
  * (MALLOCX_TCACHE_NONE) so memory freed by eviction returns to this arena and
  * the whole arena can be destroyed with the tree. Sized deallocation
- * (sdallocx) skips the size lookup.
+ * (sdallocx) skips the size lookup. This file is compiled twice (see
+ * node_mem.h): the shared library's copy has no RKV_HAVE_JEMALLOC and
+ * uses malloc, because libjemalloc.so.2 cannot be loaded late by dlopen.
  *
  * OOM injection: fail_after counts down on each attempted allocation; the
  * call that finds it at 0 fails and disarms the injection.
@@ -30,6 +32,15 @@ static _Atomic int64_t rkv_live_tree_allocs_global;
 int64_t rkv_debug_live_tree_allocs_global(void)
 {
     return atomic_load(&rkv_live_tree_allocs_global);
+}
+
+int rkv_node_mem_has_jemalloc(void)
+{
+#ifdef RKV_HAVE_JEMALLOC
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 rkv_status rkv_node_mem_init(rkv_node_mem *m, int use_jemalloc)

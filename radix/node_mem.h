@@ -1,6 +1,11 @@
 /*
  * radix/node_mem.h -- the one allocator behind every allocation of a tree.
  *
+ * The allocator hook (in the spirit of rax_malloc.h): every node, token and
+ * index array of a tree goes through here, so the backing allocator is
+ * chosen in one file, per library: node_mem.c is compiled once for the
+ * static library (with jemalloc when RKV_HAVE_JEMALLOC) and once for the
+ * shared one (malloc only, so that dlopen works).
  * Owns: a dedicated jemalloc arena (when built with jemalloc and asked for
  * it; else malloc/free), the OOM-injection counter of radix/tree_debug.h, and
  * byte/allocation accounting. Invariants: live == allocations not yet freed;
@@ -25,7 +30,12 @@ typedef struct rkv_node_mem {
     size_t bytes;         /* bytes of live allocations                    */
 } rkv_node_mem;
 
-/* use_jemalloc is honoured only when built with RKV_HAVE_JEMALLOC. */
+/* 1 when this library's node memory can come from jemalloc (the static
+ * library built with RKV_JEMALLOC; never the shared one, which must stay
+ * loadable by dlopen: see CMakeLists.txt), else 0. The tree config's
+ * default. */
+int rkv_node_mem_has_jemalloc(void);
+/* use_jemalloc is honoured only when rkv_node_mem_has_jemalloc(). */
 rkv_status rkv_node_mem_init(rkv_node_mem *m, int use_jemalloc);
 /* Every allocation must have been freed. Releases the arena. */
 void rkv_node_mem_fini(rkv_node_mem *m);

@@ -29,11 +29,7 @@ void rkv_tree_config_init(rkv_tree_config *cfg)
     cfg->initial_nodes = 0;
     cfg->evict_policy = RKV_EVICT_LRU;
     cfg->max_pinned_pct = 50;
-#ifdef RKV_HAVE_JEMALLOC
-    cfg->use_jemalloc = 1;
-#else
-    cfg->use_jemalloc = 0;
-#endif
+    cfg->use_jemalloc = rkv_node_mem_has_jemalloc();
     cfg->event_ring = 0;
     cfg->event_tokens = 0;
 }

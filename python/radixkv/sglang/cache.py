@@ -1,0 +1,582 @@
+"""RadixKVCache: SGLang's prefix-cache contract (BasePrefixCache, the classic
+RadixCache API) over radixkv's C radix tree.
+
+Owns: a metadata-only C pool and tree (one C block per cached page of
+``page_size`` tokens), the values table (block id -> the page's KV slot
+indices as SGLang's allocator handed them out), the extra_key ->
+namespace map, the leases behind inc_lock_ref / dec_lock_ref, and the
+SGLang-side KV events.
+
+Invariants:
+  - a page is cached iff its block is flagged in the BlockTracker; its
+    values are ``_values[block]``; the backend holds no pool reference of
+    its own on cached blocks (the tree's is the only one), so eviction
+    frees them, and the tracker finds which;
+  - every value the tree caches is freed through the allocator exactly once:
+    by ``evict`` (and an insert that needs room evicts the same way), never
+    by reset (SGLang's contract: the caller resets the allocator too);
+  - ``_leases[(id, gen)]`` lists the live C leases taken by inc_lock_ref on
+    that node; dec_lock_ref releases the newest;
+  - extra_key None is namespace 0; each other extra_key gets its own
+    namespace id on first insert (exact: two keys never share a namespace).
+Sizes are in tokens at this interface (pages * page_size).
+"""
+import array
+import ctypes as C
+
+import numpy as np
+
+from .. import _structs as S
+from .._ffi import check, lib
+from ..errors import InvalidArgError, NoSpaceError
+from ..pool import Pool
+from ..tokens import as_tokens
+from ..tree import Tree
+from . import types as T
+from ._requests import RequestCaching
+from ._tracker import REMOVED, STORED, BlockTracker, EventDrain
+
+try:
+    import torch
+except ImportError:  # torch is optional: results are numpy arrays then
+    torch = None
+
+DEFAULT_CAPACITY_TOKENS = 1 << 22
+_FIRST_CHUNK = 512  # tokens converted before the first match probe
+
+_match = lib.rkv_tree_match
+_insert = lib.rkv_tree_insert
+_alloc_n = lib.rkv_pool_alloc_n
+_unref_n = lib.rkv_pool_unref_n
+_stats = lib.rkv_tree_get_stats
+_lock = lib.rkv_tree_lock
+_unlock = lib.rkv_tree_unlock
+_evict = lib.rkv_tree_evict
+_byref = C.byref
+_PEEK = 1
+
+
+def _sglang_base():
+    try:
+        from sglang.srt.mem_cache.base_prefix_cache import BasePrefixCache
+        return BasePrefixCache
+    except Exception:
+        return object
+
+
+class RadixKVNode:
+    """A node handle as SGLang sees it (``last_device_node``): what
+    inc_lock_ref / dec_lock_ref take. Valid while its prefix stays cached."""
+
+    __slots__ = ("_cache", "id", "gen", "namespace", "depth")
+
+    def __init__(self, cache, node_id, gen, namespace, depth):
+        self._cache = cache
+        self.id = node_id
+        self.gen = gen
+        self.namespace = namespace
+        self.depth = depth  # tokens from the namespace root
+
+    @property
+    def is_root(self):
+        return self.id == 0
+
+    @property
+    def lock_ref(self):
+        return len(self._cache._leases.get((self.id, self.gen), ()))
+
+    evicted = False
+    backuped = False
+
+    def __repr__(self):
+        return (f"RadixKVNode(id={self.id}, gen={self.gen}, ns={self.namespace}, "
+                f"depth={self.depth}, lock_ref={self.lock_ref})")
+
+
+def _is_params(obj, *attrs):
+    return obj is not None and all(hasattr(obj, a) for a in attrs)
+
+
+class _RadixKVCacheImpl(RequestCaching):
+    """SGLang prefix cache backed by radixkv.
+
+    Classic form::
+
+        RadixKVCache(req_to_token_pool, token_to_kv_pool_allocator, page_size,
+                     disable=False, enable_kv_cache_events=False)
+
+    or SGLang's ``CacheInitParams`` as the first argument. Extra keyword:
+    ``capacity_tokens`` (tokens the C pool indexes; default the allocator's
+    size, else 4M). Unknown keywords and extra positional arguments (what a
+    newer SGLang may pass) are ignored.
+    """
+
+    def __init__(self, *args, **kwargs):
+        params = kwargs.pop("params", None) or kwargs.pop("cache_init_params", None)
+        if params is None and args and _is_params(args[0], "req_to_token_pool",
+                                                  "token_to_kv_pool_allocator"):
+            params, args = args[0], args[1:]
+        if params is not None:
+            g = lambda name, default=None: getattr(params, name, default)  # noqa: E731
+            req_to_token_pool = g("req_to_token_pool")
+            allocator = g("token_to_kv_pool_allocator")
+            page_size = g("page_size", 1)
+            disable = bool(g("disable", False))
+            events = bool(g("enable_kv_cache_events", False))
+            policy = g("eviction_policy", "lru")
+            if g("is_eagle", False):
+                raise ValueError("radixkv.sglang: EAGLE bigram keys are not supported")
+        else:
+            names = ("req_to_token_pool", "token_to_kv_pool_allocator", "page_size",
+                     "disable", "enable_kv_cache_events")
+            vals = dict(zip(names, args))
+            for n in names:
+                if n in kwargs:
+                    vals[n] = kwargs.pop(n)
+            req_to_token_pool = vals.get("req_to_token_pool")
+            allocator = vals.get("token_to_kv_pool_allocator")
+            page_size = vals.get("page_size", 1)
+            disable = bool(vals.get("disable", False))
+            events = bool(vals.get("enable_kv_cache_events", False))
+            policy = kwargs.get("eviction_policy", "lru")
+        if policy not in ("lru", "priority"):
+            raise ValueError(f"radixkv.sglang: eviction policy {policy!r} is not "
+                             "supported (lru, priority)")
+        if not isinstance(page_size, int) or page_size < 1:
+            raise ValueError(f"radixkv.sglang: page_size must be a positive int, "
+                             f"not {page_size!r}")
+        self.req_to_token_pool = req_to_token_pool
+        self.token_to_kv_pool_allocator = allocator
+        self.page_size = page_size
+        self.disable = disable
+        self.enable_kv_cache_events = events
+        self.device = getattr(allocator, "device", "cpu") if allocator is not None else "cpu"
+        cap = kwargs.get("capacity_tokens")
+        if cap is None:
+            cap = getattr(allocator, "size", None) or DEFAULT_CAPACITY_TOKENS
+        self.capacity_tokens = int(cap)
+        self._policy = policy
+        self._build()
+
+    # -- set-up ---------------------------------------------------------------
+    def _build(self):
+        P = self.page_size
+        pages = max(1, self.capacity_tokens // P + 1)
+        # one call stores at most `pages` new pages (16 per event) and
+        # evicts in chunks of at most _evict_chunk pages (>= 1 event each)
+        # KV events only when SGLang asks for them (else they cost nothing):
+        # one call stores at most `pages` new pages (16 per event) and
+        # evicts in chunks of at most _evict_chunk pages (>= 1 event each)
+        ring = min(1 << 24, max(1024, pages // 16 + 64)) if self.enable_kv_cache_events else 0
+        self._evict_chunk = ring - 64 if ring else pages
+        self._pool = Pool(num_blocks=pages, page_size=P)
+        self._tree = Tree(self._pool, event_ring=ring, evict_policy=self._policy)
+        self._th = self._tree.handle
+        self._ph = self._pool.handle
+        self._track = BlockTracker(self._ph, pages)
+        self._drain = EventDrain(self._th, ring) if ring else None
+        # calloc'd: pages never cached cost no memory
+        self._values = np.zeros((pages, P), dtype=np.int64)
+        self._blk = np.zeros(1024, dtype=np.uint32)
+        self._blk_addr = self._blk.ctypes.data
+        self._m = S.Match()
+        self._ir = S.InsertResult()
+        self._st = S.TreeStats()
+        self._ns = {None: 0}
+        self._leases = {}
+        self._kv_events = []
+        self.root_node = RadixKVNode(self, 0, 0, 0, 0)
+        self._empty = self._tensor(np.zeros(0, dtype=np.int64))
+
+    def close(self):
+        """Frees the C tree and pool (the cache is unusable afterwards)."""
+        if getattr(self, "_tree", None) is not None:
+            self._tree.close()
+            self._pool.close()
+            self._tree = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- helpers ----------------------------------------------------------------
+    def _tensor(self, arr):
+        if torch is None:
+            return arr
+        t = torch.from_numpy(arr)
+        if str(self.device) != "cpu":
+            t = t.to(self.device)
+        return t
+
+    @staticmethod
+    def _to_numpy64(value):
+        if torch is not None and isinstance(value, torch.Tensor):
+            return value.detach().to("cpu", torch.int64).numpy()
+        return np.asarray(value, dtype=np.int64).reshape(-1)
+
+    def _blocks_buf(self, k):
+        """The block scratch array (room for k) and its address."""
+        if self._blk.shape[0] < k:
+            self._blk = np.zeros(max(k, 2 * self._blk.shape[0]), dtype=np.uint32)
+            self._blk_addr = self._blk.ctypes.data
+        return self._blk, self._blk_addr
+
+    def _stats_now(self):
+        check(_stats(self._th, _byref(self._st)), "rkv_tree_get_stats")
+        return self._st
+
+    def _namespace(self, extra_key, create):
+        ns = self._ns.get(extra_key)
+        if ns is None and create:
+            ns = len(self._ns)
+            self._ns[extra_key] = ns
+        return ns
+
+    def _empty_match(self):
+        return T.make_match_result(self._empty, self.root_node)
+
+    # -- match ------------------------------------------------------------------
+    def match_prefix(self, key, **kwargs):
+        """The longest cached page-aligned prefix of key: device_indices
+        (int64, one KV slot per matched token), last_device_node (lockable),
+        last_host_node (the same node: no host tier here), host_hit_length
+        0. A match that ends inside a cached node splits it there. Accepts a
+        RadixKey or SGLang's MatchPrefixParams (its ``key``)."""
+        if not hasattr(key, "token_ids") and hasattr(key, "key"):
+            key = key.key
+        if self.disable:
+            return self._empty_match()
+        tokens = key.token_ids
+        P = self.page_size
+        n = len(tokens) // P * P
+        if n == 0:
+            return self._empty_match()
+        ns = self._ns.get(key.extra_key)
+        if ns is None:  # nothing was ever inserted under this extra_key
+            return self._empty_match()
+        m = self._m
+        blk, baddr = self._blocks_buf(n // P)
+        if isinstance(tokens, (list, tuple)):
+            # Convert only as far as the match can reach: probe (peek) a
+            # growing prefix; the real match then runs on a prefix that
+            # reaches past the match end, so it splits where a full key would.
+            conv = min(n, _FIRST_CHUNK)
+            while True:
+                try:
+                    arr = array.array("i", tokens[:conv])
+                except (OverflowError, TypeError) as e:
+                    raise InvalidArgError("match_prefix", f"token ids must be int32: {e}") \
+                        from None
+                addr = arr.buffer_info()[0]
+                if conv == n:
+                    break
+                check(_match(self._th, ns, addr, conv, None, _PEEK, _byref(m)),
+                      "rkv_tree_match")
+                if m.matched_tokens < conv:
+                    break
+                conv = min(n, conv * 4)
+            keep = arr
+        else:
+            addr, _, keep = as_tokens(tokens)
+            conv = n
+        check(_match(self._th, ns, addr, conv, baddr, 0, _byref(m)), "rkv_tree_match")
+        del keep
+        k = m.num_blocks
+        if k == 0:
+            return self._empty_match()
+        idx = self._values[blk[:k]].reshape(-1)
+        node = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
+        return T.make_match_result(self._tensor(idx), node)
+
+    # -- insert -----------------------------------------------------------------
+    def insert(self, key, value=None, **kwargs):
+        """Caches key's full pages with ``value`` (one KV slot per token;
+        None: the token ids serve as values) and returns how many tokens
+        were already cached (SGLang's InsertParams: an InsertResult with
+        prefix_len). Values of already-cached tokens are not taken: the
+        caller frees its duplicates, as with SGLang's RadixCache."""
+        params = None
+        if not hasattr(key, "token_ids") and hasattr(key, "key"):
+            params, key, value = key, key.key, getattr(key, "value", value)
+        n_cached = self._insert(key, value)
+        return T.InsertResult(prefix_len=n_cached) if params is not None else n_cached
+
+    def _insert(self, key, value):
+        if self.disable:
+            return 0
+        P = self.page_size
+        tokens = key.token_ids
+        n = len(tokens) // P * P
+        if n == 0:
+            return 0
+        addr, _, keep = as_tokens(tokens)
+        ns = self._namespace(key.extra_key, create=True)
+        pages = n // P
+        blk, baddr = self._blocks_buf(pages)
+        m = self._m
+        check(_match(self._th, ns, addr, n, baddr, _PEEK, _byref(m)), "rkv_tree_match")
+        have = m.num_blocks
+        new = pages - have
+        if new == 0:
+            check(_match(self._th, ns, addr, n, None, 0, _byref(m)), "rkv_tree_match")
+            return n
+        if value is None:
+            vals = np.frombuffer(keep, dtype=np.int32, count=n).astype(np.int64) \
+                if not hasattr(keep, "numpy") else keep[:n].numpy().astype(np.int64)
+        else:
+            vals = self._to_numpy64(value)
+            if vals.shape[0] < n:
+                raise ValueError(f"radixkv.sglang.insert: {n} tokens need as many "
+                                 f"values, got {vals.shape[0]}")
+        newb = blk[have:pages]
+        naddr = baddr + 4 * have  # newb's address (uint32 elements)
+        if _alloc_n(self._ph, new, naddr):
+            self._make_room(ns, addr, n, new)
+            check(_alloc_n(self._ph, new, naddr), "rkv_pool_alloc_n")
+        ir = self._ir
+        st = _insert(self._th, ns, addr, n, baddr, None, _byref(ir))
+        if st:
+            _unref_n(self._ph, new, naddr)
+            check(st, "rkv_tree_insert")
+        self._values[newb] = vals[have * P:n].reshape(new, P)
+        check(_unref_n(self._ph, new, naddr), "rkv_pool_unref_n")
+        self._track.stored(newb)
+        if self._drain is not None:
+            self._record_stored(self._drain.drain(), tokens, have)
+        del keep
+        return ir.prefix_tokens
+
+    def _make_room(self, ns, addr, n, new):
+        """The C pool is short of `new` blocks: evict (freeing values through
+        the allocator) while the key's cached prefix is locked, so its
+        blocks -- already in self._blk -- stay cached."""
+        m, lease = S.Match(), S.Lease()
+        # not a peek: its node ends exactly at the match, so the lease
+        # covers every matched page (a peek's node may end above it)
+        check(_match(self._th, ns, addr, n, None, 0, _byref(m)), "rkv_tree_match")
+        locked = m.num_blocks > 0
+        if locked:
+            check(_lock(self._th, m.node, _byref(lease)), "rkv_tree_lock")
+        try:
+            self._evict_pages(new - lib.rkv_pool_num_free(self._ph))
+        finally:
+            if locked:
+                check(_unlock(self._th, _byref(lease)), "rkv_tree_unlock")
+
+    def _record_stored(self, ev, tokens, first_page):
+        P = self.page_size
+        lora = None
+        page = first_page
+        for e in ev[ev["kind"] == STORED]:
+            parent = int(e["parent_hash"])
+            for h in e["hashes"][:e["num_hashes"]].tolist():
+                toks = [int(t) for t in tokens[page * P:(page + 1) * P]]
+                self._kv_events.append(T.make_block_stored(
+                    [h], None if page == 0 else parent, toks, P, lora))
+                parent = h
+                page += 1
+
+    # -- eviction ------------------------------------------------------------------
+    def evict(self, num_tokens, **kwargs):
+        """Evicts at least num_tokens tokens (whole pages) of unlocked leaves,
+        least recently used first, as far as there are any, and frees their
+        values through the allocator. Returns the tokens evicted (an
+        EvictResult for SGLang's EvictParams)."""
+        params = None
+        if hasattr(num_tokens, "num_tokens"):
+            params, num_tokens = num_tokens, num_tokens.num_tokens
+        num_tokens = int(num_tokens)
+        done = 0
+        if not self.disable and num_tokens > 0:
+            P = self.page_size
+            done = self._evict_pages((int(num_tokens) + P - 1) // P) * P
+        return T.EvictResult(num_tokens_evicted=done) if params is not None else done
+
+    def _evict_pages(self, pages):
+        total = 0
+        freed = C.c_uint32()
+        shrunk = False
+        while pages > 0:
+            chunk = min(pages, self._evict_chunk)
+            st = _evict(self._th, chunk, _byref(freed))
+            if st == NoSpaceError.status and freed.value == 0 and not shrunk:
+                # fewer than chunk evictable: the call changed nothing;
+                # take what there is (SGLang's evict stops when it runs out)
+                shrunk = True
+                pages = min(pages, self._stats_now().evictable_blocks)
+                continue
+            n = freed.value
+            blocks = self._track.evicted(n)
+            if n:
+                self._free_values(self._values[blocks].reshape(-1))
+            if self._drain is not None:
+                ev = self._drain.drain()
+                for e in ev[ev["kind"] == REMOVED]:
+                    self._kv_events.append(T.make_block_removed(
+                        e["hashes"][:e["num_hashes"]].tolist()))
+            total += n
+            if st == NoSpaceError.status or n == 0:
+                break
+            check(st, "rkv_tree_evict")
+            pages -= n
+        return total
+
+    def _free_values(self, vals):
+        alloc = self.token_to_kv_pool_allocator
+        if alloc is not None and vals.shape[0]:
+            alloc.free(self._tensor(vals))
+
+    # -- locks -----------------------------------------------------------------------
+    def inc_lock_ref(self, node):
+        """Protects node's path from eviction; returns the change of the
+        evictable size (<= 0, in tokens)."""
+        if node is None or getattr(node, "id", 0) == 0:
+            return 0
+        before = self._stats_now().evictable_blocks
+        lease = S.Lease()
+        check(_lock(self._th, S.Node(node.id, node.gen), _byref(lease)), "rkv_tree_lock")
+        self._leases.setdefault((node.id, node.gen), []).append(lease)
+        return (self._stats_now().evictable_blocks - before) * self.page_size
+
+    def dec_lock_ref(self, node, swa_uuid_for_lock=None):
+        """Releases one inc_lock_ref of node; returns the change of the
+        evictable size (>= 0, in tokens)."""
+        if node is None or getattr(node, "id", 0) == 0:
+            return 0
+        key = (node.id, node.gen)
+        leases = self._leases.get(key)
+        if not leases:
+            from ..errors import StateError
+            raise StateError("dec_lock_ref", f"node {key} holds no lock of this cache")
+        before = self._stats_now().evictable_blocks
+        lease = leases[-1]
+        check(_unlock(self._th, _byref(lease)), "rkv_tree_unlock")
+        leases.pop()
+        if not leases:
+            del self._leases[key]
+        return (self._stats_now().evictable_blocks - before) * self.page_size
+
+    # -- sizes and state -------------------------------------------------------------
+    def evictable_size(self):
+        """Tokens in unlocked cached pages."""
+        return self._stats_now().evictable_blocks * self.page_size
+
+    def protected_size(self):
+        """Tokens in locked cached pages."""
+        return self._stats_now().locked_blocks * self.page_size
+
+    def total_size(self):
+        """Tokens cached."""
+        return self._stats_now().cached_blocks * self.page_size
+
+    def full_evictable_size(self):
+        return self.evictable_size()
+
+    def full_protected_size(self):
+        return self.protected_size()
+
+    def available_and_evictable_str(self):
+        alloc = self.token_to_kv_pool_allocator
+        avail = alloc.available_size() if alloc is not None else 0
+        ev = self.evictable_size()
+        return (f"Available tokens: {avail + ev} ({avail=} + {ev=})\n")
+
+    def is_chunk_cache(self):
+        return False
+
+    def is_tree_cache(self):
+        return True
+
+    def supports_swa(self):
+        return False
+
+    def supports_mamba(self):
+        return False
+
+    def sanity_check(self):
+        """Verifies the C tree's invariants and this layer's bookkeeping."""
+        self._tree.check()
+        st = self._stats_now()
+        if st.cached_blocks != self._track.count():
+            raise RuntimeError(f"radixkv.sglang: {st.cached_blocks} pages cached, "
+                               f"{self._track.count()} tracked")
+
+    def reset(self):
+        """Drops everything cached (values are not freed: the allocator is
+        reset with the cache) and every lock."""
+        for leases in self._leases.values():
+            for lease in leases:
+                _unlock(self._th, _byref(lease))
+        self._leases.clear()
+        if not self.disable or self._stats_now().cached_blocks:
+            check(lib.rkv_tree_reset(self._th), "rkv_tree_reset")
+        if self._drain is not None:
+            self._drain.drain()
+        self._track.clear()
+        self._ns = {None: 0}
+        if self.enable_kv_cache_events:
+            self._kv_events.append(T.AllBlocksCleared())
+
+    def all_values_flatten(self):
+        """Every cached token's value (KV slot), concatenated."""
+        blocks = self._track.blocks()
+        if not blocks.shape[0]:
+            return self._empty
+        return self._tensor(self._values[blocks].reshape(-1))
+
+    def take_events(self):
+        """The KV events since the last call (empty unless
+        enable_kv_cache_events): BlockStored per page, BlockRemoved per
+        evicted run, AllBlocksCleared on reset."""
+        if not self.enable_kv_cache_events:
+            return []
+        ev, self._kv_events = self._kv_events, []
+        return ev
+
+    def pretty_print(self):
+        """Prints the cached block chains per namespace and the sizes."""
+        entries, _ = self._tree.snapshot()
+        children = {}
+        for ns, h, parent, _medium in entries:
+            children.setdefault((ns, parent), []).append(h)
+        names = {v: k for k, v in self._ns.items()}
+
+        def walk(ns, parent, depth):
+            for h in children.get((ns, parent), ()):
+                print("  " * depth + f"[{self.page_size} tokens] {h:016x}")
+                walk(ns, h, depth + 1)
+
+        for ns in sorted({e[0] for e in entries}):
+            print(f"namespace {ns} (extra_key={names.get(ns)!r}):")
+            walk(ns, 0, 1)
+        print(f"#tokens: {self.total_size()}, evictable: {self.evictable_size()}, "
+              f"protected: {self.protected_size()}")
+
+    # hierarchical-cache hooks a scheduler may call on any tree cache
+    def init_load_back(self, last_host_node, host_hit_length, *args, **kwargs):
+        return self._empty, last_host_node
+
+    def ready_to_load_host_cache(self):
+        return 0
+
+    def check_hicache_events(self):
+        return None
+
+    def flush_write_through_acks(self):
+        return None
+
+
+def _make_class():
+    base = _sglang_base()
+    bases = (_RadixKVCacheImpl,) if base is object else (_RadixKVCacheImpl, base)
+    cls = type("RadixKVCache", bases, {"__doc__": _RadixKVCacheImpl.__doc__,
+                                       "__module__": "radixkv.sglang"})
+    # everything SGLang's base declares abstract is implemented above or is
+    # a hook this backend does not need
+    cls.__abstractmethods__ = frozenset()
+    return cls
+
+
+RadixKVCache = _make_class()

@@ -1,0 +1,77 @@
+"""Token arrays for the C API: contiguous int32, from whatever the caller has.
+
+Owns: ``as_tokens(x)``, which returns ``(address, length, keepalive)`` for
+the C calls. An int32, C-contiguous numpy array or CPU torch tensor is
+passed by address, without a copy; an ``array.array('i')`` too. Anything
+else (lists, tuples, ranges, other dtypes, strided or GPU tensors) is copied
+once into a new int32 array; values outside int32 raise InvalidArgError
+(never silently wrapped). keepalive must be held for as long as the address
+is used.
+"""
+import array
+import sys
+
+from .errors import InvalidArgError
+
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_INT_ITEMSIZE_OK = array.array("i").itemsize == 4
+
+
+def _np():
+    return sys.modules.get("numpy")
+
+
+def _from_numpy(x):
+    np = _np()
+    if x.dtype == np.int32 and x.flags.c_contiguous and x.ndim == 1:
+        return x.ctypes.data, x.shape[0], x
+    if x.ndim != 1:
+        x = x.reshape(-1)
+    if x.dtype.kind not in "iub":
+        raise InvalidArgError("tokens", f"token ids must be integers, not {x.dtype}")
+    if x.size and x.dtype.itemsize >= 4 and x.dtype != np.int32:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < _I32_MIN or hi > _I32_MAX:
+            raise InvalidArgError("tokens", "a token id does not fit int32")
+    y = np.ascontiguousarray(x, dtype=np.int32)
+    return y.ctypes.data, y.shape[0], y
+
+
+def _from_torch(x):
+    import torch
+    if x.dim() != 1:
+        x = x.reshape(-1)
+    if x.dtype == torch.int32 and x.device.type == "cpu" and x.is_contiguous():
+        return x.data_ptr(), x.shape[0], x
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        raise InvalidArgError("tokens", f"token ids must be integers, not {x.dtype}")
+    x = x.detach().to("cpu")
+    if x.numel() and x.dtype == torch.int64:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < _I32_MIN or hi > _I32_MAX:
+            raise InvalidArgError("tokens", "a token id does not fit int32")
+    y = x.to(torch.int32).contiguous()
+    return y.data_ptr(), y.shape[0], y
+
+
+def as_tokens(x):
+    """(address, n, keepalive) of x as contiguous int32 token ids."""
+    if isinstance(x, array.array) and x.typecode == "i" and _INT_ITEMSIZE_OK:
+        return x.buffer_info()[0], len(x), x
+    np = _np()
+    if np is not None and isinstance(x, np.ndarray):
+        return _from_numpy(x)
+    if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
+        return _from_torch(x)
+    try:
+        a = array.array("i", x)
+    except OverflowError:
+        raise InvalidArgError("tokens", "a token id does not fit int32") from None
+    except TypeError as e:
+        raise InvalidArgError("tokens", f"token ids must be integers: {e}") from None
+    return a.buffer_info()[0], len(a), a
+
+
+def to_int32_array(x):
+    """x as an owned or borrowed int32 array object (array, numpy or torch)."""
+    return as_tokens(x)[2]

@@ -1,0 +1,297 @@
+"""The core binding over the C API: loading, errors, pool, tree, leases,
+tokens without copies, events, retention, tiers, scheduler."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import pytest
+
+import radixkv
+from conftest import HAVE_NUMPY, HAVE_TORCH
+
+needs_numpy = pytest.mark.skipif(not HAVE_NUMPY, reason="needs numpy (python3-numpy)")
+needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="needs torch (python3-torch)")
+
+
+def make(num_blocks=64, page_size=4, **tree_kw):
+    pool = radixkv.Pool(num_blocks=num_blocks, page_size=page_size)
+    return pool, radixkv.Tree(pool, **tree_kw)
+
+
+def cache(tree, tokens, ns=0):
+    """Inserts tokens the way a server does; returns the insert result."""
+    pages = len(tokens) // tree.page_size
+    blocks = tree.alloc_blocks(pages)
+    r = tree.insert(tokens, blocks, namespace=ns)
+    tree.pool.unref(blocks)
+    return r
+
+
+def test_version_comes_from_the_library():
+    lib = ctypes.CDLL(radixkv.library_path)
+    lib.rkv_version.restype = ctypes.c_char_p
+    assert radixkv.__version__ == lib.rkv_version().decode()
+    assert radixkv.__version__.count(".") == 2
+
+
+def test_loads_in_a_fresh_system_python():
+    # the dlopen that failed with jemalloc's static TLS
+    code = "import ctypes,sys; ctypes.CDLL(sys.argv[1])"
+    r = subprocess.run(["/usr/bin/python3", "-c", code, radixkv.library_path],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_errors_carry_status_and_last_error():
+    pool, tree = make()
+    with pytest.raises(radixkv.InvalidArgError) as ei:
+        tree.insert([1, 2, 3, -4], [0])
+    e = ei.value
+    assert isinstance(e, radixkv.Error) and isinstance(e, ValueError)
+    assert e.status == 1 and e.status_name == "RKV_ERR_INVALID_ARG"
+    assert e.function == "rkv_tree_insert" and "negative" in e.detail
+    with pytest.raises(radixkv.StateError) as ei:
+        pool.unref(7)  # a free block
+    assert ei.value.status == 4 and ei.value.detail
+    with pytest.raises(radixkv.InvalidArgError):
+        radixkv.Pool(num_blocks=0)
+
+
+def test_pool_blocks_and_refcounts():
+    pool = radixkv.Pool(num_blocks=8, page_size=16)
+    assert (pool.num_blocks, pool.num_free, pool.page_size) == (8, 8, 16)
+    b = pool.alloc(3)
+    assert len(b) == 3 and pool.num_free == 5
+    pool.ref(int(b[0]))
+    assert pool.refcount(int(b[0])) == 2
+    pool.unref(b)
+    assert pool.refcount(int(b[0])) == 1 and pool.num_free == 7
+    with pytest.raises(radixkv.NoSpaceError):
+        pool.alloc(8)
+    assert pool.num_free == 7  # all or nothing
+    pool.unref(int(b[0]))
+    pool.check()
+
+
+def test_match_insert_split_and_namespaces():
+    pool, tree = make(page_size=4)
+    r = cache(tree, list(range(12)))
+    assert (r.prefix_tokens, r.cached_tokens, r.new_pages) == (0, 12, 3)
+    m = tree.match(list(range(8)) + [99, 98, 97, 96])
+    assert m.matched_tokens == 8 and len(m.blocks) == 2
+    assert tree.stats()["splits"] == 1
+    assert tree.match(list(range(12)), namespace=5).matched_tokens == 0
+    r2 = cache(tree, list(range(16)))
+    assert r2.prefix_tokens == 12 and r2.new_pages == 1
+    tree.check()
+
+
+def test_lease_context_manager_protects_the_path():
+    pool, tree = make(num_blocks=4, page_size=4)
+    cache(tree, list(range(8)))
+    m = tree.match(list(range(8)))
+    with tree.lock(m.node) as lease:
+        assert lease.held
+        assert tree.stats()["locked_blocks"] == 2
+        with pytest.raises(radixkv.NoSpaceError):
+            tree.evict(1)
+        with pytest.raises(radixkv.BusyError):
+            tree.reset()
+    assert not lease.held
+    assert tree.stats()["locked_blocks"] == 0
+    with pytest.raises(radixkv.StateError):
+        lease.release()  # released once already
+    assert tree.evict(2) == 2
+    with pytest.raises(radixkv.StaleHandleError):
+        tree.lock(m.node)
+
+
+@needs_numpy
+def test_numpy_int32_tokens_pass_without_copy():
+    import numpy as np
+    a = np.arange(32, dtype=np.int32)
+    addr, n, keep = radixkv.as_tokens(a)
+    assert addr == a.ctypes.data and n == 32 and keep is a
+    b = np.arange(32, dtype=np.int64)
+    addr, n, keep = radixkv.as_tokens(b)
+    assert keep.dtype == np.int32 and addr != b.ctypes.data
+    with pytest.raises(radixkv.InvalidArgError):
+        radixkv.as_tokens(np.array([1 << 40]))
+    with pytest.raises(radixkv.InvalidArgError):
+        radixkv.as_tokens(np.array([1.5]))
+    pool, tree = make()
+    cache(tree, a[:16])
+    assert tree.match(b).matched_tokens == 16
+
+
+@needs_torch
+def test_torch_int32_tokens_pass_without_copy():
+    import torch
+    t = torch.arange(32, dtype=torch.int32)
+    addr, n, keep = radixkv.as_tokens(t)
+    assert addr == t.data_ptr() and n == 32
+    t64 = torch.arange(32)
+    addr, n, keep = radixkv.as_tokens(t64)
+    assert keep.dtype == torch.int32 and addr != t64.data_ptr()
+    strided = torch.arange(64, dtype=torch.int32)[::2]
+    assert list(radixkv.as_tokens(strided)[2]) == list(range(0, 64, 2))
+    with pytest.raises(radixkv.InvalidArgError):
+        radixkv.as_tokens(torch.tensor([1 << 40]))
+    pool, tree = make()
+    cache(tree, t[:16])
+    assert tree.match(list(range(20))).matched_tokens == 16
+
+
+def test_list_tokens_out_of_range():
+    with pytest.raises(radixkv.InvalidArgError):
+        radixkv.as_tokens([1, 1 << 33])
+    with pytest.raises(radixkv.InvalidArgError):
+        radixkv.as_tokens(["a"])
+
+
+def test_events_and_snapshot_agree():
+    pool, tree = make(page_size=4, event_ring=64)
+    cache(tree, list(range(12)))
+    cache(tree, list(range(4)) + [7] * 8, ns=3)
+    ev = tree.events()
+    assert [e.kind for e in ev] == [radixkv.EventKind.BLOCK_STORED] * 2
+    assert sum(len(e.hashes) for e in ev) == 6  # another namespace shares nothing
+    assert ev[1].namespace == 3 and ev[0].seq < ev[1].seq
+    snap, seq = tree.snapshot()
+    assert seq == ev[-1].seq
+    assert {(ns, h) for ns, h, _p, _m in snap} == {
+        (e.namespace, h) for e in ev for h in e.hashes}
+    tree.evict(1)
+    (rem,) = tree.events()
+    assert rem.kind == radixkv.EventKind.BLOCK_REMOVED and len(rem.hashes) == 1
+    tree.reset()
+    assert [e.kind for e in tree.events()] == [radixkv.EventKind.ALL_CLEARED]
+    h0 = radixkv.block_hash(0, 0, [0, 1, 2, 3])
+    assert h0 == ev[0].hashes[0]
+    _p2, t2 = make(event_ring=0)
+    with pytest.raises(radixkv.StateError):
+        t2.events()
+
+
+def test_retention_pins_and_priority():
+    pool, tree = make(num_blocks=8, page_size=4, evict_policy="priority")
+    cache(tree, list(range(16)))
+    r = tree.retain(list(range(16)), radixkv.Retention(priority=90, prio_begin=0,
+                    prio_end=8, pin_tokens=8, ttl_ms=100, owner=7), now_ms=10)
+    assert r["pinned_pages"] == 2 and r["prio_pages"] == 2
+    st = tree.retention_stats()
+    assert st["pins"] == 1 and st["pinned_blocks"] == 2
+    assert tree.pins_extend(7, 500, now_ms=20) == 1
+    with pytest.raises(radixkv.InvalidArgError):
+        tree.set_time(5)  # time never goes back
+    assert tree.pins_release(7) == 1
+    with pytest.raises(radixkv.InvalidArgError):
+        tree.retain([1] * 4, radixkv.Retention(priority=101), now_ms=30)
+
+
+def test_tiers_metadata_only_host_store():
+    pool, tree = make(num_blocks=4, page_size=4)
+    host = radixkv.Store("host", capacity_blocks=16)
+    tree.attach_tiers(host=host)
+    cache(tree, list(range(16)))
+    tree.evict(2)  # demoted to host, not dropped
+    m = tree.match_tiers(list(range(16)), peek=True)
+    assert m.matched_tokens == 8 and m.lower_tokens == 8 and m.host_tokens == 8
+    ld = tree.load(list(range(16)), max_pages=4)
+    assert ld["num_pages"] == 2 and ld["ticket"]
+    done = tree.tier_poll()
+    assert [d["ticket"] for d in done] == [ld["ticket"]] and done[0]["status"] == 0
+    ld["lease"].release()
+    assert tree.match(list(range(16))).matched_tokens == 16
+    assert tree.tier_stats()["loads_blocks"][1] == 2
+    assert host.info()["medium"] == 1
+    tree.check()
+
+
+def test_scheduler_runs_requests_to_the_end():
+    pool, tree = make(num_blocks=64, page_size=4)
+    with radixkv.Scheduler(tree, policy="lpm", max_batch_tokens=64) as s:
+        s.submit(1, list(range(10)), max_new_tokens=2)
+        s.submit(2, list(range(10)) + [50], max_new_tokens=2)
+        now, finished = 0.0, set()
+        while len(finished) < 2:
+            plan = s.step(now)
+            assert plan is not None
+            assert plan.qo_indptr[-1] == plan.num_tokens == len(plan.input_tokens)
+            s.commit([5] * plan.num_reqs, now_ms=now)
+            for rid in plan.req_ids:
+                if s.request_info(int(rid))["state"] == "finished":
+                    finished.add(int(rid))
+            now += 1.0
+        s.check()
+        assert s.stats()["finished"] == 2
+        with pytest.raises(radixkv.DuplicateError):
+            s.submit(3, [1, 2], 1)
+            s.submit(3, [1, 2], 1)
+
+
+def test_pool_refuses_close_under_a_live_tree():
+    pool, tree = make()
+    with pytest.raises(radixkv.BusyError):
+        pool.close()
+    tree.close()
+    pool.close()
+    with pytest.raises(ValueError):
+        pool.num_free
+
+
+def layout_check(extra=()):
+    cc = os.environ.get("RKV_CC")
+    incs = os.environ.get("RKV_INCLUDE_DIRS")
+    if not cc or not incs:
+        pytest.skip("needs RKV_CC and RKV_INCLUDE_DIRS (ctest sets them; "
+                    "ctest python_struct_layout runs the same check)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    args = [sys.executable, os.path.join(here, "check_struct_layout.py"), "--cc", cc]
+    for d in incs.split(os.pathsep):
+        args += ["-I", d]
+    return subprocess.run(args + list(extra), capture_output=True, text=True)
+
+
+def test_struct_layout_matches_the_header():
+    r = layout_check()
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_struct_layout_check_finds_a_wrong_declaration(tmp_path):
+    bad = tmp_path / "bad_structs.py"
+    bad.write_text(
+        "import ctypes as C\n"
+        "class Node(C.Structure):\n"
+        "    _c_name_ = 'rkv_node'\n"
+        "    _fields_ = [('gen', C.c_uint32), ('id', C.c_uint32)]  # swapped\n"
+        "def all_structs():\n"
+        "    return [Node]\n")
+    r = layout_check(["--structs-file", str(bad)])
+    assert r.returncode == 1
+    assert "rkv_node.id: Python 4, C 0" in r.stdout
+
+
+def test_core_binding_works_without_numpy_and_torch():
+    code = """
+import sys
+sys.modules["numpy"] = None  # import numpy now fails
+sys.modules["torch"] = None
+import radixkv
+pool = radixkv.Pool(num_blocks=64, page_size=4)
+tree = radixkv.Tree(pool)
+b = tree.alloc_blocks(3)
+tree.insert(list(range(12)), b)
+pool.unref(b)
+m = tree.match(range(14))
+assert m.matched_tokens == 12 and list(m.blocks) == list(b)
+with radixkv.Scheduler(tree) as s:
+    s.submit(1, [1, 2, 3], 2)
+    p = s.step(0.0)
+    assert list(p.input_tokens) == [1, 2, 3]
+print("ok")
+"""
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
