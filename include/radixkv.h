@@ -793,8 +793,34 @@ typedef struct rkv_store_config {
                                  Needs libsodium at build time, else
                                  RKV_ERR_UNSUPPORTED; on a HOST store
                                  RKV_ERR_INVALID_ARG                       */
+    int warm_restart;         /* DISK: 0 (default) = the file is started
+                                 afresh at create and removed at destroy;
+                                 1 = a file of the same identity (below)
+                                 left by an earlier store is reopened and
+                                 its valid records are re-indexed when the
+                                 store is attached to a tree (the tree's
+                                 paths hit again); a file of another
+                                 identity is refused (RKV_ERR_INVALID_ARG,
+                                 the field in the message) and kept at
+                                 destroy. Needs page_tokens >= 1        */
+    uint32_t page_tokens;     /* DISK: tokens per page (the tree's page
+                                 size): records then carry their token ids
+                                 and parent hash, which a warm restart
+                                 rebuilds the tree from; 0 (default) =
+                                 records carry none                       */
+    uint64_t layout_id;       /* DISK: the embedder's fingerprint of the KV
+                                 layout (layers, heads, head_dim, dtype;
+                                 rkv_pool_layout_id gives one), kept in the
+                                 file header and compared at warm restart */
+    uint64_t model_id;        /* DISK: the embedder's model / namespace id,
+                                 kept and compared likewise              */
 } rkv_store_config;
 #define RKV_STORE_MAC_KEY_BYTES 32
+#define RKV_STORE_MAX_PAGE_TOKENS 65536u
+/* A fingerprint of the pool's KV layout (page size, layers, KV heads,
+ * head_dim, dtype, bytes per block) for rkv_store_config.layout_id: the
+ * same layout gives the same id on every host. 0 for NULL. */
+uint64_t rkv_pool_layout_id(const rkv_pool *pool);
 /* medium's defaults; capacities are 0 and must be set. */
 void rkv_store_config_init(rkv_store_config *cfg, int medium);
 rkv_status rkv_store_create(const rkv_store_config *cfg, rkv_store **out);
@@ -821,6 +847,13 @@ typedef struct rkv_store_info {
                                  came by its file                           */
     int keyed;                /* DISK: records carry a keyed MAC           */
     uint64_t reads, writes;   /* DISK: records read / written so far       */
+    uint64_t warm_records;    /* DISK, warm restart: records re-indexed
+                                 into the tree at attach                  */
+    uint64_t warm_skipped;    /* ... records that failed verification or
+                                 could not be read (torn, corrupt, I/O)   */
+    uint64_t warm_dropped;    /* ... valid records the tree did not take
+                                 (orphans whose parent is missing,
+                                 duplicates, no token ids)                */
 } rkv_store_info;
 rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out);
 /* rkv_store_info.file_origin. An existing file is taken only when it is a
@@ -835,9 +868,11 @@ typedef enum rkv_store_file_origin {
     RKV_STORE_FILE_EMPTY = 1,     /* an empty file the caller made          */
     RKV_STORE_FILE_REUSED = 2,    /* left by an earlier store (intact
                                      header): started afresh                */
-    RKV_STORE_FILE_RECREATED = 3  /* left by a crash (torn or zeroed
+    RKV_STORE_FILE_RECREATED = 3, /* left by a crash (torn or zeroed
                                      header, or an older format): started
                                      afresh                                 */
+    RKV_STORE_FILE_WARM = 4       /* warm_restart: an intact file of the
+                                     same identity, records kept            */
 } rkv_store_file_origin;
 
 typedef struct rkv_tier_config {
