@@ -195,6 +195,22 @@ uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent)
     return t->pool->hash[rkv_tnode_blocks(t, p)[p->num_pages - 1]];
 }
 
+void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
+                        uint32_t i)
+{
+    if (rkv_store_page_tokens(s) != t->P)
+        return;
+    const rkv_tnode *x = &t->nodes[id];
+    uint64_t prev;
+    if (i == 0)
+        prev = rkv_tier_prev_hash(t, x->parent);
+    else if (t->tn[id].flags != 0)
+        prev = rkv_tier_page_hash(t, x, i - 1);
+    else
+        prev = t->pool->hash[rkv_tnode_blocks(t, x)[i - 1]];
+    rkv_store_set_chain(s, slot, prev, x->u.tokens + (size_t)i * t->P, t->P);
+}
+
 /* KV event for page i of node id entering (stored) or leaving `medium`. */
 static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
                            int medium)
@@ -485,6 +501,7 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
             j = i;
             break;
         }
+        rkv_tier_set_chain(t, tr->disk, d, id, i);
         rkv_status st = rkv_store_copy_slot(tr->disk, d, tr->host, tp[i].slot,
                                             rkv_tier_page_hash(t, &t->nodes[id], i),
                                             ns);
@@ -750,6 +767,7 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
     }
     rkv_tnode *x = &t->nodes[id];
     rkv_block_id b = rkv_tnode_blocks(t, x)[i];
+    rkv_tier_set_chain(t, tr->host, slot, id, i);
     rkv_status st = rkv_store_write_from_pool(tr->host, slot, t->pool, b,
                                               t->pool->hash[b], ns);
     if (st != RKV_OK) {
@@ -930,6 +948,12 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: cfg->%s is not a %s "
                              "store", fn, cfg->host != NULL ? "host" : "disk",
                              cfg->host != NULL ? "host" : "disk");
+    rkv_store *lowest = low2 != NULL ? low2 : low;
+    if (rkv_store_page_tokens(lowest) != 0 && rkv_store_page_tokens(lowest) != t->P)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: the disk store's records "
+                             "carry pages of %u tokens, the tree's pages have %u "
+                             "(rkv_store_config.page_tokens)", fn,
+                             rkv_store_page_tokens(lowest), t->P);
     size_t bb = rkv_store_block_bytes(low);
     if (bb != 0 && bb != rkv_pool_bytes_per_block(t->pool))
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: host blocks of %zu bytes, "
@@ -1003,6 +1027,7 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     t->tn = tn;
     t->tpage_bytes = sizeof(rkv_tpage);
     rkv_tcopy_init(t);
+    rkv_tier_warm_rebuild(t);
     return RKV_OK;
 }
 

@@ -190,5 +190,13 @@ void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st);
 /* Runs queued store *op now, synchronously (it is dead afterwards; a dead
  * op is left alone). */
 void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op);
+/* radix/tree_tier_warm.c: after attach, the records of a disk store
+ * reopened warm become LOWER (disk) nodes; best effort, cannot fail. */
+void rkv_tier_warm_rebuild(rkv_tree *t);
+/* Hands page i of node id (device or LOWER) to store s as the chain of
+ * the record about to be written into slot (no-op unless s carries
+ * tokens of the tree's page size). */
+void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
+                        uint32_t i);
 
 #endif

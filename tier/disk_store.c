@@ -719,10 +719,15 @@ rkv_status rkv_store_warm_scan(rkv_store *s, rkv_warm_fn fn, void *ctx)
         d->warm_records++;
         rkv_warm_rec r = {slot, m.hash, m.ns, m.chain.parent, m.chain.ntokens,
                           d->pend_tokens};
-        if (fn(ctx, &r) != 0)
+        if (fn(ctx, &r) != 0) {
+            /* not taken: the slot goes back (the rest stays unscanned) */
+            (void)rkv_store_slot_free(s, slot);
+            d->warm_records--;
+            d->warm_dropped++;
             return rkv_set_error(RKV_ERR_NOMEM,
                                  "rkv_store_warm_scan: out of memory for the records of %s",
                                  d->path);
+        }
     }
     memset(d->staging, 0, d->record_bytes);
     return RKV_OK;
