@@ -920,6 +920,15 @@ void rkv_tier_config_init(rkv_tier_config *cfg);
  * pin lives (see Retention). */
 rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg);
 
+/* For a clean stop before a warm restart (rkv_store_config.warm_restart):
+ * demotes every evictable device page (write-back, as rkv_tree_evict) and,
+ * with a host store above the disk, writes every host page down to the
+ * disk, so that the paths survive in the one tier that outlives the
+ * process (without it a restart finds the disk's pages without their
+ * parents, which were on the device or the host, and drops them). Locked
+ * pages stay where they are. No tier: RKV_ERR_STATE. */
+rkv_status rkv_tree_tier_flush(rkv_tree *tree);
+
 /* Residency of a match: rkv_tree_match's matched_tokens / blocks_out are
  * the DEVICE prefix (as without tiers); rkv_tree_match_tiers also says how
  * far the path goes on in lower tiers. A non-peek call counts device hits

@@ -542,7 +542,7 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
 
 /* Frees one host slot: by the host LRU, to the disk below (or out of the
  * tree when the host is the lowest tier). 0: nothing to take. */
-static int rkv_tier_host_make_room(rkv_tree *t)
+int rkv_tier_host_make_room(rkv_tree *t)
 {
     rkv_tier *tr = t->tier;
     if (tr->disk == NULL)

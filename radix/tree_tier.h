@@ -190,6 +190,9 @@ void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st);
 /* Runs queued store *op now, synchronously (it is dead afterwards; a dead
  * op is left alone). */
 void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op);
+/* Frees one host slot by the host LRU: to the disk below, or out of the
+ * tree when the host is the lowest tier. 0: nothing to take. */
+int rkv_tier_host_make_room(rkv_tree *t);
 /* radix/tree_tier_warm.c: after attach, the records of a disk store
  * reopened warm become LOWER (disk) nodes; best effort, cannot fail. */
 void rkv_tier_warm_rebuild(rkv_tree *t);

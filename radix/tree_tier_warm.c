@@ -24,6 +24,15 @@
  * split them again; a chain of one-page nodes is a valid tree shape (a
  * partial demotion leaves the same).
  *
+ * Flush (rkv_tree_tier_flush), for a clean stop: only the disk survives
+ * a restart, and the tree's hottest pages -- the shared prefixes, parents
+ * of everything below -- are on the device or the host, so without it the
+ * disk's pages would come back as orphans. Every evictable device page is
+ * demoted (write-back, as rkv_tree_evict) and, with a host above the
+ * disk, every host page is written down by the host's own LRU write-back
+ * (frontier first, so a parent follows its children) until the host is
+ * empty; the disk's LRU makes room as usual when it is full.
+ *
  * Best effort: memory that runs out drops the remaining records (freed,
  * counted) and attach still succeeds -- a restart with fewer hits, never
  * a failure to start. The tree is empty at attach, so no rebuilt node
@@ -280,4 +289,20 @@ void rkv_tier_warm_rebuild(rkv_tree *t)
     free(map.e);
     free(set.r);
     free(set.tok);
+}
+
+rkv_status rkv_tree_tier_flush(rkv_tree *tree)
+{
+    if (tree == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_tier_flush: NULL tree");
+    rkv_tree *t = tree;
+    if (t->tier == NULL)
+        return rkv_set_error(RKV_ERR_STATE, "rkv_tree_tier_flush: no tier attached");
+    uint64_t ev = t->evictable_blocks;
+    if (ev > 0)
+        (void)rkv_tree_evict(t, ev > UINT32_MAX ? UINT32_MAX : (uint32_t)ev, NULL);
+    if (t->tier->disk != NULL)
+        while (t->tier->host_used > 0 && rkv_tier_host_make_room(t))
+            ;
+    return RKV_OK;
 }

@@ -40,6 +40,9 @@ typedef struct wenv {
     rkv_tree *tree;
     rkv_store *disk;
     size_t bb;
+    const unsigned char *key; /* the disk store's mac_key, or NULL */
+    int host;                 /* 1: a host store above the disk         */
+    rkv_store *hs;
 } wenv;
 
 static void tokens_of(uint32_t s, int32_t *tok)
@@ -77,6 +80,7 @@ static rkv_status open_store(wenv *e, int warm, uint64_t model, rkv_store **out)
     sc.page_tokens = P;
     sc.layout_id = rkv_pool_layout_id(e->pool);
     sc.model_id = model;
+    sc.mac_key = e->key;
     return rkv_store_create(&sc, out);
 }
 
@@ -101,6 +105,15 @@ static void attach(wenv *e)
     rkv_tier_config tc;
     rkv_tier_config_init(&tc);
     tc.disk = e->disk;
+    if (e->host) {
+        rkv_store_config hc;
+        rkv_store_config_init(&hc, RKV_MEDIUM_HOST);
+        hc.capacity_blocks = 4;
+        hc.block_bytes = e->bb;
+        hc.pinned = 0;
+        OK(rkv_store_create(&hc, &e->hs));
+        tc.host = e->hs;
+    }
     OK(rkv_tree_attach_tiers(e->tree, &tc));
     OK(rkv_tree_check(e->tree));
     OK(rkv_store_check(e->disk));
@@ -111,7 +124,9 @@ static void stop(wenv *e)
     OK(rkv_tree_check(e->tree));
     rkv_tree_destroy(e->tree);
     rkv_store_destroy(e->disk);
+    rkv_store_destroy(e->hs);
     rkv_pool_destroy(e->pool);
+    e->hs = NULL;
     e->tree = NULL;
     e->disk = NULL;
     e->pool = NULL;
@@ -156,9 +171,14 @@ static void first_life(wenv *e)
         for (uint32_t k = 0; k < ir.num_dups; k++)
             (void)rkv_pool_unref(e->pool, dups[k]);
     }
-    uint32_t freed = 0;
-    OK(rkv_tree_evict(e->tree, PAGES, &freed));
-    cr_assert_eq(freed, PAGES);
+    if (e->host) {
+        OK(rkv_tree_tier_flush(e->tree)); /* device and host down to disk */
+        cr_assert_eq(rkv_store_used_blocks(e->hs), 0);
+    } else {
+        uint32_t freed = 0;
+        OK(rkv_tree_evict(e->tree, PAGES, &freed));
+        cr_assert_eq(freed, PAGES);
+    }
     cr_assert_eq(rkv_store_used_blocks(e->disk), PAGES);
     free(buf);
     stop(e);
@@ -423,5 +443,75 @@ Test(tier_warm, a_failed_read_of_the_scan_costs_that_record_only)
         }
         stop(&e);
     }
+    teardown(&e);
+}
+
+Test(tier_warm, keyed_file_reopens_under_its_key_only)
+{
+    unsigned char key[RKV_STORE_MAC_KEY_BYTES], other[RKV_STORE_MAC_KEY_BYTES];
+    for (unsigned i = 0; i < sizeof key; i++) {
+        key[i] = (unsigned char)(0x40 + i);
+        other[i] = (unsigned char)(0x90 + i);
+    }
+#ifndef RKV_HAVE_SODIUM
+    (void)other;
+    cr_skip_test("built without libsodium (RKV_SODIUM=OFF)");
+#endif
+    wenv e;
+    setup(&e);
+    e.key = key;
+    first_life(&e);
+    start(&e, 8);
+    rkv_store *s = NULL;
+    e.key = other;
+    cr_assert_eq(open_store(&e, 1, MODEL, &s), RKV_ERR_INVALID_ARG);
+    cr_assert(strstr(rkv_last_error(), "MAC") != NULL, "%s", rkv_last_error());
+    e.key = NULL;
+    cr_assert_eq(open_store(&e, 1, MODEL, &s), RKV_ERR_INVALID_ARG);
+    cr_assert(strstr(rkv_last_error(), "keyed") != NULL, "%s", rkv_last_error());
+    e.key = key;
+    OK(open_store(&e, 1, MODEL, &e.disk));
+    attach(&e);
+    cr_assert_eq(info_of(e.disk).warm_records, PAGES);
+    for (uint32_t s2 = 0; s2 < NSEQ; s2++)
+        cr_assert_eq(lower_pages(&e, s2), NPG);
+    load_and_verify(&e, 0, NPG);
+    load_and_verify(&e, 3, NPG - SHARED);
+    stop(&e);
+    teardown(&e);
+}
+
+Test(tier_warm, below_a_host_the_rebuilt_pages_are_disk_pages)
+{
+    wenv e;
+    setup(&e);
+    e.host = 1;
+    first_life(&e);
+    start(&e, 8);
+    OK(open_store(&e, 1, MODEL, &e.disk));
+    attach(&e);
+    rkv_store_info i = info_of(e.disk);
+    cr_assert_eq(i.warm_records, PAGES);
+    cr_assert_eq(i.warm_skipped, 0);
+    cr_assert_eq(i.warm_dropped, 0);
+    cr_assert_eq(rkv_store_used_blocks(e.hs), 0);
+    cr_assert_eq(rkv_store_used_blocks(e.disk), PAGES);
+    size_t disk_pages = 0;
+    for (uint32_t s = 0; s < NSEQ; s++) {
+        int32_t tok[NPG * P];
+        tokens_of(s, tok);
+        rkv_match m;
+        rkv_tier_match tm;
+        OK(rkv_tree_match_tiers(e.tree, NS, tok, NPG * P, NULL, RKV_MATCH_PEEK, &m, &tm));
+        cr_assert_eq(tm.host_tokens, 0);
+        disk_pages += tm.disk_tokens / P;
+    }
+    cr_assert_eq(disk_pages, NSEQ * NPG);
+    for (uint32_t s = 0; s < NSEQ; s++) {
+        size_t n = match_pages(&e, s, NULL);
+        if (n > 0)
+            load_and_verify(&e, s, n);
+    }
+    stop(&e);
     teardown(&e);
 }
