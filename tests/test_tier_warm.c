@@ -515,3 +515,49 @@ Test(tier_warm, below_a_host_the_rebuilt_pages_are_disk_pages)
     stop(&e);
     teardown(&e);
 }
+
+/* A record that verifies (checksums recomputed, as anyone who can write
+ * an unkeyed file can) but whose tokens are not the page its hash names:
+ * the tree must not index it under those tokens. */
+Test(tier_warm, a_record_whose_tokens_do_not_hash_to_it_is_dropped)
+{
+    wenv e;
+    setup(&e);
+    first_life(&e);
+    size_t bb = 2 * P * 8 * 2;
+    size_t rb = rkv_record_bytes_tok(bb, P);
+    off_t off = record_of(&e, hash_of(2, 4));
+    cr_assert_geq(off, 0);
+    unsigned char *rec = malloc(rb);
+    FILE *f = fopen(e.path, "r+b");
+    cr_assert_not_null(f);
+    cr_assert_eq(fseeko(f, off, SEEK_SET), 0);
+    cr_assert_eq(fread(rec, 1, rb, f), rb);
+    int32_t tok[NPG * P];
+    tokens_of(2, tok);
+    tok[4 * P] += 1; /* another page under the same hash */
+    rkv_record_chain ch = {hash_of(2, 3), P, tok + 4 * P};
+    uint32_t slot = (uint32_t)((off - RKV_REC_ALIGN) / (off_t)rb);
+    rkv_record_seal_chain(rec, slot, hash_of(2, 4), NS, bb, &ch, NULL);
+    cr_assert_eq(fseeko(f, off, SEEK_SET), 0);
+    cr_assert_eq(fwrite(rec, 1, rb, f), rb);
+    fclose(f);
+    free(rec);
+
+    start(&e, 8);
+    OK(open_store(&e, 1, MODEL, &e.disk));
+    attach(&e);
+    rkv_store_info i = info_of(e.disk);
+    cr_assert_eq(i.warm_records, PAGES, "it verifies as a record");
+    cr_assert_eq(i.warm_dropped, 1, "but not as the page its hash names");
+    cr_assert_eq(lower_pages(&e, 2), NPG - 1);
+    int32_t bad[NPG * P];
+    tokens_of(2, bad);
+    bad[4 * P] += 1;
+    rkv_match m;
+    rkv_tier_match tm;
+    OK(rkv_tree_match_tiers(e.tree, NS, bad, NPG * P, NULL, RKV_MATCH_PEEK, &m, &tm));
+    cr_assert_eq(tm.lower_tokens, (NPG - 1) * P, "the altered page does not match");
+    stop(&e);
+    teardown(&e);
+}

@@ -215,16 +215,16 @@ static rkv_status verify(const void *rec, size_t got, uint32_t slot, const uint6
                              "(expected %zu)",
                              what, slot, get32(h + 40), (unsigned long long)get64(h + 32),
                              block_bytes);
-    if ((want_hash != NULL && get64(h + 16) != *want_hash) ||
-        (want_ns != NULL && get64(h + 24) != *want_ns))
+    /* want_hash and want_ns are given together (verify) or not at all */
+    int other = want_hash != NULL && (get64(h + 16) != *want_hash || get64(h + 24) != *want_ns);
+    if (other)
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "%s: slot %u: record holds block %016llx of namespace %llu, "
                              "not %016llx of namespace %llu",
                              what, slot, (unsigned long long)get64(h + 16),
                              (unsigned long long)get64(h + 24),
                              (unsigned long long)*want_hash, (unsigned long long)*want_ns);
-    if (auth == NULL &&
-        get64(h + RKV_REC_CHECKS) != XXH3_64bits(h + RKV_REC_HEADER, body))
+    if (auth == NULL && get64(h + RKV_REC_CHECKS) != XXH3_64bits(h + RKV_REC_HEADER, body))
         return rkv_set_error(RKV_ERR_CORRUPT, "%s: slot %u: payload checksum mismatch",
                              what, slot);
     if (out != NULL) {
