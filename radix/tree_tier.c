@@ -596,6 +596,8 @@ int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
     op->ns = ns;
     op->ticket = ticket;
     op->batch = 0;
+    op->node = id;
+    op->page = i;
     tp[i].slot = slot;
     if (ticket == 0) /* swap-outs are listed by rkv_tree_store_prefix */
         rkv_slog_add(t, b, op->hash, RKV_MEDIUM_DEVICE, tr->medium, 1);
@@ -661,6 +663,15 @@ void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
 {
     if (op->block == RKV_NIL)
         return;
+    /* a disk store below the device alone: the record carries the page's
+     * chain when the hint still names the page (same block, same slot) */
+    uint32_t id = op->node;
+    if (rkv_store_page_tokens(t->tier->host) == t->P && id < t->nodes_used &&
+        t->nodes[id].parent != RKV_NIL && t->nodes[id].parent != 0 &&
+        t->tn[id].flags == 0 && op->page < t->nodes[id].num_pages &&
+        rkv_tnode_blocks(t, &t->nodes[id])[op->page] == op->block &&
+        rkv_tnode_tpages(t, &t->nodes[id])[op->page].slot == op->slot)
+        rkv_tier_set_chain(t, t->tier->host, op->slot, id, op->page);
     rkv_tier_store_done(t, op,
                         rkv_store_write_from_pool(t->tier->host, op->slot, t->pool,
                                                   op->block, op->hash, op->ns));
@@ -734,6 +745,17 @@ void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
     t->tn[nid].hits = t->tn[xid].hits;
     t->tn[nid].lpin = t->tn[xid].lpin; /* the head is on every pin's path */
     t->tn[nid].lchild = RKV_NIL;
+    /* queued stores of x's pages: the head's are nid's now */
+    rkv_tier *tr = t->tier;
+    for (uint32_t q = 0; q < tr->qlen; q++) {
+        rkv_tstore *op = &tr->q[(tr->qhead + q) % tr->qcap];
+        if (op->block == RKV_NIL || op->node != xid)
+            continue;
+        if (op->page < k)
+            op->node = nid;
+        else
+            op->page -= k;
+    }
     if (t->tn[xid].flags & RKV_TN_LOWER) {
         t->tier->lower_nodes++;
         t->num_nodes--; /* the split counts a device node; modular */

@@ -21,6 +21,9 @@ typedef struct rkv_tstore {
     uint64_t ticket;  /* swap-out ticket, or 0 */
     uint64_t batch;   /* CUDA pool: the in-flight copy batch carrying it
                          (radix/tree_copy.c), or 0 while not issued    */
+    uint32_t node, page; /* where the page was queued from (kept through
+                         splits): a hint for its record's chain, checked
+                         against the node's block and slot before use  */
 } rkv_tstore;
 
 /* A load in flight: the LOADING path from node up to (not including) top. */

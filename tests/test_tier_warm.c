@@ -42,6 +42,7 @@ typedef struct wenv {
     size_t bb;
     const unsigned char *key; /* the disk store's mac_key, or NULL */
     int host;                 /* 1: a host store above the disk         */
+    int policy;               /* the tier's write policy               */
     rkv_store *hs;
 } wenv;
 
@@ -105,6 +106,7 @@ static void attach(wenv *e)
     rkv_tier_config tc;
     rkv_tier_config_init(&tc);
     tc.disk = e->disk;
+    tc.write_policy = e->policy;
     if (e->host) {
         rkv_store_config hc;
         rkv_store_config_init(&hc, RKV_MEDIUM_HOST);
@@ -171,6 +173,11 @@ static void first_life(wenv *e)
         for (uint32_t k = 0; k < ir.num_dups; k++)
             (void)rkv_pool_unref(e->pool, dups[k]);
     }
+    /* write-through: the stores queued at insert (across the splits the
+     * later sequences made) run now */
+    rkv_transfer_done done[8];
+    uint32_t nd = 0;
+    OK(rkv_tree_tier_poll(e->tree, done, 8, &nd));
     if (e->host) {
         OK(rkv_tree_tier_flush(e->tree)); /* device and host down to disk */
         cr_assert_eq(rkv_store_used_blocks(e->hs), 0);
@@ -558,6 +565,28 @@ Test(tier_warm, a_record_whose_tokens_do_not_hash_to_it_is_dropped)
     rkv_tier_match tm;
     OK(rkv_tree_match_tiers(e.tree, NS, bad, NPG * P, NULL, RKV_MATCH_PEEK, &m, &tm));
     cr_assert_eq(tm.lower_tokens, (NPG - 1) * P, "the altered page does not match");
+    stop(&e);
+    teardown(&e);
+}
+
+/* Write-through into a disk-only tier: the records are written by queued
+ * stores (at the poll after the inserts, after later inserts split the
+ * nodes they were queued from) and still carry their pages' chains. */
+Test(tier_warm, records_of_queued_stores_carry_their_chain)
+{
+    wenv e;
+    setup(&e);
+    e.policy = RKV_WRITE_THROUGH;
+    first_life(&e);
+    start(&e, 8);
+    OK(open_store(&e, 1, MODEL, &e.disk));
+    attach(&e);
+    rkv_store_info i = info_of(e.disk);
+    cr_assert_eq(i.warm_records, PAGES);
+    cr_assert_eq(i.warm_dropped, 0);
+    for (uint32_t s = 0; s < NSEQ; s++)
+        cr_assert_eq(lower_pages(&e, s), NPG);
+    load_and_verify(&e, 4, NPG);
     stop(&e);
     teardown(&e);
 }
