@@ -952,8 +952,34 @@ typedef struct rkv_store_config {
                                  Needs libsodium at build time, else
                                  RKV_ERR_UNSUPPORTED; on a HOST store
                                  RKV_ERR_INVALID_ARG                       */
+    int warm_restart;         /* DISK: 0 (default) = the file is started
+                                 afresh at create and removed at destroy;
+                                 1 = a file of the same identity (below)
+                                 left by an earlier store is reopened and
+                                 its valid records are re-indexed when the
+                                 store is attached to a tree (the tree's
+                                 paths hit again); a file of another
+                                 identity is refused (RKV_ERR_INVALID_ARG,
+                                 the field in the message) and kept at
+                                 destroy. Needs page_tokens >= 1        */
+    uint32_t page_tokens;     /* DISK: tokens per page (the tree's page
+                                 size): records then carry their token ids
+                                 and parent hash, which a warm restart
+                                 rebuilds the tree from; 0 (default) =
+                                 records carry none                       */
+    uint64_t layout_id;       /* DISK: the embedder's fingerprint of the KV
+                                 layout (layers, heads, head_dim, dtype;
+                                 rkv_pool_layout_id gives one), kept in the
+                                 file header and compared at warm restart */
+    uint64_t model_id;        /* DISK: the embedder's model / namespace id,
+                                 kept and compared likewise              */
 } rkv_store_config;
 #define RKV_STORE_MAC_KEY_BYTES 32
+#define RKV_STORE_MAX_PAGE_TOKENS 65536u
+/* A fingerprint of the pool's KV layout (page size, layers, KV heads,
+ * head_dim, dtype, bytes per block) for rkv_store_config.layout_id: the
+ * same layout gives the same id on every host. 0 for NULL. */
+uint64_t rkv_pool_layout_id(const rkv_pool *pool);
 /* medium's defaults; capacities are 0 and must be set. */
 void rkv_store_config_init(rkv_store_config *cfg, int medium);
 rkv_status rkv_store_create(const rkv_store_config *cfg, rkv_store **out);
@@ -980,6 +1006,13 @@ typedef struct rkv_store_info {
                                  came by its file                           */
     int keyed;                /* DISK: records carry a keyed MAC           */
     uint64_t reads, writes;   /* DISK: records read / written so far       */
+    uint64_t warm_records;    /* DISK, warm restart: records re-indexed
+                                 into the tree at attach                  */
+    uint64_t warm_skipped;    /* ... records that failed verification or
+                                 could not be read (torn, corrupt, I/O)   */
+    uint64_t warm_dropped;    /* ... valid records the tree did not take
+                                 (orphans whose parent is missing,
+                                 duplicates, no token ids)                */
 } rkv_store_info;
 rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out);
 /* rkv_store_info.file_origin. An existing file is taken only when it is a
@@ -994,9 +1027,11 @@ typedef enum rkv_store_file_origin {
     RKV_STORE_FILE_EMPTY = 1,     /* an empty file the caller made          */
     RKV_STORE_FILE_REUSED = 2,    /* left by an earlier store (intact
                                      header): started afresh                */
-    RKV_STORE_FILE_RECREATED = 3  /* left by a crash (torn or zeroed
+    RKV_STORE_FILE_RECREATED = 3, /* left by a crash (torn or zeroed
                                      header, or an older format): started
                                      afresh                                 */
+    RKV_STORE_FILE_WARM = 4       /* warm_restart: an intact file of the
+                                     same identity, records kept            */
 } rkv_store_file_origin;
 
 typedef struct rkv_tier_config {
@@ -1043,6 +1078,15 @@ void rkv_tier_config_init(rkv_tier_config *cfg);
  * pages may then be demoted but the lowest tier never drops them while the
  * pin lives (see Retention). */
 rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg);
+
+/* For a clean stop before a warm restart (rkv_store_config.warm_restart):
+ * demotes every evictable device page (write-back, as rkv_tree_evict) and,
+ * with a host store above the disk, writes every host page down to the
+ * disk, so that the paths survive in the one tier that outlives the
+ * process (without it a restart finds the disk's pages without their
+ * parents, which were on the device or the host, and drops them). Locked
+ * pages stay where they are. No tier: RKV_ERR_STATE. */
+rkv_status rkv_tree_tier_flush(rkv_tree *tree);
 
 /* Residency of a match: rkv_tree_match's matched_tokens / blocks_out are
  * the DEVICE prefix (as without tiers); rkv_tree_match_tiers also says how

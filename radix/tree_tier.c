@@ -195,6 +195,22 @@ uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent)
     return t->pool->hash[rkv_tnode_blocks(t, p)[p->num_pages - 1]];
 }
 
+void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
+                        uint32_t i)
+{
+    if (rkv_store_page_tokens(s) != t->P)
+        return;
+    const rkv_tnode *x = &t->nodes[id];
+    uint64_t prev;
+    if (i == 0)
+        prev = rkv_tier_prev_hash(t, x->parent);
+    else if (t->tn[id].flags != 0)
+        prev = rkv_tier_page_hash(t, x, i - 1);
+    else
+        prev = t->pool->hash[rkv_tnode_blocks(t, x)[i - 1]];
+    rkv_store_set_chain(s, slot, prev, x->u.tokens + (size_t)i * t->P, t->P);
+}
+
 /* KV event for page i of node id entering (stored) or leaving `medium`. */
 static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
                            int medium)
@@ -485,6 +501,7 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
             j = i;
             break;
         }
+        rkv_tier_set_chain(t, tr->disk, d, id, i);
         rkv_status st = rkv_store_copy_slot(tr->disk, d, tr->host, tp[i].slot,
                                             rkv_tier_page_hash(t, &t->nodes[id], i),
                                             ns);
@@ -525,7 +542,7 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
 
 /* Frees one host slot: by the host LRU, to the disk below (or out of the
  * tree when the host is the lowest tier). 0: nothing to take. */
-static int rkv_tier_host_make_room(rkv_tree *t)
+int rkv_tier_host_make_room(rkv_tree *t)
 {
     rkv_tier *tr = t->tier;
     if (tr->disk == NULL)
@@ -579,6 +596,8 @@ int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
     op->ns = ns;
     op->ticket = ticket;
     op->batch = 0;
+    op->node = id;
+    op->page = i;
     tp[i].slot = slot;
     if (ticket == 0) /* swap-outs are listed by rkv_tree_store_prefix */
         rkv_slog_add(t, b, op->hash, RKV_MEDIUM_DEVICE, tr->medium, 1);
@@ -644,6 +663,15 @@ void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
 {
     if (op->block == RKV_NIL)
         return;
+    /* a disk store below the device alone: the record carries the page's
+     * chain when the hint still names the page (same block, same slot) */
+    uint32_t id = op->node;
+    if (rkv_store_page_tokens(t->tier->host) == t->P && id < t->nodes_used &&
+        t->nodes[id].parent != RKV_NIL && t->nodes[id].parent != 0 &&
+        t->tn[id].flags == 0 && op->page < t->nodes[id].num_pages &&
+        rkv_tnode_blocks(t, &t->nodes[id])[op->page] == op->block &&
+        rkv_tnode_tpages(t, &t->nodes[id])[op->page].slot == op->slot)
+        rkv_tier_set_chain(t, t->tier->host, op->slot, id, op->page);
     rkv_tier_store_done(t, op,
                         rkv_store_write_from_pool(t->tier->host, op->slot, t->pool,
                                                   op->block, op->hash, op->ns));
@@ -717,6 +745,17 @@ void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
     t->tn[nid].hits = t->tn[xid].hits;
     t->tn[nid].lpin = t->tn[xid].lpin; /* the head is on every pin's path */
     t->tn[nid].lchild = RKV_NIL;
+    /* queued stores of x's pages: the head's are nid's now */
+    rkv_tier *tr = t->tier;
+    for (uint32_t q = 0; q < tr->qlen; q++) {
+        rkv_tstore *op = &tr->q[(tr->qhead + q) % tr->qcap];
+        if (op->block == RKV_NIL || op->node != xid)
+            continue;
+        if (op->page < k)
+            op->node = nid;
+        else
+            op->page -= k;
+    }
     if (t->tn[xid].flags & RKV_TN_LOWER) {
         t->tier->lower_nodes++;
         t->num_nodes--; /* the split counts a device node; modular */
@@ -750,6 +789,7 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
     }
     rkv_tnode *x = &t->nodes[id];
     rkv_block_id b = rkv_tnode_blocks(t, x)[i];
+    rkv_tier_set_chain(t, tr->host, slot, id, i);
     rkv_status st = rkv_store_write_from_pool(tr->host, slot, t->pool, b,
                                               t->pool->hash[b], ns);
     if (st != RKV_OK) {
@@ -934,6 +974,12 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: cfg->%s is not a %s "
                              "store", fn, cfg->host != NULL ? "host" : "disk",
                              cfg->host != NULL ? "host" : "disk");
+    rkv_store *lowest = low2 != NULL ? low2 : low;
+    if (rkv_store_page_tokens(lowest) != 0 && rkv_store_page_tokens(lowest) != t->P)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: the disk store's records "
+                             "carry pages of %u tokens, the tree's pages have %u "
+                             "(rkv_store_config.page_tokens)", fn,
+                             rkv_store_page_tokens(lowest), t->P);
     size_t bb = rkv_store_block_bytes(low);
     if (bb != 0 && bb != rkv_pool_bytes_per_block(t->pool))
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: host blocks of %zu bytes, "
@@ -1007,6 +1053,7 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     t->tn = tn;
     t->tpage_bytes = sizeof(rkv_tpage);
     rkv_tcopy_init(t);
+    rkv_tier_warm_rebuild(t);
     return RKV_OK;
 }
 

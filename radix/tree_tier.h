@@ -21,6 +21,9 @@ typedef struct rkv_tstore {
     uint64_t ticket;  /* swap-out ticket, or 0 */
     uint64_t batch;   /* CUDA pool: the in-flight copy batch carrying it
                          (radix/tree_copy.c), or 0 while not issued    */
+    uint32_t node, page; /* where the page was queued from (kept through
+                         splits): a hint for its record's chain, checked
+                         against the node's block and slot before use  */
 } rkv_tstore;
 
 /* A load in flight: the LOADING path from node up to (not including) top. */
@@ -190,5 +193,16 @@ void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st);
 /* Runs queued store *op now, synchronously (it is dead afterwards; a dead
  * op is left alone). */
 void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op);
+/* Frees one host slot by the host LRU: to the disk below, or out of the
+ * tree when the host is the lowest tier. 0: nothing to take. */
+int rkv_tier_host_make_room(rkv_tree *t);
+/* radix/tree_tier_warm.c: after attach, the records of a disk store
+ * reopened warm become LOWER (disk) nodes; best effort, cannot fail. */
+void rkv_tier_warm_rebuild(rkv_tree *t);
+/* Hands page i of node id (device or LOWER) to store s as the chain of
+ * the record about to be written into slot (no-op unless s carries
+ * tokens of the tree's page size). */
+void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
+                        uint32_t i);
 
 #endif

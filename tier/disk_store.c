@@ -38,8 +38,19 @@
  * store and a random file id is drawn at open; records are sealed and
  * verified with both (tier/disk_record.h); both are wiped at close.
  *
+ * Warm restart (cfg->warm_restart; tier/README.md "Warm restart"): an
+ * intact header whose identity (geometry, page size, layout and model
+ * ids, keyed or not -- and for a keyed file its header MAC under this
+ * key) equals the store's is reopened as it is: no truncation, the file
+ * id kept (records sealed under it verify), the records scanned at the
+ * first attach (rkv_store_warm_scan). An intact header of another
+ * identity is refused, naming the field; a torn or zeroed one is started
+ * afresh (nothing ties its records to a geometry). A warm store never
+ * removes its file: the next start is what it is kept for.
+ *
  * Invariants: fd >= 0 open read-write; staging holds record_bytes;
- * record_bytes == rkv_record_bytes(block_bytes); ring != NULL iff uring;
+ * record_bytes == rkv_record_bytes_tok(block_bytes, page_tokens); ring !=
+ * NULL iff uring; pend_tokens holds page_tokens ids when page_tokens > 0;
  * (dev, ino) is the open file's.
  */
 #include <errno.h>
@@ -173,8 +184,16 @@ static void *disk_stage(rkv_store *s, uint32_t slot)
 
 static rkv_status disk_commit(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
 {
-    rkv_record_seal(s->disk.staging, slot, hash, ns, s->block_bytes,
-                    s->disk.keyed ? &s->disk.auth : NULL);
+    rkv_disk_file *d = &s->disk;
+    rkv_record_chain chain = {0, 0, NULL};
+    if (d->pend_slot == slot && d->pend_tokens != NULL) {
+        chain.parent = d->pend_parent;
+        chain.ntokens = d->pend_n;
+        chain.tokens = d->pend_tokens;
+    }
+    d->pend_slot = RKV_NO_SLOT;
+    rkv_record_seal_chain(d->staging, slot, hash, ns, s->block_bytes, &chain,
+                          d->keyed ? &d->auth : NULL);
     return disk_io(&s->disk, 1, s->disk.staging, s->disk.record_bytes,
                    record_offset(s, slot), NULL);
 }
@@ -188,6 +207,8 @@ static rkv_status disk_load(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t
     if (st == RKV_OK)
         st = rkv_record_verify(s->disk.staging, got, slot, hash, ns, s->block_bytes,
                                s->disk.keyed ? &s->disk.auth : NULL, s->disk.path);
+    /* a read may leave the staging buffer (the next commit's record) with
+     * another record's token ids: the next commit rewrites them */
     if (st == RKV_OK)
         *payload = (const char *)s->disk.staging + RKV_REC_HEADER;
     return st;
@@ -213,6 +234,8 @@ static void disk_close(rkv_disk_file *d)
     }
     free(d->path);
     free(d->staging);
+    free(d->pend_tokens);
+    d->pend_tokens = NULL;
     d->fd = -1;
     d->path = NULL;
     d->staging = NULL;
@@ -234,7 +257,7 @@ static rkv_status disk_check(const rkv_store *s)
     if (d->fd < 0 || d->path == NULL || d->staging == NULL)
         return rkv_set_error(RKV_ERR_CORRUPT, "rkv_store_check: disk store without %s",
                              d->fd < 0 ? "a file" : d->path == NULL ? "a path" : "staging");
-    if (d->record_bytes != rkv_record_bytes(s->block_bytes))
+    if (d->record_bytes != rkv_record_bytes_tok(s->block_bytes, d->page_tokens))
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "rkv_store_check: records of %zu bytes for blocks of %zu",
                              d->record_bytes, s->block_bytes);
@@ -396,12 +419,67 @@ static rkv_status open_file(rkv_disk_file *d)
     return RKV_OK;
 }
 
+/* A field of the identity that differs: refused, naming it. */
+static rkv_status mismatch(const rkv_disk_file *d, const char *field, unsigned long long file,
+                           unsigned long long mine)
+{
+    return rkv_set_error(RKV_ERR_INVALID_ARG,
+                         "rkv_store_create: %s was made with %s %llu, this store has %llu "
+                         "(another layout or model); refusing to reopen it warm (remove "
+                         "it, or create the store with warm_restart 0 to start afresh)",
+                         d->path, field, file, mine);
+}
+
+/* The intact header in staging (take_existing read it) against the
+ * store's identity: RKV_OK (origin WARM; a keyed store adopts the file
+ * id its records were sealed under) or a refusal. */
+static rkv_status warm_identity(rkv_store *s)
+{
+    rkv_disk_file *d = &s->disk;
+    rkv_file_identity id;
+    rkv_file_header_read(d->staging, &id);
+    if (id.keyed != (uint32_t)d->keyed)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: %s was made by %s store, this one is %s; "
+                             "refusing to reopen it warm (remove it, or create the store "
+                             "with warm_restart 0 to start afresh)",
+                             d->path, id.keyed ? "a keyed" : "an unkeyed",
+                             d->keyed ? "keyed" : "unkeyed");
+    if (id.block_bytes != s->block_bytes)
+        return mismatch(d, "block_bytes", id.block_bytes, s->block_bytes);
+    if (id.page_tokens != d->page_tokens)
+        return mismatch(d, "page_tokens", id.page_tokens, d->page_tokens);
+    if (id.layout_id != d->layout_id)
+        return mismatch(d, "layout_id", id.layout_id, d->layout_id);
+    if (id.model_id != d->model_id)
+        return mismatch(d, "model_id", id.model_id, d->model_id);
+    if (id.capacity != s->cap)
+        return mismatch(d, "capacity_blocks", id.capacity, s->cap);
+    if (id.record_bytes != d->record_bytes)
+        return mismatch(d, "record_bytes", id.record_bytes, d->record_bytes);
+    if (d->keyed) {
+        if (!rkv_file_header_mac_ok(d->staging, &d->auth))
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "rkv_store_create: %s: header MAC mismatch (made with "
+                                 "another key, or altered); refusing to reopen it warm",
+                                 d->path);
+        memcpy(d->auth.file_id, id.file_id, RKV_FILE_ID_BYTES);
+    }
+    d->origin = RKV_STORE_FILE_WARM;
+    return RKV_OK;
+}
+
 rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
 {
     rkv_disk_file *d = &s->disk;
     memset(d, 0, sizeof *d);
     d->fd = -1;
-    d->record_bytes = rkv_record_bytes(s->block_bytes);
+    d->pend_slot = RKV_NO_SLOT;
+    d->page_tokens = cfg->page_tokens;
+    d->layout_id = cfg->layout_id;
+    d->model_id = cfg->model_id;
+    d->warm = cfg->warm_restart != 0;
+    d->record_bytes = rkv_record_bytes_tok(s->block_bytes, d->page_tokens);
     if (d->record_bytes == 0 ||
         (uint64_t)s->cap > (uint64_t)(INT64_MAX / 2) / d->record_bytes)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
@@ -433,7 +511,18 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
                              d->record_bytes);
     }
     memset(d->staging, 0, d->record_bytes);
+    if (d->page_tokens > 0 &&
+        (d->pend_tokens = calloc(d->page_tokens, sizeof *d->pend_tokens)) == NULL) {
+        disk_close(d);
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_store_create: out of memory");
+    }
     if ((st = open_file(d)) != RKV_OK) {
+        disk_close(d);
+        return st;
+    }
+    if (d->warm && d->origin == RKV_STORE_FILE_REUSED &&
+        (st = warm_identity(s)) != RKV_OK) {
+        d->made_file = 0; /* refused: left as it is */
         disk_close(d);
         return st;
     }
@@ -466,8 +555,23 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
         what = "flock";
     if (what == NULL)
         /* the lock is ours: a file an earlier store left is removed at
-         * close like one this store made */
-        d->made_file = d->origin != RKV_STORE_FILE_EMPTY;
+         * close like one this store made -- unless warm, whose file is
+         * kept for the next start */
+        d->made_file = d->origin != RKV_STORE_FILE_EMPTY && !d->warm;
+    if (what == NULL && d->origin == RKV_STORE_FILE_WARM) {
+        /* reopened: records stay, sized as the header says */
+        d->warm_pending = 1;
+        d->writes = 0;
+        memset(d->staging, 0, d->record_bytes);
+        if (ftruncate(d->fd, record_offset(s, s->cap)) != 0) {
+            st = rkv_set_error(RKV_ERR_IO, "rkv_store_create: ftruncate %s: %s", d->path,
+                               strerror(errno));
+            disk_close(d);
+            return st;
+        }
+        s->ops = &disk_ops;
+        return RKV_OK;
+    }
     /* the header goes in before the file is sized: a crash leaves an
      * empty file, a torn header or an intact one, never a file-sized run
      * of zeros after a valid-looking start */
@@ -481,8 +585,15 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
         disk_close(d);
         return st;
     }
-    rkv_file_header_seal(d->staging, s->cap, s->block_bytes, d->record_bytes,
-                         d->keyed ? &d->auth : NULL);
+    rkv_file_identity fid;
+    memset(&fid, 0, sizeof fid);
+    fid.capacity = s->cap;
+    fid.block_bytes = s->block_bytes;
+    fid.record_bytes = d->record_bytes;
+    fid.page_tokens = d->page_tokens;
+    fid.layout_id = d->layout_id;
+    fid.model_id = d->model_id;
+    rkv_file_header_seal_id(d->staging, &fid, d->keyed ? &d->auth : NULL);
     st = disk_io(d, 1, d->staging, RKV_REC_ALIGN, 0, NULL);
     memset(d->staging, 0, d->record_bytes);
     d->writes = 0;
@@ -518,4 +629,106 @@ void rkv_store_simulate_einval(rkv_store *s)
         s->disk.simulate_einval = 1;
         s->disk.direct_verified = 0; /* as on a filesystem that never took it */
     }
+}
+
+void rkv_store_set_chain(rkv_store *s, uint32_t slot, uint64_t parent,
+                         const int32_t *tokens, uint32_t n)
+{
+    if (s == NULL || s->medium != RKV_MEDIUM_DISK || s->ops == NULL ||
+        s->disk.pend_tokens == NULL || n > s->disk.page_tokens || tokens == NULL)
+        return;
+    rkv_disk_file *d = &s->disk;
+    memcpy(d->pend_tokens, tokens, (size_t)n * sizeof *tokens);
+    d->pend_n = n;
+    d->pend_parent = parent;
+    d->pend_slot = slot;
+}
+
+uint32_t rkv_store_page_tokens(const rkv_store *s)
+{
+    return s != NULL && s->medium == RKV_MEDIUM_DISK && s->ops != NULL ? s->disk.page_tokens
+                                                                       : 0;
+}
+
+int rkv_store_warm_pending(const rkv_store *s)
+{
+    return s != NULL && s->medium == RKV_MEDIUM_DISK && s->ops != NULL &&
+           s->disk.warm_pending;
+}
+
+void rkv_store_warm_dropped(rkv_store *s, uint64_t n)
+{
+    if (s != NULL && s->medium == RKV_MEDIUM_DISK)
+        s->disk.warm_dropped += n;
+}
+
+/* The first slot at or after `from` whose record may hold data (holes of
+ * the sparse file are never-written slots); cap when none. */
+static uint32_t next_data_slot(rkv_store *s, uint32_t from)
+{
+    off_t off = record_offset(s, from);
+    off_t data = lseek(s->disk.fd, off, SEEK_DATA);
+    if (data < 0)
+        return errno == ENXIO ? s->cap : from; /* no SEEK_DATA: every slot */
+    if (data <= off)
+        return from;
+    uint64_t slot = (uint64_t)(data - RKV_REC_ALIGN) / s->disk.record_bytes;
+    return slot >= s->cap ? s->cap : (uint32_t)slot;
+}
+
+static int all_zero(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 0)
+            return 0;
+    return 1;
+}
+
+rkv_status rkv_store_warm_scan(rkv_store *s, rkv_warm_fn fn, void *ctx)
+{
+    if (s == NULL || fn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_warm_scan: NULL argument");
+    if (!rkv_store_warm_pending(s))
+        return RKV_OK;
+    rkv_disk_file *d = &s->disk;
+    d->warm_pending = 0;
+    d->pend_slot = RKV_NO_SLOT;
+    const rkv_record_auth *auth = d->keyed ? &d->auth : NULL;
+    for (uint32_t slot = next_data_slot(s, 0); slot < s->cap;
+         slot = next_data_slot(s, slot + 1)) {
+        size_t got = 0;
+        rkv_status st = rkv_store_inject(s, "warm scan read");
+        if (st == RKV_OK)
+            st = disk_io(d, 0, d->staging, d->record_bytes, record_offset(s, slot), &got);
+        if (st != RKV_OK) {
+            d->warm_skipped++;
+            continue;
+        }
+        /* a slot never written reads as zeros: not a record */
+        if (got < RKV_REC_HEADER || all_zero(d->staging, RKV_REC_HEADER))
+            continue;
+        rkv_record_meta m;
+        if (rkv_record_verify_any(d->staging, got, slot, s->block_bytes, d->page_tokens,
+                                  auth, d->path, &m) != RKV_OK) {
+            d->warm_skipped++;
+            continue;
+        }
+        rkv_record_tokens(d->staging, s->block_bytes, m.chain.ntokens, d->pend_tokens);
+        if ((st = rkv_store_slot_claim(s, slot, m.hash, m.ns)) != RKV_OK)
+            return st;
+        d->warm_records++;
+        rkv_warm_rec r = {slot, m.hash, m.ns, m.chain.parent, m.chain.ntokens,
+                          d->pend_tokens};
+        if (fn(ctx, &r) != 0) {
+            /* not taken: the slot goes back (the rest stays unscanned) */
+            (void)rkv_store_slot_free(s, slot);
+            d->warm_records--;
+            d->warm_dropped++;
+            return rkv_set_error(RKV_ERR_NOMEM,
+                                 "rkv_store_warm_scan: out of memory for the records of %s",
+                                 d->path);
+        }
+    }
+    memset(d->staging, 0, d->record_bytes);
+    return RKV_OK;
 }

@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "common/status.h"
 #include "tier/store.h"
 #include "tier/store_internal.h"
@@ -144,6 +146,16 @@ rkv_status rkv_store_create(const rkv_store_config *cfg, rkv_store **out)
                              "rkv_store_create: a disk store needs a path (a file or a "
                              "directory)");
 
+    if (cfg->warm_restart &&
+        (cfg->medium != RKV_MEDIUM_DISK || cfg->block_bytes == 0 || cfg->page_tokens == 0))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: warm_restart is for disk stores with bytes "
+                             "(block_bytes > 0) whose records carry their tokens "
+                             "(page_tokens = the tree's page size)");
+    if (cfg->page_tokens > RKV_STORE_MAX_PAGE_TOKENS)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_store_create: page_tokens %u (at most %u)", cfg->page_tokens,
+                             RKV_STORE_MAX_PAGE_TOKENS);
     if (cfg->mac_key != NULL && cfg->medium != RKV_MEDIUM_DISK)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_store_create: mac_key is for disk stores (a host "
@@ -270,6 +282,9 @@ rkv_status rkv_store_get_info(const rkv_store *store, rkv_store_info *out)
         out->keyed = store->disk.keyed;
         out->reads = store->disk.reads;
         out->writes = store->disk.writes;
+        out->warm_records = store->disk.warm_records;
+        out->warm_skipped = store->disk.warm_skipped;
+        out->warm_dropped = store->disk.warm_dropped;
     }
     return RKV_OK;
 }
@@ -300,6 +315,35 @@ rkv_status rkv_store_slot_alloc(rkv_store *s, uint32_t *slot)
     s->state[i] = SLOT_EMPTY;
     s->used++;
     *slot = i;
+    return RKV_OK;
+}
+
+rkv_status rkv_store_slot_claim(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
+{
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_slot_claim: NULL store");
+    if (slot >= s->cap || slot < s->top)
+        return rkv_set_error(RKV_ERR_STATE,
+                             "rkv_store_slot_claim: slot %u is %s", slot,
+                             slot >= s->cap ? "out of range" : "below slots handed out");
+    while (s->alloc_n <= slot)
+        if (grow_meta(s) != RKV_OK)
+            return rkv_set_error(RKV_ERR_NOMEM,
+                                 "rkv_store_slot_claim: out of memory for the table of "
+                                 "slot %u of %u", slot, s->cap);
+    /* the slots passed over were never handed out: free, on the stack */
+    for (uint32_t i = s->top; i < slot; i++) {
+        s->state[i] = SLOT_FREE;
+        s->hash[i] = s->ns[i] = 0;
+        s->next[i] = s->free_head;
+        s->free_head = i;
+    }
+    s->top = slot + 1;
+    s->state[slot] = SLOT_FULL;
+    s->next[slot] = RKV_NO_SLOT;
+    s->hash[slot] = hash;
+    s->ns[slot] = ns;
+    s->used++;
     return RKV_OK;
 }
 
@@ -599,4 +643,20 @@ rkv_status rkv_store_check(const rkv_store *s)
                              "rkv_store_check: %u slots on the free stack, %u free", nfree,
                              s->top - s->used);
     return s->ops != NULL ? s->ops->check(s) : RKV_OK;
+}
+
+uint64_t rkv_pool_layout_id(const rkv_pool *pool)
+{
+    rkv_pool_config c;
+    if (pool == NULL || rkv_pool_get_config(pool, &c) != RKV_OK)
+        return 0;
+    /* each field in a fixed width, little-endian: the same id on every
+     * host for the same layout */
+    uint64_t f[6] = {c.page_size, c.num_layers, c.num_kv_heads, c.head_dim,
+                     (uint64_t)c.dtype, rkv_pool_bytes_per_block(pool)};
+    unsigned char b[sizeof f];
+    for (size_t i = 0; i < 6; i++)
+        for (int k = 0; k < 8; k++)
+            b[8 * i + (size_t)k] = (unsigned char)(f[i] >> (8 * k));
+    return XXH3_64bits(b, sizeof b);
 }

@@ -106,4 +106,45 @@ int rkv_store_io_uring(const rkv_store *s);
  * filesystem without O_DIRECT (the store must fall back to buffered). */
 void rkv_store_simulate_einval(rkv_store *s);
 
+/* ---- warm restart (disk stores; tier/README.md "Warm restart") ------- */
+
+/* The chain of the page the next write into slot will hold (its parent's
+ * chained hash and its n token ids, n <= the store's page_tokens): the
+ * record carries them so that a warm restart can rebuild the page's path.
+ * Consumed by the next write or copy into slot; a write without it seals
+ * a record with no tokens (never re-indexed). No-op on other stores. */
+void rkv_store_set_chain(rkv_store *s, uint32_t slot, uint64_t parent,
+                         const int32_t *tokens, uint32_t n);
+/* The page size a store's records carry (0: none). */
+uint32_t rkv_store_page_tokens(const rkv_store *s);
+
+/* One record found by the scan. tokens: valid during the call. */
+typedef struct rkv_warm_rec {
+    uint32_t slot;
+    uint64_t hash, ns, parent;
+    uint32_t ntokens;
+    const int32_t *tokens;
+} rkv_warm_rec;
+/* Returns 0 to go on, nonzero to stop the scan (RKV_ERR_NOMEM). */
+typedef int (*rkv_warm_fn)(void *ctx, const rkv_warm_rec *r);
+
+/* 1 iff the store reopened a file warm whose records were not scanned. */
+int rkv_store_warm_pending(const rkv_store *s);
+/* Scans the records of a store reopened warm (once; slots ascending),
+ * verifies each as a read would (except the expected (hash, ns), which
+ * it learns), claims the slot of each valid one as holding (hash, ns)
+ * and hands it to fn. Records that fail (torn, corrupt, a read error,
+ * injected or not) are counted in warm_skipped and their slots stay
+ * free; never-written slots (holes, zeros) are not records. RKV_OK with
+ * nothing to do when not pending. The caller frees (rkv_store_slot_free)
+ * the slots of records it does not take and counts them with
+ * rkv_store_warm_dropped. */
+rkv_status rkv_store_warm_scan(rkv_store *s, rkv_warm_fn fn, void *ctx);
+void rkv_store_warm_dropped(rkv_store *s, uint64_t n);
+/* Takes slot (>= every slot handed out so far: the scan claims in
+ * ascending order) as holding (hash, ns); the slots skipped below it
+ * become free. RKV_ERR_STATE otherwise, RKV_ERR_NOMEM without table. */
+rkv_status rkv_store_slot_claim(rkv_store *s, uint32_t slot, uint64_t hash,
+                                uint64_t ns);
+
 #endif

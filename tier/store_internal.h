@@ -89,6 +89,17 @@ typedef struct rkv_disk_file {
     void *ring;          /* struct io_uring when uring, else NULL         */
     int uring;           /* 1: I/O goes through the ring                  */
     uint64_t reads, writes, fallbacks;
+    /* warm restart */
+    uint32_t page_tokens; /* token ids a record carries at most (0: none)  */
+    uint64_t layout_id, model_id;
+    int warm;            /* 1: warm_restart (the file is kept at close)    */
+    int warm_pending;    /* 1: reopened warm, records not scanned yet      */
+    uint64_t warm_records, warm_skipped, warm_dropped;
+    /* the chain of the next commit (rkv_store_set_chain) */
+    uint32_t pend_slot;  /* RKV_NO_SLOT: none                              */
+    uint32_t pend_n;
+    uint64_t pend_parent;
+    int32_t *pend_tokens; /* page_tokens entries, or NULL                  */
 } rkv_disk_file;
 
 struct rkv_store {
