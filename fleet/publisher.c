@@ -243,7 +243,7 @@ static void serve_snapshots(rkv_fleet_pub *p)
     }
 }
 
-static rkv_status drain(rkv_fleet_pub *p)
+static rkv_status drain(rkv_fleet_pub *p, uint64_t now_ms)
 {
     while (p->q_count < p->cfg.max_pending) {
         uint32_t n = 0;
@@ -253,7 +253,7 @@ static rkv_status drain(rkv_fleet_pub *p)
         if (n == 0)
             return RKV_OK;
         if (p->cfg.tap)
-            p->cfg.tap(p->cfg.tap_ctx, p->scratch, n);
+            p->cfg.tap(p->cfg.tap_ctx, now_ms, p->scratch, n);
         size_t need = rkv_wire_events_size(p->scratch, n), len = 0;
         uint8_t *buf = need ? malloc(need) : NULL;
         if (!buf)
@@ -338,7 +338,7 @@ rkv_status rkv_fleet_pub_poll(rkv_fleet_pub *p, uint64_t now_ms,
     if (!p)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_fleet_pub_poll: NULL");
     serve_snapshots(p);
-    rkv_status s = drain(p);
+    rkv_status s = drain(p, now_ms);
     rkv_status ps = publish(p);
     heartbeat(p, now_ms, running, queued_tokens);
     p->st.pending_batches = p->q_count;

@@ -52,9 +52,10 @@ typedef struct rkv_fleet_pub_config {
     uint64_t heartbeat_ms;    /* default 500                                 */
     int64_t publish_wait_ms;  /* JetStream ack wait per batch, default 2000  */
     /* NULL, or called with every drained batch, in order, before it is
-     * queued: a second consumer of the same events (a vLLM-format ZMQ
-     * publisher, fleet/kvev_zpub.h). It must not call the publisher. */
-    void (*tap)(void *tap_ctx, const rkv_event *ev, uint32_t n);
+     * queued, with the time poll was given: a second consumer of the same
+     * events (a vLLM-format ZMQ publisher, fleet/kvev_zpub.h). It must
+     * not call the publisher. */
+    void (*tap)(void *tap_ctx, uint64_t now_ms, const rkv_event *ev, uint32_t n);
     void *tap_ctx;
 } rkv_fleet_pub_config;
 void rkv_fleet_pub_config_init(rkv_fleet_pub_config *cfg);
