@@ -166,7 +166,7 @@ static uint64_t fill(bd *d, uint64_t from, uint64_t to)
         zmq_send(d->replay, req, 8, ZMQ_DONTWAIT) < 0)
         return from;
     uint64_t next = from, deadline = rkv_fleet_now_ms() + d->replay_timeout_ms;
-    int ended = 0;
+    int ended = 0, broken = 0;
     while (!ended && !rkv_fleet_stop) {
         uint64_t now = rkv_fleet_now_ms();
         if (now >= deadline)
@@ -186,11 +186,13 @@ static uint64_t fill(bd *d, uint64_t from, uint64_t to)
             d->bad++;
         } else if (seq == UINT64_MAX) {
             ended = 1;
-        } else if (seq == next && seq < to) {
+        } else if (seq == next && seq < to && !broken) {
+            /* a batch that does not decode leaves the gap open; the rest
+             * of the answer is read to its end all the same */
             if (apply(d, zmq_msg_data(&m[2]), zmq_msg_size(&m[2])) == 0)
                 next++;
             else
-                ended = 1; /* a lost batch: the gap stays open */
+                broken = 1;
             d->replayed++;
         }
         close_parts(m, n, 3);
