@@ -551,3 +551,32 @@ Test(bridge, short_tokens_unknown_medium_full_ring)
     free_batch(b);
     rkv_bridge_destroy(br);
 }
+
+/* Every msgpack integer width of one negative hash is the same key. */
+Test(kvev, signed_widths_one_key)
+{
+    const uint8_t forms[][9] = {
+        {0xfb},                                           /* negative fixint */
+        {0xd0, 0xfb},                                     /* int8            */
+        {0xd1, 0xff, 0xfb},                               /* int16           */
+        {0xd2, 0xff, 0xff, 0xff, 0xfb},                   /* int32           */
+        {0xd3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfb}, /* int64     */
+        {0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfb}, /* uint64    */
+    };
+    const size_t width[] = {1, 2, 3, 5, 9, 9};
+    rkv_kvev_batch *b = new_batch();
+    for (int f = 0; f < 6; f++) {
+        mp m = {.n = 0};
+        mp_arr(&m, 2);
+        mp_int(&m, 0);
+        mp_arr(&m, 1);
+        mp_arr(&m, 2);
+        mp_str(&m, "BlockRemoved");
+        mp_arr(&m, 1);
+        mp_raw(&m, forms[f], width[f]);
+        cr_assert_eq(rkv_kvev_decode(m.b, m.n, b), RKV_OK, "form %d: %s", f,
+                     rkv_last_error());
+        cr_assert_eq(b->hashes[0], (uint64_t)-5, "form %d", f);
+    }
+    free_batch(b);
+}
