@@ -137,7 +137,7 @@ void rkv_bridge_config_init(rkv_bridge_config *cfg)
 {
     if (!cfg)
         return;
-    cfg->max_blocks = 1u << 22;
+    cfg->max_blocks = 1u << 21;
     cfg->event_ring = 1u << 16;
 }
 

@@ -44,7 +44,8 @@
 typedef struct rkv_bridge rkv_bridge;
 
 typedef struct rkv_bridge_config {
-    uint32_t max_blocks;   /* engine blocks tracked, default 1 << 22        */
+    uint32_t max_blocks;   /* engine blocks tracked, default 1 << 21 (about
+                              200 bytes each at most, both maps together) */
     uint32_t event_ring;   /* radixkv events waiting to be drained, 2..2^24,
                               default 1 << 16                               */
 } rkv_bridge_config;

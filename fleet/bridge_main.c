@@ -243,7 +243,7 @@ static void usage(FILE *f, const char *prog)
             "  --server URL             NATS (default nats://127.0.0.1:4222)\n"
             "  --heartbeat-ms N         (500)\n"
             "  --replay-timeout-ms N    (1000)\n"
-            "  --max-blocks N           engine blocks tracked (4194304)\n"
+            "  --max-blocks N           engine blocks tracked, ~200 bytes each (2097152)\n"
             "  --max-message BYTES      largest ZMQ message taken (67108864)\n"
             "  LoRA adapters are namespaces (rkv_kvev_lora_name_ns, fleet/kvev.h).\n%s",
             prog, rkv_nats_auth_usage());
@@ -252,7 +252,7 @@ static void usage(FILE *f, const char *prog)
 int rkv_bridge_daemon_main(const char *prog, int argc, char **argv)
 {
     const char *zmq_ep = NULL, *server = NULL, *model = NULL;
-    uint64_t id = 0, hb_ms = 500, replay_ms = 1000, max_blocks = 1u << 22,
+    uint64_t id = 0, hb_ms = 500, replay_ms = 1000, max_blocks = 1u << 21,
              max_msg = 64u << 20;
     int have_id = 0;
     bd d;

@@ -2,6 +2,9 @@
  * fleet/publisher.c -- rkv_fleet_pub (fleet/publisher.h): the bounded queue
  * of encoded batches, JetStream publishing, heartbeats, snapshot replies.
  * The queue is a ring of max_pending slots; a slot owns its encoded bytes.
+ * What is drained and snapshotted is the source's (a tree, or any
+ * rkv_fleet_source such as the bridge's state); the tap, when set, sees
+ * each drained batch before it is queued.
  */
 #include "fleet/publisher.h"
 

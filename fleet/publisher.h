@@ -1,6 +1,7 @@
 /*
  * fleet/publisher.h -- one serving instance's side of the fleet: drains its
- * tree's KV events (rkv_tree_events_drain) and publishes them, encoded as
+ * tree's KV events (rkv_tree_events_drain; or any source with the same
+ * calls, rkv_fleet_pub_create_source) and publishes them, encoded as
  * fleet/codec.h batches, to NATS JetStream on `radixkv.<model>.kv.<instance>`
  * (instance in decimal); publishes heartbeats (load and last published seq)
  * on `radixkv.<model>.hb.<instance>` (core NATS, not stored); answers
