@@ -295,6 +295,13 @@ static rkv_status stored(rkv_bridge *b, const rkv_kvev_batch *bt, const rkv_kvev
                     release(b, x, k);
             x = NULL;
         }
+        /* prefix closure, which the router checks: the page before must
+         * still be held -- a hash the engine reused (for this very page,
+         * or earlier in this event) can have withdrawn it just now */
+        if (parent != RKV_HASH_ROOT && !find(&b->pages, e->ns, parent)) {
+            b->st.orphans += usable - j;
+            return RKV_OK;
+        }
         if (x && x->cnt[m]) {
             b->st.duplicates++;
             parent = h;

@@ -12,7 +12,8 @@
  * ids; removals and clears withdraw them; two engine blocks with the same
  * tokens are one page; what cannot be placed is counted; a full ring
  * leaves a RESYNC whose snapshot is the state; rkv_bridge_check after
- * every step.
+ * every step. And a random walk of engine events, hostile ones included,
+ * always gives a stream the router index accepts whole.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@
 
 #include "fleet/bridge.h"
 #include "fleet/kvev.h"
+#include "radixkv_router.h"
+#include "tests/support/test_util.h"
 
 /* ---- a msgpack writer for the test's own batches ------------------------- */
 typedef struct mp {
@@ -579,4 +582,110 @@ Test(kvev, signed_widths_one_key)
         cr_assert_eq(b->hashes[0], (uint64_t)-5, "form %d", f);
     }
     free_batch(b);
+}
+
+/* ---- the bridge's stream as the router sees it --------------------------- */
+
+#define FAM 6u     /* prompt families; family f shares pages with f / 2 */
+#define FPAGES 8u
+
+static int32_t fam_token(uint32_t f, uint32_t page, uint32_t i)
+{
+    /* family f's first f pages are its parent family's */
+    while (f && page < f)
+        f /= 2;
+    return (int32_t)(f * 100000 + page * 100 + i);
+}
+
+/* Whatever a worker (or an attacker) sends, the bridge's events are a
+ * stream the router accepts: no store under a parent it does not hold, no
+ * page stored twice, no removal of what it does not hold -- so the
+ * instance never needs a resync -- and after every batch the router holds
+ * exactly the bridge's snapshot. Engine keys are drawn from a small set,
+ * so they repeat inside events, across media and for other content. */
+Test(bridge, router_accepts_every_stream)
+{
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("bridge::router_accepts_every_stream"));
+    rkv_bridge_config cfg;
+    rkv_bridge_config_init(&cfg);
+    rkv_bridge *br = NULL;
+    cr_assert_eq(rkv_bridge_create(&cfg, &br), RKV_OK);
+    rkv_router_config rc;
+    rkv_router_config_init(&rc);
+    rkv_router *rt = NULL;
+    cr_assert_eq(rkv_router_create(&rc, &rt), RKV_OK);
+    cr_assert_eq(rkv_router_add_instance(rt, 1), RKV_OK);
+    rkv_kvev_batch *b = new_batch();
+    mp *m = calloc(1, sizeof *m);
+    rkv_event *ev = calloc(4096, sizeof *ev);
+    rkv_block_entry *snap = calloc(4096, sizeof *snap);
+    static const char *media[] = {"GPU", "CPU_PINNED", "DISK"};
+    uint64_t steps = rkv_test_scaled(3000);
+    for (uint64_t step = 0; step < steps; step++) {
+        uint32_t kind = (uint32_t)rkv_rng_below(&rng, 20);
+        m->n = 0;
+        mp_arr(m, 3);
+        mp_int(m, (int64_t)step);
+        mp_arr(m, 1);
+        const char *medium = media[rkv_rng_below(&rng, 3)];
+        if (kind == 0) {
+            mp_arr(m, 1);
+            mp_str(m, "AllBlocksCleared");
+        } else if (kind < 8) {
+            uint32_t n = 1 + (uint32_t)rkv_rng_below(&rng, 4);
+            mp_arr(m, 3);
+            mp_str(m, "BlockRemoved");
+            mp_arr(m, n);
+            for (uint32_t i = 0; i < n; i++)
+                mp_u64(m, 1 + rkv_rng_below(&rng, 40));
+            mp_str(m, medium);
+        } else {
+            uint32_t f = (uint32_t)rkv_rng_below(&rng, FAM);
+            uint32_t s = (uint32_t)rkv_rng_below(&rng, FPAGES);
+            uint32_t n = 1 + (uint32_t)rkv_rng_below(&rng, FPAGES - s);
+            mp_arr(m, 7);
+            mp_str(m, "BlockStored");
+            mp_arr(m, n);
+            for (uint32_t i = 0; i < n; i++)
+                mp_u64(m, 1 + rkv_rng_below(&rng, 40));
+            if (s == 0 || rkv_rng_below(&rng, 8) == 0)
+                mp_nil(m);
+            else
+                mp_u64(m, 1 + rkv_rng_below(&rng, 40));
+            mp_arr(m, n * BS);
+            for (uint32_t p = 0; p < n; p++)
+                for (uint32_t i = 0; i < BS; i++)
+                    mp_int(m, fam_token(f, s + p, i));
+            mp_int(m, BS);
+            mp_nil(m);
+            mp_str(m, medium);
+        }
+        mp_nil(m);
+        feed(br, b, m);
+        uint32_t n = drain(br, ev, 4096);
+        if (n)
+            cr_assert_eq(rkv_router_apply(rt, 1, ev, n), RKV_OK);
+        rkv_router_instance_info info;
+        cr_assert_eq(rkv_router_instance_info_get(rt, 1, &info), RKV_OK);
+        cr_assert_not(info.needs_resync, "step %llu: the router refused the "
+                      "bridge's stream", (unsigned long long)step);
+        size_t ns = 0;
+        cr_assert_eq(rkv_bridge_snapshot(br, snap, 4096, &ns, NULL), RKV_OK);
+        cr_assert_eq(info.blocks, ns, "step %llu", (unsigned long long)step);
+        for (size_t i = 0; i < ns; i++)
+            cr_assert(rkv_router_holds_medium(rt, 1, snap[i].ns, snap[i].hash,
+                                              snap[i].medium));
+    }
+    rkv_bridge_stats st;
+    rkv_bridge_get_stats(br, &st);
+    cr_assert_gt(st.stored, 100, "the walk stored something");
+    cr_assert_gt(st.removed, 10);
+    cr_assert_gt(st.orphans, 0);
+    free(snap);
+    free(ev);
+    free(m);
+    free_batch(b);
+    rkv_router_destroy(rt);
+    rkv_bridge_destroy(br);
 }
