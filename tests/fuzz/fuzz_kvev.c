@@ -17,7 +17,11 @@
  *   - the events it drains have increasing seqs, valid kinds and at most
  *     RKV_EVENT_MAX_HASHES hashes, encode in the vLLM format, and that
  *     encoding decodes back to as many events;
- *   - its snapshot lists exactly as many entries as it counts pages.
+ *   - its snapshot lists exactly as many entries as it counts pages;
+ *   - the router index (include/radixkv_router.h) accepts its events
+ *     whole: the instance never needs a resync (no store under a parent
+ *     it does not hold, no page stored twice, no removal of what it does
+ *     not hold), and holds as many blocks as the snapshot lists.
  * Any violation aborts (a crash for libFuzzer, a failed replay for ctest).
  */
 #include <stdarg.h>
@@ -27,6 +31,7 @@
 
 #include "fleet/bridge.h"
 #include "fleet/kvev.h"
+#include "radixkv_router.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -67,7 +72,8 @@ static void check_batch(const rkv_kvev_batch *b)
     }
 }
 
-static void drain_and_encode(rkv_bridge *br, rkv_kvev_batch *b, uint64_t *last_seq)
+static void drain_and_encode(rkv_bridge *br, rkv_kvev_batch *b, uint64_t *last_seq,
+                             rkv_router *rt)
 {
     uint32_t n = 0;
     if (rkv_bridge_drain(br, ev, EV_ROOM, &n) != RKV_OK)
@@ -81,6 +87,17 @@ static void drain_and_encode(rkv_bridge *br, rkv_kvev_batch *b, uint64_t *last_s
             ev[i].num_hashes > RKV_EVENT_MAX_HASHES || ev[i].medium >= RKV_MEDIUM_COUNT)
             die("drained event %u malformed", i);
     }
+    if (n && rkv_router_apply(rt, 1, ev, n) != RKV_OK)
+        die("router apply");
+    rkv_router_instance_info info;
+    size_t pages = 0;
+    if (rkv_router_instance_info_get(rt, 1, &info) != RKV_OK ||
+        rkv_bridge_snapshot(br, NULL, 0, &pages, NULL) != RKV_OK)
+        die("router info / snapshot");
+    if (info.needs_resync || info.blocks != pages)
+        die("the router %s the bridge's stream (%llu blocks, snapshot %zu)",
+            info.needs_resync ? "refused" : "accepted but differs from",
+            (unsigned long long)info.blocks, pages);
     if (n == 0)
         return;
     size_t len = 0;
@@ -102,18 +119,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size == 0)
         return 0;
-    rkv_bridge_config cfg;
-    rkv_bridge_config_init(&cfg);
-    cfg.max_blocks = 512;
-    cfg.event_ring = 64;
-    rkv_bridge *br = NULL;
-    if (rkv_bridge_create(&cfg, &br) != RKV_OK)
-        die("bridge create");
+    /* one bridge and one router for the whole run (creating them per
+     * input costs most of the time); each input starts from a clear,
+     * which the router applies too, so no state carries over */
+    static rkv_bridge *br;
+    static rkv_router *rt;
+    static uint64_t last_seq;
+    if (!br) {
+        rkv_bridge_config cfg;
+        rkv_bridge_config_init(&cfg);
+        cfg.max_blocks = 512;
+        /* never full here (at most 4 radixkv events per engine hash, 256
+         * hashes a batch, two batches between drains): a RESYNC would
+         * make the router's view a snapshot's, not the events' */
+        cfg.event_ring = EV_ROOM;
+        rkv_router_config rc;
+        rkv_router_config_init(&rc);
+        if (rkv_bridge_create(&cfg, &br) != RKV_OK || rkv_router_create(&rc, &rt) != RKV_OK ||
+            rkv_router_add_instance(rt, 1) != RKV_OK)
+            die("bridge / router create");
+    }
+    if (rkv_bridge_clear(br) != RKV_OK)
+        die("clear");
+    drain_and_encode(br, &b, &last_seq, rt);
     uint32_t pieces = (uint32_t)(data[0] % 4) + 1;
     data++;
     size--;
     size_t step = size / pieces;
-    uint64_t last_seq = 0;
     for (uint32_t k = 0; k < pieces; k++) {
         const uint8_t *p = data + k * step;
         size_t len = k + 1 == pieces ? size - k * step : step;
@@ -132,14 +164,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rkv_bridge_check(br) != RKV_OK)
             die("bridge check");
         if (k % 2) /* sometimes let events pile up in the ring */
-            drain_and_encode(br, &b, &last_seq);
+            drain_and_encode(br, &b, &last_seq, rt);
     }
-    drain_and_encode(br, &b, &last_seq);
+    drain_and_encode(br, &b, &last_seq, rt);
     rkv_bridge_stats st;
     size_t n = 0;
     if (rkv_bridge_get_stats(br, &st) != RKV_OK ||
         rkv_bridge_snapshot(br, NULL, 0, &n, NULL) != RKV_OK || n != st.pages)
         die("snapshot %zu entries, %llu pages", n, (unsigned long long)st.pages);
-    rkv_bridge_destroy(br);
     return 0;
 }
