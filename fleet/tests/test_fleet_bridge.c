@@ -11,7 +11,9 @@
  *      type from the future; every batch has an unknown trailing field;
  *   2. prompt C's 6 pages in a batch kept for replay but never sent on
  *      PUB (the gap), then B's last two pages removed (map form);
- *   3. AllBlocksCleared.
+ *   3. a restart: the sequence starts again at 0 and only D is stored
+ *      (everything from before must be withdrawn);
+ *   4. AllBlocksCleared.
  * After each phase the router must route each prompt (by token ids, page
  * size 16) to instance 7 with exactly the pages the worker holds; D only
  * in the adapter's namespace (rkv_kvev_lora_name_ns). Every wait is
@@ -133,8 +135,11 @@ Test(fleet_bridge, vllm_worker_routed_through_bridge)
     want p2[] = {{3, 6, 6, 0}, {2, 4, 2, 0}, {1, 8, 8, 0}, {4, 3, 3, 1}};
     wait_for(&h, p2, 4, "phase 2 (gap filled by replay, removal)", b);
     touch(ctl, "phase3");
-    want p3[] = {{1, 8, 0, 0}, {3, 6, 0, 0}, {4, 3, 0, 1}};
-    wait_for(&h, p3, 3, "phase 3 (cleared)", b);
+    want p3[] = {{1, 8, 0, 0}, {3, 6, 0, 0}, {2, 4, 0, 0}, {4, 3, 3, 1}};
+    wait_for(&h, p3, 4, "phase 3 (restarted worker)", b);
+    touch(ctl, "phase4");
+    want p4[] = {{4, 3, 0, 1}, {1, 8, 0, 0}};
+    wait_for(&h, p4, 2, "phase 4 (cleared)", b);
 
     nh_end(&b, SIGTERM);
     nh_end(&w, SIGTERM);

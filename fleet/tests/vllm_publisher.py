@@ -8,7 +8,8 @@
 # control directory (phase2, phase3): each phase's batches go out one per
 # tick, then empty batches keep the sequence moving (and tell a late
 # subscriber where it is). In phase 2 one batch is kept for replay but
-# never sent on PUB: the gap the bridge must fill.
+# never sent on PUB: the gap the bridge must fill. Phase 3 is a restarted
+# worker: its sequence starts again at 0 and its replay buffer is empty.
 #
 # usage: vllm_publisher.py PUB_PORT REPLAY_PORT CONTROL_DIR
 import os
@@ -69,6 +70,9 @@ def main():
             ["BlockRemoved-follows"],
         ],
         3: [
+            [stored_array(d_keys, None, d, lora_name="adapter-x")],
+        ],
+        4: [
             [["AllBlocksCleared"]],
         ],
     }
@@ -86,11 +90,13 @@ def main():
     poller.register(rep, zmq.POLLIN)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        if not queue and phase < 3 and os.path.exists(
+        if not queue and phase < 4 and os.path.exists(
                 os.path.join(ctl, "phase%d" % (phase + 1))):
             phase += 1
             queue = list(phases[phase])
             index = 0
+            if phase == 3:
+                seq, kept = 0, []
         if queue:
             events = queue.pop(0)
             hidden = skip_pub.get(phase) == index
