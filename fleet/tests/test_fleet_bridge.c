@@ -13,7 +13,11 @@
  *      PUB (the gap), then B's last two pages removed (map form);
  *   3. a restart: the sequence starts again at 0 and only D is stored
  *      (everything from before must be withdrawn);
- *   4. AllBlocksCleared.
+ *   4. AllBlocksCleared;
+ *   5. a gap whose replayed batch does not decode (C's pages): the bridge
+ *      withdraws everything, then A's first 4 pages arrive;
+ *   6. a good gap (C's pages again): filled by replay -- not answered by
+ *      what was left of the previous replay -- so A and C are both held.
  * After each phase the router must route each prompt (by token ids, page
  * size 16) to instance 7 with exactly the pages the worker holds; D only
  * in the adapter's namespace (rkv_kvev_lora_name_ns). Every wait is
@@ -140,6 +144,12 @@ Test(fleet_bridge, vllm_worker_routed_through_bridge)
     touch(ctl, "phase4");
     want p4[] = {{4, 3, 0, 1}, {1, 8, 0, 0}};
     wait_for(&h, p4, 2, "phase 4 (cleared)", b);
+    touch(ctl, "phase5");
+    want p5[] = {{1, 8, 4, 0}, {3, 6, 0, 0}};
+    wait_for(&h, p5, 2, "phase 5 (a replayed batch that does not decode)", b);
+    touch(ctl, "phase6");
+    want p6[] = {{3, 6, 6, 0}, {1, 8, 4, 0}};
+    wait_for(&h, p6, 2, "phase 6 (the next gap filled)", b);
 
     nh_end(&b, SIGTERM);
     nh_end(&w, SIGTERM);

@@ -10,6 +10,9 @@
 # subscriber where it is). In phase 2 one batch is kept for replay but
 # never sent on PUB: the gap the bridge must fill. Phase 3 is a restarted
 # worker: its sequence starts again at 0 and its replay buffer is empty.
+# In phase 5 the gap's batch is kept as bytes that do not decode (the
+# bridge must give up on that gap yet read the whole answer), in phase 6
+# a good gap follows (which must be filled, not answered by leftovers).
 #
 # usage: vllm_publisher.py PUB_PORT REPLAY_PORT CONTROL_DIR
 import os
@@ -75,6 +78,14 @@ def main():
         4: [
             [["AllBlocksCleared"]],
         ],
+        5: [
+            [stored_array(c_keys, None, c)],            # hidden, junk on replay
+            [stored_array(a_keys[:4], None, a[:4 * BS])],
+        ],
+        6: [
+            [stored_array(c_keys, None, c)],            # hidden, good on replay
+            [],
+        ],
     }
     # phase 2's second batch: B's last two pages leave, as a map
     phases[2][1] = [{"type": "BlockRemoved", "block_hashes": b_keys[2:],
@@ -84,13 +95,14 @@ def main():
     seq = 0
     phase = 1
     queue = list(phases[1])
-    skip_pub = {2: 0}   # phase -> index of the batch not sent on PUB
+    skip_pub = {2: 0, 5: 0, 6: 0}  # phase -> index of the batch not sent on PUB
+    junk = {5: 0}                  # phase -> index kept as junk for replay
     index = 0
     poller = zmq.Poller()
     poller.register(rep, zmq.POLLIN)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        if not queue and phase < 4 and os.path.exists(
+        if not queue and phase < 6 and os.path.exists(
                 os.path.join(ctl, "phase%d" % (phase + 1))):
             phase += 1
             queue = list(phases[phase])
@@ -100,13 +112,14 @@ def main():
         if queue:
             events = queue.pop(0)
             hidden = skip_pub.get(phase) == index
+            bad = junk.get(phase) == index
             index += 1
         else:
-            events, hidden = [], False
+            events, hidden, bad = [], False, False
         # batches as [ts, events, dp_rank] and one extra unknown field
         payload = msgpack.packb([time.time(), events, 0, "extra"],
                                 use_bin_type=True)
-        kept.append((seq, payload))
+        kept.append((seq, b"\xc1" if bad else payload))
         kept = kept[-1000:]
         if not hidden:
             pub.send_multipart([b"kv-events", seq.to_bytes(8, "big"), payload])
