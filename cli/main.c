@@ -5,6 +5,8 @@
  *   radixkv sweep  [options] [TRACE]   the replay over capacities/policies
  *   radixkv router [options]           the fleet router daemon over NATS
  *                                      (fleet/router_daemon.h; radixkv-router)
+ *   radixkv bridge [options]           a vLLM/SGLang worker's KV events into
+ *                                      the fleet (fleet/bridge_daemon.h)
  *   radixkv help [COMMAND]             usage (also --help, -h); --version
  *
  * Exit status: 0 success, 1 a runtime failure (unreadable or malformed
@@ -45,6 +47,9 @@
 #include "radixkv.h"
 #ifdef RKV_HAVE_NATS
 #include "fleet/router_daemon.h"
+#ifdef RKV_HAVE_BRIDGE
+#include "fleet/bridge_daemon.h"
+#endif
 #endif
 
 static void usage_error(enum rkv_cli_topic topic, const char *msg)
@@ -482,10 +487,26 @@ static int run_router(int argc, char **argv)
 #endif
 }
 
+/* `radixkv bridge ...`: a vLLM/SGLang worker's KV events into the fleet. */
+static int run_bridge(int argc, char **argv)
+{
+#ifdef RKV_HAVE_BRIDGE
+    return rkv_bridge_daemon_main("radixkv bridge", argc, argv);
+#else
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "radixkv: this radixkv was built without libzmq or NATS (no "
+                    "libzmq3-dev or libnats-dev): the bridge is not available\n");
+    return 1;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "router") == 0)
         return run_router(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "bridge") == 0)
+        return run_bridge(argc - 1, argv + 1);
     /* A closed pipe must be a reported write error, not a silent death. */
     signal(SIGPIPE, SIG_IGN);
     /* A closed stdout: say so now, before a file we open takes its

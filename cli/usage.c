@@ -10,6 +10,9 @@ static const char text_overview[] =
 "       radixkv sweep  [options] [--] [TRACE]\n"
 "       radixkv router --model NAME [options]   fleet router daemon over NATS\n"
 "                                     (radixkv router --help)\n"
+"       radixkv bridge --zmq ENDPOINT --instance ID --model NAME [options]\n"
+"                                     a vLLM/SGLang worker into the fleet\n"
+"                                     (radixkv bridge --help)\n"
 "       radixkv help [replay|sweep]   (also: radixkv COMMAND --help)\n"
 "       radixkv --version\n"
 "\n";

@@ -17,6 +17,11 @@
  * With --query it instead asks the router where each of its prompts
  * should go and prints the replies (instance and overlap pages); the
  * query carries token ids (route query version 2) with --by-tokens.
+ *
+ * With --zmq-pub it also publishes its events in the vLLM KV-event format
+ * (fleet/kvev_zpub.h, as the publisher's tap), with a replay socket with
+ * --zmq-replay; token_ids go out empty, since the tree's events carry no
+ * token ids.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,6 +37,9 @@
 #include "fleet/nats_auth.h"
 #include "fleet/publisher.h"
 #include "fleet/stand_in.h"
+#ifdef RKV_HAVE_ZMQ
+#include "fleet/kvev_zpub.h"
+#endif
 
 #define PAGE 16u
 #define MAX_TOK 1024u
@@ -135,6 +143,7 @@ int main(int argc, char **argv)
              topics = 8, slice_k = 0, slice_n = 1, limit = 0, max_tokens = 0,
              hb_ms = 500;
     int do_query = 0, by_tokens = 0, quiet = 0;
+    const char *zmq_pub = NULL, *zmq_replay = NULL;
     static const struct option opts[] = {
         {"server", required_argument, 0, 's'}, {"model", required_argument, 0, 'm'},
         {"instance", required_argument, 0, 'i'}, {"seed", required_argument, 0, 1},
@@ -145,6 +154,7 @@ int main(int argc, char **argv)
         {"max-tokens", required_argument, 0, 10},
         {"heartbeat-ms", required_argument, 0, 11},
         {"by-tokens", no_argument, 0, 12}, {"quiet", no_argument, 0, 13},
+        {"zmq-pub", required_argument, 0, 14}, {"zmq-replay", required_argument, 0, 15},
         {"query", no_argument, 0, 'q'}, RKV_NATS_AUTH_LONGOPTS,
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
@@ -181,6 +191,8 @@ int main(int argc, char **argv)
         case 11: dst = &hb_ms; break;
         case 12: by_tokens = 1; break;
         case 13: quiet = 1; break;
+        case 14: zmq_pub = optarg; break;
+        case 15: zmq_replay = optarg; break;
         case 'q': do_query = 1; break;
         case 'h':
         default:
@@ -191,6 +203,8 @@ int main(int argc, char **argv)
                     "  [--trace PATH|@embedded --slice K/N [--limit N] [--max-tokens N]:\n"
                     "   serve slice K of N of the trace's first N requests instead]\n"
                     "  [--heartbeat-ms N (500)]\n"
+                    "  [--zmq-pub ENDPOINT [--zmq-replay ENDPOINT]: also publish the events\n"
+                    "   in the vLLM KV-event format (ZMQ PUB, replay ROUTER)]\n"
                     "  [--query [--by-tokens] [--quiet]: ask the router for --count prompts\n"
                     "   instead; the round trip p50/p99 goes to stderr]\n"
                     "SIGUSR1 resets the tree; SIGINT/SIGTERM stop.\n%s",
@@ -211,7 +225,7 @@ int main(int argc, char **argv)
     }
     if (!model || optind != argc || topics == 0 || blocks < 64 ||
         blocks > UINT32_MAX - 1 || hb_ms == 0 || max_tokens > UINT32_MAX ||
-        (trace && do_query)) {
+        (trace && do_query) || (zmq_replay && !zmq_pub)) {
         fprintf(stderr, "radixkv-fleet-instance: --model is required; topics, "
                         "heartbeat-ms > 0; blocks 64..2^32-2; --trace or --query "
                         "(--help)\n");
@@ -307,9 +321,30 @@ int main(int argc, char **argv)
         struct timespec rt;
         clock_gettime(CLOCK_REALTIME, &rt);
         cfg.epoch = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
-        if (rkv_pool_create(&pc, &pool) != RKV_OK ||
+#ifdef RKV_HAVE_ZMQ
+        rkv_kvev_zpub *zpub = NULL;
+        if (zmq_pub) {
+            rkv_kvev_zpub_config zc;
+            rkv_kvev_zpub_config_init(&zc);
+            zc.endpoint = zmq_pub;
+            zc.replay_endpoint = zmq_replay;
+            if (rkv_kvev_zpub_create(&zc, &zpub) != RKV_OK) {
+                fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
+                rc = 1;
+            }
+            cfg.tap = rkv_kvev_zpub_tap;
+            cfg.tap_ctx = zpub;
+        }
+#else
+        if (zmq_pub) {
+            fprintf(stderr, "radixkv-fleet-instance: built without libzmq: no "
+                            "--zmq-pub\n");
+            rc = 1;
+        }
+#endif
+        if (!rc && (rkv_pool_create(&pc, &pool) != RKV_OK ||
             rkv_tree_create(pool, &tc, &tree) != RKV_OK ||
-            rkv_fleet_pub_create(&cfg, nc, tree, &pub) != RKV_OK) {
+            rkv_fleet_pub_create(&cfg, nc, tree, &pub) != RKV_OK)) {
             fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
             rc = 1;
         }
@@ -344,6 +379,10 @@ int main(int argc, char **argv)
             }
             if (rkv_fleet_pub_poll(pub, now, 0, 0) == RKV_ERR_STATE)
                 rc = 1;
+#ifdef RKV_HAVE_ZMQ
+            if (zpub)
+                rkv_kvev_zpub_poll(zpub); /* replay requests between batches */
+#endif
             if (!announced && total && k == total) {
                 /* publish what is left, then say so */
                 rkv_fleet_pub_stats st;
@@ -360,6 +399,9 @@ int main(int argc, char **argv)
             nanosleep(&ts, NULL);
         }
         rkv_fleet_pub_destroy(pub);
+#ifdef RKV_HAVE_ZMQ
+        rkv_kvev_zpub_destroy(zpub);
+#endif
         rkv_tree_destroy(tree);
         rkv_pool_destroy(pool);
     }

@@ -2,6 +2,9 @@
  * fleet/publisher.c -- rkv_fleet_pub (fleet/publisher.h): the bounded queue
  * of encoded batches, JetStream publishing, heartbeats, snapshot replies.
  * The queue is a ring of max_pending slots; a slot owns its encoded bytes.
+ * What is drained and snapshotted is the source's (a tree, or any
+ * rkv_fleet_source such as the bridge's state); the tap, when set, sees
+ * each drained batch before it is queued.
  */
 #include "fleet/publisher.h"
 
@@ -24,7 +27,7 @@ struct rkv_fleet_pub {
     natsConnection *nc;
     jsCtx *js;
     natsSubscription *snap_sub;
-    rkv_tree *tree;
+    rkv_fleet_source src;
     char kv_subject[128], hb_subject[128];
     rkv_event *scratch;        /* batch_events                             */
     pub_slot *q;               /* max_pending                              */
@@ -80,12 +83,35 @@ static rkv_status nats_error(const char *what, natsStatus s)
     return rkv_set_error(RKV_ERR_IO, "%s: %s", what, natsStatus_GetText(s));
 }
 
+static rkv_status tree_drain(void *ctx, rkv_event *out, uint32_t max, uint32_t *n)
+{
+    return rkv_tree_events_drain(ctx, out, max, n);
+}
+
+static rkv_status tree_snapshot(const void *ctx, rkv_block_entry *out, size_t cap,
+                                size_t *n, uint64_t *seq)
+{
+    return rkv_tree_snapshot(ctx, out, cap, n, seq);
+}
+
 rkv_status rkv_fleet_pub_create(const rkv_fleet_pub_config *cfg,
                                 natsConnection *nc, rkv_tree *tree,
                                 rkv_fleet_pub **out)
 {
+    if (!tree)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_fleet_pub_create: NULL "
+                             "argument");
+    rkv_fleet_source src = {tree, tree_drain, tree_snapshot};
+    return rkv_fleet_pub_create_source(cfg, nc, &src, out);
+}
+
+rkv_status rkv_fleet_pub_create_source(const rkv_fleet_pub_config *cfg,
+                                       natsConnection *nc,
+                                       const rkv_fleet_source *src,
+                                       rkv_fleet_pub **out)
+{
     const char *what = "rkv_fleet_pub_create";
-    if (!cfg || !nc || !tree || !out)
+    if (!cfg || !nc || !src || !src->drain || !src->snapshot || !out)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
     if (cfg->batch_events == 0 || cfg->batch_events > RKV_WIRE_MAX_EVENTS ||
         cfg->max_pending == 0 || cfg->max_pending > (1u << 20) ||
@@ -101,7 +127,7 @@ rkv_status rkv_fleet_pub_create(const rkv_fleet_pub_config *cfg,
     p->cfg = *cfg;
     p->cfg.model = NULL; /* not kept: the subjects carry it */
     p->nc = nc;
-    p->tree = tree;
+    p->src = *src;
     char snap_subject[128];
     s = rkv_fleet_subject(p->kv_subject, sizeof p->kv_subject, cfg->model, "kv", 1,
                           cfg->instance);
@@ -197,11 +223,11 @@ static void serve_snapshots(rkv_fleet_pub *p)
         size_t len = 0, need = 0;
         int64_t max = natsConnection_GetMaxPayload(p->nc);
         int ok = reply && max > 0 &&
-                 rkv_tree_snapshot(p->tree, NULL, 0, &n, NULL) == RKV_OK;
+                 p->src.snapshot(p->src.ctx, NULL, 0, &n, NULL) == RKV_OK;
         if (ok) {
             e = malloc((n ? n : 1) * sizeof *e);
             need = rkv_wire_snapshot_size(n);
-            ok = e && rkv_tree_snapshot(p->tree, e, n, &n, &seq) == RKV_OK;
+            ok = e && p->src.snapshot(p->src.ctx, e, n, &n, &seq) == RKV_OK;
         }
         if (ok && need && (int64_t)need <= max)
             ok = (buf = malloc(need)) != NULL &&
@@ -220,16 +246,17 @@ static void serve_snapshots(rkv_fleet_pub *p)
     }
 }
 
-static rkv_status drain(rkv_fleet_pub *p)
+static rkv_status drain(rkv_fleet_pub *p, uint64_t now_ms)
 {
     while (p->q_count < p->cfg.max_pending) {
         uint32_t n = 0;
-        rkv_status s = rkv_tree_events_drain(p->tree, p->scratch,
-                                             p->cfg.batch_events, &n);
+        rkv_status s = p->src.drain(p->src.ctx, p->scratch, p->cfg.batch_events, &n);
         if (s != RKV_OK)
             return s;
         if (n == 0)
             return RKV_OK;
+        if (p->cfg.tap)
+            p->cfg.tap(p->cfg.tap_ctx, now_ms, p->scratch, n);
         size_t need = rkv_wire_events_size(p->scratch, n), len = 0;
         uint8_t *buf = need ? malloc(need) : NULL;
         if (!buf)
@@ -314,7 +341,7 @@ rkv_status rkv_fleet_pub_poll(rkv_fleet_pub *p, uint64_t now_ms,
     if (!p)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_fleet_pub_poll: NULL");
     serve_snapshots(p);
-    rkv_status s = drain(p);
+    rkv_status s = drain(p, now_ms);
     rkv_status ps = publish(p);
     heartbeat(p, now_ms, running, queued_tokens);
     p->st.pending_batches = p->q_count;

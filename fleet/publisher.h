@@ -1,6 +1,7 @@
 /*
  * fleet/publisher.h -- one serving instance's side of the fleet: drains its
- * tree's KV events (rkv_tree_events_drain) and publishes them, encoded as
+ * tree's KV events (rkv_tree_events_drain; or any source with the same
+ * calls, rkv_fleet_pub_create_source) and publishes them, encoded as
  * fleet/codec.h batches, to NATS JetStream on `radixkv.<model>.kv.<instance>`
  * (instance in decimal); publishes heartbeats (load and last published seq)
  * on `radixkv.<model>.hb.<instance>` (core NATS, not stored); answers
@@ -51,6 +52,12 @@ typedef struct rkv_fleet_pub_config {
     uint32_t max_pending;     /* batches kept unacknowledged, default 64     */
     uint64_t heartbeat_ms;    /* default 500                                 */
     int64_t publish_wait_ms;  /* JetStream ack wait per batch, default 2000  */
+    /* NULL, or called with every drained batch, in order, before it is
+     * queued, with the time poll was given: a second consumer of the same
+     * events (a vLLM-format ZMQ publisher, fleet/kvev_zpub.h). It must
+     * not call the publisher. */
+    void (*tap)(void *tap_ctx, uint64_t now_ms, const rkv_event *ev, uint32_t n);
+    void *tap_ctx;
 } rkv_fleet_pub_config;
 void rkv_fleet_pub_config_init(rkv_fleet_pub_config *cfg);
 
@@ -60,6 +67,20 @@ void rkv_fleet_pub_config_init(rkv_fleet_pub_config *cfg);
 rkv_status rkv_fleet_pub_create(const rkv_fleet_pub_config *cfg,
                                 natsConnection *nc, rkv_tree *tree,
                                 rkv_fleet_pub **out);
+/* What is published need not be a tree: any state with the tree's two
+ * calls (rkv_tree_events_drain, rkv_tree_snapshot) and their contracts,
+ * e.g. `radixkv bridge`'s (fleet/bridge.h). ctx must outlive the
+ * publisher. */
+typedef struct rkv_fleet_source {
+    void *ctx;
+    rkv_status (*drain)(void *ctx, rkv_event *out, uint32_t max, uint32_t *n_out);
+    rkv_status (*snapshot)(const void *ctx, rkv_block_entry *out, size_t cap,
+                           size_t *n_out, uint64_t *seq_out);
+} rkv_fleet_source;
+rkv_status rkv_fleet_pub_create_source(const rkv_fleet_pub_config *cfg,
+                                       natsConnection *nc,
+                                       const rkv_fleet_source *src,
+                                       rkv_fleet_pub **out);
 void rkv_fleet_pub_destroy(rkv_fleet_pub *pub); /* NULL is fine */
 
 /* One step, at the caller's time now_ms (any monotonic clock): answers
