@@ -211,7 +211,12 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     fill_random(rng, dt, q, qn);
     void *dq = dev_copy(q, ob), *dout = dev_copy(NULL, ob);
     float *dl = dev_copy(NULL, 4 * (size_t)rows * Hq);
-    rkv_attn_params p = {1, Hq, 0.0f};
+    /* a random softmax scale (log-uniform in [1/64, 1]) in three cases of
+     * four, the default 1/sqrt(D) in the fourth: a kernel that ignores or
+     * misapplies the scale fails the sweep, not one test */
+    float scale = rkv_rng_below(rng, 4) == 0 ? 0.0f
+                                             : (float)pow(2.0, -6.0 * rkv_rng_unit(rng));
+    rkv_attn_params p = {1, Hq, scale};
     rkv_paged_kv t = {nreq, kvp, idx, last};
     const char *what = op == OP_DECODE ? "decode" : op == OP_PREFILL ? "prefill" : "cascade";
     if (op == OP_DECODE) {
@@ -227,7 +232,8 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     OK(rkv_attn_sync(pr.da));
     host_of(og, dout, ob);
     host_of(lg, dl, 4 * (size_t)rows * Hq);
-    cr_log_info("%s P=%u G=%u D=%u dt=%d rows=%u", what, P, G, D, (int)dt, rows);
+    cr_log_info("%s P=%u G=%u D=%u dt=%d rows=%u scale=%g", what, P, G, D, (int)dt, rows,
+                (double)scale);
     compare(dt, D, (size_t)rows * Hq, og, oh, lg, lh, what);
     cudaFree(dq);
     cudaFree(dout);
@@ -847,6 +853,114 @@ Test(attention_gpu, known_answer_spikes)
         free(o[0]);
         free(o[1]);
         pair_close(&pr);
+    }
+#endif
+}
+
+#ifdef RKV_HAVE_CUDA
+/* The nearest value of dtype dt (f16 or bf16) to x in [1, 2], ties to
+ * even, worked out here in double (not by the code under test): *lo and
+ * *hi are the two candidates when x lies within margin of a tie (either is
+ * then accepted), else both are the nearest. */
+static void rne_ref(rkv_dtype dt, double x, double margin, double *lo, double *hi)
+{
+    const double ulp = dt == RKV_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+    double k = floor(x / ulp), frac = x / ulp - k;
+    double down = k * ulp, up = (k + 1) * ulp;
+    if (fabs(frac - 0.5) * ulp <= margin) {
+        *lo = down;
+        *hi = up;
+    } else if (frac == 0.5) {
+        *lo = *hi = fmod(k, 2.0) == 0 ? down : up;
+    } else {
+        *lo = *hi = frac < 0.5 ? down : up;
+    }
+}
+
+/* Stores into f16/bf16 round to nearest even, bit for bit. With q = 0 the
+ * output is the mean of V; with V in [1, 2) the sum is exact in fp32, so
+ * for short rows (one KV split) the kernel's fp32 value is the correctly
+ * rounded mean and its 16-bit store must equal the nearest-even rounding
+ * of it -- ties (means of 2 and 4 tokens) included. A store that truncates
+ * (round toward zero) or rounds ties away passes every tolerance test but
+ * fails here. Long rows (KV splits, finalize, cascade) carry fp32 error, so
+ * there only values within 2^-16 of a tie may take either neighbour. */
+static void rounding_case(rkv_rng *rng, op_kind op, rkv_dtype dt, const uint32_t lens[2],
+                          double margin)
+{
+    const uint32_t P = 16, Hkv = 2, G = 2, Hq = Hkv * G, D = 64, nreq = 2;
+    const uint32_t nshared = op == OP_CASCADE ? 2 : 0, S = nshared * P, nb = 64;
+    pair pr;
+    pair_open(&pr, rng, P, Hkv, D, dt, nb);
+    void *kb, *vb;
+    OK(rkv_pool_layer_kv(pr.hp, 1, &kb, &vb));
+    for (size_t i = 0; i < (size_t)nb * P * Hkv * D; i++)
+        rkv_attn_cpu_store(dt, vb, i, (float)(1.0 + rkv_rng_unit(rng)));
+    pair_sync(&pr);
+    uint32_t shared[2] = {0, 1}, kvp[3] = {0}, last[2], qo[3] = {0}, idx[60], next = 2;
+    for (uint32_t r = 0; r < nreq; r++) {
+        uint32_t pages = (lens[r] + P - 1) / P;
+        kvp[r + 1] = kvp[r] + pages;
+        last[r] = lens[r] - (pages - 1) * P;
+        qo[r + 1] = qo[r] + (op == OP_DECODE ? 1 : 2);
+        for (uint32_t i = 0; i < pages; i++)
+            idx[kvp[r] + i] = next++;
+    }
+    cr_assert(next <= nb);
+    const uint32_t rows = qo[nreq];
+    const size_t ob = (size_t)rows * Hq * D * pr.es;
+    void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
+    float *l[2] = {malloc(4 * (size_t)rows * Hq), malloc(4 * (size_t)rows * Hq)};
+    cr_assert(q && o[0] && o[1] && l[0] && l[1]);
+    rkv_attn_params p = {1, Hq, 0.5f};
+    rkv_paged_kv t = {nreq, kvp, idx, last};
+    run_both(&pr, op, &p, &t, qo, nshared, shared, q, rows, o, l);
+    for (uint32_t r = 0, row = 0; r < nreq; r++)
+        for (uint32_t j = 0; j < qo[r + 1] - qo[r]; j++, row++) {
+            uint32_t n = S + lens[r] - (qo[r + 1] - qo[r]) + j + 1;
+            for (uint32_t h = 0; h < Hq; h++)
+                for (uint32_t d = 0; d < D; d++) {
+                    double sum = 0;
+                    for (uint32_t i = 0; i < n; i++) {
+                        size_t sl = i < S ? slot_of(&pr, shared, i)
+                                          : slot_of(&pr, idx + kvp[r], i - S);
+                        sum += ld(dt, vb, (sl * Hkv + h / G) * D + d);
+                    }
+                    double lo, hi;
+                    rne_ref(dt, sum / n, margin, &lo, &hi);
+                    for (int b = 0; b < 2; b++) {
+                        double got = ld(dt, o[b], ((size_t)row * Hq + h) * D + d);
+                        cr_assert(got == lo || got == hi,
+                                  "%s op %d dt %d row %u head %u dim %u: stored %.9g, mean "
+                                  "%.9g rounds to nearest even %.9g",
+                                  b ? "cuda" : "host", (int)op, (int)dt, row, h, d, got,
+                                  sum / n, lo);
+                    }
+                }
+        }
+    free(q);
+    free(o[0]);
+    free(o[1]);
+    free(l[0]);
+    free(l[1]);
+    pair_close(&pr);
+}
+#endif
+
+Test(attention_gpu, stores_round_to_nearest_even)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.stores_round_to_nearest_even"));
+    const rkv_dtype dts[2] = {RKV_DTYPE_F16, RKV_DTYPE_BF16};
+    const uint32_t short_lens[2] = {4, 7}, long_lens[2] = {37, 300};
+    for (size_t ti = 0; ti < 2; ti++) {
+        rounding_case(&rng, OP_DECODE, dts[ti], short_lens, 0.0); /* exact: ties too */
+        rounding_case(&rng, OP_PREFILL, dts[ti], short_lens, 0.0);
+        rounding_case(&rng, OP_DECODE, dts[ti], long_lens, 1.0 / 65536);
+        rounding_case(&rng, OP_PREFILL, dts[ti], long_lens, 1.0 / 65536);
+        rounding_case(&rng, OP_CASCADE, dts[ti], long_lens, 1.0 / 65536);
     }
 #endif
 }
