@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "attention/devmem.h"
 #include "attention/launch.h"
 #include "common/status.h"
 
@@ -121,30 +122,36 @@ struct bf16_t { unsigned short b; };
 template <typename T> struct elem;
 template <> struct elem<f16_t> {
     typedef unsigned short raw;
+    static __device__ __forceinline__ float cvt(raw r) { return __half2float(__ushort_as_half(r)); }
     static __device__ __forceinline__ float load(const raw *p, size_t i)
     {
-        return __half2float(__ushort_as_half(p[i]));
+        return cvt(ld_global(p + i));
     }
     static __device__ __forceinline__ void store(raw *p, size_t i, float x)
     {
-        p[i] = __half_as_ushort(__float2half_rn(x));
+        st_global(p + i, __half_as_ushort(__float2half_rn(x)));
     }
 };
 template <> struct elem<bf16_t> {
     typedef unsigned short raw;
+    static __device__ __forceinline__ float cvt(raw r)
+    {
+        return __bfloat162float(__ushort_as_bfloat16(r));
+    }
     static __device__ __forceinline__ float load(const raw *p, size_t i)
     {
-        return __bfloat162float(__ushort_as_bfloat16(p[i]));
+        return cvt(ld_global(p + i));
     }
     static __device__ __forceinline__ void store(raw *p, size_t i, float x)
     {
-        p[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+        st_global(p + i, __bfloat16_as_ushort(__float2bfloat16_rn(x)));
     }
 };
 template <> struct elem<float> {
     typedef float raw;
-    static __device__ __forceinline__ float load(const raw *p, size_t i) { return p[i]; }
-    static __device__ __forceinline__ void store(raw *p, size_t i, float x) { p[i] = x; }
+    static __device__ __forceinline__ float cvt(raw r) { return r; }
+    static __device__ __forceinline__ float load(const raw *p, size_t i) { return ld_global(p + i); }
+    static __device__ __forceinline__ void store(raw *p, size_t i, float x) { st_global(p + i, x); }
 };
 
 /* An aligned vector of N raw elements, for one wide load. */
@@ -159,10 +166,10 @@ static __device__ __forceinline__ void load_vec(const typename elem<T>::raw *p, 
                                                 float *out)
 {
     typedef typename elem<T>::raw raw;
-    rvec<raw, EL> r = *reinterpret_cast<const rvec<raw, EL> *>(p + i);
+    rvec<raw, EL> r = ld_global(reinterpret_cast<const rvec<raw, EL> *>(p + i));
 #pragma unroll
     for (int e = 0; e < EL; e++)
-        out[e] = elem<T>::load(r.v, e);
+        out[e] = elem<T>::cvt(r.v[e]);
 }
 
 /* ---- workspace ------------------------------------------------------------ */
@@ -293,10 +300,10 @@ __global__ void append_kernel(unsigned short *kb, unsigned short *vb,
 {
     const size_t t = b0 + blockIdx.x;
     size_t src = t * row_units;
-    size_t dst = (size_t)slots[t] * row_units;
+    size_t dst = (size_t)ld_global(slots + t) * row_units;
     for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x) {
-        kb[dst + i] = k[src + i];
-        vb[dst + i] = v[src + i];
+        st_global(kb + dst + i, ld_global(k + src + i));
+        st_global(vb + dst + i, ld_global(v + src + i));
     }
 }
 
@@ -358,10 +365,10 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
     const unsigned row = a.row0 + blockIdx.x, qh0 = blockIdx.y * GB, split = blockIdx.z;
     const unsigned kvh = qh0 / a.G;
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const unsigned req = a.row_req[row], len = a.row_len[row];
+    const unsigned req = ld_global(a.row_req + row), len = ld_global(a.row_len + row);
     const unsigned t0 = split * a.chunk;
     const unsigned t1 = min(len, t0 + a.chunk);
-    const unsigned *pages = a.kv_indices + a.kv_indptr[req];
+    const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
     const raw *q = (const raw *)a.q, *kb = (const raw *)a.kb, *vb = (const raw *)a.vb;
 
     float qv[GB][EL], acc[GB][EL], m[GB], l[GB];
@@ -377,7 +384,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
         l[g] = 0.0f;
     }
     for (unsigned t = t0 + warp; t < t1; t += NW) {
-        size_t tok = (size_t)pages[t / a.P] * a.P + t % a.P;
+        size_t tok = (size_t)ld_global(pages + t / a.P) * a.P + t % a.P;
         size_t base = (tok * a.Hkv + kvh) * D;
         float kf[EL], vf[EL];
         load_vec<T, EL>(kb, base + lane * EL, kf);
@@ -432,11 +439,11 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
         if (a.out != NULL) { /* split == 0 here: sidx is the output index */
             E::store((raw *)a.out, sidx * D + d, o);
             if (d == 0 && a.lse != NULL)
-                a.lse[sidx] = ls;
+                st_global(a.lse + sidx, ls);
         } else {
-            a.po[sidx * D + d] = o;
+            st_global(a.po + sidx * D + d, o);
             if (d == 0)
-                a.plse[sidx] = ls;
+                st_global(a.plse + sidx, ls);
         }
     }
 }
@@ -463,27 +470,27 @@ __global__ void finalize_kernel(fin_args f, size_t b0)
         xi = ((size_t)(h / f.G) * f.rows + row) * f.G + h % f.G;
     float M = -INFINITY;
     for (unsigned s = 0; s < f.splits; s++)
-        M = fmaxf(M, f.plse[s * n + idx]);
+        M = fmaxf(M, ld_global(f.plse + s * n + idx));
     if (f.xo != NULL)
-        M = fmaxf(M, f.xlse[xi]);
+        M = fmaxf(M, ld_global(f.xlse + xi));
     float L = 0.0f, O = 0.0f;
     if (M != -INFINITY) {
         for (unsigned s = 0; s < f.splits; s++) {
-            float ls = f.plse[s * n + idx];
+            float ls = ld_global(f.plse + s * n + idx);
             float w = ls == -INFINITY ? 0.0f : __expf(ls - M);
             L += w;
-            O += w * f.po[(s * n + idx) * f.D + d];
+            O += w * ld_global(f.po + (s * n + idx) * f.D + d);
         }
         if (f.xo != NULL) {
-            float ls = f.xlse[xi];
+            float ls = ld_global(f.xlse + xi);
             float w = ls == -INFINITY ? 0.0f : __expf(ls - M);
             L += w;
-            O += w * f.xo[xi * f.D + d];
+            O += w * ld_global(f.xo + xi * f.D + d);
         }
     }
     E::store((typename E::raw *)f.out, idx * f.D + d, M == -INFINITY ? 0.0f : O / L);
     if (f.lse != NULL && d == 0)
-        f.lse[idx] = M == -INFINITY ? -INFINITY : M + logf(L);
+        st_global(f.lse + idx, M == -INFINITY ? -INFINITY : M + logf(L));
 }
 
 template <typename T, int D>
@@ -520,7 +527,7 @@ __global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, size_
     size_t src = ((m / G) * Hkv * G + qh) * row_units;
     size_t dst = ((size_t)h * mb + i) * row_units;
     for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x)
-        qp[dst + u] = q[src + u];
+        st_global(qp + dst + u, ld_global(q + src + u));
 }
 
 /* Kg[h][j][:] = K[token c0 + j of the shared pages][h][:] for one KV chunk
@@ -532,12 +539,12 @@ __global__ void gather_kv_kernel(const unsigned short *kb, const unsigned short 
 {
     const size_t bi = b0 + blockIdx.x, j = bi / Hkv, s = c0 + j;
     const unsigned h = (unsigned)(bi % Hkv);
-    size_t tok = (size_t)pages[s / P] * P + s % P;
+    size_t tok = (size_t)ld_global(pages + s / P) * P + s % P;
     size_t src = (tok * Hkv + h) * row_units;
     size_t dst = ((size_t)h * cn + j) * row_units;
     for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x) {
-        kg[dst + u] = kb[src + u];
-        vg[dst + u] = vb[src + u];
+        st_global(kg + dst + u, ld_global(kb + src + u));
+        st_global(vg + dst + u, ld_global(vb + src + u));
     }
 }
 
@@ -545,7 +552,7 @@ __global__ void fill_kernel(float *p, size_t n, float x, size_t b0)
 {
     size_t i = (b0 + blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n)
-        p[i] = x;
+        st_global(p + i, x);
 }
 
 /* Row softmax of one score chunk: p = exp(scale*s - m) rounded to T;
@@ -560,7 +567,7 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float mx = -INFINITY;
     for (unsigned i = threadIdx.x; i < cols; i += blockDim.x)
-        mx = fmaxf(mx, scores[base + i] * scale);
+        mx = fmaxf(mx, ld_global(scores + base + i) * scale);
     for (int o = 16; o > 0; o >>= 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     if (lane == 0)
@@ -572,7 +579,7 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
     __syncthreads();
     float sum = 0.0f;
     for (unsigned i = threadIdx.x; i < cols; i += blockDim.x) {
-        E::store((typename E::raw *)p, base + i, __expf(scores[base + i] * scale - mx));
+        E::store((typename E::raw *)p, base + i, __expf(ld_global(scores + base + i) * scale - mx));
         sum += E::load((const typename E::raw *)p, base + i);
     }
     for (int o = 16; o > 0; o >>= 1)
@@ -584,8 +591,8 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
         float t = 0.0f;
         for (unsigned w = 0; w < blockDim.x / 32; w++)
             t += red[w];
-        cm[r] = mx;
-        cl[r] = t;
+        st_global(cm + r, mx);
+        st_global(cl + r, t);
     }
 }
 
@@ -599,16 +606,17 @@ __global__ void combine_kernel(float *ao, float *alse, const float *oc, const fl
     const size_t r = b0 + blockIdx.x;
     const size_t a = (r / mb) * M + m0 + r % mb;
     const unsigned d = threadIdx.x;
-    float lc = cm[r] + logf(cl[r]);
-    float la = alse[a];
+    const float cmr = ld_global(cm + r), clr = ld_global(cl + r);
+    float lc = cmr + logf(clr);
+    float la = ld_global(alse + a);
     float Mx = fmaxf(la, lc);
     float wa = la == -INFINITY ? 0.0f : __expf(la - Mx);
     float wc = __expf(lc - Mx);
     float s = wa + wc;
-    ao[a * D + d] = (ao[a * D + d] * wa + oc[r * D + d] / cl[r] * wc) / s;
+    st_global(ao + a * D + d, (ld_global(ao + a * D + d) * wa + ld_global(oc + r * D + d) / clr * wc) / s);
     __syncthreads(); /* every thread has read alse[a] */
     if (d == 0)
-        alse[a] = Mx + logf(s);
+        st_global(alse + a, Mx + logf(s));
 }
 
 static cudaDataType_t blas_type(rkv_dtype dt)
@@ -878,7 +886,7 @@ __global__ void merge_kernel(const void *va, const float *la, const void *vb,
     typedef typename E::raw raw;
     const size_t i = b0 + blockIdx.x;
     const unsigned d = threadIdx.x;
-    float a = la[i], b = lb[i];
+    float a = ld_global(la + i), b = ld_global(lb + i);
     float M = fmaxf(a, b);
     float wa = 0.0f, wb = 0.0f, ls = -INFINITY;
     if (M != -INFINITY) {
@@ -899,7 +907,7 @@ __global__ void merge_kernel(const void *va, const float *la, const void *vb,
     __syncthreads(); /* every thread has read its inputs before out may alias them */
     E::store((raw *)vo, i * D + d, x);
     if (lo != NULL && d == 0)
-        lo[i] = ls;
+        st_global(lo + i, ls);
 }
 
 extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom *g,

@@ -406,3 +406,59 @@ Test(cudasim, expf_is_approximate_but_close)
     }
     cr_assert_eq(__expf(-INFINITY), 0.0f);
 }
+
+/* ---- traffic meter (scripts/attn-traffic relies on its counts) ---- */
+
+#include "attention/devmem.h"
+
+__global__ void ok_metered_sum(const float *a, const float *b, float *out, unsigned n)
+{
+    float s = 0.0f;
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x)
+        s += ld_global(a + i) + ld_global(b + i) + ld_global(b + i); /* b twice */
+    st_global(out + blockIdx.x * blockDim.x + threadIdx.x, s);
+}
+
+/* Exact counts per kernel and region: a read once, b twice, out written
+ * once per thread; a host copy, a memset, a malloc and a sync counted as
+ * such; nothing counted while the meter is off. */
+Test(cudasim, meter_counts_accesses_per_kernel_and_region)
+{
+    const unsigned n = 1000, blocks = 3, threads = 64;
+    float *a, *b, *o;
+    CK(cudaMalloc((void **)&a, n * 4));
+    CK(cudaMalloc((void **)&b, n * 4));
+    CK(cudaMalloc((void **)&o, blocks * threads * 4));
+    rkvsim_meter_reset();
+    cr_assert_eq(rkvsim_meter_region(a, n * 4), 1);
+    cr_assert_eq(rkvsim_meter_region(b, n * 4), 2);
+    rkvsim_meter_enable(1);
+    float host[1000] = {0};
+    CK(cudaMemcpy(a, host, sizeof host, cudaMemcpyHostToDevice));
+    CK(cudaMemset(b, 0, n * 4));
+    RKV_LAUNCH(blocks, threads, 0, 0, ok_metered_sum)(a, b, o, n);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    void *extra;
+    CK(cudaMalloc(&extra, 16));
+    rkvsim_meter_enable(0);
+    RKV_LAUNCH(1, 32, 0, 0, ok_metered_sum)(a, b, o, n); /* not counted */
+    CK(cudaDeviceSynchronize());
+    const char *k = "ok_metered_sum";
+    cr_assert_eq(rkvsim_meter_get(k, -1, RKVSIM_METER_LAUNCHES), 1);
+    cr_assert_eq(rkvsim_meter_get(k, 1, RKVSIM_METER_READ), (uint64_t)blocks * n * 4);
+    cr_assert_eq(rkvsim_meter_get(k, 2, RKVSIM_METER_READ), (uint64_t)blocks * n * 8);
+    cr_assert_eq(rkvsim_meter_get(k, 0, RKVSIM_METER_READ), 0);
+    cr_assert_eq(rkvsim_meter_get(k, 0, RKVSIM_METER_WRITE), (uint64_t)blocks * threads * 4);
+    cr_assert_eq(rkvsim_meter_get("[H2D]", 1, RKVSIM_METER_WRITE), (uint64_t)n * 4);
+    cr_assert_eq(rkvsim_meter_get("[memset]", 2, RKVSIM_METER_WRITE), (uint64_t)n * 4);
+    cr_assert_eq(rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES), 1);
+    /* cudaMemcpy, cudaMemset (both blocking here) and cudaDeviceSynchronize */
+    cr_assert_eq(rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES), 3);
+    rkvsim_meter_reset();
+    cr_assert_null(rkvsim_meter_name(0));
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    CK(cudaFree(o));
+    CK(cudaFree(extra));
+}
