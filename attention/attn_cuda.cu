@@ -4,18 +4,19 @@
  *
  * Kernels:
  *   - append: one block per token copies its K and V rows into their slots.
- *   - rows (decode and prefill): flash-decoding. Grid (row, q-head chunk of
- *     GB heads sharing one kv head, KV split). Each of 4 warps walks every
- *     4th token of its split; a lane holds D/32 contiguous dims (d = lane *
- *     D/32 + e: one 4..16-byte load per lane, a warp reads a K/V row in one
- *     coalesced sweep); scores are reduced with shuffles and folded into an
- *     online softmax; the warps merge through shared memory and write an
- *     fp32 partial (o, lse) per split. A finalize kernel merges the splits
- *     (and, for cascade, the shared-prefix state) by log-sum-exp and rounds
- *     once into the output dtype (with one split and no shared prefix the
- *     rows kernel writes the output itself). Prefill uses the same kernel
- *     with causal row lengths: simple, but not tensor-core tiled, so expect
- *     prefill FLOP/s far below the GEMM rate (a tiled kernel is future work).
+ *   - rows (decode and prefill): flash-decoding. Grid (row, kv head [x
+ *     group of up to 16 of its query heads], KV split). Per tile of 32
+ *     tokens the block stages K and V in shared memory with 16-byte loads,
+ *     then every query head of the GQA group scores and accumulates from
+ *     that tile (one warp per head, up to 4 heads a warp): K/V are read
+ *     once per group. A head's online softmax lives in one warp; the block
+ *     writes an fp32 partial (o, lse) per split. A finalize kernel merges
+ *     the splits (and, for cascade, the shared-prefix state) by
+ *     log-sum-exp and rounds once into the output dtype (with one split
+ *     and no shared prefix the rows kernel writes the output itself).
+ *     Prefill uses the same kernel with causal row lengths: each row
+ *     re-reads its prefix (not tensor-core tiled; a tiled kernel is future
+ *     work).
  *   - cascade shared prefix: per KV chunk of C tokens the prefix's K and V
  *     are gathered into [Hkv][C][D]; per block of Mb score rows the queries
  *     are packed to [Hkv][Mb][D]; two strided-batched cuBLAS GEMMs (scores
@@ -347,103 +348,149 @@ struct rows_args {
     void *out;        /* non-NULL: one split, write the result directly */
     float *lse;       /* with out: optional lse */
     unsigned rows, Hq, Hkv, G, P, chunk;
+    unsigned ng;   /* blocks per kv head: ceil(G / 16) query-head groups */
     unsigned row0; /* first row of this launch (grids are split in x) */
     float scale;
 };
 
-#define NW 4
+#define NW 4  /* warps per block */
+#define TT 32 /* tokens per K/V tile: one per lane when scoring */
+#define HG_MAX 16 /* query heads per block (NW warps x up to 4 heads) */
 
-template <typename T, int D, int GB>
+/* One block per (row, kv head[, group of up to 16 of its query heads],
+ * split): every query head of a GQA group reads the same K/V tile, so K/V
+ * cross the memory bus once per group whatever G (up to 16). Per tile of
+ * 32 tokens the block copies K and V into shared memory with 16-byte loads
+ * (rows padded by one vector so the per-lane row reads of the scoring hit
+ * distinct banks); warp w then serves heads w, w + 4, ...: lane t scores
+ * token t against the head's q (fp32, in shared memory), the warp folds
+ * the tile into its online softmax and accumulates P.V with lane l owning
+ * dims l*D/32 .. +D/32. A head's state lives in one warp, so no cross-warp
+ * merge is needed; the output (or the split's fp32 partial) is written
+ * once. The final o = acc / l is a division (not a reciprocal multiply):
+ * an exact mean stays correctly rounded. */
+template <typename T, int D, int HPW>
 __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
 {
     typedef elem<T> E;
     typedef typename E::raw raw;
-    const int EL = D / 32;
-    __shared__ float sm_m[NW][GB], sm_l[NW][GB];
-    __shared__ float sm_o[NW][GB][D];
+    const int EL = D / 32;            /* dims per lane in P.V */
+    const int VE = 16 / sizeof(raw);  /* elements per 16-byte vector */
+    const int VR = D / VE;            /* vectors per K/V row */
+    const int KP = D + VE;            /* padded shared row */
+    typedef rvec<raw, VE> vec;
+    typedef rvec<raw, EL> lvec;
+    __shared__ __align__(16) raw sk[TT][KP];
+    __shared__ __align__(16) raw sv[TT][KP];
+    __shared__ float sq[NW * HPW][D];
+    __shared__ size_t stok[TT];
 
-    const unsigned row = a.row0 + blockIdx.x, qh0 = blockIdx.y * GB, split = blockIdx.z;
-    const unsigned kvh = qh0 / a.G;
+    const unsigned row = a.row0 + blockIdx.x, split = blockIdx.z;
+    const unsigned kvh = blockIdx.y / a.ng, g0 = (blockIdx.y % a.ng) * (NW * HPW);
+    const unsigned gn = min(a.G - g0, (unsigned)(NW * HPW)); /* heads of this block */
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned req = ld_global(a.row_req + row), len = ld_global(a.row_len + row);
     const unsigned t0 = split * a.chunk;
     const unsigned t1 = min(len, t0 + a.chunk);
     const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
     const raw *q = (const raw *)a.q, *kb = (const raw *)a.kb, *vb = (const raw *)a.vb;
+    const size_t qh0 = (size_t)kvh * a.G + g0; /* first query head of the block */
 
-    float qv[GB][EL], acc[GB][EL], m[GB], l[GB];
+    for (unsigned i = threadIdx.x; i < gn * D; i += blockDim.x) /* q may be unaligned */
+        sq[i / D][i % D] = E::load(q, ((size_t)row * a.Hq + qh0) * D + i);
+    float acc[HPW][EL], m[HPW], l[HPW];
 #pragma unroll
-    for (int g = 0; g < GB; g++) {
-        size_t qo = ((size_t)row * a.Hq + qh0 + g) * D;
-#pragma unroll
-        for (int e = 0; e < EL; e++) {
-            qv[g][e] = E::load(q, qo + lane * EL + e); /* q may be unaligned */
-            acc[g][e] = 0.0f;
-        }
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-    }
-    for (unsigned t = t0 + warp; t < t1; t += NW) {
-        size_t tok = (size_t)ld_global(pages + t / a.P) * a.P + t % a.P;
-        size_t base = (tok * a.Hkv + kvh) * D;
-        float kf[EL], vf[EL];
-        load_vec<T, EL>(kb, base + lane * EL, kf);
-        load_vec<T, EL>(vb, base + lane * EL, vf);
-#pragma unroll
-        for (int g = 0; g < GB; g++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int e = 0; e < EL; e++)
-                s += qv[g][e] * kf[e];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                s += __shfl_xor_sync(0xffffffffu, s, o);
-            s *= a.scale;
-            float mn = fmaxf(m[g], s);
-            float corr = __expf(m[g] - mn);
-            float p = __expf(s - mn);
-            l[g] = l[g] * corr + p;
-#pragma unroll
-            for (int e = 0; e < EL; e++)
-                acc[g][e] = acc[g][e] * corr + p * vf[e];
-            m[g] = mn;
-        }
-    }
-#pragma unroll
-    for (int g = 0; g < GB; g++) {
-        if (lane == 0) {
-            sm_m[warp][g] = m[g];
-            sm_l[warp][g] = l[g];
-        }
+    for (int h = 0; h < HPW; h++) {
 #pragma unroll
         for (int e = 0; e < EL; e++)
-            sm_o[warp][g][lane * EL + e] = acc[g][e];
+            acc[h][e] = 0.0f;
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
     }
-    __syncthreads();
-    for (unsigned i = threadIdx.x; i < (unsigned)(GB * D); i += blockDim.x) {
-        unsigned g = i / D, d = i % D;
-        float M = -INFINITY;
-        for (int w = 0; w < NW; w++)
-            M = fmaxf(M, sm_m[w][g]);
-        float L = 0.0f, O = 0.0f;
-        if (M != -INFINITY) {
-            for (int w = 0; w < NW; w++) {
-                float wt = sm_m[w][g] == -INFINITY ? 0.0f : __expf(sm_m[w][g] - M);
-                L += sm_l[w][g] * wt;
-                O += sm_o[w][g][d] * wt;
-            }
+    for (unsigned tb = t0; tb < t1; tb += TT) {
+        const unsigned n = min((unsigned)TT, t1 - tb);
+        __syncthreads(); /* q stored; the previous tile consumed */
+        if (threadIdx.x < n) {
+            const unsigned t = tb + threadIdx.x;
+            stok[threadIdx.x] =
+                ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * a.Hkv + kvh;
         }
-        size_t sidx = ((size_t)split * a.rows + row) * a.Hq + qh0 + g;
-        float o = M == -INFINITY ? 0.0f : O / L;
-        float ls = M == -INFINITY ? -INFINITY : M + logf(L);
-        if (a.out != NULL) { /* split == 0 here: sidx is the output index */
-            E::store((raw *)a.out, sidx * D + d, o);
-            if (d == 0 && a.lse != NULL)
-                st_global(a.lse + sidx, ls);
-        } else {
-            st_global(a.po + sidx * D + d, o);
-            if (d == 0)
+        __syncthreads();
+        for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
+            const unsigned j = i / VR, c = i % VR;
+            const size_t at = stok[j] * D + c * VE;
+            *reinterpret_cast<vec *>(&sk[j][c * VE]) =
+                ld_global(reinterpret_cast<const vec *>(kb + at));
+            *reinterpret_cast<vec *>(&sv[j][c * VE]) =
+                ld_global(reinterpret_cast<const vec *>(vb + at));
+        }
+        __syncthreads();
+#pragma unroll
+        for (int h = 0; h < HPW; h++) {
+            const unsigned g = warp + h * NW;
+            if (g >= gn) /* warp-uniform */
+                break;
+            float s = -INFINITY;
+            if (lane < n) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int c = 0; c < VR; c++) {
+                    const vec kv = *reinterpret_cast<const vec *>(&sk[lane][c * VE]);
+#pragma unroll
+                    for (int e = 0; e < VE; e++)
+                        dot += sq[g][c * VE + e] * E::cvt(kv.v[e]);
+                }
+                s = dot * a.scale;
+            }
+            float tm = s;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
+            const float mn = fmaxf(m[h], tm); /* finite: the tile has a token */
+            const float corr = __expf(m[h] - mn);
+            const float p = lane < n ? __expf(s - mn) : 0.0f;
+            float ps = p;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, o);
+            l[h] = l[h] * corr + ps;
+#pragma unroll
+            for (int e = 0; e < EL; e++)
+                acc[h][e] *= corr;
+            for (unsigned j = 0; j < n; j++) {
+                const float pj = __shfl_sync(0xffffffffu, p, j);
+                const lvec vv = *reinterpret_cast<const lvec *>(&sv[j][lane * EL]);
+#pragma unroll
+                for (int e = 0; e < EL; e++)
+                    acc[h][e] += pj * E::cvt(vv.v[e]);
+            }
+            m[h] = mn;
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < HPW; h++) {
+        const unsigned g = warp + h * NW;
+        if (g >= gn)
+            break;
+        const size_t sidx = ((size_t)split * a.rows + row) * a.Hq + qh0 + g;
+        const bool empty = m[h] == -INFINITY;
+        const float ls = empty ? -INFINITY : m[h] + logf(l[h]);
+#pragma unroll
+        for (int e = 0; e < EL; e++) {
+            const float o = empty ? 0.0f : acc[h][e] / l[h];
+            const size_t at = sidx * D + lane * EL + e;
+            if (a.out != NULL) /* split == 0 here: sidx is the output index */
+                E::store((raw *)a.out, at, o);
+            else
+                st_global(a.po + at, o);
+        }
+        if (lane == 0) {
+            if (a.out != NULL) {
+                if (a.lse != NULL)
+                    st_global(a.lse + sidx, ls);
+            } else {
                 st_global(a.plse + sidx, ls);
+            }
         }
     }
 }
@@ -494,11 +541,11 @@ __global__ void finalize_kernel(fin_args f, size_t b0)
 }
 
 template <typename T, int D>
-static void launch_rows_d(dim3 grid, cudaStream_t s, const rows_args &a, unsigned gb)
+static void launch_rows_d(dim3 grid, cudaStream_t s, const rows_args &a, unsigned hpw)
 {
-    switch (gb) {
-    case 8: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 8>)(a); break;
+    switch (hpw) {
     case 4: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 4>)(a); break;
+    case 3: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 3>)(a); break;
     case 2: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 2>)(a); break;
     default: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 1>)(a); break;
     }
@@ -506,12 +553,12 @@ static void launch_rows_d(dim3 grid, cudaStream_t s, const rows_args &a, unsigne
 
 template <typename T>
 static void launch_rows(dim3 grid, cudaStream_t s, const rows_args &a, unsigned D,
-                        unsigned gb)
+                        unsigned hpw)
 {
     if (D == 64)
-        launch_rows_d<T, 64>(grid, s, a, gb);
+        launch_rows_d<T, 64>(grid, s, a, hpw);
     else
-        launch_rows_d<T, 128>(grid, s, a, gb);
+        launch_rows_d<T, 128>(grid, s, a, hpw);
 }
 
 /* ---- cascade: shared prefix by GEMM ------------------------------------- */
@@ -729,9 +776,12 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     GUARD(c->device, fn);
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
     const unsigned D = g->head_dim, nrows = rows->num_rows;
-    unsigned gb = G % 8 == 0 ? 8 : G % 4 == 0 ? 4 : G % 2 == 0 ? 2 : 1;
-    /* splits: enough blocks to fill the GPU, at least 64 tokens each */
-    size_t blocks = (size_t)nrows * (Hq / gb);
+    /* a block serves up to HG_MAX query heads of one kv head */
+    const unsigned ng = (G + HG_MAX - 1) / HG_MAX;
+    const unsigned hpw = ((G < HG_MAX ? G : HG_MAX) + NW - 1) / NW;
+    /* splits: enough blocks to fill the GPU, at least 64 tokens each; a
+     * split is whole K/V tiles */
+    size_t blocks = (size_t)nrows * Hkv * ng;
     size_t want = ((size_t)c->num_sms * 4 + blocks - 1) / blocks;
     size_t maxs = (rows->max_len + 63) / 64;
     size_t splits = want < maxs ? want : maxs;
@@ -740,6 +790,10 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     if (splits > 1024)
         splits = 1024;
     unsigned chunk = (unsigned)((rows->max_len + splits - 1) / splits);
+    chunk = (chunk + TT - 1) / TT * TT;
+    splits = (rows->max_len + chunk - 1) / chunk;
+    if (splits < 1)
+        splits = 1;
 
     const uint32_t total_pages = rows->kv_indptr[rows->num_reqs];
     const size_t nst = (size_t)nrows * Hq;
@@ -826,17 +880,19 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     a.G = G;
     a.P = g->page_size;
     a.chunk = chunk;
+    a.ng = ng;
     a.scale = sm_scale;
-    if (Hq / gb > 65535)
+    if ((size_t)Hkv * ng > 65535)
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: %u query head groups exceed a grid's y (65535)", fn, Hq / gb);
+                             "%s: %zu query head groups exceed a grid's y (65535)", fn,
+                             (size_t)Hkv * ng);
     st = launch_1d(c, nrows, fn, [&](unsigned nb, size_t b0) {
-        dim3 grid(nb, Hq / gb, (unsigned)splits);
+        dim3 grid(nb, Hkv * ng, (unsigned)splits);
         a.row0 = (unsigned)b0;
         switch (g->dtype) {
-        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, gb); break;
-        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, gb); break;
-        default: launch_rows<float>(grid, c->stream, a, D, gb); break;
+        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, hpw); break;
+        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, hpw); break;
+        default: launch_rows<float>(grid, c->stream, a, D, hpw); break;
         }
     });
     if (st != RKV_OK)

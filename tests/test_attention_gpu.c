@@ -314,6 +314,23 @@ Test(attention_gpu, cascade)
 #endif
 }
 
+/* GQA group sizes the sweep does not draw: 7 (odd, under 8 heads per
+ * warp pair), 16 (the most one block serves) and 20 (two blocks per kv
+ * head, the second with 4 heads). */
+Test(attention_gpu, gqa_groups_up_to_and_past_16)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.gqa_groups_up_to_and_past_16"));
+    const uint32_t gs[3] = {7, 16, 20};
+    for (size_t i = 0; i < 3; i++) {
+        run_case(&rng, 16, gs[i], i == 1 ? 64 : 128, DTS[i], OP_DECODE, 300);
+        run_case(&rng, 16, gs[i], 128, DTS[(i + 1) % 3], OP_PREFILL, 100);
+    }
+#endif
+}
+
 Test(attention_gpu, append_merge_copy)
 {
     need_gpu();
