@@ -270,9 +270,9 @@ extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
     /* stream 0 names the current device's default stream */
     GUARD(c->device, fn);
     /* the workspace is reused in stream order: work queued on the old
-     * stream may still read it when the new stream overwrites it */
-    if (c->ws != NULL)
-        CU_TRY(cudaStreamSynchronize(c->stream), fn);
+     * stream may still read it when the new stream overwrites it; and a
+     * plan's upload queued there must land before a run on the new one */
+    CU_TRY(cudaStreamSynchronize(c->stream), fn);
     if (c->blas != NULL)
         BLAS_TRY(cublasSetStream(c->blas, next), fn);
     c->stream = next;
@@ -766,22 +766,23 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
     return RKV_OK;
 }
 
-extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
-                                         const void *kbase, const void *vbase,
-                                         const rkv_attn_rows *rows,
-                                         const rkv_attn_shared *shared, const void *q,
-                                         float sm_scale, void *out, float *lse)
+/* How the rows kernel partitions a batch: a block serves up to HG_MAX query
+ * heads of one kv head (ng blocks per kv head, hpw heads per warp); the KV
+ * of a row is cut into `splits` chunks of `chunk` tokens (whole tiles),
+ * enough blocks to fill the GPU with at least 64 tokens each. */
+struct split_choice {
+    unsigned ng, hpw, chunk;
+    size_t splits;
+};
+
+static split_choice choose_split(const rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                 const rkv_attn_rows *rows)
 {
-    const char *fn = shared ? "rkv_attn_cascade" : "rkv_attn_rows";
-    GUARD(c->device, fn);
-    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
-    const unsigned D = g->head_dim, nrows = rows->num_rows;
-    /* a block serves up to HG_MAX query heads of one kv head */
-    const unsigned ng = (G + HG_MAX - 1) / HG_MAX;
-    const unsigned hpw = ((G < HG_MAX ? G : HG_MAX) + NW - 1) / NW;
-    /* splits: enough blocks to fill the GPU, at least 64 tokens each; a
-     * split is whole K/V tiles */
-    size_t blocks = (size_t)nrows * Hkv * ng;
+    const unsigned G = g->num_qo_heads / g->num_kv_heads;
+    split_choice sc;
+    sc.ng = (G + HG_MAX - 1) / HG_MAX;
+    sc.hpw = ((G < HG_MAX ? G : HG_MAX) + NW - 1) / NW;
+    size_t blocks = (size_t)rows->num_rows * g->num_kv_heads * sc.ng;
     size_t want = ((size_t)c->num_sms * 4 + blocks - 1) / blocks;
     size_t maxs = (rows->max_len + 63) / 64;
     size_t splits = want < maxs ? want : maxs;
@@ -792,8 +793,24 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     unsigned chunk = (unsigned)((rows->max_len + splits - 1) / splits);
     chunk = (chunk + TT - 1) / TT * TT;
     splits = (rows->max_len + chunk - 1) / chunk;
-    if (splits < 1)
-        splits = 1;
+    sc.splits = splits < 1 ? 1 : splits;
+    sc.chunk = chunk;
+    return sc;
+}
+
+extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                         const void *kbase, const void *vbase,
+                                         const rkv_attn_rows *rows,
+                                         const rkv_attn_shared *shared, const void *q,
+                                         float sm_scale, void *out, float *lse)
+{
+    const char *fn = shared ? "rkv_attn_cascade" : "rkv_attn_rows";
+    GUARD(c->device, fn);
+    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
+    const unsigned D = g->head_dim, nrows = rows->num_rows;
+    const split_choice sc = choose_split(c, g, rows);
+    const unsigned ng = sc.ng, hpw = sc.hpw, chunk = sc.chunk;
+    const size_t splits = sc.splits;
 
     const uint32_t total_pages = rows->kv_indptr[rows->num_reqs];
     const size_t nst = (size_t)nrows * Hq;
@@ -922,6 +939,133 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     f.D = D;
     f.splits = (unsigned)splits;
     return launch_1d(c, nst, fn, [&](unsigned nb, size_t b0) {
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
+        case RKV_DTYPE_BF16:
+            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
+            break;
+        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
+        }
+    });
+}
+
+/* ---- plan / run ----------------------------------------------------------- */
+
+/* Plan: the split choice and the layout of the caller's workspace: the
+ * uploaded index arrays (one copy, queued on the context's stream from a
+ * staged host buffer), then the fp32 split partials. */
+extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                         const rkv_attn_rows *rows, void *ws,
+                                         size_t ws_bytes, rkv_attn_plan_layout *out)
+{
+    static const char fn[] = "rkv_attn_plan_create";
+    const unsigned Hkv = g->num_kv_heads, G = g->num_qo_heads / Hkv;
+    const split_choice sc = choose_split(c, g, rows);
+    if ((size_t)Hkv * sc.ng > 65535)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: %zu query head groups exceed a grid's y (65535)", fn,
+                             (size_t)Hkv * sc.ng);
+    (void)G;
+    const uint32_t nrows = rows->num_rows, total_pages = rows->kv_indptr[rows->num_reqs];
+    const size_t nst = (size_t)nrows * g->num_qo_heads;
+    carve cv;
+    rkv_attn_plan_layout p;
+    memset(&p, 0, sizeof p);
+    p.off_req = cv.add((size_t)nrows * 4);
+    p.off_len = cv.add((size_t)nrows * 4);
+    p.off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
+    p.off_idx = cv.add((size_t)total_pages * 4);
+    const size_t host_bytes = cv.total;
+    p.direct = sc.splits == 1;
+    p.off_po = cv.add(p.direct ? 0 : sc.splits * nst * g->head_dim * 4);
+    p.off_pl = cv.add(p.direct ? 0 : sc.splits * nst * 4);
+    p.ws_bytes = cv.total;
+    p.splits = (uint32_t)sc.splits;
+    p.chunk = sc.chunk;
+    p.ng = sc.ng;
+    p.hpw = sc.hpw;
+    p.num_rows = nrows;
+    if (ws == NULL) { /* size query */
+        *out = p;
+        return RKV_OK;
+    }
+    if (ws_bytes < p.ws_bytes)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: workspace of %zu bytes, %zu needed",
+                             fn, ws_bytes, p.ws_bytes);
+    if (((uintptr_t)ws & 255) != 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: workspace %p not 256-byte aligned",
+                             fn, ws);
+    GUARD(c->device, fn);
+    char *stage = (char *)calloc(1, host_bytes);
+    if (stage == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy(stage + p.off_req, rows->row_req, (size_t)nrows * 4);
+    memcpy(stage + p.off_len, rows->row_len, (size_t)nrows * 4);
+    memcpy(stage + p.off_ind, rows->kv_indptr, ((size_t)rows->num_reqs + 1) * 4);
+    memcpy(stage + p.off_idx, rows->kv_indices, (size_t)total_pages * 4);
+    /* a pageable source is staged before the call returns */
+    cudaError_t e = cudaMemcpyAsync(ws, stage, host_bytes, cudaMemcpyHostToDevice, c->stream);
+    free(stage);
+    CU_TRY(e, fn);
+    *out = p;
+    return RKV_OK;
+}
+
+/* Run: kernel launches only (no copy, allocation or synchronisation), so a
+ * stream capture records it whole. */
+extern "C" rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                        const rkv_attn_plan_layout *p, void *ws,
+                                        const void *kbase, const void *vbase, const void *q,
+                                        float sm_scale, void *out, float *lse)
+{
+    static const char fn[] = "rkv_attn_run";
+    GUARD(c->device, fn);
+    char *w = (char *)ws;
+    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, D = g->head_dim;
+    rows_args a;
+    a.q = q;
+    a.kb = kbase;
+    a.vb = vbase;
+    a.row_req = (const unsigned *)(w + p->off_req);
+    a.row_len = (const unsigned *)(w + p->off_len);
+    a.kv_indptr = (const unsigned *)(w + p->off_ind);
+    a.kv_indices = (const unsigned *)(w + p->off_idx);
+    a.po = (float *)(w + p->off_po);
+    a.plse = (float *)(w + p->off_pl);
+    a.out = p->direct ? out : NULL;
+    a.lse = p->direct ? lse : NULL;
+    a.rows = p->num_rows;
+    a.Hq = Hq;
+    a.Hkv = Hkv;
+    a.G = Hq / Hkv;
+    a.P = g->page_size;
+    a.chunk = p->chunk;
+    a.ng = p->ng;
+    a.scale = sm_scale;
+    rkv_status st = launch_1d(c, p->num_rows, fn, [&](unsigned nb, size_t b0) {
+        dim3 grid(nb, Hkv * p->ng, p->splits);
+        a.row0 = (unsigned)b0;
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, p->hpw); break;
+        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, p->hpw); break;
+        default: launch_rows<float>(grid, c->stream, a, D, p->hpw); break;
+        }
+    });
+    if (st != RKV_OK || p->direct)
+        return st;
+    fin_args f;
+    f.po = a.po;
+    f.plse = a.plse;
+    f.xo = NULL;
+    f.xlse = NULL;
+    f.out = out;
+    f.lse = lse;
+    f.rows = p->num_rows;
+    f.Hq = Hq;
+    f.G = a.G;
+    f.D = D;
+    f.splits = p->splits;
+    return launch_1d(c, (size_t)p->num_rows * Hq, fn, [&](unsigned nb, size_t b0) {
         switch (g->dtype) {
         case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
         case RKV_DTYPE_BF16:

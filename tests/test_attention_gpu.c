@@ -331,6 +331,124 @@ Test(attention_gpu, gqa_groups_up_to_and_past_16)
 #endif
 }
 
+#ifdef RKV_HAVE_CUDA
+/* Plan once, run per layer: the same bytes as rkv_attn_decode /
+ * rkv_attn_prefill on the CUDA pool (the run launches the same kernels),
+ * CPU and CUDA runs within the sweep's bounds; in the simulator, a run
+ * makes no host-device copy, memset, allocation or synchronisation (what a
+ * CUDA graph capture needs). Misuse fails cleanly. */
+static void plan_case(rkv_rng *rng, uint32_t G, rkv_dtype dt, int prefill)
+{
+    const uint32_t P = 16, Hkv = 2, Hq = Hkv * G, D = 64, nreq = 3;
+    pair pr;
+    pair_open(&pr, rng, P, Hkv, D, dt, 64);
+    uint32_t kvp[4] = {0}, last[3], qo[4] = {0}, idx[64], next = 0;
+    for (uint32_t r = 0; r < nreq; r++) {
+        uint32_t len = 20 + (uint32_t)rkv_rng_below(rng, 300);
+        uint32_t pages = (len + P - 1) / P;
+        kvp[r + 1] = kvp[r] + pages;
+        last[r] = len - (pages - 1) * P;
+        qo[r + 1] = qo[r] + (prefill ? 1 + (uint32_t)rkv_rng_below(rng, 5) : 1);
+        for (uint32_t i = 0; i < pages; i++)
+            idx[kvp[r] + i] = 63 - next++;
+    }
+    uint32_t kvp_keep[4], idx_keep[64];
+    memcpy(kvp_keep, kvp, sizeof kvp);
+    memcpy(idx_keep, idx, sizeof idx);
+    const uint32_t *qop = prefill ? qo : NULL;
+    const size_t rows = prefill ? qo[nreq] : nreq, nv = rows * Hq, ob = nv * D * pr.es;
+    rkv_paged_kv t = {nreq, kvp, idx, last};
+    size_t hbytes = 1, dbytes = 0;
+    OK(rkv_attn_plan_workspace_size(pr.ha, Hq, qop, &t, &hbytes));
+    cr_assert_eq(hbytes, 0);
+    OK(rkv_attn_plan_workspace_size(pr.da, Hq, qop, &t, &dbytes));
+    cr_assert(dbytes > 0);
+    void *ws = dev_copy(NULL, dbytes);
+    rkv_attn_plan *hp = NULL, *dp = NULL;
+    cr_assert_eq(rkv_attn_plan_create(pr.da, Hq, qop, &t, ws, dbytes - 1, &dp),
+                 RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_attn_plan_create(pr.da, Hq, qop, &t, NULL, dbytes, &dp),
+                 RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_attn_plan_create(pr.da, Hq + 1, qop, &t, ws, dbytes, &dp),
+                 RKV_ERR_INVALID_ARG);
+    OK(rkv_attn_plan_create(pr.ha, Hq, qop, &t, NULL, 0, &hp));
+    OK(rkv_attn_plan_create(pr.da, Hq, qop, &t, ws, dbytes, &dp));
+    memset(idx, 0xff, sizeof idx); /* the plan keeps its own copy */
+    memset(kvp, 0xff, sizeof kvp);
+    void *q = malloc(ob), *oh = malloc(ob), *og = malloc(ob), *o1 = malloc(ob);
+    float *lh = malloc(4 * nv), *lg = malloc(4 * nv), *l1 = malloc(4 * nv);
+    cr_assert(q && oh && og && o1 && lh && lg && l1);
+    void *dq = dev_copy(NULL, ob), *dout = dev_copy(NULL, ob), *dout1 = dev_copy(NULL, ob);
+    float *dl = dev_copy(NULL, 4 * nv), *dl1 = dev_copy(NULL, 4 * nv);
+    cr_assert_eq(rkv_attn_run(pr.ha, dp, 0, 0.0f, q, oh, lh), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_attn_run(pr.da, dp, 2, 0.0f, dq, dout, dl), RKV_ERR_INVALID_ARG);
+    rkv_paged_kv tk = {nreq, kvp_keep, idx_keep, last};
+    for (uint32_t layer = 0; layer < 2; layer++) {
+        fill_random(rng, dt, q, nv * D);
+        cr_assert_eq(cudaMemcpy(dq, q, ob, cudaMemcpyHostToDevice), cudaSuccess);
+        const float scale = 0.05f + 0.1f * (float)layer;
+        OK(rkv_attn_run(pr.ha, hp, layer, scale, q, oh, lh));
+        OK(rkv_attn_sync(pr.da));
+#ifdef RKV_CUDASIM
+        rkvsim_meter_reset();
+        rkvsim_meter_enable(1);
+#endif
+        OK(rkv_attn_run(pr.da, dp, layer, scale, dq, dout, dl));
+#ifdef RKV_CUDASIM
+        rkvsim_meter_enable(0);
+        cr_assert_eq(rkvsim_meter_get("[H2D]", -1, RKVSIM_METER_LAUNCHES), 0);
+        cr_assert_eq(rkvsim_meter_get("[memset]", -1, RKVSIM_METER_LAUNCHES), 0);
+        cr_assert_eq(rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES), 0);
+        cr_assert_eq(rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES), 0);
+        rkvsim_meter_reset();
+#endif
+        rkv_attn_params p = {layer, Hq, scale};
+        if (prefill)
+            OK(rkv_attn_prefill(pr.da, &p, qo, &tk, dq, dout1, dl1));
+        else
+            OK(rkv_attn_decode(pr.da, &p, &tk, dq, dout1, dl1));
+        OK(rkv_attn_sync(pr.da));
+        host_of(og, dout, ob);
+        host_of(lg, dl, 4 * nv);
+        host_of(o1, dout1, ob);
+        host_of(l1, dl1, 4 * nv);
+        cr_assert(memcmp(og, o1, ob) == 0, "plan/run and the one-shot call differ");
+        cr_assert(memcmp(lg, l1, 4 * nv) == 0, "plan/run and the one-shot lse differ");
+        compare(dt, D, nv, og, oh, lg, lh, "plan/run");
+    }
+    rkv_attn_plan_destroy(hp);
+    rkv_attn_plan_destroy(dp);
+    rkv_attn_plan_destroy(NULL);
+    cudaFree(ws);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dout1);
+    cudaFree(dl);
+    cudaFree(dl1);
+    free(q);
+    free(oh);
+    free(og);
+    free(o1);
+    free(lh);
+    free(lg);
+    free(l1);
+    pair_close(&pr);
+}
+#endif
+
+Test(attention_gpu, plan_once_run_per_layer)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.plan_once_run_per_layer"));
+    for (size_t ti = 0; ti < 3; ti++) {
+        plan_case(&rng, ti == 0 ? 1 : 4, DTS[ti], 0);
+        plan_case(&rng, ti == 2 ? 1 : 3, DTS[ti], 1);
+    }
+#endif
+}
+
 Test(attention_gpu, append_merge_copy)
 {
     need_gpu();

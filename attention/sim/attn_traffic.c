@@ -5,7 +5,8 @@
  * scripts/attn-traffic, which checks the figures against
  * .ci/attn-traffic-budget.
  *
- * For each shape (decode per GQA group size, prefill, extend, cascade) it
+ * For each shape (decode per GQA group size, prefill, extend, cascade, and
+ * a decode batch planned once and run with rkv_attn_run) it
  * runs the operation once to warm the context (workspace growth), then
  * meters a second, identical call and prints:
  *   SHAPE <name> kv <x> all <y> h2d <n> malloc <n> sync <n>
@@ -44,7 +45,7 @@
         }                                                                                \
     } while (0)
 
-enum { DECODE, PREFILL, CASCADE };
+enum { DECODE, PREFILL, CASCADE, RUN /* decode by plan once, run per layer */ };
 
 typedef struct shape {
     const char *name;
@@ -112,6 +113,14 @@ static void run_shape(const shape *s)
     float *lse = dmalloc(lbytes, 0xff);
     rkv_attn_params p = {0, Hq, 0.0f};
     rkv_paged_kv t = {s->reqs, indptr, idx, last};
+    rkv_attn_plan *plan = NULL;
+    void *ws = NULL;
+    if (s->op == RUN) {
+        size_t wb = 0;
+        TRY(rkv_attn_plan_workspace_size(a, Hq, NULL, &t, &wb));
+        ws = dmalloc(wb, 0);
+        TRY(rkv_attn_plan_create(a, Hq, NULL, &t, ws, wb, &plan));
+    }
 
     for (int pass = 0; pass < 2; pass++) {
         TRY(rkv_attn_sync(a));
@@ -121,7 +130,9 @@ static void run_shape(const shape *s)
             rkvsim_meter_region(vb, layer_bytes);
             rkvsim_meter_enable(1);
         }
-        if (s->op == DECODE)
+        if (s->op == RUN)
+            TRY(rkv_attn_run(a, plan, 0, 0.0f, q, out, lse));
+        else if (s->op == DECODE)
             TRY(rkv_attn_decode(a, &p, &t, q, out, lse));
         else if (s->op == PREFILL)
             TRY(rkv_attn_prefill(a, &p, qo, &t, q, out, lse));
@@ -165,6 +176,9 @@ static void run_shape(const shape *s)
         }
     }
     rkvsim_meter_reset();
+    rkv_attn_plan_destroy(plan);
+    if (ws != NULL)
+        CU(cudaFree(ws));
     CU(cudaFree(q));
     CU(cudaFree(out));
     CU(cudaFree(lse));
@@ -188,6 +202,7 @@ int main(int argc, char **argv)
         {"decode_G8", DECODE, 4, 8, 2, 128, 512, 1, 0},
         {"decode_G16", DECODE, 4, 16, 1, 128, 512, 1, 0},
         {"decode_G4_D64", DECODE, 4, 4, 2, 64, 512, 1, 0},
+        {"decode_G4_run", RUN, 4, 4, 2, 128, 512, 1, 0},
         {"prefill_N256", PREFILL, 1, 1, 1, 128, 256, 256, 0},
         {"extend_512+64", PREFILL, 1, 4, 1, 128, 576, 64, 0},
         {"cascade_B64_S256", CASCADE, 64, 4, 1, 128, 16, 1, 256},
