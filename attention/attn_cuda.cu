@@ -14,9 +14,10 @@
  *     the splits (and, for cascade, the shared-prefix state) by
  *     log-sum-exp and rounds once into the output dtype (with one split
  *     and no shared prefix the rows kernel writes the output itself).
- *     Prefill uses the same kernel with causal row lengths: each row
- *     re-reads its prefix (not tensor-core tiled; a tiled kernel is future
- *     work).
+ *     f32 prefill uses the same kernel with causal row lengths (each row
+ *     re-reads its prefix).
+ *   - prefill_tc (prefill/extend of f16/bf16, no shared prefix): tensor
+ *     cores, FlashAttention-2 style (see prefill_tc_kernel).
  *   - cascade shared prefix: per KV chunk of C tokens the prefix's K and V
  *     are gathered into [Hkv][C][D]; per block of Mb score rows the queries
  *     are packed to [Hkv][Mb][D]; two strided-batched cuBLAS GEMMs (scores
@@ -46,6 +47,7 @@
 
 #include "attention/attn_internal.h"
 #include "attention/devmem.h"
+#include "attention/mma.h"
 #include "attention/launch.h"
 #include "common/status.h"
 
@@ -124,6 +126,7 @@ template <typename T> struct elem;
 template <> struct elem<f16_t> {
     typedef unsigned short raw;
     static __device__ __forceinline__ float cvt(raw r) { return __half2float(__ushort_as_half(r)); }
+    static __device__ __forceinline__ raw bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
     static __device__ __forceinline__ float load(const raw *p, size_t i)
     {
         return cvt(ld_global(p + i));
@@ -138,6 +141,10 @@ template <> struct elem<bf16_t> {
     static __device__ __forceinline__ float cvt(raw r)
     {
         return __bfloat162float(__ushort_as_bfloat16(r));
+    }
+    static __device__ __forceinline__ raw bits(float x)
+    {
+        return __bfloat16_as_ushort(__float2bfloat16_rn(x));
     }
     static __device__ __forceinline__ float load(const raw *p, size_t i)
     {
@@ -766,6 +773,304 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
     return RKV_OK;
 }
 
+/* ---- prefill / extend on tensor cores ------------------------------------ */
+
+/* FlashAttention-2 style for f16/bf16: a block takes a tile of 64 score rows
+ * of one request and kv head (score row m = query row m / G, head m % G of
+ * the GQA group, so the group's heads share every K/V tile), each of its 4
+ * warps 16 rows. Per K/V tile of 32 tokens (16-byte loads into shared
+ * memory): S = Q.K^T by m16n8k16 MMAs (fp32), scale and causal mask, an
+ * online softmax per row, then O += P.V with P rounded to the input type
+ * and taken straight from S's accumulator registers (their layout is the
+ * A operand's). A tile reads K/V up to its last row's position only. */
+struct tc_args {
+    const void *q;
+    const void *kb, *vb;
+    const unsigned *row_len, *kv_indptr, *kv_indices;
+    const unsigned *tiles; /* [ntiles][4]: request, first query row, query rows, m0 */
+    void *out;
+    float *lse;
+    unsigned Hq, Hkv, G, P;
+    unsigned tile0; /* first tile of this launch */
+    float scale;
+};
+
+#define TC_ROWS 64
+#define TC_TOK 32
+
+template <typename R> static __device__ __forceinline__ uint32_t pack2(R lo, R hi)
+{
+    return (uint32_t)lo | (uint32_t)hi << 16;
+}
+
+template <typename T, typename MT, int D>
+__global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
+{
+    typedef elem<T> E;
+    typedef unsigned short raw;
+    const int VE = 8, VR = D / VE, KP = D + 8, NT = TC_TOK / 8, DT = D / 8;
+    typedef rvec<raw, VE> vec;
+    __shared__ __align__(16) raw sq[TC_ROWS][KP];
+    __shared__ __align__(16) raw sk[TC_TOK][KP];
+    __shared__ __align__(16) raw sv[TC_TOK][KP];
+    __shared__ unsigned slen[TC_ROWS];
+    __shared__ size_t stok[TC_TOK];
+
+    const unsigned *tile = a.tiles + (size_t)(a.tile0 + blockIdx.x) * 4;
+    const unsigned req = ld_global(tile), qlo = ld_global(tile + 1);
+    const unsigned qn = ld_global(tile + 2), m0 = ld_global(tile + 3);
+    const unsigned kvh = blockIdx.y, G = a.G, M = qn * G;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned gq = lane >> 2, tq = lane & 3;
+    const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
+    const raw *q = (const raw *)a.q, *kb = (const raw *)a.kb, *vb = (const raw *)a.vb;
+    const unsigned mlast = min(m0 + TC_ROWS, M) - 1;
+    const unsigned maxlen = ld_global(a.row_len + qlo + mlast / G);
+
+    for (unsigned i = threadIdx.x; i < TC_ROWS * D; i += blockDim.x) {
+        const unsigned r = i / D, d = i % D, m = m0 + r;
+        raw x = 0;
+        if (m < M) /* q may be unaligned: element loads */
+            x = ld_global(q + ((size_t)(qlo + m / G) * a.Hq + kvh * G + m % G) * D + d);
+        sq[r][d] = x;
+    }
+    for (unsigned r = threadIdx.x; r < TC_ROWS; r += blockDim.x)
+        slen[r] = m0 + r < M ? ld_global(a.row_len + qlo + (m0 + r) / G) : 0;
+
+    const unsigned r0 = warp * 16 + gq, r1 = r0 + 8; /* this lane's two rows */
+    float o[DT][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[dt][e] = 0.0f;
+    for (unsigned kt = 0; kt < maxlen; kt += TC_TOK) {
+        const unsigned n = min((unsigned)TC_TOK, maxlen - kt);
+        __syncthreads(); /* q and lengths stored; the previous tile consumed */
+        if (threadIdx.x < n) {
+            const unsigned t = kt + threadIdx.x;
+            stok[threadIdx.x] =
+                ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * a.Hkv + kvh;
+        }
+        __syncthreads();
+        for (unsigned i = threadIdx.x; i < TC_TOK * VR; i += blockDim.x) {
+            const unsigned j = i / VR, c = i % VR;
+            vec kx, vx;
+            if (j < n) {
+                const size_t at = stok[j] * D + c * VE;
+                kx = ld_global(reinterpret_cast<const vec *>(kb + at));
+                vx = ld_global(reinterpret_cast<const vec *>(vb + at));
+            } else { /* masked tokens: P is 0, and 0 * V must not be NaN */
+                for (int e = 0; e < VE; e++)
+                    kx.v[e] = vx.v[e] = 0;
+            }
+            *reinterpret_cast<vec *>(&sk[j][c * VE]) = kx;
+            *reinterpret_cast<vec *>(&sv[j][c * VE]) = vx;
+        }
+        __syncthreads();
+        float sc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                sc[nt][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const int c0 = ks * 16 + 2 * tq;
+            uint32_t af[4] = {pack2(sq[r0][c0], sq[r0][c0 + 1]), pack2(sq[r1][c0], sq[r1][c0 + 1]),
+                              pack2(sq[r0][c0 + 8], sq[r0][c0 + 9]),
+                              pack2(sq[r1][c0 + 8], sq[r1][c0 + 9])};
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const unsigned kr = nt * 8 + gq;
+                uint32_t bf[2] = {pack2(sk[kr][c0], sk[kr][c0 + 1]),
+                                  pack2(sk[kr][c0 + 8], sk[kr][c0 + 9])};
+                mma_16816<MT>(sc[nt], af, bf, sc[nt]);
+            }
+        }
+        /* scale, mask, online softmax; sc[nt][0..1] are row r0 at tokens
+         * kt + nt*8 + 2tq + {0,1}, sc[nt][2..3] row r1 */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const unsigned tok = kt + nt * 8 + 2 * tq + (e & 1);
+                const bool ok = tok < slen[e < 2 ? r0 : r1];
+                sc[nt][e] = ok ? sc[nt][e] * a.scale : -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+            }
+        float corr[2], mn[2], ps[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            mn[h] = fmaxf(mrow[h], mx[h]);
+            corr[h] = mrow[h] == -INFINITY ? 0.0f : __expf(mrow[h] - mn[h]);
+        }
+        uint32_t pf[NT][2];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                p[e] = sc[nt][e] == -INFINITY ? 0.0f : __expf(sc[nt][e] - mn[e >> 1]);
+                ps[e >> 1] += p[e];
+            }
+            pf[nt][0] = pack2(E::bits(p[0]), E::bits(p[1]));
+            pf[nt][1] = pack2(E::bits(p[2]), E::bits(p[3]));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            ps[h] += __shfl_xor_sync(0xffffffffu, ps[h], 1);
+            ps[h] += __shfl_xor_sync(0xffffffffu, ps[h], 2);
+            lrow[h] = lrow[h] * corr[h] + ps[h];
+            mrow[h] = mn[h];
+        }
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+            o[dt][0] *= corr[0];
+            o[dt][1] *= corr[0];
+            o[dt][2] *= corr[1];
+            o[dt][3] *= corr[1];
+        }
+#pragma unroll
+        for (int kk = 0; kk < TC_TOK / 16; kk++) {
+            uint32_t af[4] = {pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0],
+                              pf[2 * kk + 1][1]};
+            const unsigned k0 = kk * 16 + 2 * tq;
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++) {
+                const unsigned dc = dt * 8 + gq;
+                uint32_t bf[2] = {pack2(sv[k0][dc], sv[k0 + 1][dc]),
+                                  pack2(sv[k0 + 8][dc], sv[k0 + 9][dc])};
+                mma_16816<MT>(o[dt], af, bf, o[dt]);
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const unsigned m = m0 + (h ? r1 : r0);
+        if (m >= M)
+            continue;
+        const size_t vi = (size_t)(qlo + m / G) * a.Hq + kvh * G + m % G;
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                E::store((raw *)a.out, vi * D + dt * 8 + 2 * tq + e, o[dt][2 * h + e] / lrow[h]);
+        if (tq == 0 && a.lse != NULL)
+            st_global(a.lse + vi, mrow[h] + logf(lrow[h]));
+    }
+}
+
+template <typename T, typename MT>
+static void launch_tc(dim3 grid, cudaStream_t s, const tc_args &a, unsigned D)
+{
+    if (D == 64)
+        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tc_kernel<T, MT, 64>)(a);
+    else
+        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tc_kernel<T, MT, 128>)(a);
+}
+
+/* Tiles of TC_ROWS score rows, none spanning two requests (a request's
+ * rows are contiguous): the count, and with tl != NULL the tiles (request,
+ * first query row, query rows, first score row). */
+static size_t tc_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
+{
+    size_t k = 0;
+    for (uint32_t i = 0; i < rows->num_rows;) {
+        uint32_t j = i;
+        while (j < rows->num_rows && rows->row_req[j] == rows->row_req[i])
+            j++;
+        for (size_t m0 = 0; m0 < (size_t)(j - i) * G; m0 += TC_ROWS, k++)
+            if (tl != NULL) {
+                tl[4 * k] = rows->row_req[i];
+                tl[4 * k + 1] = i;
+                tl[4 * k + 2] = j - i;
+                tl[4 * k + 3] = (uint32_t)m0;
+            }
+        i = j;
+    }
+    return k;
+}
+
+/* The tensor-core path takes prefill/extend rows (some request has several
+ * query rows) of 16-bit types without a shared prefix. */
+static bool use_tc(const rkv_attn_geom *g, const rkv_attn_rows *rows)
+{
+    return g->dtype != RKV_DTYPE_F32 && rows->num_rows > rows->num_reqs;
+}
+
+/* Launches the tensor-core prefill over uploaded lengths, table and tiles. */
+static rkv_status tc_launch(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
+                            const char *ws, size_t off_len, size_t off_ind, size_t off_idx,
+                            size_t off_t, size_t ntiles, const void *kbase, const void *vbase,
+                            const void *q, float sm_scale, void *out, float *lse)
+{
+    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads;
+    tc_args a;
+    a.q = q;
+    a.kb = kbase;
+    a.vb = vbase;
+    a.row_len = (const unsigned *)(ws + off_len);
+    a.kv_indptr = (const unsigned *)(ws + off_ind);
+    a.kv_indices = (const unsigned *)(ws + off_idx);
+    a.tiles = (const unsigned *)(ws + off_t);
+    a.out = out;
+    a.lse = lse;
+    a.Hq = Hq;
+    a.Hkv = Hkv;
+    a.G = Hq / Hkv;
+    a.P = g->page_size;
+    a.scale = sm_scale;
+    if (Hkv > 65535)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED, "%s: %u kv heads exceed a grid's y", fn, Hkv);
+    return launch_1d(c, ntiles, fn, [&](unsigned nb, size_t b0) {
+        dim3 grid(nb, Hkv);
+        a.tile0 = (unsigned)b0;
+        if (g->dtype == RKV_DTYPE_F16)
+            launch_tc<f16_t, mma_f16>(grid, c->stream, a, g->head_dim);
+        else
+            launch_tc<bf16_t, mma_bf16>(grid, c->stream, a, g->head_dim);
+    });
+}
+
+/* Prefill/extend on tensor cores: the host cuts each request's score rows
+ * into tiles and uploads them with the table into the context's workspace. */
+static rkv_status prefill_tc(rkv_attn_cuda *c, const rkv_attn_geom *g, const void *kbase,
+                             const void *vbase, const rkv_attn_rows *rows, const void *q,
+                             float sm_scale, void *out, float *lse)
+{
+    static const char fn[] = "rkv_attn_prefill";
+    const unsigned G = g->num_qo_heads / g->num_kv_heads;
+    const uint32_t nrows = rows->num_rows, nreq = rows->num_reqs;
+    const uint32_t total_pages = rows->kv_indptr[nreq];
+    const size_t ntiles = tc_tiles(rows, G, NULL);
+    carve cv;
+    const size_t off_len = cv.add((size_t)nrows * 4), off_ind = cv.add(((size_t)nreq + 1) * 4);
+    const size_t off_idx = cv.add((size_t)total_pages * 4), off_t = cv.add(ntiles * 16);
+    char *stage = (char *)calloc(1, cv.total);
+    if (stage == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy(stage + off_len, rows->row_len, (size_t)nrows * 4);
+    memcpy(stage + off_ind, rows->kv_indptr, ((size_t)nreq + 1) * 4);
+    memcpy(stage + off_idx, rows->kv_indices, (size_t)total_pages * 4);
+    tc_tiles(rows, G, (uint32_t *)(stage + off_t));
+    rkv_status st = ws_reserve(c, cv.total, fn);
+    if (st == RKV_OK) {
+        cudaError_t e = cudaMemcpyAsync(c->ws, stage, cv.total, cudaMemcpyHostToDevice,
+                                        c->stream);
+        if (e != cudaSuccess)
+            st = rkv_set_error(RKV_ERR_CUDA, "%s: upload: %s", fn, cudaGetErrorString(e));
+    }
+    free(stage);
+    if (st != RKV_OK)
+        return st;
+    return tc_launch(c, g, fn, (const char *)c->ws, off_len, off_ind, off_idx, off_t, ntiles,
+                     kbase, vbase, q, sm_scale, out, lse);
+}
+
 /* How the rows kernel partitions a batch: a block serves up to HG_MAX query
  * heads of one kv head (ng blocks per kv head, hpw heads per warp); the KV
  * of a row is cut into `splits` chunks of `chunk` tokens (whole tiles),
@@ -806,6 +1111,10 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
 {
     const char *fn = shared ? "rkv_attn_cascade" : "rkv_attn_rows";
     GUARD(c->device, fn);
+    /* prefill/extend of 16-bit types (some request has several query rows)
+     * runs on tensor cores */
+    if (shared == NULL && use_tc(g, rows))
+        return prefill_tc(c, g, kbase, vbase, rows, q, sm_scale, out, lse);
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
     const unsigned D = g->head_dim, nrows = rows->num_rows;
     const split_choice sc = choose_split(c, g, rows);
@@ -975,8 +1284,11 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     p.off_len = cv.add((size_t)nrows * 4);
     p.off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
     p.off_idx = cv.add((size_t)total_pages * 4);
+    p.tc = use_tc(g, rows);
+    p.ntiles = p.tc ? tc_tiles(rows, g->num_qo_heads / Hkv, NULL) : 0;
+    p.off_t = cv.add(p.ntiles * 16);
     const size_t host_bytes = cv.total;
-    p.direct = sc.splits == 1;
+    p.direct = sc.splits == 1 || p.tc;
     p.off_po = cv.add(p.direct ? 0 : sc.splits * nst * g->head_dim * 4);
     p.off_pl = cv.add(p.direct ? 0 : sc.splits * nst * 4);
     p.ws_bytes = cv.total;
@@ -1003,6 +1315,8 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     memcpy(stage + p.off_len, rows->row_len, (size_t)nrows * 4);
     memcpy(stage + p.off_ind, rows->kv_indptr, ((size_t)rows->num_reqs + 1) * 4);
     memcpy(stage + p.off_idx, rows->kv_indices, (size_t)total_pages * 4);
+    if (p.tc)
+        tc_tiles(rows, g->num_qo_heads / Hkv, (uint32_t *)(stage + p.off_t));
     /* a pageable source is staged before the call returns */
     cudaError_t e = cudaMemcpyAsync(ws, stage, host_bytes, cudaMemcpyHostToDevice, c->stream);
     free(stage);
@@ -1021,6 +1335,9 @@ extern "C" rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g
     static const char fn[] = "rkv_attn_run";
     GUARD(c->device, fn);
     char *w = (char *)ws;
+    if (p->tc)
+        return tc_launch(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t, p->ntiles,
+                         kbase, vbase, q, sm_scale, out, lse);
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, D = g->head_dim;
     rows_args a;
     a.q = q;

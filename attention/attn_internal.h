@@ -86,9 +86,11 @@ rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
  * batch of rows and where its parts live in the caller's workspace. */
 typedef struct rkv_attn_plan_layout {
     size_t ws_bytes; /* workspace the plan needs */
-    size_t off_req, off_len, off_ind, off_idx, off_po, off_pl;
+    size_t off_req, off_len, off_ind, off_idx, off_po, off_pl, off_t;
+    size_t ntiles;  /* tensor-core prefill tiles */
     uint32_t num_rows, splits, chunk, ng, hpw;
     int direct; /* one split: the rows kernel writes the output */
+    int tc;     /* prefill/extend of f16/bf16: the tensor-core kernel */
 } rkv_attn_plan_layout;
 /* ws NULL: fills only the sizes (out->ws_bytes). Else uploads the rows'
  * index arrays into ws (>= out->ws_bytes, 256-byte aligned) on the

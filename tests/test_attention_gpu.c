@@ -170,6 +170,8 @@ typedef enum { OP_DECODE, OP_PREFILL, OP_CASCADE } op_kind;
 /* Cascade budget given to the CUDA context of the next run_case (0: the
  * default); a small one makes the shared prefix run in many chunks. */
 static size_t case_budget;
+/* Max query rows per request of the next run_case (0: the default). */
+static uint32_t case_qmax;
 
 static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype dt,
                      op_kind op, uint32_t max_ctx)
@@ -181,6 +183,8 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
 #else
     uint32_t qmax = op == OP_DECODE ? 1 : 50;
 #endif
+    if (case_qmax != 0 && op != OP_DECODE)
+        qmax = case_qmax;
     uint32_t maxpages = (max_ctx + qmax) / P + 2;
     uint32_t nshared = op == OP_CASCADE ? (uint32_t)rkv_rng_below(rng, max_ctx / P + 2) : 0;
     uint32_t nblocks = nreq * maxpages + nshared + 1;
@@ -446,6 +450,22 @@ Test(attention_gpu, plan_once_run_per_layer)
         plan_case(&rng, ti == 0 ? 1 : 4, DTS[ti], 0);
         plan_case(&rng, ti == 2 ? 1 : 3, DTS[ti], 1);
     }
+#endif
+}
+
+/* Long prompts: many 64-row tiles per request on the tensor-core prefill
+ * (f16/bf16), partial last tiles, GQA groups packed into a tile's rows. */
+Test(attention_gpu, prefill_long_prompts)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.prefill_long_prompts"));
+    case_qmax = 150;
+    run_case(&rng, 16, 1, 128, RKV_DTYPE_F16, OP_PREFILL, 60);
+    run_case(&rng, 64, 3, 64, RKV_DTYPE_BF16, OP_PREFILL, 100);
+    run_case(&rng, 1, 4, 64, RKV_DTYPE_F16, OP_PREFILL, 30);
+    case_qmax = 0;
 #endif
 }
 
