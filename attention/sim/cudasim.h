@@ -47,12 +47,16 @@
  *     (transposes, leading dimensions, type/compute combinations) and each
  *     operand's extent checked against its device allocation; fp32
  *     accumulation; beta == 0 never reads C.
+ *   - Traffic meter (rkvsim_meter_*, below): bytes each kernel reads and
+ *     writes through attention/devmem.h's accessors, and host-side copies,
+ *     allocations and synchronisations.
  *   - Errors are CUDA error codes; cudaGetErrorString of the latest error
  *     names what the simulator found.
  * What it does NOT model: timing or performance of any kind, occupancy,
  * registers, memory coalescing, bank conflicts, caches, concurrent blocks
  * or inter-block memory ordering, the exact rounding of GPU math (results
- * are not bit-exact with a GPU), inline PTX, mma/wmma, cp.async, dynamic
+ * are not bit-exact with a GPU), inline PTX (mma.sync is reached through
+ * attention/mma.h, which has a shuffle-built simulator version), cp.async, dynamic
  * (extern) shared memory, __launch_bounds__, sticky errors (an error is
  * reported once, the context stays usable), unified/mapped memory, reads
  * of host memory through a pointer hidden in a struct argument, reads
