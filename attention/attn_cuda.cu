@@ -26,8 +26,12 @@
  *     fp32. C and Mb keep every chunk buffer within the cascade budget.
  * Every launch is followed by cudaGetLastError; every runtime and cuBLAS
  * call is checked and turned into RKV_ERR_CUDA with its message. The
- * workspace (uploaded index arrays, partial states, cascade buffers) is one
- * device allocation that only grows; it is reused in stream order.
+ * one-shot calls' workspace (uploaded index arrays, partial states, cascade
+ * buffers) is one device allocation that only grows; it is reused in
+ * stream order. A plan (rkv_attn_cuda_plan) lays the same arrays out in
+ * the caller's workspace once; rkv_attn_cuda_run only launches.
+ * Kernels touch global memory only through ld_global / st_global
+ * (attention/devmem.h), so the simulator's meter sees every access.
  *
  * Launches go through RKV_LAUNCH (attention/launch.h) so that the same
  * kernel bodies also build against the CPU simulator (-DRKV_CUDA=SIM),
