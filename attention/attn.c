@@ -601,3 +601,143 @@ rkv_status rkv_attn_merge(rkv_attn *attn, uint32_t n, const void *v_a,
     }
     return RKV_OK;
 }
+
+/* ---- plan / run ------------------------------------------------------------
+ * A plan owns host copies of its rows and block table (the CPU path runs
+ * from them), and for a CUDA pool the backend's partition of the caller's
+ * workspace. Run re-checks only what may differ per layer. */
+
+struct rkv_attn_plan {
+    const rkv_attn *attn;
+    uint32_t num_qo_heads;
+    rows_buf rb;
+    uint32_t *table; /* copies of kv_indptr and kv_indices */
+    void *ws;
+    rkv_attn_plan_layout cp;
+};
+
+/* Validation and lowering shared by the size query and plan_create. */
+static rkv_status plan_lower(rkv_attn *attn, const char *fn, uint32_t num_qo_heads,
+                             const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                             rows_buf *rb)
+{
+    rb->mem = NULL;
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
+    rkv_attn_params p = {0, num_qo_heads, 0.0f};
+    float scale = 0.0f;
+    rkv_status st = check_params(attn, fn, &p, &scale);
+    if (st == RKV_OK && on_cuda(attn))
+        st = check_cuda_geom(attn, fn);
+    if (st == RKV_OK)
+        st = build_rows(attn, fn, qo_indptr, kv, rb);
+    return st;
+}
+
+rkv_status rkv_attn_plan_workspace_size(rkv_attn *attn, uint32_t num_qo_heads,
+                                        const uint32_t *qo_indptr,
+                                        const rkv_paged_kv *kv, size_t *bytes)
+{
+    static const char fn[] = "rkv_attn_plan_workspace_size";
+    if (bytes == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL bytes", fn);
+    rows_buf rb;
+    rkv_status st = plan_lower(attn, fn, num_qo_heads, qo_indptr, kv, &rb);
+    if (st != RKV_OK)
+        return st;
+    size_t need = 0;
+    if (on_cuda(attn)) {
+        rkv_attn_cuda *c;
+        rkv_attn_geom g = geom_of(attn, num_qo_heads);
+        rkv_attn_plan_layout cp;
+        memset(&cp, 0, sizeof cp);
+        st = need_cuda(attn, &c);
+        if (st == RKV_OK)
+            st = rkv_cuda_status(attn->be, attn->be->attn_plan(c, &g, &rb.rows, NULL, 0, &cp));
+        need = cp.ws_bytes;
+    }
+    free(rb.mem);
+    if (st == RKV_OK)
+        *bytes = need;
+    return st;
+}
+
+rkv_status rkv_attn_plan_create(rkv_attn *attn, uint32_t num_qo_heads,
+                                const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                                void *workspace, size_t workspace_bytes,
+                                rkv_attn_plan **out)
+{
+    static const char fn[] = "rkv_attn_plan_create";
+    if (out == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL out", fn);
+    rkv_attn_plan *pl = calloc(1, sizeof *pl);
+    if (pl == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    rkv_status st = plan_lower(attn, fn, num_qo_heads, qo_indptr, kv, &pl->rb);
+    if (st == RKV_OK && on_cuda(attn) && workspace == NULL)
+        st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL workspace on a CUDA pool", fn);
+    if (st == RKV_OK) {
+        const size_t ni = (size_t)kv->num_reqs + 1, np = kv->indptr[kv->num_reqs];
+        pl->table = malloc((ni + np) * sizeof(uint32_t));
+        if (pl->table == NULL) {
+            st = rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+        } else {
+            memcpy(pl->table, kv->indptr, ni * sizeof(uint32_t));
+            if (np > 0)
+                memcpy(pl->table + ni, kv->indices, np * sizeof(uint32_t));
+            pl->rb.rows.kv_indptr = pl->table;
+            pl->rb.rows.kv_indices = pl->table + ni;
+        }
+    }
+    if (st == RKV_OK && on_cuda(attn)) {
+        rkv_attn_cuda *c;
+        rkv_attn_geom g = geom_of(attn, num_qo_heads);
+        st = need_cuda(attn, &c);
+        if (st == RKV_OK)
+            st = rkv_cuda_status(attn->be, attn->be->attn_plan(c, &g, &pl->rb.rows, workspace,
+                                                               workspace_bytes, &pl->cp));
+    }
+    if (st != RKV_OK) {
+        rkv_attn_plan_destroy(pl);
+        return st;
+    }
+    pl->attn = attn;
+    pl->num_qo_heads = num_qo_heads;
+    pl->ws = workspace;
+    *out = pl;
+    return RKV_OK;
+}
+
+rkv_status rkv_attn_run(rkv_attn *attn, const rkv_attn_plan *plan, uint32_t layer,
+                        float sm_scale, const void *q, void *out, float *lse)
+{
+    static const char fn[] = "rkv_attn_run";
+    if (attn == NULL || plan == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn or plan", fn);
+    if (plan->attn != attn)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: the plan is another context's", fn);
+    rkv_attn_params p = {layer, plan->num_qo_heads, sm_scale};
+    float scale = 0.0f;
+    rkv_status st = check_params(attn, fn, &p, &scale);
+    if (st == RKV_OK)
+        st = check_ptrs(fn, q, out);
+    if (st != RKV_OK)
+        return st;
+    rkv_attn_geom g = geom_of(attn, plan->num_qo_heads);
+    if (!on_cuda(attn))
+        return cpu_run(attn, fn, &g, layer, &plan->rb.rows, NULL, q, scale, out, lse);
+    void *kb, *vb;
+    if ((st = rkv_pool_layer_kv(attn->pool, layer, &kb, &vb)) != RKV_OK)
+        return st;
+    return rkv_cuda_status(attn->be, attn->be->attn_run(attn->cuda, &g, &plan->cp, plan->ws,
+                                                        kb, vb, q, scale, out, lse));
+}
+
+void rkv_attn_plan_destroy(rkv_attn_plan *plan)
+{
+    if (plan == NULL)
+        return;
+    free(plan->rb.mem);
+    free(plan->table);
+    free(plan);
+}

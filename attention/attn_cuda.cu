@@ -4,18 +4,20 @@
  *
  * Kernels:
  *   - append: one block per token copies its K and V rows into their slots.
- *   - rows (decode and prefill): flash-decoding. Grid (row, q-head chunk of
- *     GB heads sharing one kv head, KV split). Each of 4 warps walks every
- *     4th token of its split; a lane holds D/32 contiguous dims (d = lane *
- *     D/32 + e: one 4..16-byte load per lane, a warp reads a K/V row in one
- *     coalesced sweep); scores are reduced with shuffles and folded into an
- *     online softmax; the warps merge through shared memory and write an
- *     fp32 partial (o, lse) per split. A finalize kernel merges the splits
- *     (and, for cascade, the shared-prefix state) by log-sum-exp and rounds
- *     once into the output dtype (with one split and no shared prefix the
- *     rows kernel writes the output itself). Prefill uses the same kernel
- *     with causal row lengths: simple, but not tensor-core tiled, so expect
- *     prefill FLOP/s far below the GEMM rate (a tiled kernel is future work).
+ *   - rows (decode and prefill): flash-decoding. Grid (row, kv head [x
+ *     group of up to 16 of its query heads], KV split). Per tile of 32
+ *     tokens the block stages K and V in shared memory with 16-byte loads,
+ *     then every query head of the GQA group scores and accumulates from
+ *     that tile (one warp per head, up to 4 heads a warp): K/V are read
+ *     once per group. A head's online softmax lives in one warp; the block
+ *     writes an fp32 partial (o, lse) per split. A finalize kernel merges
+ *     the splits (and, for cascade, the shared-prefix state) by
+ *     log-sum-exp and rounds once into the output dtype (with one split
+ *     and no shared prefix the rows kernel writes the output itself).
+ *     f32 prefill uses the same kernel with causal row lengths (each row
+ *     re-reads its prefix).
+ *   - prefill_tc (prefill/extend of f16/bf16, no shared prefix): tensor
+ *     cores, FlashAttention-2 style (see prefill_tc_kernel).
  *   - cascade shared prefix: per KV chunk of C tokens the prefix's K and V
  *     are gathered into [Hkv][C][D]; per block of Mb score rows the queries
  *     are packed to [Hkv][Mb][D]; two strided-batched cuBLAS GEMMs (scores
@@ -24,8 +26,12 @@
  *     fp32. C and Mb keep every chunk buffer within the cascade budget.
  * Every launch is followed by cudaGetLastError; every runtime and cuBLAS
  * call is checked and turned into RKV_ERR_CUDA with its message. The
- * workspace (uploaded index arrays, partial states, cascade buffers) is one
- * device allocation that only grows; it is reused in stream order.
+ * one-shot calls' workspace (uploaded index arrays, partial states, cascade
+ * buffers) is one device allocation that only grows; it is reused in
+ * stream order. A plan (rkv_attn_cuda_plan) lays the same arrays out in
+ * the caller's workspace once; rkv_attn_cuda_run only launches.
+ * Kernels touch global memory only through ld_global / st_global
+ * (attention/devmem.h), so the simulator's meter sees every access.
  *
  * Launches go through RKV_LAUNCH (attention/launch.h) so that the same
  * kernel bodies also build against the CPU simulator (-DRKV_CUDA=SIM),
@@ -44,6 +50,8 @@
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "attention/devmem.h"
+#include "attention/mma.h"
 #include "attention/launch.h"
 #include "common/status.h"
 
@@ -121,30 +129,41 @@ struct bf16_t { unsigned short b; };
 template <typename T> struct elem;
 template <> struct elem<f16_t> {
     typedef unsigned short raw;
+    static __device__ __forceinline__ float cvt(raw r) { return __half2float(__ushort_as_half(r)); }
+    static __device__ __forceinline__ raw bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
     static __device__ __forceinline__ float load(const raw *p, size_t i)
     {
-        return __half2float(__ushort_as_half(p[i]));
+        return cvt(ld_global(p + i));
     }
     static __device__ __forceinline__ void store(raw *p, size_t i, float x)
     {
-        p[i] = __half_as_ushort(__float2half_rn(x));
+        st_global(p + i, __half_as_ushort(__float2half_rn(x)));
     }
 };
 template <> struct elem<bf16_t> {
     typedef unsigned short raw;
+    static __device__ __forceinline__ float cvt(raw r)
+    {
+        return __bfloat162float(__ushort_as_bfloat16(r));
+    }
+    static __device__ __forceinline__ raw bits(float x)
+    {
+        return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    }
     static __device__ __forceinline__ float load(const raw *p, size_t i)
     {
-        return __bfloat162float(__ushort_as_bfloat16(p[i]));
+        return cvt(ld_global(p + i));
     }
     static __device__ __forceinline__ void store(raw *p, size_t i, float x)
     {
-        p[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+        st_global(p + i, __bfloat16_as_ushort(__float2bfloat16_rn(x)));
     }
 };
 template <> struct elem<float> {
     typedef float raw;
-    static __device__ __forceinline__ float load(const raw *p, size_t i) { return p[i]; }
-    static __device__ __forceinline__ void store(raw *p, size_t i, float x) { p[i] = x; }
+    static __device__ __forceinline__ float cvt(raw r) { return r; }
+    static __device__ __forceinline__ float load(const raw *p, size_t i) { return ld_global(p + i); }
+    static __device__ __forceinline__ void store(raw *p, size_t i, float x) { st_global(p + i, x); }
 };
 
 /* An aligned vector of N raw elements, for one wide load. */
@@ -159,10 +178,10 @@ static __device__ __forceinline__ void load_vec(const typename elem<T>::raw *p, 
                                                 float *out)
 {
     typedef typename elem<T>::raw raw;
-    rvec<raw, EL> r = *reinterpret_cast<const rvec<raw, EL> *>(p + i);
+    rvec<raw, EL> r = ld_global(reinterpret_cast<const rvec<raw, EL> *>(p + i));
 #pragma unroll
     for (int e = 0; e < EL; e++)
-        out[e] = elem<T>::load(r.v, e);
+        out[e] = elem<T>::cvt(r.v[e]);
 }
 
 /* ---- workspace ------------------------------------------------------------ */
@@ -262,9 +281,9 @@ extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
     /* stream 0 names the current device's default stream */
     GUARD(c->device, fn);
     /* the workspace is reused in stream order: work queued on the old
-     * stream may still read it when the new stream overwrites it */
-    if (c->ws != NULL)
-        CU_TRY(cudaStreamSynchronize(c->stream), fn);
+     * stream may still read it when the new stream overwrites it; and a
+     * plan's upload queued there must land before a run on the new one */
+    CU_TRY(cudaStreamSynchronize(c->stream), fn);
     if (c->blas != NULL)
         BLAS_TRY(cublasSetStream(c->blas, next), fn);
     c->stream = next;
@@ -293,10 +312,10 @@ __global__ void append_kernel(unsigned short *kb, unsigned short *vb,
 {
     const size_t t = b0 + blockIdx.x;
     size_t src = t * row_units;
-    size_t dst = (size_t)slots[t] * row_units;
+    size_t dst = (size_t)ld_global(slots + t) * row_units;
     for (unsigned i = threadIdx.x; i < row_units; i += blockDim.x) {
-        kb[dst + i] = k[src + i];
-        vb[dst + i] = v[src + i];
+        st_global(kb + dst + i, ld_global(k + src + i));
+        st_global(vb + dst + i, ld_global(v + src + i));
     }
 }
 
@@ -340,103 +359,149 @@ struct rows_args {
     void *out;        /* non-NULL: one split, write the result directly */
     float *lse;       /* with out: optional lse */
     unsigned rows, Hq, Hkv, G, P, chunk;
+    unsigned ng;   /* blocks per kv head: ceil(G / 16) query-head groups */
     unsigned row0; /* first row of this launch (grids are split in x) */
     float scale;
 };
 
-#define NW 4
+#define NW 4  /* warps per block */
+#define TT 32 /* tokens per K/V tile: one per lane when scoring */
+#define HG_MAX 16 /* query heads per block (NW warps x up to 4 heads) */
 
-template <typename T, int D, int GB>
+/* One block per (row, kv head[, group of up to 16 of its query heads],
+ * split): every query head of a GQA group reads the same K/V tile, so K/V
+ * cross the memory bus once per group whatever G (up to 16). Per tile of
+ * 32 tokens the block copies K and V into shared memory with 16-byte loads
+ * (rows padded by one vector so the per-lane row reads of the scoring hit
+ * distinct banks); warp w then serves heads w, w + 4, ...: lane t scores
+ * token t against the head's q (fp32, in shared memory), the warp folds
+ * the tile into its online softmax and accumulates P.V with lane l owning
+ * dims l*D/32 .. +D/32. A head's state lives in one warp, so no cross-warp
+ * merge is needed; the output (or the split's fp32 partial) is written
+ * once. The final o = acc / l is a division (not a reciprocal multiply):
+ * an exact mean stays correctly rounded. */
+template <typename T, int D, int HPW>
 __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
 {
     typedef elem<T> E;
     typedef typename E::raw raw;
-    const int EL = D / 32;
-    __shared__ float sm_m[NW][GB], sm_l[NW][GB];
-    __shared__ float sm_o[NW][GB][D];
+    const int EL = D / 32;            /* dims per lane in P.V */
+    const int VE = 16 / sizeof(raw);  /* elements per 16-byte vector */
+    const int VR = D / VE;            /* vectors per K/V row */
+    const int KP = D + VE;            /* padded shared row */
+    typedef rvec<raw, VE> vec;
+    typedef rvec<raw, EL> lvec;
+    __shared__ __align__(16) raw sk[TT][KP];
+    __shared__ __align__(16) raw sv[TT][KP];
+    __shared__ float sq[NW * HPW][D];
+    __shared__ size_t stok[TT];
 
-    const unsigned row = a.row0 + blockIdx.x, qh0 = blockIdx.y * GB, split = blockIdx.z;
-    const unsigned kvh = qh0 / a.G;
+    const unsigned row = a.row0 + blockIdx.x, split = blockIdx.z;
+    const unsigned kvh = blockIdx.y / a.ng, g0 = (blockIdx.y % a.ng) * (NW * HPW);
+    const unsigned gn = min(a.G - g0, (unsigned)(NW * HPW)); /* heads of this block */
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const unsigned req = a.row_req[row], len = a.row_len[row];
+    const unsigned req = ld_global(a.row_req + row), len = ld_global(a.row_len + row);
     const unsigned t0 = split * a.chunk;
     const unsigned t1 = min(len, t0 + a.chunk);
-    const unsigned *pages = a.kv_indices + a.kv_indptr[req];
+    const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
     const raw *q = (const raw *)a.q, *kb = (const raw *)a.kb, *vb = (const raw *)a.vb;
+    const size_t qh0 = (size_t)kvh * a.G + g0; /* first query head of the block */
 
-    float qv[GB][EL], acc[GB][EL], m[GB], l[GB];
+    for (unsigned i = threadIdx.x; i < gn * D; i += blockDim.x) /* q may be unaligned */
+        sq[i / D][i % D] = E::load(q, ((size_t)row * a.Hq + qh0) * D + i);
+    float acc[HPW][EL], m[HPW], l[HPW];
 #pragma unroll
-    for (int g = 0; g < GB; g++) {
-        size_t qo = ((size_t)row * a.Hq + qh0 + g) * D;
-#pragma unroll
-        for (int e = 0; e < EL; e++) {
-            qv[g][e] = E::load(q, qo + lane * EL + e); /* q may be unaligned */
-            acc[g][e] = 0.0f;
-        }
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-    }
-    for (unsigned t = t0 + warp; t < t1; t += NW) {
-        size_t tok = (size_t)pages[t / a.P] * a.P + t % a.P;
-        size_t base = (tok * a.Hkv + kvh) * D;
-        float kf[EL], vf[EL];
-        load_vec<T, EL>(kb, base + lane * EL, kf);
-        load_vec<T, EL>(vb, base + lane * EL, vf);
-#pragma unroll
-        for (int g = 0; g < GB; g++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int e = 0; e < EL; e++)
-                s += qv[g][e] * kf[e];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                s += __shfl_xor_sync(0xffffffffu, s, o);
-            s *= a.scale;
-            float mn = fmaxf(m[g], s);
-            float corr = __expf(m[g] - mn);
-            float p = __expf(s - mn);
-            l[g] = l[g] * corr + p;
-#pragma unroll
-            for (int e = 0; e < EL; e++)
-                acc[g][e] = acc[g][e] * corr + p * vf[e];
-            m[g] = mn;
-        }
-    }
-#pragma unroll
-    for (int g = 0; g < GB; g++) {
-        if (lane == 0) {
-            sm_m[warp][g] = m[g];
-            sm_l[warp][g] = l[g];
-        }
+    for (int h = 0; h < HPW; h++) {
 #pragma unroll
         for (int e = 0; e < EL; e++)
-            sm_o[warp][g][lane * EL + e] = acc[g][e];
+            acc[h][e] = 0.0f;
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
     }
-    __syncthreads();
-    for (unsigned i = threadIdx.x; i < (unsigned)(GB * D); i += blockDim.x) {
-        unsigned g = i / D, d = i % D;
-        float M = -INFINITY;
-        for (int w = 0; w < NW; w++)
-            M = fmaxf(M, sm_m[w][g]);
-        float L = 0.0f, O = 0.0f;
-        if (M != -INFINITY) {
-            for (int w = 0; w < NW; w++) {
-                float wt = sm_m[w][g] == -INFINITY ? 0.0f : __expf(sm_m[w][g] - M);
-                L += sm_l[w][g] * wt;
-                O += sm_o[w][g][d] * wt;
-            }
+    for (unsigned tb = t0; tb < t1; tb += TT) {
+        const unsigned n = min((unsigned)TT, t1 - tb);
+        __syncthreads(); /* q stored; the previous tile consumed */
+        if (threadIdx.x < n) {
+            const unsigned t = tb + threadIdx.x;
+            stok[threadIdx.x] =
+                ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * a.Hkv + kvh;
         }
-        size_t sidx = ((size_t)split * a.rows + row) * a.Hq + qh0 + g;
-        float o = M == -INFINITY ? 0.0f : O / L;
-        float ls = M == -INFINITY ? -INFINITY : M + logf(L);
-        if (a.out != NULL) { /* split == 0 here: sidx is the output index */
-            E::store((raw *)a.out, sidx * D + d, o);
-            if (d == 0 && a.lse != NULL)
-                a.lse[sidx] = ls;
-        } else {
-            a.po[sidx * D + d] = o;
-            if (d == 0)
-                a.plse[sidx] = ls;
+        __syncthreads();
+        for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
+            const unsigned j = i / VR, c = i % VR;
+            const size_t at = stok[j] * D + c * VE;
+            *reinterpret_cast<vec *>(&sk[j][c * VE]) =
+                ld_global(reinterpret_cast<const vec *>(kb + at));
+            *reinterpret_cast<vec *>(&sv[j][c * VE]) =
+                ld_global(reinterpret_cast<const vec *>(vb + at));
+        }
+        __syncthreads();
+#pragma unroll
+        for (int h = 0; h < HPW; h++) {
+            const unsigned g = warp + h * NW;
+            if (g >= gn) /* warp-uniform */
+                break;
+            float s = -INFINITY;
+            if (lane < n) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int c = 0; c < VR; c++) {
+                    const vec kv = *reinterpret_cast<const vec *>(&sk[lane][c * VE]);
+#pragma unroll
+                    for (int e = 0; e < VE; e++)
+                        dot += sq[g][c * VE + e] * E::cvt(kv.v[e]);
+                }
+                s = dot * a.scale;
+            }
+            float tm = s;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
+            const float mn = fmaxf(m[h], tm); /* finite: the tile has a token */
+            const float corr = __expf(m[h] - mn);
+            const float p = lane < n ? __expf(s - mn) : 0.0f;
+            float ps = p;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                ps += __shfl_xor_sync(0xffffffffu, ps, o);
+            l[h] = l[h] * corr + ps;
+#pragma unroll
+            for (int e = 0; e < EL; e++)
+                acc[h][e] *= corr;
+            for (unsigned j = 0; j < n; j++) {
+                const float pj = __shfl_sync(0xffffffffu, p, j);
+                const lvec vv = *reinterpret_cast<const lvec *>(&sv[j][lane * EL]);
+#pragma unroll
+                for (int e = 0; e < EL; e++)
+                    acc[h][e] += pj * E::cvt(vv.v[e]);
+            }
+            m[h] = mn;
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < HPW; h++) {
+        const unsigned g = warp + h * NW;
+        if (g >= gn)
+            break;
+        const size_t sidx = ((size_t)split * a.rows + row) * a.Hq + qh0 + g;
+        const bool empty = m[h] == -INFINITY;
+        const float ls = empty ? -INFINITY : m[h] + logf(l[h]);
+#pragma unroll
+        for (int e = 0; e < EL; e++) {
+            const float o = empty ? 0.0f : acc[h][e] / l[h];
+            const size_t at = sidx * D + lane * EL + e;
+            if (a.out != NULL) /* split == 0 here: sidx is the output index */
+                E::store((raw *)a.out, at, o);
+            else
+                st_global(a.po + at, o);
+        }
+        if (lane == 0) {
+            if (a.out != NULL) {
+                if (a.lse != NULL)
+                    st_global(a.lse + sidx, ls);
+            } else {
+                st_global(a.plse + sidx, ls);
+            }
         }
     }
 }
@@ -463,35 +528,35 @@ __global__ void finalize_kernel(fin_args f, size_t b0)
         xi = ((size_t)(h / f.G) * f.rows + row) * f.G + h % f.G;
     float M = -INFINITY;
     for (unsigned s = 0; s < f.splits; s++)
-        M = fmaxf(M, f.plse[s * n + idx]);
+        M = fmaxf(M, ld_global(f.plse + s * n + idx));
     if (f.xo != NULL)
-        M = fmaxf(M, f.xlse[xi]);
+        M = fmaxf(M, ld_global(f.xlse + xi));
     float L = 0.0f, O = 0.0f;
     if (M != -INFINITY) {
         for (unsigned s = 0; s < f.splits; s++) {
-            float ls = f.plse[s * n + idx];
+            float ls = ld_global(f.plse + s * n + idx);
             float w = ls == -INFINITY ? 0.0f : __expf(ls - M);
             L += w;
-            O += w * f.po[(s * n + idx) * f.D + d];
+            O += w * ld_global(f.po + (s * n + idx) * f.D + d);
         }
         if (f.xo != NULL) {
-            float ls = f.xlse[xi];
+            float ls = ld_global(f.xlse + xi);
             float w = ls == -INFINITY ? 0.0f : __expf(ls - M);
             L += w;
-            O += w * f.xo[xi * f.D + d];
+            O += w * ld_global(f.xo + xi * f.D + d);
         }
     }
     E::store((typename E::raw *)f.out, idx * f.D + d, M == -INFINITY ? 0.0f : O / L);
     if (f.lse != NULL && d == 0)
-        f.lse[idx] = M == -INFINITY ? -INFINITY : M + logf(L);
+        st_global(f.lse + idx, M == -INFINITY ? -INFINITY : M + logf(L));
 }
 
 template <typename T, int D>
-static void launch_rows_d(dim3 grid, cudaStream_t s, const rows_args &a, unsigned gb)
+static void launch_rows_d(dim3 grid, cudaStream_t s, const rows_args &a, unsigned hpw)
 {
-    switch (gb) {
-    case 8: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 8>)(a); break;
+    switch (hpw) {
     case 4: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 4>)(a); break;
+    case 3: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 3>)(a); break;
     case 2: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 2>)(a); break;
     default: RKV_LAUNCH(grid, NW * 32, 0, s, rows_kernel<T, D, 1>)(a); break;
     }
@@ -499,12 +564,12 @@ static void launch_rows_d(dim3 grid, cudaStream_t s, const rows_args &a, unsigne
 
 template <typename T>
 static void launch_rows(dim3 grid, cudaStream_t s, const rows_args &a, unsigned D,
-                        unsigned gb)
+                        unsigned hpw)
 {
     if (D == 64)
-        launch_rows_d<T, 64>(grid, s, a, gb);
+        launch_rows_d<T, 64>(grid, s, a, hpw);
     else
-        launch_rows_d<T, 128>(grid, s, a, gb);
+        launch_rows_d<T, 128>(grid, s, a, hpw);
 }
 
 /* ---- cascade: shared prefix by GEMM ------------------------------------- */
@@ -520,7 +585,7 @@ __global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, size_
     size_t src = ((m / G) * Hkv * G + qh) * row_units;
     size_t dst = ((size_t)h * mb + i) * row_units;
     for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x)
-        qp[dst + u] = q[src + u];
+        st_global(qp + dst + u, ld_global(q + src + u));
 }
 
 /* Kg[h][j][:] = K[token c0 + j of the shared pages][h][:] for one KV chunk
@@ -532,12 +597,12 @@ __global__ void gather_kv_kernel(const unsigned short *kb, const unsigned short 
 {
     const size_t bi = b0 + blockIdx.x, j = bi / Hkv, s = c0 + j;
     const unsigned h = (unsigned)(bi % Hkv);
-    size_t tok = (size_t)pages[s / P] * P + s % P;
+    size_t tok = (size_t)ld_global(pages + s / P) * P + s % P;
     size_t src = (tok * Hkv + h) * row_units;
     size_t dst = ((size_t)h * cn + j) * row_units;
     for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x) {
-        kg[dst + u] = kb[src + u];
-        vg[dst + u] = vb[src + u];
+        st_global(kg + dst + u, ld_global(kb + src + u));
+        st_global(vg + dst + u, ld_global(vb + src + u));
     }
 }
 
@@ -545,7 +610,7 @@ __global__ void fill_kernel(float *p, size_t n, float x, size_t b0)
 {
     size_t i = (b0 + blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n)
-        p[i] = x;
+        st_global(p + i, x);
 }
 
 /* Row softmax of one score chunk: p = exp(scale*s - m) rounded to T;
@@ -560,7 +625,7 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float mx = -INFINITY;
     for (unsigned i = threadIdx.x; i < cols; i += blockDim.x)
-        mx = fmaxf(mx, scores[base + i] * scale);
+        mx = fmaxf(mx, ld_global(scores + base + i) * scale);
     for (int o = 16; o > 0; o >>= 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     if (lane == 0)
@@ -572,7 +637,7 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
     __syncthreads();
     float sum = 0.0f;
     for (unsigned i = threadIdx.x; i < cols; i += blockDim.x) {
-        E::store((typename E::raw *)p, base + i, __expf(scores[base + i] * scale - mx));
+        E::store((typename E::raw *)p, base + i, __expf(ld_global(scores + base + i) * scale - mx));
         sum += E::load((const typename E::raw *)p, base + i);
     }
     for (int o = 16; o > 0; o >>= 1)
@@ -584,8 +649,8 @@ __global__ void softmax_kernel(const float *scores, void *p, float *cm, float *c
         float t = 0.0f;
         for (unsigned w = 0; w < blockDim.x / 32; w++)
             t += red[w];
-        cm[r] = mx;
-        cl[r] = t;
+        st_global(cm + r, mx);
+        st_global(cl + r, t);
     }
 }
 
@@ -599,16 +664,17 @@ __global__ void combine_kernel(float *ao, float *alse, const float *oc, const fl
     const size_t r = b0 + blockIdx.x;
     const size_t a = (r / mb) * M + m0 + r % mb;
     const unsigned d = threadIdx.x;
-    float lc = cm[r] + logf(cl[r]);
-    float la = alse[a];
+    const float cmr = ld_global(cm + r), clr = ld_global(cl + r);
+    float lc = cmr + logf(clr);
+    float la = ld_global(alse + a);
     float Mx = fmaxf(la, lc);
     float wa = la == -INFINITY ? 0.0f : __expf(la - Mx);
     float wc = __expf(lc - Mx);
     float s = wa + wc;
-    ao[a * D + d] = (ao[a * D + d] * wa + oc[r * D + d] / cl[r] * wc) / s;
+    st_global(ao + a * D + d, (ld_global(ao + a * D + d) * wa + ld_global(oc + r * D + d) / clr * wc) / s);
     __syncthreads(); /* every thread has read alse[a] */
     if (d == 0)
-        alse[a] = Mx + logf(s);
+        st_global(alse + a, Mx + logf(s));
 }
 
 static cudaDataType_t blas_type(rkv_dtype dt)
@@ -711,19 +777,321 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
     return RKV_OK;
 }
 
-extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
-                                         const void *kbase, const void *vbase,
-                                         const rkv_attn_rows *rows,
-                                         const rkv_attn_shared *shared, const void *q,
-                                         float sm_scale, void *out, float *lse)
+/* ---- prefill / extend on tensor cores ------------------------------------ */
+
+/* FlashAttention-2 style for f16/bf16: a block takes a tile of 64 score rows
+ * of one request and kv head (score row m = query row m / G, head m % G of
+ * the GQA group, so the group's heads share every K/V tile), each of its 4
+ * warps 16 rows. Per K/V tile of 32 tokens (16-byte loads into shared
+ * memory): S = Q.K^T by m16n8k16 MMAs (fp32), scale and causal mask, an
+ * online softmax per row, then O += P.V with P rounded to the input type
+ * and taken straight from S's accumulator registers (their layout is the
+ * A operand's). A tile reads K/V up to its last row's position only. */
+struct tc_args {
+    const void *q;
+    const void *kb, *vb;
+    const unsigned *row_len, *kv_indptr, *kv_indices;
+    const unsigned *tiles; /* [ntiles][4]: request, first query row, query rows, m0 */
+    void *out;
+    float *lse;
+    unsigned Hq, Hkv, G, P;
+    unsigned tile0; /* first tile of this launch */
+    float scale;
+};
+
+#define TC_ROWS 64
+#define TC_TOK 32
+
+template <typename R> static __device__ __forceinline__ uint32_t pack2(R lo, R hi)
 {
-    const char *fn = shared ? "rkv_attn_cascade" : "rkv_attn_rows";
-    GUARD(c->device, fn);
-    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
-    const unsigned D = g->head_dim, nrows = rows->num_rows;
-    unsigned gb = G % 8 == 0 ? 8 : G % 4 == 0 ? 4 : G % 2 == 0 ? 2 : 1;
-    /* splits: enough blocks to fill the GPU, at least 64 tokens each */
-    size_t blocks = (size_t)nrows * (Hq / gb);
+    return (uint32_t)lo | (uint32_t)hi << 16;
+}
+
+template <typename T, typename MT, int D>
+__global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
+{
+    typedef elem<T> E;
+    typedef unsigned short raw;
+    const int VE = 8, VR = D / VE, KP = D + 8, NT = TC_TOK / 8, DT = D / 8;
+    typedef rvec<raw, VE> vec;
+    __shared__ __align__(16) raw sq[TC_ROWS][KP];
+    __shared__ __align__(16) raw sk[TC_TOK][KP];
+    __shared__ __align__(16) raw sv[TC_TOK][KP];
+    __shared__ unsigned slen[TC_ROWS];
+    __shared__ size_t stok[TC_TOK];
+
+    const unsigned *tile = a.tiles + (size_t)(a.tile0 + blockIdx.x) * 4;
+    const unsigned req = ld_global(tile), qlo = ld_global(tile + 1);
+    const unsigned qn = ld_global(tile + 2), m0 = ld_global(tile + 3);
+    const unsigned kvh = blockIdx.y, G = a.G, M = qn * G;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned gq = lane >> 2, tq = lane & 3;
+    const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
+    const raw *q = (const raw *)a.q, *kb = (const raw *)a.kb, *vb = (const raw *)a.vb;
+    const unsigned mlast = min(m0 + TC_ROWS, M) - 1;
+    const unsigned maxlen = ld_global(a.row_len + qlo + mlast / G);
+
+    for (unsigned i = threadIdx.x; i < TC_ROWS * D; i += blockDim.x) {
+        const unsigned r = i / D, d = i % D, m = m0 + r;
+        raw x = 0;
+        if (m < M) /* q may be unaligned: element loads */
+            x = ld_global(q + ((size_t)(qlo + m / G) * a.Hq + kvh * G + m % G) * D + d);
+        sq[r][d] = x;
+    }
+    for (unsigned r = threadIdx.x; r < TC_ROWS; r += blockDim.x)
+        slen[r] = m0 + r < M ? ld_global(a.row_len + qlo + (m0 + r) / G) : 0;
+
+    const unsigned r0 = warp * 16 + gq, r1 = r0 + 8; /* this lane's two rows */
+    float o[DT][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o[dt][e] = 0.0f;
+    for (unsigned kt = 0; kt < maxlen; kt += TC_TOK) {
+        const unsigned n = min((unsigned)TC_TOK, maxlen - kt);
+        __syncthreads(); /* q and lengths stored; the previous tile consumed */
+        if (threadIdx.x < n) {
+            const unsigned t = kt + threadIdx.x;
+            stok[threadIdx.x] =
+                ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * a.Hkv + kvh;
+        }
+        __syncthreads();
+        for (unsigned i = threadIdx.x; i < TC_TOK * VR; i += blockDim.x) {
+            const unsigned j = i / VR, c = i % VR;
+            vec kx, vx;
+            if (j < n) {
+                const size_t at = stok[j] * D + c * VE;
+                kx = ld_global(reinterpret_cast<const vec *>(kb + at));
+                vx = ld_global(reinterpret_cast<const vec *>(vb + at));
+            } else { /* masked tokens: P is 0, and 0 * V must not be NaN */
+                for (int e = 0; e < VE; e++)
+                    kx.v[e] = vx.v[e] = 0;
+            }
+            *reinterpret_cast<vec *>(&sk[j][c * VE]) = kx;
+            *reinterpret_cast<vec *>(&sv[j][c * VE]) = vx;
+        }
+        __syncthreads();
+        float sc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                sc[nt][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const int c0 = ks * 16 + 2 * tq;
+            uint32_t af[4] = {pack2(sq[r0][c0], sq[r0][c0 + 1]), pack2(sq[r1][c0], sq[r1][c0 + 1]),
+                              pack2(sq[r0][c0 + 8], sq[r0][c0 + 9]),
+                              pack2(sq[r1][c0 + 8], sq[r1][c0 + 9])};
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const unsigned kr = nt * 8 + gq;
+                uint32_t bf[2] = {pack2(sk[kr][c0], sk[kr][c0 + 1]),
+                                  pack2(sk[kr][c0 + 8], sk[kr][c0 + 9])};
+                mma_16816<MT>(sc[nt], af, bf, sc[nt]);
+            }
+        }
+        /* scale, mask, online softmax; sc[nt][0..1] are row r0 at tokens
+         * kt + nt*8 + 2tq + {0,1}, sc[nt][2..3] row r1 */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const unsigned tok = kt + nt * 8 + 2 * tq + (e & 1);
+                const bool ok = tok < slen[e < 2 ? r0 : r1];
+                sc[nt][e] = ok ? sc[nt][e] * a.scale : -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+            }
+        float corr[2], mn[2], ps[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            mn[h] = fmaxf(mrow[h], mx[h]);
+            corr[h] = mrow[h] == -INFINITY ? 0.0f : __expf(mrow[h] - mn[h]);
+        }
+        uint32_t pf[NT][2];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                p[e] = sc[nt][e] == -INFINITY ? 0.0f : __expf(sc[nt][e] - mn[e >> 1]);
+                ps[e >> 1] += p[e];
+            }
+            pf[nt][0] = pack2(E::bits(p[0]), E::bits(p[1]));
+            pf[nt][1] = pack2(E::bits(p[2]), E::bits(p[3]));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            ps[h] += __shfl_xor_sync(0xffffffffu, ps[h], 1);
+            ps[h] += __shfl_xor_sync(0xffffffffu, ps[h], 2);
+            lrow[h] = lrow[h] * corr[h] + ps[h];
+            mrow[h] = mn[h];
+        }
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+            o[dt][0] *= corr[0];
+            o[dt][1] *= corr[0];
+            o[dt][2] *= corr[1];
+            o[dt][3] *= corr[1];
+        }
+#pragma unroll
+        for (int kk = 0; kk < TC_TOK / 16; kk++) {
+            uint32_t af[4] = {pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0],
+                              pf[2 * kk + 1][1]};
+            const unsigned k0 = kk * 16 + 2 * tq;
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++) {
+                const unsigned dc = dt * 8 + gq;
+                uint32_t bf[2] = {pack2(sv[k0][dc], sv[k0 + 1][dc]),
+                                  pack2(sv[k0 + 8][dc], sv[k0 + 9][dc])};
+                mma_16816<MT>(o[dt], af, bf, o[dt]);
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const unsigned m = m0 + (h ? r1 : r0);
+        if (m >= M)
+            continue;
+        const size_t vi = (size_t)(qlo + m / G) * a.Hq + kvh * G + m % G;
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                E::store((raw *)a.out, vi * D + dt * 8 + 2 * tq + e, o[dt][2 * h + e] / lrow[h]);
+        if (tq == 0 && a.lse != NULL)
+            st_global(a.lse + vi, mrow[h] + logf(lrow[h]));
+    }
+}
+
+template <typename T, typename MT>
+static void launch_tc(dim3 grid, cudaStream_t s, const tc_args &a, unsigned D)
+{
+    if (D == 64)
+        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tc_kernel<T, MT, 64>)(a);
+    else
+        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tc_kernel<T, MT, 128>)(a);
+}
+
+/* Tiles of TC_ROWS score rows, none spanning two requests (a request's
+ * rows are contiguous): the count, and with tl != NULL the tiles (request,
+ * first query row, query rows, first score row). */
+static size_t tc_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
+{
+    size_t k = 0;
+    for (uint32_t i = 0; i < rows->num_rows;) {
+        uint32_t j = i;
+        while (j < rows->num_rows && rows->row_req[j] == rows->row_req[i])
+            j++;
+        for (size_t m0 = 0; m0 < (size_t)(j - i) * G; m0 += TC_ROWS, k++)
+            if (tl != NULL) {
+                tl[4 * k] = rows->row_req[i];
+                tl[4 * k + 1] = i;
+                tl[4 * k + 2] = j - i;
+                tl[4 * k + 3] = (uint32_t)m0;
+            }
+        i = j;
+    }
+    return k;
+}
+
+/* The tensor-core path takes prefill/extend rows (some request has several
+ * query rows) of 16-bit types without a shared prefix. */
+static bool use_tc(const rkv_attn_geom *g, const rkv_attn_rows *rows)
+{
+    return g->dtype != RKV_DTYPE_F32 && rows->num_rows > rows->num_reqs;
+}
+
+/* Launches the tensor-core prefill over uploaded lengths, table and tiles. */
+static rkv_status tc_launch(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
+                            const char *ws, size_t off_len, size_t off_ind, size_t off_idx,
+                            size_t off_t, size_t ntiles, const void *kbase, const void *vbase,
+                            const void *q, float sm_scale, void *out, float *lse)
+{
+    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads;
+    tc_args a;
+    a.q = q;
+    a.kb = kbase;
+    a.vb = vbase;
+    a.row_len = (const unsigned *)(ws + off_len);
+    a.kv_indptr = (const unsigned *)(ws + off_ind);
+    a.kv_indices = (const unsigned *)(ws + off_idx);
+    a.tiles = (const unsigned *)(ws + off_t);
+    a.out = out;
+    a.lse = lse;
+    a.Hq = Hq;
+    a.Hkv = Hkv;
+    a.G = Hq / Hkv;
+    a.P = g->page_size;
+    a.scale = sm_scale;
+    if (Hkv > 65535)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED, "%s: %u kv heads exceed a grid's y", fn, Hkv);
+    return launch_1d(c, ntiles, fn, [&](unsigned nb, size_t b0) {
+        dim3 grid(nb, Hkv);
+        a.tile0 = (unsigned)b0;
+        if (g->dtype == RKV_DTYPE_F16)
+            launch_tc<f16_t, mma_f16>(grid, c->stream, a, g->head_dim);
+        else
+            launch_tc<bf16_t, mma_bf16>(grid, c->stream, a, g->head_dim);
+    });
+}
+
+/* Prefill/extend on tensor cores: the host cuts each request's score rows
+ * into tiles and uploads them with the table into the context's workspace. */
+static rkv_status prefill_tc(rkv_attn_cuda *c, const rkv_attn_geom *g, const void *kbase,
+                             const void *vbase, const rkv_attn_rows *rows, const void *q,
+                             float sm_scale, void *out, float *lse)
+{
+    static const char fn[] = "rkv_attn_prefill";
+    const unsigned G = g->num_qo_heads / g->num_kv_heads;
+    const uint32_t nrows = rows->num_rows, nreq = rows->num_reqs;
+    const uint32_t total_pages = rows->kv_indptr[nreq];
+    const size_t ntiles = tc_tiles(rows, G, NULL);
+    carve cv;
+    const size_t off_len = cv.add((size_t)nrows * 4), off_ind = cv.add(((size_t)nreq + 1) * 4);
+    const size_t off_idx = cv.add((size_t)total_pages * 4), off_t = cv.add(ntiles * 16);
+    char *stage = (char *)calloc(1, cv.total);
+    if (stage == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy(stage + off_len, rows->row_len, (size_t)nrows * 4);
+    memcpy(stage + off_ind, rows->kv_indptr, ((size_t)nreq + 1) * 4);
+    memcpy(stage + off_idx, rows->kv_indices, (size_t)total_pages * 4);
+    tc_tiles(rows, G, (uint32_t *)(stage + off_t));
+    rkv_status st = ws_reserve(c, cv.total, fn);
+    if (st == RKV_OK) {
+        cudaError_t e = cudaMemcpyAsync(c->ws, stage, cv.total, cudaMemcpyHostToDevice,
+                                        c->stream);
+        if (e != cudaSuccess)
+            st = rkv_set_error(RKV_ERR_CUDA, "%s: upload: %s", fn, cudaGetErrorString(e));
+    }
+    free(stage);
+    if (st != RKV_OK)
+        return st;
+    return tc_launch(c, g, fn, (const char *)c->ws, off_len, off_ind, off_idx, off_t, ntiles,
+                     kbase, vbase, q, sm_scale, out, lse);
+}
+
+/* How the rows kernel partitions a batch: a block serves up to HG_MAX query
+ * heads of one kv head (ng blocks per kv head, hpw heads per warp); the KV
+ * of a row is cut into `splits` chunks of `chunk` tokens (whole tiles),
+ * enough blocks to fill the GPU with at least 64 tokens each. */
+struct split_choice {
+    unsigned ng, hpw, chunk;
+    size_t splits;
+};
+
+static split_choice choose_split(const rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                 const rkv_attn_rows *rows)
+{
+    const unsigned G = g->num_qo_heads / g->num_kv_heads;
+    split_choice sc;
+    sc.ng = (G + HG_MAX - 1) / HG_MAX;
+    sc.hpw = ((G < HG_MAX ? G : HG_MAX) + NW - 1) / NW;
+    size_t blocks = (size_t)rows->num_rows * g->num_kv_heads * sc.ng;
     size_t want = ((size_t)c->num_sms * 4 + blocks - 1) / blocks;
     size_t maxs = (rows->max_len + 63) / 64;
     size_t splits = want < maxs ? want : maxs;
@@ -732,6 +1100,30 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     if (splits > 1024)
         splits = 1024;
     unsigned chunk = (unsigned)((rows->max_len + splits - 1) / splits);
+    chunk = (chunk + TT - 1) / TT * TT;
+    splits = (rows->max_len + chunk - 1) / chunk;
+    sc.splits = splits < 1 ? 1 : splits;
+    sc.chunk = chunk;
+    return sc;
+}
+
+extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                         const void *kbase, const void *vbase,
+                                         const rkv_attn_rows *rows,
+                                         const rkv_attn_shared *shared, const void *q,
+                                         float sm_scale, void *out, float *lse)
+{
+    const char *fn = shared ? "rkv_attn_cascade" : "rkv_attn_rows";
+    GUARD(c->device, fn);
+    /* prefill/extend of 16-bit types (some request has several query rows)
+     * runs on tensor cores */
+    if (shared == NULL && use_tc(g, rows))
+        return prefill_tc(c, g, kbase, vbase, rows, q, sm_scale, out, lse);
+    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
+    const unsigned D = g->head_dim, nrows = rows->num_rows;
+    const split_choice sc = choose_split(c, g, rows);
+    const unsigned ng = sc.ng, hpw = sc.hpw, chunk = sc.chunk;
+    const size_t splits = sc.splits;
 
     const uint32_t total_pages = rows->kv_indptr[rows->num_reqs];
     const size_t nst = (size_t)nrows * Hq;
@@ -818,17 +1210,19 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     a.G = G;
     a.P = g->page_size;
     a.chunk = chunk;
+    a.ng = ng;
     a.scale = sm_scale;
-    if (Hq / gb > 65535)
+    if ((size_t)Hkv * ng > 65535)
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: %u query head groups exceed a grid's y (65535)", fn, Hq / gb);
+                             "%s: %zu query head groups exceed a grid's y (65535)", fn,
+                             (size_t)Hkv * ng);
     st = launch_1d(c, nrows, fn, [&](unsigned nb, size_t b0) {
-        dim3 grid(nb, Hq / gb, (unsigned)splits);
+        dim3 grid(nb, Hkv * ng, (unsigned)splits);
         a.row0 = (unsigned)b0;
         switch (g->dtype) {
-        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, gb); break;
-        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, gb); break;
-        default: launch_rows<float>(grid, c->stream, a, D, gb); break;
+        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, hpw); break;
+        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, hpw); break;
+        default: launch_rows<float>(grid, c->stream, a, D, hpw); break;
         }
     });
     if (st != RKV_OK)
@@ -868,6 +1262,141 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     });
 }
 
+/* ---- plan / run ----------------------------------------------------------- */
+
+/* Plan: the split choice and the layout of the caller's workspace: the
+ * uploaded index arrays (one copy, queued on the context's stream from a
+ * staged host buffer), then the fp32 split partials. */
+extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                         const rkv_attn_rows *rows, void *ws,
+                                         size_t ws_bytes, rkv_attn_plan_layout *out)
+{
+    static const char fn[] = "rkv_attn_plan_create";
+    const unsigned Hkv = g->num_kv_heads, G = g->num_qo_heads / Hkv;
+    const split_choice sc = choose_split(c, g, rows);
+    if ((size_t)Hkv * sc.ng > 65535)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: %zu query head groups exceed a grid's y (65535)", fn,
+                             (size_t)Hkv * sc.ng);
+    (void)G;
+    const uint32_t nrows = rows->num_rows, total_pages = rows->kv_indptr[rows->num_reqs];
+    const size_t nst = (size_t)nrows * g->num_qo_heads;
+    carve cv;
+    rkv_attn_plan_layout p;
+    memset(&p, 0, sizeof p);
+    p.off_req = cv.add((size_t)nrows * 4);
+    p.off_len = cv.add((size_t)nrows * 4);
+    p.off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
+    p.off_idx = cv.add((size_t)total_pages * 4);
+    p.tc = use_tc(g, rows);
+    p.ntiles = p.tc ? tc_tiles(rows, g->num_qo_heads / Hkv, NULL) : 0;
+    p.off_t = cv.add(p.ntiles * 16);
+    const size_t host_bytes = cv.total;
+    p.direct = sc.splits == 1 || p.tc;
+    p.off_po = cv.add(p.direct ? 0 : sc.splits * nst * g->head_dim * 4);
+    p.off_pl = cv.add(p.direct ? 0 : sc.splits * nst * 4);
+    p.ws_bytes = cv.total;
+    p.splits = (uint32_t)sc.splits;
+    p.chunk = sc.chunk;
+    p.ng = sc.ng;
+    p.hpw = sc.hpw;
+    p.num_rows = nrows;
+    if (ws == NULL) { /* size query */
+        *out = p;
+        return RKV_OK;
+    }
+    if (ws_bytes < p.ws_bytes)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: workspace of %zu bytes, %zu needed",
+                             fn, ws_bytes, p.ws_bytes);
+    if (((uintptr_t)ws & 255) != 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: workspace %p not 256-byte aligned",
+                             fn, ws);
+    GUARD(c->device, fn);
+    char *stage = (char *)calloc(1, host_bytes);
+    if (stage == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy(stage + p.off_req, rows->row_req, (size_t)nrows * 4);
+    memcpy(stage + p.off_len, rows->row_len, (size_t)nrows * 4);
+    memcpy(stage + p.off_ind, rows->kv_indptr, ((size_t)rows->num_reqs + 1) * 4);
+    memcpy(stage + p.off_idx, rows->kv_indices, (size_t)total_pages * 4);
+    if (p.tc)
+        tc_tiles(rows, g->num_qo_heads / Hkv, (uint32_t *)(stage + p.off_t));
+    /* a pageable source is staged before the call returns */
+    cudaError_t e = cudaMemcpyAsync(ws, stage, host_bytes, cudaMemcpyHostToDevice, c->stream);
+    free(stage);
+    CU_TRY(e, fn);
+    *out = p;
+    return RKV_OK;
+}
+
+/* Run: kernel launches only (no copy, allocation or synchronisation), so a
+ * stream capture records it whole. */
+extern "C" rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                        const rkv_attn_plan_layout *p, void *ws,
+                                        const void *kbase, const void *vbase, const void *q,
+                                        float sm_scale, void *out, float *lse)
+{
+    static const char fn[] = "rkv_attn_run";
+    GUARD(c->device, fn);
+    char *w = (char *)ws;
+    if (p->tc)
+        return tc_launch(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t, p->ntiles,
+                         kbase, vbase, q, sm_scale, out, lse);
+    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, D = g->head_dim;
+    rows_args a;
+    a.q = q;
+    a.kb = kbase;
+    a.vb = vbase;
+    a.row_req = (const unsigned *)(w + p->off_req);
+    a.row_len = (const unsigned *)(w + p->off_len);
+    a.kv_indptr = (const unsigned *)(w + p->off_ind);
+    a.kv_indices = (const unsigned *)(w + p->off_idx);
+    a.po = (float *)(w + p->off_po);
+    a.plse = (float *)(w + p->off_pl);
+    a.out = p->direct ? out : NULL;
+    a.lse = p->direct ? lse : NULL;
+    a.rows = p->num_rows;
+    a.Hq = Hq;
+    a.Hkv = Hkv;
+    a.G = Hq / Hkv;
+    a.P = g->page_size;
+    a.chunk = p->chunk;
+    a.ng = p->ng;
+    a.scale = sm_scale;
+    rkv_status st = launch_1d(c, p->num_rows, fn, [&](unsigned nb, size_t b0) {
+        dim3 grid(nb, Hkv * p->ng, p->splits);
+        a.row0 = (unsigned)b0;
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, p->hpw); break;
+        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, p->hpw); break;
+        default: launch_rows<float>(grid, c->stream, a, D, p->hpw); break;
+        }
+    });
+    if (st != RKV_OK || p->direct)
+        return st;
+    fin_args f;
+    f.po = a.po;
+    f.plse = a.plse;
+    f.xo = NULL;
+    f.xlse = NULL;
+    f.out = out;
+    f.lse = lse;
+    f.rows = p->num_rows;
+    f.Hq = Hq;
+    f.G = a.G;
+    f.D = D;
+    f.splits = p->splits;
+    return launch_1d(c, (size_t)p->num_rows * Hq, fn, [&](unsigned nb, size_t b0) {
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
+        case RKV_DTYPE_BF16:
+            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
+            break;
+        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
+        }
+    });
+}
+
 /* ---- merge ---------------------------------------------------------------- */
 
 template <typename T>
@@ -878,7 +1407,7 @@ __global__ void merge_kernel(const void *va, const float *la, const void *vb,
     typedef typename E::raw raw;
     const size_t i = b0 + blockIdx.x;
     const unsigned d = threadIdx.x;
-    float a = la[i], b = lb[i];
+    float a = ld_global(la + i), b = ld_global(lb + i);
     float M = fmaxf(a, b);
     float wa = 0.0f, wb = 0.0f, ls = -INFINITY;
     if (M != -INFINITY) {
@@ -899,7 +1428,7 @@ __global__ void merge_kernel(const void *va, const float *la, const void *vb,
     __syncthreads(); /* every thread has read its inputs before out may alias them */
     E::store((raw *)vo, i * D + d, x);
     if (lo != NULL && d == 0)
-        lo[i] = ls;
+        st_global(lo + i, ls);
 }
 
 extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom *g,

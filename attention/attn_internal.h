@@ -89,6 +89,28 @@ rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
                               const rkv_attn_rows *rows,
                               const rkv_attn_shared *shared, const void *q,
                               float sm_scale, void *out, float *lse);
+/* Plan / run (rkv_attn_plan_create, rkv_attn_run): the partition of a
+ * batch of rows and where its parts live in the caller's workspace. */
+typedef struct rkv_attn_plan_layout {
+    size_t ws_bytes; /* workspace the plan needs */
+    size_t off_req, off_len, off_ind, off_idx, off_po, off_pl, off_t;
+    size_t ntiles;  /* tensor-core prefill tiles */
+    uint32_t num_rows, splits, chunk, ng, hpw;
+    int direct; /* one split: the rows kernel writes the output */
+    int tc;     /* prefill/extend of f16/bf16: the tensor-core kernel */
+} rkv_attn_plan_layout;
+/* ws NULL: fills only the sizes (out->ws_bytes). Else uploads the rows'
+ * index arrays into ws (>= out->ws_bytes, 256-byte aligned) on the
+ * context's stream. */
+rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                              const rkv_attn_rows *rows, void *ws,
+                              size_t ws_bytes, rkv_attn_plan_layout *out);
+/* Kernel launches only: no copy, allocation or synchronisation. */
+rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                             const rkv_attn_plan_layout *p, void *ws,
+                             const void *kbase, const void *vbase,
+                             const void *q, float sm_scale, void *out,
+                             float *lse);
 /* Bytes the cascade's shared-prefix buffers may take (default
  * RKV_ATTN_CASCADE_BUDGET); tests lower it to run many chunks. */
 void rkv_attn_cuda_set_cascade_budget(rkv_attn_cuda *c, size_t bytes);

@@ -38,6 +38,8 @@ static const rkv_cuda_backend rkv_cuda_table = {
     rkv_copy_event_query,
     rkv_copy_event_sync,
     rkv_copy_event_destroy,
+    rkv_attn_cuda_plan,
+    rkv_attn_cuda_run,
 };
 
 extern "C" __attribute__((visibility("default"))) const rkv_cuda_backend *

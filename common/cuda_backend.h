@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define RKV_CUDA_BACKEND_ABI 4u
+#define RKV_CUDA_BACKEND_ABI 5u
 #define RKV_CUDA_BACKEND_ENTRY rkv_cuda_backend_v1
 #define RKV_CUDA_BACKEND_ENTRY_NAME "rkv_cuda_backend_v1"
 #define RKV_CUDA_BACKEND_SONAME "libradixkv_cuda.so.0"
@@ -111,6 +111,16 @@ typedef struct rkv_cuda_backend {
     rkv_status (*event_query)(int device, void *event, int *done);
     rkv_status (*event_sync)(int device, void *event);
     void (*event_destroy)(int device, void *event);
+
+    /* Plan / run of attention batches (attention/attn_internal.h; added in
+     * ABI 5). */
+    rkv_status (*attn_plan)(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                            const rkv_attn_rows *rows, void *ws, size_t ws_bytes,
+                            rkv_attn_plan_layout *out);
+    rkv_status (*attn_run)(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                           const rkv_attn_plan_layout *p, void *ws, const void *kbase,
+                           const void *vbase, const void *q, float sm_scale, void *out,
+                           float *lse);
 } rkv_cuda_backend;
 
 /* The backend's one exported symbol (defined in common/cuda_backend.cu). */

@@ -1712,6 +1712,33 @@ rkv_status rkv_attn_merge(rkv_attn *attn, uint32_t n, const void *v_a,
                           const float *lse_a, const void *v_b,
                           const float *lse_b, void *v_out, float *lse_out);
 
+/* Plan / run: a batch's rows planned once, then run per layer.
+ * rkv_attn_plan_create validates a decode (qo_indptr NULL: one row per
+ * request) or prefill batch as rkv_attn_decode / rkv_attn_prefill do,
+ * chooses the work partition and KV split and, on a CUDA pool, uploads the
+ * rows and block table once (queued on the context's stream) into
+ * `workspace`: device memory the caller owns, 256-byte aligned, of at
+ * least rkv_attn_plan_workspace_size bytes, left alone while the plan is
+ * used (host pool: the size is 0 and workspace may be NULL). The host
+ * arrays may be reused when plan returns; the pages must stay allocated
+ * and the plan be used only with the context it was made for.
+ * rkv_attn_run then attends one layer with the plan: on a CUDA pool it
+ * only launches kernels on the context's stream (no host-device copy, no
+ * allocation, no synchronisation), so it can be captured in a CUDA graph.
+ * The results equal rkv_attn_decode / rkv_attn_prefill on the same inputs.
+ * sm_scale as in rkv_attn_params. */
+typedef struct rkv_attn_plan rkv_attn_plan;
+rkv_status rkv_attn_plan_workspace_size(rkv_attn *attn, uint32_t num_qo_heads,
+                                        const uint32_t *qo_indptr,
+                                        const rkv_paged_kv *kv, size_t *bytes);
+rkv_status rkv_attn_plan_create(rkv_attn *attn, uint32_t num_qo_heads,
+                                const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                                void *workspace, size_t workspace_bytes,
+                                rkv_attn_plan **out);
+rkv_status rkv_attn_run(rkv_attn *attn, const rkv_attn_plan *plan, uint32_t layer,
+                        float sm_scale, const void *q, void *out, float *lse);
+void rkv_attn_plan_destroy(rkv_attn_plan *plan); /* NULL is fine */
+
 /* fp16 / bf16 <-> fp32 on the host (round-to-nearest-even; NaN stays NaN). */
 uint16_t rkv_f32_to_f16(float x);
 float rkv_f16_to_f32(uint16_t h);

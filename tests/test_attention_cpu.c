@@ -778,3 +778,69 @@ Test(attention_cpu, dtype_conversions)
         cr_assert_eq(rkv_f32_to_bf16(x), wb, "bf16 of %a (%08x)", (double)x, u);
     }
 }
+
+/* Plan once, run per layer on a host pool: the same bytes as the one-shot
+ * calls for every layer, from the plan's own copy of the table (the
+ * caller's is clobbered after planning); misuse is rejected. */
+Test(attention_cpu, plan_once_run_per_layer)
+{
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.plan_once_run_per_layer"));
+    cfg c = {16, 2, 3, 64, 3, 96, RKV_DTYPE_F16};
+    fix f, g;
+    fix_open(&f, &c, &rng);
+    fix_open(&g, &c, &rng);
+    for (int prefill = 0; prefill < 2; prefill++) {
+        batch b;
+        batch_make(&f, &rng, 4, 4, prefill ? 6 : 1, &b);
+        const uint32_t Hq = c.Hkv * c.G, rows = prefill ? b.rows : b.n;
+        const size_t nv = (size_t)rows * Hq, ob = nv * c.D * f.es;
+        rkv_paged_kv t = table_of(&b);
+        const uint32_t *qo = prefill ? b.qo : NULL;
+        size_t ws = 1;
+        OK(rkv_attn_plan_workspace_size(f.attn, Hq, qo, &t, &ws));
+        cr_assert_eq(ws, 0);
+        rkv_attn_plan *pl = NULL;
+        cr_assert_eq(rkv_attn_plan_create(f.attn, Hq + 1, qo, &t, NULL, 0, &pl),
+                     RKV_ERR_INVALID_ARG);
+        cr_assert_null(pl);
+        OK(rkv_attn_plan_create(f.attn, Hq, qo, &t, NULL, 0, &pl));
+        uint32_t *idx_keep = malloc(4 * (size_t)b.kvp[b.n] + 4);
+        cr_assert(idx_keep);
+        memcpy(idx_keep, b.idx, 4 * (size_t)b.kvp[b.n]);
+        memset(b.idx, 0xff, 4 * (size_t)b.kvp[b.n]);
+        void *q = malloc(ob), *o1 = poisoned(ob), *o2 = poisoned(ob);
+        float *l1 = poisoned(4 * nv), *l2 = poisoned(4 * nv);
+        cr_assert(q);
+        cr_assert_eq(rkv_attn_run(g.attn, pl, 0, 0.0f, q, o1, l1), RKV_ERR_INVALID_ARG);
+        cr_assert_eq(rkv_attn_run(f.attn, pl, c.layers, 0.0f, q, o1, l1),
+                     RKV_ERR_INVALID_ARG);
+        cr_assert_eq(rkv_attn_run(f.attn, pl, 0, -1.0f, q, o1, l1), RKV_ERR_INVALID_ARG);
+        for (uint32_t layer = 0; layer < c.layers; layer++) {
+            fill_random(&rng, c.dt, q, nv * c.D);
+            const float scale = 0.1f * (float)(layer + 1);
+            OK(rkv_attn_run(f.attn, pl, layer, scale, q, o1, l1));
+            memcpy(b.idx, idx_keep, 4 * (size_t)b.kvp[b.n]);
+            rkv_attn_params p = {layer, Hq, scale};
+            rkv_paged_kv tk = table_of(&b);
+            if (prefill)
+                OK(rkv_attn_prefill(f.attn, &p, b.qo, &tk, q, o2, l2));
+            else
+                OK(rkv_attn_decode(f.attn, &p, &tk, q, o2, l2));
+            memset(b.idx, 0xff, 4 * (size_t)b.kvp[b.n]);
+            cr_assert(memcmp(o1, o2, ob) == 0, "layer %u: run and one-shot differ", layer);
+            cr_assert(memcmp(l1, l2, 4 * nv) == 0, "layer %u: lse differ", layer);
+        }
+        memcpy(b.idx, idx_keep, 4 * (size_t)b.kvp[b.n]);
+        rkv_attn_plan_destroy(pl);
+        free(idx_keep);
+        free(q);
+        free(o1);
+        free(o2);
+        free(l1);
+        free(l2);
+        batch_free(&f, &b);
+    }
+    fix_close(&f);
+    fix_close(&g);
+}

@@ -170,6 +170,8 @@ typedef enum { OP_DECODE, OP_PREFILL, OP_CASCADE } op_kind;
 /* Cascade budget given to the CUDA context of the next run_case (0: the
  * default); a small one makes the shared prefix run in many chunks. */
 static size_t case_budget;
+/* Max query rows per request of the next run_case (0: the default). */
+static uint32_t case_qmax;
 
 static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype dt,
                      op_kind op, uint32_t max_ctx)
@@ -181,6 +183,8 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
 #else
     uint32_t qmax = op == OP_DECODE ? 1 : 50;
 #endif
+    if (case_qmax != 0 && op != OP_DECODE)
+        qmax = case_qmax;
     uint32_t maxpages = (max_ctx + qmax) / P + 2;
     uint32_t nshared = op == OP_CASCADE ? (uint32_t)rkv_rng_below(rng, max_ctx / P + 2) : 0;
     uint32_t nblocks = nreq * maxpages + nshared + 1;
@@ -211,7 +215,12 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     fill_random(rng, dt, q, qn);
     void *dq = dev_copy(q, ob), *dout = dev_copy(NULL, ob);
     float *dl = dev_copy(NULL, 4 * (size_t)rows * Hq);
-    rkv_attn_params p = {1, Hq, 0.0f};
+    /* a random softmax scale (log-uniform in [1/64, 1]) in three cases of
+     * four, the default 1/sqrt(D) in the fourth: a kernel that ignores or
+     * misapplies the scale fails the sweep, not one test */
+    float scale = rkv_rng_below(rng, 4) == 0 ? 0.0f
+                                             : (float)pow(2.0, -6.0 * rkv_rng_unit(rng));
+    rkv_attn_params p = {1, Hq, scale};
     rkv_paged_kv t = {nreq, kvp, idx, last};
     const char *what = op == OP_DECODE ? "decode" : op == OP_PREFILL ? "prefill" : "cascade";
     if (op == OP_DECODE) {
@@ -227,7 +236,8 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     OK(rkv_attn_sync(pr.da));
     host_of(og, dout, ob);
     host_of(lg, dl, 4 * (size_t)rows * Hq);
-    cr_log_info("%s P=%u G=%u D=%u dt=%d rows=%u", what, P, G, D, (int)dt, rows);
+    cr_log_info("%s P=%u G=%u D=%u dt=%d rows=%u scale=%g", what, P, G, D, (int)dt, rows,
+                (double)scale);
     compare(dt, D, (size_t)rows * Hq, og, oh, lg, lh, what);
     cudaFree(dq);
     cudaFree(dout);
@@ -305,6 +315,157 @@ Test(attention_gpu, cascade)
     need_gpu();
 #ifdef RKV_HAVE_CUDA
     sweep("attention_gpu.cascade", OP_CASCADE);
+#endif
+}
+
+/* GQA group sizes the sweep does not draw: 7 (odd, under 8 heads per
+ * warp pair), 16 (the most one block serves) and 20 (two blocks per kv
+ * head, the second with 4 heads). */
+Test(attention_gpu, gqa_groups_up_to_and_past_16)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.gqa_groups_up_to_and_past_16"));
+    const uint32_t gs[3] = {7, 16, 20};
+    for (size_t i = 0; i < 3; i++) {
+        run_case(&rng, 16, gs[i], i == 1 ? 64 : 128, DTS[i], OP_DECODE, 300);
+        run_case(&rng, 16, gs[i], 128, DTS[(i + 1) % 3], OP_PREFILL, 100);
+    }
+#endif
+}
+
+#ifdef RKV_HAVE_CUDA
+/* Plan once, run per layer: the same bytes as rkv_attn_decode /
+ * rkv_attn_prefill on the CUDA pool (the run launches the same kernels),
+ * CPU and CUDA runs within the sweep's bounds; in the simulator, a run
+ * makes no host-device copy, memset, allocation or synchronisation (what a
+ * CUDA graph capture needs). Misuse fails cleanly. */
+static void plan_case(rkv_rng *rng, uint32_t G, rkv_dtype dt, int prefill)
+{
+    const uint32_t P = 16, Hkv = 2, Hq = Hkv * G, D = 64, nreq = 3;
+    pair pr;
+    pair_open(&pr, rng, P, Hkv, D, dt, 64);
+    uint32_t kvp[4] = {0}, last[3], qo[4] = {0}, idx[64], next = 0;
+    for (uint32_t r = 0; r < nreq; r++) {
+        uint32_t len = 20 + (uint32_t)rkv_rng_below(rng, 300);
+        uint32_t pages = (len + P - 1) / P;
+        kvp[r + 1] = kvp[r] + pages;
+        last[r] = len - (pages - 1) * P;
+        qo[r + 1] = qo[r] + (prefill ? 1 + (uint32_t)rkv_rng_below(rng, 5) : 1);
+        for (uint32_t i = 0; i < pages; i++)
+            idx[kvp[r] + i] = 63 - next++;
+    }
+    uint32_t kvp_keep[4], idx_keep[64];
+    memcpy(kvp_keep, kvp, sizeof kvp);
+    memcpy(idx_keep, idx, sizeof idx);
+    const uint32_t *qop = prefill ? qo : NULL;
+    const size_t rows = prefill ? qo[nreq] : nreq, nv = rows * Hq, ob = nv * D * pr.es;
+    rkv_paged_kv t = {nreq, kvp, idx, last};
+    size_t hbytes = 1, dbytes = 0;
+    OK(rkv_attn_plan_workspace_size(pr.ha, Hq, qop, &t, &hbytes));
+    cr_assert_eq(hbytes, 0);
+    OK(rkv_attn_plan_workspace_size(pr.da, Hq, qop, &t, &dbytes));
+    cr_assert(dbytes > 0);
+    void *ws = dev_copy(NULL, dbytes);
+    rkv_attn_plan *hp = NULL, *dp = NULL;
+    cr_assert_eq(rkv_attn_plan_create(pr.da, Hq, qop, &t, ws, dbytes - 1, &dp),
+                 RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_attn_plan_create(pr.da, Hq, qop, &t, NULL, dbytes, &dp),
+                 RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_attn_plan_create(pr.da, Hq + 1, qop, &t, ws, dbytes, &dp),
+                 RKV_ERR_INVALID_ARG);
+    OK(rkv_attn_plan_create(pr.ha, Hq, qop, &t, NULL, 0, &hp));
+    OK(rkv_attn_plan_create(pr.da, Hq, qop, &t, ws, dbytes, &dp));
+    memset(idx, 0xff, sizeof idx); /* the plan keeps its own copy */
+    memset(kvp, 0xff, sizeof kvp);
+    void *q = malloc(ob), *oh = malloc(ob), *og = malloc(ob), *o1 = malloc(ob);
+    float *lh = malloc(4 * nv), *lg = malloc(4 * nv), *l1 = malloc(4 * nv);
+    cr_assert(q && oh && og && o1 && lh && lg && l1);
+    void *dq = dev_copy(NULL, ob), *dout = dev_copy(NULL, ob), *dout1 = dev_copy(NULL, ob);
+    float *dl = dev_copy(NULL, 4 * nv), *dl1 = dev_copy(NULL, 4 * nv);
+    cr_assert_eq(rkv_attn_run(pr.ha, dp, 0, 0.0f, q, oh, lh), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_attn_run(pr.da, dp, 2, 0.0f, dq, dout, dl), RKV_ERR_INVALID_ARG);
+    rkv_paged_kv tk = {nreq, kvp_keep, idx_keep, last};
+    for (uint32_t layer = 0; layer < 2; layer++) {
+        fill_random(rng, dt, q, nv * D);
+        cr_assert_eq(cudaMemcpy(dq, q, ob, cudaMemcpyHostToDevice), cudaSuccess);
+        const float scale = 0.05f + 0.1f * (float)layer;
+        OK(rkv_attn_run(pr.ha, hp, layer, scale, q, oh, lh));
+        OK(rkv_attn_sync(pr.da));
+#ifdef RKV_CUDASIM
+        rkvsim_meter_reset();
+        rkvsim_meter_enable(1);
+#endif
+        OK(rkv_attn_run(pr.da, dp, layer, scale, dq, dout, dl));
+#ifdef RKV_CUDASIM
+        rkvsim_meter_enable(0);
+        cr_assert_eq(rkvsim_meter_get("[H2D]", -1, RKVSIM_METER_LAUNCHES), 0);
+        cr_assert_eq(rkvsim_meter_get("[memset]", -1, RKVSIM_METER_LAUNCHES), 0);
+        cr_assert_eq(rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES), 0);
+        cr_assert_eq(rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES), 0);
+        rkvsim_meter_reset();
+#endif
+        rkv_attn_params p = {layer, Hq, scale};
+        if (prefill)
+            OK(rkv_attn_prefill(pr.da, &p, qo, &tk, dq, dout1, dl1));
+        else
+            OK(rkv_attn_decode(pr.da, &p, &tk, dq, dout1, dl1));
+        OK(rkv_attn_sync(pr.da));
+        host_of(og, dout, ob);
+        host_of(lg, dl, 4 * nv);
+        host_of(o1, dout1, ob);
+        host_of(l1, dl1, 4 * nv);
+        cr_assert(memcmp(og, o1, ob) == 0, "plan/run and the one-shot call differ");
+        cr_assert(memcmp(lg, l1, 4 * nv) == 0, "plan/run and the one-shot lse differ");
+        compare(dt, D, nv, og, oh, lg, lh, "plan/run");
+    }
+    rkv_attn_plan_destroy(hp);
+    rkv_attn_plan_destroy(dp);
+    rkv_attn_plan_destroy(NULL);
+    cudaFree(ws);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dout1);
+    cudaFree(dl);
+    cudaFree(dl1);
+    free(q);
+    free(oh);
+    free(og);
+    free(o1);
+    free(lh);
+    free(lg);
+    free(l1);
+    pair_close(&pr);
+}
+#endif
+
+Test(attention_gpu, plan_once_run_per_layer)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.plan_once_run_per_layer"));
+    for (size_t ti = 0; ti < 3; ti++) {
+        plan_case(&rng, ti == 0 ? 1 : 4, DTS[ti], 0);
+        plan_case(&rng, ti == 2 ? 1 : 3, DTS[ti], 1);
+    }
+#endif
+}
+
+/* Long prompts: many 64-row tiles per request on the tensor-core prefill
+ * (f16/bf16), partial last tiles, GQA groups packed into a tile's rows. */
+Test(attention_gpu, prefill_long_prompts)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.prefill_long_prompts"));
+    case_qmax = 150;
+    run_case(&rng, 16, 1, 128, RKV_DTYPE_F16, OP_PREFILL, 60);
+    run_case(&rng, 64, 3, 64, RKV_DTYPE_BF16, OP_PREFILL, 100);
+    run_case(&rng, 1, 4, 64, RKV_DTYPE_F16, OP_PREFILL, 30);
+    case_qmax = 0;
 #endif
 }
 
@@ -847,6 +1008,114 @@ Test(attention_gpu, known_answer_spikes)
         free(o[0]);
         free(o[1]);
         pair_close(&pr);
+    }
+#endif
+}
+
+#ifdef RKV_HAVE_CUDA
+/* The nearest value of dtype dt (f16 or bf16) to x in [1, 2], ties to
+ * even, worked out here in double (not by the code under test): *lo and
+ * *hi are the two candidates when x lies within margin of a tie (either is
+ * then accepted), else both are the nearest. */
+static void rne_ref(rkv_dtype dt, double x, double margin, double *lo, double *hi)
+{
+    const double ulp = dt == RKV_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+    double k = floor(x / ulp), frac = x / ulp - k;
+    double down = k * ulp, up = (k + 1) * ulp;
+    if (fabs(frac - 0.5) * ulp <= margin) {
+        *lo = down;
+        *hi = up;
+    } else if (frac == 0.5) {
+        *lo = *hi = fmod(k, 2.0) == 0 ? down : up;
+    } else {
+        *lo = *hi = frac < 0.5 ? down : up;
+    }
+}
+
+/* Stores into f16/bf16 round to nearest even, bit for bit. With q = 0 the
+ * output is the mean of V; with V in [1, 2) the sum is exact in fp32, so
+ * for short rows (one KV split) the kernel's fp32 value is the correctly
+ * rounded mean and its 16-bit store must equal the nearest-even rounding
+ * of it -- ties (means of 2 and 4 tokens) included. A store that truncates
+ * (round toward zero) or rounds ties away passes every tolerance test but
+ * fails here. Long rows (KV splits, finalize, cascade) carry fp32 error, so
+ * there only values within 2^-16 of a tie may take either neighbour. */
+static void rounding_case(rkv_rng *rng, op_kind op, rkv_dtype dt, const uint32_t lens[2],
+                          double margin)
+{
+    const uint32_t P = 16, Hkv = 2, G = 2, Hq = Hkv * G, D = 64, nreq = 2;
+    const uint32_t nshared = op == OP_CASCADE ? 2 : 0, S = nshared * P, nb = 64;
+    pair pr;
+    pair_open(&pr, rng, P, Hkv, D, dt, nb);
+    void *kb, *vb;
+    OK(rkv_pool_layer_kv(pr.hp, 1, &kb, &vb));
+    for (size_t i = 0; i < (size_t)nb * P * Hkv * D; i++)
+        rkv_attn_cpu_store(dt, vb, i, (float)(1.0 + rkv_rng_unit(rng)));
+    pair_sync(&pr);
+    uint32_t shared[2] = {0, 1}, kvp[3] = {0}, last[2], qo[3] = {0}, idx[60], next = 2;
+    for (uint32_t r = 0; r < nreq; r++) {
+        uint32_t pages = (lens[r] + P - 1) / P;
+        kvp[r + 1] = kvp[r] + pages;
+        last[r] = lens[r] - (pages - 1) * P;
+        qo[r + 1] = qo[r] + (op == OP_DECODE ? 1 : 2);
+        for (uint32_t i = 0; i < pages; i++)
+            idx[kvp[r] + i] = next++;
+    }
+    cr_assert(next <= nb);
+    const uint32_t rows = qo[nreq];
+    const size_t ob = (size_t)rows * Hq * D * pr.es;
+    void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
+    float *l[2] = {malloc(4 * (size_t)rows * Hq), malloc(4 * (size_t)rows * Hq)};
+    cr_assert(q && o[0] && o[1] && l[0] && l[1]);
+    rkv_attn_params p = {1, Hq, 0.5f};
+    rkv_paged_kv t = {nreq, kvp, idx, last};
+    run_both(&pr, op, &p, &t, qo, nshared, shared, q, rows, o, l);
+    for (uint32_t r = 0, row = 0; r < nreq; r++)
+        for (uint32_t j = 0; j < qo[r + 1] - qo[r]; j++, row++) {
+            uint32_t n = S + lens[r] - (qo[r + 1] - qo[r]) + j + 1;
+            for (uint32_t h = 0; h < Hq; h++)
+                for (uint32_t d = 0; d < D; d++) {
+                    double sum = 0;
+                    for (uint32_t i = 0; i < n; i++) {
+                        size_t sl = i < S ? slot_of(&pr, shared, i)
+                                          : slot_of(&pr, idx + kvp[r], i - S);
+                        sum += ld(dt, vb, (sl * Hkv + h / G) * D + d);
+                    }
+                    double lo, hi;
+                    rne_ref(dt, sum / n, margin, &lo, &hi);
+                    for (int b = 0; b < 2; b++) {
+                        double got = ld(dt, o[b], ((size_t)row * Hq + h) * D + d);
+                        cr_assert(got == lo || got == hi,
+                                  "%s op %d dt %d row %u head %u dim %u: stored %.9g, mean "
+                                  "%.9g rounds to nearest even %.9g",
+                                  b ? "cuda" : "host", (int)op, (int)dt, row, h, d, got,
+                                  sum / n, lo);
+                    }
+                }
+        }
+    free(q);
+    free(o[0]);
+    free(o[1]);
+    free(l[0]);
+    free(l[1]);
+    pair_close(&pr);
+}
+#endif
+
+Test(attention_gpu, stores_round_to_nearest_even)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.stores_round_to_nearest_even"));
+    const rkv_dtype dts[2] = {RKV_DTYPE_F16, RKV_DTYPE_BF16};
+    const uint32_t short_lens[2] = {4, 7}, long_lens[2] = {37, 300};
+    for (size_t ti = 0; ti < 2; ti++) {
+        rounding_case(&rng, OP_DECODE, dts[ti], short_lens, 0.0); /* exact: ties too */
+        rounding_case(&rng, OP_PREFILL, dts[ti], short_lens, 0.0);
+        rounding_case(&rng, OP_DECODE, dts[ti], long_lens, 1.0 / 65536);
+        rounding_case(&rng, OP_PREFILL, dts[ti], long_lens, 1.0 / 65536);
+        rounding_case(&rng, OP_CASCADE, dts[ti], long_lens, 1.0 / 65536);
     }
 #endif
 }

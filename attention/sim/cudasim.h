@@ -47,12 +47,16 @@
  *     (transposes, leading dimensions, type/compute combinations) and each
  *     operand's extent checked against its device allocation; fp32
  *     accumulation; beta == 0 never reads C.
+ *   - Traffic meter (rkvsim_meter_*, below): bytes each kernel reads and
+ *     writes through attention/devmem.h's accessors, and host-side copies,
+ *     allocations and synchronisations.
  *   - Errors are CUDA error codes; cudaGetErrorString of the latest error
  *     names what the simulator found.
  * What it does NOT model: timing or performance of any kind, occupancy,
  * registers, memory coalescing, bank conflicts, caches, concurrent blocks
  * or inter-block memory ordering, the exact rounding of GPU math (results
- * are not bit-exact with a GPU), inline PTX, mma/wmma, cp.async, dynamic
+ * are not bit-exact with a GPU), inline PTX (mma.sync is reached through
+ * attention/mma.h, which has a shuffle-built simulator version), cp.async, dynamic
  * (extern) shared memory, __launch_bounds__, sticky errors (an error is
  * reported once, the context stays usable), unified/mapped memory, reads
  * of host memory through a pointer hidden in a struct argument, reads
@@ -226,6 +230,29 @@ RKVSIM_API void rkvsim_set_mem_limit(size_t bytes);
 RKVSIM_API size_t rkvsim_mem_in_use(int device);
 /* The message of the latest error the simulator reported. */
 RKVSIM_API const char *rkvsim_last_message(void);
+
+/* Traffic meter: while enabled, every device-memory access a kernel makes
+ * through the accessors of attention/devmem.h (ld_global, st_global) is
+ * counted per kernel (name up to any '<') and per region; cuBLAS GEMMs
+ * count each operand once (an ideal GEMM); host-side operations count
+ * under bracketed names: "[H2D]", "[D2H]", "[D2D]", "[memset]" (bytes and
+ * calls), "[malloc]", "[free]", "[sync]" (calls: cudaMalloc, cudaFree and
+ * every host-blocking synchronisation). Regions are address ranges named
+ * with rkvsim_meter_region (returns 1..7, or -1 when full); region 0 is
+ * all other memory. Counts accrue when the work runs (deferred mode: when
+ * it is synchronised). reset forgets counts and regions. */
+enum { RKVSIM_METER_READ = 0, RKVSIM_METER_WRITE = 1, RKVSIM_METER_LAUNCHES = 2 };
+RKVSIM_API void rkvsim_meter_reset(void);
+RKVSIM_API void rkvsim_meter_enable(int on);
+RKVSIM_API int rkvsim_meter_region(const void *p, size_t n);
+/* The i-th name counted so far, NULL past the end. */
+RKVSIM_API const char *rkvsim_meter_name(size_t i);
+/* Bytes read/written or launches (what) of name (NULL: all) in region
+ * (-1: all). */
+RKVSIM_API uint64_t rkvsim_meter_get(const char *name, int region, int what);
+/* Device side: the accessors' hook (nonzero while the meter is on). */
+RKVSIM_API extern int rkvsim_metering;
+RKVSIM_API void rkvsim_meter_access(const void *p, size_t n, int write);
 
 #ifdef __cplusplus
 } /* extern "C" */

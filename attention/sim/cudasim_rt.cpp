@@ -177,6 +177,57 @@ State G;
 
 typedef std::lock_guard<std::recursive_mutex> Lock;
 
+/* ---- traffic meter ----
+ * Per kernel name (the text before any '<') and region: bytes read and
+ * written, and launches. Host-side operations count under bracketed names
+ * ("[H2D]", "[malloc]", "[sync]", ...). Regions are address ranges a tool
+ * names (the KV pool, say); region 0 is everything else. */
+const int METER_REGIONS = 8;
+struct MeterRow {
+    uint64_t launches = 0;
+    uint64_t rd[METER_REGIONS] = {}, wr[METER_REGIONS] = {};
+};
+struct Meter {
+    bool on = false;
+    std::vector<std::pair<std::string, MeterRow>> rows; /* in first-seen order */
+    uintptr_t lo[METER_REGIONS] = {}, hi[METER_REGIONS] = {};
+    int nregions = 1;
+    MeterRow *cur = nullptr; /* the running kernel's row */
+};
+Meter MT;
+
+MeterRow *meter_row(const std::string &full)
+{
+    std::string name = full.substr(0, full.find('<'));
+    for (auto &r : MT.rows)
+        if (r.first == name)
+            return &r.second;
+    MT.rows.emplace_back(name, MeterRow());
+    return &MT.rows.back().second;
+}
+
+int meter_region(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    for (int i = 1; i < MT.nregions; i++)
+        if (a >= MT.lo[i] && a < MT.hi[i])
+            return i;
+    return 0;
+}
+
+/* A host-side event (n bytes read at src and/or written at dst). */
+void meter_host(const char *what, const void *src, const void *dst, uint64_t n)
+{
+    if (!MT.on)
+        return;
+    MeterRow *r = meter_row(what);
+    r->launches++;
+    if (src != nullptr)
+        r->rd[meter_region(src)] += n;
+    if (dst != nullptr)
+        r->wr[meter_region(dst)] += n;
+}
+
 uint64_t rnd()
 {
     G.rng ^= G.rng << 13;
@@ -737,6 +788,9 @@ cudaError_t run_kernel(const Kernel &k)
     sigaction(SIGSEGV, &sa, &old_segv);
     sigaction(SIGBUS, &sa, &old_bus);
     G.kern = &k;
+    MT.cur = MT.on ? meter_row(k.name) : nullptr;
+    if (MT.cur != nullptr)
+        MT.cur->launches++;
     const unsigned __int128 nb = (unsigned __int128)k.grid.x * k.grid.y * k.grid.z;
     unsigned __int128 start = 0, stride = 1;
     if (G.order == RKVSIM_RANDOM && nb > 1) {
@@ -788,6 +842,7 @@ cudaError_t run_kernel(const Kernel &k)
     sigaction(SIGSEGV, &old_segv, nullptr);
     sigaction(SIGBUS, &old_bus, nullptr);
     G.kern = nullptr;
+    MT.cur = nullptr;
     rkvsim_cur = nullptr;
     if (e != cudaSuccess) {
 #ifdef RKVSIM_ASAN
@@ -845,6 +900,13 @@ cudaError_t copy_impl(const char *fn, Copy2D c, cudaMemcpyKind kind, cudaStream_
         return e;
     if (want_sd && (e = check_dev_range(c.src, ext_s, "source", fn)) != cudaSuccess)
         return e;
+    meter_host(kind == cudaMemcpyHostToDevice   ? "[H2D]"
+               : kind == cudaMemcpyDeviceToHost ? "[D2H]"
+               : kind == cudaMemcpyDeviceToDevice ? "[D2D]"
+                                                  : "[H2H]",
+               sd ? c.src : nullptr, dd ? c.dst : nullptr, (uint64_t)c.width * c.height);
+    if (sync)
+        meter_host("[sync]", nullptr, nullptr, 0);
     uint64_t seq;
     if (kind == cudaMemcpyHostToDevice && !is_pinned(c.src, ext_s)) {
         /* pageable: staged before the call returns */
@@ -892,6 +954,9 @@ cudaError_t memset_impl(void *p, int v, size_t n, cudaStream_t s, bool sync)
         return cudaSuccess;
     if ((e = check_dev_range(p, n, "destination", fn)) != cudaSuccess)
         return e;
+    meter_host("[memset]", nullptr, p, n);
+    if (sync)
+        meter_host("[sync]", nullptr, nullptr, 0);
     uint64_t seq;
     e = enqueue(
         st,
@@ -1080,6 +1145,7 @@ cudaError_t cudaDeviceSynchronize(void)
 {
     ENTER();
     NEED_DEVICE();
+    meter_host("[sync]", nullptr, nullptr, 0);
     return note(sync_device(G.cur));
 }
 
@@ -1089,6 +1155,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
     NEED_DEVICE();
     if (p == nullptr)
         return fail(cudaErrorInvalidValue, "cudaMalloc: NULL");
+    meter_host("[malloc]", nullptr, nullptr, 0);
     size_t rounded = (n + ALIGN - 1) / ALIGN * ALIGN;
     if (rounded == 0)
         rounded = ALIGN;
@@ -1122,6 +1189,7 @@ cudaError_t cudaFree(void *p)
     NEED_DEVICE();
     if (p == nullptr)
         return cudaSuccess;
+    meter_host("[free]", nullptr, nullptr, 0);
     auto it = G.allocs.find((uintptr_t)p);
     if (it == G.allocs.end() || it->second.freed)
         return fail(cudaErrorInvalidValue, "cudaFree: %s%s", describe(p).c_str(),
@@ -1269,6 +1337,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
     cudaError_t e = resolve(s, &st, "cudaStreamSynchronize");
     if (e != cudaSuccess)
         return e;
+    meter_host("[sync]", nullptr, nullptr, 0);
     if (G.deferred)
         copies_run_ahead(st);
     return note(run_until(st, UINT64_MAX));
@@ -1344,6 +1413,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
     if (!e->recorded || e->s == nullptr)
         return cudaSuccess;
     e->notready = false;
+    meter_host("[sync]", nullptr, nullptr, 0);
     return note(run_until(e->s, e->seq));
 }
 
@@ -1487,6 +1557,15 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
     if (resolve(h->s, &st, "cublasGemmStridedBatchedEx") != cudaSuccess)
         return blas_fail(CUBLAS_STATUS_EXECUTION_FAILED, "the handle's stream is not live");
     auto run = [=]() {
+        if (MT.on) { /* an ideal GEMM: every operand once */
+            MeterRow *r = meter_row("cublasGemmStridedBatchedEx");
+            r->launches++;
+            r->rd[meter_region(A)] += (uint64_t)batch * m * k * type_size(at);
+            r->rd[meter_region(B)] += (uint64_t)batch * k * n * type_size(bt);
+            r->wr[meter_region(C)] += (uint64_t)batch * m * n * type_size(ct);
+            if (be != 0.0f)
+                r->rd[meter_region(C)] += (uint64_t)batch * m * n * type_size(ct);
+        }
         for (int b = 0; b < batch; b++) {
             const char *Ab = (const char *)A + (size_t)b * sa * type_size(at);
             const char *Bb = (const char *)B + (size_t)b * sb * type_size(bt);
@@ -1596,6 +1675,67 @@ const char *rkvsim_last_message(void)
 {
     ENTER();
     return G.msg.c_str();
+}
+
+
+/* ---- traffic meter ---- */
+
+int rkvsim_metering = 0;
+
+void rkvsim_meter_access(const void *p, size_t n, int write)
+{
+    /* kernels run under the API lock, one fibre at a time */
+    if (MT.cur == nullptr)
+        return;
+    (write ? MT.cur->wr : MT.cur->rd)[meter_region(p)] += n;
+}
+
+void rkvsim_meter_reset(void)
+{
+    ENTER();
+    MT.rows.clear();
+    MT.nregions = 1;
+}
+
+void rkvsim_meter_enable(int on)
+{
+    ENTER();
+    MT.on = on != 0;
+    rkvsim_metering = MT.on;
+}
+
+int rkvsim_meter_region(const void *p, size_t n)
+{
+    ENTER();
+    if (MT.nregions >= METER_REGIONS || p == nullptr || n == 0)
+        return -1;
+    MT.lo[MT.nregions] = (uintptr_t)p;
+    MT.hi[MT.nregions] = (uintptr_t)p + n;
+    return MT.nregions++;
+}
+
+const char *rkvsim_meter_name(size_t i)
+{
+    ENTER();
+    return i < MT.rows.size() ? MT.rows[i].first.c_str() : nullptr;
+}
+
+uint64_t rkvsim_meter_get(const char *name, int region, int what)
+{
+    ENTER();
+    uint64_t t = 0;
+    for (auto &r : MT.rows) {
+        if (name != nullptr && r.first != name)
+            continue;
+        if (what == RKVSIM_METER_LAUNCHES) {
+            t += r.second.launches;
+            continue;
+        }
+        for (int g = 0; g < METER_REGIONS; g++)
+            if (region < 0 || region == g)
+                t += what == RKVSIM_METER_READ ? r.second.rd[g] : r.second.wr[g];
+    }
+    return t;
 }
 
 } /* extern "C" */

@@ -406,3 +406,161 @@ Test(cudasim, expf_is_approximate_but_close)
     }
     cr_assert_eq(__expf(-INFINITY), 0.0f);
 }
+
+/* ---- traffic meter (scripts/attn-traffic relies on its counts) ---- */
+
+#include "attention/devmem.h"
+
+__global__ void ok_metered_sum(const float *a, const float *b, float *out, unsigned n)
+{
+    float s = 0.0f;
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x)
+        s += ld_global(a + i) + ld_global(b + i) + ld_global(b + i); /* b twice */
+    st_global(out + blockIdx.x * blockDim.x + threadIdx.x, s);
+}
+
+/* Exact counts per kernel and region: a read once, b twice, out written
+ * once per thread; a host copy, a memset, a malloc and a sync counted as
+ * such; nothing counted while the meter is off. */
+Test(cudasim, meter_counts_accesses_per_kernel_and_region)
+{
+    const unsigned n = 1000, blocks = 3, threads = 64;
+    float *a, *b, *o;
+    CK(cudaMalloc((void **)&a, n * 4));
+    CK(cudaMalloc((void **)&b, n * 4));
+    CK(cudaMalloc((void **)&o, blocks * threads * 4));
+    rkvsim_meter_reset();
+    cr_assert_eq(rkvsim_meter_region(a, n * 4), 1);
+    cr_assert_eq(rkvsim_meter_region(b, n * 4), 2);
+    rkvsim_meter_enable(1);
+    float host[1000] = {0};
+    CK(cudaMemcpy(a, host, sizeof host, cudaMemcpyHostToDevice));
+    CK(cudaMemset(b, 0, n * 4));
+    RKV_LAUNCH(blocks, threads, 0, 0, ok_metered_sum)(a, b, o, n);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    void *extra;
+    CK(cudaMalloc(&extra, 16));
+    rkvsim_meter_enable(0);
+    RKV_LAUNCH(1, 32, 0, 0, ok_metered_sum)(a, b, o, n); /* not counted */
+    CK(cudaDeviceSynchronize());
+    const char *k = "ok_metered_sum";
+    cr_assert_eq(rkvsim_meter_get(k, -1, RKVSIM_METER_LAUNCHES), 1);
+    cr_assert_eq(rkvsim_meter_get(k, 1, RKVSIM_METER_READ), (uint64_t)blocks * n * 4);
+    cr_assert_eq(rkvsim_meter_get(k, 2, RKVSIM_METER_READ), (uint64_t)blocks * n * 8);
+    cr_assert_eq(rkvsim_meter_get(k, 0, RKVSIM_METER_READ), 0);
+    cr_assert_eq(rkvsim_meter_get(k, 0, RKVSIM_METER_WRITE), (uint64_t)blocks * threads * 4);
+    cr_assert_eq(rkvsim_meter_get("[H2D]", 1, RKVSIM_METER_WRITE), (uint64_t)n * 4);
+    cr_assert_eq(rkvsim_meter_get("[memset]", 2, RKVSIM_METER_WRITE), (uint64_t)n * 4);
+    cr_assert_eq(rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES), 1);
+    /* cudaMemcpy, cudaMemset (both blocking here) and cudaDeviceSynchronize */
+    cr_assert_eq(rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES), 3);
+    rkvsim_meter_reset();
+    cr_assert_null(rkvsim_meter_name(0));
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    CK(cudaFree(o));
+    CK(cudaFree(extra));
+}
+
+/* ---- tensor-core wrapper (attention/mma.h) ---- */
+
+#include "attention/mma.h"
+
+/* One m16n8k16 through the wrapper: lane fragments built from row-major
+ * A (16x16), B (16x8 as k x n) and C per the PTX layout, D written back
+ * row-major. */
+template <typename T>
+__global__ void ok_mma(const unsigned short *A, const unsigned short *B, const float *C,
+                       float *D)
+{
+    const unsigned lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+    auto pk = [](unsigned short lo, unsigned short hi) { return (uint32_t)lo | (uint32_t)hi << 16; };
+    uint32_t a[4] = {pk(A[g * 16 + 2 * t], A[g * 16 + 2 * t + 1]),
+                     pk(A[(g + 8) * 16 + 2 * t], A[(g + 8) * 16 + 2 * t + 1]),
+                     pk(A[g * 16 + 2 * t + 8], A[g * 16 + 2 * t + 9]),
+                     pk(A[(g + 8) * 16 + 2 * t + 8], A[(g + 8) * 16 + 2 * t + 9])};
+    uint32_t b[2] = {pk(B[(2 * t) * 8 + g], B[(2 * t + 1) * 8 + g]),
+                     pk(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g])};
+    float c[4] = {C[g * 8 + 2 * t], C[g * 8 + 2 * t + 1], C[(g + 8) * 8 + 2 * t],
+                  C[(g + 8) * 8 + 2 * t + 1]};
+    float d[4];
+    mma_16816<T>(d, a, b, c);
+    D[g * 8 + 2 * t] = d[0];
+    D[g * 8 + 2 * t + 1] = d[1];
+    D[(g + 8) * 8 + 2 * t] = d[2];
+    D[(g + 8) * 8 + 2 * t + 1] = d[3];
+}
+
+/* D = A.B + C against a plain triple loop, for f16 and bf16 inputs that are
+ * small integers (every product and sum exact): a fragment read from the
+ * wrong lane or register shows as a wrong element. */
+Test(cudasim, mma_16816_matches_a_matrix_product)
+{
+    unsigned short A[256], B[128];
+    float C[128], want[128], got[128];
+    for (int bf = 0; bf < 2; bf++) {
+        float av[256], bv[128];
+        for (int i = 0; i < 256; i++) {
+            av[i] = (float)((i * 7 + 3) % 9 - 4);
+            A[i] = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(av[i]))
+                      : __half_as_ushort(__float2half_rn(av[i]));
+        }
+        for (int i = 0; i < 128; i++) {
+            bv[i] = (float)((i * 5 + 1) % 7 - 3);
+            B[i] = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(bv[i]))
+                      : __half_as_ushort(__float2half_rn(bv[i]));
+            C[i] = (float)(i % 11) - 5.0f;
+        }
+        for (int m = 0; m < 16; m++)
+            for (int n = 0; n < 8; n++) {
+                float s = C[m * 8 + n];
+                for (int k = 0; k < 16; k++)
+                    s += av[m * 16 + k] * bv[k * 8 + n];
+                want[m * 8 + n] = s;
+            }
+        unsigned short *dA, *dB;
+        float *dC, *dD;
+        CK(cudaMalloc((void **)&dA, sizeof A));
+        CK(cudaMalloc((void **)&dB, sizeof B));
+        CK(cudaMalloc((void **)&dC, sizeof C));
+        CK(cudaMalloc((void **)&dD, sizeof got));
+        CK(cudaMemcpy(dA, A, sizeof A, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dB, B, sizeof B, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dC, C, sizeof C, cudaMemcpyHostToDevice));
+        if (bf)
+            RKV_LAUNCH(1, 32, 0, 0, ok_mma<mma_bf16>)(dA, dB, dC, dD);
+        else
+            RKV_LAUNCH(1, 32, 0, 0, ok_mma<mma_f16>)(dA, dB, dC, dD);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(got, dD, sizeof got, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < 128; i++)
+            cr_assert_eq(got[i], want[i], "%s: D[%d][%d] = %g, want %g", bf ? "bf16" : "f16",
+                         i / 8, i % 8, got[i], want[i]);
+        CK(cudaFree(dA));
+        CK(cudaFree(dB));
+        CK(cudaFree(dC));
+        CK(cudaFree(dD));
+    }
+}
+
+/* Fewer than 32 lanes: the simulator reports it, as the GPU requires the
+ * whole warp (the wrapper's shuffles name absent lanes). */
+Test(cudasim, mma_16816_needs_the_whole_warp)
+{
+    unsigned short *dA, *dB;
+    float *dC, *dD;
+    CK(cudaMalloc((void **)&dA, 512));
+    CK(cudaMalloc((void **)&dB, 256));
+    CK(cudaMalloc((void **)&dC, 512));
+    CK(cudaMalloc((void **)&dD, 512));
+    CK(cudaMemset(dA, 0, 512));
+    CK(cudaMemset(dB, 0, 256));
+    CK(cudaMemset(dC, 0, 512));
+    RKV_LAUNCH(1, 16, 0, 0, ok_mma<mma_f16>)(dA, dB, dC, dD);
+    cr_assert_neq(cudaGetLastError(), cudaSuccess);
+    CK(cudaFree(dA));
+    CK(cudaFree(dB));
+    CK(cudaFree(dC));
+    CK(cudaFree(dD));
+}

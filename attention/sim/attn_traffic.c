@@ -1,0 +1,215 @@
+/*
+ * attention/sim/attn_traffic.c -- device-memory traffic of the CUDA
+ * attention kernels, measured on the CPU simulator's meter (rkvsim_meter_*,
+ * attention/sim/cudasim.h). Built only with -DRKV_CUDA=SIM; run by
+ * scripts/attn-traffic, which checks the figures against
+ * .ci/attn-traffic-budget.
+ *
+ * For each shape (decode per GQA group size, prefill, extend, cascade, and
+ * a decode batch planned once and run with rkv_attn_run) it
+ * runs the operation once to warm the context (workspace growth), then
+ * meters a second, identical call and prints:
+ *   SHAPE <name> kv <x> all <y> h2d <n> malloc <n> sync <n>
+ * followed by one "  <kernel> launches read written" line per kernel, where
+ *   kv   = bytes read from the pool's K and V of the layer / the K and V
+ *          bytes the call needs (each distinct token of each kv head once):
+ *          1.00 means every K/V byte crossed the memory bus once;
+ *   all  = every byte kernels, GEMMs, device copies and memsets read or
+ *          wrote / the minimum (distinct K/V + q read + out and lse written);
+ *   h2d, malloc, sync = host-to-device copies, cudaMalloc calls and host-
+ *          blocking synchronisations the metered call made.
+ * The figures are exact counts of what the kernels ask for, not a model of
+ * caches: a GPU's L2 may absorb part of a re-read.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "radixkv.h"
+
+#define TRY(x)                                                                           \
+    do {                                                                                 \
+        rkv_status s_ = (x);                                                             \
+        if (s_ != RKV_OK) {                                                              \
+            fprintf(stderr, "attn_traffic: %s: %s\n", #x, rkv_last_error());            \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+#define CU(x)                                                                            \
+    do {                                                                                 \
+        if ((x) != cudaSuccess) {                                                        \
+            fprintf(stderr, "attn_traffic: %s: %s\n", #x, rkvsim_last_message());       \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+enum { DECODE, PREFILL, CASCADE, RUN /* decode by plan once, run per layer */ };
+
+typedef struct shape {
+    const char *name;
+    int op;
+    uint32_t reqs, G, Hkv, D;
+    uint32_t ctx;    /* tokens of each request's own KV (cached + new) */
+    uint32_t qlen;   /* rows per request (prefill/cascade; decode: 1) */
+    uint32_t shared; /* cascade: tokens of the shared prefix */
+} shape;
+
+static void *dmalloc(size_t n, int fill)
+{
+    void *p = NULL;
+    CU(cudaMalloc(&p, n));
+    CU(cudaMemset(p, fill, n));
+    return p;
+}
+
+static void run_shape(const shape *s)
+{
+    const uint32_t P = 16, es = 2, Hq = s->Hkv * s->G;
+    const uint32_t own_pages = (s->ctx + P - 1) / P, sh_pages = s->shared / P;
+    const uint32_t nb = s->reqs * own_pages + sh_pages + 1;
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = nb;
+    pc.page_size = P;
+    pc.num_layers = 1;
+    pc.num_kv_heads = s->Hkv;
+    pc.head_dim = s->D;
+    pc.dtype = RKV_DTYPE_F16;
+    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool *pool;
+    TRY(rkv_pool_create(&pc, &pool));
+    uint32_t *ids = malloc(4 * (size_t)nb);
+    if (ids == NULL)
+        exit(1);
+    TRY(rkv_pool_alloc_n(pool, nb, ids));
+    void *kb, *vb;
+    TRY(rkv_pool_layer_kv(pool, 0, &kb, &vb));
+    const size_t layer_bytes = (size_t)nb * P * s->Hkv * s->D * es;
+    CU(cudaMemset(kb, 0x11, layer_bytes)); /* small finite values */
+    CU(cudaMemset(vb, 0x22, layer_bytes));
+    rkv_attn *a;
+    TRY(rkv_attn_create(pool, &a));
+
+    uint32_t *indptr = calloc(s->reqs + 1, 4), *last = calloc(s->reqs, 4);
+    uint32_t *qo = calloc(s->reqs + 1, 4), *idx = malloc(4 * (size_t)nb);
+    uint32_t *shp = malloc(4 * (size_t)(sh_pages + 1));
+    if (!indptr || !last || !qo || !idx || !shp)
+        exit(1);
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < sh_pages; i++)
+        shp[i] = next++;
+    for (uint32_t r = 0; r < s->reqs; r++) {
+        indptr[r + 1] = indptr[r] + own_pages;
+        last[r] = s->ctx - (own_pages - 1) * P;
+        qo[r + 1] = qo[r] + (s->op == DECODE ? 1 : s->qlen);
+        for (uint32_t i = 0; i < own_pages; i++)
+            idx[indptr[r] + i] = next++;
+    }
+    const uint32_t rows = qo[s->reqs];
+    const size_t qbytes = (size_t)rows * Hq * s->D * es, lbytes = (size_t)rows * Hq * 4;
+    void *q = dmalloc(qbytes, 0x11), *out = dmalloc(qbytes, 0xff);
+    float *lse = dmalloc(lbytes, 0xff);
+    rkv_attn_params p = {0, Hq, 0.0f};
+    rkv_paged_kv t = {s->reqs, indptr, idx, last};
+    rkv_attn_plan *plan = NULL;
+    void *ws = NULL;
+    if (s->op == RUN) {
+        size_t wb = 0;
+        TRY(rkv_attn_plan_workspace_size(a, Hq, NULL, &t, &wb));
+        ws = dmalloc(wb, 0);
+        TRY(rkv_attn_plan_create(a, Hq, NULL, &t, ws, wb, &plan));
+    }
+
+    for (int pass = 0; pass < 2; pass++) {
+        TRY(rkv_attn_sync(a));
+        if (pass == 1) {
+            rkvsim_meter_reset();
+            rkvsim_meter_region(kb, layer_bytes);
+            rkvsim_meter_region(vb, layer_bytes);
+            rkvsim_meter_enable(1);
+        }
+        if (s->op == RUN)
+            TRY(rkv_attn_run(a, plan, 0, 0.0f, q, out, lse));
+        else if (s->op == DECODE)
+            TRY(rkv_attn_decode(a, &p, &t, q, out, lse));
+        else if (s->op == PREFILL)
+            TRY(rkv_attn_prefill(a, &p, qo, &t, q, out, lse));
+        else
+            TRY(rkv_attn_cascade(a, &p, sh_pages, shp, qo, &t, q, out, lse));
+        if (pass == 1) {
+            /* host events of the call itself, before the sync below */
+            uint64_t h2d = rkvsim_meter_get("[H2D]", -1, RKVSIM_METER_LAUNCHES);
+            uint64_t mal = rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES);
+            uint64_t syn = rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES);
+            TRY(rkv_attn_sync(a));
+            rkvsim_meter_enable(0);
+            const double kv_min =
+                2.0 * ((double)s->reqs * s->ctx + s->shared) * s->Hkv * s->D * es;
+            const double kv_rd = (double)rkvsim_meter_get(NULL, 1, RKVSIM_METER_READ) +
+                                 (double)rkvsim_meter_get(NULL, 2, RKVSIM_METER_READ);
+            double all = 0;
+            for (size_t i = 0;; i++) {
+                const char *n = rkvsim_meter_name(i);
+                if (n == NULL)
+                    break;
+                if (strcmp(n, "[H2D]") == 0 || strcmp(n, "[D2H]") == 0 ||
+                    strcmp(n, "[H2H]") == 0)
+                    continue; /* host traffic: counted as h2d */
+                all += (double)rkvsim_meter_get(n, -1, RKVSIM_METER_READ) +
+                       (double)rkvsim_meter_get(n, -1, RKVSIM_METER_WRITE);
+            }
+            const double ideal = kv_min + 2.0 * (double)qbytes + (double)lbytes;
+            printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu\n", s->name,
+                   kv_rd / kv_min, all / ideal, (unsigned long long)h2d,
+                   (unsigned long long)mal, (unsigned long long)syn);
+            for (size_t i = 0;; i++) {
+                const char *n = rkvsim_meter_name(i);
+                if (n == NULL)
+                    break;
+                printf("  %-28s launches %6llu read %12llu written %12llu\n", n,
+                       (unsigned long long)rkvsim_meter_get(n, -1, RKVSIM_METER_LAUNCHES),
+                       (unsigned long long)rkvsim_meter_get(n, -1, RKVSIM_METER_READ),
+                       (unsigned long long)rkvsim_meter_get(n, -1, RKVSIM_METER_WRITE));
+            }
+        }
+    }
+    rkvsim_meter_reset();
+    rkv_attn_plan_destroy(plan);
+    if (ws != NULL)
+        CU(cudaFree(ws));
+    CU(cudaFree(q));
+    CU(cudaFree(out));
+    CU(cudaFree(lse));
+    rkv_attn_destroy(a);
+    rkv_pool_destroy(pool);
+    free(ids);
+    free(indptr);
+    free(last);
+    free(qo);
+    free(idx);
+    free(shp);
+}
+
+int main(int argc, char **argv)
+{
+    static const shape shapes[] = {
+        {"decode_G1", DECODE, 4, 1, 2, 128, 512, 1, 0},
+        {"decode_G3", DECODE, 4, 3, 2, 128, 512, 1, 0},
+        {"decode_G4", DECODE, 4, 4, 2, 128, 512, 1, 0},
+        {"decode_G7", DECODE, 4, 7, 2, 128, 512, 1, 0},
+        {"decode_G8", DECODE, 4, 8, 2, 128, 512, 1, 0},
+        {"decode_G16", DECODE, 4, 16, 1, 128, 512, 1, 0},
+        {"decode_G4_D64", DECODE, 4, 4, 2, 64, 512, 1, 0},
+        {"decode_G4_run", RUN, 4, 4, 2, 128, 512, 1, 0},
+        {"prefill_N256", PREFILL, 1, 1, 1, 128, 256, 256, 0},
+        {"extend_512+64", PREFILL, 1, 4, 1, 128, 576, 64, 0},
+        {"cascade_B64_S256", CASCADE, 64, 4, 1, 128, 16, 1, 256},
+    };
+    const char *only = argc > 1 ? argv[1] : NULL;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (only == NULL || strcmp(only, shapes[i].name) == 0)
+            run_shape(&shapes[i]);
+    return 0;
+}
