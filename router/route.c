@@ -315,10 +315,15 @@ rkv_status rkv_router_choose(rkv_router *router, const rkv_router_overlap *cand,
          * not registered ranks last), then one of those at random
          * (reservoir: the k-th equal takes the place with chance 1/k) */
         uint64_t bq = 0, br = 0, ties = 0;
+        uint32_t at = 0; /* cursor in order[]: candidates usually come in id order */
         for (uint32_t i = 0; i < n; i++) {
             if (!(cand[i].score >= hi))
                 continue; /* below the best (or NaN) */
-            uint32_t s = rkv_rt_slot_of(r, cand[i].instance);
+            uint64_t id = cand[i].instance;
+            while (at < r->num_instances && r->inst[r->order[at]].id < id)
+                at++;
+            uint32_t s = at < r->num_instances && r->inst[r->order[at]].id == id
+                             ? r->order[at] : rkv_rt_slot_of(r, id);
             uint64_t q = s == RKV_RT_EMPTY ? UINT64_MAX : rkv_rt_queued(&r->inst[s]);
             uint64_t u = s == RKV_RT_EMPTY ? UINT64_MAX : rkv_rt_running(&r->inst[s]);
             if (ties == 0 || q < bq || (q == bq && u < br)) {
