@@ -366,7 +366,8 @@ static void handle_kv(rdaemon *d, const char *subj, const void *data, size_t len
     int logged = d->log && d->stream_logs < 20 &&
                  rkv_router_get_stats(d->router, &a) == RKV_OK;
     for (uint32_t i = 0; i < bi.count && d->page_size == 0; i++)
-        if (d->ev[i].kind == RKV_EVENT_BLOCK_STORED)
+        if (d->ev[i].kind == RKV_EVENT_BLOCK_STORED && d->ev[i].page_size >= 1 &&
+            d->ev[i].page_size <= RKV_MAX_PAGE_SIZE)
             d->page_size = d->ev[i].page_size;
     if (rkv_router_apply(d->router, bi.instance, d->ev, bi.count) == RKV_ERR_NO_SPACE)
         over_budget(d, bi.instance);
@@ -719,7 +720,7 @@ size_t rkv_rd_http_route(rkv_rd *d, const char *body, size_t len, char *buf, siz
 
 void rkv_rd_set_page_size(rkv_rd *d, uint32_t page_size)
 {
-    d->page_size = page_size;
+    d->page_size = page_size <= RKV_MAX_PAGE_SIZE ? page_size : 0;
 }
 
 static size_t on_http_route(void *ctx, const char *body, size_t len, char *buf,

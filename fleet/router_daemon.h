@@ -70,8 +70,8 @@ const rkv_router *rkv_rd_router(const rkv_rd *d);
  * the request as routed to the chosen instance). */
 size_t rkv_rd_http_route(rkv_rd *d, const char *body, size_t len, char *buf, size_t cap,
                          int *code);
-/* The page size token ids are hashed with (0: the first seen in a STORED
- * event, the default). */
+/* The page size token ids are hashed with (0, or above RKV_MAX_PAGE_SIZE:
+ * the first valid one seen in a STORED event, the default). */
 void rkv_rd_set_page_size(rkv_rd *d, uint32_t page_size);
 void rkv_rd_destroy(rkv_rd *d); /* NULL is fine */
 
