@@ -1,7 +1,11 @@
 /*
  * router/route.c -- the router's query: every instance's leading cached
  * pages of a request's chained page hashes, then the score of
- * include/radixkv_router.h picks the instance.
+ * include/radixkv_router.h picks the instance (rkv_router_choose: the best
+ * score, ties by load and then by the seeded generator, or a softmax draw
+ * with a temperature), which counts the request on the instance it picks
+ * until that instance's next load report. The generator's state advances
+ * only when a choice succeeds, so a failed call changes nothing.
  *
  * Per slot group, A(j) = the live slots holding page j (any medium) and
  * D(j) = those holding it on the device. Every instance's cached set is
