@@ -1415,7 +1415,9 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
                 "POST /v1/route\n", prog, metrics_addr, (unsigned)rkv_http_port(d->http));
     uint64_t next_tick = rkv_fleet_now_ms(), last_http = 0, next_watch = next_tick + 1000;
     while (!rkv_fleet_stop) {
-        qitem *it = dequeue(q, d->http ? 20 : 50);
+        /* with the HTTP port open an idle loop wakes every millisecond, so
+         * an HTTP route query waits at most about that for its turn */
+        qitem *it = dequeue(q, d->http ? 1 : 50);
         uint64_t now = rkv_fleet_now_ms();
         if (it) {
             rkv_rd_handle(d, (rkv_rd_kind)it->kind, natsMsg_GetSubject(it->msg),
