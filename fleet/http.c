@@ -2,9 +2,10 @@
  * fleet/http.c -- rkv_http (fleet/http.h): the listening socket, a fixed
  * table of connections, each reading its request head (and, for the one
  * POST path, a body of the Content-Length it announced, into a buffer of
- * exactly that size), then writing its answer, then draining what the peer still sends until it closes (a close
- * with unread input would reset the connection and could destroy the
- * answer in flight: the "lingering close" of HTTP servers).
+ * exactly that size), then writing its answer, then draining what the
+ * peer still sends until it closes (a close with unread input would reset
+ * the connection and could destroy the answer in flight: the "lingering
+ * close" of HTTP servers).
  */
 #include "fleet/http.h"
 
