@@ -187,12 +187,19 @@ static void answer(rkv_http *h, http_conn *c, int code, const char *reason,
 }
 
 /* An error on the POST path: a JSON object, as its answers are. */
-static void json_error(rkv_http *h, http_conn *c, int code, const char *extra)
+static void json_error_as(rkv_http *h, http_conn *c, int code, const char *extra,
+                          int head)
 {
     char body[160];
     int k = snprintf(body, sizeof body, "{\"error\": \"%s\", \"status\": %d}\n",
                      reason_of(code), code);
-    answer_as(h, c, code, reason_of(code), JSON, extra, body, k > 0 ? (size_t)k : 0, 0);
+    answer_as(h, c, code, reason_of(code), JSON, extra, body, k > 0 ? (size_t)k : 0,
+              head);
+}
+
+static void json_error(rkv_http *h, http_conn *c, int code, const char *extra)
+{
+    json_error_as(h, c, code, extra, 0);
 }
 
 /* The POST body is complete: the handler answers it. */
@@ -353,7 +360,7 @@ static void respond(rkv_http *h, http_conn *c, size_t head_len,
         *q = 0;
     if (h->post && strcmp(target, h->post_path) == 0) {
         if (strcmp(method, "POST") != 0)
-            json_error(h, c, 405, "Allow: POST\r\n");
+            json_error_as(h, c, 405, "Allow: POST\r\n", head);
         else
             start_post(h, c, head_len, strcmp(version, "HTTP/1.1") == 0);
         return;
