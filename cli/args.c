@@ -39,7 +39,10 @@ enum {
     OPT_EVICT_POLICY, OPT_RETENTION, OPT_PIN_TTL, OPT_PIN_CAP,
     OPT_TRACE_FORMAT, OPT_BLOCK_TOKENS, OPT_TOOL_SHARE,
     /* tiers (issue 12) */
-    OPT_HOST_CAP, OPT_DISK_CAP, OPT_WRITE_POLICY
+    OPT_HOST_CAP, OPT_DISK_CAP, OPT_WRITE_POLICY,
+    /* the fleet's router */
+    OPT_QUEUE_WEIGHT, OPT_RUNNING_WEIGHT, OPT_MEDIUM_WEIGHTS, OPT_TEMPERATURE,
+    OPT_EVENT_LAG, OPT_LOAD_PERIOD
 };
 
 /* tiers, scheduler side (issue 12): link bandwidths, swap, the sweep over
@@ -106,6 +109,12 @@ static const optdef optdefs[] = {
     {"svg", required_argument, OPT_SVG, FOR_S},
     {"instances", required_argument, OPT_INSTANCES, FOR_B},
     {"route", required_argument, OPT_ROUTE, FOR_B},
+    {"queue-weight", required_argument, OPT_QUEUE_WEIGHT, FOR_B},
+    {"running-weight", required_argument, OPT_RUNNING_WEIGHT, FOR_B},
+    {"medium-weights", required_argument, OPT_MEDIUM_WEIGHTS, FOR_B},
+    {"temperature", required_argument, OPT_TEMPERATURE, FOR_B},
+    {"event-lag-ms", required_argument, OPT_EVENT_LAG, FOR_B},
+    {"load-period-ms", required_argument, OPT_LOAD_PERIOD, FOR_B},
     /* retention (issue 13) */
     {"evict-policy", required_argument, OPT_EVICT_POLICY, FOR_B},
     {"retention", required_argument, OPT_RETENTION, FOR_B},
@@ -500,7 +509,8 @@ static void defaults(rkv_cli_options *o)
     o->progress = 1;
     o->svg = "sweep.svg";
     o->time_scale_auto = 1; /* a load the simulated GPU sustains */
-    o->tool_share = -1;     /* the agentic generator's default */
+    o->tool_share = -1;
+    rkv_router_config_init(&o->router);     /* the agentic generator's default */
     rkv_replay_config_init(&o->rc);
     o->rc.sched.policy = RKV_POLICY_LPM;
 }
@@ -647,6 +657,31 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_POLICIES: *pols = v; break;
     case OPT_INSTANCES: o->instances_arg = v; o->fleet = 1; break;
     case OPT_ROUTE: o->routes_arg = v; o->fleet = 1; break;
+    case OPT_QUEUE_WEIGHT:
+        o->router.queue_weight = need_real(e, f, v, 0, 1e12);
+        o->router_set = 1;
+        break;
+    case OPT_RUNNING_WEIGHT:
+        o->router.running_weight = need_real(e, f, v, 0, 1e12);
+        o->router_set = 1;
+        break;
+    case OPT_MEDIUM_WEIGHTS: {
+        char buf[128], *items[RKV_CLI_MAX_LIST];
+        size_t n = split_list(e, "medium-weights", v, buf, sizeof buf, items);
+        if (n != RKV_MEDIUM_COUNT)
+            perr_set(e, "--medium-weights: expected device,host,disk (three "
+                        "numbers), got '%s'", v);
+        for (size_t k = 0; k < n && k < RKV_MEDIUM_COUNT; k++)
+            o->router.medium_weight[k] = need_real(e, f, items[k], 0, 1e12);
+        o->router_set = 1;
+        break;
+    }
+    case OPT_TEMPERATURE:
+        o->router.temperature = need_real(e, f, v, 0, 1e12);
+        o->router_set = 1;
+        break;
+    case OPT_EVENT_LAG: o->event_lag_ms = need_real(e, f, v, 0, 1e9); break;
+    case OPT_LOAD_PERIOD: o->load_period_ms = need_real(e, f, v, 0, 1e9); break;
     case OPT_SVG:
         if (!*v)
             perr_set(e, "--svg needs a file name");
@@ -774,6 +809,9 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
     }
     if (o->fleet)
         finish_fleet(e, o, caps, pols, order_set);
+    else if (o->router_set || o->event_lag_ms > 0 || o->load_period_ms > 0)
+        perr_set(e, "the router's weights, --temperature, --event-lag-ms and "
+                    "--load-period-ms need a fleet (--instances, --route kv)");
     if (o->host_caps_arg)
         finish_host_caps(e, o, caps);
     if (!o->capacity_set) {
@@ -980,7 +1018,13 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
         fputs("],\"routes\":[", f);
         for (size_t i = 0; i < o->num_routes; i++)
             fprintf(f, "%s\"%s\"", i ? "," : "", rkv_route_name(o->routes[i]));
-        fputc(']', f);
+        const rkv_router_config *r = &o->router;
+        fprintf(f, "],\"queue_weight\":%.15g,\"running_weight\":%.15g,"
+                   "\"medium_weights\":[%.15g,%.15g,%.15g],\"temperature\":%.15g,"
+                   "\"event_lag_ms\":%.15g,\"load_period_ms\":%.15g",
+                r->queue_weight, r->running_weight, r->medium_weight[0],
+                r->medium_weight[1], r->medium_weight[2], r->temperature,
+                o->event_lag_ms, o->load_period_ms);
     }
     fprintf(f, ",\"page_size\":%u,\"eviction\":\"%s\",\"max_batch_tokens\":%u,"
                "\"max_running\":%u,\"dedup_min_tokens\":%u,\"max_wait_ms\":%.15g,"

@@ -66,6 +66,12 @@ typedef struct rkv_cli_options {
     size_t num_instances;
     enum rkv_route routes[RKV_CLI_MAX_LIST];
     size_t num_routes;
+    /* the kv route's router (--queue-weight, --running-weight,
+     * --medium-weights, --temperature; router_set when any is given) and
+     * what it sees (--event-lag-ms, --load-period-ms) */
+    rkv_router_config router;
+    int router_set;
+    double event_lag_ms, load_period_ms;
     /* trace format (issue 13): --trace-format, --block-tokens (0: the
      * format's default) */
     int trace_format;

@@ -358,6 +358,9 @@ static int run_sweep_grid(rkv_cli_options *o, const rkv_workload *wl,
     sc.fleet = fleet;
     sc.num_fleet = nfleet;
     sc.fleet_seed = o->seed;
+    sc.fleet_router = &o->router;
+    sc.fleet_event_lag_ms = o->event_lag_ms;
+    sc.fleet_load_period_ms = o->load_period_ms;
     if (o->rc.progress) {
         sc.on_run = sweep_run_fn;
         sc.on_run_ctx = pr;
@@ -451,6 +454,9 @@ static int run_fleet(rkv_cli_options *o, const rkv_workload *wl,
             fc.instances = o->instances[i];
             fc.route = o->routes[j];
             fc.seed = o->seed;
+            fc.router = &o->router;
+            fc.event_lag_ms = o->event_lag_ms;
+            fc.load_period_ms = o->load_period_ms;
             runs[k].time_scale = rc.time_scale;
             rkv_status st = rkv_replay_fleet(wl, &rc, &fc, &runs[k].r);
             if (st != RKV_OK) {

@@ -111,6 +111,9 @@ rkv_status rkv_sweep_run(const rkv_workload *wl, const rkv_sweep_config *cfg,
                 fc.instances = cfg->fleet[p].instances;
                 fc.route = cfg->fleet[p].route;
                 fc.seed = cfg->fleet_seed;
+                fc.router = cfg->fleet_router;
+                fc.event_lag_ms = cfg->fleet_event_lag_ms;
+                fc.load_period_ms = cfg->fleet_load_period_ms;
                 st = rkv_replay_fleet(wl, &fc_rc, &fc, fr);
                 if (st == RKV_OK)
                     *cell = fr->total;

@@ -48,6 +48,8 @@ typedef struct rkv_sweep_config {
     const rkv_sweep_fleet *fleet;
     size_t num_fleet;
     uint64_t fleet_seed;          /* the fleet's random routing            */
+    const rkv_router_config *fleet_router; /* kv route (NULL: defaults)   */
+    double fleet_event_lag_ms, fleet_load_period_ms; /* rkv_fleet_config's */
     rkv_sweep_run_fn on_run;      /* may be NULL                          */
     void *on_run_ctx;
 } rkv_sweep_config;

@@ -1,6 +1,7 @@
 /*
  * fleet/http.h -- a minimal HTTP/1.0 responder for the router's metrics
- * (Prometheus text format on GET /metrics), on plain non-blocking sockets
+ * (Prometheus text format on GET /metrics) and one JSON POST path (the
+ * route API, rkv_http_set_post), on plain non-blocking sockets
  * and poll(2), driven from the daemon's own loop: no thread, and one call
  * never waits longer than the timeout the caller gives (0: not at all).
  *
@@ -9,7 +10,13 @@
  * headers, up to the empty line) must fit RKV_HTTP_MAX_REQUEST bytes (else
  * 431) and arrive within RKV_HTTP_DEADLINE_MS of the connection (else it is
  * closed). Other paths: 404; other methods: 405; a request line that does
- * not parse: 400; a body is never read. Every answer carries
+ * not parse: 400. A body is read only on the POST path: it needs a
+ * Content-Length (none, or a Transfer-Encoding: 411; twice or not a
+ * number: 400) of at most RKV_HTTP_MAX_POST bytes (else 413), read into a
+ * buffer of that size within the same deadline as the head ("Expect:
+ * 100-continue" is answered); other methods there: 405 (Allow: POST).
+ * Errors on the POST path are JSON ({"error": ..., "status": N}). Every
+ * answer carries
  * Content-Length and "Connection: close", and the connection is closed
  * once the answer is written (a slow reader gets the same deadline). At
  * most RKV_HTTP_MAX_CONNS connections are open; more are accepted and
@@ -20,8 +27,11 @@
  * through rkv_status + rkv_last_error.
  *
  * Invariants (rkv_http_check): open connections <= RKV_HTTP_MAX_CONNS;
- * each one reads (fill < RKV_HTTP_MAX_REQUEST, no answer yet) or writes
- * (sent < answer length).
+ * each one reads its head (fill < RKV_HTTP_MAX_REQUEST, no answer yet),
+ * reads its body (body_fill < body_len <= RKV_HTTP_MAX_POST, no answer
+ * yet) or writes (sent < answer length); only a body reader holds a body.
+ * Memory is bounded: at most RKV_HTTP_MAX_CONNS bodies of
+ * RKV_HTTP_MAX_POST bytes (16 MiB) at once.
  */
 #ifndef RKV_FLEET_HTTP_H
 #define RKV_FLEET_HTTP_H
@@ -35,6 +45,8 @@
 #define RKV_HTTP_MAX_CONNS 16u
 #define RKV_HTTP_DEADLINE_MS 2000u
 #define RKV_HTTP_MAX_BODY (64u * 1024u)
+/* a POST body: 1 MiB holds ~150k token ids of 6 digits */
+#define RKV_HTTP_MAX_POST (1024u * 1024u)
 
 typedef struct rkv_http rkv_http;
 
@@ -42,12 +54,21 @@ typedef struct rkv_http rkv_http;
  * snprintf: a length >= cap means it did not fit: answered with 500). */
 typedef size_t (*rkv_http_render_fn)(void *ctx, char *buf, size_t cap);
 
+/* Answers a POST body[0..len): writes the JSON answer into buf[0..cap),
+ * returns its length (>= cap: did not fit, answered 500) and sets *code
+ * to the HTTP status (200..599). */
+typedef size_t (*rkv_http_post_fn)(void *ctx, const char *body, size_t len,
+                                   char *buf, size_t cap, int *code);
+
 /* Listens on addr (dotted IPv4; "127.0.0.1" keeps it on loopback) and port
  * (0: the kernel picks one; rkv_http_port says which). RKV_ERR_INVALID_ARG
  * for a bad address, RKV_ERR_IO when the socket cannot be bound. */
 rkv_status rkv_http_open(const char *addr, uint16_t port, rkv_http **out);
 void rkv_http_close(rkv_http *h); /* NULL is fine; closes every connection */
 uint16_t rkv_http_port(const rkv_http *h);
+/* Serves POST on path (e.g. "/v1/route", < 64 bytes) with fn. */
+rkv_status rkv_http_set_post(rkv_http *h, const char *path, rkv_http_post_fn fn,
+                             void *ctx);
 
 /* Accepts, reads, answers and closes what is ready; waits at most
  * timeout_ms (0: not at all) for something to become ready. render is

@@ -61,6 +61,7 @@
 #include "fleet/daemon_util.h"
 #include "fleet/guard.h"
 #include "fleet/http.h"
+#include "fleet/route_json.h"
 #include "fleet/nats_auth.h"
 #include "fleet/publisher.h"
 #include "fleet/router_daemon.h"
@@ -136,8 +137,17 @@ struct rdaemon {
     uint32_t snap_burst;
     uint64_t snap_interval_ms;
     uint64_t forged, snap_limited, budget_logs;
+    /* the HTTP route API (POST /v1/route): token ids are hashed with the
+     * fleet's page size, --page-size or else the first one seen in a
+     * STORED event */
+    uint32_t page_size;
+    int32_t *tokens; /* RKV_RD_HTTP_MAX_TOKENS, allocated on first use */
+    uint64_t http_routes, http_route_errors;
 };
 typedef struct rdaemon rdaemon;
+
+/* a body of RKV_HTTP_MAX_POST bytes holds at most this many ids ("1,") */
+#define RKV_RD_HTTP_MAX_TOKENS (RKV_HTTP_MAX_POST / 2u + 1u)
 
 /* ---- the message queue (callbacks -> main thread) ---------------------------- */
 typedef struct mqueue_owner {
@@ -355,6 +365,10 @@ static void handle_kv(rdaemon *d, const char *subj, const void *data, size_t len
     rkv_router_stats a, b;
     int logged = d->log && d->stream_logs < 20 &&
                  rkv_router_get_stats(d->router, &a) == RKV_OK;
+    for (uint32_t i = 0; i < bi.count && d->page_size == 0; i++)
+        if (d->ev[i].kind == RKV_EVENT_BLOCK_STORED && d->ev[i].page_size >= 1 &&
+            d->ev[i].page_size <= RKV_MAX_PAGE_SIZE)
+            d->page_size = d->ev[i].page_size;
     if (rkv_router_apply(d->router, bi.instance, d->ev, bi.count) == RKV_ERR_NO_SPACE)
         over_budget(d, bi.instance);
     if (logged && rkv_router_get_stats(d->router, &b) == RKV_OK &&
@@ -555,49 +569,38 @@ static void list_best(rkv_router_overlap *all, uint32_t n, uint64_t chosen,
 
 /* Keeps in all[0..*n) the instances heard from (a heartbeat since they
  * were registered): one known only from the stream, as after a restart,
- * may have died before it, and is not routed to until it heartbeats. When
- * the router's choice is not heard, the best heard one by the router's
- * rule (score, then fewer queued tokens, fewer running, smaller id).
- * RKV_ERR_STATE when none is heard (as with none registered). */
-static rkv_status only_heard(rdaemon *d, rkv_router_overlap *all, uint32_t *n,
-                             rkv_router_overlap *best)
+ * may have died before it, and is not routed to until it heartbeats. */
+static void only_heard(rdaemon *d, rkv_router_overlap *all, uint32_t *n)
 {
     int unheard = 0;
     for (uint32_t i = 0; i < d->n_in && !unheard; i++)
         unheard = d->in[i].live && !d->in[i].heard;
     if (!unheard)
-        return RKV_OK; /* the common case: nothing to drop */
+        return; /* the common case: nothing to drop */
     uint32_t k = 0;
-    int best_heard = 0;
     for (uint32_t i = 0; i < *n; i++) {
         inst *x = find(d, all[i].instance);
-        if (x && x->heard) {
-            best_heard |= all[i].instance == best->instance;
+        if (x && x->heard)
             all[k++] = all[i];
-        }
     }
     *n = k;
-    if (k == 0)
-        return RKV_ERR_STATE;
-    if (best_heard)
-        return RKV_OK;
-    uint32_t pick = 0;
-    rkv_router_instance_info p, c;
-    memset(&p, 0, sizeof p);
-    for (uint32_t i = 0; i < k; i++) {
-        if (rkv_router_instance_info_get(d->router, all[i].instance, &c) != RKV_OK)
-            memset(&c, 0, sizeof c);
-        /* all[] is in id order: the first of equals has the smaller id */
-        if (i == 0 || all[i].score > all[pick].score ||
-            (all[i].score == all[pick].score &&
-             (c.queued_tokens < p.queued_tokens ||
-              (c.queued_tokens == p.queued_tokens && c.running < p.running)))) {
-            pick = i;
-            p = c;
-        }
-    }
-    *best = all[pick];
-    return RKV_OK;
+}
+
+/* Routes a request of `pages` pages whose overlaps rkv_router_overlaps
+ * (or _tokens) answered in all[0..*count) with status s: keeps the heard
+ * instances and lets the router choose among them (counted as routed
+ * there), *best. One walk of the index per query. RKV_ERR_STATE when no
+ * instance is heard. */
+static rkv_status route_request(rdaemon *d, rkv_status s, uint32_t pages,
+                                rkv_router_overlap *all, uint32_t *count, uint32_t *best)
+{
+    if (s != RKV_OK)
+        return s;
+    only_heard(d, all, count);
+    if (*count == 0)
+        return rkv_set_error(RKV_ERR_STATE, "no instance to route to (none "
+                             "registered and heard from)");
+    return rkv_router_choose(d->router, all, *count, pages, best);
 }
 
 /* A reply on reply_to: through the connection, or to the harness's sink. */
@@ -624,19 +627,16 @@ static void handle_route(rdaemon *d, const void *data, size_t data_len,
         bad(d, "route query");
         rep.status = RKV_ERR_FORMAT;
     } else {
-        rkv_router_overlap best, all[RKV_ROUTER_MAX_INSTANCES];
-        uint32_t count = 0;
-        rkv_status s = rkv_router_route(d->router, ns, d->hashes, n, &best);
-        if (s == RKV_OK)
-            s = rkv_router_overlaps(d->router, ns, d->hashes, n, all,
-                                    RKV_ROUTER_MAX_INSTANCES, &count);
-        if (s == RKV_OK)
-            s = only_heard(d, all, &count, &best);
+        rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES];
+        uint32_t count = 0, best = 0;
+        rkv_status s = rkv_router_overlaps(d->router, ns, d->hashes, n, all,
+                                           RKV_ROUTER_MAX_INSTANCES, &count);
+        s = route_request(d, s, n, all, &count, &best);
         rep.status = (uint32_t)s;
         if (s == RKV_OK) {
-            rep.instance = best.instance;
-            rep.pages = best.pages;
-            list_best(all, count, best.instance, &rep);
+            rep.instance = all[best].instance;
+            rep.pages = all[best].pages;
+            list_best(all, count, rep.instance, &rep);
         }
     }
     uint8_t buf[RKV_WIRE_HEADER + 20 + 12 * RKV_WIRE_MAX_ROUTE];
@@ -646,6 +646,87 @@ static void handle_route(rdaemon *d, const void *data, size_t data_len,
     uint64_t dt = rkv_fleet_now_us() - t0;
     d->lat_us[d->n_lat++ % LAT_RING] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
     d->lat_sum_us += dt;
+}
+
+/* ---- the HTTP route API ------------------------------------------------------- */
+
+static size_t http_error(rdaemon *d, char *buf, size_t cap, int *code, int status,
+                         const char *msg)
+{
+    d->http_route_errors++;
+    *code = status;
+    return rkv_route_json_error(buf, cap, status, msg);
+}
+
+/* Appends to buf[*k..cap) as snprintf would; *k saturates at cap. */
+#define APPEND(...)                                                             \
+    do {                                                                        \
+        int w_ = snprintf(buf + k, k < cap ? cap - k : 0, __VA_ARGS__);         \
+        k = w_ < 0 ? cap : k + (size_t)w_;                                      \
+    } while (0)
+
+size_t rkv_rd_http_route(rkv_rd *d, const char *body, size_t len, char *buf, size_t cap,
+                         int *code)
+{
+    uint64_t t0 = rkv_fleet_now_us();
+    if (!d->tokens)
+        d->tokens = malloc(RKV_RD_HTTP_MAX_TOKENS * sizeof *d->tokens);
+    if (!d->tokens)
+        return http_error(d, buf, cap, code, 503, "out of memory");
+    rkv_route_request req;
+    rkv_status s = rkv_route_json_parse(body, len, d->tokens, RKV_RD_HTTP_MAX_TOKENS, &req);
+    if (s != RKV_OK)
+        return http_error(d, buf, cap, code, s == RKV_ERR_NO_SPACE ? 413 : 400,
+                          rkv_last_error());
+    if (d->page_size == 0)
+        return http_error(d, buf, cap, code, 503, "the page size is not known yet: no "
+                          "event seen (start the router with --page-size)");
+    rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES];
+    uint32_t count = 0, best = 0, pages = req.n_tokens / d->page_size;
+    s = rkv_router_overlaps_tokens(d->router, req.ns, d->tokens, req.n_tokens,
+                                   d->page_size, all, RKV_ROUTER_MAX_INSTANCES, &count);
+    s = route_request(d, s, pages, all, &count, &best);
+    if (s != RKV_OK)
+        return http_error(d, buf, cap, code,
+                          s == RKV_ERR_STATE ? 503 : s == RKV_ERR_NOMEM ? 503 : 500,
+                          rkv_last_error());
+    rkv_router_overlap chosen = all[best];
+    rkv_wire_reply rep; /* the candidates a NATS reply would list */
+    list_best(all, count, chosen.instance, &rep);
+    size_t k = 0;
+    APPEND("{\"instance\": %" PRIu64 ", \"overlap_blocks\": %u, \"overlap_by_medium\": "
+           "{\"device\": %u, \"host\": %u, \"disk\": %u}, \"score\": %.10g, "
+           "\"request_blocks\": %u, \"page_size\": %u, \"namespace\": %" PRIu64
+           ", \"candidates\": [",
+           chosen.instance, chosen.pages, chosen.pages_by_medium[RKV_MEDIUM_DEVICE],
+           chosen.pages_by_medium[RKV_MEDIUM_HOST], chosen.pages_by_medium[RKV_MEDIUM_DISK],
+           chosen.score, pages, d->page_size, req.ns);
+    for (uint32_t i = 0; i < rep.count; i++) {
+        const rkv_router_overlap *o = &all[i];
+        APPEND("%s{\"instance\": %" PRIu64 ", \"overlap_blocks\": %u, \"device\": %u, "
+               "\"host\": %u, \"disk\": %u, \"score\": %.10g}",
+               i ? ", " : "", o->instance, o->pages, o->pages_by_medium[RKV_MEDIUM_DEVICE],
+               o->pages_by_medium[RKV_MEDIUM_HOST], o->pages_by_medium[RKV_MEDIUM_DISK],
+               o->score);
+    }
+    APPEND("]}\n");
+    d->http_routes++;
+    uint64_t dt = rkv_fleet_now_us() - t0;
+    d->lat_us[d->n_lat++ % LAT_RING] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+    d->lat_sum_us += dt;
+    *code = 200;
+    return k;
+}
+
+void rkv_rd_set_page_size(rkv_rd *d, uint32_t page_size)
+{
+    d->page_size = page_size <= RKV_MAX_PAGE_SIZE ? page_size : 0;
+}
+
+static size_t on_http_route(void *ctx, const char *body, size_t len, char *buf,
+                            size_t cap, int *code)
+{
+    return rkv_rd_http_route(ctx, body, len, buf, cap, code);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -674,7 +755,8 @@ static void sample_rates(rdaemon *d, uint64_t now)
 #define METRIC(type, name, help) "# HELP " name " " help "\n# TYPE " name " " type "\n"
 
 /* The trust counters (forged ids, rate-limited snapshot requests, the
- * index budget) after the main stats; snprintf's result. */
+ * index budget) and the HTTP route API's after the main stats;
+ * snprintf's result. */
 static int render_trust_metrics(const rdaemon *d, const rkv_router_stats *st,
                                 char *buf, size_t cap)
 {
@@ -695,9 +777,15 @@ static int render_trust_metrics(const rdaemon *d, const rkv_router_stats *st,
         "radixkv_router_events_over_budget_total %" PRIu64 "\n"
         METRIC("counter", "radixkv_router_snapshots_over_budget_total",
                "snapshots refused by the index memory budget")
-        "radixkv_router_snapshots_over_budget_total %" PRIu64 "\n",
+        "radixkv_router_snapshots_over_budget_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_http_routes_total",
+               "route queries answered on POST /v1/route (also in queries_total)")
+        "radixkv_router_http_routes_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_http_route_errors_total",
+               "POST /v1/route bodies answered with an error")
+        "radixkv_router_http_route_errors_total %" PRIu64 "\n",
         d->forged, d->snap_limited, st->entries_limit, st->events_over_budget,
-        st->snapshots_over_budget);
+        st->snapshots_over_budget, d->http_routes, d->http_route_errors);
 }
 
 /* The stats as Prometheus text (exposition format 0.0.4) into buf[0..cap);
@@ -922,6 +1010,7 @@ void rkv_rd_destroy(rkv_rd *d)
     rkv_router_destroy(d->router);
     free(d->ev);
     free(d->hashes);
+    free(d->tokens);
     free(d);
 }
 
@@ -1061,13 +1150,47 @@ static void usage(FILE *f, const char *prog)
             "      --index-max-bytes N      ... in bytes of its table (0: none);\n"
             "                               events past it are dropped and counted,\n"
             "                               their instance resyncs\n"
+            "      --page-size N            page size token ids are hashed with on\n"
+            "                               POST /v1/route (default: the events')\n"
+            "      --queue-weight X         score per queued token (1)\n"
+            "      --running-weight X       score per running request (16)\n"
+            "      --medium-weights D,H,K   score per cached device, host, disk page\n"
+            "                               token (1,0.5,0.25)\n"
+            "      --temperature T          0: the best score (ties by load, then\n"
+            "                               random); > 0: softmax draw (0)\n"
+            "      --seed N                 of the tie-breaks and draws (0)\n"
             "  -h, --help\n"
             "%s"
             "Subjects: radixkv.<model>.kv.<id> (stream), .hb.<id>, .snap.<id>,\n"
             "radixkv.<model>.route and radixkv.<model>.stats (request/reply).\n"
+            "With --metrics-port, POST http://ADDR:N/v1/route takes\n"
+            "{\"token_ids\": [...], \"namespace\": N} (README \"Fleet\").\n"
             "An instance's id is its subject's: a payload naming another is\n"
             "rejected (README \"Security\").\n",
             prog, rkv_nats_auth_usage());
+}
+
+static int parse_real(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0 && v <= 1e300))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* D,H,K: the medium weights */
+static int parse_weights(const char *s, double *w)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL, *t = strtok_r(buf, ",", &save);
+    for (int m = 0; m < RKV_MEDIUM_COUNT; m++, t = strtok_r(NULL, ",", &save))
+        if (!t || parse_real(t, &w[m]) != 0)
+            return -1;
+    return t ? -1 : 0;
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -1091,6 +1214,9 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
              max_bytes = 1ull << 30, metrics_port = 0, snap_burst = RKV_RD_SNAP_BURST,
              snap_interval = RKV_RD_SNAP_INTERVAL_MS, index_entries = 0, index_bytes = 0;
     int memory = 0, metrics = 0, early = -1;
+    uint64_t page_size = 0;
+    rkv_router_config rcfg;
+    rkv_router_config_init(&rcfg);
     rkv_nats_auth auth;
     rkv_nats_auth_init(&auth);
     static const struct option opts[] = {
@@ -1108,6 +1234,12 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         {"snapshot-interval-ms", required_argument, 0, 10},
         {"index-max-entries", required_argument, 0, 11},
         {"index-max-bytes", required_argument, 0, 12},
+        {"page-size", required_argument, 0, 13},
+        {"queue-weight", required_argument, 0, 14},
+        {"running-weight", required_argument, 0, 15},
+        {"medium-weights", required_argument, 0, 16},
+        {"temperature", required_argument, 0, 17},
+        {"seed", required_argument, 0, 18},
         RKV_NATS_AUTH_LONGOPTS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -1142,6 +1274,13 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         case 11: bad_num = parse_u64(optarg, &index_entries); break;
         case 12: bad_num = parse_u64(optarg, &index_bytes) ||
                            (index_bytes && index_bytes < 2048); break;
+        case 13: bad_num = parse_u64(optarg, &page_size) || page_size == 0 ||
+                           page_size > RKV_MAX_PAGE_SIZE; break;
+        case 14: bad_num = parse_real(optarg, &rcfg.queue_weight); break;
+        case 15: bad_num = parse_real(optarg, &rcfg.running_weight); break;
+        case 16: bad_num = parse_weights(optarg, rcfg.medium_weight); break;
+        case 17: bad_num = parse_real(optarg, &rcfg.temperature); break;
+        case 18: bad_num = parse_u64(optarg, &rcfg.seed); break;
         case 'h': usage(stdout, prog); early = 0; break;
         default: usage(stderr, prog); early = 2; break;
         }
@@ -1185,9 +1324,9 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
 
     rkv_fleet_catch_signals();
 
-    rkv_router_config rcfg;
-    rkv_router_config_init(&rcfg);
     rcfg.max_entries = index_entries;
+    if (page_size)
+        rcfg.page_tokens = (double)page_size;
     rcfg.max_table_bytes = index_bytes;
     rdaemon *d = rkv_rd_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
                                stderr, &rcfg);
@@ -1203,7 +1342,9 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         return 1;
     }
     rkv_rd_set_snapshot_limit(d, (uint32_t)snap_burst, snap_interval);
-    if (metrics && rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK) {
+    rkv_rd_set_page_size(d, (uint32_t)page_size);
+    if (metrics && (rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK ||
+                    rkv_http_set_post(d->http, "/v1/route", on_http_route, d) != RKV_OK)) {
         fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());
         goto out;
     }
@@ -1270,11 +1411,13 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     fprintf(stderr, "%s: model %s, stream %s, server %s: ready\n", prog, model, stream,
             server_log);
     if (d->http)
-        fprintf(stderr, "%s: metrics on http://%s:%u/metrics\n", prog, metrics_addr,
-                (unsigned)rkv_http_port(d->http));
+        fprintf(stderr, "%s: metrics on http://%s:%u/metrics, route API on "
+                "POST /v1/route\n", prog, metrics_addr, (unsigned)rkv_http_port(d->http));
     uint64_t next_tick = rkv_fleet_now_ms(), last_http = 0, next_watch = next_tick + 1000;
     while (!rkv_fleet_stop) {
-        qitem *it = dequeue(q, d->http ? 20 : 50);
+        /* with the HTTP port open an idle loop wakes every millisecond, so
+         * an HTTP route query waits at most about that for its turn */
+        qitem *it = dequeue(q, d->http ? 1 : 50);
         uint64_t now = rkv_fleet_now_ms();
         if (it) {
             rkv_rd_handle(d, (rkv_rd_kind)it->kind, natsMsg_GetSubject(it->msg),

@@ -59,6 +59,20 @@ void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const char *subject, const void 
 /* What the main loop does every 50 ms: rate samples, expiry, resyncs. */
 void rkv_rd_tick(rkv_rd *d, uint64_t now_ms);
 const rkv_router *rkv_rd_router(const rkv_rd *d);
+/* The HTTP route API (POST /v1/route, README "Fleet"): answers the JSON
+ * request body[0..len) ({"token_ids": [...], "namespace": N}) with the
+ * JSON answer in buf[0..cap) (length returned as snprintf does) and its
+ * HTTP status in *code: 200 with the chosen instance, its overlap (also
+ * by medium), score and the candidates (those a NATS reply lists); 400
+ * for a malformed request, 413 for too many token ids, 503 while the page
+ * size is unknown or no instance can be routed to; errors are
+ * {"error": ..., "status": N}. The route counts as one (the router counts
+ * the request as routed to the chosen instance). */
+size_t rkv_rd_http_route(rkv_rd *d, const char *body, size_t len, char *buf, size_t cap,
+                         int *code);
+/* The page size token ids are hashed with (0, or above RKV_MAX_PAGE_SIZE:
+ * the first valid one seen in a STORED event, the default). */
+void rkv_rd_set_page_size(rkv_rd *d, uint32_t page_size);
 void rkv_rd_destroy(rkv_rd *d); /* NULL is fine */
 
 #endif

@@ -77,12 +77,23 @@ typedef struct rkv_router rkv_router;
  *             - queue_weight * queued_tokens_i - running_weight * running_i
  *
  * in tokens: prefill tokens saved by the cache minus tokens of work ahead.
+ * The load is the instance's last report (rkv_router_set_load) plus what
+ * the router has routed to it since (rkv_router_choose: each routed
+ * request counts one running request and its uncached pages' tokens as
+ * queued), so a burst between two load reports spreads instead of piling
+ * onto one instance; a report replaces both.
  * A page held on several media counts its best (lowest-numbered) medium,
  * so with the default weights a device page saves a full page of prefill,
  * a host page half (the load over PCIe costs the other half), a disk page
  * a quarter; set the weights to what loads cost on your hardware.
  * The highest score wins; ties go to the fewer queued tokens, then fewer
- * running requests, then the smaller instance id (deterministic).
+ * running requests, then one of the equals at random (a generator seeded
+ * by rkv_router_config.seed: the same calls with the same seed choose the
+ * same instances). With temperature T > 0 the choice is instead drawn
+ * with probability proportional to exp(-(max - score_i) / ((max - min) * T))
+ * over the candidates (scores normalised to their range, as Dynamo's
+ * router does): T near 0 is the argmax, large T nearly uniform; all
+ * scores equal is the tie rule.
  */
 typedef struct rkv_router_config {
     uint32_t initial_blocks;  /* capacity hint; 0 = default                */
@@ -102,6 +113,9 @@ typedef struct rkv_router_config {
     uint64_t max_table_bytes; /* bytes of the table (32-byte entries, at
                                  most half full, grown by doubling): the
                                  table never grows past it; >= 2048         */
+    double temperature;       /* 0 (default): the highest score; > 0: a
+                                 softmax draw (above); finite             */
+    uint64_t seed;            /* the random tie-breaks and draws          */
 } rkv_router_config;
 void rkv_router_config_init(rkv_router_config *cfg);
 
@@ -170,7 +184,8 @@ rkv_status rkv_router_snapshot_chunk(rkv_router *router, uint64_t instance,
 rkv_status rkv_router_snapshot_end(rkv_router *router, uint64_t instance);
 rkv_status rkv_router_snapshot_abort(rkv_router *router, uint64_t instance);
 
-/* The load an instance reports (for scoring). */
+/* The load an instance reports (for scoring). It replaces the load the
+ * router counted for what it routed there since the last report. */
 rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
                                uint32_t running, uint64_t queued_tokens);
 
@@ -192,7 +207,19 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
                                rkv_router_overlap *out, uint32_t cap,
                                uint32_t *n_out);
 
-/* The best instance for the request (formula above) into *out.
+/* Chooses among cand[0..n) (rkv_router_overlaps' answer for a request of
+ * request_pages pages, or any subset of it: a transport may leave out
+ * instances it cannot reach) by the rule above and counts the request on
+ * the chosen instance (one running request, its request_pages - pages
+ * uncached pages' tokens queued) until its next load report. *pick gets
+ * the chosen index. RKV_ERR_STATE for n == 0, RKV_ERR_INVALID_ARG for
+ * NULL arguments, RKV_ERR_NOT_FOUND when the chosen instance is not
+ * registered; nothing changes on failure (not even the generator). */
+rkv_status rkv_router_choose(rkv_router *router, const rkv_router_overlap *cand,
+                             uint32_t n, uint32_t request_pages, uint32_t *pick);
+
+/* The best instance for the request (rkv_router_overlaps, then
+ * rkv_router_choose: the request counts as routed there) into *out.
  * RKV_ERR_STATE with no instance registered. */
 rkv_status rkv_router_route(rkv_router *router, rkv_namespace ns,
                             const uint64_t *hashes, uint32_t n,
@@ -223,8 +250,10 @@ typedef struct rkv_router_instance_info {
     uint64_t last_seq;         /* last event applied (or the snapshot's)    */
     uint64_t blocks;           /* entries held (all media)                  */
     int needs_resync;
-    uint32_t running;
+    uint32_t running;          /* as last reported                          */
     uint64_t queued_tokens;
+    uint32_t routed_running;   /* routed there since that report            */
+    uint64_t routed_tokens;
 } rkv_router_instance_info;
 rkv_status rkv_router_instance_info_get(const rkv_router *router,
                                         uint64_t instance,

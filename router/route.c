@@ -1,7 +1,11 @@
 /*
  * router/route.c -- the router's query: every instance's leading cached
  * pages of a request's chained page hashes, then the score of
- * include/radixkv_router.h picks the instance.
+ * include/radixkv_router.h picks the instance (rkv_router_choose: the best
+ * score, ties by load and then by the seeded generator, or a softmax draw
+ * with a temperature), which counts the request on the instance it picks
+ * until that instance's next load report. The generator's state advances
+ * only when a choice succeeds, so a failed call changes nothing.
  *
  * Per slot group, A(j) = the live slots holding page j (any medium) and
  * D(j) = those holding it on the device. Every instance's cached set is
@@ -224,11 +228,134 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             w += c->medium_weight[m] * (double)o->pages_by_medium[m];
         o->score = c->page_tokens * w -
-                   c->queue_weight * (double)in->queued_tokens -
-                   c->running_weight * (double)in->running;
+                   c->queue_weight * ((double)in->queued_tokens +
+                                      (double)in->routed_tokens) -
+                   c->running_weight * ((double)in->running +
+                                        (double)in->routed_running);
     }
     r->st.queries++;
     *n_out = r->num_instances;
+    return RKV_OK;
+}
+
+/* ---- choosing ----------------------------------------------------------------- */
+
+static uint64_t rkv_rt_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A uniform draw in [0, 1). */
+static double rkv_rt_unit(uint64_t *state)
+{
+    return (double)(rkv_rt_next(state) >> 11) * 0x1.0p-53;
+}
+
+/* exp(y) for y in [-745, 0] to ~1e-15 relative (the library links no
+ * libm): y = k ln2 + r with |r| <= ln2 / 2, a Taylor series for e^r, and
+ * 2^k put into the exponent by halving steps that stay normal. */
+static double rkv_rt_exp_neg(double y)
+{
+    if (!(y > -745.0))
+        return 0.0;
+    double k = (double)(long)(y / 0.6931471805599453 - 0.5);
+    double r = y - k * 0.6931471805599453;
+    double term = 1.0, sum = 1.0;
+    for (int i = 1; i < 24; i++) {
+        term *= r / i;
+        sum += term;
+    }
+    for (long j = (long)k; j < 0; j++)
+        sum *= 0.5;
+    return sum;
+}
+
+/* Load of an instance slot for the tie rule: reported plus routed. */
+static uint64_t rkv_rt_queued(const rkv_rt_instance *in)
+{
+    uint64_t q = in->queued_tokens + in->routed_tokens;
+    return q < in->queued_tokens ? UINT64_MAX : q;
+}
+static uint64_t rkv_rt_running(const rkv_rt_instance *in)
+{
+    return (uint64_t)in->running + in->routed_running;
+}
+
+rkv_status rkv_router_choose(rkv_router *router, const rkv_router_overlap *cand,
+                             uint32_t n, uint32_t request_pages, uint32_t *pick)
+{
+    static const char fn[] = "rkv_router_choose";
+    if (router == NULL || (cand == NULL && n > 0) || pick == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    if (n == 0)
+        return rkv_set_error(RKV_ERR_STATE, "%s: no candidate", fn);
+    rkv_router *r = router;
+    uint64_t rng = r->rng; /* committed only on success */
+    double hi = cand[0].score, lo = cand[0].score;
+    for (uint32_t i = 1; i < n; i++) {
+        hi = cand[i].score > hi ? cand[i].score : hi;
+        lo = cand[i].score < lo ? cand[i].score : lo;
+    }
+    uint32_t best = 0;
+    if (r->cfg.temperature > 0 && hi > lo) {
+        /* softmax over the scores normalised to [0, 1] */
+        double scale = (hi - lo) * r->cfg.temperature, sum = 0;
+        for (uint32_t i = 0; i < n; i++)
+            sum += rkv_rt_exp_neg((cand[i].score - hi) / scale);
+        double u = rkv_rt_unit(&rng) * sum, acc = 0;
+        int found = 0;
+        for (uint32_t i = 0; i < n && !found; i++) {
+            double w = rkv_rt_exp_neg((cand[i].score - hi) / scale);
+            if (w > 0)
+                best = i; /* rounding may leave u past the sum: the last */
+            acc += w;
+            found = u < acc && w > 0;
+        }
+    } else {
+        /* the highest score; among equals the least loaded (an instance
+         * not registered ranks last), then one of those at random
+         * (reservoir: the k-th equal takes the place with chance 1/k) */
+        uint64_t bq = 0, br = 0, ties = 0;
+        uint32_t at = 0; /* cursor in order[]: candidates usually come in id order */
+        for (uint32_t i = 0; i < n; i++) {
+            if (!(cand[i].score >= hi))
+                continue; /* below the best (or NaN) */
+            uint64_t id = cand[i].instance;
+            while (at < r->num_instances && r->inst[r->order[at]].id < id)
+                at++;
+            uint32_t s = at < r->num_instances && r->inst[r->order[at]].id == id
+                             ? r->order[at] : rkv_rt_slot_of(r, id);
+            uint64_t q = s == RKV_RT_EMPTY ? UINT64_MAX : rkv_rt_queued(&r->inst[s]);
+            uint64_t u = s == RKV_RT_EMPTY ? UINT64_MAX : rkv_rt_running(&r->inst[s]);
+            if (ties == 0 || q < bq || (q == bq && u < br)) {
+                best = i;
+                bq = q;
+                br = u;
+                ties = 1;
+            } else if (q == bq && u == br && rkv_rt_next(&rng) % ++ties == 0) {
+                best = i;
+            }
+        }
+    }
+    uint32_t s = rkv_rt_slot_of(r, cand[best].instance);
+    if (s == RKV_RT_EMPTY || r->inst[s].role != RKV_RT_INSTANCE)
+        return rkv_set_error(RKV_ERR_NOT_FOUND, "%s: instance %llu is not "
+                             "registered", fn,
+                             (unsigned long long)cand[best].instance);
+    rkv_rt_instance *in = &r->inst[s];
+    uint32_t fresh = request_pages > cand[best].pages
+                         ? request_pages - cand[best].pages : 0;
+    double t = (double)fresh * r->cfg.page_tokens;
+    uint64_t add = t >= 1.8e19 ? UINT64_MAX : (uint64_t)t;
+    in->routed_tokens = in->routed_tokens > UINT64_MAX - add
+                            ? UINT64_MAX : in->routed_tokens + add;
+    if (in->routed_running < UINT32_MAX)
+        in->routed_running++;
+    r->rng = rng;
+    *pick = best;
     return RKV_OK;
 }
 
@@ -243,22 +370,13 @@ rkv_status rkv_router_route(rkv_router *router, rkv_namespace ns,
     if (router->num_instances == 0)
         return rkv_set_error(RKV_ERR_STATE, "%s: no instance registered", fn);
     rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES];
-    uint32_t k = 0;
+    uint32_t k = 0, best = 0;
     rkv_status st = rkv_router_overlaps(router, ns, hashes, n, all,
                                         RKV_ROUTER_MAX_INSTANCES, &k);
+    if (st == RKV_OK)
+        st = rkv_router_choose(router, all, k, n, &best);
     if (st != RKV_OK)
         return st;
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < k; i++) {
-        const rkv_rt_instance *a = &router->inst[router->order[i]];
-        const rkv_rt_instance *b = &router->inst[router->order[best]];
-        /* all[] is in id order, so the first of equals has the smaller id */
-        if (all[i].score > all[best].score ||
-            (all[i].score == all[best].score &&
-             (a->queued_tokens < b->queued_tokens ||
-              (a->queued_tokens == b->queued_tokens && a->running < b->running))))
-            best = i;
-    }
     *out = all[best];
     return RKV_OK;
 }

@@ -46,7 +46,8 @@ rkv_status rkv_router_create(const rkv_router_config *cfg, rkv_router **out)
         cfg = &def;
     int ok = rkv_rt_finite_nonneg(cfg->page_tokens) &&
              rkv_rt_finite_nonneg(cfg->queue_weight) &&
-             rkv_rt_finite_nonneg(cfg->running_weight);
+             rkv_rt_finite_nonneg(cfg->running_weight) &&
+             rkv_rt_finite_nonneg(cfg->temperature);
     for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
         ok = ok && rkv_rt_finite_nonneg(cfg->medium_weight[m]);
     if (!ok)
@@ -64,6 +65,7 @@ rkv_status rkv_router_create(const rkv_router_config *cfg, rkv_router **out)
     if (r == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: router struct", fn);
     r->cfg = *cfg;
+    r->rng = cfg->seed;
     rkv_status st = rkv_rt_index_init(r, cfg->initial_blocks);
     if (st != RKV_OK) {
         free(r);
@@ -222,6 +224,8 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
         return st;
     router->inst[s].running = running;
     router->inst[s].queued_tokens = queued_tokens;
+    router->inst[s].routed_running = 0;
+    router->inst[s].routed_tokens = 0;
     return RKV_OK;
 }
 
@@ -437,6 +441,8 @@ rkv_status rkv_router_instance_info_get(const rkv_router *router,
     out->needs_resync = in->needs_resync;
     out->running = in->running;
     out->queued_tokens = in->queued_tokens;
+    out->routed_running = in->routed_running;
+    out->routed_tokens = in->routed_tokens;
     return RKV_OK;
 }
 

@@ -95,8 +95,10 @@ typedef struct rkv_rt_instance {
     uint64_t last_seq;
     uint64_t stage_seq;     /* INSTANCE with a staging slot: snapshot seq   */
     uint64_t blocks[RKV_MEDIUM_COUNT];
-    uint32_t running;
+    uint32_t running;       /* the last load report                        */
     uint64_t queued_tokens;
+    uint32_t routed_running; /* routed here since it (rkv_router_choose)   */
+    uint64_t routed_tokens;
 } rkv_rt_instance;
 
 struct rkv_router {
@@ -114,6 +116,7 @@ struct rkv_router {
     uint64_t live[RKV_RT_GROUPS]; /* in-sync instance slots per group     */
     uint64_t *qhash;    /* rkv_router_*_tokens: the request's page hashes */
     uint32_t qhash_cap;
+    uint64_t rng;       /* splitmix64 state, from cfg.seed               */
     rkv_router_stats st; /* counters (instances/entries/bytes derived)    */
 };
 

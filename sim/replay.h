@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "sim/costmodel.h"
+#include "radixkv_router.h"
 #include "sim/workload.h"
 #include "radixkv.h"
 
@@ -280,8 +281,16 @@ void rkv_latency_summarize(double *v, size_t n, rkv_latency_summary *out);
  * tree (KV events on) and scheduler, on one simulated clock. Each request
  * is routed when it arrives:
  *   kv            rkv_router_route over the instances' drained events
- *                 (fed after every step) and their load (running
- *                 requests, queued prompt tokens);
+ *                 and their load (running requests, queued prompt
+ *                 tokens). By default the router sees both exactly:
+ *                 events after every step, load after every step and
+ *                 arrival. event_lag_ms delays an instance's events by
+ *                 that long after the step that made them (a bus's
+ *                 delivery); load_period_ms reports each instance's load
+ *                 only every period (a heartbeat; phases staggered over
+ *                 the instances), in between the router counts only what
+ *                 it routed itself (rkv_router_choose), as the daemon
+ *                 does;
  *   round-robin   instance (k mod N) for the k-th arrival;
  *   random        uniform, from `seed` (deterministic);
  *   least-loaded  fewest queued prompt tokens, then fewest running, then
@@ -308,6 +317,12 @@ typedef struct rkv_fleet_config {
     uint32_t *finished_on;     /* may be NULL; wl->num_reqs entries: the
                                   instance each request finished on,
                                   UINT32_MAX when refused                   */
+    /* kv route: the router's score weights and temperature (NULL: the
+     * defaults); its page_tokens is always the replay's page size and its
+     * seed `seed` */
+    const rkv_router_config *router;
+    double event_lag_ms;       /* kv: events reach the router this late    */
+    double load_period_ms;     /* kv: load reports this often (0: exact)   */
 } rkv_fleet_config;
 
 typedef struct rkv_fleet_result {

@@ -14,7 +14,13 @@
  *
  * After each step the instance's events are drained into the router and
  * its load (running requests, queued prompt tokens) reported; a RESYNC
- * (ring overflow) is answered with a snapshot.
+ * (ring overflow) is answered with a snapshot. With an event lag the
+ * drained events wait in the instance's queue, stamped with when they are
+ * due (the step's end + the lag), and every arrival first applies what is
+ * due by its time; with a load period an instance reports its load at the
+ * end of the first step past each report time, and every arrival first
+ * reports, for each instance whose report time passed, its load as of its
+ * last step (an idle instance's load does not change until it steps).
  *
  * Tiers (issue 12): every instance gets its own host / disk stores of the
  * configured capacities (rkv_inst_init attaches them as the
@@ -35,6 +41,13 @@
 #include "sim/replay_inst.h"
 #include "common/status.h"
 #include "radixkv_router.h"
+
+/* drained events waiting for their delivery (event lag) */
+typedef struct lag_queue {
+    rkv_event *ev;
+    double *due;
+    size_t head, n, cap;
+} lag_queue;
 
 static const char *const route_names[RKV_ROUTE_COUNT] = {
     "kv", "round-robin", "random", "least-loaded"};
@@ -76,6 +89,8 @@ typedef struct fleet {
     uint64_t rng;               /* random route state (splitmix64)         */
     uint64_t resyncs;
     uint64_t events_by_medium[RKV_MEDIUM_COUNT];
+    lag_queue *lag;             /* per instance, event_lag_ms > 0           */
+    double *next_report;        /* per instance, load_period_ms > 0         */
 } fleet;
 
 static uint64_t splitmix64(uint64_t *s)
@@ -86,33 +101,35 @@ static uint64_t splitmix64(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* Instance i's load to the router: always when exact; with a load period
+ * only once its report time passed (then the next one is set). */
 static rkv_status report_load(fleet *f, uint32_t i)
 {
     if (!f->router)
         return RKV_OK;
+    if (f->next_report) {
+        double now = f->in[i].now, p = f->fc->load_period_ms;
+        if (f->next_report[i] > now)
+            return RKV_OK;
+        f->next_report[i] += p * (1.0 + (double)(uint64_t)((now - f->next_report[i]) / p));
+    }
     return rkv_router_set_load(f->router, i, f->running[i],
                                f->in[i].queued_tokens);
 }
 
-/* Moves instance i's events into the router; a lost stretch is answered
- * with a snapshot of its tree. */
-static rkv_status feed_events(fleet *f, uint32_t i)
+static void count_media(fleet *f, const rkv_event *ev, uint32_t n)
 {
-    rkv_status st;
-    for (;;) {
-        uint32_t got = 0;
-        st = rkv_tree_events_drain(f->in[i].tree, f->events, DRAIN_BATCH, &got);
-        if (st != RKV_OK)
-            return st;
-        if (got == 0)
-            break;
-        if ((st = rkv_router_apply(f->router, i, f->events, got)) != RKV_OK)
-            return st;
-        for (uint32_t k = 0; k < got; k++)
-            if (f->events[k].medium < RKV_MEDIUM_COUNT)
-                f->events_by_medium[f->events[k].medium]++;
-    }
+    for (uint32_t k = 0; k < n; k++)
+        if (ev[k].medium < RKV_MEDIUM_COUNT)
+            f->events_by_medium[ev[k].medium]++;
+}
+
+/* Answers a lost stretch of instance i's events with a snapshot of its
+ * tree (as the daemon asks for one). */
+static rkv_status resync_if_needed(fleet *f, uint32_t i)
+{
     rkv_router_instance_info info;
+    rkv_status st;
     if ((st = rkv_router_instance_info_get(f->router, i, &info)) != RKV_OK)
         return st;
     if (!info.needs_resync)
@@ -130,6 +147,104 @@ static rkv_status feed_events(fleet *f, uint32_t i)
     free(b);
     f->resyncs++;
     return st;
+}
+
+/* Queues events for delivery at `due`. */
+static rkv_status lag_push(lag_queue *q, const rkv_event *ev, uint32_t n, double due)
+{
+    if (q->head > 0 && q->head + q->n + n > q->cap) {
+        memmove(q->ev, q->ev + q->head, q->n * sizeof *q->ev);
+        memmove(q->due, q->due + q->head, q->n * sizeof *q->due);
+        q->head = 0;
+    }
+    if (q->n + n > q->cap) {
+        size_t cap = q->cap ? q->cap : 256;
+        while (cap < q->n + n)
+            cap *= 2;
+        rkv_event *e = realloc(q->ev, cap * sizeof *e);
+        if (e)
+            q->ev = e;
+        double *d = e ? realloc(q->due, cap * sizeof *d) : NULL;
+        if (!e || !d)
+            return rkv_set_error(RKV_ERR_NOMEM, "fleet replay: out of memory");
+        q->due = d;
+        q->cap = cap;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        q->ev[q->head + q->n + k] = ev[k];
+        q->due[q->head + q->n + k] = due;
+    }
+    q->n += n;
+    return RKV_OK;
+}
+
+/* Delivers instance i's queued events due by t. */
+static rkv_status lag_deliver(fleet *f, uint32_t i, double t)
+{
+    lag_queue *q = &f->lag[i];
+    size_t k = 0;
+    while (k < q->n && q->due[q->head + k] <= t)
+        k++;
+    if (k == 0)
+        return RKV_OK;
+    for (size_t done = 0; done < k;) {
+        uint32_t m = (uint32_t)(k - done < DRAIN_BATCH ? k - done : DRAIN_BATCH);
+        rkv_status st = rkv_router_apply(f->router, i, q->ev + q->head + done, m);
+        if (st != RKV_OK)
+            return st;
+        count_media(f, q->ev + q->head + done, m);
+        done += m;
+    }
+    q->head += k;
+    q->n -= k;
+    if (q->n == 0)
+        q->head = 0;
+    return resync_if_needed(f, i);
+}
+
+/* Moves instance i's events into the router (or, with a lag, into its
+ * queue, due at its clock + the lag); a lost stretch is answered with a
+ * snapshot of its tree. */
+static rkv_status feed_events(fleet *f, uint32_t i)
+{
+    rkv_status st;
+    for (;;) {
+        uint32_t got = 0;
+        st = rkv_tree_events_drain(f->in[i].tree, f->events, DRAIN_BATCH, &got);
+        if (st != RKV_OK)
+            return st;
+        if (got == 0)
+            break;
+        if (f->lag) {
+            st = lag_push(&f->lag[i], f->events, got,
+                          f->in[i].now + f->fc->event_lag_ms);
+            if (st != RKV_OK)
+                return st;
+            continue;
+        }
+        if ((st = rkv_router_apply(f->router, i, f->events, got)) != RKV_OK)
+            return st;
+        count_media(f, f->events, got);
+    }
+    return f->lag ? RKV_OK : resync_if_needed(f, i);
+}
+
+/* Before an arrival at t: the events due and the load reports due. */
+static rkv_status catch_up(fleet *f, double t)
+{
+    for (uint32_t i = 0; i < f->n; i++) {
+        rkv_status st;
+        if (f->lag && (st = lag_deliver(f, i, t)) != RKV_OK)
+            return st;
+        if (f->next_report && f->next_report[i] <= t) {
+            if ((st = rkv_router_set_load(f->router, i, f->running[i],
+                                          f->in[i].queued_tokens)) != RKV_OK)
+                return st;
+            double p = f->fc->load_period_ms;
+            f->next_report[i] += p * (1.0 + (double)(uint64_t)((t - f->next_report[i]) / p));
+        }
+    }
+    return RKV_OK;
 }
 
 static rkv_status route_kv(fleet *f, uint64_t id, uint32_t *out)
@@ -193,7 +308,9 @@ static rkv_status arrive(fleet *f, uint32_t from)
         f->queued_sum[i] += (double)f->in[i].queued_tokens;
     f->arrivals++;
     uint32_t k = 0;
-    rkv_status st = route(f, it.id, &k);
+    rkv_status st = f->router ? catch_up(f, it.t) : RKV_OK;
+    if (st == RKV_OK)
+        st = route(f, it.id, &k);
     if (st != RKV_OK)
         return st;
     if (k >= f->n)
@@ -205,7 +322,8 @@ static rkv_status arrive(fleet *f, uint32_t from)
         r->now = it.t; /* idle until now: busy ones are never behind it */
     if ((st = rkv_inst_release(r, it.id, it.t, &f->ires[k])) != RKV_OK)
         return st;
-    return report_load(f, k);
+    /* with a load period the router counted the routed request itself */
+    return f->next_report ? RKV_OK : report_load(f, k);
 }
 
 /* One step of instance b; *stalled when it planned nothing. */
@@ -412,6 +530,13 @@ static void fleet_free(fleet *f)
     free(f->events);
     free(f->prompt);
     free(f->hashes);
+    if (f->lag)
+        for (uint32_t i = 0; i < f->n; i++) {
+            free(f->lag[i].ev);
+            free(f->lag[i].due);
+        }
+    free(f->lag);
+    free(f->next_report);
 }
 
 static rkv_status fleet_init(fleet *f, rkv_replay_config *icfg)
@@ -437,7 +562,19 @@ static rkv_status fleet_init(fleet *f, rkv_replay_config *icfg)
         return RKV_OK;
     rkv_router_config rc;
     rkv_router_config_init(&rc);
+    if (f->fc->router)
+        rc = *f->fc->router;
     rc.page_tokens = icfg->page_size;
+    rc.seed = f->fc->seed;
+    if (f->fc->event_lag_ms > 0 && !(f->lag = calloc(n, sizeof *f->lag)))
+        return rkv_set_error(RKV_ERR_NOMEM, "fleet replay: out of memory");
+    if (f->fc->load_period_ms > 0) {
+        if (!(f->next_report = malloc(n * sizeof *f->next_report)))
+            return rkv_set_error(RKV_ERR_NOMEM, "fleet replay: out of memory");
+        /* staggered phases, as independent heartbeats are */
+        for (uint32_t i = 0; i < n; i++)
+            f->next_report[i] = f->fc->load_period_ms * (double)i / (double)n;
+    }
     if ((st = rkv_router_create(&rc, &f->router)) != RKV_OK)
         return st;
     for (uint32_t i = 0; i < n; i++)
@@ -475,6 +612,11 @@ rkv_status rkv_replay_fleet(const rkv_workload *wl,
     if ((unsigned)fc->route >= RKV_ROUTE_COUNT)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "fleet replay: unknown route %d", (int)fc->route);
+    if (!(fc->event_lag_ms >= 0 && fc->event_lag_ms <= 1e9) ||
+        !(fc->load_period_ms >= 0 && fc->load_period_ms <= 1e9))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "fleet replay: event lag %g ms, "
+                             "load period %g ms (0..1e9)", fc->event_lag_ms,
+                             fc->load_period_ms);
     uint64_t w0 = rkv_replay_now_ns();
     rkv_replay_config icfg = *cfg;
     icfg.event_ring = fc->route == RKV_ROUTE_KV ? EVENT_RING : 0;

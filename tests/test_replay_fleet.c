@@ -436,4 +436,26 @@ Test(fleet, bad_options_are_refused_with_a_reason)
     cr_assert_eq(o.num_routes, 2, "more than one instance: kv and round-robin");
     cr_assert_eq(o.routes[0], RKV_ROUTE_KV);
     cr_assert_eq(o.routes[1], RKV_ROUTE_ROUND_ROBIN);
+    cr_assert(!o.router_set);
+    cr_assert_eq(o.router.running_weight, 16, "the router's defaults");
+
+    /* the kv route's weights and what its router sees */
+    refused("replay --queue-weight 2", "need a fleet");
+    refused("replay --load-period-ms 500", "need a fleet");
+    refused("replay --instances 2 --medium-weights 1,2", "three numbers");
+    refused("replay --instances 2 --temperature -1", "--temperature");
+    refused("replay --instances 2 --event-lag-ms x", "--event-lag-ms");
+    char *argv3[] = {"radixkv", "sweep", "--instances", "2,4", "--queue-weight", "0.5",
+                     "--running-weight", "4", "--medium-weights", "1,0.25,0",
+                     "--temperature", "0.1", "--event-lag-ms", "20",
+                     "--load-period-ms", "500", NULL};
+    cr_assert_eq(rkv_cli_parse(16, argv3, &o, err, sizeof err), RKV_ACT_RUN, "%s", err);
+    cr_assert(o.router_set);
+    cr_assert_eq(o.router.queue_weight, 0.5);
+    cr_assert_eq(o.router.running_weight, 4);
+    cr_assert_eq(o.router.medium_weight[RKV_MEDIUM_HOST], 0.25);
+    cr_assert_eq(o.router.medium_weight[RKV_MEDIUM_DISK], 0);
+    cr_assert_eq(o.router.temperature, 0.1);
+    cr_assert_eq(o.event_lag_ms, 20);
+    cr_assert_eq(o.load_period_ms, 500);
 }

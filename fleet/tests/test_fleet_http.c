@@ -342,3 +342,213 @@ Test(fleet_http, open_errors)
     rkv_http_close(h);
     rkv_http_close(NULL);
 }
+
+/* ---- the POST path (rkv_http_set_post) ------------------------------------- */
+
+typedef struct post_ctx {
+    int calls;
+    size_t last_len;
+    uint64_t sum; /* of the body's bytes, to check it arrived whole */
+    int code;     /* what the handler answers (0: 200) */
+    int too_long; /* answer a length >= cap */
+} post_ctx;
+
+static size_t on_post(void *vctx, const char *body, size_t len, char *buf, size_t cap,
+                      int *code)
+{
+    post_ctx *p = vctx;
+    p->calls++;
+    p->last_len = len;
+    p->sum = 0;
+    for (size_t i = 0; i < len; i++)
+        p->sum += (unsigned char)body[i];
+    *code = p->code ? p->code : 200;
+    if (p->too_long)
+        return cap;
+    return (size_t)snprintf(buf, cap, "{\"len\": %zu}", len);
+}
+
+static rkv_http *open_post(post_ctx *p)
+{
+    rkv_http *h = open_any();
+    cr_assert_eq(rkv_http_set_post(h, "/v1/route", on_post, p), RKV_OK);
+    return h;
+}
+
+/* Sends all of buf (non-blocking, stepping the server while the socket is
+ * full), then reads the answer. */
+static size_t send_all_read(rkv_http *h, render_ctx *r, int fd, const char *buf,
+                            size_t len, char *out, size_t cap)
+{
+    size_t off = 0;
+    for (int spins = 0; off < len && spins < 100000; spins++) {
+        ssize_t k = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+        if (k > 0)
+            off += (size_t)k;
+        else
+            step(h, r);
+    }
+    cr_assert_eq(off, len, "the server stopped reading");
+    return read_all(h, r, fd, out, cap);
+}
+
+Test(fleet_http, post_body_reaches_the_handler)
+{
+    post_ctx p = {0};
+    rkv_http *h = open_post(&p);
+    render_ctx r = {.text = "a 1\n"};
+    char out[8192];
+    /* head and body in one packet */
+    size_t n = exchange(h, &r, REQ("POST /v1/route HTTP/1.1\r\ncontent-length: 5\r\n"
+                                   "\r\nhello"), out, sizeof out);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_not_null(strstr(out, "Content-Type: application/json\r\n"));
+    cr_assert_str_eq(body_of(out, n), "{\"len\": 5}");
+    cr_assert_eq(p.calls, 1);
+    cr_assert_eq(p.sum, 'h' + 'e' + 'l' + 'l' + 'o');
+    /* byte by byte, with an empty body of length 0 as well */
+    static const char req[] = "POST /v1/route HTTP/1.0\r\nContent-Length:  3 \r\n\r\nabc";
+    int fd = client(h);
+    for (size_t i = 0; i < sizeof req - 1; i++) {
+        cr_assert_eq(send(fd, req + i, 1, 0), 1);
+        step(h, &r);
+    }
+    n = read_all(h, &r, fd, out, sizeof out);
+    close(fd);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_eq(p.calls, 2);
+    cr_assert_eq(p.sum, 'a' + 'b' + 'c');
+    n = exchange(h, &r, REQ("POST /v1/route HTTP/1.0\r\nContent-Length: 0\r\n\r\n"), out,
+                 sizeof out);
+    cr_assert_str_eq(body_of(out, n), "{\"len\": 0}");
+    /* the largest body, announced with Expect: 100-continue */
+    size_t big = RKV_HTTP_MAX_POST;
+    char *msg = malloc(big + 256);
+    int hl = snprintf(msg, 256, "POST /v1/route HTTP/1.1\r\nContent-Length: %zu\r\n"
+                      "Expect: 100-continue\r\n\r\n", big);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < big; i++) {
+        msg[hl + i] = (char)('a' + i % 26);
+        sum += (unsigned char)msg[hl + i];
+    }
+    fd = client(h);
+    cr_assert_eq(send(fd, msg, (size_t)hl, 0), hl);
+    char cont[64];
+    ssize_t k = -1;
+    for (int spins = 0; spins < 2000 && k < 0; spins++) {
+        step(h, &r);
+        k = recv(fd, cont, 25, 0);
+    }
+    cr_assert_eq(k, 25);
+    cr_assert(memcmp(cont, "HTTP/1.1 100 Continue\r\n\r\n", 25) == 0);
+    n = send_all_read(h, &r, fd, msg + hl, big, out, sizeof out);
+    close(fd);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_eq(p.last_len, big);
+    cr_assert_eq(p.sum, sum);
+    free(msg);
+    /* the handler's status and JSON pass through */
+    p.code = 400;
+    n = exchange(h, &r, REQ("POST /v1/route HTTP/1.0\r\nContent-Length: 1\r\n\r\nx"), out,
+                 sizeof out);
+    cr_assert_eq(status_of(out), 400);
+    cr_assert_not_null(strstr(out, "application/json"));
+    p.code = 0;
+    p.too_long = 1;
+    n = exchange(h, &r, REQ("POST /v1/route HTTP/1.0\r\nContent-Length: 1\r\n\r\nx"), out,
+                 sizeof out);
+    cr_assert_eq(status_of(out), 500);
+    cr_assert_not_null(strstr(body_of(out, n), "\"status\": 500"));
+    settle(h, &r);
+    cr_assert_eq(r.calls, 0);
+    rkv_http_close(h);
+}
+
+Test(fleet_http, post_without_a_usable_length_is_refused)
+{
+    post_ctx p = {0};
+    rkv_http *h = open_post(&p);
+    render_ctx r = {.text = "a 1\n"};
+    static const struct {
+        const char *req;
+        int code;
+    } cases[] = {
+        {"POST /v1/route HTTP/1.1\r\n\r\n{}", 411},
+        {"POST /v1/route HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+         411},
+        {"POST /v1/route HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked"
+         "\r\n\r\n{}", 411},
+        {"POST /v1/route HTTP/1.1\r\nContent-Length: x2\r\n\r\n{}", 400},
+        {"POST /v1/route HTTP/1.1\r\nContent-Length: -2\r\n\r\n{}", 400},
+        {"POST /v1/route HTTP/1.1\r\nContent-Length:\r\n\r\n{}", 400},
+        {"POST /v1/route HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+         400},
+        {"POST /v1/route HTTP/1.1\r\nContent-Length: 99999999999999\r\n\r\n{}", 400},
+        {"POST /v1/route HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n{}", 413},
+        {"GET /v1/route HTTP/1.1\r\n\r\n", 405},
+        {"HEAD /v1/route HTTP/1.1\r\n\r\n", 405},
+        {"GET /v1/routes HTTP/1.1\r\n\r\n", 404},
+        {"POST /metrics HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", 405},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[4096];
+        size_t n = exchange(h, &r, cases[i].req, strlen(cases[i].req), out, sizeof out);
+        cr_assert_gt(n, 0, "case %zu: no answer", i);
+        cr_assert_eq(status_of(out), cases[i].code, "case %zu: %.80s", i, out);
+        if (strncmp(cases[i].req, "HEAD", 4) == 0) {
+            cr_assert_eq(strstr(out, "\r\n\r\n") + 4, out + n, "HEAD: no body");
+            cr_assert_not_null(strstr(out, "Allow: POST\r\n"));
+            continue;
+        }
+        const char *b = body_of(out, n);
+        if (strstr(cases[i].req, "/v1/route ")) {
+            cr_assert_not_null(strstr(out, "application/json"), "case %zu", i);
+            char want[32];
+            snprintf(want, sizeof want, "\"status\": %d}", cases[i].code);
+            cr_assert_not_null(strstr(b, want), "case %zu: %s", i, b);
+        }
+        if (cases[i].code == 405 && strstr(cases[i].req, "/v1/route "))
+            cr_assert_not_null(strstr(out, "Allow: POST\r\n"), "case %zu", i);
+    }
+    cr_assert_eq(p.calls, 0, "no handler call for a refused request");
+    settle(h, &r);
+    rkv_http_close(h);
+}
+
+/* A body that stops short is closed at the deadline, one whose sender
+ * leaves is closed at once; neither reaches the handler, and neither keeps
+ * the others waiting. */
+Test(fleet_http, slow_or_abandoned_bodies_are_closed)
+{
+    post_ctx p = {0};
+    rkv_http *h = open_post(&p);
+    render_ctx r = {.text = "a 1\n"};
+    int slow = client(h);
+    static const char part[] = "POST /v1/route HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc";
+    cr_assert_eq(send(slow, part, sizeof part - 1, 0), (ssize_t)(sizeof part - 1));
+    int gone = client(h);
+    cr_assert_eq(send(gone, part, sizeof part - 1, 0), (ssize_t)(sizeof part - 1));
+    for (int i = 0; i < 20; i++)
+        step(h, &r);
+    rkv_http_stats st;
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.open, 2);
+    /* meanwhile another client is answered */
+    char out[4096];
+    size_t n = exchange(h, &r, REQ("GET /metrics HTTP/1.0\r\n\r\n"), out, sizeof out);
+    cr_assert_str_eq(body_of(out, n), "a 1\n");
+    close(gone);
+    for (int i = 0; i < 20 && st.open == 2; i++) {
+        step(h, &r);
+        cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    }
+    cr_assert_eq(st.open, 1, "a peer that left mid-body is still open");
+    g_now += RKV_HTTP_DEADLINE_MS;
+    step(h, &r);
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.open, 0);
+    cr_assert_eq(st.timeouts, 1);
+    close(slow);
+    cr_assert_eq(p.calls, 0);
+    rkv_http_close(h);
+}

@@ -64,15 +64,20 @@ static int stats_nats(procs *f, char *buf, size_t cap, int64_t wait_ms)
     return nh_stats(&f->h, MODEL, buf, cap, wait_ms);
 }
 
-/* `radixkv router` (subcommand) or the radixkv-router program. */
+/* `radixkv router` (subcommand) or the radixkv-router program. Load
+ * costs nothing in its score: the queries check that the index routes to
+ * the longest overlap, and the load the router counts for what it routed
+ * would otherwise send a run of queries elsewhere. */
 static void start_router(procs *f, int subcommand)
 {
     char *sub[] = {RKV_CMD_BIN, "router", "--server", f->h.url, "--model", MODEL,
                    "--heartbeat-timeout-ms", HB_TIMEOUT, "--snapshot-timeout-ms", "500",
-                   "--metrics-port", f->mport, NULL};
+                   "--metrics-port", f->mport, "--queue-weight", "0",
+                   "--running-weight", "0", NULL};
     char *prog[] = {RKV_ROUTER_BIN, "--server", f->h.url, "--model", MODEL,
                     "--heartbeat-timeout-ms", HB_TIMEOUT, "--snapshot-timeout-ms", "500",
-                    "--metrics-port", f->mport, NULL};
+                    "--metrics-port", f->mport, "--queue-weight", "0",
+                    "--running-weight", "0", NULL};
     f->router = nh_spawn(subcommand ? sub : prog, 0);
     uint64_t deadline = nh_ms_now() + 15000;
     char buf[8192];

@@ -19,7 +19,11 @@
  *     decodes, lists at most 64 instances in strictly increasing id order,
  *     never more than are registered, and on success names a listed
  *     instance with the pages listed for it (or lists none);
- *   - every stats request gets exactly one reply, Prometheus text.
+ *   - every stats request gets exactly one reply, Prometheus text;
+ *   - an HTTP route body (POST /v1/route: junk, or JSON token ids with a
+ *     namespace, sometimes cut short) gets a status of the documented set
+ *     and a JSON object that fits its buffer; a 200 names a registered
+ *     instance.
  * Any violation aborts (a crash for libFuzzer, a failed replay for ctest).
  */
 #include <stdarg.h>
@@ -271,6 +275,42 @@ static void query(rkv_rd *d, sink *k, in *s, uint64_t now)
         request(d, k, RKV_RD_ROUTE, buf, len, now);
 }
 
+static void http_route(rkv_rd *d, in *s)
+{
+    char body[2048], out[RKV_WIRE_MAX_ROUTE * 160 + 512];
+    size_t len = 0;
+    if (below(s, 2)) { /* junk */
+        len = below(s, 256);
+        for (size_t i = 0; i < len; i++)
+            body[i] = (char)below(s, 256);
+    } else {
+        uint32_t n = below(s, 200);
+        len = (size_t)snprintf(body, sizeof body, "{\"namespace\": %u, \"token_ids\": [",
+                               below(s, 3));
+        for (uint32_t i = 0; i < n && len < sizeof body - 32; i++)
+            len += (size_t)snprintf(body + len, sizeof body - len, "%s%d", i ? "," : "",
+                                    (int)below(s, 8) - 2);
+        len += (size_t)snprintf(body + len, sizeof body - len, "]}");
+        if (below(s, 8) == 0)
+            len = below(s, (uint32_t)len + 1); /* cut short */
+    }
+    if (below(s, 4) == 0)
+        rkv_rd_set_page_size(d, below(s, 5));
+    int code = 0;
+    size_t k = rkv_rd_http_route(d, body, len, out, sizeof out, &code);
+    if (k >= sizeof out || out[0] != '{' || out[k - 1] != '\n')
+        die("HTTP route answer of %zu bytes", k);
+    if (code != 200 && code != 400 && code != 413 && code != 503)
+        die("HTTP route status %d", code);
+    if (code == 200) {
+        const char *p = strstr(out, "\"instance\": ");
+        rkv_router_instance_info info;
+        if (!p || rkv_router_instance_info_get(rkv_rd_router(d),
+                                               strtoull(p + 12, NULL, 10), &info) != RKV_OK)
+            die("HTTP route to an unregistered instance: %s", out);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     in s = {data, size};
@@ -316,6 +356,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         default:
+            if (below(&s, 4) == 0) {
+                http_route(d, &s);
+                break;
+            }
             now += below(&s, 4096);
             rkv_rd_tick(d, now);
             break;

@@ -1,0 +1,188 @@
+/*
+ * fleet/route_json.c -- rkv_route_json (fleet/route_json.h): a strict
+ * one-pass parser of the route request over a bounded cursor (every read
+ * checks the end first, so a truncated body is an error, never a read
+ * past it) and the error object's writer.
+ */
+#include "fleet/route_json.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/status.h"
+
+typedef struct cur {
+    const char *p, *start, *end;
+} cur;
+
+static rkv_status bad(const cur *c, const char *what)
+{
+    return rkv_set_error(RKV_ERR_FORMAT, "route request: %s at byte %zu", what,
+                         (size_t)(c->p - c->start));
+}
+
+static void ws(cur *c)
+{
+    while (c->p < c->end &&
+           (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+/* Is the next byte ch? Consumes it when so. */
+static int eat(cur *c, char ch)
+{
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static int digit(const cur *c)
+{
+    return c->p < c->end && *c->p >= '0' && *c->p <= '9';
+}
+
+/* A JSON integer (no fraction, no exponent) of magnitude <= max into *mag,
+ * its sign into *neg (only when allow_neg). */
+static rkv_status integer(cur *c, int allow_neg, uint64_t max, uint64_t *mag, int *neg)
+{
+    *neg = 0;
+    if (eat(c, '-')) {
+        if (!allow_neg)
+            return bad(c, "a negative namespace");
+        *neg = 1;
+    }
+    if (!digit(c))
+        return bad(c, "expected a number");
+    uint64_t v = 0;
+    if (*c->p == '0') {
+        c->p++;
+    } else {
+        while (digit(c)) {
+            uint64_t d = (uint64_t)(*c->p - '0');
+            if (v > (max - d) / 10)
+                return bad(c, "a number out of range");
+            v = v * 10 + d;
+            c->p++;
+        }
+    }
+    if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E' || digit(c)))
+        return bad(c, "not an integer");
+    *mag = v;
+    return RKV_OK;
+}
+
+static rkv_status token_array(cur *c, int32_t *tokens, uint32_t cap, uint32_t *n)
+{
+    *n = 0;
+    if (!eat(c, '['))
+        return bad(c, "token_ids is not an array");
+    ws(c);
+    if (eat(c, ']'))
+        return RKV_OK;
+    for (;;) {
+        ws(c);
+        uint64_t mag = 0;
+        int neg = 0;
+        /* int32: magnitude up to 2^31 negative, 2^31 - 1 positive */
+        rkv_status st = integer(c, 1, (uint64_t)INT32_MAX + 1, &mag, &neg);
+        if (st != RKV_OK)
+            return st;
+        if (!neg && mag > (uint64_t)INT32_MAX)
+            return bad(c, "a token id out of int32 range");
+        if (*n == cap)
+            return rkv_set_error(RKV_ERR_NO_SPACE, "route request: more than %u "
+                                 "token ids", cap);
+        tokens[(*n)++] = neg ? (int32_t)(-(int64_t)mag) : (int32_t)mag;
+        ws(c);
+        if (eat(c, ']'))
+            return RKV_OK;
+        if (!eat(c, ','))
+            return bad(c, "expected ',' or ']' in token_ids");
+    }
+}
+
+rkv_status rkv_route_json_parse(const char *body, size_t len, int32_t *tokens,
+                                uint32_t cap, rkv_route_request *req)
+{
+    if (req)
+        memset(req, 0, sizeof *req);
+    if (!req || (!body && len) || (!tokens && cap))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_route_json_parse: NULL argument");
+    cur c = {body, body, body + len};
+    rkv_route_request r = {0, 0};
+    int have_tokens = 0, have_ns = 0;
+    rkv_status st = RKV_OK;
+    ws(&c);
+    if (!eat(&c, '{'))
+        return bad(&c, "expected a JSON object");
+    ws(&c);
+    if (!eat(&c, '}')) {
+        for (;;) {
+            ws(&c);
+            if (!eat(&c, '"'))
+                return bad(&c, "expected a member name");
+            const char *k = c.p;
+            while (c.p < c.end && *c.p != '"' && *c.p != '\\' &&
+                   (unsigned char)*c.p >= 0x20)
+                c.p++;
+            size_t klen = (size_t)(c.p - k);
+            if (!eat(&c, '"'))
+                return bad(&c, "a member name with an escape, a control byte, or "
+                               "no end");
+            ws(&c);
+            if (!eat(&c, ':'))
+                return bad(&c, "expected ':'");
+            ws(&c);
+            if (klen == 9 && memcmp(k, "token_ids", 9) == 0) {
+                if (have_tokens)
+                    return bad(&c, "token_ids given twice");
+                have_tokens = 1;
+                st = token_array(&c, tokens, cap, &r.n_tokens);
+            } else if (klen == 9 && memcmp(k, "namespace", 9) == 0) {
+                if (have_ns)
+                    return bad(&c, "namespace given twice");
+                have_ns = 1;
+                int neg = 0;
+                st = integer(&c, 0, UINT64_MAX, &r.ns, &neg);
+            } else {
+                return bad(&c, "an unknown member (token_ids, namespace)");
+            }
+            if (st != RKV_OK)
+                return st;
+            ws(&c);
+            if (eat(&c, '}'))
+                break;
+            if (!eat(&c, ','))
+                return bad(&c, "expected ',' or '}'");
+        }
+    }
+    ws(&c);
+    if (c.p != c.end)
+        return bad(&c, "bytes after the object");
+    if (!have_tokens)
+        return bad(&c, "no token_ids");
+    *req = r;
+    return RKV_OK;
+}
+
+size_t rkv_route_json_error(char *buf, size_t cap, int code, const char *msg)
+{
+    char esc[512];
+    size_t k = 0;
+    for (const char *m = msg ? msg : ""; *m && k + 7 < sizeof esc; m++) {
+        unsigned char ch = (unsigned char)*m;
+        if (ch == '"' || ch == '\\') {
+            esc[k++] = '\\';
+            esc[k++] = (char)ch;
+        } else if (ch < 0x20) {
+            k += (size_t)snprintf(esc + k, sizeof esc - k, "\\u%04x", ch);
+        } else {
+            esc[k++] = ch >= 0x80 ? '?' : (char)ch;
+        }
+    }
+    esc[k] = 0;
+    int n = snprintf(buf, cap, "{\"error\": \"%s\", \"status\": %d}\n", esc, code);
+    return n < 0 ? cap : (size_t)n;
+}

@@ -1,0 +1,206 @@
+/*
+ * fleet/tests/test_fleet_route_json.c -- the route API's JSON parser
+ * (fleet/route_json.h): random valid requests (any whitespace, member
+ * order, int32 extremes) parse to exactly their tokens and namespace;
+ * a table of malformed ones is RKV_ERR_FORMAT; every strict prefix of a
+ * valid request fails; random mutations of valid requests (bytes flipped,
+ * inserted, deleted) only ever parse or fail cleanly, each parsed from an
+ * exactly sized heap copy so that ASan sees any read past the body.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet/route_json.h"
+#include "tests/support/test_util.h"
+
+#define MAXTOK 64
+
+static const char *const WS[] = {"", " ", "\n", "\t", "\r\n  "};
+
+static const char *ws(rkv_rng *g)
+{
+    return WS[rkv_rng_below(g, 5)];
+}
+
+/* A random valid request into buf; its tokens and namespace out. */
+static size_t gen(rkv_rng *g, char *buf, size_t cap, int32_t *tok, uint32_t *n,
+                  uint64_t *ns)
+{
+    *n = (uint32_t)rkv_rng_below(g, MAXTOK + 1);
+    for (uint32_t i = 0; i < *n; i++) {
+        uint64_t k = rkv_rng_below(g, 8);
+        tok[i] = k == 0 ? INT32_MAX : k == 1 ? INT32_MIN : k == 2 ? 0
+               : (int32_t)rkv_rng_below(g, 200000) - (k == 3 ? 100000 : 0);
+    }
+    int with_ns = (int)rkv_rng_below(g, 2);
+    uint64_t k = rkv_rng_below(g, 3);
+    *ns = !with_ns ? 0 : k == 0 ? UINT64_MAX : k == 1 ? 0 : rkv_rng_next(g) >> rkv_rng_below(g, 64);
+    size_t len = 0;
+#define PUT(...) len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__)
+    char arr[MAXTOK * 24 + 64];
+    size_t al = 0;
+    al += (size_t)snprintf(arr + al, sizeof arr - al, "[%s", ws(g));
+    for (uint32_t i = 0; i < *n; i++)
+        al += (size_t)snprintf(arr + al, sizeof arr - al, "%s%s%d%s", i ? "," : "", ws(g),
+                               (int)tok[i], ws(g));
+    snprintf(arr + al, sizeof arr - al, "%s]", ws(g));
+    PUT("%s{%s", ws(g), ws(g));
+    int ns_first = with_ns && rkv_rng_below(g, 2);
+    if (ns_first)
+        PUT("\"namespace\"%s:%s%llu%s,%s", ws(g), ws(g), (unsigned long long)*ns, ws(g),
+            ws(g));
+    PUT("\"token_ids\"%s:%s%s%s", ws(g), ws(g), arr, ws(g));
+    if (with_ns && !ns_first)
+        PUT(",%s\"namespace\"%s:%s%llu%s", ws(g), ws(g), ws(g), (unsigned long long)*ns,
+            ws(g));
+    PUT("}%s", ws(g));
+#undef PUT
+    cr_assert_lt(len, cap);
+    return len;
+}
+
+/* Parses from an exactly sized heap copy. */
+static rkv_status parse(const char *s, size_t len, int32_t *tok, uint32_t cap,
+                        rkv_route_request *req)
+{
+    char *copy = malloc(len ? len : 1);
+    memcpy(copy, s, len);
+    rkv_status st = rkv_route_json_parse(copy, len, tok, cap, req);
+    free(copy);
+    return st;
+}
+
+Test(route_json, random_valid_requests_parse_exactly)
+{
+    rkv_rng g;
+    rkv_rng_init(&g, rkv_test_seed("route_json.valid"));
+    char buf[8192];
+    for (int it = 0; it < 3000; it++) {
+        int32_t want[MAXTOK], got[MAXTOK];
+        uint32_t n = 0;
+        uint64_t ns = 0;
+        size_t len = gen(&g, buf, sizeof buf, want, &n, &ns);
+        rkv_route_request req;
+        rkv_status st = parse(buf, len, got, MAXTOK, &req);
+        cr_assert_eq(st, RKV_OK, "%s: %.*s", rkv_last_error(), (int)len, buf);
+        cr_assert_eq(req.n_tokens, n);
+        cr_assert_eq(req.ns, ns);
+        cr_assert(n == 0 || memcmp(got, want, n * sizeof *got) == 0);
+        /* one token of room less: NO_SPACE, never a write past it */
+        if (n > 0) {
+            int32_t *tight = malloc((n - 1 ? n - 1 : 1) * sizeof *tight);
+            cr_assert_eq(parse(buf, len, tight, n - 1, &req), RKV_ERR_NO_SPACE);
+            cr_assert_eq(req.n_tokens, 0);
+            free(tight);
+        }
+        /* every strict prefix that cuts into the object fails */
+        size_t end = len;
+        while (end > 0 && buf[end - 1] != '}')
+            end--;
+        for (size_t cut = 0; cut < end; cut += 1 + rkv_rng_below(&g, 8))
+            cr_assert_eq(parse(buf, cut, got, MAXTOK, &req), RKV_ERR_FORMAT,
+                         "prefix %zu of %.*s parsed", cut, (int)len, buf);
+    }
+}
+
+Test(route_json, malformed_requests_are_format_errors)
+{
+    static const char *const bad[] = {
+        "", " ", "[]", "null", "{", "}", "{}", "{\"namespace\": 1}",
+        "{\"token_ids\": [1,2]", "{\"token_ids\": [1,2}", "{\"token_ids\": [1,,2]}",
+        "{\"token_ids\": [1,2,]}", "{\"token_ids\": [,]}", "{\"token_ids\": 5}",
+        "{\"token_ids\": \"1,2\"}", "{\"token_ids\": [1.0]}", "{\"token_ids\": [1e3]}",
+        "{\"token_ids\": [01]}", "{\"token_ids\": [-]}", "{\"token_ids\": [+1]}",
+        "{\"token_ids\": [2147483648]}", "{\"token_ids\": [-2147483649]}",
+        "{\"token_ids\": [99999999999999999999999]}", "{\"token_ids\": [[1]]}",
+        "{\"token_ids\": [1], \"namespace\": -1}",
+        "{\"token_ids\": [1], \"namespace\": 18446744073709551616}",
+        "{\"token_ids\": [1], \"namespace\": 1.5}",
+        "{\"token_ids\": [1], \"namespace\": \"7\"}",
+        "{\"token_ids\": [1], \"namespace\": null}",
+        "{\"token_ids\": [1], \"token_ids\": [1]}",
+        "{\"token_ids\": [1], \"namespace\": 1, \"namespace\": 1}",
+        "{\"token_ids\": [1], \"model\": \"x\"}", "{\"token\\u005fids\": [1]}",
+        "{\"token_ids\" [1]}", "{token_ids: [1]}", "{'token_ids': [1]}",
+        "{\"token_ids\": [1]} x", "{\"token_ids\": [1]}{}", "{\"token_ids\": [1]},",
+        "{\"token_ids\": [1] \"namespace\": 2}", "{,\"token_ids\": [1]}",
+        "{\"token_ids\": [1],}", "\xef\xbb\xbf{\"token_ids\": [1]}",
+        "{\"tok\x01\": [1]}", "{\"token_ids\": [1\x00]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int32_t tok[8];
+        rkv_route_request req = {7, 7};
+        size_t len = strlen(bad[i]);
+        if (strstr(bad[i], "[1") && i + 1 == sizeof bad / sizeof bad[0])
+            len = 17; /* the NUL inside is part of the body */
+        cr_assert_eq(parse(bad[i], len, tok, 8, &req), RKV_ERR_FORMAT, "case %zu: %s",
+                     i, bad[i]);
+        cr_assert_eq(req.n_tokens, 0);
+        cr_assert_eq(req.ns, 0);
+        cr_assert_not_null(strstr(rkv_last_error(), "route request"));
+    }
+    int32_t tok[4];
+    rkv_route_request req;
+    cr_assert_eq(rkv_route_json_parse(NULL, 3, tok, 4, &req), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_route_json_parse("{}", 2, tok, 4, NULL), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(parse("{\"token_ids\":[]}", 16, NULL, 0, &req), RKV_OK);
+    cr_assert_eq(req.n_tokens, 0);
+}
+
+Test(route_json, random_mutations_parse_or_fail_cleanly)
+{
+    rkv_rng g;
+    rkv_rng_init(&g, rkv_test_seed("route_json.mutations"));
+    char buf[8192];
+    uint64_t ok = 0, failed = 0;
+    for (int it = 0; it < 20000; it++) {
+        int32_t want[MAXTOK], got[MAXTOK];
+        uint32_t n = 0;
+        uint64_t ns = 0;
+        size_t len = gen(&g, buf, sizeof buf - 16, want, &n, &ns);
+        int edits = 1 + (int)rkv_rng_below(&g, 3);
+        for (int e = 0; e < edits && len > 0; e++) {
+            size_t at = (size_t)rkv_rng_below(&g, len);
+            static const char pool[] = "{}[],:\"-0123456789. eE\\\x01\xff";
+            char ch = rkv_rng_below(&g, 2) ? pool[rkv_rng_below(&g, sizeof pool - 1)]
+                                           : (char)rkv_rng_below(&g, 256);
+            switch (rkv_rng_below(&g, 3)) {
+            case 0: buf[at] = ch; break;
+            case 1:
+                memmove(buf + at + 1, buf + at, len - at);
+                buf[at] = ch;
+                len++;
+                break;
+            default:
+                memmove(buf + at, buf + at + 1, len - at - 1);
+                len--;
+                break;
+            }
+        }
+        rkv_route_request req;
+        rkv_status st = parse(buf, len, got, MAXTOK, &req);
+        cr_assert(st == RKV_OK || st == RKV_ERR_FORMAT || st == RKV_ERR_NO_SPACE,
+                  "status %d", (int)st);
+        if (st == RKV_OK) {
+            cr_assert_leq(req.n_tokens, MAXTOK + 2);
+            ok++;
+        } else {
+            cr_assert_eq(req.n_tokens, 0);
+            failed++;
+        }
+    }
+    cr_assert_gt(ok, 0, "no mutation kept a valid request");
+    cr_assert_gt(failed, 10000);
+}
+
+Test(route_json, error_objects_are_valid_json)
+{
+    char buf[256];
+    size_t n = rkv_route_json_error(buf, sizeof buf, 400, "bad \"x\"\\\n\x01\xc3\xa9");
+    cr_assert_lt(n, sizeof buf);
+    cr_assert_str_eq(buf, "{\"error\": \"bad \\\"x\\\"\\\\\\u000a\\u0001??\", "
+                          "\"status\": 400}\n");
+    cr_assert_geq(rkv_route_json_error(buf, 8, 503, "long message"), 8);
+}
