@@ -362,7 +362,7 @@ int rkv_bridge_daemon_main(const char *prog, int argc, char **argv)
         fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
         goto out;
     }
-    rkv_fleet_source src = {d.br, drain_fn, snap_fn};
+    rkv_fleet_source src = {d.br, drain_fn, snap_fn, NULL};
     if (rkv_fleet_pub_create_source(&pc, nc, &src, &pub) != RKV_OK) {
         fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
         goto out;

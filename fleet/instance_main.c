@@ -20,8 +20,8 @@
  *
  * With --zmq-pub it also publishes its events in the vLLM KV-event format
  * (fleet/kvev_zpub.h, as the publisher's tap), with a replay socket with
- * --zmq-replay; token_ids go out empty, since the tree's events carry no
- * token ids.
+ * --zmq-replay, with each stored page's token ids (the tree keeps them
+ * for its events: rkv_tree_config.event_tokens).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -334,6 +334,12 @@ int main(int argc, char **argv)
             }
             cfg.tap = rkv_kvev_zpub_tap;
             cfg.tap_ctx = zpub;
+            /* a whole drained batch of stored events, each of the most
+             * pages an event carries */
+            cfg.tap_tokens = (size_t)cfg.batch_events * RKV_EVENT_MAX_HASHES * PAGE;
+            /* the tree's ring holds the ids between polls, as its event
+             * ring (2^16 events) holds the events */
+            tc.event_tokens = 1u << 22;
         }
 #else
         if (zmq_pub) {

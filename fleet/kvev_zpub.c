@@ -234,11 +234,34 @@ rkv_status rkv_kvev_zpub_poll(rkv_kvev_zpub *z)
     return RKV_OK;
 }
 
-void rkv_kvev_zpub_tap(void *zpub, uint64_t now_ms, const rkv_event *ev, uint32_t n)
+void rkv_kvev_zpub_tap(void *zpub, uint64_t now_ms, const rkv_event *ev, uint32_t n,
+                       const int32_t *tokens, size_t ntokens)
 {
     rkv_kvev_zpub *z = zpub;
+    /* the publisher's token ids are one run for the whole batch; the
+     * encoder takes them per event. Ids that do not add up to the stored
+     * pages (or no memory to split them) go out as no ids, never as wrong
+     * ones. */
+    rkv_kvev_tokens *tok = tokens && n ? calloc(n, sizeof *tok) : NULL;
+    if (tok) {
+        size_t at = 0;
+        for (uint32_t i = 0; i < n && tok; i++) {
+            if (ev[i].kind != RKV_EVENT_BLOCK_STORED)
+                continue;
+            uint64_t k = (uint64_t)ev[i].num_hashes * ev[i].page_size;
+            if (k > ntokens - at) {
+                free(tok);
+                tok = NULL;
+                break;
+            }
+            tok[i].ids = tokens + at;
+            tok[i].n = (uint32_t)k;
+            at += (size_t)k;
+        }
+    }
     /* a failed send is counted and its batch kept for replay */
-    (void)rkv_kvev_zpub_send(z, (double)now_ms / 1000.0, ev, n, NULL);
+    (void)rkv_kvev_zpub_send(z, (double)now_ms / 1000.0, ev, n, tok);
+    free(tok);
     (void)rkv_kvev_zpub_poll(z);
 }
 

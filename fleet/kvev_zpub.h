@@ -62,9 +62,12 @@ rkv_status rkv_kvev_zpub_send(rkv_kvev_zpub *z, double ts, const rkv_event *ev,
 /* Answers waiting replay requests; call it in the serving loop. */
 rkv_status rkv_kvev_zpub_poll(rkv_kvev_zpub *z);
 
-/* rkv_fleet_pub_config.tap: sends the drained batch (no token ids) at
- * now_ms / 1000 seconds, then answers replay requests. */
-void rkv_kvev_zpub_tap(void *zpub, uint64_t now_ms, const rkv_event *ev, uint32_t n);
+/* rkv_fleet_pub_config.tap: sends the drained batch at now_ms / 1000
+ * seconds, with the stored pages' token ids when the publisher passes
+ * them (its tap_tokens > 0; else token_ids go out empty), then answers
+ * replay requests. */
+void rkv_kvev_zpub_tap(void *zpub, uint64_t now_ms, const rkv_event *ev, uint32_t n,
+                       const int32_t *tokens, size_t ntokens);
 
 typedef struct rkv_kvev_zpub_stats {
     uint64_t batches, events, send_failures, replays, replayed_batches,

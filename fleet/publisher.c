@@ -30,6 +30,7 @@ struct rkv_fleet_pub {
     rkv_fleet_source src;
     char kv_subject[128], hb_subject[128];
     rkv_event *scratch;        /* batch_events                             */
+    int32_t *tok_scratch;      /* cfg.tap_tokens token ids, or NULL         */
     pub_slot *q;               /* max_pending                              */
     uint32_t q_head, q_count;
     uint64_t last_drained_seq; /* seq of the last event put in the queue   */
@@ -94,6 +95,13 @@ static rkv_status tree_snapshot(const void *ctx, rkv_block_entry *out, size_t ca
     return rkv_tree_snapshot(ctx, out, cap, n, seq);
 }
 
+static rkv_status tree_drain_tokens(void *ctx, rkv_event *out, uint32_t max,
+                                    int32_t *tokens, size_t cap, uint32_t *n,
+                                    size_t *ntok)
+{
+    return rkv_tree_events_drain_tokens(ctx, out, max, tokens, cap, n, ntok);
+}
+
 rkv_status rkv_fleet_pub_create(const rkv_fleet_pub_config *cfg,
                                 natsConnection *nc, rkv_tree *tree,
                                 rkv_fleet_pub **out)
@@ -101,7 +109,7 @@ rkv_status rkv_fleet_pub_create(const rkv_fleet_pub_config *cfg,
     if (!tree)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_fleet_pub_create: NULL "
                              "argument");
-    rkv_fleet_source src = {tree, tree_drain, tree_snapshot};
+    rkv_fleet_source src = {tree, tree_drain, tree_snapshot, tree_drain_tokens};
     return rkv_fleet_pub_create_source(cfg, nc, &src, out);
 }
 
@@ -113,6 +121,11 @@ rkv_status rkv_fleet_pub_create_source(const rkv_fleet_pub_config *cfg,
     const char *what = "rkv_fleet_pub_create";
     if (!cfg || !nc || !src || !src->drain || !src->snapshot || !out)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
+    if (cfg->tap_tokens > 0 && (!cfg->tap || !src->drain_tokens ||
+                                cfg->tap_tokens > ((size_t)1 << 28)))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: tap_tokens (%zu) needs a tap and a source with "
+                             "drain_tokens, and at most 2^28", what, cfg->tap_tokens);
     if (cfg->batch_events == 0 || cfg->batch_events > RKV_WIRE_MAX_EVENTS ||
         cfg->max_pending == 0 || cfg->max_pending > (1u << 20) ||
         cfg->heartbeat_ms == 0 || cfg->publish_wait_ms <= 0)
@@ -142,6 +155,13 @@ rkv_status rkv_fleet_pub_create_source(const rkv_fleet_pub_config *cfg,
         return s;
     }
     p->scratch = calloc(cfg->batch_events, sizeof *p->scratch);
+    if (cfg->tap_tokens > 0) {
+        p->tok_scratch = malloc(cfg->tap_tokens * sizeof *p->tok_scratch);
+        if (!p->tok_scratch) {
+            free(p->scratch);
+            p->scratch = NULL; /* reported as out of memory below */
+        }
+    }
     p->q = calloc(cfg->max_pending, sizeof *p->q);
     if (!p->scratch || !p->q) {
         rkv_fleet_pub_destroy(p);
@@ -173,6 +193,7 @@ void rkv_fleet_pub_destroy(rkv_fleet_pub *p)
             free(p->q[i].buf);
     free(p->q);
     free(p->scratch);
+    free(p->tok_scratch);
     free(p);
 }
 
@@ -250,13 +271,18 @@ static rkv_status drain(rkv_fleet_pub *p, uint64_t now_ms)
 {
     while (p->q_count < p->cfg.max_pending) {
         uint32_t n = 0;
-        rkv_status s = p->src.drain(p->src.ctx, p->scratch, p->cfg.batch_events, &n);
+        size_t ntok = 0;
+        rkv_status s =
+            p->tok_scratch
+                ? p->src.drain_tokens(p->src.ctx, p->scratch, p->cfg.batch_events,
+                                      p->tok_scratch, p->cfg.tap_tokens, &n, &ntok)
+                : p->src.drain(p->src.ctx, p->scratch, p->cfg.batch_events, &n);
         if (s != RKV_OK)
             return s;
         if (n == 0)
             return RKV_OK;
         if (p->cfg.tap)
-            p->cfg.tap(p->cfg.tap_ctx, now_ms, p->scratch, n);
+            p->cfg.tap(p->cfg.tap_ctx, now_ms, p->scratch, n, p->tok_scratch, ntok);
         size_t need = rkv_wire_events_size(p->scratch, n), len = 0;
         uint8_t *buf = need ? malloc(need) : NULL;
         if (!buf)

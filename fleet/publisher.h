@@ -55,9 +55,18 @@ typedef struct rkv_fleet_pub_config {
     /* NULL, or called with every drained batch, in order, before it is
      * queued, with the time poll was given: a second consumer of the same
      * events (a vLLM-format ZMQ publisher, fleet/kvev_zpub.h). It must
-     * not call the publisher. */
-    void (*tap)(void *tap_ctx, uint64_t now_ms, const rkv_event *ev, uint32_t n);
+     * not call the publisher. tokens: with tap_tokens > 0, the token ids
+     * of the batch's BLOCK_STORED events, one event after another
+     * (num_hashes * page_size each, as rkv_tree_events_drain_tokens
+     * writes them); else NULL and 0. */
+    void (*tap)(void *tap_ctx, uint64_t now_ms, const rkv_event *ev, uint32_t n,
+                const int32_t *tokens, size_t ntokens);
     void *tap_ctx;
+    /* 0 (default): the tap gets no token ids. Else the room for token ids
+     * per drained batch, at least RKV_EVENT_MAX_HASHES * page_size; the
+     * source must have drain_tokens (a tree: rkv_tree_config.event_tokens
+     * > 0), else poll returns its RKV_ERR_STATE. */
+    size_t tap_tokens;
 } rkv_fleet_pub_config;
 void rkv_fleet_pub_config_init(rkv_fleet_pub_config *cfg);
 
@@ -76,6 +85,10 @@ typedef struct rkv_fleet_source {
     rkv_status (*drain)(void *ctx, rkv_event *out, uint32_t max, uint32_t *n_out);
     rkv_status (*snapshot)(const void *ctx, rkv_block_entry *out, size_t cap,
                            size_t *n_out, uint64_t *seq_out);
+    /* NULL, or rkv_tree_events_drain_tokens' contract: used instead of
+     * drain when the config's tap_tokens > 0 */
+    rkv_status (*drain_tokens)(void *ctx, rkv_event *out, uint32_t max, int32_t *tokens,
+                               size_t tokens_cap, uint32_t *n_out, size_t *ntokens_out);
 } rkv_fleet_source;
 rkv_status rkv_fleet_pub_create_source(const rkv_fleet_pub_config *cfg,
                                        natsConnection *nc,

@@ -455,3 +455,106 @@ Test(fleet_nats, server_outage_is_bounded_and_recovered)
     cr_assert_gt(stat_value(text, "radixkv_router_snapshots_applied_total"), 0);
     teardown(&f);
 }
+
+/* What the publisher's tap sees with tap_tokens: every stored page's token
+ * ids, in event order, equal to what was inserted (the vLLM-format
+ * publisher sends them as BlockStored.token_ids). */
+typedef struct tap_log {
+    uint32_t stored_pages;
+    int32_t tok[4096];
+    size_t ntok;
+    int bad;
+} tap_log;
+
+static void record_tap(void *ctx, uint64_t now_ms, const rkv_event *ev, uint32_t n,
+                       const int32_t *tokens, size_t ntokens)
+{
+    (void)now_ms;
+    tap_log *t = ctx;
+    size_t want = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (ev[i].kind == RKV_EVENT_BLOCK_STORED) {
+            t->stored_pages += ev[i].num_hashes;
+            want += (size_t)ev[i].num_hashes * ev[i].page_size;
+        }
+    if (!tokens || want != ntokens || t->ntok + ntokens > 4096) {
+        t->bad = 1;
+        return;
+    }
+    memcpy(t->tok + t->ntok, tokens, ntokens * sizeof *tokens);
+    t->ntok += ntokens;
+}
+
+Test(fleet_nats, tap_gets_the_stored_pages_token_ids)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    nats_harness h;
+    memset(&h, 0, sizeof h);
+    nh_start(&h);
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 64;
+    pc.page_size = 4;
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.event_ring = 256;
+    tc.event_tokens = 1024;
+    rkv_pool *pool = NULL;
+    rkv_tree *tree = NULL;
+    cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_tree_create(pool, &tc, &tree), RKV_OK, "%s", rkv_last_error());
+    tap_log log;
+    memset(&log, 0, sizeof log);
+    rkv_fleet_pub_config cfg;
+    rkv_fleet_pub_config_init(&cfg);
+    cfg.model = MODEL;
+    cfg.instance = 5;
+    cfg.epoch = 1;
+    cfg.batch_events = 4; /* several drains: ids must stay with their events */
+    cfg.tap = record_tap;
+    cfg.tap_ctx = &log;
+    cfg.tap_tokens = (size_t)cfg.batch_events * RKV_EVENT_MAX_HASHES * pc.page_size;
+    rkv_fleet_pub *pub = NULL;
+    /* a tap without room for the ids of one event is refused */
+    rkv_fleet_pub_config small = cfg;
+    small.tap = NULL;
+    cr_assert_eq(rkv_fleet_pub_create(&small, h.nc, tree, &pub), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_fleet_pub_create(&cfg, h.nc, tree, &pub), RKV_OK, "%s",
+                 rkv_last_error());
+    /* three prompts sharing a prefix, each cached page by page */
+    int32_t want[4096];
+    size_t nwant = 0;
+    int32_t tok[3][24];
+    for (int p = 0; p < 3; p++) {
+        for (int i = 0; i < 24; i++)
+            tok[p][i] = i < 8 ? 1000 + i : 100 * (p + 1) + i;
+        rkv_match m;
+        cr_assert_eq(rkv_tree_match(tree, 0, tok[p], 24, NULL, RKV_MATCH_PEEK, &m),
+                     RKV_OK);
+        uint32_t have = (uint32_t)m.matched_tokens;
+        /* a block for every page; the cached ones come back as duplicates */
+        rkv_block_id blocks[6], dups[6];
+        rkv_insert_result res;
+        cr_assert_eq(rkv_pool_alloc_n(pool, 6, blocks), RKV_OK, "%s", rkv_last_error());
+        cr_assert_eq(rkv_tree_insert(tree, 0, tok[p], 24, blocks, dups, &res), RKV_OK,
+                     "%s", rkv_last_error());
+        cr_assert_eq(rkv_pool_unref_n(pool, 6, blocks), RKV_OK, "%s", rkv_last_error());
+        memcpy(want + nwant, tok[p] + have, (24 - have) * sizeof *want);
+        nwant += 24 - have;
+    }
+    /* no stream here: publishing fails (RKV_ERR_IO, counted), but the tap
+     * sees each batch as it is drained, before it is published */
+    for (int k = 0; k < 8; k++) {
+        rkv_status s = rkv_fleet_pub_poll(pub, 1000 + (uint64_t)k, 0, 0);
+        cr_assert(s == RKV_OK || s == RKV_ERR_IO, "%s", rkv_last_error());
+    }
+    cr_assert_eq(log.bad, 0, "the tap got ids that do not add up to its stored pages");
+    cr_assert_eq(log.stored_pages, nwant / 4);
+    cr_assert_eq(log.ntok, nwant);
+    cr_assert_arr_eq(log.tok, want, nwant * sizeof *want);
+    rkv_fleet_pub_destroy(pub);
+    rkv_tree_destroy(tree);
+    rkv_pool_destroy(pool);
+    nh_stop(&h);
+}
