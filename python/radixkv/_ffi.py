@@ -143,6 +143,48 @@ for _name, (_res, _args) in _PROTOS.items():
 
 _last_error = lib.rkv_last_error
 
+# The *_config_init functions write the whole C struct (memset or every
+# field). Run each into a buffer longer than the ctypes mirror, filled with
+# a pattern: a byte changed past the mirror's end means the library's
+# struct is larger than this binding declares -- every later call would
+# read and write past Python's buffers (a crash, or silently wrong
+# options), so refuse to load instead.
+_GUARD = 0xA5
+_GUARD_SLACK = 256
+
+
+def _check_struct_sizes(pairs):
+    """pairs: (ctypes struct, init(address)). Raises ImportError naming the
+    first struct the library writes beyond."""
+    for struct, init in pairs:
+        n = C.sizeof(struct)
+        buf = (C.c_uint8 * (n + _GUARD_SLACK))(*([_GUARD] * (n + _GUARD_SLACK)))
+        init(C.addressof(buf))
+        tail = bytes(buf[n:])
+        if tail != bytes([_GUARD]) * _GUARD_SLACK:
+            last = max(i for i, b in enumerate(tail) if b != _GUARD)
+            raise ImportError(
+                f"radixkv: {library_path} writes at least {n + last + 1} bytes "
+                f"into {struct._c_name_}, this binding declares {n}: the "
+                f"binding (radixkv/_structs.py) does not match the library")
+
+
+def _init_pairs():
+    def cast(f, t):
+        return lambda a: f(C.cast(a, P(t)))
+    return [
+        (S.PoolConfig, cast(lib.rkv_pool_config_init, S.PoolConfig)),
+        (S.TreeConfig, cast(lib.rkv_tree_config_init, S.TreeConfig)),
+        (S.StoreConfig, lambda a: lib.rkv_store_config_init(
+            C.cast(a, P(S.StoreConfig)), 2)),  # RKV_MEDIUM_DISK
+        (S.TierConfig, cast(lib.rkv_tier_config_init, S.TierConfig)),
+        (S.SchedConfig, cast(lib.rkv_sched_config_init, S.SchedConfig)),
+        (S.SnapshotCursor, cast(lib.rkv_snapshot_cursor_init, S.SnapshotCursor)),
+    ]
+
+
+_check_struct_sizes(_init_pairs())
+
 
 def check(status, function):
     """Raise the radixkv.Error subclass for a failing status (0 passes)."""

@@ -295,3 +295,23 @@ print("ok")
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_library_writes_no_more_than_the_declared_structs():
+    # the binding's own load-time guard, run again here: each config init
+    # writes within the ctypes mirror (a larger C struct crashed pytest)
+    from radixkv import _ffi
+    _ffi._check_struct_sizes(_ffi._init_pairs())
+
+
+def test_struct_size_guard_refuses_a_short_declaration():
+    from radixkv import _ffi, _structs
+
+    class ShortTreeConfig(ctypes.Structure):
+        _c_name_ = "rkv_tree_config"
+        _fields_ = _structs.TreeConfig._fields_[:-1]  # the field a merge added
+
+    init = _ffi.lib.rkv_tree_config_init
+    pair = (ShortTreeConfig, lambda a: init(ctypes.cast(a, ctypes.POINTER(_structs.TreeConfig))))
+    with pytest.raises(ImportError, match="rkv_tree_config.*does not match"):
+        _ffi._check_struct_sizes([pair])
