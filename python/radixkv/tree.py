@@ -14,7 +14,7 @@ from typing import Any
 from . import _arrays
 from . import _structs as S
 from ._ffi import check, lib
-from .events import Event
+from .events import Event, EventKind
 from .tokens import as_tokens
 
 MATCH_PEEK = 1
@@ -178,10 +178,12 @@ class Tree:
     """A token radix tree caching prefixes as pages of ``pool``.
 
     event_ring > 0 records KV events (drain them with ``events()``);
+    event_tokens > 0 (with event_ring) also keeps the token ids of stored
+    pages, up to that many ids pending (``events(tokens=True)``);
     evict_policy is "lru", "priority" or "learned"."""
 
     def __init__(self, pool, initial_nodes=0, event_ring=0, evict_policy="lru",
-                 max_pinned_pct=50, use_jemalloc=None):
+                 max_pinned_pct=50, use_jemalloc=None, event_tokens=0):
         cfg = S.TreeConfig()
         lib.rkv_tree_config_init(C.byref(cfg))
         cfg.initial_nodes = initial_nodes
@@ -189,6 +191,7 @@ class Tree:
         cfg.evict_policy = (EVICT_POLICIES[evict_policy]
                             if isinstance(evict_policy, str) else int(evict_policy))
         cfg.max_pinned_pct = max_pinned_pct
+        cfg.event_tokens = event_tokens
         if use_jemalloc is not None:
             cfg.use_jemalloc = int(use_jemalloc)
         h = C.c_void_p()
@@ -198,6 +201,7 @@ class Tree:
         pool._users.add(self)
         self.page_size = pool.page_size
         self._stores = ()
+        self._event_tokens = event_tokens
         self._match = S.Match()
         self._ins = S.InsertResult()
 
@@ -274,6 +278,17 @@ class Tree:
         check(lib.rkv_tree_evict(self.handle, n, C.byref(freed)), "rkv_tree_evict")
         return freed.value
 
+    def evict_ids(self, n):
+        """evict(n) that returns WHICH blocks it freed (an array of block
+        ids, in the order freed): what a server's own allocator must
+        release. NoSpaceError if fewer than n are evictable (nothing
+        evicted)."""
+        out, addr = _arrays.new("u32", n)
+        freed = C.c_uint32()
+        check(lib.rkv_tree_evict_ids(self.handle, n, addr, n, C.byref(freed)),
+              "rkv_tree_evict_ids")
+        return _arrays.head(out, freed.value)
+
     def alloc_blocks(self, n):
         """Pool.alloc that evicts through the tree when the pool is short."""
         out, addr = _arrays.new("u32", n)
@@ -347,14 +362,37 @@ class Tree:
         """Verifies every invariant (CorruptError with the broken one)."""
         check(lib.rkv_tree_check(self.handle), "rkv_tree_check")
 
-    def events(self, max_events=1024):
+    def events(self, max_events=1024, tokens=False):
         """Drains up to max_events recorded KV events (oldest first); the
-        tree must have been created with event_ring > 0 (else StateError)."""
+        tree must have been created with event_ring > 0 (else StateError).
+        tokens=True (a tree created with event_tokens > 0, else
+        StateError): BLOCK_STORED events carry their pages' token ids in
+        Event.tokens; fewer events may come back when their ids fill the
+        buffer (the rest stay queued: call again)."""
         buf = (S.Event * max_events)()
         n = C.c_uint32()
-        check(lib.rkv_tree_events_drain(self.handle, buf, max_events, C.byref(n)),
-              "rkv_tree_events_drain")
-        return [Event._from_c(buf[i]) for i in range(n.value)]
+        if not tokens:
+            check(lib.rkv_tree_events_drain(self.handle, buf, max_events, C.byref(n)),
+                  "rkv_tree_events_drain")
+            return [Event._from_c(buf[i]) for i in range(n.value)]
+        # the token ring never holds more than event_tokens ids, and one
+        # event's always fit in EVENT_MAX_HASHES pages
+        cap = max(self._event_tokens, S.EVENT_MAX_HASHES * self.page_size)
+        toks, taddr = _arrays.new("i32", cap)
+        nt = C.c_size_t()
+        check(lib.rkv_tree_events_drain_tokens(self.handle, buf, max_events, taddr, cap,
+                                               C.byref(n), C.byref(nt)),
+              "rkv_tree_events_drain_tokens")
+        out, at = [], 0
+        for i in range(n.value):
+            e = buf[i]
+            t = None
+            if e.kind == EventKind.BLOCK_STORED:
+                k = e.num_hashes * e.page_size
+                t = tuple(int(x) for x in toks[at:at + k])
+                at += k
+            out.append(Event._from_c(e, t))
+        return out
 
     def snapshot(self):
         """Every cached block as (namespace, hash, parent_hash, medium), and

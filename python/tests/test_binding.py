@@ -174,6 +174,47 @@ def test_events_and_snapshot_agree():
         t2.events()
 
 
+def test_evict_ids_lists_exactly_the_freed_blocks():
+    pool, tree = make(num_blocks=8, page_size=4)
+    blocks = tree.alloc_blocks(3)
+    tree.insert(list(range(12)), blocks)
+    held = int(blocks[2])  # the tail page, still referenced by us
+    pool.unref(blocks[:2])
+    got = tree.evict_ids(2)
+    # tail first; the tail's block stays allocated (we hold it), so it is
+    # not listed and eviction goes on until two blocks were freed
+    assert [int(b) for b in got] == [int(blocks[1]), int(blocks[0])]
+    assert pool.refcount(held) == 1
+    assert all(pool.refcount(int(b)) == 0 for b in got)
+    pool.unref([held])
+    with pytest.raises(radixkv.NoSpaceError):
+        tree.evict_ids(1)
+    tree.check()
+
+
+def test_events_carry_token_ids():
+    pool, tree = make(page_size=4, event_ring=64, event_tokens=256)
+    cache(tree, list(range(12)))
+    cache(tree, list(range(4)) + [7] * 4)
+    cache(tree, [5] * 4, ns=3)
+    tree.evict(1)
+    ev = tree.events(tokens=True)
+    kinds = [e.kind for e in ev]
+    S, R = radixkv.EventKind.BLOCK_STORED, radixkv.EventKind.BLOCK_REMOVED
+    assert kinds == [S, S, S, R]
+    assert ev[0].tokens == tuple(range(12)) and len(ev[0].hashes) == 3
+    assert ev[1].tokens == (7,) * 4 and ev[1].parent_hash == ev[0].hashes[0]
+    assert ev[2].tokens == (5,) * 4 and ev[2].namespace == 3
+    assert ev[3].tokens is None
+    # the same hashes as a drain without tokens would give
+    assert ev[0].hashes[0] == radixkv.block_hash(0, 0, [0, 1, 2, 3])
+    _p2, t2 = make(page_size=4, event_ring=64)
+    cache(t2, list(range(4)))
+    with pytest.raises(radixkv.StateError):
+        t2.events(tokens=True)  # created without event_tokens
+    assert t2.events()[0].tokens is None
+
+
 def test_retention_pins_and_priority():
     pool, tree = make(num_blocks=8, page_size=4, evict_policy="priority")
     cache(tree, list(range(16)))
