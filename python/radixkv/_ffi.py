@@ -59,6 +59,10 @@ _PROTOS = {
     # pool
     "rkv_pool_config_init": (None, [P(S.PoolConfig)]),
     "rkv_pool_create": (ST, [P(S.PoolConfig), P(vp)]),
+    "rkv_pool_create_external": (ST, [P(S.PoolConfig), P(S.KVBuffers), P(vp)]),
+    "rkv_pool_kv_strides": (ST, [vp, P(sz), P(sz), P(sz)]),
+    "rkv_pool_kv_external": (cint, [vp]),
+    "rkv_pool_layout_id": (u64, [vp]),
     "rkv_pool_destroy": (None, [vp]),
     "rkv_pool_get_config": (ST, [vp, P(S.PoolConfig)]),
     "rkv_pool_num_blocks": (u32, [vp]),

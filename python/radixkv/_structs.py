@@ -15,6 +15,7 @@ ptr = C.c_void_p
 
 MEDIUM_COUNT = 3
 EVENT_MAX_HASHES = 16
+STORE_MAC_KEY_BYTES = 32
 
 
 class _S(C.Structure):
@@ -42,6 +43,13 @@ class PoolConfig(_S):
     _fields_ = [("num_blocks", u32), ("page_size", u32), ("num_layers", u32),
                 ("num_kv_heads", u32), ("head_dim", u32), ("dtype", cint),
                 ("device", cint), ("cuda_device", cint)]
+
+
+class KVBuffers(_S):
+    _c_name_ = "rkv_kv_buffers"
+    _fields_ = [("k", C.POINTER(ptr)), ("v", C.POINTER(ptr)),
+                ("block_stride", size_t), ("token_stride", size_t),
+                ("head_stride", size_t)]
 
 
 class Node(_S):

@@ -116,10 +116,13 @@ class Store:
     """A lower tier (rkv_store): medium "host" or "disk". capacity_blocks
     (or capacity_bytes) must be set; block_bytes 0 = metadata only (a
     simulation) else the pool's bytes_per_block; path is the disk file or
-    directory."""
+    directory. Disk only: mac_key (32 secret bytes: keyed records),
+    warm_restart with page_tokens, layout_id (Pool.layout_id) and
+    model_id (reopen the file an earlier store left)."""
 
     def __init__(self, medium, capacity_blocks=0, capacity_bytes=0, block_bytes=0,
-                 path=None, pinned=None, direct_io=None, io_uring=None):
+                 path=None, pinned=None, direct_io=None, io_uring=None, mac_key=None,
+                 warm_restart=None, page_tokens=0, layout_id=0, model_id=0):
         m = {"host": 1, "disk": 2}[medium] if isinstance(medium, str) else int(medium)
         cfg = S.StoreConfig()
         lib.rkv_store_config_init(C.byref(cfg), m)
@@ -127,9 +130,19 @@ class Store:
             capacity_blocks, capacity_bytes, block_bytes)
         self._path = path.encode() if isinstance(path, str) else path
         cfg.path = self._path
-        for name, v in (("pinned", pinned), ("direct_io", direct_io), ("io_uring", io_uring)):
+        for name, v in (("pinned", pinned), ("direct_io", direct_io), ("io_uring", io_uring),
+                        ("warm_restart", warm_restart)):
             if v is not None:
                 setattr(cfg, name, int(v))
+        cfg.page_tokens, cfg.layout_id, cfg.model_id = page_tokens, layout_id, model_id
+        if mac_key is not None:
+            # C reads exactly MAC_KEY_BYTES from the pointer: a shorter
+            # key would be read past its end
+            if not isinstance(mac_key, bytes) or len(mac_key) != S.STORE_MAC_KEY_BYTES:
+                from .errors import InvalidArgError
+                raise InvalidArgError("radixkv.Store",
+                                      f"mac_key must be {S.STORE_MAC_KEY_BYTES} bytes")
+            cfg.mac_key = mac_key  # the store copies it at create
         h = C.c_void_p()
         check(lib.rkv_store_create(C.byref(cfg), C.byref(h)), "rkv_store_create")
         self._h = h.value
