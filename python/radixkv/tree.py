@@ -95,13 +95,16 @@ class Lease:
 class Retention:
     """What Tree.retain applies: a priority (0..100; None: unchanged) over
     pages wholly inside [prio_begin, prio_end) tokens, and a pin of the first
-    pin_tokens tokens for ttl_ms owned by ``owner``."""
+    pin_tokens tokens for ttl_ms owned by ``owner``. session_end (for
+    Scheduler.submit): the session's last request; when it finishes the
+    scheduler calls Tree.session_end for it (retain ignores it)."""
     priority: Any = None
     prio_begin: int = 0
     prio_end: int = 0
     pin_tokens: int = 0
     ttl_ms: int = 0
     owner: int = 0
+    session_end: bool = False
 
     def _c(self):
         r = S.Retention()
@@ -109,6 +112,7 @@ class Retention:
         r.priority = -1 if self.priority is None else self.priority
         r.prio_begin, r.prio_end = self.prio_begin, self.prio_end
         r.pin_tokens, r.ttl_ms, r.owner = self.pin_tokens, self.ttl_ms, self.owner
+        r.session_end = int(self.session_end)
         return r
 
 
@@ -324,6 +328,17 @@ class Tree:
         del keep
         return out.to_dict()
 
+    def session_end(self, tokens, owner, namespace=0):
+        """owner's session ended: releases its pins and marks the pages of
+        the cached context tokens that only it used, to be evicted first;
+        returns the pages marked."""
+        addr, n, keep = as_tokens(tokens)
+        pages = C.c_uint32()
+        check(lib.rkv_tree_session_end(self.handle, namespace, addr, n, owner,
+                                       C.byref(pages)), "rkv_tree_session_end")
+        del keep
+        return pages.value
+
     def set_time(self, now_ms):
         check(lib.rkv_tree_set_time(self.handle, now_ms), "rkv_tree_set_time")
 
@@ -481,6 +496,11 @@ class Tree:
               "rkv_tree_store_prefix")
         del keep
         return ticket.value, pages.value
+
+    def tier_flush(self):
+        """Before a warm restart: demotes every evictable device page and
+        writes host pages down to disk (StateError without tiers)."""
+        check(lib.rkv_tree_tier_flush(self.handle), "rkv_tree_tier_flush")
 
     def tier_poll(self, max_done=64):
         """Runs queued copies; returns the completed tickets as dicts."""

@@ -231,6 +231,37 @@ def test_retention_pins_and_priority():
         tree.retain([1] * 4, radixkv.Retention(priority=101), now_ms=30)
 
 
+def test_session_end_releases_pins_and_marks_the_session_s_pages():
+    pool, tree = make(num_blocks=8, page_size=4)
+    shared = list(range(8))
+    cache(tree, shared + [60] * 4)  # another session, used less recently
+    cache(tree, shared + [50] * 8)  # session 7's context shares the first 8
+    tree.retain(shared + [50] * 8, radixkv.Retention(pin_tokens=16, ttl_ms=100,
+                owner=7), now_ms=1)
+    assert tree.retention_stats()["pins"] == 1
+    assert tree.session_end(shared + [50] * 8, owner=7) == 2  # its own 2 pages
+    assert tree.retention_stats()["pins"] == 0
+    # marked pages go first, although the other session's tail is older
+    # (a match through a marked page would make it ordinary again)
+    tree.evict(2)
+    assert tree.match(shared + [50] * 8, peek=True).matched_tokens == 8
+    assert tree.match(shared + [60] * 4, peek=True).matched_tokens == 12
+    tree.check()
+
+
+def test_tier_flush_demotes_the_device_pages():
+    pool, tree = make(num_blocks=8, page_size=4)
+    with pytest.raises(radixkv.StateError):
+        tree.tier_flush()  # no tiers
+    host = radixkv.Store("host", capacity_blocks=16)
+    tree.attach_tiers(host=host)
+    cache(tree, list(range(12)))
+    tree.tier_flush()
+    m = tree.match_tiers(list(range(12)), peek=True)
+    assert m.matched_tokens == 0 and m.host_tokens == 12
+    tree.check()
+
+
 def test_tiers_metadata_only_host_store():
     pool, tree = make(num_blocks=4, page_size=4)
     host = radixkv.Store("host", capacity_blocks=16)
