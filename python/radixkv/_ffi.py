@@ -59,6 +59,10 @@ _PROTOS = {
     # pool
     "rkv_pool_config_init": (None, [P(S.PoolConfig)]),
     "rkv_pool_create": (ST, [P(S.PoolConfig), P(vp)]),
+    "rkv_pool_create_external": (ST, [P(S.PoolConfig), P(S.KVBuffers), P(vp)]),
+    "rkv_pool_kv_strides": (ST, [vp, P(sz), P(sz), P(sz)]),
+    "rkv_pool_kv_external": (cint, [vp]),
+    "rkv_pool_layout_id": (u64, [vp]),
     "rkv_pool_destroy": (None, [vp]),
     "rkv_pool_get_config": (ST, [vp, P(S.PoolConfig)]),
     "rkv_pool_num_blocks": (u32, [vp]),
@@ -90,10 +94,13 @@ _PROTOS = {
     "rkv_tree_lock": (ST, [vp, S.Node, P(S.Lease)]),
     "rkv_tree_unlock": (ST, [vp, P(S.Lease)]),
     "rkv_tree_evict": (ST, [vp, u32, P(u32)]),
+    "rkv_tree_evict_ids": (ST, [vp, u32, vp, u32, P(u32)]),
     "rkv_tree_alloc_blocks": (ST, [vp, u32, vp]),
     "rkv_retention_init": (None, [P(S.Retention)]),
     "rkv_tree_retain": (ST, [vp, u64, vp, sz, P(S.Retention), u64, P(S.RetainResult)]),
     "rkv_tree_set_time": (ST, [vp, u64]),
+    "rkv_tree_session_end": (ST, [vp, u64, vp, sz, u64, P(u32)]),
+    "rkv_tree_tier_flush": (ST, [vp]),
     "rkv_tree_pins_extend": (ST, [vp, u64, u64, u64, P(u32)]),
     "rkv_tree_pins_release": (ST, [vp, u64, P(u32)]),
     "rkv_tree_pins_yieldable": (ST, [vp, P(u64)]),
@@ -101,6 +108,7 @@ _PROTOS = {
     "rkv_tree_node_priority": (ST, [vp, S.Node, P(cint)]),
     "rkv_tree_reset": (ST, [vp]),
     "rkv_tree_events_drain": (ST, [vp, vp, u32, P(u32)]),
+    "rkv_tree_events_drain_tokens": (ST, [vp, vp, u32, vp, sz, P(u32), P(sz)]),
     "rkv_tree_snapshot": (ST, [vp, vp, sz, P(sz), P(u64)]),
     "rkv_tree_get_stats": (ST, [vp, P(S.TreeStats)]),
     "rkv_tree_node_info": (ST, [vp, S.Node, P(S.NodeInfo)]),
@@ -142,6 +150,48 @@ for _name, (_res, _args) in _PROTOS.items():
     _f.argtypes = _args
 
 _last_error = lib.rkv_last_error
+
+# The *_config_init functions write the whole C struct (memset or every
+# field). Run each into a buffer longer than the ctypes mirror, filled with
+# a pattern: a byte changed past the mirror's end means the library's
+# struct is larger than this binding declares -- every later call would
+# read and write past Python's buffers (a crash, or silently wrong
+# options), so refuse to load instead.
+_GUARD = 0xA5
+_GUARD_SLACK = 256
+
+
+def _check_struct_sizes(pairs):
+    """pairs: (ctypes struct, init(address)). Raises ImportError naming the
+    first struct the library writes beyond."""
+    for struct, init in pairs:
+        n = C.sizeof(struct)
+        buf = (C.c_uint8 * (n + _GUARD_SLACK))(*([_GUARD] * (n + _GUARD_SLACK)))
+        init(C.addressof(buf))
+        tail = bytes(buf[n:])
+        if tail != bytes([_GUARD]) * _GUARD_SLACK:
+            last = max(i for i, b in enumerate(tail) if b != _GUARD)
+            raise ImportError(
+                f"radixkv: {library_path} writes at least {n + last + 1} bytes "
+                f"into {struct._c_name_}, this binding declares {n}: the "
+                f"binding (radixkv/_structs.py) does not match the library")
+
+
+def _init_pairs():
+    def cast(f, t):
+        return lambda a: f(C.cast(a, P(t)))
+    return [
+        (S.PoolConfig, cast(lib.rkv_pool_config_init, S.PoolConfig)),
+        (S.TreeConfig, cast(lib.rkv_tree_config_init, S.TreeConfig)),
+        (S.StoreConfig, lambda a: lib.rkv_store_config_init(
+            C.cast(a, P(S.StoreConfig)), 2)),  # RKV_MEDIUM_DISK
+        (S.TierConfig, cast(lib.rkv_tier_config_init, S.TierConfig)),
+        (S.SchedConfig, cast(lib.rkv_sched_config_init, S.SchedConfig)),
+        (S.SnapshotCursor, cast(lib.rkv_snapshot_cursor_init, S.SnapshotCursor)),
+    ]
+
+
+_check_struct_sizes(_init_pairs())
 
 
 def check(status, function):

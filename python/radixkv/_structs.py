@@ -15,6 +15,7 @@ ptr = C.c_void_p
 
 MEDIUM_COUNT = 3
 EVENT_MAX_HASHES = 16
+STORE_MAC_KEY_BYTES = 32
 
 
 class _S(C.Structure):
@@ -44,6 +45,13 @@ class PoolConfig(_S):
                 ("device", cint), ("cuda_device", cint)]
 
 
+class KVBuffers(_S):
+    _c_name_ = "rkv_kv_buffers"
+    _fields_ = [("k", C.POINTER(ptr)), ("v", C.POINTER(ptr)),
+                ("block_stride", size_t), ("token_stride", size_t),
+                ("head_stride", size_t)]
+
+
 class Node(_S):
     _c_name_ = "rkv_node"
     _fields_ = [("id", u32), ("gen", u32)]
@@ -53,7 +61,7 @@ class TreeConfig(_S):
     _c_name_ = "rkv_tree_config"
     _fields_ = [("initial_nodes", u32), ("use_jemalloc", cint),
                 ("event_ring", u32), ("evict_policy", cint),
-                ("max_pinned_pct", u32)]
+                ("max_pinned_pct", u32), ("event_tokens", u32)]
 
 
 class Match(_S):
@@ -75,7 +83,8 @@ class Lease(_S):
 class Retention(_S):
     _c_name_ = "rkv_retention"
     _fields_ = [("priority", cint), ("prio_begin", size_t), ("prio_end", size_t),
-                ("pin_tokens", size_t), ("ttl_ms", u64), ("owner", u64)]
+                ("pin_tokens", size_t), ("ttl_ms", u64), ("owner", u64),
+                ("session_end", cint)]
 
 
 class RetainResult(_S):
@@ -121,7 +130,8 @@ class TreeStats(_S):
         "cached_blocks", "evictable_blocks", "locked_blocks", "nodes",
         "namespaces", "queried_tokens", "hit_tokens", "inserted_pages",
         "evicted_blocks", "evicted_nodes", "splits", "lru_reorder_steps",
-        "host_bytes")]
+        "host_bytes", "guard_lru_hit_tokens", "guard_fallbacks")] + [
+        ("guard_on_lru", u32)]
 
 
 class NodeInfo(_S):
@@ -136,7 +146,9 @@ class StoreConfig(_S):
     _fields_ = [("medium", cint), ("capacity_blocks", u64),
                 ("capacity_bytes", u64), ("block_bytes", size_t),
                 ("path", C.c_char_p), ("pinned", cint), ("direct_io", cint),
-                ("io_uring", cint)]
+                ("io_uring", cint), ("mac_key", C.c_char_p),
+                ("warm_restart", cint), ("page_tokens", u32),
+                ("layout_id", u64), ("model_id", u64)]
 
 
 class StoreInfo(_S):
@@ -144,7 +156,9 @@ class StoreInfo(_S):
     _fields_ = [("medium", cint), ("capacity_blocks", u64), ("used_blocks", u64),
                 ("block_bytes", size_t), ("pinned", cint), ("direct_io", cint),
                 ("io_uring", cint), ("path", C.c_char_p), ("file_bytes", u64),
-                ("reads", u64), ("writes", u64)]
+                ("file_origin", cint), ("keyed", cint),
+                ("reads", u64), ("writes", u64), ("warm_records", u64),
+                ("warm_skipped", u64), ("warm_dropped", u64)]
 
 
 class TierConfig(_S):
@@ -249,7 +263,8 @@ class SchedStats(_S):
     _fields_ = [(n, u64) for n in (
         "waiting", "running", "finished", "aborted", "preemptions", "steps",
         "prompt_tokens", "cached_tokens", "computed_tokens", "dedup_holds",
-        "peak_blocks_used", "retains", "pins_refused", "retain_failed")] + [
+        "peak_blocks_used", "retains", "pins_refused", "retain_failed",
+        "sessions_ended")] + [
         ("cached_tokens_by_medium", u64 * MEDIUM_COUNT)] + [(n, u64) for n in (
             "loading", "loads", "load_pages", "load_disk_pages", "failed_loads",
             "swap_outs", "swap_out_pages", "swap_ins", "swap_in_pages",

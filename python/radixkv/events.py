@@ -1,4 +1,4 @@
-"""KV events of a tree (rkv_tree_events_drain) as Python values.
+"""KV events of a tree (rkv_tree_events_drain, and _tokens) as Python values.
 
 Owns: EventKind, Medium and the immutable Event record built from a C
 rkv_event. Event semantics (sequence numbers, RESYNC on overflow, chain
@@ -34,8 +34,12 @@ class Event:
     parent_hash: int
     lost: int
     hashes: tuple
+    # BLOCK_STORED drained with tokens=True: the pages' token ids,
+    # len(hashes) * page_size of them (page i's at [i * page_size, ...));
+    # else None
+    tokens: tuple = None
 
     @classmethod
-    def _from_c(cls, e):
+    def _from_c(cls, e, tokens=None):
         return cls(e.seq, EventKind(e.kind), Medium(e.medium), e.page_size, e.ns,
-                   e.parent_hash, e.lost, tuple(e.hashes[:e.num_hashes]))
+                   e.parent_hash, e.lost, tuple(e.hashes[:e.num_hashes]), tokens)

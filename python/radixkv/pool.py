@@ -1,7 +1,9 @@
 """radixkv.Pool: the paged KV block pool (alloc/ in C).
 
 Owns: one rkv_pool handle, destroyed by close() / the context manager /
-the garbage collector. A tree created on the pool keeps the pool alive.
+the garbage collector. A tree created on the pool keeps the pool alive; a
+pool over server-owned tensors (Pool.from_tensors) keeps the tensors alive
+until it is destroyed (the C pool reads and writes them until then).
 """
 import ctypes as C
 import weakref
@@ -39,6 +41,36 @@ class Pool:
         self._h = h.value
         self._page_size = page_size
         self._users = weakref.WeakSet()  # trees on this pool
+        self._kv = None
+
+    @classmethod
+    def from_tensors(cls, k_layers, v_layers, page_size):
+        """A pool whose KV lives in the caller's tensors (torch, CPU or
+        CUDA, or numpy): k_layers[l] / v_layers[l] hold layer l's K and V,
+        each [num_blocks, page_size, heads, head_dim] or SGLang's
+        [num_slots, heads, head_dim] (slot = block * page_size + t), all
+        alike, head_dim contiguous; byte strides are taken from the
+        tensors (rkv_pool_create_external). Nothing is copied: the pool
+        reads and writes the tensors' memory, and keeps the tensors alive
+        until it is closed; the caller must not resize or move them."""
+        from . import _kvbuf
+        fields, ks, vs, (bs, ts, hs) = _kvbuf.describe(k_layers, v_layers, page_size)
+        cfg = S.PoolConfig()
+        lib.rkv_pool_config_init(C.byref(cfg))
+        for name, v in fields.items():
+            setattr(cfg, name, v)
+        karr, varr = _kvbuf.pointer_array(ks), _kvbuf.pointer_array(vs)
+        kv = S.KVBuffers(C.cast(karr, C.POINTER(C.c_void_p)),
+                         C.cast(varr, C.POINTER(C.c_void_p)), bs, ts, hs)
+        h = C.c_void_p()
+        check(lib.rkv_pool_create_external(C.byref(cfg), C.byref(kv), C.byref(h)),
+              "rkv_pool_create_external")
+        self = cls.__new__(cls)
+        self._h = h.value
+        self._page_size = page_size
+        self._users = weakref.WeakSet()
+        self._kv = (list(k_layers), list(v_layers))  # the memory the pool uses
+        return self
 
     # -- lifetime ----------------------------------------------------------
     def close(self):
@@ -49,6 +81,7 @@ class Pool:
         if getattr(self, "_h", None):
             lib.rkv_pool_destroy(self._h)
             self._h = None
+            self._kv = None  # the tensors may go now
 
     def __enter__(self):
         return self
@@ -90,6 +123,25 @@ class Pool:
     @property
     def host_metadata_bytes(self):
         return lib.rkv_pool_host_metadata_bytes(self.handle)
+
+    @property
+    def kv_external(self):
+        """True for a pool over server-owned tensors (from_tensors)."""
+        return bool(lib.rkv_pool_kv_external(self.handle))
+
+    @property
+    def kv_strides(self):
+        """(block, token, head) byte strides of the KV addressing
+        (StateError for a metadata-only pool)."""
+        b, t, h = C.c_size_t(), C.c_size_t(), C.c_size_t()
+        check(lib.rkv_pool_kv_strides(self.handle, C.byref(b), C.byref(t), C.byref(h)),
+              "rkv_pool_kv_strides")
+        return b.value, t.value, h.value
+
+    @property
+    def layout_id(self):
+        """The KV layout's fingerprint (Store(layout_id=...) for warm restart)."""
+        return lib.rkv_pool_layout_id(self.handle)
 
     def config(self):
         """The pool's rkv_pool_config as a dict."""

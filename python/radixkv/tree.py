@@ -14,7 +14,7 @@ from typing import Any
 from . import _arrays
 from . import _structs as S
 from ._ffi import check, lib
-from .events import Event
+from .events import Event, EventKind
 from .tokens import as_tokens
 
 MATCH_PEEK = 1
@@ -95,13 +95,16 @@ class Lease:
 class Retention:
     """What Tree.retain applies: a priority (0..100; None: unchanged) over
     pages wholly inside [prio_begin, prio_end) tokens, and a pin of the first
-    pin_tokens tokens for ttl_ms owned by ``owner``."""
+    pin_tokens tokens for ttl_ms owned by ``owner``. session_end (for
+    Scheduler.submit): the session's last request; when it finishes the
+    scheduler calls Tree.session_end for it (retain ignores it)."""
     priority: Any = None
     prio_begin: int = 0
     prio_end: int = 0
     pin_tokens: int = 0
     ttl_ms: int = 0
     owner: int = 0
+    session_end: bool = False
 
     def _c(self):
         r = S.Retention()
@@ -109,6 +112,7 @@ class Retention:
         r.priority = -1 if self.priority is None else self.priority
         r.prio_begin, r.prio_end = self.prio_begin, self.prio_end
         r.pin_tokens, r.ttl_ms, r.owner = self.pin_tokens, self.ttl_ms, self.owner
+        r.session_end = int(self.session_end)
         return r
 
 
@@ -116,10 +120,13 @@ class Store:
     """A lower tier (rkv_store): medium "host" or "disk". capacity_blocks
     (or capacity_bytes) must be set; block_bytes 0 = metadata only (a
     simulation) else the pool's bytes_per_block; path is the disk file or
-    directory."""
+    directory. Disk only: mac_key (32 secret bytes: keyed records),
+    warm_restart with page_tokens, layout_id (Pool.layout_id) and
+    model_id (reopen the file an earlier store left)."""
 
     def __init__(self, medium, capacity_blocks=0, capacity_bytes=0, block_bytes=0,
-                 path=None, pinned=None, direct_io=None, io_uring=None):
+                 path=None, pinned=None, direct_io=None, io_uring=None, mac_key=None,
+                 warm_restart=None, page_tokens=0, layout_id=0, model_id=0):
         m = {"host": 1, "disk": 2}[medium] if isinstance(medium, str) else int(medium)
         cfg = S.StoreConfig()
         lib.rkv_store_config_init(C.byref(cfg), m)
@@ -127,9 +134,19 @@ class Store:
             capacity_blocks, capacity_bytes, block_bytes)
         self._path = path.encode() if isinstance(path, str) else path
         cfg.path = self._path
-        for name, v in (("pinned", pinned), ("direct_io", direct_io), ("io_uring", io_uring)):
+        for name, v in (("pinned", pinned), ("direct_io", direct_io), ("io_uring", io_uring),
+                        ("warm_restart", warm_restart)):
             if v is not None:
                 setattr(cfg, name, int(v))
+        cfg.page_tokens, cfg.layout_id, cfg.model_id = page_tokens, layout_id, model_id
+        if mac_key is not None:
+            # C reads exactly MAC_KEY_BYTES from the pointer: a shorter
+            # key would be read past its end
+            if not isinstance(mac_key, bytes) or len(mac_key) != S.STORE_MAC_KEY_BYTES:
+                from .errors import InvalidArgError
+                raise InvalidArgError("radixkv.Store",
+                                      f"mac_key must be {S.STORE_MAC_KEY_BYTES} bytes")
+            cfg.mac_key = mac_key  # the store copies it at create
         h = C.c_void_p()
         check(lib.rkv_store_create(C.byref(cfg), C.byref(h)), "rkv_store_create")
         self._h = h.value
@@ -178,10 +195,12 @@ class Tree:
     """A token radix tree caching prefixes as pages of ``pool``.
 
     event_ring > 0 records KV events (drain them with ``events()``);
+    event_tokens > 0 (with event_ring) also keeps the token ids of stored
+    pages, up to that many ids pending (``events(tokens=True)``);
     evict_policy is "lru", "priority" or "learned"."""
 
     def __init__(self, pool, initial_nodes=0, event_ring=0, evict_policy="lru",
-                 max_pinned_pct=50, use_jemalloc=None):
+                 max_pinned_pct=50, use_jemalloc=None, event_tokens=0):
         cfg = S.TreeConfig()
         lib.rkv_tree_config_init(C.byref(cfg))
         cfg.initial_nodes = initial_nodes
@@ -189,6 +208,7 @@ class Tree:
         cfg.evict_policy = (EVICT_POLICIES[evict_policy]
                             if isinstance(evict_policy, str) else int(evict_policy))
         cfg.max_pinned_pct = max_pinned_pct
+        cfg.event_tokens = event_tokens
         if use_jemalloc is not None:
             cfg.use_jemalloc = int(use_jemalloc)
         h = C.c_void_p()
@@ -198,6 +218,7 @@ class Tree:
         pool._users.add(self)
         self.page_size = pool.page_size
         self._stores = ()
+        self._event_tokens = event_tokens
         self._match = S.Match()
         self._ins = S.InsertResult()
 
@@ -274,6 +295,17 @@ class Tree:
         check(lib.rkv_tree_evict(self.handle, n, C.byref(freed)), "rkv_tree_evict")
         return freed.value
 
+    def evict_ids(self, n):
+        """evict(n) that returns WHICH blocks it freed (an array of block
+        ids, in the order freed): what a server's own allocator must
+        release. NoSpaceError if fewer than n are evictable (nothing
+        evicted)."""
+        out, addr = _arrays.new("u32", n)
+        freed = C.c_uint32()
+        check(lib.rkv_tree_evict_ids(self.handle, n, addr, n, C.byref(freed)),
+              "rkv_tree_evict_ids")
+        return _arrays.head(out, freed.value)
+
     def alloc_blocks(self, n):
         """Pool.alloc that evicts through the tree when the pool is short."""
         out, addr = _arrays.new("u32", n)
@@ -295,6 +327,17 @@ class Tree:
                                   C.byref(out)), "rkv_tree_retain")
         del keep
         return out.to_dict()
+
+    def session_end(self, tokens, owner, namespace=0):
+        """owner's session ended: releases its pins and marks the pages of
+        the cached context tokens that only it used, to be evicted first;
+        returns the pages marked."""
+        addr, n, keep = as_tokens(tokens)
+        pages = C.c_uint32()
+        check(lib.rkv_tree_session_end(self.handle, namespace, addr, n, owner,
+                                       C.byref(pages)), "rkv_tree_session_end")
+        del keep
+        return pages.value
 
     def set_time(self, now_ms):
         check(lib.rkv_tree_set_time(self.handle, now_ms), "rkv_tree_set_time")
@@ -347,14 +390,37 @@ class Tree:
         """Verifies every invariant (CorruptError with the broken one)."""
         check(lib.rkv_tree_check(self.handle), "rkv_tree_check")
 
-    def events(self, max_events=1024):
+    def events(self, max_events=1024, tokens=False):
         """Drains up to max_events recorded KV events (oldest first); the
-        tree must have been created with event_ring > 0 (else StateError)."""
+        tree must have been created with event_ring > 0 (else StateError).
+        tokens=True (a tree created with event_tokens > 0, else
+        StateError): BLOCK_STORED events carry their pages' token ids in
+        Event.tokens; fewer events may come back when their ids fill the
+        buffer (the rest stay queued: call again)."""
         buf = (S.Event * max_events)()
         n = C.c_uint32()
-        check(lib.rkv_tree_events_drain(self.handle, buf, max_events, C.byref(n)),
-              "rkv_tree_events_drain")
-        return [Event._from_c(buf[i]) for i in range(n.value)]
+        if not tokens:
+            check(lib.rkv_tree_events_drain(self.handle, buf, max_events, C.byref(n)),
+                  "rkv_tree_events_drain")
+            return [Event._from_c(buf[i]) for i in range(n.value)]
+        # the token ring never holds more than event_tokens ids, and one
+        # event's always fit in EVENT_MAX_HASHES pages
+        cap = max(self._event_tokens, S.EVENT_MAX_HASHES * self.page_size)
+        toks, taddr = _arrays.new("i32", cap)
+        nt = C.c_size_t()
+        check(lib.rkv_tree_events_drain_tokens(self.handle, buf, max_events, taddr, cap,
+                                               C.byref(n), C.byref(nt)),
+              "rkv_tree_events_drain_tokens")
+        out, at = [], 0
+        for i in range(n.value):
+            e = buf[i]
+            t = None
+            if e.kind == EventKind.BLOCK_STORED:
+                k = e.num_hashes * e.page_size
+                t = tuple(int(x) for x in toks[at:at + k])
+                at += k
+            out.append(Event._from_c(e, t))
+        return out
 
     def snapshot(self):
         """Every cached block as (namespace, hash, parent_hash, medium), and
@@ -430,6 +496,11 @@ class Tree:
               "rkv_tree_store_prefix")
         del keep
         return ticket.value, pages.value
+
+    def tier_flush(self):
+        """Before a warm restart: demotes every evictable device page and
+        writes host pages down to disk (StateError without tiers)."""
+        check(lib.rkv_tree_tier_flush(self.handle), "rkv_tree_tier_flush")
 
     def tier_poll(self, max_done=64):
         """Runs queued copies; returns the completed tickets as dicts."""

@@ -386,28 +386,35 @@ def test_random_operations_against_a_model():
         c.sanity_check()
 
 
-def test_evicted_blocks_found_by_the_pool_and_by_the_slow_path():
+def test_eviction_frees_exactly_the_blocks_the_tree_let_go():
     c = create_simulated(page_size=2, num_tokens=256)
     for t in ([1] * 8, [2] * 6, [3] * 4):
         insert_alloc(c, t)
     tr = c._track
-    # fast path: the blocks alloc_n returns right after the eviction
-    freed = c._tree.evict(3)
-    scan = sorted(tr._scan().tolist())
-    assert sorted(tr.evicted(freed).tolist()) == scan and len(scan) == 3
-    assert tr.fallbacks == 1  # the _scan above
-    # a never-cached block freed after the eviction comes out of the pool
-    # first: the check refuses it and the slow path finds the right blocks
-    (x,) = c._pool.alloc(1)
     cached_before = set(tr.blocks().tolist())
-    freed = c._tree.evict(2)
+    # a never-cached block freed during the eviction's window: the old
+    # alloc-after-evict trick had to detect it; the ids come from C now
+    (x,) = c._pool.alloc(1)
+    st, got = tr.evict(3)
     c._pool.unref(int(x))
-    got = tr.evicted(freed)
-    assert tr.fallbacks == 2
-    assert len(got) == 2 and set(got.tolist()) <= cached_before
+    assert st == 0 and len(got) == 3 and set(got.tolist()) <= cached_before
+    assert all(c._pool.refcount(int(b)) == 0 for b in got)
     assert int(x) not in got.tolist()
-    assert c._pool.refcount(int(x)) == 0
+    assert set(tr.blocks().tolist()) == cached_before - set(got.tolist())
     assert tr.count() == c._tree.stats()["cached_blocks"]
+    c.sanity_check()
+
+
+def test_stored_events_carry_the_tree_s_token_ids():
+    c, _ = plain(page_size=2, enable_kv_cache_events=True)
+    c.insert(RadixKey([1, 2, 3, 4]))
+    c.insert(RadixKey([1, 2, 5, 6, 7, 8, 9]))  # splits after the first page
+    c.insert(RadixKey([9, 9], "lora"))
+    ev = c.take_events()
+    assert [e.token_ids for e in ev] == [[1, 2], [3, 4], [5, 6], [7, 8], [9, 9]]
+    assert ev[2].parent_block_hash == ev[0].block_hashes[0]
+    assert ev[3].parent_block_hash == ev[2].block_hashes[0]
+    assert ev[4].parent_block_hash is None  # first page of its namespace
 
 
 @pytest.mark.parametrize("cut", [5, 511, 512, 513, 2048, 2049, 3000, 4096])

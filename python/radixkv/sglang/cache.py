@@ -51,7 +51,6 @@ _unref_n = lib.rkv_pool_unref_n
 _stats = lib.rkv_tree_get_stats
 _lock = lib.rkv_tree_lock
 _unlock = lib.rkv_tree_unlock
-_evict = lib.rkv_tree_evict
 _byref = C.byref
 _PEEK = 1
 
@@ -168,13 +167,18 @@ class _RadixKVCacheImpl(RequestCaching):
         # one call stores at most `pages` new pages (16 per event) and
         # evicts in chunks of at most _evict_chunk pages (>= 1 event each)
         ring = min(1 << 24, max(1024, pages // 16 + 64)) if self.enable_kv_cache_events else 0
+        # the stored pages' token ids come with the events: one insert
+        # stores at most `pages` pages
+        ntok = (min(1 << 28, (pages + 2 * S.EVENT_MAX_HASHES) * P)
+                if self.enable_kv_cache_events else 0)
         self._evict_chunk = ring - 64 if ring else pages
         self._pool = Pool(num_blocks=pages, page_size=P)
-        self._tree = Tree(self._pool, event_ring=ring, evict_policy=self._policy)
+        self._tree = Tree(self._pool, event_ring=ring, evict_policy=self._policy,
+                          event_tokens=ntok)
         self._th = self._tree.handle
         self._ph = self._pool.handle
-        self._track = BlockTracker(self._ph, pages)
-        self._drain = EventDrain(self._th, ring) if ring else None
+        self._track = BlockTracker(self._th, pages)
+        self._drain = EventDrain(self._th, ring, ntok) if ring else None
         # calloc'd: pages never cached cost no memory
         self._values = np.zeros((pages, P), dtype=np.int64)
         self._blk = np.zeros(1024, dtype=np.uint32)
@@ -344,7 +348,7 @@ class _RadixKVCacheImpl(RequestCaching):
         check(_unref_n(self._ph, new, naddr), "rkv_pool_unref_n")
         self._track.stored(newb)
         if self._drain is not None:
-            self._record_stored(self._drain.drain(), tokens, have)
+            self._record_stored(*self._drain.drain())
         del keep
         return ir.prefix_tokens
 
@@ -365,18 +369,21 @@ class _RadixKVCacheImpl(RequestCaching):
             if locked:
                 check(_unlock(self._th, _byref(lease)), "rkv_tree_unlock")
 
-    def _record_stored(self, ev, tokens, first_page):
+    def _record_stored(self, ev, tokens):
+        """SGLang's BlockStored per page, with the token ids the tree
+        recorded for it (tokens: the STORED events' ids, in event order)."""
         P = self.page_size
         lora = None
-        page = first_page
+        at = 0
         for e in ev[ev["kind"] == STORED]:
             parent = int(e["parent_hash"])
             for h in e["hashes"][:e["num_hashes"]].tolist():
-                toks = [int(t) for t in tokens[page * P:(page + 1) * P]]
+                toks = tokens[at:at + P].tolist()
+                # a namespace's first page has no parent (RKV_HASH_ROOT)
                 self._kv_events.append(T.make_block_stored(
-                    [h], None if page == 0 else parent, toks, P, lora))
+                    [h], None if parent == 0 else parent, toks, P, lora))
                 parent = h
-                page += 1
+                at += P
 
     # -- eviction ------------------------------------------------------------------
     def evict(self, num_tokens, **kwargs):
@@ -396,30 +403,28 @@ class _RadixKVCacheImpl(RequestCaching):
 
     def _evict_pages(self, pages):
         total = 0
-        freed = C.c_uint32()
         shrunk = False
         while pages > 0:
             chunk = min(pages, self._evict_chunk)
-            st = _evict(self._th, chunk, _byref(freed))
-            if st == NoSpaceError.status and freed.value == 0 and not shrunk:
+            st, blocks = self._track.evict(chunk)
+            n = blocks.shape[0]
+            if st == NoSpaceError.status and n == 0 and not shrunk:
                 # fewer than chunk evictable: the call changed nothing;
                 # take what there is (SGLang's evict stops when it runs out)
                 shrunk = True
                 pages = min(pages, self._stats_now().evictable_blocks)
                 continue
-            n = freed.value
-            blocks = self._track.evicted(n)
             if n:
                 self._free_values(self._values[blocks].reshape(-1))
             if self._drain is not None:
-                ev = self._drain.drain()
+                ev, _ = self._drain.drain()
                 for e in ev[ev["kind"] == REMOVED]:
                     self._kv_events.append(T.make_block_removed(
                         e["hashes"][:e["num_hashes"]].tolist()))
             total += n
             if st == NoSpaceError.status or n == 0:
                 break
-            check(st, "rkv_tree_evict")
+            check(st, "rkv_tree_evict_ids")
             pages -= n
         return total
 
