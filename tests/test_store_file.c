@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/kv_pool.h"
 #include "tier/disk_record.h"
 #include "tier/store.h"
 #include "radixkv.h"
@@ -94,13 +95,7 @@ Test(store_file, magic_spelling)
     char *dir = make_dir(), f[256];
     path_in(f, sizeof f, dir, "f");
     rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 2;
-    pc.page_size = 4;
-    pc.num_layers = 2;
-    pc.num_kv_heads = 2;
-    pc.head_dim = 8;
-    pc.dtype = RKV_DTYPE_F32;
+    rkv_test_kv_pool_config(&pc, 2, 2);
     rkv_pool *pool = NULL;
     OK(rkv_pool_create(&pc, &pool));
     rkv_store_config c;
