@@ -55,8 +55,11 @@ static void start_router(rt *t, int k, const char *hb_timeout_ms)
     start_router_with(t, k, hb_timeout_ms, 0);
 }
 
+/* Skipped without a nats-server; else a server, JetStream and the chain. */
 static void bring_up(rt *t)
 {
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
     memset(t, 0, sizeof *t);
     nh_start(&t->h);
     cr_assert_eq(natsConnection_JetStream(&t->js, t->h.nc, NULL), NATS_OK);
@@ -222,15 +225,11 @@ static void many_instances(uint32_t n)
 
 Test(fleet_router, reply_lists_best_64_of_65_instances)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     many_instances(65);
 }
 
 Test(fleet_router, reply_lists_best_64_of_1024_instances)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     many_instances(RKV_ROUTER_MAX_INSTANCES);
 }
 
@@ -304,8 +303,6 @@ static int all_stats(rt *t, double q[4])
  * query is answered once, and both answer some. */
 Test(fleet_router, two_routers_share_the_queries)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     rt t;
     bring_up(&t);
     start_router(&t, 0, "600000");
@@ -351,8 +348,6 @@ Test(fleet_router, two_routers_share_the_queries)
 #define BIG_PAGES 1000u
 Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     rt t;
     bring_up(&t);
     start_router(&t, 0, "600000");
@@ -445,8 +440,6 @@ Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
  * which goes on heartbeating, is routed to as soon as it is heard. */
 Test(fleet_router, restart_does_not_resurrect_a_dead_instance)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     rt t;
     bring_up(&t);
     start_router(&t, 0, "30000");
@@ -512,8 +505,6 @@ static uint32_t pages_on_9(rt *t, const uint64_t *h, uint32_t n)
  * instance caches after the restart reaches the index. */
 Test(fleet_router, memory_stream_lost_in_server_restart_is_rebuilt)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     rt t;
     bring_up(&t);
     start_router_with(&t, 0, "60000", 1);
