@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/host_tier.h"
 #include "tests/support/test_util.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -331,17 +332,8 @@ Test(pool_external, host_tier_roundtrip_every_byte)
         xkv x;
         rkv_pool *pool = xkv_pool(&x, RKV_DTYPE_F16, lay);
         rkv_tree *tree;
-        OK(rkv_tree_create(pool, NULL, &tree));
-        rkv_store_config sc;
-        rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
-        sc.capacity_blocks = 32;
-        sc.block_bytes = rkv_pool_bytes_per_block(pool);
         rkv_store *host;
-        OK(rkv_store_create(&sc, &host));
-        rkv_tier_config tc;
-        rkv_tier_config_init(&tc);
-        tc.host = host;
-        OK(rkv_tree_attach_tiers(tree, &tc));
+        rkv_test_host_tier(pool, 32, &tree, &host);
 
         enum { NP = 10 };
         int32_t tok[NP * 4];
