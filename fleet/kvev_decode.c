@@ -152,6 +152,15 @@ static int integer(rd *r, uint64_t *bits, int *neg)
     return 0;
 }
 
+/* An integer or nil (an optional field): 1 read into *bits and *neg, 0 nil,
+ * -1 neither. */
+static int opt_integer(rd *r, uint64_t *bits, int *neg)
+{
+    if (take_nil(r))
+        return 0;
+    return integer(r, bits, neg) ? -1 : 1;
+}
+
 /* str or bin payload. */
 static int bytes(rd *r, int allow_str, int allow_bin, const uint8_t **s, uint32_t *n)
 {
@@ -371,15 +380,13 @@ static int f_block(rd *r, rkv_kvev_batch *b, evfields *f)
 
 static int f_lora_id(rd *r, evfields *f)
 {
-    if (take_nil(r))
-        return 0;
     uint64_t v;
-    int neg;
-    if (integer(r, &v, &neg))
-        return -1;
-    f->lora_id = (int64_t)v;
-    f->have_lora_id = 1;
-    return 0;
+    int neg, got = opt_integer(r, &v, &neg);
+    if (got > 0) {
+        f->lora_id = (int64_t)v;
+        f->have_lora_id = 1;
+    }
+    return got < 0 ? -1 : 0;
 }
 
 static int f_lora_name(rd *r, evfields *f)
@@ -571,14 +578,11 @@ static int events(rd *r, rkv_kvev_batch *b)
 
 static int dp_rank(rd *r, rkv_kvev_batch *b)
 {
-    if (take_nil(r))
-        return 0;
     uint64_t v;
-    int neg;
-    if (integer(r, &v, &neg))
-        return -1;
-    b->dp_rank = neg ? -1 : (int64_t)(v & INT64_MAX);
-    return 0;
+    int neg, got = opt_integer(r, &v, &neg);
+    if (got > 0)
+        b->dp_rank = neg ? -1 : (int64_t)(v & INT64_MAX);
+    return got < 0 ? -1 : 0;
 }
 
 static int batch(rd *r, rkv_kvev_batch *b)
