@@ -339,6 +339,31 @@ static void put_entries(wr *w, const rkv_block_entry *e, size_t n)
     }
 }
 
+/* Both messages open with the header and the instance, epoch and seq of
+ * the snapshot they carry (a chunk: of the snapshot it is part of). */
+static void put_snap_head(wr *w, rkv_wire_type type, uint64_t instance, uint64_t epoch,
+                          uint64_t seq)
+{
+    put_header(w, type);
+    put(w, instance, 8);
+    put(w, epoch, 8);
+    put(w, seq, 8);
+}
+
+/* args_ok: the caller's pointers were usable. id: instance, epoch, seq. */
+static rkv_status get_snap_head(rd *r, const void *buf, size_t len, rkv_wire_type type,
+                                const char *what, int args_ok, uint64_t id[3])
+{
+    if (!args_ok)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
+    rkv_status s = expect(r, buf, len, type, what);
+    if (s != RKV_OK)
+        return s;
+    for (int i = 0; i < 3; i++)
+        id[i] = get(r, 8);
+    return RKV_OK;
+}
+
 /* Reads the `count` entries that must fill the rest of r: checks them all
  * before writing any to out, so a bad message leaves out untouched. */
 static rkv_status get_entries(rd *r, uint64_t count, rkv_block_entry *out, size_t cap,
@@ -399,10 +424,7 @@ rkv_status rkv_wire_encode_snapshot(uint64_t instance, uint64_t epoch,
                              "rkv_wire_encode_snapshot: %zu bytes needed, %zu given",
                              need, cap);
     wr w = {buf, 0};
-    put_header(&w, RKV_WIRE_SNAPSHOT);
-    put(&w, instance, 8);
-    put(&w, epoch, 8);
-    put(&w, seq, 8);
+    put_snap_head(&w, RKV_WIRE_SNAPSHOT, instance, epoch, seq);
     put(&w, n, 4);
     put_entries(&w, e, n);
     *len_out = w.n;
@@ -414,16 +436,16 @@ rkv_status rkv_wire_decode_snapshot(const void *buf, size_t len,
                                     rkv_block_entry *out, size_t cap)
 {
     const char *what = "rkv_wire_decode_snapshot";
-    if (!info || (!out && cap))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
     rd r;
-    rkv_status s = expect(&r, buf, len, RKV_WIRE_SNAPSHOT, what);
+    uint64_t id[3];
+    rkv_status s = get_snap_head(&r, buf, len, RKV_WIRE_SNAPSHOT, what,
+                                 info && (out || !cap), id);
     if (s != RKV_OK)
         return s;
     rkv_wire_snapshot_info t;
-    t.instance = get(&r, 8);
-    t.epoch = get(&r, 8);
-    t.seq = get(&r, 8);
+    t.instance = id[0];
+    t.epoch = id[1];
+    t.seq = id[2];
     uint64_t count = get(&r, 4);
     if (r.bad)
         return finish(&r, what);
@@ -470,10 +492,7 @@ rkv_status rkv_wire_encode_snapshot_chunk(const rkv_wire_chunk_info *c,
         return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %zu bytes needed, %zu given", what,
                              need, cap);
     wr w = {buf, 0};
-    put_header(&w, RKV_WIRE_SNAPSHOT_CHUNK);
-    put(&w, c->instance, 8);
-    put(&w, c->epoch, 8);
-    put(&w, c->seq, 8);
+    put_snap_head(&w, RKV_WIRE_SNAPSHOT_CHUNK, c->instance, c->epoch, c->seq);
     put(&w, c->part, 4);
     put(&w, c->parts, 4);
     put(&w, c->total, 8);
@@ -488,16 +507,16 @@ rkv_status rkv_wire_decode_snapshot_chunk(const void *buf, size_t len,
                                           rkv_block_entry *out, size_t cap)
 {
     const char *what = "rkv_wire_decode_snapshot_chunk";
-    if (!info || (!out && cap))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
     rd r;
-    rkv_status s = expect(&r, buf, len, RKV_WIRE_SNAPSHOT_CHUNK, what);
+    uint64_t id[3];
+    rkv_status s = get_snap_head(&r, buf, len, RKV_WIRE_SNAPSHOT_CHUNK, what,
+                                 info && (out || !cap), id);
     if (s != RKV_OK)
         return s;
     rkv_wire_chunk_info t;
-    t.instance = get(&r, 8);
-    t.epoch = get(&r, 8);
-    t.seq = get(&r, 8);
+    t.instance = id[0];
+    t.epoch = id[1];
+    t.seq = id[2];
     t.part = (uint32_t)get(&r, 4);
     t.parts = (uint32_t)get(&r, 4);
     t.total = get(&r, 8);
