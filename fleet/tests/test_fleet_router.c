@@ -72,6 +72,17 @@ static void bring_up(rt *t)
     }
 }
 
+/* The publisher of the tests' real instance: instance 9, epoch 1, a
+ * heartbeat every 100 ms. */
+static void instance_9(rkv_fleet_pub_config *cfg)
+{
+    rkv_fleet_pub_config_init(cfg);
+    cfg->model = MODEL;
+    cfg->instance = 9;
+    cfg->epoch = 1;
+    cfg->heartbeat_ms = 100;
+}
+
 static void teardown(rt *t)
 {
     for (int k = 0; k < 2; k++)
@@ -378,11 +389,7 @@ Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
     cr_assert_eq(ts.cached_blocks, BIG_PROMPTS * BIG_PAGES);
 
     rkv_fleet_pub_config cfg;
-    rkv_fleet_pub_config_init(&cfg);
-    cfg.model = MODEL;
-    cfg.instance = 9;
-    cfg.epoch = 1;
-    cfg.heartbeat_ms = 100;
+    instance_9(&cfg);
     rkv_fleet_pub *pub = NULL;
     cr_assert_eq(rkv_fleet_pub_create(&cfg, t.h.nc, tree, &pub), RKV_OK, "%s",
                  rkv_last_error());
@@ -520,11 +527,7 @@ Test(fleet_router, memory_stream_lost_in_server_restart_is_rebuilt)
     cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK);
     cr_assert_eq(rkv_tree_create(pool, &tc, &tree), RKV_OK);
     rkv_fleet_pub_config cfg;
-    rkv_fleet_pub_config_init(&cfg);
-    cfg.model = MODEL;
-    cfg.instance = 9;
-    cfg.epoch = 1;
-    cfg.heartbeat_ms = 100;
+    instance_9(&cfg);
     cfg.publish_wait_ms = 200;
     rkv_fleet_pub *pub = NULL;
     cr_assert_eq(rkv_fleet_pub_create(&cfg, t.h.nc, tree, &pub), RKV_OK);

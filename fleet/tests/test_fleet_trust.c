@@ -233,6 +233,21 @@ static void add_instance(world *w)
         w->q_n[q] = evd_tokens(&rng, w->q_tok[q], &w->q_ns[q]);
 }
 
+/* A server without authentication (nats_harness's), the router's log in
+ * its directory. */
+static void start_plain(world *w)
+{
+    nh_start(&w->h);
+    snprintf(w->log, sizeof w->log, "%s/router.log", w->h.dir);
+}
+
+/* The instance on its own plain connection, publishing. */
+static void connect_instance(world *w)
+{
+    cr_assert_eq(natsConnection_ConnectTo(&w->inc, w->h.url), NATS_OK);
+    add_instance(w);
+}
+
 static void poll_pub(world *w)
 {
     rkv_status s = rkv_fleet_pub_poll(w->pub, nh_ms_now(), 0, 0);
@@ -552,14 +567,12 @@ Test(fleet_trust, snapshot_requests_are_rate_limited_per_instance)
 {
     world w;
     world_begin(&w);
-    nh_start(&w.h);
-    snprintf(w.log, sizeof w.log, "%s/router.log", w.h.dir);
+    start_plain(&w);
     char *argv[] = {RKV_ROUTER_BIN, "--server", w.h.url, "--model", MODEL,
                     "--snapshot-timeout-ms", "200", "--snapshot-burst", "2",
                     "--snapshot-interval-ms", "600000", NULL};
     start_router(&w, argv);
-    cr_assert_eq(natsConnection_ConnectTo(&w.inc, w.h.url), NATS_OK);
-    add_instance(&w);
+    connect_instance(&w);
     churn(&w, 60, 5);
     wait_agree(&w, "at start");
     /* an instance whose stream keeps breaking (or a peer breaking it: a
@@ -602,14 +615,12 @@ Test(fleet_trust, index_budget_bounds_entries_and_logs_drops)
 {
     world w;
     world_begin(&w);
-    nh_start(&w.h);
-    snprintf(w.log, sizeof w.log, "%s/router.log", w.h.dir);
+    start_plain(&w);
     char *argv[] = {RKV_ROUTER_BIN, "--server", w.h.url, "--model", MODEL,
                     "--index-max-entries", "16", NULL};
     start_router(&w, argv);
     cr_assert_eq(stat_of(&w, "radixkv_router_index_entries_limit"), 16);
-    cr_assert_eq(natsConnection_ConnectTo(&w.inc, w.h.url), NATS_OK);
-    add_instance(&w); /* a 96-block pool: more than 16 cached soon */
+    connect_instance(&w); /* a 96-block pool: more than 16 cached soon */
     churn(&w, 200, 5);
     wait_stat(&w, "radixkv_router_events_over_budget_total", 1, "over the budget");
     for (int i = 0; i < 20; i++) {
