@@ -330,19 +330,7 @@ int rkv_bridge_daemon_main(const char *prog, int argc, char **argv)
     natsOptions *no = NULL;
     natsConnection *nc = NULL;
     rkv_fleet_pub *pub = NULL;
-    natsStatus s = natsOptions_Create(&no);
-    if (s == NATS_OK && rkv_nats_auth_apply(&auth, "nats://127.0.0.1:4222", no) != RKV_OK) {
-        fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
-        s = NATS_ERR;
-    } else {
-        if (s == NATS_OK)
-            s = natsOptions_SetErrorHandler(no, rkv_fleet_nats_error, (void *)prog);
-        if (s == NATS_OK) s = natsOptions_SetMaxReconnect(no, -1);
-        if (s == NATS_OK) s = natsConnection_Connect(&nc, no);
-        if (s != NATS_OK)
-            fprintf(stderr, "%s: connect %s: %s\n", prog, server_log,
-                    natsStatus_GetText(s));
-    }
+    natsStatus s = rkv_fleet_nats_connect(prog, &auth, server_log, &no, &nc);
     rkv_nats_auth_free(&auth); /* nats.c keeps its own copies */
     rkv_bridge_config bc;
     rkv_bridge_config_init(&bc);
@@ -352,9 +340,7 @@ int rkv_bridge_daemon_main(const char *prog, int argc, char **argv)
     pc.model = model;
     pc.instance = id;
     pc.heartbeat_ms = hb_ms;
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    pc.epoch = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+    pc.epoch = rkv_fleet_epoch_now();
     if (s != NATS_OK)
         goto out;
     if (rkv_kvev_batch_init(&d.batch, NULL) != RKV_OK ||

@@ -318,6 +318,87 @@ rkv_status rkv_wire_decode_events(const void *buf, size_t len,
 #define SNAP_FIXED (RKV_WIRE_HEADER + 28u)
 #define SNAP_ENTRY 25u
 
+/* The block list a snapshot and a snapshot chunk both carry: n entries of
+ * ns, hash, parent_hash (8 bytes each) and medium (1 byte). */
+static rkv_status check_media(const rkv_block_entry *e, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (e[i].medium >= RKV_MEDIUM_COUNT)
+            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %zu medium %u", what,
+                                 i, e[i].medium);
+    return RKV_OK;
+}
+
+static void put_entries(wr *w, const rkv_block_entry *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        put(w, e[i].ns, 8);
+        put(w, e[i].hash, 8);
+        put(w, e[i].parent_hash, 8);
+        put(w, e[i].medium, 1);
+    }
+}
+
+/* Both messages open with the header and the instance, epoch and seq of
+ * the snapshot they carry (a chunk: of the snapshot it is part of). */
+static void put_snap_head(wr *w, rkv_wire_type type, uint64_t instance, uint64_t epoch,
+                          uint64_t seq)
+{
+    put_header(w, type);
+    put(w, instance, 8);
+    put(w, epoch, 8);
+    put(w, seq, 8);
+}
+
+/* args_ok: the caller's pointers were usable. id: instance, epoch, seq. */
+static rkv_status get_snap_head(rd *r, const void *buf, size_t len, rkv_wire_type type,
+                                const char *what, int args_ok, uint64_t id[3])
+{
+    if (!args_ok)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
+    rkv_status s = expect(r, buf, len, type, what);
+    if (s != RKV_OK)
+        return s;
+    for (int i = 0; i < 3; i++)
+        id[i] = get(r, 8);
+    return RKV_OK;
+}
+
+/* Reads the `count` entries that must fill the rest of r: checks them all
+ * before writing any to out, so a bad message leaves out untouched. */
+static rkv_status get_entries(rd *r, uint64_t count, rkv_block_entry *out, size_t cap,
+                              const char *what, uint32_t *count_out)
+{
+    if (count > RKV_WIRE_MAX_SNAPSHOT || left(r) != count * SNAP_ENTRY)
+        return rkv_set_error(RKV_ERR_FORMAT,
+                             "%s: %llu blocks do not fill the %zu bytes left", what,
+                             (unsigned long long)count, left(r));
+    uint32_t n = (uint32_t)count;
+    size_t body = r->at;
+    for (uint32_t i = 0; i < n; i++) {
+        r->at += 24;
+        uint64_t m = get(r, 1);
+        if (m >= RKV_MEDIUM_COUNT)
+            return rkv_set_error(RKV_ERR_FORMAT, "%s: block %u medium %llu", what, i,
+                                 (unsigned long long)m);
+    }
+    if (out && n > cap)
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %u blocks, room for %zu", what, n,
+                             cap);
+    if (out) {
+        r->at = body;
+        for (uint32_t i = 0; i < n; i++) {
+            out[i].ns = get(r, 8);
+            out[i].hash = get(r, 8);
+            out[i].parent_hash = get(r, 8);
+            out[i].medium = (uint32_t)get(r, 1);
+            out[i].reserved = 0;
+        }
+    }
+    *count_out = n;
+    return RKV_OK;
+}
+
 size_t rkv_wire_snapshot_size(size_t n)
 {
     if (n > RKV_WIRE_MAX_SNAPSHOT)
@@ -335,27 +416,17 @@ rkv_status rkv_wire_encode_snapshot(uint64_t instance, uint64_t epoch,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_wire_encode_snapshot: %zu blocks (max %u)", n,
                              RKV_WIRE_MAX_SNAPSHOT);
-    for (size_t i = 0; i < n; i++)
-        if (e[i].medium >= RKV_MEDIUM_COUNT)
-            return rkv_set_error(RKV_ERR_INVALID_ARG,
-                                 "rkv_wire_encode_snapshot: block %zu medium %u",
-                                 i, e[i].medium);
+    rkv_status s = check_media(e, n, "rkv_wire_encode_snapshot");
+    if (s != RKV_OK)
+        return s;
     if (!buf || cap < need)
         return rkv_set_error(RKV_ERR_NO_SPACE,
                              "rkv_wire_encode_snapshot: %zu bytes needed, %zu given",
                              need, cap);
     wr w = {buf, 0};
-    put_header(&w, RKV_WIRE_SNAPSHOT);
-    put(&w, instance, 8);
-    put(&w, epoch, 8);
-    put(&w, seq, 8);
+    put_snap_head(&w, RKV_WIRE_SNAPSHOT, instance, epoch, seq);
     put(&w, n, 4);
-    for (size_t i = 0; i < n; i++) {
-        put(&w, e[i].ns, 8);
-        put(&w, e[i].hash, 8);
-        put(&w, e[i].parent_hash, 8);
-        put(&w, e[i].medium, 1);
-    }
+    put_entries(&w, e, n);
     *len_out = w.n;
     return RKV_OK;
 }
@@ -365,45 +436,22 @@ rkv_status rkv_wire_decode_snapshot(const void *buf, size_t len,
                                     rkv_block_entry *out, size_t cap)
 {
     const char *what = "rkv_wire_decode_snapshot";
-    if (!info || (!out && cap))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
     rd r;
-    rkv_status s = expect(&r, buf, len, RKV_WIRE_SNAPSHOT, what);
+    uint64_t id[3];
+    rkv_status s = get_snap_head(&r, buf, len, RKV_WIRE_SNAPSHOT, what,
+                                 info && (out || !cap), id);
     if (s != RKV_OK)
         return s;
     rkv_wire_snapshot_info t;
-    t.instance = get(&r, 8);
-    t.epoch = get(&r, 8);
-    t.seq = get(&r, 8);
+    t.instance = id[0];
+    t.epoch = id[1];
+    t.seq = id[2];
     uint64_t count = get(&r, 4);
     if (r.bad)
         return finish(&r, what);
-    if (count > RKV_WIRE_MAX_SNAPSHOT || left(&r) != count * SNAP_ENTRY)
-        return rkv_set_error(RKV_ERR_FORMAT,
-                             "%s: %llu blocks do not fill the %zu bytes left", what,
-                             (unsigned long long)count, left(&r));
-    t.count = (uint32_t)count;
-    size_t body = r.at;
-    for (uint32_t i = 0; i < t.count; i++) {
-        r.at += 24;
-        uint64_t m = get(&r, 1);
-        if (m >= RKV_MEDIUM_COUNT)
-            return rkv_set_error(RKV_ERR_FORMAT, "%s: block %u medium %llu", what, i,
-                                 (unsigned long long)m);
-    }
-    if (out && t.count > cap)
-        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %u blocks, room for %zu", what,
-                             t.count, cap);
-    if (out) {
-        r.at = body;
-        for (uint32_t i = 0; i < t.count; i++) {
-            out[i].ns = get(&r, 8);
-            out[i].hash = get(&r, 8);
-            out[i].parent_hash = get(&r, 8);
-            out[i].medium = (uint32_t)get(&r, 1);
-            out[i].reserved = 0;
-        }
-    }
+    s = get_entries(&r, count, out, cap, what, &t.count);
+    if (s != RKV_OK)
+        return s;
     *info = t;
     return RKV_OK;
 }
@@ -437,28 +485,19 @@ rkv_status rkv_wire_encode_snapshot_chunk(const rkv_wire_chunk_info *c,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: part < parts, count <= total and <= %u", what,
                              RKV_WIRE_MAX_SNAPSHOT);
-    for (uint32_t i = 0; i < c->count; i++)
-        if (e[i].medium >= RKV_MEDIUM_COUNT)
-            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u medium %u", what,
-                                 i, e[i].medium);
+    rkv_status s = check_media(e, c->count, what);
+    if (s != RKV_OK)
+        return s;
     if (!buf || cap < need)
         return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %zu bytes needed, %zu given", what,
                              need, cap);
     wr w = {buf, 0};
-    put_header(&w, RKV_WIRE_SNAPSHOT_CHUNK);
-    put(&w, c->instance, 8);
-    put(&w, c->epoch, 8);
-    put(&w, c->seq, 8);
+    put_snap_head(&w, RKV_WIRE_SNAPSHOT_CHUNK, c->instance, c->epoch, c->seq);
     put(&w, c->part, 4);
     put(&w, c->parts, 4);
     put(&w, c->total, 8);
     put(&w, c->count, 4);
-    for (uint32_t i = 0; i < c->count; i++) {
-        put(&w, e[i].ns, 8);
-        put(&w, e[i].hash, 8);
-        put(&w, e[i].parent_hash, 8);
-        put(&w, e[i].medium, 1);
-    }
+    put_entries(&w, e, c->count);
     *len_out = w.n;
     return RKV_OK;
 }
@@ -468,16 +507,16 @@ rkv_status rkv_wire_decode_snapshot_chunk(const void *buf, size_t len,
                                           rkv_block_entry *out, size_t cap)
 {
     const char *what = "rkv_wire_decode_snapshot_chunk";
-    if (!info || (!out && cap))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
     rd r;
-    rkv_status s = expect(&r, buf, len, RKV_WIRE_SNAPSHOT_CHUNK, what);
+    uint64_t id[3];
+    rkv_status s = get_snap_head(&r, buf, len, RKV_WIRE_SNAPSHOT_CHUNK, what,
+                                 info && (out || !cap), id);
     if (s != RKV_OK)
         return s;
     rkv_wire_chunk_info t;
-    t.instance = get(&r, 8);
-    t.epoch = get(&r, 8);
-    t.seq = get(&r, 8);
+    t.instance = id[0];
+    t.epoch = id[1];
+    t.seq = id[2];
     t.part = (uint32_t)get(&r, 4);
     t.parts = (uint32_t)get(&r, 4);
     t.total = get(&r, 8);
@@ -489,32 +528,9 @@ rkv_status rkv_wire_decode_snapshot_chunk(const void *buf, size_t len,
                              "%s: part %u of %u, %llu of %llu blocks", what, t.part,
                              t.parts, (unsigned long long)count,
                              (unsigned long long)t.total);
-    if (count > RKV_WIRE_MAX_SNAPSHOT || left(&r) != count * SNAP_ENTRY)
-        return rkv_set_error(RKV_ERR_FORMAT,
-                             "%s: %llu blocks do not fill the %zu bytes left", what,
-                             (unsigned long long)count, left(&r));
-    t.count = (uint32_t)count;
-    size_t body = r.at;
-    for (uint32_t i = 0; i < t.count; i++) {
-        r.at += 24;
-        uint64_t m = get(&r, 1);
-        if (m >= RKV_MEDIUM_COUNT)
-            return rkv_set_error(RKV_ERR_FORMAT, "%s: block %u medium %llu", what, i,
-                                 (unsigned long long)m);
-    }
-    if (out && t.count > cap)
-        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %u blocks, room for %zu", what,
-                             t.count, cap);
-    if (out) {
-        r.at = body;
-        for (uint32_t i = 0; i < t.count; i++) {
-            out[i].ns = get(&r, 8);
-            out[i].hash = get(&r, 8);
-            out[i].parent_hash = get(&r, 8);
-            out[i].medium = (uint32_t)get(&r, 1);
-            out[i].reserved = 0;
-        }
-    }
+    s = get_entries(&r, count, out, cap, what, &t.count);
+    if (s != RKV_OK)
+        return s;
     *info = t;
     return RKV_OK;
 }

@@ -1,6 +1,6 @@
 /*
- * fleet/daemon_util.c -- the stop flag and the clock of the fleet's
- * programs (fleet/daemon_util.h).
+ * fleet/daemon_util.c -- the stop flag, the clocks and the NATS connection
+ * of the fleet's programs (fleet/daemon_util.h).
  */
 #include "fleet/daemon_util.h"
 
@@ -48,4 +48,29 @@ void rkv_fleet_nats_error(natsConnection *nc, natsSubscription *sub,
         natsConnection_GetLastError(nc, &text);
     fprintf(stderr, "%s: NATS: %s%s%s\n", (const char *)prog, natsStatus_GetText(err),
             text && *text ? ": " : "", text && *text ? text : "");
+}
+
+uint64_t rkv_fleet_epoch_now(void)
+{
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    return (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+}
+
+natsStatus rkv_fleet_nats_connect(const char *prog, const rkv_nats_auth *auth,
+                                  const char *server_log, natsOptions **no,
+                                  natsConnection **nc)
+{
+    natsStatus s = natsOptions_Create(no);
+    if (s == NATS_OK && rkv_nats_auth_apply(auth, "nats://127.0.0.1:4222", *no) != RKV_OK) {
+        fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
+        return NATS_ERR;
+    }
+    if (s == NATS_OK)
+        s = natsOptions_SetErrorHandler(*no, rkv_fleet_nats_error, (void *)prog);
+    if (s == NATS_OK) s = natsOptions_SetMaxReconnect(*no, -1);
+    if (s == NATS_OK) s = natsConnection_Connect(nc, *no);
+    if (s != NATS_OK)
+        fprintf(stderr, "%s: connect %s: %s\n", prog, server_log, natsStatus_GetText(s));
+    return s;
 }

@@ -1,7 +1,8 @@
 /*
  * fleet/daemon_util.h -- what the fleet's programs (radixkv-router,
  * `radixkv router`, radixkv-fleet-instance) share around their main loops:
- * the stop flag SIGINT/SIGTERM set, and the monotonic clock. Program code,
+ * the stop flag SIGINT/SIGTERM set, the monotonic clock, the publishers'
+ * epoch and NATS connection. Program code,
  * not library code: the libraries take their time from these callers.
  */
 #ifndef RKV_FLEET_DAEMON_UTIL_H
@@ -10,6 +11,8 @@
 #include <nats/nats.h>
 #include <signal.h>
 #include <stdint.h>
+
+#include "fleet/nats_auth.h"
 
 /* Set (to 1) by SIGINT and SIGTERM once rkv_fleet_catch_signals ran. */
 extern volatile sig_atomic_t rkv_fleet_stop;
@@ -27,5 +30,18 @@ uint64_t rkv_fleet_now_ms(void); /* CLOCK_MONOTONIC */
 void rkv_fleet_nats_error(natsConnection *nc, natsSubscription *sub,
                           natsStatus err, void *prog);
 uint64_t rkv_fleet_now_us(void);
+
+/* A publisher's epoch: CLOCK_REALTIME in ns, so a restarted instance
+ * starts a later epoch than the one the router knew. */
+uint64_t rkv_fleet_epoch_now(void);
+
+/* The connection a publishing program (radixkv-fleet-instance, `radixkv
+ * bridge`) opens: auth applied (default nats://127.0.0.1:4222), errors
+ * logged as prog by rkv_fleet_nats_error, reconnecting forever. A failure
+ * is printed (server_log: the redacted URL). *no is the caller's to
+ * destroy either way; auth may be freed once this returns. */
+natsStatus rkv_fleet_nats_connect(const char *prog, const rkv_nats_auth *auth,
+                                  const char *server_log, natsOptions **no,
+                                  natsConnection **nc);
 
 #endif

@@ -260,20 +260,8 @@ int main(int argc, char **argv)
     }
     natsOptions *no = NULL;
     natsConnection *nc = NULL;
-    natsStatus s = natsOptions_Create(&no);
-    if (s == NATS_OK && rkv_nats_auth_apply(&auth, "nats://127.0.0.1:4222", no) != RKV_OK) {
-        fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
-        s = NATS_ERR;
-    } else {
-        if (s == NATS_OK)
-            s = natsOptions_SetErrorHandler(no, rkv_fleet_nats_error,
-                                            (void *)"radixkv-fleet-instance");
-        if (s == NATS_OK) s = natsOptions_SetMaxReconnect(no, -1);
-        if (s == NATS_OK) s = natsConnection_Connect(&nc, no);
-        if (s != NATS_OK)
-            fprintf(stderr, "radixkv-fleet-instance: connect %s: %s\n", server_log,
-                    natsStatus_GetText(s));
-    }
+    natsStatus s = rkv_fleet_nats_connect("radixkv-fleet-instance", &auth, server_log,
+                                          &no, &nc);
     rkv_nats_auth_free(&auth); /* nats.c keeps its own copies */
     if (s != NATS_OK) {
         natsOptions_Destroy(no);
@@ -318,9 +306,7 @@ int main(int argc, char **argv)
         cfg.model = model;
         cfg.instance = id;
         cfg.heartbeat_ms = hb_ms;
-        struct timespec rt;
-        clock_gettime(CLOCK_REALTIME, &rt);
-        cfg.epoch = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+        cfg.epoch = rkv_fleet_epoch_now();
 #ifdef RKV_HAVE_ZMQ
         rkv_kvev_zpub *zpub = NULL;
         if (zmq_pub) {

@@ -64,6 +64,15 @@ static int is_nil(rd *r)
     return left(r) && *r->p == 0xc0;
 }
 
+/* Consumes a nil if one is next: 1 if it did (the optional field is absent). */
+static int take_nil(rd *r)
+{
+    if (!is_nil(r))
+        return 0;
+    r->p++;
+    return 1;
+}
+
 /* Array or map header; n is checked against the bytes left (per = the
  * least bytes one entry takes). kind: 0 array, 1 map. -1 if not one. */
 static int container(rd *r, int kind, uint32_t *n)
@@ -94,6 +103,17 @@ static int container(rd *r, int kind, uint32_t *n)
     if ((uint64_t)*n * (kind ? 2u : 1u) > left(r))
         return fail(r, "a count larger than the bytes left");
     return 0;
+}
+
+/* An event or a batch comes either as an array (fields by position) or as a
+ * map (fields by name): *map says which. */
+static int array_or_map(rd *r, int *map, uint32_t *n)
+{
+    uint8_t c;
+    if (peek(r, &c))
+        return -1;
+    *map = (c & 0xf0) == 0x80 || c == 0xde || c == 0xdf;
+    return container(r, *map, n);
 }
 
 /* Integer: *bits its 64-bit pattern, *neg whether it was negative. */
@@ -130,6 +150,15 @@ static int integer(rd *r, uint64_t *bits, int *neg)
     }
     *bits = v;
     return 0;
+}
+
+/* An integer or nil (an optional field): 1 read into *bits and *neg, 0 nil,
+ * -1 neither. */
+static int opt_integer(rd *r, uint64_t *bits, int *neg)
+{
+    if (take_nil(r))
+        return 0;
+    return integer(r, bits, neg) ? -1 : 1;
 }
 
 /* str or bin payload. */
@@ -308,8 +337,7 @@ static int f_hashes(rd *r, rkv_kvev_batch *b, evfields *f)
 
 static int f_parent(rd *r, evfields *f)
 {
-    if (is_nil(r)) {
-        r->p++;
+    if (take_nil(r)) {
         f->has_parent = 0;
         return 0;
     }
@@ -352,25 +380,19 @@ static int f_block(rd *r, rkv_kvev_batch *b, evfields *f)
 
 static int f_lora_id(rd *r, evfields *f)
 {
-    if (is_nil(r)) {
-        r->p++;
-        return 0;
-    }
     uint64_t v;
-    int neg;
-    if (integer(r, &v, &neg))
-        return -1;
-    f->lora_id = (int64_t)v;
-    f->have_lora_id = 1;
-    return 0;
+    int neg, got = opt_integer(r, &v, &neg);
+    if (got > 0) {
+        f->lora_id = (int64_t)v;
+        f->have_lora_id = 1;
+    }
+    return got < 0 ? -1 : 0;
 }
 
 static int f_lora_name(rd *r, evfields *f)
 {
-    if (is_nil(r)) {
-        r->p++;
+    if (take_nil(r))
         return 0;
-    }
     if (bytes(r, 1, 0, &f->lora_name, &f->lora_name_len))
         return -1;
     f->have_lora_name = 1;
@@ -379,8 +401,7 @@ static int f_lora_name(rd *r, evfields *f)
 
 static int f_medium(rd *r, evfields *f)
 {
-    if (is_nil(r)) {
-        r->p++;
+    if (take_nil(r)) {
         f->medium = RKV_MEDIUM_DEVICE;
         return 0;
     }
@@ -490,12 +511,9 @@ static int event_map(rd *r, rkv_kvev_batch *b, uint32_t n, int *type, evfields *
 
 static int event(rd *r, rkv_kvev_batch *b)
 {
-    uint8_t c;
-    if (peek(r, &c))
-        return -1;
-    int map = (c & 0xf0) == 0x80 || c == 0xde || c == 0xdf;
+    int map;
     uint32_t n;
-    if (container(r, map, &n))
+    if (array_or_map(r, &map, &n))
         return -1;
     uint32_t h0 = b->n_hashes, t0 = b->n_tokens;
     evfields f;
@@ -560,26 +578,18 @@ static int events(rd *r, rkv_kvev_batch *b)
 
 static int dp_rank(rd *r, rkv_kvev_batch *b)
 {
-    if (is_nil(r)) {
-        r->p++;
-        return 0;
-    }
     uint64_t v;
-    int neg;
-    if (integer(r, &v, &neg))
-        return -1;
-    b->dp_rank = neg ? -1 : (int64_t)(v & INT64_MAX);
-    return 0;
+    int neg, got = opt_integer(r, &v, &neg);
+    if (got > 0)
+        b->dp_rank = neg ? -1 : (int64_t)(v & INT64_MAX);
+    return got < 0 ? -1 : 0;
 }
 
 static int batch(rd *r, rkv_kvev_batch *b)
 {
-    uint8_t c;
-    if (peek(r, &c))
-        return -1;
-    int map = (c & 0xf0) == 0x80 || c == 0xde || c == 0xdf;
+    int map;
     uint32_t n;
-    if (container(r, map, &n))
+    if (array_or_map(r, &map, &n))
         return -1;
     int have_events = 0;
     for (uint32_t i = 0; i < n; i++) {

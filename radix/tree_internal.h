@@ -395,6 +395,9 @@ void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p);
 /* Frees everything prepared (a later step failed). */
 void rkv_tree_prep_abort(rkv_tree *t, rkv_tree_prep *p);
 
+/* tree_match.c: makes the root of namespace ns (a slot and an index entry
+ * already prepared; cannot fail); returns its id. */
+uint32_t rkv_tree_new_root(rkv_tree *t, uint64_t ns);
 /* tree_match.c: splits node xid after k pages using prepared head/tail
  * arrays of k and num_pages-k pages; returns the new head node. */
 uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,

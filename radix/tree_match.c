@@ -86,7 +86,7 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
 
 /* ---- commit helpers (cannot fail) ----------------------------------------- */
 
-static uint32_t rkv_tree_new_root(rkv_tree *t, uint64_t ns)
+uint32_t rkv_tree_new_root(rkv_tree *t, uint64_t ns)
 {
     uint32_t r = rkv_tree_slot_take(t);
     rkv_tnode *x = &t->nodes[r];

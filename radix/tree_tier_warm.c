@@ -160,15 +160,7 @@ static uint32_t warm_root(rkv_tree *t, uint64_t ns)
     if (rkv_tree_prepare(t, 1, 0, NULL, &prep, "rkv_tree_attach_tiers") != RKV_OK)
         return RKV_NIL;
     rkv_tree_prep_install(t, &prep);
-    r = rkv_tree_slot_take(t);
-    rkv_tnode *x = &t->nodes[r];
-    x->parent = 0;
-    x->u.ns = ns;
-    x->last_access = t->clock;
-    x->children_epoch = ++t->epoch;
-    rkv_cidx_insert(t, rkv_cidx_key_ns(ns), r);
-    t->num_namespaces++;
-    return r;
+    return rkv_tree_new_root(t, ns);
 }
 
 /* Record i as a one-page LOWER node under parent (a namespace root or a

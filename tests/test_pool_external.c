@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/host_tier.h"
 #include "tests/support/test_util.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -175,23 +176,31 @@ static void base_cfg(rkv_pool_config *c, rkv_dtype dt)
     c->dtype = dt;
 }
 
+/* The caller's buffers in layout lay for the base shape of type dt (in
+ * x->cfg), and a pool over them. */
+static rkv_pool *xkv_pool(xkv *x, rkv_dtype dt, uint32_t lay)
+{
+    rkv_pool_config cfg;
+    base_cfg(&cfg, dt);
+    xkv_open(x, &cfg, lay);
+    rkv_kv_buffers kb = xkv_buffers(x);
+    rkv_pool *pool;
+    OK(rkv_pool_create_external(&cfg, &kb, &pool));
+    return pool;
+}
+
 /* ---- accessors, copies ------------------------------------------------------- */
 
 Test(pool_external, accessors_and_copies)
 {
     for (uint32_t lay = 0; lay < LAY_COUNT; lay++) {
-        rkv_pool_config cfg;
-        base_cfg(&cfg, RKV_DTYPE_BF16);
         xkv x;
-        xkv_open(&x, &cfg, lay);
-        rkv_kv_buffers kb = xkv_buffers(&x);
-        rkv_pool *pool;
-        OK(rkv_pool_create_external(&cfg, &kb, &pool));
+        rkv_pool *pool = xkv_pool(&x, RKV_DTYPE_BF16, lay);
         cr_assert_eq(rkv_pool_kv_external(pool), 1);
         size_t bs, ts, hs;
         OK(rkv_pool_kv_strides(pool, &bs, &ts, &hs));
         cr_assert(bs == x.bs && ts == x.ts && hs == x.hs);
-        for (uint32_t l = 0; l < cfg.num_layers; l++) {
+        for (uint32_t l = 0; l < x.cfg.num_layers; l++) {
             void *k, *v;
             OK(rkv_pool_layer_kv(pool, l, &k, &v));
             cr_assert(k == x.k[l] && v == x.v[l]);
@@ -211,7 +220,7 @@ Test(pool_external, accessors_and_copies)
         uint8_t *host = malloc(2 * bpb);
         rkv_block_id two[2] = {7, 2};
         OK(rkv_pool_copy_to_host(pool, 2, two, host));
-        size_t row = cfg.head_dim * x.es, seg = 4 * 2 * row;
+        size_t row = x.cfg.head_dim * x.es, seg = 4 * 2 * row;
         for (uint32_t i = 0; i < 2; i++)
             for (uint32_t l = 0; l < 3; l++)
                 for (int s = 0; s < 2; s++)
@@ -320,25 +329,11 @@ Test(pool_external, refused_layouts)
 Test(pool_external, host_tier_roundtrip_every_byte)
 {
     for (uint32_t lay = 0; lay < LAY_COUNT; lay++) {
-        rkv_pool_config cfg;
-        base_cfg(&cfg, RKV_DTYPE_F16);
         xkv x;
-        xkv_open(&x, &cfg, lay);
-        rkv_kv_buffers kb = xkv_buffers(&x);
-        rkv_pool *pool;
-        OK(rkv_pool_create_external(&cfg, &kb, &pool));
+        rkv_pool *pool = xkv_pool(&x, RKV_DTYPE_F16, lay);
         rkv_tree *tree;
-        OK(rkv_tree_create(pool, NULL, &tree));
-        rkv_store_config sc;
-        rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
-        sc.capacity_blocks = 32;
-        sc.block_bytes = rkv_pool_bytes_per_block(pool);
         rkv_store *host;
-        OK(rkv_store_create(&sc, &host));
-        rkv_tier_config tc;
-        rkv_tier_config_init(&tc);
-        tc.host = host;
-        OK(rkv_tree_attach_tiers(tree, &tc));
+        rkv_test_host_tier(pool, 32, &tree, &host);
 
         enum { NP = 10 };
         int32_t tok[NP * 4];
@@ -429,14 +424,9 @@ Test(pool_external, attention_matches_pool_owned)
     const rkv_dtype dts[3] = {RKV_DTYPE_F16, RKV_DTYPE_BF16, RKV_DTYPE_F32};
     for (uint32_t lay = 0; lay < LAY_COUNT; lay++)
         for (int di = 0; di < 3; di++) {
-            rkv_pool_config cfg;
-            base_cfg(&cfg, dts[di]);
             xkv x;
-            xkv_open(&x, &cfg, lay);
-            rkv_kv_buffers kb = xkv_buffers(&x);
-            rkv_pool *own, *ext;
-            OK(rkv_pool_create(&cfg, &own));
-            OK(rkv_pool_create_external(&cfg, &kb, &ext));
+            rkv_pool *ext = xkv_pool(&x, dts[di], lay), *own;
+            OK(rkv_pool_create(&x.cfg, &own));
             rkv_attn *ao, *ae;
             OK(rkv_attn_create(own, &ao));
             OK(rkv_attn_create(ext, &ae));
@@ -455,7 +445,7 @@ Test(pool_external, attention_matches_pool_owned)
                 for (uint32_t t = 0; t < P; t++)
                     slots[ns++] = b * P + t;
             uint8_t *k = malloc(ns * row), *v = malloc(ns * row);
-            for (uint32_t l = 0; l < cfg.num_layers; l++) {
+            for (uint32_t l = 0; l < x.cfg.num_layers; l++) {
                 fill_elems(dts[di], k, (size_t)ns * H * D, &rng);
                 fill_elems(dts[di], v, (size_t)ns * H * D, &rng);
                 OK(rkv_attn_append(ao, l, ns, slots, k, v));
@@ -475,7 +465,7 @@ Test(pool_external, attention_matches_pool_owned)
             uint8_t *q = malloc(7 * qrow), *o1 = malloc(7 * qrow), *o2 = malloc(7 * qrow);
             float l1[7 * 4], l2[7 * 4];
             fill_elems(dts[di], q, (size_t)7 * Hq * D, &rng);
-            for (uint32_t l = 0; l < cfg.num_layers; l++) {
+            for (uint32_t l = 0; l < x.cfg.num_layers; l++) {
                 rkv_attn_params p = {l, Hq, 0.0f};
                 OK(rkv_attn_decode(ao, &p, &pkv, q, o1, l1));
                 OK(rkv_attn_decode(ae, &p, &pkv, q, o2, l2));

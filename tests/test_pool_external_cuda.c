@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/host_tier.h"
 
 #ifdef RKV_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -132,6 +133,22 @@ static void img_put_block(dev *d, uint32_t b, const uint8_t *in)
         memcpy(d->img[s / 2] + (s % 2) * SEG + b * seg, in + s * seg, seg);
 }
 
+/* The device buffers and an external pool over them; the test is skipped
+ * (the buffers freed) where the backend finds no device. */
+static rkv_pool *dev_pool(dev *d)
+{
+    dev_open(d);
+    rkv_kv_buffers kb = dev_buffers(d);
+    rkv_pool *pool;
+    rkv_status st = rkv_pool_create_external(&d->cfg, &kb, &pool);
+    if (st == RKV_ERR_NO_DEVICE) {
+        dev_close(d);
+        cr_skip_test(SKIP_MSG);
+    }
+    OK(st);
+    return pool;
+}
+
 #endif
 
 Test(pool_external_cuda, copies)
@@ -140,15 +157,7 @@ Test(pool_external_cuda, copies)
     cr_skip_test(SKIP_MSG);
 #else
     dev d;
-    dev_open(&d);
-    rkv_kv_buffers kb = dev_buffers(&d);
-    rkv_pool *pool;
-    rkv_status st = rkv_pool_create_external(&d.cfg, &kb, &pool);
-    if (st == RKV_ERR_NO_DEVICE) {
-        dev_close(&d);
-        cr_skip_test(SKIP_MSG);
-    }
-    OK(st);
+    rkv_pool *pool = dev_pool(&d);
     cr_assert_eq(rkv_pool_kv_external(pool), 1);
     size_t bpb = rkv_pool_bytes_per_block(pool);
     rkv_block_id ids[NB];
@@ -188,28 +197,11 @@ Test(pool_external_cuda, host_tier_roundtrip)
     cr_skip_test(SKIP_MSG);
 #else
     dev d;
-    dev_open(&d);
-    rkv_kv_buffers kb = dev_buffers(&d);
-    rkv_pool *pool;
-    rkv_status st = rkv_pool_create_external(&d.cfg, &kb, &pool);
-    if (st == RKV_ERR_NO_DEVICE) {
-        dev_close(&d);
-        cr_skip_test(SKIP_MSG);
-    }
-    OK(st);
+    rkv_pool *pool = dev_pool(&d);
     size_t bpb = rkv_pool_bytes_per_block(pool);
     rkv_tree *tree;
-    OK(rkv_tree_create(pool, NULL, &tree));
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
-    sc.capacity_blocks = 16;
-    sc.block_bytes = bpb;
     rkv_store *host;
-    OK(rkv_store_create(&sc, &host));
-    rkv_tier_config tc;
-    rkv_tier_config_init(&tc);
-    tc.host = host;
-    OK(rkv_tree_attach_tiers(tree, &tc));
+    rkv_test_host_tier(pool, 16, &tree, &host);
     enum { NP = 6 };
     int32_t tok[NP * P];
     for (uint32_t i = 0; i < NP * P; i++)
@@ -267,15 +259,7 @@ Test(pool_external_cuda, attention_matches_pool_owned)
     cr_skip_test(SKIP_MSG);
 #else
     dev d;
-    dev_open(&d);
-    rkv_kv_buffers kb = dev_buffers(&d);
-    rkv_pool *ext, *own;
-    rkv_status st = rkv_pool_create_external(&d.cfg, &kb, &ext);
-    if (st == RKV_ERR_NO_DEVICE) {
-        dev_close(&d);
-        cr_skip_test(SKIP_MSG);
-    }
-    OK(st);
+    rkv_pool *ext = dev_pool(&d), *own;
     OK(rkv_pool_create(&d.cfg, &own));
     rkv_attn *ae, *ao;
     OK(rkv_attn_create(ext, &ae));

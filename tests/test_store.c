@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/kv_pool.h"
 #include "support/test_util.h"
 #include "tier/disk_record.h"
 #include "tier/store.h"
@@ -31,13 +32,7 @@
 static rkv_pool *make_pool(uint32_t nblocks, uint32_t layers)
 {
     rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = nblocks;
-    cfg.page_size = 4;
-    cfg.num_layers = layers;
-    cfg.num_kv_heads = 2;
-    cfg.head_dim = 8;
-    cfg.dtype = RKV_DTYPE_F32;
+    rkv_test_kv_pool_config(&cfg, nblocks, layers);
     rkv_pool *p = NULL;
     OK(rkv_pool_create(&cfg, &p));
     return p;
@@ -390,13 +385,7 @@ Test(store, cuda_pool_pinned_store)
 {
     cr_assert_eq(setenv("RKV_CUDA_BACKEND", RKV_STORE_CUDA_BACKEND, 1), 0);
     rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 4;
-    pc.page_size = 4;
-    pc.num_layers = 2;
-    pc.num_kv_heads = 2;
-    pc.head_dim = 8;
-    pc.dtype = RKV_DTYPE_F32;
+    rkv_test_kv_pool_config(&pc, 4, 2);
     pc.device = RKV_DEVICE_CUDA;
     rkv_pool *pool = NULL;
     rkv_status st = rkv_pool_create(&pc, &pool);

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/kv_pool.h"
 #include "tier/disk_record.h"
 #include "tier/store.h"
 #include "radixkv.h"
@@ -63,6 +64,27 @@ static void cfg_disk(rkv_store_config *c, const char *path)
     c->path = path;
 }
 
+/* Most tests' start: a fresh directory (returned, for remove_dir), the path
+ * "f" in it (into f, 256 bytes) and a disk store config for that path. */
+static char *dir_with_cfg(char *f, rkv_store_config *c)
+{
+    char *dir = make_dir();
+    path_in(f, 256, dir, "f");
+    cfg_disk(c, f);
+    return dir;
+}
+
+/* Opens the store of c, which must succeed and say how it took the file. */
+static rkv_store *open_as(const rkv_store_config *c, int origin)
+{
+    rkv_store *s = NULL;
+    OK(rkv_store_create(c, &s));
+    rkv_store_info info;
+    OK(rkv_store_get_info(s, &info));
+    cr_assert_eq(info.file_origin, origin, "origin %d", info.file_origin);
+    return s;
+}
+
 /* Writes n bytes of buf to a new file path with the given mode. */
 static void write_file(const char *path, const void *buf, size_t n, mode_t mode)
 {
@@ -94,13 +116,7 @@ Test(store_file, magic_spelling)
     char *dir = make_dir(), f[256];
     path_in(f, sizeof f, dir, "f");
     rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 2;
-    pc.page_size = 4;
-    pc.num_layers = 2;
-    pc.num_kv_heads = 2;
-    pc.head_dim = 8;
-    pc.dtype = RKV_DTYPE_F32;
+    rkv_test_kv_pool_config(&pc, 2, 2);
     rkv_pool *pool = NULL;
     OK(rkv_pool_create(&pc, &pool));
     rkv_store_config c;
@@ -173,20 +189,16 @@ Test(store_file, refuses_symlink)
  * the store makes is 0600 whatever the umask. */
 Test(store_file, mode_0600)
 {
-    char *dir = make_dir(), f[256];
-    path_in(f, sizeof f, dir, "f");
+    char f[256];
     rkv_store_config c;
-    cfg_disk(&c, f);
+    char *dir = dir_with_cfg(f, &c);
     rkv_store *s = NULL;
     mode_t old = umask(0);
-    OK(rkv_store_create(&c, &s));
+    s = open_as(&c, RKV_STORE_FILE_CREATED);
     umask(old);
     struct stat st;
     cr_assert_eq(stat(f, &st), 0);
     cr_assert_eq(st.st_mode & 07777, 0600, "made with mode %04o", st.st_mode & 07777);
-    rkv_store_info info;
-    OK(rkv_store_get_info(s, &info));
-    cr_assert_eq(info.file_origin, RKV_STORE_FILE_CREATED);
     rkv_store_destroy(s);
     cr_assert(!exists(f), "the store's own file outlived it");
     const mode_t modes[] = {0666, 0644, 0640, 0604, 0620};
@@ -228,16 +240,12 @@ Test(store_file, refuses_hard_link)
  * that is not a tier file is refused and left as it was. */
 Test(store_file, empty_and_foreign)
 {
-    char *dir = make_dir(), f[256];
-    path_in(f, sizeof f, dir, "f");
+    char f[256];
     rkv_store_config c;
-    cfg_disk(&c, f);
+    char *dir = dir_with_cfg(f, &c);
     rkv_store *s = NULL;
     write_file(f, "", 0, 0600);
-    OK(rkv_store_create(&c, &s));
-    rkv_store_info info;
-    OK(rkv_store_get_info(s, &info));
-    cr_assert_eq(info.file_origin, RKV_STORE_FILE_EMPTY);
+    s = open_as(&c, RKV_STORE_FILE_EMPTY);
     rkv_store_destroy(s);
     cr_assert(exists(f), "the caller's file was removed");
     write_file(f, "precious user data\n", 19, 0600);
@@ -293,16 +301,12 @@ static void old_version(unsigned char *h) { h[8] = 1; }
  * destroy; the same with group access is refused. */
 static void leftover(void (*damage)(unsigned char *h), int want_origin)
 {
-    char *dir = make_dir(), f[256];
-    path_in(f, sizeof f, dir, "f");
-    leave_file(f, damage, 0600);
+    char f[256];
     rkv_store_config c;
-    cfg_disk(&c, f);
+    char *dir = dir_with_cfg(f, &c);
+    leave_file(f, damage, 0600);
     rkv_store *s = NULL;
-    OK(rkv_store_create(&c, &s));
-    rkv_store_info info;
-    OK(rkv_store_get_info(s, &info));
-    cr_assert_eq(info.file_origin, want_origin, "origin %d", info.file_origin);
+    s = open_as(&c, want_origin);
     OK(rkv_store_check(s));
     /* the store wrote its own header: a fresh file, all slots free */
     unsigned char head[8];
@@ -331,10 +335,9 @@ Test(store_file, leftover_old_version) { leftover(old_version, RKV_STORE_FILE_RE
  * or only our magic, is ours too. */
 Test(store_file, leftover_short_files)
 {
-    char *dir = make_dir(), f[256];
-    path_in(f, sizeof f, dir, "f");
+    char f[256];
     rkv_store_config c;
-    cfg_disk(&c, f);
+    char *dir = dir_with_cfg(f, &c);
     rkv_store *s = NULL;
     static const unsigned char zeros[100];
     write_file(f, zeros, sizeof zeros, 0600);
@@ -356,10 +359,9 @@ Test(store_file, leftover_short_files)
  * neither truncated nor removed by the refusal. */
 Test(store_file, live_file_is_busy)
 {
-    char *dir = make_dir(), f[256];
-    path_in(f, sizeof f, dir, "f");
+    char f[256];
     rkv_store_config c;
-    cfg_disk(&c, f);
+    char *dir = dir_with_cfg(f, &c);
     rkv_store *s = NULL, *s2 = NULL;
     OK(rkv_store_create(&c, &s));
     off_t size = file_size(f);

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/kv_pool.h"
 #include "tier/disk_record.h"
 #include "tier/store.h"
 #include "radixkv.h"
@@ -42,13 +43,7 @@ static void fx_init(fx *f)
     strcpy(f->dir, "/tmp/rkv-mac-XXXXXX");
     cr_assert_not_null(mkdtemp(f->dir));
     rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 2;
-    pc.page_size = 4;
-    pc.num_layers = 2;
-    pc.num_kv_heads = 2;
-    pc.head_dim = 8;
-    pc.dtype = RKV_DTYPE_F32;
+    rkv_test_kv_pool_config(&pc, 2, 2);
     OK(rkv_pool_create(&pc, &f->pool));
     f->bb = rkv_pool_bytes_per_block(f->pool);
     f->rb = rkv_record_bytes(f->bb);

@@ -250,6 +250,25 @@ static rkv_store_info info_of(const rkv_store *s)
     return i;
 }
 
+/* The next life: a fresh pool and tree, the file reopened warm and
+ * attached (its records rebuilt into the tree). */
+static void restart(wenv *e)
+{
+    start(e, 8);
+    OK(open_store(e, 1, MODEL, &e->disk));
+    attach(e);
+}
+
+/* Loads and checks every page a sequence still matches. */
+static void load_all_matches(wenv *e)
+{
+    for (uint32_t s = 0; s < NSEQ; s++) {
+        size_t n = match_pages(e, s, NULL);
+        if (n > 0)
+            load_and_verify(e, s, n);
+    }
+}
+
 Test(tier_warm, prefixes_hit_again_after_a_restart)
 {
     wenv e;
@@ -321,9 +340,7 @@ Test(tier_warm, torn_and_corrupt_records_are_skipped_and_counted)
     poke(&e, r4 + RKV_REC_HEADER + (off_t)bb / 2, z, bb / 2);
     free(z);
 
-    start(&e, 8);
-    OK(open_store(&e, 1, MODEL, &e.disk));
-    attach(&e);
+    restart(&e);
     rkv_store_info i = info_of(e.disk);
     cr_assert_eq(i.warm_skipped, 2);
     cr_assert_eq(i.warm_dropped, 1, "seq 0's page 4: its parent is gone");
@@ -366,9 +383,7 @@ Test(tier_warm, a_file_of_another_model_or_layout_is_refused)
     cr_assert_eq(after.st_size, before.st_size);
     cr_assert_eq(after.st_mtime, before.st_mtime);
     /* the same file is still good for the right store */
-    start(&e, 8);
-    OK(open_store(&e, 1, MODEL, &e.disk));
-    attach(&e);
+    restart(&e);
     cr_assert_eq(info_of(e.disk).warm_records, PAGES);
     stop(&e);
     teardown(&e);
@@ -443,11 +458,7 @@ Test(tier_warm, a_failed_read_of_the_scan_costs_that_record_only)
             hit += lower_pages(&e, s);
         if (!failed)
             cr_assert_eq(hit, (size_t)NSEQ * NPG);
-        for (uint32_t s = 0; s < NSEQ; s++) {
-            size_t n = match_pages(&e, s, NULL);
-            if (n > 0)
-                load_and_verify(&e, s, n);
-        }
+        load_all_matches(&e);
         stop(&e);
     }
     teardown(&e);
@@ -494,9 +505,7 @@ Test(tier_warm, below_a_host_the_rebuilt_pages_are_disk_pages)
     setup(&e);
     e.host = 1;
     first_life(&e);
-    start(&e, 8);
-    OK(open_store(&e, 1, MODEL, &e.disk));
-    attach(&e);
+    restart(&e);
     rkv_store_info i = info_of(e.disk);
     cr_assert_eq(i.warm_records, PAGES);
     cr_assert_eq(i.warm_skipped, 0);
@@ -514,11 +523,7 @@ Test(tier_warm, below_a_host_the_rebuilt_pages_are_disk_pages)
         disk_pages += tm.disk_tokens / P;
     }
     cr_assert_eq(disk_pages, NSEQ * NPG);
-    for (uint32_t s = 0; s < NSEQ; s++) {
-        size_t n = match_pages(&e, s, NULL);
-        if (n > 0)
-            load_and_verify(&e, s, n);
-    }
+    load_all_matches(&e);
     stop(&e);
     teardown(&e);
 }
@@ -551,9 +556,7 @@ Test(tier_warm, a_record_whose_tokens_do_not_hash_to_it_is_dropped)
     fclose(f);
     free(rec);
 
-    start(&e, 8);
-    OK(open_store(&e, 1, MODEL, &e.disk));
-    attach(&e);
+    restart(&e);
     rkv_store_info i = info_of(e.disk);
     cr_assert_eq(i.warm_records, PAGES, "it verifies as a record");
     cr_assert_eq(i.warm_dropped, 1, "but not as the page its hash names");
@@ -578,9 +581,7 @@ Test(tier_warm, records_of_queued_stores_carry_their_chain)
     setup(&e);
     e.policy = RKV_WRITE_THROUGH;
     first_life(&e);
-    start(&e, 8);
-    OK(open_store(&e, 1, MODEL, &e.disk));
-    attach(&e);
+    restart(&e);
     rkv_store_info i = info_of(e.disk);
     cr_assert_eq(i.warm_records, PAGES);
     cr_assert_eq(i.warm_dropped, 0);

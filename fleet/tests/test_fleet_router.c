@@ -55,8 +55,11 @@ static void start_router(rt *t, int k, const char *hb_timeout_ms)
     start_router_with(t, k, hb_timeout_ms, 0);
 }
 
+/* Skipped without a nats-server; else a server, JetStream and the chain. */
 static void bring_up(rt *t)
 {
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
     memset(t, 0, sizeof *t);
     nh_start(&t->h);
     cr_assert_eq(natsConnection_JetStream(&t->js, t->h.nc, NULL), NATS_OK);
@@ -67,6 +70,17 @@ static void bring_up(rt *t)
             tok[i] = (int32_t)(j * 16 + (uint32_t)i);
         t->chain[j] = parent = rkv_block_hash(parent, 0, tok, 16);
     }
+}
+
+/* The publisher of the tests' real instance: instance 9, epoch 1, a
+ * heartbeat every 100 ms. */
+static void instance_9(rkv_fleet_pub_config *cfg)
+{
+    rkv_fleet_pub_config_init(cfg);
+    cfg->model = MODEL;
+    cfg->instance = 9;
+    cfg->epoch = 1;
+    cfg->heartbeat_ms = 100;
 }
 
 static void teardown(rt *t)
@@ -222,15 +236,11 @@ static void many_instances(uint32_t n)
 
 Test(fleet_router, reply_lists_best_64_of_65_instances)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     many_instances(65);
 }
 
 Test(fleet_router, reply_lists_best_64_of_1024_instances)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     many_instances(RKV_ROUTER_MAX_INSTANCES);
 }
 
@@ -304,8 +314,6 @@ static int all_stats(rt *t, double q[4])
  * query is answered once, and both answer some. */
 Test(fleet_router, two_routers_share_the_queries)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     rt t;
     bring_up(&t);
     start_router(&t, 0, "600000");
@@ -351,8 +359,6 @@ Test(fleet_router, two_routers_share_the_queries)
 #define BIG_PAGES 1000u
 Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     rt t;
     bring_up(&t);
     start_router(&t, 0, "600000");
@@ -383,11 +389,7 @@ Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
     cr_assert_eq(ts.cached_blocks, BIG_PROMPTS * BIG_PAGES);
 
     rkv_fleet_pub_config cfg;
-    rkv_fleet_pub_config_init(&cfg);
-    cfg.model = MODEL;
-    cfg.instance = 9;
-    cfg.epoch = 1;
-    cfg.heartbeat_ms = 100;
+    instance_9(&cfg);
     rkv_fleet_pub *pub = NULL;
     cr_assert_eq(rkv_fleet_pub_create(&cfg, t.h.nc, tree, &pub), RKV_OK, "%s",
                  rkv_last_error());
@@ -445,8 +447,6 @@ Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
  * which goes on heartbeating, is routed to as soon as it is heard. */
 Test(fleet_router, restart_does_not_resurrect_a_dead_instance)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     rt t;
     bring_up(&t);
     start_router(&t, 0, "30000");
@@ -512,8 +512,6 @@ static uint32_t pages_on_9(rt *t, const uint64_t *h, uint32_t n)
  * instance caches after the restart reaches the index. */
 Test(fleet_router, memory_stream_lost_in_server_restart_is_rebuilt)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     rt t;
     bring_up(&t);
     start_router_with(&t, 0, "60000", 1);
@@ -529,11 +527,7 @@ Test(fleet_router, memory_stream_lost_in_server_restart_is_rebuilt)
     cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK);
     cr_assert_eq(rkv_tree_create(pool, &tc, &tree), RKV_OK);
     rkv_fleet_pub_config cfg;
-    rkv_fleet_pub_config_init(&cfg);
-    cfg.model = MODEL;
-    cfg.instance = 9;
-    cfg.epoch = 1;
-    cfg.heartbeat_ms = 100;
+    instance_9(&cfg);
     cfg.publish_wait_ms = 200;
     rkv_fleet_pub *pub = NULL;
     cr_assert_eq(rkv_fleet_pub_create(&cfg, t.h.nc, tree, &pub), RKV_OK);

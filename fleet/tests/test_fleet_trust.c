@@ -233,6 +233,21 @@ static void add_instance(world *w)
         w->q_n[q] = evd_tokens(&rng, w->q_tok[q], &w->q_ns[q]);
 }
 
+/* A server without authentication (nats_harness's), the router's log in
+ * its directory. */
+static void start_plain(world *w)
+{
+    nh_start(&w->h);
+    snprintf(w->log, sizeof w->log, "%s/router.log", w->h.dir);
+}
+
+/* The instance on its own plain connection, publishing. */
+static void connect_instance(world *w)
+{
+    cr_assert_eq(natsConnection_ConnectTo(&w->inc, w->h.url), NATS_OK);
+    add_instance(w);
+}
+
 static void poll_pub(world *w)
 {
     rkv_status s = rkv_fleet_pub_poll(w->pub, nh_ms_now(), 0, 0);
@@ -307,6 +322,14 @@ static uint64_t wait_stat(world *w, const char *name, uint64_t want, const char 
         nh_nap_ms(20);
     }
     return v;
+}
+
+/* Every test's start: skipped without a nats-server, else an empty world. */
+static void world_begin(world *w)
+{
+    if (!nh_have_server())
+        cr_skip_test(NH_SKIP_MESSAGE);
+    memset(w, 0, sizeof *w);
 }
 
 static void teardown(world *w)
@@ -388,10 +411,8 @@ static void wait_not_permitted(int want, const char *what)
 
 Test(fleet_trust, permissions_refuse_and_forged_ids_are_rejected)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     world w;
-    memset(&w, 0, sizeof w);
+    world_begin(&w);
     set_passwords();
     start_server(&w, RKV_SOURCE_DIR "/fleet/conf/nats-server-auth.conf", NULL);
     cr_assert_eq(connect_as(&w, "client", getenv("RKV_NATS_CLIENT_PASSWORD"), NULL,
@@ -480,14 +501,12 @@ static void openssl(const char *dir, const char *args)
 
 Test(fleet_trust, tls_with_a_verified_client_certificate)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    world w;
+    world_begin(&w);
     if (access(RKV_OPENSSL, X_OK) != 0) {
         fprintf(stderr, "openssl not found: the fleet TLS test is skipped\n");
         cr_skip_test("openssl not found: the fleet TLS test is skipped");
     }
-    world w;
-    memset(&w, 0, sizeof w);
     /* the certificates go to a directory of their own, made first */
     char d[64];
     snprintf(d, sizeof d, "/tmp/rkv-tls-XXXXXX");
@@ -546,18 +565,14 @@ Test(fleet_trust, tls_with_a_verified_client_certificate)
 
 Test(fleet_trust, snapshot_requests_are_rate_limited_per_instance)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     world w;
-    memset(&w, 0, sizeof w);
-    nh_start(&w.h);
-    snprintf(w.log, sizeof w.log, "%s/router.log", w.h.dir);
+    world_begin(&w);
+    start_plain(&w);
     char *argv[] = {RKV_ROUTER_BIN, "--server", w.h.url, "--model", MODEL,
                     "--snapshot-timeout-ms", "200", "--snapshot-burst", "2",
                     "--snapshot-interval-ms", "600000", NULL};
     start_router(&w, argv);
-    cr_assert_eq(natsConnection_ConnectTo(&w.inc, w.h.url), NATS_OK);
-    add_instance(&w);
+    connect_instance(&w);
     churn(&w, 60, 5);
     wait_agree(&w, "at start");
     /* an instance whose stream keeps breaking (or a peer breaking it: a
@@ -598,18 +613,14 @@ Test(fleet_trust, snapshot_requests_are_rate_limited_per_instance)
 
 Test(fleet_trust, index_budget_bounds_entries_and_logs_drops)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     world w;
-    memset(&w, 0, sizeof w);
-    nh_start(&w.h);
-    snprintf(w.log, sizeof w.log, "%s/router.log", w.h.dir);
+    world_begin(&w);
+    start_plain(&w);
     char *argv[] = {RKV_ROUTER_BIN, "--server", w.h.url, "--model", MODEL,
                     "--index-max-entries", "16", NULL};
     start_router(&w, argv);
     cr_assert_eq(stat_of(&w, "radixkv_router_index_entries_limit"), 16);
-    cr_assert_eq(natsConnection_ConnectTo(&w.inc, w.h.url), NATS_OK);
-    add_instance(&w); /* a 96-block pool: more than 16 cached soon */
+    connect_instance(&w); /* a 96-block pool: more than 16 cached soon */
     churn(&w, 200, 5);
     wait_stat(&w, "radixkv_router_events_over_budget_total", 1, "over the budget");
     for (int i = 0; i < 20; i++) {
@@ -627,10 +638,8 @@ Test(fleet_trust, index_budget_bounds_entries_and_logs_drops)
  * environment (RKV_NATS_TOKEN), the test's from a --token-file. */
 Test(fleet_trust, token_authentication)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     world w;
-    memset(&w, 0, sizeof w);
+    world_begin(&w);
     char tok[64], arg[80];
     snprintf(tok, sizeof tok, "tok-%d-s3cret", (int)getpid());
     snprintf(arg, sizeof arg, "--auth=%s", tok);
@@ -721,10 +730,8 @@ static void make_nkey(char *pub, char *seed)
  * that NKey user (and the test's). */
 Test(fleet_trust, nkey_authentication)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     world w;
-    memset(&w, 0, sizeof w);
+    world_begin(&w);
     char pub[2][64], seed[2][80];
     make_nkey(pub[0], seed[0]);
     make_nkey(pub[1], seed[1]);
@@ -829,10 +836,8 @@ static void make_jwt(const char *iss, const uint8_t iss_sk[64], const char *sub,
  * router connects with the user's .creds file (--creds). */
 Test(fleet_trust, creds_file_authentication)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
     world w;
-    memset(&w, 0, sizeof w);
+    world_begin(&w);
     char opub[64], oseed[80], apub[64], aseed[80], upub[64], useed[80], spub[64],
         sseed[80];
     uint8_t osk[64], ask[64], usk[64], ssk[64];
