@@ -13,7 +13,8 @@ static const char text_overview[] =
 "       radixkv bridge --zmq ENDPOINT --instance ID --model NAME [options]\n"
 "                                     a vLLM/SGLang worker into the fleet\n"
 "                                     (radixkv bridge --help)\n"
-"       radixkv help [replay|sweep]   (also: radixkv COMMAND --help)\n"
+"       radixkv help [replay|sweep|router|bridge]\n"
+"                                     (also: radixkv COMMAND --help)\n"
 "       radixkv --version\n"
 "\n";
 
