@@ -723,3 +723,19 @@ Test(cli, fleet_table_durations_in_human_units)
     free(out);
     free(err);
 }
+
+/* The slow runs say how long they take: replay at --time-scale 1 and the
+ * default sweep (the help texts of replay and sweep). */
+Test(cli, help_gives_run_times)
+{
+    char *out, *err;
+    cr_assert_eq(run("help replay", &out, &err), 0);
+    cr_assert(strstr(out, "Run time on the embedded trace") != NULL &&
+                  strstr(out, "with --time-scale 1") != NULL, "%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run("help sweep", &out, &err), 0);
+    cr_assert(strstr(out, "The default sweep takes about") != NULL, "%s", out);
+    free(out);
+    free(err);
+}
