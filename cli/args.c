@@ -838,7 +838,8 @@ enum rkv_cli_action rkv_cli_parse(int argc, char **argv, rkv_cli_options *o,
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         o->help_topic = RKV_TOPIC_ALL;
         if (argc > 3 || (argc == 3 && !topic_of(argv[2], &o->help_topic))) {
-            perr_set(&e, "help: expected 'replay' or 'sweep', got '%s'", argv[2]);
+            perr_set(&e, "help: expected 'replay', 'sweep', 'router' or 'bridge', "
+                        "got '%s'", argv[2]);
             return RKV_ACT_USAGE_ERROR;
         }
         return RKV_ACT_HELP;

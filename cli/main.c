@@ -7,7 +7,8 @@
  *                                      (fleet/router_daemon.h; radixkv-router)
  *   radixkv bridge [options]           a vLLM/SGLang worker's KV events into
  *                                      the fleet (fleet/bridge_daemon.h)
- *   radixkv help [COMMAND]             usage (also --help, -h); --version
+ *   radixkv help [COMMAND]             usage (also --help, -h); --version;
+ *                                      help router / help bridge: theirs
  *
  * Exit status: 0 success, 1 a runtime failure (unreadable or malformed
  * trace, replay error, a failed write to stdout -- /dev/full, a closed
@@ -509,6 +510,16 @@ static int run_bridge(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* `radixkv help router|bridge`: the daemon's own help, word for word
+     * what `radixkv router --help` prints (or its "not built in"), since
+     * the usage line sends people there. */
+    if (argc == 3 && strcmp(argv[1], "help") == 0 &&
+        (strcmp(argv[2], "router") == 0 || strcmp(argv[2], "bridge") == 0)) {
+        char help[] = "--help";
+        char *sub[] = {argv[2], help, NULL};
+        return strcmp(argv[2], "router") == 0 ? run_router(2, sub)
+                                              : run_bridge(2, sub);
+    }
     if (argc >= 2 && strcmp(argv[1], "router") == 0)
         return run_router(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bridge") == 0)

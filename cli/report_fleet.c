@@ -69,16 +69,20 @@ void rkv_fleet_report_text(FILE *f, const rkv_cli_options *o,
                "instance count\n",
             o->time_scale_auto ? "auto / instances" : "as given");
     fprintf(f, "%9s  %-12s %9s %8s %12s %12s %8s %12s %8s %10s\n",
-            "instances", "route", "requests", "hit", "TTFT p50 ms",
-            "TTFT p99 ms", "balance", "queued tok", "preempt", "scale");
+            "instances", "route", "requests", "hit", "TTFT p50",
+            "TTFT p99", "balance", "queued tok", "preempt", "scale");
     for (size_t i = 0; i < n; i++) {
         const rkv_fleet_result *r = &runs[i].r;
-        fprintf(f, "%9u  %-12s %9llu %7.2f%% %12.1f %12.1f %8.2f %12.0f "
+        /* the single replay's units (report.c), so the two read alike */
+        char p50[32], p99[32];
+        fprintf(f, "%9u  %-12s %9llu %7.2f%% %12s %12s %8.2f %12.0f "
                    "%8llu %10.4g\n",
                 r->instances, rkv_route_name(r->route),
                 (unsigned long long)r->total.requests,
-                100.0 * r->total.hit_rate, r->total.ttft_ms.p50,
-                r->total.ttft_ms.p99, r->balance, r->queued_mean,
+                100.0 * r->total.hit_rate,
+                rkv_fmt_duration(p50, sizeof p50, r->total.ttft_ms.p50),
+                rkv_fmt_duration(p99, sizeof p99, r->total.ttft_ms.p99),
+                r->balance, r->queued_mean,
                 (unsigned long long)r->total.preemptions, runs[i].time_scale);
     }
     fputs("balance: max / mean over instances of the queued prompt tokens "
@@ -92,18 +96,20 @@ void rkv_fleet_report_text(FILE *f, const rkv_cli_options *o,
             (unsigned long long)o->rc.disk_capacity_tokens);
     fprintf(f, "%9s  %-12s %8s %8s %8s %12s %12s %10s\n", "instances",
             "route", "device", "host", "disk", "loaded blk", "stored blk",
-            "load s");
+            "load time");
     for (size_t i = 0; i < n; i++) {
         const rkv_fleet_result *r = &runs[i].r;
         const rkv_replay_result *t = &r->total;
         double pt = t->prompt_tokens ? (double)t->prompt_tokens : 1.0;
-        fprintf(f, "%9u  %-12s %7.2f%% %7.2f%% %7.2f%% %12llu %12llu %10.3f\n",
+        char load[32];
+        fprintf(f, "%9u  %-12s %7.2f%% %7.2f%% %7.2f%% %12llu %12llu %10s\n",
                 r->instances, rkv_route_name(r->route),
                 100.0 * (double)t->hit_tokens_by_medium[RKV_MEDIUM_DEVICE] / pt,
                 100.0 * (double)t->hit_tokens_by_medium[RKV_MEDIUM_HOST] / pt,
                 100.0 * (double)t->hit_tokens_by_medium[RKV_MEDIUM_DISK] / pt,
                 (unsigned long long)t->load_blocks,
-                (unsigned long long)t->store_blocks, t->load_ms_total / 1e3);
+                (unsigned long long)t->store_blocks,
+                rkv_fmt_duration(load, sizeof load, t->load_ms_total));
     }
 }
 

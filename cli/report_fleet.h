@@ -2,7 +2,8 @@
  * cli/report_fleet.h -- formats fleet replays (rkv_replay_fleet, one per
  * instance count x route) as one table for people or one JSON object.
  *
- * Columns: instances, route, requests finished, hit rate, TTFT p50 / p99,
+ * Columns: instances, route, requests finished, hit rate, TTFT p50 / p99
+ * (human units, rkv_fmt_duration, as the single replay's report),
  * load balance (max / mean over instances of the queued prompt tokens,
  * averaged over arrivals; 1.00 = even), mean queued tokens, preemptions,
  * simulated and host time. JSON: {"command", "version", "options",

@@ -13,7 +13,8 @@ static const char text_overview[] =
 "       radixkv bridge --zmq ENDPOINT --instance ID --model NAME [options]\n"
 "                                     a vLLM/SGLang worker into the fleet\n"
 "                                     (radixkv bridge --help)\n"
-"       radixkv help [replay|sweep]   (also: radixkv COMMAND --help)\n"
+"       radixkv help [replay|sweep|router|bridge]\n"
+"                                     (also: radixkv COMMAND --help)\n"
 "       radixkv --version\n"
 "\n";
 
@@ -29,11 +30,16 @@ static const char text_replay[] =
 "        holds at most 1 MiB (1048576 bytes).\n"
 "        In sched order (the default) the report also gives the cache-alone\n"
 "        hit rate (--order file) beside the scheduler's, and says whether\n"
-"        the simulated GPU kept up with the arrivals.\n";
+"        the simulated GPU kept up with the arrivals.\n"
+"        Run time on the embedded trace (Release build, one core of a\n"
+"        2-core Xeon server): about 4 s at the default time scale; about\n"
+"        30 s with --time-scale 1 (the overloaded GPU's queues grow long).\n";
 
 static const char text_sweep[] =
 "sweep   Runs the replay at several capacities (and policies) and prints a\n"
-"        table; writes an SVG plot of hit rate and TTFT vs capacity.\n";
+"        table; writes an SVG plot of hit rate and TTFT vs capacity.\n"
+"        The default sweep takes about 45 s on the embedded trace (Release\n"
+"        build, one core of a 2-core Xeon server); --order file, about 4 s.\n";
 
 static const char text_common[] =
 "\n"

@@ -656,3 +656,86 @@ Test(cli, default_run_is_a_sustained_operating_point)
     free(out);
     free(err);
 }
+
+/* `radixkv help router` / `help bridge` print what `radixkv router --help` /
+ * `radixkv bridge --help` print (the usage line sends people there), or the
+ * same "not built in" when the build lacks NATS / libzmq. */
+Test(cli, help_names_the_daemons)
+{
+    static const char *const subs[] = {"router", "bridge"};
+    for (size_t i = 0; i < 2; i++) {
+        char args[32];
+        char *out, *err, *hout, *herr;
+        snprintf(args, sizeof args, "%s --help", subs[i]);
+        int rc = run(args, &out, &err);
+        snprintf(args, sizeof args, "help %s", subs[i]);
+        int hrc = run(args, &hout, &herr);
+        cr_assert_eq(hrc, rc, "help %s: exit %d, %s --help: %d (%s)", subs[i],
+                     hrc, subs[i], rc, herr);
+        cr_assert_str_eq(hout, out, "help %s prints %s --help", subs[i], subs[i]);
+        cr_assert_str_eq(herr, err);
+        cr_assert(rc == 0 ? strstr(out, "--model") != NULL
+                          : strstr(err, "not available") != NULL,
+                  "%s: %s%s", subs[i], out, err);
+        free(out);
+        free(err);
+        free(hout);
+        free(herr);
+    }
+    char *out, *err;
+    cr_assert_eq(run("help", &out, &err), 0);
+    cr_assert(strstr(out, "help [replay|sweep|router|bridge]") != NULL, "%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run("help frobnicate", &out, &err), 2);
+    cr_assert(strstr(err, "'router' or 'bridge'") != NULL, "%s", err);
+    free(out);
+    free(err);
+}
+
+/* The fleet table writes durations as the single replay's report does
+ * (rkv_fmt_duration: "637.9 ms", "3.11 s"), not bare milliseconds. */
+Test(cli, fleet_table_durations_in_human_units)
+{
+    char *out, *err;
+    cr_assert_eq(run("replay --limit 300 --instances 2 --route kv,round-robin "
+                     "--no-progress", &out, &err), 0, "%s", err);
+    size_t rows = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        unsigned inst;
+        char route[16];
+        unsigned long long reqs;
+        double hit;
+        if (sscanf(line, "%u %15s %llu %lf%%", &inst, route, &reqs, &hit) != 4)
+            continue;
+        /* after the hit rate: TTFT p50 and p99, each a number and a unit */
+        const char *p = strchr(line, '%') + 1;
+        double v1, v2;
+        char u1[8], u2[8];
+        cr_assert_eq(sscanf(p, "%lf %7s %lf %7s", &v1, u1, &v2, u2), 4, "%s", line);
+        cr_assert(!strcmp(u1, "ms") || !strcmp(u1, "s") || !strcmp(u1, "min") ||
+                      !strcmp(u1, "h"), "TTFT p50 has a unit: %s", line);
+        cr_assert(!strcmp(u2, "ms") || !strcmp(u2, "s") || !strcmp(u2, "min") ||
+                      !strcmp(u2, "h"), "TTFT p99 has a unit: %s", line);
+        rows++;
+    }
+    cr_assert_eq(rows, 2, "one row per route");
+    free(out);
+    free(err);
+}
+
+/* The slow runs say how long they take: replay at --time-scale 1 and the
+ * default sweep (the help texts of replay and sweep). */
+Test(cli, help_gives_run_times)
+{
+    char *out, *err;
+    cr_assert_eq(run("help replay", &out, &err), 0);
+    cr_assert(strstr(out, "Run time on the embedded trace") != NULL &&
+                  strstr(out, "with --time-scale 1") != NULL, "%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run("help sweep", &out, &err), 0);
+    cr_assert(strstr(out, "The default sweep takes about") != NULL, "%s", out);
+    free(out);
+    free(err);
+}
