@@ -8,6 +8,12 @@
  * both (the chain device -> host -> disk, radix/tree_tier.c); the file
  * order and the scheduler replays take all three.
  *
+ * With cfg->disk_path the disk store is real: a file of records whose
+ * payloads are synthetic (tier/store_synth.c: a pattern of the page's
+ * hash, verified on every load, since the pool has no bytes), opened with
+ * warm restart so that the next run on the file re-indexes it, and
+ * flushed down to at the end of a run (rkv_replay_disk_finish).
+ *
  * The scheduler replay (replay_tiers.h) adds: the scheduler's tier costs
  * from the cost model, and the time of a plan's loads, charged by the
  * replay from the plan's copy list (pcie_gbps for host pages, the slower
