@@ -51,6 +51,8 @@ enum { OPT_PCIE_GBPS = 512, OPT_DISK_GBPS, OPT_SWAP, OPT_HOST_CAPACITIES,
        OPT_DROP_PINNED };
 /* session signals (retention v2) */
 enum { OPT_SESSION_SIGNALS = 600 };
+/* the real disk path (tiers v2) */
+enum { OPT_DISK_PATH = 620, OPT_DISK_RECORD_BYTES };
 
 #define FOR_R 1u
 #define FOR_S 2u
@@ -122,6 +124,8 @@ static const optdef optdefs[] = {
     {"pin-cap-pct", required_argument, OPT_PIN_CAP, FOR_B},
     {"drop-pinned", no_argument, OPT_DROP_PINNED, FOR_B},
     {"session-signals", required_argument, OPT_SESSION_SIGNALS, FOR_B},
+    {"disk-path", required_argument, OPT_DISK_PATH, FOR_R},
+    {"disk-record-bytes", required_argument, OPT_DISK_RECORD_BYTES, FOR_R},
     {"trace-format", required_argument, OPT_TRACE_FORMAT, FOR_B},
     {"block-tokens", required_argument, OPT_BLOCK_TOKENS, FOR_B},
     {"tool-share", required_argument, OPT_TOOL_SHARE, FOR_B},
@@ -650,6 +654,14 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_DISK_GBPS: m->disk_gbps = need_real(e, f, v, 1e-6, 1e6); break;
     case OPT_SWAP: o->rc.swap = 1; break;
     case OPT_DROP_PINNED: o->rc.drop_pinned = 1; break;
+    case OPT_DISK_PATH:
+        if (v[0] == '\0')
+            perr_set(e, "--disk-path: empty path");
+        o->rc.disk_path = v;
+        break;
+    case OPT_DISK_RECORD_BYTES:
+        o->rc.disk_record_bytes = (uint32_t)need_count(e, f, v, 1, 1u << 24);
+        break;
     case OPT_HOST_CAPACITIES: o->host_caps_arg = v; break;
     case OPT_JSON: o->json = 1; break;
     case OPT_NO_PROGRESS: o->progress = 0; break;
@@ -814,6 +826,12 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
                     "--load-period-ms need a fleet (--instances, --route kv)");
     if (o->host_caps_arg)
         finish_host_caps(e, o, caps);
+    /* one file, one store: a fleet's instances would share it */
+    if (o->rc.disk_path && (o->rc.disk_capacity_tokens == 0 || o->fleet))
+        perr_set(e, "--disk-path needs --disk-capacity-tokens and one "
+                    "instance (a fleet's instances cannot share the file)");
+    if (o->rc.disk_record_bytes && !o->rc.disk_path)
+        perr_set(e, "--disk-record-bytes applies to --disk-path");
     if (!o->capacity_set) {
         uint64_t c = rkv_cost_default_capacity_tokens(&o->rc.cost);
         if (c == 0 && o->cmd == RKV_CMD_REPLAY)

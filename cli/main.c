@@ -306,6 +306,7 @@ static int run_replay(rkv_cli_options *o, const rkv_workload *wl,
         job.cfg = o->rc;
         job.cfg.progress = NULL;
         job.cfg.per_request = NULL;
+        job.cfg.disk_path = NULL; /* the file is the scheduler replay's */
         pthread_t th;
         int threaded = pthread_create(&th, NULL, alone_main, &job) == 0;
         st = rkv_replay_sched(wl, &o->rc, &res);

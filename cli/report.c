@@ -157,7 +157,7 @@ static void json_tiers(FILE *f, const rkv_replay_config *cfg,
                "\"host\":%llu,\"disk\":%llu},\"load_blocks\":%llu,"
                "\"store_blocks\":%llu,\"failed_loads\":%llu,"
                "\"swap_out_blocks\":%llu,\"swap_in_blocks\":%llu,"
-               "\"load_ms_total\":%.3f}",
+               "\"load_ms_total\":%.3f",
             (unsigned long long)cfg->host_capacity_tokens,
             (unsigned long long)cfg->disk_capacity_tokens,
             write_policy_name(cfg->write_policy), cfg->selective_hits,
@@ -170,6 +170,25 @@ static void json_tiers(FILE *f, const rkv_replay_config *cfg,
             (unsigned long long)r->failed_loads,
             (unsigned long long)r->swap_out_blocks,
             (unsigned long long)r->swap_in_blocks, r->load_ms_total);
+    /* the disk file's counters (--disk-path), null without one */
+    if (!r->disk_file) {
+        fputs(",\"disk_file\":null}", f);
+        return;
+    }
+    fprintf(f, ",\"disk_file\":{\"warm_start\":%s,\"direct_io\":%s,"
+               "\"io_uring\":%s,\"records_written\":%llu,\"records_read\":%llu,"
+               "\"verified\":%llu,\"verify_failed\":%llu,\"reindexed\":%llu,"
+               "\"skipped\":%llu,\"dropped\":%llu}}",
+            r->disk_warm_file ? "true" : "false",
+            r->disk_direct_io ? "true" : "false",
+            r->disk_io_uring ? "true" : "false",
+            (unsigned long long)r->disk_writes,
+            (unsigned long long)r->disk_reads,
+            (unsigned long long)r->disk_verified,
+            (unsigned long long)r->disk_verify_failed,
+            (unsigned long long)r->disk_warm_records,
+            (unsigned long long)r->disk_warm_skipped,
+            (unsigned long long)r->disk_warm_dropped);
 }
 
 /* Hits split by medium, transfers, and the load time inside the steps
@@ -204,6 +223,22 @@ static void text_tiers(FILE *f, const rkv_replay_config *cfg,
                    "in the TTFT of the requests that waited for it)\n",
                 rkv_fmt_duration(a, sizeof a, r->load_ms_total),
                 cfg->cost.pcie_gbps, cfg->cost.disk_gbps);
+    if (r->disk_file) {
+        fprintf(f, "  disk file      %s records written, %s read (%s%s); "
+                   "%s loads verified, %s failed verification\n",
+                commas(a, sizeof a, r->disk_writes),
+                commas(b, sizeof b, r->disk_reads),
+                r->disk_direct_io ? "O_DIRECT" : "buffered",
+                r->disk_io_uring ? ", io_uring" : "",
+                commas(c, sizeof c, r->disk_verified),
+                commas(d, sizeof d, r->disk_verify_failed));
+        fprintf(f, "  warm restart   %s: %s records re-indexed, %s skipped "
+                   "(failed verification), %s dropped (orphans, duplicates)\n",
+                r->disk_warm_file ? "an earlier run's file" : "a new file",
+                commas(a, sizeof a, r->disk_warm_records),
+                commas(b, sizeof b, r->disk_warm_skipped),
+                commas(c, sizeof c, r->disk_warm_dropped));
+    }
 }
 
 void rkv_report_json(FILE *f, const rkv_replay_config *cfg,

@@ -105,6 +105,13 @@ typedef struct rkv_replay_config {
     int drop_pinned;           /* rkv_tier_config.drop_pinned: 1 = device
                                   pressure revokes pins; 0 (default) =
                                   pins are lowered into the tiers          */
+    /* a real disk file below the metadata-only pool (sim/replay_tiers.c):
+       with disk_capacity_tokens, the disk tier writes one record per page
+       to this path (or radixkv-tier.blocks in this directory), its payload
+       a pattern of the page's hash verified on every load, and keeps it
+       for the next run (warm restart); NULL = metadata only              */
+    const char *disk_path;
+    uint32_t disk_record_bytes; /* payload bytes per record (0 = 2048)   */
 } rkv_replay_config;
 
 /*
@@ -252,6 +259,14 @@ typedef struct rkv_replay_result {
              pins_released, pins_revoked;
     uint64_t pins_demoted; /* lowered into the tiers instead of revoked */
     uint64_t ended_pages;  /* pages marked by session ends (END signal)  */
+    /* the disk file (disk_path; zero without one): records read and
+     * written (the end-of-run flush included), loads whose payload matched
+     * / did not match its pattern, and the warm restart's records found at
+     * start: re-indexed, skipped (failed verification), dropped (orphans,
+     * duplicates) */
+    int disk_file, disk_direct_io, disk_io_uring, disk_warm_file;
+    uint64_t disk_reads, disk_writes, disk_verified, disk_verify_failed;
+    uint64_t disk_warm_records, disk_warm_skipped, disk_warm_dropped;
 } rkv_replay_result;
 
 /* Blocks that hold every full page the workload could cache (prompts, plus

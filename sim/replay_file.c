@@ -317,6 +317,8 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
                                        [RKV_MEDIUM_DEVICE]);
         }
     }
+    if (st == RKV_OK)
+        st = rkv_replay_disk_finish(cfg, tree, disk, &res);
     file_bufs_free(&b);
     rkv_ret_plan_free(&plan);
     rkv_tree_destroy(tree);

@@ -27,4 +27,11 @@ rkv_status rkv_replay_open_tier_chain(const rkv_replay_config *cfg,
                                       rkv_tree *tree, rkv_store **host,
                                       rkv_store **disk);
 
+/* With cfg->disk_path: writes the tree's device and host pages down to the
+ * disk file (rkv_tree_tier_flush, for the next run's warm restart) and
+ * adds the file's counters to res. Nothing otherwise. */
+rkv_status rkv_replay_disk_finish(const rkv_replay_config *cfg,
+                                  rkv_tree *tree, rkv_store *disk,
+                                  rkv_replay_result *res);
+
 #endif

@@ -651,6 +651,8 @@ rkv_status rkv_replay_sched(const rkv_workload *wl,
     if (st == RKV_OK) {
         st = collect(&r, &res);
     }
+    if (st == RKV_OK)
+        st = rkv_replay_disk_finish(cfg, r.tree, r.disk, &res);
     rkv_inst_free(&r);
     if (st != RKV_OK)
         return st;

@@ -8,6 +8,12 @@
  * both (the chain device -> host -> disk, radix/tree_tier.c); the file
  * order and the scheduler replays take all three.
  *
+ * With cfg->disk_path the disk store is real: a file of records whose
+ * payloads are synthetic (tier/store_synth.c: a pattern of the page's
+ * hash, verified on every load, since the pool has no bytes), opened with
+ * warm restart so that the next run on the file re-indexes it, and
+ * flushed down to at the end of a run (rkv_replay_disk_finish).
+ *
  * The scheduler replay (replay_tiers.h) adds: the scheduler's tier costs
  * from the cost model, and the time of a plan's loads, charged by the
  * replay from the plan's copy list (pcie_gbps for host pages, the slower
@@ -18,6 +24,7 @@
 #include "sim/replay_internal.h"
 #include "sim/replay_tiers.h"
 #include "common/status.h"
+#include "tier/store.h"
 
 static rkv_status open_store(const rkv_replay_config *cfg, int medium,
                              uint64_t tokens, rkv_store **out)
@@ -34,7 +41,51 @@ static rkv_status open_store(const rkv_replay_config *cfg, int medium,
     rkv_store_config_init(&sc, medium);
     sc.capacity_blocks = blocks;
     sc.block_bytes = 0;
-    return rkv_store_create(&sc, out);
+    if (!disk || cfg->disk_path == NULL)
+        return rkv_store_create(&sc, out);
+    /* a real file: synthetic payloads (the pool has no bytes), kept for
+     * the next run; the layout id names what the records' pattern and
+     * geometry depend on, so another page or record size is refused */
+    sc.block_bytes = cfg->disk_record_bytes ? cfg->disk_record_bytes : 2048;
+    sc.path = cfg->disk_path;
+    sc.warm_restart = 1;
+    sc.page_tokens = cfg->page_size;
+    sc.layout_id = 0x52535953494d0000ull ^ ((uint64_t)cfg->page_size << 32) ^
+                   (uint64_t)sc.block_bytes;
+    rkv_status st = rkv_store_create(&sc, out);
+    if (st == RKV_OK && (st = rkv_store_set_synthetic(*out)) != RKV_OK) {
+        rkv_store_destroy(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+rkv_status rkv_replay_disk_finish(const rkv_replay_config *cfg,
+                                  rkv_tree *tree, rkv_store *disk,
+                                  rkv_replay_result *res)
+{
+    if (cfg->disk_path == NULL || disk == NULL)
+        return RKV_OK;
+    rkv_status st = rkv_tree_tier_flush(tree);
+    if (st != RKV_OK)
+        return st;
+    rkv_store_info si;
+    if ((st = rkv_store_get_info(disk, &si)) != RKV_OK)
+        return st;
+    uint64_t ok = 0, bad = 0;
+    rkv_store_synth_counts(disk, &ok, &bad);
+    res->disk_file = 1;
+    res->disk_direct_io = si.direct_io;
+    res->disk_io_uring = si.io_uring;
+    res->disk_warm_file = si.file_origin == RKV_STORE_FILE_WARM;
+    res->disk_reads += si.reads;
+    res->disk_writes += si.writes;
+    res->disk_verified += ok;
+    res->disk_verify_failed += bad;
+    res->disk_warm_records += si.warm_records;
+    res->disk_warm_skipped += si.warm_skipped;
+    res->disk_warm_dropped += si.warm_dropped;
+    return RKV_OK;
 }
 
 rkv_status rkv_replay_open_tier_chain(const rkv_replay_config *cfg,

@@ -9,7 +9,8 @@
 
 #include "sim/replay.h"
 
-/* Creates the metadata-only stores (block_bytes 0) of cfg's host and
+/* Creates the metadata-only stores (block_bytes 0; the disk a real file
+ * of synthetic records with cfg->disk_path) of cfg's host and
  * disk capacities (in tokens, whole pages: a host, a disk, or a host over
  * a disk; see replay_tiers.c) and attaches them to the empty tree with
  * cfg's write policy; *host and *disk get them (NULL when not asked). No

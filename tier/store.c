@@ -223,7 +223,8 @@ int rkv_store_medium(const rkv_store *s)
 
 size_t rkv_store_block_bytes(const rkv_store *s)
 {
-    return s == NULL ? 0 : s->block_bytes;
+    /* a synthetic store's bytes are its own: to the tree it holds none */
+    return s == NULL || s->synth ? 0 : s->block_bytes;
 }
 
 uint32_t rkv_store_free_slots(const rkv_store *s)
@@ -428,10 +429,10 @@ static rkv_status check_pool(const rkv_store *s, const char *fn, rkv_pool *pool,
 {
     if (pool == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL pool", fn);
-    if (rkv_pool_bytes_per_block(pool) != s->block_bytes)
+    if (rkv_pool_bytes_per_block(pool) != rkv_store_block_bytes(s))
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: the pool's blocks are %zu bytes, the store's %zu", fn,
-                             rkv_pool_bytes_per_block(pool), s->block_bytes);
+                             rkv_pool_bytes_per_block(pool), rkv_store_block_bytes(s));
     if (block >= rkv_pool_num_blocks(pool) || rkv_pool_refcount(pool, block) == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u is not an allocated block",
                              fn, block);
@@ -490,8 +491,12 @@ rkv_status rkv_store_write_from_pool(rkv_store *s, uint32_t slot, rkv_pool *pool
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
     void *dst = NULL;
     rkv_status st = write_prepare(s, fn, slot, pool, block, &dst);
-    if (st == RKV_OK && dst != NULL)
-        st = rkv_pool_copy_to_host(pool, 1, &block, dst);
+    if (st == RKV_OK && dst != NULL) {
+        if (s->synth)
+            rkv_synth_fill(dst, s->block_bytes, hash, ns);
+        else
+            st = rkv_pool_copy_to_host(pool, 1, &block, dst);
+    }
     if (st != RKV_OK)
         return st;
     return commit(s, slot, hash, ns);
@@ -531,6 +536,11 @@ static rkv_status read_prepare(rkv_store *s, const char *fn, uint32_t slot, rkv_
         st = check_pool(s, fn, pool, block);
     if (st == RKV_OK)
         st = load(s, slot, hash, ns, payload);
+    if (st == RKV_OK && s->synth) {
+        /* nothing moves to the pool: the pattern check is the load */
+        st = rkv_synth_verify(s, *payload, slot, hash, ns);
+        *payload = NULL;
+    }
     if (st == RKV_OK)
         st = rkv_store_inject(s, "pool copy");
     return st;
@@ -549,7 +559,7 @@ rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
     const void *payload = NULL;
     rkv_status st = read_prepare(s, "rkv_store_read_to_pool", slot, pool, block, hash, ns,
                                  &payload);
-    if (st == RKV_OK && s->ops != NULL)
+    if (st == RKV_OK && payload != NULL)
         st = rkv_pool_copy_from_host(pool, 1, &block, payload);
     return st;
 }
@@ -562,7 +572,8 @@ rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot, rkv_store *src
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
     if (dst == src && dst_slot == src_slot)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: slot %u onto itself", fn, dst_slot);
-    if (dst->block_bytes != src->block_bytes)
+    if (rkv_store_block_bytes(dst) != rkv_store_block_bytes(src) ||
+        (dst->synth && src->synth && dst->block_bytes != src->block_bytes))
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: blocks of %zu bytes into a store of %zu-byte blocks", fn,
                              src->block_bytes, dst->block_bytes);
@@ -576,12 +587,19 @@ rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot, rkv_store *src
      * leaves both as they were */
     if ((st = load(src, src_slot, hash, ns, &payload)) != RKV_OK)
         return st;
+    /* a synthetic source is verified as it leaves; into a metadata-only
+     * store nothing more moves */
+    if (src->synth && !dst->synth &&
+        (st = rkv_synth_verify(src, payload, src_slot, hash, ns)) != RKV_OK)
+        return st;
     dst->state[dst_slot] = SLOT_EMPTY;
     dst->hash[dst_slot] = 0;
     dst->ns[dst_slot] = 0;
     if (dst->ops != NULL) {
         void *buf = dst->ops->stage(dst, dst_slot);
-        if (buf != payload)
+        if (payload == NULL) /* from a metadata-only store: dst is synthetic */
+            rkv_synth_fill(buf, dst->block_bytes, hash, ns);
+        else if (buf != payload)
             memcpy(buf, payload, dst->block_bytes);
     }
     return commit(dst, dst_slot, hash, ns);

@@ -106,6 +106,16 @@ int rkv_store_io_uring(const rkv_store *s);
  * filesystem without O_DIRECT (the store must fall back to buffered). */
 void rkv_store_simulate_einval(rkv_store *s);
 
+/* Synthetic payloads (tier/store_synth.c; the simulator's --disk-path):
+ * a store with bytes whose payload for (hash, ns) is a fixed pattern of
+ * them, written instead of a pool copy and verified in full on every load
+ * (a mismatch: RKV_ERR_CORRUPT, counted). The tree then sees it as
+ * metadata only (rkv_store_block_bytes 0), so it works under a
+ * metadata-only pool. Before attach; a store without bytes is refused. */
+rkv_status rkv_store_set_synthetic(rkv_store *s);
+void rkv_store_synth_counts(const rkv_store *s, uint64_t *verified,
+                            uint64_t *mismatches);
+
 /* ---- warm restart (disk stores; tier/README.md "Warm restart") ------- */
 
 /* The chain of the page the next write into slot will hold (its parent's

@@ -117,6 +117,8 @@ struct rkv_store {
     const void *owner;           /* attached tree or NULL                  */
     uint32_t fail_countdown;     /* injection: the call that hits 0 fails  */
     const rkv_store_ops *ops;    /* NULL when block_bytes == 0             */
+    int synth;                   /* 1: synthetic payloads (store_synth.c)  */
+    uint64_t synth_verified, synth_mismatches;
     rkv_host_mem host;
     rkv_disk_file disk;
 };
@@ -124,6 +126,12 @@ struct rkv_store {
 /* Counts one I/O or copy call; RKV_ERR_IO with a message when the armed
  * injection fires on it (and disarms). `what` names the call. */
 rkv_status rkv_store_inject(rkv_store *s, const char *what);
+
+/* Synthetic payloads (tier/store_synth.c): the pattern of (hash, ns) into
+ * buf; the check of a loaded payload against it (counted either way). */
+void rkv_synth_fill(void *buf, size_t n, uint64_t hash, uint64_t ns);
+rkv_status rkv_synth_verify(rkv_store *s, const void *payload, uint32_t slot,
+                            uint64_t hash, uint64_t ns);
 
 /* Medium constructors: fill s->ops and the medium state from cfg (which
  * rkv_store_create validated); s->cap and s->block_bytes are set. On
