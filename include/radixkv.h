@@ -1447,8 +1447,9 @@ typedef struct rkv_request_desc {
 /* Refused, changing nothing: RKV_ERR_DUPLICATE for a live id (finished or
  * aborted ids may be reused); RKV_ERR_INVALID_ARG for prompt_len 0, a
  * negative token, max_new_tokens 0, or a retention that rkv_tree_retain
- * would refuse (priority outside -1..100, prio_begin > prio_end, a pin with
- * ttl_ms 0); RKV_ERR_NO_SPACE for a request that
+ * would refuse (priority outside -1..100, prio_begin > prio_end,
+ * priority_duration_ms without a priority, a pin with ttl_ms 0 in a
+ * namespace without a default TTL at submit); RKV_ERR_NO_SPACE for a request that
  * could not fit the pool even alone: ceil((prompt_len + max_new_tokens - 1)
  * / page_size) > num_blocks (the KV never holds the last sampled token). */
 rkv_status rkv_sched_submit(rkv_sched *sched, const rkv_request_desc *req);
