@@ -36,7 +36,9 @@
  *     (pin_count <= lock_count); a LOWERED pin (tree_lower_pin.c) holds
  *     none and is counted in tn[].lpin instead; pinned_blocks = pages of nodes with
  *     pin_count > 0 <= pin_cap_blocks. Pins live in pins[] and a min-heap
- *     of deadlines; every live pin's deadline is > now_ms.
+ *     of deadlines; every live pin's deadline is > now_ms. A live node's
+ *     priority deadline (meta[].prio_until) is 0 or > now_ms, and then
+ *     prio_next != 0 and <= it.
  *   - lock_count of a node = live leases on it + lock_count of its children
  *     (lock walks from the node itself up to the namespace root). A locked
  *     node is never in the LRU list (its lru links are RKV_NIL).
