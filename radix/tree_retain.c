@@ -160,7 +160,9 @@ static void rkv_prio_revert(rkv_tree *t, uint64_t now_ms)
     uint64_t next = 0;
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         rkv_tmeta *m = &t->meta[y];
-        if (t->nodes[y].parent == RKV_NIL || m->prio_until == 0)
+        /* meta[] first: a sequential pass over 16-byte entries; a node is
+         * read only when it has a deadline */
+        if (m->prio_until == 0 || t->nodes[y].parent == RKV_NIL)
             continue;
         if (m->prio_until <= now_ms) {
             m->prio_until = 0;
