@@ -590,8 +590,20 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n,
  *     tool call started; expected back in ttl_ms). Both are O(pins held).
  *   - rkv_tree_reset drops every pin (it still refuses while leases are
  *     held); rkv_tree_destroy drops them with the tree.
+ *   - A priority may last a while (priority_duration_ms, TensorRT-LLM's
+ *     retention duration): its deadline is kept per node (a split copies
+ *     it) and checked at every call with now_ms, like pin deadlines: once
+ *     the deadline is <= now_ms the node's priority is
+ *     RKV_PRIORITY_DEFAULT again and it is evicted among default pages in
+ *     its last-use order (a revert is not a use). The check scans the
+ *     nodes only when the earliest such deadline has passed (O(nodes) per
+ *     time move that reverts something, nothing otherwise). A later
+ *     priority on the node replaces both priority and deadline.
+ *   - Namespace TTL (rkv_tree_set_namespace_ttl): a per-namespace (SGLang
+ *     salt) default pin lifetime for retentions that give no ttl_ms.
  */
 #define RKV_PRIORITY_MAX 100
+#define RKV_NS_TTL_MAX 64
 #define RKV_PRIORITY_DEFAULT 35
 
 typedef struct rkv_retention {
@@ -601,13 +613,19 @@ typedef struct rkv_retention {
     size_t pin_tokens;   /* pin tokens[0..pin_tokens) (rounded down to full
                             pages, <= n); 0: no pin                        */
     uint64_t ttl_ms;     /* pin deadline = now_ms + ttl_ms, saturated at
-                            UINT64_MAX (> 0 with a pin)                    */
+                            UINT64_MAX; 0 with a pin: the namespace's TTL
+                            (rkv_tree_set_namespace_ttl), refused if it
+                            has none                                       */
     uint64_t owner;      /* session that owns the pin                      */
     int session_end;     /* rkv_request_desc: non-zero on a session's last
                             request (its answer ends without a tool call):
                             when it finishes, rkv_tree_session_end(owner)
                             over its prompt + output. rkv_tree_retain
                             ignores it (call rkv_tree_session_end)       */
+    uint64_t priority_duration_ms; /* priority >= 0: after now_ms + this
+                            (saturated) the range's pages go back to
+                            RKV_PRIORITY_DEFAULT; 0: the priority stays
+                            (until set again). Needs priority >= 0     */
 } rkv_retention;
 /* priority -1, no pin. */
 void rkv_retention_init(rkv_retention *r);
@@ -628,6 +646,17 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
                            const int32_t *tokens, size_t n,
                            const rkv_retention *r, uint64_t now_ms,
                            rkv_retain_result *out);
+/* Default pin TTL of namespace ns: a pin in ns whose retention has
+ * ttl_ms == 0 lasts ttl_ms of this (a retention's own ttl_ms > 0 wins).
+ * ttl_ms 0 removes ns's default (such pins are refused again). Pins
+ * already made keep their deadlines. Up to RKV_NS_TTL_MAX namespaces
+ * have one: another is RKV_ERR_NO_SPACE (nothing changes). The table
+ * survives rkv_tree_reset. O(RKV_NS_TTL_MAX). */
+rkv_status rkv_tree_set_namespace_ttl(rkv_tree *tree, rkv_namespace ns,
+                                      uint64_t ttl_ms);
+/* *ttl_ms = ns's default pin TTL, 0 if none. */
+rkv_status rkv_tree_namespace_ttl(const rkv_tree *tree, rkv_namespace ns,
+                                  uint64_t *ttl_ms);
 /* Sets the tree's time; pins with deadline <= now_ms expire.
  * RKV_ERR_INVALID_ARG if now_ms is before the tree's time. */
 rkv_status rkv_tree_set_time(rkv_tree *tree, uint64_t now_ms);
@@ -678,6 +707,9 @@ typedef struct rkv_retention_stats {
      * again, when evicted), so in neither pinned_blocks nor its cap nor
      * pinned_by_medium[]; 0 without a lower tier */
     uint64_t pinned_lowered_on_device;
+    uint64_t prio_reverted; /* nodes whose priority went back to the default
+                               when its priority_duration_ms ran out
+                               (cumulative)                                 */
 } rkv_retention_stats;
 rkv_status rkv_tree_retention_stats(const rkv_tree *tree,
                                     rkv_retention_stats *out);
@@ -1415,8 +1447,9 @@ typedef struct rkv_request_desc {
 /* Refused, changing nothing: RKV_ERR_DUPLICATE for a live id (finished or
  * aborted ids may be reused); RKV_ERR_INVALID_ARG for prompt_len 0, a
  * negative token, max_new_tokens 0, or a retention that rkv_tree_retain
- * would refuse (priority outside -1..100, prio_begin > prio_end, a pin with
- * ttl_ms 0); RKV_ERR_NO_SPACE for a request that
+ * would refuse (priority outside -1..100, prio_begin > prio_end,
+ * priority_duration_ms without a priority, a pin with ttl_ms 0 in a
+ * namespace without a default TTL at submit); RKV_ERR_NO_SPACE for a request that
  * could not fit the pool even alone: ceil((prompt_len + max_new_tokens - 1)
  * / page_size) > num_blocks (the KV never holds the last sampled token). */
 rkv_status rkv_sched_submit(rkv_sched *sched, const rkv_request_desc *req);

@@ -137,7 +137,7 @@ rkv_status rkv_learn_init(rkv_tree *t)
     memset(l, 0, sizeof *l);
     memset(g, 0, (size_t)cap * sizeof *g);
     for (uint32_t i = 0; i < t->nodes_cap; i++)
-        meta[i] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}};
+        meta[i] = RKV_TMETA_FRESH;
     l->ghost = g;
     l->ghost_cap = cap;
     t->learn = l;

@@ -64,7 +64,7 @@ uint32_t rkv_tree_slot_take(rkv_tree *t)
     }
     rkv_tnode_clear(&t->nodes[id]);
     if (t->meta != NULL)
-        t->meta[id] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}};
+        t->meta[id] = RKV_TMETA_FRESH;
     if (RKV_UNLIKELY(t->tn != NULL))
         t->tn[id] = RKV_TTN_EMPTY;
     return id;

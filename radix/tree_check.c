@@ -376,6 +376,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
     if (st == RKV_OK)
         st = rkv_retain_check(t);
     if (st == RKV_OK)
+        st = rkv_ns_ttl_check(t);
+    if (st == RKV_OK)
         st = rkv_learn_check(t);
     if (st == RKV_OK)
         st = rkv_guard_check(t);

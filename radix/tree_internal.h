@@ -36,7 +36,9 @@
  *     (pin_count <= lock_count); a LOWERED pin (tree_lower_pin.c) holds
  *     none and is counted in tn[].lpin instead; pinned_blocks = pages of nodes with
  *     pin_count > 0 <= pin_cap_blocks. Pins live in pins[] and a min-heap
- *     of deadlines; every live pin's deadline is > now_ms.
+ *     of deadlines; every live pin's deadline is > now_ms. A live node's
+ *     priority deadline (meta[].prio_until) is 0 or > now_ms, and then
+ *     prio_next != 0 and <= it.
  *   - lock_count of a node = live leases on it + lock_count of its children
  *     (lock walks from the node itself up to the namespace root). A locked
  *     node is never in the LRU list (its lru links are RKV_NIL).
@@ -108,7 +110,13 @@ typedef struct rkv_tmeta {
     uint8_t cls;        /* RKV_EVICT_LEARNED: the node's learned class  */
     uint8_t flags[2];   /* [RKV_META_ENDED]: only sessions that ended used
                            the node (radix/tree_session.c); a use clears it */
+    uint64_t prio_until; /* ms after which prio reverts to the default (a
+                            retention's priority_duration_ms); 0: never.
+                            Nonzero only > now_ms (reverted at every time
+                            move); a split copies it with prio           */
 } rkv_tmeta;
+/* A fresh node's retention entry. */
+#define RKV_TMETA_FRESH ((rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}, 0})
 #define RKV_META_ENDED 0
 
 /* One pin: live iff node != 0 (slot 0, the super-root, is never pinned).
@@ -220,6 +228,14 @@ struct rkv_tree {
                               eviction trims only unlocked nodes)         */
     uint64_t pins_made, pins_renewed, pins_expired, pins_released,
              pins_revoked, pins_refused, pins_demoted;
+    uint64_t prio_next;    /* 0, or <= every live node's nonzero
+                              meta[].prio_until: when to look for
+                              priorities that revert (tree_retain.c)     */
+    uint64_t prio_reverted; /* priorities reverted (cumulative)          */
+    /* default pin TTL per namespace (tree_ns_ttl.c): ns_ttl_n entries,
+     * distinct namespaces, every ttl_ms > 0 */
+    struct { rkv_namespace ns; uint64_t ttl_ms; } ns_ttl[RKV_NS_TTL_MAX];
+    uint32_t ns_ttl_n;
 
     /* tiers (tree_tier.c): NULL without lower tiers */
     struct rkv_tier *tier;
@@ -420,6 +436,12 @@ rkv_status rkv_lease_reserve(rkv_tree *t, const char *fn);
  * (rkv_tree_unlock); else a node that becomes evictable is placed by its
  * old last_access (a pin that expires is not a use). */
 void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
+
+/* tree_ns_ttl.c ---------------------------------------------------------- */
+/* ns's default pin TTL, 0 if none. O(RKV_NS_TTL_MAX). */
+uint64_t rkv_ns_ttl_lookup(const rkv_tree *t, rkv_namespace ns);
+/* Its invariants (rkv_tree_check). */
+rkv_status rkv_ns_ttl_check(const rkv_tree *t);
 
 /* tree_retain.c ---------------------------------------------------------- */
 /* Pages that revoking every pin would make evictable (yield_blocks, O(1)). */

@@ -26,6 +26,13 @@
  *     revocation would cost the session its pin for no space). Releasing a pin does not
  *     stamp its path: expiry is not a use, so the pages go back to eviction
  *     in their last-use order.
+ *   - A priority with a duration keeps its deadline in meta[].prio_until
+ *     (a split copies it like the priority). No heap: splits and frees
+ *     would have to keep one in step at every node change. Instead
+ *     prio_next (<= every live deadline) gates a scan of the nodes at the
+ *     time moves that pass it, which reverts all due nodes at once.
+ *   - A pin without its own ttl_ms takes its namespace's default
+ *     (radix/tree_ns_ttl.c), read once when it is made or renewed.
  *   - Owners are looked up by a scan of the pin table (O(pins held)); pins
  *     are per session, so the table stays small next to the tree.
  *
@@ -143,6 +150,31 @@ void rkv_pin_drop(rkv_tree *t, uint32_t pin)
         rkv_lease_unlock_slot(t, slot, 0);
 }
 
+static void rkv_set_prio(rkv_tree *t, uint32_t id, uint8_t prio);
+
+/* Priorities whose duration ran out go back to the default. A scan of the
+ * nodes, but only once the earliest deadline (prio_next, possibly of a
+ * node since freed: then the scan just finds the next one) has passed. */
+static void rkv_prio_revert(rkv_tree *t, uint64_t now_ms)
+{
+    uint64_t next = 0;
+    for (uint32_t y = 1; y < t->nodes_used; y++) {
+        rkv_tmeta *m = &t->meta[y];
+        /* meta[] first: a sequential pass over 16-byte entries; a node is
+         * read only when it has a deadline */
+        if (m->prio_until == 0 || t->nodes[y].parent == RKV_NIL)
+            continue;
+        if (m->prio_until <= now_ms) {
+            m->prio_until = 0;
+            rkv_set_prio(t, y, RKV_PRIORITY_DEFAULT);
+            t->prio_reverted++;
+        } else if (next == 0 || m->prio_until < next) {
+            next = m->prio_until;
+        }
+    }
+    t->prio_next = next;
+}
+
 static void rkv_expire(rkv_tree *t, uint64_t now_ms)
 {
     t->now_ms = now_ms;
@@ -150,6 +182,8 @@ static void rkv_expire(rkv_tree *t, uint64_t now_ms)
         rkv_pin_drop(t, t->pin_heap[0]);
         t->pins_expired++;
     }
+    if (t->prio_next != 0 && t->prio_next <= now_ms && t->meta != NULL)
+        rkv_prio_revert(t, now_ms);
 }
 
 static rkv_status rkv_time_ok(const rkv_tree *t, uint64_t now_ms, const char *fn)
@@ -427,13 +461,23 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: pin_tokens %zu > n %zu",
                              fn, r->pin_tokens, n);
     uint32_t pin_req = (uint32_t)(r->pin_tokens / P);
-    if (pin_req > 0 && r->ttl_ms == 0)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: a pin needs ttl_ms > 0", fn);
-    /* deadlines saturate at UINT64_MAX and a pin lives while its deadline
-     * is after the time: at the last instant a pin would be born expired */
-    if (pin_req > 0 && now_ms == UINT64_MAX)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: no pin at now_ms = "
-                             "UINT64_MAX (its deadline cannot be later)", fn);
+    /* the request's own TTL wins over its namespace's default */
+    uint64_t ttl = r->ttl_ms != 0 ? r->ttl_ms : rkv_ns_ttl_lookup(t, ns);
+    if (pin_req > 0 && ttl == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: a pin needs ttl_ms > 0 "
+                             "(namespace %llu has no default TTL)", fn,
+                             (unsigned long long)ns);
+    if (r->priority_duration_ms > 0 && r->priority < 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: priority_duration_ms "
+                             "%llu without a priority (-1)", fn,
+                             (unsigned long long)r->priority_duration_ms);
+    /* deadlines saturate at UINT64_MAX and a pin (or a priority) lives
+     * while its deadline is after the time: at the last instant it would
+     * be born expired */
+    if ((pin_req > 0 || r->priority_duration_ms > 0) && now_ms == UINT64_MAX)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: no %s at now_ms = "
+                             "UINT64_MAX (its deadline cannot be later)", fn,
+                             pin_req > 0 ? "pin" : "priority_duration_ms");
     rkv_status st = rkv_time_ok(t, now_ms, fn);
     if (st != RKV_OK)
         return st;
@@ -538,7 +582,7 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         rkv_tree_prep_install(t, &prep);
     if (meta != NULL) {
         for (uint32_t i = 0; i < meta_cap; i++)
-            meta[i] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}};
+            meta[i] = RKV_TMETA_FRESH;
         t->meta = meta;
     }
     if (pins != NULL) {
@@ -559,11 +603,17 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         rkv_tree_split(t, x, c - s, prep.data[2 * i], prep.data[2 * i + 1]);
     }
     uint32_t target = RKV_NIL, prio_pages = 0;
+    uint64_t prio_until = r->priority_duration_ms == 0
+                              ? 0 : rkv_sat_add(now_ms, r->priority_duration_ms);
+    if (do_prio && prio_until != 0 &&
+        (t->prio_next == 0 || prio_until < t->prio_next))
+        t->prio_next = prio_until;
     for (uint32_t d = 0, cur = root; d < M;) {
         uint32_t c = rkv_cidx_find(t, cur, tokens + (size_t)d * P);
         uint32_t e = d + t->nodes[c].num_pages;
         if (do_prio && pb <= d && e <= pe) {
             rkv_set_prio(t, c, (uint8_t)r->priority);
+            t->meta[c].prio_until = prio_until;
             prio_pages += e - d;
         }
         if (e == pp)
@@ -572,7 +622,7 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         cur = c;
     }
     uint32_t newly = 0;
-    uint64_t dl = rkv_sat_add(now_ms, r->ttl_ms);
+    uint64_t dl = rkv_sat_add(now_ms, ttl);
     if (renew != RKV_NIL) {
         if (dl > t->pins[renew].deadline) {
             t->pins[renew].deadline = dl;
@@ -655,6 +705,7 @@ rkv_status rkv_tree_retention_stats(const rkv_tree *tree, rkv_retention_stats *o
     out->pins_refused = tree->pins_refused;
     out->pins_demoted = tree->pins_demoted;
     out->pins_lowered = tree->npins_lowered;
+    out->prio_reverted = tree->prio_reverted;
     out->pinned_by_medium[RKV_MEDIUM_DEVICE] = tree->pinned_blocks;
     out->pin_cap_by_medium[RKV_MEDIUM_DEVICE] = tree->pin_cap_blocks;
     rkv_lpin_stats(tree, out);
@@ -782,6 +833,18 @@ rkv_status rkv_retain_check(const rkv_tree *t)
             yieldable += x->num_pages;
         if (m->prio > RKV_PRIORITY_MAX) {
             st = CORRUPT("node %u has priority %u", y, m->prio);
+            goto out;
+        }
+        /* a priority's deadline is either ahead or already reverted, and
+         * the revert scan runs no later than it */
+        if (m->prio_until != 0 &&
+            (m->prio_until <= t->now_ms || t->prio_next == 0 ||
+             t->prio_next > m->prio_until)) {
+            st = CORRUPT("node %u priority deadline %llu (time %llu, next "
+                         "revert scan %llu)", y,
+                         (unsigned long long)m->prio_until,
+                         (unsigned long long)t->now_ms,
+                         (unsigned long long)t->prio_next);
             goto out;
         }
         if (m->pin_count != own[y] + below[y] || m->pin_count > x->lock_count) {

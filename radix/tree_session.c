@@ -36,7 +36,7 @@ static rkv_status rkv_session_meta(rkv_tree *t)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_session_end: "
                                             "retention table");
     for (uint32_t i = 0; i < t->nodes_cap; i++)
-        m[i] = (rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}};
+        m[i] = RKV_TMETA_FRESH;
     t->meta = m;
     return RKV_OK;
 }

@@ -297,16 +297,26 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
                                  d->prompt[i]);
     }
     const rkv_retention *rt = d->retention;
+    uint64_t ns_ttl = 0;
+    if (rt != NULL && rt->pin_tokens > 0 && rt->ttl_ms == 0)
+        (void)rkv_tree_namespace_ttl(s->tree, d->ns, &ns_ttl);
     if (rt != NULL &&
         (rt->priority < -1 || rt->priority > RKV_PRIORITY_MAX ||
          (rt->priority >= 0 && rt->prio_begin > rt->prio_end) ||
-         (rt->pin_tokens > 0 && rt->ttl_ms == 0)))
+         (rt->priority < 0 && rt->priority_duration_ms > 0) ||
+         (rt->pin_tokens > 0 && rt->ttl_ms == 0 && ns_ttl == 0)))
         return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "%s: request %llu retention: priority %d (-1..%d), "
-                             "range [%zu, %zu), pin %zu tokens for %llu ms",
+                             "%s: request %llu retention: priority %d (-1..%d) "
+                             "for %llu ms (needs a priority), range [%zu, %zu), "
+                             "pin %zu tokens for %llu ms (0: namespace %llu's "
+                             "TTL, %llu)",
                              fn, (unsigned long long)d->id, rt->priority,
-                             RKV_PRIORITY_MAX, rt->prio_begin, rt->prio_end,
-                             rt->pin_tokens, (unsigned long long)rt->ttl_ms);
+                             RKV_PRIORITY_MAX,
+                             (unsigned long long)rt->priority_duration_ms,
+                             rt->prio_begin, rt->prio_end, rt->pin_tokens,
+                             (unsigned long long)rt->ttl_ms,
+                             (unsigned long long)d->ns,
+                             (unsigned long long)ns_ttl);
     uint64_t peak = (uint64_t)d->prompt_len + d->max_new_tokens - 1;
     uint64_t pages = (peak + s->P - 1) / s->P;
     if (pages > s->num_blocks)

@@ -159,6 +159,8 @@ static void rkv_sreq_retain(rkv_sched *s, rkv_sreq *r, int final)
      * tree refuses it): the priority still applies */
     if (st == RKV_OK && s->now_ms == UINT64_MAX) {
         ret.pin_tokens = 0;
+        if (ret.priority_duration_ms > 0)
+            ret.priority = -1; /* it would revert at once */
         if (ret.priority < 0)
             return;
     }

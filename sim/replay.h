@@ -128,7 +128,8 @@ typedef struct rkv_replay_config {
  *
  *   none         no retention; trace hints ignored (the default).
  *   hints        only the trace's per-line hints: "priority" sets the
- *                context's priority, "ttl_ms" pins the context that long
+ *                context's priority (for "priority_duration_ms", on the
+ *                trace's clock, in every mode), "ttl_ms" pins the context that long
  *                on the trace's clock (times time_scale, as ttl); a
  *                request with a "session" and no "session_end" waits for
  *                its next turn: its context is pinned for ttl_ms or

@@ -202,8 +202,11 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
             ttl = ret_scaled_ttl(p, wl, cfg, id, cfg->retention_ttl_ms);
         break;
     }
-    if (q->hint_priority >= 0)
+    if (q->hint_priority >= 0) {
         out->priority = q->hint_priority;
+        out->priority_duration_ms =
+            ret_scaled_ttl(p, wl, cfg, id, q->hint_prio_dur_ms);
+    }
     if (q->hint_ttl_ms > 0)
         ttl = ret_scaled_ttl(p, wl, cfg, id, q->hint_ttl_ms);
     if (out->priority >= 0) {

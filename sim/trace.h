@@ -45,6 +45,8 @@
  *
  * Retention hints (both formats, optional; README "Retention"):
  *   priority  integer 0..100: the priority of the request's context
+ *   priority_duration_ms  integer 1..2^40, with priority: the priority
+ *             reverts to the default that long after
  *   ttl_ms    integer 1..2^40: pin the request's context that long
  *   session   integer 0..2^64-2, or a string (its raw JSON text hashed
  *             with 64-bit FNV-1a): the session that owns the pins and
@@ -118,6 +120,7 @@ typedef struct rkv_trace_record {
     int64_t parent_chat_id;   /* Bailian; -1: first turn (or Mooncake)      */
     int32_t priority;         /* hint; -1: none                             */
     uint64_t ttl_ms;          /* hint; 0: none                              */
+    uint64_t priority_duration_ms; /* hint with priority; 0: none           */
     uint64_t session;         /* hint, when has_session                     */
     uint8_t has_session;
     uint8_t session_end;      /* hint: the session's last request          */

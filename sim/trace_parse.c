@@ -534,7 +534,8 @@ static int jstring_start(char c)
 enum {
     F_TS = 1, F_IN = 2, F_OUT = 4, F_IDS = 8, F_ALL = 15,
     F_CHAT = 16, F_PARENT = 32, F_TYPE = 64, F_TURN = 128,
-    F_PRIO = 256, F_TTL = 512, F_SESSION = 1024, F_SESSION_END = 2048
+    F_PRIO = 256, F_TTL = 512, F_SESSION = 1024, F_SESSION_END = 2048,
+    F_PRIO_DUR = 4096
 };
 
 const char *rkv_trace_format_name(int format)
@@ -571,6 +572,7 @@ static unsigned field_of(const char *key, int format)
         {"session", F_SESSION, 0}, {"chat_id", F_CHAT, 1},
         {"parent_chat_id", F_PARENT, 1}, {"type", F_TYPE, 1},
         {"turn", F_TURN, 1}, {"session_end", F_SESSION_END, 0},
+        {"priority_duration_ms", F_PRIO_DUR, 0},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(key, keys[i].key))
@@ -607,6 +609,14 @@ static rkv_status parse_field(jscan *p, unsigned f, rkv_trace_record *rec,
                             "field out for none)");
         if (st == RKV_OK)
             rec->ttl_ms = m;
+        return st;
+    case F_PRIO_DUR:
+        st = jinteger(p, "priority_duration_ms", 0, (uint64_t)1 << 40, &m, &neg);
+        if (st == RKV_OK && m == 0)
+            return jfail(p, "priority_duration_ms is 0 (leave the field out "
+                            "for a priority that stays)");
+        if (st == RKV_OK)
+            rec->priority_duration_ms = m;
         return st;
     case F_SESSION:
         st = jsession(p, &rec->session);
@@ -722,6 +732,8 @@ rkv_status rkv_trace_parse_line_fmt(const char *line, size_t len,
                  bailian ? " (Bailian format)" : "");
         return jfail(&p, what);
     }
+    if ((seen & F_PRIO_DUR) && !(seen & F_PRIO))
+        return jfail(&p, "priority_duration_ms without a priority");
     if (bailian) {
         if (ts > 1e12)
             return jfail(&p, "timestamp out of range (Bailian timestamps are "

@@ -207,6 +207,7 @@ static rkv_status wl_trace_session(rkv_wl_request *q,
     q->session = RKV_WL_NO_SESSION;
     q->hint_priority = rec->priority;
     q->hint_ttl_ms = rec->ttl_ms;
+    q->hint_prio_dur_ms = rec->priority_duration_ms;
     if (rec->format == RKV_TRACE_FMT_BAILIAN) {
         uint64_t root = rec->parent_chat_id < 0
                             ? (uint64_t)rec->chat_id
@@ -261,10 +262,12 @@ static rkv_status wl_load_trace(rkv_workload *wl, rkv_trace_reader *r,
         uint64_t session = q->session; /* set by wl_trace_session */
         int32_t hint_priority = q->hint_priority;
         uint64_t hint_ttl_ms = q->hint_ttl_ms;
+        uint64_t hint_prio_dur_ms = q->hint_prio_dur_ms;
         memset(q, 0, sizeof *q);
         q->session = session;
         q->hint_priority = hint_priority;
         q->hint_ttl_ms = hint_ttl_ms;
+        q->hint_prio_dur_ms = hint_prio_dur_ms;
         q->session_end = rec.session_end && session != RKV_WL_NO_SESSION;
         q->id = wl->num_reqs;
         q->arrival_ms = rec.timestamp_ms;

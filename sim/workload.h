@@ -58,6 +58,8 @@ typedef struct rkv_wl_request {
     uint64_t session;
     int32_t hint_priority;
     uint64_t hint_ttl_ms;
+    uint64_t hint_prio_dur_ms; /* with hint_priority: it reverts that long
+                                  after (scaled like a TTL); 0: it stays */
     uint8_t tool_call;
     uint8_t session_end;   /* the session's last request: a trace line's
                               "session_end": true, or an agentic

@@ -133,7 +133,7 @@ Test(replay_retention, deterministic_and_hints_win, .timeout = 300)
 
 /* A TTL is on the workload's clock: before a later trace line (open loop,
  * its gap scaled by time_scale) the pin's TTL is scaled the same way, a
- * line's ttl_ms hint too; before a closed-loop agentic turn (think time
+ * line's ttl_ms hint too (and its priority_duration_ms); before a closed-loop agentic turn (think time
  * unscaled) it is kept. */
 Test(replay_retention, ttl_follows_the_time_scale)
 {
@@ -141,7 +141,8 @@ Test(replay_retention, ttl_follows_the_time_scale)
         "{\"timestamp\":0,\"input_length\":600,\"output_length\":4,"
         "\"hash_ids\":[1,2],\"session\":7}\n"
         "{\"timestamp\":900,\"input_length\":1100,\"output_length\":4,"
-        "\"hash_ids\":[1,2,3],\"session\":7,\"ttl_ms\":300}\n"
+        "\"hash_ids\":[1,2,3],\"session\":7,\"ttl_ms\":300,"
+        "\"priority\":60,\"priority_duration_ms\":200}\n"
         "{\"timestamp\":2000,\"input_length\":1600,\"output_length\":4,"
         "\"hash_ids\":[1,2,3,4],\"session\":7}\n";
     rkv_trace_reader *rd;
@@ -166,6 +167,11 @@ Test(replay_retention, ttl_follows_the_time_scale)
         cr_assert_eq(r.ttl_ms, k == 0 ? 1000u : 10800u);
         cr_assert(rkv_ret_for(&p, &wl, &cfg, 1, &r)); /* its hint */
         cr_assert_eq(r.ttl_ms, k == 0 ? 300u : 3240u);
+        /* a priority's duration is on the same clock */
+        cr_assert_eq(r.priority, 60);
+        cr_assert_eq(r.priority_duration_ms, k == 0 ? 200u : 2160u);
+        cr_assert(rkv_ret_for(&p, &wl, &cfg, 0, &r));
+        cr_assert_eq(r.priority_duration_ms, 0);
     }
     rkv_ret_plan_free(&p);
     rkv_workload_free(&wl);

@@ -259,8 +259,44 @@ Test(sched_retain, bad_retention_is_refused_at_submit)
     r.pin_tokens = 4;
     cr_assert_eq(eng_submit(&e, 0, 0, p, 8, 1, 0), RKV_ERR_INVALID_ARG);
     r.ttl_ms = 1;
+    r.priority = -1;
+    r.priority_duration_ms = 5; /* a duration without a priority */
+    cr_assert_eq(eng_submit(&e, 0, 0, p, 8, 1, 0), RKV_ERR_INVALID_ARG);
+    r.priority = 10;
     OK(eng_submit(&e, 0, 0, p, 8, 1, 0));
     eng_drain(&e, 100);
+    eng_assert_no_leak(&e);
+    eng_fini(&e);
+}
+
+/* A pin without its own ttl_ms takes its namespace's default TTL: refused
+ * at submit while the namespace has none, then made and expiring at it. */
+Test(sched_retain, pin_takes_the_namespace_ttl)
+{
+    rkv_sched_config c;
+    small_cfg(&c);
+    eng e;
+    eng_init(&e, 16, PAGE, &c, 4);
+    int32_t p[8];
+    fill_tokens(p, 8, 1);
+    rkv_retention r;
+    rkv_retention_init(&r);
+    r.pin_tokens = 8;
+    e.retention = &r;
+    cr_assert_eq(eng_submit(&e, 0, 3, p, 8, 1, 0), RKV_ERR_INVALID_ARG);
+    OK(rkv_tree_set_namespace_ttl(e.tree, 3, 1000));
+    OK(eng_submit(&e, 0, 3, p, 8, 1, 0));
+    eng_drain(&e, 100);
+    rkv_retention_stats rs;
+    OK(rkv_tree_retention_stats(e.tree, &rs));
+    cr_assert_eq(rs.pins, 1);
+    cr_assert_eq(rs.pins_made, 1);
+    cr_assert_lt((double)rs.now_ms, 1000.0, "the run took %llu ms",
+                 (unsigned long long)rs.now_ms);
+    OK(rkv_tree_set_time(e.tree, rs.now_ms + 1000)); /* past any deadline */
+    OK(rkv_tree_retention_stats(e.tree, &rs));
+    cr_assert_eq(rs.pins, 0);
+    cr_assert_eq(rs.pins_expired, 1);
     eng_assert_no_leak(&e);
     eng_fini(&e);
 }

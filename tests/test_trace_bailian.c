@@ -255,6 +255,40 @@ Test(bailian, mooncake_hints)
     rkv_workload_free(&wl);
 }
 
+/* priority_duration_ms (both formats): read with a priority, refused
+ * without one or as 0 */
+Test(bailian, priority_duration_hint)
+{
+    const char *buf =
+        "{\"timestamp\": 5, \"input_length\": 600, \"output_length\": 3, "
+        "\"hash_ids\": [1, 2], \"priority\": 90, "
+        "\"priority_duration_ms\": 3000}\n"
+        "{\"timestamp\": 9, \"input_length\": 700, \"output_length\": 3, "
+        "\"hash_ids\": [1, 3], \"priority\": 80}\n";
+    rkv_workload wl;
+    cr_assert_eq(load(buf, -1, 0, &wl), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(wl.reqs[0].hint_priority, 90);
+    cr_assert_eq(wl.reqs[0].hint_prio_dur_ms, 3000);
+    cr_assert_eq(wl.reqs[1].hint_prio_dur_ms, 0);
+    rkv_workload_free(&wl);
+    rkv_trace_record rec;
+    cr_assert_eq(one("{\"chat_id\": 1, \"timestamp\": 0, \"input_length\": 4, "
+                     "\"output_length\": 1, \"hash_ids\": [1], "
+                     "\"priority\": 50, \"priority_duration_ms\": 7}",
+                     RKV_TRACE_FMT_AUTO, 0, &rec), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rec.priority_duration_ms, 7);
+    cr_assert_eq(one("{\"timestamp\": 0, \"input_length\": 4, "
+                     "\"output_length\": 1, \"hash_ids\": [1], "
+                     "\"priority_duration_ms\": 7}", RKV_TRACE_FMT_AUTO, 0, &rec),
+                 RKV_ERR_FORMAT);
+    cr_assert(strstr(rkv_last_error(), "without a priority") != NULL, "%s",
+              rkv_last_error());
+    cr_assert_eq(one("{\"timestamp\": 0, \"input_length\": 4, "
+                     "\"output_length\": 1, \"hash_ids\": [1], "
+                     "\"priority\": 5, \"priority_duration_ms\": 0}",
+                     RKV_TRACE_FMT_AUTO, 0, &rec), RKV_ERR_FORMAT);
+}
+
 /* session_end (both formats): true marks a session's last request; it
  * needs a session (a line without one ends nothing) */
 Test(bailian, session_end_marks_the_last_request)

@@ -99,6 +99,8 @@ _PROTOS = {
     "rkv_retention_init": (None, [P(S.Retention)]),
     "rkv_tree_retain": (ST, [vp, u64, vp, sz, P(S.Retention), u64, P(S.RetainResult)]),
     "rkv_tree_set_time": (ST, [vp, u64]),
+    "rkv_tree_set_namespace_ttl": (ST, [vp, u64, u64]),
+    "rkv_tree_namespace_ttl": (ST, [vp, u64, P(u64)]),
     "rkv_tree_session_end": (ST, [vp, u64, vp, sz, u64, P(u32)]),
     "rkv_tree_tier_flush": (ST, [vp]),
     "rkv_tree_pins_extend": (ST, [vp, u64, u64, u64, P(u32)]),

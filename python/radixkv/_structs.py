@@ -84,7 +84,7 @@ class Retention(_S):
     _c_name_ = "rkv_retention"
     _fields_ = [("priority", cint), ("prio_begin", size_t), ("prio_end", size_t),
                 ("pin_tokens", size_t), ("ttl_ms", u64), ("owner", u64),
-                ("session_end", cint)]
+                ("session_end", cint), ("priority_duration_ms", u64)]
 
 
 class RetainResult(_S):
@@ -101,7 +101,7 @@ class RetentionStats(_S):
         "pins_refused", "pins_demoted", "pins_lowered")] + [
         ("pinned_by_medium", u64 * MEDIUM_COUNT),
         ("pin_cap_by_medium", u64 * MEDIUM_COUNT),
-        ("pinned_lowered_on_device", u64)]
+        ("pinned_lowered_on_device", u64), ("prio_reverted", u64)]
 
 
 class Event(_S):

@@ -95,7 +95,9 @@ class Lease:
 class Retention:
     """What Tree.retain applies: a priority (0..100; None: unchanged) over
     pages wholly inside [prio_begin, prio_end) tokens, and a pin of the first
-    pin_tokens tokens for ttl_ms owned by ``owner``. session_end (for
+    pin_tokens tokens for ttl_ms owned by ``owner`` (ttl_ms 0: the
+    namespace's default, Tree.set_namespace_ttl). priority_duration_ms > 0:
+    the priority reverts to the default that long after. session_end (for
     Scheduler.submit): the session's last request; when it finishes the
     scheduler calls Tree.session_end for it (retain ignores it)."""
     priority: Any = None
@@ -105,6 +107,7 @@ class Retention:
     ttl_ms: int = 0
     owner: int = 0
     session_end: bool = False
+    priority_duration_ms: int = 0
 
     def _c(self):
         r = S.Retention()
@@ -113,6 +116,7 @@ class Retention:
         r.prio_begin, r.prio_end = self.prio_begin, self.prio_end
         r.pin_tokens, r.ttl_ms, r.owner = self.pin_tokens, self.ttl_ms, self.owner
         r.session_end = int(self.session_end)
+        r.priority_duration_ms = self.priority_duration_ms
         return r
 
 
@@ -341,6 +345,18 @@ class Tree:
 
     def set_time(self, now_ms):
         check(lib.rkv_tree_set_time(self.handle, now_ms), "rkv_tree_set_time")
+
+    def set_namespace_ttl(self, namespace, ttl_ms):
+        """Default pin TTL of a namespace (0: none); NoSpaceError past
+        RKV_NS_TTL_MAX namespaces."""
+        check(lib.rkv_tree_set_namespace_ttl(self.handle, namespace, ttl_ms),
+              "rkv_tree_set_namespace_ttl")
+
+    def namespace_ttl(self, namespace):
+        n = C.c_uint64()
+        check(lib.rkv_tree_namespace_ttl(self.handle, namespace, C.byref(n)),
+              "rkv_tree_namespace_ttl")
+        return n.value
 
     def pins_extend(self, owner, ttl_ms, now_ms):
         n = C.c_uint32()

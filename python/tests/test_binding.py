@@ -231,6 +231,28 @@ def test_retention_pins_and_priority():
         tree.retain([1] * 4, radixkv.Retention(priority=101), now_ms=30)
 
 
+def test_namespace_ttl_and_priority_duration():
+    pool, tree = make(num_blocks=8, page_size=4, evict_policy="priority")
+    cache(tree, list(range(8)), ns=3)
+    with pytest.raises(radixkv.InvalidArgError):  # no ttl_ms, no default
+        tree.retain(list(range(8)), radixkv.Retention(pin_tokens=8), now_ms=0,
+                    namespace=3)
+    tree.set_namespace_ttl(3, 50)
+    assert tree.namespace_ttl(3) == 50 and tree.namespace_ttl(4) == 0
+    tree.retain(list(range(8)), radixkv.Retention(pin_tokens=8, priority=90,
+                prio_end=8, priority_duration_ms=20), now_ms=0, namespace=3)
+    tree.set_time(19)
+    st = tree.retention_stats()
+    assert st["pins"] == 1 and st["prio_reverted"] == 0
+    tree.set_time(20)
+    assert tree.retention_stats()["prio_reverted"] == 1
+    tree.set_time(50)
+    assert tree.retention_stats()["pins"] == 0
+    with pytest.raises(radixkv.InvalidArgError):  # a duration needs a priority
+        tree.retain([1] * 4, radixkv.Retention(priority_duration_ms=5), now_ms=60)
+    tree.check()
+
+
 def test_session_end_releases_pins_and_marks_the_session_s_pages():
     pool, tree = make(num_blocks=8, page_size=4)
     shared = list(range(8))

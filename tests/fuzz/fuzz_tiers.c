@@ -508,12 +508,23 @@ static void op_retain(world *w, in *s)
     uint8_t c = get8(s);
     if (c & 1)
         r.priority = (int)below(s, RKV_PRIORITY_MAX + 1);
+    if ((c & 1) && (c & 4)) /* a priority that reverts (bits 3..5: when) */
+        r.priority_duration_ms = 1 + ((c >> 3) & 7) * 4u;
     r.prio_begin = below(s, n + 1);
     r.prio_end = r.prio_begin + below(s, n + 1 - (uint32_t)r.prio_begin);
+    uint64_t ttl = 0;
     if (c & 2) {
         r.pin_tokens = 1 + below(s, n);
-        r.ttl_ms = 1 + below(s, 64);
+        ttl = r.ttl_ms = 1 + below(s, 64);
         r.owner = 1 + below(s, MAX_OWNERS);
+    }
+    /* the same TTL as the namespace's default instead (the table is never
+     * full here: keys use few namespaces) */
+    if ((c & 2) && (c & 64)) {
+        if (called(w, rkv_tree_set_namespace_ttl(w->tree, ns, r.ttl_ms),
+                   "set_namespace_ttl") != RKV_OK)
+            die(w, "set_namespace_ttl refused");
+        r.ttl_ms = 0;
     }
     uint64_t now = advance(w, s);
     rkv_retain_result res;
@@ -534,7 +545,7 @@ static void op_retain(world *w, in *s)
                                                    : w->op % MAX_PINS];
         pr->owner = r.owner;
         pr->ns = ns;
-        pr->deadline = now + r.ttl_ms;
+        pr->deadline = now + ttl;
         pr->revoked = rs.pins_revoked;
         pr->n = n;
         pr->tokens = res.pinned_pages * w->P;
