@@ -21,7 +21,6 @@ Invariants:
     namespace id on first insert (exact: two keys never share a namespace).
 Sizes are in tokens at this interface (pages * page_size).
 """
-import array
 import ctypes as C
 
 import numpy as np
@@ -30,7 +29,7 @@ from .. import _structs as S
 from .._ffi import check, lib
 from ..errors import InvalidArgError, NoSpaceError
 from ..pool import Pool
-from ..tokens import as_tokens
+from ..tokens import as_tokens, list_to_int32
 from ..tree import Tree
 from . import types as T
 from ._requests import RequestCaching
@@ -269,10 +268,9 @@ class _RadixKVCacheImpl(RequestCaching):
             conv = min(n, _FIRST_CHUNK)
             while True:
                 try:
-                    arr = array.array("i", tokens[:conv])
-                except (OverflowError, TypeError) as e:
-                    raise InvalidArgError("match_prefix", f"token ids must be int32: {e}") \
-                        from None
+                    arr = list_to_int32(tokens[:conv] if conv < len(tokens) else tokens)
+                except InvalidArgError as e:
+                    raise InvalidArgError("match_prefix", e.detail) from None
                 addr = arr.buffer_info()[0]
                 if conv == n:
                     break
