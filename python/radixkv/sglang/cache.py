@@ -265,20 +265,29 @@ class _RadixKVCacheImpl(RequestCaching):
             # Convert only as far as the match can reach: probe (peek) a
             # growing prefix; the real match then runs on a prefix that
             # reaches past the match end, so it splits where a full key would.
+            # Each id is converted once: a longer probe appends to the
+            # array, so growing by 2 costs no reconversion.
             conv = min(n, _FIRST_CHUNK)
+            arr, done = None, 0
             while True:
                 try:
-                    arr = list_to_int32(tokens[:conv] if conv < len(tokens) else tokens)
+                    part = list_to_int32(tokens[done:conv] if done or conv < len(tokens)
+                                         else tokens)
                 except InvalidArgError as e:
                     raise InvalidArgError("match_prefix", e.detail) from None
-                addr = arr.buffer_info()[0]
+                if arr is None:
+                    arr = part
+                else:
+                    arr.extend(part)
+                done = conv
+                addr = arr.buffer_info()[0]  # extend may move it
                 if conv == n:
                     break
                 check(_match(self._th, ns, addr, conv, None, _PEEK, _byref(m)),
                       "rkv_tree_match")
                 if m.matched_tokens < conv:
                     break
-                conv = min(n, conv * 4)
+                conv = min(n, conv * 2)
             keep = arr
         else:
             addr, _, keep = as_tokens(tokens)
