@@ -28,8 +28,12 @@ never pass/fail).
 
 Usage: python_bench.py [--build DIR] [--quick] [--reps N] [--page-size P]
                        [--trace FILE] [--no-lists] [--clock wall|cpu]
+                       [--python DIR] [--only-lists]
   --build DIR   the build with libradixkv.so and tree_bench (default build)
   --quick       first 2,000 requests only (not comparable to SGLang's figures)
+  --python DIR  the radixkv package to import (default python/): A/B of two
+                versions of the Python layer on the same build
+  --only-lists  only radixkv.sglang with list keys (no tree_bench, no others)
 """
 import argparse
 import json
@@ -210,19 +214,29 @@ def main():
     ap.add_argument("--trace", default=TRACE, help="the trace (default: the copy in "
                     "bench/traces/, the same file as ../shared/traces/)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--python", default=os.path.join(ROOT, "python"))
+    ap.add_argument("--only-lists", action="store_true")
     args = ap.parse_args()
     global CLOCK
     CLOCK = time.thread_time_ns if args.clock == "cpu" else time.perf_counter_ns
     build = os.path.abspath(args.build)
     os.environ.setdefault("RADIXKV_LIBRARY", os.path.join(build, "libradixkv.so"))
-    sys.path.insert(0, os.path.join(ROOT, "python"))
+    sys.path.insert(0, os.path.abspath(args.python))
     import radixkv
     import radixkv.sglang as sg
+    print(f"python_bench: radixkv from {os.path.dirname(radixkv.__file__)}")
     reqs = load_trace(args.trace, 2000 if args.quick else 0)
     print(f"python_bench: {len(reqs)} requests, capacity {CAPACITY} tokens, "
           f"library {radixkv.library_path}, Python {sys.version.split()[0]}, "
           f"fastest of {args.reps}, {args.clock} clock (tree_bench: wall)")
     for P in args.page_size or [16, 512]:
+        if args.only_lists:
+            r = [bench_sglang(sg, reqs, P, True) for _ in range(args.reps)]
+            print(f"\npage {P}: radixkv.sglang, list keys, each repetition: " + "; ".join(
+                f"match {x['match_us']:.2f} us, insert {x['insert_us']:.2f} us, evict "
+                f"{x['evict_us']:.2f} us, lock {x['lock_us']:.2f} us, tree {x['tree_s']:.3f} s"
+                for x in r))
+            continue
         c = run_tree_bench(build, P, args.quick, args.trace)
         b = best(lambda: bench_binding(radixkv, reqs, P), args.reps)
         s_np = best(lambda: bench_sglang(sg, reqs, P, False), args.reps)

@@ -7,8 +7,15 @@ else (lists, tuples, ranges, other dtypes, strided or GPU tensors) is copied
 once into a new int32 array; values outside int32 raise InvalidArgError
 (never silently wrapped). keepalive must be held for as long as the address
 is used.
+
+Lists and tuples (what a Python server holds) are packed with ``struct``:
+its native "i" packer converts an int in about half the time
+``array.array('i', x)`` takes (which parses each element with a format
+string), with the same range check. Short ones go through array.array,
+whose fixed cost is lower.
 """
 import array
+import struct
 import sys
 
 from .errors import InvalidArgError
@@ -54,6 +61,30 @@ def _from_torch(x):
     return y.data_ptr(), y.shape[0], y
 
 
+_PACK_MIN = 128  # below this array.array's lower fixed cost wins
+_ZERO = array.array("i", [0])
+
+
+def list_to_int32(x):
+    """A list or tuple of ints as a new array.array('i'); InvalidArgError
+    when an id is not an int or does not fit int32."""
+    n = len(x)
+    try:
+        if n < _PACK_MIN:
+            return array.array("i", x)
+        a = _ZERO * n  # a block copy, no per-element work
+        struct.pack_into(f"{n}i", a, 0, *x)
+        return a
+    except OverflowError:
+        raise InvalidArgError("tokens", "a token id does not fit int32") from None
+    except TypeError as e:
+        raise InvalidArgError("tokens", f"token ids must be integers: {e}") from None
+    except struct.error as e:
+        if "format requires" in str(e):
+            raise InvalidArgError("tokens", "a token id does not fit int32") from None
+        raise InvalidArgError("tokens", f"token ids must be integers: {e}") from None
+
+
 def as_tokens(x):
     """(address, n, keepalive) of x as contiguous int32 token ids."""
     if isinstance(x, array.array) and x.typecode == "i" and _INT_ITEMSIZE_OK:
@@ -63,6 +94,9 @@ def as_tokens(x):
         return _from_numpy(x)
     if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
         return _from_torch(x)
+    if isinstance(x, (list, tuple)) and _INT_ITEMSIZE_OK:
+        a = list_to_int32(x)
+        return (a.buffer_info()[0] if len(a) else 0), len(a), a
     try:
         a = array.array("i", x)
     except OverflowError:

@@ -21,7 +21,6 @@ Invariants:
     namespace id on first insert (exact: two keys never share a namespace).
 Sizes are in tokens at this interface (pages * page_size).
 """
-import array
 import ctypes as C
 
 import numpy as np
@@ -30,7 +29,7 @@ from .. import _structs as S
 from .._ffi import check, lib
 from ..errors import InvalidArgError, NoSpaceError
 from ..pool import Pool
-from ..tokens import as_tokens
+from ..tokens import as_tokens, list_to_int32
 from ..tree import Tree
 from . import types as T
 from ._requests import RequestCaching
@@ -266,21 +265,29 @@ class _RadixKVCacheImpl(RequestCaching):
             # Convert only as far as the match can reach: probe (peek) a
             # growing prefix; the real match then runs on a prefix that
             # reaches past the match end, so it splits where a full key would.
+            # Each id is converted once: a longer probe appends to the
+            # array, so growing by 2 costs no reconversion.
             conv = min(n, _FIRST_CHUNK)
+            arr, done = None, 0
             while True:
                 try:
-                    arr = array.array("i", tokens[:conv])
-                except (OverflowError, TypeError) as e:
-                    raise InvalidArgError("match_prefix", f"token ids must be int32: {e}") \
-                        from None
-                addr = arr.buffer_info()[0]
+                    part = list_to_int32(tokens[done:conv] if done or conv < len(tokens)
+                                         else tokens)
+                except InvalidArgError as e:
+                    raise InvalidArgError("match_prefix", e.detail) from None
+                if arr is None:
+                    arr = part
+                else:
+                    arr.extend(part)
+                done = conv
+                addr = arr.buffer_info()[0]  # extend may move it
                 if conv == n:
                     break
                 check(_match(self._th, ns, addr, conv, None, _PEEK, _byref(m)),
                       "rkv_tree_match")
                 if m.matched_tokens < conv:
                     break
-                conv = min(n, conv * 4)
+                conv = min(n, conv * 2)
             keep = arr
         else:
             addr, _, keep = as_tokens(tokens)
