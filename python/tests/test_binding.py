@@ -409,3 +409,21 @@ def test_struct_size_guard_refuses_a_short_declaration():
     pair = (ShortTreeConfig, lambda a: init(ctypes.cast(a, ctypes.POINTER(_structs.TreeConfig))))
     with pytest.raises(ImportError, match="rkv_tree_config.*does not match"):
         _ffi._check_struct_sizes([pair])
+
+
+# Long lists take another conversion path (struct packing from 128 ids on):
+# both sides of that threshold must give the same ids and the same errors.
+@pytest.mark.parametrize("n", [1, 127, 128, 129, 1000])
+def test_token_lists_convert_exactly_on_both_paths(n):
+    from radixkv.tokens import list_to_int32
+
+    ids = [(i * 2654435761) % (2**31) - (i % 3) * 2**30 for i in range(n)]
+    ids[0] = -(2**31)
+    ids[-1] = 2**31 - 1
+    assert list(list_to_int32(ids)) == ids
+    assert list(list_to_int32(tuple(ids))) == ids
+    for bad in (2**31, -(2**31) - 1):
+        with pytest.raises(radixkv.InvalidArgError, match="does not fit int32"):
+            list_to_int32(ids[:-1] + [bad])
+    with pytest.raises(radixkv.InvalidArgError, match="must be integers"):
+        list_to_int32(ids[:-1] + [1.5])
