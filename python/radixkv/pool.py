@@ -11,12 +11,13 @@ import weakref
 from . import _arrays
 from . import _structs as S
 from ._ffi import check, lib
+from ._owned import Owned
 
 DTYPES = {"f16": 0, "bf16": 1, "f32": 2}
 DEVICES = {"host": 0, "cuda": 1}
 
 
-class Pool:
+class Pool(Owned):
     """A pool of ``num_blocks`` KV blocks of ``page_size`` tokens.
 
     ``num_layers=0`` (default) makes a metadata-only pool (no KV memory):
@@ -73,6 +74,8 @@ class Pool:
         return self
 
     # -- lifetime ----------------------------------------------------------
+    _kind = "Pool"
+
     def close(self):
         """Destroys the pool. Its trees must be closed first (BusyError)."""
         if any(getattr(t, "_h", None) for t in getattr(self, "_users", ())):
@@ -83,25 +86,11 @@ class Pool:
             self._h = None
             self._kv = None  # the tensors may go now
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __del__(self):
         try:
             self.close()
         except Exception:  # a tree still open (it closes the pool after
             self._deferred = True  # itself), or interpreter shutdown
-
-
-    @property
-    def handle(self):
-        """The rkv_pool pointer (an int), for other bindings."""
-        if not self._h:
-            raise ValueError("radixkv.Pool is closed")
-        return self._h
 
     # -- facts -------------------------------------------------------------
     @property

@@ -11,6 +11,7 @@ from typing import Any
 from . import _arrays
 from . import _structs as S
 from ._ffi import check, lib
+from ._owned import Owned
 from .tokens import as_tokens
 
 POLICIES = {"fcfs": 0, "lpm": 1, "dfs": 2, "priority": 3, "bounded": 4}
@@ -57,7 +58,7 @@ class BatchPlan:
                    cp(p.input_tokens, "i32", t), cp(p.emits_token, "u8", r), copies)
 
 
-class Scheduler:
+class Scheduler(Owned):
     """Admits, batches and preempts requests over ``tree``. Keyword
     arguments set rkv_sched_config fields (policy by name: "fcfs", "lpm",
     "dfs", "priority", "bounded")."""
@@ -76,29 +77,11 @@ class Scheduler:
         self.tree = tree
         tree.pool._users.add(self)
 
-    @property
-    def handle(self):
-        if not self._h:
-            raise ValueError("radixkv.Scheduler is closed")
-        return self._h
+    _kind = "Scheduler"
 
-    def close(self):
+    def _destroy(self, h):
         """Destroys the scheduler (aborting what still runs)."""
-        if getattr(self, "_h", None):
-            lib.rkv_sched_destroy(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
+        lib.rkv_sched_destroy(h)
 
     def submit(self, req_id, prompt, max_new_tokens, namespace=0, priority=0,
                arrival_ms=0.0, retention=None):

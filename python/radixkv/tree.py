@@ -14,6 +14,7 @@ from typing import Any
 from . import _arrays
 from . import _structs as S
 from ._ffi import check, lib
+from ._owned import Owned
 from .events import Event, EventKind
 from .tokens import as_tokens
 
@@ -120,7 +121,7 @@ class Retention:
         return r
 
 
-class Store:
+class Store(Owned):
     """A lower tier (rkv_store): medium "host" or "disk". capacity_blocks
     (or capacity_bytes) must be set; block_bytes 0 = metadata only (a
     simulation) else the pool's bytes_per_block; path is the disk file or
@@ -155,28 +156,10 @@ class Store:
         check(lib.rkv_store_create(C.byref(cfg), C.byref(h)), "rkv_store_create")
         self._h = h.value
 
-    @property
-    def handle(self):
-        if not self._h:
-            raise ValueError("radixkv.Store is closed")
-        return self._h
+    _kind = "Store"
 
-    def close(self):
-        if getattr(self, "_h", None):
-            lib.rkv_store_destroy(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
+    def _destroy(self, h):
+        lib.rkv_store_destroy(h)
 
     @property
     def capacity_blocks(self):
@@ -195,7 +178,7 @@ class Store:
         check(lib.rkv_store_check(self.handle), "rkv_store_check")
 
 
-class Tree:
+class Tree(Owned):
     """A token radix tree caching prefixes as pages of ``pool``.
 
     event_ring > 0 records KV events (drain them with ``events()``);
@@ -227,11 +210,7 @@ class Tree:
         self._ins = S.InsertResult()
 
     # -- lifetime ----------------------------------------------------------
-    @property
-    def handle(self):
-        if not self._h:
-            raise ValueError("radixkv.Tree is closed")
-        return self._h
+    _kind = "Tree"
 
     def close(self):
         """Destroys the tree (its leases die with it; its blocks go back to
@@ -241,18 +220,6 @@ class Tree:
             self._h = None
             if getattr(self.pool, "_deferred", False):
                 self.pool.close()  # its finalizer ran while this tree lived
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
 
     # -- match / insert / lock ---------------------------------------------
     def match(self, tokens, namespace=0, peek=False):
