@@ -214,7 +214,7 @@ Test(readme, quotes_equal_the_examples)
         size_t len = strlen(e->d_name);
         if (len > 3 && len < 40 && strcmp(e->d_name + len - 3, ".md") == 0) {
             cr_assert_lt(nd, 32, "more documents than the test expects");
-            snprintf(docs[nd++], sizeof docs[0], "docs/%s", e->d_name);
+            snprintf(docs[nd++], sizeof docs[0], "docs/%.50s", e->d_name);
         }
     }
     closedir(d);
