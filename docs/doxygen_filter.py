@@ -16,6 +16,12 @@ each plain /* comment by where it stands:
     note on the file's page, such as the block ownership protocol);
   - alone inside braces, before a blank line, or on a preprocessor
     conditional line                    -> left a plain comment.
+A comment above a run of declarations (no blank line between them)
+documents the whole run: the calls become a member group whose first
+member's comment Doxygen gives to all (DISTRIBUTE_GROUP_DOC); calls right
+below a type and without a comment of their own (a stats struct, then the
+call that fills it) get the type's comment (@copydoc). Ranges (" .. ") and
+lines opening with "+ " are escaped so Markdown does not read them as lists.
 It only inserts text inside lines, so line numbers (and Doxygen's warning
 locations) stay those of the header. Strings and character literals are
 skipped; the headers have no nested comments.
@@ -100,7 +106,7 @@ def opener(text, start, end, before, depth, first, body):
     if not next_line.strip() or STANDALONE_PP.match(next_line):
         return "/*" if depth > 0 else "/** @file " + NAME + " @details"
     if depth == 0:
-        decls = run(text, end + nl + 1 if nl >= 0 else n)
+        decls = run(text, end + nl + 1 if nl >= 0 else len(text))
         if decls and decls[0][1] and len(decls) >= 2:
             # a type, then the calls that use it: they share its comment
             INSERT[decls[0][0]] = " /**@{*/ /** @copydoc %s */" % decls[0][2]
@@ -128,11 +134,11 @@ def type_then_calls(text, brace):
 
 def run(text, p):
     """The declarations (one-line macros included) from p up to a blank
-    line, a comment line, another preprocessor line or the end, as (index of the newline ending it, has
-    braces, last identifier). A comment above such a run documents it as a
-    whole: a run of calls becomes a member group (DISTRIBUTE_GROUP_DOC), a
-    type followed by calls (a struct and the call that fills it) gives the
-    calls the type's comment."""
+    line, a comment line, another preprocessor line or the end, as (index
+    of the newline ending it, has braces, last identifier). A comment above
+    such a run documents it as a whole: a run of calls becomes a member
+    group (DISTRIBUTE_GROUP_DOC), a type followed by calls (a struct and the
+    call that fills it) gives the calls the type's comment."""
     depth, decls, braces, ident = 0, [], False, ""
     n = len(text)
     while p < n:
@@ -171,34 +177,6 @@ def escape(body):
     (a formula continued) would start one."""
     body = re.sub(r"(?<=\s)\.\.(?=\s|$)", r"\\.\\.", body)
     return re.sub(r"(?m)^(\s*\*?\s+)\+ ", r"\1\\+ ", body)
-
-
-def run_end(text, p):
-    """The declarations from p up to a blank line, a comment line, a
-    preprocessor line or the end: when there are two or more, the index of
-    the newline ending the last one (where its member group closes), else
-    None. A comment documents such a run as a whole (DISTRIBUTE_GROUP_DOC),
-    e.g. a struct and the call that fills it."""
-    depth, decls, last = 0, 0, None
-    n = len(text)
-    while p < n:
-        e = text.find("\n", p)
-        e = n if e < 0 else e
-        line = text[p:e]
-        s = line.strip()
-        if not s or s.startswith("/*") or s.startswith("#"):
-            break
-        code = line.split("/*", 1)[0]
-        for ch in code:
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-            elif ch == ";" and depth == 0:
-                decls += 1
-                last = e
-        p = e + 1
-    return last if decls >= 2 and depth == 0 else None
 
 
 def main():
