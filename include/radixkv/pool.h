@@ -61,6 +61,7 @@ void rkv_pool_config_init(rkv_pool_config *cfg);
 rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out);
 void rkv_pool_destroy(rkv_pool *pool); /* NULL is fine */
 
+/* The pool's configuration, as created, and its sizes. */
 rkv_status rkv_pool_get_config(const rkv_pool *pool, rkv_pool_config *out);
 uint32_t rkv_pool_num_blocks(const rkv_pool *pool);
 uint32_t rkv_pool_num_free(const rkv_pool *pool);

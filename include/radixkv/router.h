@@ -114,6 +114,7 @@ typedef struct rkv_router_config {
 } rkv_router_config;
 void rkv_router_config_init(rkv_router_config *cfg);
 
+/* cfg may be NULL: the defaults of rkv_router_config_init. */
 rkv_status rkv_router_create(const rkv_router_config *cfg, rkv_router **out);
 void rkv_router_destroy(rkv_router *router); /* NULL is fine */
 

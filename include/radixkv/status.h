@@ -29,6 +29,8 @@
 
 RKV_BEGIN_DECLS
 
+/* The version of the library running ("0.1.0"); RKV_VERSION_STRING is the
+ * one compiled against. */
 const char *rkv_version(void);
 
 typedef enum rkv_status {

@@ -23,7 +23,7 @@ RKV_BEGIN_DECLS
  * lowest priority first, least recently used among equals (a page keeps
  * its priority below the device), as the device does. Design
  * notes (what was taken from SGLang HiCache, TensorRT-LLM and vLLM, and
- * what differs) are in tier/README.md and radix/tree_tier.c.
+ * what differs) are in docs/tiers.md and radix/tree_tier.c.
  *
  * Residency invariant (rkv_tree_check verifies it):
  *   - every cached page is resident in at least one medium;
@@ -316,7 +316,7 @@ typedef struct rkv_transfer_done {
 /* Runs queued copies and reports completed tickets into out[0..max);
  * *n_out gets the count. Pending stores finish here too. Host pool: the
  * copies run (memcpy / pread) and complete in this call. CUDA pool: two
- * phases (tier/README.md, "Asynchronous copies"): a poll queues the copies
+ * phases (docs/tiers.md, "Asynchronous copies"): a poll queues the copies
  * of the loads and stores queued since the last one on a stream and
  * records an event; a LATER poll that finds the event complete finishes
  * them (a load's ticket is reported then, a store's host copy counts from
