@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 /* The library is built with -fvisibility=hidden: what this header declares
- * is exactly what libradixkv exports (tests/check_exports.sh verifies it). */
+ * is exactly what libradixkv exports (tests/scripts/check_exports.sh verifies it). */
 #if defined(__GNUC__)
 #pragma GCC visibility push(default)
 #endif

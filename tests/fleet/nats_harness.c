@@ -1,8 +1,8 @@
 /*
- * fleet/tests/nats_harness.c -- the NATS tests' server and processes
- * and the router requests they make (fleet/tests/nats_harness.h).
+ * tests/fleet/nats_harness.c -- the NATS tests' server and processes
+ * and the router requests they make (tests/fleet/nats_harness.h).
  */
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_nats.c -- the fleet end to end against a real
+ * tests/fleet/test_fleet_nats.c -- the fleet end to end against a real
  * nats-server with JetStream: each test starts `nats-server -js` on a free
  * loopback port with a temporary store dir and stops it at the end, runs
  * the radixkv-router daemon as a child process, and in-process instances
@@ -23,7 +23,7 @@
 
 #include "fleet/codec.h"
 #include "fleet/publisher.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 #include "tests/support/event_driver.h"
 #include "tests/support/test_util.h"
 

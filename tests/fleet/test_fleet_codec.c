@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_codec.c -- the fleet wire format (fleet/codec.h):
+ * tests/fleet/test_fleet_codec.c -- the fleet wire format (fleet/codec.h):
  * round trips of real event batches (a tree with events on), and the strict
  * decoders against every truncation, every one-byte change, unknown
  * versions, trailing bytes and random bytes: an error status, never a

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_router.c -- the router daemon's limits, through
+ * tests/fleet/test_fleet_router.c -- the router daemon's limits, through
  * the daemon against a real nats-server: more instances than a reply
  * lists, several routers on one model, an instance whose snapshot is over
  * the server's 1 MiB payload. The test mostly plays the instances itself:
@@ -20,7 +20,7 @@
 #include "fleet/codec.h"
 #include "fleet/publisher.h"
 #include "fleet/stand_in.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 #include "radixkv_router.h"
 
 #define MODEL "routertest"

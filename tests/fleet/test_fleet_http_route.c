@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_http_route.c -- the router daemon's HTTP route
+ * tests/fleet/test_fleet_http_route.c -- the router daemon's HTTP route
  * API (rkv_rd_http_route, POST /v1/route) without a NATS server: two real
  * trees publish their KV events and heartbeats into the daemon's handlers
  * (rkv_rd_handle, what the main loop runs), and JSON requests of token ids

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/nats_harness.h -- what the NATS tests share: a real
+ * tests/fleet/nats_harness.h -- what the NATS tests share: a real
  * `nats-server -js` on a free loopback port with a temporary store dir
  * (started, restarted on the same port and store, stopped and removed),
  * child processes that die with the test, a clock, and reading one sample

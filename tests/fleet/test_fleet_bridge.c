@@ -1,7 +1,7 @@
 /*
- * fleet/tests/test_fleet_bridge.c -- `radixkv bridge` end to end: a real
+ * tests/fleet/test_fleet_bridge.c -- `radixkv bridge` end to end: a real
  * `nats-server -js`, the router daemon (`radixkv router`), a vLLM-format
- * worker (fleet/tests/vllm_publisher.py: ZMQ PUB + ROUTER replay, written
+ * worker (tests/fleet/vllm_publisher.py: ZMQ PUB + ROUTER replay, written
  * from the format), and the bridge relaying it as instance 7. The worker
  * sends, in phases the test starts with files in a control directory:
  *   1. prompt A's 8 pages in two events (array form with unsigned hashes
@@ -36,7 +36,7 @@
 
 #include "fleet/codec.h"
 #include "fleet/kvev.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 
 #define MODEL "bridgetest"
 #define ID 7u
@@ -124,7 +124,7 @@ Test(fleet_bridge, vllm_worker_routed_through_bridge)
     snprintf(id, sizeof id, "%u", ID);
     char *router[] = {RKV_CMD_BIN, "router", "--server", h.url, "--model", MODEL,
                       "--snapshot-timeout-ms", "500", NULL};
-    char *worker[] = {"/usr/bin/python3", RKV_SOURCE_DIR "/fleet/tests/vllm_publisher.py",
+    char *worker[] = {"/usr/bin/python3", RKV_SOURCE_DIR "/tests/fleet/vllm_publisher.py",
                       pub_port, rep_port, ctl, NULL};
     char *bridge[] = {RKV_CMD_BIN, "bridge", "--zmq", zmq_ep, "--replay", rep_ep,
                       "--instance", id, "--server", h.url, "--model", MODEL,

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_trust.c -- the fleet's trust model (README
+ * tests/fleet/test_fleet_trust.c -- the fleet's trust model (README
  * "Security", "Fleet") against a real nats-server:
  *
  *  - permissions: nats-server runs the sample configuration
@@ -44,7 +44,7 @@
 #include "fleet/codec.h"
 #include "fleet/nats_auth.h"
 #include "fleet/publisher.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 #include "tests/support/event_driver.h"
 #include "tests/support/test_util.h"
 

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_procs.c -- the fleet as processes, end to end: a
+ * tests/fleet/test_fleet_procs.c -- the fleet as processes, end to end: a
  * real `nats-server -js` (free loopback port, temporary store dir, stopped
  * at the end), the router daemon (`radixkv router`, and after a kill -9
  * the radixkv-router program: one implementation, two commands), and THREE
@@ -38,7 +38,7 @@
 
 #include "fleet/codec.h"
 #include "fleet/stand_in.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 
 #define MODEL "proctest"
 #define NI 3
