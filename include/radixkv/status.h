@@ -18,7 +18,7 @@
 /* Every public header opens and closes its declarations with these: C
  * linkage for C++ callers, and default visibility, because the library
  * is built with -fvisibility=hidden and exports exactly what the public
- * headers declare (tests/check_exports.sh verifies it). */
+ * headers declare (tests/scripts/check_exports.sh verifies it). */
 #ifdef __cplusplus
 #define RKV_BEGIN_DECLS extern "C" { _Pragma("GCC visibility push(default)")
 #define RKV_END_DECLS _Pragma("GCC visibility pop") }

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_kvev_zpub.c -- a radixkv instance's events in the vLLM
+ * tests/fleet/test_kvev_zpub.c -- a radixkv instance's events in the vLLM
  * format over ZMQ (fleet/kvev_zpub.h), read back the way a consumer of
  * vLLM workers reads them: a SUB socket gets [topic, seq, batch] with
  * consecutive seqs; the batch, fed to the bridge (fleet/bridge.h), gives
