@@ -286,27 +286,8 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     }
     if (st == RKV_OK) {
         rkv_tree_stats ts;
-        st = rkv_tree_get_stats(tree, &ts);
+        st = rkv_replay_add_tree_counters(tree, &res, &ts);
         if (st == RKV_OK) {
-            res.evicted_blocks = ts.evicted_blocks;
-            res.tree_host_bytes = ts.host_bytes;
-            res.guard_lru_hit_tokens = ts.guard_lru_hit_tokens;
-            res.guard_fallbacks = ts.guard_fallbacks;
-            rkv_retention_stats rs;
-            if (rkv_tree_retention_stats(tree, &rs) == RKV_OK) {
-                res.pins_made = rs.pins_made;
-                res.pins_renewed = rs.pins_renewed;
-                res.pins_refused = rs.pins_refused;
-                res.pins_expired = rs.pins_expired;
-                res.pins_released = rs.pins_released;
-                res.pins_revoked = rs.pins_revoked;
-                res.pins_demoted = rs.pins_demoted;
-            }
-            rkv_tier_stats tst;
-            if (rkv_tree_tier_stats(tree, &tst) == RKV_OK) {
-                res.store_blocks = tst.stores_blocks[RKV_MEDIUM_HOST] +
-                                   tst.stores_blocks[RKV_MEDIUM_DISK];
-            }
             /* The tree's own count of device hits must agree with ours. */
             if (ts.hit_tokens != res.hit_tokens_by_medium[RKV_MEDIUM_DEVICE])
                 st = rkv_set_error(RKV_ERR_CORRUPT,

@@ -336,10 +336,8 @@ static rkv_status step(fleet *f, uint32_t b, int *stalled)
     if (st != RKV_OK)
         return st;
     rkv_sched_stats ss;
-    if ((st = rkv_sched_get_stats(r->sched, &ss)) != RKV_OK)
+    if ((st = rkv_inst_step_stats(r, &ss, res)) != RKV_OK)
         return st;
-    if (ss.waiting > res->max_waiting)
-        res->max_waiting = ss.waiting;
     *stalled = 0;
     if (p->num_reqs == 0) {
         if (rkv_inst_idle_step(r, p, &ss, &f->idle_loads[b], res))

@@ -106,6 +106,11 @@ int rkv_inst_idle_step(sched_run *r, const rkv_batch_plan *p,
 rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                              rkv_replay_result *res);
 
+/* The scheduler's counters after a step, into *ss; the deepest queue
+ * seen so far into res->max_waiting. */
+rkv_status rkv_inst_step_stats(const sched_run *r, rkv_sched_stats *ss,
+                               rkv_replay_result *res);
+
 /* Adds an instance's counters to res -- its scheduler's (steps,
  * preemptions, loads, swaps; peak blocks as a maximum), its tiers' stores,
  * its tree's evictions and bytes, and its pins: the single replay's one

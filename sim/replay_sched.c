@@ -28,6 +28,13 @@ int rkv_rel_less(const rel_item *x, const rel_item *y)
     return x->t < y->t || (x->t == y->t && x->id < y->id);
 }
 
+static void rel_swap(rel_heap *h, size_t i, size_t j)
+{
+    rel_item tmp = h->a[i];
+    h->a[i] = h->a[j];
+    h->a[j] = tmp;
+}
+
 rkv_status rkv_rel_push(rel_heap *h, double t, uint64_t id)
 {
     if (h->n == h->cap) {
@@ -44,9 +51,7 @@ rkv_status rkv_rel_push(rel_heap *h, double t, uint64_t id)
         size_t p = (i - 1) / 2;
         if (!rkv_rel_less(&h->a[i], &h->a[p]))
             break;
-        rel_item tmp = h->a[i];
-        h->a[i] = h->a[p];
-        h->a[p] = tmp;
+        rel_swap(h, i, p);
         i = p;
     }
     return RKV_OK;
@@ -65,9 +70,7 @@ rel_item rkv_rel_pop(rel_heap *h)
             m = r;
         if (m == i)
             break;
-        rel_item tmp = h->a[i];
-        h->a[i] = h->a[m];
-        h->a[m] = tmp;
+        rel_swap(h, i, m);
         i = m;
     }
     return top;
@@ -508,29 +511,8 @@ rkv_status rkv_inst_add_counters(const sched_run *r, rkv_replay_result *res)
     res->failed_loads += ss.failed_loads;
     res->swap_out_blocks += ss.swap_out_pages;
     res->swap_in_blocks += ss.swap_in_pages;
-    rkv_tier_stats tt;
-    if ((st = rkv_tree_tier_stats(r->tree, &tt)) != RKV_OK)
-        return st;
-    res->store_blocks += tt.stores_blocks[RKV_MEDIUM_HOST] +
-                         tt.stores_blocks[RKV_MEDIUM_DISK];
     rkv_tree_stats ts;
-    if ((st = rkv_tree_get_stats(r->tree, &ts)) != RKV_OK)
-        return st;
-    res->evicted_blocks += ts.evicted_blocks;
-    res->tree_host_bytes += ts.host_bytes;
-    res->guard_lru_hit_tokens += ts.guard_lru_hit_tokens;
-    res->guard_fallbacks += ts.guard_fallbacks;
-    rkv_retention_stats rs;
-    if ((st = rkv_tree_retention_stats(r->tree, &rs)) != RKV_OK)
-        return st;
-    res->pins_made += rs.pins_made;
-    res->pins_renewed += rs.pins_renewed;
-    res->pins_refused += rs.pins_refused;
-    res->pins_expired += rs.pins_expired;
-    res->pins_released += rs.pins_released;
-    res->pins_revoked += rs.pins_revoked;
-    res->pins_demoted += rs.pins_demoted;
-    return RKV_OK;
+    return rkv_replay_add_tree_counters(r->tree, res, &ts);
 }
 
 static rkv_status collect(sched_run *r, rkv_replay_result *res)
@@ -548,6 +530,15 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
     res->sched_us_per_step = res->steps ? r->step_us_total / (double)res->steps
                                         : 0.0;
     return collect_retention(r, res);
+}
+
+rkv_status rkv_inst_step_stats(const sched_run *r, rkv_sched_stats *ss,
+                               rkv_replay_result *res)
+{
+    rkv_status st = rkv_sched_get_stats(r->sched, ss);
+    if (st == RKV_OK && ss->waiting > res->max_waiting)
+        res->max_waiting = ss->waiting;
+    return st;
 }
 
 int rkv_inst_idle_step(sched_run *r, const rkv_batch_plan *p,
@@ -585,10 +576,8 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
         if (us > res->sched_us_per_step_max)
             res->sched_us_per_step_max = us;
         rkv_sched_stats ss;
-        if ((st = rkv_sched_get_stats(r->sched, &ss)) != RKV_OK)
+        if ((st = rkv_inst_step_stats(r, &ss, res)) != RKV_OK)
             return st;
-        if (ss.waiting > res->max_waiting)
-            res->max_waiting = ss.waiting;
         if (p->num_reqs == 0) {
             if (rkv_inst_idle_step(r, p, &ss, &idle_loads, res))
                 continue;

@@ -581,6 +581,21 @@ static unsigned field_of(const char *key, int format)
     return 0;
 }
 
+/* A duration in ms, 1 .. 2^40 (past the simulated clock's end); 0 is
+ * refused with `if_zero` (the field's "none" is its absence). */
+static rkv_status jduration(jscan *p, const char *field, const char *if_zero,
+                            uint64_t *out)
+{
+    uint64_t m;
+    int neg;
+    rkv_status st = jinteger(p, field, 0, (uint64_t)1 << 40, &m, &neg);
+    if (st == RKV_OK && m == 0)
+        return jfail(p, if_zero);
+    if (st == RKV_OK)
+        *out = m;
+    return st;
+}
+
 /* One field's value into rec. */
 static rkv_status parse_field(jscan *p, unsigned f, rkv_trace_record *rec,
                               uint64_t **ids, size_t *ids_cap, double *ts)
@@ -603,21 +618,13 @@ static rkv_status parse_field(jscan *p, unsigned f, rkv_trace_record *rec,
             rec->priority = (int32_t)m;
         return st;
     case F_TTL:
-        st = jinteger(p, "ttl_ms", 0, (uint64_t)1 << 40, &m, &neg);
-        if (st == RKV_OK && m == 0)
-            return jfail(p, "ttl_ms is 0 (a pin needs a time; leave the "
-                            "field out for none)");
-        if (st == RKV_OK)
-            rec->ttl_ms = m;
-        return st;
+        return jduration(p, "ttl_ms", "ttl_ms is 0 (a pin needs a time; leave "
+                         "the field out for none)", &rec->ttl_ms);
     case F_PRIO_DUR:
-        st = jinteger(p, "priority_duration_ms", 0, (uint64_t)1 << 40, &m, &neg);
-        if (st == RKV_OK && m == 0)
-            return jfail(p, "priority_duration_ms is 0 (leave the field out "
-                            "for a priority that stays)");
-        if (st == RKV_OK)
-            rec->priority_duration_ms = m;
-        return st;
+        return jduration(p, "priority_duration_ms",
+                         "priority_duration_ms is 0 (leave the field out "
+                         "for a priority that stays)",
+                         &rec->priority_duration_ms);
     case F_SESSION:
         st = jsession(p, &rec->session);
         if (st == RKV_OK)
