@@ -410,6 +410,15 @@ static const uint32_t horizons[] = {100, 200, 400, 600, 800, 1600, 3200, H_INF};
 #define NAUC (sizeof aucs / sizeof aucs[0])
 #define NH (sizeof horizons / sizeof horizons[0])
 
+/* A horizon as the tables name it: "ever" or its number of requests. */
+static const char *h_name(char *buf, size_t cap, uint32_t h)
+{
+    if (h == H_INF)
+        return "ever";
+    snprintf(buf, cap, "%u", h);
+    return buf;
+}
+
 static void hdr_caps(const uint64_t *caps, int ncaps, const char *lead)
 {
     printf("%s", lead);
@@ -514,11 +523,8 @@ void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps)
         printf("\n");
     }
     for (int c = 0; c < ncaps; c++) {
-        char t[32];
-        if (best_h[c] == H_INF)
-            snprintf(t, sizeof t, "ever");
-        else
-            snprintf(t, sizeof t, "%u", best_h[c]);
+        char hb[16];
+        const char *t = h_name(hb, sizeof hb, best_h[c]);
         printf("\ncapacity %llu, best H %s: AUC asked [AUC of the scores drawn]; "
                "threshold: midpoint | best false-positive rate of the grid\n",
                (unsigned long long)caps[c], t);
@@ -584,11 +590,9 @@ void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps)
            "ranked by their return share on this trace)\n");
     printf("%-64s", "feature");
     for (int k = 0; k < nhs; k++) {
-        char t[48];
-        if (hs[k] == H_INF)
-            snprintf(t, sizeof t, "H ever: AUC all/ends/rest");
-        else
-            snprintf(t, sizeof t, "H %u: AUC all/ends/rest", hs[k]);
+        char hb[16], t[48];
+        snprintf(t, sizeof t, "H %s: AUC all/ends/rest",
+                 h_name(hb, sizeof hb, hs[k]));
         printf(" %-17s", t);
     }
     printf("    rest: TPR at FPR 0.1%%/1%%, same H order\n");
