@@ -481,6 +481,16 @@ static int run_fleet(rkv_cli_options *o, const rkv_workload *wl,
     return rc;
 }
 
+#if !defined(RKV_HAVE_NATS) || !defined(RKV_HAVE_BRIDGE)
+/* A subcommand this build left out: what it was built without. */
+static int unavailable(const char *without, const char *what)
+{
+    fprintf(stderr, "radixkv: this radixkv was built without %s: the %s is "
+                    "not available\n", without, what);
+    return 1;
+}
+#endif
+
 /* `radixkv router ...`: the daemon has its own options and loop. */
 static int run_router(int argc, char **argv)
 {
@@ -489,9 +499,7 @@ static int run_router(int argc, char **argv)
 #else
     (void)argc;
     (void)argv;
-    fprintf(stderr, "radixkv: this radixkv was built without NATS (no libnats-dev, "
-                    "or -DRKV_NATS=OFF): the router is not available\n");
-    return 1;
+    return unavailable("NATS (no libnats-dev, or -DRKV_NATS=OFF)", "router");
 #endif
 }
 
@@ -503,9 +511,8 @@ static int run_bridge(int argc, char **argv)
 #else
     (void)argc;
     (void)argv;
-    fprintf(stderr, "radixkv: this radixkv was built without libzmq or NATS (no "
-                    "libzmq3-dev or libnats-dev): the bridge is not available\n");
-    return 1;
+    return unavailable("libzmq or NATS (no libzmq3-dev or libnats-dev)",
+                       "bridge");
 #endif
 }
 
