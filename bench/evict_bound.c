@@ -1,6 +1,6 @@
 /*
  * bench/evict_bound.c -- evict_bench --bound: what prediction quality the
- * issue's target (half the LRU -> Belady gap) needs, measured with
+ * learned policy's target (half the LRU -> Belady gap) needs, measured with
  * imperfect oracles on the page model (bench/evict_bench.h) rather than
  * guessed from an AUC. Prints, for the conversation trace at the first
  * BOUND_CAPS capacities: (a) Belady on noisy next-use times, (b) a "used
@@ -452,7 +452,7 @@ void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps)
         bel[c] = (double)model_run(&pg, cp[c], M_BELADY, NULL) / (double)pg.prompt_tokens;
         ever[c] = (double)model_run(&pg, cp[c], M_EVER, NULL) / (double)pg.prompt_tokens;
         learned[c] = library_run(wl, caps[c], RKV_EVICT_LEARNED, &us, NULL);
-        /* the issue's target: half the LRU -> Belady gap, this run's figures */
+        /* the target: half the LRU -> Belady gap, this run's figures */
         target[c] = lru[c] + (bel[c] - lru[c]) / 2;
         printf("%14llu %8.2f%% %8.2f%% %8.2f%% %8.2f%% %8.2f%%\n",
                (unsigned long long)caps[c], 100 * lru[c], 100 * bel[c],
