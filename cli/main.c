@@ -87,7 +87,7 @@ static void progress_fn(void *ctx, size_t done, size_t total)
 static void sweep_run_fn(void *ctx, size_t run, size_t runs, const char *label)
 {
     (void)runs;
-    rkv_progress_run(ctx, run, strncmp(label, "file", 4) != 0, label, now_ns());
+    rkv_progress_run(ctx, run, label, now_ns());
 }
 
 /* ---- stdout --------------------------------------------------------------------- */
@@ -366,11 +366,17 @@ static int run_sweep_grid(rkv_cli_options *o, const rkv_workload *wl,
     if (o->rc.progress) {
         sc.on_run = sweep_run_fn;
         sc.on_run_ctx = pr;
+        /* each row's device capacity: a host sweep's rows share one */
         size_t rows = sc.num_host_capacities ? sc.num_host_capacities
                                              : sc.num_capacities;
-        rkv_progress_plan(pr, sc.file_order ? rows : 0,
-                          sc.sched ? rows * (nfleet ? nfleet : sc.num_policies)
-                                   : 0);
+        uint64_t row_cap[RKV_CLI_MAX_LIST];
+        if (rows > RKV_CLI_MAX_LIST)
+            rows = RKV_CLI_MAX_LIST;
+        for (size_t r = 0; r < rows; r++)
+            row_cap[r] = sc.capacities[sc.num_host_capacities ? 0 : r];
+        rkv_progress_plan(pr, rows, sc.file_order,
+                          sc.sched ? (nfleet ? nfleet : sc.num_policies) : 0,
+                          row_cap, rkv_cost_default_capacity_tokens(&o->rc.cost));
     }
     rkv_sweep_result sr;
     memset(&sr, 0, sizeof sr);
