@@ -118,19 +118,26 @@ static void json_retention(FILE *f, const rkv_replay_config *cfg,
     fputc('}', f);
 }
 
+const char *const rkv_report_pin_names[RKV_REPORT_PINS] = {
+    "made", "renewed", "refused", "expired", "released", "revoked", "demoted"};
+
+void rkv_report_pin_counts(const rkv_replay_result *r,
+                           unsigned long long out[RKV_REPORT_PINS])
+{
+    const uint64_t v[RKV_REPORT_PINS] = {
+        r->pins_made,     r->pins_renewed, r->pins_refused, r->pins_expired,
+        r->pins_released, r->pins_revoked, r->pins_demoted};
+    for (int k = 0; k < RKV_REPORT_PINS; k++)
+        out[k] = (unsigned long long)v[k];
+}
+
 void rkv_report_json_pins(FILE *f, const rkv_replay_result *r)
 {
-    fprintf(f, ",\"pins_made\":%llu,\"pins_renewed\":%llu,\"pins_refused\":%llu,"
-               "\"pins_expired\":%llu,\"pins_released\":%llu,"
-               "\"pins_revoked\":%llu,\"pins_demoted\":%llu,"
-               "\"ended_pages\":%llu",
-            (unsigned long long)r->pins_made, (unsigned long long)r->pins_renewed,
-            (unsigned long long)r->pins_refused,
-            (unsigned long long)r->pins_expired,
-            (unsigned long long)r->pins_released,
-            (unsigned long long)r->pins_revoked,
-            (unsigned long long)r->pins_demoted,
-            (unsigned long long)r->ended_pages);
+    unsigned long long v[RKV_REPORT_PINS];
+    rkv_report_pin_counts(r, v);
+    for (int k = 0; k < RKV_REPORT_PINS; k++)
+        fprintf(f, ",\"pins_%s\":%llu", rkv_report_pin_names[k], v[k]);
+    fprintf(f, ",\"ended_pages\":%llu", (unsigned long long)r->ended_pages);
 }
 
 /* ---- tiers --------------------------------------------------------------- */

@@ -47,6 +47,13 @@ const char *rkv_report_regime(const rkv_replay_config *cfg,
  * for the single replay's "retention" object and each fleet run. */
 void rkv_report_json_pins(FILE *f, const rkv_replay_result *r);
 
+/* The pin counters in the reports' order, and their names: made, renewed,
+ * refused, expired, released, revoked, demoted. */
+enum { RKV_REPORT_PINS = 7 };
+extern const char *const rkv_report_pin_names[RKV_REPORT_PINS];
+void rkv_report_pin_counts(const rkv_replay_result *r,
+                           unsigned long long out[RKV_REPORT_PINS]);
+
 /* JSON members shared by the single replay's and the fleet's reports:
  * ",\"name\":V" (null without data or when V is not finite), and a
  * latency summary ",\"name\":{\"p50\":..,\"p90\":..,\"p99\":..,

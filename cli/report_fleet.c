@@ -19,21 +19,18 @@ static void pins_text(FILE *f, const rkv_fleet_run *runs, size_t n)
         return;
     fputs("pins per run, summed over instances (demoted: lowered into the "
           "tiers instead of revoked)\n", f);
-    fprintf(f, "%9s  %-12s %8s %8s %8s %8s %8s %8s %8s\n", "instances",
-            "route", "made", "renewed", "refused", "expired", "released",
-            "revoked", "demoted");
+    fprintf(f, "%9s  %-12s", "instances", "route");
+    for (int k = 0; k < RKV_REPORT_PINS; k++)
+        fprintf(f, " %8s", rkv_report_pin_names[k]);
+    fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
         const rkv_fleet_result *r = &runs[i].r;
-        const rkv_replay_result *t = &r->total;
-        fprintf(f, "%9u  %-12s %8llu %8llu %8llu %8llu %8llu %8llu %8llu\n",
-                r->instances, rkv_route_name(r->route),
-                (unsigned long long)t->pins_made,
-                (unsigned long long)t->pins_renewed,
-                (unsigned long long)t->pins_refused,
-                (unsigned long long)t->pins_expired,
-                (unsigned long long)t->pins_released,
-                (unsigned long long)t->pins_revoked,
-                (unsigned long long)t->pins_demoted);
+        unsigned long long v[RKV_REPORT_PINS];
+        rkv_report_pin_counts(&r->total, v);
+        fprintf(f, "%9u  %-12s", r->instances, rkv_route_name(r->route));
+        for (int k = 0; k < RKV_REPORT_PINS; k++)
+            fprintf(f, " %8llu", v[k]);
+        fputc('\n', f);
     }
 }
 
