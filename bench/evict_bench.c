@@ -36,9 +36,9 @@
  * come back within 600 requests (AUC).
  *
  * --bound (conversation trace only, first two capacities) measures what
- * prediction quality the issue's target (half the LRU -> Belady gap)
- * needs, with imperfect oracles on the page model: (a) Belady on next-use
- * times with lognormal noise, (b) a "used again within H requests"
+ * prediction quality the learned policy's target (half the LRU ->
+ * Belady gap) needs, with imperfect oracles on the page model: (a) Belady
+ * on next-use times with lognormal noise, (b) a "used again within H requests"
  * classifier of a given ROC AUC, LRU inside its two classes, and (c) the
  * AUC that the learned policy's classes and simple online tree features
  * reach for that label, and those features replayed as the classifier of
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
              path ? path : "<embedded>");
     free(path);
     if (bound) {
-        /* the conversation trace only: the target is set there */
+        /* the conversation trace only: the target is set there */
         bound_tables(&wl, caps, ncaps);
         rkv_workload_free(&wl);
         return 0;

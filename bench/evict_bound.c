@@ -1,6 +1,6 @@
 /*
  * bench/evict_bound.c -- evict_bench --bound: what prediction quality the
- * issue's target (half the LRU -> Belady gap) needs, measured with
+ * learned policy's target (half the LRU -> Belady gap) needs, measured with
  * imperfect oracles on the page model (bench/evict_bench.h) rather than
  * guessed from an AUC. Prints, for the conversation trace at the first
  * BOUND_CAPS capacities: (a) Belady on noisy next-use times, (b) a "used
@@ -410,6 +410,15 @@ static const uint32_t horizons[] = {100, 200, 400, 600, 800, 1600, 3200, H_INF};
 #define NAUC (sizeof aucs / sizeof aucs[0])
 #define NH (sizeof horizons / sizeof horizons[0])
 
+/* A horizon as the tables name it: "ever" or its number of requests. */
+static const char *h_name(char *buf, size_t cap, uint32_t h)
+{
+    if (h == H_INF)
+        return "ever";
+    snprintf(buf, cap, "%u", h);
+    return buf;
+}
+
 static void hdr_caps(const uint64_t *caps, int ncaps, const char *lead)
 {
     printf("%s", lead);
@@ -443,7 +452,7 @@ void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps)
         bel[c] = (double)model_run(&pg, cp[c], M_BELADY, NULL) / (double)pg.prompt_tokens;
         ever[c] = (double)model_run(&pg, cp[c], M_EVER, NULL) / (double)pg.prompt_tokens;
         learned[c] = library_run(wl, caps[c], RKV_EVICT_LEARNED, &us, NULL);
-        /* the issue's target: half the LRU -> Belady gap, this run's figures */
+        /* the target: half the LRU -> Belady gap, this run's figures */
         target[c] = lru[c] + (bel[c] - lru[c]) / 2;
         printf("%14llu %8.2f%% %8.2f%% %8.2f%% %8.2f%% %8.2f%%\n",
                (unsigned long long)caps[c], 100 * lru[c], 100 * bel[c],
@@ -514,11 +523,8 @@ void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps)
         printf("\n");
     }
     for (int c = 0; c < ncaps; c++) {
-        char t[32];
-        if (best_h[c] == H_INF)
-            snprintf(t, sizeof t, "ever");
-        else
-            snprintf(t, sizeof t, "%u", best_h[c]);
+        char hb[16];
+        const char *t = h_name(hb, sizeof hb, best_h[c]);
         printf("\ncapacity %llu, best H %s: AUC asked [AUC of the scores drawn]; "
                "threshold: midpoint | best false-positive rate of the grid\n",
                (unsigned long long)caps[c], t);
@@ -584,11 +590,9 @@ void bound_tables(const rkv_workload *wl, const uint64_t *caps, int ncaps)
            "ranked by their return share on this trace)\n");
     printf("%-64s", "feature");
     for (int k = 0; k < nhs; k++) {
-        char t[48];
-        if (hs[k] == H_INF)
-            snprintf(t, sizeof t, "H ever: AUC all/ends/rest");
-        else
-            snprintf(t, sizeof t, "H %u: AUC all/ends/rest", hs[k]);
+        char hb[16], t[48];
+        snprintf(t, sizeof t, "H %s: AUC all/ends/rest",
+                 h_name(hb, sizeof hb, hs[k]));
         printf(" %-17s", t);
     }
     printf("    rest: TPR at FPR 0.1%%/1%%, same H order\n");

@@ -70,6 +70,15 @@ typedef struct pass_ns {
     double store, load;
 } pass_ns;
 
+/* Keeps the faster store and the faster load of the two (best of reps). */
+static void keep_fastest(pass_ns *best, double store, double load)
+{
+    if (store < best->store)
+        best->store = store;
+    if (load < best->load)
+        best->load = load;
+}
+
 static pass_ns run_store(rkv_store *s, rkv_pool *pool, const rkv_block_id *b,
                          uint32_t n, uint64_t reps)
 {
@@ -89,10 +98,7 @@ static pass_ns run_store(rkv_store *s, rkv_pool *pool, const rkv_block_id *b,
             if (rkv_store_read_to_pool(s, slot[i], pool, b[n + i], 1000 + i, 1) != RKV_OK)
                 die("read_to_pool");
         double t2 = rkv_bench_now_ns();
-        if (t1 - t0 < best.store)
-            best.store = t1 - t0;
-        if (t2 - t1 < best.load)
-            best.load = t2 - t1;
+        keep_fastest(&best, t1 - t0, t2 - t1);
     }
     if (rkv_store_check(s) != RKV_OK)
         die("rkv_store_check");
@@ -250,15 +256,9 @@ int main(int argc, char **argv)
             if (rkv_pool_copy_from_host(pool, 1, &b[n + i], dst + (size_t)i * bb) != RKV_OK)
                 die("copy_from_host");
         double t2 = rkv_bench_now_ns();
-        if (t1 - t0 < pc_ns.store)
-            pc_ns.store = t1 - t0;
-        if (t2 - t1 < pc_ns.load)
-            pc_ns.load = t2 - t1;
+        keep_fastest(&pc_ns, t1 - t0, t2 - t1);
         pass_ns q = run_store(h, pool, b, n, 1);
-        if (q.store < p.store)
-            p.store = q.store;
-        if (q.load < p.load)
-            p.load = q.load;
+        keep_fastest(&p, q.store, q.load);
     }
     if (memcmp(dst, src, total) != 0)
         die("memcpy check");

@@ -427,7 +427,23 @@ static const sglang_ref kSglang[2] = {
     {512, 14.22, 96.5, 66.5, 172.5, 60.0, 7.95},
 };
 
-/* A whole decimal number and nothing else ("3e6" and "16x" are refused). */
+/* The value of a numeric flag, a whole decimal number (rkv_bench_parse_u64:
+ * "3e6" and "16x" are refused) in lo..hi: 1 and *out set, else 0 after
+ * saying what the flag takes. */
+static int flag_u64(const char *flag, const char *arg, uint64_t lo,
+                    uint64_t hi, uint64_t *out)
+{
+    if (rkv_bench_parse_u64(arg, out) && *out >= lo && *out <= hi)
+        return 1;
+    if (hi == UINT64_MAX)
+        fprintf(stderr, "tree_bench: %s must be a whole number >= %llu\n", flag,
+                (unsigned long long)lo);
+    else
+        fprintf(stderr, "tree_bench: %s must be %llu..%llu\n", flag,
+                (unsigned long long)lo, (unsigned long long)hi);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *trace_arg = NULL;
@@ -448,23 +464,20 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else if (strcmp(argv[i], "--capacity-tokens") == 0 && i + 1 < argc) {
-            if (!rkv_bench_parse_u64(argv[++i], &capacity) || capacity < 1) {
-                fprintf(stderr, "tree_bench: --capacity-tokens must be a whole number >= 1\n");
+            if (!flag_u64(argv[i], argv[i + 1], 1, UINT64_MAX, &capacity))
                 return 2;
-            }
+            i++;
         } else if (strcmp(argv[i], "--events") == 0 && i + 1 < argc) {
             uint64_t v = 0;
-            if (!rkv_bench_parse_u64(argv[++i], &v) || v < 2 || v > (1u << 24)) {
-                fprintf(stderr, "tree_bench: --events must be 2..16777216\n");
+            if (!flag_u64(argv[i], argv[i + 1], 2, 1u << 24, &v))
                 return 2;
-            }
+            i++;
             g_event_ring = (uint32_t)v;
         } else if (strcmp(argv[i], "--event-tokens") == 0 && i + 1 < argc) {
             uint64_t v = 0;
-            if (!rkv_bench_parse_u64(argv[++i], &v) || v < 1 || v > (1u << 28)) {
-                fprintf(stderr, "tree_bench: --event-tokens must be 1..268435456\n");
+            if (!flag_u64(argv[i], argv[i + 1], 1, 1u << 28, &v))
                 return 2;
-            }
+            i++;
             g_event_tokens = (uint32_t)v;
             g_tokbuf = malloc((size_t)v * sizeof *g_tokbuf);
             if (g_tokbuf == NULL)

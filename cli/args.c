@@ -35,17 +35,17 @@ enum {
     OPT_WEIGHT_BYTES, OPT_KV_BYTES, OPT_TFLOPS, OPT_BANDWIDTH, OPT_MEMORY,
     OPT_MFU, OPT_MBU, OPT_OVERHEAD, OPT_JSON, OPT_NO_PROGRESS, OPT_VERSION,
     OPT_CAPACITIES, OPT_POLICIES, OPT_SVG, OPT_INSTANCES, OPT_ROUTE,
-    /* retention (issue 13) */
+    /* retention */
     OPT_EVICT_POLICY, OPT_RETENTION, OPT_PIN_TTL, OPT_PIN_CAP,
     OPT_TRACE_FORMAT, OPT_BLOCK_TOKENS, OPT_TOOL_SHARE,
-    /* tiers (issue 12) */
+    /* tiers */
     OPT_HOST_CAP, OPT_DISK_CAP, OPT_WRITE_POLICY,
     /* the fleet's router */
     OPT_QUEUE_WEIGHT, OPT_RUNNING_WEIGHT, OPT_MEDIUM_WEIGHTS, OPT_TEMPERATURE,
     OPT_EVENT_LAG, OPT_LOAD_PERIOD
 };
 
-/* tiers, scheduler side (issue 12): link bandwidths, swap, the sweep over
+/* tiers, scheduler side: link bandwidths, swap, the sweep over
  * host capacity */
 enum { OPT_PCIE_GBPS = 512, OPT_DISK_GBPS, OPT_SWAP, OPT_HOST_CAPACITIES,
        OPT_DROP_PINNED };
@@ -117,7 +117,7 @@ static const optdef optdefs[] = {
     {"temperature", required_argument, OPT_TEMPERATURE, FOR_B},
     {"event-lag-ms", required_argument, OPT_EVENT_LAG, FOR_B},
     {"load-period-ms", required_argument, OPT_LOAD_PERIOD, FOR_B},
-    /* retention (issue 13) */
+    /* retention */
     {"evict-policy", required_argument, OPT_EVICT_POLICY, FOR_B},
     {"retention", required_argument, OPT_RETENTION, FOR_B},
     {"pin-ttl-ms", required_argument, OPT_PIN_TTL, FOR_B},
@@ -142,14 +142,14 @@ static const optdef *opt_by_id(int id)
 
 /* ---- errors and suggestions ------------------------------------------------ */
 
-typedef struct perr {
+typedef struct arg_error {
     char *buf;
     size_t cap;
     int failed;
-} perr;
+} arg_error;
 
-static void perr_set(perr *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void perr_set(perr *e, const char *fmt, ...)
+static void arg_fail(arg_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void arg_fail(arg_error *e, const char *fmt, ...)
 {
     if (e->failed)
         return; /* the first problem is the one reported */
@@ -223,7 +223,7 @@ static const char *bare_name(const char *arg, char *buf, size_t cap)
     return buf;
 }
 
-static void unknown_option(perr *e, const char *arg)
+static void unknown_option(arg_error *e, const char *arg)
 {
     char name[80];
     bare_name(arg, name, sizeof name);
@@ -239,17 +239,17 @@ static void unknown_option(perr *e, const char *arg)
         }
     }
     if (matches > 1 && arg[0] == '-' && arg[1] == '-') {
-        perr_set(e, "option '%s' is ambiguous (%s)", arg, list);
+        arg_fail(e, "option '%s' is ambiguous (%s)", arg, list);
         return;
     }
     const char *s = closest_option(name);
     if (s)
-        perr_set(e, "unknown option '%s'; did you mean '--%s'?", arg, s);
+        arg_fail(e, "unknown option '%s'; did you mean '--%s'?", arg, s);
     else
-        perr_set(e, "unknown option '%s'", arg);
+        arg_fail(e, "unknown option '%s'", arg);
 }
 
-static void wrong_command(perr *e, const optdef *d, enum rkv_cli_cmd cmd)
+static void wrong_command(arg_error *e, const optdef *d, enum rkv_cli_cmd cmd)
 {
     const char *other = cmd == RKV_CMD_REPLAY ? "sweep" : "replay";
     const char *hint = "";
@@ -260,7 +260,7 @@ static void wrong_command(perr *e, const optdef *d, enum rkv_cli_cmd cmd)
     case OPT_POLICY: hint = " (sweep takes a list: --policies)"; break;
     default: break;
     }
-    perr_set(e, "--%s is an option of '%s', not of '%s'%s", d->name, other,
+    arg_fail(e, "--%s is an option of '%s', not of '%s'%s", d->name, other,
              rkv_cli_cmd_name(cmd), hint);
 }
 
@@ -365,7 +365,7 @@ static int parse_count(const char *s, uint64_t *out)
 }
 
 /* A count in lo..hi; alt (or NULL) names a word also accepted. */
-static uint64_t need_count_or(perr *e, const char *flag, const char *v,
+static uint64_t need_count_or(arg_error *e, const char *flag, const char *v,
                               uint64_t lo, uint64_t hi, const char *alt)
 {
     uint64_t x = 0;
@@ -376,7 +376,7 @@ static uint64_t need_count_or(perr *e, const char *flag, const char *v,
                       : r == COUNT_OK && x < lo ? " (too small)"
                                                 : "";
     if (r != COUNT_OK || x < lo || x > hi) {
-        perr_set(e, "--%s: expected a whole number in %llu..%llu%s%s, got "
+        arg_fail(e, "--%s: expected a whole number in %llu..%llu%s%s, got "
                     "'%s'%s", flag, (unsigned long long)lo,
                  (unsigned long long)hi, alt ? " or " : "", alt ? alt : "", v,
                  why);
@@ -385,7 +385,7 @@ static uint64_t need_count_or(perr *e, const char *flag, const char *v,
     return x;
 }
 
-static uint64_t need_count(perr *e, const char *flag, const char *v,
+static uint64_t need_count(arg_error *e, const char *flag, const char *v,
                            uint64_t lo, uint64_t hi)
 {
     return need_count_or(e, flag, v, lo, hi, NULL);
@@ -405,7 +405,7 @@ static void fmt_real(char *buf, size_t cap, double x)
 /* A number in [lo, hi] (lo, hi finite), compared after rounding to the
  * nearest double: an underflow (1e-400) is the 0 or tiny value strtod
  * returns, in range when lo allows it. alt as for need_count_or. */
-static double need_real_or(perr *e, const char *flag, const char *v, double lo,
+static double need_real_or(arg_error *e, const char *flag, const char *v, double lo,
                            double hi, const char *alt)
 {
     char *end = NULL;
@@ -414,37 +414,37 @@ static double need_real_or(perr *e, const char *flag, const char *v, double lo,
         char l[32], h[32];
         fmt_real(l, sizeof l, lo);
         fmt_real(h, sizeof h, hi);
-        perr_set(e, "--%s: expected a number in [%s, %s]%s%s, got '%s'", flag,
+        arg_fail(e, "--%s: expected a number in [%s, %s]%s%s, got '%s'", flag,
                  l, h, alt ? " or " : "", alt ? alt : "", v);
         return lo;
     }
     return d;
 }
 
-static double need_real(perr *e, const char *flag, const char *v, double lo,
+static double need_real(arg_error *e, const char *flag, const char *v, double lo,
                         double hi)
 {
     return need_real_or(e, flag, v, lo, hi, NULL);
 }
 
-static uint64_t need_capacity(perr *e, const char *flag, const char *v)
+static uint64_t need_capacity(arg_error *e, const char *flag, const char *v)
 {
     if (!strcmp(v, "unbounded"))
         return RKV_REPLAY_UNBOUNDED;
     return need_count_or(e, flag, v, 1, (uint64_t)1 << 50, "'unbounded'");
 }
 
-static rkv_policy need_policy(perr *e, const char *flag, const char *v)
+static rkv_policy need_policy(arg_error *e, const char *flag, const char *v)
 {
     rkv_policy p = RKV_POLICY_LPM;
     if (rkv_policy_from_name(v, &p) != RKV_OK)
-        perr_set(e, "--%s: unknown policy '%s' (fcfs, lpm, dfs, priority, "
+        arg_fail(e, "--%s: unknown policy '%s' (fcfs, lpm, dfs, priority, "
                     "bounded)", flag, v);
     return p;
 }
 
 /* --write-policy back | through | selective[:k] (k >= 1, default 2). */
-static void need_write_policy(perr *e, const char *v, rkv_replay_config *rc)
+static void need_write_policy(arg_error *e, const char *v, rkv_replay_config *rc)
 {
     if (!strcmp(v, "back")) {
         rc->write_policy = RKV_WRITE_BACK;
@@ -457,25 +457,25 @@ static void need_write_policy(perr *e, const char *v, rkv_replay_config *rc)
             uint64_t k = 0;
             if (parse_count(v + 10, &k) != COUNT_OK || k < 1 ||
                 k > UINT32_MAX)
-                perr_set(e, "--write-policy: selective:K needs a whole "
+                arg_fail(e, "--write-policy: selective:K needs a whole "
                             "number K in 1..%u, got '%s'", UINT32_MAX, v);
             else
                 rc->selective_hits = (uint32_t)k;
         }
     } else {
-        perr_set(e, "--write-policy: expected back, through or "
+        arg_fail(e, "--write-policy: expected back, through or "
                     "selective[:K], got '%s'", v);
     }
 }
 
 /* Splits a comma list (copied into buf) into items; an empty item
  * (",,", a leading or trailing comma, or an empty list) is refused. */
-static size_t split_list(perr *e, const char *flag, const char *s, char *buf,
+static size_t split_list(arg_error *e, const char *flag, const char *s, char *buf,
                          size_t cap, char **items)
 {
     size_t len = strlen(s);
     if (len >= cap) {
-        perr_set(e, "--%s: list too long", flag);
+        arg_fail(e, "--%s: list too long", flag);
         return 0;
     }
     memcpy(buf, s, len + 1);
@@ -486,11 +486,11 @@ static size_t split_list(perr *e, const char *flag, const char *s, char *buf,
         if (comma)
             *comma = '\0';
         if (*p == '\0') {
-            perr_set(e, "--%s: empty item %zu in '%s'", flag, n + 1, s);
+            arg_fail(e, "--%s: empty item %zu in '%s'", flag, n + 1, s);
             return 0;
         }
         if (n == RKV_CLI_MAX_LIST) {
-            perr_set(e, "--%s: more than %d items", flag, RKV_CLI_MAX_LIST);
+            arg_fail(e, "--%s: more than %d items", flag, RKV_CLI_MAX_LIST);
             return 0;
         }
         items[n++] = p;
@@ -531,7 +531,7 @@ static int topic_of(const char *s, enum rkv_cli_topic *t)
 }
 
 /* One option's value into o. */
-static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
+static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char *v,
                   const char **caps, const char **pols, int *order_set)
 {
     const char *f = d->name;
@@ -545,7 +545,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
         else if (!strcmp(v, "fewshot"))
             o->workload = RKV_WL_FEWSHOT;
         else
-            perr_set(e, "--workload: expected trace, agentic or fewshot, got "
+            arg_fail(e, "--workload: expected trace, agentic or fewshot, got "
                         "'%s'", v);
         break;
     case OPT_SEED: o->seed = need_count(e, f, v, 0, UINT64_MAX); break;
@@ -561,7 +561,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
         else if (!strcmp(v, "both") && o->cmd == RKV_CMD_SWEEP)
             o->order = RKV_ORDER_BOTH;
         else
-            perr_set(e, "--order: expected file or sched%s, got '%s'",
+            arg_fail(e, "--order: expected file or sched%s, got '%s'",
                      o->cmd == RKV_CMD_SWEEP ? " or both" : "", v);
         break;
     case OPT_CAPACITY:
@@ -574,11 +574,11 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_EVICTION: /* the older name of --evict-policy */
     case OPT_EVICT_POLICY:
         if (rkv_evict_policy_from_name(v, &o->rc.evict_policy) != RKV_OK)
-            perr_set(e, "--%s: %s", f, rkv_last_error());
+            arg_fail(e, "--%s: %s", f, rkv_last_error());
         break;
     case OPT_RETENTION:
         if (!rkv_replay_retention_parse(v, &o->rc.retention))
-            perr_set(e, "--retention: expected none, hints, priority, ttl, "
+            arg_fail(e, "--retention: expected none, hints, priority, ttl, "
                         "ttl-oracle or ttl-session, got '%s'", v);
         break;
     case OPT_SESSION_SIGNALS:
@@ -591,7 +591,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
         else if (!strcmp(v, "both"))
             o->rc.session_signals = RKV_SIGNAL_END | RKV_SIGNAL_WAIT;
         else
-            perr_set(e, "--session-signals: expected none, end, wait or "
+            arg_fail(e, "--session-signals: expected none, end, wait or "
                         "both, got '%.64s'", v);
         break;
     case OPT_PIN_TTL:
@@ -602,7 +602,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
         break;
     case OPT_TRACE_FORMAT:
         if (!rkv_trace_format_parse(v, &o->trace_format))
-            perr_set(e, "--trace-format: expected auto, mooncake or bailian, "
+            arg_fail(e, "--trace-format: expected auto, mooncake or bailian, "
                         "got '%s'", v);
         break;
     case OPT_TOOL_SHARE: o->tool_share = need_real(e, f, v, 0, 1); break;
@@ -656,7 +656,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_DROP_PINNED: o->rc.drop_pinned = 1; break;
     case OPT_DISK_PATH:
         if (v[0] == '\0')
-            perr_set(e, "--disk-path: empty path");
+            arg_fail(e, "--disk-path: empty path");
         o->rc.disk_path = v;
         break;
     case OPT_DISK_RECORD_BYTES:
@@ -681,7 +681,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
         char buf[128], *items[RKV_CLI_MAX_LIST];
         size_t n = split_list(e, "medium-weights", v, buf, sizeof buf, items);
         if (n != RKV_MEDIUM_COUNT)
-            perr_set(e, "--medium-weights: expected device,host,disk (three "
+            arg_fail(e, "--medium-weights: expected device,host,disk (three "
                         "numbers), got '%s'", v);
         for (size_t k = 0; k < n && k < RKV_MEDIUM_COUNT; k++)
             o->router.medium_weight[k] = need_real(e, f, items[k], 0, 1e12);
@@ -696,7 +696,7 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
     case OPT_LOAD_PERIOD: o->load_period_ms = need_real(e, f, v, 0, 1e9); break;
     case OPT_SVG:
         if (!*v)
-            perr_set(e, "--svg needs a file name");
+            arg_fail(e, "--svg needs a file name");
         o->svg = v;
         break;
     default: break;
@@ -706,25 +706,25 @@ static void apply(perr *e, rkv_cli_options *o, const optdef *d, const char *v,
 /* --instances and --route: lists (replay: one instance count), the
  * scheduler replay only; sweep's fleet grid replaces its capacity x
  * policy grid. */
-static void finish_fleet(perr *e, rkv_cli_options *o, const char *caps,
+static void finish_fleet(arg_error *e, rkv_cli_options *o, const char *caps,
                          const char *pols, int order_set)
 {
     char buf[4096];
     char *items[RKV_CLI_MAX_LIST];
     int sweep = o->cmd == RKV_CMD_SWEEP;
     if (order_set && o->order != RKV_ORDER_SCHED)
-        perr_set(e, "--instances and --route simulate a fleet of schedulers: "
+        arg_fail(e, "--instances and --route simulate a fleet of schedulers: "
                     "they need --order sched");
     o->order = RKV_ORDER_SCHED;
     if (sweep && (caps || pols))
-        perr_set(e, "--%s does not combine with --instances/--route (a fleet "
+        arg_fail(e, "--%s does not combine with --instances/--route (a fleet "
                     "sweep varies instances and routes at one capacity and "
                     "policy)", caps ? "capacities" : "policies");
     const char *inst = o->instances_arg ? o->instances_arg
                                         : (sweep ? "1,2,4,8" : "1");
     size_t n = split_list(e, "instances", inst, buf, sizeof buf, items);
     if (!sweep && n > 1)
-        perr_set(e, "--instances: replay takes one count, got '%s' (sweep "
+        arg_fail(e, "--instances: replay takes one count, got '%s' (sweep "
                     "takes a list)", inst);
     for (size_t k = 0; k < n; k++)
         o->instances[o->num_instances++] = (uint32_t)need_count(
@@ -738,11 +738,11 @@ static void finish_fleet(perr *e, rkv_cli_options *o, const char *caps,
     for (size_t k = 0; k < n; k++) {
         enum rkv_route r = RKV_ROUTE_KV;
         if (!rkv_route_parse(items[k], &r))
-            perr_set(e, "--route: expected kv, round-robin, random or "
+            arg_fail(e, "--route: expected kv, round-robin, random or "
                         "least-loaded, got '%s'", items[k]);
         for (size_t j = 0; j < o->num_routes; j++)
             if (o->routes[j] == r)
-                perr_set(e, "--route: '%s' is listed twice", items[k]);
+                arg_fail(e, "--route: '%s' is listed twice", items[k]);
         o->routes[o->num_routes++] = r;
     }
 }
@@ -751,7 +751,7 @@ static void finish_fleet(perr *e, rkv_cli_options *o, const char *caps,
  * device capacity (one --capacities item, or the simulated GPU's; with
  * --instances/--route a fleet replay per point, at the simulated GPU's
  * capacity per instance). */
-static void finish_host_caps(perr *e, rkv_cli_options *o, const char *caps)
+static void finish_host_caps(arg_error *e, rkv_cli_options *o, const char *caps)
 {
     char buf[4096];
     char *items[RKV_CLI_MAX_LIST];
@@ -764,17 +764,17 @@ static void finish_host_caps(perr *e, rkv_cli_options *o, const char *caps)
                                ? o->rc.capacity_tokens
                                : rkv_cost_default_capacity_tokens(&o->rc.cost);
         if (o->capacities[0] == 0)
-            perr_set(e, "the model's weights do not fit in --gpu-memory-gb; "
+            arg_fail(e, "the model's weights do not fit in --gpu-memory-gb; "
                         "give --capacity-tokens");
         caps = NULL;
     } else if (caps && o->num_capacities != 1)
-        perr_set(e, "--host-capacities sweeps the host tier at one device "
+        arg_fail(e, "--host-capacities sweeps the host tier at one device "
                     "capacity: give --capacities one value, got '%s'", caps);
     if (!caps && !o->fleet) {
         o->capacities[0] = rkv_cost_default_capacity_tokens(&o->rc.cost);
         o->num_capacities = 1;
         if (o->capacities[0] == 0)
-            perr_set(e, "the model's weights do not fit in --gpu-memory-gb; "
+            arg_fail(e, "the model's weights do not fit in --gpu-memory-gb; "
                         "give --capacities");
     }
     size_t n = split_list(e, "host-capacities", o->host_caps_arg, buf,
@@ -784,25 +784,25 @@ static void finish_host_caps(perr *e, rkv_cli_options *o, const char *caps)
             need_count(e, "host-capacities", items[k], 1, (uint64_t)1 << 50);
 }
 
-static void finish(perr *e, rkv_cli_options *o, const char *caps,
+static void finish(arg_error *e, rkv_cli_options *o, const char *caps,
                    const char *pols, int order_set, char *const *pos,
                    int npos)
 {
     if (npos > 1)
-        perr_set(e, "more than one TRACE ('%s' and '%s')", pos[0], pos[1]);
+        arg_fail(e, "more than one TRACE ('%s' and '%s')", pos[0], pos[1]);
     if (npos == 1)
         o->trace = pos[0];
     if (o->trace && o->workload != RKV_WL_TRACE)
-        perr_set(e, "a TRACE file and --workload %s exclude each other",
+        arg_fail(e, "a TRACE file and --workload %s exclude each other",
                  o->workload == RKV_WL_AGENTIC ? "agentic" : "fewshot");
     if (o->sessions && o->workload != RKV_WL_AGENTIC)
-        perr_set(e, "--sessions applies to --workload agentic");
+        arg_fail(e, "--sessions applies to --workload agentic");
     if (o->requests && o->workload != RKV_WL_FEWSHOT)
-        perr_set(e, "--requests applies to --workload fewshot");
+        arg_fail(e, "--requests applies to --workload fewshot");
     if (o->tool_share >= 0 && o->workload != RKV_WL_AGENTIC)
-        perr_set(e, "--tool-share applies to --workload agentic");
+        arg_fail(e, "--tool-share applies to --workload agentic");
     if ((o->trace_format || o->block_tokens) && o->workload != RKV_WL_TRACE)
-        perr_set(e, "--%s applies to --workload trace",
+        arg_fail(e, "--%s applies to --workload trace",
                  o->trace_format ? "trace-format" : "block-tokens");
     if (o->cmd == RKV_CMD_SWEEP && !o->fleet) {
         if (!order_set)
@@ -822,20 +822,20 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
     if (o->fleet)
         finish_fleet(e, o, caps, pols, order_set);
     else if (o->router_set || o->event_lag_ms > 0 || o->load_period_ms > 0)
-        perr_set(e, "the router's weights, --temperature, --event-lag-ms and "
+        arg_fail(e, "the router's weights, --temperature, --event-lag-ms and "
                     "--load-period-ms need a fleet (--instances, --route kv)");
     if (o->host_caps_arg)
         finish_host_caps(e, o, caps);
     /* one file, one store: a fleet's instances would share it */
     if (o->rc.disk_path && (o->rc.disk_capacity_tokens == 0 || o->fleet))
-        perr_set(e, "--disk-path needs --disk-capacity-tokens and one "
+        arg_fail(e, "--disk-path needs --disk-capacity-tokens and one "
                     "instance (a fleet's instances cannot share the file)");
     if (o->rc.disk_record_bytes && !o->rc.disk_path)
-        perr_set(e, "--disk-record-bytes applies to --disk-path");
+        arg_fail(e, "--disk-record-bytes applies to --disk-path");
     if (!o->capacity_set) {
         uint64_t c = rkv_cost_default_capacity_tokens(&o->rc.cost);
         if (c == 0 && o->cmd == RKV_CMD_REPLAY)
-            perr_set(e, "the model's weights do not fit in --gpu-memory-gb; "
+            arg_fail(e, "the model's weights do not fit in --gpu-memory-gb; "
                         "give --capacity-tokens");
         o->rc.capacity_tokens = c;
     }
@@ -844,19 +844,19 @@ static void finish(perr *e, rkv_cli_options *o, const char *caps,
 enum rkv_cli_action rkv_cli_parse(int argc, char **argv, rkv_cli_options *o,
                                   char *errbuf, size_t errcap)
 {
-    perr e = {errbuf, errcap, 0};
+    arg_error e = {errbuf, errcap, 0};
     defaults(o);
     if (errcap)
         errbuf[0] = '\0';
     if (argc < 2) {
-        perr_set(&e, "missing command (replay, sweep or help)");
+        arg_fail(&e, "missing command (replay, sweep or help)");
         return RKV_ACT_USAGE_ERROR;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         o->help_topic = RKV_TOPIC_ALL;
         if (argc > 3 || (argc == 3 && !topic_of(argv[2], &o->help_topic))) {
-            perr_set(&e, "help: expected 'replay', 'sweep', 'router' or 'bridge', "
+            arg_fail(&e, "help: expected 'replay', 'sweep', 'router' or 'bridge', "
                         "got '%s'", argv[2]);
             return RKV_ACT_USAGE_ERROR;
         }
@@ -864,7 +864,7 @@ enum rkv_cli_action rkv_cli_parse(int argc, char **argv, rkv_cli_options *o,
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         if (argc > 2) {
-            perr_set(&e, "%s takes no arguments", cmd);
+            arg_fail(&e, "%s takes no arguments", cmd);
             return RKV_ACT_USAGE_ERROR;
         }
         return RKV_ACT_VERSION;
@@ -879,14 +879,14 @@ enum rkv_cli_action rkv_cli_parse(int argc, char **argv, rkv_cli_options *o,
             char tail[160];
             snprintf(tail, sizeof tail, "%s", e.buf);
             e.failed = 0;
-            perr_set(&e, "%s before the command (replay, sweep or help)", tail);
+            arg_fail(&e, "%s before the command (replay, sweep or help)", tail);
             return RKV_ACT_USAGE_ERROR;
         }
         const char *s = closest(cmd, command_names, 4);
         if (s)
-            perr_set(&e, "unknown command '%s'; did you mean '%s'?", cmd, s);
+            arg_fail(&e, "unknown command '%s'; did you mean '%s'?", cmd, s);
         else
-            perr_set(&e, "unknown command '%s' (replay, sweep or help)", cmd);
+            arg_fail(&e, "unknown command '%s' (replay, sweep or help)", cmd);
         return RKV_ACT_USAGE_ERROR;
     }
     o->help_topic = o->cmd == RKV_CMD_SWEEP ? RKV_TOPIC_SWEEP : RKV_TOPIC_REPLAY;
@@ -912,16 +912,16 @@ enum rkv_cli_action rkv_cli_parse(int argc, char **argv, rkv_cli_options *o,
             const char *arg = sub_argv[optind - 1];
             const optdef *d = optopt ? opt_by_id(optopt) : NULL;
             if (d && d->has_arg == no_argument)
-                perr_set(&e, "--%s takes no value (got '%s')", d->name, arg);
+                arg_fail(&e, "--%s takes no value (got '%s')", d->name, arg);
             else if (optopt && !d)
-                perr_set(&e, "unknown option '-%c'", optopt);
+                arg_fail(&e, "unknown option '-%c'", optopt);
             else
                 unknown_option(&e, arg);
             continue;
         }
         if (c == ':') {
             const optdef *d = opt_by_id(optopt);
-            perr_set(&e, "--%s needs a value", d ? d->name : "?");
+            arg_fail(&e, "--%s needs a value", d ? d->name : "?");
             continue;
         }
         const optdef *d = opt_by_id(c);

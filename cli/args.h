@@ -72,7 +72,7 @@ typedef struct rkv_cli_options {
     rkv_router_config router;
     int router_set;
     double event_lag_ms, load_period_ms;
-    /* trace format (issue 13): --trace-format, --block-tokens (0: the
+    /* trace format: --trace-format, --block-tokens (0: the
      * format's default) */
     int trace_format;
     uint32_t block_tokens;

@@ -87,7 +87,7 @@ static void progress_fn(void *ctx, size_t done, size_t total)
 static void sweep_run_fn(void *ctx, size_t run, size_t runs, const char *label)
 {
     (void)runs;
-    rkv_progress_run(ctx, run, strncmp(label, "file", 4) != 0, label, now_ns());
+    rkv_progress_run(ctx, run, label, now_ns());
 }
 
 /* ---- stdout --------------------------------------------------------------------- */
@@ -366,11 +366,17 @@ static int run_sweep_grid(rkv_cli_options *o, const rkv_workload *wl,
     if (o->rc.progress) {
         sc.on_run = sweep_run_fn;
         sc.on_run_ctx = pr;
+        /* each row's device capacity: a host sweep's rows share one */
         size_t rows = sc.num_host_capacities ? sc.num_host_capacities
                                              : sc.num_capacities;
-        rkv_progress_plan(pr, sc.file_order ? rows : 0,
-                          sc.sched ? rows * (nfleet ? nfleet : sc.num_policies)
-                                   : 0);
+        uint64_t row_cap[RKV_CLI_MAX_LIST];
+        if (rows > RKV_CLI_MAX_LIST)
+            rows = RKV_CLI_MAX_LIST;
+        for (size_t r = 0; r < rows; r++)
+            row_cap[r] = sc.capacities[sc.num_host_capacities ? 0 : r];
+        rkv_progress_plan(pr, rows, sc.file_order,
+                          sc.sched ? (nfleet ? nfleet : sc.num_policies) : 0,
+                          row_cap, rkv_cost_default_capacity_tokens(&o->rc.cost));
     }
     rkv_sweep_result sr;
     memset(&sr, 0, sizeof sr);
@@ -481,6 +487,16 @@ static int run_fleet(rkv_cli_options *o, const rkv_workload *wl,
     return rc;
 }
 
+#if !defined(RKV_HAVE_NATS) || !defined(RKV_HAVE_BRIDGE)
+/* A subcommand this build left out: what it was built without. */
+static int unavailable(const char *without, const char *what)
+{
+    fprintf(stderr, "radixkv: this radixkv was built without %s: the %s is "
+                    "not available\n", without, what);
+    return 1;
+}
+#endif
+
 /* `radixkv router ...`: the daemon has its own options and loop. */
 static int run_router(int argc, char **argv)
 {
@@ -489,9 +505,7 @@ static int run_router(int argc, char **argv)
 #else
     (void)argc;
     (void)argv;
-    fprintf(stderr, "radixkv: this radixkv was built without NATS (no libnats-dev, "
-                    "or -DRKV_NATS=OFF): the router is not available\n");
-    return 1;
+    return unavailable("NATS (no libnats-dev, or -DRKV_NATS=OFF)", "router");
 #endif
 }
 
@@ -503,9 +517,8 @@ static int run_bridge(int argc, char **argv)
 #else
     (void)argc;
     (void)argv;
-    fprintf(stderr, "radixkv: this radixkv was built without libzmq or NATS (no "
-                    "libzmq3-dev or libnats-dev): the bridge is not available\n");
-    return 1;
+    return unavailable("libzmq or NATS (no libzmq3-dev or libnats-dev)",
+                       "bridge");
 #endif
 }
 

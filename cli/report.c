@@ -64,7 +64,7 @@ const char *rkv_report_regime(const rkv_replay_config *cfg,
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void json_num(FILE *f, const char *name, int have, double v)
+void rkv_report_json_num(FILE *f, const char *name, int have, double v)
 {
     if (have && isfinite(v))
         fprintf(f, ",\"%s\":%.6g", name, v);
@@ -72,8 +72,8 @@ static void json_num(FILE *f, const char *name, int have, double v)
         fprintf(f, ",\"%s\":null", name);
 }
 
-static void json_lat(FILE *f, const char *name, int have,
-                     const rkv_latency_summary *l)
+void rkv_report_json_lat(FILE *f, const char *name, int have,
+                         const rkv_latency_summary *l)
 {
     if (!have) {
         fprintf(f, ",\"%s\":null", name);
@@ -84,7 +84,7 @@ static void json_lat(FILE *f, const char *name, int have,
             name, l->p50, l->p90, l->p99, l->mean, l->max);
 }
 
-/* retention (issue 13): the mode, tool vs other traffic, pin counters. */
+/* One class of traffic (tool calls or the rest): its hits and TTFT. */
 static void json_class(FILE *f, const char *name, uint64_t n, uint64_t prompt,
                        uint64_t hit, const rkv_latency_summary *ttft)
 {
@@ -92,42 +92,55 @@ static void json_class(FILE *f, const char *name, uint64_t n, uint64_t prompt,
                "\"hit_tokens\":%llu",
             name, (unsigned long long)n, (unsigned long long)prompt,
             (unsigned long long)hit);
-    json_num(f, "hit_rate", prompt > 0, prompt ? (double)hit / (double)prompt : 0);
-    json_lat(f, "ttft_ms", n > 0, ttft);
+    rkv_report_json_num(f, "hit_rate", prompt > 0,
+                        prompt ? (double)hit / (double)prompt : 0);
+    rkv_report_json_lat(f, "ttft_ms", n > 0, ttft);
     fputc('}', f);
 }
 
+/* "retention": the mode, tool vs other traffic (classes: scheduler mode,
+ * the only one with a clock for their TTFT), the pin counters. */
 static void json_retention(FILE *f, const rkv_replay_config *cfg,
-                           const rkv_replay_result *r)
+                           const rkv_replay_result *r, int classes)
 {
     fprintf(f, ",\"retention\":{\"mode\":\"%s\",\"ttl_ms\":%llu,"
                "\"pin_cap_pct\":%u",
             rkv_replay_retention_name(cfg->retention),
             (unsigned long long)cfg->retention_ttl_ms, cfg->max_pinned_pct);
-    json_class(f, "tool_traffic", r->tool_requests, r->tool_prompt_tokens,
-               r->tool_hit_tokens, &r->tool_ttft_ms);
-    json_class(f, "other_traffic", r->other_requests, r->other_prompt_tokens,
-               r->other_hit_tokens, &r->other_ttft_ms);
+    if (classes) {
+        json_class(f, "tool_traffic", r->tool_requests, r->tool_prompt_tokens,
+                   r->tool_hit_tokens, &r->tool_ttft_ms);
+        json_class(f, "other_traffic", r->other_requests,
+                   r->other_prompt_tokens, r->other_hit_tokens,
+                   &r->other_ttft_ms);
+    }
     rkv_report_json_pins(f, r);
     fputc('}', f);
 }
 
-void rkv_report_json_pins(FILE *f, const rkv_replay_result *r)
+const char *const rkv_report_pin_names[RKV_REPORT_PINS] = {
+    "made", "renewed", "refused", "expired", "released", "revoked", "demoted"};
+
+void rkv_report_pin_counts(const rkv_replay_result *r,
+                           unsigned long long out[RKV_REPORT_PINS])
 {
-    fprintf(f, ",\"pins_made\":%llu,\"pins_renewed\":%llu,\"pins_refused\":%llu,"
-               "\"pins_expired\":%llu,\"pins_released\":%llu,"
-               "\"pins_revoked\":%llu,\"pins_demoted\":%llu,"
-               "\"ended_pages\":%llu",
-            (unsigned long long)r->pins_made, (unsigned long long)r->pins_renewed,
-            (unsigned long long)r->pins_refused,
-            (unsigned long long)r->pins_expired,
-            (unsigned long long)r->pins_released,
-            (unsigned long long)r->pins_revoked,
-            (unsigned long long)r->pins_demoted,
-            (unsigned long long)r->ended_pages);
+    const uint64_t v[RKV_REPORT_PINS] = {
+        r->pins_made,     r->pins_renewed, r->pins_refused, r->pins_expired,
+        r->pins_released, r->pins_revoked, r->pins_demoted};
+    for (int k = 0; k < RKV_REPORT_PINS; k++)
+        out[k] = (unsigned long long)v[k];
 }
 
-/* ---- tiers (issue 12) ---------------------------------------------------- */
+void rkv_report_json_pins(FILE *f, const rkv_replay_result *r)
+{
+    unsigned long long v[RKV_REPORT_PINS];
+    rkv_report_pin_counts(r, v);
+    for (int k = 0; k < RKV_REPORT_PINS; k++)
+        fprintf(f, ",\"pins_%s\":%llu", rkv_report_pin_names[k], v[k]);
+    fprintf(f, ",\"ended_pages\":%llu", (unsigned long long)r->ended_pages);
+}
+
+/* ---- tiers --------------------------------------------------------------- */
 
 static const char *write_policy_name(int p)
 {
@@ -269,7 +282,7 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
     fprintf(f, ",\"requests\":%llu,\"prompt_tokens\":%llu,\"hit_tokens\":%llu",
             (unsigned long long)r->requests, (unsigned long long)r->prompt_tokens,
             (unsigned long long)r->hit_tokens);
-    json_num(f, "hit_rate", r->prompt_tokens > 0, r->hit_rate);
+    rkv_report_json_num(f, "hit_rate", r->prompt_tokens > 0, r->hit_rate);
     fprintf(f, ",\"evicted_blocks\":%llu,\"peak_blocks\":%llu,"
                "\"peak_pool_blocks\":%llu,\"tree_host_bytes\":%llu",
             (unsigned long long)r->evicted_blocks,
@@ -280,18 +293,11 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
     if (!r->sched_mode) {
         fprintf(f, ",\"truncated_requests\":%llu",
                 (unsigned long long)r->truncated_requests);
-        json_num(f, "match_us_per_request", any, r->match_ns / 1e3);
-        json_num(f, "alloc_us_per_request", any, r->alloc_ns / 1e3);
-        json_num(f, "insert_us_per_request", any, r->insert_ns / 1e3);
-        if (cfg->retention != RKV_RETENTION_NONE) { /* no classes: no time */
-            fprintf(f, ",\"retention\":{\"mode\":\"%s\",\"ttl_ms\":%llu,"
-                       "\"pin_cap_pct\":%u",
-                    rkv_replay_retention_name(cfg->retention),
-                    (unsigned long long)cfg->retention_ttl_ms,
-                    cfg->max_pinned_pct);
-            rkv_report_json_pins(f, r);
-            fputc('}', f);
-        }
+        rkv_report_json_num(f, "match_us_per_request", any, r->match_ns / 1e3);
+        rkv_report_json_num(f, "alloc_us_per_request", any, r->alloc_ns / 1e3);
+        rkv_report_json_num(f, "insert_us_per_request", any, r->insert_ns / 1e3);
+        if (cfg->retention != RKV_RETENTION_NONE)
+            json_retention(f, cfg, r, 0);
     } else {
         fprintf(f, ",\"rejected_requests\":%llu,\"output_tokens\":%llu,"
                    "\"prefill_tokens\":%llu,\"prefill_tokens_saved\":%llu",
@@ -299,15 +305,15 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
                 (unsigned long long)r->output_tokens,
                 (unsigned long long)r->prefill_tokens,
                 (unsigned long long)r->prefill_saved_tokens);
-        json_lat(f, "ttft_ms", any, &r->ttft_ms);
-        json_lat(f, "latency_ms", any, &r->latency_ms);
-        json_lat(f, "wait_ms", any, &r->wait_ms);
+        rkv_report_json_lat(f, "ttft_ms", any, &r->ttft_ms);
+        rkv_report_json_lat(f, "latency_ms", any, &r->latency_ms);
+        rkv_report_json_lat(f, "wait_ms", any, &r->wait_ms);
         const rkv_load_estimate *ld = ctx ? ctx->load : NULL;
         fprintf(f, ",\"time_scale\":{\"value\":%.6g,\"auto\":%s", cfg->time_scale,
                 ctx && ctx->opts && ctx->opts->time_scale_auto ? "true" : "false");
-        json_num(f, "estimated_work_s", ld != NULL, ld ? ld->work_ms / 1e3 : 0);
-        json_num(f, "arrival_span_s", ld != NULL, ld ? ld->span_ms / 1e3 : 0);
-        json_num(f, "estimated_load", ld && ld->span_ms > 0 && !ld->closed_loop,
+        rkv_report_json_num(f, "estimated_work_s", ld != NULL, ld ? ld->work_ms / 1e3 : 0);
+        rkv_report_json_num(f, "arrival_span_s", ld != NULL, ld ? ld->span_ms / 1e3 : 0);
+        rkv_report_json_num(f, "estimated_load", ld && ld->span_ms > 0 && !ld->closed_loop,
                  ld ? rkv_load_at(ld, cfg->time_scale) : 0);
         fputs("},\"regime\":", f);
         const char *reg = rkv_report_regime(cfg, ld);
@@ -322,14 +328,14 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
         if (ca) {
             fprintf(f, ",\"cache_alone\":{\"order\":\"file\",\"hit_tokens\":%llu",
                     (unsigned long long)ca->hit_tokens);
-            json_num(f, "hit_rate", ca->prompt_tokens > 0, ca->hit_rate);
+            rkv_report_json_num(f, "hit_rate", ca->prompt_tokens > 0, ca->hit_rate);
             fputc('}', f);
         } else {
             fputs(",\"cache_alone\":null", f);
         }
         int sim = r->sim_ms > 0;
-        json_num(f, "simulated_s", sim, r->sim_ms / 1e3);
-        json_num(f, "busy_s", sim, r->busy_ms / 1e3);
+        rkv_report_json_num(f, "simulated_s", sim, r->sim_ms / 1e3);
+        rkv_report_json_num(f, "busy_s", sim, r->busy_ms / 1e3);
         fputs(",\"throughput\":", f);
         if (sim)
             fprintf(f, "{\"output_tokens_per_s\":%.1f,\"prompt_tokens_per_s\":%.1f,"
@@ -341,10 +347,12 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
         fprintf(f, ",\"preemptions\":%llu,\"dedup_holds\":%llu,\"steps\":%llu",
                 (unsigned long long)r->preemptions,
                 (unsigned long long)r->dedup_holds, (unsigned long long)r->steps);
-        json_num(f, "sched_us_per_step", r->steps > 0, r->sched_us_per_step);
-        json_num(f, "sched_us_per_step_max", r->steps > 0, r->sched_us_per_step_max);
+        rkv_report_json_num(f, "sched_us_per_step", r->steps > 0,
+                            r->sched_us_per_step);
+        rkv_report_json_num(f, "sched_us_per_step_max", r->steps > 0,
+                            r->sched_us_per_step_max);
         fprintf(f, ",\"max_waiting\":%llu", (unsigned long long)r->max_waiting);
-        json_retention(f, cfg, r);
+        json_retention(f, cfg, r, 1);
         const rkv_cost_model *m = &cfg->cost;
         fprintf(f, ",\"cost_model\":{\"layers\":%u,\"hidden\":%u,\"kv_heads\":%u,"
                    "\"head_dim\":%u,\"params\":%.4g,\"weight_bytes\":%g,"
@@ -440,7 +448,7 @@ static void text_class(FILE *f, const char *name, uint64_t n, uint64_t prompt,
             rkv_fmt_duration(b, sizeof b, ttft->p99), commas(c, sizeof c, n), which);
 }
 
-/* retention (issue 13): tool vs other traffic, and the pins when any. */
+/* retention: tool vs other traffic, and the pins when any. */
 static void text_retention(FILE *f, const rkv_replay_config *cfg,
                            const rkv_replay_result *r)
 {

@@ -46,6 +46,21 @@ const char *rkv_report_regime(const rkv_replay_config *cfg,
 /* The pin counters as JSON members (",\"pins_made\":N,...,\"pins_demoted\":N"),
  * for the single replay's "retention" object and each fleet run. */
 void rkv_report_json_pins(FILE *f, const rkv_replay_result *r);
+
+/* The pin counters in the reports' order, and their names: made, renewed,
+ * refused, expired, released, revoked, demoted. */
+enum { RKV_REPORT_PINS = 7 };
+extern const char *const rkv_report_pin_names[RKV_REPORT_PINS];
+void rkv_report_pin_counts(const rkv_replay_result *r,
+                           unsigned long long out[RKV_REPORT_PINS]);
+
+/* JSON members shared by the single replay's and the fleet's reports:
+ * ",\"name\":V" (null without data or when V is not finite), and a
+ * latency summary ",\"name\":{\"p50\":..,\"p90\":..,\"p99\":..,
+ * \"mean\":..,\"max\":..}" in ms to the microsecond (null without data). */
+void rkv_report_json_num(FILE *f, const char *name, int have, double v);
+void rkv_report_json_lat(FILE *f, const char *name, int have,
+                         const rkv_latency_summary *l);
 void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
                      const rkv_workload *wl, const rkv_replay_result *r,
                      const rkv_report_ctx *ctx);

@@ -8,26 +8,6 @@
 #include "cli/report.h"
 #include "radixkv.h"
 
-static void json_num(FILE *f, const char *k, int have, double v)
-{
-    if (have)
-        fprintf(f, ",\"%s\":%.6g", k, v);
-    else
-        fprintf(f, ",\"%s\":null", k);
-}
-
-static void json_lat(FILE *f, const char *k, int have,
-                     const rkv_latency_summary *s)
-{
-    if (!have) {
-        fprintf(f, ",\"%s\":null", k);
-        return;
-    }
-    fprintf(f, ",\"%s\":{\"p50\":%.6g,\"p90\":%.6g,\"p99\":%.6g,"
-               "\"mean\":%.6g,\"max\":%.6g}",
-            k, s->p50, s->p90, s->p99, s->mean, s->max);
-}
-
 /* The pin counters of each run, summed over its instances (as the single
  * replay's "pins" and "pins demoted" lines); nothing when no run pinned. */
 static void pins_text(FILE *f, const rkv_fleet_run *runs, size_t n)
@@ -39,21 +19,18 @@ static void pins_text(FILE *f, const rkv_fleet_run *runs, size_t n)
         return;
     fputs("pins per run, summed over instances (demoted: lowered into the "
           "tiers instead of revoked)\n", f);
-    fprintf(f, "%9s  %-12s %8s %8s %8s %8s %8s %8s %8s\n", "instances",
-            "route", "made", "renewed", "refused", "expired", "released",
-            "revoked", "demoted");
+    fprintf(f, "%9s  %-12s", "instances", "route");
+    for (int k = 0; k < RKV_REPORT_PINS; k++)
+        fprintf(f, " %8s", rkv_report_pin_names[k]);
+    fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
         const rkv_fleet_result *r = &runs[i].r;
-        const rkv_replay_result *t = &r->total;
-        fprintf(f, "%9u  %-12s %8llu %8llu %8llu %8llu %8llu %8llu %8llu\n",
-                r->instances, rkv_route_name(r->route),
-                (unsigned long long)t->pins_made,
-                (unsigned long long)t->pins_renewed,
-                (unsigned long long)t->pins_refused,
-                (unsigned long long)t->pins_expired,
-                (unsigned long long)t->pins_released,
-                (unsigned long long)t->pins_revoked,
-                (unsigned long long)t->pins_demoted);
+        unsigned long long v[RKV_REPORT_PINS];
+        rkv_report_pin_counts(&r->total, v);
+        fprintf(f, "%9u  %-12s", r->instances, rkv_route_name(r->route));
+        for (int k = 0; k < RKV_REPORT_PINS; k++)
+            fprintf(f, " %8llu", v[k]);
+        fputc('\n', f);
     }
 }
 
@@ -137,10 +114,10 @@ void rkv_fleet_report_json(FILE *f, const rkv_cli_options *o,
                 (unsigned long long)t->rejected_requests,
                 (unsigned long long)t->prompt_tokens,
                 (unsigned long long)t->hit_tokens);
-        json_num(f, "hit_rate", t->prompt_tokens > 0, t->hit_rate);
-        json_lat(f, "ttft_ms", have, &t->ttft_ms);
-        json_lat(f, "latency_ms", have, &t->latency_ms);
-        json_num(f, "balance", r->queued_mean > 0, r->balance);
+        rkv_report_json_num(f, "hit_rate", t->prompt_tokens > 0, t->hit_rate);
+        rkv_report_json_lat(f, "ttft_ms", have, &t->ttft_ms);
+        rkv_report_json_lat(f, "latency_ms", have, &t->latency_ms);
+        rkv_report_json_num(f, "balance", r->queued_mean > 0, r->balance);
         fprintf(f, ",\"queued_tokens_mean\":%.6g,\"queued_tokens_max\":%.6g,"
                    "\"inst_requests\":[",
                 r->queued_mean, r->queued_max);

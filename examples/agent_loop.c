@@ -26,7 +26,7 @@
  * first round shows duplicates (four turns compute the same system prompt
  * at once); the pool is deliberately small, so new tasks evict old ones;
  * in turn 5 one agent's turn is interrupted before the model runs and
- * given up (turn_abort), and asked again in turn 6.
+ * given up (turn_release without an insert), and asked again in turn 6.
  * Exit status: 0 when everything held, 1 otherwise.
  */
 #include <inttypes.h>
@@ -35,6 +35,9 @@
 #include <string.h>
 
 #include <radixkv.h>
+
+#define EXAMPLE_NAME "agent_loop"
+#include "check.h"
 
 enum {
     NUM_AGENTS = 4,
@@ -61,21 +64,6 @@ static int32_t token_at(uint64_t stream, uint64_t i)
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return (int32_t)((z ^ (z >> 31)) % 31999u) + 1;
 }
-
-/* Prints the failing call and the library's sentence about it. */
-static int failed(const char *call, rkv_status st)
-{
-    fprintf(stderr, "agent_loop: %s: %s (%s)\n", call, rkv_strerror(st),
-            rkv_last_error());
-    return 1;
-}
-
-#define CHECK(call)                                                        \
-    do {                                                                   \
-        rkv_status st_ = (call);                                           \
-        if (st_ != RKV_OK)                                                 \
-            return failed(#call, st_);                                     \
-    } while (0)
 
 /* The model stand-in: writes n output tokens after the n_ctx context
  * tokens (a real server runs the model over ctx[from..n_ctx) here, writing
@@ -133,39 +121,14 @@ static int turn_begin(rkv_tree *tree, turn *t)
     return 0;
 }
 
-/* After the model ran: cache what it computed, release, unlock. */
-static int turn_end(rkv_tree *tree, turn *t)
-{
-    rkv_pool *pool = rkv_tree_pool(tree);
-    /* The tree takes its own reference on each block it keeps. A page that
-     * is cached already under another block (another turn computed it at
-     * the same time) is a duplicate: the tree keeps its block, lists ours
-     * in dups and takes nothing on it. */
-    rkv_insert_result ins;
-    rkv_status st = rkv_tree_insert(tree, TENANT, t->ctx,
-                                    t->n_prompt + t->n_out - 1, t->blocks,
-                                    t->dups, &ins);
-    t->dup_blocks = st == RKV_OK ? ins.num_dups : 0;
-
-    /* Drop the turn's own reference on each block it allocated, once:
-     * a kept block lives on with the tree's reference; duplicates and the
-     * partial last page are freed. (The duplicates are among these blocks;
-     * releasing them again would drop a reference the turn does not hold.) */
-    rkv_status rel = rkv_pool_unref_n(pool, t->own,
-                                      t->blocks + t->m.num_blocks);
-    rkv_status unl = rkv_tree_unlock(tree, &t->lease);
-    if (st != RKV_OK)
-        return failed("rkv_tree_insert", st);
-    if (rel != RKV_OK)
-        return failed("rkv_pool_unref_n", rel);
-    if (unl != RKV_OK)
-        return failed("rkv_tree_unlock", unl);
-    return 0;
-}
-
-/* A turn given up before its insert: nothing is cached; its own blocks
- * are freed and the lease released. Matched blocks need nothing. */
-static int turn_abort(rkv_tree *tree, turn *t)
+/* Drops the turn's own reference on each block it allocated, once, and
+ * releases the lease. After an insert a kept block lives on with the
+ * tree's reference; duplicates and the partial last page are freed. (The
+ * duplicates are among these blocks; releasing them again would drop a
+ * reference the turn does not hold.) A turn given up before its insert
+ * calls this alone: nothing is cached and its own blocks are freed.
+ * Matched blocks need nothing either way. */
+static int turn_release(rkv_tree *tree, turn *t)
 {
     rkv_status rel = rkv_pool_unref_n(rkv_tree_pool(tree), t->own,
                                       t->blocks + t->m.num_blocks);
@@ -175,6 +138,24 @@ static int turn_abort(rkv_tree *tree, turn *t)
     if (unl != RKV_OK)
         return failed("rkv_tree_unlock", unl);
     return 0;
+}
+
+/* After the model ran: cache what it computed, release, unlock. */
+static int turn_end(rkv_tree *tree, turn *t)
+{
+    /* The tree takes its own reference on each block it keeps. A page that
+     * is cached already under another block (another turn computed it at
+     * the same time) is a duplicate: the tree keeps its block, lists ours
+     * in dups and takes nothing on it. */
+    rkv_insert_result ins;
+    rkv_status st = rkv_tree_insert(tree, TENANT, t->ctx,
+                                    t->n_prompt + t->n_out - 1, t->blocks,
+                                    t->dups, &ins);
+    t->dup_blocks = st == RKV_OK ? ins.num_dups : 0;
+    int rc = turn_release(tree, t);
+    if (st != RKV_OK)
+        return failed("rkv_tree_insert", st);
+    return rc;
 }
 /* ANCHOR_END: turn */
 
@@ -231,7 +212,7 @@ static int run(rkv_tree *tree, rkv_block_id *tables, size_t table)
             turns[a].n_prompt = len[a];
             if (turn_begin(tree, &turns[a]) != 0) {
                 while (a-- > 0) /* give back the turns already begun */
-                    (void)turn_abort(tree, &turns[a]);
+                    (void)turn_release(tree, &turns[a]);
                 return 1;
             }
         }
@@ -241,7 +222,7 @@ static int run(rkv_tree *tree, rkv_block_id *tables, size_t table)
         int rc = 0;
         for (int a = 0; a < NUM_AGENTS; a++) {
             if (a == stopped) {
-                rc |= turn_abort(tree, &turns[a]);
+                rc |= turn_release(tree, &turns[a]);
                 continue;
             }
             compute(ctx[a], len[a], turns[a].m.matched_tokens, OUTPUT_LEN);

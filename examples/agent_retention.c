@@ -23,6 +23,9 @@
 
 #include <radixkv.h>
 
+#define EXAMPLE_NAME "agent_retention"
+#include "check.h"
+
 enum {
     PAGE = 16,
     BLOCKS = 64,          /* 1,024 tokens of cache                         */
@@ -34,20 +37,6 @@ enum {
 
 static const rkv_namespace NS = 1;
 static const uint64_t SESSION = 42;
-
-static int failed(const char *call, rkv_status st)
-{
-    fprintf(stderr, "agent_retention: %s: %s (%s)\n", call, rkv_strerror(st),
-            rkv_last_error());
-    return 1;
-}
-
-#define CHECK(call)                                                        \
-    do {                                                                   \
-        rkv_status st_ = (call);                                           \
-        if (st_ != RKV_OK)                                                 \
-            return failed(#call, st_);                                     \
-    } while (0)
 
 /* Tokens of a stream: a deterministic sequence per stream id. */
 static void tokens(int32_t *out, size_t n, uint32_t stream)

@@ -34,6 +34,9 @@
 
 #include <radixkv.h>
 
+#define EXAMPLE_NAME "serve_loop"
+#include "check.h"
+
 /* ---- the model --------------------------------------------------------- */
 
 enum {
@@ -138,20 +141,6 @@ typedef struct acts {
     float u[MAX_BATCH * FFN];
     uint32_t qo[MAX_BATCH + 1], kv_indptr[MAX_BATCH + 1];
 } acts;
-
-static int failed(const char *call, rkv_status st)
-{
-    fprintf(stderr, "serve_loop: %s: %s (%s)\n", call, rkv_strerror(st),
-            rkv_last_error());
-    return 1;
-}
-
-#define CHECK(call)                                                        \
-    do {                                                                   \
-        rkv_status st_ = (call);                                           \
-        if (st_ != RKV_OK)                                                 \
-            return failed(#call, st_);                                     \
-    } while (0)
 
 /*
  * Runs the model over plan requests [r0, r1): their new tokens sit at

@@ -149,3 +149,32 @@ void rkv_latency_summarize(double *v, size_t n, rkv_latency_summary *out)
     out->p90 = quantile(v, n, 0.90);
     out->p99 = quantile(v, n, 0.99);
 }
+
+rkv_status rkv_replay_add_tree_counters(const rkv_tree *tree,
+                                        rkv_replay_result *res,
+                                        rkv_tree_stats *ts)
+{
+    rkv_tier_stats tt;
+    rkv_status st = rkv_tree_tier_stats(tree, &tt);
+    if (st != RKV_OK)
+        return st;
+    res->store_blocks += tt.stores_blocks[RKV_MEDIUM_HOST] +
+                         tt.stores_blocks[RKV_MEDIUM_DISK];
+    if ((st = rkv_tree_get_stats(tree, ts)) != RKV_OK)
+        return st;
+    res->evicted_blocks += ts->evicted_blocks;
+    res->tree_host_bytes += ts->host_bytes;
+    res->guard_lru_hit_tokens += ts->guard_lru_hit_tokens;
+    res->guard_fallbacks += ts->guard_fallbacks;
+    rkv_retention_stats rs;
+    if ((st = rkv_tree_retention_stats(tree, &rs)) != RKV_OK)
+        return st;
+    res->pins_made += rs.pins_made;
+    res->pins_renewed += rs.pins_renewed;
+    res->pins_refused += rs.pins_refused;
+    res->pins_expired += rs.pins_expired;
+    res->pins_released += rs.pins_released;
+    res->pins_revoked += rs.pins_revoked;
+    res->pins_demoted += rs.pins_demoted;
+    return RKV_OK;
+}

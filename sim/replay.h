@@ -76,7 +76,7 @@ typedef struct rkv_replay_config {
     rkv_replay_request_stats *per_request; /* may be NULL; wl->num_reqs  */
     uint32_t event_ring;       /* trees record KV events in a ring of this
                                   many (the fleet replay); 0 = off          */
-    /* tiers (issue 12): capacities below the device pool; 0 = no tier     */
+    /* tiers (README "Tiers"): capacities below the device pool; 0: none */
     uint64_t host_capacity_tokens;
     uint64_t disk_capacity_tokens;
     int write_policy;          /* rkv_write_policy (default write-back)    */
@@ -84,7 +84,7 @@ typedef struct rkv_replay_config {
     int swap;                  /* scheduler: swap a preempted request's
                                   blocks to host when the cost model says it
                                   is cheaper than recomputing (default 0)  */
-    /* retention (issue 13) */
+    /* retention (README "Retention in the simulator") */
     int evict_policy;          /* rkv_evict_policy (default LRU)           */
     int retention;             /* rkv_replay_retention (sim/replay.h);
                                   default none                             */

@@ -26,7 +26,7 @@ typedef struct file_bufs {
  * counts it). */
 static rkv_status file_retain(rkv_tree *tree, const rkv_workload *wl,
                               const rkv_replay_config *cfg,
-                              const rkv_ret_plan *plan, size_t i,
+                              const rkv_retention_plan *plan, size_t i,
                               uint64_t pool_tokens, uint64_t *now,
                               rkv_replay_result *res)
 {
@@ -38,7 +38,7 @@ static rkv_status file_retain(rkv_tree *tree, const rkv_workload *wl,
     uint64_t len = q->input_length < pool_tokens ? q->input_length : pool_tokens;
     rkv_retention r;
     rkv_status st;
-    if (rkv_ret_for(plan, wl, cfg, i, &r)) {
+    if (rkv_retention_plan_for(plan, wl, cfg, i, &r)) {
         if (r.prio_end > len)
             r.prio_end = (size_t)len;
         if (r.pin_tokens > len)
@@ -52,7 +52,8 @@ static rkv_status file_retain(rkv_tree *tree, const rkv_workload *wl,
     } else if ((st = rkv_tree_set_time(tree, *now)) != RKV_OK) {
         return st;
     }
-    return rkv_ret_ended(plan, wl, cfg, tree, i, 0, &res->ended_pages);
+    return rkv_retention_plan_ended(plan, wl, cfg, tree, i, 0,
+                                    &res->ended_pages);
 }
 
 /* Pages per load (see serve). */
@@ -236,11 +237,11 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     uint64_t pool_tokens = (uint64_t)rkv_pool_num_blocks(pool) * cfg->page_size;
     if (max_in > pool_tokens)
         max_in = pool_tokens;
-    rkv_ret_plan plan;
+    rkv_retention_plan plan;
     memset(&plan, 0, sizeof plan);
     uint64_t now_ms = 0;
     if (cfg->retention != RKV_RETENTION_NONE &&
-        (st = rkv_ret_plan_init(&plan, wl, pool_tokens)) != RKV_OK) {
+        (st = rkv_retention_plan_init(&plan, wl, pool_tokens)) != RKV_OK) {
         rkv_tree_destroy(tree);
         rkv_store_destroy(host);
         rkv_store_destroy(disk);
@@ -286,27 +287,8 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     }
     if (st == RKV_OK) {
         rkv_tree_stats ts;
-        st = rkv_tree_get_stats(tree, &ts);
+        st = rkv_replay_add_tree_counters(tree, &res, &ts);
         if (st == RKV_OK) {
-            res.evicted_blocks = ts.evicted_blocks;
-            res.tree_host_bytes = ts.host_bytes;
-            res.guard_lru_hit_tokens = ts.guard_lru_hit_tokens;
-            res.guard_fallbacks = ts.guard_fallbacks;
-            rkv_retention_stats rs;
-            if (rkv_tree_retention_stats(tree, &rs) == RKV_OK) {
-                res.pins_made = rs.pins_made;
-                res.pins_renewed = rs.pins_renewed;
-                res.pins_refused = rs.pins_refused;
-                res.pins_expired = rs.pins_expired;
-                res.pins_released = rs.pins_released;
-                res.pins_revoked = rs.pins_revoked;
-                res.pins_demoted = rs.pins_demoted;
-            }
-            rkv_tier_stats tst;
-            if (rkv_tree_tier_stats(tree, &tst) == RKV_OK) {
-                res.store_blocks = tst.stores_blocks[RKV_MEDIUM_HOST] +
-                                   tst.stores_blocks[RKV_MEDIUM_DISK];
-            }
             /* The tree's own count of device hits must agree with ours. */
             if (ts.hit_tokens != res.hit_tokens_by_medium[RKV_MEDIUM_DEVICE])
                 st = rkv_set_error(RKV_ERR_CORRUPT,
@@ -320,7 +302,7 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
     if (st == RKV_OK)
         st = rkv_replay_disk_finish(cfg, tree, disk, &res);
     file_bufs_free(&b);
-    rkv_ret_plan_free(&plan);
+    rkv_retention_plan_free(&plan);
     rkv_tree_destroy(tree);
     rkv_store_destroy(host);
     rkv_store_destroy(disk);

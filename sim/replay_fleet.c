@@ -22,7 +22,7 @@
  * reports, for each instance whose report time passed, its load as of its
  * last step (an idle instance's load does not change until it steps).
  *
- * Tiers (issue 12): every instance gets its own host / disk stores of the
+ * Tiers (README "Tiers"): every instance gets its own host / disk stores of the
  * configured capacities (rkv_inst_init attaches them as the
  * single-instance replay does), so its events carry the medium of each
  * page and the kv route scores lower-tier hits by the router's medium
@@ -303,7 +303,7 @@ static rkv_status route(fleet *f, uint64_t id, uint32_t *out)
 
 static rkv_status arrive(fleet *f, uint32_t from)
 {
-    rel_item it = rkv_rel_pop(&f->in[from].heap);
+    release_item it = rkv_release_pop(&f->in[from].heap);
     for (uint32_t i = 0; i < f->n; i++)
         f->queued_sum[i] += (double)f->in[i].queued_tokens;
     f->arrivals++;
@@ -336,10 +336,8 @@ static rkv_status step(fleet *f, uint32_t b, int *stalled)
     if (st != RKV_OK)
         return st;
     rkv_sched_stats ss;
-    if ((st = rkv_sched_get_stats(r->sched, &ss)) != RKV_OK)
+    if ((st = rkv_inst_step_stats(r, &ss, res)) != RKV_OK)
         return st;
-    if (ss.waiting > res->max_waiting)
-        res->max_waiting = ss.waiting;
     *stalled = 0;
     if (p->num_reqs == 0) {
         if (rkv_inst_idle_step(r, p, &ss, &f->idle_loads[b], res))
@@ -381,8 +379,8 @@ static rkv_status run(fleet *f)
         int a = -1, b = -1;
         for (uint32_t i = 0; i < f->n; i++) {
             if (f->in[i].heap.n &&
-                (a < 0 || rkv_rel_less(&f->in[i].heap.a[0],
-                                       &f->in[a].heap.a[0])))
+                (a < 0 || rkv_release_less(&f->in[i].heap.a[0],
+                                           &f->in[a].heap.a[0])))
                 a = (int)i;
             if (f->in[i].pending && (b < 0 || f->in[i].now < f->in[b].now))
                 b = (int)i;

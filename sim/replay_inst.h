@@ -22,20 +22,20 @@
 #include "sim/replay_internal.h"
 #include "sim/replay_retain.h"
 
-typedef struct rel_item {
+typedef struct release_item {
     double t;
     uint64_t id;
-} rel_item;
+} release_item;
 
-typedef struct rel_heap {
-    rel_item *a;
+typedef struct release_heap {
+    release_item *a;
     size_t n, cap;
-} rel_heap;
+} release_heap;
 
 /* Order of the release queue: time, then request id. */
-int rkv_rel_less(const rel_item *x, const rel_item *y);
-rkv_status rkv_rel_push(rel_heap *h, double t, uint64_t id);
-rel_item rkv_rel_pop(rel_heap *h); /* h->n > 0 */
+int rkv_release_less(const release_item *x, const release_item *y);
+rkv_status rkv_release_push(release_heap *h, double t, uint64_t id);
+release_item rkv_release_pop(release_heap *h); /* h->n > 0 */
 
 typedef struct req_state {
     double release_ms;
@@ -58,7 +58,7 @@ typedef struct sched_run {
     rkv_sched *sched;
     rkv_store *host, *disk; /* tiers (replay_tiers.h); NULL when none     */
     req_state *rs;
-    rel_heap heap;
+    release_heap heap;
     int32_t *prompt;
     int32_t *next_tokens;
     uint8_t *finished;
@@ -69,7 +69,7 @@ typedef struct sched_run {
     uint64_t queued_tokens; /* prompt tokens submitted, no first token yet */
     double now;
     double step_us_total;  /* time inside rkv_sched_step, measured here    */
-    rkv_ret_plan ret;      /* retention (sim/replay_retain.h)              */
+    rkv_retention_plan retention; /* sim/replay_retain.h                  */
 } sched_run;
 
 /* Sets up an instance for wl (pool and tree as cfg says, events included
@@ -105,6 +105,11 @@ int rkv_inst_idle_step(sched_run *r, const rkv_batch_plan *p,
 
 rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                              rkv_replay_result *res);
+
+/* The scheduler's counters after a step, into *ss; the deepest queue
+ * seen so far into res->max_waiting. */
+rkv_status rkv_inst_step_stats(const sched_run *r, rkv_sched_stats *ss,
+                               rkv_replay_result *res);
 
 /* Adds an instance's counters to res -- its scheduler's (steps,
  * preemptions, loads, swaps; peak blocks as a maximum), its tiers' stores,

@@ -34,4 +34,12 @@ rkv_status rkv_replay_disk_finish(const rkv_replay_config *cfg,
                                   rkv_tree *tree, rkv_store *disk,
                                   rkv_replay_result *res);
 
+/* Adds the tree's counters to res: blocks stored to the lower tiers,
+ * evictions, the tree's host bytes, the guard's counters and the pins
+ * (made, renewed, refused, expired, released, revoked, demoted). *ts gets
+ * the tree's stats (the caller may check more of them). */
+rkv_status rkv_replay_add_tree_counters(const rkv_tree *tree,
+                                        rkv_replay_result *res,
+                                        rkv_tree_stats *ts);
+
 #endif

@@ -38,14 +38,14 @@ int rkv_replay_retention_parse(const char *s, int *out)
 
 /* Priorities of the priority mode: a context a session comes back to, and
  * a finished session's. */
-#define RET_PRIO_WAITING 80
-#define RET_PRIO_DONE 1
+#define RETENTION_PRIO_WAITING 80
+#define RETENTION_PRIO_DONE 1
 /* ttl-oracle's slack beyond the tool latency: the next turn must still be
  * admitted (queueing) before its match locks the prefix. */
-#define RET_ORACLE_SLACK_MS 1000
+#define RETENTION_ORACLE_SLACK_MS 1000
 /* ttl-session: "until released" (deadlines stay far from overflow: the
  * simulated clock ends at 2^40 ms). */
-#define RET_SESSION_TTL_MS (UINT64_C(1) << 50)
+#define RETENTION_SESSION_TTL_MS (UINT64_C(1) << 50)
 
 
 typedef struct sess_key {
@@ -61,7 +61,7 @@ static int cmp_sess(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-void rkv_ret_plan_free(rkv_ret_plan *p)
+void rkv_retention_plan_free(rkv_retention_plan *p)
 {
     free(p->next);
     free(p->waits);
@@ -70,8 +70,8 @@ void rkv_ret_plan_free(rkv_ret_plan *p)
     memset(p, 0, sizeof *p);
 }
 
-rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl,
-                             uint64_t max_ctx)
+rkv_status rkv_retention_plan_init(rkv_retention_plan *p,
+                                   const rkv_workload *wl, uint64_t max_ctx)
 {
     memset(p, 0, sizeof *p);
     size_t n = wl->num_reqs;
@@ -92,7 +92,7 @@ rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl,
     p->ctx_cap = (size_t)ctx_max;
     if (!p->next || !p->waits || !p->tool_class || !k || !p->ctx) {
         free(k);
-        rkv_ret_plan_free(p);
+        rkv_retention_plan_free(p);
         return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory for the "
                                             "retention plan");
     }
@@ -133,7 +133,7 @@ rkv_status rkv_ret_plan_init(rkv_ret_plan *p, const rkv_workload *wl,
 }
 
 /* The TTL a waiting request's pin gets in the oracle mode. */
-static uint64_t oracle_ttl(const rkv_ret_plan *p, const rkv_workload *wl,
+static uint64_t oracle_ttl(const rkv_retention_plan *p, const rkv_workload *wl,
                            const rkv_replay_config *cfg, uint64_t id)
 {
     const rkv_wl_request *nq = &wl->reqs[p->next[id]];
@@ -145,7 +145,7 @@ static uint64_t oracle_ttl(const rkv_ret_plan *p, const rkv_workload *wl,
         gap = 0;
     if (gap > 1e15)
         gap = 1e15;
-    return (uint64_t)gap + RET_ORACLE_SLACK_MS;
+    return (uint64_t)gap + RETENTION_ORACLE_SLACK_MS;
 }
 
 /* A TTL given in the workload's clock (--pin-ttl-ms, a line's ttl_ms) on
@@ -153,9 +153,10 @@ static uint64_t oracle_ttl(const rkv_ret_plan *p, const rkv_workload *wl,
  * the trace's gap times time_scale, so the TTL is scaled too; a
  * closed-loop turn waits its think_ms unscaled, and so does the TTL. So a
  * TTL covers the same real pause whatever the scale. */
-static uint64_t ret_scaled_ttl(const rkv_ret_plan *p, const rkv_workload *wl,
-                               const rkv_replay_config *cfg, uint64_t id,
-                               uint64_t ttl)
+static uint64_t scaled_ttl(const rkv_retention_plan *p,
+                           const rkv_workload *wl,
+                           const rkv_replay_config *cfg, uint64_t id,
+                           uint64_t ttl)
 {
     uint64_t nx = p->next[id];
     if (ttl == 0 || (nx != RKV_WL_NO_PARENT && wl->reqs[nx].parent == id))
@@ -163,11 +164,13 @@ static uint64_t ret_scaled_ttl(const rkv_ret_plan *p, const rkv_workload *wl,
     double s = (double)ttl * cfg->time_scale;
     if (!(s >= 1))
         return 1;
-    return s < (double)RET_SESSION_TTL_MS ? (uint64_t)s : RET_SESSION_TTL_MS;
+    return s < (double)RETENTION_SESSION_TTL_MS ? (uint64_t)s
+                                                : RETENTION_SESSION_TTL_MS;
 }
 
-int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
-                const rkv_replay_config *cfg, uint64_t id, rkv_retention *out)
+int rkv_retention_plan_for(const rkv_retention_plan *p,
+                           const rkv_workload *wl, const rkv_replay_config *cfg,
+                           uint64_t id, rkv_retention *out)
 {
     rkv_retention_init(out);
     int mode = cfg->retention;
@@ -182,33 +185,33 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
     switch (mode) {
     case RKV_RETENTION_PRIORITY:
         if (waits)
-            out->priority = RET_PRIO_WAITING;
+            out->priority = RETENTION_PRIO_WAITING;
         else if (last)
-            out->priority = RET_PRIO_DONE;
+            out->priority = RETENTION_PRIO_DONE;
         break;
     case RKV_RETENTION_TTL:
-        ttl = waits ? ret_scaled_ttl(p, wl, cfg, id, cfg->retention_ttl_ms)
+        ttl = waits ? scaled_ttl(p, wl, cfg, id, cfg->retention_ttl_ms)
                     : 0;
         break;
     case RKV_RETENTION_TTL_ORACLE:
         ttl = waits ? oracle_ttl(p, wl, cfg, id) : 0;
         break;
     case RKV_RETENTION_TTL_SESSION:
-        ttl = waits ? RET_SESSION_TTL_MS : 0;
+        ttl = waits ? RETENTION_SESSION_TTL_MS : 0;
         break;
     default: /* hints: a session without its end waits */
         if ((cfg->session_signals & RKV_SIGNAL_WAIT) &&
             q->session != RKV_WL_NO_SESSION && !q->session_end)
-            ttl = ret_scaled_ttl(p, wl, cfg, id, cfg->retention_ttl_ms);
+            ttl = scaled_ttl(p, wl, cfg, id, cfg->retention_ttl_ms);
         break;
     }
     if (q->hint_priority >= 0) {
         out->priority = q->hint_priority;
         out->priority_duration_ms =
-            ret_scaled_ttl(p, wl, cfg, id, q->hint_prio_dur_ms);
+            scaled_ttl(p, wl, cfg, id, q->hint_prio_dur_ms);
     }
     if (q->hint_ttl_ms > 0)
-        ttl = ret_scaled_ttl(p, wl, cfg, id, q->hint_ttl_ms);
+        ttl = scaled_ttl(p, wl, cfg, id, q->hint_ttl_ms);
     if (out->priority >= 0) {
         out->prio_begin = 0;
         out->prio_end = (size_t)ctx;
@@ -221,9 +224,11 @@ int rkv_ret_for(const rkv_ret_plan *p, const rkv_workload *wl,
     return out->priority >= 0 || out->pin_tokens > 0;
 }
 
-rkv_status rkv_ret_ended(const rkv_ret_plan *p, const rkv_workload *wl,
-                         const rkv_replay_config *cfg, rkv_tree *tree,
-                         uint64_t id, int with_output, uint64_t *ended_pages)
+rkv_status rkv_retention_plan_ended(const rkv_retention_plan *p,
+                                    const rkv_workload *wl,
+                                    const rkv_replay_config *cfg,
+                                    rkv_tree *tree, uint64_t id,
+                                    int with_output, uint64_t *ended_pages)
 {
     if (cfg->retention == RKV_RETENTION_NONE || !p->next || id >= p->n)
         return RKV_OK;

@@ -23,51 +23,54 @@
 
 /* ---- release queue: a binary min-heap on (time, id) ---------------------- */
 
-int rkv_rel_less(const rel_item *x, const rel_item *y)
+int rkv_release_less(const release_item *x, const release_item *y)
 {
     return x->t < y->t || (x->t == y->t && x->id < y->id);
 }
 
-rkv_status rkv_rel_push(rel_heap *h, double t, uint64_t id)
+static void release_swap(release_heap *h, size_t i, size_t j)
+{
+    release_item tmp = h->a[i];
+    h->a[i] = h->a[j];
+    h->a[j] = tmp;
+}
+
+rkv_status rkv_release_push(release_heap *h, double t, uint64_t id)
 {
     if (h->n == h->cap) {
         size_t nc = h->cap ? h->cap * 2 : 1024;
-        rel_item *a = realloc(h->a, nc * sizeof *a);
+        release_item *a = realloc(h->a, nc * sizeof *a);
         if (!a)
             return rkv_set_error(RKV_ERR_NOMEM, "replay: out of memory");
         h->a = a;
         h->cap = nc;
     }
     size_t i = h->n++;
-    h->a[i] = (rel_item){t, id};
+    h->a[i] = (release_item){t, id};
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (!rkv_rel_less(&h->a[i], &h->a[p]))
+        if (!rkv_release_less(&h->a[i], &h->a[p]))
             break;
-        rel_item tmp = h->a[i];
-        h->a[i] = h->a[p];
-        h->a[p] = tmp;
+        release_swap(h, i, p);
         i = p;
     }
     return RKV_OK;
 }
 
-rel_item rkv_rel_pop(rel_heap *h)
+release_item rkv_release_pop(release_heap *h)
 {
-    rel_item top = h->a[0];
+    release_item top = h->a[0];
     h->a[0] = h->a[--h->n];
     size_t i = 0;
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < h->n && rkv_rel_less(&h->a[l], &h->a[m]))
+        if (l < h->n && rkv_release_less(&h->a[l], &h->a[m]))
             m = l;
-        if (r < h->n && rkv_rel_less(&h->a[r], &h->a[m]))
+        if (r < h->n && rkv_release_less(&h->a[r], &h->a[m]))
             m = r;
         if (m == i)
             break;
-        rel_item tmp = h->a[i];
-        h->a[i] = h->a[m];
-        h->a[m] = tmp;
+        release_swap(h, i, m);
         i = m;
     }
     return top;
@@ -81,7 +84,8 @@ static rkv_status release_children(sched_run *r, uint64_t id, double t)
 {
     for (uint64_t c = r->rs[id].first_child; c != RKV_WL_NO_PARENT;
          c = r->rs[c].next_sibling) {
-        rkv_status st = rkv_rel_push(&r->heap, t + r->wl->reqs[c].think_ms, c);
+        rkv_status st =
+            rkv_release_push(&r->heap, t + r->wl->reqs[c].think_ms, c);
         if (st != RKV_OK)
             return st;
     }
@@ -120,7 +124,7 @@ static rkv_status submit_one(sched_run *r, uint64_t id, double t)
     d.priority = 0;
     d.arrival_ms = t;
     rkv_retention ret;
-    if (rkv_ret_for(&r->ret, r->wl, r->cfg, id, &ret))
+    if (rkv_retention_plan_for(&r->retention, r->wl, r->cfg, id, &ret))
         d.retention = &ret; /* copied by the scheduler */
     return rkv_sched_submit(r->sched, &d);
 }
@@ -143,9 +147,9 @@ rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
         s->rejected = 1;
         res->rejected_requests++;
         r->done++;
-        if ((st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id, 1,
-                                   &res->ended_pages)) !=
-            RKV_OK)
+        if ((st = rkv_retention_plan_ended(&r->retention, r->wl, r->cfg,
+                                           r->tree, id, 1,
+                                           &res->ended_pages)) != RKV_OK)
             return st;
         /* its next turns still arrive (and are refused in turn if
          * they cannot fit either); else they would wait forever */
@@ -162,7 +166,7 @@ rkv_status rkv_inst_release(sched_run *r, uint64_t id, double t,
 static rkv_status submit_released(sched_run *r, rkv_replay_result *res)
 {
     while (r->heap.n && r->heap.a[0].t <= r->now) {
-        rel_item it = rkv_rel_pop(&r->heap);
+        release_item it = rkv_release_pop(&r->heap);
         rkv_status st = rkv_inst_release(r, it.id, it.t, res);
         if (st != RKV_OK)
             return st;
@@ -270,9 +274,9 @@ rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
         r->pending--;
         r->done++;
         if ((st = release_children(r, id, r->now)) != RKV_OK ||
-            (st = rkv_ret_ended(&r->ret, r->wl, r->cfg, r->tree, id, 1,
-                                   &res->ended_pages)) !=
-                RKV_OK)
+            (st = rkv_retention_plan_ended(&r->retention, r->wl, r->cfg,
+                                           r->tree, id, 1,
+                                           &res->ended_pages)) != RKV_OK)
             return st;
     }
     if (r->now > RKV_REPLAY_MAX_SIM_MS)
@@ -298,7 +302,7 @@ void rkv_inst_free(sched_run *r)
     free(r->prompt);
     free(r->next_tokens);
     free(r->finished);
-    rkv_ret_plan_free(&r->ret);
+    rkv_retention_plan_free(&r->retention);
 }
 
 rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
@@ -329,9 +333,10 @@ rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "replay: unknown retention mode %d",
                              cfg->retention);
-    if ((st = rkv_ret_plan_init(&r->ret, wl,
-                                (uint64_t)rkv_pool_num_blocks(r->pool) *
-                                    cfg->page_size)) != RKV_OK)
+    uint64_t pool_tokens =
+        (uint64_t)rkv_pool_num_blocks(r->pool) * cfg->page_size;
+    if ((st = rkv_retention_plan_init(&r->retention, wl, pool_tokens)) !=
+        RKV_OK)
         return st;
     size_t n = wl->num_reqs;
     r->rs = calloc(n ? n : 1, sizeof *r->rs);
@@ -367,8 +372,8 @@ rkv_status rkv_inst_init(sched_run *r, const rkv_workload *wl,
         if (p == RKV_WL_NO_PARENT) {
             if (!with_roots)
                 continue;
-            st = rkv_rel_push(&r->heap,
-                          (wl->reqs[i].arrival_ms - t0) * cfg->time_scale, i);
+            st = rkv_release_push(
+                &r->heap, (wl->reqs[i].arrival_ms - t0) * cfg->time_scale, i);
             if (st != RKV_OK)
                 return st;
         } else {
@@ -474,7 +479,7 @@ static rkv_status collect_retention(sched_run *r, rkv_replay_result *res)
             continue;
         uint32_t in = r->wl->reqs[i].input_length;
         double ttft = s->first_token_ms - s->release_ms;
-        if (r->ret.tool_class[i]) {
+        if (r->retention.tool_class[i]) {
             res->tool_requests++;
             res->tool_prompt_tokens += in;
             res->tool_hit_tokens += s->cached_first;
@@ -508,29 +513,8 @@ rkv_status rkv_inst_add_counters(const sched_run *r, rkv_replay_result *res)
     res->failed_loads += ss.failed_loads;
     res->swap_out_blocks += ss.swap_out_pages;
     res->swap_in_blocks += ss.swap_in_pages;
-    rkv_tier_stats tt;
-    if ((st = rkv_tree_tier_stats(r->tree, &tt)) != RKV_OK)
-        return st;
-    res->store_blocks += tt.stores_blocks[RKV_MEDIUM_HOST] +
-                         tt.stores_blocks[RKV_MEDIUM_DISK];
     rkv_tree_stats ts;
-    if ((st = rkv_tree_get_stats(r->tree, &ts)) != RKV_OK)
-        return st;
-    res->evicted_blocks += ts.evicted_blocks;
-    res->tree_host_bytes += ts.host_bytes;
-    res->guard_lru_hit_tokens += ts.guard_lru_hit_tokens;
-    res->guard_fallbacks += ts.guard_fallbacks;
-    rkv_retention_stats rs;
-    if ((st = rkv_tree_retention_stats(r->tree, &rs)) != RKV_OK)
-        return st;
-    res->pins_made += rs.pins_made;
-    res->pins_renewed += rs.pins_renewed;
-    res->pins_refused += rs.pins_refused;
-    res->pins_expired += rs.pins_expired;
-    res->pins_released += rs.pins_released;
-    res->pins_revoked += rs.pins_revoked;
-    res->pins_demoted += rs.pins_demoted;
-    return RKV_OK;
+    return rkv_replay_add_tree_counters(r->tree, res, &ts);
 }
 
 static rkv_status collect(sched_run *r, rkv_replay_result *res)
@@ -548,6 +532,15 @@ static rkv_status collect(sched_run *r, rkv_replay_result *res)
     res->sched_us_per_step = res->steps ? r->step_us_total / (double)res->steps
                                         : 0.0;
     return collect_retention(r, res);
+}
+
+rkv_status rkv_inst_step_stats(const sched_run *r, rkv_sched_stats *ss,
+                               rkv_replay_result *res)
+{
+    rkv_status st = rkv_sched_get_stats(r->sched, ss);
+    if (st == RKV_OK && ss->waiting > res->max_waiting)
+        res->max_waiting = ss->waiting;
+    return st;
 }
 
 int rkv_inst_idle_step(sched_run *r, const rkv_batch_plan *p,
@@ -585,10 +578,8 @@ static rkv_status run_loop(sched_run *r, rkv_replay_result *res)
         if (us > res->sched_us_per_step_max)
             res->sched_us_per_step_max = us;
         rkv_sched_stats ss;
-        if ((st = rkv_sched_get_stats(r->sched, &ss)) != RKV_OK)
+        if ((st = rkv_inst_step_stats(r, &ss, res)) != RKV_OK)
             return st;
-        if (ss.waiting > res->max_waiting)
-            res->max_waiting = ss.waiting;
         if (p->num_reqs == 0) {
             if (rkv_inst_idle_step(r, p, &ss, &idle_loads, res))
                 continue;

@@ -1,5 +1,5 @@
 /*
- * sim/replay_tiers.c -- the lower tiers of a replay's cache (issue 12).
+ * sim/replay_tiers.c -- the lower tiers of a replay's cache (README "Tiers").
  *
  * rkv_replay_open_tier_chain: metadata-only stores (block_bytes 0: no
  * bytes move; slots, residency, LRUs and (hash, ns) checks are real)

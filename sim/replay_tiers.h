@@ -1,5 +1,5 @@
 /*
- * sim/replay_tiers.h -- the scheduler replay's tiers (issue 12): host and
+ * sim/replay_tiers.h -- the scheduler replay's tiers (README "Tiers"): host and
  * disk stores below the metadata-only pool, the scheduler's tier costs
  * from the cost model, and the time of a plan's loads. Not part of
  * rkv_cli's API.

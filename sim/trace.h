@@ -24,7 +24,7 @@
  * differ at token 0. The prompt is the concatenation of its blocks, cut to
  * input_length. All tokens are valid (non-negative) int32 ids.
  *
- * Bailian format (issue 13; alibaba-edu/qwen-bailian-usagetraces-anon):
+ * Bailian format (alibaba-edu/qwen-bailian-usagetraces-anon):
  * JSONL too, one request per line with
  *   chat_id         integer >= 0, the request's id
  *   parent_chat_id  integer >= -1, the previous turn's chat_id; -1 (also

@@ -24,29 +24,29 @@
 
 #define RKV_JSON_MAX_DEPTH 64
 
-typedef struct jscan {
+typedef struct json_scan {
     const char *start;
     const char *s;
     const char *end;
     const char *name;
     uint64_t line;
-} jscan;
+} json_scan;
 
-typedef struct jnum {
+typedef struct json_num {
     int negative;
     int integer;      /* no fraction, no exponent                         */
     int overflow;     /* integer part does not fit uint64                 */
     uint64_t u;       /* magnitude when integer && !overflow              */
     double d;         /* value as a double                                */
-} jnum;
+} json_num;
 
-static rkv_status jfail(const jscan *p, const char *what)
+static rkv_status json_fail(const json_scan *p, const char *what)
 {
     return rkv_set_error(RKV_ERR_FORMAT, "%s:%llu: %s", p->name,
                          (unsigned long long)p->line, what);
 }
 
-static rkv_status jsyntax(const jscan *p, const char *expected)
+static rkv_status json_syntax(const json_scan *p, const char *expected)
 {
     char what[160];
     size_t col = (size_t)(p->s - p->start) + 1;
@@ -62,17 +62,17 @@ static rkv_status jsyntax(const jscan *p, const char *expected)
         snprintf(what, sizeof what,
                  "malformed JSON: expected %s at column %zu, found byte 0x%02x",
                  expected, col, (unsigned)(unsigned char)*p->s);
-    return jfail(p, what);
+    return json_fail(p, what);
 }
 
-static void jws(jscan *p)
+static void json_skip_ws(json_scan *p)
 {
     while (p->s < p->end &&
            (*p->s == ' ' || *p->s == '\t' || *p->s == '\r' || *p->s == '\n'))
         p->s++;
 }
 
-static int jhex(char c)
+static int json_hex(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -86,28 +86,28 @@ static int jhex(char c)
 /* Scans a string at p->s (which must be '"'). If key != NULL, decodes it
  * into key[0..cap) when it is plain ASCII that fits; otherwise *key_ok = 0
  * (such a key can never name one of our fields). */
-static rkv_status jstring(jscan *p, char *key, size_t cap, int *key_ok)
+static rkv_status json_string(json_scan *p, char *key, size_t cap, int *key_ok)
 {
     size_t k = 0;
     int ok = 1;
     if (p->s >= p->end || *p->s != '"')
-        return jsyntax(p, "'\"'");
+        return json_syntax(p, "'\"'");
     p->s++;
     for (;;) {
         if (p->s >= p->end)
-            return jsyntax(p, "closing '\"'");
+            return json_syntax(p, "closing '\"'");
         unsigned char c = (unsigned char)*p->s;
         if (c == '"') {
             p->s++;
             break;
         }
         if (c < 0x20)
-            return jsyntax(p, "a string character (control bytes must be "
+            return json_syntax(p, "a string character (control bytes must be "
                               "escaped)");
         if (c == '\\') {
             p->s++;
             if (p->s >= p->end)
-                return jsyntax(p, "an escape character");
+                return json_syntax(p, "an escape character");
             char e = *p->s;
             char out;
             switch (e) {
@@ -122,10 +122,10 @@ static rkv_status jstring(jscan *p, char *key, size_t cap, int *key_ok)
             case 'u': {
                 unsigned v = 0;
                 for (int i = 1; i <= 4; i++) {
-                    int h = p->s + i < p->end ? jhex(p->s[i]) : -1;
+                    int h = p->s + i < p->end ? json_hex(p->s[i]) : -1;
                     if (h < 0) {
                         p->s += i;
-                        return jsyntax(p, "a hex digit of a \\u escape");
+                        return json_syntax(p, "a hex digit of a \\u escape");
                     }
                     v = v * 16 + (unsigned)h;
                 }
@@ -139,8 +139,8 @@ static rkv_status jstring(jscan *p, char *key, size_t cap, int *key_ok)
                 break;
             }
             default:
-                return jsyntax(p, "a valid escape (\\\" \\\\ \\/ \\b \\f \\n "
-                                  "\\r \\t \\uXXXX)");
+                return json_syntax(p, "a valid escape (\\\" \\\\ \\/ \\b "
+                                      "\\f \\n \\r \\t \\uXXXX)");
             }
             p->s++;
             if (key && ok) {
@@ -166,12 +166,12 @@ static rkv_status jstring(jscan *p, char *key, size_t cap, int *key_ok)
     return RKV_OK;
 }
 
-static int jdigit(const jscan *p)
+static int json_digit(const json_scan *p)
 {
     return p->s < p->end && *p->s >= '0' && *p->s <= '9';
 }
 
-static rkv_status jnumber(jscan *p, jnum *n)
+static rkv_status json_number(json_scan *p, json_num *n)
 {
     const char *b = p->s;
     memset(n, 0, sizeof *n);
@@ -180,12 +180,12 @@ static rkv_status jnumber(jscan *p, jnum *n)
         n->negative = 1;
         p->s++;
     }
-    if (!jdigit(p))
-        return jsyntax(p, "a digit");
+    if (!json_digit(p))
+        return json_syntax(p, "a digit");
     if (*p->s == '0') {
         p->s++;
     } else {
-        while (jdigit(p)) {
+        while (json_digit(p)) {
             uint64_t d = (uint64_t)(*p->s - '0');
             if (n->u > (UINT64_MAX - d) / 10)
                 n->overflow = 1;
@@ -197,9 +197,9 @@ static rkv_status jnumber(jscan *p, jnum *n)
     if (p->s < p->end && *p->s == '.') {
         n->integer = 0;
         p->s++;
-        if (!jdigit(p))
-            return jsyntax(p, "a digit after '.'");
-        while (jdigit(p))
+        if (!json_digit(p))
+            return json_syntax(p, "a digit after '.'");
+        while (json_digit(p))
             p->s++;
     }
     if (p->s < p->end && (*p->s == 'e' || *p->s == 'E')) {
@@ -207,9 +207,9 @@ static rkv_status jnumber(jscan *p, jnum *n)
         p->s++;
         if (p->s < p->end && (*p->s == '+' || *p->s == '-'))
             p->s++;
-        if (!jdigit(p))
-            return jsyntax(p, "a digit of the exponent");
-        while (jdigit(p))
+        if (!json_digit(p))
+            return json_syntax(p, "a digit of the exponent");
+        while (json_digit(p))
             p->s++;
     }
     /* strtod needs a terminated copy; JSON numbers in a trace are short. */
@@ -217,7 +217,7 @@ static rkv_status jnumber(jscan *p, jnum *n)
     size_t len = (size_t)(p->s - b);
     if (len >= sizeof buf) {
         p->s = b;
-        return jfail(p, "number too long");
+        return json_fail(p, "number too long");
     }
     memcpy(buf, b, len);
     buf[len] = '\0';
@@ -225,18 +225,18 @@ static rkv_status jnumber(jscan *p, jnum *n)
     return RKV_OK;
 }
 
-static rkv_status jskip(jscan *p, int depth);
+static rkv_status json_skip(json_scan *p, int depth);
 
-static int jnum_start(char c)
+static int json_num_start(char c)
 {
     return c == '-' || (c >= '0' && c <= '9');
 }
 
 /* After '[' or '{': consumes an immediate close; says whether the
  * container was empty. */
-static int jempty(jscan *p, char close)
+static int json_empty(json_scan *p, char close)
 {
-    jws(p);
+    json_skip_ws(p);
     if (p->s < p->end && *p->s == close) {
         p->s++;
         return 1;
@@ -246,9 +246,9 @@ static int jempty(jscan *p, char close)
 
 /* After a member: ',' means another follows (*more = 1), close ends the
  * container (*more = 0); anything else is a syntax error. */
-static rkv_status jnext(jscan *p, char close, int *more)
+static rkv_status json_next(json_scan *p, char close, int *more)
 {
-    jws(p);
+    json_skip_ws(p);
     if (p->s < p->end && *p->s == ',') {
         p->s++;
         *more = 1;
@@ -259,65 +259,65 @@ static rkv_status jnext(jscan *p, char close, int *more)
         *more = 0;
         return RKV_OK;
     }
-    return jsyntax(p, close == ']' ? "',' or ']'" : "',' or '}'");
+    return json_syntax(p, close == ']' ? "',' or ']'" : "',' or '}'");
 }
 
-static rkv_status jskip_literal(jscan *p, const char *lit)
+static rkv_status json_skip_literal(json_scan *p, const char *lit)
 {
     size_t n = strlen(lit);
     if ((size_t)(p->end - p->s) < n || memcmp(p->s, lit, n) != 0)
-        return jsyntax(p, "a JSON value");
+        return json_syntax(p, "a JSON value");
     p->s += n;
     return RKV_OK;
 }
 
 /* Skips any JSON value (an unknown field's value). */
-static rkv_status jskip(jscan *p, int depth)
+static rkv_status json_skip(json_scan *p, int depth)
 {
     rkv_status st;
     if (depth > RKV_JSON_MAX_DEPTH)
-        return jfail(p, "malformed JSON: nesting deeper than 64 levels");
-    jws(p);
+        return json_fail(p, "malformed JSON: nesting deeper than 64 levels");
+    json_skip_ws(p);
     if (p->s >= p->end)
-        return jsyntax(p, "a JSON value");
+        return json_syntax(p, "a JSON value");
     switch (*p->s) {
     case '"':
-        return jstring(p, NULL, 0, NULL);
+        return json_string(p, NULL, 0, NULL);
     case 't':
-        return jskip_literal(p, "true");
+        return json_skip_literal(p, "true");
     case 'f':
-        return jskip_literal(p, "false");
+        return json_skip_literal(p, "false");
     case 'n':
-        return jskip_literal(p, "null");
+        return json_skip_literal(p, "null");
     case '[':
         p->s++;
-        for (int more = !jempty(p, ']'); more;) {
-            if ((st = jskip(p, depth + 1)) != RKV_OK ||
-                (st = jnext(p, ']', &more)) != RKV_OK)
+        for (int more = !json_empty(p, ']'); more;) {
+            if ((st = json_skip(p, depth + 1)) != RKV_OK ||
+                (st = json_next(p, ']', &more)) != RKV_OK)
                 return st;
         }
         return RKV_OK;
     case '{':
         p->s++;
-        for (int more = !jempty(p, '}'); more;) {
-            jws(p);
-            if ((st = jstring(p, NULL, 0, NULL)) != RKV_OK)
+        for (int more = !json_empty(p, '}'); more;) {
+            json_skip_ws(p);
+            if ((st = json_string(p, NULL, 0, NULL)) != RKV_OK)
                 return st;
-            jws(p);
+            json_skip_ws(p);
             if (p->s >= p->end || *p->s != ':')
-                return jsyntax(p, "':'");
+                return json_syntax(p, "':'");
             p->s++;
-            if ((st = jskip(p, depth + 1)) != RKV_OK ||
-                (st = jnext(p, '}', &more)) != RKV_OK)
+            if ((st = json_skip(p, depth + 1)) != RKV_OK ||
+                (st = json_next(p, '}', &more)) != RKV_OK)
                 return st;
         }
         return RKV_OK;
     default:
-        if (jnum_start(*p->s)) {
-            jnum n;
-            return jnumber(p, &n);
+        if (json_num_start(*p->s)) {
+            json_num n;
+            return json_number(p, &n);
         }
-        return jsyntax(p, "a JSON value");
+        return json_syntax(p, "a JSON value");
     }
 }
 
@@ -334,91 +334,91 @@ static const char *jtype_name(char c)
     }
 }
 
-static int jarray_start(char c)
+static int json_array_start(char c)
 {
     return c == '[';
 }
 
-#define JNO_INDEX ((size_t)-1)
+#define JSON_NO_INDEX ((size_t)-1)
 
 /* Skips to the next value. If it does not start as `starts` accepts, the
  * value is skipped (so malformed JSON is blamed before its type) and the
  * error is "FIELD[INDEX]: expected EXPECTED, got TYPE" (no [INDEX] for
- * JNO_INDEX). */
-static rkv_status jexpect(jscan *p, int (*starts)(char), const char *field,
-                          size_t index, const char *expected)
+ * JSON_NO_INDEX). */
+static rkv_status json_expect(json_scan *p, int (*starts)(char), const char *field,
+                              size_t index, const char *expected)
 {
-    jws(p);
+    json_skip_ws(p);
     if (p->s >= p->end)
-        return jsyntax(p, "a value");
+        return json_syntax(p, "a value");
     if (starts(*p->s))
         return RKV_OK;
     char what[160];
     const char *type = jtype_name(*p->s);
-    if (index == JNO_INDEX)
+    if (index == JSON_NO_INDEX)
         snprintf(what, sizeof what, "%s: expected %s, got %s", field, expected,
                  type);
     else
         snprintf(what, sizeof what, "%s[%zu]: expected %s, got %s", field, index,
                  expected, type);
-    rkv_status st = jskip(p, 1);
-    return st != RKV_OK ? st : jfail(p, what);
+    rkv_status st = json_skip(p, 1);
+    return st != RKV_OK ? st : json_fail(p, what);
 }
 
-/* The number at field (field[index] unless JNO_INDEX); expected says what
+/* The number at field (field[index] unless JSON_NO_INDEX); expected says what
  * the error names when no number starts there. */
-static rkv_status jnumber_at(jscan *p, const char *field, size_t index,
-                             const char *expected, jnum *n)
+static rkv_status json_number_at(json_scan *p, const char *field, size_t index,
+                                 const char *expected, json_num *n)
 {
-    rkv_status st = jexpect(p, jnum_start, field, index, expected);
-    return st != RKV_OK ? st : jnumber(p, n);
+    rkv_status st = json_expect(p, json_num_start, field, index, expected);
+    return st != RKV_OK ? st : json_number(p, n);
 }
 
 /* A length field: a non-negative integer <= limit (RKV_TRACE_MAX_LENGTH
  * or RKV_TRACE_MAX_OUTPUT). */
-static rkv_status jlength(jscan *p, const char *field, uint32_t limit,
-                          uint32_t *out)
+static rkv_status json_length(json_scan *p, const char *field, uint32_t limit,
+                              uint32_t *out)
 {
     char what[160];
-    jnum n;
-    rkv_status st = jnumber_at(p, field, JNO_INDEX, "an integer", &n);
+    json_num n;
+    rkv_status st = json_number_at(p, field, JSON_NO_INDEX, "an integer", &n);
     if (st != RKV_OK)
         return st;
     if (n.negative && (n.u != 0 || !n.integer)) {
         snprintf(what, sizeof what, "negative %s (%.17g)", field, n.d);
-        return jfail(p, what);
+        return json_fail(p, what);
     }
     if (!n.integer) {
         snprintf(what, sizeof what, "%s: expected an integer, got %.17g",
                  field, n.d);
-        return jfail(p, what);
+        return json_fail(p, what);
     }
     if (n.overflow || n.u > limit) {
         snprintf(what, sizeof what, "%s too large (limit %u)", field, limit);
-        return jfail(p, what);
+        return json_fail(p, what);
     }
     *out = (uint32_t)n.u;
     return RKV_OK;
 }
 
-static rkv_status jtimestamp(jscan *p, double *out)
+static rkv_status json_timestamp(json_scan *p, double *out)
 {
     char what[160];
-    jnum n;
-    rkv_status st = jnumber_at(p, "timestamp", JNO_INDEX, "a number", &n);
+    json_num n;
+    rkv_status st = json_number_at(p, "timestamp", JSON_NO_INDEX, "a number", &n);
     if (st != RKV_OK)
         return st;
     if (!isfinite(n.d) || n.d > 1e15)
-        return jfail(p, "timestamp out of range");
+        return json_fail(p, "timestamp out of range");
     if (n.d < 0) {
         snprintf(what, sizeof what, "negative timestamp (%.17g)", n.d);
-        return jfail(p, what);
+        return json_fail(p, what);
     }
     *out = n.d;
     return RKV_OK;
 }
 
-static rkv_status jgrow(uint64_t **ids, size_t *cap, size_t need)
+static rkv_status json_grow_ids(uint64_t **ids, size_t *cap, size_t need)
 {
     if (need <= *cap)
         return RKV_OK;
@@ -434,19 +434,19 @@ static rkv_status jgrow(uint64_t **ids, size_t *cap, size_t need)
     return RKV_OK;
 }
 
-static rkv_status jhash_ids(jscan *p, uint64_t **ids, size_t *cap,
-                            uint32_t *count)
+static rkv_status json_hash_ids(json_scan *p, uint64_t **ids, size_t *cap,
+                                uint32_t *count)
 {
     char what[160];
     rkv_status st;
     size_t n = 0;
-    if ((st = jexpect(p, jarray_start, "hash_ids", JNO_INDEX, "an array")) !=
+    if ((st = json_expect(p, json_array_start, "hash_ids", JSON_NO_INDEX, "an array")) !=
         RKV_OK)
         return st;
     p->s++;
-    for (int more = !jempty(p, ']'); more;) {
-        jnum v;
-        if ((st = jnumber_at(p, "hash_ids", n, "a non-negative integer", &v)) !=
+    for (int more = !json_empty(p, ']'); more;) {
+        json_num v;
+        if ((st = json_number_at(p, "hash_ids", n, "a non-negative integer", &v)) !=
             RKV_OK)
             return st;
         if (!v.integer || (v.negative && v.u != 0) || v.overflow) {
@@ -454,14 +454,14 @@ static rkv_status jhash_ids(jscan *p, uint64_t **ids, size_t *cap,
                      "hash_ids[%zu]: expected a non-negative integer "
                      "below 2^64, got %.17g",
                      n, v.d);
-            return jfail(p, what);
+            return json_fail(p, what);
         }
         if (n >= RKV_TRACE_MAX_LENGTH)
-            return jfail(p, "hash_ids: too many blocks");
-        if ((st = jgrow(ids, cap, n + 1)) != RKV_OK)
+            return json_fail(p, "hash_ids: too many blocks");
+        if ((st = json_grow_ids(ids, cap, n + 1)) != RKV_OK)
             return st;
         (*ids)[n++] = v.u;
-        if ((st = jnext(p, ']', &more)) != RKV_OK)
+        if ((st = json_next(p, ']', &more)) != RKV_OK)
             return st;
     }
     *count = (uint32_t)n;
@@ -469,25 +469,25 @@ static rkv_status jhash_ids(jscan *p, uint64_t **ids, size_t *cap,
 }
 
 /* An integer field in [lo, hi] (hi < 2^63 when lo < 0). */
-static rkv_status jinteger(jscan *p, const char *field, int64_t lo,
-                           uint64_t hi, uint64_t *mag, int *neg)
+static rkv_status json_integer(json_scan *p, const char *field, int64_t lo,
+                               uint64_t hi, uint64_t *mag, int *neg)
 {
     char what[200];
-    jnum n;
-    rkv_status st = jnumber_at(p, field, JNO_INDEX, "an integer", &n);
+    json_num n;
+    rkv_status st = json_number_at(p, field, JSON_NO_INDEX, "an integer", &n);
     if (st != RKV_OK)
         return st;
     if (!n.integer) {
         snprintf(what, sizeof what, "%s: expected an integer, got %.17g",
                  field, n.d);
-        return jfail(p, what);
+        return json_fail(p, what);
     }
     int negative = n.negative && n.u != 0;
     if (n.overflow || (negative && (lo >= 0 || n.u > (uint64_t)(-(lo + 1)) + 1)) ||
         (!negative && n.u > hi)) {
         snprintf(what, sizeof what, "%s out of range (%lld..%llu)", field,
                  (long long)lo, (unsigned long long)hi);
-        return jfail(p, what);
+        return json_fail(p, what);
     }
     *mag = n.u;
     *neg = negative;
@@ -506,12 +506,12 @@ static uint64_t fnv1a(const char *b, size_t n)
 }
 
 /* "session": an integer 0..2^64-2 or a string (its raw text hashed). */
-static rkv_status jsession(jscan *p, uint64_t *out)
+static rkv_status json_session(json_scan *p, uint64_t *out)
 {
-    jws(p);
+    json_skip_ws(p);
     if (p->s < p->end && *p->s == '"') {
         const char *b = p->s;
-        rkv_status st = jstring(p, NULL, 0, NULL);
+        rkv_status st = json_string(p, NULL, 0, NULL);
         if (st != RKV_OK)
             return st;
         uint64_t h = fnv1a(b + 1, (size_t)(p->s - b) - 2);
@@ -520,13 +520,13 @@ static rkv_status jsession(jscan *p, uint64_t *out)
     }
     uint64_t m;
     int neg;
-    rkv_status st = jinteger(p, "session", 0, UINT64_MAX - 1, &m, &neg);
+    rkv_status st = json_integer(p, "session", 0, UINT64_MAX - 1, &m, &neg);
     if (st == RKV_OK)
         *out = m;
     return st;
 }
 
-static int jstring_start(char c)
+static int json_string_start(char c)
 {
     return c == '"';
 }
@@ -581,65 +581,72 @@ static unsigned field_of(const char *key, int format)
     return 0;
 }
 
+/* A duration in ms, 1 .. 2^40 (past the simulated clock's end); 0 is
+ * refused with `if_zero` (the field's "none" is its absence). */
+static rkv_status json_duration(json_scan *p, const char *field, const char *if_zero,
+                                uint64_t *out)
+{
+    uint64_t m;
+    int neg;
+    rkv_status st = json_integer(p, field, 0, (uint64_t)1 << 40, &m, &neg);
+    if (st == RKV_OK && m == 0)
+        return json_fail(p, if_zero);
+    if (st == RKV_OK)
+        *out = m;
+    return st;
+}
+
 /* One field's value into rec. */
-static rkv_status parse_field(jscan *p, unsigned f, rkv_trace_record *rec,
+static rkv_status parse_field(json_scan *p, unsigned f, rkv_trace_record *rec,
                               uint64_t **ids, size_t *ids_cap, double *ts)
 {
     uint64_t m;
     int neg;
     rkv_status st;
     switch (f) {
-    case F_TS: return jtimestamp(p, ts);
+    case F_TS: return json_timestamp(p, ts);
     case F_IN:
-        return jlength(p, "input_length", RKV_TRACE_MAX_LENGTH,
-                       &rec->input_length);
+        return json_length(p, "input_length", RKV_TRACE_MAX_LENGTH,
+                           &rec->input_length);
     case F_OUT:
-        return jlength(p, "output_length", RKV_TRACE_MAX_OUTPUT,
-                       &rec->output_length);
-    case F_IDS: return jhash_ids(p, ids, ids_cap, &rec->num_hash_ids);
+        return json_length(p, "output_length", RKV_TRACE_MAX_OUTPUT,
+                           &rec->output_length);
+    case F_IDS: return json_hash_ids(p, ids, ids_cap, &rec->num_hash_ids);
     case F_PRIO:
-        st = jinteger(p, "priority", 0, RKV_PRIORITY_MAX, &m, &neg);
+        st = json_integer(p, "priority", 0, RKV_PRIORITY_MAX, &m, &neg);
         if (st == RKV_OK)
             rec->priority = (int32_t)m;
         return st;
     case F_TTL:
-        st = jinteger(p, "ttl_ms", 0, (uint64_t)1 << 40, &m, &neg);
-        if (st == RKV_OK && m == 0)
-            return jfail(p, "ttl_ms is 0 (a pin needs a time; leave the "
-                            "field out for none)");
-        if (st == RKV_OK)
-            rec->ttl_ms = m;
-        return st;
+        return json_duration(p, "ttl_ms", "ttl_ms is 0 (a pin needs a time; leave "
+                             "the field out for none)", &rec->ttl_ms);
     case F_PRIO_DUR:
-        st = jinteger(p, "priority_duration_ms", 0, (uint64_t)1 << 40, &m, &neg);
-        if (st == RKV_OK && m == 0)
-            return jfail(p, "priority_duration_ms is 0 (leave the field out "
-                            "for a priority that stays)");
-        if (st == RKV_OK)
-            rec->priority_duration_ms = m;
-        return st;
+        return json_duration(p, "priority_duration_ms",
+                             "priority_duration_ms is 0 (leave the field out "
+                             "for a priority that stays)",
+                             &rec->priority_duration_ms);
     case F_SESSION:
-        st = jsession(p, &rec->session);
+        st = json_session(p, &rec->session);
         if (st == RKV_OK)
             rec->has_session = 1;
         return st;
     case F_CHAT:
-        st = jinteger(p, "chat_id", 0, INT64_MAX, &m, &neg);
+        st = json_integer(p, "chat_id", 0, INT64_MAX, &m, &neg);
         if (st == RKV_OK)
             rec->chat_id = (int64_t)m;
         return st;
     case F_PARENT:
-        st = jinteger(p, "parent_chat_id", -1, INT64_MAX, &m, &neg);
+        st = json_integer(p, "parent_chat_id", -1, INT64_MAX, &m, &neg);
         if (st == RKV_OK)
             rec->parent_chat_id = neg ? -1 : (int64_t)m;
         return st;
     case F_TYPE:
-        st = jexpect(p, jstring_start, "type", JNO_INDEX, "a string");
-        return st != RKV_OK ? st : jstring(p, NULL, 0, NULL);
+        st = json_expect(p, json_string_start, "type", JSON_NO_INDEX, "a string");
+        return st != RKV_OK ? st : json_string(p, NULL, 0, NULL);
     case F_TURN:
-        return jinteger(p, "turn", 0, INT64_MAX, &m, &neg);
+        return json_integer(p, "turn", 0, INT64_MAX, &m, &neg);
     case F_SESSION_END: /* true or false */
-        jws(p);
+        json_skip_ws(p);
         if (p->end - p->s >= 4 && memcmp(p->s, "true", 4) == 0) {
             p->s += 4;
             rec->session_end = 1;
@@ -649,9 +656,9 @@ static rkv_status parse_field(jscan *p, unsigned f, rkv_trace_record *rec,
             p->s += 5;
             return RKV_OK;
         }
-        return jfail(p, "session_end is not true or false");
+        return json_fail(p, "session_end is not true or false");
     default:
-        return jskip(p, 1);
+        return json_skip(p, 1);
     }
 }
 
@@ -671,7 +678,7 @@ rkv_status rkv_trace_parse_line_fmt(const char *line, size_t len,
                                     rkv_trace_record *out, uint64_t **ids,
                                     size_t *ids_cap)
 {
-    jscan p = {line, line, line + len, name ? name : "<trace>", line_no};
+    json_scan p = {line, line, line + len, name ? name : "<trace>", line_no};
     rkv_trace_record rec;
     rkv_status st;
     unsigned seen = 0;
@@ -692,33 +699,33 @@ rkv_status rkv_trace_parse_line_fmt(const char *line, size_t len,
     rec.chat_id = -1;
     rec.parent_chat_id = -1;
     rec.priority = -1;
-    jws(&p);
+    json_skip_ws(&p);
     if (p.s >= p.end || *p.s != '{')
-        return jsyntax(&p, "'{' (one JSON object per line)");
+        return json_syntax(&p, "'{' (one JSON object per line)");
     p.s++;
-    for (int more = !jempty(&p, '}'); more;) {
+    for (int more = !json_empty(&p, '}'); more;) {
         char key[32];
         int key_ok = 0;
-        jws(&p);
-        if ((st = jstring(&p, key, sizeof key, &key_ok)) != RKV_OK)
+        json_skip_ws(&p);
+        if ((st = json_string(&p, key, sizeof key, &key_ok)) != RKV_OK)
             return st;
-        jws(&p);
+        json_skip_ws(&p);
         if (p.s >= p.end || *p.s != ':')
-            return jsyntax(&p, "':'");
+            return json_syntax(&p, "':'");
         p.s++;
         unsigned f = key_ok ? field_of(key, format) : 0;
         if (f & seen) {
             snprintf(what, sizeof what, "duplicate field \"%s\"", key);
-            return jfail(&p, what);
+            return json_fail(&p, what);
         }
         seen |= f;
         if ((st = parse_field(&p, f, &rec, ids, ids_cap, &ts)) != RKV_OK ||
-            (st = jnext(&p, '}', &more)) != RKV_OK)
+            (st = json_next(&p, '}', &more)) != RKV_OK)
             return st;
     }
-    jws(&p);
+    json_skip_ws(&p);
     if (p.s != p.end)
-        return jsyntax(&p, "end of line after the object");
+        return json_syntax(&p, "end of line after the object");
     if (format == RKV_TRACE_FMT_AUTO)
         format = (seen & F_CHAT) ? RKV_TRACE_FMT_BAILIAN : RKV_TRACE_FMT_MOONCAKE;
     int bailian = format == RKV_TRACE_FMT_BAILIAN;
@@ -730,17 +737,17 @@ rkv_status rkv_trace_parse_line_fmt(const char *line, size_t len,
                                                           : "hash_ids";
         snprintf(what, sizeof what, "missing field \"%s\"%s", missing,
                  bailian ? " (Bailian format)" : "");
-        return jfail(&p, what);
+        return json_fail(&p, what);
     }
     if ((seen & F_PRIO_DUR) && !(seen & F_PRIO))
-        return jfail(&p, "priority_duration_ms without a priority");
+        return json_fail(&p, "priority_duration_ms without a priority");
     if (bailian) {
         if (ts > 1e12)
-            return jfail(&p, "timestamp out of range (Bailian timestamps are "
+            return json_fail(&p, "timestamp out of range (Bailian timestamps are "
                              "seconds, at most 1e12)");
         ts *= 1000.0; /* seconds -> ms */
         if (rec.parent_chat_id == rec.chat_id)
-            return jfail(&p, "parent_chat_id equals chat_id");
+            return json_fail(&p, "parent_chat_id equals chat_id");
     }
     rec.timestamp_ms = ts;
     rec.format = format;
@@ -749,7 +756,7 @@ rkv_status rkv_trace_parse_line_fmt(const char *line, size_t len,
                            : RKV_TRACE_BLOCK_TOKENS;
     rec.block_tokens = B;
     if (rec.input_length == 0)
-        return jfail(&p, "input_length is 0 (a request needs a prompt)");
+        return json_fail(&p, "input_length is 0 (a request needs a prompt)");
     uint64_t cap = (uint64_t)rec.num_hash_ids * B;
     if (rec.input_length > cap || rec.input_length <= cap - B) {
         snprintf(what, sizeof what,
@@ -758,7 +765,7 @@ rkv_status rkv_trace_parse_line_fmt(const char *line, size_t len,
                  rec.input_length, rec.num_hash_ids, B,
                  (unsigned long long)(cap ? cap - B : 0),
                  (unsigned long long)cap);
-        return jfail(&p, what);
+        return json_fail(&p, what);
     }
     rec.hash_ids = *ids;
     *out = rec;

@@ -32,41 +32,71 @@ void rkv_workload_free(rkv_workload *wl)
     rkv_workload_init(wl);
 }
 
+/* The capacity that holds `need` items: `cap` doubled (from `first` when
+ * nothing is held yet) until it does. */
+static size_t wl_grown(size_t cap, size_t need, size_t first)
+{
+    size_t nc = cap ? cap * 2 : first;
+    while (nc < need)
+        nc *= 2;
+    return nc;
+}
+
+static rkv_status wl_nomem(size_t n, const char *what)
+{
+    return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory for %zu %s",
+                         n, what);
+}
+
 static rkv_status wl_reserve_reqs(rkv_workload *wl, size_t need)
 {
     if (need <= wl->reqs_cap)
         return RKV_OK;
-    size_t nc = wl->reqs_cap ? wl->reqs_cap * 2 : 1024;
-    while (nc < need)
-        nc *= 2;
+    size_t nc = wl_grown(wl->reqs_cap, need, 1024);
     rkv_wl_request *n = realloc(wl->reqs, nc * sizeof *n);
     if (!n)
-        return rkv_set_error(RKV_ERR_NOMEM,
-                             "workload: out of memory for %zu requests", nc);
+        return wl_nomem(nc, "requests");
     wl->reqs = n;
     wl->reqs_cap = nc;
     return RKV_OK;
 }
 
+/* Keys and lengths grow together; a failure leaves the capacity as it was
+ * (a grown first array is kept: it still holds what it held). */
 static rkv_status wl_reserve_segs(rkv_workload *wl, size_t need)
 {
     if (need <= wl->segs_cap)
         return RKV_OK;
-    size_t nc = wl->segs_cap ? wl->segs_cap * 2 : 4096;
-    while (nc < need)
-        nc *= 2;
+    size_t nc = wl_grown(wl->segs_cap, need, 4096);
     uint64_t *k = realloc(wl->seg_keys, nc * sizeof *k);
-    if (!k)
-        return rkv_set_error(RKV_ERR_NOMEM,
-                             "workload: out of memory for %zu segments", nc);
-    wl->seg_keys = k;
-    uint32_t *l = realloc(wl->seg_lens, nc * sizeof *l);
-    if (!l)
-        return rkv_set_error(RKV_ERR_NOMEM,
-                             "workload: out of memory for %zu segments", nc);
-    wl->seg_lens = l;
+    if (k)
+        wl->seg_keys = k;
+    uint32_t *l = k ? realloc(wl->seg_lens, nc * sizeof *l) : NULL;
+    if (l)
+        wl->seg_lens = l;
+    if (!k || !l)
+        return wl_nomem(nc, "segments");
     wl->segs_cap = nc;
     return RKV_OK;
+}
+
+/* What every generator checks first: its arguments were given (`given`:
+ * the source or config is not NULL) and the workload is still empty. */
+static rkv_status wl_start(const rkv_workload *wl, int given, const char *fn)
+{
+    if (!wl || !given)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    if (wl->num_reqs)
+        return rkv_set_error(RKV_ERR_STATE, "%s: workload not empty", fn);
+    return RKV_OK;
+}
+
+/* A generator's end: on failure nothing half-built is left behind. */
+static rkv_status wl_finish(rkv_workload *wl, rkv_status st)
+{
+    if (st != RKV_OK)
+        rkv_workload_free(wl);
+    return st;
 }
 
 static rkv_status wl_set_name(rkv_workload *wl, const char *name)
@@ -233,19 +263,16 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
 static rkv_status wl_load_trace(rkv_workload *wl, rkv_trace_reader *r,
                                 size_t limit, chat_map *chats)
 {
-    if (!wl || !r)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_workload_load_trace: NULL argument");
-    if (wl->num_reqs)
-        return rkv_set_error(RKV_ERR_STATE,
-                             "rkv_workload_load_trace: workload not empty");
+    rkv_status st = wl_start(wl, r != NULL, "rkv_workload_load_trace");
+    if (st != RKV_OK)
+        return st;
     if (wl_set_name(wl, rkv_trace_reader_name(r)) != RKV_OK)
         return RKV_ERR_NOMEM;
     uint64_t max_key = 0;
     while (!limit || wl->num_reqs < limit) {
         rkv_trace_record rec;
         int eof = 0;
-        rkv_status st = rkv_trace_reader_next(r, &rec, &eof);
+        st = rkv_trace_reader_next(r, &rec, &eof);
         if (st == RKV_OK && eof)
             break;
         if (st == RKV_OK)
@@ -254,10 +281,8 @@ static rkv_status wl_load_trace(rkv_workload *wl, rkv_trace_reader *r,
             st = wl_reserve_segs(wl, wl->num_segs + rec.num_hash_ids);
         if (st == RKV_OK)
             st = wl_trace_session(&wl->reqs[wl->num_reqs], &rec, chats);
-        if (st != RKV_OK) {
-            rkv_workload_free(wl);
-            return st;
-        }
+        if (st != RKV_OK)
+            return wl_finish(wl, st);
         rkv_wl_request *q = &wl->reqs[wl->num_reqs];
         uint64_t session = q->session; /* set by wl_trace_session */
         int32_t hint_priority = q->hint_priority;
@@ -291,14 +316,12 @@ static rkv_status wl_load_trace(rkv_workload *wl, rkv_trace_reader *r,
         wl->output_tokens += rec.output_length;
         wl->num_reqs++;
     }
-    rkv_status st = wl_place_outputs(wl, max_key);
+    st = wl_place_outputs(wl, max_key);
     if (st == RKV_OK && wl->num_reqs == 0)
         st = rkv_set_error(RKV_ERR_FORMAT,
                            "%s: no requests (the trace is empty or holds only "
                            "blank lines)", wl->name);
-    if (st != RKV_OK)
-        rkv_workload_free(wl);
-    return st;
+    return wl_finish(wl, st);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -480,12 +503,9 @@ static double tool_latency_ms(wl_rng *g, const rkv_agentic_config *cfg)
 rkv_status rkv_workload_agentic(rkv_workload *wl,
                                 const rkv_agentic_config *cfg, uint64_t seed)
 {
-    if (!wl || !cfg)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_workload_agentic: NULL argument");
-    if (wl->num_reqs)
-        return rkv_set_error(RKV_ERR_STATE,
-                             "rkv_workload_agentic: workload not empty");
+    rkv_status st = wl_start(wl, cfg != NULL, "rkv_workload_agentic");
+    if (st != RKV_OK)
+        return st;
     if (cfg->sessions == 0 || cfg->turns_min == 0 ||
         cfg->turns_max < cfg->turns_min || cfg->user_min == 0 ||
         cfg->user_max < cfg->user_min || cfg->output_min == 0 ||
@@ -524,7 +544,7 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
     wl_piece shared[2];
     memcpy(shared, hist, nshared * sizeof *hist);
 
-    rkv_status st = RKV_OK;
+    st = RKV_OK;
     for (uint32_t s = 0; s < cfg->sessions && st == RKV_OK; s++) {
         uint32_t turns = rng_range(&g, cfg->turns_min, cfg->turns_max);
         double t = rng_unit(&g) * cfg->start_span_ms;
@@ -572,11 +592,7 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
     free(hist);
     if (st == RKV_OK)
         st = wl_sort_by_arrival(wl);
-    if (st != RKV_OK) {
-        rkv_workload_free(wl);
-        return st;
-    }
-    return RKV_OK;
+    return wl_finish(wl, st);
 }
 
 void rkv_fewshot_config_init(rkv_fewshot_config *cfg)
@@ -595,12 +611,9 @@ void rkv_fewshot_config_init(rkv_fewshot_config *cfg)
 rkv_status rkv_workload_fewshot(rkv_workload *wl,
                                 const rkv_fewshot_config *cfg, uint64_t seed)
 {
-    if (!wl || !cfg)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_workload_fewshot: NULL argument");
-    if (wl->num_reqs)
-        return rkv_set_error(RKV_ERR_STATE,
-                             "rkv_workload_fewshot: workload not empty");
+    rkv_status st = wl_start(wl, cfg != NULL, "rkv_workload_fewshot");
+    if (st != RKV_OK)
+        return st;
     if (cfg->requests == 0 || cfg->suffix_min == 0 ||
         cfg->suffix_max < cfg->suffix_min || cfg->output_min == 0 ||
         cfg->output_max < cfg->output_min || cfg->waves == 0 ||
@@ -617,7 +630,7 @@ rkv_status rkv_workload_fewshot(rkv_workload *wl,
     size_t np = 0;
     if (cfg->header_tokens)
         p[np++] = wl_new_piece(wl, cfg->header_tokens);
-    rkv_status st = RKV_OK;
+    st = RKV_OK;
     for (uint32_t i = 0; i < cfg->requests && st == RKV_OK; i++) {
         uint32_t wave = (uint32_t)((uint64_t)i * cfg->waves / cfg->requests);
         p[np] = wl_new_piece(wl, rng_range(&g, cfg->suffix_min,
@@ -626,11 +639,7 @@ rkv_status rkv_workload_fewshot(rkv_workload *wl,
         st = wl_add(wl, p, np + 1, out, wave * cfg->wave_gap_ms,
                     RKV_WL_NO_PARENT, 0.0);
     }
-    if (st != RKV_OK) {
-        rkv_workload_free(wl);
-        return st;
-    }
-    return RKV_OK;
+    return wl_finish(wl, st);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -49,12 +49,13 @@ typedef struct rkv_wl_request {
                               after `parent` finished (agentic turns);
                               RKV_WL_NO_PARENT otherwise                 */
     double think_ms;
-    /* retention (issue 13): the session the request belongs to (agentic:
-     * its session index; a trace: its "session" field, or a Bailian
-     * line's root chat id; RKV_WL_NO_SESSION: none), the retention hints
-     * of its trace line (hint_priority 0..100, -1: none; hint_ttl_ms > 0:
-     * pin its context that long; 0: none), and whether the session's next
-     * turn follows a tool call (agentic tool sessions). */
+    /* retention (README "Retention in the simulator"): the session the
+     * request belongs to (agentic: its session index; a trace: its
+     * "session" field, or a Bailian line's root chat id;
+     * RKV_WL_NO_SESSION: none), the retention hints of its trace line
+     * (hint_priority 0..100, -1: none; hint_ttl_ms > 0: pin its context
+     * that long; 0: none), and whether the session's next turn follows a
+     * tool call (agentic tool sessions). */
     uint64_t session;
     int32_t hint_priority;
     uint64_t hint_ttl_ms;
@@ -99,7 +100,7 @@ rkv_status rkv_workload_load_trace(rkv_workload *wl, rkv_trace_reader *r,
  * finished (parent link; nominal arrival = parent's arrival + an estimate
  * of its service time + think time, used by open-loop consumers).
  *
- * Tool calls (issue 13): a session is a tool session with probability
+ * Tool calls: a session is a tool session with probability
  * 1 - chat_share. In a tool session every turn but the last ends in a tool
  * call, and think_ms is the tool's latency: lognormal, exp(N(ln
  * tool_median_ms, tool_sigma^2)), capped at tool_max_ms. The defaults

@@ -739,3 +739,21 @@ Test(cli, help_gives_run_times)
     free(out);
     free(err);
 }
+
+/* --evict-policy's help entry names every policy the option takes. */
+Test(cli, help_lists_eviction_policies)
+{
+    char *out, *err;
+    cr_assert_eq(run("help replay", &out, &err), 0);
+    char *entry = strstr(out, "--evict-policy NAME");
+    cr_assert_not_null(entry, "%s", out);
+    char *next = strstr(entry + 1, "\n  --");
+    if (next)
+        *next = '\0';
+    static const char *const names[] = {"lru", "priority", "learned"};
+    for (size_t i = 0; i < 3; i++)
+        cr_assert(strstr(entry, names[i]) != NULL, "%s missing: %s", names[i],
+                  entry);
+    free(out);
+    free(err);
+}

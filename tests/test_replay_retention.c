@@ -154,8 +154,8 @@ Test(replay_retention, ttl_follows_the_time_scale)
     cr_assert_eq(rkv_workload_load_trace(&wl, rd, 0), RKV_OK, "%s",
                  rkv_last_error());
     rkv_trace_reader_close(rd);
-    rkv_ret_plan p;
-    cr_assert_eq(rkv_ret_plan_init(&p, &wl, UINT64_MAX), RKV_OK);
+    rkv_retention_plan p;
+    cr_assert_eq(rkv_retention_plan_init(&p, &wl, UINT64_MAX), RKV_OK);
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     cfg.retention = RKV_RETENTION_TTL;
@@ -163,31 +163,31 @@ Test(replay_retention, ttl_follows_the_time_scale)
     rkv_retention r;
     for (int k = 0; k < 2; k++) {
         cfg.time_scale = k == 0 ? 1.0 : 10.8;
-        cr_assert(rkv_ret_for(&p, &wl, &cfg, 0, &r));
+        cr_assert(rkv_retention_plan_for(&p, &wl, &cfg, 0, &r));
         cr_assert_eq(r.ttl_ms, k == 0 ? 1000u : 10800u);
-        cr_assert(rkv_ret_for(&p, &wl, &cfg, 1, &r)); /* its hint */
+        cr_assert(rkv_retention_plan_for(&p, &wl, &cfg, 1, &r)); /* its hint */
         cr_assert_eq(r.ttl_ms, k == 0 ? 300u : 3240u);
         /* a priority's duration is on the same clock */
         cr_assert_eq(r.priority, 60);
         cr_assert_eq(r.priority_duration_ms, k == 0 ? 200u : 2160u);
-        cr_assert(rkv_ret_for(&p, &wl, &cfg, 0, &r));
+        cr_assert(rkv_retention_plan_for(&p, &wl, &cfg, 0, &r));
         cr_assert_eq(r.priority_duration_ms, 0);
     }
-    rkv_ret_plan_free(&p);
+    rkv_retention_plan_free(&p);
     rkv_workload_free(&wl);
 
     rkv_test_agentic(&wl, 8, 6, "replay_retention.ttl_scale");
-    cr_assert_eq(rkv_ret_plan_init(&p, &wl, UINT64_MAX), RKV_OK);
+    cr_assert_eq(rkv_retention_plan_init(&p, &wl, UINT64_MAX), RKV_OK);
     cfg.time_scale = 10.8;
     size_t checked = 0;
     for (size_t i = 0; i < wl.num_reqs; i++)
         if (wl.reqs[i].tool_call) {
-            cr_assert(rkv_ret_for(&p, &wl, &cfg, i, &r));
+            cr_assert(rkv_retention_plan_for(&p, &wl, &cfg, i, &r));
             cr_assert_eq(r.ttl_ms, 1000u, "closed loop: think time unscaled");
             checked++;
         }
     cr_assert_gt(checked, 0);
-    rkv_ret_plan_free(&p);
+    rkv_retention_plan_free(&p);
     rkv_workload_free(&wl);
 }
 

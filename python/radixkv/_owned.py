@@ -5,7 +5,20 @@ An Owned object holds its handle in ``_h`` until ``close()`` (or the
 ``handle`` refuses a closed object instead of passing NULL to C. A class
 sets ``_kind`` (its name in messages) and ``_destroy`` (the C destructor);
 one that must do more around destruction overrides ``close``.
+
+``_out``, ``_query`` and ``_check`` are the shapes most calls take: fill
+one out-parameter (a ctypes scalar or struct, last argument) through the
+handle, the same as a dict, or verify the object's invariants;
+``c_property`` is a read-only fact the C object answers from its handle.
 """
+import ctypes as C
+
+from ._ffi import check, lib
+
+
+def c_property(function, doc=None):
+    """A read-only property: ``function(handle)``'s return value."""
+    return property(lambda self: getattr(lib, function)(self.handle), doc=doc)
 
 
 class Owned:
@@ -21,6 +34,20 @@ class Owned:
 
     def _destroy(self, h):
         raise NotImplementedError
+
+    def _out(self, function, ctype, *args):
+        """``function(handle, *args, &out)`` into a new ``ctype``: returns it."""
+        out = ctype()
+        check(getattr(lib, function)(self.handle, *args, C.byref(out)), function)
+        return out
+
+    def _query(self, function, struct, *args):
+        """``_out`` for a struct, as a dict."""
+        return self._out(function, struct, *args).to_dict()
+
+    def _check(self, function):
+        """``function(handle)``: raises CorruptError with what is broken."""
+        check(getattr(lib, function)(self.handle), function)
 
     def close(self):
         """Destroys the C object (once; later calls do nothing)."""

@@ -11,7 +11,7 @@ import weakref
 from . import _arrays
 from . import _structs as S
 from ._ffi import check, lib
-from ._owned import Owned
+from ._owned import Owned, c_property
 
 DTYPES = {"f16": 0, "bf16": 1, "f32": 2}
 DEVICES = {"host": 0, "cuda": 1}
@@ -93,25 +93,15 @@ class Pool(Owned):
             self._deferred = True  # itself), or interpreter shutdown
 
     # -- facts -------------------------------------------------------------
-    @property
-    def num_blocks(self):
-        return lib.rkv_pool_num_blocks(self.handle)
-
-    @property
-    def num_free(self):
-        return lib.rkv_pool_num_free(self.handle)
+    num_blocks = c_property("rkv_pool_num_blocks")
+    num_free = c_property("rkv_pool_num_free")
 
     @property
     def page_size(self):
         return self._page_size
 
-    @property
-    def bytes_per_block(self):
-        return lib.rkv_pool_bytes_per_block(self.handle)
-
-    @property
-    def host_metadata_bytes(self):
-        return lib.rkv_pool_host_metadata_bytes(self.handle)
+    bytes_per_block = c_property("rkv_pool_bytes_per_block")
+    host_metadata_bytes = c_property("rkv_pool_host_metadata_bytes")
 
     @property
     def kv_external(self):
@@ -127,16 +117,13 @@ class Pool(Owned):
               "rkv_pool_kv_strides")
         return b.value, t.value, h.value
 
-    @property
-    def layout_id(self):
-        """The KV layout's fingerprint (Store(layout_id=...) for warm restart)."""
-        return lib.rkv_pool_layout_id(self.handle)
+    layout_id = c_property(
+        "rkv_pool_layout_id",
+        "The KV layout's fingerprint (Store(layout_id=...) for warm restart).")
 
     def config(self):
         """The pool's rkv_pool_config as a dict."""
-        cfg = S.PoolConfig()
-        check(lib.rkv_pool_get_config(self.handle, C.byref(cfg)), "rkv_pool_get_config")
-        return cfg.to_dict()
+        return self._query("rkv_pool_get_config", S.PoolConfig)
 
     # -- blocks ------------------------------------------------------------
     def alloc(self, n=1):
@@ -168,7 +155,7 @@ class Pool(Owned):
 
     def check(self):
         """Verifies the pool's invariants (CorruptError)."""
-        check(lib.rkv_pool_check(self.handle), "rkv_pool_check")
+        self._check("rkv_pool_check")
 
 
 def block_hash(parent_hash, namespace, page_tokens):

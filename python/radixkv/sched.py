@@ -123,18 +123,14 @@ class Scheduler(Owned):
     def request_info(self, req_id):
         """A dict with state ("waiting", "running", "finished"), finish
         reason and token counts (NotFoundError for an unknown id)."""
-        out = S.RequestInfo()
-        check(lib.rkv_sched_request_info(self.handle, req_id, C.byref(out)),
-              "rkv_sched_request_info")
+        out = self._out("rkv_sched_request_info", S.RequestInfo, req_id)
         d = out.to_dict()
         d["state"] = REQ_STATES.get(out.state, out.state)
         d["finish"] = FINISH_REASONS.get(out.finish, out.finish)
         return d
 
     def stats(self):
-        out = S.SchedStats()
-        check(lib.rkv_sched_get_stats(self.handle, C.byref(out)), "rkv_sched_get_stats")
-        return out.to_dict()
+        return self._query("rkv_sched_get_stats", S.SchedStats)
 
     def check(self):
-        check(lib.rkv_sched_check(self.handle), "rkv_sched_check")
+        self._check("rkv_sched_check")

@@ -14,7 +14,7 @@ from typing import Any
 from . import _arrays
 from . import _structs as S
 from ._ffi import check, lib
-from ._owned import Owned
+from ._owned import Owned, c_property
 from .events import Event, EventKind
 from .tokens import as_tokens
 
@@ -161,21 +161,14 @@ class Store(Owned):
     def _destroy(self, h):
         lib.rkv_store_destroy(h)
 
-    @property
-    def capacity_blocks(self):
-        return lib.rkv_store_capacity_blocks(self.handle)
-
-    @property
-    def used_blocks(self):
-        return lib.rkv_store_used_blocks(self.handle)
+    capacity_blocks = c_property("rkv_store_capacity_blocks")
+    used_blocks = c_property("rkv_store_used_blocks")
 
     def info(self):
-        out = S.StoreInfo()
-        check(lib.rkv_store_get_info(self.handle, C.byref(out)), "rkv_store_get_info")
-        return out.to_dict()
+        return self._query("rkv_store_get_info", S.StoreInfo)
 
     def check(self):
-        check(lib.rkv_store_check(self.handle), "rkv_store_check")
+        self._check("rkv_store_check")
 
 
 class Tree(Owned):
@@ -262,9 +255,7 @@ class Tree(Owned):
         """Frees at least n blocks by evicting unlocked, unpinned leaves in
         the tree's eviction order; returns the number freed (NoSpaceError
         if fewer than n are evictable)."""
-        freed = C.c_uint32()
-        check(lib.rkv_tree_evict(self.handle, n, C.byref(freed)), "rkv_tree_evict")
-        return freed.value
+        return self._out("rkv_tree_evict", C.c_uint32, n).value
 
     def evict_ids(self, n):
         """evict(n) that returns WHICH blocks it freed (an array of block
@@ -320,58 +311,38 @@ class Tree(Owned):
               "rkv_tree_set_namespace_ttl")
 
     def namespace_ttl(self, namespace):
-        n = C.c_uint64()
-        check(lib.rkv_tree_namespace_ttl(self.handle, namespace, C.byref(n)),
-              "rkv_tree_namespace_ttl")
-        return n.value
+        return self._out("rkv_tree_namespace_ttl", C.c_uint64, namespace).value
 
     def pins_extend(self, owner, ttl_ms, now_ms):
-        n = C.c_uint32()
-        check(lib.rkv_tree_pins_extend(self.handle, owner, ttl_ms, now_ms, C.byref(n)),
-              "rkv_tree_pins_extend")
-        return n.value
+        return self._out("rkv_tree_pins_extend", C.c_uint32, owner, ttl_ms,
+                         now_ms).value
 
     def pins_release(self, owner):
-        n = C.c_uint32()
-        check(lib.rkv_tree_pins_release(self.handle, owner, C.byref(n)),
-              "rkv_tree_pins_release")
-        return n.value
+        return self._out("rkv_tree_pins_release", C.c_uint32, owner).value
 
     def pins_yieldable(self):
-        n = C.c_uint64()
-        check(lib.rkv_tree_pins_yieldable(self.handle, C.byref(n)), "rkv_tree_pins_yieldable")
-        return n.value
+        return self._out("rkv_tree_pins_yieldable", C.c_uint64).value
 
     def retention_stats(self):
-        out = S.RetentionStats()
-        check(lib.rkv_tree_retention_stats(self.handle, C.byref(out)),
-              "rkv_tree_retention_stats")
-        return out.to_dict()
+        return self._query("rkv_tree_retention_stats", S.RetentionStats)
 
     def node_priority(self, node):
-        p = C.c_int()
-        check(lib.rkv_tree_node_priority(self.handle, node._c(), C.byref(p)),
-              "rkv_tree_node_priority")
-        return p.value
+        return self._out("rkv_tree_node_priority", C.c_int, node._c()).value
 
     # -- inspection ------------------------------------------------------------
     def stats(self):
         """rkv_tree_stats as a dict (cached_blocks, evictable_blocks, ...)."""
-        out = S.TreeStats()
-        check(lib.rkv_tree_get_stats(self.handle, C.byref(out)), "rkv_tree_get_stats")
-        return out.to_dict()
+        return self._query("rkv_tree_get_stats", S.TreeStats)
 
     def node_info(self, node):
-        out = S.NodeInfo()
-        check(lib.rkv_tree_node_info(self.handle, node._c(), C.byref(out)),
-              "rkv_tree_node_info")
+        out = self._out("rkv_tree_node_info", S.NodeInfo, node._c())
         d = out.to_dict()
         d["parent"] = NodeHandle(out.parent.id, out.parent.gen)
         return d
 
     def check(self):
         """Verifies every invariant (CorruptError with the broken one)."""
-        check(lib.rkv_tree_check(self.handle), "rkv_tree_check")
+        self._check("rkv_tree_check")
 
     def events(self, max_events=1024, tokens=False):
         """Drains up to max_events recorded KV events (oldest first); the
@@ -494,6 +465,4 @@ class Tree(Owned):
         return [buf[i].to_dict() for i in range(n.value)]
 
     def tier_stats(self):
-        out = S.TierStats()
-        check(lib.rkv_tree_tier_stats(self.handle, C.byref(out)), "rkv_tree_tier_stats")
-        return out.to_dict()
+        return self._query("rkv_tree_tier_stats", S.TierStats)
