@@ -12,8 +12,8 @@
  * comment lines "ANCHOR: loop" and "ANCHOR_END: loop" (each a C comment
  * alone on its line; without #name, the whole file). The examples
  * themselves are compiled and run as tests (example_*), so what the
- * documents show builds and works. When an example changes, copy the
- * region into the document that quotes it.
+ * documents show builds and works. When an example changes,
+ * scripts/sync-snippets copies the region into the documents that quote it.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
