@@ -53,6 +53,7 @@
 #include "attention/devmem.h"
 #include "attention/mma.h"
 #include "attention/launch.h"
+#include "common/cuda_guard.h"
 #include "common/status.h"
 
 struct rkv_attn_cuda {
@@ -68,19 +69,8 @@ struct rkv_attn_cuda {
 
 /* ---- error plumbing ------------------------------------------------------ */
 
-/* On failure the runtime's last error is cleared as well: LAUNCH_CHECK reads
- * it, and a stale non-sticky error must not be blamed on a later launch. */
-#define CU_TRY(call, what)                                                       \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            (void)cudaGetLastError();                                            \
-            return rkv_set_error(RKV_ERR_CUDA, "%s: %s", (what),                 \
-                                 cudaGetErrorString(e_));                        \
-        }                                                                        \
-    } while (0)
-
-#define LAUNCH_CHECK(what) CU_TRY(cudaGetLastError(), what)
+/* Device selection and runtime errors: common/cuda_guard.h. */
+#define LAUNCH_CHECK(what) RKV_CU_TRY(cudaGetLastError(), what)
 
 #define ST_TRY(expr)                                                             \
     do {                                                                         \
@@ -96,30 +86,6 @@ struct rkv_attn_cuda {
             return rkv_set_error(RKV_ERR_CUDA, "%s: cuBLAS: %s", (what),         \
                                  cublasGetStatusString(s_));                     \
     } while (0)
-
-/* Runs on the context's device and restores the caller's. */
-struct device_guard {
-    int prev;
-    bool ok;
-    explicit device_guard(int dev) : prev(0), ok(false)
-    {
-        if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess)
-            ok = true;
-        else
-            (void)cudaGetLastError(); /* as CU_TRY does */
-    }
-    ~device_guard()
-    {
-        if (ok)
-            (void)cudaSetDevice(prev);
-    }
-};
-
-#define GUARD(dev, what)                                                         \
-    device_guard guard_(dev);                                                    \
-    if (!guard_.ok)                                                              \
-        return rkv_set_error(RKV_ERR_CUDA, "%s: cannot select CUDA device %d",  \
-                             (what), (dev));
 
 /* ---- element access ------------------------------------------------------ */
 
@@ -207,7 +173,7 @@ static rkv_status ws_reserve(rkv_attn_cuda *c, size_t bytes, const char *fn)
     size_t want = bytes + bytes / 4;
     void *p = NULL;
     /* the old buffer may still be read by queued work: wait for it */
-    CU_TRY(cudaStreamSynchronize(c->stream), fn);
+    RKV_CU_TRY(cudaStreamSynchronize(c->stream), fn);
     cudaError_t e = cudaMalloc(&p, want);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -241,11 +207,11 @@ static rkv_status launch_1d(const rkv_attn_cuda *c, size_t n, const char *fn, F 
 
 extern "C" rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out)
 {
-    GUARD(device, "rkv_attn_create");
+    RKV_DEVICE_GUARD(device, "rkv_attn_create");
     int sms = 0, gx = 0;
-    CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+    RKV_CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
            "rkv_attn_create");
-    CU_TRY(cudaDeviceGetAttribute(&gx, cudaDevAttrMaxGridDimX, device), "rkv_attn_create");
+    RKV_CU_TRY(cudaDeviceGetAttribute(&gx, cudaDevAttrMaxGridDimX, device), "rkv_attn_create");
     rkv_attn_cuda *c = (rkv_attn_cuda *)calloc(1, sizeof *c);
     if (c == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_attn_create: out of memory");
@@ -262,7 +228,7 @@ extern "C" void rkv_attn_cuda_destroy(rkv_attn_cuda *c)
 {
     if (c == NULL)
         return;
-    device_guard g(c->device);
+    rkv_device_guard g(c->device);
     if (c->stream != 0 || c->ws != NULL)
         (void)cudaStreamSynchronize(c->stream);
     if (c->blas != NULL)
@@ -279,11 +245,11 @@ extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
     if (next == c->stream)
         return RKV_OK;
     /* stream 0 names the current device's default stream */
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     /* the workspace is reused in stream order: work queued on the old
      * stream may still read it when the new stream overwrites it; and a
      * plan's upload queued there must land before a run on the new one */
-    CU_TRY(cudaStreamSynchronize(c->stream), fn);
+    RKV_CU_TRY(cudaStreamSynchronize(c->stream), fn);
     if (c->blas != NULL)
         BLAS_TRY(cublasSetStream(c->blas, next), fn);
     c->stream = next;
@@ -297,8 +263,8 @@ extern "C" void rkv_attn_cuda_set_cascade_budget(rkv_attn_cuda *c, size_t bytes)
 
 extern "C" rkv_status rkv_attn_cuda_sync(rkv_attn_cuda *c)
 {
-    GUARD(c->device, "rkv_attn_sync");
-    CU_TRY(cudaStreamSynchronize(c->stream), "rkv_attn_sync");
+    RKV_DEVICE_GUARD(c->device, "rkv_attn_sync");
+    RKV_CU_TRY(cudaStreamSynchronize(c->stream), "rkv_attn_sync");
     return RKV_OK;
 }
 
@@ -325,7 +291,7 @@ extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom
                                            const void *v)
 {
     static const char fn[] = "rkv_attn_append";
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     rkv_status st = ws_reserve(c, (size_t)n * 4, fn);
     if (st != RKV_OK)
         return st;
@@ -339,7 +305,7 @@ extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom
     cudaError_t e = cudaMemcpyAsync(c->ws, stage, (size_t)n * 4, cudaMemcpyHostToDevice,
                                     c->stream);
     free(stage);
-    CU_TRY(e, fn);
+    RKV_CU_TRY(e, fn);
     unsigned units = (unsigned)((size_t)g->num_kv_heads * g->head_dim * g->elem_size / 2);
     const unsigned short *ws = (const unsigned short *)c->ws;
     return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
@@ -717,7 +683,7 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
         BLAS_TRY(cublasSetStream(c->blas, c->stream), fn);
     }
     size_t nst = (size_t)Hkv * M;
-    CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
+    RKV_CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
     ST_TRY(launch_1d(c, (nst + 255) / 256, fn, [&](unsigned nb, size_t b0) {
         RKV_LAUNCH(nb, 256, 0, c->stream, fill_kernel)(xl, nst, -INFINITY, b0);
     }));
@@ -1114,7 +1080,7 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
                                          float sm_scale, void *out, float *lse)
 {
     const char *fn = shared ? "rkv_attn_cascade" : "rkv_attn_rows";
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     /* prefill/extend of 16-bit types (some request has several query rows)
      * runs on tensor cores */
     if (shared == NULL && use_tc(g, rows))
@@ -1311,7 +1277,7 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     if (((uintptr_t)ws & 255) != 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: workspace %p not 256-byte aligned",
                              fn, ws);
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     char *stage = (char *)calloc(1, host_bytes);
     if (stage == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
@@ -1324,7 +1290,7 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     /* a pageable source is staged before the call returns */
     cudaError_t e = cudaMemcpyAsync(ws, stage, host_bytes, cudaMemcpyHostToDevice, c->stream);
     free(stage);
-    CU_TRY(e, fn);
+    RKV_CU_TRY(e, fn);
     *out = p;
     return RKV_OK;
 }
@@ -1337,7 +1303,7 @@ extern "C" rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g
                                         float sm_scale, void *out, float *lse)
 {
     static const char fn[] = "rkv_attn_run";
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     char *w = (char *)ws;
     if (p->tc)
         return tc_launch(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t, p->ntiles,
@@ -1437,7 +1403,7 @@ extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom 
                                           float *lse_out)
 {
     static const char fn[] = "rkv_attn_merge";
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     const unsigned D = g->head_dim;
     return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
         switch (g->dtype) {
@@ -1455,52 +1421,4 @@ extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom 
             break;
         }
     });
-}
-
-/* ---- block copies --------------------------------------------------------- */
-
-extern "C" rkv_status rkv_attn_cuda_copy_blocks(int device, void *base, size_t seg,
-                                                size_t stride, uint32_t height, uint32_t n,
-                                                const uint32_t *src, const uint32_t *dst)
-{
-    static const char fn[] = "rkv_pool_copy_blocks";
-    GUARD(device, fn);
-    char *b = (char *)base;
-    /* stream 0 does not wait for non-blocking streams that may still
-     * write these blocks: order after all work, as copy_host does */
-    CU_TRY(cudaDeviceSynchronize(), fn);
-    for (uint32_t i = 0; i < n; i++) {
-        if (src[i] == dst[i])
-            continue;
-        CU_TRY(cudaMemcpy2DAsync(b + (size_t)dst[i] * seg, stride, b + (size_t)src[i] * seg,
-                                 stride, seg, height, cudaMemcpyDeviceToDevice, 0),
-               fn);
-    }
-    CU_TRY(cudaDeviceSynchronize(), fn);
-    return RKV_OK;
-}
-
-extern "C" rkv_status rkv_attn_cuda_copy_host(int device, void *base, size_t seg,
-                                              size_t stride, uint32_t height, uint32_t n,
-                                              const uint32_t *ids, void *host, int to_host)
-{
-    const char *fn = to_host ? "rkv_pool_copy_to_host" : "rkv_pool_copy_from_host";
-    GUARD(device, fn);
-    char *b = (char *)base, *h = (char *)host;
-    const size_t bpb = seg * height;
-    /* other streams may still write these blocks: order after all work */
-    CU_TRY(cudaDeviceSynchronize(), fn);
-    for (uint32_t i = 0; i < n; i++) {
-        char *blk = b + (size_t)ids[i] * seg;
-        if (to_host)
-            CU_TRY(cudaMemcpy2D(h + i * bpb, seg, blk, stride, seg, height,
-                                cudaMemcpyDeviceToHost),
-                   fn);
-        else
-            CU_TRY(cudaMemcpy2D(blk, stride, h + i * bpb, seg, seg, height,
-                                cudaMemcpyHostToDevice),
-                   fn);
-    }
-    CU_TRY(cudaDeviceSynchronize(), fn);
-    return RKV_OK;
 }

@@ -1,7 +1,9 @@
 /*
- * attention/block_copy.c -- rkv_pool_copy_blocks / _to_host / _from_host
- * (declared in the pool section of radixkv.h), written against the public
- * pool API only (plus the pool's CUDA backend table for a CUDA pool).
+ * alloc/pool_copy.c -- rkv_pool_copy_blocks / _to_host / _from_host
+ * (declared in the pool section of radixkv.h) and the tier's queued
+ * rkv_pool_copy_async (alloc/pool_copy.h): the host side of the pool's
+ * block copies, written against the public pool API (plus the pool's CUDA
+ * backend table for a CUDA pool, whose device side is alloc/pool_copy.cu).
  *
  * A block's KV is 2 * num_layers segments (K[l], V[l] pages) of seg =
  * page_size * num_kv_heads * head_dim * sizeof(dtype) bytes; in the pool's
@@ -26,7 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention/attn_internal.h"
+#include "alloc/pool_copy.h"
+#include "alloc/pool_internal.h"
 #include "common/cuda_backend.h"
 #include "common/status.h"
 
@@ -53,7 +56,7 @@ static rkv_status layout_of(rkv_pool *pool, const char *fn, seg_layout *L)
     if ((st = rkv_pool_layer_kv(pool, 0, &k, &v)) != RKV_OK)
         return st;
     L->base = k;
-    L->row = (size_t)L->cfg.head_dim * rkv_attn_dtype_size(L->cfg.dtype);
+    L->row = (size_t)L->cfg.head_dim * rkv_pool_dtype_size(L->cfg.dtype);
     L->seg = (size_t)L->cfg.page_size * L->cfg.num_kv_heads * L->row;
     L->external = rkv_pool_kv_external(pool);
     if ((st = rkv_pool_kv_strides(pool, &L->bs, &L->ts, &L->hs)) != RKV_OK)
