@@ -16,8 +16,8 @@
  *     and no shared prefix the rows kernel writes the output itself).
  *     f32 prefill uses the same kernel with causal row lengths (each row
  *     re-reads its prefix).
- *   - prefill_tc (prefill/extend of f16/bf16, no shared prefix): tensor
- *     cores, FlashAttention-2 style (see prefill_tc_kernel).
+ *   - prefill_tensor_core (prefill/extend of f16/bf16, no shared prefix): tensor
+ *     cores, FlashAttention-2 style (see prefill_tensor_core_kernel).
  *   - cascade shared prefix: per KV chunk of C tokens the prefix's K and V
  *     are gathered into [Hkv][C][D]; per block of Mb score rows the queries
  *     are packed to [Hkv][Mb][D]; two strided-batched cuBLAS GEMMs (scores
@@ -753,7 +753,7 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
  * online softmax per row, then O += P.V with P rounded to the input type
  * and taken straight from S's accumulator registers (their layout is the
  * A operand's). A tile reads K/V up to its last row's position only. */
-struct tc_args {
+struct tensor_core_args {
     const void *q;
     const void *kb, *vb;
     const unsigned *row_len, *kv_indptr, *kv_indices;
@@ -765,8 +765,8 @@ struct tc_args {
     float scale;
 };
 
-#define TC_ROWS 64
-#define TC_TOK 32
+#define TENSOR_CORE_ROWS 64
+#define TENSOR_CORE_TOKENS 32
 
 template <typename R> static __device__ __forceinline__ uint32_t pack2(R lo, R hi)
 {
@@ -774,17 +774,17 @@ template <typename R> static __device__ __forceinline__ uint32_t pack2(R lo, R h
 }
 
 template <typename T, typename MT, int D>
-__global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
+__global__ void __launch_bounds__(NW * 32) prefill_tensor_core_kernel(tensor_core_args a)
 {
     typedef elem<T> E;
     typedef unsigned short raw;
-    const int VE = 8, VR = D / VE, KP = D + 8, NT = TC_TOK / 8, DT = D / 8;
+    const int VE = 8, VR = D / VE, KP = D + 8, NT = TENSOR_CORE_TOKENS / 8, DT = D / 8;
     typedef rvec<raw, VE> vec;
-    __shared__ __align__(16) raw sq[TC_ROWS][KP];
-    __shared__ __align__(16) raw sk[TC_TOK][KP];
-    __shared__ __align__(16) raw sv[TC_TOK][KP];
-    __shared__ unsigned slen[TC_ROWS];
-    __shared__ size_t stok[TC_TOK];
+    __shared__ __align__(16) raw sq[TENSOR_CORE_ROWS][KP];
+    __shared__ __align__(16) raw sk[TENSOR_CORE_TOKENS][KP];
+    __shared__ __align__(16) raw sv[TENSOR_CORE_TOKENS][KP];
+    __shared__ unsigned slen[TENSOR_CORE_ROWS];
+    __shared__ size_t stok[TENSOR_CORE_TOKENS];
 
     const unsigned *tile = a.tiles + (size_t)(a.tile0 + blockIdx.x) * 4;
     const unsigned req = ld_global(tile), qlo = ld_global(tile + 1);
@@ -794,17 +794,17 @@ __global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
     const unsigned gq = lane >> 2, tq = lane & 3;
     const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
     const raw *q = (const raw *)a.q, *kb = (const raw *)a.kb, *vb = (const raw *)a.vb;
-    const unsigned mlast = min(m0 + TC_ROWS, M) - 1;
+    const unsigned mlast = min(m0 + TENSOR_CORE_ROWS, M) - 1;
     const unsigned maxlen = ld_global(a.row_len + qlo + mlast / G);
 
-    for (unsigned i = threadIdx.x; i < TC_ROWS * D; i += blockDim.x) {
+    for (unsigned i = threadIdx.x; i < TENSOR_CORE_ROWS * D; i += blockDim.x) {
         const unsigned r = i / D, d = i % D, m = m0 + r;
         raw x = 0;
         if (m < M) /* q may be unaligned: element loads */
             x = ld_global(q + ((size_t)(qlo + m / G) * a.Hq + kvh * G + m % G) * D + d);
         sq[r][d] = x;
     }
-    for (unsigned r = threadIdx.x; r < TC_ROWS; r += blockDim.x)
+    for (unsigned r = threadIdx.x; r < TENSOR_CORE_ROWS; r += blockDim.x)
         slen[r] = m0 + r < M ? ld_global(a.row_len + qlo + (m0 + r) / G) : 0;
 
     const unsigned r0 = warp * 16 + gq, r1 = r0 + 8; /* this lane's two rows */
@@ -814,8 +814,8 @@ __global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
 #pragma unroll
         for (int e = 0; e < 4; e++)
             o[dt][e] = 0.0f;
-    for (unsigned kt = 0; kt < maxlen; kt += TC_TOK) {
-        const unsigned n = min((unsigned)TC_TOK, maxlen - kt);
+    for (unsigned kt = 0; kt < maxlen; kt += TENSOR_CORE_TOKENS) {
+        const unsigned n = min((unsigned)TENSOR_CORE_TOKENS, maxlen - kt);
         __syncthreads(); /* q and lengths stored; the previous tile consumed */
         if (threadIdx.x < n) {
             const unsigned t = kt + threadIdx.x;
@@ -823,7 +823,7 @@ __global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
                 ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * a.Hkv + kvh;
         }
         __syncthreads();
-        for (unsigned i = threadIdx.x; i < TC_TOK * VR; i += blockDim.x) {
+        for (unsigned i = threadIdx.x; i < TENSOR_CORE_TOKENS * VR; i += blockDim.x) {
             const unsigned j = i / VR, c = i % VR;
             vec kx, vx;
             if (j < n) {
@@ -905,7 +905,7 @@ __global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
             o[dt][3] *= corr[1];
         }
 #pragma unroll
-        for (int kk = 0; kk < TC_TOK / 16; kk++) {
+        for (int kk = 0; kk < TENSOR_CORE_TOKENS / 16; kk++) {
             uint32_t af[4] = {pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0],
                               pf[2 * kk + 1][1]};
             const unsigned k0 = kk * 16 + 2 * tq;
@@ -935,25 +935,26 @@ __global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
 }
 
 template <typename T, typename MT>
-static void launch_tc(dim3 grid, cudaStream_t s, const tc_args &a, unsigned D)
+static void dispatch_tensor_core(dim3 grid, cudaStream_t s, const tensor_core_args &a,
+                                 unsigned D)
 {
     if (D == 64)
-        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tc_kernel<T, MT, 64>)(a);
+        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tensor_core_kernel<T, MT, 64>)(a);
     else
-        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tc_kernel<T, MT, 128>)(a);
+        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tensor_core_kernel<T, MT, 128>)(a);
 }
 
-/* Tiles of TC_ROWS score rows, none spanning two requests (a request's
- * rows are contiguous): the count, and with tl != NULL the tiles (request,
- * first query row, query rows, first score row). */
-static size_t tc_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
+/* Tiles of TENSOR_CORE_ROWS score rows, none spanning two requests (a
+ * request's rows are contiguous): the count, and with tl != NULL the tiles
+ * (request, first query row, query rows, first score row). */
+static size_t tensor_core_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
 {
     size_t k = 0;
     for (uint32_t i = 0; i < rows->num_rows;) {
         uint32_t j = i;
         while (j < rows->num_rows && rows->row_req[j] == rows->row_req[i])
             j++;
-        for (size_t m0 = 0; m0 < (size_t)(j - i) * G; m0 += TC_ROWS, k++)
+        for (size_t m0 = 0; m0 < (size_t)(j - i) * G; m0 += TENSOR_CORE_ROWS, k++)
             if (tl != NULL) {
                 tl[4 * k] = rows->row_req[i];
                 tl[4 * k + 1] = i;
@@ -967,19 +968,20 @@ static size_t tc_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
 
 /* The tensor-core path takes prefill/extend rows (some request has several
  * query rows) of 16-bit types without a shared prefix. */
-static bool use_tc(const rkv_attn_geom *g, const rkv_attn_rows *rows)
+static bool use_tensor_cores(const rkv_attn_geom *g, const rkv_attn_rows *rows)
 {
     return g->dtype != RKV_DTYPE_F32 && rows->num_rows > rows->num_reqs;
 }
 
 /* Launches the tensor-core prefill over uploaded lengths, table and tiles. */
-static rkv_status tc_launch(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
-                            const char *ws, size_t off_len, size_t off_ind, size_t off_idx,
-                            size_t off_t, size_t ntiles, const void *kbase, const void *vbase,
-                            const void *q, float sm_scale, void *out, float *lse)
+static rkv_status launch_tensor_core(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                     const char *fn, const char *ws, size_t off_len,
+                                     size_t off_ind, size_t off_idx, size_t off_t,
+                                     size_t ntiles, const void *kbase, const void *vbase,
+                                     const void *q, float sm_scale, void *out, float *lse)
 {
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads;
-    tc_args a;
+    tensor_core_args a;
     a.q = q;
     a.kb = kbase;
     a.vb = vbase;
@@ -1000,23 +1002,24 @@ static rkv_status tc_launch(rkv_attn_cuda *c, const rkv_attn_geom *g, const char
         dim3 grid(nb, Hkv);
         a.tile0 = (unsigned)b0;
         if (g->dtype == RKV_DTYPE_F16)
-            launch_tc<f16_t, mma_f16>(grid, c->stream, a, g->head_dim);
+            dispatch_tensor_core<f16_t, mma_f16>(grid, c->stream, a, g->head_dim);
         else
-            launch_tc<bf16_t, mma_bf16>(grid, c->stream, a, g->head_dim);
+            dispatch_tensor_core<bf16_t, mma_bf16>(grid, c->stream, a, g->head_dim);
     });
 }
 
 /* Prefill/extend on tensor cores: the host cuts each request's score rows
  * into tiles and uploads them with the table into the context's workspace. */
-static rkv_status prefill_tc(rkv_attn_cuda *c, const rkv_attn_geom *g, const void *kbase,
-                             const void *vbase, const rkv_attn_rows *rows, const void *q,
-                             float sm_scale, void *out, float *lse)
+static rkv_status prefill_tensor_core(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                      const void *kbase, const void *vbase,
+                                      const rkv_attn_rows *rows, const void *q,
+                                      float sm_scale, void *out, float *lse)
 {
     static const char fn[] = "rkv_attn_prefill";
     const unsigned G = g->num_qo_heads / g->num_kv_heads;
     const uint32_t nrows = rows->num_rows, nreq = rows->num_reqs;
     const uint32_t total_pages = rows->kv_indptr[nreq];
-    const size_t ntiles = tc_tiles(rows, G, NULL);
+    const size_t ntiles = tensor_core_tiles(rows, G, NULL);
     carve cv;
     const size_t off_len = cv.add((size_t)nrows * 4), off_ind = cv.add(((size_t)nreq + 1) * 4);
     const size_t off_idx = cv.add((size_t)total_pages * 4), off_t = cv.add(ntiles * 16);
@@ -1026,7 +1029,7 @@ static rkv_status prefill_tc(rkv_attn_cuda *c, const rkv_attn_geom *g, const voi
     memcpy(stage + off_len, rows->row_len, (size_t)nrows * 4);
     memcpy(stage + off_ind, rows->kv_indptr, ((size_t)nreq + 1) * 4);
     memcpy(stage + off_idx, rows->kv_indices, (size_t)total_pages * 4);
-    tc_tiles(rows, G, (uint32_t *)(stage + off_t));
+    tensor_core_tiles(rows, G, (uint32_t *)(stage + off_t));
     rkv_status st = ws_reserve(c, cv.total, fn);
     if (st == RKV_OK) {
         cudaError_t e = cudaMemcpyAsync(c->ws, stage, cv.total, cudaMemcpyHostToDevice,
@@ -1037,8 +1040,8 @@ static rkv_status prefill_tc(rkv_attn_cuda *c, const rkv_attn_geom *g, const voi
     free(stage);
     if (st != RKV_OK)
         return st;
-    return tc_launch(c, g, fn, (const char *)c->ws, off_len, off_ind, off_idx, off_t, ntiles,
-                     kbase, vbase, q, sm_scale, out, lse);
+    return launch_tensor_core(c, g, fn, (const char *)c->ws, off_len, off_ind, off_idx, off_t,
+                              ntiles, kbase, vbase, q, sm_scale, out, lse);
 }
 
 /* How the rows kernel partitions a batch: a block serves up to HG_MAX query
@@ -1083,8 +1086,8 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     RKV_DEVICE_GUARD(c->device, fn);
     /* prefill/extend of 16-bit types (some request has several query rows)
      * runs on tensor cores */
-    if (shared == NULL && use_tc(g, rows))
-        return prefill_tc(c, g, kbase, vbase, rows, q, sm_scale, out, lse);
+    if (shared == NULL && use_tensor_cores(g, rows))
+        return prefill_tensor_core(c, g, kbase, vbase, rows, q, sm_scale, out, lse);
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
     const unsigned D = g->head_dim, nrows = rows->num_rows;
     const split_choice sc = choose_split(c, g, rows);
@@ -1254,11 +1257,11 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     p.off_len = cv.add((size_t)nrows * 4);
     p.off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
     p.off_idx = cv.add((size_t)total_pages * 4);
-    p.tc = use_tc(g, rows);
-    p.ntiles = p.tc ? tc_tiles(rows, g->num_qo_heads / Hkv, NULL) : 0;
+    p.tensor_core = use_tensor_cores(g, rows);
+    p.ntiles = p.tensor_core ? tensor_core_tiles(rows, g->num_qo_heads / Hkv, NULL) : 0;
     p.off_t = cv.add(p.ntiles * 16);
     const size_t host_bytes = cv.total;
-    p.direct = sc.splits == 1 || p.tc;
+    p.direct = sc.splits == 1 || p.tensor_core;
     p.off_po = cv.add(p.direct ? 0 : sc.splits * nst * g->head_dim * 4);
     p.off_pl = cv.add(p.direct ? 0 : sc.splits * nst * 4);
     p.ws_bytes = cv.total;
@@ -1285,8 +1288,8 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     memcpy(stage + p.off_len, rows->row_len, (size_t)nrows * 4);
     memcpy(stage + p.off_ind, rows->kv_indptr, ((size_t)rows->num_reqs + 1) * 4);
     memcpy(stage + p.off_idx, rows->kv_indices, (size_t)total_pages * 4);
-    if (p.tc)
-        tc_tiles(rows, g->num_qo_heads / Hkv, (uint32_t *)(stage + p.off_t));
+    if (p.tensor_core)
+        tensor_core_tiles(rows, g->num_qo_heads / Hkv, (uint32_t *)(stage + p.off_t));
     /* a pageable source is staged before the call returns */
     cudaError_t e = cudaMemcpyAsync(ws, stage, host_bytes, cudaMemcpyHostToDevice, c->stream);
     free(stage);
@@ -1305,9 +1308,9 @@ extern "C" rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g
     static const char fn[] = "rkv_attn_run";
     RKV_DEVICE_GUARD(c->device, fn);
     char *w = (char *)ws;
-    if (p->tc)
-        return tc_launch(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t, p->ntiles,
-                         kbase, vbase, q, sm_scale, out, lse);
+    if (p->tensor_core)
+        return launch_tensor_core(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t,
+                                  p->ntiles, kbase, vbase, q, sm_scale, out, lse);
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, D = g->head_dim;
     rows_args a;
     a.q = q;

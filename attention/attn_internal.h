@@ -95,7 +95,7 @@ typedef struct rkv_attn_plan_layout {
     size_t ntiles;  /* tensor-core prefill tiles */
     uint32_t num_rows, splits, chunk, ng, hpw;
     int direct; /* one split: the rows kernel writes the output */
-    int tc;     /* prefill/extend of f16/bf16: the tensor-core kernel */
+    int tensor_core; /* prefill/extend of f16/bf16: the tensor-core kernel */
 } rkv_attn_plan_layout;
 /* ws NULL: fills only the sizes (out->ws_bytes). Else uploads the rows'
  * index arrays into ws (>= out->ws_bytes, 256-byte aligned) on the
