@@ -334,6 +334,15 @@ struct rows_args {
 #define TT 32 /* tokens per K/V tile: one per lane when scoring */
 #define HG_MAX 16 /* query heads per block (NW warps x up to 4 heads) */
 
+/* The pool row (token, kv head) that token t of a request with page table
+ * `pages` reads, in units of head_dim elements: what the rows and the
+ * tensor-core kernels stage per K/V tile. */
+static __device__ __forceinline__ size_t kv_row(const unsigned *pages, unsigned t,
+                                                unsigned P, unsigned Hkv, unsigned kvh)
+{
+    return ((size_t)ld_global(pages + t / P) * P + t % P) * Hkv + kvh;
+}
+
 /* One block per (row, kv head[, group of up to 16 of its query heads],
  * split): every query head of a GQA group reads the same K/V tile, so K/V
  * cross the memory bus once per group whatever G (up to 16). Per tile of
@@ -388,9 +397,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
         const unsigned n = min((unsigned)TT, t1 - tb);
         __syncthreads(); /* q stored; the previous tile consumed */
         if (threadIdx.x < n) {
-            const unsigned t = tb + threadIdx.x;
-            stok[threadIdx.x] =
-                ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * a.Hkv + kvh;
+            stok[threadIdx.x] = kv_row(pages, tb + threadIdx.x, a.P, a.Hkv, kvh);
         }
         __syncthreads();
         for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
@@ -818,9 +825,7 @@ __global__ void __launch_bounds__(NW * 32) prefill_tensor_core_kernel(tensor_cor
         const unsigned n = min((unsigned)TENSOR_CORE_TOKENS, maxlen - kt);
         __syncthreads(); /* q and lengths stored; the previous tile consumed */
         if (threadIdx.x < n) {
-            const unsigned t = kt + threadIdx.x;
-            stok[threadIdx.x] =
-                ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * a.Hkv + kvh;
+            stok[threadIdx.x] = kv_row(pages, kt + threadIdx.x, a.P, a.Hkv, kvh);
         }
         __syncthreads();
         for (unsigned i = threadIdx.x; i < TENSOR_CORE_TOKENS * VR; i += blockDim.x) {
