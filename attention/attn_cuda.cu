@@ -1081,6 +1081,87 @@ static split_choice choose_split(const rkv_attn_cuda *c, const rkv_attn_geom *g,
     return sc;
 }
 
+/* Copies the rows' index arrays into a host staging buffer at p's offsets
+ * (uploaded to the workspace in one copy). */
+static void stage_rows(char *stage, const rkv_attn_plan_layout *p, const rkv_attn_rows *rows)
+{
+    const size_t nrows = rows->num_rows, nreq = rows->num_reqs;
+    memcpy(stage + p->off_req, rows->row_req, nrows * 4);
+    memcpy(stage + p->off_len, rows->row_len, nrows * 4);
+    memcpy(stage + p->off_ind, rows->kv_indptr, (nreq + 1) * 4);
+    memcpy(stage + p->off_idx, rows->kv_indices, (size_t)rows->kv_indptr[nreq] * 4);
+}
+
+/* The rows kernel over the index arrays and split partials that p places
+ * in workspace ws; with p->direct (one split) it writes out / lse itself. */
+static rkv_status launch_rows_at(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
+                                 const rkv_attn_plan_layout *p, char *ws, const void *kbase,
+                                 const void *vbase, const void *q, float sm_scale, void *out,
+                                 float *lse)
+{
+    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, D = g->head_dim;
+    rows_args a;
+    a.q = q;
+    a.kb = kbase;
+    a.vb = vbase;
+    a.row_req = (const unsigned *)(ws + p->off_req);
+    a.row_len = (const unsigned *)(ws + p->off_len);
+    a.kv_indptr = (const unsigned *)(ws + p->off_ind);
+    a.kv_indices = (const unsigned *)(ws + p->off_idx);
+    a.po = (float *)(ws + p->off_po);
+    a.plse = (float *)(ws + p->off_pl);
+    a.out = p->direct ? out : NULL;
+    a.lse = p->direct ? lse : NULL;
+    a.rows = p->num_rows;
+    a.Hq = Hq;
+    a.Hkv = Hkv;
+    a.G = Hq / Hkv;
+    a.P = g->page_size;
+    a.chunk = p->chunk;
+    a.ng = p->ng;
+    a.scale = sm_scale;
+    return launch_1d(c, p->num_rows, fn, [&](unsigned nb, size_t b0) {
+        dim3 grid(nb, Hkv * p->ng, p->splits);
+        a.row0 = (unsigned)b0;
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, p->hpw); break;
+        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, p->hpw); break;
+        default: launch_rows<float>(grid, c->stream, a, D, p->hpw); break;
+        }
+    });
+}
+
+/* Merges the split partials p places in ws, and a cascade's shared-prefix
+ * state (xo, xlse; NULL without one), into out / lse. */
+static rkv_status launch_finalize_at(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
+                                     const rkv_attn_plan_layout *p, const char *ws,
+                                     const float *xo, const float *xlse, void *out,
+                                     float *lse)
+{
+    const unsigned Hq = g->num_qo_heads, D = g->head_dim;
+    fin_args f;
+    f.po = (const float *)(ws + p->off_po);
+    f.plse = (const float *)(ws + p->off_pl);
+    f.xo = xo;
+    f.xlse = xlse;
+    f.out = out;
+    f.lse = lse;
+    f.rows = p->num_rows;
+    f.Hq = Hq;
+    f.G = Hq / g->num_kv_heads;
+    f.D = D;
+    f.splits = p->splits;
+    return launch_1d(c, (size_t)p->num_rows * Hq, fn, [&](unsigned nb, size_t b0) {
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
+        case RKV_DTYPE_BF16:
+            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
+            break;
+        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
+        }
+    });
+}
+
 extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                          const void *kbase, const void *vbase,
                                          const rkv_attn_rows *rows,
@@ -1096,21 +1177,29 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
     const unsigned D = g->head_dim, nrows = rows->num_rows;
     const split_choice sc = choose_split(c, g, rows);
-    const unsigned ng = sc.ng, hpw = sc.hpw, chunk = sc.chunk;
     const size_t splits = sc.splits;
 
     const uint32_t total_pages = rows->kv_indptr[rows->num_reqs];
     const size_t nst = (size_t)nrows * Hq;
     carve cv;
-    size_t off_req = cv.add((size_t)nrows * 4), off_len = cv.add((size_t)nrows * 4);
-    size_t off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
-    size_t off_idx = cv.add((size_t)total_pages * 4);
+    /* this call's workspace, laid out as a plan's (plus the cascade's) */
+    rkv_attn_plan_layout L;
+    memset(&L, 0, sizeof L);
+    L.off_req = cv.add((size_t)nrows * 4);
+    L.off_len = cv.add((size_t)nrows * 4);
+    L.off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
+    L.off_idx = cv.add((size_t)total_pages * 4);
     size_t off_pages = shared ? cv.add((size_t)shared->num_pages * 4) : 0;
     size_t host_bytes = cv.total; /* the index arrays, uploaded in one copy */
     /* one split and no shared prefix: the rows kernel writes the output */
-    const bool direct = splits == 1 && shared == NULL;
-    size_t off_po = cv.add(direct ? 0 : splits * nst * D * 4);
-    size_t off_pl = cv.add(direct ? 0 : splits * nst * 4);
+    L.direct = splits == 1 && shared == NULL;
+    L.off_po = cv.add(L.direct ? 0 : splits * nst * D * 4);
+    L.off_pl = cv.add(L.direct ? 0 : splits * nst * 4);
+    L.splits = (uint32_t)splits;
+    L.chunk = sc.chunk;
+    L.ng = sc.ng;
+    L.hpw = sc.hpw;
+    L.num_rows = nrows;
     size_t off_qp = 0, off_kg = 0, off_vg = 0, off_sc = 0, off_p = 0;
     size_t off_oc = 0, off_cm = 0, off_cl = 0, off_xo = 0, off_xl = 0;
     unsigned C = 0, MB = 0;
@@ -1147,10 +1236,7 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     char *stage = (char *)calloc(1, host_bytes);
     if (stage == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
-    memcpy(stage + off_req, rows->row_req, (size_t)nrows * 4);
-    memcpy(stage + off_len, rows->row_len, (size_t)nrows * 4);
-    memcpy(stage + off_ind, rows->kv_indptr, ((size_t)rows->num_reqs + 1) * 4);
-    memcpy(stage + off_idx, rows->kv_indices, (size_t)total_pages * 4);
+    stage_rows(stage, &L, rows);
     if (shared != NULL)
         memcpy(stage + off_pages, shared->pages, (size_t)shared->num_pages * 4);
     rkv_status st = ws_reserve(c, cv.total, fn);
@@ -1166,74 +1252,25 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
         return st;
     char *ws = (char *)c->ws;
 
-    rows_args a;
-    a.q = q;
-    a.kb = kbase;
-    a.vb = vbase;
-    a.row_req = (const unsigned *)(ws + off_req);
-    a.row_len = (const unsigned *)(ws + off_len);
-    a.kv_indptr = (const unsigned *)(ws + off_ind);
-    a.kv_indices = (const unsigned *)(ws + off_idx);
-    a.po = (float *)(ws + off_po);
-    a.plse = (float *)(ws + off_pl);
-    a.out = direct ? out : NULL;
-    a.lse = direct ? lse : NULL;
-    a.rows = nrows;
-    a.Hq = Hq;
-    a.Hkv = Hkv;
-    a.G = G;
-    a.P = g->page_size;
-    a.chunk = chunk;
-    a.ng = ng;
-    a.scale = sm_scale;
-    if ((size_t)Hkv * ng > 65535)
+    if ((size_t)Hkv * L.ng > 65535)
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
                              "%s: %zu query head groups exceed a grid's y (65535)", fn,
-                             (size_t)Hkv * ng);
-    st = launch_1d(c, nrows, fn, [&](unsigned nb, size_t b0) {
-        dim3 grid(nb, Hkv * ng, (unsigned)splits);
-        a.row0 = (unsigned)b0;
-        switch (g->dtype) {
-        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, hpw); break;
-        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, hpw); break;
-        default: launch_rows<float>(grid, c->stream, a, D, hpw); break;
-        }
-    });
-    if (st != RKV_OK)
+                             (size_t)Hkv * L.ng);
+    st = launch_rows_at(c, g, fn, &L, ws, kbase, vbase, q, sm_scale, out, lse);
+    if (st != RKV_OK || L.direct)
         return st;
-    if (direct)
-        return RKV_OK;
 
-    fin_args f;
-    f.po = a.po;
-    f.plse = a.plse;
-    f.xo = NULL;
-    f.xlse = NULL;
+    const float *xo = NULL, *xlse = NULL;
     if (shared != NULL) {
-        f.xo = (const float *)(ws + off_xo);
-        f.xlse = (const float *)(ws + off_xl);
+        xo = (const float *)(ws + off_xo);
+        xlse = (const float *)(ws + off_xl);
         st = cascade_shared(c, g, kbase, vbase, rows, shared, q, sm_scale, ws, off_pages,
                             off_qp, off_kg, off_vg, off_sc, off_p, off_oc, off_cm, off_cl,
                             (float *)(ws + off_xo), (float *)(ws + off_xl), C, MB);
         if (st != RKV_OK)
             return st;
     }
-    f.out = out;
-    f.lse = lse;
-    f.rows = nrows;
-    f.Hq = Hq;
-    f.G = G;
-    f.D = D;
-    f.splits = (unsigned)splits;
-    return launch_1d(c, nst, fn, [&](unsigned nb, size_t b0) {
-        switch (g->dtype) {
-        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
-        case RKV_DTYPE_BF16:
-            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
-            break;
-        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
-        }
-    });
+    return launch_finalize_at(c, g, fn, &L, ws, xo, xlse, out, lse);
 }
 
 /* ---- plan / run ----------------------------------------------------------- */
@@ -1289,10 +1326,7 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     char *stage = (char *)calloc(1, host_bytes);
     if (stage == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
-    memcpy(stage + p.off_req, rows->row_req, (size_t)nrows * 4);
-    memcpy(stage + p.off_len, rows->row_len, (size_t)nrows * 4);
-    memcpy(stage + p.off_ind, rows->kv_indptr, ((size_t)rows->num_reqs + 1) * 4);
-    memcpy(stage + p.off_idx, rows->kv_indices, (size_t)total_pages * 4);
+    stage_rows(stage, &p, rows);
     if (p.tensor_core)
         tensor_core_tiles(rows, g->num_qo_heads / Hkv, (uint32_t *)(stage + p.off_t));
     /* a pageable source is staged before the call returns */
@@ -1316,59 +1350,10 @@ extern "C" rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g
     if (p->tensor_core)
         return launch_tensor_core(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t,
                                   p->ntiles, kbase, vbase, q, sm_scale, out, lse);
-    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, D = g->head_dim;
-    rows_args a;
-    a.q = q;
-    a.kb = kbase;
-    a.vb = vbase;
-    a.row_req = (const unsigned *)(w + p->off_req);
-    a.row_len = (const unsigned *)(w + p->off_len);
-    a.kv_indptr = (const unsigned *)(w + p->off_ind);
-    a.kv_indices = (const unsigned *)(w + p->off_idx);
-    a.po = (float *)(w + p->off_po);
-    a.plse = (float *)(w + p->off_pl);
-    a.out = p->direct ? out : NULL;
-    a.lse = p->direct ? lse : NULL;
-    a.rows = p->num_rows;
-    a.Hq = Hq;
-    a.Hkv = Hkv;
-    a.G = Hq / Hkv;
-    a.P = g->page_size;
-    a.chunk = p->chunk;
-    a.ng = p->ng;
-    a.scale = sm_scale;
-    rkv_status st = launch_1d(c, p->num_rows, fn, [&](unsigned nb, size_t b0) {
-        dim3 grid(nb, Hkv * p->ng, p->splits);
-        a.row0 = (unsigned)b0;
-        switch (g->dtype) {
-        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, p->hpw); break;
-        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, p->hpw); break;
-        default: launch_rows<float>(grid, c->stream, a, D, p->hpw); break;
-        }
-    });
+    rkv_status st = launch_rows_at(c, g, fn, p, w, kbase, vbase, q, sm_scale, out, lse);
     if (st != RKV_OK || p->direct)
         return st;
-    fin_args f;
-    f.po = a.po;
-    f.plse = a.plse;
-    f.xo = NULL;
-    f.xlse = NULL;
-    f.out = out;
-    f.lse = lse;
-    f.rows = p->num_rows;
-    f.Hq = Hq;
-    f.G = a.G;
-    f.D = D;
-    f.splits = p->splits;
-    return launch_1d(c, (size_t)p->num_rows * Hq, fn, [&](unsigned nb, size_t b0) {
-        switch (g->dtype) {
-        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
-        case RKV_DTYPE_BF16:
-            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
-            break;
-        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
-        }
-    });
+    return launch_finalize_at(c, g, fn, p, w, NULL, NULL, out, lse);
 }
 
 /* ---- merge ---------------------------------------------------------------- */
