@@ -1081,6 +1081,17 @@ static split_choice choose_split(const rkv_attn_cuda *c, const rkv_attn_geom *g,
     return sc;
 }
 
+/* A zeroed layout whose first parts are the rows' index arrays (row_req,
+ * row_len, kv_indptr, kv_indices), carved from cv. */
+static void carve_rows(carve &cv, rkv_attn_plan_layout *p, const rkv_attn_rows *rows)
+{
+    memset(p, 0, sizeof *p);
+    p->off_req = cv.add((size_t)rows->num_rows * 4);
+    p->off_len = cv.add((size_t)rows->num_rows * 4);
+    p->off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
+    p->off_idx = cv.add((size_t)rows->kv_indptr[rows->num_reqs] * 4);
+}
+
 /* Copies the rows' index arrays into a host staging buffer at p's offsets
  * (uploaded to the workspace in one copy). */
 static void stage_rows(char *stage, const rkv_attn_plan_layout *p, const rkv_attn_rows *rows)
@@ -1179,16 +1190,11 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     const split_choice sc = choose_split(c, g, rows);
     const size_t splits = sc.splits;
 
-    const uint32_t total_pages = rows->kv_indptr[rows->num_reqs];
     const size_t nst = (size_t)nrows * Hq;
     carve cv;
     /* this call's workspace, laid out as a plan's (plus the cascade's) */
     rkv_attn_plan_layout L;
-    memset(&L, 0, sizeof L);
-    L.off_req = cv.add((size_t)nrows * 4);
-    L.off_len = cv.add((size_t)nrows * 4);
-    L.off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
-    L.off_idx = cv.add((size_t)total_pages * 4);
+    carve_rows(cv, &L, rows);
     size_t off_pages = shared ? cv.add((size_t)shared->num_pages * 4) : 0;
     size_t host_bytes = cv.total; /* the index arrays, uploaded in one copy */
     /* one split and no shared prefix: the rows kernel writes the output */
@@ -1290,15 +1296,11 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
                              "%s: %zu query head groups exceed a grid's y (65535)", fn,
                              (size_t)Hkv * sc.ng);
     (void)G;
-    const uint32_t nrows = rows->num_rows, total_pages = rows->kv_indptr[rows->num_reqs];
+    const uint32_t nrows = rows->num_rows;
     const size_t nst = (size_t)nrows * g->num_qo_heads;
     carve cv;
     rkv_attn_plan_layout p;
-    memset(&p, 0, sizeof p);
-    p.off_req = cv.add((size_t)nrows * 4);
-    p.off_len = cv.add((size_t)nrows * 4);
-    p.off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
-    p.off_idx = cv.add((size_t)total_pages * 4);
+    carve_rows(cv, &p, rows);
     p.tensor_core = use_tensor_cores(g, rows);
     p.ntiles = p.tensor_core ? tensor_core_tiles(rows, g->num_qo_heads / Hkv, NULL) : 0;
     p.off_t = cv.add(p.ntiles * 16);
