@@ -3,7 +3,7 @@
  * own, or a server's buffers addressed by per-layer bases and strides:
  * rkv_pool_create_external), O(1) alloc/free from a free stack, per-block
  * ref counts and chained hashes.
- * Block copies (rkv_pool_copy_*) live in attention/.
+ * Block copies (rkv_pool_copy_*) live in alloc/pool_copy.c.
  *
  * Invariants: see alloc/pool_internal.h. Every failing call changes nothing:
  * alloc_n checks the count before popping, unref_n decrements in order and
@@ -30,7 +30,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "common/cuda_backend.h"
+#include "common/cuda_loader.h"
 #include "common/status.h"
 
 void rkv_pool_config_init(rkv_pool_config *cfg)
@@ -43,7 +43,7 @@ void rkv_pool_config_init(rkv_pool_config *cfg)
     cfg->device = RKV_DEVICE_HOST;
 }
 
-static size_t rkv_dtype_size(rkv_dtype d)
+size_t rkv_pool_dtype_size(rkv_dtype d)
 {
     switch (d) {
     case RKV_DTYPE_F16: return 2;
@@ -121,7 +121,7 @@ static rkv_status rkv_pool_check_config(const char *fn, const rkv_pool_config *c
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: page_size %u (1..%u)", fn,
                              cfg->page_size, (unsigned)RKV_MAX_PAGE_SIZE);
-    size_t esz = rkv_dtype_size(cfg->dtype);
+    size_t esz = rkv_pool_dtype_size(cfg->dtype);
     if (esz == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: dtype %d", fn,
                              (int)cfg->dtype);
@@ -210,7 +210,7 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
         size_t plane = kv_bytes / ((size_t)cfg->num_layers * 2);
         for (size_t s = 0; s < 2 * (size_t)cfg->num_layers; s++)
             p->seg[s] = (char *)p->kv + s * plane;
-        p->head_stride = (size_t)cfg->head_dim * rkv_dtype_size(cfg->dtype);
+        p->head_stride = (size_t)cfg->head_dim * rkv_pool_dtype_size(cfg->dtype);
         p->tok_stride = p->head_stride * cfg->num_kv_heads;
         p->blk_stride = p->tok_stride * cfg->page_size;
         p->dense = 1;
@@ -281,7 +281,7 @@ rkv_status rkv_pool_create_external(const rkv_pool_config *cfg,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: num_layers 0 (a metadata-only pool has no KV "
                              "buffers: use rkv_pool_create)", fn);
-    const size_t esz = rkv_dtype_size(cfg->dtype);
+    const size_t esz = rkv_pool_dtype_size(cfg->dtype);
     size_t extent = 0;
     if ((st = rkv_kv_shape_ok(fn, cfg, kv, esz, &extent)) != RKV_OK)
         return st;

@@ -1,10 +1,13 @@
 /*
- * alloc/pool_copy.cu -- the asynchronous side of a CUDA pool's copies to and
- * from host memory (backend ABI 4): a copy stream, block copies queued on
- * it (one cudaMemcpy2DAsync per block: a block's 2 * num_layers segments
- * are rows of one 2D copy), and events that say when a batch of them is
- * done. The tree's tier (radix/tree_copy.c) issues a batch in one poll and
- * finishes it in a later poll that finds its event complete.
+ * alloc/pool_copy.cu -- the device side of a CUDA pool's block copies (the
+ * host side is alloc/pool_copy.c), in the CUDA backend: one 2D copy per
+ * block (a block's 2 * num_layers segments are the rows of one
+ * cudaMemcpy2D), either synchronous (rkv_pool_copy_blocks / _to_host /
+ * _from_host: ordered after all work on the device, done on return) or
+ * queued for the tier (backend ABI 4): a copy stream, block copies queued
+ * on it, and events that say when a batch of them is done. The tree's tier
+ * (radix/tree_copy.c) issues a batch in one poll and finishes it in a
+ * later poll that finds its event complete.
  *
  * Invariants: the caller's current device is restored on every path; every
  * CUDA error returns RKV_ERR_CUDA with the runtime's reason, clears the
@@ -12,7 +15,7 @@
  * later call) and changes nothing the caller owns: a failed create leaves
  * nothing allocated, a failed copy leaves the copies queued before it
  * queued (the caller synchronises before it reuses their memory).
- * Ordering: these copies are ordered only by their stream. The library's
+ * Ordering: the queued copies are ordered only by their stream. The library's
  * own stream is a blocking stream (ordered with the legacy default stream);
  * work on other streams is ordered by the embedder's choice of stream
  * (rkv_tree_tier_set_stream), never by a device-wide synchronisation.
@@ -20,50 +23,69 @@
 #include <cuda_runtime.h>
 
 #include "alloc/pool_copy.h"
+#include "common/cuda_guard.h"
 #include "common/status.h"
 
-namespace {
+/* ---- synchronous block copies (rkv_pool_copy_blocks / _to_host /
+ * _from_host of a pool-owned CUDA pool) ---------------------------------- */
 
-/* Runs on `dev` and restores the caller's device. */
-struct dev_guard {
-    int prev;
-    bool ok;
-    explicit dev_guard(int dev) : prev(0), ok(false)
-    {
-        if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess)
-            ok = true;
-        else
-            (void)cudaGetLastError();
-    }
-    ~dev_guard()
-    {
-        if (ok)
-            (void)cudaSetDevice(prev);
-    }
-};
-
-rkv_status cuda_fail(const char *what, cudaError_t e)
+extern "C" rkv_status rkv_copy_blocks(int device, void *base, size_t seg, size_t stride,
+                                      uint32_t height, uint32_t n, const uint32_t *src,
+                                      const uint32_t *dst)
 {
-    (void)cudaGetLastError();
-    return rkv_set_error(RKV_ERR_CUDA, "%s: %s", what, cudaGetErrorString(e));
+    static const char fn[] = "rkv_pool_copy_blocks";
+    RKV_DEVICE_GUARD(device, fn);
+    char *b = (char *)base;
+    /* stream 0 does not wait for non-blocking streams that may still
+     * write these blocks: order after all work, as copy_host does */
+    RKV_CU_TRY(cudaDeviceSynchronize(), fn);
+    for (uint32_t i = 0; i < n; i++) {
+        if (src[i] == dst[i])
+            continue;
+        RKV_CU_TRY(cudaMemcpy2DAsync(b + (size_t)dst[i] * seg, stride,
+                                     b + (size_t)src[i] * seg, stride, seg, height,
+                                     cudaMemcpyDeviceToDevice, 0),
+                   fn);
+    }
+    RKV_CU_TRY(cudaDeviceSynchronize(), fn);
+    return RKV_OK;
 }
 
-} // namespace
+extern "C" rkv_status rkv_copy_host(int device, void *base, size_t seg, size_t stride,
+                                    uint32_t height, uint32_t n, const uint32_t *ids,
+                                    void *host, int to_host)
+{
+    const char *fn = to_host ? "rkv_pool_copy_to_host" : "rkv_pool_copy_from_host";
+    RKV_DEVICE_GUARD(device, fn);
+    char *b = (char *)base, *h = (char *)host;
+    const size_t bpb = seg * height;
+    /* other streams may still write these blocks: order after all work */
+    RKV_CU_TRY(cudaDeviceSynchronize(), fn);
+    for (uint32_t i = 0; i < n; i++) {
+        char *blk = b + (size_t)ids[i] * seg;
+        if (to_host)
+            RKV_CU_TRY(cudaMemcpy2D(h + i * bpb, seg, blk, stride, seg, height,
+                                    cudaMemcpyDeviceToHost),
+                       fn);
+        else
+            RKV_CU_TRY(cudaMemcpy2D(blk, stride, h + i * bpb, seg, seg, height,
+                                    cudaMemcpyHostToDevice),
+                       fn);
+    }
+    RKV_CU_TRY(cudaDeviceSynchronize(), fn);
+    return RKV_OK;
+}
 
-#define COPY_GUARD(dev, what)                                                    \
-    dev_guard guard_(dev);                                                       \
-    if (!guard_.ok)                                                              \
-        return rkv_set_error(RKV_ERR_CUDA, "%s: cannot select CUDA device %d",  \
-                             (what), (dev));
+/* ---- the tier's asynchronous copies ------------------------------------- */
 
 extern "C" rkv_status rkv_copy_stream_create(int device, void **out)
 {
     static const char fn[] = "tier copy stream: cudaStreamCreate";
-    COPY_GUARD(device, fn);
+    RKV_DEVICE_GUARD(device, fn);
     cudaStream_t s = NULL;
     cudaError_t e = cudaStreamCreate(&s);
     if (e != cudaSuccess)
-        return cuda_fail(fn, e);
+        return rkv_cuda_fail(fn, e);
     *out = (void *)s;
     return RKV_OK;
 }
@@ -72,7 +94,7 @@ extern "C" void rkv_copy_stream_destroy(int device, void *stream)
 {
     if (stream == NULL)
         return;
-    dev_guard guard_(device);
+    rkv_device_guard guard_(device);
     (void)cudaStreamDestroy((cudaStream_t)stream);
     (void)cudaGetLastError();
 }
@@ -80,9 +102,9 @@ extern "C" void rkv_copy_stream_destroy(int device, void *stream)
 extern "C" rkv_status rkv_copy_stream_sync(int device, void *stream)
 {
     static const char fn[] = "tier copy stream: cudaStreamSynchronize";
-    COPY_GUARD(device, fn);
+    RKV_DEVICE_GUARD(device, fn);
     cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
-    return e == cudaSuccess ? RKV_OK : cuda_fail(fn, e);
+    return e == cudaSuccess ? RKV_OK : rkv_cuda_fail(fn, e);
 }
 
 extern "C" rkv_status rkv_copy_host_async(int device, void *stream, void *base,
@@ -92,7 +114,7 @@ extern "C" rkv_status rkv_copy_host_async(int device, void *stream, void *base,
 {
     const char *fn = to_host ? "tier store: cudaMemcpy2DAsync (device to host)"
                              : "tier load: cudaMemcpy2DAsync (host to device)";
-    COPY_GUARD(device, fn);
+    RKV_DEVICE_GUARD(device, fn);
     char *b = (char *)base;
     cudaStream_t s = (cudaStream_t)stream;
     for (uint32_t i = 0; i < n; i++) {
@@ -103,7 +125,7 @@ extern "C" rkv_status rkv_copy_host_async(int device, void *stream, void *base,
                     : cudaMemcpy2DAsync(blk, stride, host[i], seg, seg, height,
                                         cudaMemcpyHostToDevice, s);
         if (e != cudaSuccess)
-            return cuda_fail(fn, e);
+            return rkv_cuda_fail(fn, e);
     }
     return RKV_OK;
 }
@@ -111,12 +133,12 @@ extern "C" rkv_status rkv_copy_host_async(int device, void *stream, void *base,
 extern "C" rkv_status rkv_copy_event_create(int device, void **out)
 {
     static const char fn[] = "tier copy event: cudaEventCreateWithFlags";
-    COPY_GUARD(device, fn);
+    RKV_DEVICE_GUARD(device, fn);
     cudaEvent_t ev = NULL;
     /* no timing: the library reads no clock, and timing events cost more */
     cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e != cudaSuccess)
-        return cuda_fail(fn, e);
+        return rkv_cuda_fail(fn, e);
     *out = (void *)ev;
     return RKV_OK;
 }
@@ -124,16 +146,16 @@ extern "C" rkv_status rkv_copy_event_create(int device, void **out)
 extern "C" rkv_status rkv_copy_event_record(int device, void *event, void *stream)
 {
     static const char fn[] = "tier copy event: cudaEventRecord";
-    COPY_GUARD(device, fn);
+    RKV_DEVICE_GUARD(device, fn);
     cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
-    return e == cudaSuccess ? RKV_OK : cuda_fail(fn, e);
+    return e == cudaSuccess ? RKV_OK : rkv_cuda_fail(fn, e);
 }
 
 extern "C" rkv_status rkv_copy_event_query(int device, void *event, int *done)
 {
     static const char fn[] = "tier copy event: cudaEventQuery";
     *done = 0;
-    COPY_GUARD(device, fn);
+    RKV_DEVICE_GUARD(device, fn);
     cudaError_t e = cudaEventQuery((cudaEvent_t)event);
     if (e == cudaErrorNotReady) {
         /* still running, not a failure; the runtime may record it as the
@@ -143,7 +165,7 @@ extern "C" rkv_status rkv_copy_event_query(int device, void *event, int *done)
         return RKV_OK;
     }
     if (e != cudaSuccess)
-        return cuda_fail(fn, e);
+        return rkv_cuda_fail(fn, e);
     *done = 1;
     return RKV_OK;
 }
@@ -151,16 +173,16 @@ extern "C" rkv_status rkv_copy_event_query(int device, void *event, int *done)
 extern "C" rkv_status rkv_copy_event_sync(int device, void *event)
 {
     static const char fn[] = "tier copy event: cudaEventSynchronize";
-    COPY_GUARD(device, fn);
+    RKV_DEVICE_GUARD(device, fn);
     cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
-    return e == cudaSuccess ? RKV_OK : cuda_fail(fn, e);
+    return e == cudaSuccess ? RKV_OK : rkv_cuda_fail(fn, e);
 }
 
 extern "C" void rkv_copy_event_destroy(int device, void *event)
 {
     if (event == NULL)
         return;
-    dev_guard guard_(device);
+    rkv_device_guard guard_(device);
     (void)cudaEventDestroy((cudaEvent_t)event);
     (void)cudaGetLastError();
 }

@@ -1,7 +1,16 @@
 /*
- * alloc/pool_copy.h -- the copy stream, asynchronous block copies and
- * events of the tier's two-phase copies (alloc/pool_copy.cu, backend ABI
- * 4). Backend-only: the core reaches these through common/cuda_backend.h.
+ * alloc/pool_copy.h -- the pool's block copies beyond the public
+ * rkv_pool_copy_blocks / _to_host / _from_host, in two halves:
+ *   - core (alloc/pool_copy.c, libradixkv): rkv_pool_copy_async, the
+ *     queued copies of the tier (radix/tree_copy.c);
+ *   - backend (alloc/pool_copy.cu, libradixkv_cuda): what the core reaches
+ *     through the backend table (common/cuda_backend.h) -- the synchronous
+ *     block copies of a CUDA pool, and the copy stream, asynchronous block
+ *     copies and events of the tier's two-phase copies (backend ABI 4).
+ *
+ * Layout of the backend copies: a block's `height` (2 * num_layers)
+ * segments of seg bytes sit at stride `stride` from base + id * seg; a
+ * host block holds them packed in order (seg * height bytes).
  */
 #ifndef RKV_ALLOC_POOL_COPY_H
 #define RKV_ALLOC_POOL_COPY_H
@@ -15,6 +24,27 @@
 extern "C" {
 #endif
 
+/* ---- core ---------------------------------------------------------------- */
+
+/* Queues copies of n blocks of a CUDA pool to (to_host) or from one host
+ * pointer per block (bytes_per_block each) on `stream`, after the checks of
+ * rkv_pool_copy_to_host; returns once they are queued, not done.
+ * RKV_ERR_STATE on a host pool. */
+rkv_status rkv_pool_copy_async(rkv_pool *pool, void *stream, uint32_t n,
+                               const rkv_block_id *ids, void *const *host,
+                               int to_host);
+
+/* ---- backend ------------------------------------------------------------- */
+
+/* Synchronous: ordered after all work on the device, done on return. */
+rkv_status rkv_copy_blocks(int device, void *base, size_t seg, size_t stride,
+                           uint32_t height, uint32_t n, const uint32_t *src,
+                           const uint32_t *dst);
+rkv_status rkv_copy_host(int device, void *base, size_t seg, size_t stride,
+                         uint32_t height, uint32_t n, const uint32_t *ids,
+                         void *host, int to_host);
+
+/* Asynchronous: ordered only by their stream. */
 rkv_status rkv_copy_stream_create(int device, void **out);
 void rkv_copy_stream_destroy(int device, void *stream);
 rkv_status rkv_copy_stream_sync(int device, void *stream);

@@ -36,10 +36,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/cuda_backend.h"
+#include "common/cuda_loader.h"
 #include "radixkv.h"
 
 #define RKV_POOL_END UINT32_MAX
+
+/* Bytes of one element of d; 0 for a value that is not an rkv_dtype. */
+size_t rkv_pool_dtype_size(rkv_dtype d);
+
+/* The backend table of a CUDA pool (alloc/pool.c); NULL for a host pool
+ * or a NULL pool. */
+const rkv_cuda_backend *rkv_pool_cuda_backend(const rkv_pool *pool);
 
 struct rkv_pool {
     rkv_pool_config cfg;

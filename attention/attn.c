@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/pool_internal.h"
 #include "attention/attn_internal.h"
 #include "common/cuda_backend.h"
 #include "common/status.h"
@@ -39,7 +40,7 @@ rkv_status rkv_attn_create(rkv_pool *pool, rkv_attn **out)
     if (cfg.num_layers == 0)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_attn_create: pool is metadata-only (num_layers 0)");
-    if (rkv_attn_dtype_size(cfg.dtype) == 0)
+    if (rkv_pool_dtype_size(cfg.dtype) == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_create: bad dtype %d",
                              (int)cfg.dtype);
     rkv_attn *a = calloc(1, sizeof *a);
@@ -155,7 +156,7 @@ static rkv_attn_geom geom_of(const rkv_attn *a, uint32_t num_qo_heads)
     g.head_dim = a->cfg.head_dim;
     g.num_qo_heads = num_qo_heads;
     g.dtype = a->cfg.dtype;
-    g.elem_size = rkv_attn_dtype_size(a->cfg.dtype);
+    g.elem_size = rkv_pool_dtype_size(a->cfg.dtype);
     return g;
 }
 

@@ -17,16 +17,6 @@
 
 #include "attention/attn_internal.h"
 
-size_t rkv_attn_dtype_size(rkv_dtype d)
-{
-    switch (d) {
-    case RKV_DTYPE_F16: return 2;
-    case RKV_DTYPE_BF16: return 2;
-    case RKV_DTYPE_F32: return 4;
-    }
-    return 0;
-}
-
 float rkv_attn_cpu_load(rkv_dtype dt, const void *src, size_t i)
 {
     switch (dt) {

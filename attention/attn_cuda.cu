@@ -16,8 +16,8 @@
  *     and no shared prefix the rows kernel writes the output itself).
  *     f32 prefill uses the same kernel with causal row lengths (each row
  *     re-reads its prefix).
- *   - prefill_tc (prefill/extend of f16/bf16, no shared prefix): tensor
- *     cores, FlashAttention-2 style (see prefill_tc_kernel).
+ *   - prefill_tensor_core (prefill/extend of f16/bf16, no shared prefix): tensor
+ *     cores, FlashAttention-2 style (see prefill_tensor_core_kernel).
  *   - cascade shared prefix: per KV chunk of C tokens the prefix's K and V
  *     are gathered into [Hkv][C][D]; per block of Mb score rows the queries
  *     are packed to [Hkv][Mb][D]; two strided-batched cuBLAS GEMMs (scores
@@ -53,6 +53,7 @@
 #include "attention/devmem.h"
 #include "attention/mma.h"
 #include "attention/launch.h"
+#include "common/cuda_guard.h"
 #include "common/status.h"
 
 struct rkv_attn_cuda {
@@ -68,19 +69,8 @@ struct rkv_attn_cuda {
 
 /* ---- error plumbing ------------------------------------------------------ */
 
-/* On failure the runtime's last error is cleared as well: LAUNCH_CHECK reads
- * it, and a stale non-sticky error must not be blamed on a later launch. */
-#define CU_TRY(call, what)                                                       \
-    do {                                                                         \
-        cudaError_t e_ = (call);                                                 \
-        if (e_ != cudaSuccess) {                                                 \
-            (void)cudaGetLastError();                                            \
-            return rkv_set_error(RKV_ERR_CUDA, "%s: %s", (what),                 \
-                                 cudaGetErrorString(e_));                        \
-        }                                                                        \
-    } while (0)
-
-#define LAUNCH_CHECK(what) CU_TRY(cudaGetLastError(), what)
+/* Device selection and runtime errors: common/cuda_guard.h. */
+#define LAUNCH_CHECK(what) RKV_CU_TRY(cudaGetLastError(), what)
 
 #define ST_TRY(expr)                                                             \
     do {                                                                         \
@@ -96,30 +86,6 @@ struct rkv_attn_cuda {
             return rkv_set_error(RKV_ERR_CUDA, "%s: cuBLAS: %s", (what),         \
                                  cublasGetStatusString(s_));                     \
     } while (0)
-
-/* Runs on the context's device and restores the caller's. */
-struct device_guard {
-    int prev;
-    bool ok;
-    explicit device_guard(int dev) : prev(0), ok(false)
-    {
-        if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess)
-            ok = true;
-        else
-            (void)cudaGetLastError(); /* as CU_TRY does */
-    }
-    ~device_guard()
-    {
-        if (ok)
-            (void)cudaSetDevice(prev);
-    }
-};
-
-#define GUARD(dev, what)                                                         \
-    device_guard guard_(dev);                                                    \
-    if (!guard_.ok)                                                              \
-        return rkv_set_error(RKV_ERR_CUDA, "%s: cannot select CUDA device %d",  \
-                             (what), (dev));
 
 /* ---- element access ------------------------------------------------------ */
 
@@ -207,7 +173,7 @@ static rkv_status ws_reserve(rkv_attn_cuda *c, size_t bytes, const char *fn)
     size_t want = bytes + bytes / 4;
     void *p = NULL;
     /* the old buffer may still be read by queued work: wait for it */
-    CU_TRY(cudaStreamSynchronize(c->stream), fn);
+    RKV_CU_TRY(cudaStreamSynchronize(c->stream), fn);
     cudaError_t e = cudaMalloc(&p, want);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -241,11 +207,11 @@ static rkv_status launch_1d(const rkv_attn_cuda *c, size_t n, const char *fn, F 
 
 extern "C" rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out)
 {
-    GUARD(device, "rkv_attn_create");
+    RKV_DEVICE_GUARD(device, "rkv_attn_create");
     int sms = 0, gx = 0;
-    CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+    RKV_CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
            "rkv_attn_create");
-    CU_TRY(cudaDeviceGetAttribute(&gx, cudaDevAttrMaxGridDimX, device), "rkv_attn_create");
+    RKV_CU_TRY(cudaDeviceGetAttribute(&gx, cudaDevAttrMaxGridDimX, device), "rkv_attn_create");
     rkv_attn_cuda *c = (rkv_attn_cuda *)calloc(1, sizeof *c);
     if (c == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_attn_create: out of memory");
@@ -262,7 +228,7 @@ extern "C" void rkv_attn_cuda_destroy(rkv_attn_cuda *c)
 {
     if (c == NULL)
         return;
-    device_guard g(c->device);
+    rkv_device_guard g(c->device);
     if (c->stream != 0 || c->ws != NULL)
         (void)cudaStreamSynchronize(c->stream);
     if (c->blas != NULL)
@@ -279,11 +245,11 @@ extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
     if (next == c->stream)
         return RKV_OK;
     /* stream 0 names the current device's default stream */
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     /* the workspace is reused in stream order: work queued on the old
      * stream may still read it when the new stream overwrites it; and a
      * plan's upload queued there must land before a run on the new one */
-    CU_TRY(cudaStreamSynchronize(c->stream), fn);
+    RKV_CU_TRY(cudaStreamSynchronize(c->stream), fn);
     if (c->blas != NULL)
         BLAS_TRY(cublasSetStream(c->blas, next), fn);
     c->stream = next;
@@ -297,8 +263,8 @@ extern "C" void rkv_attn_cuda_set_cascade_budget(rkv_attn_cuda *c, size_t bytes)
 
 extern "C" rkv_status rkv_attn_cuda_sync(rkv_attn_cuda *c)
 {
-    GUARD(c->device, "rkv_attn_sync");
-    CU_TRY(cudaStreamSynchronize(c->stream), "rkv_attn_sync");
+    RKV_DEVICE_GUARD(c->device, "rkv_attn_sync");
+    RKV_CU_TRY(cudaStreamSynchronize(c->stream), "rkv_attn_sync");
     return RKV_OK;
 }
 
@@ -325,7 +291,7 @@ extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom
                                            const void *v)
 {
     static const char fn[] = "rkv_attn_append";
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     rkv_status st = ws_reserve(c, (size_t)n * 4, fn);
     if (st != RKV_OK)
         return st;
@@ -339,7 +305,7 @@ extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom
     cudaError_t e = cudaMemcpyAsync(c->ws, stage, (size_t)n * 4, cudaMemcpyHostToDevice,
                                     c->stream);
     free(stage);
-    CU_TRY(e, fn);
+    RKV_CU_TRY(e, fn);
     unsigned units = (unsigned)((size_t)g->num_kv_heads * g->head_dim * g->elem_size / 2);
     const unsigned short *ws = (const unsigned short *)c->ws;
     return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
@@ -367,6 +333,15 @@ struct rows_args {
 #define NW 4  /* warps per block */
 #define TT 32 /* tokens per K/V tile: one per lane when scoring */
 #define HG_MAX 16 /* query heads per block (NW warps x up to 4 heads) */
+
+/* The pool row (token, kv head) that token t of a request with page table
+ * `pages` reads, in units of head_dim elements: what the rows and the
+ * tensor-core kernels stage per K/V tile. */
+static __device__ __forceinline__ size_t kv_row(const unsigned *pages, unsigned t,
+                                                unsigned P, unsigned Hkv, unsigned kvh)
+{
+    return ((size_t)ld_global(pages + t / P) * P + t % P) * Hkv + kvh;
+}
 
 /* One block per (row, kv head[, group of up to 16 of its query heads],
  * split): every query head of a GQA group reads the same K/V tile, so K/V
@@ -422,9 +397,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
         const unsigned n = min((unsigned)TT, t1 - tb);
         __syncthreads(); /* q stored; the previous tile consumed */
         if (threadIdx.x < n) {
-            const unsigned t = tb + threadIdx.x;
-            stok[threadIdx.x] =
-                ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * a.Hkv + kvh;
+            stok[threadIdx.x] = kv_row(pages, tb + threadIdx.x, a.P, a.Hkv, kvh);
         }
         __syncthreads();
         for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
@@ -717,7 +690,7 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
         BLAS_TRY(cublasSetStream(c->blas, c->stream), fn);
     }
     size_t nst = (size_t)Hkv * M;
-    CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
+    RKV_CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
     ST_TRY(launch_1d(c, (nst + 255) / 256, fn, [&](unsigned nb, size_t b0) {
         RKV_LAUNCH(nb, 256, 0, c->stream, fill_kernel)(xl, nst, -INFINITY, b0);
     }));
@@ -787,7 +760,7 @@ static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
  * online softmax per row, then O += P.V with P rounded to the input type
  * and taken straight from S's accumulator registers (their layout is the
  * A operand's). A tile reads K/V up to its last row's position only. */
-struct tc_args {
+struct tensor_core_args {
     const void *q;
     const void *kb, *vb;
     const unsigned *row_len, *kv_indptr, *kv_indices;
@@ -799,8 +772,8 @@ struct tc_args {
     float scale;
 };
 
-#define TC_ROWS 64
-#define TC_TOK 32
+#define TENSOR_CORE_ROWS 64
+#define TENSOR_CORE_TOKENS 32
 
 template <typename R> static __device__ __forceinline__ uint32_t pack2(R lo, R hi)
 {
@@ -808,17 +781,17 @@ template <typename R> static __device__ __forceinline__ uint32_t pack2(R lo, R h
 }
 
 template <typename T, typename MT, int D>
-__global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
+__global__ void __launch_bounds__(NW * 32) prefill_tensor_core_kernel(tensor_core_args a)
 {
     typedef elem<T> E;
     typedef unsigned short raw;
-    const int VE = 8, VR = D / VE, KP = D + 8, NT = TC_TOK / 8, DT = D / 8;
+    const int VE = 8, VR = D / VE, KP = D + 8, NT = TENSOR_CORE_TOKENS / 8, DT = D / 8;
     typedef rvec<raw, VE> vec;
-    __shared__ __align__(16) raw sq[TC_ROWS][KP];
-    __shared__ __align__(16) raw sk[TC_TOK][KP];
-    __shared__ __align__(16) raw sv[TC_TOK][KP];
-    __shared__ unsigned slen[TC_ROWS];
-    __shared__ size_t stok[TC_TOK];
+    __shared__ __align__(16) raw sq[TENSOR_CORE_ROWS][KP];
+    __shared__ __align__(16) raw sk[TENSOR_CORE_TOKENS][KP];
+    __shared__ __align__(16) raw sv[TENSOR_CORE_TOKENS][KP];
+    __shared__ unsigned slen[TENSOR_CORE_ROWS];
+    __shared__ size_t stok[TENSOR_CORE_TOKENS];
 
     const unsigned *tile = a.tiles + (size_t)(a.tile0 + blockIdx.x) * 4;
     const unsigned req = ld_global(tile), qlo = ld_global(tile + 1);
@@ -828,17 +801,17 @@ __global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
     const unsigned gq = lane >> 2, tq = lane & 3;
     const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
     const raw *q = (const raw *)a.q, *kb = (const raw *)a.kb, *vb = (const raw *)a.vb;
-    const unsigned mlast = min(m0 + TC_ROWS, M) - 1;
+    const unsigned mlast = min(m0 + TENSOR_CORE_ROWS, M) - 1;
     const unsigned maxlen = ld_global(a.row_len + qlo + mlast / G);
 
-    for (unsigned i = threadIdx.x; i < TC_ROWS * D; i += blockDim.x) {
+    for (unsigned i = threadIdx.x; i < TENSOR_CORE_ROWS * D; i += blockDim.x) {
         const unsigned r = i / D, d = i % D, m = m0 + r;
         raw x = 0;
         if (m < M) /* q may be unaligned: element loads */
             x = ld_global(q + ((size_t)(qlo + m / G) * a.Hq + kvh * G + m % G) * D + d);
         sq[r][d] = x;
     }
-    for (unsigned r = threadIdx.x; r < TC_ROWS; r += blockDim.x)
+    for (unsigned r = threadIdx.x; r < TENSOR_CORE_ROWS; r += blockDim.x)
         slen[r] = m0 + r < M ? ld_global(a.row_len + qlo + (m0 + r) / G) : 0;
 
     const unsigned r0 = warp * 16 + gq, r1 = r0 + 8; /* this lane's two rows */
@@ -848,16 +821,14 @@ __global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
 #pragma unroll
         for (int e = 0; e < 4; e++)
             o[dt][e] = 0.0f;
-    for (unsigned kt = 0; kt < maxlen; kt += TC_TOK) {
-        const unsigned n = min((unsigned)TC_TOK, maxlen - kt);
+    for (unsigned kt = 0; kt < maxlen; kt += TENSOR_CORE_TOKENS) {
+        const unsigned n = min((unsigned)TENSOR_CORE_TOKENS, maxlen - kt);
         __syncthreads(); /* q and lengths stored; the previous tile consumed */
         if (threadIdx.x < n) {
-            const unsigned t = kt + threadIdx.x;
-            stok[threadIdx.x] =
-                ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * a.Hkv + kvh;
+            stok[threadIdx.x] = kv_row(pages, kt + threadIdx.x, a.P, a.Hkv, kvh);
         }
         __syncthreads();
-        for (unsigned i = threadIdx.x; i < TC_TOK * VR; i += blockDim.x) {
+        for (unsigned i = threadIdx.x; i < TENSOR_CORE_TOKENS * VR; i += blockDim.x) {
             const unsigned j = i / VR, c = i % VR;
             vec kx, vx;
             if (j < n) {
@@ -939,7 +910,7 @@ __global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
             o[dt][3] *= corr[1];
         }
 #pragma unroll
-        for (int kk = 0; kk < TC_TOK / 16; kk++) {
+        for (int kk = 0; kk < TENSOR_CORE_TOKENS / 16; kk++) {
             uint32_t af[4] = {pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0],
                               pf[2 * kk + 1][1]};
             const unsigned k0 = kk * 16 + 2 * tq;
@@ -969,25 +940,26 @@ __global__ void __launch_bounds__(NW * 32) prefill_tc_kernel(tc_args a)
 }
 
 template <typename T, typename MT>
-static void launch_tc(dim3 grid, cudaStream_t s, const tc_args &a, unsigned D)
+static void dispatch_tensor_core(dim3 grid, cudaStream_t s, const tensor_core_args &a,
+                                 unsigned D)
 {
     if (D == 64)
-        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tc_kernel<T, MT, 64>)(a);
+        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tensor_core_kernel<T, MT, 64>)(a);
     else
-        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tc_kernel<T, MT, 128>)(a);
+        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tensor_core_kernel<T, MT, 128>)(a);
 }
 
-/* Tiles of TC_ROWS score rows, none spanning two requests (a request's
- * rows are contiguous): the count, and with tl != NULL the tiles (request,
- * first query row, query rows, first score row). */
-static size_t tc_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
+/* Tiles of TENSOR_CORE_ROWS score rows, none spanning two requests (a
+ * request's rows are contiguous): the count, and with tl != NULL the tiles
+ * (request, first query row, query rows, first score row). */
+static size_t tensor_core_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
 {
     size_t k = 0;
     for (uint32_t i = 0; i < rows->num_rows;) {
         uint32_t j = i;
         while (j < rows->num_rows && rows->row_req[j] == rows->row_req[i])
             j++;
-        for (size_t m0 = 0; m0 < (size_t)(j - i) * G; m0 += TC_ROWS, k++)
+        for (size_t m0 = 0; m0 < (size_t)(j - i) * G; m0 += TENSOR_CORE_ROWS, k++)
             if (tl != NULL) {
                 tl[4 * k] = rows->row_req[i];
                 tl[4 * k + 1] = i;
@@ -1001,19 +973,20 @@ static size_t tc_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
 
 /* The tensor-core path takes prefill/extend rows (some request has several
  * query rows) of 16-bit types without a shared prefix. */
-static bool use_tc(const rkv_attn_geom *g, const rkv_attn_rows *rows)
+static bool use_tensor_cores(const rkv_attn_geom *g, const rkv_attn_rows *rows)
 {
     return g->dtype != RKV_DTYPE_F32 && rows->num_rows > rows->num_reqs;
 }
 
 /* Launches the tensor-core prefill over uploaded lengths, table and tiles. */
-static rkv_status tc_launch(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
-                            const char *ws, size_t off_len, size_t off_ind, size_t off_idx,
-                            size_t off_t, size_t ntiles, const void *kbase, const void *vbase,
-                            const void *q, float sm_scale, void *out, float *lse)
+static rkv_status launch_tensor_core(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                     const char *fn, const char *ws, size_t off_len,
+                                     size_t off_ind, size_t off_idx, size_t off_t,
+                                     size_t ntiles, const void *kbase, const void *vbase,
+                                     const void *q, float sm_scale, void *out, float *lse)
 {
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads;
-    tc_args a;
+    tensor_core_args a;
     a.q = q;
     a.kb = kbase;
     a.vb = vbase;
@@ -1034,23 +1007,24 @@ static rkv_status tc_launch(rkv_attn_cuda *c, const rkv_attn_geom *g, const char
         dim3 grid(nb, Hkv);
         a.tile0 = (unsigned)b0;
         if (g->dtype == RKV_DTYPE_F16)
-            launch_tc<f16_t, mma_f16>(grid, c->stream, a, g->head_dim);
+            dispatch_tensor_core<f16_t, mma_f16>(grid, c->stream, a, g->head_dim);
         else
-            launch_tc<bf16_t, mma_bf16>(grid, c->stream, a, g->head_dim);
+            dispatch_tensor_core<bf16_t, mma_bf16>(grid, c->stream, a, g->head_dim);
     });
 }
 
 /* Prefill/extend on tensor cores: the host cuts each request's score rows
  * into tiles and uploads them with the table into the context's workspace. */
-static rkv_status prefill_tc(rkv_attn_cuda *c, const rkv_attn_geom *g, const void *kbase,
-                             const void *vbase, const rkv_attn_rows *rows, const void *q,
-                             float sm_scale, void *out, float *lse)
+static rkv_status prefill_tensor_core(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                      const void *kbase, const void *vbase,
+                                      const rkv_attn_rows *rows, const void *q,
+                                      float sm_scale, void *out, float *lse)
 {
     static const char fn[] = "rkv_attn_prefill";
     const unsigned G = g->num_qo_heads / g->num_kv_heads;
     const uint32_t nrows = rows->num_rows, nreq = rows->num_reqs;
     const uint32_t total_pages = rows->kv_indptr[nreq];
-    const size_t ntiles = tc_tiles(rows, G, NULL);
+    const size_t ntiles = tensor_core_tiles(rows, G, NULL);
     carve cv;
     const size_t off_len = cv.add((size_t)nrows * 4), off_ind = cv.add(((size_t)nreq + 1) * 4);
     const size_t off_idx = cv.add((size_t)total_pages * 4), off_t = cv.add(ntiles * 16);
@@ -1060,7 +1034,7 @@ static rkv_status prefill_tc(rkv_attn_cuda *c, const rkv_attn_geom *g, const voi
     memcpy(stage + off_len, rows->row_len, (size_t)nrows * 4);
     memcpy(stage + off_ind, rows->kv_indptr, ((size_t)nreq + 1) * 4);
     memcpy(stage + off_idx, rows->kv_indices, (size_t)total_pages * 4);
-    tc_tiles(rows, G, (uint32_t *)(stage + off_t));
+    tensor_core_tiles(rows, G, (uint32_t *)(stage + off_t));
     rkv_status st = ws_reserve(c, cv.total, fn);
     if (st == RKV_OK) {
         cudaError_t e = cudaMemcpyAsync(c->ws, stage, cv.total, cudaMemcpyHostToDevice,
@@ -1071,8 +1045,8 @@ static rkv_status prefill_tc(rkv_attn_cuda *c, const rkv_attn_geom *g, const voi
     free(stage);
     if (st != RKV_OK)
         return st;
-    return tc_launch(c, g, fn, (const char *)c->ws, off_len, off_ind, off_idx, off_t, ntiles,
-                     kbase, vbase, q, sm_scale, out, lse);
+    return launch_tensor_core(c, g, fn, (const char *)c->ws, off_len, off_ind, off_idx, off_t,
+                              ntiles, kbase, vbase, q, sm_scale, out, lse);
 }
 
 /* How the rows kernel partitions a batch: a block serves up to HG_MAX query
@@ -1107,6 +1081,98 @@ static split_choice choose_split(const rkv_attn_cuda *c, const rkv_attn_geom *g,
     return sc;
 }
 
+/* A zeroed layout whose first parts are the rows' index arrays (row_req,
+ * row_len, kv_indptr, kv_indices), carved from cv. */
+static void carve_rows(carve &cv, rkv_attn_plan_layout *p, const rkv_attn_rows *rows)
+{
+    memset(p, 0, sizeof *p);
+    p->off_req = cv.add((size_t)rows->num_rows * 4);
+    p->off_len = cv.add((size_t)rows->num_rows * 4);
+    p->off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
+    p->off_idx = cv.add((size_t)rows->kv_indptr[rows->num_reqs] * 4);
+}
+
+/* Copies the rows' index arrays into a host staging buffer at p's offsets
+ * (uploaded to the workspace in one copy). */
+static void stage_rows(char *stage, const rkv_attn_plan_layout *p, const rkv_attn_rows *rows)
+{
+    const size_t nrows = rows->num_rows, nreq = rows->num_reqs;
+    memcpy(stage + p->off_req, rows->row_req, nrows * 4);
+    memcpy(stage + p->off_len, rows->row_len, nrows * 4);
+    memcpy(stage + p->off_ind, rows->kv_indptr, (nreq + 1) * 4);
+    memcpy(stage + p->off_idx, rows->kv_indices, (size_t)rows->kv_indptr[nreq] * 4);
+}
+
+/* The rows kernel over the index arrays and split partials that p places
+ * in workspace ws; with p->direct (one split) it writes out / lse itself. */
+static rkv_status launch_rows_at(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
+                                 const rkv_attn_plan_layout *p, char *ws, const void *kbase,
+                                 const void *vbase, const void *q, float sm_scale, void *out,
+                                 float *lse)
+{
+    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, D = g->head_dim;
+    rows_args a;
+    a.q = q;
+    a.kb = kbase;
+    a.vb = vbase;
+    a.row_req = (const unsigned *)(ws + p->off_req);
+    a.row_len = (const unsigned *)(ws + p->off_len);
+    a.kv_indptr = (const unsigned *)(ws + p->off_ind);
+    a.kv_indices = (const unsigned *)(ws + p->off_idx);
+    a.po = (float *)(ws + p->off_po);
+    a.plse = (float *)(ws + p->off_pl);
+    a.out = p->direct ? out : NULL;
+    a.lse = p->direct ? lse : NULL;
+    a.rows = p->num_rows;
+    a.Hq = Hq;
+    a.Hkv = Hkv;
+    a.G = Hq / Hkv;
+    a.P = g->page_size;
+    a.chunk = p->chunk;
+    a.ng = p->ng;
+    a.scale = sm_scale;
+    return launch_1d(c, p->num_rows, fn, [&](unsigned nb, size_t b0) {
+        dim3 grid(nb, Hkv * p->ng, p->splits);
+        a.row0 = (unsigned)b0;
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, p->hpw); break;
+        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, p->hpw); break;
+        default: launch_rows<float>(grid, c->stream, a, D, p->hpw); break;
+        }
+    });
+}
+
+/* Merges the split partials p places in ws, and a cascade's shared-prefix
+ * state (xo, xlse; NULL without one), into out / lse. */
+static rkv_status launch_finalize_at(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
+                                     const rkv_attn_plan_layout *p, const char *ws,
+                                     const float *xo, const float *xlse, void *out,
+                                     float *lse)
+{
+    const unsigned Hq = g->num_qo_heads, D = g->head_dim;
+    fin_args f;
+    f.po = (const float *)(ws + p->off_po);
+    f.plse = (const float *)(ws + p->off_pl);
+    f.xo = xo;
+    f.xlse = xlse;
+    f.out = out;
+    f.lse = lse;
+    f.rows = p->num_rows;
+    f.Hq = Hq;
+    f.G = Hq / g->num_kv_heads;
+    f.D = D;
+    f.splits = p->splits;
+    return launch_1d(c, (size_t)p->num_rows * Hq, fn, [&](unsigned nb, size_t b0) {
+        switch (g->dtype) {
+        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
+        case RKV_DTYPE_BF16:
+            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
+            break;
+        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
+        }
+    });
+}
+
 extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                          const void *kbase, const void *vbase,
                                          const rkv_attn_rows *rows,
@@ -1114,29 +1180,32 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
                                          float sm_scale, void *out, float *lse)
 {
     const char *fn = shared ? "rkv_attn_cascade" : "rkv_attn_rows";
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     /* prefill/extend of 16-bit types (some request has several query rows)
      * runs on tensor cores */
-    if (shared == NULL && use_tc(g, rows))
-        return prefill_tc(c, g, kbase, vbase, rows, q, sm_scale, out, lse);
+    if (shared == NULL && use_tensor_cores(g, rows))
+        return prefill_tensor_core(c, g, kbase, vbase, rows, q, sm_scale, out, lse);
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
     const unsigned D = g->head_dim, nrows = rows->num_rows;
     const split_choice sc = choose_split(c, g, rows);
-    const unsigned ng = sc.ng, hpw = sc.hpw, chunk = sc.chunk;
     const size_t splits = sc.splits;
 
-    const uint32_t total_pages = rows->kv_indptr[rows->num_reqs];
     const size_t nst = (size_t)nrows * Hq;
     carve cv;
-    size_t off_req = cv.add((size_t)nrows * 4), off_len = cv.add((size_t)nrows * 4);
-    size_t off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
-    size_t off_idx = cv.add((size_t)total_pages * 4);
+    /* this call's workspace, laid out as a plan's (plus the cascade's) */
+    rkv_attn_plan_layout L;
+    carve_rows(cv, &L, rows);
     size_t off_pages = shared ? cv.add((size_t)shared->num_pages * 4) : 0;
     size_t host_bytes = cv.total; /* the index arrays, uploaded in one copy */
     /* one split and no shared prefix: the rows kernel writes the output */
-    const bool direct = splits == 1 && shared == NULL;
-    size_t off_po = cv.add(direct ? 0 : splits * nst * D * 4);
-    size_t off_pl = cv.add(direct ? 0 : splits * nst * 4);
+    L.direct = splits == 1 && shared == NULL;
+    L.off_po = cv.add(L.direct ? 0 : splits * nst * D * 4);
+    L.off_pl = cv.add(L.direct ? 0 : splits * nst * 4);
+    L.splits = (uint32_t)splits;
+    L.chunk = sc.chunk;
+    L.ng = sc.ng;
+    L.hpw = sc.hpw;
+    L.num_rows = nrows;
     size_t off_qp = 0, off_kg = 0, off_vg = 0, off_sc = 0, off_p = 0;
     size_t off_oc = 0, off_cm = 0, off_cl = 0, off_xo = 0, off_xl = 0;
     unsigned C = 0, MB = 0;
@@ -1173,10 +1242,7 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     char *stage = (char *)calloc(1, host_bytes);
     if (stage == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
-    memcpy(stage + off_req, rows->row_req, (size_t)nrows * 4);
-    memcpy(stage + off_len, rows->row_len, (size_t)nrows * 4);
-    memcpy(stage + off_ind, rows->kv_indptr, ((size_t)rows->num_reqs + 1) * 4);
-    memcpy(stage + off_idx, rows->kv_indices, (size_t)total_pages * 4);
+    stage_rows(stage, &L, rows);
     if (shared != NULL)
         memcpy(stage + off_pages, shared->pages, (size_t)shared->num_pages * 4);
     rkv_status st = ws_reserve(c, cv.total, fn);
@@ -1192,74 +1258,25 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
         return st;
     char *ws = (char *)c->ws;
 
-    rows_args a;
-    a.q = q;
-    a.kb = kbase;
-    a.vb = vbase;
-    a.row_req = (const unsigned *)(ws + off_req);
-    a.row_len = (const unsigned *)(ws + off_len);
-    a.kv_indptr = (const unsigned *)(ws + off_ind);
-    a.kv_indices = (const unsigned *)(ws + off_idx);
-    a.po = (float *)(ws + off_po);
-    a.plse = (float *)(ws + off_pl);
-    a.out = direct ? out : NULL;
-    a.lse = direct ? lse : NULL;
-    a.rows = nrows;
-    a.Hq = Hq;
-    a.Hkv = Hkv;
-    a.G = G;
-    a.P = g->page_size;
-    a.chunk = chunk;
-    a.ng = ng;
-    a.scale = sm_scale;
-    if ((size_t)Hkv * ng > 65535)
+    if ((size_t)Hkv * L.ng > 65535)
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
                              "%s: %zu query head groups exceed a grid's y (65535)", fn,
-                             (size_t)Hkv * ng);
-    st = launch_1d(c, nrows, fn, [&](unsigned nb, size_t b0) {
-        dim3 grid(nb, Hkv * ng, (unsigned)splits);
-        a.row0 = (unsigned)b0;
-        switch (g->dtype) {
-        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, hpw); break;
-        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, hpw); break;
-        default: launch_rows<float>(grid, c->stream, a, D, hpw); break;
-        }
-    });
-    if (st != RKV_OK)
+                             (size_t)Hkv * L.ng);
+    st = launch_rows_at(c, g, fn, &L, ws, kbase, vbase, q, sm_scale, out, lse);
+    if (st != RKV_OK || L.direct)
         return st;
-    if (direct)
-        return RKV_OK;
 
-    fin_args f;
-    f.po = a.po;
-    f.plse = a.plse;
-    f.xo = NULL;
-    f.xlse = NULL;
+    const float *xo = NULL, *xlse = NULL;
     if (shared != NULL) {
-        f.xo = (const float *)(ws + off_xo);
-        f.xlse = (const float *)(ws + off_xl);
+        xo = (const float *)(ws + off_xo);
+        xlse = (const float *)(ws + off_xl);
         st = cascade_shared(c, g, kbase, vbase, rows, shared, q, sm_scale, ws, off_pages,
                             off_qp, off_kg, off_vg, off_sc, off_p, off_oc, off_cm, off_cl,
                             (float *)(ws + off_xo), (float *)(ws + off_xl), C, MB);
         if (st != RKV_OK)
             return st;
     }
-    f.out = out;
-    f.lse = lse;
-    f.rows = nrows;
-    f.Hq = Hq;
-    f.G = G;
-    f.D = D;
-    f.splits = (unsigned)splits;
-    return launch_1d(c, nst, fn, [&](unsigned nb, size_t b0) {
-        switch (g->dtype) {
-        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
-        case RKV_DTYPE_BF16:
-            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
-            break;
-        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
-        }
-    });
+    return launch_finalize_at(c, g, fn, &L, ws, xo, xlse, out, lse);
 }
 
 /* ---- plan / run ----------------------------------------------------------- */
@@ -1279,20 +1296,16 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
                              "%s: %zu query head groups exceed a grid's y (65535)", fn,
                              (size_t)Hkv * sc.ng);
     (void)G;
-    const uint32_t nrows = rows->num_rows, total_pages = rows->kv_indptr[rows->num_reqs];
+    const uint32_t nrows = rows->num_rows;
     const size_t nst = (size_t)nrows * g->num_qo_heads;
     carve cv;
     rkv_attn_plan_layout p;
-    memset(&p, 0, sizeof p);
-    p.off_req = cv.add((size_t)nrows * 4);
-    p.off_len = cv.add((size_t)nrows * 4);
-    p.off_ind = cv.add(((size_t)rows->num_reqs + 1) * 4);
-    p.off_idx = cv.add((size_t)total_pages * 4);
-    p.tc = use_tc(g, rows);
-    p.ntiles = p.tc ? tc_tiles(rows, g->num_qo_heads / Hkv, NULL) : 0;
+    carve_rows(cv, &p, rows);
+    p.tensor_core = use_tensor_cores(g, rows);
+    p.ntiles = p.tensor_core ? tensor_core_tiles(rows, g->num_qo_heads / Hkv, NULL) : 0;
     p.off_t = cv.add(p.ntiles * 16);
     const size_t host_bytes = cv.total;
-    p.direct = sc.splits == 1 || p.tc;
+    p.direct = sc.splits == 1 || p.tensor_core;
     p.off_po = cv.add(p.direct ? 0 : sc.splits * nst * g->head_dim * 4);
     p.off_pl = cv.add(p.direct ? 0 : sc.splits * nst * 4);
     p.ws_bytes = cv.total;
@@ -1311,20 +1324,17 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     if (((uintptr_t)ws & 255) != 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: workspace %p not 256-byte aligned",
                              fn, ws);
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     char *stage = (char *)calloc(1, host_bytes);
     if (stage == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
-    memcpy(stage + p.off_req, rows->row_req, (size_t)nrows * 4);
-    memcpy(stage + p.off_len, rows->row_len, (size_t)nrows * 4);
-    memcpy(stage + p.off_ind, rows->kv_indptr, ((size_t)rows->num_reqs + 1) * 4);
-    memcpy(stage + p.off_idx, rows->kv_indices, (size_t)total_pages * 4);
-    if (p.tc)
-        tc_tiles(rows, g->num_qo_heads / Hkv, (uint32_t *)(stage + p.off_t));
+    stage_rows(stage, &p, rows);
+    if (p.tensor_core)
+        tensor_core_tiles(rows, g->num_qo_heads / Hkv, (uint32_t *)(stage + p.off_t));
     /* a pageable source is staged before the call returns */
     cudaError_t e = cudaMemcpyAsync(ws, stage, host_bytes, cudaMemcpyHostToDevice, c->stream);
     free(stage);
-    CU_TRY(e, fn);
+    RKV_CU_TRY(e, fn);
     *out = p;
     return RKV_OK;
 }
@@ -1337,64 +1347,15 @@ extern "C" rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g
                                         float sm_scale, void *out, float *lse)
 {
     static const char fn[] = "rkv_attn_run";
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     char *w = (char *)ws;
-    if (p->tc)
-        return tc_launch(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t, p->ntiles,
-                         kbase, vbase, q, sm_scale, out, lse);
-    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, D = g->head_dim;
-    rows_args a;
-    a.q = q;
-    a.kb = kbase;
-    a.vb = vbase;
-    a.row_req = (const unsigned *)(w + p->off_req);
-    a.row_len = (const unsigned *)(w + p->off_len);
-    a.kv_indptr = (const unsigned *)(w + p->off_ind);
-    a.kv_indices = (const unsigned *)(w + p->off_idx);
-    a.po = (float *)(w + p->off_po);
-    a.plse = (float *)(w + p->off_pl);
-    a.out = p->direct ? out : NULL;
-    a.lse = p->direct ? lse : NULL;
-    a.rows = p->num_rows;
-    a.Hq = Hq;
-    a.Hkv = Hkv;
-    a.G = Hq / Hkv;
-    a.P = g->page_size;
-    a.chunk = p->chunk;
-    a.ng = p->ng;
-    a.scale = sm_scale;
-    rkv_status st = launch_1d(c, p->num_rows, fn, [&](unsigned nb, size_t b0) {
-        dim3 grid(nb, Hkv * p->ng, p->splits);
-        a.row0 = (unsigned)b0;
-        switch (g->dtype) {
-        case RKV_DTYPE_F16: launch_rows<f16_t>(grid, c->stream, a, D, p->hpw); break;
-        case RKV_DTYPE_BF16: launch_rows<bf16_t>(grid, c->stream, a, D, p->hpw); break;
-        default: launch_rows<float>(grid, c->stream, a, D, p->hpw); break;
-        }
-    });
+    if (p->tensor_core)
+        return launch_tensor_core(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t,
+                                  p->ntiles, kbase, vbase, q, sm_scale, out, lse);
+    rkv_status st = launch_rows_at(c, g, fn, p, w, kbase, vbase, q, sm_scale, out, lse);
     if (st != RKV_OK || p->direct)
         return st;
-    fin_args f;
-    f.po = a.po;
-    f.plse = a.plse;
-    f.xo = NULL;
-    f.xlse = NULL;
-    f.out = out;
-    f.lse = lse;
-    f.rows = p->num_rows;
-    f.Hq = Hq;
-    f.G = a.G;
-    f.D = D;
-    f.splits = p->splits;
-    return launch_1d(c, (size_t)p->num_rows * Hq, fn, [&](unsigned nb, size_t b0) {
-        switch (g->dtype) {
-        case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
-        case RKV_DTYPE_BF16:
-            RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<bf16_t>)(f, b0);
-            break;
-        default: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<float>)(f, b0); break;
-        }
-    });
+    return launch_finalize_at(c, g, fn, p, w, NULL, NULL, out, lse);
 }
 
 /* ---- merge ---------------------------------------------------------------- */
@@ -1437,7 +1398,7 @@ extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom 
                                           float *lse_out)
 {
     static const char fn[] = "rkv_attn_merge";
-    GUARD(c->device, fn);
+    RKV_DEVICE_GUARD(c->device, fn);
     const unsigned D = g->head_dim;
     return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
         switch (g->dtype) {
@@ -1455,52 +1416,4 @@ extern "C" rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom 
             break;
         }
     });
-}
-
-/* ---- block copies --------------------------------------------------------- */
-
-extern "C" rkv_status rkv_attn_cuda_copy_blocks(int device, void *base, size_t seg,
-                                                size_t stride, uint32_t height, uint32_t n,
-                                                const uint32_t *src, const uint32_t *dst)
-{
-    static const char fn[] = "rkv_pool_copy_blocks";
-    GUARD(device, fn);
-    char *b = (char *)base;
-    /* stream 0 does not wait for non-blocking streams that may still
-     * write these blocks: order after all work, as copy_host does */
-    CU_TRY(cudaDeviceSynchronize(), fn);
-    for (uint32_t i = 0; i < n; i++) {
-        if (src[i] == dst[i])
-            continue;
-        CU_TRY(cudaMemcpy2DAsync(b + (size_t)dst[i] * seg, stride, b + (size_t)src[i] * seg,
-                                 stride, seg, height, cudaMemcpyDeviceToDevice, 0),
-               fn);
-    }
-    CU_TRY(cudaDeviceSynchronize(), fn);
-    return RKV_OK;
-}
-
-extern "C" rkv_status rkv_attn_cuda_copy_host(int device, void *base, size_t seg,
-                                              size_t stride, uint32_t height, uint32_t n,
-                                              const uint32_t *ids, void *host, int to_host)
-{
-    const char *fn = to_host ? "rkv_pool_copy_to_host" : "rkv_pool_copy_from_host";
-    GUARD(device, fn);
-    char *b = (char *)base, *h = (char *)host;
-    const size_t bpb = seg * height;
-    /* other streams may still write these blocks: order after all work */
-    CU_TRY(cudaDeviceSynchronize(), fn);
-    for (uint32_t i = 0; i < n; i++) {
-        char *blk = b + (size_t)ids[i] * seg;
-        if (to_host)
-            CU_TRY(cudaMemcpy2D(h + i * bpb, seg, blk, stride, seg, height,
-                                cudaMemcpyDeviceToHost),
-                   fn);
-        else
-            CU_TRY(cudaMemcpy2D(blk, stride, h + i * bpb, seg, seg, height,
-                                cudaMemcpyHostToDevice),
-                   fn);
-    }
-    CU_TRY(cudaDeviceSynchronize(), fn);
-    return RKV_OK;
 }

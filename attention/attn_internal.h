@@ -47,8 +47,6 @@ typedef struct rkv_attn_shared {
     const uint32_t *pages;
 } rkv_attn_shared;
 
-size_t rkv_attn_dtype_size(rkv_dtype d);
-
 #define RKV_ATTN_CASCADE_BUDGET ((size_t)256 << 20)
 /* Internal tunable (tests): the device memory budget of a CUDA cascade's
  * shared-prefix chunks; 0 restores the default. No effect on host pools. */
@@ -73,7 +71,7 @@ float rkv_attn_cpu_load(rkv_dtype dt, const void *src, size_t i);
 
 /* The CUDA backend (attn_cuda.cu, in libradixkv_cuda). The core never
  * calls these directly: it reaches them through the backend table
- * (common/cuda_backend.h). */
+ * (common/cuda_backend.h, filled in attention/cuda_backend.cu). */
 typedef struct rkv_attn_cuda rkv_attn_cuda;
 rkv_status rkv_attn_cuda_create(int device, rkv_attn_cuda **out);
 void rkv_attn_cuda_destroy(rkv_attn_cuda *c);
@@ -97,7 +95,7 @@ typedef struct rkv_attn_plan_layout {
     size_t ntiles;  /* tensor-core prefill tiles */
     uint32_t num_rows, splits, chunk, ng, hpw;
     int direct; /* one split: the rows kernel writes the output */
-    int tc;     /* prefill/extend of f16/bf16: the tensor-core kernel */
+    int tensor_core; /* prefill/extend of f16/bf16: the tensor-core kernel */
 } rkv_attn_plan_layout;
 /* ws NULL: fills only the sizes (out->ws_bytes). Else uploads the rows'
  * index arrays into ws (>= out->ws_bytes, 256-byte aligned) on the
@@ -118,17 +116,6 @@ rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                uint32_t n, const void *v_a, const float *lse_a,
                                const void *v_b, const float *lse_b,
                                void *v_out, float *lse_out);
-/* Block copies of a CUDA pool: a block's 2 * num_layers segments of seg
- * bytes sit at stride `stride` from base + id * seg. Synchronous. */
-rkv_status rkv_attn_cuda_copy_blocks(int device, void *base, size_t seg,
-                                     size_t stride, uint32_t height,
-                                     uint32_t n, const uint32_t *src,
-                                     const uint32_t *dst);
-rkv_status rkv_attn_cuda_copy_host(int device, void *base, size_t seg,
-                                   size_t stride, uint32_t height, uint32_t n,
-                                   const uint32_t *ids, void *host,
-                                   int to_host);
-
 #ifdef __cplusplus
 }
 #endif

@@ -1,19 +1,18 @@
 /*
- * common/cuda_backend.h -- the interface between the core library
- * (libradixkv, which has no CUDA dependency) and the CUDA backend
- * (libradixkv_cuda: alloc/ *.cu, attention/ *.cu, common/cuda_backend.cu).
+ * common/cuda_backend.h -- the CUDA backend's function table: the one
+ * interface between the core library (libradixkv, which has no CUDA
+ * dependency) and the CUDA backend (libradixkv_cuda: alloc/ *.cu,
+ * attention/ *.cu; the table itself is attention/cuda_backend.cu).
  *
  * The backend exports exactly one function, RKV_CUDA_BACKEND_ENTRY, which
- * returns a constant table of function pointers. The core finds it
- * (common/cuda_loader.c) when a CUDA pool is created, in this order:
- *   1. $RKV_CUDA_BACKEND, if set and not empty: that file and nothing else;
- *   2. a backend the application linked (the entry resolves at link or load
- *      time, no dlopen);
- *   3. dlopen(RKV_CUDA_BACKEND_SONAME) through the usual library path;
- *   4. RKV_CUDA_BACKEND_SONAME in the directory libradixkv itself was loaded
- *      from (dladdr), so an installed prefix works without ld.so.cache.
- * A table whose abi differs from RKV_CUDA_BACKEND_ABI, or whose size is
- * smaller than this struct, is refused (RKV_ERR_NO_DEVICE).
+ * returns a constant table of function pointers; the core finds and
+ * validates it in common/cuda_loader.c (common/cuda_loader.h). A table
+ * whose abi differs from RKV_CUDA_BACKEND_ABI, or whose size is smaller
+ * than this struct, is refused (RKV_ERR_NO_DEVICE).
+ *
+ * This header names the attention backend's types only as incomplete
+ * struct tags (attention/attn_internal.h defines them), so the loader, the
+ * pool and the tiers see the table without attention/ internals.
  *
  * Invariants: the table is immutable and lives as long as the library is
  * loaded; every backend function returns an rkv_status and, on failure,
@@ -21,7 +20,7 @@
  * last_error() (the backend carries its own copy of common/status.c, so
  * nothing is shared between the two libraries but this table). The core
  * copies that sentence into its rkv_last_error() (rkv_cuda_status).
- * Change anything in the table: bump RKV_CUDA_BACKEND_ABI.
+ * Change the table's layout: bump RKV_CUDA_BACKEND_ABI.
  */
 #ifndef RKV_COMMON_CUDA_BACKEND_H
 #define RKV_COMMON_CUDA_BACKEND_H
@@ -29,7 +28,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attention/attn_internal.h"
 #include "common/status.h"
 #include "radixkv.h"
 
@@ -43,6 +41,12 @@ extern "C" {
 #define RKV_CUDA_BACKEND_SONAME "libradixkv_cuda.so.0"
 #define RKV_CUDA_BACKEND_ENV "RKV_CUDA_BACKEND"
 
+/* The attention backend's types (attention/attn_internal.h). */
+struct rkv_attn_cuda;
+struct rkv_attn_geom;
+struct rkv_attn_rows;
+struct rkv_attn_shared;
+struct rkv_attn_plan_layout;
 
 typedef struct rkv_cuda_backend {
     uint32_t abi;  /* RKV_CUDA_BACKEND_ABI of the backend's build */
@@ -55,21 +59,22 @@ typedef struct rkv_cuda_backend {
     rkv_status (*mem_alloc)(int device, size_t bytes, void **out);
     void (*mem_free)(int device, void *p);
 
-    /* Paged attention and block copies: see attention/attn_internal.h. */
-    rkv_status (*attn_create)(int device, rkv_attn_cuda **out);
-    void (*attn_destroy)(rkv_attn_cuda *c);
-    rkv_status (*attn_set_stream)(rkv_attn_cuda *c, void *stream);
-    rkv_status (*attn_sync)(rkv_attn_cuda *c);
-    rkv_status (*attn_append)(rkv_attn_cuda *c, const rkv_attn_geom *g,
+    /* Paged attention (attention/attn_internal.h) and the pool's
+     * synchronous block copies (alloc/pool_copy.h). */
+    rkv_status (*attn_create)(int device, struct rkv_attn_cuda **out);
+    void (*attn_destroy)(struct rkv_attn_cuda *c);
+    rkv_status (*attn_set_stream)(struct rkv_attn_cuda *c, void *stream);
+    rkv_status (*attn_sync)(struct rkv_attn_cuda *c);
+    rkv_status (*attn_append)(struct rkv_attn_cuda *c, const struct rkv_attn_geom *g,
                               void *kbase, void *vbase, uint32_t n,
                               const uint32_t *slots, const void *k,
                               const void *v);
-    rkv_status (*attn_rows)(rkv_attn_cuda *c, const rkv_attn_geom *g,
+    rkv_status (*attn_rows)(struct rkv_attn_cuda *c, const struct rkv_attn_geom *g,
                             const void *kbase, const void *vbase,
-                            const rkv_attn_rows *rows,
-                            const rkv_attn_shared *shared, const void *q,
+                            const struct rkv_attn_rows *rows,
+                            const struct rkv_attn_shared *shared, const void *q,
                             float sm_scale, void *out, float *lse);
-    rkv_status (*attn_merge)(rkv_attn_cuda *c, const rkv_attn_geom *g,
+    rkv_status (*attn_merge)(struct rkv_attn_cuda *c, const struct rkv_attn_geom *g,
                              uint32_t n, const void *v_a, const float *lse_a,
                              const void *v_b, const float *lse_b, void *v_out,
                              float *lse_out);
@@ -81,7 +86,7 @@ typedef struct rkv_cuda_backend {
                             void *host, int to_host);
     /* Bytes the cascade path may use for its chunk buffers (internal
      * tunable, so tests reach the many-chunk path); 0 = default. */
-    void (*attn_set_cascade_budget)(rkv_attn_cuda *c, size_t bytes);
+    void (*attn_set_cascade_budget)(struct rkv_attn_cuda *c, size_t bytes);
 
     /* Page-locked host memory (cudaHostAlloc) for a host tier store
      * (tier/host_store.c), so the pool's copies to and from it are DMA.
@@ -114,45 +119,17 @@ typedef struct rkv_cuda_backend {
 
     /* Plan / run of attention batches (attention/attn_internal.h; added in
      * ABI 5). */
-    rkv_status (*attn_plan)(rkv_attn_cuda *c, const rkv_attn_geom *g,
-                            const rkv_attn_rows *rows, void *ws, size_t ws_bytes,
-                            rkv_attn_plan_layout *out);
-    rkv_status (*attn_run)(rkv_attn_cuda *c, const rkv_attn_geom *g,
-                           const rkv_attn_plan_layout *p, void *ws, const void *kbase,
+    rkv_status (*attn_plan)(struct rkv_attn_cuda *c, const struct rkv_attn_geom *g,
+                            const struct rkv_attn_rows *rows, void *ws, size_t ws_bytes,
+                            struct rkv_attn_plan_layout *out);
+    rkv_status (*attn_run)(struct rkv_attn_cuda *c, const struct rkv_attn_geom *g,
+                           const struct rkv_attn_plan_layout *p, void *ws, const void *kbase,
                            const void *vbase, const void *q, float sm_scale, void *out,
                            float *lse);
 } rkv_cuda_backend;
 
-/* The backend's one exported symbol (defined in common/cuda_backend.cu). */
+/* The backend's one exported symbol (defined in attention/cuda_backend.cu). */
 typedef const rkv_cuda_backend *(*rkv_cuda_backend_entry_fn)(void);
-
-/* ---- core side (common/cuda_loader.c) ------------------------------------ */
-
-/* A loaded backend: handle is the dlopen handle (NULL when the application
- * linked the backend), be the validated table (NULL when none). */
-typedef struct rkv_cuda_lib {
-    void *handle;
-    const rkv_cuda_backend *be;
-} rkv_cuda_lib;
-
-/* Finds, loads and validates the backend (order above). fn names the public
- * call in the message. On failure: RKV_ERR_NO_DEVICE naming every file it
- * tried, *out untouched. */
-rkv_status rkv_cuda_load(const char *fn, rkv_cuda_lib *out);
-/* Releases what rkv_cuda_load took; zeroes *lib. NULL / zeroed: no-op. */
-void rkv_cuda_unload(rkv_cuda_lib *lib);
-
-/* The backend of a CUDA pool (NULL for a host pool): alloc/pool.c. */
-const rkv_cuda_backend *rkv_pool_cuda_backend(const rkv_pool *pool);
-
-/* Queues copies of n blocks of a CUDA pool to (to_host) or from one host
- * pointer per block (bytes_per_block each) on `stream`, after the checks of
- * rkv_pool_copy_to_host; returns once they are queued, not done
- * (attention/block_copy.c; used by the tier, radix/tree_copy.c).
- * RKV_ERR_STATE on a host pool. */
-rkv_status rkv_pool_copy_async(rkv_pool *pool, void *stream, uint32_t n,
-                               const rkv_block_id *ids, void *const *host,
-                               int to_host);
 
 /* Turns a backend status into a core one: on failure the backend's message
  * becomes rkv_last_error(). */

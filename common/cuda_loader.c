@@ -23,7 +23,7 @@
  * changes nothing and says, in one sentence, every file it tried and why
  * each failed.
  */
-#include "common/cuda_backend.h"
+#include "common/cuda_loader.h"
 
 #include <dlfcn.h>
 #include <link.h>

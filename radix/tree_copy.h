@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "alloc/pool_copy.h"
 #include "common/cuda_backend.h"
 #include "radix/tree_internal.h"
 

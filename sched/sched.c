@@ -140,7 +140,7 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
      * attached tiers get it at the first step) */
     int log_on = c.use_tiers && rkv_slog_tiers_attached(tree);
     if (log_on && (st = rkv_tree_store_log_enable(
-                       tree, rkv_stier_log_cap(rkv_tree_pool(tree)))) != RKV_OK)
+                       tree, rkv_sched_tier_log_cap(rkv_tree_pool(tree)))) != RKV_OK)
         return st;
     rkv_sched *s = rkv_sched_mem_calloc(1, sizeof *s);
     if (s == NULL) {
@@ -148,7 +148,7 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
             (void)rkv_tree_store_log_enable(tree, 0);
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_create: out of memory");
     }
-    s->slog_on = log_on;
+    s->store_log_on = log_on;
     s->tree = tree;
     s->pool = rkv_tree_pool(tree);
     s->P = rkv_pool_page_size(s->pool);
@@ -162,7 +162,7 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
     return RKV_OK;
 }
 
-void rkv_sreq_free(rkv_sreq *r)
+void rkv_sched_req_free(rkv_sched_req *r)
 {
     if (r == NULL)
         return;
@@ -177,16 +177,16 @@ void rkv_sched_destroy(rkv_sched *s)
     if (s == NULL)
         return;
     while (s->nrunning > 0) {
-        rkv_sreq *r = s->running[s->nrunning - 1];
-        rkv_sreq_release(s, r);
+        rkv_sched_req *r = s->running[s->nrunning - 1];
+        rkv_sched_req_release(s, r);
         rkv_sched_running_remove(s, r);
-        rkv_sreq_free(r);
+        rkv_sched_req_free(r);
     }
-    rkv_stier_destroy(s);
-    if (s->slog_on)
+    rkv_sched_tier_destroy(s);
+    if (s->store_log_on)
         (void)rkv_tree_store_log_enable(s->tree, 0); /* the scheduler's */
     for (uint32_t i = 0; i < s->nwaiting; i++)
-        rkv_sreq_free(s->waiting[i]);
+        rkv_sched_req_free(s->waiting[i]);
     rkv_sched_free_grave(s);
     free(s->grave);
     rkv_u64map_fini(&s->by_id);
@@ -194,28 +194,28 @@ void rkv_sched_destroy(rkv_sched *s)
     rkv_u64map_fini(&s->memo_depth);
     rkv_u64map_fini(&s->inflight);
 
-    rkv_squeue_fini(&s->order);
-    rkv_squeue_fini(&s->arrivals);
+    rkv_sched_queue_fini(&s->order);
+    rkv_sched_queue_fini(&s->arrivals);
     free(s->waiting);
     free(s->running);
     free(s->plan_reqs);
-    free(s->p_ids);
-    free(s->p_qo);
-    free(s->p_prefix);
-    free(s->p_cached);
-    free(s->p_kvptr);
-    free(s->p_last);
-    free(s->p_kvidx);
-    free(s->p_slots);
-    free(s->p_inputs);
-    free(s->p_emits);
+    free(s->plan_ids);
+    free(s->plan_qo);
+    free(s->plan_prefix);
+    free(s->plan_cached);
+    free(s->plan_kvptr);
+    free(s->plan_last);
+    free(s->plan_kvidx);
+    free(s->plan_slots);
+    free(s->plan_inputs);
+    free(s->plan_emits);
     free(s->scratch);
     free(s);
 }
 
 /* ---- waiting / running sets ------------------------------------------------ */
 
-rkv_status rkv_sched_waiting_add(rkv_sched *s, rkv_sreq *r)
+rkv_status rkv_sched_waiting_add(rkv_sched *s, rkv_sched_req *r)
 {
     rkv_status st = rkv_ensure_cap((void **)&s->waiting, &s->waiting_cap,
                                    s->nwaiting + 1, sizeof *s->waiting);
@@ -230,27 +230,27 @@ rkv_status rkv_sched_waiting_add(rkv_sched *s, rkv_sreq *r)
     return RKV_OK;
 }
 
-void rkv_sched_waiting_remove(rkv_sched *s, rkv_sreq *r)
+void rkv_sched_waiting_remove(rkv_sched *s, rkv_sched_req *r)
 {
     uint32_t i = r->ridx;
     s->waiting[i] = s->waiting[--s->nwaiting];
     s->waiting[i]->ridx = i;
     r->state = RKV_REQ_RUNNING; /* callers set the final state */
-    r->qstamp++; /* its queue entries die */
-    r->astamp++;
+    r->order_stamp++; /* its queue entries die */
+    r->arrival_stamp++;
     s->order.dead++;
     s->arrivals.dead++;
     s->dfs_dirty = 1;
 }
 
-void rkv_sched_running_remove(rkv_sched *s, rkv_sreq *r)
+void rkv_sched_running_remove(rkv_sched *s, rkv_sched_req *r)
 {
     uint32_t i = r->ridx;
     s->running[i] = s->running[--s->nrunning];
     s->running[i]->ridx = i;
 }
 
-void rkv_sched_bury(rkv_sched *s, rkv_sreq *r)
+void rkv_sched_bury(rkv_sched *s, rkv_sched_req *r)
 {
     rkv_u64map_del(&s->by_id, r->id);
     r->state = RKV_REQ_FINISHED;
@@ -260,7 +260,7 @@ void rkv_sched_bury(rkv_sched *s, rkv_sreq *r)
 void rkv_sched_free_grave(rkv_sched *s)
 {
     for (uint32_t i = 0; i < s->ngrave; i++)
-        rkv_sreq_free(s->grave[i]);
+        rkv_sched_req_free(s->grave[i]);
     s->ngrave = 0;
 }
 
@@ -335,7 +335,7 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
                             sizeof *s->grave);
     if (st != RKV_OK)
         return st;
-    rkv_sreq *r = rkv_sched_mem_calloc(1, sizeof *r);
+    rkv_sched_req *r = rkv_sched_mem_calloc(1, sizeof *r);
     if (r == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
     r->cap = d->prompt_len + d->max_new_tokens;
@@ -355,13 +355,13 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
     r->priority = d->priority;
     r->arrival_ms = d->arrival_ms;
     if (rt != NULL) {
-        r->has_ret = 1;
-        r->ret = *rt;
+        r->has_retention = 1;
+        r->retention = *rt;
     }
     r->seq = s->next_seq;
     st = rkv_sched_waiting_add(s, r);
     if (st != RKV_OK) {
-        rkv_sreq_free(r);
+        rkv_sched_req_free(r);
         return st;
     }
     s->next_seq++;
@@ -378,9 +378,9 @@ rkv_status rkv_sched_abort(rkv_sched *s, uint64_t id)
         return rkv_set_error(RKV_ERR_NOT_FOUND,
                              "rkv_sched_abort: no live request %llu",
                              (unsigned long long)id);
-    rkv_sreq *r = (rkv_sreq *)(uintptr_t)*v;
+    rkv_sched_req *r = (rkv_sched_req *)(uintptr_t)*v;
     if (r->state == RKV_REQ_WAITING) {
-        rkv_stier_drop(s, r);
+        rkv_sched_tier_drop(s, r);
         rkv_sched_waiting_remove(s, r);
     } else {
         if (s->plan_pending) {
@@ -389,7 +389,7 @@ rkv_status rkv_sched_abort(rkv_sched *s, uint64_t id)
                     s->plan_reqs[i] = NULL; /* commit skips it */
             }
         }
-        rkv_sreq_release(s, r);
+        rkv_sched_req_release(s, r);
         rkv_sched_running_remove(s, r);
     }
     r->finish = RKV_FINISH_ABORT;

@@ -12,7 +12,7 @@
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, __VA_ARGS__)
 
-static rkv_status rkv_check_running(const rkv_sched *s, const rkv_sreq *r,
+static rkv_status rkv_check_running(const rkv_sched *s, const rkv_sched_req *r,
                                     uint32_t i, uint8_t *own)
 {
     const uint32_t P = s->P;
@@ -59,10 +59,10 @@ static rkv_status rkv_check_running(const rkv_sched *s, const rkv_sreq *r,
             own[x] = 1;
         }
     }
-    if (r->infl_from > r->infl_to ||
-        (r->infl_to > r->infl_from && r->infl_to > r->nhash))
+    if (r->inflight_from > r->inflight_to ||
+        (r->inflight_to > r->inflight_from && r->inflight_to > r->nhash))
         return CORRUPT("rkv_sched_check: request %llu in-flight pages "
-                       "[%u, %u) of %u hashes", id, r->infl_from, r->infl_to,
+                       "[%u, %u) of %u hashes", id, r->inflight_from, r->inflight_to,
                        r->nhash);
     return RKV_OK;
 }
@@ -88,7 +88,7 @@ rkv_status rkv_sched_check(const rkv_sched *s)
                        (unsigned long long)s->now_ms,
                        (unsigned long long)rs.now_ms);
     for (uint32_t i = 0; i < s->nwaiting; i++) {
-        const rkv_sreq *r = s->waiting[i];
+        const rkv_sched_req *r = s->waiting[i];
         const uint64_t *v = rkv_u64map_get(&s->by_id, r->id);
         if (r->state != RKV_REQ_WAITING || r->ridx != i || v == NULL ||
             *v != (uint64_t)(uintptr_t)r)
@@ -96,7 +96,7 @@ rkv_status rkv_sched_check(const rkv_sched *s)
                            "state %d index %u", i,
                            (unsigned long long)r->id, (int)r->state, r->ridx);
         if (r->nblocks != 0 || r->locked_pages != 0 || r->kv_len != 0 ||
-            r->infl_to != r->infl_from || r->lease.id != 0)
+            r->inflight_to != r->inflight_from || r->lease.id != 0)
             return CORRUPT("rkv_sched_check: waiting request %llu holds KV",
                            (unsigned long long)r->id);
         if (r->len != r->prompt_len + r->generated || r->len > r->tok_cap ||
@@ -105,7 +105,7 @@ rkv_status rkv_sched_check(const rkv_sched *s)
                            (unsigned long long)r->id, r->len);
     }
     for (uint32_t i = 0; i < s->ngrave; i++) {
-        const rkv_sreq *r = s->grave[i];
+        const rkv_sched_req *r = s->grave[i];
         if (r->state != RKV_REQ_FINISHED || r->finish == RKV_FINISH_NONE ||
             (unsigned)r->finish > RKV_FINISH_ABORT || r->nblocks != 0 ||
             r->locked_pages != 0 || r->kv_len != 0 ||
@@ -124,7 +124,7 @@ rkv_status rkv_sched_check(const rkv_sched *s)
     rkv_status st = RKV_OK;
     uint64_t tokens = 0, infl = 0;
     for (uint32_t i = 0; i < s->nrunning && st == RKV_OK; i++) {
-        const rkv_sreq *r = s->running[i];
+        const rkv_sched_req *r = s->running[i];
         const uint64_t *v = rkv_u64map_get(&s->by_id, r->id);
         if (v == NULL || *v != (uint64_t)(uintptr_t)r)
             st = CORRUPT("rkv_sched_check: running request %llu not indexed",
@@ -132,7 +132,7 @@ rkv_status rkv_sched_check(const rkv_sched *s)
         else
             st = rkv_check_running(s, r, i, own);
         tokens += r->sched_q;
-        infl += r->infl_to - r->infl_from;
+        infl += r->inflight_to - r->inflight_from;
     }
     free(own);
     if (st != RKV_OK)
@@ -152,13 +152,13 @@ rkv_status rkv_sched_check(const rkv_sched *s)
             return CORRUPT("rkv_sched_check: pending plan of %u requests",
                            s->plan_n);
         for (uint32_t i = 0; i < s->plan_n; i++) {
-            const rkv_sreq *r = s->plan_reqs[i];
+            const rkv_sched_req *r = s->plan_reqs[i];
             if (r != NULL && (r->state != RKV_REQ_RUNNING || r->sched_q == 0))
                 return CORRUPT("rkv_sched_check: plan entry %u not planned",
                                i);
         }
     }
-    if ((st = rkv_stier_check(s)) != RKV_OK)
+    if ((st = rkv_sched_tier_check(s)) != RKV_OK)
         return st;
     if ((st = rkv_pool_check(s->pool)) != RKV_OK)
         return st;

@@ -56,7 +56,7 @@ void rkv_u64map_del(rkv_u64map *m, uint64_t key);
 
 /* ---- requests ---------------------------------------------------------- */
 
-typedef struct rkv_sreq {
+typedef struct rkv_sched_req {
     uint64_t id;
     rkv_namespace ns;
     int32_t *tokens;
@@ -70,15 +70,15 @@ typedef struct rkv_sreq {
     uint32_t preemptions;
 
     /* waiting: cached PEEK match, refreshed when the tree changed */
-    size_t pm_tokens;
-    rkv_node pm_node;      /* zeroed: re-match from the root              */
-    size_t pm_depth;       /* depth of pm_node in tokens                  */
-    uint64_t pm_epoch;     /* pm_node's children_epoch at the match       */
-    int pm_valid;          /* matched at least once since it (re)queued   */
-    uint32_t qstamp;       /* live stamp of r's entry in sched->order     */
-    uint32_t astamp;       /* live stamp of r's entry in sched->arrivals  */
+    size_t peek_tokens;
+    rkv_node peek_node;      /* zeroed: re-match from the root              */
+    size_t peek_depth;       /* depth of peek_node in tokens                  */
+    uint64_t peek_epoch;     /* peek_node's children_epoch at the match       */
+    int peek_valid;          /* matched at least once since it (re)queued   */
+    uint32_t order_stamp;       /* live stamp of r's entry in sched->order     */
+    uint32_t arrival_stamp;       /* live stamp of r's entry in sched->arrivals  */
     double key;            /* policy sort key (smaller first)             */
-    size_t pm_host, pm_disk; /* tiers: the peek match's lower continuation
+    size_t peek_host, peek_disk; /* tiers: the peek match's lower continuation
                               (rkv_tier_match host_tokens / disk_tokens)  */
 
     /* tiers (sched_tier.c): a waiting request's own load. load_ticket != 0:
@@ -90,7 +90,7 @@ typedef struct rkv_sreq {
     rkv_lease load_lease;
     uint32_t load_pages, load_disk_pages;
     uint32_t swapped_pages; /* pages swapped out at its last preemption   */
-    uint32_t adm_host, adm_disk; /* of cached_len, loaded from host / disk */
+    uint32_t admitted_host, admitted_disk; /* of cached_len, loaded from host / disk */
 
     /* running */
     rkv_block_id *blocks;
@@ -109,30 +109,30 @@ typedef struct rkv_sreq {
     /* dedup: chained page hashes of tokens[0..nhash * P) */
     uint64_t *hashes;
     uint32_t nhash, hash_cap;
-    uint32_t infl_from, infl_to; /* pages registered as in flight         */
+    uint32_t inflight_from, inflight_to; /* pages registered as in flight         */
     int dedup_held;        /* held for dedup at the last look             */
 
     /* retention (rkv_request_desc.retention), applied after inserts */
-    int has_ret;
-    rkv_retention ret;
-} rkv_sreq;
+    int has_retention;
+    rkv_retention retention;
+} rkv_sched_req;
 
 /* An order-array entry: live iff req->state == WAITING and stamp matches. */
-typedef struct rkv_qent {
-    rkv_sreq *req;
+typedef struct rkv_queue_entry {
+    rkv_sched_req *req;
     uint32_t stamp;
-} rkv_qent;
+} rkv_queue_entry;
 
 /* A sorted queue of waiting requests with lazy removal and batched
  * re-insertion (see sched_order.c). */
-typedef struct rkv_squeue {
-    rkv_qent *a;
+typedef struct rkv_sched_queue {
+    rkv_queue_entry *a;
     uint32_t n, cap;
-    rkv_qent *add;    /* entries to insert at the next sort               */
+    rkv_queue_entry *add;    /* entries to insert at the next sort               */
     uint32_t nadd, addcap;
     uint32_t dead;    /* entries known to be dead                         */
     int by_arrival;   /* comparator: 1 arrival order, 0 by req->key       */
-} rkv_squeue;
+} rkv_sched_queue;
 
 typedef struct rkv_tree_sig {
     uint64_t inserted, evicted, splits, nodes, namespaces, cached;
@@ -145,22 +145,22 @@ struct rkv_sched {
     uint32_t P, num_blocks;
     rkv_sched_config cfg;
 
-    rkv_u64map by_id;        /* id -> rkv_sreq *                          */
-    rkv_sreq **waiting;      /* unordered set of waiting requests         */
+    rkv_u64map by_id;        /* id -> rkv_sched_req *                          */
+    rkv_sched_req **waiting;      /* unordered set of waiting requests         */
     uint32_t nwaiting, waiting_cap;
-    rkv_sreq **running;      /* capacity grows with the live requests,
+    rkv_sched_req **running;      /* capacity grows with the live requests,
                                 not with cfg.max_running                 */
     uint32_t nrunning, running_cap;
     /* finished/aborted requests, in the order they ended, freed at the
      * next rkv_order_update once no queue entry can point at them (queues
      * delete lazily); capacity reserved at submit, so burying never fails.
      * Until then rkv_sched_request_info reports them (sched_query.c). */
-    rkv_sreq **grave;
+    rkv_sched_req **grave;
     uint32_t ngrave, grave_cap;
     uint64_t next_seq;
 
-    rkv_squeue order;        /* policy order                              */
-    rkv_squeue arrivals;     /* bounded policy: arrival order             */
+    rkv_sched_queue order;        /* policy order                              */
+    rkv_sched_queue arrivals;     /* bounded policy: arrival order             */
     int dfs_dirty;           /* dfs order must be rebuilt                 */
     rkv_tree_sig sig;        /* tree signature at the last refresh        */
     int sig_valid;
@@ -171,25 +171,25 @@ struct rkv_sched {
 
     /* the pending plan */
     int plan_pending;
-    rkv_sreq **plan_reqs;    /* NULL entries: aborted since the step      */
+    rkv_sched_req **plan_reqs;    /* NULL entries: aborted since the step      */
     uint32_t plan_n, plan_cap;
     rkv_batch_plan plan;
-    uint64_t *p_ids;
-    uint32_t *p_qo, *p_prefix, *p_cached, *p_kvptr, *p_last;
-    uint32_t p_reqs_cap;
-    uint32_t *p_kvidx;
-    uint32_t p_kvidx_cap;
-    uint32_t *p_slots;
-    int32_t *p_inputs;
-    uint32_t p_tok_cap;
-    uint8_t *p_emits;
+    uint64_t *plan_ids;
+    uint32_t *plan_qo, *plan_prefix, *plan_cached, *plan_kvptr, *plan_last;
+    uint32_t plan_arrays_cap;
+    uint32_t *plan_kvidx;
+    uint32_t plan_kvidx_cap;
+    uint32_t *plan_slots;
+    int32_t *plan_inputs;
+    uint32_t plan_tok_cap;
+    uint8_t *plan_emits;
 
     rkv_block_id *scratch;   /* n / P block ids for inserts / matches     */
     uint32_t scratch_cap;
 
     /* tiers (sched_tier.c) */
     int tiers_live;          /* lower pages were seen: matches look below  */
-    rkv_u64map tickets;      /* load ticket -> rkv_sreq * (waiting)        */
+    rkv_u64map tickets;      /* load ticket -> rkv_sched_req * (waiting)        */
     rkv_u64map orphans;      /* load ticket -> lease id of an aborted
                                 request: the tree keeps a loading node's
                                 lease until the load completes; unlocked
@@ -203,7 +203,7 @@ struct rkv_sched {
     uint32_t copy_indptr_cap;
     uint32_t *copy_blocks;   /* plan.copy_blocks [copy_indptr[ncopies]]    */
     uint32_t copy_blocks_cap;
-    int slog_on;             /* the scheduler turned the tree's store log on
+    int store_log_on;             /* the scheduler turned the tree's store log on
                                 (and turns it off at destroy)             */
 
     double new_token_ratio;  /* admission headroom (see sched_step.c)    */
@@ -214,14 +214,14 @@ struct rkv_sched {
 };
 
 /* sched.c */
-void rkv_sreq_free(rkv_sreq *r);
+void rkv_sched_req_free(rkv_sched_req *r);
 /* Removes r from the waiting set (not from the order arrays: lazy). */
-void rkv_sched_waiting_remove(rkv_sched *s, rkv_sreq *r);
-rkv_status rkv_sched_waiting_add(rkv_sched *s, rkv_sreq *r);
-void rkv_sched_running_remove(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_waiting_remove(rkv_sched *s, rkv_sched_req *r);
+rkv_status rkv_sched_waiting_add(rkv_sched *s, rkv_sched_req *r);
+void rkv_sched_running_remove(rkv_sched *s, rkv_sched_req *r);
 /* A request leaves the scheduler (finished or aborted): off by_id, into
  * the grave. */
-void rkv_sched_bury(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_bury(rkv_sched *s, rkv_sched_req *r);
 void rkv_sched_free_grave(rkv_sched *s);
 
 /* libc allocation with the test-only injection of sched/sched_debug.h;
@@ -236,70 +236,70 @@ rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need,
 /* sched_kv.c */
 /* Grows r's block table to hold `tokens` KV tokens, evicting through the
  * tree. RKV_ERR_NO_SPACE / NOMEM: nothing changed. */
-rkv_status rkv_sreq_grow(rkv_sched *s, rkv_sreq *r, uint32_t tokens);
+rkv_status rkv_sched_req_grow(rkv_sched *s, rkv_sched_req *r, uint32_t tokens);
 /* Caches r's computed full pages (tokens[0..kv_len)) in the tree and moves
  * its lock down to them. Best effort: a failure leaves r as it was. */
-void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_req_insert_computed(rkv_sched *s, rkv_sched_req *r);
 /* Drops r's own block references beyond `tokens` KV tokens (after a step
  * was cancelled). */
-void rkv_sreq_shrink(rkv_sched *s, rkv_sreq *r, uint32_t tokens);
+void rkv_sched_req_shrink(rkv_sched *s, rkv_sched_req *r, uint32_t tokens);
 /* Inserts computed pages, unlocks, releases every block: r holds nothing. */
-void rkv_sreq_release(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_req_release(rkv_sched *s, rkv_sched_req *r);
 /* Moves the scheduler's (and the tree's) time to max(now, tree's time). */
 rkv_status rkv_sched_set_time(rkv_sched *s, double now_ms);
 /* Admission: non-peek match of tokens[0..len-1), lock. */
-rkv_status rkv_sreq_admit(rkv_sched *s, rkv_sreq *r);
+rkv_status rkv_sched_req_admit(rkv_sched *s, rkv_sched_req *r);
 /* Chained page hashes up to `pages` pages. */
-rkv_status rkv_sreq_hashes(rkv_sched *s, rkv_sreq *r, uint32_t pages);
-void rkv_inflight_add(rkv_sched *s, rkv_sreq *r, uint32_t from, uint32_t to);
-void rkv_inflight_drop(rkv_sched *s, rkv_sreq *r, uint32_t upto);
+rkv_status rkv_sched_req_hashes(rkv_sched *s, rkv_sched_req *r, uint32_t pages);
+void rkv_inflight_add(rkv_sched *s, rkv_sched_req *r, uint32_t from, uint32_t to);
+void rkv_inflight_drop(rkv_sched *s, rkv_sched_req *r, uint32_t upto);
 rkv_status rkv_ensure_scratch(rkv_sched *s, uint32_t pages);
 
 /* sched_tier.c */
 /* Polls the tree's transfers: completed loads make their requests ready
  * (or failed: they will compute). */
-rkv_status rkv_stier_poll(rkv_sched *s);
+rkv_status rkv_sched_tier_poll(rkv_sched *s);
 /* Tokens of credit for r's lower continuation (see radixkv.h). */
-double rkv_stier_credit(const rkv_sched *s, size_t host, size_t disk);
+double rkv_sched_tier_credit(const rkv_sched *s, size_t host, size_t disk);
 /* Admission: *loading 1 if r got a load instead (or waits for its own), 2
  * if it waits for another request's load of its continuation, 0 if it
  * should be admitted now; avail: blocks a load may take. */
-rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
-                             int *loading);
+rkv_status rkv_sched_tier_try_load(rkv_sched *s, rkv_sched_req *r, uint64_t avail,
+                                   int *loading);
 /* After r's admission stuck: the loaded pages count as cached by medium,
  * and the load's lease goes. */
-void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched);
+void rkv_sched_tier_admitted(rkv_sched *s, rkv_sched_req *r, size_t matched);
 /* Nothing runs and the pool is full: every completed load but keep's lets
  * go of its pages (they stay cached, evictable; those requests re-match
  * later). */
-void rkv_stier_release_ready(rkv_sched *s, const rkv_sreq *keep);
+void rkv_sched_tier_release_ready(rkv_sched *s, const rkv_sched_req *keep);
 /* rkv_sched_destroy: drops every waiting request's load, lets queued
  * loads complete where the backend allows, frees the tier state. */
-void rkv_stier_destroy(rkv_sched *s);
+void rkv_sched_tier_destroy(rkv_sched *s);
 /* Drops r's load (abort, destroy): lease released (or, while the tree
  * still loads it, when its ticket completes), ticket forgotten. */
-void rkv_stier_drop(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_tier_drop(rkv_sched *s, rkv_sched_req *r);
 /* Preemption: swap r's computed pages to host when cheaper (before its
  * release; r still locks them). */
-void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_tier_swap_out(rkv_sched *s, rkv_sched_req *r);
 /* Room for n more plan copies listing `blocks` block ids between them
  * (reserved before a transfer is queued). */
-rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks);
+rkv_status rkv_sched_tier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks);
 /* The store log's capacity for a pool: room for a step that evicts the
  * whole pool twice and queues a full store queue (more is counted, not
  * listed), at most 2^20 records (16 MiB). */
-uint32_t rkv_stier_log_cap(const rkv_pool *pool);
+uint32_t rkv_sched_tier_log_cap(const rkv_pool *pool);
 /* End of a step: the tree's store log (write-policy and demotion stores
  * since the last step) drained into the copies; the plan's copy fields. */
-void rkv_stier_plan(rkv_sched *s);
+void rkv_sched_tier_plan(rkv_sched *s);
 /* Check of r's load state and of the ticket map. */
-rkv_status rkv_stier_check(const rkv_sched *s);
+rkv_status rkv_sched_tier_check(const rkv_sched *s);
 
 /* sched_order.c */
-void rkv_squeue_fini(rkv_squeue *q);
+void rkv_sched_queue_fini(rkv_sched_queue *q);
 /* Queues r for (re)insertion into the policy order (new arrival, changed
  * key). */
-rkv_status rkv_order_push(rkv_sched *s, rkv_sreq *r);
+rkv_status rkv_order_push(rkv_sched *s, rkv_sched_req *r);
 /* Refreshes matches when needed and brings the order up to date. */
 rkv_status rkv_order_update(rkv_sched *s);
 /* Walks the waiting requests in admission order (dead entries skipped). */
@@ -310,8 +310,8 @@ typedef struct rkv_order_iter {
     double now_ms;
 } rkv_order_iter;
 void rkv_order_iter_init(rkv_sched *s, rkv_order_iter *it, double now_ms);
-rkv_sreq *rkv_order_next(rkv_sched *s, rkv_order_iter *it);
+rkv_sched_req *rkv_order_next(rkv_sched *s, rkv_order_iter *it);
 /* Live entries of a queue (for checks). */
-uint32_t rkv_order_live(const rkv_sched *s, const rkv_squeue *q);
+uint32_t rkv_order_live(const rkv_sched *s, const rkv_sched_queue *q);
 
 #endif

@@ -36,7 +36,7 @@ rkv_status rkv_ensure_scratch(rkv_sched *s, uint32_t pages)
                           sizeof *s->scratch);
 }
 
-rkv_status rkv_sreq_grow(rkv_sched *s, rkv_sreq *r, uint32_t tokens)
+rkv_status rkv_sched_req_grow(rkv_sched *s, rkv_sched_req *r, uint32_t tokens)
 {
     uint32_t need = (tokens + s->P - 1) / s->P;
     if (need <= r->nblocks)
@@ -53,7 +53,7 @@ rkv_status rkv_sreq_grow(rkv_sched *s, rkv_sreq *r, uint32_t tokens)
     return RKV_OK;
 }
 
-void rkv_sreq_shrink(rkv_sched *s, rkv_sreq *r, uint32_t tokens)
+void rkv_sched_req_shrink(rkv_sched *s, rkv_sched_req *r, uint32_t tokens)
 {
     uint32_t need = (tokens + s->P - 1) / s->P;
     if (need < r->locked_pages)
@@ -62,7 +62,7 @@ void rkv_sreq_shrink(rkv_sched *s, rkv_sreq *r, uint32_t tokens)
         (void)rkv_pool_unref(s->pool, r->blocks[--r->nblocks]);
 }
 
-rkv_status rkv_sreq_hashes(rkv_sched *s, rkv_sreq *r, uint32_t pages)
+rkv_status rkv_sched_req_hashes(rkv_sched *s, rkv_sched_req *r, uint32_t pages)
 {
     if (pages <= r->nhash)
         return RKV_OK;
@@ -79,13 +79,13 @@ rkv_status rkv_sreq_hashes(rkv_sched *s, rkv_sreq *r, uint32_t pages)
     return RKV_OK;
 }
 
-void rkv_inflight_add(rkv_sched *s, rkv_sreq *r, uint32_t from, uint32_t to)
+void rkv_inflight_add(rkv_sched *s, rkv_sched_req *r, uint32_t from, uint32_t to)
 {
-    r->infl_from = r->infl_to = from;
+    r->inflight_from = r->inflight_to = from;
     if (s->cfg.dedup_min_tokens == 0 || to <= from)
         return;
     /* best effort: without memory the request is simply not deduplicated */
-    if (rkv_sreq_hashes(s, r, to) != RKV_OK ||
+    if (rkv_sched_req_hashes(s, r, to) != RKV_OK ||
         rkv_u64map_reserve(&s->inflight, to - from) != RKV_OK)
         return;
     /* value: count in the low 32 bits, and the page where the first
@@ -98,21 +98,21 @@ void rkv_inflight_add(rkv_sched *s, rkv_sreq *r, uint32_t from, uint32_t to)
             *v = (uint64_t)from << 32;
         (*v)++;
     }
-    r->infl_to = to;
+    r->inflight_to = to;
 }
 
-void rkv_inflight_drop(rkv_sched *s, rkv_sreq *r, uint32_t upto)
+void rkv_inflight_drop(rkv_sched *s, rkv_sched_req *r, uint32_t upto)
 {
-    uint32_t end = upto < r->infl_to ? upto : r->infl_to;
-    for (uint32_t i = r->infl_from; i < end; i++) {
+    uint32_t end = upto < r->inflight_to ? upto : r->inflight_to;
+    for (uint32_t i = r->inflight_from; i < end; i++) {
         uint64_t *c = rkv_u64map_get(&s->inflight, r->hashes[i]);
         if (c == NULL)
             continue;
         if ((--*c & 0xffffffffu) == 0)
             rkv_u64map_del(&s->inflight, r->hashes[i]);
     }
-    if (end > r->infl_from)
-        r->infl_from = end;
+    if (end > r->inflight_from)
+        r->inflight_from = end;
 }
 
 rkv_status rkv_sched_set_time(rkv_sched *s, double now_ms)
@@ -140,12 +140,12 @@ rkv_status rkv_sched_set_time(rkv_sched *s, double now_ms)
 /* Applies r's retention to its locked pages tokens[0..locked_pages * P).
  * final: r lets go of them now, so a pin covers what was computed even when
  * that is less than pin_tokens; otherwise the pin waits for all of them. */
-static void rkv_sreq_retain(rkv_sched *s, rkv_sreq *r, int final)
+static void rkv_sched_req_retain(rkv_sched *s, rkv_sched_req *r, int final)
 {
-    if (!r->has_ret || r->locked_pages == 0)
+    if (!r->has_retention || r->locked_pages == 0)
         return;
     size_t n = (size_t)r->locked_pages * s->P;
-    rkv_retention ret = r->ret;
+    rkv_retention ret = r->retention;
     if (ret.pin_tokens > n)
         ret.pin_tokens = final ? n : 0;
     if (ret.pin_tokens < s->P)
@@ -183,7 +183,7 @@ static void rkv_sreq_retain(rkv_sched *s, rkv_sreq *r, int final)
 
 /* Inserts r's computed full pages; 1 if the tree now holds more of them
  * under r's lock. */
-static int rkv_sreq_insert(rkv_sched *s, rkv_sreq *r)
+static int rkv_sched_req_insert(rkv_sched *s, rkv_sched_req *r)
 {
     uint32_t np = r->kv_len / s->P;
     if (np <= r->locked_pages)
@@ -234,21 +234,21 @@ static int rkv_sreq_insert(rkv_sched *s, rkv_sreq *r)
     return 1;
 }
 
-void rkv_sreq_insert_computed(rkv_sched *s, rkv_sreq *r)
+void rkv_sched_req_insert_computed(rkv_sched *s, rkv_sched_req *r)
 {
-    if (rkv_sreq_insert(s, r))
-        rkv_sreq_retain(s, r, 0);
+    if (rkv_sched_req_insert(s, r))
+        rkv_sched_req_retain(s, r, 0);
 }
 
-void rkv_sreq_release(rkv_sched *s, rkv_sreq *r)
+void rkv_sched_req_release(rkv_sched *s, rkv_sched_req *r)
 {
-    (void)rkv_sreq_insert(s, r);
+    (void)rkv_sched_req_insert(s, r);
     if (r->kv_len > r->cached_len) /* it ran: not an admission undone */
-        rkv_sreq_retain(s, r, 1);
+        rkv_sched_req_retain(s, r, 1);
     rkv_inflight_drop(s, r, UINT32_MAX);
-    r->infl_from = r->infl_to = 0;
+    r->inflight_from = r->inflight_to = 0;
     (void)rkv_tree_unlock(s->tree, &r->lease); /* zeroes r->lease */
-    rkv_sreq_shrink(s, r, 0); /* keeps the locked (tree-held) pages */
+    rkv_sched_req_shrink(s, r, 0); /* keeps the locked (tree-held) pages */
     r->nblocks = 0;
     r->locked_pages = 0;
     memset(&r->lock_node, 0, sizeof r->lock_node);
@@ -256,7 +256,7 @@ void rkv_sreq_release(rkv_sched *s, rkv_sreq *r)
     r->sched_q = 0;
 }
 
-rkv_status rkv_sreq_admit(rkv_sched *s, rkv_sreq *r)
+rkv_status rkv_sched_req_admit(rkv_sched *s, rkv_sched_req *r)
 {
     /* match at most len - 1 tokens: the last one must run to sample */
     size_t n = r->len - 1;

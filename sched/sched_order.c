@@ -57,7 +57,7 @@
 #include "common/status.h"
 #include "sched/sched_internal.h"
 
-void rkv_squeue_fini(rkv_squeue *q)
+void rkv_sched_queue_fini(rkv_sched_queue *q)
 {
     free(q->a);
     free(q->add);
@@ -65,49 +65,49 @@ void rkv_squeue_fini(rkv_squeue *q)
     q->n = q->cap = q->nadd = q->addcap = q->dead = 0;
 }
 
-static int rkv_cmp_arrival_req(const rkv_sreq *x, const rkv_sreq *y)
+static int rkv_cmp_arrival_req(const rkv_sched_req *x, const rkv_sched_req *y)
 {
     if (x->arrival_ms != y->arrival_ms)
         return x->arrival_ms < y->arrival_ms ? -1 : 1;
     return x->seq < y->seq ? -1 : (x->seq > y->seq);
 }
 
-static int rkv_cmp_key_req(const rkv_sreq *x, const rkv_sreq *y)
+static int rkv_cmp_key_req(const rkv_sched_req *x, const rkv_sched_req *y)
 {
     if (x->key != y->key)
         return x->key < y->key ? -1 : 1;
     return rkv_cmp_arrival_req(x, y);
 }
 
-static int rkv_qcmp_arrival(const void *a, const void *b)
+static int rkv_queue_cmp_arrival(const void *a, const void *b)
 {
-    return rkv_cmp_arrival_req(((const rkv_qent *)a)->req,
-                               ((const rkv_qent *)b)->req);
+    return rkv_cmp_arrival_req(((const rkv_queue_entry *)a)->req,
+                               ((const rkv_queue_entry *)b)->req);
 }
 
-static int rkv_qcmp_key(const void *a, const void *b)
+static int rkv_queue_cmp_key(const void *a, const void *b)
 {
-    return rkv_cmp_key_req(((const rkv_qent *)a)->req,
-                           ((const rkv_qent *)b)->req);
+    return rkv_cmp_key_req(((const rkv_queue_entry *)a)->req,
+                           ((const rkv_queue_entry *)b)->req);
 }
 
-/* The arrivals queue uses astamp, the order queue qstamp; which one a
+/* The arrivals queue uses arrival_stamp, the order queue order_stamp; which one a
  * queue uses is fixed at creation. */
-static int rkv_uses_astamp(const rkv_sched *s, const rkv_squeue *q)
+static int rkv_uses_astamp(const rkv_sched *s, const rkv_sched_queue *q)
 {
     return q == &s->arrivals;
 }
 
-static int rkv_entry_live(const rkv_sched *s, const rkv_squeue *q,
-                          const rkv_qent *e)
+static int rkv_entry_live(const rkv_sched *s, const rkv_sched_queue *q,
+                          const rkv_queue_entry *e)
 {
-    const rkv_sreq *r = e->req;
+    const rkv_sched_req *r = e->req;
     if (r->state != RKV_REQ_WAITING)
         return 0;
-    return e->stamp == (rkv_uses_astamp(s, q) ? r->astamp : r->qstamp);
+    return e->stamp == (rkv_uses_astamp(s, q) ? r->arrival_stamp : r->order_stamp);
 }
 
-static rkv_status rkv_squeue_add(rkv_squeue *q, rkv_sreq *r, uint32_t stamp)
+static rkv_status rkv_sched_queue_add(rkv_sched_queue *q, rkv_sched_req *r, uint32_t stamp)
 {
     rkv_status st = rkv_ensure_cap((void **)&q->add, &q->addcap, q->nadd + 1,
                                    sizeof *q->add);
@@ -119,7 +119,7 @@ static rkv_status rkv_squeue_add(rkv_squeue *q, rkv_sreq *r, uint32_t stamp)
     return RKV_OK;
 }
 
-static double rkv_key_of(const rkv_sched *s, const rkv_sreq *r)
+static double rkv_key_of(const rkv_sched *s, const rkv_sched_req *r)
 {
     switch (s->cfg.policy) {
     case RKV_POLICY_PRIORITY:
@@ -128,14 +128,14 @@ static double rkv_key_of(const rkv_sched *s, const rkv_sreq *r)
     case RKV_POLICY_LPM:
     case RKV_POLICY_BOUNDED:
         /* tiers: a lower continuation counts, less its load time */
-        return -((double)r->pm_tokens +
-                 rkv_stier_credit(s, r->pm_host, r->pm_disk));
+        return -((double)r->peek_tokens +
+                 rkv_sched_tier_credit(s, r->peek_host, r->peek_disk));
     default:
         return 0.0;
     }
 }
 
-rkv_status rkv_order_push(rkv_sched *s, rkv_sreq *r)
+rkv_status rkv_order_push(rkv_sched *s, rkv_sched_req *r)
 {
     /* reserve both queues first so a failure changes nothing */
     rkv_status st = rkv_ensure_cap((void **)&s->order.add, &s->order.addcap,
@@ -145,26 +145,26 @@ rkv_status rkv_order_push(rkv_sched *s, rkv_sreq *r)
                             s->arrivals.nadd + 1, sizeof *s->arrivals.add);
     if (st != RKV_OK)
         return st;
-    memset(&r->pm_node, 0, sizeof r->pm_node);
-    r->pm_tokens = r->pm_depth = 0;
-    r->pm_host = r->pm_disk = 0;
-    r->pm_epoch = 0;
-    r->pm_valid = 0;
+    memset(&r->peek_node, 0, sizeof r->peek_node);
+    r->peek_tokens = r->peek_depth = 0;
+    r->peek_host = r->peek_disk = 0;
+    r->peek_epoch = 0;
+    r->peek_valid = 0;
     r->key = rkv_key_of(s, r);
-    (void)rkv_squeue_add(&s->order, r, ++r->qstamp);
+    (void)rkv_sched_queue_add(&s->order, r, ++r->order_stamp);
     if (s->cfg.policy == RKV_POLICY_BOUNDED || s->cfg.policy == RKV_POLICY_DFS)
-        (void)rkv_squeue_add(&s->arrivals, r, ++r->astamp);
+        (void)rkv_sched_queue_add(&s->arrivals, r, ++r->arrival_stamp);
     s->dfs_dirty = 1;
     return RKV_OK;
 }
 
 /* Drops dead entries, sorts the additions and merges them in. */
-static rkv_status rkv_squeue_sort(rkv_sched *s, rkv_squeue *q)
+static rkv_status rkv_sched_queue_sort(rkv_sched *s, rkv_sched_queue *q)
 {
     if (q->nadd == 0 && q->dead == 0)
         return RKV_OK;
     int (*cmp)(const void *, const void *) =
-        q->by_arrival ? rkv_qcmp_arrival : rkv_qcmp_key;
+        q->by_arrival ? rkv_queue_cmp_arrival : rkv_queue_cmp_key;
     uint32_t k = 0;
     for (uint32_t i = 0; i < q->nadd; i++) {
         if (rkv_entry_live(s, q, &q->add[i]))
@@ -173,7 +173,7 @@ static rkv_status rkv_squeue_sort(rkv_sched *s, rkv_squeue *q)
     q->nadd = k;
     qsort(q->add, k, sizeof *q->add, cmp);
     uint64_t total = (uint64_t)q->n + k;
-    rkv_qent *fresh = rkv_sched_mem_malloc((total ? total : 1) * sizeof *fresh);
+    rkv_queue_entry *fresh = rkv_sched_mem_malloc((total ? total : 1) * sizeof *fresh);
     if (fresh == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
     uint32_t i = 0, j = 0, o = 0;
@@ -196,7 +196,7 @@ static rkv_status rkv_squeue_sort(rkv_sched *s, rkv_squeue *q)
     return RKV_OK;
 }
 
-uint32_t rkv_order_live(const rkv_sched *s, const rkv_squeue *q)
+uint32_t rkv_order_live(const rkv_sched *s, const rkv_sched_queue *q)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < q->n; i++)
@@ -241,7 +241,7 @@ static rkv_status rkv_memo_node(rkv_sched *s, rkv_node h, uint64_t *epoch1,
 }
 
 /* Brings r's peek match up to date; *changed when its length moved. */
-static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sreq *r, int *changed)
+static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sched_req *r, int *changed)
 {
     size_t n = r->len - 1;
     uint64_t e1 = 0;
@@ -251,11 +251,11 @@ static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sreq *r, int *changed)
      * policies keep the incremental device match */
     int lower = s->tiers_live && (s->cfg.policy == RKV_POLICY_LPM ||
                                   s->cfg.policy == RKV_POLICY_BOUNDED);
-    if (r->pm_node.id != 0 && !lower) {
-        st = rkv_memo_node(s, r->pm_node, &e1, &depth);
+    if (r->peek_node.id != 0 && !lower) {
+        st = rkv_memo_node(s, r->peek_node, &e1, &depth);
         if (st != RKV_OK)
             return st;
-        if (e1 != 0 && e1 - 1 == r->pm_epoch)
+        if (e1 != 0 && e1 - 1 == r->peek_epoch)
             return RKV_OK; /* nothing below the node changed */
     }
     rkv_match m;
@@ -267,13 +267,13 @@ static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sreq *r, int *changed)
                                   RKV_MATCH_PEEK, &m, &tm);
         if (st != RKV_OK)
             return st;
-        if (tm.host_tokens != r->pm_host || tm.disk_tokens != r->pm_disk) {
-            r->pm_host = tm.host_tokens;
-            r->pm_disk = tm.disk_tokens;
+        if (tm.host_tokens != r->peek_host || tm.disk_tokens != r->peek_disk) {
+            r->peek_host = tm.host_tokens;
+            r->peek_disk = tm.disk_tokens;
             *changed = 1;
         }
     } else if (e1 != 0)
-        st = rkv_tree_match_from(s->tree, r->pm_node, r->pm_depth, r->tokens,
+        st = rkv_tree_match_from(s->tree, r->peek_node, r->peek_depth, r->tokens,
                                  n, NULL, &m);
     else
         st = rkv_tree_match(s->tree, r->ns, r->tokens, n, NULL,
@@ -288,16 +288,16 @@ static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sreq *r, int *changed)
             return st;
     }
     if (ne1 == 0) {
-        memset(&r->pm_node, 0, sizeof r->pm_node);
-        r->pm_depth = 0;
-        r->pm_epoch = 0;
+        memset(&r->peek_node, 0, sizeof r->peek_node);
+        r->peek_depth = 0;
+        r->peek_epoch = 0;
     } else {
-        r->pm_node = m.node;
-        r->pm_depth = ndepth;
-        r->pm_epoch = ne1 - 1;
+        r->peek_node = m.node;
+        r->peek_depth = ndepth;
+        r->peek_epoch = ne1 - 1;
     }
-    if (m.matched_tokens != r->pm_tokens) {
-        r->pm_tokens = m.matched_tokens;
+    if (m.matched_tokens != r->peek_tokens) {
+        r->peek_tokens = m.matched_tokens;
         *changed = 1;
     }
     return RKV_OK;
@@ -358,19 +358,19 @@ static rkv_status rkv_refresh_all(rkv_sched *s)
             return st;
     }
     for (uint32_t i = 0; i < n; i++) {
-        rkv_sreq *r = same ? s->order.add[i].req : s->waiting[i];
-        if (same && (r->state != RKV_REQ_WAITING || r->pm_valid))
+        rkv_sched_req *r = same ? s->order.add[i].req : s->waiting[i];
+        if (same && (r->state != RKV_REQ_WAITING || r->peek_valid))
             continue;
         int changed = 0;
         rkv_status st = rkv_refresh_one(s, r, &changed);
         if (st != RKV_OK)
             return st;
-        r->pm_valid = 1;
+        r->peek_valid = 1;
         if (changed) {
             r->key = rkv_key_of(s, r);
             s->dfs_dirty = 1;
             if (s->cfg.policy != RKV_POLICY_DFS) {
-                (void)rkv_squeue_add(&s->order, r, ++r->qstamp); /* reserved */
+                (void)rkv_sched_queue_add(&s->order, r, ++r->order_stamp); /* reserved */
                 s->order.dead++;
             }
         }
@@ -470,7 +470,7 @@ static int rkv_dfs_cmp_kid(const void *a, const void *b)
 
 typedef struct rkv_dreq {
     uint32_t node;
-    rkv_sreq *r;
+    rkv_sched_req *r;
 } rkv_dreq;
 
 static rkv_status rkv_dfs_build(rkv_sched *s)
@@ -482,7 +482,7 @@ static rkv_status rkv_dfs_build(rkv_sched *s)
     rkv_dreq *reqs = rkv_sched_mem_malloc((n ? n : 1) * sizeof *reqs);
     uint32_t *kids = NULL, *stack = NULL;
     rkv_dkid *keys = NULL;
-    rkv_qent *fresh = rkv_sched_mem_malloc((n ? n : 1) * sizeof *fresh);
+    rkv_queue_entry *fresh = rkv_sched_mem_malloc((n ? n : 1) * sizeof *fresh);
     if (reqs == NULL || fresh == NULL) {
         st = rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
         goto out;
@@ -497,17 +497,17 @@ static rkv_status rkv_dfs_build(rkv_sched *s)
      * stable counting sort by node below keeps arrival order per node */
     uint32_t k = 0;
     for (uint32_t i = 0; i < s->arrivals.n; i++) {
-        const rkv_qent *e = &s->arrivals.a[i];
+        const rkv_queue_entry *e = &s->arrivals.a[i];
         if (!rkv_entry_live(s, &s->arrivals, e))
             continue;
-        rkv_sreq *r = e->req;
+        rkv_sched_req *r = e->req;
         uint32_t li;
         if (k >= n) {
             st = rkv_set_error(RKV_ERR_CORRUPT, "rkv_sched_step: arrivals "
                                "queue holds more than %u waiting", n);
             goto out;
         }
-        if ((st = rkv_dfs_node(s, &c, r->pm_node, &li)) != RKV_OK)
+        if ((st = rkv_dfs_node(s, &c, r->peek_node, &li)) != RKV_OK)
             goto out;
         reqs[k].node = li;
         reqs[k].r = r;
@@ -576,9 +576,9 @@ static rkv_status rkv_dfs_build(rkv_sched *s)
         rkv_dnode *d = &c.nodes[top >> 1];
         if (top & 1) {
             for (uint32_t i = 0; i < d->req_n; i++) {
-                rkv_sreq *r = reqs[d->req_first + i].r;
+                rkv_sched_req *r = reqs[d->req_first + i].r;
                 fresh[o].req = r;
-                fresh[o].stamp = ++r->qstamp;
+                fresh[o].stamp = ++r->order_stamp;
                 o++;
             }
             continue;
@@ -616,13 +616,13 @@ rkv_status rkv_order_update(rkv_sched *s)
             return st;
     }
     if (p == RKV_POLICY_DFS) {
-        st = rkv_squeue_sort(s, &s->arrivals);
+        st = rkv_sched_queue_sort(s, &s->arrivals);
         if (st == RKV_OK && (s->dfs_dirty || s->order.nadd > 0))
             st = rkv_dfs_build(s);
     } else {
-        st = rkv_squeue_sort(s, &s->order);
+        st = rkv_sched_queue_sort(s, &s->order);
         if (st == RKV_OK && p == RKV_POLICY_BOUNDED)
-            st = rkv_squeue_sort(s, &s->arrivals);
+            st = rkv_sched_queue_sort(s, &s->arrivals);
     }
     /* every dead entry is gone now: the grave can be freed */
     if (st == RKV_OK)
@@ -640,17 +640,17 @@ void rkv_order_iter_init(rkv_sched *s, rkv_order_iter *it, double now_ms)
     it->now_ms = now_ms;
 }
 
-static int rkv_overdue(const rkv_sched *s, const rkv_sreq *r, double now_ms)
+static int rkv_overdue(const rkv_sched *s, const rkv_sched_req *r, double now_ms)
 {
     return s->cfg.policy == RKV_POLICY_BOUNDED &&
            now_ms - r->arrival_ms > s->cfg.max_wait_ms;
 }
 
 /* bounded: the oldest overdue request not yet offered, or NULL. */
-static rkv_sreq *rkv_next_overdue(rkv_sched *s, rkv_order_iter *it)
+static rkv_sched_req *rkv_next_overdue(rkv_sched *s, rkv_order_iter *it)
 {
     while (!it->overdue_done && it->ia < s->arrivals.n) {
-        const rkv_qent *e = &s->arrivals.a[it->ia];
+        const rkv_queue_entry *e = &s->arrivals.a[it->ia];
         if (!rkv_entry_live(s, &s->arrivals, e)) {
             it->ia++;
             continue;
@@ -664,20 +664,20 @@ static rkv_sreq *rkv_next_overdue(rkv_sched *s, rkv_order_iter *it)
     return NULL;
 }
 
-rkv_sreq *rkv_order_next(rkv_sched *s, rkv_order_iter *it)
+rkv_sched_req *rkv_order_next(rkv_sched *s, rkv_order_iter *it)
 {
     /* bounded: overdue requests (oldest first) and the lpm order take
      * turns; the turn survives across steps, so with one slot per step the
      * two alternate too */
     if (!it->overdue_done && s->bounded_turn) {
-        rkv_sreq *r = rkv_next_overdue(s, it);
+        rkv_sched_req *r = rkv_next_overdue(s, it);
         if (r != NULL) {
             s->bounded_turn = 0;
             return r;
         }
     }
     while (it->i < s->order.n) {
-        const rkv_qent *e = &s->order.a[it->i++];
+        const rkv_queue_entry *e = &s->order.a[it->i++];
         if (!rkv_entry_live(s, &s->order, e))
             continue;
         if (s->cfg.policy == RKV_POLICY_BOUNDED)

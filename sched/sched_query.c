@@ -15,7 +15,7 @@
 #include "common/status.h"
 #include "sched/sched_internal.h"
 
-static void rkv_request_info_fill(const rkv_sreq *r, rkv_request_info *out)
+static void rkv_request_info_fill(const rkv_sched_req *r, rkv_request_info *out)
 {
     memset(out, 0, sizeof *out);
     out->id = r->id;
@@ -27,8 +27,8 @@ static void rkv_request_info_fill(const rkv_sreq *r, rkv_request_info *out)
     out->cached_tokens = r->cached_len;
     out->kv_tokens = r->state == RKV_REQ_RUNNING ? r->kv_len : 0;
     out->preemptions = r->preemptions;
-    out->cached_host_tokens = r->adm_host;
-    out->cached_disk_tokens = r->adm_disk;
+    out->cached_host_tokens = r->admitted_host;
+    out->cached_disk_tokens = r->admitted_disk;
     out->loading = r->load_ticket != 0 || r->load_ready;
 }
 
@@ -41,7 +41,7 @@ rkv_status rkv_sched_request_info(const rkv_sched *s, uint64_t id,
                              s == NULL ? "sched" : "out");
     const uint64_t *v = rkv_u64map_get(&s->by_id, id);
     if (v != NULL) {
-        rkv_request_info_fill((const rkv_sreq *)(uintptr_t)*v, out);
+        rkv_request_info_fill((const rkv_sched_req *)(uintptr_t)*v, out);
         return RKV_OK;
     }
     for (uint32_t i = s->ngrave; i-- > 0;) {

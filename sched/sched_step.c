@@ -65,7 +65,7 @@
 /* More important first: priority desc, arrival asc, submission asc. */
 static int rkv_cmp_importance(const void *a, const void *b)
 {
-    const rkv_sreq *x = *(rkv_sreq *const *)a, *y = *(rkv_sreq *const *)b;
+    const rkv_sched_req *x = *(rkv_sched_req *const *)a, *y = *(rkv_sched_req *const *)b;
     if (x->priority != y->priority)
         return x->priority > y->priority ? -1 : 1;
     if (x->arrival_ms != y->arrival_ms)
@@ -100,10 +100,10 @@ static rkv_status rkv_step_reserve(rkv_sched *s)
     return st;
 }
 
-static void rkv_preempt(rkv_sched *s, rkv_sreq *r)
+static void rkv_preempt(rkv_sched *s, rkv_sched_req *r)
 {
-    rkv_stier_swap_out(s, r); /* swap instead of recompute, when cheaper */
-    rkv_sreq_release(s, r);
+    rkv_sched_tier_swap_out(s, r); /* swap instead of recompute, when cheaper */
+    rkv_sched_req_release(s, r);
     rkv_sched_running_remove(s, r);
     (void)rkv_sched_waiting_add(s, r); /* capacity reserved: cannot fail */
     r->preemptions++;
@@ -112,7 +112,7 @@ static void rkv_preempt(rkv_sched *s, rkv_sreq *r)
 
 /* Does r's first uncached part hit pages being prefilled by a running
  * request, for at least dedup_min_tokens? */
-static int rkv_dedup_hold(rkv_sched *s, rkv_sreq *r)
+static int rkv_dedup_hold(rkv_sched *s, rkv_sched_req *r)
 {
     uint32_t P = s->P, min = s->cfg.dedup_min_tokens;
     if (min == 0 || s->inflight.count == 0)
@@ -120,7 +120,7 @@ static int rkv_dedup_hold(rkv_sched *s, rkv_sreq *r)
     size_t matched;
     if (s->cfg.policy == RKV_POLICY_LPM || s->cfg.policy == RKV_POLICY_BOUNDED ||
         s->cfg.policy == RKV_POLICY_DFS) {
-        matched = r->pm_tokens;
+        matched = r->peek_tokens;
     } else {
         rkv_match m;
         if (rkv_tree_match(s->tree, r->ns, r->tokens, r->len - 1, NULL,
@@ -134,7 +134,7 @@ static int rkv_dedup_hold(rkv_sched *s, rkv_sreq *r)
      * inserted count too: under chunked prefill a follower stays held until
      * the whole shared part is cached. A request already held stays held
      * while its next uncached page is in flight. */
-    if (from >= full || rkv_sreq_hashes(s, r, full) != RKV_OK)
+    if (from >= full || rkv_sched_req_hashes(s, r, full) != RKV_OK)
         return 0;
     const uint64_t *v = rkv_u64map_get(&s->inflight, r->hashes[from]);
     if (v == NULL)
@@ -155,7 +155,7 @@ static int rkv_dedup_hold(rkv_sched *s, rkv_sreq *r)
 /* Room in r->tokens for the token the commit will append (grows
  * geometrically up to r->cap, so a request's memory follows what it
  * generated, not its max_new_tokens). */
-static rkv_status rkv_sreq_reserve_token(rkv_sreq *r)
+static rkv_status rkv_sched_req_reserve_token(rkv_sched_req *r)
 {
     if (r->len < r->tok_cap)
         return RKV_OK;
@@ -179,25 +179,25 @@ static rkv_status rkv_plan_build(rkv_sched *s)
     uint32_t n = s->plan_n, P = s->P;
     uint64_t ntok = 0, nkv = 0;
     for (uint32_t i = 0; i < n; i++) {
-        rkv_sreq *r = s->plan_reqs[i];
+        rkv_sched_req *r = s->plan_reqs[i];
         ntok += r->sched_q;
         nkv += (r->kv_len + r->sched_q + P - 1) / P;
         if (r->kv_len + r->sched_q == r->len) { /* samples at commit */
-            rkv_status st = rkv_sreq_reserve_token(r);
+            rkv_status st = rkv_sched_req_reserve_token(r);
             if (st != RKV_OK)
                 return st;
         }
     }
     if (ntok > UINT32_MAX / 2 || nkv > UINT32_MAX / 2)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: plan too large");
-    uint32_t rc = s->p_reqs_cap;
+    uint32_t rc = s->plan_arrays_cap;
     rkv_status st = RKV_OK;
     if (n + 1 > rc) {
         uint32_t c = n + 1 > 2 * rc ? n + 1 : 2 * rc;
-        void **arrs[] = {(void **)&s->p_ids,    (void **)&s->p_qo,
-                         (void **)&s->p_prefix, (void **)&s->p_cached,
-                         (void **)&s->p_kvptr,  (void **)&s->p_last,
-                         (void **)&s->p_emits};
+        void **arrs[] = {(void **)&s->plan_ids,    (void **)&s->plan_qo,
+                         (void **)&s->plan_prefix, (void **)&s->plan_cached,
+                         (void **)&s->plan_kvptr,  (void **)&s->plan_last,
+                         (void **)&s->plan_emits};
         size_t sz[] = {sizeof(uint64_t), 4, 4, 4, 4, 4, 1};
         for (int k = 0; k < 7 && st == RKV_OK; k++) {
             uint32_t cap = rc;
@@ -205,86 +205,86 @@ static rkv_status rkv_plan_build(rkv_sched *s)
         }
         if (st != RKV_OK)
             return st;
-        s->p_reqs_cap = c;
+        s->plan_arrays_cap = c;
     }
-    st = rkv_ensure_cap((void **)&s->p_kvidx, &s->p_kvidx_cap,
-                        (uint32_t)nkv + 1, sizeof *s->p_kvidx);
+    st = rkv_ensure_cap((void **)&s->plan_kvidx, &s->plan_kvidx_cap,
+                        (uint32_t)nkv + 1, sizeof *s->plan_kvidx);
     if (st != RKV_OK)
         return st;
-    if (ntok + 1 > s->p_tok_cap) {
-        uint32_t c = s->p_tok_cap;
-        st = rkv_ensure_cap((void **)&s->p_slots, &c, (uint32_t)ntok + 1,
-                            sizeof *s->p_slots);
+    if (ntok + 1 > s->plan_tok_cap) {
+        uint32_t c = s->plan_tok_cap;
+        st = rkv_ensure_cap((void **)&s->plan_slots, &c, (uint32_t)ntok + 1,
+                            sizeof *s->plan_slots);
         if (st == RKV_OK) {
-            c = s->p_tok_cap;
-            st = rkv_ensure_cap((void **)&s->p_inputs, &c, (uint32_t)ntok + 1,
-                                sizeof *s->p_inputs);
+            c = s->plan_tok_cap;
+            st = rkv_ensure_cap((void **)&s->plan_inputs, &c, (uint32_t)ntok + 1,
+                                sizeof *s->plan_inputs);
         }
         if (st != RKV_OK)
             return st;
-        s->p_tok_cap = c;
+        s->plan_tok_cap = c;
     }
     /* prefills first (stable), then decodes */
     uint32_t np = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (s->plan_reqs[i]->prefilling) {
-            rkv_sreq *t = s->plan_reqs[i];
+            rkv_sched_req *t = s->plan_reqs[i];
             memmove(&s->plan_reqs[np + 1], &s->plan_reqs[np],
                     (size_t)(i - np) * sizeof *s->plan_reqs);
             s->plan_reqs[np++] = t;
         }
     }
     uint32_t tok = 0, kv = 0;
-    s->p_qo[0] = 0;
-    s->p_kvptr[0] = 0;
+    s->plan_qo[0] = 0;
+    s->plan_kvptr[0] = 0;
     for (uint32_t i = 0; i < n; i++) {
-        rkv_sreq *r = s->plan_reqs[i];
+        rkv_sched_req *r = s->plan_reqs[i];
         uint32_t total = r->kv_len + r->sched_q;
         uint32_t nb = (total + P - 1) / P;
-        s->p_ids[i] = r->id;
-        s->p_prefix[i] = r->kv_len;
-        s->p_cached[i] = r->cached_len < r->kv_len ? r->cached_len : r->kv_len;
-        memcpy(s->p_kvidx + kv, r->blocks, (size_t)nb * sizeof *r->blocks);
+        s->plan_ids[i] = r->id;
+        s->plan_prefix[i] = r->kv_len;
+        s->plan_cached[i] = r->cached_len < r->kv_len ? r->cached_len : r->kv_len;
+        memcpy(s->plan_kvidx + kv, r->blocks, (size_t)nb * sizeof *r->blocks);
         kv += nb;
-        s->p_kvptr[i + 1] = kv;
-        s->p_last[i] = total - (nb - 1) * P;
+        s->plan_kvptr[i + 1] = kv;
+        s->plan_last[i] = total - (nb - 1) * P;
         for (uint32_t p = r->kv_len; p < total; p++) {
-            s->p_slots[tok] = r->blocks[p / P] * P + p % P;
-            s->p_inputs[tok] = r->tokens[p];
+            s->plan_slots[tok] = r->blocks[p / P] * P + p % P;
+            s->plan_inputs[tok] = r->tokens[p];
             tok++;
         }
-        s->p_qo[i + 1] = tok;
-        s->p_emits[i] = total == r->len;
+        s->plan_qo[i + 1] = tok;
+        s->plan_emits[i] = total == r->len;
     }
     rkv_batch_plan *pl = &s->plan;
     pl->num_reqs = n;
     pl->num_prefill = np;
     pl->num_tokens = tok;
-    pl->req_ids = s->p_ids;
-    pl->qo_indptr = s->p_qo;
-    pl->prefix_len = s->p_prefix;
-    pl->cached_len = s->p_cached;
-    pl->kv_indptr = s->p_kvptr;
-    pl->kv_indices = s->p_kvidx;
-    pl->kv_last_page_len = s->p_last;
-    pl->slots = s->p_slots;
-    pl->input_tokens = s->p_inputs;
-    pl->emits_token = s->p_emits;
+    pl->req_ids = s->plan_ids;
+    pl->qo_indptr = s->plan_qo;
+    pl->prefix_len = s->plan_prefix;
+    pl->cached_len = s->plan_cached;
+    pl->kv_indptr = s->plan_kvptr;
+    pl->kv_indices = s->plan_kvidx;
+    pl->kv_last_page_len = s->plan_last;
+    pl->slots = s->plan_slots;
+    pl->input_tokens = s->plan_inputs;
+    pl->emits_token = s->plan_emits;
     return RKV_OK;
 }
 
 static void rkv_plan_cancel(rkv_sched *s)
 {
     for (uint32_t i = 0; i < s->plan_n; i++) {
-        rkv_sreq *r = s->plan_reqs[i];
-        rkv_sreq_shrink(s, r, r->kv_len);
+        rkv_sched_req *r = s->plan_reqs[i];
+        rkv_sched_req_shrink(s, r, r->kv_len);
         r->sched_q = 0;
     }
     s->plan_n = 0;
 }
 
 /* Takes a planned request back out of this step's plan. */
-static void rkv_plan_remove(rkv_sched *s, rkv_sreq *r, uint32_t *budget)
+static void rkv_plan_remove(rkv_sched *s, rkv_sched_req *r, uint32_t *budget)
 {
     for (uint32_t i = 0; i < s->plan_n; i++) {
         if (s->plan_reqs[i] == r) {
@@ -306,7 +306,7 @@ static rkv_status rkv_step_running(rkv_sched *s, uint32_t *budget)
     uint32_t R = s->nrunning;
     if (R == 0)
         return RKV_OK;
-    rkv_sreq **ord = rkv_sched_mem_malloc((size_t)R * sizeof *ord);
+    rkv_sched_req **ord = rkv_sched_mem_malloc((size_t)R * sizeof *ord);
     if (ord == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
     memcpy(ord, s->running, (size_t)R * sizeof *ord);
@@ -314,7 +314,7 @@ static rkv_status rkv_step_running(rkv_sched *s, uint32_t *budget)
     uint32_t last = R; /* ord[0..last) are still running */
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t i = 0; i < last; i++) {
-            rkv_sreq *r = ord[i];
+            rkv_sched_req *r = ord[i];
             if (r->prefilling != pass || r->sched_q > 0)
                 continue;
             uint32_t left = r->len - r->kv_len;
@@ -323,7 +323,7 @@ static rkv_status rkv_step_running(rkv_sched *s, uint32_t *budget)
             if (q == 0)
                 continue;
             for (;;) {
-                rkv_status st = rkv_sreq_grow(s, r, r->kv_len + q);
+                rkv_status st = rkv_sched_req_grow(s, r, r->kv_len + q);
                 if (st == RKV_OK) {
                     r->sched_q = q;
                     *budget -= q;
@@ -335,7 +335,7 @@ static rkv_status rkv_step_running(rkv_sched *s, uint32_t *budget)
                     return st;
                 }
                 /* the least important running request goes back */
-                rkv_sreq *victim = ord[--last];
+                rkv_sched_req *victim = ord[--last];
                 if (victim->sched_q > 0)
                     rkv_plan_remove(s, victim, budget);
                 rkv_preempt(s, victim);
@@ -352,7 +352,7 @@ static rkv_status rkv_step_running(rkv_sched *s, uint32_t *budget)
 }
 
 /* Blocks r will still need beyond what it holds (estimate). */
-static uint64_t rkv_future_blocks(const rkv_sched *s, const rkv_sreq *r)
+static uint64_t rkv_future_blocks(const rkv_sched *s, const rkv_sched_req *r)
 {
     double tokens = (double)r->len + s->new_token_ratio *
                                          (double)(r->max_new - r->generated);
@@ -362,7 +362,7 @@ static uint64_t rkv_future_blocks(const rkv_sched *s, const rkv_sreq *r)
 
 /* Blocks a waiting request with a load will still need beyond its
  * loaded pages (0 without a load). */
-static uint64_t rkv_loading_blocks(const rkv_sched *s, const rkv_sreq *r)
+static uint64_t rkv_loading_blocks(const rkv_sched *s, const rkv_sched_req *r)
 {
     if (r->load_ticket == 0 && !r->load_ready)
         return 0;
@@ -396,7 +396,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
         reserve += rkv_loading_blocks(s, s->waiting[i]);
     rkv_order_iter it;
     rkv_order_iter_init(s, &it, now_ms);
-    rkv_sreq *r;
+    rkv_sched_req *r;
     /* requests with a load hold a slot: once slots run out, only a ready
      * one (its slot is its own) can still be admitted */
     while (*budget > 0 &&
@@ -422,7 +422,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
             if (rkv_future_blocks(s, r) > room)
                 room = 0;
             int loading = 0;
-            rkv_status lst = rkv_stier_try_load(s, r, room, &loading);
+            rkv_status lst = rkv_sched_tier_try_load(s, r, room, &loading);
             if (lst != RKV_OK)
                 return lst;
             if (loading) { /* its own load (1), or another's (2) */
@@ -432,12 +432,12 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
         }
         uint64_t own = rkv_loading_blocks(s, r); /* counted in reserve */
         uint64_t pt = s->st.prompt_tokens, ct = s->st.cached_tokens;
-        rkv_status st = rkv_sreq_admit(s, r);
+        rkv_status st = rkv_sched_req_admit(s, r);
         if (st != RKV_OK)
             return st;
         uint32_t left = r->len - r->kv_len;
         uint32_t q = left < *budget ? left : *budget;
-        st = rkv_sreq_grow(s, r, r->kv_len + q);
+        st = rkv_sched_req_grow(s, r, r->kv_len + q);
         r->sched_q = q;
         uint64_t mine = st == RKV_OK ? rkv_future_blocks(s, r) : 0;
         r->sched_q = 0;
@@ -445,7 +445,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
             rkv_avail_blocks(s) + own < reserve + mine)
             st = RKV_ERR_NO_SPACE; /* no headroom: undo below */
         if (st != RKV_OK) {
-            rkv_sreq_release(s, r); /* nothing computed: a clean undo */
+            rkv_sched_req_release(s, r); /* nothing computed: a clean undo */
             s->st.prompt_tokens = pt;
             s->st.cached_tokens = ct;
             if (st != RKV_ERR_NO_SPACE)
@@ -454,10 +454,10 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
              * completed loads must not hold it (they would wait for each
              * other forever): their pages become ordinary cached pages */
             if (s->nrunning == 0)
-                rkv_stier_release_ready(s, r);
+                rkv_sched_tier_release_ready(s, r);
             break;
         }
-        rkv_stier_admitted(s, r, r->cached_len);
+        rkv_sched_tier_admitted(s, r, r->cached_len);
         rkv_sched_waiting_remove(s, r);
         r->state = RKV_REQ_RUNNING;
         r->ridx = s->nrunning;
@@ -487,7 +487,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     s->ncopies = 0;
     /* completed loads make their requests admissible in this step */
     if (st == RKV_OK)
-        st = rkv_stier_poll(s);
+        st = rkv_sched_tier_poll(s);
     if (st == RKV_OK)
         st = rkv_step_reserve(s);
     if (st == RKV_OK)
@@ -521,7 +521,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
         rkv_plan_cancel(s);
         return st;
     }
-    rkv_stier_plan(s);
+    rkv_sched_tier_plan(s);
     s->plan_pending = s->plan_n > 0;
     s->st.steps++;
     uint64_t used = (uint64_t)s->num_blocks - rkv_pool_num_free(s->pool);
@@ -541,7 +541,7 @@ rkv_status rkv_sched_commit(rkv_sched *s, const int32_t *next_tokens,
                              "rkv_sched_commit: no step is waiting for "
                              "results");
     for (uint32_t i = 0; i < s->plan_n; i++) {
-        if (s->plan_reqs[i] == NULL || !s->p_emits[i])
+        if (s->plan_reqs[i] == NULL || !s->plan_emits[i])
             continue;
         if (next_tokens == NULL)
             return rkv_set_error(RKV_ERR_INVALID_ARG,
@@ -556,7 +556,7 @@ rkv_status rkv_sched_commit(rkv_sched *s, const int32_t *next_tokens,
     if (st != RKV_OK)
         return st;
     for (uint32_t i = 0; i < s->plan_n; i++) {
-        rkv_sreq *r = s->plan_reqs[i];
+        rkv_sched_req *r = s->plan_reqs[i];
         if (r == NULL)
             continue;
         int was_prefill = r->prefilling;
@@ -565,7 +565,7 @@ rkv_status rkv_sched_commit(rkv_sched *s, const int32_t *next_tokens,
             s->st.computed_tokens += r->sched_q;
         r->sched_q = 0;
         int done = 0;
-        if (s->p_emits[i]) {
+        if (s->plan_emits[i]) {
             r->tokens[r->len++] = next_tokens[i];
             r->generated++;
             r->prefilling = 0;
@@ -575,17 +575,17 @@ rkv_status rkv_sched_commit(rkv_sched *s, const int32_t *next_tokens,
         if (done) {
             r->finish = finished != NULL && finished[i] ? RKV_FINISH_STOP
                                                         : RKV_FINISH_LENGTH;
-            rkv_sreq_release(s, r);
+            rkv_sched_req_release(s, r);
             /* unlocked now: the session's own pages can be marked */
-            if (r->has_ret && r->ret.session_end &&
+            if (r->has_retention && r->retention.session_end &&
                 rkv_tree_session_end(s->tree, r->ns, r->tokens, r->len,
-                                     r->ret.owner, NULL) == RKV_OK)
+                                     r->retention.owner, NULL) == RKV_OK)
                 s->st.sessions_ended++;
             rkv_sched_running_remove(s, r);
             rkv_sched_bury(s, r);
             s->st.finished++;
         } else if (was_prefill) {
-            rkv_sreq_insert_computed(s, r);
+            rkv_sched_req_insert_computed(s, r);
         }
     }
     s->plan_n = 0;

@@ -33,7 +33,7 @@
 
 #include <sys/types.h>
 
-#include "common/cuda_backend.h"
+#include "common/cuda_loader.h"
 #include "radixkv.h"
 #include "tier/disk_record.h"
 

@@ -1,7 +1,9 @@
 /*
- * attention/block_copy.c -- rkv_pool_copy_blocks / _to_host / _from_host
- * (declared in the pool section of radixkv.h), written against the public
- * pool API only (plus the pool's CUDA backend table for a CUDA pool).
+ * alloc/pool_copy.c -- rkv_pool_copy_blocks / _to_host / _from_host
+ * (declared in the pool section of radixkv.h) and the tier's queued
+ * rkv_pool_copy_async (alloc/pool_copy.h): the host side of the pool's
+ * block copies, written against the public pool API (plus the pool's CUDA
+ * backend table for a CUDA pool, whose device side is alloc/pool_copy.cu).
  *
  * A block's KV is 2 * num_layers segments (K[l], V[l] pages) of seg =
  * page_size * num_kv_heads * head_dim * sizeof(dtype) bytes; in the pool's
@@ -26,7 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention/attn_internal.h"
+#include "alloc/pool_copy.h"
+#include "alloc/pool_internal.h"
 #include "common/cuda_backend.h"
 #include "common/status.h"
 
@@ -53,7 +56,7 @@ static rkv_status layout_of(rkv_pool *pool, const char *fn, seg_layout *L)
     if ((st = rkv_pool_layer_kv(pool, 0, &k, &v)) != RKV_OK)
         return st;
     L->base = k;
-    L->row = (size_t)L->cfg.head_dim * rkv_attn_dtype_size(L->cfg.dtype);
+    L->row = (size_t)L->cfg.head_dim * rkv_pool_dtype_size(L->cfg.dtype);
     L->seg = (size_t)L->cfg.page_size * L->cfg.num_kv_heads * L->row;
     L->external = rkv_pool_kv_external(pool);
     if ((st = rkv_pool_kv_strides(pool, &L->bs, &L->ts, &L->hs)) != RKV_OK)
@@ -99,22 +102,26 @@ static char *seg_base(rkv_pool *pool, uint32_t s)
     return (char *)(s % 2 ? v : k);
 }
 
-/* Moves one block's segment between the pool (at blk, the block's
- * address in the segment) and `packed` ([P][H][D], seg bytes). */
-static void seg_move(const seg_layout *L, char *blk, char *packed, int to_packed)
+/* Copies one block's segment of a server-owned pool from `from` to `to`,
+ * each either at the block's address in a segment (the pool's strides) or
+ * packed ([P][H][D], seg bytes): one run when the pool is dense, else one
+ * per token (a token's heads adjacent) or per (token, head). */
+static void seg_copy(const seg_layout *L, char *to, int to_packed, const char *from,
+                     int from_packed)
 {
-    const uint32_t P = L->cfg.page_size, H = L->cfg.num_kv_heads;
     if (L->dense) {
-        memcpy(to_packed ? packed : blk, to_packed ? blk : packed, L->seg);
+        memcpy(to, from, L->seg);
         return;
     }
-    int tok_run = L->hs == L->row; /* a token's heads are adjacent */
+    const uint32_t P = L->cfg.page_size, H = L->cfg.num_kv_heads;
+    int tok_run = L->hs == L->row;
+    size_t len = tok_run ? L->row * H : L->row;
     for (uint32_t t = 0; t < P; t++)
         for (uint32_t h = 0; h < (tok_run ? 1u : H); h++) {
-            char *a = blk + t * L->ts + h * L->hs;
-            char *b = packed + ((size_t)t * H + h) * L->row;
-            size_t len = tok_run ? L->row * H : L->row;
-            memcpy(to_packed ? b : a, to_packed ? a : b, len);
+            size_t strided = t * L->ts + h * L->hs;
+            size_t packed = ((size_t)t * H + h) * L->row;
+            memcpy(to + (to_packed ? packed : strided),
+                   from + (from_packed ? packed : strided), len);
         }
 }
 
@@ -122,20 +129,9 @@ static void seg_move(const seg_layout *L, char *blk, char *packed, int to_packed
 static void ext_copy_block(rkv_pool *pool, const seg_layout *L, uint32_t src,
                            uint32_t dst)
 {
-    const uint32_t P = L->cfg.page_size, H = L->cfg.num_kv_heads;
-    int tok_run = L->hs == L->row;
     for (uint32_t s = 0; s < L->height; s++) {
         char *b = seg_base(pool, s);
-        char *from = b + (size_t)src * L->bs, *to = b + (size_t)dst * L->bs;
-        if (L->dense) {
-            memcpy(to, from, L->seg);
-            continue;
-        }
-        for (uint32_t t = 0; t < P; t++)
-            for (uint32_t h = 0; h < (tok_run ? 1u : H); h++) {
-                size_t off = t * L->ts + h * L->hs;
-                memcpy(to + off, from + off, tok_run ? L->row * H : L->row);
-            }
+        seg_copy(L, b + (size_t)dst * L->bs, 0, b + (size_t)src * L->bs, 0);
     }
 }
 
@@ -322,9 +318,14 @@ static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
     for (uint32_t i = 0; i < n; i++) {
         char *hb = (char *)host + (size_t)i * L.bpb;
         if (L.external) {
-            for (uint32_t s = 0; s < L.height; s++)
-                seg_move(&L, seg_base(pool, s) + (size_t)ids[i] * L.bs,
-                         hb + (size_t)s * L.seg, to_host);
+            for (uint32_t s = 0; s < L.height; s++) {
+                char *blk = seg_base(pool, s) + (size_t)ids[i] * L.bs;
+                char *packed = hb + (size_t)s * L.seg;
+                if (to_host)
+                    seg_copy(&L, packed, 1, blk, 0);
+                else
+                    seg_copy(&L, blk, 0, packed, 1);
+            }
             continue;
         }
         char *blk = L.base + (size_t)ids[i] * L.seg;

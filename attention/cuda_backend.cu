@@ -1,14 +1,17 @@
 /*
- * common/cuda_backend.cu -- the one symbol libradixkv_cuda exports: the
- * table the core loads (see common/cuda_backend.h). Everything else in the
- * backend is hidden (-fvisibility=hidden), so its copy of the error
- * reporting (common/status.c) never clashes with the core's.
+ * attention/cuda_backend.cu -- the one symbol libradixkv_cuda exports: the
+ * table the core loads (see common/cuda_backend.h). It sits in attention/,
+ * the highest layer whose code it gathers (alloc/ *.cu, attention/ *.cu).
+ * Everything else in the backend is hidden (-fvisibility=hidden), so its
+ * copy of the error reporting (common/status.c) never clashes with the
+ * core's.
  *
  * Invariant: the table is a constant; entries are in the order of the
  * struct and every one is set (the core does not check for NULL entries).
  */
 #include "alloc/pool_copy.h"
 #include "alloc/pool_cuda.h"
+#include "attention/attn_internal.h"
 #include "common/cuda_backend.h"
 
 static const rkv_cuda_backend rkv_cuda_table = {
@@ -24,8 +27,8 @@ static const rkv_cuda_backend rkv_cuda_table = {
     rkv_attn_cuda_append,
     rkv_attn_cuda_rows,
     rkv_attn_cuda_merge,
-    rkv_attn_cuda_copy_blocks,
-    rkv_attn_cuda_copy_host,
+    rkv_copy_blocks,
+    rkv_copy_host,
     rkv_attn_cuda_set_cascade_budget,
     rkv_pinned_alloc,
     rkv_pinned_free,
