@@ -34,13 +34,13 @@
  *     tree, every block of the pool is free.
  * Any violation aborts.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "tests/fuzz/fuzz_die.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "sched/sched_debug.h"
 
@@ -79,17 +79,7 @@ typedef struct world {
     uint32_t op;           /* for messages                              */
 } world;
 
-__attribute__((format(printf, 2, 3))) static void die(const world *w, const char *fmt,
-                                                   ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fuzz_api: op %u: ", w->op);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (last error: %s)\n", rkv_last_error());
-    va_end(ap);
-    abort();
-}
+#define die(w, ...) fuzz_die("fuzz_api", &(w)->op, __VA_ARGS__)
 
 static void check_all(const world *w, const char *what)
 {
