@@ -38,16 +38,9 @@
 static rkv_event stored(uint64_t seq, uint64_t ns, uint64_t parent,
                         const uint64_t *h, uint32_t n, uint8_t medium)
 {
-    rkv_event e;
-    memset(&e, 0, sizeof e);
-    e.seq = seq;
-    e.kind = RKV_EVENT_BLOCK_STORED;
+    rkv_event e = rt_event(seq, RKV_EVENT_BLOCK_STORED, 16, parent, h, n);
     e.medium = medium;
     e.ns = ns;
-    e.parent_hash = parent;
-    e.page_size = 16;
-    e.num_hashes = (uint16_t)n;
-    memcpy(e.hashes, h, n * sizeof *h);
     return e;
 }
 

@@ -35,16 +35,9 @@ static uint64_t base_hash(const uint32_t *share, uint32_t b, uint32_t j)
 static rkv_event ev(uint64_t seq, uint8_t kind, uint8_t medium, uint64_t parent,
                     uint64_t h)
 {
-    rkv_event e;
-    memset(&e, 0, sizeof e);
-    e.seq = seq;
-    e.kind = kind;
+    rkv_event e = rt_event(seq, kind, 16, parent, &h, 1);
     e.medium = medium;
     e.ns = NS;
-    e.parent_hash = parent;
-    e.page_size = 16;
-    e.num_hashes = 1;
-    e.hashes[0] = h;
     return e;
 }
 

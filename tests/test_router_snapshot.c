@@ -177,13 +177,8 @@ Test(router_snapshot, chunked)
     cr_assert_eq(o[1].pages, 10);
     cr_assert_eq(entries(r), 10);
     /* the next event applies on top */
-    rkv_event e;
-    memset(&e, 0, sizeof e);
-    e.seq = 41;
-    e.kind = RKV_EVENT_BLOCK_STORED;
-    e.parent_hash = 209;
-    e.num_hashes = 1;
-    e.hashes[0] = 210;
+    rkv_event e = rt_event(41, RKV_EVENT_BLOCK_STORED, 0, 209,
+                           (const uint64_t[]){210}, 1);
     cr_assert_eq(rkv_router_apply(r, 1, &e, 1), RKV_OK);
     cr_assert(rkv_router_holds(r, 1, 0, 210));
     /* abort, and begin twice (restart) */
