@@ -17,7 +17,7 @@
 
 static void setup_with(uint32_t nblocks, int policy)
 {
-    rkv_tree_config tc = tf_tree_config(policy, 100);
+    rkv_tree_config tc = tu_tree_config(policy, 100);
     tf_open(nblocks, 4, &tc);
 }
 

@@ -56,12 +56,7 @@ static void expect(rkv_request_info in, rkv_req_state state,
 static rkv_status submit(eng *e, uint64_t id, const int32_t *p, uint32_t n,
                          uint32_t max_new)
 {
-    rkv_request_desc d;
-    memset(&d, 0, sizeof d);
-    d.id = id;
-    d.prompt = p;
-    d.prompt_len = n;
-    d.max_new_tokens = max_new;
+    rkv_request_desc d = tu_request(id, p, n, max_new);
     return rkv_sched_submit(e->s, &d);
 }
 

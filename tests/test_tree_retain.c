@@ -23,7 +23,7 @@
 static void setup_with(uint32_t nblocks, uint32_t page, int policy,
                        uint32_t pct)
 {
-    rkv_tree_config tc = tf_tree_config(policy, pct);
+    rkv_tree_config tc = tu_tree_config(policy, pct);
     tf_open(nblocks, page, &tc);
 }
 
@@ -38,11 +38,7 @@ static rkv_retain_result pin(rkv_namespace ns, const int32_t *tok, size_t n,
                              size_t pin_tokens, uint64_t ttl, uint64_t owner,
                              uint64_t now)
 {
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = pin_tokens;
-    r.ttl_ms = ttl;
-    r.owner = owner;
+    rkv_retention r = tu_pin(pin_tokens, ttl, owner);
     rkv_retain_result out;
     OK(rkv_tree_retain(g_tree, ns, tok, n, &r, now, &out));
     CHECK();
@@ -281,12 +277,7 @@ Test(retain, bad_arguments_change_nothing)
     cr_assert_eq(tc.max_pinned_pct, 50);
     cr_assert_eq(tc.evict_policy, RKV_EVICT_LRU);
     tc.evict_policy = 7;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 4;
-    pc.page_size = 4;
-    rkv_pool *pool2;
-    OK(rkv_pool_create(&pc, &pool2));
+    rkv_pool *pool2 = tu_pool(4, 4);
     rkv_tree *t2 = NULL;
     ERR(RKV_ERR_INVALID_ARG, rkv_tree_create(pool2, &tc, &t2));
     tc.evict_policy = RKV_EVICT_PRIORITY;

@@ -168,12 +168,7 @@ rkv_status stk_submit(stk_env *e, uint64_t id, const int32_t *prompt,
                       uint32_t len, uint32_t max_new)
 {
     cr_assert_lt(id, MAXR);
-    rkv_request_desc d;
-    memset(&d, 0, sizeof d);
-    d.id = id;
-    d.prompt = prompt;
-    d.prompt_len = len;
-    d.max_new_tokens = max_new;
+    rkv_request_desc d = tu_request(id, prompt, len, max_new);
     d.arrival_ms = e->now;
     rkv_status st = rkv_sched_submit(e->s, &d);
     if (st != RKV_OK)

@@ -5,6 +5,7 @@
 #include "tests/support/tree_fixture.h"
 
 #include "radix/tree_debug.h"
+#include "tests/support/handles.h"
 
 rkv_pool *g_pool;
 rkv_tree *g_tree;
@@ -12,23 +13,10 @@ uint32_t g_page;
 
 void tf_open(uint32_t nblocks, uint32_t page, const rkv_tree_config *tc)
 {
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = nblocks;
-    cfg.page_size = page;
-    OK(rkv_pool_create(&cfg, &g_pool));
-    OK(rkv_tree_create(g_pool, tc, &g_tree));
+    g_pool = tu_pool(nblocks, page);
+    g_tree = tu_tree(g_pool, tc);
     g_page = page;
     CHECK();
-}
-
-rkv_tree_config tf_tree_config(int policy, uint32_t max_pinned_pct)
-{
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.evict_policy = policy;
-    tc.max_pinned_pct = max_pinned_pct;
-    return tc;
 }
 
 void tf_close(void)

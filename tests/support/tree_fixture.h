@@ -17,6 +17,7 @@
 
 #include "radixkv.h"
 #include "tests/support/check.h"
+#include "tests/support/handles.h"
 
 extern rkv_pool *g_pool;
 extern rkv_tree *g_tree;
@@ -32,9 +33,6 @@ extern uint32_t g_page; /* tokens per page of g_pool */
 /* A pool of nblocks pages of page tokens, a tree with tc (NULL: the
  * defaults of rkv_tree_config_init), then CHECK. */
 void tf_open(uint32_t nblocks, uint32_t page, const rkv_tree_config *tc);
-
-/* A tree config of rkv_tree_config_init with this policy and pin cap. */
-rkv_tree_config tf_tree_config(int policy, uint32_t max_pinned_pct);
 
 void tf_close(void);
 
