@@ -551,13 +551,7 @@ Test(attention_gpu, unsupported_head_dim)
 #ifdef RKV_HAVE_CUDA
     rkv_rng rng;
     rkv_rng_init(&rng, rkv_test_seed("attention_gpu.unsupported_head_dim"));
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 2;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 96;
-    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool_config pc = tu_kv_config(2, 0, 1, 1, 96, RKV_DEVICE_CUDA);
     rkv_pool *p;
     OK(rkv_pool_create(&pc, &p));
     rkv_attn *a;

@@ -326,13 +326,7 @@ Test(pool, metadata_only)
 
 Test(pool, host_kv_layout)
 {
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = 6;
-    cfg.page_size = 4;
-    cfg.num_layers = 3;
-    cfg.num_kv_heads = 2;
-    cfg.head_dim = 8;
+    rkv_pool_config cfg = tu_kv_config(6, 4, 3, 2, 8, RKV_DEVICE_HOST);
     cfg.dtype = RKV_DTYPE_F32;
     rkv_pool *p = NULL;
     OK(rkv_pool_create(&cfg, &p));

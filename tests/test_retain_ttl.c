@@ -161,11 +161,7 @@ TestSuite(prio_duration, .fini = tf_close);
 static void prio_for(rkv_namespace ns, const int32_t *tok, size_t n, int p,
                      uint64_t dur, uint64_t now)
 {
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.priority = p;
-    r.prio_begin = 0;
-    r.prio_end = n;
+    rkv_retention r = tu_prio(p, 0, n);
     r.priority_duration_ms = dur;
     OK(rkv_tree_retain(g_tree, ns, tok, n, &r, now, NULL));
     CHECK();
@@ -226,10 +222,7 @@ Test(prio_duration, a_split_keeps_the_deadline_on_both_halves)
     tf_cache_seq(1, a, 16, 1000);
     prio_for(1, a, 16, 90, 40, 0);
     /* a pin on the first half splits the node */
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 8;
-    r.ttl_ms = 1000;
+    rkv_retention r = tu_pin(8, 1000, 0);
     OK(rkv_tree_retain(g_tree, 1, a, 16, &r, 5, NULL));
     CHECK();
     cr_assert_eq(node_prio(1, a, 8), 90);

@@ -189,9 +189,7 @@ Test(router_scale, instance_limit)
 
 Test(router_scale, stores_need_their_parent)
 {
-    rkv_router *r = rt_mk();
-    cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
-    cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
+    rkv_router *r = rt_mk_instances(2);
     rkv_event a[2] = {ev(1, RKV_EVENT_BLOCK_STORED, RKV_MEDIUM_DEVICE,
                          RKV_HASH_ROOT, 11),
                       ev(2, RKV_EVENT_BLOCK_STORED, RKV_MEDIUM_HOST, 11, 12)};
@@ -216,8 +214,7 @@ Test(router_scale, stores_need_their_parent)
     rkv_router_stats s;
     cr_assert_eq(rkv_router_get_stats(r, &s), RKV_OK);
     cr_assert_eq(s.events_bad, 2);
-    rt_ok(r);
-    rkv_router_destroy(r);
+    rt_done(r);
 }
 
 /* device over host over disk, with configured weights; a page on several
@@ -302,9 +299,7 @@ Test(router_scale, medium_weights)
 
 Test(router_scale, route_by_tokens)
 {
-    rkv_router *r = rt_mk();
-    cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
-    cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
+    rkv_router *r = rt_mk_instances(2);
     enum { P = 4, T = 1000 };
     int32_t tok[T];
     for (int i = 0; i < T; i++)

@@ -388,4 +388,11 @@ static inline void eng_assert_no_leak(eng *e)
                  rkv_pool_num_free(e->pool), e->nblocks);
 }
 
+/* A test's end: nothing leaked, then the engine is freed. */
+static inline void eng_done(eng *e)
+{
+    eng_assert_no_leak(e);
+    eng_fini(e);
+}
+
 #endif

@@ -27,6 +27,16 @@ static void setup_with(uint32_t nblocks, uint32_t page, int policy,
     tf_open(nblocks, page, &tc);
 }
 
+/* Caches n tokens of a, b and c (c may be NULL) in namespace 1, in this
+ * order (a the least recently used), from bases 1000, 2000 and 3000. */
+static void cache_abc(size_t n, int32_t *a, int32_t *b, int32_t *c)
+{
+    tf_cache_seq(1, a, n, 1000);
+    tf_cache_seq(1, b, n, 2000);
+    if (c != NULL)
+        tf_cache_seq(1, c, n, 3000);
+}
+
 static void touch(rkv_namespace ns, const int32_t *tok, size_t n)
 {
     rkv_match m;
@@ -48,11 +58,7 @@ static rkv_retain_result pin(rkv_namespace ns, const int32_t *tok, size_t n,
 static void prio(rkv_namespace ns, const int32_t *tok, size_t n, size_t b,
                  size_t e, int p, uint64_t now)
 {
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.priority = p;
-    r.prio_begin = b;
-    r.prio_end = e;
+    rkv_retention r = tu_prio(p, b, e);
     OK(rkv_tree_retain(g_tree, ns, tok, n, &r, now, NULL));
     CHECK();
 }
@@ -126,10 +132,7 @@ Test(retain, cap_refuses_and_counts_shared_prefixes_once)
     tf_cache_seq(2, d, 8, 7000);
     rkv_tree_stats s0;
     OK(rkv_tree_get_stats(g_tree, &s0));
-    rkv_retention r2;
-    rkv_retention_init(&r2);
-    r2.pin_tokens = 4;
-    r2.ttl_ms = 10;
+    rkv_retention r2 = tu_pin(4, 10, 0);
     r2.priority = 90;
     r2.prio_end = 8;
     ERR(RKV_ERR_PIN_CAP, rkv_tree_retain(g_tree, 2, d, 8, &r2, 1, NULL));
@@ -159,10 +162,7 @@ Test(retain, zero_cap_means_no_pins)
     setup_with(16, 4, RKV_EVICT_LRU, 0);
     int32_t a[8];
     tf_cache_seq(1, a, 8, 1);
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 8;
-    r.ttl_ms = 5;
+    rkv_retention r = tu_pin(8, 5, 0);
     ERR(RKV_ERR_PIN_CAP, rkv_tree_retain(g_tree, 1, a, 8, &r, 0, NULL));
     CHECK();
 }
@@ -171,9 +171,7 @@ Test(retain, release_and_extend_by_owner)
 {
     setup_with(32, 4, RKV_EVICT_LRU, 50);
     int32_t a[8], b[8], c[8];
-    tf_cache_seq(1, a, 8, 1000);
-    tf_cache_seq(1, b, 8, 2000);
-    tf_cache_seq(1, c, 8, 3000);
+    cache_abc(8, a, b, c);
     pin(1, a, 8, 8, 100, 11, 0);
     pin(1, b, 8, 8, 100, 11, 0);
     pin(1, c, 8, 8, 100, 22, 0);
@@ -294,8 +292,7 @@ Test(retain, deadlines_saturate_at_the_end_of_time)
 {
     setup_with(32, 4, RKV_EVICT_LRU, 50);
     int32_t a[8], b[8];
-    tf_cache_seq(1, a, 8, 1000);
-    tf_cache_seq(1, b, 8, 2000);
+    cache_abc(8, a, b, NULL);
     const uint64_t end = UINT64_MAX;
     /* ttl past the end: deadline = the end, the pin lives until then */
     pin(1, a, 8, 8, 100, 7, end - 10);
@@ -310,11 +307,7 @@ Test(retain, deadlines_saturate_at_the_end_of_time)
     cr_assert_eq(tf_rstats().pins_expired, 1);
 
     /* at the end, a pin is refused and nothing changes */
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 8;
-    r.ttl_ms = 1000;
-    r.owner = 9;
+    rkv_retention r = tu_pin(8, 1000, 9);
     r.priority = 3;
     r.prio_end = 8;
     ERR(RKV_ERR_INVALID_ARG, rkv_tree_retain(g_tree, 1, b, 8, &r, end, NULL));
@@ -341,8 +334,7 @@ Test(retain, running_request_always_gets_its_blocks)
     setup_with(16, 4, RKV_EVICT_LRU, 50);
     int32_t a[16], b[16], r[16];
     tf_seq(r, 16, 3000);
-    tf_cache_seq(1, a, 16, 1000);
-    tf_cache_seq(1, b, 16, 2000);
+    cache_abc(16, a, b, NULL);
     pin(1, a, 16, 16, 1000, 1, 0);
     pin(1, b, 16, 16, 2000, 2, 0); /* cap reached: 8 of 16 pinned */
     /* a running request: its 4 pages are cached and locked */
@@ -405,8 +397,7 @@ Test(retain, revocation_skips_a_pin_that_frees_nothing)
 {
     setup_with(16, 4, RKV_EVICT_LRU, 50);
     int32_t a[16], b[16];
-    tf_cache_seq(1, a, 16, 1000);
-    tf_cache_seq(1, b, 16, 2000);
+    cache_abc(16, a, b, NULL);
     pin(1, a, 16, 16, 100, 1, 0); /* earliest deadline */
     pin(1, b, 16, 16, 200, 2, 0);
     /* a running request locks a's pages: a's pin holds nothing on its own */
@@ -457,9 +448,7 @@ Test(retain, equal_deadlines_revoke_the_oldest_pin_first)
 {
     setup_with(16, 4, RKV_EVICT_LRU, 80);
     int32_t a[16], b[16], c[16];
-    tf_cache_seq(1, a, 16, 1000);
-    tf_cache_seq(1, b, 16, 2000);
-    tf_cache_seq(1, c, 16, 3000);
+    cache_abc(16, a, b, c);
     pin(1, b, 16, 16, 100, 7, 0);
     pin(1, c, 16, 16, 100, 5, 0);
     pin(1, a, 16, 16, 100, 9, 0);
@@ -535,11 +524,7 @@ Test(retain, priority_range_past_the_end_sets_nothing)
     setup_with(64, 4, RKV_EVICT_PRIORITY, 50);
     int32_t a[16];
     tf_cache_seq(1, a, 16, 1);
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.priority = 90;
-    r.prio_begin = SIZE_MAX - 1;
-    r.prio_end = SIZE_MAX;
+    rkv_retention r = tu_prio(90, SIZE_MAX - 1, SIZE_MAX);
     rkv_retain_result out;
     OK(rkv_tree_retain(g_tree, 1, a, 16, &r, 0, &out));
     CHECK();
@@ -557,11 +542,7 @@ Test(retain, priority_range_splits_nodes)
     int32_t a[16];
     tf_cache_seq(1, a, 16, 1);
     /* [3, 13) tokens: pages wholly inside are 1 and 2 */
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.priority = 90;
-    r.prio_begin = 3;
-    r.prio_end = 13;
+    rkv_retention r = tu_prio(90, 3, 13);
     rkv_retain_result out;
     OK(rkv_tree_retain(g_tree, 1, a, 16, &r, 0, &out));
     CHECK();
@@ -685,11 +666,7 @@ static void random_run(int policy, const char *name)
             uint32_t cached = tf_cached_pages(ns, tok, n);
             mp.pages = (uint32_t)(pt / g_page) < cached ? (uint32_t)(pt / g_page) : cached;
             mp.deadline = now + 1 + rkv_rng_below(&rng, 50);
-            rkv_retention r;
-            rkv_retention_init(&r);
-            r.pin_tokens = pt;
-            r.ttl_ms = mp.deadline - now;
-            r.owner = mp.owner;
+            rkv_retention r = tu_pin(pt, mp.deadline - now, mp.owner);
             /* a renewal: same owner, same prefix */
             int renew = -1;
             for (uint32_t i = 0; i < npins; i++)
@@ -869,14 +846,10 @@ static uint64_t oom_run(int64_t k)
         OK(st);
         OK(rkv_pool_unref_n(g_pool, 6, b));
         CHECK();
-        rkv_retention r;
-        rkv_retention_init(&r);
+        rkv_retention r = tu_pin((i % 4 == 1) ? 0 : 4 * (2 + i % 4), 1000, i);
         r.priority = (int)(i % 101);
         r.prio_begin = 4 * (i % 3);
         r.prio_end = 4 * (3 + i % 3);
-        r.pin_tokens = (i % 4 == 1) ? 0 : 4 * (2 + i % 4);
-        r.ttl_ms = 1000;
-        r.owner = i;
         oom_take(&s0, seqs, i + 1);
         while ((st = rkv_tree_retain(g_tree, 1, seqs[i], 24, &r, 0, NULL)) ==
                RKV_ERR_NOMEM) {

@@ -146,11 +146,7 @@ Test(tree_session, releases_the_session_pins_and_refuses_bad_args)
     int32_t a[32];
     size_t na = ctx(a, 1, 2);
     use(&e, a, na);
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = na;
-    r.ttl_ms = 1000;
-    r.owner = 7;
+    rkv_retention r = tu_pin(na, 1000, 7);
     OK(rkv_tree_retain(e.tree, 0, a, na, &r, 10, NULL));
     rkv_retention_stats rs;
     OK(rkv_tree_retention_stats(e.tree, &rs));

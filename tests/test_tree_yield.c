@@ -153,11 +153,7 @@ Test(yield, random_operations_keep_the_counter, .fini = done, .timeout = 120)
             break;
         }
         case 3: {
-            rkv_retention ret;
-            rkv_retention_init(&ret);
-            ret.pin_tokens = n;
-            ret.ttl_ms = 1 + (r >> 12) % 50;
-            ret.owner = (r >> 20) % 4;
+            rkv_retention ret = tu_pin(n, 1 + (r >> 12) % 50, (r >> 20) % 4);
             rkv_status st = rkv_tree_retain(tree, 0, seqs[q], n, &ret, now, NULL);
             cr_assert(st == RKV_OK || st == RKV_ERR_PIN_CAP, "%s",
                       rkv_last_error());

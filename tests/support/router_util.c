@@ -11,6 +11,15 @@ rkv_router *rt_mk(void)
     return rt_mk_with(NULL);
 }
 
+rkv_router *rt_mk_instances(uint64_t n)
+{
+    rkv_router *r = rt_mk();
+    for (uint64_t id = 1; id <= n; id++)
+        cr_assert_eq(rkv_router_add_instance(r, id), RKV_OK, "%s",
+                     rkv_last_error());
+    return r;
+}
+
 rkv_router *rt_mk_with(const rkv_router_config *c)
 {
     rkv_router *r = NULL;
@@ -31,4 +40,10 @@ rkv_event rt_event(uint64_t seq, uint8_t kind, uint32_t page_size,
 void rt_ok(const rkv_router *r)
 {
     cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());
+}
+
+void rt_done(rkv_router *r)
+{
+    rt_ok(r);
+    rkv_router_destroy(r);
 }

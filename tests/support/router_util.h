@@ -11,6 +11,9 @@
 /* A router with the default config; the test fails if it cannot be made. */
 rkv_router *rt_mk(void);
 
+/* rt_mk with instances 1..n registered. */
+rkv_router *rt_mk_instances(uint64_t n);
+
 /* A router with config c; the test fails if it cannot be made. */
 rkv_router *rt_mk_with(const rkv_router_config *c);
 
@@ -21,5 +24,8 @@ rkv_event rt_event(uint64_t seq, uint8_t kind, uint32_t page_size,
 
 /* Asserts rkv_router_check(r) (its message on failure). */
 void rt_ok(const rkv_router *r);
+
+/* rt_ok(r), then destroys r: a test's last check. */
+void rt_done(rkv_router *r);
 
 #endif
