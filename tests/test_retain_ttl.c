@@ -37,6 +37,14 @@ static void set_time(uint64_t now)
     CHECK();
 }
 
+/* Moves the time to now, then expects n live pins. */
+static void pins_at(uint64_t now, uint64_t n)
+{
+    set_time(now);
+    cr_assert_eq(tf_rstats().pins, n, "%llu pins at %llu",
+                 (unsigned long long)tf_rstats().pins, (unsigned long long)now);
+}
+
 TestSuite(ns_ttl, .fini = tf_close);
 
 Test(ns_ttl, pins_expire_at_their_namespace_ttl_and_own_ttl_wins)
@@ -64,27 +72,21 @@ Test(ns_ttl, pins_expire_at_their_namespace_ttl_and_own_ttl_wins)
     OK(rkv_tree_retain(g_tree, 1, c, 8, &r, 10, NULL));
     CHECK();
     cr_assert_eq(tf_rstats().pins, 3);
-    set_time(109);
-    cr_assert_eq(tf_rstats().pins, 3);
-    set_time(110); /* a: 10 + 100 */
-    cr_assert_eq(tf_rstats().pins, 2);
+    pins_at(109, 3);
+    pins_at(110, 2); /* a: 10 + 100 */
     OK(rkv_tree_evict(g_tree, 2, NULL));
     CHECK();
     cr_assert_eq(tf_cached_pages(1, a, 8), 0);
     cr_assert_eq(tf_cached_pages(2, b, 8), 2);
     ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 1, NULL));
-    set_time(309);
-    cr_assert_eq(tf_rstats().pins, 2);
-    set_time(310); /* b: 10 + 300 */
-    cr_assert_eq(tf_rstats().pins, 1);
+    pins_at(309, 2);
+    pins_at(310, 1); /* b: 10 + 300 */
     OK(rkv_tree_evict(g_tree, 2, NULL));
     CHECK();
     cr_assert_eq(tf_cached_pages(2, b, 8), 0);
     cr_assert_eq(tf_cached_pages(1, c, 8), 2);
-    set_time(509);
-    cr_assert_eq(tf_rstats().pins, 1);
-    set_time(510); /* c: 10 + 500 */
-    cr_assert_eq(tf_rstats().pins, 0);
+    pins_at(509, 1);
+    pins_at(510, 0); /* c: 10 + 500 */
     cr_assert_eq(tf_rstats().pins_expired, 3);
 }
 
@@ -102,8 +104,7 @@ Test(ns_ttl, renewal_uses_the_namespace_ttl_and_removal_refuses_again)
     OK(rkv_tree_retain(g_tree, 5, a, 8, &r, 60, NULL)); /* renewed to 160 */
     CHECK();
     cr_assert_eq(tf_rstats().pins_renewed, 1);
-    set_time(159);
-    cr_assert_eq(tf_rstats().pins, 1);
+    pins_at(159, 1);
     /* removing the default keeps made pins, refuses new TTL-less ones */
     OK(rkv_tree_set_namespace_ttl(g_tree, 5, 0));
     CHECK();
@@ -113,8 +114,7 @@ Test(ns_ttl, renewal_uses_the_namespace_ttl_and_removal_refuses_again)
     CHECK();
     rkv_retention_stats after = tf_rstats();
     cr_assert_eq(memcmp(&before, &after, sizeof before), 0, "state intact");
-    set_time(160);
-    cr_assert_eq(tf_rstats().pins, 0);
+    pins_at(160, 0);
 }
 
 Test(ns_ttl, table_is_bounded_and_full_changes_nothing)
