@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -64,13 +65,8 @@ static void fix_open(fix *f, const cfg *c, rkv_rng *rng)
 {
     f->c = *c;
     f->es = esize(c->dt);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = c->nblocks;
-    pc.page_size = c->P;
-    pc.num_layers = c->layers;
-    pc.num_kv_heads = c->Hkv;
-    pc.head_dim = c->D;
+    rkv_pool_config pc = tu_kv_config(c->nblocks, c->P, c->layers,
+                                      c->Hkv, c->D, RKV_DEVICE_HOST);
     pc.dtype = c->dt;
     OK(rkv_pool_create(&pc, &f->pool));
     OK(rkv_attn_create(f->pool, &f->attn));

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -75,13 +76,8 @@ typedef struct hist {
 static void scratch_rows(uint64_t seed, rkv_dtype dt, const hist *h, uint32_t kv_len,
                          uint32_t q_len, uint32_t layer, const void *q, void *out, float *lse)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = (kv_len + PG - 1) / PG;
-    pc.page_size = PG;
-    pc.num_layers = NL;
-    pc.num_kv_heads = HKV;
-    pc.head_dim = HD;
+    rkv_pool_config pc = tu_kv_config((kv_len + PG - 1) / PG, PG, NL,
+                                      HKV, HD, RKV_DEVICE_HOST);
     pc.dtype = dt;
     rkv_pool *pool;
     rkv_attn *a;
@@ -120,13 +116,7 @@ static void run_workload(const char *name, rkv_dtype dt)
     rkv_rng rng;
     rkv_rng_init(&rng, seed);
     const size_t es = dt == RKV_DTYPE_F32 ? 4 : 2;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 400;
-    pc.page_size = PG;
-    pc.num_layers = NL;
-    pc.num_kv_heads = HKV;
-    pc.head_dim = HD;
+    rkv_pool_config pc = tu_kv_config(400, PG, NL, HKV, HD, RKV_DEVICE_HOST);
     pc.dtype = dt;
     rkv_pool *pool;
     rkv_tree *tree;

@@ -24,6 +24,7 @@
 
 #include "attention/attn_internal.h"
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
 #ifdef RKV_HAVE_CUDA
@@ -36,15 +37,8 @@
 /* Skips the calling test unless a CUDA pool can be created. */
 static void need_gpu(void)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 1;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 64;
-    pc.device = RKV_DEVICE_CUDA;
     rkv_pool *p = NULL;
-    rkv_status s = rkv_pool_create(&pc, &p);
+    rkv_status s = tu_cuda_pool(1, 64, &p);
     if (s == RKV_ERR_NO_DEVICE)
         cr_skip_test(SKIP_MSG);
     cr_assert_eq(s, RKV_OK, "CUDA pool: %s", rkv_last_error());
@@ -557,13 +551,7 @@ Test(attention_gpu, unsupported_head_dim)
 #ifdef RKV_HAVE_CUDA
     rkv_rng rng;
     rkv_rng_init(&rng, rkv_test_seed("attention_gpu.unsupported_head_dim"));
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 2;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 96;
-    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool_config pc = tu_kv_config(2, 0, 1, 1, 96, RKV_DEVICE_CUDA);
     rkv_pool *p;
     OK(rkv_pool_create(&pc, &p));
     rkv_attn *a;

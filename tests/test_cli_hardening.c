@@ -13,6 +13,7 @@
 #include "sim/replay.h"
 #include "sim/trace.h"
 #include "sim/workload.h"
+#include "tests/support/test_workload.h"
 
 static void load_text(rkv_workload *wl, const char *text, const char *name)
 {
@@ -67,10 +68,7 @@ Test(keys, hash_id_max_does_not_alias_outputs)
     load_text(&wl, text, "max.jsonl");
     assert_disjoint_keys(&wl);
 
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = 100000;
-    cfg.check_every = 1;
+    rkv_replay_config cfg = rkv_test_replay_config(0, 100000, 1);
     rkv_replay_result res;
     cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s",
                  rkv_last_error());

@@ -13,21 +13,10 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/handles.h"
 
 #define SONAME "libradixkv_cuda.so.0"
 #define NOT_LOADED "cannot load the CUDA backend"
-
-static rkv_status make_cuda_pool(rkv_pool **out)
-{
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = 4;
-    cfg.num_layers = 1;
-    cfg.num_kv_heads = 1;
-    cfg.head_dim = 64;
-    cfg.device = RKV_DEVICE_CUDA;
-    return rkv_pool_create(&cfg, out);
-}
 
 /* Creating a CUDA pool with RKV_CUDA_BACKEND=path fails with NO_DEVICE,
  * leaves *out alone, and the message contains every piece of `want`. */
@@ -35,7 +24,7 @@ static void refused(const char *path, const char *want1, const char *want2)
 {
     cr_assert_eq(setenv("RKV_CUDA_BACKEND", path, 1), 0);
     rkv_pool *p = NULL;
-    rkv_status st = make_cuda_pool(&p);
+    rkv_status st = tu_cuda_pool(4, 64, &p);
     cr_assert_eq(st, RKV_ERR_NO_DEVICE, "status %d: %s", st, rkv_last_error());
     cr_assert_null(p);
     const char *msg = rkv_last_error();
@@ -85,7 +74,7 @@ Test(cuda_backend, default_search)
 {
     cr_assert_eq(unsetenv("RKV_CUDA_BACKEND"), 0);
     rkv_pool *p = NULL;
-    rkv_status st = make_cuda_pool(&p);
+    rkv_status st = tu_cuda_pool(4, 64, &p);
 #ifdef RKV_CUDA_BACKEND_FILE
     cr_assert(st == RKV_OK || st == RKV_ERR_NO_DEVICE, "status %d: %s", st,
               rkv_last_error());
@@ -108,7 +97,7 @@ Test(cuda_backend, env_selects_the_built_backend)
 {
     cr_assert_eq(setenv("RKV_CUDA_BACKEND", RKV_CUDA_BACKEND_FILE, 1), 0);
     rkv_pool *p = NULL;
-    rkv_status st = make_cuda_pool(&p);
+    rkv_status st = tu_cuda_pool(4, 64, &p);
     cr_assert(st == RKV_OK || st == RKV_ERR_NO_DEVICE, "status %d: %s", st,
               rkv_last_error());
     if (st == RKV_OK)

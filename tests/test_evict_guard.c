@@ -20,6 +20,7 @@
 #include "sim/replay.h"
 #include "sim/workload.h"
 #include "radixkv.h"
+#include "tests/support/test_workload.h"
 
 #define PAGE 64u
 #define SHAPES 5
@@ -70,12 +71,8 @@ static void make_shape(int s, rkv_workload *wl)
 
 static rkv_replay_result run(const rkv_workload *wl, uint64_t cap, int policy)
 {
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.page_size = PAGE;
-    cfg.capacity_tokens = cap;
+    rkv_replay_config cfg = rkv_test_replay_config(PAGE, cap, 997);
     cfg.evict_policy = policy;
-    cfg.check_every = 997;
     rkv_replay_result res;
     cr_assert_eq(rkv_replay_file_order(wl, &cfg, &res), RKV_OK, "%s",
                  rkv_last_error());

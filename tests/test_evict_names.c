@@ -7,18 +7,13 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/handles.h"
 
 /* Values around the known ones: every one the table names must be a policy
  * rkv_tree_create accepts, every other one it refuses. */
 Test(evict_names, round_trip_and_tree_agree)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 8;
-    pc.page_size = 4;
-    pc.num_layers = 0;
-    rkv_pool *pool = NULL;
-    cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK);
+    rkv_pool *pool = tu_pool(8, 4);
     int named = 0;
     for (int v = -2; v < 16; v++) {
         const char *name = rkv_evict_policy_name(v);

@@ -36,9 +36,9 @@
 #include "radix/tree_debug.h"
 #include "radix/tree_internal.h"
 #include "radixkv.h"
+#include "tests/support/check.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
-
-#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 
 #define PG 2          /* tokens per page                                  */
 #define NB 24         /* pool blocks                                      */
@@ -371,15 +371,8 @@ typedef struct harness {
 static void h_open(harness *h, int policy)
 {
     memset(h, 0, sizeof *h);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = NB;
-    pc.page_size = PG;
-    OK(rkv_pool_create(&pc, &h->pool));
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.evict_policy = policy;
-    OK(rkv_tree_create(h->pool, &tc, &h->tree));
+    h->pool = tu_pool(NB, PG);
+    h->tree = tu_policy_tree(h->pool, policy);
     /* the learned order itself (its guard: tests/test_evict_guard.c) */
     rkv_tree_debug_guard_off(h->tree);
     m_init(&h->m, policy);

@@ -14,19 +14,15 @@
 
 #include "alloc/pool_internal.h"
 #include "radixkv.h"
+#include "tests/support/check.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
-#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 #define CHECK(pool) OK(rkv_pool_check(pool))
 
 static rkv_pool *make_pool(uint32_t nblocks, uint32_t page)
 {
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = nblocks;
-    cfg.page_size = page;
-    rkv_pool *p = NULL;
-    OK(rkv_pool_create(&cfg, &p));
+    rkv_pool *p = tu_pool(nblocks, page);
     CHECK(p);
     return p;
 }
@@ -330,13 +326,7 @@ Test(pool, metadata_only)
 
 Test(pool, host_kv_layout)
 {
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = 6;
-    cfg.page_size = 4;
-    cfg.num_layers = 3;
-    cfg.num_kv_heads = 2;
-    cfg.head_dim = 8;
+    rkv_pool_config cfg = tu_kv_config(6, 4, 3, 2, 8, RKV_DEVICE_HOST);
     cfg.dtype = RKV_DTYPE_F32;
     rkv_pool *p = NULL;
     OK(rkv_pool_create(&cfg, &p));
@@ -363,15 +353,8 @@ Test(pool, host_kv_layout)
 
 Test(pool, cuda_pool)
 {
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = 4;
-    cfg.num_layers = 1;
-    cfg.num_kv_heads = 1;
-    cfg.head_dim = 8;
-    cfg.device = RKV_DEVICE_CUDA;
     rkv_pool *p = NULL;
-    rkv_status st = rkv_pool_create(&cfg, &p);
+    rkv_status st = tu_cuda_pool(4, 8, &p);
     /* a pool when the CUDA backend loads and a GPU is present, else
      * NO_DEVICE with a reason (tests/test_cuda_backend.c covers which) */
     cr_assert(st == RKV_OK || st == RKV_ERR_NO_DEVICE, "status %d", st);

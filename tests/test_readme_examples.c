@@ -279,17 +279,16 @@ Test(readme, checker_reports_drift)
     cr_assert_eq(check_quotes(doc, RKV_SOURCE_DIR, msg, sizeof msg, NULL, 0),
                  -1);
     /* unknown region, unknown file, no block */
-    snprintf(doc, cap, "<!-- snippet: examples/serve_loop.c#nope -->\n"
-             "```c\n```\n");
-    cr_assert_eq(check_quotes(doc, RKV_SOURCE_DIR, msg, sizeof msg, NULL, 0),
-                 -1);
-    snprintf(doc, cap, "<!-- snippet: examples/none.c -->\n```c\n```\n");
-    cr_assert_eq(check_quotes(doc, RKV_SOURCE_DIR, msg, sizeof msg, NULL, 0),
-                 -1);
-    snprintf(doc, cap, "<!-- snippet: examples/serve_loop.c#loop -->\n"
-             "text\n");
-    cr_assert_eq(check_quotes(doc, RKV_SOURCE_DIR, msg, sizeof msg, NULL, 0),
-                 -1);
+    static const char *const refused[] = {
+        "<!-- snippet: examples/serve_loop.c#nope -->\n```c\n```\n",
+        "<!-- snippet: examples/none.c -->\n```c\n```\n",
+        "<!-- snippet: examples/serve_loop.c#loop -->\ntext\n",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        snprintf(doc, cap, "%s", refused[i]);
+        int rc = check_quotes(doc, RKV_SOURCE_DIR, msg, sizeof msg, NULL, 0);
+        cr_assert_eq(rc, -1, "%s", refused[i]);
+    }
     free(doc);
     free(src);
 }

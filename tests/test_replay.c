@@ -23,6 +23,7 @@
 #include "sim/trace.h"
 #include "sim/workload.h"
 #include "tests/support/test_util.h"
+#include "tests/support/test_workload.h"
 
 #define TRACE_PATH RKV_SOURCE_DIR "/bench/traces/mooncake_conversation_trace.jsonl"
 
@@ -249,11 +250,8 @@ static void load_slice(rkv_workload *wl, size_t n)
 static uint64_t compare(const rkv_workload *wl, uint32_t P,
                         uint64_t capacity_tokens, uint32_t check_every)
 {
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.page_size = P;
-    cfg.capacity_tokens = capacity_tokens;
-    cfg.check_every = check_every;
+    rkv_replay_config cfg =
+        rkv_test_replay_config(P, capacity_tokens, check_every);
     cfg.per_request = calloc(wl->num_reqs, sizeof *cfg.per_request);
     cr_assert_not_null(cfg.per_request);
     rkv_replay_result res;
@@ -374,10 +372,7 @@ Test(replay, bad_capacity_is_an_error)
 {
     rkv_workload wl;
     load_slice(&wl, 10);
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.page_size = 16;
-    cfg.capacity_tokens = 15;
+    rkv_replay_config cfg = rkv_test_replay_config(16, 15, 0);
     rkv_replay_result res;
     cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &res), RKV_ERR_INVALID_ARG);
     cr_assert(strstr(rkv_last_error(), "capacity") != NULL, "%s", rkv_last_error());
@@ -390,12 +385,8 @@ static void sched_smoke(rkv_workload *wl, rkv_policy policy, uint64_t capacity,
                         uint32_t P, rkv_replay_result *res,
                         rkv_replay_request_stats *per)
 {
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.page_size = P;
-    cfg.capacity_tokens = capacity;
+    rkv_replay_config cfg = rkv_test_replay_config(P, capacity, 7);
     cfg.sched.policy = policy;
-    cfg.check_every = 7;
     cfg.per_request = per;
     rkv_status st = rkv_replay_sched(wl, &cfg, res);
     cr_assert_eq(st, RKV_OK, "%s: %s", rkv_policy_name(policy), rkv_last_error());
@@ -423,14 +414,8 @@ static void sched_smoke(rkv_workload *wl, rkv_policy policy, uint64_t capacity,
 
 Test(replay, sched_agentic_turns_hit_their_history, .timeout = 600)
 {
-    uint64_t seed = rkv_test_seed("replay.sched_agentic");
-    rkv_agentic_config ac;
-    rkv_agentic_config_init(&ac);
-    ac.sessions = 10;
-    ac.turns_max = 8;
     rkv_workload wl;
-    rkv_workload_init(&wl);
-    cr_assert_eq(rkv_workload_agentic(&wl, &ac, seed), RKV_OK);
+    rkv_test_agentic(&wl, 10, 8, "replay.sched_agentic");
     rkv_replay_request_stats *per = calloc(wl.num_reqs, sizeof *per);
     cr_assert_not_null(per);
     static const rkv_policy pols[] = {RKV_POLICY_FCFS, RKV_POLICY_LPM,
@@ -463,13 +448,8 @@ Test(replay, sched_agentic_turns_hit_their_history, .timeout = 600)
  * turns must still arrive (and be served or refused), not wait forever. */
 Test(replay, sched_refused_turn_releases_the_next)
 {
-    uint64_t seed = rkv_test_seed("replay.sched_refused_turn");
-    rkv_agentic_config ac;
-    rkv_agentic_config_init(&ac);
-    ac.sessions = 6;
     rkv_workload wl;
-    rkv_workload_init(&wl);
-    cr_assert_eq(rkv_workload_agentic(&wl, &ac, seed), RKV_OK);
+    rkv_test_agentic(&wl, 6, 0, "replay.sched_refused_turn");
     uint64_t capacity = 8000;
     size_t too_big = 0, refused_parent = 0;
     for (size_t i = 0; i < wl.num_reqs; i++) {
@@ -480,10 +460,7 @@ Test(replay, sched_refused_turn_releases_the_next)
                                   wl.reqs[q->parent].output_length > capacity;
     }
     cr_assert_gt(refused_parent, 0, "seed must give a turn after a refused one");
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = capacity;
-    cfg.check_every = 5;
+    rkv_replay_config cfg = rkv_test_replay_config(0, capacity, 5);
     rkv_replay_result res;
     cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s",
                  rkv_last_error());
@@ -604,13 +581,9 @@ Test(replay, percentiles_interpolate)
 static rkv_replay_result tiered(const rkv_workload *wl, uint64_t dev,
                                 uint64_t host, int policy)
 {
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.page_size = 512;
-    cfg.capacity_tokens = dev;
+    rkv_replay_config cfg = rkv_test_replay_config(512, dev, 100);
     cfg.host_capacity_tokens = host;
     cfg.write_policy = policy;
-    cfg.check_every = 100;
     rkv_replay_result res;
     cr_assert_eq(rkv_replay_file_order(wl, &cfg, &res), RKV_OK, "%s",
                  rkv_last_error());
@@ -647,12 +620,8 @@ Test(replay, file_order_host_tier, .timeout = 600)
     r = tiered(&wl, 1000000, 0, RKV_WRITE_BACK);
     cr_assert_eq(r.hit_tokens, device);
     cr_assert_eq(r.hit_tokens_by_medium[RKV_MEDIUM_HOST], 0);
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.page_size = 512;
-    cfg.capacity_tokens = 1000000;
+    rkv_replay_config cfg = rkv_test_replay_config(512, 1000000, 100);
     cfg.disk_capacity_tokens = 100000000;
-    cfg.check_every = 100;
     /* a disk tier alone (metadata-only store) behaves as the host one */
     cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &r), RKV_OK, "%s",
                  rkv_last_error());

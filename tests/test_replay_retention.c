@@ -35,12 +35,9 @@ Test(replay_retention, names_round_trip)
 static void run(const rkv_workload *wl, int mode, int evict, uint64_t cap,
                 rkv_replay_result *res)
 {
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = cap;
+    rkv_replay_config cfg = rkv_test_replay_config(0, cap, 64);
     cfg.retention = mode;
     cfg.evict_policy = evict;
-    cfg.check_every = 64;
     rkv_status st = rkv_replay_sched(wl, &cfg, res);
     cr_assert_eq(st, RKV_OK, "%s: %s", rkv_replay_retention_name(mode),
                  rkv_last_error());
@@ -87,12 +84,9 @@ Test(replay_retention, pins_end_with_their_sessions, .timeout = 300)
     cr_assert_eq(r.pins_made, 0);
     /* hints mode without hints nor session signals is none (the agentic
      * workload's sessions and session ends are signals) */
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = 60000;
+    rkv_replay_config cfg = rkv_test_replay_config(0, 60000, 64);
     cfg.retention = RKV_RETENTION_HINTS;
     cfg.session_signals = 0;
-    cfg.check_every = 64;
     cr_assert_eq(rkv_replay_sched(&wl, &cfg, &r), RKV_OK);
     cr_assert_eq(r.hit_tokens, none.hit_tokens);
     cr_assert_eq(r.pins_made, 0);
@@ -205,13 +199,9 @@ Test(replay_retention, session_signals_in_both_orders, .timeout = 300)
     cr_assert_eq(rkv_workload_agentic(&wl, &ac, 1), RKV_OK);
     rkv_replay_result r[4];
     for (uint32_t sig = 0; sig < 4; sig++) {
-        rkv_replay_config cfg;
-        rkv_replay_config_init(&cfg);
-        cfg.page_size = 512;
-        cfg.capacity_tokens = 100000;
+        rkv_replay_config cfg = rkv_test_replay_config(512, 100000, 101);
         cfg.retention = RKV_RETENTION_HINTS;
         cfg.session_signals = sig;
-        cfg.check_every = 101;
         cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &r[sig]), RKV_OK, "%s",
                      rkv_last_error());
         cr_assert_eq(r[sig].ended_pages > 0, (sig & RKV_SIGNAL_END) != 0,

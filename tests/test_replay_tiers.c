@@ -170,19 +170,11 @@ Test(replay_tiers, host_over_disk, .timeout = 600)
  * it: 8 requests were left waiting. */
 Test(replay_tiers, released_loads_do_not_stall_a_step, .timeout = 600)
 {
-    rkv_agentic_config ac;
-    rkv_agentic_config_init(&ac);
-    ac.sessions = 12;
-    ac.turns_max = 8;
     rkv_workload wl;
-    rkv_workload_init(&wl);
-    cr_assert_eq(rkv_workload_agentic(&wl, &ac, 1795768610412799410ull), RKV_OK);
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = 9000;
+    rkv_test_agentic_seeded(&wl, 12, 8, 1795768610412799410ull);
+    rkv_replay_config cfg = rkv_test_replay_config(0, 9000, 97);
     cfg.host_capacity_tokens = 12000;
     cfg.disk_capacity_tokens = 40000;
-    cfg.check_every = 97;
     rkv_replay_result res;
     cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s", rkv_last_error());
     cr_assert_eq(res.requests + res.rejected_requests, wl.num_reqs);

@@ -38,16 +38,9 @@
 static rkv_event stored(uint64_t seq, uint64_t ns, uint64_t parent,
                         const uint64_t *h, uint32_t n, uint8_t medium)
 {
-    rkv_event e;
-    memset(&e, 0, sizeof e);
-    e.seq = seq;
-    e.kind = RKV_EVENT_BLOCK_STORED;
+    rkv_event e = rt_event(seq, RKV_EVENT_BLOCK_STORED, 16, parent, h, n);
     e.medium = medium;
     e.ns = ns;
-    e.parent_hash = parent;
-    e.page_size = 16;
-    e.num_hashes = (uint16_t)n;
-    memcpy(e.hashes, h, n * sizeof *h);
     return e;
 }
 
@@ -92,8 +85,7 @@ Test(router, instances_and_bad_ids)
     for (uint64_t i = 0; i < RKV_ROUTER_MAX_INSTANCES; i++)
         cr_assert_eq(rkv_router_add_instance(r, 5000 - i), RKV_OK);
     cr_assert_eq(rkv_router_add_instance(r, 1), RKV_ERR_NO_SPACE);
-    rt_ok(r);
-    rkv_router_destroy(r);
+    rt_done(r);
     rkv_router_destroy(NULL);
 }
 
@@ -196,8 +188,7 @@ Test(router, events_seq_and_bad_input)
     cr_assert_eq(rkv_router_apply(r, 1, &clr, 1), RKV_OK);
     cr_assert(!needs_resync(r, 1));
     cr_assert_eq(stats(r).entries, 0);
-    rt_ok(r);
-    rkv_router_destroy(r);
+    rt_done(r);
 }
 
 Test(router, overlaps_media_namespaces_and_scores)
@@ -205,8 +196,7 @@ Test(router, overlaps_media_namespaces_and_scores)
     rkv_router_config cfg;
     rkv_router_config_init(&cfg);
     cfg.page_tokens = 10;
-    rkv_router *r = NULL;
-    cr_assert_eq(rkv_router_create(&cfg, &r), RKV_OK);
+    rkv_router *r = rt_mk_with(&cfg);
     /* instances 30, 10, 20 (added out of id order) */
     uint64_t ids[3] = {30, 10, 20};
     for (int i = 0; i < 3; i++)
@@ -349,8 +339,7 @@ Test(router, load_terms_and_tie_breaks)
             cr_assert(best.instance == 1 || best.instance == 3,
                       "equal scores and queues: fewer running (1 or 3)");
         }
-        rt_ok(r);
-        rkv_router_destroy(r);
+        rt_done(r);
     }
 }
 
@@ -396,15 +385,12 @@ Test(router, seq_edges_of_events_and_heartbeats)
     cr_assert_eq(rkv_router_apply(r, 1, &next, 1), RKV_OK);
     cr_assert(!needs_resync(r, 1));
     cr_assert(rkv_router_holds(r, 1, 0, 33));
-    rt_ok(r);
-    rkv_router_destroy(r);
+    rt_done(r);
 }
 
 Test(router, grows_and_shrinks)
 {
-    rkv_router *r = rt_mk();
-    cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
-    cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
+    rkv_router *r = rt_mk_instances(2);
     /* 5000 chained blocks on instance 1, half of them also on 2 */
     uint64_t seq1 = 0, seq2 = 0, parent = RKV_HASH_ROOT;
     for (uint64_t k = 0; k < 5000; k += 10) {
@@ -423,8 +409,7 @@ Test(router, grows_and_shrinks)
     cr_assert_eq(stats(r).entries, 5000);
     cr_assert_eq(rkv_router_remove_instance(r, 1), RKV_OK);
     cr_assert_eq(stats(r).entries, 2500);
-    rt_ok(r);
-    rkv_router_destroy(r);
+    rt_done(r);
 }
 
 /* ---- differential: trees -> events -> router ------------------------------------ */

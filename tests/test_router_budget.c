@@ -28,16 +28,12 @@ static uint64_t hash_of(uint64_t k)
 /* A STORED event of hashes k0..k0+n-1 chained under k0-1 (root for 0). */
 static rkv_event chain(uint64_t seq, uint64_t k0, uint32_t n)
 {
-    rkv_event e;
-    memset(&e, 0, sizeof e);
-    e.seq = seq;
-    e.kind = RKV_EVENT_BLOCK_STORED;
-    e.page_size = 16;
-    e.parent_hash = k0 ? hash_of(k0 - 1) : RKV_HASH_ROOT;
-    e.num_hashes = (uint16_t)n;
+    uint64_t h[RKV_EVENT_MAX_HASHES];
+    cr_assert_leq(n, RKV_EVENT_MAX_HASHES);
     for (uint32_t i = 0; i < n; i++)
-        e.hashes[i] = hash_of(k0 + i);
-    return e;
+        h[i] = hash_of(k0 + i);
+    return rt_event(seq, RKV_EVENT_BLOCK_STORED, 16,
+                    k0 ? hash_of(k0 - 1) : RKV_HASH_ROOT, h, n);
 }
 
 static int needs_resync(const rkv_router *r, uint64_t id)
@@ -53,9 +49,7 @@ static rkv_router *mk(uint64_t max_entries, uint64_t max_table_bytes)
     rkv_router_config_init(&c);
     c.max_entries = max_entries;
     c.max_table_bytes = max_table_bytes;
-    rkv_router *r = NULL;
-    cr_assert_eq(rkv_router_create(&c, &r), RKV_OK, "%s", rkv_last_error());
-    return r;
+    return rt_mk_with(&c);
 }
 
 Test(router_budget, stores_past_the_budget_resync_their_instance_only)

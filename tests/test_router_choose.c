@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "radixkv_router.h"
+#include "tests/support/router_util.h"
 
 static rkv_router *mk(double temperature, uint64_t seed, uint32_t n_inst)
 {
@@ -17,8 +18,7 @@ static rkv_router *mk(double temperature, uint64_t seed, uint32_t n_inst)
     rkv_router_config_init(&cfg);
     cfg.temperature = temperature;
     cfg.seed = seed;
-    rkv_router *r = NULL;
-    cr_assert_eq(rkv_router_create(&cfg, &r), RKV_OK, "%s", rkv_last_error());
+    rkv_router *r = rt_mk_with(&cfg);
     for (uint64_t id = 1; id <= n_inst; id++)
         cr_assert_eq(rkv_router_add_instance(r, id), RKV_OK);
     return r;

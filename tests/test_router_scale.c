@@ -35,16 +35,9 @@ static uint64_t base_hash(const uint32_t *share, uint32_t b, uint32_t j)
 static rkv_event ev(uint64_t seq, uint8_t kind, uint8_t medium, uint64_t parent,
                     uint64_t h)
 {
-    rkv_event e;
-    memset(&e, 0, sizeof e);
-    e.seq = seq;
-    e.kind = kind;
+    rkv_event e = rt_event(seq, kind, 16, parent, &h, 1);
     e.medium = medium;
     e.ns = NS;
-    e.parent_hash = parent;
-    e.page_size = 16;
-    e.num_hashes = 1;
-    e.hashes[0] = h;
     return e;
 }
 
@@ -196,9 +189,7 @@ Test(router_scale, instance_limit)
 
 Test(router_scale, stores_need_their_parent)
 {
-    rkv_router *r = rt_mk();
-    cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
-    cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
+    rkv_router *r = rt_mk_instances(2);
     rkv_event a[2] = {ev(1, RKV_EVENT_BLOCK_STORED, RKV_MEDIUM_DEVICE,
                          RKV_HASH_ROOT, 11),
                       ev(2, RKV_EVENT_BLOCK_STORED, RKV_MEDIUM_HOST, 11, 12)};
@@ -223,8 +214,7 @@ Test(router_scale, stores_need_their_parent)
     rkv_router_stats s;
     cr_assert_eq(rkv_router_get_stats(r, &s), RKV_OK);
     cr_assert_eq(s.events_bad, 2);
-    rt_ok(r);
-    rkv_router_destroy(r);
+    rt_done(r);
 }
 
 /* device over host over disk, with configured weights; a page on several
@@ -309,9 +299,7 @@ Test(router_scale, medium_weights)
 
 Test(router_scale, route_by_tokens)
 {
-    rkv_router *r = rt_mk();
-    cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
-    cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
+    rkv_router *r = rt_mk_instances(2);
     enum { P = 4, T = 1000 };
     int32_t tok[T];
     for (int i = 0; i < T; i++)

@@ -54,9 +54,7 @@ static void chain(rkv_block_entry *b, size_t n, uint64_t base, uint32_t m)
 
 Test(router_snapshot, refused_snapshot_changes_nothing)
 {
-    rkv_router *r = rt_mk();
-    cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
-    cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
+    rkv_router *r = rt_mk_instances(2);
     rkv_block_entry old[3];
     chain(old, 3, 100, RKV_MEDIUM_DEVICE);
     cr_assert_eq(rkv_router_apply_snapshot(r, 1, old, 3, 9), RKV_OK);
@@ -124,15 +122,12 @@ Test(router_snapshot, refused_snapshot_changes_nothing)
     cr_assert(!rkv_router_holds_medium(r, 1, 0, 900, RKV_MEDIUM_HOST));
     cr_assert(!rkv_router_holds_medium(r, 1, 0, 901, 7));
     cr_assert_eq(info(r, 1).blocks, 3);
-    rt_ok(r);
-    rkv_router_destroy(r);
+    rt_done(r);
 }
 
 Test(router_snapshot, chunked)
 {
-    rkv_router *r = rt_mk();
-    cr_assert_eq(rkv_router_add_instance(r, 1), RKV_OK);
-    cr_assert_eq(rkv_router_add_instance(r, 2), RKV_OK);
+    rkv_router *r = rt_mk_instances(2);
     rkv_block_entry old[4], nw[10];
     chain(old, 4, 100, RKV_MEDIUM_DEVICE);
     chain(nw, 10, 200, RKV_MEDIUM_DEVICE);
@@ -177,13 +172,8 @@ Test(router_snapshot, chunked)
     cr_assert_eq(o[1].pages, 10);
     cr_assert_eq(entries(r), 10);
     /* the next event applies on top */
-    rkv_event e;
-    memset(&e, 0, sizeof e);
-    e.seq = 41;
-    e.kind = RKV_EVENT_BLOCK_STORED;
-    e.parent_hash = 209;
-    e.num_hashes = 1;
-    e.hashes[0] = 210;
+    rkv_event e = rt_event(41, RKV_EVENT_BLOCK_STORED, 0, 209,
+                           (const uint64_t[]){210}, 1);
     cr_assert_eq(rkv_router_apply(r, 1, &e, 1), RKV_OK);
     cr_assert(rkv_router_holds(r, 1, 0, 210));
     /* abort, and begin twice (restart) */
@@ -205,8 +195,7 @@ Test(router_snapshot, chunked)
     cr_assert_eq(rkv_router_snapshot_begin(r, 1, 70), RKV_OK);
     cr_assert_eq(rkv_router_snapshot_end(r, 1), RKV_OK);
     cr_assert_eq(entries(r), 0);
-    rt_ok(r);
-    rkv_router_destroy(r);
+    rt_done(r);
 }
 
 /* 64 instances fill group 0: the first snapshot's staging slot is in
@@ -242,8 +231,7 @@ Test(router_snapshot, staging_in_another_group)
     cr_assert_eq(rkv_router_overlaps(r, 0, q, 6, o, 65, &k), RKV_OK);
     cr_assert_eq(o[64].pages, 2);
     cr_assert_eq(o[5].pages, 6);
-    rt_ok(r);
-    rkv_router_destroy(r);
+    rt_done(r);
 }
 
 Test(router_snapshot, tree_chunks_equal_the_snapshot)

@@ -197,8 +197,7 @@ Test(sched, huge_max_running_small_memory)
             cr_assert_lt(big, 64 * 1024, "max_running %u, %s: an allocation "
                          "of %zu bytes", limits[li],
                          rkv_policy_name((rkv_policy)pol), big);
-            eng_assert_no_leak(&e);
-            eng_fini(&e);
+            eng_done(&e);
         }
     }
 }
@@ -225,8 +224,7 @@ Test(sched, large_max_new_tokens_small_memory)
     size_t big = rkv_sched_debug_largest_alloc();
     cr_assert_lt(big, 64 * 1024, "an allocation of %zu bytes", big);
     cr_assert_gt(e.reqs[0].gen + e.reqs[1].gen, 2, "too short to mean anything");
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* ---- random workloads: budgets, CSR, exact KV, no leaks ------------------ */
@@ -299,8 +297,7 @@ static void random_workload(rkv_policy pol, const char *name)
         holds += st.dedup_holds;
         cached += st.cached_tokens;
         steps += st.steps;
-        eng_assert_no_leak(&e);
-        eng_fini(&e);
+        eng_done(&e);
     }
     /* what the rounds exercised (information, not asserted) */
     fprintf(stderr, "[info] %s: %llu steps, %llu preemptions, %llu dedup "
@@ -344,51 +341,70 @@ Test(sched, preemption_completes_everything)
         for (uint32_t i = 0; i < 12; i++)
             cr_assert_eq(e.reqs[i].gen, 60, "request %u generated %u", i,
                          e.reqs[i].gen);
-        eng_assert_no_leak(&e);
-        eng_fini(&e);
+        eng_done(&e);
     }
 }
 
 /* ---- in-batch de-duplication --------------------------------------------------- */
+
+/* The engine of the de-duplication runs: 512 pages of P tokens, up to 16
+ * requests running, ids below n, KV written from seed. */
+static void dedup_eng(eng *e, rkv_policy pol, uint32_t dedup_min,
+                      uint32_t max_batch, uint32_t P, uint32_t n, uint64_t seed)
+{
+    rkv_sched_config c = base_cfg(pol);
+    c.dedup_min_tokens = dedup_min;
+    c.max_batch_tokens = max_batch;
+    c.max_running = 16;
+    eng_init(e, 512, P, &c, n);
+    e->seed = seed;
+}
+
+/* Submits n requests for one new token each: an x-token prefix they share
+ * (fill_tokens key prefix_key) then a suffix of sl[i] tokens of its own
+ * (key suffix_key + i); drains them and checks the scheduler's computed
+ * tokens against the shadow's. Returns the scheduler's stats. */
+static rkv_sched_stats dedup_serve(eng *e, uint32_t n, uint32_t x,
+                                   uint64_t prefix_key, const uint32_t *sl,
+                                   uint64_t suffix_key)
+{
+    int32_t p[256];
+    fill_tokens(p, x, prefix_key);
+    for (uint32_t i = 0; i < n; i++) {
+        cr_assert_leq(x + sl[i], 256);
+        fill_tokens(p + x, sl[i], suffix_key + i);
+        OK(eng_submit(e, i, 0, p, x + sl[i], 1, 0));
+    }
+    eng_drain(e, 1000);
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e->s, &st));
+    uint64_t shadow = 0;
+    for (uint32_t i = 0; i < n; i++)
+        shadow += e->reqs[i].computed;
+    cr_assert_eq(shadow, st.computed_tokens);
+    return st;
+}
 
 static uint64_t dedup_run(rkv_policy pol, uint32_t dedup_min,
                           uint32_t max_batch, uint32_t *expect_once,
                           uint32_t *expect_each)
 {
     enum { N = 6, X = 128, P = 8 };
-    rkv_sched_config c = base_cfg(pol);
-    c.dedup_min_tokens = dedup_min;
-    c.max_batch_tokens = max_batch;
-    c.max_running = 16;
     eng e;
-    eng_init(&e, 512, P, &c, N);
-    e.seed = 99;
-    int32_t prefix[X];
-    fill_tokens(prefix, X, 4242);
-    uint32_t suffixes = 0;
+    dedup_eng(&e, pol, dedup_min, max_batch, P, N, 99);
+    uint32_t sl[N], suffixes = 0;
     for (uint32_t i = 0; i < N; i++) {
-        int32_t p[X + 64];
-        memcpy(p, prefix, sizeof prefix);
-        uint32_t sl = 5 + 7 * i; /* distinct suffix lengths, not page-aligned */
-        fill_tokens(p + X, sl, 9000 + i);
-        OK(eng_submit(&e, i, 0, p, X + sl, 1, 0));
-        suffixes += sl;
+        sl[i] = 5 + 7 * i; /* distinct suffix lengths, not page-aligned */
+        suffixes += sl[i];
     }
-    eng_drain(&e, 1000);
-    rkv_sched_stats st;
-    OK(rkv_sched_get_stats(e.s, &st));
-    uint64_t shadow = 0;
-    for (uint32_t i = 0; i < N; i++)
-        shadow += e.reqs[i].computed;
-    cr_assert_eq(shadow, st.computed_tokens);
+    rkv_sched_stats st = dedup_serve(&e, N, X, 4242, sl, 9000);
     *expect_once = X + suffixes;
     *expect_each = N * X + suffixes;
     if (dedup_min)
         cr_assert_gt(st.dedup_holds, 0, "min %u batch %u: computed %llu",
                      dedup_min, max_batch,
                      (unsigned long long)st.computed_tokens);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
     return st.computed_tokens;
 }
 
@@ -515,8 +531,7 @@ Test(sched, abort_waiting_and_running_leaks_nothing)
     }
     OK(rkv_sched_get_stats(e.s, &st));
     cr_assert_eq(st.aborted + st.finished, 10);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 Test(sched, destroy_with_live_requests_releases_all)
@@ -561,8 +576,7 @@ Test(sched, finished_turn_is_cached_for_the_next)
     uint32_t expect = (L + M - 1) / P * P;
     cr_assert_eq(e.reqs[1].first_cached, expect, "cached %u, expected %u",
                  e.reqs[1].first_cached, expect);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 Test(sched, chunk_pages_visible_while_running)
@@ -588,8 +602,7 @@ Test(sched, chunk_pages_visible_while_running)
     cr_assert(e.reqs[0].live);
     eng_drain(&e, 100);
     cr_assert_eq(e.reqs[1].first_cached, 24);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* ---- orders ------------------------------------------------------------------------- */
@@ -637,8 +650,7 @@ static void admission_order(rkv_policy pol, uint32_t n, const uint32_t *share,
         e.live--;
         OK(rkv_sched_check(e.s));
     }
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 Test(sched, lpm_prefers_longest_cached_prefix)
@@ -713,8 +725,7 @@ static int64_t lpm_after_change(int evict)
     }
     eng_drain(&e, 200);
     int64_t d = (int64_t)(e.reqs[3].first_plan_ms - e.reqs[4].first_plan_ms);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
     return d;
 }
 
@@ -774,8 +785,7 @@ Test(sched, embedder_double_unlock_keeps_running_prefix)
     cr_assert_eq(m.matched_tokens, L, "the running request's prefix went");
     OK(rkv_sched_check(e.s));
     eng_drain(&e, 100); /* the fake engine verifies every KV position */
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* issue 10 item 4 from the scheduler's side: its tree's pool takes no
@@ -800,8 +810,7 @@ Test(sched, second_tree_on_a_pool_is_busy)
     OK(eng_submit(&e, 0, 0, p, 12, 2, 0));
     eng_drain(&e, 10);
     cr_assert_eq(e.reqs[0].first_cached, 0, "a new tree starts empty");
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* A request in a fresh namespace that caches no page (aborted while its
@@ -824,8 +833,7 @@ Test(sched, aborted_request_leaves_no_empty_namespace)
         cr_assert_eq(ts.namespaces, 0, "empty root of namespace %llu stayed",
                      (unsigned long long)(1000 + id));
     }
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* ---- admission counters ------------------------------------------------------ */
@@ -883,31 +891,14 @@ Test(sched, undone_admission_counts_its_cached_tokens_once)
 static void dedup_aligned(rkv_policy pol, uint32_t max_batch)
 {
     enum { N = 5, X = 64, P = 8 };
-    rkv_sched_config c = base_cfg(pol);
-    c.dedup_min_tokens = X;
-    c.max_batch_tokens = max_batch;
-    c.max_running = 16;
     eng e;
-    eng_init(&e, 512, P, &c, N);
-    e.seed = 5;
-    int32_t prefix[X];
-    fill_tokens(prefix, X, 777);
-    uint32_t suffixes = 0;
+    dedup_eng(&e, pol, X, max_batch, P, N, 5);
+    uint32_t sl[N], suffixes = 0;
     for (uint32_t i = 0; i < N; i++) {
-        int32_t p[X + N * P];
-        memcpy(p, prefix, sizeof prefix);
-        uint32_t sl = i * P;
-        fill_tokens(p + X, sl, 800 + i);
-        OK(eng_submit(&e, i, 0, p, X + sl, 1, 0));
-        suffixes += sl;
+        sl[i] = i * P;
+        suffixes += sl[i];
     }
-    eng_drain(&e, 1000);
-    rkv_sched_stats st;
-    OK(rkv_sched_get_stats(e.s, &st));
-    uint64_t shadow = 0;
-    for (uint32_t i = 0; i < N; i++)
-        shadow += e.reqs[i].computed;
-    cr_assert_eq(shadow, st.computed_tokens);
+    rkv_sched_stats st = dedup_serve(&e, N, X, 777, sl, 800);
     cr_assert_gt(st.dedup_holds, 0, "%s batch %u: nobody was held",
                  rkv_policy_name(pol), max_batch);
     /* the prefix once, each suffix once; the leader's last prompt token is
@@ -918,8 +909,7 @@ static void dedup_aligned(rkv_policy pol, uint32_t max_batch)
     for (uint32_t i = 1; i < N; i++)
         cr_assert_eq(e.reqs[i].first_cached, X, "%s: request %u cached %u",
                      rkv_policy_name(pol), i, e.reqs[i].first_cached);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 Test(sched, dedup_holds_for_a_page_aligned_last_page)
@@ -961,8 +951,7 @@ static void aged_order(double aging, uint32_t n, const double *at,
         eng_sched_commit(e.s, &t, NULL, e.now, 0, NULL);
     }
     cr_assert_eq(e.live, 0);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 Test(sched, priority_aging_lets_an_old_request_overtake)

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -144,13 +145,8 @@ static inline rkv_status eng_submit(eng *e, uint64_t id, uint64_t ns,
                                     uint32_t max_new, int32_t prio)
 {
     cr_assert_lt(id, e->nreqs);
-    rkv_request_desc d;
-    memset(&d, 0, sizeof d);
-    d.id = id;
+    rkv_request_desc d = tu_request(id, prompt, len, max_new);
     d.ns = ns;
-    d.prompt = prompt;
-    d.prompt_len = len;
-    d.max_new_tokens = max_new;
     d.priority = prio;
     d.arrival_ms = e->now;
     d.retention = e->retention;
@@ -390,6 +386,13 @@ static inline void eng_assert_no_leak(eng *e)
     cr_assert_eq(rkv_pool_num_free(e->pool), e->nblocks,
                  "%u of %u blocks free after reset",
                  rkv_pool_num_free(e->pool), e->nblocks);
+}
+
+/* A test's end: nothing leaked, then the engine is freed. */
+static inline void eng_done(eng *e)
+{
+    eng_assert_no_leak(e);
+    eng_fini(e);
 }
 
 #endif

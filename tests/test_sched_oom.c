@@ -94,12 +94,9 @@ static uint64_t scenario(int which, rkv_policy pol, int64_t fail_k,
     int32_t p[SYS_TOKENS + 64];
     uint32_t len;
     uint64_t ns;
-    rkv_retention ret;
-    rkv_retention_init(&ret);
+    rkv_retention ret = tu_pin(SYS_TOKENS, 30, 0);
     ret.priority = 70;
     ret.prio_end = SYS_TOKENS + 8;
-    ret.pin_tokens = SYS_TOKENS;
-    ret.ttl_ms = 30;
     for (uint32_t i = 0; i < NREQ; i++) {
         prompt_of(i, p, &len, &ns);
         ret.owner = i % 3;
@@ -168,8 +165,7 @@ static uint64_t scenario(int which, rkv_policy pol, int64_t fail_k,
     }
     if (nomem_surfaced)
         *nomem_surfaced += e.nomem_seen;
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
     return calls;
 }
 

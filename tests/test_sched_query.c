@@ -18,6 +18,13 @@ static rkv_sched_config query_cfg(void)
     return c;
 }
 
+/* An engine of blocks pages of 4 tokens under query_cfg, ids below nreqs. */
+static void open_query(eng *e, uint32_t blocks, uint32_t nreqs)
+{
+    rkv_sched_config c = query_cfg();
+    eng_init(e, blocks, 4, &c, nreqs);
+}
+
 static rkv_request_info info_of(const eng *e, uint64_t id)
 {
     rkv_request_info in;
@@ -56,12 +63,7 @@ static void expect(rkv_request_info in, rkv_req_state state,
 static rkv_status submit(eng *e, uint64_t id, const int32_t *p, uint32_t n,
                          uint32_t max_new)
 {
-    rkv_request_desc d;
-    memset(&d, 0, sizeof d);
-    d.id = id;
-    d.prompt = p;
-    d.prompt_len = n;
-    d.max_new_tokens = max_new;
+    rkv_request_desc d = tu_request(id, p, n, max_new);
     return rkv_sched_submit(e->s, &d);
 }
 
@@ -83,9 +85,8 @@ static void commit1(eng *e, int32_t tok, uint8_t fin)
 
 Test(sched_query, bad_arguments)
 {
-    rkv_sched_config c = query_cfg();
     eng e;
-    eng_init(&e, 16, 4, &c, 4);
+    open_query(&e, 16, 4);
     int32_t p[3] = {1, 2, 3};
     OK(submit(&e, 1, p, 3, 2));
     rkv_request_info in;
@@ -99,9 +100,8 @@ Test(sched_query, bad_arguments)
 
 Test(sched_query, lifecycle_to_length_then_forgotten)
 {
-    rkv_sched_config c = query_cfg();
     eng e;
-    eng_init(&e, 64, 4, &c, 8);
+    open_query(&e, 64, 8);
     int32_t a[10];
     fill_tokens(a, 10, 1);
     OK(submit(&e, 1, a, 10, 3));
@@ -155,15 +155,13 @@ Test(sched_query, lifecycle_to_length_then_forgotten)
     expect(info_of(&e, 2), RKV_REQ_FINISHED, RKV_FINISH_STOP, 2, 12, 0);
     step(&e, 0);
     assert_unknown(&e, 2);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 Test(sched_query, stop_wins_over_length)
 {
-    rkv_sched_config c = query_cfg();
     eng e;
-    eng_init(&e, 16, 4, &c, 4);
+    open_query(&e, 16, 4);
     int32_t p[5] = {5, 6, 7, 8, 9};
     OK(submit(&e, 3, p, 5, 1));
     step(&e, 1);
@@ -225,15 +223,13 @@ Test(sched_query, abort_waiting_and_planned)
     step(&e, 1);
     commit1(&e, 14, 0);
     expect(info_of(&e, 6), RKV_REQ_FINISHED, RKV_FINISH_LENGTH, 2, 4, 0);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 Test(sched_query, reused_id_reports_live_then_latest)
 {
-    rkv_sched_config c = query_cfg();
     eng e;
-    eng_init(&e, 32, 4, &c, 8);
+    open_query(&e, 32, 8);
     int32_t p[5] = {1, 2, 3, 4, 5};
     OK(submit(&e, 5, p, 5, 1));
     step(&e, 1);
@@ -359,7 +355,6 @@ Test(sched_query, busy_workload_matches_shadow)
         eng_step(&e); /* empty: forgets the last ended requests */
         for (uint32_t i = 0; i < N; i++)
             assert_unknown(&e, i);
-        eng_assert_no_leak(&e);
-        eng_fini(&e);
+        eng_done(&e);
     }
 }

@@ -71,8 +71,7 @@ static uint32_t agentic(const rkv_retention *ret, double turn_at,
     eng_drain(&e, 1000);
     uint32_t hit = e.reqs[30].first_cached;
     OK(rkv_sched_get_stats(e.s, st_out));
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
     return hit;
 }
 
@@ -109,11 +108,7 @@ Test(sched_retain, pinned_prefix_survives_traffic_and_is_hit)
 Test(sched_retain, pin_outlasts_a_long_gap_before_its_deadline)
 {
     rkv_sched_stats st;
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 40;
-    r.ttl_ms = 200000;
-    r.owner = 1;
+    rkv_retention r = tu_pin(40, 200000, 1);
     cr_assert_eq(agentic(&r, 150000.0, &st), 40u);
 }
 
@@ -125,12 +120,9 @@ Test(sched_retain, pins_over_the_cap_are_refused_and_counted)
     small_cfg(&c);
     eng e;
     init_with_tree(&e, 40, &c, NULL, 16);
-    rkv_retention r;
-    rkv_retention_init(&r);
+    rkv_retention r = tu_pin(40, 1000000, 0);
     r.priority = 90;
     r.prio_end = 1000;
-    r.pin_tokens = 40;
-    r.ttl_ms = 1000000;
     for (uint32_t i = 0; i < 3; i++) {
         r.owner = 100 + i;
         e.retention = &r;
@@ -154,8 +146,7 @@ Test(sched_retain, pins_over_the_cap_are_refused_and_counted)
     int prio = -1;
     OK(rkv_tree_node_priority(e.tree, m.node, &prio));
     cr_assert_eq(prio, 90);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* Pins fill the cap (20 of 40 blocks) and a small request decodes for a
@@ -168,10 +159,7 @@ Test(sched_retain, pins_never_hold_back_running_or_admission)
     small_cfg(&c);
     eng e;
     init_with_tree(&e, 40, &c, NULL, 16);
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 40;
-    r.ttl_ms = 1000000;
+    rkv_retention r = tu_pin(40, 1000000, 0);
     for (uint32_t i = 0; i < 2; i++) {
         r.owner = 7 + i;
         e.retention = &r;
@@ -202,8 +190,7 @@ Test(sched_retain, pins_never_hold_back_running_or_admission)
     rkv_sched_stats st;
     OK(rkv_sched_get_stats(e.s, &st));
     cr_assert_eq(st.preemptions, 0);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* A request alone that needs more than free + unpinned pages while pins
@@ -217,10 +204,7 @@ Test(sched_retain, running_request_completes_when_pins_fill_the_cap)
     tc.max_pinned_pct = 100;
     eng e;
     init_with_tree(&e, 24, &c, &tc, 16);
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 40;
-    r.ttl_ms = 1000000;
+    rkv_retention r = tu_pin(40, 1000000, 0);
     for (uint32_t i = 0; i < 2; i++) {
         r.owner = i + 1;
         e.retention = &r;
@@ -234,8 +218,7 @@ Test(sched_retain, running_request_completes_when_pins_fill_the_cap)
     cr_assert_eq(e.reqs[3].gen, 60);
     OK(rkv_tree_retention_stats(e.tree, &rs));
     cr_assert_gt(rs.pins_revoked, 0);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 Test(sched_retain, bad_retention_is_refused_at_submit)
@@ -265,8 +248,7 @@ Test(sched_retain, bad_retention_is_refused_at_submit)
     r.priority = 10;
     OK(eng_submit(&e, 0, 0, p, 8, 1, 0));
     eng_drain(&e, 100);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* A pin without its own ttl_ms takes its namespace's default TTL: refused
@@ -297,8 +279,7 @@ Test(sched_retain, pin_takes_the_namespace_ttl)
     OK(rkv_tree_retention_stats(e.tree, &rs));
     cr_assert_eq(rs.pins, 0);
     cr_assert_eq(rs.pins_expired, 1);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* A request marked session_end ends its session when it finishes: its
@@ -311,11 +292,7 @@ Test(sched_retain, session_end_releases_pins_and_goes_first)
     init_with_tree(&e, 40, &c, NULL, 8);
     e.seed = 3;
     run_one(&e, 0, 40, 4, 500); /* B: the older context */
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 1000;
-    r.ttl_ms = 100000;
-    r.owner = 9;
+    rkv_retention r = tu_pin(1000, 100000, 9);
     r.session_end = 1;
     e.retention = &r;
     run_one(&e, 1, 40, 4, 600); /* A: ends its session */
@@ -334,8 +311,7 @@ Test(sched_retain, session_end_releases_pins_and_goes_first)
     cr_assert_eq(m.matched_tokens, 40, "B kept");
     OK(rkv_tree_match(e.tree, 0, e.reqs[1].tok, 40, NULL, RKV_MATCH_PEEK, &m));
     cr_assert_lt(m.matched_tokens, 40, "A's pages went first");
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }
 
 /* At the end of the tree's time (a step at now_ms >= 2^64 is UINT64_MAX)
@@ -348,11 +324,7 @@ Test(sched_retain, pin_at_the_end_of_time_keeps_the_priority)
     small_cfg(&c);
     eng e;
     eng_init(&e, 16, PAGE, &c, 4);
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 8;
-    r.ttl_ms = 1000;
-    r.owner = 3;
+    rkv_retention r = tu_pin(8, 1000, 3);
     r.priority = 90;
     r.prio_end = 8;
     e.retention = &r;
@@ -367,6 +339,5 @@ Test(sched_retain, pin_at_the_end_of_time_keeps_the_priority)
     cr_assert_eq(rs.now_ms, UINT64_MAX);
     cr_assert_eq(rs.pins, 0);
     cr_assert_eq(rs.pins_made, 0);
-    eng_assert_no_leak(&e);
-    eng_fini(&e);
+    eng_done(&e);
 }

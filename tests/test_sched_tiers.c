@@ -454,12 +454,7 @@ Test(sched_tiers, config_ranges)
     OK(rkv_sched_create(tree, &c, &s));
     int32_t t[10];
     fill_tokens(t, 10, 1);
-    rkv_request_desc d;
-    memset(&d, 0, sizeof d);
-    d.id = 1;
-    d.prompt = t;
-    d.prompt_len = 10;
-    d.max_new_tokens = 1;
+    rkv_request_desc d = tu_request(1, t, 10, 1);
     OK(rkv_sched_submit(s, &d));
     const rkv_batch_plan *p;
     OK(rkv_sched_step(s, 0, &p));

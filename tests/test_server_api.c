@@ -22,9 +22,10 @@
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "tests/support/check.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
-#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 
 typedef struct env {
     rkv_pool *pool;
@@ -39,16 +40,12 @@ static void env_open(env *e, uint32_t nb, uint32_t P, uint32_t ring,
     memset(e, 0, sizeof *e);
     e->P = P;
     e->nb = nb;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = nb;
-    pc.page_size = P;
-    OK(rkv_pool_create(&pc, &e->pool));
+    e->pool = tu_pool(nb, P);
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.event_ring = ring;
     tc.event_tokens = tokens;
-    OK(rkv_tree_create(e->pool, &tc, &e->tree));
+    e->tree = tu_tree(e->pool, &tc);
     if (host_blocks > 0) {
         rkv_store_config sc;
         rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
@@ -312,12 +309,7 @@ Test(server_api, event_tokens_overflow_resyncs)
 
 Test(server_api, event_tokens_config_and_drain_errors)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 8;
-    pc.page_size = 4;
-    rkv_pool *pool;
-    OK(rkv_pool_create(&pc, &pool));
+    rkv_pool *pool = tu_pool(8, 4);
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     cr_assert_eq(tc.event_tokens, 0, "off by default");

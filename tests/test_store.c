@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/handles.h"
 #include "support/kv_pool.h"
 #include "support/test_util.h"
 #include "tier/disk_record.h"
@@ -60,11 +61,7 @@ static void expect_block(rkv_pool *p, rkv_block_id b, const unsigned char *want)
 
 static rkv_store *make_store(int medium, uint64_t cap, size_t bb, const char *path)
 {
-    rkv_store_config c;
-    rkv_store_config_init(&c, medium);
-    c.capacity_blocks = cap;
-    c.block_bytes = bb;
-    c.path = path;
+    rkv_store_config c = tu_store_config(medium, cap, bb, path);
     c.pinned = 0;
     rkv_store *s = NULL;
     OK(rkv_store_create(&c, &s));
@@ -136,9 +133,7 @@ Test(store, invalid_configs)
     c.block_bytes = SIZE_MAX / 4;
     c.capacity_blocks = 16;
     IS(rkv_store_create(&c, &s), RKV_ERR_INVALID_ARG);
-    rkv_store_config_init(&c, RKV_MEDIUM_DISK);
-    c.capacity_blocks = 4;
-    c.block_bytes = 1024;
+    c = tu_store_config(RKV_MEDIUM_DISK, 4, 1024, NULL);
     IS(rkv_store_create(&c, &s), RKV_ERR_INVALID_ARG); /* no path */
     c.path = "";
     IS(rkv_store_create(&c, &s), RKV_ERR_INVALID_ARG);
@@ -342,10 +337,7 @@ Test(store, pinned_through_backend)
 {
     rkv_pool *pool = make_pool(2, 2);
     size_t bb = rkv_pool_bytes_per_block(pool);
-    rkv_store_config c;
-    rkv_store_config_init(&c, RKV_MEDIUM_HOST);
-    c.capacity_blocks = 3;
-    c.block_bytes = bb;
+    rkv_store_config c = tu_store_config(RKV_MEDIUM_HOST, 3, bb, NULL);
     rkv_store *s = NULL;
     cr_assert_eq(setenv("RKV_CUDA_BACKEND", FAKE_CUDA_NODEVICE, 1), 0);
     OK(rkv_store_create(&c, &s));
@@ -395,19 +387,13 @@ Test(store, cuda_pool_pinned_store)
     }
     OK(st);
     size_t bb = rkv_pool_bytes_per_block(pool);
-    rkv_store_config c;
-    rkv_store_config_init(&c, RKV_MEDIUM_HOST);
-    c.capacity_blocks = 2;
-    c.block_bytes = bb;
+    rkv_store_config c = tu_store_config(RKV_MEDIUM_HOST, 2, bb, NULL);
     rkv_store *h = NULL;
     OK(rkv_store_create(&c, &h));
     CHECK(h);
     cr_assert_eq(rkv_store_pinned(h), 1, "cudaHostAlloc was not used");
     char *dir = make_dir("/tmp");
-    rkv_store_config_init(&c, RKV_MEDIUM_DISK);
-    c.capacity_blocks = 2;
-    c.block_bytes = bb;
-    c.path = dir;
+    c = tu_store_config(RKV_MEDIUM_DISK, 2, bb, dir);
     rkv_store *d = NULL;
     OK(rkv_store_create(&c, &d));
     unsigned char want[1024], zero[1024] = {0};
@@ -439,11 +425,7 @@ Test(store, cuda_pool_pinned_store)
 static rkv_store *make_disk_io(const char *path, uint64_t cap, size_t bb, int direct,
                                int uring)
 {
-    rkv_store_config c;
-    rkv_store_config_init(&c, RKV_MEDIUM_DISK);
-    c.capacity_blocks = cap;
-    c.block_bytes = bb;
-    c.path = path;
+    rkv_store_config c = tu_store_config(RKV_MEDIUM_DISK, cap, bb, path);
     c.direct_io = direct;
     c.io_uring = uring;
     rkv_store *s = NULL;
@@ -511,11 +493,7 @@ static void disk_roundtrip(const char *base, int direct, int uring)
     cr_assert_eq(info.used_blocks, 4);
     IS(rkv_store_read_to_pool(s, slot[2], pool, b[4], 52, 3), RKV_ERR_CORRUPT);
     /* the file is the store's: a second store on it is refused */
-    rkv_store_config c;
-    rkv_store_config_init(&c, RKV_MEDIUM_DISK);
-    c.capacity_blocks = 2;
-    c.block_bytes = bb;
-    c.path = dir;
+    rkv_store_config c = tu_store_config(RKV_MEDIUM_DISK, 2, bb, dir);
     rkv_store *s2 = NULL;
     IS(rkv_store_create(&c, &s2), RKV_ERR_BUSY);
     cr_assert_null(s2);
@@ -746,11 +724,7 @@ Test(store, disk_refuses_foreign_file)
     FILE *f = fopen(file, "w");
     fputs("precious user data\n", f);
     fclose(f);
-    rkv_store_config c;
-    rkv_store_config_init(&c, RKV_MEDIUM_DISK);
-    c.capacity_blocks = 2;
-    c.block_bytes = 4096;
-    c.path = file;
+    rkv_store_config c = tu_store_config(RKV_MEDIUM_DISK, 2, 4096, file);
     rkv_store *s = NULL;
     IS(rkv_store_create(&c, &s), RKV_ERR_INVALID_ARG);
     struct stat st;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/handles.h"
 #include "support/kv_pool.h"
 #include "tier/disk_record.h"
 #include "tier/store.h"
@@ -69,11 +70,7 @@ static rkv_store *disk(fx *f, const unsigned char *key, const char *sub)
     snprintf(path, sizeof path, "%s%s", f->dir, sub);
     if (sub[0] != '\0')
         cr_assert_eq(mkdir(path, 0700), 0);
-    rkv_store_config c;
-    rkv_store_config_init(&c, RKV_MEDIUM_DISK);
-    c.capacity_blocks = 2;
-    c.block_bytes = f->bb;
-    c.path = path;
+    rkv_store_config c = tu_store_config(RKV_MEDIUM_DISK, 2, f->bb, path);
     c.mac_key = key;
     rkv_store *s = NULL;
     OK(rkv_store_create(&c, &s));
@@ -149,17 +146,11 @@ Test(store_mac, unkeyed_store_takes_a_forgery)
 Test(store_mac, keyed_forgeries_are_misses)
 {
     unsigned char key[RKV_STORE_MAC_KEY_BYTES], other_key[RKV_STORE_MAC_KEY_BYTES];
-    for (unsigned i = 0; i < sizeof key; i++) {
-        key[i] = (unsigned char)(0xa0 + i);
-        other_key[i] = (unsigned char)(0x10 + i);
-    }
+    tu_mac_key(key, 0xa0);
+    tu_mac_key(other_key, 0x10);
 #ifndef RKV_HAVE_SODIUM
     /* built without libsodium: a key is refused, never ignored */
-    rkv_store_config c;
-    rkv_store_config_init(&c, RKV_MEDIUM_DISK);
-    c.capacity_blocks = 2;
-    c.block_bytes = 4096;
-    c.path = "/tmp";
+    rkv_store_config c = tu_store_config(RKV_MEDIUM_DISK, 2, 4096, "/tmp");
     c.mac_key = key;
     rkv_store *none = NULL;
     IS(rkv_store_create(&c, &none), RKV_ERR_UNSUPPORTED);
@@ -203,8 +194,7 @@ Test(store_mac, keyed_forgeries_are_misses)
 
     /* 4. a record another store made under the same key, same slot and
      * identity, other KV: made for another file */
-    for (unsigned i = 0; i < sizeof key; i++)
-        key[i] = (unsigned char)(0xa0 + i);
+    tu_mac_key(key, 0xa0);
     rkv_store *s2 = disk(&f, key, "/second");
     unsigned char *keep = malloc(f.bb);
     memcpy(keep, f.want, f.bb);

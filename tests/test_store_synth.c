@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tier/store.h"
 #include "tier/store_internal.h"
 
@@ -21,13 +22,7 @@
 /* layers 0: metadata only; 2: 1024-byte blocks */
 static rkv_pool *make_pool(uint32_t layers)
 {
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = 4;
-    cfg.page_size = 4;
-    cfg.num_layers = layers;
-    cfg.num_kv_heads = 2;
-    cfg.head_dim = 8;
+    rkv_pool_config cfg = tu_kv_config(4, 4, layers, 2, 8, RKV_DEVICE_HOST);
     cfg.dtype = RKV_DTYPE_F32;
     rkv_pool *p = NULL;
     OK(rkv_pool_create(&cfg, &p));
@@ -36,11 +31,7 @@ static rkv_pool *make_pool(uint32_t layers)
 
 static rkv_store *make_store(int medium, size_t bb, const char *path)
 {
-    rkv_store_config c;
-    rkv_store_config_init(&c, medium);
-    c.capacity_blocks = 4;
-    c.block_bytes = bb;
-    c.path = path;
+    rkv_store_config c = tu_store_config(medium, 4, bb, path);
     rkv_store *s = NULL;
     OK(rkv_store_create(&c, &s));
     return s;

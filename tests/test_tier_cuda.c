@@ -23,6 +23,7 @@
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "tests/support/handles.h"
 
 #ifdef RKV_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -54,14 +55,7 @@ static void setup(env *e, uint32_t blocks, int disk, int policy)
     (void)policy;
     cr_skip_test(SKIP_MSG);
 #else
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = blocks;
-    pc.page_size = TP;
-    pc.num_layers = 2;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 16;
-    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool_config pc = tu_kv_config(blocks, TP, 2, 1, 16, RKV_DEVICE_CUDA);
     rkv_status s = rkv_pool_create(&pc, &e->pool);
     if (s == RKV_ERR_NO_DEVICE)
         cr_skip_test(SKIP_MSG);
@@ -73,10 +67,8 @@ static void setup(env *e, uint32_t blocks, int disk, int policy)
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     OK(rkv_tree_create(e->pool, &tc, &e->tree));
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, disk ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST);
-    sc.capacity_blocks = 128;
-    sc.block_bytes = e->bb;
+    int medium = disk ? RKV_MEDIUM_DISK : RKV_MEDIUM_HOST;
+    rkv_store_config sc = tu_store_config(medium, 128, e->bb, NULL);
     if (disk) {
         strcpy(e->dir, "/tmp/rkv_tier_cuda_XXXXXX");
         cr_assert(mkdtemp(e->dir) != NULL);

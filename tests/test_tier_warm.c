@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tier/disk_record.h"
 #include "tier/store.h"
 
@@ -72,11 +73,7 @@ static void bytes_of(uint64_t h, size_t bb, unsigned char *out)
 
 static rkv_status open_store(wenv *e, int warm, uint64_t model, rkv_store **out)
 {
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
-    sc.capacity_blocks = 64;
-    sc.block_bytes = e->bb;
-    sc.path = e->dir;
+    rkv_store_config sc = tu_store_config(RKV_MEDIUM_DISK, 64, e->bb, e->dir);
     sc.warm_restart = warm;
     sc.page_tokens = P;
     sc.layout_id = rkv_pool_layout_id(e->pool);
@@ -88,13 +85,7 @@ static rkv_status open_store(wenv *e, int warm, uint64_t model, rkv_store **out)
 /* Pool and tree (head_dim sets the layout); no store yet. */
 static void start(wenv *e, uint32_t head_dim)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 64;
-    pc.page_size = P;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = head_dim;
+    rkv_pool_config pc = tu_kv_config(64, P, 1, 1, head_dim, RKV_DEVICE_HOST);
     e->head_dim = head_dim;
     OK(rkv_pool_create(&pc, &e->pool));
     OK(rkv_tree_create(e->pool, NULL, &e->tree));
@@ -108,10 +99,7 @@ static void attach(wenv *e)
     tc.disk = e->disk;
     tc.write_policy = e->policy;
     if (e->host) {
-        rkv_store_config hc;
-        rkv_store_config_init(&hc, RKV_MEDIUM_HOST);
-        hc.capacity_blocks = 4;
-        hc.block_bytes = e->bb;
+        rkv_store_config hc = tu_store_config(RKV_MEDIUM_HOST, 4, e->bb, NULL);
         hc.pinned = 0;
         OK(rkv_store_create(&hc, &e->hs));
         tc.host = e->hs;
@@ -252,12 +240,19 @@ static rkv_store_info info_of(const rkv_store *s)
 
 /* The next life: a fresh pool and tree, the file reopened warm and
  * attached (its records rebuilt into the tree). */
-static void restart(wenv *e)
+/* The next life: pool, tree, the store reopened (warm restart on or off),
+ * then attached; origin >= 0: the file origin the store must report before
+ * it is attached. */
+static void restart_as(wenv *e, int warm, int origin)
 {
     start(e, 8);
-    OK(open_store(e, 1, MODEL, &e->disk));
+    OK(open_store(e, warm, MODEL, &e->disk));
+    if (origin >= 0)
+        cr_assert_eq(info_of(e->disk).file_origin, origin);
     attach(e);
 }
+
+static void restart(wenv *e) { restart_as(e, 1, -1); }
 
 /* Loads and checks every page a sequence still matches. */
 static void load_all_matches(wenv *e)
@@ -274,10 +269,7 @@ Test(tier_warm, prefixes_hit_again_after_a_restart)
     wenv e;
     setup(&e);
     first_life(&e);
-    start(&e, 8);
-    OK(open_store(&e, 1, MODEL, &e.disk));
-    cr_assert_eq(info_of(e.disk).file_origin, RKV_STORE_FILE_WARM);
-    attach(&e);
+    restart_as(&e, 1, RKV_STORE_FILE_WARM);
     rkv_store_info i = info_of(e.disk);
     cr_assert_eq(i.warm_records, PAGES);
     cr_assert_eq(i.warm_skipped, 0);
@@ -394,10 +386,7 @@ Test(tier_warm, warm_restart_off_starts_empty)
     wenv e;
     setup(&e);
     first_life(&e);
-    start(&e, 8);
-    OK(open_store(&e, 0, MODEL, &e.disk));
-    cr_assert_eq(info_of(e.disk).file_origin, RKV_STORE_FILE_REUSED);
-    attach(&e);
+    restart_as(&e, 0, RKV_STORE_FILE_REUSED);
     cr_assert_eq(info_of(e.disk).warm_records, 0);
     cr_assert_eq(rkv_store_used_blocks(e.disk), 0);
     for (uint32_t s = 0; s < NSEQ; s++)
@@ -413,11 +402,7 @@ Test(tier_warm, warm_restart_needs_page_tokens)
     wenv e;
     setup(&e);
     start(&e, 8);
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
-    sc.capacity_blocks = 4;
-    sc.block_bytes = e.bb;
-    sc.path = e.dir;
+    rkv_store_config sc = tu_store_config(RKV_MEDIUM_DISK, 4, e.bb, e.dir);
     sc.warm_restart = 1;
     rkv_store *s = NULL;
     cr_assert_eq(rkv_store_create(&sc, &s), RKV_ERR_INVALID_ARG);
@@ -467,10 +452,8 @@ Test(tier_warm, a_failed_read_of_the_scan_costs_that_record_only)
 Test(tier_warm, keyed_file_reopens_under_its_key_only)
 {
     unsigned char key[RKV_STORE_MAC_KEY_BYTES], other[RKV_STORE_MAC_KEY_BYTES];
-    for (unsigned i = 0; i < sizeof key; i++) {
-        key[i] = (unsigned char)(0x40 + i);
-        other[i] = (unsigned char)(0x90 + i);
-    }
+    tu_mac_key(key, 0x40);
+    tu_mac_key(other, 0x90);
 #ifndef RKV_HAVE_SODIUM
     (void)other;
     cr_skip_test("built without libsodium (RKV_SODIUM=OFF)");

@@ -18,64 +18,22 @@
 #include "radix/tree_internal.h"
 #include "radixkv.h"
 #include "tests/support/test_util.h"
-
-#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
-#define ERR(code, expr) \
-    cr_assert_eq((expr), (code), "%s: expected %d (%s)", #expr, (int)(code), \
-                 rkv_last_error())
-
-static rkv_pool *g_pool;
-static rkv_tree *g_tree;
-static uint32_t P;
-
-#define CHECK()                                 \
-    do {                                        \
-        OK(rkv_pool_check(g_pool));             \
-        OK(rkv_tree_check(g_tree));             \
-    } while (0)
+#include "tests/support/tree_fixture.h"
 
 static void setup_sized(uint32_t nblocks, uint32_t page)
 {
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = nblocks;
-    cfg.page_size = page;
-    OK(rkv_pool_create(&cfg, &g_pool));
-    OK(rkv_tree_create(g_pool, NULL, &g_tree));
-    P = page;
-    CHECK();
-}
-
-static void teardown(void)
-{
-    if (g_tree != NULL)
-        OK(rkv_tree_check(g_tree));
-    rkv_tree_destroy(g_tree);
-    g_tree = NULL;
-    if (g_pool != NULL) {
-        OK(rkv_pool_check(g_pool));
-        rkv_pool_destroy(g_pool);
-    }
-    g_pool = NULL;
-    cr_assert_eq(rkv_debug_live_tree_allocs_global(), 0, "tree memory leaked");
+    tf_open(nblocks, page, NULL);
 }
 
 static void setup_small(void) { setup_sized(64, 4); }
 static void setup_big(void) { setup_sized(1u << 16, 16); }
-
-/* tokens: tok[i] = base + i (distinct pages for distinct bases) */
-static void seq(int32_t *tok, size_t n, int32_t base)
-{
-    for (size_t i = 0; i < n; i++)
-        tok[i] = base + (int32_t)i;
-}
 
 /* Allocates npages blocks, inserts, drops the caller's references to the
  * blocks the tree kept and to duplicates (the normal caller protocol). */
 static rkv_insert_result insert_release(rkv_namespace ns, const int32_t *tok,
                                         size_t n)
 {
-    uint32_t np = (uint32_t)(n / P);
+    uint32_t np = (uint32_t)(n / g_page);
     rkv_block_id *b = calloc(np + 1, sizeof *b);
     rkv_block_id *dups = calloc(np + 1, sizeof *dups);
     cr_assert(b && dups);
@@ -151,8 +109,8 @@ static void snap_same(snap *s, int ignore_host_bytes)
     free(s->hash);
 }
 
-TestSuite(tree, .init = setup_small, .fini = teardown);
-TestSuite(tree_big, .init = setup_big, .fini = teardown);
+TestSuite(tree, .init = setup_small, .fini = tf_close);
+TestSuite(tree_big, .init = setup_big, .fini = tf_close);
 
 Test(tree, config_and_create)
 {
@@ -187,7 +145,7 @@ Test(tree, config_and_create)
 Test(tree, insert_then_match)
 {
     int32_t tok[14];
-    seq(tok, 14, 100); /* 3 full pages + 2 tokens */
+    tf_seq(tok, 14, 100); /* 3 full pages + 2 tokens */
     rkv_block_id b[3];
     OK(rkv_tree_alloc_blocks(g_tree, 3, b));
     rkv_insert_result r;
@@ -235,7 +193,7 @@ Test(tree, insert_then_match)
 Test(tree, match_ending_inside_node_splits)
 {
     int32_t tok[16];
-    seq(tok, 16, 1);
+    tf_seq(tok, 16, 1);
     rkv_insert_result r = insert_release(0, tok, 16); /* one node, 4 pages */
     rkv_tree_stats s0 = stats();
     cr_assert_eq(s0.nodes, 1);
@@ -273,9 +231,9 @@ Test(tree, match_ending_inside_node_splits)
 Test(tree, insert_diverging_mid_edge)
 {
     int32_t a[16], b[20];
-    seq(a, 16, 1);
+    tf_seq(a, 16, 1);
     memcpy(b, a, 8 * sizeof(int32_t));
-    seq(b + 8, 12, 700); /* shares 2 pages, then 3 own pages */
+    tf_seq(b + 8, 12, 700); /* shares 2 pages, then 3 own pages */
     insert_release(0, a, 16);
     rkv_insert_result r = insert_release(0, b, 20);
     cr_assert_eq(r.prefix_tokens, 8);
@@ -290,7 +248,7 @@ Test(tree, insert_diverging_mid_edge)
     cr_assert_eq(match(0, b, 20, NULL, 0).matched_tokens, 20);
     /* insert of a prefix of an edge splits so the node ends at the key */
     int32_t c[12];
-    seq(c, 12, 1);
+    tf_seq(c, 12, 1);
     r = insert_release(0, c, 12);
     cr_assert_eq(r.new_pages, 0);
     cr_assert_eq(node_depth(r.node), 12);
@@ -300,7 +258,7 @@ Test(tree, insert_diverging_mid_edge)
 Test(tree, duplicates_reported_and_tree_keeps_its_refs)
 {
     int32_t tok[12];
-    seq(tok, 12, 40);
+    tf_seq(tok, 12, 40);
     rkv_block_id first[3], second[3], dups[3];
     OK(rkv_tree_alloc_blocks(g_tree, 3, first));
     rkv_insert_result r;
@@ -310,7 +268,7 @@ Test(tree, duplicates_reported_and_tree_keeps_its_refs)
     /* a second request computed the same 3 pages + 1 more under new blocks */
     int32_t tok2[16];
     memcpy(tok2, tok, sizeof tok);
-    seq(tok2 + 12, 4, 900);
+    tf_seq(tok2 + 12, 4, 900);
     rkv_block_id sec4[4];
     OK(rkv_tree_alloc_blocks(g_tree, 4, sec4));
     memcpy(second, sec4, sizeof second);
@@ -342,7 +300,7 @@ Test(tree, duplicates_reported_and_tree_keeps_its_refs)
 Test(tree, same_block_reinsert_is_not_a_dup)
 {
     int32_t tok[8];
-    seq(tok, 8, 3);
+    tf_seq(tok, 8, 3);
     rkv_block_id b[2];
     OK(rkv_tree_alloc_blocks(g_tree, 2, b));
     rkv_insert_result r;
@@ -363,7 +321,7 @@ Test(tree, same_block_reinsert_is_not_a_dup)
 Test(tree, namespaces_isolated)
 {
     int32_t tok[8];
-    seq(tok, 8, 50);
+    tf_seq(tok, 8, 50);
     insert_release(1, tok, 8);
     cr_assert_eq(match(1, tok, 8, NULL, 0).matched_tokens, 8);
     cr_assert_eq(match(2, tok, 8, NULL, 0).matched_tokens, 0);
@@ -399,9 +357,9 @@ Test(tree, namespaces_isolated)
 Test(tree, lock_unlock_misuse)
 {
     int32_t a[8], b[8];
-    seq(a, 8, 1);
+    tf_seq(a, 8, 1);
     memcpy(b, a, 4 * sizeof(int32_t));
-    seq(b + 4, 4, 77);
+    tf_seq(b + 4, 4, 77);
     insert_release(0, a, 8);
     insert_release(0, b, 8);
     rkv_match ma = match(0, a, 8, NULL, 0);
@@ -471,7 +429,7 @@ Test(tree, lock_unlock_misuse)
 Test(tree, double_unlock_cannot_release_another_owners_lock)
 {
     int32_t a[8];
-    seq(a, 8, 1);
+    tf_seq(a, 8, 1);
     rkv_insert_result r = insert_release(0, a, 8);
     rkv_lease theirs, mine;
     OK(rkv_tree_lock(g_tree, r.node, &theirs)); /* e.g. the scheduler's */
@@ -494,7 +452,7 @@ Test(tree, double_unlock_cannot_release_another_owners_lock)
 Test(tree, released_lease_refused_after_slot_reuse)
 {
     int32_t a[8];
-    seq(a, 8, 1);
+    tf_seq(a, 8, 1);
     rkv_insert_result r = insert_release(0, a, 8);
     rkv_lease old;
     OK(rkv_tree_lock(g_tree, r.node, &old));
@@ -540,11 +498,11 @@ Test(tree, lease_from_another_tree_refused)
     rkv_pool_config pc;
     rkv_pool_config_init(&pc);
     pc.num_blocks = 64;
-    pc.page_size = P;
+    pc.page_size = g_page;
     OK(rkv_pool_create(&pc, &p2));
     OK(rkv_tree_create(p2, NULL, &t2));
     int32_t a[8];
-    seq(a, 8, 1);
+    tf_seq(a, 8, 1);
     rkv_insert_result r = insert_release(0, a, 8);
     rkv_block_id b[2];
     rkv_insert_result r2;
@@ -585,7 +543,7 @@ Test(tree, lease_from_another_tree_refused)
 Test(tree, lease_survives_split)
 {
     int32_t a[16];
-    seq(a, 16, 1);
+    tf_seq(a, 16, 1);
     rkv_insert_result r = insert_release(0, a, 16); /* one node, 4 pages */
     rkv_lease l;
     OK(rkv_tree_lock(g_tree, r.node, &l));
@@ -609,7 +567,7 @@ Test(tree, lease_survives_split)
 Test(tree, one_tree_per_pool)
 {
     int32_t a[8];
-    seq(a, 8, 1);
+    tf_seq(a, 8, 1);
     rkv_insert_result r = insert_release(0, a, 8);
     rkv_block_id got[2];
     match(0, a, 8, got, RKV_MATCH_PEEK);
@@ -630,7 +588,7 @@ Test(tree, one_tree_per_pool)
     OK(rkv_tree_create(g_pool, NULL, &g_tree));
     ERR(RKV_ERR_BUSY, rkv_tree_create(g_pool, NULL, &t2));
     int32_t other[8];
-    seq(other, 8, 900);
+    tf_seq(other, 8, 900);
     insert_release(5, other, 8);
     insert_release(0, a, 8);
     CHECK();
@@ -640,8 +598,8 @@ Test(tree, one_tree_per_pool)
 Test(tree, lock_of_leaf_protects_the_leaf_itself)
 {
     int32_t a[8], b[8];
-    seq(a, 8, 1);
-    seq(b, 8, 500);
+    tf_seq(a, 8, 1);
+    tf_seq(b, 8, 500);
     rkv_insert_result ra = insert_release(0, a, 8);
     insert_release(0, b, 8);
     rkv_lease la;
@@ -674,7 +632,7 @@ Test(tree, eviction_order_is_lru)
 {
     int32_t t[3][8];
     for (int i = 0; i < 3; i++)
-        seq(t[i], 8, 1000 * (i + 1));
+        tf_seq(t[i], 8, 1000 * (i + 1));
     for (int i = 0; i < 3; i++)
         insert_release(0, t[i], 8);
     match(0, t[0], 8, NULL, 0); /* order of use now: 1, 2, 0 */
@@ -697,8 +655,8 @@ Test(tree, eviction_order_is_lru)
 Test(tree, unlock_counts_as_use)
 {
     int32_t a[4], b[4];
-    seq(a, 4, 10);
-    seq(b, 4, 20);
+    tf_seq(a, 4, 10);
+    tf_seq(b, 4, 20);
     rkv_insert_result ra = insert_release(0, a, 4);
     rkv_lease la;
     OK(rkv_tree_lock(g_tree, ra.node, &la));
@@ -715,7 +673,7 @@ Test(tree, unlock_counts_as_use)
 Test(tree, tail_page_eviction)
 {
     int32_t tok[16];
-    seq(tok, 16, 1);
+    tf_seq(tok, 16, 1);
     rkv_insert_result r = insert_release(0, tok, 16);
     rkv_block_id before[4];
     match(0, tok, 16, before, 0);
@@ -746,11 +704,11 @@ Test(tree, parent_joins_lru_when_it_becomes_a_leaf)
 {
     /* S (2 pages) with children X, Y; then an unrelated Z used after */
     int32_t x[12], y[12], z[8];
-    seq(x, 12, 1);
+    tf_seq(x, 12, 1);
     memcpy(y, x, 8 * sizeof(int32_t));
-    seq(x + 8, 4, 100);
-    seq(y + 8, 4, 200);
-    seq(z, 8, 5000);
+    tf_seq(x + 8, 4, 100);
+    tf_seq(y + 8, 4, 200);
+    tf_seq(z, 8, 5000);
     insert_release(0, x, 12);
     insert_release(0, y, 12);
     insert_release(0, z, 8);
@@ -772,10 +730,10 @@ Test(tree, parent_placed_in_the_middle_of_the_lru)
     /* leaves used in the order A, S/X, B; X goes first by hand so S must
      * be placed between A and B */
     int32_t a[4], x[8], b[4], c[4];
-    seq(a, 4, 1);
-    seq(x, 8, 100);
-    seq(b, 4, 200);
-    seq(c, 4, 300);
+    tf_seq(a, 4, 1);
+    tf_seq(x, 8, 100);
+    tf_seq(b, 4, 200);
+    tf_seq(c, 4, 300);
     insert_release(0, a, 4);
     insert_release(0, x, 8); /* S = x[0..4) + X = x[4..8) one node ... */
     match(0, x, 4, NULL, 0); /* split: S and X, S used now */
@@ -794,9 +752,9 @@ Test(tree, parent_placed_in_the_middle_of_the_lru)
 Test(tree, evictable_accounting_with_shared_prefix)
 {
     int32_t a[16], b[16];
-    seq(a, 16, 1);
+    tf_seq(a, 16, 1);
     memcpy(b, a, 12 * sizeof(int32_t));
-    seq(b + 12, 4, 999);
+    tf_seq(b + 12, 4, 999);
     insert_release(0, a, 16);
     insert_release(0, b, 16);
     rkv_match ma = match(0, a, 16, NULL, 0);
@@ -831,7 +789,7 @@ Test(tree, exhaustion_changes_nothing)
     rkv_lease locked[16];
     int32_t tok[16];
     for (int i = 0; i < 16; i++) {
-        seq(tok, 16, 10000 * (i + 1));
+        tf_seq(tok, 16, 10000 * (i + 1));
         rkv_insert_result r = insert_release(0, tok, 16);
         OK(rkv_tree_lock(g_tree, r.node, &locked[i]));
     }
@@ -864,7 +822,7 @@ Test(tree, exhaustion_changes_nothing)
 Test(tree, reset_while_locked_and_stale_handles)
 {
     int32_t tok[8];
-    seq(tok, 8, 1);
+    tf_seq(tok, 8, 1);
     rkv_insert_result r = insert_release(3, tok, 8);
     rkv_lease l;
     OK(rkv_tree_lock(g_tree, r.node, &l));
@@ -896,7 +854,7 @@ Test(tree, reset_while_locked_and_stale_handles)
 Test(tree, invalid_arguments)
 {
     int32_t tok[8];
-    seq(tok, 8, 1);
+    tf_seq(tok, 8, 1);
     rkv_block_id b[2];
     OK(rkv_tree_alloc_blocks(g_tree, 2, b));
     rkv_insert_result r;
@@ -925,7 +883,7 @@ Test(tree, invalid_arguments)
     /* a block already cached for another page cannot be reused */
     OK(rkv_tree_insert(g_tree, 0, tok, 8, b, NULL, &r));
     int32_t other[4];
-    seq(other, 4, 300);
+    tf_seq(other, 4, 300);
     ERR(RKV_ERR_INVALID_ARG, rkv_tree_insert(g_tree, 0, other, 4, b, NULL, &r));
     CHECK();
     /* a negative id in a query is never cached: it ends the match */
@@ -956,7 +914,7 @@ Test(tree, invalid_arguments)
 Test(tree, peek_and_match_from)
 {
     int32_t tok[24];
-    seq(tok, 24, 1);
+    tf_seq(tok, 24, 1);
     insert_release(0, tok, 12); /* node A: 3 pages */
     insert_release(0, tok, 24); /* node B: 3 more pages under A */
     rkv_tree_stats s0 = stats();
@@ -998,7 +956,7 @@ Test(tree, peek_and_match_from)
 Test(tree, node_info_fields)
 {
     int32_t tok[12];
-    seq(tok, 12, 1);
+    tf_seq(tok, 12, 1);
     rkv_insert_result r = insert_release(9, tok, 12);
     rkv_match head = match(9, tok, 4, NULL, 0); /* split at 1 page */
     rkv_node_info info;
@@ -1030,9 +988,9 @@ Test(tree, node_info_fields)
 Test(tree, oom_leaves_tree_unchanged)
 {
     int32_t a[16], b[16];
-    seq(a, 16, 1);
+    tf_seq(a, 16, 1);
     memcpy(b, a, 8 * sizeof(int32_t));
-    seq(b + 8, 8, 300);
+    tf_seq(b + 8, 8, 300);
     insert_release(0, a, 16);
     rkv_block_id bb[4];
     OK(rkv_tree_alloc_blocks(g_tree, 4, bb));
@@ -1070,9 +1028,9 @@ Test(tree_big, thousands_of_children)
     /* one system-prompt page, then 5000 sessions diverging after it */
     const int nsess = 5000;
     int32_t tok[48];
-    seq(tok, 16, 7);
+    tf_seq(tok, 16, 7);
     for (int i = 0; i < nsess; i++) {
-        seq(tok + 16, 32, 100000 + 32 * i);
+        tf_seq(tok + 16, 32, 100000 + 32 * i);
         uint32_t np = 3;
         rkv_block_id b[3];
         OK(rkv_tree_alloc_blocks(g_tree, np, b));
@@ -1091,7 +1049,7 @@ Test(tree_big, thousands_of_children)
     OK(rkv_tree_node_info(g_tree, head.node, &info));
     cr_assert_eq(info.num_children, (uint32_t)nsess);
     for (int i = nsess - 1; i >= 0; i--) {
-        seq(tok + 16, 32, 100000 + 32 * i);
+        tf_seq(tok + 16, 32, 100000 + 32 * i);
         rkv_match m;
         OK(rkv_tree_match(g_tree, 0, tok, 48, NULL, 0, &m)); /* checked below */
         cr_assert_eq(m.matched_tokens, 48, "session %d", i);
@@ -1101,14 +1059,14 @@ Test(tree_big, thousands_of_children)
     uint32_t freed;
     OK(rkv_tree_evict(g_tree, (uint32_t)nsess, &freed));
     CHECK();
-    seq(tok + 16, 32, 100000 + 32 * (nsess - 1));
+    tf_seq(tok + 16, 32, 100000 + 32 * (nsess - 1));
     cr_assert_eq(match(0, tok, 48, NULL, RKV_MATCH_PEEK).matched_tokens, 16);
-    seq(tok + 16, 32, 100000);
+    tf_seq(tok + 16, 32, 100000);
     cr_assert_eq(match(0, tok, 48, NULL, RKV_MATCH_PEEK).matched_tokens, 48);
 }
 
 static void setup_mid(void) { setup_sized(4096, 16); }
-TestSuite(tree_mid, .init = setup_mid, .fini = teardown);
+TestSuite(tree_mid, .init = setup_mid, .fini = tf_close);
 
 Test(tree_mid, random_ops_check_every_step)
 {
@@ -1306,14 +1264,14 @@ static void random_stress(uint32_t page, uint64_t seed, int steps)
     cr_assert_gt(nomem, 10, "only %d injected failures hit", nomem);
 }
 
-Test(tree_stress, random_ops_with_failures, .fini = teardown)
+Test(tree_stress, random_ops_with_failures, .fini = tf_close)
 {
     uint64_t seed = rkv_test_seed("tree_stress::random_ops_with_failures");
     static const uint32_t pages[3] = {1, 3, 16};
     for (int i = 0; i < 3; i++) {
         random_stress(pages[i], seed + (uint64_t)i, 4000);
         if (i < 2)
-            teardown();
+            tf_close();
     }
 }
 
@@ -1321,9 +1279,9 @@ Test(tree_stress, random_ops_with_failures, .fini = teardown)
 Test(tree, check_detects_planted_bugs)
 {
     int32_t a[8], b[8];
-    seq(a, 8, 1);
+    tf_seq(a, 8, 1);
     memcpy(b, a, 4 * sizeof(int32_t));
-    seq(b + 4, 4, 50);
+    tf_seq(b + 4, 4, 50);
     insert_release(0, a, 8);
     rkv_insert_result rb = insert_release(0, b, 8);
     rkv_lease lb;
@@ -1388,7 +1346,7 @@ Test(tree, check_detects_planted_bugs)
 Test(tree, empty_namespace_root_goes_with_its_last_lease)
 {
     int32_t a[8];
-    seq(a, 8, 1);
+    tf_seq(a, 8, 1);
     /* locked while empty: a match that creates the root, lock, unlock */
     rkv_match m = match(41, a, 3, NULL, 0); /* less than a page */
     cr_assert_eq(stats().namespaces, 1);

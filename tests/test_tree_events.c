@@ -21,6 +21,7 @@
 
 #include "radixkv.h"
 #include "tests/support/event_driver.h"
+#include "tests/support/handles.h"
 #include "tests/support/event_model.h"
 #include "tests/support/test_util.h"
 
@@ -88,16 +89,11 @@ typedef struct fixture {
 
 static void open_fx(fixture *f, uint32_t blocks, uint32_t P, uint32_t ring)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = blocks;
-    pc.page_size = P;
-    cr_assert_eq(rkv_pool_create(&pc, &f->pool), RKV_OK);
+    f->pool = tu_pool(blocks, P);
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.event_ring = ring;
-    cr_assert_eq(rkv_tree_create(f->pool, &tc, &f->tree), RKV_OK, "%s",
-                 rkv_last_error());
+    f->tree = tu_tree(f->pool, &tc);
 }
 
 static void close_fx(fixture *f)

@@ -18,34 +18,11 @@
 #include "radix/tree_internal.h"
 #include "radix/tree_lease.h"
 #include "radixkv.h"
+#include "tests/support/tree_fixture.h"
 
-#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
-#define ERR(code, expr) \
-    cr_assert_eq((expr), (code), "%s: expected %d (%s)", #expr, (int)(code), \
-                 rkv_last_error())
+static void setup(void) { tf_open(64, 4, NULL); }
 
-static rkv_pool *g_pool;
-static rkv_tree *g_tree;
-
-static void setup(void)
-{
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = 64;
-    cfg.page_size = 4;
-    OK(rkv_pool_create(&cfg, &g_pool));
-    OK(rkv_tree_create(g_pool, NULL, &g_tree));
-}
-
-static void teardown(void)
-{
-    OK(rkv_tree_check(g_tree));
-    rkv_tree_destroy(g_tree);
-    rkv_pool_destroy(g_pool);
-    cr_assert_eq(rkv_debug_live_tree_allocs_global(), 0, "tree memory leaked");
-}
-
-TestSuite(lease, .init = setup, .fini = teardown);
+TestSuite(lease, .init = setup, .fini = tf_close);
 
 /* The cipher is Speck64/128 (its published vector), keyed per tree from
  * the OS (getrandom works wherever the tests run). */

@@ -23,6 +23,7 @@
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tests/support/tree_tier_fixture.h"
 #include "tier/store.h"
 
@@ -95,11 +96,7 @@ static void lp_insert(lp *s, uint32_t a, uint32_t n)
 static void lp_pin_toks(lp *s, const int32_t *toks, uint32_t n,
                         uint64_t owner, uint64_t ttl, uint64_t now)
 {
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = (size_t)n * TP;
-    r.ttl_ms = ttl;
-    r.owner = owner;
+    rkv_retention r = tu_pin((size_t)n * TP, ttl, owner);
     rkv_retain_result out;
     OK(rkv_tree_retain(s->fx.tree, 5, toks, (size_t)n * TP, &r, now, &out));
     cr_assert_eq(out.pinned_pages, n);
@@ -782,11 +779,7 @@ static void random_run(uint64_t seed, uint32_t host_cap, uint32_t disk_cap,
             break;
         }
         case 2: {
-            rkv_retention rt;
-            rkv_retention_init(&rt);
-            rt.pin_tokens = (size_t)n * TP;
-            rt.ttl_ms = 1 + xs(&r) % 200;
-            rt.owner = owner;
+            rkv_retention rt = tu_pin((size_t)n * TP, 1 + xs(&r) % 200, owner);
             rkv_retain_result out;
             uint64_t rev0 = 0;
             {

@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tests/support/ref_model.h"
 #include "tests/support/test_util.h"
 
@@ -118,17 +119,9 @@ static void world_init(world *w, uint32_t P, uint32_t num_blocks,
     w->max_tokens = max_tokens;
     w->seed = rkv_test_seed(name);
     rkv_rng_init(&w->rng, w->seed);
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = num_blocks;
-    cfg.page_size = P;
-    cr_assert_eq(rkv_pool_create(&cfg, &w->pool), RKV_OK, "%s", rkv_last_error());
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.evict_policy = policy;
-    tc.max_pinned_pct = 25;
-    cr_assert_eq(rkv_tree_create(w->pool, &tc, &w->tree), RKV_OK, "%s",
-                 rkv_last_error());
+    w->pool = tu_pool(num_blocks, P);
+    rkv_tree_config tc = tu_tree_config(policy, 25);
+    w->tree = tu_tree(w->pool, &tc);
     cr_assert_eq(ref_model_init(&w->m, P, num_blocks), 0);
     w->m.policy = policy;
     w->m.pin_cap = (uint64_t)num_blocks * 25 / 100;

@@ -18,77 +18,23 @@
 #include "radix/tree_internal.h"
 #include "radixkv.h"
 #include "tests/support/test_util.h"
-
-#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
-#define ERR(code, expr) \
-    cr_assert_eq((expr), (code), "%s: expected %d (%s)", #expr, (int)(code), \
-                 rkv_last_error())
-
-static rkv_pool *g_pool;
-static rkv_tree *g_tree;
-static uint32_t P;
-
-#define CHECK()                                 \
-    do {                                        \
-        OK(rkv_pool_check(g_pool));             \
-        OK(rkv_tree_check(g_tree));             \
-    } while (0)
+#include "tests/support/tree_fixture.h"
 
 static void setup_with(uint32_t nblocks, uint32_t page, int policy,
                        uint32_t pct)
 {
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = nblocks;
-    cfg.page_size = page;
-    OK(rkv_pool_create(&cfg, &g_pool));
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.evict_policy = policy;
-    tc.max_pinned_pct = pct;
-    OK(rkv_tree_create(g_pool, &tc, &g_tree));
-    P = page;
-    CHECK();
+    rkv_tree_config tc = tu_tree_config(policy, pct);
+    tf_open(nblocks, page, &tc);
 }
 
-static void teardown(void)
+/* Caches n tokens of a, b and c (c may be NULL) in namespace 1, in this
+ * order (a the least recently used), from bases 1000, 2000 and 3000. */
+static void cache_abc(size_t n, int32_t *a, int32_t *b, int32_t *c)
 {
-    if (g_tree != NULL)
-        OK(rkv_tree_check(g_tree));
-    rkv_tree_destroy(g_tree);
-    g_tree = NULL;
-    if (g_pool != NULL) {
-        OK(rkv_pool_check(g_pool));
-        rkv_pool_destroy(g_pool);
-    }
-    g_pool = NULL;
-    cr_assert_eq(rkv_debug_live_tree_allocs_global(), 0, "tree memory leaked");
-}
-
-static void seq(int32_t *tok, size_t n, int32_t base)
-{
-    for (size_t i = 0; i < n; i++)
-        tok[i] = base + (int32_t)i;
-}
-
-/* Inserts with blocks from the free list only (no eviction, so no pin is
- * revoked behind the test's back); drops the caller's references. */
-static void insert_free(rkv_namespace ns, const int32_t *tok, size_t n)
-{
-    uint32_t np = (uint32_t)(n / P);
-    rkv_block_id b[64];
-    cr_assert(np <= 64);
-    OK(rkv_pool_alloc_n(g_pool, np, b));
-    OK(rkv_tree_insert(g_tree, ns, tok, n, b, NULL, NULL));
-    OK(rkv_pool_unref_n(g_pool, np, b));
-    CHECK();
-}
-
-static uint32_t cached_pages(rkv_namespace ns, const int32_t *tok, size_t n)
-{
-    rkv_match m;
-    OK(rkv_tree_match(g_tree, ns, tok, n, NULL, RKV_MATCH_PEEK, &m));
-    return m.num_blocks;
+    tf_cache_seq(1, a, n, 1000);
+    tf_cache_seq(1, b, n, 2000);
+    if (c != NULL)
+        tf_cache_seq(1, c, n, 3000);
 }
 
 static void touch(rkv_namespace ns, const int32_t *tok, size_t n)
@@ -102,11 +48,7 @@ static rkv_retain_result pin(rkv_namespace ns, const int32_t *tok, size_t n,
                              size_t pin_tokens, uint64_t ttl, uint64_t owner,
                              uint64_t now)
 {
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = pin_tokens;
-    r.ttl_ms = ttl;
-    r.owner = owner;
+    rkv_retention r = tu_pin(pin_tokens, ttl, owner);
     rkv_retain_result out;
     OK(rkv_tree_retain(g_tree, ns, tok, n, &r, now, &out));
     CHECK();
@@ -116,53 +58,40 @@ static rkv_retain_result pin(rkv_namespace ns, const int32_t *tok, size_t n,
 static void prio(rkv_namespace ns, const int32_t *tok, size_t n, size_t b,
                  size_t e, int p, uint64_t now)
 {
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.priority = p;
-    r.prio_begin = b;
-    r.prio_end = e;
+    rkv_retention r = tu_prio(p, b, e);
     OK(rkv_tree_retain(g_tree, ns, tok, n, &r, now, NULL));
     CHECK();
 }
 
-static rkv_retention_stats rstats(void)
-{
-    rkv_retention_stats s;
-    OK(rkv_tree_retention_stats(g_tree, &s));
-    return s;
-}
-
 /* ---- pins -------------------------------------------------------------------- */
 
-TestSuite(retain, .fini = teardown);
+TestSuite(retain, .fini = tf_close);
 
 Test(retain, pin_is_honoured_until_expiry_then_evicted_by_recency)
 {
     setup_with(16, 4, RKV_EVICT_LRU, 50);
     int32_t a[16], b[16];
-    seq(a, 16, 1000);
-    seq(b, 16, 2000);
-    insert_free(1, a, 16); /* a is the oldest */
-    insert_free(1, b, 16);
+    tf_cache_seq(1, a, 16, 1000); /* a is the oldest */
+    tf_cache_seq(1, b, 16, 2000);
     cr_assert_eq(pin(1, a, 16, 16, 100, 7, 0).new_pinned_pages, 4);
-    cr_assert_eq(rstats().pinned_blocks, 4);
+    cr_assert_eq(tf_rstats().pinned_blocks, 4);
     /* everything evictable goes, a stays */
     ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 5, NULL));
     OK(rkv_tree_evict(g_tree, 4, NULL));
     CHECK();
-    cr_assert_eq(cached_pages(1, a, 16), 4);
-    cr_assert_eq(cached_pages(1, b, 16), 0);
+    cr_assert_eq(tf_cached_pages(1, a, 16), 4);
+    cr_assert_eq(tf_cached_pages(1, b, 16), 0);
     OK(rkv_tree_set_time(g_tree, 99));
     CHECK();
     ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 1, NULL));
     OK(rkv_tree_set_time(g_tree, 100)); /* deadline reached: expired */
     CHECK();
-    cr_assert_eq(rstats().pins, 0);
-    cr_assert_eq(rstats().pins_expired, 1);
-    cr_assert_eq(rstats().pinned_blocks, 0);
+    cr_assert_eq(tf_rstats().pins, 0);
+    cr_assert_eq(tf_rstats().pins_expired, 1);
+    cr_assert_eq(tf_rstats().pinned_blocks, 0);
     OK(rkv_tree_evict(g_tree, 4, NULL));
     CHECK();
-    cr_assert_eq(cached_pages(1, a, 16), 0);
+    cr_assert_eq(tf_cached_pages(1, a, 16), 0);
     ERR(RKV_ERR_INVALID_ARG, rkv_tree_set_time(g_tree, 99)); /* backwards */
 }
 
@@ -170,46 +99,40 @@ Test(retain, expiry_is_not_a_use)
 {
     setup_with(16, 4, RKV_EVICT_LRU, 50);
     int32_t a[8], b[8];
-    seq(a, 8, 1000);
-    seq(b, 8, 2000);
-    insert_free(1, a, 8);
-    insert_free(1, b, 8); /* b newer than a */
+    tf_cache_seq(1, a, 8, 1000);
+    tf_cache_seq(1, b, 8, 2000); /* b newer than a */
     pin(1, a, 8, 8, 10, 1, 0);
     OK(rkv_tree_set_time(g_tree, 10));
     CHECK();
     /* a's pin expired: a is still the least recently used */
     OK(rkv_tree_evict(g_tree, 2, NULL));
     CHECK();
-    cr_assert_eq(cached_pages(1, a, 8), 0);
-    cr_assert_eq(cached_pages(1, b, 8), 2);
+    cr_assert_eq(tf_cached_pages(1, a, 8), 0);
+    cr_assert_eq(tf_cached_pages(1, b, 8), 2);
 }
 
 Test(retain, cap_refuses_and_counts_shared_prefixes_once)
 {
     setup_with(16, 4, RKV_EVICT_LRU, 50); /* cap 8 pages */
     int32_t a[32], c[20];
-    seq(a, 32, 1000);
+    tf_seq(a, 32, 1000);
     memcpy(c, a, 12 * sizeof *c); /* c shares a's first 3 pages */
-    seq(c + 12, 8, 5000);
-    insert_free(1, a, 24);
-    insert_free(1, c, 20);
-    cr_assert_eq(rstats().pin_cap_blocks, 8);
+    tf_seq(c + 12, 8, 5000);
+    tf_insert_free(1, a, 24);
+    tf_insert_free(1, c, 20);
+    cr_assert_eq(tf_rstats().pin_cap_blocks, 8);
     cr_assert_eq(pin(1, a, 24, 24, 50, 1, 0).new_pinned_pages, 6);
     /* c adds only its 2 own pages: 8 <= 8 */
     rkv_retain_result r = pin(1, c, 20, 20, 50, 2, 0);
     cr_assert_eq(r.pinned_pages, 5);
     cr_assert_eq(r.new_pinned_pages, 2);
-    cr_assert_eq(rstats().pinned_blocks, 8);
+    cr_assert_eq(tf_rstats().pinned_blocks, 8);
     /* a third pin adding one more page is refused, nothing changes */
     int32_t d[8];
-    seq(d, 8, 7000);
-    insert_free(2, d, 8);
+    tf_cache_seq(2, d, 8, 7000);
     rkv_tree_stats s0;
     OK(rkv_tree_get_stats(g_tree, &s0));
-    rkv_retention r2;
-    rkv_retention_init(&r2);
-    r2.pin_tokens = 4;
-    r2.ttl_ms = 10;
+    rkv_retention r2 = tu_pin(4, 10, 0);
     r2.priority = 90;
     r2.prio_end = 8;
     ERR(RKV_ERR_PIN_CAP, rkv_tree_retain(g_tree, 2, d, 8, &r2, 1, NULL));
@@ -217,33 +140,29 @@ Test(retain, cap_refuses_and_counts_shared_prefixes_once)
     rkv_tree_stats s1;
     OK(rkv_tree_get_stats(g_tree, &s1));
     cr_assert(memcmp(&s0, &s1, sizeof s0) == 0);
-    cr_assert_eq(rstats().pins, 2);
-    cr_assert_eq(rstats().pins_refused, 1);
+    cr_assert_eq(tf_rstats().pins, 2);
+    cr_assert_eq(tf_rstats().pins_refused, 1);
     /* a renewal of an existing pin needs no room */
     cr_assert_eq(pin(1, c, 20, 20, 100, 2, 1).new_pinned_pages, 0);
-    cr_assert_eq(rstats().pins, 2);
-    cr_assert_eq(rstats().pins_renewed, 1);
+    cr_assert_eq(tf_rstats().pins, 2);
+    cr_assert_eq(tf_rstats().pins_renewed, 1);
     /* releasing frees the cap: now d fits */
     uint32_t n = 0;
     OK(rkv_tree_pins_release(g_tree, 1, &n));
     CHECK();
     cr_assert_eq(n, 1);
-    cr_assert_eq(rstats().pinned_blocks, 5);
+    cr_assert_eq(tf_rstats().pinned_blocks, 5);
     OK(rkv_tree_retain(g_tree, 2, d, 8, &r2, 2, NULL));
     CHECK();
-    cr_assert_eq(rstats().pinned_blocks, 6);
+    cr_assert_eq(tf_rstats().pinned_blocks, 6);
 }
 
 Test(retain, zero_cap_means_no_pins)
 {
     setup_with(16, 4, RKV_EVICT_LRU, 0);
     int32_t a[8];
-    seq(a, 8, 1);
-    insert_free(1, a, 8);
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 8;
-    r.ttl_ms = 5;
+    tf_cache_seq(1, a, 8, 1);
+    rkv_retention r = tu_pin(8, 5, 0);
     ERR(RKV_ERR_PIN_CAP, rkv_tree_retain(g_tree, 1, a, 8, &r, 0, NULL));
     CHECK();
 }
@@ -252,12 +171,7 @@ Test(retain, release_and_extend_by_owner)
 {
     setup_with(32, 4, RKV_EVICT_LRU, 50);
     int32_t a[8], b[8], c[8];
-    seq(a, 8, 1000);
-    seq(b, 8, 2000);
-    seq(c, 8, 3000);
-    insert_free(1, a, 8);
-    insert_free(1, b, 8);
-    insert_free(1, c, 8);
+    cache_abc(8, a, b, c);
     pin(1, a, 8, 8, 100, 11, 0);
     pin(1, b, 8, 8, 100, 11, 0);
     pin(1, c, 8, 8, 100, 22, 0);
@@ -268,34 +182,33 @@ Test(retain, release_and_extend_by_owner)
     cr_assert_eq(n, 2);
     OK(rkv_tree_set_time(g_tree, 100)); /* c's pin expires, a and b stay */
     CHECK();
-    cr_assert_eq(rstats().pins, 2);
+    cr_assert_eq(tf_rstats().pins, 2);
     ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 3, NULL));
     OK(rkv_tree_evict(g_tree, 2, NULL));
     CHECK();
-    cr_assert_eq(cached_pages(1, c, 8), 0);
+    cr_assert_eq(tf_cached_pages(1, c, 8), 0);
     /* an extension never shortens */
     OK(rkv_tree_pins_extend(g_tree, 11, 1, 100, &n));
     OK(rkv_tree_set_time(g_tree, 249));
-    cr_assert_eq(rstats().pins, 2);
+    cr_assert_eq(tf_rstats().pins, 2);
     /* session 11 ends */
     OK(rkv_tree_pins_release(g_tree, 11, &n));
     CHECK();
     cr_assert_eq(n, 2);
-    cr_assert_eq(rstats().pins, 0);
-    cr_assert_eq(rstats().pins_released, 2);
+    cr_assert_eq(tf_rstats().pins, 0);
+    cr_assert_eq(tf_rstats().pins_released, 2);
     OK(rkv_tree_pins_release(g_tree, 11, &n));
     cr_assert_eq(n, 0);
     OK(rkv_tree_evict(g_tree, 4, NULL));
     CHECK();
-    cr_assert_eq(cached_pages(1, a, 8) + cached_pages(1, b, 8), 0);
+    cr_assert_eq(tf_cached_pages(1, a, 8) + tf_cached_pages(1, b, 8), 0);
 }
 
 Test(retain, pin_of_a_prefix_splits_and_keeps_only_the_prefix)
 {
     setup_with(32, 4, RKV_EVICT_LRU, 50);
     int32_t a[24];
-    seq(a, 24, 1);
-    insert_free(1, a, 24);
+    tf_cache_seq(1, a, 24, 1);
     rkv_tree_stats s0;
     OK(rkv_tree_get_stats(g_tree, &s0));
     /* 2 pages and a half: the pin covers the 2 full pages */
@@ -305,7 +218,7 @@ Test(retain, pin_of_a_prefix_splits_and_keeps_only_the_prefix)
     cr_assert_eq(s1.splits, s0.splits + 1);
     OK(rkv_tree_evict(g_tree, 4, NULL));
     CHECK();
-    cr_assert_eq(cached_pages(1, a, 24), 2);
+    cr_assert_eq(tf_cached_pages(1, a, 24), 2);
     ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 1, NULL));
 }
 
@@ -313,8 +226,7 @@ Test(retain, reset_drops_pins_but_not_leases)
 {
     setup_with(32, 4, RKV_EVICT_LRU, 50);
     int32_t a[8];
-    seq(a, 8, 1);
-    insert_free(1, a, 8);
+    tf_cache_seq(1, a, 8, 1);
     pin(1, a, 8, 8, 100, 1, 0);
     rkv_match m;
     OK(rkv_tree_match(g_tree, 1, a, 8, NULL, 0, &m));
@@ -325,16 +237,15 @@ Test(retain, reset_drops_pins_but_not_leases)
     OK(rkv_tree_unlock(g_tree, &l));
     OK(rkv_tree_reset(g_tree));
     CHECK();
-    cr_assert_eq(rstats().pins, 0);
-    cr_assert_eq(cached_pages(1, a, 8), 0);
+    cr_assert_eq(tf_rstats().pins, 0);
+    cr_assert_eq(tf_cached_pages(1, a, 8), 0);
 }
 
 Test(retain, bad_arguments_change_nothing)
 {
     setup_with(32, 4, RKV_EVICT_LRU, 50);
     int32_t a[8];
-    seq(a, 8, 1);
-    insert_free(1, a, 8);
+    tf_cache_seq(1, a, 8, 1);
     rkv_retention r;
     rkv_retention_init(&r);
     r.priority = 101;
@@ -353,7 +264,7 @@ Test(retain, bad_arguments_change_nothing)
     ERR(RKV_ERR_INVALID_ARG, rkv_tree_retain(NULL, 1, a, 8, &r, 0, NULL));
     ERR(RKV_ERR_INVALID_ARG, rkv_tree_retain(g_tree, 1, a, 8, NULL, 0, NULL));
     CHECK();
-    cr_assert_eq(rstats().pins, 0);
+    cr_assert_eq(tf_rstats().pins, 0);
     /* unknown namespace: nothing cached, nothing pinned */
     r.pin_tokens = 8;
     rkv_retain_result out;
@@ -364,12 +275,7 @@ Test(retain, bad_arguments_change_nothing)
     cr_assert_eq(tc.max_pinned_pct, 50);
     cr_assert_eq(tc.evict_policy, RKV_EVICT_LRU);
     tc.evict_policy = 7;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 4;
-    pc.page_size = 4;
-    rkv_pool *pool2;
-    OK(rkv_pool_create(&pc, &pool2));
+    rkv_pool *pool2 = tu_pool(4, 4);
     rkv_tree *t2 = NULL;
     ERR(RKV_ERR_INVALID_ARG, rkv_tree_create(pool2, &tc, &t2));
     tc.evict_policy = RKV_EVICT_PRIORITY;
@@ -386,10 +292,7 @@ Test(retain, deadlines_saturate_at_the_end_of_time)
 {
     setup_with(32, 4, RKV_EVICT_LRU, 50);
     int32_t a[8], b[8];
-    seq(a, 8, 1000);
-    seq(b, 8, 2000);
-    insert_free(1, a, 8);
-    insert_free(1, b, 8);
+    cache_abc(8, a, b, NULL);
     const uint64_t end = UINT64_MAX;
     /* ttl past the end: deadline = the end, the pin lives until then */
     pin(1, a, 8, 8, 100, 7, end - 10);
@@ -397,26 +300,22 @@ Test(retain, deadlines_saturate_at_the_end_of_time)
     CHECK();
     OK(rkv_tree_set_time(g_tree, end - 1));
     CHECK();
-    cr_assert_eq(rstats().pins, 1);
+    cr_assert_eq(tf_rstats().pins, 1);
     OK(rkv_tree_set_time(g_tree, end));
     CHECK();
-    cr_assert_eq(rstats().pins, 0);
-    cr_assert_eq(rstats().pins_expired, 1);
+    cr_assert_eq(tf_rstats().pins, 0);
+    cr_assert_eq(tf_rstats().pins_expired, 1);
 
     /* at the end, a pin is refused and nothing changes */
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = 8;
-    r.ttl_ms = 1000;
-    r.owner = 9;
+    rkv_retention r = tu_pin(8, 1000, 9);
     r.priority = 3;
     r.prio_end = 8;
     ERR(RKV_ERR_INVALID_ARG, rkv_tree_retain(g_tree, 1, b, 8, &r, end, NULL));
     cr_assert(strstr(rkv_last_error(), "UINT64_MAX") != NULL, "%s",
               rkv_last_error());
     CHECK();
-    cr_assert_eq(rstats().pins, 0);
-    cr_assert_eq(rstats().pins_made, 1);
+    cr_assert_eq(tf_rstats().pins, 0);
+    cr_assert_eq(tf_rstats().pins_made, 1);
     /* without a pin the same call is fine, and extending finds nothing */
     r.pin_tokens = 0;
     rkv_retain_result out;
@@ -434,15 +333,12 @@ Test(retain, running_request_always_gets_its_blocks)
 {
     setup_with(16, 4, RKV_EVICT_LRU, 50);
     int32_t a[16], b[16], r[16];
-    seq(a, 16, 1000);
-    seq(b, 16, 2000);
-    seq(r, 16, 3000);
-    insert_free(1, a, 16);
-    insert_free(1, b, 16);
+    tf_seq(r, 16, 3000);
+    cache_abc(16, a, b, NULL);
     pin(1, a, 16, 16, 1000, 1, 0);
     pin(1, b, 16, 16, 2000, 2, 0); /* cap reached: 8 of 16 pinned */
     /* a running request: its 4 pages are cached and locked */
-    insert_free(1, r, 16);
+    tf_insert_free(1, r, 16);
     rkv_match m;
     OK(rkv_tree_match(g_tree, 1, r, 16, NULL, 0, &m));
     rkv_lease l;
@@ -453,17 +349,17 @@ Test(retain, running_request_always_gets_its_blocks)
     rkv_block_id got[12];
     OK(rkv_tree_alloc_blocks(g_tree, 5, got));
     CHECK();
-    cr_assert_eq(rstats().pins_revoked, 1);
-    cr_assert_eq(rstats().pins, 1);
-    cr_assert_eq(cached_pages(1, b, 16), 4);
-    cr_assert_eq(cached_pages(1, a, 16), 3);
+    cr_assert_eq(tf_rstats().pins_revoked, 1);
+    cr_assert_eq(tf_rstats().pins, 1);
+    cr_assert_eq(tf_cached_pages(1, b, 16), 4);
+    cr_assert_eq(tf_cached_pages(1, a, 16), 3);
     /* more than free + evictable + pinned: refused, nothing revoked */
     ERR(RKV_ERR_NO_SPACE, rkv_tree_alloc_blocks(g_tree, 12, got + 5));
     CHECK();
-    cr_assert_eq(rstats().pins, 1);
+    cr_assert_eq(tf_rstats().pins, 1);
     /* rkv_tree_evict never revokes */
     ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 4, NULL));
-    cr_assert_eq(rstats().pins, 1);
+    cr_assert_eq(tf_rstats().pins, 1);
     OK(rkv_pool_unref_n(g_pool, 5, got));
     OK(rkv_tree_unlock(g_tree, &l));
     CHECK();
@@ -473,8 +369,7 @@ Test(retain, pins_and_locks_on_one_path_yield_only_the_pin_part)
 {
     setup_with(8, 4, RKV_EVICT_LRU, 50);
     int32_t a[16];
-    seq(a, 16, 1000);
-    insert_free(1, a, 16); /* 4 pages */
+    tf_cache_seq(1, a, 16, 1000); /* 4 pages */
     pin(1, a, 16, 8, 100, 1, 0); /* first 2 pages pinned */
     rkv_match m;
     OK(rkv_tree_match(g_tree, 1, a, 8, NULL, 0, &m));
@@ -485,10 +380,10 @@ Test(retain, pins_and_locks_on_one_path_yield_only_the_pin_part)
     rkv_block_id got[8];
     ERR(RKV_ERR_NO_SPACE, rkv_tree_alloc_blocks(g_tree, 7, got));
     CHECK();
-    cr_assert_eq(rstats().pins, 1);
+    cr_assert_eq(tf_rstats().pins, 1);
     OK(rkv_tree_alloc_blocks(g_tree, 6, got));
     CHECK();
-    cr_assert_eq(rstats().pins, 1);
+    cr_assert_eq(tf_rstats().pins, 1);
     OK(rkv_pool_unref_n(g_pool, 6, got));
     OK(rkv_tree_unlock(g_tree, &l));
     CHECK();
@@ -502,10 +397,7 @@ Test(retain, revocation_skips_a_pin_that_frees_nothing)
 {
     setup_with(16, 4, RKV_EVICT_LRU, 50);
     int32_t a[16], b[16];
-    seq(a, 16, 1000);
-    seq(b, 16, 2000);
-    insert_free(1, a, 16);
-    insert_free(1, b, 16);
+    cache_abc(16, a, b, NULL);
     pin(1, a, 16, 16, 100, 1, 0); /* earliest deadline */
     pin(1, b, 16, 16, 200, 2, 0);
     /* a running request locks a's pages: a's pin holds nothing on its own */
@@ -518,15 +410,15 @@ Test(retain, revocation_skips_a_pin_that_frees_nothing)
     rkv_block_id got[12];
     OK(rkv_tree_alloc_blocks(g_tree, 10, got));
     CHECK();
-    cr_assert_eq(rstats().pins_revoked, 1, "%llu pins revoked for 2 pages",
-                 (unsigned long long)rstats().pins_revoked);
-    cr_assert_eq(rstats().pins, 1);
+    cr_assert_eq(tf_rstats().pins_revoked, 1, "%llu pins revoked for 2 pages",
+                 (unsigned long long)tf_rstats().pins_revoked);
+    cr_assert_eq(tf_rstats().pins, 1);
     /* a is still pinned: after the request ends its pages stay out of
      * eviction */
     OK(rkv_tree_unlock(g_tree, &l));
     CHECK();
     ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 3, NULL));
-    cr_assert_eq(cached_pages(1, a, 16), 4);
+    cr_assert_eq(tf_cached_pages(1, a, 16), 4);
     OK(rkv_pool_unref_n(g_pool, 10, got));
     CHECK();
 }
@@ -537,15 +429,14 @@ Test(retain, revocation_takes_pins_that_free_only_together)
 {
     setup_with(8, 4, RKV_EVICT_LRU, 50);
     int32_t a[16];
-    seq(a, 16, 1000);
-    insert_free(1, a, 16);
+    tf_cache_seq(1, a, 16, 1000);
     pin(1, a, 16, 16, 100, 1, 0);
     pin(1, a, 16, 16, 200, 2, 0);
     rkv_block_id got[8];
     OK(rkv_tree_alloc_blocks(g_tree, 5, got));
     CHECK();
-    cr_assert_eq(rstats().pins_revoked, 2);
-    cr_assert_eq(rstats().pins, 0);
+    cr_assert_eq(tf_rstats().pins_revoked, 2);
+    cr_assert_eq(tf_rstats().pins, 0);
     OK(rkv_pool_unref_n(g_pool, 5, got));
     CHECK();
 }
@@ -557,29 +448,24 @@ Test(retain, equal_deadlines_revoke_the_oldest_pin_first)
 {
     setup_with(16, 4, RKV_EVICT_LRU, 80);
     int32_t a[16], b[16], c[16];
-    seq(a, 16, 1000);
-    seq(b, 16, 2000);
-    seq(c, 16, 3000);
-    insert_free(1, a, 16);
-    insert_free(1, b, 16);
-    insert_free(1, c, 16);
+    cache_abc(16, a, b, c);
     pin(1, b, 16, 16, 100, 7, 0);
     pin(1, c, 16, 16, 100, 5, 0);
     pin(1, a, 16, 16, 100, 9, 0);
-    cr_assert_eq(rstats().pins, 3);
+    cr_assert_eq(tf_rstats().pins, 3);
     rkv_block_id got[8];
     OK(rkv_tree_alloc_blocks(g_tree, 8, got)); /* 4 free + one pin's 4 */
     CHECK();
-    cr_assert_eq(rstats().pins_revoked, 1);
-    cr_assert_eq(cached_pages(1, b, 16), 0, "b, pinned first, goes first");
-    cr_assert_eq(cached_pages(1, c, 16), 4);
-    cr_assert_eq(cached_pages(1, a, 16), 4);
+    cr_assert_eq(tf_rstats().pins_revoked, 1);
+    cr_assert_eq(tf_cached_pages(1, b, 16), 0, "b, pinned first, goes first");
+    cr_assert_eq(tf_cached_pages(1, c, 16), 4);
+    cr_assert_eq(tf_cached_pages(1, a, 16), 4);
     rkv_block_id more[4];
     OK(rkv_tree_alloc_blocks(g_tree, 4, more));
     CHECK();
-    cr_assert_eq(rstats().pins_revoked, 2);
-    cr_assert_eq(cached_pages(1, c, 16), 0, "then c");
-    cr_assert_eq(cached_pages(1, a, 16), 4, "a, pinned last, stays");
+    cr_assert_eq(tf_rstats().pins_revoked, 2);
+    cr_assert_eq(tf_cached_pages(1, c, 16), 0, "then c");
+    cr_assert_eq(tf_cached_pages(1, a, 16), 4, "a, pinned last, stays");
     OK(rkv_pool_unref_n(g_pool, 8, got));
     OK(rkv_pool_unref_n(g_pool, 4, more));
     CHECK();
@@ -591,8 +477,8 @@ static void three_sequences(int policy, int32_t (*s)[8])
 {
     setup_with(64, 4, policy, 50);
     for (int i = 0; i < 3; i++) {
-        seq(s[i], 8, 1000 * (i + 1));
-        insert_free(1, s[i], 8);
+        tf_seq(s[i], 8, 1000 * (i + 1));
+        tf_insert_free(1, s[i], 8);
     }
     prio(1, s[0], 8, 0, 8, 80, 0);
     prio(1, s[1], 8, 0, 8, 10, 0);
@@ -614,7 +500,7 @@ Test(retain, priorities_order_eviction)
             int gone = 0;
             for (int j = 0; j <= k; j++)
                 gone |= order[j] == i;
-            cr_assert_eq(cached_pages(1, s[i], 8), gone ? 0u : 2u,
+            cr_assert_eq(tf_cached_pages(1, s[i], 8), gone ? 0u : 2u,
                          "after %d evictions, sequence %d", k + 1, i);
         }
     }
@@ -626,8 +512,8 @@ Test(retain, lru_policy_ignores_priorities)
     three_sequences(RKV_EVICT_LRU, s);
     OK(rkv_tree_evict(g_tree, 2, NULL));
     CHECK();
-    cr_assert_eq(cached_pages(1, s[0], 8), 0); /* the oldest */
-    cr_assert_eq(cached_pages(1, s[1], 8), 2);
+    cr_assert_eq(tf_cached_pages(1, s[0], 8), 0); /* the oldest */
+    cr_assert_eq(tf_cached_pages(1, s[1], 8), 2);
 }
 
 /* A range that starts past the tokens sets nothing, however large its
@@ -637,13 +523,8 @@ Test(retain, priority_range_past_the_end_sets_nothing)
 {
     setup_with(64, 4, RKV_EVICT_PRIORITY, 50);
     int32_t a[16];
-    seq(a, 16, 1);
-    insert_free(1, a, 16);
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.priority = 90;
-    r.prio_begin = SIZE_MAX - 1;
-    r.prio_end = SIZE_MAX;
+    tf_cache_seq(1, a, 16, 1);
+    rkv_retention r = tu_prio(90, SIZE_MAX - 1, SIZE_MAX);
     rkv_retain_result out;
     OK(rkv_tree_retain(g_tree, 1, a, 16, &r, 0, &out));
     CHECK();
@@ -659,14 +540,9 @@ Test(retain, priority_range_splits_nodes)
 {
     setup_with(64, 4, RKV_EVICT_PRIORITY, 50);
     int32_t a[16];
-    seq(a, 16, 1);
-    insert_free(1, a, 16);
+    tf_cache_seq(1, a, 16, 1);
     /* [3, 13) tokens: pages wholly inside are 1 and 2 */
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.priority = 90;
-    r.prio_begin = 3;
-    r.prio_end = 13;
+    rkv_retention r = tu_prio(90, 3, 13);
     rkv_retain_result out;
     OK(rkv_tree_retain(g_tree, 1, a, 16, &r, 0, &out));
     CHECK();
@@ -688,7 +564,7 @@ Test(retain, priority_range_splits_nodes)
     /* eviction trims the tail leaf (35), then the 90 node, never mixing */
     OK(rkv_tree_evict(g_tree, 2, NULL));
     CHECK();
-    cr_assert_eq(cached_pages(1, a, 16), 2);
+    cr_assert_eq(tf_cached_pages(1, a, 16), 2);
 }
 
 /* ---- random operations against slow references ----------------------------- */
@@ -745,7 +621,7 @@ static uint64_t ref_pinned(const model_pin *pins, uint32_t np,
             int seen = 0;
             for (uint32_t j = 0; j < i && !seen; j++)
                 seen = all[j]->ns == all[i]->ns && all[j]->pages >= k &&
-                       memcmp(all[j]->tok, all[i]->tok, k * P * sizeof(int32_t)) == 0;
+                       memcmp(all[j]->tok, all[i]->tok, k * g_page * sizeof(int32_t)) == 0;
             n += !seen;
         }
     }
@@ -766,14 +642,14 @@ static void random_run(int policy, const char *name)
         /* sequences over a tiny alphabet share prefixes */
         int32_t tok[64];
         uint32_t np = 1 + (uint32_t)rkv_rng_below(&rng, 10);
-        size_t n = (size_t)np * P + rkv_rng_below(&rng, P);
+        size_t n = (size_t)np * g_page + rkv_rng_below(&rng, g_page);
         for (size_t i = 0; i < n; i++)
             tok[i] = (int32_t)rkv_rng_below(&rng, 2);
         rkv_namespace ns = rkv_rng_below(&rng, 2);
         uint32_t op = (uint32_t)rkv_rng_below(&rng, 100);
         if (op < 25) {
             if (rkv_pool_num_free(g_pool) >= np)
-                insert_free(ns, tok, n);
+                tf_insert_free(ns, tok, n);
         } else if (op < 35) {
             touch(ns, tok, n);
         } else if (op < 50) {
@@ -787,22 +663,18 @@ static void random_run(int policy, const char *name)
             mp.owner = rkv_rng_below(&rng, 4);
             memcpy(mp.tok, tok, n * sizeof *tok);
             size_t pt = rkv_rng_below(&rng, n + 1);
-            uint32_t cached = cached_pages(ns, tok, n);
-            mp.pages = (uint32_t)(pt / P) < cached ? (uint32_t)(pt / P) : cached;
+            uint32_t cached = tf_cached_pages(ns, tok, n);
+            mp.pages = (uint32_t)(pt / g_page) < cached ? (uint32_t)(pt / g_page) : cached;
             mp.deadline = now + 1 + rkv_rng_below(&rng, 50);
-            rkv_retention r;
-            rkv_retention_init(&r);
-            r.pin_tokens = pt;
-            r.ttl_ms = mp.deadline - now;
-            r.owner = mp.owner;
+            rkv_retention r = tu_pin(pt, mp.deadline - now, mp.owner);
             /* a renewal: same owner, same prefix */
             int renew = -1;
             for (uint32_t i = 0; i < npins; i++)
                 if (pins[i].live && pins[i].owner == mp.owner && pins[i].ns == ns &&
                     pins[i].pages == mp.pages && mp.pages > 0 &&
-                    memcmp(pins[i].tok, tok, mp.pages * P * sizeof *tok) == 0)
+                    memcmp(pins[i].tok, tok, mp.pages * g_page * sizeof *tok) == 0)
                     renew = (int)i;
-            uint64_t cap = rstats().pin_cap_blocks;
+            uint64_t cap = tf_rstats().pin_cap_blocks;
             int refuse = mp.pages > 0 && renew < 0 &&
                          ref_pinned(pins, npins, &mp) > cap;
             rkv_status st = rkv_tree_retain(g_tree, ns, tok, n, &r, now, NULL);
@@ -880,11 +752,11 @@ static void random_run(int policy, const char *name)
             if (!pins[i].live)
                 continue;
             live++;
-            cr_assert_geq(cached_pages(pins[i].ns, pins[i].tok, pins[i].pages * P),
+            cr_assert_geq(tf_cached_pages(pins[i].ns, pins[i].tok, pins[i].pages * g_page),
                           pins[i].pages, "step %llu: pin %u lost pages",
                           (unsigned long long)step, i);
         }
-        rkv_retention_stats rs = rstats();
+        rkv_retention_stats rs = tf_rstats();
         cr_assert_eq(rs.pins, live, "step %llu", (unsigned long long)step);
         cr_assert_eq(rs.pinned_blocks, ref_pinned(pins, npins, NULL),
                      "step %llu", (unsigned long long)step);
@@ -901,7 +773,7 @@ static void random_run(int policy, const char *name)
             OK(rkv_tree_unlock(g_tree, &leases[i]));
     CHECK();
     /* the run reached every path it is meant to compare */
-    rkv_retention_stats rs = rstats();
+    rkv_retention_stats rs = tf_rstats();
     rkv_tree_stats ts;
     OK(rkv_tree_get_stats(g_tree, &ts));
     cr_assert(rs.pins_made > 0 && rs.pins_renewed > 0 && rs.pins_expired > 0 &&
@@ -915,12 +787,12 @@ static void random_run(int policy, const char *name)
               (unsigned long long)ts.evicted_blocks);
 }
 
-Test(retain_random, lru_against_reference, .fini = teardown)
+Test(retain_random, lru_against_reference, .fini = tf_close)
 {
     random_run(RKV_EVICT_LRU, "retain_random::lru_against_reference");
 }
 
-Test(retain_random, priority_against_reference, .fini = teardown)
+Test(retain_random, priority_against_reference, .fini = tf_close)
 {
     random_run(RKV_EVICT_PRIORITY, "retain_random::priority_against_reference");
 }
@@ -941,7 +813,7 @@ static void oom_take(oom_snap *s, int32_t (*seqs)[24], uint32_t nseq)
     OK(rkv_tree_retention_stats(g_tree, &s->rs));
     s->live = rkv_tree_debug_live_allocs(g_tree);
     for (uint32_t i = 0; i < nseq; i++)
-        s->matched[i] = cached_pages(1, seqs[i], 24);
+        s->matched[i] = tf_cached_pages(1, seqs[i], 24);
 }
 
 /* A scenario whose calls make every allocation retention adds: meta at the
@@ -956,7 +828,7 @@ static uint64_t oom_run(int64_t k)
     rkv_tree_debug_fail_alloc_after(g_tree, k);
     uint64_t fired = 0;
     for (uint32_t i = 0; i < 40; i++) {
-        seq(seqs[i], 24, 0);
+        tf_seq(seqs[i], 24, 0);
         seqs[i][4] = (int32_t)(1000 + i); /* share page 0, then diverge */
         rkv_block_id b[6];
         OK(rkv_pool_alloc_n(g_pool, 6, b));
@@ -974,14 +846,10 @@ static uint64_t oom_run(int64_t k)
         OK(st);
         OK(rkv_pool_unref_n(g_pool, 6, b));
         CHECK();
-        rkv_retention r;
-        rkv_retention_init(&r);
+        rkv_retention r = tu_pin((i % 4 == 1) ? 0 : 4 * (2 + i % 4), 1000, i);
         r.priority = (int)(i % 101);
         r.prio_begin = 4 * (i % 3);
         r.prio_end = 4 * (3 + i % 3);
-        r.pin_tokens = (i % 4 == 1) ? 0 : 4 * (2 + i % 4);
-        r.ttl_ms = 1000;
-        r.owner = i;
         oom_take(&s0, seqs, i + 1);
         while ((st = rkv_tree_retain(g_tree, 1, seqs[i], 24, &r, 0, NULL)) ==
                RKV_ERR_NOMEM) {
@@ -994,9 +862,9 @@ static uint64_t oom_run(int64_t k)
         OK(st);
         CHECK();
     }
-    cr_assert_geq(rstats().pins, 9); /* the pin table grew at least once */
+    cr_assert_geq(tf_rstats().pins, 9); /* the pin table grew at least once */
     rkv_tree_debug_fail_alloc_after(g_tree, -1);
-    teardown();
+    tf_close();
     return fired;
 }
 

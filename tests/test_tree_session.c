@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/check.h"
+#include "tests/support/handles.h"
 
-#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 #define PG 4u
 
 typedef struct env {
@@ -20,15 +21,8 @@ typedef struct env {
 
 static void open_env(env *e, int policy, uint32_t blocks)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = blocks;
-    pc.page_size = PG;
-    OK(rkv_pool_create(&pc, &e->pool));
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.evict_policy = policy;
-    OK(rkv_tree_create(e->pool, &tc, &e->tree));
+    e->pool = tu_pool(blocks, PG);
+    e->tree = tu_policy_tree(e->pool, policy);
 }
 
 static void close_env(env *e)
@@ -152,11 +146,7 @@ Test(tree_session, releases_the_session_pins_and_refuses_bad_args)
     int32_t a[32];
     size_t na = ctx(a, 1, 2);
     use(&e, a, na);
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = na;
-    r.ttl_ms = 1000;
-    r.owner = 7;
+    rkv_retention r = tu_pin(na, 1000, 7);
     OK(rkv_tree_retain(e.tree, 0, a, na, &r, 10, NULL));
     rkv_retention_stats rs;
     OK(rkv_tree_retention_stats(e.tree, &rs));

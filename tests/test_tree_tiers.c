@@ -36,6 +36,7 @@
 #include "radix/tree_debug.h"
 #include "radixkv.h"
 #include "tests/support/event_model.h"
+#include "tests/support/handles.h"
 #include "tests/support/tree_tier_fixture.h"
 #include "tier/store.h"
 
@@ -1218,11 +1219,7 @@ static uint32_t pr_dev_pages(pr_env *e, const pr_path *p)
 /* Sets the priority of page k of path p (its own node) if it is cached. */
 static void pr_prio(pr_env *e, const pr_path *p, uint32_t k, int prio)
 {
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.priority = prio;
-    r.prio_begin = (size_t)k * TP;
-    r.prio_end = (size_t)(k + 1) * TP;
+    rkv_retention r = tu_prio(prio, (size_t)k * TP, (size_t)(k + 1) * TP);
     rkv_retain_result out;
     PR_OK(rkv_tree_retain(e->fx.tree, 5, p->tok, (size_t)p->npages * TP, &r, 0,
                           &out));

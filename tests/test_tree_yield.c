@@ -11,25 +11,21 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/check.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
-#define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 
 static rkv_pool *pool;
 static rkv_tree *tree;
 
 static void make(uint32_t blocks, uint32_t page, uint32_t pct)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = blocks;
-    pc.page_size = page;
-    pc.num_layers = 0;
-    OK(rkv_pool_create(&pc, &pool));
+    pool = tu_pool(blocks, page);
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.max_pinned_pct = pct;
-    OK(rkv_tree_create(pool, &tc, &tree));
+    tree = tu_tree(pool, &tc);
 }
 
 static void done(void)
@@ -61,11 +57,7 @@ static void insert(const int32_t *tok, size_t n)
 static void pin(const int32_t *tok, size_t n, uint64_t ttl, uint64_t owner,
                 uint64_t now)
 {
-    rkv_retention r;
-    rkv_retention_init(&r);
-    r.pin_tokens = n;
-    r.ttl_ms = ttl;
-    r.owner = owner;
+    rkv_retention r = tu_pin(n, ttl, owner);
     OK(rkv_tree_retain(tree, 0, tok, n, &r, now, NULL));
 }
 
@@ -161,11 +153,7 @@ Test(yield, random_operations_keep_the_counter, .fini = done, .timeout = 120)
             break;
         }
         case 3: {
-            rkv_retention ret;
-            rkv_retention_init(&ret);
-            ret.pin_tokens = n;
-            ret.ttl_ms = 1 + (r >> 12) % 50;
-            ret.owner = (r >> 20) % 4;
+            rkv_retention ret = tu_pin(n, 1 + (r >> 12) % 50, (r >> 20) % 4);
             rkv_status st = rkv_tree_retain(tree, 0, seqs[q], n, &ret, now, NULL);
             cr_assert(st == RKV_OK || st == RKV_ERR_PIN_CAP, "%s",
                       rkv_last_error());

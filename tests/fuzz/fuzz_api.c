@@ -34,13 +34,13 @@
  *     tree, every block of the pool is free.
  * Any violation aborts.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "tests/fuzz/fuzz_die.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "sched/sched_debug.h"
 
@@ -79,17 +79,7 @@ typedef struct world {
     uint32_t op;           /* for messages                              */
 } world;
 
-__attribute__((format(printf, 2, 3))) static void die(const world *w, const char *fmt,
-                                                   ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fuzz_api: op %u: ", w->op);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (last error: %s)\n", rkv_last_error());
-    va_end(ap);
-    abort();
-}
+#define die(w, ...) fuzz_die("fuzz_api", &(w)->op, __VA_ARGS__)
 
 static void check_all(const world *w, const char *what)
 {
@@ -101,15 +91,7 @@ static void check_all(const world *w, const char *what)
         die(w, "%s: rkv_sched_check", what);
 }
 
-/* A call's status: anything but CORRUPT is a legal answer to a legal
- * program (NO_SPACE, STATE, BUSY, STALE_HANDLE ...). */
-static rkv_status called(const world *w, rkv_status st, const char *what)
-{
-    if (st == RKV_ERR_CORRUPT)
-        die(w, "%s returned RKV_ERR_CORRUPT", what);
-    check_all(w, what);
-    return st;
-}
+#include "tests/fuzz/fuzz_world.h"
 
 /* The scheduler and the harness agree on how many requests are live. */
 static void check_model(const world *w)
@@ -124,16 +106,6 @@ static void check_model(const world *w)
         die(w, "scheduler has %llu waiting + %llu running, harness %llu live",
             (unsigned long long)st.waiting, (unsigned long long)st.running,
             (unsigned long long)live);
-}
-
-static void remember_node(world *w, rkv_node n)
-{
-    if (n.id == 0)
-        return;
-    if (w->nnodes < MAX_NODES)
-        w->nodes[w->nnodes++] = n;
-    else
-        w->nodes[n.id % MAX_NODES] = n;
 }
 
 /* Tokens from a tiny alphabet, so prompts and keys share prefixes. */
@@ -151,15 +123,6 @@ static void hold(world *w, rkv_block_id b)
     if (w->nheld >= MAX_HELD)
         die(w, "harness: too many held blocks");
     w->held[w->nheld++] = b;
-}
-
-static void drop_held(world *w, uint32_t i)
-{
-    rkv_status st = rkv_pool_unref(w->pool, w->held[i]);
-    if (st != RKV_OK)
-        die(w, "unref of a held block %u: %s", w->held[i], rkv_strerror(st));
-    w->held[i] = w->held[--w->nheld];
-    check_all(w, "unref");
 }
 
 /* ---- the plan ------------------------------------------------------------ */
@@ -393,27 +356,16 @@ static void op_match(world *w, in *s)
     rkv_status st = called(w, rkv_tree_match(w->tree, ns, t, n, b, flags, &m),
                            "match");
     if (st == RKV_OK) {
-        for (uint32_t i = 0; i < m.num_blocks; i++)
-            if (b[i] >= w->nblocks || rkv_pool_refcount(w->pool, b[i]) == 0)
-                die(w, "match returned block %u, not allocated", b[i]);
+        check_allocated(w, b, m.num_blocks, "match");
         remember_node(w, m.node);
     }
 }
 
 static void op_lock(world *w, in *s)
 {
-    if (w->nnodes == 0 || w->nlocks >= MAX_LOCKS)
-        return;
-    rkv_node n = w->nodes[below(s, w->nnodes)];
-    rkv_lease l = {12345};
-    rkv_status st = called(w, rkv_tree_lock(w->tree, n, &l), "lock");
-    if (st == RKV_OK) {
-        if (l.id == 0)
-            die(w, "lock handed back an all-zero lease");
+    rkv_lease l;
+    if (lock_some_node(w, s, &l))
         w->locks[w->nlocks++] = l;
-    } else if (l.id != 0) {
-        die(w, "a failed lock left *out non-zero");
-    }
 }
 
 static void op_unlock(world *w, in *s)
@@ -628,12 +580,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rkv_sched_destroy(w.sched);
     if (rkv_tree_check(w.tree) != RKV_OK)
         die(&w, "tree check after the scheduler's destroy");
-    rkv_tree_destroy(w.tree);
-    if (rkv_pool_check(w.pool) != RKV_OK)
-        die(&w, "pool check after destroy");
-    if (rkv_pool_num_free(w.pool) != w.nblocks)
-        die(&w, "%u of %u blocks free after destroy",
-            rkv_pool_num_free(w.pool), w.nblocks);
+    destroy_tree_all_free(&w);
     rkv_pool_destroy(w.pool);
     if (rkv_tree_unlock(w.tree2, &w.lease2) != RKV_OK ||
         rkv_tree_check(w.tree2) != RKV_OK)

@@ -18,28 +18,19 @@
  *     its tokens.
  * Any violation aborts (a crash for libFuzzer, a failed replay for ctest).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fleet/codec.h"
+#include "tests/fuzz/fuzz_die.h"
 
 #define ROOM 64u      /* events, snapshot entries per decode */
 #define QROOM 4096u   /* query hashes / tokens               */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-__attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fuzz_codec: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (last error: %s)\n", rkv_last_error());
-    va_end(ap);
-    abort();
-}
+#define die(...) fuzz_die("fuzz_codec", NULL, __VA_ARGS__)
 
 static void failed(rkv_status s, const char *what)
 {

@@ -24,7 +24,6 @@
  *     not hold), and holds as many blocks as the snapshot lists.
  * Any violation aborts (a crash for libFuzzer, a failed replay for ctest).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,19 +31,11 @@
 #include "fleet/bridge.h"
 #include "fleet/kvev.h"
 #include "radixkv_router.h"
+#include "tests/fuzz/fuzz_die.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-__attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fuzz_kvev: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (last error: %s)\n", rkv_last_error());
-    va_end(ap);
-    abort();
-}
+#define die(...) fuzz_die("fuzz_kvev", NULL, __VA_ARGS__)
 
 #define EV_ROOM 4096u
 

@@ -26,7 +26,6 @@
  *     instance.
  * Any violation aborts (a crash for libFuzzer, a failed replay for ctest).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,20 +33,12 @@
 #include "fleet/codec.h"
 #include "fleet/publisher.h"
 #include "fleet/router_daemon.h"
+#include "tests/fuzz/fuzz_die.h"
 #include "tests/fuzz/fuzz_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-__attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fuzz_router: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (last error: %s)\n", rkv_last_error());
-    va_end(ap);
-    abort();
-}
+#define die(...) fuzz_die("fuzz_router", NULL, __VA_ARGS__)
 
 typedef struct sink {
     int replies;

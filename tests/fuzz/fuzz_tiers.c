@@ -55,7 +55,6 @@
  *     stores are empty; after destroy too.
  * Any violation aborts.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +62,7 @@
 
 #include "radix/tree_debug.h"
 #include "radixkv.h"
+#include "tests/fuzz/fuzz_die.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tier/store.h"
 
@@ -122,17 +122,7 @@ typedef struct world {
     uint32_t op;           /* for messages                              */
 } world;
 
-__attribute__((format(printf, 2, 3))) static void die(const world *w, const char *fmt,
-                                                   ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fuzz_tiers: op %u: ", w->op);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (last error: %s)\n", rkv_last_error());
-    va_end(ap);
-    abort();
-}
+#define die(w, ...) fuzz_die("fuzz_tiers", &(w)->op, __VA_ARGS__)
 
 static void check_all(const world *w, const char *what)
 {
@@ -146,33 +136,7 @@ static void check_all(const world *w, const char *what)
         die(w, "%s: rkv_store_check(disk)", what);
 }
 
-/* A call's status: anything but CORRUPT is a legal answer to a legal
- * program (NO_SPACE, STATE, BUSY, IO, NOMEM, PIN_CAP ...). */
-static rkv_status called(const world *w, rkv_status st, const char *what)
-{
-    if (st == RKV_ERR_CORRUPT)
-        die(w, "%s returned RKV_ERR_CORRUPT", what);
-    check_all(w, what);
-    return st;
-}
-
-static void remember_node(world *w, rkv_node n)
-{
-    if (n.id == 0)
-        return;
-    if (w->nnodes < MAX_NODES)
-        w->nodes[w->nnodes++] = n;
-    else
-        w->nodes[n.id % MAX_NODES] = n;
-}
-
-static void check_allocated(const world *w, const rkv_block_id *b, uint32_t n,
-                            const char *what)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (b[i] >= w->nblocks || rkv_pool_refcount(w->pool, b[i]) == 0)
-            die(w, "%s returned block %u, not allocated", what, b[i]);
-}
+#include "tests/fuzz/fuzz_world.h"
 
 /* Keys from a tiny alphabet over a few namespaces, so they share prefixes;
  * n >= min. */
@@ -227,15 +191,6 @@ static void tag_check(const world *w, const rkv_block_id *b, uint32_t from,
                 die(w, "%s: page %u in block %u holds another page's KV",
                     what, i, b[i]);
         }
-}
-
-static void drop_held(world *w, uint32_t i)
-{
-    rkv_status st = rkv_pool_unref(w->pool, w->held[i]);
-    if (st != RKV_OK)
-        die(w, "unref of a held block %u: %s", w->held[i], rkv_strerror(st));
-    w->held[i] = w->held[--w->nheld];
-    check_all(w, "unref");
 }
 
 static void check_no_pins(const world *w, const char *when);
@@ -623,18 +578,9 @@ static void op_lock(world *w, in *s)
             die(w, "a lease released twice");
         return;
     }
-    if (w->nnodes == 0 || w->nlocks >= MAX_LOCKS)
-        return;
-    rkv_node n = w->nodes[below(s, w->nnodes)];
-    rkv_lease l = {12345};
-    rkv_status st = called(w, rkv_tree_lock(w->tree, n, &l), "lock");
-    if (st == RKV_OK) {
-        if (l.id == 0)
-            die(w, "lock handed back an all-zero lease");
+    rkv_lease l;
+    if (lock_some_node(w, s, &l))
         take_lease(w, l, 0);
-    } else if (l.id != 0) {
-        die(w, "a failed lock left *out non-zero");
-    }
 }
 
 static void op_reset(world *w, in *s)
@@ -928,12 +874,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         die(&w, "stores not empty after the final reset: host %llu, disk %llu",
             (unsigned long long)(w.host ? rkv_store_used_blocks(w.host) : 0),
             (unsigned long long)(w.disk ? rkv_store_used_blocks(w.disk) : 0));
-    rkv_tree_destroy(w.tree);
-    if (rkv_pool_check(w.pool) != RKV_OK)
-        die(&w, "pool check after destroy");
-    if (rkv_pool_num_free(w.pool) != w.nblocks)
-        die(&w, "%u of %u blocks free after destroy",
-            rkv_pool_num_free(w.pool), w.nblocks);
+    destroy_tree_all_free(&w);
     if ((w.host != NULL && rkv_store_used_blocks(w.host) != 0) ||
         (w.disk != NULL && rkv_store_used_blocks(w.disk) != 0))
         die(&w, "stores not empty after destroy");

@@ -33,29 +33,20 @@
  * Any violation aborts (a crash for libFuzzer, a failed replay for ctest).
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/trace.h"
 #include "sim/workload.h"
+#include "tests/fuzz/fuzz_die.h"
 
 #define NAME "fuzz.jsonl"
 #define EXPAND_CAP (1u << 16)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-__attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fuzz_trace: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (last error: %s)\n", rkv_last_error());
-    va_end(ap);
-    abort();
-}
+#define die(...) fuzz_die("fuzz_trace", NULL, __VA_ARGS__)
 
 static void check_failure(rkv_status st, uint64_t line)
 {

@@ -9,22 +9,18 @@
 #include <string.h>
 
 #include "radix/tree_debug.h"
+#include "tests/support/handles.h"
 
 static const uint64_t kNs[3] = {0, 7, 0xFFFFFFFFFFFFFFFFull};
 
 void evd_open(evd *d, uint32_t num_blocks, uint32_t P, uint32_t ring)
 {
     memset(d, 0, sizeof *d);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = num_blocks;
-    pc.page_size = P;
-    cr_assert_eq(rkv_pool_create(&pc, &d->pool), RKV_OK, "%s", rkv_last_error());
+    d->pool = tu_pool(num_blocks, P);
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.event_ring = ring;
-    cr_assert_eq(rkv_tree_create(d->pool, &tc, &d->tree), RKV_OK, "%s",
-                 rkv_last_error());
+    d->tree = tu_tree(d->pool, &tc);
     d->P = P;
 }
 

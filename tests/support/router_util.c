@@ -4,15 +4,46 @@
 #include "tests/support/router_util.h"
 
 #include <criterion/criterion.h>
+#include <string.h>
 
 rkv_router *rt_mk(void)
 {
-    rkv_router *r = NULL;
-    cr_assert_eq(rkv_router_create(NULL, &r), RKV_OK, "%s", rkv_last_error());
+    return rt_mk_with(NULL);
+}
+
+rkv_router *rt_mk_instances(uint64_t n)
+{
+    rkv_router *r = rt_mk();
+    for (uint64_t id = 1; id <= n; id++)
+        cr_assert_eq(rkv_router_add_instance(r, id), RKV_OK, "%s",
+                     rkv_last_error());
     return r;
+}
+
+rkv_router *rt_mk_with(const rkv_router_config *c)
+{
+    rkv_router *r = NULL;
+    cr_assert_eq(rkv_router_create(c, &r), RKV_OK, "%s", rkv_last_error());
+    return r;
+}
+
+rkv_event rt_event(uint64_t seq, uint8_t kind, uint32_t page_size,
+                   uint64_t parent, const uint64_t *h, uint32_t n)
+{
+    cr_assert_leq(n, RKV_EVENT_MAX_HASHES);
+    rkv_event e = {.seq = seq, .kind = kind, .num_hashes = (uint16_t)n,
+                   .page_size = page_size, .parent_hash = parent};
+    memcpy(e.hashes, h, n * sizeof *h);
+    return e;
 }
 
 void rt_ok(const rkv_router *r)
 {
     cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());
+}
+
+void rt_done(rkv_router *r)
+{
+    rt_ok(r);
+    rkv_router_destroy(r);
 }

@@ -1,7 +1,7 @@
 /*
- * tests/support/router_util.h -- the router tests' (tests/test_router.c,
- * tests/test_router_snapshot.c, tests/test_router_scale.c) shorthands: a default router, and its
- * rkv_router_check as an assertion (called after every operation).
+ * tests/support/router_util.h -- the router tests' (tests/test_router*.c)
+ * shorthands: a router, an event, and rkv_router_check as an assertion
+ * (called after every operation).
  */
 #ifndef RKV_TESTS_ROUTER_UTIL_H
 #define RKV_TESTS_ROUTER_UTIL_H
@@ -11,7 +11,21 @@
 /* A router with the default config; the test fails if it cannot be made. */
 rkv_router *rt_mk(void);
 
+/* rt_mk with instances 1..n registered. */
+rkv_router *rt_mk_instances(uint64_t n);
+
+/* A router with config c; the test fails if it cannot be made. */
+rkv_router *rt_mk_with(const rkv_router_config *c);
+
+/* An event of kind with n hashes (copied from h) chained under parent, in
+ * namespace 0 on the device medium, pages of page_size tokens. */
+rkv_event rt_event(uint64_t seq, uint8_t kind, uint32_t page_size,
+                   uint64_t parent, const uint64_t *h, uint32_t n);
+
 /* Asserts rkv_router_check(r) (its message on failure). */
 void rt_ok(const rkv_router *r);
+
+/* rt_ok(r), then destroys r: a test's last check. */
+void rt_done(rkv_router *r);
 
 #endif

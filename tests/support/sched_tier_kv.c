@@ -21,15 +21,8 @@ int stk_setup(stk_env *e, rkv_device device, uint32_t nblocks,
               const rkv_sched_config *cfg, int write_policy)
 {
     memset(e, 0, sizeof *e);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = nblocks;
-    pc.page_size = P;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 2;
+    rkv_pool_config pc = tu_kv_config(nblocks, P, 1, 1, 2, device);
     pc.dtype = RKV_DTYPE_F32;
-    pc.device = device;
     rkv_status st = rkv_pool_create(&pc, &e->pool);
     if (st == RKV_ERR_NO_DEVICE)
         return STK_NO_DEVICE;
@@ -49,18 +42,14 @@ int stk_setup(stk_env *e, rkv_device device, uint32_t nblocks,
     rkv_tier_config tc;
     rkv_tier_config_init(&tc);
     if (host_blocks > 0) {
-        rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
-        sc.capacity_blocks = host_blocks;
-        sc.block_bytes = e->bb;
+        sc = tu_store_config(RKV_MEDIUM_HOST, host_blocks, e->bb, NULL);
         if (device == RKV_DEVICE_HOST)
             sc.pinned = 0;
         st = rkv_store_create(&sc, &e->host);
         tc.host = e->host;
     }
     if (st == RKV_OK && disk_blocks > 0) {
-        rkv_store_config_init(&sc, RKV_MEDIUM_DISK);
-        sc.capacity_blocks = disk_blocks;
-        sc.block_bytes = e->bb;
+        sc = tu_store_config(RKV_MEDIUM_DISK, disk_blocks, e->bb, NULL);
         strcpy(e->dir, "/tmp/rkv_sched_tier_XXXXXX");
         cr_assert_not_null(mkdtemp(e->dir));
         sc.path = e->dir;
@@ -168,12 +157,7 @@ rkv_status stk_submit(stk_env *e, uint64_t id, const int32_t *prompt,
                       uint32_t len, uint32_t max_new)
 {
     cr_assert_lt(id, MAXR);
-    rkv_request_desc d;
-    memset(&d, 0, sizeof d);
-    d.id = id;
-    d.prompt = prompt;
-    d.prompt_len = len;
-    d.max_new_tokens = max_new;
+    rkv_request_desc d = tu_request(id, prompt, len, max_new);
     d.arrival_ms = e->now;
     rkv_status st = rkv_sched_submit(e->s, &d);
     if (st != RKV_OK)

@@ -10,10 +10,30 @@
 void rkv_test_agentic(rkv_workload *wl, uint32_t sessions, uint32_t turns_max,
                       const char *name)
 {
+    rkv_test_agentic_seeded(wl, sessions, turns_max, rkv_test_seed(name));
+}
+
+void rkv_test_agentic_seeded(rkv_workload *wl, uint32_t sessions,
+                             uint32_t turns_max, uint64_t seed)
+{
     rkv_agentic_config ac;
     rkv_agentic_config_init(&ac);
     ac.sessions = sessions;
-    ac.turns_max = turns_max;
+    if (turns_max != 0)
+        ac.turns_max = turns_max;
     rkv_workload_init(wl);
-    cr_assert_eq(rkv_workload_agentic(wl, &ac, rkv_test_seed(name)), RKV_OK);
+    cr_assert_eq(rkv_workload_agentic(wl, &ac, seed), RKV_OK);
+}
+
+rkv_replay_config rkv_test_replay_config(uint32_t page_size,
+                                         uint64_t capacity_tokens,
+                                         uint32_t check_every)
+{
+    rkv_replay_config cfg;
+    rkv_replay_config_init(&cfg);
+    if (page_size != 0)
+        cfg.page_size = page_size;
+    cfg.capacity_tokens = capacity_tokens;
+    cfg.check_every = check_every;
+    return cfg;
 }

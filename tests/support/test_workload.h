@@ -3,17 +3,31 @@
  * tests (tests/test_replay_retention.c, tests/test_replay_tiers.c,
  * tests/test_replay_fleet.c) build: defaults but for the session count and
  * the longest session, seeded through rkv_test_seed(name) so a failing run
- * can be replayed with RKV_TEST_SEED.
+ * can be replayed with RKV_TEST_SEED; and the replay config they start
+ * from.
  */
 #ifndef RKV_TESTS_TEST_WORKLOAD_H
 #define RKV_TESTS_TEST_WORKLOAD_H
 
 #include <stdint.h>
 
+#include "sim/replay.h"
 #include "sim/workload.h"
 
-/* Initialises *wl and fills it; the test fails if generation fails. */
+/* Initialises *wl and fills it; the test fails if generation fails.
+ * turns_max 0 keeps the default. */
 void rkv_test_agentic(rkv_workload *wl, uint32_t sessions, uint32_t turns_max,
                       const char *name);
+
+/* The same from a fixed seed (a reproduction). */
+void rkv_test_agentic_seeded(rkv_workload *wl, uint32_t sessions,
+                             uint32_t turns_max, uint64_t seed);
+
+/* rkv_replay_config_init's config with this device capacity, checking
+ * invariants every check_every steps (0: as rkv_replay_config_init);
+ * page_size 0 keeps the default page. */
+rkv_replay_config rkv_test_replay_config(uint32_t page_size,
+                                         uint64_t capacity_tokens,
+                                         uint32_t check_every);
 
 #endif

@@ -2,6 +2,7 @@
  * tests/support/tree_tier_fixture.c -- see tree_tier_fixture.h.
  */
 #include "tests/support/tree_tier_fixture.h"
+#include "tests/support/handles.h"
 #include "tier/store.h"
 
 #include <criterion/criterion.h>
@@ -18,10 +19,8 @@
 static rkv_store *tt_store(tt_fixture *f, int medium, uint32_t cap,
                            int buffered)
 {
-    rkv_store_config sc;
-    rkv_store_config_init(&sc, medium);
-    sc.capacity_blocks = cap;
-    sc.block_bytes = rkv_pool_bytes_per_block(f->pool);
+    rkv_store_config sc =
+        tu_store_config(medium, cap, rkv_pool_bytes_per_block(f->pool), NULL);
     if (medium == RKV_MEDIUM_HOST) {
         sc.pinned = 0;
     } else {
@@ -42,13 +41,10 @@ void tt_open(tt_fixture *f, const tt_spec *spec)
 {
     memset(f, 0, sizeof *f);
     f->page_size = spec->page_size;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = spec->pool_blocks;
-    pc.page_size = spec->page_size;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = spec->head_dim != 0 ? spec->head_dim : 2;
+    cr_assert_geq(spec->page_size, 1);
+    uint32_t head_dim = spec->head_dim != 0 ? spec->head_dim : 2;
+    rkv_pool_config pc = tu_kv_config(spec->pool_blocks, spec->page_size, 1, 1,
+                                      head_dim, RKV_DEVICE_HOST);
     pc.dtype = spec->dtype;
     TT_OK(rkv_pool_create(&pc, &f->pool));
     TT_OK(rkv_tree_create(f->pool, spec->tree, &f->tree));
