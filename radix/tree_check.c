@@ -18,8 +18,8 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_debug.h"
-#include "radix/evict_guard.h"
-#include "radix/evict_learned.h"
+#include "retain/evict_guard.h"
+#include "retain/evict_learned.h"
 #include "radix/tree_internal.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)

@@ -37,7 +37,7 @@ int64_t rkv_tree_debug_live_allocs(const rkv_tree *t);
  * every tree is destroyed: the leak check). */
 int64_t rkv_debug_live_tree_allocs_global(void);
 
-/* The tier's asynchronous copies on a CUDA pool (radix/tree_copy.c). The
+/* The tier's asynchronous copies on a CUDA pool (residency/tier_copy.c). The
  * k-th next call (k = 1: the next; 0 disarms) of a kind fails with
  * RKV_ERR_CUDA, once: RKV_DEBUG_COPY_ISSUE, a block copy queued or an
  * event recorded; RKV_DEBUG_COPY_QUERY, an event query or sync. No tier

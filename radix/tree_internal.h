@@ -29,7 +29,7 @@
  *     RKV_EVICT_PRIORITY (rkv_lru_bucket); lru_nonempty has bit b set iff
  *     bucket b is non-empty. Membership is exactly that predicate
  *     (rkv_tree_in_lru), so it is never stored.
- *   - Retention (radix/tree_retain.c): meta[] (NULL until the first
+ *   - Retention (retain/pins.c): meta[] (NULL until the first
  *     rkv_tree_retain, then one entry per slot) holds each node's priority
  *     and pin_count = pins ending at it + its children's pin_count. A pin
  *     holds an internal lease on its node, so pinned paths are locked
@@ -66,7 +66,7 @@
 
 #include "radixkv.h"
 #include "radix/node_mem.h"
-#include "radix/tree_events.h"
+#include "events/kv_events.h"
 
 #define RKV_NIL UINT32_MAX
 
@@ -109,7 +109,7 @@ typedef struct rkv_tmeta {
     uint8_t prio;       /* 0..100                                       */
     uint8_t cls;        /* RKV_EVICT_LEARNED: the node's learned class  */
     uint8_t flags[2];   /* [RKV_META_ENDED]: only sessions that ended used
-                           the node (radix/tree_session.c); a use clears it */
+                           the node (retain/session.c); a use clears it */
     uint64_t prio_until; /* ms after which prio reverts to the default (a
                             retention's priority_duration_ms); 0: never.
                             Nonzero only > now_ms (reverted at every time
@@ -121,7 +121,7 @@ typedef struct rkv_tmeta {
 
 /* One pin: live iff node != 0 (slot 0, the super-root, is never pinned).
  * A live pin with lease.id != 0 holds its pages on the device; one with
- * lease.id == 0 is LOWERED (radix/tree_lower_pin.c): device pressure took
+ * lease.id == 0 is LOWERED (residency/lowered_pins.c): device pressure took
  * its lease, and its path counts it in tn[].lpin instead of pin_count. */
 typedef struct rkv_pin {
     uint64_t owner;
@@ -133,8 +133,8 @@ typedef struct rkv_pin {
 } rkv_pin;
 
 /* Buckets 0..100: priorities; 101..120: RKV_EVICT_LEARNED's classes
- * (radix/evict_learned.c); 127: leaves only ended sessions used, first
- * out under every policy (radix/tree_session.c); at most 128
+ * (retain/evict_learned.c); 127: leaves only ended sessions used, first
+ * out under every policy (retain/session.c); at most 128
  * (lru_nonempty has 128 bits). */
 #define RKV_LRU_BUCKETS 128
 #define RKV_ENDED_BUCKET 127u
@@ -144,7 +144,7 @@ typedef struct rkv_cidx_entry {
     uint32_t id;  /* RKV_NIL: empty                                     */
 } rkv_cidx_entry;
 
-/* Tiers (radix/tree_tier*.c; NULL/0 in a tree without lower tiers). Per
+/* Tiers (residency/tier*.c; NULL/0 in a tree without lower tiers). Per
  * page, after the block ids of a node's memory (cap_pages entries): the
  * page's host slot, whether a store to it is still queued, and its chained
  * hash (kept for pages that left the device, whose block is gone). */
@@ -161,7 +161,7 @@ typedef struct rkv_ttn {
                           next_sib/prev_sib); RKV_NIL: none             */
     uint32_t hits;     /* non-peek matches ending at or below (selective) */
     uint32_t lpin;     /* lowered pins ending at or below the node
-                          (radix/tree_lower_pin.c)                        */
+                          (residency/lowered_pins.c)                        */
     uint8_t flags;     /* RKV_TN_LOWER / RKV_TN_LOADING                   */
     uint8_t pad[3];
 } rkv_ttn;
@@ -193,7 +193,7 @@ struct rkv_tree {
     uint64_t lru_nonempty[2]; /* bit b: bucket b has a node               */
     int policy;            /* rkv_evict_policy                              */
     struct rkv_learn *learn; /* RKV_EVICT_LEARNED's model, else NULL       */
-    struct rkv_guard *guard; /* its shadow LRU (radix/evict_guard.c), else
+    struct rkv_guard *guard; /* its shadow LRU (retain/evict_guard.c), else
                                 NULL                                      */
     uint64_t clock;        /* last_access values come from ++clock          */
     uint64_t epoch;        /* children_epoch values come from ++epoch       */

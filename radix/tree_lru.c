@@ -6,13 +6,13 @@
  * per bucket (rkv_lru_bucket: one list under RKV_EVICT_LRU, one per
  * priority under RKV_EVICT_PRIORITY; eviction takes the head of the lowest
  * non-empty bucket, found in O(1) from a 128-bit mask; under
- * RKV_EVICT_LEARNED see radix/evict_learned.c, and while its guard has
- * fallen back (radix/evict_guard.c), the least recently used head of all
+ * RKV_EVICT_LEARNED see retain/evict_learned.c, and while its guard has
+ * fallen back (retain/evict_guard.c), the least recently used head of all
  * lists: plain LRU; before all of these, under every policy, the list of
- * leaves that only ended sessions used, radix/tree_session.c);
+ * leaves that only ended sessions used, retain/session.c);
  * rkv_tree_evict, rkv_tree_evict_ids and rkv_tree_alloc_blocks. (Locks:
  * radix/tree_lease.c;
- * pins: radix/tree_retain.c.)
+ * pins: retain/pins.c.)
  *
  * Recency: a use stamps last_access = ++clock on every node of the path
  * from the used node up to its namespace root, so a node's stamp is the
@@ -40,8 +40,8 @@
  */
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/evict_guard.h"
-#include "radix/evict_learned.h"
+#include "retain/evict_guard.h"
+#include "retain/evict_learned.h"
 #include "radix/tree_internal.h"
 
 /* ---- list primitives ------------------------------------------------------ */
@@ -82,7 +82,7 @@ uint32_t rkv_lru_first(const rkv_tree *t)
         return rkv_lru_first_any(t); /* the policy lost to LRU */
     if (t->policy == RKV_EVICT_LEARNED) {
         /* priorities below the default, then the learned order, then the
-         * rest (radix/evict_learned.c) */
+         * rest (retain/evict_learned.c) */
         uint64_t below = t->lru_nonempty[0] &
                          ((UINT64_C(1) << RKV_PRIORITY_DEFAULT) - 1);
         if (below != 0)
@@ -252,7 +252,7 @@ static uint64_t rkv_tree_node_ns(const rkv_tree *t, uint32_t id)
 static uint32_t rkv_tree_evict_some(rkv_tree *t, uint32_t n, uint32_t max,
                                     int *capped)
 {
-    if (RKV_UNLIKELY(t->tier != NULL)) /* demotes (radix/tree_tier.c) */
+    if (RKV_UNLIKELY(t->tier != NULL)) /* demotes (residency/tier.c) */
         return rkv_tier_evict_device(t, n, max, capped);
     rkv_pool *pool = t->pool;
     uint32_t freed = 0;

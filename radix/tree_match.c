@@ -21,8 +21,8 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/evict_guard.h"
-#include "radix/evict_learned.h"
+#include "retain/evict_guard.h"
+#include "retain/evict_learned.h"
 #include "radix/tree_internal.h"
 
 /* ---- the walk -------------------------------------------------------------- */

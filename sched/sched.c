@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_tier_stored.h"
+#include "events/store_log.h"
 #include "sched/sched_internal.h"
 
 static const char *const rkv_policy_names[] = {"fcfs", "lpm", "dfs",

@@ -40,9 +40,9 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_copy.h"
+#include "residency/tier_copy.h"
 #include "radix/tree_lease.h"
-#include "radix/tree_tier_stored.h"
+#include "events/store_log.h"
 #include "sched/sched_internal.h"
 
 /* Credit of one lower token: the compute it saves minus its load time,

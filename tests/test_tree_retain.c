@@ -1,5 +1,5 @@
 /*
- * tests/test_tree_retain.c -- retention (radix/tree_retain.c): priorities,
+ * tests/test_tree_retain.c -- retention (retain/pins.c): priorities,
  * TTL pins with owners, the pin cap, pins yielding to running requests,
  * the eviction policies against slow reference implementations, and OOM
  * injection over every allocation retention adds.

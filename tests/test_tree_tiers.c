@@ -1,6 +1,6 @@
 /*
  * tests/test_tree_tiers.c -- the radix tree with a host tier below the
- * device pool (radix/tree_tier*.c): a randomized differential test against
+ * device pool (residency/tier*.c): a randomized differential test against
  * a reference model of what was cached, with rkv_tree_check (residency
  * invariant, host slot ownership, host LRU, stats) after every operation.
  *
@@ -22,7 +22,7 @@
  * enough never to drop a page, so every page the host evicts is on disk.
  * Pins (issue 13) are made and released along the way, and the whole pool
  * is taken at once now and then, so pins are lowered into the tiers
- * (radix/tree_lower_pin.c) under every mode, policy and fault.
+ * (residency/lowered_pins.c) under every mode, policy and fault.
  * At the end: priorities in the lower tiers (the host and disk drop order
  * against a scanning reference, and issue 13's priority-90 case).
  */
@@ -1161,7 +1161,7 @@ Test(tree_tiers, host_disk_corrupt_block)
  * and each operation demotes at most one device node, so the first page a
  * tier gives up is taken before anything new reaches that tier. */
 
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 #define PR_MAXP 5u
 #define PR_NPATH 40u

@@ -1,10 +1,10 @@
 /*
- * radix/tree_tier_stored.c -- the store log (issue 12): which blocks the
+ * events/store_log.c -- the store log (issue 12): which blocks the
  * tree's own stores read, so that a plan can list a write-policy store's
  * SOURCE device blocks the way it lists a load's destinations and a
  * swap-out's sources (rkv_tree_store_log_* in radixkv.h).
  *
- * Recorded (radix/tree_tier.c calls rkv_slog_add): a write-through or
+ * Recorded (residency/tier.c calls rkv_slog_add): a write-through or
  * selective store when it is QUEUED (it runs at the next poll; the block
  * holds the page until then: a demotion that meets a queued store runs it
  * first), a demotion's store when it is MADE (at once, before the device
@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_tier_stored.h"
+#include "events/store_log.h"
 
 /* A log far larger than any step's stores is a caller's mistake. */
 #define RKV_SLOG_MAX_CAP (1u << 24)

@@ -1,5 +1,5 @@
 /*
- * radix/tree_events.h -- the KV event ring of a radix tree (tree_events.c),
+ * events/kv_events.h -- the KV event ring of a radix tree (tree_events.c),
  * for the files of radix/ that change what is cached: tree_match.c (pages
  * stored by insert), tree_lru.c (pages evicted), tree.c (reset, create,
  * destroy) and tree_check.c (the ring's invariants).

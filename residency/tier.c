@@ -1,8 +1,8 @@
 /*
- * radix/tree_tier.c -- residency of pages below the device inside the radix
+ * residency/tier.c -- residency of pages below the device inside the radix
  * tree (issue 12): attach, device eviction that demotes, the host tier's
  * LRU, the store queue, poll, stats and check. Loads, match_tiers and
- * store_prefix: radix/tree_tier_load.c. Stores (bytes, slots): tier/.
+ * store_prefix: residency/tier_load.c. Stores (bytes, slots): tier/.
  *
  * Design. Read before writing it: SGLang's HiCache design
  * (docs/advanced_features/hicache_design.md), TensorRT-LLM's KV cache
@@ -37,7 +37,7 @@
  *   (write-through, selective, swap-out) and loads run in
  *   rkv_tree_tier_poll. On a host pool they complete in that poll
  *   (memcpy / pread). On a CUDA pool they are ASYNCHRONOUS
- *   (radix/tree_copy.c): a poll queues them on a stream and records an
+ *   (residency/tier_copy.c): a poll queues them on a stream and records an
  *   event, a later poll that finds the event complete finishes them
  *   (stores into a disk-only tier and loads whose disk pages find no
  *   pinned staging stay synchronous). A demotion that finds a page's
@@ -60,7 +60,7 @@
  *   frees it under every policy (device pages' copies are host copies, so
  *   "already on disk" never arises when the host writes back); a page
  *   promoted from the disk goes down through the host again. (6) Pins
- *   (issue 13; radix/tree_lower_pin.c): a pin holds a lease, and locked
+ *   (issue 13; residency/lowered_pins.c): a pin holds a lease, and locked
  *   pages are never demoted, so while device memory allows a pin keeps
  *   its pages on the device. Under device pressure rkv_tree_alloc_blocks
  *   takes pins in the old order (earliest deadline first, only pins
@@ -128,7 +128,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -1131,7 +1131,7 @@ rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
     if (tr == NULL)
         return RKV_OK;
     if (tr->cp.on)
-        rkv_tcopy_poll(t); /* CUDA pool: two phases (radix/tree_copy.c) */
+        rkv_tcopy_poll(t); /* CUDA pool: two phases (residency/tier_copy.c) */
     else
         rkv_tier_run_queue(t);
     uint32_t n = 0;

@@ -1,7 +1,7 @@
 /*
- * radix/evict_learned.h -- RKV_EVICT_LEARNED: eviction that learns, from the
+ * retain/evict_learned.h -- RKV_EVICT_LEARNED: eviction that learns, from the
  * request stream itself, when a leaf's conversation comes back (see
- * radix/evict_learned.c for the model and why it has this shape).
+ * retain/evict_learned.c for the model and why it has this shape).
  */
 #ifndef RKV_RADIX_EVICT_LEARNED_H
 #define RKV_RADIX_EVICT_LEARNED_H

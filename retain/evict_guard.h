@@ -1,9 +1,9 @@
 /*
- * radix/evict_guard.h -- the guard that keeps a non-LRU eviction order
+ * retain/evict_guard.h -- the guard that keeps a non-LRU eviction order
  * from losing to LRU: a shadow LRU of the device pool's pages, fed by the
  * same matches and inserts, counts what plain LRU would have hit; when
  * the policy falls behind it, eviction becomes LRU (see
- * radix/evict_guard.c for the rule and why it has this shape).
+ * retain/evict_guard.c for the rule and why it has this shape).
  */
 #ifndef RKV_RADIX_EVICT_GUARD_H
 #define RKV_RADIX_EVICT_GUARD_H

@@ -1,5 +1,5 @@
 /*
- * radix/tree_tier_warm.c -- warm restart: at attach, the records of a disk
+ * residency/tier_warm.c -- warm restart: at attach, the records of a disk
  * store reopened on its file (rkv_store_config.warm_restart) become LOWER
  * disk-resident nodes of the tree again, so their prefixes hit as before
  * the stop. Writing side: the tree hands each page's chain (parent hash,
@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 /* One record the scan handed over. */
 typedef struct warm_rec {

@@ -1,5 +1,5 @@
 /*
- * radix/tree_copy.c -- the tier's asynchronous copies on a CUDA pool: the
+ * residency/tier_copy.c -- the tier's asynchronous copies on a CUDA pool: the
  * two phases of rkv_tree_tier_poll. A poll first finishes the batches in
  * flight whose event completed (oldest first: one stream, so they complete
  * in order), then issues ONE batch: every queued store (device block ->
@@ -10,7 +10,7 @@
  * loads READY, so rkv_tree_tier_poll reports a load's ticket only after
  * its own batch completed: a request waits for its load, never for
  * another's (its batch holds only copies queued up to its poll).
- * A host pool never comes here (radix/tree_tier.c keeps memcpy / pread,
+ * A host pool never comes here (residency/tier.c keeps memcpy / pread,
  * completing in the same poll).
  *
  * Why these choices. A batch per poll, not per load: one event per poll is
@@ -40,7 +40,7 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_debug.h"
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 #define TC_N RKV_TCOPY_BATCHES
 

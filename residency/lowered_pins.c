@@ -1,5 +1,5 @@
 /*
- * radix/tree_lower_pin.c -- pins that live on in the lower tiers (issue 13):
+ * residency/lowered_pins.c -- pins that live on in the lower tiers (issue 13):
  * a pin that device pressure would revoke is LOWERED instead when a lower
  * tier is attached (and drop_pinned is off): it gives its lease back, so
  * its pages become ordinary evictable device pages and are demoted like
@@ -66,7 +66,7 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: lowered pins: " __VA_ARGS__)
 

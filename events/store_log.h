@@ -1,6 +1,6 @@
 /*
- * radix/tree_tier_stored.h -- the tree's store log (radix/tree_tier_stored.c):
- * the hook the store paths of radix/tree_tier.c call. One test of a
+ * events/store_log.h -- the tree's store log (events/store_log.c):
+ * the hook the store paths of residency/tier.c call. One test of a
  * pointer when the log is off, so the store paths pay nothing more.
  */
 #ifndef RKV_RADIX_TREE_TIER_STORED_H

@@ -1,6 +1,6 @@
 /*
- * radix/tree_events.c -- KV events and snapshots of the radix tree: the
- * bounded ring (radix/tree_events.h) that insert, eviction and reset record
+ * events/kv_events.c -- KV events and snapshots of the radix tree: the
+ * bounded ring (events/kv_events.h) that insert, eviction and reset record
  * into, rkv_tree_events_drain, rkv_tree_snapshot and its chunked variant
  * rkv_tree_snapshot_chunk (a cursor over the same preorder walk).
  *

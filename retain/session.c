@@ -1,5 +1,5 @@
 /*
- * radix/tree_session.c -- rkv_tree_session_end: a session told the cache
+ * retain/session.c -- rkv_tree_session_end: a session told the cache
  * it ended (an agent's answer without a tool call), so the pages only it
  * used will not be asked for again and go first.
  *

@@ -1,5 +1,5 @@
 /*
- * radix/evict_guard.c -- keeps RKV_EVICT_LEARNED from losing to LRU.
+ * retain/evict_guard.c -- keeps RKV_EVICT_LEARNED from losing to LRU.
  *
  * Why: an order that predicts reuse from one workload's structure can be
  * wrong on another (the learned classes, fitted on a conversation trace,
@@ -49,7 +49,7 @@
  * for the table (two slots per block), allocated at creation. Removal
  * from the linear-probing table shifts entries back (no tombstones).
  */
-#include "radix/evict_guard.h"
+#include "retain/evict_guard.h"
 
 #include <string.h>
 

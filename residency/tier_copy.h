@@ -1,8 +1,8 @@
 /*
- * radix/tree_copy.h -- the tier's asynchronous copies on a CUDA pool
- * (radix/tree_copy.c): the in-flight batch table, the copy stream, the
+ * residency/tier_copy.h -- the tier's asynchronous copies on a CUDA pool
+ * (residency/tier_copy.c): the in-flight batch table, the copy stream, the
  * pinned staging of disk loads, and the failure injection of tests.
- * Included by radix/tree_tier.h (rkv_tier embeds an rkv_tcopy).
+ * Included by residency/tier.h (rkv_tier embeds an rkv_tcopy).
  */
 #ifndef RKV_RADIX_TREE_COPY_H
 #define RKV_RADIX_TREE_COPY_H

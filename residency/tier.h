@@ -1,16 +1,16 @@
 /*
- * radix/tree_tier.h -- the tier state of a radix tree, shared by
- * radix/tree_tier.c (attach, demotion, host LRU, store queue, poll, stats,
- * check), radix/tree_tier_load.c (match_tiers, load, store_prefix) and
- * radix/tree_copy.c (the asynchronous copies of a CUDA pool).
- * Design and invariants: radix/tree_tier.c.
+ * residency/tier.h -- the tier state of a radix tree, shared by
+ * residency/tier.c (attach, demotion, host LRU, store queue, poll, stats,
+ * check), residency/tier_load.c (match_tiers, load, store_prefix) and
+ * residency/tier_copy.c (the asynchronous copies of a CUDA pool).
+ * Design and invariants: residency/tier.c.
  */
 #ifndef RKV_RADIX_TREE_TIER_H
 #define RKV_RADIX_TREE_TIER_H
 
-#include "radix/tree_copy.h"
+#include "residency/tier_copy.h"
 #include "radix/tree_internal.h"
-#include "radix/tree_tier_stored.h"
+#include "events/store_log.h"
 #include "tier/store.h"
 
 /* A queued store: device block -> host slot. Dead once block == RKV_NIL. */
@@ -20,7 +20,7 @@ typedef struct rkv_tstore {
     uint64_t hash, ns;
     uint64_t ticket;  /* swap-out ticket, or 0 */
     uint64_t batch;   /* CUDA pool: the in-flight copy batch carrying it
-                         (radix/tree_copy.c), or 0 while not issued    */
+                         (residency/tier_copy.c), or 0 while not issued    */
     uint32_t node, page; /* where the page was queued from (kept through
                          splits): a hint for its record's chain, checked
                          against the node's block and slot before use  */
@@ -33,7 +33,7 @@ typedef struct rkv_tload {
     uint64_t ns;
     uint32_t node, top, npages;
     int kind;          /* RKV_TRANSFER_LOAD */
-    /* CUDA pool (radix/tree_copy.c): where its copies are. */
+    /* CUDA pool (residency/tier_copy.c): where its copies are. */
     int state;         /* rkv_tload_state                                 */
     uint64_t batch;    /* INFLIGHT: its batch                             */
     rkv_status st;     /* READY: how the copies ended                     */
@@ -71,7 +71,7 @@ typedef struct rkv_tier {
     int policy;
     uint32_t k;              /* selective hits                            */
     int drop_pinned;
-    /* The host [0] and disk [1] LRUs (header of radix/tree_tier.c): one
+    /* The host [0] and disk [1] LRUs (header of residency/tier.c): one
      * list per bucket, oldest first; bucket = the node's priority under
      * RKV_EVICT_PRIORITY (so a tier evicts lowest priority first, oldest
      * among equals, as the device does), else always 0 (plain LRU: the
@@ -135,7 +135,7 @@ static inline uint32_t rkv_tlru_bucket(const rkv_tree *t, uint32_t id)
 /* Node id's share of tier->lpinned (its pages when a lowered pin passes
  * through it: in its medium's entry when it is LOWER, else in [DEVICE]).
  * Callers subtract it before and add it after changing id's flags, pages
- * or lpin (radix/tree_lower_pin.c). */
+ * or lpin (residency/lowered_pins.c). */
 static inline void rkv_lpin_acct(rkv_tree *t, uint32_t id, int add)
 {
     if (t->tn[id].lpin == 0)
@@ -196,7 +196,7 @@ void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op);
 /* Frees one host slot by the host LRU: to the disk below, or out of the
  * tree when the host is the lowest tier. 0: nothing to take. */
 int rkv_tier_host_make_room(rkv_tree *t);
-/* radix/tree_tier_warm.c: after attach, the records of a disk store
+/* residency/tier_warm.c: after attach, the records of a disk store
  * reopened warm become LOWER (disk) nodes; best effort, cannot fail. */
 void rkv_tier_warm_rebuild(rkv_tree *t);
 /* Hands page i of node id (device or LOWER) to store s as the chain of

@@ -1,5 +1,5 @@
 /*
- * radix/tree_tier_load.c -- the tree's tier operations that follow a path:
+ * residency/tier_load.c -- the tree's tier operations that follow a path:
  * rkv_tree_match_tiers (device prefix, then the host continuation, or
  * the ticket of another caller's load in flight on it),
  * rkv_tree_load / its completion at poll (promotion), and
@@ -20,7 +20,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 /* ---- conversions ---------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * radix/evict_learned.c -- RKV_EVICT_LEARNED: an eviction order that
+ * retain/evict_learned.c -- RKV_EVICT_LEARNED: an eviction order that
  * predicts, online, how much a leaf's pages are still worth.
  *
  * Why this shape (measured on the Mooncake conversation trace, file order,
@@ -87,7 +87,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/evict_learned.h"
+#include "retain/evict_learned.h"
 #include "radix/tree_internal.h"
 
 uint32_t rkv_learn_age_bucket(uint64_t age)

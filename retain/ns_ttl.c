@@ -1,5 +1,5 @@
 /*
- * radix/tree_ns_ttl.c -- default pin TTL per namespace: a bounded table
+ * retain/ns_ttl.c -- default pin TTL per namespace: a bounded table
  * (RKV_NS_TTL_MAX entries, inline in the tree: setting a TTL never
  * allocates) that rkv_tree_retain consults when a retention pins without
  * its own ttl_ms.

@@ -1,5 +1,5 @@
 /*
- * radix/tree_retain.c -- retention: node priorities, TTL pins owned by
+ * retain/pins.c -- retention: node priorities, TTL pins owned by
  * sessions, the cap on pinned pages, the tree's caller-given time, and the
  * check of their invariants. (Eviction order by priority: the per-priority
  * LRU buckets of radix/tree_lru.c.)
@@ -32,7 +32,7 @@
  *     prio_next (<= every live deadline) gates a scan of the nodes at the
  *     time moves that pass it, which reverts all due nodes at once.
  *   - A pin without its own ttl_ms takes its namespace's default
- *     (radix/tree_ns_ttl.c), read once when it is made or renewed.
+ *     (retain/ns_ttl.c), read once when it is made or renewed.
  *   - Owners are looked up by a scan of the pin table (O(pins held)); pins
  *     are per session, so the table stays small next to the tree.
  *
@@ -47,7 +47,7 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_internal.h"
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
 #define RKV_PINS_FIRST_CAP 8u
