@@ -6,7 +6,7 @@
 #ifndef RKV_RADIX_TREE_TIER_STORED_H
 #define RKV_RADIX_TREE_TIER_STORED_H
 
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 /* The log: one array of cap records allocated at enable (recording never
  * allocates: it runs inside evictions that must not fail). */
@@ -43,5 +43,8 @@ static inline void rkv_slog_taken(rkv_tree *t, rkv_block_id block, uint64_t hash
 /* Whether lower tiers are attached (the scheduler keeps the log on only
  * then: a pool-sized log for a tree without tiers is memory for nothing). */
 int rkv_slog_tiers_attached(const rkv_tree *t);
+
+/* Frees the store log (events/store_log.c); off afterwards. */
+void rkv_slog_fini(rkv_tree *t);
 
 #endif

@@ -22,7 +22,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 uint64_t rkv_cidx_key_page(const rkv_tree *t, uint32_t parent,
                            const int32_t *page)

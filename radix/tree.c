@@ -1,9 +1,11 @@
 /*
- * radix/tree.c -- the radix tree's life cycle and memory: config, create,
- * destroy, reset, the slot table and prepared allocations. Data structures
- * and invariants: radix/tree_internal.h; match/insert/split live in
- * radix/tree_match.c, recency/eviction in radix/tree_lru.c, locks in
- * radix/tree_lease.c. A pool serves at most one live tree (pool->tree).
+ * radix/tree.c -- the tree core's life cycle and memory: config defaults,
+ * the core's create, clear and destroy (the public create/destroy/reset
+ * assemble the layers around them: treeapi/tree_api.c), the slot table and
+ * prepared allocations. Data structures and invariants: radix/tree_core.h;
+ * match/insert/split live in radix/tree_match.c, recency/eviction in
+ * radix/tree_lru.c, locks in radix/tree_lease.c. A pool serves at most one
+ * live tree (pool->tree, set by rkv_tree_core_publish, the last step).
  *
  * Failure atomicity: every call validates its arguments, walks the tree
  * read-only, then prepares ALL the memory it may need (a larger slot table,
@@ -18,9 +20,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "retain/evict_guard.h"
-#include "retain/evict_learned.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 void rkv_tree_config_init(rkv_tree_config *cfg)
 {
@@ -183,48 +183,9 @@ void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p)
 
 /* ---- create / destroy ------------------------------------------------------ */
 
-rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
-                           rkv_tree **out)
+rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
+                                rkv_tree **out)
 {
-    if (pool == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_create: NULL %s",
-                             pool == NULL ? "pool" : "out");
-    rkv_tree_config def;
-    rkv_tree_config_init(&def);
-    if (cfg == NULL)
-        cfg = &def;
-    if (cfg->evict_policy != RKV_EVICT_LRU &&
-        cfg->evict_policy != RKV_EVICT_PRIORITY &&
-        cfg->evict_policy != RKV_EVICT_LEARNED)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: unknown evict_policy %d",
-                             cfg->evict_policy);
-    if (cfg->max_pinned_pct > 100)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: max_pinned_pct %u > 100",
-                             cfg->max_pinned_pct);
-    if (cfg->initial_nodes > (1u << 30))
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: initial_nodes %u too large",
-                             cfg->initial_nodes);
-    if (cfg->event_ring == 1 || cfg->event_ring > RKV_EV_MAX_RING)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: event_ring %u (0 = off, or "
-                             "2..%u events)", cfg->event_ring, RKV_EV_MAX_RING);
-    if (cfg->event_tokens != 0 &&
-        (cfg->event_ring == 0 || cfg->event_tokens > RKV_EV_MAX_TOKENS ||
-         cfg->event_tokens < RKV_EVENT_MAX_HASHES * pool->cfg.page_size))
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: event_tokens %u (0 = off, or "
-                             "%u..%u token ids with event_ring > 0)",
-                             cfg->event_tokens,
-                             RKV_EVENT_MAX_HASHES * pool->cfg.page_size,
-                             RKV_EV_MAX_TOKENS);
-    /* the pool keeps one chained hash per block: a second tree would
-     * overwrite the first one's */
-    if (pool->tree != NULL)
-        return rkv_set_error(RKV_ERR_BUSY, "rkv_tree_create: the pool already "
-                             "has a tree (one tree per pool; destroy it first)");
     rkv_tree *t = calloc(1, sizeof *t);
     if (t == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree struct");
@@ -249,22 +210,8 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->nodes = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *t->nodes);
     t->idx = rkv_node_mem_alloc(&t->mem, (size_t)t->idx_cap * sizeof *t->idx);
     t->owned = rkv_node_mem_alloc(&t->mem, t->owned_bytes);
-    int ev_ok = rkv_ev_init(&t->events, &t->mem, cfg->event_ring,
-                            cfg->event_tokens, t->P);
-    int learn_ok = 1;
-    if (t->nodes != NULL && cfg->evict_policy == RKV_EVICT_LEARNED)
-        learn_ok = rkv_learn_init(t) == RKV_OK && rkv_guard_init(t) == RKV_OK;
-    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL || !ev_ok ||
-        !learn_ok) {
-        rkv_guard_fini(t);
-        rkv_learn_fini(t);
-        rkv_retain_fini(t);
-        rkv_ev_fini(&t->events, &t->mem);
-        rkv_node_mem_free(&t->mem, t->nodes, (size_t)t->nodes_cap * sizeof *t->nodes);
-        rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
-        rkv_node_mem_free(&t->mem, t->owned, t->owned_bytes);
-        rkv_node_mem_fini(&t->mem);
-        free(t);
+    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL) {
+        rkv_tree_core_destroy(t);
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree tables");
     }
     memset(t->owned, 0, t->owned_bytes);
@@ -280,20 +227,20 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->pin_cap_blocks = (uint64_t)pool->cfg.num_blocks * cfg->max_pinned_pct / 100;
     t->pin_pct = cfg->max_pinned_pct;
     t->pin_free = RKV_NIL;
-    rkv_lease_init(t);
-    pool->tree = t;
-    pool->trees_made++;
     *out = t;
     return RKV_OK;
 }
 
-/* Drops the tree's references and memory of every node; slots become free
- * with bumped generations. Shared by destroy and reset. */
-static void rkv_tree_drop_all(rkv_tree *t)
+void rkv_tree_core_publish(rkv_tree *t)
+{
+    rkv_lease_init(t);
+    t->pool->tree = t;
+    t->pool->trees_made++;
+}
+
+void rkv_tree_core_clear(rkv_tree *t)
 {
     rkv_pool *pool = t->pool;
-    if (RKV_UNLIKELY(t->tier != NULL))
-        rkv_tier_drop_all(t); /* lower nodes hold no device block */
     for (uint32_t id = t->nodes_used; id-- > 1;) {
         rkv_tnode *x = &t->nodes[id];
         if (x->parent == RKV_NIL)
@@ -329,45 +276,15 @@ static void rkv_tree_drop_all(rkv_tree *t)
     t->num_nodes = t->num_namespaces = 0;
 }
 
-void rkv_tree_destroy(rkv_tree *tree)
+void rkv_tree_core_destroy(rkv_tree *t)
 {
-    if (tree == NULL)
-        return;
-    rkv_tree_drop_all(tree); /* outstanding leases die with the table */
-    rkv_retain_fini(tree);
-    rkv_learn_fini(tree);
-    rkv_guard_fini(tree);
-    rkv_tier_fini(tree);
-    rkv_lease_fini(tree);
-    if (tree->pool->tree == tree)
-        tree->pool->tree = NULL;
-    rkv_node_mem_free(&tree->mem, tree->nodes,
-                      (size_t)tree->nodes_cap * sizeof *tree->nodes);
-    rkv_node_mem_free(&tree->mem, tree->idx,
-                      (size_t)tree->idx_cap * sizeof *tree->idx);
-    rkv_node_mem_free(&tree->mem, tree->owned, tree->owned_bytes);
-    rkv_ev_fini(&tree->events, &tree->mem);
-    rkv_slog_fini(tree);
-    rkv_node_mem_fini(&tree->mem);
-    free(tree);
+    rkv_lease_fini(t);
+    if (t->pool->tree == t)
+        t->pool->tree = NULL;
+    rkv_node_mem_free(&t->mem, t->nodes,
+                      (size_t)t->nodes_cap * sizeof *t->nodes);
+    rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
+    rkv_node_mem_free(&t->mem, t->owned, t->owned_bytes);
+    rkv_node_mem_fini(&t->mem);
+    free(t);
 }
-
-rkv_status rkv_tree_reset(rkv_tree *tree)
-{
-    if (tree == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_reset: NULL tree");
-    /* pins' own leases do not count (lowered pins hold none) */
-    uint64_t pin_leases = tree->npins - tree->npins_lowered;
-    if (tree->lock_total > pin_leases)
-        return rkv_set_error(RKV_ERR_BUSY,
-                             "rkv_tree_reset: %llu leases are held",
-                             (unsigned long long)(tree->lock_total - pin_leases));
-    rkv_pins_drop_all(tree);
-    rkv_tree_drop_all(tree);
-    if (tree->guard != NULL)
-        rkv_guard_clear(tree);
-    if (RKV_UNLIKELY(tree->events.cap != 0))
-        rkv_ev_cleared(tree);
-    return RKV_OK;
-}
-

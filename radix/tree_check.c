@@ -1,6 +1,6 @@
 /*
  * radix/tree_check.c -- rkv_tree_check (every invariant of
- * radix/tree_internal.h, recomputed from scratch), stats, node info and the
+ * radix/tree_core.h, recomputed from scratch), stats, node info and the
  * debug hooks of radix/tree_debug.h.
  *
  * The check walks each namespace subtree depth-first through the sibling
@@ -18,9 +18,7 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_debug.h"
-#include "retain/evict_guard.h"
-#include "retain/evict_learned.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
 
@@ -49,32 +47,6 @@ int64_t rkv_tree_debug_live_allocs(const rkv_tree *t)
 }
 
 /* ---- stats and node info -------------------------------------------------- */
-
-rkv_status rkv_tree_get_stats(const rkv_tree *tree, rkv_tree_stats *out)
-{
-    if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_get_stats: NULL");
-    memset(out, 0, sizeof *out);
-    out->cached_blocks = tree->cached_blocks;
-    out->evictable_blocks = tree->evictable_blocks;
-    out->locked_blocks = tree->locked_blocks;
-    out->nodes = tree->num_nodes;
-    out->namespaces = tree->num_namespaces;
-    out->queried_tokens = tree->queried_tokens;
-    out->hit_tokens = tree->hit_tokens;
-    out->inserted_pages = tree->inserted_pages;
-    out->evicted_blocks = tree->evicted_blocks;
-    out->evicted_nodes = tree->evicted_nodes;
-    out->splits = tree->splits;
-    out->lru_reorder_steps = tree->lru_reorder_steps;
-    out->host_bytes = tree->mem.bytes;
-    if (tree->guard != NULL) {
-        out->guard_lru_hit_tokens = tree->guard->lru_hit_pages * tree->P;
-        out->guard_fallbacks = tree->guard->fallbacks;
-        out->guard_on_lru = (uint32_t)tree->guard->fallback;
-    }
-    return RKV_OK;
-}
 
 rkv_status rkv_tree_node_info(const rkv_tree *tree, rkv_node node,
                               rkv_node_info *out)
@@ -363,8 +335,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
     if (st == RKV_OK)
         st = rkv_check_slots(t, &a, &roots, &in_use);
     uint64_t lower_nodes = 0;
-    if (st == RKV_OK && t->tier != NULL)
-        st = rkv_tier_check(t, &lower_nodes);
+    if (st == RKV_OK && t->hooks.check_off_tree != NULL)
+        st = t->hooks.check_off_tree(t, &lower_nodes);
     if (st == RKV_OK && in_use != roots + a.nodes + lower_nodes)
         st = CORRUPT("%llu nodes in use, %llu reachable from %llu roots",
                      (unsigned long long)in_use, (unsigned long long)a.nodes,
@@ -373,14 +345,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
         st = rkv_check_index(t, in_use);
     if (st == RKV_OK)
         st = rkv_check_lru(t, a.lru_members);
-    if (st == RKV_OK)
-        st = rkv_retain_check(t);
-    if (st == RKV_OK)
-        st = rkv_ns_ttl_check(t);
-    if (st == RKV_OK)
-        st = rkv_learn_check(t);
-    if (st == RKV_OK)
-        st = rkv_guard_check(t);
+    if (st == RKV_OK && t->hooks.check != NULL)
+        st = t->hooks.check(t); /* the layers' own invariants */
     if (st == RKV_OK) {
         uint64_t owned = 0;
         for (size_t i = 0; i < t->owned_bytes; i++)
@@ -404,8 +370,6 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
                      (unsigned long long)a.nodes,
                      (unsigned long long)t->num_nodes, (unsigned long long)roots,
                      (unsigned long long)t->num_namespaces);
-    if (st == RKV_OK)
-        st = rkv_ev_check(&t->events);
     if (st == RKV_OK && t->mem.bytes == 0)
         st = CORRUPT("allocator reports no live bytes");
     free(a.seen);

@@ -46,7 +46,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 #include "radix/tree_lease.h"
 
 #define RKV_LEASE_SLOT_MASK ((uint64_t)RKV_LEASE_MAX_SLOTS - 1)

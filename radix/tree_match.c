@@ -1,7 +1,7 @@
 /*
  * radix/tree_match.c -- match, match_from and insert on the radix tree, and
  * the split and leaf creation they commit. Data structures and invariants:
- * radix/tree_internal.h; the prepare-then-commit rule: radix/tree.c.
+ * radix/tree_core.h; the prepare-then-commit rule: radix/tree.c.
  *
  * Splits: when a non-peek match (or an insert) ends inside the edge of node
  * X after k pages, a NEW node N takes X's first k pages and X's place under
@@ -21,9 +21,10 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "retain/evict_guard.h"
-#include "retain/evict_learned.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
+/* inserting over lower nodes that lowered pins pass through: the one place
+ * the core still calls a layer above it directly (see scripts/check-layers) */
+#include "residency/tier.h"
 
 /* ---- the walk -------------------------------------------------------------- */
 
@@ -121,8 +122,8 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
     memcpy(tt + (size_t)(m - k) * P, xb + k, (size_t)(m - k) * sizeof *xb);
     x->u.tokens = tt;
     x->cap_pages = x->num_pages = m - k;
-    if (RKV_UNLIKELY(t->tier != NULL))
-        rkv_tier_on_split(t, xid, nid, old, old_cap, k);
+    if (RKV_UNLIKELY(t->hooks.split != NULL))
+        t->hooks.split(t, xid, nid, old, old_cap, k);
     rkv_node_mem_free(&t->mem, old, rkv_tree_data_bytes(t, old_cap));
 
     /* n takes x's place among its siblings */
@@ -131,8 +132,8 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
     n->next_sib = x->next_sib;
     if (n->prev_sib != RKV_NIL)
         t->nodes[n->prev_sib].next_sib = nid;
-    else if (RKV_UNLIKELY(t->tier != NULL))
-        *rkv_tier_sib_head(t, n->parent, xid) = nid;
+    else if (RKV_UNLIKELY(t->hooks.sib_head != NULL))
+        *t->hooks.sib_head(t, n->parent, xid) = nid;
     else
         t->nodes[n->parent].first_child = nid;
     if (n->next_sib != RKV_NIL)
@@ -190,8 +191,8 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
         pool->refcount[xb[i]]++;
         pool->hash[xb[i]] = h;
     }
-    if (RKV_UNLIKELY(t->events.cap != 0))
-        rkv_ev_stored(t, ns, parent_hash, xb, x->u.tokens, npages);
+    if (RKV_UNLIKELY(t->hooks.pages_stored != NULL))
+        t->hooks.pages_stored(t, ns, parent_hash, xb, x->u.tokens, npages);
     x->parent = parent;
     x->next_sib = p->first_child;
     if (p->first_child != RKV_NIL)
@@ -201,15 +202,15 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     x->children_epoch = ++t->epoch;
     x->last_access = t->clock;
     rkv_cidx_insert(t, rkv_cidx_key_page(t, parent, x->u.tokens), id);
-    if (t->learn != NULL) /* classifies it: before it is listed */
-        rkv_learn_on_leaf(t, id, parent);
+    if (t->hooks.on_leaf != NULL) /* classifies it: before it is listed */
+        t->hooks.on_leaf(t, id, parent);
     rkv_lru_push_tail(t, id);
     t->num_nodes++;
     t->cached_blocks += npages;
     t->evictable_blocks += npages;
     t->inserted_pages += npages;
-    if (RKV_UNLIKELY(t->tier != NULL))
-        rkv_tier_on_insert(t, id, ns); /* linked: copies may go down */
+    if (RKV_UNLIKELY(t->hooks.leaf_added != NULL))
+        t->hooks.leaf_added(t, id, ns); /* linked: copies may go down */
     return id;
 }
 
@@ -292,10 +293,8 @@ rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
         node = rkv_tree_split(t, w.partial, w.partial_pages, prep.data[0],
                               prep.data[1]);
     }
-    if (t->learn != NULL)
-        rkv_learn_on_match(t, node);
-    if (t->guard != NULL)
-        rkv_guard_on_match(t, ns, tokens, npages, w.pages);
+    if (t->hooks.on_match != NULL)
+        t->hooks.on_match(t, node, ns, tokens, npages, w.pages);
     rkv_tree_touch(t, node);
     t->queried_tokens += n;
     t->hit_tokens += (uint64_t)w.pages * t->P;
@@ -528,8 +527,8 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
     }
     rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
     rkv_tree_touch(t, node);
-    if (t->guard != NULL)
-        rkv_guard_on_insert(t, node);
+    if (t->hooks.on_insert != NULL)
+        t->hooks.on_insert(t, node);
     if (out != NULL) {
         out->prefix_tokens = (size_t)d * t->P;
         out->cached_tokens = (size_t)npages * t->P;

@@ -39,7 +39,7 @@
  * detach, the same attach), before the rest of the lower copy is dropped. Staying lowered rather than taking a lease there keeps every
  * device counter and the device pin cap untouched, as after a load. A
  * retain of the same prefix by the same owner takes it over as a leased
- * pin (tree_retain.c).
+ * pin (retain/pins.c).
  *
  * Counted on the device too: a lowered pin's pages on the device (loaded
  * back or inserted again) or LOADING are in neither pinned_blocks (no

@@ -215,7 +215,7 @@ void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
 static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
                            int medium)
 {
-    if (RKV_LIKELY(t->events.cap == 0))
+    if (RKV_LIKELY(t->events->cap == 0))
         return;
     const rkv_tnode *x = &t->nodes[id];
     uint64_t ns = rkv_tier_node_ns(t, id);
@@ -829,7 +829,7 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
         }
     }
     /* the device copies go */
-    const int events = t->events.cap != 0;
+    const int events = t->events->cap != 0;
     uint64_t gone[RKV_EVENT_MAX_HASHES];
     uint32_t ngone = 0;
     for (uint32_t i = 0; i < m; i++) {
@@ -884,32 +884,39 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
     return freed;
 }
 
-uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n, uint32_t max,
-                               int *capped)
+/* The core's victim hook (its one eviction loop, radix/tree_lru.c, picks
+ * the victim): demotes leaf id instead of dropping its pages. */
+static uint32_t rkv_tier_evict_node(rkv_tree *t, uint32_t id, uint32_t need,
+                                    uint32_t room, int *capped)
 {
-    uint32_t freed = 0, id;
-    while (freed < n && (id = rkv_lru_first(t)) != RKV_NIL) {
-        uint32_t m = t->nodes[id].num_pages, need = n - freed;
-        if (need < m) {
-            /* demote only the tail that is needed: split off the head
-             * (which stays on the device) when memory allows, else the
-             * whole node goes down (more is freed than asked, nothing is
-             * lost: the device would only stay partly empty for a while) */
-            uint32_t pages[2] = {m - need, need};
-            rkv_tree_prep prep;
-            if (rkv_tree_prepare(t, 1, 2, pages, &prep,
-                                 "rkv_tree_evict") == RKV_OK) {
-                rkv_tree_prep_install(t, &prep);
-                (void)rkv_tree_split(t, id, m - need, prep.data[0],
-                                     prep.data[1]);
-            } else if (m > max - freed) {
-                *capped = 1; /* the caller has room for max ids only */
-                break;
-            }
+    uint32_t m = t->nodes[id].num_pages;
+    if (need < m) {
+        /* demote only the tail that is needed: split off the head (which
+         * stays on the device) when memory allows, else the whole node goes
+         * down (more is freed than asked, nothing is lost: the device would
+         * only stay partly empty for a while) */
+        uint32_t pages[2] = {m - need, need};
+        rkv_tree_prep prep;
+        if (rkv_tree_prepare(t, 1, 2, pages, &prep, "rkv_tree_evict") == RKV_OK) {
+            rkv_tree_prep_install(t, &prep);
+            (void)rkv_tree_split(t, id, m - need, prep.data[0], prep.data[1]);
+        } else if (m > room) {
+            *capped = 1; /* the caller has room for max ids only */
+            return 0;
         }
-        freed += rkv_tier_demote(t, id);
     }
-    return freed;
+    return rkv_tier_demote(t, id);
+}
+
+/* The core's hooks while tiers are attached (cleared by rkv_tier_fini). */
+static void rkv_tier_hooks_set(rkv_tree *t, int on)
+{
+    t->hooks.evict_node = on ? rkv_tier_evict_node : NULL;
+    t->hooks.leaf_added = on ? rkv_tier_on_insert : NULL;
+    t->hooks.split = on ? rkv_tier_on_split : NULL;
+    t->hooks.sib_head = on ? rkv_tier_sib_head : NULL;
+    t->hooks.check_off_tree = on ? rkv_tier_check : NULL;
+    t->hooks.snapshot = on ? rkv_tier_snapshot : NULL;
 }
 
 /* ---- config, attach ------------------------------------------------------- */
@@ -944,6 +951,7 @@ void rkv_tier_fini(rkv_tree *t)
     t->tier = NULL;
     t->tn = NULL;
     t->tpage_bytes = 0;
+    rkv_tier_hooks_set(t, 0);
 }
 
 rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
@@ -1052,6 +1060,7 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     t->tier = tr;
     t->tn = tn;
     t->tpage_bytes = sizeof(rkv_tpage);
+    rkv_tier_hooks_set(t, 1);
     rkv_tcopy_init(t);
     rkv_tier_warm_rebuild(t);
     return RKV_OK;
@@ -1393,7 +1402,7 @@ rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
                              size_t cap, size_t *n_out, uint64_t *seq_out)
 {
     if (seq_out != NULL)
-        *seq_out = t->events.next_seq - 1;
+        *seq_out = t->events->next_seq - 1;
     size_t k = 0;
     for (int pass = out == NULL ? 1 : 0; pass < 2; pass++) {
         k = 0;

@@ -9,7 +9,9 @@
 #define RKV_RADIX_TREE_TIER_H
 
 #include "residency/tier_copy.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
+#include "retain/retain.h"
+#include "events/kv_events.h"
 #include "events/store_log.h"
 #include "tier/store.h"
 
@@ -204,5 +206,96 @@ void rkv_tier_warm_rebuild(rkv_tree *t);
  * tokens of the tree's page size). */
 void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
                         uint32_t i);
+
+/* residency/tier*.c: what the core and the facade call --------------------- */
+/* New device pages of node id (insert): slots cleared, write-through. */
+void rkv_tier_on_insert(rkv_tree *t, uint32_t id, uint64_t ns);
+/* split: copies the per-page tier data of x (old memory, cap old_cap) into
+ * head (k pages) and tail, and gives n x's class. */
+void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
+                       const void *old, uint32_t old_cap, uint32_t k);
+/* The head of the sibling list that child (of parent) is on. */
+uint32_t *rkv_tier_sib_head(rkv_tree *t, uint32_t parent, uint32_t child);
+/* insert met a LOWER or LOADING child c where it would add a leaf: a LOWER
+ * subtree is dropped (1 returned: go on), a LOADING one stops (0). */
+int rkv_tier_insert_conflict(rkv_tree *t, uint32_t c);
+/* Frees every lower node, slot and queued transfer (reset, destroy). */
+void rkv_tier_drop_all(rkv_tree *t);
+/* Verifies residency, lower links, slots, stats; adds the lower nodes to
+ * *lower_nodes. */
+rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes);
+void rkv_tier_fini(rkv_tree *t);
+/* rkv_tree_snapshot with tiers: one entry per (page, medium); LOADING
+ * pages are listed by their host copy only. */
+rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
+                             size_t cap, size_t *n_out, uint64_t *seq_out);
+
+/* residency/lowered_pins.c: pins that live on in the lower tiers -------- */
+/* Whether device pressure lowers pins instead of revoking them (a lower
+ * tier, drop_pinned off, a non-zero cap on the first lower tier). */
+int rkv_lpin_enabled(const rkv_tree *t);
+/* Leased pin p gives its lease back and is counted on its path in
+ * tn[].lpin instead of meta[].pin_count (pins_demoted). */
+void rkv_lpin_lower(rkv_tree *t, uint32_t p);
+/* Adds delta (+1/-1) to tn[].lpin along the path node..root, keeping the
+ * per-medium counters and the lowest tier's LRU membership. */
+void rkv_lpin_path(rkv_tree *t, uint32_t node, int delta);
+/* Revokes (pins_revoked) every lowered pin whose path passes through id. */
+void rkv_lpin_revoke_through(rkv_tree *t, uint32_t id);
+/* An insert whose walk matched d device pages replaces LOWER node c (and
+ * its subtree) with device pages for tokens[0..npages). The lowered pins
+ * through c that it covers whole survive on the new device path, still
+ * lowered; the new pages are cut into nodes where they end (at most
+ * RKV_LPIN_MAX_CUTS cuts, so that the insert's node arrays stay in
+ * rkv_tree_prep; a pin that would need one more is revoked with c).
+ * keep == NULL: plans -- adds the cuts (ascending, strictly inside
+ * (d, npages)) to cuts[*ncuts] and returns how many pins survive;
+ * else fills keep[2i] = pin, keep[2i+1] = the page its path ends at, for
+ * the same pins given the planned cuts. */
+#define RKV_LPIN_MAX_CUTS 13u
+uint32_t rkv_lpin_keep_scan(const rkv_tree *t, uint32_t c, uint32_t d,
+                            const int32_t *tokens, uint32_t npages,
+                            uint32_t *cuts, uint32_t *ncuts, uint32_t *keep);
+/* The same insert covering only the start of a lowered pin's prefix: the
+ * lower copy past the insert's end is kept, re-hung under the new device
+ * pages, so the pin loses nothing. Plan (read-only): the LOWER node y of
+ * the insert's lower path (from c, tokens equal) that reaches page npages,
+ * if lowered pins continue past npages through it, else RKV_NIL;
+ * *split_k > 0: y goes on past npages and must be split after split_k
+ * pages (its tail is then kept whole); 0: y ends at npages and its
+ * children with lowered pins are kept. */
+uint32_t rkv_lpin_tail_plan(const rkv_tree *t, uint32_t c, uint32_t d,
+                            const int32_t *tokens, uint32_t npages,
+                            uint32_t *split_k);
+/* Before the lower path is dropped: detaches y itself (whole) or y's
+ * children with lowered pins, parked on device node park; returns them as
+ * a list linked by next_sib. */
+uint32_t rkv_lpin_tail_detach(rkv_tree *t, uint32_t y, int whole,
+                              uint32_t park);
+/* The same insert passing LOWER nodes of its lower path (from c, tokens
+ * equal, ending before npages) that have children with lowered pins off
+ * the insert's path (a branch that leaves it at a node boundary): those
+ * branches are not overwritten, so they are kept, re-hung under the new
+ * device node that ends there. Plan (read-only but for cuts): adds the
+ * cut each needs to cuts (as rkv_lpin_keep_scan; a branch point that
+ * would need a cut past RKV_LPIN_MAX_CUTS is dropped with c, its pins
+ * revoked) and fills br[2i] = y, br[2i+1] = the page y ends at (br holds
+ * 2 * RKV_LPIN_MAX_CUTS); returns how many. Call it after both
+ * rkv_lpin_keep_scan calls (a cut it adds must not change their count). */
+uint32_t rkv_lpin_branch_scan(const rkv_tree *t, uint32_t c, uint32_t d,
+                              const int32_t *tokens, uint32_t npages,
+                              uint32_t *cuts, uint32_t *ncuts, uint32_t *br);
+/* Before the lower path is dropped: detaches y's children with lowered
+ * pins whose first page is not on_path's, parked on device node park;
+ * returns them as a list linked by next_sib. */
+uint32_t rkv_lpin_branch_detach(rkv_tree *t, uint32_t y,
+                                const int32_t *on_path, uint32_t park);
+/* Hangs the detached list under device node parent (its last page is the
+ * page before theirs: same tokens, same chained hashes). */
+void rkv_lpin_tail_attach(rkv_tree *t, uint32_t list, uint32_t parent);
+/* Lowered pins' share of the check: lown[y] = lowered pins ending at y. */
+rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown);
+/* Fills the lower media's entries of pinned_by_medium / pin_cap_by_medium. */
+void rkv_lpin_stats(const rkv_tree *t, rkv_retention_stats *out);
 
 #endif

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "common/cuda_backend.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 /* Batches in flight at most: a poll that finds the table full issues
  * nothing (its loads and stores wait for a later poll). */

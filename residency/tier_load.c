@@ -3,7 +3,7 @@
  * rkv_tree_match_tiers (device prefix, then the host continuation, or
  * the ticket of another caller's load in flight on it),
  * rkv_tree_load / its completion at poll (promotion), and
- * rkv_tree_store_prefix (swap-out). Design and invariants: tree_tier.c.
+ * rkv_tree_store_prefix (swap-out). Design and invariants: residency/tier.c.
  *
  * A load makes the path's LOWER nodes LOADING first (device class, locked
  * by the caller's lease on the deepest one, not matchable, not evictable),
@@ -442,7 +442,7 @@ rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_tload *job,
                     tp[i].slot = RKV_NO_TSLOT;
                 }
             t->tn[y].flags = 0;
-            if (RKV_UNLIKELY(t->events.cap != 0))
+            if (RKV_UNLIKELY(t->events->cap != 0))
                 rkv_ev_stored(t, job->ns, ph, rkv_tnode_blocks(t, x),
                               x->u.tokens, x->num_pages);
             ph = rkv_tier_page_hash(t, x, x->num_pages - 1);

@@ -56,7 +56,7 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_debug.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 #define RKV_GUARD_NIL UINT32_MAX
 #define RKV_GUARD_RATIO 1024u   /* allowed deficit: queried / this ...   */

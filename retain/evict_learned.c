@@ -87,8 +87,9 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/tree_core.h"
+#include "retain/evict_guard.h"
 #include "retain/evict_learned.h"
-#include "radix/tree_internal.h"
 
 uint32_t rkv_learn_age_bucket(uint64_t age)
 {
@@ -307,5 +308,57 @@ rkv_status rkv_learn_check(const rkv_tree *t)
             t->meta[id].cls >= RKV_LEARN_CLASSES)
             return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: node %u "
                                  "has learned class %u", id, t->meta[id].cls);
+    return RKV_OK;
+}
+
+/* ---- hooks: the learned order and its guard ------------------------------------ */
+
+/* Under the guard's fallback plain LRU over every list; else priorities
+ * below the default, then the learned order; RKV_NIL: the core's default
+ * (the rest, lowest bucket first). */
+static uint32_t rkv_learned_evict_first(const rkv_tree *t)
+{
+    if (t->guard != NULL && t->guard->fallback)
+        return rkv_lru_first_any(t); /* the policy lost to LRU */
+    uint64_t below = t->lru_nonempty[0] &
+                     ((UINT64_C(1) << RKV_PRIORITY_DEFAULT) - 1);
+    if (below != 0)
+        return t->lru_head[__builtin_ctzll(below)];
+    return rkv_learn_first(t);
+}
+
+static void rkv_learned_on_match(rkv_tree *t, uint32_t node, uint64_t ns,
+                                 const int32_t *tokens, uint32_t npages,
+                                 uint32_t matched)
+{
+    if (t->learn != NULL)
+        rkv_learn_on_match(t, node);
+    if (t->guard != NULL)
+        rkv_guard_on_match(t, ns, tokens, npages, matched);
+}
+
+static void rkv_learned_on_leaf(rkv_tree *t, uint32_t id, uint32_t parent)
+{
+    if (t->learn != NULL)
+        rkv_learn_on_leaf(t, id, parent);
+}
+
+static void rkv_learned_on_insert(rkv_tree *t, uint32_t node)
+{
+    if (t->guard != NULL)
+        rkv_guard_on_insert(t, node);
+}
+
+rkv_status rkv_learned_attach(rkv_tree *t)
+{
+    rkv_status st = rkv_learn_init(t);
+    if (st == RKV_OK)
+        st = rkv_guard_init(t);
+    if (st != RKV_OK)
+        return st; /* the caller's rkv_learn_fini / rkv_guard_fini free it */
+    t->hooks.evict_first = rkv_learned_evict_first;
+    t->hooks.on_match = rkv_learned_on_match;
+    t->hooks.on_leaf = rkv_learned_on_leaf;
+    t->hooks.on_insert = rkv_learned_on_insert;
     return RKV_OK;
 }

@@ -40,6 +40,10 @@ typedef struct rkv_learn {
 struct rkv_tree;
 /* Allocates the model (and the tree's meta[], whose entries carry each
  * node's class) at tree creation. RKV_ERR_NOMEM leaves nothing allocated. */
+/* RKV_EVICT_LEARNED at create: the model, its guard and their hooks
+ * (eviction order, uses). On failure the caller frees with rkv_learn_fini
+ * and rkv_guard_fini. */
+rkv_status rkv_learned_attach(struct rkv_tree *t);
 rkv_status rkv_learn_init(struct rkv_tree *t);
 void rkv_learn_fini(struct rkv_tree *t);
 /* A non-peek match ended at node: a leaf end recorded there came back. */

@@ -9,7 +9,8 @@
  * of 0 removes its entry, so "no entry" and "no default" are one state).
  */
 #include "common/status.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
+#include "retain/retain.h"
 
 static uint32_t rkv_ns_ttl_find(const rkv_tree *t, rkv_namespace ns)
 {

@@ -46,7 +46,8 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
+#include "retain/retain.h"
 #include "residency/tier.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
@@ -869,4 +870,13 @@ out:
     free(lown);
     free(below);
     return st;
+}
+
+/* ---- hooks ------------------------------------------------------------------- */
+
+void rkv_retain_attach(rkv_tree *t)
+{
+    /* pins yield to allocations that nothing else can serve */
+    t->hooks.yieldable = rkv_pins_yieldable;
+    t->hooks.yield = rkv_pins_revoke_until;
 }

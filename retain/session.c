@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 /* meta[] (one entry per slot), as rkv_tree_retain makes it. */
 static rkv_status rkv_session_meta(rkv_tree *t)

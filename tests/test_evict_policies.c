@@ -34,7 +34,7 @@
 #include "alloc/pool_internal.h"
 #include "retain/evict_learned.h"
 #include "radix/tree_debug.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 #include "radixkv.h"
 #include "tests/support/test_util.h"
 
