@@ -63,10 +63,10 @@ uint32_t rkv_tree_slot_take(rkv_tree *t)
         t->nodes[id].gen = 1;
     }
     rkv_tnode_clear(&t->nodes[id]);
-    if (t->meta != NULL)
-        t->meta[id] = RKV_TMETA_FRESH;
-    if (RKV_UNLIKELY(t->tn != NULL))
-        t->tn[id] = RKV_TTN_EMPTY;
+    if (t->retain.meta != NULL)
+        t->retain.meta[id] = RKV_NODE_RETENTION_FRESH;
+    if (RKV_UNLIKELY(t->tiers.tn != NULL))
+        t->tiers.tn[id] = RKV_NODE_RESIDENCY_EMPTY;
     return id;
 }
 
@@ -75,8 +75,8 @@ void rkv_tree_slot_free(rkv_tree *t, uint32_t id)
     rkv_tnode *x = &t->nodes[id];
     rkv_tnode_clear(x);
     rkv_tnode_bump_gen(x);
-    if (RKV_UNLIKELY(t->tn != NULL))
-        t->tn[id] = RKV_TTN_EMPTY;
+    if (RKV_UNLIKELY(t->tiers.tn != NULL))
+        t->tiers.tn[id] = RKV_NODE_RESIDENCY_EMPTY;
     x->next_sib = t->free_head;
     t->free_head = id;
     t->free_count++;
@@ -116,19 +116,19 @@ rkv_status rkv_tree_prepare(rkv_tree *t, uint32_t add_nodes, int ndata,
         if (p->nodes == NULL)
             goto nomem;
         p->nodes_cap = (uint32_t)cap;
-        if (t->meta != NULL) {
+        if (t->retain.meta != NULL) {
             p->meta = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *p->meta);
             if (p->meta == NULL)
                 goto nomem;
         }
-        if (t->tn != NULL) {
+        if (t->tiers.tn != NULL) {
             p->tn = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *p->tn);
             if (p->tn == NULL)
                 goto nomem;
         }
     }
     if ((uint64_t)(t->idx_count + add_nodes) * 4 > (uint64_t)t->idx_cap * 3) {
-        uint32_t cap = rkv_cidx_cap_for((uint64_t)t->idx_count + add_nodes);
+        uint32_t cap = rkv_child_index_cap_for((uint64_t)t->idx_count + add_nodes);
         if ((uint64_t)(t->idx_count + add_nodes) * 4 > (uint64_t)cap * 3) {
             rkv_tree_prep_abort(t, p);
             return rkv_set_error(RKV_ERR_NOMEM, "%s: child index is full", fn);
@@ -158,17 +158,17 @@ void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p)
         rkv_node_mem_free(&t->mem, t->nodes,
                           (size_t)t->nodes_cap * sizeof *t->nodes);
         if (p->meta != NULL) {
-            memcpy(p->meta, t->meta, (size_t)t->nodes_used * sizeof *t->meta);
-            rkv_node_mem_free(&t->mem, t->meta,
-                              (size_t)t->nodes_cap * sizeof *t->meta);
-            t->meta = p->meta;
+            memcpy(p->meta, t->retain.meta, (size_t)t->nodes_used * sizeof *t->retain.meta);
+            rkv_node_mem_free(&t->mem, t->retain.meta,
+                              (size_t)t->nodes_cap * sizeof *t->retain.meta);
+            t->retain.meta = p->meta;
             p->meta = NULL;
         }
         if (p->tn != NULL) {
-            memcpy(p->tn, t->tn, (size_t)t->nodes_used * sizeof *t->tn);
-            rkv_node_mem_free(&t->mem, t->tn,
-                              (size_t)t->nodes_cap * sizeof *t->tn);
-            t->tn = p->tn;
+            memcpy(p->tn, t->tiers.tn, (size_t)t->nodes_used * sizeof *t->tiers.tn);
+            rkv_node_mem_free(&t->mem, t->tiers.tn,
+                              (size_t)t->nodes_cap * sizeof *t->tiers.tn);
+            t->tiers.tn = p->tn;
             p->tn = NULL;
         }
         t->nodes = p->nodes;
@@ -176,7 +176,7 @@ void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p)
         p->nodes = NULL;
     }
     if (p->idx != NULL) {
-        rkv_cidx_rehash(t, p->idx, p->idx_cap);
+        rkv_child_index_rehash(t, p->idx, p->idx_cap);
         p->idx = NULL;
     }
 }
@@ -205,7 +205,7 @@ rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
     if (want < 64)
         want = 64;
     t->nodes_cap = want;
-    t->idx_cap = rkv_cidx_cap_for(want);
+    t->idx_cap = rkv_child_index_cap_for(want);
     t->owned_bytes = ((size_t)pool->cfg.num_blocks + 7) / 8;
     t->nodes = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *t->nodes);
     t->idx = rkv_node_mem_alloc(&t->mem, (size_t)t->idx_cap * sizeof *t->idx);
@@ -215,7 +215,7 @@ rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree tables");
     }
     memset(t->owned, 0, t->owned_bytes);
-    rkv_cidx_clear(t->idx, t->idx_cap);
+    rkv_child_index_clear(t->idx, t->idx_cap);
     /* slot 0: the super-root; it is never "in use" as a handle target */
     t->nodes[0].gen = 0;
     rkv_tnode_clear(&t->nodes[0]);
@@ -224,9 +224,9 @@ rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
     for (uint32_t b = 0; b < RKV_LRU_BUCKETS; b++)
         t->lru_head[b] = t->lru_tail[b] = RKV_NIL;
     t->policy = cfg->evict_policy;
-    t->pin_cap_blocks = (uint64_t)pool->cfg.num_blocks * cfg->max_pinned_pct / 100;
-    t->pin_pct = cfg->max_pinned_pct;
-    t->pin_free = RKV_NIL;
+    t->retain.pin_cap_blocks = (uint64_t)pool->cfg.num_blocks * cfg->max_pinned_pct / 100;
+    t->retain.pin_pct = cfg->max_pinned_pct;
+    t->retain.pin_free = RKV_NIL;
     *out = t;
     return RKV_OK;
 }
@@ -266,7 +266,7 @@ void rkv_tree_core_clear(rkv_tree *t)
         t->free_head = id;
         t->free_count++;
     }
-    rkv_cidx_clear(t->idx, t->idx_cap);
+    rkv_child_index_clear(t->idx, t->idx_cap);
     t->idx_count = 0;
     for (uint32_t b = 0; b < RKV_LRU_BUCKETS; b++)
         t->lru_head[b] = t->lru_tail[b] = RKV_NIL;

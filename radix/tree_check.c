@@ -101,7 +101,7 @@ static rkv_status rkv_check_node(const rkv_tree *t, uint32_t id, uint64_t ns,
                        x->cap_pages);
     if (x->gen == 0)
         return CORRUPT("node %u has generation 0", id);
-    if (rkv_cidx_find(t, x->parent, x->u.tokens) != id)
+    if (rkv_child_index_find(t, x->parent, x->u.tokens) != id)
         return CORRUPT("node %u is not found by its first page under %u", id,
                        x->parent);
     if ((x->prev_sib == RKV_NIL ? p->first_child : t->nodes[x->prev_sib].next_sib) != id)
@@ -262,7 +262,7 @@ static rkv_status rkv_check_slots(const rkv_tree *t, rkv_check_acc *a,
         lock_sum += x->lock_count;
         if (x->num_pages != 0 || x->prev_sib != RKV_NIL || x->next_sib != RKV_NIL)
             return CORRUPT("namespace root %u has pages or siblings", y);
-        if (rkv_cidx_find_ns(t, x->u.ns) != y)
+        if (rkv_child_index_find_ns(t, x->u.ns) != y)
             return CORRUPT("namespace root %u is not found by its value", y);
         uint64_t below = 0;
         for (uint32_t c = x->first_child; c != RKV_NIL; c = t->nodes[c].next_sib) {
@@ -300,7 +300,7 @@ static rkv_status rkv_check_index(const rkv_tree *t, uint64_t in_use)
         n++;
         if (id == 0 || id >= t->nodes_used || t->nodes[id].parent == RKV_NIL)
             return CORRUPT("index entry %u names slot %u, not a node", i, id);
-        if (t->idx[i].tag != (uint32_t)(rkv_cidx_key_node(t, id) >> 32))
+        if (t->idx[i].tag != (uint32_t)(rkv_child_index_key_node(t, id) >> 32))
             return CORRUPT("index entry %u has a wrong key for node %u", i, id);
     }
     if (n != t->idx_count || n != in_use)

@@ -113,7 +113,7 @@ typedef struct rkv_lease_slot {
 #define RKV_LEASE_ROUNDS 27 /* Speck64/128 */
 
 /* Per-slot retention data (retain/pins.c). */
-typedef struct rkv_tmeta {
+typedef struct rkv_node_retention {
     uint32_t pin_count; /* pins ending at the node or below it          */
     uint8_t prio;       /* 0..100                                       */
     uint8_t cls;        /* RKV_EVICT_LEARNED: the node's learned class  */
@@ -123,9 +123,9 @@ typedef struct rkv_tmeta {
                             retention's priority_duration_ms); 0: never.
                             Nonzero only > now_ms (reverted at every time
                             move); a split copies it with prio           */
-} rkv_tmeta;
+} rkv_node_retention;
 /* A fresh node's retention entry. */
-#define RKV_TMETA_FRESH ((rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}, 0})
+#define RKV_NODE_RETENTION_FRESH ((rkv_node_retention){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}, 0})
 #define RKV_META_ENDED 0
 
 /* Buckets 0..100: priorities; 101..120: RKV_EVICT_LEARNED's classes
@@ -135,24 +135,24 @@ typedef struct rkv_tmeta {
 #define RKV_LRU_BUCKETS 128
 #define RKV_ENDED_BUCKET 127u
 
-typedef struct rkv_cidx_entry {
+typedef struct rkv_child_index_entry {
     uint32_t tag; /* top 32 bits of the key; home = tag & mask          */
     uint32_t id;  /* RKV_NIL: empty                                     */
-} rkv_cidx_entry;
+} rkv_child_index_entry;
 
 /* Tiers (residency/tier*.c; NULL/0 in a tree without lower tiers). Per
  * page, after the block ids of a node's memory (cap_pages entries): the
  * page's host slot, whether a store to it is still queued, and its chained
  * hash (kept for pages that left the device, whose block is gone). */
-typedef struct rkv_tpage {
+typedef struct rkv_page_residency {
     uint32_t slot;     /* host slot holding a copy, or RKV_NO_TSLOT       */
     uint32_t hlo, hhi; /* chained hash (valid once the page left the
                           device or while it is LOADING)                  */
-} rkv_tpage;
+} rkv_page_residency;
 #define RKV_NO_TSLOT UINT32_MAX
 
 /* Per-slot tier data (tn[], nodes_cap entries, only with tiers). */
-typedef struct rkv_ttn {
+typedef struct rkv_node_residency {
     uint32_t lchild;   /* device node: first LOWER child (a list through
                           next_sib/prev_sib); RKV_NIL: none             */
     uint32_t hits;     /* non-peek matches ending at or below (selective) */
@@ -160,8 +160,8 @@ typedef struct rkv_ttn {
                           (residency/lowered_pins.c)                        */
     uint8_t flags;     /* RKV_TN_LOWER / RKV_TN_LOADING                   */
     uint8_t pad[3];
-} rkv_ttn;
-#define RKV_TTN_EMPTY ((rkv_ttn){RKV_NIL, 0, 0, 0, {0, 0, 0}})
+} rkv_node_residency;
+#define RKV_NODE_RESIDENCY_EMPTY ((rkv_node_residency){RKV_NIL, 0, 0, 0, {0, 0, 0}})
 #define RKV_TN_LOWER 1u
 #define RKV_TN_LOADING 2u
 #define RKV_TN_DISK 4u    /* with LOWER/LOADING: the slot is a disk slot (host
@@ -169,6 +169,25 @@ typedef struct rkv_ttn {
 
 struct rkv_tier;
 struct rkv_tree;
+
+/* An insert whose new pages replace an off-device child (residency/: a
+ * LOWER node, with lowered pins passing through it). The residency layer
+ * plans it (read-only), the core prepares the memory the plan needs -- the
+ * new pages cut into cuts[] + 1 nodes, and tail split after tail_k pages
+ * when tail_k > 0 -- and then the layer moves what it keeps around the
+ * core's commit. */
+#define RKV_INSERT_MAX_CUTS 13u
+typedef struct rkv_insert_plan {
+    uint32_t conflict;     /* the off-device child replaced, or RKV_NIL    */
+    uint32_t ncuts;
+    uint32_t cuts[RKV_INSERT_MAX_CUTS]; /* ascending, inside (d, npages)  */
+    uint32_t tail;         /* off-device node kept past the insert's end
+                              (RKV_NIL: none)                             */
+    uint32_t tail_k;       /* > 0: split tail after tail_k pages first    */
+    /* the residency layer's scratch (meaningless to the core) */
+    uint32_t *keep, nkeep, nbr, tails;
+    uint32_t br[2 * RKV_INSERT_MAX_CUTS];
+} rkv_insert_plan;
 
 /* Hook points of the core, filled in by the layers above it (the facade,
  * treeapi/tree_api.c, registers the ones a tree's config asks for at
@@ -213,6 +232,21 @@ typedef struct rkv_tree_hooks {
     void (*split)(struct rkv_tree *t, uint32_t xid, uint32_t nid,
                   const void *old, uint32_t old_cap, uint32_t k);
     uint32_t *(*sib_head)(struct rkv_tree *t, uint32_t parent, uint32_t child);
+    /* Insert over an off-device child (residency/, with tiers only):
+     * plan after the walk matched d pages under parent (it may end the
+     * insert at d: *npages = d, the pages arrive by a load; else it fills
+     * p, conflict RKV_NIL when there is none); abort when the insert fails
+     * after planning; detach at commit before the new leaves (head/tail:
+     * the prepared arrays of the tail split); attach after them (piece[k]:
+     * the node of cut piece k, node: the last). */
+    void (*insert_plan)(struct rkv_tree *t, uint32_t parent, uint32_t d,
+                        const int32_t *tokens, uint32_t *npages,
+                        rkv_insert_plan *p);
+    void (*insert_abort)(struct rkv_tree *t, rkv_insert_plan *p);
+    void (*insert_detach)(struct rkv_tree *t, rkv_insert_plan *p,
+                          const int32_t *tokens, void *head, void *tail);
+    void (*insert_attach)(struct rkv_tree *t, rkv_insert_plan *p,
+                          const uint32_t *piece, uint32_t node);
     /* rkv_tree_check: nodes in use that are not in the device tree (lower
      * nodes), after verifying them; the layers' own invariants. */
     rkv_status (*check_off_tree)(const struct rkv_tree *t, uint64_t *nodes);
@@ -223,47 +257,19 @@ typedef struct rkv_tree_hooks {
     rkv_status (*check)(const struct rkv_tree *t);
 } rkv_tree_hooks;
 
-struct rkv_tree {
-    rkv_tree_hooks hooks;  /* the layers above (see rkv_tree_hooks)        */
-    rkv_pool *pool;
-    uint32_t P;            /* page size in tokens                           */
-    size_t page_bytes;     /* P * sizeof(int32_t)                           */
-    rkv_node_mem mem;
+/* Eviction order state of RKV_EVICT_LEARNED (retain/evict_learned.c,
+ * retain/evict_guard.c): NULL under the other policies. */
+typedef struct rkv_tree_order {
+    struct rkv_learn *learn; /* the learned model                          */
+    struct rkv_guard *guard; /* its shadow LRU (retain/evict_guard.c)      */
+} rkv_tree_order;
 
-    rkv_tnode *nodes;
-    uint32_t nodes_cap;    /* slots allocated                               */
-    uint32_t nodes_used;   /* slots ever handed out (high-water mark)       */
-    uint32_t free_head;    /* free slot list below nodes_used               */
-    uint32_t free_count;
-
-    rkv_cidx_entry *idx;
-    uint32_t idx_cap;      /* power of two                                  */
-    uint32_t idx_count;
-
-    uint32_t lru_head[RKV_LRU_BUCKETS], lru_tail[RKV_LRU_BUCKETS];
-    uint64_t lru_nonempty[2]; /* bit b: bucket b has a node               */
-    int policy;            /* rkv_evict_policy                              */
-    struct rkv_learn *learn; /* RKV_EVICT_LEARNED's model, else NULL       */
-    struct rkv_guard *guard; /* its shadow LRU (retain/evict_guard.c), else
-                                NULL                                      */
-    uint64_t clock;        /* last_access values come from ++clock          */
-    uint64_t epoch;        /* children_epoch values come from ++epoch       */
-    uint64_t lock_total;   /* leases held (== sum of roots' counts)         */
-
-    rkv_lease_slot *leases; /* lease table (tree_lease.c), NULL until used  */
-    uint32_t leases_cap;   /* slots allocated                               */
-    uint32_t leases_used;  /* slots ever handed out (high-water mark)       */
-    uint32_t lease_free_head, lease_free_tail; /* FIFO of released slots    */
-    uint32_t lease_rk[RKV_LEASE_ROUNDS]; /* the id cipher's round keys,
-                              from the tree's secret key (tree_lease.c)    */
-    uint64_t lease_zero;   /* the (gen, slot) whose id would be 0          */
-    int lease_key_random;  /* 1: the key came from the OS's random source  */
-
-    struct rkv_ev_ring *events; /* KV events (events/kv_events.c): set at
-                              create, its cap 0 = off                     */
-    struct rkv_slog *slog; /* store log (events/store_log.c); NULL = off   */
-    /* retention (retain/pins.c) */
-    rkv_tmeta *meta;       /* nodes_cap entries, or NULL (no retain yet)    */
+/* Retention state (retain/pins.c, retain/ns_ttl.c; the lowered pins'
+ * counters: residency/lowered_pins.c). The core reads meta[] (eviction
+ * bucket) and keeps yield_blocks (rkv_yield_pages) around every lock
+ * change; everything else is the retention layer's. */
+typedef struct rkv_tree_retention {
+    rkv_node_retention *meta; /* nodes_cap entries, or NULL (no retain yet) */
     struct rkv_pin *pins;  /* pins_cap entries, NULL until the first pin
                               (retain/retain.h)                            */
     uint32_t *pin_heap;    /* pins_cap entries: min-heap by deadline        */
@@ -271,6 +277,9 @@ struct rkv_tree {
     uint64_t now_ms, pin_seq;
     uint64_t pin_cap_blocks, pinned_blocks;
     uint32_t pin_pct;      /* max_pinned_pct: also caps each lower tier  */
+    const struct rkv_pin_tier_ops *tier_ops; /* pins below the device
+                              (retain/retain.h): residency/ while tiers are
+                              attached, else NULL                         */
     uint32_t npins_lowered; /* live pins without a lease (lowered)      */
     uint64_t yield_blocks; /* pages of non-root nodes whose every lock is a
                               pin (lock_count == pin_count > 0): what
@@ -289,22 +298,78 @@ struct rkv_tree {
      * distinct namespaces, every ttl_ms > 0 */
     struct { rkv_namespace ns; uint64_t ttl_ms; } ns_ttl[RKV_NS_TTL_MAX];
     uint32_t ns_ttl_n;
+} rkv_tree_retention;
 
-    /* tiers (residency/tier.c): NULL without lower tiers */
+/* Tier residency state (residency/): NULL without lower tiers. The core
+ * reads tn[] inline (match skips off-device children, unlock waits for
+ * loads, an emptied root with lower children stays). */
+typedef struct rkv_tree_tiers {
     struct rkv_tier *tier;
-    rkv_ttn *tn;           /* nodes_cap entries when tier != NULL           */
-    size_t tpage_bytes;    /* sizeof(rkv_tpage) with tiers, else 0          */
+    rkv_node_residency *tn; /* nodes_cap entries when tier != NULL        */
     void *tier_stream;     /* rkv_tree_tier_set_stream's CUDA stream (the
                               caller's), or NULL: the tier's own stream    */
+} rkv_tree_tiers;
 
+/* The tree. Core state first (pages, slots, child index, LRU, leases,
+ * stats: radix/), then each layer's state in its own sub-struct. */
+struct rkv_tree {
+    rkv_tree_hooks hooks;  /* the layers above (see rkv_tree_hooks)        */
+
+    /* pages and node memory (radix/tree.c, radix/node_mem.c) */
+    rkv_pool *pool;
+    uint32_t P;            /* page size in tokens                           */
+    size_t page_bytes;     /* P * sizeof(int32_t)                           */
+    size_t tpage_bytes;    /* per-page residency entry in a node's memory
+                              (sizeof(rkv_page_residency) with tiers, else
+                              0): set by the residency layer               */
+    rkv_node_mem mem;
     uint8_t *owned;        /* bit per pool block: cached by this tree       */
     size_t owned_bytes;
+
+    /* slots (radix/tree.c) */
+    rkv_tnode *nodes;
+    uint32_t nodes_cap;    /* slots allocated                               */
+    uint32_t nodes_used;   /* slots ever handed out (high-water mark)       */
+    uint32_t free_head;    /* free slot list below nodes_used               */
+    uint32_t free_count;
+
+    /* child index (radix/child_index.c) */
+    rkv_child_index_entry *idx;
+    uint32_t idx_cap;      /* power of two                                  */
+    uint32_t idx_count;
+
+    /* LRU and recency (radix/tree_lru.c) */
+    uint32_t lru_head[RKV_LRU_BUCKETS], lru_tail[RKV_LRU_BUCKETS];
+    uint64_t lru_nonempty[2]; /* bit b: bucket b has a node               */
+    int policy;            /* rkv_evict_policy                              */
+    uint64_t clock;        /* last_access values come from ++clock          */
+    uint64_t epoch;        /* children_epoch values come from ++epoch       */
+
+    /* leases (radix/tree_lease.c) */
+    uint64_t lock_total;   /* leases held (== sum of roots' counts)         */
+    rkv_lease_slot *leases; /* lease table, NULL until used                 */
+    uint32_t leases_cap;   /* slots allocated                               */
+    uint32_t leases_used;  /* slots ever handed out (high-water mark)       */
+    uint32_t lease_free_head, lease_free_tail; /* FIFO of released slots    */
+    uint32_t lease_rk[RKV_LEASE_ROUNDS]; /* the id cipher's round keys,
+                              from the tree's secret key                   */
+    uint64_t lease_zero;   /* the (gen, slot) whose id would be 0          */
+    int lease_key_random;  /* 1: the key came from the OS's random source  */
 
     /* stats (see rkv_tree_stats) */
     uint64_t cached_blocks, evictable_blocks, locked_blocks;
     uint64_t num_nodes, num_namespaces;
     uint64_t queried_tokens, hit_tokens, inserted_pages;
     uint64_t evicted_blocks, evicted_nodes, splits, lru_reorder_steps;
+
+    /* the layers' state */
+    struct rkv_ev_ring *events; /* KV events (events/kv_events.c): set at
+                              create, its cap 0 = off                     */
+    struct rkv_store_log_buf *slog; /* store log (events/store_log.c);
+                              NULL = off                                   */
+    rkv_tree_order order;  /* learned and guarded eviction (retain/)       */
+    rkv_tree_retention retain; /* pins, priorities, TTLs (retain/)         */
+    rkv_tree_tiers tiers;  /* tier residency (residency/)                  */
 };
 
 /* Node y's share of yield_blocks (retain/pins.c): its pages when every
@@ -324,10 +389,10 @@ static inline size_t rkv_tree_data_bytes(const rkv_tree *t, uint32_t pages)
                             t->tpage_bytes);
 }
 
-static inline rkv_tpage *rkv_tnode_tpages(const rkv_tree *t,
+static inline rkv_page_residency *rkv_tnode_tpages(const rkv_tree *t,
                                           const rkv_tnode *x)
 {
-    return (rkv_tpage *)(rkv_tnode_blocks(t, x) + x->cap_pages);
+    return (rkv_page_residency *)(rkv_tnode_blocks(t, x) + x->cap_pages);
 }
 
 static inline int rkv_tree_in_lru(const rkv_tnode *x)
@@ -339,13 +404,13 @@ static inline int rkv_tree_in_lru(const rkv_tnode *x)
 /* The LRU list a node belongs to (when it is an evictable leaf). */
 static inline uint32_t rkv_lru_bucket(const rkv_tree *t, uint32_t id)
 {
-    if (t->meta != NULL && t->meta[id].flags[RKV_META_ENDED])
+    if (t->retain.meta != NULL && t->retain.meta[id].flags[RKV_META_ENDED])
         return RKV_ENDED_BUCKET;
     if (t->policy == RKV_EVICT_LRU)
         return 0;
-    uint32_t prio = t->meta != NULL ? t->meta[id].prio : RKV_PRIORITY_DEFAULT;
+    uint32_t prio = t->retain.meta != NULL ? t->retain.meta[id].prio : RKV_PRIORITY_DEFAULT;
     if (t->policy == RKV_EVICT_LEARNED && prio == RKV_PRIORITY_DEFAULT)
-        return RKV_PRIORITY_MAX + 1 + t->meta[id].cls; /* RKV_LEARN_BUCKET0 */
+        return RKV_PRIORITY_MAX + 1 + t->retain.meta[id].cls; /* RKV_LEARN_BUCKET0 */
     return prio;
 }
 
@@ -406,29 +471,29 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
 uint64_t rkv_tree_prev_hash(const rkv_tree *t, uint32_t parent);
 
 /* child_index.c ---------------------------------------------------------- */
-uint64_t rkv_cidx_key_page(const rkv_tree *t, uint32_t parent,
+uint64_t rkv_child_index_key_page(const rkv_tree *t, uint32_t parent,
                            const int32_t *page);
-uint64_t rkv_cidx_key_ns(uint64_t ns);
+uint64_t rkv_child_index_key_ns(uint64_t ns);
 /* Key of an existing node (its first page or its ns). */
-uint64_t rkv_cidx_key_node(const rkv_tree *t, uint32_t id);
+uint64_t rkv_child_index_key_node(const rkv_tree *t, uint32_t id);
 /* Child of parent whose first page equals page, or RKV_NIL. */
-uint32_t rkv_cidx_find(const rkv_tree *t, uint32_t parent, const int32_t *page);
+uint32_t rkv_child_index_find(const rkv_tree *t, uint32_t parent, const int32_t *page);
 /* Namespace root of ns, or RKV_NIL. */
-uint32_t rkv_cidx_find_ns(const rkv_tree *t, uint64_t ns);
+uint32_t rkv_child_index_find_ns(const rkv_tree *t, uint64_t ns);
 /* Capacity must have been ensured (rkv_tree_prepare). */
-void rkv_cidx_insert(rkv_tree *t, uint64_t key, uint32_t id);
+void rkv_child_index_insert(rkv_tree *t, uint64_t key, uint32_t id);
 /* Entry (key, old_id) now names new_id. */
-void rkv_cidx_replace(rkv_tree *t, uint64_t key, uint32_t old_id,
+void rkv_child_index_replace(rkv_tree *t, uint64_t key, uint32_t old_id,
                       uint32_t new_id);
-void rkv_cidx_remove(rkv_tree *t, uint64_t key, uint32_t id);
+void rkv_child_index_remove(rkv_tree *t, uint64_t key, uint32_t id);
 /* Marks every entry of tab[0..cap) empty. */
-void rkv_cidx_clear(rkv_cidx_entry *tab, uint32_t cap);
+void rkv_child_index_clear(rkv_child_index_entry *tab, uint32_t cap);
 /* Moves every entry into `fresh` (cap entries, power of two), which
  * becomes the table; the old one is freed. */
-void rkv_cidx_rehash(rkv_tree *t, rkv_cidx_entry *fresh, uint32_t cap);
+void rkv_child_index_rehash(rkv_tree *t, rkv_child_index_entry *fresh, uint32_t cap);
 /* Smallest power-of-two capacity (>= 64) holding count entries at load
  * <= 3/4. */
-uint32_t rkv_cidx_cap_for(uint64_t count);
+uint32_t rkv_child_index_cap_for(uint64_t count);
 
 /* tree.c ----------------------------------------------------------------- */
 /* A cleared slot (in use from now on: the caller sets its parent). Capacity
@@ -454,10 +519,10 @@ void rkv_tree_core_destroy(rkv_tree *t);
 typedef struct rkv_tree_prep {
     rkv_tnode *nodes;       /* new slot table, or NULL                      */
     uint32_t nodes_cap;
-    rkv_cidx_entry *idx;    /* new child index, or NULL                     */
+    rkv_child_index_entry *idx;    /* new child index, or NULL                     */
     uint32_t idx_cap;
-    rkv_tmeta *meta;        /* grown meta (with nodes, when t->meta exists) */
-    rkv_ttn *tn;            /* grown tn (with nodes, when t->tn exists)     */
+    rkv_node_retention *meta;        /* grown meta (with nodes, when t->retain.meta exists) */
+    rkv_node_residency *tn;            /* grown tn (with nodes, when t->tiers.tn exists)     */
     int ndata;
     void *data[16];         /* node arrays (retain: up to 3 splits; insert:
                                pieces cut at lowered pins + a lower split) */
@@ -525,8 +590,8 @@ void rkv_tree_free_root(rkv_tree *t, uint32_t root);
 static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y)
 {
     const rkv_tnode *x = &t->nodes[y];
-    if (t->meta == NULL || x->lock_count == 0 || x->parent == 0 ||
-        x->parent == RKV_NIL || x->lock_count != t->meta[y].pin_count)
+    if (t->retain.meta == NULL || x->lock_count == 0 || x->parent == 0 ||
+        x->parent == RKV_NIL || x->lock_count != t->retain.meta[y].pin_count)
         return 0;
     return x->num_pages;
 }
@@ -535,7 +600,7 @@ static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y)
  * (off-device) children. */
 static inline int rkv_tier_has_lower(const rkv_tree *t, uint32_t id)
 {
-    return t->tn != NULL && t->tn[id].lchild != RKV_NIL;
+    return t->tiers.tn != NULL && t->tiers.tn[id].lchild != RKV_NIL;
 }
 
 #endif

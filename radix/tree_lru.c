@@ -187,8 +187,8 @@ void rkv_tree_touch(rkv_tree *t, uint32_t id)
     /* a use: the path is no longer only an ended session's */
     for (uint32_t y = id; y != 0; y = t->nodes[y].parent) {
         t->nodes[y].last_access = c;
-        if (t->meta != NULL)
-            t->meta[y].flags[RKV_META_ENDED] = 0;
+        if (t->retain.meta != NULL)
+            t->retain.meta[y].flags[RKV_META_ENDED] = 0;
     }
     if (listed)
         rkv_lru_push_tail(t, id);
@@ -198,7 +198,7 @@ void rkv_tree_touch(rkv_tree *t, uint32_t id)
 
 void rkv_tree_free_root(rkv_tree *t, uint32_t root)
 {
-    rkv_cidx_remove(t, rkv_cidx_key_ns(t->nodes[root].u.ns), root);
+    rkv_child_index_remove(t, rkv_child_index_key_ns(t->nodes[root].u.ns), root);
     rkv_tree_slot_free(t, root);
     t->num_namespaces--;
 }
@@ -210,7 +210,7 @@ static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
     rkv_lru_unlink(t, id);
     /* the first page's tokens are still in memory: trimming only lowered
      * num_pages */
-    rkv_cidx_remove(t, rkv_cidx_key_page(t, x->parent, x->u.tokens), id);
+    rkv_child_index_remove(t, rkv_child_index_key_page(t, x->parent, x->u.tokens), id);
     uint32_t p = x->parent;
     if (x->prev_sib != RKV_NIL)
         t->nodes[x->prev_sib].next_sib = x->next_sib;

@@ -42,28 +42,28 @@ typedef struct rkv_tcopy {
     int stall;                /* queries report "not ready"               */
 } rkv_tcopy;
 
-struct rkv_tstore;
+struct rkv_queued_store;
 
 /* At attach: copies are asynchronous iff the pool is a CUDA pool with KV
  * memory and the stores hold bytes. */
-void rkv_tcopy_init(rkv_tree *t);
+void rkv_tier_copy_init(rkv_tree *t);
 /* Waits for every copy in flight and forgets the batches (their loads and
  * stores are being dropped: reset). */
-void rkv_tcopy_drain(rkv_tree *t);
+void rkv_tier_copy_drain(rkv_tree *t);
 /* drain, then frees the stream, events and staging (detach, destroy). */
-void rkv_tcopy_fini(rkv_tree *t);
+void rkv_tier_copy_fini(rkv_tree *t);
 /* Poll: finishes the batches whose event completed (oldest first), then
  * issues one batch of the queued loads and stores. */
-void rkv_tcopy_poll(rkv_tree *t);
+void rkv_tier_copy_poll(rkv_tree *t);
 /* A demotion met queued store *op in flight: waits for its batch's event
  * and finishes op (the rest of the batch finishes at a later poll). */
-void rkv_tcopy_wait_store(rkv_tree *t, struct rkv_tstore *op);
+void rkv_tier_copy_wait_store(rkv_tree *t, struct rkv_queued_store *op);
 /* Blocks until every batch already issued has run on the copy stream
  * (the next poll then finishes them all); a no-op without copies in flight.
  * For teardown (the scheduler's destroy): a poll loop alone would spin on
  * a real GPU until the copies land. */
-void rkv_tcopy_wait_issued(rkv_tree *t);
+void rkv_tier_copy_wait_issued(rkv_tree *t);
 /* rkv_tree_check: the batch table and what refers to it. */
-rkv_status rkv_tcopy_check(const rkv_tree *t);
+rkv_status rkv_tier_copy_check(const rkv_tree *t);
 
 #endif

@@ -5,7 +5,7 @@
  * and the learned and guarded eviction orders (retain/evict_learned.h,
  * retain/evict_guard.h) have their own headers or none.
  *
- * The per-node retention entry (rkv_tmeta) lives in radix/tree_core.h:
+ * The per-node retention entry (rkv_node_retention) lives in radix/tree_core.h:
  * the core's eviction order reads it inline. Everything else of retention
  * (the pin table, its deadline heap, the counters) is this layer's.
  */
@@ -26,6 +26,30 @@ typedef struct rkv_pin {
     uint32_t node;
     uint32_t heap_pos;  /* live: index in pin_heap; free: next free pin */
 } rkv_pin;
+
+/* What retention needs of the tiers below the device: lowering a pin
+ * instead of revoking it, and the lower tiers' lists of LOWER nodes, which
+ * a priority also orders. The residency layer implements it
+ * (residency/lowered_pins.c) and registers it in t->retain.tier_ops while
+ * tiers are attached; NULL otherwise (no pin is lowered then). */
+typedef struct rkv_pin_tier_ops {
+    /* device pressure lowers pins instead of revoking them */
+    int (*can_lower)(const rkv_tree *t);
+    /* leased pin p gives its lease back and is counted as lowered */
+    void (*lower)(rkv_tree *t, uint32_t p);
+    /* adds delta to the lowered-pin count of the path node..root */
+    void (*path)(rkv_tree *t, uint32_t node, int delta);
+    /* node id lives below the device (a LOWER node) */
+    int (*node_is_lower)(const rkv_tree *t, uint32_t id);
+    /* LOWER node id leaves (0) or rejoins (1) its tier's list around a
+     * priority change */
+    void (*relist)(rkv_tree *t, uint32_t id, int rejoin);
+    /* the lowered pins' share of rkv_tree_check (lown[y]: lowered pins
+     * ending at y, or NULL when there is no retention data) and of the
+     * retention stats */
+    rkv_status (*check)(const rkv_tree *t, const uint32_t *lown);
+    void (*stats)(const rkv_tree *t, rkv_retention_stats *out);
+} rkv_pin_tier_ops;
 
 /* retain/ns_ttl.c -------------------------------------------------------- */
 /* ns's default pin TTL, 0 if none. O(RKV_NS_TTL_MAX). */

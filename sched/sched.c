@@ -138,9 +138,9 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
         return st;
     /* the tree's store log when tiers are attached (sched_tier.c; later
      * attached tiers get it at the first step) */
-    int log_on = c.use_tiers && rkv_slog_tiers_attached(tree);
+    int log_on = c.use_tiers && rkv_store_log_tiers_attached(tree);
     if (log_on && (st = rkv_tree_store_log_enable(
-                       tree, rkv_stier_log_cap(rkv_tree_pool(tree)))) != RKV_OK)
+                       tree, rkv_sched_tier_log_cap(rkv_tree_pool(tree)))) != RKV_OK)
         return st;
     rkv_sched *s = rkv_sched_mem_calloc(1, sizeof *s);
     if (s == NULL) {
@@ -182,7 +182,7 @@ void rkv_sched_destroy(rkv_sched *s)
         rkv_sched_running_remove(s, r);
         rkv_sreq_free(r);
     }
-    rkv_stier_destroy(s);
+    rkv_sched_tier_destroy(s);
     if (s->slog_on)
         (void)rkv_tree_store_log_enable(s->tree, 0); /* the scheduler's */
     for (uint32_t i = 0; i < s->nwaiting; i++)
@@ -380,7 +380,7 @@ rkv_status rkv_sched_abort(rkv_sched *s, uint64_t id)
                              (unsigned long long)id);
     rkv_sreq *r = (rkv_sreq *)(uintptr_t)*v;
     if (r->state == RKV_REQ_WAITING) {
-        rkv_stier_drop(s, r);
+        rkv_sched_tier_drop(s, r);
         rkv_sched_waiting_remove(s, r);
     } else {
         if (s->plan_pending) {

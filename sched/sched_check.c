@@ -158,7 +158,7 @@ rkv_status rkv_sched_check(const rkv_sched *s)
                                i);
         }
     }
-    if ((st = rkv_stier_check(s)) != RKV_OK)
+    if ((st = rkv_sched_tier_check(s)) != RKV_OK)
         return st;
     if ((st = rkv_pool_check(s->pool)) != RKV_OK)
         return st;

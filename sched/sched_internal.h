@@ -258,42 +258,42 @@ rkv_status rkv_ensure_scratch(rkv_sched *s, uint32_t pages);
 /* sched_tier.c */
 /* Polls the tree's transfers: completed loads make their requests ready
  * (or failed: they will compute). */
-rkv_status rkv_stier_poll(rkv_sched *s);
+rkv_status rkv_sched_tier_poll(rkv_sched *s);
 /* Tokens of credit for r's lower continuation (see radixkv.h). */
-double rkv_stier_credit(const rkv_sched *s, size_t host, size_t disk);
+double rkv_sched_tier_credit(const rkv_sched *s, size_t host, size_t disk);
 /* Admission: *loading 1 if r got a load instead (or waits for its own), 2
  * if it waits for another request's load of its continuation, 0 if it
  * should be admitted now; avail: blocks a load may take. */
-rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
+rkv_status rkv_sched_tier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
                              int *loading);
 /* After r's admission stuck: the loaded pages count as cached by medium,
  * and the load's lease goes. */
-void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched);
+void rkv_sched_tier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched);
 /* Nothing runs and the pool is full: every completed load but keep's lets
  * go of its pages (they stay cached, evictable; those requests re-match
  * later). */
-void rkv_stier_release_ready(rkv_sched *s, const rkv_sreq *keep);
+void rkv_sched_tier_release_ready(rkv_sched *s, const rkv_sreq *keep);
 /* rkv_sched_destroy: drops every waiting request's load, lets queued
  * loads complete where the backend allows, frees the tier state. */
-void rkv_stier_destroy(rkv_sched *s);
+void rkv_sched_tier_destroy(rkv_sched *s);
 /* Drops r's load (abort, destroy): lease released (or, while the tree
  * still loads it, when its ticket completes), ticket forgotten. */
-void rkv_stier_drop(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_tier_drop(rkv_sched *s, rkv_sreq *r);
 /* Preemption: swap r's computed pages to host when cheaper (before its
  * release; r still locks them). */
-void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r);
+void rkv_sched_tier_swap_out(rkv_sched *s, rkv_sreq *r);
 /* Room for n more plan copies listing `blocks` block ids between them
  * (reserved before a transfer is queued). */
-rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks);
+rkv_status rkv_sched_tier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks);
 /* The store log's capacity for a pool: room for a step that evicts the
  * whole pool twice and queues a full store queue (more is counted, not
  * listed), at most 2^20 records (16 MiB). */
-uint32_t rkv_stier_log_cap(const rkv_pool *pool);
+uint32_t rkv_sched_tier_log_cap(const rkv_pool *pool);
 /* End of a step: the tree's store log (write-policy and demotion stores
  * since the last step) drained into the copies; the plan's copy fields. */
-void rkv_stier_plan(rkv_sched *s);
+void rkv_sched_tier_plan(rkv_sched *s);
 /* Check of r's load state and of the ticket map. */
-rkv_status rkv_stier_check(const rkv_sched *s);
+rkv_status rkv_sched_tier_check(const rkv_sched *s);
 
 /* sched_order.c */
 void rkv_squeue_fini(rkv_squeue *q);

@@ -129,7 +129,7 @@ static double rkv_key_of(const rkv_sched *s, const rkv_sreq *r)
     case RKV_POLICY_BOUNDED:
         /* tiers: a lower continuation counts, less its load time */
         return -((double)r->pm_tokens +
-                 rkv_stier_credit(s, r->pm_host, r->pm_disk));
+                 rkv_sched_tier_credit(s, r->pm_host, r->pm_disk));
     default:
         return 0.0;
     }

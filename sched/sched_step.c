@@ -102,7 +102,7 @@ static rkv_status rkv_step_reserve(rkv_sched *s)
 
 static void rkv_preempt(rkv_sched *s, rkv_sreq *r)
 {
-    rkv_stier_swap_out(s, r); /* swap instead of recompute, when cheaper */
+    rkv_sched_tier_swap_out(s, r); /* swap instead of recompute, when cheaper */
     rkv_sreq_release(s, r);
     rkv_sched_running_remove(s, r);
     (void)rkv_sched_waiting_add(s, r); /* capacity reserved: cannot fail */
@@ -422,7 +422,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
             if (rkv_future_blocks(s, r) > room)
                 room = 0;
             int loading = 0;
-            rkv_status lst = rkv_stier_try_load(s, r, room, &loading);
+            rkv_status lst = rkv_sched_tier_try_load(s, r, room, &loading);
             if (lst != RKV_OK)
                 return lst;
             if (loading) { /* its own load (1), or another's (2) */
@@ -454,10 +454,10 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
              * completed loads must not hold it (they would wait for each
              * other forever): their pages become ordinary cached pages */
             if (s->nrunning == 0)
-                rkv_stier_release_ready(s, r);
+                rkv_sched_tier_release_ready(s, r);
             break;
         }
-        rkv_stier_admitted(s, r, r->cached_len);
+        rkv_sched_tier_admitted(s, r, r->cached_len);
         rkv_sched_waiting_remove(s, r);
         r->state = RKV_REQ_RUNNING;
         r->ridx = s->nrunning;
@@ -487,7 +487,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     s->ncopies = 0;
     /* completed loads make their requests admissible in this step */
     if (st == RKV_OK)
-        st = rkv_stier_poll(s);
+        st = rkv_sched_tier_poll(s);
     if (st == RKV_OK)
         st = rkv_step_reserve(s);
     if (st == RKV_OK)
@@ -521,7 +521,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
         rkv_plan_cancel(s);
         return st;
     }
-    rkv_stier_plan(s);
+    rkv_sched_tier_plan(s);
     s->plan_pending = s->plan_n > 0;
     s->st.steps++;
     uint64_t used = (uint64_t)s->num_blocks - rkv_pool_num_free(s->pool);

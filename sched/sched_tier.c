@@ -1,6 +1,6 @@
 /*
  * sched/sched_tier.c -- the scheduler's side of the host/disk tiers
- * (issue 12; the contract is "Tiers in the scheduler" in radixkv.h): a
+ * (the contract is "Tiers in the scheduler" in radixkv.h): a
  * waiting request's own load (rkv_tree_load at admission, completion
  * through rkv_tree_tier_poll at the start of every step), the credit a
  * lower continuation earns in the lpm order, swap-out at preemption
@@ -11,7 +11,7 @@
  * from the tree's store log, which the scheduler enables at create and
  * drains at the end of every step).
  *
- * Load state of a WAITING request (checked by rkv_stier_check):
+ * Load state of a WAITING request (checked by rkv_sched_tier_check):
  *   none      load_ticket 0, load_ready 0, no load_lease;
  *   queued    load_ticket != 0, in s->tickets (ticket -> request), lease
  *             held on the loading path; admission skips it;
@@ -19,7 +19,7 @@
  *             the device and cannot be evicted before it is admitted.
  *   waits     none, but its continuation is another request's LOADING path
  *             (rkv_tier_match.loading_ticket): admission skips it this
- *             step (rkv_stier_try_load reports 2); no state is kept, the
+ *             step (rkv_sched_tier_try_load reports 2); no state is kept, the
  *             next step's match decides again.
  *   Queued and ready requests are counted in s->nloading and hold a running
  *   slot (nrunning + nloading <= max_running). A RUNNING request is always
@@ -47,7 +47,7 @@
 
 /* Credit of one lower token: the compute it saves minus its load time,
  * both in tokens (0..1). */
-static double rkv_stier_factor(const rkv_sched *s, double load_ms_per_page)
+static double rkv_sched_tier_factor(const rkv_sched *s, double load_ms_per_page)
 {
     double c = s->cfg.compute_ms_per_token;
     if (c <= 0)
@@ -56,23 +56,23 @@ static double rkv_stier_factor(const rkv_sched *s, double load_ms_per_page)
     return f > 0 ? f : 0.0;
 }
 
-double rkv_stier_credit(const rkv_sched *s, size_t host, size_t disk)
+double rkv_sched_tier_credit(const rkv_sched *s, size_t host, size_t disk)
 {
     if (host == 0 && disk == 0)
         return 0.0;
-    return (double)host * rkv_stier_factor(s, s->cfg.host_load_ms_per_page) +
-           (double)disk * rkv_stier_factor(s, s->cfg.disk_load_ms_per_page);
+    return (double)host * rkv_sched_tier_factor(s, s->cfg.host_load_ms_per_page) +
+           (double)disk * rkv_sched_tier_factor(s, s->cfg.disk_load_ms_per_page);
 }
 
 /* Block ids listed so far this step (copy_indptr[ncopies]). */
-static uint32_t rkv_stier_nblocks(const rkv_sched *s)
+static uint32_t rkv_sched_tier_nblocks(const rkv_sched *s)
 {
     return s->ncopies == 0 ? 0 : s->copy_indptr[s->ncopies];
 }
 
-rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks)
+rkv_status rkv_sched_tier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks)
 {
-    uint32_t nb = rkv_stier_nblocks(s);
+    uint32_t nb = rkv_sched_tier_nblocks(s);
     if (blocks > UINT32_MAX - nb || n > UINT32_MAX - 1 - s->ncopies)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: too many copies");
     rkv_status st = rkv_ensure_cap((void **)&s->copies, &s->copies_cap,
@@ -89,12 +89,12 @@ rkv_status rkv_stier_copies_reserve(rkv_sched *s, uint32_t n, uint32_t blocks)
 /* Lists a transfer of `pages` pages; nb of its block ids (0 where the tree
  * does not report them, else pages) are already at copy_blocks[the
  * current end]. */
-static void rkv_stier_copy(rkv_sched *s, uint64_t req, uint64_t ticket,
+static void rkv_sched_tier_copy(rkv_sched *s, uint64_t req, uint64_t ticket,
                           int kind, int medium, uint32_t pages, uint32_t nb)
 {
     if (pages == 0 || s->ncopies >= s->copies_cap)
         return; /* callers reserve first */
-    uint32_t start = rkv_stier_nblocks(s);
+    uint32_t start = rkv_sched_tier_nblocks(s);
     if (s->ncopies == 0)
         s->copy_indptr[0] = 0;
     rkv_plan_copy *c = &s->copies[s->ncopies++];
@@ -107,7 +107,7 @@ static void rkv_stier_copy(rkv_sched *s, uint64_t req, uint64_t ticket,
     s->copy_indptr[s->ncopies] = start + nb;
 }
 
-static void rkv_stier_fail(rkv_sched *s, rkv_sreq *r)
+static void rkv_sched_tier_fail(rkv_sched *s, rkv_sreq *r)
 {
     (void)rkv_tree_unlock(s->tree, &r->load_lease);
     memset(&r->load_lease, 0, sizeof r->load_lease);
@@ -118,7 +118,7 @@ static void rkv_stier_fail(rkv_sched *s, rkv_sreq *r)
     s->st.failed_loads++;
 }
 
-rkv_status rkv_stier_poll(rkv_sched *s)
+rkv_status rkv_sched_tier_poll(rkv_sched *s)
 {
     if (!s->cfg.use_tiers)
         return RKV_OK;
@@ -144,7 +144,7 @@ rkv_status rkv_stier_poll(rkv_sched *s)
             rkv_u64map_del(&s->tickets, d[i].ticket);
             r->load_ticket = 0;
             if (d[i].status != RKV_OK || d[i].num_pages == 0) {
-                rkv_stier_fail(s, r);
+                rkv_sched_tier_fail(s, r);
                 continue;
             }
             r->load_ready = 1;
@@ -157,7 +157,7 @@ rkv_status rkv_stier_poll(rkv_sched *s)
     return RKV_OK;
 }
 
-rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
+rkv_status rkv_sched_tier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
                              int *loading)
 {
     *loading = r->load_ticket != 0;
@@ -172,7 +172,7 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
     if (st != RKV_OK)
         return st;
     if (tm.loading_ticket != 0 &&
-        rkv_stier_credit(s, tm.loading_tokens, 0) > 0) {
+        rkv_sched_tier_credit(s, tm.loading_tokens, 0) > 0) {
         /* another request is loading this continuation: wait for that
          * ticket (it completes at a later step's poll; then the pages
          * match on the device, or, failed, are lower again) rather than
@@ -182,7 +182,7 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
         return RKV_OK;
     }
     uint64_t pages = tm.lower_tokens / s->P;
-    if (pages == 0 || rkv_stier_credit(s, tm.host_tokens, tm.disk_tokens) <= 0)
+    if (pages == 0 || rkv_sched_tier_credit(s, tm.host_tokens, tm.disk_tokens) <= 0)
         return RKV_OK;
     if (pages > avail)
         pages = avail;
@@ -193,13 +193,13 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
     if (st == RKV_OK) /* room for every queued load to become an orphan */
         st = rkv_u64map_reserve(&s->orphans, s->tickets.count + 1);
     if (st == RKV_OK)
-        st = rkv_stier_copies_reserve(s, 2, (uint32_t)pages);
+        st = rkv_sched_tier_copies_reserve(s, 2, (uint32_t)pages);
     if (st != RKV_OK)
         return st;
     rkv_load ld;
     memset(&ld, 0, sizeof ld);
     /* the destinations land where the plan lists them */
-    rkv_block_id *dst = s->copy_blocks + rkv_stier_nblocks(s);
+    rkv_block_id *dst = s->copy_blocks + rkv_sched_tier_nblocks(s);
     st = rkv_tree_load(s->tree, r->ns, r->tokens, n, (uint32_t)pages, dst, &ld);
     if (st == RKV_ERR_NO_SPACE)
         return RKV_OK; /* the pool cannot take them: compute */
@@ -228,14 +228,14 @@ rkv_status rkv_stier_try_load(rkv_sched *s, rkv_sreq *r, uint64_t avail,
     }
     /* host pages come before disk pages on a path (tree_tier.c) */
     uint32_t hp = r->load_pages - r->load_disk_pages;
-    rkv_stier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_HOST, hp, hp);
-    rkv_stier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_DISK,
+    rkv_sched_tier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_HOST, hp, hp);
+    rkv_sched_tier_copy(s, r->id, ld.ticket, kind, RKV_MEDIUM_DISK,
                   r->load_disk_pages, r->load_disk_pages);
     *loading = 1;
     return RKV_OK;
 }
 
-void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched)
+void rkv_sched_tier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched)
 {
     size_t lt = 0, dt = 0;
     if (r->load_ready) {
@@ -260,7 +260,7 @@ void rkv_stier_admitted(rkv_sched *s, rkv_sreq *r, size_t matched)
     r->load_pages = r->load_disk_pages = 0;
 }
 
-void rkv_stier_release_ready(rkv_sched *s, const rkv_sreq *keep)
+void rkv_sched_tier_release_ready(rkv_sched *s, const rkv_sreq *keep)
 {
     for (uint32_t i = 0; i < s->nwaiting && s->nloading > 0; i++) {
         rkv_sreq *w = s->waiting[i];
@@ -275,7 +275,7 @@ void rkv_stier_release_ready(rkv_sched *s, const rkv_sreq *keep)
     }
 }
 
-void rkv_stier_drop(rkv_sched *s, rkv_sreq *r)
+void rkv_sched_tier_drop(rkv_sched *s, rkv_sreq *r)
 {
     if (r->load_ticket != 0) {
         rkv_u64map_del(&s->tickets, r->load_ticket);
@@ -294,7 +294,7 @@ void rkv_stier_drop(rkv_sched *s, rkv_sreq *r)
     s->nloading--;
 }
 
-void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r)
+void rkv_sched_tier_swap_out(rkv_sched *s, rkv_sreq *r)
 {
     if (!s->cfg.swap || !s->cfg.use_tiers)
         return;
@@ -305,18 +305,18 @@ void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r)
     double swap_ms = (double)pages * s->cfg.host_load_ms_per_page;
     double recompute_ms = (double)pages * s->P * s->cfg.compute_ms_per_token;
     if (swap_ms > recompute_ms ||
-        rkv_stier_copies_reserve(s, 1, pages) != RKV_OK)
+        rkv_sched_tier_copies_reserve(s, 1, pages) != RKV_OK)
         return;
     uint64_t ticket = 0;
     uint32_t np = 0;
-    rkv_block_id *src = s->copy_blocks + rkv_stier_nblocks(s);
+    rkv_block_id *src = s->copy_blocks + rkv_sched_tier_nblocks(s);
     if (rkv_tree_store_prefix(s->tree, r->ns, r->tokens,
                               (size_t)pages * s->P, src, &ticket, &np) != RKV_OK)
         return; /* best effort (no host tier, queue full): recompute */
     r->swapped_pages = pages;
     s->st.swap_outs++;
     s->st.swap_out_pages += np;
-    rkv_stier_copy(s, r->id, ticket, RKV_TRANSFER_SWAP_OUT, RKV_MEDIUM_HOST,
+    rkv_sched_tier_copy(s, r->id, ticket, RKV_TRANSFER_SWAP_OUT, RKV_MEDIUM_HOST,
                   np, np);
 }
 
@@ -324,7 +324,7 @@ void rkv_stier_swap_out(rkv_sched *s, rkv_sreq *r)
  * same source, medium and state is one entry (device sources list their
  * blocks); records the log dropped are count-only entries. What cannot be
  * reserved (out of memory) stays in the log for the next step. */
-static void rkv_stier_list_stores(rkv_sched *s)
+static void rkv_sched_tier_list_stores(rkv_sched *s)
 {
     rkv_store_log lg;
     if (rkv_tree_store_log_read(s->tree, &lg) != RKV_OK)
@@ -341,14 +341,14 @@ static void rkv_stier_list_stores(rkv_sched *s)
             j++;
         uint32_t pages = j - i;
         uint32_t nb = a->from == RKV_MEDIUM_DEVICE ? pages : 0;
-        if (rkv_stier_copies_reserve(s, 1, nb) != RKV_OK) {
+        if (rkv_sched_tier_copies_reserve(s, 1, nb) != RKV_OK) {
             rkv_tree_store_log_clear(s->tree, i); /* the rest: next step */
             return;
         }
-        rkv_block_id *dst = s->copy_blocks + rkv_stier_nblocks(s);
+        rkv_block_id *dst = s->copy_blocks + rkv_sched_tier_nblocks(s);
         for (uint32_t k = 0; k < nb; k++)
             dst[k] = lg.records[i + k].block;
-        rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, a->medium, pages, nb);
+        rkv_sched_tier_copy(s, 0, 0, RKV_TRANSFER_STORE, a->medium, pages, nb);
         s->copies[s->ncopies - 1].done = done;
         i = j;
     }
@@ -356,30 +356,30 @@ static void rkv_stier_list_stores(rkv_sched *s)
         uint64_t d = lg.lost[m];
         if (d == 0)
             continue;
-        if (rkv_stier_copies_reserve(s, 1, 0) != RKV_OK) {
+        if (rkv_sched_tier_copies_reserve(s, 1, 0) != RKV_OK) {
             rkv_tree_store_log_clear(s->tree, lg.num_records);
             return; /* the lost counts go: nothing more is known of them */
         }
-        rkv_stier_copy(s, 0, 0, RKV_TRANSFER_STORE, m,
+        rkv_sched_tier_copy(s, 0, 0, RKV_TRANSFER_STORE, m,
                        d > UINT32_MAX ? UINT32_MAX : (uint32_t)d, 0);
     }
     rkv_tree_store_log_clear(s->tree, lg.num_records);
 }
 
-uint32_t rkv_stier_log_cap(const rkv_pool *pool)
+uint32_t rkv_sched_tier_log_cap(const rkv_pool *pool)
 {
     uint64_t cap = 2 * (uint64_t)rkv_pool_num_blocks(pool) + 1024;
     return cap < (1u << 20) ? (uint32_t)cap : 1u << 20;
 }
 
-void rkv_stier_plan(rkv_sched *s)
+void rkv_sched_tier_plan(rkv_sched *s)
 {
-    if (s->cfg.use_tiers && !s->slog_on && rkv_slog_tiers_attached(s->tree) &&
-        rkv_tree_store_log_enable(s->tree, rkv_stier_log_cap(s->pool)) ==
+    if (s->cfg.use_tiers && !s->slog_on && rkv_store_log_tiers_attached(s->tree) &&
+        rkv_tree_store_log_enable(s->tree, rkv_sched_tier_log_cap(s->pool)) ==
             RKV_OK)
         s->slog_on = 1; /* tiers attached after create; retried if refused */
     if (s->slog_on)
-        rkv_stier_list_stores(s);
+        rkv_sched_tier_list_stores(s);
     s->plan.num_copies = s->ncopies;
     s->plan.copies = s->copies;
     if (s->ncopies == 0 && s->copy_indptr != NULL)
@@ -388,7 +388,7 @@ void rkv_stier_plan(rkv_sched *s)
     s->plan.copy_blocks = s->copy_blocks;
 }
 
-rkv_status rkv_stier_check(const rkv_sched *s)
+rkv_status rkv_sched_tier_check(const rkv_sched *s)
 {
     uint32_t loading = 0, queued = 0;
     for (uint32_t i = 0; i < s->nwaiting; i++) {
@@ -472,10 +472,10 @@ rkv_status rkv_stier_check(const rkv_sched *s)
     return RKV_OK;
 }
 
-void rkv_stier_destroy(rkv_sched *s)
+void rkv_sched_tier_destroy(rkv_sched *s)
 {
     for (uint32_t i = 0; i < s->nwaiting; i++)
-        rkv_stier_drop(s, s->waiting[i]);
+        rkv_sched_tier_drop(s, s->waiting[i]);
     /* loads still queued or in flight: poll them to completion so their
      * leases can go. On a CUDA pool a poll that completes nothing still
      * progresses (it issues the batch, or finds its event not ready yet),
@@ -487,10 +487,10 @@ void rkv_stier_destroy(rkv_sched *s)
      * engine that never completes leaves them to the tree's destroy. */
     for (int round = 0; round < 4096 && s->orphans.count > 0; round++) {
         rkv_tier_stats ts;
-        if (rkv_stier_poll(s) != RKV_OK || rkv_tree_tier_stats(s->tree, &ts) != RKV_OK ||
+        if (rkv_sched_tier_poll(s) != RKV_OK || rkv_tree_tier_stats(s->tree, &ts) != RKV_OK ||
             ts.pending_loads == 0)
             break;
-        rkv_tcopy_wait_issued(s->tree);
+        rkv_tier_copy_wait_issued(s->tree);
     }
     rkv_u64map_fini(&s->tickets);
     rkv_u64map_fini(&s->orphans);

@@ -503,7 +503,7 @@ Test(sched_tiers, lower_pages_credited_at_their_medium_cost)
         per_disk = per_disk > 0 ? per_disk : 0;
         for (uint32_t hp = 0; hp <= 3; hp++)
             for (uint32_t dp = 0; dp <= 3; dp++) {
-                double got = rkv_stier_credit(s, (size_t)hp * P, (size_t)dp * P);
+                double got = rkv_sched_tier_credit(s, (size_t)hp * P, (size_t)dp * P);
                 double want = hp * per_host + dp * per_disk;
                 cr_assert(fabs(got - want) < 1e-9, "costs %g/%g/%g: %u host + %u disk "
                           "pages credited %g tokens, expected %g", c[k].compute,

@@ -716,7 +716,7 @@ static uint32_t ref_victim(int policy)
             x->lock_count != 0)
             continue;
         uint64_t b = policy == RKV_EVICT_PRIORITY
-                         ? (t->meta ? t->meta[y].prio : RKV_PRIORITY_DEFAULT)
+                         ? (t->retain.meta ? t->retain.meta[y].prio : RKV_PRIORITY_DEFAULT)
                          : 0;
         if (best == RKV_NIL || b < bk || (b == bk && x->last_access < bl)) {
             best = y;

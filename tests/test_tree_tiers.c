@@ -1261,13 +1261,13 @@ typedef struct pr_cand {
 static int pr_tier_of(const rkv_tree *t, uint32_t y)
 {
     const rkv_tnode *x = &t->nodes[y];
-    if (x->parent == RKV_NIL || x->parent == 0 || !(t->tn[y].flags & RKV_TN_LOWER))
+    if (x->parent == RKV_NIL || x->parent == 0 || !(t->tiers.tn[y].flags & RKV_TN_LOWER))
         return -1;
-    int disk = (t->tn[y].flags & RKV_TN_DISK) != 0;
-    if (t->tier->disk == NULL || disk)
+    int disk = (t->tiers.tn[y].flags & RKV_TN_DISK) != 0;
+    if (t->tiers.tier->disk == NULL || disk)
         return x->first_child == RKV_NIL ? disk : -1;
     for (uint32_t c = x->first_child; c != RKV_NIL; c = t->nodes[c].next_sib)
-        if (!(t->tn[c].flags & RKV_TN_DISK))
+        if (!(t->tiers.tn[c].flags & RKV_TN_DISK))
             return -1;
     return 0;
 }
@@ -1282,10 +1282,10 @@ static uint32_t pr_snapshot(pr_env *e, int d, pr_cand *out, uint32_t cap)
         const rkv_tnode *x = &t->nodes[y];
         cr_assert_eq(x->num_pages, 1);
         cr_assert_lt(n, cap);
-        const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
         out[n].hash = (uint64_t)tp[0].hlo | ((uint64_t)tp[0].hhi << 32);
         out[n].prio = e->policy != RKV_EVICT_PRIORITY ? 0
-                      : t->meta != NULL ? t->meta[y].prio
+                      : t->retain.meta != NULL ? t->retain.meta[y].prio
                                         : RKV_PRIORITY_DEFAULT;
         out[n].last = x->last_access;
         n++;

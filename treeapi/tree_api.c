@@ -50,7 +50,7 @@ static void rkv_tree_layers_fini(rkv_tree *t)
     rkv_guard_fini(t);
     rkv_tier_fini(t);
     rkv_events_detach(t);
-    rkv_slog_fini(t);
+    rkv_store_log_fini(t);
 }
 
 rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
@@ -119,7 +119,7 @@ void rkv_tree_destroy(rkv_tree *tree)
     if (tree == NULL)
         return;
     /* outstanding leases die with the table */
-    if (RKV_UNLIKELY(tree->tier != NULL))
+    if (RKV_UNLIKELY(tree->tiers.tier != NULL))
         rkv_tier_drop_all(tree); /* lower nodes hold no device block */
     rkv_tree_core_clear(tree);
     rkv_tree_layers_fini(tree);
@@ -131,16 +131,16 @@ rkv_status rkv_tree_reset(rkv_tree *tree)
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_reset: NULL tree");
     /* pins' own leases do not count (lowered pins hold none) */
-    uint64_t pin_leases = tree->npins - tree->npins_lowered;
+    uint64_t pin_leases = tree->retain.npins - tree->retain.npins_lowered;
     if (tree->lock_total > pin_leases)
         return rkv_set_error(RKV_ERR_BUSY,
                              "rkv_tree_reset: %llu leases are held",
                              (unsigned long long)(tree->lock_total - pin_leases));
     rkv_pins_drop_all(tree);
-    if (RKV_UNLIKELY(tree->tier != NULL))
+    if (RKV_UNLIKELY(tree->tiers.tier != NULL))
         rkv_tier_drop_all(tree); /* lower nodes hold no device block */
     rkv_tree_core_clear(tree);
-    if (tree->guard != NULL)
+    if (tree->order.guard != NULL)
         rkv_guard_clear(tree);
     if (RKV_UNLIKELY(tree->events->cap != 0))
         rkv_ev_cleared(tree);
@@ -166,10 +166,10 @@ rkv_status rkv_tree_get_stats(const rkv_tree *tree, rkv_tree_stats *out)
     out->splits = tree->splits;
     out->lru_reorder_steps = tree->lru_reorder_steps;
     out->host_bytes = tree->mem.bytes;
-    if (tree->guard != NULL) {
-        out->guard_lru_hit_tokens = tree->guard->lru_hit_pages * tree->P;
-        out->guard_fallbacks = tree->guard->fallbacks;
-        out->guard_on_lru = (uint32_t)tree->guard->fallback;
+    if (tree->order.guard != NULL) {
+        out->guard_lru_hit_tokens = tree->order.guard->lru_hit_pages * tree->P;
+        out->guard_fallbacks = tree->order.guard->fallbacks;
+        out->guard_on_lru = (uint32_t)tree->order.guard->fallback;
     }
     return RKV_OK;
 }
