@@ -224,9 +224,6 @@ rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
     for (uint32_t b = 0; b < RKV_LRU_BUCKETS; b++)
         t->lru_head[b] = t->lru_tail[b] = RKV_NIL;
     t->policy = cfg->evict_policy;
-    t->retain.pin_cap_blocks = (uint64_t)pool->cfg.num_blocks * cfg->max_pinned_pct / 100;
-    t->retain.pin_pct = cfg->max_pinned_pct;
-    t->retain.pin_free = RKV_NIL;
     *out = t;
     return RKV_OK;
 }

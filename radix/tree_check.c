@@ -1,7 +1,10 @@
 /*
  * radix/tree_check.c -- rkv_tree_check (every invariant of
- * radix/tree_core.h, recomputed from scratch), stats, node info and the
- * debug hooks of radix/tree_debug.h.
+ * radix/tree_core.h, recomputed from scratch; the layers' own invariants
+ * through the check hooks: lower nodes first, then every layer's), node
+ * info and the debug hooks of radix/tree_debug.h. (rkv_tree_get_stats
+ * gathers the core's and the layers' counters in the facade,
+ * treeapi/tree_api.c.)
  *
  * The check walks each namespace subtree depth-first through the sibling
  * links (no stack: up via parent pointers), so it knows each node's

@@ -598,7 +598,7 @@ static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y)
 
 /* Residency state the core reads inline: whether device node id has lower
  * (off-device) children. */
-static inline int rkv_tier_has_lower(const rkv_tree *t, uint32_t id)
+static inline int rkv_tree_has_lower_child(const rkv_tree *t, uint32_t id)
 {
     return t->tiers.tn != NULL && t->tiers.tn[id].lchild != RKV_NIL;
 }

@@ -310,7 +310,7 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp)
      * a request that computed no full page) would otherwise stay until
      * reset */
     if (t->nodes[root].lock_count == 0 && t->nodes[root].first_child == RKV_NIL &&
-        !rkv_tier_has_lower(t, root))
+        !rkv_tree_has_lower_child(t, root))
         rkv_tree_free_root(t, root);
 }
 

@@ -16,6 +16,12 @@
  *
  * Match does not scan token values (the tree holds only validated tokens),
  * so its cost follows the matched part; insert validates everything.
+ *
+ * Hooks (radix/tree_core.h): a match reports its use (on_match), a new leaf
+ * is announced before it is listed (on_leaf) and its pages after
+ * (pages_stored, leaf_added), an insert reports its end (on_insert); with
+ * tiers the residency layer plans and moves what an insert over a lower
+ * node keeps (insert_*). Each is one pointer test when unregistered.
  */
 #include <string.h>
 

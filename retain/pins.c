@@ -892,8 +892,12 @@ out:
 
 /* ---- hooks ------------------------------------------------------------------- */
 
-void rkv_retain_attach(rkv_tree *t)
+void rkv_retain_attach(rkv_tree *t, uint32_t max_pinned_pct)
 {
+    t->retain.pin_cap_blocks =
+        (uint64_t)t->pool->cfg.num_blocks * max_pinned_pct / 100;
+    t->retain.pin_pct = max_pinned_pct;
+    t->retain.pin_free = RKV_NIL;
     /* pins yield to allocations that nothing else can serve */
     t->hooks.yieldable = rkv_pins_yieldable;
     t->hooks.yield = rkv_pins_revoke_until;

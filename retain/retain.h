@@ -69,8 +69,9 @@ void rkv_pins_drop_all(rkv_tree *t);
 /* Drops live pin p, leased or lowered (its counts, heap entry, lease);
  * the caller counts why. */
 void rkv_pin_drop(rkv_tree *t, uint32_t p);
-/* Registers retention's hooks (create): pins yield to allocations. */
-void rkv_retain_attach(rkv_tree *t);
+/* Retention at create: the pin cap (max_pinned_pct of the pool) and the
+ * hooks (pins yield to allocations). */
+void rkv_retain_attach(rkv_tree *t, uint32_t max_pinned_pct);
 /* Frees the retention tables (destroy). */
 void rkv_retain_fini(rkv_tree *t);
 /* Verifies pins, pin counts, the cap and the heap. */

@@ -81,7 +81,7 @@ rkv_status rkv_tree_session_end(rkv_tree *tree, rkv_namespace ns,
                   &w);
     uint32_t y = w.node;
     if (w.partial != RKV_NIL || y == root || t->nodes[y].first_child != RKV_NIL ||
-        rkv_tier_has_lower(t, y))
+        rkv_tree_has_lower_child(t, y))
         return RKV_OK; /* the context goes on: someone else's prefix */
     uint32_t prev = RKV_NIL, pages = 0;
     while (y != root) {
@@ -89,7 +89,7 @@ rkv_status rkv_tree_session_end(rkv_tree *tree, rkv_namespace ns,
         int only = x->first_child == RKV_NIL ||
                    (x->first_child == prev && t->nodes[prev].next_sib == RKV_NIL);
         if (x->lock_count != 0 || !only || (prev != RKV_NIL &&
-                                            rkv_tier_has_lower(t, y)))
+                                            rkv_tree_has_lower_child(t, y)))
             break;
         rkv_session_mark(t, y);
         pages += x->num_pages;

@@ -107,7 +107,7 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
         rkv_tree_core_destroy(t);
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree tables");
     }
-    rkv_retain_attach(t);
+    rkv_retain_attach(t, cfg->max_pinned_pct);
     t->hooks.check = rkv_tree_layers_check;
     rkv_tree_core_publish(t);
     *out = t;
