@@ -202,6 +202,19 @@ static void flush(rkv_bridge *b)
     b->have_cur = 0;
 }
 
+/* The pending event is finished; a new one of this kind, namespace and
+ * medium starts empty. */
+static void start_event(rkv_bridge *b, uint8_t kind, rkv_namespace ns, uint8_t m)
+{
+    flush(b);
+    rkv_event *c = &b->cur;
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->ns = ns;
+    c->medium = m;
+    b->have_cur = 1;
+}
+
 static void emit_stored(rkv_bridge *b, rkv_namespace ns, uint8_t m, uint32_t page,
                         uint64_t parent, uint64_t h)
 {
@@ -211,14 +224,9 @@ static void emit_stored(rkv_bridge *b, rkv_namespace ns, uint8_t m, uint32_t pag
                  c->num_hashes < RKV_EVENT_MAX_HASHES &&
                  c->hashes[c->num_hashes - 1] == parent;
     if (!chains) {
-        flush(b);
-        memset(c, 0, sizeof *c);
-        c->kind = RKV_EVENT_BLOCK_STORED;
-        c->ns = ns;
-        c->medium = m;
+        start_event(b, RKV_EVENT_BLOCK_STORED, ns, m);
         c->page_size = page;
         c->parent_hash = parent;
-        b->have_cur = 1;
     }
     c->hashes[c->num_hashes++] = h;
 }
@@ -228,14 +236,8 @@ static void emit_removed(rkv_bridge *b, rkv_namespace ns, uint8_t m, uint64_t h)
     rkv_event *c = &b->cur;
     int joins = b->have_cur && c->kind == RKV_EVENT_BLOCK_REMOVED && c->ns == ns &&
                 c->medium == m && c->num_hashes < RKV_EVENT_MAX_HASHES;
-    if (!joins) {
-        flush(b);
-        memset(c, 0, sizeof *c);
-        c->kind = RKV_EVENT_BLOCK_REMOVED;
-        c->ns = ns;
-        c->medium = m;
-        b->have_cur = 1;
-    }
+    if (!joins)
+        start_event(b, RKV_EVENT_BLOCK_REMOVED, ns, m);
     c->hashes[c->num_hashes++] = h;
 }
 

@@ -35,7 +35,7 @@
 #include "fleet/nats_auth.h"
 #include "fleet/publisher.h"
 
-typedef struct bd {
+typedef struct bridge_daemon {
     const char *prog;
     void *zctx, *sub, *replay;
     const char *replay_ep;
@@ -47,9 +47,9 @@ typedef struct bd {
     uint64_t last;
     uint64_t batches, bad, gaps, gaps_filled, restarts, replayed;
     uint64_t next_complaint_ms;
-} bd;
+} bridge_daemon;
 
-static void complain(bd *d, const char *what)
+static void complain(bridge_daemon *d, const char *what)
 {
     uint64_t now = rkv_fleet_now_ms();
     if (now < d->next_complaint_ms)
@@ -69,7 +69,7 @@ static rkv_status snap_fn(const void *ctx, rkv_block_entry *out, size_t cap,
     return rkv_bridge_snapshot(ctx, out, cap, n, seq);
 }
 
-static void clear(bd *d, const char *why)
+static void clear(bridge_daemon *d, const char *why)
 {
     char msg[160];
     snprintf(msg, sizeof msg, "%s: withdrawing the worker's blocks (ALL_CLEARED)", why);
@@ -78,7 +78,7 @@ static void clear(bd *d, const char *why)
 }
 
 /* Decodes and applies one payload; 0, or -1 when it did not decode. */
-static int apply(bd *d, const void *buf, size_t len)
+static int apply(bridge_daemon *d, const void *buf, size_t len)
 {
     if (rkv_kvev_decode(buf, len, &d->batch) != RKV_OK) {
         d->bad++;
@@ -93,7 +93,7 @@ static int apply(bd *d, const void *buf, size_t len)
     return 0;
 }
 
-static void *make_socket(bd *d, int type, const char *ep)
+static void *make_socket(bridge_daemon *d, int type, const char *ep)
 {
     void *s = zmq_socket(d->zctx, type);
     int linger = 0;
@@ -155,7 +155,7 @@ static int seq_of(zmq_msg_t *m, uint64_t *seq)
 
 /* Applies the worker's batches [from, to) from its replay socket; returns
  * the seq it reached (== to when the gap is filled). */
-static uint64_t fill(bd *d, uint64_t from, uint64_t to)
+static uint64_t fill(bridge_daemon *d, uint64_t from, uint64_t to)
 {
     if (!d->replay)
         return from;
@@ -205,7 +205,7 @@ static uint64_t fill(bd *d, uint64_t from, uint64_t to)
     return next;
 }
 
-static void on_batch(bd *d, uint64_t seq, const void *buf, size_t len)
+static void on_batch(bridge_daemon *d, uint64_t seq, const void *buf, size_t len)
 {
     if (d->have_last && seq <= d->last) {
         d->restarts++;
@@ -255,7 +255,7 @@ int rkv_bridge_daemon_main(const char *prog, int argc, char **argv)
     uint64_t id = 0, hb_ms = 500, replay_ms = 1000, max_blocks = 1u << 21,
              max_msg = 64u << 20;
     int have_id = 0;
-    bd d;
+    bridge_daemon d;
     memset(&d, 0, sizeof d);
     d.prog = prog;
     rkv_nats_auth auth;
@@ -336,11 +336,7 @@ int rkv_bridge_daemon_main(const char *prog, int argc, char **argv)
     rkv_bridge_config_init(&bc);
     bc.max_blocks = (uint32_t)max_blocks;
     rkv_fleet_pub_config pc;
-    rkv_fleet_pub_config_init(&pc);
-    pc.model = model;
-    pc.instance = id;
-    pc.heartbeat_ms = hb_ms;
-    pc.epoch = rkv_fleet_epoch_now();
+    rkv_fleet_pub_config_for(&pc, model, id, hb_ms);
     if (s != NATS_OK)
         goto out;
     if (rkv_kvev_batch_init(&d.batch, NULL) != RKV_OK ||

@@ -17,18 +17,18 @@ static const char MAGIC[7][4] = {
     {'R', 'K', 'V', 'C'}};
 
 /* ---- writer ------------------------------------------------------------------ */
-typedef struct wr {
+typedef struct writer {
     uint8_t *p;
     size_t n;
-} wr;
+} writer;
 
-static void put(wr *w, uint64_t v, unsigned bytes)
+static void put(writer *w, uint64_t v, unsigned bytes)
 {
     for (unsigned i = 0; i < bytes; i++)
         w->p[w->n++] = (uint8_t)(v >> (8 * i));
 }
 
-static void put_header_v(wr *w, rkv_wire_type t, unsigned version)
+static void put_header_v(writer *w, rkv_wire_type t, unsigned version)
 {
     memcpy(w->p, MAGIC[t], 4);
     w->n = 4;
@@ -36,20 +36,27 @@ static void put_header_v(wr *w, rkv_wire_type t, unsigned version)
     put(w, 0, 2);
 }
 
-static void put_header(wr *w, rkv_wire_type t)
+/* Every encoder, once its arguments are checked: the message of `need`
+ * bytes must fit w's buffer of cap bytes, and then opens with its header. */
+static rkv_status begin_encode(writer *w, size_t cap, size_t need, rkv_wire_type t,
+                               unsigned version, const char *what)
 {
-    put_header_v(w, t, RKV_WIRE_VERSION);
+    if (!w->p || cap < need)
+        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %zu bytes needed, %zu given", what,
+                             need, cap);
+    put_header_v(w, t, version);
+    return RKV_OK;
 }
 
 /* ---- reader ------------------------------------------------------------------ */
-typedef struct rd {
+typedef struct reader {
     const uint8_t *p;
     size_t n, at;
     int bad;
     unsigned version; /* of the message, once header() accepted it */
-} rd;
+} reader;
 
-static uint64_t get(rd *r, unsigned bytes)
+static uint64_t get(reader *r, unsigned bytes)
 {
     if (r->bad || r->n - r->at < bytes) {
         r->bad = 1;
@@ -62,12 +69,12 @@ static uint64_t get(rd *r, unsigned bytes)
     return v;
 }
 
-static size_t left(const rd *r)
+static size_t left(const reader *r)
 {
     return r->bad ? 0 : r->n - r->at;
 }
 
-static rkv_status header(rd *r, const void *buf, size_t len, rkv_wire_type *t,
+static rkv_status header(reader *r, const void *buf, size_t len, rkv_wire_type *t,
                          const char *what)
 {
     if (!buf && len)
@@ -103,9 +110,13 @@ static rkv_status header(rd *r, const void *buf, size_t len, rkv_wire_type *t,
     return RKV_OK;
 }
 
-static rkv_status expect(rd *r, const void *buf, size_t len, rkv_wire_type want,
-                         const char *what)
+/* Every decoder's opening: the caller's pointers were usable (args_ok),
+ * and buf holds a header of message type `want`; r is then at its body. */
+static rkv_status begin_decode(reader *r, const void *buf, size_t len, rkv_wire_type want,
+                               const char *what, int args_ok)
 {
+    if (!args_ok)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
     rkv_wire_type t = RKV_WIRE_EVENTS;
     rkv_status s = header(r, buf, len, &t, what);
     if (s != RKV_OK)
@@ -116,7 +127,18 @@ static rkv_status expect(rd *r, const void *buf, size_t len, rkv_wire_type want,
     return RKV_OK;
 }
 
-static rkv_status finish(const rd *r, const char *what)
+/* A count read from the message must be at most max and its items of
+ * `unit` bytes must fill exactly the rest of the message. */
+static rkv_status fills_rest(const reader *r, uint64_t count, uint64_t max, size_t unit,
+                             const char *items, const char *what)
+{
+    if (count > max || left(r) != count * unit)
+        return rkv_set_error(RKV_ERR_FORMAT, "%s: %llu %s do not fill the %zu bytes left",
+                             what, (unsigned long long)count, items, left(r));
+    return RKV_OK;
+}
+
+static rkv_status finish(const reader *r, const char *what)
 {
     if (r->bad)
         return rkv_set_error(RKV_ERR_FORMAT, "%s: truncated message (%zu bytes)",
@@ -131,7 +153,7 @@ rkv_status rkv_wire_peek(const void *buf, size_t len, rkv_wire_type *out)
 {
     if (!out)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_wire_peek: NULL out");
-    rd r;
+    reader r;
     rkv_wire_type t = RKV_WIRE_EVENTS;
     rkv_status s = header(&r, buf, len, &t, "rkv_wire_peek");
     if (s == RKV_OK)
@@ -194,12 +216,11 @@ rkv_status rkv_wire_encode_events(uint64_t instance, uint64_t epoch,
                              "rkv_wire_encode_events: %u events cannot be encoded "
                              "(count 1..%u, kinds, media, hash counts, seqs "
                              "increasing)", n, RKV_WIRE_MAX_EVENTS);
-    if (!buf || cap < need)
-        return rkv_set_error(RKV_ERR_NO_SPACE,
-                             "rkv_wire_encode_events: %zu bytes needed, %zu given",
-                             need, cap);
-    wr w = {buf, 0};
-    put_header(&w, RKV_WIRE_EVENTS);
+    writer w = {buf, 0};
+    rkv_status s = begin_encode(&w, cap, need, RKV_WIRE_EVENTS, RKV_WIRE_VERSION,
+                                "rkv_wire_encode_events");
+    if (s != RKV_OK)
+        return s;
     put(&w, instance, 8);
     put(&w, epoch, 8);
     put(&w, ev[0].seq, 8);
@@ -223,7 +244,7 @@ rkv_status rkv_wire_encode_events(uint64_t instance, uint64_t epoch,
     return RKV_OK;
 }
 
-static rkv_status events_pass(rd *r, rkv_wire_batch_info *info, rkv_event *out,
+static rkv_status events_pass(reader *r, rkv_wire_batch_info *info, rkv_event *out,
                               int write)
 {
     const char *what = "rkv_wire_decode_events";
@@ -290,10 +311,8 @@ rkv_status rkv_wire_decode_events(const void *buf, size_t len,
                                   uint32_t cap)
 {
     const char *what = "rkv_wire_decode_events";
-    if (!info || (!out && cap))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
-    rd r;
-    rkv_status s = expect(&r, buf, len, RKV_WIRE_EVENTS, what);
+    reader r;
+    rkv_status s = begin_decode(&r, buf, len, RKV_WIRE_EVENTS, what, info && (out || !cap));
     if (s != RKV_OK)
         return s;
     rkv_wire_batch_info tmp;
@@ -329,7 +348,7 @@ static rkv_status check_media(const rkv_block_entry *e, size_t n, const char *wh
     return RKV_OK;
 }
 
-static void put_entries(wr *w, const rkv_block_entry *e, size_t n)
+static void put_entries(writer *w, const rkv_block_entry *e, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         put(w, e[i].ns, 8);
@@ -339,40 +358,37 @@ static void put_entries(wr *w, const rkv_block_entry *e, size_t n)
     }
 }
 
-/* Both messages open with the header and the instance, epoch and seq of
- * the snapshot they carry (a chunk: of the snapshot it is part of). */
-static void put_snap_head(wr *w, rkv_wire_type type, uint64_t instance, uint64_t epoch,
-                          uint64_t seq)
+/* Both messages open, after the header, with the instance, epoch and seq
+ * of the snapshot they carry (a chunk: of the snapshot it is part of). */
+static void put_snap_ids(writer *w, uint64_t instance, uint64_t epoch, uint64_t seq)
 {
-    put_header(w, type);
     put(w, instance, 8);
     put(w, epoch, 8);
     put(w, seq, 8);
 }
 
-/* args_ok: the caller's pointers were usable. id: instance, epoch, seq. */
-static rkv_status get_snap_head(rd *r, const void *buf, size_t len, rkv_wire_type type,
-                                const char *what, int args_ok, uint64_t id[3])
+/* args_ok: the caller's pointers were usable. */
+static rkv_status get_snap_head(reader *r, const void *buf, size_t len, rkv_wire_type type,
+                                const char *what, int args_ok, uint64_t *instance,
+                                uint64_t *epoch, uint64_t *seq)
 {
-    if (!args_ok)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
-    rkv_status s = expect(r, buf, len, type, what);
+    rkv_status s = begin_decode(r, buf, len, type, what, args_ok);
     if (s != RKV_OK)
         return s;
-    for (int i = 0; i < 3; i++)
-        id[i] = get(r, 8);
+    *instance = get(r, 8);
+    *epoch = get(r, 8);
+    *seq = get(r, 8);
     return RKV_OK;
 }
 
 /* Reads the `count` entries that must fill the rest of r: checks them all
  * before writing any to out, so a bad message leaves out untouched. */
-static rkv_status get_entries(rd *r, uint64_t count, rkv_block_entry *out, size_t cap,
+static rkv_status get_entries(reader *r, uint64_t count, rkv_block_entry *out, size_t cap,
                               const char *what, uint32_t *count_out)
 {
-    if (count > RKV_WIRE_MAX_SNAPSHOT || left(r) != count * SNAP_ENTRY)
-        return rkv_set_error(RKV_ERR_FORMAT,
-                             "%s: %llu blocks do not fill the %zu bytes left", what,
-                             (unsigned long long)count, left(r));
+    rkv_status s = fills_rest(r, count, RKV_WIRE_MAX_SNAPSHOT, SNAP_ENTRY, "blocks", what);
+    if (s != RKV_OK)
+        return s;
     uint32_t n = (uint32_t)count;
     size_t body = r->at;
     for (uint32_t i = 0; i < n; i++) {
@@ -419,12 +435,12 @@ rkv_status rkv_wire_encode_snapshot(uint64_t instance, uint64_t epoch,
     rkv_status s = check_media(e, n, "rkv_wire_encode_snapshot");
     if (s != RKV_OK)
         return s;
-    if (!buf || cap < need)
-        return rkv_set_error(RKV_ERR_NO_SPACE,
-                             "rkv_wire_encode_snapshot: %zu bytes needed, %zu given",
-                             need, cap);
-    wr w = {buf, 0};
-    put_snap_head(&w, RKV_WIRE_SNAPSHOT, instance, epoch, seq);
+    writer w = {buf, 0};
+    s = begin_encode(&w, cap, need, RKV_WIRE_SNAPSHOT, RKV_WIRE_VERSION,
+                     "rkv_wire_encode_snapshot");
+    if (s != RKV_OK)
+        return s;
+    put_snap_ids(&w, instance, epoch, seq);
     put(&w, n, 4);
     put_entries(&w, e, n);
     *len_out = w.n;
@@ -436,16 +452,12 @@ rkv_status rkv_wire_decode_snapshot(const void *buf, size_t len,
                                     rkv_block_entry *out, size_t cap)
 {
     const char *what = "rkv_wire_decode_snapshot";
-    rd r;
-    uint64_t id[3];
+    reader r;
+    rkv_wire_snapshot_info t;
     rkv_status s = get_snap_head(&r, buf, len, RKV_WIRE_SNAPSHOT, what,
-                                 info && (out || !cap), id);
+                                 info && (out || !cap), &t.instance, &t.epoch, &t.seq);
     if (s != RKV_OK)
         return s;
-    rkv_wire_snapshot_info t;
-    t.instance = id[0];
-    t.epoch = id[1];
-    t.seq = id[2];
     uint64_t count = get(&r, 4);
     if (r.bad)
         return finish(&r, what);
@@ -488,11 +500,11 @@ rkv_status rkv_wire_encode_snapshot_chunk(const rkv_wire_chunk_info *c,
     rkv_status s = check_media(e, c->count, what);
     if (s != RKV_OK)
         return s;
-    if (!buf || cap < need)
-        return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %zu bytes needed, %zu given", what,
-                             need, cap);
-    wr w = {buf, 0};
-    put_snap_head(&w, RKV_WIRE_SNAPSHOT_CHUNK, c->instance, c->epoch, c->seq);
+    writer w = {buf, 0};
+    s = begin_encode(&w, cap, need, RKV_WIRE_SNAPSHOT_CHUNK, RKV_WIRE_VERSION, what);
+    if (s != RKV_OK)
+        return s;
+    put_snap_ids(&w, c->instance, c->epoch, c->seq);
     put(&w, c->part, 4);
     put(&w, c->parts, 4);
     put(&w, c->total, 8);
@@ -507,16 +519,12 @@ rkv_status rkv_wire_decode_snapshot_chunk(const void *buf, size_t len,
                                           rkv_block_entry *out, size_t cap)
 {
     const char *what = "rkv_wire_decode_snapshot_chunk";
-    rd r;
-    uint64_t id[3];
+    reader r;
+    rkv_wire_chunk_info t;
     rkv_status s = get_snap_head(&r, buf, len, RKV_WIRE_SNAPSHOT_CHUNK, what,
-                                 info && (out || !cap), id);
+                                 info && (out || !cap), &t.instance, &t.epoch, &t.seq);
     if (s != RKV_OK)
         return s;
-    rkv_wire_chunk_info t;
-    t.instance = id[0];
-    t.epoch = id[1];
-    t.seq = id[2];
     t.part = (uint32_t)get(&r, 4);
     t.parts = (uint32_t)get(&r, 4);
     t.total = get(&r, 8);
@@ -542,12 +550,11 @@ rkv_status rkv_wire_encode_heartbeat(const rkv_wire_heartbeat *hb, void *buf,
     if (!hb || !len_out)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_wire_encode_heartbeat: NULL argument");
-    if (!buf || cap < RKV_WIRE_HEARTBEAT_SIZE)
-        return rkv_set_error(RKV_ERR_NO_SPACE,
-                             "rkv_wire_encode_heartbeat: %u bytes needed, %zu given",
-                             RKV_WIRE_HEARTBEAT_SIZE, cap);
-    wr w = {buf, 0};
-    put_header(&w, RKV_WIRE_HEARTBEAT);
+    writer w = {buf, 0};
+    rkv_status s = begin_encode(&w, cap, RKV_WIRE_HEARTBEAT_SIZE, RKV_WIRE_HEARTBEAT,
+                                RKV_WIRE_VERSION, "rkv_wire_encode_heartbeat");
+    if (s != RKV_OK)
+        return s;
     put(&w, hb->instance, 8);
     put(&w, hb->epoch, 8);
     put(&w, hb->last_seq, 8);
@@ -561,10 +568,8 @@ rkv_status rkv_wire_decode_heartbeat(const void *buf, size_t len,
                                      rkv_wire_heartbeat *out)
 {
     const char *what = "rkv_wire_decode_heartbeat";
-    if (!out)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL out", what);
-    rd r;
-    rkv_status s = expect(&r, buf, len, RKV_WIRE_HEARTBEAT, what);
+    reader r;
+    rkv_status s = begin_decode(&r, buf, len, RKV_WIRE_HEARTBEAT, what, out != NULL);
     if (s != RKV_OK)
         return s;
     rkv_wire_heartbeat t;
@@ -596,12 +601,11 @@ rkv_status rkv_wire_encode_query(rkv_namespace ns, const uint64_t *hashes,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_wire_encode_query: %u hashes (max %u)", n,
                              RKV_WIRE_MAX_QUERY);
-    if (!buf || cap < need)
-        return rkv_set_error(RKV_ERR_NO_SPACE,
-                             "rkv_wire_encode_query: %zu bytes needed, %zu given",
-                             need, cap);
-    wr w = {buf, 0};
-    put_header(&w, RKV_WIRE_QUERY);
+    writer w = {buf, 0};
+    rkv_status s = begin_encode(&w, cap, need, RKV_WIRE_QUERY, RKV_WIRE_VERSION,
+                                "rkv_wire_encode_query");
+    if (s != RKV_OK)
+        return s;
     put(&w, ns, 8);
     put(&w, n, 4);
     for (uint32_t i = 0; i < n; i++)
@@ -612,7 +616,7 @@ rkv_status rkv_wire_encode_query(rkv_namespace ns, const uint64_t *hashes,
 
 /* Version 2 body: ns, page_size, count, then count i32 tokens. Checks it
  * whole (without writing) and leaves r at the first token. */
-static rkv_status tokens_head(rd *r, const char *what, uint64_t *ns,
+static rkv_status tokens_head(reader *r, const char *what, uint64_t *ns,
                               uint32_t *page_size, uint32_t *count)
 {
     uint64_t n_ns = get(r, 8), ps = get(r, 4), c = get(r, 4);
@@ -621,10 +625,9 @@ static rkv_status tokens_head(rd *r, const char *what, uint64_t *ns,
     if (ps == 0 || ps > RKV_WIRE_MAX_PAGE)
         return rkv_set_error(RKV_ERR_FORMAT, "%s: page size %llu (1..%u)", what,
                              (unsigned long long)ps, RKV_WIRE_MAX_PAGE);
-    if (c > RKV_WIRE_MAX_QUERY || left(r) != c * 4)
-        return rkv_set_error(RKV_ERR_FORMAT,
-                             "%s: %llu tokens do not fill the %zu bytes left", what,
-                             (unsigned long long)c, left(r));
+    rkv_status s = fills_rest(r, c, RKV_WIRE_MAX_QUERY, 4, "tokens", what);
+    if (s != RKV_OK)
+        return s;
     *ns = n_ns;
     *page_size = (uint32_t)ps;
     *count = (uint32_t)c;
@@ -636,10 +639,9 @@ rkv_status rkv_wire_decode_query(const void *buf, size_t len,
                                  uint32_t cap, uint32_t *n_out)
 {
     const char *what = "rkv_wire_decode_query";
-    if (!ns || !n_out || (!out && cap))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
-    rd r;
-    rkv_status s = expect(&r, buf, len, RKV_WIRE_QUERY, what);
+    reader r;
+    rkv_status s = begin_decode(&r, buf, len, RKV_WIRE_QUERY, what,
+                                ns && n_out && (out || !cap));
     if (s != RKV_OK)
         return s;
     if (r.version == RKV_WIRE_QUERY_TOKENS_VERSION) {
@@ -669,10 +671,9 @@ rkv_status rkv_wire_decode_query(const void *buf, size_t len,
     uint64_t count = get(&r, 4);
     if (r.bad)
         return finish(&r, what);
-    if (count > RKV_WIRE_MAX_QUERY || left(&r) != count * 8)
-        return rkv_set_error(RKV_ERR_FORMAT,
-                             "%s: %llu hashes do not fill the %zu bytes left", what,
-                             (unsigned long long)count, left(&r));
+    s = fills_rest(&r, count, RKV_WIRE_MAX_QUERY, 8, "hashes", what);
+    if (s != RKV_OK)
+        return s;
     if (count > cap)
         return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %llu hashes, room for %u", what,
                              (unsigned long long)count, cap);
@@ -701,12 +702,12 @@ rkv_status rkv_wire_encode_query_tokens(rkv_namespace ns, const int32_t *tokens,
                              "rkv_wire_encode_query_tokens: %u tokens (max %u), "
                              "page size %u (1..%u)", n, RKV_WIRE_MAX_QUERY,
                              page_size, RKV_WIRE_MAX_PAGE);
-    if (!buf || cap < need)
-        return rkv_set_error(RKV_ERR_NO_SPACE,
-                             "rkv_wire_encode_query_tokens: %zu bytes needed, %zu given",
-                             need, cap);
-    wr w = {buf, 0};
-    put_header_v(&w, RKV_WIRE_QUERY, RKV_WIRE_QUERY_TOKENS_VERSION);
+    writer w = {buf, 0};
+    rkv_status s = begin_encode(&w, cap, need, RKV_WIRE_QUERY,
+                                RKV_WIRE_QUERY_TOKENS_VERSION,
+                                "rkv_wire_encode_query_tokens");
+    if (s != RKV_OK)
+        return s;
     put(&w, ns, 8);
     put(&w, page_size, 4);
     put(&w, n, 4);
@@ -721,10 +722,9 @@ rkv_status rkv_wire_decode_query_tokens(const void *buf, size_t len,
                                         int32_t *out, uint32_t cap, uint32_t *n_out)
 {
     const char *what = "rkv_wire_decode_query_tokens";
-    if (!ns || !page_size || !n_out || (!out && cap))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL argument", what);
-    rd r;
-    rkv_status s = expect(&r, buf, len, RKV_WIRE_QUERY, what);
+    reader r;
+    rkv_status s = begin_decode(&r, buf, len, RKV_WIRE_QUERY, what,
+                                ns && page_size && n_out && (out || !cap));
     if (s != RKV_OK)
         return s;
     if (r.version != RKV_WIRE_QUERY_TOKENS_VERSION)
@@ -761,12 +761,11 @@ rkv_status rkv_wire_encode_reply(const rkv_wire_reply *rep, void *buf,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_wire_encode_reply: NULL or more than %u instances",
                              RKV_WIRE_MAX_ROUTE);
-    if (!buf || cap < need)
-        return rkv_set_error(RKV_ERR_NO_SPACE,
-                             "rkv_wire_encode_reply: %zu bytes needed, %zu given",
-                             need, cap);
-    wr w = {buf, 0};
-    put_header(&w, RKV_WIRE_REPLY);
+    writer w = {buf, 0};
+    rkv_status s = begin_encode(&w, cap, need, RKV_WIRE_REPLY, RKV_WIRE_VERSION,
+                                "rkv_wire_encode_reply");
+    if (s != RKV_OK)
+        return s;
     put(&w, rep->status, 4);
     put(&w, rep->instance, 8);
     put(&w, rep->pages, 4);
@@ -783,10 +782,8 @@ rkv_status rkv_wire_decode_reply(const void *buf, size_t len,
                                  rkv_wire_reply *out)
 {
     const char *what = "rkv_wire_decode_reply";
-    if (!out)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL out", what);
-    rd r;
-    rkv_status s = expect(&r, buf, len, RKV_WIRE_REPLY, what);
+    reader r;
+    rkv_status s = begin_decode(&r, buf, len, RKV_WIRE_REPLY, what, out != NULL);
     if (s != RKV_OK)
         return s;
     rkv_wire_reply t;
@@ -797,10 +794,9 @@ rkv_status rkv_wire_decode_reply(const void *buf, size_t len,
     uint64_t count = get(&r, 4);
     if (r.bad)
         return finish(&r, what);
-    if (count > RKV_WIRE_MAX_ROUTE || left(&r) != count * 12)
-        return rkv_set_error(RKV_ERR_FORMAT,
-                             "%s: %llu instances do not fill the %zu bytes left",
-                             what, (unsigned long long)count, left(&r));
+    s = fills_rest(&r, count, RKV_WIRE_MAX_ROUTE, 12, "instances", what);
+    if (s != RKV_OK)
+        return s;
     t.count = (uint32_t)count;
     for (uint32_t i = 0; i < t.count; i++) {
         t.ids[i] = get(&r, 8);

@@ -74,3 +74,13 @@ natsStatus rkv_fleet_nats_connect(const char *prog, const rkv_nats_auth *auth,
         fprintf(stderr, "%s: connect %s: %s\n", prog, server_log, natsStatus_GetText(s));
     return s;
 }
+
+void rkv_fleet_pub_config_for(rkv_fleet_pub_config *cfg, const char *model, uint64_t id,
+                              uint64_t heartbeat_ms)
+{
+    rkv_fleet_pub_config_init(cfg);
+    cfg->model = model;
+    cfg->instance = id;
+    cfg->heartbeat_ms = heartbeat_ms;
+    cfg->epoch = rkv_fleet_epoch_now();
+}

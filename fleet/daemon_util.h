@@ -2,7 +2,7 @@
  * fleet/daemon_util.h -- what the fleet's programs (radixkv-router,
  * `radixkv router`, radixkv-fleet-instance) share around their main loops:
  * the stop flag SIGINT/SIGTERM set, the monotonic clock, the publishers'
- * epoch and NATS connection. Program code,
+ * epoch and configuration, and NATS connection. Program code,
  * not library code: the libraries take their time from these callers.
  */
 #ifndef RKV_FLEET_DAEMON_UTIL_H
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "fleet/nats_auth.h"
+#include "fleet/publisher.h"
 
 /* Set (to 1) by SIGINT and SIGTERM once rkv_fleet_catch_signals ran. */
 extern volatile sig_atomic_t rkv_fleet_stop;
@@ -34,6 +35,11 @@ uint64_t rkv_fleet_now_us(void);
 /* A publisher's epoch: CLOCK_REALTIME in ns, so a restarted instance
  * starts a later epoch than the one the router knew. */
 uint64_t rkv_fleet_epoch_now(void);
+
+/* A publishing program's publisher configuration: the defaults, with its
+ * model, instance id, heartbeat period and a fresh epoch. */
+void rkv_fleet_pub_config_for(rkv_fleet_pub_config *cfg, const char *model, uint64_t id,
+                              uint64_t heartbeat_ms);
 
 /* The connection a publishing program (radixkv-fleet-instance, `radixkv
  * bridge`) opens: auth applied (default nats://127.0.0.1:4222), errors

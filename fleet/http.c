@@ -393,6 +393,19 @@ static size_t head_complete(const http_conn *c)
     return 0;
 }
 
+/* Reads what connection i has for dst[0..room): the bytes read (0: none
+ * yet), or -1 when the peer left or failed before its request was
+ * complete (the connection is then dropped). */
+static ssize_t receive(rkv_http *h, uint32_t i, void *dst, size_t room)
+{
+    ssize_t r = recv(h->c[i].fd, dst, room, 0);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        drop(h, i);
+        return -1;
+    }
+    return r > 0 ? r : 0;
+}
+
 /* One step of connection i; returns 1 when it was closed. */
 static int service(rkv_http *h, uint32_t i, uint64_t now_ms,
                    rkv_http_render_fn render, void *ctx)
@@ -405,12 +418,9 @@ static int service(rkv_http *h, uint32_t i, uint64_t now_ms,
         return 1;
     }
     if (c->state == C_READ) {
-        ssize_t r = recv(c->fd, c->req + c->fill, RKV_HTTP_MAX_REQUEST - c->fill, 0);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-                       errno != EINTR)) {
-            drop(h, i); /* the peer left before its request was complete */
+        ssize_t r = receive(h, i, c->req + c->fill, RKV_HTTP_MAX_REQUEST - c->fill);
+        if (r < 0)
             return 1;
-        }
         if (r > 0) {
             c->fill += (uint32_t)r;
             size_t hl = head_complete(c);
@@ -421,12 +431,9 @@ static int service(rkv_http *h, uint32_t i, uint64_t now_ms,
         }
     }
     if (c->state == C_BODY) {
-        ssize_t r = recv(c->fd, c->body + c->body_fill, c->body_len - c->body_fill, 0);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-                       errno != EINTR)) {
-            drop(h, i); /* the peer left before its body was complete */
+        ssize_t r = receive(h, i, c->body + c->body_fill, c->body_len - c->body_fill);
+        if (r < 0)
             return 1;
-        }
         if (r > 0) {
             c->body_fill += (size_t)r;
             if (c->body_fill == c->body_len)

@@ -302,11 +302,7 @@ int main(int argc, char **argv)
         rkv_tree *tree = NULL;
         rkv_fleet_pub *pub = NULL;
         rkv_fleet_pub_config cfg;
-        rkv_fleet_pub_config_init(&cfg);
-        cfg.model = model;
-        cfg.instance = id;
-        cfg.heartbeat_ms = hb_ms;
-        cfg.epoch = rkv_fleet_epoch_now();
+        rkv_fleet_pub_config_for(&cfg, model, id, hb_ms);
 #ifdef RKV_HAVE_ZMQ
         rkv_kvev_zpub *zpub = NULL;
         if (zmq_pub) {

@@ -17,19 +17,19 @@
 
 #include "common/status.h"
 
-typedef struct rd {
+typedef struct reader {
     const uint8_t *p, *end;
     const char *err; /* first problem: what the format sentence says */
-} rd;
+} reader;
 
-static int fail(rd *r, const char *why)
+static int fail(reader *r, const char *why)
 {
     if (!r->err)
         r->err = why;
     return -1;
 }
 
-static size_t left(const rd *r) { return (size_t)(r->end - r->p); }
+static size_t left(const reader *r) { return (size_t)(r->end - r->p); }
 
 static uint64_t be(const uint8_t *p, unsigned n)
 {
@@ -40,7 +40,7 @@ static uint64_t be(const uint8_t *p, unsigned n)
 }
 
 /* Takes n bytes; NULL (and the error) when fewer are left. */
-static const uint8_t *take(rd *r, size_t n)
+static const uint8_t *take(reader *r, size_t n)
 {
     if (left(r) < n) {
         fail(r, "truncated");
@@ -51,7 +51,7 @@ static const uint8_t *take(rd *r, size_t n)
     return q;
 }
 
-static int peek(rd *r, uint8_t *b)
+static int peek(reader *r, uint8_t *b)
 {
     if (!left(r))
         return fail(r, "truncated");
@@ -59,13 +59,13 @@ static int peek(rd *r, uint8_t *b)
     return 0;
 }
 
-static int is_nil(rd *r)
+static int is_nil(reader *r)
 {
     return left(r) && *r->p == 0xc0;
 }
 
 /* Consumes a nil if one is next: 1 if it did (the optional field is absent). */
-static int take_nil(rd *r)
+static int take_nil(reader *r)
 {
     if (!is_nil(r))
         return 0;
@@ -75,7 +75,7 @@ static int take_nil(rd *r)
 
 /* Array or map header; n is checked against the bytes left (per = the
  * least bytes one entry takes). kind: 0 array, 1 map. -1 if not one. */
-static int container(rd *r, int kind, uint32_t *n)
+static int container(reader *r, int kind, uint32_t *n)
 {
     uint8_t b;
     if (peek(r, &b))
@@ -107,7 +107,7 @@ static int container(rd *r, int kind, uint32_t *n)
 
 /* An event or a batch comes either as an array (fields by position) or as a
  * map (fields by name): *map says which. */
-static int array_or_map(rd *r, int *map, uint32_t *n)
+static int array_or_map(reader *r, int *map, uint32_t *n)
 {
     uint8_t c;
     if (peek(r, &c))
@@ -117,7 +117,7 @@ static int array_or_map(rd *r, int *map, uint32_t *n)
 }
 
 /* Integer: *bits its 64-bit pattern, *neg whether it was negative. */
-static int integer(rd *r, uint64_t *bits, int *neg)
+static int integer(reader *r, uint64_t *bits, int *neg)
 {
     uint8_t b;
     if (peek(r, &b))
@@ -154,7 +154,7 @@ static int integer(rd *r, uint64_t *bits, int *neg)
 
 /* An integer or nil (an optional field): 1 read into *bits and *neg, 0 nil,
  * -1 neither. */
-static int opt_integer(rd *r, uint64_t *bits, int *neg)
+static int opt_integer(reader *r, uint64_t *bits, int *neg)
 {
     if (take_nil(r))
         return 0;
@@ -162,7 +162,7 @@ static int opt_integer(rd *r, uint64_t *bits, int *neg)
 }
 
 /* str or bin payload. */
-static int bytes(rd *r, int allow_str, int allow_bin, const uint8_t **s, uint32_t *n)
+static int bytes(reader *r, int allow_str, int allow_bin, const uint8_t **s, uint32_t *n)
 {
     uint8_t b;
     if (peek(r, &b))
@@ -188,7 +188,7 @@ static int bytes(rd *r, int allow_str, int allow_bin, const uint8_t **s, uint32_
     return 0;
 }
 
-static int number(rd *r, double *out)
+static int number(reader *r, double *out)
 {
     uint8_t b;
     if (peek(r, &b))
@@ -219,7 +219,7 @@ static int number(rd *r, double *out)
 }
 
 /* Skips one value of any type. */
-static int skip(rd *r, unsigned depth)
+static int skip(reader *r, unsigned depth)
 {
     uint8_t b;
     if (depth > RKV_KVEV_MAX_DEPTH)
@@ -288,7 +288,7 @@ rkv_namespace rkv_kvev_lora_id_ns(int64_t id)
 }
 
 /* A block hash as an engine key. */
-static int hash_key(rd *r, uint64_t *key)
+static int hash_key(reader *r, uint64_t *key)
 {
     uint8_t b;
     if (peek(r, &b))
@@ -309,7 +309,7 @@ static int hash_key(rd *r, uint64_t *key)
     return 0;
 }
 
-typedef struct evfields {
+typedef struct event_fields {
     int have_hashes, have_tokens, have_block, have_lora_id, have_lora_name;
     uint32_t first_hash, num_hashes, first_token, num_tokens;
     uint8_t has_parent, medium;
@@ -317,9 +317,9 @@ typedef struct evfields {
     int64_t lora_id;
     const uint8_t *lora_name;
     uint32_t lora_name_len;
-} evfields;
+} event_fields;
 
-static int f_hashes(rd *r, rkv_kvev_batch *b, evfields *f)
+static int field_hashes(reader *r, rkv_kvev_batch *b, event_fields *f)
 {
     uint32_t n;
     if (container(r, 0, &n))
@@ -335,7 +335,7 @@ static int f_hashes(rd *r, rkv_kvev_batch *b, evfields *f)
     return 0;
 }
 
-static int f_parent(rd *r, evfields *f)
+static int field_parent(reader *r, event_fields *f)
 {
     if (take_nil(r)) {
         f->has_parent = 0;
@@ -345,7 +345,7 @@ static int f_parent(rd *r, evfields *f)
     return hash_key(r, &f->parent);
 }
 
-static int f_tokens(rd *r, rkv_kvev_batch *b, evfields *f)
+static int field_tokens(reader *r, rkv_kvev_batch *b, event_fields *f)
 {
     uint32_t n;
     if (container(r, 0, &n))
@@ -367,7 +367,7 @@ static int f_tokens(rd *r, rkv_kvev_batch *b, evfields *f)
     return 0;
 }
 
-static int f_block(rd *r, rkv_kvev_batch *b, evfields *f)
+static int field_block(reader *r, rkv_kvev_batch *b, event_fields *f)
 {
     int neg;
     if (integer(r, &f->block, &neg))
@@ -378,7 +378,7 @@ static int f_block(rd *r, rkv_kvev_batch *b, evfields *f)
     return 0;
 }
 
-static int f_lora_id(rd *r, evfields *f)
+static int field_lora_id(reader *r, event_fields *f)
 {
     uint64_t v;
     int neg, got = opt_integer(r, &v, &neg);
@@ -389,7 +389,7 @@ static int f_lora_id(rd *r, evfields *f)
     return got < 0 ? -1 : 0;
 }
 
-static int f_lora_name(rd *r, evfields *f)
+static int field_lora_name(reader *r, event_fields *f)
 {
     if (take_nil(r))
         return 0;
@@ -399,7 +399,7 @@ static int f_lora_name(rd *r, evfields *f)
     return 0;
 }
 
-static int f_medium(rd *r, evfields *f)
+static int field_medium(reader *r, event_fields *f)
 {
     if (take_nil(r)) {
         f->medium = RKV_MEDIUM_DEVICE;
@@ -434,7 +434,7 @@ static int tag_of(const uint8_t *s, uint32_t n)
 }
 
 /* Array form: the fields by position after the tag. */
-static int event_array(rd *r, rkv_kvev_batch *b, uint32_t n, int *type, evfields *f)
+static int event_array(reader *r, rkv_kvev_batch *b, uint32_t n, int *type, event_fields *f)
 {
     const uint8_t *s;
     uint32_t len;
@@ -447,16 +447,16 @@ static int event_array(rd *r, rkv_kvev_batch *b, uint32_t n, int *type, evfields
         int rc;
         if (*type == T_STORED && i <= 7) {
             switch (i) {
-            case 1: rc = f_hashes(r, b, f); break;
-            case 2: rc = f_parent(r, f); break;
-            case 3: rc = f_tokens(r, b, f); break;
-            case 4: rc = f_block(r, b, f); break;
-            case 5: rc = f_lora_id(r, f); break;
-            case 6: rc = f_medium(r, f); break;
-            default: rc = f_lora_name(r, f); break;
+            case 1: rc = field_hashes(r, b, f); break;
+            case 2: rc = field_parent(r, f); break;
+            case 3: rc = field_tokens(r, b, f); break;
+            case 4: rc = field_block(r, b, f); break;
+            case 5: rc = field_lora_id(r, f); break;
+            case 6: rc = field_medium(r, f); break;
+            default: rc = field_lora_name(r, f); break;
             }
         } else if (*type == T_REMOVED && i <= 2) {
-            rc = i == 1 ? f_hashes(r, b, f) : f_medium(r, f);
+            rc = i == 1 ? field_hashes(r, b, f) : field_medium(r, f);
         } else {
             rc = skip(r, 2);
         }
@@ -467,7 +467,7 @@ static int event_array(rd *r, rkv_kvev_batch *b, uint32_t n, int *type, evfields
 }
 
 /* Map form: "type" and the fields by name, in any order. */
-static int event_map(rd *r, rkv_kvev_batch *b, uint32_t n, int *type, evfields *f)
+static int event_map(reader *r, rkv_kvev_batch *b, uint32_t n, int *type, event_fields *f)
 {
     int have_type = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -486,19 +486,19 @@ static int event_map(rd *r, rkv_kvev_batch *b, uint32_t n, int *type, evfields *
             continue;
         }
         if (key_is(k, kl, "block_hashes") && !f->have_hashes)
-            rc = f_hashes(r, b, f);
+            rc = field_hashes(r, b, f);
         else if (key_is(k, kl, "parent_block_hash"))
-            rc = f_parent(r, f);
+            rc = field_parent(r, f);
         else if (key_is(k, kl, "token_ids") && !f->have_tokens)
-            rc = f_tokens(r, b, f);
+            rc = field_tokens(r, b, f);
         else if (key_is(k, kl, "block_size"))
-            rc = f_block(r, b, f);
+            rc = field_block(r, b, f);
         else if (key_is(k, kl, "lora_id"))
-            rc = f_lora_id(r, f);
+            rc = field_lora_id(r, f);
         else if (key_is(k, kl, "medium"))
-            rc = f_medium(r, f);
+            rc = field_medium(r, f);
         else if (key_is(k, kl, "lora_name"))
-            rc = f_lora_name(r, f);
+            rc = field_lora_name(r, f);
         else
             rc = skip(r, 2);
         if (rc)
@@ -509,14 +509,14 @@ static int event_map(rd *r, rkv_kvev_batch *b, uint32_t n, int *type, evfields *
     return 0;
 }
 
-static int event(rd *r, rkv_kvev_batch *b)
+static int event(reader *r, rkv_kvev_batch *b)
 {
     int map;
     uint32_t n;
     if (array_or_map(r, &map, &n))
         return -1;
     uint32_t h0 = b->n_hashes, t0 = b->n_tokens;
-    evfields f;
+    event_fields f;
     memset(&f, 0, sizeof f);
     int type = T_UNKNOWN;
     if ((map ? event_map : event_array)(r, b, n, &type, &f))
@@ -565,7 +565,7 @@ static int event(rd *r, rkv_kvev_batch *b)
     return 0;
 }
 
-static int events(rd *r, rkv_kvev_batch *b)
+static int events(reader *r, rkv_kvev_batch *b)
 {
     uint32_t n;
     if (container(r, 0, &n))
@@ -576,7 +576,7 @@ static int events(rd *r, rkv_kvev_batch *b)
     return 0;
 }
 
-static int dp_rank(rd *r, rkv_kvev_batch *b)
+static int dp_rank(reader *r, rkv_kvev_batch *b)
 {
     uint64_t v;
     int neg, got = opt_integer(r, &v, &neg);
@@ -585,7 +585,7 @@ static int dp_rank(rd *r, rkv_kvev_batch *b)
     return got < 0 ? -1 : 0;
 }
 
-static int batch(rd *r, rkv_kvev_batch *b)
+static int batch(reader *r, rkv_kvev_batch *b)
 {
     int map;
     uint32_t n;
@@ -672,7 +672,7 @@ rkv_status rkv_kvev_decode(const void *buf, size_t len, rkv_kvev_batch *b)
     b->ts = 0;
     b->dp_rank = -1;
     b->count = b->n_hashes = b->n_tokens = b->ignored = 0;
-    rd r = {buf, (const uint8_t *)buf + len, NULL};
+    reader r = {buf, (const uint8_t *)buf + len, NULL};
     if (batch(&r, b) == 0 && r.p != r.end)
         fail(&r, "bytes after the batch");
     if (r.err) {

@@ -11,21 +11,21 @@
 
 #include "common/status.h"
 
-typedef struct wr {
+typedef struct writer {
     uint8_t *p;
     size_t at, cap;
-} wr;
+} writer;
 
-static void put(wr *w, const void *src, size_t n)
+static void put(writer *w, const void *src, size_t n)
 {
     if (w->at <= w->cap && n <= w->cap - w->at)
         memcpy(w->p + w->at, src, n);
     w->at += n;
 }
 
-static void byte(wr *w, uint8_t b) { put(w, &b, 1); }
+static void byte(writer *w, uint8_t b) { put(w, &b, 1); }
 
-static void be_n(wr *w, uint64_t v, unsigned n)
+static void be_n(writer *w, uint64_t v, unsigned n)
 {
     uint8_t b[8];
     for (unsigned i = 0; i < n; i++)
@@ -33,7 +33,7 @@ static void be_n(wr *w, uint64_t v, unsigned n)
     put(w, b, n);
 }
 
-static void uint_(wr *w, uint64_t v)
+static void uint_(writer *w, uint64_t v)
 {
     if (v <= 0x7f) {
         byte(w, (uint8_t)v);
@@ -52,7 +52,7 @@ static void uint_(wr *w, uint64_t v)
     }
 }
 
-static void int_(wr *w, int64_t v)
+static void int_(writer *w, int64_t v)
 {
     if (v >= 0) {
         uint_(w, (uint64_t)v);
@@ -73,7 +73,7 @@ static void int_(wr *w, int64_t v)
     }
 }
 
-static void array(wr *w, uint32_t n)
+static void array(writer *w, uint32_t n)
 {
     if (n <= 15) {
         byte(w, (uint8_t)(0x90 | n));
@@ -86,14 +86,22 @@ static void array(wr *w, uint32_t n)
     }
 }
 
-static void str(wr *w, const char *s)
+static void str(writer *w, const char *s)
 {
     size_t n = strlen(s); /* our own short constants */
     byte(w, (uint8_t)(0xa0 | n));
     put(w, s, n);
 }
 
-static void nil(wr *w) { byte(w, 0xc0); }
+static void nil(writer *w) { byte(w, 0xc0); }
+
+/* An event's block hashes: an array of unsigned integers. */
+static void hashes(writer *w, const rkv_event *e)
+{
+    array(w, e->num_hashes);
+    for (uint32_t j = 0; j < e->num_hashes; j++)
+        uint_(w, e->hashes[j]);
+}
 
 static const char *medium_name(uint8_t m)
 {
@@ -119,7 +127,7 @@ rkv_status rkv_kvev_encode(double ts, const rkv_event *ev, uint32_t n,
                                  "ids for %u pages of %u", what, i, tok[i].n,
                                  e->num_hashes, e->page_size);
     }
-    wr w = {buf, 0, cap};
+    writer w = {buf, 0, cap};
     array(&w, 3);
     uint64_t bits;
     memcpy(&bits, &ts, sizeof bits);
@@ -132,9 +140,7 @@ rkv_status rkv_kvev_encode(double ts, const rkv_event *ev, uint32_t n,
         case RKV_EVENT_BLOCK_STORED:
             array(&w, 8);
             str(&w, "BlockStored");
-            array(&w, e->num_hashes);
-            for (uint32_t j = 0; j < e->num_hashes; j++)
-                uint_(&w, e->hashes[j]);
+            hashes(&w, e);
             if (e->parent_hash == RKV_HASH_ROOT)
                 nil(&w);
             else
@@ -157,9 +163,7 @@ rkv_status rkv_kvev_encode(double ts, const rkv_event *ev, uint32_t n,
         case RKV_EVENT_BLOCK_REMOVED:
             array(&w, 3);
             str(&w, "BlockRemoved");
-            array(&w, e->num_hashes);
-            for (uint32_t j = 0; j < e->num_hashes; j++)
-                uint_(&w, e->hashes[j]);
+            hashes(&w, e);
             str(&w, medium_name(e->medium));
             break;
         default: /* ALL_CLEARED, and RESYNC: see fleet/kvev.h */

@@ -11,17 +11,17 @@
 
 #include "common/status.h"
 
-typedef struct cur {
+typedef struct cursor {
     const char *p, *start, *end;
-} cur;
+} cursor;
 
-static rkv_status bad(const cur *c, const char *what)
+static rkv_status bad(const cursor *c, const char *what)
 {
     return rkv_set_error(RKV_ERR_FORMAT, "route request: %s at byte %zu", what,
                          (size_t)(c->p - c->start));
 }
 
-static void ws(cur *c)
+static void ws(cursor *c)
 {
     while (c->p < c->end &&
            (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
@@ -29,7 +29,7 @@ static void ws(cur *c)
 }
 
 /* Is the next byte ch? Consumes it when so. */
-static int eat(cur *c, char ch)
+static int eat(cursor *c, char ch)
 {
     if (c->p < c->end && *c->p == ch) {
         c->p++;
@@ -38,14 +38,14 @@ static int eat(cur *c, char ch)
     return 0;
 }
 
-static int digit(const cur *c)
+static int digit(const cursor *c)
 {
     return c->p < c->end && *c->p >= '0' && *c->p <= '9';
 }
 
 /* A JSON integer (no fraction, no exponent) of magnitude <= max into *mag,
  * its sign into *neg (only when allow_neg). */
-static rkv_status integer(cur *c, int allow_neg, uint64_t max, uint64_t *mag, int *neg)
+static rkv_status integer(cursor *c, int allow_neg, uint64_t max, uint64_t *mag, int *neg)
 {
     *neg = 0;
     if (eat(c, '-')) {
@@ -73,7 +73,7 @@ static rkv_status integer(cur *c, int allow_neg, uint64_t max, uint64_t *mag, in
     return RKV_OK;
 }
 
-static rkv_status token_array(cur *c, int32_t *tokens, uint32_t cap, uint32_t *n)
+static rkv_status token_array(cursor *c, int32_t *tokens, uint32_t cap, uint32_t *n)
 {
     *n = 0;
     if (!eat(c, '['))
@@ -110,7 +110,7 @@ rkv_status rkv_route_json_parse(const char *body, size_t len, int32_t *tokens,
         memset(req, 0, sizeof *req);
     if (!req || (!body && len) || (!tokens && cap))
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_route_json_parse: NULL argument");
-    cur c = {body, body, body + len};
+    cursor c = {body, body, body + len};
     rkv_route_request r = {0, 0};
     int have_tokens = 0, have_ns = 0;
     rkv_status st = RKV_OK;

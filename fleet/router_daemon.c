@@ -107,10 +107,10 @@ typedef struct rate_sample {
 #define N_SUBS 5
 #define LAT_RING 1024
 
-struct rdaemon {
+struct rkv_daemon {
     const char *prog;
     FILE *log; /* NULL: quiet (the fuzz harness) */
-    rkv_rd_reply_fn reply_fn; /* set: replies go here instead of to nc */
+    rkv_daemon_reply_fn reply_fn; /* set: replies go here instead of to nc */
     void *reply_ctx;
     const char *model;
     natsConnection *nc;
@@ -141,13 +141,12 @@ struct rdaemon {
      * fleet's page size, --page-size or else the first one seen in a
      * STORED event */
     uint32_t page_size;
-    int32_t *tokens; /* RKV_RD_HTTP_MAX_TOKENS, allocated on first use */
+    int32_t *tokens; /* RKV_DAEMON_HTTP_MAX_TOKENS, allocated on first use */
     uint64_t http_routes, http_route_errors;
 };
-typedef struct rdaemon rdaemon;
 
 /* a body of RKV_HTTP_MAX_POST bytes holds at most this many ids ("1,") */
-#define RKV_RD_HTTP_MAX_TOKENS (RKV_HTTP_MAX_POST / 2u + 1u)
+#define RKV_DAEMON_HTTP_MAX_TOKENS (RKV_HTTP_MAX_POST / 2u + 1u)
 
 /* ---- the message queue (callbacks -> main thread) ---------------------------- */
 typedef struct mqueue_owner {
@@ -207,14 +206,14 @@ static qitem *dequeue(mqueue *q, uint64_t wait_ms)
         (void)sub;                                                              \
         enqueue(closure, m, kind);                                              \
     }
-HANDLER(on_kv, RKV_RD_KV)
-HANDLER(on_hb, RKV_RD_HB)
-HANDLER(on_route, RKV_RD_ROUTE)
-HANDLER(on_stats, RKV_RD_STATS)
-HANDLER(on_snap, RKV_RD_SNAP)
+HANDLER(on_kv, RKV_DAEMON_KV)
+HANDLER(on_hb, RKV_DAEMON_HB)
+HANDLER(on_route, RKV_DAEMON_ROUTE)
+HANDLER(on_stats, RKV_DAEMON_STATS)
+HANDLER(on_snap, RKV_DAEMON_SNAP)
 
 /* ---- instances ---------------------------------------------------------------- */
-static void bad(rdaemon *d, const char *what)
+static void bad(rkv_daemon *d, const char *what)
 {
     d->bad_messages++;
     if (d->bad_messages <= 20 && d->log)
@@ -223,7 +222,7 @@ static void bad(rdaemon *d, const char *what)
                 d->bad_messages == 20 ? " (no more of these are logged)" : "");
 }
 
-static inst *find(rdaemon *d, uint64_t id)
+static inst *find(rkv_daemon *d, uint64_t id)
 {
     for (uint32_t i = 0; i < d->n_in; i++)
         if (d->in[i].id == id)
@@ -233,7 +232,7 @@ static inst *find(rdaemon *d, uint64_t id)
 
 /* The instance, registered and live with this epoch (started over when the
  * epoch changed); NULL when the router has no room. */
-static inst *touch(rdaemon *d, uint64_t id, uint64_t epoch, uint64_t now)
+static inst *touch(rkv_daemon *d, uint64_t id, uint64_t epoch, uint64_t now)
 {
     inst *x = find(d, id);
     if (x && x->live && x->epoch != epoch) {
@@ -270,7 +269,7 @@ static inst *touch(rdaemon *d, uint64_t id, uint64_t epoch, uint64_t now)
     return x;
 }
 
-static void request_snapshot(rdaemon *d, inst *x, uint64_t now)
+static void request_snapshot(rkv_daemon *d, inst *x, uint64_t now)
 {
     char subj[160], reply[192];
     if (rkv_fleet_subject(subj, sizeof subj, d->model, "snap", 1, x->id) != RKV_OK)
@@ -294,7 +293,7 @@ static void request_snapshot(rdaemon *d, inst *x, uint64_t now)
     }
 }
 
-static void maybe_resync(rdaemon *d, inst *x, uint64_t now)
+static void maybe_resync(rkv_daemon *d, inst *x, uint64_t now)
 {
     rkv_router_instance_info info;
     if (rkv_router_instance_info_get(d->router, x->id, &info) != RKV_OK)
@@ -312,7 +311,7 @@ static void maybe_resync(rdaemon *d, inst *x, uint64_t now)
  * server's permissions let only instance N publish on its subjects, so
  * the subject is what is believed; a payload naming another instance is
  * forged: counted, logged (the first 20), dropped. */
-static int from_subject(rdaemon *d, const char *subj, const char *prefix, uint64_t id,
+static int from_subject(rkv_daemon *d, const char *subj, const char *prefix, uint64_t id,
                         const char *what)
 {
     uint64_t sid;
@@ -335,7 +334,7 @@ static int from_subject(rdaemon *d, const char *subj, const char *prefix, uint64
 
 /* The index refused an instance's events or snapshot for its memory
  * budget: logged (the first 20, then every 1000th). */
-static void over_budget(rdaemon *d, uint64_t id)
+static void over_budget(rkv_daemon *d, uint64_t id)
 {
     rkv_router_stats st;
     d->budget_logs++;
@@ -349,7 +348,7 @@ static void over_budget(rdaemon *d, uint64_t id)
                 st.snapshots_over_budget);
 }
 
-static void handle_kv(rdaemon *d, const char *subj, const void *data, size_t len,
+static void handle_kv(rkv_daemon *d, const char *subj, const void *data, size_t len,
                       uint64_t now)
 {
     rkv_wire_batch_info bi;
@@ -387,7 +386,7 @@ static void handle_kv(rdaemon *d, const char *subj, const void *data, size_t len
     maybe_resync(d, x, now);
 }
 
-static void handle_hb(rdaemon *d, const char *subj, const void *data, size_t len,
+static void handle_hb(rkv_daemon *d, const char *subj, const void *data, size_t len,
                       uint64_t now)
 {
     rkv_wire_heartbeat hb;
@@ -415,7 +414,7 @@ static void handle_hb(rdaemon *d, const char *subj, const void *data, size_t len
     maybe_resync(d, x, now);
 }
 
-static void chunk_abort(rdaemon *d, inst *x)
+static void chunk_abort(rkv_daemon *d, inst *x)
 {
     if (x->chunking)
         rkv_router_snapshot_abort(d->router, x->id);
@@ -426,7 +425,28 @@ static void chunk_abort(rdaemon *d, inst *x)
  * part, which replaces the instance's entries at once. A part out of
  * order (a lost message, an answer to an older request) drops what was
  * staged; the request is retried after --snapshot-timeout-ms. */
-static void handle_chunk(rdaemon *d, const char *subj, const void *data, size_t len,
+/* The instance a decoded snapshot answer (or chunk: what) is for, when
+ * the answer is to be used: it came on that instance's own subject, the
+ * instance is live in the same epoch (not gone or restarted since the
+ * request), and the router still waits for its resync (else it is a late
+ * answer to a retried request, and an older state would roll the
+ * instance back). NULL: drop it. */
+static inst *awaiting_snapshot(rkv_daemon *d, const char *subj, uint64_t instance,
+                               uint64_t epoch, const char *what)
+{
+    if (!from_subject(d, subj, d->snap_prefix, instance, what))
+        return NULL;
+    inst *x = find(d, instance);
+    if (!x || !x->live || x->epoch != epoch)
+        return NULL;
+    rkv_router_instance_info info;
+    if (rkv_router_instance_info_get(d->router, instance, &info) != RKV_OK ||
+        !info.needs_resync)
+        return NULL;
+    return x;
+}
+
+static void handle_chunk(rkv_daemon *d, const char *subj, const void *data, size_t len,
                          uint64_t now)
 {
     rkv_wire_chunk_info ci;
@@ -434,14 +454,8 @@ static void handle_chunk(rdaemon *d, const char *subj, const void *data, size_t 
         bad(d, "snapshot chunk");
         return;
     }
-    if (!from_subject(d, subj, d->snap_prefix, ci.instance, "snapshot chunk"))
-        return;
-    inst *x = find(d, ci.instance);
-    if (!x || !x->live || x->epoch != ci.epoch)
-        return;
-    rkv_router_instance_info info;
-    if (rkv_router_instance_info_get(d->router, ci.instance, &info) != RKV_OK ||
-        !info.needs_resync)
+    inst *x = awaiting_snapshot(d, subj, ci.instance, ci.epoch, "snapshot chunk");
+    if (!x)
         return;
     if (ci.part == 0) {
         chunk_abort(d, x);
@@ -485,7 +499,7 @@ static void handle_chunk(rdaemon *d, const char *subj, const void *data, size_t 
     maybe_resync(d, x, now);
 }
 
-static void handle_snap(rdaemon *d, const char *subj, const void *data, size_t len,
+static void handle_snap(rkv_daemon *d, const char *subj, const void *data, size_t len,
                         uint64_t now)
 {
     rkv_wire_type type;
@@ -498,16 +512,9 @@ static void handle_snap(rdaemon *d, const char *subj, const void *data, size_t l
         bad(d, "snapshot");
         return;
     }
-    if (!from_subject(d, subj, d->snap_prefix, si.instance, "snapshot"))
+    inst *x = awaiting_snapshot(d, subj, si.instance, si.epoch, "snapshot");
+    if (!x)
         return;
-    inst *x = find(d, si.instance);
-    if (!x || !x->live || x->epoch != si.epoch)
-        return; /* an answer for an instance that has since gone or restarted */
-    rkv_router_instance_info info;
-    if (rkv_router_instance_info_get(d->router, si.instance, &info) != RKV_OK ||
-        !info.needs_resync)
-        return; /* a late answer to a retried request: already in sync, and an
-                   older state would roll the instance back */
     rkv_block_entry *e = malloc((si.count ? si.count : 1) * sizeof *e);
     if (!e)
         return;
@@ -570,7 +577,7 @@ static void list_best(rkv_router_overlap *all, uint32_t n, uint64_t chosen,
 /* Keeps in all[0..*n) the instances heard from (a heartbeat since they
  * were registered): one known only from the stream, as after a restart,
  * may have died before it, and is not routed to until it heartbeats. */
-static void only_heard(rdaemon *d, rkv_router_overlap *all, uint32_t *n)
+static void only_heard(rkv_daemon *d, rkv_router_overlap *all, uint32_t *n)
 {
     int unheard = 0;
     for (uint32_t i = 0; i < d->n_in && !unheard; i++)
@@ -591,7 +598,7 @@ static void only_heard(rdaemon *d, rkv_router_overlap *all, uint32_t *n)
  * instances and lets the router choose among them (counted as routed
  * there), *best. One walk of the index per query. RKV_ERR_STATE when no
  * instance is heard. */
-static rkv_status route_request(rdaemon *d, rkv_status s, uint32_t pages,
+static rkv_status route_request(rkv_daemon *d, rkv_status s, uint32_t pages,
                                 rkv_router_overlap *all, uint32_t *count, uint32_t *best)
 {
     if (s != RKV_OK)
@@ -604,7 +611,7 @@ static rkv_status route_request(rdaemon *d, rkv_status s, uint32_t pages,
 }
 
 /* A reply on reply_to: through the connection, or to the harness's sink. */
-static void send_reply(rdaemon *d, const char *reply_to, const void *data, size_t len)
+static void send_reply(rkv_daemon *d, const char *reply_to, const void *data, size_t len)
 {
     if (d->reply_fn)
         d->reply_fn(d->reply_ctx, reply_to, data, len);
@@ -612,7 +619,7 @@ static void send_reply(rdaemon *d, const char *reply_to, const void *data, size_
         natsConnection_Publish(d->nc, reply_to, data, (int)len);
 }
 
-static void handle_route(rdaemon *d, const void *data, size_t data_len,
+static void handle_route(rkv_daemon *d, const void *data, size_t data_len,
                          const char *reply_to)
 {
     if (!reply_to)
@@ -650,7 +657,7 @@ static void handle_route(rdaemon *d, const void *data, size_t data_len,
 
 /* ---- the HTTP route API ------------------------------------------------------- */
 
-static size_t http_error(rdaemon *d, char *buf, size_t cap, int *code, int status,
+static size_t http_error(rkv_daemon *d, char *buf, size_t cap, int *code, int status,
                          const char *msg)
 {
     d->http_route_errors++;
@@ -665,16 +672,16 @@ static size_t http_error(rdaemon *d, char *buf, size_t cap, int *code, int statu
         k = w_ < 0 ? cap : k + (size_t)w_;                                      \
     } while (0)
 
-size_t rkv_rd_http_route(rkv_rd *d, const char *body, size_t len, char *buf, size_t cap,
+size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *buf, size_t cap,
                          int *code)
 {
     uint64_t t0 = rkv_fleet_now_us();
     if (!d->tokens)
-        d->tokens = malloc(RKV_RD_HTTP_MAX_TOKENS * sizeof *d->tokens);
+        d->tokens = malloc(RKV_DAEMON_HTTP_MAX_TOKENS * sizeof *d->tokens);
     if (!d->tokens)
         return http_error(d, buf, cap, code, 503, "out of memory");
     rkv_route_request req;
-    rkv_status s = rkv_route_json_parse(body, len, d->tokens, RKV_RD_HTTP_MAX_TOKENS, &req);
+    rkv_status s = rkv_route_json_parse(body, len, d->tokens, RKV_DAEMON_HTTP_MAX_TOKENS, &req);
     if (s != RKV_OK)
         return http_error(d, buf, cap, code, s == RKV_ERR_NO_SPACE ? 413 : 400,
                           rkv_last_error());
@@ -718,7 +725,7 @@ size_t rkv_rd_http_route(rkv_rd *d, const char *body, size_t len, char *buf, siz
     return k;
 }
 
-void rkv_rd_set_page_size(rkv_rd *d, uint32_t page_size)
+void rkv_daemon_set_page_size(rkv_daemon *d, uint32_t page_size)
 {
     d->page_size = page_size <= RKV_MAX_PAGE_SIZE ? page_size : 0;
 }
@@ -726,7 +733,7 @@ void rkv_rd_set_page_size(rkv_rd *d, uint32_t page_size)
 static size_t on_http_route(void *ctx, const char *body, size_t len, char *buf,
                             size_t cap, int *code)
 {
-    return rkv_rd_http_route(ctx, body, len, buf, cap, code);
+    return rkv_daemon_http_route(ctx, body, len, buf, cap, code);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -735,7 +742,7 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void sample_rates(rdaemon *d, uint64_t now)
+static void sample_rates(rkv_daemon *d, uint64_t now)
 {
     rkv_router_stats st;
     if (d->rs_count &&
@@ -757,7 +764,7 @@ static void sample_rates(rdaemon *d, uint64_t now)
 /* The trust counters (forged ids, rate-limited snapshot requests, the
  * index budget) and the HTTP route API's after the main stats;
  * snprintf's result. */
-static int render_trust_metrics(const rdaemon *d, const rkv_router_stats *st,
+static int render_trust_metrics(const rkv_daemon *d, const rkv_router_stats *st,
                                 char *buf, size_t cap)
 {
     return snprintf(
@@ -792,7 +799,7 @@ static int render_trust_metrics(const rdaemon *d, const rkv_router_stats *st,
  * returns the length as snprintf does. Served on .stats and over HTTP. */
 static size_t render_metrics(void *ctx, char *buf, size_t cap)
 {
-    rdaemon *d = ctx;
+    rkv_daemon *d = ctx;
     uint64_t now = rkv_fleet_now_ms();
     rkv_router_stats st;
     if (rkv_router_get_stats(d->router, &st) != RKV_OK)
@@ -893,7 +900,7 @@ static size_t render_metrics(void *ctx, char *buf, size_t cap)
     return k < 0 ? cap : (size_t)k;
 }
 
-static void handle_stats(rdaemon *d, const char *reply_to)
+static void handle_stats(rkv_daemon *d, const char *reply_to)
 {
     if (!reply_to)
         return;
@@ -906,7 +913,7 @@ static void handle_stats(rdaemon *d, const char *reply_to)
     free(buf);
 }
 
-static void expire(rdaemon *d, uint64_t now)
+static void expire(rkv_daemon *d, uint64_t now)
 {
     for (uint32_t i = 0; i < d->n_in; i++) {
         inst *x = &d->in[i];
@@ -927,7 +934,7 @@ static void expire(rdaemon *d, uint64_t now)
 }
 
 /* ---- the handlers without a connection (fleet/router_daemon.h) ------------------ */
-rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_ms,
+rkv_daemon *rkv_daemon_create(const char *prog, const char *model, uint64_t hb_timeout_ms,
                       uint64_t snap_timeout_ms, uint64_t now_ms, FILE *log,
                       const rkv_router_config *rcfg)
 {
@@ -936,7 +943,7 @@ rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_m
         rkv_router_config_init(&defaults);
         rcfg = &defaults;
     }
-    rdaemon *d = calloc(1, sizeof *d);
+    rkv_daemon *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
     d->prog = prog;
@@ -945,27 +952,27 @@ rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_m
     d->hb_timeout_ms = hb_timeout_ms;
     d->snap_timeout_ms = snap_timeout_ms;
     d->start_ms = now_ms;
-    d->snap_burst = RKV_RD_SNAP_BURST;
-    d->snap_interval_ms = RKV_RD_SNAP_INTERVAL_MS;
+    d->snap_burst = RKV_DAEMON_SNAP_BURST;
+    d->snap_interval_ms = RKV_DAEMON_SNAP_INTERVAL_MS;
     d->ev = calloc(RKV_WIRE_MAX_EVENTS, sizeof *d->ev);
     d->hashes = calloc(RKV_WIRE_MAX_QUERY, sizeof *d->hashes);
     if (!d->ev || !d->hashes ||
         rkv_fleet_subject(d->kv_prefix, sizeof d->kv_prefix, model, "kv.", 0, 0) != RKV_OK ||
         rkv_fleet_subject(d->hb_prefix, sizeof d->hb_prefix, model, "hb.", 0, 0) != RKV_OK ||
         rkv_router_create(rcfg, &d->router) != RKV_OK) {
-        rkv_rd_destroy(d);
+        rkv_daemon_destroy(d);
         return NULL;
     }
     return d;
 }
 
-void rkv_rd_set_snapshot_limit(rkv_rd *d, uint32_t burst, uint64_t interval_ms)
+void rkv_daemon_set_snapshot_limit(rkv_daemon *d, uint32_t burst, uint64_t interval_ms)
 {
     d->snap_burst = burst;
     d->snap_interval_ms = interval_ms;
 }
 
-rkv_status rkv_rd_set_inbox(rkv_rd *d, const char *inbox)
+rkv_status rkv_daemon_set_inbox(rkv_daemon *d, const char *inbox)
 {
     int n = snprintf(d->inbox, sizeof d->inbox, "%s", inbox);
     int m = snprintf(d->snap_prefix, sizeof d->snap_prefix, "%s.", inbox);
@@ -974,36 +981,36 @@ rkv_status rkv_rd_set_inbox(rkv_rd *d, const char *inbox)
     return RKV_OK;
 }
 
-void rkv_rd_set_reply(rkv_rd *d, rkv_rd_reply_fn fn, void *ctx)
+void rkv_daemon_set_reply(rkv_daemon *d, rkv_daemon_reply_fn fn, void *ctx)
 {
     d->reply_fn = fn;
     d->reply_ctx = ctx;
 }
 
-void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const char *subject, const void *data,
+void rkv_daemon_handle(rkv_daemon *d, rkv_daemon_kind kind, const char *subject, const void *data,
                    size_t len, const char *reply_to, uint64_t now_ms)
 {
     switch (kind) {
-    case RKV_RD_KV: handle_kv(d, subject, data, len, now_ms); break;
-    case RKV_RD_HB: handle_hb(d, subject, data, len, now_ms); break;
-    case RKV_RD_SNAP: handle_snap(d, subject, data, len, now_ms); break;
-    case RKV_RD_ROUTE: handle_route(d, data, len, reply_to); break;
-    case RKV_RD_STATS: handle_stats(d, reply_to); break;
+    case RKV_DAEMON_KV: handle_kv(d, subject, data, len, now_ms); break;
+    case RKV_DAEMON_HB: handle_hb(d, subject, data, len, now_ms); break;
+    case RKV_DAEMON_SNAP: handle_snap(d, subject, data, len, now_ms); break;
+    case RKV_DAEMON_ROUTE: handle_route(d, data, len, reply_to); break;
+    case RKV_DAEMON_STATS: handle_stats(d, reply_to); break;
     }
 }
 
-void rkv_rd_tick(rkv_rd *d, uint64_t now_ms)
+void rkv_daemon_tick(rkv_daemon *d, uint64_t now_ms)
 {
     sample_rates(d, now_ms);
     expire(d, now_ms);
 }
 
-const rkv_router *rkv_rd_router(const rkv_rd *d)
+const rkv_router *rkv_daemon_router(const rkv_daemon *d)
 {
     return d->router;
 }
 
-void rkv_rd_destroy(rkv_rd *d)
+void rkv_daemon_destroy(rkv_daemon *d)
 {
     if (!d)
         return;
@@ -1063,7 +1070,7 @@ typedef struct stream_watch {
     mqueue *q;
 } stream_watch;
 
-static natsStatus subscribe_kv(rdaemon *d, stream_watch *w, jsErrCode *jerr)
+static natsStatus subscribe_kv(rkv_daemon *d, stream_watch *w, jsErrCode *jerr)
 {
     jsSubOptions so;
     jsSubOptions_Init(&so);
@@ -1080,7 +1087,7 @@ static natsStatus subscribe_kv(rdaemon *d, stream_watch *w, jsErrCode *jerr)
  * heartbeat or batch registers it, and the seq it is at shows as a gap,
  * so it resyncs from a snapshot). Logged. An unreachable server says
  * nothing: the check runs again later. */
-static void watch_stream(rdaemon *d, stream_watch *w)
+static void watch_stream(rkv_daemon *d, stream_watch *w)
 {
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
@@ -1211,8 +1218,8 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     const char *server = NULL, *model = NULL, *stream_opt = NULL,
                *metrics_addr = "127.0.0.1";
     uint64_t hb_timeout = 3000, snap_timeout = 1000, max_age = 3600,
-             max_bytes = 1ull << 30, metrics_port = 0, snap_burst = RKV_RD_SNAP_BURST,
-             snap_interval = RKV_RD_SNAP_INTERVAL_MS, index_entries = 0, index_bytes = 0;
+             max_bytes = 1ull << 30, metrics_port = 0, snap_burst = RKV_DAEMON_SNAP_BURST,
+             snap_interval = RKV_DAEMON_SNAP_INTERVAL_MS, index_entries = 0, index_bytes = 0;
     int memory = 0, metrics = 0, early = -1;
     uint64_t page_size = 0;
     rkv_router_config rcfg;
@@ -1328,7 +1335,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     if (page_size)
         rcfg.page_tokens = (double)page_size;
     rcfg.max_table_bytes = index_bytes;
-    rdaemon *d = rkv_rd_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
+    rkv_daemon *d = rkv_daemon_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
                                stderr, &rcfg);
     mqueue_owner qo = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL},
                        0};
@@ -1341,8 +1348,8 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         rkv_nats_auth_free(&auth);
         return 1;
     }
-    rkv_rd_set_snapshot_limit(d, (uint32_t)snap_burst, snap_interval);
-    rkv_rd_set_page_size(d, (uint32_t)page_size);
+    rkv_daemon_set_snapshot_limit(d, (uint32_t)snap_burst, snap_interval);
+    rkv_daemon_set_page_size(d, (uint32_t)page_size);
     if (metrics && (rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK ||
                     rkv_http_set_post(d->http, "/v1/route", on_http_route, d) != RKV_OK)) {
         fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());
@@ -1381,7 +1388,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         char box[128];
         snprintf(box, sizeof box, "%s.%s", rkv_nats_auth_inbox(&auth),
                  uniq ? uniq + 1 : (const char *)inbox);
-        if (rkv_rd_set_inbox(d, box) != RKV_OK) {
+        if (rkv_daemon_set_inbox(d, box) != RKV_OK) {
             fprintf(stderr, "%s: %s\n", prog, rkv_last_error());
             goto out;
         }
@@ -1420,7 +1427,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         qitem *it = dequeue(q, d->http ? 1 : 50);
         uint64_t now = rkv_fleet_now_ms();
         if (it) {
-            rkv_rd_handle(d, (rkv_rd_kind)it->kind, natsMsg_GetSubject(it->msg),
+            rkv_daemon_handle(d, (rkv_daemon_kind)it->kind, natsMsg_GetSubject(it->msg),
                           natsMsg_GetData(it->msg),
                           (size_t)natsMsg_GetDataLength(it->msg),
                           natsMsg_GetReply(it->msg), now);
@@ -1437,7 +1444,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             pthread_mutex_lock(&q->mu);
             d->queue_dropped = qo.dropped;
             pthread_mutex_unlock(&q->mu);
-            rkv_rd_tick(d, now);
+            rkv_daemon_tick(d, now);
             next_tick = now + 50;
         }
         if (now >= next_watch) {
@@ -1463,7 +1470,7 @@ out:
     natsConnection_Destroy(d->nc);
     natsOptions_Destroy(no);
     rkv_http_close(d->http);
-    rkv_rd_destroy(d);
+    rkv_daemon_destroy(d);
     rkv_nats_auth_free(&auth);
     nats_CloseAndWait(2000);
     return rc;

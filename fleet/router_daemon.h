@@ -27,38 +27,38 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv);
  * instance is believed only on its own subjects: kv.<id>, hb.<id> and the
  * router's inbox .<id>; README "Security"), its bytes, the reply subject
  * it carried (route and stats requests) and the time. Replies go
- * to the function given to rkv_rd_set_reply; snapshot requests need a
+ * to the function given to rkv_daemon_set_reply; snapshot requests need a
  * connection and are not sent without one. log (NULL: quiet) gets what
  * the daemon logs. */
-typedef struct rdaemon rkv_rd;
-typedef enum rkv_rd_kind {
-    RKV_RD_KV,    /* radixkv.<model>.kv.<id>: an event batch      */
-    RKV_RD_HB,    /* radixkv.<model>.hb.<id>: a heartbeat         */
-    RKV_RD_ROUTE, /* radixkv.<model>.route: a route query         */
-    RKV_RD_STATS, /* radixkv.<model>.stats                        */
-    RKV_RD_SNAP   /* the router's inbox: a snapshot answer        */
-} rkv_rd_kind;
-typedef void (*rkv_rd_reply_fn)(void *ctx, const char *subject, const void *data,
+typedef struct rkv_daemon rkv_daemon;
+typedef enum rkv_daemon_kind {
+    RKV_DAEMON_KV,    /* radixkv.<model>.kv.<id>: an event batch      */
+    RKV_DAEMON_HB,    /* radixkv.<model>.hb.<id>: a heartbeat         */
+    RKV_DAEMON_ROUTE, /* radixkv.<model>.route: a route query         */
+    RKV_DAEMON_STATS, /* radixkv.<model>.stats                        */
+    RKV_DAEMON_SNAP   /* the router's inbox: a snapshot answer        */
+} rkv_daemon_kind;
+typedef void (*rkv_daemon_reply_fn)(void *ctx, const char *subject, const void *data,
                                 size_t len);
 /* Snapshot requests per instance: a burst, then one per interval (0: no
  * limit). The daemon's defaults: */
-#define RKV_RD_SNAP_BURST 4u
-#define RKV_RD_SNAP_INTERVAL_MS 1000u
+#define RKV_DAEMON_SNAP_BURST 4u
+#define RKV_DAEMON_SNAP_INTERVAL_MS 1000u
 /* rcfg: the router index's configuration (its memory budget); NULL for
  * the defaults. */
-rkv_rd *rkv_rd_create(const char *prog, const char *model, uint64_t hb_timeout_ms,
+rkv_daemon *rkv_daemon_create(const char *prog, const char *model, uint64_t hb_timeout_ms,
                       uint64_t snap_timeout_ms, uint64_t now_ms, FILE *log,
                       const rkv_router_config *rcfg);
-void rkv_rd_set_reply(rkv_rd *d, rkv_rd_reply_fn fn, void *ctx);
-void rkv_rd_set_snapshot_limit(rkv_rd *d, uint32_t burst, uint64_t interval_ms);
+void rkv_daemon_set_reply(rkv_daemon *d, rkv_daemon_reply_fn fn, void *ctx);
+void rkv_daemon_set_snapshot_limit(rkv_daemon *d, uint32_t burst, uint64_t interval_ms);
 /* The inbox snapshot answers come to (as <inbox>.<instance id>); until it
  * is set no snapshot answer is believed. RKV_ERR_INVALID_ARG: too long. */
-rkv_status rkv_rd_set_inbox(rkv_rd *d, const char *inbox);
-void rkv_rd_handle(rkv_rd *d, rkv_rd_kind kind, const char *subject, const void *data,
+rkv_status rkv_daemon_set_inbox(rkv_daemon *d, const char *inbox);
+void rkv_daemon_handle(rkv_daemon *d, rkv_daemon_kind kind, const char *subject, const void *data,
                    size_t len, const char *reply_to, uint64_t now_ms);
 /* What the main loop does every 50 ms: rate samples, expiry, resyncs. */
-void rkv_rd_tick(rkv_rd *d, uint64_t now_ms);
-const rkv_router *rkv_rd_router(const rkv_rd *d);
+void rkv_daemon_tick(rkv_daemon *d, uint64_t now_ms);
+const rkv_router *rkv_daemon_router(const rkv_daemon *d);
 /* The HTTP route API (POST /v1/route, README "Fleet"): answers the JSON
  * request body[0..len) ({"token_ids": [...], "namespace": N}) with the
  * JSON answer in buf[0..cap) (length returned as snprintf does) and its
@@ -68,11 +68,11 @@ const rkv_router *rkv_rd_router(const rkv_rd *d);
  * size is unknown or no instance can be routed to; errors are
  * {"error": ..., "status": N}. The route counts as one (the router counts
  * the request as routed to the chosen instance). */
-size_t rkv_rd_http_route(rkv_rd *d, const char *body, size_t len, char *buf, size_t cap,
+size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *buf, size_t cap,
                          int *code);
 /* The page size token ids are hashed with (0, or above RKV_MAX_PAGE_SIZE:
  * the first valid one seen in a STORED event, the default). */
-void rkv_rd_set_page_size(rkv_rd *d, uint32_t page_size);
-void rkv_rd_destroy(rkv_rd *d); /* NULL is fine */
+void rkv_daemon_set_page_size(rkv_daemon *d, uint32_t page_size);
+void rkv_daemon_destroy(rkv_daemon *d); /* NULL is fine */
 
 #endif

@@ -2,9 +2,9 @@
  * router/index.c -- the router's block table: open addressing over the
  * entries themselves, keyed by (namespace, chained hash, slot group) (layout
  * and invariants: router/router_internal.h).
- * Growth happens only in rkv_rt_reserve, before any change, so a caller
+ * Growth happens only in rkv_index_reserve, before any change, so a caller
  * that reserved can add without failing, up to the memory budget
- * (r->limit entries, rkv_rt_full): the table never grows past what the
+ * (r->limit entries, rkv_index_full): the table never grows past what the
  * budget allows, and callers refuse an add once it is reached.
  */
 #include <stdlib.h>
@@ -19,9 +19,9 @@
  * pages nearly every lookup also misses the TLB, so a table of 2 MiB and
  * more is 2 MiB-aligned and asks for transparent huge pages (a hint; the
  * kernel may ignore it). */
-static rkv_rt_entry *rkv_rt_table_alloc(size_t cap)
+static rkv_index_entry *rkv_index_table_alloc(size_t cap)
 {
-    size_t bytes = cap * sizeof(rkv_rt_entry);
+    size_t bytes = cap * sizeof(rkv_index_entry);
     const size_t huge = (size_t)2 << 20;
     void *p = NULL;
     /* cache-line aligned even when small: an entry never spans two lines */
@@ -35,7 +35,7 @@ static rkv_rt_entry *rkv_rt_table_alloc(size_t cap)
     return p;
 }
 
-static uint32_t rkv_rt_log2(uint32_t x)
+static uint32_t rkv_index_log2(uint32_t x)
 {
     uint32_t k = 0;
     while ((1u << k) < x)
@@ -45,14 +45,14 @@ static uint32_t rkv_rt_log2(uint32_t x)
 
 /* The budget (config max_entries / max_table_bytes) as an entry count:
  * the largest table max_table_bytes allows holds half its size. */
-static uint32_t rkv_rt_budget(const rkv_router_config *cfg)
+static uint32_t rkv_index_budget(const rkv_router_config *cfg)
 {
     uint64_t limit = 1u << 29;
     if (cfg->max_entries && cfg->max_entries < limit)
         limit = cfg->max_entries;
     if (cfg->max_table_bytes) {
         uint64_t cap = 64;
-        while (cap * 2 * sizeof(rkv_rt_entry) <= cfg->max_table_bytes &&
+        while (cap * 2 * sizeof(rkv_index_entry) <= cfg->max_table_bytes &&
                cap < (1u << 30))
             cap *= 2;
         if (cap / 2 < limit)
@@ -61,38 +61,38 @@ static uint32_t rkv_rt_budget(const rkv_router_config *cfg)
     return (uint32_t)limit;
 }
 
-rkv_status rkv_rt_index_init(rkv_router *r, uint32_t initial)
+rkv_status rkv_index_index_init(rkv_router *r, uint32_t initial)
 {
     uint32_t cap = 64;
-    r->limit = rkv_rt_budget(&r->cfg);
+    r->limit = rkv_index_budget(&r->cfg);
     if (initial > r->limit)
         initial = r->limit;
     while (cap < 2ull * initial && cap < (1u << 31))
         cap *= 2;
-    r->entries = rkv_rt_table_alloc(cap);
+    r->entries = rkv_index_table_alloc(cap);
     if (r->entries == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_router_create: index table");
     r->table_cap = cap;
-    r->shift = 64 - rkv_rt_log2(cap);
+    r->shift = 64 - rkv_index_log2(cap);
     r->count = 0;
     return RKV_OK;
 }
 
-void rkv_rt_index_fini(rkv_router *r)
+void rkv_index_index_fini(rkv_router *r)
 {
     free(r->entries);
     r->entries = NULL;
 }
 
-static uint32_t rkv_rt_free_slot(const rkv_router *r, uint64_t key)
+static uint32_t rkv_index_free_slot(const rkv_router *r, uint64_t key)
 {
-    uint32_t mask = r->table_cap - 1, i = rkv_rt_home(r, key);
-    while (rkv_rt_any(&r->entries[i]) != 0)
+    uint32_t mask = r->table_cap - 1, i = rkv_index_home(r, key);
+    while (rkv_index_any(&r->entries[i]) != 0)
         i = (i + 1) & mask;
     return i;
 }
 
-rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more)
+rkv_status rkv_index_reserve(rkv_router *r, uint32_t more)
 {
     uint64_t need = (uint64_t)r->count + more;
     if (need > r->limit) /* the adds past it are refused one by one */
@@ -102,41 +102,41 @@ rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more)
     uint64_t cap = r->table_cap;
     while (cap < need * 2)
         cap *= 2;
-    rkv_rt_entry *t = rkv_rt_table_alloc((size_t)cap);
+    rkv_index_entry *t = rkv_index_table_alloc((size_t)cap);
     if (t == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: index table");
-    rkv_rt_entry *old = r->entries;
+    rkv_index_entry *old = r->entries;
     uint32_t old_cap = r->table_cap;
     r->entries = t;
     r->table_cap = (uint32_t)cap;
-    r->shift = 64 - rkv_rt_log2((uint32_t)cap);
+    r->shift = 64 - rkv_index_log2((uint32_t)cap);
     for (uint32_t i = 0; i < old_cap; i++)
-        if (rkv_rt_any(&old[i]) != 0)
-            t[rkv_rt_free_slot(r, old[i].key)] = old[i];
+        if (rkv_index_any(&old[i]) != 0)
+            t[rkv_index_free_slot(r, old[i].key)] = old[i];
     free(old);
     return RKV_OK;
 }
 
-uint32_t rkv_rt_add(rkv_router *r, uint64_t key)
+uint32_t rkv_index_add(rkv_router *r, uint64_t key)
 {
-    uint32_t i = rkv_rt_free_slot(r, key);
-    rkv_rt_entry *e = &r->entries[i];
+    uint32_t i = rkv_index_free_slot(r, key);
+    rkv_index_entry *e = &r->entries[i];
     memset(e, 0, sizeof *e);
     e->key = key;
     r->count++;
     return i;
 }
 
-void rkv_rt_remove(rkv_router *r, uint32_t i)
+void rkv_index_remove(rkv_router *r, uint32_t i)
 {
     uint32_t mask = r->table_cap - 1;
-    rkv_rt_entry *t = r->entries;
+    rkv_index_entry *t = r->entries;
     uint32_t j = i;
     for (;;) {
         j = (j + 1) & mask;
-        if (rkv_rt_any(&t[j]) == 0)
+        if (rkv_index_any(&t[j]) == 0)
             break;
-        uint32_t k = rkv_rt_home(r, t[j].key);
+        uint32_t k = rkv_index_home(r, t[j].key);
         /* t[j] may move to i iff its home is not cyclically in (i, j] */
         int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {

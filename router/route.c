@@ -30,53 +30,53 @@
 #include "common/status.h"
 #include "router/router_internal.h"
 
-typedef struct rkv_rt_probe {
+typedef struct rkv_index_probe {
     uint64_t a, d; /* holders on any medium / on the device, live only */
-} rkv_rt_probe;
+} rkv_index_probe;
 
-static inline rkv_rt_probe rkv_rt_probe_at(const rkv_router *r, uint32_t g,
+static inline rkv_index_probe rkv_index_probe_at(const rkv_router *r, uint32_t g,
                                            uint64_t live, uint64_t nsmix,
                                            uint64_t hash)
 {
-    rkv_rt_probe p = {0, 0};
-    uint32_t i = rkv_rt_find(r, rkv_rt_key(hash, nsmix, g));
-    if (i != RKV_RT_EMPTY) {
-        const rkv_rt_entry *e = &r->entries[i];
-        p.a = rkv_rt_any(e) & live;
+    rkv_index_probe p = {0, 0};
+    uint32_t i = rkv_index_find(r, rkv_index_key(hash, nsmix, g));
+    if (i != RKV_INDEX_EMPTY) {
+        const rkv_index_entry *e = &r->entries[i];
+        p.a = rkv_index_any(e) & live;
         p.d = e->mask[RKV_MEDIUM_DEVICE] & live;
     }
     return p;
 }
 
-static inline void rkv_rt_prefetch(const rkv_router *r, uint32_t g,
+static inline void rkv_index_prefetch(const rkv_router *r, uint32_t g,
                                    uint64_t nsmix, uint64_t hash)
 {
-    __builtin_prefetch(&r->entries[rkv_rt_home(r, rkv_rt_key(hash, nsmix, g))]);
+    __builtin_prefetch(&r->entries[rkv_index_home(r, rkv_index_key(hash, nsmix, g))]);
 }
 
 /* spans of at most this many pages are scanned, not bisected */
-#define RKV_RT_SCAN 16
+#define RKV_INDEX_SCAN 16
 
-typedef struct rkv_rt_span {
+typedef struct rkv_index_span {
     int64_t lo, hi;         /* positions; lo = -1: before page 0 */
-    rkv_rt_probe plo, phi;
-} rkv_rt_span;
+    rkv_index_probe plo, phi;
+} rkv_index_span;
 
 /* lead[b] / dlead[b] for every bit b of `live` in group g: the first page
  * its bit is absent from A / D (n if never). */
-static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
+static void rkv_index_search(const rkv_router *r, uint32_t g, uint64_t live,
                           uint64_t nsmix, const uint64_t *h, uint32_t n,
                           uint32_t *lead, uint32_t *dlead)
 {
     /* 2 spans per galloping step, then bisection depth <= 33 */
-    rkv_rt_span stack[160];
+    rkv_index_span stack[160];
     uint32_t top = 0;
     uint64_t p = 0;
     for (uint64_t q = 0; q < n; q = 2 * q + 1)
-        rkv_rt_prefetch(r, g, nsmix, h[q]);
+        rkv_index_prefetch(r, g, nsmix, h[q]);
     if (n > 0)
-        rkv_rt_prefetch(r, g, nsmix, h[n - 1]);
-    rkv_rt_probe prev = {live, live};
+        rkv_index_prefetch(r, g, nsmix, h[n - 1]);
+    rkv_index_probe prev = {live, live};
     int64_t prev_pos = -1;
     for (;;) {
         if (p >= n) {
@@ -88,21 +88,21 @@ static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
             if (prev_pos < (int64_t)n - 1 && (prev.a || prev.d)) {
                 /* the span (prev_pos, n - 1] still needs its drops found:
                  * probe the last page and split there */
-                rkv_rt_probe last = rkv_rt_probe_at(r, g, live, nsmix, h[n - 1]);
+                rkv_index_probe last = rkv_index_probe_at(r, g, live, nsmix, h[n - 1]);
                 last.a &= prev.a;
                 last.d &= prev.d & last.a;
                 for (uint64_t b = last.a; b; b &= b - 1)
                     lead[__builtin_ctzll(b)] = n;
                 for (uint64_t b = last.d; b; b &= b - 1)
                     dlead[__builtin_ctzll(b)] = n;
-                stack[top++] = (rkv_rt_span){prev_pos, (int64_t)n - 1, prev, last};
+                stack[top++] = (rkv_index_span){prev_pos, (int64_t)n - 1, prev, last};
             }
             break;
         }
-        rkv_rt_probe cur = rkv_rt_probe_at(r, g, live, nsmix, h[p]);
+        rkv_index_probe cur = rkv_index_probe_at(r, g, live, nsmix, h[p]);
         cur.a &= prev.a;
         cur.d &= prev.d & cur.a;
-        stack[top++] = (rkv_rt_span){prev_pos, (int64_t)p, prev, cur};
+        stack[top++] = (rkv_index_span){prev_pos, (int64_t)p, prev, cur};
         if (cur.a == 0 && cur.d == 0)
             break;
         prev = cur;
@@ -112,20 +112,20 @@ static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
             p = n; /* handled above: probe n - 1 */
     }
     while (top > 0) {
-        rkv_rt_span s = stack[--top];
+        rkv_index_span s = stack[--top];
         uint64_t da = s.plo.a & ~s.phi.a, dd = s.plo.d & ~s.phi.d;
         if (da == 0 && dd == 0)
             continue; /* nothing leaves inside */
-        if (s.hi - s.lo <= RKV_RT_SCAN) {
+        if (s.hi - s.lo <= RKV_INDEX_SCAN) {
             /* short: its probes all at once beat dependent bisection steps
              * (several bits drop inside when many instances differ) */
             for (int64_t j = s.lo + 1; j < s.hi; j++)
-                rkv_rt_prefetch(r, g, nsmix, h[j]);
-            rkv_rt_probe was = s.plo;
+                rkv_index_prefetch(r, g, nsmix, h[j]);
+            rkv_index_probe was = s.plo;
             for (int64_t j = s.lo + 1; j <= s.hi; j++) {
-                rkv_rt_probe cur = s.phi;
+                rkv_index_probe cur = s.phi;
                 if (j < s.hi) {
-                    cur = rkv_rt_probe_at(r, g, live, nsmix, h[j]);
+                    cur = rkv_index_probe_at(r, g, live, nsmix, h[j]);
                     cur.a = (cur.a & was.a) | s.phi.a;
                     cur.d = ((cur.d & was.d) | s.phi.d) & cur.a;
                 }
@@ -143,15 +143,15 @@ static void rkv_rt_search(const rkv_router *r, uint32_t g, uint64_t live,
         /* the next level probes one of the two halves' middles */
         int64_t m1 = s.lo + (mid - s.lo) / 2, m2 = mid + (s.hi - mid) / 2;
         if (m1 > s.lo)
-            rkv_rt_prefetch(r, g, nsmix, h[m1]);
+            rkv_index_prefetch(r, g, nsmix, h[m1]);
         if (m2 > mid)
-            rkv_rt_prefetch(r, g, nsmix, h[m2]);
-        rkv_rt_probe pm = rkv_rt_probe_at(r, g, live, nsmix, h[mid]);
+            rkv_index_prefetch(r, g, nsmix, h[m2]);
+        rkv_index_probe pm = rkv_index_probe_at(r, g, live, nsmix, h[mid]);
         /* clamp between the ends: a broken closure stays consistent */
         pm.a = (pm.a & s.plo.a) | s.phi.a;
         pm.d = ((pm.d & s.plo.d) | s.phi.d) & pm.a;
-        stack[top++] = (rkv_rt_span){mid, s.hi, pm, s.phi};
-        stack[top++] = (rkv_rt_span){s.lo, mid, s.plo, pm};
+        stack[top++] = (rkv_index_span){mid, s.hi, pm, s.phi};
+        stack[top++] = (rkv_index_span){s.lo, mid, s.plo, pm};
     }
 }
 
@@ -170,16 +170,16 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
     if (cap < r->num_instances)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: room for %u, %u "
                              "instances", fn, cap, r->num_instances);
-    uint32_t lead[RKV_RT_SLOTS], dlead[RKV_RT_SLOTS];
-    uint32_t off[RKV_RT_SLOTS][2]; /* host, disk pages in the leading run */
-    uint64_t offs[RKV_RT_GROUPS];  /* slots with pages off the device     */
-    uint64_t nsmix = rkv_rt_nsmix(ns);
-    for (uint32_t g = 0; g < RKV_RT_GROUPS; g++) {
+    uint32_t lead[RKV_INDEX_SLOTS], dlead[RKV_INDEX_SLOTS];
+    uint32_t off[RKV_INDEX_SLOTS][2]; /* host, disk pages in the leading run */
+    uint64_t offs[RKV_INDEX_GROUPS];  /* slots with pages off the device     */
+    uint64_t nsmix = rkv_index_nsmix(ns);
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
         uint64_t live = r->live[g];
         offs[g] = 0;
         if (live == 0)
             continue;
-        rkv_rt_search(r, g, live, nsmix, hashes, n, lead + g * 64,
+        rkv_index_search(r, g, live, nsmix, hashes, n, lead + g * 64,
                       dlead + g * 64);
         uint32_t from = UINT32_MAX, to = 0;
         for (uint64_t b = live; b; b &= b - 1) {
@@ -193,10 +193,10 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
         }
         /* the off-device stretches, page by page (tiers only) */
         for (uint32_t j = from; offs[g] != 0 && j < to; j++) {
-            uint32_t i = rkv_rt_find(r, rkv_rt_key(hashes[j], nsmix, g));
-            if (i == RKV_RT_EMPTY)
+            uint32_t i = rkv_index_find(r, rkv_index_key(hashes[j], nsmix, g));
+            if (i == RKV_INDEX_EMPTY)
                 continue;
-            const rkv_rt_entry *e = &r->entries[i];
+            const rkv_index_entry *e = &r->entries[i];
             for (uint64_t b = offs[g]; b; b &= b - 1) {
                 uint32_t bi = (uint32_t)__builtin_ctzll(b), s = g * 64 + bi;
                 if (j < dlead[s] || j >= lead[s] ||
@@ -209,7 +209,7 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
     const rkv_router_config *c = &r->cfg;
     for (uint32_t k = 0; k < r->num_instances; k++) {
         uint32_t s = r->order[k];
-        const rkv_rt_instance *in = &r->inst[s];
+        const rkv_index_slot *in = &r->inst[s];
         rkv_router_overlap *o = &out[k];
         memset(o, 0, sizeof *o);
         o->instance = in->id;
@@ -240,7 +240,7 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
 
 /* ---- choosing ----------------------------------------------------------------- */
 
-static uint64_t rkv_rt_next(uint64_t *state)
+static uint64_t rkv_index_next(uint64_t *state)
 {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -249,15 +249,15 @@ static uint64_t rkv_rt_next(uint64_t *state)
 }
 
 /* A uniform draw in [0, 1). */
-static double rkv_rt_unit(uint64_t *state)
+static double rkv_index_unit(uint64_t *state)
 {
-    return (double)(rkv_rt_next(state) >> 11) * 0x1.0p-53;
+    return (double)(rkv_index_next(state) >> 11) * 0x1.0p-53;
 }
 
 /* exp(y) for y in [-745, 0] to ~1e-15 relative (the library links no
  * libm): y = k ln2 + r with |r| <= ln2 / 2, a Taylor series for e^r, and
  * 2^k put into the exponent by halving steps that stay normal. */
-static double rkv_rt_exp_neg(double y)
+static double rkv_index_exp_neg(double y)
 {
     if (!(y > -745.0))
         return 0.0;
@@ -274,12 +274,12 @@ static double rkv_rt_exp_neg(double y)
 }
 
 /* Load of an instance slot for the tie rule: reported plus routed. */
-static uint64_t rkv_rt_queued(const rkv_rt_instance *in)
+static uint64_t rkv_index_queued(const rkv_index_slot *in)
 {
     uint64_t q = in->queued_tokens + in->routed_tokens;
     return q < in->queued_tokens ? UINT64_MAX : q;
 }
-static uint64_t rkv_rt_running(const rkv_rt_instance *in)
+static uint64_t rkv_index_running(const rkv_index_slot *in)
 {
     return (uint64_t)in->running + in->routed_running;
 }
@@ -304,11 +304,11 @@ rkv_status rkv_router_choose(rkv_router *router, const rkv_router_overlap *cand,
         /* softmax over the scores normalised to [0, 1] */
         double scale = (hi - lo) * r->cfg.temperature, sum = 0;
         for (uint32_t i = 0; i < n; i++)
-            sum += rkv_rt_exp_neg((cand[i].score - hi) / scale);
-        double u = rkv_rt_unit(&rng) * sum, acc = 0;
+            sum += rkv_index_exp_neg((cand[i].score - hi) / scale);
+        double u = rkv_index_unit(&rng) * sum, acc = 0;
         int found = 0;
         for (uint32_t i = 0; i < n && !found; i++) {
-            double w = rkv_rt_exp_neg((cand[i].score - hi) / scale);
+            double w = rkv_index_exp_neg((cand[i].score - hi) / scale);
             if (w > 0)
                 best = i; /* rounding may leave u past the sum: the last */
             acc += w;
@@ -327,25 +327,25 @@ rkv_status rkv_router_choose(rkv_router *router, const rkv_router_overlap *cand,
             while (at < r->num_instances && r->inst[r->order[at]].id < id)
                 at++;
             uint32_t s = at < r->num_instances && r->inst[r->order[at]].id == id
-                             ? r->order[at] : rkv_rt_slot_of(r, id);
-            uint64_t q = s == RKV_RT_EMPTY ? UINT64_MAX : rkv_rt_queued(&r->inst[s]);
-            uint64_t u = s == RKV_RT_EMPTY ? UINT64_MAX : rkv_rt_running(&r->inst[s]);
+                             ? r->order[at] : rkv_index_slot_of(r, id);
+            uint64_t q = s == RKV_INDEX_EMPTY ? UINT64_MAX : rkv_index_queued(&r->inst[s]);
+            uint64_t u = s == RKV_INDEX_EMPTY ? UINT64_MAX : rkv_index_running(&r->inst[s]);
             if (ties == 0 || q < bq || (q == bq && u < br)) {
                 best = i;
                 bq = q;
                 br = u;
                 ties = 1;
-            } else if (q == bq && u == br && rkv_rt_next(&rng) % ++ties == 0) {
+            } else if (q == bq && u == br && rkv_index_next(&rng) % ++ties == 0) {
                 best = i;
             }
         }
     }
-    uint32_t s = rkv_rt_slot_of(r, cand[best].instance);
-    if (s == RKV_RT_EMPTY || r->inst[s].role != RKV_RT_INSTANCE)
+    uint32_t s = rkv_index_slot_of(r, cand[best].instance);
+    if (s == RKV_INDEX_EMPTY || r->inst[s].role != RKV_INDEX_INSTANCE)
         return rkv_set_error(RKV_ERR_NOT_FOUND, "%s: instance %llu is not "
                              "registered", fn,
                              (unsigned long long)cand[best].instance);
-    rkv_rt_instance *in = &r->inst[s];
+    rkv_index_slot *in = &r->inst[s];
     uint32_t fresh = request_pages > cand[best].pages
                          ? request_pages - cand[best].pages : 0;
     double t = (double)fresh * r->cfg.page_tokens;
@@ -359,19 +359,30 @@ rkv_status rkv_router_choose(rkv_router *router, const rkv_router_overlap *cand,
     return RKV_OK;
 }
 
-rkv_status rkv_router_route(rkv_router *router, rkv_namespace ns,
-                            const uint64_t *hashes, uint32_t n,
-                            rkv_router_overlap *out)
+/* What both route calls need before any work: their pointers, and an
+ * instance to pick. */
+static rkv_status route_ready(const rkv_router *router, const rkv_router_overlap *out,
+                              const char *fn)
 {
-    static const char fn[] = "rkv_router_route";
     if (router == NULL || out == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              router == NULL ? "router" : "out");
     if (router->num_instances == 0)
         return rkv_set_error(RKV_ERR_STATE, "%s: no instance registered", fn);
+    return RKV_OK;
+}
+
+rkv_status rkv_router_route(rkv_router *router, rkv_namespace ns,
+                            const uint64_t *hashes, uint32_t n,
+                            rkv_router_overlap *out)
+{
+    static const char fn[] = "rkv_router_route";
+    rkv_status st = route_ready(router, out, fn);
+    if (st != RKV_OK)
+        return st;
     rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES];
     uint32_t k = 0, best = 0;
-    rkv_status st = rkv_router_overlaps(router, ns, hashes, n, all,
+    st = rkv_router_overlaps(router, ns, hashes, n, all,
                                         RKV_ROUTER_MAX_INSTANCES, &k);
     if (st == RKV_OK)
         st = rkv_router_choose(router, all, k, n, &best);
@@ -385,7 +396,7 @@ rkv_status rkv_router_route(rkv_router *router, rkv_namespace ns,
 
 /* The request's full pages' chained hashes into r->qhash (grown as needed;
  * nothing else changes on failure). */
-static rkv_status rkv_rt_hash_tokens(rkv_router *r, rkv_namespace ns,
+static rkv_status rkv_index_hash_tokens(rkv_router *r, rkv_namespace ns,
                                      const int32_t *tokens, uint32_t n_tokens,
                                      uint32_t page_size, uint32_t *pages,
                                      const char *fn)
@@ -430,7 +441,7 @@ rkv_status rkv_router_overlaps_tokens(rkv_router *router, rkv_namespace ns,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: room for %u, %u "
                              "instances", fn, cap, router->num_instances);
     uint32_t np = 0;
-    rkv_status st = rkv_rt_hash_tokens(router, ns, tokens, n_tokens, page_size,
+    rkv_status st = rkv_index_hash_tokens(router, ns, tokens, n_tokens, page_size,
                                        &np, fn);
     if (st != RKV_OK)
         return st;
@@ -442,14 +453,11 @@ rkv_status rkv_router_route_tokens(rkv_router *router, rkv_namespace ns,
                                    uint32_t page_size, rkv_router_overlap *out)
 {
     static const char fn[] = "rkv_router_route_tokens";
-    if (router == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             router == NULL ? "router" : "out");
-    if (router->num_instances == 0)
-        return rkv_set_error(RKV_ERR_STATE, "%s: no instance registered", fn);
+    rkv_status st = route_ready(router, out, fn);
+    if (st != RKV_OK)
+        return st;
     uint32_t np = 0;
-    rkv_status st = rkv_rt_hash_tokens(router, ns, tokens, n_tokens, page_size,
-                                       &np, fn);
+    st = rkv_index_hash_tokens(router, ns, tokens, n_tokens, page_size, &np, fn);
     if (st != RKV_OK)
         return st;
     return rkv_router_route(router, ns, router->qhash, np, out);

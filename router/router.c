@@ -29,7 +29,7 @@ void rkv_router_config_init(rkv_router_config *cfg)
     cfg->running_weight = 16.0;
 }
 
-static int rkv_rt_finite_nonneg(double x)
+static int rkv_index_finite_nonneg(double x)
 {
     return x >= 0 && x <= 1e300;
 }
@@ -44,29 +44,29 @@ rkv_status rkv_router_create(const rkv_router_config *cfg, rkv_router **out)
     rkv_router_config_init(&def);
     if (cfg == NULL)
         cfg = &def;
-    int ok = rkv_rt_finite_nonneg(cfg->page_tokens) &&
-             rkv_rt_finite_nonneg(cfg->queue_weight) &&
-             rkv_rt_finite_nonneg(cfg->running_weight) &&
-             rkv_rt_finite_nonneg(cfg->temperature);
+    int ok = rkv_index_finite_nonneg(cfg->page_tokens) &&
+             rkv_index_finite_nonneg(cfg->queue_weight) &&
+             rkv_index_finite_nonneg(cfg->running_weight) &&
+             rkv_index_finite_nonneg(cfg->temperature);
     for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
-        ok = ok && rkv_rt_finite_nonneg(cfg->medium_weight[m]);
+        ok = ok && rkv_index_finite_nonneg(cfg->medium_weight[m]);
     if (!ok)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: weights must be finite "
                              "and >= 0", fn);
     if (cfg->initial_blocks > (1u << 29))
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: initial_blocks %u too "
                              "large", fn, cfg->initial_blocks);
-    if (cfg->max_table_bytes != 0 && cfg->max_table_bytes < 64 * sizeof(rkv_rt_entry))
+    if (cfg->max_table_bytes != 0 && cfg->max_table_bytes < 64 * sizeof(rkv_index_entry))
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: max_table_bytes %llu is "
                              "below the smallest table (%zu bytes)", fn,
                              (unsigned long long)cfg->max_table_bytes,
-                             64 * sizeof(rkv_rt_entry));
+                             64 * sizeof(rkv_index_entry));
     rkv_router *r = calloc(1, sizeof *r);
     if (r == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: router struct", fn);
     r->cfg = *cfg;
     r->rng = cfg->seed;
-    rkv_status st = rkv_rt_index_init(r, cfg->initial_blocks);
+    rkv_status st = rkv_index_index_init(r, cfg->initial_blocks);
     if (st != RKV_OK) {
         free(r);
         return st;
@@ -79,14 +79,14 @@ void rkv_router_destroy(rkv_router *router)
 {
     if (router == NULL)
         return;
-    rkv_rt_index_fini(router);
+    rkv_index_index_fini(router);
     free(router->qhash);
     free(router);
 }
 
 /* ---- instances ------------------------------------------------------------- */
 
-uint32_t rkv_rt_slot_of(const rkv_router *r, uint64_t id)
+uint32_t rkv_index_slot_of(const rkv_router *r, uint64_t id)
 {
     uint32_t lo = 0, hi = r->num_instances;
     while (lo < hi) {
@@ -99,49 +99,48 @@ uint32_t rkv_rt_slot_of(const rkv_router *r, uint64_t id)
         else
             hi = mid;
     }
-    return RKV_RT_EMPTY;
+    return RKV_INDEX_EMPTY;
 }
 
-uint32_t rkv_rt_lookup(rkv_router *r, uint64_t id, const char *fn,
-                       rkv_status *st)
+rkv_status rkv_index_lookup(rkv_router *r, uint64_t id, const void *items, size_t n,
+                         const char *items_name, const char *fn, uint32_t *slot)
 {
-    if (r == NULL) {
-        *st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL router", fn);
-        return RKV_RT_EMPTY;
-    }
-    uint32_t s = rkv_rt_slot_of(r, id);
-    if (s == RKV_RT_EMPTY) {
+    if (r == NULL || (items == NULL && n > 0))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                             r == NULL ? "router" : items_name);
+    *slot = rkv_index_slot_of(r, id);
+    if (*slot == RKV_INDEX_EMPTY) {
         r->st.unknown_instance++;
-        *st = rkv_set_error(RKV_ERR_NOT_FOUND, "%s: instance %llu is not "
-                            "registered", fn, (unsigned long long)id);
+        return rkv_set_error(RKV_ERR_NOT_FOUND, "%s: instance %llu is not "
+                             "registered", fn, (unsigned long long)id);
     }
-    return s;
+    return RKV_OK;
 }
 
-uint32_t rkv_rt_free_slot_any(const rkv_router *r)
+uint32_t rkv_index_free_slot_any(const rkv_router *r)
 {
-    for (uint32_t s = 0; s < RKV_RT_SLOTS; s++)
-        if (r->inst[s].role == RKV_RT_FREE)
+    for (uint32_t s = 0; s < RKV_INDEX_SLOTS; s++)
+        if (r->inst[s].role == RKV_INDEX_FREE)
             return s;
-    return RKV_RT_EMPTY;
+    return RKV_INDEX_EMPTY;
 }
 
-void rkv_rt_clear_slot(rkv_router *r, uint32_t s)
+void rkv_index_clear_slot(rkv_router *r, uint32_t s)
 {
     uint64_t bit = 1ull << (s % 64);
     uint32_t g = s / 64;
-    rkv_rt_instance *in = &r->inst[s];
+    rkv_index_slot *in = &r->inst[s];
     if (in->blocks[0] + in->blocks[1] + in->blocks[2] != 0) {
         /* A deletion at i may pull a later entry of the cluster into i
          * (look at i again) or a wrapped one from the table's start (seen
          * already: its bit is clear, looking again is harmless). */
         for (uint32_t i = 0; i < r->table_cap;) {
-            rkv_rt_entry *e = &r->entries[i];
-            if ((rkv_rt_any(e) & bit) && rkv_rt_group(e) == g) {
+            rkv_index_entry *e = &r->entries[i];
+            if ((rkv_index_any(e) & bit) && rkv_index_group(e) == g) {
                 for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
                     e->mask[m] &= ~bit;
-                if (rkv_rt_any(e) == 0) {
-                    rkv_rt_remove(r, i);
+                if (rkv_index_any(e) == 0) {
+                    rkv_index_remove(r, i);
                     continue;
                 }
             }
@@ -151,9 +150,9 @@ void rkv_rt_clear_slot(rkv_router *r, uint32_t s)
     memset(in->blocks, 0, sizeof in->blocks);
 }
 
-static void rkv_rt_need_resync(rkv_router *r, uint32_t s)
+static void rkv_index_need_resync(rkv_router *r, uint32_t s)
 {
-    rkv_rt_clear_slot(r, s);
+    rkv_index_clear_slot(r, s);
     r->inst[s].needs_resync = 1;
     r->live[s / 64] &= ~(1ull << (s % 64));
 }
@@ -167,21 +166,21 @@ rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
     if (instance == UINT64_MAX)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: id UINT64_MAX is "
                              "reserved", fn);
-    if (rkv_rt_slot_of(r, instance) != RKV_RT_EMPTY)
+    if (rkv_index_slot_of(r, instance) != RKV_INDEX_EMPTY)
         return rkv_set_error(RKV_ERR_DUPLICATE, "%s: instance %llu is already "
                              "registered", fn, (unsigned long long)instance);
     if (r->num_instances == RKV_ROUTER_MAX_INSTANCES)
         return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %u instances already",
                              fn, RKV_ROUTER_MAX_INSTANCES);
-    uint32_t s = rkv_rt_free_slot_any(r);
-    if (s == RKV_RT_EMPTY) /* staging snapshots hold the spare slots */
+    uint32_t s = rkv_index_free_slot_any(r);
+    if (s == RKV_INDEX_EMPTY) /* staging snapshots hold the spare slots */
         return rkv_set_error(RKV_ERR_NO_SPACE, "%s: no free slot (snapshots "
                              "being staged hold them)", fn);
-    rkv_rt_instance *in = &r->inst[s];
+    rkv_index_slot *in = &r->inst[s];
     memset(in, 0, sizeof *in);
     in->id = instance;
-    in->role = RKV_RT_INSTANCE;
-    in->staging = RKV_RT_EMPTY;
+    in->role = RKV_INDEX_INSTANCE;
+    in->staging = RKV_INDEX_EMPTY;
     /* keep order[] sorted by id */
     uint32_t k = r->num_instances;
     while (k > 0 && r->inst[r->order[k - 1]].id > instance) {
@@ -197,13 +196,13 @@ rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
 rkv_status rkv_router_remove_instance(rkv_router *router, uint64_t instance)
 {
     static const char fn[] = "rkv_router_remove_instance";
-    rkv_status st = RKV_OK;
-    uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
-    if (s == RKV_RT_EMPTY)
+    uint32_t s;
+    rkv_status st = rkv_index_lookup(router, instance, NULL, 0, NULL, fn, &s);
+    if (st != RKV_OK)
         return st;
-    rkv_rt_stage_drop(router, s);
-    rkv_rt_clear_slot(router, s);
-    router->inst[s].role = RKV_RT_FREE;
+    rkv_index_stage_drop(router, s);
+    rkv_index_clear_slot(router, s);
+    router->inst[s].role = RKV_INDEX_FREE;
     router->live[s / 64] &= ~(1ull << (s % 64));
     uint32_t k = 0;
     while (router->order[k] != s)
@@ -218,9 +217,9 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
                                uint32_t running, uint64_t queued_tokens)
 {
     static const char fn[] = "rkv_router_set_load";
-    rkv_status st = RKV_OK;
-    uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
-    if (s == RKV_RT_EMPTY)
+    uint32_t s;
+    rkv_status st = rkv_index_lookup(router, instance, NULL, 0, NULL, fn, &s);
+    if (st != RKV_OK)
         return st;
     router->inst[s].running = running;
     router->inst[s].queued_tokens = queued_tokens;
@@ -233,11 +232,11 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
 
 /* Does a slot of group g (bit) hold `hash` (its namespace's nsmix) on any
  * medium? */
-static int rkv_rt_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
+static int rkv_index_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
                              uint64_t nsmix, uint64_t hash)
 {
-    uint32_t i = rkv_rt_find(r, rkv_rt_key(hash, nsmix, g));
-    return i != RKV_RT_EMPTY && (rkv_rt_any(&r->entries[i]) & bit);
+    uint32_t i = rkv_index_find(r, rkv_index_key(hash, nsmix, g));
+    return i != RKV_INDEX_EMPTY && (rkv_index_any(&r->entries[i]) & bit);
 }
 
 /* Applies one in-sequence event for slot s. 0: done; 1: the event
@@ -245,39 +244,39 @@ static int rkv_rt_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
  * the memory budget (the caller resyncs). A
  * contradiction found halfway leaves the first hashes applied: the caller
  * clears the instance anyway. */
-static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
+static int rkv_index_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
 {
     uint32_t g = s / 64;
     uint64_t bit = 1ull << (s % 64);
-    rkv_rt_instance *in = &r->inst[s];
+    rkv_index_slot *in = &r->inst[s];
     if (e->medium >= RKV_MEDIUM_COUNT || e->num_hashes > RKV_EVENT_MAX_HASHES)
         return 1;
-    uint64_t nsmix = rkv_rt_nsmix(e->ns), key[RKV_EVENT_MAX_HASHES];
+    uint64_t nsmix = rkv_index_nsmix(e->ns), key[RKV_EVENT_MAX_HASHES];
     /* the event's hashes are random lookups: start their misses at once */
     for (uint32_t j = 0; j < e->num_hashes; j++) {
-        key[j] = rkv_rt_key(e->hashes[j], nsmix, g);
-        __builtin_prefetch(&r->entries[rkv_rt_home(r, key[j])]);
+        key[j] = rkv_index_key(e->hashes[j], nsmix, g);
+        __builtin_prefetch(&r->entries[rkv_index_home(r, key[j])]);
     }
     switch (e->kind) {
     case RKV_EVENT_BLOCK_STORED: {
-        if (rkv_rt_reserve(r, e->num_hashes) != RKV_OK)
+        if (rkv_index_reserve(r, e->num_hashes) != RKV_OK)
             return -1;
         /* prefix closure (route.c relies on it): a page is stored only
          * under a parent the instance holds, or at the namespace root */
         if (e->num_hashes > 0 && e->parent_hash != RKV_HASH_ROOT &&
-            !rkv_rt_slot_holds(r, g, bit, nsmix, e->parent_hash))
+            !rkv_index_slot_holds(r, g, bit, nsmix, e->parent_hash))
             return 1;
         for (uint32_t j = 0; j < e->num_hashes; j++) {
-            uint32_t i = rkv_rt_find(r, key[j]);
-            if (i == RKV_RT_EMPTY) {
-                if (rkv_rt_full(r))
+            uint32_t i = rkv_index_find(r, key[j]);
+            if (i == RKV_INDEX_EMPTY) {
+                if (rkv_index_full(r))
                     return -2;
-                i = rkv_rt_add(r, key[j]);
+                i = rkv_index_add(r, key[j]);
             }
-            rkv_rt_entry *x = &r->entries[i];
+            rkv_index_entry *x = &r->entries[i];
             if (x->mask[e->medium] & bit) {
-                if (rkv_rt_any(x) == 0)
-                    rkv_rt_remove(r, i);
+                if (rkv_index_any(x) == 0)
+                    rkv_index_remove(r, i);
                 return 1;
             }
             x->mask[e->medium] |= bit;
@@ -287,17 +286,17 @@ static int rkv_rt_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
     }
     case RKV_EVENT_BLOCK_REMOVED:
         for (uint32_t j = 0; j < e->num_hashes; j++) {
-            uint32_t i = rkv_rt_find(r, key[j]);
-            if (i == RKV_RT_EMPTY || !(r->entries[i].mask[e->medium] & bit))
+            uint32_t i = rkv_index_find(r, key[j]);
+            if (i == RKV_INDEX_EMPTY || !(r->entries[i].mask[e->medium] & bit))
                 return 1;
             r->entries[i].mask[e->medium] &= ~bit;
             in->blocks[e->medium]--;
-            if (rkv_rt_any(&r->entries[i]) == 0)
-                rkv_rt_remove(r, i);
+            if (rkv_index_any(&r->entries[i]) == 0)
+                rkv_index_remove(r, i);
         }
         return 0;
     case RKV_EVENT_ALL_CLEARED:
-        rkv_rt_clear_slot(r, s);
+        rkv_index_clear_slot(r, s);
         return 0;
     default:
         return 1;
@@ -308,15 +307,12 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
                             const rkv_event *events, uint32_t n)
 {
     static const char fn[] = "rkv_router_apply";
-    if (router == NULL || (events == NULL && n > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             router == NULL ? "router" : "events");
-    rkv_router *r = router;
-    rkv_status st = RKV_OK;
-    uint32_t s = rkv_rt_lookup(r, instance, fn, &st);
-    if (s == RKV_RT_EMPTY)
+    uint32_t s;
+    rkv_status st = rkv_index_lookup(router, instance, events, n, "events", fn, &s);
+    if (st != RKV_OK)
         return st;
-    rkv_rt_instance *in = &r->inst[s];
+    rkv_router *r = router;
+    rkv_index_slot *in = &r->inst[s];
     uint64_t refused = 0; /* seq of the event the budget refused */
     for (uint32_t k = 0; k < n; k++) {
         const rkv_event *e = &events[k];
@@ -331,26 +327,26 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
         if (e->seq != in->last_seq + 1) {
             r->st.gaps++;
             r->st.events_skipped++;
-            rkv_rt_need_resync(r, s);
+            rkv_index_need_resync(r, s);
             continue;
         }
         if (e->kind == RKV_EVENT_RESYNC) {
             r->st.resync_markers++;
             in->last_seq = e->seq;
-            rkv_rt_need_resync(r, s);
+            rkv_index_need_resync(r, s);
             continue;
         }
-        int rc = rkv_rt_apply_one(r, s, e);
+        int rc = rkv_index_apply_one(r, s, e);
         if (rc == -2) {
             /* a bound, not an error of the stream: the instance holds
              * nothing until a snapshot fits, the rest is skipped */
             r->st.events_over_budget++;
-            rkv_rt_need_resync(r, s);
+            rkv_index_need_resync(r, s);
             refused = e->seq;
             continue;
         }
         if (rc < 0) {
-            rkv_rt_need_resync(r, s);
+            rkv_index_need_resync(r, s);
             return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory applying "
                                  "event %llu of instance %llu (it needs a "
                                  "resync)", fn, (unsigned long long)e->seq,
@@ -358,7 +354,7 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
         }
         if (rc > 0) {
             r->st.events_bad++;
-            rkv_rt_need_resync(r, s);
+            rkv_index_need_resync(r, s);
             continue;
         }
         in->last_seq = e->seq;
@@ -377,16 +373,16 @@ rkv_status rkv_router_heartbeat(rkv_router *router, uint64_t instance,
                                 uint64_t last_seq)
 {
     static const char fn[] = "rkv_router_heartbeat";
-    rkv_status st = RKV_OK;
-    uint32_t s = rkv_rt_lookup(router, instance, fn, &st);
-    if (s == RKV_RT_EMPTY)
+    uint32_t s;
+    rkv_status st = rkv_index_lookup(router, instance, NULL, 0, NULL, fn, &s);
+    if (st != RKV_OK)
         return st;
-    rkv_rt_instance *in = &router->inst[s];
+    rkv_index_slot *in = &router->inst[s];
     if (last_seq < in->last_seq) {
         router->st.events_stale++;
     } else if (last_seq > in->last_seq && !in->needs_resync) {
         router->st.gaps++;
-        rkv_rt_need_resync(router, s);
+        rkv_index_need_resync(router, s);
     }
     return RKV_OK;
 }
@@ -394,33 +390,33 @@ rkv_status rkv_router_heartbeat(rkv_router *router, uint64_t instance,
 /* ---- queries of state ---------------------------------------------------------- */
 
 /* medium RKV_MEDIUM_COUNT: any medium */
-static int rkv_rt_holds(const rkv_router *router, uint64_t instance,
+static int rkv_index_holds(const rkv_router *router, uint64_t instance,
                         rkv_namespace ns, uint64_t hash, uint32_t medium)
 {
     if (router == NULL || medium > RKV_MEDIUM_COUNT)
         return 0;
-    uint32_t s = rkv_rt_slot_of(router, instance);
-    if (s == RKV_RT_EMPTY)
+    uint32_t s = rkv_index_slot_of(router, instance);
+    if (s == RKV_INDEX_EMPTY)
         return 0;
-    uint32_t i = rkv_rt_find(router, rkv_rt_key(hash, rkv_rt_nsmix(ns), s / 64));
-    if (i == RKV_RT_EMPTY)
+    uint32_t i = rkv_index_find(router, rkv_index_key(hash, rkv_index_nsmix(ns), s / 64));
+    if (i == RKV_INDEX_EMPTY)
         return 0;
-    const rkv_rt_entry *e = &router->entries[i];
-    uint64_t m = medium == RKV_MEDIUM_COUNT ? rkv_rt_any(e) : e->mask[medium];
+    const rkv_index_entry *e = &router->entries[i];
+    uint64_t m = medium == RKV_MEDIUM_COUNT ? rkv_index_any(e) : e->mask[medium];
     return (int)((m >> (s % 64)) & 1);
 }
 
 int rkv_router_holds(const rkv_router *router, uint64_t instance,
                      rkv_namespace ns, uint64_t hash)
 {
-    return rkv_rt_holds(router, instance, ns, hash, RKV_MEDIUM_COUNT);
+    return rkv_index_holds(router, instance, ns, hash, RKV_MEDIUM_COUNT);
 }
 
 int rkv_router_holds_medium(const rkv_router *router, uint64_t instance,
                             rkv_namespace ns, uint64_t hash, uint32_t medium)
 {
     return medium < RKV_MEDIUM_COUNT
-               ? rkv_rt_holds(router, instance, ns, hash, medium) : 0;
+               ? rkv_index_holds(router, instance, ns, hash, medium) : 0;
 }
 
 rkv_status rkv_router_instance_info_get(const rkv_router *router,
@@ -431,11 +427,11 @@ rkv_status rkv_router_instance_info_get(const rkv_router *router,
     if (router == NULL || out == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              router == NULL ? "router" : "out");
-    uint32_t s = rkv_rt_slot_of(router, instance);
-    if (s == RKV_RT_EMPTY)
+    uint32_t s = rkv_index_slot_of(router, instance);
+    if (s == RKV_INDEX_EMPTY)
         return rkv_set_error(RKV_ERR_NOT_FOUND, "%s: instance %llu is not "
                              "registered", fn, (unsigned long long)instance);
-    const rkv_rt_instance *in = &router->inst[s];
+    const rkv_index_slot *in = &router->inst[s];
     out->last_seq = in->last_seq;
     out->blocks = in->blocks[0] + in->blocks[1] + in->blocks[2];
     out->needs_resync = in->needs_resync;
@@ -477,27 +473,27 @@ rkv_status rkv_router_check(const rkv_router *router)
                        r->shift, r->count);
     if (r->count > r->limit)
         return CORRUPT("%u entries over the budget of %u", r->count, r->limit);
-    uint64_t used[RKV_RT_GROUPS] = {0}, live[RKV_RT_GROUPS] = {0};
+    uint64_t used[RKV_INDEX_GROUPS] = {0}, live[RKV_INDEX_GROUPS] = {0};
     uint32_t n_inst = 0;
-    for (uint32_t s = 0; s < RKV_RT_SLOTS; s++) {
-        const rkv_rt_instance *in = &r->inst[s];
+    for (uint32_t s = 0; s < RKV_INDEX_SLOTS; s++) {
+        const rkv_index_slot *in = &r->inst[s];
         uint64_t bit = 1ull << (s % 64);
-        if (in->role == RKV_RT_FREE)
+        if (in->role == RKV_INDEX_FREE)
             continue;
         used[s / 64] |= bit;
-        if (in->role == RKV_RT_INSTANCE) {
+        if (in->role == RKV_INDEX_INSTANCE) {
             n_inst++;
             if (!in->needs_resync)
                 live[s / 64] |= bit;
-            if (in->staging != RKV_RT_EMPTY &&
-                (in->staging >= RKV_RT_SLOTS ||
-                 r->inst[in->staging].role != RKV_RT_STAGING ||
+            if (in->staging != RKV_INDEX_EMPTY &&
+                (in->staging >= RKV_INDEX_SLOTS ||
+                 r->inst[in->staging].role != RKV_INDEX_STAGING ||
                  r->inst[in->staging].staging != s))
                 return CORRUPT("slot %u: staging slot %u not its own", s,
                                in->staging);
-        } else if (in->role == RKV_RT_STAGING) {
-            if (in->staging >= RKV_RT_SLOTS ||
-                r->inst[in->staging].role != RKV_RT_INSTANCE ||
+        } else if (in->role == RKV_INDEX_STAGING) {
+            if (in->staging >= RKV_INDEX_SLOTS ||
+                r->inst[in->staging].role != RKV_INDEX_INSTANCE ||
                 r->inst[in->staging].staging != s)
                 return CORRUPT("staging slot %u: owner %u does not own it", s,
                                in->staging);
@@ -509,41 +505,41 @@ rkv_status rkv_router_check(const rkv_router *router)
         return CORRUPT("%u instances, %u slots hold one", r->num_instances,
                        n_inst);
     for (uint32_t k = 0; k < r->num_instances; k++) {
-        if (r->inst[r->order[k]].role != RKV_RT_INSTANCE ||
+        if (r->inst[r->order[k]].role != RKV_INDEX_INSTANCE ||
             (k > 0 && r->inst[r->order[k - 1]].id >= r->inst[r->order[k]].id))
             return CORRUPT("instance order broken at %u", k);
     }
-    for (uint32_t g = 0; g < RKV_RT_GROUPS; g++)
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
         if (live[g] != r->live[g])
             return CORRUPT("group %u live mask %llx, expected %llx", g,
                            (unsigned long long)r->live[g],
                            (unsigned long long)live[g]);
-    uint64_t held[RKV_RT_SLOTS][RKV_MEDIUM_COUNT];
+    uint64_t held[RKV_INDEX_SLOTS][RKV_MEDIUM_COUNT];
     memset(held, 0, sizeof held);
     uint32_t in_table = 0;
     for (uint32_t i = 0; i < r->table_cap; i++) {
-        const rkv_rt_entry *e = &r->entries[i];
-        if (rkv_rt_any(e) == 0)
+        const rkv_index_entry *e = &r->entries[i];
+        if (rkv_index_any(e) == 0)
             continue;
         in_table++;
-        uint32_t g = rkv_rt_group(e);
-        if (g >= RKV_RT_GROUPS)
+        uint32_t g = rkv_index_group(e);
+        if (g >= RKV_INDEX_GROUPS)
             return CORRUPT("slot %u: group %u", i, g);
         /* every slot from its home to i is in use (a probe reaches it) */
-        for (uint32_t j = rkv_rt_home(r, e->key); j != i;
+        for (uint32_t j = rkv_index_home(r, e->key); j != i;
              j = (j + 1) & (r->table_cap - 1))
-            if (rkv_rt_any(&r->entries[j]) == 0)
+            if (rkv_index_any(&r->entries[j]) == 0)
                 return CORRUPT("slot %u unreachable from its home", i);
-        if (rkv_rt_find(r, e->key) != i)
+        if (rkv_index_find(r, e->key) != i)
             return CORRUPT("slot %u: its key is found elsewhere (twice)", i);
         /* staging slots hold bits too; resyncing and free ones none */
         uint64_t may = live[g];
         for (uint64_t b = used[g] & ~live[g]; b; b &= b - 1) {
             uint32_t s = g * 64 + (uint32_t)__builtin_ctzll(b);
-            if (r->inst[s].role == RKV_RT_STAGING)
+            if (r->inst[s].role == RKV_INDEX_STAGING)
                 may |= b & -b;
         }
-        if (rkv_rt_any(e) & ~may)
+        if (rkv_index_any(e) & ~may)
             return CORRUPT("slot %u held by a free or resyncing instance", i);
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             for (uint64_t b = e->mask[m]; b; b &= b - 1)
@@ -551,9 +547,9 @@ rkv_status rkv_router_check(const rkv_router *router)
     }
     if (in_table != r->count)
         return CORRUPT("%u entries in the table, count %u", in_table, r->count);
-    for (uint32_t s = 0; s < RKV_RT_SLOTS; s++)
+    for (uint32_t s = 0; s < RKV_INDEX_SLOTS; s++)
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
-            if ((r->inst[s].role != RKV_RT_FREE ? r->inst[s].blocks[m] : 0) !=
+            if ((r->inst[s].role != RKV_INDEX_FREE ? r->inst[s].blocks[m] : 0) !=
                 held[s][m])
                 return CORRUPT("slot %u medium %d counts %llu blocks, holds %llu",
                                s, m, (unsigned long long)r->inst[s].blocks[m],

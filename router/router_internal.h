@@ -5,7 +5,7 @@
  * (overlap search and scoring).
  *
  * Layout:
- *   - Instance slots: RKV_RT_SLOTS of them, in groups of 64 (slot s is bit
+ *   - Instance slots: RKV_INDEX_SLOTS of them, in groups of 64 (slot s is bit
  *     s % 64 of group s / 64). A slot is free, an instance's, or a staging
  *     slot that collects a snapshot for its owner instance (see
  *     router/snapshot.c) and is not live. Slots are handed out lowest
@@ -47,20 +47,20 @@
 
 #include "radixkv_router.h"
 
-#define RKV_RT_EMPTY UINT32_MAX
+#define RKV_INDEX_EMPTY UINT32_MAX
 /* instance slots + one spare group for staging snapshots */
-#define RKV_RT_SLOTS (RKV_ROUTER_MAX_INSTANCES + 64u)
-#define RKV_RT_GROUPS (RKV_RT_SLOTS / 64u)
+#define RKV_INDEX_SLOTS (RKV_ROUTER_MAX_INSTANCES + 64u)
+#define RKV_INDEX_GROUPS (RKV_INDEX_SLOTS / 64u)
 
-typedef struct rkv_rt_entry {
+typedef struct rkv_index_entry {
     uint64_t key;
     uint64_t mask[RKV_MEDIUM_COUNT];
-} rkv_rt_entry;
+} rkv_index_entry;
 
-_Static_assert(sizeof(rkv_rt_entry) == 32, "two entries per cache line");
-_Static_assert(RKV_RT_GROUPS <= 32, "the group fits the key's low 5 bits");
+_Static_assert(sizeof(rkv_index_entry) == 32, "two entries per cache line");
+_Static_assert(RKV_INDEX_GROUPS <= 32, "the group fits the key's low 5 bits");
 
-static inline uint64_t rkv_rt_fmix(uint64_t k)
+static inline uint64_t rkv_index_fmix(uint64_t k)
 {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
@@ -70,26 +70,26 @@ static inline uint64_t rkv_rt_fmix(uint64_t k)
     return k;
 }
 /* Per namespace, once per call: the part of the key the namespace gives. */
-static inline uint64_t rkv_rt_nsmix(uint64_t ns)
+static inline uint64_t rkv_index_nsmix(uint64_t ns)
 {
-    return rkv_rt_fmix(ns ^ 0x9E3779B97F4A7C15ull);
+    return rkv_index_fmix(ns ^ 0x9E3779B97F4A7C15ull);
 }
-static inline uint64_t rkv_rt_key(uint64_t hash, uint64_t nsmix,
+static inline uint64_t rkv_index_key(uint64_t hash, uint64_t nsmix,
                                   uint32_t group)
 {
-    return (rkv_rt_fmix(hash ^ nsmix) & ~(uint64_t)31) | group;
+    return (rkv_index_fmix(hash ^ nsmix) & ~(uint64_t)31) | group;
 }
-static inline uint32_t rkv_rt_group(const rkv_rt_entry *e)
+static inline uint32_t rkv_index_group(const rkv_index_entry *e)
 {
     return (uint32_t)(e->key & 31);
 }
 
-enum { RKV_RT_FREE = 0, RKV_RT_INSTANCE = 1, RKV_RT_STAGING = 2 };
+enum { RKV_INDEX_FREE = 0, RKV_INDEX_INSTANCE = 1, RKV_INDEX_STAGING = 2 };
 
-typedef struct rkv_rt_instance {
-    uint64_t id;            /* RKV_RT_INSTANCE                              */
-    uint32_t role;          /* RKV_RT_FREE / _INSTANCE / _STAGING           */
-    uint32_t staging;       /* INSTANCE: its staging slot or RKV_RT_EMPTY;
+typedef struct rkv_index_slot {
+    uint64_t id;            /* RKV_INDEX_INSTANCE                              */
+    uint32_t role;          /* RKV_INDEX_FREE / _INSTANCE / _STAGING           */
+    uint32_t staging;       /* INSTANCE: its staging slot or RKV_INDEX_EMPTY;
                                STAGING: the owner's slot                     */
     int needs_resync;
     uint64_t last_seq;
@@ -99,21 +99,21 @@ typedef struct rkv_rt_instance {
     uint64_t queued_tokens;
     uint32_t routed_running; /* routed here since it (rkv_router_choose)   */
     uint64_t routed_tokens;
-} rkv_rt_instance;
+} rkv_index_slot;
 
 struct rkv_router {
     rkv_router_config cfg;
-    rkv_rt_entry *entries; /* the table: [table_cap]                    */
+    rkv_index_entry *entries; /* the table: [table_cap]                    */
     uint32_t count;     /* entries in use                                 */
     uint32_t table_cap; /* power of two                                   */
     uint32_t shift;     /* 64 - log2(table_cap)                           */
     uint32_t limit;     /* entries allowed (the memory budget): count <=
                            limit, and a table of limit entries fits
                            max_table_bytes                                */
-    rkv_rt_instance inst[RKV_RT_SLOTS];
+    rkv_index_slot inst[RKV_INDEX_SLOTS];
     uint32_t order[RKV_ROUTER_MAX_INSTANCES];
     uint32_t num_instances;
-    uint64_t live[RKV_RT_GROUPS]; /* in-sync instance slots per group     */
+    uint64_t live[RKV_INDEX_GROUPS]; /* in-sync instance slots per group     */
     uint64_t *qhash;    /* rkv_router_*_tokens: the request's page hashes */
     uint32_t qhash_cap;
     uint64_t rng;       /* splitmix64 state, from cfg.seed               */
@@ -121,62 +121,64 @@ struct rkv_router {
 };
 
 /* index.c ------------------------------------------------------------------ */
-rkv_status rkv_rt_index_init(rkv_router *r, uint32_t initial);
-void rkv_rt_index_fini(rkv_router *r);
+rkv_status rkv_index_index_init(rkv_router *r, uint32_t initial);
+void rkv_index_index_fini(rkv_router *r);
 /* Room for `more` new entries (at most up to the budget, r->limit)
  * without allocating later; RKV_ERR_NOMEM (nothing changes). */
-rkv_status rkv_rt_reserve(rkv_router *r, uint32_t more);
+rkv_status rkv_index_reserve(rkv_router *r, uint32_t more);
 /* The budget is reached: no entry may be added (reserve never grows the
- * table past it, so callers check this before each rkv_rt_add). */
-static inline int rkv_rt_full(const rkv_router *r)
+ * table past it, so callers check this before each rkv_index_add). */
+static inline int rkv_index_full(const rkv_router *r)
 {
     return r->count >= r->limit;
 }
 /* New entry with empty masks (room reserved, not full); returns its slot. Until a
- * mask bit is set the slot counts as free: set one, or rkv_rt_remove it,
+ * mask bit is set the slot counts as free: set one, or rkv_index_remove it,
  * before the next add. */
-uint32_t rkv_rt_add(rkv_router *r, uint64_t key);
+uint32_t rkv_index_add(rkv_router *r, uint64_t key);
 /* Deletes the entry in slot idx (later entries of its cluster may move
  * back, into idx included). */
-void rkv_rt_remove(rkv_router *r, uint32_t idx);
-static inline uint32_t rkv_rt_home(const rkv_router *r, uint64_t key)
+void rkv_index_remove(rkv_router *r, uint32_t idx);
+static inline uint32_t rkv_index_home(const rkv_router *r, uint64_t key)
 {
     return (uint32_t)(key >> r->shift);
 }
-static inline uint64_t rkv_rt_any(const rkv_rt_entry *e)
+static inline uint64_t rkv_index_any(const rkv_index_entry *e)
 {
     return e->mask[0] | e->mask[1] | e->mask[2];
 }
-/* Table slot of key's entry, or RKV_RT_EMPTY. */
-static inline uint32_t rkv_rt_find(const rkv_router *r, uint64_t key)
+/* Table slot of key's entry, or RKV_INDEX_EMPTY. */
+static inline uint32_t rkv_index_find(const rkv_router *r, uint64_t key)
 {
     uint32_t mask = r->table_cap - 1;
-    for (uint32_t i = rkv_rt_home(r, key);; i = (i + 1) & mask) {
-        const rkv_rt_entry *e = &r->entries[i];
-        if (rkv_rt_any(e) == 0)
-            return RKV_RT_EMPTY;
+    for (uint32_t i = rkv_index_home(r, key);; i = (i + 1) & mask) {
+        const rkv_index_entry *e = &r->entries[i];
+        if (rkv_index_any(e) == 0)
+            return RKV_INDEX_EMPTY;
         if (e->key == key)
             return i;
     }
 }
 
 /* router.c ----------------------------------------------------------------- */
-/* Slot of instance id, or RKV_RT_EMPTY. O(log instances). */
-uint32_t rkv_rt_slot_of(const rkv_router *r, uint64_t id);
-/* Slot of a registered instance id; RKV_RT_EMPTY with an error set
- * otherwise: INVALID_ARG for a NULL router (so entry points need no check
- * of their own), NOT_FOUND (counted in stats.unknown_instance) for an
- * unknown id. */
-uint32_t rkv_rt_lookup(rkv_router *r, uint64_t id, const char *fn,
-                       rkv_status *st);
+/* Slot of instance id, or RKV_INDEX_EMPTY. O(log instances). */
+uint32_t rkv_index_slot_of(const rkv_router *r, uint64_t id);
+/* The entry points' common opening, for entry point fn: *slot = the slot
+ * of registered instance id. INVALID_ARG for a NULL router or a NULL
+ * array `items` (named items_name in the message) of n > 0 items (pass
+ * NULL, 0, NULL when there is none), so entry points need no check of
+ * their own; NOT_FOUND (counted in stats.unknown_instance) for an unknown
+ * id. */
+rkv_status rkv_index_lookup(rkv_router *r, uint64_t id, const void *items, size_t n,
+                         const char *items_name, const char *fn, uint32_t *slot);
 /* Removes slot s's bit from every entry of its group (entries left empty
  * go) and zeroes its block counts. Cannot fail. O(table). */
-void rkv_rt_clear_slot(rkv_router *r, uint32_t s);
-/* A free slot (lowest first), or RKV_RT_EMPTY. */
-uint32_t rkv_rt_free_slot_any(const rkv_router *r);
+void rkv_index_clear_slot(rkv_router *r, uint32_t s);
+/* A free slot (lowest first), or RKV_INDEX_EMPTY. */
+uint32_t rkv_index_free_slot_any(const rkv_router *r);
 
 /* snapshot.c --------------------------------------------------------------- */
 /* Drops instance slot s's staging slot, if any. Cannot fail. */
-void rkv_rt_stage_drop(rkv_router *r, uint32_t s);
+void rkv_index_stage_drop(rkv_router *r, uint32_t s);
 
 #endif

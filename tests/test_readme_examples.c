@@ -1,8 +1,9 @@
 /*
- * tests/test_readme_examples.c -- the README quotes the example programs
- * instead of carrying its own code, and this test keeps the quotes exact.
+ * tests/test_readme_examples.c -- the documents (README.md and every .md
+ * in docs/) quote the example programs instead of carrying their own code, and this
+ * test keeps the quotes exact.
  *
- * A quote in README.md is a marker line, then a fenced C block:
+ * A quote in a document is a marker line, then a fenced C block:
  *     <!-- snippet: examples/serve_loop.c#loop -->
  *     ```c
  *     ...
@@ -10,11 +11,12 @@
  * The block must equal, byte for byte, the lines of that file between the
  * comment lines "ANCHOR: loop" and "ANCHOR_END: loop" (each a C comment
  * alone on its line; without #name, the whole file). The examples
- * themselves are compiled and run as tests (example_*), so what the README
- * shows builds and works. When an example changes, copy the region into
- * the README.
+ * themselves are compiled and run as tests (example_*), so what the
+ * documents show builds and works. When an example changes, copy the
+ * region into the document that quotes it.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,18 +204,45 @@ static int check_quotes(const char *readme, const char *srcdir, char *msg,
 
 Test(readme, quotes_equal_the_examples)
 {
-    char *readme = read_file(RKV_SOURCE_DIR "/README.md");
-    cr_assert_not_null(readme, "cannot read README.md");
-    char msg[MSG_CAP] = "", quoted[1024];
-    int n = check_quotes(readme, RKV_SOURCE_DIR, msg, sizeof msg, quoted,
-                         sizeof quoted);
-    cr_assert_geq(n, 0, "%s", msg);
-    /* the README quotes each example at least once */
-    cr_assert_not_null(strstr(quoted, "examples/agent_loop.c\n"),
-                       "README does not quote examples/agent_loop.c");
-    cr_assert_not_null(strstr(quoted, "examples/serve_loop.c\n"),
-                       "README does not quote examples/serve_loop.c");
-    free(readme);
+    /* README.md, then every .md in docs/ */
+    char docs[32][64];
+    int nd = 0;
+    snprintf(docs[nd++], sizeof docs[0], "README.md");
+    DIR *d = opendir(RKV_SOURCE_DIR "/docs");
+    cr_assert_not_null(d, "cannot list docs/");
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (len > 3 && len < 40 && strcmp(e->d_name + len - 3, ".md") == 0) {
+            cr_assert_lt(nd, 32, "more documents than the test expects");
+            snprintf(docs[nd++], sizeof docs[0], "docs/%.50s", e->d_name);
+        }
+    }
+    closedir(d);
+    char all[2048] = "";
+    int total = 0;
+    for (int i = 0; i < nd; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%.63s", RKV_SOURCE_DIR, docs[i]);
+        char *doc = read_file(path);
+        cr_assert_not_null(doc, "cannot read %s", docs[i]);
+        char msg[MSG_CAP] = "", quoted[1024];
+        int n = check_quotes(doc, RKV_SOURCE_DIR, msg, sizeof msg, quoted,
+                             sizeof quoted);
+        free(doc);
+        cr_assert_geq(n, 0, "%s: %s", docs[i], msg);
+        total += n;
+        if (strlen(all) + strlen(quoted) < sizeof all)
+            strcat(all, quoted);
+    }
+    cr_assert_gt(total, 0, "no document quotes an example");
+    /* each example is quoted at least once (docs/embedding.md,
+     * docs/retention.md) */
+    cr_assert_not_null(strstr(all, "examples/agent_loop.c\n"),
+                       "no document quotes examples/agent_loop.c");
+    cr_assert_not_null(strstr(all, "examples/serve_loop.c\n"),
+                       "no document quotes examples/serve_loop.c");
+    cr_assert_not_null(strstr(all, "examples/agent_retention.c\n"),
+                       "no document quotes examples/agent_retention.c");
 }
 
 /* The checker itself: a quote that drifted, a missing region, a marker

@@ -116,23 +116,23 @@ static uint64_t epoch_of(in *s)
 
 /* The subject a message of this kind from instance id comes on; now and
  * then another instance's (a forged message, which must be refused). */
-static const char *subject_of(in *s, rkv_rd_kind kind, uint64_t id)
+static const char *subject_of(in *s, rkv_daemon_kind kind, uint64_t id)
 {
     static char subj[96];
     if (below(s, 16) == 0)
         id = id_of(s);
-    if (kind == RKV_RD_SNAP) {
+    if (kind == RKV_DAEMON_SNAP) {
         snprintf(subj, sizeof subj, "_INBOX.fuzz.%llu", (unsigned long long)id);
         return subj;
     }
-    const char *what = kind == RKV_RD_KV ? "kv" : kind == RKV_RD_HB ? "hb" : "route";
-    if (rkv_fleet_subject(subj, sizeof subj, "fuzz", what, kind == RKV_RD_KV ||
-                          kind == RKV_RD_HB, id) != RKV_OK)
+    const char *what = kind == RKV_DAEMON_KV ? "kv" : kind == RKV_DAEMON_HB ? "hb" : "route";
+    if (rkv_fleet_subject(subj, sizeof subj, "fuzz", what, kind == RKV_DAEMON_KV ||
+                          kind == RKV_DAEMON_HB, id) != RKV_OK)
         die("subject");
     return subj;
 }
 
-static void heartbeat(rkv_rd *d, in *s, uint64_t id, uint64_t now)
+static void heartbeat(rkv_daemon *d, in *s, uint64_t id, uint64_t now)
 {
     uint64_t last = id <= IDS && below(s, 8) ? next_seq[id] - 1 : below(s, 64);
     rkv_wire_heartbeat hb = {id, 0, last, 0, 0};
@@ -142,10 +142,10 @@ static void heartbeat(rkv_rd *d, in *s, uint64_t id, uint64_t now)
     uint8_t buf[RKV_WIRE_HEARTBEAT_SIZE];
     size_t len = 0;
     if (rkv_wire_encode_heartbeat(&hb, buf, sizeof buf, &len) == RKV_OK)
-        rkv_rd_handle(d, RKV_RD_HB, subject_of(s, RKV_RD_HB, id), buf, len, NULL, now);
+        rkv_daemon_handle(d, RKV_DAEMON_HB, subject_of(s, RKV_DAEMON_HB, id), buf, len, NULL, now);
 }
 
-static void events(rkv_rd *d, in *s, uint64_t now)
+static void events(rkv_daemon *d, in *s, uint64_t now)
 {
     static rkv_event ev[16];
     static uint8_t buf[16 * (28 + 8 * (RKV_EVENT_MAX_HASHES + 1)) + 64];
@@ -185,10 +185,10 @@ static void events(rkv_rd *d, in *s, uint64_t now)
     next_seq[id] = seq;
     size_t len = 0;
     if (rkv_wire_encode_events(id, epoch, ev, n, buf, sizeof buf, &len) == RKV_OK)
-        rkv_rd_handle(d, RKV_RD_KV, subject_of(s, RKV_RD_KV, id), buf, len, NULL, now);
+        rkv_daemon_handle(d, RKV_DAEMON_KV, subject_of(s, RKV_DAEMON_KV, id), buf, len, NULL, now);
 }
 
-static void snapshot(rkv_rd *d, in *s, uint64_t now)
+static void snapshot(rkv_daemon *d, in *s, uint64_t now)
 {
     rkv_block_entry e[CHAIN];
     uint64_t id = id_of(s);
@@ -207,12 +207,12 @@ static void snapshot(rkv_rd *d, in *s, uint64_t now)
     held[id] = n;
     if (rkv_wire_encode_snapshot(id, epoch_of(s), seq, e, n, buf, sizeof buf,
                                  &len) == RKV_OK)
-        rkv_rd_handle(d, RKV_RD_SNAP, subject_of(s, RKV_RD_SNAP, id), buf, len, NULL, now);
+        rkv_daemon_handle(d, RKV_DAEMON_SNAP, subject_of(s, RKV_DAEMON_SNAP, id), buf, len, NULL, now);
 }
 
 /* The same as chunks of 1..4 blocks; now and then a part is dropped,
  * repeated, or the series is cut short. */
-static void chunks(rkv_rd *d, in *s, uint64_t now)
+static void chunks(rkv_daemon *d, in *s, uint64_t now)
 {
     rkv_block_entry e[CHAIN];
     uint64_t id = id_of(s), epoch = epoch_of(s);
@@ -241,29 +241,29 @@ static void chunks(rkv_rd *d, in *s, uint64_t now)
         uint8_t buf[RKV_WIRE_HEADER + 64 + 25 * 4];
         size_t len = 0;
         if (rkv_wire_encode_snapshot_chunk(&c, e + at, buf, sizeof buf, &len) == RKV_OK)
-            rkv_rd_handle(d, RKV_RD_SNAP, subject_of(s, RKV_RD_SNAP, id), buf, len, NULL, now);
-        if (rkv_router_check(rkv_rd_router(d)) != RKV_OK)
+            rkv_daemon_handle(d, RKV_DAEMON_SNAP, subject_of(s, RKV_DAEMON_SNAP, id), buf, len, NULL, now);
+        if (rkv_router_check(rkv_daemon_router(d)) != RKV_OK)
             die("router check");
     }
 }
 
-static void request(rkv_rd *d, sink *k, rkv_rd_kind kind, const void *msg, size_t len,
+static void request(rkv_daemon *d, sink *k, rkv_daemon_kind kind, const void *msg, size_t len,
                     uint64_t now)
 {
     rkv_router_stats st;
-    if (rkv_router_get_stats(rkv_rd_router(d), &st) != RKV_OK)
+    if (rkv_router_get_stats(rkv_daemon_router(d), &st) != RKV_OK)
         die("stats");
     k->replies = 0;
     k->want = "_INBOX.fuzz";
-    k->route = kind == RKV_RD_ROUTE;
+    k->route = kind == RKV_DAEMON_ROUTE;
     k->registered = st.instances;
-    rkv_rd_handle(d, kind, "radixkv.fuzz.route", msg, len, k->want, now);
+    rkv_daemon_handle(d, kind, "radixkv.fuzz.route", msg, len, k->want, now);
     if (k->replies != 1)
         die("%d replies to one request", k->replies);
     k->want = NULL;
 }
 
-static void query(rkv_rd *d, sink *k, in *s, uint64_t now)
+static void query(rkv_daemon *d, sink *k, in *s, uint64_t now)
 {
     uint64_t h[CHAIN + 1];
     uint32_t n = below(s, CHAIN + 1);
@@ -272,10 +272,10 @@ static void query(rkv_rd *d, sink *k, in *s, uint64_t now)
     uint8_t buf[RKV_WIRE_HEADER + 12 + 8 * 32];
     size_t len = 0;
     if (rkv_wire_encode_query(below(s, 2), h, n, buf, sizeof buf, &len) == RKV_OK)
-        request(d, k, RKV_RD_ROUTE, buf, len, now);
+        request(d, k, RKV_DAEMON_ROUTE, buf, len, now);
 }
 
-static void http_route(rkv_rd *d, in *s)
+static void http_route(rkv_daemon *d, in *s)
 {
     char body[2048], out[RKV_WIRE_MAX_ROUTE * 160 + 512];
     size_t len = 0;
@@ -295,9 +295,9 @@ static void http_route(rkv_rd *d, in *s)
             len = below(s, (uint32_t)len + 1); /* cut short */
     }
     if (below(s, 4) == 0)
-        rkv_rd_set_page_size(d, below(s, 5));
+        rkv_daemon_set_page_size(d, below(s, 5));
     int code = 0;
-    size_t k = rkv_rd_http_route(d, body, len, out, sizeof out, &code);
+    size_t k = rkv_daemon_http_route(d, body, len, out, sizeof out, &code);
     if (k >= sizeof out || out[0] != '{' || out[k - 1] != '\n')
         die("HTTP route answer of %zu bytes", k);
     if (code != 200 && code != 400 && code != 413 && code != 503)
@@ -305,7 +305,7 @@ static void http_route(rkv_rd *d, in *s)
     if (code == 200) {
         const char *p = strstr(out, "\"instance\": ");
         rkv_router_instance_info info;
-        if (!p || rkv_router_instance_info_get(rkv_rd_router(d),
+        if (!p || rkv_router_instance_info_get(rkv_daemon_router(d),
                                                strtoull(p + 12, NULL, 10), &info) != RKV_OK)
             die("HTTP route to an unregistered instance: %s", out);
     }
@@ -320,25 +320,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         held[i] = 0;
     }
     sink k = {0, NULL, 0, 0};
-    rkv_rd *d = rkv_rd_create("fuzz_router", "fuzz", 1 + below(&s, 4000),
+    rkv_daemon *d = rkv_daemon_create("fuzz_router", "fuzz", 1 + below(&s, 4000),
                               1 + below(&s, 1000), now, NULL, NULL);
-    if (!d || rkv_rd_set_inbox(d, "_INBOX.fuzz") != RKV_OK)
-        die("rkv_rd_create");
-    rkv_rd_set_reply(d, on_reply, &k);
+    if (!d || rkv_daemon_set_inbox(d, "_INBOX.fuzz") != RKV_OK)
+        die("rkv_daemon_create");
+    rkv_daemon_set_reply(d, on_reply, &k);
     for (int steps = 0; s.n > 0 && steps < 256; steps++) {
         switch (below(&s, 10)) {
         case 0: { /* raw bytes on any subject */
-            rkv_rd_kind kind = (rkv_rd_kind)below(&s, 5);
+            rkv_daemon_kind kind = (rkv_daemon_kind)below(&s, 5);
             size_t len = below(&s, 512);
             if (len > s.n)
                 len = s.n;
             const uint8_t *p = s.p;
             s.p += len;
             s.n -= len;
-            if (kind == RKV_RD_ROUTE || kind == RKV_RD_STATS)
+            if (kind == RKV_DAEMON_ROUTE || kind == RKV_DAEMON_STATS)
                 request(d, &k, kind, p, len, now);
             else
-                rkv_rd_handle(d, kind, subject_of(&s, kind, id_of(&s)), p, len, NULL, now);
+                rkv_daemon_handle(d, kind, subject_of(&s, kind, id_of(&s)), p, len, NULL, now);
             break;
         }
         case 1: heartbeat(d, &s, id_of(&s), now); break;
@@ -346,7 +346,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 3: events(d, &s, now); break;
         case 4: snapshot(d, &s, now); break;
         case 5: query(d, &k, &s, now); break;
-        case 6: request(d, &k, RKV_RD_STATS, "", 0, now); break;
+        case 6: request(d, &k, RKV_DAEMON_STATS, "", 0, now); break;
         case 8: chunks(d, &s, now); break;
         case 7: { /* many instances at once */
             uint64_t base = 1 + below(&s, 1000);
@@ -361,12 +361,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
             }
             now += below(&s, 4096);
-            rkv_rd_tick(d, now);
+            rkv_daemon_tick(d, now);
             break;
         }
-        if (rkv_router_check(rkv_rd_router(d)) != RKV_OK)
+        if (rkv_router_check(rkv_daemon_router(d)) != RKV_OK)
             die("router check");
     }
-    rkv_rd_destroy(d);
+    rkv_daemon_destroy(d);
     return 0;
 }

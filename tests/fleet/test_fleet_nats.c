@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_nats.c -- the fleet end to end against a real
+ * tests/fleet/test_fleet_nats.c -- the fleet end to end against a real
  * nats-server with JetStream: each test starts `nats-server -js` on a free
  * loopback port with a temporary store dir and stops it at the end, runs
  * the radixkv-router daemon as a child process, and in-process instances
@@ -23,7 +23,7 @@
 
 #include "fleet/codec.h"
 #include "fleet/publisher.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 #include "tests/support/event_driver.h"
 #include "tests/support/test_util.h"
 
@@ -33,7 +33,7 @@
 
 static void nap(void)
 {
-    nh_nap_ms(20);
+    harness_nap_ms(20);
 }
 
 typedef struct fleet {
@@ -50,7 +50,7 @@ typedef struct fleet {
 /* The stats text, or 0 when the router did not answer within wait_ms. */
 static int stats(fleet *f, char *buf, size_t cap, int64_t wait_ms)
 {
-    return nh_stats(&f->h, MODEL, buf, cap, wait_ms);
+    return harness_stats(&f->h, MODEL, buf, cap, wait_ms);
 }
 
 static void start_router(fleet *f, const char *hb_timeout_ms)
@@ -58,16 +58,16 @@ static void start_router(fleet *f, const char *hb_timeout_ms)
     char *argv[] = {RKV_ROUTER_BIN, "--server", f->h.url, "--model", MODEL,
                     "--heartbeat-timeout-ms", (char *)hb_timeout_ms,
                     "--snapshot-timeout-ms", "300", NULL};
-    f->router = nh_spawn(argv, 0);
-    uint64_t deadline = nh_ms_now() + 5000;
+    f->router = harness_spawn(argv, 0);
+    uint64_t deadline = harness_ms_now() + 5000;
     char buf[4096];
     while (!stats(f, buf, sizeof buf, 200))
-        cr_assert_lt(nh_ms_now(), deadline, "radixkv-router did not answer");
+        cr_assert_lt(harness_ms_now(), deadline, "radixkv-router did not answer");
 }
 
 static void kill9_router(fleet *f)
 {
-    nh_end(&f->router, SIGKILL);
+    harness_end(&f->router, SIGKILL);
 }
 
 static void add_instances(fleet *f, int n)
@@ -104,7 +104,7 @@ static jsCtx *js2(fleet *f)
 static void bring_up(fleet *f, const char *hb_timeout_ms, int n)
 {
     memset(f, 0, sizeof *f);
-    nh_start(&f->h);
+    harness_start(&f->h);
     start_router(f, hb_timeout_ms);
     add_instances(f, n);
 }
@@ -119,7 +119,7 @@ static void teardown(fleet *f)
         rkv_fleet_pub_destroy(f->pub[i]);
         evd_close(&f->in[i]);
     }
-    nh_stop(&f->h);
+    harness_stop(&f->h);
     nats_CloseAndWait(2000);
 }
 
@@ -127,7 +127,7 @@ static void poll_all(fleet *f)
 {
     for (int i = 0; i < f->n; i++)
         if (!f->paused[i]) {
-            rkv_status s = rkv_fleet_pub_poll(f->pub[i], nh_ms_now(), 0, 0);
+            rkv_status s = rkv_fleet_pub_poll(f->pub[i], harness_ms_now(), 0, 0);
             cr_assert(s == RKV_OK || s == RKV_ERR_IO, "%s", rkv_last_error());
             cr_assert_eq(rkv_fleet_pub_check(f->pub[i]), RKV_OK, "%s",
                          rkv_last_error());
@@ -167,7 +167,7 @@ static int route(fleet *f, int q, rkv_wire_reply *rep)
     size_t len = 0;
     cr_assert_eq(rkv_wire_encode_query(f->q_ns[q], h, np, buf, sizeof buf, &len),
                  RKV_OK);
-    return nh_route(&f->h, MODEL, buf, len, 500, rep);
+    return harness_route(&f->h, MODEL, buf, len, 500, rep);
 }
 
 /* Does the router agree with every live instance's tree on every query?
@@ -216,13 +216,13 @@ static int agree(fleet *f, const int *live, char *why, size_t cap)
 /* Polls the publishers until the router agrees (at most wait_ms). */
 static void wait_agree(fleet *f, const int *live, uint64_t wait_ms, const char *when)
 {
-    uint64_t deadline = nh_ms_now() + wait_ms;
+    uint64_t deadline = harness_ms_now() + wait_ms;
     char why[256] = "";
     for (;;) {
         poll_all(f);
         if (agree(f, live, why, sizeof why))
             return;
-        cr_assert_lt(nh_ms_now(), deadline, "%s: router disagrees: %s", when, why);
+        cr_assert_lt(harness_ms_now(), deadline, "%s: router disagrees: %s", when, why);
         nap();
     }
 }
@@ -237,13 +237,12 @@ static uint64_t total_pages(fleet *f, int i)
 
 static uint64_t stat_value(const char *text, const char *name)
 {
-    return (uint64_t)nh_stat_value(text, name);
+    return (uint64_t)harness_stat_value(text, name);
 }
 
 Test(fleet_nats, routes_match_trees_and_survive_kill9)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     fleet f;
     bring_up(&f, "3000", 3);
     int live[MAXI] = {1, 1, 1};
@@ -268,8 +267,7 @@ Test(fleet_nats, routes_match_trees_and_survive_kill9)
 
 Test(fleet_nats, silent_instance_leaves_routing_and_comes_back)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     fleet f;
     bring_up(&f, "800", 2);
     int live[MAXI] = {1, 1, 0};
@@ -288,8 +286,7 @@ Test(fleet_nats, silent_instance_leaves_routing_and_comes_back)
 
 Test(fleet_nats, reset_instance_gets_no_old_prefixes)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     fleet f;
     bring_up(&f, "3000", 2);
     int live[MAXI] = {1, 1, 0};
@@ -315,8 +312,7 @@ Test(fleet_nats, reset_instance_gets_no_old_prefixes)
 
 Test(fleet_nats, bad_messages_are_counted_not_fatal)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     fleet f;
     bring_up(&f, "3000", 1);
     int live[MAXI] = {1, 0, 0};
@@ -368,12 +364,12 @@ Test(fleet_nats, bad_messages_are_counted_not_fatal)
     cr_assert_eq(rkv_wire_encode_events(1, 7, old, 1, buf, sizeof buf, &len), RKV_OK);
     cr_assert_eq(js_Publish(NULL, js2(&f), "radixkv." MODEL ".kv.1", buf, (int)len,
                             NULL, NULL), NATS_OK);
-    uint64_t deadline = nh_ms_now() + 8000;
+    uint64_t deadline = harness_ms_now() + 8000;
     for (;;) {
         cr_assert(stats(&f, text, sizeof text, 1000));
         if (stat_value(text, "radixkv_router_events_stale_total") >= stale0 + 3)
             break;
-        cr_assert_lt(nh_ms_now(), deadline, "stale events not counted:\n%s", text);
+        cr_assert_lt(harness_ms_now(), deadline, "stale events not counted:\n%s", text);
         nap();
     }
     wait_agree(&f, live, 8000, "after repeated and out-of-order seqs");
@@ -385,13 +381,13 @@ Test(fleet_nats, bad_messages_are_counted_not_fatal)
     cr_assert_eq(rkv_wire_encode_events(1, 7, old, 1, buf, sizeof buf, &len), RKV_OK);
     cr_assert_eq(js_Publish(NULL, js2(&f), "radixkv." MODEL ".kv.1", buf, (int)len,
                             NULL, NULL), NATS_OK);
-    deadline = nh_ms_now() + 8000;
+    deadline = harness_ms_now() + 8000;
     for (;;) {
         poll_all(&f);
         cr_assert(stats(&f, text, sizeof text, 1000));
         if (stat_value(text, "radixkv_router_gaps_total") > gaps0)
             break;
-        cr_assert_lt(nh_ms_now(), deadline, "the gap was not seen:\n%s", text);
+        cr_assert_lt(harness_ms_now(), deadline, "the gap was not seen:\n%s", text);
         nap();
     }
     churn(&f, 50, 17);
@@ -403,11 +399,10 @@ Test(fleet_nats, bad_messages_are_counted_not_fatal)
 
 Test(fleet_nats, server_outage_is_bounded_and_recovered)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     fleet f;
     memset(&f, 0, sizeof f);
-    nh_start(&f.h);
+    harness_start(&f.h);
     start_router(&f, "3000");
     /* one instance with a tiny ring and queue, so an outage overflows both */
     evd_open(&f.in[0], 96, 4, 64);
@@ -431,7 +426,7 @@ Test(fleet_nats, server_outage_is_bounded_and_recovered)
     wait_agree(&f, live, 8000, "before the outage");
 
     /* the server goes away: publishes fail, the queue stays bounded */
-    nh_kill_server(&f.h, SIGKILL);
+    harness_kill_server(&f.h, SIGKILL);
     churn(&f, 400, 9);
     rkv_fleet_pub_stats st;
     cr_assert_eq(rkv_fleet_pub_get_stats(f.pub[0], &st), RKV_OK);
@@ -443,7 +438,7 @@ Test(fleet_nats, server_outage_is_bounded_and_recovered)
      * RESYNC marker goes out (or, when the outage outlasted the heartbeat
      * timeout, the instance comes back with a gap) and the router resyncs
      * from a snapshot */
-    nh_restart_server(&f.h);
+    harness_restart_server(&f.h);
     wait_agree(&f, live, 10000, "after the outage");
     char text[4096];
     cr_assert(stats(&f, text, sizeof text, 1000));
@@ -487,11 +482,10 @@ static void record_tap(void *ctx, uint64_t now_ms, const rkv_event *ev, uint32_t
 
 Test(fleet_nats, tap_gets_the_stored_pages_token_ids)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     nats_harness h;
     memset(&h, 0, sizeof h);
-    nh_start(&h);
+    harness_start(&h);
     rkv_pool_config pc;
     rkv_pool_config_init(&pc);
     pc.num_blocks = 64;
@@ -556,5 +550,5 @@ Test(fleet_nats, tap_gets_the_stored_pages_token_ids)
     rkv_fleet_pub_destroy(pub);
     rkv_tree_destroy(tree);
     rkv_pool_destroy(pool);
-    nh_stop(&h);
+    harness_stop(&h);
 }

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_procs.c -- the fleet as processes, end to end: a
+ * tests/fleet/test_fleet_procs.c -- the fleet as processes, end to end: a
  * real `nats-server -js` (free loopback port, temporary store dir, stopped
  * at the end), the router daemon (`radixkv router`, and after a kill -9
  * the radixkv-router program: one implementation, two commands), and THREE
@@ -38,7 +38,7 @@
 
 #include "fleet/codec.h"
 #include "fleet/stand_in.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 
 #define MODEL "proctest"
 #define NI 3
@@ -61,7 +61,7 @@ typedef struct procs {
 
 static int stats_nats(procs *f, char *buf, size_t cap, int64_t wait_ms)
 {
-    return nh_stats(&f->h, MODEL, buf, cap, wait_ms);
+    return harness_stats(&f->h, MODEL, buf, cap, wait_ms);
 }
 
 /* `radixkv router` (subcommand) or the radixkv-router program. Load
@@ -78,13 +78,13 @@ static void start_router(procs *f, int subcommand)
                     "--heartbeat-timeout-ms", HB_TIMEOUT, "--snapshot-timeout-ms", "500",
                     "--metrics-port", f->mport, "--queue-weight", "0",
                     "--running-weight", "0", NULL};
-    f->router = nh_spawn(subcommand ? sub : prog, 0);
-    uint64_t deadline = nh_ms_now() + 15000;
+    f->router = harness_spawn(subcommand ? sub : prog, 0);
+    uint64_t deadline = harness_ms_now() + 15000;
     char buf[8192];
     while (!stats_nats(f, buf, sizeof buf, 200)) {
         int st;
         cr_assert_eq(waitpid(f->router, &st, WNOHANG), 0, "the router exited (%d)", st);
-        cr_assert_lt(nh_ms_now(), deadline, "the router did not answer");
+        cr_assert_lt(harness_ms_now(), deadline, "the router did not answer");
     }
 }
 
@@ -99,7 +99,7 @@ static void start_instance(procs *f, int i)
                     "--instance", id, "--trace", "@embedded", "--slice", slice,
                     "--limit", LIMIT, "--max-tokens", MAX_TOKENS, "--rate", "0",
                     "--blocks", blocks, "--heartbeat-ms", "200", NULL};
-    f->inst[i] = nh_spawn(argv, 0);
+    f->inst[i] = harness_spawn(argv, 0);
     f->live[i] = 1;
 }
 
@@ -136,12 +136,12 @@ static uint32_t mirror_pages(procs *f, int i, uint32_t q)
 static void teardown(procs *f)
 {
     for (int i = 0; i < NI; i++) {
-        nh_end(&f->inst[i], SIGTERM);
+        harness_end(&f->inst[i], SIGTERM);
         rkv_tree_destroy(f->tree[i]);
         rkv_pool_destroy(f->pool[i]);
     }
-    nh_end(&f->router, SIGTERM);
-    nh_stop(&f->h);
+    harness_end(&f->router, SIGTERM);
+    harness_stop(&f->h);
     rkv_prompt_set_free(&f->q);
     nats_CloseAndWait(2000);
 }
@@ -162,7 +162,7 @@ static int route(procs *f, uint32_t q, rkv_wire_reply *rep)
             h[j] = parent = rkv_block_hash(parent, 0, f->q.tok[q] + j * PAGE, PAGE);
         cr_assert_eq(rkv_wire_encode_query(0, h, np, buf, sizeof buf, &len), RKV_OK);
     }
-    return nh_route(&f->h, MODEL, buf, len, 2000, rep);
+    return harness_route(&f->h, MODEL, buf, len, 2000, rep);
 }
 
 /* Does every reply agree with the mirrors of the live instances? */
@@ -211,11 +211,11 @@ static int agree(procs *f, rkv_wire_reply *replies, char *why, size_t cap)
 
 static void wait_agree(procs *f, rkv_wire_reply *replies, const char *when)
 {
-    uint64_t deadline = nh_ms_now() + WAIT_MS;
+    uint64_t deadline = harness_ms_now() + WAIT_MS;
     char why[256] = "";
     while (!agree(f, replies, why, sizeof why)) {
-        cr_assert_lt(nh_ms_now(), deadline, "%s: the router disagrees: %s", when, why);
-        nh_nap_ms(100);
+        cr_assert_lt(harness_ms_now(), deadline, "%s: the router disagrees: %s", when, why);
+        harness_nap_ms(100);
     }
 }
 
@@ -253,17 +253,16 @@ static int http_metrics(procs *f, char *buf, size_t cap)
 
 static double stat_value(const char *text, const char *name)
 {
-    return nh_stat_value(text, name);
+    return harness_stat_value(text, name);
 }
 
 Test(fleet_procs, three_instances_kill9_reset_and_death)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     procs f;
     memset(&f, 0, sizeof f);
-    nh_start(&f.h);
-    snprintf(f.mport, sizeof f.mport, "%d", nh_free_port());
+    harness_start(&f.h);
+    snprintf(f.mport, sizeof f.mport, "%d", harness_free_port());
     start_router(&f, 1);
     for (int i = 0; i < NI; i++)
         start_instance(&f, i);
@@ -316,7 +315,7 @@ Test(fleet_procs, three_instances_kill9_reset_and_death)
 
     /* 3. kill -9 the router; the program restarts it from the stream and
      * answers exactly the same */
-    nh_end(&f.router, SIGKILL);
+    harness_end(&f.router, SIGKILL);
     start_router(&f, 0);
     wait_agree(&f, now, "after kill -9 and restart");
     for (uint32_t q = 0; q < f.q.n; q++) {
@@ -349,7 +348,7 @@ Test(fleet_procs, three_instances_kill9_reset_and_death)
     cr_assert_gt(moved, 0, "instance 1 was never chosen: the reset tested nothing");
 
     /* 5. instance 3 dies: it leaves routing once its heartbeat times out */
-    nh_end(&f.inst[2], SIGKILL);
+    harness_end(&f.inst[2], SIGKILL);
     f.live[2] = 0;
     wait_agree(&f, now, "after instance 3 died");
     for (uint32_t q = 0; q < f.q.n; q++)

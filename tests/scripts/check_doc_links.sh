@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/check_doc_links.sh SOURCE_DIR -- every file a document of the
+# tests/scripts/check_doc_links.sh SOURCE_DIR -- every file a document of the
 # repository points to must exist in the repository:
 #   - relative Markdown links, [text](path), resolved from the document's
 #     folder (http(s), mailto and #anchors are not checked);

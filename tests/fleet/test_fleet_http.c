@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_http.c -- the metrics HTTP responder (fleet/http.h)
+ * tests/fleet/test_fleet_http.c -- the metrics HTTP responder (fleet/http.h)
  * over real loopback sockets: well-formed requests get the rendered text
  * with a correct Content-Length; every malformed, oversized, slow, early
  * closed or surplus connection gets its documented answer or is closed,

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_router.c -- the router daemon's limits, through
+ * tests/fleet/test_fleet_router.c -- the router daemon's limits, through
  * the daemon against a real nats-server: more instances than a reply
  * lists, several routers on one model, an instance whose snapshot is over
  * the server's 1 MiB payload. The test mostly plays the instances itself:
@@ -20,7 +20,7 @@
 #include "fleet/codec.h"
 #include "fleet/publisher.h"
 #include "fleet/stand_in.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 #include "radixkv_router.h"
 
 #define MODEL "routertest"
@@ -39,14 +39,14 @@ static void start_router_with(rt *t, int k, const char *hb_timeout_ms, int memor
     char *argv[] = {RKV_ROUTER_BIN, "--server", t->h.url, "--model", MODEL,
                     "--heartbeat-timeout-ms", (char *)hb_timeout_ms,
                     "--snapshot-timeout-ms", "500", memory ? "--memory" : NULL, NULL};
-    t->router[k] = nh_spawn(argv, 0);
-    uint64_t deadline = nh_ms_now() + 15000;
+    t->router[k] = harness_spawn(argv, 0);
+    uint64_t deadline = harness_ms_now() + 15000;
     char buf[8192];
-    while (!nh_stats(&t->h, MODEL, buf, sizeof buf, 200)) {
+    while (!harness_stats(&t->h, MODEL, buf, sizeof buf, 200)) {
         int st;
         cr_assert_eq(waitpid(t->router[k], &st, WNOHANG), 0, "the router exited (%d)",
                      st);
-        cr_assert_lt(nh_ms_now(), deadline, "the router did not answer");
+        cr_assert_lt(harness_ms_now(), deadline, "the router did not answer");
     }
 }
 
@@ -58,10 +58,9 @@ static void start_router(rt *t, int k, const char *hb_timeout_ms)
 /* Skipped without a nats-server; else a server, JetStream and the chain. */
 static void bring_up(rt *t)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     memset(t, 0, sizeof *t);
-    nh_start(&t->h);
+    harness_start(&t->h);
     cr_assert_eq(natsConnection_JetStream(&t->js, t->h.nc, NULL), NATS_OK);
     uint64_t parent = RKV_HASH_ROOT;
     for (uint32_t j = 0; j < CHAIN; j++) {
@@ -86,9 +85,9 @@ static void instance_9(rkv_fleet_pub_config *cfg)
 static void teardown(rt *t)
 {
     for (int k = 0; k < 2; k++)
-        nh_end(&t->router[k], SIGTERM);
+        harness_end(&t->router[k], SIGTERM);
     jsCtx_Destroy(t->js);
-    nh_stop(&t->h);
+    harness_stop(&t->h);
     nats_CloseAndWait(2000);
 }
 
@@ -137,7 +136,7 @@ static int query_chain(rt *t, rkv_wire_reply *rep)
     size_t len = 0;
     cr_assert_eq(rkv_wire_encode_query(0, t->chain, CHAIN, buf, sizeof buf, &len),
                  RKV_OK);
-    return nh_route(&t->h, MODEL, buf, len, 3000, rep);
+    return harness_route(&t->h, MODEL, buf, len, 3000, rep);
 }
 
 /* Waits until the router's stats show `live` live instances and `events`
@@ -145,14 +144,14 @@ static int query_chain(rt *t, rkv_wire_reply *rep)
 static void wait_indexed(rt *t, uint32_t live, uint64_t events)
 {
     char text[16384];
-    uint64_t deadline = nh_ms_now() + 30000;
+    uint64_t deadline = harness_ms_now() + 30000;
     for (;;) {
-        cr_assert(nh_stats(&t->h, MODEL, text, sizeof text, 3000), "no stats");
-        if (nh_stat_value(text, "radixkv_router_instances_live") == live &&
-            nh_stat_value(text, "radixkv_router_events_applied_total") == events)
+        cr_assert(harness_stats(&t->h, MODEL, text, sizeof text, 3000), "no stats");
+        if (harness_stat_value(text, "radixkv_router_instances_live") == live &&
+            harness_stat_value(text, "radixkv_router_events_applied_total") == events)
             return;
-        cr_assert_lt(nh_ms_now(), deadline, "the router did not index them:\n%s", text);
-        nh_nap_ms(50);
+        cr_assert_lt(harness_ms_now(), deadline, "the router did not index them:\n%s", text);
+        harness_nap_ms(50);
     }
 }
 
@@ -228,8 +227,8 @@ static void many_instances(uint32_t n)
     }
     /* the router is still there and still answers stats */
     char text[16384];
-    cr_assert(nh_stats(&t.h, MODEL, text, sizeof text, 3000));
-    cr_assert_eq(nh_stat_value(text, "radixkv_router_bad_messages_total"), 0);
+    cr_assert(harness_stats(&t.h, MODEL, text, sizeof text, 3000));
+    cr_assert_eq(harness_stat_value(text, "radixkv_router_bad_messages_total"), 0);
     free(ids);
     teardown(&t);
 }
@@ -261,9 +260,9 @@ static int replies_to_one_query(rt *t, int64_t wait_ms)
                                                (const char *)inbox, buf, (int)len),
                  NATS_OK);
     int n = 0;
-    uint64_t end = nh_ms_now() + (uint64_t)wait_ms;
+    uint64_t end = harness_ms_now() + (uint64_t)wait_ms;
     for (;;) {
-        uint64_t now = nh_ms_now();
+        uint64_t now = harness_ms_now();
         if (now >= end)
             break;
         natsMsg *m = NULL;
@@ -301,7 +300,7 @@ static int all_stats(rt *t, double q[4])
         snprintf(text, sizeof text, "%.*s", natsMsg_GetDataLength(m),
                  natsMsg_GetData(m));
         if (n < 4)
-            q[n] = nh_stat_value(text, "radixkv_router_queries_total");
+            q[n] = harness_stat_value(text, "radixkv_router_queries_total");
         n++;
         natsMsg_Destroy(m);
     }
@@ -319,14 +318,14 @@ Test(fleet_router, two_routers_share_the_queries)
     start_router(&t, 0, "600000");
     start_router(&t, 1, "600000");
     double qn0[4];
-    uint64_t up = nh_ms_now() + 15000;
+    uint64_t up = harness_ms_now() + 15000;
     while (all_stats(&t, qn0) < 2) /* the second may not be subscribed yet */
-        cr_assert_lt(nh_ms_now(), up, "the second router does not answer");
+        cr_assert_lt(harness_ms_now(), up, "the second router does not answer");
     uint64_t last = store_chain(&t, 1, CHAIN);
     /* both indexed it: every answer (whichever router) lists it; the
      * instance heartbeats all along, as a real one does (the second router
      * may not have been up for the first heartbeat) */
-    uint64_t deadline = nh_ms_now() + 15000;
+    uint64_t deadline = harness_ms_now() + 15000;
     int agreed = 0, asked = 0;
     while (agreed < 20) {
         rkv_wire_reply rep;
@@ -335,7 +334,7 @@ Test(fleet_router, two_routers_share_the_queries)
         asked++;
         agreed = rep.status == RKV_OK && rep.count == 1 && rep.pages == CHAIN
                      ? agreed + 1 : 0;
-        cr_assert_lt(nh_ms_now(), deadline, "the routers did not index instance 1");
+        cr_assert_lt(harness_ms_now(), deadline, "the routers did not index instance 1");
     }
     for (int q = 0; q < 10; q++) {
         heartbeat(&t, 1, last);
@@ -394,25 +393,25 @@ Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
     cr_assert_eq(rkv_fleet_pub_create(&cfg, t.h.nc, tree, &pub), RKV_OK, "%s",
                  rkv_last_error());
     char text[16384];
-    uint64_t deadline = nh_ms_now() + 120000;
+    uint64_t deadline = harness_ms_now() + 120000;
     for (;;) {
-        rkv_status s = rkv_fleet_pub_poll(pub, nh_ms_now(), 0, 0);
+        rkv_status s = rkv_fleet_pub_poll(pub, harness_ms_now(), 0, 0);
         cr_assert(s == RKV_OK || s == RKV_ERR_IO, "%s", rkv_last_error());
-        cr_assert(nh_stats(&t.h, MODEL, text, sizeof text, 3000));
-        if (nh_stat_value(text, "radixkv_router_snapshots_applied_total") >= 1)
+        cr_assert(harness_stats(&t.h, MODEL, text, sizeof text, 3000));
+        if (harness_stat_value(text, "radixkv_router_snapshots_applied_total") >= 1)
             break;
         rkv_fleet_pub_stats ps;
         cr_assert_eq(rkv_fleet_pub_get_stats(pub, &ps), RKV_OK);
-        cr_assert_lt(nh_ms_now(), deadline,
+        cr_assert_lt(harness_ms_now(), deadline,
                      "no snapshot applied: %llu served, %llu failed\n%s",
                      (unsigned long long)ps.snapshots_served,
                      (unsigned long long)ps.snapshot_failures, text);
-        nh_nap_ms(50);
+        harness_nap_ms(50);
     }
     rkv_fleet_pub_stats ps;
     cr_assert_eq(rkv_fleet_pub_get_stats(pub, &ps), RKV_OK);
     cr_assert_geq(ps.snapshots_chunked, 1, "the snapshot fit one message");
-    cr_assert_geq(nh_stat_value(text, "radixkv_router_index_entries"),
+    cr_assert_geq(harness_stat_value(text, "radixkv_router_index_entries"),
                   BIG_PROMPTS * BIG_PAGES);
     /* every prompt is found whole on the instance */
     static uint8_t qbuf[RKV_WIRE_HEADER + 16 + 8 * BIG_PAGES];
@@ -428,7 +427,7 @@ Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
         cr_assert_eq(rkv_wire_encode_query(0, h, BIG_PAGES, qbuf, sizeof qbuf, &len),
                      RKV_OK);
         rkv_wire_reply rep;
-        cr_assert(nh_route(&t.h, MODEL, qbuf, len, 3000, &rep));
+        cr_assert(harness_route(&t.h, MODEL, qbuf, len, 3000, &rep));
         cr_assert_eq(rep.status, RKV_OK);
         cr_assert_eq(rep.instance, 9);
         cr_assert_eq(rep.pages, BIG_PAGES, "prompt %u: %u pages", k, rep.pages);
@@ -459,10 +458,10 @@ Test(fleet_router, restart_does_not_resurrect_a_dead_instance)
     cr_assert_eq(rep.instance, 2, "before: routed to %llu",
                  (unsigned long long)rep.instance);
 
-    nh_end(&t.router[0], SIGKILL); /* instance 2 is dead by now, too */
+    harness_end(&t.router[0], SIGKILL); /* instance 2 is dead by now, too */
     start_router(&t, 0, "30000");
     int routed_to_1 = 0;
-    uint64_t deadline = nh_ms_now() + 20000;
+    uint64_t deadline = harness_ms_now() + 20000;
     while (routed_to_1 < 20) {
         heartbeat(&t, 1, 1);
         cr_assert(query_chain(&t, &rep));
@@ -476,8 +475,8 @@ Test(fleet_router, restart_does_not_resurrect_a_dead_instance)
         } else {
             cr_assert_eq(rep.status, RKV_ERR_STATE, "status %u", rep.status);
         }
-        cr_assert_lt(nh_ms_now(), deadline, "instance 1 is never routed to");
-        nh_nap_ms(20);
+        cr_assert_lt(harness_ms_now(), deadline, "instance 1 is never routed to");
+        harness_nap_ms(20);
     }
     teardown(&t);
 }
@@ -499,7 +498,7 @@ static uint32_t pages_on_9(rt *t, const uint64_t *h, uint32_t n)
     size_t len = 0;
     cr_assert_eq(rkv_wire_encode_query(0, h, n, buf, sizeof buf, &len), RKV_OK);
     rkv_wire_reply rep;
-    if (!nh_route(&t->h, MODEL, buf, len, 1000, &rep))
+    if (!harness_route(&t->h, MODEL, buf, len, 1000, &rep))
         return 0;
     for (uint32_t k = 0; k < rep.count; k++)
         if (rep.ids[k] == 9)
@@ -535,24 +534,24 @@ Test(fleet_router, memory_stream_lost_in_server_restart_is_rebuilt)
     uint64_t a[20], b[20];
     prompt_of(1, 20, tok, a);
     cr_assert_eq(rkv_stand_in_serve(pool, tree, 0, tok, 20 * 16), RKV_OK);
-    uint64_t deadline = nh_ms_now() + 20000;
+    uint64_t deadline = harness_ms_now() + 20000;
     while (pages_on_9(&t, a, 20) != 20) {
-        rkv_fleet_pub_poll(pub, nh_ms_now(), 0, 0);
-        cr_assert_lt(nh_ms_now(), deadline, "prompt a never indexed");
-        nh_nap_ms(20);
+        rkv_fleet_pub_poll(pub, harness_ms_now(), 0, 0);
+        cr_assert_lt(harness_ms_now(), deadline, "prompt a never indexed");
+        harness_nap_ms(20);
     }
 
-    nh_kill_server(&t.h, SIGKILL);
-    nh_restart_server(&t.h); /* same port and store: the memory stream is gone */
+    harness_kill_server(&t.h, SIGKILL);
+    harness_restart_server(&t.h); /* same port and store: the memory stream is gone */
     prompt_of(2, 20, tok, b);
     cr_assert_eq(rkv_stand_in_serve(pool, tree, 0, tok, 20 * 16), RKV_OK);
-    deadline = nh_ms_now() + 30000;
+    deadline = harness_ms_now() + 30000;
     while (pages_on_9(&t, b, 20) != 20 || pages_on_9(&t, a, 20) != 20) {
-        rkv_fleet_pub_poll(pub, nh_ms_now(), 0, 0);
-        cr_assert_lt(nh_ms_now(), deadline,
+        rkv_fleet_pub_poll(pub, harness_ms_now(), 0, 0);
+        cr_assert_lt(harness_ms_now(), deadline,
                      "the index is frozen: prompt b has %u pages, a %u",
                      pages_on_9(&t, b, 20), pages_on_9(&t, a, 20));
-        nh_nap_ms(20);
+        harness_nap_ms(20);
     }
     /* the stream exists again */
     jsStreamInfo *si = NULL;

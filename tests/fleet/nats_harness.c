@@ -1,8 +1,8 @@
 /*
- * fleet/tests/nats_harness.c -- the NATS tests' server and processes
- * and the router requests they make (fleet/tests/nats_harness.h).
+ * tests/fleet/nats_harness.c -- the NATS tests' server and processes
+ * and the router requests they make (tests/fleet/nats_harness.h).
  */
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -18,29 +18,29 @@
 #include <time.h>
 #include <unistd.h>
 
-uint64_t nh_ms_now(void)
+uint64_t harness_ms_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-void nh_nap_ms(int ms)
+void harness_nap_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-int nh_have_server(void)
+int harness_have_server(void)
 {
     if (access(RKV_NATS_SERVER, X_OK) != 0) {
-        fprintf(stderr, NH_SKIP_MESSAGE "\n");
+        fprintf(stderr, HARNESS_SKIP_MESSAGE "\n");
         return 0;
     }
     return 1;
 }
 
-int nh_free_port(void)
+int harness_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     cr_assert_geq(fd, 0);
@@ -55,7 +55,7 @@ int nh_free_port(void)
     return ntohs(a.sin_port);
 }
 
-pid_t nh_spawn(char *const argv[], int quiet)
+pid_t harness_spawn(char *const argv[], int quiet)
 {
     pid_t p = fork();
     cr_assert_geq(p, 0);
@@ -86,31 +86,31 @@ static void spawn_server(nats_harness *h)
 {
     char *argv[] = {RKV_NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", h->port,
                     "-sd", h->dir, NULL};
-    h->server = nh_spawn(argv, 1);
+    h->server = harness_spawn(argv, 1);
 }
 
-void nh_start(nats_harness *h)
+void harness_start(nats_harness *h)
 {
     memset(h, 0, sizeof *h);
     snprintf(h->dir, sizeof h->dir, "/tmp/rkv-nats-XXXXXX");
     cr_assert_not_null(mkdtemp(h->dir));
-    snprintf(h->port, sizeof h->port, "%d", nh_free_port());
+    snprintf(h->port, sizeof h->port, "%d", harness_free_port());
     snprintf(h->url, sizeof h->url, "nats://127.0.0.1:%s", h->port);
     spawn_server(h);
-    uint64_t deadline = nh_ms_now() + 10000;
+    uint64_t deadline = harness_ms_now() + 10000;
     natsOptions *o = NULL;
     cr_assert_eq(natsOptions_Create(&o), NATS_OK);
     natsOptions_SetURL(o, h->url);
     natsOptions_SetMaxReconnect(o, -1);
     natsOptions_SetReconnectWait(o, 50);
     while (natsConnection_Connect(&h->nc, o) != NATS_OK) {
-        cr_assert_lt(nh_ms_now(), deadline, "nats-server did not start on %s", h->url);
-        nh_nap_ms(20);
+        cr_assert_lt(harness_ms_now(), deadline, "nats-server did not start on %s", h->url);
+        harness_nap_ms(20);
     }
     natsOptions_Destroy(o);
 }
 
-void nh_end(pid_t *p, int sig)
+void harness_end(pid_t *p, int sig)
 {
     int st = 0;
     pid_t was = *p;
@@ -124,12 +124,12 @@ void nh_end(pid_t *p, int sig)
               "child %d exited 66: a ThreadSanitizer report", (int)was);
 }
 
-void nh_kill_server(nats_harness *h, int sig)
+void harness_kill_server(nats_harness *h, int sig)
 {
-    nh_end(&h->server, sig);
+    harness_end(&h->server, sig);
 }
 
-void nh_restart_server(nats_harness *h)
+void harness_restart_server(nats_harness *h)
 {
     cr_assert_eq(h->server, 0, "the server still runs");
     spawn_server(h);
@@ -143,16 +143,16 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
     return remove(path);
 }
 
-void nh_stop(nats_harness *h)
+void harness_stop(nats_harness *h)
 {
     natsConnection_Destroy(h->nc);
     h->nc = NULL;
-    nh_end(&h->server, SIGTERM);
+    harness_end(&h->server, SIGTERM);
     if (h->dir[0])
         nftw(h->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-double nh_stat_value(const char *text, const char *name)
+double harness_stat_value(const char *text, const char *name)
 {
     size_t n = strlen(name);
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
@@ -162,7 +162,7 @@ double nh_stat_value(const char *text, const char *name)
     return 0;
 }
 
-int nh_stats(nats_harness *h, const char *model, char *buf, size_t cap,
+int harness_stats(nats_harness *h, const char *model, char *buf, size_t cap,
              int64_t wait_ms)
 {
     char subject[128];
@@ -175,7 +175,7 @@ int nh_stats(nats_harness *h, const char *model, char *buf, size_t cap,
     return 1;
 }
 
-int nh_route(nats_harness *h, const char *model, const uint8_t *query, size_t len,
+int harness_route(nats_harness *h, const char *model, const uint8_t *query, size_t len,
              int64_t wait_ms, rkv_wire_reply *rep)
 {
     char subject[128];

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_auth.c -- fleet/nats_auth.h without a server:
+ * tests/fleet/test_fleet_auth.c -- fleet/nats_auth.h without a server:
  * URL redaction (passwords and tokens never reach a log line), secrets
  * from files and the environment (the command line wins, files are read
  * once, an unreadable or empty one is refused without quoting anything of

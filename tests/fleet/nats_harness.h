@@ -1,12 +1,12 @@
 /*
- * fleet/tests/nats_harness.h -- what the NATS tests share: a real
+ * tests/fleet/nats_harness.h -- what the NATS tests share: a real
  * `nats-server -js` on a free loopback port with a temporary store dir
  * (started, restarted on the same port and store, stopped and removed),
  * child processes that die with the test, a clock, and reading one sample
  * of the router's Prometheus text. Every wait is bounded and polls.
  */
-#ifndef RKV_FLEET_TESTS_NATS_HARNESS_H
-#define RKV_FLEET_TESTS_NATS_HARNESS_H
+#ifndef RKV_TESTS_FLEET_NATS_HARNESS_H
+#define RKV_TESTS_FLEET_NATS_HARNESS_H
 
 #include <nats/nats.h>
 #include <stddef.h>
@@ -16,7 +16,7 @@
 #include <sys/types.h>
 
 /* The message ctest's SKIP_REGULAR_EXPRESSION looks for. */
-#define NH_SKIP_MESSAGE "nats-server not found: fleet NATS test skipped"
+#define HARNESS_SKIP_MESSAGE "nats-server not found: fleet NATS test skipped"
 
 typedef struct nats_harness {
     pid_t server;
@@ -24,35 +24,41 @@ typedef struct nats_harness {
     natsConnection *nc; /* the test's own connection (reconnects by itself) */
 } nats_harness;
 
-int nh_have_server(void); /* 0 (with NH_SKIP_MESSAGE on stderr) if missing */
-int nh_free_port(void);
+int harness_have_server(void); /* 0 (with HARNESS_SKIP_MESSAGE on stderr) if missing */
+/* A NATS test's first line: skips it (Criterion) without nats-server. */
+#define HARNESS_REQUIRE_SERVER()                                                \
+    do {                                                                        \
+        if (!harness_have_server())                                             \
+            cr_skip_test(HARNESS_SKIP_MESSAGE);                                 \
+    } while (0)
+int harness_free_port(void);
 /* fork + exec argv; the child dies with the test (PR_SET_PDEATHSIG), its
  * stdout goes to /dev/null, and its stderr too when quiet. With
  * RKV_TEST_BIN_DIR set, a radixkv program runs from that directory
  * instead (the same name). */
-pid_t nh_spawn(char *const argv[], int quiet);
-void nh_start(nats_harness *h);   /* new dir and port, connected       */
-void nh_kill_server(nats_harness *h, int sig); /* and wait for it    */
-void nh_restart_server(nats_harness *h);       /* same port and dir  */
-void nh_stop(nats_harness *h);    /* connection, server, store dir     */
+pid_t harness_spawn(char *const argv[], int quiet);
+void harness_start(nats_harness *h);   /* new dir and port, connected       */
+void harness_kill_server(nats_harness *h, int sig); /* and wait for it    */
+void harness_restart_server(nats_harness *h);       /* same port and dir  */
+void harness_stop(nats_harness *h);    /* connection, server, store dir     */
 /* Ends a child: sig, then waits for it; *p becomes 0 (0 is skipped).
  * Fails the test when the child had exited 66 (a ThreadSanitizer report). */
-void nh_end(pid_t *p, int sig);
+void harness_end(pid_t *p, int sig);
 
-uint64_t nh_ms_now(void);
-void nh_nap_ms(int ms);
+uint64_t harness_ms_now(void);
+void harness_nap_ms(int ms);
 /* The value of the sample line "NAME VALUE" (not # HELP / # TYPE);
  * fails the test when there is none. */
-double nh_stat_value(const char *text, const char *name);
+double harness_stat_value(const char *text, const char *name);
 
 /* The router's stats text (request on radixkv.MODEL.stats) into buf; 0
  * when it did not answer within wait_ms. */
-int nh_stats(nats_harness *h, const char *model, char *buf, size_t cap,
+int harness_stats(nats_harness *h, const char *model, char *buf, size_t cap,
              int64_t wait_ms);
 /* Sends an encoded route query on radixkv.MODEL.route and decodes the
  * reply into *rep (the test fails if it does not decode); 0 when the
  * router did not answer within wait_ms. */
-int nh_route(nats_harness *h, const char *model, const uint8_t *query, size_t len,
+int harness_route(nats_harness *h, const char *model, const uint8_t *query, size_t len,
              int64_t wait_ms, rkv_wire_reply *rep);
 
 #endif

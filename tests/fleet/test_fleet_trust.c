@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_trust.c -- the fleet's trust model (README
+ * tests/fleet/test_fleet_trust.c -- the fleet's trust model (README
  * "Security", "Fleet") against a real nats-server:
  *
  *  - permissions: nats-server runs the sample configuration
@@ -44,7 +44,7 @@
 #include "fleet/codec.h"
 #include "fleet/nats_auth.h"
 #include "fleet/publisher.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 #include "tests/support/event_driver.h"
 #include "tests/support/test_util.h"
 
@@ -129,7 +129,7 @@ static void start_server(world *w, const char *conf, char *const *extra)
     cr_assert_not_null(mkdtemp(w->h.dir));
     snprintf(w->secret, sizeof w->secret, "%s/secret", w->h.dir);
     cr_assert_eq(mkdir(w->secret, 0700), 0);
-    snprintf(w->h.port, sizeof w->h.port, "%d", nh_free_port());
+    snprintf(w->h.port, sizeof w->h.port, "%d", harness_free_port());
     snprintf(w->h.url, sizeof w->h.url, "nats://127.0.0.1:%s", w->h.port);
     snprintf(w->log, sizeof w->log, "%s/router.log", w->h.dir);
     char *argv[24] = {RKV_NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", w->h.port,
@@ -145,18 +145,37 @@ static void start_server(world *w, const char *conf, char *const *extra)
     char slog[160];
     snprintf(slog, sizeof slog, "%s/server.log", w->h.dir);
     w->h.server = spawn_logged(argv, slog);
-    uint64_t deadline = nh_ms_now() + 10000;
+    uint64_t deadline = harness_ms_now() + 10000;
     char text[8192];
     while (!strstr(slurp(slog, text, sizeof text), "Server is ready")) {
-        cr_assert_lt(nh_ms_now(), deadline, "nats-server did not start:\n%s", text);
+        cr_assert_lt(harness_ms_now(), deadline, "nats-server did not start:\n%s", text);
         cr_assert_eq(waitpid(w->h.server, NULL, WNOHANG), 0, "nats-server exited:\n%s",
                      text);
-        nh_nap_ms(20);
+        harness_nap_ms(20);
     }
 }
 
 /* A connection through rkv_nats_auth (what the programs and an embedding
  * server do): user/password file, TLS files; NATS status. */
+/* The harness's own connection (w->h.nc) with one or two auth options
+ * (opt2 0: one); it must succeed. */
+static void connect_harness(world *w, int opt1, const char *arg1, int opt2,
+                            const char *arg2)
+{
+    rkv_nats_auth a;
+    rkv_nats_auth_init(&a);
+    cr_assert_eq(rkv_nats_auth_set_url(&a, w->h.url), RKV_OK);
+    cr_assert_eq(rkv_nats_auth_option(&a, opt1, arg1), RKV_OK);
+    if (opt2)
+        cr_assert_eq(rkv_nats_auth_option(&a, opt2, arg2), RKV_OK);
+    natsOptions *o = NULL;
+    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
+    cr_assert_eq(rkv_nats_auth_apply(&a, NULL, o), RKV_OK, "%s", rkv_last_error());
+    rkv_nats_auth_free(&a);
+    cr_assert_eq(natsConnection_Connect(&w->h.nc, o), NATS_OK);
+    natsOptions_Destroy(o);
+}
+
 static natsStatus connect_as(world *w, const char *user, const char *password,
                              const char *ca, const char *cert, const char *key,
                              natsConnection **out)
@@ -193,24 +212,24 @@ static natsStatus connect_as(world *w, const char *user, const char *password,
 
 static int stats(world *w, char *buf, size_t cap)
 {
-    return nh_stats(&w->h, MODEL, buf, cap, 500);
+    return harness_stats(&w->h, MODEL, buf, cap, 500);
 }
 
 static uint64_t stat_of(world *w, const char *name)
 {
     char text[16384];
     cr_assert(stats(w, text, sizeof text), "the router does not answer");
-    return (uint64_t)nh_stat_value(text, name);
+    return (uint64_t)harness_stat_value(text, name);
 }
 
 static void start_router(world *w, char **argv)
 {
     w->router = spawn_logged(argv, w->log);
-    uint64_t deadline = nh_ms_now() + 8000;
+    uint64_t deadline = harness_ms_now() + 8000;
     char text[8192];
     while (!stats(w, text, sizeof text)) {
         char log[4096];
-        cr_assert_lt(nh_ms_now(), deadline, "radixkv-router did not answer:\n%s",
+        cr_assert_lt(harness_ms_now(), deadline, "radixkv-router did not answer:\n%s",
                      slurp(w->log, log, sizeof log));
     }
 }
@@ -237,7 +256,7 @@ static void add_instance(world *w)
  * its directory. */
 static void start_plain(world *w)
 {
-    nh_start(&w->h);
+    harness_start(&w->h);
     snprintf(w->log, sizeof w->log, "%s/router.log", w->h.dir);
 }
 
@@ -250,7 +269,7 @@ static void connect_instance(world *w)
 
 static void poll_pub(world *w)
 {
-    rkv_status s = rkv_fleet_pub_poll(w->pub, nh_ms_now(), 0, 0);
+    rkv_status s = rkv_fleet_pub_poll(w->pub, harness_ms_now(), 0, 0);
     cr_assert(s == RKV_OK || s == RKV_ERR_IO, "%s", rkv_last_error());
 }
 
@@ -279,7 +298,7 @@ static int agree(world *w, char *why, size_t cap)
         cr_assert_eq(rkv_wire_encode_query(w->q_ns[q], h, np, buf, sizeof buf, &len),
                      RKV_OK);
         rkv_wire_reply rep;
-        if (!nh_route(&w->h, MODEL, buf, len, 500, &rep)) {
+        if (!harness_route(&w->h, MODEL, buf, len, 500, &rep)) {
             snprintf(why, cap, "no answer");
             return 0;
         }
@@ -299,27 +318,27 @@ static int agree(world *w, char *why, size_t cap)
 
 static void wait_agree(world *w, const char *when)
 {
-    uint64_t deadline = nh_ms_now() + 8000;
+    uint64_t deadline = harness_ms_now() + 8000;
     char why[256] = "";
     for (;;) {
         poll_pub(w);
         if (agree(w, why, sizeof why))
             return;
-        cr_assert_lt(nh_ms_now(), deadline, "%s: router disagrees: %s", when, why);
-        nh_nap_ms(20);
+        cr_assert_lt(harness_ms_now(), deadline, "%s: router disagrees: %s", when, why);
+        harness_nap_ms(20);
     }
 }
 
 /* Polls instance 1 until the stat reaches at least `want`. */
 static uint64_t wait_stat(world *w, const char *name, uint64_t want, const char *what)
 {
-    uint64_t deadline = nh_ms_now() + 8000, v;
+    uint64_t deadline = harness_ms_now() + 8000, v;
     while ((v = stat_of(w, name)) < want) {
         if (w->pub)
             poll_pub(w);
-        cr_assert_lt(nh_ms_now(), deadline, "%s: %s stays %llu < %llu", what, name,
+        cr_assert_lt(harness_ms_now(), deadline, "%s: %s stays %llu < %llu", what, name,
                      (unsigned long long)v, (unsigned long long)want);
-        nh_nap_ms(20);
+        harness_nap_ms(20);
     }
     return v;
 }
@@ -327,21 +346,20 @@ static uint64_t wait_stat(world *w, const char *name, uint64_t want, const char 
 /* Every test's start: skipped without a nats-server, else an empty world. */
 static void world_begin(world *w)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     memset(w, 0, sizeof *w);
 }
 
 static void teardown(world *w)
 {
-    nh_end(&w->router, SIGKILL);
+    harness_end(&w->router, SIGKILL);
     rkv_fleet_pub_destroy(w->pub);
     w->pub = NULL;
     if (w->in.tree)
         evd_close(&w->in);
     natsConnection_Destroy(w->inc);
     w->inc = NULL;
-    nh_stop(&w->h);
+    harness_stop(&w->h);
 }
 
 static void set_passwords(void)
@@ -402,10 +420,10 @@ static natsStatus publish_hb(natsConnection *nc, uint64_t subj_id, uint64_t id,
 
 static void wait_not_permitted(int want, const char *what)
 {
-    uint64_t deadline = nh_ms_now() + 5000;
+    uint64_t deadline = harness_ms_now() + 5000;
     while (atomic_load(&g_not_permitted) < want) {
-        cr_assert_lt(nh_ms_now(), deadline, "the server did not refuse %s", what);
-        nh_nap_ms(10);
+        cr_assert_lt(harness_ms_now(), deadline, "the server did not refuse %s", what);
+        harness_nap_ms(10);
     }
 }
 
@@ -588,13 +606,13 @@ Test(fleet_trust, snapshot_requests_are_rate_limited_per_instance)
                      NATS_OK);
         breaks++;
         /* the break is seen: a request is made (and answered) or refused */
-        uint64_t deadline = nh_ms_now() + 8000;
+        uint64_t deadline = harness_ms_now() + 8000;
         while (!(stat_of(&w, "radixkv_router_snapshots_applied_total") > applied &&
                  stat_of(&w, "radixkv_router_snapshot_requests_total") > req) &&
                stat_of(&w, "radixkv_router_snapshot_requests_limited_total") == 0) {
             poll_pub(&w);
-            cr_assert_lt(nh_ms_now(), deadline, "break %d not seen", breaks);
-            nh_nap_ms(20);
+            cr_assert_lt(harness_ms_now(), deadline, "break %d not seen", breaks);
+            harness_nap_ms(20);
         }
     }
     cr_assert_eq((uint64_t)breaks, 3 - req0, "the burst of 2 served %llu breaks",
@@ -604,7 +622,7 @@ Test(fleet_trust, snapshot_requests_are_rate_limited_per_instance)
         cr_assert_eq(publish_batch(w.inc, 1, 1, 7, 2000000 + (uint64_t)i), NATS_OK);
         poll_pub(&w);
     }
-    nh_nap_ms(600); /* three retry timeouts */
+    harness_nap_ms(600); /* three retry timeouts */
     poll_pub(&w);
     cr_assert_eq(stat_of(&w, "radixkv_router_snapshot_requests_total"), 2);
     teardown(&w);
@@ -754,25 +772,17 @@ Test(fleet_trust, nkey_authentication)
         const char *p = write_file(&w, i ? "seed1" : "seed0", seed[i]);
         snprintf(seedfile[i], sizeof seedfile[i], "%s", p);
     }
-    rkv_nats_auth a;
-    rkv_nats_auth_init(&a);
-    cr_assert_eq(rkv_nats_auth_set_url(&a, w.h.url), RKV_OK);
-    cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_NKEY, pub[1]), RKV_OK);
-    cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_NKEY_SEED, seedfile[1]), RKV_OK);
-    natsOptions *o = NULL;
-    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
-    cr_assert_eq(rkv_nats_auth_apply(&a, NULL, o), RKV_OK, "%s", rkv_last_error());
-    rkv_nats_auth_free(&a);
-    cr_assert_eq(natsConnection_Connect(&w.h.nc, o), NATS_OK);
-    natsOptions_Destroy(o);
+    connect_harness(&w, RKV_NATS_OPT_NKEY, pub[1], RKV_NATS_OPT_NKEY_SEED, seedfile[1]);
     char *argv[] = {RKV_ROUTER_BIN, "--server", w.h.url, "--model", MODEL,
                     "--nkey", pub[0], "--nkey-seed", seedfile[0], NULL};
     start_router(&w, argv);
     /* a known public key with the wrong seed is refused */
+    rkv_nats_auth a;
     rkv_nats_auth_init(&a);
     cr_assert_eq(rkv_nats_auth_set_url(&a, w.h.url), RKV_OK);
     cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_NKEY, pub[0]), RKV_OK);
     cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_NKEY_SEED, seedfile[1]), RKV_OK);
+    natsOptions *o = NULL;
     cr_assert_eq(natsOptions_Create(&o), NATS_OK);
     cr_assert_eq(rkv_nats_auth_apply(&a, NULL, o), RKV_OK);
     rkv_nats_auth_free(&a);
@@ -878,16 +888,7 @@ Test(fleet_trust, creds_file_authentication)
     start_server(&w, cpath, NULL);
     natsConnection *nc = NULL;
     cr_assert_neq(connect_as(&w, NULL, NULL, NULL, NULL, NULL, &nc), NATS_OK);
-    rkv_nats_auth a;
-    rkv_nats_auth_init(&a);
-    cr_assert_eq(rkv_nats_auth_set_url(&a, w.h.url), RKV_OK);
-    cr_assert_eq(rkv_nats_auth_option(&a, RKV_NATS_OPT_CREDS, credpath), RKV_OK);
-    natsOptions *o = NULL;
-    cr_assert_eq(natsOptions_Create(&o), NATS_OK);
-    cr_assert_eq(rkv_nats_auth_apply(&a, NULL, o), RKV_OK, "%s", rkv_last_error());
-    rkv_nats_auth_free(&a);
-    cr_assert_eq(natsConnection_Connect(&w.h.nc, o), NATS_OK);
-    natsOptions_Destroy(o);
+    connect_harness(&w, RKV_NATS_OPT_CREDS, credpath, 0, NULL);
     char *argv[] = {RKV_ROUTER_BIN, "--server", w.h.url, "--model", MODEL,
                     "--creds", credpath, NULL};
     start_router(&w, argv);

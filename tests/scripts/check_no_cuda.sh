@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/check_no_cuda.sh LIBRARY -- the core library must load on a machine
+# tests/scripts/check_no_cuda.sh LIBRARY -- the core library must load on a machine
 # without the CUDA runtime: ldd (every library it pulls in, transitively)
 # must name no CUDA library (cudart, cuBLAS, cuBLASLt, the driver ...).
 set -eu

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-# fleet/tests/vllm_publisher.py -- a KV-event publisher in the format vLLM
+# tests/fleet/vllm_publisher.py -- a KV-event publisher in the format vLLM
 # and SGLang workers use (fleet/kvev.h), written for the test from the
 # format alone: a ZMQ PUB socket sending [topic, 8-byte big-endian seq,
 # msgpack batch] and a ROUTER replay socket that answers [id, b"", start
 # seq] with every kept batch from start on, then seq -1 and an empty
-# payload. Driven by fleet/tests/test_fleet_bridge.c through files in a
+# payload. Driven by tests/fleet/test_fleet_bridge.c through files in a
 # control directory (phase2, phase3): each phase's batches go out one per
 # tick, then empty batches keep the sequence moving (and tell a late
 # subscriber where it is). In phase 2 one batch is kept for replay but

@@ -1,7 +1,7 @@
 /*
- * fleet/tests/test_fleet_bridge.c -- `radixkv bridge` end to end: a real
+ * tests/fleet/test_fleet_bridge.c -- `radixkv bridge` end to end: a real
  * `nats-server -js`, the router daemon (`radixkv router`), a vLLM-format
- * worker (fleet/tests/vllm_publisher.py: ZMQ PUB + ROUTER replay, written
+ * worker (tests/fleet/vllm_publisher.py: ZMQ PUB + ROUTER replay, written
  * from the format), and the bridge relaying it as instance 7. The worker
  * sends, in phases the test starts with files in a control directory:
  *   1. prompt A's 8 pages in two events (array form with unsigned hashes
@@ -36,7 +36,7 @@
 
 #include "fleet/codec.h"
 #include "fleet/kvev.h"
-#include "fleet/tests/nats_harness.h"
+#include "tests/fleet/nats_harness.h"
 
 #define MODEL "bridgetest"
 #define ID 7u
@@ -60,7 +60,7 @@ static int routed(nats_harness *h, uint32_t p, uint32_t pages, rkv_namespace ns)
     cr_assert_eq(rkv_wire_encode_query_tokens(ns, t, pages * BS, BS, buf, sizeof buf,
                                               &len), RKV_OK);
     rkv_wire_reply rep;
-    if (!nh_route(h, MODEL, buf, len, 2000, &rep) || rep.status != RKV_OK)
+    if (!harness_route(h, MODEL, buf, len, 2000, &rep) || rep.status != RKV_OK)
         return -1;
     for (uint32_t k = 0; k < rep.count; k++)
         if (rep.ids[k] == ID)
@@ -76,7 +76,7 @@ typedef struct want {
 static void wait_for(nats_harness *h, const want *w, int n, const char *when,
                      pid_t bridge)
 {
-    uint64_t deadline = nh_ms_now() + WAIT_MS;
+    uint64_t deadline = harness_ms_now() + WAIT_MS;
     rkv_namespace lora = rkv_kvev_lora_name_ns("adapter-x", 9);
     for (;;) {
         int ok = 1, got = 0, i;
@@ -88,10 +88,10 @@ static void wait_for(nats_harness *h, const want *w, int n, const char *when,
             return;
         int st;
         cr_assert_eq(waitpid(bridge, &st, WNOHANG), 0, "the bridge exited");
-        cr_assert_lt(nh_ms_now(), deadline, "%s: prompt %u%s: %d pages routed, "
+        cr_assert_lt(harness_ms_now(), deadline, "%s: prompt %u%s: %d pages routed, "
                      "%u held", when, w[i - 1].prompt, w[i - 1].lora ? " (LoRA)" : "",
                      got, w[i - 1].expect);
-        nh_nap_ms(100);
+        harness_nap_ms(100);
     }
 }
 
@@ -106,32 +106,31 @@ static void touch(const char *dir, const char *name)
 
 Test(fleet_bridge, vllm_worker_routed_through_bridge)
 {
-    if (!nh_have_server())
-        cr_skip_test(NH_SKIP_MESSAGE);
+    HARNESS_REQUIRE_SERVER();
     if (system("/usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null") != 0) {
-        fprintf(stderr, "%s (python3-zmq or python3-msgpack missing)\n", NH_SKIP_MESSAGE);
-        cr_skip_test(NH_SKIP_MESSAGE);
+        fprintf(stderr, "%s (python3-zmq or python3-msgpack missing)\n", HARNESS_SKIP_MESSAGE);
+        cr_skip_test(HARNESS_SKIP_MESSAGE);
     }
     nats_harness h;
-    nh_start(&h);
+    harness_start(&h);
     char ctl[] = "/tmp/rkv-bridge-XXXXXX";
     cr_assert_not_null(mkdtemp(ctl));
     char pub_port[16], rep_port[16], zmq_ep[64], rep_ep[64], id[16];
-    snprintf(pub_port, sizeof pub_port, "%d", nh_free_port());
-    snprintf(rep_port, sizeof rep_port, "%d", nh_free_port());
+    snprintf(pub_port, sizeof pub_port, "%d", harness_free_port());
+    snprintf(rep_port, sizeof rep_port, "%d", harness_free_port());
     snprintf(zmq_ep, sizeof zmq_ep, "tcp://127.0.0.1:%s", pub_port);
     snprintf(rep_ep, sizeof rep_ep, "tcp://127.0.0.1:%s", rep_port);
     snprintf(id, sizeof id, "%u", ID);
     char *router[] = {RKV_CMD_BIN, "router", "--server", h.url, "--model", MODEL,
                       "--snapshot-timeout-ms", "500", NULL};
-    char *worker[] = {"/usr/bin/python3", RKV_SOURCE_DIR "/fleet/tests/vllm_publisher.py",
+    char *worker[] = {"/usr/bin/python3", RKV_SOURCE_DIR "/tests/fleet/vllm_publisher.py",
                       pub_port, rep_port, ctl, NULL};
     char *bridge[] = {RKV_CMD_BIN, "bridge", "--zmq", zmq_ep, "--replay", rep_ep,
                       "--instance", id, "--server", h.url, "--model", MODEL,
                       "--heartbeat-ms", "200", "--replay-timeout-ms", "5000", NULL};
-    pid_t r = nh_spawn(router, 0);
-    pid_t w = nh_spawn(worker, 0);
-    pid_t b = nh_spawn(bridge, 0);
+    pid_t r = harness_spawn(router, 0);
+    pid_t w = harness_spawn(worker, 0);
+    pid_t b = harness_spawn(bridge, 0);
 
     want p1[] = {{1, 8, 8, 0}, {2, 4, 4, 0}, {4, 3, 3, 1}, {4, 3, 0, 0}, {3, 6, 0, 0}};
     wait_for(&h, p1, 5, "phase 1", b);
@@ -151,12 +150,12 @@ Test(fleet_bridge, vllm_worker_routed_through_bridge)
     want p6[] = {{3, 6, 6, 0}, {1, 8, 4, 0}};
     wait_for(&h, p6, 2, "phase 6 (the next gap filled)", b);
 
-    nh_end(&b, SIGTERM);
-    nh_end(&w, SIGTERM);
-    nh_end(&r, SIGTERM);
+    harness_end(&b, SIGTERM);
+    harness_end(&w, SIGTERM);
+    harness_end(&r, SIGTERM);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", ctl);
     cr_assert_eq(system(cmd), 0);
-    nh_stop(&h);
+    harness_stop(&h);
     nats_CloseAndWait(2000);
 }

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_route_json.c -- the route API's JSON parser
+ * tests/fleet/test_fleet_route_json.c -- the route API's JSON parser
  * (fleet/route_json.h): random valid requests (any whitespace, member
  * order, int32 extremes) parse to exactly their tokens and namespace;
  * a table of malformed ones is RKV_ERR_FORMAT; every strict prefix of a

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_kvev.c -- the vLLM/SGLang KV-event format (fleet/kvev.h)
+ * tests/fleet/test_kvev.c -- the vLLM/SGLang KV-event format (fleet/kvev.h)
  * and the bridge's state (fleet/bridge.h) without sockets.
  *
  * Decoding: the encoder's batches round trip; batches written here byte by

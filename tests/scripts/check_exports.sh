@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/check_exports.sh NM CC HEADER LIBRARY [CC_FLAGS...] -- the dynamic
+# tests/scripts/check_exports.sh NM CC HEADER LIBRARY [CC_FLAGS...] -- the dynamic
 # symbols LIBRARY defines must be exactly the functions HEADER declares.
 # CC_FLAGS (e.g. -I dirs for headers the header includes) go to the
 # preprocessor.

@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_codec.c -- the fleet wire format (fleet/codec.h):
+ * tests/fleet/test_fleet_codec.c -- the fleet wire format (fleet/codec.h):
  * round trips of real event batches (a tree with events on), and the strict
  * decoders against every truncation, every one-byte change, unknown
  * versions, trailing bytes and random bytes: an error status, never a
@@ -104,6 +104,14 @@ Test(fleet_codec, encoder_refuses_bad_events)
                  RKV_ERR_INVALID_ARG);
 }
 
+/* A re-encoding (re[0..rl)) must be the message it was decoded from. */
+static rkv_status same_bytes(const uint8_t *re, size_t rl, const uint8_t *buf, size_t len,
+                             const char *what)
+{
+    cr_assert(rl == len && memcmp(re, buf, len) == 0, "%s not canonical", what);
+    return RKV_OK;
+}
+
 /* Every decoder on buf[0..len): must not crash; a message one of them
  * accepts re-encodes to exactly the same bytes (the encoding is canonical,
  * so a decoder that accepted junk would show). Returns RKV_OK when one
@@ -118,22 +126,19 @@ static rkv_status decode_any(const uint8_t *buf, size_t len)
     if (rkv_wire_decode_events(buf, len, &bi, ev, 64) == RKV_OK) {
         cr_assert_eq(rkv_wire_encode_events(bi.instance, bi.epoch, ev, bi.count,
                                             re, sizeof re, &rl), RKV_OK);
-        cr_assert(rl == len && memcmp(re, buf, len) == 0, "events not canonical");
-        any = RKV_OK;
+        any = same_bytes(re, rl, buf, len, "events");
     }
     rkv_wire_snapshot_info si;
     rkv_block_entry be[64];
     if (rkv_wire_decode_snapshot(buf, len, &si, be, 64) == RKV_OK) {
         cr_assert_eq(rkv_wire_encode_snapshot(si.instance, si.epoch, si.seq, be,
                                               si.count, re, sizeof re, &rl), RKV_OK);
-        cr_assert(rl == len && memcmp(re, buf, len) == 0, "snapshot not canonical");
-        any = RKV_OK;
+        any = same_bytes(re, rl, buf, len, "snapshot");
     }
     rkv_wire_heartbeat hb;
     if (rkv_wire_decode_heartbeat(buf, len, &hb) == RKV_OK) {
         cr_assert_eq(rkv_wire_encode_heartbeat(&hb, re, sizeof re, &rl), RKV_OK);
-        cr_assert(rl == len && memcmp(re, buf, len) == 0, "heartbeat not canonical");
-        any = RKV_OK;
+        any = same_bytes(re, rl, buf, len, "heartbeat");
     }
     rkv_namespace ns;
     uint64_t h[64];
@@ -152,14 +157,12 @@ static rkv_status decode_any(const uint8_t *buf, size_t len)
                          RKV_ERR_FORMAT);
             cr_assert_eq(rkv_wire_encode_query(ns, h, nh, re, sizeof re, &rl), RKV_OK);
         }
-        cr_assert(rl == len && memcmp(re, buf, len) == 0, "query not canonical");
-        any = RKV_OK;
+        any = same_bytes(re, rl, buf, len, "query");
     }
     rkv_wire_reply rep;
     if (rkv_wire_decode_reply(buf, len, &rep) == RKV_OK) {
         cr_assert_eq(rkv_wire_encode_reply(&rep, re, sizeof re, &rl), RKV_OK);
-        cr_assert(rl == len && memcmp(re, buf, len) == 0, "reply not canonical");
-        any = RKV_OK;
+        any = same_bytes(re, rl, buf, len, "reply");
     }
     return any;
 }

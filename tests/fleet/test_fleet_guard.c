@@ -1,5 +1,5 @@
 /*
- * fleet/tests/test_fleet_guard.c -- fleet/guard.h: the instance id a
+ * tests/fleet/test_fleet_guard.c -- fleet/guard.h: the instance id a
  * subject gives (exactly the publisher's decimal form after the exact
  * prefix, nothing else), and the snapshot-request token bucket (burst,
  * refill per interval, capped at the burst, a clock going back).

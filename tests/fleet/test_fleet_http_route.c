@@ -1,8 +1,8 @@
 /*
- * fleet/tests/test_fleet_http_route.c -- the router daemon's HTTP route
- * API (rkv_rd_http_route, POST /v1/route) without a NATS server: two real
+ * tests/fleet/test_fleet_http_route.c -- the router daemon's HTTP route
+ * API (rkv_daemon_http_route, POST /v1/route) without a NATS server: two real
  * trees publish their KV events and heartbeats into the daemon's handlers
- * (rkv_rd_handle, what the main loop runs), and JSON requests of token ids
+ * (rkv_daemon_handle, what the main loop runs), and JSON requests of token ids
  * must find exactly the overlaps the trees cache -- so the daemon hashes
  * token ids as the trees do, page size and namespace included. Then the errors: malformed JSON
  * 400, unknown page size 503, no instance heard 503, each a JSON object.
@@ -63,7 +63,7 @@ static void subject(char *buf, size_t cap, const char *kind, uint64_t id)
 }
 
 /* The tree's events since the last call into the daemon, then a heartbeat. */
-static void publish(rkv_rd *d, tinst *t, uint64_t now)
+static void publish(rkv_daemon *d, tinst *t, uint64_t now)
 {
     rkv_event ev[256];
     uint32_t n = 0;
@@ -76,12 +76,12 @@ static void publish(rkv_rd *d, tinst *t, uint64_t now)
         cr_assert_eq(rkv_wire_encode_events(t->id, 1, ev, n, buf, sizeof buf, &len), RKV_OK,
                      "%s", rkv_last_error());
         subject(subj, sizeof subj, "kv", t->id);
-        rkv_rd_handle(d, RKV_RD_KV, subj, buf, len, NULL, now);
+        rkv_daemon_handle(d, RKV_DAEMON_KV, subj, buf, len, NULL, now);
         last = ev[n - 1].seq;
     }
     rkv_wire_heartbeat hb = {t->id, 1, last, 0, 0};
     if (n == 0) {
-        const rkv_router *r = rkv_rd_router(d);
+        const rkv_router *r = rkv_daemon_router(d);
         rkv_router_instance_info info;
         if (rkv_router_instance_info_get(r, t->id, &info) == RKV_OK)
             hb.last_seq = info.last_seq;
@@ -90,13 +90,13 @@ static void publish(rkv_rd *d, tinst *t, uint64_t now)
     size_t hl = 0;
     cr_assert_eq(rkv_wire_encode_heartbeat(&hb, hbuf, sizeof hbuf, &hl), RKV_OK);
     subject(subj, sizeof subj, "hb", t->id);
-    rkv_rd_handle(d, RKV_RD_HB, subj, hbuf, hl, NULL, now);
+    rkv_daemon_handle(d, RKV_DAEMON_HB, subj, hbuf, hl, NULL, now);
 }
 
-static int route(rkv_rd *d, const char *json, char *out, size_t cap)
+static int route(rkv_daemon *d, const char *json, char *out, size_t cap)
 {
     int code = 0;
-    size_t n = rkv_rd_http_route(d, json, strlen(json), out, cap, &code);
+    size_t n = rkv_daemon_http_route(d, json, strlen(json), out, cap, &code);
     cr_assert_lt(n, cap);
     cr_assert_eq(strlen(out), n);
     return code;
@@ -122,7 +122,7 @@ static void body(char *buf, size_t cap, const int32_t *tok, uint32_t n, const ch
 
 Test(fleet_http_route, token_ids_find_what_the_trees_cache)
 {
-    rkv_rd *d = rkv_rd_create("t", MODEL, 3000, 1000, 1000, NULL, NULL);
+    rkv_daemon *d = rkv_daemon_create("t", MODEL, 3000, 1000, 1000, NULL, NULL);
     cr_assert_not_null(d);
     char out[16384], req[4096];
     int32_t tok[40];
@@ -168,7 +168,7 @@ Test(fleet_http_route, token_ids_find_what_the_trees_cache)
     cr_assert_not_null(strstr(out, "{\"instance\": 11, \"overlap_blocks\": 3, "), "%s", out);
 
     /* each answered query is one router query */
-    const rkv_router *r = rkv_rd_router(d);
+    const rkv_router *r = rkv_daemon_router(d);
     rkv_router_stats st;
     cr_assert_eq(rkv_router_get_stats(r, &st), RKV_OK);
     cr_assert_geq(st.queries, 3);
@@ -179,16 +179,16 @@ Test(fleet_http_route, token_ids_find_what_the_trees_cache)
     cr_assert_eq(route(d, "{\"token_ids\": [1], \"model\": 1}", out, sizeof out), 400);
     tinst_close(&a);
     tinst_close(&b);
-    rkv_rd_destroy(d);
+    rkv_daemon_destroy(d);
 }
 
 /* A fixed page size (--page-size) is used before any event; an instance
  * known only from its stream (no heartbeat yet) is not routed to. */
 Test(fleet_http_route, page_size_option_and_unheard_instances)
 {
-    rkv_rd *d = rkv_rd_create("t", MODEL, 3000, 1000, 1000, NULL, NULL);
+    rkv_daemon *d = rkv_daemon_create("t", MODEL, 3000, 1000, 1000, NULL, NULL);
     cr_assert_not_null(d);
-    rkv_rd_set_page_size(d, P);
+    rkv_daemon_set_page_size(d, P);
     char out[4096];
     cr_assert_eq(route(d, "{\"token_ids\": [1, 2, 3, 4]}", out, sizeof out), 503);
     cr_assert_not_null(strstr(out, "no instance"), "%s", out);
@@ -202,20 +202,20 @@ Test(fleet_http_route, page_size_option_and_unheard_instances)
     uint8_t buf[4096];
     size_t len = 0;
     cr_assert_eq(rkv_wire_encode_events(7, 1, ev, n, buf, sizeof buf, &len), RKV_OK);
-    rkv_rd_handle(d, RKV_RD_KV, "radixkv." MODEL ".kv.7", buf, len, NULL, 1100);
+    rkv_daemon_handle(d, RKV_DAEMON_KV, "radixkv." MODEL ".kv.7", buf, len, NULL, 1100);
     cr_assert_eq(route(d, "{\"token_ids\": [1, 2, 3, 4, 5, 6, 7, 8]}", out, sizeof out),
                  503, "%s", out);
     rkv_wire_heartbeat hb = {7, 1, ev[n - 1].seq, 0, 0};
     cr_assert_eq(rkv_wire_encode_heartbeat(&hb, buf, sizeof buf, &len), RKV_OK);
-    rkv_rd_handle(d, RKV_RD_HB, "radixkv." MODEL ".hb.7", buf, len, NULL, 1200);
+    rkv_daemon_handle(d, RKV_DAEMON_HB, "radixkv." MODEL ".hb.7", buf, len, NULL, 1200);
     cr_assert_eq(route(d, "{\"token_ids\": [1, 2, 3, 4, 5, 6, 7, 8]}", out, sizeof out),
                  200, "%s", out);
     cr_assert_eq(field(out, "instance"), 7);
     cr_assert_eq(field(out, "overlap_blocks"), 2);
     /* counted as routed until the next heartbeat */
     rkv_router_instance_info info;
-    cr_assert_eq(rkv_router_instance_info_get(rkv_rd_router(d), 7, &info), RKV_OK);
+    cr_assert_eq(rkv_router_instance_info_get(rkv_daemon_router(d), 7, &info), RKV_OK);
     cr_assert_eq(info.routed_running, 1);
     tinst_close(&a);
-    rkv_rd_destroy(d);
+    rkv_daemon_destroy(d);
 }

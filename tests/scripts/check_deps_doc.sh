@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/check_deps_doc.sh SOURCE_DIR -- every Debian package that
+# tests/scripts/check_deps_doc.sh SOURCE_DIR -- every Debian package that
 # scripts/install-deps installs (its pkgs=( ... ) array) is named, as a
 # whole word, in README.md's "Dependencies" section, so the list people read
 # is the list CI installs. Fails naming each package the README lacks, or

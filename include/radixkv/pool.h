@@ -1,0 +1,188 @@
+/*
+ * radixkv/pool.h -- the KV block pool (alloc/): paged, ref-counted K/V blocks on the host or a CUDA device, or in memory the server owns.
+ *
+ * Part of the public API; include <radixkv.h> for all of it (the
+ * conventions every call follows are stated there).
+ */
+#ifndef RADIXKV_POOL_H
+#define RADIXKV_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radixkv/status.h"
+
+RKV_BEGIN_DECLS
+
+typedef struct rkv_pool rkv_pool;
+typedef uint32_t rkv_block_id;
+#define RKV_NO_BLOCK ((rkv_block_id)UINT32_MAX)
+
+typedef enum rkv_dtype {
+    RKV_DTYPE_F16 = 0,
+    RKV_DTYPE_BF16 = 1,
+    RKV_DTYPE_F32 = 2
+} rkv_dtype;
+
+typedef enum rkv_device {
+    RKV_DEVICE_HOST = 0, /* aligned host memory                            */
+    RKV_DEVICE_CUDA = 1  /* one cudaMalloc; RKV_ERR_NO_DEVICE without CUDA */
+} rkv_device;
+
+/* Largest page a pool accepts. The tree and scheduler work at any size up to
+ * this (the Mooncake trace uses 512-token blocks); the attention kernels are
+ * tested at 1..256. */
+#define RKV_MAX_PAGE_SIZE 4096u
+
+typedef struct rkv_pool_config {
+    uint32_t num_blocks;   /* >= 1, < UINT32_MAX                             */
+    uint32_t page_size;    /* tokens per block, 1..RKV_MAX_PAGE_SIZE (16)   */
+    uint32_t num_layers;   /* 0 = metadata only: no KV memory is allocated  */
+    uint32_t num_kv_heads; /* ignored when num_layers == 0                  */
+    uint32_t head_dim;     /* ignored when num_layers == 0                  */
+    rkv_dtype dtype;       /* element type of K and V                       */
+    rkv_device device;
+    int cuda_device;       /* device ordinal when device == RKV_DEVICE_CUDA  */
+} rkv_pool_config;
+
+/* Fills defaults: page_size 16, num_layers 0, F16, host. num_blocks is 0 and
+ * must be set. */
+void rkv_pool_config_init(rkv_pool_config *cfg);
+
+/*
+ * KV memory layout (one allocation for the whole pool):
+ *   for each layer l: K[l] then V[l], each laid out as
+ *     [num_blocks][page_size][num_kv_heads][head_dim]   (FlashInfer's "NHD")
+ *   so token t of block b, head h, dim d of K in layer l sits at element
+ *     ((l*2 + 0) * num_blocks * page_size + b*page_size + t) * H*D + h*D + d.
+ * bytes_per_block = num_layers * 2 * page_size * num_kv_heads * head_dim *
+ * sizeof(dtype). A token's slot is block * page_size + offset.
+ */
+rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out);
+void rkv_pool_destroy(rkv_pool *pool); /* NULL is fine */
+
+/* The pool's configuration, as created, and its sizes. */
+rkv_status rkv_pool_get_config(const rkv_pool *pool, rkv_pool_config *out);
+uint32_t rkv_pool_num_blocks(const rkv_pool *pool);
+uint32_t rkv_pool_num_free(const rkv_pool *pool);
+uint32_t rkv_pool_page_size(const rkv_pool *pool);
+size_t rkv_pool_bytes_per_block(const rkv_pool *pool);
+/* Host bytes the pool itself uses for metadata (not KV memory). */
+size_t rkv_pool_host_metadata_bytes(const rkv_pool *pool);
+
+/* K and V base pointers of one layer (device pointers for a CUDA pool; a
+ * server-owned pool's: the buffers it was given). RKV_ERR_STATE for a
+ * metadata-only pool. */
+rkv_status rkv_pool_layer_kv(const rkv_pool *pool, uint32_t layer, void **k,
+                             void **v);
+
+/*
+ * Server-owned KV memory: a pool over K and V buffers the caller
+ * allocated (an SGLang token pool, vLLM's per-layer KV tensors), so that
+ * block copies, the tiers and attention read and write the server's own
+ * bytes. Each layer's K and each layer's V is one buffer with its own
+ * base pointer; in all of them element d of kv head h, token t of block b
+ * sits at
+ *     base + b * block_stride + t * token_stride + h * head_stride
+ *          + d * sizeof(dtype)
+ * (the head_dim elements of a head are contiguous; the strides are bytes,
+ * the same for every layer and for K and V). Examples, es = dtype size:
+ *   - SGLang MHATokenToKVPool, per layer [num_slots][H][D] with slot =
+ *     block * page_size + t: block_stride = P*H*D*es, token_stride =
+ *     H*D*es, head_stride = D*es;
+ *   - vLLM, per layer [2][num_blocks][block_size][H][D] (flash-attn): the
+ *     same strides, k = &kv[0], v = &kv[1];
+ *   - vLLM's FlashInfer HND, per layer [num_blocks][2][H][block_size][D]:
+ *     block_stride = 2*H*P*D*es, token_stride = D*es, head_stride =
+ *     P*D*es, v = k + H*P*D*es.
+ * The pool's own layout (rkv_pool_create) is the first with the layers
+ * in one allocation; rkv_pool_kv_strides reports either.
+ *
+ * Where: cfg->device RKV_DEVICE_HOST: any strides whose elements do not
+ * alias (each stride, in increasing order, at least the extent of the
+ * dims inside it; a stride of a dim of size 1 is ignored). CUDA
+ * (RKV_DEVICE_CUDA, device pointers on cfg->cuda_device): only buffers
+ * that are each a contiguous [num_blocks][page_size][num_kv_heads]
+ * [head_dim] array, as the kernels read (the first two examples); other
+ * strides are RKV_ERR_UNSUPPORTED, checked before the CUDA backend is
+ * loaded (RKV_ERR_NO_DEVICE without it). Block copies of a server-owned
+ * CUDA pool take one copy per layer's K and V (the pool-owned layout one
+ * per block).
+ *
+ * Ownership: the caller keeps every buffer allocated, and does not move
+ * it, until rkv_pool_destroy (and until every tree, store, scheduler and
+ * attention context using the pool is gone); the pool only reads and
+ * writes its blocks' bytes there and never frees them. The pointer arrays
+ * k and v are copied: they may go once the call returns. The caller's own
+ * writes into the buffers are the server's business (the pool does not
+ * zero them). Buffers of different layers must not share bytes (not
+ * checked: the interleaved example above shares none).
+ * Errors: NULL pointers, a base not aligned to the element size, strides
+ * that alias or overflow, num_layers 0: RKV_ERR_INVALID_ARG; nothing is
+ * created.
+ */
+typedef struct rkv_kv_buffers {
+    void *const *k;        /* [cfg->num_layers] layer l's K buffer           */
+    void *const *v;        /* [cfg->num_layers] layer l's V buffer           */
+    size_t block_stride;   /* bytes from block b to block b + 1             */
+    size_t token_stride;   /* bytes from token t to t + 1 of a block        */
+    size_t head_stride;    /* bytes from kv head h to h + 1                 */
+} rkv_kv_buffers;
+rkv_status rkv_pool_create_external(const rkv_pool_config *cfg,
+                                    const rkv_kv_buffers *kv, rkv_pool **out);
+/* Strides of the pool's KV addressing (above), pool-owned or not; each
+ * pointer may be NULL. RKV_ERR_STATE for a metadata-only pool. */
+rkv_status rkv_pool_kv_strides(const rkv_pool *pool, size_t *block_stride,
+                               size_t *token_stride, size_t *head_stride);
+/* 1 for a pool over server-owned buffers, else 0 (NULL: 0). */
+int rkv_pool_kv_external(const rkv_pool *pool);
+
+/* O(1). A new block has ref count 1. alloc_n gives all n blocks or none
+ * (RKV_ERR_NO_SPACE, nothing taken). The pool never evicts: use
+ * rkv_tree_alloc_blocks() to evict cached prefixes as needed. */
+rkv_status rkv_pool_alloc(rkv_pool *pool, rkv_block_id *out);
+rkv_status rkv_pool_alloc_n(rkv_pool *pool, uint32_t n, rkv_block_id *out);
+
+/* ref adds one reference to an allocated block; unref drops one and frees the
+ * block at zero. Either on a free or out-of-range block: RKV_ERR_STATE /
+ * RKV_ERR_INVALID_ARG and nothing changes. unref_n validates all ids first
+ * (a free block, or one listed more times than it has references, refuses
+ * the whole call). */
+rkv_status rkv_pool_ref(rkv_pool *pool, rkv_block_id id);
+rkv_status rkv_pool_unref(rkv_pool *pool, rkv_block_id id);
+rkv_status rkv_pool_unref_n(rkv_pool *pool, uint32_t n, const rkv_block_id *ids);
+uint32_t rkv_pool_refcount(const rkv_pool *pool, rkv_block_id id); /* 0 = free */
+
+/* Chained block hash: h(i) = XXH3-64 over (h(i-1), namespace, the page's
+ * tokens); h(-1) = RKV_HASH_ROOT. Equal hashes mean equal full prefixes (up
+ * to 64-bit collisions; the tree itself always confirms with tokens). */
+#define RKV_HASH_ROOT ((uint64_t)0)
+uint64_t rkv_block_hash(uint64_t parent_hash, uint64_t ns,
+                        const int32_t *page_tokens, uint32_t page_size);
+uint64_t rkv_pool_block_hash(const rkv_pool *pool, rkv_block_id id);
+rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
+                                   uint64_t hash);
+
+/* Copies whole blocks (all layers, K and V). Device to device within the
+ * pool, or between the pool and a host buffer of n * bytes_per_block bytes
+ * (block i of the buffer <-> ids[i]). Works on host pools too. The host
+ * buffer's format does not depend on the pool's layout: block i holds its
+ * segments K[0], V[0], K[1], ... each [page_size][num_kv_heads][head_dim]
+ * (so a server-owned pool's blocks copy to the same bytes as a pool-owned
+ * one's, and the tiers store them alike). */
+rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n,
+                                const rkv_block_id *src,
+                                const rkv_block_id *dst);
+rkv_status rkv_pool_copy_to_host(rkv_pool *pool, uint32_t n,
+                                 const rkv_block_id *ids, void *host_buf);
+rkv_status rkv_pool_copy_from_host(rkv_pool *pool, uint32_t n,
+                                   const rkv_block_id *ids,
+                                   const void *host_buf);
+
+/* Verifies every invariant (free + used = total, free stack holds exactly the
+ * blocks with ref count 0, no duplicates). RKV_ERR_CORRUPT with a message. */
+rkv_status rkv_pool_check(const rkv_pool *pool);
+
+RKV_END_DECLS
+
+#endif /* RADIXKV_POOL_H */
