@@ -39,7 +39,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_debug.h"
+#include "residency/tier_debug.h"
 #include "residency/tier.h"
 
 #define TC_N RKV_TCOPY_BATCHES

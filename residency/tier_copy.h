@@ -37,7 +37,7 @@ typedef struct rkv_tcopy {
                                  (not made yet / could not be had)          */
     int stage_failed;         /* host_alloc failed once: loads go sync     */
     uint32_t stage_head, stage_used;
-    /* tests (radix/tree_debug.h) */
+    /* tests (residency/tier_debug.h) */
     uint32_t fail_issue, fail_query; /* k-th next call fails; 0 = off     */
     int stall;                /* queries report "not ready"               */
 } rkv_tcopy;

@@ -55,7 +55,6 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_debug.h"
 #include "radix/tree_core.h"
 
 #define RKV_GUARD_NIL UINT32_MAX

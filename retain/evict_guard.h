@@ -53,4 +53,8 @@ void rkv_guard_on_match(struct rkv_tree *t, uint64_t ns, const int32_t *tokens,
 void rkv_guard_on_insert(struct rkv_tree *t, uint32_t node);
 rkv_status rkv_guard_check(const struct rkv_tree *t);
 
+/* Tests only (RKV_EVICT_LEARNED): the guard keeps counting but never falls back to
+ * LRU (tests that check the learned order itself). */
+void rkv_tree_debug_guard_off(rkv_tree *t);
+
 #endif

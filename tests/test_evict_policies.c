@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "alloc/pool_internal.h"
+#include "retain/evict_guard.h"
 #include "retain/evict_learned.h"
 #include "radix/tree_debug.h"
 #include "radix/tree_core.h"

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "radix/tree_debug.h"
+#include "residency/tier_debug.h"
 #include "radixkv.h"
 
 #ifdef RKV_HAVE_CUDA
