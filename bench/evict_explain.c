@@ -4,7 +4,7 @@
  * on a workload's page sequence (bench/evict_bench.h). The per-kind hit
  * split --explain also prints belongs to the main table (evict_bench.c).
  *
- * Invariants: the classes are radix/evict_learned.c's (continuation depth
+ * Invariants: the classes are retain/evict_learned.c's (continuation depth
  * 0..3 x five sizes of new pages); only the past is used to classify an
  * end, and only the label (its next use) looks ahead; one pass over the
  * requests in file order, so the figure is deterministic.
@@ -16,7 +16,7 @@
 
 /* Each request with two or more pages leaves an end (its last page); it
  * "returns" when a request within RETURN_WINDOW requests has that page.
- * Classes as radix/evict_learned.c's: continuation depth (a request whose
+ * Classes as retain/evict_learned.c's: continuation depth (a request whose
  * path holds an earlier request's end, not counting the first page, is one
  * deeper) x new pages beyond that end. Prints the AUC of ranking ends by
  * their class's return share (0.5: no information, 1: perfect) -- what a

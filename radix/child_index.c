@@ -13,7 +13,7 @@
  * through a run of non-empty entries; keys are recomputed from the node, so
  * an entry needs only 8 bytes. Growth is prepared by the caller (the new
  * table is allocated before any mutation) and installed by
- * rkv_cidx_rehash.
+ * rkv_child_index_rehash.
  */
 #include <string.h>
 
@@ -22,39 +22,39 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
-uint64_t rkv_cidx_key_page(const rkv_tree *t, uint32_t parent,
+uint64_t rkv_child_index_key_page(const rkv_tree *t, uint32_t parent,
                            const int32_t *page)
 {
     return XXH3_64bits_withSeed(page, t->page_bytes, (uint64_t)parent);
 }
 
-uint64_t rkv_cidx_key_ns(uint64_t ns)
+uint64_t rkv_child_index_key_ns(uint64_t ns)
 {
     /* Seed 0 is the super-root's id: only namespace roots sit under it. */
     return XXH3_64bits_withSeed(&ns, sizeof ns, 0);
 }
 
-uint64_t rkv_cidx_key_node(const rkv_tree *t, uint32_t id)
+uint64_t rkv_child_index_key_node(const rkv_tree *t, uint32_t id)
 {
     const rkv_tnode *x = &t->nodes[id];
     if (x->parent == 0)
-        return rkv_cidx_key_ns(x->u.ns);
-    return rkv_cidx_key_page(t, x->parent, x->u.tokens);
+        return rkv_child_index_key_ns(x->u.ns);
+    return rkv_child_index_key_page(t, x->parent, x->u.tokens);
 }
 
-static inline uint32_t rkv_cidx_tag(uint64_t key)
+static inline uint32_t rkv_child_index_tag(uint64_t key)
 {
     return (uint32_t)(key >> 32);
 }
 
-uint32_t rkv_cidx_find(const rkv_tree *t, uint32_t parent, const int32_t *page)
+uint32_t rkv_child_index_find(const rkv_tree *t, uint32_t parent, const int32_t *page)
 {
-    uint64_t key = rkv_cidx_key_page(t, parent, page);
-    uint32_t tag = rkv_cidx_tag(key), mask = t->idx_cap - 1;
+    uint64_t key = rkv_child_index_key_page(t, parent, page);
+    uint32_t tag = rkv_child_index_tag(key), mask = t->idx_cap - 1;
     for (uint32_t i = tag & mask;; i = (i + 1) & mask) {
-        const rkv_cidx_entry *e = &t->idx[i];
+        const rkv_child_index_entry *e = &t->idx[i];
         if (e->id == RKV_NIL)
             return RKV_NIL;
         if (e->tag == tag) {
@@ -66,11 +66,11 @@ uint32_t rkv_cidx_find(const rkv_tree *t, uint32_t parent, const int32_t *page)
     }
 }
 
-uint32_t rkv_cidx_find_ns(const rkv_tree *t, uint64_t ns)
+uint32_t rkv_child_index_find_ns(const rkv_tree *t, uint64_t ns)
 {
-    uint32_t tag = rkv_cidx_tag(rkv_cidx_key_ns(ns)), mask = t->idx_cap - 1;
+    uint32_t tag = rkv_child_index_tag(rkv_child_index_key_ns(ns)), mask = t->idx_cap - 1;
     for (uint32_t i = tag & mask;; i = (i + 1) & mask) {
-        const rkv_cidx_entry *e = &t->idx[i];
+        const rkv_child_index_entry *e = &t->idx[i];
         if (e->id == RKV_NIL)
             return RKV_NIL;
         if (e->tag == tag) {
@@ -81,7 +81,7 @@ uint32_t rkv_cidx_find_ns(const rkv_tree *t, uint64_t ns)
     }
 }
 
-static void rkv_cidx_put(rkv_cidx_entry *tab, uint32_t mask, uint32_t tag,
+static void rkv_child_index_put(rkv_child_index_entry *tab, uint32_t mask, uint32_t tag,
                          uint32_t id)
 {
     uint32_t i = tag & mask;
@@ -91,15 +91,15 @@ static void rkv_cidx_put(rkv_cidx_entry *tab, uint32_t mask, uint32_t tag,
     tab[i].id = id;
 }
 
-void rkv_cidx_insert(rkv_tree *t, uint64_t key, uint32_t id)
+void rkv_child_index_insert(rkv_tree *t, uint64_t key, uint32_t id)
 {
-    rkv_cidx_put(t->idx, t->idx_cap - 1, rkv_cidx_tag(key), id);
+    rkv_child_index_put(t->idx, t->idx_cap - 1, rkv_child_index_tag(key), id);
     t->idx_count++;
 }
 
-static uint32_t rkv_cidx_pos(const rkv_tree *t, uint64_t key, uint32_t id)
+static uint32_t rkv_child_index_pos(const rkv_tree *t, uint64_t key, uint32_t id)
 {
-    uint32_t tag = rkv_cidx_tag(key), mask = t->idx_cap - 1;
+    uint32_t tag = rkv_child_index_tag(key), mask = t->idx_cap - 1;
     uint32_t i = tag & mask;
     /* The entry exists (caller's invariant); the bound guards a corrupted
      * table from looping forever. */
@@ -109,24 +109,24 @@ static uint32_t rkv_cidx_pos(const rkv_tree *t, uint64_t key, uint32_t id)
     return RKV_NIL;
 }
 
-void rkv_cidx_replace(rkv_tree *t, uint64_t key, uint32_t old_id,
+void rkv_child_index_replace(rkv_tree *t, uint64_t key, uint32_t old_id,
                       uint32_t new_id)
 {
-    uint32_t i = rkv_cidx_pos(t, key, old_id);
+    uint32_t i = rkv_child_index_pos(t, key, old_id);
     if (i != RKV_NIL)
         t->idx[i].id = new_id;
 }
 
-void rkv_cidx_remove(rkv_tree *t, uint64_t key, uint32_t id)
+void rkv_child_index_remove(rkv_tree *t, uint64_t key, uint32_t id)
 {
     uint32_t mask = t->idx_cap - 1;
-    uint32_t i = rkv_cidx_pos(t, key, id);
+    uint32_t i = rkv_child_index_pos(t, key, id);
     if (i == RKV_NIL)
         return;
     /* Backward shift: pull later entries of the run into the hole when
      * their home is not cyclically inside (hole, entry]. */
     for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-        rkv_cidx_entry e = t->idx[j];
+        rkv_child_index_entry e = t->idx[j];
         if (e.id == RKV_NIL)
             break;
         uint32_t home = e.tag & mask;
@@ -140,7 +140,7 @@ void rkv_cidx_remove(rkv_tree *t, uint64_t key, uint32_t id)
     t->idx_count--;
 }
 
-void rkv_cidx_clear(rkv_cidx_entry *tab, uint32_t cap)
+void rkv_child_index_clear(rkv_child_index_entry *tab, uint32_t cap)
 {
     for (uint32_t i = 0; i < cap; i++) {
         tab[i].tag = 0;
@@ -148,18 +148,18 @@ void rkv_cidx_clear(rkv_cidx_entry *tab, uint32_t cap)
     }
 }
 
-void rkv_cidx_rehash(rkv_tree *t, rkv_cidx_entry *fresh, uint32_t cap)
+void rkv_child_index_rehash(rkv_tree *t, rkv_child_index_entry *fresh, uint32_t cap)
 {
-    rkv_cidx_clear(fresh, cap);
+    rkv_child_index_clear(fresh, cap);
     for (uint32_t i = 0; i < t->idx_cap; i++)
         if (t->idx[i].id != RKV_NIL)
-            rkv_cidx_put(fresh, cap - 1, t->idx[i].tag, t->idx[i].id);
+            rkv_child_index_put(fresh, cap - 1, t->idx[i].tag, t->idx[i].id);
     rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
     t->idx = fresh;
     t->idx_cap = cap;
 }
 
-uint32_t rkv_cidx_cap_for(uint64_t count)
+uint32_t rkv_child_index_cap_for(uint64_t count)
 {
     uint64_t cap = 64;
     while (count * 4 > cap * 3)

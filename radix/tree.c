@@ -1,9 +1,11 @@
 /*
- * radix/tree.c -- the radix tree's life cycle and memory: config, create,
- * destroy, reset, the slot table and prepared allocations. Data structures
- * and invariants: radix/tree_internal.h; match/insert/split live in
- * radix/tree_match.c, recency/eviction in radix/tree_lru.c, locks in
- * radix/tree_lease.c. A pool serves at most one live tree (pool->tree).
+ * radix/tree.c -- the tree core's life cycle and memory: config defaults,
+ * the core's create, clear and destroy (the public create/destroy/reset
+ * assemble the layers around them: treeapi/tree_api.c), the slot table and
+ * prepared allocations. Data structures and invariants: radix/tree_core.h;
+ * match/insert/split live in radix/tree_match.c, recency/eviction in
+ * radix/tree_lru.c, locks in radix/tree_lease.c. A pool serves at most one
+ * live tree (pool->tree, set by rkv_tree_core_publish, the last step).
  *
  * Failure atomicity: every call validates its arguments, walks the tree
  * read-only, then prepares ALL the memory it may need (a larger slot table,
@@ -18,9 +20,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/evict_guard.h"
-#include "radix/evict_learned.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 void rkv_tree_config_init(rkv_tree_config *cfg)
 {
@@ -63,10 +63,10 @@ uint32_t rkv_tree_slot_take(rkv_tree *t)
         t->nodes[id].gen = 1;
     }
     rkv_tnode_clear(&t->nodes[id]);
-    if (t->meta != NULL)
-        t->meta[id] = RKV_TMETA_FRESH;
-    if (RKV_UNLIKELY(t->tn != NULL))
-        t->tn[id] = RKV_TTN_EMPTY;
+    if (t->retain.meta != NULL)
+        t->retain.meta[id] = RKV_NODE_RETENTION_FRESH;
+    if (RKV_UNLIKELY(t->tiers.tn != NULL))
+        t->tiers.tn[id] = RKV_NODE_RESIDENCY_EMPTY;
     return id;
 }
 
@@ -75,8 +75,8 @@ void rkv_tree_slot_free(rkv_tree *t, uint32_t id)
     rkv_tnode *x = &t->nodes[id];
     rkv_tnode_clear(x);
     rkv_tnode_bump_gen(x);
-    if (RKV_UNLIKELY(t->tn != NULL))
-        t->tn[id] = RKV_TTN_EMPTY;
+    if (RKV_UNLIKELY(t->tiers.tn != NULL))
+        t->tiers.tn[id] = RKV_NODE_RESIDENCY_EMPTY;
     x->next_sib = t->free_head;
     t->free_head = id;
     t->free_count++;
@@ -116,19 +116,19 @@ rkv_status rkv_tree_prepare(rkv_tree *t, uint32_t add_nodes, int ndata,
         if (p->nodes == NULL)
             goto nomem;
         p->nodes_cap = (uint32_t)cap;
-        if (t->meta != NULL) {
+        if (t->retain.meta != NULL) {
             p->meta = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *p->meta);
             if (p->meta == NULL)
                 goto nomem;
         }
-        if (t->tn != NULL) {
+        if (t->tiers.tn != NULL) {
             p->tn = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *p->tn);
             if (p->tn == NULL)
                 goto nomem;
         }
     }
     if ((uint64_t)(t->idx_count + add_nodes) * 4 > (uint64_t)t->idx_cap * 3) {
-        uint32_t cap = rkv_cidx_cap_for((uint64_t)t->idx_count + add_nodes);
+        uint32_t cap = rkv_child_index_cap_for((uint64_t)t->idx_count + add_nodes);
         if ((uint64_t)(t->idx_count + add_nodes) * 4 > (uint64_t)cap * 3) {
             rkv_tree_prep_abort(t, p);
             return rkv_set_error(RKV_ERR_NOMEM, "%s: child index is full", fn);
@@ -158,17 +158,17 @@ void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p)
         rkv_node_mem_free(&t->mem, t->nodes,
                           (size_t)t->nodes_cap * sizeof *t->nodes);
         if (p->meta != NULL) {
-            memcpy(p->meta, t->meta, (size_t)t->nodes_used * sizeof *t->meta);
-            rkv_node_mem_free(&t->mem, t->meta,
-                              (size_t)t->nodes_cap * sizeof *t->meta);
-            t->meta = p->meta;
+            memcpy(p->meta, t->retain.meta, (size_t)t->nodes_used * sizeof *t->retain.meta);
+            rkv_node_mem_free(&t->mem, t->retain.meta,
+                              (size_t)t->nodes_cap * sizeof *t->retain.meta);
+            t->retain.meta = p->meta;
             p->meta = NULL;
         }
         if (p->tn != NULL) {
-            memcpy(p->tn, t->tn, (size_t)t->nodes_used * sizeof *t->tn);
-            rkv_node_mem_free(&t->mem, t->tn,
-                              (size_t)t->nodes_cap * sizeof *t->tn);
-            t->tn = p->tn;
+            memcpy(p->tn, t->tiers.tn, (size_t)t->nodes_used * sizeof *t->tiers.tn);
+            rkv_node_mem_free(&t->mem, t->tiers.tn,
+                              (size_t)t->nodes_cap * sizeof *t->tiers.tn);
+            t->tiers.tn = p->tn;
             p->tn = NULL;
         }
         t->nodes = p->nodes;
@@ -176,55 +176,16 @@ void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p)
         p->nodes = NULL;
     }
     if (p->idx != NULL) {
-        rkv_cidx_rehash(t, p->idx, p->idx_cap);
+        rkv_child_index_rehash(t, p->idx, p->idx_cap);
         p->idx = NULL;
     }
 }
 
 /* ---- create / destroy ------------------------------------------------------ */
 
-rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
-                           rkv_tree **out)
+rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
+                                rkv_tree **out)
 {
-    if (pool == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_create: NULL %s",
-                             pool == NULL ? "pool" : "out");
-    rkv_tree_config def;
-    rkv_tree_config_init(&def);
-    if (cfg == NULL)
-        cfg = &def;
-    if (cfg->evict_policy != RKV_EVICT_LRU &&
-        cfg->evict_policy != RKV_EVICT_PRIORITY &&
-        cfg->evict_policy != RKV_EVICT_LEARNED)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: unknown evict_policy %d",
-                             cfg->evict_policy);
-    if (cfg->max_pinned_pct > 100)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: max_pinned_pct %u > 100",
-                             cfg->max_pinned_pct);
-    if (cfg->initial_nodes > (1u << 30))
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: initial_nodes %u too large",
-                             cfg->initial_nodes);
-    if (cfg->event_ring == 1 || cfg->event_ring > RKV_EV_MAX_RING)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: event_ring %u (0 = off, or "
-                             "2..%u events)", cfg->event_ring, RKV_EV_MAX_RING);
-    if (cfg->event_tokens != 0 &&
-        (cfg->event_ring == 0 || cfg->event_tokens > RKV_EV_MAX_TOKENS ||
-         cfg->event_tokens < RKV_EVENT_MAX_HASHES * pool->cfg.page_size))
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_create: event_tokens %u (0 = off, or "
-                             "%u..%u token ids with event_ring > 0)",
-                             cfg->event_tokens,
-                             RKV_EVENT_MAX_HASHES * pool->cfg.page_size,
-                             RKV_EV_MAX_TOKENS);
-    /* the pool keeps one chained hash per block: a second tree would
-     * overwrite the first one's */
-    if (pool->tree != NULL)
-        return rkv_set_error(RKV_ERR_BUSY, "rkv_tree_create: the pool already "
-                             "has a tree (one tree per pool; destroy it first)");
     rkv_tree *t = calloc(1, sizeof *t);
     if (t == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree struct");
@@ -244,31 +205,17 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     if (want < 64)
         want = 64;
     t->nodes_cap = want;
-    t->idx_cap = rkv_cidx_cap_for(want);
+    t->idx_cap = rkv_child_index_cap_for(want);
     t->owned_bytes = ((size_t)pool->cfg.num_blocks + 7) / 8;
     t->nodes = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *t->nodes);
     t->idx = rkv_node_mem_alloc(&t->mem, (size_t)t->idx_cap * sizeof *t->idx);
     t->owned = rkv_node_mem_alloc(&t->mem, t->owned_bytes);
-    int ev_ok = rkv_ev_init(&t->events, &t->mem, cfg->event_ring,
-                            cfg->event_tokens, t->P);
-    int learn_ok = 1;
-    if (t->nodes != NULL && cfg->evict_policy == RKV_EVICT_LEARNED)
-        learn_ok = rkv_learn_init(t) == RKV_OK && rkv_guard_init(t) == RKV_OK;
-    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL || !ev_ok ||
-        !learn_ok) {
-        rkv_guard_fini(t);
-        rkv_learn_fini(t);
-        rkv_retain_fini(t);
-        rkv_ev_fini(&t->events, &t->mem);
-        rkv_node_mem_free(&t->mem, t->nodes, (size_t)t->nodes_cap * sizeof *t->nodes);
-        rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
-        rkv_node_mem_free(&t->mem, t->owned, t->owned_bytes);
-        rkv_node_mem_fini(&t->mem);
-        free(t);
+    if (t->nodes == NULL || t->idx == NULL || t->owned == NULL) {
+        rkv_tree_core_destroy(t);
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree tables");
     }
     memset(t->owned, 0, t->owned_bytes);
-    rkv_cidx_clear(t->idx, t->idx_cap);
+    rkv_child_index_clear(t->idx, t->idx_cap);
     /* slot 0: the super-root; it is never "in use" as a handle target */
     t->nodes[0].gen = 0;
     rkv_tnode_clear(&t->nodes[0]);
@@ -277,23 +224,20 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     for (uint32_t b = 0; b < RKV_LRU_BUCKETS; b++)
         t->lru_head[b] = t->lru_tail[b] = RKV_NIL;
     t->policy = cfg->evict_policy;
-    t->pin_cap_blocks = (uint64_t)pool->cfg.num_blocks * cfg->max_pinned_pct / 100;
-    t->pin_pct = cfg->max_pinned_pct;
-    t->pin_free = RKV_NIL;
-    rkv_lease_init(t);
-    pool->tree = t;
-    pool->trees_made++;
     *out = t;
     return RKV_OK;
 }
 
-/* Drops the tree's references and memory of every node; slots become free
- * with bumped generations. Shared by destroy and reset. */
-static void rkv_tree_drop_all(rkv_tree *t)
+void rkv_tree_core_publish(rkv_tree *t)
+{
+    rkv_lease_init(t);
+    t->pool->tree = t;
+    t->pool->trees_made++;
+}
+
+void rkv_tree_core_clear(rkv_tree *t)
 {
     rkv_pool *pool = t->pool;
-    if (RKV_UNLIKELY(t->tier != NULL))
-        rkv_tier_drop_all(t); /* lower nodes hold no device block */
     for (uint32_t id = t->nodes_used; id-- > 1;) {
         rkv_tnode *x = &t->nodes[id];
         if (x->parent == RKV_NIL)
@@ -319,7 +263,7 @@ static void rkv_tree_drop_all(rkv_tree *t)
         t->free_head = id;
         t->free_count++;
     }
-    rkv_cidx_clear(t->idx, t->idx_cap);
+    rkv_child_index_clear(t->idx, t->idx_cap);
     t->idx_count = 0;
     for (uint32_t b = 0; b < RKV_LRU_BUCKETS; b++)
         t->lru_head[b] = t->lru_tail[b] = RKV_NIL;
@@ -329,45 +273,15 @@ static void rkv_tree_drop_all(rkv_tree *t)
     t->num_nodes = t->num_namespaces = 0;
 }
 
-void rkv_tree_destroy(rkv_tree *tree)
+void rkv_tree_core_destroy(rkv_tree *t)
 {
-    if (tree == NULL)
-        return;
-    rkv_tree_drop_all(tree); /* outstanding leases die with the table */
-    rkv_retain_fini(tree);
-    rkv_learn_fini(tree);
-    rkv_guard_fini(tree);
-    rkv_tier_fini(tree);
-    rkv_lease_fini(tree);
-    if (tree->pool->tree == tree)
-        tree->pool->tree = NULL;
-    rkv_node_mem_free(&tree->mem, tree->nodes,
-                      (size_t)tree->nodes_cap * sizeof *tree->nodes);
-    rkv_node_mem_free(&tree->mem, tree->idx,
-                      (size_t)tree->idx_cap * sizeof *tree->idx);
-    rkv_node_mem_free(&tree->mem, tree->owned, tree->owned_bytes);
-    rkv_ev_fini(&tree->events, &tree->mem);
-    rkv_slog_fini(tree);
-    rkv_node_mem_fini(&tree->mem);
-    free(tree);
+    rkv_lease_fini(t);
+    if (t->pool->tree == t)
+        t->pool->tree = NULL;
+    rkv_node_mem_free(&t->mem, t->nodes,
+                      (size_t)t->nodes_cap * sizeof *t->nodes);
+    rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
+    rkv_node_mem_free(&t->mem, t->owned, t->owned_bytes);
+    rkv_node_mem_fini(&t->mem);
+    free(t);
 }
-
-rkv_status rkv_tree_reset(rkv_tree *tree)
-{
-    if (tree == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_reset: NULL tree");
-    /* pins' own leases do not count (lowered pins hold none) */
-    uint64_t pin_leases = tree->npins - tree->npins_lowered;
-    if (tree->lock_total > pin_leases)
-        return rkv_set_error(RKV_ERR_BUSY,
-                             "rkv_tree_reset: %llu leases are held",
-                             (unsigned long long)(tree->lock_total - pin_leases));
-    rkv_pins_drop_all(tree);
-    rkv_tree_drop_all(tree);
-    if (tree->guard != NULL)
-        rkv_guard_clear(tree);
-    if (RKV_UNLIKELY(tree->events.cap != 0))
-        rkv_ev_cleared(tree);
-    return RKV_OK;
-}
-

@@ -1,7 +1,10 @@
 /*
  * radix/tree_check.c -- rkv_tree_check (every invariant of
- * radix/tree_internal.h, recomputed from scratch), stats, node info and the
- * debug hooks of radix/tree_debug.h.
+ * radix/tree_core.h, recomputed from scratch; the layers' own invariants
+ * through the check hooks: lower nodes first, then every layer's), node
+ * info and the debug hooks of radix/tree_debug.h. (rkv_tree_get_stats
+ * gathers the core's and the layers' counters in the facade,
+ * treeapi/tree_api.c.)
  *
  * The check walks each namespace subtree depth-first through the sibling
  * links (no stack: up via parent pointers), so it knows each node's
@@ -18,9 +21,7 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_debug.h"
-#include "radix/evict_guard.h"
-#include "radix/evict_learned.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
 
@@ -49,32 +50,6 @@ int64_t rkv_tree_debug_live_allocs(const rkv_tree *t)
 }
 
 /* ---- stats and node info -------------------------------------------------- */
-
-rkv_status rkv_tree_get_stats(const rkv_tree *tree, rkv_tree_stats *out)
-{
-    if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_get_stats: NULL");
-    memset(out, 0, sizeof *out);
-    out->cached_blocks = tree->cached_blocks;
-    out->evictable_blocks = tree->evictable_blocks;
-    out->locked_blocks = tree->locked_blocks;
-    out->nodes = tree->num_nodes;
-    out->namespaces = tree->num_namespaces;
-    out->queried_tokens = tree->queried_tokens;
-    out->hit_tokens = tree->hit_tokens;
-    out->inserted_pages = tree->inserted_pages;
-    out->evicted_blocks = tree->evicted_blocks;
-    out->evicted_nodes = tree->evicted_nodes;
-    out->splits = tree->splits;
-    out->lru_reorder_steps = tree->lru_reorder_steps;
-    out->host_bytes = tree->mem.bytes;
-    if (tree->guard != NULL) {
-        out->guard_lru_hit_tokens = tree->guard->lru_hit_pages * tree->P;
-        out->guard_fallbacks = tree->guard->fallbacks;
-        out->guard_on_lru = (uint32_t)tree->guard->fallback;
-    }
-    return RKV_OK;
-}
 
 rkv_status rkv_tree_node_info(const rkv_tree *tree, rkv_node node,
                               rkv_node_info *out)
@@ -129,7 +104,7 @@ static rkv_status rkv_check_node(const rkv_tree *t, uint32_t id, uint64_t ns,
                        x->cap_pages);
     if (x->gen == 0)
         return CORRUPT("node %u has generation 0", id);
-    if (rkv_cidx_find(t, x->parent, x->u.tokens) != id)
+    if (rkv_child_index_find(t, x->parent, x->u.tokens) != id)
         return CORRUPT("node %u is not found by its first page under %u", id,
                        x->parent);
     if ((x->prev_sib == RKV_NIL ? p->first_child : t->nodes[x->prev_sib].next_sib) != id)
@@ -290,7 +265,7 @@ static rkv_status rkv_check_slots(const rkv_tree *t, rkv_check_acc *a,
         lock_sum += x->lock_count;
         if (x->num_pages != 0 || x->prev_sib != RKV_NIL || x->next_sib != RKV_NIL)
             return CORRUPT("namespace root %u has pages or siblings", y);
-        if (rkv_cidx_find_ns(t, x->u.ns) != y)
+        if (rkv_child_index_find_ns(t, x->u.ns) != y)
             return CORRUPT("namespace root %u is not found by its value", y);
         uint64_t below = 0;
         for (uint32_t c = x->first_child; c != RKV_NIL; c = t->nodes[c].next_sib) {
@@ -328,7 +303,7 @@ static rkv_status rkv_check_index(const rkv_tree *t, uint64_t in_use)
         n++;
         if (id == 0 || id >= t->nodes_used || t->nodes[id].parent == RKV_NIL)
             return CORRUPT("index entry %u names slot %u, not a node", i, id);
-        if (t->idx[i].tag != (uint32_t)(rkv_cidx_key_node(t, id) >> 32))
+        if (t->idx[i].tag != (uint32_t)(rkv_child_index_key_node(t, id) >> 32))
             return CORRUPT("index entry %u has a wrong key for node %u", i, id);
     }
     if (n != t->idx_count || n != in_use)
@@ -363,8 +338,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
     if (st == RKV_OK)
         st = rkv_check_slots(t, &a, &roots, &in_use);
     uint64_t lower_nodes = 0;
-    if (st == RKV_OK && t->tier != NULL)
-        st = rkv_tier_check(t, &lower_nodes);
+    if (st == RKV_OK && t->hooks.check_off_tree != NULL)
+        st = t->hooks.check_off_tree(t, &lower_nodes);
     if (st == RKV_OK && in_use != roots + a.nodes + lower_nodes)
         st = CORRUPT("%llu nodes in use, %llu reachable from %llu roots",
                      (unsigned long long)in_use, (unsigned long long)a.nodes,
@@ -373,14 +348,8 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
         st = rkv_check_index(t, in_use);
     if (st == RKV_OK)
         st = rkv_check_lru(t, a.lru_members);
-    if (st == RKV_OK)
-        st = rkv_retain_check(t);
-    if (st == RKV_OK)
-        st = rkv_ns_ttl_check(t);
-    if (st == RKV_OK)
-        st = rkv_learn_check(t);
-    if (st == RKV_OK)
-        st = rkv_guard_check(t);
+    if (st == RKV_OK && t->hooks.check != NULL)
+        st = t->hooks.check(t); /* the layers' own invariants */
     if (st == RKV_OK) {
         uint64_t owned = 0;
         for (size_t i = 0; i < t->owned_bytes; i++)
@@ -404,8 +373,6 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
                      (unsigned long long)a.nodes,
                      (unsigned long long)t->num_nodes, (unsigned long long)roots,
                      (unsigned long long)t->num_namespaces);
-    if (st == RKV_OK)
-        st = rkv_ev_check(&t->events);
     if (st == RKV_OK && t->mem.bytes == 0)
         st = CORRUPT("allocator reports no live bytes");
     free(a.seen);

@@ -37,22 +37,7 @@ int64_t rkv_tree_debug_live_allocs(const rkv_tree *t);
  * every tree is destroyed: the leak check). */
 int64_t rkv_debug_live_tree_allocs_global(void);
 
-/* The tier's asynchronous copies on a CUDA pool (radix/tree_copy.c). The
- * k-th next call (k = 1: the next; 0 disarms) of a kind fails with
- * RKV_ERR_CUDA, once: RKV_DEBUG_COPY_ISSUE, a block copy queued or an
- * event recorded; RKV_DEBUG_COPY_QUERY, an event query or sync. No tier
- * attached: no-op (attaching tiers disarms). */
-enum { RKV_DEBUG_COPY_ISSUE = 1, RKV_DEBUG_COPY_QUERY = 2 };
-void rkv_tree_debug_copy_fail(rkv_tree *t, int which, uint32_t k);
-/* on: event queries are not made and batches stay in flight (a slow
- * copy engine), so a test fills the in-flight table. */
-void rkv_tree_debug_copy_stall(rkv_tree *t, int on);
-/* Batches in flight now; whether the tier's copies are asynchronous. */
-uint32_t rkv_tree_debug_copy_inflight(const rkv_tree *t);
-int rkv_tree_debug_copy_async(const rkv_tree *t);
-
-/* RKV_EVICT_LEARNED: the guard keeps counting but never falls back to
- * LRU (tests that check the learned order itself). */
-void rkv_tree_debug_guard_off(rkv_tree *t);
+/* The layers' own test hooks: residency/tier_debug.h (the tiers'
+ * asynchronous copies), retain/evict_guard.h (the learned order's guard). */
 
 #endif

@@ -46,7 +46,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 #include "radix/tree_lease.h"
 
 #define RKV_LEASE_SLOT_MASK ((uint64_t)RKV_LEASE_MAX_SLOTS - 1)
@@ -272,9 +272,9 @@ rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out)
             t->evictable_blocks -= x->num_pages;
             t->locked_blocks += x->num_pages;
         }
-        t->yield_blocks -= rkv_yield_pages(t, y);
+        t->retain.yield_blocks -= rkv_yield_pages(t, y);
         x->lock_count++;
-        t->yield_blocks += rkv_yield_pages(t, y);
+        t->retain.yield_blocks += rkv_yield_pages(t, y);
     }
     out->id = rkv_lease_take(t, node.id);
     t->lock_total++;
@@ -290,9 +290,9 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp)
         root = y;
         if (stamp)
             z->last_access = c;
-        t->yield_blocks -= rkv_yield_pages(t, y);
+        t->retain.yield_blocks -= rkv_yield_pages(t, y);
         --z->lock_count;
-        t->yield_blocks += rkv_yield_pages(t, y);
+        t->retain.yield_blocks += rkv_yield_pages(t, y);
         if (z->lock_count == 0) {
             t->evictable_blocks += z->num_pages;
             t->locked_blocks -= z->num_pages;
@@ -310,7 +310,7 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp)
      * a request that computed no full page) would otherwise stay until
      * reset */
     if (t->nodes[root].lock_count == 0 && t->nodes[root].first_child == RKV_NIL &&
-        !rkv_tier_has_lower(t, root))
+        !rkv_tree_has_lower_child(t, root))
         rkv_tree_free_root(t, root);
 }
 
@@ -327,8 +327,8 @@ rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease)
                              "%s: lease %#llx is not held in this tree (zero, "
                              "already released, forged or from another tree)",
                              fn, (unsigned long long)lease->id);
-    if (RKV_UNLIKELY(t->tn != NULL) &&
-        (t->tn[t->leases[slot].node].flags & RKV_TN_LOADING))
+    if (RKV_UNLIKELY(t->tiers.tn != NULL) &&
+        (t->tiers.tn[t->leases[slot].node].flags & RKV_TN_LOADING))
         return rkv_set_error(RKV_ERR_BUSY, "%s: the lease's load has not "
                              "completed (rkv_tree_tier_poll first)", fn);
     rkv_lease_unlock_slot(t, slot, 1);

@@ -1,18 +1,20 @@
 /*
- * radix/tree_lru.c -- recency, locks and eviction of the radix tree.
+ * radix/tree_lru.c -- recency and eviction of the tree core.
  *
  * Owns: the intrusive LRU lists of evictable leaves (non-root, no child,
  * lock_count 0), ordered by last_access with the oldest at the head, one
  * per bucket (rkv_lru_bucket: one list under RKV_EVICT_LRU, one per
- * priority under RKV_EVICT_PRIORITY; eviction takes the head of the lowest
- * non-empty bucket, found in O(1) from a 128-bit mask; under
- * RKV_EVICT_LEARNED see radix/evict_learned.c, and while its guard has
- * fallen back (radix/evict_guard.c), the least recently used head of all
- * lists: plain LRU; before all of these, under every policy, the list of
- * leaves that only ended sessions used, radix/tree_session.c);
- * rkv_tree_evict, rkv_tree_evict_ids and rkv_tree_alloc_blocks. (Locks:
- * radix/tree_lease.c;
- * pins: radix/tree_retain.c.)
+ * priority under RKV_EVICT_PRIORITY, the learned classes under
+ * RKV_EVICT_LEARNED, and the bucket of leaves that only ended sessions
+ * used); the victim choice (rkv_lru_first: the ended sessions' bucket
+ * under every policy, then the eviction-order hook -- the learned order and
+ * its guard, retain/evict_learned.c -- then the head of the lowest
+ * non-empty bucket, found in O(1) from a 128-bit mask); the one eviction
+ * loop (rkv_tree_evict_some), under rkv_tree_evict, rkv_tree_evict_ids and
+ * rkv_tree_alloc_blocks. The victim hook (residency/tier.c: demotion)
+ * replaces the default drop of a victim's pages when tiers are attached;
+ * allocation asks the yield hook (retain/pins.c) before failing. Locks:
+ * radix/tree_lease.c.
  *
  * Recency: a use stamps last_access = ++clock on every node of the path
  * from the used node up to its namespace root, so a node's stamp is the
@@ -40,14 +42,12 @@
  */
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/evict_guard.h"
-#include "radix/evict_learned.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 /* ---- list primitives ------------------------------------------------------ */
 /* Every primitive works on the node's own bucket (rkv_lru_bucket): one list
  * under RKV_EVICT_LRU, one per priority under RKV_EVICT_PRIORITY. A node's
- * priority only changes while it is out of its list (tree_retain.c). */
+ * priority only changes while it is out of its list (retain/pins.c). */
 
 static void rkv_lru_mark(rkv_tree *t, uint32_t b)
 {
@@ -58,10 +58,9 @@ static void rkv_lru_mark(rkv_tree *t, uint32_t b)
         t->lru_nonempty[b >> 6] &= ~bit;
 }
 
-/* The node eviction takes next: head of the lowest non-empty bucket. */
 /* Plain LRU over every list: the least recently used head (lists are
  * ordered by last use). Ties: the lower bucket. */
-static uint32_t rkv_lru_first_any(const rkv_tree *t)
+uint32_t rkv_lru_first_any(const rkv_tree *t)
 {
     uint32_t best = RKV_NIL;
     for (int w = 0; w < 2; w++)
@@ -74,20 +73,15 @@ static uint32_t rkv_lru_first_any(const rkv_tree *t)
     return best;
 }
 
+/* The node eviction takes next: the ended sessions' bucket, then what the
+ * eviction-order hook picks, then the head of the lowest non-empty
+ * bucket. */
 uint32_t rkv_lru_first(const rkv_tree *t)
 {
     if (t->lru_head[RKV_ENDED_BUCKET] != RKV_NIL) /* every policy */
         return t->lru_head[RKV_ENDED_BUCKET];
-    if (t->guard != NULL && t->guard->fallback)
-        return rkv_lru_first_any(t); /* the policy lost to LRU */
-    if (t->policy == RKV_EVICT_LEARNED) {
-        /* priorities below the default, then the learned order, then the
-         * rest (radix/evict_learned.c) */
-        uint64_t below = t->lru_nonempty[0] &
-                         ((UINT64_C(1) << RKV_PRIORITY_DEFAULT) - 1);
-        if (below != 0)
-            return t->lru_head[__builtin_ctzll(below)];
-        uint32_t id = rkv_learn_first(t);
+    if (RKV_UNLIKELY(t->hooks.evict_first != NULL)) {
+        uint32_t id = t->hooks.evict_first(t);
         if (id != RKV_NIL)
             return id;
     }
@@ -193,8 +187,8 @@ void rkv_tree_touch(rkv_tree *t, uint32_t id)
     /* a use: the path is no longer only an ended session's */
     for (uint32_t y = id; y != 0; y = t->nodes[y].parent) {
         t->nodes[y].last_access = c;
-        if (t->meta != NULL)
-            t->meta[y].flags[RKV_META_ENDED] = 0;
+        if (t->retain.meta != NULL)
+            t->retain.meta[y].flags[RKV_META_ENDED] = 0;
     }
     if (listed)
         rkv_lru_push_tail(t, id);
@@ -204,7 +198,7 @@ void rkv_tree_touch(rkv_tree *t, uint32_t id)
 
 void rkv_tree_free_root(rkv_tree *t, uint32_t root)
 {
-    rkv_cidx_remove(t, rkv_cidx_key_ns(t->nodes[root].u.ns), root);
+    rkv_child_index_remove(t, rkv_child_index_key_ns(t->nodes[root].u.ns), root);
     rkv_tree_slot_free(t, root);
     t->num_namespaces--;
 }
@@ -216,7 +210,7 @@ static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
     rkv_lru_unlink(t, id);
     /* the first page's tokens are still in memory: trimming only lowered
      * num_pages */
-    rkv_cidx_remove(t, rkv_cidx_key_page(t, x->parent, x->u.tokens), id);
+    rkv_child_index_remove(t, rkv_child_index_key_page(t, x->parent, x->u.tokens), id);
     uint32_t p = x->parent;
     if (x->prev_sib != RKV_NIL)
         t->nodes[x->prev_sib].next_sib = x->next_sib;
@@ -247,47 +241,62 @@ static uint64_t rkv_tree_node_ns(const rkv_tree *t, uint32_t id)
     return t->nodes[id].u.ns;
 }
 
-/* Frees n blocks (fewer when blocks referenced outside the tree run it
- * dry, or, with tiers, when a demotion would pass max: *capped). */
+/* Drops leaf id's pages from its tail until need blocks were freed or it
+ * is empty (then it goes); returns the blocks freed. */
+static uint32_t rkv_tree_drop_tail(rkv_tree *t, uint32_t id, uint32_t need)
+{
+    rkv_pool *pool = t->pool;
+    uint32_t freed = 0;
+    const int events = t->hooks.pages_removed != NULL;
+    uint64_t gone[RKV_EVENT_MAX_HASHES];
+    rkv_tnode *x = &t->nodes[id];
+    rkv_block_id *xb = rkv_tnode_blocks(t, x);
+    uint64_t ns = RKV_UNLIKELY(events) ? rkv_tree_node_ns(t, id) : 0;
+    uint32_t ngone = 0;
+    while (freed < need && x->num_pages > 0) {
+        rkv_block_id b = xb[--x->num_pages];
+        if (RKV_UNLIKELY(events)) {
+            /* read before the drop: a freed block's hash slot is reused */
+            gone[ngone++] = pool->hash[b];
+            if (ngone == RKV_EVENT_MAX_HASHES) {
+                t->hooks.pages_removed(t, ns, gone, ngone);
+                ngone = 0;
+            }
+        }
+        rkv_tree_clear_owned(t, b);
+        freed += (uint32_t)rkv_pool_drop_ref(pool, b);
+        t->cached_blocks--;
+        t->evictable_blocks--;
+        t->evicted_blocks++;
+    }
+    if (ngone > 0)
+        t->hooks.pages_removed(t, ns, gone, ngone);
+    if (x->num_pages == 0) {
+        rkv_tree_remove_leaf(t, id);
+    } else {
+        /* trimmed: its end moved, so old handles must go stale */
+        rkv_tnode_bump_gen(x);
+        t->nodes[x->parent].children_epoch = ++t->epoch;
+    }
+    return freed;
+}
+
+/* The one eviction loop: frees n blocks (fewer when blocks referenced
+ * outside the tree run it dry, or when the victim hook gives up because a
+ * victim would pass max: *capped). Victims come from rkv_lru_first; the
+ * residency layer's hook demotes them instead of dropping their pages. */
 static uint32_t rkv_tree_evict_some(rkv_tree *t, uint32_t n, uint32_t max,
                                     int *capped)
 {
-    if (RKV_UNLIKELY(t->tier != NULL)) /* demotes (radix/tree_tier.c) */
-        return rkv_tier_evict_device(t, n, max, capped);
-    rkv_pool *pool = t->pool;
-    uint32_t freed = 0;
-    const int events = t->events.cap != 0;
-    uint64_t gone[RKV_EVENT_MAX_HASHES];
-    uint32_t id;
+    uint32_t freed = 0, id;
     while (freed < n && (id = rkv_lru_first(t)) != RKV_NIL) {
-        rkv_tnode *x = &t->nodes[id];
-        rkv_block_id *xb = rkv_tnode_blocks(t, x);
-        uint64_t ns = RKV_UNLIKELY(events) ? rkv_tree_node_ns(t, id) : 0;
-        uint32_t ngone = 0;
-        while (freed < n && x->num_pages > 0) {
-            rkv_block_id b = xb[--x->num_pages];
-            if (RKV_UNLIKELY(events)) {
-                /* read before the drop: a freed block's hash slot is reused */
-                gone[ngone++] = pool->hash[b];
-                if (ngone == RKV_EVENT_MAX_HASHES) {
-                    rkv_ev_removed(t, ns, gone, ngone);
-                    ngone = 0;
-                }
-            }
-            rkv_tree_clear_owned(t, b);
-            freed += (uint32_t)rkv_pool_drop_ref(pool, b);
-            t->cached_blocks--;
-            t->evictable_blocks--;
-            t->evicted_blocks++;
-        }
-        if (ngone > 0)
-            rkv_ev_removed(t, ns, gone, ngone);
-        if (x->num_pages == 0) {
-            rkv_tree_remove_leaf(t, id);
+        if (RKV_UNLIKELY(t->hooks.evict_node != NULL)) {
+            freed += t->hooks.evict_node(t, id, n - freed, max - freed,
+                                         capped);
+            if (*capped)
+                break;
         } else {
-            /* trimmed: its end moved, so old handles must go stale */
-            rkv_tnode_bump_gen(x);
-            t->nodes[x->parent].children_epoch = ++t->epoch;
+            freed += rkv_tree_drop_tail(t, id, n - freed);
         }
     }
     return freed;
@@ -359,7 +368,8 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n, rkv_block_id *out)
         uint32_t need = n - pool->num_free;
         if (tree->evictable_blocks < need) {
             /* pins yield, but only to what nothing else can serve */
-            uint64_t pinned = rkv_pins_yieldable(tree);
+            uint64_t pinned = tree->hooks.yieldable != NULL
+                                  ? tree->hooks.yieldable(tree) : 0;
             if (tree->evictable_blocks + pinned < need)
                 return rkv_set_error(RKV_ERR_NO_SPACE,
                                      "rkv_tree_alloc_blocks: %u blocks asked, %u "
@@ -367,7 +377,7 @@ rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n, rkv_block_id *out)
                                      pool->num_free,
                                      (unsigned long long)tree->evictable_blocks,
                                      (unsigned long long)pinned);
-            rkv_pins_revoke_until(tree, need);
+            tree->hooks.yield(tree, need);
         }
         int capped = 0;
         rkv_tree_evict_some(tree, need, UINT32_MAX, &capped);

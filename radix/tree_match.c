@@ -1,7 +1,7 @@
 /*
  * radix/tree_match.c -- match, match_from and insert on the radix tree, and
  * the split and leaf creation they commit. Data structures and invariants:
- * radix/tree_internal.h; the prepare-then-commit rule: radix/tree.c.
+ * radix/tree_core.h; the prepare-then-commit rule: radix/tree.c.
  *
  * Splits: when a non-peek match (or an insert) ends inside the edge of node
  * X after k pages, a NEW node N takes X's first k pages and X's place under
@@ -16,14 +16,18 @@
  *
  * Match does not scan token values (the tree holds only validated tokens),
  * so its cost follows the matched part; insert validates everything.
+ *
+ * Hooks (radix/tree_core.h): a match reports its use (on_match), a new leaf
+ * is announced before it is listed (on_leaf) and its pages after
+ * (pages_stored, leaf_added), an insert reports its end (on_insert); with
+ * tiers the residency layer plans and moves what an insert over a lower
+ * node keeps (insert_*). Each is one pointer test when unregistered.
  */
 #include <string.h>
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/evict_guard.h"
-#include "radix/evict_learned.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 /* ---- the walk -------------------------------------------------------------- */
 
@@ -41,11 +45,11 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
     w->num_dups = 0;
     while (d < npages) {
         const int32_t *q = tokens + (size_t)d * P;
-        uint32_t c = rkv_cidx_find(t, cur, q);
+        uint32_t c = rkv_child_index_find(t, cur, q);
         if (c == RKV_NIL)
             break;
         /* the device part ends at a LOWER or LOADING node */
-        if (RKV_UNLIKELY(t->tn != NULL) && t->tn[c].flags != 0)
+        if (RKV_UNLIKELY(t->tiers.tn != NULL) && t->tiers.tn[c].flags != 0)
             break;
         const rkv_tnode *x = &t->nodes[c];
         uint32_t m = x->num_pages, avail = npages - d;
@@ -94,7 +98,7 @@ uint32_t rkv_tree_new_root(rkv_tree *t, uint64_t ns)
     x->u.ns = ns;
     x->last_access = t->clock;
     x->children_epoch = ++t->epoch;
-    rkv_cidx_insert(t, rkv_cidx_key_ns(ns), r);
+    rkv_child_index_insert(t, rkv_child_index_key_ns(ns), r);
     t->num_namespaces++;
     return r;
 }
@@ -106,7 +110,7 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
     uint32_t nid = rkv_tree_slot_take(t);
     rkv_tnode *x = &t->nodes[xid], *n = &t->nodes[nid];
     uint32_t m = x->num_pages;
-    uint64_t key = rkv_cidx_key_node(t, xid); /* first page, old parent */
+    uint64_t key = rkv_child_index_key_node(t, xid); /* first page, old parent */
     const rkv_block_id *xb = rkv_tnode_blocks(t, x);
     void *old = x->u.tokens;
     uint32_t old_cap = x->cap_pages;
@@ -121,8 +125,8 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
     memcpy(tt + (size_t)(m - k) * P, xb + k, (size_t)(m - k) * sizeof *xb);
     x->u.tokens = tt;
     x->cap_pages = x->num_pages = m - k;
-    if (RKV_UNLIKELY(t->tier != NULL))
-        rkv_tier_on_split(t, xid, nid, old, old_cap, k);
+    if (RKV_UNLIKELY(t->hooks.split != NULL))
+        t->hooks.split(t, xid, nid, old, old_cap, k);
     rkv_node_mem_free(&t->mem, old, rkv_tree_data_bytes(t, old_cap));
 
     /* n takes x's place among its siblings */
@@ -131,8 +135,8 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
     n->next_sib = x->next_sib;
     if (n->prev_sib != RKV_NIL)
         t->nodes[n->prev_sib].next_sib = nid;
-    else if (RKV_UNLIKELY(t->tier != NULL))
-        *rkv_tier_sib_head(t, n->parent, xid) = nid;
+    else if (RKV_UNLIKELY(t->hooks.sib_head != NULL))
+        *t->hooks.sib_head(t, n->parent, xid) = nid;
     else
         t->nodes[n->parent].first_child = nid;
     if (n->next_sib != RKV_NIL)
@@ -140,16 +144,16 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
     n->first_child = xid;
     n->lock_count = x->lock_count; /* locked only through x: no lease */
     n->last_access = x->last_access;
-    if (t->meta != NULL) /* same pins pass through, same priority */
-        t->meta[nid] = t->meta[xid];
+    if (t->retain.meta != NULL) /* same pins pass through, same priority */
+        t->retain.meta[nid] = t->retain.meta[xid];
     n->children_epoch = ++t->epoch;
     t->nodes[n->parent].children_epoch = ++t->epoch;
 
     x->parent = nid;
     x->prev_sib = x->next_sib = RKV_NIL;
 
-    rkv_cidx_replace(t, key, xid, nid);
-    rkv_cidx_insert(t, rkv_cidx_key_node(t, xid), xid);
+    rkv_child_index_replace(t, key, xid, nid);
+    rkv_child_index_insert(t, rkv_child_index_key_node(t, xid), xid);
     t->num_nodes++;
     t->splits++;
     return nid;
@@ -190,8 +194,8 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
         pool->refcount[xb[i]]++;
         pool->hash[xb[i]] = h;
     }
-    if (RKV_UNLIKELY(t->events.cap != 0))
-        rkv_ev_stored(t, ns, parent_hash, xb, x->u.tokens, npages);
+    if (RKV_UNLIKELY(t->hooks.pages_stored != NULL))
+        t->hooks.pages_stored(t, ns, parent_hash, xb, x->u.tokens, npages);
     x->parent = parent;
     x->next_sib = p->first_child;
     if (p->first_child != RKV_NIL)
@@ -200,16 +204,16 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     p->children_epoch = ++t->epoch;
     x->children_epoch = ++t->epoch;
     x->last_access = t->clock;
-    rkv_cidx_insert(t, rkv_cidx_key_page(t, parent, x->u.tokens), id);
-    if (t->learn != NULL) /* classifies it: before it is listed */
-        rkv_learn_on_leaf(t, id, parent);
+    rkv_child_index_insert(t, rkv_child_index_key_page(t, parent, x->u.tokens), id);
+    if (t->hooks.on_leaf != NULL) /* classifies it: before it is listed */
+        t->hooks.on_leaf(t, id, parent);
     rkv_lru_push_tail(t, id);
     t->num_nodes++;
     t->cached_blocks += npages;
     t->evictable_blocks += npages;
     t->inserted_pages += npages;
-    if (RKV_UNLIKELY(t->tier != NULL))
-        rkv_tier_on_insert(t, id, ns); /* linked: copies may go down */
+    if (RKV_UNLIKELY(t->hooks.leaf_added != NULL))
+        t->hooks.leaf_added(t, id, ns); /* linked: copies may go down */
     return id;
 }
 
@@ -263,7 +267,7 @@ rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
         return st;
     rkv_tree *t = tree;
     uint32_t npages = (uint32_t)(n / t->P);
-    uint32_t root = rkv_cidx_find_ns(t, ns);
+    uint32_t root = rkv_child_index_find_ns(t, ns);
     int peek = (flags & RKV_MATCH_PEEK) != 0;
     rkv_walk w = {root, 0, RKV_NIL, 0, 0};
     if (root != RKV_NIL)
@@ -292,10 +296,8 @@ rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
         node = rkv_tree_split(t, w.partial, w.partial_pages, prep.data[0],
                               prep.data[1]);
     }
-    if (t->learn != NULL)
-        rkv_learn_on_match(t, node);
-    if (t->guard != NULL)
-        rkv_guard_on_match(t, ns, tokens, npages, w.pages);
+    if (t->hooks.on_match != NULL)
+        t->hooks.on_match(t, node, ns, tokens, npages, w.pages);
     rkv_tree_touch(t, node);
     t->queried_tokens += n;
     t->hit_tokens += (uint64_t)w.pages * t->P;
@@ -334,8 +336,8 @@ rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
 /* the cut pieces of an insert over a lowered prefix and the split of its
  * lower tail use the node arrays of rkv_tree_prep (there is no partial
  * split then) */
-_Static_assert(RKV_LPIN_MAX_CUTS + 1 + 2 <= sizeof ((rkv_tree_prep *)0)->data /
-                                               sizeof(void *),
+_Static_assert(RKV_INSERT_MAX_CUTS + 1 + 2 <= sizeof ((rkv_tree_prep *)0)->data /
+                                           sizeof(void *),
                "rkv_tree_prep holds every piece");
 
 rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
@@ -365,7 +367,7 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                                  "%s: blocks[%u] = %u ref count is saturated",
                                  fn, i, b);
     }
-    uint32_t root = rkv_cidx_find_ns(t, ns);
+    uint32_t root = rkv_child_index_find_ns(t, ns);
     rkv_walk w = {root, 0, RKV_NIL, 0, 0};
     if (root != RKV_NIL)
         rkv_tree_walk(t, root, 0, tokens, npages, NULL, blocks, dups_out, &w);
@@ -385,40 +387,17 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
      * node boundary (a shared prefix's other continuation) are kept the
      * same way, under the new device node cut to end there. Only pins
      * that diverge inside a node of the insert's path lose pages, and
-     * those a further cut would need (RKV_LPIN_MAX_CUTS): revoked. */
-    uint32_t lower_conflict = RKV_NIL;
-    if (RKV_UNLIKELY(t->tn != NULL) && root != RKV_NIL &&
+     * those a further cut would need (RKV_INSERT_MAX_CUTS): revoked. The
+     * residency layer plans and moves all this (the insert_* hooks). */
+    rkv_insert_plan plan;
+    plan.conflict = plan.tail = RKV_NIL;
+    plan.ncuts = plan.tail_k = 0;
+    if (RKV_UNLIKELY(t->hooks.insert_plan != NULL) && root != RKV_NIL &&
         w.partial == RKV_NIL && fresh > 0) {
-        uint32_t c = rkv_cidx_find(t, w.node, tokens + (size_t)d * t->P);
-        if (c != RKV_NIL && (t->tn[c].flags & RKV_TN_LOADING)) {
-            npages = d;
-            fresh = 0;
-        } else if (c != RKV_NIL) {
-            lower_conflict = c;
-        }
+        t->hooks.insert_plan(t, w.node, d, tokens, &npages, &plan);
+        fresh = npages - d;
     }
-    uint32_t cuts[RKV_LPIN_MAX_CUTS], ncuts = 0, nkeep = 0, *keep = NULL;
-    if (lower_conflict != RKV_NIL)
-        nkeep = rkv_lpin_keep_scan(t, lower_conflict, d, tokens, npages, cuts,
-                                   &ncuts, NULL);
-    if (nkeep > 0) {
-        /* scratch: the pins' old nodes are freed before the new ones exist.
-         * Without it the insert still succeeds, and the pins are revoked
-         * (counted) as they were before pins survived a re-insert. */
-        keep = rkv_node_mem_alloc(&t->mem, (size_t)nkeep * 2 * sizeof *keep);
-        if (keep == NULL)
-            nkeep = ncuts = 0;
-        else
-            (void)rkv_lpin_keep_scan(t, lower_conflict, d, tokens, npages,
-                                     cuts, &ncuts, keep);
-    }
-    uint32_t tail = RKV_NIL, tail_k = 0;
-    uint32_t br[2 * RKV_LPIN_MAX_CUTS], nbr = 0;
-    if (lower_conflict != RKV_NIL) {
-        tail = rkv_lpin_tail_plan(t, lower_conflict, d, tokens, npages, &tail_k);
-        nbr = rkv_lpin_branch_scan(t, lower_conflict, d, tokens, npages, cuts,
-                                   &ncuts, br);
-    }
+    const uint32_t ncuts = plan.ncuts, tail_k = plan.tail_k;
     /* A new page's block must not be cached already (anywhere in the tree,
      * or twice in this call): mark them, undo on conflict. */
     uint32_t marked = 0;
@@ -429,7 +408,8 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
         rkv_tree_set_owned(t, b);
     }
     if (marked < fresh) {
-        rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
+        if (plan.conflict != RKV_NIL)
+            t->hooks.insert_abort(t, &plan);
         rkv_block_id bad = blocks[d + marked];
         uint32_t bad_page = d + marked;
         while (marked-- > 0)
@@ -441,21 +421,21 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
     /* fresh > 0 whenever there is a conflict; ncuts > 0 only then */
     uint32_t add_nodes = (root == RKV_NIL) + (w.partial != RKV_NIL) +
                          (fresh > 0) + ncuts + (tail_k > 0);
-    uint32_t pages[3 + RKV_LPIN_MAX_CUTS + 2];
+    uint32_t pages[3 + RKV_INSERT_MAX_CUTS + 2];
     int ndata = 0;
     if (w.partial != RKV_NIL) {
         pages[ndata++] = w.partial_pages;
         pages[ndata++] = t->nodes[w.partial].num_pages - w.partial_pages;
     }
     for (uint32_t k = 0, at = d; fresh > 0 && k <= ncuts; k++) {
-        uint32_t end = k < ncuts ? cuts[k] : npages;
+        uint32_t end = k < ncuts ? plan.cuts[k] : npages;
         pages[ndata++] = end - at;
         at = end;
     }
     int tail_di = ndata;
     if (tail_k > 0) {
         pages[ndata++] = tail_k;
-        pages[ndata++] = t->nodes[tail].num_pages - tail_k;
+        pages[ndata++] = t->nodes[plan.tail].num_pages - tail_k;
     }
     rkv_tree_prep prep;
     memset(&prep, 0, sizeof prep);
@@ -464,7 +444,8 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
         if (st != RKV_OK) {
             for (uint32_t i = 0; i < fresh; i++)
                 rkv_tree_clear_owned(t, blocks[d + i]);
-            rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
+            if (plan.conflict != RKV_NIL)
+                t->hooks.insert_abort(t, &plan);
             return st;
         }
         rkv_tree_prep_install(t, &prep);
@@ -479,57 +460,23 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                               prep.data[1]);
         di = 2;
     }
-    uint32_t tails = RKV_NIL;
-    if (lower_conflict != RKV_NIL) {
-        uint32_t park = t->nodes[lower_conflict].parent;
-        if (tail_k > 0) {
-            uint32_t h = rkv_tree_split(t, tail, tail_k, prep.data[tail_di],
-                                        prep.data[tail_di + 1]);
-            if (tail == lower_conflict)
-                lower_conflict = h;
-        }
-        if (tail != RKV_NIL)
-            tails = rkv_lpin_tail_detach(t, tail, tail_k > 0, park);
-        for (uint32_t i = 0; i < nbr; i++) /* br[2i] is no tail node */
-            br[2 * i] = rkv_lpin_branch_detach(
-                t, br[2 * i], tokens + (size_t)br[2 * i + 1] * t->P, park);
-        /* off the LOWER path first (uncounted there, and parked on the
-         * device node above it), so dropping it does not revoke them */
-        for (uint32_t i = 0; i < nkeep; i++) {
-            rkv_pin *e = &t->pins[keep[2 * i]];
-            rkv_lpin_path(t, e->node, -1);
-            e->node = t->nodes[lower_conflict].parent;
-        }
-        (void)rkv_tier_insert_conflict(t, lower_conflict);
-    }
-    uint32_t piece[RKV_LPIN_MAX_CUTS + 1];
+    if (plan.conflict != RKV_NIL)
+        t->hooks.insert_detach(t, &plan, tokens,
+                               tail_k > 0 ? prep.data[tail_di] : NULL,
+                               tail_k > 0 ? prep.data[tail_di + 1] : NULL);
+    uint32_t piece[RKV_INSERT_MAX_CUTS + 1];
     for (uint32_t k = 0, at = d; fresh > 0 && k <= ncuts; k++) {
-        uint32_t end = k < ncuts ? cuts[k] : npages;
+        uint32_t end = k < ncuts ? plan.cuts[k] : npages;
         node = rkv_tree_add_leaf(t, node, ns, tokens + (size_t)at * t->P,
                                  blocks + at, end - at, prep.data[di++]);
         piece[k] = node;
         at = end;
     }
-    for (uint32_t i = 0; i < nkeep; i++) {
-        uint32_t k = 0;
-        while (k < ncuts && cuts[k] != keep[2 * i + 1])
-            k++;
-        t->pins[keep[2 * i]].node = piece[k];
-        rkv_lpin_path(t, piece[k], +1);
-    }
-    if (tails != RKV_NIL)
-        rkv_lpin_tail_attach(t, tails, node);
-    for (uint32_t i = 0; i < nbr; i++) {
-        uint32_t k = 0;
-        while (cuts[k] != br[2 * i + 1]) /* a cut ends there */
-            k++;
-        if (br[2 * i] != RKV_NIL)
-            rkv_lpin_tail_attach(t, br[2 * i], piece[k]);
-    }
-    rkv_node_mem_free(&t->mem, keep, (size_t)nkeep * 2 * sizeof *keep);
+    if (plan.conflict != RKV_NIL)
+        t->hooks.insert_attach(t, &plan, piece, node);
     rkv_tree_touch(t, node);
-    if (t->guard != NULL)
-        rkv_guard_on_insert(t, node);
+    if (t->hooks.on_insert != NULL)
+        t->hooks.on_insert(t, node);
     if (out != NULL) {
         out->prefix_tokens = (size_t)d * t->P;
         out->cached_tokens = (size_t)npages * t->P;

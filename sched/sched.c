@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_tier_stored.h"
+#include "events/store_log.h"
 #include "sched/sched_internal.h"
 
 static const char *const rkv_policy_names[] = {"fcfs", "lpm", "dfs",
@@ -138,7 +138,7 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
         return st;
     /* the tree's store log when tiers are attached (sched_tier.c; later
      * attached tiers get it at the first step) */
-    int log_on = c.use_tiers && rkv_slog_tiers_attached(tree);
+    int log_on = c.use_tiers && rkv_store_log_tiers_attached(tree);
     if (log_on && (st = rkv_tree_store_log_enable(
                        tree, rkv_sched_tier_log_cap(rkv_tree_pool(tree)))) != RKV_OK)
         return st;

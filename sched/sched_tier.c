@@ -40,9 +40,9 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_copy.h"
+#include "residency/tier_copy.h"
 #include "radix/tree_lease.h"
-#include "radix/tree_tier_stored.h"
+#include "events/store_log.h"
 #include "sched/sched_internal.h"
 
 /* Credit of one lower token: the compute it saves minus its load time,
@@ -374,7 +374,7 @@ uint32_t rkv_sched_tier_log_cap(const rkv_pool *pool)
 
 void rkv_sched_tier_plan(rkv_sched *s)
 {
-    if (s->cfg.use_tiers && !s->store_log_on && rkv_slog_tiers_attached(s->tree) &&
+    if (s->cfg.use_tiers && !s->store_log_on && rkv_store_log_tiers_attached(s->tree) &&
         rkv_tree_store_log_enable(s->tree, rkv_sched_tier_log_cap(s->pool)) ==
             RKV_OK)
         s->store_log_on = 1; /* tiers attached after create; retried if refused */
@@ -490,7 +490,7 @@ void rkv_sched_tier_destroy(rkv_sched *s)
         if (rkv_sched_tier_poll(s) != RKV_OK || rkv_tree_tier_stats(s->tree, &ts) != RKV_OK ||
             ts.pending_loads == 0)
             break;
-        rkv_tcopy_wait_issued(s->tree);
+        rkv_tier_copy_wait_issued(s->tree);
     }
     rkv_u64map_fini(&s->tickets);
     rkv_u64map_fini(&s->orphans);

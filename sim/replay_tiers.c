@@ -5,7 +5,7 @@
  * bytes move; slots, residency, LRUs and (hash, ns) checks are real)
  * attached to the replay's tree with cfg's write policy: a host store of
  * cfg->host_capacity_tokens, a disk store of cfg->disk_capacity_tokens, or
- * both (the chain device -> host -> disk, radix/tree_tier.c); the file
+ * both (the chain device -> host -> disk, residency/tier.c); the file
  * order and the scheduler replays take all three.
  *
  * With cfg->disk_path the disk store is real: a file of records whose

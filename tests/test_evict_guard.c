@@ -7,7 +7,7 @@
  * (rkv_evict_policy_name's table) reaches LRU's hit rate minus 0.2 point
  * or more (file-order replay, sim/replay.h) -- learned: LRU's minus
  * LEARNED_BOUND, see there. The learned policy's guard
- * (radix/evict_guard.c) is what bounds it: its shadow's hits are LRU's
+ * (retain/evict_guard.c) is what bounds it: its shadow's hits are LRU's
  * own (same workload, same capacity), and the shapes include one where
  * the learned order on its own loses more (the default agentic one).
  *

@@ -1,5 +1,5 @@
 /*
- * tests/test_evict_names.c -- eviction policy names (radix/evict_names.c):
+ * tests/test_evict_names.c -- eviction policy names (retain/evict_names.c):
  * every name maps to a policy a tree accepts and back, unknown names and
  * values are refused with a message, and the mapping is one to one.
  */

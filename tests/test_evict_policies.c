@@ -10,7 +10,7 @@
  *   - lru: the evictable leaf page (no cached child, no lock) with the
  *     oldest stamp;
  *   - priority: the lowest priority, then the oldest;
- *   - learned (radix/evict_learned.c, re-implemented here from its
+ *   - learned (retain/evict_learned.c, re-implemented here from its
  *     description): pages below the default priority first (lowest, then
  *     oldest); then among default-priority pages, per class the oldest and
  *     the newest leaf are candidates, and the one with the lowest learned
@@ -32,9 +32,10 @@
 #include <string.h>
 
 #include "alloc/pool_internal.h"
-#include "radix/evict_learned.h"
+#include "retain/evict_guard.h"
+#include "retain/evict_learned.h"
 #include "radix/tree_debug.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 #include "radixkv.h"
 #include "tests/support/check.h"
 #include "tests/support/handles.h"
@@ -78,7 +79,7 @@ typedef struct model {
     uint32_t since;
 } model;
 
-/* ---- the reference's learned model (from radix/evict_learned.c's header) -- */
+/* ---- the reference's learned model (from retain/evict_learned.c's header) -- */
 
 static uint32_t m_age_bucket(uint64_t age)
 {
@@ -722,7 +723,7 @@ Test(evict_policies, names_round_trip)
     cr_assert_null(rkv_evict_policy_name(3));
 }
 
-/* The learned policy's classes are the table of radix/evict_learned.c:
+/* The learned policy's classes are the table of retain/evict_learned.c:
  * continuation depth 0, 1, 2, 3+ times new pages 1, 2, 3-4, 5-8, 9+, each
  * boundary on its own side (a class off by one moves a leaf to its
  * neighbour's survival curve). */

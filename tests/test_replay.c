@@ -571,7 +571,7 @@ Test(replay, percentiles_interpolate)
     cr_assert_eq(l.p50, 0.0);
 }
 
-/* File order with a host tier (radix/tree_tier.c, sim/replay_tiers.c): a
+/* File order with a host tier (residency/tier.c, sim/replay_tiers.c): a
  * host that never fills keeps every page the device evicts, so each
  * request hits exactly what an unbounded single cache hits, the hits split
  * into device and host (the host part loaded), and rkv_tree_check (the

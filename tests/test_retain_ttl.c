@@ -1,7 +1,7 @@
 /*
  * tests/test_retain_ttl.c -- the timed parts of retention v2: a default pin
- * TTL per namespace (radix/tree_ns_ttl.c) and priorities that revert to the
- * default after priority_duration_ms (radix/tree_retain.c).
+ * TTL per namespace (retain/ns_ttl.c) and priorities that revert to the
+ * default after priority_duration_ms (retain/pins.c).
  *
  * rkv_pool_check() and rkv_tree_check() run after every operation (CHECK).
  * Expected deadlines and eviction victims follow from each scenario's

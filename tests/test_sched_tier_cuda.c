@@ -44,6 +44,7 @@
 
 #include "radixkv.h"
 #include "radix/tree_debug.h"
+#include "residency/tier_debug.h"
 #include "tests/support/sched_tier_kv.h"
 #include "tests/test_sched_engine.h"
 

@@ -1,6 +1,6 @@
 /*
  * tests/test_tier_cuda.c -- the tier's asynchronous copies on a CUDA pool
- * (radix/tree_copy.c, alloc/pool_copy.cu): a load completes only on a
+ * (residency/tier_copy.c, alloc/pool_copy.cu): a load completes only on a
  * later poll, with the page's real KV bytes; a request's ticket waits for
  * its own batch only; an injected failure at issue or at the event query
  * of a load or a store fails that ticket and leaves everything else as it
@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "radix/tree_debug.h"
+#include "residency/tier_debug.h"
 #include "radixkv.h"
 #include "tests/support/handles.h"
 

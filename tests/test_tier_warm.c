@@ -1,7 +1,7 @@
 /*
  * tests/test_tier_warm.c -- warm restart of a disk tier
  * (rkv_store_config.warm_restart; tier/README.md "Warm restart";
- * radix/tree_tier_warm.c): a tree caches prefixes, demotes them to a disk
+ * residency/tier_warm.c): a tree caches prefixes, demotes them to a disk
  * store alone, stops (tree, store and pool destroyed: the file stays);
  * a new pool, tree and store on the same file re-index the records at
  * attach and the prefixes hit on the disk again, with the bytes verified

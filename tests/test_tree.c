@@ -15,7 +15,7 @@
 
 #include "alloc/pool_internal.h"
 #include "radix/tree_debug.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 #include "radixkv.h"
 #include "tests/support/test_util.h"
 #include "tests/support/tree_fixture.h"

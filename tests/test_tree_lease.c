@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "radix/tree_debug.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 #include "radix/tree_lease.h"
 #include "radixkv.h"
 #include "tests/support/tree_fixture.h"

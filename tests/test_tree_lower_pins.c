@@ -1,6 +1,6 @@
 /*
  * tests/test_tree_lower_pins.c -- pins that live on in the lower tiers
- * (radix/tree_lower_pin.c, issue 13): device pressure lowers a pin instead
+ * (residency/lowered_pins.c, issue 13): device pressure lowers a pin instead
  * of revoking it (the oldest pin first among equal deadlines), its pages
  * are demoted but the lowest tier never drops
  * them, each lower medium caps its pinned pages, lowered pins expire,

@@ -1,5 +1,5 @@
 /*
- * tests/test_tree_retain.c -- retention (radix/tree_retain.c): priorities,
+ * tests/test_tree_retain.c -- retention (retain/pins.c): priorities,
  * TTL pins with owners, the pin cap, pins yielding to running requests,
  * the eviction policies against slow reference implementations, and OOM
  * injection over every allocation retention adds.
@@ -15,7 +15,7 @@
 
 #include "alloc/pool_internal.h"
 #include "radix/tree_debug.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 #include "radixkv.h"
 #include "tests/support/test_util.h"
 #include "tests/support/tree_fixture.h"
@@ -592,7 +592,7 @@ static uint32_t ref_victim(int policy)
             x->lock_count != 0)
             continue;
         uint64_t b = policy == RKV_EVICT_PRIORITY
-                         ? (t->meta ? t->meta[y].prio : RKV_PRIORITY_DEFAULT)
+                         ? (t->retain.meta ? t->retain.meta[y].prio : RKV_PRIORITY_DEFAULT)
                          : 0;
         if (best == RKV_NIL || b < bk || (b == bk && x->last_access < bl)) {
             best = y;

@@ -1,5 +1,5 @@
 /*
- * tests/test_tree_session.c -- rkv_tree_session_end (radix/tree_session.c)
+ * tests/test_tree_session.c -- rkv_tree_session_end (retain/session.c)
  * under every eviction policy: the pages only the ended session used go
  * first, shared ones (a branch, a locked path, a context another one
  * extends) are left alone, a later use makes pages ordinary again, the

@@ -1,6 +1,6 @@
 /*
  * tests/test_tree_store_log.c -- the tree's store log (issue 12,
- * rkv_tree_store_log_* in radixkv.h; radix/tree_tier_stored.c): off by
+ * rkv_tree_store_log_* in radixkv.h; events/store_log.c): off by
  * default, the records of queued (write-through) stores with their source
  * device blocks, demotions' records (done), the host's writes to the disk
  * (no device block), bounded (a full log counts what it drops), partial

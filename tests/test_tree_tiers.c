@@ -1,6 +1,6 @@
 /*
  * tests/test_tree_tiers.c -- the radix tree with a host tier below the
- * device pool (radix/tree_tier*.c): a randomized differential test against
+ * device pool (residency/tier*.c): a randomized differential test against
  * a reference model of what was cached, with rkv_tree_check (residency
  * invariant, host slot ownership, host LRU, stats) after every operation.
  *
@@ -22,7 +22,7 @@
  * enough never to drop a page, so every page the host evicts is on disk.
  * Pins (issue 13) are made and released along the way, and the whole pool
  * is taken at once now and then, so pins are lowered into the tiers
- * (radix/tree_lower_pin.c) under every mode, policy and fault.
+ * (residency/lowered_pins.c) under every mode, policy and fault.
  * At the end: priorities in the lower tiers (the host and disk drop order
  * against a scanning reference, and issue 13's priority-90 case).
  */
@@ -1162,7 +1162,7 @@ Test(tree_tiers, host_disk_corrupt_block)
  * and each operation demotes at most one device node, so the first page a
  * tier gives up is taken before anything new reaches that tier. */
 
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 #define PR_MAXP 5u
 #define PR_NPATH 40u
@@ -1258,13 +1258,13 @@ typedef struct pr_cand {
 static int pr_tier_of(const rkv_tree *t, uint32_t y)
 {
     const rkv_tnode *x = &t->nodes[y];
-    if (x->parent == RKV_NIL || x->parent == 0 || !(t->tn[y].flags & RKV_TN_LOWER))
+    if (x->parent == RKV_NIL || x->parent == 0 || !(t->tiers.tn[y].flags & RKV_TN_LOWER))
         return -1;
-    int disk = (t->tn[y].flags & RKV_TN_DISK) != 0;
-    if (t->tier->disk == NULL || disk)
+    int disk = (t->tiers.tn[y].flags & RKV_TN_DISK) != 0;
+    if (t->tiers.tier->disk == NULL || disk)
         return x->first_child == RKV_NIL ? disk : -1;
     for (uint32_t c = x->first_child; c != RKV_NIL; c = t->nodes[c].next_sib)
-        if (!(t->tn[c].flags & RKV_TN_DISK))
+        if (!(t->tiers.tn[c].flags & RKV_TN_DISK))
             return -1;
     return 0;
 }
@@ -1279,10 +1279,10 @@ static uint32_t pr_snapshot(pr_env *e, int d, pr_cand *out, uint32_t cap)
         const rkv_tnode *x = &t->nodes[y];
         cr_assert_eq(x->num_pages, 1);
         cr_assert_lt(n, cap);
-        const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
         out[n].hash = (uint64_t)tp[0].hlo | ((uint64_t)tp[0].hhi << 32);
         out[n].prio = e->policy != RKV_EVICT_PRIORITY ? 0
-                      : t->meta != NULL ? t->meta[y].prio
+                      : t->retain.meta != NULL ? t->retain.meta[y].prio
                                         : RKV_PRIORITY_DEFAULT;
         out[n].last = x->last_access;
         n++;

@@ -1,6 +1,6 @@
 /*
  * tests/test_tree_yield.c -- rkv_tree_pins_yieldable is a counter the tree
- * keeps (radix/tree_retain.c yield_blocks): its value follows locks, pins,
+ * keeps (retain/pins.c yield_blocks): its value follows locks, pins,
  * splits, expiry, release and revocation exactly (a hand-checked
  * scenario), and rkv_tree_check recomputes it after every operation of a
  * random sequence of inserts, locks, pins, releases, time and

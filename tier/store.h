@@ -1,6 +1,6 @@
 /*
  * tier/store.h -- the slot-level interface of a block store (host memory
- * or a disk file) that the tree's tier logic (radix/tree_tier*.c) uses.
+ * or a disk file) that the tree's tier logic (residency/tier*.c) uses.
  * Not public: embedders see rkv_store only through include/radixkv.h.
  *
  * A store has capacity_blocks slots 0..cap-1. The tree owns the slot
@@ -46,7 +46,7 @@ rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot,
                                   rkv_pool *pool, rkv_block_id block,
                                   uint64_t hash, uint64_t ns);
 /* Two-phase transfers for the tree's asynchronous copies on a CUDA pool
- * (radix/tree_copy.c): the caller moves the bytes between begin and end.
+ * (residency/tier_copy.c): the caller moves the bytes between begin and end.
  * write_begin (host store only): the checks of write_from_pool, the slot
  * emptied, and *dst = where the block's bytes go (the slot's memory; NULL
  * for a metadata-only store); write_end records (hash, ns) once they

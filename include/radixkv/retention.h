@@ -15,7 +15,7 @@
 RKV_BEGIN_DECLS
 
 /*
- * Retention (radix/tree_retain.c): priorities and TTL pins for agentic
+ * Retention (retain/pins.c): priorities and TTL pins for agentic
  * serving. Time is the caller's: every call that needs it takes now_ms
  * (any monotonic millisecond clock; it must never go back) and the library
  * never reads a clock. Calls without now_ms (match, insert, evict,

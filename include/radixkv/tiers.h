@@ -23,7 +23,7 @@ RKV_BEGIN_DECLS
  * lowest priority first, least recently used among equals (a page keeps
  * its priority below the device), as the device does. Design
  * notes (what was taken from SGLang HiCache, TensorRT-LLM and vLLM, and
- * what differs) are in docs/tiers.md and radix/tree_tier.c.
+ * what differs) are in docs/tiers.md and residency/tier.c.
  *
  * Residency invariant (rkv_tree_check verifies it):
  *   - every cached page is resident in at least one medium;

@@ -40,14 +40,14 @@ typedef enum rkv_evict_policy {
                                structure (continuation depth, new pages)
                                and the learned return time of each class;
                                priorities other than the default still
-                               order eviction first (radix/evict_learned.c).
+                               order eviction first (retain/evict_learned.c).
                                Guarded: a shadow LRU counts what LRU would
                                hit, and once the policy falls behind it
-                               eviction is LRU (radix/evict_guard.c), so it
+                               eviction is LRU (retain/evict_guard.c), so it
                                never loses to LRU by more than ~0.2 point */
 } rkv_evict_policy;
 /* A policy's name ("lru", "priority", "learned") and back, from one table
- * (radix/evict_names.c). from_name: RKV_ERR_INVALID_ARG for an unknown name
+ * (retain/evict_names.c). from_name: RKV_ERR_INVALID_ARG for an unknown name
  * (the message lists the known ones; *out unchanged). name: NULL for a value
  * that is no policy. */
 rkv_status rkv_evict_policy_from_name(const char *name, int *out);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "radix/tree_debug.h"
+#include "residency/tier_debug.h"
 #include "tests/test_sched_engine.h"
 
 #define P STK_P

@@ -1,5 +1,5 @@
 /*
- * radix/tree_ns_ttl.c -- default pin TTL per namespace: a bounded table
+ * retain/ns_ttl.c -- default pin TTL per namespace: a bounded table
  * (RKV_NS_TTL_MAX entries, inline in the tree: setting a TTL never
  * allocates) that rkv_tree_retain consults when a retention pins without
  * its own ttl_ms.
@@ -9,12 +9,13 @@
  * of 0 removes its entry, so "no entry" and "no default" are one state).
  */
 #include "common/status.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
+#include "retain/retain.h"
 
 static uint32_t rkv_ns_ttl_find(const rkv_tree *t, rkv_namespace ns)
 {
-    for (uint32_t i = 0; i < t->ns_ttl_n; i++)
-        if (t->ns_ttl[i].ns == ns)
+    for (uint32_t i = 0; i < t->retain.ns_ttl_n; i++)
+        if (t->retain.ns_ttl[i].ns == ns)
             return i;
     return RKV_NIL;
 }
@@ -22,7 +23,7 @@ static uint32_t rkv_ns_ttl_find(const rkv_tree *t, rkv_namespace ns)
 uint64_t rkv_ns_ttl_lookup(const rkv_tree *t, rkv_namespace ns)
 {
     uint32_t i = rkv_ns_ttl_find(t, ns);
-    return i == RKV_NIL ? 0 : t->ns_ttl[i].ttl_ms;
+    return i == RKV_NIL ? 0 : t->retain.ns_ttl[i].ttl_ms;
 }
 
 rkv_status rkv_tree_set_namespace_ttl(rkv_tree *tree, rkv_namespace ns,
@@ -34,19 +35,19 @@ rkv_status rkv_tree_set_namespace_ttl(rkv_tree *tree, rkv_namespace ns,
     uint32_t i = rkv_ns_ttl_find(tree, ns);
     if (ttl_ms == 0) {
         if (i != RKV_NIL)
-            tree->ns_ttl[i] = tree->ns_ttl[--tree->ns_ttl_n];
+            tree->retain.ns_ttl[i] = tree->retain.ns_ttl[--tree->retain.ns_ttl_n];
         return RKV_OK;
     }
     if (i == RKV_NIL) {
-        if (tree->ns_ttl_n == RKV_NS_TTL_MAX)
+        if (tree->retain.ns_ttl_n == RKV_NS_TTL_MAX)
             return rkv_set_error(RKV_ERR_NO_SPACE,
                                  "rkv_tree_set_namespace_ttl: %d namespaces "
                                  "already have a TTL (the limit); remove one "
                                  "(ttl_ms 0) first", RKV_NS_TTL_MAX);
-        i = tree->ns_ttl_n++;
-        tree->ns_ttl[i].ns = ns;
+        i = tree->retain.ns_ttl_n++;
+        tree->retain.ns_ttl[i].ns = ns;
     }
-    tree->ns_ttl[i].ttl_ms = ttl_ms;
+    tree->retain.ns_ttl[i].ttl_ms = ttl_ms;
     return RKV_OK;
 }
 
@@ -63,18 +64,18 @@ rkv_status rkv_tree_namespace_ttl(const rkv_tree *tree, rkv_namespace ns,
 
 rkv_status rkv_ns_ttl_check(const rkv_tree *t)
 {
-    if (t->ns_ttl_n > RKV_NS_TTL_MAX)
+    if (t->retain.ns_ttl_n > RKV_NS_TTL_MAX)
         return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: %u namespace "
-                             "TTLs, limit %d", t->ns_ttl_n, RKV_NS_TTL_MAX);
-    for (uint32_t i = 0; i < t->ns_ttl_n; i++) {
-        if (t->ns_ttl[i].ttl_ms == 0)
+                             "TTLs, limit %d", t->retain.ns_ttl_n, RKV_NS_TTL_MAX);
+    for (uint32_t i = 0; i < t->retain.ns_ttl_n; i++) {
+        if (t->retain.ns_ttl[i].ttl_ms == 0)
             return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: namespace "
                                  "TTL entry %u is 0", i);
         for (uint32_t j = 0; j < i; j++)
-            if (t->ns_ttl[j].ns == t->ns_ttl[i].ns)
+            if (t->retain.ns_ttl[j].ns == t->retain.ns_ttl[i].ns)
                 return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: "
                                      "namespace %llu has two TTL entries",
-                                     (unsigned long long)t->ns_ttl[i].ns);
+                                     (unsigned long long)t->retain.ns_ttl[i].ns);
     }
     return RKV_OK;
 }

@@ -1,9 +1,9 @@
 /*
- * radix/tree_tier_load.c -- the tree's tier operations that follow a path:
+ * residency/tier_load.c -- the tree's tier operations that follow a path:
  * rkv_tree_match_tiers (device prefix, then the host continuation, or
  * the ticket of another caller's load in flight on it),
  * rkv_tree_load / its completion at poll (promotion), and
- * rkv_tree_store_prefix (swap-out). Design and invariants: tree_tier.c.
+ * rkv_tree_store_prefix (swap-out). Design and invariants: residency/tier.c.
  *
  * A load makes the path's LOWER nodes LOADING first (device class, locked
  * by the caller's lease on the deepest one, not matchable, not evictable),
@@ -20,7 +20,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 /* ---- conversions ---------------------------------------------------------- */
 
@@ -38,20 +38,20 @@ static void rkv_tier_to_loading(rkv_tree *t, uint32_t y)
 {
     rkv_tnode *x = &t->nodes[y];
     uint32_t p = x->parent;
-    rkv_hlru_unlink(t, y);
-    rkv_lpin_acct(t, y, 0); /* a lowered pin stays lowered on the device */
+    rkv_host_lru_unlink(t, y);
+    rkv_lowered_pin_acct(t, y, 0); /* a lowered pin stays lowered on the device */
     rkv_tier_unlink_sib(t, y);
     if (p != 0 && rkv_dev_listed(t, p))
         rkv_lru_unlink(t, p); /* it gets a device child */
-    t->tn[y].flags = (uint8_t)(RKV_TN_LOADING | (t->tn[y].flags & RKV_TN_DISK));
-    rkv_lpin_acct(t, y, 1); /* counted on the device from here */
-    t->tn[y].lchild = x->first_child;
+    t->tiers.tn[y].flags = (uint8_t)(RKV_TN_LOADING | (t->tiers.tn[y].flags & RKV_TN_DISK));
+    rkv_lowered_pin_acct(t, y, 1); /* counted on the device from here */
+    t->tiers.tn[y].lchild = x->first_child;
     x->first_child = RKV_NIL;
     rkv_tier_link_sib(t, p, y);
     rkv_block_id *xb = rkv_tnode_blocks(t, x);
     for (uint32_t i = 0; i < x->num_pages; i++)
         xb[i] = RKV_NIL;
-    t->tier->lower_nodes--;
+    t->tiers.tier->lower_nodes--;
     t->num_nodes++;
     t->cached_blocks += x->num_pages;
     t->evictable_blocks += x->num_pages; /* the lock moves them */
@@ -73,20 +73,20 @@ static void rkv_tier_to_lower(rkv_tree *t, uint32_t y, int have_blocks)
     if (rkv_dev_listed(t, y))
         rkv_lru_unlink(t, y);
     rkv_tier_unlink_sib(t, y);
-    rkv_lpin_acct(t, y, 0);
-    t->tn[y].flags = (uint8_t)(RKV_TN_LOWER | (t->tn[y].flags & RKV_TN_DISK));
-    rkv_lpin_acct(t, y, 1);
-    x->first_child = t->tn[y].lchild;
-    t->tn[y].lchild = RKV_NIL;
+    rkv_lowered_pin_acct(t, y, 0);
+    t->tiers.tn[y].flags = (uint8_t)(RKV_TN_LOWER | (t->tiers.tn[y].flags & RKV_TN_DISK));
+    rkv_lowered_pin_acct(t, y, 1);
+    x->first_child = t->tiers.tn[y].lchild;
+    t->tiers.tn[y].lchild = RKV_NIL;
     rkv_tier_link_sib(t, p, y);
-    t->tier->lower_nodes++;
+    t->tiers.tier->lower_nodes++;
     t->num_nodes--;
     t->cached_blocks -= x->num_pages;
     t->evictable_blocks -= x->num_pages;
     rkv_tnode_bump_gen(x);
-    rkv_hlru_place(t, y);
+    rkv_host_lru_place(t, y);
     t->nodes[p].children_epoch = ++t->epoch;
-    rkv_lpin_enforce(t, y);
+    rkv_lowered_pin_enforce(t, y);
 }
 
 /* Reverts the LOADING path node..(child of top's parent) bottom-up. The
@@ -127,8 +127,8 @@ static void rkv_tier_lower_walk(const rkv_tree *t, uint32_t from, uint32_t d,
     uint32_t cur = from;
     while (lw->pages < lim) {
         const int32_t *q = tokens + (size_t)(d + lw->pages) * P;
-        uint32_t c = rkv_cidx_find(t, cur, q);
-        if (c == RKV_NIL || !(t->tn[c].flags & RKV_TN_LOWER))
+        uint32_t c = rkv_child_index_find(t, cur, q);
+        if (c == RKV_NIL || !(t->tiers.tn[c].flags & RKV_TN_LOWER))
             break;
         const rkv_tnode *x = &t->nodes[c];
         uint32_t avail = lim - lw->pages;
@@ -137,7 +137,7 @@ static void rkv_tier_lower_walk(const rkv_tree *t, uint32_t from, uint32_t d,
                                t->page_bytes) == 0)
             k++;
         lw->pages += k;
-        if (!(t->tn[c].flags & RKV_TN_DISK))
+        if (!(t->tiers.tn[c].flags & RKV_TN_DISK))
             lw->host_pages += k;
         lw->last = c;
         lw->last_pages = k;
@@ -159,8 +159,8 @@ static void rkv_tier_loading_walk(const rkv_tree *t, uint32_t from, uint32_t d,
     *pages = 0;
     while (*pages < lim) {
         const int32_t *q = tokens + (size_t)(d + *pages) * P;
-        uint32_t c = rkv_cidx_find(t, cur, q);
-        if (c == RKV_NIL || !(t->tn[c].flags & RKV_TN_LOADING))
+        uint32_t c = rkv_child_index_find(t, cur, q);
+        if (c == RKV_NIL || !(t->tiers.tn[c].flags & RKV_TN_LOADING))
             break;
         if (first == RKV_NIL)
             first = c;
@@ -177,7 +177,7 @@ static void rkv_tier_loading_walk(const rkv_tree *t, uint32_t from, uint32_t d,
     }
     if (first == RKV_NIL)
         return;
-    const rkv_tier *tr = t->tier;
+    const rkv_tier *tr = t->tiers.tier;
     for (uint32_t j = 0; j < tr->njobs && *ticket == 0; j++)
         for (uint32_t y = tr->jobs[j].node; y != tr->jobs[j].top;
              y = t->nodes[y].parent)
@@ -207,10 +207,10 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
     if (tiers_out != NULL)
         memset(tiers_out, 0, sizeof *tiers_out);
     rkv_status st = rkv_tree_match(tree, ns, tokens, n, blocks_out, flags, out);
-    if (st != RKV_OK || tree->tier == NULL)
+    if (st != RKV_OK || tree->tiers.tier == NULL)
         return st;
     rkv_tree *t = tree;
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     uint32_t npages = (uint32_t)(n / t->P), d = (uint32_t)out->num_blocks;
     if (!(flags & RKV_MATCH_PEEK) && tr->policy == RKV_WRITE_SELECTIVE &&
         out->node.id != 0) {
@@ -218,7 +218,7 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
          * the lower walk: a copy-down may make room in the host) */
         for (uint32_t y = out->node.id; t->nodes[y].parent != 0;
              y = t->nodes[y].parent) {
-            if (++t->tn[y].hits != tr->k)
+            if (++t->tiers.tn[y].hits != tr->k)
                 continue;
             for (uint32_t i = 0; i < t->nodes[y].num_pages; i++)
                 (void)rkv_tier_queue_store(t, y, i, ns, 0);
@@ -227,7 +227,7 @@ rkv_status rkv_tree_match_tiers(rkv_tree *tree, rkv_namespace ns,
     rkv_lwalk lw = {0, 0, RKV_NIL, 0};
     uint64_t lticket = 0;
     uint32_t lpages = 0;
-    uint32_t root = rkv_cidx_find_ns(t, ns);
+    uint32_t root = rkv_child_index_find_ns(t, ns);
     if (root != RKV_NIL && d < npages) {
         /* a peek match may end inside a node (no split): the lower part
          * can only continue from a node's end */
@@ -272,11 +272,11 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
                              tree == NULL ? "tree" : "out");
     rkv_tree *t = tree;
     rkv_status st = rkv_tier_args(t, tokens, n, fn);
-    if (st != RKV_OK || t->tier == NULL)
+    if (st != RKV_OK || t->tiers.tier == NULL)
         return st;
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     uint32_t npages = (uint32_t)(n / t->P);
-    uint32_t root = rkv_cidx_find_ns(t, ns);
+    uint32_t root = rkv_child_index_find_ns(t, ns);
     if (root == RKV_NIL)
         return RKV_OK;
     rkv_walk w;
@@ -292,7 +292,7 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
     /* everything that can fail before anything changes */
     if (tr->njobs == tr->jobs_cap) {
         uint32_t cap = tr->jobs_cap ? tr->jobs_cap * 2 : 8;
-        rkv_tload *nj = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *nj);
+        rkv_load_job *nj = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *nj);
         if (nj == NULL)
             return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
         if (tr->njobs)
@@ -371,7 +371,7 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
     if (blocks_out != NULL)
         memcpy(blocks_out, blocks, tmp_bytes); /* path order = token order */
     rkv_node_mem_free(&t->mem, blocks, tmp_bytes);
-    rkv_tload *job = &tr->jobs[tr->njobs++];
+    rkv_load_job *job = &tr->jobs[tr->njobs++];
     job->ticket = tr->next_ticket++;
     job->lease_id = out->lease.id;
     job->ns = ns;
@@ -392,7 +392,7 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
     return RKV_OK;
 }
 
-rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
+rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_load_job *job)
 {
     uint32_t bad_node = RKV_NIL, bad_page = 0;
     rkv_status st = RKV_OK;
@@ -400,7 +400,7 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
          y = t->nodes[y].parent) {
         rkv_tnode *x = &t->nodes[y];
         const rkv_block_id *xb = rkv_tnode_blocks(t, x);
-        const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
         for (uint32_t i = 0; i < x->num_pages; i++) {
             st = rkv_store_read_to_pool(rkv_tier_node_store(t, y), tp[i].slot,
                                         t->pool, xb[i],
@@ -415,11 +415,11 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_tload *job)
     return rkv_tier_complete_load(t, job, st, bad_node, bad_page);
 }
 
-rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_tload *job,
+rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_load_job *job,
                                          rkv_status st, uint32_t bad_node,
                                          uint32_t bad_page)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     rkv_transfer_done done = {job->ticket, job->kind, RKV_OK, 0};
     if (st == RKV_OK) {
         /* top-down: the pages are device pages now */
@@ -429,7 +429,7 @@ rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_tload *job,
         uint64_t ph = rkv_tier_prev_hash(t, job->top);
         for (;;) {
             rkv_tnode *x = &t->nodes[y];
-            rkv_tpage *tp = rkv_tnode_tpages(t, x);
+            rkv_page_residency *tp = rkv_tnode_tpages(t, x);
             int disk = l_is_disk(t, y), med = rkv_tier_node_medium(t, y);
             tr->st.loads_blocks[med] += x->num_pages;
             tr->st.loads_bytes[med] += (uint64_t)x->num_pages * tr->block_bytes;
@@ -441,8 +441,8 @@ rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_tload *job,
                     rkv_tier_free_slot(t, disk, tp[i].slot);
                     tp[i].slot = RKV_NO_TSLOT;
                 }
-            t->tn[y].flags = 0;
-            if (RKV_UNLIKELY(t->events.cap != 0))
+            t->tiers.tn[y].flags = 0;
+            if (RKV_UNLIKELY(t->events->cap != 0))
                 rkv_ev_stored(t, job->ns, ph, rkv_tnode_blocks(t, x),
                               x->u.tokens, x->num_pages);
             ph = rkv_tier_page_hash(t, x, x->num_pages - 1);
@@ -492,13 +492,13 @@ rkv_status rkv_tree_store_prefix(rkv_tree *tree, rkv_namespace ns,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              tree == NULL ? "tree" : "ticket");
     rkv_tree *t = tree;
-    if (t->tier == NULL)
+    if (t->tiers.tier == NULL)
         return rkv_set_error(RKV_ERR_STATE, "%s: no host tier", fn);
     rkv_status st = rkv_tier_args(t, tokens, n, fn);
     if (st != RKV_OK)
         return st;
-    rkv_tier *tr = t->tier;
-    uint32_t root = rkv_cidx_find_ns(t, ns);
+    rkv_tier *tr = t->tiers.tier;
+    uint32_t root = rkv_child_index_find_ns(t, ns);
     if (root == RKV_NIL)
         return RKV_OK;
     rkv_walk w;

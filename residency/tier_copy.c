@@ -1,5 +1,5 @@
 /*
- * radix/tree_copy.c -- the tier's asynchronous copies on a CUDA pool: the
+ * residency/tier_copy.c -- the tier's asynchronous copies on a CUDA pool: the
  * two phases of rkv_tree_tier_poll. A poll first finishes the batches in
  * flight whose event completed (oldest first: one stream, so they complete
  * in order), then issues ONE batch: every queued store (device block ->
@@ -10,7 +10,7 @@
  * loads READY, so rkv_tree_tier_poll reports a load's ticket only after
  * its own batch completed: a request waits for its load, never for
  * another's (its batch holds only copies queued up to its poll).
- * A host pool never comes here (radix/tree_tier.c keeps memcpy / pread,
+ * A host pool never comes here (residency/tier.c keeps memcpy / pread,
  * completing in the same poll).
  *
  * Why these choices. A batch per poll, not per load: one event per poll is
@@ -30,7 +30,7 @@
  * device blocks are freed, the request computes). Before anything whose
  * copies may still run is freed, the stream is synchronised.
  *
- * Invariants (rkv_tcopy_check): at most RKV_TCOPY_BATCHES batches in
+ * Invariants (rkv_tier_copy_check): at most RKV_TCOPY_BATCHES batches in
  * flight, ids next_id - blen .. next_id - 1; a live queued store or a
  * load with a batch names one of them; the staging pages in use are
  * exactly those of the batches in flight; nothing is in flight unless on.
@@ -39,12 +39,12 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_debug.h"
-#include "radix/tree_tier.h"
+#include "residency/tier_debug.h"
+#include "residency/tier.h"
 
 #define TC_N RKV_TCOPY_BATCHES
 
-static rkv_status tc_inject(uint32_t *k, const char *what)
+static rkv_status rkv_tier_copy_inject(uint32_t *k, const char *what)
 {
     if (*k == 0 || --*k != 0)
         return RKV_OK;
@@ -52,10 +52,10 @@ static rkv_status tc_inject(uint32_t *k, const char *what)
 }
 
 /* The stream copies go on: the caller's, else the tier's own (made now). */
-static rkv_status tc_stream(rkv_tree *t, void **out)
+static rkv_status rkv_tier_copy_stream(rkv_tree *t, void **out)
 {
-    rkv_tcopy *c = &t->tier->cp;
-    *out = t->tier_stream;
+    rkv_tcopy *c = &t->tiers.tier->cp;
+    *out = t->tiers.tier_stream;
     if (*out != NULL)
         return RKV_OK;
     if (c->own_stream == NULL) {
@@ -71,41 +71,41 @@ static rkv_status tc_stream(rkv_tree *t, void **out)
 
 /* Waits for everything queued on the current stream (errors ignored: the
  * caller is failing or dropping what it waits for anyway). */
-static void tc_sync(rkv_tree *t)
+static void rkv_tier_copy_sync(rkv_tree *t)
 {
-    rkv_tcopy *c = &t->tier->cp;
-    void *s = t->tier_stream != NULL ? t->tier_stream : c->own_stream;
+    rkv_tcopy *c = &t->tiers.tier->cp;
+    void *s = t->tiers.tier_stream != NULL ? t->tiers.tier_stream : c->own_stream;
     if (s != NULL)
         (void)c->be->stream_sync(c->device, s);
 }
 
-void rkv_tcopy_init(rkv_tree *t)
+void rkv_tier_copy_init(rkv_tree *t)
 {
-    rkv_tcopy *c = &t->tier->cp;
+    rkv_tcopy *c = &t->tiers.tier->cp;
     memset(c, 0, sizeof *c);
     c->next_id = 1;
     c->be = rkv_pool_cuda_backend(t->pool);
     c->device = t->pool->cfg.cuda_device;
-    c->on = c->be != NULL && t->pool->kv_bytes != 0 && t->tier->block_bytes != 0;
+    c->on = c->be != NULL && t->pool->kv_bytes != 0 && t->tiers.tier->block_bytes != 0;
 }
 
-void rkv_tcopy_drain(rkv_tree *t)
+void rkv_tier_copy_drain(rkv_tree *t)
 {
-    rkv_tcopy *c = &t->tier->cp;
+    rkv_tcopy *c = &t->tiers.tier->cp;
     if (!c->on)
         return;
     if (c->blen > 0)
-        tc_sync(t);
+        rkv_tier_copy_sync(t);
     c->blen = 0;
     c->stage_head = c->stage_used = 0;
     for (uint32_t i = 0; i < TC_N; i++)
         c->b[i].stage_pages = 0;
 }
 
-void rkv_tcopy_fini(rkv_tree *t)
+void rkv_tier_copy_fini(rkv_tree *t)
 {
-    rkv_tcopy *c = &t->tier->cp;
-    rkv_tcopy_drain(t);
+    rkv_tcopy *c = &t->tiers.tier->cp;
+    rkv_tier_copy_drain(t);
     if (c->be == NULL)
         return;
     for (uint32_t i = 0; i < TC_N; i++) {
@@ -122,15 +122,15 @@ void rkv_tcopy_fini(rkv_tree *t)
 /* ---- issue ------------------------------------------------------------------ */
 
 /* Room for `need` staging pages (pinned memory made on first use). */
-static int tc_stage_room(rkv_tree *t, uint32_t need)
+static int rkv_tier_copy_stage_room(rkv_tree *t, uint32_t need)
 {
-    rkv_tcopy *c = &t->tier->cp;
+    rkv_tcopy *c = &t->tiers.tier->cp;
     if (need > RKV_TCOPY_STAGE_PAGES)
         return 0;
     if (c->stage == NULL) {
         void *p = NULL;
         if (c->stage_failed ||
-            c->be->host_alloc((size_t)RKV_TCOPY_STAGE_PAGES * t->tier->block_bytes,
+            c->be->host_alloc((size_t)RKV_TCOPY_STAGE_PAGES * t->tiers.tier->block_bytes,
                               &p) != RKV_OK) {
             c->stage_failed = 1;
             return 0;
@@ -140,13 +140,13 @@ static int tc_stage_room(rkv_tree *t, uint32_t need)
     return c->stage_used + need <= RKV_TCOPY_STAGE_PAGES;
 }
 
-static int tc_issue_store(rkv_tree *t, rkv_tstore *op, void *stream, uint64_t id)
+static int rkv_tier_copy_issue_store(rkv_tree *t, rkv_queued_store *op, void *stream, uint64_t id)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     void *dst = NULL;
     rkv_status st = rkv_store_write_begin(tr->host, op->slot, t->pool, op->block, &dst);
     if (st == RKV_OK)
-        st = tc_inject(&tr->cp.fail_issue, "tier store: cudaMemcpy2DAsync");
+        st = rkv_tier_copy_inject(&tr->cp.fail_issue, "tier store: cudaMemcpy2DAsync");
     if (st == RKV_OK)
         st = rkv_pool_copy_async(t->pool, stream, 1, &op->block, &dst, 1);
     if (st != RKV_OK) {
@@ -155,20 +155,20 @@ static int tc_issue_store(rkv_tree *t, rkv_tstore *op, void *stream, uint64_t id
     }
     op->batch = id;
     if (op->ticket == 0)
-        rkv_slog_taken(t, op->block, op->hash);
+        rkv_store_log_taken(t, op->block, op->hash);
     return 1;
 }
 
-static int tc_issue_load(rkv_tree *t, rkv_tload *job, void *stream, uint64_t id,
+static int rkv_tier_copy_issue_load(rkv_tree *t, rkv_load_job *job, void *stream, uint64_t id,
                          rkv_tbatch *b)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     rkv_tcopy *c = &tr->cp;
     uint32_t need = 0;
     for (uint32_t y = job->node; y != job->top; y = t->nodes[y].parent)
         if (rkv_tier_node_medium(t, y) == RKV_MEDIUM_DISK)
             need += t->nodes[y].num_pages;
-    if (need > 0 && !tc_stage_room(t, need)) {
+    if (need > 0 && !rkv_tier_copy_stage_room(t, need)) {
         job->state = RKV_TLOAD_SYNC; /* read when reported, never lost */
         return 0;
     }
@@ -180,7 +180,7 @@ static int tc_issue_load(rkv_tree *t, rkv_tload *job, void *stream, uint64_t id,
          y = t->nodes[y].parent) {
         rkv_tnode *x = &t->nodes[y];
         rkv_block_id *xb = rkv_tnode_blocks(t, x);
-        const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
         int disk = rkv_tier_node_medium(t, y) == RKV_MEDIUM_DISK;
         for (uint32_t i = 0; i < x->num_pages; i++) {
             const void *src = NULL;
@@ -202,7 +202,7 @@ static int tc_issue_load(rkv_tree *t, rkv_tload *job, void *stream, uint64_t id,
                 c->stage_used++;
                 b->stage_pages++;
             }
-            st = tc_inject(&c->fail_issue, "tier load: cudaMemcpy2DAsync");
+            st = rkv_tier_copy_inject(&c->fail_issue, "tier load: cudaMemcpy2DAsync");
             if (st == RKV_OK)
                 st = rkv_pool_copy_async(t->pool, stream, 1, &xb[i], &host, 0);
             if (st != RKV_OK)
@@ -212,7 +212,7 @@ static int tc_issue_load(rkv_tree *t, rkv_tload *job, void *stream, uint64_t id,
     }
     if (st != RKV_OK) {
         if (queued)
-            tc_sync(t); /* its copies land before its blocks are freed */
+            rkv_tier_copy_sync(t); /* its copies land before its blocks are freed */
         job->state = RKV_TLOAD_READY;
         job->st = st;
         return 0;
@@ -223,16 +223,16 @@ static int tc_issue_load(rkv_tree *t, rkv_tload *job, void *stream, uint64_t id,
 }
 
 /* Ends the items of batch id with st (RKV_OK: their bytes arrived). */
-static void tc_end_batch(rkv_tree *t, uint64_t id, rkv_status st)
+static void rkv_tier_copy_end_batch(rkv_tree *t, uint64_t id, rkv_status st)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     for (uint32_t k = 0; k < tr->qlen; k++) {
-        rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        rkv_queued_store *op = &tr->q[(tr->qhead + k) % tr->qcap];
         if (op->block != RKV_NIL && op->batch == id)
             rkv_tier_store_done(t, op, st);
     }
     for (uint32_t j = 0; j < tr->njobs; j++) {
-        rkv_tload *job = &tr->jobs[j];
+        rkv_load_job *job = &tr->jobs[j];
         if (job->state == RKV_TLOAD_INFLIGHT && job->batch == id) {
             job->state = RKV_TLOAD_READY;
             job->st = st;
@@ -243,11 +243,11 @@ static void tc_end_batch(rkv_tree *t, uint64_t id, rkv_status st)
 
 /* Every queued store and load not in flight: failed with st (no stream or
  * event to issue them on). */
-static void tc_fail_queued(rkv_tree *t, rkv_status st)
+static void rkv_tier_copy_fail_queued(rkv_tree *t, rkv_status st)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     for (uint32_t k = 0; k < tr->qlen; k++) {
-        rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        rkv_queued_store *op = &tr->q[(tr->qhead + k) % tr->qcap];
         if (op->block != RKV_NIL && op->batch == 0)
             rkv_tier_store_done(t, op, st);
     }
@@ -259,10 +259,10 @@ static void tc_fail_queued(rkv_tree *t, rkv_status st)
         }
 }
 
-static int tc_has_queued(const rkv_tier *tr)
+static int rkv_tier_copy_has_queued(const rkv_tier *tr)
 {
     for (uint32_t k = 0; k < tr->qlen; k++) {
-        const rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        const rkv_queued_store *op = &tr->q[(tr->qhead + k) % tr->qcap];
         if (op->block != RKV_NIL && op->batch == 0)
             return 1;
     }
@@ -272,17 +272,17 @@ static int tc_has_queued(const rkv_tier *tr)
     return 0;
 }
 
-static void tc_issue(rkv_tree *t)
+static void rkv_tier_copy_issue(rkv_tree *t)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     rkv_tcopy *c = &tr->cp;
-    if (c->blen == TC_N || !tc_has_queued(tr))
+    if (c->blen == TC_N || !rkv_tier_copy_has_queued(tr))
         return; /* a full table: everything waits for a later poll */
     uint64_t id = c->next_id;
     rkv_tbatch *b = &c->b[id % TC_N];
     b->stage_pages = 0;
     void *stream = NULL;
-    rkv_status st = tc_stream(t, &stream);
+    rkv_status st = rkv_tier_copy_stream(t, &stream);
     if (st == RKV_OK && b->event == NULL) {
         st = c->be->event_create(c->device, &b->event);
         if (st != RKV_OK) {
@@ -291,33 +291,33 @@ static void tc_issue(rkv_tree *t)
         }
     }
     if (st != RKV_OK) {
-        tc_fail_queued(t, st);
+        rkv_tier_copy_fail_queued(t, st);
         return;
     }
     uint32_t n = 0;
     for (uint32_t k = 0; k < tr->qlen; k++) {
-        rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        rkv_queued_store *op = &tr->q[(tr->qhead + k) % tr->qcap];
         if (op->block == RKV_NIL || op->batch != 0)
             continue;
         if (tr->medium != RKV_MEDIUM_HOST) /* a disk-only tier: synchronous */
             rkv_tier_run_op(t, op);
         else
-            n += (uint32_t)tc_issue_store(t, op, stream, id);
+            n += (uint32_t)rkv_tier_copy_issue_store(t, op, stream, id);
     }
     for (uint32_t j = 0; j < tr->njobs; j++)
         if (tr->jobs[j].state == RKV_TLOAD_QUEUED)
-            n += (uint32_t)tc_issue_load(t, &tr->jobs[j], stream, id, b);
+            n += (uint32_t)rkv_tier_copy_issue_load(t, &tr->jobs[j], stream, id, b);
     if (n == 0) {
         c->stage_used -= b->stage_pages; /* the newest pages: at the tail */
         b->stage_pages = 0;
         return;
     }
-    st = tc_inject(&c->fail_issue, "tier copies: cudaEventRecord");
+    st = rkv_tier_copy_inject(&c->fail_issue, "tier copies: cudaEventRecord");
     if (st == RKV_OK)
         st = rkv_cuda_status(c->be, c->be->event_record(c->device, b->event, stream));
     if (st != RKV_OK) {
-        tc_sync(t); /* no event to wait for: wait for the stream */
-        tc_end_batch(t, id, st);
+        rkv_tier_copy_sync(t); /* no event to wait for: wait for the stream */
+        rkv_tier_copy_end_batch(t, id, st);
         c->stage_used -= b->stage_pages;
         b->stage_pages = 0;
         return;
@@ -328,22 +328,22 @@ static void tc_issue(rkv_tree *t)
 
 /* ---- completion --------------------------------------------------------------- */
 
-static void tc_complete(rkv_tree *t)
+static void rkv_tier_copy_complete(rkv_tree *t)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     rkv_tcopy *c = &tr->cp;
     while (c->blen > 0 && !c->stall) {
         uint64_t id = c->next_id - c->blen;
         rkv_tbatch *b = &c->b[id % TC_N];
         int done = 0;
-        rkv_status st = tc_inject(&c->fail_query, "tier copies: cudaEventQuery");
+        rkv_status st = rkv_tier_copy_inject(&c->fail_query, "tier copies: cudaEventQuery");
         if (st == RKV_OK)
             st = rkv_cuda_status(c->be, c->be->event_query(c->device, b->event, &done));
         if (st == RKV_OK && !done)
             return; /* the later batches are behind it on the stream */
         if (st != RKV_OK)
-            tc_sync(t); /* nothing of it may still run when it is freed */
-        tc_end_batch(t, id, st);
+            rkv_tier_copy_sync(t); /* nothing of it may still run when it is freed */
+        rkv_tier_copy_end_batch(t, id, st);
         c->stage_head = (c->stage_head + b->stage_pages) % RKV_TCOPY_STAGE_PAGES;
         c->stage_used -= b->stage_pages;
         b->stage_pages = 0;
@@ -353,7 +353,7 @@ static void tc_complete(rkv_tree *t)
 
 /* Dead stores at the head of the ring leave it (live ones keep their
  * place: the ring is only ever appended to). */
-static void tc_pop_dead(rkv_tier *tr)
+static void rkv_tier_copy_pop_dead(rkv_tier *tr)
 {
     while (tr->qlen > 0 && tr->q[tr->qhead].block == RKV_NIL) {
         tr->qhead = (tr->qhead + 1) % tr->qcap;
@@ -363,39 +363,39 @@ static void tc_pop_dead(rkv_tier *tr)
         tr->qhead = 0;
 }
 
-void rkv_tcopy_poll(rkv_tree *t)
+void rkv_tier_copy_poll(rkv_tree *t)
 {
-    tc_complete(t);
-    tc_issue(t);
-    tc_pop_dead(t->tier);
+    rkv_tier_copy_complete(t);
+    rkv_tier_copy_issue(t);
+    rkv_tier_copy_pop_dead(t->tiers.tier);
 }
 
-void rkv_tcopy_wait_issued(rkv_tree *t)
+void rkv_tier_copy_wait_issued(rkv_tree *t)
 {
-    if (t->tier == NULL)
+    if (t->tiers.tier == NULL)
         return;
-    rkv_tcopy *c = &t->tier->cp;
+    rkv_tcopy *c = &t->tiers.tier->cp;
     if (c->on && c->blen > 0 && !c->stall)
-        tc_sync(t);
+        rkv_tier_copy_sync(t);
 }
 
-void rkv_tcopy_wait_store(rkv_tree *t, rkv_tstore *op)
+void rkv_tier_copy_wait_store(rkv_tree *t, rkv_queued_store *op)
 {
-    rkv_tcopy *c = &t->tier->cp;
+    rkv_tcopy *c = &t->tiers.tier->cp;
     rkv_tbatch *b = &c->b[op->batch % TC_N];
-    rkv_status st = tc_inject(&c->fail_query, "tier store: cudaEventSynchronize");
+    rkv_status st = rkv_tier_copy_inject(&c->fail_query, "tier store: cudaEventSynchronize");
     if (st == RKV_OK)
         st = rkv_cuda_status(c->be, c->be->event_sync(c->device, b->event));
     if (st != RKV_OK)
-        tc_sync(t);
+        rkv_tier_copy_sync(t);
     rkv_tier_store_done(t, op, st);
 }
 
 /* ---- check ------------------------------------------------------------------ */
 
-rkv_status rkv_tcopy_check(const rkv_tree *t)
+rkv_status rkv_tier_copy_check(const rkv_tree *t)
 {
-    const rkv_tier *tr = t->tier;
+    const rkv_tier *tr = t->tiers.tier;
     const rkv_tcopy *c = &tr->cp;
     uint64_t lo = c->next_id - c->blen;
     if (c->blen > TC_N || (!c->on && c->blen != 0))
@@ -408,7 +408,7 @@ rkv_status rkv_tcopy_check(const rkv_tree *t)
         return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: tiers: %u staging "
                              "pages in use, batches hold %u", c->stage_used, pages);
     for (uint32_t k = 0; k < tr->qlen; k++) {
-        const rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        const rkv_queued_store *op = &tr->q[(tr->qhead + k) % tr->qcap];
         if (op->block != RKV_NIL && op->batch != 0 &&
             (op->batch < lo || op->batch >= c->next_id))
             return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: tiers: store of "
@@ -416,7 +416,7 @@ rkv_status rkv_tcopy_check(const rkv_tree *t)
                                  (unsigned long long)op->batch);
     }
     for (uint32_t j = 0; j < tr->njobs; j++) {
-        const rkv_tload *job = &tr->jobs[j];
+        const rkv_load_job *job = &tr->jobs[j];
         if ((!c->on && job->state != RKV_TLOAD_QUEUED) ||
             (job->state == RKV_TLOAD_INFLIGHT &&
              (job->batch < lo || job->batch >= c->next_id)))
@@ -434,42 +434,42 @@ rkv_status rkv_tree_tier_set_stream(rkv_tree *tree, void *cuda_stream)
 {
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_tier_set_stream: NULL tree");
-    if (tree->tier != NULL && tree->tier->cp.on && tree->tier->cp.blen > 0) {
+    if (tree->tiers.tier != NULL && tree->tiers.tier->cp.on && tree->tiers.tier->cp.blen > 0) {
         /* the batches in flight were recorded on the old stream: let them
          * land, so nothing of ours runs on a stream the caller may now
          * destroy */
-        rkv_tcopy *c = &tree->tier->cp;
-        void *s = tree->tier_stream != NULL ? tree->tier_stream : c->own_stream;
+        rkv_tcopy *c = &tree->tiers.tier->cp;
+        void *s = tree->tiers.tier_stream != NULL ? tree->tiers.tier_stream : c->own_stream;
         rkv_status st = c->be->stream_sync(c->device, s);
         if (st != RKV_OK)
             return rkv_cuda_status(c->be, st);
     }
-    tree->tier_stream = cuda_stream;
+    tree->tiers.tier_stream = cuda_stream;
     return RKV_OK;
 }
 
 void rkv_tree_debug_copy_fail(rkv_tree *t, int which, uint32_t k)
 {
-    if (t == NULL || t->tier == NULL)
+    if (t == NULL || t->tiers.tier == NULL)
         return;
     if (which == RKV_DEBUG_COPY_ISSUE)
-        t->tier->cp.fail_issue = k;
+        t->tiers.tier->cp.fail_issue = k;
     else if (which == RKV_DEBUG_COPY_QUERY)
-        t->tier->cp.fail_query = k;
+        t->tiers.tier->cp.fail_query = k;
 }
 
 void rkv_tree_debug_copy_stall(rkv_tree *t, int on)
 {
-    if (t != NULL && t->tier != NULL)
-        t->tier->cp.stall = on != 0;
+    if (t != NULL && t->tiers.tier != NULL)
+        t->tiers.tier->cp.stall = on != 0;
 }
 
 uint32_t rkv_tree_debug_copy_inflight(const rkv_tree *t)
 {
-    return t != NULL && t->tier != NULL ? t->tier->cp.blen : 0;
+    return t != NULL && t->tiers.tier != NULL ? t->tiers.tier->cp.blen : 0;
 }
 
 int rkv_tree_debug_copy_async(const rkv_tree *t)
 {
-    return t != NULL && t->tier != NULL && t->tier->cp.on;
+    return t != NULL && t->tiers.tier != NULL && t->tiers.tier->cp.on;
 }

@@ -1,6 +1,6 @@
 /*
- * radix/tree_events.c -- KV events and snapshots of the radix tree: the
- * bounded ring (radix/tree_events.h) that insert, eviction and reset record
+ * events/kv_events.c -- KV events and snapshots of the radix tree: the
+ * bounded ring (events/kv_events.h) that insert, eviction and reset record
  * into, rkv_tree_events_drain, rkv_tree_snapshot and its chunked variant
  * rkv_tree_snapshot_chunk (a cursor over the same preorder walk).
  *
@@ -26,7 +26,8 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_internal.h"
+#include "events/kv_events.h"
+#include "radix/tree_core.h"
 
 int rkv_ev_init(rkv_ev_ring *r, rkv_node_mem *m, uint32_t cap,
                 uint32_t tok_cap, uint32_t page_size)
@@ -56,6 +57,31 @@ void rkv_ev_fini(rkv_ev_ring *r, rkv_node_mem *m)
     if (r->tok != NULL)
         rkv_node_mem_free(m, r->tok, (size_t)r->tok_cap * sizeof *r->tok);
     memset(r, 0, sizeof *r);
+}
+
+int rkv_events_attach(rkv_tree *t, uint32_t cap, uint32_t tok_cap)
+{
+    t->events = rkv_node_mem_alloc(&t->mem, sizeof *t->events);
+    if (t->events == NULL)
+        return 0;
+    if (!rkv_ev_init(t->events, &t->mem, cap, tok_cap, t->P))
+        return 0; /* the caller's rkv_events_detach frees it */
+    if (cap != 0) {
+        t->hooks.pages_stored = rkv_ev_stored;
+        t->hooks.pages_removed = rkv_ev_removed;
+    }
+    return 1;
+}
+
+void rkv_events_detach(rkv_tree *t)
+{
+    if (t->events == NULL)
+        return;
+    rkv_ev_fini(t->events, &t->mem);
+    rkv_node_mem_free(&t->mem, t->events, sizeof *t->events);
+    t->events = NULL;
+    t->hooks.pages_stored = NULL;
+    t->hooks.pages_removed = NULL;
 }
 
 /* Tokens a recorded event holds in the token ring. */
@@ -106,7 +132,7 @@ static inline rkv_event *rkv_ev_slot(rkv_ev_ring *r, uint32_t i)
 static rkv_event *rkv_ev_push(rkv_tree *t, uint8_t kind, uint64_t ns,
                               uint32_t ntok)
 {
-    rkv_ev_ring *r = &t->events;
+    rkv_ev_ring *r = t->events;
     uint64_t seq = r->next_seq++;
     if (r->lost) {
         rkv_ev_slot(r, r->count - 1)->lost++;
@@ -134,7 +160,7 @@ void rkv_ev_stored(rkv_tree *t, uint64_t ns, uint64_t parent_hash,
                    uint32_t n)
 {
     const uint64_t *hash = t->pool->hash;
-    rkv_ev_ring *r = &t->events;
+    rkv_ev_ring *r = t->events;
     for (uint32_t i = 0; i < n; i += RKV_EVENT_MAX_HASHES) {
         uint32_t k = n - i < RKV_EVENT_MAX_HASHES ? n - i : RKV_EVENT_MAX_HASHES;
         uint32_t ntok = r->tok_cap != 0 ? k * t->P : 0;
@@ -164,7 +190,7 @@ void rkv_ev_medium(rkv_tree *t, uint8_t kind, uint8_t medium, uint64_t ns,
                    uint64_t parent_hash, const uint64_t *hashes,
                    const int32_t *tokens, uint32_t n)
 {
-    rkv_ev_ring *r = &t->events;
+    rkv_ev_ring *r = t->events;
     uint32_t ntok = r->tok_cap != 0 && kind == RKV_EVENT_BLOCK_STORED ? n * t->P : 0;
     rkv_event *e = rkv_ev_push(t, kind, ns, ntok);
     if (e == NULL)
@@ -220,7 +246,7 @@ rkv_status rkv_tree_events_drain(rkv_tree *tree, rkv_event *out, uint32_t max,
     if (tree == NULL || n_out == NULL || (out == NULL && max > 0))
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              tree == NULL ? "tree" : n_out == NULL ? "n_out" : "out");
-    rkv_ev_ring *r = &tree->events;
+    rkv_ev_ring *r = tree->events;
     if (r->cap == 0)
         return rkv_set_error(RKV_ERR_STATE, "%s: the tree was created with "
                              "events off (rkv_tree_config.event_ring = 0)", fn);
@@ -262,7 +288,7 @@ rkv_status rkv_tree_events_drain_tokens(rkv_tree *tree, rkv_event *out,
                              tree == NULL ? "tree" : n_out == NULL ? "n_out"
                              : ntokens_out == NULL ? "ntokens_out"
                              : out == NULL ? "out" : "tokens");
-    rkv_ev_ring *r = &tree->events;
+    rkv_ev_ring *r = tree->events;
     if (r->cap == 0 || r->tok_cap == 0)
         return rkv_set_error(RKV_ERR_STATE, "%s: the tree was created without "
                              "event token ids (rkv_tree_config.%s = 0)", fn,
@@ -290,11 +316,11 @@ rkv_status rkv_tree_snapshot(const rkv_tree *tree, rkv_block_entry *out,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              tree == NULL ? "tree" : n_out == NULL ? "n_out" : "out");
     const rkv_tree *t = tree;
-    if (RKV_UNLIKELY(t->tier != NULL))
-        return rkv_tier_snapshot(t, out, cap, n_out, seq_out);
+    if (RKV_UNLIKELY(t->hooks.snapshot != NULL))
+        return t->hooks.snapshot(t, out, cap, n_out, seq_out);
     *n_out = (size_t)t->cached_blocks;
     if (seq_out != NULL)
-        *seq_out = t->events.next_seq - 1;
+        *seq_out = t->events->next_seq - 1;
     if (out == NULL)
         return RKV_OK;
     if (cap < t->cached_blocks)
@@ -370,7 +396,7 @@ rkv_status rkv_tree_snapshot_chunk(const rkv_tree *tree,
     rkv_snapshot_cursor c = *cur;
     if (c.state == 0) {
         memset(&c, 0, sizeof c);
-        c.seq = t->events.next_seq - 1;
+        c.seq = t->events->next_seq - 1;
         c.total = t->cached_blocks;
         c.root = 1;
         c.state = 1;
@@ -379,7 +405,7 @@ rkv_status rkv_tree_snapshot_chunk(const rkv_tree *tree,
         /* Between chunks the tree must not change. With events on every
          * change moves the seq; without, a changed block count or a freed
          * or trimmed cursor node is what shows. */
-        if (c.seq != t->events.next_seq - 1 || c.total != t->cached_blocks ||
+        if (c.seq != t->events->next_seq - 1 || c.total != t->cached_blocks ||
             c.node >= t->nodes_used || t->nodes[c.node].parent == RKV_NIL ||
             t->nodes[c.node].gen != c.node_gen ||
             c.page > t->nodes[c.node].num_pages)

@@ -1,6 +1,9 @@
 /*
- * radix/evict_learned.c -- RKV_EVICT_LEARNED: an eviction order that
- * predicts, online, how much a leaf's pages are still worth.
+ * retain/evict_learned.c -- RKV_EVICT_LEARNED: an eviction order that
+ * predicts, online, how much a leaf's pages are still worth. A layer
+ * above the tree core: rkv_learned_attach (at create, this policy only)
+ * registers the core's eviction-order hook and its use hooks (match, new
+ * leaf, insert), which also drive the guard (retain/evict_guard.c).
  *
  * Why this shape (measured on the Mooncake conversation trace, file order,
  * page 512; bench/evict_bench.c): a leaf is the end of some request's
@@ -87,8 +90,9 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/evict_learned.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
+#include "retain/evict_guard.h"
+#include "retain/evict_learned.h"
 
 uint32_t rkv_learn_age_bucket(uint64_t age)
 {
@@ -125,7 +129,7 @@ rkv_status rkv_learn_init(rkv_tree *t)
         cap <<= 1;
     rkv_learn *l = rkv_node_mem_alloc(&t->mem, sizeof *l);
     rkv_ghost *g = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *g);
-    rkv_tmeta *meta = rkv_node_mem_alloc(&t->mem,
+    rkv_node_retention *meta = rkv_node_mem_alloc(&t->mem,
                                          (size_t)t->nodes_cap * sizeof *meta);
     if (l == NULL || g == NULL || meta == NULL) {
         rkv_node_mem_free(&t->mem, l, sizeof *l);
@@ -137,22 +141,22 @@ rkv_status rkv_learn_init(rkv_tree *t)
     memset(l, 0, sizeof *l);
     memset(g, 0, (size_t)cap * sizeof *g);
     for (uint32_t i = 0; i < t->nodes_cap; i++)
-        meta[i] = RKV_TMETA_FRESH;
+        meta[i] = RKV_NODE_RETENTION_FRESH;
     l->ghost = g;
     l->ghost_cap = cap;
-    t->learn = l;
-    t->meta = meta;
+    t->order.learn = l;
+    t->retain.meta = meta;
     return RKV_OK;
 }
 
 void rkv_learn_fini(rkv_tree *t)
 {
-    rkv_learn *l = t->learn;
+    rkv_learn *l = t->order.learn;
     if (l == NULL)
         return;
     rkv_node_mem_free(&t->mem, l->ghost, (size_t)l->ghost_cap * sizeof *l->ghost);
     rkv_node_mem_free(&t->mem, l, sizeof *l);
-    t->learn = NULL;
+    t->order.learn = NULL;
 }
 
 static rkv_ghost *rkv_ghost_find(const rkv_learn *l, uint64_t h)
@@ -213,23 +217,23 @@ static void rkv_learn_return(rkv_tree *t, rkv_ghost *g)
         return;
     g->returned = 1;
     g->ret_age = (uint8_t)rkv_learn_age_bucket(t->clock - g->stamp);
-    t->learn->returns_total++;
+    t->order.learn->returns_total++;
 }
 
 void rkv_learn_on_match(rkv_tree *t, uint32_t node)
 {
     const rkv_tnode *x = &t->nodes[node];
-    if (t->learn == NULL || x->parent == 0 || x->num_pages == 0)
+    if (t->order.learn == NULL || x->parent == 0 || x->num_pages == 0)
         return;
     uint64_t h = t->pool->hash[rkv_tnode_blocks(t, x)[x->num_pages - 1]];
-    rkv_ghost *g = rkv_ghost_find(t->learn, h);
+    rkv_ghost *g = rkv_ghost_find(t->order.learn, h);
     if (g != NULL)
         rkv_learn_return(t, g);
 }
 
 void rkv_learn_on_leaf(rkv_tree *t, uint32_t id, uint32_t parent)
 {
-    rkv_learn *l = t->learn;
+    rkv_learn *l = t->order.learn;
     const rkv_tnode *x = &t->nodes[id];
     const rkv_block_id *xb = rkv_tnode_blocks(t, x);
     const uint64_t *hash = t->pool->hash;
@@ -249,7 +253,7 @@ void rkv_learn_on_leaf(rkv_tree *t, uint32_t id, uint32_t parent)
             gen = RKV_LEARN_GENS - 1;
     }
     uint32_t cls = rkv_learn_class(gen, x->num_pages);
-    t->meta[id].cls = (uint8_t)cls;
+    t->retain.meta[id].cls = (uint8_t)cls;
     l->births_total++;
     uint64_t h = hash[xb[x->num_pages - 1]];
     if (h != 0) {
@@ -264,7 +268,7 @@ void rkv_learn_on_leaf(rkv_tree *t, uint32_t id, uint32_t parent)
 
 uint32_t rkv_learn_first(const rkv_tree *t)
 {
-    const rkv_learn *l = t->learn;
+    const rkv_learn *l = t->order.learn;
     uint32_t best = RKV_NIL;
     double bi = 0;
     uint64_t bstamp = 0;
@@ -291,12 +295,12 @@ uint32_t rkv_learn_first(const rkv_tree *t)
 
 rkv_status rkv_learn_check(const rkv_tree *t)
 {
-    const rkv_learn *l = t->learn;
+    const rkv_learn *l = t->order.learn;
     if (t->policy != RKV_EVICT_LEARNED)
         return l == NULL ? RKV_OK
                          : rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: "
                                          "learned tables without the policy");
-    if (l == NULL || t->meta == NULL)
+    if (l == NULL || t->retain.meta == NULL)
         return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: learned "
                              "policy without its tables");
     if (l->ghost_cap == 0 || (l->ghost_cap & (l->ghost_cap - 1)) != 0)
@@ -304,8 +308,60 @@ rkv_status rkv_learn_check(const rkv_tree *t)
                              "capacity %u", l->ghost_cap);
     for (uint32_t id = 1; id < t->nodes_used; id++)
         if (t->nodes[id].parent != RKV_NIL &&
-            t->meta[id].cls >= RKV_LEARN_CLASSES)
+            t->retain.meta[id].cls >= RKV_LEARN_CLASSES)
             return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: node %u "
-                                 "has learned class %u", id, t->meta[id].cls);
+                                 "has learned class %u", id, t->retain.meta[id].cls);
+    return RKV_OK;
+}
+
+/* ---- hooks: the learned order and its guard ------------------------------------ */
+
+/* Under the guard's fallback plain LRU over every list; else priorities
+ * below the default, then the learned order; RKV_NIL: the core's default
+ * (the rest, lowest bucket first). */
+static uint32_t rkv_learned_evict_first(const rkv_tree *t)
+{
+    if (t->order.guard != NULL && t->order.guard->fallback)
+        return rkv_lru_first_any(t); /* the policy lost to LRU */
+    uint64_t below = t->lru_nonempty[0] &
+                     ((UINT64_C(1) << RKV_PRIORITY_DEFAULT) - 1);
+    if (below != 0)
+        return t->lru_head[__builtin_ctzll(below)];
+    return rkv_learn_first(t);
+}
+
+static void rkv_learned_on_match(rkv_tree *t, uint32_t node, uint64_t ns,
+                                 const int32_t *tokens, uint32_t npages,
+                                 uint32_t matched)
+{
+    if (t->order.learn != NULL)
+        rkv_learn_on_match(t, node);
+    if (t->order.guard != NULL)
+        rkv_guard_on_match(t, ns, tokens, npages, matched);
+}
+
+static void rkv_learned_on_leaf(rkv_tree *t, uint32_t id, uint32_t parent)
+{
+    if (t->order.learn != NULL)
+        rkv_learn_on_leaf(t, id, parent);
+}
+
+static void rkv_learned_on_insert(rkv_tree *t, uint32_t node)
+{
+    if (t->order.guard != NULL)
+        rkv_guard_on_insert(t, node);
+}
+
+rkv_status rkv_learned_attach(rkv_tree *t)
+{
+    rkv_status st = rkv_learn_init(t);
+    if (st == RKV_OK)
+        st = rkv_guard_init(t);
+    if (st != RKV_OK)
+        return st; /* the caller's rkv_learn_fini / rkv_guard_fini free it */
+    t->hooks.evict_first = rkv_learned_evict_first;
+    t->hooks.on_match = rkv_learned_on_match;
+    t->hooks.on_leaf = rkv_learned_on_leaf;
+    t->hooks.on_insert = rkv_learned_on_insert;
     return RKV_OK;
 }

@@ -1,8 +1,8 @@
 /*
- * radix/tree_copy.h -- the tier's asynchronous copies on a CUDA pool
- * (radix/tree_copy.c): the in-flight batch table, the copy stream, the
+ * residency/tier_copy.h -- the tier's asynchronous copies on a CUDA pool
+ * (residency/tier_copy.c): the in-flight batch table, the copy stream, the
  * pinned staging of disk loads, and the failure injection of tests.
- * Included by radix/tree_tier.h (rkv_tier embeds an rkv_tcopy).
+ * Included by residency/tier.h (rkv_tier embeds an rkv_tcopy).
  */
 #ifndef RKV_RADIX_TREE_COPY_H
 #define RKV_RADIX_TREE_COPY_H
@@ -11,7 +11,7 @@
 
 #include "alloc/pool_copy.h"
 #include "common/cuda_backend.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 /* Batches in flight at most: a poll that finds the table full issues
  * nothing (its loads and stores wait for a later poll). */
@@ -38,33 +38,33 @@ typedef struct rkv_tcopy {
                                  (not made yet / could not be had)          */
     int stage_failed;         /* host_alloc failed once: loads go sync     */
     uint32_t stage_head, stage_used;
-    /* tests (radix/tree_debug.h) */
+    /* tests (residency/tier_debug.h) */
     uint32_t fail_issue, fail_query; /* k-th next call fails; 0 = off     */
     int stall;                /* queries report "not ready"               */
 } rkv_tcopy;
 
-struct rkv_tstore;
+struct rkv_queued_store;
 
 /* At attach: copies are asynchronous iff the pool is a CUDA pool with KV
  * memory and the stores hold bytes. */
-void rkv_tcopy_init(rkv_tree *t);
+void rkv_tier_copy_init(rkv_tree *t);
 /* Waits for every copy in flight and forgets the batches (their loads and
  * stores are being dropped: reset). */
-void rkv_tcopy_drain(rkv_tree *t);
+void rkv_tier_copy_drain(rkv_tree *t);
 /* drain, then frees the stream, events and staging (detach, destroy). */
-void rkv_tcopy_fini(rkv_tree *t);
+void rkv_tier_copy_fini(rkv_tree *t);
 /* Poll: finishes the batches whose event completed (oldest first), then
  * issues one batch of the queued loads and stores. */
-void rkv_tcopy_poll(rkv_tree *t);
+void rkv_tier_copy_poll(rkv_tree *t);
 /* A demotion met queued store *op in flight: waits for its batch's event
  * and finishes op (the rest of the batch finishes at a later poll). */
-void rkv_tcopy_wait_store(rkv_tree *t, struct rkv_tstore *op);
+void rkv_tier_copy_wait_store(rkv_tree *t, struct rkv_queued_store *op);
 /* Blocks until every batch already issued has run on the copy stream
  * (the next poll then finishes them all); a no-op without copies in flight.
  * For teardown (the scheduler's destroy): a poll loop alone would spin on
  * a real GPU until the copies land. */
-void rkv_tcopy_wait_issued(rkv_tree *t);
+void rkv_tier_copy_wait_issued(rkv_tree *t);
 /* rkv_tree_check: the batch table and what refers to it. */
-rkv_status rkv_tcopy_check(const rkv_tree *t);
+rkv_status rkv_tier_copy_check(const rkv_tree *t);
 
 #endif

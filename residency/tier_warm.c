@@ -1,5 +1,5 @@
 /*
- * radix/tree_tier_warm.c -- warm restart: at attach, the records of a disk
+ * residency/tier_warm.c -- warm restart: at attach, the records of a disk
  * store reopened on its file (rkv_store_config.warm_restart) become LOWER
  * disk-resident nodes of the tree again, so their prefixes hit as before
  * the stop. Writing side: the tree hands each page's chain (parent hash,
@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 /* One record the scan handed over. */
 typedef struct warm_rec {
@@ -153,7 +153,7 @@ static uint32_t warm_map_find(warm_map *m, const warm_rec *r, uint64_t hash, uin
 /* The namespace root of ns, made when missing. RKV_NIL: no memory. */
 static uint32_t warm_root(rkv_tree *t, uint64_t ns)
 {
-    uint32_t r = rkv_cidx_find_ns(t, ns);
+    uint32_t r = rkv_child_index_find_ns(t, ns);
     if (r != RKV_NIL)
         return r;
     rkv_tree_prep prep;
@@ -168,7 +168,7 @@ static uint32_t warm_root(rkv_tree *t, uint64_t ns)
 static uint32_t warm_node(rkv_tree *t, uint32_t parent, const warm_rec *w,
                           const int32_t *tokens, int disk)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     uint32_t one = 1;
     rkv_tree_prep prep;
     if (rkv_tree_prepare(t, 1, 1, &one, &prep, "rkv_tree_attach_tiers") != RKV_OK)
@@ -182,12 +182,12 @@ static uint32_t warm_node(rkv_tree *t, uint32_t parent, const warm_rec *w,
     x->children_epoch = ++t->epoch;
     memcpy(x->u.tokens, tokens, t->page_bytes);
     rkv_tnode_blocks(t, x)[0] = RKV_NIL;
-    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     tp[0].slot = w->slot;
     tp[0].hlo = (uint32_t)w->hash;
     tp[0].hhi = (uint32_t)(w->hash >> 32);
-    t->tn[id].flags = (uint8_t)(RKV_TN_LOWER | (disk ? RKV_TN_DISK : 0));
-    rkv_cidx_insert(t, rkv_cidx_key_page(t, parent, tokens), id);
+    t->tiers.tn[id].flags = (uint8_t)(RKV_TN_LOWER | (disk ? RKV_TN_DISK : 0));
+    rkv_child_index_insert(t, rkv_child_index_key_page(t, parent, tokens), id);
     rkv_tier_link_sib(t, parent, id);
     t->nodes[parent].children_epoch = ++t->epoch;
     tr->lower_nodes++;
@@ -207,7 +207,7 @@ static int warm_valid(const rkv_tree *t, const warm_rec *w, const int32_t *token
 
 void rkv_tier_warm_rebuild(rkv_tree *t)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     int disk = tr->disk != NULL;
     rkv_store *s = disk ? tr->disk : tr->host;
     if (!rkv_store_warm_pending(s) || rkv_store_page_tokens(s) != t->P)
@@ -275,7 +275,7 @@ void rkv_tier_warm_rebuild(rkv_tree *t)
     for (uint32_t i = 0; i < set.n; i++) {
         const warm_rec *w = &set.r[i];
         if (w->node != RKV_NIL)
-            rkv_hlru_place(t, w->node);
+            rkv_host_lru_place(t, w->node);
     }
     rkv_store_warm_dropped(s, dropped);
     free(map.e);
@@ -288,13 +288,13 @@ rkv_status rkv_tree_tier_flush(rkv_tree *tree)
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_tier_flush: NULL tree");
     rkv_tree *t = tree;
-    if (t->tier == NULL)
+    if (t->tiers.tier == NULL)
         return rkv_set_error(RKV_ERR_STATE, "rkv_tree_tier_flush: no tier attached");
     uint64_t ev = t->evictable_blocks;
     if (ev > 0)
         (void)rkv_tree_evict(t, ev > UINT32_MAX ? UINT32_MAX : (uint32_t)ev, NULL);
-    if (t->tier->disk != NULL)
-        while (t->tier->host_used > 0 && rkv_tier_host_make_room(t))
+    if (t->tiers.tier->disk != NULL)
+        while (t->tiers.tier->host_used > 0 && rkv_tier_host_make_room(t))
             ;
     return RKV_OK;
 }

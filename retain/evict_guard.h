@@ -1,9 +1,9 @@
 /*
- * radix/evict_guard.h -- the guard that keeps a non-LRU eviction order
+ * retain/evict_guard.h -- the guard that keeps a non-LRU eviction order
  * from losing to LRU: a shadow LRU of the device pool's pages, fed by the
  * same matches and inserts, counts what plain LRU would have hit; when
  * the policy falls behind it, eviction becomes LRU (see
- * radix/evict_guard.c for the rule and why it has this shape).
+ * retain/evict_guard.c for the rule and why it has this shape).
  */
 #ifndef RKV_RADIX_EVICT_GUARD_H
 #define RKV_RADIX_EVICT_GUARD_H
@@ -52,5 +52,9 @@ void rkv_guard_on_match(struct rkv_tree *t, uint64_t ns, const int32_t *tokens,
  * the pool can hold beside blocks held outside the tree. */
 void rkv_guard_on_insert(struct rkv_tree *t, uint32_t node);
 rkv_status rkv_guard_check(const struct rkv_tree *t);
+
+/* Tests only (RKV_EVICT_LEARNED): the guard keeps counting but never falls back to
+ * LRU (tests that check the learned order itself). */
+void rkv_tree_debug_guard_off(rkv_tree *t);
 
 #endif

@@ -1,11 +1,21 @@
 /*
- * radix/tree_internal.h -- the token radix tree's data structures, shared by
- * the files of radix/ (tree.c: create, destroy, reset, slots, prepared
- * memory; tree_match.c: match, insert, split; tree_lru.c: LRU list, evict;
- * tree_lease.c: the lease table, lock, unlock; tree_events.c: the KV event
- * ring and snapshot; child_index.c: the child
- * hash index; tree_check.c: check, stats, node info, debug hooks;
- * node_mem.c: the allocator).
+ * radix/tree_core.h -- the tree core's internal interface: the token radix
+ * tree's data structures and the functions the files of radix/ share
+ * (tree.c: the core's create/clear/destroy, slots, prepared memory;
+ * tree_match.c: match, insert, split; tree_lru.c: LRU lists and the one
+ * eviction loop; tree_lease.c: the lease table, lock, unlock;
+ * child_index.c: the child hash index; tree_check.c: check, node info,
+ * debug hooks; node_mem.c: the allocator).
+ *
+ * Layers above the core (events/: KV events, store log, snapshot;
+ * retain/: pins, TTLs, sessions, learned and guarded eviction;
+ * residency/: tier residency; treeapi/: the facade that assembles them)
+ * include this header; it includes none of theirs. The core reaches them
+ * only through rkv_tree_hooks (below), which they register. Their state
+ * still sits in struct rkv_tree, grouped and marked with its owner; the
+ * per-node parts the core's hot paths read inline (the retention entry
+ * meta[] for the eviction bucket and pin yield, the residency entry tn[]
+ * for match and unlock) are declared here so those reads stay inline.
  *
  * Layout:
  *   - Nodes live in one slot table (nodes[]); a node id is its index. Slot 0
@@ -29,11 +39,11 @@
  *     RKV_EVICT_PRIORITY (rkv_lru_bucket); lru_nonempty has bit b set iff
  *     bucket b is non-empty. Membership is exactly that predicate
  *     (rkv_tree_in_lru), so it is never stored.
- *   - Retention (radix/tree_retain.c): meta[] (NULL until the first
+ *   - Retention (retain/pins.c): meta[] (NULL until the first
  *     rkv_tree_retain, then one entry per slot) holds each node's priority
  *     and pin_count = pins ending at it + its children's pin_count. A pin
  *     holds an internal lease on its node, so pinned paths are locked
- *     (pin_count <= lock_count); a LOWERED pin (tree_lower_pin.c) holds
+ *     (pin_count <= lock_count); a LOWERED pin (residency/lowered_pins.c) holds
  *     none and is counted in tn[].lpin instead; pinned_blocks = pages of nodes with
  *     pin_count > 0 <= pin_cap_blocks. Pins live in pins[] and a min-heap
  *     of deadlines; every live pin's deadline is > now_ms. A live node's
@@ -58,15 +68,14 @@
  * that gen. Freeing a slot or trimming a node's tail bumps gen (never 0), so
  * a zeroed handle is never valid.
  */
-#ifndef RKV_RADIX_TREE_INTERNAL_H
-#define RKV_RADIX_TREE_INTERNAL_H
+#ifndef RKV_RADIX_TREE_CORE_H
+#define RKV_RADIX_TREE_CORE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "radixkv.h"
 #include "radix/node_mem.h"
-#include "radix/tree_events.h"
 
 #define RKV_NIL UINT32_MAX
 
@@ -103,121 +112,174 @@ typedef struct rkv_lease_slot {
 #define RKV_LEASE_MAX_SLOTS (1u << RKV_LEASE_SLOT_BITS) /* leases held at once */
 #define RKV_LEASE_ROUNDS 27 /* Speck64/128 */
 
-/* Per-slot retention data (tree_retain.c). */
-typedef struct rkv_tmeta {
+/* Per-slot retention data (retain/pins.c). */
+typedef struct rkv_node_retention {
     uint32_t pin_count; /* pins ending at the node or below it          */
     uint8_t prio;       /* 0..100                                       */
     uint8_t cls;        /* RKV_EVICT_LEARNED: the node's learned class  */
     uint8_t flags[2];   /* [RKV_META_ENDED]: only sessions that ended used
-                           the node (radix/tree_session.c); a use clears it */
+                           the node (retain/session.c); a use clears it */
     uint64_t prio_until; /* ms after which prio reverts to the default (a
                             retention's priority_duration_ms); 0: never.
                             Nonzero only > now_ms (reverted at every time
                             move); a split copies it with prio           */
-} rkv_tmeta;
+} rkv_node_retention;
 /* A fresh node's retention entry. */
-#define RKV_TMETA_FRESH ((rkv_tmeta){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}, 0})
+#define RKV_NODE_RETENTION_FRESH ((rkv_node_retention){0, RKV_PRIORITY_DEFAULT, 0, {0, 0}, 0})
 #define RKV_META_ENDED 0
 
-/* One pin: live iff node != 0 (slot 0, the super-root, is never pinned).
- * A live pin with lease.id != 0 holds its pages on the device; one with
- * lease.id == 0 is LOWERED (radix/tree_lower_pin.c): device pressure took
- * its lease, and its path counts it in tn[].lpin instead of pin_count. */
-typedef struct rkv_pin {
-    uint64_t owner;
-    uint64_t deadline;  /* ms; > the tree's now_ms while live           */
-    uint64_t seq;       /* creation order: breaks deadline ties         */
-    rkv_lease lease;    /* internal lease on node; id 0: lowered        */
-    uint32_t node;
-    uint32_t heap_pos;  /* live: index in pin_heap; free: next free pin */
-} rkv_pin;
-
 /* Buckets 0..100: priorities; 101..120: RKV_EVICT_LEARNED's classes
- * (radix/evict_learned.c); 127: leaves only ended sessions used, first
- * out under every policy (radix/tree_session.c); at most 128
+ * (retain/evict_learned.c); 127: leaves only ended sessions used, first
+ * out under every policy (retain/session.c); at most 128
  * (lru_nonempty has 128 bits). */
 #define RKV_LRU_BUCKETS 128
 #define RKV_ENDED_BUCKET 127u
 
-typedef struct rkv_cidx_entry {
+typedef struct rkv_child_index_entry {
     uint32_t tag; /* top 32 bits of the key; home = tag & mask          */
     uint32_t id;  /* RKV_NIL: empty                                     */
-} rkv_cidx_entry;
+} rkv_child_index_entry;
 
-/* Tiers (radix/tree_tier*.c; NULL/0 in a tree without lower tiers). Per
+/* Tiers (residency/tier*.c; NULL/0 in a tree without lower tiers). Per
  * page, after the block ids of a node's memory (cap_pages entries): the
  * page's host slot, whether a store to it is still queued, and its chained
  * hash (kept for pages that left the device, whose block is gone). */
-typedef struct rkv_tpage {
+typedef struct rkv_page_residency {
     uint32_t slot;     /* host slot holding a copy, or RKV_NO_TSLOT       */
     uint32_t hlo, hhi; /* chained hash (valid once the page left the
                           device or while it is LOADING)                  */
-} rkv_tpage;
+} rkv_page_residency;
 #define RKV_NO_TSLOT UINT32_MAX
 
 /* Per-slot tier data (tn[], nodes_cap entries, only with tiers). */
-typedef struct rkv_ttn {
+typedef struct rkv_node_residency {
     uint32_t lchild;   /* device node: first LOWER child (a list through
                           next_sib/prev_sib); RKV_NIL: none             */
     uint32_t hits;     /* non-peek matches ending at or below (selective) */
     uint32_t lpin;     /* lowered pins ending at or below the node
-                          (radix/tree_lower_pin.c)                        */
+                          (residency/lowered_pins.c)                        */
     uint8_t flags;     /* RKV_TN_LOWER / RKV_TN_LOADING                   */
     uint8_t pad[3];
-} rkv_ttn;
-#define RKV_TTN_EMPTY ((rkv_ttn){RKV_NIL, 0, 0, 0, {0, 0, 0}})
+} rkv_node_residency;
+#define RKV_NODE_RESIDENCY_EMPTY ((rkv_node_residency){RKV_NIL, 0, 0, 0, {0, 0, 0}})
 #define RKV_TN_LOWER 1u
 #define RKV_TN_LOADING 2u
 #define RKV_TN_DISK 4u    /* with LOWER/LOADING: the slot is a disk slot (host
                               and disk both attached)                     */
 
 struct rkv_tier;
+struct rkv_tree;
 
-struct rkv_tree {
-    rkv_pool *pool;
-    uint32_t P;            /* page size in tokens                           */
-    size_t page_bytes;     /* P * sizeof(int32_t)                           */
-    rkv_node_mem mem;
+/* An insert whose new pages replace an off-device child (residency/: a
+ * LOWER node, with lowered pins passing through it). The residency layer
+ * plans it (read-only), the core prepares the memory the plan needs -- the
+ * new pages cut into cuts[] + 1 nodes, and tail split after tail_k pages
+ * when tail_k > 0 -- and then the layer moves what it keeps around the
+ * core's commit. */
+#define RKV_INSERT_MAX_CUTS 13u
+typedef struct rkv_insert_plan {
+    uint32_t conflict;     /* the off-device child replaced, or RKV_NIL    */
+    uint32_t ncuts;
+    uint32_t cuts[RKV_INSERT_MAX_CUTS]; /* ascending, inside (d, npages)  */
+    uint32_t tail;         /* off-device node kept past the insert's end
+                              (RKV_NIL: none)                             */
+    uint32_t tail_k;       /* > 0: split tail after tail_k pages first    */
+    /* the residency layer's scratch (meaningless to the core) */
+    uint32_t *keep, nkeep, nbr, tails;
+    uint32_t br[2 * RKV_INSERT_MAX_CUTS];
+} rkv_insert_plan;
 
-    rkv_tnode *nodes;
-    uint32_t nodes_cap;    /* slots allocated                               */
-    uint32_t nodes_used;   /* slots ever handed out (high-water mark)       */
-    uint32_t free_head;    /* free slot list below nodes_used               */
-    uint32_t free_count;
+/* Hook points of the core, filled in by the layers above it (the facade,
+ * treeapi/tree_api.c, registers the ones a tree's config asks for at
+ * create; the residency layer sets its own when tiers are attached). Each
+ * is NULL when no layer wants it: the core tests the pointer with one
+ * predictable branch, so a tree without the layer runs the same code as
+ * before the hook existed. The core never calls a layer otherwise. */
+typedef struct rkv_tree_hooks {
+    /* Eviction order (retain/: learned and guarded eviction): the node
+     * device eviction takes next, or RKV_NIL for the core's default (the
+     * head of the lowest non-empty LRU bucket). Asked after the bucket of
+     * ended sessions' leaves, which goes first under every policy. */
+    uint32_t (*evict_first)(const struct rkv_tree *t);
+    /* Victim handling (residency/: demotion). Evicts leaf id, freeing up to
+     * need blocks with room for at most room block ids; returns the blocks
+     * freed, or sets *capped (the loop stops). NULL: the core drops the
+     * leaf's tail pages. */
+    uint32_t (*evict_node)(struct rkv_tree *t, uint32_t id, uint32_t need,
+                           uint32_t room, int *capped);
+    /* Allocation pressure (retain/: pins): blocks the layer could make
+     * evictable, and making at least need blocks evictable. */
+    uint64_t (*yieldable)(const struct rkv_tree *t);
+    void (*yield)(struct rkv_tree *t, uint64_t need);
+    /* Pages joined or left the device tree (events/: KV events). */
+    void (*pages_stored)(struct rkv_tree *t, uint64_t ns, uint64_t parent_hash,
+                         const rkv_block_id *blocks, const int32_t *tokens,
+                         uint32_t n);
+    void (*pages_removed)(struct rkv_tree *t, uint64_t ns,
+                          const uint64_t *hashes, uint32_t n);
+    /* Uses (retain/: the learned model and its guard): a non-peek match
+     * that ends at node after matched of npages pages; a new leaf (before
+     * it is listed, so its bucket can depend on it); the end of an insert
+     * that ends at node. */
+    void (*on_match)(struct rkv_tree *t, uint32_t node, uint64_t ns,
+                     const int32_t *tokens, uint32_t npages, uint32_t matched);
+    void (*on_leaf)(struct rkv_tree *t, uint32_t id, uint32_t parent);
+    void (*on_insert)(struct rkv_tree *t, uint32_t node);
+    /* Residency (residency/): new device pages of leaf id; a split of xid
+     * (old memory of old_cap pages, head nid of k pages); the head of the
+     * sibling list child (of parent) is on. */
+    void (*leaf_added)(struct rkv_tree *t, uint32_t id, uint64_t ns);
+    void (*split)(struct rkv_tree *t, uint32_t xid, uint32_t nid,
+                  const void *old, uint32_t old_cap, uint32_t k);
+    uint32_t *(*sib_head)(struct rkv_tree *t, uint32_t parent, uint32_t child);
+    /* Insert over an off-device child (residency/, with tiers only):
+     * plan after the walk matched d pages under parent (it may end the
+     * insert at d: *npages = d, the pages arrive by a load; else it fills
+     * p, conflict RKV_NIL when there is none); abort when the insert fails
+     * after planning; detach at commit before the new leaves (head/tail:
+     * the prepared arrays of the tail split); attach after them (piece[k]:
+     * the node of cut piece k, node: the last). */
+    void (*insert_plan)(struct rkv_tree *t, uint32_t parent, uint32_t d,
+                        const int32_t *tokens, uint32_t *npages,
+                        rkv_insert_plan *p);
+    void (*insert_abort)(struct rkv_tree *t, rkv_insert_plan *p);
+    void (*insert_detach)(struct rkv_tree *t, rkv_insert_plan *p,
+                          const int32_t *tokens, void *head, void *tail);
+    void (*insert_attach)(struct rkv_tree *t, rkv_insert_plan *p,
+                          const uint32_t *piece, uint32_t node);
+    /* rkv_tree_check: nodes in use that are not in the device tree (lower
+     * nodes), after verifying them; the layers' own invariants. */
+    rkv_status (*check_off_tree)(const struct rkv_tree *t, uint64_t *nodes);
+    /* rkv_tree_snapshot of a tree whose pages also live off the device
+     * (residency/): one entry per (page, medium). */
+    rkv_status (*snapshot)(const struct rkv_tree *t, rkv_block_entry *out,
+                           size_t cap, size_t *n_out, uint64_t *seq_out);
+    rkv_status (*check)(const struct rkv_tree *t);
+} rkv_tree_hooks;
 
-    rkv_cidx_entry *idx;
-    uint32_t idx_cap;      /* power of two                                  */
-    uint32_t idx_count;
+/* Eviction order state of RKV_EVICT_LEARNED (retain/evict_learned.c,
+ * retain/evict_guard.c): NULL under the other policies. */
+typedef struct rkv_tree_order {
+    struct rkv_learn *learn; /* the learned model                          */
+    struct rkv_guard *guard; /* its shadow LRU (retain/evict_guard.c)      */
+} rkv_tree_order;
 
-    uint32_t lru_head[RKV_LRU_BUCKETS], lru_tail[RKV_LRU_BUCKETS];
-    uint64_t lru_nonempty[2]; /* bit b: bucket b has a node               */
-    int policy;            /* rkv_evict_policy                              */
-    struct rkv_learn *learn; /* RKV_EVICT_LEARNED's model, else NULL       */
-    struct rkv_guard *guard; /* its shadow LRU (radix/evict_guard.c), else
-                                NULL                                      */
-    uint64_t clock;        /* last_access values come from ++clock          */
-    uint64_t epoch;        /* children_epoch values come from ++epoch       */
-    uint64_t lock_total;   /* leases held (== sum of roots' counts)         */
-
-    rkv_lease_slot *leases; /* lease table (tree_lease.c), NULL until used  */
-    uint32_t leases_cap;   /* slots allocated                               */
-    uint32_t leases_used;  /* slots ever handed out (high-water mark)       */
-    uint32_t lease_free_head, lease_free_tail; /* FIFO of released slots    */
-    uint32_t lease_rk[RKV_LEASE_ROUNDS]; /* the id cipher's round keys,
-                              from the tree's secret key (tree_lease.c)    */
-    uint64_t lease_zero;   /* the (gen, slot) whose id would be 0          */
-    int lease_key_random;  /* 1: the key came from the OS's random source  */
-
-    rkv_ev_ring events;    /* KV events (tree_events.c); cap 0 = off       */
-    struct rkv_slog *slog; /* store log (tree_tier_stored.c); NULL = off   */
-    /* retention (tree_retain.c) */
-    rkv_tmeta *meta;       /* nodes_cap entries, or NULL (no retain yet)    */
-    rkv_pin *pins;         /* pins_cap entries, NULL until the first pin    */
+/* Retention state (retain/pins.c, retain/ns_ttl.c; the lowered pins'
+ * counters: residency/lowered_pins.c). The core reads meta[] (eviction
+ * bucket) and keeps yield_blocks (rkv_yield_pages) around every lock
+ * change; everything else is the retention layer's. */
+typedef struct rkv_tree_retention {
+    rkv_node_retention *meta; /* nodes_cap entries, or NULL (no retain yet) */
+    struct rkv_pin *pins;  /* pins_cap entries, NULL until the first pin
+                              (retain/retain.h)                            */
     uint32_t *pin_heap;    /* pins_cap entries: min-heap by deadline        */
     uint32_t pins_cap, pins_used, pin_free, npins;
     uint64_t now_ms, pin_seq;
     uint64_t pin_cap_blocks, pinned_blocks;
     uint32_t pin_pct;      /* max_pinned_pct: also caps each lower tier  */
+    const struct rkv_pin_tier_ops *tier_ops; /* pins below the device
+                              (retain/retain.h): residency/ while tiers are
+                              attached, else NULL                         */
     uint32_t npins_lowered; /* live pins without a lease (lowered)      */
     uint64_t yield_blocks; /* pages of non-root nodes whose every lock is a
                               pin (lock_count == pin_count > 0): what
@@ -230,31 +292,87 @@ struct rkv_tree {
              pins_revoked, pins_refused, pins_demoted;
     uint64_t prio_next;    /* 0, or <= every live node's nonzero
                               meta[].prio_until: when to look for
-                              priorities that revert (tree_retain.c)     */
+                              priorities that revert (retain/pins.c)     */
     uint64_t prio_reverted; /* priorities reverted (cumulative)          */
-    /* default pin TTL per namespace (tree_ns_ttl.c): ns_ttl_n entries,
+    /* default pin TTL per namespace (retain/ns_ttl.c): ns_ttl_n entries,
      * distinct namespaces, every ttl_ms > 0 */
     struct { rkv_namespace ns; uint64_t ttl_ms; } ns_ttl[RKV_NS_TTL_MAX];
     uint32_t ns_ttl_n;
+} rkv_tree_retention;
 
-    /* tiers (tree_tier.c): NULL without lower tiers */
+/* Tier residency state (residency/): NULL without lower tiers. The core
+ * reads tn[] inline (match skips off-device children, unlock waits for
+ * loads, an emptied root with lower children stays). */
+typedef struct rkv_tree_tiers {
     struct rkv_tier *tier;
-    rkv_ttn *tn;           /* nodes_cap entries when tier != NULL           */
-    size_t tpage_bytes;    /* sizeof(rkv_tpage) with tiers, else 0          */
+    rkv_node_residency *tn; /* nodes_cap entries when tier != NULL        */
     void *tier_stream;     /* rkv_tree_tier_set_stream's CUDA stream (the
                               caller's), or NULL: the tier's own stream    */
+} rkv_tree_tiers;
 
+/* The tree. Core state first (pages, slots, child index, LRU, leases,
+ * stats: radix/), then each layer's state in its own sub-struct. */
+struct rkv_tree {
+    rkv_tree_hooks hooks;  /* the layers above (see rkv_tree_hooks)        */
+
+    /* pages and node memory (radix/tree.c, radix/node_mem.c) */
+    rkv_pool *pool;
+    uint32_t P;            /* page size in tokens                           */
+    size_t page_bytes;     /* P * sizeof(int32_t)                           */
+    size_t tpage_bytes;    /* per-page residency entry in a node's memory
+                              (sizeof(rkv_page_residency) with tiers, else
+                              0): set by the residency layer               */
+    rkv_node_mem mem;
     uint8_t *owned;        /* bit per pool block: cached by this tree       */
     size_t owned_bytes;
+
+    /* slots (radix/tree.c) */
+    rkv_tnode *nodes;
+    uint32_t nodes_cap;    /* slots allocated                               */
+    uint32_t nodes_used;   /* slots ever handed out (high-water mark)       */
+    uint32_t free_head;    /* free slot list below nodes_used               */
+    uint32_t free_count;
+
+    /* child index (radix/child_index.c) */
+    rkv_child_index_entry *idx;
+    uint32_t idx_cap;      /* power of two                                  */
+    uint32_t idx_count;
+
+    /* LRU and recency (radix/tree_lru.c) */
+    uint32_t lru_head[RKV_LRU_BUCKETS], lru_tail[RKV_LRU_BUCKETS];
+    uint64_t lru_nonempty[2]; /* bit b: bucket b has a node               */
+    int policy;            /* rkv_evict_policy                              */
+    uint64_t clock;        /* last_access values come from ++clock          */
+    uint64_t epoch;        /* children_epoch values come from ++epoch       */
+
+    /* leases (radix/tree_lease.c) */
+    uint64_t lock_total;   /* leases held (== sum of roots' counts)         */
+    rkv_lease_slot *leases; /* lease table, NULL until used                 */
+    uint32_t leases_cap;   /* slots allocated                               */
+    uint32_t leases_used;  /* slots ever handed out (high-water mark)       */
+    uint32_t lease_free_head, lease_free_tail; /* FIFO of released slots    */
+    uint32_t lease_rk[RKV_LEASE_ROUNDS]; /* the id cipher's round keys,
+                              from the tree's secret key                   */
+    uint64_t lease_zero;   /* the (gen, slot) whose id would be 0          */
+    int lease_key_random;  /* 1: the key came from the OS's random source  */
 
     /* stats (see rkv_tree_stats) */
     uint64_t cached_blocks, evictable_blocks, locked_blocks;
     uint64_t num_nodes, num_namespaces;
     uint64_t queried_tokens, hit_tokens, inserted_pages;
     uint64_t evicted_blocks, evicted_nodes, splits, lru_reorder_steps;
+
+    /* the layers' state */
+    struct rkv_ev_ring *events; /* KV events (events/kv_events.c): set at
+                              create, its cap 0 = off                     */
+    struct rkv_store_log_buf *slog; /* store log (events/store_log.c);
+                              NULL = off                                   */
+    rkv_tree_order order;  /* learned and guarded eviction (retain/)       */
+    rkv_tree_retention retain; /* pins, priorities, TTLs (retain/)         */
+    rkv_tree_tiers tiers;  /* tier residency (residency/)                  */
 };
 
-/* Node y's share of yield_blocks (tree_retain.c): its pages when every
+/* Node y's share of yield_blocks (retain/pins.c): its pages when every
  * lock on it is a pin. Callers subtract it before and add it after
  * changing y's lock_count or pin_count. */
 static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y);
@@ -271,10 +389,10 @@ static inline size_t rkv_tree_data_bytes(const rkv_tree *t, uint32_t pages)
                             t->tpage_bytes);
 }
 
-static inline rkv_tpage *rkv_tnode_tpages(const rkv_tree *t,
+static inline rkv_page_residency *rkv_tnode_tpages(const rkv_tree *t,
                                           const rkv_tnode *x)
 {
-    return (rkv_tpage *)(rkv_tnode_blocks(t, x) + x->cap_pages);
+    return (rkv_page_residency *)(rkv_tnode_blocks(t, x) + x->cap_pages);
 }
 
 static inline int rkv_tree_in_lru(const rkv_tnode *x)
@@ -286,13 +404,13 @@ static inline int rkv_tree_in_lru(const rkv_tnode *x)
 /* The LRU list a node belongs to (when it is an evictable leaf). */
 static inline uint32_t rkv_lru_bucket(const rkv_tree *t, uint32_t id)
 {
-    if (t->meta != NULL && t->meta[id].flags[RKV_META_ENDED])
+    if (t->retain.meta != NULL && t->retain.meta[id].flags[RKV_META_ENDED])
         return RKV_ENDED_BUCKET;
     if (t->policy == RKV_EVICT_LRU)
         return 0;
-    uint32_t prio = t->meta != NULL ? t->meta[id].prio : RKV_PRIORITY_DEFAULT;
+    uint32_t prio = t->retain.meta != NULL ? t->retain.meta[id].prio : RKV_PRIORITY_DEFAULT;
     if (t->policy == RKV_EVICT_LEARNED && prio == RKV_PRIORITY_DEFAULT)
-        return RKV_PRIORITY_MAX + 1 + t->meta[id].cls; /* RKV_LEARN_BUCKET0 */
+        return RKV_PRIORITY_MAX + 1 + t->retain.meta[id].cls; /* RKV_LEARN_BUCKET0 */
     return prio;
 }
 
@@ -353,29 +471,29 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
 uint64_t rkv_tree_prev_hash(const rkv_tree *t, uint32_t parent);
 
 /* child_index.c ---------------------------------------------------------- */
-uint64_t rkv_cidx_key_page(const rkv_tree *t, uint32_t parent,
+uint64_t rkv_child_index_key_page(const rkv_tree *t, uint32_t parent,
                            const int32_t *page);
-uint64_t rkv_cidx_key_ns(uint64_t ns);
+uint64_t rkv_child_index_key_ns(uint64_t ns);
 /* Key of an existing node (its first page or its ns). */
-uint64_t rkv_cidx_key_node(const rkv_tree *t, uint32_t id);
+uint64_t rkv_child_index_key_node(const rkv_tree *t, uint32_t id);
 /* Child of parent whose first page equals page, or RKV_NIL. */
-uint32_t rkv_cidx_find(const rkv_tree *t, uint32_t parent, const int32_t *page);
+uint32_t rkv_child_index_find(const rkv_tree *t, uint32_t parent, const int32_t *page);
 /* Namespace root of ns, or RKV_NIL. */
-uint32_t rkv_cidx_find_ns(const rkv_tree *t, uint64_t ns);
+uint32_t rkv_child_index_find_ns(const rkv_tree *t, uint64_t ns);
 /* Capacity must have been ensured (rkv_tree_prepare). */
-void rkv_cidx_insert(rkv_tree *t, uint64_t key, uint32_t id);
+void rkv_child_index_insert(rkv_tree *t, uint64_t key, uint32_t id);
 /* Entry (key, old_id) now names new_id. */
-void rkv_cidx_replace(rkv_tree *t, uint64_t key, uint32_t old_id,
+void rkv_child_index_replace(rkv_tree *t, uint64_t key, uint32_t old_id,
                       uint32_t new_id);
-void rkv_cidx_remove(rkv_tree *t, uint64_t key, uint32_t id);
+void rkv_child_index_remove(rkv_tree *t, uint64_t key, uint32_t id);
 /* Marks every entry of tab[0..cap) empty. */
-void rkv_cidx_clear(rkv_cidx_entry *tab, uint32_t cap);
+void rkv_child_index_clear(rkv_child_index_entry *tab, uint32_t cap);
 /* Moves every entry into `fresh` (cap entries, power of two), which
  * becomes the table; the old one is freed. */
-void rkv_cidx_rehash(rkv_tree *t, rkv_cidx_entry *fresh, uint32_t cap);
+void rkv_child_index_rehash(rkv_tree *t, rkv_child_index_entry *fresh, uint32_t cap);
 /* Smallest power-of-two capacity (>= 64) holding count entries at load
  * <= 3/4. */
-uint32_t rkv_cidx_cap_for(uint64_t count);
+uint32_t rkv_child_index_cap_for(uint64_t count);
 
 /* tree.c ----------------------------------------------------------------- */
 /* A cleared slot (in use from now on: the caller sets its parent). Capacity
@@ -384,14 +502,27 @@ uint32_t rkv_tree_slot_take(rkv_tree *t);
 /* Frees a slot whose node was already unlinked (and its memory freed). */
 void rkv_tree_slot_free(rkv_tree *t, uint32_t id);
 
+/* Life cycle of the core (the public create/destroy/reset assemble the
+ * layers around these: treeapi/tree_api.c). core_create allocates the
+ * tree's own tables from an already validated config (RKV_ERR_NOMEM
+ * leaves nothing); core_publish makes it the pool's tree (last step of a
+ * create that cannot fail any more); core_clear drops every device node,
+ * its pages and its slot (layers drop their own nodes first); core_destroy
+ * frees what core_create made (after core_clear, or right after create). */
+rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
+                                rkv_tree **out);
+void rkv_tree_core_publish(rkv_tree *t);
+void rkv_tree_core_clear(rkv_tree *t);
+void rkv_tree_core_destroy(rkv_tree *t);
+
 /* Memory a call prepares before it changes anything. */
 typedef struct rkv_tree_prep {
     rkv_tnode *nodes;       /* new slot table, or NULL                      */
     uint32_t nodes_cap;
-    rkv_cidx_entry *idx;    /* new child index, or NULL                     */
+    rkv_child_index_entry *idx;    /* new child index, or NULL                     */
     uint32_t idx_cap;
-    rkv_tmeta *meta;        /* grown meta (with nodes, when t->meta exists) */
-    rkv_ttn *tn;            /* grown tn (with nodes, when t->tn exists)     */
+    rkv_node_retention *meta;        /* grown meta (with nodes, when t->retain.meta exists) */
+    rkv_node_residency *tn;            /* grown tn (with nodes, when t->tiers.tn exists)     */
     int ndata;
     void *data[16];         /* node arrays (retain: up to 3 splits; insert:
                                pieces cut at lowered pins + a lower split) */
@@ -437,103 +568,15 @@ rkv_status rkv_lease_reserve(rkv_tree *t, const char *fn);
  * old last_access (a pin that expires is not a use). */
 void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
 
-/* tree_ns_ttl.c ---------------------------------------------------------- */
-/* ns's default pin TTL, 0 if none. O(RKV_NS_TTL_MAX). */
-uint64_t rkv_ns_ttl_lookup(const rkv_tree *t, rkv_namespace ns);
-/* Its invariants (rkv_tree_check). */
-rkv_status rkv_ns_ttl_check(const rkv_tree *t);
-
-/* tree_retain.c ---------------------------------------------------------- */
-/* Pages that revoking every pin would make evictable (yield_blocks, O(1)). */
-uint64_t rkv_pins_yieldable(const rkv_tree *t);
-/* Revokes pins, earliest deadline first among those whose pages only pins
- * hold (tree_retain.c says which first), until evictable_blocks >= need or
- * no revocation can free anything. */
-void rkv_pins_revoke_until(rkv_tree *t, uint64_t need);
-/* Drops every pin (reset). */
-void rkv_pins_drop_all(rkv_tree *t);
-/* Drops live pin p, leased or lowered (its counts, heap entry, lease);
- * the caller counts why. */
-void rkv_pin_drop(rkv_tree *t, uint32_t p);
-/* Frees the retention tables (destroy). */
-void rkv_retain_fini(rkv_tree *t);
-/* Verifies pins, pin counts, the cap and the heap. */
-rkv_status rkv_retain_check(const rkv_tree *t);
-
-/* tree_lower_pin.c: pins that live on in the lower tiers -------------- */
-/* Whether device pressure lowers pins instead of revoking them (a lower
- * tier, drop_pinned off, a non-zero cap on the first lower tier). */
-int rkv_lpin_enabled(const rkv_tree *t);
-/* Leased pin p gives its lease back and is counted on its path in
- * tn[].lpin instead of meta[].pin_count (pins_demoted). */
-void rkv_lpin_lower(rkv_tree *t, uint32_t p);
-/* Adds delta (+1/-1) to tn[].lpin along the path node..root, keeping the
- * per-medium counters and the lowest tier's LRU membership. */
-void rkv_lpin_path(rkv_tree *t, uint32_t node, int delta);
-/* Revokes (pins_revoked) every lowered pin whose path passes through id. */
-void rkv_lpin_revoke_through(rkv_tree *t, uint32_t id);
-/* An insert whose walk matched d device pages replaces LOWER node c (and
- * its subtree) with device pages for tokens[0..npages). The lowered pins
- * through c that it covers whole survive on the new device path, still
- * lowered; the new pages are cut into nodes where they end (at most
- * RKV_LPIN_MAX_CUTS cuts, so that the insert's node arrays stay in
- * rkv_tree_prep; a pin that would need one more is revoked with c).
- * keep == NULL: plans -- adds the cuts (ascending, strictly inside
- * (d, npages)) to cuts[*ncuts] and returns how many pins survive;
- * else fills keep[2i] = pin, keep[2i+1] = the page its path ends at, for
- * the same pins given the planned cuts. */
-#define RKV_LPIN_MAX_CUTS 13u
-uint32_t rkv_lpin_keep_scan(const rkv_tree *t, uint32_t c, uint32_t d,
-                            const int32_t *tokens, uint32_t npages,
-                            uint32_t *cuts, uint32_t *ncuts, uint32_t *keep);
-/* The same insert covering only the start of a lowered pin's prefix: the
- * lower copy past the insert's end is kept, re-hung under the new device
- * pages, so the pin loses nothing. Plan (read-only): the LOWER node y of
- * the insert's lower path (from c, tokens equal) that reaches page npages,
- * if lowered pins continue past npages through it, else RKV_NIL;
- * *split_k > 0: y goes on past npages and must be split after split_k
- * pages (its tail is then kept whole); 0: y ends at npages and its
- * children with lowered pins are kept. */
-uint32_t rkv_lpin_tail_plan(const rkv_tree *t, uint32_t c, uint32_t d,
-                            const int32_t *tokens, uint32_t npages,
-                            uint32_t *split_k);
-/* Before the lower path is dropped: detaches y itself (whole) or y's
- * children with lowered pins, parked on device node park; returns them as
- * a list linked by next_sib. */
-uint32_t rkv_lpin_tail_detach(rkv_tree *t, uint32_t y, int whole,
-                              uint32_t park);
-/* The same insert passing LOWER nodes of its lower path (from c, tokens
- * equal, ending before npages) that have children with lowered pins off
- * the insert's path (a branch that leaves it at a node boundary): those
- * branches are not overwritten, so they are kept, re-hung under the new
- * device node that ends there. Plan (read-only but for cuts): adds the
- * cut each needs to cuts (as rkv_lpin_keep_scan; a branch point that
- * would need a cut past RKV_LPIN_MAX_CUTS is dropped with c, its pins
- * revoked) and fills br[2i] = y, br[2i+1] = the page y ends at (br holds
- * 2 * RKV_LPIN_MAX_CUTS); returns how many. Call it after both
- * rkv_lpin_keep_scan calls (a cut it adds must not change their count). */
-uint32_t rkv_lpin_branch_scan(const rkv_tree *t, uint32_t c, uint32_t d,
-                              const int32_t *tokens, uint32_t npages,
-                              uint32_t *cuts, uint32_t *ncuts, uint32_t *br);
-/* Before the lower path is dropped: detaches y's children with lowered
- * pins whose first page is not on_path's, parked on device node park;
- * returns them as a list linked by next_sib. */
-uint32_t rkv_lpin_branch_detach(rkv_tree *t, uint32_t y,
-                                const int32_t *on_path, uint32_t park);
-/* Hangs the detached list under device node parent (its last page is the
- * page before theirs: same tokens, same chained hashes). */
-void rkv_lpin_tail_attach(rkv_tree *t, uint32_t list, uint32_t parent);
-/* Lowered pins' share of the check: lown[y] = lowered pins ending at y. */
-rkv_status rkv_lpin_check(const rkv_tree *t, const uint32_t *lown);
-/* Fills the lower media's entries of pinned_by_medium / pin_cap_by_medium. */
-void rkv_lpin_stats(const rkv_tree *t, rkv_retention_stats *out);
-
 /* Frees a lease slot (its node's lock counts are the caller's business). */
 void rkv_lease_release(rkv_tree *t, uint32_t slot);
 
 /* tree_lru.c ------------------------------------------------------------- */
 /* The node device eviction takes next, or RKV_NIL. */
 uint32_t rkv_lru_first(const rkv_tree *t);
+/* Plain LRU over every bucket: the least recently used head, or RKV_NIL
+ * (an eviction-order hook's fallback). */
+uint32_t rkv_lru_first_any(const rkv_tree *t);
 void rkv_lru_unlink(rkv_tree *t, uint32_t id);
 void rkv_lru_push_tail(rkv_tree *t, uint32_t id);
 /* Places a node by its last_access (two-ended walk; steps counted). */
@@ -547,45 +590,17 @@ void rkv_tree_free_root(rkv_tree *t, uint32_t root);
 static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y)
 {
     const rkv_tnode *x = &t->nodes[y];
-    if (t->meta == NULL || x->lock_count == 0 || x->parent == 0 ||
-        x->parent == RKV_NIL || x->lock_count != t->meta[y].pin_count)
+    if (t->retain.meta == NULL || x->lock_count == 0 || x->parent == 0 ||
+        x->parent == RKV_NIL || x->lock_count != t->retain.meta[y].pin_count)
         return 0;
     return x->num_pages;
 }
 
-/* tree_tier*.c ------------------------------------------------------------ */
-/* Device eviction with lower tiers: demotes instead of dropping; frees at
- * most max blocks (max >= n): a node that cannot be split to the need and
- * would pass max is not demoted, and *capped is set. */
-uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n, uint32_t max,
-                               int *capped);
-/* New device pages of node id (insert): slots cleared, write-through. */
-void rkv_tier_on_insert(rkv_tree *t, uint32_t id, uint64_t ns);
-/* split: copies the per-page tier data of x (old memory, cap old_cap) into
- * head (k pages) and tail, and gives n x's class. */
-void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
-                       const void *old, uint32_t old_cap, uint32_t k);
-/* The head of the sibling list that child (of parent) is on. */
-uint32_t *rkv_tier_sib_head(rkv_tree *t, uint32_t parent, uint32_t child);
-/* insert met a LOWER or LOADING child c where it would add a leaf: a LOWER
- * subtree is dropped (1 returned: go on), a LOADING one stops (0). */
-int rkv_tier_insert_conflict(rkv_tree *t, uint32_t c);
-/* Frees every lower node, slot and queued transfer (reset, destroy). */
-void rkv_tier_drop_all(rkv_tree *t);
-/* Verifies residency, lower links, slots, stats; adds the lower nodes to
- * *lower_nodes. */
-rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes);
-void rkv_tier_fini(rkv_tree *t);
-/* rkv_tree_snapshot with tiers: one entry per (page, medium); LOADING
- * pages are listed by their host copy only. */
-rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
-                             size_t cap, size_t *n_out, uint64_t *seq_out);
-static inline int rkv_tier_has_lower(const rkv_tree *t, uint32_t id)
+/* Residency state the core reads inline: whether device node id has lower
+ * (off-device) children. */
+static inline int rkv_tree_has_lower_child(const rkv_tree *t, uint32_t id)
 {
-    return t->tn != NULL && t->tn[id].lchild != RKV_NIL;
+    return t->tiers.tn != NULL && t->tiers.tn[id].lchild != RKV_NIL;
 }
-
-/* Frees the store log (tree_tier_stored.c); off afterwards. */
-void rkv_slog_fini(rkv_tree *t);
 
 #endif

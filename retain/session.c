@@ -1,5 +1,5 @@
 /*
- * radix/tree_session.c -- rkv_tree_session_end: a session told the cache
+ * retain/session.c -- rkv_tree_session_end: a session told the cache
  * it ended (an agent's answer without a tool call), so the pages only it
  * used will not be asked for again and go first.
  *
@@ -24,32 +24,32 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 /* meta[] (one entry per slot), as rkv_tree_retain makes it. */
 static rkv_status rkv_session_meta(rkv_tree *t)
 {
-    if (t->meta != NULL)
+    if (t->retain.meta != NULL)
         return RKV_OK;
-    rkv_tmeta *m = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *m);
+    rkv_node_retention *m = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *m);
     if (m == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_session_end: "
                                             "retention table");
     for (uint32_t i = 0; i < t->nodes_cap; i++)
-        m[i] = RKV_TMETA_FRESH;
-    t->meta = m;
+        m[i] = RKV_NODE_RETENTION_FRESH;
+    t->retain.meta = m;
     return RKV_OK;
 }
 
 /* Marks node y as used only by ended sessions, relisting it when listed. */
 static void rkv_session_mark(rkv_tree *t, uint32_t y)
 {
-    if (t->meta[y].flags[RKV_META_ENDED])
+    if (t->retain.meta[y].flags[RKV_META_ENDED])
         return;
     int listed = rkv_tree_in_lru(&t->nodes[y]);
     if (listed)
         rkv_lru_unlink(t, y);
-    t->meta[y].flags[RKV_META_ENDED] = 1;
+    t->retain.meta[y].flags[RKV_META_ENDED] = 1;
     if (listed)
         rkv_lru_place(t, y);
 }
@@ -73,7 +73,7 @@ rkv_status rkv_tree_session_end(rkv_tree *tree, rkv_namespace ns,
         return st;
     if ((st = rkv_tree_pins_release(t, owner, NULL)) != RKV_OK)
         return st;
-    uint32_t root = rkv_cidx_find_ns(t, ns);
+    uint32_t root = rkv_child_index_find_ns(t, ns);
     if (root == RKV_NIL)
         return RKV_OK;
     rkv_walk w = {root, 0, RKV_NIL, 0, 0};
@@ -81,7 +81,7 @@ rkv_status rkv_tree_session_end(rkv_tree *tree, rkv_namespace ns,
                   &w);
     uint32_t y = w.node;
     if (w.partial != RKV_NIL || y == root || t->nodes[y].first_child != RKV_NIL ||
-        rkv_tier_has_lower(t, y))
+        rkv_tree_has_lower_child(t, y))
         return RKV_OK; /* the context goes on: someone else's prefix */
     uint32_t prev = RKV_NIL, pages = 0;
     while (y != root) {
@@ -89,7 +89,7 @@ rkv_status rkv_tree_session_end(rkv_tree *tree, rkv_namespace ns,
         int only = x->first_child == RKV_NIL ||
                    (x->first_child == prev && t->nodes[prev].next_sib == RKV_NIL);
         if (x->lock_count != 0 || !only || (prev != RKV_NIL &&
-                                            rkv_tier_has_lower(t, y)))
+                                            rkv_tree_has_lower_child(t, y)))
             break;
         rkv_session_mark(t, y);
         pages += x->num_pages;

@@ -1,7 +1,7 @@
 /*
- * radix/evict_learned.h -- RKV_EVICT_LEARNED: eviction that learns, from the
+ * retain/evict_learned.h -- RKV_EVICT_LEARNED: eviction that learns, from the
  * request stream itself, when a leaf's conversation comes back (see
- * radix/evict_learned.c for the model and why it has this shape).
+ * retain/evict_learned.c for the model and why it has this shape).
  */
 #ifndef RKV_RADIX_EVICT_LEARNED_H
 #define RKV_RADIX_EVICT_LEARNED_H
@@ -40,6 +40,10 @@ typedef struct rkv_learn {
 struct rkv_tree;
 /* Allocates the model (and the tree's meta[], whose entries carry each
  * node's class) at tree creation. RKV_ERR_NOMEM leaves nothing allocated. */
+/* RKV_EVICT_LEARNED at create: the model, its guard and their hooks
+ * (eviction order, uses). On failure the caller frees with rkv_learn_fini
+ * and rkv_guard_fini. */
+rkv_status rkv_learned_attach(struct rkv_tree *t);
 rkv_status rkv_learn_init(struct rkv_tree *t);
 void rkv_learn_fini(struct rkv_tree *t);
 /* A non-peek match ended at node: a leaf end recorded there came back. */

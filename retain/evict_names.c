@@ -1,5 +1,5 @@
 /*
- * radix/evict_names.c -- the names of the eviction policies
+ * retain/evict_names.c -- the names of the eviction policies
  * (rkv_evict_policy): one table, used by the command line (--evict-policy)
  * and by anyone who reads a policy from a configuration.
  *

@@ -1,8 +1,9 @@
 /*
- * radix/tree_events.h -- the KV event ring of a radix tree (tree_events.c),
- * for the files of radix/ that change what is cached: tree_match.c (pages
- * stored by insert), tree_lru.c (pages evicted), tree.c (reset, create,
- * destroy) and tree_check.c (the ring's invariants).
+ * events/kv_events.h -- the events layer's KV event ring
+ * (events/kv_events.c). The core reaches it only through the page hooks
+ * rkv_events_attach registers (pages stored by insert, pages evicted); the
+ * facade (treeapi/tree_api.c) attaches, clears and checks it; the
+ * residency layer records its media's events directly (rkv_ev_medium).
  *
  * The ring is a circular array of cap rkv_event records allocated at create
  * time (cap == 0: events off, every hook is one predictable branch). Slots
@@ -18,8 +19,8 @@
  * oldest record's first token. An event whose tokens do not fit is lost
  * like one that finds the event ring full (it becomes the marker).
  */
-#ifndef RKV_RADIX_TREE_EVENTS_H
-#define RKV_RADIX_TREE_EVENTS_H
+#ifndef RKV_EVENTS_KV_EVENTS_H
+#define RKV_EVENTS_KV_EVENTS_H
 
 #include <stdint.h>
 
@@ -53,6 +54,13 @@ struct rkv_tree;
 int rkv_ev_init(rkv_ev_ring *r, rkv_node_mem *m, uint32_t cap,
                 uint32_t tok_cap, uint32_t page_size);
 void rkv_ev_fini(rkv_ev_ring *r, rkv_node_mem *m);
+
+/* The events layer of tree t (create): its ring (cap 0 = off; tok_cap
+ * token ids of stored events) and, when on, the core's page hooks. 0 on
+ * failure (the caller's rkv_events_detach frees what was made). */
+int rkv_events_attach(struct rkv_tree *t, uint32_t cap, uint32_t tok_cap);
+/* Frees the ring; no events from here on (destroy). */
+void rkv_events_detach(struct rkv_tree *t);
 
 /* Records pages blocks[0..n) just cached under ns, after parent_hash (the
  * pool holds their chained hashes); tokens: their n * page_size token ids

@@ -1,8 +1,14 @@
 /*
- * radix/tree_tier.c -- residency of pages below the device inside the radix
- * tree (issue 12): attach, device eviction that demotes, the host tier's
+ * residency/tier.c -- residency of pages below the device inside the radix
+ * tree: attach, device eviction that demotes, the host tier's
  * LRU, the store queue, poll, stats and check. Loads, match_tiers and
- * store_prefix: radix/tree_tier_load.c. Stores (bytes, slots): tier/.
+ * store_prefix: residency/tier_load.c. Stores (bytes, slots): tier/.
+ *
+ * Layer: above the tree core (radix/), events/ and retain/; below the
+ * facade (treeapi/). Attaching tiers registers the core's residency hooks
+ * (rkv_tier_hooks_set: victim handling = demotion, new leaf, split, sibling
+ * heads, off-tree check, snapshot, inserts over lower nodes); detaching
+ * clears them, so a tree without tiers runs the core's own paths.
  *
  * Design. Read before writing it: SGLang's HiCache design
  * (docs/advanced_features/hicache_design.md), TensorRT-LLM's KV cache
@@ -37,7 +43,7 @@
  *   (write-through, selective, swap-out) and loads run in
  *   rkv_tree_tier_poll. On a host pool they complete in that poll
  *   (memcpy / pread). On a CUDA pool they are ASYNCHRONOUS
- *   (radix/tree_copy.c): a poll queues them on a stream and records an
+ *   (residency/tier_copy.c): a poll queues them on a stream and records an
  *   event, a later poll that finds the event complete finishes them
  *   (stores into a disk-only tier and loads whose disk pages find no
  *   pinned staging stay synchronous). A demotion that finds a page's
@@ -60,7 +66,7 @@
  *   frees it under every policy (device pages' copies are host copies, so
  *   "already on disk" never arises when the host writes back); a page
  *   promoted from the disk goes down through the host again. (6) Pins
- *   (issue 13; radix/tree_lower_pin.c): a pin holds a lease, and locked
+ *   (residency/lowered_pins.c): a pin holds a lease, and locked
  *   pages are never demoted, so while device memory allows a pin keeps
  *   its pages on the device. Under device pressure rkv_tree_alloc_blocks
  *   takes pins in the old order (earliest deadline first, only pins
@@ -84,7 +90,7 @@
  *   keeps its lease below the device), which would have made every lock
  *   user (tree_lease.c, yield_blocks, the device LRU, loads) learn LOWER
  *   nodes. drop_pinned = 1 keeps the old behaviour: pressure revokes.
- *   (7) Priorities (issue 13): a page keeps its node's meta[].prio in every
+ *   (7) Priorities: a page keeps its node's meta[].prio in every
  *   medium (demotion, loads and host -> disk keep the node's id; a split
  *   copies the entry), and under RKV_EVICT_PRIORITY each lower LRU is
  *   ordered as the device's: one oldest-first list per priority (0..100)
@@ -107,7 +113,7 @@
  *     parent, or on first_child of a LOWER parent: the device part of any
  *     path is a prefix (device residency is prefix-closed);
  *   - every page of a LOWER node has a lower slot and its chained hash in
- *     rkv_tpage; LOWER nodes are never locked and own no device block;
+ *     rkv_page_residency; LOWER nodes are never locked and own no device block;
  *   - a LOADING node is locked (by the load's lease) and owns device blocks
  *     whose bytes arrive at poll;
  *   - every host slot in use is owned by exactly one page (lower page, a
@@ -117,18 +123,18 @@
  *     node never hangs under a DISK node;
  *   - the host LRU lists exactly the LOWER host nodes the host may evict
  *     (leaves; with a disk below, nodes with no host child), the disk LRU
- *     exactly the DISK leaves, each node in its bucket (rkv_tlru_bucket),
+ *     exactly the DISK leaves, each node in its bucket (rkv_lower_lru_bucket),
  *     each bucket oldest first, a bucket's mask bit set iff it is
  *     non-empty; the lowest tier's LRU
  *     lists no node a lowered pin passes through (lpin > 0; the counters:
- *     rkv_lpin_check).
+ *     rkv_lowered_pin_check).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_tier.h"
+#include "residency/tier.h"
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -141,9 +147,9 @@ uint64_t rkv_tier_node_ns(const rkv_tree *t, uint32_t id)
 
 uint32_t *rkv_tier_sib_head(rkv_tree *t, uint32_t parent, uint32_t child)
 {
-    if ((t->tn[child].flags & RKV_TN_LOWER) &&
-        !(t->tn[parent].flags & RKV_TN_LOWER))
-        return &t->tn[parent].lchild;
+    if ((t->tiers.tn[child].flags & RKV_TN_LOWER) &&
+        !(t->tiers.tn[parent].flags & RKV_TN_LOWER))
+        return &t->tiers.tn[parent].lchild;
     return &t->nodes[parent].first_child;
 }
 
@@ -174,11 +180,11 @@ void rkv_tier_link_sib(rkv_tree *t, uint32_t parent, uint32_t id)
 
 uint64_t rkv_tier_page_hash(const rkv_tree *t, const rkv_tnode *x, uint32_t i)
 {
-    const rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     return (uint64_t)tp[i].hlo | ((uint64_t)tp[i].hhi << 32);
 }
 
-static void rkv_tier_set_hash(rkv_tpage *tp, uint64_t h)
+static void rkv_tier_set_hash(rkv_page_residency *tp, uint64_t h)
 {
     tp->hlo = (uint32_t)h;
     tp->hhi = (uint32_t)(h >> 32);
@@ -190,7 +196,7 @@ uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent)
     const rkv_tnode *p = &t->nodes[parent];
     if (p->parent == 0)
         return RKV_HASH_ROOT;
-    if (t->tn[parent].flags != 0)
+    if (t->tiers.tn[parent].flags != 0)
         return rkv_tier_page_hash(t, p, p->num_pages - 1);
     return t->pool->hash[rkv_tnode_blocks(t, p)[p->num_pages - 1]];
 }
@@ -204,7 +210,7 @@ void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
     uint64_t prev;
     if (i == 0)
         prev = rkv_tier_prev_hash(t, x->parent);
-    else if (t->tn[id].flags != 0)
+    else if (t->tiers.tn[id].flags != 0)
         prev = rkv_tier_page_hash(t, x, i - 1);
     else
         prev = t->pool->hash[rkv_tnode_blocks(t, x)[i - 1]];
@@ -215,7 +221,7 @@ void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
 static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
                            int medium)
 {
-    if (RKV_LIKELY(t->events.cap == 0))
+    if (RKV_LIKELY(t->events->cap == 0))
         return;
     const rkv_tnode *x = &t->nodes[id];
     uint64_t ns = rkv_tier_node_ns(t, id);
@@ -237,15 +243,15 @@ void rkv_tier_ev_host(rkv_tree *t, uint32_t id, uint32_t i, int stored)
 /* ---- the host and disk LRUs over LOWER frontier nodes ------------------- */
 
 /* A LOWER node is on the LRU of its medium (a DISK node on the disk LRU,
- * any other on the host LRU), in its bucket (rkv_tlru_bucket); its DISK
+ * any other on the host LRU), in its bucket (rkv_lower_lru_bucket); its DISK
  * flag and its priority never change while listed. */
-static int rkv_hlru_listed(const rkv_tree *t, uint32_t id)
+static int rkv_host_lru_listed(const rkv_tree *t, uint32_t id)
 {
-    return t->tier->lru_head[l_is_disk(t, id)][rkv_tlru_bucket(t, id)] == id ||
+    return t->tiers.tier->lru_head[l_is_disk(t, id)][rkv_lower_lru_bucket(t, id)] == id ||
            t->nodes[id].lru_prev != RKV_NIL;
 }
 
-void rkv_hlru_clear(rkv_tier *tr)
+void rkv_host_lru_clear(rkv_tier *tr)
 {
     for (int d = 0; d < 2; d++) {
         for (uint32_t b = 0; b < RKV_TLRU_BUCKETS; b++)
@@ -254,7 +260,7 @@ void rkv_hlru_clear(rkv_tier *tr)
     }
 }
 
-uint32_t rkv_hlru_first(const rkv_tier *tr, int disk)
+uint32_t rkv_host_lru_first(const rkv_tier *tr, int disk)
 {
     const uint64_t *ne = tr->lru_nonempty[disk];
     if (ne[0] != 0)
@@ -266,7 +272,7 @@ uint32_t rkv_hlru_first(const rkv_tier *tr, int disk)
 
 /* Keeps bucket b's bit of lru_nonempty[d] equal to "list [d][b] is
  * non-empty" after a link or an unlink. */
-static void rkv_hlru_mark(rkv_tier *tr, int d, uint32_t b)
+static void rkv_host_lru_mark(rkv_tier *tr, int d, uint32_t b)
 {
     uint64_t bit = (uint64_t)1 << (b & 63);
     if (tr->lru_head[d][b] != RKV_NIL)
@@ -285,9 +291,9 @@ int rkv_tier_lru_wants(const rkv_tree *t, uint32_t id)
         return 0;
     /* the lowest tier never drops a pinned page (drop_pinned: pins are
      * never lowered, so lpin stays 0) */
-    if (t->tn[id].lpin > 0 && rkv_tier_is_lowest(t, id))
+    if (t->tiers.tn[id].lpin > 0 && rkv_tier_is_lowest(t, id))
         return 0;
-    if (t->tier->disk == NULL || l_is_disk(t, id))
+    if (t->tiers.tier->disk == NULL || l_is_disk(t, id))
         return x->first_child == RKV_NIL;
     for (uint32_t c = x->first_child; c != RKV_NIL; c = t->nodes[c].next_sib)
         if (!l_is_disk(t, c))
@@ -295,14 +301,14 @@ int rkv_tier_lru_wants(const rkv_tree *t, uint32_t id)
     return 1;
 }
 
-void rkv_hlru_unlink(rkv_tree *t, uint32_t id)
+void rkv_host_lru_unlink(rkv_tree *t, uint32_t id)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     rkv_tnode *x = &t->nodes[id];
-    if (!rkv_hlru_listed(t, id))
+    if (!rkv_host_lru_listed(t, id))
         return;
     int d = l_is_disk(t, id);
-    uint32_t b = rkv_tlru_bucket(t, id);
+    uint32_t b = rkv_lower_lru_bucket(t, id);
     if (x->lru_prev != RKV_NIL)
         t->nodes[x->lru_prev].lru_next = x->lru_next;
     else
@@ -312,7 +318,7 @@ void rkv_hlru_unlink(rkv_tree *t, uint32_t id)
     else
         tr->lru_tail[d][b] = x->lru_prev;
     x->lru_prev = x->lru_next = RKV_NIL;
-    rkv_hlru_mark(tr, d, b);
+    rkv_host_lru_mark(tr, d, b);
 }
 
 /* Places a LOWER leaf by its last_access within its bucket: after the
@@ -320,14 +326,14 @@ void rkv_hlru_unlink(rkv_tree *t, uint32_t id)
  * same place either way: the bucket is sorted), so the common cases are
  * O(1): a demoted node is usually the newest, a parent that just lost its
  * last child often the oldest. */
-void rkv_hlru_place(rkv_tree *t, uint32_t id)
+void rkv_host_lru_place(rkv_tree *t, uint32_t id)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     rkv_tnode *x = &t->nodes[id];
-    if (id == tr->busy || rkv_hlru_listed(t, id) || !rkv_tier_lru_wants(t, id))
+    if (id == tr->busy || rkv_host_lru_listed(t, id) || !rkv_tier_lru_wants(t, id))
         return;
     int d = l_is_disk(t, id);
-    uint32_t b = rkv_tlru_bucket(t, id);
+    uint32_t b = rkv_lower_lru_bucket(t, id);
     uint32_t *head = &tr->lru_head[d][b], *tail = &tr->lru_tail[d][b];
     uint64_t s = x->last_access;
     uint32_t after = *tail, fwd = *head;
@@ -352,7 +358,7 @@ void rkv_hlru_place(rkv_tree *t, uint32_t id)
         t->nodes[x->lru_next].lru_prev = id;
     else
         *tail = id;
-    rkv_hlru_mark(tr, d, b);
+    rkv_host_lru_mark(tr, d, b);
 }
 
 /* ---- slots ------------------------------------------------------------------ */
@@ -360,11 +366,11 @@ void rkv_hlru_place(rkv_tree *t, uint32_t id)
 void rkv_tier_free_slot(rkv_tree *t, int disk, uint32_t slot)
 {
     if (disk) {
-        (void)rkv_store_slot_free(t->tier->disk, slot);
-        t->tier->disk_used--;
+        (void)rkv_store_slot_free(t->tiers.tier->disk, slot);
+        t->tiers.tier->disk_used--;
     } else {
-        (void)rkv_store_slot_free(t->tier->host, slot);
-        t->tier->host_used--;
+        (void)rkv_store_slot_free(t->tiers.tier->host, slot);
+        t->tiers.tier->host_used--;
     }
 }
 
@@ -375,18 +381,18 @@ static void rkv_tier_remove_lower(rkv_tree *t, uint32_t id, int free_root)
 {
     rkv_tnode *x = &t->nodes[id];
     uint32_t p = x->parent;
-    rkv_hlru_unlink(t, id);
-    rkv_cidx_remove(t, rkv_cidx_key_page(t, p, x->u.tokens), id);
+    rkv_host_lru_unlink(t, id);
+    rkv_child_index_remove(t, rkv_child_index_key_page(t, p, x->u.tokens), id);
     rkv_tier_unlink_sib(t, id);
     rkv_node_mem_free(&t->mem, x->u.tokens, rkv_tree_data_bytes(t, x->cap_pages));
     rkv_tree_slot_free(t, id);
-    t->tier->lower_nodes--;
+    t->tiers.tier->lower_nodes--;
     rkv_tnode *px = &t->nodes[p];
     px->children_epoch = ++t->epoch;
-    if (t->tn[p].flags & RKV_TN_LOWER) {
-        rkv_hlru_place(t, p); /* a leaf now, or a host frontier */
+    if (t->tiers.tn[p].flags & RKV_TN_LOWER) {
+        rkv_host_lru_place(t, p); /* a leaf now, or a host frontier */
     } else if (free_root && px->parent == 0 && px->first_child == RKV_NIL &&
-               t->tn[p].lchild == RKV_NIL && px->lock_count == 0) {
+               t->tiers.tn[p].lchild == RKV_NIL && px->lock_count == 0) {
         rkv_tree_free_root(t, p);
     }
 }
@@ -396,18 +402,18 @@ static void rkv_tier_remove_lower(rkv_tree *t, uint32_t id, int free_root)
 void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
                               int free_root)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     /* pins through the pages that go are revoked first (their pages leave
      * the tree: a failed copy, a corrupt read, an insert conflict -- whose
      * covered pins rkv_tree_insert moved off first), so every node dropped
      * below has lpin 0 */
-    if (t->tn[id].lpin > 0) {
+    if (t->tiers.tn[id].lpin > 0) {
         if (from < t->nodes[id].num_pages)
-            rkv_lpin_revoke_through(t, id);
+            rkv_lowered_pin_revoke_through(t, id);
         else
             for (uint32_t c = t->nodes[id].first_child; c != RKV_NIL;
                  c = t->nodes[c].next_sib)
-                rkv_lpin_revoke_through(t, c);
+                rkv_lowered_pin_revoke_through(t, c);
     }
     /* the subtree first, a leaf at a time */
     while (t->nodes[id].first_child != RKV_NIL) {
@@ -415,7 +421,7 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
         while (t->nodes[y].first_child != RKV_NIL)
             y = t->nodes[y].first_child;
         rkv_tnode *yx = &t->nodes[y];
-        rkv_tpage *tp = rkv_tnode_tpages(t, yx);
+        rkv_page_residency *tp = rkv_tnode_tpages(t, yx);
         int yd = l_is_disk(t, y);
         for (uint32_t i = 0; i < yx->num_pages; i++) {
             rkv_tier_ev_host(t, y, i, 0);
@@ -426,7 +432,7 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
         rkv_tier_remove_lower(t, y, 0);
     }
     rkv_tnode *x = &t->nodes[id];
-    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     for (uint32_t i = from; i < x->num_pages; i++) {
         if (tp[i].slot == RKV_NO_TSLOT)
             continue;
@@ -444,7 +450,7 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
         x->num_pages = from;
         rkv_tnode_bump_gen(x);
     }
-    rkv_hlru_place(t, id);
+    rkv_host_lru_place(t, id);
 }
 
 /* Frees one slot of the LOWEST tier (the disk when disk != 0, else the
@@ -452,12 +458,12 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
  * the page leaves the tree. 0: nothing to take. */
 static int rkv_tier_lowest_make_room(rkv_tree *t, int disk)
 {
-    rkv_tier *tr = t->tier;
-    uint32_t id = rkv_hlru_first(tr, disk);
+    rkv_tier *tr = t->tiers.tier;
+    uint32_t id = rkv_host_lru_first(tr, disk);
     if (id == RKV_NIL)
         return 0;
     rkv_tnode *x = &t->nodes[id];
-    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     rkv_tier_ev_host(t, id, x->num_pages - 1, 0);
     rkv_tier_free_slot(t, disk, tp[x->num_pages - 1].slot);
     tr->st.evictions[rkv_tier_node_medium(t, id)]++;
@@ -472,8 +478,8 @@ static int rkv_tier_lowest_make_room(rkv_tree *t, int disk)
 static int rkv_tier_take_disk_slot(rkv_tree *t, uint32_t *slot)
 {
     for (;;) {
-        if (rkv_store_slot_alloc(t->tier->disk, slot) == RKV_OK) {
-            t->tier->disk_used++;
+        if (rkv_store_slot_alloc(t->tiers.tier->disk, slot) == RKV_OK) {
+            t->tiers.tier->disk_used++;
             return 1;
         }
         if (!rkv_tier_lowest_make_room(t, 1))
@@ -487,13 +493,13 @@ static int rkv_tier_take_disk_slot(rkv_tree *t, uint32_t *slot)
  * a failed copy) and everything after them leave the tree. */
 static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
 {
-    rkv_tier *tr = t->tier;
-    rkv_hlru_unlink(t, id);
-    rkv_lpin_acct(t, id, 0); /* its pinned pages move host -> disk */
+    rkv_tier *tr = t->tiers.tier;
+    rkv_host_lru_unlink(t, id);
+    rkv_lowered_pin_acct(t, id, 0); /* its pinned pages move host -> disk */
     tr->busy = id; /* the disk LRU may drop its children meanwhile */
     uint64_t ns = rkv_tier_node_ns(t, id);
     uint32_t m = t->nodes[id].num_pages, j = m;
-    rkv_tpage *tp = rkv_tnode_tpages(t, &t->nodes[id]);
+    rkv_page_residency *tp = rkv_tnode_tpages(t, &t->nodes[id]);
     for (uint32_t i = 0; i < m; i++) {
         uint32_t d;
         if (!rkv_tier_take_disk_slot(t, &d)) {
@@ -513,7 +519,7 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
         }
         tr->st.stores_blocks[RKV_MEDIUM_DISK]++;
         tr->st.stores_bytes[RKV_MEDIUM_DISK] += tr->block_bytes;
-        rkv_slog_add(t, RKV_NO_BLOCK, rkv_tier_page_hash(t, &t->nodes[id], i), RKV_MEDIUM_HOST, RKV_MEDIUM_DISK, 0);
+        rkv_store_log_add(t, RKV_NO_BLOCK, rkv_tier_page_hash(t, &t->nodes[id], i), RKV_MEDIUM_HOST, RKV_MEDIUM_DISK, 0);
         rkv_tier_ev_at(t, id, i, 1, RKV_MEDIUM_DISK);
         rkv_tier_ev_at(t, id, i, 0, RKV_MEDIUM_HOST);
         rkv_tier_free_slot(t, 0, tp[i].slot);
@@ -526,28 +532,28 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
         tr->st.evictions[RKV_MEDIUM_HOST]++;
         tp[i].slot = RKV_NO_TSLOT;
     }
-    t->tn[id].flags |= RKV_TN_DISK;
-    rkv_lpin_acct(t, id, 1);
+    t->tiers.tn[id].flags |= RKV_TN_DISK;
+    rkv_lowered_pin_acct(t, id, 1);
     tr->busy = RKV_NIL;
     uint32_t p = t->nodes[id].parent;
     if (j < m) {
         rkv_tier_drop_lower_from(t, id, j, 1); /* places id or its parent */
     } else {
-        rkv_hlru_place(t, id);
-        rkv_lpin_enforce(t, id);
+        rkv_host_lru_place(t, id);
+        rkv_lowered_pin_enforce(t, id);
     }
     if (j > 0 && l_is_lower(t, p))
-        rkv_hlru_place(t, p); /* may have lost its last host child */
+        rkv_host_lru_place(t, p); /* may have lost its last host child */
 }
 
 /* Frees one host slot: by the host LRU, to the disk below (or out of the
  * tree when the host is the lowest tier). 0: nothing to take. */
 int rkv_tier_host_make_room(rkv_tree *t)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     if (tr->disk == NULL)
         return rkv_tier_lowest_make_room(t, 0);
-    uint32_t id = rkv_hlru_first(tr, 0);
+    uint32_t id = rkv_host_lru_first(tr, 0);
     if (id == RKV_NIL)
         return 0;
     rkv_tier_host_to_disk(t, id);
@@ -558,8 +564,8 @@ int rkv_tier_host_make_room(rkv_tree *t)
 static int rkv_tier_take_slot(rkv_tree *t, uint32_t *slot)
 {
     for (;;) {
-        if (rkv_store_slot_alloc(t->tier->host, slot) == RKV_OK) {
-            t->tier->host_used++;
+        if (rkv_store_slot_alloc(t->tiers.tier->host, slot) == RKV_OK) {
+            t->tiers.tier->host_used++;
             return 1;
         }
         if (!rkv_tier_host_make_room(t))
@@ -574,9 +580,9 @@ static int rkv_tier_take_slot(rkv_tree *t, uint32_t *slot)
 int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
                          uint64_t ticket)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     rkv_tnode *x = &t->nodes[id];
-    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     if (tp[i].slot != RKV_NO_TSLOT)
         return 0;
     if (tr->qlen >= tr->qcap) {
@@ -589,7 +595,7 @@ int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
         return 0;
     }
     rkv_block_id b = rkv_tnode_blocks(t, x)[i];
-    rkv_tstore *op = &tr->q[(tr->qhead + tr->qlen++) % tr->qcap];
+    rkv_queued_store *op = &tr->q[(tr->qhead + tr->qlen++) % tr->qcap];
     op->slot = slot;
     op->block = b;
     op->hash = t->pool->hash[b];
@@ -600,7 +606,7 @@ int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
     op->page = i;
     tp[i].slot = slot;
     if (ticket == 0) /* swap-outs are listed by rkv_tree_store_prefix */
-        rkv_slog_add(t, b, op->hash, RKV_MEDIUM_DEVICE, tr->medium, 1);
+        rkv_store_log_add(t, b, op->hash, RKV_MEDIUM_DEVICE, tr->medium, 1);
     rkv_tier_ev_host(t, id, i, 1);
     return 1;
 }
@@ -613,7 +619,7 @@ static void rkv_tier_disown_slot(rkv_tree *t, uint32_t slot)
         rkv_tnode *x = &t->nodes[y];
         if (x->parent == RKV_NIL || x->parent == 0 || l_is_disk(t, y))
             continue;
-        rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        rkv_page_residency *tp = rkv_tnode_tpages(t, x);
         for (uint32_t i = 0; i < x->num_pages; i++)
             if (tp[i].slot == slot) {
                 rkv_tier_ev_host(t, y, i, 0);
@@ -625,7 +631,7 @@ static void rkv_tier_disown_slot(rkv_tree *t, uint32_t slot)
 
 static void rkv_tier_swap_done(rkv_tree *t, uint64_t ticket, int ok)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     for (uint32_t s = 0; s < tr->nswaps; s++) {
         rkv_tswap *w = &tr->swaps[s];
         if (w->ticket != ticket)
@@ -639,9 +645,9 @@ static void rkv_tier_swap_done(rkv_tree *t, uint64_t ticket, int ok)
     }
 }
 
-void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st)
+void rkv_tier_store_done(rkv_tree *t, rkv_queued_store *op, rkv_status st)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     if (st == RKV_OK && op->batch != 0) /* asynchronous: the bytes arrived */
         st = rkv_store_write_end(tr->host, op->slot, op->hash, op->ns);
     if (st == RKV_OK) {
@@ -655,25 +661,25 @@ void rkv_tier_store_done(rkv_tree *t, rkv_tstore *op, rkv_status st)
     if (op->ticket != 0)
         rkv_tier_swap_done(t, op->ticket, st == RKV_OK);
     else if (op->batch == 0) /* an issued one left "queued" when issued */
-        rkv_slog_taken(t, op->block, op->hash);
+        rkv_store_log_taken(t, op->block, op->hash);
     op->block = RKV_NIL;
 }
 
-void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
+void rkv_tier_run_op(rkv_tree *t, rkv_queued_store *op)
 {
     if (op->block == RKV_NIL)
         return;
     /* a disk store below the device alone: the record carries the page's
      * chain when the hint still names the page (same block, same slot) */
     uint32_t id = op->node;
-    if (rkv_store_page_tokens(t->tier->host) == t->P && id < t->nodes_used &&
+    if (rkv_store_page_tokens(t->tiers.tier->host) == t->P && id < t->nodes_used &&
         t->nodes[id].parent != RKV_NIL && t->nodes[id].parent != 0 &&
-        t->tn[id].flags == 0 && op->page < t->nodes[id].num_pages &&
+        t->tiers.tn[id].flags == 0 && op->page < t->nodes[id].num_pages &&
         rkv_tnode_blocks(t, &t->nodes[id])[op->page] == op->block &&
         rkv_tnode_tpages(t, &t->nodes[id])[op->page].slot == op->slot)
-        rkv_tier_set_chain(t, t->tier->host, op->slot, id, op->page);
+        rkv_tier_set_chain(t, t->tiers.tier->host, op->slot, id, op->page);
     rkv_tier_store_done(t, op,
-                        rkv_store_write_from_pool(t->tier->host, op->slot, t->pool,
+                        rkv_store_write_from_pool(t->tiers.tier->host, op->slot, t->pool,
                                                   op->block, op->hash, op->ns));
 }
 
@@ -681,12 +687,12 @@ void rkv_tier_run_op(rkv_tree *t, rkv_tstore *op)
  * CUDA pool: wait for it), as the device block is about to be freed. */
 static void rkv_tier_run_store_of(rkv_tree *t, uint32_t slot)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     for (uint32_t k = 0; k < tr->qlen; k++) {
-        rkv_tstore *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        rkv_queued_store *op = &tr->q[(tr->qhead + k) % tr->qcap];
         if (op->block != RKV_NIL && op->slot == slot) {
             if (op->batch != 0)
-                rkv_tcopy_wait_store(t, op);
+                rkv_tier_copy_wait_store(t, op);
             else
                 rkv_tier_run_op(t, op);
             return;
@@ -696,9 +702,9 @@ static void rkv_tier_run_store_of(rkv_tree *t, uint32_t slot)
 
 static void rkv_tier_run_queue(rkv_tree *t)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     while (tr->qlen > 0) {
-        rkv_tstore *op = &tr->q[tr->qhead];
+        rkv_queued_store *op = &tr->q[tr->qhead];
         rkv_tier_run_op(t, op);
         tr->qhead = (tr->qhead + 1) % tr->qcap;
         tr->qlen--;
@@ -719,13 +725,13 @@ static uint32_t rkv_tier_qlive(const rkv_tier *tr)
 void rkv_tier_on_insert(rkv_tree *t, uint32_t id, uint64_t ns)
 {
     rkv_tnode *x = &t->nodes[id];
-    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     const rkv_block_id *xb = rkv_tnode_blocks(t, x);
     for (uint32_t i = 0; i < x->num_pages; i++) {
         tp[i].slot = RKV_NO_TSLOT;
         rkv_tier_set_hash(&tp[i], t->pool->hash[xb[i]]);
     }
-    if (t->tier->policy == RKV_WRITE_THROUGH)
+    if (t->tiers.tier->policy == RKV_WRITE_THROUGH)
         for (uint32_t i = 0; i < x->num_pages; i++)
             (void)rkv_tier_queue_store(t, id, i, ns, 0);
 }
@@ -735,20 +741,20 @@ void rkv_tier_on_insert(rkv_tree *t, uint32_t id, uint64_t ns)
 void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
                        const void *old, uint32_t old_cap, uint32_t k)
 {
-    const rkv_tpage *otp =
-        (const rkv_tpage *)((const char *)old +
+    const rkv_page_residency *otp =
+        (const rkv_page_residency *)((const char *)old +
                             (size_t)old_cap * (t->page_bytes + sizeof(rkv_block_id)));
     rkv_tnode *x = &t->nodes[xid], *n = &t->nodes[nid];
     memcpy(rkv_tnode_tpages(t, n), otp, (size_t)k * sizeof *otp);
     memcpy(rkv_tnode_tpages(t, x), otp + k, (size_t)x->num_pages * sizeof *otp);
-    t->tn[nid].flags = t->tn[xid].flags;
-    t->tn[nid].hits = t->tn[xid].hits;
-    t->tn[nid].lpin = t->tn[xid].lpin; /* the head is on every pin's path */
-    t->tn[nid].lchild = RKV_NIL;
+    t->tiers.tn[nid].flags = t->tiers.tn[xid].flags;
+    t->tiers.tn[nid].hits = t->tiers.tn[xid].hits;
+    t->tiers.tn[nid].lpin = t->tiers.tn[xid].lpin; /* the head is on every pin's path */
+    t->tiers.tn[nid].lchild = RKV_NIL;
     /* queued stores of x's pages: the head's are nid's now */
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     for (uint32_t q = 0; q < tr->qlen; q++) {
-        rkv_tstore *op = &tr->q[(tr->qhead + q) % tr->qcap];
+        rkv_queued_store *op = &tr->q[(tr->qhead + q) % tr->qcap];
         if (op->block == RKV_NIL || op->node != xid)
             continue;
         if (op->page < k)
@@ -756,8 +762,8 @@ void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
         else
             op->page -= k;
     }
-    if (t->tn[xid].flags & RKV_TN_LOWER) {
-        t->tier->lower_nodes++;
+    if (t->tiers.tn[xid].flags & RKV_TN_LOWER) {
+        t->tiers.tier->lower_nodes++;
         t->num_nodes--; /* the split counts a device node; modular */
     }
 }
@@ -766,7 +772,7 @@ void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
 
 int rkv_tier_insert_conflict(rkv_tree *t, uint32_t c)
 {
-    if (t->tn[c].flags & RKV_TN_LOADING)
+    if (t->tiers.tn[c].flags & RKV_TN_LOADING)
         return 0;
     rkv_tier_drop_lower_from(t, c, 0, 0);
     return 1;
@@ -777,7 +783,7 @@ int rkv_tier_insert_conflict(rkv_tree *t, uint32_t c)
 /* Host copy of device page i of id made now. 1: it has one. */
 static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     if (tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) {
         tr->st.stores_skipped++;
         return 0;
@@ -799,7 +805,7 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
     }
     tr->st.stores_blocks[tr->medium]++;
     tr->st.stores_bytes[tr->medium] += tr->block_bytes;
-    rkv_slog_add(t, b, t->pool->hash[b], RKV_MEDIUM_DEVICE, tr->medium, 0);
+    rkv_store_log_add(t, b, t->pool->hash[b], RKV_MEDIUM_DEVICE, tr->medium, 0);
     rkv_tnode_tpages(t, x)[i].slot = slot;
     rkv_tier_ev_host(t, id, i, 1);
     return 1;
@@ -810,11 +816,11 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
  * everything after them leave the tree. Returns blocks freed. */
 static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     rkv_pool *pool = t->pool;
     rkv_tnode *x = &t->nodes[id];
     rkv_block_id *xb = rkv_tnode_blocks(t, x);
-    rkv_tpage *tp = rkv_tnode_tpages(t, x);
+    rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     uint32_t m = x->num_pages, j = m, freed = 0;
     uint64_t ns = rkv_tier_node_ns(t, id);
     if (tr->qlen > 0)
@@ -829,7 +835,7 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
         }
     }
     /* the device copies go */
-    const int events = t->events.cap != 0;
+    const int events = t->events->cap != 0;
     uint64_t gone[RKV_EVENT_MAX_HASHES];
     uint32_t ngone = 0;
     for (uint32_t i = 0; i < m; i++) {
@@ -857,11 +863,11 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
     t->num_nodes--;
     t->evicted_nodes++;
     /* x is LOWER from here (children: its former lower list) */
-    rkv_lpin_acct(t, id, 0); /* a lowered pin's pages leave the device */
-    t->tn[id].flags = RKV_TN_LOWER;
-    rkv_lpin_acct(t, id, 1); /* a lowered pin's pages reach the host */
-    x->first_child = t->tn[id].lchild;
-    t->tn[id].lchild = RKV_NIL;
+    rkv_lowered_pin_acct(t, id, 0); /* a lowered pin's pages leave the device */
+    t->tiers.tn[id].flags = RKV_TN_LOWER;
+    rkv_lowered_pin_acct(t, id, 1); /* a lowered pin's pages reach the host */
+    x->first_child = t->tiers.tn[id].lchild;
+    t->tiers.tn[id].lchild = RKV_NIL;
     rkv_tier_link_sib(t, p, id);
     tr->lower_nodes++;
     rkv_tnode_bump_gen(x);
@@ -870,46 +876,58 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
          * that go are revoked there */
         rkv_tier_drop_lower_from(t, id, j, 0);
     } else {
-        rkv_hlru_place(t, id); /* a leaf, or (disk below) a host frontier */
-        rkv_lpin_enforce(t, id);
+        rkv_host_lru_place(t, id); /* a leaf, or (disk below) a host frontier */
+        rkv_lowered_pin_enforce(t, id);
     }
     rkv_tnode *px = &t->nodes[p];
     px->children_epoch = ++t->epoch;
     if (px->first_child == RKV_NIL && px->lock_count == 0) {
         if (px->parent != 0)
             rkv_lru_place(t, p); /* the new device frontier */
-        else if (t->tn[p].lchild == RKV_NIL)
+        else if (t->tiers.tn[p].lchild == RKV_NIL)
             rkv_tree_free_root(t, p);
     }
     return freed;
 }
 
-uint32_t rkv_tier_evict_device(rkv_tree *t, uint32_t n, uint32_t max,
-                               int *capped)
+/* The core's victim hook (its one eviction loop, radix/tree_lru.c, picks
+ * the victim): demotes leaf id instead of dropping its pages. */
+static uint32_t rkv_tier_evict_node(rkv_tree *t, uint32_t id, uint32_t need,
+                                    uint32_t room, int *capped)
 {
-    uint32_t freed = 0, id;
-    while (freed < n && (id = rkv_lru_first(t)) != RKV_NIL) {
-        uint32_t m = t->nodes[id].num_pages, need = n - freed;
-        if (need < m) {
-            /* demote only the tail that is needed: split off the head
-             * (which stays on the device) when memory allows, else the
-             * whole node goes down (more is freed than asked, nothing is
-             * lost: the device would only stay partly empty for a while) */
-            uint32_t pages[2] = {m - need, need};
-            rkv_tree_prep prep;
-            if (rkv_tree_prepare(t, 1, 2, pages, &prep,
-                                 "rkv_tree_evict") == RKV_OK) {
-                rkv_tree_prep_install(t, &prep);
-                (void)rkv_tree_split(t, id, m - need, prep.data[0],
-                                     prep.data[1]);
-            } else if (m > max - freed) {
-                *capped = 1; /* the caller has room for max ids only */
-                break;
-            }
+    uint32_t m = t->nodes[id].num_pages;
+    if (need < m) {
+        /* demote only the tail that is needed: split off the head (which
+         * stays on the device) when memory allows, else the whole node goes
+         * down (more is freed than asked, nothing is lost: the device would
+         * only stay partly empty for a while) */
+        uint32_t pages[2] = {m - need, need};
+        rkv_tree_prep prep;
+        if (rkv_tree_prepare(t, 1, 2, pages, &prep, "rkv_tree_evict") == RKV_OK) {
+            rkv_tree_prep_install(t, &prep);
+            (void)rkv_tree_split(t, id, m - need, prep.data[0], prep.data[1]);
+        } else if (m > room) {
+            *capped = 1; /* the caller has room for max ids only */
+            return 0;
         }
-        freed += rkv_tier_demote(t, id);
     }
-    return freed;
+    return rkv_tier_demote(t, id);
+}
+
+/* The core's hooks while tiers are attached (cleared by rkv_tier_fini). */
+static void rkv_tier_hooks_set(rkv_tree *t, int on)
+{
+    t->hooks.evict_node = on ? rkv_tier_evict_node : NULL;
+    t->hooks.leaf_added = on ? rkv_tier_on_insert : NULL;
+    t->hooks.split = on ? rkv_tier_on_split : NULL;
+    t->hooks.sib_head = on ? rkv_tier_sib_head : NULL;
+    t->hooks.check_off_tree = on ? rkv_tier_check : NULL;
+    t->hooks.snapshot = on ? rkv_tier_snapshot : NULL;
+    t->hooks.insert_plan = on ? rkv_lowered_pin_insert_plan : NULL;
+    t->hooks.insert_abort = on ? rkv_lowered_pin_insert_abort : NULL;
+    t->hooks.insert_detach = on ? rkv_lowered_pin_insert_detach : NULL;
+    t->hooks.insert_attach = on ? rkv_lowered_pin_insert_attach : NULL;
+    t->retain.tier_ops = on ? &rkv_lowered_pin_ops : NULL;
 }
 
 /* ---- config, attach ------------------------------------------------------- */
@@ -928,10 +946,10 @@ void rkv_tier_config_init(rkv_tier_config *cfg)
 
 void rkv_tier_fini(rkv_tree *t)
 {
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     if (tr == NULL)
         return;
-    rkv_tcopy_fini(t); /* no copy may run into a slot or block freed next */
+    rkv_tier_copy_fini(t); /* no copy may run into a slot or block freed next */
     if (tr->host != NULL)
         rkv_store_detach(tr->host, t);
     if (tr->disk != NULL)
@@ -939,11 +957,12 @@ void rkv_tier_fini(rkv_tree *t)
     rkv_node_mem_free(&t->mem, tr->q, (size_t)tr->qcap * sizeof *tr->q);
     rkv_node_mem_free(&t->mem, tr->jobs, (size_t)tr->jobs_cap * sizeof *tr->jobs);
     rkv_node_mem_free(&t->mem, tr->swaps, (size_t)tr->swaps_cap * sizeof *tr->swaps);
-    rkv_node_mem_free(&t->mem, t->tn, (size_t)t->nodes_cap * sizeof *t->tn);
+    rkv_node_mem_free(&t->mem, t->tiers.tn, (size_t)t->nodes_cap * sizeof *t->tiers.tn);
     rkv_node_mem_free(&t->mem, tr, sizeof *tr);
-    t->tier = NULL;
-    t->tn = NULL;
+    t->tiers.tier = NULL;
+    t->tiers.tn = NULL;
     t->tpage_bytes = 0;
+    rkv_tier_hooks_set(t, 0);
 }
 
 rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
@@ -953,7 +972,7 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tree", fn);
     rkv_tree *t = tree;
     if (t->cached_blocks != 0 || t->num_nodes != 0 || t->lock_total != 0 ||
-        (t->tier != NULL && t->tier->lower_nodes != 0))
+        (t->tiers.tier != NULL && t->tiers.tier->lower_nodes != 0))
         return rkv_set_error(RKV_ERR_BUSY, "%s: the tree is not empty (reset "
                              "it and release every lease first)", fn);
     if (cfg == NULL || (cfg->host == NULL && cfg->disk == NULL)) {
@@ -998,8 +1017,8 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: store_queue %u (1..%u)",
                              fn, cfg->store_queue, RKV_TIER_MAX_QUEUE);
     rkv_tier *tr = rkv_node_mem_alloc(&t->mem, sizeof *tr);
-    rkv_tstore *q = rkv_node_mem_alloc(&t->mem, (size_t)cfg->store_queue * sizeof *q);
-    rkv_ttn *tn = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *tn);
+    rkv_queued_store *q = rkv_node_mem_alloc(&t->mem, (size_t)cfg->store_queue * sizeof *q);
+    rkv_node_residency *tn = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *tn);
     if (tr == NULL || q == NULL || tn == NULL) {
         rkv_node_mem_free(&t->mem, tr, sizeof *tr);
         rkv_node_mem_free(&t->mem, q, (size_t)cfg->store_queue * sizeof *q);
@@ -1020,9 +1039,9 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
         rkv_node_mem_free(&t->mem, tn, (size_t)t->nodes_cap * sizeof *tn);
         return st;
     }
-    if (t->tier != NULL) {
+    if (t->tiers.tier != NULL) {
         /* kept attached: handed to the new tier */
-        rkv_tier *old = t->tier;
+        rkv_tier *old = t->tiers.tier;
         if (old->host == low || (low2 != NULL && old->host == low2))
             old->host = NULL;
         if (old->disk == low || (low2 != NULL && old->disk == low2))
@@ -1033,7 +1052,7 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     tr->host = low;
     tr->medium = medium;
     tr->disk = low2;
-    rkv_hlru_clear(tr);
+    rkv_host_lru_clear(tr);
     tr->busy = RKV_NIL;
     tr->block_bytes = bb;
     tr->policy = cfg->write_policy;
@@ -1042,17 +1061,18 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     tr->q = q;
     tr->drop_pinned = cfg->drop_pinned;
     /* each lower medium's pinned pages: the tree's pin percentage of it */
-    tr->lpin_cap[medium] = rkv_store_capacity_blocks(low) * t->pin_pct / 100;
+    tr->lpin_cap[medium] = rkv_store_capacity_blocks(low) * t->retain.pin_pct / 100;
     if (low2 != NULL)
         tr->lpin_cap[RKV_MEDIUM_DISK] =
-            rkv_store_capacity_blocks(low2) * t->pin_pct / 100;
+            rkv_store_capacity_blocks(low2) * t->retain.pin_pct / 100;
     tr->next_ticket = 1;
     for (uint32_t i = 0; i < t->nodes_cap; i++)
-        tn[i] = RKV_TTN_EMPTY;
-    t->tier = tr;
-    t->tn = tn;
-    t->tpage_bytes = sizeof(rkv_tpage);
-    rkv_tcopy_init(t);
+        tn[i] = RKV_NODE_RESIDENCY_EMPTY;
+    t->tiers.tier = tr;
+    t->tiers.tn = tn;
+    t->tpage_bytes = sizeof(rkv_page_residency);
+    rkv_tier_hooks_set(t, 1);
+    rkv_tier_copy_init(t);
     rkv_tier_warm_rebuild(t);
     return RKV_OK;
 }
@@ -1061,20 +1081,20 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
 
 void rkv_tier_drop_all(rkv_tree *t)
 {
-    rkv_tier *tr = t->tier;
-    rkv_tcopy_drain(t); /* copies in flight land before their memory goes */
+    rkv_tier *tr = t->tiers.tier;
+    rkv_tier_copy_drain(t); /* copies in flight land before their memory goes */
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         rkv_tnode *x = &t->nodes[y];
         if (x->parent == RKV_NIL || x->parent == 0)
             continue;
-        rkv_tpage *tp = rkv_tnode_tpages(t, x);
+        rkv_page_residency *tp = rkv_tnode_tpages(t, x);
         for (uint32_t i = 0; i < x->num_pages; i++)
             if (tp[i].slot != RKV_NO_TSLOT)
                 rkv_tier_free_slot(t, l_is_disk(t, y), tp[i].slot);
     }
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         rkv_tnode *x = &t->nodes[y];
-        if (x->parent == RKV_NIL || !(t->tn[y].flags & RKV_TN_LOWER))
+        if (x->parent == RKV_NIL || !(t->tiers.tn[y].flags & RKV_TN_LOWER))
             continue;
         rkv_node_mem_free(&t->mem, x->u.tokens,
                           rkv_tree_data_bytes(t, x->cap_pages));
@@ -1082,10 +1102,10 @@ void rkv_tier_drop_all(rkv_tree *t)
         x->num_pages = 0;
     }
     for (uint32_t y = 0; y < t->nodes_cap; y++)
-        t->tn[y] = RKV_TTN_EMPTY;
+        t->tiers.tn[y] = RKV_NODE_RESIDENCY_EMPTY;
     tr->lower_nodes = 0;
     memset(tr->lpinned, 0, sizeof tr->lpinned); /* pins went first */
-    rkv_hlru_clear(tr);
+    rkv_host_lru_clear(tr);
     tr->qhead = tr->qlen = 0;
     tr->njobs = 0;
     tr->nswaps = 0;
@@ -1100,7 +1120,7 @@ rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out)
                              tree == NULL ? "tree" : "out");
     memset(out, 0, sizeof *out);
     out->resident_pages[RKV_MEDIUM_DEVICE] = tree->cached_blocks;
-    const rkv_tier *tr = tree->tier;
+    const rkv_tier *tr = tree->tiers.tier;
     if (tr == NULL)
         return RKV_OK;
     *out = tr->st;
@@ -1127,11 +1147,11 @@ rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_tier_poll: NULL "
                              "argument");
     rkv_tree *t = tree;
-    rkv_tier *tr = t->tier;
+    rkv_tier *tr = t->tiers.tier;
     if (tr == NULL)
         return RKV_OK;
     if (tr->cp.on)
-        rkv_tcopy_poll(t); /* CUDA pool: two phases (radix/tree_copy.c) */
+        rkv_tier_copy_poll(t); /* CUDA pool: two phases (residency/tier_copy.c) */
     else
         rkv_tier_run_queue(t);
     uint32_t n = 0;
@@ -1145,7 +1165,7 @@ rkv_status rkv_tree_tier_poll(rkv_tree *tree, rkv_transfer_done *out,
             j++;
             continue;
         }
-        rkv_tload job = tr->jobs[j];
+        rkv_load_job job = tr->jobs[j];
         memmove(&tr->jobs[j], &tr->jobs[j + 1],
                 (size_t)(tr->njobs - j - 1) * sizeof *tr->jobs);
         tr->njobs--;
@@ -1183,15 +1203,15 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
                                       uint64_t slots_all[2])
 {
     const rkv_tnode *x = &t->nodes[y];
-    const rkv_tpage *tp = rkv_tnode_tpages(t, x);
-    uint8_t f = t->tn[y].flags;
-    uint8_t pf = t->tn[x->parent].flags;
+    const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
+    uint8_t f = t->tiers.tn[y].flags;
+    uint8_t pf = t->tiers.tn[x->parent].flags;
     int d = (f & RKV_TN_DISK) != 0;
     uint8_t *seen = seen_all[d];
     uint64_t cap = cap_all[d], *slots = &slots_all[d];
     if ((f & RKV_TN_LOWER) && (f & RKV_TN_LOADING))
         return CORRUPT("node %u is LOWER and LOADING", y);
-    if (d && (t->tier->disk == NULL || !(f & (RKV_TN_LOWER | RKV_TN_LOADING))))
+    if (d && (t->tiers.tier->disk == NULL || !(f & (RKV_TN_LOWER | RKV_TN_LOADING))))
         return CORRUPT("node %u is DISK but not a lower node of a host + disk "
                        "chain", y);
     if ((f & RKV_TN_LOWER) && !d && (pf & RKV_TN_DISK))
@@ -1202,7 +1222,7 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
                        "must be prefix-closed)", y, x->parent);
     if ((f & RKV_TN_LOADING) && x->lock_count == 0)
         return CORRUPT("LOADING node %u is not locked", y);
-    if ((f & RKV_TN_LOWER) && (x->lock_count != 0 || t->tn[y].lchild != RKV_NIL))
+    if ((f & RKV_TN_LOWER) && (x->lock_count != 0 || t->tiers.tn[y].lchild != RKV_NIL))
         return CORRUPT("LOWER node %u is locked or has a lower list", y);
     if ((f & RKV_TN_LOWER) && (x->num_pages == 0 || x->num_pages > x->cap_pages))
         return CORRUPT("LOWER node %u has %u pages", y, x->num_pages);
@@ -1233,7 +1253,7 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
 
 rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
 {
-    const rkv_tier *tr = t->tier;
+    const rkv_tier *tr = t->tiers.tier;
     /* slots past a store's span were never handed out (tier/store.h): a
      * node owning one is corrupt, and the bitmaps stay the size of what
      * the stores hold, not of their capacity (up to 2^32 - 2 slots) */
@@ -1251,12 +1271,12 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
     for (uint32_t y = 1; st == RKV_OK && y < t->nodes_used; y++) {
         const rkv_tnode *x = &t->nodes[y];
         if (x->parent == RKV_NIL) {
-            if (t->tn[y].flags != 0 || t->tn[y].lchild != RKV_NIL)
+            if (t->tiers.tn[y].flags != 0 || t->tiers.tn[y].lchild != RKV_NIL)
                 st = CORRUPT("free slot %u has tier data", y);
             continue;
         }
         /* lists of y's children */
-        uint32_t heads[2] = {x->first_child, t->tn[y].lchild};
+        uint32_t heads[2] = {x->first_child, t->tiers.tn[y].lchild};
         for (int l = 0; l < 2 && st == RKV_OK; l++) {
             uint64_t steps = 0;
             for (uint32_t c = heads[l]; c != RKV_NIL; c = t->nodes[c].next_sib) {
@@ -1264,8 +1284,8 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
                     st = CORRUPT("cycle under node %u", y);
                     break;
                 }
-                int lowc = (t->tn[c].flags & RKV_TN_LOWER) != 0;
-                int want = l == 1 || (t->tn[y].flags & RKV_TN_LOWER);
+                int lowc = (t->tiers.tn[c].flags & RKV_TN_LOWER) != 0;
+                int want = l == 1 || (t->tiers.tn[y].flags & RKV_TN_LOWER);
                 if (t->nodes[c].parent != y || lowc != want) {
                     st = CORRUPT("node %u is on the wrong list of %u", c, y);
                     break;
@@ -1332,7 +1352,7 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
                 }
                 const rkv_tnode *x = &t->nodes[y];
                 if (!rkv_tier_lru_wants(t, y) || l_is_disk(t, y) != d ||
-                    rkv_tlru_bucket(t, y) != b || x->lru_prev != prev ||
+                    rkv_lower_lru_bucket(t, y) != b || x->lru_prev != prev ||
                     x->last_access < last) {
                     st = CORRUPT("%s LRU bucket %u broken at node %u",
                                  d ? "disk" : "host", b, y);
@@ -1354,10 +1374,10 @@ rkv_status rkv_tier_check(const rkv_tree *t, uint64_t *lower_nodes)
                          (unsigned long long)listable[d]);
     }
     if (st == RKV_OK)
-        st = rkv_tcopy_check(t);
+        st = rkv_tier_copy_check(t);
     for (uint32_t j = 0; st == RKV_OK && j < tr->njobs; j++) {
         uint32_t y = tr->jobs[j].node;
-        if (y >= t->nodes_used || !(t->tn[y].flags & RKV_TN_LOADING))
+        if (y >= t->nodes_used || !(t->tiers.tn[y].flags & RKV_TN_LOADING))
             st = CORRUPT("load %llu names node %u, which is not LOADING",
                          (unsigned long long)tr->jobs[j].ticket, y);
     }
@@ -1374,7 +1394,7 @@ static uint32_t rkv_tier_first_kid(const rkv_tree *t, uint32_t y)
 {
     if (t->nodes[y].first_child != RKV_NIL)
         return t->nodes[y].first_child;
-    return (t->tn[y].flags & RKV_TN_LOWER) ? RKV_NIL : t->tn[y].lchild;
+    return (t->tiers.tn[y].flags & RKV_TN_LOWER) ? RKV_NIL : t->tiers.tn[y].lchild;
 }
 
 /* The node after x among its parent's children (device list, then the
@@ -1384,8 +1404,8 @@ static uint32_t rkv_tier_next_kid(const rkv_tree *t, uint32_t x)
     if (t->nodes[x].next_sib != RKV_NIL)
         return t->nodes[x].next_sib;
     uint32_t p = t->nodes[x].parent;
-    if (!(t->tn[x].flags & RKV_TN_LOWER) && !(t->tn[p].flags & RKV_TN_LOWER))
-        return t->tn[p].lchild;
+    if (!(t->tiers.tn[x].flags & RKV_TN_LOWER) && !(t->tiers.tn[p].flags & RKV_TN_LOWER))
+        return t->tiers.tn[p].lchild;
     return RKV_NIL;
 }
 
@@ -1393,7 +1413,7 @@ rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
                              size_t cap, size_t *n_out, uint64_t *seq_out)
 {
     if (seq_out != NULL)
-        *seq_out = t->events.next_seq - 1;
+        *seq_out = t->events->next_seq - 1;
     size_t k = 0;
     for (int pass = out == NULL ? 1 : 0; pass < 2; pass++) {
         k = 0;
@@ -1404,9 +1424,9 @@ rkv_status rkv_tier_snapshot(const rkv_tree *t, rkv_block_entry *out,
             uint32_t x = rkv_tier_first_kid(t, root);
             while (x != RKV_NIL) {
                 const rkv_tnode *nx = &t->nodes[x];
-                const rkv_tpage *tp = rkv_tnode_tpages(t, nx);
+                const rkv_page_residency *tp = rkv_tnode_tpages(t, nx);
                 uint64_t parent = rkv_tier_prev_hash(t, nx->parent);
-                int dev = t->tn[x].flags == 0;
+                int dev = t->tiers.tn[x].flags == 0;
                 for (uint32_t i = 0; i < nx->num_pages; i++) {
                     uint64_t h = rkv_tier_page_hash(t, nx, i);
                     for (int m = 0; m < 2; m++) {

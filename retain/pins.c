@@ -1,8 +1,10 @@
 /*
- * radix/tree_retain.c -- retention: node priorities, TTL pins owned by
+ * retain/pins.c -- retention: node priorities, TTL pins owned by
  * sessions, the cap on pinned pages, the tree's caller-given time, and the
  * check of their invariants. (Eviction order by priority: the per-priority
- * LRU buckets of radix/tree_lru.c.)
+ * LRU buckets of radix/tree_lru.c.) Layer: retain/, above the tree core;
+ * it registers the core's yield hooks (rkv_retain_attach: allocation
+ * pressure revokes pins) and is checked through the facade's check hook.
  *
  * Design:
  *   - Priorities live in meta[] (one entry per node slot, allocated at the
@@ -32,7 +34,7 @@
  *     prio_next (<= every live deadline) gates a scan of the nodes at the
  *     time moves that pass it, which reverts all due nodes at once.
  *   - A pin without its own ttl_ms takes its namespace's default
- *     (radix/tree_ns_ttl.c), read once when it is made or renewed.
+ *     (retain/ns_ttl.c), read once when it is made or renewed.
  *   - Owners are looked up by a scan of the pin table (O(pins held)); pins
  *     are per session, so the table stays small next to the tree.
  *
@@ -46,8 +48,8 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_internal.h"
-#include "radix/tree_tier.h"
+#include "radix/tree_core.h"
+#include "retain/retain.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
 #define RKV_PINS_FIRST_CAP 8u
@@ -73,22 +75,22 @@ static uint64_t rkv_sat_add(uint64_t a, uint64_t b)
  * which table slot a pin reused). */
 static int rkv_pin_before(const rkv_tree *t, uint32_t a, uint32_t b)
 {
-    const rkv_pin *x = &t->pins[a], *y = &t->pins[b];
+    const rkv_pin *x = &t->retain.pins[a], *y = &t->retain.pins[b];
     return x->deadline < y->deadline ||
            (x->deadline == y->deadline && x->seq < y->seq);
 }
 
 static void rkv_heap_set(rkv_tree *t, uint32_t pos, uint32_t pin)
 {
-    t->pin_heap[pos] = pin;
-    t->pins[pin].heap_pos = pos;
+    t->retain.pin_heap[pos] = pin;
+    t->retain.pins[pin].heap_pos = pos;
 }
 
 static void rkv_heap_up(rkv_tree *t, uint32_t pos)
 {
-    uint32_t p = t->pin_heap[pos];
+    uint32_t p = t->retain.pin_heap[pos];
     while (pos > 0) {
-        uint32_t par = (pos - 1) / 2, q = t->pin_heap[par];
+        uint32_t par = (pos - 1) / 2, q = t->retain.pin_heap[par];
         if (!rkv_pin_before(t, p, q))
             break;
         rkv_heap_set(t, pos, q);
@@ -99,16 +101,16 @@ static void rkv_heap_up(rkv_tree *t, uint32_t pos)
 
 static void rkv_heap_down(rkv_tree *t, uint32_t pos)
 {
-    uint32_t p = t->pin_heap[pos];
+    uint32_t p = t->retain.pin_heap[pos];
     for (;;) {
         uint32_t c = 2 * pos + 1;
-        if (c >= t->npins)
+        if (c >= t->retain.npins)
             break;
-        if (c + 1 < t->npins && rkv_pin_before(t, t->pin_heap[c + 1], t->pin_heap[c]))
+        if (c + 1 < t->retain.npins && rkv_pin_before(t, t->retain.pin_heap[c + 1], t->retain.pin_heap[c]))
             c++;
-        if (!rkv_pin_before(t, t->pin_heap[c], p))
+        if (!rkv_pin_before(t, t->retain.pin_heap[c], p))
             break;
-        rkv_heap_set(t, pos, t->pin_heap[c]);
+        rkv_heap_set(t, pos, t->retain.pin_heap[c]);
         pos = c;
     }
     rkv_heap_set(t, pos, p);
@@ -116,11 +118,11 @@ static void rkv_heap_down(rkv_tree *t, uint32_t pos)
 
 static void rkv_heap_remove(rkv_tree *t, uint32_t pos)
 {
-    uint32_t last = t->pin_heap[--t->npins];
-    if (pos < t->npins) {
+    uint32_t last = t->retain.pin_heap[--t->retain.npins];
+    if (pos < t->retain.npins) {
         rkv_heap_set(t, pos, last);
         rkv_heap_up(t, pos);
-        rkv_heap_down(t, t->pins[last].heap_pos);
+        rkv_heap_down(t, t->retain.pins[last].heap_pos);
     }
 }
 
@@ -128,24 +130,24 @@ static void rkv_heap_remove(rkv_tree *t, uint32_t pos)
 
 void rkv_pin_drop(rkv_tree *t, uint32_t pin)
 {
-    rkv_pin *e = &t->pins[pin];
+    rkv_pin *e = &t->retain.pins[pin];
     int lowered = e->lease.id == 0;
     if (lowered) {
-        rkv_lpin_path(t, e->node, -1);
-        t->npins_lowered--;
+        t->retain.tier_ops->path(t, e->node, -1); /* lowered: tiers attached */
+        t->retain.npins_lowered--;
     } else {
         for (uint32_t y = e->node; y != 0; y = t->nodes[y].parent) {
-            t->yield_blocks -= rkv_yield_pages(t, y);
-            if (--t->meta[y].pin_count == 0)
-                t->pinned_blocks -= t->nodes[y].num_pages;
-            t->yield_blocks += rkv_yield_pages(t, y);
+            t->retain.yield_blocks -= rkv_yield_pages(t, y);
+            if (--t->retain.meta[y].pin_count == 0)
+                t->retain.pinned_blocks -= t->nodes[y].num_pages;
+            t->retain.yield_blocks += rkv_yield_pages(t, y);
         }
     }
     rkv_heap_remove(t, e->heap_pos);
     uint32_t slot = lowered ? RKV_NIL : rkv_lease_find(t, e->lease.id);
     memset(e, 0, sizeof *e);
-    e->heap_pos = t->pin_free;
-    t->pin_free = pin;
+    e->heap_pos = t->retain.pin_free;
+    t->retain.pin_free = pin;
     if (!lowered)
         rkv_lease_unlock_slot(t, slot, 0);
 }
@@ -159,7 +161,7 @@ static void rkv_prio_revert(rkv_tree *t, uint64_t now_ms)
 {
     uint64_t next = 0;
     for (uint32_t y = 1; y < t->nodes_used; y++) {
-        rkv_tmeta *m = &t->meta[y];
+        rkv_node_retention *m = &t->retain.meta[y];
         /* meta[] first: a sequential pass over 16-byte entries; a node is
          * read only when it has a deadline */
         if (m->prio_until == 0 || t->nodes[y].parent == RKV_NIL)
@@ -167,32 +169,32 @@ static void rkv_prio_revert(rkv_tree *t, uint64_t now_ms)
         if (m->prio_until <= now_ms) {
             m->prio_until = 0;
             rkv_set_prio(t, y, RKV_PRIORITY_DEFAULT);
-            t->prio_reverted++;
+            t->retain.prio_reverted++;
         } else if (next == 0 || m->prio_until < next) {
             next = m->prio_until;
         }
     }
-    t->prio_next = next;
+    t->retain.prio_next = next;
 }
 
 static void rkv_expire(rkv_tree *t, uint64_t now_ms)
 {
-    t->now_ms = now_ms;
-    while (t->npins > 0 && t->pins[t->pin_heap[0]].deadline <= now_ms) {
-        rkv_pin_drop(t, t->pin_heap[0]);
-        t->pins_expired++;
+    t->retain.now_ms = now_ms;
+    while (t->retain.npins > 0 && t->retain.pins[t->retain.pin_heap[0]].deadline <= now_ms) {
+        rkv_pin_drop(t, t->retain.pin_heap[0]);
+        t->retain.pins_expired++;
     }
-    if (t->prio_next != 0 && t->prio_next <= now_ms && t->meta != NULL)
+    if (t->retain.prio_next != 0 && t->retain.prio_next <= now_ms && t->retain.meta != NULL)
         rkv_prio_revert(t, now_ms);
 }
 
 static rkv_status rkv_time_ok(const rkv_tree *t, uint64_t now_ms, const char *fn)
 {
-    if (now_ms < t->now_ms)
+    if (now_ms < t->retain.now_ms)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: now_ms %llu is before the tree's time %llu",
                              fn, (unsigned long long)now_ms,
-                             (unsigned long long)t->now_ms);
+                             (unsigned long long)t->retain.now_ms);
     return RKV_OK;
 }
 
@@ -212,7 +214,7 @@ rkv_status rkv_tree_set_time(rkv_tree *tree, uint64_t now_ms)
  * (rkv_yield_pages) and verified by rkv_retain_check. */
 uint64_t rkv_pins_yieldable(const rkv_tree *t)
 {
-    return t->yield_blocks;
+    return t->retain.yield_blocks;
 }
 
 rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks)
@@ -234,15 +236,15 @@ rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks)
 static uint32_t rkv_pin_to_revoke(const rkv_tree *t)
 {
     uint32_t now = RKV_NIL, later = RKV_NIL;
-    for (uint32_t p = 0; p < t->pins_used; p++) {
-        const rkv_pin *e = &t->pins[p];
+    for (uint32_t p = 0; p < t->retain.pins_used; p++) {
+        const rkv_pin *e = &t->retain.pins[p];
         if (e->lease.id == 0)
             continue;
         const rkv_tnode *x = &t->nodes[e->node];
         if (x->lock_count == 1) {
             if (now == RKV_NIL || rkv_pin_before(t, p, now))
                 now = p;
-        } else if (x->lock_count == t->meta[e->node].pin_count) {
+        } else if (x->lock_count == t->retain.meta[e->node].pin_count) {
             if (later == RKV_NIL || rkv_pin_before(t, p, later))
                 later = p;
         }
@@ -258,34 +260,35 @@ void rkv_pins_revoke_until(rkv_tree *t, uint64_t need)
             break;
         /* with a lower tier the pin lives on below the device: its lease
          * goes (the pages become evictable and are demoted), the pin stays */
-        if (rkv_lpin_enabled(t)) {
-            rkv_lpin_lower(t, p);
+        const rkv_pin_tier_ops *ops = t->retain.tier_ops;
+        if (ops != NULL && ops->can_lower(t)) {
+            ops->lower(t, p);
             continue;
         }
         rkv_pin_drop(t, p);
-        t->pins_revoked++;
+        t->retain.pins_revoked++;
     }
 }
 
 void rkv_pins_drop_all(rkv_tree *t)
 {
-    while (t->npins > 0) {
-        rkv_pin_drop(t, t->pin_heap[0]);
-        t->pins_released++;
+    while (t->retain.npins > 0) {
+        rkv_pin_drop(t, t->retain.pin_heap[0]);
+        t->retain.pins_released++;
     }
 }
 
 void rkv_retain_fini(rkv_tree *t)
 {
-    rkv_node_mem_free(&t->mem, t->meta, (size_t)t->nodes_cap * sizeof *t->meta);
-    rkv_node_mem_free(&t->mem, t->pins, (size_t)t->pins_cap * sizeof *t->pins);
-    rkv_node_mem_free(&t->mem, t->pin_heap,
-                      (size_t)t->pins_cap * sizeof *t->pin_heap);
-    t->meta = NULL;
-    t->pins = NULL;
-    t->pin_heap = NULL;
-    t->pins_cap = t->pins_used = t->npins = 0;
-    t->pin_free = RKV_NIL;
+    rkv_node_mem_free(&t->mem, t->retain.meta, (size_t)t->nodes_cap * sizeof *t->retain.meta);
+    rkv_node_mem_free(&t->mem, t->retain.pins, (size_t)t->retain.pins_cap * sizeof *t->retain.pins);
+    rkv_node_mem_free(&t->mem, t->retain.pin_heap,
+                      (size_t)t->retain.pins_cap * sizeof *t->retain.pin_heap);
+    t->retain.meta = NULL;
+    t->retain.pins = NULL;
+    t->retain.pin_heap = NULL;
+    t->retain.pins_cap = t->retain.pins_used = t->retain.npins = 0;
+    t->retain.pin_free = RKV_NIL;
 }
 
 rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner, uint64_t ttl_ms,
@@ -303,8 +306,8 @@ rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner, uint64_t ttl_ms,
     rkv_expire(t, now_ms);
     uint64_t dl = rkv_sat_add(now_ms, ttl_ms);
     uint32_t n = 0;
-    for (uint32_t p = 0; p < t->pins_used; p++) {
-        rkv_pin *e = &t->pins[p];
+    for (uint32_t p = 0; p < t->retain.pins_used; p++) {
+        rkv_pin *e = &t->retain.pins[p];
         if (e->node == 0 || e->owner != owner) /* lowered pins too */
             continue;
         n++;
@@ -313,7 +316,7 @@ rkv_status rkv_tree_pins_extend(rkv_tree *tree, uint64_t owner, uint64_t ttl_ms,
             rkv_heap_down(t, e->heap_pos);
         }
     }
-    t->pins_renewed += n;
+    t->retain.pins_renewed += n;
     if (count != NULL)
         *count = n;
     return RKV_OK;
@@ -326,14 +329,14 @@ rkv_status rkv_tree_pins_release(rkv_tree *tree, uint64_t owner, uint32_t *count
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_pins_release: NULL tree");
     uint32_t n = 0;
-    for (uint32_t p = 0; p < tree->pins_used; p++) {
-        rkv_pin *e = &tree->pins[p];
+    for (uint32_t p = 0; p < tree->retain.pins_used; p++) {
+        rkv_pin *e = &tree->retain.pins[p];
         if (e->node == 0 || e->owner != owner) /* lowered pins too */
             continue;
         rkv_pin_drop(tree, p);
         n++;
     }
-    tree->pins_released += n;
+    tree->retain.pins_released += n;
     if (count != NULL)
         *count = n;
     return RKV_OK;
@@ -349,7 +352,7 @@ static uint32_t rkv_retain_find(const rkv_tree *t, uint32_t root,
 {
     uint32_t d = 0, cur = root;
     for (;;) {
-        uint32_t c = rkv_cidx_find(t, cur, tokens + (size_t)d * t->P);
+        uint32_t c = rkv_child_index_find(t, cur, tokens + (size_t)d * t->P);
         uint32_t m = t->nodes[c].num_pages;
         if (page < d + m) {
             *start = d;
@@ -362,23 +365,24 @@ static uint32_t rkv_retain_find(const rkv_tree *t, uint32_t root,
 
 static void rkv_set_prio(rkv_tree *t, uint32_t id, uint8_t prio)
 {
-    if (t->meta[id].prio == prio)
+    if (t->retain.meta[id].prio == prio)
         return;
     /* a LOWER node's host/disk list is chosen by its priority too
-     * (rkv_tlru_bucket); retain walks device nodes only, but relisting
+     * (rkv_lower_lru_bucket); retain walks device nodes only, but relisting
      * keeps that list right whoever sets a priority */
-    int lower = t->tier != NULL && l_is_lower(t, id);
+    const rkv_pin_tier_ops *ops = t->retain.tier_ops;
+    int lower = ops != NULL && ops->node_is_lower(t, id);
     int listed = t->policy != RKV_EVICT_LRU && !lower &&
                  rkv_tree_in_lru(&t->nodes[id]);
     if (listed)
         rkv_lru_unlink(t, id);
     if (lower)
-        rkv_hlru_unlink(t, id);
-    t->meta[id].prio = prio;
+        ops->relist(t, id, 0);
+    t->retain.meta[id].prio = prio;
     if (listed)
         rkv_lru_place(t, id);
     if (lower)
-        rkv_hlru_place(t, id);
+        ops->relist(t, id, 1);
 }
 
 /* Live pin of owner ending at node, leased (lowered == 0) or lowered,
@@ -386,9 +390,9 @@ static void rkv_set_prio(rkv_tree *t, uint32_t id, uint8_t prio)
 static uint32_t rkv_pin_find(const rkv_tree *t, uint64_t owner, uint32_t node,
                              int lowered)
 {
-    for (uint32_t p = 0; p < t->pins_used; p++)
-        if (t->pins[p].node == node && t->pins[p].owner == owner &&
-            (t->pins[p].lease.id == 0) == lowered)
+    for (uint32_t p = 0; p < t->retain.pins_used; p++)
+        if (t->retain.pins[p].node == node && t->retain.pins[p].owner == owner &&
+            (t->retain.pins[p].lease.id == 0) == lowered)
             return p;
     return RKV_NIL;
 }
@@ -483,7 +487,7 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         return st;
     rkv_expire(t, now_ms);
 
-    uint32_t root = rkv_cidx_find_ns(t, ns);
+    uint32_t root = rkv_child_index_find_ns(t, ns);
     if (root == RKV_NIL)
         return RKV_OK; /* nothing of it is cached */
     uint32_t npages = (uint32_t)(n / P);
@@ -517,25 +521,25 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
     uint64_t add = 0;
     if (pp > 0) {
         uint32_t s, x = rkv_retain_find(t, root, tokens, pp - 1, &s);
-        if (s + t->nodes[x].num_pages == pp && t->meta != NULL)
+        if (s + t->nodes[x].num_pages == pp && t->retain.meta != NULL)
             renew = rkv_pin_find(t, r->owner, x, 0);
         if (renew == RKV_NIL) {
             for (uint32_t d = 0, cur = root; d < pp;) {
-                uint32_t c = rkv_cidx_find(t, cur, tokens + (size_t)d * P);
+                uint32_t c = rkv_child_index_find(t, cur, tokens + (size_t)d * P);
                 uint32_t m = t->nodes[c].num_pages;
-                if (t->meta == NULL || t->meta[c].pin_count == 0)
+                if (t->retain.meta == NULL || t->retain.meta[c].pin_count == 0)
                     add += (d + m < pp ? d + m : pp) - d;
                 d += m;
                 cur = c;
             }
-            if (t->pinned_blocks + add > t->pin_cap_blocks) {
-                t->pins_refused++;
+            if (t->retain.pinned_blocks + add > t->retain.pin_cap_blocks) {
+                t->retain.pins_refused++;
                 return rkv_set_error(RKV_ERR_PIN_CAP,
                                      "%s: pinning %u pages adds %llu pinned pages "
                                      "to %llu; the cap is %llu", fn, pp,
                                      (unsigned long long)add,
-                                     (unsigned long long)t->pinned_blocks,
-                                     (unsigned long long)t->pin_cap_blocks);
+                                     (unsigned long long)t->retain.pinned_blocks,
+                                     (unsigned long long)t->retain.pin_cap_blocks);
             }
         }
     }
@@ -550,22 +554,22 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         if (st != RKV_OK)
             return st;
     }
-    rkv_tmeta *meta = NULL;
+    rkv_node_retention *meta = NULL;
     uint32_t meta_cap = prep.nodes != NULL ? prep.nodes_cap : t->nodes_cap;
     rkv_pin *pins = NULL;
     uint32_t *heap = NULL, pins_cap = 0;
-    if (t->meta == NULL) {
+    if (t->retain.meta == NULL) {
         meta = rkv_node_mem_alloc(&t->mem, (size_t)meta_cap * sizeof *meta);
         if (meta == NULL)
             goto nomem;
     }
-    if (new_pin && t->pin_free == RKV_NIL && t->pins_used == t->pins_cap) {
-        if (t->pins_cap >= RKV_NIL / 2) {
+    if (new_pin && t->retain.pin_free == RKV_NIL && t->retain.pins_used == t->retain.pins_cap) {
+        if (t->retain.pins_cap >= RKV_NIL / 2) {
             st = rkv_set_error(RKV_ERR_STATE, "%s: %u pins are held (the limit)",
-                               fn, t->pins_cap);
+                               fn, t->retain.pins_cap);
             goto fail;
         }
-        pins_cap = t->pins_cap ? t->pins_cap * 2 : RKV_PINS_FIRST_CAP;
+        pins_cap = t->retain.pins_cap ? t->retain.pins_cap * 2 : RKV_PINS_FIRST_CAP;
         pins = rkv_node_mem_alloc(&t->mem, (size_t)pins_cap * sizeof *pins);
         if (pins == NULL)
             goto nomem;
@@ -582,20 +586,20 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
         rkv_tree_prep_install(t, &prep);
     if (meta != NULL) {
         for (uint32_t i = 0; i < meta_cap; i++)
-            meta[i] = RKV_TMETA_FRESH;
-        t->meta = meta;
+            meta[i] = RKV_NODE_RETENTION_FRESH;
+        t->retain.meta = meta;
     }
     if (pins != NULL) {
-        if (t->pins_used > 0) {
-            memcpy(pins, t->pins, (size_t)t->pins_used * sizeof *pins);
-            memcpy(heap, t->pin_heap, (size_t)t->npins * sizeof *heap);
+        if (t->retain.pins_used > 0) {
+            memcpy(pins, t->retain.pins, (size_t)t->retain.pins_used * sizeof *pins);
+            memcpy(heap, t->retain.pin_heap, (size_t)t->retain.npins * sizeof *heap);
         }
-        rkv_node_mem_free(&t->mem, t->pins, (size_t)t->pins_cap * sizeof *t->pins);
-        rkv_node_mem_free(&t->mem, t->pin_heap,
-                          (size_t)t->pins_cap * sizeof *t->pin_heap);
-        t->pins = pins;
-        t->pin_heap = heap;
-        t->pins_cap = pins_cap;
+        rkv_node_mem_free(&t->mem, t->retain.pins, (size_t)t->retain.pins_cap * sizeof *t->retain.pins);
+        rkv_node_mem_free(&t->mem, t->retain.pin_heap,
+                          (size_t)t->retain.pins_cap * sizeof *t->retain.pin_heap);
+        t->retain.pins = pins;
+        t->retain.pin_heap = heap;
+        t->retain.pins_cap = pins_cap;
     }
     for (uint32_t i = 0; i < pl.nsplits; i++) {
         uint32_t c = pl.split_at[i], s;
@@ -606,14 +610,14 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
     uint64_t prio_until = r->priority_duration_ms == 0
                               ? 0 : rkv_sat_add(now_ms, r->priority_duration_ms);
     if (do_prio && prio_until != 0 &&
-        (t->prio_next == 0 || prio_until < t->prio_next))
-        t->prio_next = prio_until;
+        (t->retain.prio_next == 0 || prio_until < t->retain.prio_next))
+        t->retain.prio_next = prio_until;
     for (uint32_t d = 0, cur = root; d < M;) {
-        uint32_t c = rkv_cidx_find(t, cur, tokens + (size_t)d * P);
+        uint32_t c = rkv_child_index_find(t, cur, tokens + (size_t)d * P);
         uint32_t e = d + t->nodes[c].num_pages;
         if (do_prio && pb <= d && e <= pe) {
             rkv_set_prio(t, c, (uint8_t)r->priority);
-            t->meta[c].prio_until = prio_until;
+            t->retain.meta[c].prio_until = prio_until;
             prio_pages += e - d;
         }
         if (e == pp)
@@ -624,50 +628,50 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
     uint32_t newly = 0;
     uint64_t dl = rkv_sat_add(now_ms, ttl);
     if (renew != RKV_NIL) {
-        if (dl > t->pins[renew].deadline) {
-            t->pins[renew].deadline = dl;
-            rkv_heap_down(t, t->pins[renew].heap_pos);
+        if (dl > t->retain.pins[renew].deadline) {
+            t->retain.pins[renew].deadline = dl;
+            rkv_heap_down(t, t->retain.pins[renew].heap_pos);
         }
-        t->pins_renewed++;
+        t->retain.pins_renewed++;
     } else if (new_pin) {
         rkv_lease lease;
         rkv_node h = {target, t->nodes[target].gen};
         (void)rkv_tree_lock(t, h, &lease); /* reserved: cannot fail */
-        uint32_t p = t->pin_free;
+        uint32_t p = t->retain.pin_free;
         if (p != RKV_NIL)
-            t->pin_free = t->pins[p].heap_pos;
+            t->retain.pin_free = t->retain.pins[p].heap_pos;
         else
-            p = t->pins_used++;
-        rkv_pin *e = &t->pins[p];
+            p = t->retain.pins_used++;
+        rkv_pin *e = &t->retain.pins[p];
         e->owner = r->owner;
         e->deadline = dl;
-        e->seq = ++t->pin_seq;
+        e->seq = ++t->retain.pin_seq;
         e->lease = lease;
         e->node = target;
-        t->pin_heap[t->npins] = p;
-        e->heap_pos = t->npins++;
+        t->retain.pin_heap[t->retain.npins] = p;
+        e->heap_pos = t->retain.npins++;
         rkv_heap_up(t, e->heap_pos);
         for (uint32_t y = target; y != 0; y = t->nodes[y].parent) {
-            t->yield_blocks -= rkv_yield_pages(t, y);
-            if (t->meta[y].pin_count++ == 0) {
-                t->pinned_blocks += t->nodes[y].num_pages;
+            t->retain.yield_blocks -= rkv_yield_pages(t, y);
+            if (t->retain.meta[y].pin_count++ == 0) {
+                t->retain.pinned_blocks += t->nodes[y].num_pages;
                 newly += t->nodes[y].num_pages;
             }
-            t->yield_blocks += rkv_yield_pages(t, y);
+            t->retain.yield_blocks += rkv_yield_pages(t, y);
         }
         /* the same session's pin on this prefix that device pressure
          * lowered is taken over: the prefix is on the device again and
          * leased (one pin, the later deadline; counted as a renewal) */
         uint32_t q = rkv_pin_find(t, r->owner, target, 1);
         if (q != RKV_NIL) {
-            if (t->pins[q].deadline > e->deadline) {
-                e->deadline = t->pins[q].deadline;
+            if (t->retain.pins[q].deadline > e->deadline) {
+                e->deadline = t->retain.pins[q].deadline;
                 rkv_heap_down(t, e->heap_pos);
             }
             rkv_pin_drop(t, q);
-            t->pins_renewed++;
+            t->retain.pins_renewed++;
         } else {
-            t->pins_made++;
+            t->retain.pins_made++;
         }
     }
     if (out != NULL) {
@@ -693,22 +697,23 @@ rkv_status rkv_tree_retention_stats(const rkv_tree *tree, rkv_retention_stats *o
     if (tree == NULL || out == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_retention_stats: NULL");
     memset(out, 0, sizeof *out);
-    out->pins = tree->npins;
-    out->pinned_blocks = tree->pinned_blocks;
-    out->pin_cap_blocks = tree->pin_cap_blocks;
-    out->now_ms = tree->now_ms;
-    out->pins_made = tree->pins_made;
-    out->pins_renewed = tree->pins_renewed;
-    out->pins_expired = tree->pins_expired;
-    out->pins_released = tree->pins_released;
-    out->pins_revoked = tree->pins_revoked;
-    out->pins_refused = tree->pins_refused;
-    out->pins_demoted = tree->pins_demoted;
-    out->pins_lowered = tree->npins_lowered;
-    out->prio_reverted = tree->prio_reverted;
-    out->pinned_by_medium[RKV_MEDIUM_DEVICE] = tree->pinned_blocks;
-    out->pin_cap_by_medium[RKV_MEDIUM_DEVICE] = tree->pin_cap_blocks;
-    rkv_lpin_stats(tree, out);
+    out->pins = tree->retain.npins;
+    out->pinned_blocks = tree->retain.pinned_blocks;
+    out->pin_cap_blocks = tree->retain.pin_cap_blocks;
+    out->now_ms = tree->retain.now_ms;
+    out->pins_made = tree->retain.pins_made;
+    out->pins_renewed = tree->retain.pins_renewed;
+    out->pins_expired = tree->retain.pins_expired;
+    out->pins_released = tree->retain.pins_released;
+    out->pins_revoked = tree->retain.pins_revoked;
+    out->pins_refused = tree->retain.pins_refused;
+    out->pins_demoted = tree->retain.pins_demoted;
+    out->pins_lowered = tree->retain.npins_lowered;
+    out->prio_reverted = tree->retain.prio_reverted;
+    out->pinned_by_medium[RKV_MEDIUM_DEVICE] = tree->retain.pinned_blocks;
+    out->pin_cap_by_medium[RKV_MEDIUM_DEVICE] = tree->retain.pin_cap_blocks;
+    if (tree->retain.tier_ops != NULL)
+        tree->retain.tier_ops->stats(tree, out);
     return RKV_OK;
 }
 
@@ -721,7 +726,7 @@ rkv_status rkv_tree_node_priority(const rkv_tree *tree, rkv_node node,
         return rkv_set_error(RKV_ERR_STALE_HANDLE,
                              "rkv_tree_node_priority: stale handle {%u, %u}",
                              node.id, node.gen);
-    *priority = tree->meta != NULL ? tree->meta[node.id].prio : RKV_PRIORITY_DEFAULT;
+    *priority = tree->retain.meta != NULL ? tree->retain.meta[node.id].prio : RKV_PRIORITY_DEFAULT;
     return RKV_OK;
 }
 
@@ -730,13 +735,13 @@ rkv_status rkv_tree_node_priority(const rkv_tree *tree, rkv_node node,
 static rkv_status rkv_retain_check_pins(const rkv_tree *t, uint32_t *own,
                                         uint32_t *lown)
 {
-    if (t->pins_used > t->pins_cap || t->npins > t->pins_used ||
-        (t->pins_cap > 0) != (t->pins != NULL))
-        return CORRUPT("pin table: %u live, %u used of %u", t->npins,
-                       t->pins_used, t->pins_cap);
+    if (t->retain.pins_used > t->retain.pins_cap || t->retain.npins > t->retain.pins_used ||
+        (t->retain.pins_cap > 0) != (t->retain.pins != NULL))
+        return CORRUPT("pin table: %u live, %u used of %u", t->retain.npins,
+                       t->retain.pins_used, t->retain.pins_cap);
     uint64_t live = 0, lowered = 0;
-    for (uint32_t p = 0; p < t->pins_used; p++) {
-        const rkv_pin *e = &t->pins[p];
+    for (uint32_t p = 0; p < t->retain.pins_used; p++) {
+        const rkv_pin *e = &t->retain.pins[p];
         if (e->node == 0) {
             if (e->lease.id != 0)
                 return CORRUPT("free pin %u holds a lease", p);
@@ -750,7 +755,7 @@ static rkv_status rkv_retain_check_pins(const rkv_tree *t, uint32_t *own,
         uint32_t slot = e->lease.id != 0 ? rkv_lease_find(t, e->lease.id)
                                          : RKV_NIL;
         if (e->lease.id == 0) {
-            if (t->tn == NULL)
+            if (t->retain.tier_ops == NULL)
                 return CORRUPT("pin %u is lowered without lower tiers", p);
             lowered++;
             lown[e->node]++;
@@ -758,50 +763,64 @@ static rkv_status rkv_retain_check_pins(const rkv_tree *t, uint32_t *own,
             return CORRUPT("pin %u does not hold a lease on its node %u", p,
                            e->node);
         }
-        if (e->deadline <= t->now_ms)
+        if (e->deadline <= t->retain.now_ms)
             return CORRUPT("pin %u expired at %llu but lives at %llu", p,
                            (unsigned long long)e->deadline,
-                           (unsigned long long)t->now_ms);
-        if (e->heap_pos >= t->npins || t->pin_heap[e->heap_pos] != p)
+                           (unsigned long long)t->retain.now_ms);
+        if (e->heap_pos >= t->retain.npins || t->retain.pin_heap[e->heap_pos] != p)
             return CORRUPT("pin %u is not at its heap position %u", p,
                            e->heap_pos);
         if (e->lease.id != 0)
             own[e->node]++;
     }
-    if (lowered != t->npins_lowered)
+    if (lowered != t->retain.npins_lowered)
         return CORRUPT("%llu pins lowered, %u counted",
-                       (unsigned long long)lowered, t->npins_lowered);
-    if (live != t->npins)
+                       (unsigned long long)lowered, t->retain.npins_lowered);
+    if (live != t->retain.npins)
         return CORRUPT("%llu pins live, %u counted", (unsigned long long)live,
-                       t->npins);
+                       t->retain.npins);
     uint64_t nfree = 0;
-    for (uint32_t p = t->pin_free; p != RKV_NIL; p = t->pins[p].heap_pos) {
-        if (p >= t->pins_used || t->pins[p].node != 0)
+    for (uint32_t p = t->retain.pin_free; p != RKV_NIL; p = t->retain.pins[p].heap_pos) {
+        if (p >= t->retain.pins_used || t->retain.pins[p].node != 0)
             return CORRUPT("pin free list holds pin %u, which is not free", p);
-        if (++nfree > t->pins_used)
+        if (++nfree > t->retain.pins_used)
             return CORRUPT("cycle in the pin free list");
     }
-    if (nfree + live != t->pins_used)
+    if (nfree + live != t->retain.pins_used)
         return CORRUPT("pin free list has %llu, %llu free",
                        (unsigned long long)nfree,
-                       (unsigned long long)(t->pins_used - live));
-    for (uint32_t i = 1; i < t->npins; i++)
-        if (rkv_pin_before(t, t->pin_heap[i], t->pin_heap[(i - 1) / 2]))
+                       (unsigned long long)(t->retain.pins_used - live));
+    for (uint32_t i = 1; i < t->retain.npins; i++)
+        if (rkv_pin_before(t, t->retain.pin_heap[i], t->retain.pin_heap[(i - 1) / 2]))
             return CORRUPT("pin heap out of order at %u", i);
     return RKV_OK;
 }
 
+/* The lowered pins' share of the check (residency/ verifies their paths;
+ * without tiers there must be none). */
+static rkv_status rkv_retain_check_lowered(const rkv_tree *t,
+                                           const uint32_t *lown)
+{
+    if (t->retain.tier_ops != NULL)
+        return t->retain.tier_ops->check(t, lown);
+    return t->retain.npins_lowered == 0
+               ? RKV_OK
+               : rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: lowered "
+                               "pins: %u without lower tiers",
+                               t->retain.npins_lowered);
+}
+
 rkv_status rkv_retain_check(const rkv_tree *t)
 {
-    if (t->pinned_blocks > t->pin_cap_blocks)
+    if (t->retain.pinned_blocks > t->retain.pin_cap_blocks)
         return CORRUPT("%llu pinned pages exceed the cap %llu",
-                       (unsigned long long)t->pinned_blocks,
-                       (unsigned long long)t->pin_cap_blocks);
-    if (t->meta == NULL) {
-        if (t->npins != 0 || t->pins_used != 0 || t->pinned_blocks != 0 ||
-            t->yield_blocks != 0)
+                       (unsigned long long)t->retain.pinned_blocks,
+                       (unsigned long long)t->retain.pin_cap_blocks);
+    if (t->retain.meta == NULL) {
+        if (t->retain.npins != 0 || t->retain.pins_used != 0 || t->retain.pinned_blocks != 0 ||
+            t->retain.yield_blocks != 0)
             return CORRUPT("pins without retention data");
-        return rkv_lpin_check(t, NULL);
+        return rkv_retain_check_lowered(t, NULL);
     }
     uint32_t *own = calloc(t->nodes_used, sizeof *own);
     uint32_t *lown = calloc(t->nodes_used, sizeof *lown);
@@ -814,18 +833,18 @@ rkv_status rkv_retain_check(const rkv_tree *t)
     st = rkv_retain_check_pins(t, own, lown);
     if (st != RKV_OK)
         goto out;
-    st = rkv_lpin_check(t, lown);
+    st = rkv_retain_check_lowered(t, lown);
     if (st != RKV_OK)
         goto out;
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         uint32_t p = t->nodes[y].parent;
         if (p != RKV_NIL && p != 0)
-            below[p] += t->meta[y].pin_count;
+            below[p] += t->retain.meta[y].pin_count;
     }
     uint64_t pinned = 0, yieldable = 0;
     for (uint32_t y = 1; y < t->nodes_used; y++) {
         const rkv_tnode *x = &t->nodes[y];
-        const rkv_tmeta *m = &t->meta[y];
+        const rkv_node_retention *m = &t->retain.meta[y];
         if (x->parent == RKV_NIL)
             continue;
         /* the counter rkv_pins_yieldable answers from, recomputed */
@@ -838,13 +857,13 @@ rkv_status rkv_retain_check(const rkv_tree *t)
         /* a priority's deadline is either ahead or already reverted, and
          * the revert scan runs no later than it */
         if (m->prio_until != 0 &&
-            (m->prio_until <= t->now_ms || t->prio_next == 0 ||
-             t->prio_next > m->prio_until)) {
+            (m->prio_until <= t->retain.now_ms || t->retain.prio_next == 0 ||
+             t->retain.prio_next > m->prio_until)) {
             st = CORRUPT("node %u priority deadline %llu (time %llu, next "
                          "revert scan %llu)", y,
                          (unsigned long long)m->prio_until,
-                         (unsigned long long)t->now_ms,
-                         (unsigned long long)t->prio_next);
+                         (unsigned long long)t->retain.now_ms,
+                         (unsigned long long)t->retain.prio_next);
             goto out;
         }
         if (m->pin_count != own[y] + below[y] || m->pin_count > x->lock_count) {
@@ -856,17 +875,30 @@ rkv_status rkv_retain_check(const rkv_tree *t)
         if (m->pin_count > 0)
             pinned += x->num_pages;
     }
-    if (pinned != t->pinned_blocks)
+    if (pinned != t->retain.pinned_blocks)
         st = CORRUPT("%llu pages are pinned, %llu counted",
                      (unsigned long long)pinned,
-                     (unsigned long long)t->pinned_blocks);
-    else if (yieldable != t->yield_blocks)
+                     (unsigned long long)t->retain.pinned_blocks);
+    else if (yieldable != t->retain.yield_blocks)
         st = CORRUPT("%llu pinned pages only pins hold, %llu counted",
                      (unsigned long long)yieldable,
-                     (unsigned long long)t->yield_blocks);
+                     (unsigned long long)t->retain.yield_blocks);
 out:
     free(own);
     free(lown);
     free(below);
     return st;
+}
+
+/* ---- hooks ------------------------------------------------------------------- */
+
+void rkv_retain_attach(rkv_tree *t, uint32_t max_pinned_pct)
+{
+    t->retain.pin_cap_blocks =
+        (uint64_t)t->pool->cfg.num_blocks * max_pinned_pct / 100;
+    t->retain.pin_pct = max_pinned_pct;
+    t->retain.pin_free = RKV_NIL;
+    /* pins yield to allocations that nothing else can serve */
+    t->hooks.yieldable = rkv_pins_yieldable;
+    t->hooks.yield = rkv_pins_revoke_until;
 }

@@ -1,10 +1,10 @@
 /*
- * radix/tree_tier_stored.c -- the store log (issue 12): which blocks the
+ * events/store_log.c -- the store log: which blocks the
  * tree's own stores read, so that a plan can list a write-policy store's
  * SOURCE device blocks the way it lists a load's destinations and a
  * swap-out's sources (rkv_tree_store_log_* in radixkv.h).
  *
- * Recorded (radix/tree_tier.c calls rkv_slog_add): a write-through or
+ * Recorded (residency/tier.c calls rkv_store_log_add): a write-through or
  * selective store when it is QUEUED (it runs at the next poll; the block
  * holds the page until then: a demotion that meets a queued store runs it
  * first), a demotion's store when it is MADE (at once, before the device
@@ -28,15 +28,15 @@
 #include <string.h>
 
 #include "common/status.h"
-#include "radix/tree_tier_stored.h"
+#include "events/store_log.h"
 
 /* A log far larger than any step's stores is a caller's mistake. */
 #define RKV_SLOG_MAX_CAP (1u << 24)
 
-void rkv_slog_record(rkv_tree *t, rkv_block_id block, uint64_t hash, int from,
+void rkv_store_log_record(rkv_tree *t, rkv_block_id block, uint64_t hash, int from,
                      int medium, int queued)
 {
-    rkv_slog *l = t->slog;
+    rkv_store_log_buf *l = t->slog;
     if (l->n >= l->cap) {
         l->lost[medium]++;
         return;
@@ -52,9 +52,9 @@ void rkv_slog_record(rkv_tree *t, rkv_block_id block, uint64_t hash, int from,
 
 /* Newest first: the record is from this step (the scheduler clears the
  * log every step), so the scan is short. */
-void rkv_slog_record_taken(rkv_tree *t, rkv_block_id block, uint64_t hash)
+void rkv_store_log_record_taken(rkv_tree *t, rkv_block_id block, uint64_t hash)
 {
-    rkv_slog *l = t->slog;
+    rkv_store_log_buf *l = t->slog;
     for (uint32_t i = l->n; i-- > 0;) {
         rkv_store_record *r = &l->rec[i];
         if (r->queued && r->block == block && r->hash == hash &&
@@ -65,14 +65,14 @@ void rkv_slog_record_taken(rkv_tree *t, rkv_block_id block, uint64_t hash)
     }
 }
 
-int rkv_slog_tiers_attached(const rkv_tree *t)
+int rkv_store_log_tiers_attached(const rkv_tree *t)
 {
-    return t->tier != NULL;
+    return t->tiers.tier != NULL;
 }
 
-void rkv_slog_fini(rkv_tree *t)
+void rkv_store_log_fini(rkv_tree *t)
 {
-    rkv_slog *l = t->slog;
+    rkv_store_log_buf *l = t->slog;
     if (l == NULL)
         return;
     rkv_node_mem_free(&t->mem, l->rec, (size_t)l->cap * sizeof *l->rec);
@@ -89,11 +89,11 @@ rkv_status rkv_tree_store_log_enable(rkv_tree *tree, uint32_t capacity)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_store_log_enable: "
                              "capacity %u (0..%u)", capacity, RKV_SLOG_MAX_CAP);
     if (capacity == 0) {
-        rkv_slog_fini(tree);
+        rkv_store_log_fini(tree);
         return RKV_OK;
     }
     /* the new log first: a failure leaves the old one as it was */
-    rkv_slog *l = rkv_node_mem_alloc(&tree->mem, sizeof *l);
+    rkv_store_log_buf *l = rkv_node_mem_alloc(&tree->mem, sizeof *l);
     rkv_store_record *rec =
         l ? rkv_node_mem_alloc(&tree->mem, (size_t)capacity * sizeof *rec) : NULL;
     if (rec == NULL) {
@@ -105,7 +105,7 @@ rkv_status rkv_tree_store_log_enable(rkv_tree *tree, uint32_t capacity)
     memset(l, 0, sizeof *l);
     l->rec = rec;
     l->cap = capacity;
-    rkv_slog_fini(tree);
+    rkv_store_log_fini(tree);
     tree->slog = l;
     return RKV_OK;
 }
@@ -127,7 +127,7 @@ rkv_status rkv_tree_store_log_read(const rkv_tree *tree, rkv_store_log *out)
 
 void rkv_tree_store_log_clear(rkv_tree *tree, uint32_t n)
 {
-    rkv_slog *l = tree ? tree->slog : NULL;
+    rkv_store_log_buf *l = tree ? tree->slog : NULL;
     if (l == NULL)
         return;
     if (n >= l->n) {

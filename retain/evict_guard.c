@@ -1,5 +1,5 @@
 /*
- * radix/evict_guard.c -- keeps RKV_EVICT_LEARNED from losing to LRU.
+ * retain/evict_guard.c -- keeps RKV_EVICT_LEARNED from losing to LRU.
  *
  * Why: an order that predicts reuse from one workload's structure can be
  * wrong on another (the learned classes, fitted on a conversation trace,
@@ -49,14 +49,13 @@
  * for the table (two slots per block), allocated at creation. Removal
  * from the linear-probing table shifts entries back (no tombstones).
  */
-#include "radix/evict_guard.h"
+#include "retain/evict_guard.h"
 
 #include <string.h>
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_debug.h"
-#include "radix/tree_internal.h"
+#include "radix/tree_core.h"
 
 #define RKV_GUARD_NIL UINT32_MAX
 #define RKV_GUARD_RATIO 1024u   /* allowed deficit: queried / this ...   */
@@ -90,7 +89,7 @@ rkv_status rkv_guard_init(rkv_tree *t)
     g->slot = s;
     g->cap = cap;
     g->slots_cap = slots;
-    t->guard = g;
+    t->order.guard = g;
     rkv_guard_clear(t);
 
     return RKV_OK;
@@ -98,26 +97,26 @@ rkv_status rkv_guard_init(rkv_tree *t)
 
 void rkv_tree_debug_guard_off(rkv_tree *t)
 {
-    if (t != NULL && t->guard != NULL) {
-        t->guard->off = 1;
-        t->guard->fallback = 0;
+    if (t != NULL && t->order.guard != NULL) {
+        t->order.guard->off = 1;
+        t->order.guard->fallback = 0;
     }
 }
 
 void rkv_guard_fini(rkv_tree *t)
 {
-    rkv_guard *g = t->guard;
+    rkv_guard *g = t->order.guard;
     if (g == NULL)
         return;
     rkv_node_mem_free(&t->mem, g->pages, (size_t)g->cap * sizeof *g->pages);
     rkv_node_mem_free(&t->mem, g->slot, (size_t)g->slots_cap * sizeof *g->slot);
     rkv_node_mem_free(&t->mem, g, sizeof *g);
-    t->guard = NULL;
+    t->order.guard = NULL;
 }
 
 void rkv_guard_clear(rkv_tree *t)
 {
-    rkv_guard *g = t->guard;
+    rkv_guard *g = t->order.guard;
     for (uint32_t i = 0; i < g->slots_cap; i++)
         g->slot[i] = RKV_GUARD_NIL;
     for (uint32_t i = 0; i < g->cap; i++)
@@ -228,7 +227,7 @@ static void rkv_guard_use(rkv_guard *g, uint64_t h)
 void rkv_guard_on_match(rkv_tree *t, uint64_t ns, const int32_t *tokens,
                         uint32_t npages, uint32_t real_pages)
 {
-    rkv_guard *g = t->guard;
+    rkv_guard *g = t->order.guard;
     uint64_t h = RKV_HASH_ROOT;
     uint32_t hits = 0;
     g->anchor = RKV_GUARD_NIL;
@@ -283,7 +282,7 @@ void rkv_guard_on_match(rkv_tree *t, uint64_t ns, const int32_t *tokens,
 
 void rkv_guard_on_insert(rkv_tree *t, uint32_t node)
 {
-    rkv_guard *g = t->guard;
+    rkv_guard *g = t->order.guard;
     const uint64_t *hash = t->pool->hash;
     if (g->cap == 0)
         return;
@@ -302,7 +301,7 @@ void rkv_guard_on_insert(rkv_tree *t, uint32_t node)
 
 rkv_status rkv_guard_check(const rkv_tree *t)
 {
-    const rkv_guard *g = t->guard;
+    const rkv_guard *g = t->order.guard;
     if (g == NULL)
         return t->policy == RKV_EVICT_LEARNED
                    ? rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: learned "
