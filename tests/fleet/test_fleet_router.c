@@ -40,7 +40,7 @@ static void start_router_with(rt *t, int k, const char *hb_timeout_ms, int memor
                     "--heartbeat-timeout-ms", (char *)hb_timeout_ms,
                     "--snapshot-timeout-ms", "500", memory ? "--memory" : NULL, NULL};
     t->router[k] = harness_spawn(argv, 0);
-    uint64_t deadline = harness_ms_now() + 15000;
+    uint64_t deadline = harness_ms_now() + 60000;
     char buf[8192];
     while (!harness_stats(&t->h, MODEL, buf, sizeof buf, 200)) {
         int st;
@@ -318,14 +318,14 @@ Test(fleet_router, two_routers_share_the_queries)
     start_router(&t, 0, "600000");
     start_router(&t, 1, "600000");
     double qn0[4];
-    uint64_t up = harness_ms_now() + 15000;
+    uint64_t up = harness_ms_now() + 60000;
     while (all_stats(&t, qn0) < 2) /* the second may not be subscribed yet */
         cr_assert_lt(harness_ms_now(), up, "the second router does not answer");
     uint64_t last = store_chain(&t, 1, CHAIN);
     /* both indexed it: every answer (whichever router) lists it; the
      * instance heartbeats all along, as a real one does (the second router
      * may not have been up for the first heartbeat) */
-    uint64_t deadline = harness_ms_now() + 15000;
+    uint64_t deadline = harness_ms_now() + 60000;
     int agreed = 0, asked = 0;
     while (agreed < 20) {
         rkv_wire_reply rep;
