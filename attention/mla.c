@@ -17,9 +17,11 @@
 #include "common/cuda_backend.h"
 #include "common/status.h"
 
-/* The CUDA kernel keeps a latent row and 16 heads' queries in shared
- * memory and gives each thread R / 128 of the output dims (rounded up). */
-#define RKV_MLA_CUDA_MAX_ROW 1024u
+/* The CUDA kernel's static shared memory holds 8-token tiles of latent
+ * rows of up to 576 elements and each thread owns up to 4 of 512 output
+ * dims (mla_cuda.cu). */
+#define RKV_MLA_CUDA_MAX_ROW 576u
+#define RKV_MLA_CUDA_MAX_RANK 512u
 
 static rkv_status mla_pool(const rkv_attn *a, const char *fn, rkv_mla_geom *g)
 {
@@ -38,10 +40,11 @@ static rkv_status mla_pool(const rkv_attn *a, const char *fn, rkv_mla_geom *g)
     g->dtype = cfg->dtype;
     g->elem_size = rkv_attn_dtype_size(cfg->dtype);
     if (cfg->device == RKV_DEVICE_CUDA &&
-        (g->rank % 4 != 0 || g->rank + g->rope > RKV_MLA_CUDA_MAX_ROW))
+        (g->rank > RKV_MLA_CUDA_MAX_RANK || g->rank + g->rope > RKV_MLA_CUDA_MAX_ROW))
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: kv_lora_rank %u + qk_rope_dim %u on the GPU (rank a "
-                             "multiple of 4, rank + rope <= %u)", fn, g->rank, g->rope,
+                             "%s: kv_lora_rank %u + qk_rope_dim %u on the GPU (rank <= "
+                             "%u, rank + rope <= %u: DeepSeek-V2/V3's 512 + 64 fits)",
+                             fn, g->rank, g->rope, RKV_MLA_CUDA_MAX_RANK,
                              RKV_MLA_CUDA_MAX_ROW);
     return RKV_OK;
 }

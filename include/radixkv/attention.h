@@ -162,9 +162,9 @@ void rkv_attn_plan_destroy(rkv_attn_plan *plan); /* NULL is fine */
  * up to rounding. sm_scale has no default (it depends on the model's query
  * head width before absorption, e.g. 1 / sqrt(128 + 64) for DeepSeek-V3):
  * it must be > 0. Elements are the pool's dtype (f16, bf16, f32); fp32
- * accumulation, outputs rounded once. CUDA: any R and E with R % 4 == 0,
- * R + E <= 1024 (else RKV_ERR_UNSUPPORTED); every page of the latent is
- * read once per block of up to 16 heads. Block tables, validation and
+ * accumulation, outputs rounded once. CUDA: R <= 512 and R + E <= 576 (else
+ * RKV_ERR_UNSUPPORTED); every page of the latent is read once per group of
+ * up to 16 heads (8 in f32), so once in all for up to 16 heads. Block tables, validation and
  * memory rules are those of the K/V calls above. Any of these calls on a
  * K/V pool, and the K/V calls on an MLA pool: RKV_ERR_UNSUPPORTED.
  */
