@@ -16,7 +16,9 @@
  *     parallelism has 16 heads a GPU). A head's online softmax (m, l) is
  *     kept by one thread between barriers. With one split the block writes
  *     o_latent and lse itself; else fp32 partials, merged by log-sum-exp
- *     in a combine kernel that rounds once into the dtype.
+ *     in a combine kernel that rounds once into the dtype. A split covers at
+ *     least 256 tokens: its partial (16 heads x rank fp32, written and read
+ *     back) is then under a third of the latent bytes it stands for.
  * Limits (checked by the front end, mla.c): rank % 4 == 0, rank <= 512,
  * rank + rope <= 576 (DeepSeek-V2/V3's 512 + 64): the static shared
  * memory is sized for that. Loads are scalar: the kernel is written for
@@ -46,6 +48,8 @@
 #define MLA_MAX_R 512  /* rank */
 #define MLA_DJ (MLA_MAX_R / MLA_THREADS) /* output dims a thread owns */
 #define MLA_TT 8       /* tokens per tile */
+#define MLA_MIN_CHUNK 256 /* tokens per KV split, at least */
+#define MLA_MAX_SPLITS 1024
 
 struct rkv_mla_cuda {
     int device;
@@ -258,6 +262,7 @@ __global__ void __launch_bounds__(MLA_THREADS) mla_rows_kernel(mla_args a)
     __shared__ raw sl[MLA_TT][MLA_MAX_W]; /* the tile's latent rows */
     __shared__ float sp[HG][MLA_TT];      /* scores, then probabilities */
     __shared__ float sm[HG], sl_sum[HG], salpha[HG];
+    __shared__ size_t srow[MLA_TT];       /* element offset of each tile row */
 
     const unsigned row = blockIdx.x, h0 = blockIdx.y * HG, split = blockIdx.z;
     const unsigned gn = min(a.H - h0, (unsigned)HG);
@@ -287,11 +292,13 @@ __global__ void __launch_bounds__(MLA_THREADS) mla_rows_kernel(mla_args a)
     for (unsigned tb = t0; tb < t1; tb += MLA_TT) {
         const unsigned nt = min((unsigned)MLA_TT, t1 - tb);
         __syncthreads(); /* the previous tile is consumed */
-        for (unsigned i = tid; i < nt * W; i += MLA_THREADS) {
-            const unsigned t = tb + i / W;
-            const size_t at = ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * W;
-            sl[i / W][i % W] = ld_global(plane + at + i % W);
+        if (tid < nt) { /* the tile's rows: one page-table read a token */
+            const unsigned t = tb + tid;
+            srow[tid] = ((size_t)ld_global(pages + t / a.P) * a.P + t % a.P) * W;
         }
+        __syncthreads();
+        for (unsigned i = tid; i < nt * W; i += MLA_THREADS)
+            sl[i / W][i % W] = ld_global(plane + srow[i / W] + i % W);
         __syncthreads();
         {
             const unsigned h = tid / MLA_TT, t = tid % MLA_TT;
@@ -377,24 +384,32 @@ __global__ void __launch_bounds__(MLA_THREADS)
 mla_combine_kernel(const float *po, const float *plse, typename T::raw *out, float *lse,
                    unsigned nst, unsigned R, unsigned splits)
 {
+    __shared__ float w[MLA_MAX_SPLITS]; /* each split's weight, read once */
+    __shared__ float m_sum[2];
     const size_t st = blockIdx.x;
-    float m = -INFINITY;
-    for (unsigned s = 0; s < splits; s++)
-        m = fmaxf(m, ld_global(plse + (size_t)s * nst + st));
-    float wsum = 0.0f;
-    for (unsigned s = 0; s < splits; s++)
-        wsum += __expf(ld_global(plse + (size_t)s * nst + st) - m);
+    for (unsigned s = threadIdx.x; s < splits; s += blockDim.x)
+        w[s] = ld_global(plse + (size_t)s * nst + st);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float m = -INFINITY, sum = 0.0f;
+        for (unsigned s = 0; s < splits; s++)
+            m = fmaxf(m, w[s]);
+        for (unsigned s = 0; s < splits; s++)
+            sum += (w[s] = __expf(w[s] - m));
+        m_sum[0] = m;
+        m_sum[1] = sum;
+    }
+    __syncthreads();
+    const float inv = 1.0f / m_sum[1];
     for (unsigned d = threadIdx.x; d < R; d += blockDim.x) {
         float x = 0.0f;
-        for (unsigned s = 0; s < splits; s++) {
-            const float w = __expf(ld_global(plse + (size_t)s * nst + st) - m);
-            if (w != 0.0f) /* an empty split's partial is skipped */
-                x += w * ld_global(po + ((size_t)s * nst + st) * R + d);
-        }
-        st_global(out + st * R + d, from_f(T(), x / wsum));
+        for (unsigned s = 0; s < splits; s++)
+            if (w[s] != 0.0f) /* an empty split's partial is skipped */
+                x += w[s] * ld_global(po + ((size_t)s * nst + st) * R + d);
+        st_global(out + st * R + d, from_f(T(), x * inv));
     }
     if (threadIdx.x == 0 && lse != NULL)
-        st_global(lse + st, m + logf(wsum));
+        st_global(lse + st, m_sum[0] + logf(m_sum[1]));
 }
 
 template <typename T>
@@ -421,12 +436,14 @@ extern "C" rkv_status rkv_mla_cuda_rows(rkv_mla_cuda *c, void *stream,
     cudaStream_t s = (cudaStream_t)stream;
     const unsigned HG = g->dtype == RKV_DTYPE_F32 ? 8 : 16;
     const unsigned ngroups = (g->num_heads + HG - 1) / HG, nrows = rows->num_rows;
-    /* splits: about two blocks per SM in all, each split >= 4 tiles */
+    /* splits: about two blocks per SM in all, each split >= MLA_MIN_CHUNK
+     * tokens, so a split's fp32 partial (written and read back) stays small
+     * beside the latent it summarises */
     const size_t base_blocks = (size_t)nrows * ngroups;
     size_t want = ((size_t)c->num_sms * 2 + base_blocks - 1) / base_blocks;
-    const size_t most = (rows->max_len + 4 * MLA_TT - 1) / (4 * MLA_TT);
+    const size_t most = (rows->max_len + MLA_MIN_CHUNK - 1) / MLA_MIN_CHUNK;
     want = want < 1 ? 1 : want > most ? most : want;
-    want = want > 1024 ? 1024 : want;
+    want = want > MLA_MAX_SPLITS ? MLA_MAX_SPLITS : want;
     unsigned chunk = (unsigned)((rows->max_len + want - 1) / want);
     chunk = (chunk + MLA_TT - 1) / MLA_TT * MLA_TT;
     const unsigned splits = (rows->max_len + chunk - 1) / chunk;
