@@ -271,7 +271,7 @@ Test(mla_gpu, unsupported_widths_refused)
 Test(mla_gpu, skipped)
 {
     need_gpu();
-    cr_fail("a CUDA pool was created without the CUDA backend linked");
+    cr_assert_fail("a CUDA pool was created without the CUDA backend linked");
 }
 
 #endif
