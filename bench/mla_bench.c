@@ -53,15 +53,15 @@ static int run(rkv_dtype dt, uint32_t H, uint32_t T)
     const mla_dims d = {H, 128, 64, 128, 512}; /* qk_nope, rope, v, rank */
     const uint32_t P = 64, R = d.R, E = d.E, npages = (T + P - 1) / P;
     const size_t es = dt == RKV_DTYPE_F32 ? 4 : 2;
-    float *W_UK = malloc(sizeof(float) * H * d.Dn * R), *W_UV = malloc(sizeof(float) * H * d.Dv * R);
-    float *ckv = malloc(sizeof(float) * T * R), *kpe = malloc(sizeof(float) * T * E);
-    float *qn = malloc(sizeof(float) * H * d.Dn), *qp = malloc(sizeof(float) * H * E);
-    float *ql = malloc(sizeof(float) * H * R), *ol = malloc(sizeof(float) * H * R);
-    void *ckv_d = malloc(es * T * R), *kpe_d = malloc(es * T * E);
-    void *ql_d = malloc(es * H * R), *qp_d = malloc(es * H * E), *ol_d = malloc(es * H * R);
-    double *want = malloc(sizeof(double) * H * d.Dv), *got = malloc(sizeof(double) * H * d.Dv);
+    float *W_UK = calloc(H * d.Dn * R, sizeof(float)), *W_UV = calloc(H * d.Dv * R, sizeof(float));
+    float *ckv = calloc(T * R, sizeof(float)), *kpe = calloc(T * E, sizeof(float));
+    float *qn = calloc(H * d.Dn, sizeof(float)), *qp = calloc(H * E, sizeof(float));
+    float *ql = calloc(H * R, sizeof(float)), *ol = calloc(H * R, sizeof(float));
+    void *ckv_d = calloc(T * R, es), *kpe_d = calloc(T * E, es);
+    void *ql_d = calloc(H * R, es), *qp_d = calloc(H * E, es), *ol_d = calloc(H * R, es);
+    double *want = calloc(H * d.Dv, sizeof(double)), *got = calloc(H * d.Dv, sizeof(double));
     double lse[256];
-    uint32_t *slots = malloc(4 * T), *blocks = malloc(4 * npages);
+    uint32_t *slots = calloc(T, 4), *blocks = calloc(npages, 4);
     if (!W_UK || !W_UV || !ckv || !kpe || !qn || !qp || !ql || !ol || !ckv_d || !kpe_d ||
         !ql_d || !qp_d || !ol_d || !want || !got || !slots || !blocks || H > 256)
         return 1;
