@@ -79,6 +79,30 @@ static void print_kernels(void)
     }
 }
 
+/* The metered call's own host events (read before the sync that follows
+ * it): host-to-device copies, cudaMalloc calls, host-blocking syncs. */
+typedef struct host_events {
+    unsigned long long h2d, mal, syn;
+} host_events;
+
+static host_events host_events_now(void)
+{
+    host_events h;
+    h.h2d = rkvsim_meter_get("[H2D]", -1, RKVSIM_METER_LAUNCHES);
+    h.mal = rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES);
+    h.syn = rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES);
+    return h;
+}
+
+/* A shape's SHAPE line (the format scripts/attn-traffic reads), then its
+ * kernels. */
+static void report(const char *name, double kv, double all, const host_events *h)
+{
+    printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu\n", name, kv, all,
+           h->h2d, h->mal, h->syn);
+    print_kernels();
+}
+
 /* Every byte kernels, GEMMs, device copies and memsets read or wrote in
  * the metered call (host copies are counted as h2d instead). */
 static double device_bytes(void)
@@ -172,9 +196,7 @@ static void run_shape(const shape *s)
             TRY(rkv_attn_cascade(a, &p, sh_pages, shp, qo, &t, q, out, lse));
         if (pass == 1) {
             /* host events of the call itself, before the sync below */
-            uint64_t h2d = rkvsim_meter_get("[H2D]", -1, RKVSIM_METER_LAUNCHES);
-            uint64_t mal = rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES);
-            uint64_t syn = rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES);
+            const host_events he = host_events_now();
             TRY(rkv_attn_sync(a));
             rkvsim_meter_enable(0);
             const double kv_min =
@@ -183,10 +205,7 @@ static void run_shape(const shape *s)
                                  (double)rkvsim_meter_get(NULL, 2, RKVSIM_METER_READ);
             const double all = device_bytes();
             const double ideal = kv_min + 2.0 * (double)qbytes + (double)lbytes;
-            printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu\n", s->name,
-                   kv_rd / kv_min, all / ideal, (unsigned long long)h2d,
-                   (unsigned long long)mal, (unsigned long long)syn);
-            print_kernels();
+            report(s->name, kv_rd / kv_min, all / ideal, &he);
         }
     }
     rkvsim_meter_reset();
@@ -256,19 +275,14 @@ static void run_mla(const char *name, uint32_t reqs, uint32_t H, uint32_t ctx)
         }
         TRY(rkv_attn_mla_decode(a, &p, &t, ql, qp, out, lse));
         if (pass == 1) {
-            uint64_t h2d = rkvsim_meter_get("[H2D]", -1, RKVSIM_METER_LAUNCHES);
-            uint64_t mal = rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES);
-            uint64_t syn = rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES);
+            const host_events he = host_events_now();
             TRY(rkv_attn_sync(a));
             rkvsim_meter_enable(0);
             const double kv_min = (double)reqs * ctx * W * es;
             const double kv_rd = (double)rkvsim_meter_get(NULL, 1, RKVSIM_METER_READ);
             const double all = device_bytes();
             const double ideal = kv_min + (double)nst * (W + R) * es + (double)nst * 4;
-            printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu\n", name,
-                   kv_rd / kv_min, all / ideal, (unsigned long long)h2d,
-                   (unsigned long long)mal, (unsigned long long)syn);
-            print_kernels();
+            report(name, kv_rd / kv_min, all / ideal, &he);
         }
     }
     rkvsim_meter_reset();
