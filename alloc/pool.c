@@ -109,6 +109,43 @@ const rkv_cuda_backend *rkv_pool_cuda_backend(const rkv_pool *pool)
     return pool != NULL ? pool->cuda.be : NULL;
 }
 
+static rkv_status rkv_pool_check_config(const char *fn, const rkv_pool_config *cfg,
+                                        size_t *bpb_out, size_t *kv_bytes_out);
+
+/* The layout fields: an MLA pool needs both widths (their sum is its row,
+ * kept far from overflow) and a dtype its kernels read. */
+static rkv_status rkv_pool_check_layout(const char *fn, const rkv_pool_config *cfg)
+{
+    if (cfg->layout == RKV_LAYOUT_MHA)
+        return RKV_OK;
+    if (cfg->layout != RKV_LAYOUT_MLA)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: layout %d (MHA 0 or MLA 1)",
+                             fn, (int)cfg->layout);
+    if (cfg->kv_lora_rank == 0 || cfg->qk_rope_dim == 0 ||
+        cfg->kv_lora_rank > 65536 || cfg->qk_rope_dim > 65536)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: MLA kv_lora_rank %u, qk_rope_dim %u (each 1..65536)",
+                             fn, cfg->kv_lora_rank, cfg->qk_rope_dim);
+    if (cfg->dtype != RKV_DTYPE_F16 && cfg->dtype != RKV_DTYPE_BF16 &&
+        cfg->dtype != RKV_DTYPE_F32)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: the MLA layout stores f16, bf16 or f32 only (dtype %d)",
+                             fn, (int)cfg->dtype);
+    return RKV_OK;
+}
+
+size_t rkv_pool_config_bytes_per_token(const rkv_pool_config *cfg)
+{
+    size_t bpb = 0, kv_bytes = 0;
+    if (cfg == NULL || cfg->page_size == 0)
+        return 0;
+    rkv_pool_config one = *cfg;
+    one.num_blocks = 1; /* the block, not the pool, is what must not overflow */
+    rkv_status st = rkv_pool_check_config("rkv_pool_config_bytes_per_token", &one,
+                                          &bpb, &kv_bytes);
+    return st == RKV_OK ? bpb / cfg->page_size : 0;
+}
+
 /* Checks cfg; *bpb and *kv_bytes get the block and pool sizes. */
 static rkv_status rkv_pool_check_config(const char *fn, const rkv_pool_config *cfg,
                                         size_t *bpb_out, size_t *kv_bytes_out)
@@ -129,13 +166,20 @@ static rkv_status rkv_pool_check_config(const char *fn, const rkv_pool_config *c
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: device %d", fn,
                              (int)cfg->device);
     size_t bpb = 0, kv_bytes = 0;
+    rkv_status st = rkv_pool_check_layout(fn, cfg);
+    if (st != RKV_OK)
+        return st;
     if (cfg->num_layers > 0) {
-        if (cfg->num_kv_heads == 0 || cfg->head_dim == 0)
+        const int mla = cfg->layout == RKV_LAYOUT_MLA;
+        if (!mla && (cfg->num_kv_heads == 0 || cfg->head_dim == 0))
             return rkv_set_error(RKV_ERR_INVALID_ARG,
                                  "%s: num_kv_heads %u, head_dim %u", fn,
                                  cfg->num_kv_heads, cfg->head_dim);
-        size_t f[5] = {cfg->num_layers, 2, cfg->page_size, cfg->num_kv_heads,
-                       cfg->head_dim};
+        /* MLA: one latent plane per layer, one "head" of rank + rope */
+        size_t f[5] = {cfg->num_layers, mla ? 1 : 2, cfg->page_size,
+                       mla ? 1 : cfg->num_kv_heads,
+                       mla ? (size_t)cfg->kv_lora_rank + cfg->qk_rope_dim
+                           : cfg->head_dim};
         bpb = esz;
         for (int i = 0; i < 5; i++)
             if (__builtin_mul_overflow(bpb, f[i], &bpb))
@@ -159,10 +203,19 @@ static rkv_status rkv_pool_new(const char *fn, const rkv_pool_config *cfg,
     if (p == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: pool struct", fn);
     p->cfg = *cfg;
+    if (cfg->layout == RKV_LAYOUT_MLA) {
+        /* the latent row reads as one head (pool.h) */
+        p->cfg.num_kv_heads = 1;
+        p->cfg.head_dim = cfg->kv_lora_rank + cfg->qk_rope_dim;
+    } else {
+        p->cfg.kv_lora_rank = 0;
+        p->cfg.qk_rope_dim = 0;
+    }
     p->bytes_per_block = bpb;
     p->kv_bytes = kv_bytes;
     size_t n = cfg->num_blocks;
-    size_t nseg = kv_bytes != 0 ? 2 * (size_t)cfg->num_layers : 0;
+    size_t nseg = kv_bytes != 0 ? rkv_pool_segs_per_layer(&p->cfg) *
+                                      (size_t)cfg->num_layers : 0;
     p->meta_bytes = n * (sizeof(uint64_t) + sizeof(uint32_t)) +
                     nseg * sizeof(char *);
     p->meta = malloc(p->meta_bytes);
@@ -206,12 +259,14 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
         return st;
     }
     if (p->seg != NULL) {
-        /* the layout radixkv.h documents: K[l], V[l] planes in turn */
-        size_t plane = kv_bytes / ((size_t)cfg->num_layers * 2);
-        for (size_t s = 0; s < 2 * (size_t)cfg->num_layers; s++)
+        /* the layout pool.h documents: K[l], V[l] planes in turn (MLA: the
+         * latent plane of each layer) */
+        size_t nseg = rkv_pool_segs_per_layer(&p->cfg) * (size_t)cfg->num_layers;
+        size_t plane = kv_bytes / nseg;
+        for (size_t s = 0; s < nseg; s++)
             p->seg[s] = (char *)p->kv + s * plane;
-        p->head_stride = (size_t)cfg->head_dim * rkv_pool_dtype_size(cfg->dtype);
-        p->tok_stride = p->head_stride * cfg->num_kv_heads;
+        p->head_stride = (size_t)p->cfg.head_dim * rkv_pool_dtype_size(cfg->dtype);
+        p->tok_stride = p->head_stride * p->cfg.num_kv_heads;
         p->blk_stride = p->tok_stride * cfg->page_size;
         p->dense = 1;
     }
@@ -281,6 +336,10 @@ rkv_status rkv_pool_create_external(const rkv_pool_config *cfg,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: num_layers 0 (a metadata-only pool has no KV "
                              "buffers: use rkv_pool_create)", fn);
+    if (cfg->layout == RKV_LAYOUT_MLA)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: server-owned buffers of the MLA layout are not "
+                             "supported (use rkv_pool_create)", fn);
     const size_t esz = rkv_pool_dtype_size(cfg->dtype);
     size_t extent = 0;
     if ((st = rkv_kv_shape_ok(fn, cfg, kv, esz, &extent)) != RKV_OK)
@@ -391,10 +450,11 @@ rkv_status rkv_pool_layer_kv(const rkv_pool *pool, uint32_t layer, void **k,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_pool_layer_kv: layer %u of %u", layer,
                              pool->cfg.num_layers);
+    const size_t n = rkv_pool_segs_per_layer(&pool->cfg);
     if (k != NULL)
-        *k = pool->seg[2 * (size_t)layer];
+        *k = pool->seg[n * layer];
     if (v != NULL)
-        *v = pool->seg[2 * (size_t)layer + 1];
+        *v = n == 2 ? pool->seg[2 * (size_t)layer + 1] : NULL;
     return RKV_OK;
 }
 

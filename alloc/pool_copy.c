@@ -5,7 +5,8 @@
  * block copies, written against the public pool API (plus the pool's CUDA
  * backend table for a CUDA pool, whose device side is alloc/pool_copy.cu).
  *
- * A block's KV is 2 * num_layers segments (K[l], V[l] pages) of seg =
+ * A block's KV is 2 * num_layers segments (K[l], V[l] pages; an MLA pool:
+ * num_layers latent pages) of seg =
  * page_size * num_kv_heads * head_dim * sizeof(dtype) bytes; in the pool's
  * one allocation they sit at stride num_blocks * seg starting at
  * K[0] + id * seg. The host buffer of to/from_host holds block i at i *
@@ -64,7 +65,7 @@ static rkv_status layout_of(rkv_pool *pool, const char *fn, seg_layout *L)
     L->dense = L->hs == L->row && L->ts == L->row * L->cfg.num_kv_heads &&
                L->bs == L->seg;
     L->stride = L->seg * L->cfg.num_blocks;
-    L->height = 2 * L->cfg.num_layers;
+    L->height = (L->cfg.layout == RKV_LAYOUT_MLA ? 1 : 2) * L->cfg.num_layers;
     L->bpb = rkv_pool_bytes_per_block(pool);
     if (L->bpb != L->seg * L->height)
         return rkv_set_error(RKV_ERR_CORRUPT,
@@ -98,6 +99,12 @@ static void host_copy(const seg_layout *L, char *dst, size_t dpitch, const char 
 static char *seg_base(rkv_pool *pool, uint32_t s)
 {
     void *k = NULL, *v = NULL;
+    rkv_pool_config cfg;
+    (void)rkv_pool_get_config(pool, &cfg);
+    if (cfg.layout == RKV_LAYOUT_MLA) { /* one latent plane a layer */
+        (void)rkv_pool_layer_kv(pool, s, &k, NULL);
+        return (char *)k;
+    }
     (void)rkv_pool_layer_kv(pool, s / 2, &k, &v); /* s < height: cannot fail */
     return (char *)(s % 2 ? v : k);
 }

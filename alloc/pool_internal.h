@@ -20,7 +20,8 @@
  *     1, rkv_pool_create_external) is the caller's buffers, never freed
  *     here, and kv is NULL.
  *   - With KV memory, seg[] has 2 * num_layers entries (K of layer l at
- *     2l, V at 2l + 1) and element d of kv head h, token t of block b in
+ *     2l, V at 2l + 1; an MLA pool: num_layers, the latent plane of layer
+ *     l at l, and cfg holds num_kv_heads 1, head_dim rank + rope) and element d of kv head h, token t of block b in
  *     segment s is at seg[s] + b * blk_stride + t * tok_stride + h *
  *     head_stride + d * dtype size. A pool-owned pool is laid out as
  *     radixkv.h says (the NHD planes of kv); dense is 1 when blk_stride ==
@@ -73,6 +74,12 @@ struct rkv_pool {
     rkv_cuda_lib cuda;        /* the CUDA backend of a CUDA pool (its table
                                  owns kv); zeroed for a host pool          */
 };
+
+/* Segments of a layer: K and V, or an MLA pool's one latent plane. */
+static inline size_t rkv_pool_segs_per_layer(const rkv_pool_config *cfg)
+{
+    return cfg->layout == RKV_LAYOUT_MLA ? 1 : 2;
+}
 
 /* Pushes a block whose count just reached 0 on the free stack. */
 static inline void rkv_pool_push_free(rkv_pool *pool, uint32_t id)

@@ -27,6 +27,7 @@ struct rkv_attn {
     const rkv_cuda_backend *be; /* the pool's backend (CUDA pool only) */
     rkv_attn_cuda *cuda;        /* the backend's context, made on first use */
     size_t cascade_budget;      /* 0: the backend's default */
+    rkv_mla_cuda *mla;          /* the backend's MLA context (mla.c), or NULL */
 };
 
 rkv_status rkv_attn_create(rkv_pool *pool, rkv_attn **out)
@@ -59,6 +60,8 @@ void rkv_attn_destroy(rkv_attn *attn)
         return;
     if (attn->cuda != NULL)
         attn->be->attn_destroy(attn->cuda);
+    if (attn->mla != NULL)
+        attn->be->mla_destroy(attn->mla);
     free(attn);
 }
 
@@ -170,9 +173,22 @@ static rkv_status check_block(const rkv_attn *a, const char *fn, uint32_t id)
     return RKV_OK;
 }
 
+/* The K/V calls read K and V planes: an MLA pool has neither. */
+static rkv_status mha_only(const rkv_attn *a, const char *fn)
+{
+    if (a->cfg.layout == RKV_LAYOUT_MLA)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: the pool has the MLA layout (no K/V planes): use "
+                             "the rkv_attn_mla_* calls", fn);
+    return RKV_OK;
+}
+
 static rkv_status check_params(const rkv_attn *a, const char *fn,
                                const rkv_attn_params *p, float *scale)
 {
+    rkv_status st = mha_only(a, fn);
+    if (st != RKV_OK)
+        return st;
     if (p == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL params", fn);
     if (p->layer >= a->cfg.num_layers)
@@ -428,6 +444,48 @@ static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p
                                                    scale, out, lse));
 }
 
+/* ---- what the MLA front end (mla.c) borrows ------------------------------- */
+
+rkv_status rkv_attn_lower_rows(const rkv_attn *a, const char *fn,
+                               const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                               rkv_attn_rows *rows, uint32_t **mem)
+{
+    rows_buf rb;
+    rkv_status st = build_rows(a, fn, qo_indptr, kv, &rb);
+    if (st == RKV_OK) {
+        *rows = rb.rows;
+        *mem = rb.mem;
+    }
+    return st;
+}
+
+const rkv_pool_config *rkv_attn_pool_config(const rkv_attn *a)
+{
+    return &a->cfg;
+}
+
+rkv_pool *rkv_attn_pool(const rkv_attn *a)
+{
+    return a->pool;
+}
+
+rkv_status rkv_attn_mla_backend(rkv_attn *a, const rkv_cuda_backend **be,
+                                rkv_mla_cuda **c, void **stream)
+{
+    /* The K/V context too: rkv_attn_sync waits on its stream, the same one. */
+    rkv_attn_cuda *kv;
+    rkv_status st = need_cuda(a, &kv);
+    if (st != RKV_OK)
+        return st;
+    if (a->mla == NULL &&
+        (st = rkv_cuda_status(a->be, a->be->mla_create(a->cfg.cuda_device, &a->mla))) != RKV_OK)
+        return st;
+    *be = a->be;
+    *c = a->mla;
+    *stream = a->stream;
+    return RKV_OK;
+}
+
 /* ---- public operations ---------------------------------------------------- */
 
 /* What decode, prefill and cascade share: validation, row building, the run.
@@ -487,26 +545,16 @@ rkv_status rkv_attn_cascade(rkv_attn *attn, const rkv_attn_params *p,
                   num_shared_pages ? &sh : NULL, q, out, lse);
 }
 
-rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
-                           const uint32_t *slots, const void *k, const void *v)
+rkv_status rkv_attn_check_slots(const rkv_attn *attn, const char *fn, uint32_t n,
+                                const uint32_t *slots)
 {
-    static const char fn[] = "rkv_attn_append";
-    if (attn == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
-    if (layer >= attn->cfg.num_layers)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: layer %u of %u", fn, layer,
-                             attn->cfg.num_layers);
-    if (num_tokens == 0)
-        return RKV_OK;
-    if (slots == NULL || k == NULL || v == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL slots, k or v", fn);
     const uint32_t P = attn->cfg.page_size;
     uint64_t nslots = (uint64_t)attn->cfg.num_blocks * P;
     uint8_t *seen = calloc((size_t)((nslots + 7) / 8), 1);
     if (seen == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
     rkv_status st = RKV_OK;
-    for (uint32_t i = 0; i < num_tokens && st == RKV_OK; i++) {
+    for (uint32_t i = 0; i < n && st == RKV_OK; i++) {
         uint32_t s = slots[i];
         if (s >= nslots) {
             st = rkv_set_error(RKV_ERR_INVALID_ARG, "%s: slot %u out of range", fn, s);
@@ -519,8 +567,28 @@ rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
         seen[s / 8] |= (uint8_t)(1u << (s % 8));
     }
     free(seen);
+    return st;
+}
+
+rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
+                           const uint32_t *slots, const void *k, const void *v)
+{
+    static const char fn[] = "rkv_attn_append";
+    if (attn == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
+    if (layer >= attn->cfg.num_layers)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: layer %u of %u", fn, layer,
+                             attn->cfg.num_layers);
+    rkv_status st = mha_only(attn, fn);
     if (st != RKV_OK)
         return st;
+    if (num_tokens == 0)
+        return RKV_OK;
+    if (slots == NULL || k == NULL || v == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL slots, k or v", fn);
+    if ((st = rkv_attn_check_slots(attn, fn, num_tokens, slots)) != RKV_OK)
+        return st;
+    const uint32_t P = attn->cfg.page_size;
     void *kb, *vb;
     if ((st = rkv_pool_layer_kv(attn->pool, layer, &kb, &vb)) != RKV_OK)
         return st;
@@ -559,6 +627,9 @@ rkv_status rkv_attn_merge(rkv_attn *attn, uint32_t n, const void *v_a,
     static const char fn[] = "rkv_attn_merge";
     if (attn == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
+    rkv_status mst = mha_only(attn, fn);
+    if (mst != RKV_OK)
+        return mst;
     if (n == 0)
         return RKV_OK;
     if (v_a == NULL || lse_a == NULL || v_b == NULL || lse_b == NULL || v_out == NULL)

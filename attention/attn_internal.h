@@ -116,6 +116,55 @@ rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                uint32_t n, const void *v_a, const float *lse_a,
                                const void *v_b, const float *lse_b,
                                void *v_out, float *lse_out);
+/* ---- MLA (mla.c front end, mla_cpu.c reference, mla_cuda.cu kernels) ---
+ * A pool of the MLA layout: per layer one plane [num_blocks][page_size]
+ * [rank + rope], a token's row c_kv then k_pe. Rows as above. */
+typedef struct rkv_mla_geom {
+    uint32_t num_blocks;
+    uint32_t page_size;
+    uint32_t rank;      /* kv_lora_rank: c_kv and o_latent width */
+    uint32_t rope;      /* qk_rope_dim */
+    uint32_t num_heads; /* 0 for append */
+    rkv_dtype dtype;
+    size_t elem_size;
+} rkv_mla_geom;
+
+/* CPU reference: fp32 state of every (row, head) into o32 [rows][H][rank]
+ * and lse32 [rows][H]; scratch of rkv_mla_cpu_scratch floats. */
+size_t rkv_mla_cpu_scratch(const rkv_mla_geom *g, uint32_t max_len);
+void rkv_mla_cpu_rows(const rkv_mla_geom *g, const void *base,
+                      const rkv_attn_rows *rows, const void *q_latent,
+                      const void *q_pe, float sm_scale, float *scratch,
+                      float *o32, float *lse32);
+
+/* CUDA (libradixkv_cuda, reached through the backend table). Work is
+ * queued on `stream` (the rkv_attn context's); the context owns a device
+ * workspace that only grows. */
+typedef struct rkv_mla_cuda rkv_mla_cuda;
+rkv_status rkv_mla_cuda_create(int device, rkv_mla_cuda **out);
+void rkv_mla_cuda_destroy(rkv_mla_cuda *c);
+rkv_status rkv_mla_cuda_append(rkv_mla_cuda *c, void *stream, const rkv_mla_geom *g,
+                               void *base, uint32_t n, const uint32_t *slots,
+                               const void *c_kv, const void *k_pe);
+rkv_status rkv_mla_cuda_rows(rkv_mla_cuda *c, void *stream, const rkv_mla_geom *g,
+                             const void *base, const rkv_attn_rows *rows,
+                             const void *q_latent, const void *q_pe, float sm_scale,
+                             void *out, float *lse);
+
+/* What attn.c lends mla.c (it owns struct rkv_attn): the lowering of a
+ * block table to rows (*mem: free() it), the slot checks of append, the
+ * pool, and the CUDA backend's MLA context, made on first use. */
+struct rkv_cuda_backend;
+rkv_status rkv_attn_lower_rows(const rkv_attn *a, const char *fn,
+                               const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                               rkv_attn_rows *rows, uint32_t **mem);
+rkv_status rkv_attn_check_slots(const rkv_attn *a, const char *fn, uint32_t n,
+                                const uint32_t *slots);
+const rkv_pool_config *rkv_attn_pool_config(const rkv_attn *a);
+rkv_pool *rkv_attn_pool(const rkv_attn *a);
+rkv_status rkv_attn_mla_backend(rkv_attn *a, const struct rkv_cuda_backend **be,
+                                rkv_mla_cuda **c, void **stream);
+
 #ifdef __cplusplus
 }
 #endif

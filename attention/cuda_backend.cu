@@ -43,6 +43,10 @@ static const rkv_cuda_backend rkv_cuda_table = {
     rkv_copy_event_destroy,
     rkv_attn_cuda_plan,
     rkv_attn_cuda_run,
+    rkv_mla_cuda_create,
+    rkv_mla_cuda_destroy,
+    rkv_mla_cuda_append,
+    rkv_mla_cuda_rows,
 };
 
 extern "C" __attribute__((visibility("default"))) const rkv_cuda_backend *

@@ -53,6 +53,8 @@ enum { OPT_PCIE_GBPS = 512, OPT_DISK_GBPS, OPT_SWAP, OPT_HOST_CAPACITIES,
 enum { OPT_SESSION_SIGNALS = 600 };
 /* the real disk path (tiers v2) */
 enum { OPT_DISK_PATH = 620, OPT_DISK_RECORD_BYTES };
+/* model presets (MLA) */
+enum { OPT_MODEL = 640 };
 
 #define FOR_R 1u
 #define FOR_S 2u
@@ -87,6 +89,7 @@ static const optdef optdefs[] = {
     {"max-wait-ms", required_argument, OPT_MAX_WAIT, FOR_B},
     {"time-scale", required_argument, OPT_TIME_SCALE, FOR_B},
     {"check", required_argument, OPT_CHECK, FOR_B},
+    {"model", required_argument, OPT_MODEL, FOR_B},
     {"model-layers", required_argument, OPT_LAYERS, FOR_B},
     {"model-hidden", required_argument, OPT_HIDDEN, FOR_B},
     {"model-kv-heads", required_argument, OPT_KV_HEADS, FOR_B},
@@ -530,6 +533,28 @@ static int topic_of(const char *s, enum rkv_cli_topic *t)
     return 1;
 }
 
+/* --model NAME (or --model=NAME) sets every model field first, so the
+ * --model-* options adjust a preset wherever they stand; the last --model
+ * wins. Scanning stops at "--" (what follows is not an option). */
+static void model_preset(perr *e, rkv_cli_options *o, int argc, char **argv)
+{
+    const char *name = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            name = argv[++i];
+        else if (!strncmp(argv[i], "--model=", 8))
+            name = argv[i] + 8;
+    }
+    if (name == NULL)
+        return;
+    if (rkv_cost_model_preset(&o->rc.cost, name) != RKV_OK)
+        perr_set(e, "--model: no model '%s' (%s)", name, rkv_cost_model_preset_names());
+    else
+        o->model = name;
+}
+
 /* One option's value into o. */
 static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char *v,
                   const char **caps, const char **pols, int *order_set)
@@ -637,6 +662,7 @@ static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char 
         }
         break;
     case OPT_CHECK: o->rc.check_every = (uint32_t)need_count(e, f, v, 0, UINT32_MAX); break;
+    case OPT_MODEL: break; /* applied before the other options: model_preset */
     case OPT_LAYERS: m->layers = (uint32_t)need_count(e, f, v, 1, 100000); break;
     case OPT_HIDDEN: m->hidden = (uint32_t)need_count(e, f, v, 1, 10000000); break;
     case OPT_KV_HEADS: m->kv_heads = (uint32_t)need_count(e, f, v, 1, 100000); break;
@@ -901,6 +927,7 @@ enum rkv_cli_action rkv_cli_parse(int argc, char **argv, rkv_cli_options *o,
     char **sub_argv = argv + 1;
     const char *caps = NULL, *pols = NULL;
     int order_set = 0, help = 0, version = 0;
+    model_preset(&e, o, sub_argc, sub_argv);
     optind = 0; /* glibc: full re-initialisation (tests parse repeatedly) */
     opterr = 0;
     for (;;) {
@@ -1064,6 +1091,14 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
             rkv_replay_retention_name(rc->retention),
             (unsigned long long)rc->retention_ttl_ms, rc->max_pinned_pct,
             rc->drop_pinned ? "true" : "false");
+    fputs(",\"model\":", f);
+    if (o->model != NULL)
+        fprintf(f, "\"%s\"", o->model); /* one of the preset names: no escaping */
+    else
+        fputs("null", f);
+    fprintf(f, ",\"model_kv_lora_rank\":%u,\"model_qk_rope_dim\":%u,"
+               "\"model_active_params\":%.15g",
+            m->kv_lora_rank, m->qk_rope_dim, m->active_params);
     fprintf(f, ",\"model_layers\":%u,\"model_hidden\":%u,\"model_kv_heads\":%u,"
                "\"model_head_dim\":%u,\"model_params\":%.15g,\"weight_bytes\":%.15g,"
                "\"kv_bytes\":%.15g,\"gpu_tflops\":%.15g,\"gpu_bandwidth_tbs\":%.15g,"

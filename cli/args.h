@@ -59,6 +59,7 @@ typedef struct rkv_cli_options {
     rkv_policy policies[RKV_CLI_MAX_LIST];
     size_t num_policies;
     const char *svg;
+    const char *model;              /* --model preset name, or NULL         */
     /* fleet replay (--instances, --route): on when either is given */
     int fleet;
     const char *instances_arg, *routes_arg; /* as given, parsed in finish */

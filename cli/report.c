@@ -358,10 +358,13 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
                    "\"head_dim\":%u,\"params\":%.4g,\"weight_bytes\":%g,"
                    "\"kv_bytes\":%g,\"gpu_tflops\":%g,\"gpu_bandwidth_tbs\":%g,"
                    "\"gpu_memory_gb\":%g,\"mfu\":%g,\"mbu\":%g,"
-                   "\"step_overhead_ms\":%g}",
+                   "\"step_overhead_ms\":%g,\"kv_lora_rank\":%u,\"qk_rope_dim\":%u,"
+                   "\"active_params\":%.4g,\"kv_bytes_per_token\":%.15g}",
                 m->layers, m->hidden, m->kv_heads, m->head_dim, m->params,
                 m->weight_bytes, m->kv_dtype_bytes, m->peak_tflops,
-                m->bandwidth_tbs, m->memory_gb, m->mfu, m->mbu, m->overhead_ms);
+                m->bandwidth_tbs, m->memory_gb, m->mfu, m->mbu, m->overhead_ms,
+                m->kv_lora_rank, m->qk_rope_dim, m->active_params,
+                rkv_cost_kv_bytes_per_token(m));
     }
     json_tiers(f, cfg, r);
     fprintf(f, ",\"wall_s\":%.3f}\n", r->wall_s);
@@ -524,10 +527,20 @@ void rkv_report_text(FILE *f, const rkv_replay_config *cfg,
                 r->match_ns / 1e3, r->alloc_ns / 1e3, r->insert_ns / 1e3);
     } else {
         const rkv_cost_model *m = &cfg->cost;
-        fprintf(f, "  model          %.3gB params, %u layers, %u KV heads x %u, "
-                   "on %g TFLOP/s, %g TB/s (mfu %g, mbu %g)\n",
-                m->params / 1e9, m->layers, m->kv_heads, m->head_dim,
-                m->peak_tflops, m->bandwidth_tbs, m->mfu, m->mbu);
+        if (m->kv_lora_rank > 0)
+            fprintf(f, "  model          %.3gB params, %u layers, MLA latent %u + %u "
+                       "(%.0f KV bytes/token), on %g TFLOP/s, %g TB/s (mfu %g, "
+                       "mbu %g)\n",
+                    m->params / 1e9, m->layers, m->kv_lora_rank, m->qk_rope_dim,
+                    rkv_cost_kv_bytes_per_token(m), m->peak_tflops, m->bandwidth_tbs,
+                    m->mfu, m->mbu);
+        else
+            fprintf(f, "  model          %.3gB params, %u layers, %u KV heads x %u "
+                       "(%.0f KV bytes/token), on %g TFLOP/s, %g TB/s (mfu %g, "
+                       "mbu %g)\n",
+                    m->params / 1e9, m->layers, m->kv_heads, m->head_dim,
+                    rkv_cost_kv_bytes_per_token(m), m->peak_tflops, m->bandwidth_tbs,
+                    m->mfu, m->mbu);
         if (r->rejected_requests)
             fprintf(f, "  rejected       %s requests larger than the whole pool\n",
                     commas(a, sizeof a, r->rejected_requests));

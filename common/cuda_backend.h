@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define RKV_CUDA_BACKEND_ABI 5u
+#define RKV_CUDA_BACKEND_ABI 6u
 #define RKV_CUDA_BACKEND_ENTRY rkv_cuda_backend_v1
 #define RKV_CUDA_BACKEND_ENTRY_NAME "rkv_cuda_backend_v1"
 #define RKV_CUDA_BACKEND_SONAME "libradixkv_cuda.so.0"
@@ -126,6 +126,18 @@ typedef struct rkv_cuda_backend {
                            const struct rkv_attn_plan_layout *p, void *ws, const void *kbase,
                            const void *vbase, const void *q, float sm_scale, void *out,
                            float *lse);
+
+    /* Multi-head latent attention over an MLA pool (attention/
+     * attn_internal.h; added in ABI 6). */
+    rkv_status (*mla_create)(int device, rkv_mla_cuda **out);
+    void (*mla_destroy)(rkv_mla_cuda *c);
+    rkv_status (*mla_append)(rkv_mla_cuda *c, void *stream, const rkv_mla_geom *g,
+                             void *base, uint32_t n, const uint32_t *slots,
+                             const void *c_kv, const void *k_pe);
+    rkv_status (*mla_rows)(rkv_mla_cuda *c, void *stream, const rkv_mla_geom *g,
+                           const void *base, const rkv_attn_rows *rows,
+                           const void *q_latent, const void *q_pe, float sm_scale,
+                           void *out, float *lse);
 } rkv_cuda_backend;
 
 /* The backend's one exported symbol (defined in attention/cuda_backend.cu). */

@@ -29,6 +29,50 @@ void rkv_cost_model_init(rkv_cost_model *m)
     m->disk_gbps = 6.0;
 }
 
+/* Model shapes from the models' published configurations. hidden is
+ * q_heads * head_dim (what the attention FLOPs count), not the residual
+ * width. */
+typedef struct preset {
+    const char *name;
+    uint32_t layers, hidden, kv_heads, head_dim, rank, rope;
+    double params, active, weight_bytes;
+} preset;
+
+static const preset presets[] = {
+    {"llama3-8b", 32, 4096, 8, 128, 0, 0, 8.03e9, 0, 2.0},
+    {"llama3-70b", 80, 8192, 8, 128, 0, 0, 70.6e9, 0, 2.0},
+    {"llama3-405b", 126, 16384, 8, 128, 0, 0, 405.8e9, 0, 2.0},
+    /* 128 heads of v_head_dim 128; kv_heads unused by an MLA cache */
+    {"deepseek-v3", 61, 16384, 128, 128, 512, 64, 671e9, 37e9, 1.0},
+};
+
+const char *rkv_cost_model_preset_names(void)
+{
+    return "llama3-8b, llama3-70b, llama3-405b, deepseek-v3";
+}
+
+rkv_status rkv_cost_model_preset(rkv_cost_model *m, const char *name)
+{
+    for (size_t i = 0; name != NULL && i < sizeof presets / sizeof presets[0]; i++) {
+        const preset *p = &presets[i];
+        if (strcmp(name, p->name) != 0)
+            continue;
+        m->layers = p->layers;
+        m->hidden = p->hidden;
+        m->kv_heads = p->kv_heads;
+        m->head_dim = p->head_dim;
+        m->kv_lora_rank = p->rank;
+        m->qk_rope_dim = p->rope;
+        m->params = p->params;
+        m->active_params = p->active;
+        m->weight_bytes = p->weight_bytes;
+        m->kv_dtype_bytes = 2.0;
+        return RKV_OK;
+    }
+    return rkv_set_error(RKV_ERR_INVALID_ARG, "cost model: no model '%s' (%s)",
+                         name ? name : "(null)", rkv_cost_model_preset_names());
+}
+
 rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
 {
     const char *bad = NULL;
@@ -44,6 +88,10 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
         bad = "head_dim must be >= 1";
     else if (!(m->params > 0) || !isfinite(m->params))
         bad = "params must be > 0";
+    else if (!(m->active_params >= 0 && m->active_params <= m->params))
+        bad = "active params must be in 0 (all) .. params";
+    else if ((m->kv_lora_rank == 0) != (m->qk_rope_dim == 0))
+        bad = "an MLA cache needs both kv_lora_rank and qk_rope_dim";
     else if (!(m->weight_bytes > 0) || !isfinite(m->weight_bytes))
         bad = "weight bytes must be > 0";
     else if (!(m->kv_dtype_bytes > 0) || !isfinite(m->kv_dtype_bytes))
@@ -71,7 +119,25 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
 
 double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m)
 {
+    if (m->kv_lora_rank > 0) /* one latent row: c_kv and k_pe, no V */
+        return (double)m->layers * (m->kv_lora_rank + m->qk_rope_dim) *
+               m->kv_dtype_bytes;
     return 2.0 * m->layers * m->kv_heads * m->head_dim * m->kv_dtype_bytes;
+}
+
+/* Attention FLOPs of one query token per key it attends to. */
+static double attn_flops_per_key(const rkv_cost_model *m)
+{
+    if (m->kv_lora_rank > 0) {
+        double q_heads = (double)m->hidden / m->head_dim;
+        return 2.0 * m->layers * q_heads * (2.0 * m->kv_lora_rank + m->qk_rope_dim);
+    }
+    return 4.0 * m->layers * (double)m->hidden;
+}
+
+static double active_params(const rkv_cost_model *m)
+{
+    return m->active_params > 0 ? m->active_params : m->params;
 }
 
 uint64_t rkv_cost_default_capacity_tokens(const rkv_cost_model *m)
@@ -101,8 +167,8 @@ double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s)
 {
     if (s->new_tokens <= 0)
         return 0.0;
-    double flops = 2.0 * m->params * s->new_tokens +
-                   4.0 * m->layers * (double)m->hidden * s->attn_keys;
+    double flops = 2.0 * active_params(m) * s->new_tokens +
+                   attn_flops_per_key(m) * s->attn_keys;
     double bytes = m->params * m->weight_bytes +
                    rkv_cost_kv_bytes_per_token(m) * s->decode_kv_tokens;
     double compute_ms = flops / (m->peak_tflops * 1e12 * m->mfu) * 1e3;
@@ -112,7 +178,7 @@ double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s)
 
 double rkv_cost_prefill_ms_per_token(const rkv_cost_model *m)
 {
-    return 2.0 * m->params / (m->peak_tflops * 1e12 * m->mfu) * 1e3;
+    return 2.0 * active_params(m) / (m->peak_tflops * 1e12 * m->mfu) * 1e3;
 }
 
 double rkv_cost_copy_ms(const rkv_cost_model *m, int medium, double tokens)

@@ -15,6 +15,14 @@
  *   kv_bytes_per_token = 2 (K and V) * layers * kv_heads * head_dim
  *                        * kv_dtype_bytes
  *
+ * MLA models (kv_lora_rank > 0, DeepSeek-V2/V3): the cache holds one
+ * latent row a token a layer, so kv_bytes_per_token = layers *
+ * (kv_lora_rank + qk_rope_dim) * kv_dtype_bytes, and attention in the
+ * absorbed form costs 2 * layers * q_heads * (2 * kv_lora_rank +
+ * qk_rope_dim) FLOPs per key (scores over rank + rope, values over rank),
+ * q_heads = hidden / head_dim. MoE models multiply only active_params per
+ * token (weight FLOPs) but hold and read all params (memory, bytes).
+ *
  * A prefill-only step is compute-bound: time per uncomputed token is the
  * weight FLOPs plus its attention FLOPs over the context at the achieved
  * fraction of peak. A decode-only step is memory-bound: (weight bytes + KV
@@ -44,6 +52,10 @@ typedef struct rkv_cost_model {
     double params;          /* parameter count                              */
     double weight_bytes;    /* bytes per parameter (2 = bf16)               */
     double kv_dtype_bytes;  /* bytes per K or V element (2 = bf16)          */
+    uint32_t kv_lora_rank;  /* MLA latent width; 0 = a K/V (MHA/GQA) cache  */
+    uint32_t qk_rope_dim;   /* MLA RoPE key width (with kv_lora_rank)       */
+    double active_params;   /* parameters a token multiplies (MoE); 0 =
+                               params                                       */
     /* GPU */
     double peak_tflops;     /* dense tensor-core peak at the weight dtype   */
     double bandwidth_tbs;   /* HBM bandwidth, TB/s (1e12 bytes/s)           */
@@ -58,10 +70,18 @@ typedef struct rkv_cost_model {
 } rkv_cost_model;
 
 void rkv_cost_model_init(rkv_cost_model *m);
+/* Sets the model fields (not the GPU's) to a named model: "llama3-8b" (the
+ * default), "llama3-70b", "llama3-405b" (GQA, bf16 weights) or
+ * "deepseek-v3" (MLA 512 + 64, 61 layers, 128 heads, 671e9 parameters of
+ * which 37e9 active, fp8 weights). RKV_ERR_INVALID_ARG naming the presets
+ * for another name; m unchanged. */
+rkv_status rkv_cost_model_preset(rkv_cost_model *m, const char *name);
+/* "llama3-8b, llama3-70b, llama3-405b, deepseek-v3" */
+const char *rkv_cost_model_preset_names(void);
 /* RKV_ERR_INVALID_ARG naming the first bad parameter. */
 rkv_status rkv_cost_model_validate(const rkv_cost_model *m);
 
-/* Bytes of K and V per cached token (all layers). */
+/* Bytes of KV per cached token (all layers): K and V, or MLA's latent. */
 double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m);
 
 /* KV tokens that fit in the GPU beside the weights: (memory_gb * 0.9 *

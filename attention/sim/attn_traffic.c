@@ -6,7 +6,8 @@
  * .ci/attn-traffic-budget.
  *
  * For each shape (decode per GQA group size, prefill, extend, cascade, and
- * a decode batch planned once and run with rkv_attn_run) it
+ * a decode batch planned once and run with rkv_attn_run, and MLA decode
+ * over a latent pool: run_mla) it
  * runs the operation once to warm the context (workspace growth), then
  * meters a second, identical call and prints:
  *   SHAPE <name> kv <x> all <y> h2d <n> malloc <n> sync <n>
@@ -62,6 +63,61 @@ static void *dmalloc(size_t n, int fill)
     CU(cudaMalloc(&p, n));
     CU(cudaMemset(p, fill, n));
     return p;
+}
+
+/* Prints a metered call's kernels, one line each. */
+static void print_kernels(void)
+{
+    for (size_t i = 0;; i++) {
+        const char *n = rkvsim_meter_name(i);
+        if (n == NULL)
+            break;
+        printf("  %-28s launches %6llu read %12llu written %12llu\n", n,
+               (unsigned long long)rkvsim_meter_get(n, -1, RKVSIM_METER_LAUNCHES),
+               (unsigned long long)rkvsim_meter_get(n, -1, RKVSIM_METER_READ),
+               (unsigned long long)rkvsim_meter_get(n, -1, RKVSIM_METER_WRITE));
+    }
+}
+
+/* The metered call's own host events (read before the sync that follows
+ * it): host-to-device copies, cudaMalloc calls, host-blocking syncs. */
+typedef struct host_events {
+    unsigned long long h2d, mal, syn;
+} host_events;
+
+static host_events host_events_now(void)
+{
+    host_events h;
+    h.h2d = rkvsim_meter_get("[H2D]", -1, RKVSIM_METER_LAUNCHES);
+    h.mal = rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES);
+    h.syn = rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES);
+    return h;
+}
+
+/* A shape's SHAPE line (the format scripts/attn-traffic reads), then its
+ * kernels. */
+static void report(const char *name, double kv, double all, const host_events *h)
+{
+    printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu\n", name, kv, all,
+           h->h2d, h->mal, h->syn);
+    print_kernels();
+}
+
+/* Every byte kernels, GEMMs, device copies and memsets read or wrote in
+ * the metered call (host copies are counted as h2d instead). */
+static double device_bytes(void)
+{
+    double all = 0;
+    for (size_t i = 0;; i++) {
+        const char *n = rkvsim_meter_name(i);
+        if (n == NULL)
+            break;
+        if (strcmp(n, "[H2D]") == 0 || strcmp(n, "[D2H]") == 0 || strcmp(n, "[H2H]") == 0)
+            continue;
+        all += (double)rkvsim_meter_get(n, -1, RKVSIM_METER_READ) +
+               (double)rkvsim_meter_get(n, -1, RKVSIM_METER_WRITE);
+    }
+    return all;
 }
 
 static void run_shape(const shape *s)
@@ -140,39 +196,16 @@ static void run_shape(const shape *s)
             TRY(rkv_attn_cascade(a, &p, sh_pages, shp, qo, &t, q, out, lse));
         if (pass == 1) {
             /* host events of the call itself, before the sync below */
-            uint64_t h2d = rkvsim_meter_get("[H2D]", -1, RKVSIM_METER_LAUNCHES);
-            uint64_t mal = rkvsim_meter_get("[malloc]", -1, RKVSIM_METER_LAUNCHES);
-            uint64_t syn = rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES);
+            const host_events he = host_events_now();
             TRY(rkv_attn_sync(a));
             rkvsim_meter_enable(0);
             const double kv_min =
                 2.0 * ((double)s->reqs * s->ctx + s->shared) * s->Hkv * s->D * es;
             const double kv_rd = (double)rkvsim_meter_get(NULL, 1, RKVSIM_METER_READ) +
                                  (double)rkvsim_meter_get(NULL, 2, RKVSIM_METER_READ);
-            double all = 0;
-            for (size_t i = 0;; i++) {
-                const char *n = rkvsim_meter_name(i);
-                if (n == NULL)
-                    break;
-                if (strcmp(n, "[H2D]") == 0 || strcmp(n, "[D2H]") == 0 ||
-                    strcmp(n, "[H2H]") == 0)
-                    continue; /* host traffic: counted as h2d */
-                all += (double)rkvsim_meter_get(n, -1, RKVSIM_METER_READ) +
-                       (double)rkvsim_meter_get(n, -1, RKVSIM_METER_WRITE);
-            }
+            const double all = device_bytes();
             const double ideal = kv_min + 2.0 * (double)qbytes + (double)lbytes;
-            printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu\n", s->name,
-                   kv_rd / kv_min, all / ideal, (unsigned long long)h2d,
-                   (unsigned long long)mal, (unsigned long long)syn);
-            for (size_t i = 0;; i++) {
-                const char *n = rkvsim_meter_name(i);
-                if (n == NULL)
-                    break;
-                printf("  %-28s launches %6llu read %12llu written %12llu\n", n,
-                       (unsigned long long)rkvsim_meter_get(n, -1, RKVSIM_METER_LAUNCHES),
-                       (unsigned long long)rkvsim_meter_get(n, -1, RKVSIM_METER_READ),
-                       (unsigned long long)rkvsim_meter_get(n, -1, RKVSIM_METER_WRITE));
-            }
+            report(s->name, kv_rd / kv_min, all / ideal, &he);
         }
     }
     rkvsim_meter_reset();
@@ -190,6 +223,78 @@ static void run_shape(const shape *s)
     free(qo);
     free(idx);
     free(shp);
+}
+
+/* MLA decode (rkv_attn_mla_decode) over a bf16 latent pool of page 64 with
+ * DeepSeek-V3's widths (512 + 64): kv = latent bytes read / the latent
+ * bytes of the requests (each token's row once, for all heads); all =
+ * every byte / (latent + q_latent + q_pe read, o_latent and lse written). */
+static void run_mla(const char *name, uint32_t reqs, uint32_t H, uint32_t ctx)
+{
+    const uint32_t P = 64, R = 512, E = 64, W = R + E, es = 2;
+    const uint32_t pages = (ctx + P - 1) / P, nb = reqs * pages;
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = nb;
+    pc.page_size = P;
+    pc.num_layers = 1;
+    pc.layout = RKV_LAYOUT_MLA;
+    pc.kv_lora_rank = R;
+    pc.qk_rope_dim = E;
+    pc.dtype = RKV_DTYPE_BF16;
+    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool *pool;
+    TRY(rkv_pool_create(&pc, &pool));
+    uint32_t *ids = malloc(4 * (size_t)nb), *indptr = calloc(reqs + 1, 4);
+    uint32_t *last = calloc(reqs, 4);
+    if (!ids || !indptr || !last)
+        exit(1);
+    TRY(rkv_pool_alloc_n(pool, nb, ids));
+    void *lat;
+    TRY(rkv_pool_layer_kv(pool, 0, &lat, NULL));
+    const size_t layer_bytes = (size_t)nb * P * W * es;
+    CU(cudaMemset(lat, 0x11, layer_bytes));
+    rkv_attn *a;
+    TRY(rkv_attn_create(pool, &a));
+    for (uint32_t r = 0; r < reqs; r++) {
+        indptr[r + 1] = indptr[r] + pages;
+        last[r] = ctx - (pages - 1) * P;
+    }
+    const size_t nst = (size_t)reqs * H;
+    void *ql = dmalloc(nst * R * es, 0x11), *qp = dmalloc(nst * E * es, 0x11);
+    void *out = dmalloc(nst * R * es, 0xff);
+    float *lse = dmalloc(nst * 4, 0xff);
+    rkv_mla_params p = {0, H, 0.07f};
+    rkv_paged_kv t = {reqs, indptr, ids, last};
+    for (int pass = 0; pass < 2; pass++) {
+        TRY(rkv_attn_sync(a));
+        if (pass == 1) {
+            rkvsim_meter_reset();
+            rkvsim_meter_region(lat, layer_bytes);
+            rkvsim_meter_enable(1);
+        }
+        TRY(rkv_attn_mla_decode(a, &p, &t, ql, qp, out, lse));
+        if (pass == 1) {
+            const host_events he = host_events_now();
+            TRY(rkv_attn_sync(a));
+            rkvsim_meter_enable(0);
+            const double kv_min = (double)reqs * ctx * W * es;
+            const double kv_rd = (double)rkvsim_meter_get(NULL, 1, RKVSIM_METER_READ);
+            const double all = device_bytes();
+            const double ideal = kv_min + (double)nst * (W + R) * es + (double)nst * 4;
+            report(name, kv_rd / kv_min, all / ideal, &he);
+        }
+    }
+    rkvsim_meter_reset();
+    CU(cudaFree(ql));
+    CU(cudaFree(qp));
+    CU(cudaFree(out));
+    CU(cudaFree(lse));
+    rkv_attn_destroy(a);
+    rkv_pool_destroy(pool);
+    free(ids);
+    free(indptr);
+    free(last);
 }
 
 int main(int argc, char **argv)
@@ -211,5 +316,15 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (only == NULL || strcmp(only, shapes[i].name) == 0)
             run_shape(&shapes[i]);
+    /* MLA: 16 heads (DeepSeek-V3 at 8-way tensor parallelism) fill one
+     * block's group, so the latent is read once; 128 heads (all of them on
+     * one GPU) take 8 groups, each reading it */
+    static const struct { const char *name; uint32_t reqs, H, ctx; } mla[] = {
+        {"mla_decode_H16", 4, 16, 512},
+        {"mla_decode_H128", 2, 128, 256},
+    };
+    for (size_t i = 0; i < sizeof mla / sizeof mla[0]; i++)
+        if (only == NULL || strcmp(only, mla[i].name) == 0)
+            run_mla(mla[i].name, mla[i].reqs, mla[i].H, mla[i].ctx);
     return 0;
 }

@@ -141,6 +141,55 @@ rkv_status rkv_attn_run(rkv_attn *attn, const rkv_attn_plan *plan, uint32_t laye
                         float sm_scale, const void *q, void *out, float *lse);
 void rkv_attn_plan_destroy(rkv_attn_plan *plan); /* NULL is fine */
 
+/*
+ * Multi-head latent attention (MLA, DeepSeek-V2/V3) over a pool of the MLA
+ * layout (pool.h), in the absorbed form: the caller folds the key
+ * up-projection into the query and the value up-projection into the
+ * output, so attention runs over the latent cache as multi-query
+ * attention with one shared "head" of kv_lora_rank + qk_rope_dim (keys)
+ * and kv_lora_rank (values). With R = kv_lora_rank, E = qk_rope_dim and
+ * H = num_heads:
+ *   q_latent [num_rows][H][R]  the no-RoPE query already multiplied by
+ *                              W_UK: q_latent[h] = W_UK[h]^T q_nope[h]
+ *   q_pe     [num_rows][H][E]  the RoPE part of the query (RoPE applied)
+ *   c_kv     [num_tokens][R], k_pe [num_tokens][E]      (append)
+ *   out      [num_rows][H][R]  o_latent; the caller applies W_UV
+ *                              (o[h] = W_UV[h] o_latent[h]) and W_O
+ *   lse      [num_rows][H] float, may be NULL (as rkv_attn_decode's)
+ * score(h, t) = sm_scale * (q_latent[h] . c_kv[t] + q_pe[h] . k_pe[t]),
+ * o_latent[h] = sum_t softmax_t(score(h, t)) c_kv[t]. This equals the
+ * explicit form with k[h] = [W_UK[h] c_kv, k_pe] and v[h] = W_UV[h] c_kv
+ * up to rounding. sm_scale has no default (it depends on the model's query
+ * head width before absorption, e.g. 1 / sqrt(128 + 64) for DeepSeek-V3):
+ * it must be > 0. Elements are the pool's dtype (f16, bf16, f32); fp32
+ * accumulation, outputs rounded once. CUDA: R <= 512 and R + E <= 576 (else
+ * RKV_ERR_UNSUPPORTED); every page of the latent is read once per group of
+ * up to 16 heads (8 in f32), so once in all for up to 16 heads. Block tables, validation and
+ * memory rules are those of the K/V calls above. Any of these calls on a
+ * K/V pool, and the K/V calls on an MLA pool: RKV_ERR_UNSUPPORTED.
+ */
+typedef struct rkv_mla_params {
+    uint32_t layer;     /* < num_layers                                      */
+    uint32_t num_heads; /* query heads, >= 1                                 */
+    float sm_scale;     /* > 0                                               */
+} rkv_mla_params;
+
+/* Writes token i's c_kv and k_pe (rows i) of layer `layer` at slot
+ * slots[i], as rkv_attn_append. */
+rkv_status rkv_attn_mla_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
+                               const uint32_t *slots, const void *c_kv,
+                               const void *k_pe);
+/* One query row per request over all of its KV (flash-decoding on CUDA). */
+rkv_status rkv_attn_mla_decode(rkv_attn *attn, const rkv_mla_params *p,
+                               const rkv_paged_kv *kv, const void *q_latent,
+                               const void *q_pe, void *out, float *lse);
+/* Prefill / extend, rows as rkv_attn_prefill (causal over the cached
+ * prefix and the new tokens, whose KV is already appended). */
+rkv_status rkv_attn_mla_prefill(rkv_attn *attn, const rkv_mla_params *p,
+                                const uint32_t *qo_indptr, const rkv_paged_kv *kv,
+                                const void *q_latent, const void *q_pe, void *out,
+                                float *lse);
+
 /* fp16 / bf16 <-> fp32 on the host (round-to-nearest-even; NaN stays NaN). */
 uint16_t rkv_f32_to_f16(float x);
 float rkv_f16_to_f32(uint16_t h);

@@ -34,6 +34,13 @@ typedef enum rkv_device {
  * tested at 1..256. */
 #define RKV_MAX_PAGE_SIZE 4096u
 
+/* What a token's KV is, per layer (see the layouts below). */
+typedef enum rkv_kv_layout {
+    RKV_LAYOUT_MHA = 0, /* K and V, num_kv_heads x head_dim each (MHA/GQA) */
+    RKV_LAYOUT_MLA = 1  /* one latent row: c_kv[kv_lora_rank] then
+                           k_pe[qk_rope_dim], shared by all heads; no V   */
+} rkv_kv_layout;
+
 typedef struct rkv_pool_config {
     uint32_t num_blocks;   /* >= 1, < UINT32_MAX                             */
     uint32_t page_size;    /* tokens per block, 1..RKV_MAX_PAGE_SIZE (16)   */
@@ -43,11 +50,21 @@ typedef struct rkv_pool_config {
     rkv_dtype dtype;       /* element type of K and V                       */
     rkv_device device;
     int cuda_device;       /* device ordinal when device == RKV_DEVICE_CUDA  */
+    rkv_kv_layout layout;  /* RKV_LAYOUT_MHA (0, the default)               */
+    uint32_t kv_lora_rank; /* MLA only: latent width, e.g. 512              */
+    uint32_t qk_rope_dim;  /* MLA only: decoupled RoPE key width, e.g. 64   */
 } rkv_pool_config;
 
-/* Fills defaults: page_size 16, num_layers 0, F16, host. num_blocks is 0 and
- * must be set. */
+/* Fills defaults: page_size 16, num_layers 0, F16, host, MHA. num_blocks is
+ * 0 and must be set. */
 void rkv_pool_config_init(rkv_pool_config *cfg);
+
+/* KV bytes one token takes in a pool of this configuration, all layers:
+ * MHA 2 * num_layers * num_kv_heads * head_dim * sizeof(dtype), MLA
+ * num_layers * (kv_lora_rank + qk_rope_dim) * sizeof(dtype) (e.g.
+ * DeepSeek-V3 in bf16: 61 * 576 * 2 = 70272). 0 for a metadata-only or
+ * invalid configuration (rkv_pool_create says why). */
+size_t rkv_pool_config_bytes_per_token(const rkv_pool_config *cfg);
 
 /*
  * KV memory layout (one allocation for the whole pool):
@@ -57,6 +74,21 @@ void rkv_pool_config_init(rkv_pool_config *cfg);
  *     ((l*2 + 0) * num_blocks * page_size + b*page_size + t) * H*D + h*D + d.
  * bytes_per_block = num_layers * 2 * page_size * num_kv_heads * head_dim *
  * sizeof(dtype). A token's slot is block * page_size + offset.
+ *
+ * MLA layout (layout RKV_LAYOUT_MLA, the absorbed form of multi-head latent
+ * attention, as DeepSeek-V2/V3): per layer one plane
+ *     [num_blocks][page_size][kv_lora_rank + qk_rope_dim]
+ * a token's row being its compressed KV c_kv (kv_lora_rank elements) then
+ * its RoPE key k_pe (qk_rope_dim), shared by every query head; there is no
+ * V plane (the values are c_kv itself). num_kv_heads and head_dim are
+ * ignored on input and reported as 1 and kv_lora_rank + qk_rope_dim by
+ * rkv_pool_get_config, so the strides read as a one-head pool's;
+ * rkv_pool_layer_kv gives the layer's plane as k and NULL as v. Both widths
+ * must be >= 1 (else RKV_ERR_INVALID_ARG); dtypes f16, bf16 and f32 only
+ * (others RKV_ERR_UNSUPPORTED); pool-owned memory only (a server-owned MLA
+ * pool is RKV_ERR_UNSUPPORTED). Block copies and the tiers move the
+ * num_layers planes of a block in layer order. Only the rkv_attn_mla_*
+ * calls attend over it; the K/V calls refuse it (RKV_ERR_UNSUPPORTED).
  */
 rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out);
 void rkv_pool_destroy(rkv_pool *pool); /* NULL is fine */
@@ -118,8 +150,8 @@ rkv_status rkv_pool_layer_kv(const rkv_pool *pool, uint32_t layer, void **k,
  * zero them). Buffers of different layers must not share bytes (not
  * checked: the interleaved example above shares none).
  * Errors: NULL pointers, a base not aligned to the element size, strides
- * that alias or overflow, num_layers 0: RKV_ERR_INVALID_ARG; nothing is
- * created.
+ * that alias or overflow, num_layers 0: RKV_ERR_INVALID_ARG; an MLA layout:
+ * RKV_ERR_UNSUPPORTED; nothing is created.
  */
 typedef struct rkv_kv_buffers {
     void *const *k;        /* [cfg->num_layers] layer l's K buffer           */
@@ -168,7 +200,8 @@ rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
  * (block i of the buffer <-> ids[i]). Works on host pools too. The host
  * buffer's format does not depend on the pool's layout: block i holds its
  * segments K[0], V[0], K[1], ... each [page_size][num_kv_heads][head_dim]
- * (so a server-owned pool's blocks copy to the same bytes as a pool-owned
+ * (an MLA pool: latent[0], latent[1], ... each [page_size][kv_lora_rank +
+ * qk_rope_dim]) (so a server-owned pool's blocks copy to the same bytes as a pool-owned
  * one's, and the tiers store them alike). */
 rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n,
                                 const rkv_block_id *src,

@@ -42,7 +42,8 @@ class PoolConfig(_S):
     _c_name_ = "rkv_pool_config"
     _fields_ = [("num_blocks", u32), ("page_size", u32), ("num_layers", u32),
                 ("num_kv_heads", u32), ("head_dim", u32), ("dtype", cint),
-                ("device", cint), ("cuda_device", cint)]
+                ("device", cint), ("cuda_device", cint), ("layout", cint),
+                ("kv_lora_rank", u32), ("qk_rope_dim", u32)]
 
 
 class KVBuffers(_S):
