@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/pool_internal.h"
 #include "attention/attn_internal.h"
 #include "common/cuda_backend.h"
 #include "common/status.h"
@@ -38,7 +39,7 @@ static rkv_status mla_pool(const rkv_attn *a, const char *fn, rkv_mla_geom *g)
     g->rank = cfg->kv_lora_rank;
     g->rope = cfg->qk_rope_dim;
     g->dtype = cfg->dtype;
-    g->elem_size = rkv_attn_dtype_size(cfg->dtype);
+    g->elem_size = rkv_pool_dtype_size(cfg->dtype);
     if (cfg->device == RKV_DEVICE_CUDA &&
         (g->rank > RKV_MLA_CUDA_MAX_RANK || g->rank + g->rope > RKV_MLA_CUDA_MAX_ROW))
         return rkv_set_error(RKV_ERR_UNSUPPORTED,

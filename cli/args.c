@@ -536,7 +536,7 @@ static int topic_of(const char *s, enum rkv_cli_topic *t)
 /* --model NAME (or --model=NAME) sets every model field first, so the
  * --model-* options adjust a preset wherever they stand; the last --model
  * wins. Scanning stops at "--" (what follows is not an option). */
-static void model_preset(perr *e, rkv_cli_options *o, int argc, char **argv)
+static void model_preset(arg_error *e, rkv_cli_options *o, int argc, char **argv)
 {
     const char *name = NULL;
     for (int i = 0; i < argc; i++) {
@@ -550,7 +550,7 @@ static void model_preset(perr *e, rkv_cli_options *o, int argc, char **argv)
     if (name == NULL)
         return;
     if (rkv_cost_model_preset(&o->rc.cost, name) != RKV_OK)
-        perr_set(e, "--model: no model '%s' (%s)", name, rkv_cost_model_preset_names());
+        arg_fail(e, "--model: no model '%s' (%s)", name, rkv_cost_model_preset_names());
     else
         o->model = name;
 }

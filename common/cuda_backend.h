@@ -47,6 +47,8 @@ struct rkv_attn_geom;
 struct rkv_attn_rows;
 struct rkv_attn_shared;
 struct rkv_attn_plan_layout;
+struct rkv_mla_cuda;
+struct rkv_mla_geom;
 
 typedef struct rkv_cuda_backend {
     uint32_t abi;  /* RKV_CUDA_BACKEND_ABI of the backend's build */
@@ -129,13 +131,13 @@ typedef struct rkv_cuda_backend {
 
     /* Multi-head latent attention over an MLA pool (attention/
      * attn_internal.h; added in ABI 6). */
-    rkv_status (*mla_create)(int device, rkv_mla_cuda **out);
-    void (*mla_destroy)(rkv_mla_cuda *c);
-    rkv_status (*mla_append)(rkv_mla_cuda *c, void *stream, const rkv_mla_geom *g,
+    rkv_status (*mla_create)(int device, struct rkv_mla_cuda **out);
+    void (*mla_destroy)(struct rkv_mla_cuda *c);
+    rkv_status (*mla_append)(struct rkv_mla_cuda *c, void *stream, const struct rkv_mla_geom *g,
                              void *base, uint32_t n, const uint32_t *slots,
                              const void *c_kv, const void *k_pe);
-    rkv_status (*mla_rows)(rkv_mla_cuda *c, void *stream, const rkv_mla_geom *g,
-                           const void *base, const rkv_attn_rows *rows,
+    rkv_status (*mla_rows)(struct rkv_mla_cuda *c, void *stream, const struct rkv_mla_geom *g,
+                           const void *base, const struct rkv_attn_rows *rows,
                            const void *q_latent, const void *q_pe, float sm_scale,
                            void *out, float *lse);
 } rkv_cuda_backend;
