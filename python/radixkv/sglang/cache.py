@@ -20,6 +20,13 @@ Invariants:
   - extra_key None is namespace 0; each other extra_key gets its own
     namespace id on first insert (exact: two keys never share a namespace).
 Sizes are in tokens at this interface (pages * page_size).
+
+With a host tier (``host_tier=Store``) the cache runs over one Pool that
+also allocates the server's KV pages (PoolAllocator, _pool_alloc.py): a
+page's values are its block's slots (b*P .. b*P+P-1), inserting hands the
+caller's pages to the tree, and eviction demotes to the host tier and
+returns the blocks to that pool (nothing goes through allocator.free);
+host hits and loads are in _hostier.py.
 """
 import ctypes as C
 
@@ -27,11 +34,13 @@ import numpy as np
 
 from .. import _structs as S
 from .._ffi import check, lib
-from ..errors import InvalidArgError, NoSpaceError
+from ..errors import InvalidArgError, NoSpaceError, StateError
 from ..pool import Pool
 from ..tokens import as_tokens, list_to_int32
 from ..tree import Tree
 from . import types as T
+from ._hostier import HostTier
+from ._pool_alloc import PoolAllocator
 from ._requests import RequestCaching
 from ._tracker import REMOVED, STORED, BlockTracker, EventDrain
 
@@ -66,7 +75,7 @@ class RadixKVNode:
     """A node handle as SGLang sees it (``last_device_node``): what
     inc_lock_ref / dec_lock_ref take. Valid while its prefix stays cached."""
 
-    __slots__ = ("_cache", "id", "gen", "namespace", "depth")
+    __slots__ = ("_cache", "id", "gen", "namespace", "depth", "_pending", "_host")
 
     def __init__(self, cache, node_id, gen, namespace, depth):
         self._cache = cache
@@ -74,6 +83,8 @@ class RadixKVNode:
         self.gen = gen
         self.namespace = namespace
         self.depth = depth  # tokens from the namespace root
+        self._pending = None  # the LoadTicket of a node still loading
+        self._host = None  # last_host_node: what lies in the host tier
 
     @property
     def is_root(self):
@@ -81,7 +92,14 @@ class RadixKVNode:
 
     @property
     def lock_ref(self):
+        if self._pending is not None:
+            return self._pending.locks
         return len(self._cache._leases.get((self.id, self.gen), ()))
+
+    @property
+    def loading(self):
+        """True while the load that made this node runs."""
+        return self._pending is not None
 
     evicted = False
     backuped = False
@@ -95,7 +113,7 @@ def _is_params(obj, *attrs):
     return obj is not None and all(hasattr(obj, a) for a in attrs)
 
 
-class _RadixKVCacheImpl(RequestCaching):
+class _RadixKVCacheImpl(RequestCaching, HostTier):
     """SGLang prefix cache backed by radixkv.
 
     Classic form::
@@ -105,7 +123,14 @@ class _RadixKVCacheImpl(RequestCaching):
 
     or SGLang's ``CacheInitParams`` as the first argument. Extra keyword:
     ``capacity_tokens`` (tokens the C pool indexes; default the allocator's
-    size, else 4M). Unknown keywords and extra positional arguments (what a
+    size, else 4M); ``host_tier`` (a radixkv.Store, medium "host": device
+    pages evicted are demoted there, match_prefix reports host hits and
+    init_load_back / load_back_start load them back) with
+    ``write_policy`` ("back", "through", "selective") -- the allocator must
+    then be a PoolAllocator (its pool, e.g. Pool.from_tensors over the
+    server's KV buffers, becomes the cache's), or None: one over a
+    metadata-only pool of capacity_tokens is made (no KV bytes move).
+    Unknown keywords and extra positional arguments (what a
     newer SGLang may pass) are ignored.
     """
 
@@ -154,6 +179,23 @@ class _RadixKVCacheImpl(RequestCaching):
             cap = getattr(allocator, "size", None) or DEFAULT_CAPACITY_TOKENS
         self.capacity_tokens = int(cap)
         self._policy = policy
+        self._tier = kwargs.get("host_tier")
+        self._write_policy = kwargs.get("write_policy", "back")
+        self._epoch = 0
+        if self._tier is not None:
+            if allocator is None:
+                P = self.page_size
+                allocator = PoolAllocator(Pool(num_blocks=max(1, self.capacity_tokens // P),
+                                               page_size=P), device=self.device)
+                self.token_to_kv_pool_allocator = allocator
+            elif not isinstance(allocator, PoolAllocator):
+                raise ValueError("radixkv.sglang: a host tier needs the KV allocator to be "
+                                 "radixkv.sglang.PoolAllocator (the tree moves KV pages "
+                                 "itself)")
+            if allocator.page_size != self.page_size:
+                raise ValueError("radixkv.sglang: the PoolAllocator's page size is "
+                                 f"{allocator.page_size}, the cache's {self.page_size}")
+            self.capacity_tokens = allocator.size
         self._build()
 
     # -- set-up ---------------------------------------------------------------
@@ -171,15 +213,25 @@ class _RadixKVCacheImpl(RequestCaching):
         ntok = (min(1 << 28, (pages + 2 * S.EVENT_MAX_HASHES) * P)
                 if self.enable_kv_cache_events else 0)
         self._evict_chunk = ring - 64 if ring else pages
-        self._pool = Pool(num_blocks=pages, page_size=P)
+        self._identity = self._tier is not None
+        if self._identity:
+            self._pool = self.token_to_kv_pool_allocator.pool  # the allocator's
+            pages = self._pool.num_blocks
+        else:
+            self._pool = Pool(num_blocks=pages, page_size=P)
         self._tree = Tree(self._pool, event_ring=ring, evict_policy=self._policy,
                           event_tokens=ntok)
+        if self._identity:
+            self._tree.attach_tiers(host=self._tier, write_policy=self._write_policy)
+        self._tier_setup()
         self._th = self._tree.handle
         self._ph = self._pool.handle
         self._track = BlockTracker(self._th, pages)
         self._drain = EventDrain(self._th, ring, ntok) if ring else None
-        # calloc'd: pages never cached cost no memory
-        self._values = np.zeros((pages, P), dtype=np.int64)
+        if self._identity:  # page b's values are its slots
+            self._values = np.arange(pages * P, dtype=np.int64).reshape(pages, P)
+        else:  # calloc'd: pages never cached cost no memory
+            self._values = np.zeros((pages, P), dtype=np.int64)
         self._blk = np.zeros(1024, dtype=np.uint32)
         self._blk_addr = self._blk.ctypes.data
         self._m = S.Match()
@@ -195,7 +247,8 @@ class _RadixKVCacheImpl(RequestCaching):
         """Frees the C tree and pool (the cache is unusable afterwards)."""
         if getattr(self, "_tree", None) is not None:
             self._tree.close()
-            self._pool.close()
+            if not self._identity:  # else the allocator's: it outlives us
+                self._pool.close()
             self._tree = None
 
     def __del__(self):
@@ -244,9 +297,12 @@ class _RadixKVCacheImpl(RequestCaching):
     def match_prefix(self, key, **kwargs):
         """The longest cached page-aligned prefix of key: device_indices
         (int64, one KV slot per matched token), last_device_node (lockable),
-        last_host_node (the same node: no host tier here), host_hit_length
-        0. A match that ends inside a cached node splits it there. Accepts a
-        RadixKey or SGLang's MatchPrefixParams (its ``key``)."""
+        last_host_node and host_hit_length: without a host tier the same
+        node and 0; with one, the tokens after the device prefix whose pages
+        are in the host tier (whole pages) and a node that
+        init_load_back takes to load them. A match that ends inside a
+        cached node splits it there. Accepts a RadixKey or SGLang's
+        MatchPrefixParams (its ``key``)."""
         if not hasattr(key, "token_ids") and hasattr(key, "key"):
             key = key.key
         if self.disable:
@@ -261,6 +317,8 @@ class _RadixKVCacheImpl(RequestCaching):
             return self._empty_match()
         m = self._m
         blk, baddr = self._blocks_buf(n // P)
+        if self._tier is not None:
+            return self._match_prefix_tiers(tokens, n, ns, blk, baddr)
         if isinstance(tokens, (list, tuple)):
             # Convert only as far as the match can reach: probe (peek) a
             # growing prefix; the real match then runs on a prefix that
@@ -301,6 +359,21 @@ class _RadixKVCacheImpl(RequestCaching):
         node = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
         return T.make_match_result(self._tensor(idx), node)
 
+    def _match_prefix_tiers(self, tokens, n, ns, blk, baddr):
+        try:
+            addr, _, keep = as_tokens(tokens)
+        except InvalidArgError as e:
+            raise InvalidArgError("match_prefix", e.detail) from None
+        m, host, rec = self._match_host(ns, addr, n, keep, baddr)
+        k = m.num_blocks
+        node = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
+        idx = self._tensor(self._values[blk[:k]].reshape(-1)) if k else self._empty
+        if rec is None:
+            return T.make_match_result(idx, node)
+        hnode = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
+        hnode._host = rec
+        return T.make_match_result(idx, node, host, hnode)
+
     # -- insert -----------------------------------------------------------------
     def insert(self, key, value=None, **kwargs):
         """Caches key's full pages with ``value`` (one KV slot per token;
@@ -333,6 +406,8 @@ class _RadixKVCacheImpl(RequestCaching):
         if new == 0:
             check(_match(self._th, ns, addr, n, None, 0, _byref(m)), "rkv_tree_match")
             return n
+        if self._identity:
+            return self._insert_pages(ns, addr, n, value, have, keep)
         if value is None:
             vals = np.frombuffer(keep, dtype=np.int32, count=n).astype(np.int64) \
                 if not hasattr(keep, "numpy") else keep[:n].numpy().astype(np.int64)
@@ -354,6 +429,39 @@ class _RadixKVCacheImpl(RequestCaching):
         self._values[newb] = vals[have * P:n].reshape(new, P)
         check(_unref_n(self._ph, new, naddr), "rkv_pool_unref_n")
         self._track.stored(newb)
+        if self._drain is not None:
+            self._record_stored(*self._drain.drain())
+        del keep
+        return ir.prefix_tokens
+
+    def _insert_pages(self, ns, addr, n, value, have, keep):
+        """Host-tier insert: the caller's pages (value // P) become the
+        tree's blocks; the caller's reference on each page the tree keeps
+        is dropped (ownership moves to the cache, as values do in SGLang)."""
+        P = self.page_size
+        if value is None:
+            raise InvalidArgError("insert", "a cache with a host tier needs the KV slots "
+                                  "(value) of the key")
+        vals = self._to_numpy64(value)
+        if vals.shape[0] < n:
+            raise ValueError(f"radixkv.sglang.insert: {n} tokens need as many "
+                             f"values, got {vals.shape[0]}")
+        grid = vals[:n].reshape(-1, P)
+        first = grid[:, 0]
+        if ((first % P) != 0).any() or (grid != first[:, None] + self._values[0]).any() \
+                or first.min() < 0 or first.max() >= self._values.shape[0] * P:
+            raise InvalidArgError("insert", "with a host tier each page's values must be "
+                                  "one whole page of the PoolAllocator (b*P .. b*P+P-1)")
+        blocks = (first // P).astype(np.uint32)
+        dups = np.zeros(blocks.shape[0], dtype=np.uint32)
+        ir = self._ir
+        check(_insert(self._th, ns, addr, n, blocks.ctypes.data, dups.ctypes.data,
+                      _byref(ir)), "rkv_tree_insert")
+        cand = blocks[have:]
+        kept = cand[~np.isin(cand, dups[:ir.num_dups])] if ir.num_dups else cand
+        if kept.shape[0]:
+            check(_unref_n(self._ph, kept.shape[0], kept.ctypes.data), "rkv_pool_unref_n")
+            self._track.stored(kept.astype(np.int64))
         if self._drain is not None:
             self._record_stored(*self._drain.drain())
         del keep
@@ -437,6 +545,8 @@ class _RadixKVCacheImpl(RequestCaching):
 
     def _free_values(self, vals):
         alloc = self.token_to_kv_pool_allocator
+        if self._identity:
+            return  # the blocks went back to the allocator's pool
         if alloc is not None and vals.shape[0]:
             alloc.free(self._tensor(vals))
 
@@ -444,6 +554,9 @@ class _RadixKVCacheImpl(RequestCaching):
     def inc_lock_ref(self, node):
         """Protects node's path from eviction; returns the change of the
         evictable size (<= 0, in tokens)."""
+        if node is not None and getattr(node, "_pending", None) is not None:
+            node._pending.locks += 1  # taken on the loaded path at completion
+            return 0
         if node is None or getattr(node, "id", 0) == 0:
             return 0
         before = self._stats_now().evictable_blocks
@@ -455,12 +568,17 @@ class _RadixKVCacheImpl(RequestCaching):
     def dec_lock_ref(self, node, swa_uuid_for_lock=None):
         """Releases one inc_lock_ref of node; returns the change of the
         evictable size (>= 0, in tokens)."""
+        tk = getattr(node, "_pending", None) if node is not None else None
+        if tk is not None:
+            if tk.locks == 0:
+                raise StateError("dec_lock_ref", "the loading node holds no lock")
+            tk.locks -= 1
+            return 0
         if node is None or getattr(node, "id", 0) == 0:
             return 0
         key = (node.id, node.gen)
         leases = self._leases.get(key)
         if not leases:
-            from ..errors import StateError
             raise StateError("dec_lock_ref", f"node {key} holds no lock of this cache")
         before = self._stats_now().evictable_blocks
         lease = leases[-1]
@@ -517,7 +635,16 @@ class _RadixKVCacheImpl(RequestCaching):
 
     def reset(self):
         """Drops everything cached (values are not freed: the allocator is
-        reset with the cache) and every lock."""
+        reset with the cache) and every lock. With a host tier: completes
+        the loads in flight first (BusyError if one is still copying);
+        their nodes and every earlier last_host_node go stale."""
+        if self._tier is not None and self._loads:
+            self.poll_loads()
+            if self._loads:
+                from ..errors import BusyError
+                raise BusyError("reset", f"{len(self._loads)} loads still copying: poll "
+                                "them (check_hicache_events) first")
+        self._epoch += 1
         for leases in self._leases.values():
             for lease in leases:
                 _unlock(self._th, _byref(lease))
@@ -566,16 +693,8 @@ class _RadixKVCacheImpl(RequestCaching):
         print(f"#tokens: {self.total_size()}, evictable: {self.evictable_size()}, "
               f"protected: {self.protected_size()}")
 
-    # hierarchical-cache hooks a scheduler may call on any tree cache
-    def init_load_back(self, last_host_node, host_hit_length, *args, **kwargs):
-        return self._empty, last_host_node
-
-    def ready_to_load_host_cache(self):
-        return 0
-
-    def check_hicache_events(self):
-        return None
-
+    # init_load_back, ready_to_load_host_cache, check_hicache_events: the
+    # HostTier mixin (_hostier.py); without a host tier they load nothing
     def flush_write_through_acks(self):
         return None
 
