@@ -194,6 +194,13 @@ def test_bad_arguments():
     a = list(range(2 * P))
     with pytest.raises(radixkv.InvalidArgError):  # not whole pages of the pool
         cache.insert(RadixKey(a), np.arange(1, 2 * P + 1))
+    odd = np.arange(2 * P)
+    odd[P + 1] = 5 * P  # page 1 starts on a boundary but does not run on
+    with pytest.raises(radixkv.InvalidArgError):
+        cache.insert(RadixKey(a), odd)
+    with pytest.raises(radixkv.InvalidArgError):  # past the pool
+        cache.insert(RadixKey(a), np.arange(NB * P, NB * P + 2 * P))
+    assert cache.total_size() == 0
     serve(cache, alloc, k, v, a, seed=8)
     cache.evict(2 * P)
     r = cache.match_prefix(RadixKey(a))
@@ -271,3 +278,26 @@ def test_a_dropped_cache_with_a_host_tier_is_collected_cleanly():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_pool_allocator_without_a_host_tier_frees_into_the_pool():
+    """Over a PoolAllocator alone the cache keeps no values table: eviction
+    returns the pages to the allocator's pool directly."""
+    pool = radixkv.Pool(num_blocks=NB, page_size=P)
+    alloc = PoolAllocator(pool)
+    cache = RadixKVCache(None, alloc, P)
+    a = list(range(3 * P))
+    slots = alloc.alloc(3 * P + 1)  # a partial page too
+    assert alloc.available_size() == (NB - 4) * P
+    assert cache.insert(RadixKey(a), slots[:3 * P]) == 0
+    alloc.free(slots[3 * P:])
+    assert alloc.available_size() == (NB - 3) * P  # the cache holds 3 pages
+    r = cache.match_prefix(RadixKey(a))
+    assert as_np(r.device_indices).tolist() == as_np(slots[:3 * P]).tolist()
+    assert r.host_hit_length == 0
+    assert cache.evict(2 * P) == 2 * P
+    assert alloc.available_size() == (NB - 1) * P
+    cache.sanity_check()
+    cache.close()
+    pool.check()
+    assert alloc.available_size() == NB * P

@@ -78,7 +78,7 @@ class LoadTicket:
 
 class HostTier:
     """Mixin: needs the cache's _th, _pool, _tree, _track, _leases, _epoch,
-    _identity_values, _tensor, _evict_pages, page_size."""
+    _slots, _tensor, _evict_pages, page_size."""
 
     def _tier_setup(self):
         self._loads = {}
@@ -147,7 +147,7 @@ class HostTier:
         tk.ticket, tk.blocks, tk.num_tokens = ld.ticket, blocks, ld.num_pages * P
         tk.status, tk.ready, tk.locks, tk._lease, tk._rec = 0, False, 0, ld.lease, rec
         tk._end = ld.device_tokens
-        tk.device_indices = self._tensor(self._values[blocks].reshape(-1))
+        tk.device_indices = self._tensor(self._slots(blocks))
         from .cache import RadixKVNode
         node = RadixKVNode(self, 0, 0, rec.ns, ld.device_tokens)
         node._pending = tk

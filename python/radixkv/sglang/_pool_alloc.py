@@ -68,6 +68,11 @@ class PoolAllocator:
         check(lib.rkv_pool_unref_n(self._ph, pages.shape[0], pages.ctypes.data),
               "rkv_pool_unref_n")
 
+    def clear(self):
+        """SGLang calls this with the cache's reset (flush_cache, nothing
+        running): the cache's reset already returned its pages, and no
+        request holds any, so there is nothing left to free."""
+
     def _out(self, arr):
         if torch is None:
             return arr

@@ -192,6 +192,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
                 raise ValueError("radixkv.sglang: a host tier needs the KV allocator to be "
                                  "radixkv.sglang.PoolAllocator (the tree moves KV pages "
                                  "itself)")
+        if isinstance(allocator, PoolAllocator):
             if allocator.page_size != self.page_size:
                 raise ValueError("radixkv.sglang: the PoolAllocator's page size is "
                                  f"{allocator.page_size}, the cache's {self.page_size}")
@@ -213,7 +214,9 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         ntok = (min(1 << 28, (pages + 2 * S.EVENT_MAX_HASHES) * P)
                 if self.enable_kv_cache_events else 0)
         self._evict_chunk = ring - 64 if ring else pages
-        self._identity = self._tier is not None
+        # over a PoolAllocator a page's values are its block's slots: no
+        # values table, and eviction frees straight into that pool
+        self._identity = isinstance(self.token_to_kv_pool_allocator, PoolAllocator)
         if self._identity:
             self._pool = self.token_to_kv_pool_allocator.pool  # the allocator's
             pages = self._pool.num_blocks
@@ -221,22 +224,27 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
             self._pool = Pool(num_blocks=pages, page_size=P)
         self._tree = Tree(self._pool, event_ring=ring, evict_policy=self._policy,
                           event_tokens=ntok)
-        if self._identity:
+        if self._tier is not None:
             self._tree.attach_tiers(host=self._tier, write_policy=self._write_policy)
         self._tier_setup()
         self._th = self._tree.handle
         self._ph = self._pool.handle
         self._track = BlockTracker(self._th, pages)
         self._drain = EventDrain(self._th, ring, ntok) if ring else None
-        if self._identity:  # page b's values are its slots
-            self._values = np.arange(pages * P, dtype=np.int64).reshape(pages, P)
-        else:  # calloc'd: pages never cached cost no memory
-            self._values = np.zeros((pages, P), dtype=np.int64)
+        self._ar = np.arange(P, dtype=np.int64)
+        self._num_blocks = pages
+        # calloc'd: pages never cached cost no memory (unused in identity)
+        self._values = np.zeros((0 if self._identity else pages, P), dtype=np.int64)
         self._blk = np.zeros(1024, dtype=np.uint32)
         self._blk_addr = self._blk.ctypes.data
+        self._dups = np.zeros(0, dtype=np.uint32)
+        self._dups_addr = 0
         self._m = S.Match()
         self._ir = S.InsertResult()
         self._st = S.TreeStats()
+        # pointers made once: each call passes them as they are
+        self._m_ref, self._ir_ref, self._st_ref = (
+            _byref(self._m), _byref(self._ir), _byref(self._st))
         self._ns = {None: 0}
         self._leases = {}
         self._kv_events = []
@@ -272,6 +280,21 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
             return value.detach().to("cpu", torch.int64).numpy()
         return np.asarray(value, dtype=np.int64).reshape(-1)
 
+    def _slots(self, blocks):
+        """The KV slots of blocks' pages, concatenated (int64)."""
+        if not self._identity:
+            return self._values[blocks].reshape(-1)
+        b = blocks.astype(np.int64)
+        if self.page_size == 1:
+            return b
+        return (b[:, None] * self.page_size + self._ar).reshape(-1)
+
+    def _dups_buf(self, k):
+        if self._dups.shape[0] < k:
+            self._dups = np.zeros(max(k, 2 * self._dups.shape[0]), dtype=np.uint32)
+            self._dups_addr = self._dups.ctypes.data
+        return self._dups, self._dups_addr
+
     def _blocks_buf(self, k):
         """The block scratch array (room for k) and its address."""
         if self._blk.shape[0] < k:
@@ -280,7 +303,9 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         return self._blk, self._blk_addr
 
     def _stats_now(self):
-        check(_stats(self._th, _byref(self._st)), "rkv_tree_get_stats")
+        st = _stats(self._th, self._st_ref)
+        if st:
+            check(st, "rkv_tree_get_stats")
         return self._st
 
     def _namespace(self, extra_key, create):
@@ -350,12 +375,14 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         else:
             addr, _, keep = as_tokens(tokens)
             conv = n
-        check(_match(self._th, ns, addr, conv, baddr, 0, _byref(m)), "rkv_tree_match")
+        st = _match(self._th, ns, addr, conv, baddr, 0, self._m_ref)
+        if st:
+            check(st, "rkv_tree_match")
         del keep
         k = m.num_blocks
         if k == 0:
             return self._empty_match()
-        idx = self._values[blk[:k]].reshape(-1)
+        idx = self._slots(blk[:k])
         node = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
         return T.make_match_result(self._tensor(idx), node)
 
@@ -367,7 +394,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         m, host, rec = self._match_host(ns, addr, n, keep, baddr)
         k = m.num_blocks
         node = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
-        idx = self._tensor(self._values[blk[:k]].reshape(-1)) if k else self._empty
+        idx = self._tensor(self._slots(blk[:k])) if k else self._empty
         if rec is None:
             return T.make_match_result(idx, node)
         hnode = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
@@ -400,14 +427,16 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         pages = n // P
         blk, baddr = self._blocks_buf(pages)
         m = self._m
-        check(_match(self._th, ns, addr, n, baddr, _PEEK, _byref(m)), "rkv_tree_match")
+        st = _match(self._th, ns, addr, n, baddr, _PEEK, self._m_ref)
+        if st:
+            check(st, "rkv_tree_match")
         have = m.num_blocks
         new = pages - have
         if new == 0:
             check(_match(self._th, ns, addr, n, None, 0, _byref(m)), "rkv_tree_match")
             return n
         if self._identity:
-            return self._insert_pages(ns, addr, n, value, have, keep)
+            return self._insert_pages(ns, addr, n, value, have, keep, blk, baddr)
         if value is None:
             vals = np.frombuffer(keep, dtype=np.int32, count=n).astype(np.int64) \
                 if not hasattr(keep, "numpy") else keep[:n].numpy().astype(np.int64)
@@ -422,7 +451,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
             self._make_room(ns, addr, n, new)
             check(_alloc_n(self._ph, new, naddr), "rkv_pool_alloc_n")
         ir = self._ir
-        st = _insert(self._th, ns, addr, n, baddr, None, _byref(ir))
+        st = _insert(self._th, ns, addr, n, baddr, None, self._ir_ref)
         if st:
             _unref_n(self._ph, new, naddr)
             check(st, "rkv_tree_insert")
@@ -434,34 +463,42 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         del keep
         return ir.prefix_tokens
 
-    def _insert_pages(self, ns, addr, n, value, have, keep):
-        """Host-tier insert: the caller's pages (value // P) become the
-        tree's blocks; the caller's reference on each page the tree keeps
-        is dropped (ownership moves to the cache, as values do in SGLang)."""
+    def _insert_pages(self, ns, addr, n, value, have, keep, blk, baddr):
+        """Insert over a PoolAllocator: the caller's pages (value // P)
+        become the tree's blocks; the caller's reference on each page the
+        tree keeps is dropped (ownership moves to the cache, as values do
+        in SGLang)."""
         P = self.page_size
         if value is None:
-            raise InvalidArgError("insert", "a cache with a host tier needs the KV slots "
-                                  "(value) of the key")
+            raise InvalidArgError("insert", "a cache over a PoolAllocator needs the KV "
+                                  "slots (value) of the key")
         vals = self._to_numpy64(value)
         if vals.shape[0] < n:
             raise ValueError(f"radixkv.sglang.insert: {n} tokens need as many "
                              f"values, got {vals.shape[0]}")
-        grid = vals[:n].reshape(-1, P)
-        first = grid[:, 0]
-        if ((first % P) != 0).any() or (grid != first[:, None] + self._values[0]).any() \
-                or first.min() < 0 or first.max() >= self._values.shape[0] * P:
-            raise InvalidArgError("insert", "with a host tier each page's values must be "
-                                  "one whole page of the PoolAllocator (b*P .. b*P+P-1)")
-        blocks = (first // P).astype(np.uint32)
-        dups = np.zeros(blocks.shape[0], dtype=np.uint32)
+        v = vals[:n]
+        first = v[::P]
+        # a page is one allocator page iff it starts on a page boundary and
+        # steps by 1 (boundaries between pages may jump anywhere)
+        step = v[1:] != v[:-1] + 1
+        step[P - 1::P] = False
+        if step.any() or (first % P).any() or first.min() < 0 \
+                or first.max() >= self._num_blocks * P:
+            raise InvalidArgError("insert", "over a PoolAllocator each page's values must "
+                                  "be one whole page of it (b*P .. b*P+P-1)")
+        pages = n // P
+        blk[:pages] = first // P  # the matched prefix's ids are overwritten
+        blocks = blk[:pages]      # by the same ids, or the caller's copies
+        dups, daddr = self._dups_buf(pages)
         ir = self._ir
-        check(_insert(self._th, ns, addr, n, blocks.ctypes.data, dups.ctypes.data,
-                      _byref(ir)), "rkv_tree_insert")
+        st = _insert(self._th, ns, addr, n, baddr, daddr, self._ir_ref)
+        if st:
+            check(st, "rkv_tree_insert")
         cand = blocks[have:]
         kept = cand[~np.isin(cand, dups[:ir.num_dups])] if ir.num_dups else cand
         if kept.shape[0]:
             check(_unref_n(self._ph, kept.shape[0], kept.ctypes.data), "rkv_pool_unref_n")
-            self._track.stored(kept.astype(np.int64))
+            self._track.stored(kept)
         if self._drain is not None:
             self._record_stored(*self._drain.drain())
         del keep
@@ -529,7 +566,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
                 shrunk = True
                 pages = min(pages, self._stats_now().evictable_blocks)
                 continue
-            if n:
+            if n and not self._identity:  # identity: back in the allocator's pool
                 self._free_values(self._values[blocks].reshape(-1))
             if self._drain is not None:
                 ev, _ = self._drain.drain()
@@ -663,7 +700,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         blocks = self._track.blocks()
         if not blocks.shape[0]:
             return self._empty
-        return self._tensor(self._values[blocks].reshape(-1))
+        return self._tensor(self._slots(blocks))
 
     def take_events(self):
         """The KV events since the last call (empty unless
