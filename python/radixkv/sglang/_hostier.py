@@ -34,14 +34,10 @@ from .. import _structs as S
 from .._ffi import check, lib
 from ..errors import InvalidArgError, NoSpaceError, StaleHandleError, StateError
 
-_match = lib.rkv_tree_match
-_match_tiers = lib.rkv_tree_match_tiers
-_load = lib.rkv_tree_load
-_poll = lib.rkv_tree_tier_poll
-_lock = lib.rkv_tree_lock
-_unlock = lib.rkv_tree_unlock
-_byref = C.byref
-_PEEK = 1
+from ._capi import (PEEK as _PEEK, byref as _byref, load as _load, lock as _lock,
+                    match as _match, match_tiers as _match_tiers, tier_poll as _poll,
+                    unlock as _unlock)
+
 _LOAD = 1  # RKV_TRANSFER_LOAD
 _POLL_MAX = 64
 

@@ -21,14 +21,13 @@ Invariants:
     namespace id on first insert (exact: two keys never share a namespace).
 Sizes are in tokens at this interface (pages * page_size).
 
-With a host tier (``host_tier=Store``) the cache runs over one Pool that
-also allocates the server's KV pages (PoolAllocator, _pool_alloc.py): a
-page's values are its block's slots (b*P .. b*P+P-1), inserting hands the
-caller's pages to the tree, and eviction demotes to the host tier and
-returns the blocks to that pool (nothing goes through allocator.free);
-host hits and loads are in _hostier.py.
+Over a PoolAllocator (_pool_alloc.py; a host tier needs one) the cache
+runs on the Pool that also allocates the server's KV pages: a page's
+values are its block's slots (b*P .. b*P+P-1: no values table), inserting
+hands the caller's pages to the tree, and eviction (with a host tier:
+demotion) returns the blocks to that pool -- nothing goes through
+allocator.free. Host hits and loads are in _hostier.py.
 """
-import ctypes as C
 
 import numpy as np
 
@@ -52,15 +51,9 @@ except ImportError:  # torch is optional: results are numpy arrays then
 DEFAULT_CAPACITY_TOKENS = 1 << 22
 _FIRST_CHUNK = 512  # tokens converted before the first match probe
 
-_match = lib.rkv_tree_match
-_insert = lib.rkv_tree_insert
-_alloc_n = lib.rkv_pool_alloc_n
-_unref_n = lib.rkv_pool_unref_n
-_stats = lib.rkv_tree_get_stats
-_lock = lib.rkv_tree_lock
-_unlock = lib.rkv_tree_unlock
-_byref = C.byref
-_PEEK = 1
+from ._capi import (PEEK as _PEEK, alloc_n as _alloc_n, byref as _byref, insert as _insert,
+                    lock as _lock, match as _match, stats as _stats, unlock as _unlock,
+                    unref_n as _unref_n)
 
 
 def _sglang_base():
