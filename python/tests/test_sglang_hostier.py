@@ -301,3 +301,29 @@ def test_pool_allocator_without_a_host_tier_frees_into_the_pool():
     cache.close()
     pool.check()
     assert alloc.available_size() == NB * P
+
+
+def test_inserting_a_key_whose_pages_sit_in_the_host_tier():
+    """A request recomputes a path the host tier holds (it did not load
+    it): the insert takes exactly the pages the tree keeps, the caller
+    frees the rest, and no page is lost or held twice."""
+    cache, alloc, pool, k, v, host = make()
+    a = list(range(3 * P))
+    serve(cache, alloc, k, v, a, seed=11)
+    cache.evict(2 * P)  # pages 1 and 2 in the host tier
+    r = cache.match_prefix(RadixKey(a))
+    assert len(r.device_indices) == P and r.host_hit_length == 2 * P
+    slots = as_np(alloc.alloc(2 * P)).astype(np.int64)
+    vals = np.concatenate([as_np(r.device_indices), slots])
+    prefix = cache.insert(RadixKey(a), vals)
+    if prefix > P:
+        alloc.free(vals[P:prefix])
+    cache.sanity_check()
+    pool.check()
+    host.check()
+    assert pool.num_free * P + cache.total_size() == NB * P
+    r2 = cache.match_prefix(RadixKey(a))
+    assert len(r2.device_indices) + r2.host_hit_length == 3 * P
+    cache.evict(3 * P)
+    assert alloc.available_size() == NB * P
+    no_leaks(cache, pool, host)

@@ -419,6 +419,8 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         ns = self._namespace(key.extra_key, create=True)
         pages = n // P
         blk, baddr = self._blocks_buf(pages)
+        if self._identity:  # the caller's pages are the blocks: no peek needed
+            return self._insert_pages(ns, addr, n, value, keep, blk, baddr)
         m = self._m
         st = _match(self._th, ns, addr, n, baddr, _PEEK, self._m_ref)
         if st:
@@ -428,8 +430,6 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         if new == 0:
             check(_match(self._th, ns, addr, n, None, 0, _byref(m)), "rkv_tree_match")
             return n
-        if self._identity:
-            return self._insert_pages(ns, addr, n, value, have, keep, blk, baddr)
         if value is None:
             vals = np.frombuffer(keep, dtype=np.int32, count=n).astype(np.int64) \
                 if not hasattr(keep, "numpy") else keep[:n].numpy().astype(np.int64)
@@ -456,7 +456,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         del keep
         return ir.prefix_tokens
 
-    def _insert_pages(self, ns, addr, n, value, have, keep, blk, baddr):
+    def _insert_pages(self, ns, addr, n, value, keep, blk, baddr):
         """Insert over a PoolAllocator: the caller's pages (value // P)
         become the tree's blocks; the caller's reference on each page the
         tree keeps is dropped (ownership moves to the cache, as values do
@@ -487,7 +487,9 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         st = _insert(self._th, ns, addr, n, baddr, daddr, self._ir_ref)
         if st:
             check(st, "rkv_tree_insert")
-        cand = blocks[have:]
+        # the pages after the cached prefix are the ones the tree took
+        # from this call (less any it found cached under another block)
+        cand = blocks[ir.prefix_tokens // P:]
         kept = cand[~np.isin(cand, dups[:ir.num_dups])] if ir.num_dups else cand
         if kept.shape[0]:
             check(_unref_n(self._ph, kept.shape[0], kept.ctypes.data), "rkv_pool_unref_n")
