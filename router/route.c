@@ -38,20 +38,21 @@ static inline rkv_index_probe rkv_index_probe_at(const rkv_router *r, uint32_t g
                                            uint64_t live, uint64_t nsmix,
                                            uint64_t hash)
 {
-    rkv_index_probe p = {0, 0};
-    uint32_t i = rkv_index_find(r, rkv_index_key(hash, nsmix, g));
-    if (i != RKV_INDEX_EMPTY) {
-        const rkv_index_entry *e = &r->entries[i];
-        p.a = rkv_index_any(e) & live;
-        p.d = e->mask[RKV_MEDIUM_DEVICE] & live;
-    }
+    rkv_index_probe p;
+    uint64_t key = rkv_index_key(hash, nsmix, g, RKV_MEDIUM_DEVICE);
+    p.d = rkv_index_mask(r, key) & live;
+    p.a = p.d;
+    if (r->offdev[g] != 0) /* tiers: the other media's entries too */
+        p.a |= (rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_HOST)) |
+                rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_DISK))) & live;
     return p;
 }
 
 static inline void rkv_index_prefetch(const rkv_router *r, uint32_t g,
                                    uint64_t nsmix, uint64_t hash)
 {
-    __builtin_prefetch(&r->entries[rkv_index_home(r, rkv_index_key(hash, nsmix, g))]);
+    __builtin_prefetch(&r->entries[rkv_index_home(
+        r, rkv_index_key(hash, nsmix, g, RKV_MEDIUM_DEVICE))]);
 }
 
 /* spans of at most this many pages are scanned, not bisected */
@@ -193,16 +194,17 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
         }
         /* the off-device stretches, page by page (tiers only) */
         for (uint32_t j = from; offs[g] != 0 && j < to; j++) {
-            uint32_t i = rkv_index_find(r, rkv_index_key(hashes[j], nsmix, g));
-            if (i == RKV_INDEX_EMPTY)
+            uint64_t key = rkv_index_key(hashes[j], nsmix, g, RKV_MEDIUM_DEVICE);
+            uint64_t dev = rkv_index_mask(r, key);
+            uint64_t host = rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_HOST));
+            uint64_t disk = rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_DISK));
+            if ((dev | host | disk) == 0)
                 continue;
-            const rkv_index_entry *e = &r->entries[i];
             for (uint64_t b = offs[g]; b; b &= b - 1) {
                 uint32_t bi = (uint32_t)__builtin_ctzll(b), s = g * 64 + bi;
-                if (j < dlead[s] || j >= lead[s] ||
-                    ((e->mask[RKV_MEDIUM_DEVICE] >> bi) & 1))
+                if (j < dlead[s] || j >= lead[s] || ((dev >> bi) & 1))
                     continue;
-                off[s][((e->mask[RKV_MEDIUM_HOST] >> bi) & 1) ? 0 : 1]++;
+                off[s][((host >> bi) & 1) ? 0 : 1]++;
             }
         }
     }
