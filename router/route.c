@@ -175,11 +175,34 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
     uint32_t off[RKV_INDEX_SLOTS][2]; /* host, disk pages in the leading run */
     uint64_t offs[RKV_INDEX_GROUPS];  /* slots with pages off the device     */
     uint64_t nsmix = rkv_index_nsmix(ns);
+    /* Most groups of a large fleet hold not even the first page: probe it
+     * in every group at once (the misses overlap) and search only the
+     * groups where someone holds it, instead of starting each group's
+     * galloping prefetches (a dozen lines) for nothing. */
+    uint64_t first[RKV_INDEX_GROUPS]; /* group's live holders of page 0 */
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
+        if (r->live[g] != 0 && n > 0)
+            rkv_index_prefetch(r, g, nsmix, hashes[0]);
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
+        first[g] = 0;
+        if (r->live[g] != 0 && n > 0) {
+            rkv_index_probe p0 = rkv_index_probe_at(r, g, r->live[g], nsmix,
+                                                    hashes[0]);
+            first[g] = p0.a | p0.d;
+        }
+    }
     for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
         uint64_t live = r->live[g];
         offs[g] = 0;
         if (live == 0)
             continue;
+        if (n > 0 && first[g] == 0) { /* every bit leaves A and D at page 0 */
+            for (uint64_t b = live; b; b &= b - 1) {
+                uint32_t s = g * 64 + (uint32_t)__builtin_ctzll(b);
+                lead[s] = dlead[s] = 0;
+            }
+            continue;
+        }
         rkv_index_search(r, g, live, nsmix, hashes, n, lead + g * 64,
                       dlead + g * 64);
         uint32_t from = UINT32_MAX, to = 0;
