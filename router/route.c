@@ -252,11 +252,7 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
         double w = 0;
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             w += c->medium_weight[m] * (double)o->pages_by_medium[m];
-        o->score = c->page_tokens * w -
-                   c->queue_weight * ((double)in->queued_tokens +
-                                      (double)in->routed_tokens) -
-                   c->running_weight * ((double)in->running +
-                                        (double)in->routed_running);
+        o->score = c->page_tokens * w - in->load_q - in->load_r;
     }
     r->st.queries++;
     *n_out = r->num_instances;
@@ -379,6 +375,7 @@ rkv_status rkv_router_choose(rkv_router *router, const rkv_router_overlap *cand,
                             ? UINT64_MAX : in->routed_tokens + add;
     if (in->routed_running < UINT32_MAX)
         in->routed_running++;
+    rkv_index_load_terms(r, in);
     r->rng = rng;
     *pick = best;
     return RKV_OK;

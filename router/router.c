@@ -180,6 +180,7 @@ rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
     in->id = instance;
     in->role = RKV_INDEX_INSTANCE;
     in->staging = RKV_INDEX_EMPTY;
+    rkv_index_load_terms(r, in);
     /* keep order[] sorted by id */
     uint32_t k = r->num_instances;
     while (k > 0 && r->inst[r->order[k - 1]].id > instance) {
@@ -224,6 +225,7 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
     router->inst[s].queued_tokens = queued_tokens;
     router->inst[s].routed_running = 0;
     router->inst[s].routed_tokens = 0;
+    rkv_index_load_terms(router, &router->inst[s]);
     return RKV_OK;
 }
 
@@ -236,6 +238,19 @@ static int rkv_index_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
 {
     uint64_t key = rkv_index_key(hash, nsmix, g, RKV_MEDIUM_DEVICE);
     return (rkv_index_mask_any(r, g, key) & bit) != 0;
+}
+
+/* Starts the misses of event e's lookups in slot s's group (e unchecked:
+ * only a hint). */
+static void rkv_index_prefetch_event(const rkv_router *r, uint32_t s,
+                                     const rkv_event *e)
+{
+    if (e->medium >= RKV_MEDIUM_COUNT || e->num_hashes > RKV_EVENT_MAX_HASHES)
+        return;
+    uint64_t nsmix = rkv_index_nsmix(e->ns);
+    for (uint32_t j = 0; j < e->num_hashes; j++)
+        __builtin_prefetch(&r->entries[rkv_index_home(
+            r, rkv_index_key(e->hashes[j], nsmix, s / 64, e->medium))]);
 }
 
 /* Applies one in-sequence event for slot s. 0: done; 1: the event
@@ -335,6 +350,10 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
             rkv_index_need_resync(r, s);
             continue;
         }
+        /* the next event's misses overlap this one's work: an event's own
+         * prefetches, issued just before its lookups, hide little */
+        if (k + 1 < n)
+            rkv_index_prefetch_event(r, s, &events[k + 1]);
         int rc = rkv_index_apply_one(r, s, e);
         if (rc == -2) {
             /* a bound, not an error of the stream: the instance holds
@@ -482,6 +501,11 @@ rkv_status rkv_router_check(const rkv_router *router)
         used[s / 64] |= bit;
         if (in->role == RKV_INDEX_INSTANCE) {
             n_inst++;
+            rkv_index_slot want = *in;
+            rkv_index_load_terms(r, &want);
+            if (memcmp(&want.load_q, &in->load_q, sizeof want.load_q) != 0 ||
+                memcmp(&want.load_r, &in->load_r, sizeof want.load_r) != 0)
+                return CORRUPT("slot %u: load terms stale", s);
             if (!in->needs_resync)
                 live[s / 64] |= bit;
             if (in->staging != RKV_INDEX_EMPTY &&

@@ -117,6 +117,11 @@ typedef struct rkv_index_slot {
     uint64_t queued_tokens;
     uint32_t routed_running; /* routed here since it (rkv_router_choose)   */
     uint64_t routed_tokens;
+    /* the score's load terms, recomputed (rkv_index_load_terms) whenever
+     * the four counts above change: a query scores every instance, and
+     * at 1,024 instances converting them was about a quarter of it */
+    double load_q;  /* queue_weight * (queued_tokens + routed_tokens)    */
+    double load_r;  /* running_weight * (running + routed_running)       */
 } rkv_index_slot;
 
 struct rkv_router {
@@ -138,6 +143,14 @@ struct rkv_router {
     uint64_t rng;       /* splitmix64 state, from cfg.seed               */
     rkv_router_stats st; /* counters (instances/entries/bytes derived)    */
 };
+
+static inline void rkv_index_load_terms(const rkv_router *r, rkv_index_slot *in)
+{
+    in->load_q = r->cfg.queue_weight *
+                 ((double)in->queued_tokens + (double)in->routed_tokens);
+    in->load_r = r->cfg.running_weight *
+                 ((double)in->running + (double)in->routed_running);
+}
 
 /* index.c ------------------------------------------------------------------ */
 rkv_status rkv_index_index_init(rkv_router *r, uint32_t initial);
