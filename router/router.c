@@ -240,19 +240,6 @@ static int rkv_index_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
     return (rkv_index_mask_any(r, g, key) & bit) != 0;
 }
 
-/* Starts the misses of event e's lookups in slot s's group (e unchecked:
- * only a hint). */
-static void rkv_index_prefetch_event(const rkv_router *r, uint32_t s,
-                                     const rkv_event *e)
-{
-    if (e->medium >= RKV_MEDIUM_COUNT || e->num_hashes > RKV_EVENT_MAX_HASHES)
-        return;
-    uint64_t nsmix = rkv_index_nsmix(e->ns);
-    for (uint32_t j = 0; j < e->num_hashes; j++)
-        __builtin_prefetch(&r->entries[rkv_index_home(
-            r, rkv_index_key(e->hashes[j], nsmix, s / 64, e->medium))]);
-}
-
 /* Applies one in-sequence event for slot s. 0: done; 1: the event
  * contradicts the index (the caller resyncs); -1: out of memory; -2: over
  * the memory budget (the caller resyncs). A
@@ -350,10 +337,6 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
             rkv_index_need_resync(r, s);
             continue;
         }
-        /* the next event's misses overlap this one's work: an event's own
-         * prefetches, issued just before its lookups, hide little */
-        if (k + 1 < n)
-            rkv_index_prefetch_event(r, s, &events[k + 1]);
         int rc = rkv_index_apply_one(r, s, e);
         if (rc == -2) {
             /* a bound, not an error of the stream: the instance holds
