@@ -220,7 +220,7 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
      * misapplies the scale fails the sweep, not one test */
     float scale = rkv_rng_below(rng, 4) == 0 ? 0.0f
                                              : (float)pow(2.0, -6.0 * rkv_rng_unit(rng));
-    rkv_attn_params p = {1, Hq, scale};
+    rkv_attn_params p = {1, Hq, scale, 0, 0};
     rkv_paged_kv t = {nreq, kvp, idx, last};
     const char *what = op == OP_DECODE ? "decode" : op == OP_PREFILL ? "prefill" : "cascade";
     if (op == OP_DECODE) {
@@ -406,7 +406,7 @@ static void plan_case(rkv_rng *rng, uint32_t G, rkv_dtype dt, int prefill)
         cr_assert_eq(rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES), 0);
         rkvsim_meter_reset();
 #endif
-        rkv_attn_params p = {layer, Hq, scale};
+        rkv_attn_params p = {layer, Hq, scale, 0, 0};
         if (prefill)
             OK(rkv_attn_prefill(pr.da, &p, qo, &tk, dq, dout1, dl1));
         else
@@ -572,7 +572,7 @@ Test(attention_gpu, unsupported_head_dim)
     OK(rkv_pool_alloc(p, &b));
     uint32_t indptr[2] = {0, 1}, last[1] = {3};
     rkv_paged_kv t = {1, indptr, &b, last};
-    rkv_attn_params prm = {0, 1, 0.0f};
+    rkv_attn_params prm = {0, 1, 0.0f, 0, 0};
     void *dq = dev_copy(NULL, 96 * 2), *dout = dev_copy(NULL, 96 * 2);
     cr_assert_eq(rkv_attn_decode(a, &prm, &t, dq, dout, NULL), RKV_ERR_UNSUPPORTED);
     cudaFree(dq);
@@ -665,7 +665,7 @@ static void decode_both(pair *pr, uint32_t Hq, uint32_t np, uint32_t *pages, con
     indptr[0] = 0;
     indptr[1] = np;
     rkv_paged_kv t = {1, indptr, pages, &last};
-    rkv_attn_params p = {1, Hq, 0.0f};
+    rkv_attn_params p = {1, Hq, 0.0f, 0, 0};
     OK(rkv_attn_decode(pr->ha, &p, &t, q, oh, lh));
     OK(rkv_attn_decode(pr->da, &p, &t, dq, dout, dl));
 }
@@ -892,7 +892,7 @@ static void kat_mean(rkv_rng *rng, op_kind op, rkv_dtype dt)
     void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
     float *l[2] = {malloc(4 * nv), malloc(4 * nv)};
     cr_assert(q && o[0] && o[1] && l[0] && l[1]);
-    rkv_attn_params p = {1, Hq, 0.3f};
+    rkv_attn_params p = {1, Hq, 0.3f, 0, 0};
     rkv_paged_kv t = {nreq, kvp, idx, last};
     run_both(&pr, op, &p, &t, qo, nshared, shared, q, rows, o, l);
     void *kb, *vb;
@@ -975,7 +975,7 @@ Test(attention_gpu, known_answer_spikes)
         cr_assert(q && o[0] && o[1]);
         for (uint32_t h = 0; h < Hq; h++)
             rkv_attn_cpu_store(dt, q, (size_t)h * D, 4.0f);
-        rkv_attn_params p = {1, Hq, 1.0f};
+        rkv_attn_params p = {1, Hq, 1.0f, 0, 0};
         rkv_paged_kv t = {1, kvp, pages, &last};
         uint32_t pos[64], npos = 0;
         pos[npos++] = 0;
@@ -1067,7 +1067,7 @@ static void rounding_case(rkv_rng *rng, op_kind op, rkv_dtype dt, const uint32_t
     void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
     float *l[2] = {malloc(4 * (size_t)rows * Hq), malloc(4 * (size_t)rows * Hq)};
     cr_assert(q && o[0] && o[1] && l[0] && l[1]);
-    rkv_attn_params p = {1, Hq, 0.5f};
+    rkv_attn_params p = {1, Hq, 0.5f, 0, 0};
     rkv_paged_kv t = {nreq, kvp, idx, last};
     run_both(&pr, op, &p, &t, qo, nshared, shared, q, rows, o, l);
     for (uint32_t r = 0, row = 0; r < nreq; r++)
@@ -1145,7 +1145,7 @@ Test(attention_gpu, cascade_long_prefix_within_budget)
     float lh[12], lg[12], *l[2] = {lh, lg};
     cr_assert(q && o[0] && o[1]);
     fill_random(&rng, RKV_DTYPE_F32, q, ob / 4);
-    rkv_attn_params p = {1, Hq, 0.0f};
+    rkv_attn_params p = {1, Hq, 0.0f, 0, 0};
     rkv_paged_kv t = {1, kvp, idx, &last};
     rkvsim_set_mem_limit(rkvsim_mem_in_use(0) + ((size_t)1 << 20));
     run_both(&pr, OP_CASCADE, &p, &t, qo, nshared, shared, q, 3, o, l);

@@ -111,7 +111,7 @@ static void run_shape(const shape *s)
     const size_t qbytes = (size_t)rows * Hq * s->D * es, lbytes = (size_t)rows * Hq * 4;
     void *q = dmalloc(qbytes, 0x11), *out = dmalloc(qbytes, 0xff);
     float *lse = dmalloc(lbytes, 0xff);
-    rkv_attn_params p = {0, Hq, 0.0f};
+    rkv_attn_params p = {0, Hq, 0.0f, 0, 0};
     rkv_paged_kv t = {s->reqs, indptr, idx, last};
     rkv_attn_plan *plan = NULL;
     void *ws = NULL;

@@ -32,6 +32,12 @@ RKV_BEGIN_DECLS
  *   lse       [num_rows][num_qo_heads] float, may be NULL: the natural-log
  *             log-sum-exp of the SCALED scores (sm_scale * q.k) of the row,
  *             so two partial states merge by log-sum-exp.
+ * Quantized pools (FP8/INT8/INT4): q, out, merge states and append's k, v
+ * are in the pool's act_dtype instead; append quantizes each (token, head)
+ * row (radixkv/pool.h), and every attention call dequantizes K and V on
+ * load into the same fp32 arithmetic, so results match an unquantized pool
+ * holding the dequantized values. CPU only for now: on a CUDA pool they
+ * are RKV_ERR_UNSUPPORTED (block copies and the tiers work on both).
  * Arithmetic: fp32 accumulation; outputs are rounded once to the dtype
  * (round-to-nearest-even). GQA: q head h reads kv head h / (num_qo_heads /
  * num_kv_heads). The CPU path supports any head_dim and f16/bf16/f32; the
@@ -52,6 +58,15 @@ typedef struct rkv_attn_params {
     uint32_t layer;        /* < num_layers                                   */
     uint32_t num_qo_heads; /* a positive multiple of num_kv_heads            */
     float sm_scale;        /* > 0; 0 means 1 / sqrt(head_dim)                */
+    /* Sliding window (per call, so per layer: full and sliding layers mix
+     * in one model). window_left W > 0: the query at position p sees the
+     * keys at p - W .. p (W + 1 of them, FlashInfer's window_left) plus
+     * the first num_sink_tokens positions (attention sinks, StreamingLLM),
+     * positions counted from the start of the request's KV (a cascade's
+     * shared prefix first). W == 0: full causal attention (sinks unused).
+     * CPU only for now: a CUDA pool answers W > 0 with RKV_ERR_UNSUPPORTED. */
+    uint32_t window_left;
+    uint32_t num_sink_tokens;
 } rkv_attn_params;
 
 typedef struct rkv_paged_kv {
@@ -139,6 +154,11 @@ rkv_status rkv_attn_plan_create(rkv_attn *attn, uint32_t num_qo_heads,
                                 rkv_attn_plan **out);
 rkv_status rkv_attn_run(rkv_attn *attn, const rkv_attn_plan *plan, uint32_t layer,
                         float sm_scale, const void *q, void *out, float *lse);
+/* rkv_attn_run with every rkv_attn_params field (the window and sinks of
+ * this layer); p->num_qo_heads must be the plan's. */
+rkv_status rkv_attn_run_params(rkv_attn *attn, const rkv_attn_plan *plan,
+                               const rkv_attn_params *p, const void *q, void *out,
+                               float *lse);
 void rkv_attn_plan_destroy(rkv_attn_plan *plan); /* NULL is fine */
 
 /* fp16 / bf16 <-> fp32 on the host (round-to-nearest-even; NaN stays NaN). */

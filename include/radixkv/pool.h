@@ -21,7 +21,12 @@ typedef uint32_t rkv_block_id;
 typedef enum rkv_dtype {
     RKV_DTYPE_F16 = 0,
     RKV_DTYPE_BF16 = 1,
-    RKV_DTYPE_F32 = 2
+    RKV_DTYPE_F32 = 2,
+    /* Quantized KV (pool dtype only; see "Quantized KV" below). */
+    RKV_DTYPE_FP8_E4M3 = 3, /* OCP E4M3: max 448, no infinity           */
+    RKV_DTYPE_FP8_E5M2 = 4, /* OCP E5M2: IEEE-like, max 57344           */
+    RKV_DTYPE_INT8 = 5,     /* symmetric, codes -127..127               */
+    RKV_DTYPE_INT4 = 6      /* symmetric per group, codes -7..7         */
 } rkv_dtype;
 
 typedef enum rkv_device {
@@ -43,10 +48,15 @@ typedef struct rkv_pool_config {
     rkv_dtype dtype;       /* element type of K and V                       */
     rkv_device device;
     int cuda_device;       /* device ordinal when device == RKV_DEVICE_CUDA  */
+    uint32_t quant_group;  /* INT4: elements per scale, even, divides
+                              head_dim (default 32); else ignored          */
+    rkv_dtype act_dtype;   /* quantized dtype: element type of q, out and of
+                              the K/V given to rkv_attn_append (F16, BF16 or
+                              F32; default BF16); else ignored (= dtype)    */
 } rkv_pool_config;
 
-/* Fills defaults: page_size 16, num_layers 0, F16, host. num_blocks is 0 and
- * must be set. */
+/* Fills defaults: page_size 16, num_layers 0, F16, host, quant_group 32,
+ * act_dtype BF16. num_blocks is 0 and must be set. */
 void rkv_pool_config_init(rkv_pool_config *cfg);
 
 /*
@@ -55,8 +65,32 @@ void rkv_pool_config_init(rkv_pool_config *cfg);
  *     [num_blocks][page_size][num_kv_heads][head_dim]   (FlashInfer's "NHD")
  *   so token t of block b, head h, dim d of K in layer l sits at element
  *     ((l*2 + 0) * num_blocks * page_size + b*page_size + t) * H*D + h*D + d.
- * bytes_per_block = num_layers * 2 * page_size * num_kv_heads * head_dim *
- * sizeof(dtype). A token's slot is block * page_size + offset.
+ * bytes_per_block = num_layers * 2 * page_size * num_kv_heads * row_bytes,
+ * row_bytes = head_dim * sizeof(dtype) for F16/BF16/F32 (so the formula
+ * above). A token's slot is block * page_size + offset.
+ *
+ * Quantized KV (FP8_E4M3, FP8_E5M2, INT8, INT4): each (token, kv head) row
+ * of K or V is head_dim codes plus f32 scales, value = decode(code) *
+ * scale. 8-bit: one byte per code and one scale per row, the row's absmax /
+ * the format's largest code (448, 57344, 127); FP8 codes round to nearest
+ * even, INT8 codes are rint(x / scale). INT4: two codes per byte (element
+ * 2i in the low nibble, 2i + 1 in the high one, two's complement), one
+ * scale per quant_group elements, absmax / 7. So row_bytes = head_dim
+ * (8-bit) or head_dim / 2 (INT4) code bytes + 4 * (1 or head_dim /
+ * quant_group) scale bytes. Each block's segment of a layer's K (and V)
+ * holds its codes [page_size][num_kv_heads][code bytes], then their scales
+ * [page_size][num_kv_heads][scales]: the scales live inside the block's
+ * bytes, so block copies, the tiers and warm restart carry them, and
+ * rkv_pool_kv_strides reports the codes' strides (block stride = the whole
+ * segment, page_size * num_kv_heads * row_bytes). Why f32 scales: exact
+ * over the whole f32 range of absmax (f16 would flush rows with absmax
+ * below ~1e-3 towards zero and overflow above 65504 * 127) at 3% of an
+ * 8-bit row of 128 (INT4 groups of 32: 20% of the row, 5 bits an element).
+ * Constraints (else RKV_ERR_INVALID_ARG with the reason): head_dim a
+ * multiple of 4 (8-bit) or 8 (INT4), so scales stay 4-byte aligned; INT4's
+ * quant_group even and dividing head_dim; act_dtype F16, BF16 or F32.
+ * Server-owned pools (rkv_pool_create_external) are not quantized
+ * (RKV_ERR_UNSUPPORTED). Block hashes do not depend on the dtype.
  */
 rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out);
 void rkv_pool_destroy(rkv_pool *pool); /* NULL is fine */
@@ -66,6 +100,13 @@ uint32_t rkv_pool_num_blocks(const rkv_pool *pool);
 uint32_t rkv_pool_num_free(const rkv_pool *pool);
 uint32_t rkv_pool_page_size(const rkv_pool *pool);
 size_t rkv_pool_bytes_per_block(const rkv_pool *pool);
+/* For a configuration (no pool needed; cost models size memory with it):
+ * the bytes of one (token, kv head) row of one layer's K or V, codes and
+ * scales (row_bytes above), and the KV bytes one token takes in the pool,
+ * num_layers * 2 * num_kv_heads * row_bytes. 0 for a configuration
+ * rkv_pool_create refuses, or one without KV (num_layers 0). */
+size_t rkv_pool_config_row_bytes(const rkv_pool_config *cfg);
+size_t rkv_pool_config_token_bytes(const rkv_pool_config *cfg);
 /* Host bytes the pool itself uses for metadata (not KV memory). */
 size_t rkv_pool_host_metadata_bytes(const rkv_pool *pool);
 
