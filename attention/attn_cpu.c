@@ -86,7 +86,7 @@ static void load_kv(const rkv_attn_geom *g, const char *base, size_t at,
         load_row(g->kv_dtype, row, 0, g->head_dim, dst);
         return;
     }
-    float sc[1];
+    float sc[1] = {0.0f}; /* set at d == 0: grp divides head_dim */
     const char *sp = base + at + g->scale_off +
                      ((size_t)t * g->num_kv_heads + h) * g->nsc * sizeof(float);
     const uint32_t grp = g->kv_dtype == RKV_DTYPE_INT4 ? g->quant_group : g->head_dim;

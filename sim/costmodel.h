@@ -14,6 +14,10 @@
  *         + kv_bytes_per_token * (context tokens read by decode requests)
  *   kv_bytes_per_token = 2 (K and V) * layers * kv_heads * head_dim
  *                        * kv_dtype_bytes
+ *   or, for a quantized kv_dtype (FP8, INT8, INT4), the pool's own size of
+ *   a token with its scales (rkv_pool_config_token_bytes), so the same GPU
+ *   memory holds ~1.9x the tokens at 8 bits and ~3.2x at INT4 (groups of
+ *   32), and a decode step reads that many fewer KV bytes.
  *
  * A prefill-only step is compute-bound: time per uncomputed token is the
  * weight FLOPs plus its attention FLOPs over the context at the achieved
@@ -44,6 +48,9 @@ typedef struct rkv_cost_model {
     double params;          /* parameter count                              */
     double weight_bytes;    /* bytes per parameter (2 = bf16)               */
     double kv_dtype_bytes;  /* bytes per K or V element (2 = bf16)          */
+    rkv_dtype kv_dtype;     /* BF16 (default: kv_dtype_bytes rules), or a
+                               quantized dtype (then its pool size rules)  */
+    uint32_t kv_quant_group; /* INT4 group (default 32)                     */
     /* GPU */
     double peak_tflops;     /* dense tensor-core peak at the weight dtype   */
     double bandwidth_tbs;   /* HBM bandwidth, TB/s (1e12 bytes/s)           */
@@ -61,13 +68,18 @@ void rkv_cost_model_init(rkv_cost_model *m);
 /* RKV_ERR_INVALID_ARG naming the first bad parameter. */
 rkv_status rkv_cost_model_validate(const rkv_cost_model *m);
 
-/* Bytes of K and V per cached token (all layers). */
+/* Bytes of K and V per cached token (all layers), scales included. */
 double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m);
 
 /* KV tokens that fit in the GPU beside the weights: (memory_gb * 0.9 *
  * 1e9 - params * weight_bytes) / kv_bytes_per_token (10 % kept for
  * activations and the runtime); 0 if the weights do not fit. */
 uint64_t rkv_cost_default_capacity_tokens(const rkv_cost_model *m);
+
+/* "bf16", "fp8" (E4M3), "fp8-e5m2", "int8", "int4" (the --kv-dtype
+ * names); 1 and *out set on a known name. */
+int rkv_cost_kv_dtype_parse(const char *name, rkv_dtype *out);
+const char *rkv_cost_kv_dtype_name(rkv_dtype d);
 
 /* Accumulates one step's work, then gives its time. */
 typedef struct rkv_cost_step {
