@@ -208,7 +208,7 @@ rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
  * (block i of the buffer <-> ids[i]). Works on host pools too. The host
  * buffer's format does not depend on the pool's layout: block i holds its
  * segments K[0], V[0], K[1], ... each [page_size][num_kv_heads][head_dim]
- * (so a server-owned pool's blocks copy to the same bytes as a pool-owned
+ * (a quantized pool's: its codes, then their scales, as above) (so a server-owned pool's blocks copy to the same bytes as a pool-owned
  * one's, and the tiers store them alike). */
 rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n,
                                 const rkv_block_id *src,
