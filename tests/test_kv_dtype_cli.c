@@ -2,7 +2,7 @@
  * tests/test_kv_dtype_cli.c -- the command's --kv-dtype: parsing, refusals,
  * and what it changes in the simulated GPU (sim/costmodel.h): KV bytes a
  * token takes equal the pool's own size for that dtype
- * (rkv_pool_config_token_bytes of the model's geometry), so the default
+ * (the row formula of radixkv/pool.h for the model's geometry), so the default
  * capacity grows and a decode step's KV bytes shrink by the same ratio.
  */
 #include <criterion/criterion.h>
@@ -21,17 +21,17 @@ static enum rkv_cli_action parse(rkv_cli_options *o, char *err, const char *a1,
     return rkv_cli_parse(argc, argv, o, err, 512);
 }
 
+/* KV bytes a token takes, from the layout radixkv/pool.h documents: per
+ * layer, K and V, kv head, a row of codes and f32 scales. */
 static size_t pool_token_bytes(const rkv_cost_model *m, rkv_dtype dt, uint32_t group)
 {
-    rkv_pool_config c;
-    rkv_pool_config_init(&c);
-    c.num_blocks = 1;
-    c.num_layers = m->layers;
-    c.num_kv_heads = m->kv_heads;
-    c.head_dim = m->head_dim;
-    c.dtype = dt;
-    c.quant_group = group;
-    return rkv_pool_config_token_bytes(&c);
+    size_t D = m->head_dim, row;
+    switch (dt) {
+    case RKV_DTYPE_BF16: row = 2 * D; break;
+    case RKV_DTYPE_INT4: row = D / 2 + 4 * (D / group); break;
+    default: row = D + 4; break; /* 8-bit: one scale per row */
+    }
+    return 2 * (size_t)m->layers * m->kv_heads * row;
 }
 
 Test(kv_dtype_cli, capacity_and_decode_bytes_follow_the_pool_size)
