@@ -325,12 +325,18 @@ static rkv_status check_ptrs(const char *fn, const void *q, const void *out)
     return RKV_OK;
 }
 
-static rkv_status check_cuda_geom(const rkv_attn *a, const char *fn)
+/* What reads or writes K/V on the GPU: no quantized KV there yet. */
+static rkv_status check_cuda_kv(const rkv_attn *a, const char *fn)
 {
     if (rkv_attn_dtype_quantized(a->cfg.dtype))
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
                              "%s: quantized KV (dtype %d) on the GPU is not implemented "
                              "yet (host pools run it)", fn, (int)a->cfg.dtype);
+    return RKV_OK;
+}
+
+static rkv_status check_cuda_geom(const rkv_attn *a, const char *fn)
+{
     if (a->cfg.head_dim != 64 && a->cfg.head_dim != 128)
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
                              "%s: head_dim %u on the GPU (64 and 128 are supported)", fn,
@@ -428,7 +434,9 @@ static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p
     rkv_attn_geom g = geom_of(a, p->num_qo_heads);
     if (!on_cuda(a))
         return cpu_run(a, fn, &g, p, rows, shared, q, scale, out, lse);
-    rkv_status st = check_cuda_geom(a, fn);
+    rkv_status st = check_cuda_kv(a, fn);
+    if (st == RKV_OK)
+        st = check_cuda_geom(a, fn);
     if (st == RKV_OK && p->window_left != 0)
         st = rkv_set_error(RKV_ERR_UNSUPPORTED,
                            "%s: a sliding window on the GPU is not implemented yet "
@@ -575,7 +583,7 @@ rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
     if (on_cuda(attn)) {
         rkv_attn_cuda *c;
         if (g.kv_dtype != g.dtype)
-            return check_cuda_geom(attn, fn); /* quantized: not on the GPU yet */
+            return check_cuda_kv(attn, fn);
         if ((st = need_cuda(attn, &c)) != RKV_OK)
             return st;
         return rkv_cuda_status(attn->be, attn->be->attn_append(c, &g, kb, vb, num_tokens,
@@ -679,6 +687,8 @@ static rkv_status plan_lower(rkv_attn *attn, const char *fn, uint32_t num_qo_hea
     rkv_attn_params p = {0, num_qo_heads, 0.0f, 0, 0};
     float scale = 0.0f;
     rkv_status st = check_params(attn, fn, &p, &scale);
+    if (st == RKV_OK && on_cuda(attn))
+        st = check_cuda_kv(attn, fn);
     if (st == RKV_OK && on_cuda(attn))
         st = check_cuda_geom(attn, fn);
     if (st == RKV_OK)

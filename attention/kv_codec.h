@@ -10,7 +10,8 @@
  * the same on any IEEE machine (CUDA's '/' is IEEE-correct unless built
  * with fast math, which this project does not use). FP8 encode rounds to
  * nearest even and saturates finite values to the largest finite code (no
- * infinity from a finite input, either format); NaN stays NaN. Decoding
+ * infinity from a finite input, either format); infinity stays infinity
+ * in E5M2 and saturates in E4M3 (which has none); NaN stays NaN. Decoding
  * is exact. A row of zeros has scale 0 and decodes to zeros.
  */
 #ifndef RKV_ATTENTION_KV_CODEC_H
@@ -53,6 +54,8 @@ RKV_KVQ_FN uint8_t rkv_kvq_fp8_enc(float x, int mb, int bias, uint32_t maxc)
     uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
     if (a > 0x7f800000u)
         return (uint8_t)(sign | 0x7fu); /* NaN in both formats */
+    if (a == 0x7f800000u && maxc == 0x7bu)
+        return (uint8_t)(sign | 0x7cu); /* E5M2 keeps infinity (IEEE-like) */
     int e = (int)(a >> 23) - 127;   /* unbiased f32 exponent */
     uint32_t q;
     if (e < 1 - bias) {

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/kv_codec.h"
 #include "radixkv.h"
 #include "tests/support/test_util.h"
 
@@ -215,6 +216,36 @@ Test(kv_quant, fp8_codes_by_brute_force)
         rkv_attn_destroy(attn);
         rkv_pool_destroy(pool);
     }
+}
+
+/* Values a scaled row never produces but the codecs define: overflow,
+ * infinity, NaN, signed zero; and every code decodes to its definition. */
+Test(kv_quant, fp8_special_values)
+{
+    for (unsigned c = 0; c < 256; c++) {
+        double w4 = fp8_value(&E4M3, c), w5 = fp8_value(&E5M2, c);
+        float g4 = rkv_kvq_e4m3_dec((uint8_t)c), g5 = rkv_kvq_e5m2_dec((uint8_t)c);
+        cr_assert(isnan(w4) ? isnan(g4) : (double)g4 == w4, "e4m3 0x%02x: %g vs %g", c,
+                  (double)g4, w4);
+        cr_assert(isnan(w5) ? isnan(g5) : (double)g5 == w5, "e5m2 0x%02x: %g vs %g", c,
+                  (double)g5, w5);
+    }
+    cr_assert_eq(rkv_kvq_e4m3_enc(1e6f), 0x7e);       /* saturates to 448 */
+    cr_assert_eq(rkv_kvq_e4m3_enc(-INFINITY), 0xfe);  /* no infinity in E4M3 */
+    cr_assert_eq(rkv_kvq_e4m3_enc(464.0f), 0x7e);     /* above 448: saturates */
+    cr_assert_eq(rkv_kvq_e5m2_enc(1e6f), 0x7b);       /* finite: 57344 */
+    cr_assert_eq(rkv_kvq_e5m2_enc(INFINITY), 0x7c);   /* IEEE-like infinity */
+    cr_assert_eq(rkv_kvq_e5m2_enc(-INFINITY), 0xfc);
+    cr_assert(isnan(rkv_kvq_e4m3_dec(rkv_kvq_e4m3_enc(NAN))));
+    cr_assert(isnan(rkv_kvq_e5m2_dec(rkv_kvq_e5m2_enc(NAN))));
+    cr_assert_eq(rkv_kvq_e4m3_enc(-0.0f), 0x80);
+    cr_assert_eq(rkv_kvq_e4m3_enc(0x1p-10f), 0x00);   /* half the smallest: even */
+    cr_assert_eq(rkv_kvq_e4m3_enc(0x1.8p-10f), 0x01); /* 0.75 of it: rounds up */
+    /* INT codes clamp and round half to even */
+    cr_assert_eq(rkv_kvq_int_enc(2.5f, 1.0f, 7), 2);
+    cr_assert_eq(rkv_kvq_int_enc(-3.5f, 1.0f, 7), -4);
+    cr_assert_eq(rkv_kvq_int_enc(100.0f, 1.0f, 7), 7);
+    cr_assert_eq(rkv_kvq_int_enc(NAN, 1.0f, 127), 0);
 }
 
 Test(kv_quant, bad_configs_refused_with_reason)
