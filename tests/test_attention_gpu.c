@@ -582,6 +582,83 @@ Test(attention_gpu, unsupported_head_dim)
 #endif
 }
 
+/* Quantized KV and sliding windows run on host pools only so far: a CUDA
+ * pool refuses them (RKV_ERR_UNSUPPORTED, nothing written), while block
+ * copies and host round trips of a quantized CUDA pool carry the codes and
+ * their scales byte for byte. */
+Test(attention_gpu, quantized_and_window_refused_copies_carry_scales)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.quantized_and_window_refused"));
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = 3;
+    pc.page_size = 4;
+    pc.num_layers = 2;
+    pc.num_kv_heads = 2;
+    pc.head_dim = 64;
+    pc.dtype = RKV_DTYPE_INT4;
+    pc.quant_group = 16;
+    pc.act_dtype = RKV_DTYPE_F32;
+    rkv_pool *hp, *dp;
+    OK(rkv_pool_create(&pc, &hp));
+    pc.device = RKV_DEVICE_CUDA;
+    OK(rkv_pool_create(&pc, &dp));
+    rkv_attn *ha, *da;
+    OK(rkv_attn_create(hp, &ha));
+    OK(rkv_attn_create(dp, &da));
+    uint32_t ids[3];
+    OK(rkv_pool_alloc_n(hp, 3, ids));
+    OK(rkv_pool_alloc_n(dp, 3, ids));
+    float kv[4 * 2 * 64];
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        kv[i] = (float)(rkv_rng_unit(&rng) * 2 - 1);
+    uint32_t slots[4] = {0, 1, 2, 3};
+    OK(rkv_attn_append(ha, 1, 4, slots, kv, kv));
+    size_t bpb = rkv_pool_bytes_per_block(hp);
+    char *a = malloc(bpb), *b = malloc(bpb);
+    cr_assert(a && b);
+    OK(rkv_pool_copy_to_host(hp, 1, &ids[0], a));
+    OK(rkv_pool_copy_from_host(dp, 1, &ids[0], a));
+    OK(rkv_pool_copy_blocks(dp, 1, &ids[0], &ids[2]));
+    OK(rkv_pool_copy_to_host(dp, 1, &ids[2], b));
+    cr_assert_arr_eq(a, b, bpb, "codes and scales survive the device copies");
+    /* refused on the device */
+    void *dk = dev_copy(kv, sizeof kv), *dout = dev_copy(NULL, 2 * 64 * 4);
+    cr_assert_eq(rkv_attn_append(da, 1, 4, slots, dk, dk), RKV_ERR_UNSUPPORTED);
+    uint32_t indptr[2] = {0, 1}, last[1] = {4};
+    rkv_paged_kv t = {1, indptr, &ids[0], last};
+    rkv_attn_params prm = {1, 2, 0.0f, 0, 0};
+    cr_assert_eq(rkv_attn_decode(da, &prm, &t, dk, dout, NULL), RKV_ERR_UNSUPPORTED);
+    cr_assert(strstr(rkv_last_error(), "quantized") != NULL, "%s", rkv_last_error());
+    OK(rkv_pool_copy_to_host(dp, 1, &ids[0], b));
+    cr_assert_arr_eq(a, b, bpb, "a refused append wrote nothing");
+    /* a sliding window on an f16 CUDA pool */
+    rkv_pool *fp;
+    pc.dtype = RKV_DTYPE_F16;
+    OK(rkv_pool_create(&pc, &fp));
+    rkv_attn *fa;
+    OK(rkv_attn_create(fp, &fa));
+    OK(rkv_pool_alloc(fp, &ids[1]));
+    rkv_paged_kv t1 = {1, indptr, &ids[1], last};
+    rkv_attn_params win = {1, 2, 0.0f, 2, 1};
+    cr_assert_eq(rkv_attn_decode(fa, &win, &t1, dk, dout, NULL), RKV_ERR_UNSUPPORTED);
+    cr_assert(strstr(rkv_last_error(), "window") != NULL, "%s", rkv_last_error());
+    cudaFree(dk);
+    cudaFree(dout);
+    free(a);
+    free(b);
+    rkv_attn_destroy(fa);
+    rkv_pool_destroy(fp);
+    rkv_attn_destroy(ha);
+    rkv_attn_destroy(da);
+    rkv_pool_destroy(hp);
+    rkv_pool_destroy(dp);
+#endif
+}
+
 /* ---- stream, pinned-memory and defect regression tests ------------------ */
 
 #ifdef RKV_HAVE_CUDA
