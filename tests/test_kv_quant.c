@@ -327,6 +327,26 @@ Test(kv_quant, sizes_follow_the_formula)
     cr_assert_eq(rkv_pool_config_token_bytes(&pc), 0);
 }
 
+/* A disk store's warm restart accepts records only under the same layout
+ * id: two formats of the same size (INT8 and FP8 rows are alike in
+ * bytes) or INT4 groups must not read each other's records. */
+Test(kv_quant, warm_restart_layout_ids_tell_formats_apart)
+{
+    struct { rkv_dtype dt; uint32_t g; } c[] = {
+        {RKV_DTYPE_BF16, 32}, {RKV_DTYPE_FP8_E4M3, 32}, {RKV_DTYPE_FP8_E5M2, 32},
+        {RKV_DTYPE_INT8, 32}, {RKV_DTYPE_INT4, 32},     {RKV_DTYPE_INT4, 16},
+    };
+    uint64_t id[6];
+    for (size_t i = 0; i < 6; i++) {
+        rkv_pool *p;
+        OK(make_pool(c[i].dt, 64, c[i].g, 2, 16, 2, &p));
+        id[i] = rkv_pool_layout_id(p);
+        rkv_pool_destroy(p);
+        for (size_t j = 0; j < i; j++)
+            cr_assert_neq(id[i], id[j], "formats %zu and %zu share a layout id", i, j);
+    }
+}
+
 /* f64 attention of one query row over n keys (all visible). */
 static void ref_attn(const double *q, const double *k, const double *v, uint32_t n,
                      uint32_t D, double scale, double *o)
