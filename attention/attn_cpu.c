@@ -10,7 +10,11 @@
  * end rounds it once into the output dtype. Deterministic: the same inputs
  * give the same bits, whatever the batch around a row (the end-to-end test
  * relies on this for exact reuse). KV rows are addressed through the
- * pool's strides, so a server-owned layout reads the same way.
+ * pool's strides, so a server-owned layout reads the same way; a
+ * quantized pool's rows are dequantized to f32 on load (kv_codec.h), so
+ * its results equal an f32 pool holding the dequantized values. Keys a
+ * sliding window hides (rkv_attn_mask) score -inf and are skipped; a row
+ * that sees no key of the part is an empty state (lse -inf, output 0).
  */
 #include <math.h>
 #include <string.h>
