@@ -325,13 +325,16 @@ static rkv_status check_ptrs(const char *fn, const void *q, const void *out)
     return RKV_OK;
 }
 
-/* What reads or writes K/V on the GPU: no quantized KV there yet. */
-static rkv_status check_cuda_kv(const rkv_attn *a, const char *fn)
+/* The GPU's cascade gathers the shared prefix's raw K/V for its GEMMs:
+ * not for quantized KV yet (decode, prefill and plan/run dequantize). */
+static rkv_status check_cuda_kv(const rkv_attn *a, const char *fn,
+                                const rkv_attn_shared *shared)
 {
-    if (rkv_attn_dtype_quantized(a->cfg.dtype))
+    if (shared != NULL && rkv_attn_dtype_quantized(a->cfg.dtype))
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: quantized KV (dtype %d) on the GPU is not implemented "
-                             "yet (host pools run it)", fn, (int)a->cfg.dtype);
+                             "%s: a shared prefix over quantized KV (dtype %d) on the "
+                             "GPU is not implemented yet (host pools run it)", fn,
+                             (int)a->cfg.dtype);
     return RKV_OK;
 }
 
@@ -434,7 +437,7 @@ static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p
     rkv_attn_geom g = geom_of(a, p->num_qo_heads);
     if (!on_cuda(a))
         return cpu_run(a, fn, &g, p, rows, shared, q, scale, out, lse);
-    rkv_status st = check_cuda_kv(a, fn);
+    rkv_status st = check_cuda_kv(a, fn, shared);
     if (st == RKV_OK)
         st = check_cuda_geom(a, fn);
     if (st == RKV_OK && p->window_left != 0)
@@ -582,8 +585,8 @@ rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
     rkv_attn_geom g = geom_of(attn, 0);
     if (on_cuda(attn)) {
         rkv_attn_cuda *c;
-        if (g.kv_dtype != g.dtype)
-            return check_cuda_kv(attn, fn);
+        if (g.kv_dtype != g.dtype && (st = check_cuda_geom(attn, fn)) != RKV_OK)
+            return st; /* the quantizing kernel holds a row of up to 128 */
         if ((st = need_cuda(attn, &c)) != RKV_OK)
             return st;
         return rkv_cuda_status(attn->be, attn->be->attn_append(c, &g, kb, vb, num_tokens,
@@ -687,8 +690,6 @@ static rkv_status plan_lower(rkv_attn *attn, const char *fn, uint32_t num_qo_hea
     rkv_attn_params p = {0, num_qo_heads, 0.0f, 0, 0};
     float scale = 0.0f;
     rkv_status st = check_params(attn, fn, &p, &scale);
-    if (st == RKV_OK && on_cuda(attn))
-        st = check_cuda_kv(attn, fn);
     if (st == RKV_OK && on_cuda(attn))
         st = check_cuda_geom(attn, fn);
     if (st == RKV_OK)

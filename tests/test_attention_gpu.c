@@ -19,6 +19,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -582,26 +583,28 @@ Test(attention_gpu, unsupported_head_dim)
 #endif
 }
 
-/* Quantized KV and sliding windows run on host pools only so far: a CUDA
- * pool refuses them (RKV_ERR_UNSUPPORTED, nothing written), while block
- * copies and host round trips of a quantized CUDA pool carry the codes and
- * their scales byte for byte. */
-Test(attention_gpu, quantized_and_window_refused_copies_carry_scales)
-{
-    need_gpu();
+/* Quantized KV: the device's append writes the same codes and scales as
+ * the host's, bit for bit (one codec, attention/kv_codec.h); decode,
+ * prefill and plan/run on the device match the CPU reference within the
+ * activation dtype's bound (the device rounds dequantized K/V to it, as
+ * its 16-bit path reads its own elements); block copies carry the scales;
+ * a cascade's shared prefix and sliding windows are refused on the device
+ * (RKV_ERR_UNSUPPORTED), nothing written. */
 #ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.quantized_and_window_refused"));
+static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
+                       uint32_t group)
+{
+    enum { NB = 12, P = 16, H = 2, HQ = 4 };
     rkv_pool_config pc;
     rkv_pool_config_init(&pc);
-    pc.num_blocks = 3;
-    pc.page_size = 4;
+    pc.num_blocks = NB;
+    pc.page_size = P;
     pc.num_layers = 2;
-    pc.num_kv_heads = 2;
-    pc.head_dim = 64;
-    pc.dtype = RKV_DTYPE_INT4;
-    pc.quant_group = 16;
-    pc.act_dtype = RKV_DTYPE_F32;
+    pc.num_kv_heads = H;
+    pc.head_dim = D;
+    pc.dtype = kdt;
+    pc.quant_group = group;
+    pc.act_dtype = act;
     rkv_pool *hp, *dp;
     OK(rkv_pool_create(&pc, &hp));
     pc.device = RKV_DEVICE_CUDA;
@@ -609,53 +612,112 @@ Test(attention_gpu, quantized_and_window_refused_copies_carry_scales)
     rkv_attn *ha, *da;
     OK(rkv_attn_create(hp, &ha));
     OK(rkv_attn_create(dp, &da));
-    uint32_t ids[3];
-    OK(rkv_pool_alloc_n(hp, 3, ids));
-    OK(rkv_pool_alloc_n(dp, 3, ids));
-    float kv[4 * 2 * 64];
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-        kv[i] = (float)(rkv_rng_unit(&rng) * 2 - 1);
-    uint32_t slots[4] = {0, 1, 2, 3};
-    OK(rkv_attn_append(ha, 1, 4, slots, kv, kv));
+    uint32_t ids[NB], slots[NB * P];
+    OK(rkv_pool_alloc_n(hp, NB, ids));
+    OK(rkv_pool_alloc_n(dp, NB, ids));
+    for (uint32_t i = 0; i < NB * P; i++)
+        slots[i] = i;
+    const size_t es = act == RKV_DTYPE_F32 ? 4 : 2, nkv = (size_t)NB * P * H * D;
+    void *k = malloc(nkv * es), *v = malloc(nkv * es);
+    cr_assert(k && v);
+    fill_random(rng, act, k, nkv);
+    fill_random(rng, act, v, nkv);
+    OK(rkv_attn_append(ha, 1, NB * P, slots, k, v));
+    void *dk = dev_copy(k, nkv * es), *dv = dev_copy(v, nkv * es);
+    OK(rkv_attn_append(da, 1, NB * P, slots, dk, dv));
+    OK(rkv_attn_sync(da));
     size_t bpb = rkv_pool_bytes_per_block(hp);
-    char *a = malloc(bpb), *b = malloc(bpb);
-    cr_assert(a && b);
-    OK(rkv_pool_copy_to_host(hp, 1, &ids[0], a));
-    OK(rkv_pool_copy_from_host(dp, 1, &ids[0], a));
-    OK(rkv_pool_copy_blocks(dp, 1, &ids[0], &ids[2]));
-    OK(rkv_pool_copy_to_host(dp, 1, &ids[2], b));
-    cr_assert_arr_eq(a, b, bpb, "codes and scales survive the device copies");
-    /* refused on the device */
-    void *dk = dev_copy(kv, sizeof kv), *dout = dev_copy(NULL, 2 * 64 * 4);
-    cr_assert_eq(rkv_attn_append(da, 1, 4, slots, dk, dk), RKV_ERR_UNSUPPORTED);
-    uint32_t indptr[2] = {0, 1}, last[1] = {4};
-    rkv_paged_kv t = {1, indptr, &ids[0], last};
-    rkv_attn_params prm = {1, 2, 0.0f, 0, 0};
-    cr_assert_eq(rkv_attn_decode(da, &prm, &t, dk, dout, NULL), RKV_ERR_UNSUPPORTED);
-    cr_assert(strstr(rkv_last_error(), "quantized") != NULL, "%s", rkv_last_error());
-    OK(rkv_pool_copy_to_host(dp, 1, &ids[0], b));
-    cr_assert_arr_eq(a, b, bpb, "a refused append wrote nothing");
-    /* a sliding window on an f16 CUDA pool */
-    rkv_pool *fp;
-    pc.dtype = RKV_DTYPE_F16;
-    OK(rkv_pool_create(&pc, &fp));
-    rkv_attn *fa;
-    OK(rkv_attn_create(fp, &fa));
-    OK(rkv_pool_alloc(fp, &ids[1]));
-    rkv_paged_kv t1 = {1, indptr, &ids[1], last};
-    rkv_attn_params win = {1, 2, 0.0f, 2, 1};
-    cr_assert_eq(rkv_attn_decode(fa, &win, &t1, dk, dout, NULL), RKV_ERR_UNSUPPORTED);
+    char *bh = malloc(bpb * NB), *bd = malloc(bpb * NB);
+    cr_assert(bh && bd);
+    OK(rkv_pool_copy_to_host(hp, NB, ids, bh));
+    OK(rkv_pool_copy_to_host(dp, NB, ids, bd));
+    cr_assert_arr_eq(bh, bd, bpb * NB, "dtype %d act %d: device codes differ", (int)kdt,
+                     (int)act);
+
+    uint32_t indptr[4] = {0, 4, 8, 12}, last[3] = {12, 16, 2}, qo[4] = {0, 5, 9, 12};
+    rkv_paged_kv t = {3, indptr, ids, last};
+    const size_t nq = (size_t)12 * HQ * D;
+    void *q = malloc(nq * es), *ho = malloc(nq * es), *go = malloc(nq * es);
+    float hl[12 * HQ], gl[12 * HQ];
+    cr_assert(q && ho && go);
+    fill_random(rng, act, q, nq);
+    void *dq = dev_copy(q, nq * es), *dout = dev_copy(NULL, nq * es);
+    float *dlse = dev_copy(NULL, sizeof gl);
+    rkv_attn_params prm = {1, HQ, 0.0f, 0, 0};
+    char what[80];
+    /* decode */
+    OK(rkv_attn_decode(ha, &prm, &t, q, ho, hl));
+    OK(rkv_attn_decode(da, &prm, &t, dq, dout, dlse));
+    host_of(go, dout, 3 * HQ * D * es);
+    host_of(gl, dlse, 3 * HQ * sizeof(float));
+    snprintf(what, sizeof what, "decode dtype %d act %d D %u", (int)kdt, (int)act, D);
+    compare(act, D, 3 * HQ, go, ho, gl, hl, what);
+    /* prefill, one-shot and planned */
+    OK(rkv_attn_prefill(ha, &prm, qo, &t, q, ho, hl));
+    OK(rkv_attn_prefill(da, &prm, qo, &t, dq, dout, dlse));
+    host_of(go, dout, nq * es);
+    host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "prefill dtype %d act %d D %u", (int)kdt, (int)act, D);
+    compare(act, D, 12 * HQ, go, ho, gl, hl, what);
+    size_t wsb = 0;
+    OK(rkv_attn_plan_workspace_size(da, HQ, qo, &t, &wsb));
+    void *ws = dev_copy(NULL, wsb);
+    rkv_attn_plan *plan;
+    OK(rkv_attn_plan_create(da, HQ, qo, &t, ws, wsb, &plan));
+    cr_assert_eq(cudaMemset(dout, 0xff, nq * es), cudaSuccess);
+    OK(rkv_attn_run_params(da, plan, &prm, dq, dout, dlse));
+    host_of(go, dout, nq * es);
+    host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "plan/run dtype %d act %d D %u", (int)kdt, (int)act, D);
+    compare(act, D, 12 * HQ, go, ho, gl, hl, what);
+    /* refused on the device: a shared prefix, a window */
+    rkv_attn_params win = prm;
+    win.window_left = 3;
+    cr_assert_eq(rkv_attn_run_params(da, plan, &win, dq, dout, dlse), RKV_ERR_UNSUPPORTED);
     cr_assert(strstr(rkv_last_error(), "window") != NULL, "%s", rkv_last_error());
-    cudaFree(dk);
+    rkv_attn_plan_destroy(plan);
+    cr_assert_eq(rkv_attn_cascade(da, &prm, 1, &ids[0], qo, &t, dq, dout, dlse),
+                 RKV_ERR_UNSUPPORTED);
+    cr_assert_eq(rkv_attn_decode(da, &win, &t, dq, dout, dlse), RKV_ERR_UNSUPPORTED);
+    /* the copies of a quantized device pool carry codes and scales */
+    OK(rkv_pool_copy_blocks(dp, 1, &ids[0], &ids[11]));
+    OK(rkv_pool_copy_to_host(dp, 1, &ids[11], bd));
+    cr_assert_arr_eq(bh, bd, bpb, "a device block copy lost bytes");
+    cudaFree(ws);
+    cudaFree(dq);
     cudaFree(dout);
-    free(a);
-    free(b);
-    rkv_attn_destroy(fa);
-    rkv_pool_destroy(fp);
+    cudaFree(dlse);
+    cudaFree(dk);
+    cudaFree(dv);
+    free(q);
+    free(ho);
+    free(go);
+    free(k);
+    free(v);
+    free(bh);
+    free(bd);
     rkv_attn_destroy(ha);
     rkv_attn_destroy(da);
     rkv_pool_destroy(hp);
     rkv_pool_destroy(dp);
+}
+#endif
+
+Test(attention_gpu, quantized_kv_matches_the_cpu_reference)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.quantized_kv"));
+    static const rkv_dtype Q[4] = {RKV_DTYPE_FP8_E4M3, RKV_DTYPE_FP8_E5M2, RKV_DTYPE_INT8,
+                                   RKV_DTYPE_INT4};
+    for (int i = 0; i < 4; i++) {
+        quant_case(&rng, Q[i], RKV_DTYPE_BF16, 64, 32);
+        quant_case(&rng, Q[i], RKV_DTYPE_F32, 128, 16);
+    }
+    quant_case(&rng, RKV_DTYPE_INT8, RKV_DTYPE_F16, 128, 32);
+    quant_case(&rng, RKV_DTYPE_INT4, RKV_DTYPE_BF16, 64, 2);
+    quant_case(&rng, RKV_DTYPE_INT4, RKV_DTYPE_F16, 128, 128);
 #endif
 }
 

@@ -36,8 +36,11 @@ RKV_BEGIN_DECLS
  * are in the pool's act_dtype instead; append quantizes each (token, head)
  * row (radixkv/pool.h), and every attention call dequantizes K and V on
  * load into the same fp32 arithmetic, so results match an unquantized pool
- * holding the dequantized values. CPU only for now: on a CUDA pool they
- * are RKV_ERR_UNSUPPORTED (block copies and the tiers work on both).
+ * holding the dequantized values. On a CUDA pool append quantizes on the
+ * device (the same codes as the host's), and decode, prefill and plan/run
+ * dequantize into the decode kernel's tiles, rounded to act_dtype (so
+ * prefill of a quantized pool does not use the tensor-core kernel); a
+ * cascade with a shared prefix is RKV_ERR_UNSUPPORTED there for now.
  * Arithmetic: fp32 accumulation; outputs are rounded once to the dtype
  * (round-to-nearest-even). GQA: q head h reads kv head h / (num_qo_heads /
  * num_kv_heads). The CPU path supports any head_dim and f16/bf16/f32; the
