@@ -449,7 +449,7 @@ static void rows_quant(rows_args &a, const rkv_attn_geom *g)
     a.qscale_off = g->scale_off;
 }
 
-/* Dequantizes elements c0 .. c0 + C of the K or V row r (= (page * P +
+/* Dequantizes elements c0 .. c0 + C (32, or a smaller INT4 group) of the K or V row r (= (page * P +
  * t) * Hkv + kv head) of a quantized segment at base into dst, rounded to
  * E's type. A chunk shares one scale (C <= an INT4 group), so each scale
  * is read once a chunk and every code once; 8-bit codes move as 32-bit
@@ -549,7 +549,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
         if (a.kvq != 0) {
             /* quantized: dequantized into the tile, rounded to T (the
              * compute path then runs as for T's own K/V) */
-            const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 16u) : 16u;
+            const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 32u) : 32u;
             const unsigned nch = D / C;
             for (unsigned i = threadIdx.x; i < n * nch; i += blockDim.x) {
                 const unsigned j = i / nch, c0 = (i % nch) * C;

@@ -12,8 +12,11 @@
  *   SHAPE <name> kv <x> all <y> h2d <n> malloc <n> sync <n>
  * followed by one "  <kernel> launches read written" line per kernel, where
  *   kv   = bytes read from the pool's K and V of the layer / the K and V
- *          bytes the call needs (each distinct token of each kv head once):
+ *          bytes the call needs (each distinct token of each kv head once,
+ *          in the pool's format, codes and scales for a quantized one):
  *          1.00 means every K/V byte crossed the memory bus once;
+ *   kvb  = the same bytes read / those the f16 K/V of the same tokens would
+ *          be: below 1 where a quantized format reads fewer bytes;
  *   all  = every byte kernels, GEMMs, device copies and memsets read or
  *          wrote / the minimum (distinct K/V + q read + out and lse written);
  *   h2d, malloc, sync = host-to-device copies, cudaMalloc calls and host-
@@ -54,6 +57,7 @@ typedef struct shape {
     uint32_t ctx;    /* tokens of each request's own KV (cached + new) */
     uint32_t qlen;   /* rows per request (prefill/cascade; decode: 1) */
     uint32_t shared; /* cascade: tokens of the shared prefix */
+    rkv_dtype kv;    /* the pool's dtype (activations are f16) */
 } shape;
 
 static void *dmalloc(size_t n, int fill)
@@ -76,7 +80,8 @@ static void run_shape(const shape *s)
     pc.num_layers = 1;
     pc.num_kv_heads = s->Hkv;
     pc.head_dim = s->D;
-    pc.dtype = RKV_DTYPE_F16;
+    pc.dtype = s->kv;
+    pc.act_dtype = RKV_DTYPE_F16;
     pc.device = RKV_DEVICE_CUDA;
     rkv_pool *pool;
     TRY(rkv_pool_create(&pc, &pool));
@@ -86,7 +91,8 @@ static void run_shape(const shape *s)
     TRY(rkv_pool_alloc_n(pool, nb, ids));
     void *kb, *vb;
     TRY(rkv_pool_layer_kv(pool, 0, &kb, &vb));
-    const size_t layer_bytes = (size_t)nb * P * s->Hkv * s->D * es;
+    const size_t row = rkv_pool_config_row_bytes(&pc); /* codes + scales */
+    const size_t layer_bytes = (size_t)nb * P * s->Hkv * row;
     CU(cudaMemset(kb, 0x11, layer_bytes)); /* small finite values */
     CU(cudaMemset(vb, 0x22, layer_bytes));
     rkv_attn *a;
@@ -145,8 +151,9 @@ static void run_shape(const shape *s)
             uint64_t syn = rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES);
             TRY(rkv_attn_sync(a));
             rkvsim_meter_enable(0);
-            const double kv_min =
-                2.0 * ((double)s->reqs * s->ctx + s->shared) * s->Hkv * s->D * es;
+            const double toks = ((double)s->reqs * s->ctx + s->shared) * s->Hkv;
+            const double kv_min = 2.0 * toks * (double)row;
+            const double kv_f16 = 2.0 * toks * s->D * es;
             const double kv_rd = (double)rkvsim_meter_get(NULL, 1, RKVSIM_METER_READ) +
                                  (double)rkvsim_meter_get(NULL, 2, RKVSIM_METER_READ);
             double all = 0;
@@ -161,9 +168,9 @@ static void run_shape(const shape *s)
                        (double)rkvsim_meter_get(n, -1, RKVSIM_METER_WRITE);
             }
             const double ideal = kv_min + 2.0 * (double)qbytes + (double)lbytes;
-            printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu\n", s->name,
-                   kv_rd / kv_min, all / ideal, (unsigned long long)h2d,
-                   (unsigned long long)mal, (unsigned long long)syn);
+            printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu kvb %.2f\n",
+                   s->name, kv_rd / kv_min, all / ideal, (unsigned long long)h2d,
+                   (unsigned long long)mal, (unsigned long long)syn, kv_rd / kv_f16);
             for (size_t i = 0;; i++) {
                 const char *n = rkvsim_meter_name(i);
                 if (n == NULL)
@@ -195,17 +202,21 @@ static void run_shape(const shape *s)
 int main(int argc, char **argv)
 {
     static const shape shapes[] = {
-        {"decode_G1", DECODE, 4, 1, 2, 128, 512, 1, 0},
-        {"decode_G3", DECODE, 4, 3, 2, 128, 512, 1, 0},
-        {"decode_G4", DECODE, 4, 4, 2, 128, 512, 1, 0},
-        {"decode_G7", DECODE, 4, 7, 2, 128, 512, 1, 0},
-        {"decode_G8", DECODE, 4, 8, 2, 128, 512, 1, 0},
-        {"decode_G16", DECODE, 4, 16, 1, 128, 512, 1, 0},
-        {"decode_G4_D64", DECODE, 4, 4, 2, 64, 512, 1, 0},
-        {"decode_G4_run", RUN, 4, 4, 2, 128, 512, 1, 0},
-        {"prefill_N256", PREFILL, 1, 1, 1, 128, 256, 256, 0},
-        {"extend_512+64", PREFILL, 1, 4, 1, 128, 576, 64, 0},
-        {"cascade_B64_S256", CASCADE, 64, 4, 1, 128, 16, 1, 256},
+        {"decode_G1", DECODE, 4, 1, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G3", DECODE, 4, 3, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G4", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G7", DECODE, 4, 7, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G8", DECODE, 4, 8, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G16", DECODE, 4, 16, 1, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G4_D64", DECODE, 4, 4, 2, 64, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G4_run", RUN, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"prefill_N256", PREFILL, 1, 1, 1, 128, 256, 256, 0, RKV_DTYPE_F16},
+        {"extend_512+64", PREFILL, 1, 4, 1, 128, 576, 64, 0, RKV_DTYPE_F16},
+        {"cascade_B64_S256", CASCADE, 64, 4, 1, 128, 16, 1, 256, RKV_DTYPE_F16},
+        {"decode_G4_int8", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_INT8},
+        {"decode_G4_fp8", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_FP8_E4M3},
+        {"decode_G4_int4", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_INT4},
+        {"extend_int8", PREFILL, 1, 4, 1, 128, 576, 64, 0, RKV_DTYPE_INT8},
     };
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
