@@ -449,9 +449,9 @@ static void rows_quant(rows_args &a, const rkv_attn_geom *g)
     a.qscale_off = g->scale_off;
 }
 
-/* Dequantizes elements c0 .. c0 + C (32, or a smaller INT4 group) of the K or V row r (= (page * P +
- * t) * Hkv + kv head) of a quantized segment at base into dst, rounded to
- * E's type. A chunk shares one scale (C <= an INT4 group), so each scale
+/* Dequantizes elements c0 .. c0 + C (32, or a smaller INT4 group) of
+ * the K or V row r (= (page * P + t) * Hkv + kv head) of a quantized
+ * segment at base into dst, rounded to E's type. A chunk shares one scale (C <= an INT4 group), so each scale
  * is read once a chunk and every code once; 8-bit codes move as 32-bit
  * words (rows and segments are multiples of 4 bytes). */
 template <typename E>
