@@ -162,6 +162,8 @@ static rkv_attn_geom geom_of(const rkv_attn *a, uint32_t num_qo_heads)
     g.nsc = g.head_dim / g.quant_group;
     size_t code = g.kv_dtype == RKV_DTYPE_INT4 ? g.head_dim / 2 : g.head_dim;
     g.scale_off = (size_t)g.page_size * g.num_kv_heads * code;
+    g.window = 0;
+    g.sinks = 0;
     return g;
 }
 
@@ -440,10 +442,12 @@ static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p
     rkv_status st = check_cuda_kv(a, fn, shared);
     if (st == RKV_OK)
         st = check_cuda_geom(a, fn);
-    if (st == RKV_OK && p->window_left != 0)
+    if (st == RKV_OK && p->window_left != 0 && shared != NULL)
         st = rkv_set_error(RKV_ERR_UNSUPPORTED,
-                           "%s: a sliding window on the GPU is not implemented yet "
-                           "(host pools run it)", fn);
+                           "%s: a sliding window over a shared prefix on the GPU is not "
+                           "implemented yet (host pools run it)", fn);
+    g.window = p->window_left;
+    g.sinks = p->num_sink_tokens;
     if (st != RKV_OK)
         return st;
     rkv_attn_cuda *c;
@@ -814,10 +818,13 @@ static rkv_status run_plan(rkv_attn *attn, const char *fn, const rkv_attn_plan *
     rkv_attn_geom g = geom_of(attn, plan->num_qo_heads);
     if (!on_cuda(attn))
         return cpu_run(attn, fn, &g, pp, &plan->rb.rows, NULL, q, scale, out, lse);
-    if (pp->window_left != 0)
+    if (pp->window_left != 0 && plan->cp.tc)
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: a sliding window on the GPU is not implemented yet "
-                             "(host pools run it)", fn);
+                             "%s: a sliding window on a tensor-core prefill plan is not "
+                             "implemented yet (decode plans, one-shot calls and host "
+                             "pools run it)", fn);
+    g.window = pp->window_left;
+    g.sinks = pp->num_sink_tokens;
     void *kb, *vb;
     if ((st = rkv_pool_layer_kv(attn->pool, layer, &kb, &vb)) != RKV_OK)
         return st;

@@ -435,6 +435,9 @@ struct rows_args {
     int kvq;
     unsigned qgroup, qnsc;
     size_t qblk, qcb, qscale_off;
+    /* sliding window (0 = none): row position p = len - 1 sees keys t
+     * with t + window >= p or t < sinks */
+    unsigned window, sinks;
 };
 
 /* The quantized-KV fields of rows_args from a geometry. */
@@ -447,6 +450,8 @@ static void rows_quant(rows_args &a, const rkv_attn_geom *g)
     a.qcb = g->kv_dtype == RKV_DTYPE_INT4 ? g->head_dim / 2 : g->head_dim;
     a.qblk = (size_t)g->page_size * g->num_kv_heads * (a.qcb + 4 * (size_t)g->nsc);
     a.qscale_off = g->scale_off;
+    a.window = g->window;
+    a.sinks = g->sinks;
 }
 
 /* Dequantizes elements c0 .. c0 + C (32, or a smaller INT4 group) of
@@ -520,6 +525,9 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
     const unsigned gn = min(a.G - g0, (unsigned)(NW * HPW)); /* heads of this block */
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned req = ld_global(a.row_req + row), len = ld_global(a.row_len + row);
+    /* the window's first position (keys before it, but the sinks, are
+     * hidden); 0 without a window */
+    const unsigned wlo = a.window != 0 && len - 1 > a.window ? len - 1 - a.window : 0;
     const unsigned t0 = split * a.chunk;
     const unsigned t1 = min(len, t0 + a.chunk);
     const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
@@ -539,6 +547,10 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
     }
     for (unsigned tb = t0; tb < t1; tb += TT) {
         const unsigned n = min((unsigned)TT, t1 - tb);
+        /* a tile the window hides entirely is skipped (block-uniform), so
+         * every tile scored has a visible token */
+        if (tb >= a.sinks && tb + n <= wlo)
+            continue;
         __syncthreads(); /* q stored; the previous tile consumed */
         if (threadIdx.x < n) {
             const unsigned t = tb + threadIdx.x;
@@ -573,7 +585,8 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
             if (g >= gn) /* warp-uniform */
                 break;
             float s = -INFINITY;
-            if (lane < n) {
+            const unsigned tl = tb + lane;
+            if (lane < n && (tl >= wlo || tl < a.sinks)) {
                 float dot = 0.0f;
 #pragma unroll
                 for (int c = 0; c < VR; c++) {
@@ -590,7 +603,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
                 tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
             const float mn = fmaxf(m[h], tm); /* finite: the tile has a token */
             const float corr = __expf(m[h] - mn);
-            const float p = lane < n ? __expf(s - mn) : 0.0f;
+            const float p = s != -INFINITY ? __expf(s - mn) : 0.0f;
             float ps = p;
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1)
@@ -1135,8 +1148,8 @@ static size_t tc_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
 static bool use_tc(const rkv_attn_geom *g, const rkv_attn_rows *rows)
 {
     /* quantized KV: the rows kernel dequantizes; the MMA path reads raw
-     * 16-bit tiles only */
-    return g->dtype != RKV_DTYPE_F32 && g->kv_dtype == g->dtype &&
+     * 16-bit tiles only, and masks causally only (no window) */
+    return g->dtype != RKV_DTYPE_F32 && g->kv_dtype == g->dtype && g->window == 0 &&
            rows->num_rows > rows->num_reqs;
 }
 

@@ -36,6 +36,9 @@ typedef struct rkv_attn_geom {
     uint32_t quant_group;
     uint32_t nsc;
     size_t scale_off;
+    /* Sliding window of the call (rkv_attn_params; 0 = full attention):
+     * the CUDA rows kernel masks by it (the CPU takes rkv_attn_mask). */
+    uint32_t window, sinks;
 } rkv_attn_geom;
 
 /* 1 for the quantized KV dtypes (radixkv/pool.h). */

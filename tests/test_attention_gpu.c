@@ -585,11 +585,11 @@ Test(attention_gpu, unsupported_head_dim)
 
 /* Quantized KV: the device's append writes the same codes and scales as
  * the host's, bit for bit (one codec, attention/kv_codec.h); decode,
- * prefill and plan/run on the device match the CPU reference within the
- * activation dtype's bound (the device rounds dequantized K/V to it, as
- * its 16-bit path reads its own elements); block copies carry the scales;
- * a cascade's shared prefix and sliding windows are refused on the device
- * (RKV_ERR_UNSUPPORTED), nothing written. */
+ * prefill and plan/run (with and without a window) on the device match the
+ * CPU reference within the activation dtype's bound (the device rounds
+ * dequantized K/V to it, as its 16-bit path reads its own elements); block
+ * copies carry the scales; a cascade's shared prefix is refused on the
+ * device (RKV_ERR_UNSUPPORTED). */
 #ifdef RKV_HAVE_CUDA
 static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
                        uint32_t group)
@@ -670,15 +670,20 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
     host_of(gl, dlse, sizeof gl);
     snprintf(what, sizeof what, "plan/run dtype %d act %d D %u", (int)kdt, (int)act, D);
     compare(act, D, 12 * HQ, go, ho, gl, hl, what);
-    /* refused on the device: a shared prefix, a window */
+    /* a window over quantized KV, planned (the plan is the rows kernel's) */
     rkv_attn_params win = prm;
-    win.window_left = 3;
-    cr_assert_eq(rkv_attn_run_params(da, plan, &win, dq, dout, dlse), RKV_ERR_UNSUPPORTED);
-    cr_assert(strstr(rkv_last_error(), "window") != NULL, "%s", rkv_last_error());
+    win.window_left = 9;
+    win.num_sink_tokens = 2;
+    OK(rkv_attn_prefill(ha, &win, qo, &t, q, ho, hl));
+    OK(rkv_attn_run_params(da, plan, &win, dq, dout, dlse));
+    host_of(go, dout, nq * es);
+    host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "window dtype %d act %d D %u", (int)kdt, (int)act, D);
+    compare(act, D, 12 * HQ, go, ho, gl, hl, what);
     rkv_attn_plan_destroy(plan);
+    /* refused on the device: a shared prefix over quantized KV */
     cr_assert_eq(rkv_attn_cascade(da, &prm, 1, &ids[0], qo, &t, dq, dout, dlse),
                  RKV_ERR_UNSUPPORTED);
-    cr_assert_eq(rkv_attn_decode(da, &win, &t, dq, dout, dlse), RKV_ERR_UNSUPPORTED);
     /* the copies of a quantized device pool carry codes and scales */
     OK(rkv_pool_copy_blocks(dp, 1, &ids[0], &ids[11]));
     OK(rkv_pool_copy_to_host(dp, 1, &ids[11], bd));
@@ -718,6 +723,90 @@ Test(attention_gpu, quantized_kv_matches_the_cpu_reference)
     quant_case(&rng, RKV_DTYPE_INT8, RKV_DTYPE_F16, 128, 32);
     quant_case(&rng, RKV_DTYPE_INT4, RKV_DTYPE_BF16, 64, 2);
     quant_case(&rng, RKV_DTYPE_INT4, RKV_DTYPE_F16, 128, 128);
+#endif
+}
+
+/* Sliding windows with sinks on the device (decode, prefill, decode
+ * plans) against the CPU reference; a window over a tensor-core prefill
+ * plan or a shared prefix is refused. */
+#ifdef RKV_HAVE_CUDA
+static void window_case(rkv_rng *rng, rkv_dtype dt, uint32_t W, uint32_t S)
+{
+    enum { H = 2, G = 3, HQ = H * G, NB = 16, D = 64 };
+    const uint32_t P = 16;
+    pair pr;
+    pair_open(&pr, rng, P, H, D, dt, NB);
+    /* 3 requests of 70, 33 and 100 tokens; prefill rows 6, 1, 9 */
+    uint32_t ids[NB], indptr[4] = {0, 5, 8, 15}, last[3] = {6, 1, 4}, qo[4] = {0, 6, 7, 16};
+    for (uint32_t i = 0; i < NB; i++)
+        ids[i] = i;
+    rkv_paged_kv t = {3, indptr, ids, last};
+    const size_t nq = (size_t)16 * HQ * D;
+    void *q = malloc(nq * pr.es), *ho = malloc(nq * pr.es), *go = malloc(nq * pr.es);
+    float hl[16 * HQ], gl[16 * HQ];
+    cr_assert(q && ho && go);
+    fill_random(rng, dt, q, nq);
+    void *dq = dev_copy(q, nq * pr.es), *dout = dev_copy(NULL, nq * pr.es);
+    float *dlse = dev_copy(NULL, sizeof gl);
+    rkv_attn_params prm = {1, HQ, 0.0f, W, S};
+    char what[80];
+    OK(rkv_attn_decode(pr.ha, &prm, &t, q, ho, hl));
+    OK(rkv_attn_decode(pr.da, &prm, &t, dq, dout, dlse));
+    host_of(go, dout, 3 * HQ * D * pr.es);
+    host_of(gl, dlse, 3 * HQ * sizeof(float));
+    snprintf(what, sizeof what, "window decode dt %d W %u S %u", (int)dt, W, S);
+    compare(dt, D, 3 * HQ, go, ho, gl, hl, what);
+    size_t wsb = 0;
+    OK(rkv_attn_plan_workspace_size(pr.da, HQ, NULL, &t, &wsb));
+    void *ws = dev_copy(NULL, wsb);
+    rkv_attn_plan *plan;
+    OK(rkv_attn_plan_create(pr.da, HQ, NULL, &t, ws, wsb, &plan));
+    cr_assert_eq(cudaMemset(dout, 0xff, nq * pr.es), cudaSuccess);
+    OK(rkv_attn_run_params(pr.da, plan, &prm, dq, dout, dlse));
+    host_of(go, dout, 3 * HQ * D * pr.es);
+    host_of(gl, dlse, 3 * HQ * sizeof(float));
+    snprintf(what, sizeof what, "window decode plan dt %d W %u S %u", (int)dt, W, S);
+    compare(dt, D, 3 * HQ, go, ho, gl, hl, what);
+    rkv_attn_plan_destroy(plan);
+    OK(rkv_attn_prefill(pr.ha, &prm, qo, &t, q, ho, hl));
+    OK(rkv_attn_prefill(pr.da, &prm, qo, &t, dq, dout, dlse));
+    host_of(go, dout, nq * pr.es);
+    host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "window prefill dt %d W %u S %u", (int)dt, W, S);
+    compare(dt, D, 16 * HQ, go, ho, gl, hl, what);
+    if (dt != RKV_DTYPE_F32 && W != 0) {
+        OK(rkv_attn_plan_workspace_size(pr.da, HQ, qo, &t, &wsb));
+        void *ws2 = dev_copy(NULL, wsb);
+        OK(rkv_attn_plan_create(pr.da, HQ, qo, &t, ws2, wsb, &plan));
+        cr_assert_eq(rkv_attn_run_params(pr.da, plan, &prm, dq, dout, dlse),
+                     RKV_ERR_UNSUPPORTED);
+        rkv_attn_plan_destroy(plan);
+        cudaFree(ws2);
+    }
+    if (W != 0)
+        cr_assert_eq(rkv_attn_cascade(pr.da, &prm, 1, &ids[15], qo, &t, dq, dout, dlse),
+                     RKV_ERR_UNSUPPORTED);
+    cudaFree(ws);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dlse);
+    free(q);
+    free(ho);
+    free(go);
+    pair_close(&pr);
+}
+#endif
+
+Test(attention_gpu, sliding_window_with_sinks)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.sliding_window_with_sinks"));
+    static const uint32_t ws[5][2] = {{1, 0}, {7, 2}, {31, 4}, {40, 0}, {1000, 3}};
+    for (int d = 0; d < 3; d++)
+        for (int i = 0; i < 5; i++)
+            window_case(&rng, DTS[d], ws[i][0], ws[i][1]);
 #endif
 }
 

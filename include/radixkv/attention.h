@@ -67,7 +67,9 @@ typedef struct rkv_attn_params {
      * the first num_sink_tokens positions (attention sinks, StreamingLLM),
      * positions counted from the start of the request's KV (a cascade's
      * shared prefix first). W == 0: full causal attention (sinks unused).
-     * CPU only for now: a CUDA pool answers W > 0 with RKV_ERR_UNSUPPORTED. */
+     * CUDA: decode, prefill (then on the decode kernel, not the tensor-
+     * core one) and decode plans; RKV_ERR_UNSUPPORTED for a window over a
+     * cascade's shared prefix or run on a tensor-core prefill plan. */
     uint32_t window_left;
     uint32_t num_sink_tokens;
 } rkv_attn_params;
