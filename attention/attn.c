@@ -890,7 +890,7 @@ static rkv_status run_plan(rkv_attn *attn, const char *fn, const rkv_attn_plan *
     rkv_attn_geom g = geom_of(attn, plan->num_qo_heads);
     if (!on_cuda(attn))
         return cpu_run(attn, fn, &g, pp, &plan->rb.rows, NULL, q, scale, out, lse);
-    if (pp->window_left != 0 && plan->cp.tc)
+    if (pp->window_left != 0 && plan->cp.tensor_core)
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
                              "%s: a sliding window on a tensor-core prefill plan is not "
                              "implemented yet (decode plans, one-shot calls and host "

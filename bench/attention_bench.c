@@ -398,7 +398,7 @@ static int gpu_bench(void)
     CK(cudaMalloc(&dq, qbytes));
     CK(cudaMalloc(&dout, qbytes));
     CK(cudaMemset(dq, 0, qbytes));
-    op_ctx o = {attn, {0, HQ, 0.0f}, {0, NULL, NULL, NULL}, NULL, NULL, 0, dq, dout};
+    op_ctx o = {attn, {0, HQ, 0.0f, 0, 0}, {0, NULL, NULL, NULL}, NULL, NULL, 0, dq, dout};
     /* 2. decode */
     const uint32_t ctxs[] = {512, 2048, 8192, 32768};
     const uint32_t batches[] = {1, 16, 64, 256};
