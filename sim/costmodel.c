@@ -124,6 +124,9 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
         bad = "active params must be in 0 (all) .. params";
     else if ((m->kv_lora_rank == 0) != (m->qk_rope_dim == 0))
         bad = "an MLA cache needs both kv_lora_rank and qk_rope_dim";
+    else if (m->kv_lora_rank > 0 && quantized(m->kv_dtype))
+        bad = "an MLA cache is f16, bf16 or f32 (as the pool's MLA layout): no "
+              "quantized KV dtype";
     else if (!(m->weight_bytes > 0) || !isfinite(m->weight_bytes))
         bad = "weight bytes must be > 0";
     else if (!(m->kv_dtype_bytes > 0) || !isfinite(m->kv_dtype_bytes))

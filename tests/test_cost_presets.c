@@ -69,6 +69,11 @@ Test(cost_presets, mha_presets_and_errors)
     cr_assert_eq(rkv_cost_model_validate(&m), RKV_ERR_INVALID_ARG);
     m.qk_rope_dim = 64;
     OK(rkv_cost_model_validate(&m));
+    m.kv_dtype = RKV_DTYPE_FP8_E4M3; /* an MLA pool stores no quantized dtype */
+    cr_assert_eq(rkv_cost_model_validate(&m), RKV_ERR_INVALID_ARG);
+    cr_assert_not_null(strstr(rkv_last_error(), "MLA"), "%s", rkv_last_error());
+    m.kv_dtype = RKV_DTYPE_BF16;
+    OK(rkv_cost_model_validate(&m));
     m.active_params = m.params * 2;
     cr_assert_eq(rkv_cost_model_validate(&m), RKV_ERR_INVALID_ARG);
 }
