@@ -57,10 +57,10 @@ static void fix_open(fix *f, const cfg *c, rkv_rng *rng)
     }
 }
 
-static fix fix_of(const cfg *c, rkv_rng *rng)
+static fix fix_of(cfg c, rkv_rng *rng)
 {
     fix f;
-    fix_open(&f, c, rng);
+    fix_open(&f, &c, rng);
     return f;
 }
 
@@ -286,7 +286,7 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     uint32_t qmax = op == OP_DECODE ? 1 : (P >= 64 ? 40 : 2 * P + 5);
     uint32_t nshared = op == OP_CASCADE ? (uint32_t)rkv_rng_below(rng, P >= 64 ? 3 : 5) : 0;
     c.nblocks = nreq * (max_prefix_pages + 2 + qmax / P + 1) + nshared + 4;
-    fix f = fix_of(&c, rng);
+    fix f = fix_of(c, rng);
     batch b;
     batch_make(&f, rng, nreq, max_prefix_pages, qmax, &b);
     uint32_t *shared = calloc(nshared + 1, 4);
@@ -362,8 +362,7 @@ RNG_TEST(prefill_long_prefix_odd_dim)
  * of the dense reference; here directly against each other). */
 RNG_TEST(cascade_matches_prefill)
 {
-    cfg c = {16, 2, 4, 64, 1, 64, RKV_DTYPE_F32};
-    fix f = fix_of(&c, rng);
+    fix f = fix_of((cfg){16, 2, 4, 64, 1, 64, RKV_DTYPE_F32}, rng);
     uint32_t shared[3], own[2][2];
     OK(rkv_pool_alloc_n(f.pool, 3, shared));
     OK(rkv_pool_alloc_n(f.pool, 2, own[0]));
@@ -401,15 +400,14 @@ RNG_TEST(cascade_matches_prefill)
 
 DTYPE_TEST(merge)
 {
-    cfg c = {4, 1, 1, 1 + (uint32_t)rkv_rng_below(rng, 130), 1, 2, dt};
-    fix f = fix_of(&c, rng);
-    const uint32_t n = 50, D = c.D;
+    fix f = fix_of((cfg){4, 1, 1, 1 + (uint32_t)rkv_rng_below(rng, 130), 1, 2, dt}, rng);
+    const uint32_t n = 50, D = f.c.D;
     size_t bytes = (size_t)n * D * f.es;
     void *va = malloc(bytes), *vb = malloc(bytes), *vo = poisoned(bytes);
     float la[50], lb[50], lo[50];
     cr_assert(va && vb);
-    tu_fill_random(rng, c.dt, va, (size_t)n * D);
-    tu_fill_random(rng, c.dt, vb, (size_t)n * D);
+    tu_fill_random(rng, f.c.dt, va, (size_t)n * D);
+    tu_fill_random(rng, f.c.dt, vb, (size_t)n * D);
     for (uint32_t i = 0; i < n; i++) {
         la[i] = (float)(rkv_rng_unit(rng) * 20 - 10);
         lb[i] = (float)(rkv_rng_unit(rng) * 20 - 10);
@@ -431,9 +429,9 @@ DTYPE_TEST(merge)
         for (uint32_t d = 0; d < D; d++) {
             size_t e = (size_t)i * D + d;
             double want = m == -INFINITY ? 0
-                          : (wa * tu_ld(c.dt, va, e) + wb * tu_ld(c.dt, vb, e)) / (wa + wb);
-            double got = tu_ld(c.dt, vo, e);
-            cr_assert(fabs(got - want) <= tol_of(c.dt) * (fabs(want) + 0.1),
+                          : (wa * tu_ld(f.c.dt, va, e) + wb * tu_ld(f.c.dt, vb, e)) / (wa + wb);
+            double got = tu_ld(f.c.dt, vo, e);
+            cr_assert(fabs(got - want) <= tol_of(f.c.dt) * (fabs(want) + 0.1),
                       "merge %u.%u: %g vs %g", i, d, got, want);
         }
     }
@@ -451,14 +449,13 @@ DTYPE_TEST(merge)
  * 11 defect 5: its NaN values were multiplied by a weight of 0). */
 DTYPE_TEST(merge_empty_state_holding_nan)
 {
-    cfg c = {4, 1, 1, 16, 1, 2, dt};
-    fix f = fix_of(&c, rng);
+    fix f = fix_of((cfg){4, 1, 1, 16, 1, 2, dt}, rng);
     const uint32_t D = 16;
     const size_t bytes = 3 * D * f.es;
     char *va = malloc(bytes), *vb = malloc(bytes), *vo = poisoned(bytes);
     cr_assert(va && vb);
-    tu_fill_random(rng, c.dt, va, 3 * D);
-    tu_fill_random(rng, c.dt, vb, 3 * D);
+    tu_fill_random(rng, f.c.dt, va, 3 * D);
+    tu_fill_random(rng, f.c.dt, vb, 3 * D);
     memset(va, 0xff, D * f.es);              /* 0: a empty, NaN */
     memset(vb + D * f.es, 0xff, D * f.es);   /* 1: b empty, NaN */
     memset(va + 2 * D * f.es, 0xff, D * f.es);     /* 2: both empty */
@@ -467,10 +464,10 @@ DTYPE_TEST(merge_empty_state_holding_nan)
     float lo[3];
     OK(rkv_attn_merge(f.attn, 3, va, la, vb, lb, vo, lo));
     for (uint32_t d = 0; d < D; d++) {
-        cr_assert_eq(tu_ld(c.dt, vo, d), tu_ld(c.dt, vb, d), "merge(empty, b) dim %u", d);
-        cr_assert_eq(tu_ld(c.dt, vo, D + d), tu_ld(c.dt, va, D + d), "merge(a, empty) dim %u", d);
-        cr_assert_eq(tu_ld(c.dt, vo, 2 * D + d), 0.0f, "two empty states dim %u: %g", d,
-                     tu_ld(c.dt, vo, 2 * D + d));
+        cr_assert_eq(tu_ld(f.c.dt, vo, d), tu_ld(f.c.dt, vb, d), "merge(empty, b) dim %u", d);
+        cr_assert_eq(tu_ld(f.c.dt, vo, D + d), tu_ld(f.c.dt, va, D + d), "merge(a, empty) dim %u", d);
+        cr_assert_eq(tu_ld(f.c.dt, vo, 2 * D + d), 0.0f, "two empty states dim %u: %g", d,
+                     tu_ld(f.c.dt, vo, 2 * D + d));
     }
     cr_assert(lo[0] == 2.0f && lo[1] == 0.5f && lo[2] == -INFINITY, "lse %g %g %g", lo[0],
               lo[1], lo[2]);
@@ -482,25 +479,24 @@ DTYPE_TEST(merge_empty_state_holding_nan)
 
 DTYPE_TEST(append)
 {
-    cfg c = {PAGES[rkv_rng_below(rng, 4)], 2, 1, 64, 3, 12, dt};
-    fix f = fix_of(&c, rng);
+    fix f = fix_of((cfg){PAGES[rkv_rng_below(rng, 4)], 2, 1, 64, 3, 12, dt}, rng);
     uint32_t blocks[8];
     OK(rkv_pool_alloc_n(f.pool, 8, blocks));
-    const uint32_t nslots = 8 * c.P, n = 1 + (uint32_t)rkv_rng_below(rng, nslots);
+    const uint32_t nslots = 8 * f.c.P, n = 1 + (uint32_t)rkv_rng_below(rng, nslots);
     uint32_t *slots = malloc(4 * nslots);
     cr_assert(slots);
     for (uint32_t i = 0; i < nslots; i++)
-        slots[i] = blocks[i / c.P] * c.P + i % c.P;
+        slots[i] = blocks[i / f.c.P] * f.c.P + i % f.c.P;
     for (uint32_t i = nslots; i > 1; i--) {
         uint32_t j = (uint32_t)rkv_rng_below(rng, i), t = slots[i - 1];
         slots[i - 1] = slots[j];
         slots[j] = t;
     }
-    size_t row = (size_t)c.Hkv * c.D * f.es;
+    size_t row = (size_t)f.c.Hkv * f.c.D * f.es;
     void *k = malloc(n * row), *v = malloc(n * row);
     cr_assert(k && v);
-    tu_fill_random(rng, c.dt, k, n * row / f.es);
-    tu_fill_random(rng, c.dt, v, n * row / f.es);
+    tu_fill_random(rng, f.c.dt, k, n * row / f.es);
+    tu_fill_random(rng, f.c.dt, v, n * row / f.es);
     size_t total;
     void *kb0;
     char *before = k0_snapshot(&f, &kb0, &total);
@@ -521,12 +517,12 @@ DTYPE_TEST(append)
     /* invalid: duplicate slot, out of range, free block -> nothing moves */
     uint32_t bad[3] = {slots[0], slots[0], 0};
     cr_assert_eq(rkv_attn_append(f.attn, layer, 2, bad, k, v), RKV_ERR_INVALID_ARG);
-    bad[1] = c.nblocks * c.P;
+    bad[1] = f.c.nblocks * f.c.P;
     cr_assert_eq(rkv_attn_append(f.attn, layer, 2, bad, k, v), RKV_ERR_INVALID_ARG);
     uint32_t fr;
     OK(rkv_pool_alloc(f.pool, &fr));
     OK(rkv_pool_unref(f.pool, fr));
-    bad[1] = fr * c.P;
+    bad[1] = fr * f.c.P;
     cr_assert_eq(rkv_attn_append(f.attn, layer, 2, bad, k, v), RKV_ERR_INVALID_ARG);
     cr_assert_eq(rkv_attn_append(f.attn, 3, 1, slots, k, v), RKV_ERR_INVALID_ARG);
     cr_assert(memcmp(expect, kb0, total) == 0, "a refused append changed the pool");
@@ -542,8 +538,7 @@ DTYPE_TEST(append)
 /* Every invalid input is refused; outputs and pool stay byte-identical. */
 RNG_TEST(invalid_inputs)
 {
-    cfg c = {4, 2, 2, 64, 2, 16, RKV_DTYPE_F16};
-    fix f = fix_of(&c, rng);
+    fix f = fix_of((cfg){4, 2, 2, 64, 2, 16, RKV_DTYPE_F16}, rng);
     uint32_t blk[4];
     OK(rkv_pool_alloc_n(f.pool, 4, blk));
     uint32_t fr;
@@ -558,7 +553,7 @@ RNG_TEST(invalid_inputs)
     float lse[12];
     memset(lse, 0xff, sizeof lse);
     cr_assert(q);
-    tu_fill_random(rng, c.dt, q, ob / 2);
+    tu_fill_random(rng, f.c.dt, q, ob / 2);
     uint32_t indptr[3] = {0, 2, 4}, idx[4] = {blk[0], blk[1], blk[2], blk[3]};
     uint32_t last[2] = {4, 1}, qo[3] = {0, 2, 3};
     rkv_attn_params p = {0, Hq, 0.0f};
@@ -573,7 +568,7 @@ RNG_TEST(invalid_inputs)
     void *out2 = poisoned(ob);
     OK(rkv_attn_prefill(f.attn, &p, qo, &t, q, out2, NULL));
     free(out2);
-    idx[1] = c.nblocks;
+    idx[1] = f.c.nblocks;
     REFUSED(rkv_attn_decode(f.attn, &p, &t, q, out, lse));
     idx[1] = fr;
     REFUSED(rkv_attn_prefill(f.attn, &p, qo, &t, q, out, lse));
@@ -650,8 +645,7 @@ Test(attention_cpu, check_null_is_invalid_arg)
 
 DTYPE_TEST(block_copy)
 {
-    cfg c = {PAGES[rkv_rng_below(rng, 5)], 2, 1, 64, 3, 10, dt};
-    fix f = fix_of(&c, rng);
+    fix f = fix_of((cfg){PAGES[rkv_rng_below(rng, 5)], 2, 1, 64, 3, 10, dt}, rng);
     uint32_t b[8];
     OK(rkv_pool_alloc_n(f.pool, 8, b));
     size_t bpb = rkv_pool_bytes_per_block(f.pool);
@@ -663,22 +657,22 @@ DTYPE_TEST(block_copy)
     OK(rkv_pool_copy_to_host(f.pool, 4, b + 4, h2));
     cr_assert(memcmp(h, h2, 4 * bpb) == 0);
     /* the layout of a host block: K[l], V[l] pages in order */
-    size_t seg = (size_t)c.P * c.Hkv * c.D * f.es;
-    for (uint32_t l = 0; l < c.layers; l++) {
+    size_t seg = (size_t)f.c.P * f.c.Hkv * f.c.D * f.es;
+    for (uint32_t l = 0; l < f.c.layers; l++) {
         void *k, *v;
         OK(rkv_pool_layer_kv(f.pool, l, &k, &v));
         cr_assert(memcmp(h + (2 * l) * seg, (char *)k + b[0] * seg, seg) == 0);
         cr_assert(memcmp(h + (2 * l + 1) * seg, (char *)v + b[0] * seg, seg) == 0);
     }
     /* from_host round trip into other blocks */
-    tu_fill_random(rng, c.dt, h2, 4 * bpb / f.es);
+    tu_fill_random(rng, f.c.dt, h2, 4 * bpb / f.es);
     OK(rkv_pool_copy_from_host(f.pool, 4, b + 4, h2));
     OK(rkv_pool_copy_to_host(f.pool, 4, b + 4, h));
     cr_assert(memcmp(h, h2, 4 * bpb) == 0);
     /* refusals leave everything as it was */
     void *k0, *v0;
     OK(rkv_pool_layer_kv(f.pool, 0, &k0, &v0));
-    size_t total = bpb * c.nblocks;
+    size_t total = bpb * f.c.nblocks;
     char *snap = malloc(total);
     cr_assert(snap);
     memcpy(snap, k0, total);
@@ -692,7 +686,7 @@ DTYPE_TEST(block_copy)
     cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
     d2[0] = fr;
     cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
-    d2[0] = c.nblocks;
+    d2[0] = f.c.nblocks;
     cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
     uint32_t dup[2] = {b[5], b[5]};
     cr_assert_eq(rkv_pool_copy_from_host(f.pool, 2, dup, h), RKV_ERR_INVALID_ARG);
@@ -769,7 +763,7 @@ RNG_TEST(dtype_conversions)
 RNG_TEST(plan_once_run_per_layer)
 {
     cfg c = {16, 2, 3, 64, 3, 96, RKV_DTYPE_F16};
-    fix f = fix_of(&c, rng), g = fix_of(&c, rng);
+    fix f = fix_of(c, rng), g = fix_of(c, rng);
     for (int prefill = 0; prefill < 2; prefill++) {
         batch b;
         batch_make(&f, rng, 4, 4, prefill ? 6 : 1, &b);

@@ -26,17 +26,6 @@
 
 #define TRACE_PATH RKV_SOURCE_DIR "/bench/traces/mooncake_conversation_trace.jsonl"
 
-static void load_slice(rkv_workload *wl, size_t n)
-{
-    rkv_trace_reader *r = NULL;
-    cr_assert_eq(rkv_trace_reader_open_path(TRACE_PATH, &r), RKV_OK, "%s",
-                 rkv_last_error());
-    rkv_workload_init(wl);
-    cr_assert_eq(rkv_workload_load_trace(wl, r, n), RKV_OK, "%s",
-                 rkv_last_error());
-    rkv_trace_reader_close(r);
-}
-
 typedef struct fleet_out {
     rkv_fleet_result res;
     rkv_replay_request_stats *per;
@@ -137,7 +126,7 @@ Test(fleet, one_instance_is_the_single_replay, .timeout = 600)
     cfg.time_scale = 0.25;        /* queues form: the step order matters */
     cfg.check_every = 97;
     rkv_workload wl;
-    load_slice(&wl, 600);
+    rkv_test_trace_slice(&wl, TRACE_PATH, 600);
     n1_matches(&wl, &cfg);
     rkv_workload_free(&wl);
 
@@ -217,7 +206,7 @@ Test(fleet, every_request_finishes_on_exactly_one_instance, .timeout = 600)
 Test(fleet, a_seed_gives_the_same_run, .timeout = 600)
 {
     rkv_workload wl;
-    load_slice(&wl, 400);
+    rkv_test_trace_slice(&wl, TRACE_PATH, 400);
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     cfg.capacity_tokens = 200000;
@@ -368,7 +357,7 @@ Test(fleet, kv_routes_to_a_host_copy, .timeout = 600)
 Test(fleet, bad_configs_are_refused)
 {
     rkv_workload wl;
-    load_slice(&wl, 10);
+    rkv_test_trace_slice(&wl, TRACE_PATH, 10);
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     rkv_fleet_config fc;
