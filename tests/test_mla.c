@@ -336,12 +336,7 @@ Test(mla, wrong_layout_and_bad_args_change_nothing)
     rkv_pool_destroy(pool);
 
     /* an MLA call on a K/V pool */
-    rkv_pool_config c;
-    rkv_pool_config_init(&c);
-    c.num_blocks = 2;
-    c.num_layers = 1;
-    c.num_kv_heads = 1;
-    c.head_dim = 80;
+    rkv_pool_config c = tu_kv_config(2, 0, 1, 1, 80, RKV_DEVICE_HOST);
     OK(rkv_pool_create(&c, &pool));
     OK(rkv_attn_create(pool, &attn));
     cr_assert_eq(rkv_attn_mla_append(attn, 0, 1, slots, ckv, kpe), RKV_ERR_UNSUPPORTED);
