@@ -21,6 +21,7 @@
 
 #include "radixkv.h"
 #include "tests/support/handles.h"
+#include "tests/support/dtype_buf.h"
 #include "tests/support/test_util.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -37,34 +38,10 @@ typedef struct fix {
     size_t es;
 } fix;
 
-static size_t esize(rkv_dtype dt) { return dt == RKV_DTYPE_F32 ? 4 : 2; }
-
-static float ld(rkv_dtype dt, const void *p, size_t i)
-{
-    if (dt == RKV_DTYPE_F32)
-        return ((const float *)p)[i];
-    uint16_t h = ((const uint16_t *)p)[i];
-    return dt == RKV_DTYPE_F16 ? rkv_f16_to_f32(h) : rkv_bf16_to_f32(h);
-}
-
-static void st(rkv_dtype dt, void *p, size_t i, float x)
-{
-    if (dt == RKV_DTYPE_F32)
-        ((float *)p)[i] = x;
-    else
-        ((uint16_t *)p)[i] = dt == RKV_DTYPE_F16 ? rkv_f32_to_f16(x) : rkv_f32_to_bf16(x);
-}
-
-static void fill_random(rkv_rng *rng, rkv_dtype dt, void *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        st(dt, p, i, (float)(rkv_rng_unit(rng) * 2.0 - 1.0));
-}
-
 static void fix_open(fix *f, const cfg *c, rkv_rng *rng)
 {
     f->c = *c;
-    f->es = esize(c->dt);
+    f->es = tu_dtype_size(c->dt);
     rkv_pool_config pc = tu_kv_config(c->nblocks, c->P, c->layers,
                                       c->Hkv, c->D, RKV_DEVICE_HOST);
     pc.dtype = c->dt;
@@ -75,9 +52,29 @@ static void fix_open(fix *f, const cfg *c, rkv_rng *rng)
         void *k, *v;
         OK(rkv_pool_layer_kv(f->pool, l, &k, &v));
         size_t n = (size_t)c->nblocks * c->P * c->Hkv * c->D;
-        fill_random(rng, c->dt, k, n);
-        fill_random(rng, c->dt, v, n);
+        tu_fill_random(rng, c->dt, k, n);
+        tu_fill_random(rng, c->dt, v, n);
     }
+}
+
+static fix fix_of(cfg c, rkv_rng *rng)
+{
+    fix f;
+    fix_open(&f, &c, rng);
+    return f;
+}
+
+/* A malloc'd copy of layer 0's K bytes (all blocks): *kb0 is where they
+ * live, *total their size. */
+static char *k0_snapshot(const fix *f, void **kb0, size_t *total)
+{
+    void *vb0;
+    OK(rkv_pool_layer_kv(f->pool, 0, kb0, &vb0));
+    *total = rkv_pool_bytes_per_block(f->pool) * f->c.nblocks;
+    char *copy = malloc(*total);
+    cr_assert(copy);
+    memcpy(copy, *kb0, *total);
+    return copy;
 }
 
 static void fix_close(fix *f)
@@ -160,7 +157,7 @@ static void ref_head(const fix *f, uint32_t layer, const void *q, size_t qoff,
         size_t base = ((size_t)slots[t] * Hkv + h) * D;
         double acc = 0;
         for (uint32_t d = 0; d < D; d++)
-            acc += (double)ld(f->c.dt, q, qoff + d) * (double)ld(f->c.dt, kb, base + d);
+            acc += (double)tu_ld(f->c.dt, q, qoff + d) * (double)tu_ld(f->c.dt, kb, base + d);
         s[t] = acc * scale;
         m = s[t] > m ? s[t] : m;
     }
@@ -172,7 +169,7 @@ static void ref_head(const fix *f, uint32_t layer, const void *q, size_t qoff,
         l += p;
         size_t base = ((size_t)slots[t] * Hkv + h) * D;
         for (uint32_t d = 0; d < D; d++)
-            o[d] += p * (double)ld(f->c.dt, vb, base + d);
+            o[d] += p * (double)tu_ld(f->c.dt, vb, base + d);
     }
     for (uint32_t d = 0; d < D; d++)
         o[d] /= l;
@@ -216,7 +213,7 @@ static void verify(const fix *f, uint32_t layer, const batch *b, uint32_t nshare
                 for (uint32_t d = 0; d < D; d++)
                     mx = fabs(o[d]) > mx ? fabs(o[d]) : mx;
                 for (uint32_t d = 0; d < D; d++) {
-                    double got = ld(f->c.dt, out, off + d);
+                    double got = tu_ld(f->c.dt, out, off + d);
                     cr_assert(fabs(got - o[d]) <= tol * mx,
                               "%s: P=%u G=%u D=%u dt=%d req %u row %u head %u dim %u: "
                               "got %.8g want %.8g (bound %.3g)",
@@ -249,6 +246,34 @@ static const uint32_t GQA[] = {1, 2, 4, 8};
 static const uint32_t DIMS[] = {64, 128, 24};
 static const rkv_dtype DTS[] = {RKV_DTYPE_F32, RKV_DTYPE_F16, RKV_DTYPE_BF16};
 
+/* A test whose case runs once per dtype of DTS, in order, with one rng
+ * seeded (and printed) under the test's name: a dtype added to DTS runs in
+ * every such test. */
+static void per_dtype(const char *name, void (*one)(rkv_rng *, rkv_dtype))
+{
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed(name));
+    for (size_t ti = 0; ti < sizeof DTS / sizeof DTS[0]; ti++)
+        one(&rng, DTS[ti]);
+}
+
+/* A test with one rng seeded (and printed) under the test's name. */
+#define RNG_TEST(name)                                                       \
+    static void name##_body(rkv_rng *rng);                                   \
+    Test(attention_cpu, name)                                                \
+    {                                                                        \
+        rkv_rng rng;                                                         \
+        rkv_rng_init(&rng, rkv_test_seed("attention_cpu." #name));           \
+        name##_body(&rng);                                                   \
+    }                                                                        \
+    static void name##_body(rkv_rng *rng)
+
+#define DTYPE_TEST(name)                                                     \
+    static void name##_case(rkv_rng *rng, rkv_dtype dt);                     \
+    Test(attention_cpu, name) { per_dtype("attention_cpu." #name, name##_case); } \
+    static void name##_case(rkv_rng *rng, rkv_dtype dt)
+
+
 typedef enum { OP_DECODE, OP_PREFILL, OP_CASCADE } op_kind;
 
 /* One randomized configuration of op. */
@@ -261,8 +286,7 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     uint32_t qmax = op == OP_DECODE ? 1 : (P >= 64 ? 40 : 2 * P + 5);
     uint32_t nshared = op == OP_CASCADE ? (uint32_t)rkv_rng_below(rng, P >= 64 ? 3 : 5) : 0;
     c.nblocks = nreq * (max_prefix_pages + 2 + qmax / P + 1) + nshared + 4;
-    fix f;
-    fix_open(&f, &c, rng);
+    fix f = fix_of(c, rng);
     batch b;
     batch_make(&f, rng, nreq, max_prefix_pages, qmax, &b);
     uint32_t *shared = calloc(nshared + 1, 4);
@@ -273,7 +297,7 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     size_t qn = (size_t)b.rows * Hq * D;
     void *q = malloc(qn * f.es);
     cr_assert(q);
-    fill_random(rng, dt, q, qn);
+    tu_fill_random(rng, dt, q, qn);
     void *out = poisoned(qn * f.es);
     float *lse = poisoned((size_t)b.rows * Hq * 4);
     rkv_attn_params p = {(uint32_t)rkv_rng_below(rng, 2), Hq, 0.0f, 0, 0};
@@ -326,25 +350,19 @@ Test(attention_cpu, decode) { sweep("attention_cpu.decode", OP_DECODE); }
 Test(attention_cpu, prefill) { sweep("attention_cpu.prefill", OP_PREFILL); }
 Test(attention_cpu, cascade) { sweep("attention_cpu.cascade", OP_CASCADE); }
 
-Test(attention_cpu, prefill_long_prefix_odd_dim)
+RNG_TEST(prefill_long_prefix_odd_dim)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.prefill_long_prefix_odd_dim"));
     for (int i = 0; i < 6; i++)
-        run_case(&rng, 1 + (uint32_t)rkv_rng_below(&rng, 20), 1 + (uint32_t)rkv_rng_below(&rng, 6),
-                 1 + (uint32_t)rkv_rng_below(&rng, 100), DTS[rkv_rng_below(&rng, 3)],
-                 (op_kind)rkv_rng_below(&rng, 3));
+        run_case(rng, 1 + (uint32_t)rkv_rng_below(rng, 20), 1 + (uint32_t)rkv_rng_below(rng, 6),
+                 1 + (uint32_t)rkv_rng_below(rng, 100), DTS[rkv_rng_below(rng, 3)],
+                 (op_kind)rkv_rng_below(rng, 3));
 }
 
 /* Cascade equals prefill over the concatenated table (both within bounds
  * of the dense reference; here directly against each other). */
-Test(attention_cpu, cascade_matches_prefill)
+RNG_TEST(cascade_matches_prefill)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.cascade_matches_prefill"));
-    cfg c = {16, 2, 4, 64, 1, 64, RKV_DTYPE_F32};
-    fix f;
-    fix_open(&f, &c, &rng);
+    fix f = fix_of((cfg){16, 2, 4, 64, 1, 64, RKV_DTYPE_F32}, rng);
     uint32_t shared[3], own[2][2];
     OK(rkv_pool_alloc_n(f.pool, 3, shared));
     OK(rkv_pool_alloc_n(f.pool, 2, own[0]));
@@ -362,7 +380,7 @@ Test(attention_cpu, cascade_matches_prefill)
     memset(l1, 0xff, sizeof l1); /* NaN: an unwritten lse fails the compare */
     memset(l2, 0xff, sizeof l2);
     cr_assert(q);
-    fill_random(&rng, RKV_DTYPE_F32, q, (size_t)rows * Hq * D);
+    tu_fill_random(rng, RKV_DTYPE_F32, q, (size_t)rows * Hq * D);
     rkv_attn_params p = {0, Hq, 0.0f, 0, 0};
     rkv_paged_kv ts = {2, sptr, sidx, last}, tf = {2, fptr, fidx, last};
     OK(rkv_attn_cascade(f.attn, &p, 3, shared, qo, &ts, q, o1, l1));
@@ -380,190 +398,162 @@ Test(attention_cpu, cascade_matches_prefill)
     fix_close(&f);
 }
 
-Test(attention_cpu, merge)
+DTYPE_TEST(merge)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.merge"));
-    for (size_t ti = 0; ti < 3; ti++) {
-        cfg c = {4, 1, 1, 1 + (uint32_t)rkv_rng_below(&rng, 130), 1, 2, DTS[ti]};
-        fix f;
-        fix_open(&f, &c, &rng);
-        const uint32_t n = 50, D = c.D;
-        size_t bytes = (size_t)n * D * f.es;
-        void *va = malloc(bytes), *vb = malloc(bytes), *vo = poisoned(bytes);
-        float la[50], lb[50], lo[50];
-        cr_assert(va && vb);
-        fill_random(&rng, c.dt, va, (size_t)n * D);
-        fill_random(&rng, c.dt, vb, (size_t)n * D);
-        for (uint32_t i = 0; i < n; i++) {
-            la[i] = (float)(rkv_rng_unit(&rng) * 20 - 10);
-            lb[i] = (float)(rkv_rng_unit(&rng) * 20 - 10);
-        }
-        la[3] = -INFINITY; /* one side empty */
-        lb[7] = -INFINITY;
-        la[9] = lb[9] = -INFINITY; /* both empty */
-        memset(lo, 0xff, sizeof lo);
-        OK(rkv_attn_merge(f.attn, n, va, la, vb, lb, vo, lo));
-        for (uint32_t i = 0; i < n; i++) {
-            double a = la[i], b = lb[i];
-            double m = a > b ? a : b;
-            double wa = m == -INFINITY ? 0 : exp(a - m), wb = m == -INFINITY ? 0 : exp(b - m);
-            double want_l = m == -INFINITY ? -INFINITY : m + log(wa + wb);
-            if (m == -INFINITY)
-                cr_assert(lo[i] == -INFINITY);
-            else
-                cr_assert(fabs(lo[i] - want_l) <= 1e-5 * (1 + fabs(want_l)));
-            for (uint32_t d = 0; d < D; d++) {
-                size_t e = (size_t)i * D + d;
-                double want = m == -INFINITY ? 0
-                              : (wa * ld(c.dt, va, e) + wb * ld(c.dt, vb, e)) / (wa + wb);
-                double got = ld(c.dt, vo, e);
-                cr_assert(fabs(got - want) <= tol_of(c.dt) * (fabs(want) + 0.1),
-                          "merge %u.%u: %g vs %g", i, d, got, want);
-            }
-        }
-        /* in place: out aliases a */
-        OK(rkv_attn_merge(f.attn, n, va, la, vb, lb, va, la));
-        cr_assert(memcmp(va, vo, bytes) == 0);
-        cr_assert(memcmp(la, lo, sizeof lo) == 0);
-        free(va);
-        free(vb);
-        free(vo);
-        fix_close(&f);
+    fix f = fix_of((cfg){4, 1, 1, 1 + (uint32_t)rkv_rng_below(rng, 130), 1, 2, dt}, rng);
+    const uint32_t n = 50, D = f.c.D;
+    size_t bytes = (size_t)n * D * f.es;
+    void *va = malloc(bytes), *vb = malloc(bytes), *vo = poisoned(bytes);
+    float la[50], lb[50], lo[50];
+    cr_assert(va && vb);
+    tu_fill_random(rng, f.c.dt, va, (size_t)n * D);
+    tu_fill_random(rng, f.c.dt, vb, (size_t)n * D);
+    for (uint32_t i = 0; i < n; i++) {
+        la[i] = (float)(rkv_rng_unit(rng) * 20 - 10);
+        lb[i] = (float)(rkv_rng_unit(rng) * 20 - 10);
     }
+    la[3] = -INFINITY; /* one side empty */
+    lb[7] = -INFINITY;
+    la[9] = lb[9] = -INFINITY; /* both empty */
+    memset(lo, 0xff, sizeof lo);
+    OK(rkv_attn_merge(f.attn, n, va, la, vb, lb, vo, lo));
+    for (uint32_t i = 0; i < n; i++) {
+        double a = la[i], b = lb[i];
+        double m = a > b ? a : b;
+        double wa = m == -INFINITY ? 0 : exp(a - m), wb = m == -INFINITY ? 0 : exp(b - m);
+        double want_l = m == -INFINITY ? -INFINITY : m + log(wa + wb);
+        if (m == -INFINITY)
+            cr_assert(lo[i] == -INFINITY);
+        else
+            cr_assert(fabs(lo[i] - want_l) <= 1e-5 * (1 + fabs(want_l)));
+        for (uint32_t d = 0; d < D; d++) {
+            size_t e = (size_t)i * D + d;
+            double want = m == -INFINITY ? 0
+                          : (wa * tu_ld(f.c.dt, va, e) + wb * tu_ld(f.c.dt, vb, e)) / (wa + wb);
+            double got = tu_ld(f.c.dt, vo, e);
+            cr_assert(fabs(got - want) <= tol_of(f.c.dt) * (fabs(want) + 0.1),
+                      "merge %u.%u: %g vs %g", i, d, got, want);
+        }
+    }
+    /* in place: out aliases a */
+    OK(rkv_attn_merge(f.attn, n, va, la, vb, lb, va, la));
+    cr_assert(memcmp(va, vo, bytes) == 0);
+    cr_assert(memcmp(la, lo, sizeof lo) == 0);
+    free(va);
+    free(vb);
+    free(vo);
+    fix_close(&f);
 }
 
 /* An empty state (lse -inf) contributes nothing whatever it holds (issue
  * 11 defect 5: its NaN values were multiplied by a weight of 0). */
-Test(attention_cpu, merge_empty_state_holding_nan)
+DTYPE_TEST(merge_empty_state_holding_nan)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.merge_empty_state_holding_nan"));
-    for (size_t ti = 0; ti < 3; ti++) {
-        cfg c = {4, 1, 1, 16, 1, 2, DTS[ti]};
-        fix f;
-        fix_open(&f, &c, &rng);
-        const uint32_t D = 16;
-        const size_t bytes = 3 * D * f.es;
-        char *va = malloc(bytes), *vb = malloc(bytes), *vo = poisoned(bytes);
-        cr_assert(va && vb);
-        fill_random(&rng, c.dt, va, 3 * D);
-        fill_random(&rng, c.dt, vb, 3 * D);
-        memset(va, 0xff, D * f.es);              /* 0: a empty, NaN */
-        memset(vb + D * f.es, 0xff, D * f.es);   /* 1: b empty, NaN */
-        memset(va + 2 * D * f.es, 0xff, D * f.es);     /* 2: both empty */
-        memset(vb + 2 * D * f.es, 0xff, D * f.es);
-        float la[3] = {-INFINITY, 0.5f, -INFINITY}, lb[3] = {2.0f, -INFINITY, -INFINITY};
-        float lo[3];
-        OK(rkv_attn_merge(f.attn, 3, va, la, vb, lb, vo, lo));
-        for (uint32_t d = 0; d < D; d++) {
-            cr_assert_eq(ld(c.dt, vo, d), ld(c.dt, vb, d), "merge(empty, b) dim %u", d);
-            cr_assert_eq(ld(c.dt, vo, D + d), ld(c.dt, va, D + d), "merge(a, empty) dim %u", d);
-            cr_assert_eq(ld(c.dt, vo, 2 * D + d), 0.0f, "two empty states dim %u: %g", d,
-                         ld(c.dt, vo, 2 * D + d));
-        }
-        cr_assert(lo[0] == 2.0f && lo[1] == 0.5f && lo[2] == -INFINITY, "lse %g %g %g", lo[0],
-                  lo[1], lo[2]);
-        free(va);
-        free(vb);
-        free(vo);
-        fix_close(&f);
+    fix f = fix_of((cfg){4, 1, 1, 16, 1, 2, dt}, rng);
+    const uint32_t D = 16;
+    const size_t bytes = 3 * D * f.es;
+    char *va = malloc(bytes), *vb = malloc(bytes), *vo = poisoned(bytes);
+    cr_assert(va && vb);
+    tu_fill_random(rng, f.c.dt, va, 3 * D);
+    tu_fill_random(rng, f.c.dt, vb, 3 * D);
+    memset(va, 0xff, D * f.es);              /* 0: a empty, NaN */
+    memset(vb + D * f.es, 0xff, D * f.es);   /* 1: b empty, NaN */
+    memset(va + 2 * D * f.es, 0xff, D * f.es);     /* 2: both empty */
+    memset(vb + 2 * D * f.es, 0xff, D * f.es);
+    float la[3] = {-INFINITY, 0.5f, -INFINITY}, lb[3] = {2.0f, -INFINITY, -INFINITY};
+    float lo[3];
+    OK(rkv_attn_merge(f.attn, 3, va, la, vb, lb, vo, lo));
+    for (uint32_t d = 0; d < D; d++) {
+        cr_assert_eq(tu_ld(f.c.dt, vo, d), tu_ld(f.c.dt, vb, d), "merge(empty, b) dim %u", d);
+        cr_assert_eq(tu_ld(f.c.dt, vo, D + d), tu_ld(f.c.dt, va, D + d), "merge(a, empty) dim %u", d);
+        cr_assert_eq(tu_ld(f.c.dt, vo, 2 * D + d), 0.0f, "two empty states dim %u: %g", d,
+                     tu_ld(f.c.dt, vo, 2 * D + d));
     }
+    cr_assert(lo[0] == 2.0f && lo[1] == 0.5f && lo[2] == -INFINITY, "lse %g %g %g", lo[0],
+              lo[1], lo[2]);
+    free(va);
+    free(vb);
+    free(vo);
+    fix_close(&f);
 }
 
-Test(attention_cpu, append)
+DTYPE_TEST(append)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.append"));
-    for (size_t ti = 0; ti < 3; ti++) {
-        cfg c = {PAGES[rkv_rng_below(&rng, 4)], 2, 1, 64, 3, 12, DTS[ti]};
-        fix f;
-        fix_open(&f, &c, &rng);
-        uint32_t blocks[8];
-        OK(rkv_pool_alloc_n(f.pool, 8, blocks));
-        const uint32_t nslots = 8 * c.P, n = 1 + (uint32_t)rkv_rng_below(&rng, nslots);
-        uint32_t *slots = malloc(4 * nslots);
-        cr_assert(slots);
-        for (uint32_t i = 0; i < nslots; i++)
-            slots[i] = blocks[i / c.P] * c.P + i % c.P;
-        for (uint32_t i = nslots; i > 1; i--) {
-            uint32_t j = (uint32_t)rkv_rng_below(&rng, i), t = slots[i - 1];
-            slots[i - 1] = slots[j];
-            slots[j] = t;
-        }
-        size_t row = (size_t)c.Hkv * c.D * f.es;
-        void *k = malloc(n * row), *v = malloc(n * row);
-        cr_assert(k && v);
-        fill_random(&rng, c.dt, k, n * row / f.es);
-        fill_random(&rng, c.dt, v, n * row / f.es);
-        size_t total = rkv_pool_bytes_per_block(f.pool) * c.nblocks;
-        void *kb0, *vb0;
-        OK(rkv_pool_layer_kv(f.pool, 0, &kb0, &vb0));
-        char *before = malloc(total);
-        cr_assert(before);
-        memcpy(before, kb0, total);
-        uint32_t layer = (uint32_t)rkv_rng_below(&rng, 3);
-        OK(rkv_attn_append(f.attn, layer, n, slots, k, v));
-        void *kb, *vb;
-        OK(rkv_pool_layer_kv(f.pool, layer, &kb, &vb));
-        char *expect = malloc(total);
-        cr_assert(expect);
-        memcpy(expect, before, total);
-        for (uint32_t i = 0; i < n; i++) {
-            memcpy(expect + ((char *)kb - (char *)kb0) + (size_t)slots[i] * row,
-                   (char *)k + i * row, row);
-            memcpy(expect + ((char *)vb - (char *)kb0) + (size_t)slots[i] * row,
-                   (char *)v + i * row, row);
-        }
-        cr_assert(memcmp(expect, kb0, total) == 0, "append wrote the wrong bytes");
-        /* invalid: duplicate slot, out of range, free block -> nothing moves */
-        uint32_t bad[3] = {slots[0], slots[0], 0};
-        cr_assert_eq(rkv_attn_append(f.attn, layer, 2, bad, k, v), RKV_ERR_INVALID_ARG);
-        bad[1] = c.nblocks * c.P;
-        cr_assert_eq(rkv_attn_append(f.attn, layer, 2, bad, k, v), RKV_ERR_INVALID_ARG);
-        uint32_t fr;
-        OK(rkv_pool_alloc(f.pool, &fr));
-        OK(rkv_pool_unref(f.pool, fr));
-        bad[1] = fr * c.P;
-        cr_assert_eq(rkv_attn_append(f.attn, layer, 2, bad, k, v), RKV_ERR_INVALID_ARG);
-        cr_assert_eq(rkv_attn_append(f.attn, 3, 1, slots, k, v), RKV_ERR_INVALID_ARG);
-        cr_assert(memcmp(expect, kb0, total) == 0, "a refused append changed the pool");
-        OK(rkv_pool_unref_n(f.pool, 8, blocks));
-        free(slots);
-        free(k);
-        free(v);
-        free(before);
-        free(expect);
-        fix_close(&f);
+    fix f = fix_of((cfg){PAGES[rkv_rng_below(rng, 4)], 2, 1, 64, 3, 12, dt}, rng);
+    uint32_t blocks[8];
+    OK(rkv_pool_alloc_n(f.pool, 8, blocks));
+    const uint32_t nslots = 8 * f.c.P, n = 1 + (uint32_t)rkv_rng_below(rng, nslots);
+    uint32_t *slots = malloc(4 * nslots);
+    cr_assert(slots);
+    for (uint32_t i = 0; i < nslots; i++)
+        slots[i] = blocks[i / f.c.P] * f.c.P + i % f.c.P;
+    for (uint32_t i = nslots; i > 1; i--) {
+        uint32_t j = (uint32_t)rkv_rng_below(rng, i), t = slots[i - 1];
+        slots[i - 1] = slots[j];
+        slots[j] = t;
     }
+    size_t row = (size_t)f.c.Hkv * f.c.D * f.es;
+    void *k = malloc(n * row), *v = malloc(n * row);
+    cr_assert(k && v);
+    tu_fill_random(rng, f.c.dt, k, n * row / f.es);
+    tu_fill_random(rng, f.c.dt, v, n * row / f.es);
+    size_t total;
+    void *kb0;
+    char *before = k0_snapshot(&f, &kb0, &total);
+    uint32_t layer = (uint32_t)rkv_rng_below(rng, 3);
+    OK(rkv_attn_append(f.attn, layer, n, slots, k, v));
+    void *kb, *vb;
+    OK(rkv_pool_layer_kv(f.pool, layer, &kb, &vb));
+    char *expect = malloc(total);
+    cr_assert(expect);
+    memcpy(expect, before, total);
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(expect + ((char *)kb - (char *)kb0) + (size_t)slots[i] * row,
+               (char *)k + i * row, row);
+        memcpy(expect + ((char *)vb - (char *)kb0) + (size_t)slots[i] * row,
+               (char *)v + i * row, row);
+    }
+    cr_assert(memcmp(expect, kb0, total) == 0, "append wrote the wrong bytes");
+    /* invalid: duplicate slot, out of range, free block -> nothing moves */
+    uint32_t bad[3] = {slots[0], slots[0], 0};
+    cr_assert_eq(rkv_attn_append(f.attn, layer, 2, bad, k, v), RKV_ERR_INVALID_ARG);
+    bad[1] = f.c.nblocks * f.c.P;
+    cr_assert_eq(rkv_attn_append(f.attn, layer, 2, bad, k, v), RKV_ERR_INVALID_ARG);
+    uint32_t fr;
+    OK(rkv_pool_alloc(f.pool, &fr));
+    OK(rkv_pool_unref(f.pool, fr));
+    bad[1] = fr * f.c.P;
+    cr_assert_eq(rkv_attn_append(f.attn, layer, 2, bad, k, v), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_attn_append(f.attn, 3, 1, slots, k, v), RKV_ERR_INVALID_ARG);
+    cr_assert(memcmp(expect, kb0, total) == 0, "a refused append changed the pool");
+    OK(rkv_pool_unref_n(f.pool, 8, blocks));
+    free(slots);
+    free(k);
+    free(v);
+    free(before);
+    free(expect);
+    fix_close(&f);
 }
 
 /* Every invalid input is refused; outputs and pool stay byte-identical. */
-Test(attention_cpu, invalid_inputs)
+RNG_TEST(invalid_inputs)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.invalid_inputs"));
-    cfg c = {4, 2, 2, 64, 2, 16, RKV_DTYPE_F16};
-    fix f;
-    fix_open(&f, &c, &rng);
+    fix f = fix_of((cfg){4, 2, 2, 64, 2, 16, RKV_DTYPE_F16}, rng);
     uint32_t blk[4];
     OK(rkv_pool_alloc_n(f.pool, 4, blk));
     uint32_t fr;
     OK(rkv_pool_alloc(f.pool, &fr));
     OK(rkv_pool_unref(f.pool, fr));
-    size_t total = rkv_pool_bytes_per_block(f.pool) * c.nblocks;
-    void *kb0, *vb0;
-    OK(rkv_pool_layer_kv(f.pool, 0, &kb0, &vb0));
-    char *snap = malloc(total);
-    cr_assert(snap);
-    memcpy(snap, kb0, total);
+    size_t total;
+    void *kb0;
+    char *snap = k0_snapshot(&f, &kb0, &total);
     const uint32_t Hq = 4, rows = 3;
     size_t ob = (size_t)rows * Hq * 64 * 2;
     void *q = malloc(ob), *out = poisoned(ob);
     float lse[12];
     memset(lse, 0xff, sizeof lse);
     cr_assert(q);
-    fill_random(&rng, c.dt, q, ob / 2);
+    tu_fill_random(rng, f.c.dt, q, ob / 2);
     uint32_t indptr[3] = {0, 2, 4}, idx[4] = {blk[0], blk[1], blk[2], blk[3]};
     uint32_t last[2] = {4, 1}, qo[3] = {0, 2, 3};
     rkv_attn_params p = {0, Hq, 0.0f, 0, 0};
@@ -578,7 +568,7 @@ Test(attention_cpu, invalid_inputs)
     void *out2 = poisoned(ob);
     OK(rkv_attn_prefill(f.attn, &p, qo, &t, q, out2, NULL));
     free(out2);
-    idx[1] = c.nblocks;
+    idx[1] = f.c.nblocks;
     REFUSED(rkv_attn_decode(f.attn, &p, &t, q, out, lse));
     idx[1] = fr;
     REFUSED(rkv_attn_prefill(f.attn, &p, qo, &t, q, out, lse));
@@ -653,76 +643,68 @@ Test(attention_cpu, check_null_is_invalid_arg)
     cr_assert_eq(rkv_sched_check(NULL), RKV_ERR_INVALID_ARG);
 }
 
-Test(attention_cpu, block_copy)
+DTYPE_TEST(block_copy)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.block_copy"));
-    for (size_t ti = 0; ti < 3; ti++) {
-        cfg c = {PAGES[rkv_rng_below(&rng, 5)], 2, 1, 64, 3, 10, DTS[ti]};
-        fix f;
-        fix_open(&f, &c, &rng);
-        uint32_t b[8];
-        OK(rkv_pool_alloc_n(f.pool, 8, b));
-        size_t bpb = rkv_pool_bytes_per_block(f.pool);
-        /* host copies of blocks b[0..3], then copy b[0..3] -> b[4..7] */
-        char *h = malloc(4 * bpb), *h2 = malloc(4 * bpb);
-        cr_assert(h && h2);
-        OK(rkv_pool_copy_to_host(f.pool, 4, b, h));
-        OK(rkv_pool_copy_blocks(f.pool, 4, b, b + 4));
-        OK(rkv_pool_copy_to_host(f.pool, 4, b + 4, h2));
-        cr_assert(memcmp(h, h2, 4 * bpb) == 0);
-        /* the layout of a host block: K[l], V[l] pages in order */
-        size_t seg = (size_t)c.P * c.Hkv * c.D * f.es;
-        for (uint32_t l = 0; l < c.layers; l++) {
-            void *k, *v;
-            OK(rkv_pool_layer_kv(f.pool, l, &k, &v));
-            cr_assert(memcmp(h + (2 * l) * seg, (char *)k + b[0] * seg, seg) == 0);
-            cr_assert(memcmp(h + (2 * l + 1) * seg, (char *)v + b[0] * seg, seg) == 0);
-        }
-        /* from_host round trip into other blocks */
-        fill_random(&rng, c.dt, h2, 4 * bpb / f.es);
-        OK(rkv_pool_copy_from_host(f.pool, 4, b + 4, h2));
-        OK(rkv_pool_copy_to_host(f.pool, 4, b + 4, h));
-        cr_assert(memcmp(h, h2, 4 * bpb) == 0);
-        /* refusals leave everything as it was */
-        void *k0, *v0;
-        OK(rkv_pool_layer_kv(f.pool, 0, &k0, &v0));
-        size_t total = bpb * c.nblocks;
-        char *snap = malloc(total);
-        cr_assert(snap);
-        memcpy(snap, k0, total);
-        uint32_t fr;
-        OK(rkv_pool_alloc(f.pool, &fr));
-        OK(rkv_pool_unref(f.pool, fr));
-        uint32_t s2[2] = {b[0], b[1]}, d2[2] = {b[2], b[2]};
-        cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
-        d2[0] = b[1];
-        d2[1] = b[3];
-        cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
-        d2[0] = fr;
-        cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
-        d2[0] = c.nblocks;
-        cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
-        uint32_t dup[2] = {b[5], b[5]};
-        cr_assert_eq(rkv_pool_copy_from_host(f.pool, 2, dup, h), RKV_ERR_INVALID_ARG);
-        uint32_t fb[2] = {b[5], fr};
-        cr_assert_eq(rkv_pool_copy_from_host(f.pool, 2, fb, h), RKV_ERR_INVALID_ARG);
-        cr_assert_eq(rkv_pool_copy_to_host(f.pool, 2, fb, h), RKV_ERR_INVALID_ARG);
-        cr_assert(memcmp(snap, k0, total) == 0, "a refused copy changed the pool");
-        OK(rkv_pool_unref_n(f.pool, 8, b));
-        free(h);
-        free(h2);
-        free(snap);
-        fix_close(&f);
+    fix f = fix_of((cfg){PAGES[rkv_rng_below(rng, 5)], 2, 1, 64, 3, 10, dt}, rng);
+    uint32_t b[8];
+    OK(rkv_pool_alloc_n(f.pool, 8, b));
+    size_t bpb = rkv_pool_bytes_per_block(f.pool);
+    /* host copies of blocks b[0..3], then copy b[0..3] -> b[4..7] */
+    char *h = malloc(4 * bpb), *h2 = malloc(4 * bpb);
+    cr_assert(h && h2);
+    OK(rkv_pool_copy_to_host(f.pool, 4, b, h));
+    OK(rkv_pool_copy_blocks(f.pool, 4, b, b + 4));
+    OK(rkv_pool_copy_to_host(f.pool, 4, b + 4, h2));
+    cr_assert(memcmp(h, h2, 4 * bpb) == 0);
+    /* the layout of a host block: K[l], V[l] pages in order */
+    size_t seg = (size_t)f.c.P * f.c.Hkv * f.c.D * f.es;
+    for (uint32_t l = 0; l < f.c.layers; l++) {
+        void *k, *v;
+        OK(rkv_pool_layer_kv(f.pool, l, &k, &v));
+        cr_assert(memcmp(h + (2 * l) * seg, (char *)k + b[0] * seg, seg) == 0);
+        cr_assert(memcmp(h + (2 * l + 1) * seg, (char *)v + b[0] * seg, seg) == 0);
     }
+    /* from_host round trip into other blocks */
+    tu_fill_random(rng, f.c.dt, h2, 4 * bpb / f.es);
+    OK(rkv_pool_copy_from_host(f.pool, 4, b + 4, h2));
+    OK(rkv_pool_copy_to_host(f.pool, 4, b + 4, h));
+    cr_assert(memcmp(h, h2, 4 * bpb) == 0);
+    /* refusals leave everything as it was */
+    void *k0, *v0;
+    OK(rkv_pool_layer_kv(f.pool, 0, &k0, &v0));
+    size_t total = bpb * f.c.nblocks;
+    char *snap = malloc(total);
+    cr_assert(snap);
+    memcpy(snap, k0, total);
+    uint32_t fr;
+    OK(rkv_pool_alloc(f.pool, &fr));
+    OK(rkv_pool_unref(f.pool, fr));
+    uint32_t s2[2] = {b[0], b[1]}, d2[2] = {b[2], b[2]};
+    cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
+    d2[0] = b[1];
+    d2[1] = b[3];
+    cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
+    d2[0] = fr;
+    cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
+    d2[0] = f.c.nblocks;
+    cr_assert_eq(rkv_pool_copy_blocks(f.pool, 2, s2, d2), RKV_ERR_INVALID_ARG);
+    uint32_t dup[2] = {b[5], b[5]};
+    cr_assert_eq(rkv_pool_copy_from_host(f.pool, 2, dup, h), RKV_ERR_INVALID_ARG);
+    uint32_t fb[2] = {b[5], fr};
+    cr_assert_eq(rkv_pool_copy_from_host(f.pool, 2, fb, h), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_pool_copy_to_host(f.pool, 2, fb, h), RKV_ERR_INVALID_ARG);
+    cr_assert(memcmp(snap, k0, total) == 0, "a refused copy changed the pool");
+    OK(rkv_pool_unref_n(f.pool, 8, b));
+    free(h);
+    free(h2);
+    free(snap);
+    fix_close(&f);
 }
 
 /* fp16 against the compiler's _Float16 (an independent RNE conversion),
  * bf16 against a nearest-even search done in double. */
-Test(attention_cpu, dtype_conversions)
+RNG_TEST(dtype_conversions)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.dtype_conversions"));
     for (uint32_t h = 0; h < 65536; h++) {
         float x = rkv_f16_to_f32((uint16_t)h);
         _Float16 hf;
@@ -739,9 +721,9 @@ Test(attention_cpu, dtype_conversions)
                      rkv_bf16_to_f32((uint16_t)h));
     }
     for (int i = 0; i < 2000000; i++) {
-        uint32_t u = (uint32_t)rkv_rng_next(&rng);
+        uint32_t u = (uint32_t)rkv_rng_next(rng);
         if (i % 4 == 0) /* concentrate on the f16 range, ties included */
-            u = (u & 0x8000ffffu) | ((uint32_t)(100 + rkv_rng_below(&rng, 50)) << 23);
+            u = (u & 0x8000ffffu) | ((uint32_t)(100 + rkv_rng_below(rng, 50)) << 23);
         if (i % 8 == 1)
             u = (u & 0xffff0000u) | 0x8000u; /* bf16 tie */
         if (i % 8 == 3)
@@ -778,17 +760,13 @@ Test(attention_cpu, dtype_conversions)
 /* Plan once, run per layer on a host pool: the same bytes as the one-shot
  * calls for every layer, from the plan's own copy of the table (the
  * caller's is clobbered after planning); misuse is rejected. */
-Test(attention_cpu, plan_once_run_per_layer)
+RNG_TEST(plan_once_run_per_layer)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_cpu.plan_once_run_per_layer"));
     cfg c = {16, 2, 3, 64, 3, 96, RKV_DTYPE_F16};
-    fix f, g;
-    fix_open(&f, &c, &rng);
-    fix_open(&g, &c, &rng);
+    fix f = fix_of(c, rng), g = fix_of(c, rng);
     for (int prefill = 0; prefill < 2; prefill++) {
         batch b;
-        batch_make(&f, &rng, 4, 4, prefill ? 6 : 1, &b);
+        batch_make(&f, rng, 4, 4, prefill ? 6 : 1, &b);
         const uint32_t Hq = c.Hkv * c.G, rows = prefill ? b.rows : b.n;
         const size_t nv = (size_t)rows * Hq, ob = nv * c.D * f.es;
         rkv_paged_kv t = table_of(&b);
@@ -813,7 +791,7 @@ Test(attention_cpu, plan_once_run_per_layer)
                      RKV_ERR_INVALID_ARG);
         cr_assert_eq(rkv_attn_run(f.attn, pl, 0, -1.0f, q, o1, l1), RKV_ERR_INVALID_ARG);
         for (uint32_t layer = 0; layer < c.layers; layer++) {
-            fill_random(&rng, c.dt, q, nv * c.D);
+            tu_fill_random(rng, c.dt, q, nv * c.D);
             const float scale = 0.1f * (float)(layer + 1);
             OK(rkv_attn_run(f.attn, pl, layer, scale, q, o1, l1));
             memcpy(b.idx, idx_keep, 4 * (size_t)b.kvp[b.n]);

@@ -25,11 +25,14 @@
 
 #include "attention/attn_internal.h"
 #include "radixkv.h"
+#include "tests/support/dtype_buf.h"
 #include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
 #ifdef RKV_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "tests/support/cuda_buf.h"
 #endif
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -38,50 +41,11 @@
 /* Skips the calling test unless a CUDA pool can be created. */
 static void need_gpu(void)
 {
-    rkv_pool *p = NULL;
-    rkv_status s = tu_cuda_pool(1, 64, &p);
-    if (s == RKV_ERR_NO_DEVICE)
-        cr_skip_test(SKIP_MSG);
-    cr_assert_eq(s, RKV_OK, "CUDA pool: %s", rkv_last_error());
-    rkv_pool_destroy(p);
+    rkv_pool_config pc = tu_kv_config(1, 0, 1, 1, 64, RKV_DEVICE_CUDA);
+    tu_need_device_pool(&pc, SKIP_MSG);
 }
 
 #ifdef RKV_HAVE_CUDA
-
-static float ld(rkv_dtype dt, const void *p, size_t i)
-{
-    if (dt == RKV_DTYPE_F32)
-        return ((const float *)p)[i];
-    uint16_t h = ((const uint16_t *)p)[i];
-    return dt == RKV_DTYPE_F16 ? rkv_f16_to_f32(h) : rkv_bf16_to_f32(h);
-}
-
-static void fill_random(rkv_rng *rng, rkv_dtype dt, void *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float x = (float)(rkv_rng_unit(rng) * 2.0 - 1.0);
-        if (dt == RKV_DTYPE_F32)
-            ((float *)p)[i] = x;
-        else
-            ((uint16_t *)p)[i] = dt == RKV_DTYPE_F16 ? rkv_f32_to_f16(x) : rkv_f32_to_bf16(x);
-    }
-}
-
-static void *dev_copy(const void *h, size_t bytes)
-{
-    void *d = NULL;
-    cr_assert_eq(cudaMalloc(&d, bytes ? bytes : 1), cudaSuccess);
-    if (h != NULL)
-        cr_assert_eq(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-    else
-        cr_assert_eq(cudaMemset(d, 0xff, bytes), cudaSuccess); /* poison */
-    return d;
-}
-
-static void host_of(void *h, const void *d, size_t bytes)
-{
-    cr_assert_eq(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-}
 
 typedef struct pair {
     rkv_pool *hp, *dp;
@@ -102,7 +66,7 @@ static void pair_open(pair *pr, rkv_rng *rng, uint32_t P, uint32_t Hkv, uint32_t
     pr->cfg.num_kv_heads = Hkv;
     pr->cfg.head_dim = D;
     pr->cfg.dtype = dt;
-    pr->es = dt == RKV_DTYPE_F32 ? 4 : 2;
+    pr->es = tu_dtype_size(dt);
     OK(rkv_pool_create(&pr->cfg, &pr->hp));
     rkv_pool_config dc = pr->cfg;
     dc.device = RKV_DEVICE_CUDA;
@@ -117,8 +81,8 @@ static void pair_open(pair *pr, rkv_rng *rng, uint32_t P, uint32_t Hkv, uint32_t
         void *k, *v;
         OK(rkv_pool_layer_kv(pr->hp, l, &k, &v));
         size_t n = (size_t)nblocks * P * Hkv * D;
-        fill_random(rng, dt, k, n);
-        fill_random(rng, dt, v, n);
+        tu_fill_random(rng, dt, k, n);
+        tu_fill_random(rng, dt, v, n);
     }
     size_t bpb = rkv_pool_bytes_per_block(pr->hp);
     void *buf = malloc(bpb * nblocks);
@@ -148,9 +112,9 @@ static void compare(rkv_dtype dt, uint32_t D, size_t nvec, const void *got, cons
     for (size_t i = 0; i < nvec; i++) {
         double mx = 1e-30;
         for (uint32_t d = 0; d < D; d++)
-            mx = fmax(mx, fabs(ld(dt, want, i * D + d)));
+            mx = fmax(mx, fabs(tu_ld(dt, want, i * D + d)));
         for (uint32_t d = 0; d < D; d++) {
-            double g = ld(dt, got, i * D + d), w = ld(dt, want, i * D + d);
+            double g = tu_ld(dt, got, i * D + d), w = tu_ld(dt, want, i * D + d);
             cr_assert(fabs(g - w) <= tol * mx, "%s: vec %zu dim %u: gpu %g cpu %g", what, i,
                       d, g, w);
         }
@@ -158,6 +122,28 @@ static void compare(rkv_dtype dt, uint32_t D, size_t nvec, const void *got, cons
             cr_assert(fabs(gl[i] - wl[i]) <= 1e-3 * (1 + fabs(wl[i])),
                       "%s: lse %zu: gpu %g cpu %g", what, i, gl[i], wl[i]);
     }
+}
+
+/* Merges ns states (values va/vb of vbytes each, lse la/lb) on the host
+ * pool's handle into oh/lh and on the CUDA one into og/lg (copied back). */
+static void merge_both(pair *pr, uint32_t ns, const void *va, const float *la, const void *vb,
+                       const float *lb, size_t vbytes, void *oh, float *lh, void *og, float *lg)
+{
+    void *dva = tu_dev_copy(va, vbytes), *dvb = tu_dev_copy(vb, vbytes);
+    void *dvo = tu_dev_copy(NULL, vbytes);
+    float *dla = tu_dev_copy(la, 4 * (size_t)ns), *dlb = tu_dev_copy(lb, 4 * (size_t)ns);
+    float *dlo = tu_dev_copy(NULL, 4 * (size_t)ns);
+    OK(rkv_attn_merge(pr->ha, ns, va, la, vb, lb, oh, lh));
+    OK(rkv_attn_merge(pr->da, ns, dva, dla, dvb, dlb, dvo, dlo));
+    OK(rkv_attn_sync(pr->da));
+    tu_host_of(og, dvo, vbytes);
+    tu_host_of(lg, dlo, 4 * (size_t)ns);
+    cudaFree(dva);
+    cudaFree(dvb);
+    cudaFree(dvo);
+    cudaFree(dla);
+    cudaFree(dlb);
+    cudaFree(dlo);
 }
 
 typedef enum { OP_DECODE, OP_PREFILL, OP_CASCADE } op_kind;
@@ -207,9 +193,9 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     void *q = malloc(ob), *oh = malloc(ob), *og = malloc(ob);
     float *lh = malloc(4 * (size_t)rows * Hq), *lg = malloc(4 * (size_t)rows * Hq);
     cr_assert(q && oh && og && lh && lg);
-    fill_random(rng, dt, q, qn);
-    void *dq = dev_copy(q, ob), *dout = dev_copy(NULL, ob);
-    float *dl = dev_copy(NULL, 4 * (size_t)rows * Hq);
+    tu_fill_random(rng, dt, q, qn);
+    void *dq = tu_dev_copy(q, ob), *dout = tu_dev_copy(NULL, ob);
+    float *dl = tu_dev_copy(NULL, 4 * (size_t)rows * Hq);
     /* a random softmax scale (log-uniform in [1/64, 1]) in three cases of
      * four, the default 1/sqrt(D) in the fourth: a kernel that ignores or
      * misapplies the scale fails the sweep, not one test */
@@ -229,8 +215,8 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
         OK(rkv_attn_cascade(pr.da, &p, nshared, shared, qo, &t, dq, dout, dl));
     }
     OK(rkv_attn_sync(pr.da));
-    host_of(og, dout, ob);
-    host_of(lg, dl, 4 * (size_t)rows * Hq);
+    tu_host_of(og, dout, ob);
+    tu_host_of(lg, dl, 4 * (size_t)rows * Hq);
     cr_log_info("%s P=%u G=%u D=%u dt=%d rows=%u scale=%g", what, P, G, D, (int)dt, rows,
                 (double)scale);
     compare(dt, D, (size_t)rows * Hq, og, oh, lg, lh, what);
@@ -260,10 +246,8 @@ static const uint32_t GQA[] = {1, 3, 4, 8};
  * value of each parameter still runs, with shorter contexts; with
  * RKV_TEST_QUICK=1 (the sanitizer leg) a quarter of those. The long
  * contexts keep several KV splits in every mode. */
-static void sweep(const char *name, op_kind op)
+static void sweep(rkv_rng *rng, op_kind op)
 {
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed(name));
 #ifdef RKV_CUDASIM
     const char *quick = getenv("RKV_TEST_QUICK");
     const int reduced = 1;
@@ -281,56 +265,31 @@ static void sweep(const char *name, op_kind op)
                 for (uint32_t D = 64; D <= 128; D += 64) {
                     if (reduced && (ti != (pi + gi + D / 64) % 3 || n++ % every != 0))
                         continue;
-                    run_case(&rng, PAGES[pi], GQA[gi], D, DTS[ti], op, ctx);
+                    run_case(rng, PAGES[pi], GQA[gi], D, DTS[ti], op, ctx);
                 }
     /* long contexts exercise the split-KV path */
     for (size_t ti = 0; ti < 3; ti++)
-        run_case(&rng, 16, 4, 128, DTS[ti], op, long_ctx);
-}
-#endif
-
-Test(attention_gpu, decode)
-{
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    sweep("attention_gpu.decode", OP_DECODE);
-#endif
+        run_case(rng, 16, 4, 128, DTS[ti], op, long_ctx);
 }
 
-Test(attention_gpu, prefill)
-{
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    sweep("attention_gpu.prefill", OP_PREFILL);
-#endif
-}
+static void gpu_decode(rkv_rng *rng) { sweep(rng, OP_DECODE); }
 
-Test(attention_gpu, cascade)
-{
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    sweep("attention_gpu.cascade", OP_CASCADE);
-#endif
-}
+static void gpu_prefill(rkv_rng *rng) { sweep(rng, OP_PREFILL); }
+
+static void gpu_cascade(rkv_rng *rng) { sweep(rng, OP_CASCADE); }
 
 /* GQA group sizes the sweep does not draw: 7 (odd, under 8 heads per
  * warp pair), 16 (the most one block serves) and 20 (two blocks per kv
  * head, the second with 4 heads). */
-Test(attention_gpu, gqa_groups_up_to_and_past_16)
+static void gpu_gqa_groups_up_to_and_past_16(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.gqa_groups_up_to_and_past_16"));
     const uint32_t gs[3] = {7, 16, 20};
     for (size_t i = 0; i < 3; i++) {
-        run_case(&rng, 16, gs[i], i == 1 ? 64 : 128, DTS[i], OP_DECODE, 300);
-        run_case(&rng, 16, gs[i], 128, DTS[(i + 1) % 3], OP_PREFILL, 100);
+        run_case(rng, 16, gs[i], i == 1 ? 64 : 128, DTS[i], OP_DECODE, 300);
+        run_case(rng, 16, gs[i], 128, DTS[(i + 1) % 3], OP_PREFILL, 100);
     }
-#endif
 }
 
-#ifdef RKV_HAVE_CUDA
 /* Plan once, run per layer: the same bytes as rkv_attn_decode /
  * rkv_attn_prefill on the CUDA pool (the run launches the same kernels),
  * CPU and CUDA runs within the sweep's bounds; in the simulator, a run
@@ -362,7 +321,7 @@ static void plan_case(rkv_rng *rng, uint32_t G, rkv_dtype dt, int prefill)
     cr_assert_eq(hbytes, 0);
     OK(rkv_attn_plan_workspace_size(pr.da, Hq, qop, &t, &dbytes));
     cr_assert(dbytes > 0);
-    void *ws = dev_copy(NULL, dbytes);
+    void *ws = tu_dev_copy(NULL, dbytes);
     rkv_attn_plan *hp = NULL, *dp = NULL;
     cr_assert_eq(rkv_attn_plan_create(pr.da, Hq, qop, &t, ws, dbytes - 1, &dp),
                  RKV_ERR_INVALID_ARG);
@@ -377,13 +336,13 @@ static void plan_case(rkv_rng *rng, uint32_t G, rkv_dtype dt, int prefill)
     void *q = malloc(ob), *oh = malloc(ob), *og = malloc(ob), *o1 = malloc(ob);
     float *lh = malloc(4 * nv), *lg = malloc(4 * nv), *l1 = malloc(4 * nv);
     cr_assert(q && oh && og && o1 && lh && lg && l1);
-    void *dq = dev_copy(NULL, ob), *dout = dev_copy(NULL, ob), *dout1 = dev_copy(NULL, ob);
-    float *dl = dev_copy(NULL, 4 * nv), *dl1 = dev_copy(NULL, 4 * nv);
+    void *dq = tu_dev_copy(NULL, ob), *dout = tu_dev_copy(NULL, ob), *dout1 = tu_dev_copy(NULL, ob);
+    float *dl = tu_dev_copy(NULL, 4 * nv), *dl1 = tu_dev_copy(NULL, 4 * nv);
     cr_assert_eq(rkv_attn_run(pr.ha, dp, 0, 0.0f, q, oh, lh), RKV_ERR_INVALID_ARG);
     cr_assert_eq(rkv_attn_run(pr.da, dp, 2, 0.0f, dq, dout, dl), RKV_ERR_INVALID_ARG);
     rkv_paged_kv tk = {nreq, kvp_keep, idx_keep, last};
     for (uint32_t layer = 0; layer < 2; layer++) {
-        fill_random(rng, dt, q, nv * D);
+        tu_fill_random(rng, dt, q, nv * D);
         cr_assert_eq(cudaMemcpy(dq, q, ob, cudaMemcpyHostToDevice), cudaSuccess);
         const float scale = 0.05f + 0.1f * (float)layer;
         OK(rkv_attn_run(pr.ha, hp, layer, scale, q, oh, lh));
@@ -407,10 +366,10 @@ static void plan_case(rkv_rng *rng, uint32_t G, rkv_dtype dt, int prefill)
         else
             OK(rkv_attn_decode(pr.da, &p, &tk, dq, dout1, dl1));
         OK(rkv_attn_sync(pr.da));
-        host_of(og, dout, ob);
-        host_of(lg, dl, 4 * nv);
-        host_of(o1, dout1, ob);
-        host_of(l1, dl1, 4 * nv);
+        tu_host_of(og, dout, ob);
+        tu_host_of(lg, dl, 4 * nv);
+        tu_host_of(o1, dout1, ob);
+        tu_host_of(l1, dl1, 4 * nv);
         cr_assert(memcmp(og, o1, ob) == 0, "plan/run and the one-shot call differ");
         cr_assert(memcmp(lg, l1, 4 * nv) == 0, "plan/run and the one-shot lse differ");
         compare(dt, D, nv, og, oh, lg, lh, "plan/run");
@@ -433,47 +392,32 @@ static void plan_case(rkv_rng *rng, uint32_t G, rkv_dtype dt, int prefill)
     free(l1);
     pair_close(&pr);
 }
-#endif
 
-Test(attention_gpu, plan_once_run_per_layer)
+static void gpu_plan_once_run_per_layer(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.plan_once_run_per_layer"));
     for (size_t ti = 0; ti < 3; ti++) {
-        plan_case(&rng, ti == 0 ? 1 : 4, DTS[ti], 0);
-        plan_case(&rng, ti == 2 ? 1 : 3, DTS[ti], 1);
+        plan_case(rng, ti == 0 ? 1 : 4, DTS[ti], 0);
+        plan_case(rng, ti == 2 ? 1 : 3, DTS[ti], 1);
     }
-#endif
 }
 
 /* Long prompts: many 64-row tiles per request on the tensor-core prefill
  * (f16/bf16), partial last tiles, GQA groups packed into a tile's rows. */
-Test(attention_gpu, prefill_long_prompts)
+static void gpu_prefill_long_prompts(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.prefill_long_prompts"));
     case_qmax = 150;
-    run_case(&rng, 16, 1, 128, RKV_DTYPE_F16, OP_PREFILL, 60);
-    run_case(&rng, 64, 3, 64, RKV_DTYPE_BF16, OP_PREFILL, 100);
-    run_case(&rng, 1, 4, 64, RKV_DTYPE_F16, OP_PREFILL, 30);
+    run_case(rng, 16, 1, 128, RKV_DTYPE_F16, OP_PREFILL, 60);
+    run_case(rng, 64, 3, 64, RKV_DTYPE_BF16, OP_PREFILL, 100);
+    run_case(rng, 1, 4, 64, RKV_DTYPE_F16, OP_PREFILL, 30);
     case_qmax = 0;
-#endif
 }
 
-Test(attention_gpu, append_merge_copy)
+static void gpu_append_merge_copy(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.append_merge_copy"));
     for (size_t ti = 0; ti < 3; ti++) {
         rkv_dtype dt = DTS[ti];
         pair pr;
-        pair_open(&pr, &rng, 16, 2, 128, dt, 8);
+        pair_open(&pr, rng, 16, 2, 128, dt, 8);
         const size_t row = 2 * 128 * pr.es, bpb = rkv_pool_bytes_per_block(pr.hp);
         /* append the same tokens to both pools, then compare all KV bytes */
         uint32_t n = 40, slots[40];
@@ -481,9 +425,9 @@ Test(attention_gpu, append_merge_copy)
             slots[i] = (uint32_t)(i * 3 % 128);
         void *k = malloc(n * row), *v = malloc(n * row);
         cr_assert(k && v);
-        fill_random(&rng, dt, k, n * row / pr.es);
-        fill_random(&rng, dt, v, n * row / pr.es);
-        void *dk = dev_copy(k, n * row), *dv = dev_copy(v, n * row);
+        tu_fill_random(rng, dt, k, n * row / pr.es);
+        tu_fill_random(rng, dt, v, n * row / pr.es);
+        void *dk = tu_dev_copy(k, n * row), *dv = tu_dev_copy(v, n * row);
         OK(rkv_attn_append(pr.ha, 1, n, slots, k, v));
         OK(rkv_attn_append(pr.da, 1, n, slots, dk, dv));
         OK(rkv_attn_sync(pr.da));
@@ -506,33 +450,20 @@ Test(attention_gpu, append_merge_copy)
         void *va = malloc(vb), *vbb = malloc(vb), *oh = malloc(vb), *og = malloc(vb);
         float la[30], lb[30], lh[30], lg[30];
         cr_assert(va && vbb && oh && og);
-        fill_random(&rng, dt, va, vb / pr.es);
-        fill_random(&rng, dt, vbb, vb / pr.es);
+        tu_fill_random(rng, dt, va, vb / pr.es);
+        tu_fill_random(rng, dt, vbb, vb / pr.es);
         for (uint32_t i = 0; i < ns; i++) {
-            la[i] = (float)(rkv_rng_unit(&rng) * 10 - 5);
-            lb[i] = (float)(rkv_rng_unit(&rng) * 10 - 5);
+            la[i] = (float)(rkv_rng_unit(rng) * 10 - 5);
+            lb[i] = (float)(rkv_rng_unit(rng) * 10 - 5);
         }
         la[2] = -INFINITY;
         la[4] = lb[4] = -INFINITY;
-        void *dva = dev_copy(va, vb), *dvb = dev_copy(vbb, vb), *dvo = dev_copy(NULL, vb);
-        float *dla = dev_copy(la, sizeof la), *dlb = dev_copy(lb, sizeof lb);
-        float *dlo = dev_copy(NULL, sizeof lg);
-        OK(rkv_attn_merge(pr.ha, ns, va, la, vbb, lb, oh, lh));
-        OK(rkv_attn_merge(pr.da, ns, dva, dla, dvb, dlb, dvo, dlo));
-        OK(rkv_attn_sync(pr.da));
-        host_of(og, dvo, vb);
-        host_of(lg, dlo, sizeof lg);
+        merge_both(&pr, ns, va, la, vbb, lb, vb, oh, lh, og, lg);
         cr_assert(lg[4] == -INFINITY);
         lg[4] = lh[4] = 0; /* compared above */
         compare(dt, 128, ns, og, oh, lg, lh, "merge");
         cudaFree(dk);
         cudaFree(dv);
-        cudaFree(dva);
-        cudaFree(dvb);
-        cudaFree(dvo);
-        cudaFree(dla);
-        cudaFree(dlb);
-        cudaFree(dlo);
         free(k);
         free(v);
         free(bh);
@@ -543,15 +474,11 @@ Test(attention_gpu, append_merge_copy)
         free(og);
         pair_close(&pr);
     }
-#endif
 }
 
-Test(attention_gpu, unsupported_head_dim)
+static void gpu_unsupported_head_dim(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.unsupported_head_dim"));
+    (void)rng; /* no random input */
     rkv_pool_config pc = tu_kv_config(2, 0, 1, 1, 96, RKV_DEVICE_CUDA);
     rkv_pool *p;
     OK(rkv_pool_create(&pc, &p));
@@ -562,13 +489,12 @@ Test(attention_gpu, unsupported_head_dim)
     uint32_t indptr[2] = {0, 1}, last[1] = {3};
     rkv_paged_kv t = {1, indptr, &b, last};
     rkv_attn_params prm = {0, 1, 0.0f, 0, 0};
-    void *dq = dev_copy(NULL, 96 * 2), *dout = dev_copy(NULL, 96 * 2);
+    void *dq = tu_dev_copy(NULL, 96 * 2), *dout = tu_dev_copy(NULL, 96 * 2);
     cr_assert_eq(rkv_attn_decode(a, &prm, &t, dq, dout, NULL), RKV_ERR_UNSUPPORTED);
     cudaFree(dq);
     cudaFree(dout);
     rkv_attn_destroy(a);
     rkv_pool_destroy(p);
-#endif
 }
 
 /* Quantized KV: the device's append writes the same codes and scales as
@@ -578,7 +504,6 @@ Test(attention_gpu, unsupported_head_dim)
  * dequantized K/V to it, as its 16-bit path reads its own elements); block
  * copies carry the scales; a cascade's shared prefix is refused on the
  * device (RKV_ERR_UNSUPPORTED). */
-#ifdef RKV_HAVE_CUDA
 static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
                        uint32_t group)
 {
@@ -608,10 +533,10 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
     const size_t es = act == RKV_DTYPE_F32 ? 4 : 2, nkv = (size_t)NB * P * H * D;
     void *k = malloc(nkv * es), *v = malloc(nkv * es);
     cr_assert(k && v);
-    fill_random(rng, act, k, nkv);
-    fill_random(rng, act, v, nkv);
+    tu_fill_random(rng, act, k, nkv);
+    tu_fill_random(rng, act, v, nkv);
     OK(rkv_attn_append(ha, 1, NB * P, slots, k, v));
-    void *dk = dev_copy(k, nkv * es), *dv = dev_copy(v, nkv * es);
+    void *dk = tu_dev_copy(k, nkv * es), *dv = tu_dev_copy(v, nkv * es);
     OK(rkv_attn_append(da, 1, NB * P, slots, dk, dv));
     OK(rkv_attn_sync(da));
     size_t bpb = rkv_pool_bytes_per_block(hp);
@@ -628,34 +553,34 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
     void *q = malloc(nq * es), *ho = malloc(nq * es), *go = malloc(nq * es);
     float hl[12 * HQ], gl[12 * HQ];
     cr_assert(q && ho && go);
-    fill_random(rng, act, q, nq);
-    void *dq = dev_copy(q, nq * es), *dout = dev_copy(NULL, nq * es);
-    float *dlse = dev_copy(NULL, sizeof gl);
+    tu_fill_random(rng, act, q, nq);
+    void *dq = tu_dev_copy(q, nq * es), *dout = tu_dev_copy(NULL, nq * es);
+    float *dlse = tu_dev_copy(NULL, sizeof gl);
     rkv_attn_params prm = {1, HQ, 0.0f, 0, 0};
     char what[80];
     /* decode */
     OK(rkv_attn_decode(ha, &prm, &t, q, ho, hl));
     OK(rkv_attn_decode(da, &prm, &t, dq, dout, dlse));
-    host_of(go, dout, 3 * HQ * D * es);
-    host_of(gl, dlse, 3 * HQ * sizeof(float));
+    tu_host_of(go, dout, 3 * HQ * D * es);
+    tu_host_of(gl, dlse, 3 * HQ * sizeof(float));
     snprintf(what, sizeof what, "decode dtype %d act %d D %u", (int)kdt, (int)act, D);
     compare(act, D, 3 * HQ, go, ho, gl, hl, what);
     /* prefill, one-shot and planned */
     OK(rkv_attn_prefill(ha, &prm, qo, &t, q, ho, hl));
     OK(rkv_attn_prefill(da, &prm, qo, &t, dq, dout, dlse));
-    host_of(go, dout, nq * es);
-    host_of(gl, dlse, sizeof gl);
+    tu_host_of(go, dout, nq * es);
+    tu_host_of(gl, dlse, sizeof gl);
     snprintf(what, sizeof what, "prefill dtype %d act %d D %u", (int)kdt, (int)act, D);
     compare(act, D, 12 * HQ, go, ho, gl, hl, what);
     size_t wsb = 0;
     OK(rkv_attn_plan_workspace_size(da, HQ, qo, &t, &wsb));
-    void *ws = dev_copy(NULL, wsb);
+    void *ws = tu_dev_copy(NULL, wsb);
     rkv_attn_plan *plan;
     OK(rkv_attn_plan_create(da, HQ, qo, &t, ws, wsb, &plan));
     cr_assert_eq(cudaMemset(dout, 0xff, nq * es), cudaSuccess);
     OK(rkv_attn_run_params(da, plan, &prm, dq, dout, dlse));
-    host_of(go, dout, nq * es);
-    host_of(gl, dlse, sizeof gl);
+    tu_host_of(go, dout, nq * es);
+    tu_host_of(gl, dlse, sizeof gl);
     snprintf(what, sizeof what, "plan/run dtype %d act %d D %u", (int)kdt, (int)act, D);
     compare(act, D, 12 * HQ, go, ho, gl, hl, what);
     /* a window over quantized KV, planned (the plan is the rows kernel's) */
@@ -664,8 +589,8 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
     win.num_sink_tokens = 2;
     OK(rkv_attn_prefill(ha, &win, qo, &t, q, ho, hl));
     OK(rkv_attn_run_params(da, plan, &win, dq, dout, dlse));
-    host_of(go, dout, nq * es);
-    host_of(gl, dlse, sizeof gl);
+    tu_host_of(go, dout, nq * es);
+    tu_host_of(gl, dlse, sizeof gl);
     snprintf(what, sizeof what, "window dtype %d act %d D %u", (int)kdt, (int)act, D);
     compare(act, D, 12 * HQ, go, ho, gl, hl, what);
     rkv_attn_plan_destroy(plan);
@@ -694,30 +619,23 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
     rkv_pool_destroy(hp);
     rkv_pool_destroy(dp);
 }
-#endif
 
-Test(attention_gpu, quantized_kv_matches_the_cpu_reference)
+static void gpu_quantized_kv_matches_the_cpu_reference(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.quantized_kv"));
     static const rkv_dtype Q[4] = {RKV_DTYPE_FP8_E4M3, RKV_DTYPE_FP8_E5M2, RKV_DTYPE_INT8,
                                    RKV_DTYPE_INT4};
     for (int i = 0; i < 4; i++) {
-        quant_case(&rng, Q[i], RKV_DTYPE_BF16, 64, 32);
-        quant_case(&rng, Q[i], RKV_DTYPE_F32, 128, 16);
+        quant_case(rng, Q[i], RKV_DTYPE_BF16, 64, 32);
+        quant_case(rng, Q[i], RKV_DTYPE_F32, 128, 16);
     }
-    quant_case(&rng, RKV_DTYPE_INT8, RKV_DTYPE_F16, 128, 32);
-    quant_case(&rng, RKV_DTYPE_INT4, RKV_DTYPE_BF16, 64, 2);
-    quant_case(&rng, RKV_DTYPE_INT4, RKV_DTYPE_F16, 128, 128);
-#endif
+    quant_case(rng, RKV_DTYPE_INT8, RKV_DTYPE_F16, 128, 32);
+    quant_case(rng, RKV_DTYPE_INT4, RKV_DTYPE_BF16, 64, 2);
+    quant_case(rng, RKV_DTYPE_INT4, RKV_DTYPE_F16, 128, 128);
 }
 
 /* Sliding windows with sinks on the device (decode, prefill, decode
  * plans) against the CPU reference; a window over a tensor-core prefill
  * plan or a shared prefix is refused. */
-#ifdef RKV_HAVE_CUDA
 static void window_case(rkv_rng *rng, rkv_dtype dt, uint32_t W, uint32_t S)
 {
     enum { H = 2, G = 3, HQ = H * G, NB = 16, D = 64 };
@@ -733,38 +651,38 @@ static void window_case(rkv_rng *rng, rkv_dtype dt, uint32_t W, uint32_t S)
     void *q = malloc(nq * pr.es), *ho = malloc(nq * pr.es), *go = malloc(nq * pr.es);
     float hl[16 * HQ], gl[16 * HQ];
     cr_assert(q && ho && go);
-    fill_random(rng, dt, q, nq);
-    void *dq = dev_copy(q, nq * pr.es), *dout = dev_copy(NULL, nq * pr.es);
-    float *dlse = dev_copy(NULL, sizeof gl);
+    tu_fill_random(rng, dt, q, nq);
+    void *dq = tu_dev_copy(q, nq * pr.es), *dout = tu_dev_copy(NULL, nq * pr.es);
+    float *dlse = tu_dev_copy(NULL, sizeof gl);
     rkv_attn_params prm = {1, HQ, 0.0f, W, S};
     char what[80];
     OK(rkv_attn_decode(pr.ha, &prm, &t, q, ho, hl));
     OK(rkv_attn_decode(pr.da, &prm, &t, dq, dout, dlse));
-    host_of(go, dout, 3 * HQ * D * pr.es);
-    host_of(gl, dlse, 3 * HQ * sizeof(float));
+    tu_host_of(go, dout, 3 * HQ * D * pr.es);
+    tu_host_of(gl, dlse, 3 * HQ * sizeof(float));
     snprintf(what, sizeof what, "window decode dt %d W %u S %u", (int)dt, W, S);
     compare(dt, D, 3 * HQ, go, ho, gl, hl, what);
     size_t wsb = 0;
     OK(rkv_attn_plan_workspace_size(pr.da, HQ, NULL, &t, &wsb));
-    void *ws = dev_copy(NULL, wsb);
+    void *ws = tu_dev_copy(NULL, wsb);
     rkv_attn_plan *plan;
     OK(rkv_attn_plan_create(pr.da, HQ, NULL, &t, ws, wsb, &plan));
     cr_assert_eq(cudaMemset(dout, 0xff, nq * pr.es), cudaSuccess);
     OK(rkv_attn_run_params(pr.da, plan, &prm, dq, dout, dlse));
-    host_of(go, dout, 3 * HQ * D * pr.es);
-    host_of(gl, dlse, 3 * HQ * sizeof(float));
+    tu_host_of(go, dout, 3 * HQ * D * pr.es);
+    tu_host_of(gl, dlse, 3 * HQ * sizeof(float));
     snprintf(what, sizeof what, "window decode plan dt %d W %u S %u", (int)dt, W, S);
     compare(dt, D, 3 * HQ, go, ho, gl, hl, what);
     rkv_attn_plan_destroy(plan);
     OK(rkv_attn_prefill(pr.ha, &prm, qo, &t, q, ho, hl));
     OK(rkv_attn_prefill(pr.da, &prm, qo, &t, dq, dout, dlse));
-    host_of(go, dout, nq * pr.es);
-    host_of(gl, dlse, sizeof gl);
+    tu_host_of(go, dout, nq * pr.es);
+    tu_host_of(gl, dlse, sizeof gl);
     snprintf(what, sizeof what, "window prefill dt %d W %u S %u", (int)dt, W, S);
     compare(dt, D, 16 * HQ, go, ho, gl, hl, what);
     if (dt != RKV_DTYPE_F32 && W != 0) {
         OK(rkv_attn_plan_workspace_size(pr.da, HQ, qo, &t, &wsb));
-        void *ws2 = dev_copy(NULL, wsb);
+        void *ws2 = tu_dev_copy(NULL, wsb);
         OK(rkv_attn_plan_create(pr.da, HQ, qo, &t, ws2, wsb, &plan));
         cr_assert_eq(rkv_attn_run_params(pr.da, plan, &prm, dq, dout, dlse),
                      RKV_ERR_UNSUPPORTED);
@@ -783,24 +701,17 @@ static void window_case(rkv_rng *rng, rkv_dtype dt, uint32_t W, uint32_t S)
     free(go);
     pair_close(&pr);
 }
-#endif
 
-Test(attention_gpu, sliding_window_with_sinks)
+static void gpu_sliding_window_with_sinks(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.sliding_window_with_sinks"));
     static const uint32_t ws[5][2] = {{1, 0}, {7, 2}, {31, 4}, {40, 0}, {1000, 3}};
     for (int d = 0; d < 3; d++)
         for (int i = 0; i < 5; i++)
-            window_case(&rng, DTS[d], ws[i][0], ws[i][1]);
-#endif
+            window_case(rng, DTS[d], ws[i][0], ws[i][1]);
 }
 
 /* ---- stream, pinned-memory and defect regression tests ------------------ */
 
-#ifdef RKV_HAVE_CUDA
 #ifdef RKV_CUDASIM
 /* Deferred mode: asynchronous work waits until a synchronisation, and
  * pinned host memory is read when a copy runs, as DMA does. */
@@ -828,20 +739,15 @@ static size_t pool_diff(pair *pr)
     free(bd);
     return diff;
 }
-#endif
 
 /* rkv_attn_append may return before its copies ran; the header lets the
  * caller reuse `slots` at once. With pinned slots the upload used to read
  * them late and write K/V where the next batch's slots point. */
-Test(attention_gpu, append_slots_reused_at_once)
+static void gpu_append_slots_reused_at_once(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.append_slots_reused_at_once"));
     SIM_DEFER(1);
     pair pr;
-    pair_open(&pr, &rng, 16, 2, 128, RKV_DTYPE_F32, 8);
+    pair_open(&pr, rng, 16, 2, 128, RKV_DTYPE_F32, 8);
     const uint32_t n = 40;
     const size_t row = 2 * 128 * pr.es;
     uint32_t *slots = NULL;
@@ -850,9 +756,9 @@ Test(attention_gpu, append_slots_reused_at_once)
         slots[i] = i * 3 % 128;
     void *k = malloc(n * row), *v = malloc(n * row);
     cr_assert(k && v);
-    fill_random(&rng, pr.cfg.dtype, k, n * row / pr.es);
-    fill_random(&rng, pr.cfg.dtype, v, n * row / pr.es);
-    void *dk = dev_copy(k, n * row), *dv = dev_copy(v, n * row);
+    tu_fill_random(rng, pr.cfg.dtype, k, n * row / pr.es);
+    tu_fill_random(rng, pr.cfg.dtype, v, n * row / pr.es);
+    void *dk = tu_dev_copy(k, n * row), *dv = tu_dev_copy(v, n * row);
     OK(rkv_attn_append(pr.ha, 1, n, slots, k, v));
     OK(rkv_attn_append(pr.da, 1, n, slots, dk, dv));
     for (uint32_t i = 0; i < n; i++)
@@ -867,10 +773,8 @@ Test(attention_gpu, append_slots_reused_at_once)
     free(k);
     free(v);
     pair_close(&pr);
-#endif
 }
 
-#ifdef RKV_HAVE_CUDA
 /* One decode row of Hq heads over `np` pages (last page full) on both
  * pools; the device result lands in dout / dl, the host one in oh / lh. */
 static void decode_both(pair *pr, uint32_t Hq, uint32_t np, uint32_t *pages, const void *q,
@@ -885,23 +789,18 @@ static void decode_both(pair *pr, uint32_t Hq, uint32_t np, uint32_t *pages, con
     OK(rkv_attn_decode(pr->ha, &p, &t, q, oh, lh));
     OK(rkv_attn_decode(pr->da, &p, &t, dq, dout, dl));
 }
-#endif
 
 /* Switching streams waits for work queued on the old one, on the
  * context's device even when the caller has another device current:
  * the workspace is reused in stream order. */
-Test(attention_gpu, set_stream_with_another_device_current)
+static void gpu_set_stream_with_another_device_current(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2)
         cr_skip_test("needs two CUDA devices");
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.set_stream_with_another_device_current"));
     SIM_DEFER(1);
     pair pr;
-    pair_open(&pr, &rng, 16, 2, 128, RKV_DTYPE_F32, 16);
+    pair_open(&pr, rng, 16, 2, 128, RKV_DTYPE_F32, 16);
     const uint32_t Hq = 4, D = 128;
     const size_t ob = (size_t)Hq * D * 4;
     uint32_t pa[4] = {0, 1, 2, 3}, pb[4] = {8, 9, 10, 11};
@@ -909,9 +808,9 @@ Test(attention_gpu, set_stream_with_another_device_current)
          *ogb = malloc(ob);
     float lha[4], lhb[4], lga[4], lgb[4];
     cr_assert(q && oha && ohb && oga && ogb);
-    fill_random(&rng, RKV_DTYPE_F32, q, ob / 4);
-    void *dq = dev_copy(q, ob), *da = dev_copy(NULL, ob), *db = dev_copy(NULL, ob);
-    float *dla = dev_copy(NULL, sizeof lga), *dlb = dev_copy(NULL, sizeof lgb);
+    tu_fill_random(rng, RKV_DTYPE_F32, q, ob / 4);
+    void *dq = tu_dev_copy(q, ob), *da = tu_dev_copy(NULL, ob), *db = tu_dev_copy(NULL, ob);
+    float *dla = tu_dev_copy(NULL, sizeof lga), *dlb = tu_dev_copy(NULL, sizeof lgb);
     cudaStream_t s;
     cr_assert_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     decode_both(&pr, Hq, 4, pa, q, dq, oha, lha, da, dla); /* on the default stream */
@@ -921,10 +820,10 @@ Test(attention_gpu, set_stream_with_another_device_current)
     decode_both(&pr, Hq, 4, pb, q, dq, ohb, lhb, db, dlb); /* on s */
     OK(rkv_attn_sync(pr.da));
     cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
-    host_of(oga, da, ob);
-    host_of(ogb, db, ob);
-    host_of(lga, dla, sizeof lga);
-    host_of(lgb, dlb, sizeof lgb);
+    tu_host_of(oga, da, ob);
+    tu_host_of(ogb, db, ob);
+    tu_host_of(lga, dla, sizeof lga);
+    tu_host_of(lgb, dlb, sizeof lgb);
     compare(RKV_DTYPE_F32, D, Hq, oga, oha, lga, lha, "decode queued before the switch");
     compare(RKV_DTYPE_F32, D, Hq, ogb, ohb, lgb, lhb, "decode after the switch");
     OK(rkv_attn_set_stream(pr.da, NULL));
@@ -941,89 +840,67 @@ Test(attention_gpu, set_stream_with_another_device_current)
     free(oga);
     free(ogb);
     pair_close(&pr);
-#endif
 }
 
 /* An empty state (lse -inf) contributes nothing, whatever its values hold:
  * the header promises merge(empty, x) = x and two empty states give 0. */
-Test(attention_gpu, merge_ignores_empty_states)
+static void merge_empty_case(rkv_rng *rng, rkv_dtype dt)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.merge_ignores_empty_states"));
-    for (size_t ti = 0; ti < 3; ti++) {
-        rkv_dtype dt = DTS[ti];
-        pair pr;
-        pair_open(&pr, &rng, 16, 1, 64, dt, 1);
-        const uint32_t D = 64;
-        const size_t vb = 3 * D * pr.es;
-        char *va = malloc(vb), *vbb = malloc(vb), *oh = malloc(vb), *og = malloc(vb);
-        cr_assert(va && vbb && oh && og);
-        fill_random(&rng, dt, va, 3 * D);
-        fill_random(&rng, dt, vbb, 3 * D);
-        memset(va, 0xff, D * pr.es);                   /* state 0: a empty, NaN */
-        memset(vbb + D * pr.es, 0xff, D * pr.es);      /* state 1: b empty, NaN */
-        memset(va + 2 * D * pr.es, 0xff, D * pr.es);  /* state 2: both empty, NaN */
-        memset(vbb + 2 * D * pr.es, 0xff, D * pr.es);
-        float la[3] = {-INFINITY, 1.0f, -INFINITY}, lb[3] = {0.25f, -INFINITY, -INFINITY};
-        float lh[3], lg[3];
-        void *dva = dev_copy(va, vb), *dvb = dev_copy(vbb, vb), *dvo = dev_copy(NULL, vb);
-        float *dla = dev_copy(la, sizeof la), *dlb = dev_copy(lb, sizeof lb);
-        float *dlo = dev_copy(NULL, sizeof lg);
-        OK(rkv_attn_merge(pr.ha, 3, va, la, vbb, lb, oh, lh));
-        OK(rkv_attn_merge(pr.da, 3, dva, dla, dvb, dlb, dvo, dlo));
-        OK(rkv_attn_sync(pr.da));
-        host_of(og, dvo, vb);
-        host_of(lg, dlo, sizeof lg);
-        const char *out[2] = {oh, og};
-        const float *ls[2] = {lh, lg};
-        for (int b = 0; b < 2; b++) {
-            const char *who = b ? "cuda" : "host";
-            for (uint32_t d = 0; d < D; d++) {
-                cr_assert_eq(ld(dt, out[b], d), ld(dt, vbb, d), "%s: merge(empty, b)", who);
-                cr_assert_eq(ld(dt, out[b], D + d), ld(dt, va, D + d), "%s: merge(a, empty)",
-                             who);
-                cr_assert_eq(ld(dt, out[b], 2 * D + d), 0.0f, "%s: two empty states: %g", who,
-                             ld(dt, out[b], 2 * D + d));
-            }
-            cr_assert(fabsf(ls[b][0] - 0.25f) < 1e-6f && fabsf(ls[b][1] - 1.0f) < 1e-6f &&
-                          ls[b][2] == -INFINITY,
-                      "%s: lse %g %g %g", who, ls[b][0], ls[b][1], ls[b][2]);
+    pair pr;
+    pair_open(&pr, rng, 16, 1, 64, dt, 1);
+    const uint32_t D = 64;
+    const size_t vb = 3 * D * pr.es;
+    char *va = malloc(vb), *vbb = malloc(vb), *oh = malloc(vb), *og = malloc(vb);
+    cr_assert(va && vbb && oh && og);
+    tu_fill_random(rng, dt, va, 3 * D);
+    tu_fill_random(rng, dt, vbb, 3 * D);
+    memset(va, 0xff, D * pr.es);                   /* state 0: a empty, NaN */
+    memset(vbb + D * pr.es, 0xff, D * pr.es);      /* state 1: b empty, NaN */
+    memset(va + 2 * D * pr.es, 0xff, D * pr.es);  /* state 2: both empty, NaN */
+    memset(vbb + 2 * D * pr.es, 0xff, D * pr.es);
+    float la[3] = {-INFINITY, 1.0f, -INFINITY}, lb[3] = {0.25f, -INFINITY, -INFINITY};
+    float lh[3], lg[3];
+    merge_both(&pr, 3, va, la, vbb, lb, vb, oh, lh, og, lg);
+    const char *out[2] = {oh, og};
+    const float *ls[2] = {lh, lg};
+    for (int b = 0; b < 2; b++) {
+        const char *who = b ? "cuda" : "host";
+        for (uint32_t d = 0; d < D; d++) {
+            cr_assert_eq(tu_ld(dt, out[b], d), tu_ld(dt, vbb, d), "%s: merge(empty, b)", who);
+            cr_assert_eq(tu_ld(dt, out[b], D + d), tu_ld(dt, va, D + d), "%s: merge(a, empty)",
+                         who);
+            cr_assert_eq(tu_ld(dt, out[b], 2 * D + d), 0.0f, "%s: two empty states: %g", who,
+                         tu_ld(dt, out[b], 2 * D + d));
         }
-        cudaFree(dva);
-        cudaFree(dvb);
-        cudaFree(dvo);
-        cudaFree(dla);
-        cudaFree(dlb);
-        cudaFree(dlo);
-        free(va);
-        free(vbb);
-        free(oh);
-        free(og);
-        pair_close(&pr);
+        cr_assert(fabsf(ls[b][0] - 0.25f) < 1e-6f && fabsf(ls[b][1] - 1.0f) < 1e-6f &&
+                      ls[b][2] == -INFINITY,
+                  "%s: lse %g %g %g", who, ls[b][0], ls[b][1], ls[b][2]);
     }
-#endif
+    free(va);
+    free(vbb);
+    free(oh);
+    free(og);
+    pair_close(&pr);
+}
+
+static void gpu_merge_ignores_empty_states(rkv_rng *rng)
+{
+    for (size_t ti = 0; ti < 3; ti++)
+        merge_empty_case(rng, DTS[ti]);
 }
 
 /* The cascade's shared prefix in many chunks (a 256 KiB budget gives
  * chunks of 64 tokens here; grids_split_to_the_device_limit runs a budget
  * of 1 byte: one score row per block), every dtype, against the CPU. */
-Test(attention_gpu, cascade_many_chunks)
+static void gpu_cascade_many_chunks(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.cascade_many_chunks"));
     case_budget = (size_t)256 << 10;
     for (size_t ti = 0; ti < 3; ti++)
-        run_case(&rng, 16, 2, 64, DTS[ti], OP_CASCADE, 400);
-    run_case(&rng, 64, 4, 128, RKV_DTYPE_F32, OP_CASCADE, 400);
+        run_case(rng, 16, 2, 64, DTS[ti], OP_CASCADE, 400);
+    run_case(rng, 64, 4, 128, RKV_DTYPE_F32, OP_CASCADE, 400);
     case_budget = 0;
-#endif
 }
 
-#ifdef RKV_HAVE_CUDA
 /* ---- known answers: every backend against arithmetic, not each other ---- */
 
 /* Copies the host pool of a pair into its CUDA pool. */
@@ -1054,8 +931,8 @@ static void run_both(pair *pr, op_kind op, const rkv_attn_params *p, const rkv_p
                      const void *q, size_t rows, void *o[2], float *l[2])
 {
     const size_t nv = rows * p->num_qo_heads, ob = nv * pr->cfg.head_dim * pr->es;
-    void *dq = dev_copy(q, ob), *dout = dev_copy(NULL, ob);
-    float *dl = dev_copy(NULL, 4 * nv);
+    void *dq = tu_dev_copy(q, ob), *dout = tu_dev_copy(NULL, ob);
+    float *dl = tu_dev_copy(NULL, 4 * nv);
     rkv_attn *as[2] = {pr->ha, pr->da};
     for (int b = 0; b < 2; b++) {
         const void *qq = b ? dq : q;
@@ -1069,11 +946,38 @@ static void run_both(pair *pr, op_kind op, const rkv_attn_params *p, const rkv_p
             OK(rkv_attn_cascade(as[b], p, nshared, shared, qo, t, qq, oo, ll));
     }
     OK(rkv_attn_sync(pr->da));
-    host_of(o[1], dout, ob);
-    host_of(l[1], dl, 4 * nv);
+    tu_host_of(o[1], dout, ob);
+    tu_host_of(l[1], dl, 4 * nv);
     cudaFree(dq);
     cudaFree(dout);
     cudaFree(dl);
+}
+
+/* Frees a KAT's query and both backends' outputs and lse. */
+static void free_outs(void *q, void *o[2], float *l[2])
+{
+    free(q);
+    free(o[0]);
+    free(o[1]);
+    free(l[0]);
+    free(l[1]);
+}
+
+/* Lays nreq requests of lens[] tokens out on consecutive pages from `next`
+ * (kvp, last, qo with qper query rows each, idx); returns the next page. */
+static uint32_t lay_out(uint32_t P, uint32_t nreq, const uint32_t *lens, uint32_t qper,
+                        uint32_t next, uint32_t *kvp, uint32_t *last, uint32_t *qo,
+                        uint32_t *idx)
+{
+    for (uint32_t r = 0; r < nreq; r++) {
+        uint32_t pages = (lens[r] + P - 1) / P;
+        kvp[r + 1] = kvp[r] + pages;
+        last[r] = lens[r] - (pages - 1) * P;
+        qo[r + 1] = qo[r] + qper;
+        for (uint32_t i = 0; i < pages; i++)
+            idx[kvp[r] + i] = next++;
+    }
+    return next;
 }
 
 /* Pool slot of token i of a request whose pages are pages[]. */
@@ -1095,14 +999,7 @@ static void kat_mean(rkv_rng *rng, op_kind op, rkv_dtype dt)
     pair_open(&pr, rng, P, Hkv, D, dt, 24);
     uint32_t shared[3] = {0, 1, 2}, kvp[3] = {0}, last[2], qo[3] = {0}, idx[24];
     uint32_t lens[2] = {37, 90}, next = 3;
-    for (uint32_t r = 0; r < nreq; r++) {
-        uint32_t pages = (lens[r] + P - 1) / P;
-        kvp[r + 1] = kvp[r] + pages;
-        last[r] = lens[r] - (pages - 1) * P;
-        qo[r + 1] = qo[r] + (op == OP_DECODE ? 1 : 5);
-        for (uint32_t i = 0; i < pages; i++)
-            idx[kvp[r] + i] = next++;
-    }
+    next = lay_out(P, nreq, lens, op == OP_DECODE ? 1 : 5, next, kvp, last, qo, idx);
     const uint32_t rows = op == OP_DECODE ? nreq : qo[nreq];
     const size_t nv = (size_t)rows * Hq, ob = nv * D * pr.es;
     void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
@@ -1122,11 +1019,11 @@ static void kat_mean(rkv_rng *rng, op_kind op, rkv_dtype dt)
                     for (uint32_t i = 0; i < S + own; i++) {
                         size_t sl = i < S ? slot_of(&pr, shared, i)
                                           : slot_of(&pr, idx + kvp[r], i - S);
-                        sum += ld(dt, vb, (sl * Hkv + h / G) * D + d);
+                        sum += tu_ld(dt, vb, (sl * Hkv + h / G) * D + d);
                     }
                     double want = sum / (S + own);
                     for (int b = 0; b < 2; b++) {
-                        double got = ld(dt, o[b], ((size_t)row * Hq + h) * D + d);
+                        double got = tu_ld(dt, o[b], ((size_t)row * Hq + h) * D + d);
                         cr_assert(fabs(got - want) <= kat_tol(dt),
                                   "%s op %d row %u head %u dim %u: %g, mean of V is %g",
                                   b ? "cuda" : "host", (int)op, row, h, d, got, want);
@@ -1138,27 +1035,17 @@ static void kat_mean(rkv_rng *rng, op_kind op, rkv_dtype dt)
                               "%s op %d row %u: lse %g, log(%u) = %g", b ? "cuda" : "host",
                               (int)op, row, l[b][row * Hq + h], S + own, log((double)(S + own)));
         }
-    free(q);
-    free(o[0]);
-    free(o[1]);
-    free(l[0]);
-    free(l[1]);
+    free_outs(q, o, l);
     pair_close(&pr);
 }
-#endif
 
-Test(attention_gpu, known_answer_zero_query)
+static void gpu_known_answer_zero_query(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.known_answer_zero_query"));
     for (size_t ti = 0; ti < 3; ti++) {
-        kat_mean(&rng, OP_DECODE, DTS[ti]);
-        kat_mean(&rng, OP_PREFILL, DTS[ti]);
-        kat_mean(&rng, OP_CASCADE, DTS[ti]);
+        kat_mean(rng, OP_DECODE, DTS[ti]);
+        kat_mean(rng, OP_PREFILL, DTS[ti]);
+        kat_mean(rng, OP_CASCADE, DTS[ti]);
     }
-#endif
 }
 
 /* One token of a long context carries a spike (q.k = 32, the rest 0): the
@@ -1166,19 +1053,15 @@ Test(attention_gpu, known_answer_zero_query)
  * last token, both sides of every page boundary and of every multiple of
  * 64 (the KV split granularity). A token a split or page loop drops or
  * reads twice shows. */
-Test(attention_gpu, known_answer_spikes)
+static void gpu_known_answer_spikes(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.known_answer_spikes"));
     const rkv_dtype dts[2] = {RKV_DTYPE_F32, RKV_DTYPE_F16};
     for (size_t ti = 0; ti < 2; ti++) {
         const rkv_dtype dt = dts[ti];
         const uint32_t P = 64, Hkv = 1, Hq = 2, D = 64, L = 777;
         const uint32_t np = (L + P - 1) / P;
         pair pr;
-        pair_open(&pr, &rng, P, Hkv, D, dt, np + 1);
+        pair_open(&pr, rng, P, Hkv, D, dt, np + 1);
         void *kb, *vb;
         OK(rkv_pool_layer_kv(pr.hp, 1, &kb, &vb));
         uint32_t pages[16], kvp[2] = {0, np}, last = L - (np - 1) * P;
@@ -1210,8 +1093,8 @@ Test(attention_gpu, known_answer_spikes)
                     cr_assert(fabs(l[b][h] - 32.0) < 1e-3, "%s spike at %u: lse %g",
                               b ? "cuda" : "host", pos[pi], l[b][h]);
                     for (uint32_t d = 0; d < D; d++) {
-                        double got = ld(dt, o[b], (size_t)h * D + d);
-                        double want = ld(dt, vb, sl * Hkv * D + d);
+                        double got = tu_ld(dt, o[b], (size_t)h * D + d);
+                        double want = tu_ld(dt, vb, sl * Hkv * D + d);
                         cr_assert(fabs(got - want) <= kat_tol(dt),
                                   "%s spike at %u: dim %u: %g, V of the token %g",
                                   b ? "cuda" : "host", pos[pi], d, got, want);
@@ -1225,10 +1108,8 @@ Test(attention_gpu, known_answer_spikes)
         free(o[1]);
         pair_close(&pr);
     }
-#endif
 }
 
-#ifdef RKV_HAVE_CUDA
 /* The nearest value of dtype dt (f16 or bf16) to x in [1, 2], ties to
  * even, worked out here in double (not by the code under test): *lo and
  * *hi are the two candidates when x lies within margin of a tie (either is
@@ -1269,14 +1150,7 @@ static void rounding_case(rkv_rng *rng, op_kind op, rkv_dtype dt, const uint32_t
         rkv_attn_cpu_store(dt, vb, i, (float)(1.0 + rkv_rng_unit(rng)));
     pair_sync(&pr);
     uint32_t shared[2] = {0, 1}, kvp[3] = {0}, last[2], qo[3] = {0}, idx[60], next = 2;
-    for (uint32_t r = 0; r < nreq; r++) {
-        uint32_t pages = (lens[r] + P - 1) / P;
-        kvp[r + 1] = kvp[r] + pages;
-        last[r] = lens[r] - (pages - 1) * P;
-        qo[r + 1] = qo[r] + (op == OP_DECODE ? 1 : 2);
-        for (uint32_t i = 0; i < pages; i++)
-            idx[kvp[r] + i] = next++;
-    }
+    next = lay_out(P, nreq, lens, op == OP_DECODE ? 1 : 2, next, kvp, last, qo, idx);
     cr_assert(next <= nb);
     const uint32_t rows = qo[nreq];
     const size_t ob = (size_t)rows * Hq * D * pr.es;
@@ -1295,12 +1169,12 @@ static void rounding_case(rkv_rng *rng, op_kind op, rkv_dtype dt, const uint32_t
                     for (uint32_t i = 0; i < n; i++) {
                         size_t sl = i < S ? slot_of(&pr, shared, i)
                                           : slot_of(&pr, idx + kvp[r], i - S);
-                        sum += ld(dt, vb, (sl * Hkv + h / G) * D + d);
+                        sum += tu_ld(dt, vb, (sl * Hkv + h / G) * D + d);
                     }
                     double lo, hi;
                     rne_ref(dt, sum / n, margin, &lo, &hi);
                     for (int b = 0; b < 2; b++) {
-                        double got = ld(dt, o[b], ((size_t)row * Hq + h) * D + d);
+                        double got = tu_ld(dt, o[b], ((size_t)row * Hq + h) * D + d);
                         cr_assert(got == lo || got == hi,
                                   "%s op %d dt %d row %u head %u dim %u: stored %.9g, mean "
                                   "%.9g rounds to nearest even %.9g",
@@ -1309,48 +1183,32 @@ static void rounding_case(rkv_rng *rng, op_kind op, rkv_dtype dt, const uint32_t
                     }
                 }
         }
-    free(q);
-    free(o[0]);
-    free(o[1]);
-    free(l[0]);
-    free(l[1]);
+    free_outs(q, o, l);
     pair_close(&pr);
 }
-#endif
 
-Test(attention_gpu, stores_round_to_nearest_even)
+static void gpu_stores_round_to_nearest_even(rkv_rng *rng)
 {
-    need_gpu();
-#ifdef RKV_HAVE_CUDA
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.stores_round_to_nearest_even"));
     const rkv_dtype dts[2] = {RKV_DTYPE_F16, RKV_DTYPE_BF16};
     const uint32_t short_lens[2] = {4, 7}, long_lens[2] = {37, 300};
     for (size_t ti = 0; ti < 2; ti++) {
-        rounding_case(&rng, OP_DECODE, dts[ti], short_lens, 0.0); /* exact: ties too */
-        rounding_case(&rng, OP_PREFILL, dts[ti], short_lens, 0.0);
-        rounding_case(&rng, OP_DECODE, dts[ti], long_lens, 1.0 / 65536);
-        rounding_case(&rng, OP_PREFILL, dts[ti], long_lens, 1.0 / 65536);
-        rounding_case(&rng, OP_CASCADE, dts[ti], long_lens, 1.0 / 65536);
+        rounding_case(rng, OP_DECODE, dts[ti], short_lens, 0.0); /* exact: ties too */
+        rounding_case(rng, OP_PREFILL, dts[ti], short_lens, 0.0);
+        rounding_case(rng, OP_DECODE, dts[ti], long_lens, 1.0 / 65536);
+        rounding_case(rng, OP_PREFILL, dts[ti], long_lens, 1.0 / 65536);
+        rounding_case(rng, OP_CASCADE, dts[ti], long_lens, 1.0 / 65536);
     }
-#endif
 }
 
+#ifdef RKV_CUDASIM /* the simulator's controls: device memory, grid limits */
 /* A long shared prefix needs more chunks, not more memory: with a 256 KiB
  * budget and a device that has 1 MiB to spare, a 4096-token prefix (4 MiB
  * of K and V) still runs, and matches the CPU. */
-Test(attention_gpu, cascade_long_prefix_within_budget)
+static void gpu_cascade_long_prefix_within_budget(rkv_rng *rng)
 {
-    need_gpu();
-#if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM)
-    cr_skip_test("needs the simulator's device memory limit");
-#endif
-#ifdef RKV_CUDASIM
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.cascade_long_prefix_within_budget"));
     const uint32_t P = 64, Hkv = 1, Hq = 4, D = 128, nshared = 64;
     pair pr;
-    pair_open(&pr, &rng, P, Hkv, D, RKV_DTYPE_F32, nshared + 2);
+    pair_open(&pr, rng, P, Hkv, D, RKV_DTYPE_F32, nshared + 2);
     rkv_attn_set_cascade_budget(pr.da, (size_t)256 << 10);
     uint32_t shared[64], kvp[2] = {0, 2}, idx[2] = {nshared, nshared + 1}, last = 20;
     uint32_t qo[2] = {0, 3};
@@ -1360,7 +1218,7 @@ Test(attention_gpu, cascade_long_prefix_within_budget)
     void *q = malloc(ob), *o[2] = {malloc(ob), malloc(ob)};
     float lh[12], lg[12], *l[2] = {lh, lg};
     cr_assert(q && o[0] && o[1]);
-    fill_random(&rng, RKV_DTYPE_F32, q, ob / 4);
+    tu_fill_random(rng, RKV_DTYPE_F32, q, ob / 4);
     rkv_attn_params p = {1, Hq, 0.0f, 0, 0};
     rkv_paged_kv t = {1, kvp, idx, &last};
     rkvsim_set_mem_limit(rkvsim_mem_in_use(0) + ((size_t)1 << 20));
@@ -1371,29 +1229,21 @@ Test(attention_gpu, cascade_long_prefix_within_budget)
     free(o[0]);
     free(o[1]);
     pair_close(&pr);
-#endif
 }
 
 /* Grids are sized in 64 bits and split to the device's limits: with a
  * (simulated) device whose grid x is at most 7 blocks, every operation
  * still runs and matches the CPU. */
-Test(attention_gpu, grids_split_to_the_device_limit)
+static void gpu_grids_split_to_the_device_limit(rkv_rng *rng)
 {
-    need_gpu();
-#if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM)
-    cr_skip_test("needs the simulator's grid limit");
-#endif
-#ifdef RKV_CUDASIM
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.grids_split_to_the_device_limit"));
     rkvsim_set_max_grid_x(7);
-    run_case(&rng, 16, 4, 64, RKV_DTYPE_F16, OP_DECODE, 300);
-    run_case(&rng, 16, 2, 128, RKV_DTYPE_F32, OP_PREFILL, 300);
+    run_case(rng, 16, 4, 64, RKV_DTYPE_F16, OP_DECODE, 300);
+    run_case(rng, 16, 2, 128, RKV_DTYPE_F32, OP_PREFILL, 300);
     case_budget = 1; /* many chunks and row blocks */
-    run_case(&rng, 16, 3, 64, RKV_DTYPE_BF16, OP_CASCADE, 300);
+    run_case(rng, 16, 3, 64, RKV_DTYPE_BF16, OP_CASCADE, 300);
     case_budget = 0;
     pair pr;
-    pair_open(&pr, &rng, 16, 2, 64, RKV_DTYPE_F32, 8);
+    pair_open(&pr, rng, 16, 2, 64, RKV_DTYPE_F32, 8);
     const uint32_t n = 40;
     const size_t row = 2 * 64 * 4;
     uint32_t slots[40];
@@ -1401,28 +1251,28 @@ Test(attention_gpu, grids_split_to_the_device_limit)
         slots[i] = i * 3 % 128;
     void *k = malloc(n * row), *v = malloc(n * row);
     cr_assert(k && v);
-    fill_random(&rng, RKV_DTYPE_F32, k, n * row / 4);
-    fill_random(&rng, RKV_DTYPE_F32, v, n * row / 4);
-    void *dk = dev_copy(k, n * row), *dv = dev_copy(v, n * row);
+    tu_fill_random(rng, RKV_DTYPE_F32, k, n * row / 4);
+    tu_fill_random(rng, RKV_DTYPE_F32, v, n * row / 4);
+    void *dk = tu_dev_copy(k, n * row), *dv = tu_dev_copy(v, n * row);
     OK(rkv_attn_append(pr.ha, 1, n, slots, k, v));
     OK(rkv_attn_append(pr.da, 1, n, slots, dk, dv));
     OK(rkv_attn_sync(pr.da));
     cr_assert_eq(pool_diff(&pr), 0);
     float la[40], lb[40], lh[40], lg[40];
     for (uint32_t i = 0; i < n; i++) {
-        la[i] = (float)rkv_rng_unit(&rng);
-        lb[i] = (float)rkv_rng_unit(&rng);
+        la[i] = (float)rkv_rng_unit(rng);
+        lb[i] = (float)rkv_rng_unit(rng);
     }
     void *oh = malloc(n * 64 * 4), *og = malloc(n * 64 * 4);
     cr_assert(oh && og);
-    void *dvo = dev_copy(NULL, n * 64 * 4);
-    float *dla = dev_copy(la, sizeof la), *dlb = dev_copy(lb, sizeof lb),
-          *dlo = dev_copy(NULL, sizeof lg);
+    void *dvo = tu_dev_copy(NULL, n * 64 * 4);
+    float *dla = tu_dev_copy(la, sizeof la), *dlb = tu_dev_copy(lb, sizeof lb),
+          *dlo = tu_dev_copy(NULL, sizeof lg);
     OK(rkv_attn_merge(pr.ha, n, k, la, v, lb, oh, lh));
     OK(rkv_attn_merge(pr.da, n, dk, dla, dv, dlb, dvo, dlo));
     OK(rkv_attn_sync(pr.da));
-    host_of(og, dvo, n * 64 * 4);
-    host_of(lg, dlo, sizeof lg);
+    tu_host_of(og, dvo, n * 64 * 4);
+    tu_host_of(lg, dlo, sizeof lg);
     compare(RKV_DTYPE_F32, 64, n, og, oh, lg, lh, "merge");
     rkvsim_set_max_grid_x(0);
     cudaFree(dk);
@@ -1436,5 +1286,58 @@ Test(attention_gpu, grids_split_to_the_device_limit)
     free(oh);
     free(og);
     pair_close(&pr);
-#endif
 }
+#endif
+
+#define GPU_BODY(name) gpu_##name
+#ifdef RKV_CUDASIM
+#define SIM_BODY(name) gpu_##name
+#else
+/* Tests of the simulator's controls skip on a real GPU. */
+static void gpu_sim_only(rkv_rng *rng)
+{
+    (void)rng;
+    cr_skip_test("needs the simulator's device memory and grid limits");
+}
+#define SIM_BODY(name) gpu_sim_only
+#endif
+#else
+#define GPU_BODY(name) NULL
+#define SIM_BODY(name) NULL
+#endif
+
+/* Every test: skipped without a device, else its body with an rng seeded
+ * (and printed) under the test's name. */
+static void gpu_test(const char *name, void (*body)(rkv_rng *))
+{
+    need_gpu();
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed(name));
+    if (body != NULL)
+        body(&rng);
+}
+
+#define GPU_TEST(name) \
+    Test(attention_gpu, name) { gpu_test("attention_gpu." #name, GPU_BODY(name)); }
+#define SIM_TEST(name) \
+    Test(attention_gpu, name) { gpu_test("attention_gpu." #name, SIM_BODY(name)); }
+
+GPU_TEST(decode)
+GPU_TEST(prefill)
+GPU_TEST(cascade)
+GPU_TEST(gqa_groups_up_to_and_past_16)
+GPU_TEST(plan_once_run_per_layer)
+GPU_TEST(prefill_long_prompts)
+GPU_TEST(append_merge_copy)
+GPU_TEST(unsupported_head_dim)
+GPU_TEST(append_slots_reused_at_once)
+GPU_TEST(set_stream_with_another_device_current)
+GPU_TEST(merge_ignores_empty_states)
+GPU_TEST(cascade_many_chunks)
+GPU_TEST(known_answer_zero_query)
+GPU_TEST(known_answer_spikes)
+GPU_TEST(stores_round_to_nearest_even)
+GPU_TEST(quantized_kv_matches_the_cpu_reference)
+GPU_TEST(sliding_window_with_sinks)
+SIM_TEST(cascade_long_prefix_within_budget)
+SIM_TEST(grids_split_to_the_device_limit)

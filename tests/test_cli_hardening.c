@@ -419,10 +419,8 @@ Test(bounds, partial_page_past_a_full_pool)
         "{\"timestamp\":1,\"input_length\":1000,\"output_length\":4,\"hash_ids\":[1,2]}\n";
     rkv_workload wl;
     load_text(&wl, text, "p.jsonl");
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = 992; /* 62 pages of 16; the prompt has 62 + 8/16 */
-    cfg.check_every = 1;
+    /* 62 pages of 16; the prompt has 62 + 8/16 */
+    rkv_replay_config cfg = rkv_test_replay_config(0, 992, 1);
     rkv_replay_result res;
     cr_assert_eq(rkv_replay_file_order(&wl, &cfg, &res), RKV_OK, "%s", rkv_last_error());
     cr_assert_eq(res.hit_tokens, 992, "the second request hits every cached page");
@@ -505,26 +503,12 @@ Test(bounds, a_line_longer_than_a_context_is_refused_when_read)
 /* ---- number options: exact values, truthful ranges ----------------------- */
 
 #include "cli/args.h"
-
-/* Parses "radixkv ARGS" (split at spaces); err gets the message. */
-static enum rkv_cli_action parse_args(const char *args, rkv_cli_options *o,
-                                      char *err, size_t cap)
-{
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[32];
-    int argc = 0;
-    argv[argc++] = "radixkv";
-    for (char *t = strtok(buf, " "); t && argc < 31; t = strtok(NULL, " "))
-        argv[argc++] = t;
-    argv[argc] = NULL;
-    return rkv_cli_parse(argc, argv, o, err, cap);
-}
+#include "tests/support/cli_run.h"
 
 static void accepted(const char *args, rkv_cli_options *o)
 {
     char err[512];
-    cr_assert_eq(parse_args(args, o, err, sizeof err), RKV_ACT_RUN,
+    cr_assert_eq(rkv_cli_parse_line(args, o, err, sizeof err), RKV_ACT_RUN,
                  "'%s' refused: %s", args, err);
 }
 
@@ -532,7 +516,7 @@ static void refused_with(const char *args, const char *want)
 {
     rkv_cli_options o;
     char err[512];
-    cr_assert_eq(parse_args(args, &o, err, sizeof err), RKV_ACT_USAGE_ERROR,
+    cr_assert_eq(rkv_cli_parse_line(args, &o, err, sizeof err), RKV_ACT_USAGE_ERROR,
                  "'%s' was accepted", args);
     cr_assert(strstr(err, want) != NULL, "'%s': message '%s' lacks '%s'", args,
               err, want);

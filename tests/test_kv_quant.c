@@ -26,6 +26,7 @@
 
 #include "attention/kv_codec.h"
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -267,12 +268,7 @@ Test(kv_quant, bad_configs_refused_with_reason)
         cr_assert(strstr(rkv_last_error(), bad[i].why) != NULL, "case %zu: %s", i,
                   rkv_last_error());
     }
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 4;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 64;
+    rkv_pool_config pc = tu_kv_config(4, 0, 1, 1, 64, RKV_DEVICE_HOST);
     pc.dtype = RKV_DTYPE_INT8;
     pc.act_dtype = RKV_DTYPE_INT4;
     cr_assert_eq(rkv_pool_create(&pc, &p), RKV_ERR_INVALID_ARG);
@@ -504,25 +500,28 @@ static void accuracy_case(rkv_dtype dt, uint32_t group, int outliers, rkv_rng *r
     rkv_pool_destroy(pool);
 }
 
+/* accuracy_case for each format at group 32, then INT4 at each group of
+ * int4_groups (0-terminated), on one rng seeded under name. */
+static void per_format(const char *name, int outliers, const uint32_t *int4_groups)
+{
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed(name));
+    for (int i = 0; i < 4; i++)
+        accuracy_case(QDT[i], 32, outliers, &rng);
+    for (const uint32_t *g = int4_groups; *g != 0; g++)
+        accuracy_case(RKV_DTYPE_INT4, *g, outliers, &rng);
+}
+
 Test(kv_quant, append_and_decode_per_format_random)
 {
-    uint64_t seed = rkv_test_seed("kv_quant::append_and_decode_per_format_random");
-    rkv_rng rng;
-    rkv_rng_init(&rng, seed);
-    for (int i = 0; i < 4; i++)
-        accuracy_case(QDT[i], 32, 0, &rng);
-    accuracy_case(RKV_DTYPE_INT4, 16, 0, &rng);
-    accuracy_case(RKV_DTYPE_INT4, 64, 0, &rng);
+    static const uint32_t groups[] = {16, 64, 0};
+    per_format("kv_quant::append_and_decode_per_format_random", 0, groups);
 }
 
 Test(kv_quant, append_and_decode_per_format_outliers)
 {
-    uint64_t seed = rkv_test_seed("kv_quant::append_and_decode_per_format_outliers");
-    rkv_rng rng;
-    rkv_rng_init(&rng, seed);
-    for (int i = 0; i < 4; i++)
-        accuracy_case(QDT[i], 32, 1, &rng);
-    accuracy_case(RKV_DTYPE_INT4, 8, 1, &rng);
+    static const uint32_t groups[] = {8, 0};
+    per_format("kv_quant::append_and_decode_per_format_outliers", 1, groups);
 }
 
 Test(kv_quant, zero_rows_and_bf16_activations)

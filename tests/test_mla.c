@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/handles.h"
 #include "tests/support/mla_ref.h"
 #include "tests/support/test_util.h"
 
@@ -36,15 +37,7 @@ static float *rnd(rkv_rng *rng, size_t n, float amp)
 static rkv_pool *mla_pool(uint32_t nblocks, uint32_t P, uint32_t layers, uint32_t R,
                           uint32_t E, rkv_dtype dt)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = nblocks;
-    pc.page_size = P;
-    pc.num_layers = layers;
-    pc.layout = RKV_LAYOUT_MLA;
-    pc.kv_lora_rank = R;
-    pc.qk_rope_dim = E;
-    pc.dtype = dt;
+    rkv_pool_config pc = tu_mla_config(nblocks, P, layers, R, E, dt, RKV_DEVICE_HOST);
     rkv_pool *pool = NULL;
     OK(rkv_pool_create(&pc, &pool));
     return pool;
@@ -113,13 +106,7 @@ static void absorbed_vs_explicit(uint32_t T, uint32_t P, uint32_t H, uint32_t R,
                   "lse head %u: %g vs %g", h, lse[h], wlse[h]);
 
     /* the same keys and values materialised into an MHA pool, K/V decode */
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = nblocks;
-    pc.page_size = P;
-    pc.num_layers = 1;
-    pc.num_kv_heads = H;
-    pc.head_dim = Dv;
+    rkv_pool_config pc = tu_kv_config(nblocks, P, 1, H, Dv, RKV_DEVICE_HOST);
     pc.dtype = RKV_DTYPE_F32;
     rkv_pool *mha;
     rkv_attn *ma;
@@ -242,14 +229,7 @@ Test(mla, pool_layout_and_copies)
 
 Test(mla, bytes_per_token)
 {
-    rkv_pool_config c;
-    rkv_pool_config_init(&c);
-    c.num_blocks = 1;
-    c.num_layers = 61;
-    c.layout = RKV_LAYOUT_MLA;
-    c.kv_lora_rank = 512;
-    c.qk_rope_dim = 64;
-    c.dtype = RKV_DTYPE_BF16;
+    rkv_pool_config c = tu_mla_config(1, 0, 61, 512, 64, RKV_DTYPE_BF16, RKV_DEVICE_HOST);
     cr_assert_eq(rkv_pool_config_bytes_per_token(&c), (size_t)61 * 576 * 2);
     c.layout = RKV_LAYOUT_MHA;
     c.num_layers = 32;
@@ -267,13 +247,7 @@ Test(mla, bytes_per_token)
 
 Test(mla, bad_configs_refused)
 {
-    rkv_pool_config c;
-    rkv_pool_config_init(&c);
-    c.num_blocks = 4;
-    c.num_layers = 1;
-    c.layout = RKV_LAYOUT_MLA;
-    c.kv_lora_rank = 0;
-    c.qk_rope_dim = 64;
+    rkv_pool_config c = tu_mla_config(4, 0, 1, 0, 64, RKV_DTYPE_F16, RKV_DEVICE_HOST);
     rkv_pool *p = NULL;
     cr_assert_eq(rkv_pool_create(&c, &p), RKV_ERR_INVALID_ARG);
     cr_assert_not_null(strstr(rkv_last_error(), "kv_lora_rank 0"), "%s", rkv_last_error());
@@ -362,12 +336,7 @@ Test(mla, wrong_layout_and_bad_args_change_nothing)
     rkv_pool_destroy(pool);
 
     /* an MLA call on a K/V pool */
-    rkv_pool_config c;
-    rkv_pool_config_init(&c);
-    c.num_blocks = 2;
-    c.num_layers = 1;
-    c.num_kv_heads = 1;
-    c.head_dim = 80;
+    rkv_pool_config c = tu_kv_config(2, 0, 1, 1, 80, RKV_DEVICE_HOST);
     OK(rkv_pool_create(&c, &pool));
     OK(rkv_attn_create(pool, &attn));
     cr_assert_eq(rkv_attn_mla_append(attn, 0, 1, slots, ckv, kpe), RKV_ERR_UNSUPPORTED);

@@ -21,10 +21,14 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/dtype_buf.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
 #ifdef RKV_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "tests/support/cuda_buf.h"
 #endif
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -32,63 +36,11 @@
 
 static void need_gpu(void)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 1;
-    pc.num_layers = 1;
-    pc.layout = RKV_LAYOUT_MLA;
-    pc.kv_lora_rank = 64;
-    pc.qk_rope_dim = 16;
-    pc.device = RKV_DEVICE_CUDA;
-    rkv_pool *p = NULL;
-    rkv_status s = rkv_pool_create(&pc, &p);
-    if (s == RKV_ERR_NO_DEVICE)
-        cr_skip_test(SKIP_MSG);
-    cr_assert_eq(s, RKV_OK, "CUDA pool: %s", rkv_last_error());
-    rkv_pool_destroy(p);
+    rkv_pool_config pc = tu_mla_config(1, 0, 1, 64, 16, RKV_DTYPE_F16, RKV_DEVICE_CUDA);
+    tu_need_device_pool(&pc, SKIP_MSG);
 }
 
 #ifdef RKV_HAVE_CUDA
-
-static size_t esz(rkv_dtype dt) { return dt == RKV_DTYPE_F32 ? 4 : 2; }
-
-static float ld(rkv_dtype dt, const void *p, size_t i)
-{
-    if (dt == RKV_DTYPE_F32)
-        return ((const float *)p)[i];
-    uint16_t h = ((const uint16_t *)p)[i];
-    return dt == RKV_DTYPE_F16 ? rkv_f16_to_f32(h) : rkv_bf16_to_f32(h);
-}
-
-static void *rand_buf(rkv_rng *rng, rkv_dtype dt, size_t n)
-{
-    void *p = malloc(n * esz(dt) + 1);
-    cr_assert(p);
-    for (size_t i = 0; i < n; i++) {
-        float x = (float)(rkv_rng_unit(rng) * 2.0 - 1.0);
-        if (dt == RKV_DTYPE_F32)
-            ((float *)p)[i] = x;
-        else
-            ((uint16_t *)p)[i] = dt == RKV_DTYPE_F16 ? rkv_f32_to_f16(x) : rkv_f32_to_bf16(x);
-    }
-    return p;
-}
-
-static void *dev_of(const void *h, size_t bytes)
-{
-    void *d = NULL;
-    cr_assert_eq(cudaMalloc(&d, bytes ? bytes : 1), cudaSuccess);
-    if (h != NULL)
-        cr_assert_eq(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-    else
-        cr_assert_eq(cudaMemset(d, 0xff, bytes ? bytes : 1), cudaSuccess); /* poison */
-    return d;
-}
-
-static void host_of(void *h, const void *d, size_t bytes)
-{
-    cr_assert_eq(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-}
 
 typedef struct mcase {
     rkv_dtype dt;
@@ -97,7 +49,7 @@ typedef struct mcase {
 
 static void run(rkv_rng *rng, const mcase *c)
 {
-    const size_t es = esz(c->dt), W = (size_t)c->R + c->E;
+    const size_t es = tu_dtype_size(c->dt), W = (size_t)c->R + c->E;
     uint32_t *len = malloc(4 * c->nreq), *qn = malloc(4 * c->nreq);
     uint32_t *indptr = malloc(4 * (c->nreq + 1)), *last = malloc(4 * c->nreq);
     uint32_t *qo = malloc(4 * (c->nreq + 1));
@@ -116,15 +68,7 @@ static void run(rkv_rng *rng, const mcase *c)
         nrows += qn[r];
         qo[r + 1] = nrows;
     }
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = npages + 2;
-    pc.page_size = c->P;
-    pc.num_layers = 2;
-    pc.layout = RKV_LAYOUT_MLA;
-    pc.kv_lora_rank = c->R;
-    pc.qk_rope_dim = c->E;
-    pc.dtype = c->dt;
+    rkv_pool_config pc = tu_mla_config(npages + 2, c->P, 2, c->R, c->E, c->dt, RKV_DEVICE_HOST);
     rkv_pool *hp, *dp;
     rkv_attn *ha, *da;
     OK(rkv_pool_create(&pc, &hp));
@@ -143,10 +87,10 @@ static void run(rkv_rng *rng, const mcase *c)
     for (uint32_t r = 0, t0 = 0; r < c->nreq; t0 += len[r], r++)
         for (uint32_t t = 0; t < len[r]; t++)
             slots[t0 + t] = ids[indptr[r] + t / c->P] * c->P + t % c->P;
-    void *ckv = rand_buf(rng, c->dt, (size_t)ntok * c->R);
-    void *kpe = rand_buf(rng, c->dt, (size_t)ntok * c->E);
+    void *ckv = tu_rand_buf(rng, c->dt, (size_t)ntok * c->R);
+    void *kpe = tu_rand_buf(rng, c->dt, (size_t)ntok * c->E);
     OK(rkv_attn_mla_append(ha, 1, ntok, slots, ckv, kpe));
-    void *dckv = dev_of(ckv, (size_t)ntok * c->R * es), *dkpe = dev_of(kpe, (size_t)ntok * c->E * es);
+    void *dckv = tu_dev_copy(ckv, (size_t)ntok * c->R * es), *dkpe = tu_dev_copy(kpe, (size_t)ntok * c->E * es);
     OK(rkv_attn_mla_append(da, 1, ntok, slots, dckv, dkpe));
     OK(rkv_attn_sync(da));
     /* the appended rows, bit for bit */
@@ -159,12 +103,12 @@ static void run(rkv_rng *rng, const mcase *c)
                      "appended page %u differs", i);
 
     const size_t nst = (size_t)nrows * c->H;
-    void *ql = rand_buf(rng, c->dt, nst * c->R), *qp = rand_buf(rng, c->dt, nst * c->E);
-    void *dql = dev_of(ql, nst * c->R * es), *dqp = dev_of(qp, nst * c->E * es);
+    void *ql = tu_rand_buf(rng, c->dt, nst * c->R), *qp = tu_rand_buf(rng, c->dt, nst * c->E);
+    void *dql = tu_dev_copy(ql, nst * c->R * es), *dqp = tu_dev_copy(qp, nst * c->E * es);
     void *ho = malloc(nst * c->R * es), *go = malloc(nst * c->R * es);
     float *hl = malloc(4 * nst), *gl = malloc(4 * nst);
-    void *dout = dev_of(NULL, nst * c->R * es);
-    float *dlse = dev_of(NULL, 4 * nst);
+    void *dout = tu_dev_copy(NULL, nst * c->R * es);
+    float *dlse = tu_dev_copy(NULL, 4 * nst);
     rkv_paged_kv kv = {c->nreq, indptr, ids, last};
     rkv_mla_params mp = {1, c->H, 1.0f / sqrtf((float)W)};
     if (c->qmax) {
@@ -175,15 +119,15 @@ static void run(rkv_rng *rng, const mcase *c)
         OK(rkv_attn_mla_decode(da, &mp, &kv, dql, dqp, dout, dlse));
     }
     OK(rkv_attn_sync(da));
-    host_of(go, dout, nst * c->R * es);
-    host_of(gl, dlse, 4 * nst);
+    tu_host_of(go, dout, nst * c->R * es);
+    tu_host_of(gl, dlse, 4 * nst);
     const double tol = c->dt == RKV_DTYPE_F32 ? 1e-4 : c->dt == RKV_DTYPE_F16 ? 4e-3 : 2e-2;
     for (size_t i = 0; i < nst; i++) {
         double mx = 1e-30;
         for (uint32_t d = 0; d < c->R; d++)
-            mx = fmax(mx, fabs(ld(c->dt, ho, i * c->R + d)));
+            mx = fmax(mx, fabs(tu_ld(c->dt, ho, i * c->R + d)));
         for (uint32_t d = 0; d < c->R; d++) {
-            double g = ld(c->dt, go, i * c->R + d), w = ld(c->dt, ho, i * c->R + d);
+            double g = tu_ld(c->dt, go, i * c->R + d), w = tu_ld(c->dt, ho, i * c->R + d);
             cr_assert(fabs(g - w) <= tol * mx, "dt %d P %u H %u: state %zu dim %u: gpu %g cpu %g",
                       (int)c->dt, c->P, c->H, i, d, g, w);
         }
@@ -203,54 +147,44 @@ static void run(rkv_rng *rng, const mcase *c)
 
 static const rkv_dtype dts[3] = {RKV_DTYPE_F16, RKV_DTYPE_BF16, RKV_DTYPE_F32};
 
+/* Runs c (its dt aside) once per dtype of dts, in order, on one rng seeded under seed;
+ * page_first (nonzero) replaces c's page size for the first dtype. */
+static void per_dtype(const char *seed, mcase c, uint32_t page_first)
+{
+    need_gpu();
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed(seed));
+    const uint32_t P = c.P;
+    for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+        c.dt = dts[i];
+        c.P = i == 0 && page_first != 0 ? page_first : P;
+        run(&rng, &c);
+    }
+}
+
 /* DeepSeek-V3's latent at page 64: three splits of the longest request;
  * the shorter requests leave later splits empty */
 Test(mla_gpu, decode_deepseek_widths_split)
 {
-    need_gpu();
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("mla_gpu_decode_split"));
-    for (int i = 0; i < 3; i++) {
-        mcase c = {dts[i], 64, 512, 64, 16, 3, 700, 0};
-        run(&rng, &c);
-    }
+    per_dtype("mla_gpu_decode_split", (mcase){0, 64, 512, 64, 16, 3, 700, 0}, 0);
 }
 
 /* many rows and a partial second head group, so one split writes the
  * output directly; page sizes 1 and 16 */
 Test(mla_gpu, decode_batch_partial_groups)
 {
-    need_gpu();
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("mla_gpu_decode_batch"));
-    for (int i = 0; i < 3; i++) {
-        mcase c = {dts[i], i == 0 ? 1u : 16u, 128, 32, 20, 40, 24, 0};
-        run(&rng, &c);
-    }
+    per_dtype("mla_gpu_decode_batch", (mcase){0, 16, 128, 32, 20, 40, 24, 0}, 1);
 }
 
 Test(mla_gpu, prefill_page64)
 {
-    need_gpu();
-    rkv_rng rng;
-    rkv_rng_init(&rng, rkv_test_seed("mla_gpu_prefill"));
-    for (int i = 0; i < 3; i++) {
-        mcase c = {dts[i], 64, 256, 64, 5, 3, 150, 6};
-        run(&rng, &c);
-    }
+    per_dtype("mla_gpu_prefill", (mcase){0, 64, 256, 64, 5, 3, 150, 6}, 0);
 }
 
 Test(mla_gpu, unsupported_widths_refused)
 {
     need_gpu();
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 2;
-    pc.num_layers = 1;
-    pc.layout = RKV_LAYOUT_MLA;
-    pc.kv_lora_rank = 1024;
-    pc.qk_rope_dim = 64;
-    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool_config pc = tu_mla_config(2, 0, 1, 1024, 64, RKV_DTYPE_F16, RKV_DEVICE_CUDA);
     rkv_pool *p;
     rkv_attn *a;
     OK(rkv_pool_create(&pc, &p));
@@ -258,7 +192,7 @@ Test(mla_gpu, unsupported_widths_refused)
     uint32_t blk, slot;
     OK(rkv_pool_alloc(p, &blk));
     slot = blk * pc.page_size;
-    void *d = dev_of(NULL, 4096);
+    void *d = tu_dev_copy(NULL, 4096);
     cr_assert_eq(rkv_attn_mla_append(a, 0, 1, &slot, d, d), RKV_ERR_UNSUPPORTED);
     cr_assert(strstr(rkv_last_error(), "on the GPU") != NULL, "%s", rkv_last_error());
     cudaFree(d);

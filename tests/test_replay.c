@@ -233,15 +233,10 @@ static uint32_t page_keys(const rkv_workload *wl, size_t i, uint32_t P,
     return n;
 }
 
+/* The trace's first n requests (it has that many). */
 static void load_slice(rkv_workload *wl, size_t n)
 {
-    rkv_trace_reader *r = NULL;
-    cr_assert_eq(rkv_trace_reader_open_path(TRACE_PATH, &r), RKV_OK, "%s",
-                 rkv_last_error());
-    rkv_workload_init(wl);
-    cr_assert_eq(rkv_workload_load_trace(wl, r, n), RKV_OK, "%s",
-                 rkv_last_error());
-    rkv_trace_reader_close(r);
+    rkv_test_trace_slice(wl, TRACE_PATH, n);
     cr_assert_eq(wl->num_reqs, n);
 }
 
@@ -324,25 +319,29 @@ Test(replay, file_order_page512_matches_model, .timeout = 600)
     rkv_workload_free(&wl);
 }
 
-Test(replay, file_order_page256_matches_model, .timeout = 600)
+/* The first n requests replayed at page P against the model, with a small
+ * capacity (checked every check_small requests) and a big one: the big
+ * one hits more. */
+static void small_and_big(size_t n, uint32_t P, uint64_t small_cap, uint32_t check_small,
+                          uint64_t big_cap)
 {
-    /* Half the trace's block: every trace block spans two pages. */
     rkv_workload wl;
-    load_slice(&wl, 2000);
-    uint64_t small = compare(&wl, 256, 200000, 250);
-    uint64_t big = compare(&wl, 256, 100000000, 0);
+    load_slice(&wl, n);
+    uint64_t small = compare(&wl, P, small_cap, check_small);
+    uint64_t big = compare(&wl, P, big_cap, 0);
     cr_assert_lt(small, big);
     rkv_workload_free(&wl);
 }
 
+/* Half the trace's block: every trace block spans two pages. */
+Test(replay, file_order_page256_matches_model, .timeout = 600)
+{
+    small_and_big(2000, 256, 200000, 250, 100000000);
+}
+
 Test(replay, file_order_page16_matches_model, .timeout = 600)
 {
-    rkv_workload wl;
-    load_slice(&wl, 1000);
-    uint64_t small = compare(&wl, 16, 150000, 0);
-    uint64_t big = compare(&wl, 16, 20000000, 0);
-    cr_assert_lt(small, big);
-    rkv_workload_free(&wl);
+    small_and_big(1000, 16, 150000, 0, 20000000);
 }
 
 Test(replay, file_order_random_page_and_capacity, .timeout = 600)

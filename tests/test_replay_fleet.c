@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "tests/support/cli_run.h"
 #include "sim/replay.h"
 #include "sim/trace.h"
 #include "sim/workload.h"
@@ -25,17 +26,6 @@
 #include "tests/support/test_workload.h"
 
 #define TRACE_PATH RKV_SOURCE_DIR "/bench/traces/mooncake_conversation_trace.jsonl"
-
-static void load_slice(rkv_workload *wl, size_t n)
-{
-    rkv_trace_reader *r = NULL;
-    cr_assert_eq(rkv_trace_reader_open_path(TRACE_PATH, &r), RKV_OK, "%s",
-                 rkv_last_error());
-    rkv_workload_init(wl);
-    cr_assert_eq(rkv_workload_load_trace(wl, r, n), RKV_OK, "%s",
-                 rkv_last_error());
-    rkv_trace_reader_close(r);
-}
 
 typedef struct fleet_out {
     rkv_fleet_result res;
@@ -131,13 +121,11 @@ static void n1_matches(const rkv_workload *wl, const rkv_replay_config *cfg)
 
 Test(fleet, one_instance_is_the_single_replay, .timeout = 600)
 {
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = 300000; /* evicts: the trees are under pressure */
-    cfg.time_scale = 0.25;        /* queues form: the step order matters */
-    cfg.check_every = 97;
+    /* capacity: evicts, the trees are under pressure */
+    rkv_replay_config cfg = rkv_test_replay_config(0, 300000, 97);
+    cfg.time_scale = 0.25; /* queues form: the step order matters */
     rkv_workload wl;
-    load_slice(&wl, 600);
+    rkv_test_trace_slice(&wl, TRACE_PATH, 600);
     n1_matches(&wl, &cfg);
     rkv_workload_free(&wl);
 
@@ -159,10 +147,8 @@ Test(fleet, kv_hits_at_least_round_robin, .timeout = 600)
      * all share the tool list -- prefixes that routing can keep together */
     rkv_workload wl;
     rkv_test_agentic(&wl, 32, 8, "fleet.kv_vs_rr");
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = 60000; /* a few sessions' history per instance */
-    cfg.check_every = 50;
+    /* capacity: a few sessions' history per instance */
+    rkv_replay_config cfg = rkv_test_replay_config(0, 60000, 50);
     for (uint32_t n = 2; n <= 4; n += 2) {
         fleet_out kv, rr;
         fleet_run(&wl, &cfg, n, RKV_ROUTE_KV, 1, &kv);
@@ -182,10 +168,8 @@ Test(fleet, every_request_finishes_on_exactly_one_instance, .timeout = 600)
 {
     rkv_workload wl;
     rkv_test_agentic(&wl, 16, 8, "fleet.one_instance");
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = 9000; /* some requests can never fit: refused */
-    cfg.check_every = 31;
+    /* capacity: some requests can never fit, refused */
+    rkv_replay_config cfg = rkv_test_replay_config(0, 9000, 31);
     for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
         fleet_out f;
         fleet_run(&wl, &cfg, 3, (enum rkv_route)route, 5, &f);
@@ -217,7 +201,7 @@ Test(fleet, every_request_finishes_on_exactly_one_instance, .timeout = 600)
 Test(fleet, a_seed_gives_the_same_run, .timeout = 600)
 {
     rkv_workload wl;
-    load_slice(&wl, 400);
+    rkv_test_trace_slice(&wl, TRACE_PATH, 400);
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     cfg.capacity_tokens = 200000;
@@ -246,11 +230,10 @@ Test(fleet, tiers_split_hits_by_medium_and_reach_the_router, .timeout = 600)
 {
     rkv_workload wl;
     rkv_test_agentic(&wl, 32, 8, "fleet.tiers");
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = 30000; /* evicts into the host tier */
+    /* capacity: evicts into the host tier; sched and tree checks every 7
+     * steps, every tree at the end */
+    rkv_replay_config cfg = rkv_test_replay_config(0, 30000, 7);
     cfg.host_capacity_tokens = 300000;
-    cfg.check_every = 7; /* sched and tree checks; every tree at the end */
     for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
         const char *rn = rkv_route_name((enum rkv_route)route);
         fleet_out f;
@@ -368,7 +351,7 @@ Test(fleet, kv_routes_to_a_host_copy, .timeout = 600)
 Test(fleet, bad_configs_are_refused)
 {
     rkv_workload wl;
-    load_slice(&wl, 10);
+    rkv_test_trace_slice(&wl, TRACE_PATH, 10);
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     rkv_fleet_config fc;
@@ -388,18 +371,10 @@ Test(fleet, bad_configs_are_refused)
 
 static void refused(const char *args, const char *want)
 {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[32];
-    int argc = 0;
-    argv[argc++] = "radixkv";
-    for (char *t = strtok(buf, " "); t && argc < 31; t = strtok(NULL, " "))
-        argv[argc++] = t;
-    argv[argc] = NULL;
     rkv_cli_options o;
     char err[512];
-    cr_assert_eq(rkv_cli_parse(argc, argv, &o, err, sizeof err),
-                 RKV_ACT_USAGE_ERROR, "'%s' was accepted", args);
+    cr_assert_eq(rkv_cli_parse_line(args, &o, err, sizeof err), RKV_ACT_USAGE_ERROR,
+                 "'%s' was accepted", args);
     cr_assert(strstr(err, want), "'%s': message '%s' lacks '%s'", args, err,
               want);
 }

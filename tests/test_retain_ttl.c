@@ -45,6 +45,23 @@ static void pins_at(uint64_t now, uint64_t n)
                  (unsigned long long)tf_rstats().pins, (unsigned long long)now);
 }
 
+/* n pins until just before t; one of them expires at t. */
+static void expires_at(uint64_t t, uint64_t n)
+{
+    pins_at(t - 1, n);
+    pins_at(t, n - 1);
+}
+
+/* Evicting 2 pages takes gone's 8 tokens (in namespace gns), not kept's. */
+static void evicts_first(rkv_namespace gns, const int32_t *gone, rkv_namespace kns,
+                         const int32_t *kept)
+{
+    OK(rkv_tree_evict(g_tree, 2, NULL));
+    CHECK();
+    cr_assert_eq(tf_cached_pages(gns, gone, 8), 0);
+    cr_assert_eq(tf_cached_pages(kns, kept, 8), 2);
+}
+
 TestSuite(ns_ttl, .fini = tf_close);
 
 Test(ns_ttl, pins_expire_at_their_namespace_ttl_and_own_ttl_wins)
@@ -72,21 +89,12 @@ Test(ns_ttl, pins_expire_at_their_namespace_ttl_and_own_ttl_wins)
     OK(rkv_tree_retain(g_tree, 1, c, 8, &r, 10, NULL));
     CHECK();
     cr_assert_eq(tf_rstats().pins, 3);
-    pins_at(109, 3);
-    pins_at(110, 2); /* a: 10 + 100 */
-    OK(rkv_tree_evict(g_tree, 2, NULL));
-    CHECK();
-    cr_assert_eq(tf_cached_pages(1, a, 8), 0);
-    cr_assert_eq(tf_cached_pages(2, b, 8), 2);
+    expires_at(110, 3); /* a: 10 + 100 */
+    evicts_first(1, a, 2, b);
     ERR(RKV_ERR_NO_SPACE, rkv_tree_evict(g_tree, 1, NULL));
-    pins_at(309, 2);
-    pins_at(310, 1); /* b: 10 + 300 */
-    OK(rkv_tree_evict(g_tree, 2, NULL));
-    CHECK();
-    cr_assert_eq(tf_cached_pages(2, b, 8), 0);
-    cr_assert_eq(tf_cached_pages(1, c, 8), 2);
-    pins_at(509, 1);
-    pins_at(510, 0); /* c: 10 + 500 */
+    expires_at(310, 2); /* b: 10 + 300 */
+    evicts_first(2, b, 1, c);
+    expires_at(510, 1); /* c: 10 + 500 */
     cr_assert_eq(tf_rstats().pins_expired, 3);
 }
 

@@ -20,6 +20,14 @@ static rkv_sched_config base_cfg(rkv_policy pol)
     return c;
 }
 
+/* base_cfg with request dedup off (dedup_min_tokens 0). */
+static rkv_sched_config nodedup_cfg(rkv_policy pol)
+{
+    rkv_sched_config c = base_cfg(pol);
+    c.dedup_min_tokens = 0;
+    return c;
+}
+
 /* ---- bad input, lifecycle errors ------------------------------------------ */
 
 Test(sched, bad_input_rejected_state_intact)
@@ -210,8 +218,7 @@ Test(sched, large_max_new_tokens_small_memory)
     rkv_sched_debug_reset_largest_alloc();
     eng e;
     const uint32_t max_new = 1000000, P = 64;
-    eng_init(&e, (max_new + 64) / P + 1, P, &c, 2);
-    e.seed = 5;
+    eng_init_seeded(&e, (max_new + 64) / P + 1, P, &c, 2, 5);
     e.eos_mod = 29; /* a token divisible by 29 ends the request */
     int32_t p[40];
     fill_tokens(p, 40, 3);
@@ -250,8 +257,7 @@ static void random_workload(rkv_policy pol, const char *name)
         c.aging_per_s = (double)rkv_rng_below(&g, 100);
         uint32_t nreq = 40;
         eng e;
-        eng_init(&e, nblocks, P, &c, nreq);
-        e.seed = rkv_rng_next(&g);
+        eng_init_seeded(&e, nblocks, P, &c, nreq, rkv_rng_next(&g));
         e.eos_mod = rkv_rng_below(&g, 2) ? 0 : 29;
         /* a few prefix families so matches are non-trivial */
         int32_t fam[4][128];
@@ -325,8 +331,7 @@ Test(sched, preemption_completes_everything)
          * estimate counts 70% of the outputs) but not at the end, so
          * decodes must preempt */
         eng e;
-        eng_init(&e, 26, 4, &c, 12);
-        e.seed = 1234;
+        eng_init_seeded(&e, 26, 4, &c, 12, 1234);
         for (uint32_t i = 0; i < 12; i++) {
             int32_t p[4];
             fill_tokens(p, 4, 100 + i);
@@ -433,13 +438,11 @@ Test(sched, dedup_computes_shared_prefix_once)
  * arrive faster than they run. Returns the step at which it first ran. */
 static double starve_run(rkv_policy pol, double max_wait, double horizon)
 {
-    rkv_sched_config c = base_cfg(pol);
+    rkv_sched_config c = nodedup_cfg(pol);
     c.max_running = 1;
     c.max_wait_ms = max_wait;
-    c.dedup_min_tokens = 0;
     eng e;
-    eng_init(&e, 4096, 4, &c, 2000);
-    e.seed = 5;
+    eng_init_seeded(&e, 4096, 4, &c, 2000, 5);
     int32_t hot[64];
     fill_tokens(hot, 64, 777);
     uint32_t id = 0;
@@ -486,8 +489,7 @@ Test(sched, abort_waiting_and_running_leaks_nothing)
     c.max_running = 3;
     c.max_batch_tokens = 24; /* chunked: aborts land mid-prefill */
     eng e;
-    eng_init(&e, 64, 4, &c, 10);
-    e.seed = 3;
+    eng_init_seeded(&e, 64, 4, &c, 10, 3);
     int32_t shared[32];
     fill_tokens(shared, 32, 55);
     for (uint32_t i = 0; i < 10; i++) {
@@ -561,8 +563,7 @@ Test(sched, finished_turn_is_cached_for_the_next)
     enum { P = 4, L = 37, M = 9 };
     rkv_sched_config c = base_cfg(RKV_POLICY_LPM);
     eng e;
-    eng_init(&e, 256, P, &c, 2);
-    e.seed = 8;
+    eng_init_seeded(&e, 256, P, &c, 2, 8);
     int32_t p[L + M + 10];
     fill_tokens(p, L, 1);
     OK(eng_submit(&e, 0, 0, p, L, M, 0));
@@ -585,12 +586,10 @@ Test(sched, chunk_pages_visible_while_running)
      * submitted after that chunk committed, hits it while the first still
      * runs */
     enum { P = 4 };
-    rkv_sched_config c = base_cfg(RKV_POLICY_FCFS);
+    rkv_sched_config c = nodedup_cfg(RKV_POLICY_FCFS);
     c.max_batch_tokens = 16;
-    c.dedup_min_tokens = 0;
     eng e;
-    eng_init(&e, 256, P, &c, 2);
-    e.seed = 9;
+    eng_init_seeded(&e, 256, P, &c, 2, 9);
     int32_t a[64], b[40];
     fill_tokens(a, 64, 10);
     OK(eng_submit(&e, 0, 0, a, 64, 2, 0));
@@ -613,13 +612,11 @@ static void admission_order(rkv_policy pol, uint32_t n, const uint32_t *share,
                             const int32_t *prio, uint32_t *order_out)
 {
     enum { P = 4 };
-    rkv_sched_config c = base_cfg(pol);
+    rkv_sched_config c = nodedup_cfg(pol);
     c.max_running = 1;
-    c.dedup_min_tokens = 0;
     c.aging_per_s = 0;
     eng e;
-    eng_init(&e, 1024, P, &c, n + 2);
-    e.seed = 1;
+    eng_init_seeded(&e, 1024, P, &c, n + 2, 1);
     int32_t fam[64], other[64];
     fill_tokens(fam, 64, 5);
     /* warm-up: the family (64 tokens), and a sibling sharing its first 32
@@ -693,12 +690,10 @@ Test(sched, dfs_groups_shared_prefixes)
 static int64_t lpm_after_change(int evict)
 {
     enum { P = 4 };
-    rkv_sched_config c = base_cfg(RKV_POLICY_LPM);
+    rkv_sched_config c = nodedup_cfg(RKV_POLICY_LPM);
     c.max_running = 1;
-    c.dedup_min_tokens = 0;
     eng e;
-    eng_init(&e, 256, P, &c, 5);
-    e.seed = 2;
+    eng_init_seeded(&e, 256, P, &c, 5, 2);
     int32_t a[64], b[32], x[8], ra[80], rb[80];
     fill_tokens(a, 64, 21);
     fill_tokens(b, 32, 22);
@@ -747,8 +742,7 @@ Test(sched, embedder_double_unlock_keeps_running_prefix)
     enum { P = 4, L = 32 };
     rkv_sched_config c = base_cfg(RKV_POLICY_FCFS);
     eng e;
-    eng_init(&e, 64, P, &c, 2);
-    e.seed = 3;
+    eng_init_seeded(&e, 64, P, &c, 2, 3);
     int32_t a[L + 1];
     fill_tokens(a, L + 1, 21);
     OK(eng_submit(&e, 0, 0, a, L, 1, 0)); /* caches a[0..L) */
@@ -849,11 +843,9 @@ Test(sched, undone_admission_counts_its_cached_tokens_once)
     enum { P = 4, X = 16 };
     uint32_t hits = 0;
     for (uint32_t nblocks = 11; nblocks <= 24; nblocks++) {
-        rkv_sched_config c = base_cfg(RKV_POLICY_FCFS);
-        c.dedup_min_tokens = 0;
+        rkv_sched_config c = nodedup_cfg(RKV_POLICY_FCFS);
         eng e;
-        eng_init(&e, nblocks, P, &c, 3);
-        e.seed = 17;
+        eng_init_seeded(&e, nblocks, P, &c, 3, 17);
         int32_t w[X + P], a[P];
         fill_tokens(w, X + P, 900);
         fill_tokens(a, P, 901);
@@ -927,13 +919,11 @@ Test(sched, dedup_holds_for_a_page_aligned_last_page)
 static void aged_order(double aging, uint32_t n, const double *at,
                        const int32_t *prio, uint32_t *order)
 {
-    rkv_sched_config c = base_cfg(RKV_POLICY_PRIORITY);
+    rkv_sched_config c = nodedup_cfg(RKV_POLICY_PRIORITY);
     c.max_running = 1;
-    c.dedup_min_tokens = 0;
     c.aging_per_s = aging;
     eng e;
-    eng_init(&e, 256, 4, &c, n);
-    e.seed = 3;
+    eng_init_seeded(&e, 256, 4, &c, n, 3);
     for (uint32_t i = 0; i < n; i++) {
         int32_t p[8];
         fill_tokens(p, 8, 600 + i);

@@ -116,6 +116,15 @@ static inline void eng_init(eng *e, uint32_t nblocks, uint32_t P,
     cr_assert(e->reqs && e->kv && e->wstamp && e->next && e->fin);
 }
 
+/* eng_init, then the sampler seeded with seed. */
+static inline void eng_init_seeded(eng *e, uint32_t nblocks, uint32_t P,
+                                   const rkv_sched_config *cfg, uint32_t max_ids,
+                                   uint64_t seed)
+{
+    eng_init(e, nblocks, P, cfg, max_ids);
+    e->seed = seed;
+}
+
 static inline void eng_fini(eng *e)
 {
     rkv_sched_destroy(e->s);

@@ -83,6 +83,31 @@ static void commit1(eng *e, int32_t tok, uint8_t fin)
     OK(rkv_sched_check(e->s));
 }
 
+/* open_query, then request id submitted: the 5 tokens p, one new. */
+static void open_one(eng *e, uint32_t blocks, uint32_t nreqs, uint64_t id, const int32_t p[5])
+{
+    open_query(e, blocks, nreqs);
+    OK(submit(e, id, p, 5, 1));
+}
+
+/* Request id planned alone: running, nothing generated yet (cached
+ * tokens, kv0 in its KV); then tok committed: one generated, kv1. */
+static void first_token(eng *e, uint64_t id, int32_t tok, uint32_t cached, uint32_t kv0,
+                        uint32_t kv1)
+{
+    step(e, 1);
+    expect(info_of(e, id), RKV_REQ_RUNNING, RKV_FINISH_NONE, 0, cached, kv0);
+    commit1(e, tok, 0);
+    expect(info_of(e, id), RKV_REQ_RUNNING, RKV_FINISH_NONE, 1, cached, kv1);
+}
+
+/* One step that runs one row, then its commit. */
+static void run1(eng *e, int32_t tok, uint8_t fin)
+{
+    step(e, 1);
+    commit1(e, tok, fin);
+}
+
 Test(sched_query, bad_arguments)
 {
     eng e;
@@ -113,15 +138,10 @@ Test(sched_query, lifecycle_to_length_then_forgotten)
     cr_assert_eq(in.preemptions, 0);
 
     /* planned: running, but nothing counts until the commit */
-    step(&e, 1);
-    expect(info_of(&e, 1), RKV_REQ_RUNNING, RKV_FINISH_NONE, 0, 0, 0);
-    commit1(&e, 100, 0);
-    expect(info_of(&e, 1), RKV_REQ_RUNNING, RKV_FINISH_NONE, 1, 0, 10);
-    step(&e, 1);
-    commit1(&e, 101, 0);
+    first_token(&e, 1, 100, 0, 0, 10);
+    run1(&e, 101, 0);
     expect(info_of(&e, 1), RKV_REQ_RUNNING, RKV_FINISH_NONE, 2, 0, 11);
-    step(&e, 1);
-    commit1(&e, 102, 0);
+    run1(&e, 102, 0);
     /* the third token reaches max_new_tokens */
     expect(info_of(&e, 1), RKV_REQ_FINISHED, RKV_FINISH_LENGTH, 3, 0, 0);
     /* still there on a second look, and abort does not apply to it */
@@ -145,13 +165,9 @@ Test(sched_query, lifecycle_to_length_then_forgotten)
     b[14] = 9;
     OK(submit(&e, 2, b, 15, 4));
     expect(info_of(&e, 2), RKV_REQ_WAITING, RKV_FINISH_NONE, 0, 0, 0);
-    step(&e, 1);
-    expect(info_of(&e, 2), RKV_REQ_RUNNING, RKV_FINISH_NONE, 0, 12, 12);
-    commit1(&e, 200, 0);
-    expect(info_of(&e, 2), RKV_REQ_RUNNING, RKV_FINISH_NONE, 1, 12, 15);
+    first_token(&e, 2, 200, 12, 12, 15);
     /* EOS before max_new_tokens */
-    step(&e, 1);
-    commit1(&e, 201, 1);
+    run1(&e, 201, 1);
     expect(info_of(&e, 2), RKV_REQ_FINISHED, RKV_FINISH_STOP, 2, 12, 0);
     step(&e, 0);
     assert_unknown(&e, 2);
@@ -161,11 +177,9 @@ Test(sched_query, lifecycle_to_length_then_forgotten)
 Test(sched_query, stop_wins_over_length)
 {
     eng e;
-    open_query(&e, 16, 4);
-    int32_t p[5] = {5, 6, 7, 8, 9};
-    OK(submit(&e, 3, p, 5, 1));
-    step(&e, 1);
-    commit1(&e, 42, 1); /* EOS sampled as the only allowed token */
+    static const int32_t p[5] = {5, 6, 7, 8, 9};
+    open_one(&e, 16, 4, 3, p);
+    run1(&e, 42, 1); /* EOS sampled as the only allowed token */
     expect(info_of(&e, 3), RKV_REQ_FINISHED, RKV_FINISH_STOP, 1, 0, 0);
     eng_fini(&e);
 }
@@ -203,10 +217,8 @@ Test(sched_query, abort_waiting_and_planned)
 
     /* a running request aborted after some decodes keeps its counts */
     OK(submit(&e, 4, p, 6, 5));
-    step(&e, 1);
-    commit1(&e, 11, 0);
-    step(&e, 1);
-    commit1(&e, 12, 0);
+    run1(&e, 11, 0);
+    run1(&e, 12, 0);
     OK(rkv_sched_abort(e.s, 4));
     OK(rkv_sched_check(e.s));
     /* request 1 (same prompt) was aborted before any commit, so nothing
@@ -220,8 +232,7 @@ Test(sched_query, abort_waiting_and_planned)
     step(&e, 1);
     expect(info_of(&e, 6), RKV_REQ_RUNNING, RKV_FINISH_NONE, 0, 4, 4);
     commit1(&e, 13, 0);
-    step(&e, 1);
-    commit1(&e, 14, 0);
+    run1(&e, 14, 0);
     expect(info_of(&e, 6), RKV_REQ_FINISHED, RKV_FINISH_LENGTH, 2, 4, 0);
     eng_done(&e);
 }
@@ -229,11 +240,9 @@ Test(sched_query, abort_waiting_and_planned)
 Test(sched_query, reused_id_reports_live_then_latest)
 {
     eng e;
-    open_query(&e, 32, 8);
-    int32_t p[5] = {1, 2, 3, 4, 5};
-    OK(submit(&e, 5, p, 5, 1));
-    step(&e, 1);
-    commit1(&e, 6, 0);
+    static const int32_t p[5] = {1, 2, 3, 4, 5};
+    open_one(&e, 32, 8, 5, p);
+    run1(&e, 6, 0);
     expect(info_of(&e, 5), RKV_REQ_FINISHED, RKV_FINISH_LENGTH, 1, 0, 0);
     /* ended ids may be reused before the next step: the live one wins */
     OK(submit(&e, 5, p, 5, 3));

@@ -44,6 +44,33 @@ static void run_one(eng *e, uint64_t id, uint32_t len, uint32_t max_new,
     eng_drain(e, 10000);
 }
 
+/* Requests 0 and 1 (40 tokens, 1 new, token keys key0 and key0 + 1) run,
+ * each pinning its 40 tokens (owners owner0, owner0 + 1): 20 blocks
+ * pinned after. */
+static void pin_two(eng *e, uint64_t owner0, uint64_t key0)
+{
+    rkv_retention r = tu_pin(40, 1000000, 0);
+    for (uint32_t i = 0; i < 2; i++) {
+        r.owner = owner0 + i;
+        e->retention = &r;
+        run_one(e, i, 40, 1, key0 + i);
+    }
+    e->retention = NULL;
+    rkv_retention_stats rs;
+    OK(rkv_tree_retention_stats(e->tree, &rs));
+    cr_assert_eq(rs.pinned_blocks, 20);
+}
+
+/* small_cfg's engine of 16 pages (4 request ids), the 8 tokens p of key 1
+ * and a retention r at its defaults. */
+static void small_eng_p8(eng *e, rkv_sched_config *c, int32_t p[8], rkv_retention *r)
+{
+    small_cfg(c);
+    eng_init(e, 16, PAGE, c, 4);
+    fill_tokens(p, 8, 1);
+    rkv_retention_init(r);
+}
+
 /* Session A (id 0): 40-token prompt; then 24 other requests of 40 tokens
  * (6 x the pool); then A's next turn (its conversation + 8 tokens) at time
  * turn_at. Returns the tokens A's next turn found cached. */
@@ -159,16 +186,7 @@ Test(sched_retain, pins_never_hold_back_running_or_admission)
     small_cfg(&c);
     eng e;
     init_with_tree(&e, 40, &c, NULL, 16);
-    rkv_retention r = tu_pin(40, 1000000, 0);
-    for (uint32_t i = 0; i < 2; i++) {
-        r.owner = 7 + i;
-        e.retention = &r;
-        run_one(&e, i, 40, 1, 900 + i);
-    }
-    e.retention = NULL;
-    rkv_retention_stats rs;
-    OK(rkv_tree_retention_stats(e.tree, &rs));
-    cr_assert_eq(rs.pinned_blocks, 20);
+    pin_two(&e, 7, 900);
     uint64_t y = 0;
     OK(rkv_tree_pins_yieldable(e.tree, &y));
     cr_assert_eq(y, 20);
@@ -204,16 +222,8 @@ Test(sched_retain, running_request_completes_when_pins_fill_the_cap)
     tc.max_pinned_pct = 100;
     eng e;
     init_with_tree(&e, 24, &c, &tc, 16);
-    rkv_retention r = tu_pin(40, 1000000, 0);
-    for (uint32_t i = 0; i < 2; i++) {
-        r.owner = i + 1;
-        e.retention = &r;
-        run_one(&e, i, 40, 1, 40 + i);
-    }
-    e.retention = NULL;
+    pin_two(&e, 1, 40);
     rkv_retention_stats rs;
-    OK(rkv_tree_retention_stats(e.tree, &rs));
-    cr_assert_eq(rs.pinned_blocks, 20);
     run_one(&e, 3, 20, 60, 99); /* 79 tokens of KV: 20 blocks */
     cr_assert_eq(e.reqs[3].gen, 60);
     OK(rkv_tree_retention_stats(e.tree, &rs));
@@ -224,13 +234,10 @@ Test(sched_retain, running_request_completes_when_pins_fill_the_cap)
 Test(sched_retain, bad_retention_is_refused_at_submit)
 {
     rkv_sched_config c;
-    small_cfg(&c);
     eng e;
-    eng_init(&e, 16, PAGE, &c, 4);
     int32_t p[8];
-    fill_tokens(p, 8, 1);
     rkv_retention r;
-    rkv_retention_init(&r);
+    small_eng_p8(&e, &c, p, &r);
     r.priority = 101;
     e.retention = &r;
     cr_assert_eq(eng_submit(&e, 0, 0, p, 8, 1, 0), RKV_ERR_INVALID_ARG);
@@ -256,13 +263,10 @@ Test(sched_retain, bad_retention_is_refused_at_submit)
 Test(sched_retain, pin_takes_the_namespace_ttl)
 {
     rkv_sched_config c;
-    small_cfg(&c);
     eng e;
-    eng_init(&e, 16, PAGE, &c, 4);
     int32_t p[8];
-    fill_tokens(p, 8, 1);
     rkv_retention r;
-    rkv_retention_init(&r);
+    small_eng_p8(&e, &c, p, &r);
     r.pin_tokens = 8;
     e.retention = &r;
     cr_assert_eq(eng_submit(&e, 0, 3, p, 8, 1, 0), RKV_ERR_INVALID_ARG);

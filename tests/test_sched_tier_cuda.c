@@ -55,14 +55,13 @@
 #define SKIP_MSG "no CUDA device: scheduler tier CUDA tests skipped"
 #define P STK_P
 
-typedef stk_env tenv;
 
 /* Device block b's P K values read straight from device memory, whether
  * the block is allocated or not (the engine's peek: a done STORE's or a
  * swap-out's source block may be free already, and the pool's copy
  * refuses free blocks). Layer 0's K is the first num_blocks * P tokens of
  * 8 bytes at rkv_pool_layer_kv's K pointer. */
-static void kv_peek(tenv *e, uint32_t b, uint64_t out[P])
+static void kv_peek(stk_env *e, uint32_t b, uint64_t out[P])
 {
 #ifdef RKV_HAVE_CUDA
     void *k = NULL, *v = NULL;
@@ -79,7 +78,7 @@ static void kv_peek(tenv *e, uint32_t b, uint64_t out[P])
 
 /* Every device block's K overwritten, allocated or not (the engine's
  * clobber hook). */
-static void kv_clobber(tenv *e)
+static void kv_clobber(stk_env *e)
 {
 #ifdef RKV_HAVE_CUDA
     void *k = NULL, *v = NULL;
@@ -94,7 +93,7 @@ static void kv_clobber(tenv *e)
 
 /* Host store (host_blocks, or none when 0) and disk store (disk_blocks,
  * or none when 0) under a CUDA pool; skips without a CUDA device. */
-static void tsetup(tenv *e, uint32_t nblocks, uint32_t host_blocks,
+static void tsetup(stk_env *e, uint32_t nblocks, uint32_t host_blocks,
                    uint32_t disk_blocks, const rkv_sched_config *cfg,
                    int write_policy)
 {
@@ -108,6 +107,14 @@ static void tsetup(tenv *e, uint32_t nblocks, uint32_t host_blocks,
     cr_assert(rkv_tree_debug_copy_async(e->tree), "a CUDA pool copies asynchronously");
 }
 
+/* tsetup with stk_base_cfg(lpm, max_running), write-back. */
+static void tsetup_lpm(stk_env *e, uint32_t max_running, uint32_t nblocks,
+                       uint32_t host_blocks, uint32_t disk_blocks)
+{
+    rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, max_running);
+    tsetup(e, nblocks, host_blocks, disk_blocks, &c, RKV_WRITE_BACK);
+}
+
 static int deferred(void)
 {
     const char *d = getenv("RKV_CUDASIM_DEFER");
@@ -115,7 +122,7 @@ static int deferred(void)
 }
 
 /* tsetup with a host store only (stk_setup_fn). */
-static void setup_cuda(tenv *e, uint32_t nblocks, uint32_t host_blocks,
+static void setup_cuda(stk_env *e, uint32_t nblocks, uint32_t host_blocks,
                        const rkv_sched_config *cfg, int write_policy)
 {
     tsetup(e, nblocks, host_blocks, 0, cfg, write_policy);
@@ -129,19 +136,23 @@ static int64_t load_steps(void)
     return deferred() ? 3 : 2;
 }
 
-/* Request id was first planned in step want: exactly on the simulator,
- * whose copies are done by the first query that may see them; at or
- * after it on a GPU, where a copy may still run at that poll. */
-static void admitted_at(const tenv *e, uint64_t id, int64_t want)
+/* The CUDA pool's load timing: exact on the simulator, whose copies are
+ * done by the first query that may see them; at or after on a GPU, where
+ * a copy may still run at that poll. */
+static stk_tier cuda_tier(void)
 {
-    int64_t got = e->r[id].first_step;
 #ifdef RKV_CUDASIM
-    cr_assert_eq(got, want, "request %llu admitted in step %lld, not %lld",
-                 (unsigned long long)id, (long long)got, (long long)want);
+    stk_tier t = {setup_cuda, load_steps(), 1};
 #else
-    cr_assert_geq(got, want, "request %llu admitted in step %lld, before %lld",
-                  (unsigned long long)id, (long long)got, (long long)want);
+    stk_tier t = {setup_cuda, load_steps(), 0};
 #endif
+    return t;
+}
+
+static void admitted_at(const stk_env *e, uint64_t id, int64_t want)
+{
+    stk_tier t = cuda_tier();
+    stk_admitted_at(e, &t, id, want);
 }
 
 /* A request whose prefix is on the host waits, loading, through the
@@ -149,7 +160,7 @@ static void admitted_at(const tenv *e, uint64_t id, int64_t want)
  * runs on the loaded pages with the right KV. */
 Test(sched_tier_cuda, host_load_spans_steps)
 {
-    tenv e;
+    stk_env e;
     int32_t shared[28];
     stk_warm_base(&e, setup_cuda, RKV_POLICY_LPM, 1, 12, shared);
     OK(stk_submit(&e, 6, shared, 28, 2));
@@ -174,10 +185,7 @@ Test(sched_tier_cuda, host_load_spans_steps)
     cr_assert_geq(e.r[6].first_cached, e.r[6].first_host);
     cr_assert_eq(e.r[6].nload_blocks * P, e.r[6].first_host);
     cr_assert_eq(e.r[6].load_blocks_used, 1);
-    rkv_sched_stats st;
-    OK(rkv_sched_get_stats(e.s, &st));
-    cr_assert_eq(st.loads, 1);
-    cr_assert_eq(st.failed_loads, 0);
+    (void)stk_expect_loads(&e, 1, 0);
     stk_finish(&e);
 }
 
@@ -185,50 +193,23 @@ Test(sched_tier_cuda, host_load_spans_steps)
  * load that is not theirs. */
 Test(sched_tier_cuda, others_run_while_one_loads)
 {
-    tenv e;
-    int32_t shared[28], other[12];
-    stk_warm_base(&e, setup_cuda, RKV_POLICY_LPM, 2, 16, shared);
-    stk_submit_beside(&e, shared, other, 8);
-    int64_t s0 = e.steps;
-    for (int64_t k = 0; k < load_steps(); k++) {
-        cr_assert_eq(stk_step(&e), 1, "step %lld: the other request runs",
-                     (long long)k);
-        cr_assert_eq(e.r[6].first_step, -1);
-    }
-    cr_assert_eq(e.r[5].first_step, s0);
-    stk_drain(&e, 400);
-    admitted_at(&e, 6, s0 + load_steps());
-    cr_assert_gt(e.r[6].first_host, 0);
-    stk_finish(&e);
+    stk_tier t = cuda_tier();
+    stk_others_run_while_one_loads(&t, 16, 8);
 }
 
 /* Two requests on one host prefix: loaded once, the second waits for the
  * first one's ticket across the steps it takes and gets the pages. */
 Test(sched_tier_cuda, shared_prefix_loaded_once)
 {
-    tenv e;
-    int32_t shared[28], t2[28];
-    stk_warm_base(&e, setup_cuda, RKV_POLICY_LPM, 4, 16, shared);
-    stk_submit_pair(&e, shared, t2);
-    int64_t s0 = e.steps;
-    stk_drain(&e, 400);
-    rkv_sched_stats st;
-    OK(rkv_sched_get_stats(e.s, &st));
-    cr_assert_eq(st.failed_loads, 0);
-    cr_assert_eq(st.loads, 1, "the shared prefix was loaded %llu times",
-                 (unsigned long long)st.loads);
-    admitted_at(&e, 6, s0 + load_steps());
-    admitted_at(&e, 7, e.r[6].first_step); /* with 6, not later */
-    cr_assert_geq(e.r[7].first_cached, 24);
-    cr_assert_eq(e.r[7].first_host, 0, "on the device: 6's load, not 7's");
-    stk_finish(&e);
+    stk_tier t = cuda_tier();
+    stk_shared_prefix_loaded_once(&t);
 }
 
 /* Aborted while its batch is in flight: the completion is ignored, the
  * lease goes, nothing leaks. */
 Test(sched_tier_cuda, abort_with_the_load_in_flight)
 {
-    tenv e;
+    stk_env e;
     int32_t shared[28];
     stk_warm_base(&e, setup_cuda, RKV_POLICY_LPM, 2, 12, shared);
     OK(stk_submit(&e, 6, shared, 28, 2));
@@ -254,7 +235,7 @@ Test(sched_tier_cuda, abort_with_the_load_in_flight)
  * request, nothing leaks. */
 static void failed_load(int which, uint32_t k)
 {
-    tenv e;
+    stk_env e;
     int32_t shared[28];
     stk_warm_base(&e, setup_cuda, RKV_POLICY_LPM, 2, 12, shared);
     OK(stk_submit(&e, 6, shared, 28, 2));
@@ -262,10 +243,7 @@ static void failed_load(int which, uint32_t k)
     cr_assert_eq(e.r[6].loads_seen, 1);
     rkv_tree_debug_copy_fail(e.tree, which, k);
     stk_drain(&e, 400);
-    rkv_sched_stats st;
-    OK(rkv_sched_get_stats(e.s, &st));
-    cr_assert_eq(st.failed_loads, 1);
-    cr_assert_eq(st.loads, 1);
+    (void)stk_expect_loads(&e, 1, 1);
     cr_assert_eq(e.r[6].first_host, 0, "a failed load serves nothing");
     cr_assert_geq(e.r[6].first_step, 0);
     rkv_tier_stats ts;
@@ -306,16 +284,12 @@ Test(sched_tier_cuda, swap_on_preempt_round_trip)
  * request loads them back. */
 Test(sched_tier_cuda, store_copies_list_source_blocks)
 {
-    tenv e;
+    stk_env e;
     int32_t t[24];
     stk_store_through(&e, setup_cuda, 16, 56, t);
-    stk_steps(&e, 3); /* the last stores listed, issued, done */
-    stk_settle(&e); /* a GPU may take longer; no loads pending to miss */
-    rkv_tier_stats ts;
-    OK(rkv_tree_tier_stats(e.tree, &ts));
-    cr_assert_eq(ts.pending_stores, 0);
-    cr_assert_eq(rkv_tree_debug_copy_inflight(e.tree), 0);
-    cr_assert_gt(ts.stores_blocks[RKV_MEDIUM_HOST], 0);
+    /* the last stores listed, issued, done; a GPU may take longer (settle):
+     * no loads pending to miss */
+    rkv_tier_stats ts = stk_stores_done(&e, 3, 1);
     cr_assert_eq(e.store_queued_pages + e.store_done_pages,
                  ts.stores_blocks[RKV_MEDIUM_HOST]);
     cr_assert_eq(e.nlisted, ts.stores_blocks[RKV_MEDIUM_HOST]);
@@ -336,9 +310,8 @@ Test(sched_tier_cuda, demotions_list_source_blocks)
  * the others run meanwhile. */
 Test(sched_tier_cuda, host_disk_chain_loads_from_disk)
 {
-    tenv e;
-    rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, 2);
-    tsetup(&e, 12, 4, 64, &c, RKV_WRITE_BACK);
+    stk_env e;
+    tsetup_lpm(&e, 2, 12, 4, 64);
     int32_t shared[28], other[12];
     fill_tokens(shared, 28, 4242);
     rkv_match m;
@@ -371,7 +344,7 @@ Test(sched_tier_cuda, host_disk_chain_loads_from_disk)
  * reach). k = 0: no failure. */
 static uint64_t busy_scenario(int which, uint32_t k, int chain, int policy)
 {
-    tenv e;
+    stk_env e;
     rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, 3);
     c.swap = 1;
     tsetup(&e, 16, chain ? 6 : 64, chain ? 64 : 0, &c, policy);
@@ -447,9 +420,8 @@ Test(sched_tier_cuda, copy_failures_at_query_one_by_one, .timeout = 600)
  * it); a new scheduler on the same tree serves the prefix. */
 Test(sched_tier_cuda, destroy_with_loads_in_flight)
 {
-    tenv e;
-    rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, 4);
-    tsetup(&e, 24, 64, 0, &c, RKV_WRITE_BACK);
+    stk_env e;
+    tsetup_lpm(&e, 4, 24, 64, 0);
     int32_t a[28], b[28];
     fill_tokens(a, 28, 4242);
     fill_tokens(b, 28, 4343);
@@ -474,7 +446,7 @@ Test(sched_tier_cuda, destroy_with_loads_in_flight)
     cr_assert_eq(rkv_pool_num_free(e.pool), e.nblocks, "a lease outlived "
                  "its scheduler: %u of %u blocks free",
                  rkv_pool_num_free(e.pool), e.nblocks);
-    OK(rkv_sched_create(e.tree, &c, &e.s));
+    OK(rkv_sched_create(e.tree, &e.cfg, &e.s));
     e.live = 0;
     OK(stk_submit(&e, 8, a, 28, 2));
     stk_drain(&e, 100);

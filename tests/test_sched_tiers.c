@@ -42,10 +42,9 @@
 
 #define P STK_P
 
-typedef stk_env tenv;
 
 /* 1 when the tree's tiers work; 0: skipped (placeholders). */
-static int tsetup(tenv *e, uint32_t nblocks, uint32_t host_blocks,
+static int tsetup(stk_env *e, uint32_t nblocks, uint32_t host_blocks,
                   const rkv_sched_config *cfg, int write_policy)
 {
     return stk_setup(e, RKV_DEVICE_HOST, nblocks, host_blocks, 0, cfg,
@@ -59,15 +58,20 @@ static int tsetup(tenv *e, uint32_t nblocks, uint32_t host_blocks,
     } while (0)
 
 /* tsetup as a stk_setup_fn (skips while the tiers are placeholders). */
-static void setup_host(tenv *e, uint32_t nblocks, uint32_t host_blocks,
+static void setup_host(stk_env *e, uint32_t nblocks, uint32_t host_blocks,
                        const rkv_sched_config *cfg, int write_policy)
 {
     SETUP_OR_SKIP(e, nblocks, host_blocks, cfg, write_policy);
 }
 
-/* Request 6 on the warmed prefix: its first step only starts its load. */
-static void submit_loading(tenv *e, const int32_t *shared)
+/* A host pool's loads are done by the next step's poll. */
+static const stk_tier host_tier = {setup_host, 1, 1};
+
+/* The shared prefix warmed (lpm, 2 running, 12 blocks), then request 6 on
+ * it: its first step only starts its load. */
+static void warm_loading(stk_env *e, int32_t shared[28])
 {
+    stk_warm_base(e, setup_host, RKV_POLICY_LPM, 2, 12, shared);
     OK(stk_submit(e, 6, shared, 28, 2));
     cr_assert_eq(stk_step(e), 0);
     cr_assert_eq(e->r[6].loads_seen, 1);
@@ -78,7 +82,7 @@ static void submit_loading(tenv *e, const int32_t *shared)
  * are then served from the host, with the right KV. */
 Test(sched_tiers, host_hits_ordered_as_cached)
 {
-    tenv e;
+    stk_env e;
     int32_t shared[28], other[20];
     stk_warm_base(&e, setup_host, RKV_POLICY_LPM, 1, 12, shared);
     fill_tokens(other, 20, 777);
@@ -99,10 +103,7 @@ Test(sched_tiers, host_hits_ordered_as_cached)
     cr_assert_eq(e.r[6].first_step, s0 + 1, "admitted right after its load");
     cr_assert_gt(e.r[6].first_host, 0);
     cr_assert_geq(e.r[6].first_cached, e.r[6].first_host);
-    rkv_sched_stats st;
-    OK(rkv_sched_get_stats(e.s, &st));
-    cr_assert_eq(st.loads, 1);
-    cr_assert_eq(st.failed_loads, 0);
+    rkv_sched_stats st = stk_expect_loads(&e, 1, 0);
     cr_assert_eq(st.cached_tokens_by_medium[RKV_MEDIUM_HOST], e.r[6].first_host);
     /* the plan listed the load's destination blocks; run_plan found them
      * in request 6's block table at its admission */
@@ -114,7 +115,7 @@ Test(sched_tiers, host_hits_ordered_as_cached)
 /* fcfs ignores the cache: the older request goes first, no load ahead. */
 Test(sched_tiers, fcfs_does_not_reorder)
 {
-    tenv e;
+    stk_env e;
     int32_t shared[28], other[20];
     stk_warm_base(&e, setup_host, RKV_POLICY_FCFS, 1, 12, shared);
     fill_tokens(other, 20, 777);
@@ -130,19 +131,7 @@ Test(sched_tiers, fcfs_does_not_reorder)
  * other request, and the loading one runs once its ticket is done. */
 Test(sched_tiers, waits_only_for_own_load)
 {
-    tenv e;
-    int32_t shared[28], other[12];
-    stk_warm_base(&e, setup_host, RKV_POLICY_LPM, 2, 12, shared);
-    stk_submit_beside(&e, shared, other, 3);
-    int64_t s0 = e.steps;
-    cr_assert_eq(stk_step(&e), 1, "the other request runs beside the load");
-    cr_assert_eq(e.r[5].first_step, s0);
-    cr_assert_eq(e.r[6].first_step, -1);
-    cr_assert_eq(e.r[6].loads_seen, 1);
-    stk_drain(&e, 400);
-    cr_assert_eq(e.r[6].first_step, s0 + 1);
-    cr_assert_gt(e.r[6].first_host, 0);
-    stk_finish(&e);
+    stk_others_run_while_one_loads(&host_tier, 12, 3);
 }
 
 /* Two requests continue the same host prefix and arrive together: the
@@ -153,29 +142,7 @@ Test(sched_tiers, waits_only_for_own_load)
  * prefix is loaded once. */
 Test(sched_tiers, shared_prefix_loaded_once)
 {
-    tenv e;
-    int32_t shared[28], t2[28];
-    stk_warm_base(&e, setup_host, RKV_POLICY_LPM, 4, 16, shared);
-    stk_submit_pair(&e, shared, t2);
-    int64_t s0 = e.steps;
-    cr_assert_eq(stk_step(&e), 0, "7 waits for 6's load instead of computing");
-    rkv_request_info info;
-    OK(rkv_sched_request_info(e.s, 7, &info));
-    cr_assert_eq(info.state, RKV_REQ_WAITING);
-    cr_assert_eq(info.loading, 0, "7 holds no load of its own");
-    stk_drain(&e, 400);
-    rkv_sched_stats st;
-    OK(rkv_sched_get_stats(e.s, &st));
-    cr_assert_eq(st.failed_loads, 0);
-    cr_assert_eq(st.loads, 1, "the shared prefix was loaded %llu times",
-                 (unsigned long long)st.loads);
-    cr_assert_geq(st.load_waits, 1);
-    cr_assert_gt(e.r[6].first_host, 0);
-    cr_assert_eq(e.r[7].first_step, s0 + 1, "7 runs once the load is done");
-    cr_assert_geq(e.r[7].first_cached, 24, "7 got the loaded prefix "
-                  "(cached %u)", e.r[7].first_cached);
-    cr_assert_eq(e.r[7].first_host, 0, "on the device: 6's load, not 7's");
-    stk_finish(&e);
+    stk_shared_prefix_loaded_once(&host_tier);
 }
 
 /* Aborting a request whose load is queued: the tree holds the loading
@@ -183,10 +150,9 @@ Test(sched_tiers, shared_prefix_loaded_once)
  * the next step's poll. Nothing leaks, rkv_sched_check holds throughout. */
 Test(sched_tiers, abort_while_loading)
 {
-    tenv e;
+    stk_env e;
     int32_t shared[28];
-    stk_warm_base(&e, setup_host, RKV_POLICY_LPM, 2, 12, shared);
-    submit_loading(&e, shared);
+    warm_loading(&e, shared);
     OK(rkv_sched_abort(e.s, 6));
     e.r[6].live = 0;
     e.live--;
@@ -199,7 +165,7 @@ Test(sched_tiers, abort_while_loading)
  * the request computes and nothing is loaded. */
 Test(sched_tiers, load_not_worth_it_computes)
 {
-    tenv e;
+    stk_env e;
     rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, 2);
     c.compute_ms_per_token = 0.01;
     c.host_load_ms_per_page = 1.0; /* 25x the compute of its 4 tokens */
@@ -226,7 +192,7 @@ Test(sched_tiers, swap_on_preempt_round_trip)
  * pages the tree stored equal the pages listed. */
 Test(sched_tiers, plan_lists_stores)
 {
-    tenv e;
+    stk_env e;
     int32_t t[24];
     stk_store_through(&e, setup_host, 12, 55, t);
     (void)stk_step(&e); /* an empty step lists the last commit's stores */
@@ -245,14 +211,11 @@ Test(sched_tiers, plan_lists_stores)
  * prefix back and attends to the right KV (run_plan). */
 Test(sched_tiers, store_copies_list_source_blocks)
 {
-    tenv e;
+    stk_env e;
     int32_t t[24];
     stk_store_through(&e, setup_host, 16, 56, t);
-    stk_steps(&e, 2); /* lists the last commit's stores and runs the rest */
-    OK(rkv_tree_check(e.tree));
-    rkv_tier_stats ts;
-    OK(rkv_tree_tier_stats(e.tree, &ts));
-    cr_assert_eq(ts.pending_stores, 0);
+    /* lists the last commit's stores and runs the rest */
+    rkv_tier_stats ts = stk_stores_done(&e, 2, 0);
     /* queued at a commit, taken by the next step's poll: that step's plan
      * lists them done (their blocks may be evicted later in the step) */
     cr_assert_eq(e.store_queued_pages, 0);
@@ -275,7 +238,7 @@ Test(sched_tiers, demotions_list_source_blocks)
  * that never did, and selective stored nothing). */
 Test(sched_tiers, selective_stores_hit_pages)
 {
-    tenv e;
+    stk_env e;
     rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, 2);
     SETUP_OR_SKIP(&e, 24, 64, &c, RKV_WRITE_SELECTIVE);
     int32_t t[24];
@@ -304,10 +267,9 @@ Test(sched_tiers, selective_stores_hit_pages)
  * computes those tokens and finishes with the right KV; nothing leaks. */
 Test(sched_tiers, failed_load_falls_back_to_compute)
 {
-    tenv e;
+    stk_env e;
     int32_t shared[28];
-    stk_warm_base(&e, setup_host, RKV_POLICY_LPM, 2, 12, shared);
-    submit_loading(&e, shared);
+    warm_loading(&e, shared);
     rkv_store_fail_after(e.host, 1);
     stk_drain(&e, 400);
     rkv_sched_stats st;
@@ -329,7 +291,7 @@ enum { SCHED_ALLOCS, TREE_ALLOCS, STORE_COPIES };
 
 static uint64_t oom_scenario(int which, int64_t fail_k, uint64_t *surfaced)
 {
-    tenv e;
+    stk_env e;
     rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, 3);
     c.swap = 1;
     if (!tsetup(&e, 16, 64, &c, RKV_WRITE_BACK))
@@ -376,33 +338,35 @@ static uint64_t oom_scenario(int which, int64_t fail_k, uint64_t *surfaced)
     return used;
 }
 
-Test(sched_tiers, sched_allocations_fail_one_by_one, .timeout = 300)
+/* Every allocation of `which` fails in turn over the scenario: each failure
+ * surfaces from the scheduler at most once, none without one; the
+ * allocations counted, *surfaced the failures that surfaced. */
+static uint64_t fail_each(int which, uint64_t *surfaced)
 {
-    uint64_t surfaced = 0;
-    uint64_t n = oom_scenario(SCHED_ALLOCS, -1, &surfaced);
+    *surfaced = 0;
+    uint64_t n = oom_scenario(which, -1, surfaced);
     if (n == 0)
         cr_skip_test("the tree's tiers are not built (placeholders)");
-    cr_assert_eq(surfaced, 0);
+    cr_assert_eq(*surfaced, 0);
     for (uint64_t k = 0; k < n; k++) {
-        uint64_t before = surfaced;
-        oom_scenario(SCHED_ALLOCS, (int64_t)k, &surfaced);
-        cr_assert_leq(surfaced, before + 1);
+        uint64_t before = *surfaced;
+        oom_scenario(which, (int64_t)k, surfaced);
+        cr_assert_leq(*surfaced, before + 1);
     }
+    return n;
+}
+
+Test(sched_tiers, sched_allocations_fail_one_by_one, .timeout = 300)
+{
+    uint64_t surfaced;
+    (void)fail_each(SCHED_ALLOCS, &surfaced);
     cr_assert_gt(surfaced, 0);
 }
 
 Test(sched_tiers, tree_allocations_fail_one_by_one, .timeout = 300)
 {
-    uint64_t surfaced = 0;
-    uint64_t n = oom_scenario(TREE_ALLOCS, -1, &surfaced);
-    if (n == 0)
-        cr_skip_test("the tree's tiers are not built (placeholders)");
-    cr_assert_eq(surfaced, 0);
-    for (uint64_t k = 0; k < n; k++) {
-        uint64_t before = surfaced;
-        oom_scenario(TREE_ALLOCS, (int64_t)k, &surfaced);
-        cr_assert_leq(surfaced, before + 1);
-    }
+    uint64_t surfaced;
+    uint64_t n = fail_each(TREE_ALLOCS, &surfaced);
     cr_log_info("%llu tree allocations, each failed once; %llu surfaced",
                 (unsigned long long)n, (unsigned long long)surfaced);
 }

@@ -40,6 +40,20 @@ static rkv_pool *make_pool(uint32_t nblocks, uint32_t layers)
 }
 
 /* Fills block b with bytes derived from seed; returns them in want. */
+/* Tests name_host and name_disk: the scenario name(medium) on each. */
+#define ON_BOTH_MEDIA(name)                                  \
+    Test(store, name##_host) { name(RKV_MEDIUM_HOST); }      \
+    Test(store, name##_disk) { name(RKV_MEDIUM_DISK); }
+
+/* s destroyed and a store of c created in its place. */
+static rkv_store *remake(rkv_store *s, const rkv_store_config *c)
+{
+    rkv_store_destroy(s);
+    rkv_store *n = NULL;
+    OK(rkv_store_create(c, &n));
+    return n;
+}
+
 static void fill_block(rkv_pool *p, rkv_block_id b, uint64_t seed, unsigned char *want)
 {
     size_t n = rkv_pool_bytes_per_block(p);
@@ -168,13 +182,11 @@ Test(store, capacity_in_blocks_and_bytes)
     cr_assert_null(info.path);
     IS(rkv_store_get_info(s, NULL), RKV_ERR_INVALID_ARG);
     IS(rkv_store_get_info(NULL, &info), RKV_ERR_INVALID_ARG);
-    rkv_store_destroy(s);
     c.capacity_blocks = 7; /* both: the smaller wins */
-    OK(rkv_store_create(&c, &s));
+    s = remake(s, &c);
     cr_assert_eq(rkv_store_capacity_blocks(s), 7);
-    rkv_store_destroy(s);
     c.capacity_blocks = 70;
-    OK(rkv_store_create(&c, &s));
+    s = remake(s, &c);
     cr_assert_eq(rkv_store_capacity_blocks(s), 10);
     rkv_store_destroy(s);
     /* metadata only: bytes cannot size it, blocks do */
@@ -290,8 +302,7 @@ static void metadata_only(int medium)
     rkv_pool_destroy(kvpool);
 }
 
-Test(store, metadata_only_host) { metadata_only(RKV_MEDIUM_HOST); }
-Test(store, metadata_only_disk) { metadata_only(RKV_MEDIUM_DISK); }
+ON_BOTH_MEDIA(metadata_only)
 
 Test(store, host_roundtrip)
 {
@@ -353,9 +364,8 @@ Test(store, pinned_through_backend)
     OK(rkv_store_read_to_pool(s, slot, pool, b[1], 9, 9));
     expect_block(pool, b[1], want);
     CHECK(s);
-    rkv_store_destroy(s);
     c.pinned = 0;
-    OK(rkv_store_create(&c, &s));
+    s = remake(s, &c);
     cr_assert_eq(rkv_store_pinned(s), 0);
     rkv_store_destroy(s);
     c.pinned = 1;
@@ -519,29 +529,53 @@ Test(store, disk_on_tmpfs)
     disk_roundtrip("/dev/shm", 1, 1);
 }
 
+/* A disk store of cap slots (direct I/O or buffered) in a fresh folder: the
+ * folder itself, or with in_file its file "file.blocks"; over a pool of 4
+ * blocks of 2 pages with b[0] and b[1] allocated, b[0] filled from seed
+ * (its bytes in want). */
+typedef struct disk_fx {
+    char *dir;
+    char file[4096];
+    rkv_pool *pool;
+    size_t bb;
+    rkv_store *s;
+    unsigned char want[1024];
+    rkv_block_id b[2];
+} disk_fx;
+
+static void disk_open(disk_fx *f, int in_file, uint64_t cap, int direct, uint64_t seed)
+{
+    f->dir = make_dir("/tmp");
+    snprintf(f->file, sizeof f->file, "%s/file.blocks", f->dir);
+    f->pool = make_pool(4, 2);
+    f->bb = rkv_pool_bytes_per_block(f->pool);
+    f->s = make_disk(in_file ? f->file : f->dir, cap, f->bb, direct);
+    OK(rkv_pool_alloc_n(f->pool, 2, f->b));
+    fill_block(f->pool, f->b[0], seed, f->want);
+}
+
+static void disk_close(disk_fx *f)
+{
+    rkv_store_destroy(f->s);
+    rkv_pool_destroy(f->pool);
+    remove_dir(f->dir);
+}
+
 /* A filesystem that takes the O_DIRECT open but refuses the I/O: the store
  * falls back to buffered I/O and the block arrives intact. */
 Test(store, direct_io_fallback_on_einval)
 {
-    char *dir = make_dir("/tmp");
-    rkv_pool *pool = make_pool(4, 2);
-    size_t bb = rkv_pool_bytes_per_block(pool);
-    rkv_store *s = make_disk(dir, 2, bb, 1);
-    rkv_store_simulate_einval(s);
-    unsigned char want[1024];
-    rkv_block_id b[2];
+    disk_fx f;
+    disk_open(&f, 0, 2, 1, 9);
+    rkv_store_simulate_einval(f.s);
     uint32_t slot;
-    OK(rkv_pool_alloc_n(pool, 2, b));
-    fill_block(pool, b[0], 9, want);
-    OK(rkv_store_slot_alloc(s, &slot));
-    OK(rkv_store_write_from_pool(s, slot, pool, b[0], 1, 1));
-    cr_assert_eq(rkv_store_direct_io(s), 0, "still O_DIRECT after EINVAL");
-    CHECK(s);
-    OK(rkv_store_read_to_pool(s, slot, pool, b[1], 1, 1));
-    expect_block(pool, b[1], want);
-    rkv_store_destroy(s);
-    rkv_pool_destroy(pool);
-    remove_dir(dir);
+    OK(rkv_store_slot_alloc(f.s, &slot));
+    OK(rkv_store_write_from_pool(f.s, slot, f.pool, f.b[0], 1, 1));
+    cr_assert_eq(rkv_store_direct_io(f.s), 0, "still O_DIRECT after EINVAL");
+    CHECK(f.s);
+    OK(rkv_store_read_to_pool(f.s, slot, f.pool, f.b[1], 1, 1));
+    expect_block(f.pool, f.b[1], f.want);
+    disk_close(&f);
 }
 
 static void poke_byte(const char *path, off_t off, unsigned char x)
@@ -560,50 +594,41 @@ static void poke_byte(const char *path, off_t off, unsigned char x)
  * never other bytes; flipped back, the record reads again. */
 Test(store, disk_corrupted_record)
 {
-    char *dir = make_dir("/tmp");
-    char file[4096];
-    snprintf(file, sizeof file, "%s/file.blocks", dir);
-    rkv_pool *pool = make_pool(4, 2);
-    size_t bb = rkv_pool_bytes_per_block(pool);
-    rkv_store *s = make_disk(file, 3, bb, 1);
-    cr_assert_str_eq(rkv_store_path(s), file);
-    unsigned char want[1024], zero[1024] = {0};
-    rkv_block_id b[2];
+    disk_fx f;
+    disk_open(&f, 1, 3, 1, 31);
+    cr_assert_str_eq(rkv_store_path(f.s), f.file);
+    unsigned char zero[1024] = {0};
     uint32_t slot[2];
-    OK(rkv_pool_alloc_n(pool, 2, b));
-    fill_block(pool, b[0], 31, want);
-    OK(rkv_store_slot_alloc(s, &slot[0]));
-    OK(rkv_store_slot_alloc(s, &slot[1]));
-    OK(rkv_store_write_from_pool(s, slot[1], pool, b[0], 0xabc, 5));
-    off_t rec = 4096 + (off_t)slot[1] * (off_t)rkv_record_bytes(bb);
-    const off_t where[] = {RKV_REC_HEADER + 100, RKV_REC_HEADER + (off_t)bb - 1, 0, 8, 16,
+    OK(rkv_store_slot_alloc(f.s, &slot[0]));
+    OK(rkv_store_slot_alloc(f.s, &slot[1]));
+    OK(rkv_store_write_from_pool(f.s, slot[1], f.pool, f.b[0], 0xabc, 5));
+    off_t rec = 4096 + (off_t)slot[1] * (off_t)rkv_record_bytes(f.bb);
+    const off_t where[] = {RKV_REC_HEADER + 100, RKV_REC_HEADER + (off_t)f.bb - 1, 0, 8, 16,
                            24, 40, 48, 60};
     for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
-        poke_byte(file, rec + where[i], 0x20);
-        OK(rkv_pool_copy_from_host(pool, 1, &b[1], zero));
-        IS(rkv_store_read_to_pool(s, slot[1], pool, b[1], 0xabc, 5), RKV_ERR_CORRUPT);
+        poke_byte(f.file, rec + where[i], 0x20);
+        OK(rkv_pool_copy_from_host(f.pool, 1, &f.b[1], zero));
+        IS(rkv_store_read_to_pool(f.s, slot[1], f.pool, f.b[1], 0xabc, 5), RKV_ERR_CORRUPT);
         cr_log_info("offset %lld: %s", (long long)where[i], rkv_last_error());
-        cr_assert(strstr(rkv_last_error(), file) != NULL, "message names the file");
-        CHECK(s);
-        cr_assert_eq(rkv_store_used_blocks(s), 2);
-        poke_byte(file, rec + where[i], 0x20);
-        OK(rkv_store_read_to_pool(s, slot[1], pool, b[1], 0xabc, 5));
-        expect_block(pool, b[1], want);
+        cr_assert(strstr(rkv_last_error(), f.file) != NULL, "message names the file");
+        CHECK(f.s);
+        cr_assert_eq(rkv_store_used_blocks(f.s), 2);
+        poke_byte(f.file, rec + where[i], 0x20);
+        OK(rkv_store_read_to_pool(f.s, slot[1], f.pool, f.b[1], 0xabc, 5));
+        expect_block(f.pool, f.b[1], f.want);
     }
-    /* a record moved to another slot's place is refused too */
-    OK(rkv_store_write_from_pool(s, slot[0], pool, b[0], 0xabc, 5));
-    int fd = open(file, O_RDWR);
-    size_t rb = rkv_record_bytes(bb);
+    /* a record moved to another slot'f.s place is refused too */
+    OK(rkv_store_write_from_pool(f.s, slot[0], f.pool, f.b[0], 0xabc, 5));
+    int fd = open(f.file, O_RDWR);
+    size_t rb = rkv_record_bytes(f.bb);
     unsigned char *tmp = malloc(rb);
     cr_assert_eq(pread(fd, tmp, rb, 4096 + (off_t)slot[0] * (off_t)rb), (ssize_t)rb);
     cr_assert_eq(pwrite(fd, tmp, rb, rec), (ssize_t)rb);
     fsync(fd);
     close(fd);
     free(tmp);
-    IS(rkv_store_read_to_pool(s, slot[1], pool, b[1], 0xabc, 5), RKV_ERR_CORRUPT);
-    rkv_store_destroy(s);
-    rkv_pool_destroy(pool);
-    remove_dir(dir);
+    IS(rkv_store_read_to_pool(f.s, slot[1], f.pool, f.b[1], 0xabc, 5), RKV_ERR_CORRUPT);
+    disk_close(&f);
 }
 
 /* A record verifies only against all of its identity: each field of
@@ -643,77 +668,59 @@ Test(store, record_verify_refuses_each_field_alone)
  * the store is unchanged. */
 Test(store, disk_record_of_another_namespace_refused)
 {
-    char *dir = make_dir("/tmp");
-    char file[4096];
-    snprintf(file, sizeof file, "%s/file.blocks", dir);
-    rkv_pool *pool = make_pool(4, 2);
-    size_t bb = rkv_pool_bytes_per_block(pool);
-    rkv_store *s = make_disk(file, 2, bb, 0);
-    unsigned char want[1024];
-    rkv_block_id b[2];
+    disk_fx f;
+    disk_open(&f, 1, 2, 0, 77);
     uint32_t slot;
-    OK(rkv_pool_alloc_n(pool, 2, b));
-    fill_block(pool, b[0], 77, want);
-    OK(rkv_store_slot_alloc(s, &slot));
-    OK(rkv_store_write_from_pool(s, slot, pool, b[0], 0xabc, 5));
-    size_t rb = rkv_record_bytes(bb);
+    OK(rkv_store_slot_alloc(f.s, &slot));
+    OK(rkv_store_write_from_pool(f.s, slot, f.pool, f.b[0], 0xabc, 5));
+    size_t rb = rkv_record_bytes(f.bb);
     off_t at = 4096 + (off_t)slot * (off_t)rb;
     unsigned char *rec = malloc(rb);
     cr_assert_not_null(rec);
-    int fd = open(file, O_RDWR);
+    int fd = open(f.file, O_RDWR);
     cr_assert_geq(fd, 0);
     cr_assert_eq(pread(fd, rec, rb, at), (ssize_t)rb);
-    OK(rkv_record_verify(rec, rb, slot, 0xabc, 5, bb, NULL, "as written"));
-    rkv_record_seal(rec, slot, 0xabc, 6, bb, NULL); /* namespace 6, same page */
+    OK(rkv_record_verify(rec, rb, slot, 0xabc, 5, f.bb, NULL, "as written"));
+    rkv_record_seal(rec, slot, 0xabc, 6, f.bb, NULL); /* namespace 6, same page */
     cr_assert_eq(pwrite(fd, rec, rb, at), (ssize_t)rb);
     cr_assert_eq(fsync(fd), 0);
-    IS(rkv_store_read_to_pool(s, slot, pool, b[1], 0xabc, 5), RKV_ERR_CORRUPT);
-    cr_assert(strstr(rkv_last_error(), file) != NULL, "message names the file");
-    CHECK(s);
-    cr_assert_eq(rkv_store_used_blocks(s), 1);
+    IS(rkv_store_read_to_pool(f.s, slot, f.pool, f.b[1], 0xabc, 5), RKV_ERR_CORRUPT);
+    cr_assert(strstr(rkv_last_error(), f.file) != NULL, "message names the file");
+    CHECK(f.s);
+    cr_assert_eq(rkv_store_used_blocks(f.s), 1);
     /* restored: it reads again */
-    rkv_record_seal(rec, slot, 0xabc, 5, bb, NULL);
+    rkv_record_seal(rec, slot, 0xabc, 5, f.bb, NULL);
     cr_assert_eq(pwrite(fd, rec, rb, at), (ssize_t)rb);
     cr_assert_eq(fsync(fd), 0);
     close(fd);
-    OK(rkv_store_read_to_pool(s, slot, pool, b[1], 0xabc, 5));
-    expect_block(pool, b[1], want);
+    OK(rkv_store_read_to_pool(f.s, slot, f.pool, f.b[1], 0xabc, 5));
+    expect_block(f.pool, f.b[1], f.want);
     free(rec);
-    rkv_store_destroy(s);
-    rkv_pool_destroy(pool);
-    remove_dir(dir);
+    disk_close(&f);
 }
 
 Test(store, disk_truncated_file)
 {
-    char *dir = make_dir("/tmp");
-    rkv_pool *pool = make_pool(4, 2);
-    size_t bb = rkv_pool_bytes_per_block(pool);
-    rkv_store *s = make_disk(dir, 3, bb, 1);
-    unsigned char want[1024];
-    rkv_block_id b[2];
+    disk_fx f;
+    disk_open(&f, 0, 3, 1, 77);
     uint32_t slot[3];
-    OK(rkv_pool_alloc_n(pool, 2, b));
-    fill_block(pool, b[0], 77, want);
     for (int i = 0; i < 3; i++) {
-        OK(rkv_store_slot_alloc(s, &slot[i]));
-        OK(rkv_store_write_from_pool(s, slot[i], pool, b[0], 10 + (uint64_t)i, 1));
+        OK(rkv_store_slot_alloc(f.s, &slot[i]));
+        OK(rkv_store_write_from_pool(f.s, slot[i], f.pool, f.b[0], 10 + (uint64_t)i, 1));
     }
-    size_t rb = rkv_record_bytes(bb);
-    /* cut inside the last record's payload */
-    cr_assert_eq(truncate(rkv_store_path(s), 4096 + 2 * (off_t)rb + RKV_REC_HEADER + 10), 0);
-    IS(rkv_store_read_to_pool(s, slot[2], pool, b[1], 12, 1), RKV_ERR_CORRUPT);
+    size_t rb = rkv_record_bytes(f.bb);
+    /* cut inside the last record'f.s payload */
+    cr_assert_eq(truncate(rkv_store_path(f.s), 4096 + 2 * (off_t)rb + RKV_REC_HEADER + 10), 0);
+    IS(rkv_store_read_to_pool(f.s, slot[2], f.pool, f.b[1], 12, 1), RKV_ERR_CORRUPT);
     cr_assert(strstr(rkv_last_error(), "short read") != NULL, "%s", rkv_last_error());
     /* the records before the cut are intact */
-    OK(rkv_store_read_to_pool(s, slot[1], pool, b[1], 11, 1));
-    expect_block(pool, b[1], want);
+    OK(rkv_store_read_to_pool(f.s, slot[1], f.pool, f.b[1], 11, 1));
+    expect_block(f.pool, f.b[1], f.want);
     /* cut before it: nothing there at all */
-    cr_assert_eq(truncate(rkv_store_path(s), 4096 + 2 * (off_t)rb), 0);
-    IS(rkv_store_read_to_pool(s, slot[2], pool, b[1], 12, 1), RKV_ERR_CORRUPT);
-    CHECK(s);
-    rkv_store_destroy(s);
-    rkv_pool_destroy(pool);
-    remove_dir(dir);
+    cr_assert_eq(truncate(rkv_store_path(f.s), 4096 + 2 * (off_t)rb), 0);
+    IS(rkv_store_read_to_pool(f.s, slot[2], f.pool, f.b[1], 12, 1), RKV_ERR_CORRUPT);
+    CHECK(f.s);
+    disk_close(&f);
 }
 
 Test(store, disk_refuses_foreign_file)
@@ -804,41 +811,36 @@ static void huge_capacity(int medium)
     rkv_pool_destroy(pool);
 }
 
-Test(store, huge_capacity_host) { huge_capacity(RKV_MEDIUM_HOST); }
-Test(store, huge_capacity_disk) { huge_capacity(RKV_MEDIUM_DISK); }
+ON_BOTH_MEDIA(huge_capacity)
 
 /* host <-> disk copies keep bytes, hash and namespace; mismatches refuse */
 Test(store, copy_slot_host_disk)
 {
-    char *dir = make_dir("/tmp");
-    rkv_pool *pool = make_pool(4, 2);
-    size_t bb = rkv_pool_bytes_per_block(pool);
-    rkv_store *h = make_store(RKV_MEDIUM_HOST, 3, bb, NULL);
-    rkv_store *d = make_disk(dir, 3, bb, 1);
+    disk_fx f;
+    disk_open(&f, 0, 3, 1, 4242);
+    rkv_store *d = f.s;
+    rkv_store *h = make_store(RKV_MEDIUM_HOST, 3, f.bb, NULL);
     rkv_store *meta = make_store(RKV_MEDIUM_HOST, 3, 0, NULL);
-    unsigned char want[1024], zero[1024] = {0};
-    rkv_block_id b[2];
+    unsigned char zero[1024] = {0};
     uint32_t hs, ds, ds2, hs2, ms;
-    OK(rkv_pool_alloc_n(pool, 2, b));
-    fill_block(pool, b[0], 4242, want);
     OK(rkv_store_slot_alloc(h, &hs));
     OK(rkv_store_slot_alloc(h, &hs2));
     OK(rkv_store_slot_alloc(d, &ds));
     OK(rkv_store_slot_alloc(d, &ds2));
     OK(rkv_store_slot_alloc(meta, &ms));
-    OK(rkv_store_write_from_pool(h, hs, pool, b[0], 0xfeed, 11));
+    OK(rkv_store_write_from_pool(h, hs, f.pool, f.b[0], 0xfeed, 11));
     OK(rkv_store_copy_slot(d, ds, h, hs, 0xfeed, 11)); /* host -> disk */
     CHECK(d);
     OK(rkv_store_copy_slot(d, ds2, d, ds, 0xfeed, 11)); /* disk -> disk, same file */
     CHECK(d);
     OK(rkv_store_copy_slot(h, hs2, d, ds2, 0xfeed, 11)); /* disk -> host */
     CHECK(h);
-    OK(rkv_pool_copy_from_host(pool, 1, &b[1], zero));
-    OK(rkv_store_read_to_pool(h, hs2, pool, b[1], 0xfeed, 11));
-    expect_block(pool, b[1], want);
-    OK(rkv_pool_copy_from_host(pool, 1, &b[1], zero));
-    OK(rkv_store_read_to_pool(d, ds, pool, b[1], 0xfeed, 11));
-    expect_block(pool, b[1], want);
+    OK(rkv_pool_copy_from_host(f.pool, 1, &f.b[1], zero));
+    OK(rkv_store_read_to_pool(h, hs2, f.pool, f.b[1], 0xfeed, 11));
+    expect_block(f.pool, f.b[1], f.want);
+    OK(rkv_pool_copy_from_host(f.pool, 1, &f.b[1], zero));
+    OK(rkv_store_read_to_pool(d, ds, f.pool, f.b[1], 0xfeed, 11));
+    expect_block(f.pool, f.b[1], f.want);
     IS(rkv_store_copy_slot(d, ds, h, hs, 0xfeed, 12), RKV_ERR_CORRUPT);
     IS(rkv_store_copy_slot(d, ds, d, ds, 0xfeed, 11), RKV_ERR_INVALID_ARG);
     IS(rkv_store_copy_slot(meta, ms, h, hs, 0xfeed, 11), RKV_ERR_INVALID_ARG);
@@ -850,10 +852,8 @@ Test(store, copy_slot_host_disk)
     CHECK(d);
     CHECK(meta);
     rkv_store_destroy(h);
-    rkv_store_destroy(d);
     rkv_store_destroy(meta);
-    rkv_pool_destroy(pool);
-    remove_dir(dir);
+    disk_close(&f);
 }
 
 /* ---- failure injection -------------------------------------------------------- */

@@ -192,9 +192,8 @@ Test(store_file, mode_0600)
     char f[256];
     rkv_store_config c;
     char *dir = dir_with_cfg(f, &c);
-    rkv_store *s = NULL;
     mode_t old = umask(0);
-    s = open_as(&c, RKV_STORE_FILE_CREATED);
+    rkv_store *s = open_as(&c, RKV_STORE_FILE_CREATED);
     umask(old);
     struct stat st;
     cr_assert_eq(stat(f, &st), 0);
@@ -243,9 +242,8 @@ Test(store_file, empty_and_foreign)
     char f[256];
     rkv_store_config c;
     char *dir = dir_with_cfg(f, &c);
-    rkv_store *s = NULL;
     write_file(f, "", 0, 0600);
-    s = open_as(&c, RKV_STORE_FILE_EMPTY);
+    rkv_store *s = open_as(&c, RKV_STORE_FILE_EMPTY);
     rkv_store_destroy(s);
     cr_assert(exists(f), "the caller's file was removed");
     write_file(f, "precious user data\n", 19, 0600);
@@ -305,8 +303,7 @@ static void leftover(void (*damage)(unsigned char *h), int want_origin)
     rkv_store_config c;
     char *dir = dir_with_cfg(f, &c);
     leave_file(f, damage, 0600);
-    rkv_store *s = NULL;
-    s = open_as(&c, want_origin);
+    rkv_store *s = open_as(&c, want_origin);
     OK(rkv_store_check(s));
     /* the store wrote its own header: a fresh file, all slots free */
     unsigned char head[8];

@@ -96,6 +96,14 @@ static void open_fx(fixture *f, uint32_t blocks, uint32_t P, uint32_t ring)
     f->tree = tu_tree(f->pool, &tc);
 }
 
+/* Drains up to cap events into ev: exactly want come out. */
+static void drain_n(fixture *f, rkv_event *ev, uint32_t cap, uint32_t want)
+{
+    uint32_t n = 0;
+    cr_assert_eq(rkv_tree_events_drain(f->tree, ev, cap, &n), RKV_OK);
+    cr_assert_eq(n, want, "%u events drained, not %u", n, want);
+}
+
 static void close_fx(fixture *f)
 {
     rkv_tree_destroy(f->tree);
@@ -168,9 +176,7 @@ Test(tree_events, stored_removed_cleared)
         tok[i] = 100 + i;
     put(&f, 5, tok, 80);
     rkv_event ev[8];
-    uint32_t n;
-    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 8, &n), RKV_OK);
-    cr_assert_eq(n, 3);
+    drain_n(&f, ev, 8, 3);
     uint64_t h = RKV_HASH_ROOT;
     uint32_t page = 0;
     for (uint32_t k = 0; k < 3; k++) {
@@ -195,8 +201,7 @@ Test(tree_events, stored_removed_cleared)
     tok2[22] = 3;
     tok2[23] = 4;
     put(&f, 5, tok2, 24);
-    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 8, &n), RKV_OK);
-    cr_assert_eq(n, 1);
+    drain_n(&f, ev, 8, 1);
     uint64_t h9 = RKV_HASH_ROOT;
     for (int i = 0; i < 10; i++)
         h9 = rkv_block_hash(h9, 5, tok + 2 * i, 2);
@@ -209,13 +214,11 @@ Test(tree_events, stored_removed_cleared)
     rkv_lease l;
     cr_assert_eq(rkv_tree_lock(f.tree, m.node, &l), RKV_OK);
     cr_assert_eq(rkv_tree_unlock(f.tree, &l), RKV_OK);
-    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 8, &n), RKV_OK);
-    cr_assert_eq(n, 0);
+    drain_n(&f, ev, 8, 0);
     /* evict 3 pages: the least recent leaf is tok2's (2 pages), then the
      * tail of tok's leaf */
     cr_assert_eq(rkv_tree_evict(f.tree, 3, NULL), RKV_OK);
-    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 8, &n), RKV_OK);
-    cr_assert_eq(n, 2);
+    drain_n(&f, ev, 8, 2);
     cr_assert_eq(ev[0].kind, RKV_EVENT_BLOCK_REMOVED);
     cr_assert_eq(ev[0].ns, 5);
     cr_assert_eq(ev[0].num_hashes, 2);
@@ -231,12 +234,10 @@ Test(tree_events, stored_removed_cleared)
     cr_assert_eq(rkv_tree_insert(f.tree, 5, neg, 4, big, NULL, NULL),
                  RKV_ERR_INVALID_ARG);
     cr_assert_eq(rkv_tree_reset(f.tree), RKV_ERR_BUSY);
-    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 8, &n), RKV_OK);
-    cr_assert_eq(n, 0);
+    drain_n(&f, ev, 8, 0);
     cr_assert_eq(rkv_tree_unlock(f.tree, &l), RKV_OK);
     cr_assert_eq(rkv_tree_reset(f.tree), RKV_OK);
-    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 8, &n), RKV_OK);
-    cr_assert_eq(n, 1);
+    drain_n(&f, ev, 8, 1);
     cr_assert_eq(ev[0].kind, RKV_EVENT_ALL_CLEARED);
     cr_assert_eq(ev[0].seq, 7);
     cr_assert_eq(rkv_tree_check(f.tree), RKV_OK, "%s", rkv_last_error());
@@ -256,14 +257,11 @@ Test(tree_events, overflow_marker_counts_lost)
         cr_assert_eq(rkv_tree_check(f.tree), RKV_OK, "%s", rkv_last_error());
     }
     rkv_event ev[8];
-    uint32_t n;
     /* a partial drain keeps the marker (and keeps dropping) */
-    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 2, &n), RKV_OK);
-    cr_assert_eq(n, 2);
+    drain_n(&f, ev, 2, 2);
     tok[0] = 99;
     put(&f, 0, tok, 1);
-    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 8, &n), RKV_OK);
-    cr_assert_eq(n, 2);
+    drain_n(&f, ev, 8, 2);
     cr_assert_eq(ev[0].seq, 3);
     cr_assert_eq(ev[0].kind, RKV_EVENT_BLOCK_STORED);
     cr_assert_eq(ev[1].kind, RKV_EVENT_RESYNC);
@@ -277,8 +275,7 @@ Test(tree_events, overflow_marker_counts_lost)
     /* recording resumes after the marker went out */
     tok[0] = 100;
     put(&f, 0, tok, 1);
-    cr_assert_eq(rkv_tree_events_drain(f.tree, ev, 8, &n), RKV_OK);
-    cr_assert_eq(n, 1);
+    drain_n(&f, ev, 8, 1);
     cr_assert_eq(ev[0].seq, 7);
     cr_assert_eq(ev[0].kind, RKV_EVENT_BLOCK_STORED);
     cr_assert_eq(rkv_tree_check(f.tree), RKV_OK, "%s", rkv_last_error());

@@ -498,30 +498,18 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
     return disk_loads;
 }
 
-Test(tree_tiers, exact_big_host)
+/* run() for seeds 1 .. seeds with the other arguments fixed. */
+static void run_seeds(uint64_t seeds, int exact, uint32_t steps, int mode)
 {
-    for (uint64_t seed = 1; seed <= 6; seed++)
-        (void)run(seed, 1, 600, 0);
+    for (uint64_t seed = 1; seed <= seeds; seed++)
+        (void)run(seed, exact, steps, mode);
 }
 
-Test(tree_tiers, faulty_small_host)
-{
-    for (uint64_t seed = 1; seed <= 12; seed++)
-        (void)run(seed, 0, 800, 0);
-}
-
+Test(tree_tiers, exact_big_host) { run_seeds(6, 1, 600, 0); }
+Test(tree_tiers, faulty_small_host) { run_seeds(12, 0, 800, 0); }
 /* The same with a disk store (real records and I/O) as the lower tier. */
-Test(tree_tiers, exact_disk)
-{
-    for (uint64_t seed = 1; seed <= 2; seed++)
-        (void)run(seed, 1, 400, 1);
-}
-
-Test(tree_tiers, faulty_disk)
-{
-    for (uint64_t seed = 1; seed <= 3; seed++)
-        (void)run(seed, 0, 500, 1);
-}
+Test(tree_tiers, exact_disk) { run_seeds(2, 1, 400, 1); }
+Test(tree_tiers, faulty_disk) { run_seeds(3, 0, 500, 1); }
 
 /* The chain device -> host -> disk: a small host writes back to a disk
  * store (real records); exact runs lose nothing, faulty runs inject store
@@ -649,10 +637,7 @@ Test(tree_tiers, corrupt_host_copy)
     cr_assert_eq(ld.num_pages, 4);
     cr_assert_eq(rkv_pool_num_free(s.fx.pool), free0 - 4);
     cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
-    rkv_transfer_done done;
-    uint32_t nd = 0;
-    cr_assert_eq(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd), RKV_OK);
-    cr_assert_eq(nd, 1);
+    rkv_transfer_done done = tt_poll_one(&s.fx);
     cr_assert_eq(done.status, RKV_ERR_CORRUPT);
     cr_assert_eq(done.num_pages, 0);
     cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
@@ -933,10 +918,7 @@ Test(tree_tiers, corrupt_disk_block)
     rkv_load ld;
     cr_assert_eq(rkv_tree_load(s.fx.tree, 5, s.tok, 3 * TP, UINT32_MAX, NULL, &ld), RKV_OK);
     cr_assert_eq(ld.disk_pages, 3);
-    rkv_transfer_done done;
-    uint32_t nd = 0;
-    cr_assert_eq(rkv_tree_tier_poll(s.fx.tree, &done, 1, &nd), RKV_OK);
-    cr_assert_eq(nd, 1);
+    rkv_transfer_done done = tt_poll_one(&s.fx);
     cr_assert_eq(done.status, RKV_ERR_CORRUPT, "status %d", done.status);
     cr_assert_eq(rkv_tree_unlock(s.fx.tree, &ld.lease), RKV_OK);
     cr_assert_eq(rkv_tree_check(s.fx.tree), RKV_OK, "%s", rkv_last_error());
@@ -1053,10 +1035,7 @@ Test(tree_tiers, host_disk_chain)
                                    NULL, &ld), RKV_OK, "%s", rkv_last_error());
         cr_assert_eq(ld.num_pages, 2);
         cr_assert_eq(ld.disk_pages, a == 0 ? 2 : 0);
-        rkv_transfer_done done;
-        uint32_t nd = 0;
-        cr_assert_eq(rkv_tree_tier_poll(c.fx.tree, &done, 1, &nd), RKV_OK);
-        cr_assert_eq(nd, 1);
+        rkv_transfer_done done = tt_poll_one(&c.fx);
         cr_assert_eq(done.status, RKV_OK);
         cr_assert_eq(rkv_tree_unlock(c.fx.tree, &ld.lease), RKV_OK);
         tt_check(&c.fx);
@@ -1125,10 +1104,7 @@ Test(tree_tiers, host_disk_corrupt_block)
     cr_assert_eq(rkv_tree_load(c.fx.tree, 5, c.tok[1], 2 * TP, UINT32_MAX, NULL, &ld),
                  RKV_OK);
     cr_assert_eq(ld.disk_pages, 2);
-    rkv_transfer_done done;
-    uint32_t nd = 0;
-    cr_assert_eq(rkv_tree_tier_poll(c.fx.tree, &done, 1, &nd), RKV_OK);
-    cr_assert_eq(nd, 1);
+    rkv_transfer_done done = tt_poll_one(&c.fx);
     cr_assert_eq(done.status, RKV_ERR_CORRUPT);
     cr_assert_eq(rkv_tree_unlock(c.fx.tree, &ld.lease), RKV_OK);
     tt_check(&c.fx);

@@ -60,173 +60,222 @@ static rkv_event ev[ROOM];
 static rkv_block_entry be[ROOM];
 static uint64_t qh[QROOM];
 static int32_t qt[QROOM];
+/* the decoders' other outputs */
+static rkv_wire_batch_info bi;
+static rkv_wire_snapshot_info si;
+static rkv_wire_heartbeat hb;
+static rkv_namespace qns;
+static uint32_t nq;
+static rkv_wire_reply rep;
+static rkv_wire_chunk_info ci;
+
+/* The accepted value encoded again (enc its status, *rl bytes in re_buf)
+ * equals the input. rl is read here, after the encoder ran: an argument
+ * by value could be read before the call that sets it. */
+static void reencodes(rkv_status enc, const size_t *rl, const uint8_t *data, size_t size,
+                      const char *what)
+{
+    if (enc != RKV_OK)
+        die("%s: accepted input does not encode", what);
+    same(re_buf, *rl, data, size, what);
+}
+
+static rkv_status dec_events(const uint8_t *d, size_t n)
+{
+    return rkv_wire_decode_events(d, n, &bi, ev, ROOM);
+}
+
+static void ok_events(const uint8_t *data, size_t size)
+{
+    if (bi.count == 0 || bi.count > ROOM || ev[0].seq != bi.first_seq)
+        die("events: count %u, first seq %llu", bi.count, (unsigned long long)ev[0].seq);
+    for (uint32_t i = 0; i < bi.count; i++) {
+        if (ev[i].kind < RKV_EVENT_BLOCK_STORED || ev[i].kind > RKV_EVENT_RESYNC ||
+            ev[i].medium >= RKV_MEDIUM_COUNT)
+            die("events: event %u kind %d medium %d", i, (int)ev[i].kind,
+                (int)ev[i].medium);
+        if (i && ev[i].seq <= ev[i - 1].seq)
+            die("events: seq %llu after %llu", (unsigned long long)ev[i].seq,
+                (unsigned long long)ev[i - 1].seq);
+    }
+    size_t rl = 0;
+    reencodes(rkv_wire_encode_events(bi.instance, bi.epoch, ev, bi.count, re_buf,
+                                     sizeof re_buf, &rl),
+              &rl, data, size, "events");
+}
+
+static rkv_status dec_snapshot(const uint8_t *d, size_t n)
+{
+    return rkv_wire_decode_snapshot(d, n, &si, be, ROOM);
+}
+
+static void ok_snapshot(const uint8_t *data, size_t size)
+{
+    for (uint32_t i = 0; i < si.count; i++)
+        if (be[i].medium >= RKV_MEDIUM_COUNT)
+            die("snapshot: entry %u medium %d", i, (int)be[i].medium);
+    size_t rl = 0;
+    reencodes(rkv_wire_encode_snapshot(si.instance, si.epoch, si.seq, be, si.count, re_buf,
+                                       sizeof re_buf, &rl),
+              &rl, data, size, "snapshot");
+}
+
+static rkv_status dec_heartbeat(const uint8_t *d, size_t n)
+{
+    return rkv_wire_decode_heartbeat(d, n, &hb);
+}
+
+static void ok_heartbeat(const uint8_t *data, size_t size)
+{
+    size_t rl = 0;
+    reencodes(rkv_wire_encode_heartbeat(&hb, re_buf, sizeof re_buf, &rl), &rl, data, size,
+              "heartbeat");
+}
+
+/* route query, either version */
+static rkv_status dec_query(const uint8_t *d, size_t n)
+{
+    qns = 0;
+    nq = 0;
+    return rkv_wire_decode_query(d, n, &qns, qh, QROOM, &nq);
+}
+
+/* A version 2 query decodes as tokens too (or has more than the room),
+ * whose page hash chain is the hashes, and re-encodes from them; a
+ * version 1 query does not decode as tokens. */
+static void ok_query(const uint8_t *data, size_t size)
+{
+    uint32_t ps = 0, nt = 0;
+    rkv_namespace ns2 = 0;
+    rkv_status t = rkv_wire_decode_query_tokens(data, size, &ns2, &ps, qt, QROOM, &nt);
+    size_t rl = 0;
+    if (!(size >= 6 && data[4] == RKV_WIRE_QUERY_TOKENS_VERSION && data[5] == 0)) {
+        if (t != RKV_ERR_FORMAT)
+            die("query: a version 1 query decoded as tokens (%d)", (int)t);
+        reencodes(rkv_wire_encode_query(qns, qh, nq, re_buf, sizeof re_buf, &rl), &rl, data,
+                  size, "query v1");
+        return;
+    }
+    if (t != RKV_OK && t != RKV_ERR_NO_SPACE)
+        die("query: version 2 decodes as hashes but not as tokens");
+    if (t != RKV_OK)
+        return;
+    if (ns2 != qns || ps == 0 || nq != nt / ps)
+        die("query: %u tokens of page %u gave %u hashes", nt, ps, nq);
+    uint64_t parent = RKV_HASH_ROOT;
+    for (uint32_t j = 0; j < nq; j++) {
+        parent = rkv_block_hash(parent, qns, qt + j * ps, ps);
+        if (qh[j] != parent)
+            die("query: page %u hash differs from the chain", j);
+    }
+    reencodes(rkv_wire_encode_query_tokens(qns, qt, nt, ps, re_buf, sizeof re_buf, &rl), &rl,
+              data, size, "query v2");
+}
+
+/* the token decoder must agree that a refused query is no good */
+static void refused_query(const uint8_t *data, size_t size)
+{
+    uint32_t ps, nt;
+    rkv_namespace ns2;
+    memset(qt, 0xA5, sizeof qt);
+    if (rkv_wire_decode_query_tokens(data, size, &ns2, &ps, qt, QROOM, &nt) == RKV_OK)
+        die("query: tokens decode where hashes did not");
+    untouched(qt, sizeof qt, "query tokens");
+}
+
+/* route reply */
+static rkv_status dec_reply(const uint8_t *d, size_t n)
+{
+    return rkv_wire_decode_reply(d, n, &rep);
+}
+
+static void ok_reply(const uint8_t *data, size_t size)
+{
+    if (rep.count > RKV_WIRE_MAX_ROUTE)
+        die("reply: count %u", rep.count);
+    size_t rl = 0;
+    reencodes(rkv_wire_encode_reply(&rep, re_buf, sizeof re_buf, &rl), &rl, data, size,
+              "reply");
+}
+
+static rkv_status dec_chunk(const uint8_t *d, size_t n)
+{
+    return rkv_wire_decode_snapshot_chunk(d, n, &ci, be, ROOM);
+}
+
+static void ok_chunk(const uint8_t *data, size_t size)
+{
+    if (ci.parts == 0 || ci.part >= ci.parts || ci.count > ci.total || ci.count > ROOM)
+        die("chunk: part %u of %u, %u of %llu blocks", ci.part, ci.parts, ci.count,
+            (unsigned long long)ci.total);
+    size_t rl = 0;
+    reencodes(rkv_wire_encode_snapshot_chunk(&ci, be, re_buf, sizeof re_buf, &rl), &rl, data,
+              size, "chunk");
+}
+
+/* An output a decoder fills: poisoned (0xA5) before the call, untouched
+ * when it fails. */
+typedef struct out {
+    void *p;
+    size_t n;
+    const char *what;
+} out;
+
+/* One decoder: its outputs (up to 2), the call, the checks of an accepted
+ * input and (optional) of a refused one. */
+typedef struct decoder {
+    const char *what;
+    rkv_wire_type type;
+    out o[2];
+    rkv_status (*decode)(const uint8_t *, size_t);
+    void (*accepted)(const uint8_t *, size_t);
+    void (*refused)(const uint8_t *, size_t);
+} decoder;
+
+static const decoder DECODERS[] = {
+    {"events", RKV_WIRE_EVENTS, {{ev, sizeof ev, "events"}, {&bi, sizeof bi, "events info"}},
+     dec_events, ok_events, NULL},
+    {"snapshot", RKV_WIRE_SNAPSHOT,
+     {{be, sizeof be, "snapshot"}, {&si, sizeof si, "snapshot info"}}, dec_snapshot,
+     ok_snapshot, NULL},
+    {"heartbeat", RKV_WIRE_HEARTBEAT, {{&hb, sizeof hb, "heartbeat"}, {NULL, 0, NULL}},
+     dec_heartbeat, ok_heartbeat, NULL},
+    {"query", RKV_WIRE_QUERY, {{qh, sizeof qh, "query"}, {NULL, 0, NULL}}, dec_query,
+     ok_query, refused_query},
+    {"reply", RKV_WIRE_REPLY, {{&rep, sizeof rep, "reply"}, {NULL, 0, NULL}}, dec_reply,
+     ok_reply, NULL},
+    {"chunk", RKV_WIRE_SNAPSHOT_CHUNK,
+     {{be, sizeof be, "chunk"}, {&ci, sizeof ci, "chunk info"}}, dec_chunk, ok_chunk, NULL},
+};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     int accepted = 0;
     rkv_wire_type want = RKV_WIRE_EVENTS;
-    size_t rl = 0;
-    rkv_status s;
-
-    /* events */
-    rkv_wire_batch_info bi;
-    memset(ev, 0xA5, sizeof ev);
-    memset(&bi, 0xA5, sizeof bi);
-    s = rkv_wire_decode_events(data, size, &bi, ev, ROOM);
-    if (s == RKV_OK) {
-        accepted++;
-        want = RKV_WIRE_EVENTS;
-        if (bi.count == 0 || bi.count > ROOM || ev[0].seq != bi.first_seq)
-            die("events: count %u, first seq %llu", bi.count,
-                (unsigned long long)ev[0].seq);
-        for (uint32_t i = 0; i < bi.count; i++) {
-            if (ev[i].kind < RKV_EVENT_BLOCK_STORED || ev[i].kind > RKV_EVENT_RESYNC ||
-                ev[i].medium >= RKV_MEDIUM_COUNT)
-                die("events: event %u kind %d medium %d", i, (int)ev[i].kind,
-                    (int)ev[i].medium);
-            if (i && ev[i].seq <= ev[i - 1].seq)
-                die("events: seq %llu after %llu", (unsigned long long)ev[i].seq,
-                    (unsigned long long)ev[i - 1].seq);
+    for (size_t d = 0; d < sizeof DECODERS / sizeof DECODERS[0]; d++) {
+        const decoder *dc = &DECODERS[d];
+        for (int i = 0; i < 2; i++)
+            if (dc->o[i].p != NULL)
+                memset(dc->o[i].p, 0xA5, dc->o[i].n);
+        rkv_status s = dc->decode(data, size);
+        if (s == RKV_OK) {
+            accepted++;
+            want = dc->type;
+            dc->accepted(data, size);
+            continue;
         }
-        if (rkv_wire_encode_events(bi.instance, bi.epoch, ev, bi.count, re_buf,
-                                   sizeof re_buf, &rl) != RKV_OK)
-            die("events: accepted batch does not encode");
-        same(re_buf, rl, data, size, "events");
-    } else {
-        failed(s, "events");
-        untouched(ev, sizeof ev, "events");
-        untouched(&bi, sizeof bi, "events info");
+        failed(s, dc->what);
+        for (int i = 0; i < 2; i++)
+            if (dc->o[i].p != NULL)
+                untouched(dc->o[i].p, dc->o[i].n, dc->o[i].what);
+        if (dc->refused != NULL)
+            dc->refused(data, size);
     }
-
-    /* snapshot */
-    rkv_wire_snapshot_info si;
-    memset(be, 0xA5, sizeof be);
-    memset(&si, 0xA5, sizeof si);
-    s = rkv_wire_decode_snapshot(data, size, &si, be, ROOM);
-    if (s == RKV_OK) {
-        accepted++;
-        want = RKV_WIRE_SNAPSHOT;
-        for (uint32_t i = 0; i < si.count; i++)
-            if (be[i].medium >= RKV_MEDIUM_COUNT)
-                die("snapshot: entry %u medium %d", i, (int)be[i].medium);
-        if (rkv_wire_encode_snapshot(si.instance, si.epoch, si.seq, be, si.count,
-                                     re_buf, sizeof re_buf, &rl) != RKV_OK)
-            die("snapshot: accepted snapshot does not encode");
-        same(re_buf, rl, data, size, "snapshot");
-    } else {
-        failed(s, "snapshot");
-        untouched(be, sizeof be, "snapshot");
-        untouched(&si, sizeof si, "snapshot info");
-    }
-
-    /* heartbeat */
-    rkv_wire_heartbeat hb;
-    memset(&hb, 0xA5, sizeof hb);
-    s = rkv_wire_decode_heartbeat(data, size, &hb);
-    if (s == RKV_OK) {
-        accepted++;
-        want = RKV_WIRE_HEARTBEAT;
-        if (rkv_wire_encode_heartbeat(&hb, re_buf, sizeof re_buf, &rl) != RKV_OK)
-            die("heartbeat: does not encode");
-        same(re_buf, rl, data, size, "heartbeat");
-    } else {
-        failed(s, "heartbeat");
-        untouched(&hb, sizeof hb, "heartbeat");
-    }
-
-    /* route query, either version */
-    rkv_namespace ns = 0;
-    uint32_t nq = 0;
-    memset(qh, 0xA5, sizeof qh);
-    s = rkv_wire_decode_query(data, size, &ns, qh, QROOM, &nq);
-    if (s == RKV_OK) {
-        accepted++;
-        want = RKV_WIRE_QUERY;
-        uint32_t ps = 0, nt = 0;
-        rkv_namespace ns2 = 0;
-        rkv_status t = rkv_wire_decode_query_tokens(data, size, &ns2, &ps, qt, QROOM, &nt);
-        if (size >= 6 && data[4] == RKV_WIRE_QUERY_TOKENS_VERSION && data[5] == 0) {
-            if (t != RKV_OK && t != RKV_ERR_NO_SPACE)
-                die("query: version 2 decodes as hashes but not as tokens");
-            if (t == RKV_OK) {
-                if (ns2 != ns || ps == 0 || nq != nt / ps)
-                    die("query: %u tokens of page %u gave %u hashes", nt, ps, nq);
-                uint64_t parent = RKV_HASH_ROOT;
-                for (uint32_t j = 0; j < nq; j++) {
-                    parent = rkv_block_hash(parent, ns, qt + j * ps, ps);
-                    if (qh[j] != parent)
-                        die("query: page %u hash differs from the chain", j);
-                }
-                if (rkv_wire_encode_query_tokens(ns, qt, nt, ps, re_buf, sizeof re_buf,
-                                                 &rl) != RKV_OK)
-                    die("query: tokens do not encode");
-                same(re_buf, rl, data, size, "query v2");
-            }
-        } else {
-            if (t != RKV_ERR_FORMAT)
-                die("query: a version 1 query decoded as tokens (%d)", (int)t);
-            if (rkv_wire_encode_query(ns, qh, nq, re_buf, sizeof re_buf, &rl) != RKV_OK)
-                die("query: hashes do not encode");
-            same(re_buf, rl, data, size, "query v1");
-        }
-    } else {
-        failed(s, "query");
-        untouched(qh, sizeof qh, "query");
-        /* the token decoder must agree that it is no good */
-        uint32_t ps, nt;
-        rkv_namespace ns2;
-        memset(qt, 0xA5, sizeof qt);
-        rkv_status t = rkv_wire_decode_query_tokens(data, size, &ns2, &ps, qt, QROOM, &nt);
-        if (t == RKV_OK)
-            die("query: tokens decode where hashes did not");
-        untouched(qt, sizeof qt, "query tokens");
-    }
-
-    /* route reply */
-    static rkv_wire_reply rep;
-    memset(&rep, 0xA5, sizeof rep);
-    s = rkv_wire_decode_reply(data, size, &rep);
-    if (s == RKV_OK) {
-        accepted++;
-        want = RKV_WIRE_REPLY;
-        if (rep.count > RKV_WIRE_MAX_ROUTE)
-            die("reply: count %u", rep.count);
-        if (rkv_wire_encode_reply(&rep, re_buf, sizeof re_buf, &rl) != RKV_OK)
-            die("reply: does not encode");
-        same(re_buf, rl, data, size, "reply");
-    } else {
-        failed(s, "reply");
-        untouched(&rep, sizeof rep, "reply");
-    }
-
-    /* snapshot chunk */
-    rkv_wire_chunk_info ci;
-    memset(be, 0xA5, sizeof be);
-    memset(&ci, 0xA5, sizeof ci);
-    s = rkv_wire_decode_snapshot_chunk(data, size, &ci, be, ROOM);
-    if (s == RKV_OK) {
-        accepted++;
-        want = RKV_WIRE_SNAPSHOT_CHUNK;
-        if (ci.parts == 0 || ci.part >= ci.parts || ci.count > ci.total ||
-            ci.count > ROOM)
-            die("chunk: part %u of %u, %u of %llu blocks", ci.part, ci.parts, ci.count,
-                (unsigned long long)ci.total);
-        if (rkv_wire_encode_snapshot_chunk(&ci, be, re_buf, sizeof re_buf, &rl) !=
-            RKV_OK)
-            die("chunk: does not encode");
-        same(re_buf, rl, data, size, "chunk");
-    } else {
-        failed(s, "chunk");
-        untouched(be, sizeof be, "chunk");
-        untouched(&ci, sizeof ci, "chunk info");
-    }
-
     if (accepted > 1)
         die("%d decoders accepted one input", accepted);
     rkv_wire_type t = RKV_WIRE_EVENTS;
-    s = rkv_wire_peek(data, size, &t);
+    rkv_status s = rkv_wire_peek(data, size, &t);
     if (accepted && (s != RKV_OK || t != want))
-        die("peek says %d (status %d) for an accepted type %d", (int)t, (int)s,
-            (int)want);
+        die("peek says %d (status %d) for an accepted type %d", (int)t, (int)s, (int)want);
     return 0;
 }

@@ -67,3 +67,17 @@ int rkv_cli_run(const char *args, char **out, char **err)
     *err = rkv_cli_slurp(p);
     return WEXITSTATUS(st);
 }
+
+enum rkv_cli_action rkv_cli_parse_line(const char *args, rkv_cli_options *o, char *err,
+                                       size_t cap)
+{
+    static char buf[512]; /* *o may point into the words after the return */
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = "radixkv";
+    for (char *t = strtok(buf, " "); t && argc < 31; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    return rkv_cli_parse(argc, argv, o, err, cap);
+}

@@ -12,6 +12,9 @@
 #define RKV_TESTS_CLI_RUN_H
 
 #include <limits.h>
+#include <stddef.h>
+
+#include "cli/args.h"
 
 /* Path of the radixkv binary and of the suite's temporary directory, set
  * by rkv_cli_setup. The directory's name is short so that callers can
@@ -33,5 +36,11 @@ char *rkv_cli_slurp(const char *path);
 /* Runs `radixkv ARGS` (ARGS is shell text, stdin from /dev/null); returns
  * the exit status and sets *out / *err to malloc'ed stdout / stderr. */
 int rkv_cli_run(const char *args, char **out, char **err);
+
+/* rkv_cli_parse of "radixkv ARGS" in this process (ARGS split at spaces,
+ * 31 words at most); err gets the message. Strings in *o point into a
+ * static copy of ARGS, valid until the next call. */
+enum rkv_cli_action rkv_cli_parse_line(const char *args, rkv_cli_options *o, char *err,
+                                       size_t cap);
 
 #endif

@@ -184,3 +184,12 @@ void evd_step(evd *d, rkv_rng *rng, int allow_oom)
     cr_assert_eq(rkv_tree_check(d->tree), RKV_OK, "%s", rkv_last_error());
     cr_assert_eq(rkv_pool_check(d->pool), RKV_OK, "%s", rkv_last_error());
 }
+
+void evd_open_steps(evd *d, uint32_t num_blocks, uint32_t P, uint32_t ring, rkv_rng *rng,
+                    uint64_t seed, int steps)
+{
+    evd_open(d, num_blocks, P, ring);
+    rkv_rng_init(rng, seed);
+    for (int i = 0; i < steps; i++)
+        evd_step(d, rng, 0);
+}

@@ -46,6 +46,11 @@ uint32_t evd_tokens(rkv_rng *rng, int32_t *out, uint64_t *ns);
 /* One random operation (allow_oom: may inject an allocation failure). */
 void evd_step(evd *d, rkv_rng *rng, int allow_oom);
 
+/* evd_open, then rng seeded with seed and `steps` operations run with it
+ * (no injected allocation failure). */
+void evd_open_steps(evd *d, uint32_t num_blocks, uint32_t P, uint32_t ring, rkv_rng *rng,
+                    uint64_t seed, int steps);
+
 /* The tree's last seq (recorded or dropped). */
 uint64_t evd_last_seq(const evd *d);
 

@@ -32,6 +32,18 @@ rkv_pool_config tu_kv_config(uint32_t nblocks, uint32_t page, uint32_t layers,
     return cfg;
 }
 
+rkv_pool_config tu_mla_config(uint32_t nblocks, uint32_t page, uint32_t layers,
+                              uint32_t kv_lora_rank, uint32_t qk_rope_dim, rkv_dtype dt,
+                              rkv_device device)
+{
+    rkv_pool_config cfg = tu_kv_config(nblocks, page, layers, 0, 0, device);
+    cfg.layout = RKV_LAYOUT_MLA;
+    cfg.kv_lora_rank = kv_lora_rank;
+    cfg.qk_rope_dim = qk_rope_dim;
+    cfg.dtype = dt;
+    return cfg;
+}
+
 rkv_tree_config tu_tree_config(int policy, uint32_t max_pinned_pct)
 {
     rkv_tree_config tc;
@@ -61,6 +73,16 @@ rkv_status tu_cuda_pool(uint32_t nblocks, uint32_t head_dim, rkv_pool **out)
     rkv_pool_config cfg = tu_kv_config(nblocks, 0, 1, 1, head_dim,
                                        RKV_DEVICE_CUDA);
     return rkv_pool_create(&cfg, out);
+}
+
+void tu_need_device_pool(const rkv_pool_config *cfg, const char *skip_msg)
+{
+    rkv_pool *p = NULL;
+    rkv_status s = rkv_pool_create(cfg, &p);
+    if (s == RKV_ERR_NO_DEVICE)
+        cr_skip_test("%s", skip_msg);
+    cr_assert_eq(s, RKV_OK, "CUDA pool: %s", rkv_last_error());
+    rkv_pool_destroy(p);
 }
 
 rkv_retention tu_pin(size_t pin_tokens, uint64_t ttl_ms, uint64_t owner)

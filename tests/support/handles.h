@@ -24,6 +24,13 @@ rkv_pool_config tu_kv_config(uint32_t nblocks, uint32_t page, uint32_t layers,
                              uint32_t kv_heads, uint32_t head_dim,
                              rkv_device device);
 
+/* rkv_pool_config_init's config for the MLA latent layout: nblocks pages of
+ * page tokens (0: the default page), layers of rows kv_lora_rank +
+ * qk_rope_dim wide, in dt, on device. */
+rkv_pool_config tu_mla_config(uint32_t nblocks, uint32_t page, uint32_t layers,
+                              uint32_t kv_lora_rank, uint32_t qk_rope_dim, rkv_dtype dt,
+                              rkv_device device);
+
 /* rkv_tree_config_init's config with this evict policy and pin cap. */
 rkv_tree_config tu_tree_config(int policy, uint32_t max_pinned_pct);
 
@@ -35,6 +42,10 @@ rkv_tree *tu_policy_tree(rkv_pool *pool, int policy);
 
 /* A CUDA pool of nblocks pages: one layer, one KV head of head_dim. */
 rkv_status tu_cuda_pool(uint32_t nblocks, uint32_t head_dim, rkv_pool **out);
+
+/* Skips the calling test with skip_msg where a pool of cfg (a CUDA one)
+ * reports RKV_ERR_NO_DEVICE; any other failure to create it fails the test. */
+void tu_need_device_pool(const rkv_pool_config *cfg, const char *skip_msg);
 
 /* A retention that pins the first pin_tokens tokens for ttl_ms for this
  * owner (rkv_retention_init's otherwise: no priority range). */

@@ -7,6 +7,18 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* Head h's D-wide up-projection (W: H x D x R) of one R-wide latent row. */
+static void up_project(const float *W, const float *latent, uint32_t h, uint32_t D, uint32_t R,
+                       double *out)
+{
+    for (uint32_t i = 0; i < D; i++) {
+        double x = 0;
+        for (uint32_t r = 0; r < R; r++)
+            x += (double)W[((size_t)h * D + i) * R + r] * latent[r];
+        out[i] = x;
+    }
+}
+
 void mla_explicit(const mla_dims *d, uint32_t T, const float *W_UK, const float *W_UV,
                   const float *c_kv, const float *k_pe, const float *q_nope,
                   const float *q_pe, double scale, double *out, double *lse)
@@ -18,12 +30,7 @@ void mla_explicit(const mla_dims *d, uint32_t T, const float *W_UK, const float 
     for (uint32_t h = 0; h < H; h++) {
         double mx = -INFINITY;
         for (uint32_t t = 0; t < T; t++) {
-            for (uint32_t i = 0; i < Dn; i++) {
-                double x = 0;
-                for (uint32_t r = 0; r < R; r++)
-                    x += (double)W_UK[((size_t)h * Dn + i) * R + r] * c_kv[(size_t)t * R + r];
-                k[i] = x;
-            }
+            up_project(W_UK, c_kv + (size_t)t * R, h, Dn, R, k);
             double dot = 0;
             for (uint32_t i = 0; i < Dn; i++)
                 dot += (double)q_nope[(size_t)h * Dn + i] * k[i];
@@ -39,12 +46,7 @@ void mla_explicit(const mla_dims *d, uint32_t T, const float *W_UK, const float 
         for (uint32_t j = 0; j < Dv; j++)
             out[(size_t)h * Dv + j] = 0;
         for (uint32_t t = 0; t < T; t++) {
-            for (uint32_t j = 0; j < Dv; j++) {
-                double x = 0;
-                for (uint32_t r = 0; r < R; r++)
-                    x += (double)W_UV[((size_t)h * Dv + j) * R + r] * c_kv[(size_t)t * R + r];
-                v[j] = x;
-            }
+            up_project(W_UV, c_kv + (size_t)t * R, h, Dv, R, v);
             for (uint32_t j = 0; j < Dv; j++)
                 out[(size_t)h * Dv + j] += s[t] / l * v[j];
         }
@@ -70,11 +72,5 @@ void mla_absorb_q(const mla_dims *d, const float *W_UK, const float *q_nope,
 void mla_up_v(const mla_dims *d, const float *W_UV, const float *o_latent, double *out)
 {
     for (uint32_t h = 0; h < d->H; h++)
-        for (uint32_t j = 0; j < d->Dv; j++) {
-            double x = 0;
-            for (uint32_t r = 0; r < d->R; r++)
-                x += (double)W_UV[((size_t)h * d->Dv + j) * d->R + r] *
-                     o_latent[(size_t)h * d->R + r];
-            out[(size_t)h * d->Dv + j] = x;
-        }
+        up_project(W_UV, o_latent + (size_t)h * d->R, h, d->Dv, d->R, out + (size_t)h * d->Dv);
 }

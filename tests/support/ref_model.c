@@ -27,6 +27,21 @@ static uint64_t ref_key(const ref_model *m, uint64_t ns, uint32_t parent,
     return h;
 }
 
+/* arr with room for element n: its capacity *cap doubled (from 16) when n
+ * reached it. The model aborts when memory runs out (a test's bug, not a
+ * case the tests check). */
+static void *grow(void *arr, uint32_t n, uint32_t *cap, size_t size)
+{
+    if (n < *cap)
+        return arr;
+    uint32_t c = *cap ? 2 * *cap : 16;
+    void *p = realloc(arr, (size_t)c * size);
+    if (p == NULL)
+        abort();
+    *cap = c;
+    return p;
+}
+
 int ref_model_init(ref_model *m, uint32_t page_size, uint32_t cap)
 {
     memset(m, 0, sizeof *m);
@@ -316,14 +331,7 @@ rkv_status ref_lock(ref_model *m, ref_handle h, uint64_t lease)
         return RKV_ERR_STALE_HANDLE;
     if (lease == 0 || ref_lease_held(m, lease))
         abort(); /* test bug: the caller checks the implementation's id */
-    if (m->nleases == m->lease_cap) {
-        uint32_t cap = m->lease_cap ? 2 * m->lease_cap : 16;
-        ref_lease *l = realloc(m->leases, cap * sizeof *l);
-        if (l == NULL)
-            abort();
-        m->leases = l;
-        m->lease_cap = cap;
-    }
+    m->leases = grow(m->leases, m->nleases, &m->lease_cap, sizeof *m->leases);
     m->leases[m->nleases].id = lease;
     m->leases[m->nleases].h = h;
     m->nleases++;
@@ -496,14 +504,7 @@ rkv_status ref_pin_prefix(ref_model *m, uint64_t ns, const int32_t *tokens,
         add += m->pages[slots[d]].pin_cover == 0;
     if (m->pinned_pages + add > m->pin_cap)
         return RKV_ERR_PIN_CAP;
-    if (m->npins == m->pins_cap) {
-        uint32_t cap = m->pins_cap ? 2 * m->pins_cap : 16;
-        ref_pin *p = realloc(m->pins, cap * sizeof *p);
-        if (p == NULL)
-            abort();
-        m->pins = p;
-        m->pins_cap = cap;
-    }
+    m->pins = grow(m->pins, m->npins, &m->pins_cap, sizeof *m->pins);
     ref_pin *e = &m->pins[m->npins++];
     e->owner = owner;
     e->deadline = m->now + ttl;

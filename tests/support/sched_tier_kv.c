@@ -668,3 +668,83 @@ void stk_demotions_list_source_blocks(stk_setup_fn setup)
     cr_assert_eq(e.store_done_pages, ts.stores_blocks[RKV_MEDIUM_HOST]);
     stk_finish(&e);
 }
+
+rkv_tier_stats stk_stores_done(stk_env *e, int n, int settle)
+{
+    stk_steps(e, n);
+    if (settle)
+        stk_settle(e);
+    OK(rkv_tree_check(e->tree));
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e->tree, &ts));
+    cr_assert_eq(ts.pending_stores, 0);
+    cr_assert_eq(rkv_tree_debug_copy_inflight(e->tree), 0);
+    cr_assert_gt(ts.stores_blocks[RKV_MEDIUM_HOST], 0);
+    return ts;
+}
+
+void stk_admitted_at(const stk_env *e, const stk_tier *t, uint64_t id, int64_t want)
+{
+    int64_t got = e->r[id].first_step;
+    if (t->exact)
+        cr_assert_eq(got, want, "request %llu admitted in step %lld, not %lld",
+                     (unsigned long long)id, (long long)got, (long long)want);
+    else
+        cr_assert_geq(got, want, "request %llu admitted in step %lld, before %lld",
+                      (unsigned long long)id, (long long)got, (long long)want);
+}
+
+rkv_sched_stats stk_expect_loads(stk_env *e, uint64_t loads, uint64_t failed)
+{
+    rkv_sched_stats st;
+    OK(rkv_sched_get_stats(e->s, &st));
+    cr_assert_eq(st.loads, loads, "%llu loads, not %llu", (unsigned long long)st.loads,
+                 (unsigned long long)loads);
+    cr_assert_eq(st.failed_loads, failed, "%llu failed loads, not %llu",
+                 (unsigned long long)st.failed_loads, (unsigned long long)failed);
+    return st;
+}
+
+void stk_shared_prefix_loaded_once(const stk_tier *t)
+{
+    stk_env e;
+    int32_t shared[28], t2[28];
+    stk_warm_base(&e, t->setup, RKV_POLICY_LPM, 4, 16, shared);
+    stk_submit_pair(&e, shared, t2);
+    int64_t s0 = e.steps;
+    cr_assert_eq(stk_step(&e), 0, "7 waits for 6's load instead of computing");
+    rkv_request_info info;
+    OK(rkv_sched_request_info(e.s, 7, &info));
+    cr_assert_eq(info.state, RKV_REQ_WAITING);
+    cr_assert_eq(info.loading, 0, "7 holds no load of its own");
+    stk_drain(&e, 400);
+    rkv_sched_stats st = stk_expect_loads(&e, 1, 0); /* the shared prefix once */
+    cr_assert_geq(st.load_waits, 1);
+    cr_assert_gt(e.r[6].first_host, 0);
+    stk_admitted_at(&e, t, 6, s0 + t->load_steps);
+    stk_admitted_at(&e, t, 7, e.r[6].first_step); /* with 6, not later */
+    cr_assert_geq(e.r[7].first_cached, 24, "7 got the loaded prefix (cached %u)",
+                  e.r[7].first_cached);
+    cr_assert_eq(e.r[7].first_host, 0, "on the device: 6's load, not 7's");
+    stk_finish(&e);
+}
+
+void stk_others_run_while_one_loads(const stk_tier *t, uint32_t nblocks, uint32_t other_new)
+{
+    stk_env e;
+    int32_t shared[28], other[12];
+    stk_warm_base(&e, t->setup, RKV_POLICY_LPM, 2, nblocks, shared);
+    stk_submit_beside(&e, shared, other, other_new);
+    int64_t s0 = e.steps;
+    for (int64_t k = 0; k < t->load_steps; k++) {
+        cr_assert_eq(stk_step(&e), 1, "step %lld: the other request runs beside the load",
+                     (long long)k);
+        cr_assert_eq(e.r[6].first_step, -1);
+    }
+    cr_assert_eq(e.r[5].first_step, s0);
+    cr_assert_eq(e.r[6].loads_seen, 1);
+    stk_drain(&e, 400);
+    stk_admitted_at(&e, t, 6, s0 + t->load_steps);
+    cr_assert_gt(e.r[6].first_host, 0);
+    stk_finish(&e);
+}

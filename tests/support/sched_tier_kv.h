@@ -181,4 +181,39 @@ void stk_swap_round_trip(stk_setup_fn setup);
  * step after stk_warm_shared lists the last commit's). */
 void stk_demotions_list_source_blocks(stk_setup_fn setup);
 
+/* n steps (then, with settle, stk_settle): no store is pending or in
+ * flight, the tree checks, and some pages were stored on the host; the
+ * tier stats. */
+rkv_tier_stats stk_stores_done(stk_env *e, int n, int settle);
+
+/* How a pool's tier loads are timed: steps from the step that queues a
+ * load to the admission it serves (the host pool: 1), and whether that
+ * admission comes exactly then (a host pool, the simulator) or at or after
+ * it (a GPU, whose copy may still run at that poll). */
+typedef struct stk_tier {
+    stk_setup_fn setup;
+    int64_t load_steps;
+    int exact;
+} stk_tier;
+
+/* Request id was first planned in step want (exactly, or at or after it
+ * when the tier is not exact). */
+void stk_admitted_at(const stk_env *e, const stk_tier *t, uint64_t id, int64_t want);
+
+/* The scheduler counted exactly loads loads, failed of them failed; its
+ * stats. */
+rkv_sched_stats stk_expect_loads(stk_env *e, uint64_t loads, uint64_t failed);
+
+/* Two requests continue one host prefix (stk_submit_pair, lpm, 4 running,
+ * 16 blocks): the first step runs nothing (6 loads, 7 waits for 6's load
+ * holding none of its own); then the prefix is loaded once, 6 admitted
+ * when its load is done and 7 with it, on the device pages 6 loaded. */
+void stk_shared_prefix_loaded_once(const stk_tier *t);
+
+/* Request 5 beside request 6, whose prefix is on the host
+ * (stk_submit_beside with other_new; lpm, 2 running, nblocks): 5 runs in
+ * every step of 6's load, 6 waits for its own load only and is admitted
+ * when it is done. */
+void stk_others_run_while_one_loads(const stk_tier *t, uint32_t nblocks, uint32_t other_new);
+
 #endif

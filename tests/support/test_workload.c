@@ -5,12 +5,22 @@
 
 #include <criterion/criterion.h>
 
+#include "sim/trace.h"
 #include "tests/support/test_util.h"
 
 void rkv_test_agentic(rkv_workload *wl, uint32_t sessions, uint32_t turns_max,
                       const char *name)
 {
     rkv_test_agentic_seeded(wl, sessions, turns_max, rkv_test_seed(name));
+}
+
+void rkv_test_trace_slice(rkv_workload *wl, const char *path, size_t n)
+{
+    rkv_trace_reader *r = NULL;
+    cr_assert_eq(rkv_trace_reader_open_path(path, &r), RKV_OK, "%s", rkv_last_error());
+    rkv_workload_init(wl);
+    cr_assert_eq(rkv_workload_load_trace(wl, r, n), RKV_OK, "%s", rkv_last_error());
+    rkv_trace_reader_close(r);
 }
 
 void rkv_test_agentic_seeded(rkv_workload *wl, uint32_t sessions,

@@ -1,7 +1,7 @@
 /*
  * tests/support/test_workload.h -- the small agentic workloads the replay
  * tests (tests/test_replay_retention.c, tests/test_replay_tiers.c,
- * tests/test_replay_fleet.c) build: defaults but for the session count and
+ * tests/test_replay_fleet.c) build, and the slices of a trace file they read: defaults but for the session count and
  * the longest session, seeded through rkv_test_seed(name) so a failing run
  * can be replayed with RKV_TEST_SEED; and the replay config they start
  * from.
@@ -22,6 +22,10 @@ void rkv_test_agentic(rkv_workload *wl, uint32_t sessions, uint32_t turns_max,
 /* The same from a fixed seed (a reproduction). */
 void rkv_test_agentic_seeded(rkv_workload *wl, uint32_t sessions,
                              uint32_t turns_max, uint64_t seed);
+
+/* Initialises *wl with the first n requests of the trace at path (all with
+ * n 0); the test fails if the trace does not open or load. */
+void rkv_test_trace_slice(rkv_workload *wl, const char *path, size_t n);
 
 /* rkv_replay_config_init's config with this device capacity, checking
  * invariants every check_every steps (0: as rkv_replay_config_init);

@@ -125,3 +125,12 @@ rkv_status tt_try_cache(tt_fixture *f, uint64_t ns, const int32_t *toks,
     TT_OK(rkv_pool_unref_n(f->pool, n, b));
     return st;
 }
+
+rkv_transfer_done tt_poll_one(tt_fixture *f)
+{
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    cr_assert_eq(rkv_tree_tier_poll(f->tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(nd, 1);
+    return done;
+}

@@ -54,6 +54,10 @@ void tt_check(const tt_fixture *f);
  * zeroed. */
 void tt_close(tt_fixture *f);
 
+/* One completed transfer polled from the tree (the poll succeeds and
+ * returns exactly one). */
+rkv_transfer_done tt_poll_one(tt_fixture *f);
+
 /* Caches n pages of toks in namespace ns on the device: allocates n blocks
  * (into b when not NULL; at most 64 pages), inserts them and drops the
  * caller's references. The first failure (of alloc or insert) is
