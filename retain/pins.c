@@ -723,9 +723,7 @@ rkv_status rkv_tree_node_priority(const rkv_tree *tree, rkv_node node,
     if (tree == NULL || priority == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_node_priority: NULL");
     if (!rkv_tree_handle_ok(tree, node))
-        return rkv_set_error(RKV_ERR_STALE_HANDLE,
-                             "rkv_tree_node_priority: stale handle {%u, %u}",
-                             node.id, node.gen);
+        return rkv_tree_stale(node, "rkv_tree_node_priority");
     *priority = tree->retain.meta != NULL ? tree->retain.meta[node.id].prio : RKV_PRIORITY_DEFAULT;
     return RKV_OK;
 }
