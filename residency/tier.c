@@ -577,12 +577,8 @@ int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
     rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     if (tp[i].slot != RKV_NO_TSLOT)
         return 0;
-    if (tr->qlen >= tr->qcap) {
-        tr->st.stores_skipped++;
-        return 0;
-    }
     uint32_t slot;
-    if (!rkv_tier_take_slot(t, 0, &slot)) {
+    if (tr->qlen >= tr->qcap || !rkv_tier_take_slot(t, 0, &slot)) {
         tr->st.stores_skipped++;
         return 0;
     }
@@ -776,12 +772,9 @@ int rkv_tier_insert_conflict(rkv_tree *t, uint32_t c)
 static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
 {
     rkv_tier *tr = t->tiers.tier;
-    if (tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) {
-        tr->st.stores_skipped++;
-        return 0;
-    }
     uint32_t slot;
-    if (!rkv_tier_take_slot(t, 0, &slot)) {
+    if ((tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) ||
+        !rkv_tier_take_slot(t, 0, &slot)) {
         tr->st.stores_skipped++;
         return 0;
     }

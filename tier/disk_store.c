@@ -435,13 +435,12 @@ static rkv_status mismatch(const rkv_disk_file *d, const char *field, unsigned l
 static void store_identity(const rkv_store *s, rkv_file_identity *fid)
 {
     const rkv_disk_file *d = &s->disk;
-    memset(fid, 0, sizeof *fid);
-    fid->capacity = s->cap;
-    fid->block_bytes = s->block_bytes;
-    fid->record_bytes = d->record_bytes;
-    fid->page_tokens = d->page_tokens;
-    fid->layout_id = d->layout_id;
-    fid->model_id = d->model_id;
+    *fid = (rkv_file_identity){.capacity = s->cap,
+                               .block_bytes = s->block_bytes,
+                               .record_bytes = d->record_bytes,
+                               .page_tokens = d->page_tokens,
+                               .layout_id = d->layout_id,
+                               .model_id = d->model_id};
 }
 
 /* The intact header in staging (take_existing read it) against the
