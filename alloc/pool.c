@@ -41,16 +41,84 @@ void rkv_pool_config_init(rkv_pool_config *cfg)
     cfg->page_size = 16;
     cfg->dtype = RKV_DTYPE_F16;
     cfg->device = RKV_DEVICE_HOST;
+    cfg->quant_group = 32;
+    cfg->act_dtype = RKV_DTYPE_BF16;
 }
 
+/* Bytes of one element of an unquantized dtype; 0 otherwise. */
 size_t rkv_pool_dtype_size(rkv_dtype d)
 {
     switch (d) {
     case RKV_DTYPE_F16: return 2;
     case RKV_DTYPE_BF16: return 2;
     case RKV_DTYPE_F32: return 4;
+    default: return 0;
     }
-    return 0;
+}
+
+static int rkv_dtype_quantized(rkv_dtype d)
+{
+    return d == RKV_DTYPE_FP8_E4M3 || d == RKV_DTYPE_FP8_E5M2 ||
+           d == RKV_DTYPE_INT8 || d == RKV_DTYPE_INT4;
+}
+
+/* The dtype's part of a config check (KV geometry given): a quantized
+ * row's scales must stay 4-byte aligned and its groups whole. */
+static rkv_status rkv_pool_check_dtype(const char *fn, const rkv_pool_config *cfg)
+{
+    if (rkv_pool_dtype_size(cfg->dtype) != 0)
+        return RKV_OK;
+    if (!rkv_dtype_quantized(cfg->dtype))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: dtype %d", fn, (int)cfg->dtype);
+    if (cfg->num_layers == 0 || cfg->layout == RKV_LAYOUT_MLA)
+        return RKV_OK; /* an MLA pool refuses quantized dtypes (check_layout) */
+    if (rkv_pool_dtype_size(cfg->act_dtype) == 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: act_dtype %d of a quantized pool must be F16, BF16 "
+                             "or F32", fn, (int)cfg->act_dtype);
+    if (cfg->dtype != RKV_DTYPE_INT4) {
+        if (cfg->head_dim % 4 != 0)
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: head_dim %u of an 8-bit quantized pool must be "
+                                 "a multiple of 4 (keeps the f32 scales aligned)",
+                                 fn, cfg->head_dim);
+        return RKV_OK;
+    }
+    if (cfg->head_dim % 8 != 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: head_dim %u of an INT4 pool must be a multiple of 8 "
+                             "(two codes a byte, f32 scales aligned)", fn,
+                             cfg->head_dim);
+    if (cfg->quant_group == 0 || cfg->quant_group % 2 != 0 ||
+        cfg->head_dim % cfg->quant_group != 0)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: INT4 quant_group %u must be even and divide "
+                             "head_dim %u", fn, cfg->quant_group, cfg->head_dim);
+    return RKV_OK;
+}
+
+/* Row bytes of a checked config with KV (see radixkv/pool.h). */
+static size_t rkv_row_bytes(const rkv_pool_config *cfg)
+{
+    size_t esz = rkv_pool_dtype_size(cfg->dtype), D = cfg->head_dim;
+    if (cfg->layout == RKV_LAYOUT_MLA) /* one latent row: c_kv then k_pe */
+        return ((size_t)cfg->kv_lora_rank + cfg->qk_rope_dim) * esz;
+    if (esz != 0)
+        return D * esz;
+    if (cfg->dtype == RKV_DTYPE_INT4)
+        return D / 2 + 4 * (D / cfg->quant_group);
+    return D + 4;
+}
+
+/* Code bytes of a row (the head stride of a pool-owned layout). */
+static size_t rkv_code_bytes(const rkv_pool_config *cfg)
+{
+    size_t esz = rkv_pool_dtype_size(cfg->dtype), D = cfg->head_dim;
+    if (cfg->layout == RKV_LAYOUT_MLA)
+        return rkv_row_bytes(cfg);
+    if (esz != 0)
+        return D * esz;
+    return cfg->dtype == RKV_DTYPE_INT4 ? D / 2 : D;
 }
 
 /* Allocates the KV memory (none for a metadata-only pool). A CUDA pool
@@ -158,10 +226,9 @@ static rkv_status rkv_pool_check_config(const char *fn, const rkv_pool_config *c
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: page_size %u (1..%u)", fn,
                              cfg->page_size, (unsigned)RKV_MAX_PAGE_SIZE);
-    size_t esz = rkv_pool_dtype_size(cfg->dtype);
-    if (esz == 0)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: dtype %d", fn,
-                             (int)cfg->dtype);
+    rkv_status dst = rkv_pool_check_dtype(fn, cfg);
+    if (dst != RKV_OK)
+        return dst;
     if (cfg->device != RKV_DEVICE_HOST && cfg->device != RKV_DEVICE_CUDA)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: device %d", fn,
                              (int)cfg->device);
@@ -175,13 +242,14 @@ static rkv_status rkv_pool_check_config(const char *fn, const rkv_pool_config *c
             return rkv_set_error(RKV_ERR_INVALID_ARG,
                                  "%s: num_kv_heads %u, head_dim %u", fn,
                                  cfg->num_kv_heads, cfg->head_dim);
+        if (cfg->head_dim > UINT32_MAX / 8)
+            return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: head_dim %u too large",
+                                 fn, cfg->head_dim);
         /* MLA: one latent plane per layer, one "head" of rank + rope */
-        size_t f[5] = {cfg->num_layers, mla ? 1 : 2, cfg->page_size,
-                       mla ? 1 : cfg->num_kv_heads,
-                       mla ? (size_t)cfg->kv_lora_rank + cfg->qk_rope_dim
-                           : cfg->head_dim};
-        bpb = esz;
-        for (int i = 0; i < 5; i++)
+        size_t f[4] = {cfg->num_layers, mla ? 1 : 2, cfg->page_size,
+                       mla ? 1 : cfg->num_kv_heads};
+        bpb = rkv_row_bytes(cfg);
+        for (int i = 0; i < 4; i++)
             if (__builtin_mul_overflow(bpb, f[i], &bpb))
                 return rkv_set_error(RKV_ERR_INVALID_ARG,
                                      "%s: block size overflows", fn);
@@ -265,9 +333,10 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
         size_t plane = kv_bytes / nseg;
         for (size_t s = 0; s < nseg; s++)
             p->seg[s] = (char *)p->kv + s * plane;
-        p->head_stride = (size_t)p->cfg.head_dim * rkv_pool_dtype_size(cfg->dtype);
+        /* a quantized segment's scales follow its codes (radixkv/pool.h) */
+        p->head_stride = rkv_code_bytes(&p->cfg);
         p->tok_stride = p->head_stride * p->cfg.num_kv_heads;
-        p->blk_stride = p->tok_stride * cfg->page_size;
+        p->blk_stride = rkv_row_bytes(&p->cfg) * p->cfg.num_kv_heads * cfg->page_size;
         p->dense = 1;
     }
     *out = p;
@@ -341,6 +410,11 @@ rkv_status rkv_pool_create_external(const rkv_pool_config *cfg,
                              "%s: server-owned buffers of the MLA layout are not "
                              "supported (use rkv_pool_create)", fn);
     const size_t esz = rkv_pool_dtype_size(cfg->dtype);
+    if (esz == 0)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: dtype %d: server-owned KV buffers are F16, BF16 "
+                             "or F32 (quantized KV lives in pool-owned memory)",
+                             fn, (int)cfg->dtype);
     size_t extent = 0;
     if ((st = rkv_kv_shape_ok(fn, cfg, kv, esz, &extent)) != RKV_OK)
         return st;
@@ -431,6 +505,18 @@ uint32_t rkv_pool_page_size(const rkv_pool *pool)
 size_t rkv_pool_bytes_per_block(const rkv_pool *pool)
 {
     return pool ? pool->bytes_per_block : 0;
+}
+
+size_t rkv_pool_config_row_bytes(const rkv_pool_config *cfg)
+{
+    size_t bpb = 0, kv = 0;
+    if (cfg == NULL || cfg->num_layers == 0)
+        return 0;
+    rkv_pool_config c = *cfg;
+    c.num_blocks = 1; /* only the geometry matters here */
+    if (rkv_pool_check_config("rkv_pool_config_row_bytes", &c, &bpb, &kv) != RKV_OK)
+        return 0;
+    return rkv_row_bytes(&c);
 }
 
 size_t rkv_pool_host_metadata_bytes(const rkv_pool *pool)

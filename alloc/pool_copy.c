@@ -57,7 +57,7 @@ static rkv_status layout_of(rkv_pool *pool, const char *fn, seg_layout *L)
     if ((st = rkv_pool_layer_kv(pool, 0, &k, &v)) != RKV_OK)
         return st;
     L->base = k;
-    L->row = (size_t)L->cfg.head_dim * rkv_pool_dtype_size(L->cfg.dtype);
+    L->row = rkv_pool_config_row_bytes(&L->cfg); /* codes + scales */
     L->seg = (size_t)L->cfg.page_size * L->cfg.num_kv_heads * L->row;
     L->external = rkv_pool_kv_external(pool);
     if ((st = rkv_pool_kv_strides(pool, &L->bs, &L->ts, &L->hs)) != RKV_OK)

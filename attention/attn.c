@@ -41,9 +41,10 @@ rkv_status rkv_attn_create(rkv_pool *pool, rkv_attn **out)
     if (cfg.num_layers == 0)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_attn_create: pool is metadata-only (num_layers 0)");
-    if (rkv_pool_dtype_size(cfg.dtype) == 0)
+    rkv_dtype act = rkv_attn_dtype_quantized(cfg.dtype) ? cfg.act_dtype : cfg.dtype;
+    if (rkv_pool_dtype_size(act) == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_create: bad dtype %d",
-                             (int)cfg.dtype);
+                             (int)act);
     rkv_attn *a = calloc(1, sizeof *a);
     if (a == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_attn_create: out of memory");
@@ -158,8 +159,15 @@ static rkv_attn_geom geom_of(const rkv_attn *a, uint32_t num_qo_heads)
     g.num_kv_heads = a->cfg.num_kv_heads;
     g.head_dim = a->cfg.head_dim;
     g.num_qo_heads = num_qo_heads;
-    g.dtype = a->cfg.dtype;
-    g.elem_size = rkv_pool_dtype_size(a->cfg.dtype);
+    g.kv_dtype = a->cfg.dtype;
+    g.dtype = rkv_attn_dtype_quantized(g.kv_dtype) ? a->cfg.act_dtype : g.kv_dtype;
+    g.elem_size = rkv_pool_dtype_size(g.dtype);
+    g.quant_group = g.kv_dtype == RKV_DTYPE_INT4 ? a->cfg.quant_group : a->cfg.head_dim;
+    g.nsc = g.head_dim / g.quant_group;
+    size_t code = g.kv_dtype == RKV_DTYPE_INT4 ? g.head_dim / 2 : g.head_dim;
+    g.scale_off = (size_t)g.page_size * g.num_kv_heads * code;
+    g.window = 0;
+    g.sinks = 0;
     return g;
 }
 
@@ -336,6 +344,19 @@ static rkv_status check_ptrs(const char *fn, const void *q, const void *out)
     return RKV_OK;
 }
 
+/* The GPU's cascade gathers the shared prefix's raw K/V for its GEMMs:
+ * not for quantized KV yet (decode, prefill and plan/run dequantize). */
+static rkv_status check_cuda_kv(const rkv_attn *a, const char *fn,
+                                const rkv_attn_shared *shared)
+{
+    if (shared != NULL && rkv_attn_dtype_quantized(a->cfg.dtype))
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: a shared prefix over quantized KV (dtype %d) on the "
+                             "GPU is not implemented yet (host pools run it)", fn,
+                             (int)a->cfg.dtype);
+    return RKV_OK;
+}
+
 static rkv_status check_cuda_geom(const rkv_attn *a, const char *fn)
 {
     if (a->cfg.head_dim != 64 && a->cfg.head_dim != 128)
@@ -364,12 +385,12 @@ static void merge_f32(uint32_t D, float *oa, float *la, const float *ob, float l
 
 /* Runs rows (and an optional shared prefix) on the CPU into out / lse. */
 static rkv_status cpu_run(const rkv_attn *a, const char *fn, const rkv_attn_geom *g,
-                          uint32_t layer, const rkv_attn_rows *rows,
+                          const rkv_attn_params *p, const rkv_attn_rows *rows,
                           const rkv_attn_shared *shared, const void *q, float scale,
                           void *out, float *lse)
 {
     void *kb, *vb;
-    rkv_status st = rkv_pool_layer_kv(a->pool, layer, &kb, &vb);
+    rkv_status st = rkv_pool_layer_kv(a->pool, p->layer, &kb, &vb);
     rkv_attn_strides kst;
     if (st == RKV_OK)
         st = rkv_pool_kv_strides(a->pool, &kst.block, &kst.token, &kst.head);
@@ -382,7 +403,7 @@ static rkv_status cpu_run(const rkv_attn *a, const char *fn, const rkv_attn_geom
     size_t nfl = rkv_attn_cpu_scratch(g, ml) + nstate * (D + 1) * (shared ? 2 : 1);
     uint32_t *srows = NULL;
     if (S > 0)
-        srows = malloc(((size_t)rows->num_rows * 2 + 2) * sizeof(uint32_t));
+        srows = malloc(((size_t)rows->num_rows * 3 + 2) * sizeof(uint32_t));
     float *mem = malloc(nfl * sizeof(float));
     if (mem == NULL || (S > 0 && srows == NULL)) {
         free(mem);
@@ -390,15 +411,18 @@ static rkv_status cpu_run(const rkv_attn *a, const char *fn, const rkv_attn_geom
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
     }
     float *o32 = mem, *l32 = o32 + nstate * D, *scratch = l32 + nstate;
-    rkv_attn_cpu_rows(g, kb, vb, &kst, rows, q, scale, scratch, o32, l32);
+    /* the rows' own keys follow the shared prefix: positions start at S */
+    rkv_attn_mask own = {p->window_left, p->num_sink_tokens, S, NULL};
+    rkv_attn_cpu_rows(g, kb, vb, &kst, rows, &own, q, scale, scratch, o32, l32);
     if (S > 0) {
         float *so = scratch + rkv_attn_cpu_scratch(g, ml), *sl = so + nstate * D;
         rkv_attn_rows sr = {0};
         uint32_t *sreq = srows, *slen = srows + rows->num_rows;
-        uint32_t *sptr = slen + rows->num_rows;
+        uint32_t *sqpos = slen + rows->num_rows, *sptr = sqpos + rows->num_rows;
         for (uint32_t i = 0; i < rows->num_rows; i++) {
             sreq[i] = 0;
             slen[i] = S;
+            sqpos[i] = S + rows->row_len[i] - 1;
         }
         sptr[0] = 0;
         sptr[1] = shared->num_pages;
@@ -409,7 +433,8 @@ static rkv_status cpu_run(const rkv_attn *a, const char *fn, const rkv_attn_geom
         sr.kv_indptr = sptr;
         sr.kv_indices = shared->pages;
         sr.max_len = S;
-        rkv_attn_cpu_rows(g, kb, vb, &kst, &sr, q, scale, scratch, so, sl);
+        rkv_attn_mask pre = {p->window_left, p->num_sink_tokens, 0, sqpos};
+        rkv_attn_cpu_rows(g, kb, vb, &kst, &sr, &pre, q, scale, scratch, so, sl);
         for (size_t i = 0; i < nstate; i++)
             merge_f32((uint32_t)D, o32 + i * D, l32 + i, so + i * D, sl[i]);
     }
@@ -430,8 +455,16 @@ static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p
 {
     rkv_attn_geom g = geom_of(a, p->num_qo_heads);
     if (!on_cuda(a))
-        return cpu_run(a, fn, &g, p->layer, rows, shared, q, scale, out, lse);
-    rkv_status st = check_cuda_geom(a, fn);
+        return cpu_run(a, fn, &g, p, rows, shared, q, scale, out, lse);
+    rkv_status st = check_cuda_kv(a, fn, shared);
+    if (st == RKV_OK)
+        st = check_cuda_geom(a, fn);
+    if (st == RKV_OK && p->window_left != 0 && shared != NULL)
+        st = rkv_set_error(RKV_ERR_UNSUPPORTED,
+                           "%s: a sliding window over a shared prefix on the GPU is not "
+                           "implemented yet (host pools run it)", fn);
+    g.window = p->window_left;
+    g.sinks = p->num_sink_tokens;
     if (st != RKV_OK)
         return st;
     rkv_attn_cuda *c;
@@ -545,6 +578,36 @@ rkv_status rkv_attn_cascade(rkv_attn *attn, const rkv_attn_params *p,
                   num_shared_pages ? &sh : NULL, q, out, lse);
 }
 
+/* Append into a quantized host pool: each (token, head) row of k and v
+ * (act dtype) is converted to f32 and quantized into its codes and scales. */
+static rkv_status append_quant(const rkv_attn_geom *g, const rkv_attn_strides *kst,
+                               void *kb, void *vb, uint32_t n, const uint32_t *slots,
+                               const void *k, const void *v)
+{
+    const uint32_t P = g->page_size, H = g->num_kv_heads, D = g->head_dim;
+    float *x = malloc((size_t)D * sizeof(float));
+    if (x == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_attn_append: out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        size_t at = (size_t)(slots[i] / P) * kst->block;
+        uint32_t t = slots[i] % P;
+        for (uint32_t h = 0; h < H; h++) {
+            size_t src = ((size_t)i * H + h) * D;
+            size_t code = at + t * kst->token + h * kst->head;
+            size_t sc = at + g->scale_off + ((size_t)t * H + h) * g->nsc * sizeof(float);
+            for (int s = 0; s < 2; s++) {
+                const void *in = s ? v : k;
+                char *base = s ? vb : kb;
+                for (uint32_t d = 0; d < D; d++)
+                    x[d] = rkv_attn_cpu_load(g->dtype, in, src + d);
+                rkv_attn_cpu_quant_row(g, x, base + code, base + sc);
+            }
+        }
+    }
+    free(x);
+    return RKV_OK;
+}
+
 rkv_status rkv_attn_check_slots(const rkv_attn *attn, const char *fn, uint32_t n,
                                 const uint32_t *slots)
 {
@@ -595,6 +658,8 @@ rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
     rkv_attn_geom g = geom_of(attn, 0);
     if (on_cuda(attn)) {
         rkv_attn_cuda *c;
+        if (g.kv_dtype != g.dtype && (st = check_cuda_geom(attn, fn)) != RKV_OK)
+            return st; /* the quantizing kernel holds a row of up to 128 */
         if ((st = need_cuda(attn, &c)) != RKV_OK)
             return st;
         return rkv_cuda_status(attn->be, attn->be->attn_append(c, &g, kb, vb, num_tokens,
@@ -606,6 +671,8 @@ rkv_status rkv_attn_append(rkv_attn *attn, uint32_t layer, uint32_t num_tokens,
         return st;
     const size_t head = (size_t)g.head_dim * g.elem_size;
     const size_t row = (size_t)g.num_kv_heads * head;
+    if (g.kv_dtype != g.dtype)
+        return append_quant(&g, &kst, kb, vb, num_tokens, slots, k, v);
     const int tok_run = kst.head == head; /* a token's heads are adjacent */
     for (uint32_t i = 0; i < num_tokens; i++) {
         size_t at = (size_t)(slots[i] / P) * kst.block + (slots[i] % P) * kst.token;
@@ -696,7 +763,7 @@ static rkv_status plan_lower(rkv_attn *attn, const char *fn, uint32_t num_qo_hea
     rb->mem = NULL;
     if (attn == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn", fn);
-    rkv_attn_params p = {0, num_qo_heads, 0.0f};
+    rkv_attn_params p = {0, num_qo_heads, 0.0f, 0, 0};
     float scale = 0.0f;
     rkv_status st = check_params(attn, fn, &p, &scale);
     if (st == RKV_OK && on_cuda(attn))
@@ -780,24 +847,56 @@ rkv_status rkv_attn_plan_create(rkv_attn *attn, uint32_t num_qo_heads,
     return RKV_OK;
 }
 
+static rkv_status run_plan(rkv_attn *attn, const char *fn, const rkv_attn_plan *plan,
+                           const rkv_attn_params *pp, const void *q, void *out,
+                           float *lse);
+
 rkv_status rkv_attn_run(rkv_attn *attn, const rkv_attn_plan *plan, uint32_t layer,
                         float sm_scale, const void *q, void *out, float *lse)
 {
-    static const char fn[] = "rkv_attn_run";
+    rkv_attn_params p = {layer, plan != NULL ? plan->num_qo_heads : 0, sm_scale, 0, 0};
+    return run_plan(attn, "rkv_attn_run", plan, &p, q, out, lse);
+}
+
+rkv_status rkv_attn_run_params(rkv_attn *attn, const rkv_attn_plan *plan,
+                               const rkv_attn_params *p, const void *q, void *out,
+                               float *lse)
+{
+    static const char fn[] = "rkv_attn_run_params";
+    if (p == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL params", fn);
+    if (plan != NULL && p->num_qo_heads != plan->num_qo_heads)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: num_qo_heads %u, the plan's is %u", fn, p->num_qo_heads,
+                             plan->num_qo_heads);
+    return run_plan(attn, fn, plan, p, q, out, lse);
+}
+
+static rkv_status run_plan(rkv_attn *attn, const char *fn, const rkv_attn_plan *plan,
+                           const rkv_attn_params *pp, const void *q, void *out,
+                           float *lse)
+{
     if (attn == NULL || plan == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL attn or plan", fn);
     if (plan->attn != attn)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: the plan is another context's", fn);
-    rkv_attn_params p = {layer, plan->num_qo_heads, sm_scale};
+    const uint32_t layer = pp->layer;
     float scale = 0.0f;
-    rkv_status st = check_params(attn, fn, &p, &scale);
+    rkv_status st = check_params(attn, fn, pp, &scale);
     if (st == RKV_OK)
         st = check_ptrs(fn, q, out);
     if (st != RKV_OK)
         return st;
     rkv_attn_geom g = geom_of(attn, plan->num_qo_heads);
     if (!on_cuda(attn))
-        return cpu_run(attn, fn, &g, layer, &plan->rb.rows, NULL, q, scale, out, lse);
+        return cpu_run(attn, fn, &g, pp, &plan->rb.rows, NULL, q, scale, out, lse);
+    if (pp->window_left != 0 && plan->cp.tensor_core)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: a sliding window on a tensor-core prefill plan is not "
+                             "implemented yet (decode plans, one-shot calls and host "
+                             "pools run it)", fn);
+    g.window = pp->window_left;
+    g.sinks = pp->num_sink_tokens;
     void *kb, *vb;
     if ((st = rkv_pool_layer_kv(attn->pool, layer, &kb, &vb)) != RKV_OK)
         return st;

@@ -51,6 +51,7 @@
 
 #include "attention/attn_internal.h"
 #include "attention/devmem.h"
+#include "attention/kv_codec.h"
 #include "attention/mma.h"
 #include "attention/launch.h"
 #include "common/cuda_guard.h"
@@ -128,6 +129,7 @@ template <> struct elem<bf16_t> {
 template <> struct elem<float> {
     typedef float raw;
     static __device__ __forceinline__ float cvt(raw r) { return r; }
+    static __device__ __forceinline__ raw bits(float x) { return x; }
     static __device__ __forceinline__ float load(const raw *p, size_t i) { return ld_global(p + i); }
     static __device__ __forceinline__ void store(raw *p, size_t i, float x) { st_global(p + i, x); }
 };
@@ -285,6 +287,44 @@ __global__ void append_kernel(unsigned short *kb, unsigned short *vb,
     }
 }
 
+/* Quantizing append: one thread per (token, kv head, K or V) row reads
+ * the row (activation type), quantizes it with the host's codec
+ * (kv_codec.h: the same codes bit for bit) in registers / local memory and
+ * stores codes and scales as 32-bit words. grid.x = token. */
+struct quant_args {
+    int kvq;
+    unsigned H, D, P, group, nsc;
+    size_t blk, cb, scale_off;
+};
+
+template <typename T>
+__global__ void append_quant_kernel(char *kb, char *vb, const void *k, const void *v,
+                                    const unsigned *slots, quant_args q, size_t b0)
+{
+    typedef elem<T> E;
+    typedef typename E::raw raw;
+    const size_t t = b0 + blockIdx.x;
+    const unsigned slot = ld_global(slots + t), page = slot / q.P, tok = slot % q.P;
+    float x[128];
+    uint32_t codes[32]; /* up to 128 bytes of codes */
+    float sc[64];
+    for (unsigned r = threadIdx.x; r < 2 * q.H; r += blockDim.x) {
+        const unsigned h = r >> 1;
+        const raw *src = (const raw *)((r & 1) ? v : k) + (t * q.H + h) * q.D;
+        for (unsigned d = 0; d < q.D; d++)
+            x[d] = E::load(src, d);
+        rkv_kvq_quant_row(q.kvq, q.group, x, q.D, (uint8_t *)codes, sc);
+        char *blk = ((r & 1) ? vb : kb) + (size_t)page * q.blk;
+        const size_t within = (size_t)tok * q.H + h;
+        uint32_t *cdst = (uint32_t *)(blk + within * q.cb);
+        for (unsigned w = 0; w < q.cb / 4; w++)
+            st_global(cdst + w, codes[w]);
+        float *sdst = (float *)(blk + q.scale_off + within * q.nsc * 4);
+        for (unsigned i = 0; i < q.nsc; i++)
+            st_global(sdst + i, sc[i]);
+    }
+}
+
 extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                            void *kbase, void *vbase, uint32_t n,
                                            const uint32_t *slots, const void *k,
@@ -308,6 +348,33 @@ extern "C" rkv_status rkv_attn_cuda_append(rkv_attn_cuda *c, const rkv_attn_geom
     RKV_CU_TRY(e, fn);
     unsigned units = (unsigned)((size_t)g->num_kv_heads * g->head_dim * g->elem_size / 2);
     const unsigned short *ws = (const unsigned short *)c->ws;
+    if (g->kv_dtype != g->dtype) {
+        quant_args qa;
+        qa.kvq = (int)g->kv_dtype;
+        qa.H = g->num_kv_heads;
+        qa.D = g->head_dim;
+        qa.P = g->page_size;
+        qa.group = g->quant_group;
+        qa.nsc = g->nsc;
+        qa.cb = g->kv_dtype == RKV_DTYPE_INT4 ? g->head_dim / 2 : g->head_dim;
+        qa.blk = (size_t)qa.P * qa.H * (qa.cb + 4 * (size_t)qa.nsc);
+        qa.scale_off = g->scale_off;
+        return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
+            char *K = (char *)kbase, *V = (char *)vbase;
+            const unsigned *sl = (const unsigned *)ws;
+            switch (g->dtype) {
+            case RKV_DTYPE_F16:
+                RKV_LAUNCH(nb, 32, 0, c->stream, append_quant_kernel<f16_t>)(K, V, k, v, sl, qa, b0);
+                break;
+            case RKV_DTYPE_BF16:
+                RKV_LAUNCH(nb, 32, 0, c->stream, append_quant_kernel<bf16_t>)(K, V, k, v, sl, qa, b0);
+                break;
+            default:
+                RKV_LAUNCH(nb, 32, 0, c->stream, append_quant_kernel<float>)(K, V, k, v, sl, qa, b0);
+                break;
+            }
+        });
+    }
     return launch_1d(c, n, fn, [&](unsigned nb, size_t b0) {
         RKV_LAUNCH(nb, 128, 0, c->stream, append_kernel)(
             (unsigned short *)kbase, (unsigned short *)vbase, (const unsigned short *)k,
@@ -328,7 +395,64 @@ struct rows_args {
     unsigned ng;   /* blocks per kv head: ceil(G / 16) query-head groups */
     unsigned row0; /* first row of this launch (grids are split in x) */
     float scale;
+    /* quantized KV (kvq = the pool's dtype, 0 = not quantized): a block's
+     * segment is qblk bytes, its codes qcb bytes a row, then qnsc f32
+     * scales a row from qscale_off; INT4 groups of qgroup elements */
+    int kvq;
+    unsigned qgroup, qnsc;
+    size_t qblk, qcb, qscale_off;
+    /* sliding window (0 = none): row position p = len - 1 sees keys t
+     * with t + window >= p or t < sinks */
+    unsigned window, sinks;
 };
+
+/* The quantized-KV fields of rows_args from a geometry. */
+static void rows_quant(rows_args &a, const rkv_attn_geom *g)
+{
+    const bool q = g->kv_dtype != g->dtype;
+    a.kvq = q ? (int)g->kv_dtype : 0;
+    a.qgroup = g->quant_group;
+    a.qnsc = g->nsc;
+    a.qcb = g->kv_dtype == RKV_DTYPE_INT4 ? g->head_dim / 2 : g->head_dim;
+    a.qblk = (size_t)g->page_size * g->num_kv_heads * (a.qcb + 4 * (size_t)g->nsc);
+    a.qscale_off = g->scale_off;
+    a.window = g->window;
+    a.sinks = g->sinks;
+}
+
+/* Dequantizes elements c0 .. c0 + C (32, or a smaller INT4 group) of
+ * the K or V row r (= (page * P + t) * Hkv + kv head) of a quantized
+ * segment at base into dst, rounded to E's type. A chunk shares one scale (C <= an INT4 group), so each scale
+ * is read once a chunk and every code once; 8-bit codes move as 32-bit
+ * words (rows and segments are multiples of 4 bytes). */
+template <typename E>
+static __device__ __forceinline__ void kvq_chunk(const rows_args &a, const void *base,
+                                                 size_t r, unsigned c0, unsigned C,
+                                                 typename E::raw *dst)
+{
+    const size_t per = (size_t)a.P * a.Hkv, page = r / per, within = r % per;
+    const char *blk = (const char *)base + page * a.qblk;
+    const uint8_t *codes = (const uint8_t *)(blk + within * a.qcb);
+    const float *sc = (const float *)(blk + a.qscale_off + within * a.qnsc * 4);
+    if (a.kvq == RKV_DTYPE_INT4) {
+        const float s = ld_global(sc + c0 / a.qgroup);
+        for (unsigned e = 0; e < C; e += 2) {
+            const unsigned b = ld_global(codes + (c0 + e) / 2);
+            const int lo = (int)(b & 0xfu), hi = (int)(b >> 4);
+            dst[e] = E::bits((float)(lo >= 8 ? lo - 16 : lo) * s);
+            dst[e + 1] = E::bits((float)(hi >= 8 ? hi - 16 : hi) * s);
+        }
+        return;
+    }
+    const float s = ld_global(sc);
+    const uint32_t *w = (const uint32_t *)(codes + c0);
+    for (unsigned k = 0; k < C / 4; k++) {
+        const uint32_t u = ld_global(w + k);
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+            dst[4 * k + b] = E::bits(rkv_kvq_dec8(a.kvq, (uint8_t)(u >> (8 * b)), s));
+    }
+}
 
 #define NW 4  /* warps per block */
 #define TT 32 /* tokens per K/V tile: one per lane when scoring */
@@ -376,6 +500,9 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
     const unsigned gn = min(a.G - g0, (unsigned)(NW * HPW)); /* heads of this block */
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned req = ld_global(a.row_req + row), len = ld_global(a.row_len + row);
+    /* the window's first position (keys before it, but the sinks, are
+     * hidden); 0 without a window */
+    const unsigned wlo = a.window != 0 && len - 1 > a.window ? len - 1 - a.window : 0;
     const unsigned t0 = split * a.chunk;
     const unsigned t1 = min(len, t0 + a.chunk);
     const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
@@ -395,18 +522,34 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
     }
     for (unsigned tb = t0; tb < t1; tb += TT) {
         const unsigned n = min((unsigned)TT, t1 - tb);
+        /* a tile the window hides entirely is skipped (block-uniform), so
+         * every tile scored has a visible token */
+        if (tb >= a.sinks && tb + n <= wlo)
+            continue;
         __syncthreads(); /* q stored; the previous tile consumed */
         if (threadIdx.x < n) {
             stok[threadIdx.x] = kv_row(pages, tb + threadIdx.x, a.P, a.Hkv, kvh);
         }
         __syncthreads();
-        for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
-            const unsigned j = i / VR, c = i % VR;
-            const size_t at = stok[j] * D + c * VE;
-            *reinterpret_cast<vec *>(&sk[j][c * VE]) =
-                ld_global(reinterpret_cast<const vec *>(kb + at));
-            *reinterpret_cast<vec *>(&sv[j][c * VE]) =
-                ld_global(reinterpret_cast<const vec *>(vb + at));
+        if (a.kvq != 0) {
+            /* quantized: dequantized into the tile, rounded to T (the
+             * compute path then runs as for T's own K/V) */
+            const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 32u) : 32u;
+            const unsigned nch = D / C;
+            for (unsigned i = threadIdx.x; i < n * nch; i += blockDim.x) {
+                const unsigned j = i / nch, c0 = (i % nch) * C;
+                kvq_chunk<E>(a, a.kb, stok[j], c0, C, &sk[j][c0]);
+                kvq_chunk<E>(a, a.vb, stok[j], c0, C, &sv[j][c0]);
+            }
+        } else {
+            for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
+                const unsigned j = i / VR, c = i % VR;
+                const size_t at = stok[j] * D + c * VE;
+                *reinterpret_cast<vec *>(&sk[j][c * VE]) =
+                    ld_global(reinterpret_cast<const vec *>(kb + at));
+                *reinterpret_cast<vec *>(&sv[j][c * VE]) =
+                    ld_global(reinterpret_cast<const vec *>(vb + at));
+            }
         }
         __syncthreads();
 #pragma unroll
@@ -415,7 +558,8 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
             if (g >= gn) /* warp-uniform */
                 break;
             float s = -INFINITY;
-            if (lane < n) {
+            const unsigned tl = tb + lane;
+            if (lane < n && (tl >= wlo || tl < a.sinks)) {
                 float dot = 0.0f;
 #pragma unroll
                 for (int c = 0; c < VR; c++) {
@@ -432,7 +576,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
                 tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
             const float mn = fmaxf(m[h], tm); /* finite: the tile has a token */
             const float corr = __expf(m[h] - mn);
-            const float p = lane < n ? __expf(s - mn) : 0.0f;
+            const float p = s != -INFINITY ? __expf(s - mn) : 0.0f;
             float ps = p;
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1)
@@ -975,7 +1119,10 @@ static size_t tensor_core_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t 
  * query rows) of 16-bit types without a shared prefix. */
 static bool use_tensor_cores(const rkv_attn_geom *g, const rkv_attn_rows *rows)
 {
-    return g->dtype != RKV_DTYPE_F32 && rows->num_rows > rows->num_reqs;
+    /* quantized KV: the rows kernel dequantizes; the MMA path reads raw
+     * 16-bit tiles only, and masks causally only (no window) */
+    return g->dtype != RKV_DTYPE_F32 && g->kv_dtype == g->dtype && g->window == 0 &&
+           rows->num_rows > rows->num_reqs;
 }
 
 /* Launches the tensor-core prefill over uploaded lengths, table and tiles. */
@@ -1131,6 +1278,7 @@ static rkv_status launch_rows_at(rkv_attn_cuda *c, const rkv_attn_geom *g, const
     a.chunk = p->chunk;
     a.ng = p->ng;
     a.scale = sm_scale;
+    rows_quant(a, g);
     return launch_1d(c, p->num_rows, fn, [&](unsigned nb, size_t b0) {
         dim3 grid(nb, Hkv * p->ng, p->splits);
         a.row0 = (unsigned)b0;

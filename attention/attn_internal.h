@@ -26,9 +26,32 @@ typedef struct rkv_attn_geom {
     uint32_t num_kv_heads;
     uint32_t head_dim;
     uint32_t num_qo_heads; /* 0 for operations without queries */
-    rkv_dtype dtype;
-    size_t elem_size;
+    rkv_dtype dtype;       /* q, out, merge states, append's input: the
+                              pool's act_dtype when quantized, else its dtype */
+    size_t elem_size;      /* of dtype */
+    /* How K and V are stored: kv_dtype is the pool's dtype; for a
+     * quantized one a segment's scales (nsc f32 per row, quant_group
+     * elements each) start scale_off bytes after the block's codes. */
+    rkv_dtype kv_dtype;
+    uint32_t quant_group;
+    uint32_t nsc;
+    size_t scale_off;
+    /* Sliding window of the call (rkv_attn_params; 0 = full attention):
+     * the CUDA rows kernel masks by it (the CPU takes rkv_attn_mask). */
+    uint32_t window, sinks;
 } rkv_attn_geom;
+
+/* 1 for the quantized KV dtypes (radixkv/pool.h). */
+int rkv_attn_dtype_quantized(rkv_dtype d);
+
+/* Which keys a row sees besides causality (rkv_attn_params): key position
+ * j (koff + the key's index in the part attended) is visible from query
+ * position q iff j <= q and (window == 0 or j + window >= q or j < sinks).
+ * qpos[i]: row i's query position; NULL: row_len[i] - 1 + koff. */
+typedef struct rkv_attn_mask {
+    uint32_t window, sinks, koff;
+    const uint32_t *qpos;
+} rkv_attn_mask;
 
 typedef struct rkv_attn_rows {
     uint32_t num_rows;
@@ -59,11 +82,17 @@ typedef struct rkv_attn_strides {
 } rkv_attn_strides;
 
 /* CPU reference. o32 / lse32: fp32 partial state of every (row, head). */
+/* mask NULL: causal only. A row that sees no key of this part gets lse
+ * -INFINITY and output 0 (an empty partial state). */
 void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
                        const void *vbase, const rkv_attn_strides *kst,
-                       const rkv_attn_rows *rows,
+                       const rkv_attn_rows *rows, const rkv_attn_mask *mask,
                        const void *q, float sm_scale, float *scratch,
                        float *o32, float *lse32);
+/* Quantizes one (token, head) row of f32 values into its codes and scales
+ * (rkv_attn_append of a quantized host pool). */
+void rkv_attn_cpu_quant_row(const rkv_attn_geom *g, const float *x, void *codes,
+                            void *scales);
 /* Floats of scratch rkv_attn_cpu_rows needs. */
 size_t rkv_attn_cpu_scratch(const rkv_attn_geom *g, uint32_t max_len);
 void rkv_attn_cpu_store(rkv_dtype dt, void *dst, size_t i, float x);

@@ -177,7 +177,7 @@ static int cpu_bench(void)
         return 1;
     for (size_t i = 0; i < qmax; i++)
         q[i] = rkv_f32_to_bf16((float)(i % 97) / 97.0f - 0.5f);
-    rkv_attn_params p = {0, HQ, 0.0f};
+    rkv_attn_params p = {0, HQ, 0.0f, 0, 0};
     printf("decode (CPU reference)\n%8s %6s %12s %10s %12s\n", "context", "batch", "ms",
            "GB/s", "vs memcpy");
     for (size_t ci = 0; ci < 3; ci++)
@@ -398,7 +398,7 @@ static int gpu_bench(void)
     CK(cudaMalloc(&dq, qbytes));
     CK(cudaMalloc(&dout, qbytes));
     CK(cudaMemset(dq, 0, qbytes));
-    op_ctx o = {attn, {0, HQ, 0.0f}, {0, NULL, NULL, NULL}, NULL, NULL, 0, dq, dout};
+    op_ctx o = {attn, {0, HQ, 0.0f, 0, 0}, {0, NULL, NULL, NULL}, NULL, NULL, 0, dq, dout};
     /* 2. decode */
     const uint32_t ctxs[] = {512, 2048, 8192, 32768};
     const uint32_t batches[] = {1, 16, 64, 256};

@@ -10,7 +10,10 @@ with 3,000,000 tokens of capacity at page sizes 16 and 512:
       the two are compared on the same machine and load;
   (b) radixkv.sglang.RadixKVCache doing a prefix cache's tree work per
       request: match_prefix, inc_lock_ref, evict (when the KV allocator is
-      short), insert (with KV slot values), dec_lock_ref; the whole
+      short), insert (with KV slot values), dec_lock_ref -- over a
+      separate server allocator (values kept in a table, eviction frees
+      them through the allocator) and over radixkv.sglang.PoolAllocator
+      (the cache's own pool allocates the KV pages: no table); the whole
       trace's sum is set against SGLang's RadixCache figures on the same
       trace (bench/traces/README.md: 7.4-8.5 s at page 512, 9.2-9.3 s at
       page 16, one request at a time, same capacity).
@@ -132,9 +135,16 @@ class BenchAllocator:
         self.top += pages.shape[0]
 
 
-def bench_sglang(sg, reqs, P, as_list):
-    """(b): RadixKVCache's tree work per request."""
-    alloc = BenchAllocator(CAPACITY, P)
+def bench_sglang(sg, reqs, P, as_list, pool_alloc=False):
+    """(b): RadixKVCache's tree work per request. pool_alloc: the KV
+    allocator is radixkv.sglang.PoolAllocator (the cache's own pool: a
+    page's values are its block's slots, eviction frees into the pool)
+    instead of a separate server allocator."""
+    if pool_alloc:
+        import radixkv
+        alloc = sg.PoolAllocator(radixkv.Pool(num_blocks=CAPACITY // P, page_size=P))
+    else:
+        alloc = BenchAllocator(CAPACITY, P)
     cache = sg.RadixKVCache(None, alloc, P, capacity_tokens=CAPACITY)
     t_match = t_insert = t_evict = t_lock = 0
     hit = total = 0
@@ -160,7 +170,8 @@ def bench_sglang(sg, reqs, P, as_list):
         if new:
             slots = alloc.alloc(new)
             values = np.concatenate([res.device_indices.numpy() if hasattr(
-                res.device_indices, "numpy") else res.device_indices, slots])
+                res.device_indices, "numpy") else res.device_indices,
+                slots.numpy() if hasattr(slots, "numpy") else slots])
             t3 = clock()
             cache.insert(key, values)
             t4 = clock()
@@ -240,6 +251,7 @@ def main():
         c = run_tree_bench(build, P, args.quick, args.trace)
         b = best(lambda: bench_binding(radixkv, reqs, P), args.reps)
         s_np = best(lambda: bench_sglang(sg, reqs, P, False), args.reps)
+        s_pa = best(lambda: bench_sglang(sg, reqs, P, False, True), args.reps)
         s_li = None if args.no_lists else best(lambda: bench_sglang(sg, reqs, P, True), args.reps)
         print(f"\npage {P}")
         print(f"  {'layer':36s} {'hit%':>7s} {'match_us':>9s} {'insert_us':>10s} "
@@ -249,6 +261,7 @@ def main():
             rows.append(("C API (tree_bench)", c, c["alloc_us"]))
         rows.append(("radixkv.Tree (ctypes)", b, b["alloc_us"]))
         rows.append(("radixkv.sglang, int32 array keys", s_np, s_np["evict_us"]))
+        rows.append(("  the same over its PoolAllocator", s_pa, s_pa["evict_us"]))
         if s_li:
             rows.append(("radixkv.sglang, list keys", s_li, s_li["evict_us"]))
         for name, r, ev in rows:
@@ -258,7 +271,8 @@ def main():
             print(f"  binding over C: match {b['match_us'] - c['match_us']:+.2f} us, "
                   f"insert {b['insert_us'] - c['insert_us']:+.2f} us per request")
         lo, hi = SGLANG[P][0], SGLANG[P][1]
-        for name, r in (("array keys", s_np), ("list keys", s_li)):
+        for name, r in (("array keys", s_np), ("array keys, PoolAllocator", s_pa),
+                        ("list keys", s_li)):
             if r:
                 print(f"  radixkv.sglang ({name}) whole-trace tree work {r['tree_s']:.3f} s "
                       f"(lock {r['lock_us']:.2f} us/request) vs SGLang RadixCache "

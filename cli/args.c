@@ -53,8 +53,8 @@ enum { OPT_PCIE_GBPS = 512, OPT_DISK_GBPS, OPT_SWAP, OPT_HOST_CAPACITIES,
 enum { OPT_SESSION_SIGNALS = 600 };
 /* the real disk path (tiers v2) */
 enum { OPT_DISK_PATH = 620, OPT_DISK_RECORD_BYTES };
-/* model presets (MLA) */
-enum { OPT_MODEL = 640 };
+/* model presets (MLA) and quantized KV in the simulated GPU */
+enum { OPT_MODEL = 640, OPT_KV_DTYPE, OPT_KV_GROUP };
 
 #define FOR_R 1u
 #define FOR_S 2u
@@ -97,6 +97,8 @@ static const optdef optdefs[] = {
     {"model-params", required_argument, OPT_PARAMS, FOR_B},
     {"weight-bytes", required_argument, OPT_WEIGHT_BYTES, FOR_B},
     {"kv-bytes", required_argument, OPT_KV_BYTES, FOR_B},
+    {"kv-dtype", required_argument, OPT_KV_DTYPE, FOR_B},
+    {"kv-quant-group", required_argument, OPT_KV_GROUP, FOR_B},
     {"gpu-tflops", required_argument, OPT_TFLOPS, FOR_B},
     {"gpu-bandwidth-tbs", required_argument, OPT_BANDWIDTH, FOR_B},
     {"gpu-memory-gb", required_argument, OPT_MEMORY, FOR_B},
@@ -669,7 +671,16 @@ static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char 
     case OPT_HEAD_DIM: m->head_dim = (uint32_t)need_count(e, f, v, 1, 100000); break;
     case OPT_PARAMS: m->params = need_real(e, f, v, 1, 1e15); break;
     case OPT_WEIGHT_BYTES: m->weight_bytes = need_real(e, f, v, 0.01, 64); break;
-    case OPT_KV_BYTES: m->kv_dtype_bytes = need_real(e, f, v, 0.01, 64); break;
+    case OPT_KV_BYTES:
+        m->kv_dtype_bytes = need_real(e, f, v, 0.01, 64);
+        o->kv_bytes_set = 1;
+        break;
+    case OPT_KV_DTYPE:
+        if (!rkv_cost_kv_dtype_parse(v, &m->kv_dtype))
+            arg_fail(e, "--kv-dtype: expected bf16, fp8, fp8-e5m2, int8 or int4, "
+                        "got '%s'", v);
+        break;
+    case OPT_KV_GROUP: m->kv_quant_group = (uint32_t)need_count(e, f, v, 2, 4096); break;
     case OPT_TFLOPS: m->peak_tflops = need_real(e, f, v, 1e-3, 1e9); break;
     case OPT_BANDWIDTH: m->bandwidth_tbs = need_real(e, f, v, 1e-6, 1e6); break;
     case OPT_MEMORY: m->memory_gb = need_real(e, f, v, 0, 1e9); break;
@@ -858,6 +869,12 @@ static void finish(arg_error *e, rkv_cli_options *o, const char *caps,
                     "instance (a fleet's instances cannot share the file)");
     if (o->rc.disk_record_bytes && !o->rc.disk_path)
         arg_fail(e, "--disk-record-bytes applies to --disk-path");
+    if (o->kv_bytes_set && o->rc.cost.kv_dtype != RKV_DTYPE_BF16)
+        arg_fail(e, "--kv-bytes and --kv-dtype %s exclude each other (the "
+                    "dtype sets the bytes, scales included)",
+                 rkv_cost_kv_dtype_name(o->rc.cost.kv_dtype));
+    if (rkv_cost_model_validate(&o->rc.cost) != RKV_OK)
+        arg_fail(e, "%s", rkv_last_error());
     if (!o->capacity_set) {
         uint64_t c = rkv_cost_default_capacity_tokens(&o->rc.cost);
         if (c == 0 && o->cmd == RKV_CMD_REPLAY)
@@ -1107,6 +1124,8 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
             m->layers, m->hidden, m->kv_heads, m->head_dim, m->params,
             m->weight_bytes, m->kv_dtype_bytes, m->peak_tflops, m->bandwidth_tbs,
             m->memory_gb, m->mfu, m->mbu, m->overhead_ms);
+    fprintf(f, ",\"kv_dtype\":\"%s\",\"kv_quant_group\":%u",
+            rkv_cost_kv_dtype_name(m->kv_dtype), m->kv_quant_group);
     /* tiers, scheduler side */
     fprintf(f, ",\"pcie_gbps\":%.15g,\"disk_gbps\":%.15g,\"swap\":%s",
             m->pcie_gbps, m->disk_gbps, rc->swap ? "true" : "false");

@@ -52,6 +52,7 @@ typedef struct rkv_cli_options {
     int json;
     int progress;                   /* --no-progress clears it              */
     int capacity_set;
+    int kv_bytes_set;               /* --kv-bytes given                     */
     int time_scale_auto;            /* --time-scale auto (the default)      */
     rkv_replay_config rc;
     uint64_t capacities[RKV_CLI_MAX_LIST];

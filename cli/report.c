@@ -359,12 +359,12 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
                    "\"kv_bytes\":%g,\"gpu_tflops\":%g,\"gpu_bandwidth_tbs\":%g,"
                    "\"gpu_memory_gb\":%g,\"mfu\":%g,\"mbu\":%g,"
                    "\"step_overhead_ms\":%g,\"kv_lora_rank\":%u,\"qk_rope_dim\":%u,"
-                   "\"active_params\":%.4g,\"kv_bytes_per_token\":%.15g}",
+                   "\"active_params\":%.4g,\"kv_dtype\":\"%s\",\"kv_bytes_per_token\":%.15g}",
                 m->layers, m->hidden, m->kv_heads, m->head_dim, m->params,
                 m->weight_bytes, m->kv_dtype_bytes, m->peak_tflops,
                 m->bandwidth_tbs, m->memory_gb, m->mfu, m->mbu, m->overhead_ms,
                 m->kv_lora_rank, m->qk_rope_dim, m->active_params,
-                rkv_cost_kv_bytes_per_token(m));
+                rkv_cost_kv_dtype_name(m->kv_dtype), rkv_cost_kv_bytes_per_token(m));
     }
     json_tiers(f, cfg, r);
     fprintf(f, ",\"wall_s\":%.3f}\n", r->wall_s);
@@ -503,6 +503,20 @@ void rkv_report_text(FILE *f, const rkv_replay_config *cfg,
             commas(a, sizeof a, r->capacity_blocks * r->page_size),
             commas(b, sizeof b, r->capacity_blocks), r->page_size,
             rkv_evict_policy_name(cfg->evict_policy));
+    if (r->sched_mode && cfg->cost.kv_dtype != RKV_DTYPE_BF16) {
+        /* what the quantized KV buys: bytes a token takes in the
+         * simulated GPU (and decode reads), against the same model's bf16 */
+        rkv_cost_model bf = cfg->cost;
+        bf.kv_dtype = RKV_DTYPE_BF16;
+        bf.kv_dtype_bytes = 2.0;
+        double q = rkv_cost_kv_bytes_per_token(&cfg->cost);
+        double b16 = rkv_cost_kv_bytes_per_token(&bf);
+        fprintf(f, "  kv dtype       %s: %s bytes a token with its scales (bf16 %s): "
+                   "%.2fx the tokens, %.2fx the decode KV bytes\n",
+                rkv_cost_kv_dtype_name(cfg->cost.kv_dtype),
+                commas(a, sizeof a, (uint64_t)q), commas(b, sizeof b, (uint64_t)b16),
+                b16 / q, q / b16);
+    }
     if (r->prompt_tokens)
         fprintf(f, "  hit rate       %.2f %%  (%s of %s prompt tokens from cache)\n",
                 100.0 * r->hit_rate, commas(a, sizeof a, r->hit_tokens),

@@ -35,7 +35,9 @@
 extern "C" {
 #endif
 
-#define RKV_CUDA_BACKEND_ABI 6u
+/* 6: the MLA entries; 7: rkv_attn_geom grew the quantized-KV and window
+ * fields */
+#define RKV_CUDA_BACKEND_ABI 7u
 #define RKV_CUDA_BACKEND_ENTRY rkv_cuda_backend_v1
 #define RKV_CUDA_BACKEND_ENTRY_NAME "rkv_cuda_backend_v1"
 #define RKV_CUDA_BACKEND_SONAME "libradixkv_cuda.so.0"

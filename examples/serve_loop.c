@@ -185,7 +185,7 @@ static int forward(const model *m, rkv_attn *attn, const rkv_batch_plan *pl,
         matmul(a->k, a->h, w->wk, n, DIM, KV_HEADS * HEAD_DIM, 0);
         matmul(a->v, a->h, w->wv, n, DIM, KV_HEADS * HEAD_DIM, 0);
         CHECK(rkv_attn_append(attn, l, n, pl->slots + row0, a->k, a->v));
-        rkv_attn_params p = {l, QO_HEADS, 0.0f};
+        rkv_attn_params p = {l, QO_HEADS, 0.0f, 0, 0};
         CHECK(rkv_attn_prefill(attn, &p, a->qo, &kv, a->q, a->o, NULL));
         matmul(a->x, a->o, w->wo, n, QO_HEADS * HEAD_DIM, DIM, 1);
         rms_norm(a->h, a->x, n);

@@ -87,7 +87,7 @@ void rkv_index_index_fini(rkv_router *r)
 static uint32_t rkv_index_free_slot(const rkv_router *r, uint64_t key)
 {
     uint32_t mask = r->table_cap - 1, i = rkv_index_home(r, key);
-    while (rkv_index_any(&r->entries[i]) != 0)
+    while (r->entries[i].mask != 0)
         i = (i + 1) & mask;
     return i;
 }
@@ -111,7 +111,7 @@ rkv_status rkv_index_reserve(rkv_router *r, uint32_t more)
     r->table_cap = (uint32_t)cap;
     r->shift = 64 - rkv_index_log2((uint32_t)cap);
     for (uint32_t i = 0; i < old_cap; i++)
-        if (rkv_index_any(&old[i]) != 0)
+        if (old[i].mask != 0)
             t[rkv_index_free_slot(r, old[i].key)] = old[i];
     free(old);
     return RKV_OK;
@@ -121,9 +121,11 @@ uint32_t rkv_index_add(rkv_router *r, uint64_t key)
 {
     uint32_t i = rkv_index_free_slot(r, key);
     rkv_index_entry *e = &r->entries[i];
-    memset(e, 0, sizeof *e);
     e->key = key;
+    e->mask = 0;
     r->count++;
+    if (rkv_index_medium(e) != RKV_MEDIUM_DEVICE)
+        r->offdev[rkv_index_group(e)]++;
     return i;
 }
 
@@ -131,10 +133,12 @@ void rkv_index_remove(rkv_router *r, uint32_t i)
 {
     uint32_t mask = r->table_cap - 1;
     rkv_index_entry *t = r->entries;
+    if (rkv_index_medium(&t[i]) != RKV_MEDIUM_DEVICE)
+        r->offdev[rkv_index_group(&t[i])]--;
     uint32_t j = i;
     for (;;) {
         j = (j + 1) & mask;
-        if (rkv_index_any(&t[j]) == 0)
+        if (t[j].mask == 0)
             break;
         uint32_t k = rkv_index_home(r, t[j].key);
         /* t[j] may move to i iff its home is not cyclically in (i, j] */

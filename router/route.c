@@ -38,20 +38,21 @@ static inline rkv_index_probe rkv_index_probe_at(const rkv_router *r, uint32_t g
                                            uint64_t live, uint64_t nsmix,
                                            uint64_t hash)
 {
-    rkv_index_probe p = {0, 0};
-    uint32_t i = rkv_index_find(r, rkv_index_key(hash, nsmix, g));
-    if (i != RKV_INDEX_EMPTY) {
-        const rkv_index_entry *e = &r->entries[i];
-        p.a = rkv_index_any(e) & live;
-        p.d = e->mask[RKV_MEDIUM_DEVICE] & live;
-    }
+    rkv_index_probe p;
+    uint64_t key = rkv_index_key(hash, nsmix, g, RKV_MEDIUM_DEVICE);
+    p.d = rkv_index_mask(r, key) & live;
+    p.a = p.d;
+    if (r->offdev[g] != 0) /* tiers: the other media's entries too */
+        p.a |= (rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_HOST)) |
+                rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_DISK))) & live;
     return p;
 }
 
 static inline void rkv_index_prefetch(const rkv_router *r, uint32_t g,
                                    uint64_t nsmix, uint64_t hash)
 {
-    __builtin_prefetch(&r->entries[rkv_index_home(r, rkv_index_key(hash, nsmix, g))]);
+    __builtin_prefetch(&r->entries[rkv_index_home(
+        r, rkv_index_key(hash, nsmix, g, RKV_MEDIUM_DEVICE))]);
 }
 
 /* spans of at most this many pages are scanned, not bisected */
@@ -174,11 +175,34 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
     uint32_t off[RKV_INDEX_SLOTS][2]; /* host, disk pages in the leading run */
     uint64_t offs[RKV_INDEX_GROUPS];  /* slots with pages off the device     */
     uint64_t nsmix = rkv_index_nsmix(ns);
+    /* Most groups of a large fleet hold not even the first page: probe it
+     * in every group at once (the misses overlap) and search only the
+     * groups where someone holds it, instead of starting each group's
+     * galloping prefetches (a dozen lines) for nothing. */
+    uint64_t first[RKV_INDEX_GROUPS]; /* group's live holders of page 0 */
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
+        if (r->live[g] != 0 && n > 0)
+            rkv_index_prefetch(r, g, nsmix, hashes[0]);
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
+        first[g] = 0;
+        if (r->live[g] != 0 && n > 0) {
+            rkv_index_probe p0 = rkv_index_probe_at(r, g, r->live[g], nsmix,
+                                                    hashes[0]);
+            first[g] = p0.a | p0.d;
+        }
+    }
     for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
         uint64_t live = r->live[g];
         offs[g] = 0;
         if (live == 0)
             continue;
+        if (n > 0 && first[g] == 0) { /* every bit leaves A and D at page 0 */
+            for (uint64_t b = live; b; b &= b - 1) {
+                uint32_t s = g * 64 + (uint32_t)__builtin_ctzll(b);
+                lead[s] = dlead[s] = 0;
+            }
+            continue;
+        }
         rkv_index_search(r, g, live, nsmix, hashes, n, lead + g * 64,
                       dlead + g * 64);
         uint32_t from = UINT32_MAX, to = 0;
@@ -193,16 +217,17 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
         }
         /* the off-device stretches, page by page (tiers only) */
         for (uint32_t j = from; offs[g] != 0 && j < to; j++) {
-            uint32_t i = rkv_index_find(r, rkv_index_key(hashes[j], nsmix, g));
-            if (i == RKV_INDEX_EMPTY)
+            uint64_t key = rkv_index_key(hashes[j], nsmix, g, RKV_MEDIUM_DEVICE);
+            uint64_t dev = rkv_index_mask(r, key);
+            uint64_t host = rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_HOST));
+            uint64_t disk = rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_DISK));
+            if ((dev | host | disk) == 0)
                 continue;
-            const rkv_index_entry *e = &r->entries[i];
             for (uint64_t b = offs[g]; b; b &= b - 1) {
                 uint32_t bi = (uint32_t)__builtin_ctzll(b), s = g * 64 + bi;
-                if (j < dlead[s] || j >= lead[s] ||
-                    ((e->mask[RKV_MEDIUM_DEVICE] >> bi) & 1))
+                if (j < dlead[s] || j >= lead[s] || ((dev >> bi) & 1))
                     continue;
-                off[s][((e->mask[RKV_MEDIUM_HOST] >> bi) & 1) ? 0 : 1]++;
+                off[s][((host >> bi) & 1) ? 0 : 1]++;
             }
         }
     }
@@ -227,11 +252,7 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
         double w = 0;
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             w += c->medium_weight[m] * (double)o->pages_by_medium[m];
-        o->score = c->page_tokens * w -
-                   c->queue_weight * ((double)in->queued_tokens +
-                                      (double)in->routed_tokens) -
-                   c->running_weight * ((double)in->running +
-                                        (double)in->routed_running);
+        o->score = c->page_tokens * w - in->load_q - in->load_r;
     }
     r->st.queries++;
     *n_out = r->num_instances;
@@ -354,6 +375,7 @@ rkv_status rkv_router_choose(rkv_router *router, const rkv_router_overlap *cand,
                             ? UINT64_MAX : in->routed_tokens + add;
     if (in->routed_running < UINT32_MAX)
         in->routed_running++;
+    rkv_index_load_terms(r, in);
     r->rng = rng;
     *pick = best;
     return RKV_OK;

@@ -136,10 +136,9 @@ void rkv_index_clear_slot(rkv_router *r, uint32_t s)
          * already: its bit is clear, looking again is harmless). */
         for (uint32_t i = 0; i < r->table_cap;) {
             rkv_index_entry *e = &r->entries[i];
-            if ((rkv_index_any(e) & bit) && rkv_index_group(e) == g) {
-                for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
-                    e->mask[m] &= ~bit;
-                if (rkv_index_any(e) == 0) {
+            if ((e->mask & bit) && rkv_index_group(e) == g) {
+                e->mask &= ~bit;
+                if (e->mask == 0) {
                     rkv_index_remove(r, i);
                     continue;
                 }
@@ -181,6 +180,7 @@ rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
     in->id = instance;
     in->role = RKV_INDEX_INSTANCE;
     in->staging = RKV_INDEX_EMPTY;
+    rkv_index_load_terms(r, in);
     /* keep order[] sorted by id */
     uint32_t k = r->num_instances;
     while (k > 0 && r->inst[r->order[k - 1]].id > instance) {
@@ -225,6 +225,7 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
     router->inst[s].queued_tokens = queued_tokens;
     router->inst[s].routed_running = 0;
     router->inst[s].routed_tokens = 0;
+    rkv_index_load_terms(router, &router->inst[s]);
     return RKV_OK;
 }
 
@@ -235,8 +236,8 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
 static int rkv_index_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
                              uint64_t nsmix, uint64_t hash)
 {
-    uint32_t i = rkv_index_find(r, rkv_index_key(hash, nsmix, g));
-    return i != RKV_INDEX_EMPTY && (rkv_index_any(&r->entries[i]) & bit);
+    uint64_t key = rkv_index_key(hash, nsmix, g, RKV_MEDIUM_DEVICE);
+    return (rkv_index_mask_any(r, g, key) & bit) != 0;
 }
 
 /* Applies one in-sequence event for slot s. 0: done; 1: the event
@@ -254,7 +255,7 @@ static int rkv_index_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
     uint64_t nsmix = rkv_index_nsmix(e->ns), key[RKV_EVENT_MAX_HASHES];
     /* the event's hashes are random lookups: start their misses at once */
     for (uint32_t j = 0; j < e->num_hashes; j++) {
-        key[j] = rkv_index_key(e->hashes[j], nsmix, g);
+        key[j] = rkv_index_key(e->hashes[j], nsmix, g, e->medium);
         __builtin_prefetch(&r->entries[rkv_index_home(r, key[j])]);
     }
     switch (e->kind) {
@@ -274,12 +275,12 @@ static int rkv_index_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
                 i = rkv_index_add(r, key[j]);
             }
             rkv_index_entry *x = &r->entries[i];
-            if (x->mask[e->medium] & bit) {
-                if (rkv_index_any(x) == 0)
+            if (x->mask & bit) {
+                if (x->mask == 0)
                     rkv_index_remove(r, i);
                 return 1;
             }
-            x->mask[e->medium] |= bit;
+            x->mask |= bit;
             in->blocks[e->medium]++;
         }
         return 0;
@@ -287,11 +288,11 @@ static int rkv_index_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
     case RKV_EVENT_BLOCK_REMOVED:
         for (uint32_t j = 0; j < e->num_hashes; j++) {
             uint32_t i = rkv_index_find(r, key[j]);
-            if (i == RKV_INDEX_EMPTY || !(r->entries[i].mask[e->medium] & bit))
+            if (i == RKV_INDEX_EMPTY || !(r->entries[i].mask & bit))
                 return 1;
-            r->entries[i].mask[e->medium] &= ~bit;
+            r->entries[i].mask &= ~bit;
             in->blocks[e->medium]--;
-            if (rkv_index_any(&r->entries[i]) == 0)
+            if (r->entries[i].mask == 0)
                 rkv_index_remove(r, i);
         }
         return 0;
@@ -398,11 +399,11 @@ static int rkv_index_holds(const rkv_router *router, uint64_t instance,
     uint32_t s = rkv_index_slot_of(router, instance);
     if (s == RKV_INDEX_EMPTY)
         return 0;
-    uint32_t i = rkv_index_find(router, rkv_index_key(hash, rkv_index_nsmix(ns), s / 64));
-    if (i == RKV_INDEX_EMPTY)
-        return 0;
-    const rkv_index_entry *e = &router->entries[i];
-    uint64_t m = medium == RKV_MEDIUM_COUNT ? rkv_index_any(e) : e->mask[medium];
+    uint32_t g = s / 64;
+    uint64_t key = rkv_index_key(hash, rkv_index_nsmix(ns), g, RKV_MEDIUM_DEVICE);
+    uint64_t m = medium == RKV_MEDIUM_COUNT
+                     ? rkv_index_mask_any(router, g, key)
+                     : rkv_index_mask(router, rkv_index_on(key, medium));
     return (int)((m >> (s % 64)) & 1);
 }
 
@@ -483,6 +484,11 @@ rkv_status rkv_router_check(const rkv_router *router)
         used[s / 64] |= bit;
         if (in->role == RKV_INDEX_INSTANCE) {
             n_inst++;
+            rkv_index_slot want = *in;
+            rkv_index_load_terms(r, &want);
+            if (memcmp(&want.load_q, &in->load_q, sizeof want.load_q) != 0 ||
+                memcmp(&want.load_r, &in->load_r, sizeof want.load_r) != 0)
+                return CORRUPT("slot %u: load terms stale", s);
             if (!in->needs_resync)
                 live[s / 64] |= bit;
             if (in->staging != RKV_INDEX_EMPTY &&
@@ -516,19 +522,20 @@ rkv_status rkv_router_check(const rkv_router *router)
                            (unsigned long long)live[g]);
     uint64_t held[RKV_INDEX_SLOTS][RKV_MEDIUM_COUNT];
     memset(held, 0, sizeof held);
-    uint32_t in_table = 0;
+    uint32_t in_table = 0, offdev[RKV_INDEX_GROUPS] = {0};
     for (uint32_t i = 0; i < r->table_cap; i++) {
         const rkv_index_entry *e = &r->entries[i];
-        if (rkv_index_any(e) == 0)
+        if (e->mask == 0)
             continue;
         in_table++;
-        uint32_t g = rkv_index_group(e);
-        if (g >= RKV_INDEX_GROUPS)
-            return CORRUPT("slot %u: group %u", i, g);
+        uint32_t g = rkv_index_group(e), m = rkv_index_medium(e);
+        if (g >= RKV_INDEX_GROUPS || m >= RKV_MEDIUM_COUNT)
+            return CORRUPT("slot %u: group %u medium %u", i, g, m);
+        offdev[g] += m != RKV_MEDIUM_DEVICE;
         /* every slot from its home to i is in use (a probe reaches it) */
         for (uint32_t j = rkv_index_home(r, e->key); j != i;
              j = (j + 1) & (r->table_cap - 1))
-            if (rkv_index_any(&r->entries[j]) == 0)
+            if (r->entries[j].mask == 0)
                 return CORRUPT("slot %u unreachable from its home", i);
         if (rkv_index_find(r, e->key) != i)
             return CORRUPT("slot %u: its key is found elsewhere (twice)", i);
@@ -539,14 +546,17 @@ rkv_status rkv_router_check(const rkv_router *router)
             if (r->inst[s].role == RKV_INDEX_STAGING)
                 may |= b & -b;
         }
-        if (rkv_index_any(e) & ~may)
+        if (e->mask & ~may)
             return CORRUPT("slot %u held by a free or resyncing instance", i);
-        for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
-            for (uint64_t b = e->mask[m]; b; b &= b - 1)
-                held[g * 64 + (uint32_t)__builtin_ctzll(b)][m]++;
+        for (uint64_t b = e->mask; b; b &= b - 1)
+            held[g * 64 + (uint32_t)__builtin_ctzll(b)][m]++;
     }
     if (in_table != r->count)
         return CORRUPT("%u entries in the table, count %u", in_table, r->count);
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
+        if (offdev[g] != r->offdev[g])
+            return CORRUPT("group %u: %u host/disk entries, counted %u", g,
+                           offdev[g], r->offdev[g]);
     for (uint32_t s = 0; s < RKV_INDEX_SLOTS; s++)
         for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
             if ((r->inst[s].role != RKV_INDEX_FREE ? r->inst[s].blocks[m] : 0) !=

@@ -10,21 +10,25 @@
  *     slot that collects a snapshot for its owner instance (see
  *     router/snapshot.c) and is not live. Slots are handed out lowest
  *     first, so a fleet of <= 64 instances lives in group 0.
- *   - One open-addressing table (linear probing, load <= 1/2) of 32-byte
- *     entries, one per (namespace, block hash, group) held by any slot of
- *     that group: a 64-bit key and, per medium, a 64-bit mask of the
- *     group's slots holding it. key = fmix64(hash ^ fmix64(ns)) with its
- *     low 5 bits replaced by the group: a block is named by (ns, hash) as
- *     in the tree, and two keys collide with probability 2^-59 (the block
- *     hashes themselves are 64-bit). Home = key >> shift. A slot is free
- *     iff all its masks are zero (an entry that loses its last holder is
- *     deleted at once). Deletion shifts back (no tombstones), so a probe
- *     ends at the first free slot. Two entries per cache line, never one
- *     across two: a lookup is one line (a 48-byte entry with the hash,
- *     namespace and group spelled out straddled lines half the time and
- *     took 100 bytes per held pair at 8 instances against 64 now).
- *     Up to 64 instances every block has one entry; a block held in k
- *     groups has k entries, so memory grows with what is held, never with
+ *   - One open-addressing table (linear probing, load <= 1/2) of 16-byte
+ *     entries, one per (namespace, block hash, group, medium) held by any
+ *     slot of that group on that medium: a 64-bit key and a 64-bit mask of
+ *     the group's slots holding it there. key = fmix64(hash ^ fmix64(ns))
+ *     with its low 7 bits replaced by the medium (bits 5-6) and the group
+ *     (bits 0-4): a block is named by (ns, hash) as in the tree, and two
+ *     keys collide with probability 2^-57 (the block hashes themselves are
+ *     64-bit). Home = key >> shift. A slot is free iff its mask is zero (an
+ *     entry that loses its last holder is deleted at once). Deletion
+ *     shifts back (no tombstones), so a probe ends at the first free slot.
+ *     Four entries per cache line, never one across two: a lookup is one
+ *     line. Keying by medium instead of keeping three masks in each entry
+ *     halves the table where only the device is used (the common case: a
+ *     32-byte entry with a mask per medium was 3/4 zeros there), and a
+ *     block that is on the device and on the host costs one entry more.
+ *     offdev[g] counts group g's host and disk entries: while it is 0
+ *     (no tiers) "held on any medium" is one lookup, not three.
+ *     Up to 64 instances every device block has one entry; a block held in
+ *     k groups has k entries, so memory grows with what is held, never with
  *     the instance limit, and an event touches only its instance's group.
  *   - order[0..num_instances) lists the instance slots by id (binary
  *     search for an id). blocks[m] counts the entries whose mask m has the
@@ -54,11 +58,12 @@
 
 typedef struct rkv_index_entry {
     uint64_t key;
-    uint64_t mask[RKV_MEDIUM_COUNT];
+    uint64_t mask; /* the group's slots holding the block on the key's medium */
 } rkv_index_entry;
 
-_Static_assert(sizeof(rkv_index_entry) == 32, "two entries per cache line");
+_Static_assert(sizeof(rkv_index_entry) == 16, "four entries per cache line");
 _Static_assert(RKV_INDEX_GROUPS <= 32, "the group fits the key's low 5 bits");
+_Static_assert(RKV_MEDIUM_COUNT <= 4, "the medium fits the key's bits 5-6");
 
 static inline uint64_t rkv_index_fmix(uint64_t k)
 {
@@ -74,14 +79,27 @@ static inline uint64_t rkv_index_nsmix(uint64_t ns)
 {
     return rkv_index_fmix(ns ^ 0x9E3779B97F4A7C15ull);
 }
+/* The key of (hash, namespace) in group `group` on medium `medium`. The
+ * media's keys differ only in bits 5-6, so they share a home often enough
+ * not to matter and never otherwise. */
 static inline uint64_t rkv_index_key(uint64_t hash, uint64_t nsmix,
-                                  uint32_t group)
+                                     uint32_t group, uint32_t medium)
 {
-    return (rkv_index_fmix(hash ^ nsmix) & ~(uint64_t)31) | group;
+    return (rkv_index_fmix(hash ^ nsmix) & ~(uint64_t)127) |
+           ((uint64_t)medium << 5) | group;
+}
+/* The same block's key on another medium. */
+static inline uint64_t rkv_index_on(uint64_t key, uint32_t medium)
+{
+    return (key & ~(uint64_t)96) | ((uint64_t)medium << 5);
 }
 static inline uint32_t rkv_index_group(const rkv_index_entry *e)
 {
     return (uint32_t)(e->key & 31);
+}
+static inline uint32_t rkv_index_medium(const rkv_index_entry *e)
+{
+    return (uint32_t)((e->key >> 5) & 3);
 }
 
 enum { RKV_INDEX_FREE = 0, RKV_INDEX_INSTANCE = 1, RKV_INDEX_STAGING = 2 };
@@ -99,6 +117,11 @@ typedef struct rkv_index_slot {
     uint64_t queued_tokens;
     uint32_t routed_running; /* routed here since it (rkv_router_choose)   */
     uint64_t routed_tokens;
+    /* the score's load terms, recomputed (rkv_index_load_terms) whenever
+     * the four counts above change: a query scores every instance, and
+     * at 1,024 instances converting them was about a quarter of it */
+    double load_q;  /* queue_weight * (queued_tokens + routed_tokens)    */
+    double load_r;  /* running_weight * (running + routed_running)       */
 } rkv_index_slot;
 
 struct rkv_router {
@@ -114,11 +137,20 @@ struct rkv_router {
     uint32_t order[RKV_ROUTER_MAX_INSTANCES];
     uint32_t num_instances;
     uint64_t live[RKV_INDEX_GROUPS]; /* in-sync instance slots per group     */
+    uint32_t offdev[RKV_INDEX_GROUPS]; /* host and disk entries per group    */
     uint64_t *qhash;    /* rkv_router_*_tokens: the request's page hashes */
     uint32_t qhash_cap;
     uint64_t rng;       /* splitmix64 state, from cfg.seed               */
     rkv_router_stats st; /* counters (instances/entries/bytes derived)    */
 };
+
+static inline void rkv_index_load_terms(const rkv_router *r, rkv_index_slot *in)
+{
+    in->load_q = r->cfg.queue_weight *
+                 ((double)in->queued_tokens + (double)in->routed_tokens);
+    in->load_r = r->cfg.running_weight *
+                 ((double)in->running + (double)in->routed_running);
+}
 
 /* index.c ------------------------------------------------------------------ */
 rkv_status rkv_index_index_init(rkv_router *r, uint32_t initial);
@@ -132,7 +164,7 @@ static inline int rkv_index_full(const rkv_router *r)
 {
     return r->count >= r->limit;
 }
-/* New entry with empty masks (room reserved, not full); returns its slot. Until a
+/* New entry with an empty mask (room reserved, not full); returns its slot. Until a
  * mask bit is set the slot counts as free: set one, or rkv_index_remove it,
  * before the next add. */
 uint32_t rkv_index_add(rkv_router *r, uint64_t key);
@@ -143,21 +175,34 @@ static inline uint32_t rkv_index_home(const rkv_router *r, uint64_t key)
 {
     return (uint32_t)(key >> r->shift);
 }
-static inline uint64_t rkv_index_any(const rkv_index_entry *e)
-{
-    return e->mask[0] | e->mask[1] | e->mask[2];
-}
 /* Table slot of key's entry, or RKV_INDEX_EMPTY. */
 static inline uint32_t rkv_index_find(const rkv_router *r, uint64_t key)
 {
     uint32_t mask = r->table_cap - 1;
     for (uint32_t i = rkv_index_home(r, key);; i = (i + 1) & mask) {
         const rkv_index_entry *e = &r->entries[i];
-        if (rkv_index_any(e) == 0)
+        if (e->mask == 0)
             return RKV_INDEX_EMPTY;
         if (e->key == key)
             return i;
     }
+}
+/* The mask of key's entry (0 if none). */
+static inline uint64_t rkv_index_mask(const rkv_router *r, uint64_t key)
+{
+    uint32_t i = rkv_index_find(r, key);
+    return i == RKV_INDEX_EMPTY ? 0 : r->entries[i].mask;
+}
+/* The slots of group g holding the block of device key `key` on any
+ * medium: one lookup while the group has no host or disk entry. */
+static inline uint64_t rkv_index_mask_any(const rkv_router *r, uint32_t g,
+                                          uint64_t key)
+{
+    uint64_t m = rkv_index_mask(r, key);
+    if (r->offdev[g] != 0)
+        m |= rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_HOST)) |
+             rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_DISK));
+    return m;
 }
 
 /* router.c ----------------------------------------------------------------- */

@@ -38,11 +38,12 @@ static void rkv_index_stage_undo(rkv_router *r, uint32_t t,
     uint64_t bit = 1ull << (t % 64);
     while (k-- > 0) {
         uint32_t i = rkv_index_find(r, rkv_index_key(blocks[k].hash,
-                                               rkv_index_nsmix(blocks[k].ns), g));
+                                               rkv_index_nsmix(blocks[k].ns), g,
+                                               blocks[k].medium));
         /* set by this chunk, so present */
-        r->entries[i].mask[blocks[k].medium] &= ~bit;
+        r->entries[i].mask &= ~bit;
         r->inst[t].blocks[blocks[k].medium]--;
-        if (rkv_index_any(&r->entries[i]) == 0)
+        if (r->entries[i].mask == 0)
             rkv_index_remove(r, i);
     }
 }
@@ -71,12 +72,12 @@ static rkv_status rkv_index_stage_add(rkv_router *r, uint32_t t,
         if (k + 8 < n)
             __builtin_prefetch(&r->entries[rkv_index_home(
                 r, rkv_index_key(blocks[k + 8].hash, rkv_index_nsmix(blocks[k + 8].ns),
-                              g))]);
+                              g, blocks[k + 8].medium))]);
         if (b->ns != ns) {
             ns = b->ns;
             nsmix = rkv_index_nsmix(ns);
         }
-        uint64_t key = rkv_index_key(b->hash, nsmix, g);
+        uint64_t key = rkv_index_key(b->hash, nsmix, g, b->medium);
         uint32_t i = rkv_index_find(r, key);
         if (i == RKV_INDEX_EMPTY) {
             if (rkv_index_full(r)) {
@@ -89,8 +90,8 @@ static rkv_status rkv_index_stage_add(rkv_router *r, uint32_t t,
             i = rkv_index_add(r, key);
         }
         rkv_index_entry *x = &r->entries[i];
-        if (x->mask[b->medium] & bit) {
-            if (rkv_index_any(x) == 0)
+        if (x->mask & bit) {
+            if (x->mask == 0)
                 rkv_index_remove(r, i);
             rkv_index_stage_undo(r, t, blocks, k);
             return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %zu (ns %llu "
@@ -98,7 +99,7 @@ static rkv_status rkv_index_stage_add(rkv_router *r, uint32_t t,
                                  k, (unsigned long long)b->ns,
                                  (unsigned long long)b->hash, b->medium);
         }
-        x->mask[b->medium] |= bit;
+        x->mask |= bit;
         r->inst[t].blocks[b->medium]++;
     }
     return RKV_OK;
@@ -118,14 +119,12 @@ static void rkv_index_stage_commit(rkv_router *r, uint32_t s)
         uint64_t sb = 1ull << (s % 64), tb = 1ull << (t % 64);
         for (uint32_t i = 0; i < r->table_cap;) {
             rkv_index_entry *e = &r->entries[i];
-            if ((rkv_index_any(e) & (sb | tb)) && rkv_index_group(e) == g) {
-                for (int m = 0; m < RKV_MEDIUM_COUNT; m++) {
-                    uint64_t had = e->mask[m] & tb;
-                    e->mask[m] &= ~(sb | tb);
-                    if (had)
-                        e->mask[m] |= sb;
-                }
-                if (rkv_index_any(e) == 0) {
+            if ((e->mask & (sb | tb)) && rkv_index_group(e) == g) {
+                uint64_t had = e->mask & tb;
+                e->mask &= ~(sb | tb);
+                if (had)
+                    e->mask |= sb;
+                if (e->mask == 0) {
                     rkv_index_remove(r, i);
                     continue; /* as in rkv_index_clear_slot */
                 }

@@ -9,6 +9,36 @@
 
 #include "common/status.h"
 
+static int quantized(rkv_dtype d)
+{
+    return d == RKV_DTYPE_FP8_E4M3 || d == RKV_DTYPE_FP8_E5M2 ||
+           d == RKV_DTYPE_INT8 || d == RKV_DTYPE_INT4;
+}
+
+static const struct { const char *name; rkv_dtype d; } kv_names[] = {
+    {"bf16", RKV_DTYPE_BF16},          {"fp8", RKV_DTYPE_FP8_E4M3},
+    {"fp8-e5m2", RKV_DTYPE_FP8_E5M2}, {"int8", RKV_DTYPE_INT8},
+    {"int4", RKV_DTYPE_INT4},
+};
+
+int rkv_cost_kv_dtype_parse(const char *name, rkv_dtype *out)
+{
+    for (size_t i = 0; name && i < sizeof kv_names / sizeof kv_names[0]; i++)
+        if (!strcmp(name, kv_names[i].name)) {
+            *out = kv_names[i].d;
+            return 1;
+        }
+    return 0;
+}
+
+const char *rkv_cost_kv_dtype_name(rkv_dtype d)
+{
+    for (size_t i = 0; i < sizeof kv_names / sizeof kv_names[0]; i++)
+        if (kv_names[i].d == d)
+            return kv_names[i].name;
+    return "bf16";
+}
+
 void rkv_cost_model_init(rkv_cost_model *m)
 {
     memset(m, 0, sizeof *m);
@@ -19,6 +49,8 @@ void rkv_cost_model_init(rkv_cost_model *m)
     m->params = 8.03e9;
     m->weight_bytes = 2.0;
     m->kv_dtype_bytes = 2.0;
+    m->kv_dtype = RKV_DTYPE_BF16;
+    m->kv_quant_group = 32;
     m->peak_tflops = 989.0;
     m->bandwidth_tbs = 3.35;
     m->memory_gb = 80.0;
@@ -96,6 +128,9 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
         bad = "weight bytes must be > 0";
     else if (!(m->kv_dtype_bytes > 0) || !isfinite(m->kv_dtype_bytes))
         bad = "KV bytes must be > 0";
+    else if (quantized(m->kv_dtype) && rkv_cost_kv_bytes_per_token(m) == 0)
+        bad = "the KV dtype's scales need head_dim a multiple of 4 (8-bit) or 8 "
+              "(int4) and an even INT4 group dividing it";
     else if (!(m->peak_tflops > 0) || !isfinite(m->peak_tflops))
         bad = "peak TFLOP/s must be > 0";
     else if (!(m->bandwidth_tbs > 0) || !isfinite(m->bandwidth_tbs))
@@ -122,6 +157,17 @@ double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m)
     if (m->kv_lora_rank > 0) /* one latent row: c_kv and k_pe, no V */
         return (double)m->layers * (m->kv_lora_rank + m->qk_rope_dim) *
                m->kv_dtype_bytes;
+    if (quantized(m->kv_dtype)) {
+        rkv_pool_config c;
+        rkv_pool_config_init(&c);
+        c.num_blocks = 1;
+        c.num_layers = m->layers;
+        c.num_kv_heads = m->kv_heads;
+        c.head_dim = m->head_dim;
+        c.dtype = m->kv_dtype;
+        c.quant_group = m->kv_quant_group;
+        return (double)rkv_pool_config_bytes_per_token(&c);
+    }
     return 2.0 * m->layers * m->kv_heads * m->head_dim * m->kv_dtype_bytes;
 }
 

@@ -14,6 +14,10 @@
  *         + kv_bytes_per_token * (context tokens read by decode requests)
  *   kv_bytes_per_token = 2 (K and V) * layers * kv_heads * head_dim
  *                        * kv_dtype_bytes
+ *   or, for a quantized kv_dtype (FP8, INT8, INT4), the pool's own size of
+ *   a token with its scales (rkv_pool_config_bytes_per_token), so the same GPU
+ *   memory holds ~1.9x the tokens at 8 bits and ~3.2x at INT4 (groups of
+ *   32), and a decode step reads that many fewer KV bytes.
  *
  * MLA models (kv_lora_rank > 0, DeepSeek-V2/V3): the cache holds one
  * latent row a token a layer, so kv_bytes_per_token = layers *
@@ -56,6 +60,9 @@ typedef struct rkv_cost_model {
     uint32_t qk_rope_dim;   /* MLA RoPE key width (with kv_lora_rank)       */
     double active_params;   /* parameters a token multiplies (MoE); 0 =
                                params                                       */
+    rkv_dtype kv_dtype;     /* BF16 (default: kv_dtype_bytes rules), or a
+                               quantized dtype (then its pool size rules)  */
+    uint32_t kv_quant_group; /* INT4 group (default 32)                     */
     /* GPU */
     double peak_tflops;     /* dense tensor-core peak at the weight dtype   */
     double bandwidth_tbs;   /* HBM bandwidth, TB/s (1e12 bytes/s)           */
@@ -81,13 +88,19 @@ const char *rkv_cost_model_preset_names(void);
 /* RKV_ERR_INVALID_ARG naming the first bad parameter. */
 rkv_status rkv_cost_model_validate(const rkv_cost_model *m);
 
-/* Bytes of KV per cached token (all layers): K and V, or MLA's latent. */
+/* Bytes of KV per cached token (all layers): K and V (scales included
+ * for a quantized kv_dtype), or MLA's latent. */
 double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m);
 
 /* KV tokens that fit in the GPU beside the weights: (memory_gb * 0.9 *
  * 1e9 - params * weight_bytes) / kv_bytes_per_token (10 % kept for
  * activations and the runtime); 0 if the weights do not fit. */
 uint64_t rkv_cost_default_capacity_tokens(const rkv_cost_model *m);
+
+/* "bf16", "fp8" (E4M3), "fp8-e5m2", "int8", "int4" (the --kv-dtype
+ * names); 1 and *out set on a known name. */
+int rkv_cost_kv_dtype_parse(const char *name, rkv_dtype *out);
+const char *rkv_cost_kv_dtype_name(rkv_dtype d);
 
 /* Accumulates one step's work, then gives its time. */
 typedef struct rkv_cost_step {

@@ -276,7 +276,7 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
     fill_random(rng, dt, q, qn);
     void *out = poisoned(qn * f.es);
     float *lse = poisoned((size_t)b.rows * Hq * 4);
-    rkv_attn_params p = {(uint32_t)rkv_rng_below(rng, 2), Hq, 0.0f};
+    rkv_attn_params p = {(uint32_t)rkv_rng_below(rng, 2), Hq, 0.0f, 0, 0};
     double scale = 1.0 / sqrt((double)D);
     if (rkv_rng_below(rng, 2)) {
         p.sm_scale = 0.7f;
@@ -363,7 +363,7 @@ Test(attention_cpu, cascade_matches_prefill)
     memset(l2, 0xff, sizeof l2);
     cr_assert(q);
     fill_random(&rng, RKV_DTYPE_F32, q, (size_t)rows * Hq * D);
-    rkv_attn_params p = {0, Hq, 0.0f};
+    rkv_attn_params p = {0, Hq, 0.0f, 0, 0};
     rkv_paged_kv ts = {2, sptr, sidx, last}, tf = {2, fptr, fidx, last};
     OK(rkv_attn_cascade(f.attn, &p, 3, shared, qo, &ts, q, o1, l1));
     OK(rkv_attn_prefill(f.attn, &p, qo, &tf, q, o2, l2));
@@ -566,7 +566,7 @@ Test(attention_cpu, invalid_inputs)
     fill_random(&rng, c.dt, q, ob / 2);
     uint32_t indptr[3] = {0, 2, 4}, idx[4] = {blk[0], blk[1], blk[2], blk[3]};
     uint32_t last[2] = {4, 1}, qo[3] = {0, 2, 3};
-    rkv_attn_params p = {0, Hq, 0.0f};
+    rkv_attn_params p = {0, Hq, 0.0f, 0, 0};
     rkv_paged_kv t = {2, indptr, idx, last};
 #define REFUSED(call)                                                              \
     do {                                                                           \
@@ -817,7 +817,7 @@ Test(attention_cpu, plan_once_run_per_layer)
             const float scale = 0.1f * (float)(layer + 1);
             OK(rkv_attn_run(f.attn, pl, layer, scale, q, o1, l1));
             memcpy(b.idx, idx_keep, 4 * (size_t)b.kvp[b.n]);
-            rkv_attn_params p = {layer, Hq, scale};
+            rkv_attn_params p = {layer, Hq, scale, 0, 0};
             rkv_paged_kv tk = table_of(&b);
             if (prefill)
                 OK(rkv_attn_prefill(f.attn, &p, b.qo, &tk, q, o2, l2));

@@ -99,7 +99,7 @@ static void scratch_rows(uint64_t seed, rkv_dtype dt, const hist *h, uint32_t kv
     uint32_t indptr[2] = {0, pc.num_blocks}, last[1] = {kv_len - (pc.num_blocks - 1) * PG};
     uint32_t qo[2] = {0, q_len};
     rkv_paged_kv t = {1, indptr, ids, last};
-    rkv_attn_params p = {layer, HQ, 0.0f};
+    rkv_attn_params p = {layer, HQ, 0.0f, 0, 0};
     OK(rkv_attn_prefill(a, &p, qo, &t, q, out, lse));
     free(ids);
     free(slots);
@@ -201,7 +201,7 @@ static void run_workload(const char *name, rkv_dtype dt)
             fake_rows(seed, dt, pl->input_tokens, pos, pl->num_tokens, l, 2, HKV, v);
             OK(rkv_attn_append(attn, l, pl->num_tokens, pl->slots, k, v));
             memset(out, 0xff, qcap);
-            rkv_attn_params p = {l, HQ, 0.0f};
+            rkv_attn_params p = {l, HQ, 0.0f, 0, 0};
             uint32_t np = pl->num_prefill, nd = pl->num_reqs - np;
             if (np > 0) {
                 rkv_paged_kv t = {np, pl->kv_indptr, pl->kv_indices, pl->kv_last_page_len};

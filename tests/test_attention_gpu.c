@@ -19,6 +19,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,7 +215,7 @@ static void run_case(rkv_rng *rng, uint32_t P, uint32_t G, uint32_t D, rkv_dtype
      * misapplies the scale fails the sweep, not one test */
     float scale = rkv_rng_below(rng, 4) == 0 ? 0.0f
                                              : (float)pow(2.0, -6.0 * rkv_rng_unit(rng));
-    rkv_attn_params p = {1, Hq, scale};
+    rkv_attn_params p = {1, Hq, scale, 0, 0};
     rkv_paged_kv t = {nreq, kvp, idx, last};
     const char *what = op == OP_DECODE ? "decode" : op == OP_PREFILL ? "prefill" : "cascade";
     if (op == OP_DECODE) {
@@ -400,7 +401,7 @@ static void plan_case(rkv_rng *rng, uint32_t G, rkv_dtype dt, int prefill)
         cr_assert_eq(rkvsim_meter_get("[sync]", -1, RKVSIM_METER_LAUNCHES), 0);
         rkvsim_meter_reset();
 #endif
-        rkv_attn_params p = {layer, Hq, scale};
+        rkv_attn_params p = {layer, Hq, scale, 0, 0};
         if (prefill)
             OK(rkv_attn_prefill(pr.da, &p, qo, &tk, dq, dout1, dl1));
         else
@@ -560,13 +561,240 @@ Test(attention_gpu, unsupported_head_dim)
     OK(rkv_pool_alloc(p, &b));
     uint32_t indptr[2] = {0, 1}, last[1] = {3};
     rkv_paged_kv t = {1, indptr, &b, last};
-    rkv_attn_params prm = {0, 1, 0.0f};
+    rkv_attn_params prm = {0, 1, 0.0f, 0, 0};
     void *dq = dev_copy(NULL, 96 * 2), *dout = dev_copy(NULL, 96 * 2);
     cr_assert_eq(rkv_attn_decode(a, &prm, &t, dq, dout, NULL), RKV_ERR_UNSUPPORTED);
     cudaFree(dq);
     cudaFree(dout);
     rkv_attn_destroy(a);
     rkv_pool_destroy(p);
+#endif
+}
+
+/* Quantized KV: the device's append writes the same codes and scales as
+ * the host's, bit for bit (one codec, attention/kv_codec.h); decode,
+ * prefill and plan/run (with and without a window) on the device match the
+ * CPU reference within the activation dtype's bound (the device rounds
+ * dequantized K/V to it, as its 16-bit path reads its own elements); block
+ * copies carry the scales; a cascade's shared prefix is refused on the
+ * device (RKV_ERR_UNSUPPORTED). */
+#ifdef RKV_HAVE_CUDA
+static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
+                       uint32_t group)
+{
+    enum { NB = 12, P = 16, H = 2, HQ = 4 };
+    rkv_pool_config pc;
+    rkv_pool_config_init(&pc);
+    pc.num_blocks = NB;
+    pc.page_size = P;
+    pc.num_layers = 2;
+    pc.num_kv_heads = H;
+    pc.head_dim = D;
+    pc.dtype = kdt;
+    pc.quant_group = group;
+    pc.act_dtype = act;
+    rkv_pool *hp, *dp;
+    OK(rkv_pool_create(&pc, &hp));
+    pc.device = RKV_DEVICE_CUDA;
+    OK(rkv_pool_create(&pc, &dp));
+    rkv_attn *ha, *da;
+    OK(rkv_attn_create(hp, &ha));
+    OK(rkv_attn_create(dp, &da));
+    uint32_t ids[NB], slots[NB * P];
+    OK(rkv_pool_alloc_n(hp, NB, ids));
+    OK(rkv_pool_alloc_n(dp, NB, ids));
+    for (uint32_t i = 0; i < NB * P; i++)
+        slots[i] = i;
+    const size_t es = act == RKV_DTYPE_F32 ? 4 : 2, nkv = (size_t)NB * P * H * D;
+    void *k = malloc(nkv * es), *v = malloc(nkv * es);
+    cr_assert(k && v);
+    fill_random(rng, act, k, nkv);
+    fill_random(rng, act, v, nkv);
+    OK(rkv_attn_append(ha, 1, NB * P, slots, k, v));
+    void *dk = dev_copy(k, nkv * es), *dv = dev_copy(v, nkv * es);
+    OK(rkv_attn_append(da, 1, NB * P, slots, dk, dv));
+    OK(rkv_attn_sync(da));
+    size_t bpb = rkv_pool_bytes_per_block(hp);
+    char *bh = malloc(bpb * NB), *bd = malloc(bpb * NB);
+    cr_assert(bh && bd);
+    OK(rkv_pool_copy_to_host(hp, NB, ids, bh));
+    OK(rkv_pool_copy_to_host(dp, NB, ids, bd));
+    cr_assert_arr_eq(bh, bd, bpb * NB, "dtype %d act %d: device codes differ", (int)kdt,
+                     (int)act);
+
+    uint32_t indptr[4] = {0, 4, 8, 12}, last[3] = {12, 16, 2}, qo[4] = {0, 5, 9, 12};
+    rkv_paged_kv t = {3, indptr, ids, last};
+    const size_t nq = (size_t)12 * HQ * D;
+    void *q = malloc(nq * es), *ho = malloc(nq * es), *go = malloc(nq * es);
+    float hl[12 * HQ], gl[12 * HQ];
+    cr_assert(q && ho && go);
+    fill_random(rng, act, q, nq);
+    void *dq = dev_copy(q, nq * es), *dout = dev_copy(NULL, nq * es);
+    float *dlse = dev_copy(NULL, sizeof gl);
+    rkv_attn_params prm = {1, HQ, 0.0f, 0, 0};
+    char what[80];
+    /* decode */
+    OK(rkv_attn_decode(ha, &prm, &t, q, ho, hl));
+    OK(rkv_attn_decode(da, &prm, &t, dq, dout, dlse));
+    host_of(go, dout, 3 * HQ * D * es);
+    host_of(gl, dlse, 3 * HQ * sizeof(float));
+    snprintf(what, sizeof what, "decode dtype %d act %d D %u", (int)kdt, (int)act, D);
+    compare(act, D, 3 * HQ, go, ho, gl, hl, what);
+    /* prefill, one-shot and planned */
+    OK(rkv_attn_prefill(ha, &prm, qo, &t, q, ho, hl));
+    OK(rkv_attn_prefill(da, &prm, qo, &t, dq, dout, dlse));
+    host_of(go, dout, nq * es);
+    host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "prefill dtype %d act %d D %u", (int)kdt, (int)act, D);
+    compare(act, D, 12 * HQ, go, ho, gl, hl, what);
+    size_t wsb = 0;
+    OK(rkv_attn_plan_workspace_size(da, HQ, qo, &t, &wsb));
+    void *ws = dev_copy(NULL, wsb);
+    rkv_attn_plan *plan;
+    OK(rkv_attn_plan_create(da, HQ, qo, &t, ws, wsb, &plan));
+    cr_assert_eq(cudaMemset(dout, 0xff, nq * es), cudaSuccess);
+    OK(rkv_attn_run_params(da, plan, &prm, dq, dout, dlse));
+    host_of(go, dout, nq * es);
+    host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "plan/run dtype %d act %d D %u", (int)kdt, (int)act, D);
+    compare(act, D, 12 * HQ, go, ho, gl, hl, what);
+    /* a window over quantized KV, planned (the plan is the rows kernel's) */
+    rkv_attn_params win = prm;
+    win.window_left = 9;
+    win.num_sink_tokens = 2;
+    OK(rkv_attn_prefill(ha, &win, qo, &t, q, ho, hl));
+    OK(rkv_attn_run_params(da, plan, &win, dq, dout, dlse));
+    host_of(go, dout, nq * es);
+    host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "window dtype %d act %d D %u", (int)kdt, (int)act, D);
+    compare(act, D, 12 * HQ, go, ho, gl, hl, what);
+    rkv_attn_plan_destroy(plan);
+    /* refused on the device: a shared prefix over quantized KV */
+    cr_assert_eq(rkv_attn_cascade(da, &prm, 1, &ids[0], qo, &t, dq, dout, dlse),
+                 RKV_ERR_UNSUPPORTED);
+    /* the copies of a quantized device pool carry codes and scales */
+    OK(rkv_pool_copy_blocks(dp, 1, &ids[0], &ids[11]));
+    OK(rkv_pool_copy_to_host(dp, 1, &ids[11], bd));
+    cr_assert_arr_eq(bh, bd, bpb, "a device block copy lost bytes");
+    cudaFree(ws);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dlse);
+    cudaFree(dk);
+    cudaFree(dv);
+    free(q);
+    free(ho);
+    free(go);
+    free(k);
+    free(v);
+    free(bh);
+    free(bd);
+    rkv_attn_destroy(ha);
+    rkv_attn_destroy(da);
+    rkv_pool_destroy(hp);
+    rkv_pool_destroy(dp);
+}
+#endif
+
+Test(attention_gpu, quantized_kv_matches_the_cpu_reference)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.quantized_kv"));
+    static const rkv_dtype Q[4] = {RKV_DTYPE_FP8_E4M3, RKV_DTYPE_FP8_E5M2, RKV_DTYPE_INT8,
+                                   RKV_DTYPE_INT4};
+    for (int i = 0; i < 4; i++) {
+        quant_case(&rng, Q[i], RKV_DTYPE_BF16, 64, 32);
+        quant_case(&rng, Q[i], RKV_DTYPE_F32, 128, 16);
+    }
+    quant_case(&rng, RKV_DTYPE_INT8, RKV_DTYPE_F16, 128, 32);
+    quant_case(&rng, RKV_DTYPE_INT4, RKV_DTYPE_BF16, 64, 2);
+    quant_case(&rng, RKV_DTYPE_INT4, RKV_DTYPE_F16, 128, 128);
+#endif
+}
+
+/* Sliding windows with sinks on the device (decode, prefill, decode
+ * plans) against the CPU reference; a window over a tensor-core prefill
+ * plan or a shared prefix is refused. */
+#ifdef RKV_HAVE_CUDA
+static void window_case(rkv_rng *rng, rkv_dtype dt, uint32_t W, uint32_t S)
+{
+    enum { H = 2, G = 3, HQ = H * G, NB = 16, D = 64 };
+    const uint32_t P = 16;
+    pair pr;
+    pair_open(&pr, rng, P, H, D, dt, NB);
+    /* 3 requests of 70, 33 and 100 tokens; prefill rows 6, 1, 9 */
+    uint32_t ids[NB], indptr[4] = {0, 5, 8, 15}, last[3] = {6, 1, 4}, qo[4] = {0, 6, 7, 16};
+    for (uint32_t i = 0; i < NB; i++)
+        ids[i] = i;
+    rkv_paged_kv t = {3, indptr, ids, last};
+    const size_t nq = (size_t)16 * HQ * D;
+    void *q = malloc(nq * pr.es), *ho = malloc(nq * pr.es), *go = malloc(nq * pr.es);
+    float hl[16 * HQ], gl[16 * HQ];
+    cr_assert(q && ho && go);
+    fill_random(rng, dt, q, nq);
+    void *dq = dev_copy(q, nq * pr.es), *dout = dev_copy(NULL, nq * pr.es);
+    float *dlse = dev_copy(NULL, sizeof gl);
+    rkv_attn_params prm = {1, HQ, 0.0f, W, S};
+    char what[80];
+    OK(rkv_attn_decode(pr.ha, &prm, &t, q, ho, hl));
+    OK(rkv_attn_decode(pr.da, &prm, &t, dq, dout, dlse));
+    host_of(go, dout, 3 * HQ * D * pr.es);
+    host_of(gl, dlse, 3 * HQ * sizeof(float));
+    snprintf(what, sizeof what, "window decode dt %d W %u S %u", (int)dt, W, S);
+    compare(dt, D, 3 * HQ, go, ho, gl, hl, what);
+    size_t wsb = 0;
+    OK(rkv_attn_plan_workspace_size(pr.da, HQ, NULL, &t, &wsb));
+    void *ws = dev_copy(NULL, wsb);
+    rkv_attn_plan *plan;
+    OK(rkv_attn_plan_create(pr.da, HQ, NULL, &t, ws, wsb, &plan));
+    cr_assert_eq(cudaMemset(dout, 0xff, nq * pr.es), cudaSuccess);
+    OK(rkv_attn_run_params(pr.da, plan, &prm, dq, dout, dlse));
+    host_of(go, dout, 3 * HQ * D * pr.es);
+    host_of(gl, dlse, 3 * HQ * sizeof(float));
+    snprintf(what, sizeof what, "window decode plan dt %d W %u S %u", (int)dt, W, S);
+    compare(dt, D, 3 * HQ, go, ho, gl, hl, what);
+    rkv_attn_plan_destroy(plan);
+    OK(rkv_attn_prefill(pr.ha, &prm, qo, &t, q, ho, hl));
+    OK(rkv_attn_prefill(pr.da, &prm, qo, &t, dq, dout, dlse));
+    host_of(go, dout, nq * pr.es);
+    host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "window prefill dt %d W %u S %u", (int)dt, W, S);
+    compare(dt, D, 16 * HQ, go, ho, gl, hl, what);
+    if (dt != RKV_DTYPE_F32 && W != 0) {
+        OK(rkv_attn_plan_workspace_size(pr.da, HQ, qo, &t, &wsb));
+        void *ws2 = dev_copy(NULL, wsb);
+        OK(rkv_attn_plan_create(pr.da, HQ, qo, &t, ws2, wsb, &plan));
+        cr_assert_eq(rkv_attn_run_params(pr.da, plan, &prm, dq, dout, dlse),
+                     RKV_ERR_UNSUPPORTED);
+        rkv_attn_plan_destroy(plan);
+        cudaFree(ws2);
+    }
+    if (W != 0)
+        cr_assert_eq(rkv_attn_cascade(pr.da, &prm, 1, &ids[15], qo, &t, dq, dout, dlse),
+                     RKV_ERR_UNSUPPORTED);
+    cudaFree(ws);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dlse);
+    free(q);
+    free(ho);
+    free(go);
+    pair_close(&pr);
+}
+#endif
+
+Test(attention_gpu, sliding_window_with_sinks)
+{
+    need_gpu();
+#ifdef RKV_HAVE_CUDA
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("attention_gpu.sliding_window_with_sinks"));
+    static const uint32_t ws[5][2] = {{1, 0}, {7, 2}, {31, 4}, {40, 0}, {1000, 3}};
+    for (int d = 0; d < 3; d++)
+        for (int i = 0; i < 5; i++)
+            window_case(&rng, DTS[d], ws[i][0], ws[i][1]);
 #endif
 }
 
@@ -653,7 +881,7 @@ static void decode_both(pair *pr, uint32_t Hq, uint32_t np, uint32_t *pages, con
     indptr[0] = 0;
     indptr[1] = np;
     rkv_paged_kv t = {1, indptr, pages, &last};
-    rkv_attn_params p = {1, Hq, 0.0f};
+    rkv_attn_params p = {1, Hq, 0.0f, 0, 0};
     OK(rkv_attn_decode(pr->ha, &p, &t, q, oh, lh));
     OK(rkv_attn_decode(pr->da, &p, &t, dq, dout, dl));
 }
@@ -880,7 +1108,7 @@ static void kat_mean(rkv_rng *rng, op_kind op, rkv_dtype dt)
     void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
     float *l[2] = {malloc(4 * nv), malloc(4 * nv)};
     cr_assert(q && o[0] && o[1] && l[0] && l[1]);
-    rkv_attn_params p = {1, Hq, 0.3f};
+    rkv_attn_params p = {1, Hq, 0.3f, 0, 0};
     rkv_paged_kv t = {nreq, kvp, idx, last};
     run_both(&pr, op, &p, &t, qo, nshared, shared, q, rows, o, l);
     void *kb, *vb;
@@ -963,7 +1191,7 @@ Test(attention_gpu, known_answer_spikes)
         cr_assert(q && o[0] && o[1]);
         for (uint32_t h = 0; h < Hq; h++)
             rkv_attn_cpu_store(dt, q, (size_t)h * D, 4.0f);
-        rkv_attn_params p = {1, Hq, 1.0f};
+        rkv_attn_params p = {1, Hq, 1.0f, 0, 0};
         rkv_paged_kv t = {1, kvp, pages, &last};
         uint32_t pos[64], npos = 0;
         pos[npos++] = 0;
@@ -1055,7 +1283,7 @@ static void rounding_case(rkv_rng *rng, op_kind op, rkv_dtype dt, const uint32_t
     void *q = calloc(1, ob), *o[2] = {malloc(ob), malloc(ob)};
     float *l[2] = {malloc(4 * (size_t)rows * Hq), malloc(4 * (size_t)rows * Hq)};
     cr_assert(q && o[0] && o[1] && l[0] && l[1]);
-    rkv_attn_params p = {1, Hq, 0.5f};
+    rkv_attn_params p = {1, Hq, 0.5f, 0, 0};
     rkv_paged_kv t = {nreq, kvp, idx, last};
     run_both(&pr, op, &p, &t, qo, nshared, shared, q, rows, o, l);
     for (uint32_t r = 0, row = 0; r < nreq; r++)
@@ -1133,7 +1361,7 @@ Test(attention_gpu, cascade_long_prefix_within_budget)
     float lh[12], lg[12], *l[2] = {lh, lg};
     cr_assert(q && o[0] && o[1]);
     fill_random(&rng, RKV_DTYPE_F32, q, ob / 4);
-    rkv_attn_params p = {1, Hq, 0.0f};
+    rkv_attn_params p = {1, Hq, 0.0f, 0, 0};
     rkv_paged_kv t = {1, kvp, idx, &last};
     rkvsim_set_mem_limit(rkvsim_mem_in_use(0) + ((size_t)1 << 20));
     run_both(&pr, OP_CASCADE, &p, &t, qo, nshared, shared, q, 3, o, l);

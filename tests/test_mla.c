@@ -146,7 +146,7 @@ static void absorbed_vs_explicit(uint32_t T, uint32_t P, uint32_t H, uint32_t R,
     for (uint32_t h = 0; h < H; h++)
         for (uint32_t i = 0; i < Dv; i++)
             q[(size_t)h * Dv + i] = i < Dn ? q_nope[(size_t)h * Dn + i] : q_pe[(size_t)h * E + i - Dn];
-    rkv_attn_params ap = {0, H, (float)scale};
+    rkv_attn_params ap = {0, H, (float)scale, 0, 0};
     OK(rkv_attn_decode(ma, &ap, &kv, q, o, NULL));
     for (size_t i = 0; i < (size_t)H * Dv; i++)
         got[i] = o[i];
@@ -325,7 +325,7 @@ Test(mla, wrong_layout_and_bad_args_change_nothing)
     OK(rkv_attn_mla_append(attn, 0, P, slots, ckv, kpe));
     uint32_t indptr[2] = {0, 1}, last = P;
     rkv_paged_kv kv = {1, indptr, &blk, &last};
-    rkv_attn_params ap = {0, 2, 0.0f};
+    rkv_attn_params ap = {0, 2, 0.0f, 0, 0};
     cr_assert_eq(rkv_attn_decode(attn, &ap, &kv, q, out, NULL), RKV_ERR_UNSUPPORTED);
     cr_assert_not_null(strstr(rkv_last_error(), "MLA layout"), "%s", rkv_last_error());
     cr_assert_eq(rkv_attn_append(attn, 0, 1, slots, ckv, ckv), RKV_ERR_UNSUPPORTED);

@@ -466,7 +466,7 @@ Test(pool_external, attention_matches_pool_owned)
             float l1[7 * 4], l2[7 * 4];
             fill_elems(dts[di], q, (size_t)7 * Hq * D, &rng);
             for (uint32_t l = 0; l < x.cfg.num_layers; l++) {
-                rkv_attn_params p = {l, Hq, 0.0f};
+                rkv_attn_params p = {l, Hq, 0.0f, 0, 0};
                 OK(rkv_attn_decode(ao, &p, &pkv, q, o1, l1));
                 OK(rkv_attn_decode(ae, &p, &pkv, q, o2, l2));
                 cr_assert(memcmp(o1, o2, 2 * qrow) == 0, "decode differs");

@@ -291,7 +291,7 @@ Test(pool_external_cuda, attention_matches_pool_owned)
     for (uint32_t l = 0; l < L; l++) {
         OK(rkv_attn_append(ae, l, nt, slots, k, k));
         OK(rkv_attn_append(ao, l, nt, slots, k, k));
-        rkv_attn_params p = {l, Hq, 0.0f};
+        rkv_attn_params p = {l, Hq, 0.0f, 0, 0};
         OK(rkv_attn_decode(ae, &p, &pkv, q, o1, NULL));
         OK(rkv_attn_decode(ao, &p, &pkv, q, o2, NULL));
         OK(rkv_attn_sync(ae));

@@ -274,6 +274,73 @@ Test(router, overlaps_media_namespaces_and_scores)
     rkv_router_destroy(r);
 }
 
+/* The table keys each (block, group of 64 slots, medium): a block held on
+ * the device and on the host by one instance is two entries, each medium's
+ * store and removal touches its own, and a group with host or disk
+ * entries answers "held on any medium" from all three while a group
+ * without keeps answering from the device entries alone. */
+Test(router, a_block_on_two_media_is_two_entries)
+{
+    rkv_router *r = rt_mk();
+    /* ids 1..65: 1..64 fill slot group 0, 65 is alone in group 1 */
+    for (uint64_t id = 1; id <= 65; id++)
+        cr_assert_eq(rkv_router_add_instance(r, id), RKV_OK);
+    uint64_t h[4] = {201, 202, 203, 204};
+    rkv_event dev = stored(1, 0, RKV_HASH_ROOT, h, 4, RKV_MEDIUM_DEVICE);
+    rkv_event host = stored(2, 0, 202, h + 2, 2, RKV_MEDIUM_HOST);
+    cr_assert_eq(rkv_router_apply(r, 65, &dev, 1), RKV_OK);
+    cr_assert_eq(rkv_router_apply(r, 65, &host, 1), RKV_OK);
+    dev.seq = 1; /* instance 1 (group 0): device only */
+    cr_assert_eq(rkv_router_apply(r, 1, &dev, 1), RKV_OK);
+    rt_ok(r);
+    cr_assert_eq(stats(r).entries, 4 + 2 + 4, "group 1: 4 device + 2 host");
+    cr_assert(rkv_router_holds_medium(r, 65, 0, 203, RKV_MEDIUM_DEVICE));
+    cr_assert(rkv_router_holds_medium(r, 65, 0, 203, RKV_MEDIUM_HOST));
+    cr_assert(!rkv_router_holds_medium(r, 65, 0, 203, RKV_MEDIUM_DISK));
+    cr_assert(!rkv_router_holds_medium(r, 1, 0, 203, RKV_MEDIUM_HOST));
+    rkv_router_instance_info in;
+    cr_assert_eq(rkv_router_instance_info_get(r, 65, &in), RKV_OK);
+    cr_assert_eq(in.blocks, 6);
+    /* the device copy of page 3 goes: the host one stays */
+    rkv_event gone = removed(3, 0, h + 3, 1, RKV_MEDIUM_DEVICE);
+    cr_assert_eq(rkv_router_apply(r, 65, &gone, 1), RKV_OK);
+    cr_assert(!needs_resync(r, 65));
+    cr_assert(!rkv_router_holds_medium(r, 65, 0, 204, RKV_MEDIUM_DEVICE));
+    cr_assert(rkv_router_holds(r, 65, 0, 204));
+    cr_assert_eq(stats(r).entries, 9);
+    rt_ok(r);
+    rkv_router_overlap o[RKV_ROUTER_MAX_INSTANCES];
+    uint32_t n = 0;
+    cr_assert_eq(rkv_router_overlaps(r, 0, h, 4, o, RKV_ROUTER_MAX_INSTANCES, &n),
+                 RKV_OK);
+    cr_assert_eq(n, 65);
+    cr_assert_eq(o[64].instance, 65);
+    cr_assert_eq(o[64].pages, 4);
+    cr_assert_eq(o[64].pages_by_medium[RKV_MEDIUM_DEVICE], 3);
+    cr_assert_eq(o[64].pages_by_medium[RKV_MEDIUM_HOST], 1);
+    cr_assert_eq(o[0].pages, 4);
+    cr_assert_eq(o[0].pages_by_medium[RKV_MEDIUM_DEVICE], 4);
+    cr_assert_eq(o[1].pages, 0);
+    /* page 3 moves on to disk; removing the host copy twice is a
+     * contradiction: the instance resyncs and every entry of it goes */
+    rkv_event mv[2] = {stored(4, 0, 203, h + 3, 1, RKV_MEDIUM_DISK),
+                       removed(5, 0, h + 3, 1, RKV_MEDIUM_HOST)};
+    cr_assert_eq(rkv_router_apply(r, 65, mv, 2), RKV_OK);
+    cr_assert(rkv_router_holds_medium(r, 65, 0, 204, RKV_MEDIUM_DISK));
+    cr_assert_eq(stats(r).entries, 9);
+    rt_ok(r);
+    cr_assert_eq(rkv_router_overlaps(r, 0, h, 4, o, RKV_ROUTER_MAX_INSTANCES, &n),
+                 RKV_OK);
+    cr_assert_eq(o[64].pages_by_medium[RKV_MEDIUM_DISK], 1);
+    cr_assert_eq(o[64].pages_by_medium[RKV_MEDIUM_HOST], 0);
+    rkv_event again = removed(6, 0, h + 3, 1, RKV_MEDIUM_HOST);
+    cr_assert_eq(rkv_router_apply(r, 65, &again, 1), RKV_OK);
+    cr_assert(needs_resync(r, 65));
+    cr_assert_eq(stats(r).entries, 4, "instance 1's device entries only");
+    rt_ok(r);
+    rkv_router_destroy(r);
+}
+
 /* The load terms of the score, one at a time: each running request costs
  * running_weight, each queued token queue_weight (so a busier instance
  * loses to an idle one with the same pages), and among equal scores the

@@ -10,11 +10,14 @@
  * over a latent pool: run_mla) it
  * runs the operation once to warm the context (workspace growth), then
  * meters a second, identical call and prints:
- *   SHAPE <name> kv <x> all <y> h2d <n> malloc <n> sync <n>
+ *   SHAPE <name> kv <x> all <y> h2d <n> malloc <n> sync <n> kvb <z>
  * followed by one "  <kernel> launches read written" line per kernel, where
  *   kv   = bytes read from the pool's K and V of the layer / the K and V
- *          bytes the call needs (each distinct token of each kv head once):
+ *          bytes the call needs (each distinct token of each kv head once,
+ *          in the pool's format, codes and scales for a quantized one):
  *          1.00 means every K/V byte crossed the memory bus once;
+ *   kvb  = the same bytes read / those the f16 K/V of the same tokens would
+ *          be: below 1 where a quantized format reads fewer bytes;
  *   all  = every byte kernels, GEMMs, device copies and memsets read or
  *          wrote / the minimum (distinct K/V + q read + out and lse written);
  *   h2d, malloc, sync = host-to-device copies, cudaMalloc calls and host-
@@ -55,6 +58,7 @@ typedef struct shape {
     uint32_t ctx;    /* tokens of each request's own KV (cached + new) */
     uint32_t qlen;   /* rows per request (prefill/cascade; decode: 1) */
     uint32_t shared; /* cascade: tokens of the shared prefix */
+    rkv_dtype kv;    /* the pool's dtype (activations are f16) */
 } shape;
 
 static void *dmalloc(size_t n, int fill)
@@ -96,10 +100,13 @@ static host_events host_events_now(void)
 
 /* A shape's SHAPE line (the format scripts/attn-traffic reads), then its
  * kernels. */
-static void report(const char *name, double kv, double all, const host_events *h)
+/* kvb: K/V bytes read over those of the same shape in f16 (below 1 for a
+ * quantized pool; 0 where it does not apply). */
+static void report(const char *name, double kv, double all, double kvb,
+                   const host_events *h)
 {
-    printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu\n", name, kv, all,
-           h->h2d, h->mal, h->syn);
+    printf("SHAPE %s kv %.2f all %.2f h2d %llu malloc %llu sync %llu kvb %.2f\n", name,
+           kv, all, h->h2d, h->mal, h->syn, kvb);
     print_kernels();
 }
 
@@ -143,7 +150,8 @@ static void run_shape(const shape *s)
     pc.num_layers = 1;
     pc.num_kv_heads = s->Hkv;
     pc.head_dim = s->D;
-    pc.dtype = RKV_DTYPE_F16;
+    pc.dtype = s->kv;
+    pc.act_dtype = RKV_DTYPE_F16;
     pc.device = RKV_DEVICE_CUDA;
     rkv_pool *pool;
     TRY(rkv_pool_create(&pc, &pool));
@@ -153,7 +161,8 @@ static void run_shape(const shape *s)
     TRY(rkv_pool_alloc_n(pool, nb, ids));
     void *kb, *vb;
     TRY(rkv_pool_layer_kv(pool, 0, &kb, &vb));
-    const size_t layer_bytes = (size_t)nb * P * s->Hkv * s->D * es;
+    const size_t row = rkv_pool_config_row_bytes(&pc); /* codes + scales */
+    const size_t layer_bytes = (size_t)nb * P * s->Hkv * row;
     CU(cudaMemset(kb, 0x11, layer_bytes)); /* small finite values */
     CU(cudaMemset(vb, 0x22, layer_bytes));
     rkv_attn *a;
@@ -178,7 +187,7 @@ static void run_shape(const shape *s)
     const size_t qbytes = (size_t)rows * Hq * s->D * es, lbytes = (size_t)rows * Hq * 4;
     void *q = dmalloc(qbytes, 0x11), *out = dmalloc(qbytes, 0xff);
     float *lse = dmalloc(lbytes, 0xff);
-    rkv_attn_params p = {0, Hq, 0.0f};
+    rkv_attn_params p = {0, Hq, 0.0f, 0, 0};
     rkv_paged_kv t = {s->reqs, indptr, idx, last};
     rkv_attn_plan *plan = NULL;
     void *ws = NULL;
@@ -210,13 +219,14 @@ static void run_shape(const shape *s)
             const host_events he = host_events_now();
             TRY(rkv_attn_sync(a));
             rkvsim_meter_enable(0);
-            const double kv_min =
-                2.0 * ((double)s->reqs * s->ctx + s->shared) * s->Hkv * s->D * es;
+            const double toks = ((double)s->reqs * s->ctx + s->shared) * s->Hkv;
+            const double kv_min = 2.0 * toks * (double)row;
+            const double kv_f16 = 2.0 * toks * s->D * es;
             const double kv_rd = (double)rkvsim_meter_get(NULL, 1, RKVSIM_METER_READ) +
                                  (double)rkvsim_meter_get(NULL, 2, RKVSIM_METER_READ);
             const double all = device_bytes();
             const double ideal = kv_min + 2.0 * (double)qbytes + (double)lbytes;
-            report(s->name, kv_rd / kv_min, all / ideal, &he);
+            report(s->name, kv_rd / kv_min, all / ideal, kv_rd / kv_f16, &he);
         }
     }
     rkvsim_meter_reset();
@@ -289,7 +299,7 @@ static void run_mla(const char *name, uint32_t reqs, uint32_t H, uint32_t ctx)
             const double kv_rd = (double)rkvsim_meter_get(NULL, 1, RKVSIM_METER_READ);
             const double all = device_bytes();
             const double ideal = kv_min + (double)nst * (W + R) * es + (double)nst * 4;
-            report(name, kv_rd / kv_min, all / ideal, &he);
+            report(name, kv_rd / kv_min, all / ideal, 0.0, &he);
         }
     }
     rkvsim_meter_reset();
@@ -303,17 +313,21 @@ static void run_mla(const char *name, uint32_t reqs, uint32_t H, uint32_t ctx)
 int main(int argc, char **argv)
 {
     static const shape shapes[] = {
-        {"decode_G1", DECODE, 4, 1, 2, 128, 512, 1, 0},
-        {"decode_G3", DECODE, 4, 3, 2, 128, 512, 1, 0},
-        {"decode_G4", DECODE, 4, 4, 2, 128, 512, 1, 0},
-        {"decode_G7", DECODE, 4, 7, 2, 128, 512, 1, 0},
-        {"decode_G8", DECODE, 4, 8, 2, 128, 512, 1, 0},
-        {"decode_G16", DECODE, 4, 16, 1, 128, 512, 1, 0},
-        {"decode_G4_D64", DECODE, 4, 4, 2, 64, 512, 1, 0},
-        {"decode_G4_run", RUN, 4, 4, 2, 128, 512, 1, 0},
-        {"prefill_N256", PREFILL, 1, 1, 1, 128, 256, 256, 0},
-        {"extend_512+64", PREFILL, 1, 4, 1, 128, 576, 64, 0},
-        {"cascade_B64_S256", CASCADE, 64, 4, 1, 128, 16, 1, 256},
+        {"decode_G1", DECODE, 4, 1, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G3", DECODE, 4, 3, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G4", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G7", DECODE, 4, 7, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G8", DECODE, 4, 8, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G16", DECODE, 4, 16, 1, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G4_D64", DECODE, 4, 4, 2, 64, 512, 1, 0, RKV_DTYPE_F16},
+        {"decode_G4_run", RUN, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
+        {"prefill_N256", PREFILL, 1, 1, 1, 128, 256, 256, 0, RKV_DTYPE_F16},
+        {"extend_512+64", PREFILL, 1, 4, 1, 128, 576, 64, 0, RKV_DTYPE_F16},
+        {"cascade_B64_S256", CASCADE, 64, 4, 1, 128, 16, 1, 256, RKV_DTYPE_F16},
+        {"decode_G4_int8", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_INT8},
+        {"decode_G4_fp8", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_FP8_E4M3},
+        {"decode_G4_int4", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_INT4},
+        {"extend_int8", PREFILL, 1, 4, 1, 128, 576, 64, 0, RKV_DTYPE_INT8},
     };
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)

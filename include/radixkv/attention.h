@@ -32,6 +32,15 @@ RKV_BEGIN_DECLS
  *   lse       [num_rows][num_qo_heads] float, may be NULL: the natural-log
  *             log-sum-exp of the SCALED scores (sm_scale * q.k) of the row,
  *             so two partial states merge by log-sum-exp.
+ * Quantized pools (FP8/INT8/INT4): q, out, merge states and append's k, v
+ * are in the pool's act_dtype instead; append quantizes each (token, head)
+ * row (radixkv/pool.h), and every attention call dequantizes K and V on
+ * load into the same fp32 arithmetic, so results match an unquantized pool
+ * holding the dequantized values. On a CUDA pool append quantizes on the
+ * device (the same codes as the host's), and decode, prefill and plan/run
+ * dequantize into the decode kernel's tiles, rounded to act_dtype (so
+ * prefill of a quantized pool does not use the tensor-core kernel); a
+ * cascade with a shared prefix is RKV_ERR_UNSUPPORTED there for now.
  * Arithmetic: fp32 accumulation; outputs are rounded once to the dtype
  * (round-to-nearest-even). GQA: q head h reads kv head h / (num_qo_heads /
  * num_kv_heads). The CPU path supports any head_dim and f16/bf16/f32; the
@@ -52,6 +61,17 @@ typedef struct rkv_attn_params {
     uint32_t layer;        /* < num_layers                                   */
     uint32_t num_qo_heads; /* a positive multiple of num_kv_heads            */
     float sm_scale;        /* > 0; 0 means 1 / sqrt(head_dim)                */
+    /* Sliding window (per call, so per layer: full and sliding layers mix
+     * in one model). window_left W > 0: the query at position p sees the
+     * keys at p - W .. p (W + 1 of them, FlashInfer's window_left) plus
+     * the first num_sink_tokens positions (attention sinks, StreamingLLM),
+     * positions counted from the start of the request's KV (a cascade's
+     * shared prefix first). W == 0: full causal attention (sinks unused).
+     * CUDA: decode, prefill (then on the decode kernel, not the tensor-
+     * core one) and decode plans; RKV_ERR_UNSUPPORTED for a window over a
+     * cascade's shared prefix or run on a tensor-core prefill plan. */
+    uint32_t window_left;
+    uint32_t num_sink_tokens;
 } rkv_attn_params;
 
 typedef struct rkv_paged_kv {
@@ -139,6 +159,11 @@ rkv_status rkv_attn_plan_create(rkv_attn *attn, uint32_t num_qo_heads,
                                 rkv_attn_plan **out);
 rkv_status rkv_attn_run(rkv_attn *attn, const rkv_attn_plan *plan, uint32_t layer,
                         float sm_scale, const void *q, void *out, float *lse);
+/* rkv_attn_run with every rkv_attn_params field (the window and sinks of
+ * this layer); p->num_qo_heads must be the plan's. */
+rkv_status rkv_attn_run_params(rkv_attn *attn, const rkv_attn_plan *plan,
+                               const rkv_attn_params *p, const void *q, void *out,
+                               float *lse);
 void rkv_attn_plan_destroy(rkv_attn_plan *plan); /* NULL is fine */
 
 /*

@@ -21,7 +21,12 @@ typedef uint32_t rkv_block_id;
 typedef enum rkv_dtype {
     RKV_DTYPE_F16 = 0,
     RKV_DTYPE_BF16 = 1,
-    RKV_DTYPE_F32 = 2
+    RKV_DTYPE_F32 = 2,
+    /* Quantized KV (pool dtype only; see "Quantized KV" below). */
+    RKV_DTYPE_FP8_E4M3 = 3, /* OCP E4M3: max 448, no infinity           */
+    RKV_DTYPE_FP8_E5M2 = 4, /* OCP E5M2: IEEE-like, max 57344           */
+    RKV_DTYPE_INT8 = 5,     /* symmetric, codes -127..127               */
+    RKV_DTYPE_INT4 = 6      /* symmetric per group, codes -7..7         */
 } rkv_dtype;
 
 typedef enum rkv_device {
@@ -53,17 +58,23 @@ typedef struct rkv_pool_config {
     rkv_kv_layout layout;  /* RKV_LAYOUT_MHA (0, the default)               */
     uint32_t kv_lora_rank; /* MLA only: latent width, e.g. 512              */
     uint32_t qk_rope_dim;  /* MLA only: decoupled RoPE key width, e.g. 64   */
+    uint32_t quant_group;  /* INT4: elements per scale, even, divides
+                              head_dim (default 32); else ignored          */
+    rkv_dtype act_dtype;   /* quantized dtype: element type of q, out and of
+                              the K/V given to rkv_attn_append (F16, BF16 or
+                              F32; default BF16); else ignored (= dtype)    */
 } rkv_pool_config;
 
-/* Fills defaults: page_size 16, num_layers 0, F16, host, MHA. num_blocks is
- * 0 and must be set. */
+/* Fills defaults: page_size 16, num_layers 0, F16, host, MHA, quant_group
+ * 32, act_dtype BF16. num_blocks is 0 and must be set. */
 void rkv_pool_config_init(rkv_pool_config *cfg);
 
 /* KV bytes one token takes in a pool of this configuration, all layers:
- * MHA 2 * num_layers * num_kv_heads * head_dim * sizeof(dtype), MLA
- * num_layers * (kv_lora_rank + qk_rope_dim) * sizeof(dtype) (e.g.
- * DeepSeek-V3 in bf16: 61 * 576 * 2 = 70272). 0 for a metadata-only or
- * invalid configuration (rkv_pool_create says why). */
+ * MHA 2 * num_layers * num_kv_heads * row_bytes (head_dim * sizeof(dtype),
+ * or a quantized row's codes and scales, see below), MLA num_layers *
+ * (kv_lora_rank + qk_rope_dim) * sizeof(dtype) (e.g. DeepSeek-V3 in bf16:
+ * 61 * 576 * 2 = 70272). 0 for a metadata-only or invalid configuration
+ * (rkv_pool_create says why). */
 size_t rkv_pool_config_bytes_per_token(const rkv_pool_config *cfg);
 
 /*
@@ -72,8 +83,32 @@ size_t rkv_pool_config_bytes_per_token(const rkv_pool_config *cfg);
  *     [num_blocks][page_size][num_kv_heads][head_dim]   (FlashInfer's "NHD")
  *   so token t of block b, head h, dim d of K in layer l sits at element
  *     ((l*2 + 0) * num_blocks * page_size + b*page_size + t) * H*D + h*D + d.
- * bytes_per_block = num_layers * 2 * page_size * num_kv_heads * head_dim *
- * sizeof(dtype). A token's slot is block * page_size + offset.
+ * bytes_per_block = num_layers * 2 * page_size * num_kv_heads * row_bytes,
+ * row_bytes = head_dim * sizeof(dtype) for F16/BF16/F32 (so the formula
+ * above). A token's slot is block * page_size + offset.
+ *
+ * Quantized KV (FP8_E4M3, FP8_E5M2, INT8, INT4): each (token, kv head) row
+ * of K or V is head_dim codes plus f32 scales, value = decode(code) *
+ * scale. 8-bit: one byte per code and one scale per row, the row's absmax /
+ * the format's largest code (448, 57344, 127); FP8 codes round to nearest
+ * even, INT8 codes are rint(x / scale). INT4: two codes per byte (element
+ * 2i in the low nibble, 2i + 1 in the high one, two's complement), one
+ * scale per quant_group elements, absmax / 7. So row_bytes = head_dim
+ * (8-bit) or head_dim / 2 (INT4) code bytes + 4 * (1 or head_dim /
+ * quant_group) scale bytes. Each block's segment of a layer's K (and V)
+ * holds its codes [page_size][num_kv_heads][code bytes], then their scales
+ * [page_size][num_kv_heads][scales]: the scales live inside the block's
+ * bytes, so block copies, the tiers and warm restart carry them, and
+ * rkv_pool_kv_strides reports the codes' strides (block stride = the whole
+ * segment, page_size * num_kv_heads * row_bytes). Why f32 scales: exact
+ * over the whole f32 range of absmax (f16 would flush rows with absmax
+ * below ~1e-3 towards zero and overflow above 65504 * 127) at 3% of an
+ * 8-bit row of 128 (INT4 groups of 32: 20% of the row, 5 bits an element).
+ * Constraints (else RKV_ERR_INVALID_ARG with the reason): head_dim a
+ * multiple of 4 (8-bit) or 8 (INT4), so scales stay 4-byte aligned; INT4's
+ * quant_group even and dividing head_dim; act_dtype F16, BF16 or F32.
+ * Server-owned pools (rkv_pool_create_external) are not quantized
+ * (RKV_ERR_UNSUPPORTED). Block hashes do not depend on the dtype.
  *
  * MLA layout (layout RKV_LAYOUT_MLA, the absorbed form of multi-head latent
  * attention, as DeepSeek-V2/V3): per layer one plane
@@ -99,6 +134,12 @@ uint32_t rkv_pool_num_blocks(const rkv_pool *pool);
 uint32_t rkv_pool_num_free(const rkv_pool *pool);
 uint32_t rkv_pool_page_size(const rkv_pool *pool);
 size_t rkv_pool_bytes_per_block(const rkv_pool *pool);
+/* For a configuration (no pool needed; cost models size memory with it):
+ * the bytes of one (token, kv head) row of one layer's K or V, codes and
+ * scales (row_bytes above; an MLA pool's latent row). 0 for a
+ * configuration rkv_pool_create refuses, or one without KV (num_layers 0).
+ * The KV bytes of a token are rkv_pool_config_bytes_per_token. */
+size_t rkv_pool_config_row_bytes(const rkv_pool_config *cfg);
 /* Host bytes the pool itself uses for metadata (not KV memory). */
 size_t rkv_pool_host_metadata_bytes(const rkv_pool *pool);
 
@@ -201,7 +242,8 @@ rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
  * buffer's format does not depend on the pool's layout: block i holds its
  * segments K[0], V[0], K[1], ... each [page_size][num_kv_heads][head_dim]
  * (an MLA pool: latent[0], latent[1], ... each [page_size][kv_lora_rank +
- * qk_rope_dim]) (so a server-owned pool's blocks copy to the same bytes as a pool-owned
+ * qk_rope_dim]; a quantized pool's: its codes, then their scales, as above)
+ * (so a server-owned pool's blocks copy to the same bytes as a pool-owned
  * one's, and the tiers store them alike). */
 rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n,
                                 const rkv_block_id *src,

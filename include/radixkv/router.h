@@ -58,10 +58,11 @@ RKV_BEGIN_DECLS
 typedef struct rkv_router rkv_router;
 
 /* Instances one router indexes at once. Instances live in groups of 64
- * (one bit per instance per block, one table entry per block per group
- * holding it): up to 64 instances cost what a single 64-bit mask does;
- * beyond, a query walks each group that has in-sync instances and memory
- * grows with the (block, group) pairs held. */
+ * (one bit per instance per block, one 16-byte table entry per block per
+ * group holding it per medium): up to 64 instances cost what a single
+ * 64-bit mask does; beyond, a query walks each group that has in-sync
+ * instances and memory grows with the (block, group, medium) triples
+ * held. */
 #define RKV_ROUTER_MAX_INSTANCES 1024u
 
 /*
@@ -104,10 +105,10 @@ typedef struct rkv_router_config {
      * stats.snapshots_over_budget. The bound holds for whatever the
      * instances publish: a flood costs the flooding instance its entries,
      * never unbounded memory. */
-    uint64_t max_entries;     /* table entries ((block, group) pairs)      */
-    uint64_t max_table_bytes; /* bytes of the table (32-byte entries, at
+    uint64_t max_entries;     /* table entries ((block, group, medium))    */
+    uint64_t max_table_bytes; /* bytes of the table (16-byte entries, at
                                  most half full, grown by doubling): the
-                                 table never grows past it; >= 2048         */
+                                 table never grows past it; >= 1024         */
     double temperature;       /* 0 (default): the highest score; > 0: a
                                  softmax draw (above); finite             */
     uint64_t seed;            /* the random tie-breaks and draws          */
@@ -258,9 +259,9 @@ rkv_status rkv_router_instance_info_get(const rkv_router *router,
 typedef struct rkv_router_stats {
     uint64_t instances;
     uint64_t entries;          /* table entries: (block hash, group of 64
-                                  instance slots) pairs held; below 64
-                                  instances usually one group, so distinct
-                                  block hashes                              */
+                                  instance slots, medium) triples held;
+                                  below 64 instances without tiers, so
+                                  distinct block hashes                     */
     uint64_t events_applied;
     uint64_t events_stale;     /* seq <= last applied                      */
     uint64_t events_skipped;   /* arrived while the instance needed resync */

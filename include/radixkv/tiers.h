@@ -180,7 +180,7 @@ typedef struct rkv_tier_config {
                                  while pinned (device pressure lowers
                                  pins, see Retention); 1: pins hold on the
                                  device only and device pressure revokes
-                                 them (the behaviour before issue 13)     */
+                                 them (as before pins could be lowered)  */
 } rkv_tier_config;
 void rkv_tier_config_init(rkv_tier_config *cfg);
 

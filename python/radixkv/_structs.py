@@ -43,7 +43,8 @@ class PoolConfig(_S):
     _fields_ = [("num_blocks", u32), ("page_size", u32), ("num_layers", u32),
                 ("num_kv_heads", u32), ("head_dim", u32), ("dtype", cint),
                 ("device", cint), ("cuda_device", cint), ("layout", cint),
-                ("kv_lora_rank", u32), ("qk_rope_dim", u32)]
+                ("kv_lora_rank", u32), ("qk_rope_dim", u32), ("quant_group", u32),
+                ("act_dtype", cint)]
 
 
 class KVBuffers(_S):
@@ -274,7 +275,8 @@ class SchedStats(_S):
 
 class AttnParams(_S):
     _c_name_ = "rkv_attn_params"
-    _fields_ = [("layer", u32), ("num_qo_heads", u32), ("sm_scale", flt)]
+    _fields_ = [("layer", u32), ("num_qo_heads", u32), ("sm_scale", flt),
+                ("window_left", u32), ("num_sink_tokens", u32)]
 
 
 class PagedKV(_S):

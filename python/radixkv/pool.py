@@ -78,7 +78,10 @@ class Pool(Owned):
 
     def close(self):
         """Destroys the pool. Its trees must be closed first (BusyError)."""
-        if any(getattr(t, "_h", None) for t in getattr(self, "_users", ())):
+        # _open_trees: the weak set is empty of a garbage cycle's trees
+        # while the collector finalizes them, so it cannot be relied on there
+        if getattr(self, "_open_trees", 0) or any(
+                getattr(t, "_h", None) for t in getattr(self, "_users", ())):
             from .errors import BusyError
             raise BusyError("radixkv.Pool.close", "a tree on this pool is still open")
         if getattr(self, "_h", None):

@@ -157,9 +157,20 @@ class Store(Owned):
         self._h = h.value
 
     _kind = "Store"
+    _attached = False  # set by the Tree it is attached to while that is open
 
     def _destroy(self, h):
         lib.rkv_store_destroy(h)
+
+    def close(self):
+        """Destroys the store; while attached to an open tree, the tree
+        does it after destroying itself (the garbage collector finalizes a
+        cycle's objects in any order, and clears weak references first, so
+        only this flag, set by the tree, is reliable there)."""
+        if self._attached:
+            self._deferred = True
+            return
+        super().close()
 
     capacity_blocks = c_property("rkv_store_capacity_blocks")
     used_blocks = c_property("rkv_store_used_blocks")
@@ -196,6 +207,7 @@ class Tree(Owned):
         self._h = h.value
         self.pool = pool
         pool._users.add(self)
+        pool._open_trees = getattr(pool, "_open_trees", 0) + 1  # see Store.close
         self.page_size = pool.page_size
         self._stores = ()
         self._event_tokens = event_tokens
@@ -211,6 +223,8 @@ class Tree(Owned):
         if getattr(self, "_h", None):
             lib.rkv_tree_destroy(self._h)
             self._h = None
+            self.pool._open_trees -= 1
+            self._release_stores()
             if getattr(self.pool, "_deferred", False):
                 self.pool.close()  # its finalizer ran while this tree lived
 
@@ -395,7 +409,7 @@ class Tree(Owned):
         detaches. The tree keeps the stores alive while attached."""
         if host is None and disk is None:
             check(lib.rkv_tree_attach_tiers(self.handle, None), "rkv_tree_attach_tiers")
-            self._stores = ()
+            self._release_stores()
             return
         cfg = S.TierConfig()
         lib.rkv_tier_config_init(C.byref(cfg))
@@ -410,7 +424,21 @@ class Tree(Owned):
         if drop_pinned is not None:
             cfg.drop_pinned = int(drop_pinned)
         check(lib.rkv_tree_attach_tiers(self.handle, C.byref(cfg)), "rkv_tree_attach_tiers")
+        self._release_stores()
         self._stores = (host, disk)
+        for s in self._stores:
+            if s is not None:
+                s._attached = True
+
+    def _release_stores(self):
+        """The stores are detached (or the tree destroyed): a store whose
+        finalizer ran meanwhile is destroyed now."""
+        for s in self._stores:
+            if s is not None:
+                s._attached = False
+                if getattr(s, "_deferred", False):
+                    s.close()
+        self._stores = ()
 
     def match_tiers(self, tokens, namespace=0, peek=False):
         """match() that also says how far the path continues in lower tiers."""

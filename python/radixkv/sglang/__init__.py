@@ -10,6 +10,8 @@ simulated pools. Works without SGLang installed. With SGLang, ``register()``
 """
 import importlib
 
+from ._hostier import LoadTicket
+from ._pool_alloc import PoolAllocator
 from .cache import RadixKVCache, RadixKVNode
 from .simulated import SimulatedAllocator, SimulatedReqToTokenPool, create_simulated
 from .types import (AllBlocksCleared, BlockRemoved, BlockStored, EvictResult,
@@ -53,4 +55,4 @@ def register():
 __all__ = ["RadixKVCache", "RadixKVNode", "RadixKey", "BlockStored", "BlockRemoved",
            "AllBlocksCleared", "MatchResult", "InsertResult", "EvictResult",
            "create_simulated", "SimulatedAllocator", "SimulatedReqToTokenPool",
-           "register", "BACKEND_NAME"]
+           "register", "BACKEND_NAME", "PoolAllocator", "LoadTicket"]

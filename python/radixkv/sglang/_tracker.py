@@ -17,6 +17,7 @@ from .. import _structs as S
 from .._ffi import check, lib
 
 STORED, REMOVED, CLEARED, RESYNC = 1, 2, 3, 4
+_evict_ids = lib.rkv_tree_evict_ids
 
 
 def _event_dtype():
@@ -42,21 +43,24 @@ class BlockTracker:
         self._tree = tree_handle
         self.cached = np.zeros(num_blocks, dtype=bool)
         self._scratch = np.zeros(1024, dtype=np.uint32)
+        self._saddr = self._scratch.ctypes.data
         self._freed = C.c_uint32()
+        self._freed_ref = C.byref(self._freed)
 
     def stored(self, blocks):
         self.cached[blocks] = True
 
     def evict(self, n):
-        """rkv_tree_evict_ids(n): (status, the freed blocks as int64). A
-        failing status is returned, not raised: NO_SPACE may still have
-        freed some (listed), which the caller must release."""
+        """rkv_tree_evict_ids(n): (status, the freed blocks: a uint32 view,
+        valid until the next call). A failing status is returned, not
+        raised: NO_SPACE may still have freed some (listed), which the
+        caller must release."""
         if self._scratch.shape[0] < n:
             self._scratch = np.zeros(max(n, 2 * self._scratch.shape[0]), dtype=np.uint32)
+            self._saddr = self._scratch.ctypes.data
         self._freed.value = 0
-        st = lib.rkv_tree_evict_ids(self._tree, n, self._scratch.ctypes.data, n,
-                                    C.byref(self._freed))
-        blocks = self._scratch[:self._freed.value].astype(np.int64)
+        st = _evict_ids(self._tree, n, self._saddr, n, self._freed_ref)
+        blocks = self._scratch[:self._freed.value]
         self.cached[blocks] = False
         return st, blocks
 

@@ -20,18 +20,26 @@ Invariants:
   - extra_key None is namespace 0; each other extra_key gets its own
     namespace id on first insert (exact: two keys never share a namespace).
 Sizes are in tokens at this interface (pages * page_size).
+
+Over a PoolAllocator (_pool_alloc.py; a host tier needs one) the cache
+runs on the Pool that also allocates the server's KV pages: a page's
+values are its block's slots (b*P .. b*P+P-1: no values table), inserting
+hands the caller's pages to the tree, and eviction (with a host tier:
+demotion) returns the blocks to that pool -- nothing goes through
+allocator.free. Host hits and loads are in _hostier.py.
 """
-import ctypes as C
 
 import numpy as np
 
 from .. import _structs as S
 from .._ffi import check, lib
-from ..errors import InvalidArgError, NoSpaceError
+from ..errors import InvalidArgError, NoSpaceError, StateError
 from ..pool import Pool
 from ..tokens import as_tokens, list_to_int32
 from ..tree import Tree
 from . import types as T
+from ._hostier import HostTier
+from ._pool_alloc import PoolAllocator
 from ._requests import RequestCaching
 from ._tracker import REMOVED, STORED, BlockTracker, EventDrain
 
@@ -43,15 +51,9 @@ except ImportError:  # torch is optional: results are numpy arrays then
 DEFAULT_CAPACITY_TOKENS = 1 << 22
 _FIRST_CHUNK = 512  # tokens converted before the first match probe
 
-_match = lib.rkv_tree_match
-_insert = lib.rkv_tree_insert
-_alloc_n = lib.rkv_pool_alloc_n
-_unref_n = lib.rkv_pool_unref_n
-_stats = lib.rkv_tree_get_stats
-_lock = lib.rkv_tree_lock
-_unlock = lib.rkv_tree_unlock
-_byref = C.byref
-_PEEK = 1
+from ._capi import (PEEK as _PEEK, alloc_n as _alloc_n, byref as _byref, insert as _insert,
+                    lock as _lock, match as _match, stats as _stats, unlock as _unlock,
+                    unref_n as _unref_n)
 
 
 def _sglang_base():
@@ -66,7 +68,7 @@ class RadixKVNode:
     """A node handle as SGLang sees it (``last_device_node``): what
     inc_lock_ref / dec_lock_ref take. Valid while its prefix stays cached."""
 
-    __slots__ = ("_cache", "id", "gen", "namespace", "depth")
+    __slots__ = ("_cache", "id", "gen", "namespace", "depth", "_pending", "_host")
 
     def __init__(self, cache, node_id, gen, namespace, depth):
         self._cache = cache
@@ -74,6 +76,8 @@ class RadixKVNode:
         self.gen = gen
         self.namespace = namespace
         self.depth = depth  # tokens from the namespace root
+        self._pending = None  # the LoadTicket of a node still loading
+        self._host = None  # last_host_node: what lies in the host tier
 
     @property
     def is_root(self):
@@ -81,7 +85,14 @@ class RadixKVNode:
 
     @property
     def lock_ref(self):
+        if self._pending is not None:
+            return self._pending.locks
         return len(self._cache._leases.get((self.id, self.gen), ()))
+
+    @property
+    def loading(self):
+        """True while the load that made this node runs."""
+        return self._pending is not None
 
     evicted = False
     backuped = False
@@ -95,7 +106,7 @@ def _is_params(obj, *attrs):
     return obj is not None and all(hasattr(obj, a) for a in attrs)
 
 
-class _RadixKVCacheImpl(RequestCaching):
+class _RadixKVCacheImpl(RequestCaching, HostTier):
     """SGLang prefix cache backed by radixkv.
 
     Classic form::
@@ -105,7 +116,14 @@ class _RadixKVCacheImpl(RequestCaching):
 
     or SGLang's ``CacheInitParams`` as the first argument. Extra keyword:
     ``capacity_tokens`` (tokens the C pool indexes; default the allocator's
-    size, else 4M). Unknown keywords and extra positional arguments (what a
+    size, else 4M); ``host_tier`` (a radixkv.Store, medium "host": device
+    pages evicted are demoted there, match_prefix reports host hits and
+    init_load_back / load_back_start load them back) with
+    ``write_policy`` ("back", "through", "selective") -- the allocator must
+    then be a PoolAllocator (its pool, e.g. Pool.from_tensors over the
+    server's KV buffers, becomes the cache's), or None: one over a
+    metadata-only pool of capacity_tokens is made (no KV bytes move).
+    Unknown keywords and extra positional arguments (what a
     newer SGLang may pass) are ignored.
     """
 
@@ -154,6 +172,24 @@ class _RadixKVCacheImpl(RequestCaching):
             cap = getattr(allocator, "size", None) or DEFAULT_CAPACITY_TOKENS
         self.capacity_tokens = int(cap)
         self._policy = policy
+        self._tier = kwargs.get("host_tier")
+        self._write_policy = kwargs.get("write_policy", "back")
+        self._epoch = 0
+        if self._tier is not None:
+            if allocator is None:
+                P = self.page_size
+                allocator = PoolAllocator(Pool(num_blocks=max(1, self.capacity_tokens // P),
+                                               page_size=P), device=self.device)
+                self.token_to_kv_pool_allocator = allocator
+            elif not isinstance(allocator, PoolAllocator):
+                raise ValueError("radixkv.sglang: a host tier needs the KV allocator to be "
+                                 "radixkv.sglang.PoolAllocator (the tree moves KV pages "
+                                 "itself)")
+        if isinstance(allocator, PoolAllocator):
+            if allocator.page_size != self.page_size:
+                raise ValueError("radixkv.sglang: the PoolAllocator's page size is "
+                                 f"{allocator.page_size}, the cache's {self.page_size}")
+            self.capacity_tokens = allocator.size
         self._build()
 
     # -- set-up ---------------------------------------------------------------
@@ -171,20 +207,37 @@ class _RadixKVCacheImpl(RequestCaching):
         ntok = (min(1 << 28, (pages + 2 * S.EVENT_MAX_HASHES) * P)
                 if self.enable_kv_cache_events else 0)
         self._evict_chunk = ring - 64 if ring else pages
-        self._pool = Pool(num_blocks=pages, page_size=P)
+        # over a PoolAllocator a page's values are its block's slots: no
+        # values table, and eviction frees straight into that pool
+        self._identity = isinstance(self.token_to_kv_pool_allocator, PoolAllocator)
+        if self._identity:
+            self._pool = self.token_to_kv_pool_allocator.pool  # the allocator's
+            pages = self._pool.num_blocks
+        else:
+            self._pool = Pool(num_blocks=pages, page_size=P)
         self._tree = Tree(self._pool, event_ring=ring, evict_policy=self._policy,
                           event_tokens=ntok)
+        if self._tier is not None:
+            self._tree.attach_tiers(host=self._tier, write_policy=self._write_policy)
+        self._tier_setup()
         self._th = self._tree.handle
         self._ph = self._pool.handle
         self._track = BlockTracker(self._th, pages)
         self._drain = EventDrain(self._th, ring, ntok) if ring else None
-        # calloc'd: pages never cached cost no memory
-        self._values = np.zeros((pages, P), dtype=np.int64)
+        self._ar = np.arange(P, dtype=np.int64)
+        self._num_blocks = pages
+        # calloc'd: pages never cached cost no memory (unused in identity)
+        self._values = np.zeros((0 if self._identity else pages, P), dtype=np.int64)
         self._blk = np.zeros(1024, dtype=np.uint32)
         self._blk_addr = self._blk.ctypes.data
+        self._dups = np.zeros(0, dtype=np.uint32)
+        self._dups_addr = 0
         self._m = S.Match()
         self._ir = S.InsertResult()
         self._st = S.TreeStats()
+        # pointers made once: each call passes them as they are
+        self._m_ref, self._ir_ref, self._st_ref = (
+            _byref(self._m), _byref(self._ir), _byref(self._st))
         self._ns = {None: 0}
         self._leases = {}
         self._kv_events = []
@@ -195,7 +248,8 @@ class _RadixKVCacheImpl(RequestCaching):
         """Frees the C tree and pool (the cache is unusable afterwards)."""
         if getattr(self, "_tree", None) is not None:
             self._tree.close()
-            self._pool.close()
+            if not self._identity:  # else the allocator's: it outlives us
+                self._pool.close()
             self._tree = None
 
     def __del__(self):
@@ -219,6 +273,21 @@ class _RadixKVCacheImpl(RequestCaching):
             return value.detach().to("cpu", torch.int64).numpy()
         return np.asarray(value, dtype=np.int64).reshape(-1)
 
+    def _slots(self, blocks):
+        """The KV slots of blocks' pages, concatenated (int64)."""
+        if not self._identity:
+            return self._values[blocks].reshape(-1)
+        b = blocks.astype(np.int64)
+        if self.page_size == 1:
+            return b
+        return (b[:, None] * self.page_size + self._ar).reshape(-1)
+
+    def _dups_buf(self, k):
+        if self._dups.shape[0] < k:
+            self._dups = np.zeros(max(k, 2 * self._dups.shape[0]), dtype=np.uint32)
+            self._dups_addr = self._dups.ctypes.data
+        return self._dups, self._dups_addr
+
     def _blocks_buf(self, k):
         """The block scratch array (room for k) and its address."""
         if self._blk.shape[0] < k:
@@ -227,7 +296,9 @@ class _RadixKVCacheImpl(RequestCaching):
         return self._blk, self._blk_addr
 
     def _stats_now(self):
-        check(_stats(self._th, _byref(self._st)), "rkv_tree_get_stats")
+        st = _stats(self._th, self._st_ref)
+        if st:
+            check(st, "rkv_tree_get_stats")
         return self._st
 
     def _namespace(self, extra_key, create):
@@ -244,9 +315,12 @@ class _RadixKVCacheImpl(RequestCaching):
     def match_prefix(self, key, **kwargs):
         """The longest cached page-aligned prefix of key: device_indices
         (int64, one KV slot per matched token), last_device_node (lockable),
-        last_host_node (the same node: no host tier here), host_hit_length
-        0. A match that ends inside a cached node splits it there. Accepts a
-        RadixKey or SGLang's MatchPrefixParams (its ``key``)."""
+        last_host_node and host_hit_length: without a host tier the same
+        node and 0; with one, the tokens after the device prefix whose pages
+        are in the host tier (whole pages) and a node that
+        init_load_back takes to load them. A match that ends inside a
+        cached node splits it there. Accepts a RadixKey or SGLang's
+        MatchPrefixParams (its ``key``)."""
         if not hasattr(key, "token_ids") and hasattr(key, "key"):
             key = key.key
         if self.disable:
@@ -261,6 +335,8 @@ class _RadixKVCacheImpl(RequestCaching):
             return self._empty_match()
         m = self._m
         blk, baddr = self._blocks_buf(n // P)
+        if self._tier is not None:
+            return self._match_prefix_tiers(tokens, n, ns, blk, baddr)
         if isinstance(tokens, (list, tuple)):
             # Convert only as far as the match can reach: probe (peek) a
             # growing prefix; the real match then runs on a prefix that
@@ -292,14 +368,31 @@ class _RadixKVCacheImpl(RequestCaching):
         else:
             addr, _, keep = as_tokens(tokens)
             conv = n
-        check(_match(self._th, ns, addr, conv, baddr, 0, _byref(m)), "rkv_tree_match")
+        st = _match(self._th, ns, addr, conv, baddr, 0, self._m_ref)
+        if st:
+            check(st, "rkv_tree_match")
         del keep
         k = m.num_blocks
         if k == 0:
             return self._empty_match()
-        idx = self._values[blk[:k]].reshape(-1)
+        idx = self._slots(blk[:k])
         node = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
         return T.make_match_result(self._tensor(idx), node)
+
+    def _match_prefix_tiers(self, tokens, n, ns, blk, baddr):
+        try:
+            addr, _, keep = as_tokens(tokens)
+        except InvalidArgError as e:
+            raise InvalidArgError("match_prefix", e.detail) from None
+        m, host, rec = self._match_host(ns, addr, n, keep, baddr)
+        k = m.num_blocks
+        node = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
+        idx = self._tensor(self._slots(blk[:k])) if k else self._empty
+        if rec is None:
+            return T.make_match_result(idx, node)
+        hnode = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
+        hnode._host = rec
+        return T.make_match_result(idx, node, host, hnode)
 
     # -- insert -----------------------------------------------------------------
     def insert(self, key, value=None, **kwargs):
@@ -326,8 +419,12 @@ class _RadixKVCacheImpl(RequestCaching):
         ns = self._namespace(key.extra_key, create=True)
         pages = n // P
         blk, baddr = self._blocks_buf(pages)
+        if self._identity:  # the caller's pages are the blocks: no peek needed
+            return self._insert_pages(ns, addr, n, value, keep, blk, baddr)
         m = self._m
-        check(_match(self._th, ns, addr, n, baddr, _PEEK, _byref(m)), "rkv_tree_match")
+        st = _match(self._th, ns, addr, n, baddr, _PEEK, self._m_ref)
+        if st:
+            check(st, "rkv_tree_match")
         have = m.num_blocks
         new = pages - have
         if new == 0:
@@ -347,13 +444,56 @@ class _RadixKVCacheImpl(RequestCaching):
             self._make_room(ns, addr, n, new)
             check(_alloc_n(self._ph, new, naddr), "rkv_pool_alloc_n")
         ir = self._ir
-        st = _insert(self._th, ns, addr, n, baddr, None, _byref(ir))
+        st = _insert(self._th, ns, addr, n, baddr, None, self._ir_ref)
         if st:
             _unref_n(self._ph, new, naddr)
             check(st, "rkv_tree_insert")
         self._values[newb] = vals[have * P:n].reshape(new, P)
         check(_unref_n(self._ph, new, naddr), "rkv_pool_unref_n")
         self._track.stored(newb)
+        if self._drain is not None:
+            self._record_stored(*self._drain.drain())
+        del keep
+        return ir.prefix_tokens
+
+    def _insert_pages(self, ns, addr, n, value, keep, blk, baddr):
+        """Insert over a PoolAllocator: the caller's pages (value // P)
+        become the tree's blocks; the caller's reference on each page the
+        tree keeps is dropped (ownership moves to the cache, as values do
+        in SGLang)."""
+        P = self.page_size
+        if value is None:
+            raise InvalidArgError("insert", "a cache over a PoolAllocator needs the KV "
+                                  "slots (value) of the key")
+        vals = self._to_numpy64(value)
+        if vals.shape[0] < n:
+            raise ValueError(f"radixkv.sglang.insert: {n} tokens need as many "
+                             f"values, got {vals.shape[0]}")
+        v = vals[:n]
+        first = v[::P]
+        # a page is one allocator page iff it starts on a page boundary and
+        # steps by 1 (boundaries between pages may jump anywhere)
+        step = v[1:] != v[:-1] + 1
+        step[P - 1::P] = False
+        if step.any() or (first % P).any() or first.min() < 0 \
+                or first.max() >= self._num_blocks * P:
+            raise InvalidArgError("insert", "over a PoolAllocator each page's values must "
+                                  "be one whole page of it (b*P .. b*P+P-1)")
+        pages = n // P
+        blk[:pages] = first // P  # the matched prefix's ids are overwritten
+        blocks = blk[:pages]      # by the same ids, or the caller's copies
+        dups, daddr = self._dups_buf(pages)
+        ir = self._ir
+        st = _insert(self._th, ns, addr, n, baddr, daddr, self._ir_ref)
+        if st:
+            check(st, "rkv_tree_insert")
+        # the pages after the cached prefix are the ones the tree took
+        # from this call (less any it found cached under another block)
+        cand = blocks[ir.prefix_tokens // P:]
+        kept = cand[~np.isin(cand, dups[:ir.num_dups])] if ir.num_dups else cand
+        if kept.shape[0]:
+            check(_unref_n(self._ph, kept.shape[0], kept.ctypes.data), "rkv_pool_unref_n")
+            self._track.stored(kept)
         if self._drain is not None:
             self._record_stored(*self._drain.drain())
         del keep
@@ -421,7 +561,7 @@ class _RadixKVCacheImpl(RequestCaching):
                 shrunk = True
                 pages = min(pages, self._stats_now().evictable_blocks)
                 continue
-            if n:
+            if n and not self._identity:  # identity: back in the allocator's pool
                 self._free_values(self._values[blocks].reshape(-1))
             if self._drain is not None:
                 ev, _ = self._drain.drain()
@@ -437,6 +577,8 @@ class _RadixKVCacheImpl(RequestCaching):
 
     def _free_values(self, vals):
         alloc = self.token_to_kv_pool_allocator
+        if self._identity:
+            return  # the blocks went back to the allocator's pool
         if alloc is not None and vals.shape[0]:
             alloc.free(self._tensor(vals))
 
@@ -444,6 +586,9 @@ class _RadixKVCacheImpl(RequestCaching):
     def inc_lock_ref(self, node):
         """Protects node's path from eviction; returns the change of the
         evictable size (<= 0, in tokens)."""
+        if node is not None and getattr(node, "_pending", None) is not None:
+            node._pending.locks += 1  # taken on the loaded path at completion
+            return 0
         if node is None or getattr(node, "id", 0) == 0:
             return 0
         before = self._stats_now().evictable_blocks
@@ -455,12 +600,17 @@ class _RadixKVCacheImpl(RequestCaching):
     def dec_lock_ref(self, node, swa_uuid_for_lock=None):
         """Releases one inc_lock_ref of node; returns the change of the
         evictable size (>= 0, in tokens)."""
+        tk = getattr(node, "_pending", None) if node is not None else None
+        if tk is not None:
+            if tk.locks == 0:
+                raise StateError("dec_lock_ref", "the loading node holds no lock")
+            tk.locks -= 1
+            return 0
         if node is None or getattr(node, "id", 0) == 0:
             return 0
         key = (node.id, node.gen)
         leases = self._leases.get(key)
         if not leases:
-            from ..errors import StateError
             raise StateError("dec_lock_ref", f"node {key} holds no lock of this cache")
         before = self._stats_now().evictable_blocks
         lease = leases[-1]
@@ -517,7 +667,16 @@ class _RadixKVCacheImpl(RequestCaching):
 
     def reset(self):
         """Drops everything cached (values are not freed: the allocator is
-        reset with the cache) and every lock."""
+        reset with the cache) and every lock. With a host tier: completes
+        the loads in flight first (BusyError if one is still copying);
+        their nodes and every earlier last_host_node go stale."""
+        if self._tier is not None and self._loads:
+            self.poll_loads()
+            if self._loads:
+                from ..errors import BusyError
+                raise BusyError("reset", f"{len(self._loads)} loads still copying: poll "
+                                "them (check_hicache_events) first")
+        self._epoch += 1
         for leases in self._leases.values():
             for lease in leases:
                 _unlock(self._th, _byref(lease))
@@ -536,7 +695,7 @@ class _RadixKVCacheImpl(RequestCaching):
         blocks = self._track.blocks()
         if not blocks.shape[0]:
             return self._empty
-        return self._tensor(self._values[blocks].reshape(-1))
+        return self._tensor(self._slots(blocks))
 
     def take_events(self):
         """The KV events since the last call (empty unless
@@ -566,16 +725,8 @@ class _RadixKVCacheImpl(RequestCaching):
         print(f"#tokens: {self.total_size()}, evictable: {self.evictable_size()}, "
               f"protected: {self.protected_size()}")
 
-    # hierarchical-cache hooks a scheduler may call on any tree cache
-    def init_load_back(self, last_host_node, host_hit_length, *args, **kwargs):
-        return self._empty, last_host_node
-
-    def ready_to_load_host_cache(self):
-        return 0
-
-    def check_hicache_events(self):
-        return None
-
+    # init_load_back, ready_to_load_host_cache, check_hicache_events: the
+    # HostTier mixin (_hostier.py); without a host tier they load nothing
     def flush_write_through_acks(self):
         return None
 

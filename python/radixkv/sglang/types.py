@@ -96,9 +96,10 @@ MatchResult = (_sglang_attr("sglang.srt.mem_cache.base_prefix_cache", "MatchResu
                or MatchResult)
 
 
-def make_match_result(device_indices, node, host_hit_length=0):
+def make_match_result(device_indices, node, host_hit_length=0, host_node=None):
     return MatchResult(device_indices=device_indices, last_device_node=node,
-                       last_host_node=node, host_hit_length=host_hit_length)
+                       last_host_node=host_node if host_node is not None else node,
+                       host_hit_length=host_hit_length)
 
 
 def make_block_stored(hashes, parent, token_ids, block_size, lora_id=None):
