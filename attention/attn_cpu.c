@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "attention/cpu_softmax.h"
 #include "attention/kv_codec.h"
 
 int rkv_attn_dtype_quantized(rkv_dtype d)
@@ -139,26 +140,9 @@ void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
                 }
             }
             for (uint32_t gi = 0; gi < G; gi++) {
-                float *sc = scores + (size_t)gi * len;
-                float mx = -INFINITY, l = 0.0f;
-                for (uint32_t t = 0; t < len; t++)
-                    mx = sc[t] > mx ? sc[t] : mx;
                 memset(acc + (size_t)gi * D, 0, sizeof(float) * D);
-                if (mx == -INFINITY) { /* no visible key: empty state */
-                    lse32[(size_t)r * Hq + h * G + gi] = -INFINITY;
-                    for (uint32_t t = 0; t < len; t++)
-                        sc[t] = 0.0f;
-                    continue;
-                }
-                for (uint32_t t = 0; t < len; t++) {
-                    sc[t] = expf(sc[t] - mx);
-                    l += sc[t];
-                }
-                lse32[(size_t)r * Hq + h * G + gi] = mx + logf(l);
-                /* normalise p now so acc is the final output */
-                float inv = 1.0f / l;
-                for (uint32_t t = 0; t < len; t++)
-                    sc[t] *= inv;
+                lse32[(size_t)r * Hq + h * G + gi] =
+                    rkv_attn_cpu_softmax(scores + (size_t)gi * len, len);
             }
             for (uint32_t t = 0; t < len; t++) {
                 if (!visible(mask, qpos, t))

@@ -11,10 +11,10 @@
  * read twice per row (scores, then values) whatever the head count.
  * Deterministic: the same inputs give the same bits whatever the batch.
  */
-#include <math.h>
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "attention/cpu_softmax.h"
 
 size_t rkv_mla_cpu_scratch(const rkv_mla_geom *g, uint32_t max_len)
 {
@@ -57,18 +57,8 @@ void rkv_mla_cpu_rows(const rkv_mla_geom *g, const void *base,
             }
         }
         for (uint32_t h = 0; h < H; h++) {
-            float *sc = scores + (size_t)h * len;
-            float mx = -INFINITY, l = 0.0f;
-            for (uint32_t t = 0; t < len; t++)
-                mx = sc[t] > mx ? sc[t] : mx;
-            for (uint32_t t = 0; t < len; t++) {
-                sc[t] = expf(sc[t] - mx);
-                l += sc[t];
-            }
-            lse32[(size_t)r * H + h] = mx + logf(l);
-            float inv = 1.0f / l; /* normalise p now: o32 is then final */
-            for (uint32_t t = 0; t < len; t++)
-                sc[t] *= inv;
+            /* p normalised now: o32 is then final */
+            lse32[(size_t)r * H + h] = rkv_attn_cpu_softmax(scores + (size_t)h * len, len);
             memset(o32 + ((size_t)r * H + h) * R, 0, sizeof(float) * R);
         }
         for (uint32_t t = 0; t < len; t++) {

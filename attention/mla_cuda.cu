@@ -41,6 +41,7 @@
 #include "attention/attn_internal.h"
 #include "attention/devmem.h"
 #include "attention/launch.h"
+#include "common/cuda_guard.h"
 #include "common/status.h"
 
 #define MLA_THREADS 128
@@ -67,27 +68,6 @@ static rkv_status cuda_fail(cudaError_t e, const char *fn, const char *what)
     (void)cudaGetLastError();
     return rkv_set_error(RKV_ERR_CUDA, "%s: %s: %s", fn, what, cudaGetErrorString(e));
 }
-
-/* Selects the context's device for one call, restoring the caller's. */
-class mla_device {
-  public:
-    explicit mla_device(int dev) : prev_(0), ok_(false)
-    {
-        ok_ = cudaGetDevice(&prev_) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess;
-        if (!ok_)
-            (void)cudaGetLastError();
-    }
-    ~mla_device()
-    {
-        if (ok_)
-            (void)cudaSetDevice(prev_);
-    }
-    bool ok() const { return ok_; }
-
-  private:
-    int prev_;
-    bool ok_;
-};
 
 static size_t up256(size_t x) { return (x + 255) & ~(size_t)255; }
 
@@ -130,9 +110,7 @@ static rkv_status mla_launched(const char *fn)
 extern "C" rkv_status rkv_mla_cuda_create(int device, rkv_mla_cuda **out)
 {
     static const char fn[] = "rkv_attn_mla (CUDA context)";
-    mla_device dg(device);
-    if (!dg.ok())
-        return rkv_set_error(RKV_ERR_CUDA, "%s: cannot select CUDA device %d", fn, device);
+    RKV_DEVICE_GUARD(device, fn);
     int sms = 0;
     cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (e != cudaSuccess)
@@ -150,7 +128,7 @@ extern "C" void rkv_mla_cuda_destroy(rkv_mla_cuda *c)
 {
     if (c == NULL)
         return;
-    mla_device dg(c->device);
+    rkv_device_guard dg(c->device);
     if (c->ws != NULL) {
         (void)cudaDeviceSynchronize(); /* work on any stream may still read it */
         (void)cudaFree(c->ws);
@@ -206,10 +184,7 @@ extern "C" rkv_status rkv_mla_cuda_append(rkv_mla_cuda *c, void *stream,
                                           const void *k_pe)
 {
     static const char fn[] = "rkv_attn_mla_append";
-    mla_device dg(c->device);
-    if (!dg.ok())
-        return rkv_set_error(RKV_ERR_CUDA, "%s: cannot select CUDA device %d", fn,
-                             c->device);
+    RKV_DEVICE_GUARD(c->device, fn);
     cudaStream_t s = (cudaStream_t)stream;
     rkv_status st = mla_ws(c, s, (size_t)n * 4, fn);
     if (st == RKV_OK)
@@ -429,10 +404,7 @@ extern "C" rkv_status rkv_mla_cuda_rows(rkv_mla_cuda *c, void *stream,
                                         float *lse)
 {
     static const char fn[] = "rkv_attn_mla";
-    mla_device dg(c->device);
-    if (!dg.ok())
-        return rkv_set_error(RKV_ERR_CUDA, "%s: cannot select CUDA device %d", fn,
-                             c->device);
+    RKV_DEVICE_GUARD(c->device, fn);
     cudaStream_t s = (cudaStream_t)stream;
     const unsigned HG = g->dtype == RKV_DTYPE_F32 ? 8 : 16;
     const unsigned ngroups = (g->num_heads + HG - 1) / HG, nrows = rows->num_rows;

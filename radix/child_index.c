@@ -49,9 +49,14 @@ static inline uint32_t rkv_child_index_tag(uint64_t key)
     return (uint32_t)(key >> 32);
 }
 
-uint32_t rkv_child_index_find(const rkv_tree *t, uint32_t parent, const int32_t *page)
+/* The probe both finds share: page != NULL looks for parent's child whose
+ * first page is `page`; page == NULL for the root's child of namespace ns.
+ * Inlined into each, where `page` is known, so the hot page lookup pays
+ * nothing for the namespace case. */
+static inline uint32_t rkv_child_index_probe(const rkv_tree *t, uint64_t key,
+                                             uint32_t parent, const int32_t *page,
+                                             uint64_t ns)
 {
-    uint64_t key = rkv_child_index_key_page(t, parent, page);
     uint32_t tag = rkv_child_index_tag(key), mask = t->idx_cap - 1;
     for (uint32_t i = tag & mask;; i = (i + 1) & mask) {
         const rkv_child_index_entry *e = &t->idx[i];
@@ -60,25 +65,22 @@ uint32_t rkv_child_index_find(const rkv_tree *t, uint32_t parent, const int32_t 
         if (e->tag == tag) {
             const rkv_tnode *x = &t->nodes[e->id];
             if (x->parent == parent &&
-                memcmp(x->u.tokens, page, t->page_bytes) == 0)
+                (page != NULL ? memcmp(x->u.tokens, page, t->page_bytes) == 0
+                              : x->u.ns == ns))
                 return e->id;
         }
     }
 }
 
+uint32_t rkv_child_index_find(const rkv_tree *t, uint32_t parent, const int32_t *page)
+{
+    return rkv_child_index_probe(t, rkv_child_index_key_page(t, parent, page), parent,
+                                 page, 0);
+}
+
 uint32_t rkv_child_index_find_ns(const rkv_tree *t, uint64_t ns)
 {
-    uint32_t tag = rkv_child_index_tag(rkv_child_index_key_ns(ns)), mask = t->idx_cap - 1;
-    for (uint32_t i = tag & mask;; i = (i + 1) & mask) {
-        const rkv_child_index_entry *e = &t->idx[i];
-        if (e->id == RKV_NIL)
-            return RKV_NIL;
-        if (e->tag == tag) {
-            const rkv_tnode *x = &t->nodes[e->id];
-            if (x->parent == 0 && x->u.ns == ns)
-                return e->id;
-        }
-    }
+    return rkv_child_index_probe(t, rkv_child_index_key_ns(ns), 0, NULL, ns);
 }
 
 static void rkv_child_index_put(rkv_child_index_entry *tab, uint32_t mask, uint32_t tag,

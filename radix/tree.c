@@ -151,27 +151,28 @@ nomem:
     return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory for tree nodes", fn);
 }
 
+/* Moves a per-node array (elem bytes a node) into its grown copy `to`:
+ * the used nodes are copied, the old array (still nodes_cap long) freed. */
+static void *rkv_tree_move_nodes(rkv_tree *t, void *to, void *from, size_t elem)
+{
+    memcpy(to, from, (size_t)t->nodes_used * elem);
+    rkv_node_mem_free(&t->mem, from, (size_t)t->nodes_cap * elem);
+    return to;
+}
+
 void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p)
 {
     if (p->nodes != NULL) {
-        memcpy(p->nodes, t->nodes, (size_t)t->nodes_used * sizeof *t->nodes);
-        rkv_node_mem_free(&t->mem, t->nodes,
-                          (size_t)t->nodes_cap * sizeof *t->nodes);
+        t->nodes = rkv_tree_move_nodes(t, p->nodes, t->nodes, sizeof *t->nodes);
         if (p->meta != NULL) {
-            memcpy(p->meta, t->retain.meta, (size_t)t->nodes_used * sizeof *t->retain.meta);
-            rkv_node_mem_free(&t->mem, t->retain.meta,
-                              (size_t)t->nodes_cap * sizeof *t->retain.meta);
-            t->retain.meta = p->meta;
+            t->retain.meta = rkv_tree_move_nodes(t, p->meta, t->retain.meta,
+                                                 sizeof *t->retain.meta);
             p->meta = NULL;
         }
         if (p->tn != NULL) {
-            memcpy(p->tn, t->tiers.tn, (size_t)t->nodes_used * sizeof *t->tiers.tn);
-            rkv_node_mem_free(&t->mem, t->tiers.tn,
-                              (size_t)t->nodes_cap * sizeof *t->tiers.tn);
-            t->tiers.tn = p->tn;
+            t->tiers.tn = rkv_tree_move_nodes(t, p->tn, t->tiers.tn, sizeof *t->tiers.tn);
             p->tn = NULL;
         }
-        t->nodes = p->nodes;
         t->nodes_cap = p->nodes_cap;
         p->nodes = NULL;
     }

@@ -57,9 +57,7 @@ rkv_status rkv_tree_node_info(const rkv_tree *tree, rkv_node node,
     if (tree == NULL || out == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_node_info: NULL");
     if (!rkv_tree_handle_ok(tree, node))
-        return rkv_set_error(RKV_ERR_STALE_HANDLE,
-                             "rkv_tree_node_info: stale handle {%u, %u}",
-                             node.id, node.gen);
+        return rkv_tree_stale(node, "rkv_tree_node_info");
     const rkv_tree *t = tree;
     const rkv_tnode *x = &t->nodes[node.id];
     memset(out, 0, sizeof *out);

@@ -75,6 +75,7 @@
 #include <stdint.h>
 
 #include "radixkv.h"
+#include "common/status.h"
 #include "radix/node_mem.h"
 
 #define RKV_NIL UINT32_MAX
@@ -418,6 +419,12 @@ static inline int rkv_tree_handle_ok(const rkv_tree *t, rkv_node h)
 {
     return h.id != 0 && h.id < t->nodes_used &&
            t->nodes[h.id].parent != RKV_NIL && t->nodes[h.id].gen == h.gen;
+}
+
+/* The one refusal of a handle rkv_tree_handle_ok rejected. */
+static inline rkv_status rkv_tree_stale(rkv_node h, const char *fn)
+{
+    return rkv_set_error(RKV_ERR_STALE_HANDLE, "%s: stale handle {%u, %u}", fn, h.id, h.gen);
 }
 
 static inline void rkv_tnode_bump_gen(rkv_tnode *x)

@@ -257,8 +257,7 @@ rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              tree == NULL ? "tree" : "out");
     if (!rkv_tree_handle_ok(tree, node))
-        return rkv_set_error(RKV_ERR_STALE_HANDLE, "%s: stale handle {%u, %u}",
-                             fn, node.id, node.gen);
+        return rkv_tree_stale(node, fn);
     rkv_tree *t = tree;
     rkv_status st = rkv_lease_reserve(t, fn);
     if (st != RKV_OK)

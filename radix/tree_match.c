@@ -315,8 +315,7 @@ rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              tree == NULL ? "tree" : "out");
     if (!rkv_tree_handle_ok(tree, from))
-        return rkv_set_error(RKV_ERR_STALE_HANDLE, "%s: stale handle {%u, %u}",
-                             fn, from.id, from.gen);
+        return rkv_tree_stale(from, fn);
     if (from_tokens % tree->P != 0 || from_tokens > n)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: from_tokens %zu (n %zu, page size %u)", fn,

@@ -474,15 +474,20 @@ static int rkv_tier_lowest_make_room(rkv_tree *t, int disk)
     return 1;
 }
 
-/* A disk slot (host and disk attached), making room by the disk LRU. */
-static int rkv_tier_take_disk_slot(rkv_tree *t, uint32_t *slot)
+/* A slot on the host (disk 0) or on the disk (disk 1: host and disk
+ * attached), making room by that tier's LRU while it is full. */
+static int rkv_tier_take_slot(rkv_tree *t, int disk, uint32_t *slot)
 {
+    rkv_tier *tr = t->tiers.tier;
     for (;;) {
-        if (rkv_store_slot_alloc(t->tiers.tier->disk, slot) == RKV_OK) {
-            t->tiers.tier->disk_used++;
+        if (rkv_store_slot_alloc(disk ? tr->disk : tr->host, slot) == RKV_OK) {
+            if (disk)
+                tr->disk_used++;
+            else
+                tr->host_used++;
             return 1;
         }
-        if (!rkv_tier_lowest_make_room(t, 1))
+        if (!(disk ? rkv_tier_lowest_make_room(t, 1) : rkv_tier_host_make_room(t)))
             return 0;
     }
 }
@@ -502,7 +507,7 @@ static void rkv_tier_host_to_disk(rkv_tree *t, uint32_t id)
     rkv_page_residency *tp = rkv_tnode_tpages(t, &t->nodes[id]);
     for (uint32_t i = 0; i < m; i++) {
         uint32_t d;
-        if (!rkv_tier_take_disk_slot(t, &d)) {
+        if (!rkv_tier_take_slot(t, 1, &d)) {
             tr->st.stores_skipped++;
             j = i;
             break;
@@ -560,19 +565,6 @@ int rkv_tier_host_make_room(rkv_tree *t)
     return 1;
 }
 
-/* A host slot, making room by the host LRU when full. */
-static int rkv_tier_take_slot(rkv_tree *t, uint32_t *slot)
-{
-    for (;;) {
-        if (rkv_store_slot_alloc(t->tiers.tier->host, slot) == RKV_OK) {
-            t->tiers.tier->host_used++;
-            return 1;
-        }
-        if (!rkv_tier_host_make_room(t))
-            return 0;
-    }
-}
-
 /* ---- the store queue --------------------------------------------------------- */
 
 /* Queues a store of device page i of node id into a new host slot.
@@ -585,12 +577,8 @@ int rkv_tier_queue_store(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns,
     rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     if (tp[i].slot != RKV_NO_TSLOT)
         return 0;
-    if (tr->qlen >= tr->qcap) {
-        tr->st.stores_skipped++;
-        return 0;
-    }
     uint32_t slot;
-    if (!rkv_tier_take_slot(t, &slot)) {
+    if (tr->qlen >= tr->qcap || !rkv_tier_take_slot(t, 0, &slot)) {
         tr->st.stores_skipped++;
         return 0;
     }
@@ -784,12 +772,9 @@ int rkv_tier_insert_conflict(rkv_tree *t, uint32_t c)
 static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
 {
     rkv_tier *tr = t->tiers.tier;
-    if (tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) {
-        tr->st.stores_skipped++;
-        return 0;
-    }
     uint32_t slot;
-    if (!rkv_tier_take_slot(t, &slot)) {
+    if ((tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) ||
+        !rkv_tier_take_slot(t, 0, &slot)) {
         tr->st.stores_skipped++;
         return 0;
     }

@@ -187,6 +187,25 @@ static void rkv_tier_loading_walk(const rkv_tree *t, uint32_t from, uint32_t d,
             }
 }
 
+/* Room for one more in a node-memory array of n used of *cap: the array
+ * itself while it has room, else a copy of twice the size (8 at first),
+ * the old one freed and *cap updated; NULL (nothing changed) when out of
+ * memory. */
+static void *rkv_tier_room(rkv_tree *t, void *arr, uint32_t n, uint32_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return arr;
+    uint32_t c = *cap ? *cap * 2 : 8;
+    void *grown = rkv_node_mem_alloc(&t->mem, (size_t)c * elem);
+    if (grown == NULL)
+        return NULL;
+    if (n)
+        memcpy(grown, arr, (size_t)n * elem);
+    rkv_node_mem_free(&t->mem, arr, (size_t)*cap * elem);
+    *cap = c;
+    return grown;
+}
+
 static rkv_status rkv_tier_args(const rkv_tree *t, const int32_t *tokens,
                                 size_t n, const char *fn)
 {
@@ -290,17 +309,10 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
     if (lw.pages == 0)
         return RKV_OK;
     /* everything that can fail before anything changes */
-    if (tr->njobs == tr->jobs_cap) {
-        uint32_t cap = tr->jobs_cap ? tr->jobs_cap * 2 : 8;
-        rkv_load_job *nj = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *nj);
-        if (nj == NULL)
-            return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
-        if (tr->njobs)
-            memcpy(nj, tr->jobs, (size_t)tr->njobs * sizeof *nj);
-        rkv_node_mem_free(&t->mem, tr->jobs, (size_t)tr->jobs_cap * sizeof *nj);
-        tr->jobs = nj;
-        tr->jobs_cap = cap;
-    }
+    rkv_load_job *jobs = rkv_tier_room(t, tr->jobs, tr->njobs, &tr->jobs_cap, sizeof *jobs);
+    if (jobs == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    tr->jobs = jobs;
     size_t tmp_bytes = (size_t)lw.pages * sizeof(rkv_block_id);
     rkv_block_id *blocks = rkv_node_mem_alloc(&t->mem, tmp_bytes);
     if (blocks == NULL)
@@ -505,17 +517,10 @@ rkv_status rkv_tree_store_prefix(rkv_tree *tree, rkv_namespace ns,
     rkv_tree_walk(t, root, 0, tokens, (uint32_t)(n / t->P), NULL, NULL, NULL, &w);
     if (w.pages == 0)
         return RKV_OK;
-    if (tr->nswaps == tr->swaps_cap) {
-        uint32_t cap = tr->swaps_cap ? tr->swaps_cap * 2 : 8;
-        rkv_tswap *ns2 = rkv_node_mem_alloc(&t->mem, (size_t)cap * sizeof *ns2);
-        if (ns2 == NULL)
-            return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
-        if (tr->nswaps)
-            memcpy(ns2, tr->swaps, (size_t)tr->nswaps * sizeof *ns2);
-        rkv_node_mem_free(&t->mem, tr->swaps, (size_t)tr->swaps_cap * sizeof *ns2);
-        tr->swaps = ns2;
-        tr->swaps_cap = cap;
-    }
+    rkv_tswap *swaps = rkv_tier_room(t, tr->swaps, tr->nswaps, &tr->swaps_cap, sizeof *swaps);
+    if (swaps == NULL)
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    tr->swaps = swaps;
     uint64_t tk = tr->next_ticket++;
     uint32_t queued = 0, end = w.pages; /* end: the node's last page + 1 */
     if (w.partial != RKV_NIL) {

@@ -278,12 +278,17 @@ void rkv_pins_drop_all(rkv_tree *t)
     }
 }
 
+/* A pin table and its heap, both cap entries long, back to node memory. */
+static void rkv_pins_free(rkv_tree *t, rkv_pin *pins, uint32_t *heap, uint32_t cap)
+{
+    rkv_node_mem_free(&t->mem, pins, (size_t)cap * sizeof *pins);
+    rkv_node_mem_free(&t->mem, heap, (size_t)cap * sizeof *heap);
+}
+
 void rkv_retain_fini(rkv_tree *t)
 {
     rkv_node_mem_free(&t->mem, t->retain.meta, (size_t)t->nodes_cap * sizeof *t->retain.meta);
-    rkv_node_mem_free(&t->mem, t->retain.pins, (size_t)t->retain.pins_cap * sizeof *t->retain.pins);
-    rkv_node_mem_free(&t->mem, t->retain.pin_heap,
-                      (size_t)t->retain.pins_cap * sizeof *t->retain.pin_heap);
+    rkv_pins_free(t, t->retain.pins, t->retain.pin_heap, t->retain.pins_cap);
     t->retain.meta = NULL;
     t->retain.pins = NULL;
     t->retain.pin_heap = NULL;
@@ -594,9 +599,7 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
             memcpy(pins, t->retain.pins, (size_t)t->retain.pins_used * sizeof *pins);
             memcpy(heap, t->retain.pin_heap, (size_t)t->retain.npins * sizeof *heap);
         }
-        rkv_node_mem_free(&t->mem, t->retain.pins, (size_t)t->retain.pins_cap * sizeof *t->retain.pins);
-        rkv_node_mem_free(&t->mem, t->retain.pin_heap,
-                          (size_t)t->retain.pins_cap * sizeof *t->retain.pin_heap);
+        rkv_pins_free(t, t->retain.pins, t->retain.pin_heap, t->retain.pins_cap);
         t->retain.pins = pins;
         t->retain.pin_heap = heap;
         t->retain.pins_cap = pins_cap;
@@ -684,8 +687,7 @@ nomem:
     st = rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory for retention tables", fn);
 fail:
     rkv_node_mem_free(&t->mem, meta, (size_t)meta_cap * sizeof *meta);
-    rkv_node_mem_free(&t->mem, pins, (size_t)pins_cap * sizeof *pins);
-    rkv_node_mem_free(&t->mem, heap, (size_t)pins_cap * sizeof *heap);
+    rkv_pins_free(t, pins, heap, pins_cap);
     rkv_tree_prep_abort(t, &prep);
     return st;
 }
@@ -723,9 +725,7 @@ rkv_status rkv_tree_node_priority(const rkv_tree *tree, rkv_node node,
     if (tree == NULL || priority == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_node_priority: NULL");
     if (!rkv_tree_handle_ok(tree, node))
-        return rkv_set_error(RKV_ERR_STALE_HANDLE,
-                             "rkv_tree_node_priority: stale handle {%u, %u}",
-                             node.id, node.gen);
+        return rkv_tree_stale(node, "rkv_tree_node_priority");
     *priority = tree->retain.meta != NULL ? tree->retain.meta[node.id].prio : RKV_PRIORITY_DEFAULT;
     return RKV_OK;
 }

@@ -111,6 +111,7 @@ struct rkv_trace_reader {
 
 #define RKV_TRACE_CHUNK 65536u
 
+/* A reader with nothing to read yet, in *out (set only on success). */
 static rkv_status reader_new(const char *name, rkv_trace_reader **out)
 {
     if (!out)
@@ -133,13 +134,10 @@ rkv_status rkv_trace_reader_open_file(FILE *f, const char *name,
     if (!f)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_trace_reader_open_file: f is NULL");
-    rkv_trace_reader *r = NULL;
-    rkv_status st = reader_new(name, &r);
-    if (st != RKV_OK)
-        return st;
-    r->f = f;
-    *out = r;
-    return RKV_OK;
+    rkv_status st = reader_new(name, out);
+    if (st == RKV_OK)
+        (*out)->f = f;
+    return st;
 }
 
 #ifdef RKV_HAVE_ZLIB
@@ -155,15 +153,13 @@ static rkv_status open_gz(int fd, const char *path, const char *name,
         return rkv_set_error(e ? RKV_ERR_IO : RKV_ERR_NOMEM, "%s: %s", name,
                              e ? strerror(e) : "out of memory");
     }
-    rkv_trace_reader *r = NULL;
-    rkv_status st = reader_new(name, &r);
+    rkv_status st = reader_new(name, out);
     if (st != RKV_OK) {
         gzclose(gz);
         return st;
     }
     gzbuffer(gz, 1u << 17);
-    r->gz = gz;
-    *out = r;
+    (*out)->gz = gz;
     return RKV_OK;
 }
 #endif
@@ -211,14 +207,12 @@ rkv_status rkv_trace_reader_open_memory(const char *buf, size_t len,
     if (!buf && len)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "rkv_trace_reader_open_memory: buf is NULL");
-    rkv_trace_reader *r = NULL;
-    rkv_status st = reader_new(name, &r);
-    if (st != RKV_OK)
-        return st;
-    r->buf = buf ? buf : "";
-    r->len = len;
-    *out = r;
-    return RKV_OK;
+    rkv_status st = reader_new(name, out);
+    if (st == RKV_OK) {
+        (*out)->buf = buf ? buf : "";
+        (*out)->len = len;
+    }
+    return st;
 }
 
 rkv_status rkv_trace_reader_open_embedded(rkv_trace_reader **out)

@@ -444,3 +444,11 @@ Test(trace, random_mutations_never_crash)
     cr_assert_gt(bad, 0);
     cr_assert_gt(ok, 0);
 }
+
+/* A NULL out is refused by every opener, not written through. */
+Test(trace, openers_refuse_null_out)
+{
+    cr_assert_eq(rkv_trace_reader_open_memory("", 0, "m", NULL), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_trace_reader_open_file(stdin, "f", NULL), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_trace_reader_open_embedded(NULL), RKV_ERR_INVALID_ARG);
+}

@@ -430,6 +430,19 @@ static rkv_status mismatch(const rkv_disk_file *d, const char *field, unsigned l
                          d->path, field, file, mine);
 }
 
+/* What a store's file header records of it (the keyed flag and the
+ * file id are the seal's): written at create, checked at a warm reopen. */
+static void store_identity(const rkv_store *s, rkv_file_identity *fid)
+{
+    const rkv_disk_file *d = &s->disk;
+    *fid = (rkv_file_identity){.capacity = s->cap,
+                               .block_bytes = s->block_bytes,
+                               .record_bytes = d->record_bytes,
+                               .page_tokens = d->page_tokens,
+                               .layout_id = d->layout_id,
+                               .model_id = d->model_id};
+}
+
 /* The intact header in staging (take_existing read it) against the
  * store's identity: RKV_OK (origin WARM; a keyed store adopts the file
  * id its records were sealed under) or a refusal. */
@@ -445,18 +458,23 @@ static rkv_status warm_identity(rkv_store *s)
                              "with warm_restart 0 to start afresh)",
                              d->path, id.keyed ? "a keyed" : "an unkeyed",
                              d->keyed ? "keyed" : "unkeyed");
-    if (id.block_bytes != s->block_bytes)
-        return mismatch(d, "block_bytes", id.block_bytes, s->block_bytes);
-    if (id.page_tokens != d->page_tokens)
-        return mismatch(d, "page_tokens", id.page_tokens, d->page_tokens);
-    if (id.layout_id != d->layout_id)
-        return mismatch(d, "layout_id", id.layout_id, d->layout_id);
-    if (id.model_id != d->model_id)
-        return mismatch(d, "model_id", id.model_id, d->model_id);
-    if (id.capacity != s->cap)
-        return mismatch(d, "capacity_blocks", id.capacity, s->cap);
-    if (id.record_bytes != d->record_bytes)
-        return mismatch(d, "record_bytes", id.record_bytes, d->record_bytes);
+    rkv_file_identity mine;
+    store_identity(s, &mine);
+    /* the file's word against this store's, first difference reported */
+    const struct {
+        const char *field;
+        unsigned long long file, mine;
+    } same[] = {
+        {"block_bytes", id.block_bytes, mine.block_bytes},
+        {"page_tokens", id.page_tokens, mine.page_tokens},
+        {"layout_id", id.layout_id, mine.layout_id},
+        {"model_id", id.model_id, mine.model_id},
+        {"capacity_blocks", id.capacity, mine.capacity},
+        {"record_bytes", id.record_bytes, mine.record_bytes},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        if (same[i].file != same[i].mine)
+            return mismatch(d, same[i].field, same[i].file, same[i].mine);
     if (d->keyed) {
         if (!rkv_file_header_mac_ok(d->staging, &d->auth))
             return rkv_set_error(RKV_ERR_INVALID_ARG,
@@ -586,13 +604,7 @@ rkv_status rkv_disk_store_open(rkv_store *s, const rkv_store_config *cfg)
         return st;
     }
     rkv_file_identity fid;
-    memset(&fid, 0, sizeof fid);
-    fid.capacity = s->cap;
-    fid.block_bytes = s->block_bytes;
-    fid.record_bytes = d->record_bytes;
-    fid.page_tokens = d->page_tokens;
-    fid.layout_id = d->layout_id;
-    fid.model_id = d->model_id;
+    store_identity(s, &fid);
     rkv_file_header_seal_id(d->staging, &fid, d->keyed ? &d->auth : NULL);
     st = disk_io(d, 1, d->staging, RKV_REC_ALIGN, 0, NULL);
     memset(d->staging, 0, d->record_bytes);

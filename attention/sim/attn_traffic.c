@@ -127,6 +127,17 @@ static double device_bytes(void)
     return all;
 }
 
+/* The end of a run: the context, then its pool and the paged-KV tables. */
+static void run_free(rkv_attn *a, rkv_pool *pool, uint32_t *ids, uint32_t *indptr,
+                     uint32_t *last)
+{
+    rkv_attn_destroy(a);
+    rkv_pool_destroy(pool);
+    free(ids);
+    free(indptr);
+    free(last);
+}
+
 static void run_shape(const shape *s)
 {
     const uint32_t P = 16, es = 2, Hq = s->Hkv * s->G;
@@ -225,11 +236,7 @@ static void run_shape(const shape *s)
     CU(cudaFree(q));
     CU(cudaFree(out));
     CU(cudaFree(lse));
-    rkv_attn_destroy(a);
-    rkv_pool_destroy(pool);
-    free(ids);
-    free(indptr);
-    free(last);
+    run_free(a, pool, ids, indptr, last);
     free(qo);
     free(idx);
     free(shp);
@@ -300,11 +307,7 @@ static void run_mla(const char *name, uint32_t reqs, uint32_t H, uint32_t ctx)
     CU(cudaFree(qp));
     CU(cudaFree(out));
     CU(cudaFree(lse));
-    rkv_attn_destroy(a);
-    rkv_pool_destroy(pool);
-    free(ids);
-    free(indptr);
-    free(last);
+    run_free(a, pool, ids, indptr, last);
 }
 
 int main(int argc, char **argv)
