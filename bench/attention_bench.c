@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_util.h"
 #include "radixkv.h"
 
 #if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM) /* no GPU figures from the simulator */
@@ -104,14 +105,7 @@ static void tables_free(tables *t)
 static int make_pool(rkv_device dev, rkv_dtype dt, uint32_t nblocks, rkv_pool **pool,
                      rkv_attn **attn)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = nblocks;
-    pc.page_size = PAGE;
-    pc.num_layers = 1;
-    pc.num_kv_heads = HKV;
-    pc.head_dim = HD;
-    pc.dtype = dt;
+    rkv_pool_config pc = rkv_bench_pool_config(nblocks, PAGE, 1, HKV, HD, dt);
     pc.device = dev;
     rkv_status s = rkv_pool_create(&pc, pool);
     if (s != RKV_OK)

@@ -50,14 +50,7 @@ static double unit(void)
 static int make(rkv_dtype dt, uint32_t D, uint32_t group, uint32_t blocks, rkv_pool **pool,
                 rkv_attn **attn)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = blocks;
-    pc.page_size = P;
-    pc.num_layers = 1;
-    pc.num_kv_heads = H;
-    pc.head_dim = D;
-    pc.dtype = dt;
+    rkv_pool_config pc = rkv_bench_pool_config(blocks, P, 1, H, D, dt);
     pc.quant_group = group;
     pc.act_dtype = RKV_DTYPE_F32;
     if (rkv_pool_create(&pc, pool) != RKV_OK || rkv_attn_create(*pool, attn) != RKV_OK) {

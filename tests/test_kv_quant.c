@@ -82,16 +82,7 @@ static unsigned fp8_nearest(const fp8fmt *f, double x)
 static rkv_status make_pool(rkv_dtype dt, uint32_t D, uint32_t group, uint32_t H,
                             uint32_t P, uint32_t nblocks, rkv_pool **out)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = nblocks;
-    pc.page_size = P;
-    pc.num_layers = 2;
-    pc.num_kv_heads = H;
-    pc.head_dim = D;
-    pc.dtype = dt;
-    pc.quant_group = group;
-    pc.act_dtype = RKV_DTYPE_F32;
+    rkv_pool_config pc = tu_quant_config(nblocks, P, 2, H, D, dt, group, RKV_DTYPE_F32);
     return rkv_pool_create(&pc, out);
 }
 

@@ -24,6 +24,12 @@ rkv_pool_config tu_kv_config(uint32_t nblocks, uint32_t page, uint32_t layers,
                              uint32_t kv_heads, uint32_t head_dim,
                              rkv_device device);
 
+/* tu_kv_config's host config with quantized dtype dt: scales per group
+ * elements, activations (what is written and read) in act. */
+rkv_pool_config tu_quant_config(uint32_t nblocks, uint32_t page, uint32_t layers,
+                                uint32_t kv_heads, uint32_t head_dim, rkv_dtype dt,
+                                uint32_t group, rkv_dtype act);
+
 /* rkv_pool_config_init's config for the MLA latent layout: nblocks pages of
  * page tokens (0: the default page), layers of rows kv_lora_rank +
  * qk_rope_dim wide, in dt, on device. */
