@@ -22,8 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench/bench_util.h"
 #include "radixkv.h"
+#include "tests/support/pool_config.h"
 
 #if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM) /* no GPU figures from the simulator */
 #include <cublas_v2.h>
@@ -105,8 +105,8 @@ static void tables_free(tables *t)
 static int make_pool(rkv_device dev, rkv_dtype dt, uint32_t nblocks, rkv_pool **pool,
                      rkv_attn **attn)
 {
-    rkv_pool_config pc = rkv_bench_pool_config(nblocks, PAGE, 1, HKV, HD, dt);
-    pc.device = dev;
+    rkv_pool_config pc = tu_kv_config(nblocks, PAGE, 1, HKV, HD, dev);
+    pc.dtype = dt;
     rkv_status s = rkv_pool_create(&pc, pool);
     if (s != RKV_OK)
         return (int)s;

@@ -53,17 +53,3 @@ char *rkv_bench_find_trace(const char *arg)
     }
     return NULL;
 }
-
-rkv_pool_config rkv_bench_pool_config(uint32_t nblocks, uint32_t page, uint32_t layers,
-                                      uint32_t kv_heads, uint32_t head_dim, rkv_dtype dt)
-{
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = nblocks;
-    pc.page_size = page;
-    pc.num_layers = layers;
-    pc.num_kv_heads = kv_heads;
-    pc.head_dim = head_dim;
-    pc.dtype = dt;
-    return pc;
-}

@@ -23,6 +23,7 @@
 #include "attention/kv_codec.h"
 #include "bench/bench_util.h"
 #include "radixkv.h"
+#include "tests/support/pool_config.h"
 
 enum { H = 2, HQ = 8, P = 16 };
 
@@ -50,9 +51,7 @@ static double unit(void)
 static int make(rkv_dtype dt, uint32_t D, uint32_t group, uint32_t blocks, rkv_pool **pool,
                 rkv_attn **attn)
 {
-    rkv_pool_config pc = rkv_bench_pool_config(blocks, P, 1, H, D, dt);
-    pc.quant_group = group;
-    pc.act_dtype = RKV_DTYPE_F32;
+    rkv_pool_config pc = tu_quant_config(blocks, P, 1, H, D, dt, group, RKV_DTYPE_F32);
     if (rkv_pool_create(&pc, pool) != RKV_OK || rkv_attn_create(*pool, attn) != RKV_OK) {
         fprintf(stderr, "kv_quant_bench: %s\n", rkv_last_error());
         return 0;
