@@ -51,7 +51,10 @@ static double unit(void)
 static int make(rkv_dtype dt, uint32_t D, uint32_t group, uint32_t blocks, rkv_pool **pool,
                 rkv_attn **attn)
 {
-    rkv_pool_config pc = tu_quant_config(blocks, P, 1, H, D, dt, group, RKV_DTYPE_F32);
+    rkv_pool_config pc = tu_kv_config(blocks, P, 1, H, D, RKV_DEVICE_HOST);
+    pc.dtype = dt;
+    pc.quant_group = group;
+    pc.act_dtype = RKV_DTYPE_F32;
     if (rkv_pool_create(&pc, pool) != RKV_OK || rkv_attn_create(*pool, attn) != RKV_OK) {
         fprintf(stderr, "kv_quant_bench: %s\n", rkv_last_error());
         return 0;

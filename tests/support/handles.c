@@ -16,6 +16,18 @@ rkv_pool *tu_pool(uint32_t nblocks, uint32_t page)
     return p;
 }
 
+rkv_pool_config tu_quant_config(uint32_t nblocks, uint32_t page, uint32_t layers,
+                                uint32_t kv_heads, uint32_t head_dim, rkv_dtype dt,
+                                uint32_t group, rkv_dtype act)
+{
+    rkv_pool_config cfg =
+        tu_kv_config(nblocks, page, layers, kv_heads, head_dim, RKV_DEVICE_HOST);
+    cfg.dtype = dt;
+    cfg.quant_group = group;
+    cfg.act_dtype = act;
+    return cfg;
+}
+
 rkv_tree_config tu_tree_config(int policy, uint32_t max_pinned_pct)
 {
     rkv_tree_config tc;

@@ -20,6 +20,12 @@
 /* A pool of nblocks pages of page tokens without KV bytes. */
 rkv_pool *tu_pool(uint32_t nblocks, uint32_t page);
 
+/* tu_kv_config's host config with quantized dtype dt: scales per group
+ * elements, activations (what is written and read) in act. */
+rkv_pool_config tu_quant_config(uint32_t nblocks, uint32_t page, uint32_t layers,
+                                uint32_t kv_heads, uint32_t head_dim, rkv_dtype dt,
+                                uint32_t group, rkv_dtype act);
+
 /* rkv_tree_config_init's config with this evict policy and pin cap. */
 rkv_tree_config tu_tree_config(int policy, uint32_t max_pinned_pct);
 

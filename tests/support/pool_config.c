@@ -19,18 +19,6 @@ rkv_pool_config tu_kv_config(uint32_t nblocks, uint32_t page, uint32_t layers,
     return cfg;
 }
 
-rkv_pool_config tu_quant_config(uint32_t nblocks, uint32_t page, uint32_t layers,
-                                uint32_t kv_heads, uint32_t head_dim, rkv_dtype dt,
-                                uint32_t group, rkv_dtype act)
-{
-    rkv_pool_config cfg =
-        tu_kv_config(nblocks, page, layers, kv_heads, head_dim, RKV_DEVICE_HOST);
-    cfg.dtype = dt;
-    cfg.quant_group = group;
-    cfg.act_dtype = act;
-    return cfg;
-}
-
 rkv_pool_config tu_mla_config(uint32_t nblocks, uint32_t page, uint32_t layers,
                               uint32_t kv_lora_rank, uint32_t qk_rope_dim, rkv_dtype dt,
                               rkv_device device)

@@ -1,6 +1,6 @@
 /*
  * tests/support/pool_config.h -- rkv_pool_config builders for KV pools
- * (plain, quantized, MLA), shared by the tests and the attention
+ * (plain, MLA), shared by the tests and the attention
  * benchmarks; no Criterion here, so a benchmark links it alone. Builders
  * only fill in: everything not named is rkv_pool_config_init's default.
  */
@@ -16,12 +16,6 @@
 rkv_pool_config tu_kv_config(uint32_t nblocks, uint32_t page, uint32_t layers,
                              uint32_t kv_heads, uint32_t head_dim,
                              rkv_device device);
-
-/* tu_kv_config's host config with quantized dtype dt: scales per group
- * elements, activations (what is written and read) in act. */
-rkv_pool_config tu_quant_config(uint32_t nblocks, uint32_t page, uint32_t layers,
-                                uint32_t kv_heads, uint32_t head_dim, rkv_dtype dt,
-                                uint32_t group, rkv_dtype act);
 
 /* rkv_pool_config_init's config for the MLA latent layout: nblocks pages of
  * page tokens (0: the default page), layers of rows kv_lora_rank +
