@@ -479,13 +479,7 @@ static int gpu_bench(void)
 int main(void)
 {
     rkv_pool *probe = NULL;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 1;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 64;
-    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool_config pc = tu_kv_config(1, 0, 1, 1, 64, RKV_DEVICE_CUDA);
     rkv_status s = rkv_pool_create(&pc, &probe);
     rkv_pool_destroy(probe);
 #if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM) /* no GPU figures from the simulator */

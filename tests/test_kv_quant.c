@@ -519,13 +519,7 @@ Test(kv_quant, zero_rows_and_bf16_activations)
 {
     /* an all-zero row has scale 0 and reads back zeros; a bf16 act dtype
      * takes bf16 input and gives bf16 output */
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 2;
-    pc.page_size = 4;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 8;
+    rkv_pool_config pc = tu_kv_config(2, 4, 1, 1, 8, RKV_DEVICE_HOST);
     for (int i = 0; i < 4; i++) {
         pc.dtype = QDT[i];
         pc.quant_group = 8;
