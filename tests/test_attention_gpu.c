@@ -481,9 +481,7 @@ static void gpu_unsupported_head_dim(rkv_rng *rng)
     (void)rng; /* no random input */
     rkv_pool_config pc = tu_kv_config(2, 0, 1, 1, 96, RKV_DEVICE_CUDA);
     rkv_pool *p;
-    OK(rkv_pool_create(&pc, &p));
-    rkv_attn *a;
-    OK(rkv_attn_create(p, &a));
+    rkv_attn *a = tu_attn_pool(&pc, &p);
     uint32_t b;
     OK(rkv_pool_alloc(p, &b));
     uint32_t indptr[2] = {0, 1}, last[1] = {3};

@@ -524,9 +524,7 @@ Test(kv_quant, zero_rows_and_bf16_activations)
         pc.dtype = QDT[i];
         pc.quant_group = 8;
         rkv_pool *pool;
-        OK(rkv_pool_create(&pc, &pool));
-        rkv_attn *attn;
-        OK(rkv_attn_create(pool, &attn));
+        rkv_attn *attn = tu_attn_pool(&pc, &pool);
         rkv_block_id b;
         OK(rkv_pool_alloc(pool, &b));
         uint16_t k[8] = {0}, v[8], q[8], out[8];

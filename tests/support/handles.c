@@ -28,6 +28,14 @@ rkv_pool_config tu_quant_config(uint32_t nblocks, uint32_t page, uint32_t layers
     return cfg;
 }
 
+rkv_attn *tu_attn_pool(const rkv_pool_config *cfg, rkv_pool **pool)
+{
+    OK(rkv_pool_create(cfg, pool));
+    rkv_attn *attn = NULL;
+    OK(rkv_attn_create(*pool, &attn));
+    return attn;
+}
+
 rkv_tree_config tu_tree_config(int policy, uint32_t max_pinned_pct)
 {
     rkv_tree_config tc;

@@ -26,6 +26,9 @@ rkv_pool_config tu_quant_config(uint32_t nblocks, uint32_t page, uint32_t layers
                                 uint32_t kv_heads, uint32_t head_dim, rkv_dtype dt,
                                 uint32_t group, rkv_dtype act);
 
+/* A pool of cfg in *pool and its attention context (both must create). */
+rkv_attn *tu_attn_pool(const rkv_pool_config *cfg, rkv_pool **pool);
+
 /* rkv_tree_config_init's config with this evict policy and pin cap. */
 rkv_tree_config tu_tree_config(int policy, uint32_t max_pinned_pct);
 
