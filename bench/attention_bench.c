@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "radixkv.h"
+#include "tests/support/pool_config.h"
 
 #if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM) /* no GPU figures from the simulator */
 #include <cublas_v2.h>
@@ -104,15 +105,8 @@ static void tables_free(tables *t)
 static int make_pool(rkv_device dev, rkv_dtype dt, uint32_t nblocks, rkv_pool **pool,
                      rkv_attn **attn)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = nblocks;
-    pc.page_size = PAGE;
-    pc.num_layers = 1;
-    pc.num_kv_heads = HKV;
-    pc.head_dim = HD;
+    rkv_pool_config pc = tu_kv_config(nblocks, PAGE, 1, HKV, HD, dev);
     pc.dtype = dt;
-    pc.device = dev;
     rkv_status s = rkv_pool_create(&pc, pool);
     if (s != RKV_OK)
         return (int)s;
@@ -485,13 +479,7 @@ static int gpu_bench(void)
 int main(void)
 {
     rkv_pool *probe = NULL;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 1;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 64;
-    pc.device = RKV_DEVICE_CUDA;
+    rkv_pool_config pc = tu_kv_config(1, 0, 1, 1, 64, RKV_DEVICE_CUDA);
     rkv_status s = rkv_pool_create(&pc, &probe);
     rkv_pool_destroy(probe);
 #if defined(RKV_HAVE_CUDA) && !defined(RKV_CUDASIM) /* no GPU figures from the simulator */

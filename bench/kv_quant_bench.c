@@ -23,6 +23,7 @@
 #include "attention/kv_codec.h"
 #include "bench/bench_util.h"
 #include "radixkv.h"
+#include "tests/support/pool_config.h"
 
 enum { H = 2, HQ = 8, P = 16 };
 
@@ -50,13 +51,7 @@ static double unit(void)
 static int make(rkv_dtype dt, uint32_t D, uint32_t group, uint32_t blocks, rkv_pool **pool,
                 rkv_attn **attn)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = blocks;
-    pc.page_size = P;
-    pc.num_layers = 1;
-    pc.num_kv_heads = H;
-    pc.head_dim = D;
+    rkv_pool_config pc = tu_kv_config(blocks, P, 1, H, D, RKV_DEVICE_HOST);
     pc.dtype = dt;
     pc.quant_group = group;
     pc.act_dtype = RKV_DTYPE_F32;

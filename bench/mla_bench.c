@@ -19,6 +19,7 @@
 #include "bench/bench_util.h"
 #include "radixkv.h"
 #include "tests/support/mla_ref.h"
+#include "tests/support/pool_config.h"
 
 static uint64_t rng_state;
 static float urand(void)
@@ -81,15 +82,7 @@ static int run(rkv_dtype dt, uint32_t H, uint32_t T)
     to_dtype(dt, ql, ql_d, (size_t)H * R);
     to_dtype(dt, qp, qp_d, (size_t)H * E);
 
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = npages;
-    pc.page_size = P;
-    pc.num_layers = 1;
-    pc.layout = RKV_LAYOUT_MLA;
-    pc.kv_lora_rank = R;
-    pc.qk_rope_dim = E;
-    pc.dtype = dt;
+    rkv_pool_config pc = tu_mla_config(npages, P, 1, R, E, dt, RKV_DEVICE_HOST);
     rkv_pool *pool;
     rkv_attn *attn;
     if (rkv_pool_create(&pc, &pool) != RKV_OK || rkv_attn_create(pool, &attn) != RKV_OK ||

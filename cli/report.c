@@ -541,20 +541,15 @@ void rkv_report_text(FILE *f, const rkv_replay_config *cfg,
                 r->match_ns / 1e3, r->alloc_ns / 1e3, r->insert_ns / 1e3);
     } else {
         const rkv_cost_model *m = &cfg->cost;
+        char kv[64];
         if (m->kv_lora_rank > 0)
-            fprintf(f, "  model          %.3gB params, %u layers, MLA latent %u + %u "
-                       "(%.0f KV bytes/token), on %g TFLOP/s, %g TB/s (mfu %g, "
-                       "mbu %g)\n",
-                    m->params / 1e9, m->layers, m->kv_lora_rank, m->qk_rope_dim,
-                    rkv_cost_kv_bytes_per_token(m), m->peak_tflops, m->bandwidth_tbs,
-                    m->mfu, m->mbu);
+            snprintf(kv, sizeof kv, "MLA latent %u + %u", m->kv_lora_rank, m->qk_rope_dim);
         else
-            fprintf(f, "  model          %.3gB params, %u layers, %u KV heads x %u "
-                       "(%.0f KV bytes/token), on %g TFLOP/s, %g TB/s (mfu %g, "
-                       "mbu %g)\n",
-                    m->params / 1e9, m->layers, m->kv_heads, m->head_dim,
-                    rkv_cost_kv_bytes_per_token(m), m->peak_tflops, m->bandwidth_tbs,
-                    m->mfu, m->mbu);
+            snprintf(kv, sizeof kv, "%u KV heads x %u", m->kv_heads, m->head_dim);
+        fprintf(f, "  model          %.3gB params, %u layers, %s (%.0f KV bytes/token), on "
+                   "%g TFLOP/s, %g TB/s (mfu %g, mbu %g)\n",
+                m->params / 1e9, m->layers, kv, rkv_cost_kv_bytes_per_token(m),
+                m->peak_tflops, m->bandwidth_tbs, m->mfu, m->mbu);
         if (r->rejected_requests)
             fprintf(f, "  rejected       %s requests larger than the whole pool\n",
                     commas(a, sizeof a, r->rejected_requests));

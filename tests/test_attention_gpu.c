@@ -481,9 +481,7 @@ static void gpu_unsupported_head_dim(rkv_rng *rng)
     (void)rng; /* no random input */
     rkv_pool_config pc = tu_kv_config(2, 0, 1, 1, 96, RKV_DEVICE_CUDA);
     rkv_pool *p;
-    OK(rkv_pool_create(&pc, &p));
-    rkv_attn *a;
-    OK(rkv_attn_create(p, &a));
+    rkv_attn *a = tu_attn_pool(&pc, &p);
     uint32_t b;
     OK(rkv_pool_alloc(p, &b));
     uint32_t indptr[2] = {0, 1}, last[1] = {3};
@@ -508,16 +506,7 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
                        uint32_t group)
 {
     enum { NB = 12, P = 16, H = 2, HQ = 4 };
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = NB;
-    pc.page_size = P;
-    pc.num_layers = 2;
-    pc.num_kv_heads = H;
-    pc.head_dim = D;
-    pc.dtype = kdt;
-    pc.quant_group = group;
-    pc.act_dtype = act;
+    rkv_pool_config pc = tu_quant_config(NB, P, 2, H, D, kdt, group, act);
     rkv_pool *hp, *dp;
     OK(rkv_pool_create(&pc, &hp));
     pc.device = RKV_DEVICE_CUDA;

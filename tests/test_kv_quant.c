@@ -82,16 +82,7 @@ static unsigned fp8_nearest(const fp8fmt *f, double x)
 static rkv_status make_pool(rkv_dtype dt, uint32_t D, uint32_t group, uint32_t H,
                             uint32_t P, uint32_t nblocks, rkv_pool **out)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = nblocks;
-    pc.page_size = P;
-    pc.num_layers = 2;
-    pc.num_kv_heads = H;
-    pc.head_dim = D;
-    pc.dtype = dt;
-    pc.quant_group = group;
-    pc.act_dtype = RKV_DTYPE_F32;
+    rkv_pool_config pc = tu_quant_config(nblocks, P, 2, H, D, dt, group, RKV_DTYPE_F32);
     return rkv_pool_create(&pc, out);
 }
 
@@ -528,20 +519,12 @@ Test(kv_quant, zero_rows_and_bf16_activations)
 {
     /* an all-zero row has scale 0 and reads back zeros; a bf16 act dtype
      * takes bf16 input and gives bf16 output */
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 2;
-    pc.page_size = 4;
-    pc.num_layers = 1;
-    pc.num_kv_heads = 1;
-    pc.head_dim = 8;
+    rkv_pool_config pc = tu_kv_config(2, 4, 1, 1, 8, RKV_DEVICE_HOST);
     for (int i = 0; i < 4; i++) {
         pc.dtype = QDT[i];
         pc.quant_group = 8;
         rkv_pool *pool;
-        OK(rkv_pool_create(&pc, &pool));
-        rkv_attn *attn;
-        OK(rkv_attn_create(pool, &attn));
+        rkv_attn *attn = tu_attn_pool(&pc, &pool);
         rkv_block_id b;
         OK(rkv_pool_alloc(pool, &b));
         uint16_t k[8] = {0}, v[8], q[8], out[8];

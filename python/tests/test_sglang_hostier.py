@@ -69,6 +69,14 @@ def serve(cache, alloc, k, v, tokens, seed):
     return vals
 
 
+def demote(cache, alloc, k, v, tokens, seed, pages):
+    """Serves tokens, evicts pages pages from the device (to the host tier)
+    and returns the match of tokens after it."""
+    serve(cache, alloc, k, v, tokens, seed=seed)
+    cache.evict(pages * P)
+    return cache.match_prefix(RadixKey(tokens))
+
+
 def no_leaks(cache, pool, host):
     cache.sanity_check()
     pool.check()
@@ -130,9 +138,7 @@ def test_partial_device_prefix_then_host_part():
 def test_locks_taken_while_loading_move_to_the_loaded_path():
     cache, alloc, pool, k, v, host = make()
     a = list(range(3 * P))
-    serve(cache, alloc, k, v, a, seed=3)
-    cache.evict(3 * P)
-    r = cache.match_prefix(RadixKey(a))
+    r = demote(cache, alloc, k, v, a, seed=3, pages=3)
     idx, node = cache.init_load_back(r.last_host_node, r.host_hit_length)
     cache.inc_lock_ref(node)
     cache.inc_lock_ref(node)
@@ -149,17 +155,13 @@ def test_locks_taken_while_loading_move_to_the_loaded_path():
 def test_stale_node_after_reset_or_host_eviction_raises():
     cache, alloc, pool, k, v, host = make(host_blocks=2)
     a = list(range(2 * P))
-    serve(cache, alloc, k, v, a, seed=4)
-    cache.evict(2 * P)
-    r = cache.match_prefix(RadixKey(a))
+    r = demote(cache, alloc, k, v, a, seed=4, pages=2)
     assert r.host_hit_length == 2 * P
     cache.reset()
     with pytest.raises(radixkv.StaleHandleError):
         cache.init_load_back(r.last_host_node, r.host_hit_length)
     # the host tier evicts the path (it holds 2 pages): the match is stale
-    serve(cache, alloc, k, v, a, seed=5)
-    cache.evict(2 * P)
-    r = cache.match_prefix(RadixKey(a))
+    r = demote(cache, alloc, k, v, a, seed=5, pages=2)
     b = list(range(500, 500 + 2 * P))
     serve(cache, alloc, k, v, b, seed=6)
     cache.evict(2 * P)  # b's pages push a's out of the host tier
@@ -171,9 +173,7 @@ def test_stale_node_after_reset_or_host_eviction_raises():
 def test_no_room_on_the_device_raises_no_space_and_changes_nothing():
     cache, alloc, pool, k, v, host = make()
     a = list(range(4 * P))
-    serve(cache, alloc, k, v, a, seed=7)
-    cache.evict(4 * P)
-    r = cache.match_prefix(RadixKey(a))
+    r = demote(cache, alloc, k, v, a, seed=7, pages=4)
     held = alloc.alloc((NB - 2) * P)  # the server holds all but 2 pages
     with pytest.raises(radixkv.NoSpaceError):
         cache.init_load_back(r.last_host_node, r.host_hit_length)
@@ -201,9 +201,7 @@ def test_bad_arguments():
     with pytest.raises(radixkv.InvalidArgError):  # past the pool
         cache.insert(RadixKey(a), np.arange(NB * P, NB * P + 2 * P))
     assert cache.total_size() == 0
-    serve(cache, alloc, k, v, a, seed=8)
-    cache.evict(2 * P)
-    r = cache.match_prefix(RadixKey(a))
+    r = demote(cache, alloc, k, v, a, seed=8, pages=2)
     with pytest.raises(radixkv.InvalidArgError):
         cache.load_back_start(r.last_host_node, 3 * P)
     plain = RadixKVCache(None, None, P)
@@ -309,9 +307,7 @@ def test_inserting_a_key_whose_pages_sit_in_the_host_tier():
     frees the rest, and no page is lost or held twice."""
     cache, alloc, pool, k, v, host = make()
     a = list(range(3 * P))
-    serve(cache, alloc, k, v, a, seed=11)
-    cache.evict(2 * P)  # pages 1 and 2 in the host tier
-    r = cache.match_prefix(RadixKey(a))
+    r = demote(cache, alloc, k, v, a, seed=11, pages=2)  # pages 1 and 2 in the host tier
     assert len(r.device_indices) == P and r.host_hit_length == 2 * P
     slots = as_np(alloc.alloc(2 * P)).astype(np.int64)
     vals = np.concatenate([as_np(r.device_indices), slots])

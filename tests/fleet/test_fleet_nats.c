@@ -240,6 +240,27 @@ static uint64_t stat_value(const char *text, const char *name)
     return (uint64_t)harness_stat_value(text, name);
 }
 
+/* Two instances up with this heartbeat timeout, churned from seed until
+ * instance busy caches something, and the router agreeing with live. */
+static void two_up_agreed(fleet *f, const char *hb_timeout_ms, const int *live,
+                          uint64_t seed, int busy, const char *when)
+{
+    bring_up(f, hb_timeout_ms, 2);
+    churn(f, 200, seed);
+    cr_assert_gt(total_pages(f, busy), 0);
+    wait_agree(f, live, 8000, when);
+}
+
+/* The last step of a scenario: more churn the router must agree with
+ * (live), then everything down. */
+static void churn_agree_down(fleet *f, const int *live, int steps, uint64_t seed,
+                             const char *when)
+{
+    churn(f, steps, seed);
+    wait_agree(f, live, 8000, when);
+    teardown(f);
+}
+
 Test(fleet_nats, routes_match_trees_and_survive_kill9)
 {
     HARNESS_REQUIRE_SERVER();
@@ -260,40 +281,30 @@ Test(fleet_nats, routes_match_trees_and_survive_kill9)
     cr_assert(stats(&f, text, sizeof text, 1000));
     cr_assert_gt(stat_value(text, "radixkv_router_events_applied_total"), 0,
                  "the restarted router applied no event from the stream");
-    churn(&f, 200, 3);
-    wait_agree(&f, live, 8000, "after more churn");
-    teardown(&f);
+    churn_agree_down(&f, live, 200, 3, "after more churn");
 }
 
 Test(fleet_nats, silent_instance_leaves_routing_and_comes_back)
 {
     HARNESS_REQUIRE_SERVER();
     fleet f;
-    bring_up(&f, "800", 2);
     int live[MAXI] = {1, 1, 0};
-    churn(&f, 200, 4);
-    cr_assert_gt(total_pages(&f, 1), 0);
-    wait_agree(&f, live, 8000, "before the silence");
+    two_up_agreed(&f, "800", live, 4, 1, "before the silence");
     f.paused[1] = 1; /* instance 2 stops heartbeating (and publishing) */
     live[1] = 0;
     wait_agree(&f, live, 5000, "after instance 2 went silent");
     f.paused[1] = 0;
     live[1] = 1;
-    churn(&f, 50, 5);
-    wait_agree(&f, live, 8000, "after instance 2 came back");
-    teardown(&f);
+    churn_agree_down(&f, live, 50, 5, "after instance 2 came back");
 }
 
 Test(fleet_nats, reset_instance_gets_no_old_prefixes)
 {
     HARNESS_REQUIRE_SERVER();
     fleet f;
-    bring_up(&f, "3000", 2);
-    int live[MAXI] = {1, 1, 0};
-    churn(&f, 200, 6);
-    cr_assert_gt(total_pages(&f, 0), 0);
-    wait_agree(&f, live, 8000, "before the reset");
     evd *a = &f.in[0];
+    int live[MAXI] = {1, 1, 0};
+    two_up_agreed(&f, "3000", live, 6, 0, "before the reset");
     while (a->nleases > 0)
         cr_assert_eq(rkv_tree_unlock(a->tree, &a->leases[--a->nleases]), RKV_OK);
     cr_assert_eq(rkv_tree_reset(a->tree), RKV_OK, "%s", rkv_last_error());

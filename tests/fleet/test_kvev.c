@@ -89,6 +89,40 @@ static void mp_f64(mp *m, double d)
 
 #define BS 4u
 
+/* An array of n hashes, each as uint64. */
+static void mp_keys(mp *m, const uint64_t *keys, uint32_t n)
+{
+    mp_arr(m, n);
+    for (uint32_t i = 0; i < n; i++)
+        mp_u64(m, keys[i]);
+}
+/* A batch's opening: an array of len fields (ts, events, and with 3 the
+ * data-parallel rank after them), ts 0, and an events array of one. */
+static void mp_batch1(mp *m, uint32_t len)
+{
+    mp_arr(m, len);
+    mp_int(m, 0);
+    mp_arr(m, 1);
+}
+/* An event in array form: its length (the type tag included), then the tag. */
+static void mp_event(mp *m, uint32_t n, const char *type)
+{
+    mp_arr(m, n);
+    mp_str(m, type);
+}
+/* A map entry whose value is a string. */
+static void mp_kv_str(mp *m, const char *key, const char *val)
+{
+    mp_str(m, key);
+    mp_str(m, val);
+}
+/* A map entry whose value is an integer. */
+static void mp_kv_int(mp *m, const char *key, int64_t v)
+{
+    mp_str(m, key);
+    mp_int(m, v);
+}
+
 static void tokens_for(int32_t *t, uint32_t n, int32_t base)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -199,34 +233,25 @@ Test(kvev, maps_signed_bytes_unknown)
         mp_int(&m, t[i]);
     mp_str(&m, "parent_block_hash");
     mp_nil(&m);
-    mp_str(&m, "block_size");
-    mp_int(&m, BS);
-    mp_str(&m, "lora_name");
-    mp_str(&m, "adapter-a");
-    mp_str(&m, "medium");
-    mp_str(&m, "GPU");
-    mp_str(&m, "type");
-    mp_str(&m, "BlockStored");
+    mp_kv_int(&m, "block_size", BS);
+    mp_kv_str(&m, "lora_name", "adapter-a");
+    mp_kv_str(&m, "medium", "GPU");
+    mp_kv_str(&m, "type", "BlockStored");
     /* 2: an event type from the future, with fields: ignored */
-    mp_arr(&m, 3);
-    mp_str(&m, "BlockPinned");
+    mp_event(&m, 3, "BlockPinned");
     mp_arr(&m, 1);
     mp_int(&m, 1);
     mp_str(&m, "GPU");
     /* 3: BlockRemoved as an array, the signed hash as its unsigned bits,
      * medium absent, an extra trailing field */
-    mp_arr(&m, 2);
-    mp_str(&m, "BlockRemoved");
+    mp_event(&m, 2, "BlockRemoved");
     mp_arr(&m, 1);
     mp_u64(&m, (uint64_t)-5);
     /* 4: AllBlocksCleared with a trailing field */
-    mp_arr(&m, 2);
-    mp_str(&m, "AllBlocksCleared");
+    mp_event(&m, 2, "AllBlocksCleared");
     mp_int(&m, 3);
-    mp_str(&m, "ts");
-    mp_int(&m, 12);
-    mp_str(&m, "data_parallel_rank");
-    mp_int(&m, 2);
+    mp_kv_int(&m, "ts", 12);
+    mp_kv_int(&m, "data_parallel_rank", 2);
     mp_str(&m, "another");
     mp_arr(&m, 0);
     rkv_kvev_batch *b = new_batch();
@@ -270,11 +295,8 @@ Test(kvev, hostile_counts_depth_caps)
     cr_assert_eq(rkv_kvev_decode(huge, sizeof huge, b), RKV_ERR_FORMAT);
     /* deep nesting inside an unknown field */
     mp *m = calloc(1, sizeof *m);
-    mp_arr(m, 3);
-    mp_int(m, 0);
-    mp_arr(m, 1);
-    mp_arr(m, 2);
-    mp_str(m, "AllBlocksCleared");
+    mp_batch1(m, 3);
+    mp_event(m, 2, "AllBlocksCleared");
     for (int i = 0; i < 1000; i++)
         mp_byte(m, 0x91);
     mp_nil(m);
@@ -288,11 +310,8 @@ Test(kvev, hostile_counts_depth_caps)
     rkv_kvev_batch small;
     cr_assert_eq(rkv_kvev_batch_init(&small, &lim), RKV_OK);
     m->n = 0;
-    mp_arr(m, 3);
-    mp_int(m, 0);
-    mp_arr(m, 1);
-    mp_arr(m, 2);
-    mp_str(m, "BlockRemoved");
+    mp_batch1(m, 3);
+    mp_event(m, 2, "BlockRemoved");
     mp_arr(m, 3);
     for (int i = 0; i < 3; i++)
         mp_int(m, i);
@@ -303,11 +322,8 @@ Test(kvev, hostile_counts_depth_caps)
     const char *why[] = {"token", "block_size", "64 bytes"};
     for (int k = 0; k < 3; k++) {
         m->n = 0;
-        mp_arr(m, 3);
-        mp_int(m, 0);
-        mp_arr(m, 1);
-        mp_arr(m, 5);
-        mp_str(m, "BlockStored");
+        mp_batch1(m, 3);
+        mp_event(m, 5, "BlockStored");
         mp_arr(m, 1);
         if (k == 2) {
             uint8_t big[65] = {0};
@@ -329,20 +345,30 @@ Test(kvev, hostile_counts_depth_caps)
 }
 
 /* ---- the bridge ------------------------------------------------------------ */
+/* A bridge of cfg; creating it must succeed. */
+static rkv_bridge *new_bridge(const rkv_bridge_config *cfg)
+{
+    rkv_bridge *br = NULL;
+    cr_assert_eq(rkv_bridge_create(cfg, &br), RKV_OK, "%s", rkv_last_error());
+    return br;
+}
+
+static void feed(rkv_bridge *br, rkv_kvev_batch *b, const mp *m)
+{
+    cr_assert_eq(rkv_kvev_decode(m->b, m->n, b), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_bridge_apply(br, b), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_bridge_check(br), RKV_OK, "%s", rkv_last_error());
+}
+
 /* A batch of one array-form BlockStored: engine hashes keys[0..n), parent
  * key (0: nil), tokens, medium. */
 static size_t stored_batch(mp *m, const uint64_t *keys, uint32_t n, uint64_t parent,
                            const int32_t *t, const char *medium)
 {
     m->n = 0;
-    mp_arr(m, 3);
-    mp_int(m, 0);
-    mp_arr(m, 1);
-    mp_arr(m, 7);
-    mp_str(m, "BlockStored");
-    mp_arr(m, n);
-    for (uint32_t i = 0; i < n; i++)
-        mp_u64(m, keys[i]);
+    mp_batch1(m, 3);
+    mp_event(m, 7, "BlockStored");
+    mp_keys(m, keys, n);
     if (parent)
         mp_u64(m, parent);
     else
@@ -360,24 +386,36 @@ static size_t stored_batch(mp *m, const uint64_t *keys, uint32_t n, uint64_t par
 static size_t removed_batch(mp *m, const uint64_t *keys, uint32_t n, const char *medium)
 {
     m->n = 0;
-    mp_arr(m, 3);
-    mp_int(m, 0);
-    mp_arr(m, 1);
-    mp_arr(m, 3);
-    mp_str(m, "BlockRemoved");
-    mp_arr(m, n);
-    for (uint32_t i = 0; i < n; i++)
-        mp_u64(m, keys[i]);
+    mp_batch1(m, 3);
+    mp_event(m, 3, "BlockRemoved");
+    mp_keys(m, keys, n);
     mp_str(m, medium);
     mp_nil(m);
     return m->n;
 }
 
-static void feed(rkv_bridge *br, rkv_kvev_batch *b, const mp *m)
+/* stored_batch's batch (in m), fed to br. */
+static void feed_stored(rkv_bridge *br, rkv_kvev_batch *b, mp *m, const uint64_t *keys,
+                        uint32_t n, uint64_t parent, const int32_t *t, const char *medium)
 {
-    cr_assert_eq(rkv_kvev_decode(m->b, m->n, b), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_bridge_apply(br, b), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_bridge_check(br), RKV_OK, "%s", rkv_last_error());
+    stored_batch(m, keys, n, parent, t, medium);
+    feed(br, b, m);
+}
+
+/* removed_batch's batch (in m), fed to br. */
+static void feed_removed(rkv_bridge *br, rkv_kvev_batch *b, mp *m, const uint64_t *keys,
+                         uint32_t n, const char *medium)
+{
+    removed_batch(m, keys, n, medium);
+    feed(br, b, m);
+}
+
+/* br's counters; reading them must succeed. */
+static rkv_bridge_stats bridge_stats(rkv_bridge *br)
+{
+    rkv_bridge_stats st;
+    cr_assert_eq(rkv_bridge_get_stats(br, &st), RKV_OK, "%s", rkv_last_error());
+    return st;
 }
 
 static uint32_t drain(rkv_bridge *br, rkv_event *ev, uint32_t cap)
@@ -391,8 +429,7 @@ Test(bridge, rehashes_removes_dedups)
 {
     rkv_bridge_config cfg;
     rkv_bridge_config_init(&cfg);
-    rkv_bridge *br = NULL;
-    cr_assert_eq(rkv_bridge_create(&cfg, &br), RKV_OK);
+    rkv_bridge *br = new_bridge(&cfg);
     rkv_kvev_batch *b = new_batch();
     mp *m = calloc(1, sizeof *m);
     int32_t t[20 * BS];
@@ -405,10 +442,8 @@ Test(bridge, rehashes_removes_dedups)
     /* 20 pages in two engine events: radixkv events of at most 16 hashes,
      * chained from the root, the second event's first page under the
      * first's last */
-    stored_batch(m, keys, 12, 0, t, "GPU");
-    feed(br, b, m);
-    stored_batch(m, keys + 12, 8, keys[11], t + 12 * BS, "GPU");
-    feed(br, b, m);
+    feed_stored(br, b, m, keys, 12, 0, t, "GPU");
+    feed_stored(br, b, m, keys + 12, 8, keys[11], t + 12 * BS, "GPU");
     rkv_event ev[64];
     uint32_t n = drain(br, ev, 64);
     cr_assert_eq(n, 2);
@@ -425,32 +460,26 @@ Test(bridge, rehashes_removes_dedups)
     /* the same tokens under other engine hashes (an engine hashing extra
      * keys): no second announcement; removing one copy keeps the page */
     uint64_t other[3] = {5000, 5001, 5002};
-    stored_batch(m, other, 3, 0, t, "GPU");
-    feed(br, b, m);
+    feed_stored(br, b, m, other, 3, 0, t, "GPU");
     cr_assert_eq(drain(br, ev, 64), 0);
-    removed_batch(m, other, 3, "GPU");
-    feed(br, b, m);
+    feed_removed(br, b, m, other, 3, "GPU");
     cr_assert_eq(drain(br, ev, 64), 0);
     /* the CPU copy of page 19 is its own (page, medium) */
-    stored_batch(m, keys + 19, 1, keys[18], t + 19 * BS, "CPU_PINNED");
-    feed(br, b, m);
+    feed_stored(br, b, m, keys + 19, 1, keys[18], t + 19 * BS, "CPU_PINNED");
     cr_assert_eq(drain(br, ev, 64), 1);
     cr_assert_eq(ev[0].medium, RKV_MEDIUM_HOST);
     cr_assert_eq(ev[0].hashes[0], h[19]);
     /* removing pages 18, 19 (GPU) withdraws them there */
-    removed_batch(m, keys + 18, 2, "GPU");
-    feed(br, b, m);
+    feed_removed(br, b, m, keys + 18, 2, "GPU");
     cr_assert_eq(drain(br, ev, 64), 1);
     cr_assert_eq(ev[0].kind, RKV_EVENT_BLOCK_REMOVED);
     cr_assert_eq(ev[0].num_hashes, 2);
     cr_assert_eq(ev[0].hashes[1], h[19]);
     /* a child of the removed page 18 cannot be placed: counted, not sent */
     uint64_t orphan = 7000;
-    stored_batch(m, &orphan, 1, keys[18], t, "GPU");
-    feed(br, b, m);
+    feed_stored(br, b, m, &orphan, 1, keys[18], t, "GPU");
     cr_assert_eq(drain(br, ev, 64), 0);
-    rkv_bridge_stats st;
-    cr_assert_eq(rkv_bridge_get_stats(br, &st), RKV_OK);
+    rkv_bridge_stats st = bridge_stats(br);
     cr_assert_eq(st.orphans, 1);
     cr_assert_eq(st.pages, 19, "18 on the GPU, 1 on the CPU");
     /* the snapshot is that state */
@@ -486,8 +515,7 @@ Test(bridge, short_tokens_unknown_medium_full_ring)
     rkv_bridge_config_init(&cfg);
     cfg.event_ring = 4;
     cfg.max_blocks = 6;
-    rkv_bridge *br = NULL;
-    cr_assert_eq(rkv_bridge_create(&cfg, &br), RKV_OK);
+    rkv_bridge *br = new_bridge(&cfg);
     rkv_kvev_batch *b = new_batch();
     mp *m = calloc(1, sizeof *m);
     int32_t t[8 * BS];
@@ -496,11 +524,8 @@ Test(bridge, short_tokens_unknown_medium_full_ring)
     /* tokens for 2 of 3 blocks (and no trailing fields): the third is
      * skipped */
     m->n = 0;
-    mp_arr(m, 2);
-    mp_int(m, 0);
-    mp_arr(m, 1);
-    mp_arr(m, 5);
-    mp_str(m, "BlockStored");
+    mp_batch1(m, 2);
+    mp_event(m, 5, "BlockStored");
     mp_arr(m, 3);
     for (int i = 0; i < 3; i++)
         mp_u64(m, keys[i]);
@@ -510,28 +535,21 @@ Test(bridge, short_tokens_unknown_medium_full_ring)
         mp_int(m, t[i]);
     mp_int(m, BS);
     feed(br, b, m);
-    rkv_bridge_stats st;
-    rkv_bridge_get_stats(br, &st);
+    rkv_bridge_stats st = bridge_stats(br);
     cr_assert_eq(st.no_tokens, 1);
     cr_assert_eq(st.blocks, 2);
-    stored_batch(m, keys + 2, 1, keys[1], t + 2 * BS, "NVME_SOMEDAY");
-    feed(br, b, m);
-    rkv_bridge_get_stats(br, &st);
-    cr_assert_eq(st.unknown_medium, 1);
+    feed_stored(br, b, m, keys + 2, 1, keys[1], t + 2 * BS, "NVME_SOMEDAY");
+    cr_assert_eq(bridge_stats(br).unknown_medium, 1);
     /* one engine event per radixkv event: 1 so far; three more single
      * stores fill the 4-slot ring (the last slot takes a RESYNC) */
-    for (uint32_t i = 2; i < 6; i++) {
-        stored_batch(m, keys + i, 1, keys[i - 1], t + i * BS, "GPU");
-        feed(br, b, m);
-    }
-    rkv_bridge_get_stats(br, &st);
+    for (uint32_t i = 2; i < 6; i++)
+        feed_stored(br, b, m, keys + i, 1, keys[i - 1], t + i * BS, "GPU");
+    st = bridge_stats(br);
     cr_assert_eq(st.blocks, 6);
     cr_assert_eq(st.lost_events, 2);
     /* max_blocks: the seventh is skipped */
-    stored_batch(m, keys + 6, 1, keys[5], t + 6 * BS, "GPU");
-    feed(br, b, m);
-    rkv_bridge_get_stats(br, &st);
-    cr_assert_eq(st.full, 1);
+    feed_stored(br, b, m, keys + 6, 1, keys[5], t + 6 * BS, "GPU");
+    cr_assert_eq(bridge_stats(br).full, 1);
     rkv_event ev[8];
     uint32_t n = drain(br, ev, 8);
     cr_assert_eq(n, 4);
@@ -545,8 +563,7 @@ Test(bridge, short_tokens_unknown_medium_full_ring)
     cr_assert_eq(ns, 6);
     cr_assert_eq(seq, ev[3].seq + ev[3].lost - 1);
     /* recording resumes after the marker is drained */
-    removed_batch(m, keys + 5, 1, "GPU");
-    feed(br, b, m);
+    feed_removed(br, b, m, keys + 5, 1, "GPU");
     cr_assert_eq(drain(br, ev, 8), 1);
     cr_assert_eq(ev[0].kind, RKV_EVENT_BLOCK_REMOVED);
     cr_assert_eq(ev[0].seq, seq + 1);
@@ -570,11 +587,8 @@ Test(kvev, signed_widths_one_key)
     rkv_kvev_batch *b = new_batch();
     for (int f = 0; f < 6; f++) {
         mp m = {.n = 0};
-        mp_arr(&m, 2);
-        mp_int(&m, 0);
-        mp_arr(&m, 1);
-        mp_arr(&m, 2);
-        mp_str(&m, "BlockRemoved");
+        mp_batch1(&m, 2);
+        mp_event(&m, 2, "BlockRemoved");
         mp_arr(&m, 1);
         mp_raw(&m, forms[f], width[f]);
         cr_assert_eq(rkv_kvev_decode(m.b, m.n, b), RKV_OK, "form %d: %s", f,
@@ -609,8 +623,7 @@ Test(bridge, router_accepts_every_stream)
     rkv_rng_init(&rng, rkv_test_seed("bridge::router_accepts_every_stream"));
     rkv_bridge_config cfg;
     rkv_bridge_config_init(&cfg);
-    rkv_bridge *br = NULL;
-    cr_assert_eq(rkv_bridge_create(&cfg, &br), RKV_OK);
+    rkv_bridge *br = new_bridge(&cfg);
     rkv_router_config rc;
     rkv_router_config_init(&rc);
     rkv_router *rt = NULL;
@@ -630,12 +643,10 @@ Test(bridge, router_accepts_every_stream)
         mp_arr(m, 1);
         const char *medium = media[rkv_rng_below(&rng, 3)];
         if (kind == 0) {
-            mp_arr(m, 1);
-            mp_str(m, "AllBlocksCleared");
+            mp_event(m, 1, "AllBlocksCleared");
         } else if (kind < 8) {
             uint32_t n = 1 + (uint32_t)rkv_rng_below(&rng, 4);
-            mp_arr(m, 3);
-            mp_str(m, "BlockRemoved");
+            mp_event(m, 3, "BlockRemoved");
             mp_arr(m, n);
             for (uint32_t i = 0; i < n; i++)
                 mp_u64(m, 1 + rkv_rng_below(&rng, 40));
@@ -644,8 +655,7 @@ Test(bridge, router_accepts_every_stream)
             uint32_t f = (uint32_t)rkv_rng_below(&rng, FAM);
             uint32_t s = (uint32_t)rkv_rng_below(&rng, FPAGES);
             uint32_t n = 1 + (uint32_t)rkv_rng_below(&rng, FPAGES - s);
-            mp_arr(m, 7);
-            mp_str(m, "BlockStored");
+            mp_event(m, 7, "BlockStored");
             mp_arr(m, n);
             for (uint32_t i = 0; i < n; i++)
                 mp_u64(m, 1 + rkv_rng_below(&rng, 40));
@@ -677,8 +687,7 @@ Test(bridge, router_accepts_every_stream)
             cr_assert(rkv_router_holds_medium(rt, 1, snap[i].ns, snap[i].hash,
                                               snap[i].medium));
     }
-    rkv_bridge_stats st;
-    rkv_bridge_get_stats(br, &st);
+    rkv_bridge_stats st = bridge_stats(br);
     cr_assert_gt(st.stored, 100, "the walk stored something");
     cr_assert_gt(st.removed, 10);
     cr_assert_gt(st.orphans, 0);

@@ -16,32 +16,24 @@ rkv_pool *tu_pool(uint32_t nblocks, uint32_t page)
     return p;
 }
 
-rkv_pool_config tu_kv_config(uint32_t nblocks, uint32_t page, uint32_t layers,
-                             uint32_t kv_heads, uint32_t head_dim,
-                             rkv_device device)
+rkv_pool_config tu_quant_config(uint32_t nblocks, uint32_t page, uint32_t layers,
+                                uint32_t kv_heads, uint32_t head_dim, rkv_dtype dt,
+                                uint32_t group, rkv_dtype act)
 {
-    rkv_pool_config cfg;
-    rkv_pool_config_init(&cfg);
-    cfg.num_blocks = nblocks;
-    if (page != 0)
-        cfg.page_size = page;
-    cfg.num_layers = layers;
-    cfg.num_kv_heads = kv_heads;
-    cfg.head_dim = head_dim;
-    cfg.device = device;
+    rkv_pool_config cfg =
+        tu_kv_config(nblocks, page, layers, kv_heads, head_dim, RKV_DEVICE_HOST);
+    cfg.dtype = dt;
+    cfg.quant_group = group;
+    cfg.act_dtype = act;
     return cfg;
 }
 
-rkv_pool_config tu_mla_config(uint32_t nblocks, uint32_t page, uint32_t layers,
-                              uint32_t kv_lora_rank, uint32_t qk_rope_dim, rkv_dtype dt,
-                              rkv_device device)
+rkv_attn *tu_attn_pool(const rkv_pool_config *cfg, rkv_pool **pool)
 {
-    rkv_pool_config cfg = tu_kv_config(nblocks, page, layers, 0, 0, device);
-    cfg.layout = RKV_LAYOUT_MLA;
-    cfg.kv_lora_rank = kv_lora_rank;
-    cfg.qk_rope_dim = qk_rope_dim;
-    cfg.dtype = dt;
-    return cfg;
+    OK(rkv_pool_create(cfg, pool));
+    rkv_attn *attn = NULL;
+    OK(rkv_attn_create(*pool, &attn));
+    return attn;
 }
 
 rkv_tree_config tu_tree_config(int policy, uint32_t max_pinned_pct)

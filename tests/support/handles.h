@@ -2,7 +2,8 @@
  * tests/support/handles.h -- the configs and handles most tests build the
  * same way: pools (metadata only, with KV bytes, one-layer CUDA), trees,
  * retentions (a pin, a priority range), store configs and MAC keys, a
- * request description. Constructors that cannot fail in a correct library
+ * request description; the pool config builders are pool_config.h's
+ * (included). Constructors that cannot fail in a correct library
  * assert success (with rkv_last_error()); the CUDA pool returns its
  * status, since "no device" is an answer tests check. Config builders
  * only fill in: everything not named is rkv_*_init's default.
@@ -14,22 +15,19 @@
 #include <stdint.h>
 
 #include "radixkv.h"
+#include "tests/support/pool_config.h"
 
 /* A pool of nblocks pages of page tokens without KV bytes. */
 rkv_pool *tu_pool(uint32_t nblocks, uint32_t page);
 
-/* rkv_pool_config_init's config for KV bytes: nblocks pages of page
- * tokens (0: the default page), layers x kv_heads x head_dim on device. */
-rkv_pool_config tu_kv_config(uint32_t nblocks, uint32_t page, uint32_t layers,
-                             uint32_t kv_heads, uint32_t head_dim,
-                             rkv_device device);
+/* tu_kv_config's host config with quantized dtype dt: scales per group
+ * elements, activations (what is written and read) in act. */
+rkv_pool_config tu_quant_config(uint32_t nblocks, uint32_t page, uint32_t layers,
+                                uint32_t kv_heads, uint32_t head_dim, rkv_dtype dt,
+                                uint32_t group, rkv_dtype act);
 
-/* rkv_pool_config_init's config for the MLA latent layout: nblocks pages of
- * page tokens (0: the default page), layers of rows kv_lora_rank +
- * qk_rope_dim wide, in dt, on device. */
-rkv_pool_config tu_mla_config(uint32_t nblocks, uint32_t page, uint32_t layers,
-                              uint32_t kv_lora_rank, uint32_t qk_rope_dim, rkv_dtype dt,
-                              rkv_device device);
+/* A pool of cfg in *pool and its attention context (both must create). */
+rkv_attn *tu_attn_pool(const rkv_pool_config *cfg, rkv_pool **pool);
 
 /* rkv_tree_config_init's config with this evict policy and pin cap. */
 rkv_tree_config tu_tree_config(int policy, uint32_t max_pinned_pct);
