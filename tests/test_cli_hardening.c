@@ -15,6 +15,12 @@
 #include "sim/workload.h"
 #include "tests/support/test_workload.h"
 
+/* One trace line of 4 output tokens, so that a test spells out only the
+ * timestamp, prompt length and hash ids it varies. */
+#define LINE_OUT4(ts, in, ids)                                                \
+    "{\"timestamp\":" #ts ",\"input_length\":" #in                          \
+    ",\"output_length\":4,\"hash_ids\":[" ids "]}\n"
+
 static void load_text(rkv_workload *wl, const char *text, const char *name)
 {
     rkv_trace_reader *r = NULL;
@@ -251,9 +257,7 @@ Test(bounds, what_cannot_fit_is_refused_before_it_is_expanded, .timeout = 120)
 
 Test(clock, precision_loss_is_refused)
 {
-    const char *text =
-        "{\"timestamp\":0,\"input_length\":100,\"output_length\":4,\"hash_ids\":[1]}\n"
-        "{\"timestamp\":1e15,\"input_length\":100,\"output_length\":4,\"hash_ids\":[2]}\n";
+    const char *text = LINE_OUT4(0, 100, "1") LINE_OUT4(1e15, 100, "2");
     rkv_workload wl;
     load_text(&wl, text, "late.jsonl");
     rkv_replay_config cfg;
@@ -415,8 +419,7 @@ Test(load, prefill_alone_is_chunked_steps)
 Test(bounds, partial_page_past_a_full_pool)
 {
     const char *text =
-        "{\"timestamp\":0,\"input_length\":1000,\"output_length\":4,\"hash_ids\":[1,2]}\n"
-        "{\"timestamp\":1,\"input_length\":1000,\"output_length\":4,\"hash_ids\":[1,2]}\n";
+        LINE_OUT4(0, 1000, "1,2") LINE_OUT4(1, 1000, "1,2");
     rkv_workload wl;
     load_text(&wl, text, "p.jsonl");
     /* 62 pages of 16; the prompt has 62 + 8/16 */
@@ -462,6 +465,20 @@ static char *length_line(uint64_t in, uint64_t out)
     return s;
 }
 
+/* The prompt (output 0) or output (output 1) length limit is exact: a
+ * line one past it is refused, a line at it is read with that length. */
+static void length_limit_is_exact(int output, uint64_t limit)
+{
+    rkv_trace_record rec;
+    char *s = output ? length_line(600, limit + 1) : length_line(limit + 1, 4);
+    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT);
+    free(s);
+    s = output ? length_line(600, limit) : length_line(limit, 4);
+    cr_assert_eq(first_record(s, &rec), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(output ? rec.output_length : rec.input_length, limit);
+    free(s);
+}
+
 /* A 1 MiB line of 524,000 ids claimed 268M prompt tokens: with capacity
  * unbounded the replay grew to gigabytes expanding it. Such a line is
  * refused when read, naming the limit; the limit itself is accepted. */
@@ -475,13 +492,7 @@ Test(bounds, a_line_longer_than_a_context_is_refused_when_read)
                                        "(limit 16777216)") != NULL,
               "%s", rkv_last_error());
     free(s);
-    s = length_line((uint64_t)16777216 + 1, 4);
-    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT);
-    free(s);
-    s = length_line(16777216, 4);
-    cr_assert_eq(first_record(s, &rec), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rec.input_length, 1u << 24);
-    free(s);
+    length_limit_is_exact(0, (uint64_t)1 << 24);
 
     /* a 70-byte line claiming 2^24 output tokens decoded for minutes (the
      * scheduler replay's work grows with the square of a decode) */
@@ -491,13 +502,7 @@ Test(bounds, a_line_longer_than_a_context_is_refused_when_read)
                                        "1048576)") != NULL,
               "%s", rkv_last_error());
     free(s);
-    s = length_line(600, (uint64_t)1048576 + 1);
-    cr_assert_eq(first_record(s, &rec), RKV_ERR_FORMAT);
-    free(s);
-    s = length_line(600, 1048576);
-    cr_assert_eq(first_record(s, &rec), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rec.output_length, 1u << 20);
-    free(s);
+    length_limit_is_exact(1, (uint64_t)1 << 20);
 }
 
 /* ---- number options: exact values, truthful ranges ----------------------- */

@@ -31,6 +31,17 @@ static int run(const char *args, char **out, char **err)
     return rkv_cli_run(args, out, err);
 }
 
+/* Runs 'sweep OPTS --svg TMPDIR/NAME', which must succeed; the plot's path
+ * goes to svg, the report to *out and *err. */
+static void sweep_svg(const char *name, const char *opts, char *svg,
+                      size_t cap, char **out, char **err)
+{
+    char args[2 * PATH_MAX];
+    snprintf(svg, cap, "%s/%s", rkv_cli_tmpdir, name);
+    snprintf(args, sizeof args, "sweep %s --svg '%s'", opts, svg);
+    cr_assert_eq(run(args, out, err), 0, "%s", *err);
+}
+
 static void write_file(const char *name, const char *text, char *path,
                        size_t cap)
 {
@@ -183,12 +194,10 @@ Test(cli, json_contract)
 
 Test(cli, sweep_writes_table_and_svg)
 {
-    char args[2 * PATH_MAX], svg[PATH_MAX + 16];
-    snprintf(svg, sizeof svg, "%s/s.svg", rkv_cli_tmpdir);
-    snprintf(args, sizeof args, "sweep --limit 200 --capacities 2e5,1e6,unbounded "
-             "--policies fcfs,lpm --svg '%s'", svg);
+    char svg[PATH_MAX + 16];
     char *out, *err;
-    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    sweep_svg("s.svg", "--limit 200 --capacities 2e5,1e6,unbounded "
+              "--policies fcfs,lpm", svg, sizeof svg, &out, &err);
     cr_assert(strstr(out, "file hit%") != NULL, "%s", out);
     cr_assert(strstr(out, "lpm ttft50") != NULL, "%s", out);
     cr_assert(strstr(out, "unbounded") != NULL, "%s", out);
@@ -208,11 +217,9 @@ Test(cli, sweep_writes_table_and_svg)
 Test(cli, host_sweep_with_fleet)
 {
     char args[2 * PATH_MAX], svg[PATH_MAX + 16];
-    snprintf(svg, sizeof svg, "%s/hf.svg", rkv_cli_tmpdir);
-    snprintf(args, sizeof args, "sweep --limit 300 --instances 2 --route "
-             "kv,round-robin --host-capacities 1e5,1e6 --svg '%s'", svg);
     char *out, *err;
-    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    sweep_svg("hf.svg", "--limit 300 --instances 2 --route kv,round-robin "
+              "--host-capacities 1e5,1e6", svg, sizeof svg, &out, &err);
     cr_assert(strstr(out, "fleet replays") != NULL, "%s", out);
     cr_assert(strstr(out, "kv x2 hit%") != NULL, "%s", out);
     cr_assert(strstr(out, "round-robin x2 ttft99") != NULL, "%s", out);
@@ -539,10 +546,8 @@ Test(cli, sweep_svg_checked_early_and_marks)
     cr_assert_str_empty(out);
     free(out);
     free(err);
-    snprintf(svg, sizeof svg, "%s/m.svg", rkv_cli_tmpdir);
-    snprintf(args, sizeof args, "sweep --limit 60 --order file --capacities "
-             "1e5,1e6,unbounded --svg '%s'", svg);
-    cr_assert_eq(run(args, &out, &err), 0, "%s", err);
+    sweep_svg("m.svg", "--limit 60 --order file --capacities 1e5,1e6,unbounded",
+              svg, sizeof svg, &out, &err);
     char *real = realpath(svg, NULL);
     cr_assert_not_null(real);
     snprintf(want, sizeof want, "plot written to %s\n", real);

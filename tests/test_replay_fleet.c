@@ -52,6 +52,17 @@ static void fleet_run(const rkv_workload *wl, const rkv_replay_config *base,
                  "%u x %s: %s", n, rkv_route_name(route), rkv_last_error());
 }
 
+/* Agentic sessions of 8 turns named name, and a replay config for them of
+ * capacity tokens that checks the scheduler and tree every check_every
+ * steps. */
+static rkv_replay_config agentic_setup(rkv_workload *wl, uint32_t sessions,
+                                       const char *name, uint64_t capacity,
+                                       uint32_t check_every)
+{
+    rkv_test_agentic(wl, sessions, 8, name);
+    return rkv_test_replay_config(0, capacity, check_every);
+}
+
 static void fleet_out_free(fleet_out *o)
 {
     free(o->per);
@@ -146,9 +157,8 @@ Test(fleet, kv_hits_at_least_round_robin, .timeout = 600)
     /* agentic sessions: each turn repeats its session's whole history, and
      * all share the tool list -- prefixes that routing can keep together */
     rkv_workload wl;
-    rkv_test_agentic(&wl, 32, 8, "fleet.kv_vs_rr");
     /* capacity: a few sessions' history per instance */
-    rkv_replay_config cfg = rkv_test_replay_config(0, 60000, 50);
+    rkv_replay_config cfg = agentic_setup(&wl, 32, "fleet.kv_vs_rr", 60000, 50);
     for (uint32_t n = 2; n <= 4; n += 2) {
         fleet_out kv, rr;
         fleet_run(&wl, &cfg, n, RKV_ROUTE_KV, 1, &kv);
@@ -167,9 +177,9 @@ Test(fleet, kv_hits_at_least_round_robin, .timeout = 600)
 Test(fleet, every_request_finishes_on_exactly_one_instance, .timeout = 600)
 {
     rkv_workload wl;
-    rkv_test_agentic(&wl, 16, 8, "fleet.one_instance");
     /* capacity: some requests can never fit, refused */
-    rkv_replay_config cfg = rkv_test_replay_config(0, 9000, 31);
+    rkv_replay_config cfg =
+        agentic_setup(&wl, 16, "fleet.one_instance", 9000, 31);
     for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
         fleet_out f;
         fleet_run(&wl, &cfg, 3, (enum rkv_route)route, 5, &f);
@@ -229,10 +239,9 @@ Test(fleet, a_seed_gives_the_same_run, .timeout = 600)
 Test(fleet, tiers_split_hits_by_medium_and_reach_the_router, .timeout = 600)
 {
     rkv_workload wl;
-    rkv_test_agentic(&wl, 32, 8, "fleet.tiers");
     /* capacity: evicts into the host tier; sched and tree checks every 7
      * steps, every tree at the end */
-    rkv_replay_config cfg = rkv_test_replay_config(0, 30000, 7);
+    rkv_replay_config cfg = agentic_setup(&wl, 32, "fleet.tiers", 30000, 7);
     cfg.host_capacity_tokens = 300000;
     for (int route = 0; route < RKV_ROUTE_COUNT; route++) {
         const char *rn = rkv_route_name((enum rkv_route)route);

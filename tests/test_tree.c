@@ -49,6 +49,16 @@ static rkv_insert_result insert_release(rkv_namespace ns, const int32_t *tok,
     return r;
 }
 
+/* Fills tok with 1..n, inserts it and locks the node it ends on. */
+static rkv_insert_result insert_locked(rkv_namespace ns, int32_t *tok,
+                                       size_t n, rkv_lease *l)
+{
+    tf_seq(tok, n, 1);
+    rkv_insert_result r = insert_release(ns, tok, n);
+    OK(rkv_tree_lock(g_tree, r.node, l));
+    return r;
+}
+
 static rkv_match match(rkv_namespace ns, const int32_t *tok, size_t n,
                        rkv_block_id *blocks, unsigned flags)
 {
@@ -429,10 +439,8 @@ Test(tree, lock_unlock_misuse)
 Test(tree, double_unlock_cannot_release_another_owners_lock)
 {
     int32_t a[8];
-    tf_seq(a, 8, 1);
-    rkv_insert_result r = insert_release(0, a, 8);
-    rkv_lease theirs, mine;
-    OK(rkv_tree_lock(g_tree, r.node, &theirs)); /* e.g. the scheduler's */
+    rkv_lease theirs, mine; /* theirs: e.g. the scheduler's */
+    rkv_insert_result r = insert_locked(0, a, 8, &theirs);
     OK(rkv_tree_lock(g_tree, r.node, &mine));
     rkv_lease again = mine;
     OK(rkv_tree_unlock(g_tree, &mine));
@@ -452,10 +460,8 @@ Test(tree, double_unlock_cannot_release_another_owners_lock)
 Test(tree, released_lease_refused_after_slot_reuse)
 {
     int32_t a[8];
-    tf_seq(a, 8, 1);
-    rkv_insert_result r = insert_release(0, a, 8);
     rkv_lease old;
-    OK(rkv_tree_lock(g_tree, r.node, &old));
+    rkv_insert_result r = insert_locked(0, a, 8, &old);
     rkv_lease stale = old;
     OK(rkv_tree_unlock(g_tree, &old));
     rkv_lease held[40];
@@ -543,10 +549,8 @@ Test(tree, lease_from_another_tree_refused)
 Test(tree, lease_survives_split)
 {
     int32_t a[16];
-    tf_seq(a, 16, 1);
-    rkv_insert_result r = insert_release(0, a, 16); /* one node, 4 pages */
     rkv_lease l;
-    OK(rkv_tree_lock(g_tree, r.node, &l));
+    rkv_insert_result r = insert_locked(0, a, 16, &l); /* one node, 4 pages */
     rkv_match m = match(0, a, 8, NULL, 0); /* splits the locked node */
     cr_assert_eq(stats().splits, 1);
     cr_assert_eq(node_depth(r.node), 16);
@@ -822,10 +826,8 @@ Test(tree, exhaustion_changes_nothing)
 Test(tree, reset_while_locked_and_stale_handles)
 {
     int32_t tok[8];
-    tf_seq(tok, 8, 1);
-    rkv_insert_result r = insert_release(3, tok, 8);
     rkv_lease l;
-    OK(rkv_tree_lock(g_tree, r.node, &l));
+    rkv_insert_result r = insert_locked(3, tok, 8, &l);
     rkv_lease copy = l;
     snap s;
     snap_take(&s);

@@ -669,6 +669,25 @@ static void op_zero_handle(world *w)
                RKV_ERR_STALE_HANDLE, "%s", "match_from {0,0}");
 }
 
+static void op_match_take(world *w) { op_match(w, 0); }
+static void op_match_peek(world *w) { op_match(w, 1); }
+
+/* Each step draws r below 1000 and runs the first op whose bound exceeds
+ * it: the bounds are cumulative, so the gaps are the ops' weights. */
+static const struct {
+    uint64_t below;
+    void (*op)(world *w);
+} op_mix[] = {
+    {140, op_match_take},          {160, op_priority},
+    {180, op_pin},                 {190, op_time},
+    {200, op_owner},               {300, op_match_peek},
+    {520, op_insert_after_match},  {620, op_insert_fresh},
+    {700, op_lock},                {780, op_unlock_held},
+    {850, op_unlock_any},          {920, op_evict},
+    {990, op_alloc_free},          {998, op_zero_handle},
+    {1000, op_reset},
+};
+
 static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
                        uint32_t alphabet, int policy, uint64_t ops,
                        const char *name)
@@ -679,36 +698,10 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
     ops = rkv_test_scaled(ops);
     for (w->op = 1; w->op <= ops; w->op++) {
         uint64_t r = rkv_rng_below(&w->rng, 1000);
-        if (r < 140)
-            op_match(w, 0);
-        else if (r < 160)
-            op_priority(w);
-        else if (r < 180)
-            op_pin(w);
-        else if (r < 190)
-            op_time(w);
-        else if (r < 200)
-            op_owner(w);
-        else if (r < 300)
-            op_match(w, 1);
-        else if (r < 520)
-            op_insert_after_match(w);
-        else if (r < 620)
-            op_insert_fresh(w);
-        else if (r < 700)
-            op_lock(w);
-        else if (r < 780)
-            op_unlock_held(w);
-        else if (r < 850)
-            op_unlock_any(w);
-        else if (r < 920)
-            op_evict(w);
-        else if (r < 990)
-            op_alloc_free(w);
-        else if (r < 998)
-            op_zero_handle(w);
-        else
-            op_reset(w);
+        size_t k = 0;
+        while (r >= op_mix[k].below)
+            k++;
+        op_mix[k].op(w);
         compare_stats(w);
         if (w->op % CHECK_EVERY == 0)
             full_check(w);

@@ -55,6 +55,15 @@ static rkv_retain_result pin(rkv_namespace ns, const int32_t *tok, size_t n,
     return out;
 }
 
+/* Pins all n tokens of three cached sequences in namespace 1 at time 0, in
+ * the order given, each with the same ttl and its own owner. */
+static void pin_three(size_t n, uint64_t ttl, const int32_t *const seq[3],
+                      const uint64_t owner[3])
+{
+    for (int i = 0; i < 3; i++)
+        pin(1, seq[i], n, n, ttl, owner[i], 0);
+}
+
 static void prio(rkv_namespace ns, const int32_t *tok, size_t n, size_t b,
                  size_t e, int p, uint64_t now)
 {
@@ -172,9 +181,8 @@ Test(retain, release_and_extend_by_owner)
     setup_with(32, 4, RKV_EVICT_LRU, 50);
     int32_t a[8], b[8], c[8];
     cache_abc(8, a, b, c);
-    pin(1, a, 8, 8, 100, 11, 0);
-    pin(1, b, 8, 8, 100, 11, 0);
-    pin(1, c, 8, 8, 100, 22, 0);
+    pin_three(8, 100, (const int32_t *const[]){a, b, c},
+              (const uint64_t[]){11, 11, 22});
     uint32_t n = 0;
     /* session 11 starts a tool call at t=50, back within 200 ms */
     OK(rkv_tree_pins_extend(g_tree, 11, 200, 50, &n));
@@ -449,9 +457,8 @@ Test(retain, equal_deadlines_revoke_the_oldest_pin_first)
     setup_with(16, 4, RKV_EVICT_LRU, 80);
     int32_t a[16], b[16], c[16];
     cache_abc(16, a, b, c);
-    pin(1, b, 16, 16, 100, 7, 0);
-    pin(1, c, 16, 16, 100, 5, 0);
-    pin(1, a, 16, 16, 100, 9, 0);
+    pin_three(16, 100, (const int32_t *const[]){b, c, a},
+              (const uint64_t[]){7, 5, 9});
     cr_assert_eq(tf_rstats().pins, 3);
     rkv_block_id got[8];
     OK(rkv_tree_alloc_blocks(g_tree, 8, got)); /* 4 free + one pin's 4 */
