@@ -156,14 +156,8 @@ static void rkv_guard_link(rkv_guard *g, uint32_t i, uint32_t p, uint32_t n)
     rkv_gpage *x = &g->pages[i];
     x->prev = p;
     x->next = n;
-    if (p != RKV_GUARD_NIL)
-        g->pages[p].next = i;
-    else
-        g->head = i;
-    if (n != RKV_GUARD_NIL)
-        g->pages[n].prev = i;
-    else
-        g->tail = i;
+    *(p != RKV_GUARD_NIL ? &g->pages[p].next : &g->head) = i;
+    *(n != RKV_GUARD_NIL ? &g->pages[n].prev : &g->tail) = i;
 }
 
 static void rkv_guard_push_tail(rkv_guard *g, uint32_t i)
