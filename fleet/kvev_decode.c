@@ -319,13 +319,20 @@ typedef struct event_fields {
     uint32_t lora_name_len;
 } event_fields;
 
+/* Opens an array whose n items must fit in the room the batch has left. */
+static int open_array(reader *r, uint32_t room, const char *too_many, uint32_t *n)
+{
+    if (container(r, 0, n))
+        return -1;
+    return *n > room ? fail(r, too_many) : 0;
+}
+
 static int field_hashes(reader *r, rkv_kvev_batch *b, event_fields *f)
 {
     uint32_t n;
-    if (container(r, 0, &n))
+    if (open_array(r, b->lim.max_hashes - b->n_hashes,
+                   "more block hashes than the batch cap", &n))
         return -1;
-    if (n > b->lim.max_hashes - b->n_hashes)
-        return fail(r, "more block hashes than the batch cap");
     f->first_hash = b->n_hashes;
     f->num_hashes = n;
     for (uint32_t i = 0; i < n; i++)
@@ -348,10 +355,9 @@ static int field_parent(reader *r, event_fields *f)
 static int field_tokens(reader *r, rkv_kvev_batch *b, event_fields *f)
 {
     uint32_t n;
-    if (container(r, 0, &n))
+    if (open_array(r, b->lim.max_tokens - b->n_tokens,
+                   "more token ids than the batch cap", &n))
         return -1;
-    if (n > b->lim.max_tokens - b->n_tokens)
-        return fail(r, "more token ids than the batch cap");
     f->first_token = b->n_tokens;
     f->num_tokens = n;
     for (uint32_t i = 0; i < n; i++) {
