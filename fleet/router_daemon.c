@@ -348,17 +348,28 @@ static void over_budget(rkv_daemon *d, uint64_t id)
                 st.snapshots_over_budget);
 }
 
+/* The instance a stream message (what) is from, once the codec accepted it
+ * (else counted bad) and it came on that instance's own subject; NULL: drop
+ * it. The ids are read only after a successful decode has filled them. */
+static inst *admit(rkv_daemon *d, rkv_status decoded, const char *what, const char *subj,
+                   const char *prefix, const uint64_t *instance, const uint64_t *epoch,
+                   uint64_t now)
+{
+    if (decoded != RKV_OK) {
+        bad(d, what);
+        return NULL;
+    }
+    if (!from_subject(d, subj, prefix, *instance, what))
+        return NULL;
+    return touch(d, *instance, *epoch, now);
+}
+
 static void handle_kv(rkv_daemon *d, const char *subj, const void *data, size_t len,
                       uint64_t now)
 {
     rkv_wire_batch_info bi;
-    if (rkv_wire_decode_events(data, len, &bi, d->ev, RKV_WIRE_MAX_EVENTS) != RKV_OK) {
-        bad(d, "event batch");
-        return;
-    }
-    if (!from_subject(d, subj, d->kv_prefix, bi.instance, "event batch"))
-        return;
-    inst *x = touch(d, bi.instance, bi.epoch, now);
+    inst *x = admit(d, rkv_wire_decode_events(data, len, &bi, d->ev, RKV_WIRE_MAX_EVENTS),
+                    "event batch", subj, d->kv_prefix, &bi.instance, &bi.epoch, now);
     if (!x)
         return;
     rkv_router_stats a, b;
@@ -390,13 +401,8 @@ static void handle_hb(rkv_daemon *d, const char *subj, const void *data, size_t 
                       uint64_t now)
 {
     rkv_wire_heartbeat hb;
-    if (rkv_wire_decode_heartbeat(data, len, &hb) != RKV_OK) {
-        bad(d, "heartbeat");
-        return;
-    }
-    if (!from_subject(d, subj, d->hb_prefix, hb.instance, "heartbeat"))
-        return;
-    inst *x = touch(d, hb.instance, hb.epoch, now);
+    inst *x = admit(d, rkv_wire_decode_heartbeat(data, len, &hb), "heartbeat", subj,
+                    d->hb_prefix, &hb.instance, &hb.epoch, now);
     if (!x)
         return;
     x->heard = 1;
