@@ -432,6 +432,14 @@ static double need_real(arg_error *e, const char *flag, const char *v, double lo
     return need_real_or(e, flag, v, lo, hi, NULL);
 }
 
+/* Fails with the usual "--flag: expected <names>, got 'v'" unless v parsed. */
+static void need_name(arg_error *e, int parsed, const char *flag, const char *names,
+                      const char *v)
+{
+    if (!parsed)
+        arg_fail(e, "--%s: expected %s, got '%s'", flag, names, v);
+}
+
 static uint64_t need_capacity(arg_error *e, const char *flag, const char *v)
 {
     if (!strcmp(v, "unbounded"))
@@ -558,6 +566,14 @@ static void model_preset(arg_error *e, rkv_cli_options *o, int argc, char **argv
 }
 
 /* One option's value into o. */
+/* A router weight: any one given means the router was configured by hand. */
+static double router_weight(arg_error *e, rkv_cli_options *o, const char *flag,
+                            const char *v)
+{
+    o->router_set = 1;
+    return need_real(e, flag, v, 0, 1e12);
+}
+
 static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char *v,
                   const char **caps, const char **pols, int *order_set)
 {
@@ -604,9 +620,8 @@ static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char 
             arg_fail(e, "--%s: %s", f, rkv_last_error());
         break;
     case OPT_RETENTION:
-        if (!rkv_replay_retention_parse(v, &o->rc.retention))
-            arg_fail(e, "--retention: expected none, hints, priority, ttl, "
-                        "ttl-oracle or ttl-session, got '%s'", v);
+        need_name(e, rkv_replay_retention_parse(v, &o->rc.retention), "retention",
+                  "none, hints, priority, ttl, ttl-oracle or ttl-session", v);
         break;
     case OPT_SESSION_SIGNALS:
         if (!strcmp(v, "none"))
@@ -628,9 +643,8 @@ static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char 
         o->rc.max_pinned_pct = (uint32_t)need_count(e, f, v, 0, 100);
         break;
     case OPT_TRACE_FORMAT:
-        if (!rkv_trace_format_parse(v, &o->trace_format))
-            arg_fail(e, "--trace-format: expected auto, mooncake or bailian, "
-                        "got '%s'", v);
+        need_name(e, rkv_trace_format_parse(v, &o->trace_format), "trace-format",
+                  "auto, mooncake or bailian", v);
         break;
     case OPT_TOOL_SHARE: o->tool_share = need_real(e, f, v, 0, 1); break;
     case OPT_BLOCK_TOKENS:
@@ -676,9 +690,8 @@ static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char 
         o->kv_bytes_set = 1;
         break;
     case OPT_KV_DTYPE:
-        if (!rkv_cost_kv_dtype_parse(v, &m->kv_dtype))
-            arg_fail(e, "--kv-dtype: expected bf16, fp8, fp8-e5m2, int8 or int4, "
-                        "got '%s'", v);
+        need_name(e, rkv_cost_kv_dtype_parse(v, &m->kv_dtype), "kv-dtype",
+                  "bf16, fp8, fp8-e5m2, int8 or int4", v);
         break;
     case OPT_KV_GROUP: m->kv_quant_group = (uint32_t)need_count(e, f, v, 2, 4096); break;
     case OPT_TFLOPS: m->peak_tflops = need_real(e, f, v, 1e-3, 1e9); break;
@@ -706,14 +719,8 @@ static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char 
     case OPT_POLICIES: *pols = v; break;
     case OPT_INSTANCES: o->instances_arg = v; o->fleet = 1; break;
     case OPT_ROUTE: o->routes_arg = v; o->fleet = 1; break;
-    case OPT_QUEUE_WEIGHT:
-        o->router.queue_weight = need_real(e, f, v, 0, 1e12);
-        o->router_set = 1;
-        break;
-    case OPT_RUNNING_WEIGHT:
-        o->router.running_weight = need_real(e, f, v, 0, 1e12);
-        o->router_set = 1;
-        break;
+    case OPT_QUEUE_WEIGHT: o->router.queue_weight = router_weight(e, o, f, v); break;
+    case OPT_RUNNING_WEIGHT: o->router.running_weight = router_weight(e, o, f, v); break;
     case OPT_MEDIUM_WEIGHTS: {
         char buf[128], *items[RKV_CLI_MAX_LIST];
         size_t n = split_list(e, "medium-weights", v, buf, sizeof buf, items);
@@ -721,14 +728,11 @@ static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char 
             arg_fail(e, "--medium-weights: expected device,host,disk (three "
                         "numbers), got '%s'", v);
         for (size_t k = 0; k < n && k < RKV_MEDIUM_COUNT; k++)
-            o->router.medium_weight[k] = need_real(e, f, items[k], 0, 1e12);
+            o->router.medium_weight[k] = router_weight(e, o, f, items[k]);
         o->router_set = 1;
         break;
     }
-    case OPT_TEMPERATURE:
-        o->router.temperature = need_real(e, f, v, 0, 1e12);
-        o->router_set = 1;
-        break;
+    case OPT_TEMPERATURE: o->router.temperature = router_weight(e, o, f, v); break;
     case OPT_EVENT_LAG: o->event_lag_ms = need_real(e, f, v, 0, 1e9); break;
     case OPT_LOAD_PERIOD: o->load_period_ms = need_real(e, f, v, 0, 1e9); break;
     case OPT_SVG:

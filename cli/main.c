@@ -487,39 +487,41 @@ static int run_fleet(rkv_cli_options *o, const rkv_workload *wl,
     return rc;
 }
 
-#if !defined(RKV_HAVE_NATS) || !defined(RKV_HAVE_BRIDGE)
-/* A subcommand this build left out: what it was built without. */
-static int unavailable(const char *without, const char *what)
-{
-    fprintf(stderr, "radixkv: this radixkv was built without %s: the %s is "
-                    "not available\n", without, what);
-    return 1;
-}
-#endif
+/* The daemons reached as `radixkv router|bridge ...`: each has its own options
+ * and loop; entry is NULL where this build left it out, and `without` says why. */
+typedef struct {
+    const char *name, *prog, *without;
+    int (*entry)(const char *prog, int argc, char **argv);
+} subcommand;
 
-/* `radixkv router ...`: the daemon has its own options and loop. */
-static int run_router(int argc, char **argv)
-{
+static const subcommand subcommands[] = {
 #ifdef RKV_HAVE_NATS
-    return rkv_router_daemon_main("radixkv router", argc, argv);
+    {"router", "radixkv router", NULL, rkv_router_daemon_main},
 #else
-    (void)argc;
-    (void)argv;
-    return unavailable("NATS (no libnats-dev, or -DRKV_NATS=OFF)", "router");
+    {"router", NULL, "NATS (no libnats-dev, or -DRKV_NATS=OFF)", NULL},
 #endif
+#ifdef RKV_HAVE_BRIDGE
+    {"bridge", "radixkv bridge", NULL, rkv_bridge_daemon_main},
+#else
+    {"bridge", NULL, "libzmq or NATS (no libzmq3-dev or libnats-dev)", NULL},
+#endif
+};
+
+static const subcommand *find_subcommand(const char *name)
+{
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        if (strcmp(name, subcommands[i].name) == 0)
+            return &subcommands[i];
+    return NULL;
 }
 
-/* `radixkv bridge ...`: a vLLM/SGLang worker's KV events into the fleet. */
-static int run_bridge(int argc, char **argv)
+static int run_subcommand(const subcommand *c, int argc, char **argv)
 {
-#ifdef RKV_HAVE_BRIDGE
-    return rkv_bridge_daemon_main("radixkv bridge", argc, argv);
-#else
-    (void)argc;
-    (void)argv;
-    return unavailable("libzmq or NATS (no libzmq3-dev or libnats-dev)",
-                       "bridge");
-#endif
+    if (c->entry)
+        return c->entry(c->prog, argc, argv);
+    fprintf(stderr, "radixkv: this radixkv was built without %s: the %s is "
+                    "not available\n", c->without, c->name);
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -527,17 +529,14 @@ int main(int argc, char **argv)
     /* `radixkv help router|bridge`: the daemon's own help, word for word
      * what `radixkv router --help` prints (or its "not built in"), since
      * the usage line sends people there. */
-    if (argc == 3 && strcmp(argv[1], "help") == 0 &&
-        (strcmp(argv[2], "router") == 0 || strcmp(argv[2], "bridge") == 0)) {
+    if (argc == 3 && strcmp(argv[1], "help") == 0 && find_subcommand(argv[2])) {
         char help[] = "--help";
         char *sub[] = {argv[2], help, NULL};
-        return strcmp(argv[2], "router") == 0 ? run_router(2, sub)
-                                              : run_bridge(2, sub);
+        return run_subcommand(find_subcommand(argv[2]), 2, sub);
     }
-    if (argc >= 2 && strcmp(argv[1], "router") == 0)
-        return run_router(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "bridge") == 0)
-        return run_bridge(argc - 1, argv + 1);
+    const subcommand *c = argc >= 2 ? find_subcommand(argv[1]) : NULL;
+    if (c)
+        return run_subcommand(c, argc - 1, argv + 1);
     /* A closed pipe must be a reported write error, not a silent death. */
     signal(SIGPIPE, SIG_IGN);
     /* A closed stdout: say so now, before a file we open takes its

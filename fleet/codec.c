@@ -7,6 +7,7 @@
  */
 #include "fleet/codec.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "common/status.h"
@@ -447,24 +448,44 @@ rkv_status rkv_wire_encode_snapshot(uint64_t instance, uint64_t epoch,
     return RKV_OK;
 }
 
+/* One decoder for both snapshot forms: a chunk only adds its part fields
+ * (and their consistency check) between the ids and the entry count. */
+static rkv_status decode_snap(const void *buf, size_t len, rkv_wire_type type,
+                              const char *what, bool args_ok, rkv_wire_chunk_info *t,
+                              rkv_block_entry *out, size_t cap)
+{
+    reader r;
+    rkv_status s = get_snap_head(&r, buf, len, type, what, args_ok, &t->instance,
+                                 &t->epoch, &t->seq);
+    if (s != RKV_OK)
+        return s;
+    bool chunk = type == RKV_WIRE_SNAPSHOT_CHUNK;
+    if (chunk) {
+        t->part = (uint32_t)get(&r, 4);
+        t->parts = (uint32_t)get(&r, 4);
+        t->total = get(&r, 8);
+    }
+    uint64_t count = get(&r, 4);
+    if (r.bad)
+        return finish(&r, what);
+    if (chunk && (t->parts == 0 || t->part >= t->parts || count > t->total))
+        return rkv_set_error(RKV_ERR_FORMAT,
+                             "%s: part %u of %u, %llu of %llu blocks", what, t->part,
+                             t->parts, (unsigned long long)count,
+                             (unsigned long long)t->total);
+    return get_entries(&r, count, out, cap, what, &t->count);
+}
+
 rkv_status rkv_wire_decode_snapshot(const void *buf, size_t len,
                                     rkv_wire_snapshot_info *info,
                                     rkv_block_entry *out, size_t cap)
 {
-    const char *what = "rkv_wire_decode_snapshot";
-    reader r;
-    rkv_wire_snapshot_info t;
-    rkv_status s = get_snap_head(&r, buf, len, RKV_WIRE_SNAPSHOT, what,
-                                 info && (out || !cap), &t.instance, &t.epoch, &t.seq);
+    rkv_wire_chunk_info t;
+    rkv_status s = decode_snap(buf, len, RKV_WIRE_SNAPSHOT, "rkv_wire_decode_snapshot",
+                               info && (out || !cap), &t, out, cap);
     if (s != RKV_OK)
         return s;
-    uint64_t count = get(&r, 4);
-    if (r.bad)
-        return finish(&r, what);
-    s = get_entries(&r, count, out, cap, what, &t.count);
-    if (s != RKV_OK)
-        return s;
-    *info = t;
+    *info = (rkv_wire_snapshot_info){t.instance, t.epoch, t.seq, t.count};
     return RKV_OK;
 }
 
@@ -518,25 +539,10 @@ rkv_status rkv_wire_decode_snapshot_chunk(const void *buf, size_t len,
                                           rkv_wire_chunk_info *info,
                                           rkv_block_entry *out, size_t cap)
 {
-    const char *what = "rkv_wire_decode_snapshot_chunk";
-    reader r;
     rkv_wire_chunk_info t;
-    rkv_status s = get_snap_head(&r, buf, len, RKV_WIRE_SNAPSHOT_CHUNK, what,
-                                 info && (out || !cap), &t.instance, &t.epoch, &t.seq);
-    if (s != RKV_OK)
-        return s;
-    t.part = (uint32_t)get(&r, 4);
-    t.parts = (uint32_t)get(&r, 4);
-    t.total = get(&r, 8);
-    uint64_t count = get(&r, 4);
-    if (r.bad)
-        return finish(&r, what);
-    if (t.parts == 0 || t.part >= t.parts || count > t.total)
-        return rkv_set_error(RKV_ERR_FORMAT,
-                             "%s: part %u of %u, %llu of %llu blocks", what, t.part,
-                             t.parts, (unsigned long long)count,
-                             (unsigned long long)t.total);
-    s = get_entries(&r, count, out, cap, what, &t.count);
+    rkv_status s = decode_snap(buf, len, RKV_WIRE_SNAPSHOT_CHUNK,
+                               "rkv_wire_decode_snapshot_chunk", info && (out || !cap),
+                               &t, out, cap);
     if (s != RKV_OK)
         return s;
     *info = t;

@@ -319,16 +319,27 @@ typedef struct event_fields {
     uint32_t lora_name_len;
 } event_fields;
 
-static int field_hashes(reader *r, rkv_kvev_batch *b, event_fields *f)
+/* Opens an array whose items must fit in what the batch has left (cap - used):
+ * they will sit at [used, used + n) of the batch's own array. */
+static int open_array(reader *r, uint32_t used, uint32_t cap, const char *too_many,
+                      uint32_t *first, uint32_t *num)
 {
     uint32_t n;
     if (container(r, 0, &n))
         return -1;
-    if (n > b->lim.max_hashes - b->n_hashes)
-        return fail(r, "more block hashes than the batch cap");
-    f->first_hash = b->n_hashes;
-    f->num_hashes = n;
-    for (uint32_t i = 0; i < n; i++)
+    if (n > cap - used)
+        return fail(r, too_many);
+    *first = used;
+    *num = n;
+    return 0;
+}
+
+static int field_hashes(reader *r, rkv_kvev_batch *b, event_fields *f)
+{
+    if (open_array(r, b->n_hashes, b->lim.max_hashes,
+                   "more block hashes than the batch cap", &f->first_hash, &f->num_hashes))
+        return -1;
+    for (uint32_t i = 0; i < f->num_hashes; i++)
         if (hash_key(r, &b->hashes[b->n_hashes++]))
             return -1;
     f->have_hashes = 1;
@@ -347,14 +358,10 @@ static int field_parent(reader *r, event_fields *f)
 
 static int field_tokens(reader *r, rkv_kvev_batch *b, event_fields *f)
 {
-    uint32_t n;
-    if (container(r, 0, &n))
+    if (open_array(r, b->n_tokens, b->lim.max_tokens, "more token ids than the batch cap",
+                   &f->first_token, &f->num_tokens))
         return -1;
-    if (n > b->lim.max_tokens - b->n_tokens)
-        return fail(r, "more token ids than the batch cap");
-    f->first_token = b->n_tokens;
-    f->num_tokens = n;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < f->num_tokens; i++) {
         uint64_t v;
         int neg;
         if (integer(r, &v, &neg))
@@ -603,22 +610,19 @@ static int batch(reader *r, rkv_kvev_batch *b)
                     : key_is(k, kl, "events") && !have_events ? 1
                     : key_is(k, kl, "data_parallel_rank") ? 2 : 3;
         }
-        if (which == 0)
-            rc = number(r, &b->ts);
-        else if (which == 1) {
+        switch (which) {
+        case 0: rc = number(r, &b->ts); break;
+        case 1:
             rc = events(r, b);
             have_events = 1;
+            break;
+        case 2: rc = dp_rank(r, b); break;
+        default: rc = skip(r, 1);
         }
-        else if (which == 2)
-            rc = dp_rank(r, b);
-        else
-            rc = skip(r, 1);
         if (rc)
             return -1;
     }
-    if (!have_events)
-        return fail(r, "a batch without events");
-    return 0;
+    return have_events ? 0 : fail(r, "a batch without events");
 }
 
 void rkv_kvev_limits_init(rkv_kvev_limits *lim)

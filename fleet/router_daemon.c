@@ -348,17 +348,28 @@ static void over_budget(rkv_daemon *d, uint64_t id)
                 st.snapshots_over_budget);
 }
 
+/* The instance a stream message (what) is from, once the codec accepted it
+ * (else counted bad) and it came on that instance's own subject; NULL: drop
+ * it. The ids are read only after a successful decode has filled them. */
+static inst *admit(rkv_daemon *d, rkv_status decoded, const char *what, const char *subj,
+                   const char *prefix, const uint64_t *instance, const uint64_t *epoch,
+                   uint64_t now)
+{
+    if (decoded != RKV_OK) {
+        bad(d, what);
+        return NULL;
+    }
+    if (!from_subject(d, subj, prefix, *instance, what))
+        return NULL;
+    return touch(d, *instance, *epoch, now);
+}
+
 static void handle_kv(rkv_daemon *d, const char *subj, const void *data, size_t len,
                       uint64_t now)
 {
     rkv_wire_batch_info bi;
-    if (rkv_wire_decode_events(data, len, &bi, d->ev, RKV_WIRE_MAX_EVENTS) != RKV_OK) {
-        bad(d, "event batch");
-        return;
-    }
-    if (!from_subject(d, subj, d->kv_prefix, bi.instance, "event batch"))
-        return;
-    inst *x = touch(d, bi.instance, bi.epoch, now);
+    inst *x = admit(d, rkv_wire_decode_events(data, len, &bi, d->ev, RKV_WIRE_MAX_EVENTS),
+                    "event batch", subj, d->kv_prefix, &bi.instance, &bi.epoch, now);
     if (!x)
         return;
     rkv_router_stats a, b;
@@ -390,13 +401,8 @@ static void handle_hb(rkv_daemon *d, const char *subj, const void *data, size_t 
                       uint64_t now)
 {
     rkv_wire_heartbeat hb;
-    if (rkv_wire_decode_heartbeat(data, len, &hb) != RKV_OK) {
-        bad(d, "heartbeat");
-        return;
-    }
-    if (!from_subject(d, subj, d->hb_prefix, hb.instance, "heartbeat"))
-        return;
-    inst *x = touch(d, hb.instance, hb.epoch, now);
+    inst *x = admit(d, rkv_wire_decode_heartbeat(data, len, &hb), "heartbeat", subj,
+                    d->hb_prefix, &hb.instance, &hb.epoch, now);
     if (!x)
         return;
     x->heard = 1;
@@ -425,22 +431,27 @@ static void chunk_abort(rkv_daemon *d, inst *x)
  * part, which replaces the instance's entries at once. A part out of
  * order (a lost message, an answer to an older request) drops what was
  * staged; the request is retried after --snapshot-timeout-ms. */
-/* The instance a decoded snapshot answer (or chunk: what) is for, when
- * the answer is to be used: it came on that instance's own subject, the
- * instance is live in the same epoch (not gone or restarted since the
- * request), and the router still waits for its resync (else it is a late
+/* The instance a snapshot answer (or chunk: what) is for, when the answer
+ * is to be used: the codec accepted it (else counted bad), it came on that
+ * instance's own subject, the instance is live in the same epoch (not gone
+ * or restarted since the request), and the router still waits for its resync (else it is a late
  * answer to a retried request, and an older state would roll the
  * instance back). NULL: drop it. */
-static inst *awaiting_snapshot(rkv_daemon *d, const char *subj, uint64_t instance,
-                               uint64_t epoch, const char *what)
+static inst *awaiting_snapshot(rkv_daemon *d, rkv_status decoded, const char *subj,
+                               const uint64_t *instance, const uint64_t *epoch,
+                               const char *what)
 {
-    if (!from_subject(d, subj, d->snap_prefix, instance, what))
+    if (decoded != RKV_OK) {
+        bad(d, what);
         return NULL;
-    inst *x = find(d, instance);
-    if (!x || !x->live || x->epoch != epoch)
+    }
+    if (!from_subject(d, subj, d->snap_prefix, *instance, what))
+        return NULL;
+    inst *x = find(d, *instance);
+    if (!x || !x->live || x->epoch != *epoch)
         return NULL;
     rkv_router_instance_info info;
-    if (rkv_router_instance_info_get(d->router, instance, &info) != RKV_OK ||
+    if (rkv_router_instance_info_get(d->router, *instance, &info) != RKV_OK ||
         !info.needs_resync)
         return NULL;
     return x;
@@ -450,11 +461,8 @@ static void handle_chunk(rkv_daemon *d, const char *subj, const void *data, size
                          uint64_t now)
 {
     rkv_wire_chunk_info ci;
-    if (rkv_wire_decode_snapshot_chunk(data, len, &ci, NULL, 0) != RKV_OK) {
-        bad(d, "snapshot chunk");
-        return;
-    }
-    inst *x = awaiting_snapshot(d, subj, ci.instance, ci.epoch, "snapshot chunk");
+    inst *x = awaiting_snapshot(d, rkv_wire_decode_snapshot_chunk(data, len, &ci, NULL, 0),
+                                subj, &ci.instance, &ci.epoch, "snapshot chunk");
     if (!x)
         return;
     if (ci.part == 0) {
@@ -508,11 +516,8 @@ static void handle_snap(rkv_daemon *d, const char *subj, const void *data, size_
         return;
     }
     rkv_wire_snapshot_info si;
-    if (rkv_wire_decode_snapshot(data, len, &si, NULL, 0) != RKV_OK) {
-        bad(d, "snapshot");
-        return;
-    }
-    inst *x = awaiting_snapshot(d, subj, si.instance, si.epoch, "snapshot");
+    inst *x = awaiting_snapshot(d, rkv_wire_decode_snapshot(data, len, &si, NULL, 0), subj,
+                                &si.instance, &si.epoch, "snapshot");
     if (!x)
         return;
     rkv_block_entry *e = malloc((si.count ? si.count : 1) * sizeof *e);

@@ -108,32 +108,36 @@ void rkv_lru_unlink(rkv_tree *t, uint32_t id)
     rkv_lru_mark(t, b);
 }
 
+/* Links id between p and n of bucket b (either may be NIL: then id becomes
+ * that end). Inline with a constant NIL end, the dead branch folds away, so the
+ * push paths cost what they did when written out by hand. */
+static inline void rkv_lru_link_end(rkv_tree *t, uint32_t b, uint32_t id, uint32_t p,
+                                    uint32_t n)
+{
+    rkv_tnode *x = &t->nodes[id];
+    x->lru_prev = p;
+    x->lru_next = n;
+    if (p != RKV_NIL)
+        t->nodes[p].lru_next = id;
+    else
+        t->lru_head[b] = id;
+    if (n != RKV_NIL)
+        t->nodes[n].lru_prev = id;
+    else
+        t->lru_tail[b] = id;
+    rkv_lru_mark(t, b);
+}
+
 void rkv_lru_push_tail(rkv_tree *t, uint32_t id)
 {
     uint32_t b = rkv_lru_bucket(t, id);
-    rkv_tnode *x = &t->nodes[id];
-    x->lru_next = RKV_NIL;
-    x->lru_prev = t->lru_tail[b];
-    if (t->lru_tail[b] != RKV_NIL)
-        t->nodes[t->lru_tail[b]].lru_next = id;
-    else
-        t->lru_head[b] = id;
-    t->lru_tail[b] = id;
-    rkv_lru_mark(t, b);
+    rkv_lru_link_end(t, b, id, t->lru_tail[b], RKV_NIL);
 }
 
 static void rkv_lru_push_head(rkv_tree *t, uint32_t id)
 {
     uint32_t b = rkv_lru_bucket(t, id);
-    rkv_tnode *x = &t->nodes[id];
-    x->lru_prev = RKV_NIL;
-    x->lru_next = t->lru_head[b];
-    if (t->lru_head[b] != RKV_NIL)
-        t->nodes[t->lru_head[b]].lru_prev = id;
-    else
-        t->lru_tail[b] = id;
-    t->lru_head[b] = id;
-    rkv_lru_mark(t, b);
+    rkv_lru_link_end(t, b, id, RKV_NIL, t->lru_head[b]);
 }
 
 /* Inserts id right after `after` (never the tail here). */

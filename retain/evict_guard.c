@@ -150,29 +150,25 @@ static void rkv_guard_unlink(rkv_guard *g, uint32_t i)
     x->prev = x->next = RKV_GUARD_NIL;
 }
 
-static void rkv_guard_push_tail(rkv_guard *g, uint32_t i)
+/* Links i between p and n (either may be NIL: then i becomes head or tail). */
+static void rkv_guard_link(rkv_guard *g, uint32_t i, uint32_t p, uint32_t n)
 {
     rkv_gpage *x = &g->pages[i];
-    x->next = RKV_GUARD_NIL;
-    x->prev = g->tail;
-    if (g->tail != RKV_GUARD_NIL)
-        g->pages[g->tail].next = i;
-    else
-        g->head = i;
-    g->tail = i;
+    x->prev = p;
+    x->next = n;
+    *(p != RKV_GUARD_NIL ? &g->pages[p].next : &g->head) = i;
+    *(n != RKV_GUARD_NIL ? &g->pages[n].prev : &g->tail) = i;
+}
+
+static void rkv_guard_push_tail(rkv_guard *g, uint32_t i)
+{
+    rkv_guard_link(g, i, g->tail, RKV_GUARD_NIL);
 }
 
 /* Puts i right before `before` (a listed entry): one step less recent. */
 static void rkv_guard_insert_before(rkv_guard *g, uint32_t before, uint32_t i)
 {
-    rkv_gpage *x = &g->pages[i], *b = &g->pages[before];
-    x->next = before;
-    x->prev = b->prev;
-    if (b->prev != RKV_GUARD_NIL)
-        g->pages[b->prev].next = i;
-    else
-        g->head = i;
-    b->prev = i;
+    rkv_guard_link(g, i, g->pages[before].prev, before);
 }
 
 /* Drops the least recently used page (table: backward-shift deletion). */

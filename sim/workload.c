@@ -492,6 +492,12 @@ static double rng_normal(wl_rng *g)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* A config range [lo, hi] that cannot be drawn from: empty, or starting at 0. */
+static int bad_range(uint32_t lo, uint32_t hi)
+{
+    return lo == 0 || hi < lo;
+}
+
 /* Tool latency: lognormal with median tool_median_ms and sigma tool_sigma,
  * capped at tool_max_ms. */
 static double tool_latency_ms(wl_rng *g, const rkv_agentic_config *cfg)
@@ -506,10 +512,9 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
     rkv_status st = wl_start(wl, cfg != NULL, "rkv_workload_agentic");
     if (st != RKV_OK)
         return st;
-    if (cfg->sessions == 0 || cfg->turns_min == 0 ||
-        cfg->turns_max < cfg->turns_min || cfg->user_min == 0 ||
-        cfg->user_max < cfg->user_min || cfg->output_min == 0 ||
-        cfg->output_max < cfg->output_min || !(cfg->think_ms_mean >= 0) ||
+    if (cfg->sessions == 0 || bad_range(cfg->turns_min, cfg->turns_max) ||
+        bad_range(cfg->user_min, cfg->user_max) ||
+        bad_range(cfg->output_min, cfg->output_max) || !(cfg->think_ms_mean >= 0) ||
         !(cfg->chat_share >= 0 && cfg->chat_share <= 1) ||
         !(cfg->tool_median_ms > 0 && cfg->tool_median_ms <= 1e9) ||
         !(cfg->tool_sigma >= 0 && cfg->tool_sigma <= 10) ||
@@ -597,32 +602,28 @@ rkv_status rkv_workload_agentic(rkv_workload *wl,
 
 void rkv_fewshot_config_init(rkv_fewshot_config *cfg)
 {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->requests = 2000;
-    cfg->header_tokens = 4000;
-    cfg->suffix_min = 20;
-    cfg->suffix_max = 200;
-    cfg->output_min = 1;
-    cfg->output_max = 64;
-    cfg->waves = 1;
-    cfg->wave_gap_ms = 10000.0;
+    /* The fields not named here are 0. */
+    *cfg = (rkv_fewshot_config){.requests = 2000, .header_tokens = 4000,
+                                .suffix_min = 20, .suffix_max = 200,
+                                .output_min = 1, .output_max = 64,
+                                .waves = 1, .wave_gap_ms = 10000.0};
 }
 
 rkv_status rkv_workload_fewshot(rkv_workload *wl,
                                 const rkv_fewshot_config *cfg, uint64_t seed)
 {
     rkv_status st = wl_start(wl, cfg != NULL, "rkv_workload_fewshot");
+    if (st == RKV_OK &&
+        (cfg->requests == 0 || bad_range(cfg->suffix_min, cfg->suffix_max) ||
+         bad_range(cfg->output_min, cfg->output_max) || cfg->waves == 0 ||
+         !(cfg->wave_gap_ms >= 0) ||
+         (uint64_t)cfg->header_tokens + cfg->suffix_max > RKV_TRACE_MAX_LENGTH))
+        st = rkv_set_error(RKV_ERR_INVALID_ARG,
+                           "rkv_workload_fewshot: inconsistent config "
+                           "(need requests, waves, suffix and output "
+                           "ranges >= 1)");
     if (st != RKV_OK)
         return st;
-    if (cfg->requests == 0 || cfg->suffix_min == 0 ||
-        cfg->suffix_max < cfg->suffix_min || cfg->output_min == 0 ||
-        cfg->output_max < cfg->output_min || cfg->waves == 0 ||
-        !(cfg->wave_gap_ms >= 0) ||
-        (uint64_t)cfg->header_tokens + cfg->suffix_max > RKV_TRACE_MAX_LENGTH)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_workload_fewshot: inconsistent config "
-                             "(need requests, waves, suffix and output "
-                             "ranges >= 1)");
     if (wl_set_name(wl, "fewshot") != RKV_OK)
         return RKV_ERR_NOMEM;
     wl_rng g = {seed};
