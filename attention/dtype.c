@@ -6,27 +6,12 @@
  * and out of the subnormal range; overflow gives infinity; NaN stays a
  * (quiet) NaN with its sign. half -> float is exact.
  */
-#include <string.h>
-
+#include "attention/kv_codec.h"
 #include "radixkv.h"
-
-static uint32_t f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 uint16_t rkv_f32_to_f16(float x)
 {
-    uint32_t u = f32_bits(x);
+    uint32_t u = rkv_kvq_bits(x);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t exp = (u >> 23) & 0xffu;
     uint32_t man = u & 0x7fffffu;
@@ -62,10 +47,10 @@ float rkv_f16_to_f32(uint16_t h)
     uint32_t exp = ((uint32_t)h >> 10) & 0x1fu;
     uint32_t man = (uint32_t)h & 0x3ffu;
     if (exp == 0x1fu)
-        return bits_f32(sign | 0x7f800000u | (man << 13));
+        return rkv_kvq_float(sign | 0x7f800000u | (man << 13));
     if (exp == 0) {
         if (man == 0)
-            return bits_f32(sign);
+            return rkv_kvq_float(sign);
         /* subnormal: normalise */
         int e = -1;
         do {
@@ -73,14 +58,14 @@ float rkv_f16_to_f32(uint16_t h)
             e++;
         } while ((man & 0x400u) == 0);
         man &= 0x3ffu;
-        return bits_f32(sign | ((uint32_t)(127 - 15 - e) << 23) | (man << 13));
+        return rkv_kvq_float(sign | ((uint32_t)(127 - 15 - e) << 23) | (man << 13));
     }
-    return bits_f32(sign | ((exp - 15 + 127) << 23) | (man << 13));
+    return rkv_kvq_float(sign | ((exp - 15 + 127) << 23) | (man << 13));
 }
 
 uint16_t rkv_f32_to_bf16(float x)
 {
-    uint32_t u = f32_bits(x);
+    uint32_t u = rkv_kvq_bits(x);
     if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu))
         return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
     uint32_t lsb = (u >> 16) & 1u;
@@ -90,5 +75,5 @@ uint16_t rkv_f32_to_bf16(float x)
 
 float rkv_bf16_to_f32(uint16_t h)
 {
-    return bits_f32((uint32_t)h << 16);
+    return rkv_kvq_float((uint32_t)h << 16);
 }
