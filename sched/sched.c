@@ -127,8 +127,7 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
                             rkv_sched **out)
 {
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_sched_create: NULL %s",
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg("rkv_sched_create", tree, "tree", "out");
     rkv_sched_config c;
     rkv_sched_config_init(&c);
     if (cfg != NULL)
@@ -270,8 +269,7 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
 {
     static const char fn[] = "rkv_sched_submit";
     if (s == NULL || d == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             s == NULL ? "sched" : "request");
+        return rkv_null_arg(fn, s, "sched", "request");
     if (d->prompt == NULL || d->prompt_len == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: request %llu has an empty prompt", fn,
