@@ -25,6 +25,7 @@
 #include "fleet/publisher.h"
 #include "tests/fleet/nats_harness.h"
 #include "tests/support/event_driver.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
 #define MODEL "testmodel"
@@ -497,18 +498,8 @@ Test(fleet_nats, tap_gets_the_stored_pages_token_ids)
     nats_harness h;
     memset(&h, 0, sizeof h);
     harness_start(&h);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 64;
-    pc.page_size = 4;
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.event_ring = 256;
-    tc.event_tokens = 1024;
-    rkv_pool *pool = NULL;
-    rkv_tree *tree = NULL;
-    cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_tree_create(pool, &tc, &tree), RKV_OK, "%s", rkv_last_error());
+    rkv_pool *pool = tu_pool(64, 4); /* page of 4 tokens */
+    rkv_tree *tree = tu_event_tree(pool, 256, 1024);
     tap_log log;
     memset(&log, 0, sizeof log);
     rkv_fleet_pub_config cfg;
@@ -519,7 +510,7 @@ Test(fleet_nats, tap_gets_the_stored_pages_token_ids)
     cfg.batch_events = 4; /* several drains: ids must stay with their events */
     cfg.tap = record_tap;
     cfg.tap_ctx = &log;
-    cfg.tap_tokens = (size_t)cfg.batch_events * RKV_EVENT_MAX_HASHES * pc.page_size;
+    cfg.tap_tokens = (size_t)cfg.batch_events * RKV_EVENT_MAX_HASHES * 4;
     rkv_fleet_pub *pub = NULL;
     /* a tap without room for the ids of one event is refused */
     rkv_fleet_pub_config small = cfg;
