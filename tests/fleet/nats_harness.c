@@ -18,6 +18,20 @@
 #include <time.h>
 #include <unistd.h>
 
+rkv_fleet_pub_config harness_pub_config(const char *model, uint64_t instance,
+                                        uint64_t epoch, uint32_t batch_events)
+{
+    rkv_fleet_pub_config pc;
+    rkv_fleet_pub_config_init(&pc);
+    pc.model = model;
+    pc.instance = instance;
+    pc.epoch = epoch;
+    if (batch_events != 0)
+        pc.batch_events = batch_events;
+    pc.heartbeat_ms = 100;
+    return pc;
+}
+
 uint64_t harness_ms_now(void)
 {
     struct timespec ts;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "fleet/codec.h"
+#include "fleet/publisher.h"
 #include <sys/types.h>
 
 /* The message ctest's SKIP_REGULAR_EXPRESSION looks for. */
@@ -44,6 +45,12 @@ void harness_stop(nats_harness *h);    /* connection, server, store dir     */
 /* Ends a child: sig, then waits for it; *p becomes 0 (0 is skipped).
  * Fails the test when the child had exited 66 (a ThreadSanitizer report). */
 void harness_end(pid_t *p, int sig);
+
+/* The publisher config the tests start from: model, instance and epoch,
+ * heartbeats every 100 ms (so a test sees one quickly), batches of
+ * batch_events (0: the default). */
+rkv_fleet_pub_config harness_pub_config(const char *model, uint64_t instance,
+                                        uint64_t epoch, uint32_t batch_events);
 
 uint64_t harness_ms_now(void);
 void harness_nap_ms(int ms);

@@ -75,13 +75,7 @@ static void add_instances(fleet *f, int n)
 {
     for (int i = 0; i < n; i++) {
         evd_open(&f->in[i], 96, 4, 1024);
-        rkv_fleet_pub_config pc;
-        rkv_fleet_pub_config_init(&pc);
-        pc.model = MODEL;
-        pc.instance = (uint64_t)i + 1;
-        pc.epoch = 7;
-        pc.batch_events = 32;
-        pc.heartbeat_ms = 100;
+        rkv_fleet_pub_config pc = harness_pub_config(MODEL, (uint64_t)i + 1, 7, 32);
         cr_assert_eq(rkv_fleet_pub_create(&pc, f->h.nc, f->in[i].tree, &f->pub[i]),
                      RKV_OK, "%s", rkv_last_error());
     }
@@ -418,14 +412,8 @@ Test(fleet_nats, server_outage_is_bounded_and_recovered)
     start_router(&f, "3000");
     /* one instance with a tiny ring and queue, so an outage overflows both */
     evd_open(&f.in[0], 96, 4, 64);
-    rkv_fleet_pub_config pc;
-    rkv_fleet_pub_config_init(&pc);
-    pc.model = MODEL;
-    pc.instance = 1;
-    pc.epoch = 7;
-    pc.batch_events = 4;
+    rkv_fleet_pub_config pc = harness_pub_config(MODEL, 1, 7, 4);
     pc.max_pending = 2;
-    pc.heartbeat_ms = 100;
     pc.publish_wait_ms = 100;
     cr_assert_eq(rkv_fleet_pub_create(&pc, f.h.nc, f.in[0].tree, &f.pub[0]), RKV_OK);
     f.n = 1;

@@ -76,11 +76,7 @@ static void bring_up(rt *t)
  * heartbeat every 100 ms. */
 static void instance_9(rkv_fleet_pub_config *cfg)
 {
-    rkv_fleet_pub_config_init(cfg);
-    cfg->model = MODEL;
-    cfg->instance = 9;
-    cfg->epoch = 1;
-    cfg->heartbeat_ms = 100;
+    *cfg = harness_pub_config(MODEL, 9, 1, 0);
 }
 
 static void teardown(rt *t)

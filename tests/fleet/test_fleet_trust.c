@@ -237,13 +237,7 @@ static void start_router(world *w, char **argv)
 static void add_instance(world *w)
 {
     evd_open(&w->in, 96, 4, 1024);
-    rkv_fleet_pub_config pc;
-    rkv_fleet_pub_config_init(&pc);
-    pc.model = MODEL;
-    pc.instance = 1;
-    pc.epoch = 7;
-    pc.batch_events = 32;
-    pc.heartbeat_ms = 100;
+    rkv_fleet_pub_config pc = harness_pub_config(MODEL, 1, 7, 32);
     cr_assert_eq(rkv_fleet_pub_create(&pc, w->inc, w->in.tree, &w->pub), RKV_OK, "%s",
                  rkv_last_error());
     rkv_rng rng;
