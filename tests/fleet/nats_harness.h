@@ -68,4 +68,10 @@ int harness_stats(nats_harness *h, const char *model, char *buf, size_t cap,
 int harness_route(nats_harness *h, const char *model, const uint8_t *query, size_t len,
              int64_t wait_ms, rkv_wire_reply *rep);
 
+/* harness_route for the full pages of tokens[0..n) in namespace ns (at
+ * most 96 pages of P tokens), hashed as an instance hashes them. */
+int harness_route_tokens(nats_harness *h, const char *model, uint64_t ns,
+                         const int32_t *tokens, uint32_t n, uint32_t P, int64_t wait_ms,
+                         rkv_wire_reply *rep);
+
 #endif

@@ -154,15 +154,8 @@ static uint32_t tree_pages(fleet *f, int i, int q)
 /* One route query for query q; 0 when the router did not answer. */
 static int route(fleet *f, int q, rkv_wire_reply *rep)
 {
-    uint64_t h[EVD_MAX_TOK], parent = RKV_HASH_ROOT;
-    uint32_t P = f->in[0].P, np = f->q_n[q] / P;
-    for (uint32_t j = 0; j < np; j++)
-        h[j] = parent = rkv_block_hash(parent, f->q_ns[q], f->q_tok[q] + j * P, P);
-    uint8_t buf[RKV_WIRE_HEADER + 12 + 8 * EVD_MAX_TOK];
-    size_t len = 0;
-    cr_assert_eq(rkv_wire_encode_query(f->q_ns[q], h, np, buf, sizeof buf, &len),
-                 RKV_OK);
-    return harness_route(&f->h, MODEL, buf, len, 500, rep);
+    return harness_route_tokens(&f->h, MODEL, f->q_ns[q], f->q_tok[q], f->q_n[q],
+                                f->in[0].P, 500, rep);
 }
 
 /* Does the router agree with every live instance's tree on every query?
