@@ -54,14 +54,10 @@ void rkv_sched_config_init(rkv_sched_config *cfg)
 {
     if (cfg == NULL)
         return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->policy = RKV_POLICY_LPM;
-    cfg->max_batch_tokens = 8192;
-    cfg->max_running = 256;
-    cfg->dedup_min_tokens = 256;
-    cfg->max_wait_ms = 10000.0;
-    cfg->aging_per_s = 1.0;
-    cfg->use_tiers = 1;
+    /* The fields not named here are 0. */
+    *cfg = (rkv_sched_config){.policy = RKV_POLICY_LPM, .max_batch_tokens = 8192,
+                              .max_running = 256, .dedup_min_tokens = 256,
+                              .max_wait_ms = 10000.0, .aging_per_s = 1.0, .use_tiers = 1};
 }
 
 rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need, size_t elem)

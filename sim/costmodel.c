@@ -36,24 +36,13 @@ const char *rkv_cost_kv_dtype_name(rkv_dtype d)
 
 void rkv_cost_model_init(rkv_cost_model *m)
 {
-    memset(m, 0, sizeof *m);
-    m->layers = 32;
-    m->hidden = 4096;
-    m->kv_heads = 8;
-    m->head_dim = 128;
-    m->params = 8.03e9;
-    m->weight_bytes = 2.0;
-    m->kv_dtype_bytes = 2.0;
-    m->kv_dtype = RKV_DTYPE_BF16;
-    m->kv_quant_group = 32;
-    m->peak_tflops = 989.0;
-    m->bandwidth_tbs = 3.35;
-    m->memory_gb = 80.0;
-    m->mfu = 0.5;
-    m->mbu = 0.8;
-    m->overhead_ms = 0.1;
-    m->pcie_gbps = 50.0;
-    m->disk_gbps = 6.0;
+    /* The fields not named here are 0. */
+    *m = (rkv_cost_model){.layers = 32, .hidden = 4096, .kv_heads = 8, .head_dim = 128,
+                          .params = 8.03e9, .weight_bytes = 2.0, .kv_dtype_bytes = 2.0,
+                          .kv_dtype = RKV_DTYPE_BF16, .kv_quant_group = 32,
+                          .peak_tflops = 989.0, .bandwidth_tbs = 3.35, .memory_gb = 80.0,
+                          .mfu = 0.5, .mbu = 0.8, .overhead_ms = 0.1, .pcie_gbps = 50.0,
+                          .disk_gbps = 6.0};
 }
 
 /* Model shapes from the models' published configurations. hidden is
