@@ -335,8 +335,7 @@ rkv_status rkv_tree_evict_ids(rkv_tree *tree, uint32_t n, rkv_block_id *ids_out,
     if (freed_out != NULL)
         *freed_out = 0;
     if (tree == NULL || (ids_out == NULL && cap > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "ids_out");
+        return rkv_null_arg(fn, tree, "tree", "ids_out");
     if (cap < n)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: room for %u ids, %u blocks asked", fn, cap, n);
@@ -365,8 +364,7 @@ rkv_status rkv_tree_evict_ids(rkv_tree *tree, uint32_t n, rkv_block_id *ids_out,
 rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n, rkv_block_id *out)
 {
     if (tree == NULL || (out == NULL && n > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_alloc_blocks: NULL %s",
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg("rkv_tree_alloc_blocks", tree, "tree", "out");
     rkv_pool *pool = tree->pool;
     if (pool->num_free < n) {
         uint32_t need = n - pool->num_free;

@@ -421,23 +421,14 @@ static rkv_status wl_add(rkv_workload *wl, const wl_piece *pieces, size_t n,
 
 void rkv_agentic_config_init(rkv_agentic_config *cfg)
 {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->sessions = 128;
-    cfg->turns_min = 4;
-    cfg->turns_max = 16;
-    cfg->system_tokens = 1500;
-    cfg->tools_tokens = 3000;
-    cfg->user_min = 50;
-    cfg->user_max = 1500;
-    cfg->output_min = 20;
-    cfg->output_max = 400;
-    cfg->think_ms_mean = 1000.0;
-    cfg->chat_share = 0.25;
-    cfg->tool_median_ms = 2000.0;
-    cfg->tool_sigma = 1.4;
-    cfg->tool_max_ms = 600000.0;
-    cfg->start_span_ms = 30000.0;
-    cfg->max_prompt_tokens = 32768;
+    /* The fields not named here are 0. */
+    *cfg = (rkv_agentic_config){.sessions = 128, .turns_min = 4, .turns_max = 16,
+                                .system_tokens = 1500, .tools_tokens = 3000,
+                                .user_min = 50, .user_max = 1500, .output_min = 20,
+                                .output_max = 400, .think_ms_mean = 1000.0,
+                                .chat_share = 0.25, .tool_median_ms = 2000.0,
+                                .tool_sigma = 1.4, .tool_max_ms = 600000.0,
+                                .start_span_ms = 30000.0, .max_prompt_tokens = 32768};
 }
 
 typedef struct wl_pending {
