@@ -114,7 +114,7 @@ static void table(const char *title, const rkv_workload *wl,
         }
         printf("%14llu %8.2f%% %8.2f%% %8.2f%%", (unsigned long long)caps[c],
                100 * lru_ref, 100 * bel, 100 * ever);
-        for (int p = 0; p < npol; p++) /* *: its guard fell back to LRU */
+        for (int p = 0; p < npol; p++) /* *: its guard took LRU victims */
             printf(" %8.2f%%%s", 100 * hr[p], fb[p] ? "*" : " ");
         for (int p = 0; p < npol; p++)
             if (pol[p] != RKV_EVICT_LRU)

@@ -71,7 +71,7 @@ static const char text_common[] =
 "                           among equals) or learned (predicts reuse from\n"
 "                           the tree's structure; a shadow LRU guards it,\n"
 "                           taking LRU's victim when the policy's could\n"
-"                           cost more than its lead: measured at most 0.15\n"
+"                           cost more than its lead: measured at most 0.14\n"
 "                           point below LRU, docs/retention.md);\n"
 "                           --eviction is the same option\n"
 "  --retention MODE         what requests keep (both orders; README\n"

@@ -45,21 +45,28 @@
  * loss rate that jumps past the margin -- the earlier rule (fall back once
  * behind) lost 0.43 point where a burst of losses arrived faster than it
  * could react. Second, a lead is kept, not spent: when it falls from its
- * peak by a quarter plus the budget, every victim is LRU's for two pools'
- * worth of queried pages (doubling with each such hold, up to 32). Third,
- * a loss repeated by the same query with no insert between (a scheduler
- * retrying an admission) counts once, as the hit rate counts a request.
- * Measured worst case over 160 runs of generated workloads (file order):
- * 0.12 point below LRU (tests/test_evict_guard.c, bench/RESULTS.md). In
- * the scheduler's order the shadow does not model pages locked by running
- * requests (LRU cannot evict them; the shadow ages them), so its deficit
- * grows and the guard holds the policy to LRU's victims.
+ * peak by a quarter plus the budget, every victim is LRU's for 4 pools'
+ * worth of queried pages (doubling with each such hold, up to 32).
+ * Third, the policy waits 8 pools' worth of queries before it diverges
+ * at all, and never diverges when the shadow did not hit what the tree
+ * hit while the tree was still LRU (within 0.4 %), or when the pages LRU
+ * holds and the tree lacks for LRU's own victims pass 1/8 of the pool:
+ * then the shadow does not model this tree's LRU. That is the scheduler's
+ * order, where pages locked by running requests stay (LRU cannot evict
+ * them) while the shadow ages them, and where a divergence early in a
+ * closed loop changes every later arrival (up to 1 point either way).
+ * Fourth, a loss repeated by the same query with no insert between (a
+ * scheduler retrying an admission) counts once, as the hit rate counts a
+ * request. Measured worst case over 368 cases of generated workloads
+ * (both orders): 0.14 point below LRU (tests/test_evict_guard.c,
+ * bench/RESULTS.md).
  *
  * Cost: one hash per matched page (and one more), O(path) lookups per
  * insert, O(pages) per evicted leaf and per policy victim, O(1) each;
  * memory 17 B per pool block for pages and 8 B for the table (two slots
- * per block) and 2 KiB of query signatures, allocated at creation. Removal from the linear-probing
- * table shifts entries back (no tombstones).
+ * per block) and 2 KiB of query signatures, allocated at creation.
+ * Removal from the linear-probing table shifts entries back (no
+ * tombstones).
  */
 #include "retain/evict_guard.h"
 
