@@ -315,6 +315,10 @@ void rkv_guard_on_match(rkv_tree *t, uint64_t ns, const int32_t *tokens,
     rkv_guard *g = t->order.guard;
     uint64_t h = RKV_HASH_ROOT;
     uint32_t hits = 0;
+    /* a request's evictions follow its match, the ended sessions' leaves
+     * first (before any hook): a choice against LRU like the policy's,
+     * whose loss rate is measured with it */
+    g->marking = RKV_GONE_POLICY;
     g->anchor = RKV_GUARD_NIL;
     for (uint32_t i = 0; i < npages; i++) {
         h = rkv_block_hash(h, ns, tokens + (size_t)i * t->P, t->P);
