@@ -477,20 +477,23 @@ rkv_status rkv_guard_check(const rkv_tree *t)
                                    "policy without its guard")
                    : RKV_OK;
     uint32_t n = 0, prev = RKV_GUARD_NIL;
-    uint64_t gone = 0;
+    uint64_t gone = 0, div = 0;
     for (uint32_t i = g->head; i != RKV_GUARD_NIL; i = g->pages[i].next) {
         if (i >= g->cap || g->pages[i].prev != prev || ++n > g->size ||
             rkv_guard_find(g, g->pages[i].hash) != i)
             return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: eviction "
                                  "guard list broken at page %u", i);
         gone += g->gone[i] != 0;
+        div += g->gone[i] == RKV_GONE_POLICY;
         prev = i;
     }
-    if (gone != g->missing)
+    if (gone != g->missing || div != g->missing_div)
         return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: eviction guard "
-                             "counts %llu missing pages, lists %llu",
+                             "counts %llu missing pages (%llu the policy's), "
+                             "lists %llu (%llu)",
                              (unsigned long long)g->missing,
-                             (unsigned long long)gone);
+                             (unsigned long long)g->missing_div,
+                             (unsigned long long)gone, (unsigned long long)div);
     if (n != g->size || g->tail != prev || g->size > g->cap)
         return rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: eviction guard "
                              "holds %u of %u pages, lists %u", g->size, g->cap,

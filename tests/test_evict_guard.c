@@ -183,3 +183,28 @@ Test(evict_guard, never_worse_than_lru_sched, .timeout = 600)
         rkv_workload_free(&wl);
     }
 }
+
+/* The guard's own bookkeeping (rkv_tree_check: the shadow's list, its
+ * missing pages and the policy's share of them) stays consistent when
+ * ended sessions' pages go first and when victims are demoted to a host
+ * tier instead of dropped, in both orders. */
+Test(evict_guard, consistent_with_sessions_and_tiers, .timeout = 600)
+{
+    rkv_workload wl;
+    make_shape(0, &wl);
+    for (int tier = 0; tier < 2; tier++)
+        for (int sched = 0; sched < 2; sched++) {
+            rkv_replay_config cfg = rkv_test_replay_config(PAGE, 31104, 7);
+            cfg.evict_policy = RKV_EVICT_LEARNED;
+            cfg.retention = RKV_RETENTION_HINTS;
+            cfg.host_capacity_tokens = tier ? 62208 : 0;
+            rkv_replay_result res;
+            rkv_status st = sched ? rkv_replay_sched(&wl, &cfg, &res)
+                                  : rkv_replay_file_order(&wl, &cfg, &res);
+            cr_assert_eq(st, RKV_OK, "tier %d sched %d: %s", tier, sched,
+                         rkv_last_error());
+            cr_assert_gt(res.ended_pages, 0);
+            cr_assert_gt(res.guard_lru_hit_tokens, 0);
+        }
+    rkv_workload_free(&wl);
+}
