@@ -390,18 +390,23 @@ def test_eviction_frees_exactly_the_blocks_the_tree_let_go():
     c = create_simulated(page_size=2, num_tokens=256)
     for t in ([1] * 8, [2] * 6, [3] * 4):
         insert_alloc(c, t)
-    tr = c._track
-    cached_before = set(tr.blocks().tolist())
+    tab = c._tab
+    cached_before = set(tab.blocks().tolist())
+    slots_before = {b: tab.gather([b]).tolist() for b in cached_before}
     # a never-cached block freed during the eviction's window: the old
     # alloc-after-evict trick had to detect it; the ids come from C now
     (x,) = c._pool.alloc(1)
-    st, got = tr.evict(3)
+    st, slots, freed = tab.evict(3)
+    slots = slots.tolist()
     c._pool.unref(int(x))
-    assert st == 0 and len(got) == 3 and set(got.tolist()) <= cached_before
-    assert all(c._pool.refcount(int(b)) == 0 for b in got)
-    assert int(x) not in got.tolist()
-    assert set(tr.blocks().tolist()) == cached_before - set(got.tolist())
-    assert tr.count() == c._tree.stats()["cached_blocks"]
+    gone = cached_before - set(tab.blocks().tolist())
+    assert st == 0 and freed == 3 and len(gone) == 3
+    assert all(c._pool.refcount(int(b)) == 0 for b in gone)
+    assert int(x) not in gone
+    # the slots returned are exactly those the freed blocks held
+    assert sorted(slots) == sorted(v for b in gone for v in slots_before[b])
+    assert all(tab.gather([b]).tolist() == [-1, -1] for b in gone)
+    assert tab.count() == c._tree.stats()["cached_blocks"]
     c.sanity_check()
 
 
