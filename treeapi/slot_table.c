@@ -55,27 +55,33 @@ void rkv_slot_table_destroy(rkv_slot_table *table)
 }
 
 /* Slots s, s+1, .., s+P-1 from s >= 0, with s + P representable: one value
- * (s + 1) stands for the page. */
+ * (s + 1) stands for the page. No early exit inside a page, so the loop
+ * vectorizes. */
 static int rkv_slot_page_is_run(const int64_t *s, uint32_t P)
 {
-    if (s[0] < 0 || s[0] > INT64_MAX - (int64_t)P)
+    int64_t s0 = s[0];
+    if (s0 < 0 || s0 > INT64_MAX - (int64_t)P)
         return 0;
+    int64_t diff = 0;
     for (uint32_t j = 1; j < P; j++)
-        if (s[j] != s[0] + (int64_t)j)
+        diff |= s[j] ^ (s0 + (int64_t)j);
+    return diff == 0;
+}
+
+int rkv_slot_pages_are_runs(const int64_t *slots, uint32_t n, uint32_t P)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!rkv_slot_page_is_run(slots + (size_t)i * P, P))
             return 0;
     return 1;
 }
 
 int rkv_slot_table_reserve(rkv_slot_table *t, uint32_t n, const int64_t *slots)
 {
-    if (t->rows != NULL || slots == NULL)
+    if (t->rows != NULL || slots == NULL || rkv_slot_pages_are_runs(slots, n, t->P))
         return 1;
-    for (uint32_t i = 0; i < n; i++)
-        if (!rkv_slot_page_is_run(slots + (size_t)i * t->P, t->P)) {
-            t->rows = calloc((size_t)t->num_blocks * t->P, sizeof *t->rows);
-            return t->rows != NULL;
-        }
-    return 1;
+    t->rows = calloc((size_t)t->num_blocks * t->P, sizeof *t->rows);
+    return t->rows != NULL;
 }
 
 void rkv_slot_table_put(rkv_slot_table *t, rkv_block_id b, const int64_t *s)

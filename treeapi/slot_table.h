@@ -33,6 +33,19 @@ struct rkv_slot_table {
     rkv_block_id *scratch;  /* [num_blocks]                                */
 };
 
+/* 1 when each of the n pages of slots (P each) is a run s .. s+P-1 from
+ * s >= 0: the pages rkv_slot_table_put_run records. */
+int rkv_slot_pages_are_runs(const int64_t *slots, uint32_t n, uint32_t P);
+
+/* Records block b (< num_blocks) whose slots are s0 .. s0+P-1, a run. */
+static inline void rkv_slot_table_put_run(rkv_slot_table *t, rkv_block_id b,
+                                          int64_t s0)
+{
+    if (t->base[b] == RKV_SLOT_NONE)
+        t->count++;
+    t->base[b] = s0 + 1;
+}
+
 /* Makes sure rows exists if one of the n pages of slots (P each; NULL:
  * identity) needs it, so that put cannot fail. 0 on NOMEM (nothing
  * changed). */

@@ -115,8 +115,9 @@ rkv_status rkv_tree_insert_slots(rkv_tree *tree, rkv_slot_table *table,
     rkv_status st = rkv_slots_args(tree, table, fn);
     if (st != RKV_OK)
         return st;
+    rkv_insert_result local;
     if (out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL out", fn);
+        out = &local;
     uint32_t P = table->P;
     if (n / P > table->num_blocks)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
@@ -140,7 +141,9 @@ rkv_status rkv_tree_insert_slots(rkv_tree *tree, rkv_slot_table *table,
         return rkv_set_error(RKV_ERR_NO_SPACE,
                              "%s: %u new pages, %u free blocks (evict first)",
                              fn, fresh, pool->num_free);
-    if (!rkv_slot_table_reserve(table, fresh, slots + (size_t)have * P))
+    /* every page a run (a paged allocator's): one value each, no rows */
+    int runs = rkv_slot_pages_are_runs(slots + (size_t)have * P, fresh, P);
+    if (!runs && !rkv_slot_table_reserve(table, fresh, slots + (size_t)have * P))
         return rkv_set_error(RKV_ERR_NOMEM, "%s: the slot rows", fn);
     st = rkv_pool_alloc_n(pool, fresh, blocks + have);
     if (st != RKV_OK)
@@ -148,9 +151,14 @@ rkv_status rkv_tree_insert_slots(rkv_tree *tree, rkv_slot_table *table,
     st = rkv_tree_insert(tree, ns, tokens, n, blocks, NULL, out);
     if (st == RKV_OK) {
         /* new pages past what the insert covered (tiers) are not taken */
-        for (uint32_t i = have; i < npages; i++)
-            if (rkv_tree_owned(tree, blocks[i]))
+        for (uint32_t i = have; i < npages; i++) {
+            if (!rkv_tree_owned(tree, blocks[i]))
+                continue;
+            if (runs)
+                rkv_slot_table_put_run(table, blocks[i], slots[(size_t)i * P]);
+            else
                 rkv_slot_table_put(table, blocks[i], slots + (size_t)i * P);
+        }
     }
     /* ours only: the tree's reference keeps what it took */
     rkv_status st2 = rkv_pool_unref_n(pool, fresh, blocks + have);

@@ -418,10 +418,11 @@ rkv_status rkv_tree_match_slots(rkv_tree *tree, rkv_slot_table *table,
                                 rkv_match *out);
 
 /* Caches the full pages of tokens[0..n), slots[0 .. n / P * P) being their
- * KV slots, and records the pages the tree takes; *out as rkv_tree_insert
- * (out->prefix_tokens: the tokens that were cached already, whose given
- * slots the tree does not take -- the caller frees those, as SGLang's
- * RadixCache contract has it). The path becomes most recently used.
+ * KV slots, and records the pages the tree takes; *out (may be NULL) as
+ * rkv_tree_insert (out->prefix_tokens: the tokens that were cached
+ * already, whose given slots the tree does not take -- the caller frees
+ * those, as SGLang's RadixCache contract has it). The path becomes most
+ * recently used.
  *   - Slot table: each page past the cached prefix gets a block of the
  *     pool (allocated here; the tree's reference is its only one). If the
  *     pool has fewer free blocks than that, RKV_ERR_NO_SPACE and nothing
@@ -433,7 +434,8 @@ rkv_status rkv_tree_match_slots(rkv_tree *tree, rkv_slot_table *table,
  *     every page past the cached prefix passes to this call, which drops
  *     it: a page the tree took stays allocated under the tree's reference,
  *     one it did not take (tiers: the insert ended at pages being loaded)
- *     is freed. Pages of the cached prefix stay the caller's.
+ *     is freed. The blocks given for the cached prefix are not touched
+ *     (the caller frees its duplicates).
  * On failure nothing changes. */
 rkv_status rkv_tree_insert_slots(rkv_tree *tree, rkv_slot_table *table,
                                  rkv_namespace ns, const int32_t *tokens,
