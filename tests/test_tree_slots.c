@@ -78,8 +78,8 @@ Test(slots, insert_match_evict_carry_the_slots)
 {
     rkv_slot_table *t;
     OK(rkv_slot_table_create(g_pool, 0, &t));
-    int32_t a[12], b[16];
-    tf_seq(a, 12, 0);
+    int32_t a[13], b[16];
+    tf_seq(a, 13, 0);
     tf_seq(b, 16, 0);
     b[8] = 999; /* shares a's first two pages */
     int64_t sa[12], sb[16], got[16];
