@@ -148,6 +148,36 @@ def test_evict_frees_lru_leaves_with_exactly_their_values():
     c.sanity_check()
 
 
+class Keeper(Rec):
+    """An allocator that keeps the very objects it is asked to free (as
+    SGLang's free_group does between free_group_begin and _end) and what
+    they held then."""
+
+    def __init__(self):
+        super().__init__()
+        self.kept = []
+
+    def free(self, idx):
+        self.kept.append((idx, vals(idx)))
+        super().free(idx)
+
+
+def test_evicted_values_handed_out_stay_intact_while_the_allocator_keeps_them():
+    # the backend reuses its eviction buffers: only once nobody holds them
+    alloc = Keeper()
+    c = RadixKVCache(None, alloc, 2)
+    for i in range(40):
+        c.insert(RadixKey([i, i, i + 1, i + 1]), np.arange(4 * i, 4 * i + 4))
+        if i % 3 == 2:
+            assert c.evict(4) == 4
+        if i % 7 == 6:
+            alloc.kept = alloc.kept[-1:]  # the allocator lets go of some
+    for obj, was in alloc.kept:
+        assert vals(obj) == was
+    assert len(alloc.freed) == len(set(alloc.freed)) == 13 * 4
+    c.sanity_check()
+
+
 def test_evict_never_takes_locked_paths_and_stops_when_nothing_is_left():
     c = create_simulated(page_size=1, num_tokens=64)
     insert_alloc(c, [1, 2, 3])

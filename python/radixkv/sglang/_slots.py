@@ -12,6 +12,7 @@ through the *_slots calls keep it so; the host tier's loads (set / drop)
 and reset (clear) are the other changes.
 """
 import ctypes as C
+import sys
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from ..tokens import address_of
 
 IDENTITY = 1  # RKV_SLOTS_IDENTITY
 _evict = lib.rkv_tree_evict_slots
+_refs = sys.getrefcount
 
 
 class SlotTable:
@@ -34,6 +36,8 @@ class SlotTable:
         self._freed, self._nslots = C.c_uint32(), C.c_size_t()
         self._freed_ref, self._nslots_ref = C.byref(self._freed), C.byref(self._nslots)
         self._none = np.zeros(0, dtype=np.int64)
+        self._ring = [self._none] * 4  # eviction outputs, reused once free
+        self._next = 0
 
     def close(self):
         if self.handle:
@@ -41,20 +45,37 @@ class SlotTable:
             self.handle = None
 
     def evict(self, n):
-        """rkv_tree_evict_slots(n): (status, the freed pages' slots -- a new
-        array the caller may keep (the allocator's free may hold on to it),
-        empty for an identity table --, blocks freed). A failing status is
+        """rkv_tree_evict_slots(n): (status, the freed pages' slots -- a
+        view the caller may keep (the allocator's free may hold on to it:
+        its buffer is not reused while referenced), empty for an identity
+        table --, blocks freed). A failing status is
         returned, not raised: NO_SPACE may still have freed some (their
         slots are listed), which the caller must release."""
         if self.identity:
             st = _evict(self._tree, self.handle, n, None, 0, self._freed_ref, self._nslots_ref)
             return st, self._none, self._freed.value
         cap = n * self.page_size
-        out = np.empty(cap, dtype=np.int64)
+        out = self._spare(cap)
         st = _evict(self._tree, self.handle, n, address_of(out) if cap else None, cap,
                     self._freed_ref, self._nslots_ref)
-        k = self._nslots.value
-        return st, (out if k == cap else out[:k]), self._freed.value
+        return st, out[:self._nslots.value], self._freed.value
+
+    def _spare(self, cap):
+        """An int64 buffer of at least cap that nobody else references: one
+        handed out before whose every view and tensor the allocator has
+        dropped (SGLang's free copies what it keeps), else a new one. A new
+        buffer costs the kernel a page fault per 4 KiB on first write --
+        more than the eviction itself at page 512."""
+        ring = self._ring
+        for i in range(len(ring)):
+            b = ring[i]
+            # references: the ring's, b's and getrefcount's argument
+            if b.shape[0] >= cap and _refs(b) == 3:
+                return b
+        b = np.empty(max(cap, 1024), dtype=np.int64)
+        ring[self._next] = b
+        self._next = (self._next + 1) % len(ring)
+        return b
 
     def set(self, blocks, slots=None):
         """Records blocks (uint32-convertible) as cached, with slots (int64,
