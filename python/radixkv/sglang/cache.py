@@ -235,6 +235,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         self._tier_setup()
         self._th = self._tree.handle
         self._ph = self._pool.handle
+        self._cpu = str(self.device) == "cpu"
         self._tab = SlotTable(self._th, self._ph, P, self._identity)
         self._tabh = self._tab.handle
         self._drain = EventDrain(self._th, ring, ntok) if ring else None
@@ -280,9 +281,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         if torch is None:
             return arr
         t = torch.from_numpy(arr)
-        if str(self.device) != "cpu":
-            t = t.to(self.device)
-        return t
+        return t if self._cpu else t.to(self.device)
 
     @staticmethod
     def _to_numpy64(value):
