@@ -178,6 +178,22 @@ def test_evicted_values_handed_out_stay_intact_while_the_allocator_keeps_them():
     c.sanity_check()
 
 
+def test_match_results_kept_by_the_caller_stay_intact():
+    # match results come from reused buffers too: never one still held
+    c, _ = plain(page_size=2)
+    for i in range(8):
+        c.insert(RadixKey([i] * 6), np.arange(100 * i, 100 * i + 6))
+    held = []
+    for rep in range(5):
+        for i in range(8):
+            r = c.match_prefix(RadixKey([i] * 6 + [99]))
+            if (i + rep) % 3 == 0:
+                held.append((r.device_indices, list(range(100 * i, 100 * i + 6))))
+    assert len(held) > 8
+    for idx, want in held:
+        assert vals(idx) == want
+
+
 def test_evict_never_takes_locked_paths_and_stops_when_nothing_is_left():
     c = create_simulated(page_size=1, num_tokens=64)
     insert_alloc(c, [1, 2, 3])

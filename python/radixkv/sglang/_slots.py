@@ -24,6 +24,32 @@ _evict = lib.rkv_tree_evict_slots
 _refs = sys.getrefcount
 
 
+class BufferRing:
+    """int64 buffers handed out as results (the evicted slots), each reused
+    once nobody references it any more: the caller may keep a result as
+    long as it likes (SGLang's free_group keeps what it is asked to free),
+    and a result dropped in time saves the next call a new buffer, whose
+    first write costs the kernel a page fault per 4 KiB -- more than the
+    eviction itself at page 512."""
+
+    def __init__(self, size=4):
+        self._ring = [np.zeros(0, dtype=np.int64)] * size
+        self._next = 0
+
+    def get(self, cap):
+        """A buffer of at least cap int64 that nobody else references."""
+        ring = self._ring
+        for i in range(len(ring)):
+            b = ring[i]
+            # references: the ring's, b's and getrefcount's argument
+            if b.shape[0] >= cap and _refs(b) == 3:
+                return b
+        b = np.empty(max(cap, 1024), dtype=np.int64)
+        ring[self._next] = b
+        self._next = (self._next + 1) % len(ring)
+        return b
+
+
 class SlotTable:
     def __init__(self, tree_handle, pool_handle, page_size, identity):
         self._tree = tree_handle
@@ -36,8 +62,7 @@ class SlotTable:
         self._freed, self._nslots = C.c_uint32(), C.c_size_t()
         self._freed_ref, self._nslots_ref = C.byref(self._freed), C.byref(self._nslots)
         self._none = np.zeros(0, dtype=np.int64)
-        self._ring = [self._none] * 4  # eviction outputs, reused once free
-        self._next = 0
+        self.spare = BufferRing().get  # eviction outputs
 
     def close(self):
         if self.handle:
@@ -55,27 +80,10 @@ class SlotTable:
             st = _evict(self._tree, self.handle, n, None, 0, self._freed_ref, self._nslots_ref)
             return st, self._none, self._freed.value
         cap = n * self.page_size
-        out = self._spare(cap)
+        out = self.spare(cap)
         st = _evict(self._tree, self.handle, n, address_of(out) if cap else None, cap,
                     self._freed_ref, self._nslots_ref)
         return st, out[:self._nslots.value], self._freed.value
-
-    def _spare(self, cap):
-        """An int64 buffer of at least cap that nobody else references: one
-        handed out before whose every view and tensor the allocator has
-        dropped (SGLang's free copies what it keeps), else a new one. A new
-        buffer costs the kernel a page fault per 4 KiB on first write --
-        more than the eviction itself at page 512."""
-        ring = self._ring
-        for i in range(len(ring)):
-            b = ring[i]
-            # references: the ring's, b's and getrefcount's argument
-            if b.shape[0] >= cap and _refs(b) == 3:
-                return b
-        b = np.empty(max(cap, 1024), dtype=np.int64)
-        ring[self._next] = b
-        self._next = (self._next + 1) % len(ring)
-        return b
 
     def set(self, blocks, slots=None):
         """Records blocks (uint32-convertible) as cached, with slots (int64,
