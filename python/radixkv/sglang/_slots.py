@@ -1,7 +1,7 @@
 """SlotTable: the C server slot table (rkv_slot_table, include/radixkv/
 tree.h "Server slot tables") of one RadixKVCache.
 
-Owns: the C table and the int64 buffer its evictions write to. The table
+Owns: the C table and the buffers its evictions write to. The table
 holds, per cached block, the KV slots SGLang's allocator gave that page
 (or, over a PoolAllocator, only which blocks are cached: a page's slots
 are its block's), so match, insert and eviction are one C call each that
