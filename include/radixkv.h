@@ -32,6 +32,7 @@
 #include "radixkv/retention.h"
 #include "radixkv/events.h"
 #include "radixkv/tiers.h"
+#include "radixkv/swa.h"
 #include "radixkv/sched.h"
 #include "radixkv/attention.h"
 #include "radixkv/router.h"
