@@ -63,6 +63,9 @@ typedef struct rkv_cost_model {
     rkv_dtype kv_dtype;     /* BF16 (default: kv_dtype_bytes rules), or a
                                quantized dtype (then its pool size rules)  */
     uint32_t kv_quant_group; /* INT4 group (default 32)                     */
+    uint32_t sliding_layers; /* hybrid models: layers (of `layers`) with a
+                               sliding window; 0 (default): all full     */
+    uint32_t sliding_window; /* their window in tokens (with sliding_layers) */
     /* GPU */
     double peak_tflops;     /* dense tensor-core peak at the weight dtype   */
     double bandwidth_tbs;   /* HBM bandwidth, TB/s (1e12 bytes/s)           */
@@ -83,7 +86,16 @@ void rkv_cost_model_init(rkv_cost_model *m);
  * which 37e9 active, fp8 weights). RKV_ERR_INVALID_ARG naming the presets
  * for another name; m unchanged. */
 rkv_status rkv_cost_model_preset(rkv_cost_model *m, const char *name);
-/* "llama3-8b, llama3-70b, llama3-405b, deepseek-v3" */
+/* The hybrid presets (full and sliding-window layers, swa/):
+ * "gpt-oss-120b" (36 layers alternating full / sliding, window 128, 8 KV
+ * heads of 64, MoE 116.8e9 parameters, 5.1e9 active, MXFP4 weights) and
+ * "gemma3-27b" (62 layers, 52 of them sliding with window 1024, 16 KV
+ * heads of 128, bf16). A cache that keeps every layer's KV for every
+ * cached token pays rkv_cost_kv_bytes_per_token; a hybrid tree keeps the
+ * sliding layers' share (rkv_cost_kv_sliding_bytes_per_token) only for
+ * the pages some window still needs. */
+/* "llama3-8b, llama3-70b, llama3-405b, deepseek-v3, gpt-oss-120b,
+ * gemma3-27b" */
 const char *rkv_cost_model_preset_names(void);
 /* RKV_ERR_INVALID_ARG naming the first bad parameter. */
 rkv_status rkv_cost_model_validate(const rkv_cost_model *m);
@@ -91,6 +103,9 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m);
 /* Bytes of KV per cached token (all layers): K and V (scales included
  * for a quantized kv_dtype), or MLA's latent. */
 double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m);
+
+/* Of that, the sliding-window layers' bytes (0 for a model without). */
+double rkv_cost_kv_sliding_bytes_per_token(const rkv_cost_model *m);
 
 /* KV tokens that fit in the GPU beside the weights: (memory_gb * 0.9 *
  * 1e9 - params * weight_bytes) / kv_bytes_per_token (10 % kept for

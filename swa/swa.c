@@ -251,7 +251,7 @@ rkv_status rkv_tree_swa_insert(rkv_tree *tree, rkv_namespace ns,
     rkv_status st = rkv_swa_need(tree, fn);
     if (st != RKV_OK)
         return st;
-    uint32_t np;
+    uint32_t np = 0;
     if ((st = rkv_swa_pages(tree, n, &np, fn)) != RKV_OK)
         return st;
     if (np > 0 && swa_blocks == NULL)
@@ -322,7 +322,7 @@ rkv_status rkv_tree_swa_match(rkv_tree *tree, rkv_namespace ns,
     if (out == NULL || (tokens == NULL && n > 0))
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
                              out == NULL ? "out" : "tokens");
-    uint32_t np;
+    uint32_t np = 0;
     if ((st = rkv_swa_pages(tree, n, &np, fn)) != RKV_OK ||
         (st = rkv_swa_path_reserve(tree, np, fn)) != RKV_OK)
         return st;

@@ -107,3 +107,35 @@ Test(cost_presets, cli_model_option)
     const char *d[] = {"replay", "--model", "deepseek-v3"};
     cr_assert_eq(parse(d, 3, &o), RKV_ACT_USAGE_ERROR);
 }
+
+/* Hybrid presets: the sliding layers' share of a token's KV, and the
+ * checks on the sliding fields. */
+Test(cost_presets, hybrid_sliding_layers)
+{
+    rkv_cost_model m;
+    rkv_cost_model_init(&m);
+    OK(rkv_cost_model_preset(&m, "gpt-oss-120b"));
+    OK(rkv_cost_model_validate(&m));
+    cr_assert_eq(m.sliding_layers, 18);
+    cr_assert_eq(m.sliding_window, 128);
+    cr_assert_float_eq(rkv_cost_kv_bytes_per_token(&m), 2.0 * 36 * 8 * 64 * 2, 1e-9);
+    cr_assert_float_eq(rkv_cost_kv_sliding_bytes_per_token(&m), 2.0 * 18 * 8 * 64 * 2,
+                       1e-9);
+    OK(rkv_cost_model_preset(&m, "gemma3-27b"));
+    cr_assert_eq(m.sliding_layers, 52);
+    cr_assert_float_eq(rkv_cost_kv_sliding_bytes_per_token(&m), 2.0 * 52 * 16 * 128 * 2,
+                       1e-9);
+    /* a preset without sliding layers clears them */
+    OK(rkv_cost_model_preset(&m, "llama3-8b"));
+    cr_assert_eq(m.sliding_layers, 0);
+    cr_assert_eq(m.sliding_window, 0);
+    cr_assert_float_eq(rkv_cost_kv_sliding_bytes_per_token(&m), 0.0, 1e-12);
+    m.sliding_layers = 33;
+    m.sliding_window = 128;
+    cr_assert_eq(rkv_cost_model_validate(&m), RKV_ERR_INVALID_ARG);
+    m.sliding_layers = 4;
+    m.sliding_window = 0;
+    cr_assert_eq(rkv_cost_model_validate(&m), RKV_ERR_INVALID_ARG);
+    m.sliding_window = 64;
+    OK(rkv_cost_model_validate(&m));
+}

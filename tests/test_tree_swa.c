@@ -356,6 +356,61 @@ Test(tree_swa, check_reports_misused_lease)
     rkv_pool_destroy(h.full);
 }
 
+/* Demotion to a host tier takes the SWA page along (the tiers carry the
+ * full layers only); the page loaded back is a tombstone until an insert
+ * gives its sliding KV again. */
+Test(tree_swa, demotion_drops_swa_and_load_returns_tombstones)
+{
+    hyb h;
+    h.P = 4;
+    h.full = mkpool(8, 4); /* metadata-only pools and store */
+    h.swa = mkpool(16, 4);
+    cr_assert_eq(rkv_tree_create(h.full, NULL, &h.tree), RKV_OK);
+    rkv_store_config sc;
+    rkv_store_config_init(&sc, RKV_MEDIUM_HOST);
+    sc.capacity_blocks = 16;
+    rkv_store *host;
+    cr_assert_eq(rkv_store_create(&sc, &host), RKV_OK, "%s", rkv_last_error());
+    rkv_tier_config tc;
+    rkv_tier_config_init(&tc);
+    tc.host = host;
+    cr_assert_eq(rkv_tree_attach_tiers(h.tree, &tc), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(rkv_tree_swa_attach(h.tree, h.swa, 4), RKV_OK);
+    int32_t a[16];
+    seq(a, 16, 1);
+    put(&h, a, 16, 4);
+    cr_assert_eq(rkv_pool_num_free(h.swa), 12);
+    uint32_t freed;
+    cr_assert_eq(rkv_tree_evict(h.tree, 2, &freed), RKV_OK); /* demotes 2 */
+    cr_assert_eq(rkv_pool_num_free(h.swa), 14);
+    cr_assert_eq(rkv_tree_check(h.tree), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(swa_match(&h, a, 16, RKV_MATCH_PEEK, NULL), 8);
+    rkv_load ld;
+    cr_assert_eq(rkv_tree_load(h.tree, 0, a, 16, 8, NULL, &ld), RKV_OK, "%s",
+                 rkv_last_error());
+    cr_assert_eq(ld.num_pages, 2);
+    rkv_transfer_done done;
+    uint32_t nd = 0;
+    cr_assert_eq(rkv_tree_tier_poll(h.tree, &done, 1, &nd), RKV_OK);
+    cr_assert_eq(nd, 1);
+    cr_assert_eq(rkv_tree_unlock(h.tree, &ld.lease), RKV_OK);
+    cr_assert_eq(rkv_tree_check(h.tree), RKV_OK, "%s", rkv_last_error());
+    /* back on the device, without sliding KV: the match stops before */
+    rkv_match m;
+    cr_assert_eq(rkv_tree_match(h.tree, 0, a, 16, NULL, RKV_MATCH_PEEK, &m),
+                 RKV_OK);
+    cr_assert_eq(m.matched_tokens, 16);
+    cr_assert_eq(swa_match(&h, a, 16, RKV_MATCH_PEEK, NULL), 8);
+    put(&h, a, 16, 1); /* the last page's sliding KV again */
+    cr_assert_eq(swa_match(&h, a, 16, RKV_MATCH_PEEK, NULL), 16);
+    rkv_tree_destroy(h.tree);
+    cr_assert_eq(rkv_pool_num_free(h.swa), 16);
+    rkv_store_destroy(host);
+    rkv_pool_destroy(h.swa);
+    rkv_pool_destroy(h.full);
+}
+
 /* ------------------------------------------------------------------------
  * Differential run against the reference model.
  */
