@@ -53,6 +53,19 @@ static void rkv_swa_touch(rkv_swa *s, rkv_block_id b)
     rkv_swa_list_push(s, b);
 }
 
+/* Attached page b goes first in the release order (unless pinned). */
+static void rkv_swa_demote(rkv_swa *s, rkv_block_id b)
+{
+    if (s->pin[b] != 0 || s->head == b)
+        return;
+    rkv_swa_list_unlink(s, b);
+    s->prev[b] = NO;
+    s->next[b] = s->head;
+    s->prev[s->head] = b; /* b was not the head, so the list is not empty */
+    s->head = b;
+    s->listed++;
+}
+
 /* Releases attached page b's SWA block; returns 1 when it became free. */
 static int rkv_swa_detach(rkv_swa *s, rkv_block_id b)
 {
@@ -287,10 +300,20 @@ rkv_status rkv_tree_swa_insert(rkv_tree *tree, rkv_namespace ns,
                 rkv_swa_list_push(s, b);
             if (i < had || b != blocks[i])
                 s->revived++;
-        } else {
-            rkv_swa_touch(s, b);
         }
     }
+    /* Release order: a later match is likely to end where this insert
+     * ends, and needs the window there; a page given further up keeps its
+     * sliding KV only while nothing else needs the room. So the last
+     * window's pages become the most recently used (in page order) and the
+     * pages above go first, the shallowest first. */
+    uint32_t end = m.num_blocks > s->wp ? m.num_blocks - s->wp : 0;
+    for (uint32_t i = end; i-- > 0;)
+        if (swa_blocks[i] != NO)
+            rkv_swa_demote(s, s->path[i]);
+    for (uint32_t i = end; i < m.num_blocks; i++)
+        if (swa_blocks[i] != NO)
+            rkv_swa_touch(s, s->path[i]);
     return RKV_OK;
 }
 

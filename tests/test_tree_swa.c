@@ -428,7 +428,7 @@ typedef struct refm {
     uint32_t len[RSEQS];
     /* the model */
     uint32_t of[RNFULL], pin[RNFULL];
-    uint64_t stamp[RNFULL], clock;
+    uint64_t stamp[RNFULL], clock, low; /* stamps above / below 2^40 */
     uint32_t rc[RNSWA];
     /* SWA leases held, with their windows */
     rkv_swa_lease lease[RMAXL];
@@ -619,8 +619,9 @@ static void ref_request(refm *r, int step)
     }
     for (uint32_t i = 0; i < np; i++) {
         blocks[i] = i < k ? path[i] : nb[i - k];
-        /* matched pages: their own SWA page (a use) or nothing */
-        give[i] = i < k ? (rnd(r, 2) ? so[i] : NO)
+        /* matched pages: their own SWA page if the allocation above did
+         * not release it (a use), or nothing */
+        give[i] = i < k ? (rnd(r, 2) && r->of[path[i]] == so[i] ? so[i] : NO)
                         : (i >= np - want ? sa[i - (np - want)] : NO);
     }
     rkv_insert_result ir;
@@ -630,6 +631,7 @@ static void ref_request(refm *r, int step)
     rkv_match after;
     cr_assert_eq(rkv_tree_match(r->h.tree, 0, tok, ir.cached_tokens, path,
                                 RKV_MATCH_PEEK, &after), RKV_OK);
+    uint32_t end = after.num_blocks > r->wp ? after.num_blocks - r->wp : 0;
     for (uint32_t i = 0; i < after.num_blocks; i++) {
         if (give[i] == NO)
             continue;
@@ -638,8 +640,15 @@ static void ref_request(refm *r, int step)
             r->of[b] = give[i];
             r->rc[give[i]]++;
         }
-        r->stamp[b] = ++r->clock;
     }
+    /* the insert's last window is the newest; pages above it go first,
+     * the shallowest first */
+    for (uint32_t i = end; i-- > 0;)
+        if (give[i] != NO)
+            r->stamp[path[i]] = --r->low;
+    for (uint32_t i = end; i < after.num_blocks; i++)
+        if (give[i] != NO)
+            r->stamp[path[i]] = ++r->clock;
     cr_assert_eq(rkv_pool_unref_n(r->h.full, nnew, nb), RKV_OK);
     cr_assert_eq(rkv_pool_unref_n(r->h.swa, want, sa), RKV_OK);
     for (uint32_t i = 0; i < want; i++)
@@ -693,6 +702,7 @@ static void ref_run(uint64_t seed, uint32_t window, int steps)
     refm *r = calloc(1, sizeof *r);
     cr_assert_not_null(r);
     r->rng = seed;
+    r->clock = r->low = 1ull << 40;
     hyb_open(&r->h, RNFULL, RNSWA, RP, window);
     r->wp = (window + RP - 1) / RP;
     for (uint32_t b = 0; b < RNFULL; b++)

@@ -31,11 +31,13 @@ RKV_BEGIN_DECLS
  *     reaches them), so a tombstone costs hits only where it falls into
  *     the last window of a match.
  *   - Sliding KV is released (rkv_tree_swa_evict, rkv_tree_swa_alloc when
- *     the SWA pool is short) least recently used page first, whatever its
- *     place in its node: out-of-window pages in the middle of cached paths
- *     go while the full layers keep the path. A page is used when an insert
- *     gives its sliding KV and when it is among the last window of a
- *     non-peek match (so the window a match needs is the last to go).
+ *     the SWA pool is short) in one order, whatever a page's place in its
+ *     node: out-of-window pages in the middle of cached paths go while the
+ *     full layers keep the path. The last window of a non-peek match and of
+ *     an insert become the most recently used (a later match likely ends
+ *     there); the other pages an insert gives sliding KV for go to the
+ *     front (first released, the shallowest first): they keep it only
+ *     while nothing needs the room.
  *   - An SWA lease (rkv_tree_swa_lock) locks the node like rkv_tree_lock
  *     and also keeps the SWA pages of the last window before the node's
  *     end. Pages further up a locked path may still lose their sliding KV:
@@ -90,7 +92,9 @@ rkv_status rkv_tree_swa_attach(rkv_tree *tree, rkv_pool *swa_pool,
  * window). For each page the call leaves cached whose SWA page is missing
  * (new pages, tombstones) the tree takes its own reference on swa_blocks[i];
  * a page that has one keeps it (the caller's block is then not taken).
- * Pages given an SWA block become the most recently used, in page order.
+ * Release order (above): of the pages given an SWA block, those in the
+ * last ceil(W / page_size) pages of the cached path become the most
+ * recently used, the others the first to go.
  * An SWA block that is free, out of range, given twice, or held for
  * another page is RKV_ERR_INVALID_ARG; on any failure nothing changes. */
 rkv_status rkv_tree_swa_insert(rkv_tree *tree, rkv_namespace ns,
