@@ -35,6 +35,7 @@
 #include "radixkv/swa.h"
 #include "radixkv/sched.h"
 #include "radixkv/attention.h"
+#include "radixkv/kv_evict.h"
 #include "radixkv/router.h"
 
 #endif /* RADIXKV_H */
