@@ -32,19 +32,16 @@
 
 #define KW_THREADS 128
 
-struct kw_f16 { typedef unsigned short raw; };
-struct kw_bf16 { typedef unsigned short raw; };
-struct kw_f32 { typedef float raw; };
-
-static __device__ __forceinline__ float kw_f(kw_f16, unsigned short r)
+/* Element i of a dtype-DT array (f16, bf16 or f32) as f32. */
+template <int DT>
+static __device__ __forceinline__ float kw_load(const void *base, size_t i)
 {
-    return __half2float(__ushort_as_half(r));
+    if (DT == RKV_DTYPE_F32)
+        return ld_global((const float *)base + i);
+    unsigned short r = ld_global((const unsigned short *)base + i);
+    return DT == RKV_DTYPE_F16 ? __half2float(__ushort_as_half(r))
+                               : __bfloat162float(__ushort_as_bfloat16(r));
 }
-static __device__ __forceinline__ float kw_f(kw_bf16, unsigned short r)
-{
-    return __bfloat162float(__ushort_as_bfloat16(r));
-}
-static __device__ __forceinline__ float kw_f(kw_f32, float r) { return r; }
 
 struct kw_args {
     const char *kbase;
@@ -75,14 +72,13 @@ static __device__ __forceinline__ float kw_reduce(float *red, float v)
     return r;
 }
 
-template <typename T>
+template <int DT>
 __global__ void __launch_bounds__(KW_THREADS) key_probs_kernel(kw_args a)
 {
-    typedef typename T::raw raw;
     __shared__ float red[KW_THREADS];
     const uint32_t row = blockIdx.x, hq = blockIdx.y, h = hq / a.G;
     const uint32_t len = a.kv_len - a.num_rows + row + 1, qpos = len - 1;
-    const raw *q = (const raw *)a.q + ((size_t)row * a.Hq + hq) * a.D;
+    const size_t q0 = ((size_t)row * a.Hq + hq) * a.D;
     float *sc = a.scratch + ((size_t)row * a.Hq + hq) * a.kv_len;
     float mx = -INFINITY;
     for (uint32_t t = threadIdx.x; t < len; t += KW_THREADS) {
@@ -90,11 +86,10 @@ __global__ void __launch_bounds__(KW_THREADS) key_probs_kernel(kw_args a)
         float s = -INFINITY;
         if (vis) {
             uint32_t pg = ld_global(a.pages + t / a.P);
-            const raw *k = (const raw *)(a.kbase + pg * a.block + (t % a.P) * a.token +
-                                         h * a.head);
+            const char *k = a.kbase + pg * a.block + (t % a.P) * a.token + h * a.head;
             float dot = 0.0f;
             for (uint32_t d = 0; d < a.D; d++)
-                dot += kw_f(T(), ld_global(q + d)) * kw_f(T(), ld_global(k + d));
+                dot += kw_load<DT>(a.q, q0 + d) * kw_load<DT>(k, d);
             s = dot * a.scale;
         }
         st_global(sc + t, s);
@@ -160,14 +155,15 @@ extern "C" rkv_status rkv_kw_cuda_launch(const rkv_kw_geom *g, const void *kbase
     a.scale = g->scale;
     cudaStream_t s = (cudaStream_t)stream;
     dim3 grid(g->num_rows, g->num_qo_heads), block(KW_THREADS);
-    switch (g->dtype) {
-    case RKV_DTYPE_F16: RKV_LAUNCH(grid, block, 0, s, key_probs_kernel<kw_f16>)(a); break;
-    case RKV_DTYPE_BF16: RKV_LAUNCH(grid, block, 0, s, key_probs_kernel<kw_bf16>)(a); break;
-    case RKV_DTYPE_F32: RKV_LAUNCH(grid, block, 0, s, key_probs_kernel<kw_f32>)(a); break;
-    default:
+    if (g->dtype == RKV_DTYPE_F16)
+        RKV_LAUNCH(grid, block, 0, s, key_probs_kernel<RKV_DTYPE_F16>)(a);
+    else if (g->dtype == RKV_DTYPE_BF16)
+        RKV_LAUNCH(grid, block, 0, s, key_probs_kernel<RKV_DTYPE_BF16>)(a);
+    else if (g->dtype == RKV_DTYPE_F32)
+        RKV_LAUNCH(grid, block, 0, s, key_probs_kernel<RKV_DTYPE_F32>)(a);
+    else
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
                              "%s: K/V dtype %d (f16, bf16 or f32)", fn, (int)g->dtype);
-    }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return rkv_cuda_fail(fn, e);
