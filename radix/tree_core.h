@@ -258,7 +258,8 @@ typedef struct rkv_tree_hooks {
     rkv_status (*check)(const struct rkv_tree *t);
     /* The tree's reference on device block b goes (eviction, demotion,
      * clear; swa/: the page's sliding-window KV goes with it). Called
-     * from rkv_tree_clear_owned, the one place every drop passes. */
+     * from rkv_tree_clear_owned, which every drop passes (the eviction
+     * loop, radix/tree_lru.c, calls it beside the bit itself). */
     void (*page_dropped)(struct rkv_tree *t, rkv_block_id b);
 } rkv_tree_hooks;
 
@@ -447,9 +448,15 @@ static inline void rkv_tree_set_owned(rkv_tree *t, rkv_block_id b)
 {
     t->owned[b >> 3] |= (uint8_t)(1u << (b & 7));
 }
-static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
+/* The bit alone: for a loop that calls hooks.page_dropped itself (the
+ * eviction loop tests one flag for it and the events hook together). */
+static inline void rkv_tree_clear_owned_bit(rkv_tree *t, rkv_block_id b)
 {
     t->owned[b >> 3] &= (uint8_t)~(1u << (b & 7));
+}
+static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
+{
+    rkv_tree_clear_owned_bit(t, b);
     if (RKV_UNLIKELY(t->hooks.page_dropped != NULL))
         t->hooks.page_dropped(t, b);
 }
