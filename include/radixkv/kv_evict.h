@@ -60,8 +60,9 @@ rkv_status rkv_attn_key_weights(rkv_attn *attn, const rkv_attn_params *p,
 
 /* H2O: keep[j] = 1 for the first `protect` tokens (the shared prefix:
  * never evicted), the last `recent`, and the `heavy` tokens of highest
- * score among the others (ties: the earlier), else 0. Returns the tokens
- * kept. */
+ * score among the others (ties: the earlier; NaN ranks last), else 0.
+ * Returns the tokens kept; 0 for a NULL array. Without memory for the
+ * ranking it keeps every token (always safe) and returns n. */
 uint32_t rkv_kv_select_h2o(const float *score, uint32_t n, uint32_t protect,
                            uint32_t heavy, uint32_t recent, uint8_t *keep);
 
@@ -69,7 +70,7 @@ uint32_t rkv_kv_select_h2o(const float *score, uint32_t n, uint32_t protect,
  * made `score`) and the first `protect` are kept; of the others, the
  * `budget` of highest score after max-pooling over `kernel` neighbours
  * (odd, >= 1: a kept token brings its neighbourhood) are kept. Returns
- * the tokens kept. */
+ * the tokens kept, as rkv_kv_select_h2o. */
 uint32_t rkv_kv_select_snapkv(const float *score, uint32_t n, uint32_t protect,
                               uint32_t budget, uint32_t obs, uint32_t kernel,
                               uint8_t *keep);
