@@ -371,3 +371,109 @@ Test(kv_evict, compact_equals_kept_tokens_alone)
     for (unsigned i = 0; i < sizeof dts / sizeof dts[0]; i++)
         compact_case(dts[i], rkv_test_seed("kv_evict.compact") + i);
 }
+
+/* H2O over a decode loop: each step appends a token, adds its query's
+ * weights to the accumulated ones (carried through every compaction),
+ * and keeps the protected prefix + heavy + recent once past the budget.
+ * After every step, decode over the compacted KV equals decode over the
+ * kept tokens (by their original index) appended afresh, bit for bit, and
+ * the shared first page is never touched. */
+Test(kv_evict, h2o_decode_loop)
+{
+    rkv_rng rng;
+    rkv_rng_init(&rng, rkv_test_seed("kv_evict.h2o_loop"));
+    env e;
+    env_open(&e, 4, RKV_DTYPE_F32);
+    enum { N0 = 24, STEPS = 30, HEAVY = 6, RECENT = 6, PROTECT = 4, MAXT = N0 + STEPS };
+    req r;
+    req_make(&e, &r, N0, &rng); /* 6 pages; page 0 shared */
+    OK(rkv_pool_ref(e.pool, r.pages[0]));
+    rkv_block_id shared = r.pages[0];
+    /* every token's K/V, by original index, for the reference */
+    float *allk[L], *allv[L];
+    for (uint32_t l = 0; l < L; l++) {
+        allk[l] = malloc((size_t)MAXT * H * D * sizeof(float));
+        allv[l] = malloc((size_t)MAXT * H * D * sizeof(float));
+        memcpy(allk[l], r.k[l], (size_t)N0 * H * D * sizeof(float));
+        memcpy(allv[l], r.v[l], (size_t)N0 * H * D * sizeof(float));
+    }
+    uint32_t orig[MAXT], n = N0, np = r.np, total = N0;
+    for (uint32_t t = 0; t < N0; t++)
+        orig[t] = t;
+    float acc[MAXT] = {0};
+    for (uint32_t s = 0; s < STEPS; s++) {
+        /* append token `total` at position n */
+        if (n == np * e.P)
+            OK(rkv_pool_alloc(e.pool, &r.pages[np++]));
+        float *k1[L], *v1[L];
+        for (uint32_t l = 0; l < L; l++) {
+            k1[l] = allk[l] + (size_t)total * H * D;
+            v1[l] = allv[l] + (size_t)total * H * D;
+            for (uint32_t i = 0; i < H * D; i++) {
+                k1[l][i] = (float)(rkv_rng_unit(&rng) * 4 - 2);
+                v1[l][i] = (float)(rkv_rng_unit(&rng) * 2 - 1);
+            }
+        }
+        uint32_t pos = n;
+        append_rows(&e, r.pages, 1, &pos, k1, v1);
+        orig[n] = total++;
+        acc[n] = 0.0f;
+        n++;
+        float *q = rand_q(&e, 1, &rng);
+        uint32_t indptr[2] = {0, np}, last = n - (np - 1) * e.P;
+        rkv_paged_kv kv = {1, indptr, r.pages, &last};
+        rkv_attn_params p = {0, HQ, 0.0f, 0, 0};
+        OK(rkv_attn_key_weights(e.attn, &p, &kv, 1, q, acc));
+        if (n > PROTECT + HEAVY + RECENT) {
+            uint8_t keep[MAXT];
+            cr_assert_eq(rkv_kv_select_h2o(acc, n, PROTECT, HEAVY, RECENT, keep),
+                         PROTECT + HEAVY + RECENT);
+            uint32_t w = 0;
+            for (uint32_t j = 0; j < n; j++)
+                if (keep[j])
+                    orig[w++] = orig[j];
+            OK(rkv_kv_compact(e.attn, r.pages, &np, &n, keep, acc));
+            cr_assert_eq(n, w);
+        }
+        cr_assert_eq(r.pages[0], shared);
+        cr_assert_eq(rkv_pool_refcount(e.pool, shared), 2);
+        /* the reference: the kept tokens appended afresh */
+        uint32_t rnp = (n + e.P - 1) / e.P, rpages[64], rpos[MAXT];
+        OK(rkv_pool_alloc_n(e.pool, rnp, rpages));
+        float *rk[L], *rv[L];
+        for (uint32_t l = 0; l < L; l++) {
+            rk[l] = malloc((size_t)n * H * D * sizeof(float));
+            rv[l] = malloc((size_t)n * H * D * sizeof(float));
+            for (uint32_t j = 0; j < n; j++) {
+                memcpy(rk[l] + (size_t)j * H * D, allk[l] + (size_t)orig[j] * H * D,
+                       H * D * sizeof(float));
+                memcpy(rv[l] + (size_t)j * H * D, allv[l] + (size_t)orig[j] * H * D,
+                       H * D * sizeof(float));
+            }
+        }
+        for (uint32_t j = 0; j < n; j++)
+            rpos[j] = j;
+        append_rows(&e, rpages, n, rpos, rk, rv);
+        float a[HQ * D], b[HQ * D];
+        for (uint32_t l = 0; l < L; l++) {
+            decode(&e, r.pages, np, n, l, 0, 0, q, a);
+            decode(&e, rpages, rnp, n, l, 0, 0, q, b);
+            cr_assert_eq(memcmp(a, b, sizeof a), 0, "step %u layer %u", s, l);
+        }
+        OK(rkv_pool_unref_n(e.pool, rnp, rpages));
+        for (uint32_t l = 0; l < L; l++) {
+            free(rk[l]);
+            free(rv[l]);
+        }
+        free(q);
+    }
+    OK(rkv_pool_unref(e.pool, shared));
+    OK(rkv_pool_unref_n(e.pool, np, r.pages));
+    cr_assert_eq(rkv_pool_num_free(e.pool), NB);
+    for (uint32_t l = 0; l < L; l++) {
+        free(allk[l]);
+        free(allv[l]);
+    }
+    req_free(&r);
+    env_close(&e);
+}
