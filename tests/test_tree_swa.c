@@ -332,6 +332,36 @@ Test(tree_swa, insert_refuses_bad_swa_blocks)
     hyb_close(&h);
 }
 
+/* Destroying a tree with SWA leases held releases every SWA page too. */
+Test(tree_swa, destroy_with_leases_held)
+{
+    int64_t live0 = rkv_debug_live_tree_allocs_global();
+    hyb h;
+    hyb_open(&h, 32, 32, 4, 8);
+    int32_t a[16];
+    seq(a, 16, 1);
+    put(&h, a, 16, 4);
+    rkv_match m;
+    rkv_swa_lease l[3];
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(rkv_tree_swa_match(h.tree, 0, a, 16 - 4 * (size_t)i, NULL, NULL,
+                                        0, &m), RKV_OK);
+        cr_assert_eq(rkv_tree_swa_lock(h.tree, m.node, &l[i]), RKV_OK);
+    }
+    rkv_swa_stats st;
+    cr_assert_eq(rkv_tree_swa_get_stats(h.tree, &st), RKV_OK);
+    cr_assert_eq(st.leases, 3);
+    cr_assert_eq(st.kept_pages, 4); /* windows 2..3, 1..2, 0..1 */
+    cr_assert_eq(rkv_tree_reset(h.tree), RKV_ERR_BUSY);
+    cr_assert_eq(rkv_tree_check(h.tree), RKV_OK, "%s", rkv_last_error());
+    rkv_tree_destroy(h.tree);
+    cr_assert_eq(rkv_pool_num_free(h.swa), 32);
+    cr_assert_eq(rkv_pool_num_free(h.full), 32);
+    cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0);
+    rkv_pool_destroy(h.swa);
+    rkv_pool_destroy(h.full);
+}
+
 /* An SWA lease released through rkv_tree_unlock is a misuse the check
  * names (the pins would outlive the lock). */
 Test(tree_swa, check_reports_misused_lease)

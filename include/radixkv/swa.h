@@ -108,7 +108,8 @@ rkv_status rkv_tree_swa_insert(rkv_tree *tree, rkv_namespace ns,
  * NULL; capacity n / page_size) the SWA page of matched page i or
  * RKV_NO_BLOCK (a tombstone outside the last window). No reference moves.
  * Non-peek: the last window's SWA pages become the most recently used and
- * the tree's queried_tokens counts all n tokens. */
+ * the tree's queried_tokens counts all n tokens. Cost: two walks of the
+ * matched path (a peek to find the usable end, then rkv_tree_match). */
 rkv_status rkv_tree_swa_match(rkv_tree *tree, rkv_namespace ns,
                               const int32_t *tokens, size_t n,
                               rkv_block_id *blocks_out, rkv_block_id *swa_out,
