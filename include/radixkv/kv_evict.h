@@ -78,7 +78,7 @@ uint32_t rkv_kv_select_snapkv(const float *score, uint32_t n, uint32_t protect,
 /* Drops the tokens with keep[j] == 0 from the request's KV (every layer's
  * K and V, scales included), moving the kept ones forward in order within
  * its own pages; the pages left empty are released (the caller's
- * reference dropped). Every token of a page that is not the request's own
+ * reference dropped; the first page stays even when every token went). Every token of a page that is not the request's own
  * must be kept, and every page from the first dropped token on must be its
  * own (RKV_ERR_INVALID_ARG, nothing changes). On return *kv_len and
  * *num_pages are the new sizes (pages[0 .. *num_pages) the table);
