@@ -233,14 +233,50 @@ void rkv_cost_add_decode(rkv_cost_step *s, double ctx)
     s->decode_kv_tokens += ctx;
 }
 
+/* Sum over i in [0, q) of min(a + i, c): keys of q consecutive tokens
+ * whose first sees a, capped at c. */
+static double capped_run(double a, double q, double c)
+{
+    if (a >= c)
+        return q * c;
+    double u = c - a < q ? c - a : q; /* tokens below the cap */
+    return u * a + u * (u - 1) / 2 + (q - u) * c;
+}
+
+void rkv_cost_add_prefill_model(rkv_cost_step *s, const rkv_cost_model *m,
+                                double prefix, double q)
+{
+    rkv_cost_add_prefill(s, prefix, q);
+    s->windowed = 1;
+    s->attn_win_keys += m->sliding_layers > 0
+                            ? capped_run(prefix + 1, q, m->sliding_window + 1.0)
+                            : q * prefix + q * (q + 1) / 2;
+}
+
+void rkv_cost_add_decode_model(rkv_cost_step *s, const rkv_cost_model *m,
+                               double ctx)
+{
+    rkv_cost_add_decode(s, ctx);
+    double w = m->sliding_layers > 0 && ctx > m->sliding_window + 1.0
+                   ? m->sliding_window + 1.0 : ctx;
+    s->windowed = 1;
+    s->attn_win_keys += w;
+    s->decode_win_tokens += w;
+}
+
 double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s)
 {
     if (s->new_tokens <= 0)
         return 0.0;
+    /* the sliding layers' share reads the windowed sums when the step has
+     * them (f = 0 for a model without sliding layers) */
+    double f = s->windowed && m->layers > 0 ? (double)m->sliding_layers / m->layers : 0.0;
+    double keys = (1.0 - f) * s->attn_keys + f * s->attn_win_keys;
+    double kv = (1.0 - f) * s->decode_kv_tokens + f * s->decode_win_tokens;
     double flops = 2.0 * active_params(m) * s->new_tokens +
-                   attn_flops_per_key(m) * s->attn_keys;
+                   attn_flops_per_key(m) * keys;
     double bytes = m->params * m->weight_bytes +
-                   rkv_cost_kv_bytes_per_token(m) * s->decode_kv_tokens;
+                   rkv_cost_kv_bytes_per_token(m) * kv;
     double compute_ms = flops / (m->peak_tflops * 1e12 * m->mfu) * 1e3;
     double memory_ms = bytes / (m->bandwidth_tbs * 1e12 * m->mbu) * 1e3;
     return m->overhead_ms + (compute_ms > memory_ms ? compute_ms : memory_ms);

@@ -27,6 +27,11 @@
  * q_heads = hidden / head_dim. MoE models multiply only active_params per
  * token (weight FLOPs) but hold and read all params (memory, bytes).
  *
+ * Hybrid models (sliding_layers > 0, e.g. gpt-oss, Gemma 3): in a step
+ * built with the _model adders (what the replay does), the sliding layers'
+ * share (sliding_layers / layers) of the attention FLOPs and of the decode
+ * KV bytes counts each token's keys up to sliding_window + 1 only.
+ *
  * A prefill-only step is compute-bound: time per uncomputed token is the
  * weight FLOPs plus its attention FLOPs over the context at the achieved
  * fraction of peak. A decode-only step is memory-bound: (weight bytes + KV
@@ -122,12 +127,25 @@ typedef struct rkv_cost_step {
     double new_tokens;   /* prefill chunk tokens + decode tokens          */
     double attn_keys;    /* sum over new tokens of keys attended          */
     double decode_kv_tokens; /* KV tokens read by decode requests         */
+    /* the same two sums with each token's keys capped at a sliding
+     * window's sliding_window + 1 (the _model adders; windowed = 1) */
+    double attn_win_keys;
+    double decode_win_tokens;
+    int windowed;
 } rkv_cost_step;
 
 /* A prefill chunk of q tokens after prefix tokens of context. */
 void rkv_cost_add_prefill(rkv_cost_step *s, double prefix, double q);
 /* One decode token whose context (including itself) is ctx tokens. */
 void rkv_cost_add_decode(rkv_cost_step *s, double ctx);
+/* The same for model m: a hybrid model's sliding layers attend to (and a
+ * decode reads) at most sliding_window + 1 keys a token, so a step made
+ * only with these costs them that much; the plain adders count every
+ * layer over the whole context. */
+void rkv_cost_add_prefill_model(rkv_cost_step *s, const rkv_cost_model *m,
+                                double prefix, double q);
+void rkv_cost_add_decode_model(rkv_cost_step *s, const rkv_cost_model *m,
+                               double ctx);
 double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s);
 
 /* Tiers. Prefill time of one token from its weight FLOPs alone (attention
