@@ -23,12 +23,6 @@
 #include "attention/cpu_softmax.h"
 #include "attention/kv_codec.h"
 
-int rkv_attn_dtype_quantized(rkv_dtype d)
-{
-    return d == RKV_DTYPE_FP8_E4M3 || d == RKV_DTYPE_FP8_E5M2 ||
-           d == RKV_DTYPE_INT8 || d == RKV_DTYPE_INT4;
-}
-
 float rkv_attn_cpu_load(rkv_dtype dt, const void *src, size_t i)
 {
     switch (dt) {
@@ -78,7 +72,7 @@ void rkv_attn_cpu_load_kv(const rkv_attn_geom *g, const char *base, size_t at,
                           float *dst)
 {
     const char *row = base + at + t * kst->token + h * kst->head;
-    if (!rkv_attn_dtype_quantized(g->kv_dtype)) {
+    if (!rkv_dtype_quantized(g->kv_dtype)) {
         load_row(g->kv_dtype, row, 0, g->head_dim, dst);
         return;
     }

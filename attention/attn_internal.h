@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/dtype.h"
 #include "radixkv.h"
 
 #ifdef __cplusplus
@@ -41,8 +42,6 @@ typedef struct rkv_attn_geom {
     uint32_t window, sinks;
 } rkv_attn_geom;
 
-/* 1 for the quantized KV dtypes (radixkv/pool.h). */
-int rkv_attn_dtype_quantized(rkv_dtype d);
 
 /* Which keys a row sees besides causality (rkv_attn_params): key position
  * j (koff + the key's index in the part attended) is visible from query

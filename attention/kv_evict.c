@@ -163,7 +163,7 @@ static void move_token(const rkv_attn_geom *g, const rkv_attn_strides *kst,
                        uint32_t from, uint32_t to)
 {
     const uint32_t P = g->page_size;
-    const int quant = rkv_attn_dtype_quantized(g->kv_dtype);
+    const int quant = rkv_dtype_quantized(g->kv_dtype);
     size_t code = g->kv_dtype == RKV_DTYPE_INT4 ? g->head_dim / 2
                   : quant ? g->head_dim
                           : g->head_dim * rkv_pool_dtype_size(g->kv_dtype);

@@ -199,9 +199,10 @@ typedef struct rkv_insert_plan {
 typedef struct rkv_tree_hooks {
     /* Eviction order (retain/: learned and guarded eviction): the node
      * device eviction takes next, or RKV_NIL for the core's default (the
-     * head of the lowest non-empty LRU bucket). Asked after the bucket of
-     * ended sessions' leaves, which goes first under every policy. */
-    uint32_t (*evict_first)(const struct rkv_tree *t);
+     * head of the lowest non-empty LRU bucket), when need more blocks are
+     * wanted. Asked after the bucket of ended sessions' leaves, which goes
+     * first under every policy. */
+    uint32_t (*evict_first)(const struct rkv_tree *t, uint32_t need);
     /* Victim handling (residency/: demotion). Evicts leaf id, freeing up to
      * need blocks with room for at most room block ids; returns the blocks
      * freed, or sets *capped (the loop stops). NULL: the core drops the
@@ -218,6 +219,11 @@ typedef struct rkv_tree_hooks {
                          uint32_t n);
     void (*pages_removed)(struct rkv_tree *t, uint64_t ns,
                           const uint64_t *hashes, uint32_t n);
+    /* Pages (their chained hashes) that eviction dropped from the device
+     * without tiers (retain/: the guard's shadow tracks what the device
+     * holds; with tiers the eviction-order hook sees whole victims). */
+    void (*pages_evicted)(struct rkv_tree *t, const uint64_t *hashes,
+                          uint32_t n);
     /* Uses (retain/: the learned model and its guard): a non-peek match
      * that ends at node after matched of npages pages; a new leaf (before
      * it is listed, so its bucket can depend on it); the end of an insert
@@ -593,8 +599,9 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
 void rkv_lease_release(rkv_tree *t, uint32_t slot);
 
 /* tree_lru.c ------------------------------------------------------------- */
-/* The node device eviction takes next, or RKV_NIL. */
-uint32_t rkv_lru_first(const rkv_tree *t);
+/* The node device eviction takes next when need more blocks are wanted,
+ * or RKV_NIL. */
+uint32_t rkv_lru_first(const rkv_tree *t, uint32_t need);
 /* Plain LRU over every bucket: the least recently used head, or RKV_NIL
  * (an eviction-order hook's fallback). */
 uint32_t rkv_lru_first_any(const rkv_tree *t);

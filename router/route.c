@@ -387,8 +387,7 @@ static rkv_status route_ready(const rkv_router *router, const rkv_router_overlap
                               const char *fn)
 {
     if (router == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             router == NULL ? "router" : "out");
+        return rkv_null_arg(fn, router, "router", "out");
     if (router->num_instances == 0)
         return rkv_set_error(RKV_ERR_STATE, "%s: no instance registered", fn);
     return RKV_OK;

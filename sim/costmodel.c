@@ -7,13 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/dtype.h"
 #include "common/status.h"
-
-static int quantized(rkv_dtype d)
-{
-    return d == RKV_DTYPE_FP8_E4M3 || d == RKV_DTYPE_FP8_E5M2 ||
-           d == RKV_DTYPE_INT8 || d == RKV_DTYPE_INT4;
-}
 
 static const struct { const char *name; rkv_dtype d; } kv_names[] = {
     {"bf16", RKV_DTYPE_BF16},          {"fp8", RKV_DTYPE_FP8_E4M3},
@@ -41,24 +36,13 @@ const char *rkv_cost_kv_dtype_name(rkv_dtype d)
 
 void rkv_cost_model_init(rkv_cost_model *m)
 {
-    memset(m, 0, sizeof *m);
-    m->layers = 32;
-    m->hidden = 4096;
-    m->kv_heads = 8;
-    m->head_dim = 128;
-    m->params = 8.03e9;
-    m->weight_bytes = 2.0;
-    m->kv_dtype_bytes = 2.0;
-    m->kv_dtype = RKV_DTYPE_BF16;
-    m->kv_quant_group = 32;
-    m->peak_tflops = 989.0;
-    m->bandwidth_tbs = 3.35;
-    m->memory_gb = 80.0;
-    m->mfu = 0.5;
-    m->mbu = 0.8;
-    m->overhead_ms = 0.1;
-    m->pcie_gbps = 50.0;
-    m->disk_gbps = 6.0;
+    /* The fields not named here are 0. */
+    *m = (rkv_cost_model){.layers = 32, .hidden = 4096, .kv_heads = 8, .head_dim = 128,
+                          .params = 8.03e9, .weight_bytes = 2.0, .kv_dtype_bytes = 2.0,
+                          .kv_dtype = RKV_DTYPE_BF16, .kv_quant_group = 32,
+                          .peak_tflops = 989.0, .bandwidth_tbs = 3.35, .memory_gb = 80.0,
+                          .mfu = 0.5, .mbu = 0.8, .overhead_ms = 0.1, .pcie_gbps = 50.0,
+                          .disk_gbps = 6.0};
 }
 
 /* Model shapes from the models' published configurations. hidden is
@@ -133,14 +117,14 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
         bad = "active params must be in 0 (all) .. params";
     else if ((m->kv_lora_rank == 0) != (m->qk_rope_dim == 0))
         bad = "an MLA cache needs both kv_lora_rank and qk_rope_dim";
-    else if (m->kv_lora_rank > 0 && quantized(m->kv_dtype))
+    else if (m->kv_lora_rank > 0 && rkv_dtype_quantized(m->kv_dtype))
         bad = "an MLA cache is f16, bf16 or f32 (as the pool's MLA layout): no "
               "quantized KV dtype";
     else if (!(m->weight_bytes > 0) || !isfinite(m->weight_bytes))
         bad = "weight bytes must be > 0";
     else if (!(m->kv_dtype_bytes > 0) || !isfinite(m->kv_dtype_bytes))
         bad = "KV bytes must be > 0";
-    else if (quantized(m->kv_dtype) && rkv_cost_kv_bytes_per_token(m) == 0)
+    else if (rkv_dtype_quantized(m->kv_dtype) && rkv_cost_kv_bytes_per_token(m) == 0)
         bad = "the KV dtype's scales need head_dim a multiple of 4 (8-bit) or 8 "
               "(int4) and an even INT4 group dividing it";
     else if (m->sliding_layers > m->layers ||
@@ -174,7 +158,7 @@ double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m)
     if (m->kv_lora_rank > 0) /* one latent row: c_kv and k_pe, no V */
         return (double)m->layers * (m->kv_lora_rank + m->qk_rope_dim) *
                m->kv_dtype_bytes;
-    if (quantized(m->kv_dtype)) {
+    if (rkv_dtype_quantized(m->kv_dtype)) {
         rkv_pool_config c;
         rkv_pool_config_init(&c);
         c.num_blocks = 1;

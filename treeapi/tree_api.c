@@ -62,8 +62,7 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
                            rkv_tree **out)
 {
     if (pool == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_create: NULL %s",
-                             pool == NULL ? "pool" : "out");
+        return rkv_null_arg("rkv_tree_create", pool, "pool", "out");
     rkv_tree_config def;
     rkv_tree_config_init(&def);
     if (cfg == NULL)

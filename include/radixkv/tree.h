@@ -319,9 +319,9 @@ typedef struct rkv_tree_stats {
     uint64_t host_bytes;       /* node metadata + tokens + child index      */
     /* RKV_EVICT_LEARNED's guard (0 under other policies): what plain LRU
      * would have hit on the same matches (a shadow LRU of the device
-     * pool), how many times the policy fell behind it (eviction became
-     * LRU until the allowed deficit had doubled), and 1 while eviction is
-     * LRU for that reason */
+     * pool), how many victims of the policy it replaced by LRU's (the
+     * policy's could have cost more than its lead allows), and 1 when the
+     * last victim was such a replacement */
     uint64_t guard_lru_hit_tokens;
     uint64_t guard_fallbacks;
     uint32_t guard_on_lru;
