@@ -502,6 +502,22 @@ rkv_pool *rkv_attn_pool(const rkv_attn *a)
     return a->pool;
 }
 
+rkv_status rkv_attn_check_params(const rkv_attn *a, const char *fn,
+                                 const rkv_attn_params *p, float *scale)
+{
+    return check_params(a, fn, p, scale);
+}
+
+rkv_attn_geom rkv_attn_geom_for(const rkv_attn *a, uint32_t num_qo_heads)
+{
+    return geom_of(a, num_qo_heads);
+}
+
+int rkv_attn_is_cuda(const rkv_attn *a)
+{
+    return on_cuda(a);
+}
+
 rkv_status rkv_attn_mla_backend(rkv_attn *a, const rkv_cuda_backend **be,
                                 rkv_mla_cuda **c, void **stream)
 {

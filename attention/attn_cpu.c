@@ -67,8 +67,9 @@ void rkv_attn_cpu_quant_row(const rkv_attn_geom *g, const float *x, void *codes,
 
 /* K or V row of (block offset `at` within a segment, token-in-page t, head
  * h) as f32: converted, or dequantized from its codes and scales. */
-static void load_kv(const rkv_attn_geom *g, const char *base, size_t at,
-                    const rkv_attn_strides *kst, uint32_t t, uint32_t h, float *dst)
+void rkv_attn_cpu_load_kv(const rkv_attn_geom *g, const char *base, size_t at,
+                          const rkv_attn_strides *kst, uint32_t t, uint32_t h,
+                          float *dst)
 {
     const char *row = base + at + t * kst->token + h * kst->head;
     if (!rkv_dtype_quantized(g->kv_dtype)) {
@@ -124,7 +125,7 @@ void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
                         scores[(size_t)gi * len + t] = -INFINITY;
                     continue;
                 }
-                load_kv(g, kbase, pages[t / P] * kst->block, kst, t % P, h, kv);
+                rkv_attn_cpu_load_kv(g, kbase, pages[t / P] * kst->block, kst, t % P, h, kv);
                 for (uint32_t gi = 0; gi < G; gi++) {
                     const float *qq = qf + (size_t)gi * D;
                     float s = 0.0f;
@@ -141,7 +142,7 @@ void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
             for (uint32_t t = 0; t < len; t++) {
                 if (!visible(mask, qpos, t))
                     continue;
-                load_kv(g, vbase, pages[t / P] * kst->block, kst, t % P, h, kv);
+                rkv_attn_cpu_load_kv(g, vbase, pages[t / P] * kst->block, kst, t % P, h, kv);
                 for (uint32_t gi = 0; gi < G; gi++) {
                     float p = scores[(size_t)gi * len + t];
                     float *a = acc + (size_t)gi * D;

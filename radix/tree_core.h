@@ -262,6 +262,11 @@ typedef struct rkv_tree_hooks {
     rkv_status (*snapshot)(const struct rkv_tree *t, rkv_block_entry *out,
                            size_t cap, size_t *n_out, uint64_t *seq_out);
     rkv_status (*check)(const struct rkv_tree *t);
+    /* The tree's reference on device block b goes (eviction, demotion,
+     * clear; swa/: the page's sliding-window KV goes with it). Called
+     * from rkv_tree_clear_owned, which every drop passes (the eviction
+     * loop, radix/tree_lru.c, calls it beside the bit itself). */
+    void (*page_dropped)(struct rkv_tree *t, rkv_block_id b);
 } rkv_tree_hooks;
 
 /* Eviction order state of RKV_EVICT_LEARNED (retain/evict_learned.c,
@@ -377,6 +382,7 @@ struct rkv_tree {
     rkv_tree_order order;  /* learned and guarded eviction (retain/)       */
     rkv_tree_retention retain; /* pins, priorities, TTLs (retain/)         */
     rkv_tree_tiers tiers;  /* tier residency (residency/)                  */
+    struct rkv_swa *swa;   /* sliding-window layers' KV (swa/); NULL: off  */
 };
 
 /* Node y's share of yield_blocks (retain/pins.c): its pages when every
@@ -448,9 +454,17 @@ static inline void rkv_tree_set_owned(rkv_tree *t, rkv_block_id b)
 {
     t->owned[b >> 3] |= (uint8_t)(1u << (b & 7));
 }
-static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
+/* The bit alone: for a loop that calls hooks.page_dropped itself (the
+ * eviction loop tests one flag for it and the events hook together). */
+static inline void rkv_tree_clear_owned_bit(rkv_tree *t, rkv_block_id b)
 {
     t->owned[b >> 3] &= (uint8_t)~(1u << (b & 7));
+}
+static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
+{
+    rkv_tree_clear_owned_bit(t, b);
+    if (RKV_UNLIKELY(t->hooks.page_dropped != NULL))
+        t->hooks.page_dropped(t, b);
 }
 
 /* No negative token id among tokens[0..n). */

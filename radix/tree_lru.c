@@ -263,6 +263,8 @@ static uint32_t rkv_tree_drop_tail(rkv_tree *t, uint32_t id, uint32_t need)
     uint32_t freed = 0;
     const int events = t->hooks.pages_removed != NULL ||
                        t->hooks.pages_evicted != NULL;
+    void (*const dropped)(rkv_tree *, rkv_block_id) = t->hooks.page_dropped;
+    const int hooked = events || dropped != NULL; /* one test a page */
     uint64_t gone[RKV_EVENT_MAX_HASHES];
     rkv_tnode *x = &t->nodes[id];
     rkv_block_id *xb = rkv_tnode_blocks(t, x);
@@ -271,15 +273,19 @@ static uint32_t rkv_tree_drop_tail(rkv_tree *t, uint32_t id, uint32_t need)
     uint32_t ngone = 0;
     while (freed < need && x->num_pages > 0) {
         rkv_block_id b = xb[--x->num_pages];
-        if (RKV_UNLIKELY(events)) {
-            /* read before the drop: a freed block's hash slot is reused */
-            gone[ngone++] = pool->hash[b];
-            if (ngone == RKV_EVENT_MAX_HASHES) {
-                rkv_tree_gone(t, ns, gone, ngone);
-                ngone = 0;
+        if (RKV_UNLIKELY(hooked)) {
+            if (events) {
+                /* read before the drop: a freed block's hash slot is reused */
+                gone[ngone++] = pool->hash[b];
+                if (ngone == RKV_EVENT_MAX_HASHES) {
+                    rkv_tree_gone(t, ns, gone, ngone);
+                    ngone = 0;
+                }
             }
+            if (dropped != NULL)
+                dropped(t, b);
         }
-        rkv_tree_clear_owned(t, b);
+        rkv_tree_clear_owned_bit(t, b);
         freed += (uint32_t)rkv_pool_drop_ref(pool, b);
         t->cached_blocks--;
         t->evictable_blocks--;

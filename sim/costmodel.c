@@ -52,19 +52,26 @@ typedef struct preset {
     const char *name;
     uint32_t layers, hidden, kv_heads, head_dim, rank, rope;
     double params, active, weight_bytes;
+    uint32_t sliding_layers, sliding_window;
 } preset;
 
 static const preset presets[] = {
-    {"llama3-8b", 32, 4096, 8, 128, 0, 0, 8.03e9, 0, 2.0},
-    {"llama3-70b", 80, 8192, 8, 128, 0, 0, 70.6e9, 0, 2.0},
-    {"llama3-405b", 126, 16384, 8, 128, 0, 0, 405.8e9, 0, 2.0},
+    {"llama3-8b", 32, 4096, 8, 128, 0, 0, 8.03e9, 0, 2.0, 0, 0},
+    {"llama3-70b", 80, 8192, 8, 128, 0, 0, 70.6e9, 0, 2.0, 0, 0},
+    {"llama3-405b", 126, 16384, 8, 128, 0, 0, 405.8e9, 0, 2.0, 0, 0},
     /* 128 heads of v_head_dim 128; kv_heads unused by an MLA cache */
-    {"deepseek-v3", 61, 16384, 128, 128, 512, 64, 671e9, 37e9, 1.0},
+    {"deepseek-v3", 61, 16384, 128, 128, 512, 64, 671e9, 37e9, 1.0, 0, 0},
+    /* hybrid: 64 query heads of 64; MXFP4 MoE weights, ~0.55 byte a
+     * parameter over the checkpoint; every other layer slides over 128 */
+    {"gpt-oss-120b", 36, 4096, 8, 64, 0, 0, 116.8e9, 5.1e9, 0.55, 18, 128},
+    /* hybrid: 5 local layers (window 1024) to 1 global, 62 layers */
+    {"gemma3-27b", 62, 4096, 16, 128, 0, 0, 27.4e9, 0, 2.0, 52, 1024},
 };
 
 const char *rkv_cost_model_preset_names(void)
 {
-    return "llama3-8b, llama3-70b, llama3-405b, deepseek-v3";
+    return "llama3-8b, llama3-70b, llama3-405b, deepseek-v3, gpt-oss-120b, "
+           "gemma3-27b";
 }
 
 rkv_status rkv_cost_model_preset(rkv_cost_model *m, const char *name)
@@ -83,6 +90,8 @@ rkv_status rkv_cost_model_preset(rkv_cost_model *m, const char *name)
         m->active_params = p->active;
         m->weight_bytes = p->weight_bytes;
         m->kv_dtype_bytes = 2.0;
+        m->sliding_layers = p->sliding_layers;
+        m->sliding_window = p->sliding_window;
         return RKV_OK;
     }
     return rkv_set_error(RKV_ERR_INVALID_ARG, "cost model: no model '%s' (%s)",
@@ -118,6 +127,11 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
     else if (rkv_dtype_quantized(m->kv_dtype) && rkv_cost_kv_bytes_per_token(m) == 0)
         bad = "the KV dtype's scales need head_dim a multiple of 4 (8-bit) or 8 "
               "(int4) and an even INT4 group dividing it";
+    else if (m->sliding_layers > m->layers ||
+             (m->sliding_layers == 0) != (m->sliding_window == 0))
+        bad = "sliding layers must be <= layers, with a window of >= 1 token";
+    else if (m->sliding_layers > 0 && m->kv_lora_rank > 0)
+        bad = "sliding layers need a K/V (MHA/GQA) cache";
     else if (!(m->peak_tflops > 0) || !isfinite(m->peak_tflops))
         bad = "peak TFLOP/s must be > 0";
     else if (!(m->bandwidth_tbs > 0) || !isfinite(m->bandwidth_tbs))
@@ -158,6 +172,13 @@ double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m)
     return 2.0 * m->layers * m->kv_heads * m->head_dim * m->kv_dtype_bytes;
 }
 
+double rkv_cost_kv_sliding_bytes_per_token(const rkv_cost_model *m)
+{
+    return m->layers == 0 ? 0.0
+                          : rkv_cost_kv_bytes_per_token(m) * m->sliding_layers /
+                                m->layers;
+}
+
 /* Attention FLOPs of one query token per key it attends to. */
 static double attn_flops_per_key(const rkv_cost_model *m)
 {
@@ -196,14 +217,50 @@ void rkv_cost_add_decode(rkv_cost_step *s, double ctx)
     s->decode_kv_tokens += ctx;
 }
 
+/* Sum over i in [0, q) of min(a + i, c): keys of q consecutive tokens
+ * whose first sees a, capped at c. */
+static double capped_run(double a, double q, double c)
+{
+    if (a >= c)
+        return q * c;
+    double u = c - a < q ? c - a : q; /* tokens below the cap */
+    return u * a + u * (u - 1) / 2 + (q - u) * c;
+}
+
+void rkv_cost_add_prefill_model(rkv_cost_step *s, const rkv_cost_model *m,
+                                double prefix, double q)
+{
+    rkv_cost_add_prefill(s, prefix, q);
+    s->windowed = 1;
+    s->attn_win_keys += m->sliding_layers > 0
+                            ? capped_run(prefix + 1, q, m->sliding_window + 1.0)
+                            : q * prefix + q * (q + 1) / 2;
+}
+
+void rkv_cost_add_decode_model(rkv_cost_step *s, const rkv_cost_model *m,
+                               double ctx)
+{
+    rkv_cost_add_decode(s, ctx);
+    double w = m->sliding_layers > 0 && ctx > m->sliding_window + 1.0
+                   ? m->sliding_window + 1.0 : ctx;
+    s->windowed = 1;
+    s->attn_win_keys += w;
+    s->decode_win_tokens += w;
+}
+
 double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s)
 {
     if (s->new_tokens <= 0)
         return 0.0;
+    /* the sliding layers' share reads the windowed sums when the step has
+     * them (f = 0 for a model without sliding layers) */
+    double f = s->windowed && m->layers > 0 ? (double)m->sliding_layers / m->layers : 0.0;
+    double keys = (1.0 - f) * s->attn_keys + f * s->attn_win_keys;
+    double kv = (1.0 - f) * s->decode_kv_tokens + f * s->decode_win_tokens;
     double flops = 2.0 * active_params(m) * s->new_tokens +
-                   attn_flops_per_key(m) * s->attn_keys;
+                   attn_flops_per_key(m) * keys;
     double bytes = m->params * m->weight_bytes +
-                   rkv_cost_kv_bytes_per_token(m) * s->decode_kv_tokens;
+                   rkv_cost_kv_bytes_per_token(m) * kv;
     double compute_ms = flops / (m->peak_tflops * 1e12 * m->mfu) * 1e3;
     double memory_ms = bytes / (m->bandwidth_tbs * 1e12 * m->mbu) * 1e3;
     return m->overhead_ms + (compute_ms > memory_ms ? compute_ms : memory_ms);
