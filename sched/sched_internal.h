@@ -284,7 +284,8 @@ void rkv_sched_req_shrink(rkv_sched *s, rkv_sched_req *r, uint32_t tokens);
 void rkv_sched_req_release(rkv_sched *s, rkv_sched_req *r);
 /* Moves the scheduler's (and the tree's) time to max(now, tree's time). */
 rkv_status rkv_sched_set_time(rkv_sched *s, double now_ms);
-/* Admission: non-peek match of tokens[0..len-1), lock. */
+/* Admission: non-peek match of tokens[0..len-1), lock (its pages are put
+ * in flight by the caller once the admission sticks). */
 rkv_status rkv_sched_req_admit(rkv_sched *s, rkv_sched_req *r);
 /* Chained page hashes up to `pages` pages. */
 rkv_status rkv_sched_req_hashes(rkv_sched *s, rkv_sched_req *r, uint32_t pages);
