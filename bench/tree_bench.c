@@ -71,8 +71,23 @@ typedef struct bench_acc {
     double match_ns, insert_ns, alloc_ns, memcmp_ns, total_ns, hash_ns;
     uint64_t evicted_pages;
     double hit_rate, bytes_per_token, tree_bytes_per_token;
+    double rss_per_token; /* resident set growth over the run / cached tokens */
     uint64_t cached_tokens;
 } bench_acc;
+
+/* Resident set size of this process in bytes (Linux /proc/self/statm; 0
+ * where it cannot be read). */
+static double rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu %llu", &size, &res) != 2)
+        res = 0;
+    fclose(f);
+    return (double)res * (double)sysconf(_SC_PAGESIZE);
+}
 
 typedef struct bench_env {
     rkv_pool *pool;
@@ -234,8 +249,9 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
     acc->total_ns += (t1 - t0) + (t4 - t3) + (t6 - t5);
 }
 
-static void finish_acc(bench_env *e, bench_acc *acc)
+static void finish_acc(bench_env *e, bench_acc *acc, double rss0)
 {
+    acc->rss_per_token = 0;
     rkv_tree_stats s;
     rkv_tree_get_stats(e->tree, &s);
     acc->evicted_pages = s.evicted_blocks;
@@ -248,16 +264,23 @@ static void finish_acc(bench_env *e, bench_acc *acc)
     acc->bytes_per_token = acc->cached_tokens ? meta / (double)acc->cached_tokens : 0;
     acc->tree_bytes_per_token =
         acc->cached_tokens ? (double)s.host_bytes / (double)acc->cached_tokens : 0;
+    double rss1 = rss_bytes();
+    if (acc->cached_tokens && rss0 > 0 && rss1 > rss0)
+        acc->rss_per_token = (rss1 - rss0) / (double)acc->cached_tokens;
     rkv_status st = rkv_tree_check(e->tree);
     if (st != RKV_OK)
         die("tree_check after the run", st);
 }
 
-/* Keeps the fastest repetition's timings (same work each time). */
+/* Keeps the fastest repetition's timings (same work each time), and the
+ * first one's resident set growth (later ones reuse what the allocator
+ * kept from the first). */
 static void keep_best(bench_acc *best, const bench_acc *a, int first)
 {
+    double rss = first ? a->rss_per_token : best->rss_per_token;
     if (first || a->total_ns < best->total_ns)
         *best = *a;
+    best->rss_per_token = rss;
 }
 
 /* ---- (a) agentic loop -------------------------------------------------------- */
@@ -281,6 +304,7 @@ static void run_agentic(const agentic_cfg *c, uint32_t P, uint64_t capacity,
         fprintf(stderr, "tree_bench: out of memory\n");
         exit(1);
     }
+    double rss0 = rss_bytes();
     bench_env e;
     env_open(&e, P, capacity);
     memset(out, 0, sizeof *out);
@@ -307,7 +331,9 @@ static void run_agentic(const agentic_cfg *c, uint32_t P, uint64_t capacity,
             serve(&e, 0, ctx[s], prompt, len[s], out);
         }
     }
-    finish_acc(&e, out);
+    /* the sessions' contexts are in the growth too: not counted */
+    double ctx_bytes = (double)c->sessions * (double)max_len * sizeof **ctx;
+    finish_acc(&e, out, rss0 + ctx_bytes);
     env_close(&e);
     for (uint32_t s = 0; s < c->sessions; s++)
         free(ctx[s]);
@@ -377,6 +403,7 @@ static void run_trace(const trace_set *ts, uint32_t P, uint64_t capacity,
     int32_t *tok = malloc(((size_t)ts->max_len + 1) * sizeof *tok);
     if (tok == NULL)
         die("trace tokens", RKV_ERR_NOMEM);
+    double rss0 = rss_bytes();
     bench_env e;
     env_open(&e, P, capacity);
     memset(out, 0, sizeof *out);
@@ -387,7 +414,7 @@ static void run_trace(const trace_set *ts, uint32_t P, uint64_t capacity,
             die("expand", st);
         serve(&e, 0, tok, q->input_length, q->input_length, out);
     }
-    finish_acc(&e, out);
+    finish_acc(&e, out, rss0);
     env_close(&e);
     free(tok);
 }
@@ -396,15 +423,15 @@ static void run_trace(const trace_set *ts, uint32_t P, uint64_t capacity,
 
 static void print_header(void)
 {
-    printf("%-10s %5s %6s %7s %9s %8s %8s %9s %6s %9s %9s %7s %7s %7s\n", "workload",
+    printf("%-10s %5s %6s %7s %9s %8s %8s %9s %6s %9s %9s %7s %7s %7s %7s\n", "workload",
            "page", "reqs", "hit%", "match_us", "ns/mtok", "m/memcmp", "insert_us",
-           "i/hash", "alloc_us", "ev_pages", "B/tok", "treeB/t", "tree_s");
+           "i/hash", "alloc_us", "ev_pages", "B/tok", "treeB/t", "rssB/t", "tree_s");
 }
 
 static void print_row(const char *name, uint32_t P, const bench_acc *a)
 {
     double r = a->requests ? (double)a->requests : 1;
-    printf("%-10s %5u %6llu %6.2f%% %9.3f %8.3f %8.2f %9.3f %6.2f %9.3f %9llu %7.2f %7.2f %7.3f\n",
+    printf("%-10s %5u %6llu %6.2f%% %9.3f %8.3f %8.2f %9.3f %6.2f %9.3f %9llu %7.2f %7.2f %7.2f %7.3f\n",
            name, P, (unsigned long long)a->requests, 100.0 * a->hit_rate,
            a->match_ns / r / 1e3,
            a->matched_tokens ? a->match_ns / (double)a->matched_tokens : 0.0,
@@ -412,7 +439,7 @@ static void print_row(const char *name, uint32_t P, const bench_acc *a)
            a->insert_ns / r / 1e3, a->hash_ns > 0 ? a->insert_ns / a->hash_ns : 0.0,
            a->alloc_ns / r / 1e3,
            (unsigned long long)a->evicted_pages, a->bytes_per_token,
-           a->tree_bytes_per_token, a->total_ns / 1e9);
+           a->tree_bytes_per_token, a->rss_per_token, a->total_ns / 1e9);
 }
 
 typedef struct sglang_ref {
@@ -566,7 +593,8 @@ int main(int argc, char **argv)
            "insert time / chained XXH3 of the same new pages; B/tok = "
            "(tree host bytes + pool metadata) / cached tokens at the end; tree_s "
            "= match + alloc + insert time of the whole run; treeB/t = tree host "
-           "bytes only. ev_pages counts evicted pool pages.\n");
+           "bytes only; rssB/t = growth of the process's resident set over the first "
+           "repetition / cached tokens at its end (Linux). ev_pages counts evicted pool pages.\n");
     if (g_event_ring != 0)
         printf("KV events on: ring of %u, %llu events drained over all runs\n",
                g_event_ring, (unsigned long long)g_events_drained);

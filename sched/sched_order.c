@@ -37,19 +37,27 @@
  *   node, that node's depth and children_epoch). A refresh first compares a
  *   signature of the tree (pages inserted / evicted, splits, node and
  *   namespace counts, cached pages: the counters that move whenever any
- *   children_epoch can move); if it is unchanged no request is looked at.
- *   Otherwise each request is checked against a per-refresh memo of its
- *   node (one rkv_tree_node_info per distinct node): a stale handle
- *   re-matches from the root, a changed epoch continues with
- *   rkv_tree_match_from below the node (O(new part)), else nothing.
+ *   children_epoch can move); if it is unchanged only new arrivals are
+ *   matched. Otherwise the watch lists (sched_watch.c) name the requests a
+ *   change can have moved -- those whose node went stale, whose match ends
+ *   part way into a child of a changed node, or whose next page is the
+ *   first page of a child added since -- and only those are re-matched: a
+ *   stale handle from the root, else rkv_tree_match_from below the node
+ *   (O(new part)). A refresh costs O(groups + new children + moved
+ *   requests), not O(waiting).
  *   Tiers (lpm, bounded, once pages went below the device): residency
  *   below the device moves without touching any children_epoch, so a
  *   refresh re-matches each waiting request from the root with
  *   rkv_tree_match_tiers (PEEK) -- O(waiting x path) in a step where the
  *   tree changed; the signature includes the tier counters.
- *   The sorted order lives in an array with lazy deletion (entry stamps);
- *   requests whose key changed and new arrivals are sorted alone and merged
- *   in (O(n + k log k)); with no change there is no sort at all.
+ *   The sorted order lives in an array with lazy deletion (entry stamps)
+ *   plus, for the key order, a short sorted side run: requests whose key
+ *   changed and new arrivals are sorted alone (O(k log k)) and merged into
+ *   the side run; the side run is merged into the main array only when it
+ *   outgrows sqrt(8 n) (or half the entries are dead), so a step costs
+ *   O(sqrt(n)) amortized; iteration reads both runs merged. The ended
+ *   requests a step forgets are freed once no dead entry can name them
+ *   (after a full merge).
  */
 #include <stdlib.h>
 #include <string.h>
