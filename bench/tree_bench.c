@@ -25,7 +25,7 @@
  *
  * Usage: tree_bench [--trace FILE] [--page-size P] [--capacity-tokens N]
  *                   [--events RING] [--event-tokens N] [--quick]
- *                   [--cpu-clock]
+ *                   [--cpu-clock] [--trace-only]
  * The trace is found from --trace, else $RKV_TRACE, else by walking up from
  * the current directory to bench/traces/mooncake_conversation_trace.jsonl,
  * else the copy embedded in the binary. --events RING turns KV events on
@@ -39,6 +39,8 @@
  * 16). --quick: fewer sessions and the first 2,000 trace requests.
  * --cpu-clock: time with this thread's CPU clock, less the clock's own
  * cost per interval (measured at start), for a loaded machine.
+ * --trace-only: skip the agentic loop (so the trace's first repetition is
+ * the process's first tree: its rssB/t counts no memory left by another).
  */
 #include <limits.h>
 #include <errno.h>
@@ -518,7 +520,7 @@ int main(int argc, char **argv)
     const char *trace_arg = NULL;
     uint32_t page_arg = 0;
     uint64_t capacity = 3000000;
-    int quick = 0;
+    int quick = 0, trace_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
             trace_arg = argv[++i];
@@ -555,10 +557,13 @@ int main(int argc, char **argv)
             quick = 1;
         } else if (strcmp(argv[i], "--cpu-clock") == 0) {
             g_cpu_clock = 1;
+        } else if (strcmp(argv[i], "--trace-only") == 0) {
+            trace_only = 1;
         } else {
             fprintf(stderr, "usage: tree_bench [--trace FILE] [--page-size P] "
                             "[--capacity-tokens N] [--events RING] "
-                            "[--event-tokens N] [--quick] [--cpu-clock]\n");
+                            "[--event-tokens N] [--quick] [--cpu-clock] "
+                            "[--trace-only]\n");
             return 2;
         }
     }
@@ -570,18 +575,20 @@ int main(int argc, char **argv)
     agentic_cfg ac = {quick ? 16 : 128, quick ? 8 : 24, 2048, 200, 100};
     uint32_t aP = page_arg ? page_arg : 16;
     bench_acc best, a;
-    for (int r = 0; r < reps; r++) {
-        run_agentic(&ac, aP, capacity, &a);
-        keep_best(&best, &a, r == 0);
-    }
     printf("radixkv tree_bench  (capacity %llu tokens; fastest of %d repetitions "
            "per workload)\n",
            (unsigned long long)capacity, reps);
-    printf("agentic: %u sessions x %u turns, system prompt %u, +%u output +%u user "
-           "tokens per turn\n",
-           ac.sessions, ac.turns, ac.sys_tokens, ac.out_tokens, ac.user_tokens);
-    print_header();
-    print_row("agentic", aP, &best);
+    if (!trace_only) {
+        for (int r = 0; r < reps; r++) {
+            run_agentic(&ac, aP, capacity, &a);
+            keep_best(&best, &a, r == 0);
+        }
+        printf("agentic: %u sessions x %u turns, system prompt %u, +%u output +%u "
+               "user tokens per turn\n",
+               ac.sessions, ac.turns, ac.sys_tokens, ac.out_tokens, ac.user_tokens);
+        print_header();
+        print_row("agentic", aP, &best);
+    }
 
     /* (b) the trace */
     char *path = rkv_bench_find_trace(trace_arg);

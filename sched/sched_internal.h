@@ -334,7 +334,7 @@ void rkv_sched_tier_plan(rkv_sched *s);
 rkv_status rkv_sched_tier_check(const rkv_sched *s);
 
 /* sched_watch.c */
-/* Room for n more grouped requests and a todo list of n. */
+/* Room for n more grouped requests. */
 rkv_status rkv_watch_reserve(rkv_sched *s, uint32_t n);
 /* Groups r by its peek match (room reserved; r not grouped). */
 void rkv_watch_add(rkv_sched *s, rkv_sched_req *r);

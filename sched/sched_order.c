@@ -441,8 +441,9 @@ static rkv_status rkv_refresh_all(rkv_sched *s)
     uint32_t n = 0;
     rkv_sched_req **todo = s->waiting;
     if (watch) {
-        /* everyone may be regrouped (a rebuild): room for all of them */
-        rkv_status st = rkv_watch_reserve(s, s->nwaiting);
+        /* the todo list may name everyone (a rebuild) */
+        rkv_status st = rkv_ensure_cap((void **)&s->wtodo, &s->wtodo_cap,
+                                       s->nwaiting, sizeof *s->wtodo);
         if (st != RKV_OK)
             return st;
         todo = s->wtodo;
@@ -464,8 +465,15 @@ static rkv_status rkv_refresh_all(rkv_sched *s)
                 }
             }
         }
-        /* from here on a failure must regroup everyone next time */
+        /* from here on a failure must regroup everyone next time (the
+         * groups above are already marked up to date) */
         s->watch_valid = 0;
+        st = rkv_watch_reserve(s, n); /* room to regroup them */
+        if (st != RKV_OK) {
+            for (uint32_t i = 0; i < n; i++)
+                todo[i]->wmark = 0;
+            return st;
+        }
     } else {
         n = same ? s->order.nadd : s->nwaiting;
     }

@@ -55,9 +55,6 @@ rkv_status rkv_watch_reserve(rkv_sched *s, uint32_t n)
         st = rkv_u64map_reserve(&s->wgroup_map, n);
     if (st == RKV_OK)
         st = rkv_u64map_reserve(&s->wbucket, n);
-    if (st == RKV_OK)
-        st = rkv_ensure_cap((void **)&s->wtodo, &s->wtodo_cap, n,
-                            sizeof *s->wtodo);
     return st;
 }
 
