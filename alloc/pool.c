@@ -672,6 +672,8 @@ uint64_t rkv_pool_block_hash(const rkv_pool *pool, rkv_block_id id)
 {
     if (pool == NULL || id >= pool->cfg.num_blocks || pool->refcount[id] == 0)
         return RKV_HASH_ROOT;
+    if (pool->tree_hash != NULL)
+        return pool->tree_hash(pool->tree, id, 0);
     return pool->hash[id];
 }
 
@@ -685,6 +687,9 @@ rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
     if (pool->refcount[id] == 0)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_pool_set_block_hash: block %u is free", id);
+    if (pool->tree_hash != NULL) /* the tree's lazy pages get their
+                                    hashes first (tree_hash.c) */
+        (void)pool->tree_hash(pool->tree, id, 1);
     pool->hash[id] = hash;
     return RKV_OK;
 }

@@ -73,6 +73,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "radixkv.h"
 #include "common/status.h"
@@ -336,6 +337,12 @@ struct rkv_tree {
                               0): set by the residency layer               */
     rkv_node_mem mem;
     uint8_t *owned;        /* bit per pool block: cached by this tree       */
+    uint8_t *lazy;         /* bit per pool block (after owned, same
+                              allocation): cached without its chained hash
+                              yet; pool->hash holds (node << 32 | page)
+                              then (radix/tree_hash.c)                     */
+    int lazy_live;         /* lazy pages may exist (0: none; set by a lazy
+                              insert, cleared by rkv_tree_hash_all)        */
     size_t owned_bytes;
 
     /* slots (radix/tree.c) */
@@ -467,13 +474,52 @@ static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
         t->hooks.page_dropped(t, b);
 }
 
+/* Lazy hashes (radix/tree_hash.c). A block is lazy iff owned and its lazy
+ * bit is set (a stale bit of a block the tree dropped means nothing). */
+static inline int rkv_tree_lazy(const rkv_tree *t, rkv_block_id b)
+{
+    return ((t->owned[b >> 3] & t->lazy[b >> 3]) >> (b & 7)) & 1;
+}
+static inline void rkv_tree_set_lazy(rkv_tree *t, rkv_block_id b)
+{
+    t->lazy[b >> 3] |= (uint8_t)(1u << (b & 7));
+}
+static inline void rkv_tree_clear_lazy(rkv_tree *t, rkv_block_id b)
+{
+    t->lazy[b >> 3] &= (uint8_t)~(1u << (b & 7));
+}
+/* New pages may skip their hash: no layer reads a page's hash as it
+ * arrives or leaves (KV events, tiers, learned eviction). Tiers attach to
+ * an empty tree only, and the other two are fixed at create, so a tree
+ * never holds lazy pages while one of them reads hashes. */
+static inline int rkv_tree_hash_lazily(const rkv_tree *t)
+{
+    return t->hooks.pages_stored == NULL && t->tiers.tier == NULL &&
+           t->policy != RKV_EVICT_LEARNED;
+}
+
 /* No negative token id among tokens[0..n). */
 static inline int rkv_tokens_valid(const int32_t *tokens, size_t n)
 {
+    /* OR of the sign bits, eight tokens (four 64-bit words) a round: a
+     * whole request's tokens are scanned at every insert */
+    uint64_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v0, v1, v2, v3;
+        memcpy(&v0, tokens + i, 8);
+        memcpy(&v1, tokens + i + 2, 8);
+        memcpy(&v2, tokens + i + 4, 8);
+        memcpy(&v3, tokens + i + 6, 8);
+        w0 |= v0;
+        w1 |= v1;
+        w2 |= v2;
+        w3 |= v3;
+    }
     int32_t acc = 0;
-    for (size_t i = 0; i < n; i++)
+    for (; i < n; i++)
         acc |= tokens[i];
-    return acc >= 0;
+    return acc >= 0 && ((w0 | w1 | w2 | w3) & 0x8000000080000000ull) == 0;
 }
 
 /* tree_match.c ------------------------------------------------------------ */
@@ -496,6 +542,21 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
 /* Chained hash of the page before a new child of parent: RKV_HASH_ROOT
  * under a namespace root, else the hash of parent's last block. */
 uint64_t rkv_tree_prev_hash(const rkv_tree *t, uint32_t parent);
+
+/* tree_hash.c ------------------------------------------------------------- */
+/* Node id's pages (a device node) and every lazy ancestor's get their
+ * chained hashes; no-op when id's are there already. No allocation. */
+void rkv_tree_hash_node(rkv_tree *t, uint32_t id);
+/* Every lazy page of the tree gets its hash (a snapshot reads them all). */
+void rkv_tree_hash_all(rkv_tree *t);
+/* The pool's hook (pool->tree_hash): block id's chained hash, computed
+ * first when it is lazy; with all, every lazy page of the tree gets its
+ * hash first when id is cached (before a caller overrides id's hash, so
+ * the pages below it keep the hashes they chained from at insert).
+ * Logically const: only the cache of hashes moves. */
+uint64_t rkv_tree_block_hash_of(const rkv_tree *t, rkv_block_id id, int all);
+/* Node id's lazy pages name it again (after a split moved them). */
+void rkv_tree_lazy_renumber(rkv_tree *t, uint32_t id);
 
 /* child_index.c ---------------------------------------------------------- */
 uint64_t rkv_child_index_key_page(const rkv_tree *t, uint32_t parent,

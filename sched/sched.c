@@ -188,6 +188,7 @@ void rkv_sched_destroy(rkv_sched *s)
     rkv_u64map_fini(&s->memo_epoch);
     rkv_u64map_fini(&s->memo_depth);
     rkv_u64map_fini(&s->inflight);
+    rkv_watch_fini(s);
 
     rkv_sched_queue_fini(&s->order);
     rkv_sched_queue_fini(&s->arrivals);
@@ -228,6 +229,7 @@ rkv_status rkv_sched_waiting_add(rkv_sched *s, rkv_sched_req *r)
 void rkv_sched_waiting_remove(rkv_sched *s, rkv_sched_req *r)
 {
     uint32_t i = r->ridx;
+    rkv_watch_remove(s, r);
     s->waiting[i] = s->waiting[--s->nwaiting];
     s->waiting[i]->ridx = i;
     r->state = RKV_REQ_RUNNING; /* callers set the final state */
@@ -257,6 +259,15 @@ void rkv_sched_free_grave(rkv_sched *s)
     for (uint32_t i = 0; i < s->ngrave; i++)
         rkv_sched_req_free(s->grave[i]);
     s->ngrave = 0;
+    s->nlimbo = 0;
+}
+
+void rkv_sched_forget_grave(rkv_sched *s, int freeable)
+{
+    if (freeable)
+        rkv_sched_free_grave(s);
+    else
+        s->nlimbo = s->ngrave;
 }
 
 /* ---- submit / abort ---------------------------------------------------------- */
@@ -332,6 +343,7 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
     rkv_sched_req *r = rkv_sched_mem_calloc(1, sizeof *r);
     if (r == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    r->wgrp = RKV_WNONE;
     r->cap = d->prompt_len + d->max_new_tokens;
     /* room for the prompt and the first sampled token; the rest grows at
      * the steps that sample (sched_step.c) */

@@ -42,7 +42,7 @@ rkv_status rkv_sched_request_info(const rkv_sched *s, uint64_t id,
         rkv_request_info_fill((const rkv_sched_req *)(uintptr_t)*v, out);
         return RKV_OK;
     }
-    for (uint32_t i = s->ngrave; i-- > 0;) {
+    for (uint32_t i = s->ngrave; i-- > s->nlimbo;) {
         if (s->grave[i]->id == id) {
             rkv_request_info_fill(s->grave[i], out);
             return RKV_OK;

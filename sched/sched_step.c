@@ -457,6 +457,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
                 rkv_sched_tier_release_ready(s, r);
             break;
         }
+        rkv_inflight_add(s, r, r->locked_pages, r->len / s->P);
         rkv_sched_tier_admitted(s, r, r->cached_len);
         rkv_sched_waiting_remove(s, r);
         r->state = RKV_REQ_RUNNING;
