@@ -29,6 +29,7 @@
 
 #include "bench/bench_util.h"
 #include "radixkv.h"
+#include "tests/support/pool_config.h"
 
 enum { HKV = 2, HQ = 8, D = 64, P = 16 };
 
@@ -204,13 +205,7 @@ static void run(const char *title, int structured, uint32_t n, uint32_t m)
 {
     data x;
     make(&x, n, m, structured);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 3 * ((n + P - 1) / P) + 4;
-    pc.page_size = P;
-    pc.num_layers = 1;
-    pc.num_kv_heads = HKV;
-    pc.head_dim = D;
+    rkv_pool_config pc = tu_kv_config(3 * ((n + P - 1) / P) + 4, P, 1, HKV, D, RKV_DEVICE_HOST);
     pc.dtype = RKV_DTYPE_F32;
     rkv_pool *pool;
     rkv_attn *attn;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tests/support/pool_config.h"
 #include "tests/support/test_util.h"
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
@@ -29,13 +30,7 @@ typedef struct env {
 
 static void env_open(env *e, uint32_t P, rkv_dtype dt)
 {
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = NB;
-    pc.page_size = P;
-    pc.num_layers = L;
-    pc.num_kv_heads = H;
-    pc.head_dim = D;
+    rkv_pool_config pc = tu_kv_config(NB, P, L, H, D, RKV_DEVICE_HOST);
     pc.dtype = dt;
     pc.quant_group = 8;
     pc.act_dtype = RKV_DTYPE_F32;
