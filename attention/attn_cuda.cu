@@ -6,8 +6,9 @@
  *   - append: one block per token copies its K and V rows into their slots.
  *   - rows (decode and prefill): flash-decoding. Grid (row, kv head [x
  *     group of up to 16 of its query heads], KV split). Per tile of 32
- *     tokens the block stages K and V in shared memory with 16-byte loads,
- *     then every query head of the GQA group scores and accumulates from
+ *     tokens the block stages K and V in shared memory with 16-byte
+ *     cp.async copies issued a tile ahead (attention/cp_async.h), then
+ *     every query head of the GQA group scores and accumulates from
  *     that tile (one warp per head, up to 4 heads a warp): K/V are read
  *     once per group. A head's online softmax lives in one warp; the block
  *     writes an fp32 partial (o, lse) per split. A finalize kernel merges
@@ -28,7 +29,8 @@
  * stream order. A plan (rkv_attn_cuda_plan) lays the same arrays out in
  * the caller's workspace once; rkv_attn_cuda_run only launches.
  * Kernels touch global memory only through ld_global / st_global
- * (attention/devmem.h), so the simulator's meter sees every access.
+ * (attention/devmem.h) and cp_async16 (attention/cp_async.h), so the
+ * simulator's meter sees every access.
  *
  * Launches go through RKV_LAUNCH (attention/launch.h) so that the same
  * kernel bodies also build against the CPU simulator (-DRKV_CUDA=SIM),
@@ -46,6 +48,7 @@
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "attention/cp_async.h"
 #include "attention/devmem.h"
 #include "attention/kv_codec.h"
 #include "attention/mma.h"
@@ -443,12 +446,60 @@ static __device__ __forceinline__ size_t kv_row(const unsigned *pages, unsigned 
     return ((size_t)ld_global(pages + t / P) * P + t % P) * Hkv + kvh;
 }
 
+/* The first tile start >= tb (in steps of tn) that a window does not hide
+ * entirely (t1 if none): a tile of keys [tb, tb + n) is hidden when it
+ * lies before the window's first position wlo and after the sinks. */
+static __device__ __forceinline__ unsigned visible_tile(unsigned tb, unsigned t1, unsigned wlo,
+                                                        unsigned sinks, unsigned tn)
+{
+    while (tb < t1 && tb >= sinks && tb + min(tn, t1 - tb) <= wlo)
+        tb += tn;
+    return tb;
+}
+
+/* Starts loading the K and V rows stok[0 .. n) into sk / sv: 16-byte
+ * cp.async copies (the caller commits and waits), or for a quantized pool
+ * dequantized through registers, rounded to E's type (the compute path
+ * then runs as for E's own K/V). */
+template <typename E, int D, int TN, int KP>
+static __device__ __forceinline__ void rows_stage(const rows_args &a,
+                                                  const typename E::raw *kb,
+                                                  const typename E::raw *vb,
+                                                  const size_t *stok, unsigned n,
+                                                  typename E::raw (*sk)[KP],
+                                                  typename E::raw (*sv)[KP])
+{
+    typedef typename E::raw raw;
+    const int VE = 16 / sizeof(raw), VR = D / VE;
+    typedef rvec<raw, VE> vec;
+    if (a.kvq != 0) {
+        const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 32u) : 32u;
+        const unsigned nch = D / C;
+        for (unsigned i = threadIdx.x; i < n * nch; i += blockDim.x) {
+            const unsigned j = i / nch, c0 = (i % nch) * C;
+            kvq_chunk<E>(a, a.kb, stok[j], c0, C, &sk[j][c0]);
+            kvq_chunk<E>(a, a.vb, stok[j], c0, C, &sv[j][c0]);
+        }
+        return;
+    }
+    for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
+        const unsigned j = i / VR, c = i % VR;
+        const size_t at = stok[j] * D + c * VE;
+        cp_async16(reinterpret_cast<vec *>(&sk[j][c * VE]),
+                   reinterpret_cast<const vec *>(kb + at));
+        cp_async16(reinterpret_cast<vec *>(&sv[j][c * VE]),
+                   reinterpret_cast<const vec *>(vb + at));
+    }
+}
+
 /* One block per (row, kv head[, group of up to 16 of its query heads],
  * split): every query head of a GQA group reads the same K/V tile, so K/V
  * cross the memory bus once per group whatever G (up to 16). Per tile of
- * 32 tokens the block copies K and V into shared memory with 16-byte loads
- * (rows padded by one vector so the per-lane row reads of the scoring hit
- * distinct banks); warp w then serves heads w, w + 4, ...: lane t scores
+ * 32 tokens (16 at f32) the block copies K and V into shared memory with
+ * 16-byte cp.async copies issued one tile ahead, so the next tile is in
+ * flight while this one is scored (rows padded by one vector so the
+ * per-lane row reads of the scoring hit distinct banks); warp w then
+ * serves heads w, w + 4, ...: lane t scores
  * token t against the head's q (fp32, in shared memory), the warp folds
  * the tile into its online softmax and accumulates P.V with lane l owning
  * dims l*D/32 .. +D/32. A head's state lives in one warp, so no cross-warp
@@ -464,12 +515,15 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
     const int VE = 16 / sizeof(raw);  /* elements per 16-byte vector */
     const int VR = D / VE;            /* vectors per K/V row */
     const int KP = D + VE;            /* padded shared row */
+    /* tokens per tile: 32 (one per lane when scoring); 16 at f32, so that
+     * two tiles (the one scored and the one in flight) fit 48 KiB */
+    const int TN = sizeof(raw) == 4 ? TT / 2 : TT;
     typedef rvec<raw, VE> vec;
     typedef rvec<raw, EL> lvec;
-    __shared__ __align__(16) raw sk[TT][KP];
-    __shared__ __align__(16) raw sv[TT][KP];
+    __shared__ __align__(16) raw sk[2][TN][KP];
+    __shared__ __align__(16) raw sv[2][TN][KP];
     __shared__ float sq[NW * HPW][D];
-    __shared__ size_t stok[TT];
+    __shared__ size_t stok[2][TN];
 
     const unsigned row = a.row0 + blockIdx.x, split = blockIdx.z;
     const unsigned kvh = blockIdx.y / a.ng, g0 = (blockIdx.y % a.ng) * (NW * HPW);
@@ -496,38 +550,30 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
         m[h] = -INFINITY;
         l[h] = 0.0f;
     }
-    for (unsigned tb = t0; tb < t1; tb += TT) {
-        const unsigned n = min((unsigned)TT, t1 - tb);
-        /* a tile the window hides entirely is skipped (block-uniform), so
-         * every tile scored has a visible token */
-        if (tb >= a.sinks && tb + n <= wlo)
-            continue;
-        __syncthreads(); /* q stored; the previous tile consumed */
-        if (threadIdx.x < n) {
-            stok[threadIdx.x] = kv_row(pages, tb + threadIdx.x, a.P, a.Hkv, kvh);
-        }
-        __syncthreads();
-        if (a.kvq != 0) {
-            /* quantized: dequantized into the tile, rounded to T (the
-             * compute path then runs as for T's own K/V) */
-            const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 32u) : 32u;
-            const unsigned nch = D / C;
-            for (unsigned i = threadIdx.x; i < n * nch; i += blockDim.x) {
-                const unsigned j = i / nch, c0 = (i % nch) * C;
-                kvq_chunk<E>(a, a.kb, stok[j], c0, C, &sk[j][c0]);
-                kvq_chunk<E>(a, a.vb, stok[j], c0, C, &sv[j][c0]);
-            }
-        } else {
-            for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
-                const unsigned j = i / VR, c = i % VR;
-                const size_t at = stok[j] * D + c * VE;
-                *reinterpret_cast<vec *>(&sk[j][c * VE]) =
-                    ld_global(reinterpret_cast<const vec *>(kb + at));
-                *reinterpret_cast<vec *>(&sv[j][c * VE]) =
-                    ld_global(reinterpret_cast<const vec *>(vb + at));
-            }
-        }
-        __syncthreads();
+    /* Two tile buffers: while the block scores tile tb from buffer b, the
+     * copies of the next visible tile into b ^ 1 are in flight (cp.async;
+     * quantized tiles are dequantized through registers instead). A tile
+     * the window hides entirely is skipped (block-uniform), so every tile
+     * scored has a visible token. */
+    unsigned tb = visible_tile(t0, t1, wlo, a.sinks, TN), b = 0;
+    if (tb < t1 && threadIdx.x < min((unsigned)TN, t1 - tb))
+        stok[0][threadIdx.x] = kv_row(pages, tb + threadIdx.x, a.P, a.Hkv, kvh);
+    __syncthreads(); /* q and the first tile's rows stored */
+    if (tb < t1)
+        rows_stage<E, D, TN, KP>(a, kb, vb, stok[0], min((unsigned)TN, t1 - tb), sk[0], sv[0]);
+    cp_async_commit();
+    while (tb < t1) {
+        const unsigned n = min((unsigned)TN, t1 - tb);
+        const unsigned nx = visible_tile(tb + TN, t1, wlo, a.sinks, TN);
+        if (nx < t1 && threadIdx.x < min((unsigned)TN, t1 - nx))
+            stok[b ^ 1][threadIdx.x] = kv_row(pages, nx + threadIdx.x, a.P, a.Hkv, kvh);
+        __syncthreads(); /* next rows stored; buffer b ^ 1 consumed */
+        if (nx < t1)
+            rows_stage<E, D, TN, KP>(a, kb, vb, stok[b ^ 1], min((unsigned)TN, t1 - nx),
+                                     sk[b ^ 1], sv[b ^ 1]);
+        cp_async_commit();
+        cp_async_wait<1>(); /* this thread's copies of tile tb have landed */
+        __syncthreads();    /* and every thread's */
 #pragma unroll
         for (int h = 0; h < HPW; h++) {
             const unsigned g = warp + h * NW;
@@ -539,7 +585,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
                 float dot = 0.0f;
 #pragma unroll
                 for (int c = 0; c < VR; c++) {
-                    const vec kv = *reinterpret_cast<const vec *>(&sk[lane][c * VE]);
+                    const vec kv = *reinterpret_cast<const vec *>(&sk[b][lane][c * VE]);
 #pragma unroll
                     for (int e = 0; e < VE; e++)
                         dot += sq[g][c * VE + e] * E::cvt(kv.v[e]);
@@ -563,13 +609,15 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
                 acc[h][e] *= corr;
             for (unsigned j = 0; j < n; j++) {
                 const float pj = __shfl_sync(0xffffffffu, p, j);
-                const lvec vv = *reinterpret_cast<const lvec *>(&sv[j][lane * EL]);
+                const lvec vv = *reinterpret_cast<const lvec *>(&sv[b][j][lane * EL]);
 #pragma unroll
                 for (int e = 0; e < EL; e++)
                     acc[h][e] += pj * E::cvt(vv.v[e]);
             }
             m[h] = mn;
         }
+        tb = nx;
+        b ^= 1;
     }
 #pragma unroll
     for (int h = 0; h < HPW; h++) {
