@@ -385,8 +385,9 @@ struct rows_args {
     unsigned window, sinks;
 };
 
-/* The quantized-KV fields of rows_args from a geometry. */
-static void rows_quant(rows_args &a, const rkv_attn_geom *g)
+/* The quantized-KV and window fields of rows_args or tile_args from a
+ * geometry. */
+template <typename A> static void rows_quant(A &a, const rkv_attn_geom *g)
 {
     const bool q = g->kv_dtype != g->dtype;
     a.kvq = q ? (int)g->kv_dtype : 0;
@@ -404,8 +405,8 @@ static void rows_quant(rows_args &a, const rkv_attn_geom *g)
  * segment at base into dst, rounded to E's type. A chunk shares one scale (C <= an INT4 group), so each scale
  * is read once a chunk and every code once; 8-bit codes move as 32-bit
  * words (rows and segments are multiples of 4 bytes). */
-template <typename E>
-static __device__ __forceinline__ void kvq_chunk(const rows_args &a, const void *base,
+template <typename E, typename A>
+static __device__ __forceinline__ void kvq_chunk(const A &a, const void *base,
                                                  size_t r, unsigned c0, unsigned C,
                                                  typename E::raw *dst)
 {
@@ -761,6 +762,10 @@ struct tile_args {
     unsigned len, chunk; /* shared prefix: its tokens, tokens per split */
     unsigned window, sinks; /* as rows_args */
     float scale;
+    /* quantized KV, as rows_args: tiles are dequantized on load */
+    int kvq;
+    unsigned qgroup, qnsc;
+    size_t qblk, qcb, qscale_off;
 };
 
 #define TILE_ROWS 64 /* score rows of a prefill tile (W = 4) */
@@ -931,7 +936,23 @@ __global__ void __launch_bounds__(W * 32) attn_tile_kernel(tile_args a)
         if (threadIdx.x < n)
             stok[threadIdx.x] = kv_row(pages, kt + threadIdx.x, a.P, a.Hkv, kvh);
         __syncthreads();
-        for (unsigned i = threadIdx.x; i < KT * VR; i += blockDim.x) {
+        if (a.kvq != 0) {
+            /* quantized: dequantized into the tile, rounded to T, in chunks
+             * that share one scale (as the rows kernel does) */
+            const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 32u) : 32u;
+            const unsigned nch = D / C;
+            for (unsigned i = threadIdx.x; i < KT * nch; i += blockDim.x) {
+                const unsigned j = i / nch, c0 = (i % nch) * C;
+                if (j < n) {
+                    kvq_chunk<E>(a, a.kb, stok[j], c0, C, &sk[j][c0]);
+                    kvq_chunk<E>(a, a.vb, stok[j], c0, C, &sv[j][c0]);
+                } else { /* masked tokens: P is 0, and 0 * V must not be NaN */
+                    for (unsigned e = 0; e < C; e++)
+                        sk[j][c0 + e] = sv[j][c0 + e] = 0;
+                }
+            }
+        }
+        for (unsigned i = threadIdx.x; a.kvq == 0 && i < KT * VR; i += blockDim.x) {
             const unsigned j = i / VR, c = i % VR;
             vec kx, vx;
             if (j < n) {
@@ -1099,8 +1120,7 @@ static tile_args tile_args_of(const rkv_attn_geom *g, const void *kbase, const v
     a.Hkv = g->num_kv_heads;
     a.G = a.Hq / a.Hkv;
     a.P = g->page_size;
-    a.window = g->window;
-    a.sinks = g->sinks;
+    rows_quant(a, g);
     a.scale = sm_scale;
     return a;
 }
@@ -1128,11 +1148,11 @@ static size_t prefill_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
 }
 
 /* The tile path takes prefill/extend rows (some request has several query
- * rows) without a shared prefix over K/V in the activation type. */
+ * rows) without a shared prefix. */
 static bool use_tiles(const rkv_attn_geom *g, const rkv_attn_rows *rows)
 {
-    /* quantized KV: the rows kernel dequantizes; tiles read raw K/V */
-    return g->kv_dtype == g->dtype && rows->num_rows > rows->num_reqs;
+    (void)g;
+    return rows->num_rows > rows->num_reqs;
 }
 
 /* Launches the prefill tiles over uploaded lengths, table and tiles. */

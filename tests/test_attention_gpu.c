@@ -499,9 +499,8 @@ static void gpu_unsupported_head_dim(rkv_rng *rng)
  * the host's, bit for bit (one codec, attention/kv_codec.h); decode,
  * prefill and plan/run (with and without a window) on the device match the
  * CPU reference within the activation dtype's bound (the device rounds
- * dequantized K/V to it, as its 16-bit path reads its own elements); block
- * copies carry the scales; a cascade's shared prefix is refused on the
- * device (RKV_ERR_UNSUPPORTED). */
+ * dequantized K/V to it, as its 16-bit path reads its own elements), and
+ * so does a cascade over a shared prefix; block copies carry the scales. */
 static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
                        uint32_t group)
 {
@@ -572,7 +571,7 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
     tu_host_of(gl, dlse, sizeof gl);
     snprintf(what, sizeof what, "plan/run dtype %d act %d D %u", (int)kdt, (int)act, D);
     compare(act, D, 12 * HQ, go, ho, gl, hl, what);
-    /* a window over quantized KV, planned (the plan is the rows kernel's) */
+    /* a window over quantized KV, planned (the plan is the tile kernel's) */
     rkv_attn_params win = prm;
     win.window_left = 9;
     win.num_sink_tokens = 2;
@@ -583,9 +582,13 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
     snprintf(what, sizeof what, "window dtype %d act %d D %u", (int)kdt, (int)act, D);
     compare(act, D, 12 * HQ, go, ho, gl, hl, what);
     rkv_attn_plan_destroy(plan);
-    /* refused on the device: a shared prefix over quantized KV */
-    cr_assert_eq(rkv_attn_cascade(da, &prm, 1, &ids[0], qo, &t, dq, dout, dlse),
-                 RKV_ERR_UNSUPPORTED);
+    /* a shared prefix over quantized KV (its tiles dequantized on load) */
+    OK(rkv_attn_cascade(ha, &prm, 1, &ids[0], qo, &t, q, ho, hl));
+    OK(rkv_attn_cascade(da, &prm, 1, &ids[0], qo, &t, dq, dout, dlse));
+    tu_host_of(go, dout, nq * es);
+    tu_host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "cascade dtype %d act %d D %u", (int)kdt, (int)act, D);
+    compare(act, D, 12 * HQ, go, ho, gl, hl, what);
     /* the copies of a quantized device pool carry codes and scales */
     OK(rkv_pool_copy_blocks(dp, 1, &ids[0], &ids[11]));
     OK(rkv_pool_copy_to_host(dp, 1, &ids[11], bd));

@@ -334,6 +334,7 @@ int main(int argc, char **argv)
         {"decode_G4_fp8", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_FP8_E4M3},
         {"decode_G4_int4", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_INT4},
         {"extend_int8", PREFILL, 1, 4, 1, 128, 576, 64, 0, RKV_DTYPE_INT8},
+        {"cascade_int8_B32", CASCADE, 32, 4, 1, 128, 16, 1, 256, RKV_DTYPE_INT8},
     };
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
