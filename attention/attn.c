@@ -344,6 +344,20 @@ static rkv_status check_ptrs(const char *fn, const void *q, const void *out)
     return RKV_OK;
 }
 
+/* The GPU's cascade dequantizes a shared prefix in 16-bit tiles only: not
+ * with f32 activations (decode, prefill and plan/run dequantize). */
+static rkv_status check_cuda_kv(const rkv_attn *a, const char *fn,
+                                const rkv_attn_shared *shared)
+{
+    if (shared != NULL && rkv_attn_dtype_quantized(a->cfg.dtype) &&
+        a->cfg.act_dtype == RKV_DTYPE_F32)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED,
+                             "%s: a shared prefix over quantized KV (dtype %d) with f32 "
+                             "activations on the GPU is not implemented yet (host pools "
+                             "run it)", fn, (int)a->cfg.dtype);
+    return RKV_OK;
+}
+
 static rkv_status check_cuda_geom(const rkv_attn *a, const char *fn)
 {
     if (a->cfg.head_dim != 64 && a->cfg.head_dim != 128)
@@ -443,7 +457,9 @@ static rkv_status run_rows(rkv_attn *a, const char *fn, const rkv_attn_params *p
     rkv_attn_geom g = geom_of(a, p->num_qo_heads);
     if (!on_cuda(a))
         return cpu_run(a, fn, &g, p, rows, shared, q, scale, out, lse);
-    rkv_status st = check_cuda_geom(a, fn);
+    rkv_status st = check_cuda_kv(a, fn, shared);
+    if (st == RKV_OK)
+        st = check_cuda_geom(a, fn);
     if (st == RKV_OK && p->window_left != 0 && shared != NULL)
         st = rkv_set_error(RKV_ERR_UNSUPPORTED,
                            "%s: a sliding window over a shared prefix on the GPU is not "

@@ -882,6 +882,10 @@ __global__ void __launch_bounds__(W * 32) attn_tile_kernel(tile_args a)
     typedef typename tile_math_of<T>::type MATH;
     const int ROWS = 16 * W, VE = 16 / sizeof(raw), VR = D / VE, KP = D + VE;
     const int NT = KT / 8, DT = D / 8;
+    /* quantized KV is dequantized into 16-bit tiles only: at f32 the extra
+     * code spills on sm_90 (f32 activations over quantized KV prefill on
+     * the rows kernel) */
+    const bool QUANT = sizeof(raw) == 2;
     typedef rvec<raw, VE> vec;
     __shared__ __align__(16) raw sq[ROWS][KP];
     __shared__ __align__(16) raw sk[KT][KP];
@@ -936,7 +940,7 @@ __global__ void __launch_bounds__(W * 32) attn_tile_kernel(tile_args a)
         if (threadIdx.x < n)
             stok[threadIdx.x] = kv_row(pages, kt + threadIdx.x, a.P, a.Hkv, kvh);
         __syncthreads();
-        if (a.kvq != 0) {
+        if (QUANT && a.kvq != 0) {
             /* quantized: dequantized into the tile, rounded to T, in chunks
              * that share one scale (as the rows kernel does) */
             const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 32u) : 32u;
@@ -952,7 +956,8 @@ __global__ void __launch_bounds__(W * 32) attn_tile_kernel(tile_args a)
                 }
             }
         }
-        for (unsigned i = threadIdx.x; a.kvq == 0 && i < KT * VR; i += blockDim.x) {
+        for (unsigned i = threadIdx.x; !(QUANT && a.kvq != 0) && i < KT * VR;
+             i += blockDim.x) {
             const unsigned j = i / VR, c = i % VR;
             vec kx, vx;
             if (j < n) {
@@ -1151,8 +1156,9 @@ static size_t prefill_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
  * rows) without a shared prefix. */
 static bool use_tiles(const rkv_attn_geom *g, const rkv_attn_rows *rows)
 {
-    (void)g;
-    return rows->num_rows > rows->num_reqs;
+    /* quantized KV with f32 activations: the rows kernel dequantizes */
+    return (g->kv_dtype == g->dtype || g->dtype != RKV_DTYPE_F32) &&
+           rows->num_rows > rows->num_reqs;
 }
 
 /* Launches the prefill tiles over uploaded lengths, table and tiles. */
