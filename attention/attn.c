@@ -344,16 +344,17 @@ static rkv_status check_ptrs(const char *fn, const void *q, const void *out)
     return RKV_OK;
 }
 
-/* The GPU's cascade gathers the shared prefix's raw K/V for its GEMMs:
- * not for quantized KV yet (decode, prefill and plan/run dequantize). */
+/* The GPU's cascade dequantizes a shared prefix in 16-bit tiles only: not
+ * with f32 activations (decode, prefill and plan/run dequantize). */
 static rkv_status check_cuda_kv(const rkv_attn *a, const char *fn,
                                 const rkv_attn_shared *shared)
 {
-    if (shared != NULL && rkv_dtype_quantized(a->cfg.dtype))
+    if (shared != NULL && rkv_dtype_quantized(a->cfg.dtype) &&
+        a->cfg.act_dtype == RKV_DTYPE_F32)
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: a shared prefix over quantized KV (dtype %d) on the "
-                             "GPU is not implemented yet (host pools run it)", fn,
-                             (int)a->cfg.dtype);
+                             "%s: a shared prefix over quantized KV (dtype %d) with f32 "
+                             "activations on the GPU is not implemented yet (host pools "
+                             "run it)", fn, (int)a->cfg.dtype);
     return RKV_OK;
 }
 
@@ -906,11 +907,6 @@ static rkv_status run_plan(rkv_attn *attn, const char *fn, const rkv_attn_plan *
     rkv_attn_geom g = geom_of(attn, plan->num_qo_heads);
     if (!on_cuda(attn))
         return cpu_run(attn, fn, &g, pp, &plan->rb.rows, NULL, q, scale, out, lse);
-    if (pp->window_left != 0 && plan->cp.tensor_core)
-        return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: a sliding window on a tensor-core prefill plan is not "
-                             "implemented yet (decode plans, one-shot calls and host "
-                             "pools run it)", fn);
     g.window = pp->window_left;
     g.sinks = pp->num_sink_tokens;
     void *kb, *vb;

@@ -70,8 +70,9 @@ typedef struct rkv_attn_shared {
 } rkv_attn_shared;
 
 #define RKV_ATTN_CASCADE_BUDGET ((size_t)256 << 20)
-/* Internal tunable (tests): the device memory budget of a CUDA cascade's
- * shared-prefix chunks; 0 restores the default. No effect on host pools. */
+/* Internal tunable (tests): the device memory a CUDA cascade's shared-
+ * prefix split states may take (fewer splits when lower; one at least);
+ * 0 restores the default. No effect on host pools. */
 void rkv_attn_set_cascade_budget(rkv_attn *attn, size_t bytes);
 
 /* Byte strides of a pool's KV (rkv_pool_kv_strides): head h of token t of
@@ -129,7 +130,7 @@ typedef struct rkv_attn_plan_layout {
     size_t ntiles;  /* tensor-core prefill tiles */
     uint32_t num_rows, splits, chunk, ng, hpw;
     int direct; /* one split: the rows kernel writes the output */
-    int tensor_core; /* prefill/extend of f16/bf16: the tensor-core kernel */
+    int tiled; /* prefill/extend over unquantized KV: the tile kernel */
 } rkv_attn_plan_layout;
 /* ws NULL: fills only the sizes (out->ws_bytes). Else uploads the rows'
  * index arrays into ws (>= out->ws_bytes, 256-byte aligned) on the
@@ -143,8 +144,8 @@ rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g,
                              const void *kbase, const void *vbase,
                              const void *q, float sm_scale, void *out,
                              float *lse);
-/* Bytes the cascade's shared-prefix buffers may take (default
- * RKV_ATTN_CASCADE_BUDGET); tests lower it to run many chunks. */
+/* Bytes the cascade's shared-prefix split states may take (default
+ * RKV_ATTN_CASCADE_BUDGET). */
 void rkv_attn_cuda_set_cascade_budget(rkv_attn_cuda *c, size_t bytes);
 rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                uint32_t n, const void *v_a, const float *lse_a,
