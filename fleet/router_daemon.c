@@ -143,6 +143,7 @@ struct rkv_daemon {
     uint32_t page_size;
     int32_t *tokens; /* RKV_DAEMON_HTTP_MAX_TOKENS, allocated on first use */
     uint64_t http_routes, http_route_errors;
+    uint64_t route_cpu_ns; /* thread CPU time inside the router's route calls */
 };
 
 /* a body of RKV_HTTP_MAX_POST bytes holds at most this many ids ("1,") */
@@ -598,21 +599,66 @@ static void only_heard(rkv_daemon *d, rkv_router_overlap *all, uint32_t *n)
     *n = k;
 }
 
-/* Routes a request of `pages` pages whose overlaps rkv_router_overlaps
- * (or _tokens) answered in all[0..*count) with status s: keeps the heard
- * instances and lets the router choose among them (counted as routed
- * there), *best. One walk of the index per query. RKV_ERR_STATE when no
- * instance is heard. */
-static rkv_status route_request(rkv_daemon *d, rkv_status s, uint32_t pages,
-                                rkv_router_overlap *all, uint32_t *count, uint32_t *best)
+static uint64_t thread_cpu_ns(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Routes a request given by page hashes h[0..n) or, with tok, by token ids
+ * tok[0..n) (d->page_size pages): the router chooses (counted as routed
+ * there) into *chosen, and all[0..rep->count) gets the instances a reply
+ * lists, as rep does. With every instance heard from (the common case)
+ * that is one rkv_router_route_top call; otherwise the overlaps of the
+ * heard ones and a choice among them. RKV_ERR_STATE when no instance is
+ * heard. */
+static rkv_status route_request(rkv_daemon *d, rkv_namespace ns, const uint64_t *h,
+                                const int32_t *tok, uint32_t n, rkv_router_overlap *all,
+                                rkv_router_overlap *chosen, rkv_wire_reply *rep)
+{
+    uint64_t c0 = thread_cpu_ns();
+    uint32_t count = 0, best = 0;
+    int heard = 1;
+    for (uint32_t i = 0; i < d->n_in && heard; i++)
+        heard = !d->in[i].live || d->in[i].heard;
+    rkv_status s;
+    if (heard) {
+        s = tok ? rkv_router_route_top_tokens(d->router, ns, tok, n, d->page_size, all,
+                                              RKV_WIRE_MAX_ROUTE, &count, &best)
+                : rkv_router_route_top(d->router, ns, h, n, all, RKV_WIRE_MAX_ROUTE,
+                                       &count, &best);
+        if (s == RKV_ERR_STATE)
+            s = rkv_set_error(RKV_ERR_STATE, "no instance to route to (none "
+                              "registered and heard from)");
+    } else {
+        s = tok ? rkv_router_overlaps_tokens(d->router, ns, tok, n, d->page_size, all,
+                                             RKV_ROUTER_MAX_INSTANCES, &count)
+                : rkv_router_overlaps(d->router, ns, h, n, all, RKV_ROUTER_MAX_INSTANCES,
+                                      &count);
+        if (s == RKV_OK)
+            only_heard(d, all, &count);
+        if (s == RKV_OK && count == 0)
+            s = rkv_set_error(RKV_ERR_STATE, "no instance to route to (none "
+                              "registered and heard from)");
+        if (s == RKV_OK)
+            s = rkv_router_choose(d->router, all, count, tok ? n / d->page_size : n,
+                                  &best);
+    }
+    d->route_cpu_ns += thread_cpu_ns() - c0;
     if (s != RKV_OK)
         return s;
-    only_heard(d, all, count);
-    if (*count == 0)
-        return rkv_set_error(RKV_ERR_STATE, "no instance to route to (none "
-                             "registered and heard from)");
-    return rkv_router_choose(d->router, all, *count, pages, best);
+    *chosen = all[best];
+    if (heard) { /* route_top listed them already */
+        rep->count = count;
+        for (uint32_t i = 0; i < count; i++) {
+            rep->ids[i] = all[i].instance;
+            rep->id_pages[i] = all[i].pages;
+        }
+    } else {
+        list_best(all, count, chosen->instance, rep);
+    }
+    return RKV_OK;
 }
 
 /* A reply on reply_to: through the connection, or to the harness's sink. */
@@ -639,16 +685,12 @@ static void handle_route(rkv_daemon *d, const void *data, size_t data_len,
         bad(d, "route query");
         rep.status = RKV_ERR_FORMAT;
     } else {
-        rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES];
-        uint32_t count = 0, best = 0;
-        rkv_status s = rkv_router_overlaps(d->router, ns, d->hashes, n, all,
-                                           RKV_ROUTER_MAX_INSTANCES, &count);
-        s = route_request(d, s, n, all, &count, &best);
+        rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES], chosen;
+        rkv_status s = route_request(d, ns, d->hashes, NULL, n, all, &chosen, &rep);
         rep.status = (uint32_t)s;
         if (s == RKV_OK) {
-            rep.instance = all[best].instance;
-            rep.pages = all[best].pages;
-            list_best(all, count, rep.instance, &rep);
+            rep.instance = chosen.instance;
+            rep.pages = chosen.pages;
         }
     }
     uint8_t buf[RKV_WIRE_HEADER + 20 + 12 * RKV_WIRE_MAX_ROUTE];
@@ -693,18 +735,14 @@ size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *
     if (d->page_size == 0)
         return http_error(d, buf, cap, code, 503, "the page size is not known yet: no "
                           "event seen (start the router with --page-size)");
-    rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES];
-    uint32_t count = 0, best = 0, pages = req.n_tokens / d->page_size;
-    s = rkv_router_overlaps_tokens(d->router, req.ns, d->tokens, req.n_tokens,
-                                   d->page_size, all, RKV_ROUTER_MAX_INSTANCES, &count);
-    s = route_request(d, s, pages, all, &count, &best);
+    rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES], chosen;
+    rkv_wire_reply rep; /* the candidates a NATS reply would list */
+    uint32_t pages = req.n_tokens / d->page_size;
+    s = route_request(d, req.ns, NULL, d->tokens, req.n_tokens, all, &chosen, &rep);
     if (s != RKV_OK)
         return http_error(d, buf, cap, code,
                           s == RKV_ERR_STATE ? 503 : s == RKV_ERR_NOMEM ? 503 : 500,
                           rkv_last_error());
-    rkv_router_overlap chosen = all[best];
-    rkv_wire_reply rep; /* the candidates a NATS reply would list */
-    list_best(all, count, chosen.instance, &rep);
     size_t k = 0;
     APPEND("{\"instance\": %" PRIu64 ", \"overlap_blocks\": %u, \"overlap_by_medium\": "
            "{\"device\": %u, \"host\": %u, \"disk\": %u}, \"score\": %.10g, "
@@ -795,9 +833,14 @@ static int render_trust_metrics(const rkv_daemon *d, const rkv_router_stats *st,
         "radixkv_router_http_routes_total %" PRIu64 "\n"
         METRIC("counter", "radixkv_router_http_route_errors_total",
                "POST /v1/route bodies answered with an error")
-        "radixkv_router_http_route_errors_total %" PRIu64 "\n",
+        "radixkv_router_http_route_errors_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_route_cpu_seconds_total",
+               "thread CPU time inside the router index's route calls (the "
+               "in-process part of the queries)")
+        "radixkv_router_route_cpu_seconds_total %.9f\n",
         d->forged, d->snap_limited, st->entries_limit, st->events_over_budget,
-        st->snapshots_over_budget, d->http_routes, d->http_route_errors);
+        st->snapshots_over_budget, d->http_routes, d->http_route_errors,
+        (double)d->route_cpu_ns / 1e9);
 }
 
 /* The stats as Prometheus text (exposition format 0.0.4) into buf[0..cap);
