@@ -30,10 +30,6 @@
 #include "common/status.h"
 #include "router/router_internal.h"
 
-typedef struct rkv_index_probe {
-    uint64_t a, d; /* holders on any medium / on the device, live only */
-} rkv_index_probe;
-
 static inline rkv_index_probe rkv_index_probe_at(const rkv_router *r, uint32_t g,
                                            uint64_t live, uint64_t nsmix,
                                            uint64_t hash)
@@ -58,102 +54,132 @@ static inline void rkv_index_prefetch(const rkv_router *r, uint32_t g,
 /* spans of at most this many pages are scanned, not bisected */
 #define RKV_INDEX_SCAN 16
 
-typedef struct rkv_index_span {
-    int64_t lo, hi;         /* positions; lo = -1: before page 0 */
-    rkv_index_probe plo, phi;
-} rkv_index_span;
-
-/* lead[b] / dlead[b] for every bit b of `live` in group g: the first page
- * its bit is absent from A / D (n if never). dlead NULL: the group has no
- * page off the device (D is A), only lead is wanted. */
-static void rkv_index_search(const rkv_router *r, uint32_t g, uint64_t live,
-                          uint64_t nsmix, const uint64_t *h, uint32_t n,
-                          uint32_t *lead, uint32_t *dlead)
+/* Appends the span if a bit leaves A or D inside it. Each bit leaves A
+ * once and D once along the chain, so a level holds at most
+ * 2 x 64 spans per group (RKV_INDEX_SPANS). */
+static inline void rkv_index_keep(rkv_index_span *list, uint32_t *n, uint32_t g,
+                                  int64_t lo, int64_t hi, rkv_index_probe plo,
+                                  rkv_index_probe phi)
 {
-    /* 2 spans per galloping step, then bisection depth <= 33 */
-    rkv_index_span stack[160];
-    uint32_t top = 0;
-    uint64_t p = 0;
+    /* (the bound is never reached; checked all the same, as the list
+     * lives in a buffer of that size) */
+    if (((plo.a & ~phi.a) | (plo.d & ~phi.d)) && *n < RKV_INDEX_SPANS)
+        list[(*n)++] = (rkv_index_span){lo, hi, plo, phi, g};
+}
+
+/* lead[s] / dlead[s] for every live bit of the groups g with first[g] !=
+ * 0: the first page its bit is absent from A / D (n if never); dlead only
+ * in groups with pages off the device (elsewhere D is A).
+ *
+ * Breadth first over all those groups at once: a level's probes are all
+ * started (prefetched) before any is read, so a level costs about one
+ * memory latency whatever the number of spans and groups, and the chain
+ * of dependent misses is the bisection depth (~log2 pages), not that
+ * depth times the groups and the drops searched one after another. The
+ * groups' entries of a page share its home (the group is in the key's
+ * low bits), so one group's probe brings in the line the others read. */
+static void rkv_index_search(rkv_router *r, const uint64_t *first, uint64_t nsmix,
+                             const uint64_t *h, uint32_t n, uint32_t *lead,
+                             uint32_t *dlead)
+{
+    rkv_index_span *cur = r->spans, *next = r->spans + RKV_INDEX_SPANS;
+    uint32_t ncur = 0;
+    if (n == 0)
+        return;
     for (uint64_t q = 0; q < n; q = 2 * q + 1)
-        rkv_index_prefetch(r, g, nsmix, h[q]);
-    if (n > 0)
-        rkv_index_prefetch(r, g, nsmix, h[n - 1]);
-    rkv_index_probe prev = {live, live};
-    int64_t prev_pos = -1;
-    for (;;) {
-        if (p >= n) {
-            /* ran off the end: what is left holds every page */
-            for (uint64_t b = prev.a; b; b &= b - 1)
-                lead[__builtin_ctzll(b)] = n;
-            for (uint64_t b = dlead ? prev.d : 0; b; b &= b - 1)
-                dlead[__builtin_ctzll(b)] = n;
-            if (prev_pos < (int64_t)n - 1 && (prev.a || prev.d)) {
-                /* the span (prev_pos, n - 1] still needs its drops found:
-                 * probe the last page and split there */
-                rkv_index_probe last = rkv_index_probe_at(r, g, live, nsmix, h[n - 1]);
-                last.a &= prev.a;
-                last.d &= prev.d & last.a;
-                for (uint64_t b = last.a; b; b &= b - 1)
-                    lead[__builtin_ctzll(b)] = n;
-                for (uint64_t b = dlead ? last.d : 0; b; b &= b - 1)
-                    dlead[__builtin_ctzll(b)] = n;
-                stack[top++] = (rkv_index_span){prev_pos, (int64_t)n - 1, prev, last};
-            }
-            break;
-        }
-        rkv_index_probe cur = rkv_index_probe_at(r, g, live, nsmix, h[p]);
-        cur.a &= prev.a;
-        cur.d &= prev.d & cur.a;
-        stack[top++] = (rkv_index_span){prev_pos, (int64_t)p, prev, cur};
-        if (cur.a == 0 && cur.d == 0)
-            break;
-        prev = cur;
-        prev_pos = (int64_t)p;
-        p = 2 * p + 1;
-        if (p >= n && prev_pos < (int64_t)n - 1)
-            p = n; /* handled above: probe n - 1 */
-    }
-    while (top > 0) {
-        rkv_index_span s = stack[--top];
-        uint64_t da = s.plo.a & ~s.phi.a, dd = s.plo.d & ~s.phi.d;
-        if (da == 0 && dd == 0)
-            continue; /* nothing leaves inside */
-        if (s.hi - s.lo <= RKV_INDEX_SCAN) {
-            /* short: its probes all at once beat dependent bisection steps
-             * (several bits drop inside when many instances differ) */
-            for (int64_t j = s.lo + 1; j < s.hi; j++)
-                rkv_index_prefetch(r, g, nsmix, h[j]);
-            rkv_index_probe was = s.plo;
-            for (int64_t j = s.lo + 1; j <= s.hi; j++) {
-                rkv_index_probe cur = s.phi;
-                if (j < s.hi) {
-                    cur = rkv_index_probe_at(r, g, live, nsmix, h[j]);
-                    cur.a = (cur.a & was.a) | s.phi.a;
-                    cur.d = ((cur.d & was.d) | s.phi.d) & cur.a;
-                }
-                for (uint64_t b = was.a & ~cur.a; b; b &= b - 1)
-                    lead[__builtin_ctzll(b)] = (uint32_t)j;
-                for (uint64_t b = dlead ? was.d & ~cur.d : 0; b; b &= b - 1)
-                    dlead[__builtin_ctzll(b)] = (uint32_t)j;
-                was = cur;
-                if (was.a == s.phi.a && was.d == s.phi.d)
-                    break; /* nothing else leaves inside */
-            }
+        rkv_index_prefetch(r, 0, nsmix, h[q]);
+    rkv_index_prefetch(r, 0, nsmix, h[n - 1]);
+    /* galloping, group by group: pages 0, 1, 3, 7, ... until no bit is
+     * left or the chain ends (then its last page) */
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
+        if (first[g] == 0)
             continue;
+        uint64_t live = r->live[g];
+        uint32_t *gl = lead + g * 64, *gd = r->offdev[g] ? dlead + g * 64 : NULL;
+        rkv_index_probe prev = {live, live};
+        int64_t prev_pos = -1;
+        for (uint64_t p = 0;;) {
+            if (p >= n) {
+                /* ran off the end: what is left holds every page */
+                for (uint64_t b = prev.a; b; b &= b - 1)
+                    gl[__builtin_ctzll(b)] = n;
+                for (uint64_t b = gd ? prev.d : 0; b; b &= b - 1)
+                    gd[__builtin_ctzll(b)] = n;
+                if (prev_pos < (int64_t)n - 1 && (prev.a || prev.d)) {
+                    /* (prev_pos, n - 1] still needs its drops found */
+                    rkv_index_probe last = rkv_index_probe_at(r, g, live, nsmix, h[n - 1]);
+                    last.a &= prev.a;
+                    last.d &= prev.d & last.a;
+                    for (uint64_t b = last.a; b; b &= b - 1)
+                        gl[__builtin_ctzll(b)] = n;
+                    for (uint64_t b = gd ? last.d : 0; b; b &= b - 1)
+                        gd[__builtin_ctzll(b)] = n;
+                    rkv_index_keep(cur, &ncur, g, prev_pos, (int64_t)n - 1, prev, last);
+                }
+                break;
+            }
+            rkv_index_probe now = rkv_index_probe_at(r, g, live, nsmix, h[p]);
+            now.a &= prev.a;
+            now.d &= prev.d & now.a;
+            rkv_index_keep(cur, &ncur, g, prev_pos, (int64_t)p, prev, now);
+            if (now.a == 0 && now.d == 0)
+                break;
+            prev = now;
+            prev_pos = (int64_t)p;
+            p = 2 * p + 1;
+            if (p >= n && prev_pos < (int64_t)n - 1)
+                p = n; /* handled above: probe n - 1 */
         }
-        int64_t mid = s.lo + (s.hi - s.lo) / 2;
-        /* the next level probes one of the two halves' middles */
-        int64_t m1 = s.lo + (mid - s.lo) / 2, m2 = mid + (s.hi - mid) / 2;
-        if (m1 > s.lo)
-            rkv_index_prefetch(r, g, nsmix, h[m1]);
-        if (m2 > mid)
-            rkv_index_prefetch(r, g, nsmix, h[m2]);
-        rkv_index_probe pm = rkv_index_probe_at(r, g, live, nsmix, h[mid]);
-        /* clamp between the ends: a broken closure stays consistent */
-        pm.a = (pm.a & s.plo.a) | s.phi.a;
-        pm.d = ((pm.d & s.plo.d) | s.phi.d) & pm.a;
-        stack[top++] = (rkv_index_span){mid, s.hi, pm, s.phi};
-        stack[top++] = (rkv_index_span){s.lo, mid, s.plo, pm};
+    }
+    while (ncur > 0) {
+        /* start every probe of the level */
+        for (uint32_t i = 0; i < ncur; i++) {
+            const rkv_index_span *x = &cur[i];
+            if (x->hi - x->lo <= RKV_INDEX_SCAN) {
+                for (int64_t j = x->lo + 1; j < x->hi; j++)
+                    rkv_index_prefetch(r, x->g, nsmix, h[j]);
+            } else {
+                rkv_index_prefetch(r, x->g, nsmix, h[x->lo + (x->hi - x->lo) / 2]);
+            }
+        }
+        uint32_t nnext = 0;
+        for (uint32_t i = 0; i < ncur; i++) {
+            rkv_index_span x = cur[i];
+            uint64_t live = r->live[x.g];
+            uint32_t *gl = lead + x.g * 64;
+            uint32_t *gd = r->offdev[x.g] ? dlead + x.g * 64 : NULL;
+            if (x.hi - x.lo <= RKV_INDEX_SCAN) {
+                /* short: scanned (its probes were started together) */
+                rkv_index_probe was = x.plo;
+                for (int64_t j = x.lo + 1; j <= x.hi; j++) {
+                    rkv_index_probe now = x.phi;
+                    if (j < x.hi) {
+                        now = rkv_index_probe_at(r, x.g, live, nsmix, h[j]);
+                        now.a = (now.a & was.a) | x.phi.a;
+                        now.d = ((now.d & was.d) | x.phi.d) & now.a;
+                    }
+                    for (uint64_t b = was.a & ~now.a; b; b &= b - 1)
+                        gl[__builtin_ctzll(b)] = (uint32_t)j;
+                    for (uint64_t b = gd ? was.d & ~now.d : 0; b; b &= b - 1)
+                        gd[__builtin_ctzll(b)] = (uint32_t)j;
+                    was = now;
+                    if (was.a == x.phi.a && was.d == x.phi.d)
+                        break; /* nothing else leaves inside */
+                }
+                continue;
+            }
+            int64_t mid = x.lo + (x.hi - x.lo) / 2;
+            rkv_index_probe pm = rkv_index_probe_at(r, x.g, live, nsmix, h[mid]);
+            /* clamp between the ends: a broken closure stays consistent */
+            pm.a = (pm.a & x.plo.a) | x.phi.a;
+            pm.d = ((pm.d & x.plo.d) | x.phi.d) & pm.a;
+            rkv_index_keep(next, &nnext, x.g, x.lo, mid, x.plo, pm);
+            rkv_index_keep(next, &nnext, x.g, mid, x.hi, pm, x.phi);
+        }
+        rkv_index_span *t = cur;
+        cur = next;
+        next = t;
+        ncur = nnext;
     }
 }
 
@@ -169,7 +195,7 @@ typedef struct rkv_index_scan {
     uint32_t off[RKV_INDEX_SLOTS][2]; /* host, disk pages in the leading run */
 } rkv_index_scan;
 
-static void rkv_index_scan_chain(const rkv_router *r, uint64_t nsmix,
+static void rkv_index_scan_chain(rkv_router *r, uint64_t nsmix,
                                  const uint64_t *hashes, uint32_t n,
                                  rkv_index_scan *sc)
 {
@@ -189,17 +215,15 @@ static void rkv_index_scan_chain(const rkv_router *r, uint64_t nsmix,
             first[g] = p0.a | p0.d;
         }
     }
+    rkv_index_search(r, first, nsmix, hashes, n, sc->lead, sc->dlead);
     for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
-        uint64_t live = r->live[g];
-        sc->held[g] = sc->offs[g] = 0;
+        sc->offs[g] = 0;
+        /* the bits present at page 0 (A only shrinks along the chain) */
+        sc->held[g] = first[g];
         if (first[g] == 0) /* n == 0 too: nobody holds a page */
             continue;
         uint32_t *lead = sc->lead, *dlead = sc->dlead;
         int tiers = r->offdev[g] != 0;
-        rkv_index_search(r, g, live, nsmix, hashes, n, lead + g * 64,
-                         tiers ? dlead + g * 64 : NULL);
-        /* the bits present at page 0 (A only shrinks along the chain) */
-        sc->held[g] = first[g];
         uint32_t from = UINT32_MAX, to = 0;
         for (uint64_t b = tiers ? first[g] : 0; b; b &= b - 1) {
             uint32_t s = g * 64 + (uint32_t)__builtin_ctzll(b);

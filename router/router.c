@@ -66,8 +66,14 @@ rkv_status rkv_router_create(const rkv_router_config *cfg, rkv_router **out)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: router struct", fn);
     r->cfg = *cfg;
     r->rng = cfg->seed;
+    r->spans = malloc(2 * RKV_INDEX_SPANS * sizeof *r->spans);
+    if (r->spans == NULL) {
+        free(r);
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: search buffer", fn);
+    }
     rkv_status st = rkv_index_index_init(r, cfg->initial_blocks);
     if (st != RKV_OK) {
+        free(r->spans);
         free(r);
         return st;
     }
@@ -80,6 +86,7 @@ void rkv_router_destroy(rkv_router *router)
     if (router == NULL)
         return;
     rkv_index_index_fini(router);
+    free(router->spans);
     free(router->qhash);
     free(router);
 }
@@ -456,7 +463,8 @@ rkv_status rkv_router_get_stats(const rkv_router *router, rkv_router_stats *out)
     out->entries_limit = router->limit;
     out->host_bytes = sizeof *router +
                       (uint64_t)router->table_cap * sizeof *router->entries +
-                      (uint64_t)router->qhash_cap * sizeof *router->qhash;
+                      (uint64_t)router->qhash_cap * sizeof *router->qhash +
+                      2ull * RKV_INDEX_SPANS * sizeof *router->spans;
     return RKV_OK;
 }
 

@@ -58,6 +58,21 @@
 #define RKV_INDEX_SLOTS (RKV_ROUTER_MAX_INSTANCES + 64u)
 #define RKV_INDEX_GROUPS (RKV_INDEX_SLOTS / 64u)
 
+/* A search span (router/route.c): in group g, pages (lo, hi] hold a drop
+ * of some bit; plo / phi are the probes at lo and hi (lo = -1: before
+ * page 0, every live bit), a = holders on any medium, d = on the device. */
+typedef struct rkv_index_probe {
+    uint64_t a, d;
+} rkv_index_probe;
+typedef struct rkv_index_span {
+    int64_t lo, hi;
+    rkv_index_probe plo, phi;
+    uint32_t g;
+} rkv_index_span;
+/* spans one level of the search holds at most: each bit leaves A once and
+ * D once, and a kept span holds a leaving bit */
+#define RKV_INDEX_SPANS (2u * 64u * RKV_INDEX_GROUPS)
+
 typedef struct rkv_index_entry {
     uint64_t key;
     uint64_t mask; /* the group's slots holding the block on the key's medium */
@@ -165,6 +180,7 @@ struct rkv_router {
      * array a large fleet's instances cost a load and a compare each */
     double base[RKV_INDEX_SLOTS];
     uint32_t offdev[RKV_INDEX_GROUPS]; /* host and disk entries per group    */
+    rkv_index_span *spans; /* the search's two levels: 2 x RKV_INDEX_SPANS */
     uint64_t *qhash;    /* rkv_router_*_tokens: the request's page hashes */
     uint32_t qhash_cap;
     uint64_t rng;       /* splitmix64 state, from cfg.seed               */
