@@ -21,18 +21,7 @@ set -euo pipefail
 B=${1:?usage: bench/fleet_daemon_cpu.sh BUILD_DIR [INSTANCES] [QUERIES]}
 NI=${2:-8}
 N=${3:-5000}
-D=$(mktemp -d)
-port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-P=$(port); MP=$(port); U=nats://127.0.0.1:$P
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$D"
-}
-trap cleanup EXIT
-nats-server -js -a 127.0.0.1 -p "$P" -sd "$D" >/dev/null 2>&1 & pids+=($!)
-sleep 1
+. "$(dirname "$0")/fleet_bench_env.sh"
 "$B/radixkv" router --server "$U" --model bench --metrics-port "$MP" --page-size 16 \
     2>"$D/router.log" &
 RP=$!
@@ -85,9 +74,10 @@ par() { # clients count: that many query clients at once, count queries each
 }
 phase "NATS request/reply, page hashes, 4 clients at once" "$N" par 4 $((N / 4))
 NH=$((N / 5))
-phase "POST /v1/route, token ids" "$NH" python3 - "$MP" "$NH" <<'EOF'
-import socket, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
+# the requests are made before the phase: only their sending is in it
+python3 - "$NH" "$D/http" <<'EOF'
+import pickle, sys
+n, out = int(sys.argv[1]), sys.argv[2]
 M = (1 << 64) - 1
 def mix(x):
     x = (x + 0x9e3779b97f4a7c15) & M
@@ -100,12 +90,20 @@ def prompt(shared, seed, k, topics):  # fleet/instance_main.c's prompt()
     t += [mix(shared * 7919 + topic * 1000 + i) % 32000 for i in range(128)]
     t += [mix(seed * 104729 + k * 4096 + i) % 32000 for i in range(64)]
     return t
-bodies = []
+reqs = []
 for k in range(n):
     body = ('{"token_ids": [%s]}' % ",".join(map(str, prompt(1, 1, k, 8)))).encode()
-    bodies.append(b"POST /v1/route HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
-for req in bodies:
+    reqs.append(b"POST /v1/route HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body)
+with open(out, "wb") as f:
+    pickle.dump(reqs, f)
+EOF
+phase "POST /v1/route, token ids" "$NH" python3 - "$MP" "$D/http" <<'EOF'
+import pickle, socket, sys
+port = int(sys.argv[1])
+with open(sys.argv[2], "rb") as f:
+    reqs = pickle.load(f)
+for req in reqs:
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(req)
     data = b""

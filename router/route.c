@@ -16,9 +16,15 @@
  * positions are known up front, so their misses are all started at once)
  * and then bisects each interval whose two ends differ, down to spans of
  * 16 pages that are scanned (their lookups issued at once): a fully
- * cached 800-page prompt costs ~2 log2(800) lookups, not 800. Probed masks are
+ * cached 800-page prompt costs ~2 log2(800) lookups, not 800. All groups'
+ * intervals are bisected together, level by level. Probed masks are
  * clamped between the interval's ends, so a stream that breaks the
  * closure still gets a consistent (if not exact) answer, never a crash.
+ *
+ * rkv_router_overlaps writes a record per instance; rkv_router_route_top
+ * (and rkv_router_route) make rkv_router_choose's choice from the walk
+ * and the per-slot load terms without one, and write records only for
+ * what they return.
  *
  * Pages held off the device in an instance's leading run (between where
  * its bit leaves D and where it leaves A) are walked one by one to count
