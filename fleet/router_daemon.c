@@ -153,6 +153,12 @@ struct rkv_daemon {
 typedef struct mqueue_owner {
     mqueue q;
     uint64_t dropped; /* under q.mu */
+    /* the daemon's state, for the route queries answered on their own
+     * delivery thread (on_route): every use of d from the main loop and
+     * from there holds `state`; closing (under it) ends those answers */
+    pthread_mutex_t state;
+    rkv_daemon *d;
+    int closing;
 } mqueue_owner;
 
 static void enqueue(mqueue *q, natsMsg *m, int kind)
@@ -209,7 +215,28 @@ static qitem *dequeue(mqueue *q, uint64_t wait_ms)
     }
 HANDLER(on_kv, RKV_DAEMON_KV)
 HANDLER(on_hb, RKV_DAEMON_HB)
-HANDLER(on_route, RKV_DAEMON_ROUTE)
+
+/* Route queries are answered on their subscription's delivery thread,
+ * under the state lock, instead of queued for the main thread: a query
+ * crossed three threads (libnats' reader, the delivery thread, the main
+ * loop), and each hand-off is a wake-up and a switch, most of the
+ * daemon's CPU time per query (bench/RESULTS.md, h-router). Queries and
+ * the stream are on different subjects: nothing ordered them before
+ * either. */
+static void on_route(natsConnection *nc, natsSubscription *sub, natsMsg *m,
+                     void *closure)
+{
+    (void)nc;
+    (void)sub;
+    mqueue_owner *o = closure;
+    pthread_mutex_lock(&o->state);
+    if (!o->closing)
+        rkv_daemon_handle(o->d, RKV_DAEMON_ROUTE, natsMsg_GetSubject(m),
+                          natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                          natsMsg_GetReply(m), rkv_fleet_now_ms());
+    pthread_mutex_unlock(&o->state);
+    natsMsg_Destroy(m);
+}
 HANDLER(on_stats, RKV_DAEMON_STATS)
 HANDLER(on_snap, RKV_DAEMON_SNAP)
 
@@ -1386,7 +1413,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     rkv_daemon *d = rkv_daemon_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
                                stderr, &rcfg);
     mqueue_owner qo = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL},
-                       0};
+                       0, PTHREAD_MUTEX_INITIALIZER, d, 0};
     mqueue *q = &qo.q;
     int rc = 1;
     natsOptions *no = NULL;
@@ -1452,7 +1479,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             /* a queue group: routers of one model share the queries, each
              * answered by one of them */
             s = natsConnection_QueueSubscribe(&d->subs[3], d->nc, route_subj,
-                                              "radixkv-router", on_route, q);
+                                              "radixkv-router", on_route, &qo);
         if (s == NATS_OK)
             s = natsConnection_Subscribe(&d->subs[4], d->nc, stats_subj, on_stats, q);
         if (s == NATS_OK)
@@ -1474,6 +1501,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
          * an HTTP route query waits at most about that for its turn */
         qitem *it = dequeue(q, d->http ? 1 : 50);
         uint64_t now = rkv_fleet_now_ms();
+        pthread_mutex_lock(&qo.state);
         if (it) {
             rkv_daemon_handle(d, (rkv_daemon_kind)it->kind, natsMsg_GetSubject(it->msg),
                           natsMsg_GetData(it->msg),
@@ -1499,9 +1527,13 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             watch_stream(d, &w);
             next_watch = now + 1000;
         }
+        pthread_mutex_unlock(&qo.state);
     }
     rc = 0;
 out:
+    pthread_mutex_lock(&qo.state); /* an answer under way ends first */
+    qo.closing = 1;
+    pthread_mutex_unlock(&qo.state);
     for (int i = 0; i < N_SUBS; i++)
         if (d->subs[i]) {
             natsSubscription_Unsubscribe(d->subs[i]);
