@@ -39,8 +39,10 @@
  *    fleet's authentication and TLS options (fleet/nats_auth.h), and URLs
  *    are logged without their passwords.
  *
- * One thread owns the router: the NATS callbacks only queue messages, the
- * main loop handles them in arrival order. Bad messages are counted and
+ * One thread at a time uses the router, under the state lock: the main
+ * loop handles the stream, heartbeats, snapshots, stats and HTTP in
+ * arrival order (their NATS callbacks only queue them), and route queries
+ * are answered on their own delivery thread (on_route). Bad messages are counted and
  * logged (the first few), never fatal. SIGINT/SIGTERM stop it cleanly.
  * An instance is routed to only once this process had a heartbeat from
  * it: one rebuilt from the stream after a restart may have died while the
