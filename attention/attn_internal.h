@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/dtype.h"
 #include "radixkv.h"
 
 #ifdef __cplusplus
@@ -41,8 +42,6 @@ typedef struct rkv_attn_geom {
     uint32_t window, sinks;
 } rkv_attn_geom;
 
-/* 1 for the quantized KV dtypes (radixkv/pool.h). */
-int rkv_attn_dtype_quantized(rkv_dtype d);
 
 /* Which keys a row sees besides causality (rkv_attn_params): key position
  * j (koff + the key's index in the part attended) is visible from query
@@ -97,6 +96,12 @@ void rkv_attn_cpu_quant_row(const rkv_attn_geom *g, const float *x, void *codes,
 size_t rkv_attn_cpu_scratch(const rkv_attn_geom *g, uint32_t max_len);
 void rkv_attn_cpu_store(rkv_dtype dt, void *dst, size_t i, float x);
 float rkv_attn_cpu_load(rkv_dtype dt, const void *src, size_t i);
+/* K or V row (block byte offset `at` within a layer's segment base,
+ * token-in-page t, head h) as head_dim f32 values: converted, or
+ * dequantized from its codes and scales. */
+void rkv_attn_cpu_load_kv(const rkv_attn_geom *g, const char *base, size_t at,
+                          const rkv_attn_strides *kst, uint32_t t, uint32_t h,
+                          float *dst);
 
 /* The CUDA backend (attn_cuda.cu, in libradixkv_cuda). The core never
  * calls these directly: it reaches them through the backend table
@@ -191,6 +196,13 @@ rkv_status rkv_attn_check_slots(const rkv_attn *a, const char *fn, uint32_t n,
                                 const uint32_t *slots);
 const rkv_pool_config *rkv_attn_pool_config(const rkv_attn *a);
 rkv_pool *rkv_attn_pool(const rkv_attn *a);
+/* What the token-eviction front end (kv_evict.c) borrows: the checks of
+ * an rkv_attn_params (K/V pool, layer, heads; *scale: the effective
+ * sm_scale), the call geometry, and whether the pool is a CUDA one. */
+rkv_status rkv_attn_check_params(const rkv_attn *a, const char *fn,
+                                 const rkv_attn_params *p, float *scale);
+rkv_attn_geom rkv_attn_geom_for(const rkv_attn *a, uint32_t num_qo_heads);
+int rkv_attn_is_cuda(const rkv_attn *a);
 rkv_status rkv_attn_mla_backend(rkv_attn *a, const struct rkv_cuda_backend **be,
                                 rkv_mla_cuda **c, void **stream);
 

@@ -199,9 +199,10 @@ typedef struct rkv_insert_plan {
 typedef struct rkv_tree_hooks {
     /* Eviction order (retain/: learned and guarded eviction): the node
      * device eviction takes next, or RKV_NIL for the core's default (the
-     * head of the lowest non-empty LRU bucket). Asked after the bucket of
-     * ended sessions' leaves, which goes first under every policy. */
-    uint32_t (*evict_first)(const struct rkv_tree *t);
+     * head of the lowest non-empty LRU bucket), when need more blocks are
+     * wanted. Asked after the bucket of ended sessions' leaves, which goes
+     * first under every policy. */
+    uint32_t (*evict_first)(const struct rkv_tree *t, uint32_t need);
     /* Victim handling (residency/: demotion). Evicts leaf id, freeing up to
      * need blocks with room for at most room block ids; returns the blocks
      * freed, or sets *capped (the loop stops). NULL: the core drops the
@@ -218,6 +219,11 @@ typedef struct rkv_tree_hooks {
                          uint32_t n);
     void (*pages_removed)(struct rkv_tree *t, uint64_t ns,
                           const uint64_t *hashes, uint32_t n);
+    /* Pages (their chained hashes) that eviction dropped from the device
+     * without tiers (retain/: the guard's shadow tracks what the device
+     * holds; with tiers the eviction-order hook sees whole victims). */
+    void (*pages_evicted)(struct rkv_tree *t, const uint64_t *hashes,
+                          uint32_t n);
     /* Uses (retain/: the learned model and its guard): a non-peek match
      * that ends at node after matched of npages pages; a new leaf (before
      * it is listed, so its bucket can depend on it); the end of an insert
@@ -256,6 +262,11 @@ typedef struct rkv_tree_hooks {
     rkv_status (*snapshot)(const struct rkv_tree *t, rkv_block_entry *out,
                            size_t cap, size_t *n_out, uint64_t *seq_out);
     rkv_status (*check)(const struct rkv_tree *t);
+    /* The tree's reference on device block b goes (eviction, demotion,
+     * clear; swa/: the page's sliding-window KV goes with it). Called
+     * from rkv_tree_clear_owned, which every drop passes (the eviction
+     * loop, radix/tree_lru.c, calls it beside the bit itself). */
+    void (*page_dropped)(struct rkv_tree *t, rkv_block_id b);
 } rkv_tree_hooks;
 
 /* Eviction order state of RKV_EVICT_LEARNED (retain/evict_learned.c,
@@ -371,6 +382,7 @@ struct rkv_tree {
     rkv_tree_order order;  /* learned and guarded eviction (retain/)       */
     rkv_tree_retention retain; /* pins, priorities, TTLs (retain/)         */
     rkv_tree_tiers tiers;  /* tier residency (residency/)                  */
+    struct rkv_swa *swa;   /* sliding-window layers' KV (swa/); NULL: off  */
 };
 
 /* Node y's share of yield_blocks (retain/pins.c): its pages when every
@@ -442,9 +454,17 @@ static inline void rkv_tree_set_owned(rkv_tree *t, rkv_block_id b)
 {
     t->owned[b >> 3] |= (uint8_t)(1u << (b & 7));
 }
-static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
+/* The bit alone: for a loop that calls hooks.page_dropped itself (the
+ * eviction loop tests one flag for it and the events hook together). */
+static inline void rkv_tree_clear_owned_bit(rkv_tree *t, rkv_block_id b)
 {
     t->owned[b >> 3] &= (uint8_t)~(1u << (b & 7));
+}
+static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
+{
+    rkv_tree_clear_owned_bit(t, b);
+    if (RKV_UNLIKELY(t->hooks.page_dropped != NULL))
+        t->hooks.page_dropped(t, b);
 }
 
 /* No negative token id among tokens[0..n). */
@@ -579,8 +599,9 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
 void rkv_lease_release(rkv_tree *t, uint32_t slot);
 
 /* tree_lru.c ------------------------------------------------------------- */
-/* The node device eviction takes next, or RKV_NIL. */
-uint32_t rkv_lru_first(const rkv_tree *t);
+/* The node device eviction takes next when need more blocks are wanted,
+ * or RKV_NIL. */
+uint32_t rkv_lru_first(const rkv_tree *t, uint32_t need);
 /* Plain LRU over every bucket: the least recently used head, or RKV_NIL
  * (an eviction-order hook's fallback). */
 uint32_t rkv_lru_first_any(const rkv_tree *t);

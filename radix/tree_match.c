@@ -254,8 +254,7 @@ rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
 {
     static const char fn[] = "rkv_tree_match";
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg(fn, tree, "tree", "out");
     if (flags & ~RKV_MATCH_PEEK)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: unknown flags %#x", fn,
                              flags);
@@ -312,8 +311,7 @@ rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
 {
     static const char fn[] = "rkv_tree_match_from";
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg(fn, tree, "tree", "out");
     if (!rkv_tree_handle_ok(tree, from))
         return rkv_tree_stale(from, fn);
     if (from_tokens % tree->P != 0 || from_tokens > n)

@@ -113,8 +113,7 @@ rkv_status rkv_index_lookup(rkv_router *r, uint64_t id, const void *items, size_
                          const char *items_name, const char *fn, uint32_t *slot)
 {
     if (r == NULL || (items == NULL && n > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             r == NULL ? "router" : items_name);
+        return rkv_null_arg(fn, r, "router", items_name);
     *slot = rkv_index_slot_of(r, id);
     if (*slot == RKV_INDEX_EMPTY) {
         r->st.unknown_instance++;
@@ -435,8 +434,7 @@ rkv_status rkv_router_instance_info_get(const rkv_router *router,
 {
     static const char fn[] = "rkv_router_instance_info_get";
     if (router == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             router == NULL ? "router" : "out");
+        return rkv_null_arg(fn, router, "router", "out");
     uint32_t s = rkv_index_slot_of(router, instance);
     if (s == RKV_INDEX_EMPTY)
         return rkv_set_error(RKV_ERR_NOT_FOUND, "%s: instance %llu is not "
@@ -455,8 +453,7 @@ rkv_status rkv_router_instance_info_get(const rkv_router *router,
 rkv_status rkv_router_get_stats(const rkv_router *router, rkv_router_stats *out)
 {
     if (router == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_router_get_stats: NULL %s",
-                             router == NULL ? "router" : "out");
+        return rkv_null_arg("rkv_router_get_stats", router, "router", "out");
     *out = router->st;
     out->instances = router->num_instances;
     out->entries = router->count;

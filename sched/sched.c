@@ -54,14 +54,10 @@ void rkv_sched_config_init(rkv_sched_config *cfg)
 {
     if (cfg == NULL)
         return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->policy = RKV_POLICY_LPM;
-    cfg->max_batch_tokens = 8192;
-    cfg->max_running = 256;
-    cfg->dedup_min_tokens = 256;
-    cfg->max_wait_ms = 10000.0;
-    cfg->aging_per_s = 1.0;
-    cfg->use_tiers = 1;
+    /* The fields not named here are 0. */
+    *cfg = (rkv_sched_config){.policy = RKV_POLICY_LPM, .max_batch_tokens = 8192,
+                              .max_running = 256, .dedup_min_tokens = 256,
+                              .max_wait_ms = 10000.0, .aging_per_s = 1.0, .use_tiers = 1};
 }
 
 rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need, size_t elem)
@@ -127,8 +123,7 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
                             rkv_sched **out)
 {
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_sched_create: NULL %s",
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg("rkv_sched_create", tree, "tree", "out");
     rkv_sched_config c;
     rkv_sched_config_init(&c);
     if (cfg != NULL)
@@ -270,8 +265,7 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
 {
     static const char fn[] = "rkv_sched_submit";
     if (s == NULL || d == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             s == NULL ? "sched" : "request");
+        return rkv_null_arg(fn, s, "sched", "request");
     if (d->prompt == NULL || d->prompt_len == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: request %llu has an empty prompt", fn,

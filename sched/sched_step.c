@@ -475,8 +475,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
                           const rkv_batch_plan **plan_out)
 {
     if (s == NULL || plan_out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_sched_step: NULL %s",
-                             s == NULL ? "sched" : "plan_out");
+        return rkv_null_arg("rkv_sched_step", s, "sched", "plan_out");
     if (s->plan_pending)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_sched_step: the previous plan (%u requests) "
