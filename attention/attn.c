@@ -17,6 +17,7 @@
 
 #include "alloc/pool_internal.h"
 #include "attention/attn_internal.h"
+#include "attention/lse_merge.h"
 #include "common/cuda_backend.h"
 #include "common/status.h"
 
@@ -731,20 +732,10 @@ rkv_status rkv_attn_merge(rkv_attn *attn, uint32_t n, const void *v_a,
     }
     const uint32_t D = g.head_dim;
     for (uint32_t i = 0; i < n; i++) {
-        float la = lse_a[i], lb = lse_b[i];
-        float m = la > lb ? la : lb;
-        float wa = 0.0f, wb = 0.0f, ls = -INFINITY;
-        if (m != -INFINITY) {
-            wa = expf(la - m);
-            wb = expf(lb - m);
-            ls = m + logf(wa + wb);
-            float inv = 1.0f / (wa + wb);
-            wa *= inv;
-            wb *= inv;
-        }
+        float wa, wb;
+        float ls = rkv_lse_merge_weights(lse_a[i], lse_b[i], &wa, &wb);
         for (uint32_t d = 0; d < D; d++) {
             size_t e = (size_t)i * D + d;
-            /* an empty state is skipped, not multiplied: it may hold NaN */
             float x = 0.0f;
             if (wa != 0.0f)
                 x += rkv_attn_cpu_load(g.dtype, v_a, e) * wa;

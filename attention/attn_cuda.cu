@@ -53,6 +53,7 @@
 #include "attention/kv_codec.h"
 #include "attention/mma.h"
 #include "attention/launch.h"
+#include "attention/lse_merge.h"
 #include "common/cuda_guard.h"
 #include "common/status.h"
 
@@ -170,6 +171,24 @@ static rkv_status ws_reserve(rkv_attn_cuda *c, size_t bytes, const char *fn)
     c->ws = p;
     c->ws_bytes = want;
     return RKV_OK;
+}
+
+/* Reserves ws_bytes of workspace and uploads the first host_bytes of the
+ * host staging buffer into it; frees stage either way. A pageable source is
+ * staged by the driver before cudaMemcpyAsync returns, so stage may go at
+ * once. */
+static rkv_status upload_stage(rkv_attn_cuda *c, char *stage, size_t host_bytes,
+                               size_t ws_bytes, const char *fn)
+{
+    rkv_status st = ws_reserve(c, ws_bytes, fn);
+    if (st == RKV_OK) {
+        cudaError_t e = cudaMemcpyAsync(c->ws, stage, host_bytes, cudaMemcpyHostToDevice,
+                                        c->stream);
+        if (e != cudaSuccess)
+            st = rkv_set_error(RKV_ERR_CUDA, "%s: upload: %s", fn, cudaGetErrorString(e));
+    }
+    free(stage);
+    return st;
 }
 
 /* ---- launches ------------------------------------------------------------- */
@@ -1200,14 +1219,7 @@ static rkv_status prefill_by_tiles(rkv_attn_cuda *c, const rkv_attn_geom *g,
     memcpy(stage + off_ind, rows->kv_indptr, ((size_t)nreq + 1) * 4);
     memcpy(stage + off_idx, rows->kv_indices, (size_t)total_pages * 4);
     prefill_tiles(rows, G, (uint32_t *)(stage + off_t));
-    rkv_status st = ws_reserve(c, cv.total, fn);
-    if (st == RKV_OK) {
-        cudaError_t e = cudaMemcpyAsync(c->ws, stage, cv.total, cudaMemcpyHostToDevice,
-                                        c->stream);
-        if (e != cudaSuccess)
-            st = rkv_set_error(RKV_ERR_CUDA, "%s: upload: %s", fn, cudaGetErrorString(e));
-    }
-    free(stage);
+    rkv_status st = upload_stage(c, stage, cv.total, cv.total, fn);
     if (st != RKV_OK)
         return st;
     return launch_prefill_tiles(c, g, fn, (const char *)c->ws, off_len, off_ind, off_idx,
@@ -1435,15 +1447,7 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     stage_rows(stage, &L, rows);
     if (shared != NULL)
         memcpy(stage + off_pages, shared->pages, (size_t)shared->num_pages * 4);
-    rkv_status st = ws_reserve(c, cv.total, fn);
-    if (st == RKV_OK) {
-        cudaError_t e = cudaMemcpyAsync(c->ws, stage, host_bytes, cudaMemcpyHostToDevice,
-                                        c->stream);
-        /* a pageable source is staged before the call returns */
-        if (e != cudaSuccess)
-            st = rkv_set_error(RKV_ERR_CUDA, "%s: upload: %s", fn, cudaGetErrorString(e));
-    }
-    free(stage);
+    rkv_status st = upload_stage(c, stage, host_bytes, cv.total, fn);
     if (st != RKV_OK)
         return st;
     char *ws = (char *)c->ws;
@@ -1558,19 +1562,8 @@ __global__ void merge_kernel(const void *va, const float *la, const void *vb,
     typedef typename E::raw raw;
     const size_t i = b0 + blockIdx.x;
     const unsigned d = threadIdx.x;
-    float a = ld_global(la + i), b = ld_global(lb + i);
-    float M = fmaxf(a, b);
-    float wa = 0.0f, wb = 0.0f, ls = -INFINITY;
-    if (M != -INFINITY) {
-        wa = __expf(a - M);
-        wb = __expf(b - M);
-        ls = M + logf(wa + wb);
-        float inv = 1.0f / (wa + wb);
-        wa *= inv;
-        wb *= inv;
-    }
-    /* an empty state (weight 0) is skipped, not multiplied: its values
-     * may be anything, NaN included */
+    float wa, wb;
+    float ls = rkv_lse_merge_weights(ld_global(la + i), ld_global(lb + i), &wa, &wb);
     float x = 0.0f;
     if (wa != 0.0f)
         x += E::load((const raw *)va, i * D + d) * wa;

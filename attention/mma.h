@@ -76,28 +76,24 @@ static __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4]
 }
 #else
 template <typename T> struct mma_ptx;
-template <> struct mma_ptx<mma_f16> {
-    static __device__ __forceinline__ void run(float d[4], const uint32_t a[4],
-                                               const uint32_t b[2], const float c[4])
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
-                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-                       "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-    }
-};
-template <> struct mma_ptx<mma_bf16> {
-    static __device__ __forceinline__ void run(float d[4], const uint32_t a[4],
-                                               const uint32_t b[2], const float c[4])
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
-                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-                       "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-    }
-};
+/* One m16n8k16 specialisation per input type; only the PTX type differs. */
+#define RKV_MMA_PTX(TAG, PTXTYPE)                                                    \
+    template <> struct mma_ptx<TAG> {                                                \
+        static __device__ __forceinline__ void run(float d[4], const uint32_t a[4],  \
+                                                   const uint32_t b[2],              \
+                                                   const float c[4])                 \
+        {                                                                            \
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." PTXTYPE "."       \
+                         PTXTYPE ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "      \
+                         "{%10,%11,%12,%13};\n"                                      \
+                         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])            \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),    \
+                           "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));    \
+        }                                                                            \
+    };
+RKV_MMA_PTX(mma_f16, "f16")
+RKV_MMA_PTX(mma_bf16, "bf16")
+#undef RKV_MMA_PTX
 template <typename T>
 static __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4],
                                                  const uint32_t b[2], const float c[4])

@@ -346,23 +346,21 @@ static int run_sweep_grid(rkv_cli_options *o, const rkv_workload *wl,
     svg_out svg;
     if (svg_open(o->svg, &svg))
         return 1;
-    rkv_sweep_config sc;
-    memset(&sc, 0, sizeof sc);
-    sc.base = o->rc;
-    sc.capacities = o->capacities;
-    sc.num_capacities = o->num_capacities;
-    sc.host_capacities = o->host_capacities;
-    sc.num_host_capacities = o->num_host_capacities;
-    sc.policies = o->policies;
-    sc.num_policies = o->num_policies;
-    sc.file_order = o->order != RKV_ORDER_SCHED;
-    sc.sched = o->order != RKV_ORDER_FILE;
-    sc.fleet = fleet;
-    sc.num_fleet = nfleet;
-    sc.fleet_seed = o->seed;
-    sc.fleet_router = &o->router;
-    sc.fleet_event_lag_ms = o->event_lag_ms;
-    sc.fleet_load_period_ms = o->load_period_ms;
+    rkv_sweep_config sc = {.base = o->rc,
+                           .capacities = o->capacities,
+                           .num_capacities = o->num_capacities,
+                           .host_capacities = o->host_capacities,
+                           .num_host_capacities = o->num_host_capacities,
+                           .policies = o->policies,
+                           .num_policies = o->num_policies,
+                           .file_order = o->order != RKV_ORDER_SCHED,
+                           .sched = o->order != RKV_ORDER_FILE,
+                           .fleet = fleet,
+                           .num_fleet = nfleet,
+                           .fleet_seed = o->seed,
+                           .fleet_router = &o->router,
+                           .fleet_event_lag_ms = o->event_lag_ms,
+                           .fleet_load_period_ms = o->load_period_ms};
     if (o->rc.progress) {
         sc.on_run = sweep_run_fn;
         sc.on_run_ctx = pr;

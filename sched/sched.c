@@ -125,9 +125,10 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
     if (tree == NULL || out == NULL)
         return rkv_null_arg("rkv_sched_create", tree, "tree", "out");
     rkv_sched_config c;
-    rkv_sched_config_init(&c);
     if (cfg != NULL)
         c = *cfg;
+    else
+        rkv_sched_config_init(&c);
     rkv_status st = rkv_sched_config_validate(&c);
     if (st != RKV_OK)
         return st;

@@ -155,21 +155,21 @@ rkv_status rkv_tree_reset(rkv_tree *tree)
 rkv_status rkv_tree_get_stats(const rkv_tree *tree, rkv_tree_stats *out)
 {
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_get_stats: NULL");
-    memset(out, 0, sizeof *out);
-    out->cached_blocks = tree->cached_blocks;
-    out->evictable_blocks = tree->evictable_blocks;
-    out->locked_blocks = tree->locked_blocks;
-    out->nodes = tree->num_nodes;
-    out->namespaces = tree->num_namespaces;
-    out->queried_tokens = tree->queried_tokens;
-    out->hit_tokens = tree->hit_tokens;
-    out->inserted_pages = tree->inserted_pages;
-    out->evicted_blocks = tree->evicted_blocks;
-    out->evicted_nodes = tree->evicted_nodes;
-    out->splits = tree->splits;
-    out->lru_reorder_steps = tree->lru_reorder_steps;
-    out->host_bytes = tree->mem.bytes;
+        return rkv_null_arg("rkv_tree_get_stats", tree, "tree", "out");
+    /* the fields not named here (the guard's) are 0 without a guard */
+    *out = (rkv_tree_stats){.cached_blocks = tree->cached_blocks,
+                            .evictable_blocks = tree->evictable_blocks,
+                            .locked_blocks = tree->locked_blocks,
+                            .nodes = tree->num_nodes,
+                            .namespaces = tree->num_namespaces,
+                            .queried_tokens = tree->queried_tokens,
+                            .hit_tokens = tree->hit_tokens,
+                            .inserted_pages = tree->inserted_pages,
+                            .evicted_blocks = tree->evicted_blocks,
+                            .evicted_nodes = tree->evicted_nodes,
+                            .splits = tree->splits,
+                            .lru_reorder_steps = tree->lru_reorder_steps,
+                            .host_bytes = tree->mem.bytes};
     if (tree->order.guard != NULL) {
         out->guard_lru_hit_tokens = tree->order.guard->lru_hit_pages * tree->P;
         out->guard_fallbacks = tree->order.guard->fallbacks;
