@@ -215,6 +215,8 @@ rkv_status rkv_sched_tier_try_load(rkv_sched *s, rkv_sched_req *r, uint64_t avai
     r->load_pages = ld.num_pages;
     r->load_disk_pages = ld.disk_pages < ld.num_pages ? ld.disk_pages
                                                       : ld.num_pages;
+    /* prefetched pages not arrived by now: still read from the disk */
+    r->load_disk_pages += rkv_sched_prefetch_late(s, r, r->load_pages - r->load_disk_pages);
     *rkv_u64map_put(&s->tickets, ld.ticket) = (uint64_t)(uintptr_t)r;
     s->nloading++;
     s->st.loads++;
@@ -257,6 +259,7 @@ void rkv_sched_tier_admitted(rkv_sched *s, rkv_sched_req *r, size_t matched)
     r->admitted_disk = (uint32_t)dt;
     r->load_failed = 0;
     r->swapped_pages = 0;
+    r->pf_pages = 0;
     r->load_pages = r->load_disk_pages = 0;
 }
 
@@ -497,4 +500,5 @@ void rkv_sched_tier_destroy(rkv_sched *s)
     free(s->copies);
     free(s->copy_indptr);
     free(s->copy_blocks);
+    free(s->pf_ids);
 }

@@ -1,0 +1,156 @@
+/*
+ * tests/test_sched_prefetch.c -- prefetch of a queued request's disk pages
+ * to the host tier (rkv_sched_config.prefetch, rkv_tree_prefetch).
+ *
+ * The engine of tests/support/sched_tier_kv.h on a host pool with real KV
+ * memory, a host store and a disk store (a file): every token's K holds a
+ * hash of its prefix and every position a plan attends to is checked, so
+ * pages that moved disk -> host -> device with the wrong bytes fail, and
+ * rkv_sched_check / rkv_tree_check run after every step and commit.
+ *
+ * The scenario: a 24-token prefix pushed down to the disk (a host of 8
+ * blocks under a pool of 12, three other requests after it), then a
+ * request on it. The clock moves 1 ms a step; a disk page costs 2 ms, a
+ * host page 0.25 ms, a token 1 ms (loads are worth it from either). Without
+ * prefetch its load reads the disk; with WAIT it is held until the disk
+ * is done (12 ms for 6 pages) and its load reads the host only; with
+ * BEST_EFFORT it goes at once and the pages not arrived are read from
+ * disk; TIMEOUT holds it for the timeout only.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "radixkv.h"
+#include "tests/support/sched_tier_kv.h"
+#include "tests/test_sched_engine.h"
+
+#define P STK_P
+
+typedef struct pf_result {
+    uint32_t host, disk;     /* its cached tokens by medium at admission */
+    int64_t wait_steps;      /* steps from its submission to its first plan */
+    rkv_sched_stats st;
+} pf_result;
+
+static pf_result run_prefetch(int mode, double timeout_ms)
+{
+    stk_env e;
+    rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, 2);
+    c.compute_ms_per_token = 1.0;
+    c.host_load_ms_per_page = 0.25;
+    c.disk_load_ms_per_page = 2.0;
+    c.prefetch = mode;
+    c.prefetch_timeout_ms = timeout_ms;
+    int got = stk_setup(&e, RKV_DEVICE_HOST, 12, 8, 64, &c, RKV_WRITE_BACK);
+    cr_assert_eq(got, STK_READY, "setup: %s", rkv_last_error());
+    int32_t shared[28];
+    fill_tokens(shared, 28, 4242);
+    rkv_tier_match tm;
+    stk_warm_lower(&e, shared, 24, 3, &tm);
+    cr_assert(tm.host_tokens == 0 && tm.disk_tokens == 20, "the prefix must be "
+              "on disk alone (host %zu, disk %zu tokens)", tm.host_tokens,
+              tm.disk_tokens);
+    int64_t s0 = e.steps;
+    OK(stk_submit(&e, 6, shared, 28, 2));
+    stk_drain(&e, 400);
+    pf_result r;
+    r.host = e.r[6].first_host;
+    r.disk = e.r[6].first_disk;
+    r.wait_steps = e.r[6].first_step - s0;
+    OK(rkv_sched_get_stats(e.s, &r.st));
+    stk_finish(&e);
+    return r;
+}
+
+/* The control: without prefetch the prefix is read from the disk. */
+Test(sched_prefetch, off_reads_the_disk)
+{
+    pf_result r = run_prefetch(RKV_PREFETCH_OFF, 0);
+    cr_assert_eq(r.disk, 24, "host %u disk %u", r.host, r.disk);
+    cr_assert_eq(r.st.prefetches, 0);
+}
+
+/* WAIT: held until the disk is done with its 6 pages (12 ms = 12 steps),
+ * then loaded from the host alone. */
+Test(sched_prefetch, wait_loads_from_host)
+{
+    pf_result r = run_prefetch(RKV_PREFETCH_WAIT, 0);
+    cr_assert_eq(r.st.prefetches, 1);
+    cr_assert_eq(r.st.prefetch_pages, 6);
+    cr_assert_eq(r.host, 24, "host %u disk %u", r.host, r.disk);
+    cr_assert_eq(r.disk, 0);
+    cr_assert_eq(r.st.prefetch_late_pages, 0);
+    cr_assert_gt(r.st.prefetch_waits, 0);
+    cr_assert_geq(r.wait_steps, 12, "admitted after %lld steps, before its "
+                  "prefetch arrived", (long long)r.wait_steps);
+}
+
+/* BEST_EFFORT: not held; the pages still on their way are disk reads. */
+Test(sched_prefetch, best_effort_does_not_wait)
+{
+    pf_result r = run_prefetch(RKV_PREFETCH_BEST_EFFORT, 0);
+    cr_assert_eq(r.st.prefetch_pages, 6);
+    cr_assert_eq(r.st.prefetch_waits, 0);
+    cr_assert_lt(r.wait_steps, 12);
+    cr_assert_gt(r.st.prefetch_late_pages, 0);
+    cr_assert_eq(r.disk, r.st.prefetch_late_pages * P);
+    cr_assert_eq(r.host + r.disk, 24);
+}
+
+/* TIMEOUT: held 5 ms, not 12; then what arrived is host, the rest disk. */
+Test(sched_prefetch, timeout_holds_until_the_timeout)
+{
+    pf_result r = run_prefetch(RKV_PREFETCH_TIMEOUT, 5.0);
+    cr_assert_gt(r.st.prefetch_waits, 0);
+    cr_assert_geq(r.wait_steps, 5);
+    cr_assert_lt(r.wait_steps, 12);
+    cr_assert_gt(r.host, 0, "host %u disk %u", r.host, r.disk);
+    cr_assert_gt(r.disk, 0);
+    cr_assert_eq(r.host + r.disk, 24);
+}
+
+/* rkv_tree_prefetch's arguments, and no disk below a host: nothing. */
+Test(sched_prefetch, tree_prefetch_arguments)
+{
+    rkv_pool *pool;
+    rkv_tree *tree;
+    eng_pool_tree(16, P, &pool, &tree);
+    int32_t t[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint32_t pages = 7;
+    cr_assert_eq(rkv_tree_prefetch(NULL, 0, t, 8, 4, &pages), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(pages, 0);
+    cr_assert_eq(rkv_tree_prefetch(tree, 0, t, 8, 4, NULL), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(rkv_tree_prefetch(tree, 0, NULL, 8, 4, &pages), RKV_ERR_INVALID_ARG);
+    pages = 7;
+    OK(rkv_tree_prefetch(tree, 0, t, 8, 4, &pages)); /* no tiers */
+    cr_assert_eq(pages, 0);
+    rkv_tree_destroy(tree);
+    rkv_pool_destroy(pool);
+}
+
+Test(sched_prefetch, config_ranges)
+{
+    rkv_pool *pool;
+    rkv_tree *tree;
+    eng_pool_tree(16, P, &pool, &tree);
+    rkv_sched_config c;
+    rkv_sched_config_init(&c);
+    cr_assert_eq(c.prefetch, RKV_PREFETCH_OFF);
+    rkv_sched *s = NULL;
+    c.prefetch = 4;
+    cr_assert_eq(rkv_sched_create(tree, &c, &s), RKV_ERR_INVALID_ARG);
+    cr_assert(strstr(rkv_last_error(), "prefetch") != NULL);
+    c.prefetch = RKV_PREFETCH_TIMEOUT;
+    c.prefetch_timeout_ms = -1;
+    cr_assert_eq(rkv_sched_create(tree, &c, &s), RKV_ERR_INVALID_ARG);
+    cr_assert(strstr(rkv_last_error(), "prefetch_timeout_ms") != NULL);
+    c.prefetch_timeout_ms = 1.0 / 0.0;
+    cr_assert_eq(rkv_sched_create(tree, &c, &s), RKV_ERR_INVALID_ARG);
+    c.prefetch_timeout_ms = 10;
+    OK(rkv_sched_create(tree, &c, &s));
+    cr_assert_eq(rkv_sched_prefetch_ready_ms(s), 0);
+    cr_assert_eq(rkv_sched_prefetch_ready_ms(NULL), 0);
+    rkv_sched_destroy(s);
+    rkv_tree_destroy(tree);
+    rkv_pool_destroy(pool);
+}
