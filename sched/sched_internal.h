@@ -315,10 +315,9 @@ void rkv_sched_prefetch_note(rkv_sched *s, const rkv_sched_req *r);
 rkv_status rkv_sched_prefetch_step(rkv_sched *s, double now_ms);
 /* Admission: 1 while r's prefetch holds it (WAIT, TIMEOUT). */
 int rkv_sched_prefetch_holds(rkv_sched *s, const rkv_sched_req *r);
-/* After r's load was queued: its prefetched pages still on their way by
- * the clock are read as disk pages (returned, at most its load's host
- * pages); r's prefetch is consumed. */
-uint32_t rkv_sched_prefetch_late(rkv_sched *s, rkv_sched_req *r,
+/* Pages of r's prefetch still on their way by the clock (at most
+ * host_pages, its continuation's host pages): the tail of them. */
+uint32_t rkv_sched_prefetch_late(const rkv_sched *s, const rkv_sched_req *r,
                                  uint32_t host_pages);
 
 /* sched_order.c */

@@ -117,7 +117,7 @@ int rkv_sched_prefetch_holds(rkv_sched *s, const rkv_sched_req *r)
     return 1;
 }
 
-uint32_t rkv_sched_prefetch_late(rkv_sched *s, rkv_sched_req *r,
+uint32_t rkv_sched_prefetch_late(const rkv_sched *s, const rkv_sched_req *r,
                                  uint32_t host_pages)
 {
     if (r->pf_pages == 0)
@@ -129,11 +129,7 @@ uint32_t rkv_sched_prefetch_late(rkv_sched *s, rkv_sched_req *r,
         double k = ceil(left / per);
         late = k < (double)r->pf_pages ? (uint32_t)k : r->pf_pages;
     }
-    if (late > host_pages)
-        late = host_pages;
-    r->pf_pages = 0;
-    s->st.prefetch_late_pages += late;
-    return late;
+    return late < host_pages ? late : host_pages;
 }
 
 double rkv_sched_prefetch_ready_ms(const rkv_sched *s)

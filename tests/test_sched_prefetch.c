@@ -32,13 +32,13 @@ typedef struct pf_result {
     rkv_sched_stats st;
 } pf_result;
 
-static pf_result run_prefetch(int mode, double timeout_ms)
+static pf_result run_prefetch(int mode, double timeout_ms, double disk_ms)
 {
     stk_env e;
     rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, 2);
     c.compute_ms_per_token = 1.0;
     c.host_load_ms_per_page = 0.25;
-    c.disk_load_ms_per_page = 2.0;
+    c.disk_load_ms_per_page = disk_ms;
     c.prefetch = mode;
     c.prefetch_timeout_ms = timeout_ms;
     int got = stk_setup(&e, RKV_DEVICE_HOST, 12, 8, 64, &c, RKV_WRITE_BACK);
@@ -65,7 +65,7 @@ static pf_result run_prefetch(int mode, double timeout_ms)
 /* The control: without prefetch the prefix is read from the disk. */
 Test(sched_prefetch, off_reads_the_disk)
 {
-    pf_result r = run_prefetch(RKV_PREFETCH_OFF, 0);
+    pf_result r = run_prefetch(RKV_PREFETCH_OFF, 0, 2.0);
     cr_assert_eq(r.disk, 24, "host %u disk %u", r.host, r.disk);
     cr_assert_eq(r.st.prefetches, 0);
 }
@@ -74,7 +74,7 @@ Test(sched_prefetch, off_reads_the_disk)
  * then loaded from the host alone. */
 Test(sched_prefetch, wait_loads_from_host)
 {
-    pf_result r = run_prefetch(RKV_PREFETCH_WAIT, 0);
+    pf_result r = run_prefetch(RKV_PREFETCH_WAIT, 0, 2.0);
     cr_assert_eq(r.st.prefetches, 1);
     cr_assert_eq(r.st.prefetch_pages, 6);
     cr_assert_eq(r.host, 24, "host %u disk %u", r.host, r.disk);
@@ -88,7 +88,7 @@ Test(sched_prefetch, wait_loads_from_host)
 /* BEST_EFFORT: not held; the pages still on their way are disk reads. */
 Test(sched_prefetch, best_effort_does_not_wait)
 {
-    pf_result r = run_prefetch(RKV_PREFETCH_BEST_EFFORT, 0);
+    pf_result r = run_prefetch(RKV_PREFETCH_BEST_EFFORT, 0, 2.0);
     cr_assert_eq(r.st.prefetch_pages, 6);
     cr_assert_eq(r.st.prefetch_waits, 0);
     cr_assert_lt(r.wait_steps, 12);
@@ -100,13 +100,30 @@ Test(sched_prefetch, best_effort_does_not_wait)
 /* TIMEOUT: held 5 ms, not 12; then what arrived is host, the rest disk. */
 Test(sched_prefetch, timeout_holds_until_the_timeout)
 {
-    pf_result r = run_prefetch(RKV_PREFETCH_TIMEOUT, 5.0);
+    pf_result r = run_prefetch(RKV_PREFETCH_TIMEOUT, 5.0, 2.0);
     cr_assert_gt(r.st.prefetch_waits, 0);
     cr_assert_geq(r.wait_steps, 5);
     cr_assert_lt(r.wait_steps, 12);
     cr_assert_gt(r.host, 0, "host %u disk %u", r.host, r.disk);
     cr_assert_gt(r.disk, 0);
     cr_assert_eq(r.host + r.disk, 24);
+}
+
+/* A disk page costs more than computing it (5 ms > 4 tokens at 1 ms):
+ * without prefetch the prefix is computed; BEST_EFFORT admits it before
+ * any page arrived and computes what has not (never a disk read that is
+ * not worth it); WAIT gets it all from the host. */
+Test(sched_prefetch, slow_disk_late_pages_are_computed)
+{
+    pf_result off = run_prefetch(RKV_PREFETCH_OFF, 0, 5.0);
+    cr_assert_eq(off.host + off.disk, 0, "host %u disk %u", off.host, off.disk);
+    pf_result be = run_prefetch(RKV_PREFETCH_BEST_EFFORT, 0, 5.0);
+    cr_assert_eq(be.st.prefetch_pages, 6);
+    cr_assert_eq(be.disk, 0, "host %u disk %u", be.host, be.disk);
+    cr_assert_eq(be.st.prefetch_late_pages, 0);
+    pf_result w = run_prefetch(RKV_PREFETCH_WAIT, 0, 5.0);
+    cr_assert_eq(w.host, 24, "host %u disk %u", w.host, w.disk);
+    cr_assert_geq(w.wait_steps, 30);
 }
 
 /* rkv_tree_prefetch's arguments, and no disk below a host: nothing. */
