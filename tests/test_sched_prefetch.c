@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "radixkv.h"
+#include "tier/store.h"
 #include "tests/support/sched_tier_kv.h"
 #include "tests/test_sched_engine.h"
 
@@ -32,7 +33,8 @@ typedef struct pf_result {
     rkv_sched_stats st;
 } pf_result;
 
-static pf_result run_prefetch(int mode, double timeout_ms, double disk_ms)
+static pf_result run_prefetch_fail(int mode, double timeout_ms, double disk_ms,
+                                   uint32_t fail_k)
 {
     stk_env e;
     rkv_sched_config c = stk_base_cfg(RKV_POLICY_LPM, 2);
@@ -51,6 +53,8 @@ static pf_result run_prefetch(int mode, double timeout_ms, double disk_ms)
               "on disk alone (host %zu, disk %zu tokens)", tm.host_tokens,
               tm.disk_tokens);
     int64_t s0 = e.steps;
+    if (fail_k > 0) /* the fail_k-th disk I/O from here fails */
+        rkv_store_fail_after(e.disk, fail_k);
     OK(stk_submit(&e, 6, shared, 28, 2));
     stk_drain(&e, 400);
     pf_result r;
@@ -60,6 +64,11 @@ static pf_result run_prefetch(int mode, double timeout_ms, double disk_ms)
     OK(rkv_sched_get_stats(e.s, &r.st));
     stk_finish(&e);
     return r;
+}
+
+static pf_result run_prefetch(int mode, double timeout_ms, double disk_ms)
+{
+    return run_prefetch_fail(mode, timeout_ms, disk_ms, 0);
 }
 
 /* The control: without prefetch the prefix is read from the disk. */
@@ -124,6 +133,35 @@ Test(sched_prefetch, slow_disk_late_pages_are_computed)
     pf_result w = run_prefetch(RKV_PREFETCH_WAIT, 0, 5.0);
     cr_assert_eq(w.host, 24, "host %u disk %u", w.host, w.disk);
     cr_assert_geq(w.wait_steps, 30);
+}
+
+/* A disk I/O that fails from the request's submission on, the k-th for
+ * each k in turn (a write of the host's frontier going down to make room,
+ * or the prefetch's own read): every run ends with the trees checked at
+ * every step and the right KV; where the prefetch's read failed, that
+ * node stayed on the disk whole (its host slots went back) and the
+ * prefetch stopped there: nothing prefetched and the request not held,
+ * or only the nodes above it on the host. */
+Test(sched_prefetch, failed_prefetch_leaves_the_disk_copy)
+{
+    int read_failed = 0;
+    for (uint32_t k = 1; k <= 40; k++) {
+        pf_result r = run_prefetch_fail(RKV_PREFETCH_WAIT, 0, 2.0, k);
+        cr_assert_eq(r.host + r.disk, 24, "k=%u: host %u disk %u", k, r.host,
+                     r.disk);
+        if (r.st.prefetches == 0) {
+            read_failed |= 1;
+            cr_assert_eq(r.st.prefetch_waits, 0);
+            cr_assert_eq(r.host, 0, "k=%u: host %u disk %u", k, r.host, r.disk);
+        } else if (r.st.prefetch_pages < 6) {
+            /* a later node's read failed: the nodes above it moved */
+            read_failed |= 2;
+            cr_assert_eq(r.host, r.st.prefetch_pages * P, "k=%u: host %u disk %u",
+                         k, r.host, r.disk);
+        }
+    }
+    cr_assert_eq(read_failed, 3, "no k made the prefetch's first (1) or a "
+                 "later (2) read fail: %d", read_failed);
 }
 
 /* rkv_tree_prefetch's arguments, and no disk below a host: nothing. */
