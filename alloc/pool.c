@@ -31,6 +31,7 @@
 #include <xxhash.h>
 
 #include "common/cuda_loader.h"
+#include "common/dtype.h"
 #include "common/status.h"
 
 void rkv_pool_config_init(rkv_pool_config *cfg)
@@ -54,12 +55,6 @@ size_t rkv_pool_dtype_size(rkv_dtype d)
     case RKV_DTYPE_F32: return 4;
     default: return 0;
     }
-}
-
-static int rkv_dtype_quantized(rkv_dtype d)
-{
-    return d == RKV_DTYPE_FP8_E4M3 || d == RKV_DTYPE_FP8_E5M2 ||
-           d == RKV_DTYPE_INT8 || d == RKV_DTYPE_INT4;
 }
 
 /* The dtype's part of a config check (KV geometry given): a quantized
@@ -311,8 +306,7 @@ rkv_status rkv_pool_create(const rkv_pool_config *cfg, rkv_pool **out)
 {
     static const char fn[] = "rkv_pool_create";
     if (out == NULL || cfg == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             cfg == NULL ? "cfg" : "out");
+        return rkv_null_arg(fn, cfg, "cfg", "out");
     size_t bpb = 0, kv_bytes = 0;
     rkv_status st = rkv_pool_check_config(fn, cfg, &bpb, &kv_bytes);
     rkv_pool *p = NULL;
@@ -574,8 +568,7 @@ rkv_status rkv_pool_alloc(rkv_pool *pool, rkv_block_id *out)
 rkv_status rkv_pool_alloc_n(rkv_pool *pool, uint32_t n, rkv_block_id *out)
 {
     if (pool == NULL || (out == NULL && n > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_alloc_n: NULL %s",
-                             pool == NULL ? "pool" : "out");
+        return rkv_null_arg("rkv_pool_alloc_n", pool, "pool", "out");
     if (n > pool->num_free)
         return rkv_set_error(RKV_ERR_NO_SPACE,
                              "rkv_pool_alloc_n: %u blocks asked, %u free", n,
@@ -620,8 +613,7 @@ rkv_status rkv_pool_unref(rkv_pool *pool, rkv_block_id id)
 rkv_status rkv_pool_unref_n(rkv_pool *pool, uint32_t n, const rkv_block_id *ids)
 {
     if (pool == NULL || (ids == NULL && n > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_pool_unref_n: NULL %s",
-                             pool == NULL ? "pool" : "ids");
+        return rkv_null_arg("rkv_pool_unref_n", pool, "pool", "ids");
     for (uint32_t i = 0; i < n; i++)
         if (ids[i] >= pool->cfg.num_blocks)
             return rkv_set_error(RKV_ERR_INVALID_ARG,
@@ -680,6 +672,8 @@ uint64_t rkv_pool_block_hash(const rkv_pool *pool, rkv_block_id id)
 {
     if (pool == NULL || id >= pool->cfg.num_blocks || pool->refcount[id] == 0)
         return RKV_HASH_ROOT;
+    if (pool->tree_hash != NULL)
+        return pool->tree_hash(pool->tree, id, 0);
     return pool->hash[id];
 }
 
@@ -693,6 +687,9 @@ rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
     if (pool->refcount[id] == 0)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_pool_set_block_hash: block %u is free", id);
+    if (pool->tree_hash != NULL) /* the tree's lazy pages get their
+                                    hashes first (tree_hash.c) */
+        (void)pool->tree_hash(pool->tree, id, 1);
     pool->hash[id] = hash;
     return RKV_OK;
 }

@@ -67,6 +67,10 @@ struct rkv_pool {
     size_t meta_bytes;
     /* A pool stores one hash per block, so it can serve one tree only.   */
     const rkv_tree *tree;     /* the live tree on this pool, or NULL      */
+    /* The tree's chained hash of block id (NULL without a tree): a tree
+     * may cache a block before computing its hash (radix/tree_hash.c),
+     * and then hash[id] is not the hash yet. */
+    uint64_t (*tree_hash)(const rkv_tree *tree, rkv_block_id id, int all);
     uint64_t trees_made;      /* trees created on it so far (lease keys)  */
     int64_t tree_fail_at;     /* tests (radix/tree_debug.h): k + 1 arms the
                                  next tree's allocator at rkv_tree_create

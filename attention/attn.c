@@ -41,7 +41,7 @@ rkv_status rkv_attn_create(rkv_pool *pool, rkv_attn **out)
     if (cfg.num_layers == 0)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_attn_create: pool is metadata-only (num_layers 0)");
-    rkv_dtype act = rkv_attn_dtype_quantized(cfg.dtype) ? cfg.act_dtype : cfg.dtype;
+    rkv_dtype act = rkv_dtype_quantized(cfg.dtype) ? cfg.act_dtype : cfg.dtype;
     if (rkv_pool_dtype_size(act) == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_attn_create: bad dtype %d",
                              (int)act);
@@ -160,7 +160,7 @@ static rkv_attn_geom geom_of(const rkv_attn *a, uint32_t num_qo_heads)
     g.head_dim = a->cfg.head_dim;
     g.num_qo_heads = num_qo_heads;
     g.kv_dtype = a->cfg.dtype;
-    g.dtype = rkv_attn_dtype_quantized(g.kv_dtype) ? a->cfg.act_dtype : g.kv_dtype;
+    g.dtype = rkv_dtype_quantized(g.kv_dtype) ? a->cfg.act_dtype : g.kv_dtype;
     g.elem_size = rkv_pool_dtype_size(g.dtype);
     g.quant_group = g.kv_dtype == RKV_DTYPE_INT4 ? a->cfg.quant_group : a->cfg.head_dim;
     g.nsc = g.head_dim / g.quant_group;
@@ -344,16 +344,17 @@ static rkv_status check_ptrs(const char *fn, const void *q, const void *out)
     return RKV_OK;
 }
 
-/* The GPU's cascade gathers the shared prefix's raw K/V for its GEMMs:
- * not for quantized KV yet (decode, prefill and plan/run dequantize). */
+/* The GPU's cascade dequantizes a shared prefix in 16-bit tiles only: not
+ * with f32 activations (decode, prefill and plan/run dequantize). */
 static rkv_status check_cuda_kv(const rkv_attn *a, const char *fn,
                                 const rkv_attn_shared *shared)
 {
-    if (shared != NULL && rkv_attn_dtype_quantized(a->cfg.dtype))
+    if (shared != NULL && rkv_dtype_quantized(a->cfg.dtype) &&
+        a->cfg.act_dtype == RKV_DTYPE_F32)
         return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: a shared prefix over quantized KV (dtype %d) on the "
-                             "GPU is not implemented yet (host pools run it)", fn,
-                             (int)a->cfg.dtype);
+                             "%s: a shared prefix over quantized KV (dtype %d) with f32 "
+                             "activations on the GPU is not implemented yet (host pools "
+                             "run it)", fn, (int)a->cfg.dtype);
     return RKV_OK;
 }
 
@@ -500,6 +501,22 @@ const rkv_pool_config *rkv_attn_pool_config(const rkv_attn *a)
 rkv_pool *rkv_attn_pool(const rkv_attn *a)
 {
     return a->pool;
+}
+
+rkv_status rkv_attn_check_params(const rkv_attn *a, const char *fn,
+                                 const rkv_attn_params *p, float *scale)
+{
+    return check_params(a, fn, p, scale);
+}
+
+rkv_attn_geom rkv_attn_geom_for(const rkv_attn *a, uint32_t num_qo_heads)
+{
+    return geom_of(a, num_qo_heads);
+}
+
+int rkv_attn_is_cuda(const rkv_attn *a)
+{
+    return on_cuda(a);
 }
 
 rkv_status rkv_attn_mla_backend(rkv_attn *a, const rkv_cuda_backend **be,
@@ -890,11 +907,6 @@ static rkv_status run_plan(rkv_attn *attn, const char *fn, const rkv_attn_plan *
     rkv_attn_geom g = geom_of(attn, plan->num_qo_heads);
     if (!on_cuda(attn))
         return cpu_run(attn, fn, &g, pp, &plan->rb.rows, NULL, q, scale, out, lse);
-    if (pp->window_left != 0 && plan->cp.tensor_core)
-        return rkv_set_error(RKV_ERR_UNSUPPORTED,
-                             "%s: a sliding window on a tensor-core prefill plan is not "
-                             "implemented yet (decode plans, one-shot calls and host "
-                             "pools run it)", fn);
     g.window = pp->window_left;
     g.sinks = pp->num_sink_tokens;
     void *kb, *vb;

@@ -23,12 +23,6 @@
 #include "attention/cpu_softmax.h"
 #include "attention/kv_codec.h"
 
-int rkv_attn_dtype_quantized(rkv_dtype d)
-{
-    return d == RKV_DTYPE_FP8_E4M3 || d == RKV_DTYPE_FP8_E5M2 ||
-           d == RKV_DTYPE_INT8 || d == RKV_DTYPE_INT4;
-}
-
 float rkv_attn_cpu_load(rkv_dtype dt, const void *src, size_t i)
 {
     switch (dt) {
@@ -73,11 +67,12 @@ void rkv_attn_cpu_quant_row(const rkv_attn_geom *g, const float *x, void *codes,
 
 /* K or V row of (block offset `at` within a segment, token-in-page t, head
  * h) as f32: converted, or dequantized from its codes and scales. */
-static void load_kv(const rkv_attn_geom *g, const char *base, size_t at,
-                    const rkv_attn_strides *kst, uint32_t t, uint32_t h, float *dst)
+void rkv_attn_cpu_load_kv(const rkv_attn_geom *g, const char *base, size_t at,
+                          const rkv_attn_strides *kst, uint32_t t, uint32_t h,
+                          float *dst)
 {
     const char *row = base + at + t * kst->token + h * kst->head;
-    if (!rkv_attn_dtype_quantized(g->kv_dtype)) {
+    if (!rkv_dtype_quantized(g->kv_dtype)) {
         load_row(g->kv_dtype, row, 0, g->head_dim, dst);
         return;
     }
@@ -130,7 +125,7 @@ void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
                         scores[(size_t)gi * len + t] = -INFINITY;
                     continue;
                 }
-                load_kv(g, kbase, pages[t / P] * kst->block, kst, t % P, h, kv);
+                rkv_attn_cpu_load_kv(g, kbase, pages[t / P] * kst->block, kst, t % P, h, kv);
                 for (uint32_t gi = 0; gi < G; gi++) {
                     const float *qq = qf + (size_t)gi * D;
                     float s = 0.0f;
@@ -147,7 +142,7 @@ void rkv_attn_cpu_rows(const rkv_attn_geom *g, const void *kbase,
             for (uint32_t t = 0; t < len; t++) {
                 if (!visible(mask, qpos, t))
                     continue;
-                load_kv(g, vbase, pages[t / P] * kst->block, kst, t % P, h, kv);
+                rkv_attn_cpu_load_kv(g, vbase, pages[t / P] * kst->block, kst, t % P, h, kv);
                 for (uint32_t gi = 0; gi < G; gi++) {
                     float p = scores[(size_t)gi * len + t];
                     float *a = acc + (size_t)gi * D;

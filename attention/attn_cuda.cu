@@ -6,32 +6,31 @@
  *   - append: one block per token copies its K and V rows into their slots.
  *   - rows (decode and prefill): flash-decoding. Grid (row, kv head [x
  *     group of up to 16 of its query heads], KV split). Per tile of 32
- *     tokens the block stages K and V in shared memory with 16-byte loads,
- *     then every query head of the GQA group scores and accumulates from
+ *     tokens the block stages K and V in shared memory with 16-byte
+ *     cp.async copies issued a tile ahead (attention/cp_async.h), then
+ *     every query head of the GQA group scores and accumulates from
  *     that tile (one warp per head, up to 4 heads a warp): K/V are read
  *     once per group. A head's online softmax lives in one warp; the block
  *     writes an fp32 partial (o, lse) per split. A finalize kernel merges
  *     the splits (and, for cascade, the shared-prefix state) by
  *     log-sum-exp and rounds once into the output dtype (with one split
  *     and no shared prefix the rows kernel writes the output itself).
- *     f32 prefill uses the same kernel with causal row lengths (each row
- *     re-reads its prefix).
- *   - prefill_tensor_core (prefill/extend of f16/bf16, no shared prefix): tensor
- *     cores, FlashAttention-2 style (see prefill_tensor_core_kernel).
- *   - cascade shared prefix: per KV chunk of C tokens the prefix's K and V
- *     are gathered into [Hkv][C][D]; per block of Mb score rows the queries
- *     are packed to [Hkv][Mb][D]; two strided-batched cuBLAS GEMMs (scores
- *     = Q K^T in fp32, then P V with P rounded to the dtype) with a row
- *     softmax between them, and an online merge of the chunk states in
- *     fp32. C and Mb keep every chunk buffer within the cascade budget.
- * Every launch is followed by cudaGetLastError; every runtime and cuBLAS
- * call is checked and turned into RKV_ERR_CUDA with its message. The
+ *   - tiles (prefill/extend without a shared prefix, and a cascade's shared
+ *     prefix): FlashAttention-2 style, K/V tiles in shared memory for 64
+ *     (prefix: 128) score rows a block, on tensor cores for f16/bf16 and
+ *     fp32 FMAs for f32 (see attn_tile_kernel). A cascade runs the rows
+ *     kernel over each row's own KV, the tile kernel over the prefix (its
+ *     fp32 state per split, no scores in global memory) and merges both
+ *     in finalize: three launches.
+ * Every launch is followed by cudaGetLastError; every runtime call is
+ * checked and turned into RKV_ERR_CUDA with its message. The
  * one-shot calls' workspace (uploaded index arrays, partial states, cascade
  * buffers) is one device allocation that only grows; it is reused in
  * stream order. A plan (rkv_attn_cuda_plan) lays the same arrays out in
  * the caller's workspace once; rkv_attn_cuda_run only launches.
  * Kernels touch global memory only through ld_global / st_global
- * (attention/devmem.h), so the simulator's meter sees every access.
+ * (attention/devmem.h) and cp_async16 (attention/cp_async.h), so the
+ * simulator's meter sees every access.
  *
  * Launches go through RKV_LAUNCH (attention/launch.h) so that the same
  * kernel bodies also build against the CPU simulator (-DRKV_CUDA=SIM),
@@ -43,13 +42,13 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-#include <cublas_v2.h>
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attention/attn_internal.h"
+#include "attention/cp_async.h"
 #include "attention/devmem.h"
 #include "attention/kv_codec.h"
 #include "attention/mma.h"
@@ -61,10 +60,9 @@ struct rkv_attn_cuda {
     int device;
     int num_sms;
     cudaStream_t stream;
-    cublasHandle_t blas; /* created lazily (cascade only) */
     void *ws;            /* device workspace */
     size_t ws_bytes;
-    size_t cascade_budget; /* bytes of shared-prefix chunk buffers */
+    size_t cascade_budget; /* bytes of a shared prefix's fp32 split states */
     unsigned max_grid_x;   /* the device's limit; larger 1D grids are split */
 };
 
@@ -72,21 +70,6 @@ struct rkv_attn_cuda {
 
 /* Device selection and runtime errors: common/cuda_guard.h. */
 #define LAUNCH_CHECK(what) RKV_CU_TRY(cudaGetLastError(), what)
-
-#define ST_TRY(expr)                                                             \
-    do {                                                                         \
-        rkv_status st_ = (expr);                                                 \
-        if (st_ != RKV_OK)                                                       \
-            return st_;                                                          \
-    } while (0)
-
-#define BLAS_TRY(call, what)                                                     \
-    do {                                                                         \
-        cublasStatus_t s_ = (call);                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                         \
-            return rkv_set_error(RKV_ERR_CUDA, "%s: cuBLAS: %s", (what),         \
-                                 cublasGetStatusString(s_));                     \
-    } while (0)
 
 /* ---- element access ------------------------------------------------------ */
 
@@ -233,8 +216,6 @@ extern "C" void rkv_attn_cuda_destroy(rkv_attn_cuda *c)
     rkv_device_guard g(c->device);
     if (c->stream != 0 || c->ws != NULL)
         (void)cudaStreamSynchronize(c->stream);
-    if (c->blas != NULL)
-        (void)cublasDestroy(c->blas);
     if (c->ws != NULL)
         (void)cudaFree(c->ws);
     free(c);
@@ -252,8 +233,6 @@ extern "C" rkv_status rkv_attn_cuda_set_stream(rkv_attn_cuda *c, void *stream)
      * stream may still read it when the new stream overwrites it; and a
      * plan's upload queued there must land before a run on the new one */
     RKV_CU_TRY(cudaStreamSynchronize(c->stream), fn);
-    if (c->blas != NULL)
-        BLAS_TRY(cublasSetStream(c->blas, next), fn);
     c->stream = next;
     return RKV_OK;
 }
@@ -406,8 +385,9 @@ struct rows_args {
     unsigned window, sinks;
 };
 
-/* The quantized-KV fields of rows_args from a geometry. */
-static void rows_quant(rows_args &a, const rkv_attn_geom *g)
+/* The quantized-KV and window fields of rows_args or tile_args from a
+ * geometry. */
+template <typename A> static void rows_quant(A &a, const rkv_attn_geom *g)
 {
     const bool q = g->kv_dtype != g->dtype;
     a.kvq = q ? (int)g->kv_dtype : 0;
@@ -425,8 +405,8 @@ static void rows_quant(rows_args &a, const rkv_attn_geom *g)
  * segment at base into dst, rounded to E's type. A chunk shares one scale (C <= an INT4 group), so each scale
  * is read once a chunk and every code once; 8-bit codes move as 32-bit
  * words (rows and segments are multiples of 4 bytes). */
-template <typename E>
-static __device__ __forceinline__ void kvq_chunk(const rows_args &a, const void *base,
+template <typename E, typename A>
+static __device__ __forceinline__ void kvq_chunk(const A &a, const void *base,
                                                  size_t r, unsigned c0, unsigned C,
                                                  typename E::raw *dst)
 {
@@ -467,12 +447,60 @@ static __device__ __forceinline__ size_t kv_row(const unsigned *pages, unsigned 
     return ((size_t)ld_global(pages + t / P) * P + t % P) * Hkv + kvh;
 }
 
+/* The first tile start >= tb (in steps of tn) that a window does not hide
+ * entirely (t1 if none): a tile of keys [tb, tb + n) is hidden when it
+ * lies before the window's first position wlo and after the sinks. */
+static __device__ __forceinline__ unsigned visible_tile(unsigned tb, unsigned t1, unsigned wlo,
+                                                        unsigned sinks, unsigned tn)
+{
+    while (tb < t1 && tb >= sinks && tb + min(tn, t1 - tb) <= wlo)
+        tb += tn;
+    return tb;
+}
+
+/* Starts loading the K and V rows stok[0 .. n) into sk / sv: 16-byte
+ * cp.async copies (the caller commits and waits), or for a quantized pool
+ * dequantized through registers, rounded to E's type (the compute path
+ * then runs as for E's own K/V). */
+template <typename E, int D, int TN, int KP>
+static __device__ __forceinline__ void rows_stage(const rows_args &a,
+                                                  const typename E::raw *kb,
+                                                  const typename E::raw *vb,
+                                                  const size_t *stok, unsigned n,
+                                                  typename E::raw (*sk)[KP],
+                                                  typename E::raw (*sv)[KP])
+{
+    typedef typename E::raw raw;
+    const int VE = 16 / sizeof(raw), VR = D / VE;
+    typedef rvec<raw, VE> vec;
+    if (a.kvq != 0) {
+        const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 32u) : 32u;
+        const unsigned nch = D / C;
+        for (unsigned i = threadIdx.x; i < n * nch; i += blockDim.x) {
+            const unsigned j = i / nch, c0 = (i % nch) * C;
+            kvq_chunk<E>(a, a.kb, stok[j], c0, C, &sk[j][c0]);
+            kvq_chunk<E>(a, a.vb, stok[j], c0, C, &sv[j][c0]);
+        }
+        return;
+    }
+    for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
+        const unsigned j = i / VR, c = i % VR;
+        const size_t at = stok[j] * D + c * VE;
+        cp_async16(reinterpret_cast<vec *>(&sk[j][c * VE]),
+                   reinterpret_cast<const vec *>(kb + at));
+        cp_async16(reinterpret_cast<vec *>(&sv[j][c * VE]),
+                   reinterpret_cast<const vec *>(vb + at));
+    }
+}
+
 /* One block per (row, kv head[, group of up to 16 of its query heads],
  * split): every query head of a GQA group reads the same K/V tile, so K/V
  * cross the memory bus once per group whatever G (up to 16). Per tile of
- * 32 tokens the block copies K and V into shared memory with 16-byte loads
- * (rows padded by one vector so the per-lane row reads of the scoring hit
- * distinct banks); warp w then serves heads w, w + 4, ...: lane t scores
+ * 32 tokens (16 at f32) the block copies K and V into shared memory with
+ * 16-byte cp.async copies issued one tile ahead, so the next tile is in
+ * flight while this one is scored (rows padded by one vector so the
+ * per-lane row reads of the scoring hit distinct banks); warp w then
+ * serves heads w, w + 4, ...: lane t scores
  * token t against the head's q (fp32, in shared memory), the warp folds
  * the tile into its online softmax and accumulates P.V with lane l owning
  * dims l*D/32 .. +D/32. A head's state lives in one warp, so no cross-warp
@@ -488,12 +516,15 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
     const int VE = 16 / sizeof(raw);  /* elements per 16-byte vector */
     const int VR = D / VE;            /* vectors per K/V row */
     const int KP = D + VE;            /* padded shared row */
+    /* tokens per tile: 32 (one per lane when scoring); 16 at f32, so that
+     * two tiles (the one scored and the one in flight) fit 48 KiB */
+    const int TN = sizeof(raw) == 4 ? TT / 2 : TT;
     typedef rvec<raw, VE> vec;
     typedef rvec<raw, EL> lvec;
-    __shared__ __align__(16) raw sk[TT][KP];
-    __shared__ __align__(16) raw sv[TT][KP];
+    __shared__ __align__(16) raw sk[2][TN][KP];
+    __shared__ __align__(16) raw sv[2][TN][KP];
     __shared__ float sq[NW * HPW][D];
-    __shared__ size_t stok[TT];
+    __shared__ size_t stok[2][TN];
 
     const unsigned row = a.row0 + blockIdx.x, split = blockIdx.z;
     const unsigned kvh = blockIdx.y / a.ng, g0 = (blockIdx.y % a.ng) * (NW * HPW);
@@ -520,38 +551,30 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
         m[h] = -INFINITY;
         l[h] = 0.0f;
     }
-    for (unsigned tb = t0; tb < t1; tb += TT) {
-        const unsigned n = min((unsigned)TT, t1 - tb);
-        /* a tile the window hides entirely is skipped (block-uniform), so
-         * every tile scored has a visible token */
-        if (tb >= a.sinks && tb + n <= wlo)
-            continue;
-        __syncthreads(); /* q stored; the previous tile consumed */
-        if (threadIdx.x < n) {
-            stok[threadIdx.x] = kv_row(pages, tb + threadIdx.x, a.P, a.Hkv, kvh);
-        }
-        __syncthreads();
-        if (a.kvq != 0) {
-            /* quantized: dequantized into the tile, rounded to T (the
-             * compute path then runs as for T's own K/V) */
-            const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 32u) : 32u;
-            const unsigned nch = D / C;
-            for (unsigned i = threadIdx.x; i < n * nch; i += blockDim.x) {
-                const unsigned j = i / nch, c0 = (i % nch) * C;
-                kvq_chunk<E>(a, a.kb, stok[j], c0, C, &sk[j][c0]);
-                kvq_chunk<E>(a, a.vb, stok[j], c0, C, &sv[j][c0]);
-            }
-        } else {
-            for (unsigned i = threadIdx.x; i < n * VR; i += blockDim.x) {
-                const unsigned j = i / VR, c = i % VR;
-                const size_t at = stok[j] * D + c * VE;
-                *reinterpret_cast<vec *>(&sk[j][c * VE]) =
-                    ld_global(reinterpret_cast<const vec *>(kb + at));
-                *reinterpret_cast<vec *>(&sv[j][c * VE]) =
-                    ld_global(reinterpret_cast<const vec *>(vb + at));
-            }
-        }
-        __syncthreads();
+    /* Two tile buffers: while the block scores tile tb from buffer b, the
+     * copies of the next visible tile into b ^ 1 are in flight (cp.async;
+     * quantized tiles are dequantized through registers instead). A tile
+     * the window hides entirely is skipped (block-uniform), so every tile
+     * scored has a visible token. */
+    unsigned tb = visible_tile(t0, t1, wlo, a.sinks, TN), b = 0;
+    if (tb < t1 && threadIdx.x < min((unsigned)TN, t1 - tb))
+        stok[0][threadIdx.x] = kv_row(pages, tb + threadIdx.x, a.P, a.Hkv, kvh);
+    __syncthreads(); /* q and the first tile's rows stored */
+    if (tb < t1)
+        rows_stage<E, D, TN, KP>(a, kb, vb, stok[0], min((unsigned)TN, t1 - tb), sk[0], sv[0]);
+    cp_async_commit();
+    while (tb < t1) {
+        const unsigned n = min((unsigned)TN, t1 - tb);
+        const unsigned nx = visible_tile(tb + TN, t1, wlo, a.sinks, TN);
+        if (nx < t1 && threadIdx.x < min((unsigned)TN, t1 - nx))
+            stok[b ^ 1][threadIdx.x] = kv_row(pages, nx + threadIdx.x, a.P, a.Hkv, kvh);
+        __syncthreads(); /* next rows stored; buffer b ^ 1 consumed */
+        if (nx < t1)
+            rows_stage<E, D, TN, KP>(a, kb, vb, stok[b ^ 1], min((unsigned)TN, t1 - nx),
+                                     sk[b ^ 1], sv[b ^ 1]);
+        cp_async_commit();
+        cp_async_wait<1>(); /* this thread's copies of tile tb have landed */
+        __syncthreads();    /* and every thread's */
 #pragma unroll
         for (int h = 0; h < HPW; h++) {
             const unsigned g = warp + h * NW;
@@ -563,7 +586,7 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
                 float dot = 0.0f;
 #pragma unroll
                 for (int c = 0; c < VR; c++) {
-                    const vec kv = *reinterpret_cast<const vec *>(&sk[lane][c * VE]);
+                    const vec kv = *reinterpret_cast<const vec *>(&sk[b][lane][c * VE]);
 #pragma unroll
                     for (int e = 0; e < VE; e++)
                         dot += sq[g][c * VE + e] * E::cvt(kv.v[e]);
@@ -587,13 +610,15 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
                 acc[h][e] *= corr;
             for (unsigned j = 0; j < n; j++) {
                 const float pj = __shfl_sync(0xffffffffu, p, j);
-                const lvec vv = *reinterpret_cast<const lvec *>(&sv[j][lane * EL]);
+                const lvec vv = *reinterpret_cast<const lvec *>(&sv[b][j][lane * EL]);
 #pragma unroll
                 for (int e = 0; e < EL; e++)
                     acc[h][e] += pj * E::cvt(vv.v[e]);
             }
             m[h] = mn;
         }
+        tb = nx;
+        b ^= 1;
     }
 #pragma unroll
     for (int h = 0; h < HPW; h++) {
@@ -625,42 +650,52 @@ __global__ void __launch_bounds__(NW * 32) rows_kernel(rows_args a)
 
 struct fin_args {
     const float *po, *plse;
-    const float *xo, *xlse; /* cascade shared state [Hkv][rows][G][D], or NULL */
+    /* cascade shared state [xsplits][Hkv][rows * G][D] (score row m =
+     * row * G + head % G), or NULL */
+    const float *xo, *xlse;
     void *out;
     float *lse;
-    unsigned rows, Hq, G, D, splits;
+    unsigned rows, Hq, G, D, splits, xsplits;
 };
 
-/* grid.x = row * Hq + head, block = D threads. */
+#define SPLITS_MAX 1024 /* KV splits of a row (choose_split), and of a prefix */
+
+/* grid.x = row * Hq + head, block = D threads. The states' lse are read
+ * once each into shared memory (not once per thread). */
 template <typename T>
 __global__ void finalize_kernel(fin_args f, size_t b0)
 {
     typedef elem<T> E;
+    __shared__ float sl[2 * SPLITS_MAX];
     const size_t idx = b0 + blockIdx.x;
     const unsigned d = threadIdx.x;
-    const size_t n = (size_t)f.rows * f.Hq;
+    const size_t n = (size_t)f.rows * f.Hq; /* = Hkv * rows * G: a split's states */
     const unsigned row = (unsigned)(idx / f.Hq), h = (unsigned)(idx % f.Hq);
-    size_t xi = 0;
-    if (f.xo != NULL)
-        xi = ((size_t)(h / f.G) * f.rows + row) * f.G + h % f.G;
+    const unsigned xs = f.xo != NULL ? f.xsplits : 0;
+    const size_t xi = ((size_t)(h / f.G) * f.rows + row) * f.G + h % f.G;
+    for (unsigned s = d; s < f.splits; s += blockDim.x)
+        sl[s] = ld_global(f.plse + s * n + idx);
+    for (unsigned s = d; s < xs; s += blockDim.x)
+        sl[SPLITS_MAX + s] = ld_global(f.xlse + s * n + xi);
+    __syncthreads();
     float M = -INFINITY;
     for (unsigned s = 0; s < f.splits; s++)
-        M = fmaxf(M, ld_global(f.plse + s * n + idx));
-    if (f.xo != NULL)
-        M = fmaxf(M, ld_global(f.xlse + xi));
+        M = fmaxf(M, sl[s]);
+    for (unsigned s = 0; s < xs; s++)
+        M = fmaxf(M, sl[SPLITS_MAX + s]);
     float L = 0.0f, O = 0.0f;
     if (M != -INFINITY) {
         for (unsigned s = 0; s < f.splits; s++) {
-            float ls = ld_global(f.plse + s * n + idx);
-            float w = ls == -INFINITY ? 0.0f : __expf(ls - M);
+            const float ls = sl[s], w = ls == -INFINITY ? 0.0f : __expf(ls - M);
             L += w;
-            O += w * ld_global(f.po + (s * n + idx) * f.D + d);
+            if (w != 0.0f)
+                O += w * ld_global(f.po + (s * n + idx) * f.D + d);
         }
-        if (f.xo != NULL) {
-            float ls = ld_global(f.xlse + xi);
-            float w = ls == -INFINITY ? 0.0f : __expf(ls - M);
+        for (unsigned s = 0; s < xs; s++) {
+            const float ls = sl[SPLITS_MAX + s], w = ls == -INFINITY ? 0.0f : __expf(ls - M);
             L += w;
-            O += w * ld_global(f.xo + xi * f.D + d);
+            if (w != 0.0f)
+                O += w * ld_global(f.xo + (s * n + xi) * f.D + d);
         }
     }
     E::store((typename E::raw *)f.out, idx * f.D + d, M == -INFINITY ? 0.0f : O / L);
@@ -689,274 +724,208 @@ static void launch_rows(dim3 grid, cudaStream_t s, const rows_args &a, unsigned 
         launch_rows_d<T, 128>(grid, s, a, hpw);
 }
 
-/* ---- cascade: shared prefix by GEMM ------------------------------------- */
+/* ---- tiles: prefill/extend and a cascade's shared prefix ----------------- */
 
-/* Qp[h][i][:] = q[row][h*G+g][:] for score rows m = m0 + i = row*G + g of
- * one row block of mb. grid.x = i * Hkv + h. */
-__global__ void pack_q_kernel(const unsigned short *q, unsigned short *qp, size_t m0,
-                              size_t mb, unsigned Hkv, unsigned G, unsigned row_units,
-                              size_t b0)
-{
-    const size_t bi = b0 + blockIdx.x, i = bi / Hkv, m = m0 + i;
-    const unsigned h = (unsigned)(bi % Hkv), qh = h * G + (unsigned)(m % G);
-    size_t src = ((m / G) * Hkv * G + qh) * row_units;
-    size_t dst = ((size_t)h * mb + i) * row_units;
-    for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x)
-        st_global(qp + dst + u, ld_global(q + src + u));
-}
-
-/* Kg[h][j][:] = K[token c0 + j of the shared pages][h][:] for one KV chunk
- * of cn tokens (V likewise). grid.x = j * Hkv + h. */
-__global__ void gather_kv_kernel(const unsigned short *kb, const unsigned short *vb,
-                                 unsigned short *kg, unsigned short *vg,
-                                 const unsigned *pages, size_t c0, size_t cn,
-                                 unsigned Hkv, unsigned P, unsigned row_units, size_t b0)
-{
-    const size_t bi = b0 + blockIdx.x, j = bi / Hkv, s = c0 + j;
-    const unsigned h = (unsigned)(bi % Hkv);
-    size_t tok = (size_t)ld_global(pages + s / P) * P + s % P;
-    size_t src = (tok * Hkv + h) * row_units;
-    size_t dst = ((size_t)h * cn + j) * row_units;
-    for (unsigned u = threadIdx.x; u < row_units; u += blockDim.x) {
-        st_global(kg + dst + u, ld_global(kb + src + u));
-        st_global(vg + dst + u, ld_global(vb + src + u));
-    }
-}
-
-__global__ void fill_kernel(float *p, size_t n, float x, size_t b0)
-{
-    size_t i = (b0 + blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n)
-        st_global(p + i, x);
-}
-
-/* Row softmax of one score chunk: p = exp(scale*s - m) rounded to T;
- * cm/cl get m and the sum of the rounded p. grid.x = score row, 256 thr. */
-template <typename T>
-__global__ void softmax_kernel(const float *scores, void *p, float *cm, float *cl,
-                               unsigned cols, float scale, size_t b0)
-{
-    typedef elem<T> E;
-    __shared__ float red[256 / 32];
-    const size_t r = b0 + blockIdx.x, base = r * cols;
-    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float mx = -INFINITY;
-    for (unsigned i = threadIdx.x; i < cols; i += blockDim.x)
-        mx = fmaxf(mx, ld_global(scores + base + i) * scale);
-    for (int o = 16; o > 0; o >>= 1)
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if (lane == 0)
-        red[warp] = mx;
-    __syncthreads();
-    mx = red[0];
-    for (unsigned w = 1; w < blockDim.x / 32; w++)
-        mx = fmaxf(mx, red[w]);
-    __syncthreads();
-    float sum = 0.0f;
-    for (unsigned i = threadIdx.x; i < cols; i += blockDim.x) {
-        E::store((typename E::raw *)p, base + i, __expf(ld_global(scores + base + i) * scale - mx));
-        sum += E::load((const typename E::raw *)p, base + i);
-    }
-    for (int o = 16; o > 0; o >>= 1)
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0)
-        red[warp] = sum;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float t = 0.0f;
-        for (unsigned w = 0; w < blockDim.x / 32; w++)
-            t += red[w];
-        st_global(cm + r, mx);
-        st_global(cl + r, t);
-    }
-}
-
-/* acc <- merge(acc, chunk): chunk o = oc / cl, lse = cm + log(cl). The
- * chunk covers score rows m0 .. m0+mb of every kv head; acc holds all M.
- * grid.x = h * mb + i, block = D. */
-__global__ void combine_kernel(float *ao, float *alse, const float *oc, const float *cm,
-                               const float *cl, unsigned D, size_t m0, size_t mb, size_t M,
-                               size_t b0)
-{
-    const size_t r = b0 + blockIdx.x;
-    const size_t a = (r / mb) * M + m0 + r % mb;
-    const unsigned d = threadIdx.x;
-    const float cmr = ld_global(cm + r), clr = ld_global(cl + r);
-    float lc = cmr + logf(clr);
-    float la = ld_global(alse + a);
-    float Mx = fmaxf(la, lc);
-    float wa = la == -INFINITY ? 0.0f : __expf(la - Mx);
-    float wc = __expf(lc - Mx);
-    float s = wa + wc;
-    st_global(ao + a * D + d, (ld_global(ao + a * D + d) * wa + ld_global(oc + r * D + d) / clr * wc) / s);
-    __syncthreads(); /* every thread has read alse[a] */
-    if (d == 0)
-        st_global(alse + a, Mx + logf(s));
-}
-
-static cudaDataType_t blas_type(rkv_dtype dt)
-{
-    switch (dt) {
-    case RKV_DTYPE_F16: return CUDA_R_16F;
-    case RKV_DTYPE_BF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
-    }
-}
-
-template <typename T>
-static rkv_status launch_softmax(const rkv_attn_cuda *c, size_t nrows, const float *sc,
-                                 void *p, float *cm, float *cl, unsigned cols, float scale,
-                                 const char *fn)
-{
-    return launch_1d(c, nrows, fn, [&](unsigned nb, size_t b0) {
-        RKV_LAUNCH(nb, 256, 0, c->stream, softmax_kernel<T>)(sc, p, cm, cl, cols, scale, b0);
-    });
-}
-
-/* Shared-prefix state of every (row, head) into xo [Hkv][rows*G][D], xl,
- * in KV chunks of C tokens (gathered once each) and score-row blocks of
- * Mb rows, so that the chunk buffers stay within the cascade budget. */
-static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g,
-                                 const void *kbase, const void *vbase,
-                                 const rkv_attn_rows *rows, const rkv_attn_shared *sh,
-                                 const void *q, float scale, char *ws, size_t off_pages,
-                                 size_t off_qp, size_t off_kg, size_t off_vg,
-                                 size_t off_sc, size_t off_p, size_t off_oc, size_t off_cm,
-                                 size_t off_cl, float *xo, float *xl, unsigned C, unsigned Mb)
-{
-    static const char fn[] = "rkv_attn_cascade";
-    const unsigned Hkv = g->num_kv_heads, Hq = g->num_qo_heads, G = Hq / Hkv;
-    const unsigned D = g->head_dim;
-    const size_t S = (size_t)sh->num_pages * g->page_size, M = (size_t)rows->num_rows * G;
-    const unsigned row_bytes = (unsigned)(D * g->elem_size);
-    if (c->blas == NULL) {
-        BLAS_TRY(cublasCreate(&c->blas), fn);
-        BLAS_TRY(cublasSetStream(c->blas, c->stream), fn);
-    }
-    size_t nst = (size_t)Hkv * M;
-    RKV_CU_TRY(cudaMemsetAsync(xo, 0, nst * D * sizeof(float), c->stream), fn);
-    ST_TRY(launch_1d(c, (nst + 255) / 256, fn, [&](unsigned nb, size_t b0) {
-        RKV_LAUNCH(nb, 256, 0, c->stream, fill_kernel)(xl, nst, -INFINITY, b0);
-    }));
-    const cudaDataType_t dt = blas_type(g->dtype);
-    const float one = 1.0f, zero = 0.0f;
-    float *cm = (float *)(ws + off_cm), *cl = (float *)(ws + off_cl);
-    for (size_t c0 = 0; c0 < S; c0 += C) {
-        const unsigned Cn = (unsigned)(S - c0 < C ? S - c0 : C);
-        /* row_bytes / 2: the copy kernels move 16-bit units */
-        ST_TRY(launch_1d(c, (size_t)Cn * Hkv, fn, [&](unsigned nb, size_t b0) {
-            RKV_LAUNCH(nb, 64, 0, c->stream, gather_kv_kernel)(
-                (const unsigned short *)kbase, (const unsigned short *)vbase,
-                (unsigned short *)(ws + off_kg), (unsigned short *)(ws + off_vg),
-                (const unsigned *)(ws + off_pages), c0, (size_t)Cn, Hkv, g->page_size,
-                row_bytes / 2, b0);
-        }));
-        for (size_t m0 = 0; m0 < M; m0 += Mb) {
-            const size_t mb = M - m0 < Mb ? M - m0 : Mb;
-            const size_t nsb = Hkv * mb;
-            ST_TRY(launch_1d(c, nsb, fn, [&](unsigned nb, size_t b0) {
-                RKV_LAUNCH(nb, 64, 0, c->stream, pack_q_kernel)(
-                    (const unsigned short *)q, (unsigned short *)(ws + off_qp), m0, mb, Hkv,
-                    G, row_bytes / 2, b0);
-            }));
-            /* scores[h] (mb x Cn, row-major) = Qp[h] (mb x D) . Kg[h]^T */
-            BLAS_TRY(cublasGemmStridedBatchedEx(
-                         c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Cn, (int)mb, (int)D, &one,
-                         ws + off_kg, dt, (int)D, (long long)Cn * D, ws + off_qp, dt, (int)D,
-                         (long long)mb * D, &zero, ws + off_sc, CUDA_R_32F, (int)Cn,
-                         (long long)mb * Cn, (int)Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                     fn);
-            const float *sc = (const float *)(ws + off_sc);
-            switch (g->dtype) {
-            case RKV_DTYPE_F16:
-                ST_TRY(launch_softmax<f16_t>(c, nsb, sc, ws + off_p, cm, cl, Cn, scale, fn));
-                break;
-            case RKV_DTYPE_BF16:
-                ST_TRY(launch_softmax<bf16_t>(c, nsb, sc, ws + off_p, cm, cl, Cn, scale, fn));
-                break;
-            default:
-                ST_TRY(launch_softmax<float>(c, nsb, sc, ws + off_p, cm, cl, Cn, scale, fn));
-                break;
-            }
-            /* oc[h] (mb x D) = P[h] (mb x Cn) . Vg[h] (Cn x D) */
-            BLAS_TRY(cublasGemmStridedBatchedEx(
-                         c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)D, (int)mb, (int)Cn, &one,
-                         ws + off_vg, dt, (int)D, (long long)Cn * D, ws + off_p, dt, (int)Cn,
-                         (long long)mb * Cn, &zero, ws + off_oc, CUDA_R_32F, (int)D,
-                         (long long)mb * D, (int)Hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                     fn);
-            ST_TRY(launch_1d(c, nsb, fn, [&](unsigned nb, size_t b0) {
-                RKV_LAUNCH(nb, D, 0, c->stream, combine_kernel)(
-                    xo, xl, (const float *)(ws + off_oc), cm, cl, D, m0, mb, M, b0);
-            }));
-        }
-    }
-    return RKV_OK;
-}
-
-/* ---- prefill / extend on tensor cores ------------------------------------ */
-
-/* FlashAttention-2 style for f16/bf16: a block takes a tile of 64 score rows
- * of one request and kv head (score row m = query row m / G, head m % G of
- * the GQA group, so the group's heads share every K/V tile), each of its 4
- * warps 16 rows. Per K/V tile of 32 tokens (16-byte loads into shared
- * memory): S = Q.K^T by m16n8k16 MMAs (fp32), scale and causal mask, an
- * online softmax per row, then O += P.V with P rounded to the input type
- * and taken straight from S's accumulator registers (their layout is the
- * A operand's). A tile reads K/V up to its last row's position only. */
-struct tensor_core_args {
+/* FlashAttention-2 style: a block takes a tile of 16 * W score rows of one
+ * kv head (score row m = query row m / G, head m % G of the GQA group, so
+ * the group's heads share every K/V tile), each of its W warps 16 rows.
+ * Per K/V tile of KT tokens (16-byte loads into shared memory): S = Q.K^T
+ * in fp32, scale and mask, an online softmax per row, then O += P.V. A
+ * lane holds the accumulators of the m16n8 MMA layout (attention/mma.h):
+ * rows g and g + 8 of its warp's 16, columns 2t, 2t + 1 of each 8-wide
+ * slice. 16-bit types multiply on tensor cores (m16n8k16, P rounded to the
+ * input type and taken straight from S's registers, whose layout is the A
+ * operand's); f32 computes the same accumulators with fp32 FMAs from
+ * shared memory (tile_math below).
+ * Two modes:
+ *   - prefill/extend (tiles != NULL): a tile of one request's rows, causal
+ *     (and windowed) per row; K/V up to its last row's position only; the
+ *     output is written in the dtype.
+ *   - shared prefix (tiles == NULL): every row of the call sees the whole
+ *     prefix (pages), cut into splits of `chunk` tokens (grid z); the
+ *     block writes the fp32 state (o, lse) of its split to xo / xl
+ *     [split][Hkv][M][D], which finalize merges with the rows' own part.
+ *     No scores or P leave the block: each K/V tile is read once per tile
+ *     of score rows. */
+struct tile_args {
     const void *q;
     const void *kb, *vb;
     const unsigned *row_len, *kv_indptr, *kv_indices;
     const unsigned *tiles; /* [ntiles][4]: request, first query row, query rows, m0 */
+    const unsigned *pages; /* shared prefix: its page table */
     void *out;
     float *lse;
+    float *xo, *xl; /* shared prefix: fp32 state per split */
     unsigned Hq, Hkv, G, P;
     unsigned tile0; /* first tile of this launch */
+    unsigned rows;  /* shared prefix: query rows of the call */
+    unsigned len, chunk; /* shared prefix: its tokens, tokens per split */
+    unsigned window, sinks; /* as rows_args */
     float scale;
+    /* quantized KV, as rows_args: tiles are dequantized on load */
+    int kvq;
+    unsigned qgroup, qnsc;
+    size_t qblk, qcb, qscale_off;
 };
 
-#define TENSOR_CORE_ROWS 64
-#define TENSOR_CORE_TOKENS 32
+#define TILE_ROWS 64 /* score rows of a prefill tile (W = 4) */
 
 template <typename R> static __device__ __forceinline__ uint32_t pack2(R lo, R hi)
 {
     return (uint32_t)lo | (uint32_t)hi << 16;
 }
 
-template <typename T, typename MT, int D>
-__global__ void __launch_bounds__(NW * 32) prefill_tensor_core_kernel(tensor_core_args a)
+/* The two products of a tile per element type: qk fills S (NT = KT / 8
+ * slices of 8 tokens), pv adds P.V to O (DT = D / 8 slices of 8 dims);
+ * p holds the unrounded probabilities in S's layout. */
+template <typename T, typename MT> struct tile_mma {
+    typedef unsigned short raw;
+    template <int D, int KT, int KP>
+    static __device__ __forceinline__ void qk(float sc[][4], const raw (*sq)[KP],
+                                              const raw (*sk)[KP], unsigned r0, unsigned r1,
+                                              unsigned gq, unsigned tq)
+    {
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const int c0 = ks * 16 + 2 * tq;
+            uint32_t af[4] = {pack2(sq[r0][c0], sq[r0][c0 + 1]), pack2(sq[r1][c0], sq[r1][c0 + 1]),
+                              pack2(sq[r0][c0 + 8], sq[r0][c0 + 9]),
+                              pack2(sq[r1][c0 + 8], sq[r1][c0 + 9])};
+#pragma unroll
+            for (int nt = 0; nt < KT / 8; nt++) {
+                const unsigned kr = nt * 8 + gq;
+                uint32_t bf[2] = {pack2(sk[kr][c0], sk[kr][c0 + 1]),
+                                  pack2(sk[kr][c0 + 8], sk[kr][c0 + 9])};
+                mma_16816<MT>(sc[nt], af, bf, sc[nt]);
+            }
+        }
+    }
+    template <int D, int KT, int KP>
+    static __device__ __forceinline__ void pv(float o[][4], const float p[][4],
+                                              const raw (*sv)[KP], unsigned gq, unsigned tq)
+    {
+        typedef elem<T> E;
+#pragma unroll
+        for (int kk = 0; kk < KT / 16; kk++) {
+            uint32_t af[4] = {pack2(E::bits(p[2 * kk][0]), E::bits(p[2 * kk][1])),
+                              pack2(E::bits(p[2 * kk][2]), E::bits(p[2 * kk][3])),
+                              pack2(E::bits(p[2 * kk + 1][0]), E::bits(p[2 * kk + 1][1])),
+                              pack2(E::bits(p[2 * kk + 1][2]), E::bits(p[2 * kk + 1][3]))};
+            const unsigned k0 = kk * 16 + 2 * tq;
+#pragma unroll
+            for (int dt = 0; dt < D / 8; dt++) {
+                const unsigned dc = dt * 8 + gq;
+                uint32_t bf[2] = {pack2(sv[k0][dc], sv[k0 + 1][dc]),
+                                  pack2(sv[k0 + 8][dc], sv[k0 + 9][dc])};
+                mma_16816<MT>(o[dt], af, bf, o[dt]);
+            }
+        }
+    }
+};
+
+/* f32: the same accumulators by fp32 FMAs. A lane's P values of rows g and
+ * g + 8 at the tokens its quad's other lanes hold come by shuffle. */
+struct tile_fma {
+    template <int D, int KT, int KP>
+    static __device__ __forceinline__ void qk(float sc[][4], const float (*sq)[KP],
+                                              const float (*sk)[KP], unsigned r0, unsigned r1,
+                                              unsigned gq, unsigned tq)
+    {
+        (void)gq;
+#pragma unroll
+        for (int nt = 0; nt < KT / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float *qr = sq[e < 2 ? r0 : r1], *kr = sk[nt * 8 + 2 * tq + (e & 1)];
+                float dot = 0.0f;
+#pragma unroll 8
+                for (int d = 0; d < D; d++)
+                    dot += qr[d] * kr[d];
+                sc[nt][e] += dot;
+            }
+    }
+    template <int D, int KT, int KP>
+    static __device__ __forceinline__ void pv(float o[][4], const float p[][4],
+                                              const float (*sv)[KP], unsigned gq, unsigned tq)
+    {
+#pragma unroll
+        for (int nt = 0; nt < KT / 8; nt++)
+#pragma unroll
+            for (int s = 0; s < 4; s++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float x = __shfl_sync(0xffffffffu, p[nt][e], gq * 4 + s);
+                    const float y = __shfl_sync(0xffffffffu, p[nt][2 + e], gq * 4 + s);
+                    const float *vr = sv[nt * 8 + 2 * s + e];
+#pragma unroll
+                    for (int dt = 0; dt < D / 8; dt++) {
+                        const float v0 = vr[dt * 8 + 2 * tq], v1 = vr[dt * 8 + 2 * tq + 1];
+                        o[dt][0] += x * v0;
+                        o[dt][1] += x * v1;
+                        o[dt][2] += y * v0;
+                        o[dt][3] += y * v1;
+                    }
+                }
+    }
+};
+
+template <typename T> struct tile_math_of;
+template <> struct tile_math_of<f16_t> { typedef tile_mma<f16_t, mma_f16> type; };
+template <> struct tile_math_of<bf16_t> { typedef tile_mma<bf16_t, mma_bf16> type; };
+template <> struct tile_math_of<float> { typedef tile_fma type; };
+
+template <typename T, int D, int W, int KT>
+__global__ void __launch_bounds__(W * 32) attn_tile_kernel(tile_args a)
 {
     typedef elem<T> E;
-    typedef unsigned short raw;
-    const int VE = 8, VR = D / VE, KP = D + 8, NT = TENSOR_CORE_TOKENS / 8, DT = D / 8;
+    typedef typename E::raw raw;
+    typedef typename tile_math_of<T>::type MATH;
+    const int ROWS = 16 * W, VE = 16 / sizeof(raw), VR = D / VE, KP = D + VE;
+    const int NT = KT / 8, DT = D / 8;
+    /* quantized KV is dequantized into 16-bit tiles only: at f32 the extra
+     * code spills on sm_90 (f32 activations over quantized KV prefill on
+     * the rows kernel) */
+    const bool QUANT = sizeof(raw) == 2;
     typedef rvec<raw, VE> vec;
-    __shared__ __align__(16) raw sq[TENSOR_CORE_ROWS][KP];
-    __shared__ __align__(16) raw sk[TENSOR_CORE_TOKENS][KP];
-    __shared__ __align__(16) raw sv[TENSOR_CORE_TOKENS][KP];
-    __shared__ unsigned slen[TENSOR_CORE_ROWS];
-    __shared__ size_t stok[TENSOR_CORE_TOKENS];
+    __shared__ __align__(16) raw sq[ROWS][KP];
+    __shared__ __align__(16) raw sk[KT][KP];
+    __shared__ __align__(16) raw sv[KT][KP];
+    __shared__ unsigned slen[ROWS];
+    __shared__ size_t stok[KT];
 
-    const unsigned *tile = a.tiles + (size_t)(a.tile0 + blockIdx.x) * 4;
-    const unsigned req = ld_global(tile), qlo = ld_global(tile + 1);
-    const unsigned qn = ld_global(tile + 2), m0 = ld_global(tile + 3);
-    const unsigned kvh = blockIdx.y, G = a.G, M = qn * G;
+    const bool prefix = a.tiles == NULL;
+    unsigned qlo = 0, qn = a.rows, m0, kbeg = 0, kend;
+    const unsigned *pages = a.pages;
+    const unsigned kvh = blockIdx.y, G = a.G;
+    if (!prefix) {
+        const unsigned *tile = a.tiles + (size_t)(a.tile0 + blockIdx.x) * 4;
+        const unsigned req = ld_global(tile);
+        qlo = ld_global(tile + 1);
+        qn = ld_global(tile + 2);
+        m0 = ld_global(tile + 3);
+        pages = a.kv_indices + ld_global(a.kv_indptr + req);
+    } else {
+        m0 = (a.tile0 + blockIdx.x) * ROWS;
+        kbeg = blockIdx.z * a.chunk;
+    }
+    const unsigned M = qn * G;
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned gq = lane >> 2, tq = lane & 3;
-    const unsigned *pages = a.kv_indices + ld_global(a.kv_indptr + req);
     const raw *q = (const raw *)a.q, *kb = (const raw *)a.kb, *vb = (const raw *)a.vb;
-    const unsigned mlast = min(m0 + TENSOR_CORE_ROWS, M) - 1;
-    const unsigned maxlen = ld_global(a.row_len + qlo + mlast / G);
+    if (prefix)
+        kend = min(a.len, kbeg + a.chunk);
+    else /* the last row's length: the longest of the tile */
+        kend = ld_global(a.row_len + qlo + (min(m0 + ROWS, M) - 1) / G);
 
-    for (unsigned i = threadIdx.x; i < TENSOR_CORE_ROWS * D; i += blockDim.x) {
+    for (unsigned i = threadIdx.x; i < ROWS * D; i += blockDim.x) {
         const unsigned r = i / D, d = i % D, m = m0 + r;
         raw x = 0;
         if (m < M) /* q may be unaligned: element loads */
             x = ld_global(q + ((size_t)(qlo + m / G) * a.Hq + kvh * G + m % G) * D + d);
         sq[r][d] = x;
     }
-    for (unsigned r = threadIdx.x; r < TENSOR_CORE_ROWS; r += blockDim.x)
-        slen[r] = m0 + r < M ? ld_global(a.row_len + qlo + (m0 + r) / G) : 0;
+    for (unsigned r = threadIdx.x; r < ROWS; r += blockDim.x)
+        slen[r] = m0 + r >= M ? 0 : prefix ? kend : ld_global(a.row_len + qlo + (m0 + r) / G);
 
     const unsigned r0 = warp * 16 + gq, r1 = r0 + 8; /* this lane's two rows */
     float o[DT][4], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
@@ -965,14 +934,30 @@ __global__ void __launch_bounds__(NW * 32) prefill_tensor_core_kernel(tensor_cor
 #pragma unroll
         for (int e = 0; e < 4; e++)
             o[dt][e] = 0.0f;
-    for (unsigned kt = 0; kt < maxlen; kt += TENSOR_CORE_TOKENS) {
-        const unsigned n = min((unsigned)TENSOR_CORE_TOKENS, maxlen - kt);
+    for (unsigned kt = kbeg; kt < kend; kt += KT) {
+        const unsigned n = min((unsigned)KT, kend - kt);
         __syncthreads(); /* q and lengths stored; the previous tile consumed */
-        if (threadIdx.x < n) {
+        if (threadIdx.x < n)
             stok[threadIdx.x] = kv_row(pages, kt + threadIdx.x, a.P, a.Hkv, kvh);
-        }
         __syncthreads();
-        for (unsigned i = threadIdx.x; i < TENSOR_CORE_TOKENS * VR; i += blockDim.x) {
+        if (QUANT && a.kvq != 0) {
+            /* quantized: dequantized into the tile, rounded to T, in chunks
+             * that share one scale (as the rows kernel does) */
+            const unsigned C = a.kvq == RKV_DTYPE_INT4 ? min(a.qgroup, 32u) : 32u;
+            const unsigned nch = D / C;
+            for (unsigned i = threadIdx.x; i < KT * nch; i += blockDim.x) {
+                const unsigned j = i / nch, c0 = (i % nch) * C;
+                if (j < n) {
+                    kvq_chunk<E>(a, a.kb, stok[j], c0, C, &sk[j][c0]);
+                    kvq_chunk<E>(a, a.vb, stok[j], c0, C, &sv[j][c0]);
+                } else { /* masked tokens: P is 0, and 0 * V must not be NaN */
+                    for (unsigned e = 0; e < C; e++)
+                        sk[j][c0 + e] = sv[j][c0 + e] = 0;
+                }
+            }
+        }
+        for (unsigned i = threadIdx.x; !(QUANT && a.kvq != 0) && i < KT * VR;
+             i += blockDim.x) {
             const unsigned j = i / VR, c = i % VR;
             vec kx, vx;
             if (j < n) {
@@ -993,29 +978,19 @@ __global__ void __launch_bounds__(NW * 32) prefill_tensor_core_kernel(tensor_cor
 #pragma unroll
             for (int e = 0; e < 4; e++)
                 sc[nt][e] = 0.0f;
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {
-            const int c0 = ks * 16 + 2 * tq;
-            uint32_t af[4] = {pack2(sq[r0][c0], sq[r0][c0 + 1]), pack2(sq[r1][c0], sq[r1][c0 + 1]),
-                              pack2(sq[r0][c0 + 8], sq[r0][c0 + 9]),
-                              pack2(sq[r1][c0 + 8], sq[r1][c0 + 9])};
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const unsigned kr = nt * 8 + gq;
-                uint32_t bf[2] = {pack2(sk[kr][c0], sk[kr][c0 + 1]),
-                                  pack2(sk[kr][c0 + 8], sk[kr][c0 + 9])};
-                mma_16816<MT>(sc[nt], af, bf, sc[nt]);
-            }
-        }
+        MATH::template qk<D, KT, KP>(sc, sq, sk, r0, r1, gq, tq);
         /* scale, mask, online softmax; sc[nt][0..1] are row r0 at tokens
-         * kt + nt*8 + 2tq + {0,1}, sc[nt][2..3] row r1 */
+         * kt + nt*8 + 2tq + {0,1}, sc[nt][2..3] row r1. A row at position
+         * len - 1 sees t < len with t + window >= len - 1 or t < sinks. */
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const unsigned tok = kt + nt * 8 + 2 * tq + (e & 1);
-                const bool ok = tok < slen[e < 2 ? r0 : r1];
+                const unsigned len = slen[e < 2 ? r0 : r1];
+                const bool ok = tok < len && (a.window == 0 || tok + a.window + 1 >= len ||
+                                              tok < a.sinks);
                 sc[nt][e] = ok ? sc[nt][e] * a.scale : -INFINITY;
                 mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
             }
@@ -1027,18 +1002,13 @@ __global__ void __launch_bounds__(NW * 32) prefill_tensor_core_kernel(tensor_cor
             mn[h] = fmaxf(mrow[h], mx[h]);
             corr[h] = mrow[h] == -INFINITY ? 0.0f : __expf(mrow[h] - mn[h]);
         }
-        uint32_t pf[NT][2];
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            float p[4];
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                p[e] = sc[nt][e] == -INFINITY ? 0.0f : __expf(sc[nt][e] - mn[e >> 1]);
-                ps[e >> 1] += p[e];
+                sc[nt][e] = sc[nt][e] == -INFINITY ? 0.0f : __expf(sc[nt][e] - mn[e >> 1]);
+                ps[e >> 1] += sc[nt][e];
             }
-            pf[nt][0] = pack2(E::bits(p[0]), E::bits(p[1]));
-            pf[nt][1] = pack2(E::bits(p[2]), E::bits(p[3]));
-        }
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             ps[h] += __shfl_xor_sync(0xffffffffu, ps[h], 1);
@@ -1053,57 +1023,124 @@ __global__ void __launch_bounds__(NW * 32) prefill_tensor_core_kernel(tensor_cor
             o[dt][2] *= corr[1];
             o[dt][3] *= corr[1];
         }
-#pragma unroll
-        for (int kk = 0; kk < TENSOR_CORE_TOKENS / 16; kk++) {
-            uint32_t af[4] = {pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0],
-                              pf[2 * kk + 1][1]};
-            const unsigned k0 = kk * 16 + 2 * tq;
-#pragma unroll
-            for (int dt = 0; dt < DT; dt++) {
-                const unsigned dc = dt * 8 + gq;
-                uint32_t bf[2] = {pack2(sv[k0][dc], sv[k0 + 1][dc]),
-                                  pack2(sv[k0 + 8][dc], sv[k0 + 9][dc])};
-                mma_16816<MT>(o[dt], af, bf, o[dt]);
-            }
-        }
+        MATH::template pv<D, KT, KP>(o, sc, sv, gq, tq);
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const unsigned m = m0 + (h ? r1 : r0);
         if (m >= M)
             continue;
+        /* a row that saw no key (a window can hide them all from a prefix
+         * split) has the empty state */
+        const bool empty = lrow[h] == 0.0f;
+        const float ls = empty ? -INFINITY : mrow[h] + logf(lrow[h]);
+        if (prefix) {
+            const size_t xi = ((size_t)blockIdx.z * a.Hkv + kvh) * M + m;
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++)
+                    st_global(a.xo + xi * D + dt * 8 + 2 * tq + e,
+                              empty ? 0.0f : o[dt][2 * h + e] / lrow[h]);
+            if (tq == 0)
+                st_global(a.xl + xi, ls);
+            continue;
+        }
         const size_t vi = (size_t)(qlo + m / G) * a.Hq + kvh * G + m % G;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++)
 #pragma unroll
             for (int e = 0; e < 2; e++)
-                E::store((raw *)a.out, vi * D + dt * 8 + 2 * tq + e, o[dt][2 * h + e] / lrow[h]);
+                E::store((raw *)a.out, vi * D + dt * 8 + 2 * tq + e,
+                         empty ? 0.0f : o[dt][2 * h + e] / lrow[h]);
         if (tq == 0 && a.lse != NULL)
-            st_global(a.lse + vi, mrow[h] + logf(lrow[h]));
+            st_global(a.lse + vi, ls);
     }
 }
 
-template <typename T, typename MT>
-static void dispatch_tensor_core(dim3 grid, cudaStream_t s, const tensor_core_args &a,
-                                 unsigned D)
+/* Prefill tiles: 64 rows, tiles of 32 tokens at 16 bits, 8 at f32 (its Q
+ * tile is twice the bytes); shared-prefix tiles at 16 bits take 128 rows
+ * (16-token K/V tiles keep the block's shared memory under 48 KiB), so
+ * that a prefix is read once per 128 score rows. */
+template <typename T> struct tile_shape;
+template <> struct tile_shape<f16_t> { enum { W = 4, KT = 32, XW = 8, XKT = 16 }; };
+template <> struct tile_shape<bf16_t> { enum { W = 4, KT = 32, XW = 8, XKT = 16 }; };
+template <> struct tile_shape<float> { enum { W = 4, KT = 8, XW = 4, XKT = 8 }; };
+
+template <typename T, int D>
+static void launch_tile_d(dim3 grid, cudaStream_t s, const tile_args &a)
 {
-    if (D == 64)
-        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tensor_core_kernel<T, MT, 64>)(a);
+    typedef tile_shape<T> S;
+    if (a.tiles != NULL)
+        RKV_LAUNCH(grid, S::W * 32, 0, s, attn_tile_kernel<T, D, S::W, S::KT>)(a);
     else
-        RKV_LAUNCH(grid, NW * 32, 0, s, prefill_tensor_core_kernel<T, MT, 128>)(a);
+        RKV_LAUNCH(grid, S::XW * 32, 0, s, attn_tile_kernel<T, D, S::XW, S::XKT>)(a);
 }
 
-/* Tiles of TENSOR_CORE_ROWS score rows, none spanning two requests (a
- * request's rows are contiguous): the count, and with tl != NULL the tiles
+/* Score rows a shared-prefix block of dtype dt takes. */
+static unsigned prefix_rows(rkv_dtype dt)
+{
+    return dt == RKV_DTYPE_F32 ? 16 * tile_shape<float>::XW : 16 * tile_shape<f16_t>::XW;
+}
+
+/* Launches the tile kernel (grid y = kv head, z = prefix splits) over
+ * nx tiles of rows. */
+static rkv_status launch_tiles(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
+                               tile_args &a, size_t nx, unsigned nz)
+{
+    if (g->num_kv_heads > 65535 || nz > 65535)
+        return rkv_set_error(RKV_ERR_UNSUPPORTED, "%s: %u kv heads or %u splits exceed a grid",
+                             fn, g->num_kv_heads, nz);
+    return launch_1d(c, nx, fn, [&](unsigned nb, size_t b0) {
+        dim3 grid(nb, g->num_kv_heads, nz);
+        a.tile0 = (unsigned)b0;
+        const bool d64 = g->head_dim == 64;
+        switch (g->dtype) {
+        case RKV_DTYPE_F16:
+            d64 ? launch_tile_d<f16_t, 64>(grid, c->stream, a)
+                : launch_tile_d<f16_t, 128>(grid, c->stream, a);
+            break;
+        case RKV_DTYPE_BF16:
+            d64 ? launch_tile_d<bf16_t, 64>(grid, c->stream, a)
+                : launch_tile_d<bf16_t, 128>(grid, c->stream, a);
+            break;
+        default:
+            d64 ? launch_tile_d<float, 64>(grid, c->stream, a)
+                : launch_tile_d<float, 128>(grid, c->stream, a);
+            break;
+        }
+    });
+}
+
+/* tile_args with the geometry's fields set, the rest zero. */
+static tile_args tile_args_of(const rkv_attn_geom *g, const void *kbase, const void *vbase,
+                              const void *q, float sm_scale)
+{
+    tile_args a;
+    memset(&a, 0, sizeof a);
+    a.q = q;
+    a.kb = kbase;
+    a.vb = vbase;
+    a.Hq = g->num_qo_heads;
+    a.Hkv = g->num_kv_heads;
+    a.G = a.Hq / a.Hkv;
+    a.P = g->page_size;
+    rows_quant(a, g);
+    a.scale = sm_scale;
+    return a;
+}
+
+/* Tiles of TILE_ROWS score rows, none spanning two requests (a request's
+ * rows are contiguous): the count, and with tl != NULL the tiles
  * (request, first query row, query rows, first score row). */
-static size_t tensor_core_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
+static size_t prefill_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t *tl)
 {
     size_t k = 0;
     for (uint32_t i = 0; i < rows->num_rows;) {
         uint32_t j = i;
         while (j < rows->num_rows && rows->row_req[j] == rows->row_req[i])
             j++;
-        for (size_t m0 = 0; m0 < (size_t)(j - i) * G; m0 += TENSOR_CORE_ROWS, k++)
+        for (size_t m0 = 0; m0 < (size_t)(j - i) * G; m0 += TILE_ROWS, k++)
             if (tl != NULL) {
                 tl[4 * k] = rows->row_req[i];
                 tl[4 * k + 1] = i;
@@ -1115,63 +1152,44 @@ static size_t tensor_core_tiles(const rkv_attn_rows *rows, unsigned G, uint32_t 
     return k;
 }
 
-/* The tensor-core path takes prefill/extend rows (some request has several
- * query rows) of 16-bit types without a shared prefix. */
-static bool use_tensor_cores(const rkv_attn_geom *g, const rkv_attn_rows *rows)
+/* The tile path takes prefill/extend rows (some request has several query
+ * rows) without a shared prefix. */
+static bool use_tiles(const rkv_attn_geom *g, const rkv_attn_rows *rows)
 {
-    /* quantized KV: the rows kernel dequantizes; the MMA path reads raw
-     * 16-bit tiles only, and masks causally only (no window) */
-    return g->dtype != RKV_DTYPE_F32 && g->kv_dtype == g->dtype && g->window == 0 &&
+    /* quantized KV with f32 activations: the rows kernel dequantizes */
+    return (g->kv_dtype == g->dtype || g->dtype != RKV_DTYPE_F32) &&
            rows->num_rows > rows->num_reqs;
 }
 
-/* Launches the tensor-core prefill over uploaded lengths, table and tiles. */
-static rkv_status launch_tensor_core(rkv_attn_cuda *c, const rkv_attn_geom *g,
-                                     const char *fn, const char *ws, size_t off_len,
-                                     size_t off_ind, size_t off_idx, size_t off_t,
-                                     size_t ntiles, const void *kbase, const void *vbase,
-                                     const void *q, float sm_scale, void *out, float *lse)
+/* Launches the prefill tiles over uploaded lengths, table and tiles. */
+static rkv_status launch_prefill_tiles(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                       const char *fn, const char *ws, size_t off_len,
+                                       size_t off_ind, size_t off_idx, size_t off_t,
+                                       size_t ntiles, const void *kbase, const void *vbase,
+                                       const void *q, float sm_scale, void *out, float *lse)
 {
-    const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads;
-    tensor_core_args a;
-    a.q = q;
-    a.kb = kbase;
-    a.vb = vbase;
+    tile_args a = tile_args_of(g, kbase, vbase, q, sm_scale);
     a.row_len = (const unsigned *)(ws + off_len);
     a.kv_indptr = (const unsigned *)(ws + off_ind);
     a.kv_indices = (const unsigned *)(ws + off_idx);
     a.tiles = (const unsigned *)(ws + off_t);
     a.out = out;
     a.lse = lse;
-    a.Hq = Hq;
-    a.Hkv = Hkv;
-    a.G = Hq / Hkv;
-    a.P = g->page_size;
-    a.scale = sm_scale;
-    if (Hkv > 65535)
-        return rkv_set_error(RKV_ERR_UNSUPPORTED, "%s: %u kv heads exceed a grid's y", fn, Hkv);
-    return launch_1d(c, ntiles, fn, [&](unsigned nb, size_t b0) {
-        dim3 grid(nb, Hkv);
-        a.tile0 = (unsigned)b0;
-        if (g->dtype == RKV_DTYPE_F16)
-            dispatch_tensor_core<f16_t, mma_f16>(grid, c->stream, a, g->head_dim);
-        else
-            dispatch_tensor_core<bf16_t, mma_bf16>(grid, c->stream, a, g->head_dim);
-    });
+    return launch_tiles(c, g, fn, a, ntiles, 1);
 }
 
-/* Prefill/extend on tensor cores: the host cuts each request's score rows
- * into tiles and uploads them with the table into the context's workspace. */
-static rkv_status prefill_tensor_core(rkv_attn_cuda *c, const rkv_attn_geom *g,
-                                      const void *kbase, const void *vbase,
-                                      const rkv_attn_rows *rows, const void *q,
-                                      float sm_scale, void *out, float *lse)
+/* Prefill/extend by tiles: the host cuts each request's score rows into
+ * tiles and uploads them with the table into the context's workspace. */
+static rkv_status prefill_by_tiles(rkv_attn_cuda *c, const rkv_attn_geom *g,
+                                   const void *kbase, const void *vbase,
+                                   const rkv_attn_rows *rows, const void *q, float sm_scale,
+                                   void *out, float *lse)
 {
     static const char fn[] = "rkv_attn_prefill";
     const unsigned G = g->num_qo_heads / g->num_kv_heads;
     const uint32_t nrows = rows->num_rows, nreq = rows->num_reqs;
     const uint32_t total_pages = rows->kv_indptr[nreq];
-    const size_t ntiles = tensor_core_tiles(rows, G, NULL);
+    const size_t ntiles = prefill_tiles(rows, G, NULL);
     carve cv;
     const size_t off_len = cv.add((size_t)nrows * 4), off_ind = cv.add(((size_t)nreq + 1) * 4);
     const size_t off_idx = cv.add((size_t)total_pages * 4), off_t = cv.add(ntiles * 16);
@@ -1181,7 +1199,7 @@ static rkv_status prefill_tensor_core(rkv_attn_cuda *c, const rkv_attn_geom *g,
     memcpy(stage + off_len, rows->row_len, (size_t)nrows * 4);
     memcpy(stage + off_ind, rows->kv_indptr, ((size_t)nreq + 1) * 4);
     memcpy(stage + off_idx, rows->kv_indices, (size_t)total_pages * 4);
-    tensor_core_tiles(rows, G, (uint32_t *)(stage + off_t));
+    prefill_tiles(rows, G, (uint32_t *)(stage + off_t));
     rkv_status st = ws_reserve(c, cv.total, fn);
     if (st == RKV_OK) {
         cudaError_t e = cudaMemcpyAsync(c->ws, stage, cv.total, cudaMemcpyHostToDevice,
@@ -1192,8 +1210,52 @@ static rkv_status prefill_tensor_core(rkv_attn_cuda *c, const rkv_attn_geom *g,
     free(stage);
     if (st != RKV_OK)
         return st;
-    return launch_tensor_core(c, g, fn, (const char *)c->ws, off_len, off_ind, off_idx, off_t,
-                              ntiles, kbase, vbase, q, sm_scale, out, lse);
+    return launch_prefill_tiles(c, g, fn, (const char *)c->ws, off_len, off_ind, off_idx,
+                                off_t, ntiles, kbase, vbase, q, sm_scale, out, lse);
+}
+
+/* ---- cascade: shared prefix by tiles -------------------------------------- */
+
+/* Splits of a shared prefix of S tokens for M score rows a kv head (grid
+ * z): enough blocks to fill the GPU, at least 1024 tokens each (every
+ * split adds an fp32 state of the rows to write and merge), their states
+ * within the cascade budget. */
+static unsigned prefix_splits(const rkv_attn_cuda *c, const rkv_attn_geom *g, size_t S,
+                              size_t M)
+{
+    const size_t pr = prefix_rows(g->dtype);
+    const size_t blocks = (M + pr - 1) / pr * g->num_kv_heads;
+    const size_t per = (size_t)g->num_kv_heads * M * (g->head_dim + 1) * 4;
+    size_t want = ((size_t)c->num_sms * 2 + blocks - 1) / blocks;
+    const size_t by_len = (S + 1023) / 1024, by_mem = c->cascade_budget / per;
+    if (want > by_len)
+        want = by_len;
+    if (want > by_mem)
+        want = by_mem;
+    if (want > SPLITS_MAX)
+        want = SPLITS_MAX;
+    return want < 1 ? 1 : (unsigned)want;
+}
+
+/* The shared prefix's fp32 state of every (kv head, score row) per split
+ * into xo [splits][Hkv][M][D] and xl, by the tile kernel: the prefix's
+ * K/V are read once per tile of score rows, and no scores leave a block. */
+static rkv_status cascade_shared(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
+                                 const void *kbase, const void *vbase,
+                                 const rkv_attn_rows *rows, const unsigned *pages, size_t S,
+                                 unsigned splits, unsigned chunk, const void *q, float scale,
+                                 float *xo, float *xl)
+{
+    const size_t M = (size_t)rows->num_rows * (g->num_qo_heads / g->num_kv_heads);
+    const size_t pr = prefix_rows(g->dtype);
+    tile_args a = tile_args_of(g, kbase, vbase, q, scale);
+    a.pages = pages;
+    a.xo = xo;
+    a.xl = xl;
+    a.rows = rows->num_rows;
+    a.len = (unsigned)S;
+    a.chunk = chunk;
+    return launch_tiles(c, g, fn, a, (M + pr - 1) / pr, splits);
 }
 
 /* How the rows kernel partitions a batch: a block serves up to HG_MAX query
@@ -1218,8 +1280,8 @@ static split_choice choose_split(const rkv_attn_cuda *c, const rkv_attn_geom *g,
     size_t splits = want < maxs ? want : maxs;
     if (splits < 1)
         splits = 1;
-    if (splits > 1024)
-        splits = 1024;
+    if (splits > SPLITS_MAX)
+        splits = SPLITS_MAX;
     unsigned chunk = (unsigned)((rows->max_len + splits - 1) / splits);
     chunk = (chunk + TT - 1) / TT * TT;
     splits = (rows->max_len + chunk - 1) / chunk;
@@ -1294,8 +1356,8 @@ static rkv_status launch_rows_at(rkv_attn_cuda *c, const rkv_attn_geom *g, const
  * state (xo, xlse; NULL without one), into out / lse. */
 static rkv_status launch_finalize_at(rkv_attn_cuda *c, const rkv_attn_geom *g, const char *fn,
                                      const rkv_attn_plan_layout *p, const char *ws,
-                                     const float *xo, const float *xlse, void *out,
-                                     float *lse)
+                                     const float *xo, const float *xlse,
+                                     unsigned xsplits, void *out, float *lse)
 {
     const unsigned Hq = g->num_qo_heads, D = g->head_dim;
     fin_args f;
@@ -1310,6 +1372,7 @@ static rkv_status launch_finalize_at(rkv_attn_cuda *c, const rkv_attn_geom *g, c
     f.G = Hq / g->num_kv_heads;
     f.D = D;
     f.splits = p->splits;
+    f.xsplits = xsplits;
     return launch_1d(c, (size_t)p->num_rows * Hq, fn, [&](unsigned nb, size_t b0) {
         switch (g->dtype) {
         case RKV_DTYPE_F16: RKV_LAUNCH(nb, D, 0, c->stream, finalize_kernel<f16_t>)(f, b0); break;
@@ -1331,8 +1394,8 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     RKV_DEVICE_GUARD(c->device, fn);
     /* prefill/extend of 16-bit types (some request has several query rows)
      * runs on tensor cores */
-    if (shared == NULL && use_tensor_cores(g, rows))
-        return prefill_tensor_core(c, g, kbase, vbase, rows, q, sm_scale, out, lse);
+    if (shared == NULL && use_tiles(g, rows))
+        return prefill_by_tiles(c, g, kbase, vbase, rows, q, sm_scale, out, lse);
     const unsigned Hq = g->num_qo_heads, Hkv = g->num_kv_heads, G = Hq / Hkv;
     const unsigned D = g->head_dim, nrows = rows->num_rows;
     const split_choice sc = choose_split(c, g, rows);
@@ -1354,38 +1417,17 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     L.ng = sc.ng;
     L.hpw = sc.hpw;
     L.num_rows = nrows;
-    size_t off_qp = 0, off_kg = 0, off_vg = 0, off_sc = 0, off_p = 0;
-    size_t off_oc = 0, off_cm = 0, off_cl = 0, off_xo = 0, off_xl = 0;
-    unsigned C = 0, MB = 0;
+    size_t off_xo = 0, off_xl = 0, S = 0;
+    unsigned xsplits = 0, xchunk = 0;
     if (shared != NULL) {
-        const size_t S = (size_t)shared->num_pages * g->page_size, M = (size_t)nrows * G;
-        const size_t es = g->elem_size;
-        /* Chunk buffers per kv head: Mb*(D*es + D*4 + 8) for packed q,
-         * chunk output and chunk m/l; 2*C*D*es for the gathered K and V;
-         * Mb*C*(4 + es) for scores and P. Keep them within the budget: all
-         * rows with the largest C (>= 64) that fits, else fewer rows. */
-        const size_t per_row = D * es + D * 4 + 8, per_tok = 2 * D * es;
-        const size_t bud = c->cascade_budget / Hkv;
-        size_t Mb = M, cmax = 0;
-        if (bud > M * (per_row + 64 * (4 + es)) + 64 * per_tok)
-            cmax = (bud - M * per_row) / (per_tok + M * (4 + es)) / 64 * 64;
-        if (cmax < 64) {
-            cmax = 64;
-            size_t fit = bud > 64 * per_tok ? (bud - 64 * per_tok) / (per_row + 64 * (4 + es)) : 0;
-            Mb = fit < 1 ? 1 : fit < M ? fit : M;
-        }
-        C = (unsigned)(S < cmax ? S : cmax);
-        MB = (unsigned)Mb;
-        off_qp = cv.add(Hkv * Mb * D * es);
-        off_kg = cv.add(Hkv * C * D * es);
-        off_vg = cv.add(Hkv * C * D * es);
-        off_sc = cv.add(Hkv * Mb * C * 4);
-        off_p = cv.add(Hkv * Mb * C * es);
-        off_oc = cv.add(Hkv * Mb * D * 4);
-        off_cm = cv.add(Hkv * Mb * 4);
-        off_cl = cv.add(Hkv * Mb * 4);
-        off_xo = cv.add(Hkv * M * D * 4);
-        off_xl = cv.add(Hkv * M * 4);
+        /* the prefix's fp32 state per split, [xsplits][Hkv][M][D] and lse */
+        const size_t M = (size_t)nrows * G;
+        S = (size_t)shared->num_pages * g->page_size;
+        xsplits = prefix_splits(c, g, S, M);
+        xchunk = (unsigned)((S + xsplits - 1) / xsplits);
+        xsplits = (unsigned)((S + xchunk - 1) / xchunk);
+        off_xo = cv.add((size_t)xsplits * Hkv * M * D * 4);
+        off_xl = cv.add((size_t)xsplits * Hkv * M * 4);
     }
     char *stage = (char *)calloc(1, host_bytes);
     if (stage == NULL)
@@ -1418,13 +1460,13 @@ extern "C" rkv_status rkv_attn_cuda_rows(rkv_attn_cuda *c, const rkv_attn_geom *
     if (shared != NULL) {
         xo = (const float *)(ws + off_xo);
         xlse = (const float *)(ws + off_xl);
-        st = cascade_shared(c, g, kbase, vbase, rows, shared, q, sm_scale, ws, off_pages,
-                            off_qp, off_kg, off_vg, off_sc, off_p, off_oc, off_cm, off_cl,
-                            (float *)(ws + off_xo), (float *)(ws + off_xl), C, MB);
+        st = cascade_shared(c, g, fn, kbase, vbase, rows, (const unsigned *)(ws + off_pages),
+                            S, xsplits, xchunk, q, sm_scale, (float *)(ws + off_xo),
+                            (float *)(ws + off_xl));
         if (st != RKV_OK)
             return st;
     }
-    return launch_finalize_at(c, g, fn, &L, ws, xo, xlse, out, lse);
+    return launch_finalize_at(c, g, fn, &L, ws, xo, xlse, xsplits, out, lse);
 }
 
 /* ---- plan / run ----------------------------------------------------------- */
@@ -1449,11 +1491,11 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     carve cv;
     rkv_attn_plan_layout p;
     carve_rows(cv, &p, rows);
-    p.tensor_core = use_tensor_cores(g, rows);
-    p.ntiles = p.tensor_core ? tensor_core_tiles(rows, g->num_qo_heads / Hkv, NULL) : 0;
+    p.tiled = use_tiles(g, rows);
+    p.ntiles = p.tiled ? prefill_tiles(rows, g->num_qo_heads / Hkv, NULL) : 0;
     p.off_t = cv.add(p.ntiles * 16);
     const size_t host_bytes = cv.total;
-    p.direct = sc.splits == 1 || p.tensor_core;
+    p.direct = sc.splits == 1 || p.tiled;
     p.off_po = cv.add(p.direct ? 0 : sc.splits * nst * g->head_dim * 4);
     p.off_pl = cv.add(p.direct ? 0 : sc.splits * nst * 4);
     p.ws_bytes = cv.total;
@@ -1477,8 +1519,8 @@ extern "C" rkv_status rkv_attn_cuda_plan(rkv_attn_cuda *c, const rkv_attn_geom *
     if (stage == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
     stage_rows(stage, &p, rows);
-    if (p.tensor_core)
-        tensor_core_tiles(rows, g->num_qo_heads / Hkv, (uint32_t *)(stage + p.off_t));
+    if (p.tiled)
+        prefill_tiles(rows, g->num_qo_heads / Hkv, (uint32_t *)(stage + p.off_t));
     /* a pageable source is staged before the call returns */
     cudaError_t e = cudaMemcpyAsync(ws, stage, host_bytes, cudaMemcpyHostToDevice, c->stream);
     free(stage);
@@ -1497,13 +1539,13 @@ extern "C" rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g
     static const char fn[] = "rkv_attn_run";
     RKV_DEVICE_GUARD(c->device, fn);
     char *w = (char *)ws;
-    if (p->tensor_core)
-        return launch_tensor_core(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t,
+    if (p->tiled)
+        return launch_prefill_tiles(c, g, fn, w, p->off_len, p->off_ind, p->off_idx, p->off_t,
                                   p->ntiles, kbase, vbase, q, sm_scale, out, lse);
     rkv_status st = launch_rows_at(c, g, fn, p, w, kbase, vbase, q, sm_scale, out, lse);
     if (st != RKV_OK || p->direct)
         return st;
-    return launch_finalize_at(c, g, fn, p, w, NULL, NULL, out, lse);
+    return launch_finalize_at(c, g, fn, p, w, NULL, NULL, 0, out, lse);
 }
 
 /* ---- merge ---------------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/dtype.h"
 #include "radixkv.h"
 
 #ifdef __cplusplus
@@ -41,8 +42,6 @@ typedef struct rkv_attn_geom {
     uint32_t window, sinks;
 } rkv_attn_geom;
 
-/* 1 for the quantized KV dtypes (radixkv/pool.h). */
-int rkv_attn_dtype_quantized(rkv_dtype d);
 
 /* Which keys a row sees besides causality (rkv_attn_params): key position
  * j (koff + the key's index in the part attended) is visible from query
@@ -71,8 +70,9 @@ typedef struct rkv_attn_shared {
 } rkv_attn_shared;
 
 #define RKV_ATTN_CASCADE_BUDGET ((size_t)256 << 20)
-/* Internal tunable (tests): the device memory budget of a CUDA cascade's
- * shared-prefix chunks; 0 restores the default. No effect on host pools. */
+/* Internal tunable (tests): the device memory a CUDA cascade's shared-
+ * prefix split states may take (fewer splits when lower; one at least);
+ * 0 restores the default. No effect on host pools. */
 void rkv_attn_set_cascade_budget(rkv_attn *attn, size_t bytes);
 
 /* Byte strides of a pool's KV (rkv_pool_kv_strides): head h of token t of
@@ -97,6 +97,12 @@ void rkv_attn_cpu_quant_row(const rkv_attn_geom *g, const float *x, void *codes,
 size_t rkv_attn_cpu_scratch(const rkv_attn_geom *g, uint32_t max_len);
 void rkv_attn_cpu_store(rkv_dtype dt, void *dst, size_t i, float x);
 float rkv_attn_cpu_load(rkv_dtype dt, const void *src, size_t i);
+/* K or V row (block byte offset `at` within a layer's segment base,
+ * token-in-page t, head h) as head_dim f32 values: converted, or
+ * dequantized from its codes and scales. */
+void rkv_attn_cpu_load_kv(const rkv_attn_geom *g, const char *base, size_t at,
+                          const rkv_attn_strides *kst, uint32_t t, uint32_t h,
+                          float *dst);
 
 /* The CUDA backend (attn_cuda.cu, in libradixkv_cuda). The core never
  * calls these directly: it reaches them through the backend table
@@ -124,7 +130,7 @@ typedef struct rkv_attn_plan_layout {
     size_t ntiles;  /* tensor-core prefill tiles */
     uint32_t num_rows, splits, chunk, ng, hpw;
     int direct; /* one split: the rows kernel writes the output */
-    int tensor_core; /* prefill/extend of f16/bf16: the tensor-core kernel */
+    int tiled; /* prefill/extend over unquantized KV: the tile kernel */
 } rkv_attn_plan_layout;
 /* ws NULL: fills only the sizes (out->ws_bytes). Else uploads the rows'
  * index arrays into ws (>= out->ws_bytes, 256-byte aligned) on the
@@ -138,8 +144,8 @@ rkv_status rkv_attn_cuda_run(rkv_attn_cuda *c, const rkv_attn_geom *g,
                              const void *kbase, const void *vbase,
                              const void *q, float sm_scale, void *out,
                              float *lse);
-/* Bytes the cascade's shared-prefix buffers may take (default
- * RKV_ATTN_CASCADE_BUDGET); tests lower it to run many chunks. */
+/* Bytes the cascade's shared-prefix split states may take (default
+ * RKV_ATTN_CASCADE_BUDGET). */
 void rkv_attn_cuda_set_cascade_budget(rkv_attn_cuda *c, size_t bytes);
 rkv_status rkv_attn_cuda_merge(rkv_attn_cuda *c, const rkv_attn_geom *g,
                                uint32_t n, const void *v_a, const float *lse_a,
@@ -191,6 +197,13 @@ rkv_status rkv_attn_check_slots(const rkv_attn *a, const char *fn, uint32_t n,
                                 const uint32_t *slots);
 const rkv_pool_config *rkv_attn_pool_config(const rkv_attn *a);
 rkv_pool *rkv_attn_pool(const rkv_attn *a);
+/* What the token-eviction front end (kv_evict.c) borrows: the checks of
+ * an rkv_attn_params (K/V pool, layer, heads; *scale: the effective
+ * sm_scale), the call geometry, and whether the pool is a CUDA one. */
+rkv_status rkv_attn_check_params(const rkv_attn *a, const char *fn,
+                                 const rkv_attn_params *p, float *scale);
+rkv_attn_geom rkv_attn_geom_for(const rkv_attn *a, uint32_t num_qo_heads);
+int rkv_attn_is_cuda(const rkv_attn *a);
 rkv_status rkv_attn_mla_backend(rkv_attn *a, const struct rkv_cuda_backend **be,
                                 rkv_mla_cuda **c, void **stream);
 

@@ -7,7 +7,8 @@
  * also feed its traffic meter (rkvsim_meter_*, attention/sim/cudasim.h),
  * which scripts/attn-traffic reads: a kernel access that bypasses them is
  * not counted, so every global access of attention kernels goes through
- * them (shared memory and registers need not).
+ * them or cp_async16 (attention/cp_async.h; shared memory and registers
+ * need not).
  */
 #ifndef RKV_ATTENTION_DEVMEM_H
 #define RKV_ATTENTION_DEVMEM_H

@@ -4,14 +4,21 @@
  *
  * With a GPU (a CUDA pool can be created):
  *   1. device copy bandwidth (cudaMemcpy D2D of 1 GiB, counted read+write)
- *      and the cuBLAS bf16 GEMM rate (8192^3, fp32 accumulate);
- *   2. decode: KV bytes read / time (CUDA events, median of repeats) for
- *      context 512..32k x batch 1..256 (Hkv 8, Hq 32, D 128, bf16, page 16;
- *      configurations needing more than 16 GiB of KV are skipped), as a
- *      fraction of the copy bandwidth;
- *   3. prefill: causal attention FLOP/s vs the cuBLAS rate;
+ *      and the cuBLAS bf16 GEMM rate (8192^3, fp32 accumulate): the
+ *      roofline every figure below is held against;
+ *   2. decode, the shapes of FlashInfer's batch-decode benchmark: context
+ *      512..32k x batch 1..256 at G = Hq / Hkv 4 (Hkv 8, Hq 32), and G 1
+ *      and 8 at batch 64, D 128, bf16, page 16 (configurations needing
+ *      more than 16 GiB of KV are skipped); one-shot calls and plan once /
+ *      run per layer;
+ *   3. prefill (FlashInfer's single/batch prefill): causal, q_len = kv_len
+ *      512..16k, batch 1 and 4;
  *   4. cascade: 32k-token shared prefix, batch 256 decodes: time of
  *      rkv_attn_cascade vs rkv_attn_decode over the full tables.
+ * Every GPU line prints the time, the achieved GB/s (the minimum bytes:
+ * K/V once, q read, out written) and TFLOP/s, and the roofline ratio:
+ * max(bytes / copy bandwidth, FLOPs / GEMM rate) / time (100 % = at the
+ * roofline of this device as measured here).
  * Without a GPU: says so and reports the CPU reference's decode GB/s (and a
  * memcpy GB/s for context), prefill GFLOP/s and the cascade ratio on small
  * sizes (whole run well under a minute).
@@ -229,7 +236,8 @@ static int cpu_bench(void)
         double tc = now_s() - t0;
         printf("cascade (CPU reference) %u-token shared prefix, batch %u: decode %.1f ms, "
                "cascade %.1f ms, ratio %.2fx\n(the CPU reference computes the shared part "
-               "per row, so no gain is expected here; the GPU path uses GEMMs)\n",
+               "per row, so no gain is expected here; the GPU runs the prefix once for "
+               "all rows)\n",
                S, n, td * 1e3, tc * 1e3, td / tc);
         free(shared);
         tables_free(&full);
@@ -294,6 +302,7 @@ typedef struct op_ctx {
     const uint32_t *qo, *shared;
     uint32_t nshared;
     void *q, *out;
+    rkv_attn_plan *plan; /* op_run */
 } op_ctx;
 
 static rkv_status op_decode(void *c)
@@ -311,6 +320,75 @@ static rkv_status op_cascade(void *c)
     op_ctx *o = c;
     return rkv_attn_cascade(o->attn, &o->p, o->nshared, o->shared, o->qo, &o->kv, o->q,
                             o->out, NULL);
+}
+
+static rkv_status op_run(void *c)
+{
+    op_ctx *o = c;
+    return rkv_attn_run(o->attn, o->plan, o->p.layer, o->p.sm_scale, o->q, o->out, NULL);
+}
+
+/* This device's roofline as measured above: copy GB/s, GEMM TFLOP/s. */
+typedef struct roof {
+    double gbs, tfs;
+} roof;
+
+static void roof_header(const char *what)
+{
+    printf("%-22s %10s %9s %9s %9s\n", what, "us", "GB/s", "TFLOP/s", "roofline");
+}
+
+/* A measured time t against the roofline: achieved GB/s and TFLOP/s, and
+ * max(bytes / bandwidth, flops / GEMM rate) / t. */
+static void roof_line(const char *label, double t, double bytes, double flops, const roof *r)
+{
+    const double floor_s = fmax(bytes / (r->gbs * 1e9), flops / (r->tfs * 1e12));
+    printf("%-22s %10.1f %9.1f %9.2f %8.1f%%\n", label, t * 1e6, bytes / t / 1e9,
+           flops / t / 1e12, 100.0 * floor_s / t);
+}
+
+/* One decode shape (G query heads a kv head, n requests of ctx tokens),
+ * one-shot or planned once and timed per run. */
+static int decode_line(op_ctx *o, const roof *r, uint32_t nblocks, uint32_t G, uint32_t ctx,
+                       uint32_t n, int planned)
+{
+    char label[64];
+    snprintf(label, sizeof label, "%u %u %u", G, ctx, n);
+    if ((size_t)n * (ctx / PAGE) > nblocks) {
+        printf("%-22s skipped (KV > 16 GiB)\n", label);
+        return 0;
+    }
+    tables t;
+    if (tables_make(&t, n, 0, ctx / PAGE, 0, PAGE, 1))
+        return 1;
+    rkv_paged_kv kv = {n, t.indptr, t.indices, t.last};
+    o->kv = kv;
+    o->p.num_qo_heads = HKV * G;
+    void *ws = NULL;
+    int rc = 0;
+    double tm = 0;
+    if (planned) {
+        size_t wb = 0;
+        if (rkv_attn_plan_workspace_size(o->attn, HKV * G, NULL, &kv, &wb) != RKV_OK ||
+            cudaMalloc(&ws, wb) != cudaSuccess ||
+            rkv_attn_plan_create(o->attn, HKV * G, NULL, &kv, ws, wb, &o->plan) != RKV_OK) {
+            printf("error: plan: %s\n", rkv_last_error());
+            rc = 1;
+        }
+    }
+    if (rc == 0)
+        rc = time_op(planned ? op_run : op_decode, o, &tm);
+    if (rc == 0) {
+        const double bytes = (double)n * ctx * HKV * HD * 2 * 2 +
+                             (double)n * HKV * G * HD * 2 * 2;
+        roof_line(label, tm, bytes, 4.0 * n * HKV * G * HD * (double)ctx, r);
+    }
+    rkv_attn_plan_destroy(o->plan);
+    o->plan = NULL;
+    if (ws != NULL)
+        cudaFree(ws);
+    tables_free(&t);
+    return rc;
 }
 
 static int gpu_bench(void)
@@ -392,52 +470,52 @@ static int gpu_bench(void)
     CK(cudaMalloc(&dq, qbytes));
     CK(cudaMalloc(&dout, qbytes));
     CK(cudaMemset(dq, 0, qbytes));
-    op_ctx o = {attn, {0, HQ, 0.0f, 0, 0}, {0, NULL, NULL, NULL}, NULL, NULL, 0, dq, dout};
+    op_ctx o = {attn, {0, HQ, 0.0f, 0, 0}, {0, NULL, NULL, NULL}, NULL, NULL, 0, dq, dout, NULL};
+    const roof rf = {cp_bw, gemm_tf};
     /* 2. decode */
     const uint32_t ctxs[] = {512, 2048, 8192, 32768};
     const uint32_t batches[] = {1, 16, 64, 256};
-    printf("decode (Hkv %u, Hq %u, D %u, bf16, page %u)\n%8s %6s %10s %10s %12s\n", HKV, HQ,
-           HD, PAGE, "context", "batch", "us", "GB/s", "vs copy");
+    printf("decode (Hkv %u, D %u, bf16, page %u)\n", HKV, HD, PAGE);
+    roof_header("G context batch");
     for (size_t ci = 0; ci < 4; ci++)
-        for (size_t bi = 0; bi < 4; bi++) {
-            uint32_t ctx = ctxs[ci], n = batches[bi];
-            if ((size_t)n * (ctx / PAGE) > nblocks) {
-                printf("%8u %6u   skipped (KV > 16 GiB)\n", ctx, n);
+        for (size_t bi = 0; bi < 4; bi++)
+            if (decode_line(&o, &rf, nblocks, 4, ctxs[ci], batches[bi], 0))
+                return 1;
+    for (uint32_t G = 1; G <= 8; G += 7) /* G 1 and 8 at batch 64 */
+        for (size_t ci = 1; ci < 4; ci++)
+            if (decode_line(&o, &rf, nblocks, G, ctxs[ci], 64, 0))
+                return 1;
+    printf("decode, planned once (rkv_attn_plan_create), timed per rkv_attn_run\n");
+    roof_header("G context batch");
+    for (size_t ci = 1; ci < 4; ci++)
+        if (decode_line(&o, &rf, nblocks, 4, ctxs[ci], 64, 1))
+            return 1;
+    o.p.num_qo_heads = HQ;
+    /* 3. prefill */
+    printf("\nprefill (causal, q_len = kv_len, Hq %u, Hkv %u)\n", HQ, HKV);
+    roof_header("tokens batch");
+    const uint32_t plens[] = {512, 2048, 8192, 16384};
+    for (size_t li = 0; li < 4; li++)
+        for (uint32_t n = 1; n <= 4; n += 3) {
+            const uint32_t L = plens[li];
+            if ((size_t)n * L > 32768)
                 continue;
-            }
             tables t;
-            if (tables_make(&t, n, 0, ctx / PAGE, 0, PAGE, 1))
+            if (tables_make(&t, n, 0, L / PAGE, 0, PAGE, L))
                 return 1;
             rkv_paged_kv kv = {n, t.indptr, t.indices, t.last};
             o.kv = kv;
+            o.qo = t.qo;
             double tm;
-            if (time_op(op_decode, &o, &tm))
+            if (time_op(op_prefill, &o, &tm))
                 return 1;
-            double bytes = (double)n * ctx * HKV * HD * 2 * 2;
-            printf("%8u %6u %10.1f %10.1f %11.1f%%\n", ctx, n, tm * 1e6, bytes / tm / 1e9,
-                   100.0 * bytes / tm / 1e9 / cp_bw);
+            const double flops = n * 4.0 * HQ * HD * ((double)L * (L + 1) / 2);
+            const double bytes = (double)n * L * (HKV * HD * 2.0 * 2 + HQ * HD * 2.0 * 2);
+            char label[64];
+            snprintf(label, sizeof label, "%u %u", L, n);
+            roof_line(label, tm, bytes, flops, &rf);
             tables_free(&t);
         }
-    /* 3. prefill */
-    printf("\nprefill (causal, q_len = kv_len)\n%8s %6s %10s %10s %12s\n", "tokens", "batch",
-           "ms", "TFLOP/s", "vs cuBLAS");
-    const uint32_t plens[] = {512, 2048, 8192};
-    for (size_t li = 0; li < 3; li++) {
-        uint32_t L = plens[li], n = 32768 / L < 4 ? 32768 / L : 4;
-        tables t;
-        if (tables_make(&t, n, 0, L / PAGE, 0, PAGE, L))
-            return 1;
-        rkv_paged_kv kv = {n, t.indptr, t.indices, t.last};
-        o.kv = kv;
-        o.qo = t.qo;
-        double tm;
-        if (time_op(op_prefill, &o, &tm))
-            return 1;
-        double flops = n * 2.0 * 2.0 * HQ * HD * ((double)L * (L + 1) / 2);
-        printf("%8u %6u %10.2f %10.2f %11.1f%%\n", L, n, tm * 1e3, flops / tm / 1e12,
-               100.0 * flops / tm / 1e12 / gemm_tf);
-        tables_free(&t);
-    }
     /* 4. cascade */
     {
         uint32_t S = 32768, n = 256, sp = S / PAGE;
@@ -464,6 +542,11 @@ static int gpu_bench(void)
         printf("\ncascade: %u-token shared prefix, batch %u decodes: decode over full "
                "tables %.2f ms, cascade %.2f ms, speedup %.1fx\n",
                S, n, td * 1e3, tc * 1e3, td / tc);
+        /* the minimum: the prefix's and the rows' own K/V once each */
+        const double kvb = ((double)S + (double)n * 8) * HKV * HD * 2 * 2;
+        const double flops = 4.0 * n * HQ * HD * ((double)S + 8);
+        roof_header("cascade");
+        roof_line("shared prefix", tc, kvb + (double)n * HQ * HD * 2 * 2, flops, &rf);
         free(shared);
         tables_free(&full);
         tables_free(&suf);

@@ -48,9 +48,11 @@
  *
  * Usage: evict_bench [--trace FILE] [--policies a,b,...] [--quick] [--explain]
  *                    [--bound] [--capacity-tokens N]...
- *                    [--agentic-capacity-tokens N]...
+ *                    [--agentic-capacity-tokens N]... [--sessions N]
+ *                    [--tool-pct P] [--tool-median-ms T] [--seed S]
  * Defaults: policies lru,priority,learned; trace capacities 1,000,000 and
- * 3,000,000 tokens; agentic capacities 1/4 and 1/2 of its distinct pages
+ * 3,000,000 tokens; the agentic workload's defaults (128 sessions, 75 %
+ * with tool calls, seed 1); agentic capacities 1/4 and 1/2 of its distinct pages
  * (what an unbounded cache would hold); page 512 everywhere. --quick: the first 3,000
  * requests of the trace and 16 agentic sessions. The trace is found from
  * --trace, $RKV_TRACE, bench/traces/ walking up, else the embedded copy.
@@ -112,7 +114,7 @@ static void table(const char *title, const rkv_workload *wl,
         }
         printf("%14llu %8.2f%% %8.2f%% %8.2f%%", (unsigned long long)caps[c],
                100 * lru_ref, 100 * bel, 100 * ever);
-        for (int p = 0; p < npol; p++) /* *: its guard fell back to LRU */
+        for (int p = 0; p < npol; p++) /* *: its guard took LRU victims */
             printf(" %8.2f%%%s", 100 * hr[p], fb[p] ? "*" : " ");
         for (int p = 0; p < npol; p++)
             if (pol[p] != RKV_EVICT_LRU)
@@ -137,6 +139,7 @@ int main(int argc, char **argv)
     const char *trace_arg = NULL, *pols = "lru,priority,learned";
     uint64_t caps[MAX_CAPS] = {1000000, 3000000}, acaps[MAX_CAPS];
     int ncaps = 0, nacaps = 0, quick = 0, explain = 0, bound = 0;
+    uint64_t sessions = 0, tool_pct = 75, seed = 1, tool_median = 0;
     for (int i = 1; i < argc; i++) {
         uint64_t v;
         if (!strcmp(argv[i], "--trace") && i + 1 < argc) {
@@ -154,6 +157,24 @@ int main(int argc, char **argv)
                    ncaps < MAX_CAPS) {
             caps[ncaps++] = v;
             i++;
+        } else if (!strcmp(argv[i], "--sessions") && i + 1 < argc &&
+                   rkv_bench_parse_u64(argv[i + 1], &v) && v >= 1 &&
+                   v <= 100000) {
+            sessions = v;
+            i++;
+        } else if (!strcmp(argv[i], "--tool-pct") && i + 1 < argc &&
+                   rkv_bench_parse_u64(argv[i + 1], &v) && v <= 100) {
+            tool_pct = v;
+            i++;
+        } else if (!strcmp(argv[i], "--tool-median-ms") && i + 1 < argc &&
+                   rkv_bench_parse_u64(argv[i + 1], &v) && v >= 1 &&
+                   v <= 600000) {
+            tool_median = v;
+            i++;
+        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc &&
+                   rkv_bench_parse_u64(argv[i + 1], &v)) {
+            seed = v;
+            i++;
         } else if (!strcmp(argv[i], "--agentic-capacity-tokens") && i + 1 < argc &&
                    rkv_bench_parse_u64(argv[i + 1], &v) && v >= PAGE &&
                    nacaps < MAX_CAPS) {
@@ -163,7 +184,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: evict_bench [--trace FILE] [--policies "
                             "a,b,...] [--quick] [--explain] [--bound] "
                             "[--capacity-tokens N]... "
-                            "[--agentic-capacity-tokens N]...\n");
+                            "[--agentic-capacity-tokens N]... "
+                            "[--sessions N] [--tool-pct P] "
+                            "[--tool-median-ms T] [--seed S]\n");
             return 2;
         }
     }
@@ -214,7 +237,12 @@ int main(int argc, char **argv)
     rkv_agentic_config_init(&ac);
     if (quick)
         ac.sessions = 16;
-    if ((st = rkv_workload_agentic(&wl, &ac, 1)) != RKV_OK)
+    if (sessions != 0)
+        ac.sessions = (uint32_t)sessions;
+    ac.chat_share = 1.0 - (double)tool_pct / 100.0;
+    if (tool_median != 0)
+        ac.tool_median_ms = (double)tool_median;
+    if ((st = rkv_workload_agentic(&wl, &ac, seed)) != RKV_OK)
         evict_die("agentic", st);
     if (nacaps == 0) {
         pages pg;
@@ -224,8 +252,9 @@ int main(int argc, char **argv)
         nacaps = 2;
         pages_free(&pg);
     }
-    snprintf(title, sizeof title, "agentic workload (seed 1, %u sessions)",
-             ac.sessions);
+    snprintf(title, sizeof title, "agentic workload (seed %llu, %u sessions, "
+             "%llu %% tool sessions)", (unsigned long long)seed, ac.sessions,
+             (unsigned long long)tool_pct);
     table(title, &wl, acaps, nacaps, pol, npol, explain);
     rkv_workload_free(&wl);
     return 0;

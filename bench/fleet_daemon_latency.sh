@@ -11,18 +11,7 @@
 set -euo pipefail
 B=${1:?usage: bench/fleet_daemon_latency.sh BUILD_DIR [QUERIES]}
 N=${2:-2000}
-D=$(mktemp -d)
-port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-P=$(port); MP=$(port); U=nats://127.0.0.1:$P
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$D"
-}
-trap cleanup EXIT
-nats-server -js -a 127.0.0.1 -p "$P" -sd "$D" >/dev/null 2>&1 & pids+=($!)
-sleep 1
+. "$(dirname "$0")/fleet_bench_env.sh"
 "$B/radixkv" router --server "$U" --model bench --metrics-port "$MP" 2>"$D/router.log" &
 pids=($! "${pids[@]}")
 sleep 1

@@ -11,8 +11,9 @@ with 3,000,000 tokens of capacity at page sizes 16 and 512:
   (b) radixkv.sglang.RadixKVCache doing a prefix cache's tree work per
       request: match_prefix, inc_lock_ref, evict (when the KV allocator is
       short), insert (with KV slot values), dec_lock_ref -- over a
-      separate server allocator (values kept in a table, eviction frees
-      them through the allocator) and over radixkv.sglang.PoolAllocator
+      separate server allocator (values kept in the cache's C slot table,
+      eviction frees them through the allocator) and over
+      radixkv.sglang.PoolAllocator
       (the cache's own pool allocates the KV pages: no table); the whole
       trace's sum is set against SGLang's RadixCache figures on the same
       trace (bench/traces/README.md: 7.4-8.5 s at page 512, 9.2-9.3 s at

@@ -12,10 +12,14 @@
  * request i's chained page hashes (ns 0, page size P, default 16) and the
  * event batch its instance produced.
  *
- * Timed, request by request in trace order: the query (rkv_router_route:
- * every instance's leading overlap and the score, rkv_router_overlaps,
- * then the pick, rkv_router_choose), then applying the
- * request's event batch (rkv_router_apply). Each query is timed alone
+ * Timed, request by request in trace order: the query, then applying the
+ * request's event batch (rkv_router_apply). The query is timed two ways,
+ * in two passes of their own: rkv_router_route_top with room for K
+ * candidates (--candidates, default 64: the router daemon's call, the
+ * pick and the instances a reply lists; 1 is rkv_router_route) and rkv_router_overlaps + rkv_router_choose (a record per
+ * instance, then the pick: the daemon's call before route_top); the
+ * overlaps the check below needs are taken after the timed interval in
+ * the first. Each query is timed alone
  * (clock_gettime(CLOCK_MONOTONIC), ~20-30 ns of it is the clock);
  * event application is summed. The baseline is the obvious design: one
  * hash set of block hashes per instance (open addressing, same multiply-
@@ -42,7 +46,8 @@
  *
  * Usage: router_bench [--trace FILE] [--instances N] [--page-size P]
  *                     [--capacity-tokens T (per instance, default 1000000)]
- *                     [--limit R] [--reps K]
+ *                     [--limit R] [--reps K] [--candidates K]
+ *                     [--no-baseline]
  */
 #include <limits.h>
 #include <stdio.h>
@@ -297,7 +302,7 @@ typedef struct pass {
  * growth (rehashing hundreds of MB) would otherwise land in the timed
  * event application. */
 static void run_router(const recorded *rec, uint32_t N, uint32_t P,
-                       uint64_t blocks, pass *out)
+                       uint64_t blocks, uint32_t top, pass *out)
 {
     rkv_router_config cfg;
     rkv_router_config_init(&cfg);
@@ -316,19 +321,27 @@ static void run_router(const recorded *rec, uint32_t N, uint32_t P,
         const req *q = &rec->r[i];
         rkv_router_overlap o[RKV_ROUTER_MAX_INSTANCES];
         uint32_t k;
+        const uint64_t *h = rec->hashes + q->hash_begin;
+        uint32_t best = 0;
         double c0 = cpu_ns();
         double t0 = rkv_bench_now_ns();
-        st = rkv_router_overlaps(r, 0, rec->hashes + q->hash_begin, q->pages, o,
-                                 RKV_ROUTER_MAX_INSTANCES, &k);
-        /* the pick, as rkv_router_route makes it (ties by load, then at
-         * random; it counts the request as routed there) */
-        uint32_t best = 0;
-        if (st == RKV_OK)
-            st = rkv_router_choose(r, o, k, q->pages, &best);
+        if (top) {
+            st = rkv_router_route_top(r, 0, h, q->pages, o, top, &k, &best);
+        } else {
+            st = rkv_router_overlaps(r, 0, h, q->pages, o,
+                                     RKV_ROUTER_MAX_INSTANCES, &k);
+            /* the pick (ties by load, then at random; it counts the
+             * request as routed there) */
+            if (st == RKV_OK)
+                st = rkv_router_choose(r, o, k, q->pages, &best);
+        }
         double t1 = rkv_bench_now_ns();
         out->q_cpu[i] = cpu_ns() - c0;
         out->q_cpu_ns += out->q_cpu[i];
         if (st != RKV_OK)
+            die("query", st);
+        if (top && (st = rkv_router_overlaps(r, 0, h, q->pages, o,
+                                             RKV_ROUTER_MAX_INSTANCES, &k)) != RKV_OK)
             die("overlaps", st);
         out->q_ns[i] = t1 - t0;
         g_sink += best; /* keep the pick from being optimized away */
@@ -445,9 +458,14 @@ static void pct(const double *v, size_t n, double *p50, double *p99,
 int main(int argc, char **argv)
 {
     const char *trace_arg = NULL;
-    uint64_t N = 8, P = 16, capacity = 1000000, limit = 0, reps = 3;
+    uint64_t N = 8, P = 16, capacity = 1000000, limit = 0, reps = 3, cands = 64;
+    int baseline = 1;
     for (int i = 1; i < argc; i++) {
         uint64_t *dst = NULL;
+        if (strcmp(argv[i], "--no-baseline") == 0) {
+            baseline = 0;
+            continue;
+        }
         if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
             trace_arg = argv[++i];
             continue;
@@ -462,19 +480,22 @@ int main(int argc, char **argv)
             dst = &limit;
         else if (strcmp(argv[i], "--reps") == 0)
             dst = &reps;
+        else if (strcmp(argv[i], "--candidates") == 0)
+            dst = &cands;
         if (dst == NULL || i + 1 >= argc || !rkv_bench_parse_u64(argv[++i], dst)) {
             fprintf(stderr, "usage: router_bench [--trace FILE] [--instances N] "
                             "[--page-size P] [--capacity-tokens T] [--limit R] "
-                            "[--reps K]\n");
+                            "[--reps K] [--candidates K] [--no-baseline]\n");
             return 2;
         }
     }
     if (N < 1 || N > RKV_ROUTER_MAX_INSTANCES || P < 1 ||
         P > RKV_MAX_PAGE_SIZE || capacity / P < 1 || capacity / P >= UINT32_MAX ||
-        reps < 1) {
+        reps < 1 || cands < 1 || cands > RKV_ROUTER_MAX_INSTANCES) {
         fprintf(stderr, "router_bench: --instances 1..%u, --page-size 1..%u, "
-                        "--capacity-tokens >= page size, --reps >= 1\n",
-                RKV_ROUTER_MAX_INSTANCES, RKV_MAX_PAGE_SIZE);
+                        "--capacity-tokens >= page size, --reps >= 1, "
+                        "--candidates 1..%u\n",
+                RKV_ROUTER_MAX_INSTANCES, RKV_MAX_PAGE_SIZE, RKV_ROUTER_MAX_INSTANCES);
         return 2;
     }
     char *path = rkv_bench_find_trace(trace_arg);
@@ -499,8 +520,11 @@ int main(int argc, char **argv)
             removed += rec.events[e].num_hashes;
     }
 
-    pass best[2], cur;
-    for (int k = 0; k < 2; k++) {
+    /* 0: route_top, 1: overlaps + choose, 2: the baseline */
+    enum { KINDS = 3 };
+    int kinds = baseline ? KINDS : KINDS - 1;
+    pass best[KINDS], cur;
+    for (int k = 0; k < KINDS; k++) {
         best[k].q_ns = xmalloc(rec.n * sizeof(double));
         best[k].q_cpu = xmalloc(rec.n * sizeof(double));
         best[k].overlap = xmalloc(rec.n * N * sizeof(uint32_t));
@@ -508,10 +532,11 @@ int main(int argc, char **argv)
     cur.q_ns = xmalloc(rec.n * sizeof(double));
     cur.q_cpu = xmalloc(rec.n * sizeof(double));
     cur.overlap = xmalloc(rec.n * N * sizeof(uint32_t));
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < kinds; k++) {
         for (uint64_t r = 0; r < reps; r++) {
-            if (k == 0)
-                run_router(&rec, (uint32_t)N, (uint32_t)P, capacity / P, &cur);
+            if (k < 2)
+                run_router(&rec, (uint32_t)N, (uint32_t)P, capacity / P,
+                           k == 0 ? (uint32_t)cands : 0, &cur);
             else
                 run_baseline(&rec, (uint32_t)N, capacity / P, &cur);
             double tot = cur.apply_ns, btot = best[k].apply_ns;
@@ -526,8 +551,9 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (memcmp(best[0].overlap, best[1].overlap, rec.n * N * sizeof(uint32_t)) != 0)
-        die("router and baseline disagree on an overlap", RKV_ERR_CORRUPT);
+    for (int k = 1; k < kinds; k++)
+        if (memcmp(best[0].overlap, best[k].overlap, rec.n * N * sizeof(uint32_t)) != 0)
+            die("the passes disagree on an overlap", RKV_ERR_CORRUPT);
     /* table lookups each design makes: the router walks once to the longest
      * run (+1 miss), the baseline walks every instance to its run's end */
     uint64_t q_pages = 0, hit_pages = 0, look_router = 0, look_base = 0;
@@ -572,8 +598,12 @@ int main(int argc, char **argv)
     printf("%-22s %12s %12s %10s %10s %10s %14s %10s %12s %8s\n", "index",
            "events/s", "hashes/s", "q p50 us", "q p99 us", "q mean us",
            "ev+req /s", "entries", "bytes", "B/pair");
-    const char *names[2] = {"radixkv router", "hash set per instance"};
-    for (int k = 0; k < 2; k++) {
+    char top_name[40];
+    snprintf(top_name, sizeof top_name, "router, route_top %llu",
+             (unsigned long long)cands);
+    const char *names[KINDS] = {top_name, "router, overlaps+choose",
+                                "hash set per instance"};
+    for (int k = 0; k < kinds; k++) {
         double p50, p99, mean;
         pct(best[k].q_ns, rec.n, &p50, &p99, &mean);
         double qtot = mean * (double)rec.n;
@@ -592,7 +622,7 @@ int main(int argc, char **argv)
     printf("per core (thread CPU time):\n%-22s %12s %12s %10s %10s %10s %14s\n",
            "index", "events/s", "hashes/s", "q p50 us", "q p99 us",
            "q mean us", "ev+req /s");
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < kinds; k++) {
         double p50, p99, mean;
         pct(best[k].q_cpu, rec.n, &p50, &p99, &mean);
         printf("%-22s %12.0f %12.0f %10.2f %10.2f %10.2f %14.0f\n", names[k],
@@ -603,15 +633,15 @@ int main(int argc, char **argv)
                    ((best[k].apply_cpu_ns + best[k].q_cpu_ns) / 1e9));
     }
     printf("events/s = event batches' events applied per second of apply time "
-           "(an event carries up to %u hashes); q = one query: every "
-           "instance's leading overlap + the pick, clock_gettime included; "
+           "(an event carries up to %u hashes); q = one query: the pick "
+           "(and the records its call returns), clock_gettime included; "
            "ev+req/s = (events + queries) / (apply + query time); entries = "
            "distinct hashes (router: per group of 64 instances) or hashes "
            "summed over instances (baseline); bytes = index memory as sized "
            "for the fleet up front; B/pair = bytes / (hash, instance) pairs "
            "held at the end; per core = the same in the thread's CPU time "
            "(waits for a core left out).\n", RKV_EVENT_MAX_HASHES);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < KINDS; k++) {
         free(best[k].q_ns);
         free(best[k].q_cpu);
         free(best[k].overlap);

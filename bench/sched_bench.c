@@ -22,7 +22,13 @@
  *   naive      what re-matching every waiting request from the root (PEEK)
  *              and sorting costs per step -- SGLang's lpm, which it avoids
  *              above 128 waiting requests; steady/naive is printed.
- * Figures vary with the machine; nothing here passes or fails on time.
+ * Times are this thread's CPU time (CLOCK_THREAD_CPUTIME_ID), so other
+ * processes on a shared machine do not inflate them. Figures vary with the
+ * machine; nothing here passes or fails on time.
+ *
+ * Usage: sched_bench [--policy NAME] [--waiting N]... (default: every
+ * policy at 1,000 / 10,000 / 50,000 waiting requests; --waiting may be
+ * given up to 8 times).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +45,9 @@
 static uint64_t now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    /* this thread's CPU time: on a shared machine, wall time also counts
+     * the other processes' turns */
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -202,16 +210,42 @@ static double naive_us(bench *b, uint32_t n)
     return (double)total / 1e3;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    static const uint32_t sizes[] = {100, 1000, 10000};
+    uint32_t sizes[8] = {1000, 10000, 50000};
+    int nsizes = 3, given = 0, only = -1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc) {
+            rkv_policy p;
+            if (rkv_policy_from_name(argv[++i], &p) != RKV_OK) {
+                fprintf(stderr, "sched_bench: unknown policy %s\n", argv[i]);
+                return 2;
+            }
+            only = (int)p;
+        } else if (strcmp(argv[i], "--waiting") == 0 && i + 1 < argc &&
+                   given < 8) {
+            char *end;
+            unsigned long v = strtoul(argv[++i], &end, 10);
+            if (*end != '\0' || v < 1 || v > 1000000) {
+                fprintf(stderr, "sched_bench: --waiting takes 1..1000000\n");
+                return 2;
+            }
+            sizes[given++] = (uint32_t)v;
+            nsizes = given;
+        } else {
+            fprintf(stderr, "usage: sched_bench [--policy NAME] [--waiting N]...\n");
+            return 2;
+        }
+    }
     printf("rkv_sched_step cost (us/step); page %u, prompts %u tokens "
            "(%u shared in 32 groups), max_running 32\n\n", P, PROMPT,
            GROUP_TOKENS);
     printf("%-9s %7s %10s %10s %10s %10s %13s %9s\n", "policy", "waiting",
            "first", "unchanged", "steady", "naive", "steady/naive", "hit");
     for (int pol = 0; pol <= RKV_POLICY_BOUNDED; pol++) {
-        for (int si = 0; si < 3; si++) {
+        if (only >= 0 && pol != only)
+            continue;
+        for (int si = 0; si < nsizes; si++) {
             uint32_t N = sizes[si];
             bench b;
             setup(&b, (rkv_policy)pol);

@@ -25,6 +25,7 @@
  *
  * Usage: tree_bench [--trace FILE] [--page-size P] [--capacity-tokens N]
  *                   [--events RING] [--event-tokens N] [--quick]
+ *                   [--cpu-clock] [--trace-only]
  * The trace is found from --trace, else $RKV_TRACE, else by walking up from
  * the current directory to bench/traces/mooncake_conversation_trace.jsonl,
  * else the copy embedded in the binary. --events RING turns KV events on
@@ -36,6 +37,10 @@
  * --page-size replaces the trace's
  * page sizes (16 and 512) with one; the agentic loop uses it too (default
  * 16). --quick: fewer sessions and the first 2,000 trace requests.
+ * --cpu-clock: time with this thread's CPU clock, less the clock's own
+ * cost per interval (measured at start), for a loaded machine.
+ * --trace-only: skip the agentic loop (so the trace's first repetition is
+ * the process's first tree: its rssB/t counts no memory left by another).
  */
 #include <limits.h>
 #include <errno.h>
@@ -49,6 +54,45 @@
 #include "sim/trace.h"
 #include "radixkv.h"
 
+
+/* --cpu-clock: intervals are this thread's CPU time (immune to other
+ * processes on a loaded machine), less what reading that clock costs
+ * (measured at start: it is a system call, not a vDSO read) */
+static int g_cpu_clock;
+static double g_clock_cost_ns;
+
+static double now_ns(void)
+{
+    if (!g_cpu_clock)
+        return rkv_bench_now_ns();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* The cost of one interval with nothing in it (the smallest mean of 5
+ * batches of 2,000), subtracted from every interval. */
+static void calibrate_clock(void)
+{
+    double best = -1;
+    for (int b = 0; b < 5; b++) {
+        double sum = 0;
+        for (int i = 0; i < 2000; i++) {
+            double a = now_ns();
+            sum += now_ns() - a;
+        }
+        if (best < 0 || sum / 2000 < best)
+            best = sum / 2000;
+    }
+    g_clock_cost_ns = best;
+}
+
+/* An interval, less the clock's own cost (never below 0). */
+static double span(double t0, double t1)
+{
+    double d = t1 - t0 - g_clock_cost_ns;
+    return d > 0 ? d : 0;
+}
 
 /* --events: ring capacity (0 = off) and events drained so far */
 static uint32_t g_event_ring;
@@ -71,8 +115,23 @@ typedef struct bench_acc {
     double match_ns, insert_ns, alloc_ns, memcmp_ns, total_ns, hash_ns;
     uint64_t evicted_pages;
     double hit_rate, bytes_per_token, tree_bytes_per_token;
+    double rss_per_token; /* resident set growth over the run / cached tokens */
     uint64_t cached_tokens;
 } bench_acc;
+
+/* Resident set size of this process in bytes (Linux /proc/self/statm; 0
+ * where it cannot be read). */
+static double rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, res = 0;
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu %llu", &size, &res) != 2)
+        res = 0;
+    fclose(f);
+    return (double)res * (double)sysconf(_SC_PAGESIZE);
+}
 
 typedef struct bench_env {
     rkv_pool *pool;
@@ -167,37 +226,37 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
     env_reserve(e, n_insert > n_match ? n_insert : n_match);
     memcpy(e->copy, tokens, n_match * sizeof *tokens);
     rkv_match m;
-    double t0 = rkv_bench_now_ns();
+    double t0 = now_ns();
     rkv_status st = rkv_tree_match(e->tree, ns, tokens, n_match, e->blocks, 0, &m);
-    double t1 = rkv_bench_now_ns();
+    double t1 = now_ns();
     if (st != RKV_OK)
         die("match", st);
     /* the floor: compare the same matched tokens once */
     e->sink += memcmp(tokens, e->copy, m.matched_tokens * sizeof *tokens);
-    double t2 = rkv_bench_now_ns();
+    double t2 = now_ns();
     rkv_lease lease;
     if ((st = rkv_tree_lock(e->tree, m.node, &lease)) != RKV_OK)
         die("lock", st);
     uint32_t np = (uint32_t)(n_insert / e->P);
     uint32_t need = np > m.num_blocks ? np - m.num_blocks : 0;
-    double t3 = rkv_bench_now_ns();
+    double t3 = now_ns();
     st = rkv_tree_alloc_blocks(e->tree, need, e->blocks + m.num_blocks);
-    double t4 = rkv_bench_now_ns();
+    double t4 = now_ns();
     if (st != RKV_OK)
         die("alloc_blocks", st);
     rkv_insert_result ir;
-    double t5 = rkv_bench_now_ns();
+    double t5 = now_ns();
     st = rkv_tree_insert(e->tree, ns, tokens, n_insert, e->blocks, NULL, &ir);
-    double t6 = rkv_bench_now_ns();
+    double t6 = now_ns();
     if (st != RKV_OK)
         die("insert", st);
     /* the floor of insert: the chained hashes of the same new pages */
     uint64_t h = RKV_HASH_ROOT;
     size_t first_new = ir.prefix_tokens / e->P;
-    double t7 = rkv_bench_now_ns();
+    double t7 = now_ns();
     for (size_t i = first_new; i < np; i++)
         h = rkv_block_hash(h, ns, tokens + i * e->P, e->P);
-    double t8 = rkv_bench_now_ns();
+    double t8 = now_ns();
     e->sink += (int)(h & 1);
     if ((st = rkv_tree_unlock(e->tree, &lease)) != RKV_OK)
         die("unlock", st);
@@ -226,16 +285,17 @@ static void serve(bench_env *e, uint64_t ns, const int32_t *tokens,
     acc->queried_tokens += n_query;
     acc->matched_tokens += m.matched_tokens;
     acc->new_pages += ir.new_pages;
-    acc->match_ns += t1 - t0;
-    acc->memcmp_ns += t2 - t1;
-    acc->alloc_ns += t4 - t3;
-    acc->insert_ns += t6 - t5;
-    acc->hash_ns += t8 - t7;
-    acc->total_ns += (t1 - t0) + (t4 - t3) + (t6 - t5);
+    acc->match_ns += span(t0, t1);
+    acc->memcmp_ns += span(t1, t2);
+    acc->alloc_ns += span(t3, t4);
+    acc->insert_ns += span(t5, t6);
+    acc->hash_ns += span(t7, t8);
+    acc->total_ns += span(t0, t1) + span(t3, t4) + span(t5, t6);
 }
 
-static void finish_acc(bench_env *e, bench_acc *acc)
+static void finish_acc(bench_env *e, bench_acc *acc, double rss0)
 {
+    acc->rss_per_token = 0;
     rkv_tree_stats s;
     rkv_tree_get_stats(e->tree, &s);
     acc->evicted_pages = s.evicted_blocks;
@@ -248,16 +308,23 @@ static void finish_acc(bench_env *e, bench_acc *acc)
     acc->bytes_per_token = acc->cached_tokens ? meta / (double)acc->cached_tokens : 0;
     acc->tree_bytes_per_token =
         acc->cached_tokens ? (double)s.host_bytes / (double)acc->cached_tokens : 0;
+    double rss1 = rss_bytes();
+    if (acc->cached_tokens && rss0 > 0 && rss1 > rss0)
+        acc->rss_per_token = (rss1 - rss0) / (double)acc->cached_tokens;
     rkv_status st = rkv_tree_check(e->tree);
     if (st != RKV_OK)
         die("tree_check after the run", st);
 }
 
-/* Keeps the fastest repetition's timings (same work each time). */
+/* Keeps the fastest repetition's timings (same work each time), and the
+ * first one's resident set growth (later ones reuse what the allocator
+ * kept from the first). */
 static void keep_best(bench_acc *best, const bench_acc *a, int first)
 {
+    double rss = first ? a->rss_per_token : best->rss_per_token;
     if (first || a->total_ns < best->total_ns)
         *best = *a;
+    best->rss_per_token = rss;
 }
 
 /* ---- (a) agentic loop -------------------------------------------------------- */
@@ -281,6 +348,7 @@ static void run_agentic(const agentic_cfg *c, uint32_t P, uint64_t capacity,
         fprintf(stderr, "tree_bench: out of memory\n");
         exit(1);
     }
+    double rss0 = rss_bytes();
     bench_env e;
     env_open(&e, P, capacity);
     memset(out, 0, sizeof *out);
@@ -307,7 +375,9 @@ static void run_agentic(const agentic_cfg *c, uint32_t P, uint64_t capacity,
             serve(&e, 0, ctx[s], prompt, len[s], out);
         }
     }
-    finish_acc(&e, out);
+    /* the sessions' contexts are in the growth too: not counted */
+    double ctx_bytes = (double)c->sessions * (double)max_len * sizeof **ctx;
+    finish_acc(&e, out, rss0 + ctx_bytes);
     env_close(&e);
     for (uint32_t s = 0; s < c->sessions; s++)
         free(ctx[s]);
@@ -377,6 +447,7 @@ static void run_trace(const trace_set *ts, uint32_t P, uint64_t capacity,
     int32_t *tok = malloc(((size_t)ts->max_len + 1) * sizeof *tok);
     if (tok == NULL)
         die("trace tokens", RKV_ERR_NOMEM);
+    double rss0 = rss_bytes();
     bench_env e;
     env_open(&e, P, capacity);
     memset(out, 0, sizeof *out);
@@ -387,7 +458,7 @@ static void run_trace(const trace_set *ts, uint32_t P, uint64_t capacity,
             die("expand", st);
         serve(&e, 0, tok, q->input_length, q->input_length, out);
     }
-    finish_acc(&e, out);
+    finish_acc(&e, out, rss0);
     env_close(&e);
     free(tok);
 }
@@ -396,15 +467,15 @@ static void run_trace(const trace_set *ts, uint32_t P, uint64_t capacity,
 
 static void print_header(void)
 {
-    printf("%-10s %5s %6s %7s %9s %8s %8s %9s %6s %9s %9s %7s %7s %7s\n", "workload",
+    printf("%-10s %5s %6s %7s %9s %8s %8s %9s %6s %9s %9s %7s %7s %7s %7s\n", "workload",
            "page", "reqs", "hit%", "match_us", "ns/mtok", "m/memcmp", "insert_us",
-           "i/hash", "alloc_us", "ev_pages", "B/tok", "treeB/t", "tree_s");
+           "i/hash", "alloc_us", "ev_pages", "B/tok", "treeB/t", "rssB/t", "tree_s");
 }
 
 static void print_row(const char *name, uint32_t P, const bench_acc *a)
 {
     double r = a->requests ? (double)a->requests : 1;
-    printf("%-10s %5u %6llu %6.2f%% %9.3f %8.3f %8.2f %9.3f %6.2f %9.3f %9llu %7.2f %7.2f %7.3f\n",
+    printf("%-10s %5u %6llu %6.2f%% %9.3f %8.3f %8.2f %9.3f %6.2f %9.3f %9llu %7.2f %7.2f %7.2f %7.3f\n",
            name, P, (unsigned long long)a->requests, 100.0 * a->hit_rate,
            a->match_ns / r / 1e3,
            a->matched_tokens ? a->match_ns / (double)a->matched_tokens : 0.0,
@@ -412,7 +483,7 @@ static void print_row(const char *name, uint32_t P, const bench_acc *a)
            a->insert_ns / r / 1e3, a->hash_ns > 0 ? a->insert_ns / a->hash_ns : 0.0,
            a->alloc_ns / r / 1e3,
            (unsigned long long)a->evicted_pages, a->bytes_per_token,
-           a->tree_bytes_per_token, a->total_ns / 1e9);
+           a->tree_bytes_per_token, a->rss_per_token, a->total_ns / 1e9);
 }
 
 typedef struct sglang_ref {
@@ -449,7 +520,7 @@ int main(int argc, char **argv)
     const char *trace_arg = NULL;
     uint32_t page_arg = 0;
     uint64_t capacity = 3000000;
-    int quick = 0;
+    int quick = 0, trace_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
             trace_arg = argv[++i];
@@ -484,31 +555,40 @@ int main(int argc, char **argv)
                 die("token buffer", RKV_ERR_NOMEM);
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
+        } else if (strcmp(argv[i], "--cpu-clock") == 0) {
+            g_cpu_clock = 1;
+        } else if (strcmp(argv[i], "--trace-only") == 0) {
+            trace_only = 1;
         } else {
             fprintf(stderr, "usage: tree_bench [--trace FILE] [--page-size P] "
                             "[--capacity-tokens N] [--events RING] "
-                            "[--event-tokens N] [--quick]\n");
+                            "[--event-tokens N] [--quick] [--cpu-clock] "
+                            "[--trace-only]\n");
             return 2;
         }
     }
     int reps = quick ? 1 : 5;
+    if (g_cpu_clock)
+        calibrate_clock();
 
     /* (a) agentic loop */
     agentic_cfg ac = {quick ? 16 : 128, quick ? 8 : 24, 2048, 200, 100};
     uint32_t aP = page_arg ? page_arg : 16;
     bench_acc best, a;
-    for (int r = 0; r < reps; r++) {
-        run_agentic(&ac, aP, capacity, &a);
-        keep_best(&best, &a, r == 0);
-    }
     printf("radixkv tree_bench  (capacity %llu tokens; fastest of %d repetitions "
            "per workload)\n",
            (unsigned long long)capacity, reps);
-    printf("agentic: %u sessions x %u turns, system prompt %u, +%u output +%u user "
-           "tokens per turn\n",
-           ac.sessions, ac.turns, ac.sys_tokens, ac.out_tokens, ac.user_tokens);
-    print_header();
-    print_row("agentic", aP, &best);
+    if (!trace_only) {
+        for (int r = 0; r < reps; r++) {
+            run_agentic(&ac, aP, capacity, &a);
+            keep_best(&best, &a, r == 0);
+        }
+        printf("agentic: %u sessions x %u turns, system prompt %u, +%u output +%u "
+               "user tokens per turn\n",
+               ac.sessions, ac.turns, ac.sys_tokens, ac.out_tokens, ac.user_tokens);
+        print_header();
+        print_row("agentic", aP, &best);
+    }
 
     /* (b) the trace */
     char *path = rkv_bench_find_trace(trace_arg);
@@ -566,13 +646,17 @@ int main(int argc, char **argv)
            "insert time / chained XXH3 of the same new pages; B/tok = "
            "(tree host bytes + pool metadata) / cached tokens at the end; tree_s "
            "= match + alloc + insert time of the whole run; treeB/t = tree host "
-           "bytes only. ev_pages counts evicted pool pages.\n");
+           "bytes only; rssB/t = growth of the process's resident set over the first "
+           "repetition / cached tokens at its end (Linux). ev_pages counts evicted pool pages.\n");
     if (g_event_ring != 0)
         printf("KV events on: ring of %u, %llu events drained over all runs\n",
                g_event_ring, (unsigned long long)g_events_drained);
     if (quick)
         printf("(--quick: first %zu trace requests only; not comparable to the "
                "full-trace SGLang figures)\n", ts.n);
+    if (g_cpu_clock)
+        printf("(--cpu-clock: thread CPU time, %.0f ns per clock read "
+               "subtracted from each interval)\n", g_clock_cost_ns);
     free_trace(&ts);
     free(path);
     free(g_tokbuf);

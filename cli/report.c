@@ -19,6 +19,28 @@
 #define NEAR_CAPACITY 0.85
 #define OVERLOADED 1.0
 
+/* A named counter, for the lists the report prints as "N name, ..." in
+ * text and "name":N in JSON. */
+typedef struct counter {
+    const char *name;
+    uint64_t value;
+} counter;
+
+/* ,"name":N for each: the members follow others in an open object. */
+static void json_counters(FILE *f, const counter *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, ",\"%s\":%llu", c[i].name, (unsigned long long)c[i].value);
+}
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static void text_counters(FILE *f, const counter *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s%llu %s", i ? ", " : "", (unsigned long long)c[i].value, c[i].name);
+}
+
 static const char *commas(char *buf, size_t cap, uint64_t v)
 {
     char tmp[32];
@@ -193,20 +215,17 @@ static void json_tiers(FILE *f, const rkv_replay_config *cfg,
         fputs(",\"disk_file\":null}", f);
         return;
     }
-    fprintf(f, ",\"disk_file\":{\"warm_start\":%s,\"direct_io\":%s,"
-               "\"io_uring\":%s,\"records_written\":%llu,\"records_read\":%llu,"
-               "\"verified\":%llu,\"verify_failed\":%llu,\"reindexed\":%llu,"
-               "\"skipped\":%llu,\"dropped\":%llu}}",
-            r->disk_warm_file ? "true" : "false",
-            r->disk_direct_io ? "true" : "false",
-            r->disk_io_uring ? "true" : "false",
-            (unsigned long long)r->disk_writes,
-            (unsigned long long)r->disk_reads,
-            (unsigned long long)r->disk_verified,
-            (unsigned long long)r->disk_verify_failed,
-            (unsigned long long)r->disk_warm_records,
-            (unsigned long long)r->disk_warm_skipped,
-            (unsigned long long)r->disk_warm_dropped);
+    fprintf(f, ",\"disk_file\":{\"warm_start\":%s,\"direct_io\":%s,\"io_uring\":%s",
+            r->disk_warm_file ? "true" : "false", r->disk_direct_io ? "true" : "false",
+            r->disk_io_uring ? "true" : "false");
+    const counter disk[] = {
+        {"records_written", r->disk_writes},   {"records_read", r->disk_reads},
+        {"verified", r->disk_verified},        {"verify_failed", r->disk_verify_failed},
+        {"reindexed", r->disk_warm_records},   {"skipped", r->disk_warm_skipped},
+        {"dropped", r->disk_warm_dropped},
+    };
+    json_counters(f, disk, COUNT_OF(disk));
+    fputs("}}", f);
 }
 
 /* Hits split by medium, transfers, and the load time inside the steps
@@ -291,16 +310,16 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
     else
         fprintf(f, ",\"requested_capacity_tokens\":%llu",
                 (unsigned long long)cfg->capacity_tokens);
-    fprintf(f, ",\"requests\":%llu,\"prompt_tokens\":%llu,\"hit_tokens\":%llu",
-            (unsigned long long)r->requests, (unsigned long long)r->prompt_tokens,
-            (unsigned long long)r->hit_tokens);
+    const counter totals[] = {{"requests", r->requests},
+                              {"prompt_tokens", r->prompt_tokens},
+                              {"hit_tokens", r->hit_tokens}};
+    json_counters(f, totals, COUNT_OF(totals));
     rkv_report_json_num(f, "hit_rate", r->prompt_tokens > 0, r->hit_rate);
-    fprintf(f, ",\"evicted_blocks\":%llu,\"peak_blocks\":%llu,"
-               "\"peak_pool_blocks\":%llu,\"tree_host_bytes\":%llu",
-            (unsigned long long)r->evicted_blocks,
-            (unsigned long long)r->peak_blocks,
-            (unsigned long long)r->peak_pool_blocks,
-            (unsigned long long)r->tree_host_bytes);
+    const counter blocks[] = {{"evicted_blocks", r->evicted_blocks},
+                              {"peak_blocks", r->peak_blocks},
+                              {"peak_pool_blocks", r->peak_pool_blocks},
+                              {"tree_host_bytes", r->tree_host_bytes}};
+    json_counters(f, blocks, COUNT_OF(blocks));
     int any = r->requests > 0;
     if (!r->sched_mode) {
         fprintf(f, ",\"truncated_requests\":%llu",
@@ -311,12 +330,11 @@ void rkv_report_json(FILE *f, const rkv_replay_config *cfg,
         if (cfg->retention != RKV_RETENTION_NONE)
             json_retention(f, cfg, r, 0);
     } else {
-        fprintf(f, ",\"rejected_requests\":%llu,\"output_tokens\":%llu,"
-                   "\"prefill_tokens\":%llu,\"prefill_tokens_saved\":%llu",
-                (unsigned long long)r->rejected_requests,
-                (unsigned long long)r->output_tokens,
-                (unsigned long long)r->prefill_tokens,
-                (unsigned long long)r->prefill_saved_tokens);
+        const counter sched[] = {{"rejected_requests", r->rejected_requests},
+                                 {"output_tokens", r->output_tokens},
+                                 {"prefill_tokens", r->prefill_tokens},
+                                 {"prefill_tokens_saved", r->prefill_saved_tokens}};
+        json_counters(f, sched, COUNT_OF(sched));
         rkv_report_json_lat(f, "ttft_ms", any, &r->ttft_ms);
         rkv_report_json_lat(f, "latency_ms", any, &r->latency_ms);
         rkv_report_json_lat(f, "wait_ms", any, &r->wait_ms);
@@ -480,15 +498,16 @@ static void text_retention(FILE *f, const rkv_replay_config *cfg,
                " of sessions that wait for tools");
     text_class(f, "other", r->other_requests, r->other_prompt_tokens,
                r->other_hit_tokens, &r->other_ttft_ms, "");
-    if (r->pins_made || r->pins_refused)
-        fprintf(f, "    pins         %llu made, %llu renewed, %llu refused (cap), "
-                   "%llu expired, %llu released, %llu revoked\n",
-                (unsigned long long)r->pins_made,
-                (unsigned long long)r->pins_renewed,
-                (unsigned long long)r->pins_refused,
-                (unsigned long long)r->pins_expired,
-                (unsigned long long)r->pins_released,
-                (unsigned long long)r->pins_revoked);
+    if (r->pins_made || r->pins_refused) {
+        const counter pins[] = {
+            {"made", r->pins_made},       {"renewed", r->pins_renewed},
+            {"refused (cap)", r->pins_refused}, {"expired", r->pins_expired},
+            {"released", r->pins_released}, {"revoked", r->pins_revoked},
+        };
+        fputs("    pins         ", f);
+        text_counters(f, pins, COUNT_OF(pins));
+        fputc('\n', f);
+    }
     if (r->pins_demoted)
         fprintf(f, "    pins demoted %llu lowered into the tiers instead of "
                    "revoked (kept there until they end)\n",

@@ -36,8 +36,10 @@ extern "C" {
 #endif
 
 /* 6: the MLA entries; 7: rkv_attn_geom grew the quantized-KV and window
- * fields */
-#define RKV_CUDA_BACKEND_ABI 7u
+ * fields; 8: same layout, but the core now relies on attn_rows / run
+ * masking windows on prefill plans and running a shared prefix over
+ * quantized KV, which a 7 backend does wrongly */
+#define RKV_CUDA_BACKEND_ABI 8u
 #define RKV_CUDA_BACKEND_ENTRY rkv_cuda_backend_v1
 #define RKV_CUDA_BACKEND_ENTRY_NAME "rkv_cuda_backend_v1"
 #define RKV_CUDA_BACKEND_SONAME "libradixkv_cuda.so.0"

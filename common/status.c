@@ -53,6 +53,13 @@ rkv_status rkv_set_error(rkv_status status, const char *fmt, ...)
     return status;
 }
 
+rkv_status rkv_null_arg(const char *fn, const void *a, const char *a_name,
+                        const char *b_name)
+{
+    return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
+                         a == NULL ? a_name : b_name);
+}
+
 void rkv_clear_error(void)
 {
     rkv_error_buf[0] = '\0';

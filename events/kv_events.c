@@ -327,6 +327,7 @@ rkv_status rkv_tree_snapshot(const rkv_tree *tree, rkv_block_entry *out,
         return rkv_set_error(RKV_ERR_NO_SPACE, "%s: %zu entries given, %llu "
                              "blocks cached", fn, cap,
                              (unsigned long long)t->cached_blocks);
+    rkv_tree_hash_all((rkv_tree *)t); /* pages cached without their hash */
     const uint64_t *hash = t->pool->hash;
     size_t k = 0;
     /* Preorder walk of each namespace's subtree through parent and sibling
@@ -420,6 +421,8 @@ rkv_status rkv_tree_snapshot_chunk(const rkv_tree *tree,
     const uint64_t *hash = t->pool->hash;
     size_t k = 0;
     while (c.state == 1 && k < cap) {
+        /* pages cached without their hash get it (and the path above) */
+        rkv_tree_hash_node((rkv_tree *)t, c.node);
         const rkv_tnode *nx = &t->nodes[c.node];
         const rkv_block_id *b = rkv_tnode_blocks(t, nx);
         uint64_t ns = t->nodes[c.root].u.ns;

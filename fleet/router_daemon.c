@@ -39,8 +39,10 @@
  *    fleet's authentication and TLS options (fleet/nats_auth.h), and URLs
  *    are logged without their passwords.
  *
- * One thread owns the router: the NATS callbacks only queue messages, the
- * main loop handles them in arrival order. Bad messages are counted and
+ * One thread at a time uses the router, under the state lock: the main
+ * loop handles the stream, heartbeats, snapshots, stats and HTTP in
+ * arrival order (their NATS callbacks only queue them), and route queries
+ * are answered on their own delivery thread (on_route). Bad messages are counted and
  * logged (the first few), never fatal. SIGINT/SIGTERM stop it cleanly.
  * An instance is routed to only once this process had a heartbeat from
  * it: one rebuilt from the stream after a restart may have died while the
@@ -143,6 +145,7 @@ struct rkv_daemon {
     uint32_t page_size;
     int32_t *tokens; /* RKV_DAEMON_HTTP_MAX_TOKENS, allocated on first use */
     uint64_t http_routes, http_route_errors;
+    uint64_t route_cpu_ns; /* thread CPU time inside the router's route calls */
 };
 
 /* a body of RKV_HTTP_MAX_POST bytes holds at most this many ids ("1,") */
@@ -152,6 +155,12 @@ struct rkv_daemon {
 typedef struct mqueue_owner {
     mqueue q;
     uint64_t dropped; /* under q.mu */
+    /* the daemon's state, for the route queries answered on their own
+     * delivery thread (on_route): every use of d from the main loop and
+     * from there holds `state`; closing (under it) ends those answers */
+    pthread_mutex_t state;
+    rkv_daemon *d;
+    int closing;
 } mqueue_owner;
 
 static void enqueue(mqueue *q, natsMsg *m, int kind)
@@ -208,7 +217,28 @@ static qitem *dequeue(mqueue *q, uint64_t wait_ms)
     }
 HANDLER(on_kv, RKV_DAEMON_KV)
 HANDLER(on_hb, RKV_DAEMON_HB)
-HANDLER(on_route, RKV_DAEMON_ROUTE)
+
+/* Route queries are answered on their subscription's delivery thread,
+ * under the state lock, instead of queued for the main thread: a query
+ * crossed three threads (libnats' reader, the delivery thread, the main
+ * loop), and each hand-off is a wake-up and a switch, most of the
+ * daemon's CPU time per query (bench/RESULTS.md, h-router). Queries and
+ * the stream are on different subjects: nothing ordered them before
+ * either. */
+static void on_route(natsConnection *nc, natsSubscription *sub, natsMsg *m,
+                     void *closure)
+{
+    (void)nc;
+    (void)sub;
+    mqueue_owner *o = closure;
+    pthread_mutex_lock(&o->state);
+    if (!o->closing)
+        rkv_daemon_handle(o->d, RKV_DAEMON_ROUTE, natsMsg_GetSubject(m),
+                          natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                          natsMsg_GetReply(m), rkv_fleet_now_ms());
+    pthread_mutex_unlock(&o->state);
+    natsMsg_Destroy(m);
+}
 HANDLER(on_stats, RKV_DAEMON_STATS)
 HANDLER(on_snap, RKV_DAEMON_SNAP)
 
@@ -598,21 +628,66 @@ static void only_heard(rkv_daemon *d, rkv_router_overlap *all, uint32_t *n)
     *n = k;
 }
 
-/* Routes a request of `pages` pages whose overlaps rkv_router_overlaps
- * (or _tokens) answered in all[0..*count) with status s: keeps the heard
- * instances and lets the router choose among them (counted as routed
- * there), *best. One walk of the index per query. RKV_ERR_STATE when no
- * instance is heard. */
-static rkv_status route_request(rkv_daemon *d, rkv_status s, uint32_t pages,
-                                rkv_router_overlap *all, uint32_t *count, uint32_t *best)
+static uint64_t thread_cpu_ns(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Routes a request given by page hashes h[0..n) or, with tok, by token ids
+ * tok[0..n) (d->page_size pages): the router chooses (counted as routed
+ * there) into *chosen, and all[0..rep->count) gets the instances a reply
+ * lists, as rep does. With every instance heard from (the common case)
+ * that is one rkv_router_route_top call; otherwise the overlaps of the
+ * heard ones and a choice among them. RKV_ERR_STATE when no instance is
+ * heard. */
+static rkv_status route_request(rkv_daemon *d, rkv_namespace ns, const uint64_t *h,
+                                const int32_t *tok, uint32_t n, rkv_router_overlap *all,
+                                rkv_router_overlap *chosen, rkv_wire_reply *rep)
+{
+    uint64_t c0 = thread_cpu_ns();
+    uint32_t count = 0, best = 0;
+    int heard = 1;
+    for (uint32_t i = 0; i < d->n_in && heard; i++)
+        heard = !d->in[i].live || d->in[i].heard;
+    rkv_status s;
+    if (heard) {
+        s = tok ? rkv_router_route_top_tokens(d->router, ns, tok, n, d->page_size, all,
+                                              RKV_WIRE_MAX_ROUTE, &count, &best)
+                : rkv_router_route_top(d->router, ns, h, n, all, RKV_WIRE_MAX_ROUTE,
+                                       &count, &best);
+        if (s == RKV_ERR_STATE)
+            s = rkv_set_error(RKV_ERR_STATE, "no instance to route to (none "
+                              "registered and heard from)");
+    } else {
+        s = tok ? rkv_router_overlaps_tokens(d->router, ns, tok, n, d->page_size, all,
+                                             RKV_ROUTER_MAX_INSTANCES, &count)
+                : rkv_router_overlaps(d->router, ns, h, n, all, RKV_ROUTER_MAX_INSTANCES,
+                                      &count);
+        if (s == RKV_OK)
+            only_heard(d, all, &count);
+        if (s == RKV_OK && count == 0)
+            s = rkv_set_error(RKV_ERR_STATE, "no instance to route to (none "
+                              "registered and heard from)");
+        if (s == RKV_OK)
+            s = rkv_router_choose(d->router, all, count, tok ? n / d->page_size : n,
+                                  &best);
+    }
+    d->route_cpu_ns += thread_cpu_ns() - c0;
     if (s != RKV_OK)
         return s;
-    only_heard(d, all, count);
-    if (*count == 0)
-        return rkv_set_error(RKV_ERR_STATE, "no instance to route to (none "
-                             "registered and heard from)");
-    return rkv_router_choose(d->router, all, *count, pages, best);
+    *chosen = all[best];
+    if (heard) { /* route_top listed them already */
+        rep->count = count;
+        for (uint32_t i = 0; i < count; i++) {
+            rep->ids[i] = all[i].instance;
+            rep->id_pages[i] = all[i].pages;
+        }
+    } else {
+        list_best(all, count, chosen->instance, rep);
+    }
+    return RKV_OK;
 }
 
 /* A reply on reply_to: through the connection, or to the harness's sink. */
@@ -639,16 +714,12 @@ static void handle_route(rkv_daemon *d, const void *data, size_t data_len,
         bad(d, "route query");
         rep.status = RKV_ERR_FORMAT;
     } else {
-        rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES];
-        uint32_t count = 0, best = 0;
-        rkv_status s = rkv_router_overlaps(d->router, ns, d->hashes, n, all,
-                                           RKV_ROUTER_MAX_INSTANCES, &count);
-        s = route_request(d, s, n, all, &count, &best);
+        rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES], chosen;
+        rkv_status s = route_request(d, ns, d->hashes, NULL, n, all, &chosen, &rep);
         rep.status = (uint32_t)s;
         if (s == RKV_OK) {
-            rep.instance = all[best].instance;
-            rep.pages = all[best].pages;
-            list_best(all, count, rep.instance, &rep);
+            rep.instance = chosen.instance;
+            rep.pages = chosen.pages;
         }
     }
     uint8_t buf[RKV_WIRE_HEADER + 20 + 12 * RKV_WIRE_MAX_ROUTE];
@@ -693,18 +764,14 @@ size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *
     if (d->page_size == 0)
         return http_error(d, buf, cap, code, 503, "the page size is not known yet: no "
                           "event seen (start the router with --page-size)");
-    rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES];
-    uint32_t count = 0, best = 0, pages = req.n_tokens / d->page_size;
-    s = rkv_router_overlaps_tokens(d->router, req.ns, d->tokens, req.n_tokens,
-                                   d->page_size, all, RKV_ROUTER_MAX_INSTANCES, &count);
-    s = route_request(d, s, pages, all, &count, &best);
+    rkv_router_overlap all[RKV_ROUTER_MAX_INSTANCES], chosen;
+    rkv_wire_reply rep; /* the candidates a NATS reply would list */
+    uint32_t pages = req.n_tokens / d->page_size;
+    s = route_request(d, req.ns, NULL, d->tokens, req.n_tokens, all, &chosen, &rep);
     if (s != RKV_OK)
         return http_error(d, buf, cap, code,
                           s == RKV_ERR_STATE ? 503 : s == RKV_ERR_NOMEM ? 503 : 500,
                           rkv_last_error());
-    rkv_router_overlap chosen = all[best];
-    rkv_wire_reply rep; /* the candidates a NATS reply would list */
-    list_best(all, count, chosen.instance, &rep);
     size_t k = 0;
     APPEND("{\"instance\": %" PRIu64 ", \"overlap_blocks\": %u, \"overlap_by_medium\": "
            "{\"device\": %u, \"host\": %u, \"disk\": %u}, \"score\": %.10g, "
@@ -795,9 +862,14 @@ static int render_trust_metrics(const rkv_daemon *d, const rkv_router_stats *st,
         "radixkv_router_http_routes_total %" PRIu64 "\n"
         METRIC("counter", "radixkv_router_http_route_errors_total",
                "POST /v1/route bodies answered with an error")
-        "radixkv_router_http_route_errors_total %" PRIu64 "\n",
+        "radixkv_router_http_route_errors_total %" PRIu64 "\n"
+        METRIC("counter", "radixkv_router_route_cpu_seconds_total",
+               "thread CPU time inside the router index's route calls (the "
+               "in-process part of the queries)")
+        "radixkv_router_route_cpu_seconds_total %.9f\n",
         d->forged, d->snap_limited, st->entries_limit, st->events_over_budget,
-        st->snapshots_over_budget, d->http_routes, d->http_route_errors);
+        st->snapshots_over_budget, d->http_routes, d->http_route_errors,
+        (double)d->route_cpu_ns / 1e9);
 }
 
 /* The stats as Prometheus text (exposition format 0.0.4) into buf[0..cap);
@@ -1343,7 +1415,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     rkv_daemon *d = rkv_daemon_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
                                stderr, &rcfg);
     mqueue_owner qo = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL},
-                       0};
+                       0, PTHREAD_MUTEX_INITIALIZER, d, 0};
     mqueue *q = &qo.q;
     int rc = 1;
     natsOptions *no = NULL;
@@ -1409,7 +1481,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             /* a queue group: routers of one model share the queries, each
              * answered by one of them */
             s = natsConnection_QueueSubscribe(&d->subs[3], d->nc, route_subj,
-                                              "radixkv-router", on_route, q);
+                                              "radixkv-router", on_route, &qo);
         if (s == NATS_OK)
             s = natsConnection_Subscribe(&d->subs[4], d->nc, stats_subj, on_stats, q);
         if (s == NATS_OK)
@@ -1431,6 +1503,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
          * an HTTP route query waits at most about that for its turn */
         qitem *it = dequeue(q, d->http ? 1 : 50);
         uint64_t now = rkv_fleet_now_ms();
+        pthread_mutex_lock(&qo.state);
         if (it) {
             rkv_daemon_handle(d, (rkv_daemon_kind)it->kind, natsMsg_GetSubject(it->msg),
                           natsMsg_GetData(it->msg),
@@ -1456,9 +1529,13 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             watch_stream(d, &w);
             next_watch = now + 1000;
         }
+        pthread_mutex_unlock(&qo.state);
     }
     rc = 0;
 out:
+    pthread_mutex_lock(&qo.state); /* an answer under way ends first */
+    qo.closing = 1;
+    pthread_mutex_unlock(&qo.state);
     for (int i = 0; i < N_SUBS; i++)
         if (d->subs[i]) {
             natsSubscription_Unsubscribe(d->subs[i]);

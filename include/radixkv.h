@@ -32,8 +32,10 @@
 #include "radixkv/retention.h"
 #include "radixkv/events.h"
 #include "radixkv/tiers.h"
+#include "radixkv/swa.h"
 #include "radixkv/sched.h"
 #include "radixkv/attention.h"
+#include "radixkv/kv_evict.h"
 #include "radixkv/router.h"
 
 #endif /* RADIXKV_H */

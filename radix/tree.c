@@ -210,12 +210,14 @@ rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->owned_bytes = ((size_t)pool->cfg.num_blocks + 7) / 8;
     t->nodes = rkv_node_mem_alloc(&t->mem, (size_t)t->nodes_cap * sizeof *t->nodes);
     t->idx = rkv_node_mem_alloc(&t->mem, (size_t)t->idx_cap * sizeof *t->idx);
-    t->owned = rkv_node_mem_alloc(&t->mem, t->owned_bytes);
+    /* one allocation: the owned bits, then the lazy-hash bits */
+    t->owned = rkv_node_mem_alloc(&t->mem, 2 * t->owned_bytes);
     if (t->nodes == NULL || t->idx == NULL || t->owned == NULL) {
         rkv_tree_core_destroy(t);
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree tables");
     }
-    memset(t->owned, 0, t->owned_bytes);
+    memset(t->owned, 0, 2 * t->owned_bytes);
+    t->lazy = t->owned + t->owned_bytes;
     rkv_child_index_clear(t->idx, t->idx_cap);
     /* slot 0: the super-root; it is never "in use" as a handle target */
     t->nodes[0].gen = 0;
@@ -233,6 +235,7 @@ void rkv_tree_core_publish(rkv_tree *t)
 {
     rkv_lease_init(t);
     t->pool->tree = t;
+    t->pool->tree_hash = rkv_tree_block_hash_of;
     t->pool->trees_made++;
 }
 
@@ -256,6 +259,8 @@ void rkv_tree_core_clear(rkv_tree *t)
         rkv_tnode_clear(x);
         rkv_tnode_bump_gen(x);
     }
+    memset(t->lazy, 0, t->owned_bytes); /* no page is cached any more */
+    t->lazy_live = 0;
     /* rebuild the free list so low ids are reused first */
     t->free_head = RKV_NIL;
     t->free_count = 0;
@@ -277,12 +282,14 @@ void rkv_tree_core_clear(rkv_tree *t)
 void rkv_tree_core_destroy(rkv_tree *t)
 {
     rkv_lease_fini(t);
-    if (t->pool->tree == t)
+    if (t->pool->tree == t) {
         t->pool->tree = NULL;
+        t->pool->tree_hash = NULL;
+    }
     rkv_node_mem_free(&t->mem, t->nodes,
                       (size_t)t->nodes_cap * sizeof *t->nodes);
     rkv_node_mem_free(&t->mem, t->idx, (size_t)t->idx_cap * sizeof *t->idx);
-    rkv_node_mem_free(&t->mem, t->owned, t->owned_bytes);
+    rkv_node_mem_free(&t->mem, t->owned, 2 * t->owned_bytes);
     rkv_node_mem_fini(&t->mem);
     free(t);
 }

@@ -128,7 +128,23 @@ static rkv_status rkv_check_node(const rkv_tree *t, uint32_t id, uint64_t ns,
                        "%llu", id, x->lock_count, a->own[id],
                        (unsigned long long)below);
     const rkv_block_id *xb = rkv_tnode_blocks(t, x);
-    uint64_t h = rkv_tree_prev_hash(t, x->parent);
+    /* lazy pages (tree_hash.c): all of the node's or none, only where the
+     * tree hashes lazily, naming their node and index; a node with hashes
+     * has a parent with hashes */
+    const int lazy = rkv_tree_hash_lazily(t) && x->num_pages > 0 &&
+                     xb[0] < pool->cfg.num_blocks && rkv_tree_lazy(t, xb[0]);
+    if (lazy && (!rkv_tree_hash_lazily(t) || !t->lazy_live))
+        return CORRUPT("node %u has lazy pages in a tree that hashes eagerly "
+                       "or counts none", id);
+    if (!lazy && rkv_tree_hash_lazily(t) && x->parent != 0 &&
+        t->nodes[x->parent].parent != 0) {
+        const rkv_tnode *px = &t->nodes[x->parent];
+        rkv_block_id pb = rkv_tnode_blocks(t, px)[px->num_pages - 1];
+        if (pb < pool->cfg.num_blocks && rkv_tree_lazy(t, pb))
+            return CORRUPT("node %u has hashes below lazy parent %u", id,
+                           x->parent);
+    }
+    uint64_t h = lazy ? 0 : rkv_tree_prev_hash(t, x->parent);
     for (uint32_t i = 0; i < x->num_pages; i++) {
         rkv_block_id b = xb[i];
         if (b >= pool->cfg.num_blocks)
@@ -144,6 +160,15 @@ static rkv_status rkv_check_node(const rkv_tree *t, uint32_t id, uint64_t ns,
         const int32_t *pg = x->u.tokens + (size_t)i * t->P;
         if (!rkv_tokens_valid(pg, t->P))
             return CORRUPT("node %u page %u holds a negative token", id, i);
+        if (rkv_tree_hash_lazily(t) && rkv_tree_lazy(t, b) != lazy)
+            return CORRUPT("node %u page %u: block %u lazy %d, its node's "
+                           "first page %d", id, i, b, !lazy, lazy);
+        if (lazy) {
+            if (pool->hash[b] != (((uint64_t)id << 32) | i))
+                return CORRUPT("node %u page %u: lazy block %u names %llu", id,
+                               i, b, (unsigned long long)pool->hash[b]);
+            continue;
+        }
         h = rkv_block_hash(h, ns, pg, t->P);
         if (pool->hash[b] != h)
             return CORRUPT("node %u page %u: block %u hash does not chain", id,

@@ -73,6 +73,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "radixkv.h"
 #include "common/status.h"
@@ -199,9 +200,10 @@ typedef struct rkv_insert_plan {
 typedef struct rkv_tree_hooks {
     /* Eviction order (retain/: learned and guarded eviction): the node
      * device eviction takes next, or RKV_NIL for the core's default (the
-     * head of the lowest non-empty LRU bucket). Asked after the bucket of
-     * ended sessions' leaves, which goes first under every policy. */
-    uint32_t (*evict_first)(const struct rkv_tree *t);
+     * head of the lowest non-empty LRU bucket), when need more blocks are
+     * wanted. Asked after the bucket of ended sessions' leaves, which goes
+     * first under every policy. */
+    uint32_t (*evict_first)(const struct rkv_tree *t, uint32_t need);
     /* Victim handling (residency/: demotion). Evicts leaf id, freeing up to
      * need blocks with room for at most room block ids; returns the blocks
      * freed, or sets *capped (the loop stops). NULL: the core drops the
@@ -218,6 +220,11 @@ typedef struct rkv_tree_hooks {
                          uint32_t n);
     void (*pages_removed)(struct rkv_tree *t, uint64_t ns,
                           const uint64_t *hashes, uint32_t n);
+    /* Pages (their chained hashes) that eviction dropped from the device
+     * without tiers (retain/: the guard's shadow tracks what the device
+     * holds; with tiers the eviction-order hook sees whole victims). */
+    void (*pages_evicted)(struct rkv_tree *t, const uint64_t *hashes,
+                          uint32_t n);
     /* Uses (retain/: the learned model and its guard): a non-peek match
      * that ends at node after matched of npages pages; a new leaf (before
      * it is listed, so its bucket can depend on it); the end of an insert
@@ -256,6 +263,11 @@ typedef struct rkv_tree_hooks {
     rkv_status (*snapshot)(const struct rkv_tree *t, rkv_block_entry *out,
                            size_t cap, size_t *n_out, uint64_t *seq_out);
     rkv_status (*check)(const struct rkv_tree *t);
+    /* The tree's reference on device block b goes (eviction, demotion,
+     * clear; swa/: the page's sliding-window KV goes with it). Called
+     * from rkv_tree_clear_owned, which every drop passes (the eviction
+     * loop, radix/tree_lru.c, calls it beside the bit itself). */
+    void (*page_dropped)(struct rkv_tree *t, rkv_block_id b);
 } rkv_tree_hooks;
 
 /* Eviction order state of RKV_EVICT_LEARNED (retain/evict_learned.c,
@@ -325,6 +337,12 @@ struct rkv_tree {
                               0): set by the residency layer               */
     rkv_node_mem mem;
     uint8_t *owned;        /* bit per pool block: cached by this tree       */
+    uint8_t *lazy;         /* bit per pool block (after owned, same
+                              allocation): cached without its chained hash
+                              yet; pool->hash holds (node << 32 | page)
+                              then (radix/tree_hash.c)                     */
+    int lazy_live;         /* lazy pages may exist (0: none; set by a lazy
+                              insert, cleared by rkv_tree_hash_all)        */
     size_t owned_bytes;
 
     /* slots (radix/tree.c) */
@@ -371,6 +389,7 @@ struct rkv_tree {
     rkv_tree_order order;  /* learned and guarded eviction (retain/)       */
     rkv_tree_retention retain; /* pins, priorities, TTLs (retain/)         */
     rkv_tree_tiers tiers;  /* tier residency (residency/)                  */
+    struct rkv_swa *swa;   /* sliding-window layers' KV (swa/); NULL: off  */
 };
 
 /* Node y's share of yield_blocks (retain/pins.c): its pages when every
@@ -442,18 +461,65 @@ static inline void rkv_tree_set_owned(rkv_tree *t, rkv_block_id b)
 {
     t->owned[b >> 3] |= (uint8_t)(1u << (b & 7));
 }
-static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
+/* The bit alone: for a loop that calls hooks.page_dropped itself (the
+ * eviction loop tests one flag for it and the events hook together). */
+static inline void rkv_tree_clear_owned_bit(rkv_tree *t, rkv_block_id b)
 {
     t->owned[b >> 3] &= (uint8_t)~(1u << (b & 7));
+}
+static inline void rkv_tree_clear_owned(rkv_tree *t, rkv_block_id b)
+{
+    rkv_tree_clear_owned_bit(t, b);
+    if (RKV_UNLIKELY(t->hooks.page_dropped != NULL))
+        t->hooks.page_dropped(t, b);
+}
+
+/* Lazy hashes (radix/tree_hash.c). A block is lazy iff owned and its lazy
+ * bit is set (a stale bit of a block the tree dropped means nothing). */
+static inline int rkv_tree_lazy(const rkv_tree *t, rkv_block_id b)
+{
+    return ((t->owned[b >> 3] & t->lazy[b >> 3]) >> (b & 7)) & 1;
+}
+static inline void rkv_tree_set_lazy(rkv_tree *t, rkv_block_id b)
+{
+    t->lazy[b >> 3] |= (uint8_t)(1u << (b & 7));
+}
+static inline void rkv_tree_clear_lazy(rkv_tree *t, rkv_block_id b)
+{
+    t->lazy[b >> 3] &= (uint8_t)~(1u << (b & 7));
+}
+/* New pages may skip their hash: no layer reads a page's hash as it
+ * arrives or leaves (KV events, tiers, learned eviction). Tiers attach to
+ * an empty tree only, and the other two are fixed at create, so a tree
+ * never holds lazy pages while one of them reads hashes. */
+static inline int rkv_tree_hash_lazily(const rkv_tree *t)
+{
+    return t->hooks.pages_stored == NULL && t->tiers.tier == NULL &&
+           t->policy != RKV_EVICT_LEARNED;
 }
 
 /* No negative token id among tokens[0..n). */
 static inline int rkv_tokens_valid(const int32_t *tokens, size_t n)
 {
+    /* OR of the sign bits, eight tokens (four 64-bit words) a round: a
+     * whole request's tokens are scanned at every insert */
+    uint64_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v0, v1, v2, v3;
+        memcpy(&v0, tokens + i, 8);
+        memcpy(&v1, tokens + i + 2, 8);
+        memcpy(&v2, tokens + i + 4, 8);
+        memcpy(&v3, tokens + i + 6, 8);
+        w0 |= v0;
+        w1 |= v1;
+        w2 |= v2;
+        w3 |= v3;
+    }
     int32_t acc = 0;
-    for (size_t i = 0; i < n; i++)
+    for (; i < n; i++)
         acc |= tokens[i];
-    return acc >= 0;
+    return acc >= 0 && ((w0 | w1 | w2 | w3) & 0x8000000080000000ull) == 0;
 }
 
 /* tree_match.c ------------------------------------------------------------ */
@@ -476,6 +542,21 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
 /* Chained hash of the page before a new child of parent: RKV_HASH_ROOT
  * under a namespace root, else the hash of parent's last block. */
 uint64_t rkv_tree_prev_hash(const rkv_tree *t, uint32_t parent);
+
+/* tree_hash.c ------------------------------------------------------------- */
+/* Node id's pages (a device node) and every lazy ancestor's get their
+ * chained hashes; no-op when id's are there already. No allocation. */
+void rkv_tree_hash_node(rkv_tree *t, uint32_t id);
+/* Every lazy page of the tree gets its hash (a snapshot reads them all). */
+void rkv_tree_hash_all(rkv_tree *t);
+/* The pool's hook (pool->tree_hash): block id's chained hash, computed
+ * first when it is lazy; with all, every lazy page of the tree gets its
+ * hash first when id is cached (before a caller overrides id's hash, so
+ * the pages below it keep the hashes they chained from at insert).
+ * Logically const: only the cache of hashes moves. */
+uint64_t rkv_tree_block_hash_of(const rkv_tree *t, rkv_block_id id, int all);
+/* Node id's lazy pages name it again (after a split moved them). */
+void rkv_tree_lazy_renumber(rkv_tree *t, uint32_t id);
 
 /* child_index.c ---------------------------------------------------------- */
 uint64_t rkv_child_index_key_page(const rkv_tree *t, uint32_t parent,
@@ -579,8 +660,9 @@ void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
 void rkv_lease_release(rkv_tree *t, uint32_t slot);
 
 /* tree_lru.c ------------------------------------------------------------- */
-/* The node device eviction takes next, or RKV_NIL. */
-uint32_t rkv_lru_first(const rkv_tree *t);
+/* The node device eviction takes next when need more blocks are wanted,
+ * or RKV_NIL. */
+uint32_t rkv_lru_first(const rkv_tree *t, uint32_t need);
 /* Plain LRU over every bucket: the least recently used head, or RKV_NIL
  * (an eviction-order hook's fallback). */
 uint32_t rkv_lru_first_any(const rkv_tree *t);

@@ -254,8 +254,7 @@ rkv_status rkv_tree_lock(rkv_tree *tree, rkv_node node, rkv_lease *out)
     if (out != NULL)
         out->id = 0;
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg(fn, tree, "tree", "out");
     if (!rkv_tree_handle_ok(tree, node))
         return rkv_tree_stale(node, fn);
     rkv_tree *t = tree;
@@ -317,8 +316,7 @@ rkv_status rkv_tree_unlock(rkv_tree *tree, rkv_lease *lease)
 {
     static const char fn[] = "rkv_tree_unlock";
     if (tree == NULL || lease == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "lease");
+        return rkv_null_arg(fn, tree, "tree", "lease");
     rkv_tree *t = tree;
     uint32_t slot = rkv_lease_find(t, lease->id);
     if (slot == RKV_NIL)

@@ -76,12 +76,12 @@ uint32_t rkv_lru_first_any(const rkv_tree *t)
 /* The node eviction takes next: the ended sessions' bucket, then what the
  * eviction-order hook picks, then the head of the lowest non-empty
  * bucket. */
-uint32_t rkv_lru_first(const rkv_tree *t)
+uint32_t rkv_lru_first(const rkv_tree *t, uint32_t need)
 {
     if (t->lru_head[RKV_ENDED_BUCKET] != RKV_NIL) /* every policy */
         return t->lru_head[RKV_ENDED_BUCKET];
     if (RKV_UNLIKELY(t->hooks.evict_first != NULL)) {
-        uint32_t id = t->hooks.evict_first(t);
+        uint32_t id = t->hooks.evict_first(t, need);
         if (id != RKV_NIL)
             return id;
     }
@@ -245,36 +245,54 @@ static uint64_t rkv_tree_node_ns(const rkv_tree *t, uint32_t id)
     return t->nodes[id].u.ns;
 }
 
+/* Tells the hooks that want them which pages eviction dropped. */
+static void rkv_tree_gone(rkv_tree *t, uint64_t ns, const uint64_t *gone,
+                          uint32_t n)
+{
+    if (t->hooks.pages_removed != NULL)
+        t->hooks.pages_removed(t, ns, gone, n);
+    if (t->hooks.pages_evicted != NULL)
+        t->hooks.pages_evicted(t, gone, n);
+}
+
 /* Drops leaf id's pages from its tail until need blocks were freed or it
  * is empty (then it goes); returns the blocks freed. */
 static uint32_t rkv_tree_drop_tail(rkv_tree *t, uint32_t id, uint32_t need)
 {
     rkv_pool *pool = t->pool;
     uint32_t freed = 0;
-    const int events = t->hooks.pages_removed != NULL;
+    const int events = t->hooks.pages_removed != NULL ||
+                       t->hooks.pages_evicted != NULL;
+    void (*const dropped)(rkv_tree *, rkv_block_id) = t->hooks.page_dropped;
+    const int hooked = events || dropped != NULL; /* one test a page */
     uint64_t gone[RKV_EVENT_MAX_HASHES];
     rkv_tnode *x = &t->nodes[id];
     rkv_block_id *xb = rkv_tnode_blocks(t, x);
-    uint64_t ns = RKV_UNLIKELY(events) ? rkv_tree_node_ns(t, id) : 0;
+    uint64_t ns = RKV_UNLIKELY(t->hooks.pages_removed != NULL)
+                      ? rkv_tree_node_ns(t, id) : 0;
     uint32_t ngone = 0;
     while (freed < need && x->num_pages > 0) {
         rkv_block_id b = xb[--x->num_pages];
-        if (RKV_UNLIKELY(events)) {
-            /* read before the drop: a freed block's hash slot is reused */
-            gone[ngone++] = pool->hash[b];
-            if (ngone == RKV_EVENT_MAX_HASHES) {
-                t->hooks.pages_removed(t, ns, gone, ngone);
-                ngone = 0;
+        if (RKV_UNLIKELY(hooked)) {
+            if (events) {
+                /* read before the drop: a freed block's hash slot is reused */
+                gone[ngone++] = pool->hash[b];
+                if (ngone == RKV_EVENT_MAX_HASHES) {
+                    rkv_tree_gone(t, ns, gone, ngone);
+                    ngone = 0;
+                }
             }
+            if (dropped != NULL)
+                dropped(t, b);
         }
-        rkv_tree_clear_owned(t, b);
+        rkv_tree_clear_owned_bit(t, b);
         freed += (uint32_t)rkv_pool_drop_ref(pool, b);
         t->cached_blocks--;
         t->evictable_blocks--;
         t->evicted_blocks++;
     }
     if (ngone > 0)
-        t->hooks.pages_removed(t, ns, gone, ngone);
+        rkv_tree_gone(t, ns, gone, ngone);
     if (x->num_pages == 0) {
         rkv_tree_remove_leaf(t, id);
     } else {
@@ -293,7 +311,7 @@ static uint32_t rkv_tree_evict_some(rkv_tree *t, uint32_t n, uint32_t max,
                                     int *capped)
 {
     uint32_t freed = 0, id;
-    while (freed < n && (id = rkv_lru_first(t)) != RKV_NIL) {
+    while (freed < n && (id = rkv_lru_first(t, n - freed)) != RKV_NIL) {
         if (RKV_UNLIKELY(t->hooks.evict_node != NULL)) {
             freed += t->hooks.evict_node(t, id, n - freed, max - freed,
                                          capped);
@@ -335,8 +353,7 @@ rkv_status rkv_tree_evict_ids(rkv_tree *tree, uint32_t n, rkv_block_id *ids_out,
     if (freed_out != NULL)
         *freed_out = 0;
     if (tree == NULL || (ids_out == NULL && cap > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "ids_out");
+        return rkv_null_arg(fn, tree, "tree", "ids_out");
     if (cap < n)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: room for %u ids, %u blocks asked", fn, cap, n);
@@ -365,8 +382,7 @@ rkv_status rkv_tree_evict_ids(rkv_tree *tree, uint32_t n, rkv_block_id *ids_out,
 rkv_status rkv_tree_alloc_blocks(rkv_tree *tree, uint32_t n, rkv_block_id *out)
 {
     if (tree == NULL || (out == NULL && n > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_alloc_blocks: NULL %s",
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg("rkv_tree_alloc_blocks", tree, "tree", "out");
     rkv_pool *pool = tree->pool;
     if (pool->num_free < n) {
         uint32_t need = n - pool->num_free;

@@ -148,6 +148,9 @@ uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
         t->retain.meta[nid] = t->retain.meta[xid];
     n->children_epoch = ++t->epoch;
     t->nodes[n->parent].children_epoch = ++t->epoch;
+    /* lazy pages name their node and index: both pieces moved */
+    rkv_tree_lazy_renumber(t, nid);
+    rkv_tree_lazy_renumber(t, xid);
 
     x->parent = nid;
     x->prev_sib = x->next_sib = RKV_NIL;
@@ -168,7 +171,8 @@ uint64_t rkv_tree_prev_hash(const rkv_tree *t, uint32_t parent)
 }
 
 /* Adds a leaf under parent with npages pages (tokens, blocks); takes a pool
- * reference on each block and sets its chained hash. The caller has already
+ * reference on each block and sets its chained hash, or marks it lazy
+ * (tree_hash.c). The caller has already
  * marked the blocks as tree-owned (rkv_tree_insert validates with them). */
 static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
                                   const int32_t *tokens,
@@ -177,7 +181,12 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
 {
     rkv_pool *pool = t->pool;
     const uint32_t P = t->P;
-    uint64_t h = rkv_tree_prev_hash(t, parent);
+    const int lazy = rkv_tree_hash_lazily(t);
+    uint64_t h = RKV_HASH_ROOT;
+    if (!lazy) {
+        rkv_tree_hash_node(t, parent); /* no-op unless it is lazy */
+        h = rkv_tree_prev_hash(t, parent);
+    }
     if (rkv_tree_in_lru(&t->nodes[parent]))
         rkv_lru_unlink(t, parent);
     uint32_t id = rkv_tree_slot_take(t);
@@ -189,10 +198,21 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     rkv_block_id *xb = rkv_tnode_blocks(t, x);
     memcpy(xb, blocks, (size_t)npages * sizeof *xb);
     uint64_t parent_hash = h;
-    for (uint32_t i = 0; i < npages; i++) {
-        h = rkv_block_hash(h, ns, tokens + (size_t)i * P, P);
-        pool->refcount[xb[i]]++;
-        pool->hash[xb[i]] = h;
+    if (lazy) {
+        /* hashed when first read (tree_hash.c) */
+        t->lazy_live = 1;
+        for (uint32_t i = 0; i < npages; i++) {
+            pool->refcount[xb[i]]++;
+            pool->hash[xb[i]] = ((uint64_t)id << 32) | i;
+            rkv_tree_set_lazy(t, xb[i]);
+        }
+    } else {
+        for (uint32_t i = 0; i < npages; i++) {
+            h = rkv_block_hash(h, ns, tokens + (size_t)i * P, P);
+            pool->refcount[xb[i]]++;
+            pool->hash[xb[i]] = h;
+            rkv_tree_clear_lazy(t, xb[i]);
+        }
     }
     if (RKV_UNLIKELY(t->hooks.pages_stored != NULL))
         t->hooks.pages_stored(t, ns, parent_hash, xb, x->u.tokens, npages);
@@ -254,8 +274,7 @@ rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
 {
     static const char fn[] = "rkv_tree_match";
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg(fn, tree, "tree", "out");
     if (flags & ~RKV_MATCH_PEEK)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: unknown flags %#x", fn,
                              flags);
@@ -312,8 +331,7 @@ rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
 {
     static const char fn[] = "rkv_tree_match_from";
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg(fn, tree, "tree", "out");
     if (!rkv_tree_handle_ok(tree, from))
         return rkv_tree_stale(from, fn);
     if (from_tokens % tree->P != 0 || from_tokens > n)

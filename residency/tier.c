@@ -1102,8 +1102,7 @@ void rkv_tier_drop_all(rkv_tree *t)
 rkv_status rkv_tree_tier_stats(const rkv_tree *tree, rkv_tier_stats *out)
 {
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_tier_stats: NULL %s",
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg("rkv_tree_tier_stats", tree, "tree", "out");
     memset(out, 0, sizeof *out);
     out->resident_pages[RKV_MEDIUM_DEVICE] = tree->cached_blocks;
     const rkv_tier *tr = tree->tiers.tier;

@@ -287,8 +287,7 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
     if (out != NULL)
         memset(out, 0, sizeof *out);
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg(fn, tree, "tree", "out");
     rkv_tree *t = tree;
     rkv_status st = rkv_tier_args(t, tokens, n, fn);
     if (st != RKV_OK || t->tiers.tier == NULL)
@@ -501,8 +500,7 @@ rkv_status rkv_tree_store_prefix(rkv_tree *tree, rkv_namespace ns,
     if (pages != NULL)
         *pages = 0;
     if (tree == NULL || ticket == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "ticket");
+        return rkv_null_arg(fn, tree, "tree", "ticket");
     rkv_tree *t = tree;
     if (t->tiers.tier == NULL)
         return rkv_set_error(RKV_ERR_STATE, "%s: no host tier", fn);

@@ -316,18 +316,18 @@ rkv_status rkv_learn_check(const rkv_tree *t)
 
 /* ---- hooks: the learned order and its guard ------------------------------------ */
 
-/* Under the guard's fallback plain LRU over every list; else priorities
- * below the default, then the learned order; RKV_NIL: the core's default
- * (the rest, lowest bucket first). */
-static uint32_t rkv_learned_evict_first(const rkv_tree *t)
+/* Priorities below the default first, then the learned order, unless the
+ * guard takes plain LRU's victim instead (over every list); RKV_NIL: the
+ * core's default (the rest, lowest bucket first). */
+static uint32_t rkv_learned_evict_first(const rkv_tree *t, uint32_t need)
 {
-    if (t->order.guard != NULL && t->order.guard->fallback)
-        return rkv_lru_first_any(t); /* the policy lost to LRU */
     uint64_t below = t->lru_nonempty[0] &
                      ((UINT64_C(1) << RKV_PRIORITY_DEFAULT) - 1);
-    if (below != 0)
-        return t->lru_head[__builtin_ctzll(below)];
-    return rkv_learn_first(t);
+    uint32_t v = below != 0 ? t->lru_head[__builtin_ctzll(below)]
+                            : rkv_learn_first(t);
+    if (t->order.guard == NULL || v == RKV_NIL)
+        return v;
+    return rkv_guard_victim(t, v, rkv_lru_first_any(t), need);
 }
 
 static void rkv_learned_on_match(rkv_tree *t, uint32_t node, uint64_t ns,
@@ -338,6 +338,13 @@ static void rkv_learned_on_match(rkv_tree *t, uint32_t node, uint64_t ns,
         rkv_learn_on_match(t, node);
     if (t->order.guard != NULL)
         rkv_guard_on_match(t, ns, tokens, npages, matched);
+}
+
+static void rkv_learned_on_evicted(rkv_tree *t, const uint64_t *hashes,
+                                   uint32_t n)
+{
+    if (t->order.guard != NULL)
+        rkv_guard_on_evicted(t, hashes, n);
 }
 
 static void rkv_learned_on_leaf(rkv_tree *t, uint32_t id, uint32_t parent)
@@ -363,5 +370,6 @@ rkv_status rkv_learned_attach(rkv_tree *t)
     t->hooks.on_match = rkv_learned_on_match;
     t->hooks.on_leaf = rkv_learned_on_leaf;
     t->hooks.on_insert = rkv_learned_on_insert;
+    t->hooks.pages_evicted = rkv_learned_on_evicted;
     return RKV_OK;
 }

@@ -55,9 +55,7 @@ rkv_status rkv_tree_namespace_ttl(const rkv_tree *tree, rkv_namespace ns,
                                   uint64_t *ttl_ms)
 {
     if (tree == NULL || ttl_ms == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_namespace_ttl: NULL %s",
-                             tree == NULL ? "tree" : "ttl_ms");
+        return rkv_null_arg("rkv_tree_namespace_ttl", tree, "tree", "ttl_ms");
     *ttl_ms = rkv_ns_ttl_lookup(tree, ns);
     return RKV_OK;
 }

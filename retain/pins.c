@@ -220,9 +220,7 @@ uint64_t rkv_pins_yieldable(const rkv_tree *t)
 rkv_status rkv_tree_pins_yieldable(const rkv_tree *tree, uint64_t *blocks)
 {
     if (tree == NULL || blocks == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_tree_pins_yieldable: NULL %s",
-                             tree == NULL ? "tree" : "blocks");
+        return rkv_null_arg("rkv_tree_pins_yieldable", tree, "tree", "blocks");
     *blocks = rkv_pins_yieldable(tree);
     return RKV_OK;
 }
@@ -452,8 +450,7 @@ rkv_status rkv_tree_retain(rkv_tree *tree, rkv_namespace ns,
     if (out != NULL)
         memset(out, 0, sizeof *out);
     if (tree == NULL || r == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             tree == NULL ? "tree" : "retention");
+        return rkv_null_arg(fn, tree, "tree", "retention");
     rkv_tree *t = tree;
     const uint32_t P = t->P;
     if (n > 0 && tokens == NULL)

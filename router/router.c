@@ -66,8 +66,14 @@ rkv_status rkv_router_create(const rkv_router_config *cfg, rkv_router **out)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: router struct", fn);
     r->cfg = *cfg;
     r->rng = cfg->seed;
+    r->spans = malloc(2 * RKV_INDEX_SPANS * sizeof *r->spans);
+    if (r->spans == NULL) {
+        free(r);
+        return rkv_set_error(RKV_ERR_NOMEM, "%s: search buffer", fn);
+    }
     rkv_status st = rkv_index_index_init(r, cfg->initial_blocks);
     if (st != RKV_OK) {
+        free(r->spans);
         free(r);
         return st;
     }
@@ -80,6 +86,7 @@ void rkv_router_destroy(rkv_router *router)
     if (router == NULL)
         return;
     rkv_index_index_fini(router);
+    free(router->spans);
     free(router->qhash);
     free(router);
 }
@@ -106,8 +113,7 @@ rkv_status rkv_index_lookup(rkv_router *r, uint64_t id, const void *items, size_
                          const char *items_name, const char *fn, uint32_t *slot)
 {
     if (r == NULL || (items == NULL && n > 0))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             r == NULL ? "router" : items_name);
+        return rkv_null_arg(fn, r, "router", items_name);
     *slot = rkv_index_slot_of(r, id);
     if (*slot == RKV_INDEX_EMPTY) {
         r->st.unknown_instance++;
@@ -180,7 +186,7 @@ rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
     in->id = instance;
     in->role = RKV_INDEX_INSTANCE;
     in->staging = RKV_INDEX_EMPTY;
-    rkv_index_load_terms(r, in);
+    rkv_index_load_terms(r, s);
     /* keep order[] sorted by id */
     uint32_t k = r->num_instances;
     while (k > 0 && r->inst[r->order[k - 1]].id > instance) {
@@ -190,6 +196,7 @@ rkv_status rkv_router_add_instance(rkv_router *router, uint64_t instance)
     r->order[k] = s;
     r->num_instances++;
     r->live[s / 64] |= 1ull << (s % 64);
+    r->inst_mask[s / 64] |= 1ull << (s % 64);
     return RKV_OK;
 }
 
@@ -204,6 +211,7 @@ rkv_status rkv_router_remove_instance(rkv_router *router, uint64_t instance)
     rkv_index_clear_slot(router, s);
     router->inst[s].role = RKV_INDEX_FREE;
     router->live[s / 64] &= ~(1ull << (s % 64));
+    router->inst_mask[s / 64] &= ~(1ull << (s % 64));
     uint32_t k = 0;
     while (router->order[k] != s)
         k++;
@@ -225,7 +233,7 @@ rkv_status rkv_router_set_load(rkv_router *router, uint64_t instance,
     router->inst[s].queued_tokens = queued_tokens;
     router->inst[s].routed_running = 0;
     router->inst[s].routed_tokens = 0;
-    rkv_index_load_terms(router, &router->inst[s]);
+    rkv_index_load_terms(router, s);
     return RKV_OK;
 }
 
@@ -426,8 +434,7 @@ rkv_status rkv_router_instance_info_get(const rkv_router *router,
 {
     static const char fn[] = "rkv_router_instance_info_get";
     if (router == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             router == NULL ? "router" : "out");
+        return rkv_null_arg(fn, router, "router", "out");
     uint32_t s = rkv_index_slot_of(router, instance);
     if (s == RKV_INDEX_EMPTY)
         return rkv_set_error(RKV_ERR_NOT_FOUND, "%s: instance %llu is not "
@@ -446,15 +453,15 @@ rkv_status rkv_router_instance_info_get(const rkv_router *router,
 rkv_status rkv_router_get_stats(const rkv_router *router, rkv_router_stats *out)
 {
     if (router == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_router_get_stats: NULL %s",
-                             router == NULL ? "router" : "out");
+        return rkv_null_arg("rkv_router_get_stats", router, "router", "out");
     *out = router->st;
     out->instances = router->num_instances;
     out->entries = router->count;
     out->entries_limit = router->limit;
     out->host_bytes = sizeof *router +
                       (uint64_t)router->table_cap * sizeof *router->entries +
-                      (uint64_t)router->qhash_cap * sizeof *router->qhash;
+                      (uint64_t)router->qhash_cap * sizeof *router->qhash +
+                      2ull * RKV_INDEX_SPANS * sizeof *router->spans;
     return RKV_OK;
 }
 
@@ -475,6 +482,7 @@ rkv_status rkv_router_check(const rkv_router *router)
     if (r->count > r->limit)
         return CORRUPT("%u entries over the budget of %u", r->count, r->limit);
     uint64_t used[RKV_INDEX_GROUPS] = {0}, live[RKV_INDEX_GROUPS] = {0};
+    uint64_t inst[RKV_INDEX_GROUPS] = {0};
     uint32_t n_inst = 0;
     for (uint32_t s = 0; s < RKV_INDEX_SLOTS; s++) {
         const rkv_index_slot *in = &r->inst[s];
@@ -484,11 +492,10 @@ rkv_status rkv_router_check(const rkv_router *router)
         used[s / 64] |= bit;
         if (in->role == RKV_INDEX_INSTANCE) {
             n_inst++;
-            rkv_index_slot want = *in;
-            rkv_index_load_terms(r, &want);
-            if (memcmp(&want.load_q, &in->load_q, sizeof want.load_q) != 0 ||
-                memcmp(&want.load_r, &in->load_r, sizeof want.load_r) != 0)
-                return CORRUPT("slot %u: load terms stale", s);
+            double base = rkv_index_base(&r->cfg, in);
+            if (memcmp(&base, &r->base[s], sizeof base) != 0)
+                return CORRUPT("slot %u: load term stale", s);
+            inst[s / 64] |= bit;
             if (!in->needs_resync)
                 live[s / 64] |= bit;
             if (in->staging != RKV_INDEX_EMPTY &&
@@ -515,6 +522,11 @@ rkv_status rkv_router_check(const rkv_router *router)
             (k > 0 && r->inst[r->order[k - 1]].id >= r->inst[r->order[k]].id))
             return CORRUPT("instance order broken at %u", k);
     }
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
+        if (inst[g] != r->inst_mask[g])
+            return CORRUPT("group %u instance mask %llx, expected %llx", g,
+                           (unsigned long long)r->inst_mask[g],
+                           (unsigned long long)inst[g]);
     for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
         if (live[g] != r->live[g])
             return CORRUPT("group %u live mask %llx, expected %llx", g,

@@ -33,7 +33,9 @@
  *   - order[0..num_instances) lists the instance slots by id (binary
  *     search for an id). blocks[m] counts the entries whose mask m has the
  *     slot's bit. An instance with needs_resync holds no bit anywhere;
- *     live[g] has the bits of group g's in-sync instance slots.
+ *     live[g] has the bits of group g's in-sync instance slots,
+ *     inst_mask[g] those of all its instance slots; base[s] is instance
+ *     slot s's score with no page cached (its load alone).
  *
  * Why a flat table keyed by the chained hash and not a tree of hashes: a
  * chained hash already names its whole prefix, so the table IS the radix
@@ -55,6 +57,21 @@
 /* instance slots + one spare group for staging snapshots */
 #define RKV_INDEX_SLOTS (RKV_ROUTER_MAX_INSTANCES + 64u)
 #define RKV_INDEX_GROUPS (RKV_INDEX_SLOTS / 64u)
+
+/* A search span (router/route.c): in group g, pages (lo, hi] hold a drop
+ * of some bit; plo / phi are the probes at lo and hi (lo = -1: before
+ * page 0, every live bit), a = holders on any medium, d = on the device. */
+typedef struct rkv_index_probe {
+    uint64_t a, d;
+} rkv_index_probe;
+typedef struct rkv_index_span {
+    int64_t lo, hi;
+    rkv_index_probe plo, phi;
+    uint32_t g;
+} rkv_index_span;
+/* spans one level of the search holds at most: each bit leaves A once and
+ * D once, and a kept span holds a leaving bit */
+#define RKV_INDEX_SPANS (2u * 64u * RKV_INDEX_GROUPS)
 
 typedef struct rkv_index_entry {
     uint64_t key;
@@ -117,12 +134,31 @@ typedef struct rkv_index_slot {
     uint64_t queued_tokens;
     uint32_t routed_running; /* routed here since it (rkv_router_choose)   */
     uint64_t routed_tokens;
-    /* the score's load terms, recomputed (rkv_index_load_terms) whenever
-     * the four counts above change: a query scores every instance, and
-     * at 1,024 instances converting them was about a quarter of it */
-    double load_q;  /* queue_weight * (queued_tokens + routed_tokens)    */
-    double load_r;  /* running_weight * (running + routed_running)       */
 } rkv_index_slot;
+
+/* The score (radixkv/router.h) of an instance whose load term is `base`
+ * with pages_by_medium pbm[] of the request cached: the one formula
+ * every query path uses, so they agree to the bit. With no page it is
+ * base itself (0 * weights is +0, and +0 + base is base). */
+static inline double rkv_index_score(const rkv_router_config *c, double base,
+                                     const uint32_t *pbm)
+{
+    double w = 0;
+    for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
+        w += c->medium_weight[m] * (double)pbm[m];
+    return c->page_tokens * w + base;
+}
+/* The load term: minus the queued tokens (reported + routed) and the
+ * running requests, weighted; +0 (not -0) with no load. */
+static inline double rkv_index_base(const rkv_router_config *c,
+                                    const rkv_index_slot *in)
+{
+    double q = c->queue_weight *
+               ((double)in->queued_tokens + (double)in->routed_tokens);
+    double u = c->running_weight *
+               ((double)in->running + (double)in->routed_running);
+    return (0.0 - q) - u;
+}
 
 struct rkv_router {
     rkv_router_config cfg;
@@ -137,19 +173,24 @@ struct rkv_router {
     uint32_t order[RKV_ROUTER_MAX_INSTANCES];
     uint32_t num_instances;
     uint64_t live[RKV_INDEX_GROUPS]; /* in-sync instance slots per group     */
+    uint64_t inst_mask[RKV_INDEX_GROUPS]; /* instance slots (any sync state)  */
+    /* base[s]: instance slot s's load term (rkv_index_base), its score for
+     * a request it caches none of; recomputed whenever its four load
+     * counts change. A query scores every instance: from this compact
+     * array a large fleet's instances cost a load and a compare each */
+    double base[RKV_INDEX_SLOTS];
     uint32_t offdev[RKV_INDEX_GROUPS]; /* host and disk entries per group    */
+    rkv_index_span *spans; /* the search's two levels: 2 x RKV_INDEX_SPANS */
     uint64_t *qhash;    /* rkv_router_*_tokens: the request's page hashes */
     uint32_t qhash_cap;
     uint64_t rng;       /* splitmix64 state, from cfg.seed               */
     rkv_router_stats st; /* counters (instances/entries/bytes derived)    */
 };
 
-static inline void rkv_index_load_terms(const rkv_router *r, rkv_index_slot *in)
+/* Recomputes instance slot s's load term. */
+static inline void rkv_index_load_terms(rkv_router *r, uint32_t s)
 {
-    in->load_q = r->cfg.queue_weight *
-                 ((double)in->queued_tokens + (double)in->routed_tokens);
-    in->load_r = r->cfg.running_weight *
-                 ((double)in->running + (double)in->routed_running);
+    r->base[s] = rkv_index_base(&r->cfg, &r->inst[s]);
 }
 
 /* index.c ------------------------------------------------------------------ */

@@ -155,6 +155,9 @@ static void rkv_index_stage_commit(rkv_router *r, uint32_t s)
     old->role = RKV_INDEX_FREE;
     r->live[s / 64] &= ~(1ull << (s % 64));
     r->live[t / 64] |= 1ull << (t % 64);
+    r->inst_mask[s / 64] &= ~(1ull << (s % 64));
+    r->inst_mask[t / 64] |= 1ull << (t % 64);
+    r->base[t] = r->base[s];
     uint32_t k = 0;
     while (r->order[k] != s)
         k++;

@@ -54,14 +54,10 @@ void rkv_sched_config_init(rkv_sched_config *cfg)
 {
     if (cfg == NULL)
         return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->policy = RKV_POLICY_LPM;
-    cfg->max_batch_tokens = 8192;
-    cfg->max_running = 256;
-    cfg->dedup_min_tokens = 256;
-    cfg->max_wait_ms = 10000.0;
-    cfg->aging_per_s = 1.0;
-    cfg->use_tiers = 1;
+    /* The fields not named here are 0. */
+    *cfg = (rkv_sched_config){.policy = RKV_POLICY_LPM, .max_batch_tokens = 8192,
+                              .max_running = 256, .dedup_min_tokens = 256,
+                              .max_wait_ms = 10000.0, .aging_per_s = 1.0, .use_tiers = 1};
 }
 
 rkv_status rkv_ensure_cap(void **p, uint32_t *cap, uint32_t need, size_t elem)
@@ -136,8 +132,7 @@ rkv_status rkv_sched_create(rkv_tree *tree, const rkv_sched_config *cfg,
                             rkv_sched **out)
 {
     if (tree == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_sched_create: NULL %s",
-                             tree == NULL ? "tree" : "out");
+        return rkv_null_arg("rkv_sched_create", tree, "tree", "out");
     rkv_sched_config c;
     rkv_sched_config_init(&c);
     if (cfg != NULL)
@@ -202,6 +197,7 @@ void rkv_sched_destroy(rkv_sched *s)
     rkv_u64map_fini(&s->memo_epoch);
     rkv_u64map_fini(&s->memo_depth);
     rkv_u64map_fini(&s->inflight);
+    rkv_watch_fini(s);
 
     rkv_sched_queue_fini(&s->order);
     rkv_sched_queue_fini(&s->arrivals);
@@ -242,6 +238,7 @@ rkv_status rkv_sched_waiting_add(rkv_sched *s, rkv_sched_req *r)
 void rkv_sched_waiting_remove(rkv_sched *s, rkv_sched_req *r)
 {
     uint32_t i = r->ridx;
+    rkv_watch_remove(s, r);
     s->waiting[i] = s->waiting[--s->nwaiting];
     s->waiting[i]->ridx = i;
     r->state = RKV_REQ_RUNNING; /* callers set the final state */
@@ -271,6 +268,15 @@ void rkv_sched_free_grave(rkv_sched *s)
     for (uint32_t i = 0; i < s->ngrave; i++)
         rkv_sched_req_free(s->grave[i]);
     s->ngrave = 0;
+    s->nlimbo = 0;
+}
+
+void rkv_sched_forget_grave(rkv_sched *s, int freeable)
+{
+    if (freeable)
+        rkv_sched_free_grave(s);
+    else
+        s->nlimbo = s->ngrave;
 }
 
 /* ---- submit / abort ---------------------------------------------------------- */
@@ -279,8 +285,7 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
 {
     static const char fn[] = "rkv_sched_submit";
     if (s == NULL || d == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL %s", fn,
-                             s == NULL ? "sched" : "request");
+        return rkv_null_arg(fn, s, "sched", "request");
     if (d->prompt == NULL || d->prompt_len == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: request %llu has an empty prompt", fn,
@@ -349,6 +354,7 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
     rkv_sched_req *r = rkv_sched_mem_calloc(1, sizeof *r);
     if (r == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "%s: out of memory", fn);
+    r->wgrp = RKV_WNONE;
     r->cap = d->prompt_len + d->max_new_tokens;
     /* room for the prompt and the first sampled token; the rest grows at
      * the steps that sample (sched_step.c) */

@@ -160,6 +160,8 @@ rkv_status rkv_sched_check(const rkv_sched *s)
     }
     if ((st = rkv_sched_tier_check(s)) != RKV_OK)
         return st;
+    if ((st = rkv_watch_check(s)) != RKV_OK)
+        return st;
     if ((st = rkv_pool_check(s->pool)) != RKV_OK)
         return st;
     return rkv_tree_check(s->tree);

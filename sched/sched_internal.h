@@ -80,6 +80,13 @@ typedef struct rkv_sched_req {
     double key;            /* policy sort key (smaller first)             */
     size_t peek_host, peek_disk; /* tiers: the peek match's lower continuation
                               (rkv_tier_match host_tokens / disk_tokens)  */
+    /* the watch lists (sched_watch.c): RKV_WNONE when not grouped */
+    uint32_t wgrp;         /* group of peek_node                          */
+    int wother;            /* in the group's other list, not a bucket     */
+    int wmark;             /* named for a re-match in this refresh        */
+    uint64_t wkey;         /* its bucket (wother == 0)                     */
+    struct rkv_sched_req *gnext, *gprev; /* the group's members           */
+    struct rkv_sched_req *snext, *sprev; /* the bucket or the other list  */
 
     /* tiers (sched_tier.c): a waiting request's own load. load_ticket != 0:
      * queued, in sched->tickets; load_ready: completed, pages on the device
@@ -133,11 +140,25 @@ typedef struct rkv_queue_entry {
 typedef struct rkv_sched_queue {
     rkv_queue_entry *a;
     uint32_t n, cap;
+    rkv_queue_entry *b;      /* key order: a short sorted side run, read
+                                merged with a (see sched_order.c)          */
+    uint32_t nb, bcap;
     rkv_queue_entry *add;    /* entries to insert at the next sort               */
     uint32_t nadd, addcap;
     uint32_t dead;    /* entries known to be dead                         */
     int by_arrival;   /* comparator: 1 arrival order, 0 by req->key       */
 } rkv_sched_queue;
+
+/* Waiting requests whose PEEK match ends at one node (sched_watch.c). */
+#define RKV_WNONE UINT32_MAX
+typedef struct rkv_watch_group {
+    rkv_node node;        /* the peek node; id 0: nothing matched          */
+    rkv_node head;        /* its first child at the last look (id 0: none) */
+    uint64_t epoch;       /* its children_epoch at the last look           */
+    struct rkv_sched_req *all;   /* members (gnext)                        */
+    struct rkv_sched_req *other; /* members not in a bucket (snext)        */
+    uint32_t n;           /* members                                       */
+} rkv_watch_group;
 
 typedef struct rkv_tree_sig {
     uint64_t inserted, evicted, splits, nodes, namespaces, cached;
@@ -162,6 +183,10 @@ struct rkv_sched {
      * Until then rkv_sched_request_info reports them (sched_query.c). */
     rkv_sched_req **grave;
     uint32_t ngrave, grave_cap;
+    uint32_t nlimbo;         /* grave[0..nlimbo): forgotten by a step (not
+                                reported) but not yet freed: a side run of
+                                the order may still hold dead entries
+                                naming them (sched_order.c)                */
     uint64_t next_seq;
 
     rkv_sched_queue order;        /* policy order                              */
@@ -171,6 +196,15 @@ struct rkv_sched {
     int sig_valid;
     rkv_u64map memo_epoch;   /* per-refresh: handle -> children_epoch + 1  */
     rkv_u64map memo_depth;   /* per-refresh: handle -> depth in tokens     */
+    /* watch lists (sched_watch.c), without tiers */
+    rkv_watch_group *wgroups;
+    uint32_t nwgroups, wgroups_cap;
+    rkv_u64map wgroup_map;   /* peek node key -> group index + 1           */
+    rkv_u64map wbucket;      /* bucket key -> its first request            */
+    rkv_sched_req **wtodo;   /* requests a refresh re-matches              */
+    uint32_t wtodo_cap;
+    int watch_valid;         /* 0: every waiting request is (re)grouped at
+                                the next refresh                           */
 
     rkv_u64map inflight;     /* page hash -> count of running prefills    */
 
@@ -234,6 +268,9 @@ void rkv_sched_running_remove(rkv_sched *s, rkv_sched_req *r);
  * the grave. */
 void rkv_sched_bury(rkv_sched *s, rkv_sched_req *r);
 void rkv_sched_free_grave(rkv_sched *s);
+/* A step forgets the requests that ended: freed at once when no queue
+ * entry can name them, else kept unreported until then. */
+void rkv_sched_forget_grave(rkv_sched *s, int freeable);
 
 /* libc allocation with the test-only injection of sched/sched_debug.h;
  * release with free(). */
@@ -258,7 +295,8 @@ void rkv_sched_req_shrink(rkv_sched *s, rkv_sched_req *r, uint32_t tokens);
 void rkv_sched_req_release(rkv_sched *s, rkv_sched_req *r);
 /* Moves the scheduler's (and the tree's) time to max(now, tree's time). */
 rkv_status rkv_sched_set_time(rkv_sched *s, double now_ms);
-/* Admission: non-peek match of tokens[0..len-1), lock. */
+/* Admission: non-peek match of tokens[0..len-1), lock (its pages are put
+ * in flight by the caller once the admission sticks). */
 rkv_status rkv_sched_req_admit(rkv_sched *s, rkv_sched_req *r);
 /* Chained page hashes up to `pages` pages. */
 rkv_status rkv_sched_req_hashes(rkv_sched *s, rkv_sched_req *r, uint32_t pages);
@@ -319,6 +357,22 @@ int rkv_sched_prefetch_holds(rkv_sched *s, const rkv_sched_req *r);
  * host_pages, its continuation's host pages): the tail of them. */
 uint32_t rkv_sched_prefetch_late(const rkv_sched *s, const rkv_sched_req *r,
                                  uint32_t host_pages);
+/* sched_watch.c */
+/* Room for n more grouped requests. */
+rkv_status rkv_watch_reserve(rkv_sched *s, uint32_t n);
+/* Groups r by its peek match (room reserved; r not grouped). */
+void rkv_watch_add(rkv_sched *s, rkv_sched_req *r);
+/* Ungroups r (no-op when not grouped). */
+void rkv_watch_remove(rkv_sched *s, rkv_sched_req *r);
+/* After a change of the tree: the requests whose match may have moved go
+ * to wtodo[0..returned), marked (wmark); every group is up to date with
+ * the tree afterwards. Room for nwaiting todo entries must be reserved. */
+uint32_t rkv_watch_collect(rkv_sched *s);
+/* Ungroups everyone. fini frees the arrays without reading a request
+ * (rkv_sched_destroy frees them first). */
+void rkv_watch_clear(rkv_sched *s);
+void rkv_watch_fini(rkv_sched *s);
+rkv_status rkv_watch_check(const rkv_sched *s);
 
 /* sched_order.c */
 void rkv_sched_queue_fini(rkv_sched_queue *q);
@@ -329,13 +383,16 @@ rkv_status rkv_order_push(rkv_sched *s, rkv_sched_req *r);
 rkv_status rkv_order_update(rkv_sched *s);
 /* Walks the waiting requests in admission order (dead entries skipped). */
 typedef struct rkv_order_iter {
-    uint32_t i;      /* cursor in sched->order                            */
+    uint32_t i;      /* cursor in sched->order's main run                 */
+    uint32_t j;      /* cursor in its side run                            */
     uint32_t ia;     /* bounded: cursor in sched->arrivals                */
     int overdue_done; /* bounded: no overdue request left                 */
     double now_ms;
 } rkv_order_iter;
 void rkv_order_iter_init(rkv_sched *s, rkv_order_iter *it, double now_ms);
 rkv_sched_req *rkv_order_next(rkv_sched *s, rkv_order_iter *it);
+/* The tree counters a refresh compares (unchanged: no match moved). */
+void rkv_tree_sig_get(const rkv_sched *s, rkv_tree_sig *g);
 /* Live entries of a queue (for checks). */
 uint32_t rkv_order_live(const rkv_sched *s, const rkv_sched_queue *q);
 

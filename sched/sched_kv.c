@@ -286,6 +286,9 @@ rkv_status rkv_sched_req_admit(rkv_sched *s, rkv_sched_req *r)
     r->sched_q = 0;
     s->st.prompt_tokens += r->len;
     s->st.cached_tokens += m.matched_tokens;
-    rkv_inflight_add(s, r, m.num_blocks, r->len / s->P);
+    /* its pages go in flight once the admission sticks (rkv_step_admit):
+     * an admission undone for lack of room, which a full pool repeats at
+     * every step, then costs no per-page work */
+    r->inflight_from = r->inflight_to = 0;
     return RKV_OK;
 }

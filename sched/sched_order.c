@@ -37,19 +37,27 @@
  *   node, that node's depth and children_epoch). A refresh first compares a
  *   signature of the tree (pages inserted / evicted, splits, node and
  *   namespace counts, cached pages: the counters that move whenever any
- *   children_epoch can move); if it is unchanged no request is looked at.
- *   Otherwise each request is checked against a per-refresh memo of its
- *   node (one rkv_tree_node_info per distinct node): a stale handle
- *   re-matches from the root, a changed epoch continues with
- *   rkv_tree_match_from below the node (O(new part)), else nothing.
+ *   children_epoch can move); if it is unchanged only new arrivals are
+ *   matched. Otherwise the watch lists (sched_watch.c) name the requests a
+ *   change can have moved -- those whose node went stale, whose match ends
+ *   part way into a child of a changed node, or whose next page is the
+ *   first page of a child added since -- and only those are re-matched: a
+ *   stale handle from the root, else rkv_tree_match_from below the node
+ *   (O(new part)). A refresh costs O(groups + new children + moved
+ *   requests), not O(waiting).
  *   Tiers (lpm, bounded, once pages went below the device): residency
  *   below the device moves without touching any children_epoch, so a
  *   refresh re-matches each waiting request from the root with
  *   rkv_tree_match_tiers (PEEK) -- O(waiting x path) in a step where the
  *   tree changed; the signature includes the tier counters.
- *   The sorted order lives in an array with lazy deletion (entry stamps);
- *   requests whose key changed and new arrivals are sorted alone and merged
- *   in (O(n + k log k)); with no change there is no sort at all.
+ *   The sorted order lives in an array with lazy deletion (entry stamps)
+ *   plus, for the key order, a short sorted side run: requests whose key
+ *   changed and new arrivals are sorted alone (O(k log k)) and merged into
+ *   the side run; the side run is merged into the main array only when it
+ *   outgrows sqrt(8 n) (or half the entries are dead), so a step costs
+ *   O(sqrt(n)) amortized; iteration reads both runs merged. The ended
+ *   requests a step forgets are freed once no dead entry can name them
+ *   (after a full merge).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -60,9 +68,10 @@
 void rkv_sched_queue_fini(rkv_sched_queue *q)
 {
     free(q->a);
+    free(q->b);
     free(q->add);
-    q->a = q->add = NULL;
-    q->n = q->cap = q->nadd = q->addcap = q->dead = 0;
+    q->a = q->b = q->add = NULL;
+    q->n = q->cap = q->nb = q->bcap = q->nadd = q->addcap = q->dead = 0;
 }
 
 static int rkv_cmp_arrival_req(const rkv_sched_req *x, const rkv_sched_req *y)
@@ -158,7 +167,50 @@ rkv_status rkv_order_push(rkv_sched *s, rkv_sched_req *r)
     return RKV_OK;
 }
 
-/* Drops dead entries, sorts the additions and merges them in. */
+/* Merges the sorted runs x[0..nx) and y[0..ny) into out; with
+ * drop_dead, dead entries are left out. Returns the entries written. */
+static uint32_t rkv_queue_merge(const rkv_sched *s, const rkv_sched_queue *q,
+                                const rkv_queue_entry *x, uint32_t nx,
+                                const rkv_queue_entry *y, uint32_t ny,
+                                rkv_queue_entry *out, int drop_dead)
+{
+    int (*cmp)(const void *, const void *) =
+        q->by_arrival ? rkv_queue_cmp_arrival : rkv_queue_cmp_key;
+    uint32_t i = 0, j = 0, o = 0;
+    while (i < nx || j < ny) {
+        if (drop_dead && i < nx && !rkv_entry_live(s, q, &x[i])) {
+            i++;
+            continue;
+        }
+        if (drop_dead && j < ny && !rkv_entry_live(s, q, &y[j])) {
+            j++;
+            continue;
+        }
+        if (j >= ny || (i < nx && cmp(&x[i], &y[j]) <= 0))
+            out[o++] = x[i++];
+        else
+            out[o++] = y[j++];
+    }
+    return o;
+}
+
+/* Side run bound of the key order: sqrt(8 n), at least 256. Merging the
+ * additions into the side run costs O(side) a step, and the full merge
+ * (O(n)) comes once the side run outgrows the bound, so a step costs
+ * O(sqrt(n)) amortized instead of O(n). */
+static uint32_t rkv_side_bound(uint32_t n)
+{
+    uint32_t r = 16;
+    while ((uint64_t)r * r < (uint64_t)n * 8)
+        r++;
+    return r < 256 ? 256 : r;
+}
+
+/* Sorts the additions and merges them in. The arrival queue and a key
+ * order whose side run would outgrow its bound (or that is half dead) are
+ * merged whole, dropping the dead entries (dead == 0 afterwards); else the
+ * additions go into the side run b, and the dead entries of a and b stay
+ * (iteration skips them). */
 static rkv_status rkv_sched_queue_sort(rkv_sched *s, rkv_sched_queue *q)
 {
     if (q->nadd == 0 && q->dead == 0)
@@ -172,25 +224,45 @@ static rkv_status rkv_sched_queue_sort(rkv_sched *s, rkv_sched_queue *q)
     }
     q->nadd = k;
     qsort(q->add, k, sizeof *q->add, cmp);
-    uint64_t total = (uint64_t)q->n + k;
-    rkv_queue_entry *fresh = rkv_sched_mem_malloc((total ? total : 1) * sizeof *fresh);
-    if (fresh == NULL)
-        return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
-    uint32_t i = 0, j = 0, o = 0;
-    while (i < q->n || j < k) {
-        if (i < q->n && !rkv_entry_live(s, q, &q->a[i])) {
-            i++;
-            continue;
-        }
-        if (j >= k || (i < q->n && cmp(&q->a[i], &q->add[j]) <= 0))
-            fresh[o++] = q->a[i++];
-        else
-            fresh[o++] = q->add[j++];
+    uint64_t live = (uint64_t)q->n + q->nb;
+    if (!q->by_arrival && (uint64_t)q->nb + k <= rkv_side_bound(q->n) &&
+        (uint64_t)q->dead * 2 <= live) {
+        if (k == 0)
+            return RKV_OK;
+        rkv_queue_entry *nb = rkv_sched_mem_malloc(((size_t)q->nb + k) * sizeof *nb);
+        if (nb == NULL)
+            return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
+        q->nb = rkv_queue_merge(s, q, q->b, q->nb, q->add, k, nb, 0);
+        free(q->b);
+        q->b = nb;
+        q->bcap = q->nb;
+        q->nadd = 0;
+        return RKV_OK;
     }
+    rkv_queue_entry *ab = NULL;
+    uint32_t nab = q->n;
+    if (q->nb > 0) {
+        ab = rkv_sched_mem_malloc(((size_t)q->n + q->nb) * sizeof *ab);
+        if (ab == NULL)
+            return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
+        nab = rkv_queue_merge(s, q, q->a, q->n, q->b, q->nb, ab, 1);
+    }
+    uint64_t total = (uint64_t)nab + k;
+    rkv_queue_entry *fresh = rkv_sched_mem_malloc((total ? total : 1) * sizeof *fresh);
+    if (fresh == NULL) {
+        free(ab);
+        return rkv_set_error(RKV_ERR_NOMEM, "rkv_sched_step: out of memory");
+    }
+    uint32_t o = rkv_queue_merge(s, q, ab != NULL ? ab : q->a, nab, q->add, k,
+                                 fresh, 1);
+    free(ab);
     free(q->a);
+    free(q->b);
     q->a = fresh;
     q->n = o;
     q->cap = (uint32_t)(total ? total : 1);
+    q->b = NULL;
+    q->nb = q->bcap = 0;
     q->nadd = 0;
     q->dead = 0;
     return RKV_OK;
@@ -201,6 +273,8 @@ uint32_t rkv_order_live(const rkv_sched *s, const rkv_sched_queue *q)
     uint32_t n = 0;
     for (uint32_t i = 0; i < q->n; i++)
         n += rkv_entry_live(s, q, &q->a[i]) != 0;
+    for (uint32_t i = 0; i < q->nb; i++)
+        n += rkv_entry_live(s, q, &q->b[i]) != 0;
     return n;
 }
 
@@ -303,7 +377,7 @@ static rkv_status rkv_refresh_one(rkv_sched *s, rkv_sched_req *r, int *changed)
     return RKV_OK;
 }
 
-static void rkv_tree_sig_get(const rkv_sched *s, rkv_tree_sig *g)
+void rkv_tree_sig_get(const rkv_sched *s, rkv_tree_sig *g)
 {
     rkv_tree_stats ts;
     memset(g, 0, sizeof *g);
@@ -344,28 +418,82 @@ static rkv_status rkv_refresh_all(rkv_sched *s)
         memset(md->used, 0, md->cap);
         md->count = 0;
     }
-    /* unchanged tree: only requests queued since the last refresh (they
-     * sit in order.add) need a first match -- O(new), not O(waiting) */
-    uint32_t n = same ? s->order.nadd : s->nwaiting;
+    /* Without tiers (or under dfs) the watch lists name the requests a
+     * change can move (sched_watch.c); with tiers lpm and bounded re-match
+     * everyone from the root (see rkv_refresh_one). */
+    int watch = !(s->tiers_live && (s->cfg.policy == RKV_POLICY_LPM ||
+                                    s->cfg.policy == RKV_POLICY_BOUNDED));
+    if (!watch) {
+        rkv_watch_clear(s);
+        s->watch_valid = 0;
+    }
     /* Room for every re-keyed entry up front: once a request's match has
      * moved, its old queue entry is dead, so failing to add the new one
      * would drop it from the order for good. */
+    uint32_t room = same ? s->order.nadd : s->nwaiting;
     if (s->cfg.policy != RKV_POLICY_DFS) {
         rkv_status st = rkv_ensure_cap((void **)&s->order.add,
-                                       &s->order.addcap, s->order.nadd + n,
+                                       &s->order.addcap, s->order.nadd + room,
                                        sizeof *s->order.add);
         if (st != RKV_OK)
             return st;
     }
-    for (uint32_t i = 0; i < n; i++) {
-        rkv_sched_req *r = same ? s->order.add[i].req : s->waiting[i];
-        if (same && (r->state != RKV_REQ_WAITING || r->peek_valid))
-            continue;
-        int changed = 0;
-        rkv_status st = rkv_refresh_one(s, r, &changed);
+    uint32_t n = 0;
+    rkv_sched_req **todo = s->waiting;
+    if (watch) {
+        /* the todo list may name everyone (a rebuild) */
+        rkv_status st = rkv_ensure_cap((void **)&s->wtodo, &s->wtodo_cap,
+                                       s->nwaiting, sizeof *s->wtodo);
         if (st != RKV_OK)
             return st;
+        todo = s->wtodo;
+        if (!s->watch_valid) {
+            rkv_watch_clear(s);
+            for (uint32_t i = 0; i < s->nwaiting; i++)
+                todo[n++] = s->waiting[i];
+        } else {
+            /* the groups first (a changed tree), then the requests queued
+             * since the last refresh (their first match; they sit in
+             * order.add and are not grouped yet) */
+            if (!same)
+                n = rkv_watch_collect(s);
+            for (uint32_t i = 0; i < s->order.nadd; i++) {
+                rkv_sched_req *r = s->order.add[i].req;
+                if (r->state == RKV_REQ_WAITING && !r->peek_valid && !r->wmark) {
+                    r->wmark = 1;
+                    todo[n++] = r;
+                }
+            }
+        }
+        /* from here on a failure must regroup everyone next time (the
+         * groups above are already marked up to date) */
+        s->watch_valid = 0;
+        st = rkv_watch_reserve(s, n); /* room to regroup them */
+        if (st != RKV_OK) {
+            for (uint32_t i = 0; i < n; i++)
+                todo[i]->wmark = 0;
+            return st;
+        }
+    } else {
+        n = same ? s->order.nadd : s->nwaiting;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        rkv_sched_req *r = watch ? todo[i] : same ? s->order.add[i].req : todo[i];
+        if (!watch && same && (r->state != RKV_REQ_WAITING || r->peek_valid))
+            continue;
+        r->wmark = 0;
+        int changed = 0;
+        rkv_status st = rkv_refresh_one(s, r, &changed);
+        if (st != RKV_OK) {
+            for (uint32_t j = i + 1; watch && j < n; j++)
+                todo[j]->wmark = 0;
+            return st;
+        }
         r->peek_valid = 1;
+        if (watch) {
+            rkv_watch_remove(s, r);
+            rkv_watch_add(s, r); /* room reserved */
+        }
         if (changed) {
             r->key = rkv_key_of(s, r);
             s->dfs_dirty = 1;
@@ -375,6 +503,8 @@ static rkv_status rkv_refresh_all(rkv_sched *s)
             }
         }
     }
+    if (watch)
+        s->watch_valid = 1;
     s->sig = g;
     s->sig_valid = 1;
     return RKV_OK;
@@ -593,6 +723,7 @@ static rkv_status rkv_dfs_build(rkv_sched *s)
     s->order.n = o;
     s->order.cap = n ? n : 1;
     s->order.nadd = 0;
+    s->order.nb = 0;
     s->order.dead = 0;
     s->dfs_dirty = 0;
 out:
@@ -624,9 +755,12 @@ rkv_status rkv_order_update(rkv_sched *s)
         if (st == RKV_OK && p == RKV_POLICY_BOUNDED)
             st = rkv_sched_queue_sort(s, &s->arrivals);
     }
-    /* every dead entry is gone now: the grave can be freed */
+    /* the ended requests are forgotten; freed once no queue entry can
+     * name them: after full merges (a side run keeps its dead entries) */
+    if (p != RKV_POLICY_BOUNDED && p != RKV_POLICY_DFS)
+        s->arrivals.dead = 0; /* that queue stays empty */
     if (st == RKV_OK)
-        rkv_sched_free_grave(s);
+        rkv_sched_forget_grave(s, s->order.dead == 0 && s->arrivals.dead == 0);
     return st;
 }
 
@@ -635,6 +769,7 @@ rkv_status rkv_order_update(rkv_sched *s)
 void rkv_order_iter_init(rkv_sched *s, rkv_order_iter *it, double now_ms)
 {
     it->i = 0;
+    it->j = 0;
     it->ia = 0;
     it->overdue_done = s->cfg.policy != RKV_POLICY_BOUNDED;
     it->now_ms = now_ms;
@@ -676,10 +811,23 @@ rkv_sched_req *rkv_order_next(rkv_sched *s, rkv_order_iter *it)
             return r;
         }
     }
-    while (it->i < s->order.n) {
-        const rkv_queue_entry *e = &s->order.a[it->i++];
-        if (!rkv_entry_live(s, &s->order, e))
+    const rkv_sched_queue *q = &s->order;
+    while (it->i < q->n || it->j < q->nb) {
+        /* the main run and the side run, merged as they are read */
+        if (it->i < q->n && !rkv_entry_live(s, q, &q->a[it->i])) {
+            it->i++;
             continue;
+        }
+        if (it->j < q->nb && !rkv_entry_live(s, q, &q->b[it->j])) {
+            it->j++;
+            continue;
+        }
+        const rkv_queue_entry *e;
+        if (it->j >= q->nb ||
+            (it->i < q->n && rkv_queue_cmp_key(&q->a[it->i], &q->b[it->j]) <= 0))
+            e = &q->a[it->i++];
+        else
+            e = &q->b[it->j++];
         if (s->cfg.policy == RKV_POLICY_BOUNDED)
             s->bounded_turn = 1;
         return e->req;

@@ -36,15 +36,13 @@ rkv_status rkv_sched_request_info(const rkv_sched *s, uint64_t id,
                                   rkv_request_info *out)
 {
     if (s == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG,
-                             "rkv_sched_request_info: NULL %s",
-                             s == NULL ? "sched" : "out");
+        return rkv_null_arg("rkv_sched_request_info", s, "sched", "out");
     const uint64_t *v = rkv_u64map_get(&s->by_id, id);
     if (v != NULL) {
         rkv_request_info_fill((const rkv_sched_req *)(uintptr_t)*v, out);
         return RKV_OK;
     }
-    for (uint32_t i = s->ngrave; i-- > 0;) {
+    for (uint32_t i = s->ngrave; i-- > s->nlimbo;) {
         if (s->grave[i]->id == id) {
             rkv_request_info_fill(s->grave[i], out);
             return RKV_OK;

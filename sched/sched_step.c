@@ -459,6 +459,7 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
                 rkv_sched_tier_release_ready(s, r);
             break;
         }
+        rkv_inflight_add(s, r, r->locked_pages, r->len / s->P);
         rkv_sched_tier_admitted(s, r, r->cached_len);
         rkv_sched_waiting_remove(s, r);
         r->state = RKV_REQ_RUNNING;
@@ -477,8 +478,7 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
                           const rkv_batch_plan **plan_out)
 {
     if (s == NULL || plan_out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_sched_step: NULL %s",
-                             s == NULL ? "sched" : "plan_out");
+        return rkv_null_arg("rkv_sched_step", s, "sched", "plan_out");
     if (s->plan_pending)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_sched_step: the previous plan (%u requests) "

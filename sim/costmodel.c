@@ -7,13 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/dtype.h"
 #include "common/status.h"
-
-static int quantized(rkv_dtype d)
-{
-    return d == RKV_DTYPE_FP8_E4M3 || d == RKV_DTYPE_FP8_E5M2 ||
-           d == RKV_DTYPE_INT8 || d == RKV_DTYPE_INT4;
-}
 
 static const struct { const char *name; rkv_dtype d; } kv_names[] = {
     {"bf16", RKV_DTYPE_BF16},          {"fp8", RKV_DTYPE_FP8_E4M3},
@@ -41,24 +36,13 @@ const char *rkv_cost_kv_dtype_name(rkv_dtype d)
 
 void rkv_cost_model_init(rkv_cost_model *m)
 {
-    memset(m, 0, sizeof *m);
-    m->layers = 32;
-    m->hidden = 4096;
-    m->kv_heads = 8;
-    m->head_dim = 128;
-    m->params = 8.03e9;
-    m->weight_bytes = 2.0;
-    m->kv_dtype_bytes = 2.0;
-    m->kv_dtype = RKV_DTYPE_BF16;
-    m->kv_quant_group = 32;
-    m->peak_tflops = 989.0;
-    m->bandwidth_tbs = 3.35;
-    m->memory_gb = 80.0;
-    m->mfu = 0.5;
-    m->mbu = 0.8;
-    m->overhead_ms = 0.1;
-    m->pcie_gbps = 50.0;
-    m->disk_gbps = 6.0;
+    /* The fields not named here are 0. */
+    *m = (rkv_cost_model){.layers = 32, .hidden = 4096, .kv_heads = 8, .head_dim = 128,
+                          .params = 8.03e9, .weight_bytes = 2.0, .kv_dtype_bytes = 2.0,
+                          .kv_dtype = RKV_DTYPE_BF16, .kv_quant_group = 32,
+                          .peak_tflops = 989.0, .bandwidth_tbs = 3.35, .memory_gb = 80.0,
+                          .mfu = 0.5, .mbu = 0.8, .overhead_ms = 0.1, .pcie_gbps = 50.0,
+                          .disk_gbps = 6.0};
 }
 
 /* Model shapes from the models' published configurations. hidden is
@@ -68,19 +52,26 @@ typedef struct preset {
     const char *name;
     uint32_t layers, hidden, kv_heads, head_dim, rank, rope;
     double params, active, weight_bytes;
+    uint32_t sliding_layers, sliding_window;
 } preset;
 
 static const preset presets[] = {
-    {"llama3-8b", 32, 4096, 8, 128, 0, 0, 8.03e9, 0, 2.0},
-    {"llama3-70b", 80, 8192, 8, 128, 0, 0, 70.6e9, 0, 2.0},
-    {"llama3-405b", 126, 16384, 8, 128, 0, 0, 405.8e9, 0, 2.0},
+    {"llama3-8b", 32, 4096, 8, 128, 0, 0, 8.03e9, 0, 2.0, 0, 0},
+    {"llama3-70b", 80, 8192, 8, 128, 0, 0, 70.6e9, 0, 2.0, 0, 0},
+    {"llama3-405b", 126, 16384, 8, 128, 0, 0, 405.8e9, 0, 2.0, 0, 0},
     /* 128 heads of v_head_dim 128; kv_heads unused by an MLA cache */
-    {"deepseek-v3", 61, 16384, 128, 128, 512, 64, 671e9, 37e9, 1.0},
+    {"deepseek-v3", 61, 16384, 128, 128, 512, 64, 671e9, 37e9, 1.0, 0, 0},
+    /* hybrid: 64 query heads of 64; MXFP4 MoE weights, ~0.55 byte a
+     * parameter over the checkpoint; every other layer slides over 128 */
+    {"gpt-oss-120b", 36, 4096, 8, 64, 0, 0, 116.8e9, 5.1e9, 0.55, 18, 128},
+    /* hybrid: 5 local layers (window 1024) to 1 global, 62 layers */
+    {"gemma3-27b", 62, 4096, 16, 128, 0, 0, 27.4e9, 0, 2.0, 52, 1024},
 };
 
 const char *rkv_cost_model_preset_names(void)
 {
-    return "llama3-8b, llama3-70b, llama3-405b, deepseek-v3";
+    return "llama3-8b, llama3-70b, llama3-405b, deepseek-v3, gpt-oss-120b, "
+           "gemma3-27b";
 }
 
 rkv_status rkv_cost_model_preset(rkv_cost_model *m, const char *name)
@@ -99,6 +90,8 @@ rkv_status rkv_cost_model_preset(rkv_cost_model *m, const char *name)
         m->active_params = p->active;
         m->weight_bytes = p->weight_bytes;
         m->kv_dtype_bytes = 2.0;
+        m->sliding_layers = p->sliding_layers;
+        m->sliding_window = p->sliding_window;
         return RKV_OK;
     }
     return rkv_set_error(RKV_ERR_INVALID_ARG, "cost model: no model '%s' (%s)",
@@ -124,16 +117,21 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m)
         bad = "active params must be in 0 (all) .. params";
     else if ((m->kv_lora_rank == 0) != (m->qk_rope_dim == 0))
         bad = "an MLA cache needs both kv_lora_rank and qk_rope_dim";
-    else if (m->kv_lora_rank > 0 && quantized(m->kv_dtype))
+    else if (m->kv_lora_rank > 0 && rkv_dtype_quantized(m->kv_dtype))
         bad = "an MLA cache is f16, bf16 or f32 (as the pool's MLA layout): no "
               "quantized KV dtype";
     else if (!(m->weight_bytes > 0) || !isfinite(m->weight_bytes))
         bad = "weight bytes must be > 0";
     else if (!(m->kv_dtype_bytes > 0) || !isfinite(m->kv_dtype_bytes))
         bad = "KV bytes must be > 0";
-    else if (quantized(m->kv_dtype) && rkv_cost_kv_bytes_per_token(m) == 0)
+    else if (rkv_dtype_quantized(m->kv_dtype) && rkv_cost_kv_bytes_per_token(m) == 0)
         bad = "the KV dtype's scales need head_dim a multiple of 4 (8-bit) or 8 "
               "(int4) and an even INT4 group dividing it";
+    else if (m->sliding_layers > m->layers ||
+             (m->sliding_layers == 0) != (m->sliding_window == 0))
+        bad = "sliding layers must be <= layers, with a window of >= 1 token";
+    else if (m->sliding_layers > 0 && m->kv_lora_rank > 0)
+        bad = "sliding layers need a K/V (MHA/GQA) cache";
     else if (!(m->peak_tflops > 0) || !isfinite(m->peak_tflops))
         bad = "peak TFLOP/s must be > 0";
     else if (!(m->bandwidth_tbs > 0) || !isfinite(m->bandwidth_tbs))
@@ -160,7 +158,7 @@ double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m)
     if (m->kv_lora_rank > 0) /* one latent row: c_kv and k_pe, no V */
         return (double)m->layers * (m->kv_lora_rank + m->qk_rope_dim) *
                m->kv_dtype_bytes;
-    if (quantized(m->kv_dtype)) {
+    if (rkv_dtype_quantized(m->kv_dtype)) {
         rkv_pool_config c;
         rkv_pool_config_init(&c);
         c.num_blocks = 1;
@@ -172,6 +170,13 @@ double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m)
         return (double)rkv_pool_config_bytes_per_token(&c);
     }
     return 2.0 * m->layers * m->kv_heads * m->head_dim * m->kv_dtype_bytes;
+}
+
+double rkv_cost_kv_sliding_bytes_per_token(const rkv_cost_model *m)
+{
+    return m->layers == 0 ? 0.0
+                          : rkv_cost_kv_bytes_per_token(m) * m->sliding_layers /
+                                m->layers;
 }
 
 /* Attention FLOPs of one query token per key it attends to. */
@@ -212,14 +217,50 @@ void rkv_cost_add_decode(rkv_cost_step *s, double ctx)
     s->decode_kv_tokens += ctx;
 }
 
+/* Sum over i in [0, q) of min(a + i, c): keys of q consecutive tokens
+ * whose first sees a, capped at c. */
+static double capped_run(double a, double q, double c)
+{
+    if (a >= c)
+        return q * c;
+    double u = c - a < q ? c - a : q; /* tokens below the cap */
+    return u * a + u * (u - 1) / 2 + (q - u) * c;
+}
+
+void rkv_cost_add_prefill_model(rkv_cost_step *s, const rkv_cost_model *m,
+                                double prefix, double q)
+{
+    rkv_cost_add_prefill(s, prefix, q);
+    s->windowed = 1;
+    s->attn_win_keys += m->sliding_layers > 0
+                            ? capped_run(prefix + 1, q, m->sliding_window + 1.0)
+                            : q * prefix + q * (q + 1) / 2;
+}
+
+void rkv_cost_add_decode_model(rkv_cost_step *s, const rkv_cost_model *m,
+                               double ctx)
+{
+    rkv_cost_add_decode(s, ctx);
+    double w = m->sliding_layers > 0 && ctx > m->sliding_window + 1.0
+                   ? m->sliding_window + 1.0 : ctx;
+    s->windowed = 1;
+    s->attn_win_keys += w;
+    s->decode_win_tokens += w;
+}
+
 double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s)
 {
     if (s->new_tokens <= 0)
         return 0.0;
+    /* the sliding layers' share reads the windowed sums when the step has
+     * them (f = 0 for a model without sliding layers) */
+    double f = s->windowed && m->layers > 0 ? (double)m->sliding_layers / m->layers : 0.0;
+    double keys = (1.0 - f) * s->attn_keys + f * s->attn_win_keys;
+    double kv = (1.0 - f) * s->decode_kv_tokens + f * s->decode_win_tokens;
     double flops = 2.0 * active_params(m) * s->new_tokens +
-                   attn_flops_per_key(m) * s->attn_keys;
+                   attn_flops_per_key(m) * keys;
     double bytes = m->params * m->weight_bytes +
-                   rkv_cost_kv_bytes_per_token(m) * s->decode_kv_tokens;
+                   rkv_cost_kv_bytes_per_token(m) * kv;
     double compute_ms = flops / (m->peak_tflops * 1e12 * m->mfu) * 1e3;
     double memory_ms = bytes / (m->bandwidth_tbs * 1e12 * m->mbu) * 1e3;
     return m->overhead_ms + (compute_ms > memory_ms ? compute_ms : memory_ms);

@@ -27,6 +27,11 @@
  * q_heads = hidden / head_dim. MoE models multiply only active_params per
  * token (weight FLOPs) but hold and read all params (memory, bytes).
  *
+ * Hybrid models (sliding_layers > 0, e.g. gpt-oss, Gemma 3): in a step
+ * built with the _model adders (what the replay does), the sliding layers'
+ * share (sliding_layers / layers) of the attention FLOPs and of the decode
+ * KV bytes counts each token's keys up to sliding_window + 1 only.
+ *
  * A prefill-only step is compute-bound: time per uncomputed token is the
  * weight FLOPs plus its attention FLOPs over the context at the achieved
  * fraction of peak. A decode-only step is memory-bound: (weight bytes + KV
@@ -63,6 +68,9 @@ typedef struct rkv_cost_model {
     rkv_dtype kv_dtype;     /* BF16 (default: kv_dtype_bytes rules), or a
                                quantized dtype (then its pool size rules)  */
     uint32_t kv_quant_group; /* INT4 group (default 32)                     */
+    uint32_t sliding_layers; /* hybrid models: layers (of `layers`) with a
+                               sliding window; 0 (default): all full     */
+    uint32_t sliding_window; /* their window in tokens (with sliding_layers) */
     /* GPU */
     double peak_tflops;     /* dense tensor-core peak at the weight dtype   */
     double bandwidth_tbs;   /* HBM bandwidth, TB/s (1e12 bytes/s)           */
@@ -83,7 +91,16 @@ void rkv_cost_model_init(rkv_cost_model *m);
  * which 37e9 active, fp8 weights). RKV_ERR_INVALID_ARG naming the presets
  * for another name; m unchanged. */
 rkv_status rkv_cost_model_preset(rkv_cost_model *m, const char *name);
-/* "llama3-8b, llama3-70b, llama3-405b, deepseek-v3" */
+/* The hybrid presets (full and sliding-window layers, swa/):
+ * "gpt-oss-120b" (36 layers alternating full / sliding, window 128, 8 KV
+ * heads of 64, MoE 116.8e9 parameters, 5.1e9 active, MXFP4 weights) and
+ * "gemma3-27b" (62 layers, 52 of them sliding with window 1024, 16 KV
+ * heads of 128, bf16). A cache that keeps every layer's KV for every
+ * cached token pays rkv_cost_kv_bytes_per_token; a hybrid tree keeps the
+ * sliding layers' share (rkv_cost_kv_sliding_bytes_per_token) only for
+ * the pages some window still needs. */
+/* "llama3-8b, llama3-70b, llama3-405b, deepseek-v3, gpt-oss-120b,
+ * gemma3-27b" */
 const char *rkv_cost_model_preset_names(void);
 /* RKV_ERR_INVALID_ARG naming the first bad parameter. */
 rkv_status rkv_cost_model_validate(const rkv_cost_model *m);
@@ -91,6 +108,9 @@ rkv_status rkv_cost_model_validate(const rkv_cost_model *m);
 /* Bytes of KV per cached token (all layers): K and V (scales included
  * for a quantized kv_dtype), or MLA's latent. */
 double rkv_cost_kv_bytes_per_token(const rkv_cost_model *m);
+
+/* Of that, the sliding-window layers' bytes (0 for a model without). */
+double rkv_cost_kv_sliding_bytes_per_token(const rkv_cost_model *m);
 
 /* KV tokens that fit in the GPU beside the weights: (memory_gb * 0.9 *
  * 1e9 - params * weight_bytes) / kv_bytes_per_token (10 % kept for
@@ -107,12 +127,25 @@ typedef struct rkv_cost_step {
     double new_tokens;   /* prefill chunk tokens + decode tokens          */
     double attn_keys;    /* sum over new tokens of keys attended          */
     double decode_kv_tokens; /* KV tokens read by decode requests         */
+    /* the same two sums with each token's keys capped at a sliding
+     * window's sliding_window + 1 (the _model adders; windowed = 1) */
+    double attn_win_keys;
+    double decode_win_tokens;
+    int windowed;
 } rkv_cost_step;
 
 /* A prefill chunk of q tokens after prefix tokens of context. */
 void rkv_cost_add_prefill(rkv_cost_step *s, double prefix, double q);
 /* One decode token whose context (including itself) is ctx tokens. */
 void rkv_cost_add_decode(rkv_cost_step *s, double ctx);
+/* The same for model m: a hybrid model's sliding layers attend to (and a
+ * decode reads) at most sliding_window + 1 keys a token, so a step made
+ * only with these costs them that much; the plain adders count every
+ * layer over the whole context. */
+void rkv_cost_add_prefill_model(rkv_cost_step *s, const rkv_cost_model *m,
+                                double prefix, double q);
+void rkv_cost_add_decode_model(rkv_cost_step *s, const rkv_cost_model *m,
+                               double ctx);
 double rkv_cost_step_ms(const rkv_cost_model *m, const rkv_cost_step *s);
 
 /* Tiers. Prefill time of one token from its weight FLOPs alone (attention

@@ -110,7 +110,7 @@ double rkv_replay_prefill_alone_ms(const rkv_replay_config *cfg,
         uint64_t c = q < chunk ? q : chunk;
         rkv_cost_step cs;
         memset(&cs, 0, sizeof cs);
-        rkv_cost_add_prefill(&cs, (double)prefix, (double)c);
+        rkv_cost_add_prefill_model(&cs, &cfg->cost, (double)prefix, (double)c);
         ms += rkv_cost_step_ms(&cfg->cost, &cs);
         prefix += c;
         q -= c;

@@ -247,6 +247,7 @@ rkv_status rkv_replay_file_order(const rkv_workload *wl,
         rkv_pool_destroy(pool);
         return st;
     }
+    plan.file_order = 1; /* pins are made at each arrival */
     file_bufs b;
     b.tokens = malloc(((size_t)max_in + 1) * sizeof *b.tokens);
     b.blocks = malloc(((size_t)max_in / cfg->page_size + 1) * sizeof *b.blocks);

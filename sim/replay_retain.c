@@ -132,12 +132,17 @@ rkv_status rkv_retention_plan_init(rkv_retention_plan *p,
     return RKV_OK;
 }
 
-/* The TTL a waiting request's pin gets in the oracle mode. */
+/* The TTL a waiting request's pin gets in the oracle mode: until its next
+ * turn comes, plus the slack. The scheduler pins a closed-loop turn when
+ * it has run, so the next one comes its think time later; the file
+ * replay pins every request at its own arrival (times time_scale), so the
+ * next turn comes the gap between the two arrivals later (for an agentic
+ * turn its service estimate plus its think time). */
 static uint64_t oracle_ttl(const rkv_retention_plan *p, const rkv_workload *wl,
                            const rkv_replay_config *cfg, uint64_t id)
 {
     const rkv_wl_request *nq = &wl->reqs[p->next[id]];
-    double gap = nq->parent == id
+    double gap = nq->parent == id && !p->file_order
                      ? nq->think_ms
                      : (nq->arrival_ms - wl->reqs[id].arrival_ms) *
                            cfg->time_scale;

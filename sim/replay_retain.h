@@ -23,6 +23,8 @@ typedef struct rkv_retention_plan {
     int32_t *ctx;         /* a context's tokens (the buffer of
                              rkv_retention_plan_ended)                 */
     size_t ctx_cap;       /* its length: no more than the cache can hold  */
+    int file_order;       /* 1: pins are made at arrival * time_scale (the
+                             file replay), not after the request ran     */
 } rkv_retention_plan;
 
 /* Builds the plan for wl (any retention mode: the classes are reported

@@ -230,9 +230,10 @@ rkv_status rkv_inst_run_plan(sched_run *r, const rkv_batch_plan *p,
                 }
             }
             res->prefill_tokens += q;
-            rkv_cost_add_prefill(&cs, p->prefix_len[i], q);
+            rkv_cost_add_prefill_model(&cs, &r->cfg->cost, p->prefix_len[i], q);
         } else {
-            rkv_cost_add_decode(&cs, (double)p->prefix_len[i] + q);
+            rkv_cost_add_decode_model(&cs, &r->cfg->cost,
+                                      (double)p->prefix_len[i] + q);
         }
     }
     double step_ms = rkv_cost_step_ms(&r->cfg->cost, &cs);

@@ -421,23 +421,14 @@ static rkv_status wl_add(rkv_workload *wl, const wl_piece *pieces, size_t n,
 
 void rkv_agentic_config_init(rkv_agentic_config *cfg)
 {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->sessions = 128;
-    cfg->turns_min = 4;
-    cfg->turns_max = 16;
-    cfg->system_tokens = 1500;
-    cfg->tools_tokens = 3000;
-    cfg->user_min = 50;
-    cfg->user_max = 1500;
-    cfg->output_min = 20;
-    cfg->output_max = 400;
-    cfg->think_ms_mean = 1000.0;
-    cfg->chat_share = 0.25;
-    cfg->tool_median_ms = 2000.0;
-    cfg->tool_sigma = 1.4;
-    cfg->tool_max_ms = 600000.0;
-    cfg->start_span_ms = 30000.0;
-    cfg->max_prompt_tokens = 32768;
+    /* The fields not named here are 0. */
+    *cfg = (rkv_agentic_config){.sessions = 128, .turns_min = 4, .turns_max = 16,
+                                .system_tokens = 1500, .tools_tokens = 3000,
+                                .user_min = 50, .user_max = 1500, .output_min = 20,
+                                .output_max = 400, .think_ms_mean = 1000.0,
+                                .chat_share = 0.25, .tool_median_ms = 2000.0,
+                                .tool_sigma = 1.4, .tool_max_ms = 600000.0,
+                                .start_span_ms = 30000.0, .max_prompt_tokens = 32768};
 }
 
 typedef struct wl_pending {
@@ -646,6 +637,110 @@ rkv_status rkv_workload_fewshot(rkv_workload *wl,
 /* ------------------------------------------------------------------------ */
 /* expansion and checks                                                     */
 /* ------------------------------------------------------------------------ */
+
+void rkv_chat_config_init(rkv_chat_config *cfg)
+{
+    *cfg = (rkv_chat_config){
+        .conversations = 1500, .prefixes = 40, .prefix_zipf = 1.0,
+        .prefix_min = 500, .prefix_max = 6000, .turns_mean = 3.0,
+        .user_min = 20, .user_max = 2000, .output_min = 20,
+        .output_max = 600, .gap_median_ms = 60000.0, .gap_sigma = 1.5,
+        .span_ms = 3600000.0, .max_prompt_tokens = 32768};
+}
+
+/* Index drawn with probability proportional to w[i] (cum: prefix sums). */
+static uint32_t rng_pick(wl_rng *g, const double *cum, uint32_t n)
+{
+    double u = rng_unit(g) * cum[n - 1];
+    uint32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (cum[mid] > u)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+rkv_status rkv_workload_chat(rkv_workload *wl, const rkv_chat_config *cfg,
+                             uint64_t seed)
+{
+    rkv_status st = wl_start(wl, cfg != NULL, "rkv_workload_chat");
+    if (st != RKV_OK)
+        return st;
+    if (cfg->conversations == 0 || cfg->prefixes == 0 ||
+        cfg->prefixes > 1000000 || bad_range(cfg->prefix_min, cfg->prefix_max) ||
+        bad_range(cfg->user_min, cfg->user_max) ||
+        bad_range(cfg->output_min, cfg->output_max) ||
+        !(cfg->prefix_zipf >= 0 && cfg->prefix_zipf <= 10) ||
+        !(cfg->turns_mean >= 1 && cfg->turns_mean <= 1000) ||
+        !(cfg->gap_median_ms > 0 && cfg->gap_median_ms <= 1e9) ||
+        !(cfg->gap_sigma >= 0 && cfg->gap_sigma <= 10) ||
+        !(cfg->span_ms >= 0 && cfg->span_ms <= 1e12) ||
+        cfg->max_prompt_tokens > RKV_TRACE_MAX_LENGTH ||
+        (uint64_t)cfg->prefix_max + cfg->user_max > cfg->max_prompt_tokens)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_workload_chat: inconsistent config (need "
+                             "conversations, prefixes, length ranges >= 1, "
+                             "turns_mean >= 1, gap median > 0, sigma 0..10, "
+                             "prefix_max + user_max <= max_prompt_tokens)");
+    if (wl_set_name(wl, "chat") != RKV_OK)
+        return RKV_ERR_NOMEM;
+    wl_rng g = {seed};
+    double *cum = malloc((size_t)cfg->prefixes * sizeof *cum);
+    wl_piece *pre = malloc((size_t)cfg->prefixes * sizeof *pre);
+    /* prefix, then (user, output) pairs and the new user message */
+    size_t hcap = 2 + 2 * (size_t)(cfg->max_prompt_tokens / 2 + 1);
+    wl_piece *hist = malloc(hcap * sizeof *hist);
+    if (!cum || !pre || !hist) {
+        free(cum);
+        free(pre);
+        free(hist);
+        rkv_workload_free(wl);
+        return rkv_set_error(RKV_ERR_NOMEM, "workload: out of memory");
+    }
+    for (uint32_t i = 0; i < cfg->prefixes; i++) {
+        pre[i] = wl_new_piece(wl, rng_range(&g, cfg->prefix_min,
+                                            cfg->prefix_max));
+        cum[i] = (i ? cum[i - 1] : 0.0) + pow((double)i + 1, -cfg->prefix_zipf);
+    }
+    /* P(another turn) so that the mean number of turns is turns_mean */
+    double more = 1.0 - 1.0 / cfg->turns_mean;
+    for (uint32_t c = 0; c < cfg->conversations && st == RKV_OK; c++) {
+        size_t n = 0;
+        hist[n++] = pre[rng_pick(&g, cum, cfg->prefixes)];
+        uint64_t tokens = hist[0].len;
+        double t = rng_unit(&g) * cfg->span_ms;
+        uint64_t last = RKV_WL_NO_PARENT;
+        do {
+            uint32_t user = rng_range(&g, cfg->user_min, cfg->user_max);
+            uint32_t out = rng_range(&g, cfg->output_min, cfg->output_max);
+            double gap = cfg->gap_median_ms * exp(cfg->gap_sigma * rng_normal(&g));
+            if (tokens + user > cfg->max_prompt_tokens || n + 2 > hcap)
+                break;
+            hist[n++] = wl_new_piece(wl, user);
+            tokens += user;
+            if (last != RKV_WL_NO_PARENT)
+                t += est_service_ms(wl->reqs[last].output_length) + gap;
+            st = wl_add(wl, hist, n, out, t, RKV_WL_NO_PARENT, 0.0);
+            if (st != RKV_OK)
+                break;
+            last = wl->num_reqs - 1;
+            wl->reqs[last].session = c;
+            hist[n++] = (wl_piece){wl->reqs[last].output_key, out};
+            tokens += out;
+        } while (rng_unit(&g) < more);
+        if (last != RKV_WL_NO_PARENT)
+            wl->reqs[last].session_end = 1;
+    }
+    free(cum);
+    free(pre);
+    free(hist);
+    if (st == RKV_OK)
+        st = wl_sort_by_arrival(wl);
+    return wl_finish(wl, st);
+}
 
 rkv_status rkv_workload_prompt(const rkv_workload *wl, size_t i, int32_t *out)
 {

@@ -155,6 +155,37 @@ void rkv_fewshot_config_init(rkv_fewshot_config *cfg);
 rkv_status rkv_workload_fewshot(rkv_workload *wl,
                                 const rkv_fewshot_config *cfg, uint64_t seed);
 
+/* Chat conversations, open loop like a production trace (no parent
+ * links): each prompt = one of `prefixes` shared prefixes (a system prompt
+ * or a document, Zipf popularity with exponent prefix_zipf) + the
+ * conversation's history (earlier user messages and outputs) + a new user
+ * message. Conversations start uniformly within span_ms; the number of
+ * turns is geometric with mean turns_mean; a turn arrives an estimated
+ * service time plus a lognormal gap (median gap_median_ms, sigma
+ * gap_sigma) after the previous one, so returns come at every time scale
+ * -- the shape LRU's recency gets wrong in both directions. A request
+ * carries its conversation as its session, session_end on the last
+ * turn. */
+typedef struct rkv_chat_config {
+    uint32_t conversations;     /* default 1500                            */
+    uint32_t prefixes;          /* default 40                              */
+    double prefix_zipf;         /* default 1.0                             */
+    uint32_t prefix_min;        /* default 500 tokens                      */
+    uint32_t prefix_max;        /* default 6000                            */
+    double turns_mean;          /* >= 1, default 3                         */
+    uint32_t user_min;          /* default 20                              */
+    uint32_t user_max;          /* default 2000                            */
+    uint32_t output_min;        /* default 20                              */
+    uint32_t output_max;        /* default 600                             */
+    double gap_median_ms;       /* default 60000                           */
+    double gap_sigma;           /* 0..10, default 1.5                      */
+    double span_ms;             /* default 3600000                         */
+    uint32_t max_prompt_tokens; /* default 32768                           */
+} rkv_chat_config;
+void rkv_chat_config_init(rkv_chat_config *cfg);
+rkv_status rkv_workload_chat(rkv_workload *wl, const rkv_chat_config *cfg,
+                             uint64_t seed);
+
 /* The prompt of request i: input_length tokens into out. */
 rkv_status rkv_workload_prompt(const rkv_workload *wl, size_t i, int32_t *out);
 /* Its first n (<= input_length) tokens: a replay expands no more of a

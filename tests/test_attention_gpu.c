@@ -499,9 +499,9 @@ static void gpu_unsupported_head_dim(rkv_rng *rng)
  * the host's, bit for bit (one codec, attention/kv_codec.h); decode,
  * prefill and plan/run (with and without a window) on the device match the
  * CPU reference within the activation dtype's bound (the device rounds
- * dequantized K/V to it, as its 16-bit path reads its own elements); block
- * copies carry the scales; a cascade's shared prefix is refused on the
- * device (RKV_ERR_UNSUPPORTED). */
+ * dequantized K/V to it, as its 16-bit path reads its own elements), and
+ * so does a cascade over a shared prefix (16-bit activations; refused with
+ * f32 ones); block copies carry the scales. */
 static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
                        uint32_t group)
 {
@@ -572,7 +572,7 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
     tu_host_of(gl, dlse, sizeof gl);
     snprintf(what, sizeof what, "plan/run dtype %d act %d D %u", (int)kdt, (int)act, D);
     compare(act, D, 12 * HQ, go, ho, gl, hl, what);
-    /* a window over quantized KV, planned (the plan is the rows kernel's) */
+    /* a window over quantized KV, planned (tile kernel; rows kernel at f32) */
     rkv_attn_params win = prm;
     win.window_left = 9;
     win.num_sink_tokens = 2;
@@ -583,9 +583,19 @@ static void quant_case(rkv_rng *rng, rkv_dtype kdt, rkv_dtype act, uint32_t D,
     snprintf(what, sizeof what, "window dtype %d act %d D %u", (int)kdt, (int)act, D);
     compare(act, D, 12 * HQ, go, ho, gl, hl, what);
     rkv_attn_plan_destroy(plan);
-    /* refused on the device: a shared prefix over quantized KV */
-    cr_assert_eq(rkv_attn_cascade(da, &prm, 1, &ids[0], qo, &t, dq, dout, dlse),
-                 RKV_ERR_UNSUPPORTED);
+    /* a shared prefix over quantized KV (its 16-bit tiles dequantized on
+     * load); refused on the device with f32 activations */
+    OK(rkv_attn_cascade(ha, &prm, 1, &ids[0], qo, &t, q, ho, hl));
+    if (act == RKV_DTYPE_F32) {
+        cr_assert_eq(rkv_attn_cascade(da, &prm, 1, &ids[0], qo, &t, dq, dout, dlse),
+                     RKV_ERR_UNSUPPORTED);
+    } else {
+        OK(rkv_attn_cascade(da, &prm, 1, &ids[0], qo, &t, dq, dout, dlse));
+        tu_host_of(go, dout, nq * es);
+        tu_host_of(gl, dlse, sizeof gl);
+        snprintf(what, sizeof what, "cascade dtype %d act %d D %u", (int)kdt, (int)act, D);
+        compare(act, D, 12 * HQ, go, ho, gl, hl, what);
+    }
     /* the copies of a quantized device pool carry codes and scales */
     OK(rkv_pool_copy_blocks(dp, 1, &ids[0], &ids[11]));
     OK(rkv_pool_copy_to_host(dp, 1, &ids[11], bd));
@@ -622,9 +632,9 @@ static void gpu_quantized_kv_matches_the_cpu_reference(rkv_rng *rng)
     quant_case(rng, RKV_DTYPE_INT4, RKV_DTYPE_F16, 128, 128);
 }
 
-/* Sliding windows with sinks on the device (decode, prefill, decode
- * plans) against the CPU reference; a window over a tensor-core prefill
- * plan or a shared prefix is refused. */
+/* Sliding windows with sinks on the device (decode, prefill, decode and
+ * prefill plans) against the CPU reference; a window over a shared prefix
+ * is refused. */
 static void window_case(rkv_rng *rng, rkv_dtype dt, uint32_t W, uint32_t S)
 {
     enum { H = 2, G = 3, HQ = H * G, NB = 16, D = 64 };
@@ -669,15 +679,18 @@ static void window_case(rkv_rng *rng, rkv_dtype dt, uint32_t W, uint32_t S)
     tu_host_of(gl, dlse, sizeof gl);
     snprintf(what, sizeof what, "window prefill dt %d W %u S %u", (int)dt, W, S);
     compare(dt, D, 16 * HQ, go, ho, gl, hl, what);
-    if (dt != RKV_DTYPE_F32 && W != 0) {
-        OK(rkv_attn_plan_workspace_size(pr.da, HQ, qo, &t, &wsb));
-        void *ws2 = tu_dev_copy(NULL, wsb);
-        OK(rkv_attn_plan_create(pr.da, HQ, qo, &t, ws2, wsb, &plan));
-        cr_assert_eq(rkv_attn_run_params(pr.da, plan, &prm, dq, dout, dlse),
-                     RKV_ERR_UNSUPPORTED);
-        rkv_attn_plan_destroy(plan);
-        cudaFree(ws2);
-    }
+    /* a prefill plan (the tile kernel) takes the window at run time */
+    OK(rkv_attn_plan_workspace_size(pr.da, HQ, qo, &t, &wsb));
+    void *ws2 = tu_dev_copy(NULL, wsb);
+    OK(rkv_attn_plan_create(pr.da, HQ, qo, &t, ws2, wsb, &plan));
+    cr_assert_eq(cudaMemset(dout, 0xff, nq * pr.es), cudaSuccess);
+    OK(rkv_attn_run_params(pr.da, plan, &prm, dq, dout, dlse));
+    tu_host_of(go, dout, nq * pr.es);
+    tu_host_of(gl, dlse, sizeof gl);
+    snprintf(what, sizeof what, "window prefill plan dt %d W %u S %u", (int)dt, W, S);
+    compare(dt, D, 16 * HQ, go, ho, gl, hl, what);
+    rkv_attn_plan_destroy(plan);
+    cudaFree(ws2);
     if (W != 0)
         cr_assert_eq(rkv_attn_cascade(pr.da, &prm, 1, &ids[15], qo, &t, dq, dout, dlse),
                      RKV_ERR_UNSUPPORTED);
@@ -876,18 +889,6 @@ static void gpu_merge_ignores_empty_states(rkv_rng *rng)
 {
     for (size_t ti = 0; ti < 3; ti++)
         merge_empty_case(rng, DTS[ti]);
-}
-
-/* The cascade's shared prefix in many chunks (a 256 KiB budget gives
- * chunks of 64 tokens here; grids_split_to_the_device_limit runs a budget
- * of 1 byte: one score row per block), every dtype, against the CPU. */
-static void gpu_cascade_many_chunks(rkv_rng *rng)
-{
-    case_budget = (size_t)256 << 10;
-    for (size_t ti = 0; ti < 3; ti++)
-        run_case(rng, 16, 2, 64, DTS[ti], OP_CASCADE, 400);
-    run_case(rng, 64, 4, 128, RKV_DTYPE_F32, OP_CASCADE, 400);
-    case_budget = 0;
 }
 
 /* ---- known answers: every backend against arithmetic, not each other ---- */
@@ -1189,10 +1190,47 @@ static void gpu_stores_round_to_nearest_even(rkv_rng *rng)
     }
 }
 
+/* A shared prefix of 2112 tokens runs in splits of at least 1024 tokens
+ * (three of 704 here), their fp32 states merged with the rows' own part; a
+ * budget of 1 byte leaves one split. Every dtype, against the CPU. */
+static void cascade_splits_case(rkv_rng *rng, rkv_dtype dt, size_t budget)
+{
+    enum { P = 64, HKV = 1, HQ = 4, D = 64, NSH = 33, ROWS = 3 };
+    pair pr;
+    pair_open(&pr, rng, P, HKV, D, dt, NSH + 2);
+    rkv_attn_set_cascade_budget(pr.da, budget);
+    uint32_t shared[NSH], kvp[2] = {0, 2}, idx[2] = {NSH, NSH + 1}, last = 20;
+    uint32_t qo[2] = {0, ROWS};
+    for (uint32_t i = 0; i < NSH; i++)
+        shared[i] = i;
+    const size_t ob = (size_t)ROWS * HQ * D * pr.es;
+    void *q = malloc(ob), *o[2] = {malloc(ob), malloc(ob)};
+    float lh[ROWS * HQ], lg[ROWS * HQ], *l[2] = {lh, lg};
+    cr_assert(q && o[0] && o[1]);
+    tu_fill_random(rng, dt, q, (size_t)ROWS * HQ * D);
+    rkv_attn_params p = {1, HQ, 0.0f, 0, 0};
+    rkv_paged_kv t = {1, kvp, idx, &last};
+    run_both(&pr, OP_CASCADE, &p, &t, qo, NSH, shared, q, ROWS, o, l);
+    char what[64];
+    snprintf(what, sizeof what, "cascade, prefix splits, dt %d budget %zu", (int)dt, budget);
+    compare(dt, D, ROWS * HQ, o[1], o[0], lg, lh, what);
+    free(q);
+    free(o[0]);
+    free(o[1]);
+    pair_close(&pr);
+}
+
+static void gpu_cascade_prefix_splits(rkv_rng *rng)
+{
+    for (size_t ti = 0; ti < 3; ti++)
+        cascade_splits_case(rng, DTS[ti], 0);
+    cascade_splits_case(rng, RKV_DTYPE_BF16, 1);
+}
+
 #ifdef RKV_CUDASIM /* the simulator's controls: device memory, grid limits */
-/* A long shared prefix needs more chunks, not more memory: with a 256 KiB
- * budget and a device that has 1 MiB to spare, a 4096-token prefix (4 MiB
- * of K and V) still runs, and matches the CPU. */
+/* A long shared prefix needs no copy of it: with a 256 KiB budget and a
+ * device that has 1 MiB to spare, a 4096-token prefix (4 MiB of K and V)
+ * still runs, and matches the CPU. */
 static void gpu_cascade_long_prefix_within_budget(rkv_rng *rng)
 {
     const uint32_t P = 64, Hkv = 1, Hq = 4, D = 128, nshared = 64;
@@ -1228,7 +1266,7 @@ static void gpu_grids_split_to_the_device_limit(rkv_rng *rng)
     rkvsim_set_max_grid_x(7);
     run_case(rng, 16, 4, 64, RKV_DTYPE_F16, OP_DECODE, 300);
     run_case(rng, 16, 2, 128, RKV_DTYPE_F32, OP_PREFILL, 300);
-    case_budget = 1; /* many chunks and row blocks */
+    case_budget = 1; /* one prefix split */
     run_case(rng, 16, 3, 64, RKV_DTYPE_BF16, OP_CASCADE, 300);
     case_budget = 0;
     pair pr;
@@ -1322,7 +1360,7 @@ GPU_TEST(unsupported_head_dim)
 GPU_TEST(append_slots_reused_at_once)
 GPU_TEST(set_stream_with_another_device_current)
 GPU_TEST(merge_ignores_empty_states)
-GPU_TEST(cascade_many_chunks)
+GPU_TEST(cascade_prefix_splits)
 GPU_TEST(known_answer_zero_query)
 GPU_TEST(known_answer_spikes)
 GPU_TEST(stores_round_to_nearest_even)

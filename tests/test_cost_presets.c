@@ -107,3 +107,80 @@ Test(cost_presets, cli_model_option)
     const char *d[] = {"replay", "--model", "deepseek-v3"};
     cr_assert_eq(parse(d, 3, &o), RKV_ACT_USAGE_ERROR);
 }
+
+/* Hybrid presets: the sliding layers' share of a token's KV, and the
+ * checks on the sliding fields. */
+Test(cost_presets, hybrid_sliding_layers)
+{
+    rkv_cost_model m;
+    rkv_cost_model_init(&m);
+    OK(rkv_cost_model_preset(&m, "gpt-oss-120b"));
+    OK(rkv_cost_model_validate(&m));
+    cr_assert_eq(m.sliding_layers, 18);
+    cr_assert_eq(m.sliding_window, 128);
+    cr_assert_float_eq(rkv_cost_kv_bytes_per_token(&m), 2.0 * 36 * 8 * 64 * 2, 1e-9);
+    cr_assert_float_eq(rkv_cost_kv_sliding_bytes_per_token(&m), 2.0 * 18 * 8 * 64 * 2,
+                       1e-9);
+    OK(rkv_cost_model_preset(&m, "gemma3-27b"));
+    cr_assert_eq(m.sliding_layers, 52);
+    cr_assert_float_eq(rkv_cost_kv_sliding_bytes_per_token(&m), 2.0 * 52 * 16 * 128 * 2,
+                       1e-9);
+    /* a preset without sliding layers clears them */
+    OK(rkv_cost_model_preset(&m, "llama3-8b"));
+    cr_assert_eq(m.sliding_layers, 0);
+    cr_assert_eq(m.sliding_window, 0);
+    cr_assert_float_eq(rkv_cost_kv_sliding_bytes_per_token(&m), 0.0, 1e-12);
+    m.sliding_layers = 33;
+    m.sliding_window = 128;
+    cr_assert_eq(rkv_cost_model_validate(&m), RKV_ERR_INVALID_ARG);
+    m.sliding_layers = 4;
+    m.sliding_window = 0;
+    cr_assert_eq(rkv_cost_model_validate(&m), RKV_ERR_INVALID_ARG);
+    m.sliding_window = 64;
+    OK(rkv_cost_model_validate(&m));
+}
+
+/* A hybrid model's sliding layers attend to the window only: decode bytes
+ * and attention FLOPs of a step made with the _model adders. Without
+ * sliding layers the _model adders cost exactly what the plain ones do. */
+Test(cost_presets, hybrid_window_in_step_cost)
+{
+    rkv_cost_model m;
+    rkv_cost_model_init(&m);
+    OK(rkv_cost_model_preset(&m, "gpt-oss-120b"));
+    rkv_cost_step s;
+    memset(&s, 0, sizeof s);
+    rkv_cost_add_decode_model(&s, &m, 1000);
+    double kvb = rkv_cost_kv_bytes_per_token(&m);
+    double bytes = m.params * m.weight_bytes + kvb * (0.5 * 1000 + 0.5 * 129);
+    double mem_ms = bytes / (m.bandwidth_tbs * 1e12 * m.mbu) * 1e3;
+    double flops = 2 * m.active_params + 4.0 * 36 * 4096 * (0.5 * 1000 + 0.5 * 129);
+    double cmp_ms = flops / (m.peak_tflops * 1e12 * m.mfu) * 1e3;
+    cr_assert_float_eq(rkv_cost_step_ms(&m, &s),
+                       m.overhead_ms + (mem_ms > cmp_ms ? mem_ms : cmp_ms), 1e-9);
+    /* prefill: the capped sum against a token-by-token count */
+    static const double cases[][2] = {{0, 10}, {0, 500}, {100, 20}, {120, 30},
+                                      {128, 1}, {1000, 64}, {5, 200}};
+    for (unsigned c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double prefix = cases[c][0], q = cases[c][1], full = 0, win = 0;
+        for (double i = 0; i < q; i++) {
+            double k = prefix + i + 1;
+            full += k;
+            win += k < 129 ? k : 129;
+        }
+        memset(&s, 0, sizeof s);
+        rkv_cost_add_prefill_model(&s, &m, prefix, q);
+        cr_assert_float_eq(s.attn_keys, full, 1e-9, "case %u", c);
+        cr_assert_float_eq(s.attn_win_keys, win, 1e-9, "case %u", c);
+    }
+    /* a model without sliding layers: the same time to the bit */
+    OK(rkv_cost_model_preset(&m, "llama3-8b"));
+    rkv_cost_step a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    rkv_cost_add_prefill(&a, 300, 700);
+    rkv_cost_add_decode(&a, 4000);
+    rkv_cost_add_prefill_model(&b, &m, 300, 700);
+    rkv_cost_add_decode_model(&b, &m, 4000);
+    cr_assert_eq(rkv_cost_step_ms(&m, &a), rkv_cost_step_ms(&m, &b));
+}

@@ -475,7 +475,7 @@ static uint64_t tree_digest(const harness *h)
     const rkv_tree *t = h->tree;
     for (uint32_t b = 0; b < NB; b++)
         if (rkv_tree_owned(t, b))
-            d += h->pool->hash[b] * 0x9E3779B97F4A7C15ull + 1;
+            d += rkv_pool_block_hash(h->pool, b) * 0x9E3779B97F4A7C15ull + 1;
     return d;
 }
 

@@ -473,13 +473,10 @@ Test(replay, sched_refused_turn_releases_the_next)
 
 Test(replay, sched_small_pool_and_fewshot, .timeout = 600)
 {
-    uint64_t seed = rkv_test_seed("replay.sched_small_pool_and_fewshot");
-    rkv_fewshot_config fc;
-    rkv_fewshot_config_init(&fc);
-    fc.requests = 200;
     rkv_workload wl;
-    rkv_workload_init(&wl);
-    cr_assert_eq(rkv_workload_fewshot(&wl, &fc, seed), RKV_OK);
+    rkv_test_fewshot(&wl, 200, "replay.sched_small_pool_and_fewshot");
+    rkv_fewshot_config fc; /* the defaults it was made with */
+    rkv_fewshot_config_init(&fc);
     rkv_replay_request_stats *per = calloc(wl.num_reqs, sizeof *per);
     cr_assert_not_null(per);
     rkv_replay_result res;

@@ -42,11 +42,7 @@ static void fleet_run(const rkv_workload *wl, const rkv_replay_config *base,
     cr_assert(o->per && o->on);
     rkv_replay_config cfg = *base;
     cfg.per_request = o->per;
-    rkv_fleet_config fc;
-    memset(&fc, 0, sizeof fc);
-    fc.instances = n;
-    fc.route = route;
-    fc.seed = seed;
+    rkv_fleet_config fc = rkv_test_fleet_config(n, route, seed);
     fc.finished_on = o->on;
     cr_assert_eq(rkv_replay_fleet(wl, &cfg, &fc, &o->res), RKV_OK,
                  "%u x %s: %s", n, rkv_route_name(route), rkv_last_error());

@@ -20,15 +20,8 @@
 static rkv_status run(const rkv_workload *wl, uint32_t n, double lag, double period,
                       const rkv_router_config *rc, uint64_t seed, rkv_fleet_result *out)
 {
-    rkv_replay_config cfg;
-    rkv_replay_config_init(&cfg);
-    cfg.capacity_tokens = 60000;
-    cfg.check_every = 50;
-    rkv_fleet_config fc;
-    memset(&fc, 0, sizeof fc);
-    fc.instances = n;
-    fc.route = RKV_ROUTE_KV;
-    fc.seed = seed;
+    rkv_replay_config cfg = rkv_test_replay_config(0, 60000, 50);
+    rkv_fleet_config fc = rkv_test_fleet_config(n, RKV_ROUTE_KV, seed);
     fc.event_lag_ms = lag;
     fc.load_period_ms = period;
     fc.router = rc;

@@ -224,3 +224,36 @@ Test(replay_retention, session_signals_in_both_orders, .timeout = 300)
                  s.pins_made, "every pin ends");
     rkv_workload_free(&wl);
 }
+
+/* ttl-oracle pins a waiting request's context until its next turn comes
+ * (plus a second). The file replay makes the pin at the request's own
+ * arrival, so the next turn comes the gap between the two arrivals later
+ * -- the service estimate plus the tool time -- not the tool time alone
+ * (a pin that expired before the turn it was for, up to 6 s early). */
+Test(replay_retention, oracle_pin_covers_the_gap_in_file_order)
+{
+    rkv_workload wl;
+    rkv_test_agentic(&wl, 24, 10, "replay_retention.oracle_gap");
+    rkv_replay_config cfg = rkv_test_replay_config(0, 60000, 0);
+    cfg.retention = RKV_RETENTION_TTL_ORACLE;
+    cfg.time_scale = 1.5;
+    rkv_retention_plan plan;
+    cr_assert_eq(rkv_retention_plan_init(&plan, &wl, 1 << 20), RKV_OK);
+    plan.file_order = 1;
+    size_t waiting = 0;
+    for (size_t i = 0; i < wl.num_reqs; i++) {
+        if (!plan.waits[i])
+            continue;
+        rkv_retention r;
+        cr_assert(rkv_retention_plan_for(&plan, &wl, &cfg, i, &r));
+        double gap = (wl.reqs[plan.next[i]].arrival_ms - wl.reqs[i].arrival_ms) *
+                     cfg.time_scale;
+        cr_assert_geq((double)r.ttl_ms, gap + 999.0,
+                      "request %zu: pinned %llu ms, its next turn comes "
+                      "%.0f ms later", i, (unsigned long long)r.ttl_ms, gap);
+        waiting++;
+    }
+    cr_assert_gt(waiting, 0);
+    rkv_retention_plan_free(&plan);
+    rkv_workload_free(&wl);
+}

@@ -685,9 +685,15 @@ Test(sched, dfs_groups_shared_prefixes)
         cr_assert_eq(got[i], expect[i], "dfs position %d: %u", i, got[i]);
 }
 
-/* lpm's cached matches must follow the tree: after the longer cached prefix
- * is evicted, the other request goes first. */
-static int64_t lpm_after_change(int evict)
+/* lpm's cached matches must follow the tree. Requests 3 (64 tokens cached)
+ * and 4 (32 cached) wait while a long request holds the only slot, then:
+ * LPM_EVICT: 3's cached prefix is evicted, so 4 goes first; LPM_GROW:
+ * another user of the tree caches all of 4's prompt below the node where
+ * its match ended (the refresh looks only at the requests a new child can
+ * move, sched_watch.c), so 4 goes first; LPM_SAME: nothing, 3 goes first.
+ * Returns 3's first plan time less 4's. */
+enum { LPM_SAME, LPM_EVICT, LPM_GROW };
+static int64_t lpm_after_change(int change)
 {
     enum { P = 4 };
     rkv_sched_config c = nodedup_cfg(RKV_POLICY_LPM);
@@ -712,11 +718,26 @@ static int64_t lpm_after_change(int evict)
     OK(eng_submit(&e, 3, 0, ra, 80, 1, 0));
     OK(eng_submit(&e, 4, 0, rb, 80, 1, 0));
     eng_step(&e); /* both matched and ordered: 3 (64 cached) before 4 */
-    if (evict) {
+    if (change == LPM_EVICT) {
         /* a's pages are the least recently used unlocked ones */
         uint32_t freed = 0;
         OK(rkv_tree_evict(e.tree, 16, &freed));
         OK(rkv_sched_check(e.s));
+    } else if (change == LPM_GROW) {
+        rkv_block_id blk[20];
+        rkv_match m;
+        OK(rkv_tree_match(e.tree, 0, rb, 80, blk, RKV_MATCH_PEEK, &m));
+        cr_assert_eq(m.num_blocks, 8);
+        OK(rkv_tree_alloc_blocks(e.tree, 12, blk + 8));
+        /* the KV those pages would hold (the engine checks cached KV) */
+        for (uint32_t pos = 32; pos < 80; pos++)
+            e.kv[blk[pos / P] * P + pos % P] = e.reqs[4].ph[pos];
+        rkv_insert_result ir;
+        OK(rkv_tree_insert(e.tree, 0, rb, 80, blk, NULL, &ir));
+        cr_assert_eq(ir.new_pages, 12);
+        OK(rkv_pool_unref_n(e.pool, 12, blk + 8));
+        eng_step(&e);
+        OK(rkv_sched_check(e.s)); /* 4's cached match is the tree's */
     }
     eng_drain(&e, 200);
     int64_t d = (int64_t)(e.reqs[3].first_plan_ms - e.reqs[4].first_plan_ms);
@@ -726,8 +747,10 @@ static int64_t lpm_after_change(int evict)
 
 Test(sched, lpm_matches_follow_tree_changes)
 {
-    cr_assert_lt(lpm_after_change(0), 0, "without eviction 3 goes first");
-    cr_assert_gt(lpm_after_change(1), 0, "after eviction 4 goes first");
+    cr_assert_lt(lpm_after_change(LPM_SAME), 0, "without a change 3 goes first");
+    cr_assert_gt(lpm_after_change(LPM_EVICT), 0, "after eviction 4 goes first");
+    cr_assert_gt(lpm_after_change(LPM_GROW), 0,
+                 "after 4's pages are cached below its match 4 goes first");
 }
 
 /* ---- issue 10 item 3: the scheduler's locks are its own ------------------- */

@@ -41,11 +41,7 @@ static void env_open(env *e, uint32_t nb, uint32_t P, uint32_t ring,
     e->P = P;
     e->nb = nb;
     e->pool = tu_pool(nb, P);
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.event_ring = ring;
-    tc.event_tokens = tokens;
-    e->tree = tu_tree(e->pool, &tc);
+    e->tree = tu_event_tree(e->pool, ring, tokens);
     if (host_blocks > 0) {
         rkv_store_config sc;
         rkv_store_config_init(&sc, RKV_MEDIUM_HOST);

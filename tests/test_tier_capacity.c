@@ -18,6 +18,7 @@
 
 #include "sim/replay.h"
 #include "sim/workload.h"
+#include "tests/support/test_workload.h"
 #include "tests/support/test_util.h"
 
 #define MAX_TOKENS 68719476704ull /* (2^32 - 2) x 16 */
@@ -39,13 +40,8 @@ static void run(int host, int disk, int file_order)
      * 8, about one seed in 200 ran them nearly one after another, evicted
      * only finished agents' pages and left nothing for a tier to serve
      * (0 failures in 150 seeds x 4 tests with 16). */
-    rkv_agentic_config ac;
-    rkv_agentic_config_init(&ac);
-    ac.sessions = 16;
-    ac.turns_max = 5;
     rkv_workload wl;
-    rkv_workload_init(&wl);
-    cr_assert_eq(rkv_workload_agentic(&wl, &ac, rkv_test_seed("tier_capacity")), RKV_OK);
+    rkv_test_agentic(&wl, 16, 5, "tier_capacity");
     rkv_replay_config cfg;
     rkv_replay_config_init(&cfg);
     cfg.sched.policy = RKV_POLICY_LPM;

@@ -15,6 +15,7 @@
 
 #include "sim/trace.h"
 #include "sim/workload.h"
+#include "tests/support/test_workload.h"
 #include "tests/support/test_util.h"
 
 #define GOOD1 "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2]}\n"
@@ -355,13 +356,10 @@ Test(workload, agentic_turns_extend_the_previous_turn)
 
 Test(workload, fewshot_shares_one_header)
 {
-    uint64_t seed = rkv_test_seed("workload.fewshot");
-    rkv_fewshot_config cfg;
-    rkv_fewshot_config_init(&cfg);
-    cfg.requests = 300;
     rkv_workload wl;
-    rkv_workload_init(&wl);
-    cr_assert_eq(rkv_workload_fewshot(&wl, &cfg, seed), RKV_OK, "%s", rkv_last_error());
+    rkv_test_fewshot(&wl, 300, "workload.fewshot");
+    rkv_fewshot_config cfg; /* the defaults it was made with */
+    rkv_fewshot_config_init(&cfg);
     cr_assert_eq(rkv_workload_check(&wl), RKV_OK, "%s", rkv_last_error());
     cr_assert_eq(wl.num_reqs, 300);
     int32_t *h = malloc((cfg.header_tokens + cfg.suffix_max) * sizeof *h);

@@ -90,10 +90,7 @@ typedef struct fixture {
 static void open_fx(fixture *f, uint32_t blocks, uint32_t P, uint32_t ring)
 {
     f->pool = tu_pool(blocks, P);
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.event_ring = ring;
-    f->tree = tu_tree(f->pool, &tc);
+    f->tree = tu_event_tree(f->pool, ring, 0);
 }
 
 /* Drains up to cap events into ev: exactly want come out. */

@@ -190,3 +190,58 @@ Test(agentic_tools, last_turn_ends_the_session)
     free(has_child);
     rkv_workload_free(&wl);
 }
+
+/* The open-loop chat generator: every turn extends its conversation's
+ * previous prompt by that turn's output and a new message, under one of
+ * the shared prefixes; the last turn ends the session; bad configs are
+ * refused and leave the workload empty. */
+Test(chat_workload, turns_extend_their_conversation)
+{
+    rkv_chat_config cc;
+    rkv_chat_config_init(&cc);
+    cc.conversations = 60;
+    cc.prefixes = 5;
+    rkv_workload wl;
+    rkv_workload_init(&wl);
+    cr_assert_eq(rkv_workload_chat(&wl, &cc, 3), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_workload_check(&wl), RKV_OK, "%s", rkv_last_error());
+    cr_assert_gt(wl.num_reqs, 60u);
+    uint64_t *last = calloc(cc.conversations, sizeof *last);
+    uint32_t ends = 0, firsts[5] = {0};
+    for (size_t i = 0; i < wl.num_reqs; i++) {
+        const rkv_wl_request *q = &wl.reqs[i];
+        cr_assert_lt(q->session, cc.conversations);
+        cr_assert_eq(q->parent, RKV_WL_NO_PARENT);
+        ends += q->session_end;
+        if (last[q->session] != 0) {
+            /* previous prompt, its output, then new content */
+            const rkv_wl_request *p = &wl.reqs[last[q->session] - 1];
+            cr_assert_geq(q->arrival_ms, p->arrival_ms);
+            cr_assert_gt(q->num_segs, p->num_segs);
+            for (uint32_t k = 0; k < p->num_segs; k++)
+                cr_assert_eq(wl.seg_keys[q->seg_begin + k],
+                             wl.seg_keys[p->seg_begin + k]);
+            cr_assert_eq(wl.seg_keys[q->seg_begin + p->num_segs],
+                         p->output_key);
+            cr_assert_eq(p->session_end, 0);
+        } else {
+            /* the first segment names the shared prefix */
+            cr_assert_lt(wl.seg_keys[q->seg_begin], 64u);
+            firsts[0] += wl.seg_keys[q->seg_begin] == wl.seg_keys[wl.reqs[0].seg_begin];
+        }
+        last[q->session] = i + 1;
+    }
+    cr_assert_eq(ends, cc.conversations);
+    cr_assert_gt(firsts[0], 1u, "prefixes are shared");
+    free(last);
+    rkv_workload_free(&wl);
+
+    rkv_chat_config bad = cc;
+    bad.turns_mean = 0.5;
+    cr_assert_eq(rkv_workload_chat(&wl, &bad, 3), RKV_ERR_INVALID_ARG);
+    bad = cc;
+    bad.prefix_max = cc.max_prompt_tokens;
+    cr_assert_eq(rkv_workload_chat(&wl, &bad, 3), RKV_ERR_INVALID_ARG);
+    cr_assert_eq(wl.num_reqs, 0u);
+    cr_assert_eq(rkv_workload_chat(&wl, NULL, 3), RKV_ERR_INVALID_ARG);
+}

@@ -47,11 +47,8 @@ void rkv_store_config_init(rkv_store_config *cfg, int medium)
 {
     if (cfg == NULL)
         return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->medium = medium;
-    cfg->pinned = 1;
-    cfg->direct_io = 1;
-    cfg->io_uring = 1;
+    /* The fields not named here are 0. */
+    *cfg = (rkv_store_config){.medium = medium, .pinned = 1, .direct_io = 1, .io_uring = 1};
 }
 
 static rkv_status capacity_of(const rkv_store_config *cfg, uint32_t *cap)

@@ -2,7 +2,8 @@
  * treeapi/tree_api.c -- the facade: the public rkv_tree_create,
  * rkv_tree_destroy and rkv_tree_reset, which assemble the tree core
  * (radix/) and the layers above it -- events (events/), retention and the
- * eviction orders (retain/), tier residency (residency/) -- and register
+ * eviction orders (retain/), tier residency (residency/), a hybrid
+ * model's sliding-window KV (swa/) -- and register
  * the layers' hooks (rkv_tree_hooks in radix/tree_core.h). The only file
  * that names every layer; it sits above them all, so every include arrow
  * points down (scripts/check-layers).
@@ -25,6 +26,7 @@
 #include "retain/evict_guard.h"
 #include "retain/evict_learned.h"
 #include "retain/retain.h"
+#include "swa/swa.h"
 
 /* Every layer's invariants, in the order rkv_tree_check always ran them. */
 static rkv_status rkv_tree_layers_check(const rkv_tree *t)
@@ -38,6 +40,8 @@ static rkv_status rkv_tree_layers_check(const rkv_tree *t)
         st = rkv_guard_check(t);
     if (st == RKV_OK)
         st = rkv_ev_check(t->events);
+    if (st == RKV_OK)
+        st = rkv_swa_check(t);
     return st;
 }
 
@@ -51,14 +55,14 @@ static void rkv_tree_layers_fini(rkv_tree *t)
     rkv_tier_fini(t);
     rkv_events_detach(t);
     rkv_store_log_fini(t);
+    rkv_swa_fini(t);
 }
 
 rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
                            rkv_tree **out)
 {
     if (pool == NULL || out == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_tree_create: NULL %s",
-                             pool == NULL ? "pool" : "out");
+        return rkv_null_arg("rkv_tree_create", pool, "pool", "out");
     rkv_tree_config def;
     rkv_tree_config_init(&def);
     if (cfg == NULL)

@@ -17,7 +17,8 @@
  *          in the pool's format, codes and scales for a quantized one):
  *          1.00 means every K/V byte crossed the memory bus once;
  *   kvb  = the same bytes read / those the f16 K/V of the same tokens would
- *          be: below 1 where a quantized format reads fewer bytes;
+ *          be: below 1 where a quantized format reads fewer bytes (2 for
+ *          f32, whose shapes also take f32 activations);
  *   all  = every byte kernels, GEMMs, device copies and memsets read or
  *          wrote / the minimum (distinct K/V + q read + out and lse written);
  *   h2d, malloc, sync = host-to-device copies, cudaMalloc calls and host-
@@ -140,7 +141,9 @@ static void run_free(rkv_attn *a, rkv_pool *pool, uint32_t *ids, uint32_t *indpt
 
 static void run_shape(const shape *s)
 {
-    const uint32_t P = 16, es = 2, Hq = s->Hkv * s->G;
+    /* activations are f16, but f32 for an f32 pool */
+    const int f32 = s->kv == RKV_DTYPE_F32;
+    const uint32_t P = 16, es = f32 ? 4 : 2, Hq = s->Hkv * s->G;
     const uint32_t own_pages = (s->ctx + P - 1) / P, sh_pages = s->shared / P;
     const uint32_t nb = s->reqs * own_pages + sh_pages + 1;
     rkv_pool_config pc;
@@ -151,7 +154,7 @@ static void run_shape(const shape *s)
     pc.num_kv_heads = s->Hkv;
     pc.head_dim = s->D;
     pc.dtype = s->kv;
-    pc.act_dtype = RKV_DTYPE_F16;
+    pc.act_dtype = f32 ? RKV_DTYPE_F32 : RKV_DTYPE_F16;
     pc.device = RKV_DEVICE_CUDA;
     rkv_pool *pool;
     TRY(rkv_pool_create(&pc, &pool));
@@ -221,7 +224,7 @@ static void run_shape(const shape *s)
             rkvsim_meter_enable(0);
             const double toks = ((double)s->reqs * s->ctx + s->shared) * s->Hkv;
             const double kv_min = 2.0 * toks * (double)row;
-            const double kv_f16 = 2.0 * toks * s->D * es;
+            const double kv_f16 = 2.0 * toks * s->D * 2;
             const double kv_rd = (double)rkvsim_meter_get(NULL, 1, RKVSIM_METER_READ) +
                                  (double)rkvsim_meter_get(NULL, 2, RKVSIM_METER_READ);
             const double all = device_bytes();
@@ -323,11 +326,15 @@ int main(int argc, char **argv)
         {"decode_G4_run", RUN, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_F16},
         {"prefill_N256", PREFILL, 1, 1, 1, 128, 256, 256, 0, RKV_DTYPE_F16},
         {"extend_512+64", PREFILL, 1, 4, 1, 128, 576, 64, 0, RKV_DTYPE_F16},
+        {"cascade_B32_S256", CASCADE, 32, 4, 1, 128, 16, 1, 256, RKV_DTYPE_F16},
         {"cascade_B64_S256", CASCADE, 64, 4, 1, 128, 16, 1, 256, RKV_DTYPE_F16},
+        {"cascade_f32_B16", CASCADE, 16, 4, 1, 128, 16, 1, 256, RKV_DTYPE_F32},
+        {"prefill_f32_N256", PREFILL, 1, 1, 1, 128, 256, 256, 0, RKV_DTYPE_F32},
         {"decode_G4_int8", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_INT8},
         {"decode_G4_fp8", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_FP8_E4M3},
         {"decode_G4_int4", DECODE, 4, 4, 2, 128, 512, 1, 0, RKV_DTYPE_INT4},
         {"extend_int8", PREFILL, 1, 4, 1, 128, 576, 64, 0, RKV_DTYPE_INT8},
+        {"cascade_int8_B32", CASCADE, 32, 4, 1, 128, 16, 1, 256, RKV_DTYPE_INT8},
     };
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)

@@ -41,6 +41,11 @@
  *     synchronisation points is forward, reverse or random
  *     (RKV_CUDASIM_SCHEDULE=forward|reverse|random[:seed]), so races
  *     between barriers change results.
+ *   - cp.async (attention/cp_async.h): a copy into shared memory lands at
+ *     issue, or in deferred mode only when a cp.async.wait_group of its
+ *     thread completes its committed group, so a read before the wait (or
+ *     a copy never committed) sees stale shared memory; a misaligned copy
+ *     is an error.
  *   - __expf is approximated as the GPU does it (exp2 of x*log2(e) rounded
  *     to float, subnormal results flushed to zero).
  *   - cuBLAS: cublasGemmStridedBatchedEx with cuBLAS's argument rules
@@ -56,7 +61,7 @@
  * registers, memory coalescing, bank conflicts, caches, concurrent blocks
  * or inter-block memory ordering, the exact rounding of GPU math (results
  * are not bit-exact with a GPU), inline PTX (mma.sync is reached through
- * attention/mma.h, which has a shuffle-built simulator version), cp.async, dynamic
+ * attention/mma.h, which has a shuffle-built simulator version), dynamic
  * (extern) shared memory, __launch_bounds__, sticky errors (an error is
  * reported once, the context stays usable), unified/mapped memory, reads
  * of host memory through a pointer hidden in a struct argument, reads
@@ -312,6 +317,13 @@ enum {
     RKVSIM_ALL
 };
 extern "C" RKVSIM_API void rkvsim_syncthreads(const char *file, int line);
+/* cp.async (attention/cp_async.h): one copy of n (4, 8, 16) bytes from
+ * global to shared memory, metered as a read; commit closes the thread's
+ * group; wait completes all but the `pending` most recent groups. */
+extern "C" RKVSIM_API void rkvsim_cp_async(void *dst, const void *src, unsigned n,
+                                           const char *file, int line);
+extern "C" RKVSIM_API void rkvsim_cp_commit(void);
+extern "C" RKVSIM_API void rkvsim_cp_wait(unsigned pending);
 extern "C" RKVSIM_API uint64_t rkvsim_warp_op(int kind, unsigned mask, uint64_t bits, int arg,
                                               int width, const char *file, int line);
 

@@ -86,6 +86,15 @@ struct Op {
 
 enum { F_RUN, F_BAR, F_WARP, F_EXIT };
 
+/* One cp.async copy a thread has issued and not yet completed (deferred
+ * mode): group = the commit count when it was issued. */
+struct CpAsync {
+    void *dst;
+    const void *src;
+    unsigned n, group;
+};
+enum { CP_MAX = 64 }; /* pending copies a thread: older ones complete early */
+
 struct Fibre {
     void *sp;
     char *stack; /* usable [stack, stack + STACK) above a guard page */
@@ -99,6 +108,8 @@ struct Fibre {
     uint64_t result;
     rkvsim_thread_view view;
     void *fake;
+    CpAsync cp[CP_MAX]; /* pending cp.async copies, oldest first */
+    unsigned ncp, cp_group;
 };
 
 struct Kernel {
@@ -138,6 +149,7 @@ struct State {
     int order = RKVSIM_FORWARD;
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     bool deferred = false;
+    std::string kbad; /* an in-kernel misuse found by a fibre (cp.async) */
     cudaError_t last = cudaSuccess;
     cudaError_t msg_code = cudaSuccess;
     std::string msg;
@@ -539,6 +551,8 @@ void fibre_init(Fibre &f)
     f.sp = sp;
     f.state = F_RUN;
     f.fake = nullptr;
+    f.ncp = 0; /* copies a thread never waited for are dropped with it */
+    f.cp_group = 0;
 }
 
 /* From a fibre back to the scheduler. */
@@ -723,6 +737,11 @@ cudaError_t run_block(uint3 bidx, unsigned n, std::vector<unsigned> &ord)
         for (unsigned i = 0; i < n; i++)
             if (G.fibres[ord[i]].state == F_RUN)
                 run_fibre(G.fibres[ord[i]]);
+        if (!G.kbad.empty()) {
+            std::string m = G.kbad;
+            G.kbad.clear();
+            return fail(cudaErrorIllegalInstruction, "kernel %s: %s", k.name.c_str(), m.c_str());
+        }
         bool warps;
         cudaError_t e = resolve_warps(n, &warps);
         if (e != cudaSuccess)
@@ -1603,6 +1622,57 @@ void rkvsim_syncthreads(const char *file, int line)
     f->file = file;
     f->line = line;
     yield_to_main(f, false);
+}
+
+/* cp.async: copied at issue, or in deferred mode held until a
+ * cp.async.wait_group leaves its group no longer pending (so a kernel
+ * that reads the destination before waiting reads stale shared memory). */
+static void cp_complete(Fibre *f, unsigned k)
+{
+    for (unsigned i = 0; i < k; i++)
+        memcpy(f->cp[i].dst, f->cp[i].src, f->cp[i].n);
+    memmove(f->cp, f->cp + k, (f->ncp - k) * sizeof f->cp[0]);
+    f->ncp -= k;
+}
+
+void rkvsim_cp_async(void *dst, const void *src, unsigned n, const char *file, int line)
+{
+    Fibre *f = G.running;
+    /* the destination's being shared memory is not checked: the statics
+     * of template kernels are not in the rkv_sim_shared section */
+    if ((n != 4 && n != 8 && n != 16) || (uintptr_t)dst % n != 0 || (uintptr_t)src % n != 0) {
+        if (G.kbad.empty()) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "cp.async of %u bytes to %p from %p at %s:%d: not 4, 8 "
+                     "or 16 aligned bytes", n, dst, src, file, line);
+            G.kbad = buf;
+        }
+        return;
+    }
+    rkvsim_meter_access(src, n, 0);
+    if (!G.deferred) {
+        memcpy(dst, src, n);
+        return;
+    }
+    if (f->ncp == CP_MAX) /* a copy may land any time before its wait */
+        cp_complete(f, 1);
+    f->cp[f->ncp++] = CpAsync{dst, src, n, f->cp_group};
+}
+
+void rkvsim_cp_commit(void)
+{
+    G.running->cp_group++;
+}
+
+void rkvsim_cp_wait(unsigned pending)
+{
+    /* groups committed before the last `pending` ones complete; copies
+     * not yet committed are in no group and stay pending */
+    Fibre *f = G.running;
+    unsigned k = 0;
+    while (k < f->ncp && f->cp[k].group + pending < f->cp_group)
+        k++;
+    cp_complete(f, k);
 }
 
 uint64_t rkvsim_warp_op(int kind, unsigned mask, uint64_t bits, int arg, int width,

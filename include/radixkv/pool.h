@@ -232,6 +232,12 @@ uint32_t rkv_pool_refcount(const rkv_pool *pool, rkv_block_id id); /* 0 = free *
 #define RKV_HASH_ROOT ((uint64_t)0)
 uint64_t rkv_block_hash(uint64_t parent_hash, uint64_t ns,
                         const int32_t *page_tokens, uint32_t page_size);
+/* The chained hash of a used block (RKV_HASH_ROOT for a free one). A tree
+ * without KV events, tiers or learned eviction caches pages without
+ * hashing them and computes a block's hash (and the never-hashed pages
+ * above it) when it is first asked for here or by a snapshot: same value,
+ * paid once, and never for pages evicted unasked. Setting a cached block's
+ * hash first computes every such pending hash of its tree. */
 uint64_t rkv_pool_block_hash(const rkv_pool *pool, rkv_block_id id);
 rkv_status rkv_pool_set_block_hash(rkv_pool *pool, rkv_block_id id,
                                    uint64_t hash);

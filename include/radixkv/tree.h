@@ -319,9 +319,9 @@ typedef struct rkv_tree_stats {
     uint64_t host_bytes;       /* node metadata + tokens + child index      */
     /* RKV_EVICT_LEARNED's guard (0 under other policies): what plain LRU
      * would have hit on the same matches (a shadow LRU of the device
-     * pool), how many times the policy fell behind it (eviction became
-     * LRU until the allowed deficit had doubled), and 1 while eviction is
-     * LRU for that reason */
+     * pool), how many victims of the policy it replaced by LRU's (the
+     * policy's could have cost more than its lead allows), and 1 when the
+     * last victim was such a replacement */
     uint64_t guard_lru_hit_tokens;
     uint64_t guard_fallbacks;
     uint32_t guard_on_lru;
@@ -348,6 +348,119 @@ rkv_status rkv_tree_node_info(const rkv_tree *tree, rkv_node node,
  * entries, ref counts against the pool, LRU list = unlocked leaves, lock
  * counts, stats. RKV_ERR_CORRUPT with a message. O(size of tree). */
 rkv_status rkv_tree_check(const rkv_tree *tree);
+
+/*
+ * Server slot tables: the KV slots a server's own allocator gave each
+ * cached page (SGLang's token-to-KV pool hands out one int64 slot index per
+ * token), kept per block so that a match, an insert and an eviction are one
+ * call each that also reads or writes those slots: the embedder does no
+ * per-page or per-token work of its own.
+ *
+ * A table belongs to one pool (which must outlive it) and follows the tree
+ * of that pool through the *_slots calls below: rkv_tree_insert_slots
+ * records the pages the tree took, rkv_tree_evict_slots forgets the blocks
+ * it freed. Pages the tree caches or drops through other calls are not
+ * recorded by themselves (rkv_slot_table_set / _drop / _clear keep the
+ * table in step then: tier loads, rkv_tree_reset).
+ *   - A slot table (flags 0) stands beside a metadata-only pool whose
+ *     blocks stand for the server's pages: insert allocates the blocks and
+ *     records the server's slots of each new page. A page whose slots are
+ *     s, s+1, .., s+P-1 with s >= 0 (what a paged allocator hands out)
+ *     takes 8 bytes; another page P * 8 bytes more.
+ *   - An identity table (RKV_SLOTS_IDENTITY) is for a pool that holds the
+ *     server's KV itself: page b's slots are b*P .. b*P+P-1, so slots name
+ *     the blocks, and the table only records which blocks the tree caches.
+ * Host memory: 8 bytes per block of the pool plus 4 of scratch, touched
+ * only where used.
+ */
+typedef struct rkv_slot_table rkv_slot_table;
+
+#define RKV_SLOTS_IDENTITY 1u /* rkv_slot_table_create: slots are blocks'  */
+
+/* A table for pool's blocks, holding nothing. flags: 0 or
+ * RKV_SLOTS_IDENTITY. RKV_ERR_NOMEM if its arrays cannot be had. */
+rkv_status rkv_slot_table_create(rkv_pool *pool, unsigned flags,
+                                 rkv_slot_table **out);
+/* Frees the table (NULL: nothing). The pool and its tree are untouched. */
+void rkv_slot_table_destroy(rkv_slot_table *table);
+/* Records blocks[0..n) as held, with slots[i*P .. i*P+P) as block i's
+ * slots (a slot table; any values). An identity table takes slots NULL.
+ * A block already held gets the new slots. RKV_ERR_INVALID_ARG (nothing
+ * changes) for a block id past the pool, or slots NULL in a slot table. */
+rkv_status rkv_slot_table_set(rkv_slot_table *table, uint32_t n,
+                              const rkv_block_id *blocks, const int64_t *slots);
+/* Forgets blocks[0..n) (one not held: nothing). RKV_ERR_INVALID_ARG
+ * (nothing changes) for a block id past the pool. */
+rkv_status rkv_slot_table_drop(rkv_slot_table *table, uint32_t n,
+                               const rkv_block_id *blocks);
+/* Forgets every block (after rkv_tree_reset). */
+void rkv_slot_table_clear(rkv_slot_table *table);
+/* Blocks held. */
+uint64_t rkv_slot_table_count(const rkv_slot_table *table);
+/* The held blocks in ascending order: out[0 .. *n_out), at most cap of
+ * them (*n_out = rkv_slot_table_count when cap allows). */
+rkv_status rkv_slot_table_blocks(const rkv_slot_table *table, rkv_block_id *out,
+                                 uint64_t cap, uint64_t *n_out);
+/* The slots of blocks[0..n), P per block, to out[0 .. n*P); a block not
+ * held gives P slots of -1. RKV_ERR_INVALID_ARG for a block past the
+ * pool (out unspecified). */
+rkv_status rkv_slot_table_gather(const rkv_slot_table *table, uint32_t n,
+                                 const rkv_block_id *blocks, int64_t *out);
+
+/* rkv_tree_match (same flags, statuses and effects on the tree) that
+ * writes the matched pages' slots instead of their block ids:
+ * slots_out[0 .. out->matched_tokens), room for n / page_size * page_size.
+ * A matched page the table holds no slots for reads as -1s (it was cached
+ * by a call that bypassed the table). table must be of the tree's pool. */
+rkv_status rkv_tree_match_slots(rkv_tree *tree, rkv_slot_table *table,
+                                rkv_namespace ns, const int32_t *tokens,
+                                size_t n, unsigned flags, int64_t *slots_out,
+                                rkv_match *out);
+
+/* Caches the full pages of tokens[0..n), slots[0 .. n / P * P) being their
+ * KV slots, and records the pages the tree takes; *out (may be NULL) as
+ * rkv_tree_insert (out->prefix_tokens: the tokens that were cached
+ * already, whose given slots the tree does not take -- the caller frees
+ * those, as SGLang's RadixCache contract has it). The path becomes most
+ * recently used.
+ *   - Slot table: each page past the cached prefix gets a block of the
+ *     pool (allocated here; the tree's reference is its only one). If the
+ *     pool has fewer free blocks than that, RKV_ERR_NO_SPACE and nothing
+ *     changes: evict (rkv_tree_evict_slots) and call again.
+ *   - Identity table: page i's slots must be b*P .. b*P+P-1 of an
+ *     allocated block b (RKV_ERR_INVALID_ARG, nothing changed, if any page
+ *     is not), which the caller holds a reference on; page i's block is
+ *     blocks[i] of rkv_tree_insert. The caller's reference on the block of
+ *     every page past the cached prefix passes to this call, which drops
+ *     it: a page the tree took stays allocated under the tree's reference,
+ *     one it did not take (tiers: the insert ended at pages being loaded)
+ *     is freed. The blocks given for the cached prefix are not touched
+ *     (the caller frees its duplicates).
+ * On failure nothing changes. */
+rkv_status rkv_tree_insert_slots(rkv_tree *tree, rkv_slot_table *table,
+                                 rkv_namespace ns, const int32_t *tokens,
+                                 size_t n, const int64_t *slots,
+                                 rkv_insert_result *out);
+
+/* rkv_tree_evict_ids(n) (same statuses, same eviction) that forgets the
+ * freed blocks in the table and writes the slots they held, P per freed
+ * block the table held, to slots_out[0 .. *nslots_out) in the order they
+ * were freed -- for the server's allocator to free (one call). cap (room
+ * in slots_out) must be >= n * page_size; slots_out NULL with cap 0 writes
+ * none (an identity table's blocks are back in the pool already).
+ * freed_out (may be NULL): blocks freed. */
+rkv_status rkv_tree_evict_slots(rkv_tree *tree, rkv_slot_table *table,
+                                uint32_t n, int64_t *slots_out, size_t cap,
+                                uint32_t *freed_out, size_t *nslots_out);
+
+/* rkv_tree_lock / rkv_tree_unlock that also report how many pages the
+ * call moved from evictable to locked (lock) or back (unlock): *moved (may
+ * be NULL; 0 on failure), what SGLang's inc_lock_ref / dec_lock_ref
+ * return. Statuses and effects are those of the plain calls. */
+rkv_status rkv_tree_lock_counted(rkv_tree *tree, rkv_node node, rkv_lease *out,
+                                 uint64_t *moved);
+rkv_status rkv_tree_unlock_counted(rkv_tree *tree, rkv_lease *lease,
+                                   uint64_t *moved);
 
 RKV_END_DECLS
 

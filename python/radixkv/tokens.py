@@ -8,6 +8,10 @@ once into a new int32 array; values outside int32 raise InvalidArgError
 (never silently wrapped). keepalive must be held for as long as the address
 is used.
 
+An array's address comes from ``address_of`` (ctypes' buffer protocol),
+about a third of what numpy's ``.ctypes.data`` costs: on the per-request
+path of a cache that is a microsecond or more per call.
+
 Lists and tuples (what a Python server holds) are packed with ``struct``:
 its native "i" packer converts an int in about half the time
 ``array.array('i', x)`` takes (which parses each element with a format
@@ -15,6 +19,7 @@ string), with the same range check. Short ones go through array.array,
 whose fixed cost is lower.
 """
 import array
+import ctypes as C
 import struct
 import sys
 
@@ -28,10 +33,27 @@ def _np():
     return sys.modules.get("numpy")
 
 
+_addressof, _char = C.addressof, C.c_char
+
+
+def address_of(x):
+    """The address of x's memory if x exports a writable, C-contiguous
+    buffer of at least one byte (a numpy array, an array.array), else
+    None. Valid while x lives."""
+    try:
+        return _addressof(_char.from_buffer(x))
+    except (TypeError, ValueError, BufferError):
+        return None
+
+
 def _from_numpy(x):
     np = _np()
-    if x.dtype == np.int32 and x.flags.c_contiguous and x.ndim == 1:
-        return x.ctypes.data, x.shape[0], x
+    if x.dtype == np.int32 and x.ndim == 1:
+        a = address_of(x)  # None: empty, read-only or strided
+        if a is not None:
+            return a, x.shape[0], x
+        if x.flags.c_contiguous:
+            return x.ctypes.data, x.shape[0], x
     if x.ndim != 1:
         x = x.reshape(-1)
     if x.dtype.kind not in "iub":

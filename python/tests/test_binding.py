@@ -123,6 +123,15 @@ def test_numpy_int32_tokens_pass_without_copy():
     pool, tree = make()
     cache(tree, a[:16])
     assert tree.match(b).matched_tokens == 16
+    # read-only and strided int32 arrays: passed by address, or copied
+    ro = np.frombuffer(a.tobytes(), dtype=np.int32)
+    addr, n, keep = radixkv.as_tokens(ro)
+    assert addr == ro.ctypes.data and n == 32 and keep is ro
+    st = np.arange(64, dtype=np.int32)[::2]
+    addr, n, keep = radixkv.as_tokens(st)
+    assert n == 32 and keep.flags.c_contiguous and list(keep) == list(range(0, 64, 2))
+    assert tree.match(ro).matched_tokens == 16
+    assert radixkv.as_tokens(np.zeros(0, dtype=np.int32))[1] == 0
 
 
 @needs_torch

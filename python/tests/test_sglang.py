@@ -148,6 +148,52 @@ def test_evict_frees_lru_leaves_with_exactly_their_values():
     c.sanity_check()
 
 
+class Keeper(Rec):
+    """An allocator that keeps the very objects it is asked to free (as
+    SGLang's free_group does between free_group_begin and _end) and what
+    they held then."""
+
+    def __init__(self):
+        super().__init__()
+        self.kept = []
+
+    def free(self, idx):
+        self.kept.append((idx, vals(idx)))
+        super().free(idx)
+
+
+def test_evicted_values_handed_out_stay_intact_while_the_allocator_keeps_them():
+    # the backend reuses its eviction buffers: only once nobody holds them
+    alloc = Keeper()
+    c = RadixKVCache(None, alloc, 2)
+    for i in range(40):
+        c.insert(RadixKey([i, i, i + 1, i + 1]), np.arange(4 * i, 4 * i + 4))
+        if i % 3 == 2:
+            assert c.evict(4) == 4
+        if i % 7 == 6:
+            alloc.kept = alloc.kept[-1:]  # the allocator lets go of some
+    for obj, was in alloc.kept:
+        assert vals(obj) == was
+    assert len(alloc.freed) == len(set(alloc.freed)) == 13 * 4
+    c.sanity_check()
+
+
+def test_match_results_kept_by_the_caller_stay_intact():
+    # match results come from reused buffers too: never one still held
+    c, _ = plain(page_size=2)
+    for i in range(8):
+        c.insert(RadixKey([i] * 6), np.arange(100 * i, 100 * i + 6))
+    held = []
+    for rep in range(5):
+        for i in range(8):
+            r = c.match_prefix(RadixKey([i] * 6 + [99]))
+            if (i + rep) % 3 == 0:
+                held.append((r.device_indices, list(range(100 * i, 100 * i + 6))))
+    assert len(held) > 8
+    for idx, want in held:
+        assert vals(idx) == want
+
+
 def test_evict_never_takes_locked_paths_and_stops_when_nothing_is_left():
     c = create_simulated(page_size=1, num_tokens=64)
     insert_alloc(c, [1, 2, 3])
@@ -390,18 +436,23 @@ def test_eviction_frees_exactly_the_blocks_the_tree_let_go():
     c = create_simulated(page_size=2, num_tokens=256)
     for t in ([1] * 8, [2] * 6, [3] * 4):
         insert_alloc(c, t)
-    tr = c._track
-    cached_before = set(tr.blocks().tolist())
+    tab = c._tab
+    cached_before = set(tab.blocks().tolist())
+    slots_before = {b: tab.gather([b]).tolist() for b in cached_before}
     # a never-cached block freed during the eviction's window: the old
     # alloc-after-evict trick had to detect it; the ids come from C now
     (x,) = c._pool.alloc(1)
-    st, got = tr.evict(3)
+    st, slots, freed = tab.evict(3)
+    slots = slots.tolist()
     c._pool.unref(int(x))
-    assert st == 0 and len(got) == 3 and set(got.tolist()) <= cached_before
-    assert all(c._pool.refcount(int(b)) == 0 for b in got)
-    assert int(x) not in got.tolist()
-    assert set(tr.blocks().tolist()) == cached_before - set(got.tolist())
-    assert tr.count() == c._tree.stats()["cached_blocks"]
+    gone = cached_before - set(tab.blocks().tolist())
+    assert st == 0 and freed == 3 and len(gone) == 3
+    assert all(c._pool.refcount(int(b)) == 0 for b in gone)
+    assert int(x) not in gone
+    # the slots returned are exactly those the freed blocks held
+    assert sorted(slots) == sorted(v for b in gone for v in slots_before[b])
+    assert all(tab.gather([b]).tolist() == [-1, -1] for b in gone)
+    assert tab.count() == c._tree.stats()["cached_blocks"]
     c.sanity_check()
 
 

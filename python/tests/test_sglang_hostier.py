@@ -323,3 +323,24 @@ def test_inserting_a_key_whose_pages_sit_in_the_host_tier():
     cache.evict(3 * P)
     assert alloc.available_size() == NB * P
     no_leaks(cache, pool, host)
+
+
+def test_inserting_a_key_whose_pages_are_loading_takes_only_what_the_tree_kept():
+    """A request recomputes a path whose host pages are being loaded: the
+    insert ends at the loading pages, so the caller's pages past them are
+    not the tree's -- they must be freed, not counted as cached."""
+    cache, alloc, pool, k, v, host = make()
+    a = list(range(4 * P))
+    r = demote(cache, alloc, k, v, a, seed=12, pages=2)  # pages 2 and 3 in the host tier
+    assert len(r.device_indices) == 2 * P and r.host_hit_length == 2 * P
+    tk = cache.load_back_start(r.last_host_node, r.host_hit_length)
+    assert tk is not None and not tk.ready  # loading: copies run at the next poll
+    slots = as_np(alloc.alloc(2 * P)).astype(np.int64)
+    vals = np.concatenate([as_np(r.device_indices), slots])
+    assert cache.insert(RadixKey(a), vals) == 2 * P
+    cache.sanity_check()  # the pages not taken are not counted as cached
+    pool.check()
+    assert all(pool.refcount(int(s) // P) == 0 for s in slots[::P])
+    assert cache.load_ready(tk) and tk.ok
+    assert len(cache.match_prefix(RadixKey(a)).device_indices) == 4 * P
+    no_leaks(cache, pool, host)

@@ -18,6 +18,20 @@
 #include <time.h>
 #include <unistd.h>
 
+rkv_fleet_pub_config harness_pub_config(const char *model, uint64_t instance,
+                                        uint64_t epoch, uint32_t batch_events)
+{
+    rkv_fleet_pub_config pc;
+    rkv_fleet_pub_config_init(&pc);
+    pc.model = model;
+    pc.instance = instance;
+    pc.epoch = epoch;
+    if (batch_events != 0)
+        pc.batch_events = batch_events;
+    pc.heartbeat_ms = 100;
+    return pc;
+}
+
 uint64_t harness_ms_now(void)
 {
     struct timespec ts;
@@ -188,4 +202,20 @@ int harness_route(nats_harness *h, const char *model, const uint8_t *query, size
     natsMsg_Destroy(m);
     cr_assert_eq(s, RKV_OK, "%s", rkv_last_error());
     return 1;
+}
+
+int harness_route_tokens(nats_harness *h, const char *model, uint64_t ns,
+                         const int32_t *tokens, uint32_t n, uint32_t P, int64_t wait_ms,
+                         rkv_wire_reply *rep)
+{
+    enum { MAX_PAGES = 96 };
+    uint64_t hashes[MAX_PAGES], parent = RKV_HASH_ROOT;
+    uint32_t np = n / P;
+    cr_assert_leq(np, MAX_PAGES);
+    for (uint32_t j = 0; j < np; j++)
+        hashes[j] = parent = rkv_block_hash(parent, ns, tokens + j * P, P);
+    uint8_t buf[RKV_WIRE_HEADER + 12 + 8 * MAX_PAGES];
+    size_t len = 0;
+    cr_assert_eq(rkv_wire_encode_query(ns, hashes, np, buf, sizeof buf, &len), RKV_OK);
+    return harness_route(h, model, buf, len, wait_ms, rep);
 }

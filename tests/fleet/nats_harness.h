@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "fleet/codec.h"
+#include "fleet/publisher.h"
 #include <sys/types.h>
 
 /* The message ctest's SKIP_REGULAR_EXPRESSION looks for. */
@@ -45,6 +46,12 @@ void harness_stop(nats_harness *h);    /* connection, server, store dir     */
  * Fails the test when the child had exited 66 (a ThreadSanitizer report). */
 void harness_end(pid_t *p, int sig);
 
+/* The publisher config the tests start from: model, instance and epoch,
+ * heartbeats every 100 ms (so a test sees one quickly), batches of
+ * batch_events (0: the default). */
+rkv_fleet_pub_config harness_pub_config(const char *model, uint64_t instance,
+                                        uint64_t epoch, uint32_t batch_events);
+
 uint64_t harness_ms_now(void);
 void harness_nap_ms(int ms);
 /* The value of the sample line "NAME VALUE" (not # HELP / # TYPE);
@@ -60,5 +67,11 @@ int harness_stats(nats_harness *h, const char *model, char *buf, size_t cap,
  * router did not answer within wait_ms. */
 int harness_route(nats_harness *h, const char *model, const uint8_t *query, size_t len,
              int64_t wait_ms, rkv_wire_reply *rep);
+
+/* harness_route for the full pages of tokens[0..n) in namespace ns (at
+ * most 96 pages of P tokens), hashed as an instance hashes them. */
+int harness_route_tokens(nats_harness *h, const char *model, uint64_t ns,
+                         const int32_t *tokens, uint32_t n, uint32_t P, int64_t wait_ms,
+                         rkv_wire_reply *rep);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "fleet/codec.h"
 #include "fleet/router_daemon.h"
+#include "tests/support/handles.h"
 #include "radixkv.h"
 
 #define MODEL "httproute"
@@ -28,15 +29,8 @@ typedef struct tinst {
 static void tinst_open(tinst *t, uint64_t id)
 {
     t->id = id;
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 256;
-    pc.page_size = P;
-    cr_assert_eq(rkv_pool_create(&pc, &t->pool), RKV_OK, "%s", rkv_last_error());
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.event_ring = 1024;
-    cr_assert_eq(rkv_tree_create(t->pool, &tc, &t->tree), RKV_OK, "%s", rkv_last_error());
+    t->pool = tu_pool(256, P);
+    t->tree = tu_event_tree(t->pool, 1024, 0);
 }
 
 static void tinst_close(tinst *t)

@@ -25,6 +25,7 @@
 #include "fleet/publisher.h"
 #include "tests/fleet/nats_harness.h"
 #include "tests/support/event_driver.h"
+#include "tests/support/handles.h"
 #include "tests/support/test_util.h"
 
 #define MODEL "testmodel"
@@ -74,13 +75,7 @@ static void add_instances(fleet *f, int n)
 {
     for (int i = 0; i < n; i++) {
         evd_open(&f->in[i], 96, 4, 1024);
-        rkv_fleet_pub_config pc;
-        rkv_fleet_pub_config_init(&pc);
-        pc.model = MODEL;
-        pc.instance = (uint64_t)i + 1;
-        pc.epoch = 7;
-        pc.batch_events = 32;
-        pc.heartbeat_ms = 100;
+        rkv_fleet_pub_config pc = harness_pub_config(MODEL, (uint64_t)i + 1, 7, 32);
         cr_assert_eq(rkv_fleet_pub_create(&pc, f->h.nc, f->in[i].tree, &f->pub[i]),
                      RKV_OK, "%s", rkv_last_error());
     }
@@ -159,15 +154,8 @@ static uint32_t tree_pages(fleet *f, int i, int q)
 /* One route query for query q; 0 when the router did not answer. */
 static int route(fleet *f, int q, rkv_wire_reply *rep)
 {
-    uint64_t h[EVD_MAX_TOK], parent = RKV_HASH_ROOT;
-    uint32_t P = f->in[0].P, np = f->q_n[q] / P;
-    for (uint32_t j = 0; j < np; j++)
-        h[j] = parent = rkv_block_hash(parent, f->q_ns[q], f->q_tok[q] + j * P, P);
-    uint8_t buf[RKV_WIRE_HEADER + 12 + 8 * EVD_MAX_TOK];
-    size_t len = 0;
-    cr_assert_eq(rkv_wire_encode_query(f->q_ns[q], h, np, buf, sizeof buf, &len),
-                 RKV_OK);
-    return harness_route(&f->h, MODEL, buf, len, 500, rep);
+    return harness_route_tokens(&f->h, MODEL, f->q_ns[q], f->q_tok[q], f->q_n[q],
+                                f->in[0].P, 500, rep);
 }
 
 /* Does the router agree with every live instance's tree on every query?
@@ -417,14 +405,8 @@ Test(fleet_nats, server_outage_is_bounded_and_recovered)
     start_router(&f, "3000");
     /* one instance with a tiny ring and queue, so an outage overflows both */
     evd_open(&f.in[0], 96, 4, 64);
-    rkv_fleet_pub_config pc;
-    rkv_fleet_pub_config_init(&pc);
-    pc.model = MODEL;
-    pc.instance = 1;
-    pc.epoch = 7;
-    pc.batch_events = 4;
+    rkv_fleet_pub_config pc = harness_pub_config(MODEL, 1, 7, 4);
     pc.max_pending = 2;
-    pc.heartbeat_ms = 100;
     pc.publish_wait_ms = 100;
     cr_assert_eq(rkv_fleet_pub_create(&pc, f.h.nc, f.in[0].tree, &f.pub[0]), RKV_OK);
     f.n = 1;
@@ -497,18 +479,8 @@ Test(fleet_nats, tap_gets_the_stored_pages_token_ids)
     nats_harness h;
     memset(&h, 0, sizeof h);
     harness_start(&h);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 64;
-    pc.page_size = 4;
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.event_ring = 256;
-    tc.event_tokens = 1024;
-    rkv_pool *pool = NULL;
-    rkv_tree *tree = NULL;
-    cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_tree_create(pool, &tc, &tree), RKV_OK, "%s", rkv_last_error());
+    rkv_pool *pool = tu_pool(64, 4); /* page of 4 tokens */
+    rkv_tree *tree = tu_event_tree(pool, 256, 1024);
     tap_log log;
     memset(&log, 0, sizeof log);
     rkv_fleet_pub_config cfg;
@@ -519,7 +491,7 @@ Test(fleet_nats, tap_gets_the_stored_pages_token_ids)
     cfg.batch_events = 4; /* several drains: ids must stay with their events */
     cfg.tap = record_tap;
     cfg.tap_ctx = &log;
-    cfg.tap_tokens = (size_t)cfg.batch_events * RKV_EVENT_MAX_HASHES * pc.page_size;
+    cfg.tap_tokens = (size_t)cfg.batch_events * RKV_EVENT_MAX_HASHES * 4;
     rkv_fleet_pub *pub = NULL;
     /* a tap without room for the ids of one event is refused */
     rkv_fleet_pub_config small = cfg;

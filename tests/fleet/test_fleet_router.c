@@ -21,6 +21,7 @@
 #include "fleet/publisher.h"
 #include "fleet/stand_in.h"
 #include "tests/fleet/nats_harness.h"
+#include "tests/support/handles.h"
 #include "radixkv_router.h"
 
 #define MODEL "routertest"
@@ -75,11 +76,7 @@ static void bring_up(rt *t)
  * heartbeat every 100 ms. */
 static void instance_9(rkv_fleet_pub_config *cfg)
 {
-    rkv_fleet_pub_config_init(cfg);
-    cfg->model = MODEL;
-    cfg->instance = 9;
-    cfg->epoch = 1;
-    cfg->heartbeat_ms = 100;
+    *cfg = harness_pub_config(MODEL, 9, 1, 0);
 }
 
 static void teardown(rt *t)
@@ -363,17 +360,9 @@ Test(fleet_router, snapshot_over_max_payload_arrives_in_chunks)
     start_router(&t, 0, "600000");
     cr_assert_eq(natsConnection_GetMaxPayload(t.h.nc), 1024 * 1024,
                  "not the server's default max payload");
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = BIG_PROMPTS * BIG_PAGES;
-    pc.page_size = 16;
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.event_ring = 64; /* overflows: a RESYNC marker, then a snapshot */
-    rkv_pool *pool = NULL;
-    rkv_tree *tree = NULL;
-    cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK, "%s", rkv_last_error());
-    cr_assert_eq(rkv_tree_create(pool, &tc, &tree), RKV_OK, "%s", rkv_last_error());
+    rkv_pool *pool = tu_pool(BIG_PROMPTS * BIG_PAGES, 16);
+    /* a ring of 64 overflows: a RESYNC marker, then a snapshot */
+    rkv_tree *tree = tu_event_tree(pool, 64, 0);
     int32_t *tok = malloc(BIG_PAGES * 16 * sizeof *tok);
     cr_assert_not_null(tok);
     for (uint32_t k = 0; k < BIG_PROMPTS; k++) {
@@ -514,17 +503,8 @@ Test(fleet_router, memory_stream_lost_in_server_restart_is_rebuilt)
     rt t;
     bring_up(&t);
     start_router_with(&t, 0, "60000", 1);
-    rkv_pool_config pc;
-    rkv_pool_config_init(&pc);
-    pc.num_blocks = 1024;
-    pc.page_size = 16;
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.event_ring = 1024;
-    rkv_pool *pool = NULL;
-    rkv_tree *tree = NULL;
-    cr_assert_eq(rkv_pool_create(&pc, &pool), RKV_OK);
-    cr_assert_eq(rkv_tree_create(pool, &tc, &tree), RKV_OK);
+    rkv_pool *pool = tu_pool(1024, 16);
+    rkv_tree *tree = tu_event_tree(pool, 1024, 0);
     rkv_fleet_pub_config cfg;
     instance_9(&cfg);
     cfg.publish_wait_ms = 200;

@@ -237,13 +237,7 @@ static void start_router(world *w, char **argv)
 static void add_instance(world *w)
 {
     evd_open(&w->in, 96, 4, 1024);
-    rkv_fleet_pub_config pc;
-    rkv_fleet_pub_config_init(&pc);
-    pc.model = MODEL;
-    pc.instance = 1;
-    pc.epoch = 7;
-    pc.batch_events = 32;
-    pc.heartbeat_ms = 100;
+    rkv_fleet_pub_config pc = harness_pub_config(MODEL, 1, 7, 32);
     cr_assert_eq(rkv_fleet_pub_create(&pc, w->inc, w->in.tree, &w->pub), RKV_OK, "%s",
                  rkv_last_error());
     rkv_rng rng;
@@ -289,16 +283,9 @@ static void churn(world *w, int steps, uint64_t seed)
 static int agree(world *w, char *why, size_t cap)
 {
     for (int q = 0; q < NQ; q++) {
-        uint64_t h[EVD_MAX_TOK], parent = RKV_HASH_ROOT;
-        uint32_t P = w->in.P, np = w->q_n[q] / P;
-        for (uint32_t j = 0; j < np; j++)
-            h[j] = parent = rkv_block_hash(parent, w->q_ns[q], w->q_tok[q] + j * P, P);
-        uint8_t buf[RKV_WIRE_HEADER + 12 + 8 * EVD_MAX_TOK];
-        size_t len = 0;
-        cr_assert_eq(rkv_wire_encode_query(w->q_ns[q], h, np, buf, sizeof buf, &len),
-                     RKV_OK);
         rkv_wire_reply rep;
-        if (!harness_route(&w->h, MODEL, buf, len, 500, &rep)) {
+        if (!harness_route_tokens(&w->h, MODEL, w->q_ns[q], w->q_tok[q], w->q_n[q], w->in.P,
+                                  500, &rep)) {
             snprintf(why, cap, "no answer");
             return 0;
         }

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 
+#include "attention/cp_async.h"
 #include "attention/launch.h"
 
 #define CK(x) cr_assert_eq((x), cudaSuccess, "%s: %s", #x, rkvsim_last_message())
@@ -319,6 +320,67 @@ Test(cudasim, deferred_copies_read_pinned_memory_late)
     CK(cudaFree(d));
     CK(cudaFree(e));
     rkvsim_set_deferred(0);
+}
+
+struct __align__(16) f4 {
+    float v[4];
+};
+
+/* Thread 0 copies in[0] into shared memory by cp.async and records what
+ * it reads: out[0] after commit (and wait when `wait`), out[1] after a
+ * wait; then copies in[1] without committing it, waits, and reads out[2].
+ * With misaligned, one copy is misaligned. */
+__global__ void cp_async_reads(const f4 *in, float *out, int wait, int misaligned)
+{
+    __shared__ f4 buf[2];
+    if (threadIdx.x != 0)
+        return;
+    buf[0].v[0] = -1.0f;
+    buf[1].v[0] = -1.0f;
+    if (misaligned) {
+        cp_async16((f4 *)((char *)&buf[0] + 4), in);
+        return;
+    }
+    cp_async16(&buf[0], in);
+    cp_async_commit();
+    if (wait)
+        cp_async_wait<0>();
+    out[0] = buf[0].v[0];
+    cp_async_wait<0>();
+    out[1] = buf[0].v[0];
+    cp_async16(&buf[1], in + 1);
+    cp_async_wait<0>(); /* an uncommitted copy is in no group */
+    out[2] = buf[1].v[0];
+    cp_async_commit();
+    cp_async_wait<0>();
+}
+
+/* cp.async lands at issue; deferred, only at the wait that completes its
+ * committed group, so a read before the wait (or after a wait that did
+ * not cover the copy) sees what was there before. */
+Test(cudasim, deferred_cp_async_lands_at_its_wait)
+{
+    const float in_h[8] = {7, 0, 0, 0, 9, 0, 0, 0};
+    float *in = dev_floats(8), *out = dev_floats(3), h[3];
+    CK(cudaMemcpy(in, in_h, sizeof in_h, cudaMemcpyHostToDevice));
+    for (int defer = 0; defer < 2; defer++)
+        for (int wait = 0; wait < 2; wait++) {
+            rkvsim_set_deferred(defer);
+            RKV_LAUNCH(1, 32, 0, 0, cp_async_reads)((const f4 *)in, out, wait, 0);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
+            const int late = defer && !wait;
+            cr_assert_eq(h[0], late ? -1.0f : 7.0f, "defer %d wait %d: %g", defer, wait,
+                         (double)h[0]);
+            cr_assert_eq(h[1], 7.0f);
+            cr_assert_eq(h[2], defer ? -1.0f : 9.0f, "defer %d: uncommitted copy read %g",
+                         defer, (double)h[2]);
+        }
+    rkvsim_set_deferred(0);
+    RKV_LAUNCH(1, 32, 0, 0, cp_async_reads)((const f4 *)in, out, 1, 1);
+    expect(cudaGetLastError(), cudaErrorIllegalInstruction, "cp.async of 16 bytes");
+    CK(cudaFree(in));
+    CK(cudaFree(out));
 }
 
 Test(cudasim, deferred_events_report_not_ready_once)

@@ -17,10 +17,7 @@ void evd_open(evd *d, uint32_t num_blocks, uint32_t P, uint32_t ring)
 {
     memset(d, 0, sizeof *d);
     d->pool = tu_pool(num_blocks, P);
-    rkv_tree_config tc;
-    rkv_tree_config_init(&tc);
-    tc.event_ring = ring;
-    d->tree = tu_tree(d->pool, &tc);
+    d->tree = tu_event_tree(d->pool, ring, 0);
     d->P = P;
 }
 

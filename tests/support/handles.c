@@ -52,6 +52,15 @@ rkv_tree *tu_tree(rkv_pool *pool, const rkv_tree_config *tc)
     return t;
 }
 
+rkv_tree *tu_event_tree(rkv_pool *pool, uint32_t ring, uint32_t event_tokens)
+{
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.event_ring = ring;
+    tc.event_tokens = event_tokens;
+    return tu_tree(pool, &tc);
+}
+
 rkv_tree *tu_policy_tree(rkv_pool *pool, int policy)
 {
     rkv_tree_config tc;

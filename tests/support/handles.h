@@ -34,6 +34,9 @@ rkv_tree_config tu_tree_config(int policy, uint32_t max_pinned_pct);
 
 /* A tree on pool with tc (NULL: the defaults). */
 rkv_tree *tu_tree(rkv_pool *pool, const rkv_tree_config *tc);
+/* A tree over pool that records KV events in a ring of `ring` entries,
+ * with room for event_tokens token ids (0: events carry no token ids). */
+rkv_tree *tu_event_tree(rkv_pool *pool, uint32_t ring, uint32_t event_tokens);
 
 /* A tree on pool with rkv_tree_config_init's config but this policy. */
 rkv_tree *tu_policy_tree(rkv_pool *pool, int policy);

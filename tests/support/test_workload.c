@@ -4,6 +4,7 @@
 #include "tests/support/test_workload.h"
 
 #include <criterion/criterion.h>
+#include <string.h>
 
 #include "sim/trace.h"
 #include "tests/support/test_util.h"
@@ -12,6 +13,26 @@ void rkv_test_agentic(rkv_workload *wl, uint32_t sessions, uint32_t turns_max,
                       const char *name)
 {
     rkv_test_agentic_seeded(wl, sessions, turns_max, rkv_test_seed(name));
+}
+
+void rkv_test_fewshot(rkv_workload *wl, uint32_t requests, const char *name)
+{
+    rkv_fewshot_config fc;
+    rkv_fewshot_config_init(&fc);
+    fc.requests = requests;
+    rkv_workload_init(wl);
+    cr_assert_eq(rkv_workload_fewshot(wl, &fc, rkv_test_seed(name)), RKV_OK, "%s",
+                 rkv_last_error());
+}
+
+rkv_fleet_config rkv_test_fleet_config(uint32_t n, enum rkv_route route, uint64_t seed)
+{
+    rkv_fleet_config fc;
+    memset(&fc, 0, sizeof fc);
+    fc.instances = n;
+    fc.route = route;
+    fc.seed = seed;
+    return fc;
 }
 
 void rkv_test_trace_slice(rkv_workload *wl, const char *path, size_t n)

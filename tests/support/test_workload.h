@@ -19,6 +19,13 @@
 void rkv_test_agentic(rkv_workload *wl, uint32_t sessions, uint32_t turns_max,
                       const char *name);
 
+/* Initialises *wl with `requests` few-shot requests (one shared header),
+ * seeded through rkv_test_seed(name); the test fails if generation fails. */
+void rkv_test_fewshot(rkv_workload *wl, uint32_t requests, const char *name);
+
+/* A fleet replay over n instances routed by `route`, all else zero. */
+rkv_fleet_config rkv_test_fleet_config(uint32_t n, enum rkv_route route, uint64_t seed);
+
 /* The same from a fixed seed (a reproduction). */
 void rkv_test_agentic_seeded(rkv_workload *wl, uint32_t sessions,
                              uint32_t turns_max, uint64_t seed);

@@ -23,7 +23,7 @@ request holds the node).
 
 Invariants: every LoadTicket in ``_loads`` holds its C lease; a pending
 node's ``_pending`` is its LoadTicket and it has no entry in ``_leases``;
-the blocks of a load are flagged cached in the BlockTracker from the start
+the blocks of a load are held in the slot table from the start
 of the load (they are the tree's) until a failed load frees them.
 """
 import ctypes as C
@@ -73,7 +73,7 @@ class LoadTicket:
 
 
 class HostTier:
-    """Mixin: needs the cache's _th, _pool, _tree, _track, _leases, _epoch,
+    """Mixin: needs the cache's _th, _pool, _tree, _tab, _leases, _epoch,
     _slots, _tensor, _evict_pages, page_size."""
 
     def _tier_setup(self):
@@ -138,7 +138,7 @@ class HostTier:
         if ld.ticket == 0:
             return None
         blocks = blocks[:ld.num_pages].astype(np.int64)
-        self._track.stored(blocks)
+        self._tab.set(blocks)
         tk = LoadTicket()
         tk.ticket, tk.blocks, tk.num_tokens = ld.ticket, blocks, ld.num_pages * P
         tk.status, tk.ready, tk.locks, tk._lease, tk._rec = 0, False, 0, ld.lease, rec
@@ -193,7 +193,7 @@ class HostTier:
         tk.status, tk.ready = status, True
         rec = tk._rec
         if status:
-            self._track.cached[tk.blocks] = False  # the failed load freed them
+            self._tab.drop(tk.blocks)  # the failed load freed them
             end = rec.device_tokens
         else:
             end = tk._end
@@ -208,7 +208,7 @@ class HostTier:
                 for _ in range(tk.locks):
                     lease = S.Lease()
                     check(_lock(self._th, m.node, _byref(lease)), "rkv_tree_lock")
-                    self._leases.setdefault((node.id, node.gen), []).append(lease)
+                    self._leases.setdefault((node.id, node.gen), []).append(lease.id)
         finally:
             node._pending = None
             check(_unlock(self._th, _byref(tk._lease)), "rkv_tree_unlock")

@@ -1,13 +1,8 @@
-"""Which blocks an eviction took, and the tree's event stream.
+"""The tree's event stream for the SGLang backend.
 
-Owns: the set of cached blocks as a numpy flag per block (``cached``), and
-evicting through ``rkv_tree_evict_ids``, which lists exactly the blocks
-whose pool ref count reached 0 (the backend then frees their values
-through SGLang's allocator); and draining the tree's KV events, with the
-stored pages' token ids, into numpy buffers (only when SGLang's KV events
-are on).
-
-Invariant: cached[b] is True iff block b holds a page cached in the tree.
+Owns: draining the tree's KV events, with the stored pages' token ids, into
+numpy buffers (only when SGLang's KV events are on). Which blocks are
+cached, and their KV slots, is the slot table's (_slots.py).
 """
 import ctypes as C
 
@@ -17,7 +12,6 @@ from .. import _structs as S
 from .._ffi import check, lib
 
 STORED, REMOVED, CLEARED, RESYNC = 1, 2, 3, 4
-_evict_ids = lib.rkv_tree_evict_ids
 
 
 def _event_dtype():
@@ -34,44 +28,6 @@ def _event_dtype():
 
 
 EVENT_DTYPE = _event_dtype()
-
-
-class BlockTracker:
-    """The cached blocks of one tree over a pool the backend owns alone."""
-
-    def __init__(self, tree_handle, num_blocks):
-        self._tree = tree_handle
-        self.cached = np.zeros(num_blocks, dtype=bool)
-        self._scratch = np.zeros(1024, dtype=np.uint32)
-        self._saddr = self._scratch.ctypes.data
-        self._freed = C.c_uint32()
-        self._freed_ref = C.byref(self._freed)
-
-    def stored(self, blocks):
-        self.cached[blocks] = True
-
-    def evict(self, n):
-        """rkv_tree_evict_ids(n): (status, the freed blocks: a uint32 view,
-        valid until the next call). A failing status is returned, not
-        raised: NO_SPACE may still have freed some (listed), which the
-        caller must release."""
-        if self._scratch.shape[0] < n:
-            self._scratch = np.zeros(max(n, 2 * self._scratch.shape[0]), dtype=np.uint32)
-            self._saddr = self._scratch.ctypes.data
-        self._freed.value = 0
-        st = _evict_ids(self._tree, n, self._saddr, n, self._freed_ref)
-        blocks = self._scratch[:self._freed.value]
-        self.cached[blocks] = False
-        return st, blocks
-
-    def blocks(self):
-        return np.nonzero(self.cached)[0]
-
-    def count(self):
-        return int(np.count_nonzero(self.cached))
-
-    def clear(self):
-        self.cached[:] = False
 
 
 class EventDrain:

@@ -2,32 +2,40 @@
 RadixCache API) over radixkv's C radix tree.
 
 Owns: a metadata-only C pool and tree (one C block per cached page of
-``page_size`` tokens), the values table (block id -> the page's KV slot
-indices as SGLang's allocator handed them out), the extra_key ->
+``page_size`` tokens), the C slot table (block id -> the page's KV slot
+indices as SGLang's allocator handed them out; _slots.py), the extra_key ->
 namespace map, the leases behind inc_lock_ref / dec_lock_ref, and the
 SGLang-side KV events.
 
+Why each operation is one C call (rkv_tree_match_slots, _insert_slots,
+_evict_slots, rkv_tree_lock_counted / _unlock_counted): a ctypes call costs
+about a microsecond and a numpy pass over a request's slots several, which
+were most of this layer's time; the C calls read and write the slots
+themselves.
+
 Invariants:
-  - a page is cached iff its block is flagged in the BlockTracker; its
-    values are ``_values[block]``; the backend holds no pool reference of
-    its own on cached blocks (the tree's is the only one), so eviction
-    frees them, and the tracker finds which;
+  - a page is cached iff its block is held in the slot table, with its
+    values; the backend holds no pool reference of its own on cached
+    blocks (the tree's is the only one), so eviction frees them, and
+    rkv_tree_evict_slots says which (and their values);
   - every value the tree caches is freed through the allocator exactly once:
     by ``evict`` (and an insert that needs room evicts the same way), never
     by reset (SGLang's contract: the caller resets the allocator too);
-  - ``_leases[(id, gen)]`` lists the live C leases taken by inc_lock_ref on
-    that node; dec_lock_ref releases the newest;
+  - ``_leases[(id, gen)]`` lists the ids of the live C leases taken by
+    inc_lock_ref on that node; dec_lock_ref releases the newest;
   - extra_key None is namespace 0; each other extra_key gets its own
     namespace id on first insert (exact: two keys never share a namespace).
 Sizes are in tokens at this interface (pages * page_size).
 
 Over a PoolAllocator (_pool_alloc.py; a host tier needs one) the cache
 runs on the Pool that also allocates the server's KV pages: a page's
-values are its block's slots (b*P .. b*P+P-1: no values table), inserting
-hands the caller's pages to the tree, and eviction (with a host tier:
+values are its block's slots (b*P .. b*P+P-1: an identity slot table),
+inserting hands the caller's pages to the tree, and eviction (with a host tier:
 demotion) returns the blocks to that pool -- nothing goes through
 allocator.free. Host hits and loads are in _hostier.py.
 """
+
+import ctypes as C
 
 import numpy as np
 
@@ -35,13 +43,14 @@ from .. import _structs as S
 from .._ffi import check, lib
 from ..errors import InvalidArgError, NoSpaceError, StateError
 from ..pool import Pool
-from ..tokens import as_tokens, list_to_int32
+from ..tokens import address_of, as_tokens, list_to_int32
 from ..tree import Tree
 from . import types as T
 from ._hostier import HostTier
 from ._pool_alloc import PoolAllocator
 from ._requests import RequestCaching
-from ._tracker import REMOVED, STORED, BlockTracker, EventDrain
+from ._slots import SlotTable
+from ._tracker import REMOVED, STORED, EventDrain
 
 try:
     import torch
@@ -51,9 +60,13 @@ except ImportError:  # torch is optional: results are numpy arrays then
 DEFAULT_CAPACITY_TOKENS = 1 << 22
 _FIRST_CHUNK = 512  # tokens converted before the first match probe
 
-from ._capi import (PEEK as _PEEK, alloc_n as _alloc_n, byref as _byref, insert as _insert,
-                    lock as _lock, match as _match, stats as _stats, unlock as _unlock,
-                    unref_n as _unref_n)
+from ._capi import (PEEK as _PEEK, byref as _byref, insert_slots as _insert_slots,
+                    lock as _lock, lock_counted as _lock_counted, match as _match,
+                    match_slots as _match_slots, stats as _stats, unlock as _unlock,
+                    unlock_counted as _unlock_counted)
+
+_NO_SPACE = NoSpaceError.status
+_I64 = np.dtype(np.int64)
 
 
 def _sglang_base():
@@ -222,22 +235,26 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         self._tier_setup()
         self._th = self._tree.handle
         self._ph = self._pool.handle
-        self._track = BlockTracker(self._th, pages)
+        self._cpu = str(self.device) == "cpu"
+        self._tab = SlotTable(self._th, self._ph, P, self._identity)
+        self._tabh = self._tab.handle
         self._drain = EventDrain(self._th, ring, ntok) if ring else None
         self._ar = np.arange(P, dtype=np.int64)
         self._num_blocks = pages
-        # calloc'd: pages never cached cost no memory (unused in identity)
-        self._values = np.zeros((0 if self._identity else pages, P), dtype=np.int64)
-        self._blk = np.zeros(1024, dtype=np.uint32)
+        self._blk = np.zeros(1024, dtype=np.uint32)  # the tier path's block ids
         self._blk_addr = self._blk.ctypes.data
-        self._dups = np.zeros(0, dtype=np.uint32)
-        self._dups_addr = 0
+        self._sl = np.zeros(1024 * P, dtype=np.int64)  # a match's slots
+        self._sl_addr = self._sl.ctypes.data
         self._m = S.Match()
         self._ir = S.InsertResult()
         self._st = S.TreeStats()
+        self._cn = S.Node()  # the node a lock call takes (copied by ctypes)
+        self._lease = S.Lease()
+        self._moved = C.c_uint64()
         # pointers made once: each call passes them as they are
         self._m_ref, self._ir_ref, self._st_ref = (
             _byref(self._m), _byref(self._ir), _byref(self._st))
+        self._lease_ref, self._moved_ref = _byref(self._lease), _byref(self._moved)
         self._ns = {None: 0}
         self._leases = {}
         self._kv_events = []
@@ -247,6 +264,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
     def close(self):
         """Frees the C tree and pool (the cache is unusable afterwards)."""
         if getattr(self, "_tree", None) is not None:
+            self._tab.close()
             self._tree.close()
             if not self._identity:  # else the allocator's: it outlives us
                 self._pool.close()
@@ -263,9 +281,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         if torch is None:
             return arr
         t = torch.from_numpy(arr)
-        if str(self.device) != "cpu":
-            t = t.to(self.device)
-        return t
+        return t if self._cpu else t.to(self.device)
 
     @staticmethod
     def _to_numpy64(value):
@@ -276,17 +292,45 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
     def _slots(self, blocks):
         """The KV slots of blocks' pages, concatenated (int64)."""
         if not self._identity:
-            return self._values[blocks].reshape(-1)
+            return self._tab.gather(blocks)
         b = blocks.astype(np.int64)
         if self.page_size == 1:
             return b
         return (b[:, None] * self.page_size + self._ar).reshape(-1)
 
-    def _dups_buf(self, k):
-        if self._dups.shape[0] < k:
-            self._dups = np.zeros(max(k, 2 * self._dups.shape[0]), dtype=np.uint32)
-            self._dups_addr = self._dups.ctypes.data
-        return self._dups, self._dups_addr
+    def _slots_buf(self, k):
+        """The match's slot scratch (room for k) and its address."""
+        if self._sl.shape[0] < k:
+            self._sl = np.zeros(max(k, 2 * self._sl.shape[0]), dtype=np.int64)
+            self._sl_addr = self._sl.ctypes.data
+        return self._sl_addr
+
+    def _values_arg(self, value, n, keep):
+        """(address, keepalive) of n int64 KV slots for the C insert: value
+        as given when it is contiguous int64 on the CPU (no copy), else
+        converted; value None: the token ids (keep, int32) serve."""
+        if value is None:
+            vals = (np.frombuffer(keep, dtype=np.int32, count=n) if not hasattr(keep, "numpy")
+                    else keep[:n].numpy()).astype(np.int64)
+            return address_of(vals), vals
+        if torch is not None and isinstance(value, torch.Tensor):
+            if not (value.dtype == torch.int64 and value.device.type == "cpu"
+                    and value.dim() == 1 and value.is_contiguous()):
+                value = value.detach().to("cpu", torch.int64).reshape(-1).contiguous()
+            if value.shape[0] < n:
+                raise ValueError(f"radixkv.sglang.insert: {n} tokens need as many "
+                                 f"values, got {value.shape[0]}")
+            return value.data_ptr(), value
+        if not (type(value) is np.ndarray and value.dtype is _I64 and value.ndim == 1):
+            value = np.ascontiguousarray(self._to_numpy64(value))
+        if value.shape[0] < n:
+            raise ValueError(f"radixkv.sglang.insert: {n} tokens need as many "
+                             f"values, got {value.shape[0]}")
+        a = address_of(value)
+        if a is None:  # read-only or strided
+            value = np.array(value, dtype=np.int64)
+            a = value.ctypes.data
+        return a, value
 
     def _blocks_buf(self, k):
         """The block scratch array (room for k) and its address."""
@@ -334,8 +378,8 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         if ns is None:  # nothing was ever inserted under this extra_key
             return self._empty_match()
         m = self._m
-        blk, baddr = self._blocks_buf(n // P)
         if self._tier is not None:
+            blk, baddr = self._blocks_buf(n // P)
             return self._match_prefix_tiers(tokens, n, ns, blk, baddr)
         if isinstance(tokens, (list, tuple)):
             # Convert only as far as the match can reach: probe (peek) a
@@ -368,15 +412,16 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         else:
             addr, _, keep = as_tokens(tokens)
             conv = n
-        st = _match(self._th, ns, addr, conv, baddr, 0, self._m_ref)
+        sl = self._sl_addr if self._sl.shape[0] >= n else self._slots_buf(n)
+        st = _match_slots(self._th, self._tabh, ns, addr, conv, 0, sl, self._m_ref)
         if st:
-            check(st, "rkv_tree_match")
+            check(st, "rkv_tree_match_slots")
         del keep
-        k = m.num_blocks
+        k = m.matched_tokens
         if k == 0:
             return self._empty_match()
-        idx = self._slots(blk[:k])
-        node = RadixKVNode(self, m.node.id, m.node.gen, ns, m.matched_tokens)
+        idx = self._sl[:k].copy()
+        node = RadixKVNode(self, m.node.id, m.node.gen, ns, k)
         return T.make_match_result(self._tensor(idx), node)
 
     def _match_prefix_tiers(self, tokens, n, ns, blk, baddr):
@@ -416,93 +461,26 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         if n == 0:
             return 0
         addr, _, keep = as_tokens(tokens)
-        ns = self._namespace(key.extra_key, create=True)
-        pages = n // P
-        blk, baddr = self._blocks_buf(pages)
-        if self._identity:  # the caller's pages are the blocks: no peek needed
-            return self._insert_pages(ns, addr, n, value, keep, blk, baddr)
-        m = self._m
-        st = _match(self._th, ns, addr, n, baddr, _PEEK, self._m_ref)
-        if st:
-            check(st, "rkv_tree_match")
-        have = m.num_blocks
-        new = pages - have
-        if new == 0:
-            check(_match(self._th, ns, addr, n, None, 0, _byref(m)), "rkv_tree_match")
-            return n
-        if value is None:
-            vals = np.frombuffer(keep, dtype=np.int32, count=n).astype(np.int64) \
-                if not hasattr(keep, "numpy") else keep[:n].numpy().astype(np.int64)
-        else:
-            vals = self._to_numpy64(value)
-            if vals.shape[0] < n:
-                raise ValueError(f"radixkv.sglang.insert: {n} tokens need as many "
-                                 f"values, got {vals.shape[0]}")
-        newb = blk[have:pages]
-        naddr = baddr + 4 * have  # newb's address (uint32 elements)
-        if _alloc_n(self._ph, new, naddr):
-            self._make_room(ns, addr, n, new)
-            check(_alloc_n(self._ph, new, naddr), "rkv_pool_alloc_n")
-        ir = self._ir
-        st = _insert(self._th, ns, addr, n, baddr, None, self._ir_ref)
-        if st:
-            _unref_n(self._ph, new, naddr)
-            check(st, "rkv_tree_insert")
-        self._values[newb] = vals[have * P:n].reshape(new, P)
-        check(_unref_n(self._ph, new, naddr), "rkv_pool_unref_n")
-        self._track.stored(newb)
-        if self._drain is not None:
-            self._record_stored(*self._drain.drain())
-        del keep
-        return ir.prefix_tokens
-
-    def _insert_pages(self, ns, addr, n, value, keep, blk, baddr):
-        """Insert over a PoolAllocator: the caller's pages (value // P)
-        become the tree's blocks; the caller's reference on each page the
-        tree keeps is dropped (ownership moves to the cache, as values do
-        in SGLang)."""
-        P = self.page_size
-        if value is None:
+        if value is None and self._identity:
             raise InvalidArgError("insert", "a cache over a PoolAllocator needs the KV "
                                   "slots (value) of the key")
-        vals = self._to_numpy64(value)
-        if vals.shape[0] < n:
-            raise ValueError(f"radixkv.sglang.insert: {n} tokens need as many "
-                             f"values, got {vals.shape[0]}")
-        v = vals[:n]
-        first = v[::P]
-        # a page is one allocator page iff it starts on a page boundary and
-        # steps by 1 (boundaries between pages may jump anywhere)
-        step = v[1:] != v[:-1] + 1
-        step[P - 1::P] = False
-        if step.any() or (first % P).any() or first.min() < 0 \
-                or first.max() >= self._num_blocks * P:
-            raise InvalidArgError("insert", "over a PoolAllocator each page's values must "
-                                  "be one whole page of it (b*P .. b*P+P-1)")
-        pages = n // P
-        blk[:pages] = first // P  # the matched prefix's ids are overwritten
-        blocks = blk[:pages]      # by the same ids, or the caller's copies
-        dups, daddr = self._dups_buf(pages)
-        ir = self._ir
-        st = _insert(self._th, ns, addr, n, baddr, daddr, self._ir_ref)
+        vaddr, vkeep = self._values_arg(value, n, keep)
+        ns = self._namespace(key.extra_key, create=True)
+        st = _insert_slots(self._th, self._tabh, ns, addr, n, vaddr, self._ir_ref)
+        if st == _NO_SPACE and not self._identity:
+            self._make_room(ns, addr, n)
+            st = _insert_slots(self._th, self._tabh, ns, addr, n, vaddr, self._ir_ref)
         if st:
-            check(st, "rkv_tree_insert")
-        # the pages after the cached prefix are the ones the tree took
-        # from this call (less any it found cached under another block)
-        cand = blocks[ir.prefix_tokens // P:]
-        kept = cand[~np.isin(cand, dups[:ir.num_dups])] if ir.num_dups else cand
-        if kept.shape[0]:
-            check(_unref_n(self._ph, kept.shape[0], kept.ctypes.data), "rkv_pool_unref_n")
-            self._track.stored(kept)
+            check(st, "rkv_tree_insert_slots")
         if self._drain is not None:
             self._record_stored(*self._drain.drain())
-        del keep
-        return ir.prefix_tokens
+        del keep, vkeep
+        return self._ir.prefix_tokens
 
-    def _make_room(self, ns, addr, n, new):
-        """The C pool is short of `new` blocks: evict (freeing values through
-        the allocator) while the key's cached prefix is locked, so its
-        blocks -- already in self._blk -- stay cached."""
+    def _make_room(self, ns, addr, n):
+        """The C pool is short of blocks for the key's new pages: evict
+        (freeing values through the allocator) while the key's cached prefix
+        is locked, so it stays cached."""
         m, lease = S.Match(), S.Lease()
         # not a peek: its node ends exactly at the match, so the lease
         # covers every matched page (a peek's node may end above it)
@@ -511,6 +489,7 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         if locked:
             check(_lock(self._th, m.node, _byref(lease)), "rkv_tree_lock")
         try:
+            new = n // self.page_size - m.num_blocks
             self._evict_pages(new - lib.rkv_pool_num_free(self._ph))
         finally:
             if locked:
@@ -553,23 +532,22 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         shrunk = False
         while pages > 0:
             chunk = min(pages, self._evict_chunk)
-            st, blocks = self._track.evict(chunk)
-            n = blocks.shape[0]
-            if st == NoSpaceError.status and n == 0 and not shrunk:
+            st, slots, n = self._tab.evict(chunk)
+            if st == _NO_SPACE and n == 0 and not shrunk:
                 # fewer than chunk evictable: the call changed nothing;
                 # take what there is (SGLang's evict stops when it runs out)
                 shrunk = True
                 pages = min(pages, self._stats_now().evictable_blocks)
                 continue
-            if n and not self._identity:  # identity: back in the allocator's pool
-                self._free_values(self._values[blocks].reshape(-1))
+            if slots.shape[0]:  # identity: none, back in the allocator's pool
+                self._free_values(slots)
             if self._drain is not None:
                 ev, _ = self._drain.drain()
                 for e in ev[ev["kind"] == REMOVED]:
                     self._kv_events.append(T.make_block_removed(
                         e["hashes"][:e["num_hashes"]].tolist()))
             total += n
-            if st == NoSpaceError.status or n == 0:
+            if st == _NO_SPACE or n == 0:
                 break
             check(st, "rkv_tree_evict_ids")
             pages -= n
@@ -586,39 +564,58 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
     def inc_lock_ref(self, node):
         """Protects node's path from eviction; returns the change of the
         evictable size (<= 0, in tokens)."""
-        if node is not None and getattr(node, "_pending", None) is not None:
+        if node is None:
+            return 0
+        if getattr(node, "_pending", None) is not None:
             node._pending.locks += 1  # taken on the loaded path at completion
             return 0
-        if node is None or getattr(node, "id", 0) == 0:
+        nid = getattr(node, "id", 0)
+        if nid == 0:
             return 0
-        before = self._stats_now().evictable_blocks
-        lease = S.Lease()
-        check(_lock(self._th, S.Node(node.id, node.gen), _byref(lease)), "rkv_tree_lock")
-        self._leases.setdefault((node.id, node.gen), []).append(lease)
-        return (self._stats_now().evictable_blocks - before) * self.page_size
+        cn = self._cn
+        cn.id, cn.gen = nid, node.gen
+        st = _lock_counted(self._th, cn, self._lease_ref, self._moved_ref)
+        if st:
+            check(st, "rkv_tree_lock")
+        key = (nid, node.gen)
+        leases = self._leases.get(key)
+        if leases is None:
+            self._leases[key] = [self._lease.id]
+        else:
+            leases.append(self._lease.id)
+        return -self._moved.value * self.page_size
 
     def dec_lock_ref(self, node, swa_uuid_for_lock=None):
         """Releases one inc_lock_ref of node; returns the change of the
         evictable size (>= 0, in tokens)."""
-        tk = getattr(node, "_pending", None) if node is not None else None
+        if node is None:
+            return 0
+        tk = getattr(node, "_pending", None)
         if tk is not None:
             if tk.locks == 0:
                 raise StateError("dec_lock_ref", "the loading node holds no lock")
             tk.locks -= 1
             return 0
-        if node is None or getattr(node, "id", 0) == 0:
+        nid = getattr(node, "id", 0)
+        if nid == 0:
             return 0
-        key = (node.id, node.gen)
+        key = (nid, node.gen)
         leases = self._leases.get(key)
         if not leases:
             raise StateError("dec_lock_ref", f"node {key} holds no lock of this cache")
-        before = self._stats_now().evictable_blocks
-        lease = leases[-1]
-        check(_unlock(self._th, _byref(lease)), "rkv_tree_unlock")
+        self._lease.id = leases[-1]
+        st = _unlock_counted(self._th, self._lease_ref, self._moved_ref)
+        if st:
+            check(st, "rkv_tree_unlock")
         leases.pop()
         if not leases:
             del self._leases[key]
-        return (self._stats_now().evictable_blocks - before) * self.page_size
+        return self._moved.value * self.page_size
+
+    def _unlock_id(self, lease_id):
+        """Releases the C lease lease_id (reset, loads)."""
+        self._lease.id = lease_id
+        return _unlock(self._th, self._lease_ref)
 
     # -- sizes and state -------------------------------------------------------------
     def evictable_size(self):
@@ -661,9 +658,9 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
         """Verifies the C tree's invariants and this layer's bookkeeping."""
         self._tree.check()
         st = self._stats_now()
-        if st.cached_blocks != self._track.count():
+        if st.cached_blocks != self._tab.count():
             raise RuntimeError(f"radixkv.sglang: {st.cached_blocks} pages cached, "
-                               f"{self._track.count()} tracked")
+                               f"{self._tab.count()} in the slot table")
 
     def reset(self):
         """Drops everything cached (values are not freed: the allocator is
@@ -678,21 +675,21 @@ class _RadixKVCacheImpl(RequestCaching, HostTier):
                                 "them (check_hicache_events) first")
         self._epoch += 1
         for leases in self._leases.values():
-            for lease in leases:
-                _unlock(self._th, _byref(lease))
+            for lease_id in leases:
+                self._unlock_id(lease_id)
         self._leases.clear()
         if not self.disable or self._stats_now().cached_blocks:
             check(lib.rkv_tree_reset(self._th), "rkv_tree_reset")
         if self._drain is not None:
             self._drain.drain()
-        self._track.clear()
+        self._tab.clear()
         self._ns = {None: 0}
         if self.enable_kv_cache_events:
             self._kv_events.append(T.AllBlocksCleared())
 
     def all_values_flatten(self):
         """Every cached token's value (KV slot), concatenated."""
-        blocks = self._track.blocks()
+        blocks = self._tab.blocks()
         if not blocks.shape[0]:
             return self._empty
         return self._tensor(self._slots(blocks))

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# bench/fleet_daemon_cpu.sh BUILD_DIR [INSTANCES] [QUERIES] -- the router
+# daemon's CPU time per route query against the in-process query on the
+# same index, over a real NATS server, on this machine.
+#
+# nats-server on a free loopback port, `radixkv router` with
+# --metrics-port, INSTANCES (8) radixkv-fleet-instance processes caching
+# 200 synthetic prompts each (28 pages: a shared system prompt, one of 8
+# topics, a private tail), then QUERIES (5000) route queries by page
+# hashes over NATS request/reply (radixkv-fleet-instance --query; one
+# client, then four at once, QUERIES in all) and QUERIES/5 over POST
+# /v1/route (a Python client, one connection per
+# request as the server closes each). The daemon's CPU time is the sum of
+# its threads' schedstat run time (ns) over each phase, less its idle rate
+# (heartbeats) measured over 3 s before; the in-process part is
+# radixkv_router_route_cpu_seconds_total (thread CPU time inside the
+# router's route calls) over the same phase. Prints both per query and
+# their ratio. Needs nats-server, curl and python3. Everything it starts is
+# stopped at the end. (JetStream: the router keeps a stream.)
+set -euo pipefail
+B=${1:?usage: bench/fleet_daemon_cpu.sh BUILD_DIR [INSTANCES] [QUERIES]}
+NI=${2:-8}
+N=${3:-5000}
+. "$(dirname "$0")/fleet_bench_env.sh"
+"$B/radixkv" router --server "$U" --model bench --metrics-port "$MP" --page-size 16 \
+    2>"$D/router.log" &
+RP=$!
+pids=($RP "${pids[@]}")
+sleep 1
+for i in $(seq 1 "$NI"); do
+  "$B/radixkv-fleet-instance" --server "$U" --model bench --instance "$i" --seed "$i" \
+      --topics 8 --rate 400 --count 200 >/dev/null &
+  pids=($! "${pids[@]}")
+done
+sleep 3
+cpu_ns() { cat /proc/"$RP"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
+route_s() { curl -s "http://127.0.0.1:$MP/metrics" |
+              awk '/^radixkv_router_route_cpu_seconds_total/ {print $2}'; }
+now_ns() { date +%s%N; }
+metric() { curl -s "http://127.0.0.1:$MP/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg); instances live: $(metric radixkv_router_instances_live)," \
+     "index entries: $(metric radixkv_router_index_entries)"
+c0=$(cpu_ns); t0=$(now_ns); sleep 3; c1=$(cpu_ns); t1=$(now_ns)
+idle=$(python3 -c "print(($c1 - $c0) / ($t1 - $t0))")
+echo "idle: daemon CPU $(python3 -c "print('%.4f' % $idle)") s per s (heartbeats)"
+phase() { # name count command...
+  local name=$1 count=$2; shift 2
+  local c0 t0 r0 c1 t1 r1
+  c0=$(cpu_ns); t0=$(now_ns); r0=$(route_s)
+  "$@"
+  c1=$(cpu_ns); t1=$(now_ns); r1=$(route_s)
+  python3 - "$name" "$count" "$c0" "$c1" "$t0" "$t1" "$r0" "$r1" "$idle" <<'EOF'
+import sys
+name, n = sys.argv[1], int(sys.argv[2])
+c0, c1, t0, t1 = (int(x) for x in sys.argv[3:7])
+r0, r1, idle = float(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9])
+daemon = (c1 - c0 - idle * (t1 - t0)) / n / 1e3
+route = (r1 - r0) / n * 1e6
+print(f"{name}: {n} queries in {(t1 - t0) / 1e9:.2f} s; daemon CPU {daemon:.2f} us per query "
+      f"(idle rate taken out), in-process route {route:.2f} us per query, ratio {daemon / route:.1f}x")
+EOF
+}
+phase "NATS request/reply, page hashes" "$N" \
+  "$B/radixkv-fleet-instance" --server "$U" --model bench --query --quiet --seed 1 \
+      --topics 8 --count "$N"
+par() { # clients count: that many query clients at once, count queries each
+  local c=$1 n=$2 ps=()
+  for k in $(seq 1 "$c"); do
+    "$B/radixkv-fleet-instance" --server "$U" --model bench --query --quiet --seed "$k" \
+        --topics 8 --count "$n" >/dev/null &
+    ps+=($!)
+  done
+  wait "${ps[@]}"
+}
+phase "NATS request/reply, page hashes, 4 clients at once" "$N" par 4 $((N / 4))
+NH=$((N / 5))
+# the requests are made before the phase: only their sending is in it
+python3 - "$NH" "$D/http" <<'EOF'
+import pickle, sys
+n, out = int(sys.argv[1]), sys.argv[2]
+M = (1 << 64) - 1
+def mix(x):
+    x = (x + 0x9e3779b97f4a7c15) & M
+    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M
+    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M
+    return x ^ (x >> 31)
+def prompt(shared, seed, k, topics):  # fleet/instance_main.c's prompt()
+    topic = mix(seed ^ k) % topics
+    t = [mix(shared * 131 + i) % 32000 for i in range(256)]
+    t += [mix(shared * 7919 + topic * 1000 + i) % 32000 for i in range(128)]
+    t += [mix(seed * 104729 + k * 4096 + i) % 32000 for i in range(64)]
+    return t
+reqs = []
+for k in range(n):
+    body = ('{"token_ids": [%s]}' % ",".join(map(str, prompt(1, 1, k, 8)))).encode()
+    reqs.append(b"POST /v1/route HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body)
+with open(out, "wb") as f:
+    pickle.dump(reqs, f)
+EOF
+phase "POST /v1/route, token ids" "$NH" python3 - "$MP" "$D/http" <<'EOF'
+import pickle, socket, sys
+port = int(sys.argv[1])
+with open(sys.argv[2], "rb") as f:
+    reqs = pickle.load(f)
+for req in reqs:
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(req)
+    data = b""
+    while True:
+        x = s.recv(65536)
+        if not x:
+            break
+        data += x
+    s.close()
+    if b" 200 " not in data.split(b"\r\n", 1)[0]:
+        sys.exit("bad answer: %r" % data[:200])
+EOF
