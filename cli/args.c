@@ -52,7 +52,7 @@ enum { OPT_PCIE_GBPS = 512, OPT_DISK_GBPS, OPT_SWAP, OPT_HOST_CAPACITIES,
 /* session signals (retention v2) */
 enum { OPT_SESSION_SIGNALS = 600 };
 /* the real disk path (tiers v2) */
-enum { OPT_DISK_PATH = 620, OPT_DISK_RECORD_BYTES };
+enum { OPT_DISK_PATH = 620, OPT_DISK_RECORD_BYTES, OPT_PREFETCH };
 /* model presets (MLA) and quantized KV in the simulated GPU */
 enum { OPT_MODEL = 640, OPT_KV_DTYPE, OPT_KV_GROUP };
 
@@ -108,6 +108,7 @@ static const optdef optdefs[] = {
     {"pcie-gbps", required_argument, OPT_PCIE_GBPS, FOR_B},
     {"disk-gbps", required_argument, OPT_DISK_GBPS, FOR_B},
     {"swap", no_argument, OPT_SWAP, FOR_B},
+    {"prefetch", required_argument, OPT_PREFETCH, FOR_B},
     {"host-capacities", required_argument, OPT_HOST_CAPACITIES, FOR_S},
     {"json", no_argument, OPT_JSON, FOR_B},
     {"no-progress", no_argument, OPT_NO_PROGRESS, FOR_B},
@@ -481,6 +482,25 @@ static void need_write_policy(arg_error *e, const char *v, rkv_replay_config *rc
     }
 }
 
+/* --prefetch off | best-effort | wait | timeout:MS (MS of the simulated
+ * clock, >= 0). */
+static void need_prefetch(arg_error *e, const char *v, rkv_sched_config *sc)
+{
+    if (!strcmp(v, "off")) {
+        sc->prefetch = RKV_PREFETCH_OFF;
+    } else if (!strcmp(v, "best-effort")) {
+        sc->prefetch = RKV_PREFETCH_BEST_EFFORT;
+    } else if (!strcmp(v, "wait")) {
+        sc->prefetch = RKV_PREFETCH_WAIT;
+    } else if (!strncmp(v, "timeout:", 8)) {
+        sc->prefetch = RKV_PREFETCH_TIMEOUT;
+        sc->prefetch_timeout_ms = need_real(e, "prefetch timeout:MS", v + 8, 0, 1e12);
+    } else {
+        arg_fail(e, "--prefetch: expected off, best-effort, wait or "
+                    "timeout:MS, got '%s'", v);
+    }
+}
+
 /* Splits a comma list (copied into buf) into items; an empty item
  * (",,", a leading or trailing comma, or an empty list) is refused. */
 static size_t split_list(arg_error *e, const char *flag, const char *s, char *buf,
@@ -703,6 +723,7 @@ static void apply(arg_error *e, rkv_cli_options *o, const optdef *d, const char 
     case OPT_PCIE_GBPS: m->pcie_gbps = need_real(e, f, v, 1e-6, 1e6); break;
     case OPT_DISK_GBPS: m->disk_gbps = need_real(e, f, v, 1e-6, 1e6); break;
     case OPT_SWAP: o->rc.swap = 1; break;
+    case OPT_PREFETCH: need_prefetch(e, v, &o->rc.sched); break;
     case OPT_DROP_PINNED: o->rc.drop_pinned = 1; break;
     case OPT_DISK_PATH:
         if (v[0] == '\0')
@@ -1133,6 +1154,9 @@ void rkv_cli_options_json(FILE *f, const rkv_cli_options *o)
     /* tiers, scheduler side */
     fprintf(f, ",\"pcie_gbps\":%.15g,\"disk_gbps\":%.15g,\"swap\":%s",
             m->pcie_gbps, m->disk_gbps, rc->swap ? "true" : "false");
+    static const char *const pf[] = {"off", "best-effort", "wait", "timeout"};
+    fprintf(f, ",\"prefetch\":\"%s\",\"prefetch_timeout_ms\":%.15g",
+            pf[(unsigned)rc->sched.prefetch & 3u], rc->sched.prefetch_timeout_ms);
     if (o->num_host_capacities) {
         fputs(",\"host_capacities\":[", f);
         for (size_t i = 0; i < o->num_host_capacities; i++)

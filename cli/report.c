@@ -205,6 +205,11 @@ static void json_tiers(FILE *f, const rkv_replay_config *cfg,
             (unsigned long long)r->failed_loads,
             (unsigned long long)r->swap_out_blocks,
             (unsigned long long)r->swap_in_blocks, r->load_ms_total);
+    fprintf(f, ",\"prefetch_blocks\":%llu,\"prefetch_late_blocks\":%llu,"
+               "\"prefetch_waits\":%llu",
+            (unsigned long long)r->prefetch_blocks,
+            (unsigned long long)r->prefetch_late_blocks,
+            (unsigned long long)r->prefetch_waits);
     /* the disk file's counters (--disk-path), null without one */
     if (!r->disk_file) {
         fputs(",\"disk_file\":null}", f);
@@ -255,6 +260,13 @@ static void text_tiers(FILE *f, const rkv_replay_config *cfg,
                    "in the TTFT of the requests that waited for it)\n",
                 rkv_fmt_duration(a, sizeof a, r->load_ms_total),
                 cfg->cost.pcie_gbps, cfg->cost.disk_gbps);
+    if (r->prefetch_blocks)
+        fprintf(f, "  prefetch       %s blocks disk -> host while queued, %s "
+                   "read from disk at admission (not arrived); %s "
+                   "admissions deferred\n",
+                commas(a, sizeof a, r->prefetch_blocks),
+                commas(b, sizeof b, r->prefetch_late_blocks),
+                commas(c, sizeof c, r->prefetch_waits));
     if (r->disk_file) {
         fprintf(f, "  disk file      %s records written, %s read (%s%s); "
                    "%s loads verified, %s failed verification\n",

@@ -330,7 +330,8 @@ void rkv_host_lru_place(rkv_tree *t, uint32_t id)
 {
     rkv_tier *tr = t->tiers.tier;
     rkv_tnode *x = &t->nodes[id];
-    if (id == tr->busy || rkv_host_lru_listed(t, id) || !rkv_tier_lru_wants(t, id))
+    if (id == tr->busy || id == tr->rising[0] || id == tr->rising[1] ||
+        rkv_host_lru_listed(t, id) || !rkv_tier_lru_wants(t, id))
         return;
     int d = l_is_disk(t, id);
     uint32_t b = rkv_lower_lru_bucket(t, id);
@@ -476,11 +477,11 @@ static int rkv_tier_lowest_make_room(rkv_tree *t, int disk)
 
 /* A slot on the host (disk 0) or on the disk (disk 1: host and disk
  * attached), making room by that tier's LRU while it is full. */
-static int rkv_tier_take_slot(rkv_tree *t, int disk, uint32_t *slot)
+int rkv_tier_take_slot(rkv_tree *t, int disk, uint32_t *slot)
 {
     rkv_tier *tr = t->tiers.tier;
     for (;;) {
-        if (rkv_store_slot_alloc(disk ? tr->disk : tr->host, slot) == RKV_OK) {
+        if (rkv_store_slot_take(disk ? tr->disk : tr->host, slot) == RKV_OK) {
             if (disk)
                 tr->disk_used++;
             else
@@ -1038,7 +1039,7 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     tr->medium = medium;
     tr->disk = low2;
     rkv_host_lru_clear(tr);
-    tr->busy = RKV_NIL;
+    tr->busy = tr->rising[0] = tr->rising[1] = RKV_NIL;
     tr->block_bytes = bb;
     tr->policy = cfg->write_policy;
     tr->k = cfg->selective_hits;

@@ -68,6 +68,9 @@ typedef struct rkv_tier {
     int medium;              /* its rkv_medium                            */
     rkv_store *disk;         /* the disk below the host, or NULL          */
     uint32_t busy;           /* node moving host -> disk (not relisted)   */
+    uint32_t rising[2];      /* node moving disk -> host and its LOWER
+                                parent (residency/tier_prefetch.c): not
+                                relisted meanwhile, so neither leaves     */
     uint64_t disk_used;      /* disk slots this tree allocated            */
     size_t block_bytes;
     int policy;
@@ -195,6 +198,9 @@ void rkv_tier_store_done(rkv_tree *t, rkv_queued_store *op, rkv_status st);
 /* Runs queued store *op now, synchronously (it is dead afterwards; a dead
  * op is left alone). */
 void rkv_tier_run_op(rkv_tree *t, rkv_queued_store *op);
+/* A slot of the host (disk 0) or the disk (1), made room for by that
+ * tier's LRU while full. 0: none could be made. */
+int rkv_tier_take_slot(rkv_tree *t, int disk, uint32_t *slot);
 /* Frees one host slot by the host LRU: to the disk below, or out of the
  * tree when the host is the lowest tier. 0: nothing to take. */
 int rkv_tier_host_make_room(rkv_tree *t);

@@ -116,6 +116,15 @@ static rkv_status rkv_sched_config_validate(const rkv_sched_config *c)
             return rkv_set_error(RKV_ERR_INVALID_ARG,
                                  "%s: %s %g is out of range [0, %g] (finite)",
                                  fn, names[i], costs[i], DBL_MAX);
+    if ((unsigned)c->prefetch > RKV_PREFETCH_TIMEOUT)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: prefetch %d is out of range [%d, %d] (off, "
+                             "best effort, wait, timeout)", fn, c->prefetch,
+                             (int)RKV_PREFETCH_OFF, (int)RKV_PREFETCH_TIMEOUT);
+    if (!(c->prefetch_timeout_ms >= 0) || !isfinite(c->prefetch_timeout_ms))
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: prefetch_timeout_ms %g is out of range [0, %g] "
+                             "(finite)", fn, c->prefetch_timeout_ms, DBL_MAX);
     return RKV_OK;
 }
 
@@ -339,6 +348,8 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
         st = rkv_ensure_cap((void **)&s->grave, &s->grave_cap,
                             s->ngrave + s->nwaiting + s->nrunning + 1,
                             sizeof *s->grave);
+    if (st == RKV_OK)
+        st = rkv_sched_prefetch_reserve(s);
     if (st != RKV_OK)
         return st;
     rkv_sched_req *r = rkv_sched_mem_calloc(1, sizeof *r);
@@ -373,6 +384,7 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
     }
     s->next_seq++;
     *rkv_u64map_put(&s->by_id, r->id) = (uint64_t)(uintptr_t)r;
+    rkv_sched_prefetch_note(s, r);
     return RKV_OK;
 }
 

@@ -98,6 +98,11 @@ typedef struct rkv_sched_req {
     uint32_t load_pages, load_disk_pages;
     uint32_t swapped_pages; /* pages swapped out at its last preemption   */
     uint32_t admitted_host, admitted_disk; /* of cached_len, loaded from host / disk */
+    /* prefetch (sched_prefetch.c): pages rkv_tree_prefetch moved for it
+     * while it waited (0: none pending), when that started and when the
+     * disk is done with them (caller's clock) */
+    uint32_t pf_pages;
+    double pf_start_ms, pf_done_ms;
 
     /* running */
     rkv_block_id *blocks;
@@ -240,6 +245,12 @@ struct rkv_sched {
     int store_log_on;             /* the scheduler turned the tree's store log on
                                 (and turns it off at destroy)             */
 
+    /* prefetch (sched_prefetch.c) */
+    uint64_t *pf_ids;        /* requests submitted since the last step     */
+    uint32_t npf, pf_cap;
+    double pf_disk_free_ms;  /* the disk is busy with prefetches until then */
+    double pf_now_ms;        /* the current step's time                     */
+
     double new_token_ratio;  /* admission headroom (see sched_step.c)    */
     int bounded_turn;        /* bounded: 1 = the next pick is overdue     */
     uint64_t now_ms;         /* time given to the tree (never goes back)  */
@@ -333,6 +344,19 @@ void rkv_sched_tier_plan(rkv_sched *s);
 /* Check of r's load state and of the ticket map. */
 rkv_status rkv_sched_tier_check(const rkv_sched *s);
 
+/* sched_prefetch.c */
+/* Submit: r (just queued) is prefetched at the next step. Capacity first
+ * (RKV_ERR_NOMEM: nothing changed), then the id. */
+rkv_status rkv_sched_prefetch_reserve(rkv_sched *s);
+void rkv_sched_prefetch_note(rkv_sched *s, const rkv_sched_req *r);
+/* Step: prefetches the requests submitted since the last step. */
+rkv_status rkv_sched_prefetch_step(rkv_sched *s, double now_ms);
+/* Admission: 1 while r's prefetch holds it (WAIT, TIMEOUT). */
+int rkv_sched_prefetch_holds(rkv_sched *s, const rkv_sched_req *r);
+/* Pages of r's prefetch still on their way by the clock (at most
+ * host_pages, its continuation's host pages): the tail of them. */
+uint32_t rkv_sched_prefetch_late(const rkv_sched *s, const rkv_sched_req *r,
+                                 uint32_t host_pages);
 /* sched_watch.c */
 /* Room for n more grouped requests. */
 rkv_status rkv_watch_reserve(rkv_sched *s, uint32_t n);

@@ -413,6 +413,8 @@ static rkv_status rkv_step_admit(rkv_sched *s, double now_ms, uint32_t *budget)
             continue;
         }
         r->dedup_held = 0;
+        if (rkv_sched_prefetch_holds(s, r))
+            continue; /* its prefetch has not arrived: holds nothing */
         if (s->tiers_live && !r->load_ready) {
             /* a load only when the whole request fits beside what the
              * others will need (else its loaded pages could hold the pool
@@ -488,6 +490,8 @@ rkv_status rkv_sched_step(rkv_sched *s, double now_ms,
     /* completed loads make their requests admissible in this step */
     if (st == RKV_OK)
         st = rkv_sched_tier_poll(s);
+    if (st == RKV_OK) /* before the order: the pages it moves count as host */
+        st = rkv_sched_prefetch_step(s, now_ms);
     if (st == RKV_OK)
         st = rkv_step_reserve(s);
     if (st == RKV_OK)

@@ -182,7 +182,16 @@ rkv_status rkv_sched_tier_try_load(rkv_sched *s, rkv_sched_req *r, uint64_t avai
         return RKV_OK;
     }
     uint64_t pages = tm.lower_tokens / s->P;
-    if (pages == 0 || rkv_sched_tier_credit(s, tm.host_tokens, tm.disk_tokens) <= 0)
+    /* a prefetch of its pages not arrived yet (sched_prefetch.c): they are
+     * the tail of its host part and cost a disk read; not worth one, they
+     * are computed and the load stops before them */
+    uint32_t hostp = (uint32_t)(tm.host_tokens / s->P);
+    uint32_t late = rkv_sched_prefetch_late(s, r, hostp);
+    size_t late_t = (size_t)late * s->P;
+    if (late > 0 && rkv_sched_tier_factor(s, s->cfg.disk_load_ms_per_page) <= 0)
+        pages = hostp - late;
+    if (pages == 0 || rkv_sched_tier_credit(s, tm.host_tokens - late_t,
+                                            tm.disk_tokens + late_t) <= 0)
         return RKV_OK;
     if (pages > avail)
         pages = avail;
@@ -215,6 +224,13 @@ rkv_status rkv_sched_tier_try_load(rkv_sched *s, rkv_sched_req *r, uint64_t avai
     r->load_pages = ld.num_pages;
     r->load_disk_pages = ld.disk_pages < ld.num_pages ? ld.disk_pages
                                                       : ld.num_pages;
+    /* prefetched pages not arrived by now: still read from the disk */
+    uint32_t arrived = hostp - late, hp_loaded = r->load_pages - r->load_disk_pages;
+    if (hp_loaded > arrived) {
+        r->load_disk_pages += hp_loaded - arrived;
+        s->st.prefetch_late_pages += hp_loaded - arrived;
+    }
+    r->pf_pages = 0;
     *rkv_u64map_put(&s->tickets, ld.ticket) = (uint64_t)(uintptr_t)r;
     s->nloading++;
     s->st.loads++;
@@ -257,6 +273,7 @@ void rkv_sched_tier_admitted(rkv_sched *s, rkv_sched_req *r, size_t matched)
     r->admitted_disk = (uint32_t)dt;
     r->load_failed = 0;
     r->swapped_pages = 0;
+    r->pf_pages = 0;
     r->load_pages = r->load_disk_pages = 0;
 }
 
@@ -497,4 +514,5 @@ void rkv_sched_tier_destroy(rkv_sched *s)
     free(s->copies);
     free(s->copy_indptr);
     free(s->copy_blocks);
+    free(s->pf_ids);
 }

@@ -243,6 +243,10 @@ typedef struct rkv_replay_result {
     uint64_t hit_tokens_by_medium[RKV_MEDIUM_COUNT];
     uint64_t load_blocks, store_blocks, failed_loads;
     uint64_t swap_out_blocks, swap_in_blocks;
+    uint64_t prefetch_blocks;   /* disk -> host while queued (--prefetch)  */
+    uint64_t prefetch_late_blocks; /* of them, read from disk at admission:
+                                   not arrived by the simulated clock      */
+    uint64_t prefetch_waits;    /* admissions deferred for a prefetch      */
     double load_ms_total;       /* simulated time spent waiting for loads  */
     rkv_latency_summary wait_ms; /* TTFT minus the request's own prefill
                                     time on an idle GPU (from its cached

@@ -514,6 +514,9 @@ rkv_status rkv_inst_add_counters(const sched_run *r, rkv_replay_result *res)
     res->failed_loads += ss.failed_loads;
     res->swap_out_blocks += ss.swap_out_pages;
     res->swap_in_blocks += ss.swap_in_pages;
+    res->prefetch_blocks += ss.prefetch_pages;
+    res->prefetch_late_blocks += ss.prefetch_late_pages;
+    res->prefetch_waits += ss.prefetch_waits;
     rkv_tree_stats ts;
     return rkv_replay_add_tree_counters(r->tree, res, &ts);
 }
@@ -549,6 +552,13 @@ int rkv_inst_idle_step(sched_run *r, const rkv_batch_plan *p,
                        rkv_replay_result *res)
 {
     double load_ms = rkv_replay_plan_load_ms(r->cfg, p);
+    double pf = rkv_sched_prefetch_ready_ms(r->sched);
+    if (load_ms <= 0 && pf > r->now) {
+        /* requests wait for their prefetch: on to its arrival, or to the
+         * next request's if that comes first */
+        r->now = r->heap.n && r->heap.a[0].t < pf ? r->heap.a[0].t : pf;
+        return 1;
+    }
     if (load_ms <= 0) {
         if (ss->loading == 0 || *idle_loads >= 2)
             return 0;

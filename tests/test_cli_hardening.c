@@ -555,6 +555,13 @@ Test(numbers, counts_are_exact_up_to_their_limits)
     cr_assert_eq(o.rc.selective_hits, UINT32_MAX);
     accepted("replay --write-policy selective:1e3", &o);
     cr_assert_eq(o.rc.selective_hits, 1000);
+    accepted("replay --prefetch timeout:2.5e2", &o);
+    cr_assert_eq(o.rc.sched.prefetch, RKV_PREFETCH_TIMEOUT);
+    cr_assert_eq(o.rc.sched.prefetch_timeout_ms, 250.0);
+    accepted("replay --prefetch wait", &o);
+    cr_assert_eq(o.rc.sched.prefetch, RKV_PREFETCH_WAIT);
+    accepted("replay --prefetch best-effort", &o);
+    cr_assert_eq(o.rc.sched.prefetch, RKV_PREFETCH_BEST_EFFORT);
 }
 
 /* Every value refused by a range message is outside that range (or not a
@@ -584,6 +591,8 @@ Test(numbers, range_messages_state_the_real_range)
                  "K in 1..4294967295");
     refused_with("replay --write-policy selective:0", "K in 1..4294967295");
     refused_with("replay --write-policy selective:x", "K in 1..4294967295");
+    refused_with("replay --prefetch timeout:-1", "[0, 1e+12]");
+    refused_with("replay --prefetch later", "off, best-effort, wait or timeout:MS");
     refused_with("replay --time-scale 1000001", "[0, 1e+06] or 'auto'");
     refused_with("replay --mfu 1.000001", "[1e-06, 1]");
     refused_with("replay --mfu 9.99999e-7", "[1e-06, 1]");

@@ -293,13 +293,21 @@ rkv_status rkv_store_slot_alloc(rkv_store *s, uint32_t *slot)
 {
     if (s == NULL || slot == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_slot_alloc: NULL argument");
+    rkv_status st = rkv_store_slot_take(s, slot);
+    if (st == RKV_ERR_NO_SPACE)
+        return rkv_set_error(RKV_ERR_NO_SPACE,
+                             "rkv_store_slot_alloc: all %u slots are in use", s->cap);
+    return st;
+}
+
+rkv_status rkv_store_slot_take(rkv_store *s, uint32_t *slot)
+{
     uint32_t i = s->free_head;
     if (i != RKV_NO_SLOT) {
         s->free_head = s->next[i];
     } else {
         if (s->top == s->cap)
-            return rkv_set_error(RKV_ERR_NO_SPACE,
-                                 "rkv_store_slot_alloc: all %u slots are in use", s->cap);
+            return RKV_ERR_NO_SPACE; /* the caller's usual case: no message */
         if (s->top == s->alloc_n && grow_meta(s) != RKV_OK)
             return rkv_set_error(RKV_ERR_NOMEM,
                                  "rkv_store_slot_alloc: out of memory for the table of "

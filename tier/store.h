@@ -34,6 +34,11 @@
  * free of a free or out-of-range slot: RKV_ERR_STATE, nothing changes. */
 rkv_status rkv_store_slot_alloc(rkv_store *s, uint32_t *slot);
 rkv_status rkv_store_slot_free(rkv_store *s, uint32_t slot);
+/* slot_alloc for the tree's make-room loops, which meet a full store at
+ * every demotion once the tiers are warm: RKV_ERR_NO_SPACE sets no message
+ * (formatting one cost more than the rest of the allocation); s and slot
+ * non-NULL. */
+rkv_status rkv_store_slot_take(rkv_store *s, uint32_t *slot);
 
 /* Device block(s) -> slot: copies the pool's block `block` into `slot` and
  * records (hash, ns). On failure the slot's previous content is invalid

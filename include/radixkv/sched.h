@@ -68,7 +68,30 @@ typedef struct rkv_sched_config {
     double compute_ms_per_token; /* prefill cost of one token; default 0  */
     double host_load_ms_per_page; /* host -> device copy of one page      */
     double disk_load_ms_per_page; /* disk -> device copy of one page      */
+    /* Prefetch (see "Tiers in the scheduler"): rkv_prefetch_mode, default
+     * RKV_PREFETCH_OFF; the timeout mode's longest wait, finite, >= 0. */
+    int prefetch;
+    double prefetch_timeout_ms;
 } rkv_sched_config;
+
+/* What a queued request does about its prefix on disk (a host + disk
+ * chain). OFF: nothing (its load at admission reads the disk). Else, when
+ * it is first seen waiting, rkv_tree_prefetch moves those pages to the
+ * host, and the disk is busy for pages * disk_load_ms_per_page of the
+ * caller's clock (one queue for every prefetch). At admission, what has
+ * not arrived yet by the clock is read as disk pages by its load (listed
+ * and counted under RKV_MEDIUM_DISK). BEST_EFFORT: admitted as usual;
+ * WAIT: not admitted before its prefetch completed; TIMEOUT: not before
+ * it completed or prefetch_timeout_ms passed since it started (HiCache's
+ * best_effort / wait_complete / timeout). A request held so holds
+ * nothing (stats.prefetch_waits); rkv_sched_prefetch_ready_ms says when
+ * the first one may go. */
+typedef enum rkv_prefetch_mode {
+    RKV_PREFETCH_OFF = 0,
+    RKV_PREFETCH_BEST_EFFORT = 1,
+    RKV_PREFETCH_WAIT = 2,
+    RKV_PREFETCH_TIMEOUT = 3
+} rkv_prefetch_mode;
 
 /*
  * Tiers in the scheduler. With use_tiers and lower tiers attached to the
@@ -331,8 +354,20 @@ typedef struct rkv_sched_stats {
     uint64_t load_waits;          /* admissions deferred a step: the
                                      request's continuation was another
                                      request's load in flight              */
+    uint64_t prefetches, prefetch_pages; /* rkv_tree_prefetch calls that
+                                     moved pages, and the pages            */
+    uint64_t prefetch_waits;      /* admissions deferred a step: the
+                                     request's prefetch had not arrived
+                                     (WAIT, TIMEOUT)                       */
+    uint64_t prefetch_late_pages; /* prefetched pages admitted before they
+                                     arrived (read as disk pages)          */
 } rkv_sched_stats;
 rkv_status rkv_sched_get_stats(const rkv_sched *sched, rkv_sched_stats *out);
+
+/* The earliest time (caller's clock) a waiting request held for its
+ * prefetch may be admitted, or 0 when none is held: a caller whose step
+ * planned nothing advances its clock to it (or to its next arrival). */
+double rkv_sched_prefetch_ready_ms(const rkv_sched *sched);
 
 /* Verifies the scheduler's invariants (queues, block ownership, locks,
  * budgets) and calls rkv_tree_check(). */

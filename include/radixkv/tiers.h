@@ -279,6 +279,20 @@ rkv_status rkv_tree_load(rkv_tree *tree, rkv_namespace ns,
                          const int32_t *tokens, size_t n, uint32_t max_pages,
                          rkv_block_id *blocks_out, rkv_load *out);
 
+/* Prefetch: the disk part of the lower continuation of tokens[0..n) (the
+ * path's DISK nodes below its device and host parts) moves up to the host
+ * tier now, whole nodes top-down while they fit in max_pages, so that a
+ * later rkv_tree_load of it reads host memory. Synchronous (store to
+ * store, each record verified as it leaves the disk); host slots are made
+ * by the host LRU as for any store (pushing its frontier down to the
+ * disk), never from the path itself. A node that cannot move stays on the
+ * disk and ends the prefetch (a record that fails verification leaves the
+ * tree, as on a load). *pages_out: pages moved. No host + disk chain, or
+ * nothing on disk: 0, RKV_OK. */
+rkv_status rkv_tree_prefetch(rkv_tree *tree, rkv_namespace ns,
+                             const int32_t *tokens, size_t n, uint32_t max_pages,
+                             uint32_t *pages_out);
+
 /* Swap instead of recompute: copies the cached DEVICE pages of
  * tokens[0..n) that have no host copy yet down to the host tier now, ahead
  * of the write policy (a preempted request's context, inserted by the

@@ -223,7 +223,8 @@ class SchedConfig(_S):
                 ("max_running", u32), ("dedup_min_tokens", u32),
                 ("max_wait_ms", dbl), ("aging_per_s", dbl), ("use_tiers", cint),
                 ("swap", cint), ("compute_ms_per_token", dbl),
-                ("host_load_ms_per_page", dbl), ("disk_load_ms_per_page", dbl)]
+                ("host_load_ms_per_page", dbl), ("disk_load_ms_per_page", dbl),
+                ("prefetch", cint), ("prefetch_timeout_ms", dbl)]
 
 
 class RequestDesc(_S):
@@ -270,7 +271,8 @@ class SchedStats(_S):
         ("cached_tokens_by_medium", u64 * MEDIUM_COUNT)] + [(n, u64) for n in (
             "loading", "loads", "load_pages", "load_disk_pages", "failed_loads",
             "swap_outs", "swap_out_pages", "swap_ins", "swap_in_pages",
-            "loads_released", "load_waits")]
+            "loads_released", "load_waits", "prefetches", "prefetch_pages",
+            "prefetch_waits", "prefetch_late_pages")]
 
 
 class AttnParams(_S):
