@@ -418,11 +418,12 @@ static rkv_status rkv_refresh_all(rkv_sched *s)
         memset(md->used, 0, md->cap);
         md->count = 0;
     }
-    /* Without tiers (or under dfs) the watch lists name the requests a
-     * change can move (sched_watch.c); with tiers lpm and bounded re-match
-     * everyone from the root (see rkv_refresh_one). */
-    int watch = !(s->tiers_live && (s->cfg.policy == RKV_POLICY_LPM ||
-                                    s->cfg.policy == RKV_POLICY_BOUNDED));
+    /* Without tiers the watch lists name the requests a change can move
+     * (sched_watch.c). With tiers every policy re-matches everyone from the
+     * root (see rkv_refresh_one): a load from a lower tier moves a device
+     * match without adding a child under the matched node, which no watch
+     * list sees. */
+    int watch = !s->tiers_live;
     if (!watch) {
         rkv_watch_clear(s);
         s->watch_valid = 0;

@@ -3,7 +3,7 @@
  * move, so that a refresh of the cached PEEK matches costs O(groups + new
  * children + requests that moved) instead of O(waiting).
  *
- * Every matched waiting request (without tiers: sched_order.c decides) is
+ * Every matched waiting request (only without tiers: sched_order.c) is
  * in the group of its peek node X (the deepest fully matched node; node id
  * 0: nothing matched, the namespace has no root) and in one of two lists:
  *   - a bucket, keyed by X and the child-index key of its next page

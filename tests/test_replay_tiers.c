@@ -203,3 +203,21 @@ Test(replay_tiers, refusals)
               rkv_last_error());
     rkv_workload_free(&wl);
 }
+
+/* dfs with a host tier: a load from the host moves a waiting request's
+ * device match without adding a child under its matched node, which the
+ * scheduler's watch lists do not see; the per-step check then found a
+ * stale cached match (this seed did, at request 53: 5552 vs 11120). */
+Test(replay_tiers, dfs_cached_matches_follow_host_loads, .timeout = 600)
+{
+    rkv_workload wl;
+    rkv_test_agentic_seeded(&wl, 12, 6, 1795754344776251481ull);
+    rkv_replay_config cfg;
+    base(&cfg, RKV_POLICY_DFS, small_capacity(&wl));
+    cfg.check_every = 1;
+    cfg.host_capacity_tokens = 10 * cfg.capacity_tokens;
+    rkv_replay_result res;
+    cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s", rkv_last_error());
+    cr_assert_gt(res.hit_tokens_by_medium[RKV_MEDIUM_HOST], 0, "no load from the host");
+    rkv_workload_free(&wl);
+}
