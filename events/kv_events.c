@@ -28,6 +28,8 @@
 #include "common/status.h"
 #include "events/kv_events.h"
 #include "radix/tree_core.h"
+#include "radix/tree_hash.h"
+#include "radix/tree_match.h"
 
 int rkv_ev_init(rkv_ev_ring *r, rkv_node_mem *m, uint32_t cap,
                 uint32_t tok_cap, uint32_t page_size)

@@ -22,6 +22,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "radix/child_index.h"
 #include "radix/tree_core.h"
 
 uint64_t rkv_child_index_key_page(const rkv_tree *t, uint32_t parent,

@@ -21,7 +21,6 @@
 #include <sys/types.h>
 
 #include "common/status.h"
-#include "radix/tree_debug.h"
 
 #ifdef RKV_HAVE_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -29,7 +28,7 @@
 
 static _Atomic int64_t rkv_live_tree_allocs_global;
 
-int64_t rkv_debug_live_tree_allocs_global(void)
+int64_t rkv_node_mem_live_global(void)
 {
     return atomic_load(&rkv_live_tree_allocs_global);
 }

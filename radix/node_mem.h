@@ -41,6 +41,9 @@ rkv_status rkv_node_mem_init(rkv_node_mem *m, int use_jemalloc);
 void rkv_node_mem_fini(rkv_node_mem *m);
 /* NULL on failure (real or injected); size > 0. */
 void *rkv_node_mem_alloc(rkv_node_mem *m, size_t size);
+/* Live allocations of every tree in the process (the leak check's count,
+ * radix/tree_debug.h). */
+int64_t rkv_node_mem_live_global(void);
 /* p may be NULL (then nothing happens); size is what was asked for. */
 void rkv_node_mem_free(rkv_node_mem *m, void *p, size_t size);
 

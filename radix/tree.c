@@ -20,7 +20,10 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/child_index.h"
+#include "radix/tree.h"
 #include "radix/tree_core.h"
+#include "radix/tree_lease.h"
 
 void rkv_tree_config_init(rkv_tree_config *cfg)
 {
@@ -40,47 +43,6 @@ rkv_pool *rkv_tree_pool(const rkv_tree *tree)
 }
 
 /* ---- slots --------------------------------------------------------------- */
-
-static void rkv_tnode_clear(rkv_tnode *x)
-{
-    uint32_t gen = x->gen;
-    memset(x, 0, sizeof *x);
-    x->gen = gen;
-    x->parent = RKV_NIL;
-    x->first_child = x->next_sib = x->prev_sib = RKV_NIL;
-    x->lru_prev = x->lru_next = RKV_NIL;
-}
-
-uint32_t rkv_tree_slot_take(rkv_tree *t)
-{
-    uint32_t id;
-    if (t->free_head != RKV_NIL) {
-        id = t->free_head;
-        t->free_head = t->nodes[id].next_sib;
-        t->free_count--;
-    } else {
-        id = t->nodes_used++;
-        t->nodes[id].gen = 1;
-    }
-    rkv_tnode_clear(&t->nodes[id]);
-    if (t->retain.meta != NULL)
-        t->retain.meta[id] = RKV_NODE_RETENTION_FRESH;
-    if (RKV_UNLIKELY(t->tiers.tn != NULL))
-        t->tiers.tn[id] = RKV_NODE_RESIDENCY_EMPTY;
-    return id;
-}
-
-void rkv_tree_slot_free(rkv_tree *t, uint32_t id)
-{
-    rkv_tnode *x = &t->nodes[id];
-    rkv_tnode_clear(x);
-    rkv_tnode_bump_gen(x);
-    if (RKV_UNLIKELY(t->tiers.tn != NULL))
-        t->tiers.tn[id] = RKV_NODE_RESIDENCY_EMPTY;
-    x->next_sib = t->free_head;
-    t->free_head = id;
-    t->free_count++;
-}
 
 /* ---- prepared memory ------------------------------------------------------- */
 
@@ -231,11 +193,13 @@ rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
     return RKV_OK;
 }
 
-void rkv_tree_core_publish(rkv_tree *t)
+void rkv_tree_core_publish(rkv_tree *t,
+                           uint64_t (*block_hash)(const rkv_tree *tree, rkv_block_id id,
+                                                  int all))
 {
     rkv_lease_init(t);
     t->pool->tree = t;
-    t->pool->tree_hash = rkv_tree_block_hash_of;
+    t->pool->tree_hash = block_hash;
     t->pool->trees_made++;
 }
 

@@ -20,8 +20,11 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
-#include "radix/tree_debug.h"
+#include "radix/child_index.h"
 #include "radix/tree_core.h"
+#include "radix/tree_debug.h"
+#include "radix/tree_lease.h"
+#include "radix/tree_match.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
 
@@ -401,4 +404,9 @@ rkv_status rkv_tree_check(const rkv_tree *tree)
     free(a.seen);
     free(a.own);
     return st;
+}
+
+int64_t rkv_debug_live_tree_allocs_global(void)
+{
+    return rkv_node_mem_live_global();
 }

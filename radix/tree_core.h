@@ -1,11 +1,13 @@
 /*
- * radix/tree_core.h -- the tree core's internal interface: the token radix
- * tree's data structures and the functions the files of radix/ share
- * (tree.c: the core's create/clear/destroy, slots, prepared memory;
- * tree_match.c: match, insert, split; tree_lru.c: LRU lists and the one
- * eviction loop; tree_lease.c: the lease table, lock, unlock;
- * child_index.c: the child hash index; tree_check.c: check, node info,
- * debug hooks; node_mem.c: the allocator).
+ * radix/tree_core.h -- the tree core's data structures, the inline reads
+ * its hot paths share, and the slot free list. Each file's functions are
+ * declared in its own header, so a file names exactly the files it uses
+ * (tree.h: the core's create/clear/destroy and prepared memory;
+ * tree_match.h: walk, new root, split; tree_hash.h: lazy page hashes;
+ * tree_lru.h: LRU lists and touch; tree_lease.h: the lease table;
+ * child_index.h: the child hash index; node_mem.h: the allocator;
+ * tree_debug.h: check and debug hooks). This header declares no function
+ * of a .c file, so it sits below all of them.
  *
  * Layers above the core (events/: KV events, store log, snapshot;
  * retain/: pins, TTLs, sessions, learned and guarded eviction;
@@ -75,9 +77,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "radixkv.h"
 #include "common/status.h"
 #include "radix/node_mem.h"
+#include "radixkv.h"
 
 #define RKV_NIL UINT32_MAX
 
@@ -522,159 +524,50 @@ static inline int rkv_tokens_valid(const int32_t *tokens, size_t n)
     return acc >= 0 && ((w0 | w1 | w2 | w3) & 0x8000000080000000ull) == 0;
 }
 
-/* tree_match.c ------------------------------------------------------------ */
-typedef struct rkv_walk {
-    uint32_t node;          /* deepest fully matched node                   */
-    uint32_t pages;         /* pages matched in total                       */
-    uint32_t partial;       /* node matched only in part, or RKV_NIL        */
-    uint32_t partial_pages; /* its matched pages (0 < . < its num_pages)    */
-    uint32_t num_dups;
-} rkv_walk;
-/* Read-only walk from node `from` at depth from_pages over tokens[0..
- * npages pages). Matched block ids go to blocks_out[from_pages..) (may be
- * NULL). With `given` (insert), a matched page whose cached block differs
- * from given[i] is a duplicate: given[i] goes to dups_out (may be NULL) and
- * is counted. */
-void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
-                   const int32_t *tokens, uint32_t npages,
-                   rkv_block_id *blocks_out, const rkv_block_id *given,
-                   rkv_block_id *dups_out, rkv_walk *w);
-/* Chained hash of the page before a new child of parent: RKV_HASH_ROOT
- * under a namespace root, else the hash of parent's last block. */
-uint64_t rkv_tree_prev_hash(const rkv_tree *t, uint32_t parent);
+/* Slots (the node table's free list) ---------------------------------------- */
+static inline void rkv_tnode_clear(rkv_tnode *x)
+{
+    uint32_t gen = x->gen;
+    memset(x, 0, sizeof *x);
+    x->gen = gen;
+    x->parent = RKV_NIL;
+    x->first_child = x->next_sib = x->prev_sib = RKV_NIL;
+    x->lru_prev = x->lru_next = RKV_NIL;
+}
 
-/* tree_hash.c ------------------------------------------------------------- */
-/* Node id's pages (a device node) and every lazy ancestor's get their
- * chained hashes; no-op when id's are there already. No allocation. */
-void rkv_tree_hash_node(rkv_tree *t, uint32_t id);
-/* Every lazy page of the tree gets its hash (a snapshot reads them all). */
-void rkv_tree_hash_all(rkv_tree *t);
-/* The pool's hook (pool->tree_hash): block id's chained hash, computed
- * first when it is lazy; with all, every lazy page of the tree gets its
- * hash first when id is cached (before a caller overrides id's hash, so
- * the pages below it keep the hashes they chained from at insert).
- * Logically const: only the cache of hashes moves. */
-uint64_t rkv_tree_block_hash_of(const rkv_tree *t, rkv_block_id id, int all);
-/* Node id's lazy pages name it again (after a split moved them). */
-void rkv_tree_lazy_renumber(rkv_tree *t, uint32_t id);
-
-/* child_index.c ---------------------------------------------------------- */
-uint64_t rkv_child_index_key_page(const rkv_tree *t, uint32_t parent,
-                           const int32_t *page);
-uint64_t rkv_child_index_key_ns(uint64_t ns);
-/* Key of an existing node (its first page or its ns). */
-uint64_t rkv_child_index_key_node(const rkv_tree *t, uint32_t id);
-/* Child of parent whose first page equals page, or RKV_NIL. */
-uint32_t rkv_child_index_find(const rkv_tree *t, uint32_t parent, const int32_t *page);
-/* Namespace root of ns, or RKV_NIL. */
-uint32_t rkv_child_index_find_ns(const rkv_tree *t, uint64_t ns);
-/* Capacity must have been ensured (rkv_tree_prepare). */
-void rkv_child_index_insert(rkv_tree *t, uint64_t key, uint32_t id);
-/* Entry (key, old_id) now names new_id. */
-void rkv_child_index_replace(rkv_tree *t, uint64_t key, uint32_t old_id,
-                      uint32_t new_id);
-void rkv_child_index_remove(rkv_tree *t, uint64_t key, uint32_t id);
-/* Marks every entry of tab[0..cap) empty. */
-void rkv_child_index_clear(rkv_child_index_entry *tab, uint32_t cap);
-/* Moves every entry into `fresh` (cap entries, power of two), which
- * becomes the table; the old one is freed. */
-void rkv_child_index_rehash(rkv_tree *t, rkv_child_index_entry *fresh, uint32_t cap);
-/* Smallest power-of-two capacity (>= 64) holding count entries at load
- * <= 3/4. */
-uint32_t rkv_child_index_cap_for(uint64_t count);
-
-/* tree.c ----------------------------------------------------------------- */
 /* A cleared slot (in use from now on: the caller sets its parent). Capacity
  * must have been prepared. */
-uint32_t rkv_tree_slot_take(rkv_tree *t);
+static inline uint32_t rkv_tree_slot_take(rkv_tree *t)
+{
+    uint32_t id;
+    if (t->free_head != RKV_NIL) {
+        id = t->free_head;
+        t->free_head = t->nodes[id].next_sib;
+        t->free_count--;
+    } else {
+        id = t->nodes_used++;
+        t->nodes[id].gen = 1;
+    }
+    rkv_tnode_clear(&t->nodes[id]);
+    if (t->retain.meta != NULL)
+        t->retain.meta[id] = RKV_NODE_RETENTION_FRESH;
+    if (RKV_UNLIKELY(t->tiers.tn != NULL))
+        t->tiers.tn[id] = RKV_NODE_RESIDENCY_EMPTY;
+    return id;
+}
+
 /* Frees a slot whose node was already unlinked (and its memory freed). */
-void rkv_tree_slot_free(rkv_tree *t, uint32_t id);
-
-/* Life cycle of the core (the public create/destroy/reset assemble the
- * layers around these: treeapi/tree_api.c). core_create allocates the
- * tree's own tables from an already validated config (RKV_ERR_NOMEM
- * leaves nothing); core_publish makes it the pool's tree (last step of a
- * create that cannot fail any more); core_clear drops every device node,
- * its pages and its slot (layers drop their own nodes first); core_destroy
- * frees what core_create made (after core_clear, or right after create). */
-rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
-                                rkv_tree **out);
-void rkv_tree_core_publish(rkv_tree *t);
-void rkv_tree_core_clear(rkv_tree *t);
-void rkv_tree_core_destroy(rkv_tree *t);
-
-/* Memory a call prepares before it changes anything. */
-typedef struct rkv_tree_prep {
-    rkv_tnode *nodes;       /* new slot table, or NULL                      */
-    uint32_t nodes_cap;
-    rkv_child_index_entry *idx;    /* new child index, or NULL                     */
-    uint32_t idx_cap;
-    rkv_node_retention *meta;        /* grown meta (with nodes, when t->retain.meta exists) */
-    rkv_node_residency *tn;            /* grown tn (with nodes, when t->tiers.tn exists)     */
-    int ndata;
-    void *data[16];         /* node arrays (retain: up to 3 splits; insert:
-                               pieces cut at lowered pins + a lower split) */
-    uint32_t data_pages[16];
-} rkv_tree_prep;
-
-/* Allocates what adding add_nodes nodes (each with an index entry) and
- * ndata node arrays of pages[i] pages need. Nothing in t changes except the
- * allocator's counters; on failure nothing stays allocated (RKV_ERR_NOMEM,
- * message names fn). */
-rkv_status rkv_tree_prepare(rkv_tree *t, uint32_t add_nodes, int ndata,
-                            const uint32_t *pages, rkv_tree_prep *p,
-                            const char *fn);
-/* Installs the grown slot table and index (no semantic change); the node
- * arrays stay in p for the commit. */
-void rkv_tree_prep_install(rkv_tree *t, rkv_tree_prep *p);
-/* Frees everything prepared (a later step failed). */
-void rkv_tree_prep_abort(rkv_tree *t, rkv_tree_prep *p);
-
-/* tree_match.c: makes the root of namespace ns (a slot and an index entry
- * already prepared; cannot fail); returns its id. */
-uint32_t rkv_tree_new_root(rkv_tree *t, uint64_t ns);
-/* tree_match.c: splits node xid after k pages using prepared head/tail
- * arrays of k and num_pages-k pages; returns the new head node. */
-uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
-                        void *tail);
-
-/* tree_lease.c ----------------------------------------------------------- */
-/* Draws this tree's lease key (at create; t->pool set, trees_made not yet
- * counted). */
-void rkv_lease_init(rkv_tree *t);
-/* Frees the lease table (destroy). */
-void rkv_lease_fini(rkv_tree *t);
-/* Slot of a live lease with this id, or RKV_NIL. */
-uint32_t rkv_lease_find(const rkv_tree *t, uint64_t id);
-/* Verifies the lease table and adds one to own[node] per live lease
- * (own has nodes_used entries). RKV_ERR_CORRUPT with a message. */
-rkv_status rkv_lease_check(const rkv_tree *t, uint32_t *own);
-/* Makes sure one lease can be taken without allocating. */
-rkv_status rkv_lease_reserve(rkv_tree *t, const char *fn);
-/* Releases a live lease slot. stamp: the path becomes most recently used
- * (rkv_tree_unlock); else a node that becomes evictable is placed by its
- * old last_access (a pin that expires is not a use). */
-void rkv_lease_unlock_slot(rkv_tree *t, uint32_t slot, int stamp);
-
-/* Frees a lease slot (its node's lock counts are the caller's business). */
-void rkv_lease_release(rkv_tree *t, uint32_t slot);
-
-/* tree_lru.c ------------------------------------------------------------- */
-/* The node device eviction takes next when need more blocks are wanted,
- * or RKV_NIL. */
-uint32_t rkv_lru_first(const rkv_tree *t, uint32_t need);
-/* Plain LRU over every bucket: the least recently used head, or RKV_NIL
- * (an eviction-order hook's fallback). */
-uint32_t rkv_lru_first_any(const rkv_tree *t);
-void rkv_lru_unlink(rkv_tree *t, uint32_t id);
-void rkv_lru_push_tail(rkv_tree *t, uint32_t id);
-/* Places a node by its last_access (two-ended walk; steps counted). */
-void rkv_lru_place(rkv_tree *t, uint32_t id);
-/* Path from id up to its namespace root becomes most recently used. */
-void rkv_tree_touch(rkv_tree *t, uint32_t id);
-/* Frees a namespace root that has no child and no lock (its handles go
- * stale; a later non-peek match or insert creates it again). */
-void rkv_tree_free_root(rkv_tree *t, uint32_t root);
+static inline void rkv_tree_slot_free(rkv_tree *t, uint32_t id)
+{
+    rkv_tnode *x = &t->nodes[id];
+    rkv_tnode_clear(x);
+    rkv_tnode_bump_gen(x);
+    if (RKV_UNLIKELY(t->tiers.tn != NULL))
+        t->tiers.tn[id] = RKV_NODE_RESIDENCY_EMPTY;
+    x->next_sib = t->free_head;
+    t->free_head = id;
+    t->free_count++;
+}
 
 static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y)
 {

@@ -18,6 +18,8 @@
  */
 #include "alloc/pool_internal.h"
 #include "radix/tree_core.h"
+#include "radix/tree_hash.h"
+#include "radix/tree_match.h"
 
 static int rkv_node_lazy(const rkv_tree *t, uint32_t id)
 {

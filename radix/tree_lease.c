@@ -48,6 +48,7 @@
 #include "common/status.h"
 #include "radix/tree_core.h"
 #include "radix/tree_lease.h"
+#include "radix/tree_lru.h"
 
 #define RKV_LEASE_SLOT_MASK ((uint64_t)RKV_LEASE_MAX_SLOTS - 1)
 #define RKV_LEASE_GEN_MAX ((UINT64_C(1) << RKV_LEASE_GEN_BITS) - 1)

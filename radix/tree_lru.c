@@ -42,7 +42,9 @@
  */
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/child_index.h"
 #include "radix/tree_core.h"
+#include "radix/tree_lru.h"
 
 /* ---- list primitives ------------------------------------------------------ */
 /* Every primitive works on the node's own bucket (rkv_lru_bucket): one list

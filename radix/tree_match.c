@@ -27,7 +27,12 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/child_index.h"
+#include "radix/tree.h"
 #include "radix/tree_core.h"
+#include "radix/tree_hash.h"
+#include "radix/tree_lru.h"
+#include "radix/tree_match.h"
 
 /* ---- the walk -------------------------------------------------------------- */
 

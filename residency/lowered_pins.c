@@ -66,6 +66,9 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "radix/child_index.h"
+#include "radix/tree_lease.h"
+#include "radix/tree_match.h"
 #include "residency/tier.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: lowered pins: " __VA_ARGS__)

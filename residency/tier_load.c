@@ -20,6 +20,11 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/child_index.h"
+#include "radix/tree.h"
+#include "radix/tree_lease.h"
+#include "radix/tree_lru.h"
+#include "radix/tree_match.h"
 #include "residency/tier.h"
 
 /* ---- conversions ---------------------------------------------------------- */

@@ -26,6 +26,9 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "radix/child_index.h"
+#include "radix/tree_lru.h"
+#include "radix/tree_match.h"
 #include "residency/tier.h"
 
 /* Undoes a move of node y that took slots h[0..k): the host slots go back,

@@ -42,6 +42,9 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "radix/child_index.h"
+#include "radix/tree.h"
+#include "radix/tree_match.h"
 #include "residency/tier.h"
 
 /* One record the scan handed over. */

@@ -91,6 +91,7 @@
 #include "alloc/pool_internal.h"
 #include "common/status.h"
 #include "radix/tree_core.h"
+#include "radix/tree_lru.h"
 #include "retain/evict_guard.h"
 #include "retain/evict_learned.h"
 

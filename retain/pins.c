@@ -48,7 +48,12 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/child_index.h"
+#include "radix/tree.h"
 #include "radix/tree_core.h"
+#include "radix/tree_lease.h"
+#include "radix/tree_lru.h"
+#include "radix/tree_match.h"
 #include "retain/retain.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)

@@ -24,7 +24,10 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "radix/child_index.h"
 #include "radix/tree_core.h"
+#include "radix/tree_lru.h"
+#include "radix/tree_match.h"
 
 /* meta[] (one entry per slot), as rkv_tree_retain makes it. */
 static rkv_status rkv_session_meta(rkv_tree *t)

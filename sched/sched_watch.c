@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "radix/child_index.h"
 #include "radix/tree_core.h"
 #include "sched/sched_internal.h"
 

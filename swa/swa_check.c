@@ -7,6 +7,7 @@
 
 #include "alloc/pool_internal.h"
 #include "common/status.h"
+#include "radix/tree_lease.h"
 #include "swa/swa.h"
 
 #define NO RKV_NO_BLOCK

@@ -21,7 +21,9 @@
 #include "common/status.h"
 #include "events/kv_events.h"
 #include "events/store_log.h"
+#include "radix/tree.h"
 #include "radix/tree_core.h"
+#include "radix/tree_hash.h"
 #include "residency/tier.h"
 #include "retain/evict_guard.h"
 #include "retain/evict_learned.h"
@@ -113,7 +115,7 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
     }
     rkv_retain_attach(t, cfg->max_pinned_pct);
     t->hooks.check = rkv_tree_layers_check;
-    rkv_tree_core_publish(t);
+    rkv_tree_core_publish(t, rkv_tree_block_hash_of);
     *out = t;
     return RKV_OK;
 }
