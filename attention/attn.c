@@ -370,19 +370,20 @@ static rkv_status check_cuda_geom(const rkv_attn *a, const char *fn)
 
 /* ---- CPU execution ---------------------------------------------------------- */
 
-/* Merges state b into a (fp32), in place. */
+/* Merges state b into a (fp32), in place, with the weights rkv_attn_merge
+ * uses (an empty state is skipped, not multiplied). */
 static void merge_f32(uint32_t D, float *oa, float *la, const float *ob, float lb)
 {
-    float m = *la > lb ? *la : lb;
-    if (m == -INFINITY) {
-        for (uint32_t d = 0; d < D; d++)
-            oa[d] = 0.0f;
-        return;
+    float wa, wb;
+    *la = rkv_lse_merge_weights(*la, lb, &wa, &wb);
+    for (uint32_t d = 0; d < D; d++) {
+        float x = 0.0f;
+        if (wa != 0.0f)
+            x += oa[d] * wa;
+        if (wb != 0.0f)
+            x += ob[d] * wb;
+        oa[d] = x;
     }
-    float wa = expf(*la - m), wb = expf(lb - m), s = wa + wb;
-    for (uint32_t d = 0; d < D; d++)
-        oa[d] = (oa[d] * wa + ob[d] * wb) / s;
-    *la = m + logf(s);
 }
 
 /* Runs rows (and an optional shared prefix) on the CPU into out / lse. */
