@@ -37,6 +37,11 @@ int64_t rkv_tree_debug_live_allocs(const rkv_tree *t);
  * every tree is destroyed: the leak check). */
 int64_t rkv_debug_live_tree_allocs_global(void);
 
+/* A 3-byte tree's wide token paths (radix/tree_tokens.c) on or off, so a
+ * test runs both; on is honoured only where the CPU has them. Returns
+ * whether they are on now. */
+int rkv_tree_debug_tok_simd(rkv_tree *t, int on);
+
 /* The layers' own test hooks: residency/tier_debug.h (the tiers'
  * asynchronous copies), retain/evict_guard.h (the learned order's guard). */
 
