@@ -46,7 +46,13 @@
  * (the same prefixes repeat: hit rates do not change).
  * rssB/t is fair to the tree: the bench's own buffers (the longest
  * request's tokens, its copy and block ids; the agentic sessions'
- * contexts) are allocated and touched before the baseline is read.
+ * contexts) are allocated and touched before the baseline is read. Where
+ * the tree's node memory is a jemalloc arena, a second table splits the
+ * first repetition's tree memory per cached token: asked (host_bytes),
+ * allocated (size classes), active pages, freed pages kept, resident.
+ * Built with -DRKV_BENCH_MAIN_API it compiles against a library without
+ * token_bytes and that table (main before them), for same-sitting
+ * comparisons.
  */
 #include <limits.h>
 #include <errno.h>
@@ -57,8 +63,16 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "radix/tree_debug.h"
 #include "sim/trace.h"
 #include "radixkv.h"
+
+#ifdef RKV_BENCH_MAIN_API
+/* main before radix/node_mem.h's report: never filled */
+typedef struct rkv_node_mem_report {
+    size_t asked, allocated, active, dirty, resident;
+} rkv_node_mem_report;
+#endif
 
 
 /* --cpu-clock: intervals are this thread's CPU time (immune to other
@@ -128,6 +142,8 @@ typedef struct bench_acc {
     double hit_rate, bytes_per_token, tree_bytes_per_token;
     double rss_per_token; /* resident set growth over the run / cached tokens */
     uint64_t cached_tokens;
+    int have_mem;         /* mem: the tree's arena at the end (jemalloc) */
+    rkv_node_mem_report mem;
 } bench_acc;
 
 /* Resident set size of this process in bytes (Linux /proc/self/statm; 0
@@ -202,7 +218,9 @@ static void env_open(bench_env *e, uint32_t L, uint64_t capacity_tokens,
     rkv_tree_config_init(&tc);
     tc.event_ring = g_event_ring;
     tc.event_tokens = g_event_tokens;
+#ifndef RKV_BENCH_MAIN_API
     tc.token_bytes = g_token_bytes;
+#endif
     if ((st = rkv_tree_create(e->pool, &tc, &e->tree)) != RKV_OK)
         die("tree_create", st);
     e->P = P;
@@ -334,6 +352,9 @@ static void finish_acc(bench_env *e, bench_acc *acc, double rss0)
     double rss1 = rss_bytes();
     if (acc->cached_tokens && rss0 > 0 && rss1 > rss0)
         acc->rss_per_token = (rss1 - rss0) / (double)acc->cached_tokens;
+#ifndef RKV_BENCH_MAIN_API
+    acc->have_mem = rkv_tree_debug_mem_report(e->tree, &acc->mem);
+#endif
     rkv_status st = rkv_tree_check(e->tree);
     if (st != RKV_OK)
         die("tree_check after the run", st);
@@ -345,9 +366,24 @@ static void finish_acc(bench_env *e, bench_acc *acc, double rss0)
 static void keep_best(bench_acc *best, const bench_acc *a, int first)
 {
     double rss = first ? a->rss_per_token : best->rss_per_token;
+    rkv_node_mem_report mem = first ? a->mem : best->mem;
     if (first || a->total_ns < best->total_ns)
         *best = *a;
     best->rss_per_token = rss;
+    best->mem = mem;
+}
+
+/* The first repetition's tree memory per cached token (see the header). */
+static void print_mem(const char *name, uint32_t P, const bench_acc *a)
+{
+    if (!a->have_mem || a->cached_tokens == 0)
+        return;
+    double c = (double)a->cached_tokens;
+    printf("%-10s %5u  asked %5.2f  allocated %5.2f  active %5.2f  kept free "
+           "%5.2f  resident %5.2f  (B per cached token)\n", name, P,
+           (double)a->mem.asked / c, (double)a->mem.allocated / c,
+           (double)a->mem.active / c, (double)a->mem.dirty / c,
+           (double)a->mem.resident / c);
 }
 
 /* ---- (a) agentic loop -------------------------------------------------------- */
@@ -648,6 +684,9 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "mooncake");
         print_row(name, sizes[i], &tr[i]);
     }
+    printf("\ntree node memory (jemalloc arena), first repetition:\n");
+    for (int i = 0; i < nsizes; i++)
+        print_mem("mooncake", sizes[i], &tr[i]);
 
     /* against SGLang's published replay of the same trace */
     printf("\nvs SGLang RadixCache on this trace (bench/traces/README.md, 3M "

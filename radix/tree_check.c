@@ -43,6 +43,11 @@ void rkv_tree_debug_fail_create_after(rkv_pool *pool, int64_t k)
         pool->tree_fail_at = k < 0 ? 0 : k + 1;
 }
 
+int rkv_tree_debug_mem_report(const rkv_tree *t, rkv_node_mem_report *r)
+{
+    return rkv_node_mem_report_get(&t->mem, r);
+}
+
 int rkv_tree_debug_tok_simd(rkv_tree *t, int on)
 {
     t->tok_simd = on && t->tok_bytes == 3 && rkv_tok_simd_available();

@@ -58,18 +58,8 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
             break;
         const rkv_tnode *x = &t->nodes[c];
         uint32_t m = x->num_pages, avail = npages - d;
-        uint32_t lim = m < avail ? m : avail, k = 1;
-        if (lim > 1) {
-            /* one compare for the common all-equal case; pages on
-             * mismatch */
-            if (rkv_tok_eq(t, rkv_tok_page(t, x, 1), q + P, (size_t)(lim - 1) * P)) {
-                k = lim;
-            } else {
-                while (k < lim && rkv_tok_eq(t, rkv_tok_page(t, x, k),
-                                             q + (size_t)k * P, P))
-                    k++;
-            }
-        }
+        uint32_t lim = m < avail ? m : avail;
+        uint32_t k = lim > 1 ? rkv_tok_pages_equal(t, x, q, lim) : 1;
         const rkv_block_id *xb = rkv_tnode_blocks(t, x);
         if (blocks_out != NULL)
             memcpy(blocks_out + d, xb, (size_t)k * sizeof *xb);

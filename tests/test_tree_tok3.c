@@ -290,3 +290,42 @@ Test(tree_tok3, same_as_int32)
         tt_close(&b);
     }
 }
+
+/* The scheduler over a 3-byte tree refuses what the tree cannot cache --
+ * a prompt id or a sampled id >= 2^24 -- at submit and commit, nothing
+ * changed, instead of failing later inside the tree. */
+Test(tree_tok3, sched_refuses_wide_ids)
+{
+    tt w;
+    tt_open(&w, 4, 64, 3, 0);
+    rkv_sched_config c;
+    rkv_sched_config_init(&c);
+    rkv_sched *s;
+    OK(rkv_sched_create(w.tree, &c, &s));
+    int32_t p[9] = {0xffffff, 0xfffffe, 7, 0x800000, 1, 2, 3, 4, 1 << 24};
+    rkv_request_desc d;
+    memset(&d, 0, sizeof d);
+    d.id = 1;
+    d.prompt = p;
+    d.prompt_len = 9;
+    d.max_new_tokens = 3;
+    ERR(RKV_ERR_INVALID_ARG, rkv_sched_submit(s, &d));
+    cr_assert_not_null(strstr(rkv_last_error(), "2^24"), "%s", rkv_last_error());
+    d.prompt_len = 8;
+    OK(rkv_sched_submit(s, &d));
+    const rkv_batch_plan *pl;
+    OK(rkv_sched_step(s, 0, &pl));
+    cr_assert_eq(pl->num_reqs, 1);
+    int32_t next = 1 << 24;
+    ERR(RKV_ERR_INVALID_ARG, rkv_sched_commit(s, &next, NULL, 1));
+    cr_assert_not_null(strstr(rkv_last_error(), "2^24"), "%s", rkv_last_error());
+    OK(rkv_sched_check(s));
+    next = 0xffffff;
+    OK(rkv_sched_commit(s, &next, NULL, 1));
+    OK(rkv_sched_check(s));
+    /* the prompt's pages are cached with their 3-byte ids */
+    cr_assert_eq(peek(&w, 0, p, 8), 8);
+    rkv_sched_destroy(s);
+    OK(rkv_tree_check(w.tree));
+    tt_close(&w);
+}
