@@ -158,7 +158,7 @@ rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
     t->P = pool->cfg.page_size;
     t->tok_bytes = cfg->token_bytes == 3 ? 3 : 4;
     t->page_bytes = (size_t)t->P * t->tok_bytes;
-    t->tok_simd = t->tok_bytes == 3 && rkv_tok_simd_available();
+    t->tok_simd = rkv_tok_simd_available();
     rkv_status st = rkv_node_mem_init(&t->mem, cfg->use_jemalloc);
     if (st != RKV_OK) {
         free(t);

@@ -50,7 +50,7 @@ int rkv_tree_debug_mem_report(const rkv_tree *t, rkv_node_mem_report *r)
 
 int rkv_tree_debug_tok_simd(rkv_tree *t, int on)
 {
-    t->tok_simd = on && t->tok_bytes == 3 && rkv_tok_simd_available();
+    t->tok_simd = on && rkv_tok_simd_available();
     return t->tok_simd;
 }
 

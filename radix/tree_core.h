@@ -338,7 +338,7 @@ struct rkv_tree {
     uint32_t P;            /* page size in tokens                           */
     uint32_t tok_bytes;    /* bytes per stored token id: 4 or 3
                               (rkv_tree_config.token_bytes; tree_tokens.h) */
-    int tok_simd;          /* 3-byte ids: the CPU has the wide paths
+    int tok_simd;          /* the CPU has the wide token paths
                               (radix/tree_tokens.c)                        */
     size_t page_bytes;     /* P * tok_bytes: one stored page                */
     size_t tpage_bytes;    /* per-page residency entry in a node's memory

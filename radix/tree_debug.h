@@ -38,9 +38,10 @@ int64_t rkv_tree_debug_live_allocs(const rkv_tree *t);
  * every tree is destroyed: the leak check). */
 int64_t rkv_debug_live_tree_allocs_global(void);
 
-/* A 3-byte tree's wide token paths (radix/tree_tokens.c) on or off, so a
- * test runs both; on is honoured only where the CPU has them. Returns
- * whether they are on now. */
+/* The tree's wide token paths (radix/tree_tokens.c: the 3-byte layout's
+ * compare and pack, insert's scan for bad ids) on or off, so a test runs
+ * both; on is honoured only where the CPU has them. Returns whether they
+ * are on now. */
 int rkv_tree_debug_tok_simd(rkv_tree *t, int on);
 
 /* The tree's node memory as its allocator sees it (radix/node_mem.h; for

@@ -253,8 +253,7 @@ static rkv_status rkv_tree_check_tokens(const rkv_tree *t, const int32_t *tokens
 static rkv_status rkv_tree_check_values(const rkv_tree *t, const int32_t *tokens,
                                         size_t from, size_t n, const char *fn)
 {
-    if (n <= from || rkv_tokens_valid_bits(tokens + from, n - from,
-                                           rkv_tok_bad_bits(t)))
+    if (n <= from || rkv_tok_valid(t, tokens + from, n - from, rkv_tok_bad_bits(t)))
         return RKV_OK;
     if (t->tok_bytes == 4)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: negative token id", fn);

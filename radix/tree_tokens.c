@@ -1,7 +1,8 @@
 /*
  * radix/tree_tokens.c -- the 3-byte token layout (see radix/tree_tokens.h):
  * pack, unpack, and find the first id of a stored run that differs from
- * the caller's int32 ids. 8 ids at a time with AVX2 where the CPU has it
+ * the caller's int32 ids; and insert's scan of a request for bad ids
+ * (either layout). 8 ids at a time with AVX2 where the CPU has it
  * (chosen once per tree at create: rkv_tok_simd_available), else with
  * 64-bit words (little-endian hosts), else id by id.
  *
@@ -179,6 +180,23 @@ __attribute__((target("avx2"))) static size_t rkv_tok3_diff_simd(const uint8_t *
     return a != UINT32_MAX ? rkv_tok3_at(n - 8, a) : n;
 }
 
+__attribute__((target("avx2"))) static int rkv_tok_valid_avx2(const int32_t *tokens,
+                                                              size_t n, uint32_t bad)
+{
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i *p = (const __m256i *)(const void *)(tokens + i);
+        a0 = _mm256_or_si256(a0, _mm256_loadu_si256(p));
+        a1 = _mm256_or_si256(a1, _mm256_loadu_si256(p + 1));
+        a2 = _mm256_or_si256(a2, _mm256_loadu_si256(p + 2));
+        a3 = _mm256_or_si256(a3, _mm256_loadu_si256(p + 3));
+    }
+    __m256i a = _mm256_or_si256(_mm256_or_si256(a0, a1), _mm256_or_si256(a2, a3));
+    int ok = _mm256_testz_si256(a, _mm256_set1_epi32((int)bad));
+    return ok && rkv_tokens_valid_bits(tokens + i, n - i, bad);
+}
+
 __attribute__((target("avx2"))) static void rkv_tok3_store_simd(uint8_t *dst,
                                                                 const int32_t *src,
                                                                 size_t n)
@@ -215,6 +233,15 @@ int rkv_tok_simd_available(void)
     return __builtin_cpu_supports("avx2") != 0;
 #else
     return 0;
+#endif
+}
+
+int rkv_tok_valid_simd(const int32_t *tokens, size_t n, uint32_t bad)
+{
+#if RKV_TOK_AVX2
+    return rkv_tok_valid_avx2(tokens, n, bad);
+#else
+    return rkv_tokens_valid_bits(tokens, n, bad);
 #endif
 }
 

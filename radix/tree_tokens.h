@@ -48,6 +48,17 @@ size_t rkv_tok3_diff(const rkv_tree *t, const uint8_t *s, const int32_t *q,
                      size_t n);
 void rkv_tok3_store(const rkv_tree *t, uint8_t *dst, const int32_t *src, size_t n);
 void rkv_tok3_load(int32_t *dst, const uint8_t *src, size_t n);
+int rkv_tok_valid_simd(const int32_t *tokens, size_t n, uint32_t bad);
+
+/* No id among tokens[0..n) has a bit of bad set (insert's scan of a
+ * request: AVX2, 32 ids a round, where the CPU has it). */
+static inline int rkv_tok_valid(const rkv_tree *t, const int32_t *tokens,
+                                size_t n, uint32_t bad)
+{
+    if (t->tok_simd)
+        return rkv_tok_valid_simd(tokens, n, bad);
+    return rkv_tokens_valid_bits(tokens, n, bad);
+}
 
 /* n ids (already validated) into their stored form at dst. */
 static inline void rkv_tok_store(const rkv_tree *t, uint8_t *dst,

@@ -329,3 +329,40 @@ Test(tree_tok3, sched_refuses_wide_ids)
     OK(rkv_tree_check(w.tree));
     tt_close(&w);
 }
+
+/* Insert's scan for bad ids (both layouts, wide paths on and off): a bad
+ * id at any position of a request of any length is refused, nothing
+ * changed; the same request without it is cached. */
+Test(tree_tok3, scan_every_position)
+{
+    for (uint32_t tb = 3; tb <= 4; tb++) {
+        for (int simd = 0; simd <= 1; simd++) {
+            tt w;
+            tt_open(&w, 1, 2 * MAXN, tb, 0);
+            rkv_tree_debug_tok_simd(w.tree, simd);
+            int32_t tok[MAXN];
+            rkv_block_id b[MAXN];
+            OK(rkv_pool_alloc_n(w.pool, MAXN, b));
+            for (uint32_t n = 1; n <= MAXN; n++) {
+                for (uint32_t i = 0; i < n; i++)
+                    tok[i] = (int32_t)(0xffff00u + n);
+                for (uint32_t j = 0; j < n; j++) {
+                    int32_t keep = tok[j];
+                    tok[j] = tb == 3 ? (int32_t)(keep + (1 << 24)) : -keep;
+                    ERR(RKV_ERR_INVALID_ARG,
+                        rkv_tree_insert(w.tree, n, tok, n, b, NULL, NULL));
+                    tok[j] = keep;
+                }
+                rkv_tree_stats s;
+                OK(rkv_tree_get_stats(w.tree, &s));
+                cr_assert_eq(s.cached_blocks, 0, "tb %u simd %d n %u", tb, simd, n);
+            }
+            rkv_insert_result r;
+            OK(rkv_tree_insert(w.tree, 1, tok, MAXN, b, NULL, &r));
+            cr_assert_eq(r.new_pages, MAXN);
+            OK(rkv_pool_unref_n(w.pool, MAXN, b));
+            OK(rkv_tree_check(w.tree));
+            tt_close(&w);
+        }
+    }
+}
