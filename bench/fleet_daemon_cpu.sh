@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# bench/fleet_daemon_cpu.sh BUILD_DIR [INSTANCES] [QUERIES] -- the router
-# daemon's CPU time per route query against the in-process query on the
-# same index, over a real NATS server, on this machine.
+# bench/fleet_daemon_cpu.sh BUILD_DIR [INSTANCES] [QUERIES] [CLIENT_BUILD_DIR]
+# -- the router daemon's CPU time per route query against the in-process
+# query on the same index, over a real NATS server, on this machine.
 #
-# nats-server on a free loopback port, `radixkv router` with
-# --metrics-port, INSTANCES (8) radixkv-fleet-instance processes caching
-# 200 synthetic prompts each (28 pages: a shared system prompt, one of 8
-# topics, a private tail), then QUERIES (5000) route queries by page
-# hashes over NATS request/reply (radixkv-fleet-instance --query; one
-# client, then four at once, QUERIES in all) and QUERIES/5 over POST
-# /v1/route (a Python client, one connection per
-# request as the server closes each). The daemon's CPU time is the sum of
+# nats-server on a free loopback port, BUILD_DIR's `radixkv router` with
+# --metrics-port, one radixkv-fleet-instance process (CLIENT_BUILD_DIR's,
+# default BUILD_DIR's) standing in for INSTANCES (8) instances
+# (--instances) caching PROMPTS (200) synthetic prompts each (28 pages: a
+# shared system prompt, one of 8 topics, a private tail) and heartbeating
+# every HB_MS (500; the router's heartbeat timeout is 6 x that); once the
+# index is still, QUERIES (5000) route queries by page hashes over NATS
+# request/reply (radixkv-fleet-instance --query; one client, then four at
+# once, QUERIES in all), QUERIES/5 over POST /v1/route with one
+# connection per request (a Python client), and QUERIES/5 on one
+# kept-alive connection (the same client, connecting again whenever the
+# server closes). The daemon's CPU time is the sum of
 # its threads' schedstat run time (ns) over each phase, less its idle rate
 # (heartbeats) measured over 3 s before; the in-process part is
 # radixkv_router_route_cpu_seconds_total (thread CPU time inside the
@@ -18,26 +22,35 @@
 # their ratio. Needs nats-server, curl and python3. Everything it starts is
 # stopped at the end. (JetStream: the router keeps a stream.)
 set -euo pipefail
-B=${1:?usage: bench/fleet_daemon_cpu.sh BUILD_DIR [INSTANCES] [QUERIES]}
+B=${1:?usage: bench/fleet_daemon_cpu.sh BUILD_DIR [INSTANCES] [QUERIES] [CLIENT_BUILD_DIR]}
 NI=${2:-8}
 N=${3:-5000}
+C=${4:-$B}
+HB_MS=${HB_MS:-500}
+PROMPTS=${PROMPTS:-200}
 . "$(dirname "$0")/fleet_bench_env.sh"
 "$B/radixkv" router --server "$U" --model bench --metrics-port "$MP" --page-size 16 \
-    2>"$D/router.log" &
+    --heartbeat-timeout-ms $((6 * HB_MS)) 2>"$D/router.log" &
 RP=$!
 pids=($RP "${pids[@]}")
 sleep 1
-for i in $(seq 1 "$NI"); do
-  "$B/radixkv-fleet-instance" --server "$U" --model bench --instance "$i" --seed "$i" \
-      --topics 8 --rate 400 --count 200 >/dev/null &
-  pids=($! "${pids[@]}")
-done
-sleep 3
+"$C/radixkv-fleet-instance" --server "$U" --model bench --instance 1 --seed 1 \
+    --instances "$NI" --blocks 1024 --heartbeat-ms "$HB_MS" --topics 8 --rate 0 \
+    --count "$PROMPTS" >"$D/instances.out" &
+pids=($! "${pids[@]}")
 cpu_ns() { cat /proc/"$RP"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
 route_s() { curl -s "http://127.0.0.1:$MP/metrics" |
               awk '/^radixkv_router_route_cpu_seconds_total/ {print $2}'; }
 now_ns() { date +%s%N; }
 metric() { curl -s "http://127.0.0.1:$MP/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+# every prompt published, then the index still for a second
+until grep -q "served" "$D/instances.out"; do sleep 0.5; done
+prev=-1
+while :; do
+  cur=$(metric radixkv_router_events_applied_total)
+  [ "$cur" = "$prev" ] && break
+  prev=$cur; sleep 1
+done
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg); instances live: $(metric radixkv_router_instances_live)," \
      "index entries: $(metric radixkv_router_index_entries)"
 c0=$(cpu_ns); t0=$(now_ns); sleep 3; c1=$(cpu_ns); t1=$(now_ns)
@@ -115,4 +128,37 @@ for req in reqs:
     s.close()
     if b" 200 " not in data.split(b"\r\n", 1)[0]:
         sys.exit("bad answer: %r" % data[:200])
+EOF
+phase "POST /v1/route, token ids, kept-alive connection" "$NH" python3 - "$MP" "$D/http" <<'EOF'
+import pickle, socket, sys
+port = int(sys.argv[1])
+with open(sys.argv[2], "rb") as f:
+    reqs = pickle.load(f)
+s, buf, connects = None, b"", 0
+for req in reqs:
+    if s is None:
+        s, buf, connects = socket.create_connection(("127.0.0.1", port)), b"", connects + 1
+    s.sendall(req)
+    while b"\r\n\r\n" not in buf:
+        x = s.recv(65536)
+        if not x:
+            sys.exit("closed before the answer")
+        buf += x
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    lines = head.split(b"\r\n")
+    if b" 200 " not in lines[0]:
+        sys.exit("bad answer: %r" % head[:200])
+    hdr = dict((l.split(b":", 1)[0].strip().lower(), l.split(b":", 1)[1].strip())
+               for l in lines[1:])
+    n = int(hdr[b"content-length"])
+    while len(buf) < n:
+        x = s.recv(65536)
+        if not x:
+            sys.exit("closed inside the answer")
+        buf += x
+    buf = buf[n:]
+    if hdr.get(b"connection", b"").lower() == b"close" or lines[0].startswith(b"HTTP/1.0"):
+        s.close()
+        s = None
+print("  (%d connections for %d requests)" % (connects, len(reqs)))
 EOF
