@@ -12,7 +12,7 @@
 # index is still, QUERIES (5000) route queries by page hashes over NATS
 # request/reply (radixkv-fleet-instance --query; one client, then four at
 # once, QUERIES in all), QUERIES/5 over POST /v1/route with one
-# connection per request (a Python client), and QUERIES/5 on one
+# connection per request ("Connection: close"; a Python client), and QUERIES/5 on one
 # kept-alive connection (the same client, connecting again whenever the
 # server closes). The daemon's CPU time is the sum of
 # its threads' schedstat run time (ns) over each phase, less its idle rate
@@ -118,7 +118,7 @@ with open(sys.argv[2], "rb") as f:
     reqs = pickle.load(f)
 for req in reqs:
     s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(req)
+    s.sendall(req.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1))
     data = b""
     while True:
         x = s.recv(65536)

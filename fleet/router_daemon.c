@@ -27,7 +27,9 @@
  *    model answers; queries go to one router of the queue group
  *    "radixkv-router", so several routers share them), and the same text on
  *    http://<--metrics-addr>:<--metrics-port>/metrics when asked
- *    (fleet/http.c, polled from the main loop: a scrape never blocks it);
+ *    (fleet/http.c, on a thread of its own that sleeps in poll(2): a
+ *    scrape or a stuck client never blocks the main loop, and connections
+ *    are kept alive between requests);
  *  - a route query carries page hashes or token ids (fleet/codec.h
  *    versions 1 and 2): the codec hashes token ids into the trees' page
  *    hashes, so the router sees one form.
@@ -40,9 +42,10 @@
  *    are logged without their passwords.
  *
  * One thread at a time uses the router, under the state lock: the main
- * loop handles the stream, heartbeats, snapshots, stats and HTTP in
- * arrival order (their NATS callbacks only queue them), and route queries
- * are answered on their own delivery thread (on_route). Bad messages are counted and
+ * loop handles the stream, heartbeats, snapshots and stats in arrival
+ * order (their NATS callbacks only queue them), route queries are
+ * answered on their own delivery thread (on_route), and HTTP requests on
+ * the HTTP thread (http_loop). Bad messages are counted and
  * logged (the first few), never fatal. SIGINT/SIGTERM stop it cleanly.
  * An instance is routed to only once this process had a heartbeat from
  * it: one rebuilt from the stream after a restart may have died while the
@@ -53,6 +56,7 @@
 #include <inttypes.h>
 #include <nats/nats.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +165,7 @@ typedef struct mqueue_owner {
     pthread_mutex_t state;
     rkv_daemon *d;
     int closing;
+    atomic_int http_stop; /* ends http_loop */
 } mqueue_owner;
 
 static void enqueue(mqueue *q, natsMsg *m, int kind)
@@ -802,10 +807,39 @@ void rkv_daemon_set_page_size(rkv_daemon *d, uint32_t page_size)
     d->page_size = page_size <= RKV_MAX_PAGE_SIZE ? page_size : 0;
 }
 
+/* The HTTP server's callbacks, on its own thread (http_loop): each takes
+ * the state lock the NATS paths take. */
 static size_t on_http_route(void *ctx, const char *body, size_t len, char *buf,
                             size_t cap, int *code)
 {
-    return rkv_daemon_http_route(ctx, body, len, buf, cap, code);
+    mqueue_owner *o = ctx;
+    pthread_mutex_lock(&o->state);
+    size_t n = rkv_daemon_http_route(o->d, body, len, buf, cap, code);
+    pthread_mutex_unlock(&o->state);
+    return n;
+}
+
+static size_t render_metrics(void *ctx, char *buf, size_t cap);
+
+static size_t on_http_metrics(void *ctx, char *buf, size_t cap)
+{
+    mqueue_owner *o = ctx;
+    pthread_mutex_lock(&o->state);
+    size_t n = render_metrics(o->d, buf, cap);
+    pthread_mutex_unlock(&o->state);
+    return n;
+}
+
+/* The HTTP server's thread: it sleeps in poll(2) until a connection has
+ * something (no polling from the main loop, so a request is answered as
+ * it arrives), waking at least every 50 ms for the deadlines and to
+ * notice the stop. */
+static void *http_loop(void *arg)
+{
+    mqueue_owner *o = arg;
+    while (!atomic_load(&o->http_stop))
+        rkv_http_poll(o->d->http, rkv_fleet_now_ms(), 50, on_http_metrics, o);
+    return NULL;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -1415,7 +1449,9 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     rkv_daemon *d = rkv_daemon_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
                                stderr, &rcfg);
     mqueue_owner qo = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL},
-                       0, PTHREAD_MUTEX_INITIALIZER, d, 0};
+                       0, PTHREAD_MUTEX_INITIALIZER, d, 0, 0};
+    pthread_t http_thread;
+    int http_started = 0;
     mqueue *q = &qo.q;
     int rc = 1;
     natsOptions *no = NULL;
@@ -1428,7 +1464,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     rkv_daemon_set_snapshot_limit(d, (uint32_t)snap_burst, snap_interval);
     rkv_daemon_set_page_size(d, (uint32_t)page_size);
     if (metrics && (rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK ||
-                    rkv_http_set_post(d->http, "/v1/route", on_http_route, d) != RKV_OK)) {
+                    rkv_http_set_post(d->http, "/v1/route", on_http_route, &qo) != RKV_OK)) {
         fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());
         goto out;
     }
@@ -1497,11 +1533,14 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     if (d->http)
         fprintf(stderr, "%s: metrics on http://%s:%u/metrics, route API on "
                 "POST /v1/route\n", prog, metrics_addr, (unsigned)rkv_http_port(d->http));
-    uint64_t next_tick = rkv_fleet_now_ms(), last_http = 0, next_watch = next_tick + 1000;
+    if (d->http && pthread_create(&http_thread, NULL, http_loop, &qo) != 0) {
+        fprintf(stderr, "%s: cannot start the HTTP thread\n", prog);
+        goto out;
+    }
+    http_started = d->http != NULL;
+    uint64_t next_tick = rkv_fleet_now_ms(), next_watch = next_tick + 1000;
     while (!rkv_fleet_stop) {
-        /* with the HTTP port open an idle loop wakes every millisecond, so
-         * an HTTP route query waits at most about that for its turn */
-        qitem *it = dequeue(q, d->http ? 1 : 50);
+        qitem *it = dequeue(q, 50);
         uint64_t now = rkv_fleet_now_ms();
         pthread_mutex_lock(&qo.state);
         if (it) {
@@ -1511,12 +1550,6 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
                           natsMsg_GetReply(it->msg), now);
             natsMsg_Destroy(it->msg);
             free(it);
-        }
-        /* at most once a millisecond, never waiting: a scrape costs the
-         * NATS loop one render, a stuck client nothing */
-        if (d->http && now != last_http) {
-            rkv_http_poll(d->http, now, 0, render_metrics, d);
-            last_http = now;
         }
         if (now >= next_tick) {
             pthread_mutex_lock(&q->mu);
@@ -1533,6 +1566,10 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     }
     rc = 0;
 out:
+    if (http_started) {
+        atomic_store(&qo.http_stop, 1);
+        pthread_join(http_thread, NULL);
+    }
     pthread_mutex_lock(&qo.state); /* an answer under way ends first */
     qo.closing = 1;
     pthread_mutex_unlock(&qo.state);
