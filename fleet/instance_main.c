@@ -18,6 +18,9 @@
  * pool, tree and publisher each, one NATS connection), so that one process
  * can feed a router the events and heartbeats of a 1,024-instance fleet.
  *
+ * With --echo it answers route queries with a fixed reply instead, on the
+ * delivery thread as the router does: the transport's floor.
+ *
  * With --query it instead asks the router where each of its prompts
  * should go and prints the replies (instance and overlap pages); the
  * query carries token ids (route query version 2) with --by-tokens.
@@ -263,6 +266,66 @@ static int serve(natsConnection *nc, const char *model, uint64_t id, uint64_t n_
     return rc;
 }
 
+/* --echo: answers every route query at once with the same fixed reply
+ * (8 instances listed), on its subscription's delivery thread with
+ * SendAsap, as the router daemon answers -- everything the daemon does
+ * per query but the routing: its CPU time per query is what libnats
+ * request/reply costs on this machine (bench/fleet_daemon_cpu.sh). */
+typedef struct echo_ctx {
+    uint8_t reply[RKV_WIRE_HEADER + 20 + 12 * RKV_WIRE_MAX_ROUTE];
+    size_t len;
+} echo_ctx;
+
+static void on_echo(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *closure)
+{
+    (void)sub;
+    const echo_ctx *e = closure;
+    if (natsMsg_GetReply(m))
+        natsConnection_Publish(nc, natsMsg_GetReply(m), e->reply, (int)e->len);
+    natsMsg_Destroy(m);
+}
+
+static int echo(natsOptions *no, const char *model)
+{
+    static echo_ctx e;
+    rkv_wire_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.instance = 1;
+    rep.pages = 28;
+    rep.count = 8;
+    for (uint32_t i = 0; i < rep.count; i++) {
+        rep.ids[i] = i + 1;
+        rep.id_pages[i] = 24;
+    }
+    char subj[160];
+    natsConnection *nc = NULL;
+    natsSubscription *sub = NULL;
+    if (rkv_wire_encode_reply(&rep, e.reply, sizeof e.reply, &e.len) != RKV_OK ||
+        rkv_fleet_subject(subj, sizeof subj, model, "route", 0, 0) != RKV_OK) {
+        fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
+        return 1;
+    }
+    natsStatus s = natsOptions_SetSendAsap(no, true);
+    if (s == NATS_OK)
+        s = natsConnection_Connect(&nc, no);
+    if (s == NATS_OK)
+        s = natsConnection_QueueSubscribe(&sub, nc, subj, "radixkv-router", on_echo, &e);
+    if (s == NATS_OK)
+        s = natsConnection_Flush(nc);
+    if (s != NATS_OK)
+        fprintf(stderr, "radixkv-fleet-instance: echo: %s\n", natsStatus_GetText(s));
+    else
+        printf("echo ready\n");
+    fflush(stdout);
+    while (s == NATS_OK && !rkv_fleet_stop) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    natsSubscription_Destroy(sub);
+    natsConnection_Destroy(nc);
+    return s == NATS_OK ? 0 : 1;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -292,7 +355,7 @@ int main(int argc, char **argv)
     uint64_t id = 0, seed = 1, shared = 1, rate = 5, count = 0, blocks = 4096,
              topics = 8, slice_k = 0, slice_n = 1, limit = 0, max_tokens = 0,
              hb_ms = 500, n_inst = 1;
-    int do_query = 0, by_tokens = 0, quiet = 0;
+    int do_query = 0, by_tokens = 0, quiet = 0, do_echo = 0;
     const char *zmq_pub = NULL, *zmq_replay = NULL;
     static const struct option opts[] = {
         {"server", required_argument, 0, 's'}, {"model", required_argument, 0, 'm'},
@@ -305,7 +368,7 @@ int main(int argc, char **argv)
         {"heartbeat-ms", required_argument, 0, 11},
         {"by-tokens", no_argument, 0, 12}, {"quiet", no_argument, 0, 13},
         {"zmq-pub", required_argument, 0, 14}, {"zmq-replay", required_argument, 0, 15},
-        {"instances", required_argument, 0, 16},
+        {"instances", required_argument, 0, 16}, {"echo", no_argument, 0, 17},
         {"query", no_argument, 0, 'q'}, RKV_NATS_AUTH_LONGOPTS,
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
@@ -345,6 +408,7 @@ int main(int argc, char **argv)
         case 14: zmq_pub = optarg; break;
         case 15: zmq_replay = optarg; break;
         case 16: dst = &n_inst; break;
+        case 17: do_echo = 1; break;
         case 'q': do_query = 1; break;
         case 'h':
         default:
@@ -361,6 +425,8 @@ int main(int argc, char **argv)
                     "   in the vLLM KV-event format (ZMQ PUB, replay ROUTER)]\n"
                     "  [--query [--by-tokens] [--quiet]: ask the router for --count prompts\n"
                     "   instead; the round trip p50/p99 goes to stderr]\n"
+                    "  [--echo: answer route queries with a fixed reply instead (a\n"
+                    "   stand-in router without an index: libnats' own cost)]\n"
                     "SIGUSR1 resets the tree; SIGINT/SIGTERM stop.\n%s",
                     rkv_nats_auth_usage());
             rkv_nats_auth_free(&auth);
@@ -426,7 +492,9 @@ int main(int argc, char **argv)
     }
     int32_t tok[MAX_TOK];
     int rc = 0;
-    if (do_query) {
+    if (do_echo) {
+        rc = echo(no, model);
+    } else if (do_query) {
         uint64_t nq = count ? count : 10, done = 0, lost = 0;
         uint64_t *rt = malloc(nq * sizeof *rt);
         for (uint64_t k = 0; rt && k < nq && !rkv_fleet_stop; k++) {
