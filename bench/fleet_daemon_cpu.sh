@@ -15,7 +15,8 @@
 # connection per request ("Connection: close"; a Python client), and QUERIES/5 on one
 # kept-alive connection (the same client, connecting again whenever the
 # server closes); then the same NATS queries to a stand-in router without
-# an index (--echo: libnats' own floor). The daemon's CPU time is the sum of
+# an index (--echo on a delivery thread, --echo-loop on fleet/nats_loop.h:
+# the transport alone). The daemon's CPU time is the sum of
 # its threads' schedstat run time (ns) over each phase, less its idle rate
 # (heartbeats) measured over 3 s before; the in-process part is
 # radixkv_router_route_cpu_seconds_total (thread CPU time inside the
@@ -164,31 +165,28 @@ for req in reqs:
 print("  (%d connections for %d requests)" % (connects, len(reqs)))
 EOF
 # The transport's floor: radixkv-fleet-instance --echo answers the same
-# queries with a fixed reply (8 instances listed) on its delivery thread,
-# as the daemon does, without an index: its CPU per query is libnats'
-# request/reply on this machine. (CLIENT_BUILD_DIR's binary.)
-"$C/radixkv-fleet-instance" --server "$U" --model echo --echo >"$D/echo.out" &
-EP=$!
-pids=($EP "${pids[@]}")
-until grep -q "echo ready" "$D/echo.out"; do sleep 0.2; done
-echo_phase() { # name count command...
-  local name=$1 count=$2; shift 2
-  local c0 c1
-  c0=$(cat /proc/"$EP"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}')
-  "$@"
-  c1=$(cat /proc/"$EP"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}')
-  python3 -c "print('%s: echo CPU %.2f us per query (the floor)' % ('$name', ($c1 - $c0) / $count / 1e3))"
-}
-echo_phase "NATS echo, 1 client" "$N" \
-  "$C/radixkv-fleet-instance" --server "$U" --model echo --query --quiet --seed 1 \
-      --topics 8 --count "$N"
-epar() {
-  local ps=()
-  for k in 1 2 3 4; do
-    "$C/radixkv-fleet-instance" --server "$U" --model echo --query --quiet --seed "$k" \
-        --topics 8 --count "$((N / 4))" >/dev/null &
-    ps+=($!)
+# queries with a fixed reply (8 instances listed) on an asynchronous
+# subscription's delivery thread (as the daemon did before
+# fleet/nats_loop.h), --echo-loop on fleet/nats_loop.h (as the daemon now
+# does), without an index: their CPU per query is the transport's alone
+# on this machine. (CLIENT_BUILD_DIR's binary.)
+sched_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
+for mode in echo echo-loop; do
+  "$C/radixkv-fleet-instance" --server "$U" --model "$mode" --"$mode" >"$D/$mode.out" &
+  EP=$!
+  pids=($EP "${pids[@]}")
+  until grep -q "echo ready" "$D/$mode.out"; do sleep 0.2; done
+  for c in 1 4; do
+    e0=$(sched_ns "$EP")
+    ps=()
+    for k in $(seq 1 "$c"); do
+      "$C/radixkv-fleet-instance" --server "$U" --model "$mode" --query --quiet --seed "$k" \
+          --topics 8 --count "$((N / c))" >/dev/null 2>&1 &
+      ps+=($!)
+    done
+    wait "${ps[@]}"
+    e1=$(sched_ns "$EP")
+    python3 -c "print('NATS --$mode, $c client(s): %.2f us per query (the transport alone)' % (($e1 - $e0) / $N / 1e3))"
   done
-  wait "${ps[@]}"
-}
-echo_phase "NATS echo, 4 clients at once" "$N" epar
+  kill "$EP"
+done

@@ -42,6 +42,7 @@
 #include "fleet/codec.h"
 #include "fleet/daemon_util.h"
 #include "fleet/nats_auth.h"
+#include "fleet/nats_loop.h"
 #include "fleet/publisher.h"
 #include "fleet/stand_in.h"
 #ifdef RKV_HAVE_ZMQ
@@ -276,16 +277,26 @@ typedef struct echo_ctx {
     size_t len;
 } echo_ctx;
 
+static void echo_reply(const echo_ctx *e, natsConnection *nc, natsMsg *m)
+{
+    if (natsMsg_GetReply(m))
+        natsConnection_Publish(nc, natsMsg_GetReply(m), e->reply, (int)e->len);
+}
+
 static void on_echo(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *closure)
 {
     (void)sub;
-    const echo_ctx *e = closure;
-    if (natsMsg_GetReply(m))
-        natsConnection_Publish(nc, natsMsg_GetReply(m), e->reply, (int)e->len);
+    echo_reply(closure, nc, m);
     natsMsg_Destroy(m);
 }
 
-static int echo(natsOptions *no, const char *model)
+/* --echo-loop: the same on fleet/nats_loop.h (the loop destroys m) */
+static void on_echo_loop(void *ctx, natsConnection *nc, natsMsg *m)
+{
+    echo_reply(ctx, nc, m);
+}
+
+static int echo(natsOptions *no, const char *model, int loop)
 {
     static echo_ctx e;
     rkv_wire_reply rep;
@@ -305,13 +316,21 @@ static int echo(natsOptions *no, const char *model)
         fprintf(stderr, "radixkv-fleet-instance: %s\n", rkv_last_error());
         return 1;
     }
-    natsStatus s = natsOptions_SetSendAsap(no, true);
-    if (s == NATS_OK)
-        s = natsConnection_Connect(&nc, no);
-    if (s == NATS_OK)
-        s = natsConnection_QueueSubscribe(&sub, nc, subj, "radixkv-router", on_echo, &e);
-    if (s == NATS_OK)
-        s = natsConnection_Flush(nc);
+    rkv_nats_loop *nl = NULL;
+    natsStatus s = NATS_OK;
+    if (loop) {
+        s = rkv_nats_loop_start(no, subj, "radixkv-router", on_echo_loop, &e, &nl);
+        struct timespec ts = {0, 200 * 1000000L}; /* its SUB reaches the server */
+        nanosleep(&ts, NULL);
+    } else {
+        s = natsOptions_SetSendAsap(no, true);
+        if (s == NATS_OK)
+            s = natsConnection_Connect(&nc, no);
+        if (s == NATS_OK)
+            s = natsConnection_QueueSubscribe(&sub, nc, subj, "radixkv-router", on_echo, &e);
+        if (s == NATS_OK)
+            s = natsConnection_Flush(nc);
+    }
     if (s != NATS_OK)
         fprintf(stderr, "radixkv-fleet-instance: echo: %s\n", natsStatus_GetText(s));
     else
@@ -321,6 +340,7 @@ static int echo(natsOptions *no, const char *model)
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
+    rkv_nats_loop_stop(nl);
     natsSubscription_Destroy(sub);
     natsConnection_Destroy(nc);
     return s == NATS_OK ? 0 : 1;
@@ -369,6 +389,7 @@ int main(int argc, char **argv)
         {"by-tokens", no_argument, 0, 12}, {"quiet", no_argument, 0, 13},
         {"zmq-pub", required_argument, 0, 14}, {"zmq-replay", required_argument, 0, 15},
         {"instances", required_argument, 0, 16}, {"echo", no_argument, 0, 17},
+        {"echo-loop", no_argument, 0, 18},
         {"query", no_argument, 0, 'q'}, RKV_NATS_AUTH_LONGOPTS,
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
@@ -409,6 +430,7 @@ int main(int argc, char **argv)
         case 15: zmq_replay = optarg; break;
         case 16: dst = &n_inst; break;
         case 17: do_echo = 1; break;
+        case 18: do_echo = 2; break;
         case 'q': do_query = 1; break;
         case 'h':
         default:
@@ -426,7 +448,8 @@ int main(int argc, char **argv)
                     "  [--query [--by-tokens] [--quiet]: ask the router for --count prompts\n"
                     "   instead; the round trip p50/p99 goes to stderr]\n"
                     "  [--echo: answer route queries with a fixed reply instead (a\n"
-                    "   stand-in router without an index: libnats' own cost)]\n"
+                    "   stand-in router without an index: libnats' own cost;\n"
+                    "   --echo-loop: served as the router serves them, fleet/nats_loop.h)]\n"
                     "SIGUSR1 resets the tree; SIGINT/SIGTERM stop.\n%s",
                     rkv_nats_auth_usage());
             rkv_nats_auth_free(&auth);
@@ -493,7 +516,7 @@ int main(int argc, char **argv)
     int32_t tok[MAX_TOK];
     int rc = 0;
     if (do_echo) {
-        rc = echo(no, model);
+        rc = echo(no, model, do_echo == 2);
     } else if (do_query) {
         uint64_t nq = count ? count : 10, done = 0, lost = 0;
         uint64_t *rt = malloc(nq * sizeof *rt);

@@ -44,8 +44,10 @@
  * One thread at a time uses the router, under the state lock: the main
  * loop handles the stream, heartbeats, snapshots and stats in arrival
  * order (their NATS callbacks only queue them), route queries are
- * answered on their own delivery thread (on_route), and HTTP requests on
- * the HTTP thread (http_loop). Bad messages are counted and
+ * answered on a connection and thread of their own (on_route_loop,
+ * fleet/nats_loop.h; on their subscription's delivery thread, on_route,
+ * when that cannot start), and HTTP requests on the HTTP thread
+ * (http_loop). Bad messages are counted and
  * logged (the first few), never fatal. SIGINT/SIGTERM stop it cleanly.
  * An instance is routed to only once this process had a heartbeat from
  * it: one rebuilt from the stream after a restart may have died while the
@@ -69,6 +71,7 @@
 #include "fleet/http.h"
 #include "fleet/route_json.h"
 #include "fleet/nats_auth.h"
+#include "fleet/nats_loop.h"
 #include "fleet/publisher.h"
 #include "fleet/router_daemon.h"
 #include "radixkv_router.h"
@@ -150,6 +153,10 @@ struct rkv_daemon {
     int32_t *tokens; /* RKV_DAEMON_HTTP_MAX_TOKENS, allocated on first use */
     uint64_t http_routes, http_route_errors;
     uint64_t route_cpu_ns; /* thread CPU time inside the router's route calls */
+    /* the route queries' own connection (fleet/nats_loop.h): replies to
+     * them go on it while one is handled (NULL: on nc) */
+    rkv_nats_loop *route_loop;
+    natsConnection *reply_nc;
 };
 
 /* a body of RKV_HTTP_MAX_POST bytes holds at most this many ids ("1,") */
@@ -243,6 +250,22 @@ static void on_route(natsConnection *nc, natsSubscription *sub, natsMsg *m,
                           natsMsg_GetReply(m), rkv_fleet_now_ms());
     pthread_mutex_unlock(&o->state);
     natsMsg_Destroy(m);
+}
+/* The same on the route queries' own connection and thread
+ * (fleet/nats_loop.h): no hand-off between threads, and the replies to
+ * every query one read brought go out in one write. */
+static void on_route_loop(void *ctx, natsConnection *nc, natsMsg *m)
+{
+    mqueue_owner *o = ctx;
+    pthread_mutex_lock(&o->state);
+    if (!o->closing) {
+        o->d->reply_nc = nc;
+        rkv_daemon_handle(o->d, RKV_DAEMON_ROUTE, natsMsg_GetSubject(m),
+                          natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                          natsMsg_GetReply(m), rkv_fleet_now_ms());
+        o->d->reply_nc = NULL;
+    }
+    pthread_mutex_unlock(&o->state);
 }
 HANDLER(on_stats, RKV_DAEMON_STATS)
 HANDLER(on_snap, RKV_DAEMON_SNAP)
@@ -700,8 +723,8 @@ static void send_reply(rkv_daemon *d, const char *reply_to, const void *data, si
 {
     if (d->reply_fn)
         d->reply_fn(d->reply_ctx, reply_to, data, len);
-    else if (d->nc)
-        natsConnection_Publish(d->nc, reply_to, data, (int)len);
+    else if (d->reply_nc || d->nc)
+        natsConnection_Publish(d->reply_nc ? d->reply_nc : d->nc, reply_to, data, (int)len);
 }
 
 static void handle_route(rkv_daemon *d, const void *data, size_t data_len,
@@ -935,6 +958,8 @@ static size_t render_metrics(void *ctx, char *buf, size_t cap)
             dropped += (uint64_t)n;
     }
     dropped += d->queue_dropped;
+    int64_t rl = rkv_nats_loop_dropped(d->route_loop);
+    dropped += rl > 0 ? (uint64_t)rl : 0;
     int k = snprintf(
         buf, cap,
         METRIC("gauge", "radixkv_router_instances_live",
@@ -1324,6 +1349,28 @@ static int parse_u64(const char *s, uint64_t *out)
 
 #define DEFAULT_SERVER "nats://127.0.0.1:4222"
 
+/* The route queries' connection and thread (fleet/nats_loop.h), with the
+ * main connection's server, authentication and TLS. */
+static natsStatus start_route_loop(const char *prog, const rkv_nats_auth *auth,
+                                   const char *route_subj, mqueue_owner *qo)
+{
+    natsOptions *ro = NULL;
+    natsStatus s = natsOptions_Create(&ro);
+    if (s == NATS_OK && rkv_nats_auth_apply(auth, DEFAULT_SERVER, ro) != RKV_OK)
+        s = NATS_ERR;
+    if (s == NATS_OK) s = natsOptions_SetErrorHandler(ro, rkv_fleet_nats_error, (void *)prog);
+    if (s == NATS_OK) s = natsOptions_SetMaxReconnect(ro, -1);
+    if (s == NATS_OK) s = natsOptions_SetReconnectWait(ro, 100);
+    if (s == NATS_OK)
+        s = rkv_nats_loop_start(ro, route_subj, "radixkv-router", on_route_loop, qo,
+                                &qo->d->route_loop);
+    if (s != NATS_OK)
+        fprintf(stderr, "%s: route queries on their own connection: %s; on the main "
+                "one instead\n", prog, natsStatus_GetText(s));
+    natsOptions_Destroy(ro); /* the connection keeps its own copy */
+    return s;
+}
+
 int rkv_router_daemon_main(const char *prog, int argc, char **argv)
 {
     const char *server = NULL, *model = NULL, *stream_opt = NULL,
@@ -1513,9 +1560,10 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             s = natsConnection_Subscribe(&d->subs[1], d->nc, hb_subj, on_hb, q);
         if (s == NATS_OK)
             s = subscribe_kv(d, &w, &jerr);
-        if (s == NATS_OK)
-            /* a queue group: routers of one model share the queries, each
-             * answered by one of them */
+        /* a queue group: routers of one model share the queries, each
+         * answered by one of them; on a connection and thread of their
+         * own, else (it cannot start) as the other subscriptions */
+        if (s == NATS_OK && start_route_loop(prog, &auth, route_subj, &qo) != NATS_OK)
             s = natsConnection_QueueSubscribe(&d->subs[3], d->nc, route_subj,
                                               "radixkv-router", on_route, &qo);
         if (s == NATS_OK)
@@ -1573,6 +1621,8 @@ out:
     pthread_mutex_lock(&qo.state); /* an answer under way ends first */
     qo.closing = 1;
     pthread_mutex_unlock(&qo.state);
+    rkv_nats_loop_stop(d->route_loop);
+    d->route_loop = NULL;
     for (int i = 0; i < N_SUBS; i++)
         if (d->subs[i]) {
             natsSubscription_Unsubscribe(d->subs[i]);
