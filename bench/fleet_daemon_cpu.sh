@@ -21,8 +21,11 @@
 # (heartbeats) measured over 3 s before; the in-process part is
 # radixkv_router_route_cpu_seconds_total (thread CPU time inside the
 # router's route calls) over the same phase. Prints both per query and
-# their ratio. Needs nats-server, curl and python3. Everything it starts is
-# stopped at the end. (JetStream: the router keeps a stream.)
+# their ratio, and, counted (the load cannot blur them), the process's
+# system calls (perf stat's raw_syscalls tracepoint, when perf is there)
+# and voluntary context switches per query. Needs nats-server, curl and
+# python3. Everything it starts is stopped at the end. (JetStream: the
+# router keeps a stream.)
 set -euo pipefail
 B=${1:?usage: bench/fleet_daemon_cpu.sh BUILD_DIR [INSTANCES] [QUERIES] [CLIENT_BUILD_DIR]}
 NI=${2:-8}
@@ -46,7 +49,7 @@ route_s() { curl -s "http://127.0.0.1:$MP/metrics" |
 now_ns() { date +%s%N; }
 metric() { curl -s "http://127.0.0.1:$MP/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 # every prompt published, then the index still for a second
-until grep -q "served" "$D/instances.out"; do sleep 0.5; done
+until grep -q "served" "$D/instances.out" 2>/dev/null; do sleep 0.5; done
 prev=-1
 while :; do
   cur=$(metric radixkv_router_events_applied_total)
@@ -55,24 +58,64 @@ while :; do
 done
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg); instances live: $(metric radixkv_router_instances_live)," \
      "index entries: $(metric radixkv_router_index_entries)"
+# counted beside the CPU time, as the load cannot blur them: the
+# process's system calls (perf stat, when perf can count the tracepoint)
+# and its threads' voluntary context switches (each a sleep and a wake-up)
+ctx_sw() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s}'; }
+count_start() { # pid
+  PERF_OUT=$D/perf.out
+  rm -f "$PERF_OUT"
+  PERF_PID=
+  if command -v perf >/dev/null; then
+    perf stat -x, -e raw_syscalls:sys_enter -p "$1" -o "$PERF_OUT" >/dev/null 2>&1 &
+    PERF_PID=$!
+    sleep 0.3
+  fi
+  SW0=$(ctx_sw "$1")
+}
+count_stop() { # pid: sets COUNT_SC (system calls; -1: not counted), COUNT_SW
+  local sw1 sc=-1
+  sw1=$(ctx_sw "$1")
+  if [ -n "$PERF_PID" ]; then
+    kill -INT "$PERF_PID" 2>/dev/null || true
+    wait "$PERF_PID" 2>/dev/null || true
+    sc=$(awk -F, '/raw_syscalls/ && $1 ~ /^[0-9]+$/ {print $1}' "$PERF_OUT" 2>/dev/null)
+    sc=${sc:--1}
+  fi
+  COUNT_SC=$sc
+  COUNT_SW=$((sw1 - SW0))
+}
+count_start "$RP"
 c0=$(cpu_ns); t0=$(now_ns); sleep 3; c1=$(cpu_ns); t1=$(now_ns)
+count_stop "$RP"
+isc=$COUNT_SC isw=$COUNT_SW
 idle=$(python3 -c "print(($c1 - $c0) / ($t1 - $t0))")
+idle_sc=$(python3 -c "print(max($isc, 0) / (($t1 - $t0) / 1e9))")
+idle_sw=$(python3 -c "print($isw / (($t1 - $t0) / 1e9))")
 echo "idle: daemon CPU $(python3 -c "print('%.4f' % $idle)") s per s (heartbeats)"
 phase() { # name count command...
   local name=$1 count=$2; shift 2
-  local c0 t0 r0 c1 t1 r1
+  local c0 t0 r0 c1 t1 r1 sc sw
+  count_start "$RP"
   c0=$(cpu_ns); t0=$(now_ns); r0=$(route_s)
   "$@"
   c1=$(cpu_ns); t1=$(now_ns); r1=$(route_s)
-  python3 - "$name" "$count" "$c0" "$c1" "$t0" "$t1" "$r0" "$r1" "$idle" <<'EOF'
+  count_stop "$RP"
+  sc=$COUNT_SC sw=$COUNT_SW
+  python3 - "$name" "$count" "$c0" "$c1" "$t0" "$t1" "$r0" "$r1" "$idle" "$sc" "$sw" \
+      "$idle_sc" "$idle_sw" <<'EOF'
 import sys
 name, n = sys.argv[1], int(sys.argv[2])
 c0, c1, t0, t1 = (int(x) for x in sys.argv[3:7])
 r0, r1, idle = float(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9])
+sc, sw, isc, isw = (float(x) for x in sys.argv[10:14])
+secs = (t1 - t0) / 1e9
 daemon = (c1 - c0 - idle * (t1 - t0)) / n / 1e3
 route = (r1 - r0) / n * 1e6
-print(f"{name}: {n} queries in {(t1 - t0) / 1e9:.2f} s; daemon CPU {daemon:.2f} us per query "
+print(f"{name}: {n} queries in {secs:.2f} s; daemon CPU {daemon:.2f} us per query "
       f"(idle rate taken out), in-process route {route:.2f} us per query, ratio {daemon / route:.1f}x")
+calls = f"{(sc - isc * secs) / n:.2f} system calls" if sc >= 0 else "system calls not counted"
+print(f"  per query, idle rates out: {calls}, {(sw - isw * secs) / n:.2f} voluntary context switches")
 EOF
 }
 phase "NATS request/reply, page hashes" "$N" \
@@ -175,8 +218,9 @@ for mode in echo echo-loop; do
   "$C/radixkv-fleet-instance" --server "$U" --model "$mode" --"$mode" >"$D/$mode.out" &
   EP=$!
   pids=($EP "${pids[@]}")
-  until grep -q "echo ready" "$D/$mode.out"; do sleep 0.2; done
+  until grep -q "echo ready" "$D/$mode.out" 2>/dev/null; do sleep 0.2; done
   for c in 1 4; do
+    count_start "$EP"
     e0=$(sched_ns "$EP")
     ps=()
     for k in $(seq 1 "$c"); do
@@ -186,7 +230,9 @@ for mode in echo echo-loop; do
     done
     wait "${ps[@]}"
     e1=$(sched_ns "$EP")
-    python3 -c "print('NATS --$mode, $c client(s): %.2f us per query (the transport alone)' % (($e1 - $e0) / $N / 1e3))"
+    count_stop "$EP"
+    sc=$COUNT_SC sw=$COUNT_SW
+    python3 -c "print('NATS --$mode, $c client(s): %.2f us per query (the transport alone); per query %s, %.2f voluntary context switches' % (($e1 - $e0) / $N / 1e3, '%.2f system calls' % ($sc / $N) if $sc >= 0 else 'system calls not counted', $sw / $N))"
   done
   kill "$EP"
 done

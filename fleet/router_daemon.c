@@ -769,13 +769,6 @@ static size_t http_error(rkv_daemon *d, char *buf, size_t cap, int *code, int st
     return rkv_route_json_error(buf, cap, status, msg);
 }
 
-/* Appends to buf[*k..cap) as snprintf would; *k saturates at cap. */
-#define APPEND(...)                                                             \
-    do {                                                                        \
-        int w_ = snprintf(buf + k, k < cap ? cap - k : 0, __VA_ARGS__);         \
-        k = w_ < 0 ? cap : k + (size_t)w_;                                      \
-    } while (0)
-
 size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *buf, size_t cap,
                          int *code)
 {
@@ -800,23 +793,44 @@ size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *
         return http_error(d, buf, cap, code,
                           s == RKV_ERR_STATE ? 503 : s == RKV_ERR_NOMEM ? 503 : 500,
                           rkv_last_error());
-    size_t k = 0;
-    APPEND("{\"instance\": %" PRIu64 ", \"overlap_blocks\": %u, \"overlap_by_medium\": "
-           "{\"device\": %u, \"host\": %u, \"disk\": %u}, \"score\": %.10g, "
-           "\"request_blocks\": %u, \"page_size\": %u, \"namespace\": %" PRIu64
-           ", \"candidates\": [",
-           chosen.instance, chosen.pages, chosen.pages_by_medium[RKV_MEDIUM_DEVICE],
-           chosen.pages_by_medium[RKV_MEDIUM_HOST], chosen.pages_by_medium[RKV_MEDIUM_DISK],
-           chosen.score, pages, d->page_size, req.ns);
+    rkv_json_out o = {buf, cap, 0};
+    rkv_json_raw(&o, "{\"instance\": ");
+    rkv_json_u64(&o, chosen.instance);
+    rkv_json_raw(&o, ", \"overlap_blocks\": ");
+    rkv_json_u64(&o, chosen.pages);
+    rkv_json_raw(&o, ", \"overlap_by_medium\": {\"device\": ");
+    rkv_json_u64(&o, chosen.pages_by_medium[RKV_MEDIUM_DEVICE]);
+    rkv_json_raw(&o, ", \"host\": ");
+    rkv_json_u64(&o, chosen.pages_by_medium[RKV_MEDIUM_HOST]);
+    rkv_json_raw(&o, ", \"disk\": ");
+    rkv_json_u64(&o, chosen.pages_by_medium[RKV_MEDIUM_DISK]);
+    rkv_json_raw(&o, "}, \"score\": ");
+    rkv_json_num(&o, chosen.score);
+    rkv_json_raw(&o, ", \"request_blocks\": ");
+    rkv_json_u64(&o, pages);
+    rkv_json_raw(&o, ", \"page_size\": ");
+    rkv_json_u64(&o, d->page_size);
+    rkv_json_raw(&o, ", \"namespace\": ");
+    rkv_json_u64(&o, req.ns);
+    rkv_json_raw(&o, ", \"candidates\": [");
     for (uint32_t i = 0; i < rep.count; i++) {
-        const rkv_router_overlap *o = &all[i];
-        APPEND("%s{\"instance\": %" PRIu64 ", \"overlap_blocks\": %u, \"device\": %u, "
-               "\"host\": %u, \"disk\": %u, \"score\": %.10g}",
-               i ? ", " : "", o->instance, o->pages, o->pages_by_medium[RKV_MEDIUM_DEVICE],
-               o->pages_by_medium[RKV_MEDIUM_HOST], o->pages_by_medium[RKV_MEDIUM_DISK],
-               o->score);
+        const rkv_router_overlap *c = &all[i];
+        rkv_json_raw(&o, i ? ", {\"instance\": " : "{\"instance\": ");
+        rkv_json_u64(&o, c->instance);
+        rkv_json_raw(&o, ", \"overlap_blocks\": ");
+        rkv_json_u64(&o, c->pages);
+        rkv_json_raw(&o, ", \"device\": ");
+        rkv_json_u64(&o, c->pages_by_medium[RKV_MEDIUM_DEVICE]);
+        rkv_json_raw(&o, ", \"host\": ");
+        rkv_json_u64(&o, c->pages_by_medium[RKV_MEDIUM_HOST]);
+        rkv_json_raw(&o, ", \"disk\": ");
+        rkv_json_u64(&o, c->pages_by_medium[RKV_MEDIUM_DISK]);
+        rkv_json_raw(&o, ", \"score\": ");
+        rkv_json_num(&o, c->score);
+        rkv_json_raw(&o, "}");
     }
-    APPEND("]}\n");
+    rkv_json_raw(&o, "]}\n");
+    size_t k = o.len;
     d->http_routes++;
     uint64_t dt = rkv_fleet_now_us() - t0;
     d->lat_us[d->n_lat++ % LAT_RING] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
