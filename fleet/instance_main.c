@@ -320,8 +320,6 @@ static int echo(natsOptions *no, const char *model, int loop)
     natsStatus s = NATS_OK;
     if (loop) {
         s = rkv_nats_loop_start(no, subj, "radixkv-router", on_echo_loop, &e, &nl);
-        struct timespec ts = {0, 200 * 1000000L}; /* its SUB reaches the server */
-        nanosleep(&ts, NULL);
     } else {
         s = natsOptions_SetSendAsap(no, true);
         if (s == NATS_OK)

@@ -125,13 +125,19 @@ natsStatus rkv_nats_loop_start(natsOptions *opts, const char *subject, const cha
     if (s == NATS_OK)
         s = queue ? natsConnection_QueueSubscribeSync(&l->sub, l->nc, subject, queue)
                   : natsConnection_SubscribeSync(&l->sub, l->nc, subject);
-    if (s == NATS_OK)
+    if (s == NATS_OK) {
         s = pthread_create(&l->thread, NULL, run, l) == 0 ? NATS_OK : NATS_SYS_ERROR;
+        l->started = s == NATS_OK;
+    }
+    /* the server has the subscription before this returns (the loop
+     * writes the SUB and a PING, and reads the PONG): a query sent once
+     * the caller says it is ready finds a responder */
+    if (s == NATS_OK)
+        s = natsConnection_FlushTimeout(l->nc, 5000);
     if (s != NATS_OK) {
         rkv_nats_loop_stop(l);
         return s;
     }
-    l->started = 1;
     *out = l;
     return NATS_OK;
 }

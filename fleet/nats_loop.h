@@ -33,7 +33,8 @@ typedef struct rkv_nats_loop rkv_nats_loop;
 
 /* Connects with opts (which get the event loop and SendAsap set: pass a
  * copy the caller does not need as it was), subscribes to subject in
- * queue group queue (NULL: none) and starts the thread. */
+ * queue group queue (NULL: none) and starts the thread; returns once the
+ * server confirmed the subscription (a flush, at most 5 s). */
 natsStatus rkv_nats_loop_start(natsOptions *opts, const char *subject, const char *queue,
                                rkv_nats_loop_fn fn, void *ctx, rkv_nats_loop **out);
 /* Stops the thread (within ~50 ms), then closes the subscription and the
