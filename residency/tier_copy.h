@@ -38,6 +38,13 @@ typedef struct rkv_tcopy {
                                  (not made yet / could not be had)          */
     int stage_failed;         /* host_alloc failed once: loads go sync     */
     uint32_t stage_head, stage_used;
+    /* the (block, host) pairs of the copy call being gathered: one call
+     * per direction per batch (stores, loads) */
+    rkv_block_id *pair_ids;
+    void **pair_host;
+    uint32_t npairs, pairs_cap;
+    uint64_t copy_calls, copy_pages; /* asynchronous copy calls made, and
+                                        the pages they carried          */
     /* tests (residency/tier_debug.h) */
     uint32_t fail_issue, fail_query; /* k-th next call fails; 0 = off     */
     int stall;                /* queries report "not ready"               */
