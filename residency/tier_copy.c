@@ -80,6 +80,14 @@ static void rkv_tier_copy_sync(rkv_tree *t)
         (void)c->be->stream_sync(c->device, s);
 }
 
+void *rkv_tier_copy_sync_stream(rkv_tree *t)
+{
+    void *s = NULL;
+    if (!t->tiers.tier->cp.on || rkv_tier_copy_stream(t, &s) != RKV_OK)
+        return NULL; /* the legacy stream: block by block, still correct */
+    return s;
+}
+
 void rkv_tier_copy_init(rkv_tree *t)
 {
     rkv_tcopy *c = &t->tiers.tier->cp;

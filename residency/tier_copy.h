@@ -71,6 +71,10 @@ void rkv_tier_copy_wait_store(rkv_tree *t, struct rkv_queued_store *op);
  * For teardown (the scheduler's destroy): a poll loop alone would spin on
  * a real GPU until the copies land. */
 void rkv_tier_copy_wait_issued(rkv_tree *t);
+/* The stream for the tier's synchronous batched copies (demotion, a
+ * host pool's loads: rkv_pool_copy_pairs): the copy stream on a CUDA pool
+ * with asynchronous copies, else NULL. */
+void *rkv_tier_copy_sync_stream(rkv_tree *t);
 /* rkv_tree_check: the batch table and what refers to it. */
 rkv_status rkv_tier_copy_check(const rkv_tree *t);
 

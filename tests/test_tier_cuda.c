@@ -419,6 +419,33 @@ Test(tier_cuda, one_copy_call_per_direction_per_batch)
     teardown(&e);
 }
 
+/* A demotion of a 3-page node stores its pages with one batched copy
+ * (synchronous: the device blocks are free when the eviction returns),
+ * and the bytes come back. */
+Test(tier_cuda, demotion_stores_a_node_in_one_copy_call)
+{
+    env e;
+    setup(&e, 8, 0, RKV_WRITE_BACK);
+    put(&e, 0, 3);
+#ifdef RKV_CUDASIM
+    rkvsim_meter_reset();
+    rkvsim_meter_enable(1);
+#endif
+    uint32_t freed = 0;
+    OK(rkv_tree_evict(e.tree, 3, &freed));
+    cr_assert_eq(freed, 3);
+#ifdef RKV_CUDASIM
+    rkvsim_meter_enable(0);
+    cr_assert_eq(rkvsim_meter_get("[batch]", -1, RKVSIM_METER_LAUNCHES), 1,
+                 "the node's three pages in one call");
+    cr_assert_eq(rkvsim_meter_get("[D2H]", -1, RKVSIM_METER_READ), 3 * e.bb);
+#endif
+    check(&e);
+    all_lower(&e, 0, 3, "demoted");
+    round_trip(&e, 0, 3);
+    teardown(&e);
+}
+
 Test(tier_cuda, load_fails_at_event_query)
 {
     failed_load(RKV_DEBUG_COPY_QUERY, 1);

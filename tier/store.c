@@ -34,6 +34,7 @@
 
 #include <xxhash.h>
 
+#include "alloc/pool_copy.h"
 #include "common/status.h"
 #include "tier/store.h"
 #include "tier/store_internal.h"
@@ -370,6 +371,19 @@ rkv_status rkv_store_slot_free(rkv_store *s, uint32_t slot)
     return RKV_OK;
 }
 
+rkv_status rkv_store_slot_recycle(rkv_store *s, uint32_t slot)
+{
+    if (slot >= s->top || s->state[slot] == SLOT_FREE)
+        return rkv_set_error(RKV_ERR_STATE, "rkv_store_slot_recycle: slot %u is %s", slot,
+                             slot >= s->cap ? "out of range" : "free");
+    /* what slot_free then slot_take leave: free_head and used unchanged */
+    s->state[slot] = SLOT_EMPTY;
+    s->hash[slot] = 0;
+    s->ns[slot] = 0;
+    s->next[slot] = RKV_NO_SLOT;
+    return RKV_OK;
+}
+
 /* ---- attachment ----------------------------------------------------------- */
 
 rkv_status rkv_store_attach(rkv_store *s, const void *owner)
@@ -567,6 +581,85 @@ rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
     if (st == RKV_OK && payload != NULL)
         st = rkv_pool_copy_from_host(pool, 1, &block, payload);
     return st;
+}
+
+rkv_status rkv_store_write_from_pool_n(rkv_store *s, uint32_t n, const uint32_t *slots,
+                                       rkv_pool *pool, const rkv_block_id *blocks,
+                                       const uint64_t *hashes, uint64_t ns, void *stream,
+                                       uint32_t *done)
+{
+    static const char fn[] = "rkv_store_write_from_pool_n";
+    *done = 0;
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    if (n > RKV_STORE_BATCH)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: %u blocks, at most %u a call", fn, n,
+                             RKV_STORE_BATCH);
+    rkv_status st = RKV_OK;
+    if (s->medium != RKV_MEDIUM_HOST) { /* one staging buffer: record by record */
+        for (uint32_t i = 0; i < n && st == RKV_OK; i++)
+            if ((st = rkv_store_write_from_pool(s, slots[i], pool, blocks[i], hashes[i],
+                                                ns)) == RKV_OK)
+                ++*done;
+        return st;
+    }
+    /* the slots before one that fails its checks are still written, as n
+     * single calls would have written them */
+    void *dst[RKV_STORE_BATCH];
+    uint32_t m = 0;
+    while (m < n && (st = write_prepare(s, fn, slots[m], pool, blocks[m], &dst[m])) == RKV_OK)
+        m++;
+    rkv_status cst = RKV_OK;
+    if (m > 0 && s->ops != NULL) {
+        if (s->synth)
+            for (uint32_t i = 0; i < m; i++)
+                rkv_synth_fill(dst[i], s->block_bytes, hashes[i], ns);
+        else
+            cst = rkv_pool_copy_pairs(pool, stream, m, blocks, dst, 1);
+    }
+    if (cst != RKV_OK)
+        return cst; /* no copy is known good: none is recorded */
+    for (uint32_t i = 0; i < m; i++) {
+        if ((cst = commit(s, slots[i], hashes[i], ns)) != RKV_OK)
+            return cst;
+        ++*done;
+    }
+    return st; /* the check that stopped it (its message still the last) */
+}
+
+rkv_status rkv_store_read_to_pool_n(rkv_store *s, uint32_t n, const uint32_t *slots,
+                                    rkv_pool *pool, const rkv_block_id *blocks,
+                                    const uint64_t *hashes, uint64_t ns, void *stream,
+                                    uint32_t *bad)
+{
+    static const char fn[] = "rkv_store_read_to_pool_n";
+    *bad = 0;
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    if (n > RKV_STORE_BATCH)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: %u blocks, at most %u a call", fn, n,
+                             RKV_STORE_BATCH);
+    rkv_status st = RKV_OK;
+    if (s->medium != RKV_MEDIUM_HOST) { /* one staging buffer: record by record */
+        for (uint32_t i = 0; i < n; i++, ++*bad)
+            if ((st = rkv_store_read_to_pool(s, slots[i], pool, blocks[i], hashes[i],
+                                             ns)) != RKV_OK)
+                return st;
+        return RKV_OK;
+    }
+    const void *src[RKV_STORE_BATCH];
+    for (uint32_t i = 0; i < n; i++, ++*bad)
+        if ((st = read_prepare(s, fn, slots[i], pool, blocks[i], hashes[i], ns, &src[i])) !=
+            RKV_OK)
+            return st;
+    if (n > 0 && src[0] != NULL) { /* a host store with bytes: every payload is a slot's */
+        *bad = 0;
+        if ((st = rkv_pool_copy_pairs(pool, stream, n, blocks, (void *const *)src, 0)) !=
+            RKV_OK)
+            return st;
+    }
+    *bad = n;
+    return RKV_OK;
 }
 
 rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot, rkv_store *src,
