@@ -838,6 +838,7 @@ static uint32_t rkv_tier_store_node(rkv_tree *t, uint32_t id, uint64_t ns)
     rkv_tier *tr = t->tiers.tier;
     const uint32_t m = t->nodes[id].num_pages;
     void *stream = rkv_tier_copy_sync_stream(t);
+    const int chain = rkv_store_page_tokens(tr->host) == t->P; /* records carry tokens */
     uint32_t idx[RKV_STORE_BATCH], slots[RKV_STORE_BATCH];
     rkv_block_id blocks[RKV_STORE_BATCH];
     uint64_t hashes[RKV_STORE_BATCH];
@@ -854,7 +855,8 @@ static uint32_t rkv_tier_store_node(rkv_tree *t, uint32_t id, uint64_t ns)
                     fail = i;
                     break;
                 }
-                rkv_tier_set_chain(t, tr->host, slots[c], id, i);
+                if (chain)
+                    rkv_tier_set_chain(t, tr->host, slots[c], id, i);
                 idx[c] = i;
                 blocks[c] = rkv_tnode_blocks(t, x)[i];
                 hashes[c] = t->pool->hash[blocks[c]];
