@@ -828,6 +828,48 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
     return 1;
 }
 
+/* Up to n host slots for pages about to be stored, as n calls of
+ * rkv_tier_take_slot would make them (the same slots, the same pages
+ * dropped, in the same order), but a victim's tail pages leave in one pass:
+ * its LRU lookup, count and generation once, not once a page. Returns how
+ * many it got (fewer: nothing left to take). */
+static uint32_t rkv_tier_take_host_slots(rkv_tree *t, uint32_t n, uint32_t *slots)
+{
+    rkv_tier *tr = t->tiers.tier;
+    uint32_t got = 0;
+    if (tr->disk != NULL) { /* the host's room is made by moves to the disk */
+        while (got < n && rkv_tier_take_slot(t, 0, &slots[got]))
+            got++;
+        return got;
+    }
+    while (got < n) {
+        if (rkv_store_slot_take(tr->host, &slots[got]) == RKV_OK) {
+            tr->host_used++;
+            got++;
+            continue;
+        }
+        uint32_t id = rkv_host_lru_first(tr, 0);
+        if (id == RKV_NIL)
+            break;
+        rkv_tnode *x = &t->nodes[id];
+        const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
+        uint32_t k = x->num_pages < n - got ? x->num_pages : n - got;
+        for (uint32_t j = 0; j < k; j++) {
+            uint32_t i = x->num_pages - 1 - j;
+            rkv_tier_ev_host(t, id, i, 0);
+            slots[got++] = tp[i].slot;
+            (void)rkv_store_slot_recycle(tr->host, tp[i].slot);
+        }
+        tr->st.evictions[rkv_tier_node_medium(t, id)] += k;
+        x->num_pages -= k;
+        if (x->num_pages == 0)
+            rkv_tier_remove_lower(t, id, 1);
+        else
+            rkv_tnode_bump_gen(x);
+    }
+    return got;
+}
+
 /* Host copies of every device page of id that has none, made now in
  * chunks of RKV_STORE_BATCH: the chunk's slots taken (making room), then
  * one rkv_store_write_from_pool_n (one batched copy on a CUDA pool, on the
@@ -847,20 +889,21 @@ static uint32_t rkv_tier_store_node(rkv_tree *t, uint32_t id, uint64_t ns)
         if (tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) {
             fail = i;
         } else {
-            for (; i < m && c < RKV_STORE_BATCH; i++) {
-                rkv_tnode *x = &t->nodes[id]; /* making room may move nodes[] */
-                if (rkv_tnode_tpages(t, x)[i].slot != RKV_NO_TSLOT)
-                    continue;
-                if (!rkv_tier_take_slot(t, 0, &slots[c])) {
-                    fail = i;
-                    break;
-                }
+            const rkv_tnode *x = &t->nodes[id];
+            const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
+            for (; i < m && c < RKV_STORE_BATCH; i++)
+                if (tp[i].slot == RKV_NO_TSLOT)
+                    idx[c++] = i;
+            uint32_t got = rkv_tier_take_host_slots(t, c, slots);
+            if (got < c) {
+                fail = idx[got];
+                c = got;
+            }
+            for (uint32_t k = 0; k < c; k++) {
                 if (chain)
-                    rkv_tier_set_chain(t, tr->host, slots[c], id, i);
-                idx[c] = i;
-                blocks[c] = rkv_tnode_blocks(t, x)[i];
-                hashes[c] = t->pool->hash[blocks[c]];
-                c++;
+                    rkv_tier_set_chain(t, tr->host, slots[k], id, idx[k]);
+                blocks[k] = rkv_tnode_blocks(t, &t->nodes[id])[idx[k]];
+                hashes[k] = t->pool->hash[blocks[k]];
             }
         }
         if (fail < m)
