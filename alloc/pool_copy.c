@@ -311,19 +311,32 @@ static void cpu_block_host(rkv_pool *pool, const seg_layout *L, rkv_block_id id,
         host_copy(L, blk, L->stride, hb, L->seg);
 }
 
-static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
-                            const rkv_block_id *ids, void *host, int to_host)
+/* The checks of a copy between n blocks and host memory (host: the
+ * buffer or the pointer list): *L filled; RKV_OK with n == 0 copies
+ * nothing. */
+static rkv_status host_copy_checks(rkv_pool *pool, const char *fn, uint32_t n,
+                                   const rkv_block_id *ids, const void *host, int to_host,
+                                   seg_layout *L)
 {
-    seg_layout L;
-    rkv_status st = layout_of(pool, fn, &L);
+    rkv_status st = layout_of(pool, fn, L);
     if (st != RKV_OK || n == 0)
         return st;
     if (ids == NULL || host == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL ids or buffer", fn);
-    if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, ids)) != RKV_OK)
+    if ((st = check_ids(pool, fn, L->cfg.num_blocks, n, ids)) != RKV_OK)
         return st;
     /* the same block twice would make the result depend on order */
     if (!to_host && (st = check_distinct(fn, n, ids)) != RKV_OK)
+        return st;
+    return RKV_OK;
+}
+
+static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
+                            const rkv_block_id *ids, void *host, int to_host)
+{
+    seg_layout L;
+    rkv_status st = host_copy_checks(pool, fn, n, ids, host, to_host, &L);
+    if (st != RKV_OK || n == 0)
         return st;
     if (L.cfg.device == RKV_DEVICE_CUDA) {
         const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
@@ -390,14 +403,8 @@ rkv_status rkv_pool_copy_pairs(rkv_pool *pool, void *stream, uint32_t n,
     const char *fn = to_host ? "rkv_pool_copy_pairs (to host)"
                              : "rkv_pool_copy_pairs (from host)";
     seg_layout L;
-    rkv_status st = layout_of(pool, fn, &L);
+    rkv_status st = host_copy_checks(pool, fn, n, ids, host, to_host, &L);
     if (st != RKV_OK || n == 0)
-        return st;
-    if (ids == NULL || host == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL ids or pointers", fn);
-    if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, ids)) != RKV_OK)
-        return st;
-    if (!to_host && (st = check_distinct(fn, n, ids)) != RKV_OK)
         return st;
     if (L.cfg.device != RKV_DEVICE_CUDA) {
         for (uint32_t i = 0; i < n; i++)

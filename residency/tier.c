@@ -461,21 +461,13 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
 /* Frees one slot of the LOWEST tier (the disk when disk != 0, else the
  * single lower store) by its LRU: the oldest leaf loses its tail page, and
  * the page leaves the tree. 0: nothing to take. */
+static int rkv_tier_lowest_pass_slot(rkv_tree *t, int disk, uint32_t *slot);
 static int rkv_tier_lowest_make_room(rkv_tree *t, int disk)
 {
-    rkv_tier *tr = t->tiers.tier;
-    uint32_t id = rkv_host_lru_first(tr, disk);
-    if (id == RKV_NIL)
+    uint32_t slot;
+    if (!rkv_tier_lowest_pass_slot(t, disk, &slot))
         return 0;
-    rkv_tnode *x = &t->nodes[id];
-    rkv_page_residency *tp = rkv_tnode_tpages(t, x);
-    rkv_tier_ev_host(t, id, x->num_pages - 1, 0);
-    rkv_tier_free_slot(t, disk, tp[x->num_pages - 1].slot);
-    tr->st.evictions[rkv_tier_node_medium(t, id)]++;
-    if (--x->num_pages == 0)
-        rkv_tier_remove_lower(t, id, 1);
-    else
-        rkv_tnode_bump_gen(x);
+    rkv_tier_free_slot(t, disk, slot); /* the dropped page's slot, freed */
     return 1;
 }
 

@@ -328,6 +328,20 @@ static int rkv_tier_copy_gather_load(rkv_tree *t, rkv_load_job *job, uint64_t id
     return 1;
 }
 
+/* The loads of batch id are READY with st. */
+static void rkv_tier_copy_end_loads(rkv_tree *t, uint64_t id, rkv_status st)
+{
+    rkv_tier *tr = t->tiers.tier;
+    for (uint32_t j = 0; j < tr->njobs; j++) {
+        rkv_load_job *job = &tr->jobs[j];
+        if (job->state == RKV_TLOAD_INFLIGHT && job->batch == id) {
+            job->state = RKV_TLOAD_READY;
+            job->st = st;
+            job->bad_node = RKV_NIL;
+        }
+    }
+}
+
 /* Every queued load: gathered, then queued in one batched copy. */
 static uint32_t rkv_tier_copy_issue_loads(rkv_tree *t, void *stream, uint64_t id,
                                           rkv_tbatch *b)
@@ -347,14 +361,7 @@ static uint32_t rkv_tier_copy_issue_loads(rkv_tree *t, void *stream, uint64_t id
         return n;
     if (queued)
         rkv_tier_copy_sync(t); /* its copies land before its blocks are freed */
-    for (uint32_t j = 0; j < tr->njobs; j++) {
-        rkv_load_job *job = &tr->jobs[j];
-        if (job->state == RKV_TLOAD_INFLIGHT && job->batch == id) {
-            job->state = RKV_TLOAD_READY;
-            job->st = st;
-            job->bad_node = RKV_NIL;
-        }
-    }
+    rkv_tier_copy_end_loads(t, id, st);
     return 0;
 }
 
@@ -367,14 +374,7 @@ static void rkv_tier_copy_end_batch(rkv_tree *t, uint64_t id, rkv_status st)
         if (op->block != RKV_NIL && op->batch == id)
             rkv_tier_store_done(t, op, st);
     }
-    for (uint32_t j = 0; j < tr->njobs; j++) {
-        rkv_load_job *job = &tr->jobs[j];
-        if (job->state == RKV_TLOAD_INFLIGHT && job->batch == id) {
-            job->state = RKV_TLOAD_READY;
-            job->st = st;
-            job->bad_node = RKV_NIL;
-        }
-    }
+    rkv_tier_copy_end_loads(t, id, st);
 }
 
 /* Every queued store and load not in flight: failed with st (no stream or

@@ -589,6 +589,17 @@ rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
     return st;
 }
 
+/* The arguments of a batched call. */
+static rkv_status batch_args(const rkv_store *s, const char *fn, uint32_t n)
+{
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    if (n > RKV_STORE_BATCH)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: %u blocks, at most %u a call", fn, n,
+                             RKV_STORE_BATCH);
+    return RKV_OK;
+}
+
 rkv_status rkv_store_write_from_pool_n(rkv_store *s, uint32_t n, const uint32_t *slots,
                                        rkv_pool *pool, const rkv_block_id *blocks,
                                        const uint64_t *hashes, uint64_t ns, void *stream,
@@ -596,12 +607,9 @@ rkv_status rkv_store_write_from_pool_n(rkv_store *s, uint32_t n, const uint32_t 
 {
     static const char fn[] = "rkv_store_write_from_pool_n";
     *done = 0;
-    if (s == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
-    if (n > RKV_STORE_BATCH)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: %u blocks, at most %u a call", fn, n,
-                             RKV_STORE_BATCH);
-    rkv_status st = RKV_OK;
+    rkv_status st = batch_args(s, fn, n);
+    if (st != RKV_OK)
+        return st;
     if (s->medium != RKV_MEDIUM_HOST) { /* one staging buffer: record by record */
         for (uint32_t i = 0; i < n && st == RKV_OK; i++)
             if ((st = rkv_store_write_from_pool(s, slots[i], pool, blocks[i], hashes[i],
@@ -644,12 +652,9 @@ rkv_status rkv_store_read_to_pool_n(rkv_store *s, uint32_t n, const uint32_t *sl
 {
     static const char fn[] = "rkv_store_read_to_pool_n";
     *bad = 0;
-    if (s == NULL)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
-    if (n > RKV_STORE_BATCH)
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: %u blocks, at most %u a call", fn, n,
-                             RKV_STORE_BATCH);
-    rkv_status st = RKV_OK;
+    rkv_status st = batch_args(s, fn, n);
+    if (st != RKV_OK)
+        return st;
     if (s->medium != RKV_MEDIUM_HOST) { /* one staging buffer: record by record */
         for (uint32_t i = 0; i < n; i++, ++*bad)
             if ((st = rkv_store_read_to_pool(s, slots[i], pool, blocks[i], hashes[i],
