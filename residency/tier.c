@@ -878,14 +878,14 @@ static uint32_t rkv_tier_store_node(rkv_tree *t, uint32_t id, uint64_t ns)
     uint64_t hashes[RKV_STORE_BATCH];
     for (uint32_t i = 0; i < m;) {
         uint32_t c = 0, fail = m;
-        if (tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) {
-            fail = i;
+        const rkv_page_residency *tp0 = rkv_tnode_tpages(t, &t->nodes[id]);
+        for (; i < m && c < RKV_STORE_BATCH; i++)
+            if (tp0[i].slot == RKV_NO_TSLOT)
+                idx[c++] = i;
+        if (c > 0 && tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) {
+            fail = idx[0]; /* as rkv_tier_store_now: the queue is full of live stores */
+            c = 0;
         } else {
-            const rkv_tnode *x = &t->nodes[id];
-            const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
-            for (; i < m && c < RKV_STORE_BATCH; i++)
-                if (tp[i].slot == RKV_NO_TSLOT)
-                    idx[c++] = i;
             uint32_t got = rkv_tier_take_host_slots(t, c, slots);
             if (got < c) {
                 fail = idx[got];
