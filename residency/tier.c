@@ -1098,6 +1098,10 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tree", fn);
     rkv_tree *t = tree;
+    if (t->tok_bytes != 4 && cfg != NULL && (cfg->host != NULL || cfg->disk != NULL))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: lower tiers need 4-byte "
+                             "token ids (the tree has token_bytes %u)", fn,
+                             t->tok_bytes);
     if (t->cached_blocks != 0 || t->num_nodes != 0 || t->lock_total != 0 ||
         (t->tiers.tier != NULL && t->tiers.tier->lower_nodes != 0))
         return rkv_set_error(RKV_ERR_BUSY, "%s: the tree is not empty (reset "
