@@ -74,13 +74,30 @@ static void rkv_index_table_free(rkv_index_entry *t, size_t cap)
 
 /* The smallest table that holds n entries within the load bound: a
  * multiple of 4 entries (whole cache lines), at least 64. */
-static uint64_t rkv_index_cap_for(uint64_t n)
+/* The largest table max_table_bytes allows (a multiple of 4 entries),
+ * 2^31 without one. */
+static uint64_t rkv_index_cap_most(const rkv_router_config *cfg)
 {
-    uint64_t cap = n * 32 / 17;
-    while (rkv_index_load_max(cap) < n)
-        cap++;
-    cap = (cap + 3) & ~(uint64_t)3;
-    return cap < 64 ? 64 : cap;
+    if (cfg->max_table_bytes == 0)
+        return 1ull << 31;
+    uint64_t cap = cfg->max_table_bytes / sizeof(rkv_index_entry) & ~(uint64_t)3;
+    return cap < (1ull << 31) ? cap : 1ull << 31;
+}
+
+/* A table for n entries: a power of two at most half full (a shift finds
+ * the home), or, where that power of two is past the bytes budget, the
+ * smallest multiple of 4 entries at most 17/32 full (a multiply). */
+static uint64_t rkv_index_cap_for(const rkv_router_config *cfg, uint64_t n)
+{
+    uint64_t cap = 64;
+    while (cap / 2 < n)
+        cap *= 2;
+    if (cap <= rkv_index_cap_most(cfg))
+        return cap;
+    cap = (n * 32 / 17 + 3) & ~(uint64_t)3;
+    while (rkv_index_load_max(cap) < n || (cap & (cap - 1)) == 0)
+        cap += 4;
+    return cap;
 }
 
 /* The budget (config max_entries / max_table_bytes) as an entry count:
@@ -90,12 +107,14 @@ static uint32_t rkv_index_budget(const rkv_router_config *cfg)
     uint64_t limit = 1u << 29;
     if (cfg->max_entries && cfg->max_entries < limit)
         limit = cfg->max_entries;
-    if (cfg->max_table_bytes) {
-        uint64_t cap = cfg->max_table_bytes / sizeof(rkv_index_entry) & ~(uint64_t)3;
-        if (rkv_index_load_max(cap) < limit)
-            limit = rkv_index_load_max(cap);
-    }
-    return (uint32_t)limit;
+    uint64_t most = rkv_index_load_max(rkv_index_cap_most(cfg));
+    return (uint32_t)(most < limit ? most : limit);
+}
+
+static void rkv_index_set_cap(rkv_router *r, uint64_t cap)
+{
+    r->table_cap = (uint32_t)cap;
+    r->shift = (cap & (cap - 1)) == 0 ? 64 - (uint32_t)__builtin_ctzll(cap) : 0;
 }
 
 rkv_status rkv_index_index_init(rkv_router *r, uint32_t initial)
@@ -103,11 +122,11 @@ rkv_status rkv_index_index_init(rkv_router *r, uint32_t initial)
     r->limit = rkv_index_budget(&r->cfg);
     if (initial > r->limit)
         initial = r->limit;
-    uint64_t cap = rkv_index_cap_for(initial);
+    uint64_t cap = rkv_index_cap_for(&r->cfg, initial);
     r->entries = rkv_index_table_alloc((size_t)cap);
     if (r->entries == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_router_create: index table");
-    r->table_cap = (uint32_t)cap;
+    rkv_index_set_cap(r, cap);
     r->count = 0;
     return RKV_OK;
 }
@@ -133,20 +152,18 @@ rkv_status rkv_index_reserve(rkv_router *r, uint32_t more)
         need = r->limit;
     if (need <= rkv_index_load_max(r->table_cap))
         return RKV_OK;
-    /* doubling keeps the rehashes amortized; never past what the budget
-     * needs (a table of max_table_bytes holds r->limit) */
-    uint64_t cap = 2ull * r->table_cap, most = rkv_index_cap_for(r->limit);
-    if (cap < rkv_index_cap_for(need))
-        cap = rkv_index_cap_for(need);
-    if (cap > most)
-        cap = most;
+    /* doubling keeps the rehashes amortized; a table held to the bytes
+     * budget goes at once to the one that holds the whole budget */
+    uint64_t cap = rkv_index_cap_for(&r->cfg, need > r->table_cap ? need : r->table_cap);
+    if ((cap & (cap - 1)) != 0)
+        cap = rkv_index_cap_for(&r->cfg, r->limit);
     rkv_index_entry *t = rkv_index_table_alloc((size_t)cap);
     if (t == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: index table");
     rkv_index_entry *old = r->entries;
     uint32_t old_cap = r->table_cap;
     r->entries = t;
-    r->table_cap = (uint32_t)cap;
+    rkv_index_set_cap(r, cap);
     for (uint32_t i = 0; i < old_cap; i++)
         if (old[i].mask != 0)
             t[rkv_index_free_slot(r, old[i].key)] = old[i];

@@ -591,9 +591,12 @@ rkv_status rkv_router_check(const rkv_router *router)
     if (router == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_router_check: NULL router");
     const rkv_router *r = router;
+    int pow2 = (r->table_cap & (r->table_cap - 1)) == 0;
     if (r->table_cap < 64 || r->table_cap % 4 != 0 ||
+        r->shift != (pow2 ? 64 - (uint32_t)__builtin_ctz(r->table_cap) : 0) ||
         r->count > rkv_index_load_max(r->table_cap))
-        return CORRUPT("table cap %u count %u", r->table_cap, r->count);
+        return CORRUPT("table cap %u shift %u count %u", r->table_cap,
+                       r->shift, r->count);
     if (r->count > r->limit)
         return CORRUPT("%u entries over the budget of %u", r->count, r->limit);
     uint64_t used[RKV_INDEX_GROUPS] = {0}, live[RKV_INDEX_GROUPS] = {0};

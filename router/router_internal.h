@@ -10,18 +10,20 @@
  *     slot that collects a snapshot for its owner instance (see
  *     router/snapshot.c) and is not live. Slots are handed out lowest
  *     first, so a fleet of <= 64 instances lives in group 0.
- *   - One open-addressing table (linear probing, load <= 17/32) of 16-byte
+ *   - One open-addressing table (linear probing, load <= 1/2) of 16-byte
  *     entries, one per (namespace, block hash, group, medium) held by any
  *     slot of that group on that medium: a 64-bit key and a 64-bit mask of
  *     the group's slots holding it there. key = fmix64(hash ^ fmix64(ns))
  *     with its low 7 bits replaced by the medium (bits 5-6) and the group
  *     (bits 0-4): a block is named by (ns, hash) as in the tree, and two
  *     keys collide with probability 2^-57 (the block hashes themselves are
- *     64-bit). The table has any multiple of 4 entries, not only a power
- *     of two (sized for what it must hold, not up to the next doubling),
- *     at most 17/32 of them in use; home = (key's top 32 bits x
- *     table_cap) >> 32, a range reduction by a multiply, monotone in the
- *     key as a shift is. A slot is free iff its mask is zero (an
+ *     64-bit). The table has a power of two entries, home = key >> shift;
+ *     where that would pass the bytes budget (max_table_bytes) it has
+ *     the multiple of 4 entries it needs at load <= 17/32 instead, home =
+ *     (key's top 32 bits x table_cap) >> 32 (a range reduction by a
+ *     multiply, monotone in the key as the shift is; a few cycles more
+ *     per probe, and a fuller table, so only where memory is bounded).
+ *     A slot is free iff its mask is zero (an
  *     entry that loses its last holder is deleted at once). Deletion
  *     shifts back (no tombstones), so a probe ends at the first free slot.
  *     Four entries per cache line, never one across two: a lookup is one
@@ -168,7 +170,8 @@ struct rkv_router {
     rkv_router_config cfg;
     rkv_index_entry *entries; /* the table: [table_cap]                    */
     uint32_t count;     /* entries in use                                 */
-    uint32_t table_cap; /* a multiple of 4, >= 64                       */
+    uint32_t table_cap; /* a power of two, or a multiple of 4 (>= 64)    */
+    uint32_t shift;     /* power of two: 64 - log2(table_cap); else 0     */
     uint32_t limit;     /* entries allowed (the memory budget): count <=
                            limit, and a table of limit entries fits
                            max_table_bytes                                */
@@ -215,13 +218,15 @@ uint32_t rkv_index_add(rkv_router *r, uint64_t key);
 /* Deletes the entry in slot idx (later entries of its cluster may move
  * back, into idx included). */
 void rkv_index_remove(rkv_router *r, uint32_t idx);
-/* Entries a table of cap entries may hold (its load bound, 17/32). */
+/* Entries a table of cap entries may hold (its load bound). */
 static inline uint32_t rkv_index_load_max(uint64_t cap)
 {
-    return (uint32_t)(cap * 17 / 32);
+    return (uint32_t)((cap & (cap - 1)) == 0 ? cap / 2 : cap * 17 / 32);
 }
 static inline uint32_t rkv_index_home(const rkv_router *r, uint64_t key)
 {
+    if (r->shift != 0)
+        return (uint32_t)(key >> r->shift);
     return (uint32_t)(((key >> 32) * (uint64_t)r->table_cap) >> 32);
 }
 static inline uint32_t rkv_index_succ(const rkv_router *r, uint32_t i)

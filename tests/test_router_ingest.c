@@ -39,11 +39,12 @@ static uint32_t rnd(uint32_t n)
     return (uint32_t)(rng_state % n);
 }
 
-static rkv_router *mk(uint32_t initial)
+static rkv_router *mk(uint32_t initial, uint64_t max_table_bytes)
 {
     rkv_router_config c;
     rkv_router_config_init(&c);
     c.initial_blocks = initial;
+    c.max_table_bytes = max_table_bytes;
     rkv_router *r = rt_mk_with(&c);
     for (uint64_t i = 1; i <= NI; i++)
         cr_assert_eq(rkv_router_add_instance(r, i), RKV_OK);
@@ -174,9 +175,11 @@ static void same(const rkv_router *a, const rkv_router *b)
     }
 }
 
-Test(router_ingest, a_batch_applies_as_its_events_one_call_each)
+/* A (one event per call) and B (batches) from the same stream; B's table
+ * starts smaller. */
+static void differential(uint64_t max_table_bytes)
 {
-    rkv_router *a = mk(4096), *b = mk(50);
+    rkv_router *a = mk(4096, max_table_bytes), *b = mk(50, max_table_bytes);
     uint64_t next[NIDS];
     for (size_t i = 0; i < NIDS; i++)
         next[i] = 1;
@@ -193,17 +196,21 @@ Test(router_ingest, a_batch_applies_as_its_events_one_call_each)
         }
         rkv_event ev[40];
         uint32_t n = 1 + rnd(40);
+        int refused = 0; /* the budget refused one of A's events */
         /* A one event per call, each generated from A's state so far */
         for (uint32_t k = 0; k < n; k++) {
             ev[k] = gen(a, id, &next[w], k ? &ev[k - 1] : NULL);
-            cr_assert_eq(rkv_router_apply(a, id, &ev[k], 1), RKV_OK);
+            rkv_status st = rkv_router_apply(a, id, &ev[k], 1);
+            cr_assert(st == RKV_OK || st == RKV_ERR_NO_SPACE);
+            refused |= st == RKV_ERR_NO_SPACE;
             chained += k && ev[k].kind == RKV_EVENT_BLOCK_STORED &&
                        ev[k - 1].kind == RKV_EVENT_BLOCK_STORED &&
                        ev[k - 1].num_hashes > 0 &&
                        ev[k - 1].num_hashes <= RKV_EVENT_MAX_HASHES &&
                        ev[k].parent_hash == ev[k - 1].hashes[ev[k - 1].num_hashes - 1];
         }
-        cr_assert_eq(rkv_router_apply(b, id, ev, n), RKV_OK);
+        cr_assert_eq(rkv_router_apply(b, id, ev, n),
+                     refused ? RKV_ERR_NO_SPACE : RKV_OK);
         same(a, b);
         rkv_router_stats s;
         cr_assert_eq(rkv_router_get_stats(a, &s), RKV_OK);
@@ -216,8 +223,22 @@ Test(router_ingest, a_batch_applies_as_its_events_one_call_each)
     cr_assert_eq(rkv_router_get_stats(b, &s), RKV_OK);
     cr_assert_gt(s.events_bad, 100);
     cr_assert_gt(s.events_stale, 100);
+    cr_assert_eq(s.events_over_budget > 0, max_table_bytes > 0);
     rt_done(a);
     rt_done(b);
+}
+
+Test(router_ingest, a_batch_applies_as_its_events_one_call_each)
+{
+    differential(0); /* power-of-two tables, 128 to 8192 entries */
+}
+
+/* 2,000 bytes: 124 entries at most, not a power of two, so B's table
+ * starts at 96 entries and grows to 124 (A's starts there), both homed
+ * by a multiply, and the budget (65 entries) refuses some stores */
+Test(router_ingest, a_batch_applies_as_its_events_one_call_each_in_a_bounded_table)
+{
+    differential(2000);
 }
 
 /* The shortcut for a store chained under the previous event's last page
@@ -268,29 +289,34 @@ Test(router_ingest, a_parent_removed_by_the_previous_event_is_not_held)
     rt_done(r);
 }
 
-/* The table is sized for what it must hold at load <= 17/32, not rounded
- * up to a power of two: a fleet of 1,024 instances of 1M tokens (64M
- * pages) fits 2e9 bytes. Checked here at 1/64 of that (1M entries), the
- * size scaled the same way. */
-Test(router_ingest, the_table_is_sized_for_its_hint_not_a_power_of_two)
+/* Past the bytes budget a power of two is not taken: the table holds
+ * what it must at load <= 17/32, so a fleet of 1,024 instances of 1M
+ * tokens (64M pages) fits 2e9 bytes. Checked at 1/64 of that (1M entries,
+ * 2e9 / 64 bytes), the sizes scaled the same way; without a budget the
+ * table is the power of two it always was. */
+Test(router_ingest, a_table_held_to_its_bytes_budget_is_not_a_power_of_two)
 {
     rkv_router_config c;
     rkv_router_config_init(&c);
     c.initial_blocks = 1000000;
+    rkv_router *free_size = rt_mk_with(&c);
+    c.max_table_bytes = 2000000000ull / 64;
     rkv_router *r = rt_mk_with(&c);
-    rkv_router_stats s;
-    cr_assert_eq(rkv_router_get_stats(r, &s), RKV_OK);
     rkv_router_config_init(&c);
     rkv_router *small = rt_mk_with(&c);
-    rkv_router_stats s0;
+    rkv_router_stats s, s0, sf;
+    cr_assert_eq(rkv_router_get_stats(r, &s), RKV_OK);
     cr_assert_eq(rkv_router_get_stats(small, &s0), RKV_OK);
+    cr_assert_eq(rkv_router_get_stats(free_size, &sf), RKV_OK);
     uint64_t fixed = s0.host_bytes - 64 * 16; /* all but the table */
+    cr_assert_eq(sf.host_bytes - fixed, (1u << 21) * 16);
+    /* the smallest multiple of 4 entries with 17/32 of it >= 1M */
     uint64_t table = s.host_bytes - fixed;
-    /* the smallest multiple of 4 entries at or above 1M x 32/17, 16 bytes
-     * each (a power of two would be 2^21 entries, 33,554,432 B) */
     cr_assert_eq(table, 1882356 * 16);
     cr_assert_lt(64 * table + fixed, 2000000000ull);
+    cr_assert_geq(s.entries_limit, 1000000);
     rkv_router_destroy(small);
+    rkv_router_destroy(free_size);
     rt_done(r);
 }
 
