@@ -181,17 +181,21 @@ uint32_t rkv_index_add(rkv_router *r, uint64_t key)
 void rkv_index_remove(rkv_router *r, uint32_t i)
 {
     rkv_index_entry *t = r->entries;
+    uint32_t cap = r->table_cap;
     if (rkv_index_medium(&t[i]) != RKV_MEDIUM_DEVICE)
         r->offdev[rkv_index_group(&t[i])]--;
-    uint32_t j = i;
-    for (;;) {
-        j = rkv_index_succ(r, j);
+    for (uint32_t j = i;;) {
+        if (++j == cap)
+            j = 0;
         if (t[j].mask == 0)
             break;
         uint32_t k = rkv_index_home(r, t[j].key);
-        /* t[j] may move to i iff its home is not cyclically in (i, j] */
-        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-        if (!stays) {
+        /* t[j] may move to i iff its home k is not cyclically in (i, j]:
+         * iff it is at least as far from j as i is (distances taken
+         * forward, mod cap; k == i moves) */
+        uint32_t dk = j - k + (j < k ? cap : 0);
+        uint32_t di = j - i + (j < i ? cap : 0);
+        if (dk >= di) {
             t[i] = t[j];
             i = j;
         }
