@@ -184,20 +184,21 @@ void rkv_index_remove(rkv_router *r, uint32_t i)
     uint32_t cap = r->table_cap;
     if (rkv_index_medium(&t[i]) != RKV_MEDIUM_DEVICE)
         r->offdev[rkv_index_group(&t[i])]--;
-    for (uint32_t j = i;;) {
+    /* d: how far j is past i (the hole) */
+    for (uint32_t j = i, d = 0;;) {
         if (++j == cap)
             j = 0;
+        d++;
         if (t[j].mask == 0)
             break;
         uint32_t k = rkv_index_home(r, t[j].key);
         /* t[j] may move to i iff its home k is not cyclically in (i, j]:
-         * iff it is at least as far from j as i is (distances taken
-         * forward, mod cap; k == i moves) */
+         * iff k is at least d slots before j (k == i moves) */
         uint32_t dk = j - k + (j < k ? cap : 0);
-        uint32_t di = j - i + (j < i ? cap : 0);
-        if (dk >= di) {
+        if (dk >= d) {
             t[i] = t[j];
             i = j;
+            d = 0;
         }
     }
     memset(&t[i], 0, sizeof t[i]);

@@ -270,13 +270,13 @@ typedef struct rkv_index_stream {
     const rkv_event *ev;
     uint32_t n, g;
     uint32_t k;         /* the event whose hashes are being keyed        */
-    uint32_t medium;    /* ev[k]'s (its low 2 bits: a bad one is refused
+    uint64_t low;       /* ev[k]'s key bits below the mix: group and
+                           medium (its low 2 bits: a bad one is refused
                            unapplied, the prefetch does not matter)      */
     const uint64_t *h, *end; /* next hash to key and ev[k]'s end        */
     uint64_t o;         /* the next hash's ordinal                       */
     uint64_t nsmix;     /* ev[k]'s                                       */
     uint64_t key[RKV_INDEX_RING]; /* key of ordinal o at [o % RING]     */
-    uint32_t home[RKV_INDEX_RING]; /* and its home                      */
 } rkv_index_stream;
 
 static inline uint32_t rkv_index_len(const rkv_event *e)
@@ -285,7 +285,7 @@ static inline uint32_t rkv_index_len(const rkv_event *e)
 }
 
 /* Puts the producer at event k's first hash, ordinal o. */
-static void rkv_index_stream_at(rkv_index_stream *p, uint32_t k, uint64_t o)
+static inline __attribute__((always_inline)) void rkv_index_stream_at(rkv_index_stream *p, uint32_t k, uint64_t o)
 {
     p->k = k;
     p->o = o;
@@ -294,14 +294,14 @@ static void rkv_index_stream_at(rkv_index_stream *p, uint32_t k, uint64_t o)
         const rkv_event *e = &p->ev[k];
         p->h = e->hashes;
         p->end = e->hashes + rkv_index_len(e);
-        p->medium = e->medium & 3u;
+        p->low = rkv_index_key(0, 0, p->g, e->medium & 3u) & 127;
         p->nsmix = rkv_index_nsmix(e->ns);
     }
 }
 
 /* Moves the producer past its event to the next one with a hash to key;
  * 0 at the batch's end. */
-static int rkv_index_stream_next(rkv_index_stream *p)
+static inline __attribute__((always_inline)) int rkv_index_stream_next(rkv_index_stream *p)
 {
     while (p->k < p->n) {
         rkv_index_stream_at(p, p->k + 1, p->o);
@@ -317,12 +317,11 @@ static inline void rkv_index_stream_step(const rkv_router *r,
 {
     if (p->h == p->end && !rkv_index_stream_next(p))
         return;
-    uint64_t key = rkv_index_key(*p->h++, p->nsmix, p->g, p->medium);
-    uint32_t home = rkv_index_home(r, key);
-    uint32_t q = (uint32_t)p->o++ & (RKV_INDEX_RING - 1);
-    p->key[q] = key;
-    p->home[q] = home;
-    __builtin_prefetch(&r->entries[home]);
+    /* rkv_index_key(hash, nsmix, g, medium): its low 7 bits are the
+     * group's and medium's alone */
+    uint64_t key = rkv_index_key(*p->h++, p->nsmix, 0, 0) | p->low;
+    p->key[(uint32_t)p->o++ & (RKV_INDEX_RING - 1)] = key;
+    __builtin_prefetch(&r->entries[rkv_index_home(r, key)]);
 }
 
 /* The slot of key's entry (its mask is not 0), or the free slot where a
@@ -344,7 +343,7 @@ static inline uint32_t rkv_index_seek(const rkv_router *r, uint64_t key,
  * ordinal o on; returns as rkv_index_apply_one, *done = hashes applied.
  * The entry count is kept in a register and the host/disk count added
  * once (what rkv_index_add_at does one by one). */
-static inline int rkv_index_store(rkv_router *r, uint32_t g, uint64_t bit,
+static inline __attribute__((always_inline)) int rkv_index_store(rkv_router *r, uint32_t g, uint64_t bit,
                                   uint32_t nh, uint32_t medium,
                                   rkv_index_stream *p, uint64_t o,
                                   uint32_t *done)
@@ -356,7 +355,7 @@ static inline int rkv_index_store(rkv_router *r, uint32_t g, uint64_t bit,
         rkv_index_stream_step(r, p);
         uint32_t q = (uint32_t)(o + j) & (RKV_INDEX_RING - 1);
         uint64_t key = p->key[q];
-        rkv_index_entry *x = &t[rkv_index_seek(r, key, p->home[q])];
+        rkv_index_entry *x = &t[rkv_index_seek(r, key, rkv_index_home(r, key))];
         if (x->mask == 0) { /* a free slot: the new entry goes here */
             if (count >= limit) {
                 rc = -2;
@@ -386,7 +385,7 @@ static inline int rkv_index_store(rkv_router *r, uint32_t g, uint64_t bit,
  * first hashes applied (and counted: the caller's clear relies on the
  * counts): the caller clears the instance anyway. parent_held: the
  * event's parent is known held (the previous event stored it). */
-static inline int rkv_index_apply_one(rkv_router *r, uint32_t s,
+static inline __attribute__((always_inline)) int rkv_index_apply_one(rkv_router *r, uint32_t s,
                                       const rkv_event *e,
                                       rkv_index_stream *p, uint64_t o,
                                       int parent_held)
@@ -400,15 +399,12 @@ static inline int rkv_index_apply_one(rkv_router *r, uint32_t s,
     int rc = 0;
     switch (e->kind) {
     case RKV_EVENT_BLOCK_STORED: {
-        uint32_t cap = r->table_cap;
-        /* reserve's own first test, without the call */
-        if ((uint64_t)r->count + nh > rkv_index_load_max(cap) &&
+        /* reserve's own first test, without the call (a table it
+         * grows leaves the prefetched lines the old table's: the keys
+         * stay right, the homes are taken when applied) */
+        if ((uint64_t)r->count + nh > rkv_index_load_max(r->table_cap) &&
             rkv_index_reserve(r, nh) != RKV_OK)
             return -1;
-        if (r->table_cap != cap) /* grown: the keyed homes are the old table's */
-            for (uint64_t q = o; q < p->o; q++)
-                p->home[q % RKV_INDEX_RING] =
-                    rkv_index_home(r, p->key[q % RKV_INDEX_RING]);
         /* prefix closure (route.c relies on it): a page is stored only
          * under a parent the instance holds, or at the namespace root */
         if (nh > 0 && e->parent_hash != RKV_HASH_ROOT && !parent_held &&
@@ -423,7 +419,8 @@ static inline int rkv_index_apply_one(rkv_router *r, uint32_t s,
         for (; j < nh; j++) {
             rkv_index_stream_step(r, p);
             uint32_t q = (uint32_t)(o + j) & (RKV_INDEX_RING - 1);
-            uint32_t i = rkv_index_seek(r, p->key[q], p->home[q]);
+            uint64_t key = p->key[q];
+            uint32_t i = rkv_index_seek(r, key, rkv_index_home(r, key));
             /* a free slot (mask 0): not found */
             uint64_t m = r->entries[i].mask;
             if (!(m & bit)) {
