@@ -96,8 +96,11 @@ static inline void rkv_index_prefetch(const rkv_router *r, uint64_t nsmix,
                                       uint64_t hash, uint32_t groups)
 {
     uint32_t home = rkv_index_home(r, rkv_index_key(hash, nsmix, 0, RKV_MEDIUM_DEVICE));
-    uint32_t mask = r->table_cap - 1, end = home + (groups > 1 ? groups + 2 : 1);
-    for (uint32_t i = home & ~3u; i < end; i += 4)
+    __builtin_prefetch(&r->entries[home]);
+    if (groups <= 1)
+        return;
+    uint32_t mask = r->table_cap - 1, end = home + groups + 2;
+    for (uint32_t i = (home & ~3u) + 4; i < end; i += 4)
         __builtin_prefetch(&r->entries[i & mask]);
 }
 
@@ -333,35 +336,40 @@ static void rkv_index_search(rkv_router *r, rkv_index_bound *bd,
     }
 }
 
-/* The galloping's pages (rkv_index_search), started before the first
- * page's probe so that their misses overlap it. */
+/* The galloping's pages (rkv_index_search) after the first, for `groups`
+ * groups. Their home lines are started with the first page's walk (their
+ * misses overlap it); a page's holders are among the first page's
+ * (prefix closure), so once that walk has counted the groups holding it,
+ * the lines those groups' entries spill into are started too, before the
+ * galloping meets them one after another. */
 static void rkv_index_gallop_prefetch(const rkv_router *r, uint64_t nsmix,
                                       const uint64_t *h, uint32_t n, uint32_t groups)
 {
-    for (uint64_t q = 0; q < n; q = 2 * q + 1)
-        rkv_index_prefetch(r, nsmix, h[q], q == 0 ? groups : 1);
-    if (n > 0)
-        rkv_index_prefetch(r, nsmix, h[n - 1], 1);
+    for (uint64_t q = 1; q < n; q = 2 * q + 1)
+        rkv_index_prefetch(r, nsmix, h[q], groups);
+    if (n > 1)
+        rkv_index_prefetch(r, nsmix, h[n - 1], groups);
 }
 
-
-void rkv_index_scan_chain(rkv_router *r, rkv_index_bound *bd,
-                                 uint64_t nsmix, const uint64_t *hashes,
-                                 uint32_t n, rkv_index_scan *sc)
+void rkv_index_scan_chain(rkv_router *r, rkv_index_bound *bd, uint64_t nsmix,
+                          const uint64_t *hashes, uint32_t n, rkv_index_scan *sc)
 {
     /* Most groups of a large fleet hold not even the first page: probe it
-     * in every group at once (the misses overlap) and search only the
-     * groups where someone holds it, instead of starting each group's
-     * galloping prefetches (a dozen lines) for nothing. */
+     * in every group at once (one walk) and search only the groups where
+     * someone holds it. The galloping's home lines (one a page for all
+     * groups) are started with it. */
     uint64_t first[RKV_INDEX_GROUPS]; /* group's live holders of page 0 */
     uint32_t groups = 0;
     sc->n = n;
     for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
         groups += r->live[g] != 0;
-    rkv_index_gallop_prefetch(r, nsmix, hashes, n, groups);
+    if (n > 0)
+        rkv_index_prefetch(r, nsmix, hashes[0], groups);
+    rkv_index_gallop_prefetch(r, nsmix, hashes, n, 1);
     rkv_index_page pg;
     if (groups > 1 && n > 0)
         rkv_index_walk(r, nsmix, hashes[0], &pg);
+    uint32_t holding = 0;
     for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
         first[g] = 0;
         if (r->live[g] != 0 && n > 0) {
@@ -369,8 +377,11 @@ void rkv_index_scan_chain(rkv_router *r, rkv_index_bound *bd,
                                             : rkv_index_probe_at(r, g, r->live[g],
                                                                  nsmix, hashes[0]);
             first[g] = p0.a | p0.d;
+            holding += first[g] != 0;
         }
     }
+    if (holding > 1)
+        rkv_index_gallop_prefetch(r, nsmix, hashes, n, holding);
     /* a full group's slots are scored all at once (rkv_index_argmax):
      * there a slot that holds no page reads lead 0 */
     for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
@@ -435,15 +446,21 @@ static double rkv_index_max64(const double *v)
 
 /* Sets up the bound (rkv_index_bound) for a request of n pages; 0 where
  * it does not apply: pages off the device in some group (their weights
- * differ), or scores that could overflow (then a NaN would need choose's
- * rule for it). lb starts at the highest base: an instance scores at
- * least its base. */
+ * differ), scores that could overflow (then a NaN would need choose's rule
+ * for it), or fewer than two groups to search (a short search: the bound
+ * costs more than it saves). lb starts at the highest base: an instance
+ * scores at least its base. */
 int rkv_index_bound_init(const rkv_router *r, uint32_t n, rkv_index_bound *bd)
 {
     bd->pt = r->cfg.page_tokens;
     bd->wd = r->cfg.medium_weight[RKV_MEDIUM_DEVICE];
     if (n > INT32_MAX || !(rkv_index_bound_score(bd, n, 0) <= 1e308))
         return 0;
+    uint32_t live = 0;
+    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
+        live += r->live[g] != 0;
+    if (live < 2)
+        return 0; /* one group's search is short: the bound would cost more */
     int any = 0;
     for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
         if (r->offdev[g] != 0)
