@@ -106,20 +106,6 @@ static uint32_t model_lead(const model *m, const held *x, uint32_t b, uint32_t n
     return best < n ? best : n;
 }
 
-static void same_record(const rkv_router_overlap *a, const rkv_router_overlap *b,
-                        int q)
-{
-    cr_assert_eq(a->instance, b->instance, "query %d", q);
-    cr_assert_eq(a->pages, b->pages, "query %d, instance %llu", q,
-                 (unsigned long long)a->instance);
-    for (int md = 0; md < RKV_MEDIUM_COUNT; md++)
-        cr_assert_eq(a->pages_by_medium[md], b->pages_by_medium[md], "query %d", q);
-    cr_assert_eq(memcmp(&a->score, &b->score, sizeof a->score), 0,
-                 "query %d, instance %llu: score %.17g vs %.17g", q,
-                 (unsigned long long)a->instance, a->score, b->score);
-    cr_assert_eq(a->needs_resync, b->needs_resync);
-}
-
 /* Routers: [0] answers by rkv_router_route, [1] by overlaps + choose, [2]
  * by route_top with room for 5 (its own generator and loads: compared
  * with its own overlaps + choose twin [3]). */
@@ -199,14 +185,14 @@ static void run(uint64_t seed, uint32_t ninst, int tiers, int spread)
         rkv_router_overlap one;
         cr_assert_eq(rkv_router_choose(tw[1], all, k, n, &best), RKV_OK);
         cr_assert_eq(rkv_router_route(tw[0], 0, h, n, &one), RKV_OK);
-        same_record(&one, &all[best], q);
+        rt_same_record(&one, &all[best], q);
         /* and route_top with room for 5 */
         uint32_t mt = 0, pick = 0;
         cr_assert_eq(rkv_router_overlaps(tw[3], 0, h, n, all, RKV_ROUTER_MAX_INSTANCES,
                                          &k), RKV_OK);
         cr_assert_eq(rkv_router_choose(tw[3], all, k, n, &best), RKV_OK);
         cr_assert_eq(rkv_router_route_top(tw[2], 0, h, n, top, 5, &mt, &pick), RKV_OK);
-        same_record(&top[pick], &all[best], q);
+        rt_same_record(&top[pick], &all[best], q);
         if (q % 40 == 39) { /* a load report now and then */
             uint64_t id = x[rkv_rng_below(&rng, ninst)].id;
             uint64_t ql = spread ? rkv_rng_below(&rng, 40000) : 0;
@@ -283,7 +269,7 @@ Test(router_search, a_bound_equal_to_the_best_is_still_searched)
     cr_assert_eq(rkv_router_choose(r[1], all, k, 300, &best), RKV_OK);
     cr_assert_eq(all[best].instance, 65);
     cr_assert_eq(rkv_router_route(r[0], 0, h, 300, &one), RKV_OK);
-    same_record(&one, &all[best], 0);
+    rt_same_record(&one, &all[best], 0);
     free(all);
     rt_done(r[0]);
     rt_done(r[1]);
