@@ -104,9 +104,10 @@ static inline void rkv_index_prefetch(const rkv_router *r, uint64_t nsmix,
         __builtin_prefetch(&r->entries[i & mask]);
 }
 
-/* Pages probed per level, about: a level's misses are started together
- * and the machine overlaps a few dozen, so a level costs about one memory
- * latency up to this many and more beyond. */
+/* Lines read per level, about (a lone group's probe reads one): a
+ * level's misses are started together and the machine overlaps a few
+ * dozen, so a level costs about one memory latency up to this many and
+ * more beyond. */
 #define RKV_INDEX_LEVEL_PROBES 24
 
 /* Whether a bit leaves A or D between probes plo and phi. */
@@ -127,6 +128,16 @@ static inline uint32_t rkv_index_run(const rkv_index_span *list, uint32_t n, uin
     while (e < n && rkv_index_same(&list[e], &list[i]))
         e++;
     return e - i;
+}
+
+/* The probes a run of `run` equal spans (one per group) gets of the
+ * level's share: a page that many groups hold fills about (run + 2) / 4
+ * lines more than a lone group's, and past one latency a level costs what
+ * its lines cost. */
+static inline uint32_t rkv_index_run_share(uint32_t share, uint32_t run)
+{
+    uint32_t lines = run > 1 ? 1 + (run + 2) / 4 : 1;
+    return share / lines ? share / lines : 1;
 }
 
 /* The parts a span of width w is cut into, given `share` probes. */
@@ -199,8 +210,10 @@ static inline void rkv_index_found(const rkv_router *r, rkv_index_bound *bd,
  *
  * Galloping (pages 0, 1, 3, 7, ... until a group has no bit left, then
  * the chain's last page) leaves spans (lo, hi] of pages where some bit
- * drops; each level cuts every span into up to RKV_INDEX_LEVEL_PROBES /
- * spans parts, probing their ends, down to neighbouring pages. A level's
+ * drops; each level cuts every span into parts (RKV_INDEX_LEVEL_PROBES
+ * shared among the level's distinct spans, fewer where many groups probe
+ * a page: rkv_index_run_share), probing their ends, down to neighbouring
+ * pages. A level's
  * probes are all started (prefetched) before any is read, so a level costs
  * about one memory latency, and the chain of dependent misses is the
  * number of levels (~log base the parts of the gaps), not bisection's
@@ -290,7 +303,7 @@ static void rkv_index_search(rkv_router *r, rkv_index_bound *bd,
         for (uint32_t i = 0, e; i < ncur; i = e) {
             e = i + rkv_index_run(cur, ncur, i);
             int64_t lo = cur[i].lo, w = cur[i].hi - lo;
-            uint32_t k = rkv_index_parts(w, share);
+            uint32_t k = rkv_index_parts(w, rkv_index_run_share(share, e - i));
             for (uint32_t t = 1; t < k; t++)
                 rkv_index_prefetch(r, nsmix, h[lo + (int64_t)((uint64_t)w * t / k)],
                                    e - i);
@@ -300,7 +313,8 @@ static void rkv_index_search(rkv_router *r, rkv_index_bound *bd,
             /* a run of equal spans (one per group), page by page */
             e = i + rkv_index_run(cur, ncur, i);
             int64_t lo = cur[i].lo, hi = cur[i].hi, w = hi - lo, from = lo;
-            uint32_t k = rkv_index_parts(w, share), open = e - i;
+            uint32_t k = rkv_index_parts(w, rkv_index_run_share(share, e - i));
+            uint32_t open = e - i;
             rkv_index_probe was[RKV_INDEX_GROUPS];
             for (uint32_t u = i; u < e; u++)
                 was[u - i] = cur[u].plo;
