@@ -21,6 +21,7 @@
  * its bit leaves D and where it leaves A) are walked one by one to count
  * host and disk pages exactly; with no tiers there are none.
  */
+#include <math.h> /* HUGE_VAL (a constant: no libm) */
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -480,7 +481,7 @@ int rkv_index_bound_init(const rkv_router *r, uint32_t n, rkv_index_bound *bd)
         if (r->offdev[g] != 0)
             return 0;
         const double *base = r->base + g * 64;
-        double m = -1.0 / 0.0;
+        double m = -HUGE_VAL;
         if (r->inst_mask[g] == ~0ull) {
             m = rkv_index_max64(base);
         } else {
