@@ -288,19 +288,55 @@ rkv_status rkv_pool_copy_blocks(rkv_pool *pool, uint32_t n, const rkv_block_id *
     return RKV_OK;
 }
 
-static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
-                            const rkv_block_id *ids, void *host, int to_host)
+/* Block id of a host pool to (to_host) or from hb (bytes_per_block, its
+ * segments packed in order). */
+static void cpu_block_host(rkv_pool *pool, const seg_layout *L, rkv_block_id id, char *hb,
+                           int to_host)
 {
-    seg_layout L;
-    rkv_status st = layout_of(pool, fn, &L);
+    if (L->external) {
+        for (uint32_t s = 0; s < L->height; s++) {
+            char *blk = seg_base(pool, s) + (size_t)id * L->bs;
+            char *packed = hb + (size_t)s * L->seg;
+            if (to_host)
+                seg_copy(L, packed, 1, blk, 0);
+            else
+                seg_copy(L, blk, 0, packed, 1);
+        }
+        return;
+    }
+    char *blk = L->base + (size_t)id * L->seg;
+    if (to_host)
+        host_copy(L, hb, L->seg, blk, L->stride);
+    else
+        host_copy(L, blk, L->stride, hb, L->seg);
+}
+
+/* The checks of a copy between n blocks and host memory (host: the
+ * buffer or the pointer list): *L filled; RKV_OK with n == 0 copies
+ * nothing. */
+static rkv_status host_copy_checks(rkv_pool *pool, const char *fn, uint32_t n,
+                                   const rkv_block_id *ids, const void *host, int to_host,
+                                   seg_layout *L)
+{
+    rkv_status st = layout_of(pool, fn, L);
     if (st != RKV_OK || n == 0)
         return st;
     if (ids == NULL || host == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL ids or buffer", fn);
-    if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, ids)) != RKV_OK)
+    if ((st = check_ids(pool, fn, L->cfg.num_blocks, n, ids)) != RKV_OK)
         return st;
     /* the same block twice would make the result depend on order */
     if (!to_host && (st = check_distinct(fn, n, ids)) != RKV_OK)
+        return st;
+    return RKV_OK;
+}
+
+static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
+                            const rkv_block_id *ids, void *host, int to_host)
+{
+    seg_layout L;
+    rkv_status st = host_copy_checks(pool, fn, n, ids, host, to_host, &L);
+    if (st != RKV_OK || n == 0)
         return st;
     if (L.cfg.device == RKV_DEVICE_CUDA) {
         const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
@@ -322,25 +358,8 @@ static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
         free(hb);
         return st != RKV_OK ? st : st2;
     }
-    for (uint32_t i = 0; i < n; i++) {
-        char *hb = (char *)host + (size_t)i * L.bpb;
-        if (L.external) {
-            for (uint32_t s = 0; s < L.height; s++) {
-                char *blk = seg_base(pool, s) + (size_t)ids[i] * L.bs;
-                char *packed = hb + (size_t)s * L.seg;
-                if (to_host)
-                    seg_copy(&L, packed, 1, blk, 0);
-                else
-                    seg_copy(&L, blk, 0, packed, 1);
-            }
-            continue;
-        }
-        char *blk = L.base + (size_t)ids[i] * L.seg;
-        if (to_host)
-            host_copy(&L, hb, L.seg, blk, L.stride);
-        else
-            host_copy(&L, blk, L.stride, hb, L.seg);
-    }
+    for (uint32_t i = 0; i < n; i++)
+        cpu_block_host(pool, &L, ids[i], (char *)host + (size_t)i * L.bpb, to_host);
     return RKV_OK;
 }
 
@@ -376,4 +395,32 @@ rkv_status rkv_pool_copy_async(rkv_pool *pool, void *stream, uint32_t n,
     return rkv_cuda_status(be, be->copy_host_async(L.cfg.cuda_device, stream, L.base,
                                                    L.seg, L.stride, L.height, n, ids,
                                                    host, to_host));
+}
+
+rkv_status rkv_pool_copy_pairs(rkv_pool *pool, void *stream, uint32_t n,
+                               const rkv_block_id *ids, void *const *host, int to_host)
+{
+    const char *fn = to_host ? "rkv_pool_copy_pairs (to host)"
+                             : "rkv_pool_copy_pairs (from host)";
+    seg_layout L;
+    rkv_status st = host_copy_checks(pool, fn, n, ids, host, to_host, &L);
+    if (st != RKV_OK || n == 0)
+        return st;
+    if (L.cfg.device != RKV_DEVICE_CUDA) {
+        for (uint32_t i = 0; i < n; i++)
+            cpu_block_host(pool, &L, ids[i], host[i], to_host);
+        return RKV_OK;
+    }
+    /* as copy_host: after all work, done on return */
+    st = cuda_device_sync(pool, &L);
+    if (st == RKV_OK) {
+        const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
+        st = L.external ? ext_cuda_host(pool, &L, fn, stream, n, ids, host, to_host)
+                        : rkv_cuda_status(be, be->copy_host_async(L.cfg.cuda_device, stream,
+                                                                  L.base, L.seg, L.stride,
+                                                                  L.height, n, ids, host,
+                                                                  to_host));
+    }
+    rkv_status st2 = cuda_device_sync(pool, &L);
+    return st != RKV_OK ? st : st2;
 }

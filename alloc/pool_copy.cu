@@ -21,6 +21,8 @@
  * (rkv_tree_tier_set_stream), never by a device-wide synchronisation.
  */
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "alloc/pool_copy.h"
 #include "common/cuda_guard.h"
@@ -107,6 +109,59 @@ extern "C" rkv_status rkv_copy_stream_sync(int device, void *stream)
     return e == cudaSuccess ? RKV_OK : rkv_cuda_fail(fn, e);
 }
 
+/* One cudaMemcpyBatchAsync over the n blocks' n * height segments where
+ * the runtime has it (CUDA 13's signature; the simulator's is the same):
+ * one API call for a whole batch instead of one cudaMemcpy2DAsync per
+ * block. 0: not taken (no batch API, the legacy stream, which the batch
+ * API refuses, or a driver without it -- then nothing was queued and the
+ * caller copies block by block); 1: *e is the call's result. */
+#if defined(RKV_CUDASIM) || (defined(CUDART_VERSION) && CUDART_VERSION >= 13000)
+static int copy_host_batch(cudaStream_t s, char *b, size_t seg, size_t stride,
+                           uint32_t height, uint32_t n, const uint32_t *ids,
+                           void *const *host, int to_host, cudaError_t *e)
+{
+    if (s == NULL)
+        return 0;
+#ifdef cudaStreamLegacy
+    if (s == cudaStreamLegacy)
+        return 0;
+#endif
+    const size_t count = (size_t)n * height;
+    void **ptr = (void **)malloc(count * 2 * sizeof *ptr + count * sizeof(size_t));
+    if (ptr == NULL)
+        return 0; /* block by block needs no memory */
+    void **dst = ptr, **src = ptr + count;
+    size_t *sizes = (size_t *)(ptr + 2 * count);
+    for (uint32_t i = 0, k = 0; i < n; i++)
+        for (uint32_t h = 0; h < height; h++, k++) {
+            char *dev = b + (size_t)ids[i] * seg + (size_t)h * stride;
+            char *hb = (char *)host[i] + (size_t)h * seg;
+            dst[k] = to_host ? (void *)hb : (void *)dev;
+            src[k] = to_host ? (void *)dev : (void *)hb;
+            sizes[k] = seg;
+        }
+    /* stream order: the device blocks were written by earlier work on it */
+    cudaMemcpyAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+    size_t idx = 0;
+    *e = cudaMemcpyBatchAsync(dst, (const void *const *)src, sizes, count, &attr, &idx, 1, s);
+    free(ptr);
+    if (*e == cudaErrorNotSupported || *e == cudaErrorCallRequiresNewerDriver) {
+        (void)cudaGetLastError(); /* refused whole: nothing queued */
+        return 0;
+    }
+    return 1;
+}
+#else
+static int copy_host_batch(cudaStream_t, char *, size_t, size_t, uint32_t, uint32_t,
+                           const uint32_t *, void *const *, int, cudaError_t *)
+{
+    return 0;
+}
+#endif
+
 extern "C" rkv_status rkv_copy_host_async(int device, void *stream, void *base,
                                           size_t seg, size_t stride, uint32_t height,
                                           uint32_t n, const uint32_t *ids,
@@ -117,10 +172,16 @@ extern "C" rkv_status rkv_copy_host_async(int device, void *stream, void *base,
     RKV_DEVICE_GUARD(device, fn);
     char *b = (char *)base;
     cudaStream_t s = (cudaStream_t)stream;
+    cudaError_t e = cudaSuccess;
+    if (n > 1 && copy_host_batch(s, b, seg, stride, height, n, ids, host, to_host, &e))
+        return e == cudaSuccess
+                   ? RKV_OK
+                   : rkv_cuda_fail(to_host ? "tier store: cudaMemcpyBatchAsync (device to host)"
+                                           : "tier load: cudaMemcpyBatchAsync (host to device)",
+                                   e);
     for (uint32_t i = 0; i < n; i++) {
         char *blk = b + (size_t)ids[i] * seg;
-        cudaError_t e =
-            to_host ? cudaMemcpy2DAsync(host[i], seg, blk, stride, seg, height,
+        e = to_host ? cudaMemcpy2DAsync(host[i], seg, blk, stride, seg, height,
                                         cudaMemcpyDeviceToHost, s)
                     : cudaMemcpy2DAsync(blk, stride, host[i], seg, seg, height,
                                         cudaMemcpyHostToDevice, s);

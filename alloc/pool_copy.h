@@ -2,7 +2,9 @@
  * alloc/pool_copy.h -- the pool's block copies beyond the public
  * rkv_pool_copy_blocks / _to_host / _from_host, in two halves:
  *   - core (alloc/pool_copy.c, libradixkv): rkv_pool_copy_async, the
- *     queued copies of the tier (radix/tree_copy.c);
+ *     queued copies of the tier (residency/tier_copy.c), and
+ *     rkv_pool_copy_pairs, the batched synchronous copies of its demotions
+ *     and a host pool's loads;
  *   - backend (alloc/pool_copy.cu, libradixkv_cuda): what the core reaches
  *     through the backend table (common/cuda_backend.h) -- the synchronous
  *     block copies of a CUDA pool, and the copy stream, asynchronous block
@@ -33,6 +35,17 @@ extern "C" {
 rkv_status rkv_pool_copy_async(rkv_pool *pool, void *stream, uint32_t n,
                                const rkv_block_id *ids, void *const *host,
                                int to_host);
+
+/* The batched copy of the tier's synchronous paths (demotion, a host
+ * pool's loads): n blocks to (to_host) or from one host pointer per block
+ * (bytes_per_block each), done on return, after the checks of
+ * rkv_pool_copy_to_host / _from_host. A host pool copies block by block; a
+ * CUDA pool waits for all work on the device, queues the n copies on
+ * `stream` in one batched call (NULL: the legacy stream, one copy call a
+ * block), then waits for the device again. On failure no block named is
+ * read or written by a copy still running. */
+rkv_status rkv_pool_copy_pairs(rkv_pool *pool, void *stream, uint32_t n,
+                               const rkv_block_id *ids, void *const *host, int to_host);
 
 /* ---- backend ------------------------------------------------------------- */
 

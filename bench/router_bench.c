@@ -47,7 +47,9 @@
  * Usage: router_bench [--trace FILE] [--instances N] [--page-size P]
  *                     [--capacity-tokens T (per instance, default 1000000)]
  *                     [--limit R] [--reps K] [--candidates K]
- *                     [--no-baseline]
+ *                     [--no-baseline] [--table-bytes B (the router's
+ *                     max_table_bytes: past a power of two's size the
+ *                     table is sized exactly, load <= 17/32)]
  */
 #include <limits.h>
 #include <stdio.h>
@@ -301,6 +303,8 @@ typedef struct pass {
  * instances of `blocks` pages each), as a deployed router would be: table
  * growth (rehashing hundreds of MB) would otherwise land in the timed
  * event application. */
+static uint64_t g_table_bytes; /* --table-bytes */
+
 static void run_router(const recorded *rec, uint32_t N, uint32_t P,
                        uint64_t blocks, uint32_t top, pass *out)
 {
@@ -309,6 +313,7 @@ static void run_router(const recorded *rec, uint32_t N, uint32_t P,
     cfg.page_tokens = P;
     uint64_t want = (uint64_t)N * blocks;
     cfg.initial_blocks = (uint32_t)(want > (1u << 29) ? (1u << 29) : want);
+    cfg.max_table_bytes = g_table_bytes;
     rkv_router *r;
     rkv_status st = rkv_router_create(&cfg, &r);
     if (st != RKV_OK)
@@ -482,10 +487,13 @@ int main(int argc, char **argv)
             dst = &reps;
         else if (strcmp(argv[i], "--candidates") == 0)
             dst = &cands;
+        else if (strcmp(argv[i], "--table-bytes") == 0)
+            dst = &g_table_bytes;
         if (dst == NULL || i + 1 >= argc || !rkv_bench_parse_u64(argv[++i], dst)) {
             fprintf(stderr, "usage: router_bench [--trace FILE] [--instances N] "
                             "[--page-size P] [--capacity-tokens T] [--limit R] "
-                            "[--reps K] [--candidates K] [--no-baseline]\n");
+                            "[--reps K] [--candidates K] [--no-baseline] "
+                            "[--table-bytes B]\n");
             return 2;
         }
     }

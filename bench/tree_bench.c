@@ -25,7 +25,7 @@
  *
  * Usage: tree_bench [--trace FILE] [--page-size P] [--capacity-tokens N]
  *                   [--events RING] [--event-tokens N] [--quick]
- *                   [--cpu-clock] [--trace-only]
+ *                   [--token-bytes 3|4] [--cpu-clock] [--trace-only]
  * The trace is found from --trace, else $RKV_TRACE, else by walking up from
  * the current directory to bench/traces/mooncake_conversation_trace.jsonl,
  * else the copy embedded in the binary. --events RING turns KV events on
@@ -41,6 +41,18 @@
  * cost per interval (measured at start), for a loaded machine.
  * --trace-only: skip the agentic loop (so the trace's first repetition is
  * the process's first tree: its rssB/t counts no memory left by another).
+ * --token-bytes 3: trees store 3-byte token ids (rkv_tree_config.
+ * token_bytes); every workload's ids are then cut to their low 24 bits
+ * (the same prefixes repeat: hit rates do not change).
+ * rssB/t is fair to the tree: the bench's own buffers (the longest
+ * request's tokens, its copy and block ids; the agentic sessions'
+ * contexts) are allocated and touched before the baseline is read. Where
+ * the tree's node memory is a jemalloc arena, a second table splits the
+ * first repetition's tree memory per cached token: asked (host_bytes),
+ * allocated (size classes), active pages, freed pages kept, resident.
+ * Built with -DRKV_BENCH_MAIN_API it compiles against a library without
+ * token_bytes and that table (main before them), for same-sitting
+ * comparisons.
  */
 #include <limits.h>
 #include <errno.h>
@@ -51,8 +63,16 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "radix/tree_debug.h"
 #include "sim/trace.h"
 #include "radixkv.h"
+
+#ifdef RKV_BENCH_MAIN_API
+/* main before radix/node_mem.h's report: never filled */
+typedef struct rkv_node_mem_report {
+    size_t asked, allocated, active, dirty, resident;
+} rkv_node_mem_report;
+#endif
 
 
 /* --cpu-clock: intervals are this thread's CPU time (immune to other
@@ -94,6 +114,11 @@ static double span(double t0, double t1)
     return d > 0 ? d : 0;
 }
 
+/* --token-bytes: the trees' token id width (4: the default) and the mask
+ * every workload's ids go through */
+static uint32_t g_token_bytes = 4;
+static int32_t g_token_mask = 0x7fffffff;
+
 /* --events: ring capacity (0 = off) and events drained so far */
 static uint32_t g_event_ring;
 static uint64_t g_events_drained;
@@ -117,6 +142,8 @@ typedef struct bench_acc {
     double hit_rate, bytes_per_token, tree_bytes_per_token;
     double rss_per_token; /* resident set growth over the run / cached tokens */
     uint64_t cached_tokens;
+    int have_mem;         /* mem: the tree's arena at the end (jemalloc) */
+    rkv_node_mem_report mem;
 } bench_acc;
 
 /* Resident set size of this process in bytes (Linux /proc/self/statm; 0
@@ -160,7 +187,13 @@ static uint32_t bench_page(uint32_t L)
     return P;
 }
 
-static void env_open(bench_env *e, uint32_t L, uint64_t capacity_tokens)
+static void env_reserve(bench_env *e, size_t n);
+
+/* The pool and tree of logical page L, after the scratch for requests of
+ * up to max_len tokens (allocated and touched first, so *rss0, read after
+ * it and before the pool, counts only the cache's own memory). */
+static void env_open(bench_env *e, uint32_t L, uint64_t capacity_tokens,
+                     size_t max_len, double *rss0)
 {
     memset(e, 0, sizeof *e);
     uint32_t P = bench_page(L);
@@ -168,6 +201,11 @@ static void env_open(bench_env *e, uint32_t L, uint64_t capacity_tokens)
         fprintf(stderr, "tree_bench: page size %u cannot be emulated\n", L);
         exit(2);
     }
+    e->P = P;
+    env_reserve(e, max_len);
+    memset(e->blocks, 0, e->blocks_cap * sizeof *e->blocks);
+    memset(e->copy, 0, e->copy_cap * sizeof *e->copy);
+    *rss0 = rss_bytes();
     rkv_pool_config cfg;
     rkv_pool_config_init(&cfg);
     cfg.page_size = P;
@@ -180,6 +218,9 @@ static void env_open(bench_env *e, uint32_t L, uint64_t capacity_tokens)
     rkv_tree_config_init(&tc);
     tc.event_ring = g_event_ring;
     tc.event_tokens = g_event_tokens;
+#ifndef RKV_BENCH_MAIN_API
+    tc.token_bytes = g_token_bytes;
+#endif
     if ((st = rkv_tree_create(e->pool, &tc, &e->tree)) != RKV_OK)
         die("tree_create", st);
     e->P = P;
@@ -311,6 +352,9 @@ static void finish_acc(bench_env *e, bench_acc *acc, double rss0)
     double rss1 = rss_bytes();
     if (acc->cached_tokens && rss0 > 0 && rss1 > rss0)
         acc->rss_per_token = (rss1 - rss0) / (double)acc->cached_tokens;
+#ifndef RKV_BENCH_MAIN_API
+    acc->have_mem = rkv_tree_debug_mem_report(e->tree, &acc->mem);
+#endif
     rkv_status st = rkv_tree_check(e->tree);
     if (st != RKV_OK)
         die("tree_check after the run", st);
@@ -322,9 +366,24 @@ static void finish_acc(bench_env *e, bench_acc *acc, double rss0)
 static void keep_best(bench_acc *best, const bench_acc *a, int first)
 {
     double rss = first ? a->rss_per_token : best->rss_per_token;
+    rkv_node_mem_report mem = first ? a->mem : best->mem;
     if (first || a->total_ns < best->total_ns)
         *best = *a;
     best->rss_per_token = rss;
+    best->mem = mem;
+}
+
+/* The first repetition's tree memory per cached token (see the header). */
+static void print_mem(const char *name, uint32_t P, const bench_acc *a)
+{
+    if (!a->have_mem || a->cached_tokens == 0)
+        return;
+    double c = (double)a->cached_tokens;
+    printf("%-10s %5u  asked %5.2f  allocated %5.2f  active %5.2f  kept free "
+           "%5.2f  resident %5.2f  (B per cached token)\n", name, P,
+           (double)a->mem.asked / c, (double)a->mem.allocated / c,
+           (double)a->mem.active / c, (double)a->mem.dirty / c,
+           (double)a->mem.resident / c);
 }
 
 /* ---- (a) agentic loop -------------------------------------------------------- */
@@ -335,7 +394,7 @@ typedef struct agentic_cfg {
 
 static int32_t synth_token(uint64_t stream, uint64_t i)
 {
-    return (int32_t)(rkv_splitmix64(stream * 0x100000001ULL + i) & 0x7fffffff);
+    return (int32_t)(rkv_splitmix64(stream * 0x100000001ULL + i) & (uint64_t)g_token_mask);
 }
 
 static void run_agentic(const agentic_cfg *c, uint32_t P, uint64_t capacity,
@@ -348,16 +407,19 @@ static void run_agentic(const agentic_cfg *c, uint32_t P, uint64_t capacity,
         fprintf(stderr, "tree_bench: out of memory\n");
         exit(1);
     }
-    double rss0 = rss_bytes();
-    bench_env e;
-    env_open(&e, P, capacity);
-    memset(out, 0, sizeof *out);
     for (uint32_t s = 0; s < c->sessions; s++) {
         ctx[s] = malloc(max_len * sizeof **ctx);
         if (ctx[s] == NULL) {
             fprintf(stderr, "tree_bench: out of memory\n");
             exit(1);
         }
+        memset(ctx[s], 0, max_len * sizeof **ctx);
+    }
+    double rss0;
+    bench_env e;
+    env_open(&e, P, capacity, max_len, &rss0);
+    memset(out, 0, sizeof *out);
+    for (uint32_t s = 0; s < c->sessions; s++) {
         for (uint32_t i = 0; i < c->sys_tokens; i++)
             ctx[s][i] = synth_token(0, i);
         len[s] = c->sys_tokens;
@@ -375,9 +437,7 @@ static void run_agentic(const agentic_cfg *c, uint32_t P, uint64_t capacity,
             serve(&e, 0, ctx[s], prompt, len[s], out);
         }
     }
-    /* the sessions' contexts are in the growth too: not counted */
-    double ctx_bytes = (double)c->sessions * (double)max_len * sizeof **ctx;
-    finish_acc(&e, out, rss0 + ctx_bytes);
+    finish_acc(&e, out, rss0);
     env_close(&e);
     for (uint32_t s = 0; s < c->sessions; s++)
         free(ctx[s]);
@@ -447,15 +507,19 @@ static void run_trace(const trace_set *ts, uint32_t P, uint64_t capacity,
     int32_t *tok = malloc(((size_t)ts->max_len + 1) * sizeof *tok);
     if (tok == NULL)
         die("trace tokens", RKV_ERR_NOMEM);
-    double rss0 = rss_bytes();
+    memset(tok, 0, ((size_t)ts->max_len + 1) * sizeof *tok);
+    double rss0;
     bench_env e;
-    env_open(&e, P, capacity);
+    env_open(&e, P, capacity, ts->max_len, &rss0);
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < ts->n; i++) {
         const trace_req *q = &ts->r[i];
         rkv_status st = rkv_trace_expand(q->ids, q->num_ids, q->input_length, tok);
         if (st != RKV_OK)
             die("expand", st);
+        if (g_token_bytes == 3)
+            for (uint32_t j = 0; j < q->input_length; j++)
+                tok[j] &= g_token_mask;
         serve(&e, 0, tok, q->input_length, q->input_length, out);
     }
     finish_acc(&e, out, rss0);
@@ -553,6 +617,13 @@ int main(int argc, char **argv)
             g_tokbuf = malloc((size_t)v * sizeof *g_tokbuf);
             if (g_tokbuf == NULL)
                 die("token buffer", RKV_ERR_NOMEM);
+        } else if (strcmp(argv[i], "--token-bytes") == 0 && i + 1 < argc) {
+            uint64_t v = 0;
+            if (!flag_u64(argv[i], argv[i + 1], 3, 4, &v))
+                return 2;
+            i++;
+            g_token_bytes = (uint32_t)v;
+            g_token_mask = v == 3 ? 0xffffff : 0x7fffffff;
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
         } else if (strcmp(argv[i], "--cpu-clock") == 0) {
@@ -562,8 +633,8 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: tree_bench [--trace FILE] [--page-size P] "
                             "[--capacity-tokens N] [--events RING] "
-                            "[--event-tokens N] [--quick] [--cpu-clock] "
-                            "[--trace-only]\n");
+                            "[--event-tokens N] [--token-bytes 3|4] [--quick] "
+                            "[--cpu-clock] [--trace-only]\n");
             return 2;
         }
     }
@@ -613,6 +684,9 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "mooncake");
         print_row(name, sizes[i], &tr[i]);
     }
+    printf("\ntree node memory (jemalloc arena), first repetition:\n");
+    for (int i = 0; i < nsizes; i++)
+        print_mem("mooncake", sizes[i], &tr[i]);
 
     /* against SGLang's published replay of the same trace */
     printf("\nvs SGLang RadixCache on this trace (bench/traces/README.md, 3M "

@@ -2,10 +2,11 @@
  * fleet/route_json.c -- rkv_route_json (fleet/route_json.h): a strict
  * one-pass parser of the route request over a bounded cursor (every read
  * checks the end first, so a truncated body is an error, never a read
- * past it) and the error object's writer.
+ * past it), the error object's writer, and the answer's appenders.
  */
 #include "fleet/route_json.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,4 +186,45 @@ size_t rkv_route_json_error(char *buf, size_t cap, int code, const char *msg)
     esc[k] = 0;
     int n = snprintf(buf, cap, "{\"error\": \"%s\", \"status\": %d}\n", esc, code);
     return n < 0 ? cap : (size_t)n;
+}
+
+static void put(rkv_json_out *o, const char *s, size_t n)
+{
+    if (o->len < o->cap)
+        memcpy(o->buf + o->len, s, n < o->cap - o->len ? n : o->cap - o->len);
+    o->len += n;
+    if (o->len < o->cap)
+        o->buf[o->len] = 0; /* a terminator while there is room, as snprintf */
+}
+
+void rkv_json_raw(rkv_json_out *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+void rkv_json_u64(rkv_json_out *o, uint64_t v)
+{
+    char d[20];
+    size_t n = 0;
+    do {
+        d[sizeof d - ++n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    put(o, d + sizeof d - n, n);
+}
+
+void rkv_json_num(rkv_json_out *o, double v)
+{
+    /* an integer of at most 10 digits is what %.10g prints digit for
+     * digit; anything else (fractions, larger, -0, NaN, inf) goes to it */
+    if (v > -1e10 && v < 1e10 && v == (double)(int64_t)v && !(v == 0 && signbit(v))) {
+        int64_t i = (int64_t)v;
+        if (i < 0)
+            put(o, "-", 1);
+        rkv_json_u64(o, i < 0 ? (uint64_t)0 - (uint64_t)i : (uint64_t)i);
+        return;
+    }
+    char t[32];
+    int n = snprintf(t, sizeof t, "%.10g", v);
+    put(o, t, n > 0 ? (size_t)n : 0);
 }

@@ -27,7 +27,9 @@
  *    model answers; queries go to one router of the queue group
  *    "radixkv-router", so several routers share them), and the same text on
  *    http://<--metrics-addr>:<--metrics-port>/metrics when asked
- *    (fleet/http.c, polled from the main loop: a scrape never blocks it);
+ *    (fleet/http.c, on a thread of its own that sleeps in poll(2): a
+ *    scrape or a stuck client never blocks the main loop, and connections
+ *    are kept alive between requests);
  *  - a route query carries page hashes or token ids (fleet/codec.h
  *    versions 1 and 2): the codec hashes token ids into the trees' page
  *    hashes, so the router sees one form.
@@ -40,9 +42,12 @@
  *    are logged without their passwords.
  *
  * One thread at a time uses the router, under the state lock: the main
- * loop handles the stream, heartbeats, snapshots, stats and HTTP in
- * arrival order (their NATS callbacks only queue them), and route queries
- * are answered on their own delivery thread (on_route). Bad messages are counted and
+ * loop handles the stream, heartbeats, snapshots and stats in arrival
+ * order (their NATS callbacks only queue them), route queries are
+ * answered on a connection and thread of their own (on_route_loop,
+ * fleet/nats_loop.h; on their subscription's delivery thread, on_route,
+ * when that cannot start), and HTTP requests on the HTTP thread
+ * (http_loop). Bad messages are counted and
  * logged (the first few), never fatal. SIGINT/SIGTERM stop it cleanly.
  * An instance is routed to only once this process had a heartbeat from
  * it: one rebuilt from the stream after a restart may have died while the
@@ -53,6 +58,7 @@
 #include <inttypes.h>
 #include <nats/nats.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +71,7 @@
 #include "fleet/http.h"
 #include "fleet/route_json.h"
 #include "fleet/nats_auth.h"
+#include "fleet/nats_loop.h"
 #include "fleet/publisher.h"
 #include "fleet/router_daemon.h"
 #include "radixkv_router.h"
@@ -146,6 +153,10 @@ struct rkv_daemon {
     int32_t *tokens; /* RKV_DAEMON_HTTP_MAX_TOKENS, allocated on first use */
     uint64_t http_routes, http_route_errors;
     uint64_t route_cpu_ns; /* thread CPU time inside the router's route calls */
+    /* the route queries' own connection (fleet/nats_loop.h): replies to
+     * them go on it while one is handled (NULL: on nc) */
+    rkv_nats_loop *route_loop;
+    natsConnection *reply_nc;
 };
 
 /* a body of RKV_HTTP_MAX_POST bytes holds at most this many ids ("1,") */
@@ -161,6 +172,7 @@ typedef struct mqueue_owner {
     pthread_mutex_t state;
     rkv_daemon *d;
     int closing;
+    atomic_int http_stop; /* ends http_loop */
 } mqueue_owner;
 
 static void enqueue(mqueue *q, natsMsg *m, int kind)
@@ -238,6 +250,22 @@ static void on_route(natsConnection *nc, natsSubscription *sub, natsMsg *m,
                           natsMsg_GetReply(m), rkv_fleet_now_ms());
     pthread_mutex_unlock(&o->state);
     natsMsg_Destroy(m);
+}
+/* The same on the route queries' own connection and thread
+ * (fleet/nats_loop.h): no hand-off between threads, and the replies to
+ * every query one read brought go out in one write. */
+static void on_route_loop(void *ctx, natsConnection *nc, natsMsg *m)
+{
+    mqueue_owner *o = ctx;
+    pthread_mutex_lock(&o->state);
+    if (!o->closing) {
+        o->d->reply_nc = nc;
+        rkv_daemon_handle(o->d, RKV_DAEMON_ROUTE, natsMsg_GetSubject(m),
+                          natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                          natsMsg_GetReply(m), rkv_fleet_now_ms());
+        o->d->reply_nc = NULL;
+    }
+    pthread_mutex_unlock(&o->state);
 }
 HANDLER(on_stats, RKV_DAEMON_STATS)
 HANDLER(on_snap, RKV_DAEMON_SNAP)
@@ -695,8 +723,8 @@ static void send_reply(rkv_daemon *d, const char *reply_to, const void *data, si
 {
     if (d->reply_fn)
         d->reply_fn(d->reply_ctx, reply_to, data, len);
-    else if (d->nc)
-        natsConnection_Publish(d->nc, reply_to, data, (int)len);
+    else if (d->reply_nc || d->nc)
+        natsConnection_Publish(d->reply_nc ? d->reply_nc : d->nc, reply_to, data, (int)len);
 }
 
 static void handle_route(rkv_daemon *d, const void *data, size_t data_len,
@@ -741,13 +769,6 @@ static size_t http_error(rkv_daemon *d, char *buf, size_t cap, int *code, int st
     return rkv_route_json_error(buf, cap, status, msg);
 }
 
-/* Appends to buf[*k..cap) as snprintf would; *k saturates at cap. */
-#define APPEND(...)                                                             \
-    do {                                                                        \
-        int w_ = snprintf(buf + k, k < cap ? cap - k : 0, __VA_ARGS__);         \
-        k = w_ < 0 ? cap : k + (size_t)w_;                                      \
-    } while (0)
-
 size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *buf, size_t cap,
                          int *code)
 {
@@ -772,23 +793,44 @@ size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *
         return http_error(d, buf, cap, code,
                           s == RKV_ERR_STATE ? 503 : s == RKV_ERR_NOMEM ? 503 : 500,
                           rkv_last_error());
-    size_t k = 0;
-    APPEND("{\"instance\": %" PRIu64 ", \"overlap_blocks\": %u, \"overlap_by_medium\": "
-           "{\"device\": %u, \"host\": %u, \"disk\": %u}, \"score\": %.10g, "
-           "\"request_blocks\": %u, \"page_size\": %u, \"namespace\": %" PRIu64
-           ", \"candidates\": [",
-           chosen.instance, chosen.pages, chosen.pages_by_medium[RKV_MEDIUM_DEVICE],
-           chosen.pages_by_medium[RKV_MEDIUM_HOST], chosen.pages_by_medium[RKV_MEDIUM_DISK],
-           chosen.score, pages, d->page_size, req.ns);
+    rkv_json_out o = {buf, cap, 0};
+    rkv_json_raw(&o, "{\"instance\": ");
+    rkv_json_u64(&o, chosen.instance);
+    rkv_json_raw(&o, ", \"overlap_blocks\": ");
+    rkv_json_u64(&o, chosen.pages);
+    rkv_json_raw(&o, ", \"overlap_by_medium\": {\"device\": ");
+    rkv_json_u64(&o, chosen.pages_by_medium[RKV_MEDIUM_DEVICE]);
+    rkv_json_raw(&o, ", \"host\": ");
+    rkv_json_u64(&o, chosen.pages_by_medium[RKV_MEDIUM_HOST]);
+    rkv_json_raw(&o, ", \"disk\": ");
+    rkv_json_u64(&o, chosen.pages_by_medium[RKV_MEDIUM_DISK]);
+    rkv_json_raw(&o, "}, \"score\": ");
+    rkv_json_num(&o, chosen.score);
+    rkv_json_raw(&o, ", \"request_blocks\": ");
+    rkv_json_u64(&o, pages);
+    rkv_json_raw(&o, ", \"page_size\": ");
+    rkv_json_u64(&o, d->page_size);
+    rkv_json_raw(&o, ", \"namespace\": ");
+    rkv_json_u64(&o, req.ns);
+    rkv_json_raw(&o, ", \"candidates\": [");
     for (uint32_t i = 0; i < rep.count; i++) {
-        const rkv_router_overlap *o = &all[i];
-        APPEND("%s{\"instance\": %" PRIu64 ", \"overlap_blocks\": %u, \"device\": %u, "
-               "\"host\": %u, \"disk\": %u, \"score\": %.10g}",
-               i ? ", " : "", o->instance, o->pages, o->pages_by_medium[RKV_MEDIUM_DEVICE],
-               o->pages_by_medium[RKV_MEDIUM_HOST], o->pages_by_medium[RKV_MEDIUM_DISK],
-               o->score);
+        const rkv_router_overlap *c = &all[i];
+        rkv_json_raw(&o, i ? ", {\"instance\": " : "{\"instance\": ");
+        rkv_json_u64(&o, c->instance);
+        rkv_json_raw(&o, ", \"overlap_blocks\": ");
+        rkv_json_u64(&o, c->pages);
+        rkv_json_raw(&o, ", \"device\": ");
+        rkv_json_u64(&o, c->pages_by_medium[RKV_MEDIUM_DEVICE]);
+        rkv_json_raw(&o, ", \"host\": ");
+        rkv_json_u64(&o, c->pages_by_medium[RKV_MEDIUM_HOST]);
+        rkv_json_raw(&o, ", \"disk\": ");
+        rkv_json_u64(&o, c->pages_by_medium[RKV_MEDIUM_DISK]);
+        rkv_json_raw(&o, ", \"score\": ");
+        rkv_json_num(&o, c->score);
+        rkv_json_raw(&o, "}");
     }
-    APPEND("]}\n");
+    rkv_json_raw(&o, "]}\n");
+    size_t k = o.len;
     d->http_routes++;
     uint64_t dt = rkv_fleet_now_us() - t0;
     d->lat_us[d->n_lat++ % LAT_RING] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
@@ -802,10 +844,39 @@ void rkv_daemon_set_page_size(rkv_daemon *d, uint32_t page_size)
     d->page_size = page_size <= RKV_MAX_PAGE_SIZE ? page_size : 0;
 }
 
+/* The HTTP server's callbacks, on its own thread (http_loop): each takes
+ * the state lock the NATS paths take. */
 static size_t on_http_route(void *ctx, const char *body, size_t len, char *buf,
                             size_t cap, int *code)
 {
-    return rkv_daemon_http_route(ctx, body, len, buf, cap, code);
+    mqueue_owner *o = ctx;
+    pthread_mutex_lock(&o->state);
+    size_t n = rkv_daemon_http_route(o->d, body, len, buf, cap, code);
+    pthread_mutex_unlock(&o->state);
+    return n;
+}
+
+static size_t render_metrics(void *ctx, char *buf, size_t cap);
+
+static size_t on_http_metrics(void *ctx, char *buf, size_t cap)
+{
+    mqueue_owner *o = ctx;
+    pthread_mutex_lock(&o->state);
+    size_t n = render_metrics(o->d, buf, cap);
+    pthread_mutex_unlock(&o->state);
+    return n;
+}
+
+/* The HTTP server's thread: it sleeps in poll(2) until a connection has
+ * something (no polling from the main loop, so a request is answered as
+ * it arrives), waking at least every 50 ms for the deadlines and to
+ * notice the stop. */
+static void *http_loop(void *arg)
+{
+    mqueue_owner *o = arg;
+    while (!atomic_load(&o->http_stop))
+        rkv_http_poll(o->d->http, rkv_fleet_now_ms(), 50, on_http_metrics, o);
+    return NULL;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -901,6 +972,8 @@ static size_t render_metrics(void *ctx, char *buf, size_t cap)
             dropped += (uint64_t)n;
     }
     dropped += d->queue_dropped;
+    int64_t rl = rkv_nats_loop_dropped(d->route_loop);
+    dropped += rl > 0 ? (uint64_t)rl : 0;
     int k = snprintf(
         buf, cap,
         METRIC("gauge", "radixkv_router_instances_live",
@@ -1290,6 +1363,28 @@ static int parse_u64(const char *s, uint64_t *out)
 
 #define DEFAULT_SERVER "nats://127.0.0.1:4222"
 
+/* The route queries' connection and thread (fleet/nats_loop.h), with the
+ * main connection's server, authentication and TLS. */
+static natsStatus start_route_loop(const char *prog, const rkv_nats_auth *auth,
+                                   const char *route_subj, mqueue_owner *qo)
+{
+    natsOptions *ro = NULL;
+    natsStatus s = natsOptions_Create(&ro);
+    if (s == NATS_OK && rkv_nats_auth_apply(auth, DEFAULT_SERVER, ro) != RKV_OK)
+        s = NATS_ERR;
+    if (s == NATS_OK) s = natsOptions_SetErrorHandler(ro, rkv_fleet_nats_error, (void *)prog);
+    if (s == NATS_OK) s = natsOptions_SetMaxReconnect(ro, -1);
+    if (s == NATS_OK) s = natsOptions_SetReconnectWait(ro, 100);
+    if (s == NATS_OK)
+        s = rkv_nats_loop_start(ro, route_subj, "radixkv-router", on_route_loop, qo,
+                                &qo->d->route_loop);
+    if (s != NATS_OK)
+        fprintf(stderr, "%s: route queries on their own connection: %s; on the main "
+                "one instead\n", prog, natsStatus_GetText(s));
+    natsOptions_Destroy(ro); /* the connection keeps its own copy */
+    return s;
+}
+
 int rkv_router_daemon_main(const char *prog, int argc, char **argv)
 {
     const char *server = NULL, *model = NULL, *stream_opt = NULL,
@@ -1415,7 +1510,9 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     rkv_daemon *d = rkv_daemon_create(prog, model, hb_timeout, snap_timeout, rkv_fleet_now_ms(),
                                stderr, &rcfg);
     mqueue_owner qo = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL},
-                       0, PTHREAD_MUTEX_INITIALIZER, d, 0};
+                       0, PTHREAD_MUTEX_INITIALIZER, d, 0, 0};
+    pthread_t http_thread;
+    int http_started = 0;
     mqueue *q = &qo.q;
     int rc = 1;
     natsOptions *no = NULL;
@@ -1428,7 +1525,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     rkv_daemon_set_snapshot_limit(d, (uint32_t)snap_burst, snap_interval);
     rkv_daemon_set_page_size(d, (uint32_t)page_size);
     if (metrics && (rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK ||
-                    rkv_http_set_post(d->http, "/v1/route", on_http_route, d) != RKV_OK)) {
+                    rkv_http_set_post(d->http, "/v1/route", on_http_route, &qo) != RKV_OK)) {
         fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());
         goto out;
     }
@@ -1477,9 +1574,10 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
             s = natsConnection_Subscribe(&d->subs[1], d->nc, hb_subj, on_hb, q);
         if (s == NATS_OK)
             s = subscribe_kv(d, &w, &jerr);
-        if (s == NATS_OK)
-            /* a queue group: routers of one model share the queries, each
-             * answered by one of them */
+        /* a queue group: routers of one model share the queries, each
+         * answered by one of them; on a connection and thread of their
+         * own, else (it cannot start) as the other subscriptions */
+        if (s == NATS_OK && start_route_loop(prog, &auth, route_subj, &qo) != NATS_OK)
             s = natsConnection_QueueSubscribe(&d->subs[3], d->nc, route_subj,
                                               "radixkv-router", on_route, &qo);
         if (s == NATS_OK)
@@ -1497,11 +1595,14 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     if (d->http)
         fprintf(stderr, "%s: metrics on http://%s:%u/metrics, route API on "
                 "POST /v1/route\n", prog, metrics_addr, (unsigned)rkv_http_port(d->http));
-    uint64_t next_tick = rkv_fleet_now_ms(), last_http = 0, next_watch = next_tick + 1000;
+    if (d->http && pthread_create(&http_thread, NULL, http_loop, &qo) != 0) {
+        fprintf(stderr, "%s: cannot start the HTTP thread\n", prog);
+        goto out;
+    }
+    http_started = d->http != NULL;
+    uint64_t next_tick = rkv_fleet_now_ms(), next_watch = next_tick + 1000;
     while (!rkv_fleet_stop) {
-        /* with the HTTP port open an idle loop wakes every millisecond, so
-         * an HTTP route query waits at most about that for its turn */
-        qitem *it = dequeue(q, d->http ? 1 : 50);
+        qitem *it = dequeue(q, 50);
         uint64_t now = rkv_fleet_now_ms();
         pthread_mutex_lock(&qo.state);
         if (it) {
@@ -1511,12 +1612,6 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
                           natsMsg_GetReply(it->msg), now);
             natsMsg_Destroy(it->msg);
             free(it);
-        }
-        /* at most once a millisecond, never waiting: a scrape costs the
-         * NATS loop one render, a stuck client nothing */
-        if (d->http && now != last_http) {
-            rkv_http_poll(d->http, now, 0, render_metrics, d);
-            last_http = now;
         }
         if (now >= next_tick) {
             pthread_mutex_lock(&q->mu);
@@ -1533,9 +1628,15 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     }
     rc = 0;
 out:
+    if (http_started) {
+        atomic_store(&qo.http_stop, 1);
+        pthread_join(http_thread, NULL);
+    }
     pthread_mutex_lock(&qo.state); /* an answer under way ends first */
     qo.closing = 1;
     pthread_mutex_unlock(&qo.state);
+    rkv_nats_loop_stop(d->route_loop);
+    d->route_loop = NULL;
     for (int i = 0; i < N_SUBS; i++)
         if (d->subs[i]) {
             natsSubscription_Unsubscribe(d->subs[i]);

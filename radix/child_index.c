@@ -24,11 +24,13 @@
 
 #include "radix/child_index.h"
 #include "radix/tree_core.h"
+#include "radix/tree_tokens.h"
 
 uint64_t rkv_child_index_key_page(const rkv_tree *t, uint32_t parent,
                            const int32_t *page)
 {
-    return XXH3_64bits_withSeed(page, t->page_bytes, (uint64_t)parent);
+    return XXH3_64bits_withSeed(page, (size_t)t->P * sizeof *page,
+                                (uint64_t)parent);
 }
 
 uint64_t rkv_child_index_key_ns(uint64_t ns)
@@ -37,12 +39,31 @@ uint64_t rkv_child_index_key_ns(uint64_t ns)
     return XXH3_64bits_withSeed(&ns, sizeof ns, 0);
 }
 
+/* A packed node's key: the int32 form of its first page (keys never
+ * depend on the layout, so a query's key is hashed from the query). Not
+ * inlined: its buffer stays off the callers' frames. */
+static __attribute__((noinline)) uint64_t
+rkv_child_index_key_packed(const rkv_tree *t, uint32_t parent, const uint8_t *s)
+{
+    int32_t page[RKV_MAX_PAGE_SIZE];
+    rkv_tok_load(t, page, s, t->P);
+    return rkv_child_index_key_page(t, parent, page);
+}
+
+uint64_t rkv_child_index_key_stored(const rkv_tree *t, uint32_t parent,
+                                    const rkv_tnode *x)
+{
+    if (t->tok_bytes == 4)
+        return rkv_child_index_key_page(t, parent, x->u.tokens);
+    return rkv_child_index_key_packed(t, parent, x->u.tok8);
+}
+
 uint64_t rkv_child_index_key_node(const rkv_tree *t, uint32_t id)
 {
     const rkv_tnode *x = &t->nodes[id];
     if (x->parent == 0)
         return rkv_child_index_key_ns(x->u.ns);
-    return rkv_child_index_key_page(t, x->parent, x->u.tokens);
+    return rkv_child_index_key_stored(t, x->parent, x);
 }
 
 static inline uint32_t rkv_child_index_tag(uint64_t key)
@@ -66,7 +87,7 @@ static inline uint32_t rkv_child_index_probe(const rkv_tree *t, uint64_t key,
         if (e->tag == tag) {
             const rkv_tnode *x = &t->nodes[e->id];
             if (x->parent == parent &&
-                (page != NULL ? memcmp(x->u.tokens, page, t->page_bytes) == 0
+                (page != NULL ? rkv_tok_eq(t, x->u.tok8, page, t->P)
                               : x->u.ns == ns))
                 return e->id;
         }

@@ -11,8 +11,13 @@
 
 #include "radix/tree_core.h"
 
+/* Key of the child of parent whose first page is page (int32 ids, in
+ * either storage layout: radix/tree_tokens.h). */
 uint64_t rkv_child_index_key_page(const rkv_tree *t, uint32_t parent,
                            const int32_t *page);
+/* Key of node x (its stored first page) under parent. */
+uint64_t rkv_child_index_key_stored(const rkv_tree *t, uint32_t parent,
+                                    const rkv_tnode *x);
 uint64_t rkv_child_index_key_ns(uint64_t ns);
 /* Key of an existing node (its first page or its ns). */
 uint64_t rkv_child_index_key_node(const rkv_tree *t, uint32_t id);

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "common/status.h"
@@ -116,6 +117,41 @@ void *rkv_node_mem_alloc(rkv_node_mem *m, size_t size)
     m->bytes += size;
     atomic_fetch_add(&rkv_live_tree_allocs_global, 1);
     return p;
+}
+
+#ifdef RKV_HAVE_JEMALLOC
+static size_t rkv_arena_stat(unsigned arena, const char *what)
+{
+    char name[96];
+    size_t v = 0, sz = sizeof v;
+    snprintf(name, sizeof name, "stats.arenas.%u.%s", arena, what);
+    return mallctl(name, &v, &sz, NULL, 0) == 0 ? v : 0;
+}
+#endif
+
+int rkv_node_mem_report_get(const rkv_node_mem *m, rkv_node_mem_report *r)
+{
+    memset(r, 0, sizeof *r);
+#ifdef RKV_HAVE_JEMALLOC
+    if (!m->use_jemalloc)
+        return 0;
+    uint64_t epoch = 1;
+    size_t sz = sizeof epoch;
+    (void)mallctl("epoch", &epoch, &sz, &epoch, sz);
+    size_t page = 4096;
+    sz = sizeof page;
+    (void)mallctl("arenas.page", &page, &sz, NULL, 0);
+    r->asked = m->bytes;
+    r->allocated = rkv_arena_stat(m->arena, "small.allocated") +
+                   rkv_arena_stat(m->arena, "large.allocated");
+    r->active = rkv_arena_stat(m->arena, "pactive") * page;
+    r->dirty = rkv_arena_stat(m->arena, "pdirty") * page;
+    r->resident = rkv_arena_stat(m->arena, "resident");
+    return 1;
+#else
+    (void)m;
+    return 0;
+#endif
 }
 
 void rkv_node_mem_free(rkv_node_mem *m, void *p, size_t size)

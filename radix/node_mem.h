@@ -47,4 +47,15 @@ int64_t rkv_node_mem_live_global(void);
 /* p may be NULL (then nothing happens); size is what was asked for. */
 void rkv_node_mem_free(rkv_node_mem *m, void *p, size_t size);
 
+/* Where the arena's memory is (jemalloc's arena statistics, refreshed by
+ * the call), in bytes: what the tree asked for (== bytes), what its size
+ * classes hand out for that, the pages of live extents and slabs, freed
+ * pages the arena keeps (never purged, see node_mem.c) and what is
+ * resident. For measurement only (benches): 0 and *r zeroed where node
+ * memory is not a jemalloc arena. */
+typedef struct rkv_node_mem_report {
+    size_t asked, allocated, active, dirty, resident;
+} rkv_node_mem_report;
+int rkv_node_mem_report_get(const rkv_node_mem *m, rkv_node_mem_report *r);
+
 #endif

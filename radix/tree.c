@@ -24,6 +24,7 @@
 #include "radix/tree.h"
 #include "radix/tree_core.h"
 #include "radix/tree_lease.h"
+#include "radix/tree_tokens.h"
 
 void rkv_tree_config_init(rkv_tree_config *cfg)
 {
@@ -35,6 +36,7 @@ void rkv_tree_config_init(rkv_tree_config *cfg)
     cfg->use_jemalloc = rkv_node_mem_has_jemalloc();
     cfg->event_ring = 0;
     cfg->event_tokens = 0;
+    cfg->token_bytes = 4;
 }
 
 rkv_pool *rkv_tree_pool(const rkv_tree *tree)
@@ -154,7 +156,9 @@ rkv_status rkv_tree_core_create(rkv_pool *pool, const rkv_tree_config *cfg,
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_tree_create: tree struct");
     t->pool = pool;
     t->P = pool->cfg.page_size;
-    t->page_bytes = (size_t)t->P * sizeof(int32_t);
+    t->tok_bytes = cfg->token_bytes == 3 ? 3 : 4;
+    t->page_bytes = (size_t)t->P * t->tok_bytes;
+    t->tok_simd = rkv_tok_simd_available();
     rkv_status st = rkv_node_mem_init(&t->mem, cfg->use_jemalloc);
     if (st != RKV_OK) {
         free(t);
@@ -217,7 +221,7 @@ void rkv_tree_core_clear(rkv_tree *t)
                 if (b[i] < pool->cfg.num_blocks && pool->refcount[b[i]] > 0)
                     (void)rkv_pool_drop_ref(pool, b[i]);
             }
-            rkv_node_mem_free(&t->mem, x->u.tokens,
+            rkv_node_mem_free(&t->mem, x->u.tok8,
                               rkv_tree_data_bytes(t, x->cap_pages));
         }
         rkv_tnode_clear(x);

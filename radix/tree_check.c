@@ -25,6 +25,7 @@
 #include "radix/tree_debug.h"
 #include "radix/tree_lease.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: " __VA_ARGS__)
 
@@ -40,6 +41,17 @@ void rkv_tree_debug_fail_create_after(rkv_pool *pool, int64_t k)
 {
     if (pool != NULL)
         pool->tree_fail_at = k < 0 ? 0 : k + 1;
+}
+
+int rkv_tree_debug_mem_report(const rkv_tree *t, rkv_node_mem_report *r)
+{
+    return rkv_node_mem_report_get(&t->mem, r);
+}
+
+int rkv_tree_debug_tok_simd(rkv_tree *t, int on)
+{
+    t->tok_simd = on && rkv_tok_simd_available();
+    return t->tok_simd;
 }
 
 uint64_t rkv_tree_debug_alloc_calls(const rkv_tree *t)
@@ -105,7 +117,9 @@ static rkv_status rkv_check_node(const rkv_tree *t, uint32_t id, uint64_t ns,
                        x->cap_pages);
     if (x->gen == 0)
         return CORRUPT("node %u has generation 0", id);
-    if (rkv_child_index_find(t, x->parent, x->u.tokens) != id)
+    int32_t pg[RKV_MAX_PAGE_SIZE]; /* a page's ids, unpacked */
+    rkv_tok_load(t, pg, rkv_tok_page(t, x, 0), t->P);
+    if (rkv_child_index_find(t, x->parent, pg) != id)
         return CORRUPT("node %u is not found by its first page under %u", id,
                        x->parent);
     if ((x->prev_sib == RKV_NIL ? p->first_child : t->nodes[x->prev_sib].next_sib) != id)
@@ -160,7 +174,7 @@ static rkv_status rkv_check_node(const rkv_tree *t, uint32_t id, uint64_t ns,
         a->seen[b >> 3] |= (uint8_t)(1u << (b & 7));
         if (!rkv_tree_owned(t, b))
             return CORRUPT("block %u of node %u is not marked owned", b, id);
-        const int32_t *pg = x->u.tokens + (size_t)i * t->P;
+        rkv_tok_load(t, pg, rkv_tok_page(t, x, i), t->P);
         if (!rkv_tokens_valid(pg, t->P))
             return CORRUPT("node %u page %u holds a negative token", id, i);
         if (rkv_tree_hash_lazily(t) && rkv_tree_lazy(t, b) != lazy)

@@ -26,7 +26,8 @@
  *     found by exact comparison. A free slot has parent == RKV_NIL and is
  *     chained through next_sib.
  *   - A node's edge is num_pages full pages. Its memory `tokens` holds
- *     cap_pages * P tokens followed by cap_pages block ids (one allocation);
+ *     cap_pages * P token ids of tok_bytes each (radix/tree_tokens.h),
+ *     padded to 4 bytes, followed by cap_pages block ids (one allocation);
  *     eviction trims pages from the tail by lowering num_pages only (it must
  *     not allocate), so cap_pages >= num_pages.
  *   - Children of a node form a doubly linked sibling list (first_child,
@@ -97,7 +98,9 @@ typedef struct rkv_tnode {
     uint64_t last_access; /* logical clock of the last use                */
     uint64_t children_epoch;
     union {
-        int32_t *tokens;  /* cap_pages * P tokens, then cap_pages ids     */
+        int32_t *tokens;  /* cap_pages * P tokens, then cap_pages ids
+                             (4-byte layout; radix/tree_tokens.h)        */
+        uint8_t *tok8;    /* the same memory as bytes (either layout)     */
         uint64_t ns;      /* namespace root: its namespace value          */
     } u;
 } rkv_tnode;
@@ -333,7 +336,11 @@ struct rkv_tree {
     /* pages and node memory (radix/tree.c, radix/node_mem.c) */
     rkv_pool *pool;
     uint32_t P;            /* page size in tokens                           */
-    size_t page_bytes;     /* P * sizeof(int32_t)                           */
+    uint32_t tok_bytes;    /* bytes per stored token id: 4 or 3
+                              (rkv_tree_config.token_bytes; tree_tokens.h) */
+    int tok_simd;          /* the CPU has the wide token paths
+                              (radix/tree_tokens.c)                        */
+    size_t page_bytes;     /* P * tok_bytes: one stored page                */
     size_t tpage_bytes;    /* per-page residency entry in a node's memory
                               (sizeof(rkv_page_residency) with tiers, else
                               0): set by the residency layer               */
@@ -399,16 +406,23 @@ struct rkv_tree {
  * changing y's lock_count or pin_count. */
 static inline uint64_t rkv_yield_pages(const rkv_tree *t, uint32_t y);
 
+/* Bytes of a node memory's token part (pages of tok_bytes ids), padded so
+ * the block ids after it are aligned. */
+static inline size_t rkv_tree_tok_area(const rkv_tree *t, uint32_t pages)
+{
+    return ((size_t)pages * t->page_bytes + 3) & ~(size_t)3;
+}
+
 static inline rkv_block_id *rkv_tnode_blocks(const rkv_tree *t,
                                              const rkv_tnode *x)
 {
-    return (rkv_block_id *)(x->u.tokens + (size_t)x->cap_pages * t->P);
+    return (rkv_block_id *)(x->u.tok8 + rkv_tree_tok_area(t, x->cap_pages));
 }
 
 static inline size_t rkv_tree_data_bytes(const rkv_tree *t, uint32_t pages)
 {
-    return (size_t)pages * (t->page_bytes + sizeof(rkv_block_id) +
-                            t->tpage_bytes);
+    return rkv_tree_tok_area(t, pages) +
+           (size_t)pages * (sizeof(rkv_block_id) + t->tpage_bytes);
 }
 
 static inline rkv_page_residency *rkv_tnode_tpages(const rkv_tree *t,
@@ -500,8 +514,10 @@ static inline int rkv_tree_hash_lazily(const rkv_tree *t)
            t->policy != RKV_EVICT_LEARNED;
 }
 
-/* No negative token id among tokens[0..n). */
-static inline int rkv_tokens_valid(const int32_t *tokens, size_t n)
+/* No token id among tokens[0..n) with any of the bits bad set (the sign
+ * bit: no negative id; bits 24..31 as well for a 3-byte tree). */
+static inline int rkv_tokens_valid_bits(const int32_t *tokens, size_t n,
+                                        uint32_t bad)
 {
     /* OR of the sign bits, eight tokens (four 64-bit words) a round: a
      * whole request's tokens are scanned at every insert */
@@ -518,10 +534,17 @@ static inline int rkv_tokens_valid(const int32_t *tokens, size_t n)
         w2 |= v2;
         w3 |= v3;
     }
-    int32_t acc = 0;
+    uint32_t acc = 0;
     for (; i < n; i++)
-        acc |= tokens[i];
-    return acc >= 0 && ((w0 | w1 | w2 | w3) & 0x8000000080000000ull) == 0;
+        acc |= (uint32_t)tokens[i];
+    return (acc & bad) == 0 &&
+           ((w0 | w1 | w2 | w3) & ((uint64_t)bad << 32 | bad)) == 0;
+}
+
+/* No negative token id among tokens[0..n). */
+static inline int rkv_tokens_valid(const int32_t *tokens, size_t n)
+{
+    return rkv_tokens_valid_bits(tokens, n, 0x80000000u);
 }
 
 /* Slots (the node table's free list) ---------------------------------------- */

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "radix/node_mem.h"
 #include "radixkv.h"
 
 /* The (k+1)-th node-memory allocation from now fails (k = 0: the next one);
@@ -36,6 +37,16 @@ int64_t rkv_tree_debug_live_allocs(const rkv_tree *t);
 /* Process-wide count of live tree allocations, across all trees (0 after
  * every tree is destroyed: the leak check). */
 int64_t rkv_debug_live_tree_allocs_global(void);
+
+/* The tree's wide token paths (radix/tree_tokens.c: the 3-byte layout's
+ * compare and pack, insert's scan for bad ids) on or off, so a test runs
+ * both; on is honoured only where the CPU has them. Returns whether they
+ * are on now. */
+int rkv_tree_debug_tok_simd(rkv_tree *t, int on);
+
+/* The tree's node memory as its allocator sees it (radix/node_mem.h; for
+ * benches): 1 and *r filled with a jemalloc arena, else 0. */
+int rkv_tree_debug_mem_report(const rkv_tree *t, rkv_node_mem_report *r);
 
 /* The layers' own test hooks: residency/tier_debug.h (the tiers'
  * asynchronous copies), retain/evict_guard.h (the learned order's guard). */

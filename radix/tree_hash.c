@@ -20,11 +20,30 @@
 #include "radix/tree_core.h"
 #include "radix/tree_hash.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 
 static int rkv_node_lazy(const rkv_tree *t, uint32_t id)
 {
     const rkv_tnode *n = &t->nodes[id];
     return n->num_pages > 0 && rkv_tree_lazy(t, rkv_tnode_blocks(t, n)[0]);
+}
+
+/* A packed page's hash: of its int32 form (hashes never depend on the
+ * layout). Not inlined: its buffer stays off the callers' frames. */
+static __attribute__((noinline)) uint64_t
+rkv_tree_packed_hash(const rkv_tree *t, uint64_t h, uint64_t ns, const uint8_t *s)
+{
+    int32_t page[RKV_MAX_PAGE_SIZE];
+    rkv_tok_load(t, page, s, t->P);
+    return rkv_block_hash(h, ns, page, t->P);
+}
+
+uint64_t rkv_tree_page_hash(const rkv_tree *t, uint64_t h, uint64_t ns,
+                            const rkv_tnode *x, uint32_t i)
+{
+    if (t->tok_bytes == 4)
+        return rkv_block_hash(h, ns, x->u.tokens + (size_t)i * t->P, t->P);
+    return rkv_tree_packed_hash(t, h, ns, rkv_tok_page(t, x, i));
 }
 
 void rkv_tree_hash_node(rkv_tree *t, uint32_t id)
@@ -52,7 +71,7 @@ void rkv_tree_hash_node(rkv_tree *t, uint32_t id)
         const rkv_block_id *b = rkv_tnode_blocks(t, n);
         uint32_t next = (uint32_t)hash[b[0]];
         for (uint32_t i = 0; i < n->num_pages; i++) {
-            h = rkv_block_hash(h, ns, n->u.tokens + (size_t)i * t->P, t->P);
+            h = rkv_tree_page_hash(t, h, ns, n, i);
             hash[b[i]] = h;
             rkv_tree_clear_lazy(t, b[i]);
         }

@@ -22,6 +22,10 @@ void rkv_tree_hash_all(rkv_tree *t);
  * the pages below it keep the hashes they chained from at insert).
  * Logically const: only the cache of hashes moves. */
 uint64_t rkv_tree_block_hash_of(const rkv_tree *t, rkv_block_id id, int all);
+/* The chained hash after h of node x's stored page i (either token layout:
+ * radix/tree_tokens.h). */
+uint64_t rkv_tree_page_hash(const rkv_tree *t, uint64_t h, uint64_t ns,
+                            const rkv_tnode *x, uint32_t i);
 /* Node id's lazy pages name it again (after a split moved them). */
 void rkv_tree_lazy_renumber(rkv_tree *t, uint32_t id);
 

@@ -216,7 +216,7 @@ static void rkv_tree_remove_leaf(rkv_tree *t, uint32_t id)
     rkv_lru_unlink(t, id);
     /* the first page's tokens are still in memory: trimming only lowered
      * num_pages */
-    rkv_child_index_remove(t, rkv_child_index_key_page(t, x->parent, x->u.tokens), id);
+    rkv_child_index_remove(t, rkv_child_index_key_stored(t, x->parent, x), id);
     uint32_t p = x->parent;
     if (x->prev_sib != RKV_NIL)
         t->nodes[x->prev_sib].next_sib = x->next_sib;

@@ -33,6 +33,7 @@
 #include "radix/tree_hash.h"
 #include "radix/tree_lru.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 
 /* ---- the walk -------------------------------------------------------------- */
 
@@ -43,7 +44,6 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
                    rkv_block_id *dups_out, rkv_walk *w)
 {
     const uint32_t P = t->P;
-    const size_t pb = t->page_bytes;
     uint32_t cur = from, d = from_pages;
     w->partial = RKV_NIL;
     w->partial_pages = 0;
@@ -58,17 +58,8 @@ void rkv_tree_walk(const rkv_tree *t, uint32_t from, uint32_t from_pages,
             break;
         const rkv_tnode *x = &t->nodes[c];
         uint32_t m = x->num_pages, avail = npages - d;
-        uint32_t lim = m < avail ? m : avail, k = 1;
-        if (lim > 1) {
-            /* one memcmp for the common all-equal case; pages on mismatch */
-            if (memcmp(x->u.tokens + P, q + P, (size_t)(lim - 1) * pb) == 0) {
-                k = lim;
-            } else {
-                while (k < lim && memcmp(x->u.tokens + (size_t)k * P,
-                                         q + (size_t)k * P, pb) == 0)
-                    k++;
-            }
-        }
+        uint32_t lim = m < avail ? m : avail;
+        uint32_t k = lim > 1 ? rkv_tok_pages_equal(t, x, q, lim) : 1;
         const rkv_block_id *xb = rkv_tnode_blocks(t, x);
         if (blocks_out != NULL)
             memcpy(blocks_out + d, xb, (size_t)k * sizeof *xb);
@@ -111,25 +102,25 @@ uint32_t rkv_tree_new_root(rkv_tree *t, uint64_t ns)
 uint32_t rkv_tree_split(rkv_tree *t, uint32_t xid, uint32_t k, void *head,
                         void *tail)
 {
-    const uint32_t P = t->P;
     uint32_t nid = rkv_tree_slot_take(t);
     rkv_tnode *x = &t->nodes[xid], *n = &t->nodes[nid];
     uint32_t m = x->num_pages;
     uint64_t key = rkv_child_index_key_node(t, xid); /* first page, old parent */
     const rkv_block_id *xb = rkv_tnode_blocks(t, x);
-    void *old = x->u.tokens;
+    uint8_t *old = x->u.tok8;
     uint32_t old_cap = x->cap_pages;
 
-    n->u.tokens = head;
+    /* stored pages move as bytes: either layout (tree_tokens.h) */
+    n->u.tok8 = head;
     n->cap_pages = n->num_pages = k;
-    memcpy(n->u.tokens, x->u.tokens, (size_t)k * t->page_bytes);
+    memcpy(n->u.tok8, old, (size_t)k * t->page_bytes);
     memcpy(rkv_tnode_blocks(t, n), xb, (size_t)k * sizeof *xb);
 
-    int32_t *tt = tail;
-    memcpy(tt, x->u.tokens + (size_t)k * P, (size_t)(m - k) * t->page_bytes);
-    memcpy(tt + (size_t)(m - k) * P, xb + k, (size_t)(m - k) * sizeof *xb);
-    x->u.tokens = tt;
+    x->u.tok8 = tail;
     x->cap_pages = x->num_pages = m - k;
+    memcpy(x->u.tok8, old + (size_t)k * t->page_bytes,
+           (size_t)(m - k) * t->page_bytes);
+    memcpy(rkv_tnode_blocks(t, x), xb + k, (size_t)(m - k) * sizeof *xb);
     if (RKV_UNLIKELY(t->hooks.split != NULL))
         t->hooks.split(t, xid, nid, old, old_cap, k);
     rkv_node_mem_free(&t->mem, old, rkv_tree_data_bytes(t, old_cap));
@@ -197,9 +188,9 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     uint32_t id = rkv_tree_slot_take(t);
     rkv_tnode *x = &t->nodes[id];
     rkv_tnode *p = &t->nodes[parent];
-    x->u.tokens = data;
+    x->u.tok8 = data;
     x->cap_pages = x->num_pages = npages;
-    memcpy(x->u.tokens, tokens, (size_t)npages * t->page_bytes);
+    rkv_tok_store(t, x->u.tok8, tokens, (size_t)npages * P);
     rkv_block_id *xb = rkv_tnode_blocks(t, x);
     memcpy(xb, blocks, (size_t)npages * sizeof *xb);
     uint64_t parent_hash = h;
@@ -220,7 +211,7 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
         }
     }
     if (RKV_UNLIKELY(t->hooks.pages_stored != NULL))
-        t->hooks.pages_stored(t, ns, parent_hash, xb, x->u.tokens, npages);
+        t->hooks.pages_stored(t, ns, parent_hash, xb, tokens, npages);
     x->parent = parent;
     x->next_sib = p->first_child;
     if (p->first_child != RKV_NIL)
@@ -229,7 +220,7 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
     p->children_epoch = ++t->epoch;
     x->children_epoch = ++t->epoch;
     x->last_access = t->clock;
-    rkv_child_index_insert(t, rkv_child_index_key_page(t, parent, x->u.tokens), id);
+    rkv_child_index_insert(t, rkv_child_index_key_page(t, parent, tokens), id);
     if (t->hooks.on_leaf != NULL) /* classifies it: before it is listed */
         t->hooks.on_leaf(t, id, parent);
     rkv_lru_push_tail(t, id);
@@ -244,19 +235,30 @@ static uint32_t rkv_tree_add_leaf(rkv_tree *t, uint32_t parent, uint64_t ns,
 
 /* ---- argument checks ---------------------------------------------------- */
 
-/* validate_values: insert checks every token; match does not read token
- * values beyond the walk (see rkv_tree_match). */
+/* The arguments' shape; token values are checked by insert only
+ * (rkv_tree_check_values; match does not read them beyond the walk, see
+ * rkv_tree_match). */
 static rkv_status rkv_tree_check_tokens(const rkv_tree *t, const int32_t *tokens,
-                                        size_t n, int validate_values,
-                                        const char *fn)
+                                        size_t n, const char *fn)
 {
     if (n > 0 && tokens == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tokens", fn);
     if (n / t->P >= RKV_NIL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: n=%zu too large", fn, n);
-    if (validate_values && n > 0 && !rkv_tokens_valid(tokens, n))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: negative token id", fn);
     return RKV_OK;
+}
+
+/* tokens[from..n) hold only ids the tree can store (non-negative; below
+ * 2^24 in a 3-byte tree). */
+static rkv_status rkv_tree_check_values(const rkv_tree *t, const int32_t *tokens,
+                                        size_t from, size_t n, const char *fn)
+{
+    if (n <= from || rkv_tok_valid(t, tokens + from, n - from, rkv_tok_bad_bits(t)))
+        return RKV_OK;
+    if (t->tok_bytes == 4)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: negative token id", fn);
+    return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: token id negative or >= 2^24 "
+                         "(the tree stores 3-byte ids: token_bytes 3)", fn);
 }
 
 /* ---- match ---------------------------------------------------------------- */
@@ -286,7 +288,7 @@ rkv_status rkv_tree_match(rkv_tree *tree, rkv_namespace ns,
     /* Token values are not scanned: the tree only holds validated
      * (non-negative) tokens, so a negative id can only end the match, and
      * the cost stays O(matched part + one page) instead of O(n). */
-    rkv_status st = rkv_tree_check_tokens(tree, tokens, n, 0, fn);
+    rkv_status st = rkv_tree_check_tokens(tree, tokens, n, fn);
     if (st != RKV_OK)
         return st;
     rkv_tree *t = tree;
@@ -343,7 +345,7 @@ rkv_status rkv_tree_match_from(rkv_tree *tree, rkv_node from,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: from_tokens %zu (n %zu, page size %u)", fn,
                              from_tokens, n, tree->P);
-    rkv_status st = rkv_tree_check_tokens(tree, tokens, n, 0, fn);
+    rkv_status st = rkv_tree_check_tokens(tree, tokens, n, fn);
     if (st != RKV_OK)
         return st;
     rkv_walk w;
@@ -371,10 +373,21 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tree", fn);
     rkv_tree *t = tree;
-    rkv_status st = rkv_tree_check_tokens(t, tokens, n, 1, fn);
+    rkv_status st = rkv_tree_check_tokens(t, tokens, n, fn);
     if (st != RKV_OK)
         return st;
     uint32_t npages = (uint32_t)(n / t->P);
+    /* The walk first (read-only): the pages it matches equal cached ones,
+     * whose ids were checked when they were inserted, so only the rest of
+     * the request is scanned for bad ids -- the same refusals as scanning
+     * all of it, in the same order (token values before blocks). */
+    uint32_t root = rkv_child_index_find_ns(t, ns);
+    rkv_walk w = {root, 0, RKV_NIL, 0, 0};
+    if (root != RKV_NIL)
+        rkv_tree_walk(t, root, 0, tokens, npages, NULL, blocks, dups_out, &w);
+    st = rkv_tree_check_values(t, tokens, (size_t)w.pages * t->P, n, fn);
+    if (st != RKV_OK)
+        return st;
     if (npages > 0 && blocks == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL blocks", fn);
     const rkv_pool *pool = t->pool;
@@ -389,10 +402,6 @@ rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                                  "%s: blocks[%u] = %u ref count is saturated",
                                  fn, i, b);
     }
-    uint32_t root = rkv_child_index_find_ns(t, ns);
-    rkv_walk w = {root, 0, RKV_NIL, 0, 0};
-    if (root != RKV_NIL)
-        rkv_tree_walk(t, root, 0, tokens, npages, NULL, blocks, dups_out, &w);
     uint32_t d = w.pages, fresh = npages - d;
     /* with tiers the walk stops before a LOWER or LOADING node whose first
      * page is the next one: a LOADING one ends the insert there (its pages

@@ -461,16 +461,33 @@ void rkv_tier_drop_lower_from(rkv_tree *t, uint32_t id, uint32_t from,
 /* Frees one slot of the LOWEST tier (the disk when disk != 0, else the
  * single lower store) by its LRU: the oldest leaf loses its tail page, and
  * the page leaves the tree. 0: nothing to take. */
+static int rkv_tier_lowest_pass_slot(rkv_tree *t, int disk, uint32_t *slot);
 static int rkv_tier_lowest_make_room(rkv_tree *t, int disk)
+{
+    uint32_t slot;
+    if (!rkv_tier_lowest_pass_slot(t, disk, &slot))
+        return 0;
+    rkv_tier_free_slot(t, disk, slot); /* the dropped page's slot, freed */
+    return 1;
+}
+
+/* rkv_tier_lowest_make_room and the slot take after it in one step: the
+ * LRU victim's tail page leaves the tree and its slot passes straight to
+ * the caller (rkv_store_slot_recycle: the state a free and a take leave),
+ * so the slot's metadata is touched once, not freed and taken again, and
+ * the slot is the one the free stack would have handed out. 0: nothing to
+ * take. */
+static int rkv_tier_lowest_pass_slot(rkv_tree *t, int disk, uint32_t *slot)
 {
     rkv_tier *tr = t->tiers.tier;
     uint32_t id = rkv_host_lru_first(tr, disk);
     if (id == RKV_NIL)
         return 0;
     rkv_tnode *x = &t->nodes[id];
-    rkv_page_residency *tp = rkv_tnode_tpages(t, x);
-    rkv_tier_ev_host(t, id, x->num_pages - 1, 0);
-    rkv_tier_free_slot(t, disk, tp[x->num_pages - 1].slot);
+    uint32_t i = x->num_pages - 1;
+    rkv_tier_ev_host(t, id, i, 0);
+    *slot = rkv_tnode_tpages(t, x)[i].slot;
+    (void)rkv_store_slot_recycle(disk ? tr->disk : tr->host, *slot);
     tr->st.evictions[rkv_tier_node_medium(t, id)]++;
     if (--x->num_pages == 0)
         rkv_tier_remove_lower(t, id, 1);
@@ -492,7 +509,9 @@ int rkv_tier_take_slot(rkv_tree *t, int disk, uint32_t *slot)
                 tr->host_used++;
             return 1;
         }
-        if (!(disk ? rkv_tier_lowest_make_room(t, 1) : rkv_tier_host_make_room(t)))
+        if (disk || tr->disk == NULL) /* the lowest tier: its LRU drops a page */
+            return rkv_tier_lowest_pass_slot(t, disk, slot);
+        if (!rkv_tier_host_make_room(t))
             return 0;
     }
 }
@@ -801,6 +820,111 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
     return 1;
 }
 
+/* Up to n host slots for pages about to be stored, as n calls of
+ * rkv_tier_take_slot would make them (the same slots, the same pages
+ * dropped, in the same order), but a victim's tail pages leave in one pass:
+ * its LRU lookup, count and generation once, not once a page. Returns how
+ * many it got (fewer: nothing left to take). */
+static uint32_t rkv_tier_take_host_slots(rkv_tree *t, uint32_t n, uint32_t *slots)
+{
+    rkv_tier *tr = t->tiers.tier;
+    uint32_t got = 0;
+    if (tr->disk != NULL) { /* the host's room is made by moves to the disk */
+        while (got < n && rkv_tier_take_slot(t, 0, &slots[got]))
+            got++;
+        return got;
+    }
+    while (got < n) {
+        if (rkv_store_slot_take(tr->host, &slots[got]) == RKV_OK) {
+            tr->host_used++;
+            got++;
+            continue;
+        }
+        uint32_t id = rkv_host_lru_first(tr, 0);
+        if (id == RKV_NIL)
+            break;
+        rkv_tnode *x = &t->nodes[id];
+        const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
+        uint32_t k = x->num_pages < n - got ? x->num_pages : n - got;
+        for (uint32_t j = 0; j < k; j++) {
+            uint32_t i = x->num_pages - 1 - j;
+            rkv_tier_ev_host(t, id, i, 0);
+            slots[got++] = tp[i].slot;
+            (void)rkv_store_slot_recycle(tr->host, tp[i].slot);
+        }
+        tr->st.evictions[rkv_tier_node_medium(t, id)] += k;
+        x->num_pages -= k;
+        if (x->num_pages == 0)
+            rkv_tier_remove_lower(t, id, 1);
+        else
+            rkv_tnode_bump_gen(x);
+    }
+    return got;
+}
+
+/* Host copies of every device page of id that has none, made now in
+ * chunks of RKV_STORE_BATCH: the chunk's slots taken (making room), then
+ * one rkv_store_write_from_pool_n (one batched copy on a CUDA pool, on the
+ * tier's stream), then each page's record. Returns the first page left
+ * without a host copy (num_pages: none). */
+static uint32_t rkv_tier_store_node(rkv_tree *t, uint32_t id, uint64_t ns)
+{
+    rkv_tier *tr = t->tiers.tier;
+    const uint32_t m = t->nodes[id].num_pages;
+    void *stream = rkv_tier_copy_sync_stream(t);
+    const int chain = rkv_store_page_tokens(tr->host) == t->P; /* records carry tokens */
+    uint32_t idx[RKV_STORE_BATCH], slots[RKV_STORE_BATCH];
+    rkv_block_id blocks[RKV_STORE_BATCH];
+    uint64_t hashes[RKV_STORE_BATCH];
+    for (uint32_t i = 0; i < m;) {
+        uint32_t c = 0, fail = m;
+        const rkv_page_residency *tp0 = rkv_tnode_tpages(t, &t->nodes[id]);
+        for (; i < m && c < RKV_STORE_BATCH; i++)
+            if (tp0[i].slot == RKV_NO_TSLOT)
+                idx[c++] = i;
+        if (c > 0 && tr->qlen >= tr->qcap && rkv_tier_qlive(tr) >= tr->qcap) {
+            fail = idx[0]; /* as rkv_tier_store_now: the queue is full of live stores */
+            c = 0;
+        } else {
+            uint32_t got = rkv_tier_take_host_slots(t, c, slots);
+            if (got < c) {
+                fail = idx[got];
+                c = got;
+            }
+            for (uint32_t k = 0; k < c; k++) {
+                if (chain)
+                    rkv_tier_set_chain(t, tr->host, slots[k], id, idx[k]);
+                blocks[k] = rkv_tnode_blocks(t, &t->nodes[id])[idx[k]];
+                hashes[k] = t->pool->hash[blocks[k]];
+            }
+        }
+        if (fail < m)
+            tr->st.stores_skipped++;
+        uint32_t done = 0;
+        rkv_status st = c == 0 ? RKV_OK
+                               : rkv_store_write_from_pool_n(tr->host, c, slots, t->pool,
+                                                             blocks, hashes, ns, stream,
+                                                             &done);
+        rkv_page_residency *tp = rkv_tnode_tpages(t, &t->nodes[id]);
+        for (uint32_t k = 0; k < done; k++) {
+            tr->st.stores_blocks[tr->medium]++;
+            tr->st.stores_bytes[tr->medium] += tr->block_bytes;
+            rkv_store_log_add(t, blocks[k], hashes[k], RKV_MEDIUM_DEVICE, tr->medium, 0);
+            tp[idx[k]].slot = slots[k];
+            rkv_tier_ev_host(t, id, idx[k], 1);
+        }
+        if (st != RKV_OK) {
+            tr->st.failed_stores++;
+            for (uint32_t k = done; k < c; k++)
+                rkv_tier_free_slot(t, 0, slots[k]);
+            return idx[done];
+        }
+        if (fail < m)
+            return fail;
+    }
+    return m;
+}
+
 /* Demotes device leaf id (unlocked, no device child): its pages go to the
  * host (write-back) and it becomes LOWER; pages that cannot be stored and
  * everything after them leave the tree. Returns blocks freed. */
@@ -817,12 +941,16 @@ static uint32_t rkv_tier_demote(rkv_tree *t, uint32_t id)
         for (uint32_t i = 0; i < m; i++)
             if (tp[i].slot != RKV_NO_TSLOT)
                 rkv_tier_run_store_of(t, tp[i].slot);
-    for (uint32_t i = 0; i < m; i++) {
+    for (uint32_t i = 0; i < m; i++)
         rkv_tier_set_hash(&tp[i], pool->hash[xb[i]]);
-        if (tp[i].slot == RKV_NO_TSLOT && !rkv_tier_store_now(t, id, i, ns)) {
-            j = i;
-            break;
-        }
+    if (tr->medium == RKV_MEDIUM_HOST) {
+        j = rkv_tier_store_node(t, id, ns);
+    } else {
+        for (uint32_t i = 0; i < m; i++)
+            if (tp[i].slot == RKV_NO_TSLOT && !rkv_tier_store_now(t, id, i, ns)) {
+                j = i;
+                break;
+            }
     }
     /* the device copies go */
     const int events = t->events->cap != 0;
@@ -887,13 +1015,22 @@ static uint32_t rkv_tier_evict_node(rkv_tree *t, uint32_t id, uint32_t need,
 {
     uint32_t m = t->nodes[id].num_pages;
     if (need < m) {
-        /* demote only the tail that is needed: split off the head (which
-         * stays on the device) when memory allows, else the whole node goes
-         * down (more is freed than asked, nothing is lost: the device would
-         * only stay partly empty for a while) */
+        /* demote only the tail that is needed: cut it off (the head stays
+         * on the device, in place: residency/tier_tail.c; a node pins name
+         * as their end is split instead) when memory allows, else the
+         * whole node goes down (more is freed than asked, nothing is lost:
+         * the device would only stay partly empty for a while) */
         uint32_t pages[2] = {m - need, need};
         rkv_tree_prep prep;
-        if (rkv_tree_prepare(t, 1, 2, pages, &prep, "rkv_tree_evict") == RKV_OK) {
+        if (rkv_tier_can_cut_tail(t, id)) {
+            uint32_t tail = rkv_tier_cut_tail(t, id, m - need); /* copies the tail only */
+            if (tail != RKV_NIL)
+                return rkv_tier_demote(t, tail);
+            if (m > room) {
+                *capped = 1;
+                return 0;
+            }
+        } else if (rkv_tree_prepare(t, 1, 2, pages, &prep, "rkv_tree_evict") == RKV_OK) {
             rkv_tree_prep_install(t, &prep);
             (void)rkv_tree_split(t, id, m - need, prep.data[0], prep.data[1]);
         } else if (m > room) {
@@ -961,6 +1098,10 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tree", fn);
     rkv_tree *t = tree;
+    if (t->tok_bytes != 4 && cfg != NULL && (cfg->host != NULL || cfg->disk != NULL))
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: lower tiers need 4-byte "
+                             "token ids (the tree has token_bytes %u)", fn,
+                             t->tok_bytes);
     if (t->cached_blocks != 0 || t->num_nodes != 0 || t->lock_total != 0 ||
         (t->tiers.tier != NULL && t->tiers.tier->lower_nodes != 0))
         return rkv_set_error(RKV_ERR_BUSY, "%s: the tree is not empty (reset "

@@ -204,6 +204,13 @@ int rkv_tier_take_slot(rkv_tree *t, int disk, uint32_t *slot);
 /* Frees one host slot by the host LRU: to the disk below, or out of the
  * tree when the host is the lowest tier. 0: nothing to take. */
 int rkv_tier_host_make_room(rkv_tree *t);
+/* residency/tier_tail.c: device leaf xid (unlocked, no device child)
+ * keeps its first k pages in place; the rest move to a new device leaf
+ * under it, returned (the caller demotes it), or RKV_NIL when memory for
+ * it could not be had (nothing changed). Only where can_cut_tail: no pin
+ * or lowered pin ends at or below xid (they name it as their end). */
+int rkv_tier_can_cut_tail(const rkv_tree *t, uint32_t xid);
+uint32_t rkv_tier_cut_tail(rkv_tree *t, uint32_t xid, uint32_t k);
 /* residency/tier_warm.c: after attach, the records of a disk store
  * reopened warm become LOWER (disk) nodes; best effort, cannot fail. */
 void rkv_tier_warm_rebuild(rkv_tree *t);

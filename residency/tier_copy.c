@@ -35,6 +35,7 @@
  * load with a batch names one of them; the staging pages in use are
  * exactly those of the batches in flight; nothing is in flight unless on.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc/pool_internal.h"
@@ -79,6 +80,14 @@ static void rkv_tier_copy_sync(rkv_tree *t)
         (void)c->be->stream_sync(c->device, s);
 }
 
+void *rkv_tier_copy_sync_stream(rkv_tree *t)
+{
+    void *s = NULL;
+    if (!t->tiers.tier->cp.on || rkv_tier_copy_stream(t, &s) != RKV_OK)
+        return NULL; /* the legacy stream: block by block, still correct */
+    return s;
+}
+
 void rkv_tier_copy_init(rkv_tree *t)
 {
     rkv_tcopy *c = &t->tiers.tier->cp;
@@ -114,6 +123,11 @@ void rkv_tier_copy_fini(rkv_tree *t)
     }
     c->be->stream_destroy(c->device, c->own_stream);
     c->own_stream = NULL;
+    free(c->pair_ids);
+    free(c->pair_host);
+    c->pair_ids = NULL;
+    c->pair_host = NULL;
+    c->pairs_cap = c->npairs = 0;
     if (c->stage != NULL)
         c->be->host_free(c->stage);
     c->stage = NULL;
@@ -140,27 +154,122 @@ static int rkv_tier_copy_stage_room(rkv_tree *t, uint32_t need)
     return c->stage_used + need <= RKV_TCOPY_STAGE_PAGES;
 }
 
-static int rkv_tier_copy_issue_store(rkv_tree *t, rkv_queued_store *op, void *stream, uint64_t id)
+/* The (device block, host pointer) pairs of one direction of the batch
+ * being issued (c->pairs), grown as needed. 0: out of memory. */
+static int rkv_tier_copy_pair_room(rkv_tcopy *c, uint32_t need)
 {
-    rkv_tier *tr = t->tiers.tier;
-    void *dst = NULL;
-    rkv_status st = rkv_store_write_begin(tr->host, op->slot, t->pool, op->block, &dst);
-    if (st == RKV_OK)
-        st = rkv_tier_copy_inject(&tr->cp.fail_issue, "tier store: cudaMemcpy2DAsync");
-    if (st == RKV_OK)
-        st = rkv_pool_copy_async(t->pool, stream, 1, &op->block, &dst, 1);
-    if (st != RKV_OK) {
-        rkv_tier_store_done(t, op, st);
+    if (need <= c->pairs_cap)
+        return 1;
+    uint32_t cap = c->pairs_cap ? c->pairs_cap : 64;
+    while (cap < need)
+        cap *= 2;
+    rkv_block_id *ids = realloc(c->pair_ids, (size_t)cap * sizeof *ids);
+    if (ids == NULL)
         return 0;
-    }
-    op->batch = id;
-    if (op->ticket == 0)
-        rkv_store_log_taken(t, op->block, op->hash);
+    c->pair_ids = ids;
+    void **host = realloc(c->pair_host, (size_t)cap * sizeof *host);
+    if (host == NULL)
+        return 0;
+    c->pair_host = host;
+    c->pairs_cap = cap;
     return 1;
 }
 
-static int rkv_tier_copy_issue_load(rkv_tree *t, rkv_load_job *job, void *stream, uint64_t id,
-                         rkv_tbatch *b)
+static int rkv_tier_copy_pair_add(rkv_tcopy *c, rkv_block_id b, void *host)
+{
+    if (!rkv_tier_copy_pair_room(c, c->npairs + 1))
+        return 0;
+    c->pair_ids[c->npairs] = b;
+    c->pair_host[c->npairs++] = host;
+    return 1;
+}
+
+/* Queues the gathered pairs in one call (the backend makes it one batched
+ * copy where the runtime has one). The failure injection counts each pair
+ * as one point: the pairs before an injected one are really queued (a
+ * batch the backend took in part), then the call fails. *queued: some
+ * copy may be on the stream. */
+static rkv_status rkv_tier_copy_pairs(rkv_tree *t, void *stream, int to_host, int *queued)
+{
+    rkv_tcopy *c = &t->tiers.tier->cp;
+    const char *what = to_host ? "tier stores: batched copy to host"
+                               : "tier loads: batched copy from host";
+    uint32_t n = c->npairs, m = n, hit = 0;
+    if (c->fail_issue != 0 && c->fail_issue <= n) {
+        m = c->fail_issue - 1;
+        c->fail_issue = 0;
+        hit = 1;
+    } else if (c->fail_issue != 0) {
+        c->fail_issue -= n;
+    }
+    rkv_status st = RKV_OK;
+    if (m > 0) {
+        st = rkv_pool_copy_async(t->pool, stream, m, c->pair_ids, c->pair_host, to_host);
+        c->copy_calls++;
+        c->copy_pages += m;
+    }
+    *queued = m > 0;
+    if (st == RKV_OK && hit)
+        st = rkv_set_error(RKV_ERR_CUDA, "%s: injected failure at copy %u of %u", what,
+                           m + 1, n);
+    c->npairs = 0;
+    return st;
+}
+
+/* Every queued store not in flight: prepared (slot emptied, its bytes'
+ * address) and queued in one batched copy; 0 when none is in flight after. */
+static uint32_t rkv_tier_copy_issue_stores(rkv_tree *t, void *stream, uint64_t id)
+{
+    rkv_tier *tr = t->tiers.tier;
+    rkv_tcopy *c = &tr->cp;
+    uint32_t n = 0;
+    c->npairs = 0;
+    for (uint32_t k = 0; k < tr->qlen; k++) {
+        rkv_queued_store *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        if (op->block == RKV_NIL || op->batch != 0)
+            continue;
+        if (tr->medium != RKV_MEDIUM_HOST) { /* a disk-only tier: synchronous */
+            rkv_tier_run_op(t, op);
+            continue;
+        }
+        void *dst = NULL;
+        rkv_status st = rkv_store_write_begin(tr->host, op->slot, t->pool, op->block, &dst);
+        if (st == RKV_OK && !rkv_tier_copy_pair_add(c, op->block, dst))
+            st = rkv_set_error(RKV_ERR_NOMEM, "tier stores: out of memory for the batch");
+        if (st != RKV_OK) {
+            rkv_tier_store_done(t, op, st);
+            continue;
+        }
+        op->batch = id; /* this batch's, unless its call fails */
+        n++;
+    }
+    if (n == 0)
+        return 0;
+    int queued = 0;
+    rkv_status st = rkv_tier_copy_pairs(t, stream, 1, &queued);
+    for (uint32_t k = 0; k < tr->qlen; k++) {
+        rkv_queued_store *op = &tr->q[(tr->qhead + k) % tr->qcap];
+        if (op->block == RKV_NIL || op->batch != id)
+            continue;
+        if (st == RKV_OK) {
+            if (op->ticket == 0)
+                rkv_store_log_taken(t, op->block, op->hash);
+            continue;
+        }
+        if (queued) {
+            rkv_tier_copy_sync(t); /* no copy may land in a slot freed now */
+            queued = 0;
+        }
+        op->batch = 0; /* never issued: done as a store that failed to start */
+        rkv_tier_store_done(t, op, st);
+    }
+    return st == RKV_OK ? n : 0;
+}
+
+/* Load job's pages gathered into c's pairs (verified, disk pages staged).
+ * 0: it is not in this batch (no staging: SYNC; a page failed: READY). */
+static int rkv_tier_copy_gather_load(rkv_tree *t, rkv_load_job *job, uint64_t id,
+                                     rkv_tbatch *b)
 {
     rkv_tier *tr = t->tiers.tier;
     rkv_tcopy *c = &tr->cp;
@@ -173,7 +282,7 @@ static int rkv_tier_copy_issue_load(rkv_tree *t, rkv_load_job *job, void *stream
         return 0;
     }
     rkv_status st = RKV_OK;
-    int queued = 0;
+    uint32_t first = c->npairs;
     job->bad_node = RKV_NIL;
     job->bad_page = 0;
     for (uint32_t y = job->node; y != job->top && st == RKV_OK;
@@ -202,17 +311,14 @@ static int rkv_tier_copy_issue_load(rkv_tree *t, rkv_load_job *job, void *stream
                 c->stage_used++;
                 b->stage_pages++;
             }
-            st = rkv_tier_copy_inject(&c->fail_issue, "tier load: cudaMemcpy2DAsync");
-            if (st == RKV_OK)
-                st = rkv_pool_copy_async(t->pool, stream, 1, &xb[i], &host, 0);
-            if (st != RKV_OK)
+            if (!rkv_tier_copy_pair_add(c, xb[i], host)) {
+                st = rkv_set_error(RKV_ERR_NOMEM, "tier loads: out of memory for the batch");
                 break;
-            queued = 1;
+            }
         }
     }
     if (st != RKV_OK) {
-        if (queued)
-            rkv_tier_copy_sync(t); /* its copies land before its blocks are freed */
+        c->npairs = first; /* none of its copies was queued */
         job->state = RKV_TLOAD_READY;
         job->st = st;
         return 0;
@@ -220,6 +326,43 @@ static int rkv_tier_copy_issue_load(rkv_tree *t, rkv_load_job *job, void *stream
     job->state = RKV_TLOAD_INFLIGHT;
     job->batch = id;
     return 1;
+}
+
+/* The loads of batch id are READY with st. */
+static void rkv_tier_copy_end_loads(rkv_tree *t, uint64_t id, rkv_status st)
+{
+    rkv_tier *tr = t->tiers.tier;
+    for (uint32_t j = 0; j < tr->njobs; j++) {
+        rkv_load_job *job = &tr->jobs[j];
+        if (job->state == RKV_TLOAD_INFLIGHT && job->batch == id) {
+            job->state = RKV_TLOAD_READY;
+            job->st = st;
+            job->bad_node = RKV_NIL;
+        }
+    }
+}
+
+/* Every queued load: gathered, then queued in one batched copy. */
+static uint32_t rkv_tier_copy_issue_loads(rkv_tree *t, void *stream, uint64_t id,
+                                          rkv_tbatch *b)
+{
+    rkv_tier *tr = t->tiers.tier;
+    rkv_tcopy *c = &tr->cp;
+    uint32_t n = 0;
+    c->npairs = 0;
+    for (uint32_t j = 0; j < tr->njobs; j++)
+        if (tr->jobs[j].state == RKV_TLOAD_QUEUED)
+            n += (uint32_t)rkv_tier_copy_gather_load(t, &tr->jobs[j], id, b);
+    if (n == 0)
+        return 0;
+    int queued = 0;
+    rkv_status st = c->npairs > 0 ? rkv_tier_copy_pairs(t, stream, 0, &queued) : RKV_OK;
+    if (st == RKV_OK)
+        return n;
+    if (queued)
+        rkv_tier_copy_sync(t); /* its copies land before its blocks are freed */
+    rkv_tier_copy_end_loads(t, id, st);
+    return 0;
 }
 
 /* Ends the items of batch id with st (RKV_OK: their bytes arrived). */
@@ -231,14 +374,7 @@ static void rkv_tier_copy_end_batch(rkv_tree *t, uint64_t id, rkv_status st)
         if (op->block != RKV_NIL && op->batch == id)
             rkv_tier_store_done(t, op, st);
     }
-    for (uint32_t j = 0; j < tr->njobs; j++) {
-        rkv_load_job *job = &tr->jobs[j];
-        if (job->state == RKV_TLOAD_INFLIGHT && job->batch == id) {
-            job->state = RKV_TLOAD_READY;
-            job->st = st;
-            job->bad_node = RKV_NIL;
-        }
-    }
+    rkv_tier_copy_end_loads(t, id, st);
 }
 
 /* Every queued store and load not in flight: failed with st (no stream or
@@ -294,19 +430,8 @@ static void rkv_tier_copy_issue(rkv_tree *t)
         rkv_tier_copy_fail_queued(t, st);
         return;
     }
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < tr->qlen; k++) {
-        rkv_queued_store *op = &tr->q[(tr->qhead + k) % tr->qcap];
-        if (op->block == RKV_NIL || op->batch != 0)
-            continue;
-        if (tr->medium != RKV_MEDIUM_HOST) /* a disk-only tier: synchronous */
-            rkv_tier_run_op(t, op);
-        else
-            n += (uint32_t)rkv_tier_copy_issue_store(t, op, stream, id);
-    }
-    for (uint32_t j = 0; j < tr->njobs; j++)
-        if (tr->jobs[j].state == RKV_TLOAD_QUEUED)
-            n += (uint32_t)rkv_tier_copy_issue_load(t, &tr->jobs[j], stream, id, b);
+    uint32_t n = rkv_tier_copy_issue_stores(t, stream, id);
+    n += rkv_tier_copy_issue_loads(t, stream, id, b);
     if (n == 0) {
         c->stage_used -= b->stage_pages; /* the newest pages: at the tail */
         b->stage_pages = 0;
@@ -467,6 +592,13 @@ void rkv_tree_debug_copy_stall(rkv_tree *t, int on)
 uint32_t rkv_tree_debug_copy_inflight(const rkv_tree *t)
 {
     return t != NULL && t->tiers.tier != NULL ? t->tiers.tier->cp.blen : 0;
+}
+
+void rkv_tree_debug_copy_calls(const rkv_tree *t, uint64_t *calls, uint64_t *pages)
+{
+    int on = t != NULL && t->tiers.tier != NULL;
+    *calls = on ? t->tiers.tier->cp.copy_calls : 0;
+    *pages = on ? t->tiers.tier->cp.copy_pages : 0;
 }
 
 int rkv_tree_debug_copy_async(const rkv_tree *t)

@@ -38,6 +38,13 @@ typedef struct rkv_tcopy {
                                  (not made yet / could not be had)          */
     int stage_failed;         /* host_alloc failed once: loads go sync     */
     uint32_t stage_head, stage_used;
+    /* the (block, host) pairs of the copy call being gathered: one call
+     * per direction per batch (stores, loads) */
+    rkv_block_id *pair_ids;
+    void **pair_host;
+    uint32_t npairs, pairs_cap;
+    uint64_t copy_calls, copy_pages; /* asynchronous copy calls made, and
+                                        the pages they carried          */
     /* tests (residency/tier_debug.h) */
     uint32_t fail_issue, fail_query; /* k-th next call fails; 0 = off     */
     int stall;                /* queries report "not ready"               */
@@ -64,6 +71,10 @@ void rkv_tier_copy_wait_store(rkv_tree *t, struct rkv_queued_store *op);
  * For teardown (the scheduler's destroy): a poll loop alone would spin on
  * a real GPU until the copies land. */
 void rkv_tier_copy_wait_issued(rkv_tree *t);
+/* The stream for the tier's synchronous batched copies (demotion, a
+ * host pool's loads: rkv_pool_copy_pairs): the copy stream on a CUDA pool
+ * with asynchronous copies, else NULL. */
+void *rkv_tier_copy_sync_stream(rkv_tree *t);
 /* rkv_tree_check: the batch table and what refers to it. */
 rkv_status rkv_tier_copy_check(const rkv_tree *t);
 

@@ -412,19 +412,29 @@ rkv_transfer_done rkv_tier_finish_load(rkv_tree *t, const rkv_load_job *job)
 {
     uint32_t bad_node = RKV_NIL, bad_page = 0;
     rkv_status st = RKV_OK;
+    void *stream = rkv_tier_copy_sync_stream(t);
+    uint32_t slots[RKV_STORE_BATCH];
+    uint64_t hashes[RKV_STORE_BATCH];
+    /* a node's pages in chunks: one batched copy each (a disk store reads
+     * record by record) */
     for (uint32_t y = job->node; y != job->top && st == RKV_OK;
          y = t->nodes[y].parent) {
         rkv_tnode *x = &t->nodes[y];
         const rkv_block_id *xb = rkv_tnode_blocks(t, x);
         const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
-        for (uint32_t i = 0; i < x->num_pages; i++) {
-            st = rkv_store_read_to_pool(rkv_tier_node_store(t, y), tp[i].slot,
-                                        t->pool, xb[i],
-                                        rkv_tier_page_hash(t, x, i), job->ns);
+        for (uint32_t i = 0; i < x->num_pages && st == RKV_OK; i += RKV_STORE_BATCH) {
+            uint32_t c = x->num_pages - i < RKV_STORE_BATCH ? x->num_pages - i
+                                                            : RKV_STORE_BATCH;
+            for (uint32_t k = 0; k < c; k++) {
+                slots[k] = tp[i + k].slot;
+                hashes[k] = rkv_tier_page_hash(t, x, i + k);
+            }
+            uint32_t bad = 0;
+            st = rkv_store_read_to_pool_n(rkv_tier_node_store(t, y), c, slots, t->pool,
+                                          xb + i, hashes, job->ns, stream, &bad);
             if (st != RKV_OK) {
                 bad_node = y;
-                bad_page = i;
-                break;
+                bad_page = i + (bad < c ? bad : 0);
             }
         }
     }

@@ -60,8 +60,7 @@ static void rkv_index_walk(const rkv_router *r, uint64_t nsmix, uint64_t hash,
 {
     memset(pg, 0, sizeof *pg);
     uint64_t k0 = rkv_index_key(hash, nsmix, 0, RKV_MEDIUM_DEVICE);
-    uint32_t mask = r->table_cap - 1;
-    for (uint32_t i = rkv_index_home(r, k0);; i = (i + 1) & mask) {
+    for (uint32_t i = rkv_index_home(r, k0);; i = rkv_index_succ(r, i)) {
         const rkv_index_entry *e = &r->entries[i];
         if (e->mask == 0)
             return;
@@ -100,9 +99,10 @@ static inline void rkv_index_prefetch(const rkv_router *r, uint64_t nsmix,
     __builtin_prefetch(&r->entries[home]);
     if (groups <= 1)
         return;
-    uint32_t mask = r->table_cap - 1, end = home + groups + 2;
-    for (uint32_t i = (home & ~3u) + 4; i < end; i += 4)
-        __builtin_prefetch(&r->entries[i & mask]);
+    /* (a table is a multiple of 4 entries: the lines wrap with it) */
+    uint64_t cap = r->table_cap, end = (uint64_t)home + groups + 2;
+    for (uint64_t i = (home & ~3u) + 4; i < end; i += 4)
+        __builtin_prefetch(&r->entries[i < cap ? i : i - cap]);
 }
 
 /* Lines read per level, about (a lone group's probe reads one): a

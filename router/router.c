@@ -248,62 +248,160 @@ static int rkv_index_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
     return (rkv_index_mask_any(r, g, key) & bit) != 0;
 }
 
-/* Applies one in-sequence event for slot s. 0: done; 1: the event
- * contradicts the index (the caller resyncs); -1: out of memory; -2: over
- * the memory budget (the caller resyncs). A
- * contradiction found halfway leaves the first hashes applied: the caller
- * clears the instance anyway. */
-static int rkv_index_apply_one(rkv_router *r, uint32_t s, const rkv_event *e)
+/* A batch's hashes are random table lookups, so the apply loop keeps
+ * misses in flight: a producer runs RKV_INDEX_AHEAD hashes ahead of the
+ * hash being applied, across events, computing each key once into a ring
+ * and prefetching its home line. (Prefetching an event's own hashes at
+ * its start left the memory idle at its end; a one-event lookahead
+ * started them in bursts.) Hash ordinals count every event's hashes in
+ * batch order (an event of more than RKV_EVENT_MAX_HASHES counts none:
+ * it is refused unread); the producer only prefetches, so an event that
+ * is skipped or fails costs a few wasted lines and a jump. */
+#define RKV_INDEX_AHEAD 16u
+#define RKV_INDEX_RING 32u /* a power of two > RKV_INDEX_AHEAD */
+_Static_assert(RKV_INDEX_RING > RKV_INDEX_AHEAD &&
+               (RKV_INDEX_RING & (RKV_INDEX_RING - 1)) == 0, "the key ring");
+
+typedef struct rkv_index_stream {
+    const rkv_event *ev;
+    uint32_t n, g;
+    uint32_t k, j, len; /* next hash to key: ev[k].hashes[j], of len    */
+    uint64_t o;         /* its ordinal                                  */
+    uint64_t nsmix;     /* ev[k]'s                                      */
+    uint64_t key[RKV_INDEX_RING]; /* key of ordinal o at [o % RING]     */
+    uint32_t home[RKV_INDEX_RING]; /* and its home                      */
+} rkv_index_stream;
+
+static inline uint32_t rkv_index_len(const rkv_event *e)
+{
+    return e->num_hashes <= RKV_EVENT_MAX_HASHES ? e->num_hashes : 0;
+}
+
+/* Puts the producer at event k's first hash, ordinal o. */
+static void rkv_index_stream_at(rkv_index_stream *p, uint32_t k, uint64_t o)
+{
+    p->k = k;
+    p->j = 0;
+    p->o = o;
+    p->len = 0;
+    if (k < p->n) {
+        p->len = rkv_index_len(&p->ev[k]);
+        p->nsmix = rkv_index_nsmix(p->ev[k].ns);
+    }
+}
+
+/* Keys and prefetches the producer's next hash, if any. */
+static inline void rkv_index_stream_step(const rkv_router *r,
+                                         rkv_index_stream *p)
+{
+    while (p->j == p->len) {
+        if (p->k >= p->n)
+            return;
+        rkv_index_stream_at(p, p->k + 1, p->o);
+        if (p->k >= p->n)
+            return;
+    }
+    const rkv_event *e = &p->ev[p->k];
+    uint64_t key = rkv_index_key(e->hashes[p->j], p->nsmix, p->g,
+                                 e->medium & 3u);
+    uint32_t home = rkv_index_home(r, key);
+    p->key[p->o % RKV_INDEX_RING] = key;
+    p->home[p->o % RKV_INDEX_RING] = home;
+    __builtin_prefetch(&r->entries[home]);
+    p->j++;
+    p->o++;
+}
+
+/* The slot of key's entry (*found 1), or the free slot where a probe for
+ * it ends, where rkv_index_add_at would put it (*found 0). */
+static inline uint32_t rkv_index_seek(const rkv_router *r, uint64_t key,
+                                      uint32_t home, int *found)
+{
+    for (uint32_t i = home;; i = rkv_index_succ(r, i)) {
+        const rkv_index_entry *x = &r->entries[i];
+        if (x->mask == 0) {
+            *found = 0;
+            return i;
+        }
+        if (x->key == key) {
+            *found = 1;
+            return i;
+        }
+    }
+}
+
+/* Applies one in-sequence event for slot s; its hashes' keys are in the
+ * stream's ring from ordinal o on. 0: done; 1: the event contradicts the
+ * index (the caller resyncs); -1: out of memory; -2: over the memory
+ * budget (the caller resyncs). A contradiction found halfway leaves the
+ * first hashes applied (and counted: the caller's clear relies on the
+ * counts): the caller clears the instance anyway. parent_held: the
+ * event's parent is known held (the previous event stored it). */
+static int rkv_index_apply_one(rkv_router *r, uint32_t s, const rkv_event *e,
+                               rkv_index_stream *p, uint64_t o,
+                               int parent_held)
 {
     uint32_t g = s / 64;
     uint64_t bit = 1ull << (s % 64);
     rkv_index_slot *in = &r->inst[s];
     if (e->medium >= RKV_MEDIUM_COUNT || e->num_hashes > RKV_EVENT_MAX_HASHES)
         return 1;
-    uint64_t nsmix = rkv_index_nsmix(e->ns), key[RKV_EVENT_MAX_HASHES];
-    /* the event's hashes are random lookups: start their misses at once */
-    for (uint32_t j = 0; j < e->num_hashes; j++) {
-        key[j] = rkv_index_key(e->hashes[j], nsmix, g, e->medium);
-        __builtin_prefetch(&r->entries[rkv_index_home(r, key[j])]);
-    }
+    uint32_t j = 0, nh = e->num_hashes;
+    int rc = 0;
     switch (e->kind) {
     case RKV_EVENT_BLOCK_STORED: {
-        if (rkv_index_reserve(r, e->num_hashes) != RKV_OK)
+        uint32_t cap = r->table_cap;
+        if (rkv_index_reserve(r, nh) != RKV_OK)
             return -1;
+        if (r->table_cap != cap) /* grown: the keyed homes are the old table's */
+            for (uint64_t q = o; q < p->o; q++)
+                p->home[q % RKV_INDEX_RING] =
+                    rkv_index_home(r, p->key[q % RKV_INDEX_RING]);
         /* prefix closure (route.c relies on it): a page is stored only
          * under a parent the instance holds, or at the namespace root */
-        if (e->num_hashes > 0 && e->parent_hash != RKV_HASH_ROOT &&
-            !rkv_index_slot_holds(r, g, bit, nsmix, e->parent_hash))
+        if (nh > 0 && e->parent_hash != RKV_HASH_ROOT && !parent_held &&
+            !rkv_index_slot_holds(r, g, bit, rkv_index_nsmix(e->ns),
+                                  e->parent_hash))
             return 1;
-        for (uint32_t j = 0; j < e->num_hashes; j++) {
-            uint32_t i = rkv_index_find(r, key[j]);
-            if (i == RKV_INDEX_EMPTY) {
-                if (rkv_index_full(r))
-                    return -2;
-                i = rkv_index_add(r, key[j]);
+        for (; j < nh; j++) {
+            rkv_index_stream_step(r, p);
+            uint64_t key = p->key[(o + j) % RKV_INDEX_RING];
+            int found;
+            uint32_t i = rkv_index_seek(r, key, p->home[(o + j) % RKV_INDEX_RING],
+                                        &found);
+            if (!found) {
+                if (rkv_index_full(r)) {
+                    rc = -2;
+                    break;
+                }
+                rkv_index_add_at(r, i, key);
             }
             rkv_index_entry *x = &r->entries[i];
-            if (x->mask & bit) {
-                if (x->mask == 0)
-                    rkv_index_remove(r, i);
-                return 1;
+            if (x->mask & bit) { /* a found entry: nothing to undo */
+                rc = 1;
+                break;
             }
             x->mask |= bit;
-            in->blocks[e->medium]++;
         }
-        return 0;
+        in->blocks[e->medium] += j;
+        return rc;
     }
     case RKV_EVENT_BLOCK_REMOVED:
-        for (uint32_t j = 0; j < e->num_hashes; j++) {
-            uint32_t i = rkv_index_find(r, key[j]);
-            if (i == RKV_INDEX_EMPTY || !(r->entries[i].mask & bit))
-                return 1;
+        for (; j < nh; j++) {
+            rkv_index_stream_step(r, p);
+            int found;
+            uint32_t i = rkv_index_seek(r, p->key[(o + j) % RKV_INDEX_RING],
+                                        p->home[(o + j) % RKV_INDEX_RING], &found);
+            if (!found || !(r->entries[i].mask & bit)) {
+                rc = 1;
+                break;
+            }
             r->entries[i].mask &= ~bit;
-            in->blocks[e->medium]--;
             if (r->entries[i].mask == 0)
                 rkv_index_remove(r, i);
         }
-        return 0;
+        in->blocks[e->medium] -= j;
+        return rc;
     case RKV_EVENT_ALL_CLEARED:
         rkv_index_clear_slot(r, s);
         return 0;
@@ -323,8 +421,26 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
     rkv_router *r = router;
     rkv_index_slot *in = &r->inst[s];
     uint64_t refused = 0; /* seq of the event the budget refused */
-    for (uint32_t k = 0; k < n; k++) {
+    rkv_index_stream p;
+    p.ev = events;
+    p.n = n;
+    p.g = s / 64;
+    rkv_index_stream_at(&p, 0, 0);
+    uint64_t o = 0;     /* ordinal of events[k]'s first hash */
+    int stored = 0;     /* events[k - 1] was a store applied in full */
+    for (uint32_t k = 0; k < n; o += rkv_index_len(&events[k]), k++) {
         const rkv_event *e = &events[k];
+        /* the producer fell behind where an event failed partway */
+        if (p.o < o)
+            rkv_index_stream_at(&p, k, o);
+        while (p.o < o + RKV_INDEX_AHEAD && p.k < n)
+            rkv_index_stream_step(r, &p);
+        /* the previous event stored this one's parent (the usual chain
+         * of a long prompt's stores): no lookup needed */
+        int parent_held = stored && e->parent_hash == events[k - 1].hashes[
+                              events[k - 1].num_hashes - 1] &&
+                          e->ns == events[k - 1].ns;
+        stored = 0;
         if (e->seq <= in->last_seq) {
             r->st.events_stale++;
             continue;
@@ -345,7 +461,7 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
             rkv_index_need_resync(r, s);
             continue;
         }
-        int rc = rkv_index_apply_one(r, s, e);
+        int rc = rkv_index_apply_one(r, s, e, &p, o, parent_held);
         if (rc == -2) {
             /* a bound, not an error of the stream: the instance holds
              * nothing until a snapshot fits, the rest is skipped */
@@ -368,6 +484,7 @@ rkv_status rkv_router_apply(rkv_router *router, uint64_t instance,
         }
         in->last_seq = e->seq;
         r->st.events_applied++;
+        stored = e->kind == RKV_EVENT_BLOCK_STORED && e->num_hashes > 0;
     }
     if (refused)
         return rkv_set_error(RKV_ERR_NO_SPACE, "%s: event %llu of instance %llu "
@@ -474,9 +591,10 @@ rkv_status rkv_router_check(const rkv_router *router)
     if (router == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_router_check: NULL router");
     const rkv_router *r = router;
-    if (r->table_cap == 0 || (r->table_cap & (r->table_cap - 1)) != 0 ||
-        r->shift != 64 - (uint32_t)__builtin_ctz(r->table_cap) ||
-        (uint64_t)r->count * 2 > r->table_cap)
+    int pow2 = (r->table_cap & (r->table_cap - 1)) == 0;
+    if (r->table_cap < 64 || r->table_cap % 4 != 0 ||
+        r->shift != (pow2 ? 64 - (uint32_t)__builtin_ctz(r->table_cap) : 0) ||
+        r->count > rkv_index_load_max(r->table_cap))
         return CORRUPT("table cap %u shift %u count %u", r->table_cap,
                        r->shift, r->count);
     if (r->count > r->limit)
@@ -546,7 +664,7 @@ rkv_status rkv_router_check(const rkv_router *router)
         offdev[g] += m != RKV_MEDIUM_DEVICE;
         /* every slot from its home to i is in use (a probe reaches it) */
         for (uint32_t j = rkv_index_home(r, e->key); j != i;
-             j = (j + 1) & (r->table_cap - 1))
+             j = rkv_index_succ(r, j))
             if (r->entries[j].mask == 0)
                 return CORRUPT("slot %u unreachable from its home", i);
         if (rkv_index_find(r, e->key) != i)

@@ -17,7 +17,13 @@
  *     with its low 7 bits replaced by the medium (bits 5-6) and the group
  *     (bits 0-4): a block is named by (ns, hash) as in the tree, and two
  *     keys collide with probability 2^-57 (the block hashes themselves are
- *     64-bit). Home = key >> shift. A slot is free iff its mask is zero (an
+ *     64-bit). The table has a power of two entries, home = key >> shift;
+ *     where that would pass the bytes budget (max_table_bytes) it has
+ *     the multiple of 4 entries it needs at load <= 17/32 instead, home =
+ *     (key's top 32 bits x table_cap) >> 32 (a range reduction by a
+ *     multiply, monotone in the key as the shift is; a few cycles more
+ *     per probe, and a fuller table, so only where memory is bounded).
+ *     A slot is free iff its mask is zero (an
  *     entry that loses its last holder is deleted at once). Deletion
  *     shifts back (no tombstones), so a probe ends at the first free slot.
  *     Four entries per cache line, never one across two: a lookup is one
@@ -164,8 +170,8 @@ struct rkv_router {
     rkv_router_config cfg;
     rkv_index_entry *entries; /* the table: [table_cap]                    */
     uint32_t count;     /* entries in use                                 */
-    uint32_t table_cap; /* power of two                                   */
-    uint32_t shift;     /* 64 - log2(table_cap)                           */
+    uint32_t table_cap; /* a power of two, or a multiple of 4 (>= 64)    */
+    uint32_t shift;     /* power of two: 64 - log2(table_cap); else 0     */
     uint32_t limit;     /* entries allowed (the memory budget): count <=
                            limit, and a table of limit entries fits
                            max_table_bytes                                */
@@ -212,15 +218,36 @@ uint32_t rkv_index_add(rkv_router *r, uint64_t key);
 /* Deletes the entry in slot idx (later entries of its cluster may move
  * back, into idx included). */
 void rkv_index_remove(rkv_router *r, uint32_t idx);
+/* Entries a table of cap entries may hold (its load bound). */
+static inline uint32_t rkv_index_load_max(uint64_t cap)
+{
+    return (uint32_t)((cap & (cap - 1)) == 0 ? cap / 2 : cap * 17 / 32);
+}
 static inline uint32_t rkv_index_home(const rkv_router *r, uint64_t key)
 {
-    return (uint32_t)(key >> r->shift);
+    if (r->shift != 0)
+        return (uint32_t)(key >> r->shift);
+    return (uint32_t)(((key >> 32) * (uint64_t)r->table_cap) >> 32);
+}
+static inline uint32_t rkv_index_succ(const rkv_router *r, uint32_t i)
+{
+    return i + 1 == r->table_cap ? 0 : i + 1;
+}
+/* Claims free slot i, where a probe for key ended without finding it
+ * (room reserved, not full), as rkv_index_add does. */
+static inline void rkv_index_add_at(rkv_router *r, uint32_t i, uint64_t key)
+{
+    rkv_index_entry *e = &r->entries[i];
+    e->key = key;
+    e->mask = 0;
+    r->count++;
+    if (rkv_index_medium(e) != RKV_MEDIUM_DEVICE)
+        r->offdev[rkv_index_group(e)]++;
 }
 /* Table slot of key's entry, or RKV_INDEX_EMPTY. */
 static inline uint32_t rkv_index_find(const rkv_router *r, uint64_t key)
 {
-    uint32_t mask = r->table_cap - 1;
-    for (uint32_t i = rkv_index_home(r, key);; i = (i + 1) & mask) {
+    for (uint32_t i = rkv_index_home(r, key);; i = rkv_index_succ(r, i)) {
         const rkv_index_entry *e = &r->entries[i];
         if (e->mask == 0)
             return RKV_INDEX_EMPTY;

@@ -23,6 +23,7 @@
 
 #include "common/status.h"
 #include "events/store_log.h"
+#include "radix/tree_tokens.h"
 #include "sched/sched_internal.h"
 
 static const char *const rkv_policy_names[] = {"fcfs", "lpm", "dfs",
@@ -310,6 +311,11 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
                                  "%s: request %llu token %u is negative (%d)",
                                  fn, (unsigned long long)d->id, i,
                                  d->prompt[i]);
+        if ((uint32_t)d->prompt[i] & rkv_tok_bad_bits(s->tree))
+            return rkv_set_error(RKV_ERR_INVALID_ARG,
+                                 "%s: request %llu token %u is %d, >= 2^24 "
+                                 "(the tree stores 3-byte ids: token_bytes 3)",
+                                 fn, (unsigned long long)d->id, i, d->prompt[i]);
     }
     const rkv_retention *rt = d->retention;
     uint64_t ns_ttl = 0;

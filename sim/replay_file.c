@@ -106,7 +106,9 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
      * rate either way on the embedded and agentic workloads.) */
     while (tm.lower_tokens > loaded) {
         rkv_load ld;
-        st = rkv_tree_load(tree, 0, b->tokens, len, UINT32_MAX, NULL, &ld);
+        /* its blocks follow the device prefix's in b->blocks */
+        st = rkv_tree_load(tree, 0, b->tokens, len, UINT32_MAX,
+                           b->blocks + (m.matched_tokens + loaded) / P, &ld);
         if (st == RKV_ERR_NO_SPACE) {
             st = RKV_OK; /* no room beside the locked paths: computed */
             break;
@@ -136,9 +138,24 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
         disk_loaded += (size_t)ld.disk_pages * P;
         res->load_blocks += ld.num_pages;
     }
-    if (st == RKV_OK && loaded > 0)
-        st = rkv_tree_match(tree, 0, b->tokens, len, b->blocks, RKV_MATCH_PEEK,
-                            &m);
+    if (st == RKV_OK && loaded > 0) {
+        /* The loaded path ends the device prefix (its children are all
+         * lower) and the load's lease is on its deepest node: no second
+         * walk of the prefix (a match) and no second lock. A debug build
+         * checks that against a match. */
+        m.matched_tokens += loaded;
+        m.num_blocks = (uint32_t)(m.matched_tokens / P);
+#ifndef NDEBUG
+        rkv_match chk;
+        st = rkv_tree_match(tree, 0, b->tokens, len, b->dups, RKV_MATCH_PEEK, &chk);
+        if (st == RKV_OK &&
+            (chk.matched_tokens != m.matched_tokens ||
+             memcmp(b->dups, b->blocks, (size_t)chk.num_blocks * sizeof *b->dups) != 0))
+            st = rkv_set_error(RKV_ERR_CORRUPT, "replay: the device prefix after "
+                               "a load is %zu tokens, the load made it %zu",
+                               chk.matched_tokens, m.matched_tokens);
+#endif
+    }
     if (st != RKV_OK) {
         if (lease.id)
             rkv_tree_unlock(tree, &lease);
@@ -155,15 +172,17 @@ static rkv_status serve(rkv_tree *tree, rkv_pool *pool, const rkv_workload *wl,
     if (m.num_blocks >= pages)
         return lease.id ? rkv_tree_unlock(tree, &lease) : RKV_OK;
 
-    rkv_lease plain;
-    if ((st = rkv_tree_lock(tree, m.node, &plain)) != RKV_OK) {
-        if (lease.id)
-            rkv_tree_unlock(tree, &lease);
-        return st;
+    if (loaded == 0) { /* else the load's lease locks the prefix's end */
+        rkv_lease plain;
+        if ((st = rkv_tree_lock(tree, m.node, &plain)) != RKV_OK) {
+            if (lease.id)
+                rkv_tree_unlock(tree, &lease);
+            return st;
+        }
+        if (lease.id && (st = rkv_tree_unlock(tree, &lease)) != RKV_OK)
+            return st;
+        lease = plain;
     }
-    if (lease.id && (st = rkv_tree_unlock(tree, &lease)) != RKV_OK)
-        return st;
-    lease = plain;
     uint32_t need = pages - m.num_blocks;
     st = rkv_tree_alloc_blocks(tree, need, b->blocks + m.num_blocks);
     if (st == RKV_ERR_NO_SPACE) {

@@ -366,14 +366,97 @@ Test(tier_cuda, load_fails_at_issue)
     failed_load(RKV_DEBUG_COPY_ISSUE, 4); /* the event record */
 }
 
+/* One poll with two loads (6 pages) and a swap-out (2 pages) queued issues
+ * ONE copy call per direction, not one per page; every byte arrives. On
+ * the simulator the backend's calls are metered: one cudaMemcpyBatchAsync
+ * ("[batch]") per direction, carrying each page's 2 * layers segments. */
+Test(tier_cuda, one_copy_call_per_direction_per_batch)
+{
+    env e;
+    setup_demoted(&e, 0, 3, 3);
+    put(&e, 2, 2); /* the 8 blocks: 2 here, 6 for the loads */
+    rkv_load a = load(&e, 0, 3), b = load(&e, 1, 3);
+    uint64_t tk = 0;
+    uint32_t pages = 0;
+    OK(rkv_tree_store_prefix(e.tree, 1, e.tok[2], 2 * TP, NULL, &tk, &pages));
+    cr_assert(tk != 0 && pages == 2);
+    uint64_t calls0, pages0, calls, moved;
+    rkv_tree_debug_copy_calls(e.tree, &calls0, &pages0);
+#ifdef RKV_CUDASIM
+    rkvsim_meter_reset();
+    rkvsim_meter_enable(1);
+#endif
+    rkv_transfer_done d[8];
+    cr_assert_eq(poll(&e, d, 8), 0, "the poll that issues reports nothing");
+#ifdef RKV_CUDASIM
+    rkvsim_meter_enable(0);
+    cr_assert_eq(rkvsim_meter_get("[batch]", -1, RKVSIM_METER_LAUNCHES), 2,
+                 "one batched call per direction");
+    cr_assert_eq(rkvsim_meter_get("[batch]", -1, RKVSIM_METER_READ), 0);
+    cr_assert_eq(rkvsim_meter_get("[D2H]", -1, RKVSIM_METER_READ), 2 * e.bb);
+    cr_assert_eq(rkvsim_meter_get("[H2D]", -1, RKVSIM_METER_WRITE), 6 * e.bb);
+#endif
+    rkv_tree_debug_copy_calls(e.tree, &calls, &moved);
+    cr_assert_eq(calls - calls0, 2, "stores and loads: one call each");
+    cr_assert_eq(moved - pages0, 8);
+    uint32_t got = 0;
+    for (int p = 0; p < 8 && got < 3; p++) {
+        uint32_t n = poll(&e, d, 8);
+        for (uint32_t i = 0; i < n; i++) {
+            cr_assert_eq(d[i].status, RKV_OK, "ticket %llu: %d",
+                         (unsigned long long)d[i].ticket, d[i].status);
+            got++;
+        }
+    }
+    cr_assert_eq(got, 3, "both loads and the swap-out reported");
+    verify_unlock(&e, 0, 3, &a.lease);
+    verify_unlock(&e, 1, 3, &b.lease);
+    rkv_tier_stats ts;
+    OK(rkv_tree_tier_stats(e.tree, &ts));
+    cr_assert_eq(ts.resident_pages[RKV_MEDIUM_HOST], 2, "the swap-out's host copies");
+    evict_all(&e);
+    round_trip(&e, 2, 2); /* the stored bytes are the pages' */
+    teardown(&e);
+}
+
+/* A demotion of a 3-page node stores its pages with one batched copy
+ * (synchronous: the device blocks are free when the eviction returns),
+ * and the bytes come back. */
+Test(tier_cuda, demotion_stores_a_node_in_one_copy_call)
+{
+    env e;
+    setup(&e, 8, 0, RKV_WRITE_BACK);
+    put(&e, 0, 3);
+#ifdef RKV_CUDASIM
+    rkvsim_meter_reset();
+    rkvsim_meter_enable(1);
+#endif
+    uint32_t freed = 0;
+    OK(rkv_tree_evict(e.tree, 3, &freed));
+    cr_assert_eq(freed, 3);
+#ifdef RKV_CUDASIM
+    rkvsim_meter_enable(0);
+    cr_assert_eq(rkvsim_meter_get("[batch]", -1, RKVSIM_METER_LAUNCHES), 1,
+                 "the node's three pages in one call");
+    cr_assert_eq(rkvsim_meter_get("[D2H]", -1, RKVSIM_METER_READ), 3 * e.bb);
+#endif
+    check(&e);
+    all_lower(&e, 0, 3, "demoted");
+    round_trip(&e, 0, 3);
+    teardown(&e);
+}
+
 Test(tier_cuda, load_fails_at_event_query)
 {
     failed_load(RKV_DEBUG_COPY_QUERY, 1);
 }
 
 /* A failed swap-out store: the ticket fails, no host copy, the device
- * pages intact; the next store works and its bytes come back. */
-static void failed_store(int which)
+ * pages intact; the next store works and its bytes come back. Both pages'
+ * copies go in one batched call: a failure at issue (at its first block,
+ * or at its second after the first was queued) fails the call, so both
+ * stores; one at the event query fails the batch. */
+static void failed_store(int which, uint32_t k)
 {
     env e;
     setup(&e, 8, 0, RKV_WRITE_BACK);
@@ -383,14 +466,14 @@ static void failed_store(int which)
     OK(rkv_tree_store_prefix(e.tree, 1, e.tok[0], 2 * TP, NULL, &tk, &pages));
     check(&e);
     cr_assert(tk != 0 && pages == 2);
-    rkv_tree_debug_copy_fail(e.tree, which, 1);
+    rkv_tree_debug_copy_fail(e.tree, which, k);
     rkv_transfer_done r = wait_for(&e, tk, NULL);
     cr_assert_neq(r.status, RKV_OK);
-    cr_assert_eq(r.num_pages, which == RKV_DEBUG_COPY_ISSUE ? 1u : 0u,
-                 "issue: one copy failed; query: the batch failed");
+    cr_assert_eq(r.num_pages, 0u, "the batched call failed as a whole");
     rkv_tier_stats ts;
     OK(rkv_tree_tier_stats(e.tree, &ts));
-    cr_assert_eq(ts.failed_stores, which == RKV_DEBUG_COPY_ISSUE ? 1u : 2u);
+    cr_assert_eq(ts.failed_stores, 2u);
+    cr_assert_eq(ts.resident_pages[RKV_MEDIUM_HOST], 0, "no slot kept");
     cr_assert_eq(ts.pending_stores, 0);
     verify(&e, 0, 2); /* the device copy is untouched */
     /* again, without a fault: the host copies are made */
@@ -410,9 +493,13 @@ static void failed_store(int which)
     teardown(&e);
 }
 
-Test(tier_cuda, store_fails_at_issue) { failed_store(RKV_DEBUG_COPY_ISSUE); }
+Test(tier_cuda, store_fails_at_issue)
+{
+    failed_store(RKV_DEBUG_COPY_ISSUE, 1); /* the call's first block */
+    failed_store(RKV_DEBUG_COPY_ISSUE, 2); /* mid-batch: one block queued */
+}
 
-Test(tier_cuda, store_fails_at_event_query) { failed_store(RKV_DEBUG_COPY_QUERY); }
+Test(tier_cuda, store_fails_at_event_query) { failed_store(RKV_DEBUG_COPY_QUERY, 1); }
 
 Test(tier_cuda, demotion_waits_for_a_store_in_flight)
 {

@@ -35,14 +35,25 @@
  * operations), and every stored handle is valid in the tree iff it is in
  * the model, with the same depth.
  *
+ * The *_tok3 tests run a tree that stores 3-byte token ids
+ * (rkv_tree_config.token_bytes = 3) with every id near 2^24 (ids that
+ * differ in one of their three bytes only, see tok3_ids), with the wide
+ * token paths on and off (radix/tree_tokens.c); there, 1 % of the steps
+ * also try an id no 3-byte tree stores (2^24 and above, negative): a
+ * match that must end before its page, exactly as the model's (which
+ * compares int32 ids), or an insert that must be refused with nothing
+ * changed.
+ *
  * Seeds: rkv_test_seed() prints one per test; RKV_TEST_SEED replays it.
  * RKV_TEST_SCALE scales the operation count (1,000,000 in all by default).
  */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "radix/tree_debug.h"
 #include "radixkv.h"
 #include "tests/support/handles.h"
 #include "tests/support/ref_model.h"
@@ -94,6 +105,12 @@ typedef struct world {
     uint64_t n_prio;     /* pages given a priority                        */
     uint64_t now;        /* the tree's time                               */
     uint64_t n_pins, n_pin_cap; /* pins made or renewed; refused          */
+    /* 3-byte worlds: the id of each alphabet letter, whether the wide
+     * token paths run, ids out of range tried */
+    uint32_t token_bytes;
+    int32_t ids[64];
+    int simd;
+    uint64_t n_bad;
 } world;
 
 #define REQ(w, cond, fmt, ...)                                                 \
@@ -107,11 +124,30 @@ static const uint64_t kNamespaces[5] = {0, 1, UINT64_MAX, 1ULL << 32, 2};
 
 /* ---- set-up ------------------------------------------------------------------- */
 
+/* Letter i's id in a 3-byte world: near 2^24, consecutive letters
+ * differing in one byte (top, middle, low in turn), so a slip that drops
+ * or mixes a byte merges two letters. */
+static int32_t tok3_ids(uint32_t i)
+{
+    static const uint32_t flip[3] = {0x800000u, 0x008000u, 0x000080u};
+    uint32_t v = 0xffffffu - (i / 3) * 0x010101u;
+    return (int32_t)(v ^ (i % 3 ? flip[i % 3 - 1] : 0));
+}
+
+/* Letter v of the alphabet as a token id. */
+static int32_t letter(const world *w, uint32_t v)
+{
+    return w->token_bytes == 3 ? w->ids[v] : (int32_t)v;
+}
+
 static void world_init(world *w, uint32_t P, uint32_t num_blocks,
-                       uint32_t max_tokens, uint32_t alphabet, int policy,
-                       const char *name)
+                        uint32_t max_tokens, uint32_t alphabet, int policy,
+                        const char *name, uint32_t token_bytes, int simd)
 {
     memset(w, 0, sizeof *w);
+    w->token_bytes = token_bytes;
+    for (uint32_t i = 0; i < 64; i++)
+        w->ids[i] = tok3_ids(i);
     w->policy = policy;
     w->P = P;
     w->alphabet = alphabet;
@@ -121,7 +157,9 @@ static void world_init(world *w, uint32_t P, uint32_t num_blocks,
     rkv_rng_init(&w->rng, w->seed);
     w->pool = tu_pool(num_blocks, P);
     rkv_tree_config tc = tu_tree_config(policy, 25);
+    tc.token_bytes = token_bytes;
     w->tree = tu_tree(w->pool, &tc);
+    w->simd = rkv_tree_debug_tok_simd(w->tree, simd);
     cr_assert_eq(ref_model_init(&w->m, P, num_blocks), 0);
     w->m.policy = policy;
     w->m.pin_cap = (uint64_t)num_blocks * 25 / 100;
@@ -130,14 +168,16 @@ static void world_init(world *w, uint32_t P, uint32_t num_blocks,
     /* base sequences: 0 and 1 share their first half, 2 is 0 shifted by
      * a page, 3 is its own; all over a 4-token alphabet */
     for (uint32_t i = 0; i < MAXTOK; i++) {
-        w->base[0][i] = (int32_t)rkv_rng_below(&w->rng, 4);
-        w->base[1][i] = i < max_tokens / 2 ? w->base[0][i]
-                                           : (int32_t)rkv_rng_below(&w->rng, 4);
-        w->base[3][i] = (int32_t)rkv_rng_below(&w->rng, 4);
+        w->base[0][i] = letter(w, (uint32_t)rkv_rng_below(&w->rng, 4));
+        w->base[1][i] = i < max_tokens / 2
+                            ? w->base[0][i]
+                            : letter(w, (uint32_t)rkv_rng_below(&w->rng, 4));
+        w->base[3][i] = letter(w, (uint32_t)rkv_rng_below(&w->rng, 4));
     }
     for (uint32_t i = 0; i < MAXTOK; i++)
-        w->base[2][i] = i + P < MAXTOK ? w->base[0][i + P] : 0;
+        w->base[2][i] = i + P < MAXTOK ? w->base[0][i + P] : letter(w, 0);
 }
+
 
 static void world_fini(world *w)
 {
@@ -164,7 +204,7 @@ static size_t gen_seq(world *w, uint64_t *ns)
     if (rkv_rng_below(&w->rng, 2))
         ext = ext < 2 * w->P ? ext : 2 * w->P; /* mostly short extensions */
     for (size_t i = 0; i < ext; i++)
-        w->tok[n + i] = (int32_t)rkv_rng_below(&w->rng, w->alphabet);
+        w->tok[n + i] = letter(w, (uint32_t)rkv_rng_below(&w->rng, w->alphabet));
     return n + ext;
 }
 
@@ -669,6 +709,37 @@ static void op_zero_handle(world *w)
                RKV_ERR_STALE_HANDLE, "%s", "match_from {0,0}");
 }
 
+/* 3-byte worlds: one id of a sequence made one no 3-byte tree stores --
+ * its letter plus 2^24 (what truncation to 24 bits would take for the
+ * letter), 2^24 itself, INT32_MAX or negative. A match ends before its
+ * page, as in the model; an insert is refused with nothing changed. */
+static void op_bad_id(world *w)
+{
+    uint64_t ns;
+    size_t n = gen_seq(w, &ns);
+    if (n == 0)
+        return;
+    static const int32_t bad[4] = {1 << 24, INT32_MAX, -1, INT32_MIN};
+    size_t at = rkv_rng_below(&w->rng, n);
+    uint64_t kind = rkv_rng_below(&w->rng, 5);
+    w->tok[at] = kind == 4 ? (int32_t)((uint32_t)w->tok[at] + (1u << 24)) : bad[kind];
+    w->n_bad++;
+    if (rkv_rng_below(&w->rng, 2)) {
+        hpair hp;
+        do_match(w, ns, n, (int)rkv_rng_below(&w->rng, 2), &hp);
+        remember(w, hp.h, hp.r);
+        return;
+    }
+    rkv_insert_result ir;
+    rkv_status st = rkv_tree_insert(w->tree, ns, w->tok, n, NULL, NULL, &ir);
+    REQ(w, st == RKV_ERR_INVALID_ARG,
+        "insert with id %d at %zu of %zu: status %d, want INVALID_ARG",
+        w->tok[at], at, n, (int)st);
+    REQ(w, strstr(rkv_last_error(), ">= 2^24") != NULL,
+        "insert refusal names the bound: %s", rkv_last_error());
+    REQ(w, rkv_tree_check(w->tree) == RKV_OK, "%s", "check after a refusal");
+}
+
 static void op_match_take(world *w) { op_match(w, 0); }
 static void op_match_peek(world *w) { op_match(w, 1); }
 
@@ -688,15 +759,24 @@ static const struct {
     {1000, op_reset},
 };
 
-static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
-                       uint32_t alphabet, int policy, uint64_t ops,
-                       const char *name)
+static void run_random3(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
+                        uint32_t alphabet, int policy, uint64_t ops,
+                        const char *name, uint32_t token_bytes, int simd)
 {
     world *w = calloc(1, sizeof *w);
     cr_assert_not_null(w);
-    world_init(w, P, num_blocks, max_tokens, alphabet, policy, name);
+    world_init(w, P, num_blocks, max_tokens, alphabet, policy, name,
+                token_bytes, simd);
+    if (simd)
+        fprintf(stderr, "[%s] wide token paths: %s\n", name,
+                w->simd ? "on" : "not on this CPU (portable code runs)");
     ops = rkv_test_scaled(ops);
     for (w->op = 1; w->op <= ops; w->op++) {
+        if (token_bytes == 3 && rkv_rng_below(&w->rng, 100) == 0) {
+            op_bad_id(w);
+            compare_stats(w);
+            continue;
+        }
         uint64_t r = rkv_rng_below(&w->rng, 1000);
         size_t k = 0;
         while (r >= op_mix[k].below)
@@ -751,6 +831,7 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
              * every run (page16 and page1_wide: a few times, or none) */
             {"pins revoked for an allocation",
              w->P <= 4 && w->num_blocks <= 96 ? rs.pins_revoked : 1},
+            {"ids out of range tried", token_bytes == 3 ? w->n_bad : 1},
         };
         for (size_t i = 0; i < sizeof seen / sizeof seen[0]; i++)
             cr_assert_gt(seen[i].n, 0, "%s: no %s in %llu operations", name,
@@ -758,6 +839,13 @@ static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
     }
     world_fini(w);
     free(w);
+}
+
+static void run_random(uint32_t P, uint32_t num_blocks, uint32_t max_tokens,
+                       uint32_t alphabet, int policy, uint64_t ops,
+                       const char *name)
+{
+    run_random3(P, num_blocks, max_tokens, alphabet, policy, ops, name, 4, 0);
 }
 
 /* 1,000,000 operations in all (before RKV_TEST_SCALE). */
@@ -800,4 +888,31 @@ Test(tree_random, page4_priority)
 {
     run_random(4, 48, 64, 4, RKV_EVICT_PRIORITY, 100000,
                "tree_random::page4_priority");
+}
+
+/* 3-byte token ids near 2^24 (see the header): page sizes whose pages are
+ * shorter and longer than the wide paths' 11-id minimum, the portable
+ * code, and a wide alphabet (64 ids). */
+Test(tree_random, page16_tok3)
+{
+    run_random3(16, 40, 128, 4, RKV_EVICT_LRU, 100000, "tree_random::page16_tok3",
+                3, 1);
+}
+
+Test(tree_random, page4_tok3)
+{
+    run_random3(4, 48, 64, 4, RKV_EVICT_LRU, 100000, "tree_random::page4_tok3",
+                3, 1);
+}
+
+Test(tree_random, page16_tok3_portable)
+{
+    run_random3(16, 40, 128, 4, RKV_EVICT_LRU, 60000,
+                "tree_random::page16_tok3_portable", 3, 0);
+}
+
+Test(tree_random, page1_wide_tok3)
+{
+    run_random3(1, 640, 128, 64, RKV_EVICT_LRU, 60000,
+                "tree_random::page1_wide_tok3", 3, 1);
 }

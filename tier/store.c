@@ -5,9 +5,9 @@
  * store, attachment to one tree, failure injection and rkv_store_check.
  * The media (tier/host_store.c, tier/disk_store.c) only move bytes.
  *
- * The slot table (state, free-stack link, hash, ns per slot) grows as
- * slots are first handed out (tier/store_internal.h), so the capacity
- * costs nothing up front.
+ * The slot table (one record of state, free-stack link, hash, ns per
+ * slot) grows as slots are first handed out (tier/store_internal.h), so
+ * the capacity costs nothing up front.
  *
  * Why the store keeps (hash, ns) in memory even for a disk file: a read
  * is refused before any I/O when the slot does not hold the block the
@@ -34,6 +34,7 @@
 
 #include <xxhash.h>
 
+#include "alloc/pool_copy.h"
 #include "common/status.h"
 #include "tier/store.h"
 #include "tier/store_internal.h"
@@ -85,13 +86,8 @@ static rkv_status capacity_of(const rkv_store_config *cfg, uint32_t *cap)
 
 static void free_meta(rkv_store *s)
 {
-    free(s->state);
-    free(s->next);
-    free(s->hash);
-    free(s->ns);
-    s->state = NULL;
-    s->next = NULL;
-    s->hash = s->ns = NULL;
+    free(s->meta);
+    s->meta = NULL;
     s->alloc_n = 0;
 }
 
@@ -103,21 +99,12 @@ static rkv_status grow_meta(rkv_store *s)
     uint64_t n = s->alloc_n == 0 ? META_MIN : (uint64_t)s->alloc_n * 2;
     if (n > s->cap)
         n = s->cap;
-    if (n > SIZE_MAX / sizeof *s->hash)
+    if (n > SIZE_MAX / sizeof *s->meta)
         return RKV_ERR_NOMEM;
-    void *p;
-    if ((p = realloc(s->state, n * sizeof *s->state)) == NULL)
+    void *p = realloc(s->meta, n * sizeof *s->meta);
+    if (p == NULL)
         return RKV_ERR_NOMEM;
-    s->state = p;
-    if ((p = realloc(s->next, n * sizeof *s->next)) == NULL)
-        return RKV_ERR_NOMEM;
-    s->next = p;
-    if ((p = realloc(s->hash, n * sizeof *s->hash)) == NULL)
-        return RKV_ERR_NOMEM;
-    s->hash = p;
-    if ((p = realloc(s->ns, n * sizeof *s->ns)) == NULL)
-        return RKV_ERR_NOMEM;
-    s->ns = p;
+    s->meta = p;
     s->alloc_n = (uint32_t)n;
     return RKV_OK;
 }
@@ -237,14 +224,13 @@ uint32_t rkv_store_slot_span(const rkv_store *s)
 size_t rkv_store_table_bytes(const rkv_store *s)
 {
     return s == NULL ? 0
-                     : (size_t)s->alloc_n * (sizeof *s->state + sizeof *s->next +
-                                             sizeof *s->hash + sizeof *s->ns);
+                     : (size_t)s->alloc_n * sizeof *s->meta;
 }
 
 int rkv_store_slot_holds(const rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
 {
-    return s != NULL && slot < s->top && s->state[slot] == SLOT_FULL &&
-           s->hash[slot] == hash && s->ns[slot] == ns;
+    return s != NULL && slot < s->top && s->meta[slot].state == SLOT_FULL &&
+           s->meta[slot].hash == hash && s->meta[slot].ns == ns;
 }
 
 void rkv_store_fail_after(rkv_store *s, uint32_t k)
@@ -304,7 +290,7 @@ rkv_status rkv_store_slot_take(rkv_store *s, uint32_t *slot)
 {
     uint32_t i = s->free_head;
     if (i != RKV_NO_SLOT) {
-        s->free_head = s->next[i];
+        s->free_head = s->meta[i].next;
     } else {
         if (s->top == s->cap)
             return RKV_ERR_NO_SPACE; /* the caller's usual case: no message */
@@ -314,11 +300,11 @@ rkv_status rkv_store_slot_take(rkv_store *s, uint32_t *slot)
                                  "slot %u of %u (the store holds %u blocks)",
                                  s->top, s->cap, s->used);
         i = s->top++;
-        s->hash[i] = 0;
-        s->ns[i] = 0;
+        s->meta[i].hash = 0;
+        s->meta[i].ns = 0;
     }
-    s->next[i] = RKV_NO_SLOT;
-    s->state[i] = SLOT_EMPTY;
+    s->meta[i].next = RKV_NO_SLOT;
+    s->meta[i].state = SLOT_EMPTY;
     s->used++;
     *slot = i;
     return RKV_OK;
@@ -339,16 +325,16 @@ rkv_status rkv_store_slot_claim(rkv_store *s, uint32_t slot, uint64_t hash, uint
                                  "slot %u of %u", slot, s->cap);
     /* the slots passed over were never handed out: free, on the stack */
     for (uint32_t i = s->top; i < slot; i++) {
-        s->state[i] = SLOT_FREE;
-        s->hash[i] = s->ns[i] = 0;
-        s->next[i] = s->free_head;
+        s->meta[i].state = SLOT_FREE;
+        s->meta[i].hash = s->meta[i].ns = 0;
+        s->meta[i].next = s->free_head;
         s->free_head = i;
     }
     s->top = slot + 1;
-    s->state[slot] = SLOT_FULL;
-    s->next[slot] = RKV_NO_SLOT;
-    s->hash[slot] = hash;
-    s->ns[slot] = ns;
+    s->meta[slot].state = SLOT_FULL;
+    s->meta[slot].next = RKV_NO_SLOT;
+    s->meta[slot].hash = hash;
+    s->meta[slot].ns = ns;
     s->used++;
     return RKV_OK;
 }
@@ -357,16 +343,29 @@ rkv_status rkv_store_slot_free(rkv_store *s, uint32_t slot)
 {
     if (s == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "rkv_store_slot_free: NULL store");
-    if (slot >= s->top || s->state[slot] == SLOT_FREE)
+    if (slot >= s->top || s->meta[slot].state == SLOT_FREE)
         return rkv_set_error(RKV_ERR_STATE,
                              "rkv_store_slot_free: slot %u is %s", slot,
                              slot >= s->cap ? "out of range" : "already free");
-    s->state[slot] = SLOT_FREE;
-    s->hash[slot] = 0;
-    s->ns[slot] = 0;
-    s->next[slot] = s->free_head;
+    s->meta[slot].state = SLOT_FREE;
+    s->meta[slot].hash = 0;
+    s->meta[slot].ns = 0;
+    s->meta[slot].next = s->free_head;
     s->free_head = slot;
     s->used--;
+    return RKV_OK;
+}
+
+rkv_status rkv_store_slot_recycle(rkv_store *s, uint32_t slot)
+{
+    if (slot >= s->top || s->meta[slot].state == SLOT_FREE)
+        return rkv_set_error(RKV_ERR_STATE, "rkv_store_slot_recycle: slot %u is %s", slot,
+                             slot >= s->cap ? "out of range" : "free");
+    /* what slot_free then slot_take leave: free_head and used unchanged */
+    s->meta[slot].state = SLOT_EMPTY;
+    s->meta[slot].hash = 0;
+    s->meta[slot].ns = 0;
+    s->meta[slot].next = RKV_NO_SLOT;
     return RKV_OK;
 }
 
@@ -404,7 +403,7 @@ const void *rkv_store_owner(const rkv_store *s)
 
 static rkv_status check_dst_slot(const rkv_store *s, const char *fn, uint32_t slot)
 {
-    if (slot >= s->top || s->state[slot] == SLOT_FREE)
+    if (slot >= s->top || s->meta[slot].state == SLOT_FREE)
         return rkv_set_error(RKV_ERR_STATE, "%s: slot %u is %s", fn, slot,
                              slot >= s->cap ? "out of range" : "not allocated");
     return RKV_OK;
@@ -417,20 +416,21 @@ static rkv_status check_src_slot(const rkv_store *s, const char *fn, uint32_t sl
     rkv_status st = check_dst_slot(s, fn, slot);
     if (st != RKV_OK)
         return st;
-    if (s->state[slot] != SLOT_FULL)
+    if (s->meta[slot].state != SLOT_FULL)
         return rkv_set_error(RKV_ERR_CORRUPT, "%s: slot %u holds no block", fn, slot);
-    if (s->hash[slot] != hash || s->ns[slot] != ns)
+    if (s->meta[slot].hash != hash || s->meta[slot].ns != ns)
         return rkv_set_error(RKV_ERR_CORRUPT,
                              "%s: slot %u holds block %016llx of namespace %llu, not "
                              "%016llx of namespace %llu",
-                             fn, slot, (unsigned long long)s->hash[slot],
-                             (unsigned long long)s->ns[slot], (unsigned long long)hash,
+                             fn, slot, (unsigned long long)s->meta[slot].hash,
+                             (unsigned long long)s->meta[slot].ns, (unsigned long long)hash,
                              (unsigned long long)ns);
     return RKV_OK;
 }
 
-static rkv_status check_pool(const rkv_store *s, const char *fn, rkv_pool *pool,
-                             rkv_block_id block)
+/* The pool itself (block_ok: each block), split so a batch checks the
+ * pool once. */
+static rkv_status check_pool_blocks(const rkv_store *s, const char *fn, rkv_pool *pool)
 {
     if (pool == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL pool", fn);
@@ -438,10 +438,23 @@ static rkv_status check_pool(const rkv_store *s, const char *fn, rkv_pool *pool,
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: the pool's blocks are %zu bytes, the store's %zu", fn,
                              rkv_pool_bytes_per_block(pool), rkv_store_block_bytes(s));
-    if (block >= rkv_pool_num_blocks(pool) || rkv_pool_refcount(pool, block) == 0)
+    return RKV_OK;
+}
+
+static rkv_status check_block(const char *fn, rkv_pool *pool, rkv_block_id block)
+{
+    /* rkv_pool_refcount is 0 for a block out of range */
+    if (rkv_pool_refcount(pool, block) == 0)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: block %u is not an allocated block",
                              fn, block);
     return RKV_OK;
+}
+
+static rkv_status check_pool(const rkv_store *s, const char *fn, rkv_pool *pool,
+                             rkv_block_id block)
+{
+    rkv_status st = check_pool_blocks(s, fn, pool);
+    return st == RKV_OK ? check_block(fn, pool, block) : st;
 }
 
 static rkv_status commit(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns)
@@ -451,9 +464,9 @@ static rkv_status commit(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns
         st = s->ops->commit(s, slot, hash, ns);
     if (st != RKV_OK)
         return st;
-    s->state[slot] = SLOT_FULL;
-    s->hash[slot] = hash;
-    s->ns[slot] = ns;
+    s->meta[slot].state = SLOT_FULL;
+    s->meta[slot].hash = hash;
+    s->meta[slot].ns = ns;
     return RKV_OK;
 }
 
@@ -464,6 +477,19 @@ static rkv_status load(rkv_store *s, uint32_t slot, uint64_t hash, uint64_t ns,
     rkv_status st = rkv_store_inject(s, "load");
     if (st == RKV_OK && s->ops != NULL)
         st = s->ops->load(s, slot, hash, ns, payload);
+    return st;
+}
+
+/* A checked slot emptied (so a copy that fails never leaves a stale
+ * record), its fault point, and *dst = its staging bytes. */
+static rkv_status write_empty(rkv_store *s, uint32_t slot, void **dst)
+{
+    s->meta[slot].state = SLOT_EMPTY;
+    s->meta[slot].hash = 0;
+    s->meta[slot].ns = 0;
+    rkv_status st = rkv_store_inject(s, "pool copy");
+    if (st == RKV_OK && s->ops != NULL)
+        *dst = s->ops->stage(s, slot);
     return st;
 }
 
@@ -479,13 +505,7 @@ static rkv_status write_prepare(rkv_store *s, const char *fn, uint32_t slot,
         st = check_pool(s, fn, pool, block);
     if (st != RKV_OK)
         return st;
-    s->state[slot] = SLOT_EMPTY;
-    s->hash[slot] = 0;
-    s->ns[slot] = 0;
-    st = rkv_store_inject(s, "pool copy");
-    if (st == RKV_OK && s->ops != NULL)
-        *dst = s->ops->stage(s, slot);
-    return st;
+    return write_empty(s, slot, dst);
 }
 
 rkv_status rkv_store_write_from_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
@@ -569,6 +589,94 @@ rkv_status rkv_store_read_to_pool(rkv_store *s, uint32_t slot, rkv_pool *pool,
     return st;
 }
 
+/* The arguments of a batched call. */
+static rkv_status batch_args(const rkv_store *s, const char *fn, uint32_t n)
+{
+    if (s == NULL)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL store", fn);
+    if (n > RKV_STORE_BATCH)
+        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: %u blocks, at most %u a call", fn, n,
+                             RKV_STORE_BATCH);
+    return RKV_OK;
+}
+
+rkv_status rkv_store_write_from_pool_n(rkv_store *s, uint32_t n, const uint32_t *slots,
+                                       rkv_pool *pool, const rkv_block_id *blocks,
+                                       const uint64_t *hashes, uint64_t ns, void *stream,
+                                       uint32_t *done)
+{
+    static const char fn[] = "rkv_store_write_from_pool_n";
+    *done = 0;
+    rkv_status st = batch_args(s, fn, n);
+    if (st != RKV_OK)
+        return st;
+    if (s->medium != RKV_MEDIUM_HOST) { /* one staging buffer: record by record */
+        for (uint32_t i = 0; i < n && st == RKV_OK; i++)
+            if ((st = rkv_store_write_from_pool(s, slots[i], pool, blocks[i], hashes[i],
+                                                ns)) == RKV_OK)
+                ++*done;
+        return st;
+    }
+    /* the slots before one that fails its checks are still written, as n
+     * single calls would have written them */
+    void *dst[RKV_STORE_BATCH];
+    uint32_t m = 0;
+    if (n > 0 && (st = check_pool_blocks(s, fn, pool)) != RKV_OK)
+        return st;
+    while (m < n && (st = check_dst_slot(s, fn, slots[m])) == RKV_OK &&
+           (st = check_block(fn, pool, blocks[m])) == RKV_OK &&
+           (st = write_empty(s, slots[m], &dst[m])) == RKV_OK)
+        m++;
+    rkv_status cst = RKV_OK;
+    if (m > 0 && s->ops != NULL) {
+        if (s->synth)
+            for (uint32_t i = 0; i < m; i++)
+                rkv_synth_fill(dst[i], s->block_bytes, hashes[i], ns);
+        else
+            cst = rkv_pool_copy_pairs(pool, stream, m, blocks, dst, 1);
+    }
+    if (cst != RKV_OK)
+        return cst; /* no copy is known good: none is recorded */
+    for (uint32_t i = 0; i < m; i++) {
+        if ((cst = commit(s, slots[i], hashes[i], ns)) != RKV_OK)
+            return cst;
+        ++*done;
+    }
+    return st; /* the check that stopped it (its message still the last) */
+}
+
+rkv_status rkv_store_read_to_pool_n(rkv_store *s, uint32_t n, const uint32_t *slots,
+                                    rkv_pool *pool, const rkv_block_id *blocks,
+                                    const uint64_t *hashes, uint64_t ns, void *stream,
+                                    uint32_t *bad)
+{
+    static const char fn[] = "rkv_store_read_to_pool_n";
+    *bad = 0;
+    rkv_status st = batch_args(s, fn, n);
+    if (st != RKV_OK)
+        return st;
+    if (s->medium != RKV_MEDIUM_HOST) { /* one staging buffer: record by record */
+        for (uint32_t i = 0; i < n; i++, ++*bad)
+            if ((st = rkv_store_read_to_pool(s, slots[i], pool, blocks[i], hashes[i],
+                                             ns)) != RKV_OK)
+                return st;
+        return RKV_OK;
+    }
+    const void *src[RKV_STORE_BATCH];
+    for (uint32_t i = 0; i < n; i++, ++*bad)
+        if ((st = read_prepare(s, fn, slots[i], pool, blocks[i], hashes[i], ns, &src[i])) !=
+            RKV_OK)
+            return st;
+    if (n > 0 && src[0] != NULL) { /* a host store with bytes: every payload is a slot's */
+        *bad = 0;
+        if ((st = rkv_pool_copy_pairs(pool, stream, n, blocks, (void *const *)src, 0)) !=
+            RKV_OK)
+            return st;
+    }
+    *bad = n;
+    return RKV_OK;
+}
+
 rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot, rkv_store *src,
                                uint32_t src_slot, uint64_t hash, uint64_t ns)
 {
@@ -597,9 +705,9 @@ rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot, rkv_store *src
     if (src->synth && !dst->synth &&
         (st = rkv_synth_verify(src, payload, src_slot, hash, ns)) != RKV_OK)
         return st;
-    dst->state[dst_slot] = SLOT_EMPTY;
-    dst->hash[dst_slot] = 0;
-    dst->ns[dst_slot] = 0;
+    dst->meta[dst_slot].state = SLOT_EMPTY;
+    dst->meta[dst_slot].hash = 0;
+    dst->meta[dst_slot].ns = 0;
     if (dst->ops != NULL) {
         void *buf = dst->ops->stage(dst, dst_slot);
         if (payload == NULL) /* from a metadata-only store: dst is synthetic */
@@ -629,12 +737,12 @@ rkv_status rkv_store_check(const rkv_store *s)
                              s->block_bytes, s->ops == NULL ? "no" : "a");
     uint32_t used = 0;
     for (uint32_t i = 0; i < s->top; i++) {
-        if (s->state[i] > SLOT_FULL)
+        if (s->meta[i].state > SLOT_FULL)
             return rkv_set_error(RKV_ERR_CORRUPT, "rkv_store_check: slot %u state %u", i,
-                                 s->state[i]);
-        if (s->state[i] != SLOT_FREE)
+                                 s->meta[i].state);
+        if (s->meta[i].state != SLOT_FREE)
             used++;
-        if (s->state[i] != SLOT_FULL && (s->hash[i] != 0 || s->ns[i] != 0))
+        if (s->meta[i].state != SLOT_FULL && (s->meta[i].hash != 0 || s->meta[i].ns != 0))
             return rkv_set_error(RKV_ERR_CORRUPT,
                                  "rkv_store_check: slot %u holds no block but records one",
                                  i);
@@ -646,13 +754,13 @@ rkv_status rkv_store_check(const rkv_store *s)
     /* the free stack: exactly the free slots below top, each once (a
      * chain longer than their count is a cycle or a used slot) */
     uint32_t nfree = 0;
-    for (uint32_t i = s->free_head; i != RKV_NO_SLOT; i = s->next[i]) {
+    for (uint32_t i = s->free_head; i != RKV_NO_SLOT; i = s->meta[i].next) {
         if (i >= s->top)
             return rkv_set_error(RKV_ERR_CORRUPT,
                                  "rkv_store_check: free stack holds slot %u of %u handed "
                                  "out",
                                  i, s->top);
-        if (s->state[i] != SLOT_FREE)
+        if (s->meta[i].state != SLOT_FREE)
             return rkv_set_error(RKV_ERR_CORRUPT,
                                  "rkv_store_check: allocated slot %u on the free stack", i);
         if (++nfree > s->top - s->used)

@@ -39,6 +39,10 @@ rkv_status rkv_store_slot_free(rkv_store *s, uint32_t slot);
  * (formatting one cost more than the rest of the allocation); s and slot
  * non-NULL. */
 rkv_status rkv_store_slot_take(rkv_store *s, uint32_t *slot);
+/* An allocated slot handed from one page to another: the state slot_free
+ * then slot_take would leave it in (EMPTY, no record), without passing
+ * through the free stack. RKV_ERR_STATE for a free or out-of-range slot. */
+rkv_status rkv_store_slot_recycle(rkv_store *s, uint32_t slot);
 
 /* Device block(s) -> slot: copies the pool's block `block` into `slot` and
  * records (hash, ns). On failure the slot's previous content is invalid
@@ -66,6 +70,27 @@ rkv_status rkv_store_write_end(rkv_store *s, uint32_t slot, uint64_t hash,
 rkv_status rkv_store_read_begin(rkv_store *s, uint32_t slot, rkv_pool *pool,
                                 rkv_block_id block, uint64_t hash, uint64_t ns,
                                 const void **payload);
+/* The same for n <= RKV_STORE_BATCH blocks at once (the tier's demotion
+ * of a node, a host pool's load): every slot checked (and, writing,
+ * emptied) first, then the bytes in one batched pool copy on `stream`
+ * (rkv_pool_copy_pairs: done on return), then the records. A disk store
+ * goes record by record (one staging buffer). write: *done = slots
+ * recorded, from the first: when a slot fails its checks the ones before
+ * it are still written, as single calls would have written them; the
+ * others are left EMPTY, as a failed write_from_pool leaves its slot (a
+ * failed batched copy: none is recorded). read: *bad = the first block not verified or copied (n when
+ * all were; 0 when the batched copy failed). The failure injection counts
+ * the same points as n single calls would, in the order checks, copy,
+ * records. */
+#define RKV_STORE_BATCH 64u
+rkv_status rkv_store_write_from_pool_n(rkv_store *s, uint32_t n, const uint32_t *slots,
+                                       rkv_pool *pool, const rkv_block_id *blocks,
+                                       const uint64_t *hashes, uint64_t ns, void *stream,
+                                       uint32_t *done);
+rkv_status rkv_store_read_to_pool_n(rkv_store *s, uint32_t n, const uint32_t *slots,
+                                    rkv_pool *pool, const rkv_block_id *blocks,
+                                    const uint64_t *hashes, uint64_t ns, void *stream,
+                                    uint32_t *bad);
 /* slot -> slot of another store (host -> disk demotion, disk -> host). */
 rkv_status rkv_store_copy_slot(rkv_store *dst, uint32_t dst_slot,
                                rkv_store *src, uint32_t src_slot,

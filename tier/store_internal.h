@@ -5,7 +5,7 @@
  * attach, failure injection).
  *
  * Slot metadata grows as slots are first handed out, never up front: a
- * store of the largest capacity (2^32 - 2 slots, 21 bytes each) costs
+ * store of the largest capacity (2^32 - 2 slots, 24 bytes each) costs
  * nothing until pages arrive, so a capacity the machine could not hold as
  * metadata is still a valid store -- it holds as many pages as memory
  * allows, and slot_alloc says RKV_ERR_NOMEM (the tree then makes room
@@ -13,11 +13,11 @@
  *
  * Invariants (verified by rkv_store_check):
  *   - slots 0..cap-1; slots top..cap-1 were never handed out (free, no
- *     metadata); top <= alloc_n <= cap, the arrays hold alloc_n entries;
- *   - state[i] (i < top) is SLOT_FREE, SLOT_EMPTY (allocated, holds
+ *     metadata); top <= alloc_n <= cap, meta[] holds alloc_n entries;
+ *   - meta[i].state (i < top) is SLOT_FREE, SLOT_EMPTY (allocated, holds
  *     nothing readable) or SLOT_FULL (allocated, holds the block whose
- *     (hash[i], ns[i]) are recorded);
- *   - the free slots below top form a LIFO stack threaded through next[]:
+ *     (meta[i].hash, .ns) are recorded);
+ *   - the free slots below top form a LIFO stack threaded through .next:
  *     exactly the SLOT_FREE ones, each once, top - used of them; an alloc
  *     pops it, or takes slot top when it is empty (so slots are handed
  *     out in the order a stack of all slots, 0 on top, would give);
@@ -102,6 +102,17 @@ typedef struct rkv_disk_file {
     int32_t *pend_tokens; /* page_tokens entries, or NULL                  */
 } rkv_disk_file;
 
+/* A slot's table entry, all in one record: the tier's demotions free,
+ * take and record a slot of a cold page at every step, and one cache line
+ * a slot costs a miss where four parallel arrays (state, link, hash, ns)
+ * cost up to four. */
+typedef struct rkv_slot_meta {
+    uint64_t hash;  /* recorded chained hash (FULL)                        */
+    uint64_t ns;    /* recorded namespace (FULL)                           */
+    uint32_t next;  /* free stack link                                     */
+    uint8_t state;  /* SLOT_FREE / SLOT_EMPTY / SLOT_FULL                  */
+} rkv_slot_meta;
+
 struct rkv_store {
     int medium;
     size_t block_bytes;
@@ -110,10 +121,7 @@ struct rkv_store {
     uint32_t top;                /* slots ever handed out: 0..top-1        */
     uint32_t alloc_n;            /* entries the arrays below hold          */
     uint32_t free_head;          /* top of the free stack or RKV_NO_SLOT   */
-    uint8_t *state;              /* [alloc_n]                              */
-    uint32_t *next;              /* [alloc_n] free stack links             */
-    uint64_t *hash;              /* [alloc_n] recorded chained hash (FULL) */
-    uint64_t *ns;                /* [alloc_n] recorded namespace (FULL)    */
+    rkv_slot_meta *meta;         /* [alloc_n]                              */
     const void *owner;           /* attached tree or NULL                  */
     uint32_t fail_countdown;     /* injection: the call that hits 0 fails  */
     const rkv_store_ops *ops;    /* NULL when block_bytes == 0             */

@@ -96,6 +96,10 @@ rkv_status rkv_tree_create(rkv_pool *pool, const rkv_tree_config *cfg,
                              cfg->event_tokens,
                              RKV_EVENT_MAX_HASHES * pool->cfg.page_size,
                              RKV_EV_MAX_TOKENS);
+    if (cfg->token_bytes != 3 && cfg->token_bytes != 4)
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_tree_create: token_bytes %u (3 or 4)",
+                             cfg->token_bytes);
     /* the pool keeps one chained hash per block: a second tree would
      * overwrite the first one's */
     if (pool->tree != NULL)

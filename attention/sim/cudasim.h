@@ -94,6 +94,7 @@ typedef enum cudaError {
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevicePointer = 17,
     cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorCallRequiresNewerDriver = 36,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
@@ -173,6 +174,39 @@ RKVSIM_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, s
 RKVSIM_API cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
                                          size_t spitch, size_t width, size_t height,
                                          enum cudaMemcpyKind k, cudaStream_t s);
+/* Batched copies (CUDA 12.8; this is CUDA 13's signature, without
+ * failIdx): count 1D copies in one call, in stream order as a whole, each
+ * with its attributes (attrs[k] from copy attrsIdxs[k] on); not on the
+ * legacy stream. Metered once under "[batch]" (calls: API calls, bytes:
+ * all) beside each copy's own "[H2D]"/"[D2H]"/"[D2D]" row. */
+enum cudaMemcpySrcAccessOrder {
+    cudaMemcpySrcAccessOrderInvalid = 0x0,
+    cudaMemcpySrcAccessOrderStream = 0x1,
+    cudaMemcpySrcAccessOrderDuringApiCall = 0x2,
+    cudaMemcpySrcAccessOrderAny = 0x3,
+    cudaMemcpySrcAccessOrderMax = 0x7FFFFFFF
+};
+enum cudaMemcpyFlags { cudaMemcpyFlagDefault = 0x0, cudaMemcpyFlagPreferOverlapWithCompute = 0x1 };
+enum cudaMemLocationType {
+    cudaMemLocationTypeInvalid = 0,
+    cudaMemLocationTypeDevice = 1,
+    cudaMemLocationTypeHost = 2
+};
+struct cudaMemLocation {
+    enum cudaMemLocationType type;
+    int id;
+};
+struct cudaMemcpyAttributes {
+    enum cudaMemcpySrcAccessOrder srcAccessOrder;
+    struct cudaMemLocation srcLocHint;
+    struct cudaMemLocation dstLocHint;
+    unsigned int flags;
+};
+RKVSIM_API cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs,
+                                            const size_t *sizes, size_t count,
+                                            struct cudaMemcpyAttributes *attrs,
+                                            size_t *attrsIdxs, size_t numAttrs,
+                                            cudaStream_t s);
 RKVSIM_API cudaError_t cudaMemset(void *p, int v, size_t n);
 RKVSIM_API cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
 RKVSIM_API cudaError_t cudaStreamCreate(cudaStream_t *s);

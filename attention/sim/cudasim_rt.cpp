@@ -1309,6 +1309,47 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
                      false);
 }
 
+cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs,
+                                 const size_t *sizes, size_t count,
+                                 struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs,
+                                 size_t numAttrs, cudaStream_t s)
+{
+    static const char fn[] = "cudaMemcpyBatchAsync";
+    ENTER();
+    NEED_DEVICE();
+    if (s == nullptr)
+        return fail(cudaErrorInvalidValue, "%s: the legacy NULL stream", fn);
+    if (count == 0 || dsts == nullptr || srcs == nullptr || sizes == nullptr ||
+        attrs == nullptr || attrsIdxs == nullptr || numAttrs == 0 || numAttrs > count)
+        return fail(cudaErrorInvalidValue, "%s: %zu copies, %zu attributes", fn, count,
+                    numAttrs);
+    for (size_t k = 0; k < numAttrs; k++) {
+        if ((k == 0 && attrsIdxs[0] != 0) || (k > 0 && attrsIdxs[k] <= attrsIdxs[k - 1]) ||
+            attrsIdxs[k] >= count)
+            return fail(cudaErrorInvalidValue, "%s: attrsIdxs[%zu] = %zu", fn, k,
+                        attrsIdxs[k]);
+        if (attrs[k].srcAccessOrder < cudaMemcpySrcAccessOrderStream ||
+            attrs[k].srcAccessOrder > cudaMemcpySrcAccessOrderAny ||
+            (attrs[k].flags & ~(unsigned)cudaMemcpyFlagPreferOverlapWithCompute) != 0)
+            return fail(cudaErrorInvalidValue, "%s: attributes %zu", fn, k);
+    }
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < count; i++)
+        bytes += sizes[i];
+    meter_host("[batch]", nullptr, nullptr, bytes);
+    /* each copy as cudaMemcpyAsync of cudaMemcpyDefault (direction from the
+     * pointers): a copy that fails leaves the ones before it queued */
+    for (size_t i = 0; i < count; i++) {
+        cudaError_t e = copy_impl(fn,
+                                  Copy2D{(char *)dsts[i], (const char *)srcs[i], sizes[i],
+                                         sizes[i], sizes[i], 1},
+                                  cudaMemcpyDefault, s, false);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemset(void *p, int v, size_t n) { return memset_impl(p, v, n, nullptr, true); }
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)

@@ -107,9 +107,11 @@ typedef struct rkv_router_config {
      * instances publish: a flood costs the flooding instance its entries,
      * never unbounded memory. */
     uint64_t max_entries;     /* table entries ((block, group, medium))    */
-    uint64_t max_table_bytes; /* bytes of the table (16-byte entries, at
-                                 most half full, grown by doubling): the
-                                 table never grows past it; >= 1024         */
+    uint64_t max_table_bytes; /* bytes of the table (16-byte entries; a
+                                 power of two at most half full, grown by
+                                 doubling, or where that passes this
+                                 bound, sized exactly at most 17/32 full):
+                                 the table never grows past it; >= 1024    */
     double temperature;       /* 0 (default): the highest score; > 0: a
                                  softmax draw (above); finite             */
     uint64_t seed;            /* the random tie-breaks and draws          */

@@ -71,6 +71,11 @@ typedef struct rkv_tree_config {
                                the token ring in token ids, 0 (default) =
                                off, else RKV_EVENT_MAX_HASHES * page_size
                                .. 2^28 and event_ring > 0               */
+    uint32_t token_bytes;   /* bytes per cached token id: 4 (default) or 3,
+                               for vocabularies below 2^24 (25 % less host
+                               memory per token; insert then refuses ids
+                               >= 2^24; no lower tiers):
+                               docs/embedding.md                          */
 } rkv_tree_config;
 void rkv_tree_config_init(rkv_tree_config *cfg);
 

@@ -63,7 +63,8 @@ class TreeConfig(_S):
     _c_name_ = "rkv_tree_config"
     _fields_ = [("initial_nodes", u32), ("use_jemalloc", cint),
                 ("event_ring", u32), ("evict_policy", cint),
-                ("max_pinned_pct", u32), ("event_tokens", u32)]
+                ("max_pinned_pct", u32), ("event_tokens", u32),
+                ("token_bytes", u32)]
 
 
 class Match(_S):

@@ -188,10 +188,13 @@ class Tree(Owned):
     event_ring > 0 records KV events (drain them with ``events()``);
     event_tokens > 0 (with event_ring) also keeps the token ids of stored
     pages, up to that many ids pending (``events(tokens=True)``);
-    evict_policy is "lru", "priority" or "learned"."""
+    evict_policy is "lru", "priority" or "learned"; token_bytes=3 stores
+    token ids in 3 bytes (vocabularies below 2**24; larger ids are refused;
+    no lower tiers)."""
 
     def __init__(self, pool, initial_nodes=0, event_ring=0, evict_policy="lru",
-                 max_pinned_pct=50, use_jemalloc=None, event_tokens=0):
+                 max_pinned_pct=50, use_jemalloc=None, event_tokens=0,
+                 token_bytes=4):
         cfg = S.TreeConfig()
         lib.rkv_tree_config_init(C.byref(cfg))
         cfg.initial_nodes = initial_nodes
@@ -200,6 +203,7 @@ class Tree(Owned):
                             if isinstance(evict_policy, str) else int(evict_policy))
         cfg.max_pinned_pct = max_pinned_pct
         cfg.event_tokens = event_tokens
+        cfg.token_bytes = token_bytes
         if use_jemalloc is not None:
             cfg.use_jemalloc = int(use_jemalloc)
         h = C.c_void_p()

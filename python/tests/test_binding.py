@@ -87,6 +87,25 @@ def test_match_insert_split_and_namespaces():
     tree.check()
 
 
+def test_three_byte_token_ids():
+    pool, tree = make(page_size=4, token_bytes=3)
+    top = (1 << 24) - 1
+    r = cache(tree, [top, top - 1, 0, 5] * 3)
+    assert r.new_pages == 3
+    assert tree.match([top, top - 1, 0, 5] * 3).matched_tokens == 12
+    # 2**24 + id is not id; an id no 3-byte tree stores is refused
+    assert tree.match([top, top - 1, 0, 5 + (1 << 24)]).matched_tokens == 0
+    blocks = tree.alloc_blocks(1)
+    with pytest.raises(radixkv.InvalidArgError) as ei:
+        tree.insert([1 << 24, 0, 0, 0], blocks)
+    assert "2^24" in str(ei.value)
+    pool.unref(blocks)
+    assert tree.stats()["cached_blocks"] == 3
+    tree.check()
+    with pytest.raises(radixkv.InvalidArgError):
+        radixkv.Tree(radixkv.Pool(num_blocks=8, page_size=4), token_bytes=2)
+
+
 def test_lease_context_manager_protects_the_path():
     pool, tree = make(num_blocks=4, page_size=4)
     cache(tree, list(range(8)))

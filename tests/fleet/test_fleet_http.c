@@ -60,8 +60,26 @@ static int client(rkv_http *h)
     return fd;
 }
 
-/* Reads what the server sends until it closes (stepping the server);
- * returns the byte count. */
+/* The length of the first whole answer (head + Content-Length) in
+ * out[0..n), 0 while it is incomplete (a "100 Continue" ahead of it
+ * counts as part of it). */
+static size_t answer_len(const char *out, size_t n)
+{
+    size_t at = 0;
+    if (n >= 25 && memcmp(out, "HTTP/1.1 100 Continue\r\n\r\n", 25) == 0)
+        at = 25;
+    const char *end = memmem(out + at, n - at, "\r\n\r\n", 4);
+    if (!end)
+        return 0;
+    const char *cl = memmem(out + at, (size_t)(end - out) - at, "Content-Length: ", 16);
+    if (!cl)
+        return 0;
+    size_t want = (size_t)(end + 4 - out) + strtoull(cl + 16, NULL, 10);
+    return want <= n ? want : 0;
+}
+
+/* Reads what the server sends until it closes or one whole answer came
+ * (stepping the server); returns the byte count. */
 static size_t read_all(rkv_http *h, render_ctx *r, int fd, char *out, size_t cap)
 {
     size_t n = 0;
@@ -73,6 +91,9 @@ static size_t read_all(rkv_http *h, render_ctx *r, int fd, char *out, size_t cap
         if (k > 0) {
             n += (size_t)k;
             cr_assert_lt(n, cap - 1, "answer too long");
+            out[n] = 0;
+            if (answer_len(out, n) == n)
+                break;
             continue;
         }
         cr_assert(errno == EAGAIN || errno == EWOULDBLOCK, "%s", strerror(errno));
@@ -107,7 +128,7 @@ static void settle(rkv_http *h, render_ctx *r)
 static int status_of(const char *resp)
 {
     int code = 0;
-    cr_assert_eq(sscanf(resp, "HTTP/1.0 %d ", &code), 1, "no status line: %.60s", resp);
+    cr_assert_eq(sscanf(resp, "HTTP/1.1 %d ", &code), 1, "no status line: %.60s", resp);
     return code;
 }
 
@@ -121,7 +142,6 @@ static const char *body_of(const char *resp, size_t n)
     size_t want = strtoull(cl + 16, NULL, 10);
     cr_assert_eq((size_t)(resp + n - (end + 4)), want, "Content-Length %zu, body %zu",
                  want, (size_t)(resp + n - (end + 4)));
-    cr_assert_not_null(strstr(resp, "Connection: close\r\n"));
     return end + 4;
 }
 
@@ -550,5 +570,193 @@ Test(fleet_http, slow_or_abandoned_bodies_are_closed)
     close_then_expire(h, &r, gone, "a peer that left mid-body is still open");
     close(slow);
     cr_assert_eq(p.calls, 0);
+    rkv_http_close(h);
+}
+
+#define SEND(fd, lit) \
+    cr_assert_eq(send(fd, lit, sizeof(lit) - 1, 0), (ssize_t)(sizeof(lit) - 1))
+
+/* Reads until out[0..n) holds `answers` whole answers (stepping the
+ * server); returns n. */
+static size_t read_answers(rkv_http *h, render_ctx *r, int fd, char *out, size_t cap,
+                           int answers)
+{
+    size_t n = 0;
+    for (int spins = 0; spins < 2000; spins++) {
+        size_t at = 0;
+        int got = 0;
+        for (size_t k; got < answers && (k = answer_len(out + at, n - at)) > 0; got++)
+            at += k;
+        if (got == answers && at == n)
+            return n;
+        step(h, r);
+        ssize_t k = recv(fd, out + n, cap - 1 - n, 0);
+        cr_assert_neq(k, 0, "closed after %zu bytes: %.200s", n, out);
+        if (k > 0)
+            n += (size_t)k;
+        out[n] = 0;
+    }
+    cr_assert_fail("no %d answers: %.200s", answers, out);
+    return 0;
+}
+
+/* HTTP/1.1 keeps the connection: requests one after another on it are
+ * answered without "Connection: close", and it stays open between them. */
+Test(fleet_http, keep_alive_serves_many_requests_on_one_connection)
+{
+    post_ctx p = {0};
+    rkv_http *h = open_post(&p);
+    render_ctx r = {.text = "a 1\n"};
+    int fd = client(h);
+    char out[8192];
+    for (int i = 0; i < 5; i++) {
+        if (i % 2)
+            SEND(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        else
+            SEND(fd, "POST /v1/route HTTP/1.1\r\nContent-Length: 2\r\n"
+                                      "\r\nab");
+        size_t n = read_answers(h, &r, fd, out, sizeof out, 1);
+        cr_assert_eq(status_of(out), 200);
+        cr_assert_null(strstr(out, "Connection: close"), "%s", out);
+        cr_assert_str_eq(body_of(out, n), i % 2 ? "a 1\n" : "{\"len\": 2}");
+    }
+    rkv_http_stats st;
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.accepted, 1);
+    cr_assert_eq(st.answered, 5);
+    cr_assert_eq(st.open, 1);
+    cr_assert_eq(p.calls, 3);
+    /* "Connection: close" ends it after its answer */
+    SEND(fd, "GET /metrics HTTP/1.1\r\nConnection: Close\r\n\r\n");
+    size_t n = read_all(h, &r, fd, out, sizeof out);
+    cr_assert_not_null(strstr(out, "Connection: close\r\n"));
+    cr_assert_str_eq(body_of(out, n), "a 1\n");
+    char c;
+    ssize_t k;
+    do {
+        step(h, &r);
+        k = recv(fd, &c, 1, 0);
+    } while (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    cr_assert_eq(k, 0, "the server did not close");
+    close(fd);
+    settle(h, &r);
+    rkv_http_close(h);
+}
+
+/* Requests sent back to back in one packet (pipelined) are answered in
+ * order, the POST bodies where they lie. */
+Test(fleet_http, pipelined_requests_are_answered_in_order)
+{
+    post_ctx p = {0};
+    rkv_http *h = open_post(&p);
+    render_ctx r = {.text = "a 1\n"};
+    static const char reqs[] = "POST /v1/route HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"
+                               "GET /metrics HTTP/1.1\r\n\r\n"
+                               "POST /v1/route HTTP/1.1\r\nContent-Length: 1\r\n\r\nz"
+                               "POST /v1/route HTTP/1.1\r\nContent-Length: 4\r\n\r\nwxyz";
+    int fd = client(h);
+    cr_assert_eq(send(fd, reqs, sizeof reqs - 1, 0), (ssize_t)(sizeof reqs - 1));
+    char out[8192];
+    size_t n = read_answers(h, &r, fd, out, sizeof out, 4);
+    const char *want[] = {"{\"len\": 3}", "a 1\n", "{\"len\": 1}", "{\"len\": 4}"};
+    size_t at = 0;
+    for (int i = 0; i < 4; i++) {
+        size_t k = answer_len(out + at, n - at);
+        char one[1024];
+        memcpy(one, out + at, k);
+        one[k] = 0;
+        cr_assert_eq(status_of(one), 200);
+        cr_assert_str_eq(body_of(one, k), want[i], "answer %d", i);
+        at += k;
+    }
+    cr_assert_eq(p.calls, 3);
+    cr_assert_eq(p.sum, 'w' + 'x' + 'y' + 'z');
+    /* a request split across sends after them still works */
+    SEND(fd, "POST /v1/route HTTP/1.1\r\nContent-Le");
+    step(h, &r);
+    SEND(fd, "ngth: 2\r\n\r\nq");
+    step(h, &r);
+    SEND(fd, "r");
+    n = read_answers(h, &r, fd, out, sizeof out, 1);
+    cr_assert_str_eq(body_of(out, n), "{\"len\": 2}");
+    cr_assert_eq(p.sum, 'q' + 'r');
+    close(fd);
+    settle(h, &r);
+    rkv_http_close(h);
+}
+
+/* An idle kept-alive connection closes after RKV_HTTP_IDLE_MS (counted
+ * apart from timeouts); a request that starts on it and stalls is closed
+ * at RKV_HTTP_DEADLINE_MS from its first byte. */
+Test(fleet_http, kept_alive_connections_time_out)
+{
+    rkv_http *h = open_any();
+    render_ctx r = {.text = "a 1\n"};
+    char out[4096];
+    int idle = client(h), stall = client(h);
+    for (int k = 0; k < 2; k++) {
+        int fd = k ? stall : idle;
+        SEND(fd, "GET /metrics HTTP/1.1\r\n\r\n");
+        read_answers(h, &r, fd, out, sizeof out, 1);
+    }
+    g_now += RKV_HTTP_IDLE_MS - 1;
+    SEND(stall, "GET /me"); /* its deadline: now + 2 s */
+    step(h, &r);
+    step(h, &r);
+    rkv_http_stats st;
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.open, 2);
+    g_now += 1;
+    step(h, &r);
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.open, 1);
+    cr_assert_eq(st.idle_closed, 1);
+    cr_assert_eq(st.timeouts, 0);
+    g_now += RKV_HTTP_DEADLINE_MS;
+    step(h, &r);
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.open, 0);
+    cr_assert_eq(st.timeouts, 1);
+    close(idle);
+    close(stall);
+    rkv_http_close(h);
+}
+
+/* With the table full of idle kept-alive connections a new client is
+ * served: the idle one nearest its deadline makes room. HTTP/1.0 is not
+ * kept. */
+Test(fleet_http, idle_connections_make_room_for_new_ones)
+{
+    rkv_http *h = open_any();
+    render_ctx r = {.text = "a 1\n"};
+    char out[4096];
+    int fd[RKV_HTTP_MAX_CONNS];
+    for (uint32_t i = 0; i < RKV_HTTP_MAX_CONNS; i++) {
+        fd[i] = client(h);
+        SEND(fd[i], "GET /metrics HTTP/1.1\r\n\r\n");
+        read_answers(h, &r, fd[i], out, sizeof out, 1);
+        g_now++;
+    }
+    rkv_http_stats st;
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.open, RKV_HTTP_MAX_CONNS);
+    size_t n = exchange(h, &r, REQ("GET /metrics HTTP/1.0\r\n\r\n"), out, sizeof out);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_not_null(strstr(out, "Connection: close\r\n"));
+    cr_assert_str_eq(body_of(out, n), "a 1\n");
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_eq(st.idle_closed, 1);
+    cr_assert_eq(st.rejected, 0);
+    /* the oldest went: its peer sees the close */
+    char c;
+    ssize_t k;
+    do {
+        step(h, &r);
+        k = recv(fd[0], &c, 1, 0);
+    } while (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    cr_assert_eq(k, 0);
+    for (uint32_t i = 0; i < RKV_HTTP_MAX_CONNS; i++)
+        close(fd[i]);
+    settle(h, &r);
     rkv_http_close(h);
 }

@@ -243,7 +243,7 @@ static int http_metrics(procs *f, char *buf, size_t cap)
         n += (size_t)k;
     close(fd);
     buf[n] = 0;
-    if (strncmp(buf, "HTTP/1.0 200 OK\r\n", 17) != 0)
+    if (strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) != 0)
         return 0;
     char *body = strstr(buf, "\r\n\r\n");
     cr_assert_not_null(body);

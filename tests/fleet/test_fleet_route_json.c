@@ -8,6 +8,7 @@
  * exactly sized heap copy so that ASan sees any read past the body.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,4 +204,56 @@ Test(route_json, error_objects_are_valid_json)
     cr_assert_str_eq(buf, "{\"error\": \"bad \\\"x\\\"\\\\\\u000a\\u0001??\", "
                           "\"status\": 400}\n");
     cr_assert_geq(rkv_route_json_error(buf, 8, 503, "long message"), 8);
+}
+
+/* The answer's appenders print what printf would ("%" PRIu64, "%.10g"),
+ * byte for byte, and never write past cap while still counting. */
+Test(route_json, appenders_match_printf)
+{
+    static const double nums[] = {0.0, -0.0, 1.0, -1.0, 7.0, 448.0, -448.0, 0.5, -2.75,
+                                  1.0 / 3.0, 9999999999.0, -9999999999.0, 1e10, -1e10,
+                                  12345678901.0, 1e300, -1e-300, 4096.25, 1e9 + 0.5,
+                                  (double)(1ull << 53), 0.1, NAN, INFINITY, -INFINITY};
+    static const uint64_t ints[] = {0, 1, 9, 10, 99, 100, 65535, 4294967295u,
+                                    4294967296u, 10000000000000000000u, UINT64_MAX};
+    char got[64], want[64];
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        rkv_json_out o = {got, sizeof got, 0};
+        rkv_json_num(&o, nums[i]);
+        int n = snprintf(want, sizeof want, "%.10g", nums[i]);
+        cr_assert_eq(o.len, (size_t)n, "%s", want);
+        cr_assert(memcmp(got, want, (size_t)n) == 0, "%.*s vs %s", n, got, want);
+    }
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        rkv_json_out o = {got, sizeof got, 0};
+        rkv_json_u64(&o, ints[i]);
+        int n = snprintf(want, sizeof want, "%llu", (unsigned long long)ints[i]);
+        cr_assert_eq(o.len, (size_t)n);
+        cr_assert(memcmp(got, want, (size_t)n) == 0, "%.*s vs %s", n, got, want);
+    }
+    /* a random sweep of integral and fractional scores */
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 100000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        double v = (double)(int64_t)(x % 40000000000ull) - 2e10;
+        if (i % 3 == 1)
+            v /= 16.0;
+        if (i % 3 == 2)
+            v = (double)(x % 100000) * 0.25 - 12000.0;
+        rkv_json_out o = {got, sizeof got, 0};
+        rkv_json_num(&o, v);
+        int n = snprintf(want, sizeof want, "%.10g", v);
+        cr_assert_eq(o.len, (size_t)n, "%s", want);
+        cr_assert(memcmp(got, want, (size_t)n) == 0, "%.*s vs %s", n, got, want);
+    }
+    /* past cap: nothing written beyond it, the whole length counted */
+    char small[8];
+    memset(small, '#', sizeof small);
+    rkv_json_out o = {small, 5, 0};
+    rkv_json_raw(&o, "{\"instance\": ");
+    rkv_json_u64(&o, 123456);
+    cr_assert_eq(o.len, 19);
+    cr_assert(memcmp(small, "{\"ins###", 8) == 0);
 }

@@ -8,8 +8,9 @@
  * Out-of-memory injection (sched/sched_debug.h, radix/tree_debug.h) is one
  * of the operations, so failure paths run too.
  *
- * Input: 4 bytes of configuration (pool size and page, policy and
- * budgets), then operations of one opcode byte plus the bytes it reads
+ * Input: 4 bytes of configuration (pool size and page, whether the tree
+ * stores 3-byte token ids -- then every id is near 2^24 and a prompt may
+ * hold 2^24, refused --, policy and budgets), then operations of one opcode byte plus the bytes it reads
  * (reading past the end gives zeros, so every input is a valid program).
  *
  * The harness is an honest caller: it releases only leases it took, unrefs
@@ -109,12 +110,21 @@ static void check_model(const world *w)
 }
 
 /* Tokens from a tiny alphabet, so prompts and keys share prefixes. */
+/* The tree of this input stores 3-byte ids (rkv_tree_config.token_bytes):
+ * letters are then ids just below 2^24. */
+static int g_tok3;
+
+static int32_t letter(uint32_t v)
+{
+    return g_tok3 ? (int32_t)(0xffffffu - v) : (int32_t)v;
+}
+
 static uint32_t get_tokens(in *s, int32_t *t, uint32_t min)
 {
     uint32_t n = min + below(s, MAX_TOKENS - min + 1);
     uint8_t alpha = get8(s) % 4 + 1;
     for (uint32_t i = 0; i < n; i++)
-        t[i] = (int32_t)(get8(s) % alpha);
+        t[i] = letter(get8(s) % alpha);
     return n;
 }
 
@@ -186,8 +196,10 @@ static void validate_plan(world *w, const rkv_batch_plan *p)
             if (rkv_pool_refcount(w->pool, b) != 1)
                 die(w, "request %u writes block %u with %u references", r, b,
                     rkv_pool_refcount(w->pool, b));
-            if (p->input_tokens[row] < 0)
-                die(w, "negative input token");
+            if (p->input_tokens[row] < 0 ||
+                (g_tok3 && p->input_tokens[row] >= (1 << 24)))
+                die(w, "input token %d the tree cannot store",
+                    p->input_tokens[row]);
         }
     }
     free(seen);
@@ -203,7 +215,7 @@ static void commit(world *w, in *s)
     int32_t next[MAX_IDS];
     uint8_t fin[MAX_IDS];
     for (uint32_t r = 0; r < p->num_reqs; r++) {
-        next[r] = (int32_t)(get8(s) % 4);
+        next[r] = letter(get8(s) % 4);
         fin[r] = get8(s) < 24;
     }
     uint64_t ids[MAX_IDS];
@@ -243,8 +255,11 @@ static void op_submit(world *w, in *s)
     d.max_new_tokens = below(s, 12);
     d.priority = (int32_t)below(s, 5) - 2;
     d.arrival_ms = w->op;
-    if (get8(s) == 255 && d.prompt_len > 0)
+    uint8_t bad = get8(s);
+    if (bad == 255 && d.prompt_len > 0)
         t[0] = -1; /* a bad token: refused */
+    if (bad == 254 && d.prompt_len > 0)
+        t[0] = 1 << 24; /* refused by a 3-byte tree, fine in another */
     rkv_status st = called(w, rkv_sched_submit(w->sched, &d), "submit");
     if (st == RKV_OK) {
         if (w->live[id])
@@ -513,7 +528,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in s = {data, size};
     world w;
     memset(&w, 0, sizeof w);
-    w.P = 1u << (get8(&s) % 4);
+    uint8_t c0 = get8(&s);
+    w.P = 1u << (c0 % 4);
+    g_tok3 = (c0 >> 2) & 1;
     w.nblocks = 4 + below(&s, 60);
     rkv_pool_config pc;
     rkv_pool_config_init(&pc);
@@ -527,8 +544,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     w.cfg.dedup_min_tokens = (c & 0x80) ? w.P * (1 + c % 3) : 0;
     w.cfg.max_wait_ms = c % 7;
     w.cfg.aging_per_s = c % 11;
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.token_bytes = g_tok3 ? 3 : 4;
     if (rkv_pool_create(&pc, &w.pool) != RKV_OK ||
-        rkv_tree_create(w.pool, NULL, &w.tree) != RKV_OK ||
+        rkv_tree_create(w.pool, &tc, &w.tree) != RKV_OK ||
         rkv_sched_create(w.tree, &w.cfg, &w.sched) != RKV_OK)
         die(&w, "setup failed");
     {
