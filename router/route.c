@@ -7,256 +7,27 @@
  * until that instance's next load report. The generator's state advances
  * only when a choice succeeds, so a failed call changes nothing.
  *
- * Per slot group, A(j) = the live slots holding page j (any medium) and
- * D(j) = those holding it on the device. Every instance's cached set is
- * prefix-closed and so is its device residency (router_internal.h), so
- * A(0) >= A(1) >= ... and D likewise: each bit drops out once, and
- * instance i's overlap is the position where its bit leaves A. The search
- * gallops (pages 0, 1, 3, 7, ... until A is empty or the request ends: the
- * positions are known up front, so their misses are all started at once)
- * and then bisects each interval whose two ends differ, down to spans of
- * 16 pages that are scanned (their lookups issued at once): a fully
- * cached 800-page prompt costs ~2 log2(800) lookups, not 800. All groups'
- * intervals are bisected together, level by level. Probed masks are
- * clamped between the interval's ends, so a stream that breaks the
- * closure still gets a consistent (if not exact) answer, never a crash.
+ * The walk over the chain (each instance's leading run) is
+ * router/route_search.c.
  *
  * rkv_router_overlaps writes a record per instance; rkv_router_route_top
  * (and rkv_router_route) make rkv_router_choose's choice from the walk
  * and the per-slot load terms without one, and write records only for
  * what they return.
  *
- * Pages held off the device in an instance's leading run (between where
- * its bit leaves D and where it leaves A) are walked one by one to count
- * host and disk pages exactly; with no tiers there are none.
+ * rkv_router_route (room for one, greedy, no tiers) lets the walk skip
+ * the spans whose instances cannot reach the best score
+ * (rkv_index_bound): their leads are left low, below the best, which
+ * changes no score that the choice or the records it returns read.
  */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "common/status.h"
-#include "router/router_internal.h"
-
-static inline rkv_index_probe rkv_index_probe_at(const rkv_router *r, uint32_t g,
-                                           uint64_t live, uint64_t nsmix,
-                                           uint64_t hash)
-{
-    rkv_index_probe p;
-    uint64_t key = rkv_index_key(hash, nsmix, g, RKV_MEDIUM_DEVICE);
-    p.d = rkv_index_mask(r, key) & live;
-    p.a = p.d;
-    if (r->offdev[g] != 0) /* tiers: the other media's entries too */
-        p.a |= (rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_HOST)) |
-                rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_DISK))) & live;
-    return p;
-}
-
-static inline void rkv_index_prefetch(const rkv_router *r, uint32_t g,
-                                   uint64_t nsmix, uint64_t hash)
-{
-    __builtin_prefetch(&r->entries[rkv_index_home(
-        r, rkv_index_key(hash, nsmix, g, RKV_MEDIUM_DEVICE))]);
-}
-
-/* spans of at most this many pages are scanned, not bisected */
-#define RKV_INDEX_SCAN 16
-
-/* Appends the span if a bit leaves A or D inside it. Each bit leaves A
- * once and D once along the chain, so a level holds at most
- * 2 x 64 spans per group (RKV_INDEX_SPANS). */
-static inline void rkv_index_keep(rkv_index_span *list, uint32_t *n, uint32_t g,
-                                  int64_t lo, int64_t hi, rkv_index_probe plo,
-                                  rkv_index_probe phi)
-{
-    /* (the bound is never reached; checked all the same, as the list
-     * lives in a buffer of that size) */
-    if (((plo.a & ~phi.a) | (plo.d & ~phi.d)) && *n < RKV_INDEX_SPANS)
-        list[(*n)++] = (rkv_index_span){lo, hi, plo, phi, g};
-}
-
-/* lead[s] / dlead[s] for every live bit of the groups g with first[g] !=
- * 0: the first page its bit is absent from A / D (n if never); dlead only
- * in groups with pages off the device (elsewhere D is A).
- *
- * Breadth first over all those groups at once: a level's probes are all
- * started (prefetched) before any is read, so a level costs about one
- * memory latency whatever the number of spans and groups, and the chain
- * of dependent misses is the bisection depth (~log2 pages), not that
- * depth times the groups and the drops searched one after another. The
- * groups' entries of a page share its home (the group is in the key's
- * low bits), so one group's probe brings in the line the others read. */
-static void rkv_index_search(rkv_router *r, const uint64_t *first, uint64_t nsmix,
-                             const uint64_t *h, uint32_t n, uint32_t *lead,
-                             uint32_t *dlead)
-{
-    rkv_index_span *cur = r->spans, *next = r->spans + RKV_INDEX_SPANS;
-    uint32_t ncur = 0;
-    if (n == 0)
-        return;
-    for (uint64_t q = 0; q < n; q = 2 * q + 1)
-        rkv_index_prefetch(r, 0, nsmix, h[q]);
-    rkv_index_prefetch(r, 0, nsmix, h[n - 1]);
-    /* galloping, group by group: pages 0, 1, 3, 7, ... until no bit is
-     * left or the chain ends (then its last page) */
-    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
-        if (first[g] == 0)
-            continue;
-        uint64_t live = r->live[g];
-        uint32_t *gl = lead + g * 64, *gd = r->offdev[g] ? dlead + g * 64 : NULL;
-        rkv_index_probe prev = {live, live};
-        int64_t prev_pos = -1;
-        for (uint64_t p = 0;;) {
-            if (p >= n) {
-                /* ran off the end: what is left holds every page */
-                for (uint64_t b = prev.a; b; b &= b - 1)
-                    gl[__builtin_ctzll(b)] = n;
-                for (uint64_t b = gd ? prev.d : 0; b; b &= b - 1)
-                    gd[__builtin_ctzll(b)] = n;
-                if (prev_pos < (int64_t)n - 1 && (prev.a || prev.d)) {
-                    /* (prev_pos, n - 1] still needs its drops found */
-                    rkv_index_probe last = rkv_index_probe_at(r, g, live, nsmix, h[n - 1]);
-                    last.a &= prev.a;
-                    last.d &= prev.d & last.a;
-                    for (uint64_t b = last.a; b; b &= b - 1)
-                        gl[__builtin_ctzll(b)] = n;
-                    for (uint64_t b = gd ? last.d : 0; b; b &= b - 1)
-                        gd[__builtin_ctzll(b)] = n;
-                    rkv_index_keep(cur, &ncur, g, prev_pos, (int64_t)n - 1, prev, last);
-                }
-                break;
-            }
-            rkv_index_probe now = rkv_index_probe_at(r, g, live, nsmix, h[p]);
-            now.a &= prev.a;
-            now.d &= prev.d & now.a;
-            rkv_index_keep(cur, &ncur, g, prev_pos, (int64_t)p, prev, now);
-            if (now.a == 0 && now.d == 0)
-                break;
-            prev = now;
-            prev_pos = (int64_t)p;
-            p = 2 * p + 1;
-            if (p >= n && prev_pos < (int64_t)n - 1)
-                p = n; /* handled above: probe n - 1 */
-        }
-    }
-    while (ncur > 0) {
-        /* start every probe of the level */
-        for (uint32_t i = 0; i < ncur; i++) {
-            const rkv_index_span *x = &cur[i];
-            if (x->hi - x->lo <= RKV_INDEX_SCAN) {
-                for (int64_t j = x->lo + 1; j < x->hi; j++)
-                    rkv_index_prefetch(r, x->g, nsmix, h[j]);
-            } else {
-                rkv_index_prefetch(r, x->g, nsmix, h[x->lo + (x->hi - x->lo) / 2]);
-            }
-        }
-        uint32_t nnext = 0;
-        for (uint32_t i = 0; i < ncur; i++) {
-            rkv_index_span x = cur[i];
-            uint64_t live = r->live[x.g];
-            uint32_t *gl = lead + x.g * 64;
-            uint32_t *gd = r->offdev[x.g] ? dlead + x.g * 64 : NULL;
-            if (x.hi - x.lo <= RKV_INDEX_SCAN) {
-                /* short: scanned (its probes were started together) */
-                rkv_index_probe was = x.plo;
-                for (int64_t j = x.lo + 1; j <= x.hi; j++) {
-                    rkv_index_probe now = x.phi;
-                    if (j < x.hi) {
-                        now = rkv_index_probe_at(r, x.g, live, nsmix, h[j]);
-                        now.a = (now.a & was.a) | x.phi.a;
-                        now.d = ((now.d & was.d) | x.phi.d) & now.a;
-                    }
-                    for (uint64_t b = was.a & ~now.a; b; b &= b - 1)
-                        gl[__builtin_ctzll(b)] = (uint32_t)j;
-                    for (uint64_t b = gd ? was.d & ~now.d : 0; b; b &= b - 1)
-                        gd[__builtin_ctzll(b)] = (uint32_t)j;
-                    was = now;
-                    if (was.a == x.phi.a && was.d == x.phi.d)
-                        break; /* nothing else leaves inside */
-                }
-                continue;
-            }
-            int64_t mid = x.lo + (x.hi - x.lo) / 2;
-            rkv_index_probe pm = rkv_index_probe_at(r, x.g, live, nsmix, h[mid]);
-            /* clamp between the ends: a broken closure stays consistent */
-            pm.a = (pm.a & x.plo.a) | x.phi.a;
-            pm.d = ((pm.d & x.plo.d) | x.phi.d) & pm.a;
-            rkv_index_keep(next, &nnext, x.g, x.lo, mid, x.plo, pm);
-            rkv_index_keep(next, &nnext, x.g, mid, x.hi, pm, x.phi);
-        }
-        rkv_index_span *t = cur;
-        cur = next;
-        next = t;
-        ncur = nnext;
-    }
-}
-
-/* What one walk over a request's chain finds, per slot. held[g]: group
- * g's live slots with at least its first page (lead[s] is set for those
- * only; dlead[s] only in groups with pages off the device); offs[g]:
- * those of them with pages off the device in their leading run (off[s]
- * counted). */
-typedef struct rkv_index_scan {
-    uint64_t held[RKV_INDEX_GROUPS];
-    uint64_t offs[RKV_INDEX_GROUPS];
-    uint32_t lead[RKV_INDEX_SLOTS], dlead[RKV_INDEX_SLOTS];
-    uint32_t off[RKV_INDEX_SLOTS][2]; /* host, disk pages in the leading run */
-} rkv_index_scan;
-
-static void rkv_index_scan_chain(rkv_router *r, uint64_t nsmix,
-                                 const uint64_t *hashes, uint32_t n,
-                                 rkv_index_scan *sc)
-{
-    /* Most groups of a large fleet hold not even the first page: probe it
-     * in every group at once (the misses overlap) and search only the
-     * groups where someone holds it, instead of starting each group's
-     * galloping prefetches (a dozen lines) for nothing. */
-    uint64_t first[RKV_INDEX_GROUPS]; /* group's live holders of page 0 */
-    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++)
-        if (r->live[g] != 0 && n > 0)
-            rkv_index_prefetch(r, g, nsmix, hashes[0]);
-    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
-        first[g] = 0;
-        if (r->live[g] != 0 && n > 0) {
-            rkv_index_probe p0 = rkv_index_probe_at(r, g, r->live[g], nsmix,
-                                                    hashes[0]);
-            first[g] = p0.a | p0.d;
-        }
-    }
-    rkv_index_search(r, first, nsmix, hashes, n, sc->lead, sc->dlead);
-    for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
-        sc->offs[g] = 0;
-        /* the bits present at page 0 (A only shrinks along the chain) */
-        sc->held[g] = first[g];
-        if (first[g] == 0) /* n == 0 too: nobody holds a page */
-            continue;
-        uint32_t *lead = sc->lead, *dlead = sc->dlead;
-        int tiers = r->offdev[g] != 0;
-        uint32_t from = UINT32_MAX, to = 0;
-        for (uint64_t b = tiers ? first[g] : 0; b; b &= b - 1) {
-            uint32_t s = g * 64 + (uint32_t)__builtin_ctzll(b);
-            if (dlead[s] < lead[s]) {
-                sc->offs[g] |= b & -b;
-                sc->off[s][0] = sc->off[s][1] = 0;
-                from = dlead[s] < from ? dlead[s] : from;
-                to = lead[s] > to ? lead[s] : to;
-            }
-        }
-        /* the off-device stretches, page by page (tiers only) */
-        for (uint32_t j = from; sc->offs[g] != 0 && j < to; j++) {
-            uint64_t key = rkv_index_key(hashes[j], nsmix, g, RKV_MEDIUM_DEVICE);
-            uint64_t dev = rkv_index_mask(r, key);
-            uint64_t host = rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_HOST));
-            uint64_t disk = rkv_index_mask(r, rkv_index_on(key, RKV_MEDIUM_DISK));
-            if ((dev | host | disk) == 0)
-                continue;
-            for (uint64_t b = sc->offs[g]; b; b &= b - 1) {
-                uint32_t bi = (uint32_t)__builtin_ctzll(b), s = g * 64 + bi;
-                if (j < dlead[s] || j >= lead[s] || ((dev >> bi) & 1))
-                    continue;
-                sc->off[s][((host >> bi) & 1) ? 0 : 1]++;
-            }
-        }
-    }
-}
+#include "router/route_search.h"
 
 /* Instance slot s's leading pages per medium; the total. */
 static uint32_t rkv_index_pages(const rkv_index_scan *sc, uint32_t s,
@@ -315,7 +86,7 @@ rkv_status rkv_router_overlaps(rkv_router *router, rkv_namespace ns,
         return st;
     rkv_router *r = router;
     rkv_index_scan sc;
-    rkv_index_scan_chain(r, rkv_index_nsmix(ns), hashes, n, &sc);
+    rkv_index_scan_chain(r, NULL, rkv_index_nsmix(ns), hashes, n, &sc);
     for (uint32_t k = 0; k < r->num_instances; k++)
         rkv_index_record(r, &sc, r->order[k], &out[k]);
     r->st.queries++;
@@ -460,6 +231,53 @@ rkv_status rkv_router_choose(rkv_router *router, const rkv_router_overlap *cand,
 
 /* ---- routing without a record per instance ------------------------------------- */
 
+/* v[i] = pt * (wd * lead[i]) + base[i] for a group's 64 slots (each
+ * operation rounded as rkv_index_score rounds it: no fused multiply-add)
+ * and their maximum (no v is NaN: the caller checks). */
+static void rkv_index_group_scores(double pt, double wd, const uint32_t *lead,
+                                   const double *base, double *v, double *gmax)
+{
+#if defined(__SSE2__)
+    __m128d vpt = _mm_set1_pd(pt), vwd = _mm_set1_pd(wd);
+    __m128d mx = _mm_loadu_pd(base), my = mx; /* v[i] >= base[i] */
+    for (uint32_t i = 0; i < 64; i += 4) {
+        __m128d x = _mm_cvtepi32_pd(_mm_loadl_epi64((const __m128i *)(lead + i)));
+        __m128d y = _mm_cvtepi32_pd(_mm_loadl_epi64((const __m128i *)(lead + i + 2)));
+        x = _mm_add_pd(_mm_mul_pd(vpt, _mm_mul_pd(vwd, x)), _mm_loadu_pd(base + i));
+        y = _mm_add_pd(_mm_mul_pd(vpt, _mm_mul_pd(vwd, y)), _mm_loadu_pd(base + i + 2));
+        _mm_storeu_pd(v + i, x);
+        _mm_storeu_pd(v + i + 2, y);
+        mx = _mm_max_pd(mx, x);
+        my = _mm_max_pd(my, y);
+    }
+    mx = _mm_max_pd(mx, my);
+    double a = _mm_cvtsd_f64(mx), b = _mm_cvtsd_f64(_mm_unpackhi_pd(mx, mx));
+    *gmax = a > b ? a : b;
+#else
+    double m = base[0];
+    for (uint32_t i = 0; i < 64; i++) {
+        v[i] = pt * (wd * (double)(int32_t)lead[i]) + base[i];
+        m = v[i] > m ? v[i] : m;
+    }
+    *gmax = m;
+#endif
+}
+
+/* The bits of the v[i] equal to x. */
+static uint64_t rkv_index_equal64(const double *v, double x)
+{
+    uint64_t m = 0;
+#if defined(__SSE2__)
+    __m128d vx = _mm_set1_pd(x);
+    for (uint32_t i = 0; i < 64; i += 2)
+        m |= (uint64_t)_mm_movemask_pd(_mm_cmpeq_pd(_mm_loadu_pd(v + i), vx)) << i;
+#else
+    for (uint32_t i = 0; i < 64; i++)
+        m |= (uint64_t)(v[i] == x) << i;
+#endif
+    return m;
+}
+
 /* rkv_router_choose's argmax over every registered instance, from the
  * scan: a holder scores its pages, any other instance its base[] (the same
  * formula with no page), so only holders cost more than a compare. The
@@ -477,9 +295,29 @@ static uint32_t rkv_index_argmax(const rkv_router *r, const rkv_index_scan *sc,
     if (hi != hi)
         return first;
     const double pt = r->cfg.page_tokens, wd = r->cfg.medium_weight[RKV_MEDIUM_DEVICE];
+    /* the whole-group path needs leads that fit an int32 and scores that
+     * cannot be NaN: pt * (wd * n) finite (the weights are >= 0, so every
+     * lead's term is too, and a base is never NaN, at worst -inf) */
+    int whole = sc->n <= INT32_MAX && pt * (wd * (double)sc->n) <= 1e308;
     for (uint32_t g = 0; g < RKV_INDEX_GROUPS; g++) {
         const double *base = r->base + g * 64;
         const uint32_t *lead = sc->lead + g * 64;
+        if (whole && r->inst_mask[g] == ~0ull && sc->offs[g] == 0) {
+            /* every slot an instance, every leading page on the device:
+             * one score per slot, the same formula (a non-holder's lead
+             * is 0, and pt * (wd * 0) + base is base), then the slots
+             * equal to the best */
+            double v[64], gmax;
+            rkv_index_group_scores(pt, wd, lead, base, v, &gmax);
+            if (gmax > hi) {
+                hi = gmax;
+                nt = 0;
+            }
+            if (gmax == hi)
+                for (uint64_t b = rkv_index_equal64(v, hi); b; b &= b - 1)
+                    tie[nt++] = g * 64 + (uint32_t)__builtin_ctzll(b);
+            continue;
+        }
         /* holders with every leading page on the device: rkv_index_score
          * is pt * (wd * pages) + base there (the other media add +0) */
         for (uint64_t b = sc->held[g] & ~sc->offs[g]; b; b &= b - 1) {
@@ -609,10 +447,12 @@ rkv_status rkv_router_route_top(rkv_router *router, rkv_namespace ns,
     if (r->num_instances == 0)
         return rkv_set_error(RKV_ERR_STATE, "%s: no instance registered", fn);
     rkv_index_scan sc;
-    rkv_index_scan_chain(r, rkv_index_nsmix(ns), hashes, n, &sc);
-    r->st.queries++;
     uint32_t c, sel[RKV_ROUTER_MAX_INSTANCES], m = 0;
     uint32_t k = (cap < r->num_instances ? cap : r->num_instances) - 1;
+    rkv_index_bound bd;
+    int bound = k == 0 && !(r->cfg.temperature > 0) && rkv_index_bound_init(r, n, &bd);
+    rkv_index_scan_chain(r, bound ? &bd : NULL, rkv_index_nsmix(ns), hashes, n, &sc);
+    r->st.queries++;
     if (r->cfg.temperature > 0) {
         /* the softmax draw weighs every instance: choose over them all */
         rkv_router_overlap *all = malloc(r->num_instances * sizeof *all);

@@ -45,18 +45,6 @@ static int by_index(const void *a, const void *b)
     return x < y ? -1 : x > y; /* all[] is in id order */
 }
 
-static void same_record(const rkv_router_overlap *a, const rkv_router_overlap *b)
-{
-    cr_assert_eq(a->instance, b->instance);
-    cr_assert_eq(a->pages, b->pages, "instance %llu", (unsigned long long)a->instance);
-    for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
-        cr_assert_eq(a->pages_by_medium[m], b->pages_by_medium[m]);
-    cr_assert_eq(memcmp(&a->score, &b->score, sizeof a->score), 0,
-                 "instance %llu: score %.17g vs %.17g",
-                 (unsigned long long)a->instance, a->score, b->score);
-    cr_assert_eq(a->needs_resync, b->needs_resync);
-}
-
 static void run(uint64_t seed, double temperature, uint32_t ninst, uint32_t cap)
 {
     rkv_rng rng;
@@ -145,7 +133,7 @@ static void run(uint64_t seed, double temperature, uint32_t ninst, uint32_t cap)
                      (unsigned long long)top[pick].instance,
                      (unsigned long long)all[best].instance);
         for (uint32_t i = 0; i < m; i++)
-            same_record(&top[i], &all[idx[i]]);
+            rt_same_record(&top[i], &all[idx[i]], q);
         rkv_router_instance_info x, y;
         cr_assert_eq(rkv_router_instance_info_get(a, all[best].instance, &x), RKV_OK);
         cr_assert_eq(rkv_router_instance_info_get(b, all[best].instance, &y), RKV_OK);
@@ -165,7 +153,7 @@ static void run(uint64_t seed, double temperature, uint32_t ninst, uint32_t cap)
                  RKV_OK);
     cr_assert_eq(rkv_router_choose(b, all, k, 1, &best), RKV_OK);
     cr_assert_eq(rkv_router_route(a, 0, &h0, 1, &one), RKV_OK);
-    same_record(&one, &all[best]);
+    rt_same_record(&one, &all[best], -1);
     rt_done(a);
     rt_done(b);
     free(all);

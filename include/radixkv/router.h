@@ -42,9 +42,10 @@
  *
  * Queries rely on what a radixkv tree guarantees: an instance's cached
  * set is prefix-closed (a page is cached only under its cached parent)
- * and so is its device residency. Overlaps are then found by galloping +
- * bisection over the request's chain (O(log pages) lookups per distinct
- * overlap, router/route.c). Stores under a parent the instance does not
+ * and so is its device residency. Overlaps are then found by galloping
+ * over the request's chain and narrowing each interval where a holder
+ * drops out (O(log pages) lookups per distinct overlap,
+ * router/route_search.c). Stores under a parent the instance does not
  * hold are refused (above); a stream that removes a parent before its
  * children gets a consistent answer that may count past the hole.
  */

@@ -37,6 +37,19 @@ rkv_event rt_event(uint64_t seq, uint8_t kind, uint32_t page_size,
     return e;
 }
 
+void rt_same_record(const rkv_router_overlap *a, const rkv_router_overlap *b, int q)
+{
+    cr_assert_eq(a->instance, b->instance, "query %d", q);
+    cr_assert_eq(a->pages, b->pages, "query %d, instance %llu", q,
+                 (unsigned long long)a->instance);
+    for (int m = 0; m < RKV_MEDIUM_COUNT; m++)
+        cr_assert_eq(a->pages_by_medium[m], b->pages_by_medium[m], "query %d", q);
+    cr_assert_eq(memcmp(&a->score, &b->score, sizeof a->score), 0,
+                 "query %d, instance %llu: score %.17g vs %.17g", q,
+                 (unsigned long long)a->instance, a->score, b->score);
+    cr_assert_eq(a->needs_resync, b->needs_resync, "query %d", q);
+}
+
 void rt_ok(const rkv_router *r)
 {
     cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());

@@ -22,6 +22,10 @@ rkv_router *rt_mk_with(const rkv_router_config *c);
 rkv_event rt_event(uint64_t seq, uint8_t kind, uint32_t page_size,
                    uint64_t parent, const uint64_t *h, uint32_t n);
 
+/* Asserts that records a and b (of query q, named in the messages) are
+ * equal bit for bit: instance, pages per medium, score, resync flag. */
+void rt_same_record(const rkv_router_overlap *a, const rkv_router_overlap *b, int q);
+
 /* Asserts rkv_router_check(r) (its message on failure). */
 void rt_ok(const rkv_router *r);
 
