@@ -20,7 +20,9 @@
 # its threads' schedstat run time (ns) over each phase, less its idle rate
 # (heartbeats) measured over 3 s before; the in-process part is
 # radixkv_router_route_cpu_seconds_total (thread CPU time inside the
-# router's route calls) over the same phase. Prints both per query and
+# router's route calls, estimated from 1 call in 16 timed; ROUTE_CPU_SAMPLE=1
+# times every call, ROUTE_CPU_SAMPLE=N 1 in N: --route-cpu-sample, a
+# daemon that has it) over the same phase. Prints both per query and
 # their ratio, and, counted (the load cannot blur them), the process's
 # system calls (perf stat's raw_syscalls tracepoint, when perf is there)
 # and voluntary context switches per query. Needs nats-server, curl and
@@ -35,7 +37,8 @@ HB_MS=${HB_MS:-500}
 PROMPTS=${PROMPTS:-200}
 . "$(dirname "$0")/fleet_bench_env.sh"
 "$B/radixkv" router --server "$U" --model bench --metrics-port "$MP" --page-size 16 \
-    --heartbeat-timeout-ms $((6 * HB_MS)) 2>"$D/router.log" &
+    --heartbeat-timeout-ms $((6 * HB_MS)) ${ROUTE_CPU_SAMPLE:+--route-cpu-sample "$ROUTE_CPU_SAMPLE"} \
+    2>"$D/router.log" &
 RP=$!
 pids=($RP "${pids[@]}")
 sleep 1

@@ -6,6 +6,15 @@
  * and the interest flags are kept under `mu`, never held across a nats.c
  * call. The loop wakes at least every 50 ms (a PING queued by the timer
  * while it sleeps waits at most that long), and checks the stop flag.
+ *
+ * Handled messages are destroyed RKV_NATS_LOOP_HOLD at a time (or when the
+ * loop is idle for a poll's 50 ms, or stops): nats.c's natsMsg_Destroy
+ * hands a message to its garbage-collector thread and signals that thread
+ * when its list was empty, so with queries arriving one by one every
+ * query cost a futex wake here, a wake-up, a switch and futex calls
+ * there (strace: ~2.8 futex calls per query). Held, they cost one
+ * signal per batch (released once HOLD / 2 are held, after the replies
+ * are written); the memory held is at most HOLD small messages.
  */
 #include "fleet/nats_loop.h"
 
@@ -14,6 +23,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
+
+#define RKV_NATS_LOOP_HOLD 64
 
 struct rkv_nats_loop {
     pthread_mutex_t mu;
@@ -26,7 +37,16 @@ struct rkv_nats_loop {
     pthread_t thread;
     int started;
     atomic_int stop;
+    natsMsg *held[RKV_NATS_LOOP_HOLD]; /* handled, not yet destroyed */
+    int n_held;
 };
+
+static void release_held(rkv_nats_loop *l)
+{
+    for (int i = 0; i < l->n_held; i++)
+        natsMsg_Destroy(l->held[i]);
+    l->n_held = 0;
+}
 
 static natsStatus ev_attach(void **user, void *loop, natsConnection *nc, natsSock sock)
 {
@@ -90,7 +110,10 @@ static void *run(void *arg)
             nanosleep(&ts, NULL);
             continue;
         }
-        if (poll(&p, 1, 50) <= 0)
+        int pr = poll(&p, 1, 50);
+        if (pr == 0)
+            release_held(l); /* idle: nothing to batch with */
+        if (pr <= 0)
             continue;
         if (p.revents & (POLLIN | POLLERR | POLLHUP))
             natsConnection_ProcessReadEvent(l->nc);
@@ -98,11 +121,16 @@ static void *run(void *arg)
         natsMsg *m = NULL;
         while (natsSubscription_NextMsg(&m, l->sub, 0) == NATS_OK) {
             l->fn(l->ctx, l->nc, m);
-            natsMsg_Destroy(m);
+            if (l->n_held == RKV_NATS_LOOP_HOLD)
+                release_held(l);
+            l->held[l->n_held++] = m;
             m = NULL;
         }
         if (wants_write(l))
             natsConnection_ProcessWriteEvent(l->nc);
+        /* after the replies went out: not in a query's way */
+        if (l->n_held >= RKV_NATS_LOOP_HOLD / 2)
+            release_held(l);
     }
     return NULL;
 }
@@ -149,6 +177,7 @@ void rkv_nats_loop_stop(rkv_nats_loop *l)
     atomic_store(&l->stop, 1);
     if (l->started)
         pthread_join(l->thread, NULL);
+    release_held(l);
     natsSubscription_Destroy(l->sub);
     natsConnection_Destroy(l->nc);
     pthread_mutex_destroy(&l->mu);

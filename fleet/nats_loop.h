@@ -26,7 +26,7 @@
 
 /* Handles one message on the loop's thread (replies: natsConnection_Publish
  * on nc, written once the messages at hand are handled); the loop destroys
- * the message afterwards. */
+ * the message afterwards (some time later: fleet/nats_loop.c). */
 typedef void (*rkv_nats_loop_fn)(void *ctx, natsConnection *nc, natsMsg *m);
 
 typedef struct rkv_nats_loop rkv_nats_loop;

@@ -66,6 +66,7 @@
 
 #include "common/status.h"
 #include "fleet/codec.h"
+#include "fleet/cpu_sample.h"
 #include "fleet/daemon_util.h"
 #include "fleet/guard.h"
 #include "fleet/http.h"
@@ -152,7 +153,10 @@ struct rkv_daemon {
     uint32_t page_size;
     int32_t *tokens; /* RKV_DAEMON_HTTP_MAX_TOKENS, allocated on first use */
     uint64_t http_routes, http_route_errors;
-    uint64_t route_cpu_ns; /* thread CPU time inside the router's route calls */
+    /* thread CPU time inside the router's route calls, 1 call in
+     * route_cpu.every timed (fleet/cpu_sample.h: the clock is a system
+     * call) and the total estimated */
+    rkv_cpu_sample route_cpu;
     /* the route queries' own connection (fleet/nats_loop.h): replies to
      * them go on it while one is handled (NULL: on nc) */
     rkv_nats_loop *route_loop;
@@ -674,7 +678,8 @@ static rkv_status route_request(rkv_daemon *d, rkv_namespace ns, const uint64_t 
                                 const int32_t *tok, uint32_t n, rkv_router_overlap *all,
                                 rkv_router_overlap *chosen, rkv_wire_reply *rep)
 {
-    uint64_t c0 = thread_cpu_ns();
+    int timed = rkv_cpu_sample_pick(&d->route_cpu);
+    uint64_t c0 = timed ? thread_cpu_ns() : 0;
     uint32_t count = 0, best = 0;
     int heard = 1;
     for (uint32_t i = 0; i < d->n_in && heard; i++)
@@ -702,7 +707,8 @@ static rkv_status route_request(rkv_daemon *d, rkv_namespace ns, const uint64_t 
             s = rkv_router_choose(d->router, all, count, tok ? n / d->page_size : n,
                                   &best);
     }
-    d->route_cpu_ns += thread_cpu_ns() - c0;
+    if (timed)
+        rkv_cpu_sample_add(&d->route_cpu, thread_cpu_ns() - c0);
     if (s != RKV_OK)
         return s;
     *chosen = all[best];
@@ -936,11 +942,12 @@ static int render_trust_metrics(const rkv_daemon *d, const rkv_router_stats *st,
         "radixkv_router_http_route_errors_total %" PRIu64 "\n"
         METRIC("counter", "radixkv_router_route_cpu_seconds_total",
                "thread CPU time inside the router index's route calls (the "
-               "in-process part of the queries)")
+               "in-process part of the queries), estimated from 1 call in "
+               "--route-cpu-sample timed")
         "radixkv_router_route_cpu_seconds_total %.9f\n",
         d->forged, d->snap_limited, st->entries_limit, st->events_over_budget,
         st->snapshots_over_budget, d->http_routes, d->http_route_errors,
-        (double)d->route_cpu_ns / 1e9);
+        rkv_cpu_sample_total_ns(&d->route_cpu) / 1e9);
 }
 
 /* The stats as Prometheus text (exposition format 0.0.4) into buf[0..cap);
@@ -1104,6 +1111,7 @@ rkv_daemon *rkv_daemon_create(const char *prog, const char *model, uint64_t hb_t
     d->start_ms = now_ms;
     d->snap_burst = RKV_DAEMON_SNAP_BURST;
     d->snap_interval_ms = RKV_DAEMON_SNAP_INTERVAL_MS;
+    rkv_cpu_sample_init(&d->route_cpu, RKV_DAEMON_ROUTE_CPU_SAMPLE, 1);
     d->ev = calloc(RKV_WIRE_MAX_EVENTS, sizeof *d->ev);
     d->hashes = calloc(RKV_WIRE_MAX_QUERY, sizeof *d->hashes);
     if (!d->ev || !d->hashes ||
@@ -1120,6 +1128,11 @@ void rkv_daemon_set_snapshot_limit(rkv_daemon *d, uint32_t burst, uint64_t inter
 {
     d->snap_burst = burst;
     d->snap_interval_ms = interval_ms;
+}
+
+void rkv_daemon_set_route_cpu_sample(rkv_daemon *d, uint32_t every)
+{
+    rkv_cpu_sample_init(&d->route_cpu, every, 1);
 }
 
 rkv_status rkv_daemon_set_inbox(rkv_daemon *d, const char *inbox)
@@ -1316,6 +1329,8 @@ static void usage(FILE *f, const char *prog)
             "      --temperature T          0: the best score (ties by load, then\n"
             "                               random); > 0: softmax draw (0)\n"
             "      --seed N                 of the tie-breaks and draws (0)\n"
+            "      --route-cpu-sample N     time 1 route call in N for the route CPU\n"
+            "                               metric, an estimate (16; 1: every call)\n"
             "  -h, --help\n"
             "%s"
             "Subjects: radixkv.<model>.kv.<id> (stream), .hb.<id>, .snap.<id>,\n"
@@ -1393,7 +1408,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
              max_bytes = 1ull << 30, metrics_port = 0, snap_burst = RKV_DAEMON_SNAP_BURST,
              snap_interval = RKV_DAEMON_SNAP_INTERVAL_MS, index_entries = 0, index_bytes = 0;
     int memory = 0, metrics = 0, early = -1;
-    uint64_t page_size = 0;
+    uint64_t page_size = 0, cpu_sample = RKV_DAEMON_ROUTE_CPU_SAMPLE;
     rkv_router_config rcfg;
     rkv_router_config_init(&rcfg);
     rkv_nats_auth auth;
@@ -1419,6 +1434,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         {"medium-weights", required_argument, 0, 16},
         {"temperature", required_argument, 0, 17},
         {"seed", required_argument, 0, 18},
+        {"route-cpu-sample", required_argument, 0, 19},
         RKV_NATS_AUTH_LONGOPTS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -1460,6 +1476,8 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         case 16: bad_num = parse_weights(optarg, rcfg.medium_weight); break;
         case 17: bad_num = parse_real(optarg, &rcfg.temperature); break;
         case 18: bad_num = parse_u64(optarg, &rcfg.seed); break;
+        case 19: bad_num = parse_u64(optarg, &cpu_sample) || cpu_sample == 0 ||
+                           cpu_sample > UINT32_MAX; break;
         case 'h': usage(stdout, prog); early = 0; break;
         default: usage(stderr, prog); early = 2; break;
         }
@@ -1524,6 +1542,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
     }
     rkv_daemon_set_snapshot_limit(d, (uint32_t)snap_burst, snap_interval);
     rkv_daemon_set_page_size(d, (uint32_t)page_size);
+    rkv_daemon_set_route_cpu_sample(d, (uint32_t)cpu_sample);
     if (metrics && (rkv_http_open(metrics_addr, (uint16_t)metrics_port, &d->http) != RKV_OK ||
                     rkv_http_set_post(d->http, "/v1/route", on_http_route, &qo) != RKV_OK)) {
         fprintf(stderr, "%s: metrics port: %s\n", prog, rkv_last_error());

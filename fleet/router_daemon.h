@@ -51,6 +51,11 @@ rkv_daemon *rkv_daemon_create(const char *prog, const char *model, uint64_t hb_t
                       const rkv_router_config *rcfg);
 void rkv_daemon_set_reply(rkv_daemon *d, rkv_daemon_reply_fn fn, void *ctx);
 void rkv_daemon_set_snapshot_limit(rkv_daemon *d, uint32_t burst, uint64_t interval_ms);
+/* radixkv_router_route_cpu_seconds_total times 1 route call in `every`
+ * (chosen at random; 0 or 1: all) and estimates the total from them
+ * (fleet/cpu_sample.h): the thread CPU clock is a system call. Default: */
+#define RKV_DAEMON_ROUTE_CPU_SAMPLE 16u
+void rkv_daemon_set_route_cpu_sample(rkv_daemon *d, uint32_t every);
 /* The inbox snapshot answers come to (as <inbox>.<instance id>); until it
  * is set no snapshot answer is believed. RKV_ERR_INVALID_ARG: too long. */
 rkv_status rkv_daemon_set_inbox(rkv_daemon *d, const char *inbox);

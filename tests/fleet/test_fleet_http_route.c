@@ -213,3 +213,42 @@ Test(fleet_http_route, page_size_option_and_unheard_instances)
     tinst_close(&a);
     rkv_daemon_destroy(d);
 }
+
+static void keep_text(void *ctx, const char *subject, const void *data, size_t len)
+{
+    (void)subject;
+    char *out = ctx;
+    size_t n = len < 65535 ? len : 65535;
+    memcpy(out, data, n);
+    out[n] = 0;
+}
+
+/* radixkv_router_route_cpu_seconds_total, sampled (1 route call in 16 by
+ * default, fleet/cpu_sample.h), still counts: after 400 routes it is
+ * above 0 and far below a second. */
+Test(fleet_http_route, route_cpu_metric_counts_when_sampled)
+{
+    rkv_daemon *d = rkv_daemon_create("t", MODEL, 3000, 1000, 1000, NULL, NULL);
+    cr_assert_not_null(d);
+    static char text[65536];
+    rkv_daemon_set_reply(d, keep_text, text);
+    int32_t tok[40];
+    for (int i = 0; i < 40; i++)
+        tok[i] = 3000 + i;
+    tinst a;
+    tinst_open(&a, 5);
+    cache(&a, 0, tok, 40);
+    publish(d, &a, 1100);
+    char out[16384], req[4096];
+    body(req, sizeof req, tok, 40, NULL);
+    for (int q = 0; q < 400; q++)
+        cr_assert_eq(route(d, req, out, sizeof out), 200, "%s", out);
+    rkv_daemon_handle(d, RKV_DAEMON_STATS, "radixkv." MODEL ".stats", NULL, 0, "_INBOX.x",
+                      1200);
+    const char *m = strstr(text, "\nradixkv_router_route_cpu_seconds_total ");
+    cr_assert_not_null(m, "%s", text);
+    double s = strtod(m + strlen("\nradixkv_router_route_cpu_seconds_total "), NULL);
+    cr_assert(s > 0 && s < 1, "route cpu %g", s);
+    tinst_close(&a);
+    rkv_daemon_destroy(d);
+}
