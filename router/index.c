@@ -181,19 +181,24 @@ uint32_t rkv_index_add(rkv_router *r, uint64_t key)
 void rkv_index_remove(rkv_router *r, uint32_t i)
 {
     rkv_index_entry *t = r->entries;
+    uint32_t cap = r->table_cap;
     if (rkv_index_medium(&t[i]) != RKV_MEDIUM_DEVICE)
         r->offdev[rkv_index_group(&t[i])]--;
-    uint32_t j = i;
-    for (;;) {
-        j = rkv_index_succ(r, j);
+    /* d: how far j is past i (the hole) */
+    for (uint32_t j = i, d = 0;;) {
+        if (++j == cap)
+            j = 0;
+        d++;
         if (t[j].mask == 0)
             break;
         uint32_t k = rkv_index_home(r, t[j].key);
-        /* t[j] may move to i iff its home is not cyclically in (i, j] */
-        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-        if (!stays) {
+        /* t[j] may move to i iff its home k is not cyclically in (i, j]:
+         * iff k is at least d slots before j (k == i moves) */
+        uint32_t dk = j - k + (j < k ? cap : 0);
+        if (dk >= d) {
             t[i] = t[j];
             i = j;
+            d = 0;
         }
     }
     memset(&t[i], 0, sizeof t[i]);

@@ -256,7 +256,11 @@ static int rkv_index_slot_holds(const rkv_router *r, uint32_t g, uint64_t bit,
  * started them in bursts.) Hash ordinals count every event's hashes in
  * batch order (an event of more than RKV_EVENT_MAX_HASHES counts none:
  * it is refused unread); the producer only prefetches, so an event that
- * is skipped or fails costs a few wasted lines and a jump. */
+ * is skipped or fails costs a few wasted lines and a jump. The
+ * producer's state is the next hash's address and its event's end, key
+ * bits and namespace mix, so a step is the key, the ring and the
+ * prefetch; moving to the next event happens once per event, out of
+ * line. */
 #define RKV_INDEX_AHEAD 16u
 #define RKV_INDEX_RING 32u /* a power of two > RKV_INDEX_AHEAD */
 _Static_assert(RKV_INDEX_RING > RKV_INDEX_AHEAD &&
@@ -265,11 +269,14 @@ _Static_assert(RKV_INDEX_RING > RKV_INDEX_AHEAD &&
 typedef struct rkv_index_stream {
     const rkv_event *ev;
     uint32_t n, g;
-    uint32_t k, j, len; /* next hash to key: ev[k].hashes[j], of len    */
-    uint64_t o;         /* its ordinal                                  */
-    uint64_t nsmix;     /* ev[k]'s                                      */
+    uint32_t k;         /* the event whose hashes are being keyed        */
+    uint64_t low;       /* ev[k]'s key bits below the mix: group and
+                           medium (its low 2 bits: a bad one is refused
+                           unapplied, the prefetch does not matter)      */
+    const uint64_t *h, *end; /* next hash to key and ev[k]'s end        */
+    uint64_t o;         /* the next hash's ordinal                       */
+    uint64_t nsmix;     /* ev[k]'s                                       */
     uint64_t key[RKV_INDEX_RING]; /* key of ordinal o at [o % RING]     */
-    uint32_t home[RKV_INDEX_RING]; /* and its home                      */
 } rkv_index_stream;
 
 static inline uint32_t rkv_index_len(const rkv_event *e)
@@ -278,56 +285,104 @@ static inline uint32_t rkv_index_len(const rkv_event *e)
 }
 
 /* Puts the producer at event k's first hash, ordinal o. */
-static void rkv_index_stream_at(rkv_index_stream *p, uint32_t k, uint64_t o)
+static inline __attribute__((always_inline)) void rkv_index_stream_at(rkv_index_stream *p, uint32_t k, uint64_t o)
 {
     p->k = k;
-    p->j = 0;
     p->o = o;
-    p->len = 0;
+    p->h = p->end = NULL;
     if (k < p->n) {
-        p->len = rkv_index_len(&p->ev[k]);
-        p->nsmix = rkv_index_nsmix(p->ev[k].ns);
+        const rkv_event *e = &p->ev[k];
+        p->h = e->hashes;
+        p->end = e->hashes + rkv_index_len(e);
+        p->low = rkv_index_key(0, 0, p->g, e->medium & 3u) & 127;
+        p->nsmix = rkv_index_nsmix(e->ns);
     }
+}
+
+/* Moves the producer past its event to the next one with a hash to key;
+ * 0 at the batch's end. */
+static inline __attribute__((always_inline)) int rkv_index_stream_next(rkv_index_stream *p)
+{
+    while (p->k < p->n) {
+        rkv_index_stream_at(p, p->k + 1, p->o);
+        if (p->h != p->end)
+            return 1;
+    }
+    return 0;
 }
 
 /* Keys and prefetches the producer's next hash, if any. */
 static inline void rkv_index_stream_step(const rkv_router *r,
                                          rkv_index_stream *p)
 {
-    while (p->j == p->len) {
-        if (p->k >= p->n)
-            return;
-        rkv_index_stream_at(p, p->k + 1, p->o);
-        if (p->k >= p->n)
-            return;
-    }
-    const rkv_event *e = &p->ev[p->k];
-    uint64_t key = rkv_index_key(e->hashes[p->j], p->nsmix, p->g,
-                                 e->medium & 3u);
+    if (p->h == p->end && !rkv_index_stream_next(p))
+        return;
+    /* rkv_index_key(hash, nsmix, g, medium): its low 7 bits are the
+     * group's and medium's alone */
+    uint64_t key = rkv_index_key(*p->h++, p->nsmix, 0, 0) | p->low;
+    p->key[(uint32_t)p->o++ & (RKV_INDEX_RING - 1)] = key;
     uint32_t home = rkv_index_home(r, key);
-    p->key[p->o % RKV_INDEX_RING] = key;
-    p->home[p->o % RKV_INDEX_RING] = home;
     __builtin_prefetch(&r->entries[home]);
-    p->j++;
-    p->o++;
+    /* and the next line: keys of one block in several groups share a
+     * home, so probes and removals' shifts often run past the line (a
+     * miss there was not prefetched; the next line cost less than it
+     * saved, two more lines than they saved) */
+    if (home + 4 < r->table_cap)
+        __builtin_prefetch(&r->entries[home + 4]);
 }
 
-/* The slot of key's entry (*found 1), or the free slot where a probe for
- * it ends, where rkv_index_add_at would put it (*found 0). */
+/* The slot of key's entry (its mask is not 0), or the free slot where a
+ * probe for it from its home i ends, where rkv_index_add_at would put it
+ * (its mask is 0). */
 static inline uint32_t rkv_index_seek(const rkv_router *r, uint64_t key,
-                                      uint32_t home, int *found)
+                                      uint32_t i)
 {
-    for (uint32_t i = home;; i = rkv_index_succ(r, i)) {
-        const rkv_index_entry *x = &r->entries[i];
-        if (x->mask == 0) {
-            *found = 0;
+    const rkv_index_entry *t = r->entries;
+    for (;;) {
+        if (t[i].mask == 0 || t[i].key == key)
             return i;
-        }
-        if (x->key == key) {
-            *found = 1;
-            return i;
+        if (++i == r->table_cap)
+            i = 0;
+    }
+}
+
+/* Stores the event's hashes for slot bit `bit` of group g, from ring
+ * ordinal o on; returns as rkv_index_apply_one, *done = hashes applied.
+ * The entry count is kept in a register and the host/disk count added
+ * once (what rkv_index_add_at does one by one). */
+static inline __attribute__((always_inline)) int rkv_index_store(rkv_router *r, uint32_t g, uint64_t bit,
+                                  uint32_t nh, uint32_t medium,
+                                  rkv_index_stream *p, uint64_t o,
+                                  uint32_t *done)
+{
+    rkv_index_entry *t = r->entries;
+    uint32_t count = r->count, limit = r->limit, j = 0;
+    int rc = 0;
+    for (; j < nh; j++) {
+        rkv_index_stream_step(r, p);
+        uint32_t q = (uint32_t)(o + j) & (RKV_INDEX_RING - 1);
+        uint64_t key = p->key[q];
+        rkv_index_entry *x = &t[rkv_index_seek(r, key, rkv_index_home(r, key))];
+        if (x->mask == 0) { /* a free slot: the new entry goes here */
+            if (count >= limit) {
+                rc = -2;
+                break;
+            }
+            x->key = key;
+            x->mask = bit;
+            count++;
+        } else if (x->mask & bit) { /* held already: nothing to undo */
+            rc = 1;
+            break;
+        } else {
+            x->mask |= bit;
         }
     }
+    if (medium != RKV_MEDIUM_DEVICE)
+        r->offdev[g] += count - r->count;
+    r->count = count;
+    *done = j;
+    return rc;
 }
 
 /* Applies one in-sequence event for slot s; its hashes' keys are in the
@@ -337,9 +392,10 @@ static inline uint32_t rkv_index_seek(const rkv_router *r, uint64_t key,
  * first hashes applied (and counted: the caller's clear relies on the
  * counts): the caller clears the instance anyway. parent_held: the
  * event's parent is known held (the previous event stored it). */
-static int rkv_index_apply_one(rkv_router *r, uint32_t s, const rkv_event *e,
-                               rkv_index_stream *p, uint64_t o,
-                               int parent_held)
+static inline __attribute__((always_inline)) int rkv_index_apply_one(rkv_router *r, uint32_t s,
+                                      const rkv_event *e,
+                                      rkv_index_stream *p, uint64_t o,
+                                      int parent_held)
 {
     uint32_t g = s / 64;
     uint64_t bit = 1ull << (s % 64);
@@ -350,54 +406,38 @@ static int rkv_index_apply_one(rkv_router *r, uint32_t s, const rkv_event *e,
     int rc = 0;
     switch (e->kind) {
     case RKV_EVENT_BLOCK_STORED: {
-        uint32_t cap = r->table_cap;
-        if (rkv_index_reserve(r, nh) != RKV_OK)
+        /* reserve's own first test, without the call (a table it
+         * grows leaves the prefetched lines the old table's: the keys
+         * stay right, the homes are taken when applied) */
+        if ((uint64_t)r->count + nh > rkv_index_load_max(r->table_cap) &&
+            rkv_index_reserve(r, nh) != RKV_OK)
             return -1;
-        if (r->table_cap != cap) /* grown: the keyed homes are the old table's */
-            for (uint64_t q = o; q < p->o; q++)
-                p->home[q % RKV_INDEX_RING] =
-                    rkv_index_home(r, p->key[q % RKV_INDEX_RING]);
         /* prefix closure (route.c relies on it): a page is stored only
          * under a parent the instance holds, or at the namespace root */
         if (nh > 0 && e->parent_hash != RKV_HASH_ROOT && !parent_held &&
             !rkv_index_slot_holds(r, g, bit, rkv_index_nsmix(e->ns),
                                   e->parent_hash))
             return 1;
-        for (; j < nh; j++) {
-            rkv_index_stream_step(r, p);
-            uint64_t key = p->key[(o + j) % RKV_INDEX_RING];
-            int found;
-            uint32_t i = rkv_index_seek(r, key, p->home[(o + j) % RKV_INDEX_RING],
-                                        &found);
-            if (!found) {
-                if (rkv_index_full(r)) {
-                    rc = -2;
-                    break;
-                }
-                rkv_index_add_at(r, i, key);
-            }
-            rkv_index_entry *x = &r->entries[i];
-            if (x->mask & bit) { /* a found entry: nothing to undo */
-                rc = 1;
-                break;
-            }
-            x->mask |= bit;
-        }
+        rc = rkv_index_store(r, g, bit, nh, e->medium, p, o, &j);
         in->blocks[e->medium] += j;
         return rc;
     }
     case RKV_EVENT_BLOCK_REMOVED:
         for (; j < nh; j++) {
             rkv_index_stream_step(r, p);
-            int found;
-            uint32_t i = rkv_index_seek(r, p->key[(o + j) % RKV_INDEX_RING],
-                                        p->home[(o + j) % RKV_INDEX_RING], &found);
-            if (!found || !(r->entries[i].mask & bit)) {
+            uint32_t q = (uint32_t)(o + j) & (RKV_INDEX_RING - 1);
+            uint64_t key = p->key[q];
+            uint32_t i = rkv_index_seek(r, key, rkv_index_home(r, key));
+            /* a free slot (mask 0): not found */
+            uint64_t m = r->entries[i].mask;
+            if (!(m & bit)) {
                 rc = 1;
                 break;
             }
-            r->entries[i].mask &= ~bit;
-            if (r->entries[i].mask == 0)
+            m &= ~bit;
+            if (m != 0)
+                r->entries[i].mask = m;
+            else
                 rkv_index_remove(r, i);
         }
         in->blocks[e->medium] -= j;
