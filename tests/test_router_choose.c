@@ -18,10 +18,7 @@ static rkv_router *mk(double temperature, uint64_t seed, uint32_t n_inst)
     rkv_router_config_init(&cfg);
     cfg.temperature = temperature;
     cfg.seed = seed;
-    rkv_router *r = rt_mk_with(&cfg);
-    for (uint64_t id = 1; id <= n_inst; id++)
-        cr_assert_eq(rkv_router_add_instance(r, id), RKV_OK);
-    return r;
+    return rt_mk_with_instances(&cfg, n_inst);
 }
 
 /* Eight requests of 10 uncached pages at once onto 4 idle instances, no

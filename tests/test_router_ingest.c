@@ -45,10 +45,7 @@ static rkv_router *mk(uint32_t initial, uint64_t max_table_bytes)
     rkv_router_config_init(&c);
     c.initial_blocks = initial;
     c.max_table_bytes = max_table_bytes;
-    rkv_router *r = rt_mk_with(&c);
-    for (uint64_t i = 1; i <= NI; i++)
-        cr_assert_eq(rkv_router_add_instance(r, i), RKV_OK);
-    return r;
+    return rt_mk_with_instances(&c, NI);
 }
 
 /* A hash (index) that instance id holds in ns (on medium m; 3: any) or,

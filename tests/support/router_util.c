@@ -13,7 +13,12 @@ rkv_router *rt_mk(void)
 
 rkv_router *rt_mk_instances(uint64_t n)
 {
-    rkv_router *r = rt_mk();
+    return rt_mk_with_instances(NULL, n);
+}
+
+rkv_router *rt_mk_with_instances(const rkv_router_config *c, uint64_t n)
+{
+    rkv_router *r = rt_mk_with(c);
     for (uint64_t id = 1; id <= n; id++)
         cr_assert_eq(rkv_router_add_instance(r, id), RKV_OK, "%s",
                      rkv_last_error());

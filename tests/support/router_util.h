@@ -17,6 +17,9 @@ rkv_router *rt_mk_instances(uint64_t n);
 /* A router with config c; the test fails if it cannot be made. */
 rkv_router *rt_mk_with(const rkv_router_config *c);
 
+/* rt_mk_with(c) with instances 1..n registered. */
+rkv_router *rt_mk_with_instances(const rkv_router_config *c, uint64_t n);
+
 /* An event of kind with n hashes (copied from h) chained under parent, in
  * namespace 0 on the device medium, pages of page_size tokens. */
 rkv_event rt_event(uint64_t seq, uint8_t kind, uint32_t page_size,
