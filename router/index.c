@@ -72,8 +72,6 @@ static void rkv_index_table_free(rkv_index_entry *t, size_t cap)
         (void)munmap(t, rkv_index_map_bytes(cap));
 }
 
-/* The smallest table that holds n entries within the load bound: a
- * multiple of 4 entries (whole cache lines), at least 64. */
 /* The largest table max_table_bytes allows (a multiple of 4 entries),
  * 2^31 without one. */
 static uint64_t rkv_index_cap_most(const rkv_router_config *cfg)
