@@ -207,9 +207,12 @@ static void answer_as(rkv_http *h, http_conn *c, int code, const char *reason,
         h->st.answered++;
     else
         h->st.errors++;
+    size_t mark = c->out_len; /* earlier pipelined answers end here */
     if (hl == 0 || !put(c, hdr, hl) || (bl && !put(c, body, bl))) {
-        /* nothing sensible can be said: close without this answer */
-        c->out_len = c->sent;
+        /* nothing sensible can be said: close without this answer (and
+         * without a head whose body did not fit), after the answers to
+         * the requests before it */
+        c->out_len = mark;
         end_after(c);
         return;
     }
