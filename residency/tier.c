@@ -471,29 +471,42 @@ static int rkv_tier_lowest_make_room(rkv_tree *t, int disk)
     return 1;
 }
 
-/* rkv_tier_lowest_make_room and the slot take after it in one step: the
- * LRU victim's tail page leaves the tree and its slot passes straight to
- * the caller (rkv_store_slot_recycle: the state a free and a take leave),
- * so the slot's metadata is touched once, not freed and taken again, and
- * the slot is the one the free stack would have handed out. 0: nothing to
- * take. */
-static int rkv_tier_lowest_pass_slot(rkv_tree *t, int disk, uint32_t *slot)
+/* rkv_tier_lowest_make_room and the slot takes after it in one step: up
+ * to max tail pages of the LRU victim leave the tree, last page first, and
+ * their slots pass straight to the caller in that order
+ * (rkv_store_slot_recycle: the state a free and a take leave), so a slot's
+ * metadata is touched once, not freed and taken again, each slot is the
+ * one the free stack would have handed out, and the victim's lookup, count
+ * and generation are paid once, not once a page. Returns the slots taken
+ * (0: nothing to take). */
+static uint32_t rkv_tier_lowest_pass_slots(rkv_tree *t, int disk, uint32_t max,
+                                           uint32_t *slots)
 {
     rkv_tier *tr = t->tiers.tier;
     uint32_t id = rkv_host_lru_first(tr, disk);
     if (id == RKV_NIL)
         return 0;
     rkv_tnode *x = &t->nodes[id];
-    uint32_t i = x->num_pages - 1;
-    rkv_tier_ev_host(t, id, i, 0);
-    *slot = rkv_tnode_tpages(t, x)[i].slot;
-    (void)rkv_store_slot_recycle(disk ? tr->disk : tr->host, *slot);
-    tr->st.evictions[rkv_tier_node_medium(t, id)]++;
-    if (--x->num_pages == 0)
+    const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
+    uint32_t k = x->num_pages < max ? x->num_pages : max;
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t i = x->num_pages - 1 - j;
+        rkv_tier_ev_host(t, id, i, 0);
+        slots[j] = tp[i].slot;
+        (void)rkv_store_slot_recycle(disk ? tr->disk : tr->host, tp[i].slot);
+    }
+    tr->st.evictions[rkv_tier_node_medium(t, id)] += k;
+    x->num_pages -= k;
+    if (x->num_pages == 0)
         rkv_tier_remove_lower(t, id, 1);
     else
         rkv_tnode_bump_gen(x);
-    return 1;
+    return k;
+}
+
+static int rkv_tier_lowest_pass_slot(rkv_tree *t, int disk, uint32_t *slot)
+{
+    return rkv_tier_lowest_pass_slots(t, disk, 1, slot) != 0;
 }
 
 /* A slot on the host (disk 0) or on the disk (disk 1: host and disk
@@ -822,9 +835,9 @@ static int rkv_tier_store_now(rkv_tree *t, uint32_t id, uint32_t i, uint64_t ns)
 
 /* Up to n host slots for pages about to be stored, as n calls of
  * rkv_tier_take_slot would make them (the same slots, the same pages
- * dropped, in the same order), but a victim's tail pages leave in one pass:
- * its LRU lookup, count and generation once, not once a page. Returns how
- * many it got (fewer: nothing left to take). */
+ * dropped, in the same order), but a victim's tail pages leave in one pass
+ * (rkv_tier_lowest_pass_slots). Returns how many it got (fewer: nothing
+ * left to take). */
 static uint32_t rkv_tier_take_host_slots(rkv_tree *t, uint32_t n, uint32_t *slots)
 {
     rkv_tier *tr = t->tiers.tier;
@@ -840,24 +853,10 @@ static uint32_t rkv_tier_take_host_slots(rkv_tree *t, uint32_t n, uint32_t *slot
             got++;
             continue;
         }
-        uint32_t id = rkv_host_lru_first(tr, 0);
-        if (id == RKV_NIL)
+        uint32_t k = rkv_tier_lowest_pass_slots(t, 0, n - got, slots + got);
+        if (k == 0)
             break;
-        rkv_tnode *x = &t->nodes[id];
-        const rkv_page_residency *tp = rkv_tnode_tpages(t, x);
-        uint32_t k = x->num_pages < n - got ? x->num_pages : n - got;
-        for (uint32_t j = 0; j < k; j++) {
-            uint32_t i = x->num_pages - 1 - j;
-            rkv_tier_ev_host(t, id, i, 0);
-            slots[got++] = tp[i].slot;
-            (void)rkv_store_slot_recycle(tr->host, tp[i].slot);
-        }
-        tr->st.evictions[rkv_tier_node_medium(t, id)] += k;
-        x->num_pages -= k;
-        if (x->num_pages == 0)
-            rkv_tier_remove_lower(t, id, 1);
-        else
-            rkv_tnode_bump_gen(x);
+        got += k;
     }
     return got;
 }
