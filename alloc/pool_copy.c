@@ -177,6 +177,35 @@ static rkv_status cuda_device_sync(rkv_pool *pool, const seg_layout *L)
                                                L->seg, 1, 0, NULL, NULL));
 }
 
+/* Queues the copies of blocks ids[i] <-> host[i] on stream: through the
+ * external layout's segment copies, or the backend's one call. */
+static rkv_status cuda_host_queue(rkv_pool *pool, const seg_layout *L,
+                                  const char *fn, void *stream, uint32_t n,
+                                  const rkv_block_id *ids, void *const *host,
+                                  int to_host)
+{
+    if (L->external)
+        return ext_cuda_host(pool, L, fn, stream, n, ids, host, to_host);
+    const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
+    return rkv_cuda_status(be, be->copy_host_async(L->cfg.cuda_device, stream, L->base,
+                                                   L->seg, L->stride, L->height, n, ids,
+                                                   host, to_host));
+}
+
+/* cuda_host_queue as a synchronous copy: after all work on the device,
+ * done on return (two device-wide waits around it). */
+static rkv_status cuda_host_synced(rkv_pool *pool, const seg_layout *L,
+                                   const char *fn, void *stream, uint32_t n,
+                                   const rkv_block_id *ids, void *const *host,
+                                   int to_host)
+{
+    rkv_status st = cuda_device_sync(pool, L);
+    if (st == RKV_OK)
+        st = cuda_host_queue(pool, L, fn, stream, n, ids, host, to_host);
+    rkv_status st2 = cuda_device_sync(pool, L);
+    return st != RKV_OK ? st : st2;
+}
+
 /* Duplicate checks cost O(n log n) in the ids given, never O(pool): a tier
  * load or store copies one block of a pool that may hold millions. */
 static int cmp_id(const void *a, const void *b)
@@ -351,12 +380,9 @@ static rkv_status copy_host(rkv_pool *pool, const char *fn, uint32_t n,
             hb[i] = (char *)host + (size_t)i * L.bpb;
         /* as the pool-owned copy: after all work, done on return (on the
          * legacy default stream between two device-wide waits) */
-        st = cuda_device_sync(pool, &L);
-        if (st == RKV_OK)
-            st = ext_cuda_host(pool, &L, fn, NULL, n, ids, hb, to_host);
-        rkv_status st2 = cuda_device_sync(pool, &L);
+        st = cuda_host_synced(pool, &L, fn, NULL, n, ids, hb, to_host);
         free(hb);
-        return st != RKV_OK ? st : st2;
+        return st;
     }
     for (uint32_t i = 0; i < n; i++)
         cpu_block_host(pool, &L, ids[i], (char *)host + (size_t)i * L.bpb, to_host);
@@ -389,12 +415,7 @@ rkv_status rkv_pool_copy_async(rkv_pool *pool, void *stream, uint32_t n,
         return rkv_set_error(RKV_ERR_STATE, "%s: not a CUDA pool", fn);
     if ((st = check_ids(pool, fn, L.cfg.num_blocks, n, ids)) != RKV_OK)
         return st;
-    if (L.external)
-        return ext_cuda_host(pool, &L, fn, stream, n, ids, host, to_host);
-    const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
-    return rkv_cuda_status(be, be->copy_host_async(L.cfg.cuda_device, stream, L.base,
-                                                   L.seg, L.stride, L.height, n, ids,
-                                                   host, to_host));
+    return cuda_host_queue(pool, &L, fn, stream, n, ids, host, to_host);
 }
 
 rkv_status rkv_pool_copy_pairs(rkv_pool *pool, void *stream, uint32_t n,
@@ -412,15 +433,5 @@ rkv_status rkv_pool_copy_pairs(rkv_pool *pool, void *stream, uint32_t n,
         return RKV_OK;
     }
     /* as copy_host: after all work, done on return */
-    st = cuda_device_sync(pool, &L);
-    if (st == RKV_OK) {
-        const rkv_cuda_backend *be = rkv_pool_cuda_backend(pool);
-        st = L.external ? ext_cuda_host(pool, &L, fn, stream, n, ids, host, to_host)
-                        : rkv_cuda_status(be, be->copy_host_async(L.cfg.cuda_device, stream,
-                                                                  L.base, L.seg, L.stride,
-                                                                  L.height, n, ids, host,
-                                                                  to_host));
-    }
-    rkv_status st2 = cuda_device_sync(pool, &L);
-    return st != RKV_OK ? st : st2;
+    return cuda_host_synced(pool, &L, fn, stream, n, ids, host, to_host);
 }
