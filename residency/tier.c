@@ -767,8 +767,8 @@ void rkv_tier_on_split(rkv_tree *t, uint32_t xid, uint32_t nid,
                        const void *old, uint32_t old_cap, uint32_t k)
 {
     const rkv_page_residency *otp =
-        (const rkv_page_residency *)((const char *)old +
-                            (size_t)old_cap * (t->page_bytes + sizeof(rkv_block_id)));
+        (const rkv_page_residency *)((const char *)old + rkv_tree_tok_area(t, old_cap) +
+                                     (size_t)old_cap * sizeof(rkv_block_id));
     rkv_tnode *x = &t->nodes[xid], *n = &t->nodes[nid];
     memcpy(rkv_tnode_tpages(t, n), otp, (size_t)k * sizeof *otp);
     memcpy(rkv_tnode_tpages(t, x), otp + k, (size_t)x->num_pages * sizeof *otp);

@@ -51,7 +51,7 @@ uint32_t rkv_tier_cut_tail(rkv_tree *t, uint32_t xid, uint32_t k)
 
     y->u.tokens = prep.data[0];
     y->cap_pages = y->num_pages = n;
-    memcpy(y->u.tokens, x->u.tokens + (size_t)k * t->P, (size_t)n * t->page_bytes);
+    memcpy(y->u.tok8, x->u.tok8 + (size_t)k * t->page_bytes, (size_t)n * t->page_bytes);
     memcpy(rkv_tnode_blocks(t, y), rkv_tnode_blocks(t, x) + k, (size_t)n * sizeof(rkv_block_id));
     memcpy(rkv_tnode_tpages(t, y), rkv_tnode_tpages(t, x) + k,
            (size_t)n * sizeof(rkv_page_residency));
@@ -79,9 +79,9 @@ uint32_t rkv_tier_cut_tail(rkv_tree *t, uint32_t xid, uint32_t k)
     tx->lchild = RKV_NIL;
     for (uint32_t c = ty->lchild; c != RKV_NIL; c = t->nodes[c].next_sib) {
         rkv_tnode *cx = &t->nodes[c];
-        rkv_child_index_remove(t, rkv_child_index_key_page(t, xid, cx->u.tokens), c);
+        rkv_child_index_remove(t, rkv_child_index_key_stored(t, xid, cx), c);
         cx->parent = nid;
-        rkv_child_index_insert(t, rkv_child_index_key_page(t, nid, cx->u.tokens), c);
+        rkv_child_index_insert(t, rkv_child_index_key_stored(t, nid, cx), c);
     }
 
     /* queued stores of the moved pages */
