@@ -214,7 +214,10 @@ typedef struct rkv_insert_result {
  * frees the duplicates). A page cached under the same block id is not a
  * duplicate. The path becomes most recently used. A partial last page is
  * ignored. A block given for a new page that the tree already caches (for
- * another page), or given for two new pages, is RKV_ERR_INVALID_ARG. */
+ * another page), or given for two new pages, is RKV_ERR_INVALID_ARG.
+ * On any error the tree and the pool are unchanged, but dups_out may
+ * already hold entries for the matched prefix: read it only after
+ * RKV_OK. */
 rkv_status rkv_tree_insert(rkv_tree *tree, rkv_namespace ns,
                            const int32_t *tokens, size_t n,
                            const rkv_block_id *blocks, rkv_block_id *dups_out,
