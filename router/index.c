@@ -82,15 +82,24 @@ static uint64_t rkv_index_cap_most(const rkv_router_config *cfg)
     return cap < (1ull << 31) ? cap : 1ull << 31;
 }
 
+/* Past this size a power of two wastes up to half the table for a few
+ * cycles a probe: 2 GiB for a 1,024 x 1M-token fleet where 1.9 GB holds
+ * it. Tables this large are sized exactly (below) even without a budget;
+ * smaller ones keep the shift, where the multiply and the fuller table
+ * cost 8-10 % of a query (bench/RESULTS.md). */
+#define RKV_INDEX_POW2_MAX_BYTES ((uint64_t)1 << 30)
+
 /* A table for n entries: a power of two at most half full (a shift finds
- * the home), or, where that power of two is past the bytes budget, the
- * smallest multiple of 4 entries at most 17/32 full (a multiply). */
+ * the home), or, where that power of two is past the bytes budget or
+ * RKV_INDEX_POW2_MAX_BYTES, the smallest multiple of 4 entries at most
+ * 17/32 full (a multiply). */
 static uint64_t rkv_index_cap_for(const rkv_router_config *cfg, uint64_t n)
 {
     uint64_t cap = 64;
     while (cap / 2 < n)
         cap *= 2;
-    if (cap <= rkv_index_cap_most(cfg))
+    if (cap <= rkv_index_cap_most(cfg) &&
+        cap * sizeof(rkv_index_entry) <= RKV_INDEX_POW2_MAX_BYTES)
         return cap;
     cap = (n * 32 / 17 + 3) & ~(uint64_t)3;
     while (rkv_index_load_max(cap) < n || (cap & (cap - 1)) == 0)
@@ -150,11 +159,15 @@ rkv_status rkv_index_reserve(rkv_router *r, uint32_t more)
         need = r->limit;
     if (need <= rkv_index_load_max(r->table_cap))
         return RKV_OK;
-    /* doubling keeps the rehashes amortized; a table held to the bytes
-     * budget goes at once to the one that holds the whole budget */
+    /* doubling keeps the rehashes amortized; an exactly sized table
+     * grows by half at least instead (up to the budget), which amortizes
+     * them as well without doubling a table already past a gigabyte */
     uint64_t cap = rkv_index_cap_for(&r->cfg, need > r->table_cap ? need : r->table_cap);
-    if ((cap & (cap - 1)) != 0)
-        cap = rkv_index_cap_for(&r->cfg, r->limit);
+    if ((cap & (cap - 1)) != 0) {
+        uint64_t grown = (uint64_t)rkv_index_load_max(r->table_cap) * 3 / 2;
+        uint64_t n = need > grown ? need : grown;
+        cap = rkv_index_cap_for(&r->cfg, n < r->limit ? n : r->limit);
+    }
     rkv_index_entry *t = rkv_index_table_alloc((size_t)cap);
     if (t == NULL)
         return rkv_set_error(RKV_ERR_NOMEM, "rkv_router: index table");

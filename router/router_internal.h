@@ -18,11 +18,12 @@
  *     (bits 0-4): a block is named by (ns, hash) as in the tree, and two
  *     keys collide with probability 2^-57 (the block hashes themselves are
  *     64-bit). The table has a power of two entries, home = key >> shift;
- *     where that would pass the bytes budget (max_table_bytes) it has
- *     the multiple of 4 entries it needs at load <= 17/32 instead, home =
- *     (key's top 32 bits x table_cap) >> 32 (a range reduction by a
- *     multiply, monotone in the key as the shift is; a few cycles more
- *     per probe, and a fuller table, so only where memory is bounded).
+ *     where that would pass the bytes budget (max_table_bytes) or 1 GiB
+ *     it has the multiple of 4 entries it needs at load <= 17/32 instead,
+ *     home = (key's top 32 bits x table_cap) >> 32 (a range reduction by
+ *     a multiply, monotone in the key as the shift is; a few cycles more
+ *     per probe, and a fuller table, so only where memory is bounded or
+ *     a power of two would waste most).
  *     A slot is free iff its mask is zero (an
  *     entry that loses its last holder is deleted at once). Deletion
  *     shifts back (no tombstones), so a probe ends at the first free slot.

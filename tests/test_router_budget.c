@@ -153,6 +153,48 @@ Test(router_budget, a_flood_never_grows_the_table_past_max_table_bytes)
     rkv_router_destroy(r);
 }
 
+/* A budget past the largest power of two that fits it: the table grows by
+ * doubling, then to an exact size, then by half up to the budget (three
+ * kinds of rehash), and every block stored before each growth is still
+ * found after it. */
+Test(router_budget, an_exactly_sized_table_grows_in_steps_and_keeps_every_block)
+{
+    const uint64_t budget = 1000000; /* 62,500 entries; powers of two up to 32,768 */
+    rkv_router *r = mk(0, budget);
+    uint64_t fixed = stats(r).host_bytes - 64 * 16;
+    cr_assert_eq(rkv_router_add_instance(r, 7), RKV_OK);
+    uint64_t sizes[32], nsizes = 0, seq = 0, k = 0;
+    for (; k + 16 <= 32000; k += 16) {
+        rkv_event e = chain(++seq, k, 16);
+        e.parent_hash = RKV_HASH_ROOT;
+        cr_assert_eq(rkv_router_apply(r, 7, &e, 1), RKV_OK, "%llu", (unsigned long long)k);
+        uint64_t b = stats(r).host_bytes - fixed;
+        cr_assert_leq(b, budget);
+        if (nsizes == 0 || sizes[nsizes - 1] != b) {
+            cr_assert_lt(nsizes, 32);
+            sizes[nsizes++] = b;
+            rt_ok(r);
+        }
+    }
+    rt_ok(r);
+    /* the last two sizes are not powers of two: grown exactly, twice */
+    cr_assert_geq(nsizes, 3);
+    for (uint64_t i = nsizes - 2; i < nsizes; i++)
+        cr_assert_neq(sizes[i] / 16 & (sizes[i] / 16 - 1), 0, "%llu", (unsigned long long)sizes[i]);
+    for (uint64_t c = 0; c < k; c += 16) {
+        uint64_t h[16];
+        for (uint32_t i = 0; i < 16; i++)
+            h[i] = hash_of(c + i);
+        rkv_router_overlap o[1];
+        uint32_t n = 0;
+        cr_assert_eq(rkv_router_overlaps(r, 0, h, 16, o, 1, &n), RKV_OK);
+        cr_assert_eq(n, 1);
+        cr_assert_eq(o[0].pages, 16, "chain at %llu: %u pages", (unsigned long long)c,
+                     o[0].pages);
+    }
+    rkv_router_destroy(r);
+}
+
 Test(router_budget, a_table_budget_below_the_smallest_table_is_refused)
 {
     rkv_router_config c;

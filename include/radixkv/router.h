@@ -110,8 +110,9 @@ typedef struct rkv_router_config {
     uint64_t max_table_bytes; /* bytes of the table (16-byte entries; a
                                  power of two at most half full, grown by
                                  doubling, or where that passes this
-                                 bound, sized exactly at most 17/32 full):
-                                 the table never grows past it; >= 1024    */
+                                 bound or 1 GiB, sized exactly at most
+                                 17/32 full, grown by half): the table
+                                 never grows past it; >= 1024              */
     double temperature;       /* 0 (default): the highest score; > 0: a
                                  softmax draw (above); finite             */
     uint64_t seed;            /* the random tie-breaks and draws          */
