@@ -27,14 +27,17 @@
 # system calls (perf stat's raw_syscalls tracepoint, when perf is there)
 # and voluntary and involuntary context switches per query (NO_PERF=1: no
 # perf stat, whose tracepoint adds CPU to every system call, so the CPU
-# columns are the daemon's alone). Needs nats-server, curl and
-# python3. Everything it starts is stopped at the end. (JetStream: the
+# columns are the daemon's alone), and last the cost of a wake-up on one
+# CPU and across two (bench/fleet_wake_cost.c, when cc is there). The
+# queries are BUILD_DIR's clients. PERF_DIR: see prof_start. Needs
+# nats-server, curl and python3. Everything it starts is stopped at the end. (JetStream: the
 # router keeps a stream.)
 set -euo pipefail
 # PIN_CPU=LIST: everything (nats-server, the daemon, the clients) on those
 # CPUs only (taskset), e.g. PIN_CPU=0: every wake-up then on the waker's
-# CPU, none crossing to an idle one (on this VM a wake-up across CPUs
-# costs the woken thread ~20 us: bench/RESULTS.md)
+# CPU, none crossing to an idle one (on the shared 2-core VM a pipe round
+# trip across CPUs costs each thread 23-31 us of CPU, 1 us on one CPU:
+# bench/fleet_wake_cost.c, bench/RESULTS.md)
 if [ -n "${PIN_CPU:-}" ] && [ -z "${RKV_PINNED:-}" ]; then
   RKV_PINNED=1 exec taskset -c "$PIN_CPU" "$0" "$@"
 fi
@@ -282,3 +285,10 @@ for mode in echo echo-loop; do
   done
   kill "$EP"
 done
+# The fixed cost of a sleep and a wake-up on this machine, on one CPU and
+# across two (bench/fleet_wake_cost.c): the part of the daemon's CPU per
+# query that is the machine's, not the daemon's
+if command -v cc >/dev/null &&
+   cc -O2 -pthread -o "$D/wake_cost" "$(dirname "$0")/fleet_wake_cost.c" 2>/dev/null; then
+  "$D/wake_cost" 20000
+fi
