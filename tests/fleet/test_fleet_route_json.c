@@ -361,14 +361,14 @@ Test(route_json, candidate_matches_the_appenders)
         rkv_json_out w = {want, sizeof want, 0};
         rkv_json_raw(&w, first ? "{\"instance\": " : ", {\"instance\": ");
         rkv_json_u64(&w, c.instance);
-        rkv_json_raw(&w, ", \"overlap_blocks\": ");
-        rkv_json_u64(&w, c.pages);
-        rkv_json_raw(&w, ", \"device\": ");
-        rkv_json_u64(&w, c.device);
-        rkv_json_raw(&w, ", \"host\": ");
-        rkv_json_u64(&w, c.host);
-        rkv_json_raw(&w, ", \"disk\": ");
-        rkv_json_u64(&w, c.disk);
+        static const char *const names[] = {"overlap_blocks", "device", "host", "disk"};
+        const uint64_t vals[] = {c.pages, c.device, c.host, c.disk};
+        for (int k = 0; k < 4; k++) {
+            rkv_json_raw(&w, ", \"");
+            rkv_json_raw(&w, names[k]);
+            rkv_json_raw(&w, "\": ");
+            rkv_json_u64(&w, vals[k]);
+        }
         rkv_json_raw(&w, ", \"score\": ");
         rkv_json_num(&w, c.score);
         rkv_json_raw(&w, "}");
