@@ -36,7 +36,7 @@ set -euo pipefail
 # PIN_CPU=LIST: everything (nats-server, the daemon, the clients) on those
 # CPUs only (taskset), e.g. PIN_CPU=0: every wake-up then on the waker's
 # CPU, none crossing to an idle one (on the shared 2-core VM a pipe round
-# trip across CPUs costs each thread 23-31 us of CPU, 1 us on one CPU:
+# trip across CPUs costs each thread 20-31 us of CPU, 1 us on one CPU:
 # bench/fleet_wake_cost.c, bench/RESULTS.md)
 if [ -n "${PIN_CPU:-}" ] && [ -z "${RKV_PINNED:-}" ]; then
   RKV_PINNED=1 exec taskset -c "$PIN_CPU" "$0" "$@"
