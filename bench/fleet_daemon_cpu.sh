@@ -25,10 +25,22 @@
 # daemon that has it) over the same phase. Prints both per query and
 # their ratio, and, counted (the load cannot blur them), the process's
 # system calls (perf stat's raw_syscalls tracepoint, when perf is there)
-# and voluntary context switches per query. Needs nats-server, curl and
-# python3. Everything it starts is stopped at the end. (JetStream: the
+# and voluntary and involuntary context switches per query (NO_PERF=1: no
+# perf stat, whose tracepoint adds CPU to every system call, so the CPU
+# columns are the daemon's alone), and last the cost of a wake-up on one
+# CPU and across two (bench/fleet_wake_cost.c, when cc is there). The
+# queries are BUILD_DIR's clients. PERF_DIR: see prof_start. Needs
+# nats-server, curl and python3. Everything it starts is stopped at the end. (JetStream: the
 # router keeps a stream.)
 set -euo pipefail
+# PIN_CPU=LIST: everything (nats-server, the daemon, the clients) on those
+# CPUs only (taskset), e.g. PIN_CPU=0: every wake-up then on the waker's
+# CPU, none crossing to an idle one (on the shared 2-core VM a pipe round
+# trip across CPUs costs each thread 20-31 us of CPU, 1 us on one CPU:
+# bench/fleet_wake_cost.c, bench/RESULTS.md)
+if [ -n "${PIN_CPU:-}" ] && [ -z "${RKV_PINNED:-}" ]; then
+  RKV_PINNED=1 exec taskset -c "$PIN_CPU" "$0" "$@"
+fi
 B=${1:?usage: bench/fleet_daemon_cpu.sh BUILD_DIR [INSTANCES] [QUERIES] [CLIENT_BUILD_DIR]}
 NI=${2:-8}
 N=${3:-5000}
@@ -65,20 +77,21 @@ echo "load: $(cut -d' ' -f1-3 /proc/loadavg); instances live: $(metric radixkv_r
 # process's system calls (perf stat, when perf can count the tracepoint)
 # and its threads' voluntary context switches (each a sleep and a wake-up)
 ctx_sw() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s}'; }
+ctx_nv() { cat /proc/"$1"/task/*/status | awk '/^nonvoluntary_ctxt_switches/ {s += $2} END {print s}'; }
 count_start() { # pid
   PERF_OUT=$D/perf.out
   rm -f "$PERF_OUT"
   PERF_PID=
-  if command -v perf >/dev/null; then
+  if [ -z "${NO_PERF:-}" ] && command -v perf >/dev/null; then
     perf stat -x, -e raw_syscalls:sys_enter -p "$1" -o "$PERF_OUT" >/dev/null 2>&1 &
     PERF_PID=$!
     sleep 0.3
   fi
-  SW0=$(ctx_sw "$1")
+  SW0=$(ctx_sw "$1") NV0=$(ctx_nv "$1")
 }
-count_stop() { # pid: sets COUNT_SC (system calls; -1: not counted), COUNT_SW
-  local sw1 sc=-1
-  sw1=$(ctx_sw "$1")
+count_stop() { # pid: sets COUNT_SC (system calls; -1: not counted), COUNT_SW, COUNT_NV
+  local sw1 nv1 sc=-1
+  sw1=$(ctx_sw "$1") nv1=$(ctx_nv "$1")
   if [ -n "$PERF_PID" ]; then
     kill -INT "$PERF_PID" 2>/dev/null || true
     wait "$PERF_PID" 2>/dev/null || true
@@ -87,38 +100,64 @@ count_stop() { # pid: sets COUNT_SC (system calls; -1: not counted), COUNT_SW
   fi
   COUNT_SC=$sc
   COUNT_SW=$((sw1 - SW0))
+  COUNT_NV=$((nv1 - NV0))
 }
 count_start "$RP"
 c0=$(cpu_ns); t0=$(now_ns); sleep 3; c1=$(cpu_ns); t1=$(now_ns)
 count_stop "$RP"
-isc=$COUNT_SC isw=$COUNT_SW
+isc=$COUNT_SC isw=$COUNT_SW inv=$COUNT_NV
 idle=$(python3 -c "print(($c1 - $c0) / ($t1 - $t0))")
 idle_sc=$(python3 -c "print(max($isc, 0) / (($t1 - $t0) / 1e9))")
 idle_sw=$(python3 -c "print($isw / (($t1 - $t0) / 1e9))")
+idle_nv=$(python3 -c "print($inv / (($t1 - $t0) / 1e9))")
 echo "idle: daemon CPU $(python3 -c "print('%.4f' % $idle)") s per s (heartbeats)"
+# PERF_DIR=DIR: also a cpu-clock call-graph profile of the daemon over each
+# phase, DIR/phaseK.data (perf report -i ...); the profiler's own cost
+# lands in the phase's figures, so profile and measure in separate runs
+NPHASE=0
+prof_start() {
+  PROF_PID=
+  NPHASE=$((NPHASE + 1))
+  if [ -n "${PERF_DIR:-}" ]; then
+    mkdir -p "$PERF_DIR"
+    perf record -q -e cpu-clock -g -p "$RP" -o "$PERF_DIR/phase$NPHASE.data" \
+        >/dev/null 2>&1 &
+    PROF_PID=$!
+    sleep 0.5
+  fi
+}
+prof_stop() {
+  if [ -n "$PROF_PID" ]; then
+    kill -INT "$PROF_PID" 2>/dev/null || true
+    wait "$PROF_PID" 2>/dev/null || true
+  fi
+}
 phase() { # name count command...
   local name=$1 count=$2; shift 2
   local c0 t0 r0 c1 t1 r1 sc sw
+  prof_start
   count_start "$RP"
   c0=$(cpu_ns); t0=$(now_ns); r0=$(route_s)
   "$@"
   c1=$(cpu_ns); t1=$(now_ns); r1=$(route_s)
   count_stop "$RP"
-  sc=$COUNT_SC sw=$COUNT_SW
+  prof_stop
+  sc=$COUNT_SC sw=$COUNT_SW nv=$COUNT_NV
   python3 - "$name" "$count" "$c0" "$c1" "$t0" "$t1" "$r0" "$r1" "$idle" "$sc" "$sw" \
-      "$idle_sc" "$idle_sw" <<'EOF'
+      "$idle_sc" "$idle_sw" "$nv" "$idle_nv" <<'EOF'
 import sys
 name, n = sys.argv[1], int(sys.argv[2])
 c0, c1, t0, t1 = (int(x) for x in sys.argv[3:7])
 r0, r1, idle = float(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9])
-sc, sw, isc, isw = (float(x) for x in sys.argv[10:14])
+sc, sw, isc, isw, nv, inv = (float(x) for x in sys.argv[10:16])
 secs = (t1 - t0) / 1e9
 daemon = (c1 - c0 - idle * (t1 - t0)) / n / 1e3
 route = (r1 - r0) / n * 1e6
 print(f"{name}: {n} queries in {secs:.2f} s; daemon CPU {daemon:.2f} us per query "
       f"(idle rate taken out), in-process route {route:.2f} us per query, ratio {daemon / route:.1f}x")
 calls = f"{(sc - isc * secs) / n:.2f} system calls" if sc >= 0 else "system calls not counted"
-print(f"  per query, idle rates out: {calls}, {(sw - isw * secs) / n:.2f} voluntary context switches")
+print(f"  per query, idle rates out: {calls}, {(sw - isw * secs) / n:.2f} voluntary, "
+      f"{(nv - inv * secs) / n:.2f} involuntary context switches")
 EOF
 }
 phase "NATS request/reply, page hashes" "$N" \
@@ -164,6 +203,7 @@ import pickle, socket, sys
 port = int(sys.argv[1])
 with open(sys.argv[2], "rb") as f:
     reqs = pickle.load(f)
+closed = 0
 for req in reqs:
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(req.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1))
@@ -174,8 +214,14 @@ for req in reqs:
             break
         data += x
     s.close()
-    if b" 200 " not in data.split(b"\r\n", 1)[0]:
+    head = data.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    if b" 200 " not in head[0]:
         sys.exit("bad answer: %r" % data[:200])
+    closed += b"connection: close" in (l.lower() for l in head[1:])
+# this phase's line (the kept-alive phase prints its own): every request
+# on a connection of its own, which the server closed after its answer
+print("  (Connection: close: %d connections for %d requests, %d answers closing)"
+      % (len(reqs), len(reqs), closed))
 EOF
 phase "POST /v1/route, token ids, kept-alive connection" "$NH" python3 - "$MP" "$D/http" <<'EOF'
 import pickle, socket, sys
@@ -208,7 +254,7 @@ for req in reqs:
     if hdr.get(b"connection", b"").lower() == b"close" or lines[0].startswith(b"HTTP/1.0"):
         s.close()
         s = None
-print("  (%d connections for %d requests)" % (connects, len(reqs)))
+print("  (kept alive: %d connections for %d requests)" % (connects, len(reqs)))
 EOF
 # The transport's floor: radixkv-fleet-instance --echo answers the same
 # queries with a fixed reply (8 instances listed) on an asynchronous
@@ -234,8 +280,15 @@ for mode in echo echo-loop; do
     wait "${ps[@]}"
     e1=$(sched_ns "$EP")
     count_stop "$EP"
-    sc=$COUNT_SC sw=$COUNT_SW
-    python3 -c "print('NATS --$mode, $c client(s): %.2f us per query (the transport alone); per query %s, %.2f voluntary context switches' % (($e1 - $e0) / $N / 1e3, '%.2f system calls' % ($sc / $N) if $sc >= 0 else 'system calls not counted', $sw / $N))"
+    sc=$COUNT_SC sw=$COUNT_SW nv=$COUNT_NV
+    python3 -c "print('NATS --$mode, $c client(s): %.2f us per query (the transport alone); per query %s, %.2f voluntary, %.2f involuntary context switches' % (($e1 - $e0) / $N / 1e3, '%.2f system calls' % ($sc / $N) if $sc >= 0 else 'system calls not counted', $sw / $N, $nv / $N))"
   done
   kill "$EP"
 done
+# The fixed cost of a sleep and a wake-up on this machine, on one CPU and
+# across two (bench/fleet_wake_cost.c): the part of the daemon's CPU per
+# query that is the machine's, not the daemon's
+if command -v cc >/dev/null &&
+   cc -O2 -pthread -o "$D/wake_cost" "$(dirname "$0")/fleet_wake_cost.c" 2>/dev/null; then
+  "$D/wake_cost" 20000
+fi

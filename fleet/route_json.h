@@ -51,5 +51,14 @@ typedef struct rkv_json_out {
 void rkv_json_raw(rkv_json_out *o, const char *s); /* bytes as they are */
 void rkv_json_u64(rkv_json_out *o, uint64_t v);    /* as "%" PRIu64     */
 void rkv_json_num(rkv_json_out *o, double v);      /* as "%.10g"        */
+/* One entry of the answer's "candidates" list, with ", " before it unless
+ * first: {"instance": I, "overlap_blocks": P, "device": D, "host": H,
+ * "disk": K, "score": S}, each number as rkv_json_u64 / rkv_json_num
+ * write it, appended at once. */
+typedef struct rkv_json_cand {
+    uint64_t instance, pages, device, host, disk;
+    double score;
+} rkv_json_cand;
+void rkv_json_candidate(rkv_json_out *o, int first, const rkv_json_cand *c);
 
 #endif

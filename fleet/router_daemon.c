@@ -821,19 +821,11 @@ size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *
     rkv_json_raw(&o, ", \"candidates\": [");
     for (uint32_t i = 0; i < rep.count; i++) {
         const rkv_router_overlap *c = &all[i];
-        rkv_json_raw(&o, i ? ", {\"instance\": " : "{\"instance\": ");
-        rkv_json_u64(&o, c->instance);
-        rkv_json_raw(&o, ", \"overlap_blocks\": ");
-        rkv_json_u64(&o, c->pages);
-        rkv_json_raw(&o, ", \"device\": ");
-        rkv_json_u64(&o, c->pages_by_medium[RKV_MEDIUM_DEVICE]);
-        rkv_json_raw(&o, ", \"host\": ");
-        rkv_json_u64(&o, c->pages_by_medium[RKV_MEDIUM_HOST]);
-        rkv_json_raw(&o, ", \"disk\": ");
-        rkv_json_u64(&o, c->pages_by_medium[RKV_MEDIUM_DISK]);
-        rkv_json_raw(&o, ", \"score\": ");
-        rkv_json_num(&o, c->score);
-        rkv_json_raw(&o, "}");
+        rkv_json_cand jc = {c->instance, c->pages,
+                                   c->pages_by_medium[RKV_MEDIUM_DEVICE],
+                                   c->pages_by_medium[RKV_MEDIUM_HOST],
+                                   c->pages_by_medium[RKV_MEDIUM_DISK], c->score};
+        rkv_json_candidate(&o, i == 0, &jc);
     }
     rkv_json_raw(&o, "]}\n");
     size_t k = o.len;

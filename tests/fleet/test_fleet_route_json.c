@@ -5,7 +5,9 @@
  * a table of malformed ones is RKV_ERR_FORMAT; every strict prefix of a
  * valid request fails; random mutations of valid requests (bytes flipped,
  * inserted, deleted) only ever parse or fail cleanly, each parsed from an
- * exactly sized heap copy so that ASan sees any read past the body.
+ * exactly sized heap copy so that ASan sees any read past the body; ids
+ * of every length against an oracle, the errors' byte offsets, and the
+ * answer's candidate writer against the appenders.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -256,4 +258,131 @@ Test(route_json, appenders_match_printf)
     rkv_json_u64(&o, 123456);
     cr_assert_eq(o.len, 19);
     cr_assert(memcmp(small, "{\"ins###", 8) == 0);
+}
+
+/* Token ids of every length from 1 to 12 digits, signed or not, with a
+ * leading zero or not, each followed by every byte that may end or
+ * continue a number: parsed exactly when they are JSON integers in int32
+ * range, else RKV_ERR_FORMAT, as an oracle (strtoll on the digits) says.
+ * The parser reads ids of up to 9 digits on a path of their own: this
+ * covers both sides of its edges. */
+Test(route_json, token_ids_of_every_length_match_an_oracle)
+{
+    rkv_rng g;
+    rkv_rng_init(&g, rkv_test_seed("route_json.lengths"));
+    /* short tails and tails of 8 bytes and more (the ids read 8 bytes at
+     * a time need them) */
+    static const char *const after[] = {"]}", ",7]}", " ]}", ".5]}", "e3]}", "E3]}", "",
+                                        ",7,8,9,10,11]}", ".5,1,2,3,4]}", "e3,1,2,3,4]}",
+                                        " , 1 ,2,3,4]}", "]}        ", "\x80]}     ",
+                                        "/]}       ", ":]}       ", "-1,2,3]}   ",
+                                        "\xb1]}       "};
+    for (int it = 0; it < 4000; it++) {
+        int len = 1 + (int)rkv_rng_below(&g, 12);
+        int neg = (int)rkv_rng_below(&g, 3) == 0;
+        char num[16];
+        for (int i = 0; i < len; i++)
+            num[i] = (char)('0' + rkv_rng_below(&g, 10));
+        if (rkv_rng_below(&g, 4) != 0 && len > 1 && num[0] == '0')
+            num[0] = (char)('1' + rkv_rng_below(&g, 9));
+        if (rkv_rng_below(&g, 8) == 0) /* the int32 edges */
+            len = snprintf(num, sizeof num, "%s", neg ? "2147483648" : "2147483647");
+        if (rkv_rng_below(&g, 8) == 0)
+            len = snprintf(num, sizeof num, "%s", neg ? "2147483649" : "2147483648");
+        num[len] = 0;
+        const char *tail = after[rkv_rng_below(&g, sizeof after / sizeof after[0])];
+        char body[64];
+        int bl = snprintf(body, sizeof body, "{\"token_ids\": [%s%s%s", neg ? "-" : "", num,
+                          tail);
+        long long v = strtoll(num, NULL, 10) * (neg ? -1 : 1);
+        int ok = (len == 1 || num[0] != '0') && v >= INT32_MIN && v <= INT32_MAX &&
+                 (tail[0] == ']' || tail[0] == ',' || tail[0] == ' ');
+        int32_t tok[16];
+        rkv_route_request req;
+        rkv_status st = parse(body, (size_t)bl, tok, 16, &req);
+        if (ok) {
+            cr_assert_eq(st, RKV_OK, "%s: %s", body, rkv_last_error());
+            cr_assert_geq(req.n_tokens, 1);
+            cr_assert_eq(tok[0], (int32_t)v, "%s", body);
+            uint32_t commas = 0;
+            for (const char *t = tail; *t; t++)
+                commas += *t == ',';
+            cr_assert_eq(req.n_tokens, 1 + commas);
+        } else {
+            cr_assert_eq(st, RKV_ERR_FORMAT, "%s parsed", body);
+            cr_assert_eq(req.n_tokens, 0);
+        }
+    }
+}
+
+/* The errors name the same byte as before the short ids' path: the bad
+ * number's offending byte. */
+Test(route_json, number_errors_name_their_byte)
+{
+    static const struct {
+        const char *body, *err;
+    } cases[] = {
+        {"{\"token_ids\": [12345678901]}", "route request: a number out of range at byte 25"},
+        {"{\"token_ids\": [2147483648]}",
+         "route request: a token id out of int32 range at byte 25"},
+        {"{\"token_ids\": [-2147483649]}", "route request: a number out of range at byte 25"},
+        {"{\"token_ids\": [123456789.5]}", "route request: not an integer at byte 24"},
+        {"{\"token_ids\": [12e3]}", "route request: not an integer at byte 17"},
+        {"{\"token_ids\": [7, 012]}", "route request: not an integer at byte 19"},
+        {"{\"token_ids\": [7, 123456789", "route request: expected ',' or ']' in token_ids "
+                                         "at byte 27"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int32_t tok[4];
+        rkv_route_request req;
+        cr_assert_eq(parse(cases[i].body, strlen(cases[i].body), tok, 4, &req),
+                     RKV_ERR_FORMAT, "%s", cases[i].body);
+        cr_assert_str_eq(rkv_last_error(), cases[i].err, "%s", cases[i].body);
+    }
+}
+
+/* A candidate of the answer is what the appenders write piece by piece. */
+Test(route_json, candidate_matches_the_appenders)
+{
+    rkv_rng g;
+    rkv_rng_init(&g, rkv_test_seed("route_json.candidate"));
+    for (int it = 0; it < 20000; it++) {
+        rkv_json_cand c = {rkv_rng_next(&g) >> rkv_rng_below(&g, 64),
+                           rkv_rng_next(&g) >> rkv_rng_below(&g, 64),
+                           rkv_rng_next(&g) >> rkv_rng_below(&g, 64),
+                           rkv_rng_next(&g) >> rkv_rng_below(&g, 64),
+                           rkv_rng_next(&g) >> rkv_rng_below(&g, 64),
+                           (double)(int64_t)(rkv_rng_next(&g) % 4000000000000ull) /
+                               (double)(1 + rkv_rng_below(&g, 3) * 7)};
+        if (it % 97 == 0)
+            c.score = it % 2 ? -0.0 : 1e300;
+        int first = (int)rkv_rng_below(&g, 2);
+        char want[512], got[512];
+        rkv_json_out w = {want, sizeof want, 0};
+        rkv_json_raw(&w, first ? "{\"instance\": " : ", {\"instance\": ");
+        rkv_json_u64(&w, c.instance);
+        static const char *const names[] = {"overlap_blocks", "device", "host", "disk"};
+        const uint64_t vals[] = {c.pages, c.device, c.host, c.disk};
+        for (int k = 0; k < 4; k++) {
+            rkv_json_raw(&w, ", \"");
+            rkv_json_raw(&w, names[k]);
+            rkv_json_raw(&w, "\": ");
+            rkv_json_u64(&w, vals[k]);
+        }
+        rkv_json_raw(&w, ", \"score\": ");
+        rkv_json_num(&w, c.score);
+        rkv_json_raw(&w, "}");
+        /* appended after some text, into room that may cut it anywhere */
+        size_t cap = 3 + (size_t)rkv_rng_below(&g, 260);
+        memset(got, '#', sizeof got);
+        rkv_json_out o = {got, cap, 0};
+        rkv_json_raw(&o, "xy");
+        rkv_json_candidate(&o, first, &c);
+        cr_assert_eq(o.len, 2 + w.len);
+        size_t kept = o.len < cap ? o.len : cap;
+        cr_assert(memcmp(got + 2, want, kept - 2) == 0, "%s", want);
+        cr_assert_eq(got[cap], '#', "written past cap");
+        if (o.len < cap)
+            cr_assert_eq(got[o.len], 0);
+    }
 }
