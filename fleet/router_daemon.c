@@ -822,9 +822,9 @@ size_t rkv_daemon_http_route(rkv_daemon *d, const char *body, size_t len, char *
     for (uint32_t i = 0; i < rep.count; i++) {
         const rkv_router_overlap *c = &all[i];
         rkv_json_cand jc = {c->instance, c->pages,
-                                   c->pages_by_medium[RKV_MEDIUM_DEVICE],
-                                   c->pages_by_medium[RKV_MEDIUM_HOST],
-                                   c->pages_by_medium[RKV_MEDIUM_DISK], c->score};
+                            c->pages_by_medium[RKV_MEDIUM_DEVICE],
+                            c->pages_by_medium[RKV_MEDIUM_HOST],
+                            c->pages_by_medium[RKV_MEDIUM_DISK], c->score};
         rkv_json_candidate(&o, i == 0, &jc);
     }
     rkv_json_raw(&o, "]}\n");
