@@ -55,6 +55,34 @@ void rt_same_record(const rkv_router_overlap *a, const rkv_router_overlap *b, in
     cr_assert_eq(a->needs_resync, b->needs_resync, "query %d", q);
 }
 
+uint64_t rt_chain_hash(const uint32_t *share, uint32_t b, uint32_t j)
+{
+    uint32_t cb = j < share[b] ? 0 : b;
+    return ((uint64_t)cb * 100000 + j + 1) * 0x9E3779B97F4A7C15ull;
+}
+
+uint32_t rt_chain_common(const uint32_t *share, uint32_t len, uint32_t b, uint32_t c)
+{
+    if (b == c)
+        return len;
+    return share[b] < share[c] ? share[b] : share[c];
+}
+
+void rt_same_choice(rkv_router *const *tw, const uint64_t *h, uint32_t n,
+                    rkv_router_overlap *all, uint32_t k, int q)
+{
+    rkv_router_overlap one, top[5];
+    uint32_t best = 0, mt = 0, pick = 0;
+    cr_assert_eq(rkv_router_choose(tw[1], all, k, n, &best), RKV_OK);
+    cr_assert_eq(rkv_router_route(tw[0], 0, h, n, &one), RKV_OK);
+    rt_same_record(&one, &all[best], q);
+    cr_assert_eq(rkv_router_overlaps(tw[3], 0, h, n, all, RKV_ROUTER_MAX_INSTANCES,
+                                     &k), RKV_OK);
+    cr_assert_eq(rkv_router_choose(tw[3], all, k, n, &best), RKV_OK);
+    cr_assert_eq(rkv_router_route_top(tw[2], 0, h, n, top, 5, &mt, &pick), RKV_OK);
+    rt_same_record(&top[pick], &all[best], q);
+}
+
 void rt_ok(const rkv_router *r)
 {
     cr_assert_eq(rkv_router_check(r), RKV_OK, "%s", rkv_last_error());
