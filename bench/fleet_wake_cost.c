@@ -39,7 +39,7 @@ static void *run(void *arg)
     CPU_ZERO(&set);
     CPU_SET(s->cpu, &set);
     if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-        s->n = 0; /* that CPU is not ours: nothing measured */
+        abort(); /* pair() checked the CPU is ours */
     char c = 'x';
     double t0 = thread_cpu_us();
     for (int i = 0; i < s->n; i++) {
@@ -54,8 +54,19 @@ static void *run(void *arg)
     return NULL;
 }
 
+/* Whether this process may run on cpu: a side that cannot be pinned must
+ * not start, or its partner would wait in read(2) for it forever. */
+static int cpu_ours(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_ISSET(cpu, &set);
+}
+
 static int pair(int cpu_a, int cpu_b, int n, double *a_us, double *b_us)
 {
+    if (!cpu_ours(cpu_a) || !cpu_ours(cpu_b))
+        return -1;
     int ab[2], ba[2];
     if (pipe(ab) != 0 || pipe(ba) != 0)
         return -1;
