@@ -4,7 +4,9 @@
  * NATS, whatever the bytes.
  *
  * One input goes through every decoder (events, snapshot, snapshot chunk,
- * heartbeat, route query in both versions, route reply). What must hold:
+ * heartbeat, route query in both versions, route reply), and through the
+ * HTTP route API's body parser (fleet/route_json.h: whoever reaches the
+ * router's HTTP port sends it). What must hold:
  *   - no decoder reads outside the input (ASan) or crashes;
  *   - a failure is RKV_ERR_FORMAT, RKV_ERR_UNSUPPORTED (unknown version)
  *     or RKV_ERR_NO_SPACE (more than the harness's room) with a message,
@@ -15,7 +17,11 @@
  *   - accepted values obey the format: event kinds and media in range,
  *     seqs strictly increasing from first_seq; a version 2 query gives
  *     count / page_size page hashes, equal to the rkv_block_hash chain of
- *     its tokens.
+ *     its tokens;
+ *   - the route body parser fails with RKV_ERR_FORMAT or RKV_ERR_NO_SPACE
+ *     and a message, the request zeroed; accepted, it fills at most its
+ *     room (a canary past it), and the request written back as canonical
+ *     JSON parses to the same ids and namespace.
  * Any violation aborts (a crash for libFuzzer, a failed replay for ctest).
  */
 #include <stdio.h>
@@ -23,6 +29,7 @@
 #include <string.h>
 
 #include "fleet/codec.h"
+#include "fleet/route_json.h"
 #include "tests/fuzz/fuzz_die.h"
 
 #define ROOM 64u      /* events, snapshot entries per decode */
@@ -248,6 +255,43 @@ static const decoder DECODERS[] = {
      {{be, sizeof be, "chunk"}, {&ci, sizeof ci, "chunk info"}}, dec_chunk, ok_chunk, NULL},
 };
 
+static int32_t jt[QROOM + 1], jt2[QROOM];
+static char jbuf[64 + 13 * QROOM];
+
+static void route_json(const uint8_t *data, size_t size)
+{
+    const int32_t canary = (int32_t)0xA5A5A5A5;
+    jt[QROOM] = canary;
+    rkv_route_request req;
+    rkv_status s = rkv_route_json_parse((const char *)data, size, jt, QROOM, &req);
+    if (jt[QROOM] != canary)
+        die("route json: wrote past its room");
+    if (s != RKV_OK) {
+        if (s != RKV_ERR_FORMAT && s != RKV_ERR_NO_SPACE)
+            die("route json: status %d for bad input", (int)s);
+        if (rkv_last_error()[0] == 0)
+            die("route json: failure without a message");
+        if (req.ns != 0 || req.n_tokens != 0)
+            die("route json: request not zeroed on failure");
+        return;
+    }
+    if (req.n_tokens > QROOM)
+        die("route json: %u ids in a room of %u", req.n_tokens, QROOM);
+    size_t k = (size_t)snprintf(jbuf, sizeof jbuf, "{\"token_ids\": [");
+    for (uint32_t i = 0; i < req.n_tokens; i++)
+        k += (size_t)snprintf(jbuf + k, sizeof jbuf - k, i ? ", %d" : "%d", (int)jt[i]);
+    k += (size_t)snprintf(jbuf + k, sizeof jbuf - k, "], \"namespace\": %llu}",
+                          (unsigned long long)req.ns);
+    if (k >= sizeof jbuf)
+        die("route json: canonical form past its buffer");
+    rkv_route_request again;
+    if (rkv_route_json_parse(jbuf, k, jt2, QROOM, &again) != RKV_OK)
+        die("route json: canonical form refused: %s", rkv_last_error());
+    if (again.ns != req.ns || again.n_tokens != req.n_tokens ||
+        memcmp(jt2, jt, (size_t)req.n_tokens * sizeof jt[0]) != 0)
+        die("route json: canonical form parses to another request");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     int accepted = 0;
@@ -271,6 +315,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (dc->refused != NULL)
             dc->refused(data, size);
     }
+    route_json(data, size);
     if (accepted > 1)
         die("%d decoders accepted one input", accepted);
     rkv_wire_type t = RKV_WIRE_EVENTS;
