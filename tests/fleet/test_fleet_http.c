@@ -760,3 +760,135 @@ Test(fleet_http, idle_connections_make_room_for_new_ones)
     settle(h, &r);
     rkv_http_close(h);
 }
+
+/* Random requests: pieces of real ones (request lines, headers with good
+ * and bad lengths, bodies, pipelined, "\n" for "\r\n") with flipped bytes
+ * and cut short, sent in random pieces from several clients at once that
+ * close, half-close or read at random while the clock moves. Whatever
+ * comes: rkv_http_check holds after every poll, whatever the server
+ * answers starts with a status line, every connection ends once its peer
+ * leaves, and a plain request is served at the end. */
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void step_now(rkv_http *h, render_ctx *r)
+{
+    cr_assert_eq(rkv_http_poll(h, g_now, 0, render, r), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(rkv_http_check(h), RKV_OK, "%s", rkv_last_error());
+}
+
+static size_t random_request(uint64_t *s, char *m, size_t cap)
+{
+    static const char *const lines[] = {
+        "GET /metrics HTTP/1.1", "HEAD /metrics HTTP/1.0", "POST /v1/route HTTP/1.1",
+        "POST /v1/route HTTP/1.0", "POST /elsewhere HTTP/1.1", "GET / HTTP/2",
+        "POST /v1/route HTTP/1.1", "GET /metrics", "PUT /metrics HTTP/1.1", "",
+        "GET /metrics HTTP/1.1 extra"};
+    static const char *const headers[] = {
+        "Content-Length: 0", "Content-Length: 5", "Content-Length: 17",
+        "Content-Length: 99999999999999999999", "Content-Length: -1",
+        "Content-Length: 5x", "content-length:3", "Content-Length: 1048577",
+        "Connection: close", "Connection: keep-alive", "Expect: 100-continue",
+        "Transfer-Encoding: chunked", "Host: x", ": no name", "X-Long: aaaaaaaaaaaaaaaa"};
+    size_t k = 0;
+    uint32_t nreq = 1 + (uint32_t)(rnd(s) % 3);
+    for (uint32_t q = 0; q < nreq; q++) {
+        const char *eol = rnd(s) % 8 ? "\r\n" : "\n";
+        k += (size_t)snprintf(m + k, cap - k, "%s%s",
+                              lines[rnd(s) % (sizeof lines / sizeof *lines)], eol);
+        for (uint32_t i = (uint32_t)(rnd(s) % 4); i > 0 && k < cap / 2; i--)
+            k += (size_t)snprintf(m + k, cap - k, "%s%s",
+                                  headers[rnd(s) % (sizeof headers / sizeof *headers)], eol);
+        uint32_t body = (uint32_t)(rnd(s) % 24);
+        if (rnd(s) % 2) /* often a length that fits the body */
+            k += (size_t)snprintf(m + k, cap - k, "Content-Length: %u%s", body, eol);
+        k += (size_t)snprintf(m + k, cap - k, "%s", eol);
+        for (; body > 0 && k < cap - 1; body--)
+            m[k++] = (char)('a' + rnd(s) % 26);
+    }
+    for (uint32_t i = rnd(s) % 3 ? 0 : (uint32_t)(1 + rnd(s) % 3); i > 0 && k > 0; i--)
+        m[rnd(s) % k] = (char)rnd(s); /* flips, NULs included */
+    if (rnd(s) % 4 == 0 && k > 0)
+        k = (size_t)(rnd(s) % k); /* cut short */
+    return k;
+}
+
+Test(fleet_http, random_requests_never_break_the_server)
+{
+    post_ctx p = {0};
+    rkv_http *h = open_post(&p);
+    render_ctx r = {.text = "a 1\n"};
+    enum { CLIENTS = 4, ROUNDS = 300 };
+    int fd[CLIENTS];
+    for (int c = 0; c < CLIENTS; c++)
+        fd[c] = -1;
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    char m[2048], in[8192];
+    for (int round = 0; round < ROUNDS; round++) {
+        int c = (int)(rnd(&s) % CLIENTS);
+        if (fd[c] < 0)
+            fd[c] = client(h);
+        size_t len = random_request(&s, m, sizeof m);
+        int gone = 0;
+        for (size_t off = 0; off < len;) {
+            size_t piece = 1 + (size_t)(rnd(&s) % (len - off));
+            ssize_t k = send(fd[c], m + off, piece, MSG_NOSIGNAL);
+            if (k <= 0) {
+                gone = 1; /* the server closed it (an error answer) */
+                break;
+            }
+            off += (size_t)k;
+            step_now(h, &r);
+        }
+        for (int i = 0; i < 3; i++)
+            step_now(h, &r);
+        ssize_t k = recv(fd[c], in, sizeof in - 1, 0);
+        if (k == 0 || gone) {
+            close(fd[c]);
+            fd[c] = -1;
+        }
+        if (k > 0) {
+            in[k] = 0;
+            int code = 0;
+            cr_assert(sscanf(in, "HTTP/1.%*1[01] %d ", &code) == 1 && code >= 100 &&
+                          code <= 599,
+                      "round %d: no status line: %.60s", round, in);
+        }
+        switch (fd[c] < 0 ? 3 : rnd(&s) % 4) {
+        case 0:
+            close(fd[c]);
+            fd[c] = -1;
+            break;
+        case 1:
+            shutdown(fd[c], SHUT_WR);
+            break;
+        default:
+            break;
+        }
+        /* now and then past the 2 s a request may take */
+        g_now += rnd(&s) % 10 == 0 ? 2100 : rnd(&s) % 300;
+    }
+    for (int c = 0; c < CLIENTS; c++)
+        if (fd[c] >= 0)
+            close(fd[c]);
+    g_now += 10000; /* past every deadline */
+    settle(h, &r);
+    /* the rounds reached every kind of ending, not only the first check */
+    rkv_http_stats st;
+    cr_assert_eq(rkv_http_get_stats(h, &st), RKV_OK);
+    cr_assert_gt(st.answered, 10, "%llu", (unsigned long long)st.answered);
+    cr_assert_gt(st.errors, 10, "%llu", (unsigned long long)st.errors);
+    cr_assert_gt(st.timeouts, 0);
+    cr_assert_gt(p.calls, 3, "%d", p.calls);
+    char out[4096];
+    size_t n = exchange(h, &r, REQ("GET /metrics HTTP/1.0\r\n\r\n"), out, sizeof out);
+    cr_assert_eq(status_of(out), 200);
+    cr_assert_str_eq(body_of(out, n), "a 1\n");
+    settle(h, &r);
+    rkv_http_close(h);
+}
