@@ -138,6 +138,7 @@
 #include "radix/tree.h"
 #include "radix/tree_lru.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 #include "residency/tier.h"
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -218,7 +219,9 @@ void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
         prev = rkv_tier_page_hash(t, x, i - 1);
     else
         prev = t->pool->hash[rkv_tnode_blocks(t, x)[i - 1]];
-    rkv_store_set_chain(s, slot, prev, x->u.tokens + (size_t)i * t->P, t->P);
+    int32_t page[RKV_MAX_PAGE_SIZE]; /* records keep int32 ids */
+    rkv_tok_load(t, page, rkv_tok_page(t, x, i), t->P);
+    rkv_store_set_chain(s, slot, prev, page, t->P);
 }
 
 /* KV event for page i of node id entering (stored) or leaving `medium`. */
@@ -234,8 +237,11 @@ static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
     if (stored)
         ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
                    : rkv_tier_prev_hash(t, x->parent);
+    int32_t page[RKV_MAX_PAGE_SIZE]; /* events carry int32 ids */
+    if (stored)
+        rkv_tok_load(t, page, rkv_tok_page(t, x, i), t->P);
     rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
-                  medium, ns, ph, &h, x->u.tokens + (size_t)i * t->P, 1);
+                  medium, ns, ph, &h, page, 1);
 }
 
 /* The same in the node's own lower medium (host, or disk for a disk node). */
@@ -387,7 +393,7 @@ static void rkv_tier_remove_lower(rkv_tree *t, uint32_t id, int free_root)
     rkv_tnode *x = &t->nodes[id];
     uint32_t p = x->parent;
     rkv_host_lru_unlink(t, id);
-    rkv_child_index_remove(t, rkv_child_index_key_page(t, p, x->u.tokens), id);
+    rkv_child_index_remove(t, rkv_child_index_key_stored(t, p, x), id);
     rkv_tier_unlink_sib(t, id);
     rkv_node_mem_free(&t->mem, x->u.tokens, rkv_tree_data_bytes(t, x->cap_pages));
     rkv_tree_slot_free(t, id);
@@ -1097,10 +1103,6 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tree", fn);
     rkv_tree *t = tree;
-    if (t->tok_bytes != 4 && cfg != NULL && (cfg->host != NULL || cfg->disk != NULL))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: lower tiers need 4-byte "
-                             "token ids (the tree has token_bytes %u)", fn,
-                             t->tok_bytes);
     if (t->cached_blocks != 0 || t->num_nodes != 0 || t->lock_total != 0 ||
         (t->tiers.tier != NULL && t->tiers.tier->lower_nodes != 0))
         return rkv_set_error(RKV_ERR_BUSY, "%s: the tree is not empty (reset "
@@ -1362,7 +1364,9 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
         if (f & RKV_TN_LOWER) {
             if (s == RKV_NO_TSLOT)
                 return CORRUPT("LOWER node %u page %u has no medium", y, i);
-            h = rkv_block_hash(h, ns, x->u.tokens + (size_t)i * t->P, t->P);
+            int32_t page[RKV_MAX_PAGE_SIZE];
+            rkv_tok_load(t, page, rkv_tok_page(t, x, i), t->P);
+            h = rkv_block_hash(h, ns, page, t->P);
             if (rkv_tier_page_hash(t, x, i) != h)
                 return CORRUPT("LOWER node %u page %u: hash does not chain", y, i);
         }
