@@ -105,6 +105,11 @@
  *   links are the
  *   node's lru_prev/lru_next (a LOWER node is never on a device list), so a
  *   node stays 64 bytes; the tier holds 2 x 101 head/tail pairs.
+ *   (8) Token ids: a LOWER node keeps them in the tree's layout (3 or 4
+ *   bytes, radix/tree_tokens.h) like any node, and every tier file reads
+ *   them through its accessors; what leaves the tree -- a record's chain,
+ *   an event, a hash -- takes int32 ids (rkv_tier_page_ids), so records
+ *   and the disk format do not depend on the layout.
  *
  * Invariants (rkv_tier_check verifies them):
  *   - device nodes (flags 0) and LOADING nodes hang on their parent's
@@ -195,6 +200,17 @@ static void rkv_tier_set_hash(rkv_page_residency *tp, uint64_t h)
     tp->hhi = (uint32_t)(h >> 32);
 }
 
+/* Page i of node x as int32 ids (what records, events and hashes take):
+ * the node's own memory under 4-byte ids, else unpacked into buf (P ids). */
+static const int32_t *rkv_tier_page_ids(const rkv_tree *t, const rkv_tnode *x,
+                                        uint32_t i, int32_t *buf)
+{
+    if (t->tok_bytes == 4)
+        return x->u.tokens + (size_t)i * t->P;
+    rkv_tok_load(t, buf, rkv_tok_page(t, x, i), t->P);
+    return buf;
+}
+
 /* Hash of the page before id's first page. */
 uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent)
 {
@@ -219,9 +235,8 @@ void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
         prev = rkv_tier_page_hash(t, x, i - 1);
     else
         prev = t->pool->hash[rkv_tnode_blocks(t, x)[i - 1]];
-    int32_t page[RKV_MAX_PAGE_SIZE]; /* records keep int32 ids */
-    rkv_tok_load(t, page, rkv_tok_page(t, x, i), t->P);
-    rkv_store_set_chain(s, slot, prev, page, t->P);
+    int32_t buf[RKV_MAX_PAGE_SIZE]; /* records keep int32 ids */
+    rkv_store_set_chain(s, slot, prev, rkv_tier_page_ids(t, x, i, buf), t->P);
 }
 
 /* KV event for page i of node id entering (stored) or leaving `medium`. */
@@ -237,11 +252,10 @@ static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
     if (stored)
         ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
                    : rkv_tier_prev_hash(t, x->parent);
-    int32_t page[RKV_MAX_PAGE_SIZE]; /* events carry int32 ids */
-    if (stored)
-        rkv_tok_load(t, page, rkv_tok_page(t, x, i), t->P);
+    int32_t buf[RKV_MAX_PAGE_SIZE]; /* events carry int32 ids */
     rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
-                  medium, ns, ph, &h, page, 1);
+                  medium, ns, ph, &h,
+                  stored ? rkv_tier_page_ids(t, x, i, buf) : NULL, 1);
 }
 
 /* The same in the node's own lower medium (host, or disk for a disk node). */
@@ -1364,9 +1378,8 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
         if (f & RKV_TN_LOWER) {
             if (s == RKV_NO_TSLOT)
                 return CORRUPT("LOWER node %u page %u has no medium", y, i);
-            int32_t page[RKV_MAX_PAGE_SIZE];
-            rkv_tok_load(t, page, rkv_tok_page(t, x, i), t->P);
-            h = rkv_block_hash(h, ns, page, t->P);
+            int32_t buf[RKV_MAX_PAGE_SIZE];
+            h = rkv_block_hash(h, ns, rkv_tier_page_ids(t, x, i, buf), t->P);
             if (rkv_tier_page_hash(t, x, i) != h)
                 return CORRUPT("LOWER node %u page %u: hash does not chain", y, i);
         }
