@@ -30,6 +30,7 @@
 #include "radix/tree_core.h"
 #include "radix/tree_hash.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 
 int rkv_ev_init(rkv_ev_ring *r, rkv_node_mem *m, uint32_t cap,
                 uint32_t tok_cap, uint32_t page_size)
@@ -157,9 +158,24 @@ static rkv_event *rkv_ev_push(rkv_tree *t, uint8_t kind, uint64_t ns,
     return e;
 }
 
-void rkv_ev_stored(rkv_tree *t, uint64_t ns, uint64_t parent_hash,
-                   const rkv_block_id *blocks, const int32_t *tokens,
-                   uint32_t n)
+/* The same, from n stored ids at s (a node's layout). */
+static void rkv_ev_put_stored(const rkv_tree *t, rkv_ev_ring *r, const uint8_t *s,
+                              uint32_t n)
+{
+    uint32_t at = r->tok_head + r->tok_count;
+    if (at >= r->tok_cap)
+        at -= r->tok_cap;
+    uint32_t first = r->tok_cap - at < n ? r->tok_cap - at : n;
+    rkv_tok_load(t, r->tok + at, s, first);
+    rkv_tok_load(t, r->tok, s + (size_t)first * t->tok_bytes, n - first);
+    r->tok_count += n;
+}
+
+/* rkv_ev_stored and rkv_ev_stored_node: the ids are the caller's int32
+ * (tokens) or a node's stored ones (stored). */
+static void rkv_ev_stored_any(rkv_tree *t, uint64_t ns, uint64_t parent_hash,
+                              const rkv_block_id *blocks, const int32_t *tokens,
+                              const uint8_t *stored, uint32_t n)
 {
     const uint64_t *hash = t->pool->hash;
     rkv_ev_ring *r = t->events;
@@ -172,10 +188,26 @@ void rkv_ev_stored(rkv_tree *t, uint64_t ns, uint64_t parent_hash,
             e->num_hashes = (uint16_t)k;
             for (uint32_t j = 0; j < k; j++)
                 e->hashes[j] = hash[blocks[i + j]];
-            if (ntok != 0)
+            if (ntok != 0 && stored != NULL)
+                rkv_ev_put_stored(t, r, stored + (size_t)i * t->page_bytes, ntok);
+            else if (ntok != 0)
                 rkv_ev_put_tokens(r, tokens + (size_t)i * t->P, ntok);
         }
     }
+}
+
+void rkv_ev_stored(rkv_tree *t, uint64_t ns, uint64_t parent_hash,
+                   const rkv_block_id *blocks, const int32_t *tokens,
+                   uint32_t n)
+{
+    rkv_ev_stored_any(t, ns, parent_hash, blocks, tokens, NULL, n);
+}
+
+void rkv_ev_stored_node(rkv_tree *t, uint64_t ns, uint64_t parent_hash,
+                        const rkv_tnode *x)
+{
+    rkv_ev_stored_any(t, ns, parent_hash, rkv_tnode_blocks(t, x), NULL, x->u.tok8,
+                      x->num_pages);
 }
 
 void rkv_ev_removed(rkv_tree *t, uint64_t ns, const uint64_t *hashes,

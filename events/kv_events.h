@@ -44,6 +44,7 @@ typedef struct rkv_ev_ring {
 #define RKV_EV_MAX_RING (1u << 24)
 
 struct rkv_tree;
+struct rkv_tnode;
 
 /* Largest token ring (tokens): 2^28 int32, 1 GiB. */
 #define RKV_EV_MAX_TOKENS (1u << 28)
@@ -68,6 +69,10 @@ void rkv_events_detach(struct rkv_tree *t);
 void rkv_ev_stored(struct rkv_tree *t, uint64_t ns, uint64_t parent_hash,
                    const rkv_block_id *blocks, const int32_t *tokens,
                    uint32_t n);
+/* The same for the pages of node x (its blocks and its stored token ids,
+ * in either layout: radix/tree_tokens.h), a lower tier's promotion. */
+void rkv_ev_stored_node(struct rkv_tree *t, uint64_t ns, uint64_t parent_hash,
+                        const struct rkv_tnode *x);
 /* Records the removal of hashes[0..n) (n <= RKV_EVENT_MAX_HASHES). */
 void rkv_ev_removed(struct rkv_tree *t, uint64_t ns, const uint64_t *hashes,
                     uint32_t n);

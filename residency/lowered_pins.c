@@ -69,6 +69,7 @@
 #include "radix/child_index.h"
 #include "radix/tree_lease.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 #include "residency/tier.h"
 
 #define CORRUPT(...) rkv_set_error(RKV_ERR_CORRUPT, "rkv_tree_check: lowered pins: " __VA_ARGS__)
@@ -160,8 +161,8 @@ static uint32_t rkv_lowered_pin_covered(const rkv_tree *t, uint32_t p, uint32_t 
     for (y = e->node;; y = t->nodes[y].parent) {
         const rkv_tnode *x = &t->nodes[y];
         at -= x->num_pages;
-        if (memcmp(x->u.tokens, tokens + (size_t)at * t->P,
-                   (size_t)x->num_pages * t->page_bytes) != 0)
+        if (!rkv_tok_eq(t, x->u.tok8, tokens + (size_t)at * t->P,
+                        (size_t)x->num_pages * t->P))
             return 0;
         if (y == c)
             return end;
@@ -209,8 +210,8 @@ uint32_t rkv_lowered_pin_tail_plan(const rkv_tree *t, uint32_t c, uint32_t d,
     for (;;) {
         const rkv_tnode *x = &t->nodes[y];
         uint32_t e = s + x->num_pages, upto = e < npages ? e : npages;
-        if (memcmp(x->u.tokens, tokens + (size_t)s * t->P,
-                   (size_t)(upto - s) * t->page_bytes) != 0)
+        if (!rkv_tok_eq(t, x->u.tok8, tokens + (size_t)s * t->P,
+                        (size_t)(upto - s) * t->P))
             return RKV_NIL; /* diverges inside the insert: nothing to keep */
         if (e > npages) {
             /* pins through y end at its end or below: all in the tail */
@@ -243,15 +244,15 @@ uint32_t rkv_lowered_pin_branch_scan(const rkv_tree *t, uint32_t c, uint32_t d,
         uint32_t e = s + x->num_pages;
         if (e >= npages) /* the tail's business (rkv_lowered_pin_tail_plan) */
             break;
-        if (memcmp(x->u.tokens, tokens + (size_t)s * t->P,
-                   (size_t)x->num_pages * t->page_bytes) != 0)
+        if (!rkv_tok_eq(t, x->u.tok8, tokens + (size_t)s * t->P,
+                        (size_t)x->num_pages * t->P))
             break; /* diverges inside y: what hangs below loses pages */
         const int32_t *next = tokens + (size_t)e * t->P;
         int branch = 0;
         for (uint32_t ch = x->first_child; ch != RKV_NIL && !branch;
              ch = t->nodes[ch].next_sib)
             branch = t->tiers.tn[ch].lpin > 0 &&
-                     memcmp(t->nodes[ch].u.tokens, next, t->page_bytes) != 0;
+                     !rkv_tok_eq(t, t->nodes[ch].u.tok8, next, t->P);
         if (branch) {
             uint32_t i = 0;
             while (i < *ncuts && cuts[i] < e)
@@ -286,7 +287,7 @@ static void rkv_lowered_pin_tail_take(rkv_tree *t, uint32_t id, uint32_t park,
     rkv_tnode *x = &t->nodes[id];
     uint32_t p = x->parent;
     rkv_lowered_pin_path(t, p, -(int)t->tiers.tn[id].lpin);
-    rkv_child_index_remove(t, rkv_child_index_key_page(t, p, x->u.tokens), id);
+    rkv_child_index_remove(t, rkv_child_index_key_stored(t, p, x), id);
     rkv_tier_unlink_sib(t, id);
     t->nodes[p].children_epoch = ++t->epoch;
     x->parent = park;
@@ -317,7 +318,7 @@ uint32_t rkv_lowered_pin_branch_detach(rkv_tree *t, uint32_t y,
     for (uint32_t ch = t->nodes[y].first_child, next; ch != RKV_NIL; ch = next) {
         next = t->nodes[ch].next_sib;
         if (t->tiers.tn[ch].lpin > 0 &&
-            memcmp(t->nodes[ch].u.tokens, on_path, t->page_bytes) != 0)
+            !rkv_tok_eq(t, t->nodes[ch].u.tok8, on_path, t->P))
             rkv_lowered_pin_tail_take(t, ch, park, &list);
     }
     return list;
@@ -329,7 +330,7 @@ void rkv_lowered_pin_tail_attach(rkv_tree *t, uint32_t list, uint32_t parent)
         rkv_tnode *x = &t->nodes[id];
         next = x->next_sib;
         rkv_tier_link_sib(t, parent, id); /* on tn[parent].lchild */
-        rkv_child_index_insert(t, rkv_child_index_key_page(t, parent, x->u.tokens), id);
+        rkv_child_index_insert(t, rkv_child_index_key_stored(t, parent, x), id);
         rkv_lowered_pin_path(t, parent, (int)t->tiers.tn[id].lpin);
     }
     t->nodes[parent].children_epoch = ++t->epoch;

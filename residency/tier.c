@@ -105,6 +105,11 @@
  *   links are the
  *   node's lru_prev/lru_next (a LOWER node is never on a device list), so a
  *   node stays 64 bytes; the tier holds 2 x 101 head/tail pairs.
+ *   (8) Token ids: a LOWER node keeps them in the tree's layout (3 or 4
+ *   bytes, radix/tree_tokens.h) like any node, and every tier file reads
+ *   them through its accessors; what leaves the tree -- a record's chain,
+ *   an event, a hash -- takes int32 ids (rkv_tier_page_ids), so records
+ *   and the disk format do not depend on the layout.
  *
  * Invariants (rkv_tier_check verifies them):
  *   - device nodes (flags 0) and LOADING nodes hang on their parent's
@@ -138,6 +143,7 @@
 #include "radix/tree.h"
 #include "radix/tree_lru.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 #include "residency/tier.h"
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -194,6 +200,17 @@ static void rkv_tier_set_hash(rkv_page_residency *tp, uint64_t h)
     tp->hhi = (uint32_t)(h >> 32);
 }
 
+/* Page i of node x as int32 ids (what records, events and hashes take):
+ * the node's own memory under 4-byte ids, else unpacked into buf (P ids). */
+static const int32_t *rkv_tier_page_ids(const rkv_tree *t, const rkv_tnode *x,
+                                        uint32_t i, int32_t *buf)
+{
+    if (t->tok_bytes == 4)
+        return x->u.tokens + (size_t)i * t->P;
+    rkv_tok_load(t, buf, rkv_tok_page(t, x, i), t->P);
+    return buf;
+}
+
 /* Hash of the page before id's first page. */
 uint64_t rkv_tier_prev_hash(const rkv_tree *t, uint32_t parent)
 {
@@ -218,7 +235,8 @@ void rkv_tier_set_chain(rkv_tree *t, rkv_store *s, uint32_t slot, uint32_t id,
         prev = rkv_tier_page_hash(t, x, i - 1);
     else
         prev = t->pool->hash[rkv_tnode_blocks(t, x)[i - 1]];
-    rkv_store_set_chain(s, slot, prev, x->u.tokens + (size_t)i * t->P, t->P);
+    int32_t buf[RKV_MAX_PAGE_SIZE]; /* records keep int32 ids */
+    rkv_store_set_chain(s, slot, prev, rkv_tier_page_ids(t, x, i, buf), t->P);
 }
 
 /* KV event for page i of node id entering (stored) or leaving `medium`. */
@@ -234,8 +252,10 @@ static void rkv_tier_ev_at(rkv_tree *t, uint32_t id, uint32_t i, int stored,
     if (stored)
         ph = i > 0 ? rkv_tier_page_hash(t, x, i - 1)
                    : rkv_tier_prev_hash(t, x->parent);
+    int32_t buf[RKV_MAX_PAGE_SIZE]; /* events carry int32 ids */
     rkv_ev_medium(t, stored ? RKV_EVENT_BLOCK_STORED : RKV_EVENT_BLOCK_REMOVED,
-                  medium, ns, ph, &h, x->u.tokens + (size_t)i * t->P, 1);
+                  medium, ns, ph, &h,
+                  stored ? rkv_tier_page_ids(t, x, i, buf) : NULL, 1);
 }
 
 /* The same in the node's own lower medium (host, or disk for a disk node). */
@@ -387,7 +407,7 @@ static void rkv_tier_remove_lower(rkv_tree *t, uint32_t id, int free_root)
     rkv_tnode *x = &t->nodes[id];
     uint32_t p = x->parent;
     rkv_host_lru_unlink(t, id);
-    rkv_child_index_remove(t, rkv_child_index_key_page(t, p, x->u.tokens), id);
+    rkv_child_index_remove(t, rkv_child_index_key_stored(t, p, x), id);
     rkv_tier_unlink_sib(t, id);
     rkv_node_mem_free(&t->mem, x->u.tokens, rkv_tree_data_bytes(t, x->cap_pages));
     rkv_tree_slot_free(t, id);
@@ -1097,10 +1117,6 @@ rkv_status rkv_tree_attach_tiers(rkv_tree *tree, const rkv_tier_config *cfg)
     if (tree == NULL)
         return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: NULL tree", fn);
     rkv_tree *t = tree;
-    if (t->tok_bytes != 4 && cfg != NULL && (cfg->host != NULL || cfg->disk != NULL))
-        return rkv_set_error(RKV_ERR_INVALID_ARG, "%s: lower tiers need 4-byte "
-                             "token ids (the tree has token_bytes %u)", fn,
-                             t->tok_bytes);
     if (t->cached_blocks != 0 || t->num_nodes != 0 || t->lock_total != 0 ||
         (t->tiers.tier != NULL && t->tiers.tier->lower_nodes != 0))
         return rkv_set_error(RKV_ERR_BUSY, "%s: the tree is not empty (reset "
@@ -1362,7 +1378,8 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
         if (f & RKV_TN_LOWER) {
             if (s == RKV_NO_TSLOT)
                 return CORRUPT("LOWER node %u page %u has no medium", y, i);
-            h = rkv_block_hash(h, ns, x->u.tokens + (size_t)i * t->P, t->P);
+            int32_t buf[RKV_MAX_PAGE_SIZE];
+            h = rkv_block_hash(h, ns, rkv_tier_page_ids(t, x, i, buf), t->P);
             if (rkv_tier_page_hash(t, x, i) != h)
                 return CORRUPT("LOWER node %u page %u: hash does not chain", y, i);
         }

@@ -25,6 +25,7 @@
 #include "radix/tree_lease.h"
 #include "radix/tree_lru.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 #include "residency/tier.h"
 
 /* ---- conversions ---------------------------------------------------------- */
@@ -137,10 +138,8 @@ static void rkv_tier_lower_walk(const rkv_tree *t, uint32_t from, uint32_t d,
             break;
         const rkv_tnode *x = &t->nodes[c];
         uint32_t avail = lim - lw->pages;
-        uint32_t m = x->num_pages < avail ? x->num_pages : avail, k = 1;
-        while (k < m && memcmp(x->u.tokens + (size_t)k * P, q + (size_t)k * P,
-                               t->page_bytes) == 0)
-            k++;
+        uint32_t m = x->num_pages < avail ? x->num_pages : avail;
+        uint32_t k = rkv_tok_pages_equal(t, x, q, m);
         lw->pages += k;
         if (!(t->tiers.tn[c].flags & RKV_TN_DISK))
             lw->host_pages += k;
@@ -171,10 +170,8 @@ static void rkv_tier_loading_walk(const rkv_tree *t, uint32_t from, uint32_t d,
             first = c;
         const rkv_tnode *x = &t->nodes[c];
         uint32_t avail = lim - *pages;
-        uint32_t m = x->num_pages < avail ? x->num_pages : avail, k = 1;
-        while (k < m && memcmp(x->u.tokens + (size_t)k * P, q + (size_t)k * P,
-                               t->page_bytes) == 0)
-            k++;
+        uint32_t m = x->num_pages < avail ? x->num_pages : avail;
+        uint32_t k = rkv_tok_pages_equal(t, x, q, m);
         *pages += k;
         if (k < x->num_pages)
             break;
@@ -469,8 +466,7 @@ rkv_transfer_done rkv_tier_complete_load(rkv_tree *t, const rkv_load_job *job,
                 }
             t->tiers.tn[y].flags = 0;
             if (RKV_UNLIKELY(t->events->cap != 0))
-                rkv_ev_stored(t, job->ns, ph, rkv_tnode_blocks(t, x),
-                              x->u.tokens, x->num_pages);
+                rkv_ev_stored_node(t, job->ns, ph, x);
             ph = rkv_tier_page_hash(t, x, x->num_pages - 1);
             if (y == job->node)
                 break;

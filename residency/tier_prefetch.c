@@ -29,6 +29,7 @@
 #include "radix/child_index.h"
 #include "radix/tree_lru.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 #include "residency/tier.h"
 
 /* Undoes a move of node y that took slots h[0..k): the host slots go back,
@@ -158,10 +159,8 @@ rkv_status rkv_tree_prefetch(rkv_tree *tree, rkv_namespace ns,
         if (c == RKV_NIL || !l_is_lower(t, c))
             break;
         const rkv_tnode *x = &t->nodes[c];
-        uint32_t m = x->num_pages < npages - d ? x->num_pages : npages - d, k = 1;
-        while (k < m && memcmp(x->u.tokens + (size_t)k * P, q + (size_t)k * P,
-                               t->page_bytes) == 0)
-            k++;
+        uint32_t m = x->num_pages < npages - d ? x->num_pages : npages - d;
+        uint32_t k = rkv_tok_pages_equal(t, x, q, m);
         if (l_is_disk(t, c)) {
             /* whole nodes, while they fit in max_pages */
             if (x->num_pages > max_pages - moved)

@@ -8,8 +8,10 @@
  *
  * Rebuild: the store's scan (rkv_store_warm_scan) verifies every record
  * and claims the slots of the valid ones; here each record is checked
- * once more against the tree -- a full page of tokens, no negative id,
- * and a chained hash that rkv_block_hash(parent, ns, tokens) reproduces
+ * once more against the tree -- a full page of tokens, no id the tree
+ * cannot store (negative, or >= 2^24 in a 3-byte tree: records keep int32
+ * ids whatever tree wrote them, so one is dropped, never truncated), and
+ * a chained hash that rkv_block_hash(parent, ns, tokens) reproduces
  * (so the tokens are the page the hash names, whatever wrote the file) --
  * then the records form chains by (ns, parent hash), from the namespace's
  * root page (parent RKV_HASH_ROOT) down. Dropped, their slots freed and
@@ -45,6 +47,7 @@
 #include "radix/child_index.h"
 #include "radix/tree.h"
 #include "radix/tree_match.h"
+#include "radix/tree_tokens.h"
 #include "residency/tier.h"
 
 /* One record the scan handed over. */
@@ -183,7 +186,7 @@ static uint32_t warm_node(rkv_tree *t, uint32_t parent, const warm_rec *w,
     x->num_pages = x->cap_pages = 1;
     x->last_access = t->clock;
     x->children_epoch = ++t->epoch;
-    memcpy(x->u.tokens, tokens, t->page_bytes);
+    rkv_tok_store(t, x->u.tok8, tokens, t->P); /* checked by warm_valid */
     rkv_tnode_blocks(t, x)[0] = RKV_NIL;
     rkv_page_residency *tp = rkv_tnode_tpages(t, x);
     tp[0].slot = w->slot;
@@ -204,7 +207,8 @@ static uint32_t warm_node(rkv_tree *t, uint32_t parent, const warm_rec *w,
 /* Whether record w's tokens are the page its hash names. */
 static int warm_valid(const rkv_tree *t, const warm_rec *w, const int32_t *tokens)
 {
-    return w->tok != UINT32_MAX && rkv_tokens_valid(tokens, t->P) &&
+    return w->tok != UINT32_MAX &&
+           rkv_tokens_valid_bits(tokens, t->P, rkv_tok_bad_bits(t)) &&
            rkv_block_hash(w->parent, w->ns, tokens, t->P) == w->hash;
 }
 

@@ -10,16 +10,24 @@
  * the load time is exactly the loaded pages at the PCIe bandwidth (at the
  * disk's for a disk tier); swap counts are consistent; a swap without
  * a host tier is refused (by the fleet replay too).
+ * And a slice of the trace served through a tree with a host over a disk
+ * tier, keeping 3-byte ids (the trace's ids cut to 24 bits; the replay's
+ * are 31-bit): the same hits, loads, stores and evictions as a 4-byte tree
+ * given the same ids.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "radix/tree_debug.h"
 #include "sim/replay.h"
 #include "sim/workload.h"
 #include "tests/support/test_util.h"
 #include "tests/support/test_workload.h"
+#include "tests/support/tree_tier_fixture.h"
+
+#define TRACE_PATH RKV_SOURCE_DIR "/bench/traces/mooncake_conversation_trace.jsonl"
 
 static void base(rkv_replay_config *cfg, rkv_policy pol, uint64_t cap)
 {
@@ -219,5 +227,106 @@ Test(replay_tiers, dfs_cached_matches_follow_host_loads, .timeout = 600)
     rkv_replay_result res;
     cr_assert_eq(rkv_replay_sched(&wl, &cfg, &res), RKV_OK, "%s", rkv_last_error());
     cr_assert_gt(res.hit_tokens_by_medium[RKV_MEDIUM_HOST], 0, "no load from the host");
+    rkv_workload_free(&wl);
+}
+
+/* ---- the trace through a tree with tiers, 3- and 4-byte ids ------------ */
+
+#define TR_P 16u
+#define TR_MAX_PAGES 64u /* a prompt's first 1024 tokens */
+
+typedef struct tr_out {
+    rkv_tier_stats ts;
+    rkv_tree_stats st;
+    uint64_t lower_hits, loaded;
+} tr_out;
+
+/* Serves requests [0, n) of wl in order as an engine does (match with the
+ * tiers, load what is below, compute the rest, insert) on a tree of
+ * token_bytes tb: a device pool of 72 pages over a host of 96 over a
+ * disk of 4096. */
+static void trace_through(const rkv_workload *wl, uint32_t tb, tr_out *out)
+{
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.token_bytes = tb;
+    tt_fixture f;
+    tt_open(&f, &(tt_spec){.pool_blocks = TR_MAX_PAGES + 8, .page_size = TR_P,
+                           .tree = &tc, .host_blocks = 96, .disk_blocks = 4096});
+    static int32_t tok[TR_MAX_PAGES * TR_P];
+    rkv_block_id b[TR_MAX_PAGES], lb[TR_MAX_PAGES];
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < wl->num_reqs; i++) {
+        uint32_t n = wl->reqs[i].input_length / TR_P;
+        n = n < TR_MAX_PAGES ? n : TR_MAX_PAGES;
+        if (n == 0)
+            continue;
+        cr_assert_eq(rkv_workload_prompt_n(wl, i, n * TR_P, tok), RKV_OK);
+        for (uint32_t j = 0; j < n * TR_P; j++)
+            tok[j] &= 0xffffff;
+        rkv_match m;
+        rkv_tier_match tm;
+        cr_assert_eq(rkv_tree_match_tiers(f.tree, 0, tok, (size_t)n * TR_P, NULL, 0,
+                                          &m, &tm), RKV_OK, "%s", rkv_last_error());
+        out->lower_hits += tm.lower_tokens;
+        if (tm.lower_tokens > 0) {
+            rkv_load ld;
+            cr_assert_eq(rkv_tree_load(f.tree, 0, tok, (size_t)n * TR_P, UINT32_MAX,
+                                       lb, &ld), RKV_OK, "%s", rkv_last_error());
+            if (ld.ticket != 0) {
+                rkv_transfer_done d = tt_poll_one(&f);
+                cr_assert_eq(d.status, RKV_OK);
+                out->loaded += ld.num_pages;
+                cr_assert_eq(rkv_tree_unlock(f.tree, &ld.lease), RKV_OK);
+            }
+        }
+        rkv_lease lease = {0};
+        cr_assert_eq(rkv_tree_match(f.tree, 0, tok, (size_t)n * TR_P, b,
+                                    RKV_MATCH_PEEK, &m), RKV_OK);
+        cr_assert_eq(rkv_tree_lock(f.tree, m.node, &lease), RKV_OK);
+        uint32_t d = (uint32_t)m.num_blocks;
+        if (d < n) {
+            cr_assert_eq(rkv_tree_alloc_blocks(f.tree, n - d, b + d), RKV_OK,
+                         "%s", rkv_last_error());
+            cr_assert_eq(rkv_tree_insert(f.tree, 0, tok, (size_t)n * TR_P, b, NULL,
+                                         NULL), RKV_OK, "%s", rkv_last_error());
+            cr_assert_eq(rkv_pool_unref_n(f.pool, n - d, b + d), RKV_OK);
+        }
+        cr_assert_eq(rkv_tree_unlock(f.tree, &lease), RKV_OK);
+        if (i % 16 == 0)
+            tt_check(&f);
+    }
+    cr_assert_eq(rkv_tree_tier_stats(f.tree, &out->ts), RKV_OK);
+    cr_assert_eq(rkv_tree_get_stats(f.tree, &out->st), RKV_OK);
+    tt_close(&f);
+}
+
+Test(replay_tiers, trace_tok3_tiers_as_tok4, .timeout = 600)
+{
+    rkv_workload wl;
+    rkv_test_trace_slice(&wl, TRACE_PATH, 300);
+    tr_out a, b;
+    trace_through(&wl, 3, &a);
+    trace_through(&wl, 4, &b);
+    if (getenv("RKV_TEST_VERBOSE"))
+        fprintf(stderr, "trace 300: hit %llu of %llu tokens, lower %llu, "
+                "loaded host %llu disk %llu pages\n",
+                (unsigned long long)a.st.hit_tokens,
+                (unsigned long long)a.st.queried_tokens,
+                (unsigned long long)a.lower_hits,
+                (unsigned long long)a.ts.loads_blocks[RKV_MEDIUM_HOST],
+                (unsigned long long)a.ts.loads_blocks[RKV_MEDIUM_DISK]);
+    cr_assert_gt(a.lower_hits, 0, "no hit below the device");
+    cr_assert_gt(a.ts.loads_blocks[RKV_MEDIUM_DISK], 0, "no load from the disk");
+    cr_assert_gt(a.ts.evictions[RKV_MEDIUM_HOST], 0);
+    cr_assert_eq(a.lower_hits, b.lower_hits);
+    cr_assert_eq(a.loaded, b.loaded);
+    cr_assert(memcmp(&a.ts, &b.ts, sizeof a.ts) == 0, "tier stats differ");
+    cr_assert_eq(a.st.hit_tokens, b.st.hit_tokens);
+    cr_assert_eq(a.st.queried_tokens, b.st.queried_tokens);
+    cr_assert_eq(a.st.cached_blocks, b.st.cached_blocks);
+    cr_assert_eq(a.st.evicted_blocks, b.st.evicted_blocks);
+    cr_assert_eq(a.st.nodes, b.st.nodes);
+    cr_assert_lt(a.st.host_bytes, b.st.host_bytes, "3-byte ids cost less");
     rkv_workload_free(&wl);
 }

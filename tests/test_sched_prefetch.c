@@ -15,7 +15,8 @@
  * prefetch its load reads the disk; with WAIT it is held until the disk
  * is done (12 ms for 6 pages) and its load reads the host only; with
  * BEST_EFFORT it goes at once and the pages not arrived are read from
- * disk; TIMEOUT holds it for the timeout only.
+ * disk; TIMEOUT holds it for the timeout only. Each mode runs again on a
+ * tree of 3-byte ids (ids near 2^24) and must do what a 4-byte tree does.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -33,6 +34,9 @@ typedef struct pf_result {
     rkv_sched_stats st;
 } pf_result;
 
+/* 1: the prefix's ids near 2^24 (2^24 - 1 - fill_tokens's). */
+static int g_ids3;
+
 static pf_result run_prefetch_fail(int mode, double timeout_ms, double disk_ms,
                                    uint32_t fail_k)
 {
@@ -47,6 +51,8 @@ static pf_result run_prefetch_fail(int mode, double timeout_ms, double disk_ms,
     cr_assert_eq(got, STK_READY, "setup: %s", rkv_last_error());
     int32_t shared[28];
     fill_tokens(shared, 28, 4242);
+    for (uint32_t i = 0; g_ids3 && i < 28; i++)
+        shared[i] = 0xffffff - shared[i];
     rkv_tier_match tm;
     stk_warm_lower(&e, shared, 24, 3, &tm);
     cr_assert(tm.host_tokens == 0 && tm.disk_tokens == 20, "the prefix must be "
@@ -162,6 +168,45 @@ Test(sched_prefetch, failed_prefetch_leaves_the_disk_copy)
     }
     cr_assert_eq(read_failed, 3, "no k made the prefetch's first (1) or a "
                  "later (2) read fail: %d", read_failed);
+}
+
+/* Every mode on a 3-byte tree: the same admissions, media and prefetch
+ * figures as a 4-byte tree given the same ids (near 2^24). */
+static void pf_tok3(int mode, double timeout_ms, double disk_ms, uint32_t fail_k)
+{
+    g_ids3 = 1;
+    stk_token_bytes = 3;
+    pf_result a = run_prefetch_fail(mode, timeout_ms, disk_ms, fail_k);
+    stk_token_bytes = 4;
+    pf_result b = run_prefetch_fail(mode, timeout_ms, disk_ms, fail_k);
+    cr_assert_eq(a.host, b.host, "mode %d k %u", mode, fail_k);
+    cr_assert_eq(a.disk, b.disk, "mode %d k %u", mode, fail_k);
+    cr_assert_eq(a.wait_steps, b.wait_steps);
+    cr_assert_eq(a.st.prefetches, b.st.prefetches);
+    cr_assert_eq(a.st.prefetch_pages, b.st.prefetch_pages);
+    cr_assert_eq(a.st.prefetch_late_pages, b.st.prefetch_late_pages);
+    cr_assert_eq(a.st.prefetch_waits, b.st.prefetch_waits);
+    cr_assert_eq(a.st.loads, b.st.loads);
+    cr_assert_eq(a.st.load_pages, b.st.load_pages);
+    cr_assert_eq(a.st.load_disk_pages, b.st.load_disk_pages);
+    cr_assert_eq(a.st.failed_loads, b.st.failed_loads);
+}
+
+Test(sched_prefetch, tok3_as_tok4)
+{
+    pf_tok3(RKV_PREFETCH_OFF, 0, 2.0, 0);
+    pf_tok3(RKV_PREFETCH_WAIT, 0, 2.0, 0);
+    pf_tok3(RKV_PREFETCH_BEST_EFFORT, 0, 2.0, 0);
+    pf_tok3(RKV_PREFETCH_TIMEOUT, 5.0, 2.0, 0);
+    pf_tok3(RKV_PREFETCH_BEST_EFFORT, 0, 5.0, 0);
+    for (uint32_t k = 1; k <= 40; k += 3)
+        pf_tok3(RKV_PREFETCH_WAIT, 0, 2.0, k);
+    /* and the prefetch did happen on the 3-byte tree */
+    stk_token_bytes = 3;
+    pf_result r = run_prefetch(RKV_PREFETCH_WAIT, 0, 2.0);
+    cr_assert_eq(r.st.prefetch_pages, 6);
+    cr_assert_eq(r.host, 24, "host %u disk %u", r.host, r.disk);
+    stk_token_bytes = 4;
 }
 
 /* rkv_tree_prefetch's arguments, and no disk below a host: nothing. */

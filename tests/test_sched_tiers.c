@@ -289,6 +289,16 @@ Test(sched_tiers, failed_load_falls_back_to_compute)
  * leaks. */
 enum { SCHED_ALLOCS, TREE_ALLOCS, STORE_COPIES };
 
+/* 1: the scenario's ids near 2^24 (2^24 - 1 - fill_tokens's), for the
+ * runs on 3-byte trees (stk_token_bytes). */
+static int g_ids3;
+
+static void ids3(int32_t *t, uint32_t n)
+{
+    for (uint32_t i = 0; g_ids3 && i < n; i++)
+        t[i] = 0xffffff - t[i];
+}
+
 static uint64_t oom_scenario(int which, int64_t fail_k, uint64_t *surfaced)
 {
     stk_env e;
@@ -299,6 +309,7 @@ static uint64_t oom_scenario(int which, int64_t fail_k, uint64_t *surfaced)
     e.tolerate_nomem = 1;
     int32_t shared[28];
     fill_tokens(shared, 28, 4242);
+    ids3(shared, 28);
     stk_warm_host(&e, shared, 24);
     uint64_t tree0 = rkv_tree_debug_alloc_calls(e.tree);
     if (which == SCHED_ALLOCS)
@@ -311,6 +322,7 @@ static uint64_t oom_scenario(int which, int64_t fail_k, uint64_t *surfaced)
     for (uint64_t id = 4; id < 10; id++) {
         memcpy(t, shared, sizeof shared);
         fill_tokens(t + 24, 8, 300 + id);
+        ids3(t + 24, 8);
         rkv_status st = stk_submit(&e, id, id % 2 ? t : t + 8, 24, 20);
         if (st == RKV_ERR_NOMEM) {
             OK(rkv_sched_check(e.s));
@@ -388,6 +400,38 @@ Test(sched_tiers, store_copies_fail_one_by_one, .timeout = 300)
     cr_assert_gt(failed, 0, "no copy failed: the injection did not reach");
     cr_assert_lt(k, 400, "copies kept failing past 400");
     cr_assert_eq(surfaced, 0, "a failed copy surfaced from the scheduler");
+}
+
+/* The same on a tree of 3-byte ids (ids near 2^24): each of the tree's
+ * allocations and each host copy fails in turn, with every request's KV
+ * checked; the tree makes as many allocations as a 4-byte one. */
+Test(sched_tiers, tok3_tree_allocations_fail_one_by_one, .timeout = 300)
+{
+    uint64_t surfaced;
+    g_ids3 = 1;
+    uint64_t n4 = oom_scenario(TREE_ALLOCS, -1, &surfaced);
+    stk_token_bytes = 3;
+    uint64_t n3 = fail_each(TREE_ALLOCS, &surfaced);
+    cr_assert_eq(n3, n4, "3-byte tree: %llu allocations, 4-byte %llu",
+                 (unsigned long long)n3, (unsigned long long)n4);
+    stk_token_bytes = 4;
+}
+
+Test(sched_tiers, tok3_store_copies_fail_one_by_one, .timeout = 300)
+{
+    uint64_t surfaced = 0, k = 0, failed = 0;
+    g_ids3 = 1;
+    stk_token_bytes = 3;
+    for (; k < 400; k++) {
+        uint64_t f = oom_scenario(STORE_COPIES, (int64_t)k, &surfaced);
+        if (f == 0)
+            break;
+        failed++;
+    }
+    cr_assert_gt(failed, 0, "no copy failed: the injection did not reach");
+    cr_assert_lt(k, 400);
+    cr_assert_eq(surfaced, 0);
+    stk_token_bytes = 4;
 }
 
 /* Config ranges of the tier fields. */

@@ -10,6 +10,10 @@
  * orphans, the rest hit; a file of another model or layout is refused
  * and left as it was; warm_restart 0 starts empty; an I/O failure
  * injected at every read of the scan costs that record only.
+ * Records keep int32 ids whatever the tree's layout: a file written by a
+ * 4-byte tree warm-restarts a 3-byte one (token_bytes = 3) and back, ids
+ * near 2^24 that differ in one byte included, and a record holding an id a
+ * 3-byte tree cannot keep (>= 2^24) is dropped there, never truncated.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -47,10 +51,23 @@ typedef struct wenv {
     rkv_store *hs;
 } wenv;
 
+/* The trees' token_bytes (start), and the ids of tokens_of: 0 small
+ * ones; 1 near 2^24 (2^24 - 1 - the small one: neighbours differ in the
+ * low byte, sequences in the middle one); 2 the same, but sequence
+ * NSEQ - 1's page BIG_PAGE holds an id >= 2^24. */
+static uint32_t g_tb = 4;
+static int g_ids;
+#define BIG_PAGE 3u
+
 static void tokens_of(uint32_t s, int32_t *tok)
 {
-    for (uint32_t j = 0; j < NPG * P; j++)
+    for (uint32_t j = 0; j < NPG * P; j++) {
         tok[j] = j < SHARED * P ? (int32_t)(j + 1) : (int32_t)(1000 * (s + 1) + j);
+        if (g_ids != 0)
+            tok[j] = 0xffffff - tok[j];
+        if (g_ids == 2 && s == NSEQ - 1 && j == BIG_PAGE * P + 1)
+            tok[j] += 1 << 24;
+    }
 }
 
 /* The chained hash of page j of sequence s. */
@@ -88,7 +105,10 @@ static void start(wenv *e, uint32_t head_dim)
     rkv_pool_config pc = tu_kv_config(64, P, 1, 1, head_dim, RKV_DEVICE_HOST);
     e->head_dim = head_dim;
     OK(rkv_pool_create(&pc, &e->pool));
-    OK(rkv_tree_create(e->pool, NULL, &e->tree));
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.token_bytes = g_tb;
+    OK(rkv_tree_create(e->pool, &tc, &e->tree));
     e->bb = rkv_pool_bytes_per_block(e->pool);
 }
 
@@ -571,6 +591,104 @@ Test(tier_warm, records_of_queued_stores_carry_their_chain)
     for (uint32_t s = 0; s < NSEQ; s++)
         cr_assert_eq(lower_pages(&e, s), NPG);
     load_and_verify(&e, 4, NPG);
+    stop(&e);
+    teardown(&e);
+}
+
+/* A file written by a tree of token_bytes `from` warm-restarts one of
+ * token_bytes `to` (ids near 2^24): every record rebuilt, every prefix
+ * hits and loads its bytes. */
+static void across(uint32_t from, uint32_t to, int host)
+{
+    wenv e;
+    setup(&e);
+    e.host = host;
+    g_ids = 1;
+    g_tb = from;
+    first_life(&e);
+    g_tb = to;
+    restart(&e);
+    rkv_store_info i = info_of(e.disk);
+    cr_assert_eq(i.warm_records, PAGES);
+    cr_assert_eq(i.warm_skipped, 0);
+    cr_assert_eq(i.warm_dropped, 0);
+    for (uint32_t s = 0; s < NSEQ; s++)
+        cr_assert_eq(lower_pages(&e, s), NPG, "seq %u", s);
+    /* a page one id off (one byte of three) is not the cached one */
+    int32_t tok[NPG * P];
+    tokens_of(1, tok);
+    tok[3 * P + 2] ^= 0x010000;
+    rkv_match m;
+    rkv_tier_match tm;
+    OK(rkv_tree_match_tiers(e.tree, NS, tok, NPG * P, NULL, RKV_MATCH_PEEK, &m, &tm));
+    cr_assert_eq(tm.lower_tokens, 3 * P);
+    for (uint32_t s = 0; s < NSEQ; s++)
+        load_and_verify(&e, s, s == 0 ? NPG : NPG - SHARED);
+    /* and the pages demoted again by this tree restart the first kind */
+    if (!host) {
+        uint32_t freed = 0;
+        OK(rkv_tree_evict(e.tree, PAGES, &freed));
+        cr_assert_eq(freed, PAGES);
+    } else {
+        OK(rkv_tree_tier_flush(e.tree));
+    }
+    stop(&e);
+    g_tb = from;
+    restart(&e);
+    i = info_of(e.disk);
+    cr_assert_eq(i.warm_records, PAGES);
+    cr_assert_eq(i.warm_dropped, 0);
+    load_all_matches(&e);
+    stop(&e);
+    teardown(&e);
+}
+
+Test(tier_warm, tok3_restarts_tok3) { across(3, 3, 0); }
+Test(tier_warm, tok4_file_restarts_tok3) { across(4, 3, 0); }
+Test(tier_warm, tok3_file_restarts_tok4) { across(3, 4, 0); }
+Test(tier_warm, tok3_below_a_host) { across(3, 3, 1); }
+
+/* A 4-byte tree's record holding an id >= 2^24: a 3-byte tree cannot keep
+ * it, so the warm restart drops it (warm_dropped, with the page under it as
+ * an orphan) instead of truncating the id; a 4-byte tree takes it all. */
+Test(tier_warm, an_id_over_24_bits_is_dropped_by_a_tok3_tree)
+{
+    wenv e;
+    setup(&e);
+    g_ids = 2;
+    first_life(&e);
+    g_tb = 3;
+    restart(&e);
+    rkv_store_info i = info_of(e.disk);
+    cr_assert_eq(i.warm_records, PAGES, "the records verify");
+    cr_assert_eq(i.warm_dropped, NPG - BIG_PAGE, "the page and its child");
+    cr_assert_eq(rkv_store_used_blocks(e.disk), PAGES - (NPG - BIG_PAGE));
+    cr_assert_eq(lower_pages(&e, NSEQ - 1), BIG_PAGE);
+    /* the id with its top byte cut is not the page either */
+    int32_t tok[NPG * P];
+    tokens_of(NSEQ - 1, tok);
+    tok[BIG_PAGE * P + 1] &= 0xffffff;
+    rkv_match m;
+    rkv_tier_match tm;
+    OK(rkv_tree_match_tiers(e.tree, NS, tok, NPG * P, NULL, RKV_MATCH_PEEK, &m, &tm));
+    cr_assert_eq(tm.lower_tokens, BIG_PAGE * P);
+    for (uint32_t s = 0; s + 1 < NSEQ; s++)
+        cr_assert_eq(lower_pages(&e, s), NPG, "seq %u", s);
+    load_all_matches(&e);
+    stop(&e);
+    teardown(&e);
+}
+
+/* Control: the same file and a 4-byte tree keep every record. */
+Test(tier_warm, an_id_over_24_bits_is_kept_by_a_tok4_tree)
+{
+    wenv e;
+    setup(&e);
+    g_ids = 2;
+    first_life(&e);
+    restart(&e);
+    cr_assert_eq(info_of(e.disk).warm_dropped, 0);
+    cr_assert_eq(lower_pages(&e, NSEQ - 1), NPG);
     stop(&e);
     teardown(&e);
 }

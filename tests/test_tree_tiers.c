@@ -23,6 +23,11 @@
  * Pins (issue 13) are made and released along the way, and the whole pool
  * is taken at once now and then, so pins are lowered into the tiers
  * (residency/lowered_pins.c) under every mode, policy and fault.
+ * The same runs on a tree keeping 3-byte ids (rkv_tree_config.token_bytes
+ * = 3) over ids near 2^24 that differ in one of their three bytes
+ * (tok3_ids): every read of a lower node's ids (walks, records, events,
+ * lowered pins) must go through the layout, and the run's figures must be
+ * those of a 4-byte tree given the same ids.
  * At the end: priorities in the lower tiers (the host and disk drop order
  * against a scanning reference, and issue 13's priority-90 case).
  */
@@ -64,6 +69,8 @@ typedef struct env {
     seq seqs[NSEQ];
     uint64_t rng;
     int exact;
+    int tok;  /* 0: ids 0..4 on a 4-byte tree; 3 / 4: tok3_ids on a
+                 3- / 4-byte tree */
     uint8_t *buf, *want;
     uint64_t loads_ok, loads_failed, hits_lower;
     evd d;    /* pool, tree, TP for the event model */
@@ -281,6 +288,16 @@ static void serve(env *e, const seq *s, uint32_t upto)
     check_all(e);
 }
 
+/* Letter i as a 3-byte world's id: near 2^24, consecutive letters
+ * differing in one byte (top, middle, low in turn), so a conversion that
+ * drops or mixes a byte merges two letters. */
+static int32_t tok3_ids(uint32_t i)
+{
+    static const uint32_t flip[3] = {0x800000u, 0x008000u, 0x000080u};
+    uint32_t v = 0xffffffu - (i / 3) * 0x010101u;
+    return (int32_t)(v ^ (i % 3 ? flip[i % 3 - 1] : 0));
+}
+
 static void make_seqs(env *e)
 {
     /* a few shared stems, two namespaces with the same tokens */
@@ -297,17 +314,32 @@ static void make_seqs(env *e)
         for (uint32_t j = 0; j < s->npages * TP; j++)
             s->tok[j] = j < keep ? stems[a][j] : (int32_t)(rnd(e) % 5);
     }
+    if (e->tok != 0) /* after the draws: the same sequences, other ids */
+        for (uint32_t i = 0; i < NSEQ; i++)
+            for (uint32_t j = 0; j < e->seqs[i].npages * TP; j++)
+                e->seqs[i].tok[j] = tok3_ids((uint32_t)e->seqs[i].tok[j]);
 }
 
-/* mode: 0 a host store, 1 a disk store, 2 a host over a disk store.
- * Returns the pages loaded from the disk. */
-static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
+/* What a run did, for comparing two layouts' runs. */
+typedef struct run_out {
+    uint64_t disk_loads, hits_lower, loads_ok, loads_failed;
+    rkv_tier_stats ts;
+    rkv_tree_stats st;
+    rkv_retention_stats rs;
+} run_out;
+
+/* mode: 0 a host store, 1 a disk store, 2 a host over a disk store; tok:
+ * env.tok. Fills *out (NULL: not wanted); returns the pages loaded from
+ * the disk. */
+static uint64_t run_tok(uint64_t seed, int exact, uint32_t steps, int mode,
+                        int tok, run_out *out)
 {
     int64_t live0 = rkv_debug_live_tree_allocs_global();
     env *e = calloc(1, sizeof *e);
     cr_assert_not_null(e);
     e->rng = seed * 0x9E3779B97F4A7C15ull + 1;
     e->exact = exact;
+    e->tok = tok;
     /* the draws in this order: the seeds' runs stay the same */
     uint32_t top_cap = exact ? 4096 : 16 + (uint32_t)(rnd(e) % 24);
     if (mode == 2) /* the host overflows to disk; in exact runs it exceeds
@@ -328,6 +360,7 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
     rkv_tree_config tc;
     rkv_tree_config_init(&tc);
     tc.event_ring = 1024;
+    tc.token_bytes = tok == 3 ? 3 : 4;
     /* mode 1: the one store is a disk store */
     tt_open(&e->fx, &(tt_spec){.pool_blocks = 40, .page_size = TP,
                                .head_dim = 4, .tree = &tc,
@@ -457,6 +490,15 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
                       ts.evictions[RKV_MEDIUM_HOST]);
     }
     uint64_t disk_loads = ts.loads_blocks[RKV_MEDIUM_DISK];
+    if (out != NULL) {
+        memset(out, 0, sizeof *out);
+        out->disk_loads = disk_loads;
+        out->hits_lower = e->hits_lower;
+        out->loads_ok = e->loads_ok;
+        out->loads_failed = e->loads_failed;
+        out->ts = ts;
+        cr_assert_eq(rkv_tree_get_stats(e->tree, &out->st), RKV_OK);
+    }
     if (exact) {
         /* the lowest tier never dropped a page */
         cr_assert_eq(ts.evictions[mode == 0 ? RKV_MEDIUM_HOST : RKV_MEDIUM_DISK],
@@ -467,6 +509,8 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
     cr_assert_eq(rkv_tree_retention_stats(e->tree, &rs), RKV_OK);
     cr_assert_eq(rs.pins, rs.pins_made - rs.pins_expired - rs.pins_released -
                               rs.pins_revoked);
+    if (out != NULL)
+        out->rs = rs;
     if (getenv("RKV_TEST_VERBOSE"))
         fprintf(stderr, "pins made %llu lowered %llu revoked %llu\n",
                 (unsigned long long)rs.pins_made,
@@ -496,6 +540,11 @@ static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
     free(e);
     cr_assert_eq(rkv_debug_live_tree_allocs_global(), live0, "tree memory leaked");
     return disk_loads;
+}
+
+static uint64_t run(uint64_t seed, int exact, uint32_t steps, int mode)
+{
+    return run_tok(seed, exact, steps, mode, 0, NULL);
 }
 
 /* run() for seeds 1 .. seeds with the other arguments fixed. */
@@ -528,6 +577,125 @@ Test(tree_tiers, faulty_host_disk)
     for (uint64_t seed = 1; seed <= 6; seed++)
         disk_loads += run(seed, 0, 600, 2);
     cr_assert_gt(disk_loads, 0, "no page was loaded from the disk");
+}
+
+/* 3-byte ids (env.tok): each run on a 3-byte tree keeps every check and
+ * the model, and does what a 4-byte tree does with the same ids -- the
+ * same hits, loads, stores, evictions and lowered pins. */
+static void run_tok3(uint64_t seeds, int exact, uint32_t steps, int mode)
+{
+    for (uint64_t seed = 1; seed <= seeds; seed++) {
+        run_out o3, o4;
+        (void)run_tok(seed, exact, steps, mode, 3, &o3);
+        (void)run_tok(seed, exact, steps, mode, 4, &o4);
+        cr_assert_eq(o3.hits_lower, o4.hits_lower, "seed %llu",
+                     (unsigned long long)seed);
+        cr_assert_eq(o3.loads_ok, o4.loads_ok);
+        cr_assert_eq(o3.loads_failed, o4.loads_failed);
+        cr_assert(memcmp(&o3.ts, &o4.ts, sizeof o3.ts) == 0,
+                  "seed %llu: tier stats differ between 3- and 4-byte ids",
+                  (unsigned long long)seed);
+        cr_assert_eq(o3.st.queried_tokens, o4.st.queried_tokens);
+        cr_assert_eq(o3.st.hit_tokens, o4.st.hit_tokens);
+        cr_assert_eq(o3.st.cached_blocks, o4.st.cached_blocks);
+        cr_assert_eq(o3.st.nodes, o4.st.nodes);
+        cr_assert_eq(o3.st.evicted_blocks, o4.st.evicted_blocks);
+        cr_assert_eq(o3.st.splits, o4.st.splits);
+        cr_assert_eq(o3.rs.pins_made, o4.rs.pins_made);
+        cr_assert_eq(o3.rs.pins_demoted, o4.rs.pins_demoted);
+        cr_assert_eq(o3.rs.pins_revoked, o4.rs.pins_revoked);
+        cr_assert_eq(o3.rs.pins_lowered, o4.rs.pins_lowered);
+    }
+}
+
+Test(tree_tiers, exact_big_host_tok3) { run_tok3(3, 1, 600, 0); }
+Test(tree_tiers, faulty_small_host_tok3) { run_tok3(4, 0, 800, 0); }
+Test(tree_tiers, exact_disk_tok3) { run_tok3(1, 1, 400, 1); }
+Test(tree_tiers, faulty_disk_tok3) { run_tok3(1, 0, 500, 1); }
+Test(tree_tiers, exact_host_disk_tok3) { run_tok3(2, 1, 500, 2); }
+Test(tree_tiers, faulty_host_disk_tok3) { run_tok3(3, 0, 600, 2); }
+
+/* The KV events of a demotion to the host and of the load back carry the
+ * pages' int32 ids on a 3-byte tree too (a promotion's STORED events are
+ * built from the node's stored ids, 16 pages an event): each event's ids
+ * are those of the pages its hashes name, and the stream is a 4-byte
+ * tree's. */
+#define EV_PAGES 20u
+static uint32_t events_of(uint32_t token_bytes, const int32_t *toks,
+                          rkv_event *ev, uint32_t cap, int32_t *evtok,
+                          size_t tokcap, size_t *ntok)
+{
+    rkv_tree_config tc;
+    rkv_tree_config_init(&tc);
+    tc.token_bytes = token_bytes;
+    tc.event_ring = 256;
+    tc.event_tokens = 4096;
+    tt_fixture f;
+    tt_open(&f, &(tt_spec){.pool_blocks = EV_PAGES + 4, .page_size = TP,
+                           .tree = &tc, .host_blocks = EV_PAGES + 8});
+    cr_assert_eq(tt_try_cache(&f, 5, toks, EV_PAGES, NULL), RKV_OK);
+    uint32_t freed = 0;
+    cr_assert_eq(rkv_tree_evict(f.tree, EV_PAGES, &freed), RKV_OK);
+    cr_assert_eq(freed, EV_PAGES);
+    rkv_load ld;
+    rkv_block_id lb[EV_PAGES];
+    cr_assert_eq(rkv_tree_load(f.tree, 5, toks, (size_t)EV_PAGES * TP, UINT32_MAX,
+                               lb, &ld), RKV_OK, "%s", rkv_last_error());
+    cr_assert_eq(ld.num_pages, EV_PAGES);
+    rkv_transfer_done done = tt_poll_one(&f);
+    cr_assert_eq(done.status, RKV_OK);
+    cr_assert_eq(rkv_tree_unlock(f.tree, &ld.lease), RKV_OK);
+    tt_check(&f);
+    uint32_t n = 0;
+    cr_assert_eq(rkv_tree_events_drain_tokens(f.tree, ev, cap, evtok, tokcap,
+                                              &n, ntok), RKV_OK);
+    cr_assert_lt(n, cap, "every event drained");
+    tt_close(&f);
+    return n;
+}
+
+Test(tree_tiers, events_tok3)
+{
+    int32_t toks[EV_PAGES * TP];
+    uint64_t h[EV_PAGES];
+    for (uint32_t i = 0; i < EV_PAGES * TP; i++)
+        toks[i] = tok3_ids(i % 7 + i / 13);
+    for (uint32_t k = 0; k < EV_PAGES; k++)
+        h[k] = rkv_block_hash(k == 0 ? RKV_HASH_ROOT : h[k - 1], 5,
+                              toks + (size_t)k * TP, TP);
+    static rkv_event e3[128], e4[128];
+    static int32_t t3[4096], t4[4096];
+    size_t nt3 = 0, nt4 = 0;
+    uint32_t n3 = events_of(3, toks, e3, 128, t3, 4096, &nt3);
+    uint32_t n4 = events_of(4, toks, e4, 128, t4, 4096, &nt4);
+    cr_assert_eq(n3, n4);
+    cr_assert_eq(nt3, nt4);
+    cr_assert(memcmp(t3, t4, nt3 * sizeof *t3) == 0, "event ids differ");
+    uint32_t stored[RKV_MEDIUM_COUNT] = {0};
+    size_t at = 0;
+    for (uint32_t i = 0; i < n3; i++) {
+        const rkv_event *a = &e3[i], *b = &e4[i];
+        cr_assert_eq(a->kind, b->kind, "event %u", i);
+        cr_assert_eq(a->medium, b->medium);
+        cr_assert_eq(a->num_hashes, b->num_hashes);
+        cr_assert_eq(a->parent_hash, b->parent_hash);
+        cr_assert(memcmp(a->hashes, b->hashes, a->num_hashes * sizeof *a->hashes) == 0);
+        if (a->kind != RKV_EVENT_BLOCK_STORED)
+            continue;
+        stored[a->medium] += a->num_hashes;
+        uint32_t k = 0;
+        while (k < EV_PAGES && h[k] != a->hashes[0])
+            k++;
+        cr_assert_lt(k, EV_PAGES, "event %u names no page", i);
+        cr_assert(memcmp(t3 + at, toks + (size_t)k * TP,
+                         (size_t)a->num_hashes * TP * sizeof *toks) == 0,
+                  "event %u: the ids are not its pages'", i);
+        at += (size_t)a->num_hashes * TP;
+    }
+    cr_assert_eq(at, nt3);
+    /* cached, demoted, loaded back: each page stored twice on the device */
+    cr_assert_eq(stored[RKV_MEDIUM_DEVICE], 2 * EV_PAGES);
+    cr_assert_eq(stored[RKV_MEDIUM_HOST], EV_PAGES);
 }
 
 /* Attach: an empty tree only, one tree per store, block sizes must agree;

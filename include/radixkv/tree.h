@@ -74,7 +74,7 @@ typedef struct rkv_tree_config {
     uint32_t token_bytes;   /* bytes per cached token id: 4 (default) or 3,
                                for vocabularies below 2^24 (25 % less host
                                memory per token; insert then refuses ids
-                               >= 2^24; no lower tiers):
+                               >= 2^24; lower tiers as with 4):
                                docs/embedding.md                          */
 } rkv_tree_config;
 void rkv_tree_config_init(rkv_tree_config *cfg);

@@ -189,8 +189,8 @@ class Tree(Owned):
     event_tokens > 0 (with event_ring) also keeps the token ids of stored
     pages, up to that many ids pending (``events(tokens=True)``);
     evict_policy is "lru", "priority" or "learned"; token_bytes=3 stores
-    token ids in 3 bytes (vocabularies below 2**24; larger ids are refused;
-    no lower tiers)."""
+    token ids in 3 bytes (vocabularies below 2**24; larger ids are
+    refused)."""
 
     def __init__(self, pool, initial_nodes=0, event_ring=0, evict_policy="lru",
                  max_pinned_pct=50, use_jemalloc=None, event_tokens=0,

@@ -18,7 +18,11 @@
  * only, evict policy, pool size, tier layout and capacities, write policy,
  * store queue, drop_pinned, pin cap), then operations of one opcode byte
  * plus the bytes it reads (reading past the end gives zeros, so every
- * input is a valid program). The disk store's file is made with mkstemp
+ * input is a valid program). One tree in two keeps 3-byte ids
+ * (rkv_tree_config.token_bytes = 3; a bit of the evict policy's byte that
+ * the policy does not read), and its keys are ids near 2^24 that differ
+ * in one of their three bytes: every path of the tiers reads its ids
+ * through the layout. The disk store's file is made with mkstemp
  * under $TMPDIR (or /tmp) and unlinked once the store has it open.
  *
  * The harness is an honest caller: it inserts only blocks it holds,
@@ -138,6 +142,17 @@ static void check_all(const world *w, const char *what)
 
 #include "tests/fuzz/fuzz_world.h"
 
+/* This input's tree keeps 3-byte ids (its keys' letters near 2^24). */
+static int g_tok3;
+
+/* Letter v (< 3) as an id: v, or near 2^24 on a 3-byte tree (the second
+ * and third differ from the first in its top and its middle byte). */
+static int32_t letter_id(uint32_t v)
+{
+    static const int32_t ids3[3] = {0xffffff, 0x7fffff, 0xff7fff};
+    return g_tok3 ? ids3[v] : (int32_t)v;
+}
+
 /* Keys from a tiny alphabet over a few namespaces, so they share prefixes;
  * n >= min. */
 static uint32_t get_key(in *s, int32_t *t, uint32_t min, uint64_t *ns)
@@ -147,7 +162,7 @@ static uint32_t get_key(in *s, int32_t *t, uint32_t min, uint64_t *ns)
     uint32_t n = min + below(s, MAX_TOKENS - min + 1);
     uint8_t alpha = (uint8_t)(c >> 1) % 3 + 1;
     for (uint32_t i = 0; i < n; i++)
-        t[i] = (int32_t)(get8(s) % alpha);
+        t[i] = letter_id(get8(s) % alpha);
     return n;
 }
 
@@ -778,6 +793,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rkv_tree_config_init(&tc);
     tc.use_jemalloc = 0;
     tc.evict_policy = (c0 >> 3) % 3;
+    g_tok3 = ((c0 >> 3) / 3) & 1;
+    tc.token_bytes = g_tok3 ? 3 : 4;
     tc.max_pinned_pct = (c4 >> 5) * 15 > 100 ? 100 : (c4 >> 5) * 15u;
     if (rkv_pool_create(&pc, &w.pool) != RKV_OK ||
         rkv_tree_create(w.pool, &tc, &w.tree) != RKV_OK)

@@ -17,6 +17,8 @@
 #define MAXR STK_MAXR
 #define MAXT STK_MAXT
 
+uint32_t stk_token_bytes = 4;
+
 int stk_setup(stk_env *e, rkv_device device, uint32_t nblocks,
               uint32_t host_blocks, uint32_t disk_blocks,
               const rkv_sched_config *cfg, int write_policy)
@@ -28,7 +30,10 @@ int stk_setup(stk_env *e, rkv_device device, uint32_t nblocks,
     if (st == RKV_ERR_NO_DEVICE)
         return STK_NO_DEVICE;
     cr_assert_eq(st, RKV_OK, "pool: %s", rkv_last_error());
-    OK(rkv_tree_create(e->pool, NULL, &e->tree));
+    rkv_tree_config trc;
+    rkv_tree_config_init(&trc);
+    trc.token_bytes = stk_token_bytes;
+    OK(rkv_tree_create(e->pool, &trc, &e->tree));
     e->nblocks = nblocks;
     e->bb = rkv_pool_bytes_per_block(e->pool);
     cr_assert_geq(e->bb, P * sizeof(uint64_t));

@@ -90,6 +90,9 @@ struct stk_env {
     uint64_t nomem_seen;
 };
 
+/* The token_bytes of the trees stk_setup makes: 4 unless a test sets 3. */
+extern uint32_t stk_token_bytes;
+
 /* What stk_setup found. */
 enum { STK_READY, STK_NO_DEVICE, STK_NO_TIERS };
 
