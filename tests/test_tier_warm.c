@@ -29,7 +29,9 @@
 
 #define OK(expr) cr_assert_eq((expr), RKV_OK, "%s: %s", #expr, rkv_last_error())
 
+#ifndef P /* CMake builds this file at page 16 too (test_tier_warm_p16) */
 #define P 4u
+#endif
 #define NSEQ 6u
 #define NPG 5u
 #define SHARED 2u /* pages every sequence shares */

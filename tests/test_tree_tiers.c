@@ -45,7 +45,9 @@
 #include "tests/support/tree_tier_fixture.h"
 #include "tier/store.h"
 
+#ifndef TP /* CMake builds this file at page 16 too (test_tree_tiers_p16) */
 #define TP 4u
+#endif
 #define MAX_PAGES 12u
 #define NSEQ 48u
 #define MODEL_CAP 4096u
