@@ -229,7 +229,9 @@ void rkv_tier_warm_rebuild(rkv_tree *t)
         uint32_t roots = RKV_NIL;
         for (uint32_t i = 0; i < set.n; i++) {
             warm_rec *w = &set.r[i];
-            if (!warm_valid(t, w, set.tok + (w->tok == UINT32_MAX ? 0 : w->tok)) ||
+            /* (no ids at all: set.tok may be NULL, and w->tok is then
+             * UINT32_MAX, which warm_valid refuses before reading) */
+            if (!warm_valid(t, w, w->tok == UINT32_MAX ? NULL : set.tok + w->tok) ||
                 warm_map_find(&map, set.r, w->hash, w->ns, i) != RKV_NIL)
                 w->tok = UINT32_MAX; /* dropped below */
         }
