@@ -108,8 +108,9 @@
  *   (8) Token ids: a LOWER node keeps them in the tree's layout (3 or 4
  *   bytes, radix/tree_tokens.h) like any node, and every tier file reads
  *   them through its accessors; what leaves the tree -- a record's chain,
- *   an event, a hash -- takes int32 ids (rkv_tier_page_ids), so records
- *   and the disk format do not depend on the layout.
+ *   an event -- takes int32 ids (rkv_tier_page_ids), and a page's hash
+ *   is rkv_tree_page_hash's, so records and the disk format do not depend
+ *   on the layout.
  *
  * Invariants (rkv_tier_check verifies them):
  *   - device nodes (flags 0) and LOADING nodes hang on their parent's
@@ -141,6 +142,7 @@
 #include "common/status.h"
 #include "radix/child_index.h"
 #include "radix/tree.h"
+#include "radix/tree_hash.h"
 #include "radix/tree_lru.h"
 #include "radix/tree_match.h"
 #include "radix/tree_tokens.h"
@@ -200,7 +202,7 @@ static void rkv_tier_set_hash(rkv_page_residency *tp, uint64_t h)
     tp->hhi = (uint32_t)(h >> 32);
 }
 
-/* Page i of node x as int32 ids (what records, events and hashes take):
+/* Page i of node x as int32 ids (what records and events take):
  * the node's own memory under 4-byte ids, else unpacked into buf (P ids). */
 static const int32_t *rkv_tier_page_ids(const rkv_tree *t, const rkv_tnode *x,
                                         uint32_t i, int32_t *buf)
@@ -1378,8 +1380,7 @@ static rkv_status rkv_tier_check_node(const rkv_tree *t, uint32_t y,
         if (f & RKV_TN_LOWER) {
             if (s == RKV_NO_TSLOT)
                 return CORRUPT("LOWER node %u page %u has no medium", y, i);
-            int32_t buf[RKV_MAX_PAGE_SIZE];
-            h = rkv_block_hash(h, ns, rkv_tier_page_ids(t, x, i, buf), t->P);
+            h = rkv_tree_page_hash(t, h, ns, x, i);
             if (rkv_tier_page_hash(t, x, i) != h)
                 return CORRUPT("LOWER node %u page %u: hash does not chain", y, i);
         }
