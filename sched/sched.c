@@ -305,17 +305,21 @@ rkv_status rkv_sched_submit(rkv_sched *s, const rkv_request_desc *d)
         return rkv_set_error(RKV_ERR_INVALID_ARG,
                              "%s: request %llu arrival_ms is not finite", fn,
                              (unsigned long long)d->id);
+    /* one test per token: the bits no stored id may have (the sign bit,
+     * and bits 24..31 in a 3-byte tree); the message says which */
+    const uint32_t bad = rkv_tok_bad_bits(s->tree);
     for (uint32_t i = 0; i < d->prompt_len; i++) {
+        if (!((uint32_t)d->prompt[i] & bad))
+            continue;
         if (d->prompt[i] < 0)
             return rkv_set_error(RKV_ERR_INVALID_ARG,
                                  "%s: request %llu token %u is negative (%d)",
                                  fn, (unsigned long long)d->id, i,
                                  d->prompt[i]);
-        if ((uint32_t)d->prompt[i] & rkv_tok_bad_bits(s->tree))
-            return rkv_set_error(RKV_ERR_INVALID_ARG,
-                                 "%s: request %llu token %u is %d, >= 2^24 "
-                                 "(the tree stores 3-byte ids: token_bytes 3)",
-                                 fn, (unsigned long long)d->id, i, d->prompt[i]);
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "%s: request %llu token %u is %d, >= 2^24 "
+                             "(the tree stores 3-byte ids: token_bytes 3)",
+                             fn, (unsigned long long)d->id, i, d->prompt[i]);
     }
     const rkv_retention *rt = d->retention;
     uint64_t ns_ttl = 0;

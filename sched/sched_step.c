@@ -551,15 +551,17 @@ rkv_status rkv_sched_commit(rkv_sched *s, const int32_t *next_tokens,
         if (next_tokens == NULL)
             return rkv_set_error(RKV_ERR_INVALID_ARG,
                                  "rkv_sched_commit: NULL next_tokens");
+        /* one test: the bits no stored id may have; the message says which */
+        if (!((uint32_t)next_tokens[i] & rkv_tok_bad_bits(s->tree)))
+            continue;
         if (next_tokens[i] < 0)
             return rkv_set_error(RKV_ERR_INVALID_ARG,
                                  "rkv_sched_commit: next_tokens[%u] = %d is "
                                  "negative", i, next_tokens[i]);
-        if ((uint32_t)next_tokens[i] & rkv_tok_bad_bits(s->tree))
-            return rkv_set_error(RKV_ERR_INVALID_ARG,
-                                 "rkv_sched_commit: next_tokens[%u] = %d is >= "
-                                 "2^24 (the tree stores 3-byte ids: "
-                                 "token_bytes 3)", i, next_tokens[i]);
+        return rkv_set_error(RKV_ERR_INVALID_ARG,
+                             "rkv_sched_commit: next_tokens[%u] = %d is >= "
+                             "2^24 (the tree stores 3-byte ids: "
+                             "token_bytes 3)", i, next_tokens[i]);
     }
     /* retention deadlines of the pages inserted below count from now */
     rkv_status st = rkv_sched_set_time(s, now_ms);
