@@ -31,6 +31,7 @@
 #include "radix/child_index.h"
 #include "radix/tree.h"
 #include "radix/tree_lru.h"
+#include "radix/tree_tokens.h"
 #include "residency/tier.h"
 
 int rkv_tier_can_cut_tail(const rkv_tree *t, uint32_t xid)
@@ -51,7 +52,7 @@ uint32_t rkv_tier_cut_tail(rkv_tree *t, uint32_t xid, uint32_t k)
 
     y->u.tokens = prep.data[0];
     y->cap_pages = y->num_pages = n;
-    memcpy(y->u.tok8, x->u.tok8 + (size_t)k * t->page_bytes, (size_t)n * t->page_bytes);
+    memcpy(y->u.tok8, rkv_tok_page(t, x, k), (size_t)n * t->page_bytes);
     memcpy(rkv_tnode_blocks(t, y), rkv_tnode_blocks(t, x) + k, (size_t)n * sizeof(rkv_block_id));
     memcpy(rkv_tnode_tpages(t, y), rkv_tnode_tpages(t, x) + k,
            (size_t)n * sizeof(rkv_page_residency));
