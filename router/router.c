@@ -331,21 +331,6 @@ static inline void rkv_index_stream_step(const rkv_router *r,
         __builtin_prefetch(&r->entries[home + 4]);
 }
 
-/* The slot of key's entry (its mask is not 0), or the free slot where a
- * probe for it from its home i ends, where rkv_index_add_at would put it
- * (its mask is 0). */
-static inline uint32_t rkv_index_seek(const rkv_router *r, uint64_t key,
-                                      uint32_t i)
-{
-    const rkv_index_entry *t = r->entries;
-    for (;;) {
-        if (t[i].mask == 0 || t[i].key == key)
-            return i;
-        if (++i == r->table_cap)
-            i = 0;
-    }
-}
-
 /* Stores the event's hashes for slot bit `bit` of group g, from ring
  * ordinal o on; returns as rkv_index_apply_one, *done = hashes applied.
  * The entry count is kept in a register and the host/disk count added

@@ -245,16 +245,25 @@ static inline void rkv_index_add_at(rkv_router *r, uint32_t i, uint64_t key)
     if (rkv_index_medium(e) != RKV_MEDIUM_DEVICE)
         r->offdev[rkv_index_group(e)]++;
 }
+/* The slot of key's entry (its mask is not 0), or the free slot where a
+ * probe for it from its home i ends, where rkv_index_add_at would put it
+ * (its mask is 0). The one probe loop, for finds and the event path. */
+static inline uint32_t rkv_index_seek(const rkv_router *r, uint64_t key,
+                                      uint32_t i)
+{
+    const rkv_index_entry *t = r->entries;
+    for (;;) {
+        if (t[i].mask == 0 || t[i].key == key)
+            return i;
+        if (++i == r->table_cap)
+            i = 0;
+    }
+}
 /* Table slot of key's entry, or RKV_INDEX_EMPTY. */
 static inline uint32_t rkv_index_find(const rkv_router *r, uint64_t key)
 {
-    for (uint32_t i = rkv_index_home(r, key);; i = rkv_index_succ(r, i)) {
-        const rkv_index_entry *e = &r->entries[i];
-        if (e->mask == 0)
-            return RKV_INDEX_EMPTY;
-        if (e->key == key)
-            return i;
-    }
+    uint32_t i = rkv_index_seek(r, key, rkv_index_home(r, key));
+    return r->entries[i].mask != 0 ? i : RKV_INDEX_EMPTY;
 }
 /* The mask of key's entry (0 if none). */
 static inline uint64_t rkv_index_mask(const rkv_router *r, uint64_t key)
