@@ -231,14 +231,17 @@ static int serve(natsConnection *nc, const char *model, uint64_t id, uint64_t n_
         }
         if (g_reset) {
             g_reset = 0;
+            int failed = 0;
             for (uint64_t i = 0; i < n_inst; i++)
-                if (rkv_tree_reset(in[i].tree) != RKV_OK)
+                if (rkv_tree_reset(in[i].tree) != RKV_OK) {
                     fprintf(stderr, "radixkv-fleet-instance: reset: %s\n",
                             rkv_last_error());
-            printf("reset\n");
+                    failed = 1;
+                }
+            if (!failed) /* "reset" tells a driver that every tree is empty */
+                printf("reset\n");
             fflush(stdout);
         }
-        uint64_t pending = 0;
         for (uint64_t i = 0; i < n_inst && !rc; i++) {
             if (rkv_fleet_pub_poll(in[i].pub, now, 0, 0) == RKV_ERR_STATE)
                 rc = 1;
@@ -246,6 +249,10 @@ static int serve(natsConnection *nc, const char *model, uint64_t id, uint64_t n_
             if (in[i].zpub)
                 rkv_kvev_zpub_poll(in[i].zpub); /* replay requests between batches */
 #endif
+        }
+        /* what is still to publish: only while the announcement waits */
+        uint64_t pending = 0;
+        for (uint64_t i = 0; !announced && total && k == total && i < n_inst; i++) {
             rkv_fleet_pub_stats st;
             rkv_fleet_pub_get_stats(in[i].pub, &st);
             pending += st.pending_batches;
