@@ -240,24 +240,9 @@ HANDLER(on_hb, RKV_DAEMON_HB)
  * loop), and each hand-off is a wake-up and a switch, most of the
  * daemon's CPU time per query (bench/RESULTS.md, h-router). Queries and
  * the stream are on different subjects: nothing ordered them before
- * either. */
-static void on_route(natsConnection *nc, natsSubscription *sub, natsMsg *m,
-                     void *closure)
-{
-    (void)nc;
-    (void)sub;
-    mqueue_owner *o = closure;
-    pthread_mutex_lock(&o->state);
-    if (!o->closing)
-        rkv_daemon_handle(o->d, RKV_DAEMON_ROUTE, natsMsg_GetSubject(m),
-                          natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                          natsMsg_GetReply(m), rkv_fleet_now_ms());
-    pthread_mutex_unlock(&o->state);
-    natsMsg_Destroy(m);
-}
-/* The same on the route queries' own connection and thread
- * (fleet/nats_loop.h): no hand-off between threads, and the replies to
- * every query one read brought go out in one write. */
+ * either. on_route_loop runs on the route queries' own connection and
+ * thread (fleet/nats_loop.h): no hand-off between threads, and the
+ * replies to every query one read brought go out in one write. */
 static void on_route_loop(void *ctx, natsConnection *nc, natsMsg *m)
 {
     mqueue_owner *o = ctx;
@@ -270,6 +255,15 @@ static void on_route_loop(void *ctx, natsConnection *nc, natsMsg *m)
         o->d->reply_nc = NULL;
     }
     pthread_mutex_unlock(&o->state);
+}
+/* The same on the main connection's delivery thread (its replies go out
+ * on that connection, nc), where the loop cannot start. */
+static void on_route(natsConnection *nc, natsSubscription *sub, natsMsg *m,
+                     void *closure)
+{
+    (void)sub;
+    on_route_loop(closure, nc, m);
+    natsMsg_Destroy(m);
 }
 HANDLER(on_stats, RKV_DAEMON_STATS)
 HANDLER(on_snap, RKV_DAEMON_SNAP)
