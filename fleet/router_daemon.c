@@ -1364,18 +1364,25 @@ static int parse_u64(const char *s, uint64_t *out)
 
 #define DEFAULT_SERVER "nats://127.0.0.1:4222"
 
-/* The route queries' own connection (fleet/nats_loop.h), made with the
- * main connection's options no (server, auth, error handler, reconnects,
- * send-at-once), which nats.c copied when the main one connected: the
- * loop adds its event loop to them. */
-static natsStatus start_route_loop(const char *prog, natsOptions *no,
+/* The route queries' connection and thread (fleet/nats_loop.h), with the
+ * main connection's server, authentication and TLS. */
+static natsStatus start_route_loop(const char *prog, const rkv_nats_auth *auth,
                                    const char *route_subj, mqueue_owner *qo)
 {
-    natsStatus s = rkv_nats_loop_start(no, route_subj, "radixkv-router", on_route_loop,
-                                       qo, &qo->d->route_loop);
+    natsOptions *ro = NULL;
+    natsStatus s = natsOptions_Create(&ro);
+    if (s == NATS_OK && rkv_nats_auth_apply(auth, DEFAULT_SERVER, ro) != RKV_OK)
+        s = NATS_ERR;
+    if (s == NATS_OK) s = natsOptions_SetErrorHandler(ro, rkv_fleet_nats_error, (void *)prog);
+    if (s == NATS_OK) s = natsOptions_SetMaxReconnect(ro, -1);
+    if (s == NATS_OK) s = natsOptions_SetReconnectWait(ro, 100);
+    if (s == NATS_OK)
+        s = rkv_nats_loop_start(ro, route_subj, "radixkv-router", on_route_loop, qo,
+                                &qo->d->route_loop);
     if (s != NATS_OK)
         fprintf(stderr, "%s: route queries on their own connection: %s; on the main "
                 "one instead\n", prog, natsStatus_GetText(s));
+    natsOptions_Destroy(ro); /* the connection keeps its own copy */
     return s;
 }
 
@@ -1575,7 +1582,7 @@ int rkv_router_daemon_main(const char *prog, int argc, char **argv)
         /* a queue group: routers of one model share the queries, each
          * answered by one of them; on a connection and thread of their
          * own, else (it cannot start) as the other subscriptions */
-        if (s == NATS_OK && start_route_loop(prog, no, route_subj, &qo) != NATS_OK)
+        if (s == NATS_OK && start_route_loop(prog, &auth, route_subj, &qo) != NATS_OK)
             s = natsConnection_QueueSubscribe(&d->subs[3], d->nc, route_subj,
                                               "radixkv-router", on_route, &qo);
         if (s == NATS_OK)
